@@ -1,0 +1,80 @@
+"""deermem: long-term memory for LLM agents that forgets the right things and can say why.
+
+The public API is re-exported here. Names are imported lazily on first use, so
+``import deermem`` stays cheap: the evaluation commands, for instance, need the
+policy layer but neither pydantic, nor the HTTP client, nor the CLI stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "DeerMemError": "deermem._exceptions",
+    "ConfigError": "deermem._exceptions",
+    "FactValidationError": "deermem._exceptions",
+    "Fact": "deermem.model",
+    "FactScope": "deermem.model",
+    "FactSource": "deermem.model",
+    "CORE_CATEGORIES": "deermem.model",
+    "MemoryConfig": "deermem.config",
+    "load_config": "deermem.config",
+    "POLICY_CONFIDENCE": "deermem.policy",
+    "POLICY_HYBRID_V1": "deermem.policy",
+    "CapacityDecision": "deermem.policy",
+    "CapacityPolicy": "deermem.policy",
+    "EvictedFact": "deermem.policy",
+    "ShadowComparison": "deermem.policy",
+    "select_facts_for_capacity": "deermem.policy",
+}
+
+__all__ = [
+    "CORE_CATEGORIES",
+    "POLICY_CONFIDENCE",
+    "POLICY_HYBRID_V1",
+    "CapacityDecision",
+    "CapacityPolicy",
+    "ConfigError",
+    "DeerMemError",
+    "EvictedFact",
+    "Fact",
+    "FactScope",
+    "FactSource",
+    "FactValidationError",
+    "MemoryConfig",
+    "ShadowComparison",
+    "__version__",
+    "load_config",
+    "select_facts_for_capacity",
+]
+
+if TYPE_CHECKING:
+    from deermem._exceptions import ConfigError, DeerMemError, FactValidationError
+    from deermem.config import MemoryConfig, load_config
+    from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
+    from deermem.policy import (
+        POLICY_CONFIDENCE,
+        POLICY_HYBRID_V1,
+        CapacityDecision,
+        CapacityPolicy,
+        EvictedFact,
+        ShadowComparison,
+        select_facts_for_capacity,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deermem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

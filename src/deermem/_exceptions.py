@@ -1,0 +1,74 @@
+"""The one exception tree of deermem.
+
+Every error deermem raises on purpose derives from :class:`DeerMemError`, so a
+caller can catch "anything deermem refused" without catching programming
+errors. Errors that stand for bad input also derive from :class:`ValueError`,
+because that is what they are and what generic callers already handle::
+
+    DeerMemError
+    ├── ConfigError                 (ValueError) a configuration key has a bad value
+    └── FactValidationError         (ValueError) a fact field has a bad value
+
+Later layers add their own branches here (storage, LLM, evaluation); keep the
+tree drawn above in step with the classes below.
+
+Errors carry their context as attributes (``field``, ``value``, ``source``) so
+callers never parse messages; the message is for people.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "DeerMemError", "FactValidationError"]
+
+
+class DeerMemError(Exception):
+    """Root of every error deermem raises deliberately."""
+
+
+class ConfigError(DeerMemError, ValueError):
+    """A configuration could not be loaded or has invalid values.
+
+    Attributes:
+        problems: one human-readable line per invalid key, each naming the key,
+            the value and what is allowed.
+        source: where the configuration came from (a file path, ``"environment"``
+            or ``"arguments"``), or ``None`` when unknown.
+    """
+
+    def __init__(self, problems: list[str], *, source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        prefix = f"{source}: " if source else ""
+        if len(self.problems) == 1:
+            message = f"{prefix}invalid configuration: {self.problems[0]}"
+        else:
+            lines = "\n".join(f"  - {problem}" for problem in self.problems)
+            message = f"{prefix}invalid configuration ({len(self.problems)} problems):\n{lines}"
+        super().__init__(message)
+
+
+class FactValidationError(DeerMemError, ValueError):
+    """A fact field has a value the canonical schema does not allow.
+
+    Attributes:
+        field: the camelCase field name, e.g. ``"confidence"``.
+        value: the rejected value, as given.
+        allowed: a short description of what the field accepts.
+        fact_id: the id of the fact when it is known, for messages about stored data.
+    """
+
+    def __init__(
+        self, field: str, value: object, allowed: str, *, fact_id: str | None = None
+    ) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        self.fact_id = fact_id
+        where = f"fact {fact_id!r}: " if fact_id else ""
+        super().__init__(f"{where}field {field!r} has value {_preview(value)}; {allowed}")
+
+
+def _preview(value: object, limit: int = 80) -> str:
+    """Render a rejected value briefly, so a huge string cannot flood a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,58 @@
+"""``deermem config``: check a configuration file before anything runs with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from deermem.cli._output import JSON_OPTION, out_console, print_json
+from deermem.config import ENV_PREFIX, MemoryConfig, load_config
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Inspect and validate configuration.", no_args_is_help=True)
+
+
+@app.command("check")
+def check(
+    file: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="A .toml, .yaml or .yml file."
+    ),
+    ignore_env: bool = typer.Option(
+        False, "--ignore-env", help=f"Do not apply {ENV_PREFIX}* environment variables."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Validate FILE and print the effective configuration.
+
+    The effective configuration is the defaults, overridden by FILE, overridden
+    by `DEERMEM_*` environment variables (unless `--ignore-env`). Every invalid
+    key is reported at once, with its value and what is allowed.
+
+    Example: `deermem config check deermem.toml`
+    """
+    config = load_config(file, environ={} if ignore_env else None)
+    defaults = MemoryConfig()
+    if as_json:
+        print_json(config.model_dump(mode="json"))
+        return
+    table = Table(title=f"Effective configuration ({file})", title_justify="left")
+    table.add_column("setting")
+    table.add_column("value")
+    table.add_column("default", style="dim")
+    for key in type(config).model_fields:
+        value = getattr(config, key)
+        default = getattr(defaults, key)
+        marker = "" if value == default else " *"
+        table.add_row(key, escape(f"{_show(value)}{marker}"), escape(_show(default)))
+    out_console.print(table)
+    out_console.print("[green]valid[/]  (* differs from the default)")
+
+
+def _show(value: object) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return str(value)

@@ -1,0 +1,129 @@
+"""Reading a :class:`MemoryConfig` from a file, the environment and arguments.
+
+Later sources win: defaults < file < ``DEERMEM_*`` environment variables <
+keyword arguments. Every problem is reported at once, each naming the key, the
+value, what is allowed and where the value came from, so one run of
+``deermem config check`` shows everything that needs fixing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+import yaml
+from pydantic.fields import FieldInfo
+
+from deermem._exceptions import ConfigError
+from deermem.config._errors import describing_origins
+from deermem.config.schema import MemoryConfig
+
+__all__ = ["ENV_PREFIX", "config_from_mapping", "load_config", "read_config_file"]
+
+ENV_PREFIX: Final = "DEERMEM_"
+# A file may hold the settings at top level or under one ``deermem`` table, so
+# deermem can share a file with the application that embeds it.
+_SECTION: Final = "deermem"
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    **overrides: object,
+) -> MemoryConfig:
+    """Build the effective configuration.
+
+    Args:
+        path: a ``.toml``, ``.yaml`` or ``.yml`` file, or ``None`` for none.
+        environ: where to read ``DEERMEM_*`` variables; ``os.environ`` by default.
+            Pass ``{}`` to ignore the environment.
+        **overrides: settings that win over every other source.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or any value is invalid;
+            the error lists every problem.
+    """
+    values: dict[str, object] = {}
+    origins: dict[str, str] = {}
+    if path is not None:
+        file_values = read_config_file(path)
+        values.update(file_values)
+        origins.update(dict.fromkeys(file_values, str(path)))
+    env_values = _environment_values(os.environ if environ is None else environ)
+    for key, (variable, value) in env_values.items():
+        values[key] = value
+        origins[key] = f"environment variable {variable}"
+    values.update(overrides)
+    origins.update(dict.fromkeys(overrides, "keyword argument"))
+    source = str(path) if path is not None else None
+    return config_from_mapping(values, origins=origins, source=source)
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
+    """Parse a TOML or YAML configuration file into a flat mapping of settings."""
+    file = Path(path)
+    suffix = file.suffix.lower()
+    if suffix not in {".toml", ".yaml", ".yml"}:
+        raise ConfigError(
+            [f"unsupported file type {suffix or '(none)'!r}; use .toml, .yaml or .yml"],
+            source=str(file),
+        )
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError([f"cannot read the file: {error}"], source=str(file)) from error
+    try:
+        document: object = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as error:
+        raise ConfigError([f"cannot parse the file: {error}"], source=str(file)) from error
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(
+            [f"expected a mapping of settings at the top level, found {type(document).__name__}"],
+            source=str(file),
+        )
+    section = document.get(_SECTION)
+    if isinstance(section, dict) and len(document) == 1:
+        document = section
+    return {str(key): value for key, value in document.items()}
+
+
+def config_from_mapping(
+    values: Mapping[str, object],
+    *,
+    origins: Mapping[str, str] | None = None,
+    source: str | None = None,
+) -> MemoryConfig:
+    """Validate settings; errors name where each bad value came from."""
+    with describing_origins(origins or {}, source):
+        return MemoryConfig(**values)
+
+
+def _environment_values(environ: Mapping[str, str]) -> dict[str, tuple[str, object]]:
+    found: dict[str, tuple[str, object]] = {}
+    for key, info in MemoryConfig.model_fields.items():
+        variable = ENV_PREFIX + key.upper()
+        if variable in environ:
+            found[key] = (variable, _parse_env_value(environ[variable], info))
+    return found
+
+
+def _parse_env_value(raw: str, info: FieldInfo) -> object:
+    """Environment values are strings; lists may be JSON or comma-separated."""
+    annotation = str(info.annotation)
+    if "tuple" in annotation or "list" in annotation:
+        text = raw.strip()
+        if text.startswith("["):
+            try:
+                parsed: object = json.loads(text)
+            except json.JSONDecodeError:
+                return raw
+            return parsed
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return raw.strip()

@@ -1,0 +1,123 @@
+"""The three bounded signals of ``hybrid-v1`` and the confidence coercion.
+
+Each signal maps a fact to [0, 1]:
+
+* **confidence** — the stored value, clamped; 0.5 when it is missing or
+  cannot be read, so one bad row never crashes an eviction.
+* **confirmation freshness** — ``2^(−Δdays/half_life)`` since the user last
+  confirmed the fact; a fact never confirmed decays from its creation time at
+  half weight, because being created is weaker evidence than being confirmed.
+* **access heat** — the usage sidecar's heat, decayed since the last access,
+  squashed by ``log1p(h)/log(9)`` and capped at 1, so a fact recalled eight
+  times is as hot as one recalled a hundred times.
+
+The arithmetic is written exactly as the original computes it (timedelta
+seconds divided by 86400, ``2 ** (−max(0, Δ) / half_life)``, ``0.5 * decay``,
+``min(1.0, log1p(h * decay) / log(9))``), because near-ties must break the
+same way for the evaluation's retained sets to match row by row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Final
+
+from deermem.model.timestamps import parse_timestamp
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "access_heat",
+    "coerce_confidence",
+    "confirmation_freshness",
+    "decay",
+    "elapsed_days",
+    "usable_heat",
+]
+
+DEFAULT_CONFIDENCE: Final = 0.5
+SECONDS_PER_DAY: Final = 86400
+LOG_9: Final = math.log(9)
+
+
+def coerce_confidence(value: object) -> float:
+    """Read a stored confidence as a float in [0, 1]; 0.5 if it cannot be read.
+
+    Numbers and numeric strings (``"0.9"``) are accepted; booleans, ``None``,
+    other strings and non-finite values give the default 0.5.
+    """
+    if value is None or isinstance(value, bool):
+        return DEFAULT_CONFIDENCE
+    if isinstance(value, float):
+        number = value
+    else:
+        try:
+            number = float(value)  # type: ignore[arg-type]  # int, str, Decimal, numpy ...
+        except (TypeError, ValueError, OverflowError):
+            return DEFAULT_CONFIDENCE
+    if not math.isfinite(number):
+        return DEFAULT_CONFIDENCE
+    return 0.0 if number < 0.0 else 1.0 if number > 1.0 else number
+
+
+def elapsed_days(now: datetime, moment: datetime) -> float:
+    """Days from ``moment`` to ``now`` (negative when ``moment`` is in the future)."""
+    return (now - moment).total_seconds() / SECONDS_PER_DAY
+
+
+def decay(days: float, half_life_days: float) -> float:
+    """Exponential decay with the given half-life; future times do not decay."""
+    return 2 ** (-max(0, days) / half_life_days)
+
+
+def confirmation_freshness(
+    last_confirmed_at: object, created_at: object, now: datetime, half_life_days: float
+) -> float:
+    """Freshness in [0, 1] from the last confirmation, else half-weight from creation.
+
+    A timestamp that cannot be parsed counts as absent; with neither
+    timestamp readable the freshness is 0.
+    """
+    confirmed = parse_timestamp(last_confirmed_at)
+    if confirmed is not None:
+        return decay(elapsed_days(now, confirmed), half_life_days)
+    created = parse_timestamp(created_at)
+    if created is not None:
+        return 0.5 * decay(elapsed_days(now, created), half_life_days)
+    return 0.0
+
+
+def access_heat(entry: object, now: datetime, half_life_days: float) -> float:
+    """Access heat in [0, 1] from one usage-sidecar entry.
+
+    ``entry`` is ``{"accessHeat": float, "accessCount": int, "lastAccessedAt":
+    iso}``; anything malformed — not a mapping, a non-numeric or non-positive
+    heat, an unreadable timestamp — gives 0.
+    """
+    if not isinstance(entry, Mapping):
+        return 0.0
+    heat = usable_heat(entry.get("accessHeat"))
+    if heat is None:
+        return 0.0
+    accessed = parse_timestamp(entry.get("lastAccessedAt"))
+    if accessed is None:
+        return 0.0
+    decayed = heat * decay(elapsed_days(now, accessed), half_life_days)
+    return min(1.0, math.log1p(decayed) / LOG_9)
+
+
+def usable_heat(value: object) -> float | None:
+    """A stored access heat as a positive finite float, or ``None`` if unusable."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return number if number > 0 and math.isfinite(number) else None
+
+
+def as_utc(now: datetime) -> datetime:
+    """Make the injected clock aware; a naive clock is taken to be UTC."""
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now

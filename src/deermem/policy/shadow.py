@@ -1,0 +1,58 @@
+"""Shadow mode: compute ``hybrid-v1`` beside ``confidence`` without acting on it.
+
+A deployment that keeps the default ``confidence`` policy can still learn what
+``hybrid-v1`` would have done: which facts it would have evicted, and whether
+that differs from what was actually evicted. The comparison changes nothing
+that is kept; it only feeds the eviction receipt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["ShadowComparison", "compare_evictions"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowComparison:
+    """What the shadow policy would have evicted, and whether it disagrees.
+
+    Attributes:
+        policy: the shadow policy's version, e.g. ``"hybrid-v1"``.
+        would_evict: ids the shadow policy would have evicted, sorted.
+        disagrees: whether that set differs from the ids actually evicted.
+    """
+
+    policy: str
+    would_evict: tuple[str, ...]
+    disagrees: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """The receipt form: ``{policyVersion, wouldEvict, disagrees}``."""
+        return {
+            "policyVersion": self.policy,
+            "wouldEvict": list(self.would_evict),
+            "disagrees": self.disagrees,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> ShadowComparison:
+        would = data.get("wouldEvict")
+        ids = (
+            tuple(sorted(i for i in would if isinstance(i, str))) if isinstance(would, list) else ()
+        )
+        return cls(
+            policy=str(data.get("policyVersion", "")),
+            would_evict=ids,
+            disagrees=bool(data.get("disagrees", False)),
+        )
+
+
+def compare_evictions(
+    shadow_policy: str, would_evict: tuple[str, ...] | list[str], actually_evicted: object
+) -> ShadowComparison:
+    """Build a comparison from the shadow's evictions and the actual ones."""
+    would = tuple(sorted(would_evict))
+    actual = set(actually_evicted) if isinstance(actually_evicted, list | tuple | set) else set()
+    return ShadowComparison(policy=shadow_policy, would_evict=would, disagrees=set(would) != actual)

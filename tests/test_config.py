@@ -1,0 +1,172 @@
+"""MemoryConfig: defaults, ranges, the weight rule, and the three sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deermem import ConfigError, MemoryConfig, load_config
+from deermem.policy import CapacityPolicy
+
+
+def test_defaults_are_the_originals() -> None:
+    config = load_config(environ={})
+    assert config.max_facts == 100
+    assert config.fact_eviction_policy == "confidence"
+    assert config.fact_eviction_shadow_enabled is False
+    assert config.eviction_confirmation_half_life_days == 90
+    assert config.eviction_access_half_life_days == 30
+    assert config.eviction_correction_reserved_fraction == 0.10
+    assert config.eviction_correction_reserved_max == 10
+    assert config.eviction_audit_max_entries == 200
+    assert config.protected_categories == ("correction",)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("max_facts", 9, "between 10 and 500"),
+        ("max_facts", 501, "between 10 and 500"),
+        ("max_facts", True, "not true/false"),
+        ("max_facts", 50.5, "whole number"),
+        ("fact_eviction_policy", "lru", "'confidence', 'hybrid-v1'"),
+        ("eviction_confirmation_half_life_days", 0, "between 1 and 3650"),
+        ("eviction_access_half_life_days", 3651, "between 1 and 3650"),
+        ("eviction_correction_reserved_fraction", 1.1, "between 0.0 and 1.0"),
+        ("eviction_correction_reserved_max", 101, "between 0 and 100"),
+        ("eviction_audit_max_entries", -1, "between 0 and 10000"),
+        ("protected_categories", "correction", "not a single string"),
+        ("protected_categories", ["ok", " "], "must not be blank"),
+        ("fact_eviction_shadow_enabled", "maybe", "true or false"),
+    ],
+)
+def test_invalid_values_name_key_value_and_rule(key: str, value: object, allowed: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, environ={}, **{key: value})
+    message = str(caught.value)
+    assert key in message
+    assert repr(value) in message
+    assert allowed in message
+
+
+def test_weights_must_sum_to_one_and_all_three_are_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        MemoryConfig(eviction_confidence_weight=0.6)
+    message = str(caught.value)
+    for fragment in (
+        "eviction_confidence_weight=0.6",
+        "eviction_confirmation_weight=0.25",
+        "eviction_access_weight=0.1",
+    ):
+        assert fragment in message
+
+
+def test_weights_within_tolerance_are_accepted() -> None:
+    config = MemoryConfig(
+        eviction_confidence_weight=0.5,
+        eviction_confirmation_weight=0.3,
+        eviction_access_weight=0.2 + 5e-10,
+    )
+    assert config.eviction_access_weight == pytest.approx(0.2)
+
+
+def test_unknown_key_is_an_error_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError, match=r"unknown setting 'max_fact'.*did you mean 'max_facts'"):
+        load_config(environ={}, max_fact=20)
+
+
+def test_all_problems_are_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("max_facts: 5\neviction_audit_max_entries: -3\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    assert len(caught.value.problems) == 2
+    assert str(path) in str(caught.value)
+
+
+def test_toml_and_yaml_files(tmp_path: Path) -> None:
+    toml = tmp_path / "deermem.toml"
+    toml.write_text('max_facts = 40\nprotected_categories = ["Correction", "goal"]\n', "utf-8")
+    yaml_file = tmp_path / "deermem.yml"
+    yaml_file.write_text("deermem:\n  fact_eviction_policy: hybrid-v1\n", "utf-8")
+    assert load_config(toml, environ={}).protected_categories == ("correction", "goal")
+    assert load_config(yaml_file, environ={}).fact_eviction_policy == "hybrid-v1"
+
+
+def test_empty_yaml_file_gives_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("", "utf-8")
+    assert load_config(path, environ={}) == MemoryConfig()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("x.json", "{}", "unsupported file type"),
+        ("x.toml", "max_facts = ", "cannot parse"),
+        ("x.yaml", "- 1\n- 2\n", "expected a mapping"),
+        ("x.yaml", "a: [", "cannot parse"),
+    ],
+)
+def test_unreadable_files_are_clear_errors(
+    tmp_path: Path, name: str, content: str, problem: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content, "utf-8")
+    with pytest.raises(ConfigError, match=problem):
+        load_config(path, environ={})
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.toml", environ={})
+
+
+def test_precedence_file_then_environment_then_arguments(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("max_facts = 40\neviction_audit_max_entries = 5\n", "utf-8")
+    environ = {"DEERMEM_MAX_FACTS": "60", "DEERMEM_FACT_EVICTION_SHADOW_ENABLED": "true"}
+    config = load_config(path, environ=environ, eviction_audit_max_entries=7)
+    assert config.max_facts == 60
+    assert config.fact_eviction_shadow_enabled is True
+    assert config.eviction_audit_max_entries == 7
+
+
+def test_environment_is_read_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEERMEM_FACT_EVICTION_POLICY", "hybrid-v1")
+    monkeypatch.setenv("DEERMEM_PROTECTED_CATEGORIES", '["correction", "constraint"]')
+    config = load_config()
+    assert config.fact_eviction_policy == "hybrid-v1"
+    assert config.protected_categories == ("correction", "constraint")
+
+
+def test_environment_errors_name_the_variable() -> None:
+    with pytest.raises(ConfigError, match="environment variable DEERMEM_MAX_FACTS"):
+        load_config(environ={"DEERMEM_MAX_FACTS": "lots"})
+
+
+def test_comma_separated_list_in_environment() -> None:
+    config = load_config(environ={"DEERMEM_PROTECTED_CATEGORIES": "correction, goal"})
+    assert config.protected_categories == ("correction", "goal")
+
+
+def test_config_is_immutable() -> None:
+    config = MemoryConfig()
+    with pytest.raises(ValueError, match="frozen"):
+        config.max_facts = 10
+
+
+def test_capacity_policy_takes_the_config() -> None:
+    config = MemoryConfig(
+        max_facts=20,
+        fact_eviction_policy="hybrid-v1",
+        protected_categories=["correction", "goal"],
+    )
+    policy = CapacityPolicy.from_config(config)
+    assert policy.max_facts == 20
+    assert policy.policy == "hybrid-v1"
+    assert policy.reserved_categories == ("correction", "goal")
+    assert policy.uses_usage
+    assert not CapacityPolicy.from_config(MemoryConfig()).uses_usage
+    assert CapacityPolicy.from_config(MemoryConfig(fact_eviction_shadow_enabled=True)).uses_usage

@@ -1,0 +1,234 @@
+"""The canonical fact: field rules, normalisation and the round trip."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deermem import FactValidationError
+from deermem.model import (
+    CORE_CATEGORIES,
+    Fact,
+    FactSource,
+    canonical_category,
+    category_key,
+    format_timestamp,
+    parse_timestamp,
+)
+
+NOW = datetime(2026, 8, 13, 12, 30, tzinfo=UTC)
+
+
+def minimal(**changes: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "id": "fact_0a1b2c3d",
+        "content": "The user prefers uv.",
+        "createdAt": "2026-08-01T00:00:00Z",
+    }
+    data.update(changes)
+    return data
+
+
+def test_defaults_follow_the_canonical_schema() -> None:
+    fact = Fact.from_dict(minimal())
+    assert fact.category == "context"
+    assert fact.confidence == 0.5
+    assert fact.status == "active"
+    assert fact.schemaVersion == 2
+    assert fact.revision == 1
+    assert fact.updatedAt == fact.createdAt
+    assert fact.source == FactSource(type="unknown")
+    assert fact.topics == ()
+
+
+def test_created_at_defaults_to_the_injected_clock_only() -> None:
+    data = minimal()
+    del data["createdAt"]
+    assert Fact.from_dict(data, now=NOW).createdAt == "2026-08-13T12:30:00Z"
+    with pytest.raises(FactValidationError) as caught:
+        Fact.from_dict(data)
+    assert caught.value.field == "createdAt"
+
+
+def test_content_is_stripped() -> None:
+    assert Fact.from_dict(minimal(content="  use uv \n")).content == "use uv"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("id", "../escape"),  # path characters
+        ("id", ""),  # empty
+        ("id", "a" * 201),  # longer than a file name allows
+        ("id", 7),  # not a string
+        ("content", "   "),  # blank
+        ("content", None),  # missing
+        ("confidence", 1.5),  # above range
+        ("confidence", -0.1),  # below range
+        ("confidence", True),  # bools are not numbers here
+        ("confidence", "0.9"),  # strings are rejected at storage
+        ("confidence", math.nan),  # not finite
+        ("category", 9),  # not a string
+        ("status", "archived"),  # only active facts are stored
+        ("revision", 0),  # revisions start at 1
+        ("revision", [1]),  # wrong type
+        ("topics", "python"),  # a bare string is not a list
+        ("consolidatedFrom", [1, 2]),  # not strings
+        ("confirmationCount", 0),  # counts start at 1
+        ("scope", {"userId": 5, "agentName": "a"}),  # wrong types
+        ("lastConfirmedAt", 12),  # not a timestamp string
+    ],
+)
+def test_invalid_fields_name_field_value_and_rule(field: str, value: object) -> None:
+    with pytest.raises(FactValidationError) as caught:
+        Fact.from_dict(minimal(**{field: value}))
+    error = caught.value
+    assert error.field == field
+    assert error.value == value or (isinstance(value, float) and math.isnan(value))
+    assert repr(value)[:20] in str(error)
+    assert "expected" in str(error) or "allowed" in str(error)
+
+
+def test_errors_name_the_fact_when_its_id_is_known() -> None:
+    with pytest.raises(FactValidationError, match="fact 'fact_0a1b2c3d'"):
+        Fact.from_dict(minimal(confidence=2))
+
+
+def test_unknown_category_becomes_other_with_extension() -> None:
+    fact = Fact.from_dict(minimal(category="  knowledge "))
+    assert (fact.category, fact.categoryExtension) == ("other", "knowledge")
+    assert Fact.from_dict(fact.to_dict()) == fact
+
+
+@pytest.mark.parametrize("category", CORE_CATEGORIES)
+def test_core_categories_are_kept(category: str) -> None:
+    fact = Fact.from_dict(minimal(category=category.upper()))
+    assert (fact.category, fact.categoryExtension) == (category, None)
+
+
+def test_blank_category_is_context() -> None:
+    assert canonical_category("  ") == ("context", None)
+    assert category_key(" Correction ") == "correction"
+    assert category_key(None) == ""
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("manual", FactSource("manual")),
+        ("import", FactSource("import")),
+        ("thread-42", FactSource("conversation", "thread-42")),
+        ({"type": "conversation", "threadId": "t1"}, FactSource("conversation", "t1")),
+        (17, FactSource("unknown")),
+        (None, FactSource("unknown")),
+    ],
+)
+def test_source_normalisation(raw: object, expected: FactSource) -> None:
+    assert FactSource.from_value(raw) == expected
+
+
+def test_legacy_source_string() -> None:
+    assert FactSource("conversation", "t1").legacy_string() == "t1"
+    assert FactSource("manual").legacy_string() == "manual"
+
+
+def test_unknown_keys_and_pass_through_fields_survive() -> None:
+    data = minimal(
+        futureField={"nested": [1, 2]},
+        expected_valid_days=45,
+        sourceError="suggested pip",
+        lastConfirmedAt="2026-08-10T00:00:00Z",
+        confirmationCount=2,
+    )
+    fact = Fact.from_dict(data)
+    assert fact.extra == {"futureField": {"nested": [1, 2]}}
+    out = fact.to_dict()
+    for key in ("futureField", "expected_valid_days", "sourceError", "lastConfirmedAt"):
+        assert out[key] == data[key]
+
+
+def test_consolidated_at_defaults_to_updated_at() -> None:
+    fact = Fact.from_dict(minimal(consolidatedFrom=["a", "b"], updatedAt="2026-08-02T00:00:00Z"))
+    assert fact.consolidatedAt == "2026-08-02T00:00:00Z"
+
+
+def test_heading_is_first_line_cut_to_160() -> None:
+    fact = Fact.from_dict(minimal(content="x" * 200 + "\nsecond line"))
+    assert fact.heading() == "x" * 160
+    titled = Fact.from_dict(minimal(title="A\ntitle"))
+    assert titled.heading() == "A title"
+
+
+def test_replace_revalidates() -> None:
+    fact = Fact.from_dict(minimal())
+    assert fact.replace(confidence=0.9).confidence == 0.9
+    with pytest.raises(FactValidationError):
+        fact.replace(confidence=9)
+
+
+def test_timestamps_parse_leniently() -> None:
+    assert parse_timestamp("2026-08-13T00:00:00Z") == datetime(2026, 8, 13, tzinfo=UTC)
+    assert parse_timestamp("2026-08-13T00:00:00") == datetime(2026, 8, 13, tzinfo=UTC)
+    assert parse_timestamp("2026-08-13T02:00:00+02:00") == datetime(2026, 8, 13, tzinfo=UTC)
+    bad: object
+    for bad in ("yesterday", "", None, 12, True, []):
+        assert parse_timestamp(bad) is None
+    assert format_timestamp(datetime(2026, 1, 2, 3, 4, 5, 6)) == "2026-01-02T03:04:05.000006Z"
+
+
+ids = st.from_regex(r"[A-Za-z0-9_-]{1,40}", fullmatch=True)
+texts = st.text(min_size=1).filter(lambda s: s.strip() != "")
+stamps = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+).map(format_timestamp)
+
+
+@given(
+    fact_id=ids,
+    content=texts,
+    category=st.one_of(st.sampled_from(CORE_CATEGORIES), st.text(max_size=20)),
+    confidence=st.floats(min_value=0, max_value=1),
+    created=stamps,
+    confirmed=st.one_of(st.none(), stamps),
+    count=st.one_of(st.none(), st.integers(min_value=1, max_value=10**6)),
+    revision=st.integers(min_value=1, max_value=10**6),
+    topics=st.lists(st.text(max_size=10), max_size=3),
+    extra=st.dictionaries(
+        st.text(min_size=1, max_size=8)
+        .filter(lambda k: k not in {"id", "scope"})
+        .map(lambda k: "x_" + k),
+        st.one_of(st.integers(), st.text(max_size=5), st.none()),
+        max_size=3,
+    ),
+)
+def test_round_trip_is_identity(
+    fact_id: str,
+    content: str,
+    category: str,
+    confidence: float,
+    created: str,
+    confirmed: str | None,
+    count: int | None,
+    revision: int,
+    topics: list[str],
+    extra: dict[str, object],
+) -> None:
+    fact = Fact.from_dict(
+        {
+            "id": fact_id,
+            "content": content,
+            "category": category,
+            "confidence": confidence,
+            "createdAt": created,
+            "lastConfirmedAt": confirmed,
+            "confirmationCount": count,
+            "revision": revision,
+            "topics": topics,
+            **extra,
+        }
+    )
+    assert Fact.from_dict(fact.to_dict()) == fact
