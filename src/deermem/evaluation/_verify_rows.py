@@ -61,8 +61,9 @@ def check_rows_text(text: str, report: Report) -> RowsCheck:
         difference = first_text_difference(expected_end, text)
         report(FieldProblem(difference.field, difference.expected, difference.actual), None)
     previous: QaRow | None = None
+    failed_cases: set[object] = set()
     for number, line in enumerate(text.rstrip("\n").split("\n"), 1):
-        row = _check_line(line, number, report)
+        row = _check_line(line, number, report, failed_cases)
         if row is None:
             result.complete = False
             continue
@@ -77,7 +78,11 @@ def check_rows_text(text: str, report: Report) -> RowsCheck:
         result.rows.append(row)
         result.lines.setdefault(row.row_id, number)
         previous = row
-    for problem in pairing_problems(result.rows) if result.rows else ():
+    # A case with a broken line is already reported; do not report it again as unpaired.
+    pairable = (
+        [] if None in failed_cases else [r for r in result.rows if r.case_id not in failed_cases]
+    )
+    for problem in pairing_problems(pairable) if pairable else ():
         report(problem, result.lines.get(problem.row or ""))
         result.complete = False
     if result.complete:
@@ -86,18 +91,25 @@ def check_rows_text(text: str, report: Report) -> RowsCheck:
     return result
 
 
-def _check_line(line: str, number: int, report: Report) -> QaRow | None:
-    """Parse and check one line; the row if it passed the schema."""
+def _check_line(line: str, number: int, report: Report, failed_cases: set[object]) -> QaRow | None:
+    """Parse and check one line; the row if it passed the schema.
+
+    The case id of a line that fails is added to ``failed_cases`` (``None`` when
+    the line is not even JSON).
+    """
     try:
         data = json.loads(line)
     except json.JSONDecodeError as error:
         report(FieldProblem("(line)", "one JSON object", f"invalid JSON ({error.msg})"), number)
+        failed_cases.add(None)  # some case lost a line, and we cannot tell which
         return None
     problems = row_problems(data)
     label = row_id_of(data)
     for problem in problems:
         report(FieldProblem(problem.field, problem.expected, problem.actual, label), number)
     if problems:
+        if isinstance(data, dict) and isinstance(data.get("case_id"), str):
+            failed_cases.add(data["case_id"])
         return None
     canonical = dump_line(data)[:-1]
     if line != canonical:

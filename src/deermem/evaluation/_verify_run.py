@@ -71,7 +71,7 @@ _RUN_SPEC: Final[_Spec] = {
         "api_key_env": (_text(_ENV_NAME), "an environment variable name", False),
         "base_url_env": (_text(_ENV_NAME), "an environment variable name", False),
         "capacity": (_integer(1), "an integer ≥ 1", True),
-        "grader_version": (lambda v: v == GRADER_VERSION, repr(GRADER_VERSION), True),
+        "grader_version": (lambda v: v == GRADER_VERSION, f'"{GRADER_VERSION}"', True),
         "max_attempts": (_integer(1), "an integer ≥ 1", True),
         "max_tokens": (_integer(1), "an integer ≥ 1", True),
         "model": (_text(_MODEL), "a model name", False),

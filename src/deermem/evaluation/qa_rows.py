@@ -315,7 +315,7 @@ def _relation_problems(row: dict[str, object]) -> list[FieldProblem]:
         )
     rule = cast(str, row["grade_rule"])
     if row["grade_correct"] is not (rule in CORRECT_RULES):
-        expected = describe_value(rule in CORRECT_RULES) + f" (rule {rule!r})"
+        expected = f"{describe_value(rule in CORRECT_RULES)} (rule {describe_value(rule)})"
         problems.append(
             FieldProblem("grade_correct", expected, describe_value(row["grade_correct"]))
         )
@@ -368,7 +368,7 @@ _FIELD_CHECKS: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
     "case_id": (_matches(IDENTIFIER), "an identifier"),
     "grade_correct": (lambda v: isinstance(v, bool), "true or false"),
     "grade_rule": (lambda v: v in RULES, "one of " + ", ".join(RULES)),
-    "grader_version": (lambda v: v == GRADER_VERSION, repr(GRADER_VERSION)),
+    "grader_version": (lambda v: v == GRADER_VERSION, describe_value(GRADER_VERSION)),
     "kept_fact_ids": (_is_kept_ids, "a non-empty list of unique fact ids"),
     "policy": (lambda v: v in POLICIES, "one of " + ", ".join(POLICIES)),
     "prediction": (lambda v: isinstance(v, str), "a string"),

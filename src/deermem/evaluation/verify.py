@@ -225,7 +225,10 @@ def _read(path: Path, name: str, found: _Collector, *, required: bool) -> str | 
         if required:
             found.add(name, FieldProblem("(file)", "the file", "no such file"))
     except UnicodeDecodeError as error:
-        found.add(name, FieldProblem("(file)", "UTF-8 text", f"undecodable byte at {error.start}"))
+        found.add(
+            name,
+            FieldProblem("(file)", "UTF-8 text", f"an undecodable byte at offset {error.start}"),
+        )
     except OSError as error:
         found.add(name, FieldProblem("(file)", "a readable file", error.strerror or str(error)))
     return None
