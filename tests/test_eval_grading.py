@@ -224,3 +224,26 @@ def test_a_prediction_equal_to_the_reference_is_exact(text: str) -> None:
         return
     expected = (False, "insufficient") if tokens == ["insufficient"] else (True, "exact")
     assert grade_answer(text, text.upper()) == expected
+
+
+@pytest.mark.parametrize(
+    ("prediction", "reference", "expected"),
+    [
+        ("…", "Oslo", (False, "empty-prediction")),
+        ("Insufficient.", "Oslo", (False, "insufficient")),
+        ("Nine days.", "9 days", (True, "exact")),
+        ("12", "12 books", (True, "substring")),
+        ("12 books in total", "12 books", (True, "substring")),
+        ("4 hours", "ranging from 3 to 6 hours", (True, "numeric-range")),
+        ("14 days", "15 days", (False, "numeric-conflict")),
+        ("the blue notebook", "a notebook that is blue", (True, "overlap-accept")),
+        ("green tea", "jasmine tea with honey", (False, "overlap-reject")),
+        ("Days: 7", "7 days", (True, "overlap-accept")),
+        ("a fortnight", "14 days", (False, "overlap-reject")),
+    ],
+)
+def test_examples_in_the_documentation(
+    prediction: str, reference: str, expected: tuple[bool, str]
+) -> None:
+    # docs/evaluation-statistics.md §1 quotes these; keep the page true.
+    assert grade_answer(prediction, reference) == expected
