@@ -192,9 +192,11 @@ def test_percentile_indices(iterations: int, alpha: float, indices: tuple[int, i
         ({"alpha": 1.5}, "alpha"),
         ({"alpha": float("nan")}, "alpha"),
         ({"iterations": 0}, "iterations"),
+        ({"iterations": 10.5}, "iterations"),
+        ({"seed": "4789"}, "seed"),
     ],
 )
-def test_parameters_are_validated(arguments: dict[str, float], parameter: str) -> None:
+def test_parameters_are_validated(arguments: dict[str, object], parameter: str) -> None:
     with pytest.raises(StatisticsError, match=parameter) as caught:
         StatisticsParameters(**arguments)  # type: ignore[arg-type]
     assert caught.value.parameter == parameter

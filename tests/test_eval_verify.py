@@ -17,7 +17,7 @@ from deermem.evaluation.verify import (
     render_verification,
     verify_results,
 )
-from tests.published import published_results
+from tests.published import PUBLISHED_SHA256, published_results
 
 ROWS, SUMMARY, STATS, RUN = "qa.rows.jsonl", "qa.summary.json", "qa.stats.json", "qa_run.json"
 
@@ -81,7 +81,7 @@ def test_a_missing_directory_is_a_finding(tmp_path: Path) -> None:
     report = verify_results(tmp_path / "nowhere")
     assert not report.ok
     assert [str(f) for f in report.findings] == [
-        "(directory): (directory): expected a results directory, got not found"
+        "(directory): path: expected a results directory, got no such directory"
     ]
 
 
@@ -509,3 +509,18 @@ def test_findings_are_capped_per_file(tmp_path: Path) -> None:
     assert (
         str(rows_findings[-1]) == "qa.rows.jsonl: (more): expected at most 50 listed, got 90 in all"
     )
+
+
+def test_published_hashes_pin_the_fields_no_figure_depends_on(tmp_path: Path) -> None:
+    assert verify_results(published_results(), expected_sha256=PUBLISHED_SHA256).ok
+    folder = copy_published(tmp_path)
+    # Token counts feed no figure and nothing constrains them: only a hash can tell.
+    edit_row("01493427__confidence", usage={"prompt_tokens": 1})(folder)
+    assert verify_results(folder).ok
+    report = verify_results(folder, expected_sha256=PUBLISHED_SHA256)
+    assert [(f.file, f.field, f.expected) for f in report.findings] == [
+        (ROWS, "(sha256)", PUBLISHED_SHA256[ROWS])
+    ]
+    (folder / RUN).unlink()
+    missing = verify_results(folder, expected_sha256={RUN: PUBLISHED_SHA256[RUN]})
+    assert [(f.file, f.field) for f in missing.findings] == [(RUN, "(file)")]

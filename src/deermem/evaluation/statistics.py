@@ -66,8 +66,10 @@ class StatisticsParameters:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
-        if isinstance(self.iterations, bool) or self.iterations < 1:
-            raise StatisticsError("iterations", self.iterations, "must be at least 1")
+        if type(self.seed) is not int:
+            raise StatisticsError("seed", self.seed, "must be an integer")
+        if type(self.iterations) is not int or self.iterations < 1:
+            raise StatisticsError("iterations", self.iterations, "must be an integer of at least 1")
         if not 0.0 < self.alpha < 1.0:
             raise StatisticsError("alpha", self.alpha, "must lie strictly between 0 and 1")
 

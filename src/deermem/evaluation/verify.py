@@ -15,11 +15,15 @@ or an API key:
 
 What cannot be checked from the rows alone, and is therefore not claimed: that
 each grade matches its reference answer (references are private and not
-published; ``grade-qa`` re-grades from the dataset), and that a prediction is
-the model's own words rather than copied memory text (predictions are published
-on purpose). What *is* checked for private text: rows, summary, statistics and
-marker carry no key outside their schema, identifiers have no spaces, usage
-holds only numbers, and the marker holds no credential-like string.
+published; ``grade-qa`` re-grades from the dataset), that a prediction is the
+model's own words rather than copied memory text (predictions are published on
+purpose), and fields that no figure is derived from and nothing else constrains
+(``usage``, ``attempts``, ``response_model``, the rank order of kept ids). When
+the files' SHA-256 were published, ``expected_sha256`` pins those too.
+
+What *is* checked for private text: rows, summary, statistics and marker carry
+no key outside their schema, identifiers have no spaces, usage holds only
+numbers, and the marker holds no credential-like string.
 
 The bootstrap parameters are part of the protocol, not of the published files:
 they default to the reproduction protocol's seed 4789, 10,000 resamples and
@@ -28,6 +32,7 @@ alpha 0.05, and a changed seed in ``qa.stats.json`` is reported, not followed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -182,7 +187,10 @@ class _Collector:
 
 
 def verify_results(
-    directory: Path | str, *, parameters: StatisticsParameters = DEFAULT_PARAMETERS
+    directory: Path | str,
+    *,
+    parameters: StatisticsParameters = DEFAULT_PARAMETERS,
+    expected_sha256: Mapping[str, str] | None = None,
 ) -> VerificationReport:
     """Verify a QA results directory (see the module docstring for every check).
 
@@ -190,6 +198,10 @@ def verify_results(
         directory: the directory holding ``qa.rows.jsonl``, ``qa.summary.json``,
             ``qa.stats.json`` and optionally ``qa_run.json``.
         parameters: the protocol's bootstrap parameters.
+        expected_sha256: file name → SHA-256 (lowercase hex) the file must have,
+            for results whose hashes were published. Only a hash pins the fields
+            no figure is derived from (``usage``, ``attempts``, the rank order of
+            ``kept_fact_ids``, a prediction edited into another plausible one).
 
     Returns:
         The report; ``report.ok`` says whether everything matched. Problems in
@@ -198,12 +210,14 @@ def verify_results(
     root = Path(directory)
     found = _Collector()
     if not root.is_dir():
-        found.add("(directory)", FieldProblem("(directory)", "a results directory", "not found"))
+        found.add("(directory)", FieldProblem("path", "a results directory", "no such directory"))
         files = dict.fromkeys(RESULT_FILES, "missing")
         return VerificationReport(str(directory), found.result(), 0, files, None)
     texts = {
         name: _read(root / name, name, found, required=name != RUN_FILE) for name in RESULT_FILES
     }
+    for name, digest in (expected_sha256 or {}).items():
+        _check_digest(root / name, name, digest, found)
     rows = RowsCheck(complete=False)
     rows_text = texts[ROWS_FILE]
     if rows_text is not None:
@@ -232,6 +246,21 @@ def _read(path: Path, name: str, found: _Collector, *, required: bool) -> str | 
     except OSError as error:
         found.add(name, FieldProblem("(file)", "a readable file", error.strerror or str(error)))
     return None
+
+
+def _check_digest(path: Path, name: str, expected: str, found: _Collector) -> None:
+    """Compare a file's SHA-256 with the published one."""
+    try:
+        actual = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        # The three required files are reported missing by the reader already.
+        if name not in RESULT_FILES or name == RUN_FILE:
+            found.add(
+                name, FieldProblem("(file)", "the file (its SHA-256 is pinned)", "no such file")
+            )
+        return
+    if actual != expected.lower():
+        found.add(name, FieldProblem("(sha256)", expected.lower(), actual))
 
 
 def _check_run(text: str | None, found: _Collector) -> dict[str, object] | None:
