@@ -524,3 +524,5 @@ def test_published_hashes_pin_the_fields_no_figure_depends_on(tmp_path: Path) ->
     (folder / RUN).unlink()
     missing = verify_results(folder, expected_sha256={RUN: PUBLISHED_SHA256[RUN]})
     assert [(f.file, f.field) for f in missing.findings] == [(RUN, "(file)")]
+    outside = verify_results(folder, expected_sha256={"../qa.rows.jsonl": "0" * 64})
+    assert [(f.file, f.field) for f in outside.findings] == [("../qa.rows.jsonl", "(sha256)")]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from deermem.evaluation.qa_rows import describe_value
+from deermem.evaluation._problems import describe_value
 
 __all__ = ["Difference", "document_differences", "first_text_difference"]
 

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 
 from deermem.evaluation._jsondiff import first_text_difference
 from deermem.evaluation._jsonfiles import dump_line
+from deermem.evaluation._problems import FieldProblem
 from deermem.evaluation.qa_report import pairing_problems
-from deermem.evaluation.qa_rows import POLICIES, FieldProblem, QaRow, row_id_of, row_problems
+from deermem.evaluation.qa_rows import POLICIES, QaRow, row_id_of, row_problems
 
 __all__ = ["RowsCheck", "check_rows_text"]
 

@@ -13,8 +13,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Final, Union
 
+from deermem.evaluation._problems import FieldProblem, describe_value
 from deermem.evaluation.grading import GRADER_VERSION
-from deermem.evaluation.qa_rows import IDENTIFIER, FieldProblem, describe_value
+from deermem.evaluation.qa_rows import IDENTIFIER
 
 __all__ = ["RUN_SCHEMA_VERSION", "run_problems"]
 

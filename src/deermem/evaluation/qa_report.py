@@ -18,8 +18,9 @@ from typing import Final
 
 from deermem._exceptions import ResultRowsError
 from deermem.evaluation._jsonfiles import dump_document, write_new_files
+from deermem.evaluation._problems import FieldProblem, describe_value
 from deermem.evaluation.grading import GRADER_VERSION
-from deermem.evaluation.qa_rows import POLICIES, FieldProblem, QaRow, describe_value, render_rows
+from deermem.evaluation.qa_rows import POLICIES, QaRow, render_rows
 from deermem.evaluation.statistics import (
     DEFAULT_PARAMETERS,
     PairedComparison,

@@ -17,7 +17,6 @@ text can hide in them.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Final, cast
 
 from deermem._exceptions import ResultRowsError
 from deermem.evaluation._jsonfiles import dump_line
+from deermem.evaluation._problems import FieldProblem, describe_value
 from deermem.evaluation.grading import (
     CORRECT_RULES,
     GRADER_VERSION,
@@ -39,9 +39,7 @@ __all__ = [
     "ROW_SCHEMA_VERSION",
     "SOURCES",
     "AnswerToGrade",
-    "FieldProblem",
     "QaRow",
-    "describe_value",
     "grade_answer_row",
     "render_rows",
     "row_id_of",
@@ -83,27 +81,6 @@ IDENTIFIER: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _ROW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,255}")
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,199}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-@dataclass(frozen=True, slots=True)
-class FieldProblem:
-    """One way a record breaks its schema.
-
-    Attributes:
-        field: the key (``"grade_rule"``, ``"(keys)"``, ``"policy"``).
-        expected: what the schema asks for.
-        actual: what was found, described without echoing suspect text.
-        row: the ``row_id`` (or ``case <id>``) the problem belongs to, when known.
-    """
-
-    field: str
-    expected: str
-    actual: str
-    row: str | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.row}: " if self.row else ""
-        return f"{where}{self.field}: expected {self.expected}, got {self.actual}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,21 +239,6 @@ def render_rows(rows: Sequence[QaRow]) -> str:
     return "".join(row.to_json_line() for row in sorted(rows, key=lambda row: row.row_id))
 
 
-def describe_value(value: object, *, reveal: bool = True) -> str:
-    """Describe a found value for a message; with ``reveal=False`` give only its shape.
-
-    Values that might be private text (an unexpected key, a malformed
-    identifier) are described by type and length, so that an error report never
-    republishes what the check is there to keep out.
-    """
-    if not reveal:
-        if isinstance(value, str):
-            return f"a string of {len(value)} characters"
-        return f"a JSON {_json_type(value)}"
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def row_problems(data: object) -> list[FieldProblem]:
     """Every way ``data`` (a parsed JSON value) fails to be a valid graded row."""
     if not isinstance(data, dict):
@@ -421,17 +383,3 @@ def _row_label(data: object) -> str:
     """How to name a row in a message: its row_id if it has a sane one."""
     row_id = row_id_of(data)
     return f"row {row_id}" if row_id else "row (without a valid row_id)"
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string"

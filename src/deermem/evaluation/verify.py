@@ -42,18 +42,19 @@ from typing import Final
 from deermem._exceptions import ResultRowsError
 from deermem.evaluation._jsondiff import document_differences
 from deermem.evaluation._jsonfiles import dump_document
+from deermem.evaluation._problems import FieldProblem
+from deermem.evaluation._verify_render import render_verification
 from deermem.evaluation._verify_rows import RowsCheck, check_rows_text
 from deermem.evaluation._verify_run import run_problems
 from deermem.evaluation.qa_report import (
     ROWS_FILE,
     RUN_FILE,
     STATS_FILE,
-    SUITES,
     SUMMARY_FILE,
     QaReport,
     build_qa_report,
 )
-from deermem.evaluation.qa_rows import POLICIES, FieldProblem
+from deermem.evaluation.qa_rows import POLICIES
 from deermem.evaluation.statistics import DEFAULT_PARAMETERS, StatisticsParameters
 
 __all__ = [
@@ -250,11 +251,16 @@ def _read(path: Path, name: str, found: _Collector, *, required: bool) -> str | 
 
 def _check_digest(path: Path, name: str, expected: str, found: _Collector) -> None:
     """Compare a file's SHA-256 with the published one."""
+    if name not in RESULT_FILES:  # never read anything but the result files
+        found.add(
+            name, FieldProblem("(sha256)", "one of " + ", ".join(RESULT_FILES), "another name")
+        )
+        return
     try:
         actual = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         # The three required files are reported missing by the reader already.
-        if name not in RESULT_FILES or name == RUN_FILE:
+        if name == RUN_FILE:
             found.add(
                 name, FieldProblem("(file)", "the file (its SHA-256 is pinned)", "no such file")
             )
@@ -372,43 +378,3 @@ def _statuses(
         else:
             statuses[name] = "verified"
     return statuses
-
-
-def render_verification(report: VerificationReport) -> str:
-    """The human summary: verdict, file statuses, findings, and the suites' figures."""
-    lines: list[str] = []
-    if report.ok:
-        lines.append(f"verified {report.directory}: {report.rows} rows; summary and statistics")
-        lines.append("re-derived from the rows match the published files byte for byte")
-    else:
-        count = len(report.findings)
-        lines.append(f"FAILED {report.directory}: {count} problem{'s' if count != 1 else ''}")
-    width = max(len(name) for name in RESULT_FILES)
-    lines.extend(f"  {name:<{width}}  {status}" for name, status in report.files.items())
-    if report.findings:
-        lines.append("")
-        lines.extend(f"  {finding}" for finding in report.findings)
-    if report.derived is not None:
-        lines.append("")
-        lines.extend(_suite_table(report.derived))
-    return "\n".join(lines) + "\n"
-
-
-def _suite_table(derived: QaReport) -> list[str]:
-    first, second = POLICIES
-    confidence = round((1 - next(iter(derived.comparisons.values())).bootstrap.alpha) * 100)
-    header = (
-        f"{'suite':<10} {first:>11} {second:>11}  {'McNemar p':<20} "
-        f"{second} − {first} [{confidence}% CI]"
-    )
-    lines = ["re-derived from qa.rows.jsonl:", header]
-    for suite in SUITES:
-        comparison = derived.comparisons[suite]
-        cases = comparison.cases
-        interval = comparison.bootstrap
-        lines.append(
-            f"{suite:<10} {f'{comparison.first_correct}/{cases}':>11} "
-            f"{f'{comparison.second_correct}/{cases}':>11}  {comparison.mcnemar.p_value!r:<20} "
-            f"{interval.mean_difference:+.3f} [{interval.lower:+.3f}, {interval.upper:+.3f}]"
-        )
-    return lines
