@@ -17,6 +17,11 @@ _EXPORTS: dict[str, str] = {
     "DeerMemError": "deermem._exceptions",
     "ConfigError": "deermem._exceptions",
     "FactValidationError": "deermem._exceptions",
+    "EvaluationError": "deermem._exceptions",
+    "GradingError": "deermem._exceptions",
+    "ResultFilesExistError": "deermem._exceptions",
+    "ResultRowsError": "deermem._exceptions",
+    "StatisticsError": "deermem._exceptions",
     "Fact": "deermem.model",
     "FactScope": "deermem.model",
     "FactSource": "deermem.model",
@@ -40,20 +45,34 @@ __all__ = [
     "CapacityPolicy",
     "ConfigError",
     "DeerMemError",
+    "EvaluationError",
     "EvictedFact",
     "Fact",
     "FactScope",
     "FactSource",
     "FactValidationError",
+    "GradingError",
     "MemoryConfig",
+    "ResultFilesExistError",
+    "ResultRowsError",
     "ShadowComparison",
+    "StatisticsError",
     "__version__",
     "load_config",
     "select_facts_for_capacity",
 ]
 
 if TYPE_CHECKING:
-    from deermem._exceptions import ConfigError, DeerMemError, FactValidationError
+    from deermem._exceptions import (
+        ConfigError,
+        DeerMemError,
+        EvaluationError,
+        FactValidationError,
+        GradingError,
+        ResultFilesExistError,
+        ResultRowsError,
+        StatisticsError,
+    )
     from deermem.config import MemoryConfig, load_config
     from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
     from deermem.policy import (

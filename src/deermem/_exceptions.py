@@ -7,7 +7,12 @@ because that is what they are and what generic callers already handle::
 
     DeerMemError
     ├── ConfigError                 (ValueError) a configuration key has a bad value
-    └── FactValidationError         (ValueError) a fact field has a bad value
+    ├── FactValidationError         (ValueError) a fact field has a bad value
+    └── EvaluationError             the reproducible evaluation refused to go on
+        ├── GradingError            (ValueError) the grader was given an unusable reference
+        ├── StatisticsError         (ValueError) statistics asked of no pairs or bad parameters
+        ├── ResultRowsError         (ValueError) graded rows break the schema or the pairing
+        └── ResultFilesExistError   result files are already there; nothing is overwritten
 
 Later layers add their own branches here (storage, LLM, evaluation); keep the
 tree drawn above in step with the classes below.
@@ -18,7 +23,16 @@ callers never parse messages; the message is for people.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DeerMemError", "FactValidationError"]
+__all__ = [
+    "ConfigError",
+    "DeerMemError",
+    "EvaluationError",
+    "FactValidationError",
+    "GradingError",
+    "ResultFilesExistError",
+    "ResultRowsError",
+    "StatisticsError",
+]
 
 
 class DeerMemError(Exception):
@@ -66,6 +80,73 @@ class FactValidationError(DeerMemError, ValueError):
         self.fact_id = fact_id
         where = f"fact {fact_id!r}: " if fact_id else ""
         super().__init__(f"{where}field {field!r} has value {_preview(value)}; {allowed}")
+
+
+class EvaluationError(DeerMemError):
+    """Base of every error the evaluation harness raises on purpose."""
+
+
+class GradingError(EvaluationError, ValueError):
+    """The grader cannot judge against this reference (it has no tokens).
+
+    An empty reference is a defect of the protocol, not a wrong answer, so it
+    stops the grading instead of producing a grade.
+    """
+
+    def __init__(self, reference: str) -> None:
+        self.reference = reference
+        super().__init__(
+            f"grading reference {_preview(reference)} has no letters or digits to compare with"
+        )
+
+
+class StatisticsError(EvaluationError, ValueError):
+    """A statistic was asked of no pairs, or with parameters outside their range.
+
+    Attributes:
+        parameter: the offending parameter (``"pairs"``, ``"alpha"``, ...).
+        value: the rejected value.
+    """
+
+    def __init__(self, parameter: str, value: object, allowed: str) -> None:
+        self.parameter = parameter
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{parameter} = {_preview(value)}: {allowed}")
+
+
+class ResultRowsError(EvaluationError, ValueError):
+    """Graded rows cannot be summarised: a field, the pairing or the order is wrong.
+
+    Attributes:
+        problems: one line per problem, each naming the row, the field, what was
+            expected and what was found.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        if len(self.problems) == 1:
+            message = f"invalid graded rows: {self.problems[0]}"
+        else:
+            lines = "\n".join(f"  - {problem}" for problem in self.problems)
+            message = f"invalid graded rows ({len(self.problems)} problems):\n{lines}"
+        super().__init__(message)
+
+
+class ResultFilesExistError(EvaluationError):
+    """Result files already exist; results are never overwritten.
+
+    Attributes:
+        paths: the existing files, as strings, in the order they would be written.
+    """
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = list(paths)
+        super().__init__(
+            "refusing to overwrite existing result files: "
+            + ", ".join(self.paths)
+            + " (write to a new directory)"
+        )
 
 
 def _preview(value: object, limit: int = 80) -> str:

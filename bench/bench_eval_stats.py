@@ -1,0 +1,139 @@
+"""Benchmark: the QA statistics step and ``verify`` on the 90 published rows.
+
+Run with ``uv run python -m bench.bench_eval_stats`` (``--json`` for a dump,
+``--results DIR`` for another results folder; the default is the original
+project's published results in ``../shared/reference/deerflow-pr4810-results``).
+
+Timed, as the median of several runs after a warm-up:
+
+* ``derive`` — what ``grade-qa`` does after grading: parse the 90 rows, check the
+  pairs, build the summary and the three suites' statistics (McNemar and 3 ×
+  10,000 bootstrap resamples) and render the three files' text;
+* ``bootstrap`` — the three suites' bootstraps alone (the dominant cost), and
+  the same written plainly with ``Random.randrange`` for comparison (both give
+  identical intervals; the script checks);
+* ``verify`` — ``verify_results`` on the folder, in process;
+* ``verify, fresh process`` — a new interpreter importing the module and
+  verifying: the floor of what ``deermem eval verify`` can take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from deermem.evaluation.qa_report import build_qa_report
+from deermem.evaluation.qa_rows import QaRow
+from deermem.evaluation.statistics import DEFAULT_PARAMETERS, paired_bootstrap
+from deermem.evaluation.verify import verify_results
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED = ROOT.parent / "shared" / "reference" / "deerflow-pr4810-results"
+PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"
+TARGET_S = 1.0
+
+
+def median_s(run: Callable[[], object], repeats: int) -> float:
+    run()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def derive(text: str) -> dict[str, str]:
+    rows = [QaRow.from_dict(json.loads(line)) for line in text.splitlines()]
+    return build_qa_report(rows, protocol_id=PROTOCOL_ID).files()
+
+
+def suite_pairs(text: str) -> list[list[tuple[bool, bool]]]:
+    grades: dict[str, dict[str, bool]] = {}
+    sources: dict[str, str] = {}
+    for line in text.splitlines():
+        row = json.loads(line)
+        grades.setdefault(row["case_id"], {})[row["policy"]] = row["grade_correct"]
+        sources[row["case_id"]] = row["source"]
+    ordered = sorted(grades)
+    pairs = {case: (grades[case]["confidence"], grades[case]["hybrid-v1"]) for case in ordered}
+    official = [pairs[c] for c in ordered if sources[c] == "longmemeval"]
+    synthetic = [pairs[c] for c in ordered if sources[c] == "synthetic"]
+    return [official, synthetic, [pairs[c] for c in ordered]]
+
+
+def plain_bootstrap(pairs: list[tuple[bool, bool]]) -> tuple[float, float]:
+    rng = random.Random(DEFAULT_PARAMETERS.seed)
+    n = len(pairs)
+    differences = []
+    for _ in range(DEFAULT_PARAMETERS.iterations):
+        sample = [pairs[rng.randrange(n)] for _ in range(n)]
+        differences.append(sum(s for _, s in sample) / n - sum(f for f, _ in sample) / n)
+    differences.sort()
+    return differences[250], differences[9749]
+
+
+def fresh_process_verify(folder: Path) -> float:
+    code = (
+        "import sys\n"
+        "from deermem.evaluation.verify import verify_results\n"
+        "sys.exit(0 if verify_results(sys.argv[1]).ok else 1)\n"
+    )
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, str(folder)], check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument("--results", type=Path, default=PUBLISHED, help="results folder")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs per figure")
+    args = parser.parse_args()
+    folder: Path = args.results
+    text = (folder / "qa.rows.jsonl").read_text(encoding="utf-8")
+    suites = suite_pairs(text)
+    ours = [paired_bootstrap(pairs) for pairs in suites]
+    identical = [(b.lower, b.upper) for b in ours] == [plain_bootstrap(p) for p in suites]
+    report = verify_results(folder)
+    fresh = [fresh_process_verify(folder) for _ in range(max(3, args.repeats // 2))]
+    results = {
+        "derive_s": median_s(lambda: derive(text), args.repeats),
+        "bootstrap_s": median_s(lambda: [paired_bootstrap(p) for p in suites], args.repeats),
+        "plain_bootstrap_s": median_s(lambda: [plain_bootstrap(p) for p in suites], args.repeats),
+        "verify_s": median_s(lambda: verify_results(folder), args.repeats),
+        "verify_fresh_process_s": statistics.median(fresh),
+    }
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "machine": platform.platform(),
+                    "python": platform.python_version(),
+                    "rows": report.rows,
+                    "verified": report.ok,
+                    "identical_intervals": identical,
+                    "results": {key: round(value, 4) for key, value in results.items()},
+                },
+                indent=2,
+            )
+        )
+        return
+    print(f"{report.rows} rows, verified: {report.ok}, plain bootstrap identical: {identical}")
+    for name, seconds in results.items():
+        verdict = (
+            "" if name == "plain_bootstrap_s" else ("  ok" if seconds <= TARGET_S else "  SLOW")
+        )
+        print(f"{name:<24} {seconds * 1000:8.1f} ms{verdict}")
+
+
+if __name__ == "__main__":
+    main()
