@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "DeerMemError": "deermem._exceptions",
     "ConfigError": "deermem._exceptions",
     "FactValidationError": "deermem._exceptions",
+    "SearchIndexError": "deermem._exceptions",
     "Fact": "deermem.model",
     "FactScope": "deermem.model",
     "FactSource": "deermem.model",
@@ -46,6 +47,7 @@ __all__ = [
     "FactSource",
     "FactValidationError",
     "MemoryConfig",
+    "SearchIndexError",
     "ShadowComparison",
     "__version__",
     "load_config",
@@ -53,7 +55,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from deermem._exceptions import ConfigError, DeerMemError, FactValidationError
+    from deermem._exceptions import (
+        ConfigError,
+        DeerMemError,
+        FactValidationError,
+        SearchIndexError,
+    )
     from deermem.config import MemoryConfig, load_config
     from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
     from deermem.policy import (

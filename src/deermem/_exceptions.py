@@ -7,7 +7,8 @@ because that is what they are and what generic callers already handle::
 
     DeerMemError
     ├── ConfigError                 (ValueError) a configuration key has a bad value
-    └── FactValidationError         (ValueError) a fact field has a bad value
+    ├── FactValidationError         (ValueError) a fact field has a bad value
+    └── SearchIndexError            the search index file cannot be created or used
 
 Later layers add their own branches here (storage, LLM, evaluation); keep the
 tree drawn above in step with the classes below.
@@ -18,7 +19,7 @@ callers never parse messages; the message is for people.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DeerMemError", "FactValidationError"]
+__all__ = ["ConfigError", "DeerMemError", "FactValidationError", "SearchIndexError"]
 
 
 class DeerMemError(Exception):
@@ -66,6 +67,25 @@ class FactValidationError(DeerMemError, ValueError):
         self.fact_id = fact_id
         where = f"fact {fact_id!r}: " if fact_id else ""
         super().__init__(f"{where}field {field!r} has value {_preview(value)}; {allowed}")
+
+
+class SearchIndexError(DeerMemError):
+    """The search index cannot be created or opened, even from scratch.
+
+    A missing, stale or damaged index is rebuilt silently; this error means
+    rebuilding is impossible too (the directory is missing or read-only, the
+    file is locked by another process for too long). Search then falls back
+    to substring matching.
+
+    Attributes:
+        path: the index file (``":memory:"`` for an in-memory index).
+        reason: what SQLite reported.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"search index {path}: {reason}")
 
 
 def _preview(value: object, limit: int = 80) -> str:
