@@ -48,6 +48,10 @@ MEMORY_CLOSE: Final = "</memory>"
 # with the spaces around them: all collapse into one space.
 _BREAKS: Final = re.compile(r"[ \t]*[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]+[ \t]*")
 
+# Characters that delimit the ``[category | 0.90]`` label; a category cannot
+# contain them (stored categories never do; raw mappings might).
+_LABEL_DELIMITERS: Final = str.maketrans("", "", "[]|")
+
 # (document section, key, label) in the order they are rendered.
 _USER_LINES: Final = (
     ("workContext", "Work"),
@@ -75,13 +79,15 @@ def fact_line(category: str, confidence: float, content: str, avoid: str | None 
     """One fact as the model sees it: ``- [category | 0.90] content``.
 
     Args:
-        category: the stored category (escaped here).
+        category: the stored category (escaped here, and stripped of ``[``,
+            ``]`` and ``|`` so it cannot fake a second label).
         confidence: shown with two decimals.
         content: the fact's text (escaped here).
         avoid: for a correction, the mistake it corrects; appended as
             ``(avoid: <error>)`` when not blank.
     """
-    line = f"- [{inert(category)} | {confidence:.2f}] {inert(content)}"
+    label = inert(category).translate(_LABEL_DELIMITERS)
+    line = f"- [{label} | {confidence:.2f}] {inert(content)}"
     if avoid is not None:
         error = inert(avoid)
         if error:
