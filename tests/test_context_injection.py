@@ -68,7 +68,7 @@ def seed_library() -> list[Fact]:
     return [*preferences, correction]
 
 
-# --- the guarantee ------------------------------------------------------------------
+# --- the guarantee ------------------------------------------------------------------------
 
 
 def test_seed_correction_is_injected_under_a_tight_budget() -> None:
@@ -388,7 +388,7 @@ def test_summaries_keep_the_overall_budget_minus_the_facts_header() -> None:
     assert manifest.budget_tokens <= 100 + manifest.guaranteed_tokens
 
 
-# --- determinism, the manifest, configuration ---------------------------------------
+# --- determinism, the manifest, configuration ---------------------------------------------
 
 
 @settings(max_examples=60, deadline=None)

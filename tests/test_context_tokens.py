@@ -139,7 +139,7 @@ def test_lone_surrogate_is_counted() -> None:
     assert count_tokens("abc\ud800def") > 0
 
 
-# --- the estimate ------------------------------------------------------------------
+# --- the estimate -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -184,7 +184,7 @@ def test_unknown_mode_is_an_error() -> None:
         token_counter("bpe")
 
 
-# --- loading and the fallback -------------------------------------------------------
+# --- loading and the fallback -------------------------------------------------------------
 
 
 def _bad_vocabularies(tmp_path: Path) -> list[Path]:

@@ -348,24 +348,27 @@ class SearchIndex:
                 return operation(self._connection)
 
     def _open(self, *, fresh: bool = False) -> sqlite3.Connection:
+        """Connect, and replace the file once if it is damaged or not ours."""
         if fresh:
             self._delete_files()
         try:
             connection = self._connect()
-        except sqlite3.DatabaseError as error:
-            raise SearchIndexError(self._describe(), str(error)) from error
-        try:
-            if _schema_ok(connection):
-                return connection
-            reason = "another schema"
-        except sqlite3.DatabaseError as error:
-            if not _is_damage(error) or fresh:
+            try:
+                ours = _schema_ok(connection)
+            except BaseException:
                 connection.close()
+                raise
+        except sqlite3.DatabaseError as error:
+            if fresh or not _is_damage(error):
                 raise SearchIndexError(self._describe(), str(error)) from error
             reason = str(error)
-        connection.close()
-        if fresh:
-            raise SearchIndexError(self._describe(), "a freshly created index is unusable")
+        else:
+            if ours:
+                return connection
+            connection.close()
+            if fresh:
+                raise SearchIndexError(self._describe(), "a freshly created index is unusable")
+            reason = "written by another version or another program"
         _log.warning("search index %s unusable (%s); rebuilding it", self._describe(), reason)
         return self._open(fresh=True)
 
