@@ -176,9 +176,10 @@ def test_guaranteed_budget_never_starves_the_rest_beyond_its_size(
         for n in range(preferences)
     ]
     summaries = Summaries(work="summary " * summary_words)
-    manifest = build_injection(
+    injection = build_injection(
         facts, settings=budget(max_tokens, guaranteed), now=NOW, summaries=summaries
-    ).manifest
+    )
+    manifest = injection.manifest
     assert manifest.guaranteed_tokens <= guaranteed
     overhead = manifest.summary_tokens + cost("Facts:") + (cost("") if summary_words else 0)
     first_left_out = next((item for item in manifest.omitted if item.reason == "over-budget"), None)
@@ -189,6 +190,7 @@ def test_guaranteed_budget_never_starves_the_rest_beyond_its_size(
         assert manifest.ranked_tokens + (first_left_out.tokens or 0) > room
         assert room >= max_tokens - overhead - guaranteed
     assert manifest.budget_tokens <= max_tokens + manifest.guaranteed_tokens
+    assert injection.exact_tokens() <= manifest.budget_tokens
 
 
 # --- the greedy stop rule, ordering, counting ---------------------------------------------
@@ -363,7 +365,7 @@ def test_overflowing_summaries_are_cut_and_the_facts_kept() -> None:
     assert lines[facts_at + 1].startswith("- [correction | 0.70]")
     assert "corr_uv" in manifest.injected_ids
     assert manifest.budget_tokens <= 300 + manifest.guaranteed_tokens
-    assert manifest.total_tokens <= manifest.budget_tokens
+    assert injection.exact_tokens() <= manifest.budget_tokens
 
 
 def test_overflow_without_facts_is_cut_safely() -> None:
@@ -455,13 +457,13 @@ def test_manifest_reports_counts_and_methods() -> None:
     manifest = injection.manifest
     assert manifest.sections == ("User Context", "History", "Facts")
     assert manifest.token_counter == manifest.token_counting == "tiktoken"
-    assert manifest.total_tokens == COUNT(injection.text)
+    assert injection.exact_tokens() == COUNT(injection.text) <= manifest.budget_tokens
     assert manifest.budget_tokens == sum(cost(line) for line in injection.text.split("\n"))
     assert sum(i.tokens for i in manifest.injected) == (
         manifest.guaranteed_tokens + manifest.ranked_tokens
     )
     as_dict = manifest.to_dict()
-    assert set(as_dict) >= {"injected", "omitted", "totalTokens", "tokenCounter", "policy"}
+    assert set(as_dict) >= {"injected", "omitted", "budgetTokens", "tokenCounter", "policy"}
 
 
 def test_char_counting_is_reported() -> None:

@@ -25,8 +25,10 @@ lower-ranked line never slips in behind a longer, better one, so the ranking
 the policy chose is the ranking the model sees. The guaranteed pool can never
 take more than its own budget from the rest.
 
-Costs are counted per line, newline included, and summed; the manifest also
-reports the exact count of the whole text. If the summaries alone are so long
+Costs are counted per line, newline included, and summed (lines begin with
+a non-blank character, so this is the exact count of the text, give or take
+a token where a line ending merges with a blank separator;
+:meth:`Injection.exact_tokens` counts the text itself). If the summaries alone are so long
 that the text would exceed ``max_injection_tokens`` plus the guaranteed
 lines, the summaries are cut (ending in ``...``) and the facts are kept.
 """
@@ -131,7 +133,18 @@ class Injection:
     """The text to inject and the manifest that explains it."""
 
     text: str
+    counter: TokenCounter = field(repr=False, compare=False)
     manifest: InjectionManifest
+
+    def exact_tokens(self) -> int:
+        """The exact token count of :attr:`text`, with the counter the budget used.
+
+        The manifest's ``budget_tokens`` sums the lines, each with its
+        newline; the exact count of the joined text is the same or slightly
+        lower. It is computed on request because one encode of a full prompt
+        costs more than the rest of the injection together.
+        """
+        return self.counter(self.text)
 
     @property
     def block(self) -> str:
@@ -189,7 +202,7 @@ def build_injection(
         guaranteed_categories=settings.guaranteed_categories,
     )
     if not settings.enabled:
-        return Injection("", manifest)
+        return Injection("", count, manifest)
 
     def cost(line: str) -> int:
         return count(line + "\n")
@@ -232,6 +245,7 @@ def build_injection(
     omitted = (*_omissions(left_out), *invalid)
     return Injection(
         text,
+        count,
         dataclasses.replace(
             manifest,
             sections=tuple(line.rstrip(":") for line in lines if line in _HEADERS),
@@ -244,7 +258,6 @@ def build_injection(
             guaranteed_tokens=guaranteed_used,
             ranked_tokens=sum(c.tokens for c in ranked_pool),
             budget_tokens=sum(map(cost, lines)),
-            total_tokens=count(text),
             summaries_truncated=truncated,
         ),
     )

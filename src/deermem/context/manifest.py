@@ -126,7 +126,6 @@ class InjectionManifest:
         ranked_tokens: cost of the ranked lines.
         budget_tokens: the whole text as the budget counts it (every line
             with its newline, blank separators included).
-        total_tokens: the exact token count of the text.
         summaries_truncated: the summaries were cut to keep the facts.
     """
 
@@ -144,7 +143,6 @@ class InjectionManifest:
     guaranteed_tokens: int = 0
     ranked_tokens: int = 0
     budget_tokens: int = 0
-    total_tokens: int = 0
     summaries_truncated: bool = False
 
     @property
@@ -172,6 +170,5 @@ class InjectionManifest:
             "guaranteedTokens": self.guaranteed_tokens,
             "rankedTokens": self.ranked_tokens,
             "budgetTokens": self.budget_tokens,
-            "totalTokens": self.total_tokens,
             "summariesTruncated": self.summaries_truncated,
         }

@@ -72,7 +72,11 @@ def inert(text: str) -> str:
     character (with the blanks around it) into one space, and strips the ends.
     Text without any of those characters comes back unchanged.
     """
-    return html.escape(_BREAKS.sub(" ", text), quote=False).strip()
+    if not text.isprintable():  # line breaks, controls and tabs are "not printable"
+        text = _BREAKS.sub(" ", text)
+    if "&" in text or "<" in text or ">" in text:
+        text = html.escape(text, quote=False)
+    return text.strip()
 
 
 def fact_line(category: str, confidence: float, content: str, avoid: str | None = None) -> str:
