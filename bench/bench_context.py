@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -180,9 +181,7 @@ def bench_search(directory: Path) -> dict[str, Any]:
         results["resyncUnchangedSeconds"] = time.perf_counter() - start
         for kind, queries in query_sets(random.Random(3)).items():
             medians = sorted(
-                median_ms(
-                    lambda q=q, c=c: index.search("user", "agent", q, now=NOW, category=c), 25, 3
-                )
+                median_ms(partial(index.search, "user", "agent", q, now=NOW, category=c), 25, 3)
                 for q, c in queries
             )
             results[kind] = {
