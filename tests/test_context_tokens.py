@@ -27,6 +27,7 @@ from deermem.context.tokens import (
     load_cl100k,
     reset_tokenizer_cache,
     token_counter,
+    warm_tokenizer,
 )
 
 CORPUS = [
@@ -225,6 +226,7 @@ def test_unloadable_vocabulary_falls_back_with_exactly_one_warning(
     assert counter.requested == "tiktoken"
     assert counter.method == "char"
     assert counter.fallback
+    assert not warm_tokenizer()
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "character estimate" in warnings[0].getMessage()
@@ -246,6 +248,12 @@ def test_loaded_once_and_shared_across_threads(no_network: None) -> None:
     assert len(seen) == 8
     assert seen[0] is not None
     assert all(encoding is seen[0] for encoding in seen)
+
+
+def test_warm_up_loads_the_vocabulary(no_network: None) -> None:
+    assert warm_tokenizer()
+    assert warm_tokenizer()  # already loaded
+    assert cl100k_encoding() is not None
 
 
 def test_counter_is_shared_and_reports_its_method() -> None:

@@ -33,6 +33,7 @@ from deermem.context.tokens import (
     count_tokens,
     estimate_tokens,
     token_counter,
+    warm_tokenizer,
 )
 
 __all__ = [
@@ -54,5 +55,6 @@ __all__ = [
     "search_score",
     "substring_search",
     "token_counter",
+    "warm_tokenizer",
     "wrap_memory_block",
 ]

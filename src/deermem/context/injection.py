@@ -211,56 +211,62 @@ def build_injection(
     ranked = _rank(candidates, settings.ranking, usage, now)
     for candidate in ranked:
         candidate.tokens = cost(candidate.line)
-
-    # 1. the guarantee: protected facts in rank order, within their own budget
-    guaranteed, spilled = _take(
-        [c for c in ranked if c.protected], settings.guaranteed_token_budget
-    )
-    guaranteed_used = sum(c.tokens for c in guaranteed)
-
-    # 2. everything else, protected overflow included, in rank order
     summary_lines = _join_sections((summaries or Summaries()).sections())
-    summary_cost = sum(map(cost, summary_lines))
     separator = cost("") if summary_lines else 0
-    room = settings.max_tokens - summary_cost - separator - cost(FACTS_HEADER) - guaranteed_used
-    spilled_ids = {id(c) for c in spilled}
-    ranked_pool, left_out = _take(
-        [c for c in ranked if not c.protected or id(c) in spilled_ids], room
-    )
+    overhead = sum(map(cost, summary_lines)) + separator + cost(FACTS_HEADER)
+    guaranteed, chosen, left_out = _select(ranked, settings, overhead)
 
-    fact_lines = [c.line for c in (*guaranteed, *ranked_pool)]
+    fact_lines = [c.line for c in (*guaranteed, *chosen)]
     if fact_lines:
         fact_lines.insert(0, FACTS_HEADER)
+    # Overflow: the summaries give way, never the facts. The text may exceed
+    # max_tokens by the guaranteed lines, and by nothing else.
+    guaranteed_used = sum(c.tokens for c in guaranteed)
     facts_cost = sum(map(cost, fact_lines)) + (separator if fact_lines else 0)
-
-    # 3. overflow: only the summaries give way
-    truncated = False
     allowed = settings.max_tokens + guaranteed_used
-    if summary_lines and summary_cost + facts_cost > allowed:
+    truncated = bool(summary_lines) and sum(map(cost, summary_lines)) + facts_cost > allowed
+    if truncated:
         summary_lines = _truncate(summary_lines, allowed - facts_cost, cost)
-        truncated = True
 
     lines = [*summary_lines, *([""] if summary_lines and fact_lines else []), *fact_lines]
-    text = "\n".join(lines)
-    omitted = (*_omissions(left_out), *invalid)
     return Injection(
-        text,
+        "\n".join(lines),
         count,
         dataclasses.replace(
             manifest,
             sections=tuple(line.rstrip(":") for line in lines if line in _HEADERS),
             injected=(
                 *_injected(guaranteed, POOL_GUARANTEED),
-                *_injected(ranked_pool, POOL_RANKED),
+                *_injected(chosen, POOL_RANKED),
             ),
-            omitted=omitted,
+            omitted=(*_omissions(left_out), *invalid),
             summary_tokens=sum(map(cost, summary_lines)),
             guaranteed_tokens=guaranteed_used,
-            ranked_tokens=sum(c.tokens for c in ranked_pool),
+            ranked_tokens=sum(c.tokens for c in chosen),
             budget_tokens=sum(map(cost, lines)),
             summaries_truncated=truncated,
         ),
     )
+
+
+def _select(
+    ranked: list[_Candidate], settings: InjectionSettings, overhead: int
+) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
+    """Split ranked candidates into (guaranteed, ranked pool, left out).
+
+    ``overhead`` is what the summaries, their separator and the ``Facts:``
+    header cost; the ranked pool gets ``max_tokens`` minus that minus the
+    guaranteed lines.
+    """
+    guaranteed, spilled = _take(
+        [c for c in ranked if c.protected], settings.guaranteed_token_budget
+    )
+    room = settings.max_tokens - overhead - sum(c.tokens for c in guaranteed)
+    spilled_ranks = {c.rank for c in spilled}
+    chosen, left_out = _take(
+        [c for c in ranked if not c.protected or c.rank in spilled_ranks], room
+    )
+    return guaranteed, chosen, left_out
 
 
 def _candidates(

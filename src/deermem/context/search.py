@@ -343,14 +343,20 @@ class SearchIndex:
                 _log.warning(
                     "search index %s is damaged (%s); rebuilding it", self._describe(), error
                 )
-                self._connection.close()
-                self._connection = self._open(fresh=True)
+            self._connection.close()
+            self._connection = self._open(fresh=True)
+            try:
                 return operation(self._connection)
+            except sqlite3.DatabaseError as error:
+                raise SearchIndexError(self._describe(), str(error)) from error
 
     def _open(self, *, fresh: bool = False) -> sqlite3.Connection:
         """Connect, and replace the file once if it is damaged or not ours."""
         if fresh:
-            self._delete_files()
+            try:
+                self._delete_files()
+            except OSError as error:
+                raise SearchIndexError(self._describe(), str(error)) from error
         try:
             connection = self._connect()
             try:

@@ -49,6 +49,7 @@ __all__ = [
     "load_cl100k",
     "reset_tokenizer_cache",
     "token_counter",
+    "warm_tokenizer",
 ]
 
 _log = logging.getLogger(__name__)
@@ -192,6 +193,15 @@ def cl100k_encoding() -> tiktoken.Encoding | None:
     that will not repair itself. :func:`reset_tokenizer_cache` forgets both.
     """
     return _CACHE.get()
+
+
+def warm_tokenizer() -> bool:
+    """Load the vocabulary now (at start-up, say) rather than on the first prompt.
+
+    Returns whether ``cl100k_base`` is available; ``False`` means counting
+    will use the estimate (the warning has then been logged).
+    """
+    return cl100k_encoding() is not None
 
 
 def reset_tokenizer_cache(source: Path | None = None) -> None:
