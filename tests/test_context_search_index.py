@@ -254,8 +254,9 @@ def test_sync_rewrites_only_what_changed(index: SearchIndex) -> None:
     changed.append(fact("new", "Prefers dark mode"))  # created
     changed.append({"id": "bad", "content": 7})  # not indexable
     changed.append({"content": "no id"})
+    changed.append({"id": "bad\ud800", "content": "lone surrogate in the id"})
     report = index.sync_scope(USER, AGENT, changed, version="v2")
-    assert report == SyncReport(indexed=2, removed=1, unchanged=6, skipped=2)
+    assert report == SyncReport(indexed=2, removed=1, unchanged=6, skipped=3)
     assert index.is_current(USER, AGENT, "v2")
     assert index.search(USER, AGENT, "green tea", now=NOW) == []
     assert ids(index.search(USER, AGENT, "coffee", now=NOW)) == ["tea"]

@@ -30,6 +30,7 @@ HOSTILE_QUERIES = [
     "c++ && node.js || rust?",
     "\x00\x1b[31m",
     "emoji only 🎉",
+    "lone \ud800 surrogate",
 ]
 
 

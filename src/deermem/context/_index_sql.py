@@ -90,14 +90,23 @@ LIMIT :limit
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One fact as the index stores it."""
+    """One fact as the index stores it.
+
+    The digest covers everything that affects a search (content, category,
+    confidence, creation time), so an unchanged fact is recognised without
+    tokenising it again; :meth:`body` tokenises only the facts written.
+    """
 
     fact_id: str
+    content: str
     category: str
     confidence: float
     created_us: int | None
-    body: str
     digest: str
+
+    def body(self) -> str:
+        """The indexed terms, space-separated."""
+        return " ".join(index_terms(self.content))
 
     @classmethod
     def of(cls, fact: FactLike) -> Document | None:
@@ -105,15 +114,25 @@ class Document:
         if fields is None or not fields.content.strip():
             return None
         category = category_key(fields.category) or "context"
+        if not (_storable(fields.fact_id) and _storable(category)):
+            return None  # a lone surrogate cannot be stored as text in SQLite
         confidence = coerce_confidence(fields.confidence)
         created = parse_timestamp(fields.created_at)
         created_us = None if created is None else micros(created)
+        # repr of a tuple of str/float/int/None is unambiguous and stable.
+        signature = repr((fields.content, category, confidence, created_us))
         digest = hashlib.blake2b(
-            json.dumps([fields.content, category, confidence, created_us]).encode(),
-            digest_size=16,
+            signature.encode("utf-8", "surrogatepass"), digest_size=16
         ).hexdigest()
-        body = " ".join(index_terms(fields.content))
-        return cls(fields.fact_id, category, confidence, created_us, body, digest)
+        return cls(fields.fact_id, fields.content, category, confidence, created_us, digest)
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def sync_rows(
@@ -157,7 +176,7 @@ def sync_rows(
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (row_id, scope_id, d.fact_id, d.category, d.confidence, d.created_us, d.digest),
             )
-            db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, d.body))
+            db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, d.body()))
             row_id += 1
     return SyncReport(
         indexed=len(changed),
