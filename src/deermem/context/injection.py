@@ -25,12 +25,13 @@ lower-ranked line never slips in behind a longer, better one, so the ranking
 the policy chose is the ranking the model sees. The guaranteed pool can never
 take more than its own budget from the rest.
 
-Costs are counted per line, newline included, and summed (lines begin with
-a non-blank character, so this is the exact count of the text, give or take
-a token where a line ending merges with a blank separator;
-:meth:`Injection.exact_tokens` counts the text itself). If the summaries alone are so long
-that the text would exceed ``max_injection_tokens`` plus the guaranteed
-lines, the summaries are cut (ending in ``...``) and the facts are kept.
+Costs are counted per line, newline included, and summed. Lines begin with
+a non-blank character, so the sum is the count of the whole text give or
+take a token where a line end merges with a blank separator
+(:meth:`Injection.exact_tokens` counts the text itself). If the summaries
+are so long that the text would exceed ``max_injection_tokens`` plus the
+guaranteed lines, the summaries are cut (ending in ``...``) and the facts
+are kept.
 """
 
 from __future__ import annotations
