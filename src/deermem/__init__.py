@@ -10,18 +10,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# The exception tree is tiny and dependency-free: export it eagerly, so every
+# error is importable from ``deermem`` without being listed three times here.
+from deermem import _exceptions
+from deermem._exceptions import *  # noqa: F403
+
 __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "DeerMemError": "deermem._exceptions",
-    "ConfigError": "deermem._exceptions",
-    "FactValidationError": "deermem._exceptions",
-    "EvaluationError": "deermem._exceptions",
-    "GradingError": "deermem._exceptions",
-    "ResultFilesExistError": "deermem._exceptions",
-    "ResultRowsError": "deermem._exceptions",
-    "StatisticsError": "deermem._exceptions",
     "Fact": "deermem.model",
     "FactScope": "deermem.model",
     "FactSource": "deermem.model",
@@ -38,41 +35,24 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    *_exceptions.__all__,
     "CORE_CATEGORIES",
     "POLICY_CONFIDENCE",
     "POLICY_HYBRID_V1",
     "CapacityDecision",
     "CapacityPolicy",
-    "ConfigError",
-    "DeerMemError",
-    "EvaluationError",
     "EvictedFact",
     "Fact",
     "FactScope",
     "FactSource",
-    "FactValidationError",
-    "GradingError",
     "MemoryConfig",
-    "ResultFilesExistError",
-    "ResultRowsError",
     "ShadowComparison",
-    "StatisticsError",
     "__version__",
     "load_config",
     "select_facts_for_capacity",
 ]
 
 if TYPE_CHECKING:
-    from deermem._exceptions import (
-        ConfigError,
-        DeerMemError,
-        EvaluationError,
-        FactValidationError,
-        GradingError,
-        ResultFilesExistError,
-        ResultRowsError,
-        StatisticsError,
-    )
     from deermem.config import MemoryConfig, load_config
     from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
     from deermem.policy import (

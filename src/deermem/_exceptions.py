@@ -8,6 +8,7 @@ because that is what they are and what generic callers already handle::
     DeerMemError
     ├── ConfigError                 (ValueError) a configuration key has a bad value
     ├── FactValidationError         (ValueError) a fact field has a bad value
+    ├── SearchIndexError            the search index file cannot be created or used
     └── EvaluationError             the reproducible evaluation refused to go on
         ├── GradingError            (ValueError) the grader was given an unusable reference
         ├── StatisticsError         (ValueError) statistics asked of no pairs or bad parameters
@@ -31,6 +32,7 @@ __all__ = [
     "GradingError",
     "ResultFilesExistError",
     "ResultRowsError",
+    "SearchIndexError",
     "StatisticsError",
 ]
 
@@ -147,6 +149,25 @@ class ResultFilesExistError(EvaluationError):
             + ", ".join(self.paths)
             + " (write to a new directory)"
         )
+
+
+class SearchIndexError(DeerMemError):
+    """The search index cannot be created or opened, even from scratch.
+
+    A missing, stale or damaged index is rebuilt silently; this error means
+    rebuilding is impossible too (the directory is missing or read-only, the
+    file is locked by another process for too long). Search then falls back
+    to substring matching.
+
+    Attributes:
+        path: the index file (``":memory:"`` for an in-memory index).
+        reason: what SQLite reported.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"search index {path}: {reason}")
 
 
 def _preview(value: object, limit: int = 80) -> str:

@@ -73,6 +73,19 @@ class MemoryConfig(BaseModel):
     injection and exempt from staleness review — one list for all three, so
     the mechanisms cannot drift apart."""
 
+    # --- prompt injection ---------------------------------------------------
+    injection_enabled: bool = True
+    """Whether memory is injected into the prompt at all."""
+
+    max_injection_tokens: Annotated[int, Field(ge=100, le=8000)] = 2000
+    """Token budget of the whole injected memory block."""
+
+    guaranteed_token_budget: Annotated[int, Field(ge=50, le=2000)] = 500
+    """Tokens held for the facts of ``protected_categories``, taken first."""
+
+    token_counting: Literal["tiktoken", "char"] = "tiktoken"
+    """``tiktoken`` counts ``cl100k_base`` tokens; ``char`` estimates from characters."""
+
     @field_validator(
         "max_facts",
         "eviction_confidence_weight",
@@ -83,6 +96,8 @@ class MemoryConfig(BaseModel):
         "eviction_correction_reserved_fraction",
         "eviction_correction_reserved_max",
         "eviction_audit_max_entries",
+        "max_injection_tokens",
+        "guaranteed_token_budget",
         mode="before",
     )
     @classmethod

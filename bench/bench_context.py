@@ -1,0 +1,236 @@
+"""Benchmark: prompt injection for a 100-fact scope, search over a 10,000-fact scope.
+
+Run with ``uv run python -m bench.bench_context`` (add ``--json`` for a
+machine-readable dump). Every figure is the median of many repetitions after
+a warm-up.
+
+* **injection** — :func:`build_injection` over 100 facts with all six
+  summaries, default budgets (2,000 / 500 tokens), ``cl100k_base`` counting,
+  under both policies. "warm" is the steady state of an agent that renders the
+  same memory again (line counts memoised); "fresh counts" gives the counter
+  an empty memo every call, as for a library whose every line is new.
+* **search** — :meth:`SearchIndex.search` (top 5) over one 10,000-fact scope
+  in a file-backed index, warm. Contents draw words from a Zipf-distributed
+  vocabulary of 5,000 words (as natural text does; the most frequent word is
+  in 77 % of the facts), a tenth of the facts are Chinese. Three sets of 40
+  queries, a quarter with a category filter: "content words" (1–4 words of
+  frequency rank 50–2,000), "natural mix" (1–6 words drawn by frequency, so
+  the very common ones come along), "chinese" (2–4 characters). "worst case"
+  is a query whose words occur in every fact, so BM25 is computed 10,000
+  times; FTS5 spends about 2 µs per matching fact on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from deermem.context import (
+    InjectionSettings,
+    SearchIndex,
+    Summaries,
+    build_injection,
+    token_counter,
+)
+from deermem.model import format_timestamp
+from deermem.policy import CapacityPolicy
+
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "decision")
+SYLLABLES = ("ka", "lo", "mi", "ner", "sta", "qu", "ve", "dor", "pli", "tan", "gre", "zu", "fos")
+CJK = "我你他们喜欢机器学习深度工作项目代码部署服务数据模型用户记忆系统测试安装配置"
+
+
+def vocabulary(size: int, rng: random.Random) -> list[str]:
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 4))))
+    return sorted(words)
+
+
+def zipf_sampler(words: list[str], rng: random.Random) -> Callable[[int], list[str]]:
+    weights = [1 / (rank + 1) for rank in range(len(words))]
+    return lambda k: rng.choices(words, weights=weights, k=k)
+
+
+def library(size: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    sample = zipf_sampler(vocabulary(5000, rng), rng)
+    facts = []
+    for n in range(size):
+        if rng.random() < 0.1:
+            content = "".join(rng.choice(CJK) for _ in range(rng.randint(6, 30)))
+        else:
+            content = " ".join(sample(rng.randint(8, 30)))
+        fact: dict[str, Any] = {
+            "id": f"fact_{n:08x}",
+            "content": content,
+            "category": rng.choice(CATEGORIES),
+            "confidence": round(rng.uniform(0.3, 1.0), 2),
+            "createdAt": format_timestamp(NOW - timedelta(days=rng.uniform(0, 400))),
+        }
+        if fact["category"] == "correction" and rng.random() < 0.5:
+            fact["sourceError"] = " ".join(sample(5))
+        if rng.random() < 0.3:
+            fact["lastConfirmedAt"] = format_timestamp(NOW - timedelta(days=rng.uniform(0, 90)))
+        facts.append(fact)
+    return facts
+
+
+def median_ms(run: Callable[[], object], repeat: int, warmup: int = 5) -> float:
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def bench_injection(repeat: int) -> list[dict[str, Any]]:
+    facts = library(100, seed=1)
+    usage = {
+        f["id"]: {"accessHeat": 3.0, "accessCount": 4, "lastAccessedAt": format_timestamp(NOW)}
+        for f in facts[::3]
+    }
+    summaries = Summaries(
+        work="Maintains the deermem memory library and its evaluation harness.",
+        personal="Lives in Lisbon; prefers concise answers; cycles to work.",
+        top_of_mind="Benchmarks for prompt injection and search.",
+        recent="Shipped hybrid-v1 eviction with an audit trail.",
+        earlier="Ported the capacity gate from the original project.",
+        background="Physicist by training, Python developer for ten years.",
+    )
+    counter = token_counter("tiktoken")
+    rows = []
+    for policy in ("confidence", "hybrid-v1"):
+        settings = InjectionSettings(ranking=CapacityPolicy(policy=policy))
+
+        def warm(settings: InjectionSettings = settings) -> object:
+            return build_injection(
+                facts, settings=settings, now=NOW, summaries=summaries, usage=usage
+            )
+
+        def fresh(settings: InjectionSettings = settings) -> object:
+            return build_injection(
+                facts,
+                settings=settings,
+                now=NOW,
+                summaries=summaries,
+                usage=usage,
+                counter=dataclasses.replace(counter, _memo={}),
+            )
+
+        injection = build_injection(
+            facts, settings=settings, now=NOW, summaries=summaries, usage=usage
+        )
+        manifest = injection.manifest
+        rows.append(
+            {
+                "policy": policy,
+                "facts": len(facts),
+                "injected": len(manifest.injected),
+                "totalTokens": injection.exact_tokens(),
+                "warmMs": median_ms(warm, repeat),
+                "freshCountsMs": median_ms(fresh, max(repeat // 10, 20)),
+            }
+        )
+    return rows
+
+
+def query_sets(rng: random.Random) -> dict[str, list[tuple[str, str | None]]]:
+    """Three kinds of query, 40 each; a quarter carry a category filter."""
+    words = vocabulary(5000, random.Random(2))  # the library's vocabulary, by frequency rank
+    sample = zipf_sampler(words, rng)
+    kinds: dict[str, Callable[[], list[str]]] = {
+        # content words: ranks 50-2000, the words a user searches for
+        "content words": lambda: rng.sample(words[50:2000], rng.randint(1, 4)),
+        # words drawn as they occur in text, so frequent ones come along
+        "natural mix": lambda: sample(rng.randint(1, 6)),
+        "chinese": lambda: ["".join(rng.choice(CJK) for _ in range(rng.randint(2, 4)))],
+    }
+    return {
+        kind: [
+            (" ".join(draw()), rng.choice(CATEGORIES) if n % 4 == 3 else None) for n in range(40)
+        ]
+        for kind, draw in kinds.items()
+    }
+
+
+def bench_search(directory: Path) -> dict[str, Any]:
+    facts = library(10_000, seed=2)
+    results: dict[str, Any] = {"facts": len(facts)}
+    with SearchIndex(directory / "bench.sqlite") as index:
+        start = time.perf_counter()
+        index.sync_scope("user", "agent", facts, version="1")
+        results["buildSeconds"] = time.perf_counter() - start
+        start = time.perf_counter()
+        index.sync_scope("user", "agent", facts, version="2")
+        results["resyncUnchangedSeconds"] = time.perf_counter() - start
+        for kind, queries in query_sets(random.Random(3)).items():
+            medians = sorted(
+                median_ms(partial(index.search, "user", "agent", q, now=NOW, category=c), 25, 3)
+                for q, c in queries
+            )
+            results[kind] = {
+                "medianMs": statistics.median(medians),
+                "p90Ms": medians[int(len(medians) * 0.9)],
+            }
+        everywhere = [dict(f, content=f["content"] + " memory agent") for f in facts]
+        index.sync_scope("user", "worst", everywhere, version="1")
+        results["worst case"] = {
+            "medianMs": median_ms(
+                lambda: index.search("user", "worst", "memory agent", now=NOW), 25, 3
+            )
+        }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--repeat", type=int, default=400, help="repetitions per timing")
+    args = parser.parse_args()
+    token_counter("tiktoken")("warm up the vocabulary")
+    with tempfile.TemporaryDirectory() as directory:
+        results: dict[str, Any] = {
+            "machine": f"{platform.machine()} {platform.python_implementation()} "
+            f"{platform.python_version()}",
+            "injection": bench_injection(args.repeat),
+            "search": bench_search(Path(directory)),
+        }
+    if args.json:
+        print(json.dumps(results, indent=2, sort_keys=True))
+        return
+    print(f"machine: {results['machine']}")
+    print("injection, 100 facts (median ms)")
+    for row in results["injection"]:
+        print(
+            f"  {row['policy']:<10} warm {row['warmMs']:.3f}  fresh counts "
+            f"{row['freshCountsMs']:.3f}  ({row['injected']} injected, {row['totalTokens']} tokens)"
+        )
+    search = results["search"]
+    print(
+        f"search, {search['facts']:,} facts: build {search['buildSeconds']:.2f} s, "
+        f"unchanged re-sync {search['resyncUnchangedSeconds']:.2f} s"
+    )
+    for kind in ("content words", "natural mix", "chinese", "worst case"):
+        row = search[kind]
+        p90 = f", p90 {row['p90Ms']:.2f}" if "p90Ms" in row else ""
+        print(f"  {kind:<14} median {row['medianMs']:.2f} ms{p90}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Memory in the prompt: token counting, budgeted injection, and search.
+
+* :mod:`deermem.context.tokens` — ``cl100k_base`` token counts (offline) or
+  a CJK-aware character estimate;
+* :func:`build_injection` — summaries and facts laid out under token budgets,
+  with a guaranteed budget for the protected categories and a manifest of
+  what went in and what was left out;
+* :class:`SearchIndex` — a rebuildable SQLite FTS5 index with BM25, time
+  decay and confidence; :func:`substring_search` as the fallback and
+  :func:`search_facts` tying them together.
+
+Everything here except :class:`SearchIndex` is pure: no files, no clock.
+"""
+
+from deermem.context.injection import Injection, InjectionSettings, build_injection
+from deermem.context.manifest import (
+    OMISSION_REASONS,
+    InjectedFact,
+    InjectionManifest,
+    OmittedFact,
+)
+from deermem.context.render import Summaries, wrap_memory_block
+from deermem.context.search import (
+    SearchHit,
+    SearchIndex,
+    SyncReport,
+    search_facts,
+    search_score,
+    substring_search,
+)
+from deermem.context.tokens import (
+    TokenCounter,
+    count_tokens,
+    estimate_tokens,
+    token_counter,
+    warm_tokenizer,
+)
+
+__all__ = [
+    "OMISSION_REASONS",
+    "InjectedFact",
+    "Injection",
+    "InjectionManifest",
+    "InjectionSettings",
+    "OmittedFact",
+    "SearchHit",
+    "SearchIndex",
+    "Summaries",
+    "SyncReport",
+    "TokenCounter",
+    "build_injection",
+    "count_tokens",
+    "estimate_tokens",
+    "search_facts",
+    "search_score",
+    "substring_search",
+    "token_counter",
+    "warm_tokenizer",
+    "wrap_memory_block",
+]

@@ -1,0 +1,251 @@
+"""The index's SQL: schema, the search statement, and writing a scope's rows.
+
+Kept apart from :class:`~deermem.context.search_index.SearchIndex`, which
+owns the connection and its recovery, so each reads on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from deermem.context.search_hits import FactFields, FactLike, SyncReport, micros
+from deermem.context.search_text import index_terms
+from deermem.model.categories import category_key
+from deermem.model.timestamps import parse_timestamp
+from deermem.policy import coerce_confidence
+
+__all__ = [
+    "INDEX_SCHEMA_VERSION",
+    "SCHEMA",
+    "SCOPE_SHIFT",
+    "SEARCH_SQL",
+    "Document",
+    "delete_rows",
+    "ensure_exp",
+    "row_range",
+    "schema_ok",
+    "scope_id_of",
+    "sync_rows",
+    "transaction",
+    "user_key",
+]
+
+INDEX_SCHEMA_VERSION: Final = "1"
+
+# Row ids are allocated per scope in disjoint ranges (scope id × 2**32 + n),
+# so "this scope only" is a row-id range that FTS5 applies inside the
+# full-text index, before any scoring, whatever else the index holds.
+SCOPE_SHIFT: Final = 32
+SCHEMA: Final = """
+CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE scope (
+    id INTEGER PRIMARY KEY,
+    user_key TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    version TEXT NOT NULL,
+    UNIQUE (user_key, agent)
+);
+CREATE TABLE doc (
+    id INTEGER PRIMARY KEY,
+    scope_id INTEGER NOT NULL REFERENCES scope (id),
+    fact_id TEXT NOT NULL,
+    category TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    created_us INTEGER,
+    digest TEXT NOT NULL,
+    UNIQUE (scope_id, fact_id)
+);
+CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');
+"""
+
+# BM25 is computed once per match (the CTE is materialised) and combined with
+# decay and confidence; the age arithmetic is (now_us − created_us) / 10**6 /
+# 86400, exactly as timedelta.total_seconds() / 86400. CROSS JOIN fixes the
+# join order: matches first, then one primary-key lookup each.
+SEARCH_SQL: Final = """
+WITH m AS MATERIALIZED (
+    SELECT rowid AS row_id, bm25(doc_fts) AS raw
+    FROM doc_fts WHERE doc_fts MATCH :query AND rowid BETWEEN :low AND :high
+)
+SELECT d.fact_id, m.raw,
+       abs(m.raw) * (
+           CASE WHEN d.created_us IS NULL
+                  OR (:now - d.created_us) / 1000000.0 / 86400.0 < :grace THEN 1.0
+                ELSE exp(-:rate * ((:now - d.created_us) / 1000000.0 / 86400.0 - :grace))
+           END
+       ) + :weight * d.confidence AS score
+FROM m CROSS JOIN doc AS d ON d.id = m.row_id
+{category}
+ORDER BY score DESC, d.fact_id ASC
+LIMIT :limit
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One fact as the index stores it.
+
+    The digest covers everything that affects a search (content, category,
+    confidence, creation time), so an unchanged fact is recognised without
+    tokenising it again; :meth:`body` tokenises only the facts written.
+    """
+
+    fact_id: str
+    content: str
+    category: str
+    confidence: float
+    created_us: int | None
+    digest: str
+
+    def body(self) -> str:
+        """The indexed terms, space-separated."""
+        return " ".join(index_terms(self.content))
+
+    @classmethod
+    def of(cls, fact: FactLike) -> Document | None:
+        fields = FactFields.of(fact)
+        if fields is None or not fields.content.strip():
+            return None
+        category = category_key(fields.category) or "context"
+        if not (_storable(fields.fact_id) and _storable(category)):
+            return None  # a lone surrogate cannot be stored as text in SQLite
+        confidence = coerce_confidence(fields.confidence)
+        created = parse_timestamp(fields.created_at)
+        created_us = None if created is None else micros(created)
+        # repr of a tuple of str/float/int/None is unambiguous and stable.
+        signature = repr((fields.content, category, confidence, created_us))
+        digest = hashlib.blake2b(
+            signature.encode("utf-8", "surrogatepass"), digest_size=16
+        ).hexdigest()
+        return cls(fields.fact_id, fields.content, category, confidence, created_us, digest)
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def sync_rows(
+    db: sqlite3.Connection,
+    user_key: str,
+    agent: str,
+    documents: dict[str, Document],
+    version: str,
+    skipped: int,
+) -> SyncReport:
+    with transaction(db):
+        scope_id = scope_id_of(db, user_key, agent)
+        if scope_id is None:
+            cursor = db.execute(
+                "INSERT INTO scope (user_key, agent, version) VALUES (?, ?, ?)",
+                (user_key, agent, version),
+            )
+            assert cursor.lastrowid is not None
+            scope_id = cursor.lastrowid
+        else:
+            db.execute("UPDATE scope SET version = ? WHERE id = ?", (version, scope_id))
+        existing = {
+            fact_id: (row_id, digest)
+            for row_id, fact_id, digest in db.execute(
+                "SELECT id, fact_id, digest FROM doc WHERE scope_id = ?", (scope_id,)
+            )
+        }
+        gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in documents]
+        changed = [d for d in documents.values() if existing.get(d.fact_id, (0, ""))[1] != d.digest]
+        delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
+        low, high = row_range(scope_id)
+        last = db.execute(
+            "SELECT max(id) FROM doc WHERE id BETWEEN ? AND ?", (low, high)
+        ).fetchone()[0]
+        row_id = low if last is None else last + 1
+        for d in sorted(changed, key=lambda item: item.fact_id):
+            if row_id > high:
+                raise sqlite3.DataError(f"scope {scope_id} ran out of row ids")
+            db.execute(
+                "INSERT INTO doc (id, scope_id, fact_id, category, confidence, created_us, digest)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (row_id, scope_id, d.fact_id, d.category, d.confidence, d.created_us, d.digest),
+            )
+            db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, d.body()))
+            row_id += 1
+    return SyncReport(
+        indexed=len(changed),
+        removed=len(gone),
+        unchanged=len(documents) - len(changed),
+        skipped=skipped,
+    )
+
+
+@contextlib.contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (the connection runs in autocommit mode otherwise)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def delete_rows(db: sqlite3.Connection, row_ids: list[int]) -> None:
+    pairs = [(row_id,) for row_id in row_ids]
+    db.executemany("DELETE FROM doc_fts WHERE rowid = ?", pairs)
+    db.executemany("DELETE FROM doc WHERE id = ?", pairs)
+
+
+def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None:
+    row = db.execute(
+        "SELECT id FROM scope WHERE user_key = ? AND agent = ?", (user_key, agent)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def schema_ok(db: sqlite3.Connection) -> bool:
+    """Whether the database holds our schema; creates it in an empty database."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        db.executescript(
+            f"BEGIN IMMEDIATE; {SCHEMA}"
+            f" INSERT INTO index_meta (key, value) VALUES ('schema', '{INDEX_SCHEMA_VERSION}');"
+            " COMMIT;"
+        )
+        return True
+    if "index_meta" not in tables:
+        return False
+    row = db.execute("SELECT value FROM index_meta WHERE key = 'schema'").fetchone()
+    if row is None or row[0] != INDEX_SCHEMA_VERSION:
+        return False
+    # Touch every table, so a damaged page shows up now rather than mid-search.
+    db.execute("SELECT count(*) FROM scope").fetchone()
+    db.execute("SELECT count(*) FROM doc").fetchone()
+    db.execute("SELECT count(*) FROM doc_fts").fetchone()
+    return True
+
+
+def ensure_exp(db: sqlite3.Connection) -> None:
+    """Provide SQL ``exp()`` where SQLite was built without its math functions."""
+    try:
+        db.execute("SELECT exp(0)").fetchone()
+    except sqlite3.OperationalError:
+        db.create_function("exp", 1, math.exp, deterministic=True)
+
+
+def row_range(scope_id: int) -> tuple[int, int]:
+    low = scope_id << SCOPE_SHIFT
+    return low, low + (1 << SCOPE_SHIFT) - 1
+
+
+def user_key(user: str | None) -> str:
+    # JSON keeps None ("null") and the empty string ('""') apart.
+    return json.dumps(user)

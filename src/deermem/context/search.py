@@ -1,0 +1,115 @@
+"""Searching one scope: the FTS5 index first, a substring match after.
+
+:func:`search_facts` is what ``Memory.search`` calls: it brings the scope's
+:class:`~deermem.context.search_index.SearchIndex` up to the caller's version
+token, runs the FTS5 search and falls back to :func:`substring_search` when
+FTS5 finds nothing (emoji, fragments inside words) or the index cannot be
+used at all. Search reads facts and never changes them; recording hits as
+usage is the caller's business.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from deermem._exceptions import SearchIndexError
+from deermem.context.search_hits import (
+    CONFIDENCE_WEIGHT,
+    DECAY_GRACE_DAYS,
+    DECAY_RATE,
+    FactFields,
+    FactLike,
+    MatchType,
+    SearchHit,
+    SyncReport,
+    search_score,
+)
+from deermem.context.search_index import INDEX_SCHEMA_VERSION, MEMORY, SearchIndex
+from deermem.model.categories import category_key
+from deermem.policy import coerce_confidence
+
+__all__ = [
+    "CONFIDENCE_WEIGHT",
+    "DECAY_GRACE_DAYS",
+    "DECAY_RATE",
+    "INDEX_SCHEMA_VERSION",
+    "MEMORY",
+    "MatchType",
+    "SearchHit",
+    "SearchIndex",
+    "SyncReport",
+    "search_facts",
+    "search_score",
+    "substring_search",
+]
+
+_log = logging.getLogger(__name__)
+
+
+def search_facts(
+    index: SearchIndex | None,
+    user: str | None,
+    agent: str,
+    query: str,
+    *,
+    version: str,
+    load: Callable[[], Iterable[FactLike]],
+    now: datetime,
+    top_k: int = 5,
+    category: str | None = None,
+) -> list[SearchHit]:
+    """Search one scope the way ``Memory.search`` does: index first, substring after.
+
+    Brings the scope's index up to ``version`` (loading the facts only if it
+    is behind), runs the FTS5 search, and falls back to
+    :func:`substring_search` over the loaded facts when FTS5 finds nothing,
+    when there is no index (``index=None``) or when the index cannot be used
+    (logged as a warning; search never fails because of its index).
+    """
+    if not query.strip() or top_k <= 0:
+        return []
+    loaded: list[FactLike] | None = None
+
+    def facts() -> list[FactLike]:
+        nonlocal loaded
+        if loaded is None:
+            loaded = list(load())
+        return loaded
+
+    if index is not None:
+        try:
+            if not index.is_current(user, agent, version):
+                index.sync_scope(user, agent, facts(), version=version)
+            hits = index.search(user, agent, query, now=now, top_k=top_k, category=category)
+        except SearchIndexError as error:
+            _log.warning("search index unavailable (%s); using substring search", error)
+        else:
+            if hits:
+                return hits
+    return substring_search(facts(), query, top_k=top_k, category=category)
+
+
+def substring_search(
+    facts: Iterable[FactLike], query: str, *, top_k: int = 5, category: str | None = None
+) -> list[SearchHit]:
+    """Case-insensitive substring search, best confidence first.
+
+    Facts whose content is not text are skipped; the category filter is
+    applied before the ``top_k`` cut; a missing confidence counts as 0.5;
+    ties break by fact id.
+    """
+    needle = query.strip().casefold()
+    if not needle or top_k <= 0:
+        return []
+    wanted = category_key(category) if category else ""
+    found: list[tuple[float, str]] = []
+    for fact in facts:
+        document = FactFields.of(fact)
+        if document is None or (wanted and category_key(document.category) != wanted):
+            continue
+        if needle in document.content.casefold():
+            found.append((coerce_confidence(document.confidence), document.fact_id))
+    found.sort(key=lambda item: (-item[0], item[1]))
+    return [SearchHit(fact_id, score, "substring") for score, fact_id in found[:top_k]]
