@@ -7,8 +7,8 @@ below is far above what an honest answer to one conversation needs, and
 what happens beyond it is fixed:
 
 * the whole answer longer than :data:`MAX_RESPONSE_CHARS`, or needing more
-  than :data:`MAX_SCAN_CHARS` of JSON scanning to find the update: **no
-  update** (nothing changes);
+  than :data:`MAX_SCAN_CHARS` of JSON scanning or :data:`MAX_DECODE_ATTEMPTS`
+  decode attempts to find the update: **no update** (nothing changes);
 * a list longer than its limit: the entries beyond it are **ignored** and
   counted (``NormalizedResponse.ignored``); the first ones still count;
 * a new fact whose content, category, confidence text or ``sourceError`` is
@@ -33,6 +33,7 @@ __all__ = [
     "MAX_CATEGORY_CHARS",
     "MAX_CONFIDENCE_TEXT_CHARS",
     "MAX_CONTENT_CHARS",
+    "MAX_DECODE_ATTEMPTS",
     "MAX_EXTENSIONS",
     "MAX_ID_CHARS",
     "MAX_NEW_FACTS",
@@ -54,6 +55,14 @@ MAX_SCAN_CHARS: Final = 4 * MAX_RESPONSE_CHARS
 
 Trying a decode at every ``{`` is quadratic on a hostile answer; this budget
 keeps the search linear in the answer's length."""
+
+MAX_DECODE_ATTEMPTS: Final = 1_000
+"""Places the parser tries a JSON decode at before giving up.
+
+Only a ``{`` followed by ``"`` or ``}`` (whitespace between allowed) can
+start an object, so stray braces in prose or code cost nothing; this bounds
+the rest (each failed decode also costs the decoder a pass to locate the
+error's line)."""
 
 MAX_NEW_FACTS: Final = 50
 MAX_REINFORCEMENTS: Final = 100

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from deermem.update.limits import MAX_RESPONSE_CHARS, MAX_SCAN_CHARS
+from deermem.update.limits import MAX_DECODE_ATTEMPTS, MAX_RESPONSE_CHARS, MAX_SCAN_CHARS
 
 __all__ = [
     "UPDATE_KEYS",
@@ -42,6 +42,8 @@ NoUpdateReason = Literal["empty", "too-large", "no-update-object", "scan-limit"]
 _TEXT_BLOCK_TYPES: Final = frozenset({"text", "output_text"})
 _THINK_BLOCK: Final = re.compile(r"<(think|thinking)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _DECODER: Final = json.JSONDecoder()
+# Where an object can start: "{" then a key or the closing brace.
+_OBJECT_START: Final = re.compile(r'\{\s*["}]')
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +126,7 @@ def parse_update_response(content: object) -> UpdatePayload | NoUpdate:
         return NoUpdate("empty")
     if len(text) > MAX_RESPONSE_CHARS:
         return NoUpdate("too-large")
-    budget = _Budget(MAX_SCAN_CHARS)
+    budget = _Budget(MAX_SCAN_CHARS, MAX_DECODE_ATTEMPTS)
     answer = _THINK_BLOCK.sub(_blank, text)
     found = _first_update(answer, budget)
     if found is None and answer != text and not budget.spent:
@@ -135,17 +137,19 @@ def parse_update_response(content: object) -> UpdatePayload | NoUpdate:
 
 
 class _Budget:
-    """Characters the decoder may still examine."""
+    """Characters the decoder may still examine, and decode attempts left."""
 
-    def __init__(self, chars: int) -> None:
+    def __init__(self, chars: int, attempts: int) -> None:
         self.left = chars
+        self.attempts = attempts
 
     @property
     def spent(self) -> bool:
-        return self.left <= 0
+        return self.left <= 0 or self.attempts <= 0
 
     def charge(self, chars: int) -> None:
         self.left -= max(chars, 1)
+        self.attempts -= 1
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -154,8 +158,9 @@ def _blank(match: re.Match[str]) -> str:
 
 
 def _first_update(text: str, budget: _Budget) -> UpdatePayload | None:
-    position = text.find("{")
-    while position != -1 and not budget.spent:
+    start = _OBJECT_START.search(text)
+    while start is not None and not budget.spent:
+        position = start.start()
         try:
             value, end = _DECODER.raw_decode(text, position)
         except json.JSONDecodeError as error:
@@ -171,5 +176,5 @@ def _first_update(text: str, budget: _Budget) -> UpdatePayload | None:
             budget.charge(end - position)
             if is_update_object(value):
                 return UpdatePayload(data=value, offset=position)
-        position = text.find("{", position + 1)
+        start = _OBJECT_START.search(text, position + 1)
     return None
