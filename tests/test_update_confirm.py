@@ -31,7 +31,8 @@ def test_a_confirmed_fact_gets_the_time_and_its_first_count() -> None:
     assert confirmed.lastConfirmedAt.endswith("Z")
     assert confirmed.confirmationCount == 1
     assert other is facts[1]
-    assert outcome.confirmed == ("fact_a",) and outcome.refused == 0
+    assert outcome.confirmed == ("fact_a",)
+    assert outcome.refused == 0
     assert facts[0].lastConfirmedAt is None  # the input is not changed
 
 
@@ -73,4 +74,5 @@ def test_an_id_listed_twice_is_confirmed_once() -> None:
         (fact("fact_a"),), [OK, OK], signals=REINFORCED, settings=HYBRID, now=NOW
     )
     assert outcome.facts[0].confirmationCount == 1
-    assert outcome.confirmed == ("fact_a",) and outcome.refused == 1
+    assert outcome.confirmed == ("fact_a",)
+    assert outcome.refused == 1

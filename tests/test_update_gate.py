@@ -245,7 +245,8 @@ def test_a_removal_of_an_evicted_fact_is_neither_applied_nor_skipped() -> None:
     )
     final, outcome = apply_through_capacity(plan(memory, response), max_facts=2)
     assert {f.id for f in final} == {"fact_hi", "fact_00000001"}
-    assert outcome.removed == () and outcome.skipped == ()
+    assert outcome.removed == ()
+    assert outcome.skipped == ()
 
 
 def test_threshold_boundary_and_blank_content() -> None:

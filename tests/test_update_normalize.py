@@ -226,7 +226,8 @@ def test_stale_lists_that_are_not_lists_are_empty(value: object) -> None:
 
 def test_missing_stale_keys_are_empty() -> None:
     response = normalized()
-    assert response.stale_remove == () and response.stale_extend == ()
+    assert response.stale_remove == ()
+    assert response.stale_extend == ()
 
 
 def test_extensions_are_normalised() -> None:
@@ -262,7 +263,8 @@ def test_summary_sections_are_read_with_labels() -> None:
         history={"recentMonths": {"summary": 3, "shouldUpdate": "false", "scope": "User"}},
     )
     work, recent = response.summaries
-    assert work.key == ("user", "workContext") and work.should_update
+    assert work.key == ("user", "workContext")
+    assert work.should_update
     assert (work.scope, work.authority) == ("user", "descriptive")
     assert recent.key == ("history", "recentMonths")
     assert (recent.summary, recent.should_update, recent.scope, recent.authority) == (
@@ -317,7 +319,8 @@ def test_entries_beyond_a_list_limit_are_ignored_and_counted() -> None:
 def test_oversized_fields_make_a_fact_malformed(fields: dict[str, object]) -> None:
     entry = {**new_fact("x"), **fields}
     response = normalized(newFacts=[entry])
-    assert response.new_facts == () and response.malformed_new_facts == 1
+    assert response.new_facts == ()
+    assert response.malformed_new_facts == 1
 
 
 def test_oversized_summaries_and_ids_are_ignored_and_reasons_cut() -> None:

@@ -98,7 +98,8 @@ def test_expected_valid_days_on_new_facts_and_the_creation_cap() -> None:
     short, long, none = plan(state(), response, settings=settings).new_facts
     assert short.expected_valid_days == 180
     assert long.expected_valid_days == 270
-    assert none.expected_valid_days is None and "expected_valid_days" not in none.to_dict()
+    assert none.expected_valid_days is None
+    assert "expected_valid_days" not in none.to_dict()
 
 
 def test_categories_are_filed_as_the_fact_model_files_them() -> None:
@@ -151,7 +152,8 @@ def test_the_default_id_factory_makes_original_style_ids() -> None:
         thread_id="t",
     )
     (created,) = result.new_facts
-    assert len(created.id) == 13 and created.id.startswith("fact_")
+    assert len(created.id) == 13
+    assert created.id.startswith("fact_")
     int(created.id[5:], 16)
 
 
@@ -166,7 +168,8 @@ def test_a_fact_is_confirmed_only_with_the_reinforcement_signal_and_hybrid() -> 
     memory = state(fact("fact_a"))
     response = normalized(factsToReinforce=[reinforce("fact_a")])
     without_signal = plan(memory, response, settings=HYBRID)
-    assert without_signal.updated_facts == () and without_signal.confirmed == ()
+    assert without_signal.updated_facts == ()
+    assert without_signal.confirmed == ()
     under_confidence = plan(memory, response, signals=frozenset({"reinforcement"}))
     assert under_confidence.confirmed == ()
     confirmed = plan(memory, response, signals=frozenset({"reinforcement"}), settings=HYBRID)
@@ -203,10 +206,12 @@ def test_the_seed_scenario_confirmation_decides_the_capacity_gate() -> None:
     signals = frozenset({"reinforcement"})
     hybrid_plan = plan(memory, response, signals=signals, settings=HYBRID)
     kept, _ = apply_through_capacity(hybrid_plan, max_facts=10, policy=POLICY_HYBRID_V1)
-    assert "fact_confirm" in {f.id for f in kept} and "fact_stale" not in {f.id for f in kept}
+    assert "fact_confirm" in {f.id for f in kept}
+    assert "fact_stale" not in {f.id for f in kept}
     plain_plan = plan(memory, response, signals=signals)
     kept, _ = apply_through_capacity(plain_plan, max_facts=10, policy=POLICY_CONFIDENCE)
-    assert "fact_confirm" not in {f.id for f in kept} and "fact_stale" in {f.id for f in kept}
+    assert "fact_confirm" not in {f.id for f in kept}
+    assert "fact_stale" in {f.id for f in kept}
 
 
 # --- order, summaries, purity --------------------------------------------------------------

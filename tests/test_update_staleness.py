@@ -96,12 +96,12 @@ def test_only_old_facts_are_candidates() -> None:
 
 
 def test_protected_categories_are_never_candidates() -> None:
-    old = {"age_days": 400}
-    assert candidates(
-        fact("c", category="correction", **old), fact("g", category="goal", **old)
-    ) == ["g"]
+    both = (
+        fact("c", category="correction", age_days=400),
+        fact("g", category="goal", age_days=400),
+    )
+    assert candidates(*both) == ["g"]
     custom = UpdateSettings(protected_categories=("goal",))
-    both = (fact("c", category="correction", **old), fact("g", category="goal", **old))
     assert candidates(*both, settings=custom) == ["c"]
 
 
@@ -208,7 +208,8 @@ def test_proposals_for_fresh_or_protected_or_unknown_facts_are_refused() -> None
     proposals = [StaleRemoval(i, "") for i in ("fresh", "corr", "ghost")]
     outcome = review(facts, proposals)
     assert [f.id for f in outcome.facts] == ["fresh", "corr", "old"]
-    assert outcome.removed == () and outcome.refused_removals == 3
+    assert outcome.removed == ()
+    assert outcome.refused_removals == 3
 
 
 def test_the_cap_removes_the_lowest_confidences_first() -> None:
@@ -237,7 +238,9 @@ def test_equal_confidences_are_removed_in_library_order() -> None:
 def test_empty_or_missing_proposals_change_nothing() -> None:
     facts = [fact("old", age_days=200)]
     outcome = review(facts)
-    assert list(outcome.facts) == facts and outcome.removed == () and dict(outcome.extended) == {}
+    assert list(outcome.facts) == facts
+    assert outcome.removed == ()
+    assert dict(outcome.extended) == {}
 
 
 def test_the_guardrail_applies_when_the_review_is_disabled() -> None:
@@ -294,7 +297,8 @@ def test_a_proposed_removal_spared_by_the_cap_is_not_extended() -> None:
         settings=settings,
     )
     assert outcome.removed == ("a",)
-    assert outcome.facts[0].id == "b" and outcome.facts[0].expected_valid_days is None
+    assert outcome.facts[0].id == "b"
+    assert outcome.facts[0].expected_valid_days is None
 
 
 def test_contradiction_and_staleness_removals_combine_in_one_plan() -> None:

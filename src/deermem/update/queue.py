@@ -184,7 +184,7 @@ class UpdateQueue(Generic[M]):
         self._lock = threading.Lock()
         self._worker = threading.Lock()  # held while items are processed
         self._pending: dict[QueueKey, QueueItem[M]] = {}
-        self._in_flight: QueueKey | None = None
+        self._taken: list[QueueKey] = []  # taken for processing, not finished yet
         self._timer: TimerHandle | None = None
         self._rerun = False
         self._draining = False
@@ -330,19 +330,33 @@ class UpdateQueue(Generic[M]):
         with self._lock:
             batch = list(self._pending.values())
             self._pending.clear()
+            self._taken.extend(item.key for item in batch)
             return batch
 
     def _process_batch(self, batch: list[QueueItem[M]], *, pause: bool) -> None:
         for position, item in enumerate(batch):
-            if pause and position and self._item_delay:
-                self._sleep(self._item_delay)
-            with self._lock:
-                self._in_flight = item.key
             try:
+                if pause and position and self._item_delay:
+                    self._sleep(self._item_delay)
                 self._process_one(item)
+            except BaseException:
+                # Interpreter shutdown or a signal: what was not attempted goes
+                # back to the queue, so a later flush still sees it.
+                self._requeue(batch[position + 1 :])
+                raise
             finally:
                 with self._lock:
-                    self._in_flight = None
+                    self._taken.remove(item.key)
+
+    def _requeue(self, items: list[QueueItem[M]]) -> None:
+        with self._lock:
+            for item in items:
+                self._taken.remove(item.key)
+                newer = self._pending.get(item.key)
+                if newer is None:
+                    self._pending[item.key] = item
+                else:
+                    self._pending[item.key] = replace(newer, signals=newer.signals | item.signals)
 
     def _process_one(self, item: QueueItem[M]) -> None:
         key = item.key
@@ -434,9 +448,7 @@ class UpdateQueue(Generic[M]):
 
     def _report(self, record: _Flush, *, completed: bool) -> FlushReport:
         with self._lock:
-            left = list(self._pending)
-            if self._in_flight is not None:
-                left.insert(0, self._in_flight)
+            left = self._taken + list(self._pending)
             return FlushReport(
                 completed=completed and not left,
                 processed=record.processed,
