@@ -194,7 +194,8 @@ def plan_update(
     return UpdatePlan(
         facts=library + new_facts,
         new_facts=new_facts,
-        updated_facts=tuple(fact for fact in library if originals.get(fact.id) != fact),
+        # Unchanged facts are passed through as the same objects.
+        updated_facts=tuple(fact for fact in library if originals.get(fact.id) is not fact),
         confirmed=confirmed.confirmed,
         extended=dict(stale.extended),
         summaries=summaries,
@@ -271,8 +272,9 @@ def _pending_removals(
         proposal.index: fact.id for proposal, fact in zip(fresh, new_facts, strict=True)
     }
     holders: dict[str, list[str]] = {}
-    for fact in (*library, *new_facts):
-        holders.setdefault(content_key(fact.content), []).append(fact.id)
+    if any(entry.replacement_index is not None for entry in gated.removals):
+        for fact in (*library, *new_facts):
+            holders.setdefault(content_key(fact.content), []).append(fact.id)
     pending: list[PendingRemoval] = []
     seen: set[str] = set()
     unknown = 0
@@ -317,8 +319,9 @@ def resolve_contradiction_removals(
     """
     kept_ids = {fact.id for fact in decision.kept}
     holders: dict[str, set[str]] = {}
-    for fact in decision.kept:
-        holders.setdefault(content_key(fact.content), set()).add(fact.id)
+    if any(pending.replacement_key is not None for pending in plan.pending_removals):
+        for fact in decision.kept:
+            holders.setdefault(content_key(fact.content), set()).add(fact.id)
     removed: list[str] = []
     skipped: list[str] = []
     for pending in plan.pending_removals:
