@@ -165,6 +165,7 @@ def test_paired_removal_applies_when_the_replacement_is_stored() -> None:
     final, outcome = apply_through_capacity(plan(memory, response))
     assert [f.content for f in final] == ["Uses uv"]
     assert outcome.removed == ("fact_old",)
+    assert [(r.fact_id, r.reason) for r in outcome.removals] == [("fact_old", "contradiction")]
     assert outcome.metrics.contradiction_removals == 1
 
 

@@ -147,3 +147,23 @@ def test_stray_braces_cost_no_attempts() -> None:
 def test_an_integer_beyond_the_digit_limit_is_not_a_crash() -> None:
     answer = '{"user": {}, "history": {}, "newFacts": [' + "9" * 5000 + "]}"
     assert parse_update_response(answer) == NoUpdate("no-update-object")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "<think>" * 36_000,  # openings without an end
+        "<think " * 36_000,  # openings without even a ">"
+        "<think></think>" * 17_000,  # many closed blocks
+    ],
+)
+def test_reasoning_tags_cannot_make_parsing_quadratic(answer: str) -> None:
+    # Bounded patterns and a forward scan: each of these parses in milliseconds.
+    # (A backtracking pattern took minutes on the first one.)
+    assert parse_update_response(answer + UPDATE_JSON) == UpdatePayload(UPDATE, len(answer))
+
+
+def test_think_tag_names_must_match_to_close() -> None:
+    draft = json.dumps({**UPDATE, "newFacts": []})
+    answer = f"<thinking>{draft}</think> still thinking</thinking>{UPDATE_JSON}"
+    assert found(answer) == UPDATE

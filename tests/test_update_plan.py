@@ -7,7 +7,13 @@ import pytest
 
 from deermem.model import FactSource, format_timestamp
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
-from deermem.update import SummarySection, UpdateSettings, plan_update
+from deermem.update import (
+    MemoryState,
+    PlannedRemoval,
+    SummarySection,
+    UpdateSettings,
+    plan_update,
+)
 from tests.update_support import (
     NOW,
     apply_through_capacity,
@@ -224,7 +230,7 @@ def test_a_stale_fact_proposed_again_is_added_fresh() -> None:
         newFacts=[new_fact("Old fact 0")],
     )
     result = plan(memory, response)
-    assert result.stale_removals == ("f0",)
+    assert result.removals == (PlannedRemoval("f0", "staleness"),)
     assert [f.content for f in result.new_facts] == ["Old fact 0"]
 
 
@@ -243,10 +249,8 @@ def test_a_contradiction_of_a_fact_removed_as_stale_is_counted_as_unknown() -> N
 
 
 def test_an_unchanged_summary_is_not_a_change() -> None:
-    memory = state()
-    memory = type(memory)(
-        facts=(),
-        summaries={("user", "workContext"): SummarySection("Engineer", "2026-01-01T00:00:00Z")},
+    memory = MemoryState(
+        summaries={("user", "workContext"): SummarySection("Engineer", "2026-01-01T00:00:00Z")}
     )
     section = {"shouldUpdate": True, "scope": "user", "authority": "descriptive"}
     response = normalized(

@@ -329,3 +329,9 @@ def test_the_response_schema_matches_the_gate_and_the_limits() -> None:
     assert props["factsToRemove"]["items"]["properties"]["replacementFactIndex"]["minimum"] == 0
     schema["required"].clear()
     assert response_json_schema()["required"]  # callers get copies
+
+
+def test_upload_tags_cannot_make_formatting_quadratic() -> None:
+    hostile = "<uploaded_files " * 50_000  # openings that never end
+    block = format_conversation([user(hostile + "I use uv")])
+    assert block.endswith("I use uv")

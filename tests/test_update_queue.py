@@ -514,3 +514,30 @@ def test_an_interrupted_run_puts_unattempted_items_back() -> None:
     recorder.during = None
     assert queue.flush(timeout=5).ok
     assert [i.key.thread_id for i in recorder.items] == ["t1", "t2"]
+
+
+def test_the_queue_takes_its_settings_from_the_config() -> None:
+    from deermem import MemoryConfig
+
+    timers = ManualTimers()
+    config = MemoryConfig(debounce_seconds=7, queue_max_depth=1, watermark_max_keys=1)
+    queue: UpdateQueue[Turn] = UpdateQueue.from_config(Recorder(), config, timer_factory=timers)
+    queue.add("t1", turns("a"))
+    assert timers.live[0].delay == 7
+    with pytest.raises(QueueFullError):
+        queue.add("t2", turns("b"))
+
+
+def test_a_flush_reports_an_update_that_raised() -> None:
+    recorder = Recorder()
+
+    def explode(item: QueueItem[Turn]) -> None:
+        raise RuntimeError("boom")
+
+    recorder.during = explode
+    queue, _, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    report = queue.flush(timeout=5)
+    assert report.completed
+    assert not report.ok
+    assert report.failed == (QueueKey("t1", None, "__default__"),)

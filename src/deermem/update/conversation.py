@@ -46,9 +46,11 @@ TRUNCATE_KEEP: Final = 500
 TRUNCATION_MARKER: Final = "\n[... middle of this message left out ...]\n"
 
 _LABELS: Final = {"human": "User", "ai": "Assistant"}
+# Tag attributes are bounded ({0,256}): an unbounded [^>]* would rescan the rest
+# of a long message at every "<uploaded_files" that never closes.
 _UPLOAD_BLOCK: Final = re.compile(
-    r"<(uploaded_files|current_uploads)\b[^>]*>.*?(?:</\1\s*>|\Z)"
-    r"|</(?:uploaded_files|current_uploads)\s*>",
+    r"<(uploaded_files|current_uploads)\b[^<>]{0,256}>.*?(?:</\1\s{0,8}>|\Z)"
+    r"|</(?:uploaded_files|current_uploads)\s{0,8}>",
     re.IGNORECASE | re.DOTALL,
 )
 

@@ -40,7 +40,12 @@ UPDATE_KEYS: Final = ("user", "history", "newFacts")
 NoUpdateReason = Literal["empty", "too-large", "no-update-object", "scan-limit"]
 
 _TEXT_BLOCK_TYPES: Final = frozenset({"text", "output_text"})
-_THINK_BLOCK: Final = re.compile(r"<(think|thinking)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+# Reasoning blocks. Found with bounded patterns and a forward scan, never one
+# backtracking pattern: "<think>" repeated 40,000 times must stay linear.
+_THINK_OPEN: Final = re.compile(r"<(think|thinking)\b[^<>]{0,64}>", re.IGNORECASE)
+_THINK_CLOSE: Final = {
+    name: re.compile(rf"</{name}\s{{0,8}}>", re.IGNORECASE) for name in ("think", "thinking")
+}
 _DECODER: Final = json.JSONDecoder()
 # Where an object can start: "{" then a key or the closing brace.
 _OBJECT_START: Final = re.compile(r'\{\s*["}]')
@@ -127,7 +132,7 @@ def parse_update_response(content: object) -> UpdatePayload | NoUpdate:
     if len(text) > MAX_RESPONSE_CHARS:
         return NoUpdate("too-large")
     budget = _Budget(MAX_SCAN_CHARS, MAX_DECODE_ATTEMPTS)
-    answer = _THINK_BLOCK.sub(_blank, text)
+    answer = _blank_reasoning(text)
     found = _first_update(answer, budget)
     if found is None and answer != text and not budget.spent:
         found = _first_update(text, budget)  # the update exists only inside the reasoning
@@ -152,9 +157,20 @@ class _Budget:
         self.attempts -= 1
 
 
-def _blank(match: re.Match[str]) -> str:
-    # Same length, so offsets into the answer stay offsets into the original text.
-    return " " * len(match.group(0))
+def _blank_reasoning(text: str) -> str:
+    """``text`` with each closed reasoning block replaced by spaces of the same
+    length (so offsets stay offsets into the original); an unclosed block is kept."""
+    parts: list[str] = []
+    position = 0
+    while (opening := _THINK_OPEN.search(text, position)) is not None:
+        closing = _THINK_CLOSE[opening.group(1).lower()].search(text, opening.end())
+        if closing is None:
+            break
+        parts.append(text[position : opening.start()])
+        parts.append(" " * (closing.end() - opening.start()))
+        position = closing.end()
+    parts.append(text[position:])
+    return "".join(parts)
 
 
 def _first_update(text: str, budget: _Budget) -> UpdatePayload | None:

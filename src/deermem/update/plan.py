@@ -47,6 +47,7 @@ __all__ = [
     "ContradictionOutcome",
     "IdFactory",
     "PendingRemoval",
+    "PlannedRemoval",
     "UpdatePlan",
     "new_fact_id",
     "plan_update",
@@ -64,6 +65,16 @@ IdFactory = Callable[[], str]
 def new_fact_id() -> str:
     """``fact_`` and 8 random lowercase hex digits, as the original's extraction ids."""
     return "fact_" + uuid.uuid4().hex[:8]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRemoval:
+    """A fact an update removes, and why (:data:`REASON_STALENESS` or
+    :data:`REASON_CONTRADICTION`): the receipt's reason. The model's own
+    explanation is not kept — receipts hold no text from the conversation."""
+
+    fact_id: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +113,8 @@ class UpdatePlan:
         confirmed: ids confirmed.
         extended: id → new ``expected_valid_days``.
         summaries: sections to set, with ``updatedAt = now``.
-        stale_removals: ids removed by the staleness review (reason
-            :data:`REASON_STALENESS`), lowest confidence first.
+        removals: facts removed before the capacity gate: the staleness
+            review's, lowest confidence first.
         pending_removals: contradiction removals, to resolve after the gate.
         metrics: the counters so far.
     """
@@ -114,9 +125,14 @@ class UpdatePlan:
     confirmed: tuple[str, ...]
     extended: Mapping[str, int]
     summaries: Mapping[SummaryKey, SummarySection]
-    stale_removals: tuple[str, ...]
+    removals: tuple[PlannedRemoval, ...]
     pending_removals: tuple[PendingRemoval, ...]
     metrics: UpdateMetrics
+
+    @property
+    def stale_removals(self) -> tuple[str, ...]:
+        """Ids removed by the staleness review."""
+        return tuple(r.fact_id for r in self.removals if r.reason == REASON_STALENESS)
 
     @property
     def changes_anything(self) -> bool:
@@ -125,7 +141,7 @@ class UpdatePlan:
             self.new_facts
             or self.updated_facts
             or self.summaries
-            or self.stale_removals
+            or self.removals
             or self.pending_removals
         )
 
@@ -144,6 +160,11 @@ class ContradictionOutcome:
     removed: tuple[str, ...]
     skipped: tuple[str, ...]
     metrics: UpdateMetrics
+
+    @property
+    def removals(self) -> tuple[PlannedRemoval, ...]:
+        """The removed ids with their reason, as :class:`UpdatePlan` lists its own."""
+        return tuple(PlannedRemoval(i, REASON_CONTRADICTION) for i in self.removed)
 
 
 def plan_update(
@@ -199,7 +220,7 @@ def plan_update(
         confirmed=confirmed.confirmed,
         extended=dict(stale.extended),
         summaries=summaries,
-        stale_removals=stale.removed,
+        removals=tuple(PlannedRemoval(i, REASON_STALENESS) for i in stale.removed),
         pending_removals=pending,
         metrics=metrics,
     )

@@ -36,10 +36,13 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Final, Generic, Protocol
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol
 
 from deermem._exceptions import QueueClosedError, QueueFullError
 from deermem.update.watermark import M, Watermark, WatermarkKey
+
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -191,6 +194,20 @@ class UpdateQueue(Generic[M]):
         self._closed = False
         self._flush: _Flush | None = None
         self._stats = QueueStats()
+
+    @classmethod
+    def from_config(
+        cls, process: Processor[M], config: MemoryConfig, **options: Any
+    ) -> UpdateQueue[M]:
+        """A queue with ``debounce_seconds``, ``queue_max_depth`` and
+        ``watermark_max_keys`` from the configuration (``options`` override the rest)."""
+        return cls(
+            process,
+            debounce_seconds=config.debounce_seconds,
+            max_depth=config.queue_max_depth,
+            watermark=Watermark(config.watermark_max_keys),
+            **options,
+        )
 
     # --- intake ------------------------------------------------------------------
 
