@@ -356,3 +356,10 @@ def test_normalising_the_payload_of_a_normalised_response_changes_nothing() -> N
     assert isinstance(again, NormalizedResponse)
     assert again == response
     assert isinstance(response.new_facts[0], NewFactProposal)
+
+
+def test_a_reason_cut_at_a_space_normalises_the_same_twice() -> None:
+    reason = "x" * (limits.MAX_REASON_CHARS - 1) + " " + "y" * 10
+    response = normalized(factsToReinforce=[{"id": "fact_a", "scope": "user", "reason": reason}])
+    assert response.reinforce[0].reason == "x" * (limits.MAX_REASON_CHARS - 1)
+    assert normalize_response(response.to_payload()) == response

@@ -254,7 +254,7 @@ def test_a_failing_update_is_isolated_counted_and_logged(caplog: pytest.LogCaptu
 
     def explode(item: QueueItem[Turn]) -> None:
         if item.key.thread_id == "bad":
-            raise RuntimeError("model endpoint down")
+            raise RuntimeError("could not store: secret text the log must not hold")
 
     recorder.during = explode
     queue, timers, _ = make_queue(recorder)
@@ -265,6 +265,7 @@ def test_a_failing_update_is_isolated_counted_and_logged(caplog: pytest.LogCaptu
     assert queue.stats.failed == 1
     assert queue.stats.processed == 1
     assert "'bad'" in caplog.text
+    assert "RuntimeError" in caplog.text
     assert "secret text" not in caplog.text
 
 

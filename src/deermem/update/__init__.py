@@ -31,17 +31,7 @@ from deermem.update.metrics import (
     SummaryRejections,
     UpdateMetrics,
 )
-from deermem.update.normalize import (
-    NewFactProposal,
-    NormalizedResponse,
-    ReinforceEntry,
-    RejectedResponse,
-    RemovalEntry,
-    StaleExtension,
-    StaleRemoval,
-    SummaryProposal,
-    normalize_response,
-)
+from deermem.update.normalize import normalize_response
 from deermem.update.parse import NoUpdate, UpdatePayload, parse_update_response, response_text
 from deermem.update.plan import (
     REASON_CONTRADICTION,
@@ -55,13 +45,17 @@ from deermem.update.plan import (
     resolve_contradiction_removals,
 )
 from deermem.update.prompt import UpdatePrompt, build_update_prompt
-from deermem.update.queue import (
-    DEFAULT_AGENT,
-    FlushReport,
-    QueueItem,
-    QueueKey,
-    QueueStats,
-    UpdateQueue,
+from deermem.update.queue import DEFAULT_AGENT, UpdateQueue
+from deermem.update.queue_items import FlushReport, QueueItem, QueueKey, QueueStats
+from deermem.update.responses import (
+    NewFactProposal,
+    NormalizedResponse,
+    ReinforceEntry,
+    RejectedResponse,
+    RemovalEntry,
+    StaleExtension,
+    StaleRemoval,
+    SummaryProposal,
 )
 from deermem.update.schema import response_json_schema
 from deermem.update.settings import UpdateSettings

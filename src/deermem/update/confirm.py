@@ -28,7 +28,7 @@ from typing import Final
 
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
-from deermem.update.normalize import ReinforceEntry
+from deermem.update.responses import ReinforceEntry
 from deermem.update.settings import UpdateSettings
 
 __all__ = [

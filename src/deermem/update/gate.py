@@ -40,7 +40,7 @@ from deermem.update.metrics import (
     SummaryRejections,
     UpdateMetrics,
 )
-from deermem.update.normalize import (
+from deermem.update.responses import (
     NewFactProposal,
     NormalizedResponse,
     RemovalEntry,

@@ -36,7 +36,7 @@ from deermem.update._text import content_key
 from deermem.update.confirm import confirm_facts
 from deermem.update.gate import GatedResponse, dedupe_new_facts, gate_response
 from deermem.update.metrics import RemovalRejections, UpdateMetrics
-from deermem.update.normalize import NewFactProposal, NormalizedResponse, RemovalEntry
+from deermem.update.responses import NewFactProposal, NormalizedResponse, RemovalEntry
 from deermem.update.settings import UpdateSettings
 from deermem.update.staleness import review_staleness
 from deermem.update.state import MemoryState, SummaryKey, SummarySection
@@ -88,9 +88,10 @@ class PendingRemoval:
         replacement_key: the replacement's text, stripped and case-folded:
             after the gate some *other* fact must hold it.
         replacement_fact_id: the fact expected to hold it — the new fact, or
-            the stored fact the replacement duplicated — ``None`` when only
-            the contradicted fact itself holds it (the removal will be
-            skipped). Usable as the store's ``needs_kept``.
+            the fact the replacement duplicated — usable as the store's
+            ``needs_kept``. ``None`` with a ``replacement_key`` means only the
+            contradicted fact itself holds the text: the removal must be
+            skipped, never passed on as an unconditional one.
     """
 
     fact_id: str

@@ -19,8 +19,8 @@ conversations are extracted one after another.
   without a model call. The mark moves only when processing succeeded.
 * The processing function is injected (the wiring passes the real update).
   It returns whether it succeeded; an exception counts as a failure and is
-  logged (ids only, never content), so one bad conversation cannot stop
-  the worker.
+  logged with the ids and the error's type only (its message might quote
+  the conversation), so one bad conversation cannot stop the worker.
 * :meth:`UpdateQueue.shutdown` stops intake and drains within a time
   budget, and reports every item it could not process — nothing admitted
   disappears without a trace.
@@ -36,109 +36,28 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol
+from typing import TYPE_CHECKING, Any, Final, Generic
 
 from deermem._exceptions import QueueClosedError, QueueFullError
-from deermem.update.watermark import M, Watermark, WatermarkKey
+from deermem.update.queue_items import (
+    FlushReport,
+    Processor,
+    QueueItem,
+    QueueKey,
+    QueueStats,
+    TimerFactory,
+    TimerHandle,
+    thread_timer,
+)
+from deermem.update.watermark import M, Watermark
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
 
-__all__ = [
-    "DEFAULT_AGENT",
-    "FlushReport",
-    "Processor",
-    "QueueItem",
-    "QueueKey",
-    "QueueStats",
-    "TimerFactory",
-    "TimerHandle",
-    "UpdateQueue",
-    "thread_timer",
-]
+__all__ = ["DEFAULT_AGENT", "UpdateQueue"]
 
 DEFAULT_AGENT: Final = "__default__"
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueKey:
-    """What makes two queued conversations the same item."""
-
-    thread_id: str
-    user_id: str | None
-    agent: str
-    emergency: bool = False
-
-    @property
-    def watermark_key(self) -> WatermarkKey:
-        return (self.thread_id, self.user_id, self.agent)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueItem(Generic[M]):
-    """A queued conversation. When processed, ``messages`` holds only what is new."""
-
-    key: QueueKey
-    messages: tuple[M, ...]
-    signals: frozenset[str] = frozenset()
-    trace_id: str | None = None
-
-
-Processor = Callable[[QueueItem[M]], bool]
-"""Runs one extraction; returns whether it succeeded."""
-
-
-class TimerHandle(Protocol):
-    """A one-shot timer (``threading.Timer`` is one)."""
-
-    def start(self) -> None: ...
-
-    def cancel(self) -> None: ...
-
-
-TimerFactory = Callable[[float, Callable[[], None]], TimerHandle]
-
-
-def thread_timer(delay: float, callback: Callable[[], None]) -> TimerHandle:
-    """A daemon ``threading.Timer``: a pending debounce never keeps a process alive."""
-    timer = threading.Timer(delay, callback)
-    timer.daemon = True
-    return timer
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    """Counters since the queue was created."""
-
-    admitted: int = 0
-    merged: int = 0
-    refused: int = 0
-    processed: int = 0
-    failed: int = 0
-    nothing_new: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FlushReport:
-    """What a flush achieved.
-
-    Attributes:
-        completed: every item was attempted within the time budget.
-        processed: items processed successfully (or with nothing new) by the flush.
-        failed: items attempted whose processing failed or raised.
-        unflushed: items not attempted in time (still queued or still running).
-    """
-
-    completed: bool
-    processed: int = 0
-    failed: tuple[QueueKey, ...] = ()
-    unflushed: tuple[QueueKey, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Completed in time with no failure: nothing admitted was lost."""
-        return self.completed and not self.failed and not self.unflushed
 
 
 @dataclass
@@ -386,12 +305,14 @@ class UpdateQueue(Generic[M]):
             return
         try:
             ok = bool(self._process(replace(item, messages=feed)))
-        except Exception:  # the processor is foreign code: isolate its failure
-            _log.exception(
-                "memory update failed for thread %r (user %r, agent %r)",
+        except Exception as error:  # the processor is foreign code: isolate its failure
+            # The error's type only: its message may quote what the user said.
+            _log.error(
+                "memory update failed for thread %r (user %r, agent %r): %s",
                 key.thread_id,
                 key.user_id,
                 key.agent,
+                type(error).__name__,
             )
             ok = False
         if ok and not key.emergency:
@@ -407,7 +328,6 @@ class UpdateQueue(Generic[M]):
                 stats = replace(stats, processed=stats.processed + 1)
             else:
                 stats = replace(stats, failed=stats.failed + 1)
-                _log.warning("memory update for thread %r did not succeed", key.thread_id)
             self._stats = stats
             if self._flush is not None:
                 if ok:

@@ -38,7 +38,7 @@ from deermem.policy import coerce_confidence
 from deermem.policy.scoring import as_utc
 from deermem.update._text import display_category, escape_text
 from deermem.update._values import read_positive_days
-from deermem.update.normalize import StaleExtension, StaleRemoval
+from deermem.update.responses import StaleExtension, StaleRemoval
 from deermem.update.settings import UpdateSettings
 
 __all__ = [
