@@ -9,13 +9,18 @@ because that is what they are and what generic callers already handle::
     ├── ConfigError                 (ValueError) a configuration key has a bad value
     ├── FactValidationError         (ValueError) a fact field has a bad value
     ├── SearchIndexError            the search index file cannot be created or used
-    └── EvaluationError             the reproducible evaluation refused to go on
-        ├── GradingError            (ValueError) the grader was given an unusable reference
-        ├── StatisticsError         (ValueError) statistics asked of no pairs or bad parameters
-        ├── ResultRowsError         (ValueError) graded rows break the schema or the pairing
-        └── ResultFilesExistError   result files are already there; nothing is overwritten
+    ├── EvaluationError             the reproducible evaluation refused to go on
+    │   ├── GradingError            (ValueError) the grader was given an unusable reference
+    │   ├── StatisticsError         (ValueError) statistics asked of no pairs or bad parameters
+    │   ├── ResultRowsError         (ValueError) graded rows break the schema or the pairing
+    │   └── ResultFilesExistError   result files are already there; nothing is overwritten
+    ├── PromptTemplateError         (ValueError) a prompt template file cannot be used
+    │   └── PromptNotFoundError     (FileNotFoundError) no template of that name exists
+    └── UpdateQueueError            the update queue did not take a conversation
+        ├── QueueFullError          the queue is at its depth limit
+        └── QueueClosedError        the queue has been shut down
 
-Later layers add their own branches here (storage, LLM, evaluation); keep the
+Later layers add their own branches here (storage, LLM); keep the
 tree drawn above in step with the classes below.
 
 Errors carry their context as attributes (``field``, ``value``, ``source``) so
@@ -30,10 +35,15 @@ __all__ = [
     "EvaluationError",
     "FactValidationError",
     "GradingError",
+    "PromptNotFoundError",
+    "PromptTemplateError",
+    "QueueClosedError",
+    "QueueFullError",
     "ResultFilesExistError",
     "ResultRowsError",
     "SearchIndexError",
     "StatisticsError",
+    "UpdateQueueError",
 ]
 
 
@@ -168,6 +178,79 @@ class SearchIndexError(DeerMemError):
         self.path = path
         self.reason = reason
         super().__init__(f"search index {path}: {reason}")
+
+
+class PromptTemplateError(DeerMemError, ValueError):
+    """A prompt template (bundled or an override) cannot be used.
+
+    Overrides are checked when they are loaded, so a typo in a placeholder
+    stops start-up instead of sending a broken prompt to the model.
+
+    Attributes:
+        path: the template file, as a string.
+        problem: what is wrong with it, for people.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class PromptNotFoundError(PromptTemplateError, FileNotFoundError):
+    """No template of this name exists in the override directories or the package.
+
+    Attributes:
+        name: the template name that was asked for.
+        searched: the places looked in, in the order they were tried.
+    """
+
+    def __init__(self, name: str, searched: list[str]) -> None:
+        self.name = name
+        self.searched = list(searched)
+        super().__init__(name, "no such prompt template (looked in: " + ", ".join(searched) + ")")
+
+
+class UpdateQueueError(DeerMemError):
+    """The update queue did not take a conversation; nothing was queued.
+
+    Attributes:
+        thread_id: the conversation's thread.
+    """
+
+    def __init__(self, message: str, *, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(message)
+
+
+class QueueFullError(UpdateQueueError):
+    """The queue holds ``max_depth`` conversations and this one carries no signal.
+
+    Conversations with a detected signal (a correction, a confirmation ...)
+    and emergency flushes are always admitted; ordinary ones wait for room.
+
+    Attributes:
+        thread_id: the refused conversation's thread.
+        max_depth: the configured limit (``queue_max_depth``).
+    """
+
+    def __init__(self, thread_id: str, max_depth: int) -> None:
+        self.max_depth = max_depth
+        super().__init__(
+            f"update queue is full ({max_depth} conversations waiting); thread "
+            f"{_preview(thread_id)} was not queued (raise queue_max_depth, or 0 for no limit)",
+            thread_id=thread_id,
+        )
+
+
+class QueueClosedError(UpdateQueueError):
+    """The queue was shut down; it takes no more conversations."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(
+            f"update queue is shut down; thread {_preview(thread_id)} was not queued",
+            thread_id=thread_id,
+        )
 
 
 def _preview(value: object, limit: int = 80) -> str:

@@ -94,4 +94,6 @@ def _allowed(model: type[BaseModel], key: str) -> str:
         return ""
     if low is not None and high is not None:
         return f"expected {kind} between {low} and {high}"
+    if low is not None:
+        return f"expected {kind} of at least {low}"
     return f"expected {kind}"

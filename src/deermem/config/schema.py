@@ -10,6 +10,7 @@ wrong things for weeks before anyone notices.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -85,6 +86,45 @@ class MemoryConfig(BaseModel):
 
     token_counting: Literal["tiktoken", "char"] = "tiktoken"
     """``tiktoken`` counts ``cl100k_base`` tokens; ``char`` estimates from characters."""
+    # --- update (conversation -> memory) -----------------------------------------
+    fact_confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    """New facts the model proposes below this confidence are dropped."""
+
+    staleness_review_enabled: bool = True
+    """Ask the model to review aged facts (keep, remove or extend) during extraction."""
+
+    staleness_age_days: Annotated[int, Field(ge=30, le=365)] = 90
+    """Age after which a fact without its own ``expected_valid_days`` is up for review."""
+
+    staleness_min_candidates: Annotated[int, Field(ge=1, le=50)] = 3
+    """The review is added to the prompt only when at least this many facts are aged."""
+
+    staleness_max_removals_per_cycle: Annotated[int, Field(ge=1, le=50)] = 10
+    """At most this many aged facts are removed by one extraction (lowest confidence first)."""
+
+    staleness_max_lifetime_multiplier: Annotated[float, Field(ge=1.0, le=100.0)] = 20.0
+    """A new fact's ``expected_valid_days`` is capped at ``int(staleness_age_days × this)``."""
+
+    staleness_max_extension_days: Annotated[int, Field(ge=90, le=36500)] = 3650
+    """Upper bound on the window an extension may give an aged fact."""
+
+    prompts_dir: Path | None = None
+    """A directory whose templates (``<agent>/<name>.yaml``, then ``<name>.yaml``)
+    override the bundled prompts; see docs/update.md."""
+
+    debounce_seconds: Annotated[float, Field(ge=1.0, le=300.0)] = 30.0
+    """Quiet time after the last queued conversation before extraction runs."""
+
+    queue_max_depth: Annotated[int, Field(ge=0)] = 1000
+    """Conversations waiting for extraction; beyond it, items without signals are
+    refused. 0 means unlimited."""
+
+    watermark_max_keys: Annotated[int, Field(ge=0)] = 4096
+    """Conversations whose extraction progress is remembered (least recently used
+    forgotten first). 0 means unlimited."""
+
+    shutdown_flush_timeout_seconds: Annotated[float, Field(ge=1.0, le=300.0)] = 30.0
+    """How long closing deermem may spend extracting what is still queued."""
 
     @field_validator(
         "max_facts",
@@ -98,6 +138,16 @@ class MemoryConfig(BaseModel):
         "eviction_audit_max_entries",
         "max_injection_tokens",
         "guaranteed_token_budget",
+        "fact_confidence_threshold",
+        "staleness_age_days",
+        "staleness_min_candidates",
+        "staleness_max_removals_per_cycle",
+        "staleness_max_lifetime_multiplier",
+        "staleness_max_extension_days",
+        "debounce_seconds",
+        "queue_max_depth",
+        "watermark_max_keys",
+        "shutdown_flush_timeout_seconds",
         mode="before",
     )
     @classmethod

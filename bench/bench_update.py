@@ -1,0 +1,206 @@
+"""Benchmark: the pure part of one update (no model call, no store).
+
+Run with ``uv run python -m bench.bench_update`` (``--json`` for a dump).
+
+The workload is issue 4's: a 100-fact scope and a model answer with 5 new
+facts, 2 confirmations and 1 contradiction removal (plus two summary
+sections), under ``hybrid-v1`` with a ``reinforcement`` signal so the
+confirmations apply. Timed stages, each the median of many repetitions
+after a warm-up:
+
+* ``parse`` — find the update object in the answer text;
+* ``normalise`` — type and bound it;
+* ``plan`` — gate, confirmations, summaries, staleness, new facts;
+* ``pure total`` — the three together: what this package adds to an update;
+* ``+ capacity`` — the total plus the capacity decision over ``plan.facts``
+  and the contradiction resolution (policy only; the store's commit is
+  measured separately once the wiring exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import partial
+
+from deermem.model import Fact, format_timestamp
+from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
+from deermem.update import (
+    MemoryState,
+    NormalizedResponse,
+    UpdatePayload,
+    UpdateSettings,
+    normalize_response,
+    parse_update_response,
+    plan_update,
+    resolve_contradiction_removals,
+)
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity")
+LABELS = {"scope": "user", "durability": "durable", "authority": "descriptive"}
+SETTINGS = UpdateSettings(fact_eviction_policy=POLICY_HYBRID_V1)
+SIGNALS = frozenset({"reinforcement"})
+
+
+def library(size: int = 100, seed: int = 4) -> MemoryState:
+    """A full scope: mixed categories and ages, a third of it confirmed."""
+    rng = random.Random(seed)
+    facts = []
+    for index in range(size):
+        data: dict[str, object] = {
+            "id": f"fact_{index:08x}",
+            "content": f"The user prefers option {index} for task family {index % 7}.",
+            "category": rng.choice(CATEGORIES),
+            "confidence": round(0.7 + rng.random() * 0.3, 2),
+            "createdAt": format_timestamp(NOW - timedelta(days=rng.uniform(1, 60))),
+            "source": f"thread-{index % 5}",
+        }
+        if rng.random() < 0.3:
+            data["lastConfirmedAt"] = format_timestamp(NOW - timedelta(days=rng.uniform(0, 30)))
+            data["confirmationCount"] = rng.randrange(1, 5)
+        facts.append(Fact.from_dict(data))
+    return MemoryState(facts=tuple(facts))
+
+
+def answer() -> str:
+    """The model's answer: a short preamble, then the update object."""
+    section = {"shouldUpdate": True, "scope": "user", "authority": "descriptive"}
+    update = {
+        "user": {
+            "workContext": {"summary": "Backend engineer moving services to Rust.", **section},
+            "topOfMind": {"summary": "Shipping the v2 billing API this month.", **section},
+        },
+        "history": {},
+        "newFacts": [
+            {
+                "content": f"The user wants new fact number {index} remembered.",
+                "category": "preference",
+                "confidence": 0.9,
+                **LABELS,
+            }
+            for index in range(5)
+        ],
+        "factsToReinforce": [
+            {"id": "fact_00000003", "scope": "user", "reason": "said exactly right"},
+            {"id": "fact_00000010", "scope": "user", "reason": "asked to keep doing it"},
+        ],
+        "factsToRemove": [
+            {
+                "id": "fact_00000020",
+                "scope": "user",
+                "reason": "now uses the new API",
+                "replacementFactIndex": 0,
+            }
+        ],
+        "staleFactsToRemove": [],
+        "staleFactsToExtend": [],
+    }
+    return "Here is the memory update.\n```json\n" + json.dumps(update, indent=2) + "\n```"
+
+
+def counter_ids() -> Callable[[], str]:
+    numbers = iter(range(1 << 30))
+    return lambda: f"fact_n{next(numbers):07x}"
+
+
+def parse(text: str) -> UpdatePayload:
+    parsed = parse_update_response(text)
+    assert isinstance(parsed, UpdatePayload)
+    return parsed
+
+
+def normalise(payload: UpdatePayload) -> NormalizedResponse:
+    response = normalize_response(payload.data)
+    assert isinstance(response, NormalizedResponse)
+    return response
+
+
+def plan(memory: MemoryState, response: NormalizedResponse) -> object:
+    return plan_update(
+        memory,
+        response,
+        signals=SIGNALS,
+        settings=SETTINGS,
+        now=NOW,
+        thread_id="thread-9",
+        new_id=counter_ids(),
+    )
+
+
+def total(memory: MemoryState, text: str) -> object:
+    return plan(memory, normalise(parse(text)))
+
+
+def with_capacity(memory: MemoryState, text: str) -> object:
+    result = plan_update(
+        memory,
+        normalise(parse(text)),
+        signals=SIGNALS,
+        settings=SETTINGS,
+        now=NOW,
+        thread_id="thread-9",
+        new_id=counter_ids(),
+    )
+    decision = select_facts_for_capacity(
+        result.facts, max_facts=100, policy=POLICY_HYBRID_V1, now=NOW
+    )
+    _ = decision.evicted  # a receipt writer reads every evicted record
+    return resolve_contradiction_removals(result, decision)
+
+
+def median_ms(run: Callable[[], object], budget_s: float = 1.5) -> float:
+    run()  # warm-up
+    start = time.perf_counter()
+    run()
+    once = max(time.perf_counter() - start, 1e-6)
+    repeats = max(5, min(5000, int(budget_s / once)))
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print results as JSON")
+    args = parser.parse_args()
+    memory, text = library(), answer()
+    payload = parse(text)
+    response = normalise(payload)
+    check = plan_update(
+        memory,
+        response,
+        signals=SIGNALS,
+        settings=SETTINGS,
+        now=NOW,
+        thread_id="thread-9",
+        new_id=counter_ids(),
+    )
+    assert (len(check.new_facts), len(check.confirmed), len(check.pending_removals)) == (5, 2, 1)
+    stages: dict[str, Callable[[], object]] = {
+        "parse": partial(parse, text),
+        "normalise": partial(normalise, payload),
+        "plan": partial(plan, memory, response),
+        "pure total": partial(total, memory, text),
+        "+ capacity": partial(with_capacity, memory, text),
+    }
+    results = {name: round(median_ms(run), 4) for name, run in stages.items()}
+    if args.json:
+        print(json.dumps({"machine": platform.platform(), "median_ms": results}, indent=2))
+        return
+    print(f"{'stage':<12} {'median ms':>10}")
+    for name, value in results.items():
+        print(f"{name:<12} {value:>10.4f}")
+
+
+if __name__ == "__main__":
+    main()

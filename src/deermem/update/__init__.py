@@ -1,0 +1,121 @@
+"""From conversation to memory: the pure parts of an update, and the queue.
+
+One update, in the order the wiring runs it (see docs/update.md):
+
+1. :func:`build_update_prompt` renders the prompt (current memory,
+   conversation, signal hints, aged facts) from a :class:`PromptLoader`'s
+   template; :func:`response_json_schema` constrains a capable backend;
+2. :func:`parse_update_response` finds the update object in the answer;
+3. :func:`normalize_response` types and bounds it (or rejects it whole);
+4. :func:`plan_update` applies the label gate, confirmations, summaries,
+   the staleness review and the new facts, up to the capacity gate;
+5. the store's capacity gate decides over ``plan.facts``;
+   :func:`resolve_contradiction_removals` then settles the contradiction
+   removals, and the wiring commits one change set.
+
+:class:`UpdateQueue` debounces conversations and feeds only what is new
+(:class:`Watermark`). Nothing here does I/O except reading prompt templates.
+"""
+
+from deermem.update.confirm import (
+    REINFORCEMENT_SIGNAL,
+    ConfirmationOutcome,
+    confirm_facts,
+    next_confirmation_count,
+)
+from deermem.update.conversation import ConversationTurn, format_conversation
+from deermem.update.gate import GatedResponse, dedupe_new_facts, gate_response
+from deermem.update.metrics import (
+    FactRejections,
+    RemovalRejections,
+    SummaryRejections,
+    UpdateMetrics,
+)
+from deermem.update.normalize import normalize_response
+from deermem.update.parse import NoUpdate, UpdatePayload, parse_update_response, response_text
+from deermem.update.plan import (
+    REASON_CONTRADICTION,
+    REASON_STALENESS,
+    ContradictionOutcome,
+    PendingRemoval,
+    PlannedRemoval,
+    UpdatePlan,
+    new_fact_id,
+    plan_update,
+    resolve_contradiction_removals,
+)
+from deermem.update.prompt import UpdatePrompt, build_update_prompt
+from deermem.update.queue import DEFAULT_AGENT, UpdateQueue
+from deermem.update.queue_items import FlushReport, QueueItem, QueueKey, QueueStats
+from deermem.update.responses import (
+    NewFactProposal,
+    NormalizedResponse,
+    ReinforceEntry,
+    RejectedResponse,
+    RemovalEntry,
+    StaleExtension,
+    StaleRemoval,
+    SummaryProposal,
+)
+from deermem.update.schema import response_json_schema
+from deermem.update.settings import UpdateSettings
+from deermem.update.staleness import StalenessOutcome, review_staleness, stale_candidates
+from deermem.update.state import MemoryState, SummarySection
+from deermem.update.templates import PromptLoader, PromptTemplate
+from deermem.update.watermark import Watermark
+
+__all__ = [
+    "DEFAULT_AGENT",
+    "REASON_CONTRADICTION",
+    "REASON_STALENESS",
+    "REINFORCEMENT_SIGNAL",
+    "ConfirmationOutcome",
+    "ContradictionOutcome",
+    "ConversationTurn",
+    "FactRejections",
+    "FlushReport",
+    "GatedResponse",
+    "MemoryState",
+    "NewFactProposal",
+    "NoUpdate",
+    "NormalizedResponse",
+    "PendingRemoval",
+    "PlannedRemoval",
+    "PromptLoader",
+    "PromptTemplate",
+    "QueueItem",
+    "QueueKey",
+    "QueueStats",
+    "ReinforceEntry",
+    "RejectedResponse",
+    "RemovalEntry",
+    "RemovalRejections",
+    "StaleExtension",
+    "StaleRemoval",
+    "StalenessOutcome",
+    "SummaryProposal",
+    "SummaryRejections",
+    "SummarySection",
+    "UpdateMetrics",
+    "UpdatePayload",
+    "UpdatePlan",
+    "UpdatePrompt",
+    "UpdateQueue",
+    "UpdateSettings",
+    "Watermark",
+    "build_update_prompt",
+    "confirm_facts",
+    "dedupe_new_facts",
+    "format_conversation",
+    "gate_response",
+    "new_fact_id",
+    "next_confirmation_count",
+    "normalize_response",
+    "parse_update_response",
+    "plan_update",
+    "resolve_contradiction_removals",
+    "response_json_schema",
+    "response_text",
+    "review_staleness",
+    "stale_candidates",
+]

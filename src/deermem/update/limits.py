@@ -1,0 +1,79 @@
+"""Bounds on what a model's answer may make deermem do.
+
+A model's answer is untrusted input: a confused small model, a prompt
+injection in the conversation or a hostile endpoint can return megabytes of
+JSON, thousands of entries or strings longer than any fact. Every bound
+below is far above what an honest answer to one conversation needs, and
+what happens beyond it is fixed:
+
+* the whole answer longer than :data:`MAX_RESPONSE_CHARS`, or needing more
+  than :data:`MAX_SCAN_CHARS` of JSON scanning or :data:`MAX_DECODE_ATTEMPTS`
+  decode attempts to find the update: **no update** (nothing changes);
+* a list longer than its limit: the entries beyond it are **ignored** and
+  counted (``NormalizedResponse.ignored``); the first ones still count;
+* a new fact whose content, category, confidence text or ``sourceError`` is
+  over its limit: the fact is **malformed**, exactly like a fact with no
+  content (so a response that also removes facts is rejected whole);
+* a summary over its limit: that section is **ignored**;
+* an id over :data:`MAX_ID_CHARS`: that entry is **ignored**;
+* a reason over :data:`MAX_REASON_CHARS`: **cut** (only its presence is used).
+
+Deep nesting needs no limit of its own: only fields at fixed depths are
+read, and a JSON document nested past the interpreter's recursion limit does
+not decode (no update).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from deermem.model.fact import MAX_FACT_ID_LENGTH
+
+__all__ = [
+    "MAX_CATEGORY_CHARS",
+    "MAX_CONFIDENCE_TEXT_CHARS",
+    "MAX_CONTENT_CHARS",
+    "MAX_DECODE_ATTEMPTS",
+    "MAX_EXTENSIONS",
+    "MAX_ID_CHARS",
+    "MAX_NEW_FACTS",
+    "MAX_REASON_CHARS",
+    "MAX_REINFORCEMENTS",
+    "MAX_REMOVALS",
+    "MAX_RESPONSE_CHARS",
+    "MAX_SCAN_CHARS",
+    "MAX_SOURCE_ERROR_CHARS",
+    "MAX_STALE_REMOVALS",
+    "MAX_SUMMARY_CHARS",
+]
+
+MAX_RESPONSE_CHARS: Final = 262_144
+"""Longest answer parsed at all (256 Ki characters; ~16 Ki is a long honest one)."""
+
+MAX_SCAN_CHARS: Final = 4 * MAX_RESPONSE_CHARS
+"""Characters the JSON decoder may examine while looking for the update object.
+
+Trying a decode at every ``{`` is quadratic on a hostile answer; this budget
+keeps the search linear in the answer's length."""
+
+MAX_DECODE_ATTEMPTS: Final = 1_000
+"""Places the parser tries a JSON decode at before giving up.
+
+Only a ``{`` followed by ``"`` or ``}`` (whitespace between allowed) can
+start an object, so stray braces in prose or code cost nothing; this bounds
+the rest (each failed decode also costs the decoder a pass to locate the
+error's line)."""
+
+MAX_NEW_FACTS: Final = 50
+MAX_REINFORCEMENTS: Final = 100
+MAX_REMOVALS: Final = 100
+MAX_STALE_REMOVALS: Final = 100
+MAX_EXTENSIONS: Final = 100
+
+MAX_CONTENT_CHARS: Final = 4_000
+MAX_CATEGORY_CHARS: Final = 64
+MAX_CONFIDENCE_TEXT_CHARS: Final = 32
+MAX_SOURCE_ERROR_CHARS: Final = 2_000
+MAX_SUMMARY_CHARS: Final = 8_000
+MAX_REASON_CHARS: Final = 1_000
+MAX_ID_CHARS: Final = MAX_FACT_ID_LENGTH

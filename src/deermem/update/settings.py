@@ -1,0 +1,73 @@
+"""The settings the update path reads, taken once from :class:`MemoryConfig`.
+
+:class:`UpdateSettings` plays the part :class:`~deermem.policy.CapacityPolicy`
+plays for the capacity gate: the pure functions of this package take one
+small frozen value instead of the whole configuration, so they can be called
+(and tested, and benchmarked) without building a pydantic model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
+
+if TYPE_CHECKING:  # pydantic is not needed to use the update functions
+    from deermem.config import MemoryConfig
+
+__all__ = ["UpdateSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateSettings:
+    """What the gates, the confirmation rule and the staleness review need.
+
+    The defaults are the original DeerMem's (and :class:`MemoryConfig`'s).
+    """
+
+    fact_confidence_threshold: float = 0.7
+    staleness_review_enabled: bool = True
+    staleness_age_days: int = 90
+    staleness_min_candidates: int = 3
+    staleness_max_removals_per_cycle: int = 10
+    staleness_max_lifetime_multiplier: float = 20.0
+    staleness_max_extension_days: int = 3650
+    protected_categories: tuple[str, ...] = ("correction",)
+    fact_eviction_policy: str = POLICY_CONFIDENCE
+    fact_eviction_shadow_enabled: bool = False
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig) -> UpdateSettings:
+        """Take the update keys (and the policy keys confirmation depends on)."""
+        return cls(
+            fact_confidence_threshold=config.fact_confidence_threshold,
+            staleness_review_enabled=config.staleness_review_enabled,
+            staleness_age_days=config.staleness_age_days,
+            staleness_min_candidates=config.staleness_min_candidates,
+            staleness_max_removals_per_cycle=config.staleness_max_removals_per_cycle,
+            staleness_max_lifetime_multiplier=config.staleness_max_lifetime_multiplier,
+            staleness_max_extension_days=config.staleness_max_extension_days,
+            protected_categories=config.protected_categories,
+            fact_eviction_policy=config.fact_eviction_policy,
+            fact_eviction_shadow_enabled=config.fact_eviction_shadow_enabled,
+        )
+
+    @property
+    def creation_cap_days(self) -> int:
+        """The longest window a new fact may be created with: ``int(age × multiplier)``.
+
+        1800 days with the defaults. A model that declares a fact valid for a
+        century still sees it reviewed within five years.
+        """
+        return int(self.staleness_age_days * self.staleness_max_lifetime_multiplier)
+
+    @property
+    def records_confirmations(self) -> bool:
+        """Whether confirmations are written at all (``hybrid-v1`` or shadow mode).
+
+        Only ``hybrid-v1`` reads them; shadow mode records them so its
+        comparison sees the same data ``hybrid-v1`` would. Under plain
+        ``confidence`` nothing would read them, as in the original.
+        """
+        return self.fact_eviction_policy == POLICY_HYBRID_V1 or self.fact_eviction_shadow_enabled

@@ -1,0 +1,544 @@
+"""The update queue and the watermark (catalogue: test_memory_queue.py,
+test_memory_queue_user_isolation.py, test_updater_watermark.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from deermem import QueueClosedError, QueueFullError
+from deermem.update import ConversationTurn, QueueItem, QueueKey, UpdateQueue, Watermark
+
+Turn = ConversationTurn
+
+
+def turns(*texts: str) -> list[Turn]:
+    return [Turn("human" if i % 2 == 0 else "ai", text) for i, text in enumerate(texts)]
+
+
+class ManualTimer:
+    def __init__(self, delay: float, callback: Callable[[], None]) -> None:
+        self.delay = delay
+        self.callback = callback
+        self.started = self.cancelled = self.fired = False
+
+    def start(self) -> None:
+        self.started = True
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def fire(self) -> None:
+        assert self.started
+        assert not self.cancelled
+        assert not self.fired
+        self.fired = True
+        self.callback()
+
+
+class ManualTimers:
+    """A timer factory whose timers fire only when the test says so."""
+
+    def __init__(self) -> None:
+        self.made: list[ManualTimer] = []
+
+    def __call__(self, delay: float, callback: Callable[[], None]) -> ManualTimer:
+        timer = ManualTimer(delay, callback)
+        self.made.append(timer)
+        return timer
+
+    @property
+    def live(self) -> list[ManualTimer]:
+        return [t for t in self.made if t.started and not t.cancelled and not t.fired]
+
+    def fire(self) -> None:
+        (timer,) = self.live
+        timer.fire()
+
+
+class Recorder:
+    """The processing function: records each item, answers with ``result``."""
+
+    def __init__(self, result: bool = True) -> None:
+        self.items: list[QueueItem[Turn]] = []
+        self.result = result
+        self.during: Callable[[QueueItem[Turn]], None] | None = None
+
+    def __call__(self, item: QueueItem[Turn]) -> bool:
+        self.items.append(item)
+        if self.during is not None:
+            self.during(item)
+        return self.result
+
+    def texts(self) -> list[list[str]]:
+        return [[m.text for m in item.messages] for item in self.items]
+
+
+def make_queue(
+    recorder: Recorder, **options: object
+) -> tuple[UpdateQueue[Turn], ManualTimers, list[float]]:
+    timers = ManualTimers()
+    sleeps: list[float] = []
+    queue: UpdateQueue[Turn] = UpdateQueue(
+        recorder,
+        timer_factory=timers,
+        sleep=sleeps.append,
+        **options,  # type: ignore[arg-type]
+    )
+    return queue, timers, sleeps
+
+
+# --- merging and forwarding ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signal", ["correction", "reinforcement"])
+def test_a_newer_conversation_keeps_an_earlier_signal(signal: str) -> None:
+    queue, _, _ = make_queue(Recorder())
+    queue.add("t1", turns("No, use uv", "ok"), signals={signal})
+    queue.add("t1", turns("No, use uv", "ok", "thanks", "sure"))
+    (key,) = queue.pending_keys()
+    item = queue.pending_item(key)
+    assert item is not None
+    assert [m.text for m in item.messages] == ["No, use uv", "ok", "thanks", "sure"]
+    assert item.signals == {signal}
+    assert queue.stats.merged == 1
+
+
+@pytest.mark.parametrize("signal", ["correction", "reinforcement"])
+def test_processing_forwards_everything_the_update_needs(signal: str) -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    queue.add("t1", turns("Exactly right", "great"), signals={signal})
+    timers.fire()
+    (item,) = recorder.items
+    assert item.key == QueueKey("t1", None, "__default__", emergency=False)
+    assert item.signals == {signal}
+    assert item.trace_id is None
+    assert [m.text for m in item.messages] == ["Exactly right", "great"]
+
+
+def test_the_trace_id_and_user_are_forwarded() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    queue.add("t1", turns("a"), user_id="alice", agent="coder", trace_id="trace-7")
+    timers.fire()
+    (item,) = recorder.items
+    assert (item.key.user_id, item.key.agent, item.trace_id) == ("alice", "coder", "trace-7")
+
+
+def test_every_add_restarts_the_one_debounce_timer() -> None:
+    queue, timers, _ = make_queue(Recorder(), debounce_seconds=30)
+    queue.add("t1", turns("a"))
+    queue.add("t2", turns("b"))
+    assert len(timers.made) == 2
+    assert timers.made[0].cancelled
+    assert [t.delay for t in timers.live] == [30]
+
+
+def test_flush_nowait_replaces_the_timer_with_an_immediate_one() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    started = time.monotonic()
+    queue.flush_nowait()
+    assert time.monotonic() - started < 1  # does not wait for the processing
+    first, second = timers.made
+    assert first.cancelled
+    assert second.delay == 0
+    assert recorder.items == []
+    timers.fire()
+    assert len(recorder.items) == 1
+
+
+def test_add_nowait_queues_an_emergency_item_and_fires_at_once() -> None:
+    queue, timers, _ = make_queue(Recorder())
+    queue.add("t1", turns("a"), agent="coder")
+    queue.add_nowait("t1", turns("a", "b"), agent="coder")
+    assert timers.made[0].cancelled
+    assert timers.live[0].delay == 0
+    assert set(queue.pending_keys()) == {
+        QueueKey("t1", None, "coder"),
+        QueueKey("t1", None, "coder", emergency=True),
+    }
+
+
+# --- keys --------------------------------------------------------------------------------
+
+
+def test_different_agents_in_one_thread_are_separate_items_and_updates() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    queue.add("t1", turns("a"), agent="coder")
+    queue.add("t1", turns("b"), agent="writer")
+    queue.add("t1", turns("c"), agent="coder")
+    assert queue.depth == 2
+    timers.fire()
+    assert sorted((i.key.agent, i.messages[0].text) for i in recorder.items) == [
+        ("coder", "c"),
+        ("writer", "b"),
+    ]
+
+
+def test_different_users_in_one_thread_and_agent_are_separate_items() -> None:
+    queue, _, _ = make_queue(Recorder())
+    queue.add("t1", turns("a"), user_id="alice")
+    queue.add("t1", turns("b"), user_id="bob")
+    queue.add("t1", turns("c"), user_id="alice")
+    queue.add_nowait("t1", turns("d"), user_id="alice")
+    queue.add_nowait("t1", turns("e"), user_id="bob")
+    users = sorted((k.user_id or "", k.emergency) for k in queue.pending_keys())
+    assert users == [("alice", False), ("alice", True), ("bob", False), ("bob", True)]
+    item = queue.pending_item(QueueKey("t1", "alice", "__default__"))
+    assert item is not None
+    assert item.messages[0].text == "c"
+
+
+# --- the worker ------------------------------------------------------------------------------
+
+
+def test_a_timer_firing_during_a_run_asks_for_one_more_run() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+
+    def arrive_mid_run(item: QueueItem[Turn]) -> None:
+        if item.key.thread_id == "t1":
+            queue.add("t2", turns("later"))
+            timers.fire()  # the debounce expires while t1 is being processed
+
+    recorder.during = arrive_mid_run
+    queue.add("t1", turns("first"))
+    timers.fire()
+    assert [i.key.thread_id for i in recorder.items] == ["t1"]
+    (follow_up,) = timers.live  # exactly one, immediate
+    assert follow_up.delay == 0
+    follow_up.fire()
+    assert [i.key.thread_id for i in recorder.items] == ["t1", "t2"]
+    assert timers.live == []
+
+
+def test_no_follow_up_run_when_nothing_is_left() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+
+    def fire_again(item: QueueItem[Turn]) -> None:
+        queue.flush_nowait()
+        timers.fire()  # the timer fires mid-run, but nothing else is queued
+
+    recorder.during = fire_again
+    queue.add("t1", turns("a"))
+    timers.fire()
+    assert timers.live == []
+
+
+def test_items_of_a_run_are_spaced_out_but_a_drain_is_not() -> None:
+    recorder = Recorder()
+    queue, timers, sleeps = make_queue(recorder, item_delay_seconds=0.5)
+    queue.add("t1", turns("a"))
+    queue.add("t2", turns("b"))
+    queue.add("t3", turns("c"))
+    timers.fire()
+    assert sleeps == [0.5, 0.5]
+    queue.add("t4", turns("d"))
+    queue.add("t5", turns("e"))
+    report = queue.flush(timeout=5)
+    assert report.ok
+    assert report.processed == 2
+    assert sleeps == [0.5, 0.5]
+
+
+def test_a_failing_update_is_isolated_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    recorder = Recorder()
+
+    def explode(item: QueueItem[Turn]) -> None:
+        if item.key.thread_id == "bad":
+            raise RuntimeError("could not store: secret text the log must not hold")
+
+    recorder.during = explode
+    queue, timers, _ = make_queue(recorder)
+    queue.add("bad", turns("secret text the log must not hold"))
+    queue.add("good", turns("b"))
+    timers.fire()
+    assert [i.key.thread_id for i in recorder.items] == ["bad", "good"]
+    assert queue.stats.failed == 1
+    assert queue.stats.processed == 1
+    assert "'bad'" in caplog.text
+    assert "RuntimeError" in caplog.text
+    assert "secret text" not in caplog.text
+
+
+# --- depth -------------------------------------------------------------------------------------
+
+
+def test_a_full_queue_refuses_plain_items_only() -> None:
+    queue, _, _ = make_queue(Recorder(), max_depth=2)
+    queue.add("t1", turns("a"))
+    queue.add("t2", turns("b"))
+    with pytest.raises(QueueFullError) as caught:
+        queue.add("t3", turns("c"))
+    assert (caught.value.thread_id, caught.value.max_depth) == ("t3", 2)
+    queue.add("t1", turns("a", "more"))  # an existing item may still be replaced
+    queue.add("t4", turns("No, that's wrong"), signals={"correction"})
+    queue.add_nowait("t5", turns("flush me"))
+    assert queue.depth == 4
+    assert queue.stats.refused == 1
+
+
+def test_a_depth_of_zero_is_unlimited() -> None:
+    queue, _, _ = make_queue(Recorder(), max_depth=0)
+    for index in range(50):
+        queue.add(f"t{index}", turns("x"))
+    assert queue.depth == 50
+
+
+# --- flushing ------------------------------------------------------------------------------------
+
+
+def test_flushing_an_idle_queue_is_complete() -> None:
+    queue, _, _ = make_queue(Recorder())
+    report = queue.flush(timeout=1)
+    assert report.ok
+    assert report.processed == 0
+
+
+def test_flushing_drains_what_is_queued() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    queue.add("t2", turns("b"))
+    report = queue.flush(timeout=5)
+    assert report.ok
+    assert report.processed == 2
+    assert queue.depth == 0
+    assert timers.live == []
+
+
+def test_a_failed_item_is_reported_by_the_flush() -> None:
+    queue, _, _ = make_queue(Recorder(result=False))
+    queue.add("t1", turns("a"))
+    report = queue.flush(timeout=5)
+    assert report.completed
+    assert not report.ok
+    assert report.failed == (QueueKey("t1", None, "__default__"),)
+
+
+def test_a_flush_that_runs_out_of_time_says_what_is_left() -> None:
+    release = threading.Event()
+    recorder = Recorder()
+
+    def block(item: QueueItem[Turn]) -> None:
+        release.wait(10)
+
+    recorder.during = block
+    queue, _, _ = make_queue(recorder)
+    queue.add("slow", turns("a"))
+    queue.add("next", turns("b"))
+    started = time.monotonic()
+    report = queue.flush(timeout=0.2)
+    assert time.monotonic() - started < 2
+    assert not report.completed
+    assert {k.thread_id for k in report.unflushed} == {"slow", "next"}
+    release.set()
+
+
+def test_a_flush_waits_for_a_run_in_progress() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+    recorder = Recorder()
+
+    def slow(item: QueueItem[Turn]) -> None:
+        entered.set()
+        release.wait(10)
+
+    recorder.during = slow
+    queue, timers, _ = make_queue(recorder)
+    queue.add("busy", turns("a"))
+    worker = threading.Thread(target=timers.fire)
+    worker.start()
+    assert entered.wait(5)
+    queue.add("queued", turns("b"))
+    report = queue.flush(timeout=0.2)  # the run does not finish in time
+    assert not report.completed
+    assert report.unflushed[0] == QueueKey("busy", None, "__default__")
+    threading.Timer(0.1, release.set).start()
+    report = queue.flush(timeout=5)  # now it does, and the queued item is drained
+    worker.join(5)
+    assert report.ok
+    assert [i.key.thread_id for i in recorder.items] == ["busy", "queued"]
+
+
+def test_shutdown_stops_intake_and_flushes() -> None:
+    recorder = Recorder()
+    queue, _, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    report = queue.shutdown(timeout=5)
+    assert report.ok
+    assert len(recorder.items) == 1
+    with pytest.raises(QueueClosedError):
+        queue.add("t2", turns("b"))
+    with pytest.raises(QueueClosedError):
+        queue.add_nowait("t2", turns("b"))
+    assert queue.closed
+
+
+# --- the watermark ----------------------------------------------------------------------------
+
+
+def run(
+    queue: UpdateQueue[Turn], timers: ManualTimers, thread: str, messages: list[Turn], **kw: str
+) -> None:
+    queue.add(thread, messages, **kw)
+    timers.fire()
+
+
+def test_an_identical_second_conversation_is_not_extracted_again() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    conversation = turns("I use uv", "noted")
+    run(queue, timers, "t1", conversation)
+    run(queue, timers, "t1", conversation)
+    assert len(recorder.items) == 1
+    assert queue.stats.nothing_new == 1
+
+
+def test_only_new_turns_are_fed_when_a_conversation_grows() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    run(queue, timers, "t1", turns("a", "b"))
+    run(queue, timers, "t1", turns("a", "b", "c", "d"))
+    assert recorder.texts() == [["a", "b"], ["c", "d"]]
+
+
+def test_marks_are_per_thread_user_and_agent() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    run(queue, timers, "t1", turns("a", "b"))
+    run(queue, timers, "t2", turns("a", "b"))
+    run(queue, timers, "t1", turns("a", "b"), user_id="alice")
+    run(queue, timers, "t1", turns("a", "b"), agent="coder")
+    assert len(recorder.items) == 4
+
+
+def test_a_conversation_without_the_mark_is_fed_whole() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    run(queue, timers, "t1", turns("a", "b", "c", "d"))
+    run(queue, timers, "t1", turns("x", "y"))  # shorter, and the mark ("d") is gone
+    assert recorder.texts()[-1] == ["x", "y"]
+
+
+def test_turns_after_the_mark_survive_removal_at_the_front() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    conversation = [Turn("human", t, id=f"m{i}") for i, t in enumerate("abcd")]
+    run(queue, timers, "t1", conversation[:2])
+    run(queue, timers, "t1", conversation[1:])  # "a" dropped from the front
+    assert recorder.texts() == [["a", "b"], ["c", "d"]]
+
+
+def test_an_emergency_feed_is_whole_and_leaves_the_mark() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder)
+    run(queue, timers, "t1", turns("a", "b"))
+    queue.add_nowait("t1", turns("a", "b", "c"))
+    timers.fire()
+    assert recorder.texts()[-1] == ["a", "b", "c"]
+    run(queue, timers, "t1", turns("a", "b", "c"))
+    assert recorder.texts()[-1] == ["c"]  # the mark did not move past "c"
+
+
+def test_the_mark_moves_only_after_success() -> None:
+    recorder = Recorder(result=False)
+    queue, timers, _ = make_queue(recorder)
+    run(queue, timers, "t1", turns("a", "b"))
+    recorder.result = True
+    run(queue, timers, "t1", turns("a", "b", "c"))
+    assert recorder.texts() == [["a", "b"], ["a", "b", "c"]]
+
+
+def test_the_mark_table_is_a_bounded_lru() -> None:
+    recorder = Recorder()
+    queue, timers, _ = make_queue(recorder, watermark=Watermark(max_keys=2))
+    run(queue, timers, "t1", turns("a"))
+    run(queue, timers, "t2", turns("a"))
+    run(queue, timers, "t1", turns("a"))  # nothing new; t1 is now the most recent
+    run(queue, timers, "t3", turns("a"))  # evicts t2
+    run(queue, timers, "t2", turns("a"))  # t2 forgot its mark: extracted again
+    assert [i.key.thread_id for i in recorder.items] == ["t1", "t2", "t3", "t2"]
+
+
+def test_a_repeated_text_marks_its_first_occurrence() -> None:
+    mark = Watermark()
+    key = ("t1", None, "__default__")
+    mark.advance(key, turns("ok"))
+    assert [m.text for m in mark.unseen(key, turns("ok", "b", "ok"))] == ["b", "ok"]
+
+
+def test_watermark_rejects_a_negative_size() -> None:
+    with pytest.raises(ValueError, match="max_keys"):
+        Watermark(max_keys=-1)
+
+
+# --- real threads -----------------------------------------------------------------------------
+
+
+def test_a_real_debounce_merges_a_burst_into_one_update() -> None:
+    done = threading.Event()
+    recorder = Recorder()
+    recorder.during = lambda item: done.set()
+    queue: UpdateQueue[Turn] = UpdateQueue(recorder, debounce_seconds=0.05, item_delay_seconds=0)
+    queue.add("t1", turns("a"), signals={"correction"})
+    queue.add("t1", turns("a", "b", "c"))
+    assert done.wait(5)
+    time.sleep(0.1)  # a second, wrong update would have started by now
+    assert recorder.texts() == [["a", "b", "c"]]
+    assert recorder.items[0].signals == {"correction"}
+    assert queue.shutdown(timeout=1).ok
+
+
+def test_an_interrupted_run_puts_unattempted_items_back() -> None:
+    recorder = Recorder()
+
+    def interrupt(item: QueueItem[Turn]) -> None:
+        if item.key.thread_id == "t1":
+            raise KeyboardInterrupt
+
+    recorder.during = interrupt
+    queue, timers, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    queue.add("t2", turns("b"))
+    with pytest.raises(KeyboardInterrupt):
+        timers.fire()
+    assert queue.pending_keys() == (QueueKey("t2", None, "__default__"),)
+    recorder.during = None
+    assert queue.flush(timeout=5).ok
+    assert [i.key.thread_id for i in recorder.items] == ["t1", "t2"]
+
+
+def test_the_queue_takes_its_settings_from_the_config() -> None:
+    from deermem import MemoryConfig
+
+    timers = ManualTimers()
+    config = MemoryConfig(debounce_seconds=7, queue_max_depth=1, watermark_max_keys=1)
+    queue: UpdateQueue[Turn] = UpdateQueue.from_config(Recorder(), config, timer_factory=timers)
+    queue.add("t1", turns("a"))
+    assert timers.live[0].delay == 7
+    with pytest.raises(QueueFullError):
+        queue.add("t2", turns("b"))
+
+
+def test_a_flush_reports_an_update_that_raised() -> None:
+    recorder = Recorder()
+
+    def explode(item: QueueItem[Turn]) -> None:
+        raise RuntimeError("boom")
+
+    recorder.during = explode
+    queue, _, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    report = queue.flush(timeout=5)
+    assert report.completed
+    assert not report.ok
+    assert report.failed == (QueueKey("t1", None, "__default__"),)
