@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -27,6 +28,18 @@ from deermem.config._errors import config_error
 __all__ = ["WEIGHT_TOLERANCE", "MemoryConfig"]
 
 WEIGHT_TOLERANCE = 1e-9
+
+
+def _reject_bool(value: object) -> object:
+    # pydantic would read true as 1: a YAML "max_facts: yes" is a mistake, not a cap of 1.
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    return value
+
+
+# Numbers that refuse booleans; every numeric setting uses one of these.
+Int = Annotated[int, BeforeValidator(_reject_bool)]
+Float = Annotated[float, BeforeValidator(_reject_bool)]
 
 
 class MemoryConfig(BaseModel):
@@ -46,7 +59,7 @@ class MemoryConfig(BaseModel):
             raise config_error(type(self), error, values) from None
 
     # --- capacity ---------------------------------------------------------
-    max_facts: Annotated[int, Field(ge=10, le=500)] = 100
+    max_facts: Annotated[Int, Field(ge=10, le=500)] = 100
     """Cap on the facts one agent keeps for one user."""
 
     fact_eviction_policy: Literal["confidence", "hybrid-v1"] = "confidence"
@@ -55,17 +68,17 @@ class MemoryConfig(BaseModel):
     fact_eviction_shadow_enabled: bool = False
     """Under ``confidence``, also compute ``hybrid-v1`` and record disagreements."""
 
-    eviction_confidence_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.65
-    eviction_confirmation_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.25
-    eviction_access_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.10
+    eviction_confidence_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.65
+    eviction_confirmation_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.25
+    eviction_access_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.10
 
-    eviction_confirmation_half_life_days: Annotated[int, Field(ge=1, le=3650)] = 90
-    eviction_access_half_life_days: Annotated[int, Field(ge=1, le=3650)] = 30
+    eviction_confirmation_half_life_days: Annotated[Int, Field(ge=1, le=3650)] = 90
+    eviction_access_half_life_days: Annotated[Int, Field(ge=1, le=3650)] = 30
 
-    eviction_correction_reserved_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = 0.10
-    eviction_correction_reserved_max: Annotated[int, Field(ge=0, le=100)] = 10
+    eviction_correction_reserved_fraction: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.10
+    eviction_correction_reserved_max: Annotated[Int, Field(ge=0, le=100)] = 10
 
-    eviction_audit_max_entries: Annotated[int, Field(ge=0, le=10000)] = 200
+    eviction_audit_max_entries: Annotated[Int, Field(ge=0, le=10000)] = 200
     """Eviction receipts kept per agent; 0 writes none."""
 
     # --- the one category rule table ------------------------------------------
@@ -78,84 +91,53 @@ class MemoryConfig(BaseModel):
     injection_enabled: bool = True
     """Whether memory is injected into the prompt at all."""
 
-    max_injection_tokens: Annotated[int, Field(ge=100, le=8000)] = 2000
+    max_injection_tokens: Annotated[Int, Field(ge=100, le=8000)] = 2000
     """Token budget of the whole injected memory block."""
 
-    guaranteed_token_budget: Annotated[int, Field(ge=50, le=2000)] = 500
+    guaranteed_token_budget: Annotated[Int, Field(ge=50, le=2000)] = 500
     """Tokens held for the facts of ``protected_categories``, taken first."""
 
     token_counting: Literal["tiktoken", "char"] = "tiktoken"
     """``tiktoken`` counts ``cl100k_base`` tokens; ``char`` estimates from characters."""
     # --- update (conversation -> memory) -----------------------------------------
-    fact_confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    fact_confidence_threshold: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.7
     """New facts the model proposes below this confidence are dropped."""
 
     staleness_review_enabled: bool = True
     """Ask the model to review aged facts (keep, remove or extend) during extraction."""
 
-    staleness_age_days: Annotated[int, Field(ge=30, le=365)] = 90
+    staleness_age_days: Annotated[Int, Field(ge=30, le=365)] = 90
     """Age after which a fact without its own ``expected_valid_days`` is up for review."""
 
-    staleness_min_candidates: Annotated[int, Field(ge=1, le=50)] = 3
+    staleness_min_candidates: Annotated[Int, Field(ge=1, le=50)] = 3
     """The review is added to the prompt only when at least this many facts are aged."""
 
-    staleness_max_removals_per_cycle: Annotated[int, Field(ge=1, le=50)] = 10
+    staleness_max_removals_per_cycle: Annotated[Int, Field(ge=1, le=50)] = 10
     """At most this many aged facts are removed by one extraction (lowest confidence first)."""
 
-    staleness_max_lifetime_multiplier: Annotated[float, Field(ge=1.0, le=100.0)] = 20.0
+    staleness_max_lifetime_multiplier: Annotated[Float, Field(ge=1.0, le=100.0)] = 20.0
     """A new fact's ``expected_valid_days`` is capped at ``int(staleness_age_days × this)``."""
 
-    staleness_max_extension_days: Annotated[int, Field(ge=90, le=36500)] = 3650
+    staleness_max_extension_days: Annotated[Int, Field(ge=90, le=36500)] = 3650
     """Upper bound on the window an extension may give an aged fact."""
 
     prompts_dir: Path | None = None
     """A directory whose templates (``<agent>/<name>.yaml``, then ``<name>.yaml``)
     override the bundled prompts; see docs/update.md."""
 
-    debounce_seconds: Annotated[float, Field(ge=1.0, le=300.0)] = 30.0
+    debounce_seconds: Annotated[Float, Field(ge=1.0, le=300.0)] = 30.0
     """Quiet time after the last queued conversation before extraction runs."""
 
-    queue_max_depth: Annotated[int, Field(ge=0)] = 1000
+    queue_max_depth: Annotated[Int, Field(ge=0)] = 1000
     """Conversations waiting for extraction; beyond it, items without signals are
     refused. 0 means unlimited."""
 
-    watermark_max_keys: Annotated[int, Field(ge=0)] = 4096
+    watermark_max_keys: Annotated[Int, Field(ge=0)] = 4096
     """Conversations whose extraction progress is remembered (least recently used
     forgotten first). 0 means unlimited."""
 
-    shutdown_flush_timeout_seconds: Annotated[float, Field(ge=1.0, le=300.0)] = 30.0
+    shutdown_flush_timeout_seconds: Annotated[Float, Field(ge=1.0, le=300.0)] = 30.0
     """How long closing deermem may spend extracting what is still queued."""
-
-    @field_validator(
-        "max_facts",
-        "eviction_confidence_weight",
-        "eviction_confirmation_weight",
-        "eviction_access_weight",
-        "eviction_confirmation_half_life_days",
-        "eviction_access_half_life_days",
-        "eviction_correction_reserved_fraction",
-        "eviction_correction_reserved_max",
-        "eviction_audit_max_entries",
-        "max_injection_tokens",
-        "guaranteed_token_budget",
-        "fact_confidence_threshold",
-        "staleness_age_days",
-        "staleness_min_candidates",
-        "staleness_max_removals_per_cycle",
-        "staleness_max_lifetime_multiplier",
-        "staleness_max_extension_days",
-        "debounce_seconds",
-        "queue_max_depth",
-        "watermark_max_keys",
-        "shutdown_flush_timeout_seconds",
-        mode="before",
-    )
-    @classmethod
-    def _no_booleans(cls, value: object) -> object:
-        # pydantic would read true as 1: a YAML "max_facts: yes" is a mistake, not a cap of 1.
-        if isinstance(value, bool):
-            raise ValueError("expected a number, not true/false")
-        return value
 
     @field_validator("protected_categories", mode="before")
     @classmethod
