@@ -131,7 +131,9 @@ class PatternError(DeerMemError, ValueError):
         self.pattern = pattern
         self.index = index
         where = f" pattern {index}" if index is not None else ""
-        what = f" {_preview(pattern)}" if pattern is not None else ""
+        # Shown as written in the file: repr() would double every backslash of a regex.
+        shown = pattern if pattern is None or len(pattern) <= 80 else pattern[:77] + "..."
+        what = f" `{shown}`" if shown is not None else ""
         super().__init__(f"{path}:{where}{what}: {problem}")
 
 
