@@ -17,12 +17,29 @@ _EXPORTS: dict[str, str] = {
     "DeerMemError": "deermem._exceptions",
     "ConfigError": "deermem._exceptions",
     "FactValidationError": "deermem._exceptions",
+    "LLMError": "deermem._exceptions",
+    "LLMNotConfigured": "deermem._exceptions",
+    "LLMResponseInvalid": "deermem._exceptions",
+    "LLMStatusError": "deermem._exceptions",
+    "LLMTimeout": "deermem._exceptions",
+    "LLMTransportError": "deermem._exceptions",
+    "LLMUnavailable": "deermem._exceptions",
+    "MessageFormatError": "deermem._exceptions",
+    "PatternError": "deermem._exceptions",
     "Fact": "deermem.model",
     "FactScope": "deermem.model",
     "FactSource": "deermem.model",
     "CORE_CATEGORIES": "deermem.model",
     "MemoryConfig": "deermem.config",
     "load_config": "deermem.config",
+    "ModelConfig": "deermem.config",
+    "ChatMessage": "deermem.llm",
+    "ChatModel": "deermem.llm",
+    "ChatResponse": "deermem.llm",
+    "LocalModel": "deermem.llm",
+    "OpenAICompatibleModel": "deermem.llm",
+    "build_chat_model": "deermem.llm",
+    "Signal": "deermem.signals",
     "POLICY_CONFIDENCE": "deermem.policy",
     "POLICY_HYBRID_V1": "deermem.policy",
     "CapacityDecision": "deermem.policy",
@@ -38,6 +55,9 @@ __all__ = [
     "POLICY_HYBRID_V1",
     "CapacityDecision",
     "CapacityPolicy",
+    "ChatMessage",
+    "ChatModel",
+    "ChatResponse",
     "ConfigError",
     "DeerMemError",
     "EvictedFact",
@@ -45,16 +65,51 @@ __all__ = [
     "FactScope",
     "FactSource",
     "FactValidationError",
+    "LLMError",
+    "LLMNotConfigured",
+    "LLMResponseInvalid",
+    "LLMStatusError",
+    "LLMTimeout",
+    "LLMTransportError",
+    "LLMUnavailable",
+    "LocalModel",
     "MemoryConfig",
+    "MessageFormatError",
+    "ModelConfig",
+    "OpenAICompatibleModel",
+    "PatternError",
     "ShadowComparison",
+    "Signal",
     "__version__",
+    "build_chat_model",
     "load_config",
     "select_facts_for_capacity",
 ]
 
 if TYPE_CHECKING:
-    from deermem._exceptions import ConfigError, DeerMemError, FactValidationError
-    from deermem.config import MemoryConfig, load_config
+    from deermem._exceptions import (
+        ConfigError,
+        DeerMemError,
+        FactValidationError,
+        LLMError,
+        LLMNotConfigured,
+        LLMResponseInvalid,
+        LLMStatusError,
+        LLMTimeout,
+        LLMTransportError,
+        LLMUnavailable,
+        MessageFormatError,
+        PatternError,
+    )
+    from deermem.config import MemoryConfig, ModelConfig, load_config
+    from deermem.llm import (
+        ChatMessage,
+        ChatModel,
+        ChatResponse,
+        LocalModel,
+        OpenAICompatibleModel,
+        build_chat_model,
+    )
     from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
     from deermem.policy import (
         POLICY_CONFIDENCE,
@@ -65,6 +120,7 @@ if TYPE_CHECKING:
         ShadowComparison,
         select_facts_for_capacity,
     )
+    from deermem.signals import Signal
 
 
 def __getattr__(name: str) -> Any:

@@ -97,11 +97,11 @@ class LocalModel:
         seed: int = 0,
         threads: int | None = None,
     ) -> None:
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise LLMUnavailable(f"the local model needs llama-cpp-python: {_INSTALL_HINT}")
         path = Path(model_path).expanduser() if model_path is not None else default_model_path()
         if not path.is_file():
             raise LLMUnavailable(f"model file {path} does not exist (model.model_path)")
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise LLMUnavailable(f"the local model needs llama-cpp-python: {_INSTALL_HINT}")
         if context_tokens < 1 or max_tokens < 1:
             raise ValueError("context_tokens and max_tokens must be positive")
         self.model_path = path
