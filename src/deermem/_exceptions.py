@@ -134,7 +134,8 @@ class PatternError(DeerMemError, ValueError):
         # Shown as written in the file: repr() would double every backslash of a regex.
         shown = pattern if pattern is None or len(pattern) <= 80 else pattern[:77] + "..."
         what = f" `{shown}`" if shown is not None else ""
-        super().__init__(f"{path}:{where}{what}: {problem}")
+        head = f"{path}:{where}{what}" if where or what else path
+        super().__init__(f"{head}: {problem}")
 
 
 class LLMError(DeerMemError):
