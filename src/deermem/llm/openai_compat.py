@@ -23,21 +23,17 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from deermem._exceptions import (
     ConfigError,
     LLMError,
-    LLMResponseInvalid,
-    LLMStatusError,
-    LLMTimeout,
-    LLMTransportError,
 )
 from deermem.config.schema import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, ModelConfig
-from deermem.llm._completion import InvalidCompletion, error_detail, parse_completion, redact
-from deermem.llm.retry import RetryPolicy, parse_retry_after
+from deermem.llm._completion import InvalidCompletion, parse_completion
+from deermem.llm._failures import Failures, short_reason, without_credentials
+from deermem.llm.retry import RetryPolicy
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema
 
 __all__ = ["MAX_RESPONSE_BYTES", "OpenAICompatibleModel", "StructuredOutput", "request_fingerprint"]
@@ -122,7 +118,8 @@ class OpenAICompatibleModel:
         self._http = http if http is not None else httpx.Client()
         self._sleep = sleep
         # Shown in errors and logs: the endpoint without any user:password in it.
-        self._shown_endpoint = _without_credentials(self.endpoint)
+        self._shown_endpoint = without_credentials(self.endpoint)
+        self._failures = Failures(model, self._shown_endpoint, timeout_seconds, self._api_key)
 
     @classmethod
     def from_config(
@@ -159,7 +156,8 @@ class OpenAICompatibleModel:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(model={self.model!r}, base_url={self._shown_base()!r}, "
+            f"{type(self).__name__}(model={self.model!r}, "
+            f"base_url={without_credentials(self.base_url)!r}, "
             f"api_key_env={self.api_key_env!r})"
         )
 
@@ -237,7 +235,7 @@ class OpenAICompatibleModel:
                     "model %r at %s: %s; retrying in %.2f s (attempt %d of %d)",
                     self.model,
                     self._shown_endpoint,
-                    _short_reason(failure.error),
+                    short_reason(failure.error),
                     wait,
                     attempt + 1,
                     self.retry.max_attempts,
@@ -263,14 +261,17 @@ class OpenAICompatibleModel:
                 raw = self._read_body(response, deadline, attempt)
                 status, response_headers = response.status_code, response.headers
         except httpx.TimeoutException as error:
-            raise _Retryable(self._timeout_error(attempt, type(error).__name__)) from error
+            raise _Retryable(self._failures.timeout(type(error).__name__, attempt)) from error
         except httpx.HTTPError as error:
-            failure = self._transport_error(error, attempt)
+            failure = self._failures.transport(error, attempt)
             if isinstance(error, _TRANSIENT):
                 raise _Retryable(failure) from error
             raise failure from error
         if not 200 <= status < 300:
-            self._status_failure(status, response_headers, raw, attempt)
+            refused = self._failures.status(status, response_headers, raw, attempt)
+            if refused.retryable:
+                raise _Retryable(refused, refused.retry_after)
+            raise refused
         return self._parse(raw, attempt)
 
     def _read_body(self, response: httpx.Response, deadline: float, attempt: int) -> bytes:
@@ -280,50 +281,22 @@ class OpenAICompatibleModel:
             size += len(chunk)
             if size > MAX_RESPONSE_BYTES:
                 limit = f"the answer is larger than {MAX_RESPONSE_BYTES} bytes"
-                raise self._invalid(limit, attempt)
+                raise self._failures.invalid(limit, attempt)
             if time.monotonic() > deadline:
                 # A server trickling bytes would otherwise never hit a per-read timeout.
-                raise _Retryable(self._timeout_error(attempt, "total time exceeded"))
+                raise _Retryable(self._failures.timeout("total time exceeded", attempt))
             chunks.append(chunk)
         return b"".join(chunks)
-
-    def _status_failure(
-        self, status: int, headers: httpx.Headers, raw: bytes, attempt: int
-    ) -> None:
-        retryable = status == 429 or status >= 500
-        retry_after = _retry_after(headers) if retryable else None
-        detail = error_detail(raw, self._api_key)
-        reason = httpx.codes.get_reason_phrase(status)
-        message = (
-            f"model {self.model!r} at {self._shown_endpoint} answered HTTP {status}"
-            f"{' ' + reason if reason else ''}{': ' + detail if detail else ''}"
-            f"{_after(attempt)}"
-        )
-        if retryable and retry_after is not None:
-            message += f" (the server asked to wait {retry_after:g} s)"
-        error = LLMStatusError(
-            message,
-            status_code=status,
-            retryable=retryable,
-            retry_after=retry_after,
-            detail=detail,
-            model=self.model,
-            endpoint=self._shown_endpoint,
-            attempts=attempt,
-        )
-        if retryable:
-            raise _Retryable(error, retry_after)
-        raise error
 
     def _parse(self, raw: bytes, attempt: int) -> ChatResponse:
         try:
             decoded: object = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as error:
-            raise self._invalid("the body is not valid JSON", attempt) from error
+            raise self._failures.invalid("the body is not valid JSON", attempt) from error
         try:
             completion = parse_completion(decoded)
         except InvalidCompletion as error:
-            raise self._invalid(error.reason, attempt) from None
+            raise self._failures.invalid(error.reason, attempt) from None
         logger.debug(
             "model %r answered in %d attempt(s), usage %s",
             self.model,
@@ -337,42 +310,6 @@ class OpenAICompatibleModel:
             finish_reason=completion.finish_reason,
             attempts=attempt,
         )
-
-    # --- errors ------------------------------------------------------------------
-
-    def _invalid(self, reason: str, attempt: int) -> LLMResponseInvalid:
-        return LLMResponseInvalid(
-            f"model {self.model!r} at {self._shown_endpoint} sent an answer deermem cannot "
-            f"read: {reason}{_after(attempt)}",
-            reason=reason,
-            model=self.model,
-            endpoint=self._shown_endpoint,
-            attempts=attempt,
-        )
-
-    def _timeout_error(self, attempt: int, cause: str) -> LLMTimeout:
-        return LLMTimeout(
-            f"model {self.model!r} at {self._shown_endpoint} did not answer within "
-            f"{self.timeout_seconds:g} s{_after(attempt)}",
-            cause=cause,
-            model=self.model,
-            endpoint=self._shown_endpoint,
-            attempts=attempt,
-        )
-
-    def _transport_error(self, error: httpx.HTTPError, attempt: int) -> LLMTransportError:
-        text = redact(str(error), self._api_key) or "no details"
-        return LLMTransportError(
-            f"could not reach model {self.model!r} at {self._shown_endpoint}: "
-            f"{type(error).__name__} ({text}){_after(attempt)}",
-            cause=type(error).__name__,
-            model=self.model,
-            endpoint=self._shown_endpoint,
-            attempts=attempt,
-        )
-
-    def _shown_base(self) -> str:
-        return _without_credentials(self.base_url)
 
 
 def request_fingerprint(payload: Mapping[str, object]) -> str:
@@ -400,36 +337,3 @@ def _read_key(variable: str | None, environ: Mapping[str, str]) -> str | None:
             source="environment",
         )
     return key
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        value = parse_retry_after(milliseconds)
-        if value is not None:
-            return value / 1000.0
-    return parse_retry_after(headers.get("retry-after"))
-
-
-def _without_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-
-
-def _after(attempt: int) -> str:
-    return f" (after {attempt} attempts)" if attempt > 1 else ""
-
-
-def _short_reason(error: LLMError) -> str:
-    if isinstance(error, LLMStatusError):
-        return f"HTTP {error.status_code}"
-    if isinstance(error, LLMTimeout):
-        return "timed out"
-    if isinstance(error, LLMTransportError):
-        return error.cause
-    return type(error).__name__
