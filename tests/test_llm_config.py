@@ -85,6 +85,17 @@ def test_environment_sets_single_keys_over_the_file(tmp_path: Path) -> None:
     assert config.patterns_dir == tmp_path
 
 
+def test_null_in_the_environment_clears_optional_settings() -> None:
+    environ = {
+        "DEERMEM_MODEL__TEMPERATURE": "null",
+        "DEERMEM_MODEL__MAX_TOKENS": "null",
+        "DEERMEM_PATTERNS_DIR": "null",
+    }
+    config = load_config(environ=environ)
+    assert (config.model.temperature, config.model.max_tokens) == (None, None)
+    assert config.patterns_dir is None
+
+
 def test_environment_may_hold_a_whole_section_as_json() -> None:
     config = load_config(environ={"DEERMEM_MODEL": '{"model": "m", "max_tokens": 64}'})
     assert (config.model.model, config.model.max_tokens) == ("m", 64)

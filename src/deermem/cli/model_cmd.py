@@ -11,7 +11,6 @@ from rich.markup import escape
 
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
 from deermem.config import ENV_PREFIX, load_config
-from deermem.llm import ChatMessage, OpenAICompatibleModel, require_chat_model
 
 __all__ = ["app"]
 
@@ -46,6 +45,9 @@ def check(
 
     Example: `DEEPSEEK_API_KEY=... deermem model check deermem.yaml`
     """
+    # Imported here: the HTTP stack is not needed by the other commands' start-up.
+    from deermem.llm import ChatMessage, OpenAICompatibleModel, require_chat_model
+
     config = load_config(file, environ={} if ignore_env else None)
     model = require_chat_model(config)
     endpoint = model.endpoint if isinstance(model, OpenAICompatibleModel) else None

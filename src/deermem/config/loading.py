@@ -13,7 +13,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Final, get_args
 
 import yaml
 from pydantic import BaseModel
@@ -167,9 +167,9 @@ def _parse_json_object(raw: str) -> object:
 def _parse_env_value(raw: str, info: FieldInfo) -> object:
     """Environment values are strings; lists may be JSON or comma-separated; ``null``
     clears an optional setting."""
-    annotation = str(info.annotation)
-    if raw.strip() == "null" and "None" in annotation:
+    if raw.strip() == "null" and type(None) in get_args(info.annotation):
         return None
+    annotation = str(info.annotation)
     if "tuple" in annotation or "list" in annotation:
         text = raw.strip()
         if text.startswith("["):
