@@ -25,6 +25,14 @@ _EXPORTS: dict[str, str] = {
     "CORE_CATEGORIES": "deermem.model",
     "MemoryConfig": "deermem.config",
     "load_config": "deermem.config",
+    "ModelConfig": "deermem.config",
+    "ChatMessage": "deermem.llm",
+    "ChatModel": "deermem.llm",
+    "ChatResponse": "deermem.llm",
+    "LocalModel": "deermem.llm",
+    "OpenAICompatibleModel": "deermem.llm",
+    "build_chat_model": "deermem.llm",
+    "Signal": "deermem.signals",
     "POLICY_CONFIDENCE": "deermem.policy",
     "POLICY_HYBRID_V1": "deermem.policy",
     "CapacityDecision": "deermem.policy",
@@ -41,19 +49,35 @@ __all__ = [
     "POLICY_HYBRID_V1",
     "CapacityDecision",
     "CapacityPolicy",
+    "ChatMessage",
+    "ChatModel",
+    "ChatResponse",
     "EvictedFact",
     "Fact",
     "FactScope",
     "FactSource",
+    "LocalModel",
     "MemoryConfig",
+    "ModelConfig",
+    "OpenAICompatibleModel",
     "ShadowComparison",
+    "Signal",
     "__version__",
+    "build_chat_model",
     "load_config",
     "select_facts_for_capacity",
 ]
 
 if TYPE_CHECKING:
-    from deermem.config import MemoryConfig, load_config
+    from deermem.config import MemoryConfig, ModelConfig, load_config
+    from deermem.llm import (
+        ChatMessage,
+        ChatModel,
+        ChatResponse,
+        LocalModel,
+        OpenAICompatibleModel,
+        build_chat_model,
+    )
     from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
     from deermem.policy import (
         POLICY_CONFIDENCE,
@@ -64,6 +88,7 @@ if TYPE_CHECKING:
         ShadowComparison,
         select_facts_for_capacity,
     )
+    from deermem.signals import Signal
 
 
 def __getattr__(name: str) -> Any:

@@ -9,19 +9,33 @@ because that is what they are and what generic callers already handle::
     ├── ConfigError                 (ValueError) a configuration key has a bad value
     ├── FactValidationError         (ValueError) a fact field has a bad value
     ├── SearchIndexError            the search index file cannot be created or used
-    ├── EvaluationError             the reproducible evaluation refused to go on
-    │   ├── GradingError            (ValueError) the grader was given an unusable reference
-    │   ├── StatisticsError         (ValueError) statistics asked of no pairs or bad parameters
-    │   ├── ResultRowsError         (ValueError) graded rows break the schema or the pairing
-    │   └── ResultFilesExistError   result files are already there; nothing is overwritten
+    ├── MessageFormatError          (ValueError) a conversation message has an unusable shape
+    ├── PatternError                (ValueError) a signal pattern file or pattern is invalid
     ├── PromptTemplateError         (ValueError) a prompt template file cannot be used
     │   └── PromptNotFoundError     (FileNotFoundError) no template of that name exists
-    └── UpdateQueueError            the update queue did not take a conversation
-        ├── QueueFullError          the queue is at its depth limit
-        └── QueueClosedError        the queue has been shut down
+    ├── UpdateQueueError            the update queue did not take a conversation
+    │   ├── QueueFullError          the queue is at its depth limit
+    │   └── QueueClosedError        the queue has been shut down
+    ├── LLMError                    a language-model call gave no usable answer
+    │   ├── LLMNotConfigured        no model is configured, so extraction is off
+    │   ├── LLMUnavailable          the configured backend cannot run here
+    │   ├── LLMTransportError       no HTTP answer arrived (after the retries)
+    │   │   └── LLMTimeout          ... because the request timed out
+    │   ├── LLMStatusError          the server answered with an error status
+    │   └── LLMResponseInvalid      the answer is not a usable chat completion
+    └── EvaluationError             the reproducible evaluation refused to go on
+        ├── GradingError            (ValueError) the grader was given an unusable reference
+        ├── StatisticsError         (ValueError) statistics asked of no pairs or bad parameters
+        ├── ResultRowsError         (ValueError) graded rows break the schema or the pairing
+        └── ResultFilesExistError   result files are already there; nothing is overwritten
 
-Later layers add their own branches here (storage, LLM); keep the
+When you add a branch, keep the
 tree drawn above in step with the classes below.
+
+The LLM errors wrap whatever the transport raised (``httpx``, ``llama_cpp``)
+at the boundary, so callers catch :class:`LLMError` and never a library's
+exception. Their messages never contain an API key: the client redacts it
+before an error is built.
 
 Errors carry their context as attributes (``field``, ``value``, ``source``) so
 callers never parse messages; the message is for people.
@@ -35,6 +49,15 @@ __all__ = [
     "EvaluationError",
     "FactValidationError",
     "GradingError",
+    "LLMError",
+    "LLMNotConfigured",
+    "LLMResponseInvalid",
+    "LLMStatusError",
+    "LLMTimeout",
+    "LLMTransportError",
+    "LLMUnavailable",
+    "MessageFormatError",
+    "PatternError",
     "PromptNotFoundError",
     "PromptTemplateError",
     "QueueClosedError",
@@ -251,6 +274,153 @@ class QueueClosedError(UpdateQueueError):
             f"update queue is shut down; thread {_preview(thread_id)} was not queued",
             thread_id=thread_id,
         )
+
+
+class MessageFormatError(DeerMemError, ValueError):
+    """A conversation message cannot be read as a chat message.
+
+    Attributes:
+        index: the position of the message in the conversation (0-based).
+        field: the offending field, e.g. ``"role"`` or ``"content"``.
+        value: the rejected value, as given.
+        allowed: a short description of what the field accepts.
+    """
+
+    def __init__(self, index: int, field: str, value: object, allowed: str) -> None:
+        self.index = index
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"message {index}: field {field!r} has value {_preview(value)}; {allowed}")
+
+
+class PatternError(DeerMemError, ValueError):
+    """A signal pattern file cannot be used.
+
+    Attributes:
+        path: the pattern file, as a string.
+        problem: what is wrong, for people.
+        pattern: the offending regular expression, when one is to blame.
+        index: the position of that pattern in the file's list (0-based), when known.
+    """
+
+    def __init__(
+        self, path: str, problem: str, *, pattern: str | None = None, index: int | None = None
+    ) -> None:
+        self.path = path
+        self.problem = problem
+        self.pattern = pattern
+        self.index = index
+        where = f" pattern {index}" if index is not None else ""
+        # Shown as written in the file: repr() would double every backslash of a regex.
+        shown = pattern if pattern is None or len(pattern) <= 80 else pattern[:77] + "..."
+        what = f" `{shown}`" if shown is not None else ""
+        head = f"{path}:{where}{what}" if where or what else path
+        super().__init__(f"{head}: {problem}")
+
+
+class LLMError(DeerMemError):
+    """A language-model call did not produce a usable answer.
+
+    Attributes:
+        model: the model name the call was for, when known.
+        endpoint: the URL called (never with credentials), or ``None`` for a local model.
+        attempts: how many attempts were made before giving up (0 when none was).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str | None = None,
+        endpoint: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        self.model = model
+        self.endpoint = endpoint
+        self.attempts = attempts
+        super().__init__(message)
+
+
+class LLMNotConfigured(LLMError):
+    """No model is configured; features that need one (extraction) are off."""
+
+
+class LLMUnavailable(LLMError):
+    """The configured backend cannot run here (a missing extra, or no model file)."""
+
+
+class LLMTransportError(LLMError):
+    """The request got no HTTP answer: refused, reset, dropped, or a protocol error.
+
+    Attributes:
+        cause: the class name of the underlying transport error, e.g. ``"ConnectError"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cause: str,
+        model: str | None = None,
+        endpoint: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        self.cause = cause
+        super().__init__(message, model=model, endpoint=endpoint, attempts=attempts)
+
+
+class LLMTimeout(LLMTransportError):
+    """The request timed out (connecting, sending, or waiting for the answer)."""
+
+
+class LLMStatusError(LLMError):
+    """The server answered with an error status.
+
+    Attributes:
+        status_code: the HTTP status.
+        retryable: whether the status is one deermem retries (429 and 5xx).
+        retry_after: the wait the server asked for, in seconds, when it said.
+        detail: the server's error text, shortened and with any key redacted.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        retryable: bool,
+        retry_after: float | None = None,
+        detail: str = "",
+        model: str | None = None,
+        endpoint: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        self.status_code = status_code
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.detail = detail
+        super().__init__(message, model=model, endpoint=endpoint, attempts=attempts)
+
+
+class LLMResponseInvalid(LLMError):
+    """The server answered 2xx, but not with a chat completion deermem can read.
+
+    Attributes:
+        reason: what is missing or malformed, e.g. ``"choices[0].message is missing"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        model: str | None = None,
+        endpoint: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        self.reason = reason
+        super().__init__(message, model=model, endpoint=endpoint, attempts=attempts)
 
 
 def _preview(value: object, limit: int = 80) -> str:

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from deermem import __version__
 from deermem._exceptions import DeerMemError
-from deermem.cli import config_cmd, demo
+from deermem.cli import config_cmd, demo, model_cmd
 from deermem.cli._output import err_console
 
 __all__ = ["app", "main"]
@@ -26,6 +26,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(model_cmd.app, name="model")
 app.command(name="demo")(demo.demo)
 
 

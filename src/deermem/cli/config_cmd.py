@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
+from pydantic import BaseModel
 from rich.markup import escape
 from rich.table import Table
 
@@ -43,13 +45,23 @@ def check(
     table.add_column("setting")
     table.add_column("value")
     table.add_column("default", style="dim")
-    for key in type(config).model_fields:
-        value = getattr(config, key)
-        default = getattr(defaults, key)
+    for key, value, default in _rows(config, defaults):
         marker = "" if value == default else " *"
         table.add_row(key, escape(f"{_show(value)}{marker}"), escape(_show(default)))
     out_console.print(table)
     out_console.print("[green]valid[/]  (* differs from the default)")
+
+
+def _rows(
+    config: BaseModel, defaults: BaseModel, prefix: str = ""
+) -> Iterator[tuple[str, object, object]]:
+    """One row per setting; a section (``model``) gives one row per key, ``model.base_url``."""
+    for key in type(config).model_fields:
+        value, default = getattr(config, key), getattr(defaults, key)
+        if isinstance(value, BaseModel) and isinstance(default, BaseModel):
+            yield from _rows(value, default, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value, default
 
 
 def _show(value: object) -> str:

@@ -11,9 +11,11 @@ import difflib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from deermem._exceptions import ConfigError
 
@@ -24,6 +26,11 @@ __all__ = ["config_error", "describing_origins"]
 _ORIGINS: ContextVar[tuple[Mapping[str, str], str | None]] = ContextVar(
     "deermem_config_origins", default=({}, None)
 )
+
+
+# Settings whose rejected value is never repeated in a message: a key pasted
+# where the name of its environment variable belongs must not end up in a log.
+_UNECHOED: Final = frozenset({"model.api_key_env"})
 
 
 @contextmanager
@@ -40,10 +47,27 @@ def config_error(
     model: type[BaseModel],
     error: ValidationError,
     values: Mapping[str, object],
+    *,
+    section: str | None = None,
 ) -> ConfigError:
-    """One :class:`ConfigError` listing every problem pydantic found."""
+    """One :class:`ConfigError` listing every problem pydantic found.
+
+    Args:
+        model: the model that failed to validate.
+        error: pydantic's error.
+        values: the values it was given.
+        section: the key of ``model`` inside its parent configuration (``"model"``
+            for the ``model:`` section), so problems name ``model.temperature``.
+    """
     origins, source = _ORIGINS.get()
-    problems = [_describe(model, item, values, origins) for item in error.errors()]
+    problems: list[str] = []
+    for item in error.errors():
+        nested = (item.get("ctx") or {}).get("error")
+        if isinstance(nested, ConfigError):
+            # A section validated itself (its own __init__) and already wrote its lines.
+            problems.extend(nested.problems)
+        else:
+            problems.append(_describe(model, item, values, origins, section))
     return ConfigError(problems, source=source)
 
 
@@ -52,21 +76,26 @@ def _describe(
     item: Mapping[str, Any],
     values: Mapping[str, object],
     origins: Mapping[str, str],
+    section: str | None,
 ) -> str:
-    location = item.get("loc") or ()
-    key = str(location[0]) if location else ""
+    location = tuple(str(part) for part in item.get("loc") or ())
+    key = location[0] if location else ""
+    message = str(item.get("msg", "")).removeprefix("Value error, ")
     if not key:
         # A model-level rule (the weights): its message already names the keys.
-        return str(item.get("msg", "")).removeprefix("Value error, ")
-    where = f" (from {origins[key]})" if key in origins else ""
+        return message
+    path = ".".join((section, *location) if section else location)
+    origin = origins.get(path) or origins.get(path.split(".", 1)[0])
+    where = f" (from {origin})" if origin else ""
     if item.get("type") == "extra_forbidden":
         close = difflib.get_close_matches(key, list(model.model_fields), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"unknown setting {key!r}{where}{hint}"
+        return f"unknown setting {path!r}{where}{hint}"
+    if path in _UNECHOED:
+        return f"{path}{where}: {message}"
     value = values.get(key, item.get("input"))
-    message = str(item.get("msg", "")).removeprefix("Value error, ")
     allowed = message if item.get("type") == "value_error" else _allowed(model, key) or message
-    return f"{key} = {value!r}{where}: {allowed}"
+    return f"{path} = {value!r}{where}: {allowed}"
 
 
 def _allowed(model: type[BaseModel], key: str) -> str:
@@ -75,25 +104,50 @@ def _allowed(model: type[BaseModel], key: str) -> str:
     if info is None:
         return ""
     low = high = None
-    for constraint in info.metadata:
+    for constraint in _constraints(info.metadata, info.annotation):
         low = getattr(constraint, "ge", low)
         high = getattr(constraint, "le", high)
-    annotation = info.annotation
+    annotation, optional = _unwrap_optional(info.annotation)
     if annotation is int:
         kind = "a whole number"
     elif annotation is float:
         kind = "a number"
     elif annotation is bool:
         return "expected true or false"
-    elif getattr(annotation, "__origin__", None) is not None and "Literal" in str(annotation):
-        choices = ", ".join(repr(choice) for choice in annotation.__args__)  # type: ignore[union-attr]
+    elif get_origin(annotation) is Literal:
+        choices = ", ".join(repr(choice) for choice in get_args(annotation))
         return f"expected one of {choices}"
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "expected a table (mapping) of settings"
     elif "tuple" in str(annotation):
         return "expected a list of category names"
     else:
         return ""
+    or_null = " (or null)" if optional else ""
     if low is not None and high is not None:
-        return f"expected {kind} between {low} and {high}"
+        return f"expected {kind} between {low} and {high}{or_null}"
     if low is not None:
-        return f"expected {kind} of at least {low}"
-    return f"expected {kind}"
+        return f"expected {kind} of at least {low}{or_null}"
+    return f"expected {kind}{or_null}"
+
+
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    """``X | None`` -> (X, True); ``Annotated[X, ...]`` -> X; anything else unchanged."""
+    args = get_args(annotation)
+    if get_origin(annotation) in (Union, UnionType) and type(None) in args:
+        rest = [arg for arg in args if arg is not type(None)]
+        if len(rest) == 1:
+            return _unwrap_optional(rest[0])[0], True
+    if get_origin(annotation) is Annotated:
+        return args[0], False
+    return annotation, False
+
+
+def _constraints(metadata: list[Any], annotation: Any) -> list[Any]:
+    """Bounds live in the field's metadata, or inside ``Annotated[...] | None``."""
+    found = list(metadata)
+    for arg in get_args(annotation):
+        if get_origin(arg) is Annotated:
+            for extra in get_args(arg)[1:]:
+                found.extend(extra.metadata if isinstance(extra, FieldInfo) else [extra])
+    return found

@@ -13,9 +13,10 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Final, get_args
 
 import yaml
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from deermem._exceptions import ConfigError
@@ -54,10 +55,11 @@ def load_config(
         file_values = read_config_file(path)
         values.update(file_values)
         origins.update(dict.fromkeys(file_values, str(path)))
-    env_values = _environment_values(os.environ if environ is None else environ)
-    for key, (variable, value) in env_values.items():
-        values[key] = value
-        origins[key] = f"environment variable {variable}"
+    for location, variable, value in _environment_values(
+        os.environ if environ is None else environ
+    ):
+        _set_value(values, location, value)
+        origins[".".join(location)] = f"environment variable {variable}"
     values.update(overrides)
     origins.update(dict.fromkeys(overrides, "keyword argument"))
     source = str(path) if path is not None else None
@@ -105,17 +107,68 @@ def config_from_mapping(
         return MemoryConfig(**values)
 
 
-def _environment_values(environ: Mapping[str, str]) -> dict[str, tuple[str, object]]:
-    found: dict[str, tuple[str, object]] = {}
+def _environment_values(
+    environ: Mapping[str, str],
+) -> list[tuple[tuple[str, ...], str, object]]:
+    """``(location, variable, value)`` for every ``DEERMEM_*`` variable that names a setting.
+
+    A section such as ``model`` is read from ``DEERMEM_MODEL`` (a JSON object)
+    and from one variable per key, ``DEERMEM_MODEL__BASE_URL``; the per-key
+    variables come later, so they win.
+    """
+    found: list[tuple[tuple[str, ...], str, object]] = []
     for key, info in MemoryConfig.model_fields.items():
         variable = ENV_PREFIX + key.upper()
+        section = _section_model(info)
         if variable in environ:
-            found[key] = (variable, _parse_env_value(environ[variable], info))
+            raw = environ[variable]
+            value = _parse_json_object(raw) if section else _parse_env_value(raw, info)
+            found.append(((key,), variable, value))
+        if section is None:
+            continue
+        for sub_key, sub_info in section.model_fields.items():
+            sub_variable = f"{variable}__{sub_key.upper()}"
+            if sub_variable in environ:
+                value = _parse_env_value(environ[sub_variable], sub_info)
+                found.append(((key, sub_key), sub_variable, value))
     return found
 
 
+def _section_model(info: FieldInfo) -> type[BaseModel] | None:
+    annotation = info.annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _set_value(values: dict[str, object], location: tuple[str, ...], value: object) -> None:
+    """Set a top-level setting, or one key of a section, merging into the file's section."""
+    key = location[0]
+    current = values.get(key)
+    if len(location) == 1:
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            value = {**current, **value}
+        values[key] = value
+        return
+    section = dict(current) if isinstance(current, Mapping) else {}
+    section[location[1]] = value
+    values[key] = section
+
+
+def _parse_json_object(raw: str) -> object:
+    """A whole section in one variable is a JSON object; anything else is left to fail."""
+    try:
+        parsed: object = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return parsed
+
+
 def _parse_env_value(raw: str, info: FieldInfo) -> object:
-    """Environment values are strings; lists may be JSON or comma-separated."""
+    """Environment values are strings; lists may be JSON or comma-separated; ``null``
+    clears an optional setting."""
+    if raw.strip() == "null" and type(None) in get_args(info.annotation):
+        return None
     annotation = str(info.annotation)
     if "tuple" in annotation or "list" in annotation:
         text = raw.strip()

