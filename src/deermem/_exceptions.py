@@ -7,7 +7,14 @@ because that is what they are and what generic callers already handle::
 
     DeerMemError
     ├── ConfigError                 (ValueError) a configuration key has a bad value
-    └── FactValidationError         (ValueError) a fact field has a bad value
+    ├── FactValidationError         (ValueError) a fact field has a bad value
+    └── EvaluationError             the evaluation harness refused to go on
+        ├── ProtocolError           (ValueError) a protocol file (config, manifest,
+        │                           prompt) is missing, malformed or inconsistent
+        ├── DatasetIntegrityError   (ValueError) the dataset is not the pinned file,
+        │   │                       or its content breaks the protocol's rules
+        │   └── DatasetHashMismatchError  its SHA-256 is not the pinned one
+        └── ResultsExistError       (FileExistsError) result files are already there
 
 Later layers add their own branches here (storage, LLM, evaluation); keep the
 tree drawn above in step with the classes below.
@@ -18,7 +25,16 @@ callers never parse messages; the message is for people.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DeerMemError", "FactValidationError"]
+__all__ = [
+    "ConfigError",
+    "DatasetHashMismatchError",
+    "DatasetIntegrityError",
+    "DeerMemError",
+    "EvaluationError",
+    "FactValidationError",
+    "ProtocolError",
+    "ResultsExistError",
+]
 
 
 class DeerMemError(Exception):
@@ -66,6 +82,77 @@ class FactValidationError(DeerMemError, ValueError):
         self.fact_id = fact_id
         where = f"fact {fact_id!r}: " if fact_id else ""
         super().__init__(f"{where}field {field!r} has value {_preview(value)}; {allowed}")
+
+
+class EvaluationError(DeerMemError):
+    """The evaluation harness refused to go on; nothing was written."""
+
+
+class ProtocolError(EvaluationError, ValueError):
+    """A protocol file is missing, malformed or disagrees with another.
+
+    Attributes:
+        file: the path of the offending file, as given.
+        key: the dotted key inside the file (``"pool.capacities"``,
+            ``"cases[2].loss_rank"``), or ``None`` when the problem concerns the
+            whole file.
+        problem: what is wrong, for people.
+    """
+
+    def __init__(self, file: str, key: str | None, problem: str) -> None:
+        self.file = file
+        self.key = key
+        self.problem = problem
+        where = f"{file}: {key}" if key else file
+        super().__init__(f"{where}: {problem}")
+
+
+class DatasetIntegrityError(EvaluationError, ValueError):
+    """The dataset file cannot be used with the protocol.
+
+    Attributes:
+        path: the dataset path, as given.
+        problem: what is wrong, for people. Never quotes dataset text.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class DatasetHashMismatchError(DatasetIntegrityError):
+    """The dataset's SHA-256 is not the one the protocol pins; it was not parsed.
+
+    Attributes:
+        expected: the pinned SHA-256 (lowercase hex).
+        actual: the SHA-256 of the file that was given.
+    """
+
+    def __init__(self, path: str, *, expected: str, actual: str) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            path,
+            f"SHA-256 mismatch: the protocol pins {expected}, this file has {actual}; "
+            "refusing to read it (is it the pinned revision of the file?)",
+        )
+
+
+class ResultsExistError(EvaluationError, FileExistsError):
+    """Result files are already present; an evaluation never overwrites results.
+
+    Attributes:
+        paths: every result path that already exists, sorted.
+    """
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = sorted(paths)
+        super().__init__(
+            "refusing to overwrite existing result files: "
+            + ", ".join(self.paths)
+            + " (choose a new output directory or move them away)"
+        )
 
 
 def _preview(value: object, limit: int = 80) -> str:

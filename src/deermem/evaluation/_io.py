@@ -1,0 +1,140 @@
+"""Result files: canonical JSON, atomic no-overwrite writes, and run provenance.
+
+Evaluation outputs must be byte-identical across runs and must never replace
+earlier results. So every document is serialised one way (sorted keys,
+Python float ``repr``, no ASCII escaping), every file appears whole or not at
+all (written to a temporary file, synced, then hard-linked into place — a
+link fails if the name exists, so even a race cannot overwrite), and a set of
+files is refused as a whole if any of them is already there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from deermem._exceptions import ResultsExistError
+
+__all__ = [
+    "PACKAGE_DIRECTORY",
+    "document_text",
+    "ensure_absent",
+    "git_state",
+    "jsonl_line",
+    "utc_timestamp",
+    "write_new_files",
+]
+
+PACKAGE_DIRECTORY: Final = Path(__file__).resolve().parent.parent
+_GIT_TIMEOUT: Final = 10.0
+
+
+def jsonl_line(value: object) -> str:
+    """One JSON Lines record: sorted keys, default separators, a newline."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def document_text(value: object) -> str:
+    """A JSON document: indented by two, sorted keys, a trailing newline."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+
+
+def utc_timestamp(moment: datetime | None = None) -> str:
+    """Wall-clock provenance time: ISO 8601 UTC, microseconds always shown, ``Z``."""
+    moment = (moment or datetime.now(UTC)).astimezone(UTC)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def ensure_absent(paths: Sequence[Path]) -> None:
+    """Refuse, naming all of them, if any of ``paths`` exists.
+
+    Raises:
+        ResultsExistError: one or more of the paths exist.
+    """
+    existing = [str(path) for path in paths if path.exists() or path.is_symlink()]
+    if existing:
+        raise ResultsExistError(existing)
+
+
+def write_new_files(files: Sequence[tuple[Path, bytes]]) -> None:
+    """Write each file atomically, in order, refusing to replace anything.
+
+    The whole set is checked first; then each file is written to a temporary
+    name in its directory, synced, and linked to its final name (an atomic,
+    no-clobber step). Parent directories are created.
+
+    Raises:
+        ResultsExistError: a target exists (before or during the write).
+        OSError: the files cannot be written.
+    """
+    ensure_absent([path for path, _ in files])
+    for path, data in files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with temporary.open("wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            _link_into_place(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+
+def _link_into_place(temporary: Path, path: Path) -> None:
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        raise ResultsExistError([str(path)]) from None
+    except OSError:
+        # A file system without hard links: fall back to a checked rename.
+        if path.exists():
+            raise ResultsExistError([str(path)]) from None
+        os.replace(temporary, path)
+
+
+def git_state(directory: Path = PACKAGE_DIRECTORY) -> dict[str, object] | None:
+    """The git commit and cleanliness of the checkout holding ``directory``.
+
+    ``None`` when git is not installed, ``directory`` is not inside a git
+    checkout, or the checkout tracks no file under it (deermem installed into
+    a virtual environment that happens to live inside some other repository).
+
+    Returns:
+        ``{"head": <commit sha>, "dirty": <anything to commit or untracked?>}``.
+    """
+    tracked = _git(directory, "ls-files", "--error-unmatch", "--", ".")
+    if tracked is None:
+        return None
+    status = _git(directory, "status", "--porcelain=v2", "--branch")
+    if status is None:
+        return None
+    head: str | None = None
+    dirty = False
+    for line in status.splitlines():
+        if line.startswith("# branch.oid "):
+            head = line.removeprefix("# branch.oid ").strip()
+        elif line and not line.startswith("#"):
+            dirty = True
+    if head is None or head == "(initial)":
+        return None
+    return {"dirty": dirty, "head": head}
+
+
+def _git(directory: Path, *args: str) -> str | None:
+    try:
+        completed = subprocess.run(
+            ["git", "-C", str(directory), *args],
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return completed.stdout if completed.returncode == 0 else None
