@@ -17,6 +17,11 @@ _EXPORTS: dict[str, str] = {
     "DeerMemError": "deermem._exceptions",
     "ConfigError": "deermem._exceptions",
     "FactValidationError": "deermem._exceptions",
+    "EvaluationError": "deermem._exceptions",
+    "ProtocolError": "deermem._exceptions",
+    "DatasetIntegrityError": "deermem._exceptions",
+    "DatasetHashMismatchError": "deermem._exceptions",
+    "ResultsExistError": "deermem._exceptions",
     "Fact": "deermem.model",
     "FactScope": "deermem.model",
     "FactSource": "deermem.model",
@@ -39,13 +44,18 @@ __all__ = [
     "CapacityDecision",
     "CapacityPolicy",
     "ConfigError",
+    "DatasetHashMismatchError",
+    "DatasetIntegrityError",
     "DeerMemError",
+    "EvaluationError",
     "EvictedFact",
     "Fact",
     "FactScope",
     "FactSource",
     "FactValidationError",
     "MemoryConfig",
+    "ProtocolError",
+    "ResultsExistError",
     "ShadowComparison",
     "__version__",
     "load_config",
@@ -53,7 +63,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from deermem._exceptions import ConfigError, DeerMemError, FactValidationError
+    from deermem._exceptions import (
+        ConfigError,
+        DatasetHashMismatchError,
+        DatasetIntegrityError,
+        DeerMemError,
+        EvaluationError,
+        FactValidationError,
+        ProtocolError,
+        ResultsExistError,
+    )
     from deermem.config import MemoryConfig, load_config
     from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
     from deermem.policy import (

@@ -104,7 +104,8 @@ class Section:
         if not math.isfinite(number):
             raise self.error(name, f"must be finite, got {describe(value)}")
         if exclusive:
-            assert minimum is not None and maximum is not None
+            if minimum is None or maximum is None:
+                raise TypeError("an exclusive range needs both bounds")
             if not minimum < number < maximum:
                 raise self.error(
                     name, f"must be strictly between {minimum} and {maximum}, got {value!r}"
@@ -142,7 +143,9 @@ class Section:
         if type(value) is not type(expected) or value != expected:
             raise self.error(name, f"must be {expected!r}, got {describe(value)}")
 
-    def text_list(self, name: str, *, unique: bool = True, non_empty: bool = True) -> tuple[str, ...]:
+    def text_list(
+        self, name: str, *, unique: bool = True, non_empty: bool = True
+    ) -> tuple[str, ...]:
         items = self._list(name)
         for position, item in enumerate(items):
             if not isinstance(item, str) or not item:
@@ -151,20 +154,24 @@ class Section:
                     f"{self.path(name)}[{position}]",
                     f"must be a non-empty string, got {describe(item)}",
                 )
-        return self._distinct(name, tuple(items), unique, non_empty)  # type: ignore[arg-type]
+        return self._distinct(name, tuple(items), unique, non_empty)  # type: ignore[return-value]
 
     def integer_list(
         self, name: str, *, minimum: int, maximum: int, unique: bool, non_empty: bool = True
     ) -> tuple[int, ...]:
         items = self._list(name)
         for position, item in enumerate(items):
-            if isinstance(item, bool) or not isinstance(item, int) or not minimum <= item <= maximum:
+            if (
+                isinstance(item, bool)
+                or not isinstance(item, int)
+                or not minimum <= item <= maximum
+            ):
                 raise ProtocolError(
                     self._file,
                     f"{self.path(name)}[{position}]",
                     f"must be a whole number from {minimum} to {maximum}, got {describe(item)}",
                 )
-        return self._distinct(name, tuple(items), unique, non_empty)  # type: ignore[arg-type]
+        return self._distinct(name, tuple(items), unique, non_empty)  # type: ignore[return-value]
 
     def _list(self, name: str) -> list[object]:
         value = self._data[name]

@@ -95,11 +95,14 @@ def _link_into_place(temporary: Path, path: Path) -> None:
         # A file system without hard links: fall back to a checked rename.
         if path.exists():
             raise ResultsExistError([str(path)]) from None
-        os.replace(temporary, path)
+        temporary.replace(path)
 
 
-def git_state(directory: Path = PACKAGE_DIRECTORY) -> dict[str, object] | None:
+def git_state(directory: Path | None = None) -> dict[str, object] | None:
     """The git commit and cleanliness of the checkout holding ``directory``.
+
+    ``directory`` defaults to the deermem package itself: a run records the
+    state of the code that produced it.
 
     ``None`` when git is not installed, ``directory`` is not inside a git
     checkout, or the checkout tracks no file under it (deermem installed into
@@ -108,6 +111,7 @@ def git_state(directory: Path = PACKAGE_DIRECTORY) -> dict[str, object] | None:
     Returns:
         ``{"head": <commit sha>, "dirty": <anything to commit or untracked?>}``.
     """
+    directory = directory or PACKAGE_DIRECTORY
     tracked = _git(directory, "ls-files", "--error-unmatch", "--", ".")
     if tracked is None:
         return None

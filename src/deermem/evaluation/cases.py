@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Final, NamedTuple
 
 from deermem._exceptions import ProtocolError
 from deermem.evaluation.dataset import Dataset, EvidenceRecord
@@ -62,8 +61,7 @@ PREFERENCE_SOURCE_TYPE: Final = "single-session-preference"
 HEAT: Final = 8  # access heat of a "hot" fact: saturates the heat signal (log1p(8) = log 9)
 
 
-@dataclass(frozen=True, slots=True)
-class FactMetadata:
+class FactMetadata(NamedTuple):
     """What a scenario prescribes for one fact of a pool.
 
     Attributes:
@@ -81,8 +79,7 @@ class FactMetadata:
     category: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class EvaluationCase:
+class EvaluationCase(NamedTuple):
     """One case: its question and its pool of ten facts, ready for the selector.
 
     Attributes:
@@ -243,8 +240,7 @@ class _PoolBuilder:
                 raise ProtocolError(
                     str(self._protocol.files.config),
                     "pool.distractor_types",
-                    f"the pool of case {case_id!r} would hold question "
-                    f"{entry.question_id!r} twice",
+                    f"the pool of case {case_id!r} would hold question {entry.question_id!r} twice",
                 )
             sources.add(entry.question_id)
             members.append(
@@ -257,7 +253,11 @@ class _PoolBuilder:
         members.sort(key=lambda member: member[0])
         now = self._stamp(0)
         usage = {
-            fact_id: {"accessHeat": meta.access_heat, "accessCount": meta.access_heat, "lastAccessedAt": now}
+            fact_id: {
+                "accessHeat": meta.access_heat,
+                "accessCount": meta.access_heat,
+                "lastAccessedAt": now,
+            }
             for fact_id, _, meta in members
             if meta.access_heat > 0
         }
@@ -276,7 +276,9 @@ class _PoolBuilder:
             support_fact_ids=(support_id,),
         )
 
-    def _fact(self, fact_id: str, record: EvidenceRecord, metadata: FactMetadata) -> dict[str, object]:
+    def _fact(
+        self, fact_id: str, record: EvidenceRecord, metadata: FactMetadata
+    ) -> dict[str, object]:
         category = metadata.category or (
             "preference" if record.question_type == PREFERENCE_SOURCE_TYPE else "context"
         )

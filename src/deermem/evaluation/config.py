@@ -9,9 +9,8 @@ name the file and the dotted key.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, NamedTuple
 
 from deermem.evaluation._checks import HEX_40, HEX_64, Section, describe
 
@@ -31,8 +30,7 @@ WEIGHT_TOLERANCE: Final = 1e-9
 _WEIGHT_KEYS: Final = ("confidence", "confirmation", "access")
 
 
-@dataclass(frozen=True, slots=True)
-class DatasetPin:
+class DatasetPin(NamedTuple):
     """The one dataset file every command accepts: where it comes from and its hash."""
 
     repository: str
@@ -41,8 +39,7 @@ class DatasetPin:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
-class PoolSettings:
+class PoolSettings(NamedTuple):
     """How each case's pool of facts is built and which caps it is run at."""
 
     size: int
@@ -57,8 +54,7 @@ class PoolSettings:
     fact_order: str
 
 
-@dataclass(frozen=True, slots=True)
-class HybridSettings:
+class HybridSettings(NamedTuple):
     """The ``hybrid-v1`` parameters the protocol runs the production selector with."""
 
     confidence_weight: float
@@ -70,17 +66,14 @@ class HybridSettings:
     correction_reserved_max: int
 
 
-
-@dataclass(frozen=True, slots=True)
-class AnswerPromptPin:
+class AnswerPromptPin(NamedTuple):
     """The answer prompt file (relative to the config) and its pinned SHA-256."""
 
     path: str
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
-class QASettings:
+class QASettings(NamedTuple):
     """The question-answering run: model, request parameters, grader version.
 
     Only the *names* of the environment variables holding the endpoint and
@@ -101,8 +94,7 @@ class QASettings:
     workers: int
 
 
-@dataclass(frozen=True, slots=True)
-class StatisticsSettings:
+class StatisticsSettings(NamedTuple):
     """The paired statistics: bootstrap seed, iterations and the two-sided alpha."""
 
     bootstrap_seed: int
@@ -110,8 +102,7 @@ class StatisticsSettings:
     alpha: float
 
 
-@dataclass(frozen=True, slots=True)
-class EvaluationConfig:
+class EvaluationConfig(NamedTuple):
     """A parsed protocol configuration.
 
     Attributes:
@@ -239,9 +230,7 @@ def _pool(top: Section) -> PoolSettings:
         )
     distractors = pool.integer("distractors")
     if distractors != size - 1:
-        raise pool.error(
-            "distractors", f"must equal pool.size - 1 = {size - 1}, got {distractors}"
-        )
+        raise pool.error("distractors", f"must equal pool.size - 1 = {size - 1}, got {distractors}")
     bank_size = pool.integer("distractor_bank_size")
     if bank_size < distractors:
         raise pool.error(

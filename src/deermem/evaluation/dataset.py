@@ -16,9 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from deermem._exceptions import DatasetHashMismatchError, DatasetIntegrityError
 
@@ -34,8 +33,7 @@ __all__ = [
 _CHUNK: Final = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class EvidenceRecord:
+class EvidenceRecord(NamedTuple):
     """One dataset question, with its haystack rendered to the text of a fact.
 
     Attributes:
@@ -92,9 +90,7 @@ class Dataset:
         try:
             return self._by_id[question_id]
         except KeyError:
-            raise DatasetIntegrityError(
-                self.path, f"has no question {question_id!r}"
-            ) from None
+            raise DatasetIntegrityError(self.path, f"has no question {question_id!r}") from None
 
     def evidence(self, question_id: str) -> EvidenceRecord:
         """The question's identity fields and rendered evidence.
@@ -175,7 +171,9 @@ def render_evidence(row: Mapping[str, Any], *, path: str = "<dataset>") -> str:
     dates = row.get("haystack_dates")
     sessions = row.get("haystack_sessions")
     question_id = row.get("question_id")
-    if not (isinstance(session_ids, list) and isinstance(dates, list) and isinstance(sessions, list)):
+    if not (
+        isinstance(session_ids, list) and isinstance(dates, list) and isinstance(sessions, list)
+    ):
         raise DatasetIntegrityError(
             path,
             f"question {question_id!r}: haystack_session_ids, haystack_dates and "
@@ -195,13 +193,19 @@ def render_evidence(row: Mapping[str, Any], *, path: str = "<dataset>") -> str:
             raise DatasetIntegrityError(
                 path, f"question {question_id!r}: session {position} is not a list of turns"
             )
-        turns = [turn for turn in session if isinstance(turn, dict) and isinstance(turn.get("content"), str)]
+        turns = [
+            turn
+            for turn in session
+            if isinstance(turn, dict) and isinstance(turn.get("content"), str)
+        ]
         selected = [turn for turn in turns if turn.get("has_answer") is True]
         if not selected:
             selected = [turn for turn in turns if _role(turn).lower() == "user"]
         if selected:
             lines = [f"SESSION {session_id} AT {date}"]
-            lines.extend(f"{_role(turn).upper() or 'UNKNOWN'}: {turn['content']}" for turn in selected)
+            lines.extend(
+                f"{_role(turn).upper() or 'UNKNOWN'}: {turn['content']}" for turn in selected
+            )
             blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -215,7 +219,9 @@ def _evidence_record(row: Mapping[str, Any], path: str) -> EvidenceRecord:
     question_id = row.get("question_id")
     question_type = row.get("question_type")
     question = row.get("question")
-    if not all(isinstance(value, str) and value for value in (question_id, question_type, question)):
+    if not all(
+        isinstance(value, str) and value for value in (question_id, question_type, question)
+    ):
         raise DatasetIntegrityError(
             path,
             f"question {question_id!r}: question_id, question_type and question must be "

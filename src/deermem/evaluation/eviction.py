@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from deermem.evaluation._io import (
     document_text,
@@ -59,8 +58,7 @@ RUN_FILE: Final = "run.json"
 Decision = CapacityDecision[Mapping[str, object]]
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyOutcome:
+class PolicyOutcome(NamedTuple):
     """One selector decision for one case at one capacity under one policy."""
 
     case: EvaluationCase
@@ -177,8 +175,7 @@ def policy_summary(protocol_id: str, outcomes: Iterable[PolicyOutcome]) -> dict[
                 "cases": len(members),
                 "support_all_retained": retained,
                 "support_all_retained_rate": retained / len(members),
-                "mean_support_recall": math.fsum(m.support_recall for m in members)
-                / len(members),
+                "mean_support_recall": math.fsum(m.support_recall for m in members) / len(members),
             }
         )
     return {"schema_version": SCHEMA_VERSION, "protocol_id": protocol_id, "groups": rows}

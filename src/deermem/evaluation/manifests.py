@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from deermem._exceptions import ProtocolError
 from deermem.evaluation._checks import Section, describe
@@ -57,8 +56,7 @@ SYNTHETIC_CASES: Final = 5
 MAX_LOSS_RANK: Final = 10
 
 
-@dataclass(frozen=True, slots=True)
-class SelectionRule:
+class SelectionRule(NamedTuple):
     """How the 40 official questions are picked from the dataset (§3.2)."""
 
     eligible_question_types: tuple[str, ...]
@@ -73,8 +71,7 @@ class SelectionRule:
     cases_per_type_per_scenario: int
 
 
-@dataclass(frozen=True, slots=True)
-class OfficialManifest:
+class OfficialManifest(NamedTuple):
     """The pinned LongMemEval questions, grouped by scenario.
 
     Attributes:
@@ -97,8 +94,7 @@ class OfficialManifest:
         return tuple(qid for name in self.scenario_order for qid in self.scenarios[name])
 
 
-@dataclass(frozen=True, slots=True)
-class SyntheticCase:
+class SyntheticCase(NamedTuple):
     """One correction case: the support fact, the question, the expected answer."""
 
     case_id: str
@@ -108,8 +104,7 @@ class SyntheticCase:
     loss_rank: int
 
 
-@dataclass(frozen=True, slots=True)
-class SyntheticManifest:
+class SyntheticManifest(NamedTuple):
     """The five correction cases of the ``correction_reserve`` scenario."""
 
     schema_version: int
@@ -216,9 +211,7 @@ def _selection(section: Section) -> SelectionRule:
         exclude_abstention_suffix=section.text("exclude_abstention_suffix"),
         answer_min_chars=answer_min,
         answer_max_chars=answer_max,
-        answer_excluded_substrings=section.text_list(
-            "answer_excluded_substrings", non_empty=False
-        ),
+        answer_excluded_substrings=section.text_list("answer_excluded_substrings", non_empty=False),
         evidence_min_chars=evidence_min,
         evidence_max_chars=evidence_max,
         take_per_question_type=section.integer("take_per_question_type", minimum=1),
@@ -239,9 +232,7 @@ def _scenarios(top: Section) -> dict[str, tuple[str, ...]]:
         for position, qid in enumerate(ids):
             key = f"{section.path(name)}[{position}]"
             if not CASE_ID_PATTERN.fullmatch(qid):
-                raise ProtocolError(
-                    top.file, key, f"is not a plain identifier: {describe(qid)}"
-                )
+                raise ProtocolError(top.file, key, f"is not a plain identifier: {describe(qid)}")
             if qid in seen:
                 raise ProtocolError(
                     top.file, key, f"question id {qid!r} is already pinned under {seen[qid]!r}"

@@ -11,9 +11,9 @@ does it, because the request fingerprint of every QA row hashes its result.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from deermem._exceptions import EvaluationError, ProtocolError
 
@@ -26,8 +26,7 @@ _SYSTEM_HEADER: Final = "SYSTEM:\n"
 _SEPARATOR: Final = "\n\nUSER:\n"
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerTemplate:
+class AnswerTemplate(NamedTuple):
     """A parsed answer prompt.
 
     Attributes:
@@ -83,7 +82,7 @@ class AnswerTemplate:
         if not facts:
             raise EvaluationError("an answer prompt needs at least one retained fact")
         ordered = sorted(facts, key=lambda fact: fact[0])
-        for previous, current in zip(ordered, ordered[1:], strict=False):
+        for previous, current in itertools.pairwise(ordered):
             if previous[0] == current[0]:
                 raise EvaluationError(f"retained fact id {current[0]!r} appears twice")
         memory = "\n\n".join(f"[{fact_id}]\n{content}" for fact_id, content in ordered)

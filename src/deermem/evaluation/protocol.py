@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from deermem._exceptions import ProtocolError
 from deermem.evaluation._yaml import YAMLSyntaxError, load_yaml
@@ -48,8 +47,7 @@ BUNDLE_DIRECTORY: Final = Path(__file__).parent / "bundle"
 POLICY_ORDER: Final = (POLICY_CONFIDENCE, POLICY_HYBRID_V1)
 
 
-@dataclass(frozen=True, slots=True)
-class ProtocolFiles:
+class ProtocolFiles(NamedTuple):
     """Where the three protocol files are; the prompt's path comes from the config."""
 
     config: Path
@@ -66,8 +64,7 @@ def bundled_protocol_files() -> ProtocolFiles:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ProtocolArtifacts:
+class ProtocolArtifacts(NamedTuple):
     """The SHA-256 of each protocol file's raw bytes: the run's identity.
 
     A QA run adds the dataset's hash to these four (reference §2.5).
@@ -87,8 +84,7 @@ class ProtocolArtifacts:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Protocol:
+class Protocol(NamedTuple):
     """A loaded, cross-checked protocol bundle.
 
     Attributes:
@@ -142,8 +138,7 @@ def load_protocol(files: ProtocolFiles | None = None) -> Protocol:
         raise ProtocolError(
             str(files.config),
             "qa.answer_prompt.sha256",
-            f"pins {config.qa.answer_prompt.sha256} but {prompt_path} has SHA-256 "
-            f"{prompt_sha256}",
+            f"pins {config.qa.answer_prompt.sha256} but {prompt_path} has SHA-256 {prompt_sha256}",
         )
     template = AnswerTemplate.parse(_decode(prompt_path, prompt_bytes), file=str(prompt_path))
     return Protocol(
@@ -233,9 +228,7 @@ def _decode(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ProtocolError(
-            str(path), None, f"is not UTF-8 text (byte {error.start})"
-        ) from None
+        raise ProtocolError(str(path), None, f"is not UTF-8 text (byte {error.start})") from None
 
 
 def _parse_yaml(path: Path, data: bytes) -> object:

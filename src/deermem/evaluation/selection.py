@@ -9,7 +9,7 @@ usable length.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from deermem._exceptions import DatasetIntegrityError, ProtocolError
 from deermem.evaluation.config import PoolSettings
@@ -25,8 +25,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class BankEntry:
+class BankEntry(NamedTuple):
     """A distractor source: its evidence record, at its position in the bank."""
 
     position: int

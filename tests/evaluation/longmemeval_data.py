@@ -8,7 +8,7 @@ made of the 40 source ids the original's published rows reveal, at their
 positions, so pools built from this file carry the same fact ids as the
 published run. File order is shuffled, so file order is never id order.
 
-Used by ``tests/`` and by ``bench/bench_evaluation.py`` (which pads the file
+Used by ``tests/evaluation`` and by ``bench/bench_evaluation.py`` (which pads the file
 to the real file's size with rows no rule picks).
 """
 
@@ -41,18 +41,24 @@ TEMPORAL_REASONING = "temporal-reasoning"
 PINNED_SHA256 = "821a2034d219ab45846873dd14c14f12cfe7776e73527a483f9dac095d38620c"
 
 # Bank position -> source question id, as derived from the published rows.
+# fmt: off
 BANK_IDS = (
-    "001be529 06f04340 07b6f563 0862e8bf 09d032c9 0a34ad58 0edc2aef 118b2229 15745da0 195a1a1b "
-    "19b5f2b3 1a1907b4 1c0ddc50 1d4e3b97 1da05512 1e043500 1faac195 21436231 25e5aa4f 29f2956b "
-    "311778f1 32260d93 35a27287 36580ce8 37d43f65 38146c39 3b6f954b 3d86fd0a 3f1e9474 4100d0a0 "
-    "4fd1909e 505af2f5 51a45a95 54026fce 545bd2b5 577d4d32 57f827a0 58bf7951 58ef2f1c 5d3d2817"
-).split()
+    "001be529", "06f04340", "07b6f563", "0862e8bf", "09d032c9", "0a34ad58", "0edc2aef", "118b2229",
+    "15745da0", "195a1a1b", "19b5f2b3", "1a1907b4", "1c0ddc50", "1d4e3b97", "1da05512", "1e043500",
+    "1faac195", "21436231", "25e5aa4f", "29f2956b", "311778f1", "32260d93", "35a27287", "36580ce8",
+    "37d43f65", "38146c39", "3b6f954b", "3d86fd0a", "3f1e9474", "4100d0a0", "4fd1909e", "505af2f5",
+    "51a45a95", "54026fce", "545bd2b5", "577d4d32", "57f827a0", "58bf7951", "58ef2f1c", "5d3d2817",
+)
+# fmt: on
 
+# fmt: off
 _WORDS = (
-    "garden kettle window bicycle ticket harbor lantern pocket violin meadow "
-    "orange ladder basket candle marble pillow quartz ribbon saddle thimble "
-    "tunnel velvet walnut yarrow zipper anchor bamboo cactus dolphin ember"
-).split()
+    "garden", "kettle", "window", "bicycle", "ticket", "harbor", "lantern", "pocket",
+    "violin", "meadow", "orange", "ladder", "basket", "candle", "marble", "pillow",
+    "quartz", "ribbon", "saddle", "thimble", "tunnel", "velvet", "walnut", "yarrow",
+    "zipper", "anchor", "bamboo", "cactus", "dolphin", "ember",
+)
+# fmt: on
 
 
 def _text(length: int, seed: int) -> str:
@@ -77,7 +83,11 @@ def single_session(question_id: str, evidence_chars: int, *, role: str = "user")
         "haystack_dates": ["2023/05/20"],
         "haystack_sessions": [
             [
-                {"role": role, "content": _text(content_chars, hash_seed(question_id)), "has_answer": True},
+                {
+                    "role": role,
+                    "content": _text(content_chars, hash_seed(question_id)),
+                    "has_answer": True,
+                },
                 {"role": "assistant", "content": "Noted."},
             ]
         ],
@@ -88,7 +98,9 @@ def hash_seed(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
 
-def _question(question_id: str, question_type: str, *, answer: object = None, **haystack: Any) -> dict[str, Any]:
+def _question(
+    question_id: str, question_type: str, *, answer: object = None, **haystack: Any
+) -> dict[str, Any]:
     row: dict[str, Any] = {
         "question_id": question_id,
         "question_type": question_type,
@@ -109,7 +121,11 @@ def _two_sessions(question_id: str) -> dict[str, Any]:
         "haystack_sessions": [
             [
                 {"role": "user", "content": "I keep a note of things."},
-                {"role": "assistant", "content": _text(60, hash_seed(question_id)), "has_answer": True},
+                {
+                    "role": "assistant",
+                    "content": _text(60, hash_seed(question_id)),
+                    "has_answer": True,
+                },
             ],
             [
                 {"role": "user", "content": _text(80, hash_seed(question_id) + 1)},
@@ -203,7 +219,10 @@ def build_rows(*, padding_bytes: int = 0, seed: int = 4789) -> list[dict[str, An
 def _padding_haystack(counter: int) -> dict[str, Any]:
     sessions = [
         [
-            {"role": "user" if turn % 2 == 0 else "assistant", "content": _text(400 + 37 * turn, counter * 100 + turn)}
+            {
+                "role": "user" if turn % 2 == 0 else "assistant",
+                "content": _text(400 + 37 * turn, counter * 100 + turn),
+            }
             for turn in range(12)
         ]
         for _ in range(3)
@@ -223,26 +242,26 @@ def write_dataset(path: Path, rows: list[dict[str, Any]]) -> str:
 
 
 def copy_protocol(
-    directory: Path, dataset_sha256: str, *, source: ProtocolFiles | None = None
+    directory: Path,
+    dataset_sha256: str,
+    *,
+    source: ProtocolFiles | None = None,
+    root: Path | None = None,
 ) -> ProtocolFiles:
     """Copy a protocol bundle, pinning ``dataset_sha256`` instead of the real file's hash.
 
-    The copy keeps the bundle's layout (config, manifests and prompt side by
-    side), so relative paths resolve as in the original.
+    Everything under ``root`` (default: the config's folder) is copied with its
+    layout, so relative paths resolve as in the original bundle.
     """
     source = source or bundled_protocol_files()
-    directory.mkdir(parents=True, exist_ok=True)
-    for path in source.config.parent.iterdir():
-        if path.is_file():
-            shutil.copyfile(path, directory / path.name)
-    config = directory / source.config.name
-    text = config.read_text()
-    assert text.count(PINNED_SHA256) == 1
-    config.write_text(text.replace(PINNED_SHA256, dataset_sha256))
-    for manifest in (source.official_manifest, source.synthetic_manifest):
-        shutil.copyfile(manifest, directory / manifest.name)
-    return ProtocolFiles(
-        config=config,
-        official_manifest=directory / source.official_manifest.name,
-        synthetic_manifest=directory / source.synthetic_manifest.name,
+    root = root or source.config.parent
+    shutil.copytree(root, directory, ignore=shutil.ignore_patterns("__pycache__"))
+    files = ProtocolFiles(
+        config=directory / source.config.relative_to(root),
+        official_manifest=directory / source.official_manifest.relative_to(root),
+        synthetic_manifest=directory / source.synthetic_manifest.relative_to(root),
     )
+    text = files.config.read_text()
+    assert text.count(PINNED_SHA256) == 1
+    files.config.write_text(text.replace(PINNED_SHA256, dataset_sha256))
+    return files
