@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import pytest
 
-from deermem.cli import main
+from deermem._console import main
 from deermem.evaluation.cases import EvaluationCase, build_cases
 from deermem.evaluation.dataset import Dataset, load_dataset
 from deermem.evaluation.eviction import PolicyOutcome, run_policy
