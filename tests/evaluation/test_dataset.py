@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from deermem import DatasetHashMismatchError, DatasetIntegrityError
-from deermem.evaluation import dataset as dataset_module
 from deermem.evaluation.dataset import (
     answer_text,
     file_sha256,
@@ -50,7 +49,7 @@ def test_a_file_with_another_hash_is_refused_before_it_is_parsed(
     path = tmp_path / "longmemeval_oracle.json"
     path.write_bytes(b"this is not even JSON")
     parsed: list[object] = []
-    monkeypatch.setattr(dataset_module.json, "loads", lambda data: parsed.append(data))
+    monkeypatch.setattr(json, "loads", lambda data: parsed.append(data))  # the json module
     expected = "0" * 64
     with pytest.raises(DatasetHashMismatchError) as caught:
         load_dataset(path, expected_sha256=expected)

@@ -166,7 +166,7 @@ def test_scores_are_the_production_scores(prepared: Prepared) -> None:
 def test_the_run_calls_the_production_selector_as_the_protocol_says(
     prepared: Prepared, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert eviction.select_facts_for_capacity is select_facts_for_capacity
+    assert vars(eviction)["select_facts_for_capacity"] is select_facts_for_capacity
     calls: list[dict[str, Any]] = []
 
     def spy(facts: Any, **kwargs: Any) -> Any:
@@ -202,7 +202,7 @@ def test_the_run_calls_the_production_selector_as_the_protocol_says(
 
 
 def test_rows_hold_identifiers_scores_and_flags_only(prepared: Prepared) -> None:
-    rows = [policy_row(outcome) for outcome in prepared.outcomes]
+    rows: list[dict[str, Any]] = [policy_row(outcome) for outcome in prepared.outcomes]
     assert len(rows) == 270
     assert [(row["case_id"], row["capacity"], row["policy"]) for row in rows[:6]] == [
         ("01493427", capacity, policy)
@@ -226,8 +226,8 @@ def test_rows_hold_identifiers_scores_and_flags_only(prepared: Prepared) -> None
 
 
 def test_evicted_lowest_first_and_the_correction_reserve(prepared: Prepared) -> None:
-    confirmation = policy_row(prepared.outcome("07741c45", 7, "confidence"))  # loss rank 8
-    assert confirmation["support_all_retained"] is False
+    confirmation: dict[str, Any] = policy_row(prepared.outcome("07741c45", 7, "confidence"))
+    assert confirmation["support_all_retained"] is False  # loss rank 8
     scores = [item["score"] for item in confirmation["evicted"]]
     assert scores == sorted(scores)
     assert policy_row(prepared.outcome("07741c45", 7, "hybrid-v1"))["support_all_retained"] is True
