@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deermem._console import main
-from deermem.evaluation import _io
+from deermem.evaluation import _git
 from deermem.evaluation.cli import print_retention
 from deermem.evaluation.eviction import policy_summary
 from deermem.evaluation.retention import format_plain, retention_table
@@ -266,7 +266,7 @@ def test_a_terminal_gets_a_rich_table(prepared: Prepared) -> None:
 def test_run_json_records_null_git_outside_a_checkout(
     eval_cli: Runner, generated: Generated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_io, "PACKAGE_DIRECTORY", tmp_path)  # as if installed from a wheel
+    monkeypatch.setattr(_git, "PACKAGE_DIRECTORY", tmp_path)  # as if installed from a wheel
     output = tmp_path / "out"
     code, _, _ = eval_cli(
         "run-policy",
@@ -299,15 +299,15 @@ def test_git_state_reads_head_and_dirtiness(
     head = subprocess.run(
         ["git", "-C", str(package), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert _io.git_state(package) == {"head": head, "dirty": False}
+    assert _git.git_state(package) == {"head": head, "dirty": False}
     (package / "new.py").write_text("")
-    assert _io.git_state(package) == {"head": head, "dirty": True}
+    assert _git.git_state(package) == {"head": head, "dirty": True}
     untracked = tmp_path / "repo" / "venv"
     untracked.mkdir()
-    assert _io.git_state(untracked) is None  # inside a repository that does not track it
-    assert _io.git_state(tmp_path) is None  # not a checkout at all
+    assert _git.git_state(untracked) is None  # inside a repository that does not track it
+    assert _git.git_state(tmp_path) is None  # not a checkout at all
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert _io.git_state(package) is None  # no git installed
+    assert _git.git_state(package) is None  # no git installed
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -362,3 +362,24 @@ def test_report_of_a_directory_without_a_run(eval_cli: Runner, tmp_path: Path) -
     code, _, err = eval_cli("report", str(tmp_path))
     assert code == 1
     assert "not a policy-run summary" in err
+
+
+def test_the_readme_commands_reproduce_the_table(
+    eval_cli: Runner, generated: Generated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Evaluation", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [line.split("#", 1)[0].split() for line in section.strip().splitlines()]
+    assert lines[0] == ["export", "LONGMEMEVAL_ORACLE_PATH=longmemeval_oracle.json"]
+    monkeypatch.setenv("LONGMEMEVAL_ORACLE_PATH", str(generated.dataset))
+    monkeypatch.chdir(tmp_path)
+    outputs = []
+    for words in lines[1:]:
+        assert words[:4] == ["uv", "run", "deermem", "eval"]
+        command, *rest = words[4:]
+        protocol = generated.protocol_args() if command != "report" else []
+        code, out, err = eval_cli(command, *protocol, *rest)
+        assert (code, err) == (0, "")
+        outputs.append(out)
+    assert "overall               45  20/45   35/45   27/45   45/45   35/45   45/45" in outputs[1]
+    assert (tmp_path / "runs" / "policy" / "report.md").is_file()

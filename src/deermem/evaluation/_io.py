@@ -1,4 +1,4 @@
-"""Result files: canonical JSON, atomic no-overwrite writes, and run provenance.
+"""Result files: canonical JSON and atomic, no-overwrite writes.
 
 Evaluation outputs must be byte-identical across runs and must never replace
 earlier results. So every document is serialised one way (sorted keys,
@@ -12,26 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
 
 from deermem._exceptions import ResultsExistError
 
-__all__ = [
-    "PACKAGE_DIRECTORY",
-    "document_text",
-    "ensure_absent",
-    "git_state",
-    "jsonl_line",
-    "utc_timestamp",
-    "write_new_files",
-]
-
-PACKAGE_DIRECTORY: Final = Path(__file__).resolve().parent.parent
-_GIT_TIMEOUT: Final = 10.0
+__all__ = ["document_text", "ensure_absent", "jsonl_line", "utc_timestamp", "write_new_files"]
 
 
 def jsonl_line(value: object) -> str:
@@ -96,49 +83,3 @@ def _link_into_place(temporary: Path, path: Path) -> None:
         if path.exists():
             raise ResultsExistError([str(path)]) from None
         temporary.replace(path)
-
-
-def git_state(directory: Path | None = None) -> dict[str, object] | None:
-    """The git commit and cleanliness of the checkout holding ``directory``.
-
-    ``directory`` defaults to the deermem package itself: a run records the
-    state of the code that produced it.
-
-    ``None`` when git is not installed, ``directory`` is not inside a git
-    checkout, or the checkout tracks no file under it (deermem installed into
-    a virtual environment that happens to live inside some other repository).
-
-    Returns:
-        ``{"head": <commit sha>, "dirty": <anything to commit or untracked?>}``.
-    """
-    directory = directory or PACKAGE_DIRECTORY
-    tracked = _git(directory, "ls-files", "--error-unmatch", "--", ".")
-    if tracked is None:
-        return None
-    status = _git(directory, "status", "--porcelain=v2", "--branch")
-    if status is None:
-        return None
-    head: str | None = None
-    dirty = False
-    for line in status.splitlines():
-        if line.startswith("# branch.oid "):
-            head = line.removeprefix("# branch.oid ").strip()
-        elif line and not line.startswith("#"):
-            dirty = True
-    if head is None or head == "(initial)":
-        return None
-    return {"dirty": dirty, "head": head}
-
-
-def _git(directory: Path, *args: str) -> str | None:
-    try:
-        completed = subprocess.run(
-            ["git", "-C", str(directory), *args],
-            capture_output=True,
-            text=True,
-            timeout=_GIT_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return completed.stdout if completed.returncode == 0 else None

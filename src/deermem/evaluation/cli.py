@@ -119,6 +119,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run_policy(args: argparse.Namespace) -> int:
+    from deermem.evaluation._git import GitProbe
     from deermem.evaluation._io import ensure_absent
     from deermem.evaluation.cases import build_cases
     from deermem.evaluation.dataset import load_dataset
@@ -132,10 +133,11 @@ def _run_policy(args: argparse.Namespace) -> int:
 
     protocol = load_protocol(_protocol_files(args))
     ensure_absent(policy_output_paths(args.output_dir))  # fail before the work, not after
-    dataset = load_dataset(Path(args.dataset), expected_sha256=protocol.config.dataset.sha256)
-    cases = build_cases(protocol, dataset)
-    outcomes = run_policy(protocol, cases)
-    write_policy_run(args.output_dir, protocol, dataset.sha256, outcomes)
+    with GitProbe() as git:  # asks git while the dataset is read
+        dataset = load_dataset(Path(args.dataset), expected_sha256=protocol.config.dataset.sha256)
+        cases = build_cases(protocol, dataset)
+        outcomes = run_policy(protocol, cases)
+        write_policy_run(args.output_dir, protocol, dataset.sha256, outcomes, git=git)
     print(f"wrote {len(outcomes)} policy rows for {len(cases)} cases to {args.output_dir}")
     print_retention(retention_table(policy_summary(protocol.protocol_id, outcomes)), sys.stdout)
     return 0

@@ -23,10 +23,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from deermem.evaluation._git import GitProbe
 from deermem.evaluation._io import (
     document_text,
     ensure_absent,
-    git_state,
     jsonl_line,
     utc_timestamp,
     write_new_files,
@@ -59,22 +59,27 @@ Decision = CapacityDecision[Mapping[str, object]]
 
 
 class PolicyOutcome(NamedTuple):
-    """One selector decision for one case at one capacity under one policy."""
+    """One selector decision for one case at one capacity under one policy.
+
+    Attributes:
+        kept_fact_ids: the kept facts' ids, in rank order.
+        support_retained: how many of the case's support facts were kept.
+    """
 
     case: EvaluationCase
     policy: str
     capacity: int
     decision: Decision
+    kept_fact_ids: tuple[str, ...]
+    support_retained: int
 
-    @property
-    def kept_fact_ids(self) -> tuple[str, ...]:
-        """The kept facts' ids in rank order."""
-        return self.decision.kept_ids
-
-    @property
-    def support_retained(self) -> int:
-        kept = set(self.decision.kept_ids)
-        return sum(1 for fact_id in self.case.support_fact_ids if fact_id in kept)
+    @classmethod
+    def of(
+        cls, case: EvaluationCase, policy: str, capacity: int, decision: Decision
+    ) -> PolicyOutcome:
+        kept = decision.kept_ids
+        retained = sum(1 for fact_id in case.support_fact_ids if fact_id in kept)
+        return cls(case, policy, capacity, decision, kept, retained)
 
     @property
     def support_all_retained(self) -> bool:
@@ -117,7 +122,7 @@ def decide(protocol: Protocol, case: EvaluationCase, policy: str, capacity: int)
 def run_policy(protocol: Protocol, cases: Sequence[EvaluationCase]) -> tuple[PolicyOutcome, ...]:
     """Every decision of the run, in row order: case → capacity → policy."""
     return tuple(
-        PolicyOutcome(case, policy, capacity, decide(protocol, case, policy, capacity))
+        PolicyOutcome.of(case, policy, capacity, decide(protocol, case, policy, capacity))
         for case in cases
         for capacity in protocol.config.pool.capacities
         for policy in POLICY_ORDER
@@ -137,7 +142,7 @@ def policy_row(outcome: PolicyOutcome) -> dict[str, object]:
         "policy": outcome.policy,
         "capacity": outcome.capacity,
         "support_fact_ids": list(case.support_fact_ids),
-        "kept_fact_ids": list(decision.kept_ids),
+        "kept_fact_ids": list(outcome.kept_fact_ids),
         "evicted": [
             {
                 "category": item.category,
@@ -220,11 +225,13 @@ def write_policy_run(
     outcomes: Sequence[PolicyOutcome],
     *,
     created_at: datetime | None = None,
+    git: GitProbe | None = None,
 ) -> tuple[Path, Path, Path]:
     """Write the three result files atomically; refuse if any already exists.
 
     The git state recorded is that of the checkout deermem runs from
-    (``null`` when it is not run from a git checkout).
+    (``null`` when it is not run from a git checkout); pass a probe started
+    earlier to have git asked while the run was computed.
 
     Raises:
         ResultsExistError: any of the three files exists.
@@ -234,7 +241,9 @@ def write_policy_run(
     rows = "".join(jsonl_line(policy_row(outcome)) for outcome in outcomes)
     summary = document_text(policy_summary(protocol.protocol_id, outcomes))
     record = document_text(
-        run_record(protocol, dataset_sha256, created_at=created_at, git=git_state())
+        run_record(
+            protocol, dataset_sha256, created_at=created_at, git=(git or GitProbe()).result()
+        )
     )
     write_new_files(
         [(path, text.encode()) for path, text in zip(paths, (rows, summary, record), strict=True)]
