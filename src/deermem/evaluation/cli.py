@@ -96,7 +96,7 @@ def _validate_contracts(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from deermem.evaluation.cases import build_cases
+    from deermem.evaluation.cases import SOURCE_LONGMEMEVAL, SOURCE_SYNTHETIC, build_cases
     from deermem.evaluation.dataset import load_dataset
 
     protocol = load_protocol(_protocol_files(args))
@@ -109,8 +109,8 @@ def _validate(args: argparse.Namespace) -> int:
                 "dataset_sha256": dataset.sha256,
                 "dataset_rows": len(dataset),
                 "cases": len(cases),
-                "official_cases": sum(1 for case in cases if case.source == "longmemeval"),
-                "synthetic_cases": sum(1 for case in cases if case.source == "synthetic"),
+                "official_cases": sum(1 for case in cases if case.source == SOURCE_LONGMEMEVAL),
+                "synthetic_cases": sum(1 for case in cases if case.source == SOURCE_SYNTHETIC),
             }
         )
         return 0
@@ -300,8 +300,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         ),
         formatter_class=_HelpFormatter,
     )
-    # An explicit prog spares argparse a help formatter (and its shutil import) at start-up.
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, prog=prog)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         sub = subparsers.add_parser(
             command.name,
@@ -339,6 +338,8 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     except OSError as error:
         _print_error(f"{error.filename}: {error.strerror}" if error.filename else str(error))
         return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 def print_retention(table: RetentionTable, stream: TextIO) -> None:
