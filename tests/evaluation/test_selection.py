@@ -130,6 +130,7 @@ def test_bounds_are_inclusive_and_the_rule_takes_the_first_ids(tmp_path: Path) -
         question("a2", KNOWLEDGE_UPDATE, chars=49),
         question("e", KNOWLEDGE_UPDATE, answer=12345, chars=55),  # qualifies, but is 4th
         question("f", TEMPORAL_REASONING),
+        question("g", ["knowledge-update"]),  # type: ignore[arg-type]  # a malformed type
     ]
     assert select_by_type(dataset_of(tmp_path, rows), rule) == {KNOWLEDGE_UPDATE: ("b", "c", "d")}
 

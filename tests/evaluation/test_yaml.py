@@ -133,7 +133,7 @@ def _documents(draw: st.DrawFn, depth: int = 0, indent: int = 0) -> str:
     return "\n".join(lines)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_documents())
 def test_whatever_the_fast_path_accepts_it_reads_exactly_as_pyyaml(text: str) -> None:
     text += "\n"

@@ -51,7 +51,7 @@ def select_by_type(dataset: Dataset, rule: SelectionRule) -> dict[str, tuple[str
     for row in dataset.rows:
         question_type = row.get("question_type")
         question_id = row["question_id"]
-        if question_type not in eligible:
+        if not isinstance(question_type, str) or question_type not in eligible:
             continue
         if question_id in pilots or question_id.endswith(rule.exclude_abstention_suffix):
             continue
@@ -124,7 +124,8 @@ def build_distractor_bank(dataset: Dataset, pool: PoolSettings) -> tuple[BankEnt
     types = set(pool.distractor_types)
     qualifying: list[EvidenceRecord] = []
     for row in dataset.rows:
-        if row.get("question_type") not in types:
+        question_type = row.get("question_type")
+        if not isinstance(question_type, str) or question_type not in types:
             continue
         record = dataset.evidence(row["question_id"])
         if (
