@@ -335,6 +335,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     except DeerMemError as error:
         _print_error(str(error))
         return 1
+    except BrokenPipeError:  # `deermem eval ... | head`: stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as error:
         _print_error(f"{error.filename}: {error.strerror}" if error.filename else str(error))
         return 1
