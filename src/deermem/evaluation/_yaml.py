@@ -1,7 +1,7 @@
 """Read a protocol config: a fast path for plain YAML, PyYAML for everything else.
 
 Importing PyYAML costs about as much as everything else ``deermem eval
-validate`` does before it touches the dataset (≈ 75 ms on a small VM), and a
+validate`` does before it touches the dataset (≈ 45 ms on a small VM), and a
 protocol config uses a tiny part of YAML: nested block mappings, scalars and
 one-line ``[a, b]`` lists. :func:`load_yaml` reads exactly that part itself
 and hands any document that strays outside it — anchors, tags, block
