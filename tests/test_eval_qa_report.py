@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1, ResultFilesExistError, ResultRowsError
+from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1, ResultRowsError, ResultsExistError
 from deermem.evaluation.qa_report import (
     ROWS_FILE,
     STATS_FILE,
@@ -282,9 +282,9 @@ def test_write_creates_the_three_files_and_refuses_to_overwrite(tmp_path: Path) 
     written = write_qa_report(target, report)
     assert [path.name for path in written] == [ROWS_FILE, SUMMARY_FILE, STATS_FILE]
     before = {path.name: path.read_bytes() for path in written}
-    with pytest.raises(ResultFilesExistError, match="refusing to overwrite") as caught:
+    with pytest.raises(ResultsExistError, match="refusing to overwrite") as caught:
         write_qa_report(target, report)
-    assert caught.value.paths == [str(path) for path in written]
+    assert caught.value.paths == sorted(str(path) for path in written)
     assert {path.name: path.read_bytes() for path in written} == before
     assert sorted(p.name for p in target.iterdir()) == sorted(before)  # no temporary left
 
@@ -292,7 +292,7 @@ def test_write_creates_the_three_files_and_refuses_to_overwrite(tmp_path: Path) 
 def test_one_existing_file_blocks_the_whole_write(tmp_path: Path) -> None:
     (tmp_path / STATS_FILE).write_text("keep me", encoding="utf-8")
     report = build_qa_report(small_rows(), protocol_id="tiny-v1", parameters=FAST)
-    with pytest.raises(ResultFilesExistError) as caught:
+    with pytest.raises(ResultsExistError) as caught:
         write_qa_report(tmp_path, report)
     assert caught.value.paths == [str(tmp_path / STATS_FILE)]
     assert sorted(p.name for p in tmp_path.iterdir()) == [STATS_FILE]
@@ -311,7 +311,7 @@ def test_a_file_appearing_mid_write_is_not_overwritten_and_the_write_rolls_back(
 
     monkeypatch.setattr(os, "link", racing_link)
     report = build_qa_report(small_rows(), protocol_id="tiny-v1", parameters=FAST)
-    with pytest.raises(ResultFilesExistError, match=SUMMARY_FILE):
+    with pytest.raises(ResultsExistError, match=SUMMARY_FILE):
         write_qa_report(tmp_path, report)
     assert sorted(p.name for p in tmp_path.iterdir()) == [SUMMARY_FILE]  # ours rolled back
     assert (tmp_path / SUMMARY_FILE).read_text(encoding="utf-8") == "theirs"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation._jsonfiles import dump_document, dump_line
+from deermem.evaluation._io import document_text, jsonl_line
 from deermem.evaluation.statistics import StatisticsParameters
 from deermem.evaluation.verify import (
     RESULT_FILES,
@@ -110,7 +110,7 @@ def rows_of(folder: Path) -> list[dict[str, object]]:
 
 
 def write_rows(folder: Path, rows: list[dict[str, object]]) -> None:
-    (folder / ROWS).write_text("".join(dump_line(row) for row in rows), encoding="utf-8")
+    (folder / ROWS).write_text("".join(jsonl_line(row) for row in rows), encoding="utf-8")
 
 
 def edit_row(row_id: str, **changes: object) -> Callable[[Path], None]:
@@ -127,7 +127,7 @@ def edit_document(name: str, change: Callable[[dict[str, object]], None]) -> Cal
     def apply(folder: Path) -> None:
         data = json.loads((folder / name).read_text(encoding="utf-8"))
         change(data)
-        (folder / name).write_text(dump_document(data), encoding="utf-8")
+        (folder / name).write_text(document_text(data), encoding="utf-8")
 
     return apply
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from deermem.cli import main
+from deermem._console import main
 
 sys.exit(main())

@@ -27,7 +27,13 @@ because that is what they are and what generic callers already handle::
         ├── GradingError            (ValueError) the grader was given an unusable reference
         ├── StatisticsError         (ValueError) statistics asked of no pairs or bad parameters
         ├── ResultRowsError         (ValueError) graded rows break the schema or the pairing
-        └── ResultFilesExistError   result files are already there; nothing is overwritten
+        ├── ProtocolError           (ValueError) a protocol file (config, manifest,
+        │                           prompt) is missing, malformed or inconsistent
+        ├── DatasetIntegrityError   (ValueError) the dataset is not the pinned file,
+        │   │                       or its content breaks the protocol's rules
+        │   └── DatasetHashMismatchError  its SHA-256 is not the pinned one
+        └── ResultsExistError       (FileExistsError) result files are already there;
+                                    nothing is overwritten
 
 When you add a branch, keep the
 tree drawn above in step with the classes below.
@@ -45,6 +51,8 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "DatasetHashMismatchError",
+    "DatasetIntegrityError",
     "DeerMemError",
     "EvaluationError",
     "FactValidationError",
@@ -60,10 +68,11 @@ __all__ = [
     "PatternError",
     "PromptNotFoundError",
     "PromptTemplateError",
+    "ProtocolError",
     "QueueClosedError",
     "QueueFullError",
-    "ResultFilesExistError",
     "ResultRowsError",
+    "ResultsExistError",
     "SearchIndexError",
     "StatisticsError",
     "UpdateQueueError",
@@ -168,19 +177,70 @@ class ResultRowsError(EvaluationError, ValueError):
         super().__init__(message)
 
 
-class ResultFilesExistError(EvaluationError):
-    """Result files already exist; results are never overwritten.
+class ProtocolError(EvaluationError, ValueError):
+    """A protocol file is missing, malformed or disagrees with another.
 
     Attributes:
-        paths: the existing files, as strings, in the order they would be written.
+        file: the path of the offending file, as given.
+        key: the dotted key inside the file (``"pool.capacities"``,
+            ``"cases[2].loss_rank"``), or ``None`` when the problem concerns the
+            whole file.
+        problem: what is wrong, for people.
+    """
+
+    def __init__(self, file: str, key: str | None, problem: str) -> None:
+        self.file = file
+        self.key = key
+        self.problem = problem
+        where = f"{file}: {key}" if key else file
+        super().__init__(f"{where}: {problem}")
+
+
+class DatasetIntegrityError(EvaluationError, ValueError):
+    """The dataset file cannot be used with the protocol.
+
+    Attributes:
+        path: the dataset path, as given.
+        problem: what is wrong, for people. Never quotes dataset text.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class DatasetHashMismatchError(DatasetIntegrityError):
+    """The dataset's SHA-256 is not the one the protocol pins; it was not parsed.
+
+    Attributes:
+        expected: the pinned SHA-256 (lowercase hex).
+        actual: the SHA-256 of the file that was given.
+    """
+
+    def __init__(self, path: str, *, expected: str, actual: str) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            path,
+            f"SHA-256 mismatch: the protocol pins {expected}, this file has {actual}; "
+            "refusing to read it (is it the pinned revision of the file?)",
+        )
+
+
+class ResultsExistError(EvaluationError, FileExistsError):
+    """Result files are already present; an evaluation never overwrites results.
+
+    Attributes:
+        paths: every result path that already exists, sorted.
     """
 
     def __init__(self, paths: list[str]) -> None:
-        self.paths = list(paths)
+        self.paths = sorted(paths)
         super().__init__(
             "refusing to overwrite existing result files: "
             + ", ".join(self.paths)
-            + " (write to a new directory)"
+            + " (choose a new output directory or move them away)"
         )
 
 

@@ -30,6 +30,23 @@ app.add_typer(model_cmd.app, name="model")
 app.command(name="demo")(demo.demo)
 
 
+@app.command(
+    name="eval",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def _eval(ctx: typer.Context) -> None:
+    """Reproduce the capacity-eviction evaluation (see `deermem eval --help`).
+
+    `deermem eval validate-contracts | validate | run-policy | report`. The
+    `deermem` entry point routes `eval` to its own light command line before
+    this application is even imported; this entry lists it in `--help`.
+    """
+    from deermem.evaluation.cli import main as eval_main
+
+    raise typer.Exit(eval_main(ctx.args))
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"deermem {__version__}")

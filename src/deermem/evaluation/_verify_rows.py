@@ -23,8 +23,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from deermem.evaluation._io import jsonl_line
 from deermem.evaluation._jsondiff import first_text_difference
-from deermem.evaluation._jsonfiles import dump_line
 from deermem.evaluation._problems import FieldProblem
 from deermem.evaluation.qa_report import pairing_problems
 from deermem.evaluation.qa_rows import POLICIES, QaRow, row_id_of, row_problems
@@ -112,7 +112,7 @@ def _check_line(line: str, number: int, report: Report, failed_cases: set[object
         if isinstance(data, dict) and isinstance(data.get("case_id"), str):
             failed_cases.add(data["case_id"])
         return None
-    canonical = dump_line(data)[:-1]
+    canonical = jsonl_line(data)[:-1]
     if line != canonical:
         keys = list(data)
         if keys != sorted(keys):

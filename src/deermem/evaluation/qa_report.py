@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from deermem._exceptions import ResultRowsError
-from deermem.evaluation._jsonfiles import dump_document, write_new_files
+from deermem.evaluation._io import document_text, write_new_files
 from deermem.evaluation._problems import FieldProblem, describe_value
 from deermem.evaluation.grading import GRADER_VERSION
 from deermem.evaluation.qa_rows import POLICIES, QaRow, render_rows
@@ -122,8 +122,8 @@ class QaReport:
         """File name → exact text of the three result files, in writing order."""
         return {
             ROWS_FILE: render_rows(self.rows),
-            SUMMARY_FILE: dump_document(self.summary()),
-            STATS_FILE: dump_document(self.statistics()),
+            SUMMARY_FILE: document_text(self.summary()),
+            STATS_FILE: document_text(self.statistics()),
         }
 
 
@@ -271,6 +271,8 @@ def write_qa_report(directory: Path, report: QaReport) -> tuple[Path, ...]:
     """Write ``qa.rows.jsonl``, ``qa.summary.json`` and ``qa.stats.json`` atomically.
 
     Raises:
-        ResultFilesExistError: any of the three files exists; nothing is written.
+        ResultsExistError: any of the three files exists; nothing is written.
     """
-    return write_new_files(directory, report.files())
+    return write_new_files(
+        [(directory / name, text.encode("utf-8")) for name, text in report.files().items()]
+    )

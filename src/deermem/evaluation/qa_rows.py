@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final, cast
 
 from deermem._exceptions import ResultRowsError
-from deermem.evaluation._jsonfiles import dump_line
+from deermem.evaluation._io import jsonl_line
 from deermem.evaluation._problems import FieldProblem, describe_value
 from deermem.evaluation.grading import (
     CORRECT_RULES,
@@ -133,7 +133,7 @@ class QaRow:
 
     def to_json_line(self) -> str:
         """The row's exact line in ``qa.rows.jsonl``, newline included."""
-        return dump_line(self.to_dict())
+        return jsonl_line(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: object) -> QaRow:

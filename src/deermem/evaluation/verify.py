@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Final
 
 from deermem._exceptions import ResultRowsError
+from deermem.evaluation._io import document_text
 from deermem.evaluation._jsondiff import document_differences
-from deermem.evaluation._jsonfiles import dump_document
 from deermem.evaluation._problems import FieldProblem
 from deermem.evaluation._verify_render import render_verification
 from deermem.evaluation._verify_rows import RowsCheck, check_rows_text
@@ -281,7 +281,7 @@ def _check_run(text: str | None, found: _Collector) -> dict[str, object] | None:
     problems = run_problems(data)
     for problem in problems:
         found.add(RUN_FILE, problem)
-    for difference in document_differences(dump_document(data), text):
+    for difference in document_differences(document_text(data), text):
         found.add(
             RUN_FILE,
             FieldProblem(difference.field, difference.expected, difference.actual),

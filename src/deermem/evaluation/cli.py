@@ -1,0 +1,393 @@
+"""``deermem eval``: the evaluation commands.
+
+This command line is argparse, not typer, on purpose: ``deermem eval
+validate`` reads a 15 MB file in a few tenths of a second, and importing the
+typer/rich stack alone would take longer than that on a small machine. The
+root ``deermem`` entry point hands ``eval`` over here before it imports
+typer. rich is imported only to print a table to a terminal; piped output
+gets the same table as plain text.
+
+Each command is one entry in :data:`COMMANDS`: adding ``run-qa``,
+``grade-qa`` or ``verify`` means adding a function and one entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final, NamedTuple, TextIO
+
+from deermem._exceptions import DeerMemError
+from deermem.evaluation.protocol import ProtocolFiles, bundled_protocol_files, load_protocol
+from deermem.evaluation.retention import RetentionTable, format_plain, short_policy
+
+__all__ = ["COMMANDS", "Command", "build_parser", "main", "print_retention"]
+
+DATASET_ENV: Final = "LONGMEMEVAL_ORACLE_PATH"
+PROG: Final = "deermem eval"
+
+
+class Command(NamedTuple):
+    """One ``deermem eval`` subcommand: its help, its arguments and what it runs."""
+
+    name: str
+    summary: str
+    description: str
+    example: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter, told the width up front.
+
+    Left to itself it imports shutil (and with it bz2 and lzma) to ask for
+    the terminal size — on every start, since argparse formats each argument
+    once as it is added. That is a few milliseconds of a command that aims
+    to finish in a quarter of a second.
+    """
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_width())
+
+
+def _terminal_width() -> int:
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        try:
+            columns = os.get_terminal_size().columns
+        except OSError:
+            columns = 80
+    return max(columns - 2, 40)
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+def _validate_contracts(args: argparse.Namespace) -> int:
+    protocol = load_protocol(_protocol_files(args))
+    if args.json:
+        _print_json(
+            {
+                "protocol_id": protocol.protocol_id,
+                "official_cases": len(protocol.official.question_ids),
+                "synthetic_cases": len(protocol.synthetic.cases),
+                "files": {
+                    "config": str(protocol.files.config),
+                    "official_manifest": str(protocol.files.official_manifest),
+                    "synthetic_manifest": str(protocol.files.synthetic_manifest),
+                    "answer_prompt": str(protocol.answer_prompt_path),
+                },
+                "artifacts": protocol.artifacts.to_dict(),
+            }
+        )
+        return 0
+    print(
+        f"validated {len(protocol.official.question_ids)} official and "
+        f"{len(protocol.synthetic.cases)} synthetic cases"
+    )
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from deermem.evaluation.cases import SOURCE_LONGMEMEVAL, SOURCE_SYNTHETIC, build_cases
+    from deermem.evaluation.dataset import load_dataset
+
+    protocol = load_protocol(_protocol_files(args))
+    dataset = load_dataset(Path(args.dataset), expected_sha256=protocol.config.dataset.sha256)
+    cases = build_cases(protocol, dataset)
+    if args.json:
+        _print_json(
+            {
+                "protocol_id": protocol.protocol_id,
+                "dataset_sha256": dataset.sha256,
+                "dataset_rows": len(dataset),
+                "cases": len(cases),
+                "official_cases": sum(1 for case in cases if case.source == SOURCE_LONGMEMEVAL),
+                "synthetic_cases": sum(1 for case in cases if case.source == SOURCE_SYNTHETIC),
+            }
+        )
+        return 0
+    print(f"validated dataset {dataset.sha256} and prepared {len(cases)} cases")
+    return 0
+
+
+def _run_policy(args: argparse.Namespace) -> int:
+    from deermem.evaluation._git import GitProbe
+    from deermem.evaluation._io import ensure_absent
+    from deermem.evaluation.cases import build_cases
+    from deermem.evaluation.dataset import load_dataset
+    from deermem.evaluation.eviction import (
+        policy_output_paths,
+        policy_summary,
+        run_policy,
+        write_policy_run,
+    )
+    from deermem.evaluation.retention import retention_table
+
+    protocol = load_protocol(_protocol_files(args))
+    ensure_absent(policy_output_paths(args.output_dir))  # fail before the work, not after
+    with GitProbe() as git:  # asks git while the dataset is read
+        dataset = load_dataset(Path(args.dataset), expected_sha256=protocol.config.dataset.sha256)
+        cases = build_cases(protocol, dataset)
+        outcomes = run_policy(protocol, cases)
+        write_policy_run(args.output_dir, protocol, dataset.sha256, outcomes, git=git)
+    print(f"wrote {len(outcomes)} policy rows for {len(cases)} cases to {args.output_dir}")
+    print_retention(retention_table(policy_summary(protocol.protocol_id, outcomes)), sys.stdout)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from deermem.evaluation.report import write_report
+
+    markdown, chart = write_report(args.run_dir, output_dir=args.output_dir)
+    print(f"wrote {markdown} and {chart}")
+    return 0
+
+
+# --- arguments --------------------------------------------------------------------------
+
+
+def _protocol_arguments(parser: argparse.ArgumentParser) -> None:
+    bundled = bundled_protocol_files()
+    group = parser.add_argument_group(
+        "protocol", "the protocol bundle (default: deermem's own, shipped with the package)"
+    )
+    group.add_argument(
+        "--config",
+        type=Path,
+        metavar="YAML",
+        help=f"protocol config (default: {bundled.config.name})",
+    )
+    group.add_argument(
+        "--official-manifest",
+        type=Path,
+        metavar="JSON",
+        help=f"the 40 pinned LongMemEval ids (default: {bundled.official_manifest.name})",
+    )
+    group.add_argument(
+        "--synthetic-manifest",
+        type=Path,
+        metavar="JSON",
+        help=f"the 5 correction cases (default: {bundled.synthetic_manifest.name})",
+    )
+
+
+def _dataset_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        metavar="FILE",
+        default=os.environ.get(DATASET_ENV) or None,
+        help=f"the LongMemEval oracle file (default: ${DATASET_ENV}); checked by SHA-256",
+    )
+
+
+def _json_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _contracts_arguments(parser: argparse.ArgumentParser) -> None:
+    _protocol_arguments(parser)
+    _json_argument(parser)
+
+
+def _validate_arguments(parser: argparse.ArgumentParser) -> None:
+    _protocol_arguments(parser)
+    _dataset_argument(parser)
+    _json_argument(parser)
+
+
+def _run_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    _protocol_arguments(parser)
+    _dataset_argument(parser)
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="where to write policy.raw.jsonl, summary.json and run.json (must not hold them)",
+    )
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path, metavar="DIR", help="a run-policy output directory")
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        metavar="DIR",
+        help="where to write report.md and retention.png (default: DIR)",
+    )
+
+
+COMMANDS: Final = (
+    Command(
+        name="validate-contracts",
+        summary="check the protocol files (no dataset needed)",
+        description=(
+            "Load the protocol bundle strictly and cross-check it: schema of every file, one "
+            "protocol id across the three files, the hybrid-v1 version the config requires, "
+            "and the answer prompt's SHA-256."
+        ),
+        example="deermem eval validate-contracts --config my-bundle/config.yaml \\\n"
+        "    --official-manifest my-bundle/official.json "
+        "--synthetic-manifest my-bundle/synthetic.json",
+        arguments=_contracts_arguments,
+        run=_validate_contracts,
+    ),
+    Command(
+        name="validate",
+        summary="check the dataset and prepare the 45 cases",
+        description=(
+            "Everything validate-contracts checks, then the dataset: its SHA-256 (before it is "
+            "parsed), the recomputed selection of the 40 official questions against the "
+            "manifest, the distractor bank and all 45 pools. Writes nothing."
+        ),
+        example=f"deermem eval validate --dataset longmemeval_oracle.json\n"
+        f"{DATASET_ENV}=longmemeval_oracle.json deermem eval validate --json",
+        arguments=_validate_arguments,
+        run=_validate,
+    ),
+    Command(
+        name="run-policy",
+        summary="run both policies on every case at every cap; write the results",
+        description=(
+            "Run the production capacity gate on the 45 pools at caps 5, 7 and 9 under "
+            "confidence and hybrid-v1 (270 decisions, no network), write policy.raw.jsonl, "
+            "summary.json and run.json, and print how many support facts each policy kept. "
+            "Existing result files are never overwritten."
+        ),
+        example=(
+            "deermem eval run-policy --dataset longmemeval_oracle.json --output-dir runs/policy"
+        ),
+        arguments=_run_policy_arguments,
+        run=_run_policy,
+    ),
+    Command(
+        name="report",
+        summary="render a policy run as Markdown and a PNG chart",
+        description=(
+            "Read a run-policy directory and write report.md (the retention table) and "
+            "retention.png (support facts kept by cap and policy). Deterministic: the same "
+            "run gives the same bytes."
+        ),
+        example="deermem eval report runs/policy",
+        arguments=_report_arguments,
+        run=_report,
+    ),
+)
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The ``deermem eval`` parser with one subparser per command."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=textwrap.fill(
+            "Reproduce the capacity-eviction evaluation: the LongMemEval pools of the original "
+            "DeerMem study, the production capacity gate, confidence vs hybrid-v1.",
+            78,
+        ),
+        epilog=(
+            "example:\n  deermem eval run-policy --dataset longmemeval_oracle.json "
+            "--output-dir runs/policy\n\nThe dataset is never downloaded; see "
+            "docs/evaluation.md for where to get it."
+        ),
+        formatter_class=_HelpFormatter,
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        sub = subparsers.add_parser(
+            command.name,
+            help=command.summary,
+            description=textwrap.fill(command.description, 78),
+            epilog=f"example:\n  {command.example}",
+            formatter_class=_HelpFormatter,
+        )
+        command.arguments(sub)
+        sub.set_defaults(run=command.run, parser=sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
+    """Run ``deermem eval`` and return its exit status.
+
+    0 on success; 1 when deermem refuses (bad protocol, wrong dataset, results
+    already present), with one line on stderr; 2 for usage errors.
+    """
+    parser = build_parser(prog)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        args = parser.parse_args(arguments)
+        if getattr(args, "dataset", False) is None:
+            args.parser.error(f"--dataset is required (or set {DATASET_ENV})")
+        return int(args.run(args))
+    except SystemExit as stop:  # argparse: --help (0) and usage errors (2)
+        return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 2
+    except DeerMemError as error:
+        _print_error(str(error))
+        return 1
+    except BrokenPipeError:  # `deermem eval ... | head`: stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as error:
+        _print_error(f"{error.filename}: {error.strerror}" if error.filename else str(error))
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def print_retention(table: RetentionTable, stream: TextIO) -> None:
+    """Print a retention table: rich on a terminal, aligned plain text otherwise."""
+    if not stream.isatty():
+        stream.write(format_plain(table))
+        return
+    from rich import box  # costs ~0.2 s: only for a terminal
+    from rich.console import Console
+    from rich.table import Table
+
+    rich_table = Table(
+        title="Support fact retained (cases kept / cases)",
+        caption=f"{table.legend}; protocol {table.protocol_id}",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    rich_table.add_column("scenario")
+    rich_table.add_column("n", justify="right")
+    for capacity, policy in table.columns:
+        rich_table.add_column(f"cap {capacity}\n{short_policy(policy)}", justify="right")
+    for row, following in zip(table.rows, (*table.rows[1:], None), strict=True):
+        rich_table.add_row(
+            row.label,
+            str(row.cases),
+            *table.values(row),
+            style="bold" if row.is_total else None,
+            end_section=row.is_total or (following is not None and following.suite != row.suite),
+        )
+    Console(file=stream, highlight=False).print(rich_table)
+
+
+def _protocol_files(args: argparse.Namespace) -> ProtocolFiles:
+    bundled = bundled_protocol_files()
+    return ProtocolFiles(
+        config=args.config or bundled.config,
+        official_manifest=args.official_manifest or bundled.official_manifest,
+        synthetic_manifest=args.synthetic_manifest or bundled.synthetic_manifest,
+    )
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _print_error(message: str) -> None:
+    label = "\x1b[1;31merror:\x1b[0m" if sys.stderr.isatty() else "error:"
+    print(f"{label} {message}", file=sys.stderr)

@@ -1,0 +1,84 @@
+"""Fixtures for the evaluation tests: a generated dataset and the protocol pinned to it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from deermem._console import main
+from deermem.evaluation.cases import EvaluationCase, build_cases
+from deermem.evaluation.dataset import Dataset, load_dataset
+from deermem.evaluation.eviction import PolicyOutcome, run_policy
+from deermem.evaluation.protocol import Protocol, ProtocolFiles, load_protocol
+from tests.evaluation.longmemeval_data import build_rows, copy_protocol, write_dataset
+
+
+class Generated(NamedTuple):
+    """A generated dataset and a copy of the bundled protocol that pins its hash."""
+
+    dataset: Path
+    sha256: str
+    files: ProtocolFiles
+
+    def protocol_args(self) -> list[str]:
+        return [
+            "--config",
+            str(self.files.config),
+            "--official-manifest",
+            str(self.files.official_manifest),
+            "--synthetic-manifest",
+            str(self.files.synthetic_manifest),
+        ]
+
+
+class Prepared(NamedTuple):
+    """The protocol, dataset, cases and all 270 decisions, computed once per session."""
+
+    protocol: Protocol
+    dataset: Dataset
+    cases: tuple[EvaluationCase, ...]
+    outcomes: tuple[PolicyOutcome, ...]
+
+    def outcome(self, case_id: str, capacity: int, policy: str) -> PolicyOutcome:
+        for outcome in self.outcomes:
+            if (outcome.case.case_id, outcome.capacity, outcome.policy) == (
+                case_id,
+                capacity,
+                policy,
+            ):
+                return outcome
+        raise KeyError((case_id, capacity, policy))
+
+
+@pytest.fixture(scope="session")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Generated:
+    root = tmp_path_factory.mktemp("generated")
+    dataset = root / "longmemeval_oracle.json"
+    sha256 = write_dataset(dataset, build_rows())
+    return Generated(dataset, sha256, copy_protocol(root / "bundle", sha256))
+
+
+@pytest.fixture(scope="session")
+def prepared(generated: Generated) -> Prepared:
+    protocol = load_protocol(generated.files)
+    dataset = load_dataset(generated.dataset, expected_sha256=protocol.config.dataset.sha256)
+    cases = build_cases(protocol, dataset)
+    return Prepared(protocol, dataset, cases, run_policy(protocol, cases))
+
+
+Runner = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def eval_cli(capsys: pytest.CaptureFixture[str]) -> Runner:
+    """Run ``deermem eval ARGS...`` through the real entry point; (status, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(["eval", *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

@@ -1,0 +1,385 @@
+"""``deermem eval`` as a user runs it: output, exit status, files, start-up weight."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deermem._console import main
+from deermem.evaluation import _git
+from deermem.evaluation.cli import print_retention
+from deermem.evaluation.eviction import policy_summary
+from deermem.evaluation.retention import format_plain, retention_table
+from tests.evaluation.conftest import Generated, Prepared, Runner
+from tests.evaluation.longmemeval_data import PINNED_SHA256, copy_protocol
+from tests.evaluation.original_protocol import write_original_bundle
+
+PLAIN_TABLE = """\
+                                    cap 5           cap 7           cap 9
+scenario               n   conf  hybrid    conf  hybrid    conf  hybrid
+confirmation_help     10   0/10   10/10    3/10   10/10    6/10   10/10
+access_help           10   0/10    0/10    3/10   10/10    6/10   10/10
+confidence_control    10  10/10   10/10   10/10   10/10   10/10   10/10
+noisy_signal_control  10  10/10   10/10   10/10   10/10   10/10   10/10
+official total        40  20/40   30/40   26/40   40/40   32/40   40/40
+correction_reserve     5    0/5     5/5     1/5     5/5     3/5     5/5
+overall               45  20/45   35/45   27/45   45/45   35/45   45/45
+conf = confidence, hybrid = hybrid-v1
+"""
+
+
+def test_validate_contracts_needs_no_dataset(eval_cli: Runner) -> None:
+    assert eval_cli("validate-contracts") == (
+        0,
+        "validated 40 official and 5 synthetic cases\n",
+        "",
+    )
+    code, out, _ = eval_cli("validate-contracts", "--json")
+    data = json.loads(out)
+    assert (code, data["official_cases"], data["synthetic_cases"]) == (0, 40, 5)
+    assert set(data["artifacts"]) == {
+        "answer_prompt_sha256",
+        "config_sha256",
+        "official_manifest_sha256",
+        "synthetic_manifest_sha256",
+    }
+
+
+def test_validate_checks_the_dataset_and_prepares_the_cases(
+    eval_cli: Runner, generated: Generated, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ("validate", *generated.protocol_args())
+    expected = f"validated dataset {generated.sha256} and prepared 45 cases\n"
+    assert eval_cli(*args, "--dataset", str(generated.dataset)) == (0, expected, "")
+    monkeypatch.setenv("LONGMEMEVAL_ORACLE_PATH", str(generated.dataset))
+    assert eval_cli(*args) == (0, expected, "")
+    _code, out, _ = eval_cli(*args, "--json")
+    assert json.loads(out)["cases"] == 45
+
+
+def test_a_command_without_a_dataset_is_a_usage_error(eval_cli: Runner) -> None:
+    code, _out, err = eval_cli("validate")
+    assert code == 2
+    assert "--dataset is required (or set LONGMEMEVAL_ORACLE_PATH)" in err
+
+
+def test_the_real_file_is_required_by_default(
+    eval_cli: Runner, generated: Generated, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    code, out, err = eval_cli(
+        "run-policy", "--dataset", str(generated.dataset), "--output-dir", str(output)
+    )
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1
+    assert err.startswith("error: ")
+    assert f"the protocol pins {PINNED_SHA256}, this file has {generated.sha256}" in err
+    assert not output.exists()
+
+
+def test_run_policy_writes_the_results_and_prints_the_table(
+    eval_cli: Runner, generated: Generated, tmp_path: Path
+) -> None:
+    output = tmp_path / "runs" / "policy"
+    code, out, err = eval_cli(
+        "run-policy",
+        *generated.protocol_args(),
+        "--dataset",
+        str(generated.dataset),
+        "--output-dir",
+        str(output),
+    )
+    assert (code, err) == (0, "")
+    first_line, title, table = out.split("\n", 2)
+    assert first_line == f"wrote 270 policy rows for 45 cases to {output}"
+    assert (
+        title
+        == "Support fact retained (cases kept / cases), protocol deermem-pr4789-reproduction-v1"
+    )
+    assert table == PLAIN_TABLE
+    assert len((output / "policy.raw.jsonl").read_text().splitlines()) == 270
+    run = json.loads((output / "run.json").read_text())
+    assert run["dataset"]["sha256"] == generated.sha256
+
+    before = {path.name: path.read_bytes() for path in output.iterdir()}
+    code, out, err = eval_cli(
+        "run-policy",
+        *generated.protocol_args(),
+        "--dataset",
+        str(generated.dataset),
+        "--output-dir",
+        str(output),
+    )
+    assert code == 1
+    assert "refusing to overwrite existing result files" in err
+    assert {path.name: path.read_bytes() for path in output.iterdir()} == before
+
+
+def test_the_original_bundle_validates_and_gives_the_same_rows(
+    eval_cli: Runner, generated: Generated, tmp_path: Path
+) -> None:
+    files = write_original_bundle(tmp_path / "original")
+    args = [
+        "--config",
+        str(files.config),
+        "--official-manifest",
+        str(files.official_manifest),
+        "--synthetic-manifest",
+        str(files.synthetic_manifest),
+    ]
+    assert eval_cli("validate-contracts", *args)[:2] == (
+        0,
+        "validated 40 official and 5 synthetic cases\n",
+    )
+    # unchanged, it pins the real file, so a generated one is refused
+    code, _, err = eval_cli("validate", *args, "--dataset", str(generated.dataset))
+    assert code == 1
+    assert PINNED_SHA256 in err
+
+    # re-pinned to the generated file, it yields the very rows deermem's own bundle yields
+    repinned = copy_protocol(
+        tmp_path / "repinned", generated.sha256, source=files, root=tmp_path / "original"
+    )
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    repinned_args = [
+        "--config",
+        str(repinned.config),
+        "--official-manifest",
+        str(repinned.official_manifest),
+        "--synthetic-manifest",
+        str(repinned.synthetic_manifest),
+    ]
+    dataset = ["--dataset", str(generated.dataset)]
+    assert eval_cli("run-policy", *repinned_args, *dataset, "--output-dir", str(theirs))[0] == 0
+    assert (
+        eval_cli("run-policy", *generated.protocol_args(), *dataset, "--output-dir", str(ours))[0]
+        == 0
+    )
+    assert (theirs / "policy.raw.jsonl").read_bytes() == (ours / "policy.raw.jsonl").read_bytes()
+    summary = json.loads((theirs / "summary.json").read_text())
+    assert summary["protocol_id"] == "deermem-hybrid-v1-pr4789-reproduction-v1"
+    assert summary["groups"] == json.loads((ours / "summary.json").read_text())["groups"]
+
+
+def test_protocol_errors_are_one_line(eval_cli: Runner, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("schema_version: 1\n")
+    code, out, err = eval_cli("validate-contracts", "--config", str(config))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {config}: missing key(s) 'protocol_id'")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("--help",), 0),
+        (("run-policy", "--help"), 0),
+        ((), 2),
+        (("nonsense",), 2),
+        (("run-policy",), 2),
+    ],
+)
+def test_help_and_usage_errors(eval_cli: Runner, args: tuple[str, ...], code: int) -> None:
+    status, out, _err = eval_cli(*args)
+    assert status == code
+    if code == 0:
+        assert "example:" in out
+
+
+def test_deermem_help_lists_eval(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "eval" in capsys.readouterr().out
+
+
+def test_the_typer_application_forwards_eval() -> None:
+    from typer.testing import CliRunner
+
+    from deermem.cli import app
+
+    result = CliRunner().invoke(app, ["eval", "validate-contracts"])
+    assert (result.exit_code, result.output) == (0, "validated 40 official and 5 synthetic cases\n")
+
+
+HEAVY = ("typer", "click", "rich", "pydantic", "httpx", "yaml", "matplotlib", "tiktoken")
+
+
+def _imported_modules(*args: str, cwd: Path) -> set[str]:
+    """Run ``deermem ARGS`` in a fresh interpreter; the heavy modules it imported."""
+    script = (
+        "import sys\n"
+        "from deermem._console import main\n"
+        f"code = main({list(args)!r})\n"
+        f"heavy = sorted(n for n in sys.modules if n.split('.')[0] in {HEAVY!r})\n"
+        "print('HEAVY:' + ','.join(heavy))\n"
+        "sys.exit(code)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEERMEM_", "LONGMEMEVAL_"))}
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, env=env, check=True
+    )
+    last = completed.stdout.strip().splitlines()[-1]
+    assert last.startswith("HEAVY:")
+    return {name for name in last.partition(":")[2].split(",") if name}
+
+
+def test_eval_commands_start_without_the_heavy_stacks(generated: Generated, tmp_path: Path) -> None:
+    assert _imported_modules("eval", "validate-contracts", cwd=tmp_path) == set()
+    dataset = ["--dataset", str(generated.dataset)]
+    assert (
+        _imported_modules("eval", "validate", *generated.protocol_args(), *dataset, cwd=tmp_path)
+        == set()
+    )
+    output = str(tmp_path / "out")
+    run = ("eval", "run-policy", *generated.protocol_args(), *dataset, "--output-dir", output)
+    assert _imported_modules(*run, cwd=tmp_path) == set()  # piped: a plain table, no rich
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_a_rich_table(prepared: Prepared) -> None:
+    table = retention_table(policy_summary(prepared.protocol.protocol_id, prepared.outcomes))
+    terminal, pipe = _Terminal(), io.StringIO()
+    print_retention(table, terminal)
+    print_retention(table, pipe)
+    assert pipe.getvalue() == format_plain(table)
+    text = terminal.getvalue()
+    assert "Support fact retained" in text
+    assert "27/45" in text
+    assert "45/45" in text
+    assert "conf = confidence" in text
+
+
+# --- provenance -----------------------------------------------------------------------------
+
+
+def test_run_json_records_null_git_outside_a_checkout(
+    eval_cli: Runner, generated: Generated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_git, "PACKAGE_DIRECTORY", tmp_path)  # as if installed from a wheel
+    output = tmp_path / "out"
+    code, _, _ = eval_cli(
+        "run-policy",
+        *generated.protocol_args(),
+        "--dataset",
+        str(generated.dataset),
+        "--output-dir",
+        str(output),
+    )
+    assert code == 0
+    assert json.loads((output / "run.json").read_text())["git"] is None
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_state_reads_head_and_dirtiness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "test",
+        "GIT_AUTHOR_EMAIL": "test@example.invalid",
+        "GIT_COMMITTER_NAME": "test",
+        "GIT_COMMITTER_EMAIL": "test@example.invalid",
+    }
+    package = tmp_path / "repo" / "pkg"
+    package.mkdir(parents=True)
+    (package / "module.py").write_text("")
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "initial"]):
+        subprocess.run(["git", "-C", str(tmp_path / "repo"), *command], check=True, env=env)
+    head = subprocess.run(
+        ["git", "-C", str(package), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert _git.git_state(package) == {"head": head, "dirty": False}
+    (package / "new.py").write_text("")
+    assert _git.git_state(package) == {"head": head, "dirty": True}
+    untracked = tmp_path / "repo" / "venv"
+    untracked.mkdir()
+    assert _git.git_state(untracked) is None  # inside a repository that does not track it
+    assert _git.git_state(tmp_path) is None  # not a checkout at all
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert _git.git_state(package) is None  # no git installed
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+def test_report_renders_markdown_and_png_deterministically(
+    eval_cli: Runner, generated: Generated, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    assert (
+        eval_cli(
+            "run-policy",
+            *generated.protocol_args(),
+            "--dataset",
+            str(generated.dataset),
+            "--output-dir",
+            str(run_dir),
+        )[0]
+        == 0
+    )
+    code, out, err = eval_cli("report", str(run_dir))
+    assert (code, err) == (0, "")
+    assert out == f"wrote {run_dir / 'report.md'} and {run_dir / 'retention.png'}\n"
+    markdown = (run_dir / "report.md").read_text()
+    assert (
+        "| **overall** | **all** | **45** | **20/45** | **35/45** | **27/45** | **45/45** |"
+        in markdown
+    )
+    assert "- cap 7: confidence 27/45, hybrid-v1 45/45" in markdown
+    assert "![Support facts retained by cap and policy](retention.png)" in markdown
+    png = (run_dir / "retention.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert b"Software" not in png
+    assert b"matplotlib" not in png.lower()
+
+    again = tmp_path / "again"
+    assert eval_cli("report", str(run_dir), "--output-dir", str(again))[0] == 0
+    assert (again / "report.md").read_bytes() == markdown.encode()
+    assert (again / "retention.png").read_bytes() == png
+
+    code, _, err = eval_cli("report", str(run_dir))
+    assert code == 1
+    assert "refusing to overwrite" in err
+
+
+def test_report_of_a_directory_without_a_run(eval_cli: Runner, tmp_path: Path) -> None:
+    code, _, err = eval_cli("report", str(tmp_path))
+    assert code == 1
+    assert "summary.json: not found" in err
+    (tmp_path / "summary.json").write_text('{"schema_version": 1, "groups": []}')
+    (tmp_path / "run.json").write_text("{}")
+    code, _, err = eval_cli("report", str(tmp_path))
+    assert code == 1
+    assert "not a policy-run summary" in err
+
+
+def test_the_readme_commands_reproduce_the_table(
+    eval_cli: Runner, generated: Generated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Evaluation", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [line.split("#", 1)[0].split() for line in section.strip().splitlines()]
+    assert lines[0] == ["export", "LONGMEMEVAL_ORACLE_PATH=longmemeval_oracle.json"]
+    monkeypatch.setenv("LONGMEMEVAL_ORACLE_PATH", str(generated.dataset))
+    monkeypatch.chdir(tmp_path)
+    outputs = []
+    for words in lines[1:]:
+        assert words[:4] == ["uv", "run", "deermem", "eval"]
+        command, *rest = words[4:]
+        protocol = generated.protocol_args() if command != "report" else []
+        code, out, err = eval_cli(command, *protocol, *rest)
+        assert (code, err) == (0, "")
+        outputs.append(out)
+    assert "overall               45  20/45   35/45   27/45   45/45   35/45   45/45" in outputs[1]
+    assert (tmp_path / "runs" / "policy" / "report.md").is_file()
