@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import typer
 from rich.markup import escape
 
 from deermem import __version__
 from deermem._exceptions import DeerMemError
-from deermem.cli import config_cmd, demo
+from deermem.cli import archive_cmd, audit_cmd, config_cmd, demo, facts_cmd
+from deermem.cli._context import CliContext
 from deermem.cli._output import err_console
 
 __all__ = ["app", "main"]
@@ -25,6 +27,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
+app.add_typer(facts_cmd.app, name="facts")
+app.command(name="audit")(audit_cmd.audit)
+app.command(name="why")(audit_cmd.why)
+app.add_typer(archive_cmd.app, name="archive")
 app.add_typer(config_cmd.app, name="config")
 app.command(name="demo")(demo.demo)
 
@@ -37,11 +43,33 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
+    root: Path | None = typer.Option(
+        None,
+        "--root",
+        file_okay=False,
+        help="Store directory [default: storage_path, else $DEERMEM_DATA_DIR, else ~/.deermem].",
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        exists=True,
+        dir_okay=False,
+        envvar="DEERMEM_CONFIG",
+        help="A .toml or .yaml configuration file.",
+    ),
+    user: str | None = typer.Option(
+        None, "--user", envvar="DEERMEM_USER", help="User id [default: the single-user layout]."
+    ),
+    agent: str | None = typer.Option(
+        None, "--agent", envvar="DEERMEM_AGENT", help="Agent name [default: __default__]."
+    ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """Long-term memory for LLM agents that forgets the right things and can say why."""
+    ctx.obj = CliContext(root=root, config_file=config, user=user, agent=agent)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
