@@ -56,12 +56,17 @@ def plan_import(
     must match the stored one.
 
     Raises:
-        FactValidationError: the document is not an object, ``facts`` is not
-            a list of objects, two facts share an id, or a fact is invalid.
+        FactValidationError: the document is not an object, ``facts`` is
+            missing or not a list of objects, two facts share an id, or a
+            fact is invalid.
     """
     if not isinstance(document, Mapping):
         raise FactValidationError("document", document, "expected a JSON object")
-    raw_facts = document.get("facts", [])
+    if "facts" not in document:
+        # An import replaces the library: a document without the key would
+        # silently archive every fact, so an empty library must be explicit.
+        raise FactValidationError("facts", None, "expected a list of fact objects (may be [])")
+    raw_facts = document["facts"]
     if not isinstance(raw_facts, list):
         raise FactValidationError("facts", raw_facts, "expected a list of fact objects")
     new_facts: list[Fact] = []

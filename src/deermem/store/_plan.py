@@ -1,10 +1,11 @@
 """Turning a change set into the exact files a commit writes.
 
-Only what the change set addresses is touched: a commit that adds one fact
-writes that fact's file and the user's ``memory.json``, whatever the size of
-the library. Preconditions (fact revisions, "must not exist") are checked
-here against the locked snapshot, before anything is written; a fact write
-that changes nothing is dropped.
+Only what the change set addresses is touched — read, checked and written:
+a commit that adds one fact writes that fact's file and the user's
+``memory.json``, whatever the size of the library, and reads no other fact.
+Preconditions (fact revisions, "must not exist") are checked here, under the
+lock, before anything is written; a fact write that changes nothing is
+dropped.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from deermem.store.protocol import (
     DOCUMENT_VERSION,
     SUMMARY_GROUPS,
     ChangeSet,
-    ScopeSnapshot,
     Section,
     SummaryDocument,
 )
@@ -41,19 +41,25 @@ _BOOKKEEPING = ("revision", "updatedAt")
 
 @dataclass
 class CommitPlan:
-    """The files to write and what the scope looks like afterwards."""
+    """The files to write, and the facts and summaries they change.
 
+    Attributes:
+        replaced: for each written fact, the stored version it replaces (if any).
+    """
+
+    summaries: SummaryDocument
     files: list[FileChange] = field(default_factory=list)
-    facts: dict[str, Fact] = field(default_factory=dict)
-    summaries: SummaryDocument = field(default_factory=SummaryDocument)
     written: list[Fact] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
+    replaced: dict[str, Fact] = field(default_factory=dict)
+    deleted: list[Fact] = field(default_factory=list)
 
 
 def plan_commit(
-    snapshot: ScopeSnapshot,
+    lookup: Callable[[str], Fact | None],
+    current: SummaryDocument,
     changes: ChangeSet,
     paths: ScopePaths,
+    scope: Scope,
     archive_exists: Callable[[str], bool],
 ) -> CommitPlan:
     """Check preconditions and lay out the files of a commit.
@@ -64,29 +70,29 @@ def plan_commit(
         FactNotFoundError: a deleted fact or archive entry does not exist.
         ValueError: the change set addresses one fact twice, or an unknown summary section.
     """
-    current = snapshot.summaries
     if changes.expected_revision is not None and changes.expected_revision != current.revision:
         raise ManifestRevisionConflict(expected=changes.expected_revision, actual=current.revision)
     _check_distinct(changes)
-    scope = snapshot.scope
     stamp = format_timestamp(changes.now)
-    plan = CommitPlan(facts=dict(snapshot.by_id), summaries=current)
+    plan = CommitPlan(summaries=current)
     for write in changes.writes:
-        fact = _planned_write(plan.facts.get(write.fact.id), write.fact, write.create, stamp, scope)
+        stored = lookup(write.fact.id)
+        fact = _planned_write(stored, write.fact, write.create, stamp, scope)
         if fact is None:
             continue
-        plan.facts[fact.id] = fact
+        if stored is not None:
+            plan.replaced[fact.id] = stored
         plan.written.append(fact)
         plan.files.append(FileChange(paths.fact(fact.id), encode_fact(fact, scope)))
     for delete in changes.deletes:
-        stored = plan.facts.pop(delete.fact_id, None)
+        stored = lookup(delete.fact_id)
         if stored is None:
             raise FactNotFoundError(delete.fact_id)
         if delete.expected_revision is not None and delete.expected_revision != stored.revision:
             raise FactRevisionConflict(
                 delete.fact_id, expected=delete.expected_revision, actual=stored.revision
             )
-        plan.deleted.append(delete.fact_id)
+        plan.deleted.append(stored)
         plan.files.append(FileChange(paths.fact(delete.fact_id), None))
     for fact_id in changes.archive_deletes:
         if not archive_exists(fact_id):

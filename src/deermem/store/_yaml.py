@@ -53,11 +53,29 @@ class _Fallback(Exception):
 
 
 def dump_mapping(data: Mapping[str, object]) -> str:
-    """Render a mapping exactly as ``yaml.safe_dump(allow_unicode=True, sort_keys=False)``."""
+    """Render a mapping exactly as ``yaml.safe_dump(allow_unicode=True, sort_keys=False)``.
+
+    One exception: PyYAML writes U+0085 (NEXT LINE) raw and reads it back as a
+    space, so a mapping holding one is written with non-ASCII characters
+    escaped instead — still YAML any reader understands, and lossless.
+    """
     try:
         return _dump_fast(data)
     except _Fallback:
-        return yaml.safe_dump(dict(data), allow_unicode=True, sort_keys=False)
+        return yaml.safe_dump(
+            dict(data), allow_unicode=not _holds(data, "\x85"), sort_keys=False
+        )
+
+
+def _holds(value: object, character: str) -> bool:
+    """Whether any string in a nested structure (keys included) contains ``character``."""
+    if isinstance(value, str):
+        return character in value
+    if isinstance(value, Mapping):
+        return any(_holds(k, character) or _holds(v, character) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds(item, character) for item in value)
+    return False
 
 
 def _dump_fast(data: Mapping[str, object]) -> str:

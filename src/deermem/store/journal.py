@@ -91,8 +91,24 @@ def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalIn
     }
     # ensure_ascii keeps undecodable bytes (as surrogates) representable in JSON.
     atomic_write(user.journal, json.dumps(journal, ensure_ascii=True).encode("ascii"))
-    _apply((change.path, change.data) for change in changes)
-    remove_durably(user.journal)
+    try:
+        _apply((change.path, change.data) for change in changes)
+        remove_durably(user.journal)
+    except BaseException:
+        _roll_back_now(user)
+        raise
+
+
+def _roll_back_now(user: UserPaths) -> None:
+    """Undo a commit that failed half-way (disk full ...), so the store is consistent now.
+
+    If the rollback fails too, the journal stays and the next locked
+    operation recovers.
+    """
+    try:
+        recover(user)
+    except (OSError, CorruptMemoryFile) as error:
+        _log.error("could not roll back the failed commit in %s yet: %s", user.user_dir, error)
 
 
 def recover(user: UserPaths) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,8 @@ from deermem.store.protocol import (
 from deermem.store.reading import (
     check_layout,
     manifest_token,
+    patched_snapshot,
+    read_fact,
     read_manifest,
     scan_facts,
     sort_facts,
@@ -205,32 +208,50 @@ class MarkdownStore:
     # --- the commit, for MarkdownTransaction -------------------------------------
 
     def _commit_locked(
-        self, scope: Scope, user: UserPaths, snapshot: ScopeSnapshot, changes: ChangeSet
-    ) -> tuple[CommitResult, ScopeSnapshot]:
+        self, scope: Scope, user: UserPaths, snapshot: ScopeSnapshot | None, changes: ChangeSet
+    ) -> tuple[CommitResult, ScopeSnapshot | None]:
+        """Commit under the held lock; return the result and the scope's new snapshot.
+
+        With a current snapshot (the transaction's, or a valid cache entry)
+        facts are looked up in it and it is patched afterwards; without one
+        only the facts the change set names are read — never the whole scope.
+        """
         paths = user.agent(scope.agent)
+        document, token = read_manifest(user)
+        if snapshot is None or snapshot.version != token.version():
+            snapshot = self._cache.get(scope, token)
+        lookup = snapshot.get if snapshot is not None else partial(read_fact, paths, scope)
         plan = plan_commit(
-            snapshot, changes, paths, lambda fact_id: paths.archived(fact_id).is_file()
+            lookup,
+            document,
+            changes,
+            paths,
+            scope,
+            lambda fact_id: paths.archived(fact_id).is_file(),
         )
+        deleted = [fact.id for fact in plan.deleted]
         if plan.files:
             info = JournalInfo(
                 agent=scope.agent,
-                expected_revision=snapshot.revision,
+                expected_revision=document.revision,
                 next_revision=plan.summaries.revision,
-                fact_ids=tuple(f.id for f in plan.written) + tuple(plan.deleted),
+                fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
             )
             commit_files(user, plan.files, info)
             token = manifest_token(user, plan.summaries.revision)
-            snapshot = ScopeSnapshot(
-                scope, plan.summaries, sort_facts(plan.facts.values()), token.version()
-            )
-            self._cache.put(scope, token, snapshot)
-        self._after_commit(scope, paths, changes, plan.deleted)
+            if snapshot is not None:
+                removed = [*plan.deleted, *plan.replaced.values()]
+                snapshot = patched_snapshot(
+                    snapshot, plan.written, removed, plan.summaries, token.version()
+                )
+                self._cache.put(scope, token, snapshot)
+        self._after_commit(scope, paths, changes, deleted)
         result = CommitResult(
-            revision=snapshot.revision,
+            revision=plan.summaries.revision,
             written=tuple(plan.written),
-            deleted=tuple(plan.deleted),
+            deleted=tuple(deleted),
             changed=bool(plan.files),
-            version=snapshot.version,
+            version=token.version(),
         )
         return result, snapshot
 
@@ -276,6 +297,6 @@ class MarkdownTransaction:
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         result, self._snapshot = self._store._commit_locked(
-            self._scope, self._user, self.snapshot, changes
+            self._scope, self._user, self._snapshot, changes
         )
         return result

@@ -7,9 +7,11 @@ interrupted writer are skipped; they are never facts.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 from deermem._exceptions import CorruptMemoryFile
 from deermem.model.fact import FACT_ID_PATTERN, Fact
@@ -17,10 +19,18 @@ from deermem.model.timestamps import parse_timestamp
 from deermem.store.cache import ABSENT, ManifestToken
 from deermem.store.codec import decode_fact, decode_summaries
 from deermem.store.paths import ScopePaths, UserPaths, fact_shard
-from deermem.store.protocol import SummaryDocument
+from deermem.store.protocol import ScopeSnapshot, SummaryDocument
 from deermem.store.scope import Scope
 
-__all__ = ["check_layout", "manifest_token", "read_manifest", "scan_facts", "sort_facts"]
+__all__ = [
+    "check_layout",
+    "manifest_token",
+    "patched_snapshot",
+    "read_fact",
+    "read_manifest",
+    "scan_facts",
+    "sort_facts",
+]
 
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 _SHARD_NAME_LENGTH = 2
@@ -63,7 +73,8 @@ def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
     """Read every fact file of a scope."""
     facts: dict[str, Fact] = {}
     try:
-        shards = list(os.scandir(paths.facts_dir))
+        with os.scandir(paths.facts_dir) as listing:
+            shards = list(listing)
     except FileNotFoundError:
         return facts
     for shard in shards:
@@ -73,16 +84,26 @@ def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
             if shard.name.endswith(".md"):
                 raise CorruptMemoryFile(shard.path, "a fact file outside its shard directory")
             continue
-        for entry in os.scandir(shard.path):
-            name = entry.name
+        with os.scandir(shard.path) as listing:
+            names = [entry.name for entry in listing]
+        for name in names:
             if name.startswith(".") or not name.endswith(".md"):
                 continue
             fact_id = name[:-3]
             path = paths.facts_dir / shard.name / name
             _check_name(fact_id, shard.name, path)
-            data = path.read_bytes()
-            facts[fact_id] = decode_fact(data, path, scope, fact_id)
+            facts[fact_id] = decode_fact(path.read_bytes(), path, scope, fact_id)
     return facts
+
+
+def read_fact(paths: ScopePaths, scope: Scope, fact_id: str) -> Fact | None:
+    """One fact by id, read from its file alone (``None`` if it does not exist)."""
+    path = paths.fact(fact_id)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return decode_fact(data, path, scope, fact_id)
 
 
 def _check_name(fact_id: str, shard: str, path: os.PathLike[str]) -> None:
@@ -101,3 +122,43 @@ def sort_facts(facts: Iterable[Fact]) -> tuple[Fact, ...]:
 
 def _creation_key(fact: Fact) -> tuple[datetime, str]:
     return (parse_timestamp(fact.createdAt) or _EARLIEST, fact.id)
+
+
+def patched_snapshot(
+    snapshot: ScopeSnapshot,
+    written: Iterable[Fact],
+    removed: Iterable[Fact],
+    summaries: SummaryDocument,
+    version: str,
+) -> ScopeSnapshot:
+    """The snapshot after a commit, without re-reading or re-sorting the library.
+
+    ``removed`` are the stored facts that left or were replaced (the very
+    objects of ``snapshot``); each change costs a binary search, so refreshing
+    the cache after adding one fact to ten thousand is a list copy, not a sort.
+    """
+    facts = list(snapshot.facts)
+    index = dict(snapshot.by_id) if "by_id" in snapshot.__dict__ else None
+    for fact in removed:
+        _remove(facts, fact)
+        if index is not None:
+            index.pop(fact.id, None)
+    for fact in written:
+        bisect.insort(facts, fact, key=_creation_key)
+        if index is not None:
+            index[fact.id] = fact
+    patched = ScopeSnapshot(snapshot.scope, summaries, tuple(facts), version)
+    if index is not None:
+        # Carry the id index over (it is a cached_property): rebuilding it
+        # would cost a pass over the whole library on the next lookup.
+        patched.__dict__["by_id"] = MappingProxyType(index)
+    return patched
+
+
+def _remove(facts: list[Fact], fact: Fact) -> None:
+    """Remove the object ``fact`` from the sorted list (found by binary search)."""
+    index = bisect.bisect_left(facts, _creation_key(fact), key=_creation_key)
+    while index < len(facts) and facts[index] is not fact:
+        index += 1
+    if index < len(facts):
+        del facts[index]
