@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import yaml
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
@@ -16,7 +18,7 @@ from deermem.store._yaml import (
 )
 
 
-def safe_dump(data: dict[str, object]) -> str:
+def safe_dump(data: Mapping[str, object]) -> str:
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
 
 

@@ -55,8 +55,10 @@ def fact_lines(fact: Fact) -> list[str]:
 
 def receipt_table(receipts: Iterable[EvictionReceipt]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("when", "trigger", "reason", "policy", "facts/cap", "facts", "shadow"):
+    for column in ("when", "why", "policy", "n/cap"):
         table.add_column(column, no_wrap=True)
+    table.add_column("facts (score)", min_width=13, overflow="fold")
+    table.add_column("shadow", overflow="fold")
     for receipt in receipts:
         facts = "\n".join(_line_summary(line) for line in receipt.evicted)
         shadow = ""
@@ -64,9 +66,8 @@ def receipt_table(receipts: Iterable[EvictionReceipt]) -> Table:
             verdict = "disagrees" if receipt.shadow.disagrees else "agrees"
             shadow = f"{receipt.shadow.policy} {verdict}"
         table.add_row(
-            receipt.occurred_at[:19].replace("T", " "),
-            receipt.trigger or "-",
-            receipt.reason,
+            receipt.occurred_at[:16].replace("T", " "),
+            f"{receipt.reason}\n({receipt.trigger or '?'})",
             receipt.policy_version,
             f"{receipt.occupancy or '?'}/{receipt.max_facts}",
             escape(facts),

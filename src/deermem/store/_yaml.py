@@ -62,9 +62,7 @@ def dump_mapping(data: Mapping[str, object]) -> str:
     try:
         return _dump_fast(data)
     except _Fallback:
-        return yaml.safe_dump(
-            dict(data), allow_unicode=not _holds(data, "\x85"), sort_keys=False
-        )
+        return yaml.safe_dump(dict(data), allow_unicode=not _holds(data, "\x85"), sort_keys=False)
 
 
 def _holds(value: object, character: str) -> bool:

@@ -54,9 +54,23 @@ def _read_json(path: Path) -> object | None:
     return value
 
 
-def _write_json(path: Path, value: object) -> None:
-    text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+def _write_json(path: Path, value: list[object] | dict[str, object]) -> None:
+    """One item per line: readable, diffable, and encoded by the C encoder.
+
+    (``indent=`` would switch ``json`` to its pure-Python encoder, which costs
+    milliseconds for a full audit on every eviction.)
+    """
+    if isinstance(value, dict):
+        items = [f"{json.dumps(k, ensure_ascii=False)}: {_compact(v)}" for k, v in value.items()]
+        text = "{\n" + ",\n".join(items) + "\n}\n" if items else "{}\n"
+    else:
+        lines = [_compact(item) for item in value]
+        text = "[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n"
     atomic_write(path, text.encode("utf-8"))
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
 # --- usage -----------------------------------------------------------------
