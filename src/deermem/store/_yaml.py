@@ -38,7 +38,6 @@ _TIMESTAMP: Final = re.compile(
 )
 _INT: Final = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _FLOAT: Final = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+(?:e[-+][0-9]+)?")
-_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?: (.*))?")
 # Words YAML 1.1 may resolve to booleans or null in some letter case.
 _SPECIAL_WORDS: Final = frozenset({"yes", "no", "on", "off", "true", "false", "null", "y", "n"})
 # Characters that end a line or are not printable for YAML: never in a fast scalar.
@@ -160,31 +159,37 @@ def _load_fast(text: str) -> dict[str, object]:
     result: dict[str, object] = {}
     index = 0
     count = len(lines)
+    memo = _SCALARS
     while index < count:
-        match = _LINE.fullmatch(lines[index])
-        if match is None:
-            raise _Fallback
-        key, rest = _parsed_key(match.group(1)), match.group(2)
+        line = lines[index]
         index += 1
-        if rest is not None and rest != "":
-            result[key] = _scalar(rest, allow_collections=True)
-            continue
-        if rest == "":  # "key: " with a trailing space: leave it to PyYAML
+        key, colon, rest = line.partition(":")
+        if not colon or not _key_is_plain(key):
             raise _Fallback
+        if rest:
+            # The common case, inlined: "key: value" with a value seen before.
+            if rest[0] != " " or len(rest) == 1:
+                raise _Fallback
+            token = rest[1:]
+            if token in memo:
+                result[key] = memo[token]
+            else:
+                result[key] = _collection_or_scalar(token)
+            continue
         # "key:" — a nested mapping, a block list, or null.
         if index < count and lines[index].startswith("- "):
             items: list[object] = []
             while index < count and lines[index].startswith("- "):
-                items.append(_scalar(lines[index][2:], allow_collections=False))
+                items.append(_scalar(lines[index][2:]))
                 index += 1
             result[key] = items
         elif index < count and lines[index].startswith("  "):
             nested: dict[str, object] = {}
             while index < count and lines[index].startswith("  "):
-                sub = _LINE.fullmatch(lines[index][2:])
-                if sub is None or not sub.group(2):
+                sub_key, sub_rest = _split(lines[index][2:])
+                if sub_rest is None:
                     raise _Fallback
-                nested[_parsed_key(sub.group(1))] = _scalar(sub.group(2), allow_collections=True)
+                nested[sub_key] = _collection_or_scalar(sub_rest)
                 index += 1
             result[key] = nested
         else:
@@ -194,13 +199,59 @@ def _load_fast(text: str) -> dict[str, object]:
     return result
 
 
-def _parsed_key(key: str) -> str:
-    if key.lower() in _SPECIAL_WORDS:  # "on:" is the key True in YAML 1.1
+def _split(line: str) -> tuple[str, str | None]:
+    """``key: value`` → (key, value); ``key:`` → (key, None); anything else falls back."""
+    key, colon, rest = line.partition(":")
+    if not colon or not _key_is_plain(key):
         raise _Fallback
-    return key
+    if not rest:
+        return key, None
+    if rest[0] != " " or len(rest) == 1:  # "key:value", or "key: " with a trailing space
+        raise _Fallback
+    return key, rest[1:]
 
 
-def _scalar(token: str, *, allow_collections: bool) -> object:
+_KEY_VERDICTS: dict[str, bool] = {}
+
+
+def _key_is_plain(key: str) -> bool:
+    """A plain identifier that YAML reads as that string ("on:" is the key True)."""
+    verdict = _KEY_VERDICTS.get(key)
+    if verdict is None:
+        verdict = bool(_KEY.fullmatch(key)) and key.lower() not in _SPECIAL_WORDS
+        if len(_KEY_VERDICTS) < _MEMO_LIMIT:
+            _KEY_VERDICTS[key] = verdict
+    return verdict
+
+
+def _collection_or_scalar(token: str) -> object:
+    # Fresh objects each time: a memoised list or dict would be shared.
+    if token == "[]":
+        return []
+    if token == "{}":
+        return {}
+    return _scalar(token)
+
+
+# Values repeat across facts (categories, statuses, numbers): memoise the
+# immutable ones. Cleared wholesale when full; a failed token is not stored.
+_MEMO_LIMIT: Final = 8192
+_SCALARS: dict[str, object] = {}
+
+
+def _scalar(token: str) -> object:
+    try:
+        return _SCALARS[token]
+    except KeyError:
+        pass
+    value = _parse_scalar(token)
+    if len(_SCALARS) >= _MEMO_LIMIT:
+        _SCALARS.clear()
+    _SCALARS[token] = value
+    return value
+
+
+def _parse_scalar(token: str) -> object:
     if _UNSAFE_CHARS.search(token) or token != token.strip(" "):
         raise _Fallback
     if token == "null":
@@ -209,10 +260,6 @@ def _scalar(token: str, *, allow_collections: bool) -> object:
         return True
     if token == "false":
         return False
-    if allow_collections and token == "[]":
-        return []
-    if allow_collections and token == "{}":
-        return {}
     first = token[0]
     if first == "'":
         return _single_quoted(token)

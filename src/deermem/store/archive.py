@@ -8,19 +8,23 @@ or in the archive (or purged on purpose) — never nowhere.
 
 The archive is bounded: beyond ``archive_max_entries`` the oldest entries
 go, and entries older than ``archive_max_age_days`` (if not 0) go; their
-receipts stay in the audit. Unlike the sidecars, an archive entry holds
-content, so a malformed one is an error, not a warning.
+receipts stay in the audit. Bounds are enforced after each commit that
+archives (:func:`prune`), without reading the whole archive. Unlike the
+sidecars, an archive entry holds content, so a malformed one is an error,
+not a warning.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import FACT_ID_PATTERN, Fact
 from deermem.model.timestamps import parse_timestamp
+from deermem.store.atomic import DurableBatch
 from deermem.store.paths import ScopePaths
 from deermem.store.records import ArchiveEntry, ReceiptEntry, UsageEntry
 from deermem.store.scope import Scope
@@ -28,8 +32,8 @@ from deermem.store.scope import Scope
 __all__ = [
     "decode_entry",
     "encode_entry",
-    "expired_ids",
     "is_expired",
+    "prune",
     "read_archive",
     "read_entry",
 ]
@@ -115,15 +119,43 @@ def is_expired(entry: ArchiveEntry, now: datetime, max_age_days: int) -> bool:
     return archived is not None and now - archived > timedelta(days=max_age_days)
 
 
-def expired_ids(
-    entries: list[ArchiveEntry], now: datetime, max_entries: int, max_age_days: int
+def prune(
+    paths: ScopePaths, scope: Scope, now: datetime, max_entries: int, max_age_days: int
 ) -> list[str]:
-    """Ids to purge: past the age limit, or beyond the newest ``max_entries``."""
-    ordered = sorted(entries, key=_age_key)
-    doomed = [e.fact_id for e in ordered if is_expired(e, now, max_age_days)]
-    gone = set(doomed)
-    survivors = [e for e in ordered if e.fact_id not in gone]
-    doomed.extend(e.fact_id for e in survivors[max_entries:])
+    """Enforce the archive's bounds; return the ids removed.
+
+    Runs after every commit that archives, so it must not read the whole
+    archive: the count bound uses the directory listing alone (entries are
+    written once, so their modification time orders them by arrival), and
+    the age bound reads entries oldest first and stops at the first one still
+    young enough. An entry that expires out of that order is hidden from
+    :func:`read_archive`'s callers at once and removed by the count bound later.
+    """
+    try:
+        with os.scandir(paths.archive_dir) as listing:
+            found = [
+                (item.stat().st_mtime_ns, item.name[: -len(".json")])
+                for item in listing
+                if item.name.endswith(".json") and not item.name.startswith(".")
+            ]
+    except FileNotFoundError:
+        return []
+    found.sort()
+    excess = max(0, len(found) - max_entries)
+    doomed = [fact_id for _, fact_id in found[:excess]]
+    if max_age_days > 0:
+        for _, fact_id in found[excess:]:
+            entry = read_entry(paths, scope, fact_id)
+            if entry is None or not is_expired(entry, now, max_age_days):
+                break
+            doomed.append(fact_id)
+    batch = DurableBatch()
+    try:
+        for fact_id in doomed:
+            batch.remove(paths.archived(fact_id))
+        batch.sync()
+    finally:
+        batch.close()
     return doomed
 
 

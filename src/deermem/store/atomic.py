@@ -192,13 +192,17 @@ class DurableBatch:
 
 
 def _fsync_all(fds: Iterable[int]) -> None:
+    """fsync every descriptor; the first in this thread, the others concurrently."""
     pending = list(fds)
-    if len(pending) <= 1:
-        for fd in pending:
-            os.fsync(fd)
+    if not pending:
         return
-    # list() waits for every fsync and re-raises the first failure.
-    list(_fsync_pool().map(os.fsync, pending))
+    first, *others = pending
+    futures = [_fsync_pool().submit(os.fsync, fd) for fd in others]
+    try:
+        os.fsync(first)
+    finally:
+        for future in futures:
+            future.result()  # waits, and re-raises a failure
 
 
 def _unlink_quietly(path: Path) -> None:

@@ -66,7 +66,7 @@ def encode_fact(fact: Fact, scope: Scope) -> bytes:
     return text.encode("utf-8")
 
 
-def decode_fact(data: bytes, path: Path, scope: Scope, expected_id: str) -> Fact:
+def decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> Fact:
     """Read a fact file; ``expected_id`` is the file's stem.
 
     Raises:
@@ -101,7 +101,7 @@ def decode_fact(data: bytes, path: Path, scope: Scope, expected_id: str) -> Fact
         raise CorruptMemoryFile(path, f"invalid fact: {error}") from None
 
 
-def _front_matter(text: str, path: Path) -> dict[str, object]:
+def _front_matter(text: str, path: str | Path) -> dict[str, object]:
     try:
         meta = load_mapping(text)
     except yaml.YAMLError as error:
@@ -111,10 +111,11 @@ def _front_matter(text: str, path: Path) -> dict[str, object]:
         raise CorruptMemoryFile(
             path, f"the front matter must be a mapping, found {type(meta).__name__}"
         )
-    for key in meta:
-        if not isinstance(key, str):
-            raise CorruptMemoryFile(path, f"front-matter key {key!r} is not a string")
-        if key in _BODY_KEYS:
+    if set(map(type, meta)) - {str}:
+        key = next(k for k in meta if not isinstance(k, str))
+        raise CorruptMemoryFile(path, f"front-matter key {key!r} is not a string")
+    for key in _BODY_KEYS:
+        if key in meta:
             raise CorruptMemoryFile(
                 path, f"the front matter must not hold {key!r}; it belongs in the body"
             )
@@ -138,7 +139,7 @@ def _derived_heading(content: str) -> str:
     return first.replace("\r", " ").strip()[:MAX_TITLE_LENGTH]
 
 
-def _check_scope(meta: dict[str, object], path: Path, scope: Scope) -> None:
+def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> None:
     """The front matter's scope must be the directory's (isolation between scopes)."""
     agent = meta.pop("agent_name", scope.agent)
     user = meta.pop("user_id", scope.user_id)

@@ -254,13 +254,12 @@ class CapacityGate:
         if any(removal.needs_kept is not None for removal in removals):
             raise ValueError("conditional removals need a decision: use apply()")
         proposal = Proposal(removals=removals)
-        library, _ = _proposed_library(transaction, proposal, trigger)
-        by_reason = {removal.fact_id: removal for removal in removals}
+        _proposed_library(transaction, proposal, trigger)  # validates
+        by_id = {removal.fact_id: removal for removal in removals}
         context = _Context(self, transaction, trigger, now, None, self.policy.policy)
-        stored = dict(transaction.snapshot.by_id)
-        occupancy = len(library) + len(by_reason)
-        receipts = context.removal_receipts(by_reason, stored, occupancy)
-        return transaction.commit(context.change_set(proposal, receipts, stored, set(by_reason)))
+        stored = transaction.snapshot.by_id
+        receipts = context.removal_receipts(by_id, stored, len(transaction.snapshot.facts))
+        return transaction.commit(context.change_set(proposal, receipts, stored, set(by_id)))
 
 
 def _proposed_library(

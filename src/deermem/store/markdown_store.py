@@ -30,7 +30,7 @@ from deermem._exceptions import FactNotFoundError
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.store import sidecars
 from deermem.store._plan import plan_commit
-from deermem.store.archive import expired_ids, is_expired, read_archive, read_entry
+from deermem.store.archive import is_expired, prune, read_archive, read_entry
 from deermem.store.atomic import remove_durably
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import JournalInfo, commit_files, recover
@@ -57,7 +57,9 @@ from deermem.store.scope import Scope
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
 
-__all__ = ["MarkdownStore"]
+__all__ = ["MarkdownStore", "MarkdownTransaction"]
+
+_PATHS_MEMO_LIMIT = 1024
 
 
 class MarkdownStore:
@@ -92,6 +94,7 @@ class MarkdownStore:
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
         self._cache = ScopeCache()
+        self._users: dict[str | None, UserPaths] = {}
 
     @classmethod
     def from_config(cls, config: MemoryConfig, root: str | Path | None = None) -> MarkdownStore:
@@ -112,7 +115,14 @@ class MarkdownStore:
     # --- paths and locks ------------------------------------------------------
 
     def _user(self, scope: Scope) -> UserPaths:
-        return UserPaths(self.root, scope.user_id, self.manifest_filename)
+        """The paths of a scope's user (memoised: building paths is not free)."""
+        paths = self._users.get(scope.user_id)
+        if paths is None:
+            if len(self._users) >= _PATHS_MEMO_LIMIT:
+                self._users.clear()
+            paths = UserPaths(self.root, scope.user_id, self.manifest_filename)
+            self._users[scope.user_id] = paths
+        return paths
 
     @contextmanager
     def _locked(self, scope: Scope, user: UserPaths) -> Iterator[None]:
@@ -266,11 +276,7 @@ class MarkdownStore:
         sidecars.restore_usage(paths.usage, changes.usage_restores)
         sidecars.append_receipts(paths.audit, changes.receipts, self.audit_max_entries)
         if changes.archive_puts:
-            entries = read_archive(paths, scope)
-            for fact_id in expired_ids(
-                entries, changes.now, self.archive_max_entries, self.archive_max_age_days
-            ):
-                remove_durably(paths.archived(fact_id))
+            prune(paths, scope, changes.now, self.archive_max_entries, self.archive_max_age_days)
 
 
 class MarkdownTransaction:

@@ -66,7 +66,7 @@ def fact_shard(fact_id: str) -> str:
 class UserPaths:
     """The files of one user directory (shared by all of the user's agents)."""
 
-    __slots__ = ("journal", "lock", "manifest", "recovery", "root", "user_dir")
+    __slots__ = ("_agents", "journal", "lock", "manifest", "recovery", "root", "user_dir")
 
     def __init__(self, root: Path, user_id: str | None, manifest_filename: str) -> None:
         self.root = root
@@ -75,9 +75,13 @@ class UserPaths:
         self.lock = self.user_dir / LOCK_FILENAME
         self.journal = self.user_dir / JOURNAL_FILENAME
         self.recovery = self.user_dir / RECOVERY_DIRNAME
+        self._agents: dict[str, ScopePaths] = {}
 
     def agent(self, agent: str) -> ScopePaths:
-        return ScopePaths(self, agent)
+        paths = self._agents.get(agent)
+        if paths is None:
+            paths = self._agents[agent] = ScopePaths(self, agent)
+        return paths
 
     def inside(self, relative: str) -> Path | None:
         """Resolve a path recorded relative to the user directory, or ``None`` if it escapes."""

@@ -129,8 +129,8 @@ class ScopeSnapshot:
         return self.summaries.revision
 
     @cached_property
-    def by_id(self) -> Mapping[str, Fact]:
-        """Facts by id (built on first use)."""
+    def by_id(self) -> MappingProxyType[str, Fact]:
+        """Facts by id (built on first use; read-only)."""
         return MappingProxyType({fact.id: fact for fact in self.facts})
 
     def get(self, fact_id: str) -> Fact | None:

@@ -90,9 +90,12 @@ def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
             if name.startswith(".") or not name.endswith(".md"):
                 continue
             fact_id = name[:-3]
-            path = paths.facts_dir / shard.name / name
+            # Plain strings, not Path objects: this loop is the cost of a cold load.
+            path = os.path.join(shard.path, name)  # noqa: PTH118
             _check_name(fact_id, shard.name, path)
-            facts[fact_id] = decode_fact(path.read_bytes(), path, scope, fact_id)
+            with open(path, "rb") as handle:  # noqa: PTH123
+                data = handle.read()
+            facts[fact_id] = decode_fact(data, path, scope, fact_id)
     return facts
 
 
@@ -106,7 +109,7 @@ def read_fact(paths: ScopePaths, scope: Scope, fact_id: str) -> Fact | None:
     return decode_fact(data, path, scope, fact_id)
 
 
-def _check_name(fact_id: str, shard: str, path: os.PathLike[str]) -> None:
+def _check_name(fact_id: str, shard: str, path: str) -> None:
     if not FACT_ID_PATTERN.fullmatch(fact_id):
         raise CorruptMemoryFile(path, "the file name is not a valid fact id")
     if len(shard) != _SHARD_NAME_LENGTH or fact_shard(fact_id) != shard:
@@ -138,7 +141,8 @@ def patched_snapshot(
     the cache after adding one fact to ten thousand is a list copy, not a sort.
     """
     facts = list(snapshot.facts)
-    index = dict(snapshot.by_id) if "by_id" in snapshot.__dict__ else None
+    # .copy(), not dict(): dict() reads a mapping proxy item by item, 50x slower.
+    index = snapshot.by_id.copy() if "by_id" in snapshot.__dict__ else None
     for fact in removed:
         _remove(facts, fact)
         if index is not None:
