@@ -209,3 +209,15 @@ def test_the_root_help_lists_the_global_options(capsys: pytest.CaptureFixture[st
         assert option in out
     for command in ("facts", "audit", "why", "archive", "config", "demo"):
         assert command in out
+
+
+def test_a_file_system_error_is_one_line_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory", "utf-8")
+    code, _, err = run(capsys, "--root", str(blocker / "store"), "facts", "add", "Hello")
+    assert code == 1
+    assert "a-file" in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err

@@ -76,14 +76,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status.
 
     deermem's own errors (bad configuration, invalid facts, corrupt data ...)
-    are printed as one line on stderr with exit status 1 instead of a
-    traceback; usage errors keep the status 2 that typer gives them.
+    and errors of the file system (permissions, a full disk) are printed as
+    one line on stderr with exit status 1 instead of a traceback; usage
+    errors keep the status 2 that typer gives them.
     """
     try:
         app(args=list(argv) if argv is not None else None, prog_name="deermem")
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:
+        err_console.print(f"[bold red]error:[/] {escape(str(error))}")
+        return 1
+    except OSError as error:
+        # The file system refused (permissions, a full disk ...): its message names the file.
         err_console.print(f"[bold red]error:[/] {escape(str(error))}")
         return 1
     return 0

@@ -85,8 +85,7 @@ def purge(
     Example: `deermem archive purge fact_1a2b3c4d --yes`
     """
     memory = memory_of(ctx)
-    if memory.store.archived(memory.scope, fact_id) is None:
-        memory.purge(fact_id)  # raises the not-found error
+    memory.archived(fact_id)  # an unknown id fails before asking
     if not yes and not typer.confirm(f"Delete the archived fact {fact_id} for good?"):
         raise typer.Abort()
     memory.purge(fact_id)

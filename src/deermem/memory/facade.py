@@ -53,7 +53,6 @@ from deermem.store import (
     Store,
     SummaryDocument,
 )
-from deermem.store.archive import is_expired
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
@@ -197,6 +196,17 @@ class Memory:
         """Archived facts, newest first."""
         return self.store.archive(self.scope, self.now())
 
+    def archived(self, fact_id: str) -> ArchiveEntry:
+        """One archived fact.
+
+        Raises:
+            FactNotFoundError: the archive holds no (unexpired) entry for the id.
+        """
+        entry = self.store.archived(self.scope, fact_id)
+        if entry is None or entry.expired(self.now(), self.config.archive_max_age_days):
+            raise FactNotFoundError(fact_id, where="archive")
+        return entry
+
     # --- adding facts: always through the gate -----------------------------------
 
     def create_fact(
@@ -288,7 +298,7 @@ class Memory:
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             entry = transaction.archived(fact_id)
-            if entry is None or is_expired(entry, now, self.config.archive_max_age_days):
+            if entry is None or entry.expired(now, self.config.archive_max_age_days):
                 raise FactNotFoundError(fact_id, where="archive")
             snapshot = transaction.snapshot
             if fact_id in snapshot:
@@ -397,7 +407,7 @@ class Memory:
                 fact_id, "active", fact, receipts, None, self._standing(snapshot, fact_id)
             )
         entry = self.store.archived(self.scope, fact_id)
-        if entry is not None:
+        if entry is not None and not entry.expired(self.now(), self.config.archive_max_age_days):
             return Explanation(fact_id, "archived", entry.fact, receipts, entry, None)
         if receipts:
             return Explanation(fact_id, "gone", None, receipts, None, None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
@@ -32,7 +32,6 @@ from deermem.store.scope import Scope
 __all__ = [
     "decode_entry",
     "encode_entry",
-    "is_expired",
     "prune",
     "read_archive",
     "read_entry",
@@ -112,13 +111,6 @@ def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
     return sorted(entries, key=_age_key)
 
 
-def is_expired(entry: ArchiveEntry, now: datetime, max_age_days: int) -> bool:
-    if max_age_days <= 0:
-        return False
-    archived = parse_timestamp(entry.archived_at)
-    return archived is not None and now - archived > timedelta(days=max_age_days)
-
-
 def prune(
     paths: ScopePaths, scope: Scope, now: datetime, max_entries: int, max_age_days: int
 ) -> list[str]:
@@ -146,7 +138,7 @@ def prune(
     if max_age_days > 0:
         for _, fact_id in found[excess:]:
             entry = read_entry(paths, scope, fact_id)
-            if entry is None or not is_expired(entry, now, max_age_days):
+            if entry is None or not entry.expired(now, max_age_days):
                 break
             doomed.append(fact_id)
     batch = DurableBatch()

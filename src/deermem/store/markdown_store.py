@@ -30,7 +30,7 @@ from deermem._exceptions import FactNotFoundError
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.store import sidecars
 from deermem.store._plan import plan_commit
-from deermem.store.archive import is_expired, prune, read_archive, read_entry
+from deermem.store.archive import prune, read_archive, read_entry
 from deermem.store.atomic import remove_durably
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import JournalInfo, commit_files, recover
@@ -180,7 +180,7 @@ class MarkdownStore:
     def archive(self, scope: Scope, now: datetime) -> tuple[ArchiveEntry, ...]:
         paths = self._user(scope).agent(scope.agent)
         entries = read_archive(paths, scope)
-        return tuple(e for e in entries if not is_expired(e, now, self.archive_max_age_days))
+        return tuple(e for e in entries if not e.expired(now, self.archive_max_age_days))
 
     # --- writing --------------------------------------------------------------
 

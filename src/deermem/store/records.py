@@ -22,9 +22,11 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Final, Literal
 
 from deermem.model.fact import Fact
+from deermem.model.timestamps import parse_timestamp
 from deermem.policy import EvictedFact, ShadowComparison
 
 __all__ = [
@@ -271,6 +273,13 @@ class ArchiveEntry:
     @property
     def fact_id(self) -> str:
         return self.fact.id
+
+    def expired(self, now: datetime, max_age_days: int) -> bool:
+        """Whether the entry is past the archive's age limit (0: no limit)."""
+        if max_age_days <= 0:
+            return False
+        archived = parse_timestamp(self.archived_at)
+        return archived is not None and now - archived > timedelta(days=max_age_days)
 
     def to_dict(self) -> dict[str, object]:
         return {
