@@ -11,7 +11,11 @@ machine-readable dump, ``--dir`` to choose the file system). Cases:
   check, capacity gate, eviction to the archive, receipt;
 * **cold load** — a fresh ``MarkdownStore`` loading a 100-fact scope;
 * **fsync floor** — one write + fsync + rename + directory fsync on the same
-  file system, the cost every durable commit pays at least once per round.
+  file system: two device flushes, half of what a journaled commit needs
+  (journal, its directory entry, the data, the journal's removal).
+
+``cpu_reference_ms`` (``sum(range(10**6))``, best of 5) is recorded with the
+results, so runs on a loaded machine can be told from runs on a quiet one.
 
 Every case runs on the chosen directory (default: the current file system)
 and on ``/dev/shm`` (tmpfs, where fsync costs nothing), so the software cost
@@ -68,6 +72,7 @@ def build_scope(root: Path, size: int) -> None:
         path.write_bytes(encode_fact(fact, SCOPE))
     document = SummaryDocument(version="2.0", revision=1, lastUpdated="2026-08-13T00:00:00Z")
     user.manifest.write_bytes(encode_summaries(document))
+    os.sync()  # the setup's writes must not compete with the measured fsyncs
 
 
 def median_ms(samples: list[float]) -> float:
@@ -78,6 +83,7 @@ def time_commits(root: Path, *, warm: bool, repeat: int) -> float:
     store = MarkdownStore(root)
     if warm:
         store.load(SCOPE)
+        os.sync()  # the warm-up's access-time updates are not the commit's cost
     samples = []
     for number in range(repeat):
         if not warm:
@@ -121,6 +127,16 @@ def time_fsync_floor(base: Path, repeat: int) -> float:
     return median_ms(samples)
 
 
+def cpu_reference_ms() -> float:
+    """``sum(range(10**6))``: how fast this machine runs Python right now (best of 5)."""
+    samples = []
+    for _ in range(5):
+        started = time.perf_counter()
+        sum(range(10**6))
+        samples.append(time.perf_counter() - started)
+    return round(min(samples) * 1000, 1)
+
+
 def run_on(base: Path, repeat: int) -> dict[str, float]:
     def fresh(size: int, action: Callable[[Path], float]) -> float:
         with tempfile.TemporaryDirectory(dir=base) as directory:
@@ -150,6 +166,7 @@ def main() -> None:
         bases["tmpfs"] = Path("/dev/shm")
     results = {name: run_on(base, args.repeat) for name, base in bases.items()}
     info = {
+        "cpu_reference_ms": cpu_reference_ms(),
         "date": time.strftime("%Y-%m-%d"),
         "python": platform.python_version(),
         "machine": platform.machine(),
