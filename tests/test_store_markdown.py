@@ -660,3 +660,23 @@ def test_a_lock_held_by_another_process_times_out(tmp_path: Path) -> None:
         if holder.stdout is not None:
             holder.stdout.close()
     create(store, ALICE, fact("fact_b"))
+
+
+def test_readers_of_sidecars_and_the_archive_recover_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deermem import Memory, MemoryConfig
+
+    memory = Memory(MarkdownStore(tmp_path), MemoryConfig(), ALICE, clock=lambda: NOW)
+    fact_id = memory.create_fact("To be deleted").fact_id
+    assert fact_id is not None
+    with monkeypatch.context() as patch:
+        crash_before_journal_removal(patch)
+        with pytest.raises(BaseException):  # noqa: B017, PT011 - the simulated crash
+            memory.delete_fact(fact_id)
+    assert next(tmp_path.rglob(f"archive/{fact_id}.json")).exists()  # half of the commit
+    fresh = MarkdownStore(tmp_path)
+    assert fresh.archive(ALICE, NOW) == ()  # recovered before reading
+    assert fresh.archived(ALICE, fact_id) is None
+    assert fresh.audit(ALICE) == ()
+    assert [f.id for f in fresh.load(ALICE).facts] == [fact_id]

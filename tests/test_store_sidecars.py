@@ -235,3 +235,22 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("fact_stale90.md"))
     memory.import_document({"facts": []})  # every fact deleted: no receipt names them
     assert [r.fact_ids for r in memory.audit()] == [("fact_confirm",)]
+
+
+def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = open_memory(tmp_path, max_facts=10)
+    for number in range(10):
+        memory.create_fact(f"Fact {number}", confidence=0.9)
+
+    def disk_full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sidecars, "append_receipts", disk_full)
+    with caplog.at_level(logging.ERROR, logger="deermem.store"):
+        result = memory.create_fact("One more", confidence=0.95)
+    assert result.kept and len(result.evicted) == 1
+    assert "sidecars could not be updated" in caplog.text
+    assert memory.audit() == ()  # the receipt is missing ...
+    assert memory.archive()[0].eviction is not None  # ... but the archive kept its line

@@ -10,8 +10,6 @@ clock directly, so tests and demos are reproducible.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -19,25 +17,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deermem._exceptions import (
-    DuplicateFactError,
     FactNotFoundError,
     FactRevisionConflict,
-    FactValidationError,
     UnsafeIdentifierError,
 )
 from deermem.config import MemoryConfig, load_config
+from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
 from deermem.memory.documents import export_document, plan_import
-from deermem.memory.results import (
-    CreateResult,
-    Explanation,
-    ImportResult,
-    RestoreResult,
-    Standing,
-)
+from deermem.memory.explain import standing_of
+from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
-from deermem.policy import POLICY_HYBRID_V1
 from deermem.store import (
     REASON_DELETED,
     ArchiveEntry,
@@ -230,12 +221,12 @@ class Memory:
             FactValidationError: empty content, a confidence outside [0, 1] ...
             DuplicateFactError: an equal fact is already stored.
         """
-        text = _content(content)
-        _check_confidence(confidence)
+        text = checked_content(content)
+        check_confidence(confidence)
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
-            _check_not_duplicate(snapshot, text)
+            check_not_duplicate(snapshot, text)
             data: dict[str, object] = {
                 "id": self._fresh_id(snapshot, transaction.archived),
                 "content": text,
@@ -305,7 +296,7 @@ class Memory:
                 raise FactRevisionConflict(
                     fact_id, expected=None, actual=snapshot.by_id[fact_id].revision
                 )
-            _check_not_duplicate(snapshot, entry.fact.content)
+            check_not_duplicate(snapshot, entry.fact.content)
             outcome = self.gate.apply(
                 transaction, Proposal(restored=(entry,)), trigger="restore", now=now
             )
@@ -336,11 +327,11 @@ class Memory:
         """
         changes: dict[str, object] = {}
         if content is not None:
-            changes["content"] = _content(content)
+            changes["content"] = checked_content(content)
         if category is not None:
             changes["category"] = category
         if confidence is not None:
-            _check_confidence(confidence)
+            check_confidence(confidence)
             changes["confidence"] = confidence
         with self.store.transaction(self.scope) as transaction:
             stored = transaction.snapshot.get(fact_id)
@@ -403,39 +394,15 @@ class Memory:
         receipts = tuple(r for r in self.audit() if fact_id in r.fact_ids)
         fact = snapshot.get(fact_id)
         if fact is not None:
-            return Explanation(
-                fact_id, "active", fact, receipts, None, self._standing(snapshot, fact_id)
-            )
+            usage = self.store.usage(self.scope) if self.gate.policy.uses_usage else {}
+            standing = standing_of(self.gate.policy, snapshot.facts, fact_id, usage, self.now())
+            return Explanation(fact_id, "active", fact, receipts, None, standing)
         entry = self.store.archived(self.scope, fact_id)
         if entry is not None and not entry.expired(self.now(), self.config.archive_max_age_days):
             return Explanation(fact_id, "archived", entry.fact, receipts, entry, None)
         if receipts:
             return Explanation(fact_id, "gone", None, receipts, None, None)
         raise FactNotFoundError(fact_id)
-
-    def _standing(self, snapshot: ScopeSnapshot, fact_id: str) -> Standing:
-        """Rank every fact with the configured policy (a cap of 0 ranks them all)."""
-        policy = self.gate.policy
-        ranking = dataclasses.replace(policy, max_facts=0, shadow_enabled=False)
-        usage = self.store.usage(self.scope) if policy.uses_usage else {}
-        decision = ranking.decide(
-            list(snapshot.facts),
-            usage={key: value.to_dict() for key, value in usage.items()},
-            now=self.now(),
-        ).decision
-        item = next(e for e in decision.evicted if e.fact_id == fact_id)
-        protected = policy.policy == POLICY_HYBRID_V1 and category_key(item.category) in {
-            category_key(name) for name in policy.reserved_categories
-        }
-        return Standing(
-            policy=policy.policy,
-            rank=item.rank,
-            occupancy=len(snapshot.facts),
-            max_facts=policy.max_facts,
-            score=item.score,
-            components=item.components,
-            protected=protected,
-        )
 
     # --- helpers --------------------------------------------------------------
 
@@ -447,29 +414,3 @@ class Memory:
             if candidate not in snapshot and archived(candidate) is None:
                 return candidate
         raise RuntimeError("the fact id factory keeps returning ids that are in use")
-
-
-def _content(content: object) -> str:
-    if not isinstance(content, str):
-        raise FactValidationError("content", content, "expected a string")
-    text = content.strip()
-    if not text:
-        raise FactValidationError("content", content, "expected text that is not blank")
-    return text
-
-
-def _check_confidence(confidence: object) -> None:
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not math.isfinite(confidence)
-        or not 0.0 <= confidence <= 1.0
-    ):
-        raise FactValidationError("confidence", confidence, "expected a number between 0 and 1")
-
-
-def _check_not_duplicate(snapshot: ScopeSnapshot, text: str) -> None:
-    key = text.strip().casefold()
-    for fact in snapshot.facts:
-        if fact.content.strip().casefold() == key:
-            raise DuplicateFactError(fact.id)

@@ -107,7 +107,11 @@ def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
         path = paths.archive_dir / name
         if not FACT_ID_PATTERN.fullmatch(fact_id):
             raise CorruptMemoryFile(path, "the file name is not a valid fact id")
-        entries.append(decode_entry(path.read_bytes(), path, scope, fact_id))
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # restored or pruned since the listing (no lock is held)
+            continue
+        entries.append(decode_entry(data, path, scope, fact_id))
     return sorted(entries, key=_age_key)
 
 

@@ -57,13 +57,10 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from deermem._exceptions import FactNotFoundError, FactRevisionConflict
 from deermem.model.fact import Fact
-from deermem.model.timestamps import format_timestamp
 from deermem.policy import CapacityDecision, CapacityPolicy, ShadowComparison
+from deermem.store._gate_changes import ChangeBuilder
 from deermem.store.protocol import (
-    ChangeSet,
     CommitResult,
-    FactDelete,
-    FactWrite,
     Section,
     StoreTransaction,
     SummaryKey,
@@ -75,8 +72,6 @@ from deermem.store.records import (
     EvictionReceipt,
     ReceiptEntry,
     Trigger,
-    UsageEntry,
-    receipt_id_for,
 )
 
 if TYPE_CHECKING:
@@ -196,17 +191,8 @@ class CapacityGate:
         )
         decision = outcome.decision
         evicted = set(decision.evicted_ids)
-        removals = {r.fact_id: r for r in proposal.removals if r.needs_kept is None}
-        present = {fact.id for fact in library}
-        skipped = []
-        for removal in proposal.removals:
-            if removal.needs_kept is None or removal.fact_id in evicted:
-                continue
-            if removal.needs_kept in evicted or removal.needs_kept not in present:
-                skipped.append(removal)
-            else:
-                removals[removal.fact_id] = removal
-        context = _Context(self, transaction, trigger, now, usage, decision.policy)
+        removals, skipped = _resolve_removals(proposal.removals, library, evicted)
+        context = ChangeBuilder(self, transaction, trigger, now, usage, decision.policy)
         receipts = []
         if decision.evicted:
             lines = tuple(ReceiptEntry.from_eviction(item) for item in decision.evicted)
@@ -256,7 +242,7 @@ class CapacityGate:
         proposal = Proposal(removals=removals)
         _proposed_library(transaction, proposal, trigger)  # validates
         by_id = {removal.fact_id: removal for removal in removals}
-        context = _Context(self, transaction, trigger, now, None, self.policy.policy)
+        context = ChangeBuilder(self, transaction, trigger, now, None, self.policy.policy)
         stored = transaction.snapshot.by_id
         receipts = context.removal_receipts(by_id, stored, len(transaction.snapshot.facts))
         return transaction.commit(context.change_set(proposal, receipts, stored, set(by_id)))
@@ -288,132 +274,23 @@ def _proposed_library(
     return library, incoming
 
 
-class _Context:
-    """Builds the receipts, archive entries and change set of one gate call."""
+def _resolve_removals(
+    removals: tuple[Removal, ...], library: list[Fact], evicted: set[str]
+) -> tuple[dict[str, Removal], list[Removal]]:
+    """The removals that apply after the decision, and the conditional ones skipped.
 
-    def __init__(
-        self,
-        gate: CapacityGate,
-        transaction: StoreTransaction,
-        trigger: Trigger,
-        now: datetime,
-        usage: Mapping[str, UsageEntry] | None,
-        policy_version: str,
-    ) -> None:
-        self.gate = gate
-        self.transaction = transaction
-        self.trigger = trigger
-        self.now = now
-        self.stamp = format_timestamp(now)
-        self.policy_version = policy_version
-        self._usage = usage
-
-    def usage(self) -> Mapping[str, UsageEntry]:
-        if self._usage is None:
-            self._usage = self.transaction.usage()
-        return self._usage
-
-    def receipt(
-        self,
-        reason: str,
-        lines: tuple[ReceiptEntry, ...],
-        *,
-        occupancy: int,
-        reserved: int = 0,
-        shadow: ShadowComparison | None = None,
-    ) -> EvictionReceipt:
-        snapshot = self.transaction.snapshot
-        key = f"{snapshot.scope.user_id}\x1f{snapshot.scope.agent}\x1f{self.stamp}"
-        return EvictionReceipt(
-            receipt_id=receipt_id_for(
-                key, snapshot.revision + 1, reason, [line.fact_id for line in lines]
-            ),
-            occurred_at=self.stamp,
-            reason=reason,
-            trigger=self.trigger,
-            policy_version=self.policy_version,
-            max_facts=self.gate.policy.max_facts,
-            occupancy=occupancy,
-            reserved_correction_slots=reserved,
-            evicted=lines,
-            shadow=shadow,
-        )
-
-    def removal_receipts(
-        self, removals: Mapping[str, Removal], facts: Mapping[str, Fact], occupancy: int
-    ) -> list[EvictionReceipt]:
-        """One receipt per removal reason (only archived removals get receipts)."""
-        if not self.gate.archiving:
-            return []
-        stored = self.transaction.snapshot.by_id
-        by_reason: dict[str, list[ReceiptEntry]] = {}
-        for fact_id, removal in removals.items():
-            fact = facts.get(fact_id) or stored[fact_id]
-            by_reason.setdefault(removal.reason, []).append(ReceiptEntry(fact_id, fact.category))
-        return [
-            self.receipt(reason, tuple(by_reason[reason]), occupancy=occupancy)
-            for reason in sorted(by_reason)
-        ]
-
-    def change_set(
-        self,
-        proposal: Proposal,
-        receipts: list[EvictionReceipt],
-        facts: Mapping[str, Fact],
-        gone: set[str],
-    ) -> ChangeSet:
-        stored = self.transaction.snapshot.by_id
-        archive_puts = (
-            self._archive_entries(receipts, facts, proposal) if self.gate.archiving else ()
-        )
-        archived = {entry.fact_id for entry in archive_puts}
-        writes = [FactWrite(fact, create=True) for fact in proposal.new_facts]
-        writes.extend(FactWrite(entry.fact, create=True) for entry in proposal.restored)
-        writes.extend(FactWrite(fact, create=False) for fact in proposal.updates)
-        expected = {r.fact_id: r.expected_revision for r in proposal.removals}
-        deletes = [
-            FactDelete(
-                fact_id, expected.get(fact_id) or facts.get(fact_id, stored[fact_id]).revision
-            )
-            for fact_id in sorted(gone)
-            if fact_id in stored
-        ]
-        return ChangeSet(
-            now=self.now,
-            writes=tuple(w for w in writes if w.fact.id not in gone),
-            deletes=tuple(deletes),
-            summaries=dict(proposal.summaries),
-            archive_puts=archive_puts,
-            archive_deletes=tuple(
-                sorted(e.fact_id for e in proposal.restored if e.fact_id not in archived)
-            ),
-            receipts=tuple(receipts),
-            forget_in_audit=not self.gate.archiving,
-            usage_restores={
-                e.fact_id: e.usage
-                for e in proposal.restored
-                if e.usage is not None and e.fact_id not in gone
-            },
-        )
-
-    def _archive_entries(
-        self, receipts: list[EvictionReceipt], facts: Mapping[str, Fact], proposal: Proposal
-    ) -> tuple[ArchiveEntry, ...]:
-        stored = self.transaction.snapshot.by_id
-        earlier = {entry.fact_id: entry.usage for entry in proposal.restored}
-        entries = []
-        for receipt in receipts:
-            for line in receipt.evicted:
-                entries.append(
-                    ArchiveEntry(
-                        fact=facts.get(line.fact_id) or stored[line.fact_id],
-                        archived_at=self.stamp,
-                        reason=receipt.reason,
-                        trigger=self.trigger,
-                        receipt_id=receipt.receipt_id,
-                        eviction=line,
-                        policy_version=receipt.policy_version,
-                        usage=self.usage().get(line.fact_id) or earlier.get(line.fact_id),
-                    )
-                )
-        return tuple(entries)
+    Unconditional removals always apply (they were taken out before the
+    decision). A conditional one applies if the fact it needs survived; its
+    own fact may meanwhile have been evicted, which settles it either way.
+    """
+    applied = {r.fact_id: r for r in removals if r.needs_kept is None}
+    present = {fact.id for fact in library}
+    skipped = []
+    for removal in removals:
+        if removal.needs_kept is None or removal.fact_id in evicted:
+            continue
+        if removal.needs_kept in evicted or removal.needs_kept not in present:
+            skipped.append(removal)
+        else:
+            applied[removal.fact_id] = removal
+    return applied, skipped

@@ -19,6 +19,7 @@ composes:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     from deermem.config import MemoryConfig
 
 __all__ = ["MarkdownStore", "MarkdownTransaction"]
+
+_log = logging.getLogger("deermem.store")
 
 _PATHS_MEMO_LIMIT = 1024
 
@@ -159,9 +162,20 @@ class MarkdownStore:
         self._cache.put(scope, token, snapshot)
         return snapshot
 
-    def version(self, scope: Scope) -> str:
+    def _settled(self, scope: Scope) -> UserPaths:
+        """The user's paths, after recovering an interrupted commit if there is one.
+
+        Readers that take no lock (sidecars, the archive) call this first, so
+        they never see half of a commit; without a journal it costs one stat.
+        """
         user = self._user(scope)
-        _, token = read_manifest(user)
+        if user.journal.exists():
+            with self._locked(scope, user):
+                pass
+        return user
+
+    def version(self, scope: Scope) -> str:
+        _, token = read_manifest(self._settled(scope))
         return token.version()
 
     def reload(self, scope: Scope) -> ScopeSnapshot:
@@ -169,16 +183,16 @@ class MarkdownStore:
         return self.load(scope)
 
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
-        return sidecars.read_usage(self._user(scope).agent(scope.agent).usage)
+        return sidecars.read_usage(self._settled(scope).agent(scope.agent).usage)
 
     def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
-        return sidecars.read_audit(self._user(scope).agent(scope.agent).audit)
+        return sidecars.read_audit(self._settled(scope).agent(scope.agent).audit)
 
     def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
-        return read_entry(self._user(scope).agent(scope.agent), scope, fact_id)
+        return read_entry(self._settled(scope).agent(scope.agent), scope, fact_id)
 
     def archive(self, scope: Scope, now: datetime) -> tuple[ArchiveEntry, ...]:
-        paths = self._user(scope).agent(scope.agent)
+        paths = self._settled(scope).agent(scope.agent)
         entries = read_archive(paths, scope)
         return tuple(e for e in entries if not e.expired(now, self.archive_max_age_days))
 
@@ -268,7 +282,24 @@ class MarkdownStore:
     def _after_commit(
         self, scope: Scope, paths: ScopePaths, changes: ChangeSet, deleted: list[str]
     ) -> None:
-        """Sidecars and archive bounds: only once the canonical commit is durable."""
+        """Sidecars and archive bounds: only once the canonical commit is durable.
+
+        A failure here (a full disk) does not undo or misreport the commit,
+        which has happened: the sidecars are derived data and every archive
+        entry carries its own copy of its receipt line. It is logged instead.
+        """
+        try:
+            self._update_sidecars(scope, paths, changes, deleted)
+        except OSError as error:
+            _log.error(
+                "the commit in %s succeeded, but its sidecars could not be updated: %s",
+                paths.agent_dir,
+                error,
+            )
+
+    def _update_sidecars(
+        self, scope: Scope, paths: ScopePaths, changes: ChangeSet, deleted: list[str]
+    ) -> None:
         if deleted:
             sidecars.forget_usage(paths.usage, deleted)
             if changes.forget_in_audit:
