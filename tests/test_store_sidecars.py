@@ -250,7 +250,8 @@ def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
     monkeypatch.setattr(sidecars, "append_receipts", disk_full)
     with caplog.at_level(logging.ERROR, logger="deermem.store"):
         result = memory.create_fact("One more", confidence=0.95)
-    assert result.kept and len(result.evicted) == 1
+    assert result.kept
+    assert len(result.evicted) == 1
     assert "sidecars could not be updated" in caplog.text
     assert memory.audit() == ()  # the receipt is missing ...
     assert memory.archive()[0].eviction is not None  # ... but the archive kept its line
