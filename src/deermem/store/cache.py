@@ -76,7 +76,3 @@ class ScopeCache:
         with self._lock:
             for key in [key for key in self._entries if key[0] == user_id]:
                 del self._entries[key]
-
-    def keys(self) -> list[tuple[str | None, str]]:
-        with self._lock:
-            return list(self._entries)
