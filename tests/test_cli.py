@@ -23,7 +23,10 @@ def test_demo_shows_both_situations(capsys: pytest.CaptureFixture[str]) -> None:
     assert "confidence: evicted fact_confirm" in out
     assert "hybrid-v1: evicted fact_stale90" in out
     assert "confidence: evicted fact_correct" in out
-    assert "disagrees" in out
+    assert "shadow: hybrid-v1 would evict fact_stale90 and disagrees" in out
+    assert "why fact_confirm (confidence): archived; evicted at capacity" in out
+    assert "restore fact_confirm after switching to hybrid-v1: back in the library" in out
+    assert "the gate evicted fact_pref10 to the archive instead" in out
 
 
 def test_demo_json_is_deterministic_and_tells_the_story(
@@ -34,9 +37,42 @@ def test_demo_json_is_deterministic_and_tells_the_story(
     assert first == second
     data = json.loads(first)
     for scenario in data["scenarios"]:
-        assert scenario["policies"]["confidence"]["preciousKept"] is False
-        assert scenario["policies"]["hybrid-v1"]["preciousKept"] is True
+        policies = scenario["policies"]
+        assert policies["confidence"]["preciousKept"] is False
+        assert policies["hybrid-v1"]["preciousKept"] is True
+        assert policies["shadow"]["preciousKept"] is False  # shadow mode changes nothing
         assert scenario["shadow"]["disagrees"] is True
+        [receipt] = policies["confidence"]["receipts"]
+        assert receipt["trigger"] == "import"
+        assert receipt["receiptId"].startswith("rcpt_")
+        assert receipt["evicted"][0]["factId"] == scenario["preciousFactId"]
+        assert scenario["why"]["status"] == "archived"
+        assert scenario["restore"]["restored"] is True
+        assert scenario["restore"]["receipts"][0]["trigger"] == "restore"
+
+
+def test_demo_keeps_its_store_for_exploring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "demo"
+    code, out, _ = run(capsys, "demo", "--root", str(root))
+    assert code == 0
+    assert "explore it with" in out
+    code, out, _ = run(
+        capsys,
+        "--root",
+        str(root),
+        "--user",
+        "demo",
+        "--agent",
+        "stale-vs-confirmed-confidence",
+        "audit",
+        "--json",
+    )
+    assert [r["trigger"] for r in json.loads(out)] == ["import", "restore"]
+    code, _, err = run(capsys, "demo", "--root", str(root))
+    assert code == 2
+    assert "already holds a demo" in " ".join(err.replace("│", " ").split())
 
 
 def test_demo_rejects_a_bad_clock(capsys: pytest.CaptureFixture[str]) -> None:

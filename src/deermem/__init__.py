@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "FactScope": "deermem.model",
     "FactSource": "deermem.model",
     "CORE_CATEGORIES": "deermem.model",
+    "Memory": "deermem.memory",
     "MemoryConfig": "deermem.config",
     "load_config": "deermem.config",
     "ModelConfig": "deermem.config",
@@ -57,6 +58,7 @@ __all__ = [
     "FactScope",
     "FactSource",
     "LocalModel",
+    "Memory",
     "MemoryConfig",
     "ModelConfig",
     "OpenAICompatibleModel",
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
         OpenAICompatibleModel,
         build_chat_model,
     )
+    from deermem.memory import Memory
     from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
     from deermem.policy import (
         POLICY_CONFIDENCE,

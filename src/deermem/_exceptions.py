@@ -8,6 +8,15 @@ because that is what they are and what generic callers already handle::
     DeerMemError
     ├── ConfigError                 (ValueError) a configuration key has a bad value
     ├── FactValidationError         (ValueError) a fact field has a bad value
+    ├── DuplicateFactError          (ValueError) an equal fact is already stored
+    ├── FactNotFoundError           (KeyError)   no fact (or archive entry) with that id
+    ├── StorageError                             the store could not do what was asked
+    │   ├── CorruptMemoryFile                    a stored file is not what it must be
+    │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
+    │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
+    │   └── RevisionConflict                     the data changed since it was read
+    │       ├── ManifestRevisionConflict         ... the user's summary document
+    │       └── FactRevisionConflict             ... one fact
     ├── SearchIndexError            the search index file cannot be created or used
     ├── MessageFormatError          (ValueError) a conversation message has an unusable shape
     ├── PatternError                (ValueError) a signal pattern file or pattern is invalid
@@ -51,10 +60,14 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "CorruptMemoryFile",
     "DatasetHashMismatchError",
     "DatasetIntegrityError",
     "DeerMemError",
+    "DuplicateFactError",
     "EvaluationError",
+    "FactNotFoundError",
+    "FactRevisionConflict",
     "FactValidationError",
     "GradingError",
     "LLMError",
@@ -64,6 +77,7 @@ __all__ = [
     "LLMTimeout",
     "LLMTransportError",
     "LLMUnavailable",
+    "ManifestRevisionConflict",
     "MessageFormatError",
     "PatternError",
     "PromptNotFoundError",
@@ -73,8 +87,12 @@ __all__ = [
     "QueueFullError",
     "ResultRowsError",
     "ResultsExistError",
+    "RevisionConflict",
     "SearchIndexError",
     "StatisticsError",
+    "StorageError",
+    "StoreLockTimeout",
+    "UnsafeIdentifierError",
     "UpdateQueueError",
 ]
 
@@ -124,6 +142,138 @@ class FactValidationError(DeerMemError, ValueError):
         self.fact_id = fact_id
         where = f"fact {fact_id!r}: " if fact_id else ""
         super().__init__(f"{where}field {field!r} has value {_preview(value)}; {allowed}")
+
+
+class DuplicateFactError(DeerMemError, ValueError):
+    """A new fact repeats one already stored (compared stripped and case-folded).
+
+    Attributes:
+        existing_id: the id of the stored fact it repeats.
+    """
+
+    def __init__(self, existing_id: str) -> None:
+        self.existing_id = existing_id
+        super().__init__(f"an equal fact is already stored as {existing_id!r}")
+
+
+class FactNotFoundError(DeerMemError, KeyError):
+    """No fact with this id exists where it was looked for.
+
+    Attributes:
+        fact_id: the id that was asked for.
+        where: ``"memory"`` for the active facts, ``"archive"`` for the archive.
+    """
+
+    def __init__(self, fact_id: str, *, where: str = "memory") -> None:
+        self.fact_id = fact_id
+        self.where = where
+        super().__init__(fact_id)
+
+    def __str__(self) -> str:
+        # KeyError would print repr(fact_id); people need a sentence.
+        place = "in the archive" if self.where == "archive" else "in this memory"
+        return f"no fact {self.fact_id!r} {place}"
+
+
+class StorageError(DeerMemError):
+    """The store could not carry out an operation; nothing was changed."""
+
+
+class CorruptMemoryFile(StorageError):
+    """A stored file cannot be read as what it must be.
+
+    Loading stops instead of treating the data as empty, so the next write
+    cannot overwrite what is left of it.
+
+    Attributes:
+        path: the file, as a string.
+        problem: what is wrong with it, for people.
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class UnsafeIdentifierError(StorageError, ValueError):
+    """A user id or agent name cannot be used to address a storage location.
+
+    Attributes:
+        kind: ``"user id"`` or ``"agent name"``.
+        value: the rejected value, as given.
+        reason: what is allowed.
+    """
+
+    def __init__(self, kind: str, value: object, reason: str) -> None:
+        self.kind = kind
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{kind} {_preview(value)} is not allowed: {reason}")
+
+
+class StoreLockTimeout(StorageError, TimeoutError):
+    """Another writer held a user's lock for longer than the configured timeout.
+
+    Attributes:
+        path: the lock file.
+        timeout: seconds waited.
+    """
+
+    def __init__(self, path: object, timeout: float) -> None:
+        self.path = str(path)
+        self.timeout = timeout
+        super().__init__(
+            f"{self.path}: could not take the lock within {timeout:g} s; another process "
+            "is writing this memory (raise file_lock_timeout_seconds if this is expected)"
+        )
+
+
+class RevisionConflict(StorageError):
+    """What a change was based on is no longer what is stored; reload and retry.
+
+    Attributes:
+        expected: the revision the change was based on (``None``: "must not exist").
+        actual: the revision stored now (``None``: "does not exist").
+    """
+
+    def __init__(self, message: str, *, expected: int | None, actual: int | None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(message)
+
+
+class ManifestRevisionConflict(RevisionConflict):
+    """The user's summary document changed since the change was prepared."""
+
+    def __init__(self, *, expected: int | None, actual: int | None) -> None:
+        super().__init__(
+            f"memory changed concurrently: expected revision {expected}, found {actual}; "
+            "reload and retry",
+            expected=expected,
+            actual=actual,
+        )
+
+
+class FactRevisionConflict(RevisionConflict):
+    """One fact changed (or appeared, or vanished) since the change was prepared.
+
+    Attributes:
+        fact_id: the fact in question.
+    """
+
+    def __init__(self, fact_id: str, *, expected: int | None, actual: int | None) -> None:
+        self.fact_id = fact_id
+        if expected is None:
+            message = f"fact {fact_id!r} already exists (revision {actual})"
+        elif actual is None:
+            message = f"fact {fact_id!r} no longer exists (expected revision {expected})"
+        else:
+            message = (
+                f"fact {fact_id!r} changed concurrently: expected revision {expected}, "
+                f"found {actual}; reload and retry"
+            )
+        super().__init__(message, expected=expected, actual=actual)
 
 
 class EvaluationError(DeerMemError):

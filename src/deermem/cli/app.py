@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import typer
 from rich.markup import escape
 
 from deermem import __version__
 from deermem._exceptions import DeerMemError
-from deermem.cli import config_cmd, demo, model_cmd
+from deermem.cli import archive_cmd, audit_cmd, config_cmd, demo, facts_cmd, model_cmd
+from deermem.cli._context import CliContext
 from deermem.cli._output import err_console
 
 __all__ = ["app", "main"]
@@ -25,6 +27,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
+app.add_typer(facts_cmd.app, name="facts")
+app.command(name="audit")(audit_cmd.audit)
+app.command(name="why")(audit_cmd.why)
+app.add_typer(archive_cmd.app, name="archive")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(model_cmd.app, name="model")
 app.command(name="demo")(demo.demo)
@@ -55,25 +61,52 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
+    root: Path | None = typer.Option(
+        None,
+        "--root",
+        file_okay=False,
+        help="Store directory [default: storage_path, else $DEERMEM_DATA_DIR, else ~/.deermem].",
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        exists=True,
+        dir_okay=False,
+        envvar="DEERMEM_CONFIG",
+        help="A .toml or .yaml configuration file.",
+    ),
+    user: str | None = typer.Option(
+        None, "--user", envvar="DEERMEM_USER", help="User id [default: the single-user layout]."
+    ),
+    agent: str | None = typer.Option(
+        None, "--agent", envvar="DEERMEM_AGENT", help="Agent name [default: __default__]."
+    ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """Long-term memory for LLM agents that forgets the right things and can say why."""
+    ctx.obj = CliContext(root=root, config_file=config, user=user, agent=agent)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status.
 
     deermem's own errors (bad configuration, invalid facts, corrupt data ...)
-    are printed as one line on stderr with exit status 1 instead of a
-    traceback; usage errors keep the status 2 that typer gives them.
+    and errors of the file system (permissions, a full disk) are printed as
+    one line on stderr with exit status 1 instead of a traceback; usage
+    errors keep the status 2 that typer gives them.
     """
     try:
         app(args=list(argv) if argv is not None else None, prog_name="deermem")
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:
+        err_console.print(f"[bold red]error:[/] {escape(str(error))}")
+        return 1
+    except OSError as error:
+        # The file system refused (permissions, a full disk ...): its message names the file.
         err_console.print(f"[bold red]error:[/] {escape(str(error))}")
         return 1
     return 0

@@ -1,8 +1,10 @@
-"""``deermem demo``: the seed's two situations under both capacity policies."""
+"""``deermem demo``: the seed's two situations through a real memory, side by side."""
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
+from pathlib import Path
 
 import typer
 from rich import box
@@ -10,142 +12,146 @@ from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli._output import JSON_OPTION, out_console, print_json
+from deermem.cli._render import components_text, eviction_sentence, margin_text
+from deermem.memory.demo import DEMO_USER, MODES, ScenarioRun, run_demo
 from deermem.model.timestamps import format_timestamp, parse_timestamp
-from deermem.policy import (
-    POLICY_CONFIDENCE,
-    POLICY_HYBRID_V1,
-    CapacityDecision,
-    CapacityPolicy,
-    ShadowComparison,
-    elapsed_days,
-)
-from deermem.scenarios import DEMO_CLOCK, Scenario, seed_scenarios
+from deermem.policy import elapsed_days
+from deermem.scenarios import DEMO_CLOCK
 
 __all__ = ["demo"]
 
-Decisions = dict[str, CapacityDecision[dict[str, object]]]
-
 
 def demo(
+    root: Path | None = typer.Option(
+        None,
+        "--root",
+        file_okay=False,
+        help="Keep the demo's store here (an empty or new directory) to explore it afterwards; "
+        "default: a temporary directory.",
+    ),
     now: str = typer.Option(
         format_timestamp(DEMO_CLOCK),
         "--now",
-        help="The clock the policies use (ISO 8601). Fixed by default, so every run is the same.",
+        help="The clock the memory uses (ISO 8601). Fixed by default, so every run is the same.",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Show what each capacity policy keeps in the seed's two situations.
+    """Show what each capacity policy forgets in the seed's two situations, and why.
 
-    Each situation is a library one fact over a cap of 10: a 0.9 fact nobody
-    mentioned for 180 days against a 0.7 fact confirmed last week, and one 0.7
-    correction among ten 0.9 preferences. `confidence` (the default) evicts
-    the fact the user cares about; `hybrid-v1` keeps it. Shadow mode runs
-    `hybrid-v1` beside `confidence` and records where they disagree.
+    Each situation is a library one fact over a cap of 10, imported into a
+    real store: a 0.9 fact nobody mentioned for 180 days against a 0.7 fact
+    confirmed last week, and one 0.7 correction among ten 0.9 preferences.
+    Under `confidence` (the default) the fact the user cares about is
+    evicted, under `hybrid-v1` it stays; shadow mode records the
+    disagreement. Each eviction leaves a receipt and an archive entry; the
+    demo asks `why`, switches to `hybrid-v1` and restores the fact.
 
-    Example: `deermem demo --json`
+    Example: `deermem demo --root /tmp/deermem-demo`, then
+    `deermem --root /tmp/deermem-demo --user demo --agent stale-vs-confirmed-confidence audit`
     """
     clock = parse_timestamp(now)
     if clock is None:
         raise typer.BadParameter(f"not an ISO 8601 timestamp: {now!r}", param_hint="--now")
-    results = [(scenario, *_decide(scenario, clock)) for scenario in seed_scenarios(clock)]
+    if root is not None and (root / "users" / DEMO_USER).exists():
+        raise typer.BadParameter(
+            f"{root} already holds a demo; choose an empty or new directory", param_hint="--root"
+        )
+    if root is None:
+        with tempfile.TemporaryDirectory(prefix="deermem-demo-") as temporary:
+            runs = run_demo(Path(temporary), clock)
+    else:
+        runs = run_demo(root, clock)
     if as_json:
-        print_json({"now": format_timestamp(clock), "scenarios": [_as_json(*r) for r in results]})
+        print_json({"now": format_timestamp(clock), "scenarios": [_as_json(r) for r in runs]})
         return
-    for scenario, decisions, shadow in results:
-        _render(scenario, decisions, shadow, clock)
+    for run in runs:
+        _render(run, clock)
+    if root is not None:
+        out_console.print(
+            f"The store is in {escape(str(root))}; explore it with "
+            f"`deermem --root {escape(str(root))} --user {DEMO_USER} --agent "
+            f"{runs[0].modes[MODES[0]].agent} audit` (or `facts list`, `archive list`, `why ID`)."
+        )
 
 
-def _decide(scenario: Scenario, now: datetime) -> tuple[Decisions, ShadowComparison | None]:
-    decisions: Decisions = {}
-    for policy in (POLICY_CONFIDENCE, POLICY_HYBRID_V1):
-        gate = CapacityPolicy(max_facts=scenario.max_facts, policy=policy)
-        decisions[policy] = gate.decide(list(scenario.facts), now=now).decision
-    shadow_gate = CapacityPolicy(max_facts=scenario.max_facts, shadow_enabled=True)
-    shadow = shadow_gate.decide(list(scenario.facts), now=now).shadow
-    return decisions, shadow
-
-
-def _render(
-    scenario: Scenario, decisions: Decisions, shadow: ShadowComparison | None, now: datetime
-) -> None:
+def _render(run: ScenarioRun, now: datetime) -> None:
+    scenario = run.scenario
     out_console.rule(f"[bold]{escape(scenario.title)}[/]")
     table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
-    for column in ("fact", "category", "conf.", "confirmed", "hybrid", *decisions):
+    for column in ("fact", "conf.", "confirmed", "hybrid", *MODES):
         table.add_column(column, justify="left" if column == "fact" else "right", no_wrap=True)
-    hybrid_scores = decisions[POLICY_HYBRID_V1].scores
     for fact in scenario.facts:
         fact_id = str(fact["id"])
         confirmed = parse_timestamp(fact.get("lastConfirmedAt"))
         age = "never" if confirmed is None else f"{elapsed_days(now, confirmed):.0f} d ago"
         verdicts = [
-            "[red]evicted[/]" if fact_id in decision.evicted_ids else "kept"
-            for decision in decisions.values()
+            "[red]evicted[/]" if fact_id in run.modes[mode].evicted else "kept" for mode in MODES
         ]
-        name = f"[bold]{fact_id}[/]" if fact_id == scenario.precious_id else fact_id
         table.add_row(
-            name,
-            escape(str(fact["category"])),
+            f"[bold]{fact_id}[/]" if fact_id == scenario.precious_id else fact_id,
             f"{float(fact['confidence']):.2f}",  # type: ignore[arg-type]
             age,
-            f"{hybrid_scores[fact_id].score:.4f}",
+            f"{run.hybrid_scores[fact_id]:.4f}",
             *verdicts,
         )
     out_console.print(table)
-    for policy, decision in decisions.items():
-        for item in decision.evicted:
-            parts = ", ".join(f"{k} {v:.4f}" for k, v in item.components.items())
-            margin = _margin(item.margin)
-            out_console.print(
-                f"  {policy}: evicted {item.fact_id} — rank {item.rank} of "
-                f"{decision.occupancy}, score {item.score:.4f} ({parts}){margin}"
-            )
-        if decision.reserved_correction_slots:
-            out_console.print(
-                f"  {policy}: {decision.reserved_correction_slots} slot(s) reserved for corrections"
-            )
-    if shadow is not None:
-        verdict = "disagrees with" if shadow.disagrees else "agrees with"
+    for mode in MODES:
+        for receipt in run.modes[mode].receipts:
+            for line in receipt.evicted:
+                parts = components_text(line.components)
+                out_console.print(
+                    f"  {mode}: evicted {line.fact_id} — rank {line.rank} of {receipt.occupancy}, "
+                    f"score {line.score:.4f} ({parts}){margin_text(line.margin)}"
+                    f" [dim]({receipt.receipt_id})[/]"
+                )
+                if receipt.shadow is not None:
+                    shadow = receipt.shadow
+                    verdict = "disagrees with" if shadow.disagrees else "agrees with"
+                    out_console.print(
+                        f"  {mode}: {shadow.policy} would evict {', '.join(shadow.would_evict)} "
+                        f"and {verdict} confidence"
+                    )
+            if receipt.reserved_correction_slots:
+                slots = receipt.reserved_correction_slots
+                out_console.print(f"  {mode}: {slots} slot(s) reserved for corrections")
+    last, entry = run.why.last_eviction
+    out_console.print(
+        f"  why {scenario.precious_id} (confidence): {run.why.status}; "
+        f"{eviction_sentence(last, entry)}"
+    )
+    restore = run.restore
+    if restore.restored:
+        others = ", ".join(restore.evicted) or "nothing"
         out_console.print(
-            f"  shadow mode: confidence decides; {shadow.policy} would evict "
-            f"{', '.join(shadow.would_evict)} and {verdict} it"
+            f"  restore {scenario.precious_id} after switching to hybrid-v1: back in the "
+            f"library; the gate evicted {others} to the archive instead"
         )
+    else:
+        out_console.print(f"  restore {scenario.precious_id}: evicted again")
     out_console.print()
 
 
-def _margin(margin: float | None) -> str:
-    if margin is None:
-        return ""
-    if margin >= 0:
-        return f", {margin:.4f} below the lowest kept"
-    return f", {-margin:.4f} above the lowest kept (a reserved correction holds its slot)"
-
-
-def _as_json(
-    scenario: Scenario, decisions: Decisions, shadow: ShadowComparison | None
-) -> dict[str, object]:
+def _as_json(run: ScenarioRun) -> dict[str, object]:
+    scenario = run.scenario
     return {
         "name": scenario.name,
         "title": scenario.title,
         "maxFacts": scenario.max_facts,
         "preciousFactId": scenario.precious_id,
         "policies": {
-            policy: {
-                "keptFactIds": list(decision.kept_ids),
-                "preciousKept": scenario.precious_id in decision.kept_ids,
-                "reservedCorrectionSlots": decision.reserved_correction_slots,
-                "evicted": [
-                    {
-                        "factId": item.fact_id,
-                        "category": item.category,
-                        "score": item.score,
-                        "components": dict(item.components),
-                        "rank": item.rank,
-                        "margin": item.margin,
-                    }
-                    for item in decision.evicted
-                ],
+            mode: {
+                "agent": run.modes[mode].agent,
+                "keptFactIds": sorted(fact.id for fact in run.modes[mode].kept),
+                "evictedFactIds": list(run.modes[mode].evicted),
+                "preciousKept": run.precious_kept(mode),
+                "receipts": [receipt.to_dict() for receipt in run.modes[mode].receipts],
             }
-            for policy, decision in decisions.items()
+            for mode in MODES
         },
-        "shadow": None if shadow is None else shadow.to_dict(),
+        "shadow": next(
+            (r.shadow.to_dict() for r in run.modes["shadow"].receipts if r.shadow is not None),
+            None,
+        ),
+        "why": run.why.to_dict() | {"fact": None},
+        "restore": run.restore.to_dict(),
     }

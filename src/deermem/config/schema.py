@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 WEIGHT_TOLERANCE = 1e-9
+_MANIFEST_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.json")
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -191,6 +192,31 @@ class MemoryConfig(BaseModel):
     eviction_audit_max_entries: Annotated[Int, Field(ge=0, le=10000)] = 200
     """Eviction receipts kept per agent; 0 writes none."""
 
+    # --- storage ------------------------------------------------------------
+    storage_path: str = ""
+    """Root directory of the Markdown store; empty means ``$DEERMEM_DATA_DIR``,
+    else ``~/.deermem``."""
+
+    strict_user_scope: bool = False
+    """Refuse operations without a user id instead of using the root's own
+    single-user document."""
+
+    manifest_filename: str = "memory.json"
+    """Name of each user's summary document (a plain ``*.json`` file name)."""
+
+    file_lock_timeout_seconds: Annotated[Float, Field(ge=1, le=120)] = 10
+    """How long a writer waits for another process's lock on a user."""
+
+    eviction_mode: Literal["archive", "delete"] = "archive"
+    """Where evicted and removed facts go: the agent's archive (restorable)
+    or nowhere (``delete``, as the original DeerMem)."""
+
+    archive_max_entries: Annotated[Int, Field(ge=1, le=100_000)] = 1000
+    """Archived facts kept per agent; the oldest beyond this are purged."""
+
+    archive_max_age_days: Annotated[Int, Field(ge=0, le=36_500)] = 365
+    """Archived facts older than this are purged; 0 keeps them regardless of age."""
+
     # --- the one category rule table ------------------------------------------
     protected_categories: tuple[str, ...] = ("correction",)
     """Categories reserved in capacity selection, guaranteed in prompt
@@ -264,6 +290,24 @@ class MemoryConfig(BaseModel):
     def _empty_section(cls, value: object) -> object:
         # A bare ``model:`` in YAML is null: it means "the defaults", as in the original.
         return {} if value is None else value
+
+    @field_validator("storage_path")
+    @classmethod
+    def _storage_directory(cls, value: str) -> str:
+        text = value.strip()
+        if text and Path(text).expanduser().is_file():
+            raise ValueError("expected a directory, but this path is an existing file")
+        return text
+
+    @field_validator("manifest_filename")
+    @classmethod
+    def _plain_json_name(cls, value: str) -> str:
+        if not _MANIFEST_NAME.fullmatch(value):
+            raise ValueError(
+                "expected a plain file name ending in .json (letters, digits, '_', '-', '.'; "
+                "no directories)"
+            )
+        return value
 
     @field_validator("protected_categories", mode="before")
     @classmethod

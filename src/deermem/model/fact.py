@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Final, Literal
 
 from deermem._exceptions import FactValidationError
@@ -211,7 +212,10 @@ class Fact:
             consolidatedAt=consolidated_at,
             sourceError=data.get("sourceError"),
             expected_valid_days=data.get("expected_valid_days"),
-            extra={key: value for key, value in data.items() if key not in _KNOWN_KEYS},
+            # Read-only: facts are shared (e.g. from a store's cache), never copied.
+            extra=MappingProxyType(
+                {key: value for key, value in data.items() if key not in _KNOWN_KEYS}
+            ),
         )
 
     def to_dict(self) -> dict[str, object]:

@@ -1,0 +1,182 @@
+"""What :class:`~deermem.memory.Memory` operations return.
+
+Plain frozen values with a ``to_dict()`` for the CLI's ``--json`` and for
+APIs. Receipts in them carry no content; facts do (they are the caller's own
+memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from deermem.model.fact import Fact
+from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
+
+__all__ = [
+    "CreateResult",
+    "Explanation",
+    "FactStatus",
+    "ImportResult",
+    "RestoreResult",
+    "Standing",
+]
+
+FactStatus = Literal["active", "archived", "gone"]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateResult:
+    """The outcome of :meth:`Memory.create_fact`.
+
+    Attributes:
+        fact_id: the new fact's id, or ``None`` when the capacity gate evicted
+            the new fact itself (it is then in the archive, restorable).
+        fact: the fact as proposed (as stored, when it was kept).
+        evicted: every fact the gate evicted, lowest-ranked first.
+        receipts: the receipts of this commit.
+    """
+
+    fact_id: str | None
+    fact: Fact
+    evicted: tuple[str, ...]
+    receipts: tuple[EvictionReceipt, ...]
+
+    @property
+    def kept(self) -> bool:
+        return self.fact_id is not None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "factId": self.fact_id,
+            "kept": self.kept,
+            "proposedFactId": self.fact.id,
+            "evicted": list(self.evicted),
+            "receipts": [receipt.to_dict() for receipt in self.receipts],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    """The outcome of :meth:`Memory.restore`: back in the library, or evicted again."""
+
+    fact_id: str
+    restored: bool
+    evicted: tuple[str, ...]
+    receipts: tuple[EvictionReceipt, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "factId": self.fact_id,
+            "restored": self.restored,
+            "evicted": list(self.evicted),
+            "receipts": [receipt.to_dict() for receipt in self.receipts],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """The outcome of :meth:`Memory.import_document`.
+
+    Attributes:
+        kept: ids of the document's facts now stored.
+        evicted: ids the capacity gate evicted.
+        replaced: ids of stored facts the document did not contain (removed).
+        receipts: the receipts of this commit.
+    """
+
+    kept: tuple[str, ...]
+    evicted: tuple[str, ...]
+    replaced: tuple[str, ...]
+    receipts: tuple[EvictionReceipt, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "kept": list(self.kept),
+            "evicted": list(self.evicted),
+            "replaced": list(self.replaced),
+            "receipts": [receipt.to_dict() for receipt in self.receipts],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where an active fact ranks in its library under the current policy.
+
+    Attributes:
+        policy: the policy version.
+        rank: 1 = the fact the gate would keep longest.
+        occupancy: facts in the library.
+        max_facts: the cap.
+        score: the fact's score; ``components`` the signals it sums.
+        protected: its category is reserved in capacity selection (only
+            ``hybrid-v1`` holds reserved slots).
+    """
+
+    policy: str
+    rank: int
+    occupancy: int
+    max_facts: int
+    score: float
+    components: Mapping[str, float]
+    protected: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "policyVersion": self.policy,
+            "rank": self.rank,
+            "occupancy": self.occupancy,
+            "maxFacts": self.max_facts,
+            "score": self.score,
+            "components": dict(self.components),
+            "protected": self.protected,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a fact is where it is: :meth:`Memory.why`.
+
+    Attributes:
+        fact_id: the id asked about.
+        status: ``active`` (in the library), ``archived`` (evicted or
+            removed, restorable) or ``gone`` (only receipts remain: purged, or
+            deleted with ``eviction_mode: delete``).
+        fact: the fact, when it is active or archived.
+        receipts: the receipts that name the fact, oldest first.
+        archive_entry: its archive entry, when archived.
+        standing: its rank under the current policy, when active.
+    """
+
+    fact_id: str
+    status: FactStatus
+    fact: Fact | None
+    receipts: tuple[EvictionReceipt, ...]
+    archive_entry: ArchiveEntry | None
+    standing: Standing | None
+
+    @property
+    def last_eviction(self) -> tuple[EvictionReceipt | None, ReceiptEntry | None]:
+        """The latest receipt naming the fact and its line, falling back to the archive's copy."""
+        for receipt in reversed(self.receipts):
+            line = receipt.entry_for(self.fact_id)
+            if line is not None:
+                return receipt, line
+        if self.archive_entry is not None:
+            return None, self.archive_entry.eviction
+        return None, None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "factId": self.fact_id,
+            "status": self.status,
+            "fact": None if self.fact is None else self.fact.to_dict(),
+            "receipts": [receipt.to_dict() for receipt in self.receipts],
+            "archive": None
+            if self.archive_entry is None
+            else {
+                key: value for key, value in self.archive_entry.to_dict().items() if key != "fact"
+            },
+            "standing": None if self.standing is None else self.standing.to_dict(),
+        }

@@ -1,0 +1,76 @@
+"""Storage: the :class:`Store` protocol, the Markdown store, and the capacity gate.
+
+* :mod:`~deermem.store.protocol` — the contract (no paths): snapshots,
+  change sets, commit results, :class:`Store`, :class:`StoreTransaction`.
+* :class:`MarkdownStore` — the embedded default: one Markdown file per fact,
+  journaled commits, per-user locks, a read cache, sidecars and the archive.
+* :class:`CapacityGate` — the one path by which facts enter a library.
+* :class:`Scope` — a user and an agent, validated so no identifier can
+  address a path outside the store.
+"""
+
+from deermem.store.gate import CapacityGate, EvictionMode, GateOutcome, Proposal, Removal
+from deermem.store.markdown_store import MarkdownStore, MarkdownTransaction
+from deermem.store.paths import resolve_root
+from deermem.store.protocol import (
+    HISTORY_SECTIONS,
+    USER_SECTIONS,
+    ChangeSet,
+    CommitResult,
+    FactDelete,
+    FactWrite,
+    ScopeSnapshot,
+    Section,
+    Store,
+    StoreTransaction,
+    SummaryDocument,
+    SummaryKey,
+)
+from deermem.store.records import (
+    REASON_CAPACITY,
+    REASON_DELETED,
+    REASON_REPLACED,
+    TRIGGERS,
+    ArchiveEntry,
+    EvictionReceipt,
+    ReceiptEntry,
+    Trigger,
+    UsageEntry,
+)
+from deermem.store.scope import DEFAULT_AGENT, Scope, normalise_agent, safe_user_id
+
+__all__ = [
+    "DEFAULT_AGENT",
+    "HISTORY_SECTIONS",
+    "REASON_CAPACITY",
+    "REASON_DELETED",
+    "REASON_REPLACED",
+    "TRIGGERS",
+    "USER_SECTIONS",
+    "ArchiveEntry",
+    "CapacityGate",
+    "ChangeSet",
+    "CommitResult",
+    "EvictionMode",
+    "EvictionReceipt",
+    "FactDelete",
+    "FactWrite",
+    "GateOutcome",
+    "MarkdownStore",
+    "MarkdownTransaction",
+    "Proposal",
+    "ReceiptEntry",
+    "Removal",
+    "Scope",
+    "ScopeSnapshot",
+    "Section",
+    "Store",
+    "StoreTransaction",
+    "SummaryDocument",
+    "SummaryKey",
+    "Trigger",
+    "UsageEntry",
+    "normalise_agent",
+    "resolve_root",
+    "safe_user_id",
+]

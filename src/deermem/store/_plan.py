@@ -1,0 +1,171 @@
+"""Turning a change set into the exact files a commit writes.
+
+Only what the change set addresses is touched — read, checked and written:
+a commit that adds one fact writes that fact's file and the user's
+``memory.json``, whatever the size of the library, and reads no other fact.
+Preconditions (fact revisions, "must not exist") are checked here, under the
+lock, before anything is written; a fact write that changes nothing is
+dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from deermem._exceptions import (
+    FactNotFoundError,
+    FactRevisionConflict,
+    ManifestRevisionConflict,
+)
+from deermem.model.fact import Fact
+from deermem.model.timestamps import format_timestamp
+from deermem.store.archive import encode_entry
+from deermem.store.codec import encode_fact, encode_summaries, stored_scope
+from deermem.store.journal import FileChange
+from deermem.store.paths import ScopePaths
+from deermem.store.protocol import (
+    DOCUMENT_VERSION,
+    SUMMARY_GROUPS,
+    ChangeSet,
+    Section,
+    SummaryDocument,
+)
+from deermem.store.scope import Scope
+
+__all__ = ["CommitPlan", "plan_commit"]
+
+# Fields whose change alone does not make a new fact revision.
+_BOOKKEEPING = ("revision", "updatedAt")
+
+
+@dataclass
+class CommitPlan:
+    """The files to write, and the facts and summaries they change.
+
+    Attributes:
+        replaced: for each written fact, the stored version it replaces (if any).
+    """
+
+    summaries: SummaryDocument
+    files: list[FileChange] = field(default_factory=list)
+    written: list[Fact] = field(default_factory=list)
+    replaced: dict[str, Fact] = field(default_factory=dict)
+    deleted: list[Fact] = field(default_factory=list)
+
+
+def plan_commit(
+    lookup: Callable[[str], Fact | None],
+    current: SummaryDocument,
+    changes: ChangeSet,
+    paths: ScopePaths,
+    scope: Scope,
+    archive_exists: Callable[[str], bool],
+) -> CommitPlan:
+    """Check preconditions and lay out the files of a commit.
+
+    Raises:
+        ManifestRevisionConflict: ``expected_revision`` is not the current one.
+        FactRevisionConflict: a written or deleted fact is not at the expected revision.
+        FactNotFoundError: a deleted fact or archive entry does not exist.
+        ValueError: the change set addresses one fact twice, or an unknown summary section.
+    """
+    if changes.expected_revision is not None and changes.expected_revision != current.revision:
+        raise ManifestRevisionConflict(expected=changes.expected_revision, actual=current.revision)
+    _check_distinct(changes)
+    stamp = format_timestamp(changes.now)
+    plan = CommitPlan(summaries=current)
+    for write in changes.writes:
+        stored = lookup(write.fact.id)
+        fact = _planned_write(stored, write.fact, write.create, stamp, scope)
+        if fact is None:
+            continue
+        if stored is not None:
+            plan.replaced[fact.id] = stored
+        plan.written.append(fact)
+        plan.files.append(FileChange(paths.fact(fact.id), encode_fact(fact, scope)))
+    for delete in changes.deletes:
+        stored = lookup(delete.fact_id)
+        if stored is None:
+            raise FactNotFoundError(delete.fact_id)
+        if delete.expected_revision is not None and delete.expected_revision != stored.revision:
+            raise FactRevisionConflict(
+                delete.fact_id, expected=delete.expected_revision, actual=stored.revision
+            )
+        plan.deleted.append(stored)
+        plan.files.append(FileChange(paths.fact(delete.fact_id), None))
+    for fact_id in changes.archive_deletes:
+        if not archive_exists(fact_id):
+            raise FactNotFoundError(fact_id, where="archive")
+        plan.files.append(FileChange(paths.archived(fact_id), None))
+    for entry in changes.archive_puts:
+        plan.files.append(FileChange(paths.archived(entry.fact_id), encode_entry(entry)))
+    sections = _changed_sections(current, changes, stamp)
+    if plan.files or sections:
+        plan.summaries = SummaryDocument(
+            version=DOCUMENT_VERSION,
+            revision=current.revision + 1,
+            lastUpdated=stamp,
+            user={**current.user, **sections.get("user", {})},
+            history={**current.history, **sections.get("history", {})},
+        )
+        manifest = paths.user.manifest
+        plan.files.append(FileChange(manifest, encode_summaries(plan.summaries)))
+    return plan
+
+
+def _planned_write(
+    stored: Fact | None, fact: Fact, create: bool, stamp: str, scope: Scope
+) -> Fact | None:
+    """The fact as it will be stored, or ``None`` if nothing changes."""
+    candidate = stored_scope(fact, scope)
+    if create:
+        if stored is not None:
+            raise FactRevisionConflict(fact.id, expected=None, actual=stored.revision)
+        return candidate
+    if stored is None:
+        raise FactRevisionConflict(fact.id, expected=fact.revision, actual=None)
+    if fact.revision != stored.revision:
+        raise FactRevisionConflict(fact.id, expected=fact.revision, actual=stored.revision)
+    if _same_content(candidate, stored):
+        return None
+    return candidate.replace(revision=stored.revision + 1, updatedAt=stamp)
+
+
+def _same_content(left: Fact, right: Fact) -> bool:
+    a, b = left.to_dict(), right.to_dict()
+    for key in _BOOKKEEPING:
+        a.pop(key, None)
+        b.pop(key, None)
+    return a == b
+
+
+def _check_distinct(changes: ChangeSet) -> None:
+    seen: set[str] = set()
+    for fact_id in [w.fact.id for w in changes.writes] + [d.fact_id for d in changes.deletes]:
+        if fact_id in seen:
+            raise ValueError(f"the change set addresses fact {fact_id!r} more than once")
+        seen.add(fact_id)
+    archived = [e.fact_id for e in changes.archive_puts] + list(changes.archive_deletes)
+    if len(set(archived)) != len(archived):
+        raise ValueError("the change set addresses one archive entry more than once")
+
+
+def _changed_sections(
+    current: SummaryDocument, changes: ChangeSet, stamp: str
+) -> dict[str, dict[str, Section]]:
+    sections: dict[str, dict[str, Section]] = {}
+    for (group, name), value in changes.summaries.items():
+        if group not in SUMMARY_GROUPS or name not in SUMMARY_GROUPS[group]:
+            raise ValueError(f"unknown summary section {group}.{name}")
+        before = current.section((group, name))
+        if isinstance(value, Section):
+            if value == before:
+                continue
+            section = value
+        else:
+            if before.summary == value:
+                continue
+            section = Section(summary=value, updatedAt=stamp)
+        sections.setdefault(group, {})[name] = section
+    return sections

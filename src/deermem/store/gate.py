@@ -1,0 +1,296 @@
+"""The capacity gate: the one way facts enter a library.
+
+Every path that adds facts ends here — a manual or tool ``create``, an
+``import``, a ``restore`` from the archive and, with the updater, the
+``extraction`` from a conversation. No other code trims a library.
+
+Usage, inside a store transaction (the user's lock is held, so the decision
+is made on the current library and needs no retry)::
+
+    gate = CapacityGate.from_config(config)
+    with store.transaction(scope) as transaction:
+        outcome = gate.apply(
+            transaction,
+            Proposal(
+                new_facts=(fact,),                         # must not exist yet
+                updates=(confirmed,),                      # existing facts, changed
+                removals=(Removal("fact_ab12", "staleness"),
+                          Removal("fact_cd34", "contradiction", needs_kept="fact_ef56")),
+                summaries={("user", "topOfMind"): "..."},
+            ),
+            trigger="extraction",
+            now=now,
+        )
+
+What :meth:`CapacityGate.apply` does, in order:
+
+1. removes the unconditional removals from the library, applies the updates
+   and appends the new (and restored) facts;
+2. runs the configured :class:`~deermem.policy.CapacityPolicy` — reading the
+   usage sidecar only when the policy uses it — once, over that library;
+3. applies each conditional removal (``needs_kept``) only if the fact it
+   names survived the gate (a contradiction is removed only when its
+   replacement is kept);
+4. builds one :class:`~deermem.store.ChangeSet`: new and updated facts that
+   survived, deletions of evicted and removed facts, the summaries, one
+   receipt for the capacity eviction (reason ``capacity``) and one per
+   removal reason, and — with ``eviction_mode: archive`` — an archive entry
+   per fact that left (new facts evicted at once included), pointing at its
+   receipt; restored facts leave the archive;
+5. commits it in one journaled commit (receipts are appended after it).
+
+:meth:`CapacityGate.remove` is the same without step 2, for paths that only
+take facts away (a deletion never trims a library, as in the original), so
+removed facts get the same receipts and archive entries.
+
+With ``eviction_mode: delete`` facts are deleted physically, as in the
+original; only capacity evictions get a receipt, and deleted ids are
+stripped from earlier receipts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Final, Literal
+
+from deermem._exceptions import FactNotFoundError, FactRevisionConflict
+from deermem.model.fact import Fact
+from deermem.policy import CapacityDecision, CapacityPolicy, ShadowComparison
+from deermem.store._gate_changes import ChangeBuilder
+from deermem.store.protocol import (
+    CommitResult,
+    Section,
+    StoreTransaction,
+    SummaryKey,
+)
+from deermem.store.records import (
+    REASON_CAPACITY,
+    TRIGGERS,
+    ArchiveEntry,
+    EvictionReceipt,
+    ReceiptEntry,
+    Trigger,
+)
+
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+
+__all__ = ["CapacityGate", "EvictionMode", "GateOutcome", "Proposal", "Removal"]
+
+EvictionMode = Literal["archive", "delete"]
+_MODES: Final = ("archive", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """A fact the caller wants gone, and why.
+
+    Attributes:
+        fact_id: the stored fact.
+        reason: the receipt's reason, e.g. ``deleted``, ``replaced``,
+            ``staleness``, ``contradiction``.
+        expected_revision: if set, the stored revision must match.
+        needs_kept: if set, the removal applies only when the fact with this
+            id (normally one of the proposal's new facts) survives the gate.
+    """
+
+    fact_id: str
+    reason: str
+    expected_revision: int | None = None
+    needs_kept: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """What a caller would like to change; the gate decides what happens.
+
+    Attributes:
+        new_facts: facts to add (their ids must not exist yet).
+        updates: changed versions of stored facts; each carries the stored
+            revision it was based on.
+        removals: facts to remove.
+        summaries: summary sections to set.
+        restored: archive entries whose facts come back (as new facts).
+    """
+
+    new_facts: tuple[Fact, ...] = ()
+    updates: tuple[Fact, ...] = ()
+    removals: tuple[Removal, ...] = ()
+    summaries: Mapping[SummaryKey, str | Section] = field(default_factory=dict)
+    restored: tuple[ArchiveEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GateOutcome:
+    """What the gate decided and committed.
+
+    Attributes:
+        commit: the store's commit result.
+        decision: the capacity decision over the proposed library.
+        shadow: the shadow comparison, when shadow mode is on and something went.
+        kept_new: ids of proposed new and restored facts that were stored.
+        evicted: ids the capacity gate evicted, lowest-ranked first.
+        removed: ids removed by the proposal's removals.
+        skipped_removals: conditional removals not applied (their fact was evicted).
+        receipts: the receipts written (or that would be, with the audit off).
+        archived: ids that went to the archive.
+    """
+
+    commit: CommitResult
+    decision: CapacityDecision[Fact]
+    shadow: ShadowComparison | None
+    kept_new: tuple[str, ...]
+    evicted: tuple[str, ...]
+    removed: tuple[str, ...]
+    skipped_removals: tuple[Removal, ...]
+    receipts: tuple[EvictionReceipt, ...]
+    archived: tuple[str, ...]
+
+
+class CapacityGate:
+    """The configured capacity policy plus what happens to the facts it lets go."""
+
+    def __init__(self, policy: CapacityPolicy, *, eviction_mode: EvictionMode = "archive") -> None:
+        if eviction_mode not in _MODES:
+            raise ValueError(f"eviction_mode must be one of {_MODES}, got {eviction_mode!r}")
+        self.policy = policy
+        self.eviction_mode = eviction_mode
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig) -> CapacityGate:
+        return cls(CapacityPolicy.from_config(config), eviction_mode=config.eviction_mode)
+
+    @property
+    def archiving(self) -> bool:
+        return self.eviction_mode == "archive"
+
+    def apply(
+        self,
+        transaction: StoreTransaction,
+        proposal: Proposal,
+        *,
+        trigger: Trigger,
+        now: datetime,
+    ) -> GateOutcome:
+        """Decide over the proposed library and commit the result (see the module docstring).
+
+        Raises:
+            ValueError: an unknown trigger.
+            FactNotFoundError: an update or removal names a fact that is not stored.
+            FactRevisionConflict: a new fact's id is already stored, or a
+                revision precondition fails.
+        """
+        library, incoming = _proposed_library(transaction, proposal, trigger)
+        usage = transaction.usage() if self.policy.uses_usage else None
+        outcome = self.policy.decide(
+            library,
+            usage=None if usage is None else {k: v.to_dict() for k, v in usage.items()},
+            now=now,
+        )
+        decision = outcome.decision
+        evicted = set(decision.evicted_ids)
+        removals, skipped = _resolve_removals(proposal.removals, library, evicted)
+        context = ChangeBuilder(self, transaction, trigger, now, usage, decision.policy)
+        receipts = []
+        if decision.evicted:
+            lines = tuple(ReceiptEntry.from_eviction(item) for item in decision.evicted)
+            receipts.append(
+                context.receipt(
+                    REASON_CAPACITY,
+                    lines,
+                    occupancy=decision.occupancy,
+                    reserved=decision.reserved_correction_slots,
+                    shadow=outcome.shadow,
+                )
+            )
+        library_by_id = {fact.id: fact for fact in library}
+        receipts.extend(context.removal_receipts(removals, library_by_id, len(library)))
+        changes = context.change_set(proposal, receipts, library_by_id, evicted | set(removals))
+        result = transaction.commit(changes)
+        incoming_ids = [fact.id for fact in incoming]
+        return GateOutcome(
+            commit=result,
+            decision=decision,
+            shadow=outcome.shadow,
+            kept_new=tuple(i for i in incoming_ids if i not in evicted),
+            evicted=decision.evicted_ids,
+            removed=tuple(removals),
+            skipped_removals=tuple(skipped),
+            receipts=changes.receipts,
+            archived=tuple(entry.fact_id for entry in changes.archive_puts),
+        )
+
+    def remove(
+        self,
+        transaction: StoreTransaction,
+        removals: tuple[Removal, ...],
+        *,
+        trigger: Trigger,
+        now: datetime,
+    ) -> CommitResult:
+        """Remove facts with receipts and archive entries, without running the policy.
+
+        Raises:
+            ValueError: an unknown trigger, or a conditional removal.
+            FactNotFoundError: a removal names a fact that is not stored.
+            FactRevisionConflict: a revision precondition fails.
+        """
+        if any(removal.needs_kept is not None for removal in removals):
+            raise ValueError("conditional removals need a decision: use apply()")
+        proposal = Proposal(removals=removals)
+        _proposed_library(transaction, proposal, trigger)  # validates
+        by_id = {removal.fact_id: removal for removal in removals}
+        context = ChangeBuilder(self, transaction, trigger, now, None, self.policy.policy)
+        stored = transaction.snapshot.by_id
+        receipts = context.removal_receipts(by_id, stored, len(transaction.snapshot.facts))
+        return transaction.commit(context.change_set(proposal, receipts, stored, set(by_id)))
+
+
+def _proposed_library(
+    transaction: StoreTransaction, proposal: Proposal, trigger: str
+) -> tuple[list[Fact], tuple[Fact, ...]]:
+    """The library the gate decides over, and the incoming facts at its end."""
+    if trigger not in TRIGGERS:
+        raise ValueError(f"trigger must be one of {TRIGGERS}, got {trigger!r}")
+    stored = transaction.snapshot.by_id
+    incoming = proposal.new_facts + tuple(entry.fact for entry in proposal.restored)
+    for fact in incoming:
+        if fact.id in stored:
+            raise FactRevisionConflict(fact.id, expected=None, actual=stored[fact.id].revision)
+    for fact in proposal.updates:
+        if fact.id not in stored:
+            raise FactNotFoundError(fact.id)
+    for removal in proposal.removals:
+        if removal.fact_id not in stored:
+            raise FactNotFoundError(removal.fact_id)
+    dropped = {r.fact_id for r in proposal.removals if r.needs_kept is None}
+    updated = {fact.id: fact for fact in proposal.updates}
+    library = [
+        updated.get(fact.id, fact) for fact in transaction.snapshot.facts if fact.id not in dropped
+    ]
+    library.extend(incoming)
+    return library, incoming
+
+
+def _resolve_removals(
+    removals: tuple[Removal, ...], library: list[Fact], evicted: set[str]
+) -> tuple[dict[str, Removal], list[Removal]]:
+    """The removals that apply after the decision, and the conditional ones skipped.
+
+    Unconditional removals always apply (they were taken out before the
+    decision). A conditional one applies if the fact it needs survived; its
+    own fact may meanwhile have been evicted, which settles it either way.
+    """
+    applied = {r.fact_id: r for r in removals if r.needs_kept is None}
+    present = {fact.id for fact in library}
+    skipped = []
+    for removal in removals:
+        if removal.needs_kept is None or removal.fact_id in evicted:
+            continue
+        if removal.needs_kept in evicted or removal.needs_kept not in present:
+            skipped.append(removal)
+        else:
+            applied[removal.fact_id] = removal
+    return applied, skipped

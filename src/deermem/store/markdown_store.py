@@ -1,0 +1,339 @@
+"""``MarkdownStore``: the embedded default store — one Markdown file per fact.
+
+The layout and file formats are the original DeerMem's (see
+:mod:`deermem.store.paths` and :mod:`deermem.store.codec`), so a directory
+written by it opens unchanged. What this class adds on top of the modules it
+composes:
+
+* **locking** — every change runs under the user's lock (thread lock +
+  ``flock``); loads served from the cache take no lock;
+* **recovery** — before any locked operation, and before any load that sees
+  a journal, an interrupted commit is rolled back (:mod:`~deermem.store.journal`);
+* **caching** — loaded scopes are kept while the user's ``memory.json``
+  signature is unchanged (:mod:`~deermem.store.cache`); a commit by this
+  process refreshes its own entry instead of dropping it, so writing never
+  costs a rescan;
+* **sidecars** — after a commit succeeded: usage entries of deleted facts are
+  dropped, receipts appended, the archive trimmed to its bounds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from deermem._exceptions import FactNotFoundError
+from deermem.model.fact import FACT_ID_PATTERN
+from deermem.store import sidecars
+from deermem.store._plan import plan_commit
+from deermem.store.archive import prune, read_archive, read_entry
+from deermem.store.atomic import remove_durably
+from deermem.store.cache import ABSENT, ScopeCache
+from deermem.store.journal import JournalInfo, commit_files, recover
+from deermem.store.locks import user_lock
+from deermem.store.paths import ScopePaths, UserPaths, resolve_root
+from deermem.store.protocol import (
+    ChangeSet,
+    CommitResult,
+    ScopeSnapshot,
+    SummaryDocument,
+)
+from deermem.store.reading import (
+    check_layout,
+    manifest_token,
+    patched_snapshot,
+    read_fact,
+    read_manifest,
+    scan_facts,
+    sort_facts,
+)
+from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
+from deermem.store.scope import Scope
+
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+
+__all__ = ["MarkdownStore", "MarkdownTransaction"]
+
+_log = logging.getLogger("deermem.store")
+
+_PATHS_MEMO_LIMIT = 1024
+
+
+class MarkdownStore:
+    """Facts as Markdown files under ``root``; see the module docstring.
+
+    Args:
+        root: the store's root directory (created on first write).
+        manifest_filename: name of each user's summary document.
+        lock_timeout: seconds to wait for another process's lock.
+        audit_max_entries: receipts kept per agent; 0 writes none.
+        archive_max_entries: archive entries kept per agent.
+        archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
+        access_half_life_days: half-life of recall heat in the usage sidecar.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        manifest_filename: str = "memory.json",
+        lock_timeout: float = 10.0,
+        audit_max_entries: int = 200,
+        archive_max_entries: int = 1000,
+        archive_max_age_days: int = 365,
+        access_half_life_days: float = 30,
+    ) -> None:
+        self.root = Path(root)
+        self.manifest_filename = manifest_filename
+        self.lock_timeout = lock_timeout
+        self.audit_max_entries = audit_max_entries
+        self.archive_max_entries = archive_max_entries
+        self.archive_max_age_days = archive_max_age_days
+        self.access_half_life_days = access_half_life_days
+        self._cache = ScopeCache()
+        self._users: dict[str | None, UserPaths] = {}
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig, root: str | Path | None = None) -> MarkdownStore:
+        """A store with the configuration's settings; ``root`` wins over ``storage_path``."""
+        return cls(
+            root if root is not None else resolve_root(config.storage_path),
+            manifest_filename=config.manifest_filename,
+            lock_timeout=config.file_lock_timeout_seconds,
+            audit_max_entries=config.eviction_audit_max_entries,
+            archive_max_entries=config.archive_max_entries,
+            archive_max_age_days=config.archive_max_age_days,
+            access_half_life_days=config.eviction_access_half_life_days,
+        )
+
+    def __repr__(self) -> str:
+        return f"MarkdownStore({str(self.root)!r})"
+
+    # --- paths and locks ------------------------------------------------------
+
+    def _user(self, scope: Scope) -> UserPaths:
+        """The paths of a scope's user (memoised: building paths is not free)."""
+        paths = self._users.get(scope.user_id)
+        if paths is None:
+            if len(self._users) >= _PATHS_MEMO_LIMIT:
+                self._users.clear()
+            paths = UserPaths(self.root, scope.user_id, self.manifest_filename)
+            self._users[scope.user_id] = paths
+        return paths
+
+    @contextmanager
+    def _locked(self, scope: Scope, user: UserPaths) -> Iterator[None]:
+        """Hold the user's lock, after rolling back any interrupted commit."""
+        with user_lock(user.lock, self.lock_timeout):
+            if recover(user):
+                self._cache.drop_user(scope.user_id)
+            yield
+
+    # --- reading --------------------------------------------------------------
+
+    def load(self, scope: Scope) -> ScopeSnapshot:
+        user = self._user(scope)
+        if not user.user_dir.is_dir():
+            return ScopeSnapshot(scope, SummaryDocument(), (), ABSENT.version())
+        if not user.journal.exists():
+            _, token = read_manifest(user)
+            cached = self._cache.get(scope, token)
+            if cached is not None:
+                return cached
+        with self._locked(scope, user):
+            return self._snapshot(scope, user)
+
+    def _snapshot(self, scope: Scope, user: UserPaths) -> ScopeSnapshot:
+        """The scope, from the cache if still valid; the caller holds the lock."""
+        document, token = read_manifest(user)
+        cached = self._cache.get(scope, token)
+        if cached is not None:
+            return cached
+        paths = user.agent(scope.agent)
+        check_layout(paths)
+        facts = scan_facts(paths, scope)
+        snapshot = ScopeSnapshot(scope, document, sort_facts(facts.values()), token.version())
+        self._cache.put(scope, token, snapshot)
+        return snapshot
+
+    def _settled(self, scope: Scope) -> UserPaths:
+        """The user's paths, after recovering an interrupted commit if there is one.
+
+        Readers that take no lock (sidecars, the archive) call this first, so
+        they never see half of a commit; without a journal it costs one stat.
+        """
+        user = self._user(scope)
+        if user.journal.exists():
+            with self._locked(scope, user):
+                pass
+        return user
+
+    def version(self, scope: Scope) -> str:
+        _, token = read_manifest(self._settled(scope))
+        return token.version()
+
+    def reload(self, scope: Scope) -> ScopeSnapshot:
+        self._cache.drop(scope)
+        return self.load(scope)
+
+    def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
+        return sidecars.read_usage(self._settled(scope).agent(scope.agent).usage)
+
+    def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
+        return sidecars.read_audit(self._settled(scope).agent(scope.agent).audit)
+
+    def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
+        return read_entry(self._settled(scope).agent(scope.agent), scope, fact_id)
+
+    def archive(self, scope: Scope, now: datetime) -> tuple[ArchiveEntry, ...]:
+        paths = self._settled(scope).agent(scope.agent)
+        entries = read_archive(paths, scope)
+        return tuple(e for e in entries if not e.expired(now, self.archive_max_age_days))
+
+    # --- writing --------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, scope: Scope) -> Iterator[MarkdownTransaction]:
+        user = self._user(scope)
+        with self._locked(scope, user):
+            yield MarkdownTransaction(self, scope, user)
+
+    def commit(self, scope: Scope, changes: ChangeSet) -> CommitResult:
+        with self.transaction(scope) as transaction:
+            return transaction.commit(changes)
+
+    def record_access(self, scope: Scope, fact_ids: Iterable[str], now: datetime) -> None:
+        wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
+        if not wanted:
+            return
+        user = self._user(scope)
+        with self._locked(scope, user):
+            snapshot = self._snapshot(scope, user)
+            present = [fact_id for fact_id in wanted if fact_id in snapshot]
+            if present:
+                sidecars.record_access(
+                    user.agent(scope.agent).usage, present, now, self.access_half_life_days
+                )
+
+    def purge(self, scope: Scope, fact_id: str) -> None:
+        user = self._user(scope)
+        paths = user.agent(scope.agent)
+        with self._locked(scope, user):
+            if read_entry(paths, scope, fact_id) is None:
+                raise FactNotFoundError(fact_id, where="archive")
+            remove_durably(paths.archived(fact_id))
+
+    # --- the commit, for MarkdownTransaction -------------------------------------
+
+    def _commit_locked(
+        self, scope: Scope, user: UserPaths, snapshot: ScopeSnapshot | None, changes: ChangeSet
+    ) -> tuple[CommitResult, ScopeSnapshot | None]:
+        """Commit under the held lock; return the result and the scope's new snapshot.
+
+        With a current snapshot (the transaction's, or a valid cache entry)
+        facts are looked up in it and it is patched afterwards; without one
+        only the facts the change set names are read — never the whole scope.
+        """
+        paths = user.agent(scope.agent)
+        document, token = read_manifest(user)
+        if snapshot is None or snapshot.version != token.version():
+            snapshot = self._cache.get(scope, token)
+        lookup = snapshot.get if snapshot is not None else partial(read_fact, paths, scope)
+        plan = plan_commit(
+            lookup,
+            document,
+            changes,
+            paths,
+            scope,
+            lambda fact_id: paths.archived(fact_id).is_file(),
+        )
+        deleted = [fact.id for fact in plan.deleted]
+        if plan.files:
+            info = JournalInfo(
+                agent=scope.agent,
+                expected_revision=document.revision,
+                next_revision=plan.summaries.revision,
+                fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
+            )
+            commit_files(user, plan.files, info)
+            token = manifest_token(user, plan.summaries.revision)
+            if snapshot is not None:
+                removed = [*plan.deleted, *plan.replaced.values()]
+                snapshot = patched_snapshot(
+                    snapshot, plan.written, removed, plan.summaries, token.version()
+                )
+                self._cache.put(scope, token, snapshot)
+        self._after_commit(scope, paths, changes, deleted)
+        result = CommitResult(
+            revision=plan.summaries.revision,
+            written=tuple(plan.written),
+            deleted=tuple(deleted),
+            changed=bool(plan.files),
+            version=token.version(),
+        )
+        return result, snapshot
+
+    def _after_commit(
+        self, scope: Scope, paths: ScopePaths, changes: ChangeSet, deleted: list[str]
+    ) -> None:
+        """Sidecars and archive bounds: only once the canonical commit is durable.
+
+        A failure here (a full disk) does not undo or misreport the commit,
+        which has happened: the sidecars are derived data and every archive
+        entry carries its own copy of its receipt line. It is logged instead.
+        """
+        try:
+            self._update_sidecars(scope, paths, changes, deleted)
+        except OSError as error:
+            _log.error(
+                "the commit in %s succeeded, but its sidecars could not be updated: %s",
+                paths.agent_dir,
+                error,
+            )
+
+    def _update_sidecars(
+        self, scope: Scope, paths: ScopePaths, changes: ChangeSet, deleted: list[str]
+    ) -> None:
+        if deleted:
+            sidecars.forget_usage(paths.usage, deleted)
+            if changes.forget_in_audit:
+                sidecars.forget_in_audit(paths.audit, deleted)
+        sidecars.restore_usage(paths.usage, changes.usage_restores)
+        sidecars.append_receipts(paths.audit, changes.receipts, self.audit_max_entries)
+        if changes.archive_puts:
+            prune(paths, scope, changes.now, self.archive_max_entries, self.archive_max_age_days)
+
+
+class MarkdownTransaction:
+    """A locked scope of a :class:`MarkdownStore` (see :class:`~deermem.store.StoreTransaction`)."""
+
+    def __init__(self, store: MarkdownStore, scope: Scope, user: UserPaths) -> None:
+        self._store = store
+        self._scope = scope
+        self._user = user
+        self._paths = user.agent(scope.agent)
+        self._snapshot: ScopeSnapshot | None = None
+
+    @property
+    def snapshot(self) -> ScopeSnapshot:
+        if self._snapshot is None:
+            self._snapshot = self._store._snapshot(self._scope, self._user)
+        return self._snapshot
+
+    def usage(self) -> Mapping[str, UsageEntry]:
+        return sidecars.read_usage(self._paths.usage)
+
+    def archived(self, fact_id: str) -> ArchiveEntry | None:
+        return read_entry(self._paths, self._scope, fact_id)
+
+    def commit(self, changes: ChangeSet) -> CommitResult:
+        result, self._snapshot = self._store._commit_locked(
+            self._scope, self._user, self._snapshot, changes
+        )
+        return result

@@ -1,0 +1,129 @@
+"""Where a scope's files live in the Markdown store.
+
+Paths are built only from validated parts: the safe form of the user id and
+the normalised agent name (:mod:`deermem.store.scope`) and fact ids, which
+:class:`deermem.model.Fact` restricts to ``[A-Za-z0-9_-]``. Paths recorded in
+files (the journal) are resolved with :meth:`UserPaths.inside`, which
+refuses anything that would leave the user directory.
+
+The layout is the original DeerMem's (reference §2), so a directory written
+by it opens unchanged::
+
+    {root}/users/{safe_user_id}/memory.json          the user's summaries
+    {root}/users/{uid}/.memory.lock                  cross-process lock
+    {root}/users/{uid}/.memory.journal.json          only while a commit is open
+    {root}/users/{uid}/agents/{agent}/facts/{xx}/{fact_id}.md
+    {root}/users/{uid}/agents/{agent}/.metadata/fact-usage.json
+    {root}/users/{uid}/agents/{agent}/.metadata/eviction-audit.json
+    {root}/users/{uid}/agents/{agent}/.metadata/archive/{fact_id}.json   (deermem)
+
+``xx`` is the first two hex digits of ``sha256(fact_id)``, which spreads a
+large library over 256 directories. Without a user id the root itself plays
+the user directory (the original's single-user layout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from deermem.store.scope import safe_user_id
+
+__all__ = [
+    "AUDIT_FILENAME",
+    "JOURNAL_FILENAME",
+    "LOCK_FILENAME",
+    "USAGE_FILENAME",
+    "ScopePaths",
+    "UserPaths",
+    "fact_shard",
+    "resolve_root",
+]
+
+LOCK_FILENAME: Final = ".memory.lock"
+JOURNAL_FILENAME: Final = ".memory.journal.json"
+RECOVERY_DIRNAME: Final = ".recovery"
+USAGE_FILENAME: Final = "fact-usage.json"
+AUDIT_FILENAME: Final = "eviction-audit.json"
+ARCHIVE_DIRNAME: Final = "archive"
+
+
+def resolve_root(configured: str, environ: Mapping[str, str] | None = None) -> Path:
+    """The store root: the configured path, else ``$DEERMEM_DATA_DIR``, else ``~/.deermem``."""
+    env = os.environ if environ is None else environ
+    chosen = configured.strip() or env.get("DEERMEM_DATA_DIR", "").strip() or "~/.deermem"
+    return Path(chosen).expanduser()
+
+
+def fact_shard(fact_id: str) -> str:
+    """The shard directory of a fact: the first two hex digits of sha256(id)."""
+    return hashlib.sha256(fact_id.encode("ascii")).hexdigest()[:2]
+
+
+class UserPaths:
+    """The files of one user directory (shared by all of the user's agents)."""
+
+    __slots__ = ("_agents", "journal", "lock", "manifest", "recovery", "root", "user_dir")
+
+    def __init__(self, root: Path, user_id: str | None, manifest_filename: str) -> None:
+        self.root = root
+        self.user_dir = root if user_id is None else root / "users" / safe_user_id(user_id)
+        self.manifest = self.user_dir / manifest_filename
+        self.lock = self.user_dir / LOCK_FILENAME
+        self.journal = self.user_dir / JOURNAL_FILENAME
+        self.recovery = self.user_dir / RECOVERY_DIRNAME
+        self._agents: dict[str, ScopePaths] = {}
+
+    def agent(self, agent: str) -> ScopePaths:
+        paths = self._agents.get(agent)
+        if paths is None:
+            paths = self._agents[agent] = ScopePaths(self, agent)
+        return paths
+
+    def inside(self, relative: str) -> Path | None:
+        """Resolve a path recorded relative to the user directory, or ``None`` if it escapes."""
+        if not relative or "\x00" in relative or Path(relative).is_absolute():
+            return None
+        parts = Path(relative).parts
+        if any(part in ("..", "") for part in parts):
+            return None
+        return self.user_dir.joinpath(*parts)
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.user_dir).as_posix()
+
+
+class ScopePaths:
+    """The files of one scope (one agent of one user)."""
+
+    __slots__ = (
+        "agent_dir",
+        "archive_dir",
+        "audit",
+        "facts_dir",
+        "legacy_manifest",
+        "metadata_dir",
+        "usage",
+        "user",
+    )
+
+    def __init__(self, user: UserPaths, agent: str) -> None:
+        self.user = user
+        self.agent_dir = user.user_dir / "agents" / agent
+        self.facts_dir = self.agent_dir / "facts"
+        self.metadata_dir = self.agent_dir / ".metadata"
+        self.usage = self.metadata_dir / USAGE_FILENAME
+        self.audit = self.metadata_dir / AUDIT_FILENAME
+        self.archive_dir = self.metadata_dir / ARCHIVE_DIRNAME
+        # A per-agent ``memory.json`` of the original's first layout.
+        self.legacy_manifest = self.agent_dir / "memory.json"
+
+    def fact(self, fact_id: str) -> Path:
+        """The Markdown file of a fact (the id must already be validated)."""
+        return self.facts_dir / fact_shard(fact_id) / f"{fact_id}.md"
+
+    def archived(self, fact_id: str) -> Path:
+        return self.archive_dir / f"{fact_id}.json"

@@ -1,0 +1,317 @@
+"""The storage contract: what every store offers, in terms of facts, not files.
+
+Everything above :mod:`deermem.store` talks to a :class:`Store`; nothing
+there knows about paths, so a later ``PostgresStore`` can implement the same
+protocol. The embedded default is :class:`~deermem.store.MarkdownStore`.
+
+A change is described by a :class:`ChangeSet` — facts to write or delete,
+summary sections to set, archive entries to add or drop, receipts to append
+— and applied by :meth:`StoreTransaction.commit` atomically: after a crash
+the store holds the state before the commit or after it, never a mix.
+Receipts and usage clean-up are written after the canonical commit
+succeeded, in the same lock.
+
+Two ways to change data:
+
+* optimistic — :meth:`Store.commit` with preconditions (``expected_revision``
+  on the change set, a revision on each written fact);
+* pessimistic — :meth:`Store.transaction`, which holds the user's lock while
+  the caller reads a snapshot, decides (e.g. runs the capacity gate) and
+  commits. Decisions that depend on the whole library, such as capacity,
+  use this, so they need no retries however many writers compete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from types import MappingProxyType
+from typing import Final, Protocol
+
+from deermem.model.fact import Fact
+from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
+from deermem.store.scope import Scope
+
+__all__ = [
+    "DOCUMENT_VERSION",
+    "HISTORY_SECTIONS",
+    "SUMMARY_GROUPS",
+    "USER_SECTIONS",
+    "ChangeSet",
+    "CommitResult",
+    "FactDelete",
+    "FactWrite",
+    "ScopeSnapshot",
+    "Section",
+    "Store",
+    "StoreTransaction",
+    "SummaryDocument",
+    "SummaryKey",
+]
+
+DOCUMENT_VERSION: Final = "2.0"
+USER_SECTIONS: Final = ("workContext", "personalContext", "topOfMind")
+HISTORY_SECTIONS: Final = ("recentMonths", "earlierContext", "longTermBackground")
+SUMMARY_GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
+    "user": USER_SECTIONS,
+    "history": HISTORY_SECTIONS,
+}
+
+SummaryKey = tuple[str, str]
+"""``(group, section)``, e.g. ``("user", "workContext")``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One summary section of the user-global document."""
+
+    summary: str = ""
+    updatedAt: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"summary": self.summary, "updatedAt": self.updatedAt}
+
+
+def _empty_sections(names: tuple[str, ...]) -> Mapping[str, Section]:
+    return {name: Section() for name in names}
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryDocument:
+    """The user-global summaries (``memory.json``): never holds facts.
+
+    ``revision`` grows by one with every commit of the user (any agent);
+    ``version`` is ``"1.0"`` until the first commit writes the document.
+    """
+
+    version: str = "1.0"
+    revision: int = 0
+    lastUpdated: str = ""
+    user: Mapping[str, Section] = field(default_factory=lambda: _empty_sections(USER_SECTIONS))
+    history: Mapping[str, Section] = field(
+        default_factory=lambda: _empty_sections(HISTORY_SECTIONS)
+    )
+
+    def section(self, key: SummaryKey) -> Section:
+        group, name = key
+        sections = self.user if group == "user" else self.history
+        return sections.get(name, Section())
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "version": self.version,
+            "revision": self.revision,
+            "lastUpdated": self.lastUpdated,
+            "user": {name: section.to_dict() for name, section in self.user.items()},
+            "history": {name: section.to_dict() for name, section in self.history.items()},
+        }
+
+
+@dataclass(frozen=True)
+class ScopeSnapshot:
+    """A consistent view of one scope: the summaries and every active fact.
+
+    Facts are ordered by creation time, then id, so every reader — and the
+    capacity gate's tie-break by position — sees the same order.
+    """
+
+    scope: Scope
+    summaries: SummaryDocument
+    facts: tuple[Fact, ...]
+    version: str
+    """Changes whenever the scope may have changed; see :meth:`Store.version`."""
+
+    @property
+    def revision(self) -> int:
+        return self.summaries.revision
+
+    @cached_property
+    def by_id(self) -> MappingProxyType[str, Fact]:
+        """Facts by id (built on first use; read-only)."""
+        return MappingProxyType({fact.id: fact for fact in self.facts})
+
+    def get(self, fact_id: str) -> Fact | None:
+        return self.by_id.get(fact_id)
+
+    def __contains__(self, fact_id: object) -> bool:
+        return fact_id in self.by_id
+
+
+@dataclass(frozen=True, slots=True)
+class FactWrite:
+    """Write one fact.
+
+    Attributes:
+        fact: the fact as it should be stored; its ``scope`` is overwritten
+            with the store's scope.
+        create: ``True`` — the id must not exist yet (the fact is stored with
+            its own ``revision``, normally 1); ``False`` — the fact must exist
+            with ``fact.revision`` as its stored revision, and is stored with
+            revision + 1 and ``updatedAt`` = the change set's clock if
+            anything but those two fields changed (else nothing is written).
+    """
+
+    fact: Fact
+    create: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FactDelete:
+    """Delete one fact; ``expected_revision`` (if given) must be its stored revision."""
+
+    fact_id: str
+    expected_revision: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """Everything one commit changes in one scope.
+
+    Attributes:
+        now: the clock for ``updatedAt``, ``lastUpdated`` and section times.
+        writes: facts to create or update.
+        deletes: facts to delete.
+        summaries: summary sections to set: a text (stamped with ``now``) or
+            a whole :class:`Section` (kept as given, e.g. by an import).
+        archive_puts: entries to add to (or replace in) the scope's archive.
+        archive_deletes: fact ids whose archive entries go (restore, purge).
+        receipts: eviction receipts, appended to the audit after the commit.
+        expected_revision: if set, the user's document must still be at this
+            revision (optimistic concurrency); else the commit applies to
+            whatever is current.
+        forget_in_audit: strip the deleted ids from earlier receipts, as the
+            original does when it deletes facts physically (``eviction_mode:
+            delete``). The archive keeps receipts intact.
+        usage_restores: usage entries to put back (facts restored from the
+            archive keep their recall history), written after the commit.
+    """
+
+    now: datetime
+    writes: tuple[FactWrite, ...] = ()
+    deletes: tuple[FactDelete, ...] = ()
+    summaries: Mapping[SummaryKey, str | Section] = field(default_factory=dict)
+    archive_puts: tuple[ArchiveEntry, ...] = ()
+    archive_deletes: tuple[str, ...] = ()
+    receipts: tuple[EvictionReceipt, ...] = ()
+    expected_revision: int | None = None
+    forget_in_audit: bool = False
+    usage_restores: Mapping[str, UsageEntry] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.writes
+            or self.deletes
+            or self.summaries
+            or self.archive_puts
+            or self.archive_deletes
+            or self.receipts
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What a commit did.
+
+    Attributes:
+        revision: the user's document revision after the commit.
+        written: the facts as stored (final revisions), created or changed.
+        deleted: ids of the facts deleted.
+        changed: whether anything was written at all.
+        version: the scope's version token after the commit.
+    """
+
+    revision: int
+    written: tuple[Fact, ...]
+    deleted: tuple[str, ...]
+    changed: bool
+    version: str
+
+
+class StoreTransaction(Protocol):
+    """One scope, locked: read a snapshot, decide, commit (possibly several times)."""
+
+    @property
+    def snapshot(self) -> ScopeSnapshot:
+        """The scope as of now (refreshed after each commit)."""
+        ...
+
+    def usage(self) -> Mapping[str, UsageEntry]:
+        """The usage sidecar (fact id → entry); empty when absent or malformed."""
+        ...
+
+    def archived(self, fact_id: str) -> ArchiveEntry | None:
+        """The archive entry of a fact, if it has one."""
+        ...
+
+    def commit(self, changes: ChangeSet) -> CommitResult:
+        """Apply a change set atomically (see :class:`ChangeSet`)."""
+        ...
+
+
+class Store(Protocol):
+    """A place where scopes of facts live. Implementations must be thread-safe."""
+
+    def load(self, scope: Scope) -> ScopeSnapshot:
+        """A consistent snapshot of one scope.
+
+        Raises:
+            CorruptMemoryFile: a canonical file cannot be read; nothing is
+                treated as empty and nothing is overwritten.
+        """
+        ...
+
+    def version(self, scope: Scope) -> str:
+        """A cheap token that changes whenever the scope may have changed.
+
+        Derived indexes (search) compare it with the token they were built
+        at. Changes made to files behind the store's back need
+        :meth:`reload`.
+        """
+        ...
+
+    def transaction(self, scope: Scope) -> AbstractContextManager[StoreTransaction]:
+        """Lock the scope's user and open a transaction on the scope."""
+        ...
+
+    def commit(self, scope: Scope, changes: ChangeSet) -> CommitResult:
+        """Apply one change set in its own transaction."""
+        ...
+
+    def record_access(self, scope: Scope, fact_ids: Iterable[str], now: datetime) -> None:
+        """Count a recall of each fact in the usage sidecar (heat decays, then +1).
+
+        Ids without a stored fact are skipped. Never touches a fact itself.
+        """
+        ...
+
+    def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
+        """The usage sidecar of a scope."""
+        ...
+
+    def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
+        """The scope's receipts, oldest first."""
+        ...
+
+    def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
+        """The archive entry of one fact, or ``None``."""
+        ...
+
+    def archive(self, scope: Scope, now: datetime) -> tuple[ArchiveEntry, ...]:
+        """The scope's archive, newest first, without entries past their age limit."""
+        ...
+
+    def purge(self, scope: Scope, fact_id: str) -> None:
+        """Delete a fact's archive entry for good; its receipts stay.
+
+        Raises:
+            FactNotFoundError: the archive has no entry for this id.
+        """
+        ...
+
+    def reload(self, scope: Scope) -> ScopeSnapshot:
+        """Forget cached state and read the scope from the source again."""
+        ...

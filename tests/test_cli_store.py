@@ -1,0 +1,223 @@
+"""The store commands as a user runs them: output, exit codes and the files written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from deermem.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+Cli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """Run ``deermem --root <tmp> --user alice ARGS``."""
+
+    def invoke(*args: str, user: str = "alice") -> tuple[int, str, str]:
+        return run(capsys, "--root", str(tmp_path), "--user", user, *args)
+
+    return invoke
+
+
+def add(cli: Cli, content: str, *options: str) -> str:
+    code, out, _ = cli("facts", "add", content, *options, "--json")
+    assert code == 0
+    fact_id = json.loads(out)["factId"]
+    assert isinstance(fact_id, str)
+    return fact_id
+
+
+def test_facts_add_list_show_edit(cli: Cli, tmp_path: Path) -> None:
+    code, out, _ = cli(
+        "facts", "add", "Prefers uv over pip", "-c", "correction", "--confidence", "0.9"
+    )
+    assert code == 0
+    assert out.startswith("added fact_")
+    fact_id = out.split()[1]
+    assert list(tmp_path.glob(f"users/alice/agents/__default__/facts/*/{fact_id}.md"))
+    code, out, _ = cli("facts", "list", "--json")
+    [listed] = json.loads(out)
+    assert (listed["id"], listed["category"], listed["confidence"]) == (fact_id, "correction", 0.9)
+    code, out, _ = cli("facts", "list")
+    assert "Prefers uv over pip" in out
+    assert "1 facts" in out
+    code, out, _ = cli("facts", "show", fact_id, "--json")
+    assert json.loads(out)["content"] == "Prefers uv over pip"
+    code, out, _ = cli("facts", "edit", fact_id, "--confidence", "0.95", "--revision", "1")
+    assert (code, out.strip()) == (0, f"updated {fact_id} (revision 2)")
+    code, _, err = cli("facts", "edit", fact_id, "--content", "x", "--revision", "1")
+    assert code == 1
+    assert "changed concurrently" in err
+    assert err.count("\n") == 1
+    code, _, err = cli("facts", "edit", fact_id)
+    assert code == 2
+    assert "at least one" in err
+
+
+def test_user_text_is_printed_literally(cli: Cli) -> None:
+    fact_id = add(cli, "Use [bold]markup[/bold] literally")
+    _, out, _ = cli("facts", "list")
+    assert "[bold]markup[/bold]" in out
+    _, out, _ = cli("facts", "show", fact_id)
+    assert "[bold]markup[/bold]" in out
+
+
+def test_an_add_evicted_at_once_exits_with_status_1(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "deermem.toml"
+    config.write_text("max_facts = 10\n", "utf-8")
+    for number in range(10):
+        code, _, _ = cli(
+            "--config", str(config), "facts", "add", f"Fact {number}", "--confidence", "0.9"
+        )
+        assert code == 0
+    code, _, err = cli(
+        "--config", str(config), "facts", "add", "A weak guess", "--confidence", "0.1"
+    )
+    assert code == 1
+    assert "not kept" in err
+    assert "deermem why fact_" in err
+    code, out, _ = cli(
+        "--config", str(config), "facts", "add", "A strong fact", "--confidence", "0.95"
+    )
+    assert code == 0
+    assert "evicted fact_" in out
+    _, out, _ = cli("facts", "list", "--json")
+    assert len(json.loads(out)) == 10
+
+
+def test_rm_audit_why_and_the_archive(cli: Cli) -> None:
+    fact_id = add(cli, "Lives in Lisbon", "-c", "identity")
+    code, out, _ = cli("facts", "rm", fact_id)
+    assert code == 0
+    assert f"deermem archive restore {fact_id}" in out
+    code, out, _ = cli("audit", "--json")
+    [receipt] = json.loads(out)
+    assert (receipt["reason"], receipt["trigger"]) == ("deleted", "manual")
+    assert "Lisbon" not in out
+    code, out, _ = cli("audit")
+    assert "deleted" in out
+    assert fact_id in out
+    code, out, _ = cli("why", fact_id)
+    assert f"{fact_id} is archived" in out
+    assert "deleted on" in out
+    code, out, _ = cli("archive", "list", "--json")
+    assert json.loads(out)[0]["fact"]["content"] == "Lives in Lisbon"
+    code, out, _ = cli("archive", "restore", fact_id)
+    assert (code, out.strip()) == (0, f"restored {fact_id}")
+    code, out, _ = cli("why", fact_id, "--json")
+    assert json.loads(out)["status"] == "active"
+    cli("facts", "rm", fact_id)
+    code, out, _ = cli("archive", "purge", fact_id, "--yes")
+    assert (code, out.strip()) == (0, f"purged {fact_id}")
+    code, out, _ = cli("why", fact_id)
+    assert f"{fact_id} is gone" in out
+    code, _, err = cli("archive", "purge", fact_id, "--yes")
+    assert code == 1
+    assert "in the archive" in err
+
+
+def test_purge_asks_before_deleting(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    fact_id = add(cli, "Temporary")
+    cli("facts", "rm", fact_id)
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("n\n"))
+    code, _, _ = cli("archive", "purge", fact_id)
+    assert code == 1
+    code, out, _ = cli("archive", "list", "--json")
+    assert len(json.loads(out)) == 1
+
+
+def test_users_and_agents_are_separate(cli: Cli, tmp_path: Path) -> None:
+    add(cli, "Alice's fact")
+    _, out, _ = cli("facts", "list", "--json", user="bob")
+    assert json.loads(out) == []
+    _, out, _ = cli("--agent", "Coder", "facts", "list", "--json")
+    assert json.loads(out) == []
+    code, _, _ = cli("--agent", "coder", "facts", "add", "Coder's fact")
+    assert code == 0
+    assert list(tmp_path.glob("users/alice/agents/coder/facts/*/*.md"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--agent", "../x", "facts", "list"), "agent name '../x' is not allowed"),
+        (("facts", "show", "fact_missing"), "no fact 'fact_missing'"),
+        (("why", "fact_missing"), "no fact 'fact_missing'"),
+        (("archive", "restore", "fact_missing"), "in the archive"),
+        (("facts", "add", "  "), "not blank"),
+        (("facts", "add", "x", "--confidence", "2"), "between 0 and 1"),
+    ],
+)
+def test_errors_are_one_clear_line(cli: Cli, args: tuple[str, ...], message: str) -> None:
+    code, _, err = cli(*args)
+    assert code == 1
+    assert message in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_a_corrupt_store_is_reported_with_the_file(cli: Cli, tmp_path: Path) -> None:
+    add(cli, "Something")
+    manifest = tmp_path / "users/alice/memory.json"
+    manifest.write_text("[]", "utf-8")
+    code, _, err = cli("facts", "list")
+    assert code == 1
+    assert str(manifest) in err
+    assert "expected a JSON object" in err
+    assert manifest.read_text("utf-8") == "[]"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("facts", "add"),
+        ("facts", "list"),
+        ("facts", "show"),
+        ("facts", "edit"),
+        ("facts", "rm"),
+        ("audit",),
+        ("why",),
+        ("archive", "list"),
+        ("archive", "restore"),
+        ("archive", "purge"),
+        ("config", "check"),
+        ("demo",),
+    ],
+)
+def test_every_command_explains_itself_with_an_example(
+    capsys: pytest.CaptureFixture[str], command: tuple[str, ...]
+) -> None:
+    code, out, _ = run(capsys, *command, "--help")
+    assert code == 0
+    assert "Example" in out
+
+
+def test_the_root_help_lists_the_global_options(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "--help")
+    for option in ("--root", "--config", "--user", "--agent"):
+        assert option in out
+    for command in ("facts", "audit", "why", "archive", "config", "demo"):
+        assert command in out
+
+
+def test_a_file_system_error_is_one_line_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory", "utf-8")
+    code, _, err = run(capsys, "--root", str(blocker / "store"), "facts", "add", "Hello")
+    assert code == 1
+    assert "a-file" in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err

@@ -1,0 +1,203 @@
+"""The reversible archive: eviction into it, restore through the gate, purge, bounds."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from deermem import (
+    CorruptMemoryFile,
+    DuplicateFactError,
+    FactNotFoundError,
+    FactRevisionConflict,
+    Memory,
+    MemoryConfig,
+)
+from deermem.scenarios import seed_scenarios
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def open_memory(root: Path, clock: Clock | None = None, **settings: object) -> Memory:
+    config = MemoryConfig(max_facts=10, **settings)
+    return Memory.open(root, config, user="alice", clock=clock or (lambda: NOW))
+
+
+def stale_vs_confirmed() -> dict[str, object]:
+    return {"facts": [dict(f) for f in seed_scenarios(NOW)[0].facts]}
+
+
+def archive_dir(root: Path) -> Path:
+    return root / "users/alice/agents/__default__/.metadata/archive"
+
+
+def test_an_evicted_fact_is_archived_with_a_reference_to_its_receipt(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document(stale_vs_confirmed())
+    [receipt] = memory.audit()
+    [entry] = memory.archive()
+    assert entry.fact_id == "fact_confirm"
+    assert (entry.reason, entry.trigger, entry.receipt_id) == (
+        "capacity",
+        "import",
+        receipt.receipt_id,
+    )
+    assert entry.eviction == receipt.evicted[0]
+    assert entry.fact.lastConfirmedAt is not None  # the fact as it was, every field
+    data = json.loads((archive_dir(tmp_path) / "fact_confirm.json").read_text("utf-8"))
+    assert data["fact"]["content"].startswith("The user wants short commit messages")
+    assert data["receiptId"] == receipt.receipt_id
+
+
+def test_restore_goes_through_the_gate_and_may_be_evicted_again(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document(stale_vs_confirmed())
+    first_receipt = memory.archive()[0].receipt_id
+    result = memory.restore("fact_confirm")  # still confidence: 0.7 loses again
+    assert not result.restored
+    assert result.evicted == ("fact_confirm",)
+    assert result.receipts[0].trigger == "restore"
+    [entry] = memory.archive()
+    assert entry.fact_id == "fact_confirm"
+    assert entry.trigger == "restore"
+    assert entry.receipt_id != first_receipt
+    assert "fact_confirm" not in {f.id for f in memory.list_facts()}
+
+
+def test_restore_under_hybrid_brings_the_fact_back_and_evicts_another(tmp_path: Path) -> None:
+    open_memory(tmp_path).import_document(stale_vs_confirmed())
+    hybrid = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
+    result = hybrid.restore("fact_confirm")
+    assert result.restored
+    assert result.evicted == ("fact_stale90",)
+    restored = hybrid.get_fact("fact_confirm")
+    original = next(f for f in seed_scenarios(NOW)[0].facts if f["id"] == "fact_confirm")
+    assert restored.lastConfirmedAt == original["lastConfirmedAt"]
+    assert restored.createdAt == original["createdAt"]
+    assert [e.fact_id for e in hybrid.archive()] == ["fact_stale90"]
+    assert not (archive_dir(tmp_path) / "fact_confirm.json").exists()
+
+
+def test_restore_brings_back_the_recall_history(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
+    fact_id = memory.create_fact("Recalled often", confidence=0.6).fact_id
+    assert fact_id is not None
+    memory.record_access([fact_id, fact_id])
+    memory.record_access([fact_id])
+    memory.delete_fact(fact_id)
+    assert memory.store.usage(memory.scope) == {}
+    assert memory.archive()[0].usage is not None
+    assert memory.restore(fact_id).restored
+    assert memory.store.usage(memory.scope)[fact_id].access_count == 2
+
+
+def test_restore_refuses_unknown_active_and_duplicate_facts(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    fact_id = memory.create_fact("Lives in Lisbon").fact_id
+    assert fact_id is not None
+    with pytest.raises(FactNotFoundError, match="in the archive"):
+        memory.restore("fact_nothere")
+    memory.delete_fact(fact_id)
+    memory.create_fact("lives in lisbon")
+    with pytest.raises(DuplicateFactError):
+        memory.restore(fact_id)
+    twin = open_memory(tmp_path)
+    entry_file = archive_dir(tmp_path) / f"{fact_id}.json"
+    data = json.loads(entry_file.read_text("utf-8"))
+    data["fact"]["content"] = "Something else"
+    entry_file.write_text(json.dumps(data), "utf-8")
+    assert twin.restore(fact_id).restored
+    twin.update_fact(fact_id, confidence=0.9)
+    entry_file.write_text(json.dumps(data), "utf-8")  # an entry for an id that is active again
+    with pytest.raises(FactRevisionConflict):
+        twin.restore(fact_id)
+
+
+def test_purge_deletes_the_content_and_keeps_the_receipt(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document(stale_vs_confirmed())
+    memory.purge("fact_confirm")
+    assert memory.archive() == ()
+    assert not (archive_dir(tmp_path) / "fact_confirm.json").exists()
+    assert memory.audit()[0].fact_ids == ("fact_confirm",)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert b"short commit messages" not in path.read_bytes()
+    with pytest.raises(FactNotFoundError):
+        memory.purge("fact_confirm")
+
+
+def test_the_archive_is_bounded_by_count(tmp_path: Path) -> None:
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, archive_max_entries=2)
+    ids = []
+    for number in range(5):
+        clock.now = NOW + timedelta(minutes=number)
+        fact_id = memory.create_fact(f"Fact {number}").fact_id
+        assert fact_id is not None
+        ids.append(fact_id)
+        memory.delete_fact(fact_id)
+    assert [e.fact_id for e in memory.archive()] == [ids[4], ids[3]]  # newest first
+    assert len(list(archive_dir(tmp_path).iterdir())) == 2
+    assert len(memory.audit()) == 5  # receipts outlive their archive entries
+
+
+def test_the_archive_is_bounded_by_age(tmp_path: Path) -> None:
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, archive_max_age_days=30)
+    old = memory.create_fact("Old").fact_id
+    assert old is not None
+    memory.delete_fact(old)
+    clock.now = NOW + timedelta(days=31)
+    assert memory.archive() == ()  # expired: not listed
+    with pytest.raises(FactNotFoundError):
+        memory.restore(old)
+    assert (archive_dir(tmp_path) / f"{old}.json").exists()
+    newer = memory.create_fact("Newer").fact_id
+    assert newer is not None
+    memory.delete_fact(newer)  # the next archiving commit prunes
+    assert not (archive_dir(tmp_path) / f"{old}.json").exists()
+    assert [e.fact_id for e in memory.archive()] == [newer]
+
+
+def test_a_corrupt_archive_entry_is_an_error(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    fact_id = memory.create_fact("To archive").fact_id
+    assert fact_id is not None
+    memory.delete_fact(fact_id)
+    entry_file = archive_dir(tmp_path) / f"{fact_id}.json"
+    entry_file.write_text(
+        json.dumps(
+            {"fact": {"id": "fact_other", "content": "x", "createdAt": "2026-08-13T00:00:00Z"}}
+        ),
+        "utf-8",
+    )
+    with pytest.raises(CorruptMemoryFile, match="does not match the file name"):
+        memory.archive()
+    data = {
+        "archivedAt": "2026-08-13T00:00:00Z",
+        "reason": "deleted",
+        "fact": {
+            "id": fact_id,
+            "content": "x",
+            "createdAt": "2026-08-13T00:00:00Z",
+            "scope": {"userId": "mallory", "agentName": "__default__"},
+        },
+    }
+    entry_file.write_text(json.dumps(data), "utf-8")
+    with pytest.raises(CorruptMemoryFile, match="scope mismatch"):
+        memory.restore(fact_id)
+    entry_file.write_text("[]", "utf-8")
+    with pytest.raises(CorruptMemoryFile):
+        memory.why(fact_id)

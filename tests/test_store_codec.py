@@ -1,0 +1,195 @@
+"""The on-disk formats: Markdown facts and memory.json, and how bad files are refused."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deermem import CorruptMemoryFile, Fact
+from deermem.model import CORE_CATEGORIES, FactScope, format_timestamp
+from deermem.store import Scope, Section, SummaryDocument
+from deermem.store.codec import decode_fact, decode_summaries, encode_fact, encode_summaries
+
+SCOPE = Scope.of("alice", "coder")
+PATH = Path("users/alice/agents/coder/facts/ab/fact_1a2b3c4d.md")
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+
+
+def a_fact(**changes: object) -> Fact:
+    data: dict[str, object] = {
+        "id": "fact_1a2b3c4d",
+        "content": "Use uv, not pip.\nThe team standardised on it in 2025.",
+        "category": "correction",
+        "confidence": 0.9,
+        "source": "thread-7",
+        "createdAt": "2026-08-13T00:00:00Z",
+        "sourceError": "The assistant suggested 'pip install'.",
+    }
+    data.update(changes)
+    return Fact.from_dict(data)
+
+
+def test_fact_file_is_the_original_format_byte_for_byte() -> None:
+    text = encode_fact(a_fact(), SCOPE).decode("utf-8")
+    assert text == (
+        "---\n"
+        "id: fact_1a2b3c4d\n"
+        "category: correction\n"
+        "confidence: 0.9\n"
+        "status: active\n"
+        "schemaVersion: 2\n"
+        "source:\n"
+        "  type: conversation\n"
+        "  threadId: thread-7\n"
+        "user_id: alice\n"
+        "agent_name: coder\n"
+        "topics: []\n"
+        "createdAt: '2026-08-13T00:00:00Z'\n"
+        "updatedAt: '2026-08-13T00:00:00Z'\n"
+        "revision: 1\n"
+        "sourceError: The assistant suggested 'pip install'.\n"
+        "---\n"
+        "\n"
+        "# Use uv, not pip.\n"
+        "\n"
+        "Use uv, not pip.\n"
+        "The team standardised on it in 2025.\n"
+    )
+
+
+def test_decode_restores_the_fact_with_the_directory_scope() -> None:
+    fact = decode_fact(encode_fact(a_fact(), SCOPE), PATH, SCOPE, "fact_1a2b3c4d")
+    assert fact == a_fact(scope={"userId": "alice", "agentName": "coder"})
+    assert fact.scope == FactScope(userId="alice", agentName="coder")
+
+
+def test_a_derived_title_follows_the_content_an_explicit_one_stays() -> None:
+    derived = decode_fact(encode_fact(a_fact(), SCOPE), PATH, SCOPE, "fact_1a2b3c4d")
+    assert derived.title is None
+    edited = derived.replace(content="Use poetry.")
+    assert b"# Use poetry." in encode_fact(edited, SCOPE)
+    titled = a_fact(title="Package manager")
+    again = decode_fact(encode_fact(titled, SCOPE), PATH, SCOPE, "fact_1a2b3c4d")
+    assert again.title == "Package manager"
+    assert again.content == titled.content
+
+
+# --- property: Fact -> Markdown -> Fact is the identity -----------------------------
+
+text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+timestamps = st.integers(min_value=0, max_value=10**9).map(
+    lambda s: format_timestamp(NOW - timedelta(seconds=s, microseconds=s % 7 * 1000))
+)
+facts = st.fixed_dictionaries(
+    {
+        "id": st.from_regex(r"[A-Za-z0-9_-]{1,40}", fullmatch=True),
+        "content": text.filter(lambda t: bool(t.strip())),
+        "category": st.one_of(st.sampled_from(CORE_CATEGORIES), text),
+        "confidence": st.floats(min_value=0, max_value=1),
+        "topics": st.lists(text, max_size=3),
+        "createdAt": timestamps,
+        "lastConfirmedAt": st.one_of(st.none(), timestamps),
+        "confirmationCount": st.one_of(st.none(), st.integers(min_value=1, max_value=1000)),
+        "sourceError": st.one_of(st.none(), text),
+        "expected_valid_days": st.one_of(st.none(), st.integers(min_value=1, max_value=3650)),
+        "title": st.one_of(st.none(), text),
+    },
+    optional={
+        "custom": st.one_of(text, st.integers()),
+        "origin": st.lists(text, max_size=2),
+    },
+).map(Fact.from_dict)
+
+
+@settings(max_examples=150)
+@given(facts)
+def test_markdown_round_trip_is_the_identity(fact: Fact) -> None:
+    decoded = decode_fact(encode_fact(fact, SCOPE), PATH, SCOPE, fact.id)
+    stored = fact.replace(scope={"userId": "alice", "agentName": "coder"})
+    heading = fact.heading()
+    if fact.title is not None and fact.title == stored.replace(title=None).heading():
+        stored = stored.replace(title=None)
+    assert decoded == stored
+    assert decoded.heading() == heading
+
+
+# --- corruption is an error naming the file and the problem ----------------------------
+
+GOOD = encode_fact(a_fact(), SCOPE)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"id: fact_1a2b3c4d\n", "does not start with YAML front matter"),  # no front matter
+        (b"---\nid: fact_1a2b3c4d\n", "not closed"),  # unterminated
+        (b"---\nid: [unclosed\n---\n\n# x\n\nx\n", "not valid YAML"),
+        (b"---\n- a list\n---\n\n# x\n\nx\n", "must be a mapping"),
+        (GOOD.replace(b"id: fact_1a2b3c4d", b"id: fact_other"), "does not match the file name"),
+        (GOOD.replace(b"agent_name: coder", b"agent_name: writer"), "scope mismatch"),
+        (GOOD.replace(b"user_id: alice", b"user_id: mallory"), "scope mismatch"),
+        (GOOD.replace(b"confidence: 0.9", b"confidence: high"), "'confidence'"),
+        (GOOD.replace(b"topics: []", b"topics: python"), "'topics'"),
+        (GOOD.replace(b"revision: 1", b"revision: [1]"), "'revision'"),
+        (GOOD.replace(b"status: active", b"status: superseded"), "'status'"),
+        (GOOD.replace(b"id: fact_1a2b3c4d\n", b"id: fact_1a2b3c4d\ncontent: x\n"), "'content'"),
+        (GOOD.split(b"# Use")[0], "invalid fact"),  # no content
+        (b"\xff\xfe" + GOOD, "not UTF-8"),
+    ],
+)
+def test_a_malformed_fact_file_is_an_error_that_names_it(data: bytes, problem: str) -> None:
+    with pytest.raises(CorruptMemoryFile) as caught:
+        decode_fact(data, PATH, SCOPE, "fact_1a2b3c4d")
+    assert caught.value.path == str(PATH)
+    assert problem in str(caught.value)
+    assert str(PATH) in str(caught.value)
+
+
+def test_a_hand_written_file_without_scope_keys_belongs_to_its_directory() -> None:
+    data = b"---\nid: fact_hand\ncategory: goal\ncreatedAt: 2026-08-01T10:00:00Z\n---\n\nShip v1.\n"
+    fact = decode_fact(data, PATH, SCOPE, "fact_hand")
+    assert fact.content == "Ship v1."
+    assert fact.scope == FactScope(userId="alice", agentName="coder")
+    assert fact.createdAt == "2026-08-01T10:00:00Z"  # an unquoted YAML timestamp
+
+
+# --- memory.json ------------------------------------------------------------------------
+
+
+def test_summary_document_round_trip_and_keys() -> None:
+    document = SummaryDocument(
+        version="2.0",
+        revision=4,
+        lastUpdated="2026-08-13T00:00:00Z",
+        user={**SummaryDocument().user, "workContext": Section("Payments team", "2026-08-01Z")},
+    )
+    data = encode_summaries(document)
+    assert list(json.loads(data)) == ["version", "revision", "lastUpdated", "user", "history"]
+    assert decode_summaries(data, PATH) == document
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[]", "expected a JSON object, found list"),
+        (b'{"version": "1.0", "facts": [{"id": "x"}]}', "version-1 document"),
+        (b'{"revision": "3"}', "'revision'"),
+        (b'{"user": []}', "'user' must be an object"),
+        (b'{"history": {"recentMonths": {"summary": 1}}}', "history.recentMonths"),
+    ],
+)
+def test_a_malformed_summary_document_is_an_error(data: bytes, problem: str) -> None:
+    with pytest.raises(CorruptMemoryFile, match=problem):
+        decode_summaries(data, PATH)
+
+
+def test_an_empty_version_one_document_reads_as_summaries() -> None:
+    document = decode_summaries(b'{"version": "1.0", "facts": []}', PATH)
+    assert document.version == "1.0"
+    assert document.revision == 0

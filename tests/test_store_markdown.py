@@ -1,0 +1,682 @@
+"""MarkdownStore: layout, commits, revisions, cache, journal recovery, locks, corruption."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from deermem import (
+    CorruptMemoryFile,
+    Fact,
+    FactNotFoundError,
+    FactRevisionConflict,
+    ManifestRevisionConflict,
+    StoreLockTimeout,
+)
+from deermem.store import (
+    ChangeSet,
+    FactDelete,
+    FactWrite,
+    MarkdownStore,
+    Scope,
+    Section,
+    Store,
+    atomic,
+    journal,
+    locks,
+)
+from deermem.store.codec import decode_fact
+from deermem.store.paths import fact_shard
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+ALICE = Scope.of("alice", "coder")
+
+
+def fact(fact_id: str, content: str | None = None, **fields: object) -> Fact:
+    data: dict[str, object] = {
+        "id": fact_id,
+        "content": content or f"Fact {fact_id}.",
+        "createdAt": "2026-08-01T00:00:00Z",
+        "source": "manual",
+    }
+    data.update(fields)
+    return Fact.from_dict(data)
+
+
+def create(store: Store, scope: Scope, *facts: Fact, now: datetime = NOW) -> None:
+    store.commit(scope, ChangeSet(now=now, writes=tuple(FactWrite(f, create=True) for f in facts)))
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".memory.lock"
+    }
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MarkdownStore:
+    return MarkdownStore(tmp_path)
+
+
+# --- layout and format ------------------------------------------------------------------
+
+
+def test_markdown_store_implements_the_store_protocol(store: MarkdownStore) -> None:
+    implementation: Store = store  # checked by mypy
+    assert isinstance(implementation, MarkdownStore)
+
+
+def test_a_missing_scope_loads_empty_and_creates_nothing(store: MarkdownStore) -> None:
+    snapshot = store.load(ALICE)
+    assert snapshot.facts == ()
+    assert snapshot.summaries.version == "1.0"
+    assert snapshot.revision == 0
+    assert set(snapshot.summaries.user) == {"workContext", "personalContext", "topOfMind"}
+    assert set(snapshot.summaries.history) == {
+        "recentMonths",
+        "earlierContext",
+        "longTermBackground",
+    }
+    assert not any(store.root.iterdir())
+
+
+def test_agents_share_one_user_document_and_keep_their_own_fact_files(
+    store: MarkdownStore,
+) -> None:
+    create(store, ALICE, fact("fact_a"))
+    create(store, Scope.of("alice", "writer"), fact("fact_b"))
+    user = store.root / "users" / "alice"
+    document = json.loads((user / "memory.json").read_text("utf-8"))
+    assert list(document) == ["version", "revision", "lastUpdated", "user", "history"]
+    assert document["version"] == "2.0"
+    assert document["revision"] == 2
+    assert [p.name for p in (user / "agents/coder/facts").rglob("*.md")] == ["fact_a.md"]
+    assert [p.name for p in (user / "agents/writer/facts").rglob("*.md")] == ["fact_b.md"]
+    assert not list(user.rglob("agents/*/*.json"))
+
+
+def test_a_thread_id_is_only_a_source_never_a_path(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_t", source="thread-xyz"))
+    assert not [p for p in store.root.rglob("*") if "thread-xyz" in p.name]
+    assert store.load(ALICE).facts[0].source.threadId == "thread-xyz"
+
+
+def test_fact_files_are_sharded_by_the_sha256_of_their_id(store: MarkdownStore) -> None:
+    ids = [f"fact_{i:08x}" for i in range(20)]
+    create(store, ALICE, *(fact(i) for i in ids))
+    shards = set()
+    for fact_id in ids:
+        path = store.root / "users/alice/agents/coder/facts" / fact_shard(fact_id)
+        assert (path / f"{fact_id}.md").is_file()
+        shards.add(fact_shard(fact_id))
+    assert len(shards) > 5
+    assert fact_shard("fact_00000000") == hashlib.sha256(b"fact_00000000").hexdigest()[:2]
+
+
+def test_custom_manifest_filename(tmp_path: Path) -> None:
+    store = MarkdownStore(tmp_path, manifest_filename="index.json")
+    create(store, ALICE, fact("fact_a"))
+    assert (tmp_path / "users/alice/index.json").is_file()
+    assert not (tmp_path / "users/alice/memory.json").exists()
+
+
+# --- commits and revisions --------------------------------------------------------------
+
+
+def test_create_update_and_delete_with_fact_revisions(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a"))
+    stored = store.load(ALICE).get("fact_a")
+    assert stored is not None
+    assert stored.revision == 1
+    later = NOW + timedelta(hours=1)
+    result = store.commit(
+        ALICE,
+        ChangeSet(now=later, writes=(FactWrite(stored.replace(confidence=0.8), create=False),)),
+    )
+    updated = result.written[0]
+    assert (updated.revision, updated.confidence) == (2, 0.8)
+    assert updated.updatedAt == "2026-08-13T01:00:00Z"
+    assert updated.createdAt == stored.createdAt
+    # the same fact again: nothing changes, nothing is written
+    again = store.commit(ALICE, ChangeSet(now=later, writes=(FactWrite(updated, create=False),)))
+    assert not again.changed
+    assert again.revision == result.revision
+    store.commit(ALICE, ChangeSet(now=later, deletes=(FactDelete("fact_a", 2),)))
+    assert store.load(ALICE).facts == ()
+    assert not list(store.root.rglob("fact_a.md"))
+
+
+def test_manifest_and_fact_revisions_are_separate_preconditions(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a"), fact("fact_b"))
+    before = files(store.root)
+    a = store.load(ALICE).get("fact_a")
+    assert a is not None
+    with pytest.raises(ManifestRevisionConflict) as stale:
+        store.commit(
+            ALICE, ChangeSet(now=NOW, writes=(FactWrite(a, create=False),), expected_revision=0)
+        )
+    assert (stale.value.expected, stale.value.actual) == (0, 1)
+    with pytest.raises(FactRevisionConflict) as exists:
+        create(store, ALICE, fact("fact_a"))
+    assert (exists.value.fact_id, exists.value.expected, exists.value.actual) == ("fact_a", None, 1)
+    with pytest.raises(FactRevisionConflict) as old:
+        store.commit(
+            ALICE,
+            ChangeSet(
+                now=NOW, writes=(FactWrite(a.replace(revision=5, content="x"), create=False),)
+            ),
+        )
+    assert (old.value.expected, old.value.actual) == (5, 1)
+    with pytest.raises(FactRevisionConflict):
+        store.commit(ALICE, ChangeSet(now=NOW, deletes=(FactDelete("fact_b", 7),)))
+    with pytest.raises(FactNotFoundError):
+        store.commit(ALICE, ChangeSet(now=NOW, deletes=(FactDelete("fact_zz"),)))
+    assert files(store.root) == before  # refused changes write nothing
+
+
+def test_a_disjoint_change_applies_over_a_newer_document_a_stale_one_does_not(
+    tmp_path: Path,
+) -> None:
+    first, second = MarkdownStore(tmp_path), MarkdownStore(tmp_path)
+    create(first, ALICE, fact("fact_a"), fact("fact_b"))
+    a = second.load(ALICE).get("fact_a")
+    b = second.load(ALICE).get("fact_b")
+    assert a is not None
+    assert b is not None
+    first.commit(
+        ALICE, ChangeSet(now=NOW, writes=(FactWrite(a.replace(confidence=0.9), create=False),))
+    )
+    # second's view of fact_b is still current: the change applies over revision 2
+    result = second.commit(
+        ALICE, ChangeSet(now=NOW, writes=(FactWrite(b.replace(confidence=0.1), create=False),))
+    )
+    assert result.revision == 3
+    # second's view of fact_a is stale: refused
+    with pytest.raises(FactRevisionConflict):
+        second.commit(
+            ALICE, ChangeSet(now=NOW, writes=(FactWrite(a.replace(confidence=0.2), create=False),))
+        )
+    assert {f.id: f.confidence for f in second.load(ALICE).facts} == {"fact_a": 0.9, "fact_b": 0.1}
+
+
+def test_two_stores_cannot_create_the_same_fact_id(tmp_path: Path) -> None:
+    create(MarkdownStore(tmp_path), ALICE, fact("fact_a", "one"))
+    with pytest.raises(FactRevisionConflict, match="already exists"):
+        create(MarkdownStore(tmp_path), ALICE, fact("fact_a", "two"))
+
+
+def test_summary_changes_keep_sibling_sections_and_refuse_stale_bases(
+    store: MarkdownStore,
+) -> None:
+    store.commit(
+        ALICE,
+        ChangeSet(
+            now=NOW,
+            summaries={("user", "workContext"): "Payments team", ("history", "recentMonths"): "Q3"},
+        ),
+    )
+    later = NOW + timedelta(days=1)
+    store.commit(ALICE, ChangeSet(now=later, summaries={("user", "topOfMind"): "The migration"}))
+    summaries = store.load(ALICE).summaries
+    assert summaries.user["workContext"] == Section("Payments team", "2026-08-13T00:00:00Z")
+    assert summaries.user["topOfMind"] == Section("The migration", "2026-08-14T00:00:00Z")
+    assert summaries.history["recentMonths"].summary == "Q3"
+    before = files(store.root)
+    with pytest.raises(ManifestRevisionConflict):
+        store.commit(
+            ALICE,
+            ChangeSet(now=later, summaries={("user", "topOfMind"): "stale"}, expected_revision=1),
+        )
+    assert files(store.root) == before
+    with pytest.raises(ValueError, match="unknown summary section"):
+        store.commit(ALICE, ChangeSet(now=later, summaries={("user", "mood"): "x"}))
+
+
+def test_a_commit_writes_and_reads_only_the_facts_it_touches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(MarkdownStore(tmp_path), ALICE, *(fact(f"fact_{i:04d}") for i in range(50)))
+    written: list[Path] = []
+    decoded: list[str] = []
+    original_write = atomic.DurableBatch.write
+    original_decode = decode_fact
+
+    def record_write(self: atomic.DurableBatch, path: Path, data: bytes) -> None:
+        written.append(path)
+        original_write(self, path, data)
+
+    def record_decode(data: bytes, path: Path, scope: Scope, expected_id: str) -> Fact:
+        decoded.append(expected_id)
+        return original_decode(data, path, scope, expected_id)
+
+    monkeypatch.setattr(atomic.DurableBatch, "write", record_write)
+    monkeypatch.setattr("deermem.store.reading.decode_fact", record_decode)
+    fresh = MarkdownStore(tmp_path)  # cold cache
+    result = fresh.commit(
+        ALICE,
+        ChangeSet(
+            now=NOW,
+            writes=(FactWrite(fact("fact_new"), create=True),),
+            deletes=(FactDelete("fact_0007"),),
+        ),
+    )
+    assert sorted(p.name for p in written) == ["fact_new.md", "memory.json"]
+    assert decoded == ["fact_0007"]  # read to check it exists, nothing else
+    assert [f.id for f in result.written] == ["fact_new"]
+    assert len(fresh.load(ALICE).facts) == 50  # the untouched siblings are all there
+
+
+# --- the read cache ---------------------------------------------------------------------
+
+
+def test_a_cached_load_lists_no_fact_files(
+    store: MarkdownStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(store, ALICE, fact("fact_a"), fact("fact_b"))
+    store.load(ALICE)
+    calls: list[object] = []
+    real = os.scandir
+
+    def counting(path: object) -> Iterator[os.DirEntry[str]]:
+        calls.append(path)
+        return real(path)  # type: ignore[call-overload,no-any-return]
+
+    monkeypatch.setattr(os, "scandir", counting)
+    for _ in range(3):
+        assert len(store.load(ALICE).facts) == 2
+    assert calls == []
+
+
+def test_another_instances_commit_invalidates_the_cache(tmp_path: Path) -> None:
+    mine, theirs = MarkdownStore(tmp_path), MarkdownStore(tmp_path)
+    create(mine, ALICE, fact("fact_a"))
+    assert len(mine.load(ALICE).facts) == 1
+    create(theirs, ALICE, fact("fact_b"))
+    assert {f.id for f in mine.load(ALICE).facts} == {"fact_a", "fact_b"}
+
+
+def test_the_revision_invalidates_the_cache_when_mtime_and_size_collide(
+    store: MarkdownStore,
+) -> None:
+    create(store, ALICE, fact("fact_a"))
+    create(store, ALICE, fact("fact_b"))
+    assert len(store.load(ALICE).facts) == 2
+    manifest = store.root / "users/alice/memory.json"
+    status = manifest.stat()
+    # Another writer (by hand) removes a fact and rewrites the document in
+    # place: same inode, same size, same mtime — only the revision differs.
+    next(store.root.rglob("fact_b.md")).unlink()
+    text = manifest.read_text("utf-8").replace('"revision": 2', '"revision": 3')
+    with manifest.open("r+", encoding="utf-8") as handle:
+        handle.write(text)
+    os.utime(manifest, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert manifest.stat().st_size == status.st_size
+    assert [f.id for f in store.load(ALICE).facts] == ["fact_a"]
+
+
+def test_snapshots_cannot_be_changed_by_callers(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a", custom={"nested": 1}))
+    snapshot = store.load(ALICE)
+    with pytest.raises(TypeError):
+        snapshot.by_id["fact_x"] = snapshot.facts[0]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        snapshot.facts[0].extra["custom"] = 2  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        snapshot.facts[0].content = "changed"  # type: ignore[misc]
+    assert store.load(ALICE) is snapshot  # served from the cache, unchanged
+
+
+def test_reload_sees_files_edited_by_hand(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a", "Old text."))
+    store.load(ALICE)
+    path = next(store.root.rglob("fact_a.md"))
+    path.write_text(path.read_text("utf-8").replace("Old text.", "New text."), "utf-8")
+    assert store.load(ALICE).facts[0].content == "Old text."  # cached: edits need reload
+    assert store.reload(ALICE).facts[0].content == "New text."
+
+
+def test_concurrent_loads_and_commits_from_threads(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_seed"))
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            for _ in range(50):
+                facts = store.load(ALICE).facts
+                assert facts
+                assert all(isinstance(f, Fact) for f in facts)
+        except BaseException as error:  # collected, then re-raised by the test
+            errors.append(error)
+
+    def writer(number: int) -> None:
+        try:
+            for i in range(3):
+                create(store, ALICE, fact(f"fact_w{number}_{i}"))
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=reader) for _ in range(8)]
+    threads += [threading.Thread(target=writer, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(store.reload(ALICE).facts) == 7
+
+
+def test_the_version_token_changes_with_every_commit_only(store: MarkdownStore) -> None:
+    empty = store.version(ALICE)
+    create(store, ALICE, fact("fact_a"))
+    first = store.version(ALICE)
+    assert first != empty
+    assert store.version(ALICE) == first == store.load(ALICE).version
+    create(store, Scope.of("alice", "writer"), fact("fact_b"))
+    assert store.version(ALICE) != first  # another agent of the user: may have changed
+
+
+# --- corruption is an error, and nothing is overwritten -----------------------------------
+
+
+def test_a_corrupt_document_is_an_error_and_stays_byte_identical(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a"))
+    manifest = store.root / "users/alice/memory.json"
+    manifest.write_bytes(b"{broken")
+    fresh = MarkdownStore(store.root)
+    with pytest.raises(CorruptMemoryFile, match="not valid JSON") as caught:
+        fresh.load(ALICE)
+    assert caught.value.path == str(manifest)
+    with pytest.raises(CorruptMemoryFile):
+        create(fresh, ALICE, fact("fact_b"))
+    assert manifest.read_bytes() == b"{broken"
+    assert not list(store.root.rglob("fact_b.md"))
+
+
+def test_a_corrupt_fact_fails_the_whole_scope_and_is_not_overwritten(
+    store: MarkdownStore,
+) -> None:
+    create(store, ALICE, fact("fact_a"), fact("fact_b"))
+    path = next(store.root.rglob("fact_a.md"))
+    path.write_bytes(b"---\nid: fact_a\nconfidence: [\n---\n\nbroken\n")
+    fresh = MarkdownStore(store.root)
+    with pytest.raises(CorruptMemoryFile, match=r"fact_a\.md"):
+        fresh.load(ALICE)
+    from deermem import Memory, MemoryConfig
+
+    memory = Memory(fresh, MemoryConfig(), ALICE, clock=lambda: NOW)
+    with pytest.raises(CorruptMemoryFile):
+        memory.create_fact("Something new")
+    assert path.read_bytes() == b"---\nid: fact_a\nconfidence: [\n---\n\nbroken\n"
+
+
+@pytest.mark.parametrize(
+    ("relative", "problem"),
+    [
+        ("facts/zz/fact_a.md", "belongs in shard directory"),
+        ("facts/00/bad.name.md", "not a valid fact id"),
+        ("facts/fact_a.md", "outside its shard directory"),
+        ("memory.json", "version-1 layout"),
+    ],
+)
+def test_files_in_the_wrong_place_are_refused(
+    store: MarkdownStore, relative: str, problem: str
+) -> None:
+    create(store, ALICE, fact("fact_a"))
+    source = next(store.root.rglob("fact_a.md")).read_bytes()
+    target = store.root / "users/alice/agents/coder" / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(source if relative.endswith(".md") else b'{"facts": []}')
+    with pytest.raises(CorruptMemoryFile, match=problem):
+        MarkdownStore(store.root).load(ALICE)
+
+
+def test_temporary_files_of_an_interrupted_writer_are_not_facts(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a"))
+    shard = next(store.root.rglob("fact_a.md")).parent
+    (shard / ".fact_b.md.0123abcd.tmp").write_text("half a fi", "utf-8")
+    assert [f.id for f in MarkdownStore(store.root).load(ALICE).facts] == ["fact_a"]
+
+
+def test_a_version_one_document_with_facts_is_refused(store: MarkdownStore) -> None:
+    user = store.root / "users/alice"
+    user.mkdir(parents=True)
+    (user / "memory.json").write_text('{"version": "1.0", "facts": [{"id": "f"}]}', "utf-8")
+    with pytest.raises(CorruptMemoryFile, match="version-1 document"):
+        store.load(ALICE)
+
+
+# --- journal and recovery ----------------------------------------------------------------
+
+
+def crash_before_journal_removal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next commit stop where a crash would: files written, journal still there."""
+
+    class Crash(BaseException):
+        pass
+
+    def crash(path: Path) -> bool:
+        raise Crash
+
+    monkeypatch.setattr(journal, "remove_durably", crash)
+    monkeypatch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing
+
+
+def test_an_interrupted_commit_is_rolled_back_at_the_next_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MarkdownStore(tmp_path)
+    create(store, ALICE, fact("fact_a", "Before."))
+    before = files(tmp_path)
+    a = store.load(ALICE).get("fact_a")
+    assert a is not None
+    with monkeypatch.context() as patch:
+        crash_before_journal_removal(patch)
+        with pytest.raises(BaseException):  # noqa: B017, PT011 - the simulated crash
+            store.commit(
+                ALICE,
+                ChangeSet(
+                    now=NOW,
+                    writes=(
+                        FactWrite(a.replace(content="After."), create=False),
+                        FactWrite(fact("fact_new"), create=True),
+                    ),
+                    summaries={("user", "topOfMind"): "changed"},
+                ),
+            )
+    journal_file = tmp_path / "users/alice/.memory.journal.json"
+    prepared = json.loads(journal_file.read_text("utf-8"))
+    assert prepared["state"] == "prepared"
+    assert prepared["agentName"] == "coder"
+    assert (prepared["expectedRevision"], prepared["nextRevision"]) == (1, 2)
+    assert sorted(prepared["factIds"]) == ["fact_a", "fact_new"]
+    assert "fact_a" in prepared["oldEntries"]
+    assert next(tmp_path.rglob("fact_new.md")).exists()  # the crash left the new file behind
+    snapshot = MarkdownStore(tmp_path).load(ALICE)
+    assert [(f.id, f.content) for f in snapshot.facts] == [("fact_a", "Before.")]
+    assert not journal_file.exists()
+    assert files(tmp_path) == before
+
+
+def test_a_failed_commit_rolls_back_at_once(
+    store: MarkdownStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.commit(ALICE, ChangeSet(now=NOW, summaries={("user", "workContext"): "Old"}))
+    store.load(ALICE)
+    calls = {"n": 0}
+    original = atomic.DurableBatch.write
+
+    def disk_full(self: atomic.DurableBatch, path: Path, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(28, "No space left on device")
+        original(self, path, data)
+
+    monkeypatch.setattr(atomic.DurableBatch, "write", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        store.commit(
+            ALICE,
+            ChangeSet(
+                now=NOW,
+                writes=(FactWrite(fact("fact_a"), create=True),),
+                summaries={("user", "workContext"): "New"},
+            ),
+        )
+    monkeypatch.undo()
+    assert not (store.root / "users/alice/.memory.journal.json").exists()
+    assert store.load(ALICE).summaries.user["workContext"].summary == "Old"
+    assert store.load(ALICE).facts == ()
+    assert not list(store.root.rglob("fact_a.md"))
+
+
+def test_a_committed_journal_is_only_cleaned_up(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a"))
+    user = store.root / "users/alice"
+    (user / ".recovery/op1").mkdir(parents=True)
+    (user / ".recovery/op1/memory.json").write_text("{}", "utf-8")
+    (user / ".memory.journal.json").write_text(
+        json.dumps({"operationId": "op1", "state": "committed"}), "utf-8"
+    )
+    assert [f.id for f in MarkdownStore(store.root).load(ALICE).facts] == ["fact_a"]
+    assert not (user / ".memory.journal.json").exists()
+    assert not (user / ".recovery/op1").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"state": "halfway"}', "unknown journal state"),
+        ('{"state": "prepared", "oldEntries": {}}', "does not hold the prior file contents"),
+        (
+            '{"state": "prepared", "files": [{"path": "../../outside.md", "before": null}]}',
+            "escapes the user directory",
+        ),
+        ('{"state": "prepared", "files": [{"path": "/etc/passwd", "before": "x"}]}', "escapes"),
+    ],
+)
+def test_a_journal_that_cannot_be_trusted_is_corruption(
+    store: MarkdownStore, content: str, problem: str
+) -> None:
+    create(store, ALICE, fact("fact_a"))
+    journal_file = store.root / "users/alice/.memory.journal.json"
+    journal_file.write_text(content, "utf-8")
+    with pytest.raises(CorruptMemoryFile, match=problem):
+        MarkdownStore(store.root).load(ALICE)
+    assert journal_file.read_text("utf-8") == content
+
+
+# --- atomic writes and locks ---------------------------------------------------------------
+
+
+def test_atomic_write_syncs_the_file_and_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[bool] = []
+    real = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    target = tmp_path / "a" / "b.json"
+    atomic.atomic_write(target, b"{}")
+    assert target.read_bytes() == b"{}"
+    assert False in synced  # the file
+    assert synced.count(True) >= 2  # its directory, and the parent of the new directory
+    assert [p.name for p in target.parent.iterdir()] == ["b.json"]  # no temporary left
+
+
+def test_user_locks_are_cached_weakly(tmp_path: Path) -> None:
+    lock = locks.user_lock(tmp_path / "u1" / ".memory.lock", 1.0)
+    assert locks.user_lock(tmp_path / "u1" / ".memory.lock", 1.0) is lock
+    key = str(tmp_path / "u1" / ".memory.lock")
+    del lock
+    assert key not in locks._registry
+
+
+def test_a_lock_held_by_another_thread_times_out(tmp_path: Path) -> None:
+    store = MarkdownStore(tmp_path, lock_timeout=0.2)
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        with store.transaction(ALICE):
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait(5)
+    try:
+        with pytest.raises(StoreLockTimeout):
+            create(store, ALICE, fact("fact_a"))
+    finally:
+        release.set()
+        thread.join()
+    create(store, ALICE, fact("fact_a"))
+
+
+def test_a_lock_held_by_another_process_times_out(tmp_path: Path) -> None:
+    store = MarkdownStore(tmp_path, lock_timeout=0.3)
+    create(store, ALICE, fact("fact_a"))
+    lock_file = tmp_path / "users/alice/.memory.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time\n"
+            f"f = open({str(lock_file)!r}, 'a')\n"
+            "fcntl.flock(f, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(StoreLockTimeout, match="could not take the lock"):
+            create(store, ALICE, fact("fact_b"))
+        assert 0.25 < time.monotonic() - started < 5
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    create(store, ALICE, fact("fact_b"))
+
+
+def test_readers_of_sidecars_and_the_archive_recover_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deermem import Memory, MemoryConfig
+
+    memory = Memory(MarkdownStore(tmp_path), MemoryConfig(), ALICE, clock=lambda: NOW)
+    fact_id = memory.create_fact("To be deleted").fact_id
+    assert fact_id is not None
+    with monkeypatch.context() as patch:
+        crash_before_journal_removal(patch)
+        with pytest.raises(BaseException):  # noqa: B017, PT011 - the simulated crash
+            memory.delete_fact(fact_id)
+    assert next(tmp_path.rglob(f"archive/{fact_id}.json")).exists()  # half of the commit
+    fresh = MarkdownStore(tmp_path)
+    assert fresh.archive(ALICE, NOW) == ()  # recovered before reading
+    assert fresh.archived(ALICE, fact_id) is None
+    assert fresh.audit(ALICE) == ()
+    assert [f.id for f in fresh.load(ALICE).facts] == [fact_id]

@@ -1,0 +1,257 @@
+"""The usage and audit sidecars: recall heat, bounded content-free receipts, clean-up."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from deermem import Memory, MemoryConfig
+from deermem.scenarios import seed_scenarios
+from deermem.store import sidecars
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, now: datetime = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def open_memory(root: Path, clock: Clock | None = None, **settings: object) -> Memory:
+    config = MemoryConfig(**settings)
+    return Memory.open(root, config, user="alice", clock=clock or Clock())
+
+
+def metadata(root: Path) -> Path:
+    return root / "users/alice/agents/__default__/.metadata"
+
+
+def test_recall_heat_decays_then_adds_one_and_never_touches_the_fact(tmp_path: Path) -> None:
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, fact_eviction_policy="hybrid-v1")
+    fact_id = memory.create_fact("Uses uv").fact_id
+    assert fact_id is not None
+    fact_file = next(tmp_path.rglob(f"{fact_id}.md"))
+    before = fact_file.read_bytes()
+    assert memory.record_access([fact_id])
+    clock.now = NOW + timedelta(days=30)  # one half-life later
+    assert memory.record_access([fact_id, "fact_unknown"])
+    usage = json.loads((metadata(tmp_path) / "fact-usage.json").read_text("utf-8"))
+    assert usage == {
+        fact_id: {"accessHeat": 1.5, "accessCount": 2, "lastAccessedAt": "2026-09-12T00:00:00Z"}
+    }
+    assert fact_file.read_bytes() == before
+    assert memory.get_fact(fact_id).updatedAt == "2026-08-13T00:00:00Z"
+
+
+def test_the_default_policy_records_no_usage(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    fact_id = memory.create_fact("Uses uv").fact_id
+    assert fact_id is not None
+    assert memory.record_access([fact_id]) is False
+    assert not (metadata(tmp_path) / "fact-usage.json").exists()
+
+
+def test_shadow_mode_records_usage(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, fact_eviction_shadow_enabled=True)
+    fact_id = memory.create_fact("Uses uv").fact_id
+    assert fact_id is not None
+    assert memory.record_access([fact_id])
+    assert fact_id in memory.store.usage(memory.scope)
+
+
+def test_a_deleted_fact_is_never_recorded_again(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
+    fact_id = memory.create_fact("Uses uv").fact_id
+    assert fact_id is not None
+    memory.record_access([fact_id])
+    memory.delete_fact(fact_id)
+    assert memory.store.usage(memory.scope) == {}
+    memory.record_access([fact_id])
+    assert memory.store.usage(memory.scope) == {}
+
+
+def test_receipts_are_bounded_and_hold_no_content(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, max_facts=10, eviction_audit_max_entries=1)
+    for number in range(12):
+        memory.create_fact(f"Secret number {number} of the user", confidence=0.5 + number / 100)
+    audit_file = metadata(tmp_path) / "eviction-audit.json"
+    events = json.loads(audit_file.read_text("utf-8"))
+    assert len(events) == 1
+    [event] = events
+    assert event["reason"] == "capacity"
+    assert event["trigger"] == "manual"
+    assert (event["maxFacts"], event["occupancy"]) == (10, 11)
+    assert event["evicted"][0]["factId"] == memory.audit()[0].evicted[0].fact_id
+    assert set(event["evicted"][0]) == {
+        "factId",
+        "category",
+        "score",
+        "components",
+        "rank",
+        "margin",
+    }
+    text = audit_file.read_text("utf-8")
+    assert "Secret" not in text
+    for sidecar in metadata(tmp_path).glob("*.json"):
+        assert "Secret" not in sidecar.read_text("utf-8")
+
+
+def test_no_receipts_are_written_with_a_bound_of_zero(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, max_facts=10, eviction_audit_max_entries=0)
+    for number in range(11):
+        memory.create_fact(f"Fact {number}")
+    assert not (metadata(tmp_path) / "eviction-audit.json").exists()
+    assert len(memory.archive()) == 1  # the archive still knows why
+    assert memory.archive()[0].eviction is not None
+
+
+def test_malformed_sidecars_are_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
+    fact_id = memory.create_fact("Uses uv").fact_id
+    assert fact_id is not None
+    metadata(tmp_path).mkdir(parents=True, exist_ok=True)
+    (metadata(tmp_path) / "fact-usage.json").write_text("[1, 2", "utf-8")
+    (metadata(tmp_path) / "eviction-audit.json").write_text('{"not": "a list"}', "utf-8")
+    with caplog.at_level(logging.WARNING, logger="deermem.store"):
+        assert memory.audit() == ()
+        assert memory.store.usage(memory.scope) == {}
+        assert [f.id for f in memory.list_facts()] == [fact_id]
+        memory.record_access([fact_id])  # rewrites the derived file
+    assert "malformed sidecar" in caplog.text
+    assert memory.store.usage(memory.scope)[fact_id].access_count == 1
+
+
+def test_original_audit_events_are_kept_when_receipts_are_appended(tmp_path: Path) -> None:
+    original = {
+        "occurredAt": "2026-07-01T00:00:00Z",
+        "reason": "capacity",
+        "policyVersion": "confidence",
+        "maxFacts": 10,
+        "reservedCorrectionSlots": 0,
+        "evicted": [{"factId": "fact_old", "category": "goal", "score": 0.4, "components": {}}],
+    }
+    metadata(tmp_path).mkdir(parents=True)
+    (metadata(tmp_path) / "eviction-audit.json").write_text(json.dumps([original]), "utf-8")
+    memory = open_memory(tmp_path, max_facts=10)
+    for number in range(11):
+        memory.create_fact(f"Fact {number}")
+    events = json.loads((metadata(tmp_path) / "eviction-audit.json").read_text("utf-8"))
+    assert events[0] == original
+    receipts = memory.audit()
+    assert receipts[0].receipt_id is None
+    assert receipts[0].trigger is None
+    assert receipts[1].receipt_id is not None
+
+
+# --- stripping ids (eviction_mode: delete, as the original) -----------------------------
+
+
+def test_forgetting_ids_recomputes_the_shadow_disagreement(tmp_path: Path) -> None:
+    path = tmp_path / "audit.json"
+    event = {
+        "occurredAt": "2026-08-13T00:00:00Z",
+        "evicted": [{"factId": "a"}, {"factId": "b"}],
+        "shadow": {"policyVersion": "hybrid-v1", "wouldEvict": ["a", "c"], "disagrees": True},
+    }
+    path.write_text(json.dumps([event]), "utf-8")
+    sidecars.forget_in_audit(path, ["b", "c"])
+    [cleaned] = json.loads(path.read_text("utf-8"))
+    assert cleaned["evicted"] == [{"factId": "a"}]
+    assert cleaned["shadow"] == {
+        "policyVersion": "hybrid-v1",
+        "wouldEvict": ["a"],
+        "disagrees": False,
+    }
+
+
+def test_forgetting_ids_copes_with_a_null_evicted_list_and_deletes_an_empty_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.json"
+    path.write_text(
+        json.dumps(
+            [
+                {"occurredAt": "x", "evicted": None},
+                {"occurredAt": "y", "evicted": [{"factId": "a"}]},
+            ]
+        ),
+        "utf-8",
+    )
+    sidecars.forget_in_audit(path, ["a"])
+    assert not path.exists()
+
+
+def test_forgetting_ids_drops_malformed_fields() -> None:
+    events: list[object] = [
+        {
+            "occurredAt": "x",
+            "evicted": [{"factId": "a"}, "junk", {"nofactid": 1}, {"factId": 3}],
+            "shadow": {
+                "policyVersion": "hybrid-v1",
+                "wouldEvict": ["a", 7, None],
+                "disagrees": True,
+            },
+        },
+        {"occurredAt": "y", "evicted": [{"factId": "b"}], "shadow": {"wouldEvict": "a"}},
+        "not an event",
+    ]
+    cleaned = sidecars.strip_audit_events(events, {"zzz"})
+    assert cleaned == [
+        {
+            "occurredAt": "x",
+            "evicted": [{"factId": "a"}],
+            "shadow": {"policyVersion": "hybrid-v1", "wouldEvict": ["a"], "disagrees": False},
+        },
+        {"occurredAt": "y", "evicted": [{"factId": "b"}]},
+    ]
+
+
+def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
+    memory = open_memory(
+        tmp_path, max_facts=10, eviction_mode="delete", fact_eviction_shadow_enabled=True
+    )
+    stale, _ = seed_scenarios(NOW)
+    memory.import_document({"facts": [dict(f) for f in stale.facts]})
+    [receipt] = memory.audit()
+    assert receipt.fact_ids == ("fact_confirm",)
+    assert receipt.shadow is not None
+    assert receipt.shadow.would_evict == ("fact_stale90",)
+    assert memory.archive() == ()  # delete mode: evicted facts are gone
+    assert not list(tmp_path.rglob("fact_confirm.md"))
+    memory.delete_fact("fact_stale90")
+    [receipt] = memory.audit()
+    assert receipt.shadow is not None
+    assert receipt.shadow.would_evict == ()
+    assert not list(tmp_path.rglob("fact_stale90.md"))
+    memory.import_document({"facts": []})  # every fact deleted: no receipt names them
+    assert [r.fact_ids for r in memory.audit()] == [("fact_confirm",)]
+
+
+def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = open_memory(tmp_path, max_facts=10)
+    for number in range(10):
+        memory.create_fact(f"Fact {number}", confidence=0.9)
+
+    def disk_full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sidecars, "append_receipts", disk_full)
+    with caplog.at_level(logging.ERROR, logger="deermem.store"):
+        result = memory.create_fact("One more", confidence=0.95)
+    assert result.kept
+    assert len(result.evicted) == 1
+    assert "sidecars could not be updated" in caplog.text
+    assert memory.audit() == ()  # the receipt is missing ...
+    assert memory.archive()[0].eviction is not None  # ... but the archive kept its line
