@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deermem._exceptions import (
     FactNotFoundError,
@@ -23,6 +24,7 @@ from deermem._exceptions import (
 )
 from deermem.config import MemoryConfig, load_config
 from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
+from deermem.memory._update import UpdateService
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
 from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
@@ -44,6 +46,11 @@ from deermem.store import (
     Store,
     SummaryDocument,
 )
+from deermem.update import FlushReport
+from deermem.update.report import UpdateReport, UpdateResult
+
+if TYPE_CHECKING:
+    from deermem.llm import ChatModel
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
@@ -78,6 +85,7 @@ class Memory:
         *,
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
+        model: ChatModel | None = None,
     ) -> None:
         if scope.user_id is None and config.strict_user_scope:
             raise UnsafeIdentifierError(
@@ -89,6 +97,9 @@ class Memory:
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
+        self._updates = UpdateService(
+            store, config, clock=self.now, new_id=self._new_id, model=model
+        )
 
     @classmethod
     def open(
@@ -100,6 +111,7 @@ class Memory:
         agent: str | None = None,
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
+        model: ChatModel | None = None,
     ) -> Memory:
         """Open the Markdown store at ``root``.
 
@@ -112,26 +124,45 @@ class Memory:
             agent: the agent name (``None``: the ``__default__`` bucket).
             clock: the time source of every decision (aware UTC datetimes).
             id_factory: makes new fact ids (for reproducible runs).
+            model: the chat model extraction uses; by default the one
+                ``config.model`` describes, built on first use.
         """
         config = config if config is not None else load_config()
         store = MarkdownStore.from_config(config, Path(root) if root is not None else None)
-        return cls(store, config, Scope.of(user, agent), clock=clock, id_factory=id_factory)
+        return cls(
+            store,
+            config,
+            Scope.of(user, agent),
+            clock=clock,
+            id_factory=id_factory,
+            model=model,
+        )
 
     def scoped(self, *, user: object = _UNSET, agent: object = _UNSET) -> Memory:
-        """The same store and settings for another user and/or agent."""
+        """The same store and settings for another user and/or agent.
+
+        Views share the update machinery (model, queue, watermark): closing
+        any of them flushes the conversations queued through all of them.
+        """
+        view = Memory(
+            self.store,
+            self.config,
+            self._scope_of(user, agent),
+            clock=self._clock,
+            id_factory=self._new_id,
+        )
+        view._updates = self._updates
+        return view
+
+    def _scope_of(self, user: object, agent: object) -> Scope:
+        """This memory's scope with ``user`` and/or ``agent`` replaced (``_UNSET``: kept)."""
         user_id = self.scope.user_id if user is _UNSET else user
         agent_name = self.scope.agent if agent is _UNSET else agent
         if user_id is not None and not isinstance(user_id, str):
             raise UnsafeIdentifierError("user id", user_id, "expected a string")
         if agent_name is not None and not isinstance(agent_name, str):
             raise UnsafeIdentifierError("agent name", agent_name, "expected a string")
-        return Memory(
-            self.store,
-            self.config,
-            Scope.of(user_id, agent_name),
-            clock=self._clock,
-            id_factory=self._new_id,
-        )
+        return Scope.of(user_id, agent_name)
 
     def __repr__(self) -> str:
         return f"Memory({self.store!r}, {self.scope})"
@@ -381,6 +412,106 @@ class Memory:
             return False
         self.store.record_access(self.scope, list(fact_ids), self.now())
         return True
+
+    # --- from conversation to memory (machinery in deermem.memory._update) -----------
+
+    def update_now(
+        self,
+        thread_id: str,
+        messages: Iterable[object],
+        *,
+        user_id: str | object | None = _UNSET,
+        agent: str | object | None = _UNSET,
+    ) -> UpdateReport:
+        """Extract facts, confirmations and removals from a conversation, now.
+
+        The messages (OpenAI chat format or the LangChain/DeerFlow shape,
+        oldest first) are filtered, the part not yet extracted for this
+        thread is sent to the model in one call, and its answer goes through
+        the gates and the capacity gate into one commit (see docs/update.md).
+
+        Args:
+            thread_id: the conversation; recorded as the new facts' source.
+            messages: the whole conversation so far.
+            user_id / agent: another scope than this memory's.
+
+        Returns:
+            What changed, as ids and counters.
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            LLMError: the model call failed (after the client's retries).
+            MessageFormatError: a message has an unusable shape.
+        """
+        return self.ingest(thread_id, messages, user_id=user_id, agent=agent).report
+
+    def ingest(
+        self,
+        thread_id: str,
+        messages: Iterable[object],
+        *,
+        dry_run: bool = False,
+        user_id: str | object | None = _UNSET,
+        agent: str | object | None = _UNSET,
+    ) -> UpdateResult:
+        """:meth:`update_now`, returning the facts the report names as well (for display).
+
+        With ``dry_run`` the plan and the capacity gate's decision are
+        computed and nothing is written — not the facts, not the receipts,
+        not the watermark.
+        """
+        scope = self._scope_of(user_id, agent)
+        return self._updates.update_now(scope, thread_id, messages, dry_run=dry_run)
+
+    def add_conversation(
+        self,
+        thread_id: str,
+        messages: Iterable[object],
+        *,
+        user_id: str | object | None = _UNSET,
+        agent: str | object | None = _UNSET,
+    ) -> bool:
+        """Queue a conversation for extraction once the user pauses.
+
+        Every call restarts the debounce timer (``debounce_seconds``); a newer
+        conversation for the same thread replaces the queued one and keeps
+        its signals. Call this after every agent turn with the whole
+        conversation: only what was not extracted before is sent to the model.
+
+        Returns:
+            Whether it was queued (``False``: after filtering nothing is left
+            to learn from — no user turn with an assistant reply).
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            QueueFullError: ``queue_max_depth`` is reached and the conversation
+                carries no signal (conversations with a signal are always taken).
+            QueueClosedError: :meth:`close` was called.
+            MessageFormatError: a message has an unusable shape.
+        """
+        scope = self._scope_of(user_id, agent)
+        return self._updates.add(scope, thread_id, messages)
+
+    def flush_updates(self, timeout: float | None = None) -> FlushReport:
+        """Process the queued conversations now (default budget:
+        ``shutdown_flush_timeout_seconds``); the report lists what failed or
+        did not finish in time."""
+        return self._updates.flush(timeout)
+
+    def close(self, timeout: float | None = None) -> FlushReport:
+        """Stop taking conversations and process what is queued, within ``timeout``.
+
+        Nothing admitted is dropped silently: the report lists every
+        conversation that failed or could not be processed in time, and
+        they are logged (ids only). Also called on leaving a ``with`` block.
+        """
+        return self._updates.close(timeout)
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # --- explaining ---------------------------------------------------------------
 

@@ -62,12 +62,19 @@ from deermem.update.settings import UpdateSettings
 from deermem.update.staleness import StalenessOutcome, review_staleness, stale_candidates
 from deermem.update.state import MemoryState, SummarySection
 from deermem.update.templates import PromptLoader, PromptTemplate
+from deermem.update.uploads import (
+    REASON_UPLOAD,
+    mentions_upload,
+    strip_upload_mentions,
+    strip_upload_sentences,
+)
 from deermem.update.watermark import Watermark
 
 __all__ = [
     "DEFAULT_AGENT",
     "REASON_CONTRADICTION",
     "REASON_STALENESS",
+    "REASON_UPLOAD",
     "REINFORCEMENT_SIGNAL",
     "ConfirmationOutcome",
     "ContradictionOutcome",
@@ -108,6 +115,7 @@ __all__ = [
     "dedupe_new_facts",
     "format_conversation",
     "gate_response",
+    "mentions_upload",
     "new_fact_id",
     "next_confirmation_count",
     "normalize_response",
@@ -118,4 +126,6 @@ __all__ = [
     "response_text",
     "review_staleness",
     "stale_candidates",
+    "strip_upload_mentions",
+    "strip_upload_sentences",
 ]
