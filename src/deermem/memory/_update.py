@@ -167,12 +167,24 @@ class UpdateService:
         return queue.flush(self._timeout(timeout))
 
     def close(self, timeout: float | None) -> FlushReport:
-        """Stop taking conversations and flush the queue; log what could not be flushed."""
+        """Stop taking conversations, flush the queue (logging what could not be
+        flushed), and release the model if this service built it."""
         with self._setup:
             queue = self._queue
-        if queue is None:
-            return FlushReport(completed=True)
-        report = queue.shutdown(self._timeout(timeout))
+        report = FlushReport(completed=True)
+        if queue is not None:
+            report = queue.shutdown(self._timeout(timeout))
+            self._log_unflushed(report)
+        with self._setup:
+            updater, self._updater = self._updater, None
+        if updater is not None and self._model is None:
+            close = getattr(updater.model, "close", None)  # the HTTP client's connections
+            if callable(close):
+                close()
+        return report
+
+    @staticmethod
+    def _log_unflushed(report: FlushReport) -> None:
         if not report.ok:
             _log.error(
                 "memory queue closed with %d conversation(s) failed and %d not processed in "
@@ -184,7 +196,6 @@ class UpdateService:
                     for key in (*report.failed, *report.unflushed)
                 ),
             )
-        return report
 
     def _timeout(self, timeout: float | None) -> float:
         return self._config.shutdown_flush_timeout_seconds if timeout is None else timeout
