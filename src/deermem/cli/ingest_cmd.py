@@ -68,9 +68,7 @@ def ingest(
     thread: str | None = typer.Option(
         None, "--thread", help="Thread id [default: the file's thread_id, else its name]."
     ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Show what would change; write nothing."
-    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Turn a conversation into facts, confirmations and removals (one model call).

@@ -147,8 +147,11 @@ class UpdateService:
     def queue(self) -> UpdateQueue[Message]:
         with self._setup:
             if self._queue is None:
-                self._queue = UpdateQueue.from_config(
-                    self._process, self._config, watermark=self.watermark
+                self._queue = UpdateQueue(
+                    self._process,
+                    debounce_seconds=self._config.debounce_seconds,
+                    max_depth=self._config.queue_max_depth,
+                    watermark=self.watermark,  # shared with update_now
                 )
             return self._queue
 

@@ -47,6 +47,7 @@ from deermem.update.plan import (
 from deermem.update.prompt import UpdatePrompt, build_update_prompt
 from deermem.update.queue import DEFAULT_AGENT, UpdateQueue
 from deermem.update.queue_items import FlushReport, QueueItem, QueueKey, QueueStats
+from deermem.update.report import FactChange, ModelCall, UpdateOutcome, UpdateReport, UpdateResult
 from deermem.update.responses import (
     NewFactProposal,
     NormalizedResponse,
@@ -79,10 +80,12 @@ __all__ = [
     "ConfirmationOutcome",
     "ContradictionOutcome",
     "ConversationTurn",
+    "FactChange",
     "FactRejections",
     "FlushReport",
     "GatedResponse",
     "MemoryState",
+    "ModelCall",
     "NewFactProposal",
     "NoUpdate",
     "NormalizedResponse",
@@ -104,10 +107,13 @@ __all__ = [
     "SummaryRejections",
     "SummarySection",
     "UpdateMetrics",
+    "UpdateOutcome",
     "UpdatePayload",
     "UpdatePlan",
     "UpdatePrompt",
     "UpdateQueue",
+    "UpdateReport",
+    "UpdateResult",
     "UpdateSettings",
     "Watermark",
     "build_update_prompt",
