@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from deermem import LLMResponseInvalid
+from deermem import LLMResponseInvalid, Memory
 from deermem.testing import Reply, ScriptedChatServer
 from tests.wire_support import (
     CHAT,
@@ -35,7 +36,7 @@ def server() -> Iterator[ScriptedChatServer]:
         yield running
 
 
-def seeded(root: Path, server: ScriptedChatServer, **settings: object):  # type: ignore[no-untyped-def]
+def seeded(root: Path, server: ScriptedChatServer, **settings: Any) -> Memory:
     memory = open_memory(root, server, **settings)
     seed(
         memory,

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +76,7 @@ def test_a_conversation_becomes_facts_with_one_model_call(
     (stored,) = memory.list_facts()
     assert stored.content == "Uses uv for every Python project."
     assert (stored.source.type, stored.source.threadId) == ("conversation", "thread-7")
+    assert stored.scope is not None
     assert stored.scope.userId == "alice"
     assert len(server.requests) == 1
     body = server.requests[0].json()
@@ -501,7 +503,7 @@ def test_delete_mode_deletes_without_archive(tmp_path: Path, server: ScriptedCha
 def test_a_confirmation_is_recorded_only_when_every_condition_holds(
     tmp_path: Path,
     server: ScriptedChatServer,
-    settings: dict[str, object],
+    settings: dict[str, Any],
     messages: list[dict[str, str]],
     recorded: bool,
 ) -> None:

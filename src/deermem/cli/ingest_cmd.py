@@ -91,6 +91,8 @@ def ingest(
             result = memory.ingest(thread_id, messages, dry_run=dry_run)
     except MessageFormatError as error:
         raise ConversationFileError(str(file), str(error)) from None
+    finally:
+        memory.close()  # the model's connections
     if as_json:
         print_json(
             {

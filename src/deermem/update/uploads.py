@@ -48,7 +48,7 @@ REASON_UPLOAD: Final = "upload"
 
 _FILE_WORD: Final = (
     r"(?:files?|documents?|docs?|attachments?|pdfs?|csvs?|spreadsheets?|images?|photos?|"
-    r"pictures?|screenshots?|archives?|datasets?|slides?|"
+    r"pictures?|screenshots?|archives?|datasets?|slides?|logs?|reports?|videos?|recordings?|"
     r"[\w-]{1,64}\.(?:pdf|csv|tsv|xlsx?|docx?|pptx?|txt|md|json|ya?ml|png|jpe?g|gif|zip|gz))"
 )
 _DETERMINER: Final = (
