@@ -417,6 +417,57 @@ def test_a_contradiction_without_replacement_never_costs_another_fact_its_slot(
     assert [r.reason for r in memory.audit()] == ["contradiction"]
 
 
+def test_an_unlabelled_fact_is_dropped_without_stopping_the_rest(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server)
+    seed(memory, stored_fact("fact_pip", "Uses pip"))
+    unlabelled = {"content": "Uses uv", "category": "preference", "confidence": 0.9}
+    server.enqueue(
+        answer(
+            newFacts=[unlabelled, new_fact("Lives in Lyon.")],
+            factsToRemove=[removal("fact_pip", 0)],
+        )
+    )
+    report = memory.update_now("t", CHAT)
+    assert report.metrics.fact_rejections.missing == 1
+    assert report.metrics.removal_rejections.replacement == 1
+    assert report.added == ("fact_00000001",)
+    assert memory.get_fact("fact_00000001").content == "Lives in Lyon."
+    assert "fact_pip" in facts_by_id(memory)
+
+
+def test_wrong_typed_sections_are_ignored_and_a_valid_fact_kept(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server)
+    server.enqueue(
+        answer(user="alice", history=[1, 2], factsToRemove="everything",
+               newFacts=[new_fact("Lives in Lyon.", confidence="0.91", category=9)])
+    )  # fmt: skip
+    report = memory.update_now("t", CHAT)
+    (fact,) = memory.list_facts()
+    assert (fact.content, fact.confidence, fact.category) == ("Lives in Lyon.", 0.91, "context")
+    assert report.summaries == ()
+
+
+def test_upload_blocks_never_reach_the_model(tmp_path: Path, server: ScriptedChatServer) -> None:
+    memory = open_memory(tmp_path, server)
+    server.enqueue(answer())
+    upload = "<uploaded_files>/mnt/user-data/uploads/secret.csv</uploaded_files>"
+    messages = [
+        {"role": "user", "content": upload},
+        {"role": "assistant", "content": "I see the file secret.csv."},
+        {"role": "user", "content": "<current_uploads>a.pdf</current_uploads>What is in a.pdf?"},
+        {"role": "assistant", "content": "A report."},
+    ]  # fmt: skip
+    memory.update_now("t", messages)
+    prompt = prompt_of(server)
+    assert "secret.csv" not in prompt
+    assert "User: What is in a.pdf?" in prompt
+    assert "uploads" not in prompt.split("<conversation>")[1]
+
+
 def test_removal_scopes_and_reasons_are_gated(tmp_path: Path, server: ScriptedChatServer) -> None:
     memory = open_memory(tmp_path, server)
     seed(memory, stored_fact("fact_a"), stored_fact("fact_b"), stored_fact("fact_c"))
@@ -627,6 +678,16 @@ def test_the_watermark_feeds_only_what_is_new(tmp_path: Path, server: ScriptedCh
     assert len(server.requests) == 4
 
 
+def test_a_dry_run_on_a_new_store_creates_nothing(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    root = tmp_path / "store"
+    memory = open_memory(root, server)
+    server.enqueue(answer(newFacts=[new_fact("Prefers tea.")]))
+    assert memory.ingest("t", CHAT, dry_run=True).report.added == ("fact_00000001",)
+    assert not root.exists()
+
+
 def test_a_dry_run_writes_nothing_and_does_not_move_the_watermark(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:
@@ -712,5 +773,8 @@ def test_three_conflicts_in_a_row_give_up_without_a_partial_commit(
     )
     with pytest.raises(FactRevisionConflict):
         memory.update_now("t", CONFIRMING)
-    assert set(facts_by_id(memory.scoped())) == {"fact_a"}
+    memory.reload()
+    assert set(facts_by_id(memory)) == {"fact_a"}
+    assert memory.get_fact("fact_a").lastConfirmedAt is None  # nothing half-applied
     assert len(server.requests) == 1
+    assert memory.audit() == ()
