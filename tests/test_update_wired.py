@@ -443,7 +443,7 @@ def test_wrong_typed_sections_are_ignored_and_a_valid_fact_kept(
     memory = open_memory(tmp_path, server)
     server.enqueue(
         answer(user="alice", history=[1, 2], factsToRemove="everything",
-               newFacts=[new_fact("Lives in Lyon.", confidence="0.91", category=9)])
+               newFacts=[{**new_fact("Lives in Lyon."), "confidence": "0.91", "category": 9}])
     )  # fmt: skip
     report = memory.update_now("t", CHAT)
     (fact,) = memory.list_facts()
