@@ -185,3 +185,11 @@ def test_a_conversation_with_nothing_to_learn_is_not_queued(
     assert memory.add_conversation("t", conversation("thanks!", "You're welcome.")) is False
     assert memory.close().processed == 0
     assert server.requests == []
+
+
+def test_update_now_still_works_after_close(tmp_path: Path, server: ScriptedChatServer) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]), answer(newFacts=[new_fact("Tea.")]))
+    memory.update_now("t1", CHAT)
+    assert memory.close().ok
+    assert memory.update_now("t2", CHAT).added == ("fact_00000002",)

@@ -2,7 +2,9 @@
 
 A ``Memory`` is a store, a configuration, a scope (user + agent) and a
 clock. Every operation that adds facts — :meth:`Memory.create_fact`,
-:meth:`Memory.import_document`, :meth:`Memory.restore` — goes through the
+:meth:`Memory.import_document`, :meth:`Memory.restore` and extraction from a
+conversation (:meth:`Memory.update_now`, :meth:`Memory.add_conversation`,
+whose machinery is in :mod:`deermem.memory._update`) — goes through the
 :class:`~deermem.store.CapacityGate`, inside the user's lock; nothing else
 trims a library. Every decision reads the injected clock, never the wall
 clock directly, so tests and demos are reproducible.
@@ -24,7 +26,7 @@ from deermem._exceptions import (
 )
 from deermem.config import MemoryConfig, load_config
 from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
-from deermem.memory._update import UpdateService
+from deermem.memory._update import UNSET, ConversationMethods, UpdateService
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
 from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
@@ -46,8 +48,6 @@ from deermem.store import (
     Store,
     SummaryDocument,
 )
-from deermem.update import FlushReport
-from deermem.update.report import UpdateReport, UpdateResult
 
 if TYPE_CHECKING:
     from deermem.llm import ChatModel
@@ -57,7 +57,7 @@ __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
-_UNSET = object()
+_UNSET = UNSET
 _ID_ATTEMPTS = 20
 
 
@@ -70,7 +70,7 @@ def random_fact_id() -> str:
     return f"fact_{uuid.uuid4().hex[:8]}"
 
 
-class Memory:
+class Memory(ConversationMethods):
     """Long-term memory of one user for one agent.
 
     Build it with :meth:`open`; :meth:`scoped` gives a view of another user
@@ -412,106 +412,6 @@ class Memory:
             return False
         self.store.record_access(self.scope, list(fact_ids), self.now())
         return True
-
-    # --- from conversation to memory (machinery in deermem.memory._update) -----------
-
-    def update_now(
-        self,
-        thread_id: str,
-        messages: Iterable[object],
-        *,
-        user_id: str | object | None = _UNSET,
-        agent: str | object | None = _UNSET,
-    ) -> UpdateReport:
-        """Extract facts, confirmations and removals from a conversation, now.
-
-        The messages (OpenAI chat format or the LangChain/DeerFlow shape,
-        oldest first) are filtered, the part not yet extracted for this
-        thread is sent to the model in one call, and its answer goes through
-        the gates and the capacity gate into one commit (see docs/update.md).
-
-        Args:
-            thread_id: the conversation; recorded as the new facts' source.
-            messages: the whole conversation so far.
-            user_id / agent: another scope than this memory's.
-
-        Returns:
-            What changed, as ids and counters.
-
-        Raises:
-            LLMNotConfigured: no model is configured: extraction is off.
-            LLMError: the model call failed (after the client's retries).
-            MessageFormatError: a message has an unusable shape.
-        """
-        return self.ingest(thread_id, messages, user_id=user_id, agent=agent).report
-
-    def ingest(
-        self,
-        thread_id: str,
-        messages: Iterable[object],
-        *,
-        dry_run: bool = False,
-        user_id: str | object | None = _UNSET,
-        agent: str | object | None = _UNSET,
-    ) -> UpdateResult:
-        """:meth:`update_now`, returning the facts the report names as well (for display).
-
-        With ``dry_run`` the plan and the capacity gate's decision are
-        computed and nothing is written — not the facts, not the receipts,
-        not the watermark.
-        """
-        scope = self._scope_of(user_id, agent)
-        return self._updates.update_now(scope, thread_id, messages, dry_run=dry_run)
-
-    def add_conversation(
-        self,
-        thread_id: str,
-        messages: Iterable[object],
-        *,
-        user_id: str | object | None = _UNSET,
-        agent: str | object | None = _UNSET,
-    ) -> bool:
-        """Queue a conversation for extraction once the user pauses.
-
-        Every call restarts the debounce timer (``debounce_seconds``); a newer
-        conversation for the same thread replaces the queued one and keeps
-        its signals. Call this after every agent turn with the whole
-        conversation: only what was not extracted before is sent to the model.
-
-        Returns:
-            Whether it was queued (``False``: after filtering nothing is left
-            to learn from — no user turn with an assistant reply).
-
-        Raises:
-            LLMNotConfigured: no model is configured: extraction is off.
-            QueueFullError: ``queue_max_depth`` is reached and the conversation
-                carries no signal (conversations with a signal are always taken).
-            QueueClosedError: :meth:`close` was called.
-            MessageFormatError: a message has an unusable shape.
-        """
-        scope = self._scope_of(user_id, agent)
-        return self._updates.add(scope, thread_id, messages)
-
-    def flush_updates(self, timeout: float | None = None) -> FlushReport:
-        """Process the queued conversations now (default budget:
-        ``shutdown_flush_timeout_seconds``); the report lists what failed or
-        did not finish in time."""
-        return self._updates.flush(timeout)
-
-    def close(self, timeout: float | None = None) -> FlushReport:
-        """Stop taking conversations and process what is queued, within ``timeout``.
-
-        Nothing admitted is dropped silently: the report lists every
-        conversation that failed or could not be processed in time, and
-        they are logged (ids only). Also called on leaving a ``with`` block.
-        """
-        return self._updates.close(timeout)
-
-    def __enter__(self) -> Memory:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # --- explaining ---------------------------------------------------------------
 

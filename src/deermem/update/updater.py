@@ -190,15 +190,27 @@ class Updater:
         signals: frozenset[str],
     ) -> UpdateResult:
         """Apply the answer in one transaction; on a revision conflict, reload and retry."""
+
+        def apply(transaction: StoreTransaction) -> AppliedUpdate:
+            return apply_response(
+                transaction,
+                response,
+                gate=self.gate,
+                settings=self.settings,
+                signals=signals,
+                now=now,
+                thread_id=base.thread_id,
+                new_id=new_id,
+            )
+
+        if base.dry_run:
+            preview = PreviewTransaction(store, scope)
+            return _result(base, apply(preview), 1, preview.snapshot)
         for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
             try:
-                if base.dry_run:
-                    preview = PreviewTransaction(store, scope)
-                    applied = self._apply(preview, response, base, now, new_id, signals)
-                    return _result(base, applied, attempt, preview.snapshot)
                 with store.transaction(scope) as transaction:
                     before = transaction.snapshot
-                    applied = self._apply(transaction, response, base, now, new_id, signals)
+                    applied = apply(transaction)
                 return _result(base, applied, attempt, before)
             except RevisionConflict:
                 if attempt == MAX_COMMIT_ATTEMPTS:
@@ -212,26 +224,6 @@ class Updater:
                 )
                 store.reload(scope)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _apply(
-        self,
-        transaction: StoreTransaction,
-        response: NormalizedResponse,
-        base: UpdateReport,
-        now: datetime,
-        new_id: Callable[[], str],
-        signals: frozenset[str],
-    ) -> AppliedUpdate:
-        return apply_response(
-            transaction,
-            response,
-            gate=self.gate,
-            settings=self.settings,
-            signals=signals,
-            now=now,
-            thread_id=base.thread_id,
-            new_id=new_id,
-        )
 
 
 def _with_call(report: UpdateReport, model: ChatModel, answer: ChatResponse) -> UpdateReport:
@@ -266,7 +258,7 @@ def _result(
         removed=applied.removed,
         evicted=applied.evicted,
         blocked_removals=applied.blocked,
-        revision=commit.revision if commit.changed else None,
+        revision=commit.revision if commit.changed and not base.dry_run else None,
         commit_attempts=attempts,
         metrics=applied.metrics,
     )
