@@ -78,8 +78,8 @@ def ingest(
     `{"thread_id": "...", "messages": [...]}`. The model configured under
     `model:` reads it with the current memory; what it proposes passes the
     label gate, the confirmation rule, the staleness review and the capacity
-    gate, and is committed at once with receipts. Needs a model: see
-    docs/llm.md.
+    gate, and is committed at once with receipts. `--dry-run` shows the
+    same change set and writes nothing. Needs a model: see docs/llm.md.
 
     Example: `deermem --config deermem.yaml --user alice ingest examples/conversation.json`
     """

@@ -1,6 +1,7 @@
-"""From conversation to memory: the pure parts of an update, and the queue.
+"""From conversation to memory: the parts of an update, and the queue.
 
-One update, in the order the wiring runs it (see docs/update.md):
+One update, in the order :class:`deermem.update.updater.Updater` runs it
+(see docs/update.md):
 
 1. :func:`build_update_prompt` renders the prompt (current memory,
    conversation, signal hints, aged facts) from a :class:`PromptLoader`'s
@@ -8,13 +9,16 @@ One update, in the order the wiring runs it (see docs/update.md):
 2. :func:`parse_update_response` finds the update object in the answer;
 3. :func:`normalize_response` types and bounds it (or rejects it whole);
 4. :func:`plan_update` applies the label gate, confirmations, summaries,
-   the staleness review and the new facts, up to the capacity gate;
-5. the store's capacity gate decides over ``plan.facts``;
-   :func:`resolve_contradiction_removals` then settles the contradiction
-   removals, and the wiring commits one change set.
+   the staleness review, the upload clean-up and the new facts, up to the
+   capacity gate;
+5. :func:`deermem.update.apply.apply_response` hands the plan to the
+   store's capacity gate, which decides, settles the contradiction removals
+   and commits one change set; the result is an :class:`UpdateReport`.
 
 :class:`UpdateQueue` debounces conversations and feeds only what is new
-(:class:`Watermark`). Nothing here does I/O except reading prompt templates.
+(:class:`Watermark`). The modules named here by their path
+(``updater``, ``apply``) talk to a model and a store; everything exported
+from this package itself does no I/O except reading prompt templates.
 """
 
 from deermem.update.confirm import (

@@ -17,10 +17,11 @@ and computes, in the original DeerMem's order:
 7. the **contradiction removals** that passed the gate, still pending.
 
 The result, :class:`UpdatePlan`, is a proposal; nothing is trimmed here.
-The wiring passes ``plan.facts`` through the store's one capacity gate, then
-calls :func:`resolve_contradiction_removals` with the gate's decision (a
-contradicted fact goes only when its replacement survived) and commits
-everything in one change set.
+:mod:`deermem.update.apply` hands it to the store's one capacity gate, which
+decides and commits everything in one change set (a contradicted fact goes
+only when its replacement survived). Without a store,
+:func:`resolve_contradiction_removals` settles the pending removals against a
+:class:`~deermem.policy.CapacityDecision` over ``plan.facts``.
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ def new_fact_id() -> str:
 @dataclass(frozen=True, slots=True)
 class PlannedRemoval:
     """A fact an update removes, and why (:data:`REASON_STALENESS`,
-    :data:`REASON_UPLOAD` or :data:`REASON_CONTRADICTION`): the receipt's reason. The model's own
-    explanation is not kept — receipts hold no text from the conversation."""
+    :data:`REASON_UPLOAD` or :data:`REASON_CONTRADICTION`): the receipt's
+    reason. The model's own explanation is not kept — receipts hold no text
+    from the conversation."""
 
     fact_id: str
     reason: str
