@@ -19,6 +19,7 @@ because that is what they are and what generic callers already handle::
     │       └── FactRevisionConflict             ... one fact
     ├── SearchIndexError            the search index file cannot be created or used
     ├── MessageFormatError          (ValueError) a conversation message has an unusable shape
+    ├── ConversationFileError       (ValueError) a conversation file is missing or unreadable
     ├── PatternError                (ValueError) a signal pattern file or pattern is invalid
     ├── PromptTemplateError         (ValueError) a prompt template file cannot be used
     │   └── PromptNotFoundError     (FileNotFoundError) no template of that name exists
@@ -60,6 +61,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ConversationFileError",
     "CorruptMemoryFile",
     "DatasetHashMismatchError",
     "DatasetIntegrityError",
@@ -502,6 +504,26 @@ class MessageFormatError(DeerMemError, ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"message {index}: field {field!r} has value {_preview(value)}; {allowed}")
+
+
+class ConversationFileError(DeerMemError, ValueError):
+    """A conversation file (``deermem ingest FILE``) cannot be read.
+
+    Attributes:
+        path: the file, as given.
+        problem: what is wrong, for people.
+        line / column: where in the file, when the JSON is invalid (1-based).
+    """
+
+    def __init__(
+        self, path: str, problem: str, *, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.path = path
+        self.problem = problem
+        self.line = line
+        self.column = column
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(f"{path}{where}: {problem}")
 
 
 class PatternError(DeerMemError, ValueError):

@@ -10,7 +10,15 @@ from rich.markup import escape
 
 from deermem import __version__
 from deermem._exceptions import DeerMemError
-from deermem.cli import archive_cmd, audit_cmd, config_cmd, demo, facts_cmd, model_cmd
+from deermem.cli import (
+    archive_cmd,
+    audit_cmd,
+    config_cmd,
+    demo,
+    facts_cmd,
+    ingest_cmd,
+    model_cmd,
+)
 from deermem.cli._context import CliContext
 from deermem.cli._output import err_console
 
@@ -28,6 +36,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 app.add_typer(facts_cmd.app, name="facts")
+app.command(name="ingest")(ingest_cmd.ingest)
 app.command(name="audit")(audit_cmd.audit)
 app.command(name="why")(audit_cmd.why)
 app.add_typer(archive_cmd.app, name="archive")

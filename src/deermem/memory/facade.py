@@ -2,7 +2,9 @@
 
 A ``Memory`` is a store, a configuration, a scope (user + agent) and a
 clock. Every operation that adds facts — :meth:`Memory.create_fact`,
-:meth:`Memory.import_document`, :meth:`Memory.restore` — goes through the
+:meth:`Memory.import_document`, :meth:`Memory.restore` and extraction from a
+conversation (:meth:`Memory.update_now`, :meth:`Memory.add_conversation`,
+whose machinery is in :mod:`deermem.memory._update`) — goes through the
 :class:`~deermem.store.CapacityGate`, inside the user's lock; nothing else
 trims a library. Every decision reads the injected clock, never the wall
 clock directly, so tests and demos are reproducible.
@@ -15,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deermem._exceptions import (
     FactNotFoundError,
@@ -23,6 +26,7 @@ from deermem._exceptions import (
 )
 from deermem.config import MemoryConfig, load_config
 from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
+from deermem.memory._update import UNSET, ConversationMethods, UpdateService
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
 from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
@@ -45,12 +49,15 @@ from deermem.store import (
     SummaryDocument,
 )
 
+if TYPE_CHECKING:
+    from deermem.llm import ChatModel
+
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
-_UNSET = object()
+_UNSET = UNSET
 _ID_ATTEMPTS = 20
 
 
@@ -63,7 +70,7 @@ def random_fact_id() -> str:
     return f"fact_{uuid.uuid4().hex[:8]}"
 
 
-class Memory:
+class Memory(ConversationMethods):
     """Long-term memory of one user for one agent.
 
     Build it with :meth:`open`; :meth:`scoped` gives a view of another user
@@ -78,6 +85,7 @@ class Memory:
         *,
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
+        model: ChatModel | None = None,
     ) -> None:
         if scope.user_id is None and config.strict_user_scope:
             raise UnsafeIdentifierError(
@@ -89,6 +97,9 @@ class Memory:
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
+        self._updates = UpdateService(
+            store, config, clock=self.now, new_id=self._new_id, model=model
+        )
 
     @classmethod
     def open(
@@ -100,6 +111,7 @@ class Memory:
         agent: str | None = None,
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
+        model: ChatModel | None = None,
     ) -> Memory:
         """Open the Markdown store at ``root``.
 
@@ -112,26 +124,45 @@ class Memory:
             agent: the agent name (``None``: the ``__default__`` bucket).
             clock: the time source of every decision (aware UTC datetimes).
             id_factory: makes new fact ids (for reproducible runs).
+            model: the chat model extraction uses; by default the one
+                ``config.model`` describes, built on first use.
         """
         config = config if config is not None else load_config()
         store = MarkdownStore.from_config(config, Path(root) if root is not None else None)
-        return cls(store, config, Scope.of(user, agent), clock=clock, id_factory=id_factory)
+        return cls(
+            store,
+            config,
+            Scope.of(user, agent),
+            clock=clock,
+            id_factory=id_factory,
+            model=model,
+        )
 
     def scoped(self, *, user: object = _UNSET, agent: object = _UNSET) -> Memory:
-        """The same store and settings for another user and/or agent."""
+        """The same store and settings for another user and/or agent.
+
+        Views share the update machinery (model, queue, watermark): closing
+        any of them flushes the conversations queued through all of them.
+        """
+        view = Memory(
+            self.store,
+            self.config,
+            self._scope_of(user, agent),
+            clock=self._clock,
+            id_factory=self._new_id,
+        )
+        view._updates = self._updates
+        return view
+
+    def _scope_of(self, user: object, agent: object) -> Scope:
+        """This memory's scope with ``user`` and/or ``agent`` replaced (``_UNSET``: kept)."""
         user_id = self.scope.user_id if user is _UNSET else user
         agent_name = self.scope.agent if agent is _UNSET else agent
         if user_id is not None and not isinstance(user_id, str):
             raise UnsafeIdentifierError("user id", user_id, "expected a string")
         if agent_name is not None and not isinstance(agent_name, str):
             raise UnsafeIdentifierError("agent name", agent_name, "expected a string")
-        return Memory(
-            self.store,
-            self.config,
-            Scope.of(user_id, agent_name),
-            clock=self._clock,
-            id_factory=self._new_id,
-        )
+        return Scope.of(user_id, agent_name)
 
     def __repr__(self) -> str:
         return f"Memory({self.store!r}, {self.scope})"

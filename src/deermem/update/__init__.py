@@ -1,6 +1,7 @@
-"""From conversation to memory: the pure parts of an update, and the queue.
+"""From conversation to memory: the parts of an update, and the queue.
 
-One update, in the order the wiring runs it (see docs/update.md):
+One update, in the order :class:`deermem.update.updater.Updater` runs it
+(see docs/update.md):
 
 1. :func:`build_update_prompt` renders the prompt (current memory,
    conversation, signal hints, aged facts) from a :class:`PromptLoader`'s
@@ -8,13 +9,16 @@ One update, in the order the wiring runs it (see docs/update.md):
 2. :func:`parse_update_response` finds the update object in the answer;
 3. :func:`normalize_response` types and bounds it (or rejects it whole);
 4. :func:`plan_update` applies the label gate, confirmations, summaries,
-   the staleness review and the new facts, up to the capacity gate;
-5. the store's capacity gate decides over ``plan.facts``;
-   :func:`resolve_contradiction_removals` then settles the contradiction
-   removals, and the wiring commits one change set.
+   the staleness review, the upload clean-up and the new facts, up to the
+   capacity gate;
+5. :func:`deermem.update.apply.apply_response` hands the plan to the
+   store's capacity gate, which decides, settles the contradiction removals
+   and commits one change set; the result is an :class:`UpdateReport`.
 
 :class:`UpdateQueue` debounces conversations and feeds only what is new
-(:class:`Watermark`). Nothing here does I/O except reading prompt templates.
+(:class:`Watermark`). The modules named here by their path
+(``updater``, ``apply``) talk to a model and a store; everything exported
+from this package itself does no I/O except reading prompt templates.
 """
 
 from deermem.update.confirm import (
@@ -47,6 +51,7 @@ from deermem.update.plan import (
 from deermem.update.prompt import UpdatePrompt, build_update_prompt
 from deermem.update.queue import DEFAULT_AGENT, UpdateQueue
 from deermem.update.queue_items import FlushReport, QueueItem, QueueKey, QueueStats
+from deermem.update.report import FactChange, ModelCall, UpdateOutcome, UpdateReport, UpdateResult
 from deermem.update.responses import (
     NewFactProposal,
     NormalizedResponse,
@@ -62,20 +67,29 @@ from deermem.update.settings import UpdateSettings
 from deermem.update.staleness import StalenessOutcome, review_staleness, stale_candidates
 from deermem.update.state import MemoryState, SummarySection
 from deermem.update.templates import PromptLoader, PromptTemplate
+from deermem.update.uploads import (
+    REASON_UPLOAD,
+    mentions_upload,
+    strip_upload_mentions,
+    strip_upload_sentences,
+)
 from deermem.update.watermark import Watermark
 
 __all__ = [
     "DEFAULT_AGENT",
     "REASON_CONTRADICTION",
     "REASON_STALENESS",
+    "REASON_UPLOAD",
     "REINFORCEMENT_SIGNAL",
     "ConfirmationOutcome",
     "ContradictionOutcome",
     "ConversationTurn",
+    "FactChange",
     "FactRejections",
     "FlushReport",
     "GatedResponse",
     "MemoryState",
+    "ModelCall",
     "NewFactProposal",
     "NoUpdate",
     "NormalizedResponse",
@@ -97,10 +111,13 @@ __all__ = [
     "SummaryRejections",
     "SummarySection",
     "UpdateMetrics",
+    "UpdateOutcome",
     "UpdatePayload",
     "UpdatePlan",
     "UpdatePrompt",
     "UpdateQueue",
+    "UpdateReport",
+    "UpdateResult",
     "UpdateSettings",
     "Watermark",
     "build_update_prompt",
@@ -108,6 +125,7 @@ __all__ = [
     "dedupe_new_facts",
     "format_conversation",
     "gate_response",
+    "mentions_upload",
     "new_fact_id",
     "next_confirmation_count",
     "normalize_response",
@@ -118,4 +136,6 @@ __all__ = [
     "response_text",
     "review_staleness",
     "stale_candidates",
+    "strip_upload_mentions",
+    "strip_upload_sentences",
 ]

@@ -56,6 +56,9 @@ class UpdateMetrics:
         malformed_new_facts: dropped by normalisation (wrong types, over a limit).
         new_facts_planned: new facts proposed to the capacity gate.
         summaries_updated: sections changed.
+        upload_facts_dropped / upload_removals / upload_sentences_removed:
+            the upload clean-up: new facts dropped, stored facts removed and
+            summary sentences cut for mentioning an upload event.
         confirmations / confirmations_refused: ``factsToReinforce`` entries
             applied, and refused (no reinforcement signal, policy not
             recording, wrong scope, no reason, unknown id, repeated id).
@@ -78,6 +81,9 @@ class UpdateMetrics:
     malformed_new_facts: int = 0
     new_facts_planned: int = 0
     summaries_updated: int = 0
+    upload_facts_dropped: int = 0
+    upload_removals: int = 0
+    upload_sentences_removed: int = 0
     confirmations: int = 0
     confirmations_refused: int = 0
     stale_removals: int = 0

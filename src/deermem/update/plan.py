@@ -8,16 +8,20 @@ and computes, in the original DeerMem's order:
 2. **confirmations** (:mod:`deermem.update.confirm`);
 3. **summaries** that pass the gate;
 4. **staleness** removals and extensions (:mod:`deermem.update.staleness`);
-5. **new facts** — deduplicated against the library as step 4 left it and
+5. the **upload clean-up** (:mod:`deermem.update.uploads`): new facts,
+   stored facts and summary sentences that mention an upload event go —
+   before the capacity gate, so they never compete for a slot;
+6. **new facts** — deduplicated against the library as step 5 left it and
    against each other, with fresh ids, the thread as source, ``sourceError``
    when given and ``expected_valid_days`` capped at the creation cap;
-6. the **contradiction removals** that passed the gate, still pending.
+7. the **contradiction removals** that passed the gate, still pending.
 
 The result, :class:`UpdatePlan`, is a proposal; nothing is trimmed here.
-The wiring passes ``plan.facts`` through the store's one capacity gate, then
-calls :func:`resolve_contradiction_removals` with the gate's decision (a
-contradicted fact goes only when its replacement survived) and commits
-everything in one change set.
+:mod:`deermem.update.apply` hands it to the store's one capacity gate, which
+decides and commits everything in one change set (a contradicted fact goes
+only when its replacement survived). Without a store,
+:func:`resolve_contradiction_removals` settles the pending removals against a
+:class:`~deermem.policy.CapacityDecision` over ``plan.facts``.
 """
 
 from __future__ import annotations
@@ -40,10 +44,12 @@ from deermem.update.responses import NewFactProposal, NormalizedResponse, Remova
 from deermem.update.settings import UpdateSettings
 from deermem.update.staleness import review_staleness
 from deermem.update.state import MemoryState, SummaryKey, SummarySection
+from deermem.update.uploads import REASON_UPLOAD, strip_upload_mentions
 
 __all__ = [
     "REASON_CONTRADICTION",
     "REASON_STALENESS",
+    "REASON_UPLOAD",
     "ContradictionOutcome",
     "IdFactory",
     "PendingRemoval",
@@ -69,9 +75,10 @@ def new_fact_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class PlannedRemoval:
-    """A fact an update removes, and why (:data:`REASON_STALENESS` or
-    :data:`REASON_CONTRADICTION`): the receipt's reason. The model's own
-    explanation is not kept — receipts hold no text from the conversation."""
+    """A fact an update removes, and why (:data:`REASON_STALENESS`,
+    :data:`REASON_UPLOAD` or :data:`REASON_CONTRADICTION`): the receipt's
+    reason. The model's own explanation is not kept — receipts hold no text
+    from the conversation."""
 
     fact_id: str
     reason: str
@@ -115,7 +122,7 @@ class UpdatePlan:
         extended: id → new ``expected_valid_days``.
         summaries: sections to set, with ``updatedAt = now``.
         removals: facts removed before the capacity gate: the staleness
-            review's, lowest confidence first.
+            review's (lowest confidence first), then the upload clean-up's.
         pending_removals: contradiction removals, to resolve after the gate.
         metrics: the counters so far.
     """
@@ -194,16 +201,21 @@ def plan_update(
     stale = review_staleness(
         confirmed.facts, response.stale_remove, response.stale_extend, now=now, settings=settings
     )
-    library = stale.facts
-    fresh, duplicates = dedupe_new_facts(gated.new_facts, (fact.content for fact in library))
+    uploads = strip_upload_mentions(memory, stale.facts, gated.new_facts, summaries, stamp)
+    library = uploads.facts
+    fresh, duplicates = dedupe_new_facts(uploads.new_facts, (fact.content for fact in library))
     new_facts = _build_new_facts(fresh, library, stamp, thread_id, settings, new_id)
     pending, unknown = _pending_removals(gated, response, library, fresh, new_facts)
     originals = {fact.id: fact for fact in memory.facts}
+    gone = set(uploads.removed)
     metrics = replace(
         gated.metrics,
         duplicate_facts=len(duplicates),
         new_facts_planned=len(new_facts),
-        summaries_updated=len(summaries),
+        summaries_updated=len(uploads.summaries),
+        upload_facts_dropped=uploads.dropped,
+        upload_removals=len(uploads.removed),
+        upload_sentences_removed=uploads.sentences,
         confirmations=len(confirmed.confirmed),
         confirmations_refused=confirmed.refused,
         stale_removals=len(stale.removed),
@@ -218,10 +230,11 @@ def plan_update(
         new_facts=new_facts,
         # Unchanged facts are passed through as the same objects.
         updated_facts=tuple(fact for fact in library if originals.get(fact.id) is not fact),
-        confirmed=confirmed.confirmed,
-        extended=dict(stale.extended),
-        summaries=summaries,
-        removals=tuple(PlannedRemoval(i, REASON_STALENESS) for i in stale.removed),
+        confirmed=tuple(i for i in confirmed.confirmed if i not in gone),
+        extended={i: days for i, days in stale.extended.items() if i not in gone},
+        summaries=uploads.summaries,
+        removals=tuple(PlannedRemoval(i, REASON_STALENESS) for i in stale.removed)
+        + tuple(PlannedRemoval(i, REASON_UPLOAD) for i in uploads.removed),
         pending_removals=pending,
         metrics=metrics,
     )

@@ -1,0 +1,182 @@
+"""``deermem ingest FILE``: one update from a conversation file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from deermem._exceptions import ConversationFileError, MessageFormatError
+from deermem.cli._context import memory_of
+from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.model.fact import Fact
+from deermem.update.report import FactChange, UpdateReport, UpdateResult
+
+__all__ = ["ingest", "read_conversation"]
+
+_PREVIEW = 90
+_NO_UPDATE = {
+    "empty": "the model's answer was empty",
+    "too-large": "the model's answer was too large to read",
+    "no-update-object": "the model's answer held no memory update (no JSON object with "
+    "user, history and newFacts)",
+    "scan-limit": "no memory update was found within the parser's limits",
+}
+
+
+def read_conversation(path: Path) -> tuple[str | None, list[object]]:
+    """The thread id (if the file names one) and the messages of a conversation file.
+
+    The file is JSON: a list of messages, or ``{"thread_id": ..., "messages": [...]}``.
+
+    Raises:
+        ConversationFileError: the file is missing, not JSON, or not of that shape.
+    """
+    shown = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConversationFileError(shown, "no such file") from None
+    except IsADirectoryError:
+        raise ConversationFileError(shown, "is a directory, not a conversation file") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ConversationFileError(
+            shown, f"invalid JSON: {error.msg}", line=error.lineno, column=error.colno
+        ) from None
+    except UnicodeDecodeError:
+        raise ConversationFileError(shown, "not UTF-8 text") from None
+    if isinstance(data, list):
+        return None, data
+    if isinstance(data, Mapping) and isinstance(data.get("messages"), list):
+        thread = data.get("thread_id")
+        if thread is not None and not (isinstance(thread, str) and thread.strip()):
+            raise ConversationFileError(shown, "'thread_id' must be a non-empty string")
+        return thread, data["messages"]
+    raise ConversationFileError(
+        shown, 'expected a list of messages, or {"thread_id": ..., "messages": [...]}'
+    )
+
+
+def ingest(
+    ctx: typer.Context,
+    file: Path = typer.Argument(..., metavar="FILE", help="A JSON conversation file."),
+    thread: str | None = typer.Option(
+        None, "--thread", help="Thread id [default: the file's thread_id, else its name]."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Turn a conversation into facts, confirmations and removals (one model call).
+
+    FILE holds the conversation in OpenAI chat format: a list of
+    `{"role": "user" | "assistant", "content": ...}` messages, or
+    `{"thread_id": "...", "messages": [...]}`. The model configured under
+    `model:` reads it with the current memory; what it proposes passes the
+    label gate, the confirmation rule, the staleness review and the capacity
+    gate, and is committed at once with receipts. `--dry-run` shows the
+    same change set and writes nothing. Needs a model: see docs/llm.md.
+
+    Example: `deermem --config deermem.yaml --user alice ingest examples/conversation.json`
+    """
+    file_thread, messages = read_conversation(file)
+    thread_id = thread or file_thread or file.stem
+    memory = memory_of(ctx)
+    try:
+        with err_console.status("asking the model what to remember ..."):
+            result = memory.ingest(thread_id, messages, dry_run=dry_run)
+    except MessageFormatError as error:
+        raise ConversationFileError(str(file), str(error)) from None
+    finally:
+        memory.close()  # the model's connections
+    if as_json:
+        print_json(
+            {
+                "report": result.report.to_dict(),
+                "facts": {fact_id: fact.to_dict() for fact_id, fact in result.facts.items()},
+            }
+        )
+        return
+    _render(result, str(memory.scope))
+
+
+def _render(result: UpdateResult, scope: str) -> None:
+    report = result.report
+    head = "dry run, nothing written" if report.dry_run else "committed"
+    if report.outcome in ("applied", "unchanged"):
+        counts = report.counts()
+        summary = ", ".join(
+            f"{counts[name]} {name}" for name in ("added", "confirmed", "removed", "evicted")
+        )
+        state = head if report.outcome == "applied" else "nothing changed"
+        out_console.print(
+            f"thread [bold]{escape(report.thread_id)}[/], {escape(scope)}: {summary} ({state})"
+        )
+    else:
+        out_console.print(_not_applied(report))
+    if report.signals:
+        out_console.print(f"  signals: {', '.join(report.signals)}")
+    for line in _change_lines(report, result.facts):
+        out_console.print(line)
+    if report.rejected or report.metrics.duplicate_facts:
+        m = report.metrics
+        out_console.print(
+            f"  [dim]not stored: {m.rejected_by_scope_gate} by the label gate, "
+            f"{m.rejected_low_confidence} below the confidence threshold, "
+            f"{m.malformed_new_facts} malformed, {m.duplicate_facts} duplicate(s)[/]"
+        )
+    if report.model_call is not None and report.model_call.truncated:
+        out_console.print(
+            "  [yellow]the answer was cut off at the token limit (model.max_tokens)[/]"
+        )
+
+
+def _not_applied(report: UpdateReport) -> str:
+    thread = escape(report.thread_id)
+    if report.outcome == "no-conversation":
+        return (
+            f"thread {thread}: nothing to learn from (no user turn with an assistant reply "
+            "left after filtering); no model call"
+        )
+    if report.outcome == "nothing-new":
+        return f"thread {thread}: every message was already extracted; no model call"
+    if report.outcome == "rejected":
+        return (
+            f"thread {thread}: the answer was refused whole (it removed facts while some "
+            "new facts were malformed); nothing changed"
+        )
+    reason = _NO_UPDATE.get(report.detail or "", report.detail or "no update")
+    return f"thread {thread}: no update: {escape(reason)}; nothing changed"
+
+
+def _change_lines(report: UpdateReport, facts: Mapping[str, Fact]) -> list[str]:
+    lines = [f"  [green]+ added[/]     {_fact(i, facts)}" for i in report.added]
+    lines += [f"  [cyan]✓ confirmed[/] {_fact(i, facts)}" for i in report.confirmed]
+    lines += [f"  [cyan]↻ extended[/]  {_fact(i, facts)}" for i in report.extended]
+    lines += [f"  [yellow]- removed[/]   {_left(c, facts)}" for c in report.removed]
+    lines += [f"  [red]⇣ evicted[/]   {_left(c, facts)}" for c in report.evicted]
+    lines += [
+        f"  [dim]kept (its replacement was not stored): {_fact(i, facts)}[/]"
+        for i in report.blocked_removals
+    ]
+    if report.summaries:
+        lines.append(f"  summaries updated: {', '.join(report.summaries)}")
+    return lines
+
+
+def _fact(fact_id: str, facts: Mapping[str, Fact]) -> str:
+    fact = facts.get(fact_id)
+    if fact is None:
+        return fact_id
+    text = fact.content if len(fact.content) <= _PREVIEW else fact.content[: _PREVIEW - 1] + "…"
+    category = fact.categoryExtension or fact.category
+    return f"{fact_id} [dim]{escape(category)} {fact.confidence:.2f}[/] {escape(text)}"
+
+
+def _left(change: FactChange, facts: Mapping[str, Fact]) -> str:
+    receipt = f", receipt {change.receipt_id}" if change.receipt_id else ""
+    return f"{_fact(change.fact_id, facts)} [dim]({change.reason}{receipt})[/]"

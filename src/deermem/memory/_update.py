@@ -1,0 +1,321 @@
+"""Extraction for a :class:`~deermem.memory.Memory`: the model, the updater, the queue.
+
+:class:`ConversationMethods` holds ``Memory``'s conversation-to-memory methods
+(``update_now``, ``ingest``, ``add_conversation``, ``flush_updates``,
+``close``); they are thin, and delegate to an :class:`UpdateService`.
+
+One :class:`UpdateService` is shared by a ``Memory`` and every view
+:meth:`~deermem.memory.Memory.scoped` makes of it, so one queue, one
+watermark and one model serve all users and agents of a store, and
+``close()`` on any of them flushes everything.
+
+* The model is built from ``config.model`` on first use (or given); with
+  none configured, every extraction raises
+  :class:`~deermem.LLMNotConfigured` at once — at ``add_conversation``
+  time, not later in a worker thread where nobody would see it.
+* Updates run one at a time (``ChatModel`` backends serve one thread at a
+  time, and a thread's watermark must not race with itself).
+* The queue holds *filtered* messages: what the model may read, nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Final, Self
+
+from deermem.config import MemoryConfig
+from deermem.signals import Message
+from deermem.store import Scope, Store
+from deermem.update import FlushReport, QueueItem, UpdateQueue, Watermark
+from deermem.update.report import UpdateReport, UpdateResult
+
+if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction only
+    from deermem.llm import ChatModel
+    from deermem.update.updater import Updater
+
+__all__ = ["UNSET", "ConversationMethods", "UpdateService"]
+
+UNSET: Final = object()
+"""The default of optional scope arguments: "this memory's own"."""
+
+_log = logging.getLogger("deermem.memory")
+
+
+class UpdateService:
+    """The extraction machinery behind ``Memory.update_now`` and ``Memory.add_conversation``.
+
+    Args:
+        store: the store updates commit to.
+        config: the configuration (model, gate, queue settings).
+        clock: the time of every decision.
+        new_id: makes fact ids.
+        model: the chat model; built from ``config.model`` on first use when ``None``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: MemoryConfig,
+        *,
+        clock: Callable[[], datetime],
+        new_id: Callable[[], str],
+        model: ChatModel | None = None,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._new_id = new_id
+        self._model = model
+        self._updater: Updater | None = None
+        self._queue: UpdateQueue[Message] | None = None
+        self._setup = threading.Lock()
+        self._running = threading.Lock()  # one update at a time
+        self.watermark = Watermark(config.watermark_max_keys)
+
+    def updater(self) -> Updater:
+        """The updater, built on first use.
+
+        Raises:
+            LLMNotConfigured: no model is given or configured.
+            LLMUnavailable / ConfigError: the configured model cannot be built.
+            PatternError / PromptTemplateError: an override file is invalid.
+        """
+        from deermem.llm import require_chat_model
+        from deermem.update.updater import Updater
+
+        with self._setup:
+            if self._updater is None:
+                model = self._model if self._model is not None else require_chat_model(self._config)
+                self._updater = Updater.from_config(self._config, model)
+            return self._updater
+
+    # --- synchronous -------------------------------------------------------------
+
+    def update_now(
+        self, scope: Scope, thread_id: str, messages: Iterable[object], *, dry_run: bool
+    ) -> UpdateResult:
+        """Extract from a conversation now (see ``Memory.update_now``)."""
+        updater = self.updater()
+        prepared = updater.prepare(messages)
+        if prepared is None:
+            return UpdateResult(UpdateReport(thread_id, "no-conversation", dry_run=dry_run))
+        key = (thread_id, scope.user_id, scope.agent)
+        feed = self.watermark.unseen(key, prepared.messages)
+        if not feed:
+            return UpdateResult(UpdateReport(thread_id, "nothing-new", dry_run=dry_run))
+        result = self._run(scope, thread_id, feed, dry_run=dry_run)
+        if result.report.succeeded and not dry_run:
+            self.watermark.advance(key, prepared.messages)
+        return result
+
+    def _run(
+        self, scope: Scope, thread_id: str, feed: Sequence[Message], *, dry_run: bool
+    ) -> UpdateResult:
+        updater = self.updater()
+        with self._running:
+            result = updater.run(
+                self._store,
+                scope,
+                feed,
+                thread_id=thread_id,
+                now=self._clock(),
+                new_id=self._new_id,
+                dry_run=dry_run,
+            )
+        report = result.report
+        _log.info(
+            "memory update for thread %r (%s): %s; %s",
+            thread_id,
+            scope,
+            report.outcome,
+            ", ".join(f"{name} {count}" for name, count in report.counts().items()),
+        )
+        return result
+
+    # --- queued ------------------------------------------------------------------
+
+    def add(self, scope: Scope, thread_id: str, messages: Iterable[object]) -> bool:
+        """Queue a conversation (see ``Memory.add_conversation``)."""
+        prepared = self.updater().prepare(messages)
+        if prepared is None:
+            return False
+        self.queue().add(
+            thread_id,
+            prepared.messages,
+            user_id=scope.user_id,
+            agent=scope.agent,
+            signals=prepared.signals,
+        )
+        return True
+
+    def queue(self) -> UpdateQueue[Message]:
+        with self._setup:
+            if self._queue is None:
+                self._queue = UpdateQueue(
+                    self._process,
+                    debounce_seconds=self._config.debounce_seconds,
+                    max_depth=self._config.queue_max_depth,
+                    watermark=self.watermark,  # shared with update_now
+                )
+            return self._queue
+
+    def _process(self, item: QueueItem[Message]) -> bool:
+        """The queue's processing function: one update over the item's new messages."""
+        key = item.key
+        scope = Scope.of(key.user_id, key.agent)
+        return self._run(scope, key.thread_id, item.messages, dry_run=False).report.succeeded
+
+    def flush(self, timeout: float | None) -> FlushReport:
+        """Process what is queued now, within ``timeout`` (default: the shutdown budget)."""
+        with self._setup:
+            queue = self._queue
+        if queue is None:
+            return FlushReport(completed=True)
+        return queue.flush(self._timeout(timeout))
+
+    def close(self, timeout: float | None) -> FlushReport:
+        """Stop taking conversations, flush the queue (logging what could not be
+        flushed), and release the model if this service built it."""
+        with self._setup:
+            queue = self._queue
+        report = FlushReport(completed=True)
+        if queue is not None:
+            report = queue.shutdown(self._timeout(timeout))
+            self._log_unflushed(report)
+        with self._setup:
+            updater, self._updater = self._updater, None
+        if updater is not None and self._model is None:
+            close = getattr(updater.model, "close", None)  # the HTTP client's connections
+            if callable(close):
+                close()
+        return report
+
+    @staticmethod
+    def _log_unflushed(report: FlushReport) -> None:
+        if not report.ok:
+            _log.error(
+                "memory queue closed with %d conversation(s) failed and %d not processed in "
+                "time: %s",
+                len(report.failed),
+                len(report.unflushed),
+                ", ".join(
+                    f"thread {key.thread_id!r} (user {key.user_id!r}, agent {key.agent!r})"
+                    for key in (*report.failed, *report.unflushed)
+                ),
+            )
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self._config.shutdown_flush_timeout_seconds if timeout is None else timeout
+
+
+class ConversationMethods:
+    """``Memory``'s conversation-to-memory methods (a mixin of :class:`~deermem.memory.Memory`)."""
+
+    _updates: UpdateService
+
+    if TYPE_CHECKING:
+
+        def _scope_of(self, user: object, agent: object) -> Scope: ...
+
+    def update_now(
+        self,
+        thread_id: str,
+        messages: Iterable[object],
+        *,
+        user_id: str | object | None = UNSET,
+        agent: str | object | None = UNSET,
+    ) -> UpdateReport:
+        """Extract facts, confirmations and removals from a conversation, now.
+
+        The messages (OpenAI chat format or the LangChain/DeerFlow shape,
+        oldest first) are filtered, the part not yet extracted for this
+        thread is sent to the model in one call, and its answer goes through
+        the gates and the capacity gate into one commit (see docs/update.md).
+
+        Args:
+            thread_id: the conversation; recorded as the new facts' source.
+            messages: the whole conversation so far.
+            user_id / agent: another scope than this memory's.
+
+        Returns:
+            What changed, as ids and counters.
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            LLMError: the model call failed (after the client's retries).
+            MessageFormatError: a message has an unusable shape.
+        """
+        return self.ingest(thread_id, messages, user_id=user_id, agent=agent).report
+
+    def ingest(
+        self,
+        thread_id: str,
+        messages: Iterable[object],
+        *,
+        dry_run: bool = False,
+        user_id: str | object | None = UNSET,
+        agent: str | object | None = UNSET,
+    ) -> UpdateResult:
+        """:meth:`update_now`, returning the facts the report names as well (for display).
+
+        With ``dry_run`` the plan and the capacity gate's decision are
+        computed and nothing is written — not the facts, not the receipts,
+        not the watermark.
+        """
+        scope = self._scope_of(user_id, agent)
+        return self._updates.update_now(scope, thread_id, messages, dry_run=dry_run)
+
+    def add_conversation(
+        self,
+        thread_id: str,
+        messages: Iterable[object],
+        *,
+        user_id: str | object | None = UNSET,
+        agent: str | object | None = UNSET,
+    ) -> bool:
+        """Queue a conversation for extraction once the user pauses.
+
+        Every call restarts the debounce timer (``debounce_seconds``); a newer
+        conversation for the same thread replaces the queued one and keeps
+        its signals. Call this after every agent turn with the whole
+        conversation: only what was not extracted before is sent to the model.
+
+        Returns:
+            Whether it was queued (``False``: after filtering nothing is left
+            to learn from — no user turn with an assistant reply).
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            QueueFullError: ``queue_max_depth`` is reached and the conversation
+                carries no signal (conversations with a signal are always taken).
+            QueueClosedError: :meth:`close` was called.
+            MessageFormatError: a message has an unusable shape.
+        """
+        scope = self._scope_of(user_id, agent)
+        return self._updates.add(scope, thread_id, messages)
+
+    def flush_updates(self, timeout: float | None = None) -> FlushReport:
+        """Process the queued conversations now (default budget:
+        ``shutdown_flush_timeout_seconds``); the report lists what failed or
+        did not finish in time."""
+        return self._updates.flush(timeout)
+
+    def close(self, timeout: float | None = None) -> FlushReport:
+        """Stop taking conversations and process what is queued, within ``timeout``.
+
+        Nothing admitted is dropped silently: the report lists every
+        conversation that failed or could not be processed in time, and
+        they are logged (ids only). Then the model's connections are released
+        (a model passed to :meth:`open` is left to its owner). Also called on
+        leaving a ``with`` block; ``update_now`` still works afterwards.
+        """
+        return self._updates.close(timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

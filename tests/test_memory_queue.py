@@ -1,0 +1,195 @@
+"""Memory.add_conversation: the update queue with real threads, a real store and real HTTP.
+
+(Catalogue: test_memory_queue.py, test_memory_queue_user_isolation.py and
+test_updater_watermark.py, through the facade; the queue's own rules are
+tested with hand-driven timers in test_update_queue.py.)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from deermem import QueueClosedError, QueueFullError
+from deermem.testing import Reply, ScriptedChatServer
+from tests.wire_support import (
+    CHAT,
+    answer,
+    close_memories,  # noqa: F401 (autouse fixture)
+    conversation,
+    new_fact,
+    open_memory,
+    prompt_of,
+)
+
+SECRET = "my bank PIN is 4321"
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedChatServer]:
+    with ScriptedChatServer() as running:
+        yield running
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("the condition did not hold in time")
+        time.sleep(0.02)
+
+
+def test_a_queued_conversation_is_extracted_once_the_user_pauses(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=1.0)
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
+    started = time.monotonic()
+    assert memory.add_conversation("t", CHAT) is True
+    assert server.requests == []  # nothing before the debounce expires
+    wait_for(lambda: bool(memory.list_facts()))
+    assert time.monotonic() - started >= 1.0
+    assert len(server.requests) == 1
+    (fact,) = memory.list_facts()
+    assert fact.source.threadId == "t"
+
+
+def test_the_latest_conversation_of_a_thread_wins(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    server.enqueue(answer())
+    first = conversation("I live in Lyon.", "Nice.")
+    memory.add_conversation("t", first)
+    memory.add_conversation("t", [*first, *conversation("I moved to Paris.", "Noted.")])
+    report = memory.flush_updates(timeout=10)
+    assert report.ok
+    assert report.processed == 1
+    assert len(server.requests) == 1
+    assert "Paris" in prompt_of(server)
+    assert "Lyon" in prompt_of(server)
+
+
+def test_users_and_agents_get_separate_items(tmp_path: Path, server: ScriptedChatServer) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    server.enqueue(
+        answer(newFacts=[new_fact("Fact one.")]),
+        answer(newFacts=[new_fact("Fact two.")]),
+        answer(newFacts=[new_fact("Fact three.")]),
+    )
+    memory.add_conversation("t", CHAT)
+    memory.add_conversation("t", CHAT, user_id="bob")
+    memory.add_conversation("t", CHAT, agent="coder")
+    assert memory.close(timeout=10).processed == 3
+    assert len(server.requests) == 3
+    counts = [
+        len(memory.scoped(user=user, agent=agent).list_facts())
+        for user, agent in (("alice", None), ("bob", None), ("alice", "coder"))
+    ]
+    assert counts == [1, 1, 1]
+
+
+def test_the_queue_is_bounded_but_a_signal_always_gets_in(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0, queue_max_depth=1)
+    server.enqueue(answer(), answer())
+    assert memory.add_conversation("t1", CHAT)
+    with pytest.raises(QueueFullError):
+        memory.add_conversation("t2", CHAT)
+    correction = conversation("That's wrong, I use uv, not pip.", "Fixed.")
+    assert memory.add_conversation("t2", correction)  # a correction is always admitted
+    assert memory.add_conversation("t1", CHAT)  # a queued thread merges
+    report = memory.close(timeout=10)
+    assert (report.ok, report.processed) == (True, 2)
+    assert len(server.requests) == 2
+
+
+def test_close_flushes_what_is_queued_and_then_refuses(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
+    memory.add_conversation("t", CHAT)
+    report = memory.close()
+    assert report.ok
+    assert len(memory.list_facts()) == 1
+    with pytest.raises(QueueClosedError):
+        memory.add_conversation("t", CHAT)
+
+
+def test_leaving_a_with_block_flushes(tmp_path: Path, server: ScriptedChatServer) -> None:
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
+    with open_memory(tmp_path, server, debounce_seconds=30.0) as memory:
+        memory.add_conversation("t", CHAT)
+        assert memory.list_facts() == ()
+    assert len(memory.list_facts()) == 1
+
+
+def test_a_failed_update_is_reported_and_logged_without_content(
+    tmp_path: Path, server: ScriptedChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    server.enqueue(Reply.error(400, message="bad request"))
+    memory.add_conversation("thread-9", conversation(SECRET, "I will not store that."))
+    with caplog.at_level(logging.INFO, logger="deermem"):
+        report = memory.close(timeout=10)
+    assert not report.ok
+    assert [key.thread_id for key in report.failed] == ["thread-9"]
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "thread-9" in logged
+    assert "LLMStatusError" in logged
+    assert "4321" not in logged
+
+
+def test_close_reports_what_it_could_not_flush_in_time(
+    tmp_path: Path, server: ScriptedChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    server.enqueue(Reply.text(answer(), delay=5.0), answer())
+    memory.add_conversation("slow", CHAT)
+    memory.add_conversation("next", CHAT)
+    with caplog.at_level(logging.ERROR, logger="deermem.memory"):
+        report = memory.close(timeout=0.5)
+    assert not report.completed
+    assert {key.thread_id for key in report.unflushed} == {"slow", "next"}
+    assert "not processed in time" in caplog.text
+    assert "'slow'" in caplog.text
+
+
+def test_the_queue_and_update_now_share_the_watermark(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    server.enqueue(answer(), answer())
+    memory.add_conversation("t", CHAT)
+    assert memory.flush_updates(timeout=10).ok
+    assert memory.update_now("t", CHAT).outcome == "nothing-new"
+    grown = [*CHAT, *conversation("I also like Rust.", "Noted.")]
+    memory.add_conversation("t", grown)
+    assert memory.flush_updates(timeout=10).ok
+    assert len(server.requests) == 2
+    prompt = prompt_of(server)
+    assert "Rust" in prompt
+    assert "I use uv for every Python project." not in prompt
+
+
+def test_a_conversation_with_nothing_to_learn_is_not_queued(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    assert memory.add_conversation("t", conversation("thanks!", "You're welcome.")) is False
+    assert memory.close().processed == 0
+    assert server.requests == []
+
+
+def test_update_now_still_works_after_close(tmp_path: Path, server: ScriptedChatServer) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]), answer(newFacts=[new_fact("Tea.")]))
+    memory.update_now("t1", CHAT)
+    assert memory.close().ok
+    assert memory.update_now("t2", CHAT).added == ("fact_00000002",)
