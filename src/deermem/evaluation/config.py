@@ -303,6 +303,10 @@ def _qa(top: Section) -> QASettings:
     )
     prompt = qa.section("answer_prompt", ("path", "sha256"))
     qa.literal("provider", "openai-compatible")
+    if qa.boolean("stream"):
+        raise qa.error(
+            "stream", "must be false: the answer run reads each answer whole, not streamed"
+        )
     return QASettings(
         answer_prompt=AnswerPromptPin(
             path=prompt.text("path"),
@@ -315,7 +319,7 @@ def _qa(top: Section) -> QASettings:
         model=qa.text("model"),
         temperature=qa.number("temperature", minimum=0.0),
         max_tokens=qa.integer("max_tokens", minimum=1),
-        stream=qa.boolean("stream"),
+        stream=False,
         timeout_seconds=qa.integer("timeout_seconds", minimum=1),
         max_attempts=qa.integer("max_attempts", minimum=1),
         workers=qa.integer("workers", minimum=1),
