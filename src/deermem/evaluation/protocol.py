@@ -41,6 +41,7 @@ __all__ = [
     "ProtocolArtifacts",
     "ProtocolFiles",
     "bundled_protocol_files",
+    "load_config",
     "load_protocol",
 ]
 
@@ -157,6 +158,18 @@ def load_protocol(files: ProtocolFiles | None = None) -> Protocol:
             answer_prompt_sha256=prompt_sha256,
         ),
     )
+
+
+def load_config(path: Path) -> EvaluationConfig:
+    """Read and validate one config file on its own (no manifests, no prompt).
+
+    For commands that need only the config's settings, such as the statistics
+    parameters ``verify`` re-derives a report with.
+
+    Raises:
+        ProtocolError: the file is missing, unreadable or invalid.
+    """
+    return parse_config(_parse_yaml(path, _read(path)), file=str(path))
 
 
 def _check_agreement(
