@@ -16,7 +16,7 @@ import json
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from deermem.evaluation.cases import EvaluationCase
 from deermem.evaluation.protocol import Protocol, ProtocolFiles, load_protocol
@@ -158,7 +158,7 @@ class Oracle:
         return case.answer if f"[gold_{case.case_id}]" in user_message else "INSUFFICIENT"
 
 
-def load_json(path: Path) -> dict[str, object]:
+def load_json(path: Path) -> dict[str, Any]:
     data = json.loads(path.read_text())
     assert isinstance(data, dict)
     return data

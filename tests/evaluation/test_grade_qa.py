@@ -62,7 +62,7 @@ def test_grading_prints_each_suite_and_is_byte_identical_across_runs(
     for one, two in zip(report_paths(first), report_paths(second), strict=True):
         assert one.read_bytes() == two.read_bytes()
     stats = load_json(first / "qa.stats.json")
-    official = stats["suites"]["official"]  # type: ignore[index]
+    official = stats["suites"]["official"]
     assert official["mcnemar"] == {
         "both_correct": 26,
         "both_wrong": 0,
@@ -282,12 +282,12 @@ def test_a_hand_edited_marker_is_refused(
 ) -> None:
     directory = _copy(answered, tmp_path)
     marker = load_json(directory / "qa_run.json")
-    marker["qa"]["max_tokens"] = 1024  # type: ignore[index]
+    marker["qa"]["max_tokens"] = 1024
     write_json(directory / "qa_run.json", marker)
     code, _, err = _grade(eval_cli, generated, directory)
     assert code == 1
     assert "was written for other QA settings: qa.max_tokens 1024 (now 2048)" in err
-    marker["qa"]["api_key_env"] = "sk-live-abcdefghijkl"  # type: ignore[index]
+    marker["qa"]["api_key_env"] = "sk-live-abcdefghijkl"
     write_json(directory / "qa_run.json", marker)
     code, _, err = _grade(eval_cli, generated, directory)
     assert code == 1

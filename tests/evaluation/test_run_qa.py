@@ -377,7 +377,7 @@ def test_answers_of_another_model_are_not_mixed_in(
     output = tmp_path / "run"
     shutil.copytree(answered.directory, output)
     marker = load_json(output / "qa_run.json")
-    marker["qa"]["model"] = "SmolLM2-135M-Instruct.Q4_1"  # type: ignore[index]
+    marker["qa"]["model"] = "SmolLM2-135M-Instruct.Q4_1"
     write_json(output / "qa_run.json", marker)
     monkeypatch.setenv(BASE_URL_ENV, "http://127.0.0.1:9/v1")
     monkeypatch.setenv(KEY_ENV, API_KEY)
