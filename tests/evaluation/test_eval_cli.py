@@ -356,6 +356,10 @@ def test_report_renders_markdown_and_png_deterministically(
 def test_report_of_a_directory_without_a_run(eval_cli: Runner, tmp_path: Path) -> None:
     code, _, err = eval_cli("report", str(tmp_path))
     assert code == 1
+    assert "holds neither a policy run (summary.json, run.json) nor graded QA results" in err
+    (tmp_path / "run.json").write_text("{}")
+    code, _, err = eval_cli("report", str(tmp_path))
+    assert code == 1
     assert "summary.json: not found" in err
     (tmp_path / "summary.json").write_text('{"schema_version": 1, "groups": []}')
     (tmp_path / "run.json").write_text("{}")

@@ -160,8 +160,8 @@ def _run_policy(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from deermem.evaluation.report import write_report
 
-    markdown, chart = write_report(args.run_dir, output_dir=args.output_dir)
-    print(f"wrote {markdown} and {chart}")
+    written = [str(path) for path in write_report(args.run_dir, output_dir=args.output_dir)]
+    print(f"wrote {', '.join(written[:-1])} and {written[-1]}")
     return 0
 
 
@@ -192,12 +192,17 @@ def _run_policy_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", type=Path, metavar="DIR", help="a run-policy output directory")
+    parser.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="DIR",
+        help="a run-policy directory, a graded run-qa directory, or one holding both",
+    )
     parser.add_argument(
         "--output-dir",
         type=Path,
         metavar="DIR",
-        help="where to write report.md and retention.png (default: DIR)",
+        help="where to write report.md and the charts (default: DIR)",
     )
 
 
@@ -301,13 +306,16 @@ COMMANDS: Final = (
     ),
     Command(
         name="report",
-        summary="render a policy run as Markdown and a PNG chart",
+        summary="render a run's results as Markdown and PNG charts",
         description=(
-            "Read a run-policy directory and write report.md (the retention table) and "
-            "retention.png (support facts kept by cap and policy). Deterministic: the same "
-            "run gives the same bytes."
+            "Read a run directory and write report.md with what it holds: for a policy run, "
+            "the retention table and retention.png (support facts kept by cap and policy); "
+            "for graded QA results (which must verify), accuracy by suite and scenario, the "
+            "2x2 tables, McNemar p-values and bootstrap intervals, and qa-accuracy.png. "
+            "Deterministic: the same results give the same bytes."
         ),
-        example="deermem eval report runs/policy",
+        example="deermem eval report runs/policy\n  deermem eval report "
+        "../shared/reference/deerflow-pr4810-results --output-dir report/",
         arguments=_report_arguments,
         run=_report,
     ),
