@@ -46,7 +46,7 @@ from deermem.evaluation.qa_rows import AnswerToGrade, QaRow, grade_answer_row
 from deermem.evaluation.qa_tasks import AnswerTask, RequestSettings, build_answer_tasks
 from deermem.evaluation.statistics import StatisticsParameters
 
-__all__ = ["MAX_LISTED_PROBLEMS", "collect_answers", "grade_qa", "report_paths"]
+__all__ = ["MAX_LISTED_PROBLEMS", "collect_answers", "grade_answers", "grade_qa", "report_paths"]
 
 MAX_LISTED_PROBLEMS: Final = 30
 _REFUSE: Final = "refusing to grade"
@@ -72,8 +72,7 @@ def grade_qa(protocol: Protocol, dataset: Path, directory: Path) -> QaReport:
     data = load_dataset(dataset, expected_sha256=protocol.config.dataset.sha256)
     settings = RequestSettings.from_protocol(protocol, model=model)
     tasks = build_answer_tasks(protocol, build_cases(protocol, data), settings)
-    stored = collect_answers(directory, tasks)
-    rows = [_grade(task, response) for task, response in zip(tasks, stored, strict=True)]
+    rows = grade_answers(tasks, collect_answers(directory, tasks))
     statistics = protocol.config.statistics
     report = build_qa_report(
         rows,
@@ -111,6 +110,11 @@ def collect_answers(directory: Path, tasks: Sequence[AnswerTask]) -> list[Stored
             directory,
         )
     return stored
+
+
+def grade_answers(tasks: Sequence[AnswerTask], stored: Sequence[StoredResponse]) -> list[QaRow]:
+    """Grade each checked answer blind against its task's reference (from the dataset)."""
+    return [_grade(task, response) for task, response in zip(tasks, stored, strict=True)]
 
 
 def _grade(task: AnswerTask, response: StoredResponse) -> QaRow:
