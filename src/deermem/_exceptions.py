@@ -388,18 +388,18 @@ class DatasetHashMismatchError(DatasetIntegrityError):
 
 
 class ProviderEnvironmentError(EvaluationError, ValueError):
-    """The variables that name the answer endpoint and its key are unset or blank.
+    """The variables that name the answer endpoint and its key are unset, blank or unusable.
 
     Attributes:
-        variables: the missing variables, the base-URL variable first.
+        variables: the offending variables, the base-URL variable first.
     """
 
-    def __init__(self, variables: list[str]) -> None:
+    def __init__(self, variables: list[str], *, problem: str | None = None) -> None:
         self.variables = list(variables)
+        if problem is None:
+            problem = "missing provider environment variables: " + ", ".join(self.variables)
         super().__init__(
-            "missing provider environment variables: "
-            + ", ".join(self.variables)
-            + " (set them to the endpoint's API root and its key, "
+            f"{problem} (set them to the endpoint's API root and its key, "
             "or answer with the embedded model: --provider local)"
         )
 

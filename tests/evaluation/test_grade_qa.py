@@ -277,6 +277,20 @@ def _change(bundle: Bundle, change: str) -> str:
     return f"config ({files.config}), answer prompt ({bundle.prompt})"
 
 
+def test_a_marker_of_another_dataset_is_refused_naming_it(
+    eval_cli: Runner, answered: Answered, generated: Generated, tmp_path: Path
+) -> None:
+    directory = _copy(answered, tmp_path)
+    marker = load_json(directory / "qa_run.json")
+    other = "5" * 64
+    marker["artifacts"]["dataset_sha256"] = other
+    marker["dataset"]["sha256"] = other
+    write_json(directory / "qa_run.json", marker)
+    code, _, err = _grade(eval_cli, generated, directory)
+    assert code == 1
+    assert f"changed since: dataset (pinned {generated.sha256}); refusing to grade" in err
+
+
 def test_a_hand_edited_marker_is_refused(
     eval_cli: Runner, answered: Answered, generated: Generated, tmp_path: Path
 ) -> None:

@@ -205,6 +205,18 @@ def test_missing_variables_are_named_before_the_dataset_is_touched(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_base_url_that_is_no_http_url_is_refused_up_front(
+    eval_cli: Runner, generated: Generated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(BASE_URL_ENV, "api.deepseek.com")
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    args = [*generated.protocol_args(), "--dataset", str(generated.dataset)]
+    code, _, err = eval_cli("run-qa", *args, "--output-dir", str(tmp_path / "run"))
+    assert code == 1
+    assert f"error: {BASE_URL_ENV} is not an http:// or https:// URL" in err
+    assert API_KEY not in err
+
+
 def test_model_path_is_for_the_local_provider_only(eval_cli: Runner, tmp_path: Path) -> None:
     code, _, err = eval_cli(
         "run-qa", "--dataset", "x", "--output-dir", str(tmp_path), "--model-path", "m.gguf"

@@ -84,7 +84,8 @@ def resolve_endpoint(qa: QASettings, environ: Mapping[str, str]) -> Endpoint:
 
     Raises:
         ProviderEnvironmentError: a variable is unset or blank (values are
-            stripped); the base-URL variable is named first.
+            stripped; the base-URL variable is named first), or the base URL
+            is not an http(s) URL.
     """
     base_url = environ.get(qa.base_url_env, "").strip()
     key = environ.get(qa.api_key_env, "").strip()
@@ -93,6 +94,12 @@ def resolve_endpoint(qa: QASettings, environ: Mapping[str, str]) -> Endpoint:
     ]
     if missing:
         raise ProviderEnvironmentError(missing)
+    if not base_url.lower().startswith(("http://", "https://")):
+        # Otherwise every one of the 90 calls would fail with the same transport error.
+        raise ProviderEnvironmentError(
+            [qa.base_url_env],
+            problem=f"{qa.base_url_env} is not an http:// or https:// URL",
+        )
     return Endpoint(base_url=base_url, api_key_env=qa.api_key_env)
 
 
