@@ -287,6 +287,39 @@ def test_retries_follow_the_protocol_and_failures_write_nothing(
     assert sorted(oracle.received) == sorted(rows[4:8])
 
 
+def test_only_plain_token_counts_and_model_names_are_stored(
+    eval_cli: Runner,
+    bundle: Bundle,
+    prepared: Prepared,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tasks = tasks_for(bundle, prepared.cases)
+    oracle = Oracle(prepared.cases, tasks)
+    row = distinct(tasks)[0]
+    completion = {
+        "model": "a model, said in words",  # not a model name: recorded as not said
+        "choices": [{"message": {"role": "assistant", "content": "item"}}],
+        "usage": {
+            "prompt_tokens": 5,
+            "completion_tokens": 1,
+            "prompt_tokens_details": {"cached_tokens": 2},  # nested: dropped
+            "negative": -1,
+            "flag": True,
+            "odd key!": 3,
+        },
+    }
+    oracle.script(row.row_id, Reply.json(completion))
+    output = tmp_path / "run"
+    with serving(oracle) as server:
+        _point_at(monkeypatch, server.url)
+        assert eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))[0] == 0
+    stored = load_json(response_path(output, row.row_id))
+    assert stored["usage"] == {"completion_tokens": 1, "prompt_tokens": 5}
+    assert stored["response_model"] is None
+    assert stored["prediction"] == "item"
+
+
 # --- resume -------------------------------------------------------------------------------------
 
 

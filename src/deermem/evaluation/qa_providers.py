@@ -185,7 +185,8 @@ class LocalAnswerer:
     def answer(self, task: AnswerTask) -> Answer:
         from deermem.llm import ChatMessage
 
-        messages = [ChatMessage(m["role"], m["content"]) for m in task.messages]  # type: ignore[arg-type]
+        build = {"system": ChatMessage.system, "user": ChatMessage.user}
+        messages = [build[message["role"]](message["content"]) for message in task.messages]
         return _answer(self._local.complete(messages))
 
     def close(self) -> None:
