@@ -22,6 +22,7 @@ from deermem.evaluation._cli_args import (
     protocol_arguments,
     protocol_files,
 )
+from deermem.evaluation.config import PROVIDER_LOCAL, PROVIDER_OPENAI_COMPATIBLE
 from deermem.evaluation.protocol import Protocol, load_protocol
 
 if TYPE_CHECKING:
@@ -72,12 +73,7 @@ def run_qa_command(args: argparse.Namespace) -> int:
 
 
 def _answerer(args: argparse.Namespace, protocol: Protocol) -> Answerer:
-    from deermem.evaluation.qa_providers import (
-        PROVIDER_LOCAL,
-        HttpAnswerer,
-        LocalAnswerer,
-        resolve_endpoint,
-    )
+    from deermem.evaluation.qa_providers import HttpAnswerer, LocalAnswerer, resolve_endpoint
 
     qa = protocol.config.qa
     if args.provider == PROVIDER_LOCAL:
@@ -89,8 +85,6 @@ def _answerer(args: argparse.Namespace, protocol: Protocol) -> Answerer:
 
 
 def run_qa_arguments(parser: argparse.ArgumentParser) -> None:
-    from deermem.evaluation.qa_providers import PROVIDER_LOCAL, PROVIDER_OPENAI_COMPATIBLE
-
     protocol_arguments(parser)
     dataset_argument(parser)
     _output_dir_argument(parser, "the run directory: qa_run.json and responses/ (resumable)")

@@ -15,6 +15,8 @@ from typing import Final, NamedTuple
 from deermem.evaluation._checks import HEX_40, HEX_64, Section, describe
 
 __all__ = [
+    "PROVIDER_LOCAL",
+    "PROVIDER_OPENAI_COMPATIBLE",
     "AnswerPromptPin",
     "DatasetPin",
     "EvaluationConfig",
@@ -26,6 +28,10 @@ __all__ = [
 ]
 
 WEIGHT_TOLERANCE: Final = 1e-9
+PROVIDER_OPENAI_COMPATIBLE: Final = "openai-compatible"
+"""The one provider a protocol config may name (``qa.provider``)."""
+PROVIDER_LOCAL: Final = "local"
+"""``run-qa --provider local``: the embedded model instead of the config's endpoint."""
 # The weight keys, in the order of the score's terms.
 _WEIGHT_KEYS: Final = ("confidence", "confirmation", "access")
 
@@ -302,7 +308,7 @@ def _qa(top: Section) -> QASettings:
         ),
     )
     prompt = qa.section("answer_prompt", ("path", "sha256"))
-    qa.literal("provider", "openai-compatible")
+    qa.literal("provider", PROVIDER_OPENAI_COMPATIBLE)
     if qa.boolean("stream"):
         raise qa.error(
             "stream", "must be false: the answer run reads each answer whole, not streamed"
@@ -313,7 +319,7 @@ def _qa(top: Section) -> QASettings:
             sha256=prompt.text("sha256", pattern=HEX_64, meaning="64 lowercase hex digits"),
         ),
         grader_version=qa.text("grader_version"),
-        provider="openai-compatible",
+        provider=PROVIDER_OPENAI_COMPATIBLE,
         api_key_env=qa.text("api_key_env"),
         base_url_env=qa.text("base_url_env"),
         model=qa.text("model"),

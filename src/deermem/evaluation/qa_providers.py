@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 from deermem._exceptions import ProviderEnvironmentError
-from deermem.evaluation.config import QASettings
+from deermem.evaluation.config import PROVIDER_LOCAL, PROVIDER_OPENAI_COMPATIBLE, QASettings
 from deermem.evaluation.qa_responses import Answer
 from deermem.evaluation.qa_tasks import AnswerTask
 
@@ -45,8 +45,6 @@ __all__ = [
     "resolve_endpoint",
 ]
 
-PROVIDER_OPENAI_COMPATIBLE: Final = "openai-compatible"
-PROVIDER_LOCAL: Final = "local"
 RETRY_PAUSE_SECONDS: Final = 2.0
 """The pause before every retry, fixed by the protocol (reference §4.2)."""
 
