@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 
 from deermem._exceptions import EvaluationError
 from deermem.evaluation._io import document_text, replace_file, utc_timestamp
@@ -118,13 +118,12 @@ class StoredResponse(NamedTuple):
         """The stored answer (only for a usable file)."""
         if self.data is None or self.problems:
             raise EvaluationError(f"{self.path} is not a usable stored answer")
-        data = self.data
-        model = data["response_model"]
+        data = self.data  # checked by the schema: the casts hold
         return Answer(
-            prediction=str(data["prediction"]),
-            attempts=int(str(data["attempts"])),
-            response_model=model if isinstance(model, str) else None,
-            usage=dict(_as_mapping(data["usage"])),
+            prediction=cast(str, data["prediction"]),
+            attempts=cast(int, data["attempts"]),
+            response_model=cast("str | None", data["response_model"]),
+            usage=dict(cast(dict[str, int], data["usage"])),
         )
 
 
@@ -303,11 +302,6 @@ def _shown(value: object) -> str:
     if _is_id_list(value):
         return describe_value(value)
     return describe_value(value, reveal=False)
-
-
-def _as_mapping(value: object) -> Mapping[str, int]:
-    assert isinstance(value, dict)
-    return value
 
 
 _CHECKS: Final[dict[str, tuple[_Check, str]]] = {
