@@ -42,6 +42,12 @@ because that is what they are and what generic callers already handle::
         ├── DatasetIntegrityError   (ValueError) the dataset is not the pinned file,
         │   │                       or its content breaks the protocol's rules
         │   └── DatasetHashMismatchError  its SHA-256 is not the pinned one
+        ├── ProviderEnvironmentError (ValueError) the answer endpoint's environment
+        │                           variables are unset or blank
+        ├── RunMarkerError          a QA run's qa_run.json is missing, unreadable, or
+        │                           was written under other protocol files or settings
+        ├── AnswerRowIntegrityError stored answers are missing, malformed, or not the
+        │                           answers to the tasks recomputed from the protocol
         └── ResultsExistError       (FileExistsError) result files are already there;
                                     nothing is overwritten
 
@@ -60,6 +66,7 @@ callers never parse messages; the message is for people.
 from __future__ import annotations
 
 __all__ = [
+    "AnswerRowIntegrityError",
     "ConfigError",
     "ConversationFileError",
     "CorruptMemoryFile",
@@ -85,11 +92,13 @@ __all__ = [
     "PromptNotFoundError",
     "PromptTemplateError",
     "ProtocolError",
+    "ProviderEnvironmentError",
     "QueueClosedError",
     "QueueFullError",
     "ResultRowsError",
     "ResultsExistError",
     "RevisionConflict",
+    "RunMarkerError",
     "SearchIndexError",
     "StatisticsError",
     "StorageError",
@@ -378,6 +387,59 @@ class DatasetHashMismatchError(DatasetIntegrityError):
             f"SHA-256 mismatch: the protocol pins {expected}, this file has {actual}; "
             "refusing to read it (is it the pinned revision of the file?)",
         )
+
+
+class ProviderEnvironmentError(EvaluationError, ValueError):
+    """The variables that name the answer endpoint and its key are unset, blank or unusable.
+
+    Attributes:
+        variables: the offending variables, the base-URL variable first.
+    """
+
+    def __init__(self, variables: list[str], *, problem: str | None = None) -> None:
+        self.variables = list(variables)
+        if problem is None:
+            problem = "missing provider environment variables: " + ", ".join(self.variables)
+        super().__init__(
+            f"{problem} (set them to the endpoint's API root and its key, "
+            "or answer with the embedded model: --provider local)"
+        )
+
+
+class RunMarkerError(EvaluationError):
+    """A QA run directory's ``qa_run.json`` does not fit the current protocol.
+
+    Attributes:
+        path: the marker file.
+        changed: what differs (``"config"``, ``"answer prompt"``, ``"qa.model"``
+            ...); empty when the marker is missing or unreadable.
+        problem: what is wrong, for people.
+    """
+
+    def __init__(self, path: str, problem: str, *, changed: tuple[str, ...] = ()) -> None:
+        self.path = path
+        self.changed = changed
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class AnswerRowIntegrityError(EvaluationError):
+    """Stored answers cannot be graded: missing, malformed, or not the protocol's.
+
+    Grading is refused as a whole: every answer must be the answer to the task
+    recomputed from the current protocol and dataset (identity fields, kept
+    facts in rank order, request fingerprint).
+
+    Attributes:
+        row_ids: the rows concerned, sorted.
+        problems: one line per problem, each naming the row and the field.
+    """
+
+    def __init__(self, summary: str, row_ids: list[str], problems: list[str]) -> None:
+        self.row_ids = sorted(set(row_ids))
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(f"{summary}: {', '.join(self.row_ids)}" + (f"\n{lines}" if lines else ""))
 
 
 class ResultsExistError(EvaluationError, FileExistsError):

@@ -13,7 +13,19 @@ from deermem.evaluation.cases import EvaluationCase, build_cases
 from deermem.evaluation.dataset import Dataset, load_dataset
 from deermem.evaluation.eviction import PolicyOutcome, run_policy
 from deermem.evaluation.protocol import Protocol, ProtocolFiles, load_protocol
+from deermem.evaluation.qa_providers import HttpAnswerer, resolve_endpoint
+from deermem.evaluation.qa_run import QaRunSummary, run_qa
+from deermem.evaluation.qa_tasks import AnswerTask
 from tests.evaluation.longmemeval_data import build_rows, copy_protocol, write_dataset
+from tests.evaluation.qa_support import (
+    API_KEY,
+    BASE_URL_ENV,
+    KEY_ENV,
+    Bundle,
+    Oracle,
+    serving,
+    tasks_for,
+)
 
 
 class Generated(NamedTuple):
@@ -67,6 +79,36 @@ def prepared(generated: Generated) -> Prepared:
     dataset = load_dataset(generated.dataset, expected_sha256=protocol.config.dataset.sha256)
     cases = build_cases(protocol, dataset)
     return Prepared(protocol, dataset, cases, run_policy(protocol, cases))
+
+
+class Answered(NamedTuple):
+    """A complete run-qa directory (90 answers from the oracle) under ``generated``'s bundle."""
+
+    directory: Path
+    tasks: tuple[AnswerTask, ...]
+
+
+@pytest.fixture(scope="session")
+def answered(
+    generated: Generated, prepared: Prepared, tmp_path_factory: pytest.TempPathFactory
+) -> Answered:
+    """Made once through the library, over real HTTP; tests copy it before changing it."""
+    directory = tmp_path_factory.mktemp("answered") / "run"
+    bundle = Bundle(generated.files, generated.dataset)
+    tasks = tasks_for(bundle, prepared.cases)
+    with serving(Oracle(prepared.cases, tasks)) as server:
+        environ = {BASE_URL_ENV: server.url, KEY_ENV: API_KEY}
+        answerer = HttpAnswerer(
+            prepared.protocol.config.qa,
+            resolve_endpoint(prepared.protocol.config.qa, environ),
+            environ=environ,
+        )
+        try:
+            summary = run_qa(prepared.protocol, generated.dataset, directory, answerer)
+        finally:
+            answerer.close()
+    assert summary == QaRunSummary(tasks=90, reused=0, called=90, failed=())
+    return Answered(directory, tasks)
 
 
 Runner = Callable[..., tuple[int, str, str]]

@@ -39,6 +39,7 @@ __all__ = [
 KNOWLEDGE_UPDATE = "knowledge-update"
 TEMPORAL_REASONING = "temporal-reasoning"
 PINNED_SHA256 = "821a2034d219ab45846873dd14c14f12cfe7776e73527a483f9dac095d38620c"
+TINY = 40  # the shortest evidence a bank record may have
 
 # Bank position -> source question id, as derived from the published rows.
 # fmt: off
@@ -174,11 +175,12 @@ def _selection_decoys() -> Iterator[dict[str, Any]]:
     yield _question("ffff0002", tr)
 
 
-def _bank_rows() -> Iterator[dict[str, Any]]:
+def _bank_rows(*, tiny_evidence: bool = False) -> Iterator[dict[str, Any]]:
     for position, question_id in enumerate(BANK_IDS):
         kind = "single-session-preference" if position % 3 == 0 else "single-session-user"
         # evidence lengths cover both bounds: 40 (first), 700 (last), 697 (35a27287)
         chars = {0: 40, 22: 697, 39: 700}.get(position, 60 + 16 * position)
+        chars = TINY if tiny_evidence else chars
         yield _question(question_id, kind, **single_session(question_id, chars))
     # bank decoys: too short, too long, wrong type (all sort before the bank), and a 41st
     yield _question("000aaaa1", "single-session-user", **single_session("000aaaa1", 39))
@@ -187,13 +189,18 @@ def _bank_rows() -> Iterator[dict[str, Any]]:
     yield _question("5e000001", "single-session-user", **single_session("5e000001", 200))
 
 
-def build_rows(*, padding_bytes: int = 0, seed: int = 4789) -> list[dict[str, Any]]:
+def build_rows(
+    *, padding_bytes: int = 0, seed: int = 4789, tiny_evidence: bool = False
+) -> list[dict[str, Any]]:
     """A LongMemEval-shaped dataset for the bundled protocol, in shuffled order.
 
     Args:
         padding_bytes: add ``multi-session`` rows (which no rule picks) until
             the JSON text is about this large.
         seed: the shuffle seed.
+        tiny_evidence: give every official and bank question the shortest
+            evidence the rules accept (40 characters), for prompts a small
+            local model reads in seconds.
     """
     rows: list[dict[str, Any]] = []
     by_type = official_ids_by_type()
@@ -201,9 +208,10 @@ def build_rows(*, padding_bytes: int = 0, seed: int = 4789) -> list[dict[str, An
         for position, question_id in enumerate(ids):
             # one integer answer, to exercise answer stringification
             answer = 3 if position == 0 and kind == TEMPORAL_REASONING else None
-            rows.append(_question(question_id, kind, answer=answer))
+            haystack = single_session(question_id, TINY) if tiny_evidence else {}
+            rows.append(_question(question_id, kind, answer=answer, **haystack))
     rows.extend(_selection_decoys())
-    rows.extend(_bank_rows())
+    rows.extend(_bank_rows(tiny_evidence=tiny_evidence))
     rows.append(_question("00000000", "multi-session"))
     size = len(json.dumps(rows))
     counter = 0

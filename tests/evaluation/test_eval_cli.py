@@ -17,7 +17,7 @@ from deermem.evaluation import _git
 from deermem.evaluation.cli import print_retention
 from deermem.evaluation.eviction import policy_summary
 from deermem.evaluation.retention import format_plain, retention_table
-from tests.evaluation.conftest import Generated, Prepared, Runner
+from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
 from tests.evaluation.longmemeval_data import PINNED_SHA256, copy_protocol
 from tests.evaluation.original_protocol import write_original_bundle
 
@@ -242,6 +242,17 @@ def test_eval_commands_start_without_the_heavy_stacks(generated: Generated, tmp_
     assert _imported_modules(*run, cwd=tmp_path) == set()  # piped: a plain table, no rich
 
 
+def test_grading_and_verifying_start_without_the_heavy_stacks(
+    answered: Answered, generated: Generated, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(answered.directory, run)
+    dataset = ["--dataset", str(generated.dataset)]
+    grade = ("eval", "grade-qa", *generated.protocol_args(), *dataset, "--output-dir", str(run))
+    assert _imported_modules(*grade, cwd=tmp_path) == set()  # no HTTP stack to grade
+    assert _imported_modules("eval", "verify", str(run), cwd=tmp_path) == set()
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -354,6 +365,10 @@ def test_report_renders_markdown_and_png_deterministically(
 
 
 def test_report_of_a_directory_without_a_run(eval_cli: Runner, tmp_path: Path) -> None:
+    code, _, err = eval_cli("report", str(tmp_path))
+    assert code == 1
+    assert "holds neither a policy run (summary.json, run.json) nor graded QA results" in err
+    (tmp_path / "run.json").write_text("{}")
     code, _, err = eval_cli("report", str(tmp_path))
     assert code == 1
     assert "summary.json: not found" in err

@@ -299,6 +299,14 @@ CONFIG_CASES = [
         "policies.hybrid_v1.policy",
         "'hybrid-v1'",
     ),
+    (  # reference §1.1 step 3: the config pins the grader deermem ships
+        _set("qa", "grader_version", value="deterministic-overlap-v2"),
+        "qa.grader_version",
+        "pins grader 'deterministic-overlap-v2' but this deermem grades with "
+        "'deterministic-overlap-v1'",
+    ),
+    (_set("qa", "grader_version", value=7), "qa.grader_version", "must be a"),
+    (_set("qa", "stream", value=True), "qa.stream", "must be false"),
     (
         _set("required_policy_version", value="hybrid-v2"),
         "required_policy_version",

@@ -53,7 +53,8 @@ app.command(name="demo")(demo.demo)
 def _eval(ctx: typer.Context) -> None:
     """Reproduce the capacity-eviction evaluation (see `deermem eval --help`).
 
-    `deermem eval validate-contracts | validate | run-policy | report`. The
+    `deermem eval validate-contracts | validate | run-policy | run-qa | grade-qa |
+    verify | report`. The
     `deermem` entry point routes `eval` to its own light command line before
     this application is even imported; this entry lists it in `--help`.
     """

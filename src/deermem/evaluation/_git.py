@@ -35,7 +35,12 @@ class GitProbe:
     def __init__(self, directory: Path | None = None) -> None:
         where = str(directory or PACKAGE_DIRECTORY)
         self._tracked = _start(["git", "-C", where, "ls-files", "--error-unmatch", "--", "."])
-        self._status = _start(["git", "-C", where, "status", "--porcelain=v2", "--branch"])
+        # --no-optional-locks: status must not take the index lock, because the
+        # probe may be stopped half-way (a command that ends early), and a
+        # killed git would leave index.lock behind in the user's checkout.
+        self._status = _start(
+            ["git", "--no-optional-locks", "-C", where, "status", "--porcelain=v2", "--branch"]
+        )
 
     def __enter__(self) -> GitProbe:
         return self

@@ -21,7 +21,14 @@ from pathlib import Path
 
 from deermem._exceptions import ResultsExistError
 
-__all__ = ["document_text", "ensure_absent", "jsonl_line", "utc_timestamp", "write_new_files"]
+__all__ = [
+    "document_text",
+    "ensure_absent",
+    "jsonl_line",
+    "replace_file",
+    "utc_timestamp",
+    "write_new_files",
+]
 
 # Errors of os.link that mean "this file system has no hard links", not "refused".
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV})
@@ -84,6 +91,26 @@ def write_new_files(files: Sequence[tuple[Path, bytes]]) -> tuple[Path, ...]:
                 path.unlink()
         raise
     return tuple(published)
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``path`` atomically, replacing whatever is there.
+
+    For files a run owns and may redo (an answer called again on resume):
+    written to a temporary name beside the target, synced, then renamed over
+    it, so a reader sees the old file or the new one, never a part. Result
+    files never go through here; they use :func:`write_new_files`.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        Path(temporary).replace(path)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
 
 
 def _publish(target: Path, data: bytes) -> None:

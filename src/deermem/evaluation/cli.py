@@ -7,14 +7,13 @@ root ``deermem`` entry point hands ``eval`` over here before it imports
 typer. rich is imported only to print a table to a terminal; piped output
 gets the same table as plain text.
 
-Each command is one entry in :data:`COMMANDS`: adding ``run-qa``,
-``grade-qa`` or ``verify`` means adding a function and one entry.
+Each command is one entry in :data:`COMMANDS`; the QA commands live in
+:mod:`deermem.evaluation._cli_qa`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import textwrap
@@ -23,12 +22,27 @@ from pathlib import Path
 from typing import Final, NamedTuple, TextIO
 
 from deermem._exceptions import DeerMemError
-from deermem.evaluation.protocol import ProtocolFiles, bundled_protocol_files, load_protocol
+from deermem.evaluation._cli_args import (
+    DATASET_ENV,
+    dataset_argument,
+    json_argument,
+    print_json,
+    protocol_arguments,
+    protocol_files,
+)
+from deermem.evaluation._cli_qa import (
+    grade_qa_arguments,
+    grade_qa_command,
+    run_qa_arguments,
+    run_qa_command,
+    verify_arguments,
+    verify_command,
+)
+from deermem.evaluation.protocol import load_protocol
 from deermem.evaluation.retention import RetentionTable, format_plain, short_policy
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main", "print_retention"]
 
-DATASET_ENV: Final = "LONGMEMEVAL_ORACLE_PATH"
 PROG: Final = "deermem eval"
 
 
@@ -71,9 +85,9 @@ def _terminal_width() -> int:
 
 
 def _validate_contracts(args: argparse.Namespace) -> int:
-    protocol = load_protocol(_protocol_files(args))
+    protocol = load_protocol(protocol_files(args))
     if args.json:
-        _print_json(
+        print_json(
             {
                 "protocol_id": protocol.protocol_id,
                 "official_cases": len(protocol.official.question_ids),
@@ -99,11 +113,11 @@ def _validate(args: argparse.Namespace) -> int:
     from deermem.evaluation.cases import SOURCE_LONGMEMEVAL, SOURCE_SYNTHETIC, build_cases
     from deermem.evaluation.dataset import load_dataset
 
-    protocol = load_protocol(_protocol_files(args))
+    protocol = load_protocol(protocol_files(args))
     dataset = load_dataset(Path(args.dataset), expected_sha256=protocol.config.dataset.sha256)
     cases = build_cases(protocol, dataset)
     if args.json:
-        _print_json(
+        print_json(
             {
                 "protocol_id": protocol.protocol_id,
                 "dataset_sha256": dataset.sha256,
@@ -131,7 +145,7 @@ def _run_policy(args: argparse.Namespace) -> int:
     )
     from deermem.evaluation.retention import retention_table
 
-    protocol = load_protocol(_protocol_files(args))
+    protocol = load_protocol(protocol_files(args))
     ensure_absent(policy_output_paths(args.output_dir))  # fail before the work, not after
     with GitProbe() as git:  # asks git while the dataset is read
         dataset = load_dataset(Path(args.dataset), expected_sha256=protocol.config.dataset.sha256)
@@ -146,67 +160,28 @@ def _run_policy(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from deermem.evaluation.report import write_report
 
-    markdown, chart = write_report(args.run_dir, output_dir=args.output_dir)
-    print(f"wrote {markdown} and {chart}")
+    written = [str(path) for path in write_report(args.run_dir, output_dir=args.output_dir)]
+    print(f"wrote {', '.join(written[:-1])} and {written[-1]}")
     return 0
 
 
 # --- arguments --------------------------------------------------------------------------
 
 
-def _protocol_arguments(parser: argparse.ArgumentParser) -> None:
-    bundled = bundled_protocol_files()
-    group = parser.add_argument_group(
-        "protocol", "the protocol bundle (default: deermem's own, shipped with the package)"
-    )
-    group.add_argument(
-        "--config",
-        type=Path,
-        metavar="YAML",
-        help=f"protocol config (default: {bundled.config.name})",
-    )
-    group.add_argument(
-        "--official-manifest",
-        type=Path,
-        metavar="JSON",
-        help=f"the 40 pinned LongMemEval ids (default: {bundled.official_manifest.name})",
-    )
-    group.add_argument(
-        "--synthetic-manifest",
-        type=Path,
-        metavar="JSON",
-        help=f"the 5 correction cases (default: {bundled.synthetic_manifest.name})",
-    )
-
-
-def _dataset_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dataset",
-        type=Path,
-        metavar="FILE",
-        default=os.environ.get(DATASET_ENV) or None,
-        help=f"the LongMemEval oracle file (default: ${DATASET_ENV}); checked by SHA-256",
-    )
-
-
-def _json_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-
-
 def _contracts_arguments(parser: argparse.ArgumentParser) -> None:
-    _protocol_arguments(parser)
-    _json_argument(parser)
+    protocol_arguments(parser)
+    json_argument(parser)
 
 
 def _validate_arguments(parser: argparse.ArgumentParser) -> None:
-    _protocol_arguments(parser)
-    _dataset_argument(parser)
-    _json_argument(parser)
+    protocol_arguments(parser)
+    dataset_argument(parser)
+    json_argument(parser)
 
 
 def _run_policy_arguments(parser: argparse.ArgumentParser) -> None:
-    _protocol_arguments(parser)
-    _dataset_argument(parser)
+    protocol_arguments(parser)
+    dataset_argument(parser)
     parser.add_argument(
         "--output-dir",
         type=Path,
@@ -217,12 +192,17 @@ def _run_policy_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", type=Path, metavar="DIR", help="a run-policy output directory")
+    parser.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="DIR",
+        help="a run-policy directory, a graded run-qa directory, or one holding both",
+    )
     parser.add_argument(
         "--output-dir",
         type=Path,
         metavar="DIR",
-        help="where to write report.md and retention.png (default: DIR)",
+        help="where to write report.md and the charts (default: DIR)",
     )
 
 
@@ -270,14 +250,72 @@ COMMANDS: Final = (
         run=_run_policy,
     ),
     Command(
-        name="report",
-        summary="render a policy run as Markdown and a PNG chart",
+        name="run-qa",
+        summary="ask the model every question under both policies (resumable)",
         description=(
-            "Read a run-policy directory and write report.md (the retention table) and "
-            "retention.png (support facts kept by cap and policy). Deterministic: the same "
+            "Build the 90 answer tasks (45 cases x 2 policies at the QA cap): the facts each "
+            "policy kept, rendered by the answer prompt. Send each to the OpenAI-compatible "
+            "endpoint named by the config's environment variables (the base URL and the key; "
+            "checked before the dataset is read), or to the embedded model with --provider "
+            "local, and store every answer with the fingerprint of its request in "
+            "DIR/responses/. Run it again to retry failures: an answer is reused only if it "
+            "provably answers the task recomputed now. Exit status 1 if any call failed."
+        ),
+        example=(
+            "export DEERMEM_EVAL_ANSWER_BASE_URL=https://api.deepseek.com "
+            "DEERMEM_EVAL_ANSWER_API_KEY=...\n"
+            "  deermem eval run-qa --dataset longmemeval_oracle.json --output-dir runs/qa\n"
+            "  deermem eval run-qa --provider local --dataset longmemeval_oracle.json "
+            "--output-dir runs/local"
+        ),
+        arguments=run_qa_arguments,
+        run=run_qa_command,
+    ),
+    Command(
+        name="grade-qa",
+        summary="check every stored answer against the protocol, grade, write the report",
+        description=(
+            "Read-only checks first: qa_run.json names the same five protocol files, and every "
+            "stored answer carries its task's identity, kept facts and request fingerprint as "
+            "recomputed from the protocol and the dataset; any missing or mismatched answer "
+            "refuses the whole grading. Then grade each answer blind against the dataset's "
+            "reference with deterministic-overlap-v1 and write qa.rows.jsonl, qa.summary.json "
+            "and qa.stats.json (McNemar and paired bootstrap per suite). No network; the same "
             "run gives the same bytes."
         ),
-        example="deermem eval report runs/policy",
+        example="deermem eval grade-qa --dataset longmemeval_oracle.json --output-dir runs/qa",
+        arguments=grade_qa_arguments,
+        run=grade_qa_command,
+    ),
+    Command(
+        name="verify",
+        summary="re-derive a published QA report from its rows and compare byte for byte",
+        description=(
+            "Check qa.rows.jsonl row by row (schema, pairs, fact ids, fingerprints, grades "
+            "their rules allow, no private text), re-derive qa.summary.json and qa.stats.json "
+            "from the rows and compare them byte for byte, and check qa_run.json. Needs no "
+            "dataset, no model and no key. Exit status 1 unless everything matches."
+        ),
+        example=(
+            "deermem eval verify ../shared/reference/deerflow-pr4810-results\n"
+            "  deermem eval verify runs/qa --json\n"
+            "  deermem eval verify results/ --expect-sha256 qa.rows.jsonl=d14dcd1e57bb..."
+        ),
+        arguments=verify_arguments,
+        run=verify_command,
+    ),
+    Command(
+        name="report",
+        summary="render a run's results as Markdown and PNG charts",
+        description=(
+            "Read a run directory and write report.md with what it holds: for a policy run, "
+            "the retention table and retention.png (support facts kept by cap and policy); "
+            "for graded QA results (which must verify), accuracy by suite and scenario, the "
+            "2x2 tables, McNemar p-values and bootstrap intervals, and qa-accuracy.png. "
+            "Deterministic: the same results give the same bytes."
+        ),
+        example="deermem eval report runs/policy\n  deermem eval report "
+        "../shared/reference/deerflow-pr4810-results --output-dir report/",
         arguments=_report_arguments,
         run=_report,
     ),
@@ -373,19 +411,6 @@ def print_retention(table: RetentionTable, stream: TextIO) -> None:
             end_section=row.is_total or (following is not None and following.suite != row.suite),
         )
     Console(file=stream, highlight=False).print(rich_table)
-
-
-def _protocol_files(args: argparse.Namespace) -> ProtocolFiles:
-    bundled = bundled_protocol_files()
-    return ProtocolFiles(
-        config=args.config or bundled.config,
-        official_manifest=args.official_manifest or bundled.official_manifest,
-        synthetic_manifest=args.synthetic_manifest or bundled.synthetic_manifest,
-    )
-
-
-def _print_json(data: object) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def _print_error(message: str) -> None:

@@ -15,6 +15,8 @@ from typing import Final, NamedTuple
 from deermem.evaluation._checks import HEX_40, HEX_64, Section, describe
 
 __all__ = [
+    "PROVIDER_LOCAL",
+    "PROVIDER_OPENAI_COMPATIBLE",
     "AnswerPromptPin",
     "DatasetPin",
     "EvaluationConfig",
@@ -26,6 +28,10 @@ __all__ = [
 ]
 
 WEIGHT_TOLERANCE: Final = 1e-9
+PROVIDER_OPENAI_COMPATIBLE: Final = "openai-compatible"
+"""The one provider a protocol config may name (``qa.provider``)."""
+PROVIDER_LOCAL: Final = "local"
+"""``run-qa --provider local``: the embedded model instead of the config's endpoint."""
 # The weight keys, in the order of the score's terms.
 _WEIGHT_KEYS: Final = ("confidence", "confirmation", "access")
 
@@ -302,20 +308,24 @@ def _qa(top: Section) -> QASettings:
         ),
     )
     prompt = qa.section("answer_prompt", ("path", "sha256"))
-    qa.literal("provider", "openai-compatible")
+    qa.literal("provider", PROVIDER_OPENAI_COMPATIBLE)
+    if qa.boolean("stream"):
+        raise qa.error(
+            "stream", "must be false: the answer run reads each answer whole, not streamed"
+        )
     return QASettings(
         answer_prompt=AnswerPromptPin(
             path=prompt.text("path"),
             sha256=prompt.text("sha256", pattern=HEX_64, meaning="64 lowercase hex digits"),
         ),
         grader_version=qa.text("grader_version"),
-        provider="openai-compatible",
+        provider=PROVIDER_OPENAI_COMPATIBLE,
         api_key_env=qa.text("api_key_env"),
         base_url_env=qa.text("base_url_env"),
         model=qa.text("model"),
         temperature=qa.number("temperature", minimum=0.0),
         max_tokens=qa.integer("max_tokens", minimum=1),
-        stream=qa.boolean("stream"),
+        stream=False,
         timeout_seconds=qa.integer("timeout_seconds", minimum=1),
         max_attempts=qa.integer("max_attempts", minimum=1),
         workers=qa.integer("workers", minimum=1),

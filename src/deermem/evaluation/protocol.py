@@ -4,8 +4,9 @@ Loading a protocol is the *contract load* every ``deermem eval`` command runs
 first (reference ``eval-harness-spec.md`` §1.1): each file is read once, hashed
 from the same bytes it is parsed from, validated strictly, and then checked
 against the others and against the production code — one protocol id across
-the three files, the ``hybrid-v1`` version the config requires equal to the
-one deermem implements, the prompt's SHA-256 equal to the config's pin.
+the three files, the grader version the config pins equal to the grader
+deermem ships, the ``hybrid-v1`` version the config requires equal to the one
+deermem implements, the prompt's SHA-256 equal to the config's pin.
 
 deermem's own bundle ships as package data (:func:`bundled_protocol_files`);
 any other bundle with the same schema loads the same way, the original
@@ -22,6 +23,7 @@ from typing import Final, NamedTuple
 from deermem._exceptions import ProtocolError
 from deermem.evaluation._yaml import YAMLSyntaxError, load_yaml
 from deermem.evaluation.config import EvaluationConfig, parse_config
+from deermem.evaluation.grading import GRADER_VERSION
 from deermem.evaluation.manifests import (
     MAX_LOSS_RANK,
     OfficialManifest,
@@ -39,6 +41,7 @@ __all__ = [
     "ProtocolArtifacts",
     "ProtocolFiles",
     "bundled_protocol_files",
+    "load_config",
     "load_protocol",
 ]
 
@@ -157,6 +160,18 @@ def load_protocol(files: ProtocolFiles | None = None) -> Protocol:
     )
 
 
+def load_config(path: Path) -> EvaluationConfig:
+    """Read and validate one config file on its own (no manifests, no prompt).
+
+    For commands that need only the config's settings, such as the statistics
+    parameters ``verify`` re-derives a report with.
+
+    Raises:
+        ProtocolError: the file is missing, unreadable or invalid.
+    """
+    return parse_config(_parse_yaml(path, _read(path)), file=str(path))
+
+
 def _check_agreement(
     files: ProtocolFiles,
     config: EvaluationConfig,
@@ -175,6 +190,14 @@ def _check_agreement(
                 "pass the manifests of the same protocol (--official-manifest, "
                 "--synthetic-manifest)",
             )
+    if config.qa.grader_version != GRADER_VERSION:
+        # Grades are only comparable under one frozen grader; a protocol pins it.
+        raise ProtocolError(
+            str(files.config),
+            "qa.grader_version",
+            f"pins grader {config.qa.grader_version!r} but this deermem grades with "
+            f"{GRADER_VERSION!r}; a protocol is graded only by the grader it pins",
+        )
     if config.required_policy_version != POLICY_HYBRID_V1:
         raise ProtocolError(
             str(files.config),

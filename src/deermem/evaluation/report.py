@@ -1,11 +1,20 @@
-"""``deermem eval report``: a policy run as Markdown and a chart, for people.
+"""``deermem eval report``: a run directory's results as Markdown and charts, for people.
 
-The report is drawn from the run's own files (``summary.json`` for the
-numbers, ``run.json`` for provenance), so it can be made later, elsewhere,
-and says exactly what the run printed. It is deterministic: the Markdown
-holds no time but the run's, and the PNG is rendered with matplotlib's
-default style, its fonts bundled with matplotlib, and no software or time
-stamp in the file, so two reports of one run are byte-identical.
+A directory may hold a policy run (``summary.json``, ``run.json``), graded QA
+results (``qa.rows.jsonl``, ``qa.summary.json``, ``qa.stats.json`` and
+usually ``qa_run.json``), or both; the report renders what is there.
+
+The retention part is drawn from the run's own files (``summary.json`` for
+the numbers, ``run.json`` for provenance), so it says exactly what the run
+printed. The QA part is drawn only from results that verify: the summary and
+statistics are re-derived from the rows and must match the files byte for
+byte (see :mod:`deermem.evaluation.verify`), so a report cannot show a number
+its rows do not support.
+
+It is deterministic: the Markdown holds no time but the runs', and the PNGs
+are rendered with matplotlib's default style, its fonts bundled with
+matplotlib, and no software or time stamp in the file, so two reports of one
+directory are byte-identical.
 """
 
 from __future__ import annotations
@@ -29,33 +38,92 @@ from deermem.evaluation.retention import (
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+    from deermem.evaluation.qa_report import QaReport
+    from deermem.evaluation.statistics import StatisticsParameters
+
 __all__ = ["CHART_FILE", "REPORT_FILE", "render_chart", "render_markdown", "write_report"]
 
 REPORT_FILE: Final = "report.md"
 CHART_FILE: Final = "retention.png"
 _COLOURS: Final = {"confidence": "#7f7f7f", "hybrid-v1": "#1f6fb4"}
 _MARKERS: Final = {"confidence": "o", "hybrid-v1": "s"}
+_QA_ROWS: Final = "qa.rows.jsonl"
 
 
-def write_report(run_dir: Path, *, output_dir: Path | None = None) -> tuple[Path, Path]:
-    """Write ``report.md`` and ``retention.png`` for a run-policy directory.
+def write_report(run_dir: Path, *, output_dir: Path | None = None) -> tuple[Path, ...]:
+    """Write ``report.md`` and the charts for what ``run_dir`` holds.
+
+    Returns:
+        The files written: ``report.md`` first, then ``retention.png`` (policy
+        run) and ``qa-accuracy.png`` (graded QA results), as present.
 
     Raises:
-        EvaluationError: the directory does not hold a readable policy run.
+        EvaluationError: the directory holds neither a policy run nor graded
+            QA results, or what it holds cannot be read or does not verify.
         ResultsExistError: a report is already there (nothing is overwritten).
     """
-    summary = _read_json(run_dir / SUMMARY_FILE)
-    run = _read_json(run_dir / RUN_FILE)
-    table = retention_table(summary, file=str(run_dir / SUMMARY_FILE))
+    has_policy = (run_dir / SUMMARY_FILE).exists() or (run_dir / RUN_FILE).exists()
+    has_qa = (run_dir / _QA_ROWS).exists()
+    if not (has_policy or has_qa):
+        raise EvaluationError(
+            f"{run_dir}: holds neither a policy run ({SUMMARY_FILE}, {RUN_FILE}) nor graded "
+            f"QA results ({_QA_ROWS} ...); run run-policy or grade-qa first"
+        )
     target = output_dir or run_dir
-    markdown_path, chart_path = target / REPORT_FILE, target / CHART_FILE
-    write_new_files(
-        [
-            (markdown_path, render_markdown(table, run, chart=CHART_FILE).encode()),
-            (chart_path, render_chart(table)),
-        ]
-    )
-    return markdown_path, chart_path
+    sections: list[str] = []
+    charts: list[tuple[Path, bytes]] = []
+    if has_policy:
+        summary = _read_json(run_dir / SUMMARY_FILE)
+        run = _read_json(run_dir / RUN_FILE)
+        table = retention_table(summary, file=str(run_dir / SUMMARY_FILE))
+        sections.append(render_markdown(table, run, chart=CHART_FILE))
+        charts.append((target / CHART_FILE, render_chart(table)))
+    if has_qa:
+        from deermem.evaluation.qa_render import QA_CHART_FILE, render_qa_chart, render_qa_markdown
+
+        report, marker = _verified_qa(run_dir)
+        heading = "" if has_policy else "# Capacity eviction: answers graded\n\n"
+        verified = "summary and statistics re-derived from the rows match the files byte for byte"
+        sections.append(
+            heading + render_qa_markdown(report, marker, chart=QA_CHART_FILE, verified=verified)
+        )
+        charts.append((target / QA_CHART_FILE, render_qa_chart(report)))
+    markdown = "\n".join(sections)
+    return write_new_files([(target / REPORT_FILE, markdown.encode()), *charts])
+
+
+def _verified_qa(run_dir: Path) -> tuple[QaReport, Mapping[str, object] | None]:
+    """The QA report re-derived from the rows, if the directory's files verify."""
+    from deermem.evaluation.qa_report import RUN_FILE as QA_RUN_FILE
+    from deermem.evaluation.qa_report import STATS_FILE
+    from deermem.evaluation.statistics import DEFAULT_PARAMETERS
+    from deermem.evaluation.verify import verify_results
+
+    parameters = _stated_parameters(run_dir / STATS_FILE) or DEFAULT_PARAMETERS
+    verification = verify_results(run_dir, parameters=parameters)
+    if not verification.ok or verification.derived is None:
+        count = len(verification.findings)
+        raise EvaluationError(
+            f"{run_dir}: the QA results do not verify ({count} problem{'s' if count != 1 else ''}"
+            f"; first: {verification.findings[0]}); see deermem eval verify {run_dir}"
+        )
+    marker_path = run_dir / QA_RUN_FILE
+    marker = _read_json(marker_path) if marker_path.exists() else None
+    return verification.derived, marker
+
+
+def _stated_parameters(path: Path) -> StatisticsParameters | None:
+    """The bootstrap parameters a stats file states (verification then re-derives with them)."""
+    from deermem.evaluation.statistics import StatisticsParameters
+
+    try:
+        suites = json.loads(path.read_text(encoding="utf-8"))["suites"]
+        bootstrap = next(iter(suites.values()))["bootstrap"]
+        return StatisticsParameters(
+            seed=bootstrap["seed"], iterations=bootstrap["iterations"], alpha=bootstrap["alpha"]
+        )
+    except (OSError, ValueError, KeyError, TypeError, StopIteration, AttributeError):
+        return None  # verification reports what is wrong with the file
 
 
 def render_markdown(table: RetentionTable, run: Mapping[str, object], *, chart: str) -> str:

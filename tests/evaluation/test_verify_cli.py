@@ -1,0 +1,87 @@
+"""``deermem eval verify DIR`` as a user runs it, on the original's published results."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from deermem.evaluation.verify import render_verification, verify_results
+from tests.evaluation.conftest import Runner
+from tests.evaluation.qa_support import edit_text
+from tests.published import PUBLISHED_SHA256, published_results
+
+
+def test_the_published_results_verify_through_the_command(eval_cli: Runner) -> None:
+    folder = published_results()
+    code, out, err = eval_cli("verify", str(folder))
+    assert (code, err) == (0, "")
+    assert out == render_verification(verify_results(folder))
+    assert "official         23/40       35/40  0.0018310546875" in out
+    assert "overall          24/45       40/45  0.00014495849609375" in out
+
+
+def test_json_output(eval_cli: Runner) -> None:
+    code, out, _ = eval_cli("verify", str(published_results()), "--json")
+    data = json.loads(out)
+    assert (code, data["ok"], data["rows"]) == (0, True, 90)
+    assert data["suites"]["official"]["correct"] == {"confidence": 23, "hybrid-v1": 35}
+    assert data["suites"]["official"]["bootstrap"]["lower"] == 0.15000000000000002
+
+
+def test_published_hashes_can_be_required(eval_cli: Runner) -> None:
+    pins = [f"--expect-sha256={name}={digest}" for name, digest in PUBLISHED_SHA256.items()]
+    assert eval_cli("verify", str(published_results()), *pins)[0] == 0
+    wrong = "--expect-sha256=qa.rows.jsonl=" + "0" * 64
+    code, out, _ = eval_cli("verify", str(published_results()), wrong)
+    assert code == 1
+    assert "qa.rows.jsonl: (sha256): expected " + "0" * 64 in out
+
+
+@pytest.mark.parametrize(
+    "pin",
+    ["qa.rows.jsonl", "qa.rows.jsonl=abc", "other.json=" + "0" * 64, "../etc/passwd=" + "0" * 64],
+)
+def test_a_malformed_hash_pin_is_a_usage_error(eval_cli: Runner, pin: str) -> None:
+    code, out, err = eval_cli("verify", str(published_results()), "--expect-sha256", pin)
+    assert (code, out) == (2, "")
+    assert "expected FILE=HEX" in err
+
+
+def test_an_altered_copy_fails_naming_the_field(eval_cli: Runner, tmp_path: Path) -> None:
+    folder = tmp_path / "results"
+    shutil.copytree(published_results(), folder)
+    edit_text(folder / "qa.stats.json", '"p_value": 0.125', '"p_value": 0.0125')
+    code, out, err = eval_cli("verify", str(folder))
+    assert (code, err) == (1, "")
+    assert out.startswith(f"FAILED {folder}: 1 problem\n")
+    assert "  qa.stats.json    failed\n" in out
+    assert "qa.stats.json: suites.synthetic.mcnemar.p_value: expected 0.125, got 0.0125" in out
+    code, out, _ = eval_cli("verify", str(folder), "--json")
+    findings = json.loads(out)["findings"]
+    assert code == 1
+    assert [(f["file"], f["field"]) for f in findings] == [
+        ("qa.stats.json", "suites.synthetic.mcnemar.p_value")
+    ]
+
+
+def test_the_bootstrap_parameters_can_come_from_a_protocol_config(
+    eval_cli: Runner, tmp_path: Path
+) -> None:
+    from deermem.evaluation.protocol import bundled_protocol_files
+
+    config = tmp_path / "config.yaml"
+    config.write_text(bundled_protocol_files().config.read_text())
+    assert eval_cli("verify", str(published_results()), "--config", str(config))[0] == 0
+    edit_text(config, "bootstrap_seed: 4789", "bootstrap_seed: 4790")
+    code, out, _ = eval_cli("verify", str(published_results()), "--config", str(config))
+    assert code == 1
+    assert "suites.official.bootstrap.seed: expected 4790, got 4789" in out
+
+
+def test_a_missing_folder_fails(eval_cli: Runner, tmp_path: Path) -> None:
+    code, out, _ = eval_cli("verify", str(tmp_path / "nowhere"))
+    assert code == 1
+    assert "expected a results directory, got no such directory" in out
