@@ -80,7 +80,8 @@ SELECT d.fact_id, m.raw,
                   OR (:now - d.created_us) / 1000000.0 / 86400.0 < :grace THEN 1.0
                 ELSE exp(-:rate * ((:now - d.created_us) / 1000000.0 / 86400.0 - :grace))
            END
-       ) + :weight * d.confidence AS score
+       ) + :weight * d.confidence AS score,
+       m.row_id
 FROM m CROSS JOIN doc AS d ON d.id = m.row_id
 {category}
 ORDER BY score DESC, d.fact_id ASC
