@@ -202,6 +202,25 @@ def test_category_filter_applies_before_the_cut() -> None:
         assert index.search(USER, AGENT, "deploy", now=NOW, category="goal") == []
 
 
+def test_category_filter_also_matches_the_label_of_other() -> None:
+    tooling = Fact.from_dict(
+        {"id": "tool", "content": "Deploys with ansible", "category": "Tooling", "confidence": 0.5}
+    )
+    assert (tooling.category, tooling.categoryExtension) == ("other", "Tooling")
+    facts = [tooling, fact("pref", "Deploys on fridays", "preference")]
+    facts.append({"id": "bare", "content": "Deploys by hand"})  # no category: context
+    with SearchIndex() as index:
+        index.sync_scope(USER, AGENT, facts, version="1")
+        for category, expected in [
+            ("tooling", ["tool"]),
+            ("OTHER", ["tool"]),
+            ("context", ["bare"]),
+        ]:
+            assert ids(index.search(USER, AGENT, "deploys", now=NOW, category=category)) == expected
+            hits = substring_search(facts, "deploys", category=category)
+            assert ids(hits) == expected
+
+
 @pytest.mark.parametrize("top_k", [0, -1])
 def test_non_positive_top_k_gives_nothing(index: SearchIndex, top_k: int) -> None:
     assert index.search(USER, AGENT, "tea", now=NOW, top_k=top_k) == []

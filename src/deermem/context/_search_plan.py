@@ -78,7 +78,7 @@ _COUNT_ALL: Final = "SELECT count(*) FROM doc_fts WHERE doc_fts MATCH ?"
 _COUNT_SCOPE: Final = "SELECT count(*) FROM doc_fts WHERE doc_fts MATCH ? AND rowid BETWEEN ? AND ?"
 _SQL: Final = {
     False: SEARCH_SQL.format(category=""),
-    True: SEARCH_SQL.format(category="WHERE d.category = :category"),
+    True: SEARCH_SQL.format(category="WHERE :category IN (d.category, d.label)"),
 }
 
 

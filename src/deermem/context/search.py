@@ -107,7 +107,7 @@ def substring_search(
     found: list[tuple[float, str]] = []
     for fact in facts:
         document = FactFields.of(fact)
-        if document is None or (wanted and category_key(document.category) != wanted):
+        if document is None or (wanted and wanted not in document.category_keys()):
             continue
         if needle in document.content.casefold():
             found.append((coerce_confidence(document.confidence), document.fact_id))
