@@ -282,6 +282,20 @@ def test_sync_rewrites_only_what_changed(index: SearchIndex) -> None:
     assert index.sync_scope(USER, AGENT, changed, version="v3").indexed == 0
 
 
+def test_mark_stale_forces_a_digest_sync_of_one_scope(index: SearchIndex) -> None:
+    index.sync_scope(USER, "other", LIBRARY, version="v1")
+    index.mark_stale(USER, AGENT)
+    assert not index.is_current(USER, AGENT, "v1")  # the token did not change; the scope did
+    assert index.is_current(USER, "other", "v1")  # other scopes are untouched
+    assert not index.is_current(USER, AGENT, "")  # an empty token is never current
+    assert ids(index.search(USER, AGENT, "tea", now=NOW)) == ["tea"]  # rows are kept meanwhile
+    edited = [*LIBRARY[:1], {**LIBRARY[1], "content": "Drinks coffee"}, *LIBRARY[2:]]
+    report = index.sync_scope(USER, AGENT, edited, version="v1")
+    assert (report.indexed, report.unchanged) == (1, len(LIBRARY) - 1)
+    assert index.is_current(USER, AGENT, "v1")
+    index.mark_stale(USER, "nobody")  # an unknown scope: nothing to do
+
+
 def test_confidence_change_is_picked_up(index: SearchIndex) -> None:
     before = index.search(USER, AGENT, "tea", now=NOW)[0].score
     changed = [dict(f, confidence=0.1) if f["id"] == "tea" else f for f in LIBRARY]

@@ -110,8 +110,22 @@ class SearchIndex:
         return None if row is None else str(row[0])
 
     def is_current(self, user: str | None, agent: str, version: str) -> bool:
-        """Whether the scope was synchronised at exactly ``version``."""
-        return self.version(user, agent) == version
+        """Whether the scope was synchronised at exactly ``version`` (never for ``""``)."""
+        return bool(version) and self.version(user, agent) == version
+
+    def mark_stale(self, user: str | None, agent: str) -> None:
+        """Make the scope read as out of date, whatever version token a caller holds.
+
+        For changes a token cannot see — fact files edited by hand and then
+        reloaded. The rows stay; the next :meth:`sync_scope` compares their
+        digests and rewrites only the facts that changed.
+        """
+        self._run(
+            lambda db: db.execute(
+                "UPDATE scope SET version = '' WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            )
+        )
 
     # --- writing ---------------------------------------------------------------
 
