@@ -23,8 +23,10 @@ from deermem._exceptions import (
 )
 from deermem.config import MemoryConfig, load_config
 from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
+from deermem.memory._prompt_and_search import PromptAndSearch
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
+from deermem.memory.recall import SearchIndexHandle
 from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
@@ -63,11 +65,13 @@ def random_fact_id() -> str:
     return f"fact_{uuid.uuid4().hex[:8]}"
 
 
-class Memory:
+class Memory(PromptAndSearch):
     """Long-term memory of one user for one agent.
 
     Build it with :meth:`open`; :meth:`scoped` gives a view of another user
-    or agent over the same store.
+    or agent over the same store. The prompt block and search
+    (:meth:`context`, :meth:`injection`, :meth:`search`) are in
+    :class:`~deermem.memory._prompt_and_search.PromptAndSearch`.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class Memory:
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
+        self._search_index = SearchIndexHandle()
 
     @classmethod
     def open(
@@ -125,13 +130,15 @@ class Memory:
             raise UnsafeIdentifierError("user id", user_id, "expected a string")
         if agent_name is not None and not isinstance(agent_name, str):
             raise UnsafeIdentifierError("agent name", agent_name, "expected a string")
-        return Memory(
+        view = Memory(
             self.store,
             self.config,
             Scope.of(user_id, agent_name),
             clock=self._clock,
             id_factory=self._new_id,
         )
+        view._search_index = self._search_index  # one index connection per store
+        return view
 
     def __repr__(self) -> str:
         return f"Memory({self.store!r}, {self.scope})"
@@ -172,8 +179,14 @@ class Memory:
         return self.store.version(self.scope)
 
     def reload(self) -> ScopeSnapshot:
-        """Re-read the scope from disk (after editing fact files by hand)."""
-        return self.store.reload(self.scope)
+        """Re-read the scope from disk (after editing fact files by hand).
+
+        The scope's search index is re-checked at the next search too: hand
+        edits do not change the version token it is kept in step with.
+        """
+        snapshot = self.store.reload(self.scope)
+        self._search_index.mark_stale(self.store, self.scope)
+        return snapshot
 
     def export_document(self) -> dict[str, object]:
         """Summaries and every fact with every field (see :mod:`deermem.memory.documents`)."""
