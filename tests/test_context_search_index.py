@@ -205,7 +205,7 @@ def test_category_filter_applies_before_the_cut() -> None:
 def test_category_filter_also_matches_the_label_of_other() -> None:
     tooling = Fact.from_dict({**fact("tool", "Deploys with ansible"), "category": "Tooling"})
     assert (tooling.category, tooling.categoryExtension) == ("other", "Tooling")
-    facts = [tooling, fact("pref", "Deploys on fridays", "preference")]
+    facts: list[Fact | dict[str, Any]] = [tooling, fact("pref", "Deploys on fridays", "preference")]
     facts.append({"id": "bare", "content": "Deploys by hand"})  # no category: context
     with SearchIndex() as index:
         index.sync_scope(USER, AGENT, facts, version="1")
