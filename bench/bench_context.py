@@ -277,6 +277,13 @@ def bench_memory(directory: Path, repeat: int) -> dict[str, Any]:
     sets = query_sets(random.Random(3))
     for kind, queries in sets.items():
         results[f"search {kind}"] = query_medians(search, queries)
+    after_commit = []
+    for number in range(3):  # a commit of the same user (another agent) changes the token
+        memory.scoped(agent="small").create_fact(f"Another fact, number {number}.")
+        start = time.perf_counter()
+        memory.search("kalo")
+        after_commit.append(time.perf_counter() - start)
+    results["search after a commit seconds"] = statistics.median(after_commit)
     hybrid = Memory.open(
         directory,
         MemoryConfig(fact_eviction_policy="hybrid-v1"),
