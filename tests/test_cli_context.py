@@ -74,6 +74,17 @@ def test_context_explain_lists_what_went_in_and_why_the_rest_did_not(
         assert fact["content"] not in out  # the manifest holds no content
 
 
+def test_context_explain_shows_the_summaries_row(cli: Cli, tmp_path: Path) -> None:
+    document = seed_document()
+    document["user"] = {"workContext": {"summary": "Backend engineer"}}
+    open_memory(tmp_path).import_document(document)
+    code, out, _ = cli("context", "--explain")
+    assert code == 0
+    summary_row = next(line for line in out.splitlines() if "(summaries)" in line)
+    assert "User Context" in summary_row
+    assert "Backend engineer" not in out
+
+
 def test_context_json_has_text_block_and_manifest(cli: Cli, seeded: Path) -> None:
     code, out, _ = cli("context", "--json", config=TIGHT)
     assert code == 0

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deermem import Memory, UnsafeIdentifierError
 from deermem.context import InjectionManifest
@@ -49,6 +51,44 @@ def test_a_correction_beats_ten_confident_preferences_under_a_tight_budget(
     assert len(manifest.omitted) >= 5
     assert {item.reason for item in manifest.omitted} == {"over-budget", "after-stop"}
     assert manifest.budget_tokens <= TIGHT["max_injection_tokens"]
+
+
+@pytest.fixture(scope="module")
+def seed_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("seed")
+    document = seed_document()
+    # Twenty more confident preferences, so every budget is contested.
+    document["facts"] += [
+        {
+            "id": f"fact_more{n:02d}",
+            "content": f"The user likes option {n} best.",
+            "confidence": 1.0,
+        }
+        for n in range(20)
+    ]
+    open_memory(root).import_document(document)
+    return root
+
+
+@given(
+    max_tokens=st.integers(100, 8000),
+    guaranteed=st.integers(50, 2000),
+    policy=st.sampled_from(["confidence", "hybrid-v1"]),
+    counting=st.sampled_from(["tiktoken", "char"]),
+)
+@settings(max_examples=40, deadline=None)
+def test_the_correction_is_always_injected(
+    seed_store: Path, max_tokens: int, guaranteed: int, policy: str, counting: str
+) -> None:
+    memory = open_memory(
+        seed_store,
+        max_injection_tokens=max_tokens,
+        guaranteed_token_budget=guaranteed,
+        fact_eviction_policy=policy,
+        token_counting=counting,
+    )
+    assert "- [correction | 0.70] Don't use pip in this project; use uv." in memory.context()
+    assert pools(memory.injection().manifest)["fact_correct"] == "guaranteed"
 
 
 def test_without_the_guarantee_the_correction_is_what_goes(tmp_path: Path) -> None:

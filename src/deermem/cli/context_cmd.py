@@ -105,10 +105,7 @@ def manifest_table(manifest: InjectionManifest) -> Table:
             f"[yellow]left out: {left.reason}[/]",
         )
     notes = ["guaranteed: a protected category, inside its own budget"]
-    notes += [f"{reason}: {OMISSION_REASONS[reason]}" for reason in _reasons(manifest)]
+    reasons = sorted({left.reason for left in manifest.omitted})
+    notes += [f"{reason}: {OMISSION_REASONS[reason]}" for reason in reasons]
     table.caption = escape("; ".join(notes))
     return table
-
-
-def _reasons(manifest: InjectionManifest) -> list[str]:
-    return sorted({left.reason for left in manifest.omitted})

@@ -151,6 +151,8 @@ def _shortcut(db: sqlite3.Connection, request: SearchRequest, whole: str) -> lis
     )
     if in_scope < PRUNE_MIN_MATCHES:
         return None
+    # BM25's N: the rows of the whole index (doc and doc_fts rows are written
+    # and deleted together; counting doc is cheap, counting doc_fts is not).
     total = db.execute("SELECT count(*) FROM doc").fetchone()[0]
     counts = {group: db.execute(_COUNT_ALL, (group,)).fetchone()[0] for group in request.groups}
     light = [g for g in request.groups if counts[g] >= LIGHT_SHARE * total]
