@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import sqlite3
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from deermem import Memory
+from deermem import Memory, SearchIndexError
 from deermem.context import SearchIndex
 from deermem.memory import SearchResult
 
@@ -290,6 +291,22 @@ def test_views_share_one_index_and_close_reopens(memory: Memory) -> None:
     memory.close()
     memory.close()  # closing twice is fine
     assert memory.search("python")  # reopened on demand
+
+
+def test_the_index_is_closed_with_the_last_memory_that_shares_it(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document({"facts": LIBRARY})
+    assert memory.search("python")
+    index = memory._search_index.get(memory.store)
+    assert index is not None
+    view = memory.scoped(agent="writer")
+    del memory
+    gc.collect()
+    assert view.search("python", agent="coder")  # still open for the view
+    del view
+    gc.collect()
+    with pytest.raises(SearchIndexError):
+        index.version("alice", "coder")
 
 
 def test_an_empty_scope_finds_nothing(tmp_path: Path) -> None:

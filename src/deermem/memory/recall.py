@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -152,6 +153,7 @@ class SearchIndexHandle:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._index: SearchIndex | None = None
+        self._closer: weakref.finalize[[], SearchIndexHandle] | None = None
 
     def get(self, store: Store) -> SearchIndex | None:
         with self._lock:
@@ -160,6 +162,9 @@ class SearchIndexHandle:
                     self._index = SearchIndex(store.search_index_location())
                 except (OSError, SearchIndexError) as error:
                     _log.warning("search index unavailable (%s); searching without it", error)
+                else:
+                    # Closed with the last memory that shares it, if nobody calls close().
+                    self._closer = weakref.finalize(self, self._index.close)
             return self._index
 
     def mark_stale(self, store: Store, scope: Scope) -> None:
@@ -175,6 +180,7 @@ class SearchIndexHandle:
     def close(self) -> None:
         """Close the index connection; the next search opens it again."""
         with self._lock:
-            if self._index is not None:
-                self._index.close()
-                self._index = None
+            if self._closer is not None:
+                self._closer()  # closes the index, once
+            self._index = None
+            self._closer = None
