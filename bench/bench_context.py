@@ -2,7 +2,9 @@
 
 Run with ``uv run python -m bench.bench_context`` (add ``--json`` for a
 machine-readable dump). Every figure is the median of many repetitions after
-a warm-up.
+a warm-up. Two levels are measured: the pure engine (``build_injection``,
+``SearchIndex.search``) and what an agent calls (``Memory.context()``,
+``Memory.search()`` on a Markdown store in a temporary directory).
 
 * **injection** — :func:`build_injection` over 100 facts with all six
   summaries, default budgets (2,000 / 500 tokens), ``cl100k_base`` counting,
@@ -17,7 +19,15 @@ a warm-up.
   frequency rank 50–2,000), "natural mix" (1–6 words drawn by frequency, so
   the very common ones come along), "chinese" (2–4 characters). "worst case"
   is a query whose words occur in every fact, so BM25 is computed 10,000
-  times; FTS5 spends about 2 µs per matching fact on it.
+  times; FTS5 spends about 2 µs per matching fact on it. "natural mix, whole
+  query" switches the search shortcut past common words off.
+* **memory** — ``Memory.context()`` of a 100-fact scope (default budgets,
+  all six summaries) and ``Memory.search()`` (top 5) of a 10,000-fact scope,
+  both warm: the store's read cache and the index are current, so each call
+  pays what an agent pays per turn — checking the store's version, reading
+  the usage sidecar under ``hybrid-v1``, the engine. Search runs under
+  ``confidence`` (hits are not recorded); "recording recalls" is the same
+  under ``hybrid-v1``, which writes the usage sidecar on every search.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from deermem import Memory, MemoryConfig
 from deermem.context import (
     InjectionSettings,
     SearchIndex,
@@ -43,8 +54,12 @@ from deermem.context import (
     build_injection,
     token_counter,
 )
-from deermem.model import format_timestamp
+from deermem.context import _search_plan as search_plan
+from deermem.model import Fact, format_timestamp
 from deermem.policy import CapacityPolicy
+from deermem.store import HISTORY_SECTIONS, USER_SECTIONS, Scope, Section, SummaryDocument
+from deermem.store.codec import encode_fact, encode_summaries
+from deermem.store.paths import UserPaths
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "decision")
@@ -99,20 +114,23 @@ def median_ms(run: Callable[[], object], repeat: int, warmup: int = 5) -> float:
     return statistics.median(times) * 1000
 
 
+SUMMARIES = Summaries(
+    work="Maintains the deermem memory library and its evaluation harness.",
+    personal="Lives in Lisbon; prefers concise answers; cycles to work.",
+    top_of_mind="Benchmarks for prompt injection and search.",
+    recent="Shipped hybrid-v1 eviction with an audit trail.",
+    earlier="Ported the capacity gate from the original project.",
+    background="Physicist by training, Python developer for ten years.",
+)
+
+
 def bench_injection(repeat: int) -> list[dict[str, Any]]:
     facts = library(100, seed=1)
     usage = {
         f["id"]: {"accessHeat": 3.0, "accessCount": 4, "lastAccessedAt": format_timestamp(NOW)}
         for f in facts[::3]
     }
-    summaries = Summaries(
-        work="Maintains the deermem memory library and its evaluation harness.",
-        personal="Lives in Lisbon; prefers concise answers; cycles to work.",
-        top_of_mind="Benchmarks for prompt injection and search.",
-        recent="Shipped hybrid-v1 eviction with an audit trail.",
-        earlier="Ported the capacity gate from the original project.",
-        background="Physicist by training, Python developer for ten years.",
-    )
+    summaries = SUMMARIES
     counter = token_counter("tiktoken")
     rows = []
     for policy in ("confidence", "hybrid-v1"):
@@ -169,6 +187,12 @@ def query_sets(rng: random.Random) -> dict[str, list[tuple[str, str | None]]]:
     }
 
 
+def query_medians(search: Callable[..., object], queries: list[tuple[str, str | None]]) -> Any:
+    """Median and 90th percentile over the queries of each query's median time."""
+    medians = sorted(median_ms(partial(search, q, category=c), 25, 3) for q, c in queries)
+    return {"medianMs": statistics.median(medians), "p90Ms": medians[int(len(medians) * 0.9)]}
+
+
 def bench_search(directory: Path) -> dict[str, Any]:
     facts = library(10_000, seed=2)
     results: dict[str, Any] = {"facts": len(facts)}
@@ -179,15 +203,16 @@ def bench_search(directory: Path) -> dict[str, Any]:
         start = time.perf_counter()
         index.sync_scope("user", "agent", facts, version="2")
         results["resyncUnchangedSeconds"] = time.perf_counter() - start
-        for kind, queries in query_sets(random.Random(3)).items():
-            medians = sorted(
-                median_ms(partial(index.search, "user", "agent", q, now=NOW, category=c), 25, 3)
-                for q, c in queries
-            )
-            results[kind] = {
-                "medianMs": statistics.median(medians),
-                "p90Ms": medians[int(len(medians) * 0.9)],
-            }
+        search = partial(index.search, "user", "agent", now=NOW)
+        sets = query_sets(random.Random(3))
+        for kind, queries in sets.items():
+            results[kind] = query_medians(search, queries)
+        shortcut = search_plan.MAX_PRUNED_TOP_K
+        search_plan.MAX_PRUNED_TOP_K = 0  # type: ignore[misc]
+        try:
+            results["natural mix, whole query"] = query_medians(search, sets["natural mix"])
+        finally:
+            search_plan.MAX_PRUNED_TOP_K = shortcut  # type: ignore[misc]
         everywhere = [dict(f, content=f["content"] + " memory agent") for f in facts]
         index.sync_scope("user", "worst", everywhere, version="1")
         results["worst case"] = {
@@ -195,6 +220,82 @@ def bench_search(directory: Path) -> dict[str, Any]:
                 lambda: index.search("user", "worst", "memory agent", now=NOW), 25, 3
             )
         }
+    return results
+
+
+def write_scope(root: Path, scope: Scope, facts: list[dict[str, Any]]) -> None:
+    """Write a scope's fact files and summaries directly (setup, not measured)."""
+    user = UserPaths(root, scope.user_id, "memory.json")
+    paths = user.agent(scope.agent)
+    for data in facts:
+        fact = Fact.from_dict(data)
+        path = paths.fact(fact.id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encode_fact(fact, scope))
+    texts = {
+        "workContext": SUMMARIES.work,
+        "personalContext": SUMMARIES.personal,
+        "topOfMind": SUMMARIES.top_of_mind,
+        "recentMonths": SUMMARIES.recent,
+        "earlierContext": SUMMARIES.earlier,
+        "longTermBackground": SUMMARIES.background,
+    }
+    document = SummaryDocument(
+        version="2.0",
+        revision=1,
+        lastUpdated=format_timestamp(NOW),
+        user={name: Section(texts[name]) for name in USER_SECTIONS},
+        history={name: Section(texts[name]) for name in HISTORY_SECTIONS},
+    )
+    user.manifest.write_bytes(encode_summaries(document))
+
+
+def bench_memory(directory: Path, repeat: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    small, large = Scope.of("user", "small"), Scope.of("user", "large")
+    write_scope(directory, small, library(100, seed=1))
+    write_scope(directory, large, library(10_000, seed=2))
+    for policy in ("confidence", "hybrid-v1"):
+        memory = Memory.open(
+            directory,
+            MemoryConfig(fact_eviction_policy=policy),
+            user="user",
+            agent="small",
+            clock=lambda: NOW,
+        )
+        for fact_id in [f.id for f in memory.list_facts()][::3]:
+            memory.record_access([fact_id])  # usage for a third (written under hybrid-v1 only)
+        results[f"context {policy}"] = {
+            "facts": len(memory.list_facts()),
+            "warmMs": median_ms(memory.context, repeat),
+        }
+    memory = Memory.open(directory, MemoryConfig(), user="user", agent="large", clock=lambda: NOW)
+    start = time.perf_counter()
+    memory.search("first search builds the index")
+    results["first search seconds"] = time.perf_counter() - start
+    search = memory.search
+    sets = query_sets(random.Random(3))
+    for kind, queries in sets.items():
+        results[f"search {kind}"] = query_medians(search, queries)
+    after_commit = []
+    for number in range(3):  # a commit of the same user (another agent) changes the token
+        memory.scoped(agent="small").create_fact(f"Another fact, number {number}.")
+        start = time.perf_counter()
+        memory.search("kalo")
+        after_commit.append(time.perf_counter() - start)
+    results["search after a commit seconds"] = statistics.median(after_commit)
+    hybrid = Memory.open(
+        directory,
+        MemoryConfig(fact_eviction_policy="hybrid-v1"),
+        user="user",
+        agent="large",
+        clock=lambda: NOW,
+    )
+    results["search content words, recording recalls"] = query_medians(
+        hybrid.search, sets["content words"][:10]
+    )
+    memory.close()
+    hybrid.close()
     return results
 
 
@@ -210,6 +311,7 @@ def main() -> None:
             f"{platform.python_version()}",
             "injection": bench_injection(args.repeat),
             "search": bench_search(Path(directory)),
+            "memory": bench_memory(Path(directory) / "store", args.repeat),
         }
     if args.json:
         print(json.dumps(results, indent=2, sort_keys=True))
@@ -226,10 +328,24 @@ def main() -> None:
         f"search, {search['facts']:,} facts: build {search['buildSeconds']:.2f} s, "
         f"unchanged re-sync {search['resyncUnchangedSeconds']:.2f} s"
     )
-    for kind in ("content words", "natural mix", "chinese", "worst case"):
+    for kind in (
+        "content words",
+        "natural mix",
+        "natural mix, whole query",
+        "chinese",
+        "worst case",
+    ):
         row = search[kind]
         p90 = f", p90 {row['p90Ms']:.2f}" if "p90Ms" in row else ""
-        print(f"  {kind:<14} median {row['medianMs']:.2f} ms{p90}")
+        print(f"  {kind:<26} median {row['medianMs']:.2f} ms{p90}")
+    print("memory (median ms)")
+    for name, row in results["memory"].items():
+        if isinstance(row, float):
+            print(f"  {name:<40} {row:.2f} s")
+        elif "warmMs" in row:
+            print(f"  {name:<40} warm {row['warmMs']:.3f} ({row['facts']} facts)")
+        else:
+            print(f"  {name:<40} median {row['medianMs']:.2f}, p90 {row['p90Ms']:.2f}")
 
 
 if __name__ == "__main__":

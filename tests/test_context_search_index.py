@@ -202,6 +202,23 @@ def test_category_filter_applies_before_the_cut() -> None:
         assert index.search(USER, AGENT, "deploy", now=NOW, category="goal") == []
 
 
+def test_category_filter_also_matches_the_label_of_other() -> None:
+    tooling = Fact.from_dict({**fact("tool", "Deploys with ansible"), "category": "Tooling"})
+    assert (tooling.category, tooling.categoryExtension) == ("other", "Tooling")
+    facts: list[Fact | dict[str, Any]] = [tooling, fact("pref", "Deploys on fridays", "preference")]
+    facts.append({"id": "bare", "content": "Deploys by hand"})  # no category: context
+    with SearchIndex() as index:
+        index.sync_scope(USER, AGENT, facts, version="1")
+        for category, expected in [
+            ("tooling", ["tool"]),
+            ("OTHER", ["tool"]),
+            ("context", ["bare"]),
+        ]:
+            assert ids(index.search(USER, AGENT, "deploys", now=NOW, category=category)) == expected
+            hits = substring_search(facts, "deploys", category=category)
+            assert ids(hits) == expected
+
+
 @pytest.mark.parametrize("top_k", [0, -1])
 def test_non_positive_top_k_gives_nothing(index: SearchIndex, top_k: int) -> None:
     assert index.search(USER, AGENT, "tea", now=NOW, top_k=top_k) == []
@@ -263,6 +280,20 @@ def test_sync_rewrites_only_what_changed(index: SearchIndex) -> None:
     assert index.search(USER, AGENT, "rust", now=NOW) == []
     assert ids(index.search(USER, AGENT, "dark mode", now=NOW)) == ["new"]
     assert index.sync_scope(USER, AGENT, changed, version="v3").indexed == 0
+
+
+def test_mark_stale_forces_a_digest_sync_of_one_scope(index: SearchIndex) -> None:
+    index.sync_scope(USER, "other", LIBRARY, version="v1")
+    index.mark_stale(USER, AGENT)
+    assert not index.is_current(USER, AGENT, "v1")  # the token did not change; the scope did
+    assert index.is_current(USER, "other", "v1")  # other scopes are untouched
+    assert not index.is_current(USER, AGENT, "")  # an empty token is never current
+    assert ids(index.search(USER, AGENT, "tea", now=NOW)) == ["tea"]  # rows are kept meanwhile
+    edited = [*LIBRARY[:1], {**LIBRARY[1], "content": "Drinks coffee"}, *LIBRARY[2:]]
+    report = index.sync_scope(USER, AGENT, edited, version="v1")
+    assert (report.indexed, report.unchanged) == (1, len(LIBRARY) - 1)
+    assert index.is_current(USER, AGENT, "v1")
+    index.mark_stale(USER, "nobody")  # an unknown scope: nothing to do
 
 
 def test_confidence_change_is_picked_up(index: SearchIndex) -> None:

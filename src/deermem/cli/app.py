@@ -14,10 +14,12 @@ from deermem.cli import (
     archive_cmd,
     audit_cmd,
     config_cmd,
+    context_cmd,
     demo,
     facts_cmd,
     ingest_cmd,
     model_cmd,
+    search_cmd,
 )
 from deermem.cli._context import CliContext
 from deermem.cli._output import err_console
@@ -40,6 +42,8 @@ app.command(name="ingest")(ingest_cmd.ingest)
 app.command(name="audit")(audit_cmd.audit)
 app.command(name="why")(audit_cmd.why)
 app.add_typer(archive_cmd.app, name="archive")
+app.command(name="context")(context_cmd.context)
+app.command(name="search")(search_cmd.search)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(model_cmd.app, name="model")
 app.command(name="demo")(demo.demo)

@@ -17,7 +17,6 @@ from typing import Final
 
 from deermem.context.search_hits import FactFields, FactLike, SyncReport, micros
 from deermem.context.search_text import index_terms
-from deermem.model.categories import category_key
 from deermem.model.timestamps import parse_timestamp
 from deermem.policy import coerce_confidence
 
@@ -37,7 +36,7 @@ __all__ = [
     "user_key",
 ]
 
-INDEX_SCHEMA_VERSION: Final = "1"
+INDEX_SCHEMA_VERSION: Final = "2"
 
 # Row ids are allocated per scope in disjoint ranges (scope id × 2**32 + n),
 # so "this scope only" is a row-id range that FTS5 applies inside the
@@ -57,6 +56,7 @@ CREATE TABLE doc (
     scope_id INTEGER NOT NULL REFERENCES scope (id),
     fact_id TEXT NOT NULL,
     category TEXT NOT NULL,
+    label TEXT NOT NULL,
     confidence REAL NOT NULL,
     created_us INTEGER,
     digest TEXT NOT NULL,
@@ -80,7 +80,8 @@ SELECT d.fact_id, m.raw,
                   OR (:now - d.created_us) / 1000000.0 / 86400.0 < :grace THEN 1.0
                 ELSE exp(-:rate * ((:now - d.created_us) / 1000000.0 / 86400.0 - :grace))
            END
-       ) + :weight * d.confidence AS score
+       ) + :weight * d.confidence AS score,
+       m.row_id
 FROM m CROSS JOIN doc AS d ON d.id = m.row_id
 {category}
 ORDER BY score DESC, d.fact_id ASC
@@ -92,14 +93,15 @@ LIMIT :limit
 class Document:
     """One fact as the index stores it.
 
-    The digest covers everything that affects a search (content, category,
-    confidence, creation time), so an unchanged fact is recognised without
+    The digest covers everything that affects a search (content, category
+    and label, confidence, creation time), so an unchanged fact is recognised without
     tokenising it again; :meth:`body` tokenises only the facts written.
     """
 
     fact_id: str
     content: str
     category: str
+    label: str
     confidence: float
     created_us: int | None
     digest: str
@@ -113,18 +115,18 @@ class Document:
         fields = FactFields.of(fact)
         if fields is None or not fields.content.strip():
             return None
-        category = category_key(fields.category) or "context"
-        if not (_storable(fields.fact_id) and _storable(category)):
+        category, label = fields.category_keys()
+        if not all(map(_storable, (fields.fact_id, category, label))):
             return None  # a lone surrogate cannot be stored as text in SQLite
         confidence = coerce_confidence(fields.confidence)
         created = parse_timestamp(fields.created_at)
         created_us = None if created is None else micros(created)
         # repr of a tuple of str/float/int/None is unambiguous and stable.
-        signature = repr((fields.content, category, confidence, created_us))
+        signature = repr((fields.content, category, label, confidence, created_us))
         digest = hashlib.blake2b(
             signature.encode("utf-8", "surrogatepass"), digest_size=16
         ).hexdigest()
-        return cls(fields.fact_id, fields.content, category, confidence, created_us, digest)
+        return cls(fields.fact_id, fields.content, category, label, confidence, created_us, digest)
 
 
 def _storable(text: str) -> bool:
@@ -172,9 +174,19 @@ def sync_rows(
             if row_id > high:
                 raise sqlite3.DataError(f"scope {scope_id} ran out of row ids")
             db.execute(
-                "INSERT INTO doc (id, scope_id, fact_id, category, confidence, created_us, digest)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (row_id, scope_id, d.fact_id, d.category, d.confidence, d.created_us, d.digest),
+                "INSERT INTO doc"
+                " (id, scope_id, fact_id, category, label, confidence, created_us, digest)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row_id,
+                    scope_id,
+                    d.fact_id,
+                    d.category,
+                    d.label,
+                    d.confidence,
+                    d.created_us,
+                    d.digest,
+                ),
             )
             db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, d.body()))
             row_id += 1

@@ -28,6 +28,7 @@ from deermem.context.search_hits import (
 )
 from deermem.context.search_index import INDEX_SCHEMA_VERSION, MEMORY, SearchIndex
 from deermem.model.categories import category_key
+from deermem.model.fact import Fact
 from deermem.policy import coerce_confidence
 
 __all__ = [
@@ -106,10 +107,13 @@ def substring_search(
     wanted = category_key(category) if category else ""
     found: list[tuple[float, str]] = []
     for fact in facts:
-        document = FactFields.of(fact)
-        if document is None or (wanted and category_key(document.category) != wanted):
+        content = fact.content if isinstance(fact, Fact) else fact.get("content")
+        # The text first: most facts do not match, and reading the rest costs more.
+        if not isinstance(content, str) or needle not in content.casefold():
             continue
-        if needle in document.content.casefold():
-            found.append((coerce_confidence(document.confidence), document.fact_id))
+        document = FactFields.of(fact)
+        if document is None or (wanted and wanted not in document.category_keys()):
+            continue
+        found.append((coerce_confidence(document.confidence), document.fact_id))
     found.sort(key=lambda item: (-item[0], item[1]))
     return [SearchHit(fact_id, score, "substring") for score, fact_id in found[:top_k]]

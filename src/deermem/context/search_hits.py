@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
+from deermem.model.categories import DEFAULT_CATEGORY, category_key
 from deermem.model.fact import Fact
 from deermem.model.timestamps import parse_timestamp
 from deermem.policy import coerce_confidence
@@ -116,16 +117,41 @@ class FactFields:
     category: object
     confidence: object
     created_at: object
+    category_extension: object = None
 
     @classmethod
     def of(cls, fact: FactLike) -> FactFields | None:
         if isinstance(fact, Fact):
-            return cls(fact.id, fact.content, fact.category, fact.confidence, fact.createdAt)
+            return cls(
+                fact.id,
+                fact.content,
+                fact.category,
+                fact.confidence,
+                fact.createdAt,
+                fact.categoryExtension,
+            )
         fact_id, content = fact.get("id"), fact.get("content")
         if not isinstance(fact_id, str) or not fact_id or not isinstance(content, str):
             return None
         return cls(
-            fact_id, content, fact.get("category"), fact.get("confidence"), fact.get("createdAt")
+            fact_id,
+            content,
+            fact.get("category"),
+            fact.get("confidence"),
+            fact.get("createdAt"),
+            fact.get("categoryExtension"),
+        )
+
+    def category_keys(self) -> tuple[str, str]:
+        """``(category, label)`` as a category filter compares them.
+
+        The category (``context`` when missing) and, for a fact stored as
+        ``other``, its own label (``categoryExtension``; ``""`` if none), both
+        stripped and lower-cased: ``--category tooling`` finds a fact filed
+        as ``other``/``tooling``, as listing facts by category does.
+        """
+        return category_key(self.category) or DEFAULT_CATEGORY, category_key(
+            self.category_extension
         )
 
 

@@ -31,7 +31,6 @@ from typing import Final, TypeVar
 from deermem._exceptions import SearchIndexError
 from deermem.context._index_sql import (
     INDEX_SCHEMA_VERSION,
-    SEARCH_SQL,
     Document,
     delete_rows,
     ensure_exp,
@@ -42,16 +41,14 @@ from deermem.context._index_sql import (
     transaction,
     user_key,
 )
+from deermem.context._search_plan import SearchRequest, run_search
 from deermem.context.search_hits import (
-    CONFIDENCE_WEIGHT,
-    DECAY_GRACE_DAYS,
-    DECAY_RATE,
     FactLike,
     SearchHit,
     SyncReport,
     micros,
 )
-from deermem.context.search_text import fts_query
+from deermem.context.search_text import fts_groups
 from deermem.model.categories import category_key
 
 __all__ = ["INDEX_SCHEMA_VERSION", "MEMORY", "SearchIndex"]
@@ -113,8 +110,22 @@ class SearchIndex:
         return None if row is None else str(row[0])
 
     def is_current(self, user: str | None, agent: str, version: str) -> bool:
-        """Whether the scope was synchronised at exactly ``version``."""
-        return self.version(user, agent) == version
+        """Whether the scope was synchronised at exactly ``version`` (never for ``""``)."""
+        return bool(version) and self.version(user, agent) == version
+
+    def mark_stale(self, user: str | None, agent: str) -> None:
+        """Make the scope read as out of date, whatever version token a caller holds.
+
+        For changes a token cannot see — fact files edited by hand and then
+        reloaded. The rows stay; the next :meth:`sync_scope` compares their
+        digests and rewrites only the facts that changed.
+        """
+        self._run(
+            lambda db: db.execute(
+                "UPDATE scope SET version = '' WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            )
+        )
 
     # --- writing ---------------------------------------------------------------
 
@@ -177,29 +188,20 @@ class SearchIndex:
         applied before the cut, so ``top_k`` results of that category come back
         when there are that many.
         """
-        expression = fts_query(query)
-        if expression is None or top_k <= 0:
+        groups = tuple(fts_groups(query))
+        if not groups or top_k <= 0:
             return []
         wanted = category_key(category) if category else ""
-        sql = SEARCH_SQL.format(category="WHERE d.category = :category" if wanted else "")
-        parameters = {
-            "query": expression,
-            "category": wanted,
-            "now": micros(now),
-            "grace": DECAY_GRACE_DAYS,
-            "rate": DECAY_RATE,
-            "weight": CONFIDENCE_WEIGHT,
-            "limit": top_k,
-        }
 
         def run(db: sqlite3.Connection) -> list[SearchHit]:
             scope_id = scope_id_of(db, user_key(user), agent)
             if scope_id is None:
                 return []
             low, high = row_range(scope_id)
-            rows = db.execute(sql, {**parameters, "low": low, "high": high}).fetchall()
+            request = SearchRequest(groups, low, high, wanted, micros(now), top_k)
             return [
-                SearchHit(str(fid), float(score), "fts5", float(raw)) for fid, raw, score in rows
+                SearchHit(row.fact_id, row.score, "fts5", row.raw)
+                for row in run_search(db, request)
             ]
 
         return self._run(run)

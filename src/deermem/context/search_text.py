@@ -26,7 +26,7 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["MAX_QUERY_GROUPS", "fts_query", "index_terms", "normalise"]
+__all__ = ["MAX_QUERY_GROUPS", "fts_groups", "fts_query", "index_terms", "normalise"]
 
 # At most this many alternatives in one query: a pasted essay must not turn
 # into a 5,000-way OR.
@@ -62,6 +62,17 @@ def fts_query(query: str) -> str | None:
     punctuation or emoji). The result contains only double-quoted strings,
     ``*`` after a string and ``OR``, so it is valid FTS5 for any input.
     """
+    groups = fts_groups(query)
+    return " OR ".join(groups) if groups else None
+
+
+def fts_groups(query: str) -> list[str]:
+    """The alternatives :func:`fts_query` joins with ``OR``, in query order.
+
+    Each is a valid FTS5 expression on its own (a quoted string, a quoted
+    phrase, or a prefix); duplicates are dropped and at most
+    :data:`MAX_QUERY_GROUPS` are kept.
+    """
     groups: list[str] = []
     for phrase, chunk in _QUERY_PART.findall(normalise(query)):
         if phrase:
@@ -70,8 +81,7 @@ def fts_query(query: str) -> str | None:
                 groups.append(group)
         else:
             groups.extend(_chunk_groups(chunk))
-    unique = list(dict.fromkeys(groups))[:MAX_QUERY_GROUPS]
-    return " OR ".join(unique) if unique else None
+    return list(dict.fromkeys(groups))[:MAX_QUERY_GROUPS]
 
 
 def _words(text: str) -> list[str]:

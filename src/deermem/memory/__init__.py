@@ -2,6 +2,7 @@
 
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.facade import Clock, Memory, random_fact_id, wall_clock
+from deermem.memory.recall import SearchResult
 from deermem.memory.results import (
     CreateResult,
     Explanation,
@@ -19,6 +20,7 @@ __all__ = [
     "ImportResult",
     "Memory",
     "RestoreResult",
+    "SearchResult",
     "Standing",
     "export_document",
     "plan_import",

@@ -24,9 +24,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Self
 
 from deermem.config import MemoryConfig
+from deermem.memory._sentinel import UNSET
 from deermem.signals import Message
 from deermem.store import Scope, Store
 from deermem.update import FlushReport, QueueItem, UpdateQueue, Watermark
@@ -36,9 +37,8 @@ if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction
     from deermem.llm import ChatModel
     from deermem.update.updater import Updater
 
-__all__ = ["UNSET", "ConversationMethods", "UpdateService"]
+__all__ = ["ConversationMethods", "UpdateService"]
 
-UNSET: Final = object()
 """The default of optional scope arguments: "this memory's own"."""
 
 _log = logging.getLogger("deermem.memory")

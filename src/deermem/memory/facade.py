@@ -26,9 +26,12 @@ from deermem._exceptions import (
 )
 from deermem.config import MemoryConfig, load_config
 from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
-from deermem.memory._update import UNSET, ConversationMethods, UpdateService
+from deermem.memory._prompt_and_search import PromptAndSearch
+from deermem.memory._sentinel import UNSET
+from deermem.memory._update import ConversationMethods, UpdateService
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
+from deermem.memory.recall import SearchIndexHandle
 from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
@@ -51,6 +54,7 @@ from deermem.store import (
 
 if TYPE_CHECKING:
     from deermem.llm import ChatModel
+    from deermem.update import FlushReport
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
@@ -70,11 +74,13 @@ def random_fact_id() -> str:
     return f"fact_{uuid.uuid4().hex[:8]}"
 
 
-class Memory(ConversationMethods):
+class Memory(ConversationMethods, PromptAndSearch):
     """Long-term memory of one user for one agent.
 
     Build it with :meth:`open`; :meth:`scoped` gives a view of another user
-    or agent over the same store.
+    or agent over the same store. The prompt block and search
+    (:meth:`context`, :meth:`injection`, :meth:`search`) are in
+    :class:`~deermem.memory._prompt_and_search.PromptAndSearch`.
     """
 
     def __init__(
@@ -100,6 +106,7 @@ class Memory(ConversationMethods):
         self._updates = UpdateService(
             store, config, clock=self.now, new_id=self._new_id, model=model
         )
+        self._search_index = SearchIndexHandle()
 
     @classmethod
     def open(
@@ -152,6 +159,7 @@ class Memory(ConversationMethods):
             id_factory=self._new_id,
         )
         view._updates = self._updates
+        view._search_index = self._search_index  # one index connection per store
         return view
 
     def _scope_of(self, user: object, agent: object) -> Scope:
@@ -163,6 +171,14 @@ class Memory(ConversationMethods):
         if agent_name is not None and not isinstance(agent_name, str):
             raise UnsafeIdentifierError("agent name", agent_name, "expected a string")
         return Scope.of(user_id, agent_name)
+
+    def close(self, timeout: float | None = None) -> FlushReport:
+        """Flush queued conversations (see :meth:`ConversationMethods.close`) and
+        close the search index connection; a later search reopens it."""
+        try:
+            return ConversationMethods.close(self, timeout)
+        finally:
+            self._close_search_index()
 
     def __repr__(self) -> str:
         return f"Memory({self.store!r}, {self.scope})"
@@ -203,8 +219,14 @@ class Memory(ConversationMethods):
         return self.store.version(self.scope)
 
     def reload(self) -> ScopeSnapshot:
-        """Re-read the scope from disk (after editing fact files by hand)."""
-        return self.store.reload(self.scope)
+        """Re-read the scope from disk (after editing fact files by hand).
+
+        The scope's search index is re-checked at the next search too: hand
+        edits do not change the version token it is kept in step with.
+        """
+        snapshot = self.store.reload(self.scope)
+        self._search_index.mark_stale(self.store, self.scope)
+        return snapshot
 
     def export_document(self) -> dict[str, object]:
         """Summaries and every fact with every field (see :mod:`deermem.memory.documents`)."""

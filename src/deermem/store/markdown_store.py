@@ -36,7 +36,7 @@ from deermem.store.atomic import remove_durably
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import JournalInfo, commit_files, recover
 from deermem.store.locks import user_lock
-from deermem.store.paths import ScopePaths, UserPaths, resolve_root
+from deermem.store.paths import ScopePaths, UserPaths, resolve_root, search_index_path
 from deermem.store.protocol import (
     ChangeSet,
     CommitResult,
@@ -181,6 +181,12 @@ class MarkdownStore:
     def reload(self, scope: Scope) -> ScopeSnapshot:
         self._cache.drop(scope)
         return self.load(scope)
+
+    def search_index_location(self) -> Path:
+        """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created."""
+        path = search_index_path(self.root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
 
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
         return sidecars.read_usage(self._settled(scope).agent(scope.agent).usage)

@@ -16,6 +16,7 @@ by it opens unchanged::
     {root}/users/{uid}/agents/{agent}/.metadata/fact-usage.json
     {root}/users/{uid}/agents/{agent}/.metadata/eviction-audit.json
     {root}/users/{uid}/agents/{agent}/.metadata/archive/{fact_id}.json   (deermem)
+    {root}/.retrieval/memory-fts5.sqlite3            derived search index (all users)
 
 ``xx`` is the first two hex digits of ``sha256(fact_id)``, which spreads a
 large library over 256 directories. Without a user id the root itself plays
@@ -36,11 +37,13 @@ __all__ = [
     "AUDIT_FILENAME",
     "JOURNAL_FILENAME",
     "LOCK_FILENAME",
+    "SEARCH_INDEX_FILENAME",
     "USAGE_FILENAME",
     "ScopePaths",
     "UserPaths",
     "fact_shard",
     "resolve_root",
+    "search_index_path",
 ]
 
 LOCK_FILENAME: Final = ".memory.lock"
@@ -49,6 +52,8 @@ RECOVERY_DIRNAME: Final = ".recovery"
 USAGE_FILENAME: Final = "fact-usage.json"
 AUDIT_FILENAME: Final = "eviction-audit.json"
 ARCHIVE_DIRNAME: Final = "archive"
+RETRIEVAL_DIRNAME: Final = ".retrieval"
+SEARCH_INDEX_FILENAME: Final = "memory-fts5.sqlite3"
 
 
 def resolve_root(configured: str, environ: Mapping[str, str] | None = None) -> Path:
@@ -56,6 +61,11 @@ def resolve_root(configured: str, environ: Mapping[str, str] | None = None) -> P
     env = os.environ if environ is None else environ
     chosen = configured.strip() or env.get("DEERMEM_DATA_DIR", "").strip() or "~/.deermem"
     return Path(chosen).expanduser()
+
+
+def search_index_path(root: Path) -> Path:
+    """The derived search index of a store: one file for every user and agent under ``root``."""
+    return root / RETRIEVAL_DIRNAME / SEARCH_INDEX_FILENAME
 
 
 def fact_shard(fact_id: str) -> str:

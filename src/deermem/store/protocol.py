@@ -23,6 +23,7 @@ Two ways to change data:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -314,4 +315,17 @@ class Store(Protocol):
 
     def reload(self, scope: Scope) -> ScopeSnapshot:
         """Forget cached state and read the scope from the source again."""
+        ...
+
+    def search_index_location(self) -> str | os.PathLike[str]:
+        """Where the search index derived from this store lives, ready to be opened.
+
+        The store decides where derived data goes, so nothing above it
+        builds paths: a file location (its directory created), or
+        ``":memory:"`` for a store with no place for derived files. The
+        index is rebuilt from the facts whenever it is missing or stale.
+
+        Raises:
+            OSError: the location cannot be prepared (a read-only root).
+        """
         ...

@@ -1,0 +1,323 @@
+"""Memory.search on a real store: ranking, filters, fallback, CJK, recalls, and the index."""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deermem import Memory, SearchIndexError
+from deermem.context import SearchIndex
+from deermem.memory import SearchResult
+
+from .context_support import NOW, fact_files, files_state, open_memory, usage_file
+
+LIBRARY: list[dict[str, Any]] = [
+    {
+        "id": "fact_uv",
+        "content": "Install Python packages with uv, never with pip.",
+        "category": "correction",
+        "confidence": 0.7,
+    },
+    {
+        "id": "fact_tea",
+        "content": "Drinks green tea every morning.",
+        "category": "preference",
+        "confidence": 0.9,
+    },
+    {
+        "id": "fact_py",
+        "content": "Writes Python every day.",
+        "category": "context",
+        "confidence": 0.9,
+    },
+    {
+        "id": "fact_html",
+        "content": "Maintains the HTML templates.",
+        "category": "context",
+        "confidence": 0.6,
+    },
+    {
+        "id": "fact_tool",
+        "content": "Deploys Python services with ansible.",
+        "category": "Tooling",
+        "confidence": 0.5,
+    },
+    {"id": "fact_zh", "content": "我喜欢机器学习和深度学习", "category": "preference"},
+    {"id": "fact_ja", "content": "東京タワーの近くに住んでいます", "category": "context"},
+    {"id": "fact_ko", "content": "한국어 문장을 공부합니다", "category": "goal"},
+    {"id": "fact_mixed", "content": "用uv安装Python包", "category": "correction"},
+]
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Memory:
+    opened = open_memory(tmp_path)
+    opened.import_document({"facts": LIBRARY})
+    return opened
+
+
+def ids(results: tuple[SearchResult, ...]) -> list[str]:
+    return [result.fact_id for result in results]
+
+
+# --- ranking and results -------------------------------------------------------------------
+
+
+def test_results_carry_the_fact_and_rank_by_score(memory: Memory) -> None:
+    results = memory.search("install python packages with uv")
+    assert ids(results)[0] == "fact_uv"
+    assert set(ids(results)) >= {"fact_uv", "fact_py", "fact_tool"}
+    best = results[0]
+    assert (best.content, best.category, best.confidence) == (
+        "Install Python packages with uv, never with pip.",
+        "correction",
+        0.7,
+    )
+    assert best.fact == memory.get_fact("fact_uv")
+    assert best.match_type == "fts5"
+    assert best.bm25 is not None
+    assert best.bm25 < 0
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    as_dict = best.to_dict()
+    assert as_dict["fact"] == best.fact.to_dict()
+    assert (as_dict["matchType"], as_dict["score"]) == ("fts5", best.score)
+
+
+def test_search_is_deterministic(memory: Memory, tmp_path: Path) -> None:
+    first = memory.search("python", top_k=10)
+    again = open_memory(tmp_path).search("python", top_k=10)
+    assert first == again  # scores bit for bit, ties by id
+
+
+def test_category_filter_applies_before_the_cut(memory: Memory) -> None:
+    assert ids(memory.search("python", top_k=1)) != ["fact_uv"]
+    assert ids(memory.search("python", top_k=1, category="Correction")) == ["fact_uv"]
+    # A fact filed as other/Tooling is found by its own label, as `facts list` finds it.
+    assert ids(memory.search("python", category="tooling")) == ["fact_tool"]
+    assert ids(memory.search("python", category="other")) == ["fact_tool"]
+    assert memory.search("python", category="goal") == ()
+
+
+def test_top_k_and_blank_queries(memory: Memory) -> None:
+    assert len(memory.search("python", top_k=2)) == 2
+    assert memory.search("python", top_k=0) == ()
+    assert memory.search("   ") == ()
+    assert memory.search('"unbalanced NOT NEAR( col: ^ -x') == ()  # typed operators never raise
+
+
+def test_substring_fallback(memory: Memory) -> None:
+    [hit] = memory.search("TML")  # inside a word: FTS5 finds nothing
+    assert (hit.fact_id, hit.match_type, hit.bm25) == ("fact_html", "substring", None)
+    assert hit.score == 0.6
+    assert memory.search("🦌") == ()
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("机器学习", "fact_zh"),
+        ("深度", "fact_zh"),
+        ("東京", "fact_ja"),
+        ("문장", "fact_ko"),
+        ("安装", "fact_mixed"),
+    ],
+)
+def test_cjk_text_is_searchable(memory: Memory, query: str, expected: str) -> None:
+    results = memory.search(query)
+    assert ids(results)[0] == expected
+    assert results[0].match_type == "fts5"
+
+
+def test_user_id_and_agent_select_another_scope(memory: Memory) -> None:
+    memory.scoped(user="bob", agent="writer").create_fact("Bob plays chess.", confidence=0.9)
+    assert memory.search("chess") == ()
+    assert ids(memory.search("chess", user_id="bob", agent="writer"))
+    assert ids(memory.search("chess", user="bob", agent="writer"))
+
+
+# --- recalls: recorded only when the policy reads them; never a change to a fact ---------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "recorded"),
+    [
+        ({}, False),
+        ({"fact_eviction_policy": "hybrid-v1"}, True),
+        ({"fact_eviction_shadow_enabled": True}, True),
+    ],
+)
+def test_hits_are_recorded_as_recalls_only_under_hybrid_or_shadow(
+    tmp_path: Path, settings: dict[str, Any], recorded: bool
+) -> None:
+    memory = open_memory(tmp_path, **settings)
+    memory.import_document({"facts": LIBRARY})
+    results = memory.search("python", top_k=2)
+    assert len(results) == 2
+    usage = usage_file(tmp_path)
+    assert usage.exists() is recorded
+    if recorded:
+        entries = json.loads(usage.read_text("utf-8"))
+        assert sorted(entries) == sorted(ids(results))
+        assert all(entry["accessCount"] == 1 for entry in entries.values())
+        assert all(entry["lastAccessedAt"] == "2026-08-13T00:00:00Z" for entry in entries.values())
+        memory.search("python", top_k=2)
+        assert {e["accessCount"] for e in json.loads(usage.read_text("utf-8")).values()} == {2}
+
+
+def test_looking_without_recording(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
+    memory.import_document({"facts": LIBRARY})
+    assert memory.search("python", record=False)
+    assert not usage_file(tmp_path).exists()
+
+
+def test_a_search_never_rewrites_a_fact_or_confirms_it(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
+    memory.import_document({"facts": LIBRARY})
+    facts_before = fact_files(tmp_path)
+    state_before = files_state(tmp_path)
+
+    def stamps() -> dict[str, tuple[object, ...]]:
+        return {
+            f.id: (f.revision, f.updatedAt, f.lastConfirmedAt, f.confirmationCount)
+            for f in memory.list_facts()
+        }
+
+    before = stamps()
+    assert all(stamp[2:] == (None, None) for stamp in before.values())
+    for query in ("python", "tea", "TML", "机器学习"):
+        assert memory.search(query)
+    assert fact_files(tmp_path) == facts_before  # bytes and modification times
+    state_after = files_state(tmp_path)
+    changed = {name for name, state in state_after.items() if state != state_before.get(name)}
+    assert changed == {"users/alice/agents/coder/.metadata/fact-usage.json"}
+    memory.reload()
+    assert stamps() == before  # no new revision, updatedAt or confirmation
+
+
+def test_hits_whose_fact_is_gone_are_dropped_and_not_recorded(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
+    memory.import_document({"facts": LIBRARY[:2]})
+    snapshot = memory.snapshot()
+    ghost = {"id": "fact_ghost", "content": "Python ghost", "category": "context"}
+    # An index that (wrongly) holds a fact the store does not: search trusts the store.
+    with SearchIndex(memory.store.search_index_location()) as index:
+        index.sync_scope("alice", "coder", [*snapshot.facts, ghost], version=snapshot.version)
+    assert ids(memory.search("python")) == ["fact_uv"]
+    assert set(json.loads(usage_file(tmp_path).read_text("utf-8"))) == {"fact_uv"}
+
+
+# --- the derived index: owned by the store, rebuilt, never an error ---------------------------
+
+
+def test_the_index_lives_where_the_store_says(memory: Memory, tmp_path: Path) -> None:
+    location = memory.store.search_index_location()
+    assert Path(location) == tmp_path / ".retrieval" / "memory-fts5.sqlite3"
+    memory.search("python")
+    assert Path(location).is_file()
+
+
+def test_changes_through_any_memory_reach_the_index(memory: Memory, tmp_path: Path) -> None:
+    assert memory.search("espresso") == ()
+    other = open_memory(tmp_path)  # another Memory (as another process would)
+    created = other.create_fact("Drinks espresso after lunch.", confidence=0.8)
+    assert ids(memory.search("espresso")) == [created.fact_id]
+    other.delete_fact("fact_tea")
+    assert memory.search("green tea") == ()
+    other.update_fact("fact_py", content="Writes Rust every day.")
+    assert "fact_py" not in ids(memory.search("python", top_k=10))
+    assert ids(memory.search("rust")) == ["fact_py"]
+
+
+def test_a_hand_edit_is_found_after_reload(memory: Memory, tmp_path: Path) -> None:
+    assert ids(memory.search("tea")) == ["fact_tea"]
+    [path] = tmp_path.glob("users/alice/agents/coder/facts/*/fact_tea.md")
+    path.write_text(path.read_text("utf-8").replace("green tea", "black coffee"), "utf-8")
+    memory.reload()  # hand edits keep the version token: reload marks the index stale
+    assert ids(memory.search("coffee")) == ["fact_tea"]
+    assert memory.search("tea") == ()
+    fresh = open_memory(tmp_path)
+    assert ids(fresh.search("coffee")) == ["fact_tea"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "deleted", "foreign"])
+def test_a_damaged_or_missing_index_is_rebuilt(
+    memory: Memory, tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    expected = memory.search("python", top_k=10)
+    memory.close()
+    index_file = Path(memory.store.search_index_location())
+    if damage == "garbage":
+        index_file.write_bytes(b"this is not a database" * 100)
+    elif damage == "truncated":
+        index_file.write_bytes(index_file.read_bytes()[:2048])
+    elif damage == "deleted":
+        index_file.unlink()
+    else:
+        index_file.unlink()
+        with sqlite3.connect(index_file) as db:
+            db.execute("CREATE TABLE something_else (x)")
+        db.close()
+    with caplog.at_level(logging.WARNING):
+        assert memory.search("python", top_k=10) == expected
+    with sqlite3.connect(index_file) as db:
+        assert db.execute("SELECT count(*) FROM doc").fetchone()[0] == len(LIBRARY)
+    db.close()
+
+
+def test_an_unusable_index_location_falls_back_to_substrings(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document({"facts": LIBRARY})
+    (tmp_path / ".retrieval").write_text("a file where the index directory should be")
+    with caplog.at_level(logging.WARNING, logger="deermem.memory"):
+        results = memory.search("green tea")
+    assert "search index unavailable" in caplog.text
+    assert ids(results) == ["fact_tea"]
+    assert results[0].match_type == "substring"
+
+
+def test_views_share_one_index_and_close_reopens(memory: Memory) -> None:
+    view = memory.scoped(agent="writer")
+    assert memory.search("python")
+    assert view._search_index is memory._search_index
+    memory.close()
+    memory.close()  # closing twice is fine
+    assert memory.search("python")  # reopened on demand
+
+
+def test_the_index_is_closed_with_the_last_memory_that_shares_it(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document({"facts": LIBRARY})
+    assert memory.search("python")
+    index = memory._search_index.get(memory.store)
+    assert index is not None
+    view = memory.scoped(agent="writer")
+    del memory
+    gc.collect()
+    assert view.search("python", agent="coder")  # still open for the view
+    del view
+    gc.collect()
+    with pytest.raises(SearchIndexError):
+        index.version("alice", "coder")
+
+
+def test_an_empty_scope_finds_nothing(tmp_path: Path) -> None:
+    assert open_memory(tmp_path).search("anything") == ()
+
+
+def test_clock_is_the_memorys(tmp_path: Path) -> None:
+    # Decay uses the memory's clock: a year later the same match scores lower.
+    memory = open_memory(tmp_path)
+    memory.import_document({"facts": LIBRARY})
+    later = Memory.open(
+        tmp_path, memory.config, user="alice", agent="coder", clock=lambda: NOW.replace(year=2027)
+    )
+    assert later.search("tea")[0].score < memory.search("tea")[0].score
