@@ -37,7 +37,8 @@ def test_defaults_are_the_originals() -> None:
         ("eviction_correction_reserved_max", 101, "between 0 and 100"),
         ("eviction_audit_max_entries", -1, "between 0 and 10000"),
         ("protected_categories", "correction", "not a single string"),
-        ("protected_categories", ["ok", " "], "must not be blank"),
+        ("protected_categories", ["correction", " "], "must not be blank"),
+        ("protected_categories", ["correction", "workflow"], "not a core category"),
         ("fact_eviction_shadow_enabled", "maybe", "true or false"),
     ],
 )

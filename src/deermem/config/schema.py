@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from deermem.config._errors import config_error
+from deermem.model.categories import CORE_CATEGORIES
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",
@@ -324,6 +325,15 @@ class MemoryConfig(BaseModel):
             name = raw.strip().lower()
             if not name:
                 raise ValueError("category names must not be blank")
+            if name not in CORE_CATEGORIES:
+                # A fact labelled outside the core set is stored as "other" (its
+                # label kept in categoryExtension), so a rule on that label would
+                # silently never match: refuse it instead.
+                raise ValueError(
+                    f"{raw!r} is not a core category; expected names from "
+                    f"{', '.join(CORE_CATEGORIES)} (facts with other labels are stored "
+                    "as 'other')"
+                )
             if name not in names:
                 names.append(name)
         return tuple(names)
