@@ -22,7 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from operator import itemgetter
+from typing import Any, Final, TypeVar
 
 from deermem.model.fact import Fact
 from deermem.model.timestamps import parse_timestamp
@@ -30,14 +31,19 @@ from deermem.policy.scoring import LOG_9, SECONDS_PER_DAY, coerce_confidence, us
 
 __all__ = [
     "ScoredLibrary",
+    "category_column",
     "fact_id_of",
+    "field_column",
     "field_of",
+    "id_column",
+    "pick",
     "score_confidence",
     "score_hybrid",
     "timestamp_micros",
 ]
 
 _FactLike = Mapping[str, Any] | Fact
+T = TypeVar("T")
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROS_PER_SECOND: Final = 1_000_000
 # Bounded memo of parsed timestamps (text -> micros, or None if unreadable).
@@ -58,14 +64,30 @@ class ScoredLibrary:
     heat: list[float] | None
     ids: list[str] | None  # read by hybrid-v1 (usage is keyed by id); else read on demand
 
-    def components(self, index: int) -> dict[str, float]:
+    def component_dicts(self, indices: Sequence[int]) -> list[dict[str, float]]:
+        """The components of the facts at these input positions, one dict each."""
+        confidence = pick(self.confidence, indices)
         if self.freshness is None or self.heat is None:
-            return {"confidence": self.confidence[index]}
-        return {
-            "confidence": self.confidence[index],
-            "confirmationFreshness": self.freshness[index],
-            "accessHeat": self.heat[index],
-        }
+            return [{"confidence": c} for c in confidence]
+        return [
+            {"confidence": c, "confirmationFreshness": f, "accessHeat": a}
+            for c, f, a in zip(
+                confidence, pick(self.freshness, indices), pick(self.heat, indices), strict=True
+            )
+        ]
+
+
+def pick(values: Sequence[T], indices: Sequence[int]) -> tuple[T, ...]:
+    """``values[i]`` for each ``i`` in ``indices``, as a tuple.
+
+    ``operator.itemgetter`` indexes in C without a call per item: on the
+    reference VM 3–5× faster than ``map(values.__getitem__, indices)`` (a
+    tuple's ``__getitem__`` is a slot wrapper that packs its argument per
+    call) and about 2× faster than a comprehension.
+    """
+    if len(indices) > 1:
+        return itemgetter(*indices)(values)  # type: ignore[no-any-return]
+    return tuple([values[index] for index in indices])
 
 
 def fact_id_of(fact: _FactLike) -> str:
@@ -79,6 +101,33 @@ def fact_id_of(fact: _FactLike) -> str:
 def field_of(fact: _FactLike, key: str) -> Any:
     """One field of a mapping or a :class:`Fact`, ``None`` when absent."""
     return getattr(fact, key) if isinstance(fact, Fact) else fact.get(key)
+
+
+def field_column(facts: Sequence[_FactLike], key: str) -> list[Any]:
+    """:func:`field_of` for each fact.
+
+    Every mapping has ``.get``, which is what :func:`field_of` calls for one,
+    so the column is first read with ``.get`` alone, with no type test per
+    fact; a :class:`Fact` (no ``.get``) in the input sends the whole column
+    through :func:`field_of` instead.
+    """
+    try:
+        return [fact.get(key) for fact in facts]  # type: ignore[union-attr]
+    except AttributeError:
+        return [field_of(fact, key) for fact in facts]
+
+
+def id_column(facts: Sequence[_FactLike]) -> list[str]:
+    """:func:`fact_id_of` for each fact, with no function call for a ``str`` id."""
+    return [value if type(value) is str else _id_text(value) for value in field_column(facts, "id")]
+
+
+def category_column(facts: Sequence[_FactLike]) -> list[str]:
+    """Each fact's category as reported in a record: ``context`` when it has none."""
+    return [
+        value if type(value) is str and value else _category_text(value)
+        for value in field_column(facts, "category")
+    ]
 
 
 def timestamp_micros(value: object) -> int | None:
@@ -178,15 +227,20 @@ def score_hybrid(
 
 
 def _confidence_column(items: Sequence[_FactLike]) -> list[float]:
-    # The common case — a dict holding a float in range — needs no function call.
-    values = [
-        fact.get("confidence") if type(fact) is dict else field_of(fact, "confidence")
-        for fact in items
-    ]
+    # The common case — a float in range — needs no function call.
     return [
         value if type(value) is float and 0.0 <= value <= 1.0 else coerce_confidence(value)
-        for value in values
+        for value in field_column(items, "confidence")
     ]
+
+
+def _id_text(value: object) -> str:
+    # fact_id_of's rule for an id that is not a plain str
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _category_text(value: object) -> str:
+    return value if isinstance(value, str) and value else "context"
 
 
 def _micros(moment: datetime | None) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
-from deermem.policy._batch import field_of, score_confidence, score_hybrid
+from deermem.policy._batch import field_of, pick, score_confidence, score_hybrid
 from deermem.policy.decision import CapacityDecision, EvictedFact, F, FactScore, Ranking
 from deermem.policy.scoring import as_utc
 
@@ -126,16 +126,16 @@ def select_facts_for_capacity(
         )
         reserved_ranks = _reserved_ranks(items, order, slots, reserved_categories)
     kept_ranks, evicted_ranks = _fill(len(items), max_facts, reserved_ranks)
-    kept_order = [order[rank] for rank in kept_ranks]
+    kept_order = pick(order, kept_ranks)
     ranking = Ranking(
         items=items,
         library=library,
         order=order,
         evicted_ranks=evicted_ranks,
-        lowest_kept=min(map(scores.__getitem__, kept_order), default=None),
+        lowest_kept=_lowest_score(scores, kept_order),
     )
     return CapacityDecision(
-        kept=tuple(map(items.__getitem__, kept_order)),
+        kept=pick(items, kept_order),
         reserved_correction_slots=len(reserved_ranks),
         policy=policy,
         max_facts=max_facts,
@@ -185,25 +185,42 @@ def _reserved_ranks(
 def _fill(size: int, max_facts: int, reserved_ranks: list[int]) -> tuple[list[int], list[int]]:
     """Kept ranks (ascending) and evicted ranks (descending: lowest-ranked first).
 
-    Without a reserve the kept facts are simply the top ``max_facts``; with one,
-    the reserved ranks are kept and the remaining slots go to the best of the rest.
+    The kept facts are every rank below a boundary plus the reserved ranks at
+    or past it. Without a reserve the boundary is ``max_facts``; each reserved
+    rank below it takes one of the free slots, which pushes the boundary one
+    further. Computed from the few reserved ranks and ``range`` objects, so
+    nothing loops over the whole library in Python.
     """
-    if not reserved_ranks:
-        return list(range(max_facts)), list(range(size - 1, max_facts - 1, -1))
-    reserved = set(reserved_ranks)
-    free = max_facts - len(reserved)
-    kept: list[int] = []
+    boundary = max_facts - len(reserved_ranks)  # the slots left for ordinary competition
+    beyond: list[int] = []  # reserved ranks at or past the boundary, ascending
+    for position, rank in enumerate(reserved_ranks):  # ascending
+        if rank >= boundary:
+            beyond = reserved_ranks[position:]
+            break
+        boundary += 1
+    kept = [*range(boundary), *beyond]
     evicted: list[int] = []
-    for rank in range(size):
-        if rank in reserved:
-            kept.append(rank)
-        elif free > 0:
-            kept.append(rank)
-            free -= 1
-        else:
-            evicted.append(rank)
-    evicted.reverse()
+    upper = size
+    for rank in reversed(beyond):
+        evicted.extend(range(upper - 1, rank, -1))
+        upper = rank
+    evicted.extend(range(upper - 1, boundary - 1, -1))
     return kept, evicted
+
+
+def _lowest_score(scores: list[float], kept_order: Sequence[int]) -> float | None:
+    """The lowest kept score, exactly as ``min`` over the kept scores gives it.
+
+    The kept facts are in rank order, so their scores never increase and the
+    last one is the minimum (scores are finite by construction). ``min``
+    returns the *first* of equal minima; equal non-zero floats are the same
+    bits, but 0.0 and -0.0 compare equal and subtract differently (the margin
+    is ``lowest - score``), so a zero minimum is looked up with ``min``.
+    """
+    if not kept_order:
+        return None
+    lowest = scores[kept_order[-1]]
+    return min(pick(scores, kept_order)) if lowest == 0.0 else lowest
 
 
 def _check_arguments(
