@@ -187,14 +187,20 @@ def score_hybrid(
         if type(c) is not float or not 0.0 <= c <= 1.0:
             c = coerce_confidence(c)
         # freshness: 2^(−Δ/h) since confirmation, else 0.5·2^(−Δ/h) since creation, else 0
-        moment = None if confirmed is None else cached(confirmed, _MISSING)
+        try:
+            moment = None if confirmed is None else cached(confirmed, _MISSING)
+        except TypeError:  # unhashable (a list, a dict): no timestamp; free unless raised
+            moment = None
         if moment is _MISSING:
             moment = timestamp_micros(confirmed)
         if moment is not None:
             days = (now_us - moment) / per_day / SECONDS_PER_DAY  # type: ignore[operator]
             f = 2.0 ** (-(days if days > 0 else 0) / confirmation_half_life)
         else:
-            moment = None if created is None else cached(created, _MISSING)
+            try:
+                moment = None if created is None else cached(created, _MISSING)
+            except TypeError:
+                moment = None
             if moment is _MISSING:
                 moment = timestamp_micros(created)
             if moment is not None:

@@ -71,7 +71,7 @@ class Ranking:
     items: Sequence[Mapping[str, Any] | Fact]
     library: ScoredLibrary
     order: list[int]
-    evicted_ranks: list[int]
+    evicted_ranks: Sequence[int]
     lowest_kept: float | None
 
     def fact_ids(self, indices: Sequence[int]) -> Sequence[str]:

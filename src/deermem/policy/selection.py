@@ -182,7 +182,9 @@ def _reserved_ranks(
     return ranks
 
 
-def _fill(size: int, max_facts: int, reserved_ranks: list[int]) -> tuple[list[int], list[int]]:
+def _fill(
+    size: int, max_facts: int, reserved_ranks: list[int]
+) -> tuple[Sequence[int], Sequence[int]]:
     """Kept ranks (ascending) and evicted ranks (descending: lowest-ranked first).
 
     The kept facts are every rank below a boundary plus the reserved ranks at
@@ -198,14 +200,15 @@ def _fill(size: int, max_facts: int, reserved_ranks: list[int]) -> tuple[list[in
             beyond = reserved_ranks[position:]
             break
         boundary += 1
-    kept = [*range(boundary), *beyond]
+    if not beyond:  # the common case: ranges, not lists of thousands of ints
+        return range(boundary), range(size - 1, boundary - 1, -1)
     evicted: list[int] = []
     upper = size
     for rank in reversed(beyond):
         evicted.extend(range(upper - 1, rank, -1))
         upper = rank
     evicted.extend(range(upper - 1, boundary - 1, -1))
-    return kept, evicted
+    return [*range(boundary), *beyond], evicted
 
 
 def _lowest_score(scores: list[float], kept_order: Sequence[int]) -> float | None:
