@@ -21,7 +21,13 @@ from itertools import repeat
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from deermem.model.fact import Fact
-from deermem.policy._batch import ScoredLibrary, category_column, id_column, pick
+from deermem.policy._batch import (
+    ScoredLibrary,
+    category_column,
+    id_column,
+    label_columns,
+    pick,
+)
 
 __all__ = ["CapacityDecision", "EvictedFact", "F", "FactScore", "Ranking"]
 
@@ -203,16 +209,25 @@ _NEW_TUPLE: Any = tuple.__new__
 
 
 def _evicted_records(ranking: Ranking) -> tuple[EvictedFact, ...]:
-    """One :class:`EvictedFact` per evicted fact, lowest-ranked first."""
+    """One :class:`EvictedFact` per evicted fact, lowest-ranked first.
+
+    Each field is a column gathered in C (:func:`pick`) or by one
+    comprehension, and ``zip`` feeds the rows to ``tuple.__new__``: no Python
+    function runs per record.
+    """
     library = ranking.library
     indices = ranking.evicted_indices()
     facts = pick(ranking.items, indices)
-    ids = library.ids
+    ids: Sequence[str]
+    if library.ids is None:
+        ids, categories = label_columns(facts)
+    else:
+        ids, categories = pick(library.ids, indices), category_column(facts)
     scores = pick(library.scores, indices)
     lowest = ranking.lowest_kept
     columns = zip(
-        id_column(facts) if ids is None else pick(ids, indices),
-        category_column(facts),
+        ids,
+        categories,
         scores,
         library.component_dicts(indices),
         [rank + 1 for rank in ranking.evicted_ranks],
