@@ -239,15 +239,19 @@ def _check_arguments(
     if isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 0:
         raise ValueError(f"max_facts must be a whole number of at least 0, got {max_facts!r}")
     total = weights[0] + weights[1] + weights[2]
-    if any(w < 0 for w in weights) or not math.isclose(
-        total, 1.0, rel_tol=0.0, abs_tol=WEIGHT_TOLERANCE
+    # plain comparisons, not any(<generator>): this runs on every decision
+    if (
+        weights[0] < 0
+        or weights[1] < 0
+        or weights[2] < 0
+        or not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=WEIGHT_TOLERANCE)
     ):
         raise ValueError(
             "eviction weights must be non-negative and sum to 1.0: "
             f"confidence_weight={weights[0]!r} + confirmation_weight={weights[1]!r} "
             f"+ access_weight={weights[2]!r} = {total!r}"
         )
-    if any(not half_life > 0 for half_life in half_lives):
+    if not (half_lives[0] > 0 and half_lives[1] > 0):
         raise ValueError(f"half-lives must be positive, got {list(half_lives)!r}")
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"correction_reserved_fraction must be within [0, 1], got {fraction!r}")
