@@ -16,7 +16,6 @@ as the whole decision.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -64,9 +63,8 @@ class EvictedFact(NamedTuple):
     margin: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class Ranking:
-    """The scored library and the selection made from it.
+class Ranking(NamedTuple):
+    """The scored library and the selection made from it (a NamedTuple: cheap to build).
 
     Attributes:
         order: input positions, best first.
@@ -123,8 +121,8 @@ class CapacityDecision(Generic[F]):
         self._policy = policy
         self._max_facts = max_facts
         self._ranking = ranking
-        self._evicted: tuple[EvictedFact, ...] | None = None if ranking else ()
-        self._scores: Mapping[str, FactScore] | None = None if ranking else {}
+        self._evicted: tuple[EvictedFact, ...] | None = None if ranking is not None else ()
+        self._scores: Mapping[str, FactScore] | None = None if ranking is not None else {}
 
     @property
     def kept(self) -> tuple[F, ...]:

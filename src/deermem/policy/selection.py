@@ -127,13 +127,7 @@ def select_facts_for_capacity(
         reserved_ranks = _reserved_ranks(items, order, slots, reserved_categories)
     kept_ranks, evicted_ranks = _fill(len(items), max_facts, reserved_ranks)
     kept_order = pick(order, kept_ranks)
-    ranking = Ranking(
-        items=items,
-        library=library,
-        order=order,
-        evicted_ranks=evicted_ranks,
-        lowest_kept=_lowest_score(scores, kept_order),
-    )
+    ranking = Ranking(items, library, order, evicted_ranks, _lowest_score(scores, kept_order))
     return CapacityDecision(
         kept=pick(items, kept_order),
         reserved_correction_slots=len(reserved_ranks),
