@@ -7,10 +7,10 @@ and the score table on first access, once. What it returns is the same either
 way; only unread parts are never built.
 
 When they are built, they are built column by column — ids, categories,
-scores, component dicts, ranks and margins each in one comprehension or one
-C-level ``map`` — and then zipped into records, because at n = 10,000 a
-per-record Python call (a method per field, a function per dict) cost as much
-as the whole decision.
+scores, component dicts, ranks and margins, each gathered in C or by one
+comprehension — and then zipped into records: a receipt writer reads every
+record, and thousands of per-record Python calls (a method per field, a
+function per dict) were a large share of a decision at n = 10,000.
 """
 
 from __future__ import annotations
