@@ -19,7 +19,7 @@ floats against the readable versions.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, Final, NamedTuple, TypeVar
@@ -31,6 +31,7 @@ from deermem.policy.scoring import LOG_9, SECONDS_PER_DAY, coerce_confidence, us
 __all__ = [
     "ScoredLibrary",
     "category_column",
+    "category_labels",
     "fact_id_of",
     "field_column",
     "field_of",
@@ -66,6 +67,7 @@ class ScoredLibrary(NamedTuple):
     freshness: list[float] | None  # None under the confidence policy
     heat: list[float] | None
     ids: list[str] | None  # read by hybrid-v1 (usage is keyed by id); else read on demand
+    categories: list[Any] | None  # raw values, read by hybrid-v1's pass (the reserve needs them)
 
     def component_dicts(self, indices: Sequence[int]) -> list[dict[str, float]]:
         """The components of the facts at these input positions, one dict each."""
@@ -133,10 +135,12 @@ def id_column(facts: Sequence[_FactLike]) -> list[str]:
 
 def category_column(facts: Sequence[_FactLike]) -> list[str]:
     """Each fact's category as reported in a record: ``context`` when it has none."""
-    return [
-        value if type(value) is str and value else _category_text(value)
-        for value in field_column(facts, "category")
-    ]
+    return category_labels(field_column(facts, "category"))
+
+
+def category_labels(values: Iterable[Any]) -> list[str]:
+    """Raw category values as reported in a record: ``context`` for none."""
+    return [value if type(value) is str and value else _category_text(value) for value in values]
 
 
 def label_columns(facts: Sequence[_FactLike]) -> tuple[list[str], list[str]]:
@@ -176,7 +180,7 @@ def timestamp_micros(value: object) -> int | None:
 
 def score_confidence(items: Sequence[_FactLike]) -> ScoredLibrary:
     confidence = _confidence_column(items)
-    return ScoredLibrary(confidence, confidence, None, None, None)
+    return ScoredLibrary(confidence, confidence, None, None, None, None)
 
 
 def score_hybrid(
@@ -199,6 +203,7 @@ def score_hybrid(
     heat: list[float] = []
     scores: list[float] = []
     ids: list[str] = []
+    categories: list[Any] = []
     for fact in items:
         if type(fact) is dict:
             fact_id = fact.get("id")
@@ -207,11 +212,13 @@ def score_hybrid(
             c = fact.get("confidence")
             confirmed = fact.get("lastConfirmedAt")
             created = fact.get("createdAt")
+            categories.append(fact.get("category"))
         else:
             fact_id = fact_id_of(fact)
             c = field_of(fact, "confidence")
             confirmed = field_of(fact, "lastConfirmedAt")
             created = field_of(fact, "createdAt")
+            categories.append(field_of(fact, "category"))
         if type(c) is not float or not 0.0 <= c <= 1.0:
             c = coerce_confidence(c)
         # freshness: 2^(−Δ/h) since confirmation, else 0.5·2^(−Δ/h) since creation, else 0
@@ -255,7 +262,7 @@ def score_hybrid(
         freshness.append(f)
         heat.append(a)
         scores.append(wc * c + wf * f + wa * a)
-    return ScoredLibrary(scores, confidence, freshness, heat, ids)
+    return ScoredLibrary(scores, confidence, freshness, heat, ids, categories)
 
 
 def _confidence_column(items: Sequence[_FactLike]) -> list[float]:

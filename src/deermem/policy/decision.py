@@ -22,7 +22,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from deermem.model.fact import Fact
 from deermem.policy._batch import (
     ScoredLibrary,
-    category_column,
+    category_labels,
     id_column,
     label_columns,
     pick,
@@ -215,12 +215,14 @@ def _evicted_records(ranking: Ranking) -> tuple[EvictedFact, ...]:
     """
     library = ranking.library
     indices = ranking.evicted_indices()
-    facts = pick(ranking.items, indices)
     ids: Sequence[str]
-    if library.ids is None:
-        ids, categories = label_columns(facts)
-    else:
-        ids, categories = pick(library.ids, indices), category_column(facts)
+    if library.ids is None or library.categories is None:
+        ids, categories = label_columns(pick(ranking.items, indices))
+    else:  # read by the scoring pass: no second visit to the facts
+        ids, categories = (
+            pick(library.ids, indices),
+            category_labels(pick(library.categories, indices)),
+        )
     scores = pick(library.scores, indices)
     lowest = ranking.lowest_kept
     columns = zip(

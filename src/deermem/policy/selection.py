@@ -17,8 +17,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from deermem.model.categories import category_key
-from deermem.model.fact import Fact
-from deermem.policy._batch import field_of, pick, score_confidence, score_hybrid
+from deermem.policy._batch import pick, score_confidence, score_hybrid
 from deermem.policy.decision import CapacityDecision, EvictedFact, F, FactScore, Ranking
 from deermem.policy.scoring import as_utc
 
@@ -124,7 +123,8 @@ def select_facts_for_capacity(
             reserved_slot_count(max_facts, correction_reserved_fraction, correction_reserved_max),
             max_facts,
         )
-        reserved_ranks = _reserved_ranks(items, order, slots, reserved_categories)
+        assert library.categories is not None  # read by the hybrid-v1 scoring pass
+        reserved_ranks = _reserved_ranks(library.categories, order, slots, reserved_categories)
     kept_ranks, evicted_ranks = _fill(len(items), max_facts, reserved_ranks)
     kept_order = pick(order, kept_ranks)
     ranking = Ranking(items, library, order, evicted_ranks, _lowest_score(scores, kept_order))
@@ -152,20 +152,22 @@ def reserved_slot_count(max_facts: int, fraction: float, maximum: int) -> int:
 
 
 def _reserved_ranks(
-    items: Sequence[Mapping[str, Any] | Fact],
+    categories: list[Any],
     order: list[int],
     slots: int,
     reserved_categories: Collection[str],
 ) -> list[int]:
-    """Ranks of the best-ranked facts of the reserved categories, at most ``slots``."""
+    """Ranks of the best-ranked facts of the reserved categories, at most ``slots``.
+
+    ``categories`` holds each fact's raw category, by input position.
+    """
     if slots <= 0:
         return []
     wanted = {category_key(name) for name in reserved_categories}
     verdicts: dict[object, bool] = {}  # raw category -> reserved? (few distinct values)
     ranks: list[int] = []
     for rank, index in enumerate(order):
-        fact = items[index]
-        category = fact.get("category") if type(fact) is dict else field_of(fact, "category")
+        category = categories[index]
         verdict = verdicts.get(category) if isinstance(category, str) else False
         if verdict is None:
             verdict = verdicts[category] = category_key(category) in wanted
