@@ -250,7 +250,7 @@ weight_sets = st.sampled_from(
 half_life_sets = st.sampled_from([(90, 30), (1.5, 7.25), (365.0, 0.5)])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     libraries(),
     st.integers(min_value=0, max_value=65),
