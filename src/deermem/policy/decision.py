@@ -5,16 +5,28 @@ kept facts and one receipt per evicted fact; a dashboard may want every score.
 So :class:`CapacityDecision` holds the ranking and builds the evicted records
 and the score table on first access, once. What it returns is the same either
 way; only unread parts are never built.
+
+When they are built, they are built column by column — ids, categories,
+scores, component dicts, ranks and margins, each gathered in C or by one
+comprehension — and then zipped into records: a receipt writer reads every
+record, and thousands of per-record Python calls (a method per field, a
+function per dict) were a large share of a decision at n = 10,000.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from deermem.model.fact import Fact
-from deermem.policy._batch import ScoredLibrary, fact_id_of, field_of
+from deermem.policy._batch import (
+    ScoredLibrary,
+    category_labels,
+    id_column,
+    label_columns,
+    pick,
+)
 
 __all__ = ["CapacityDecision", "EvictedFact", "F", "FactScore", "Ranking"]
 
@@ -51,9 +63,8 @@ class EvictedFact(NamedTuple):
     margin: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class Ranking:
-    """The scored library and the selection made from it.
+class Ranking(NamedTuple):
+    """The scored library and the selection made from it (a NamedTuple: cheap to build).
 
     Attributes:
         order: input positions, best first.
@@ -64,12 +75,19 @@ class Ranking:
     items: Sequence[Mapping[str, Any] | Fact]
     library: ScoredLibrary
     order: list[int]
-    evicted_ranks: list[int]
+    evicted_ranks: Sequence[int]
     lowest_kept: float | None
 
-    def fact_id(self, index: int) -> str:
+    def fact_ids(self, indices: Sequence[int]) -> Sequence[str]:
+        """The ids of the facts at these input positions."""
         ids = self.library.ids
-        return ids[index] if ids is not None else fact_id_of(self.items[index])
+        if ids is not None:
+            return pick(ids, indices)
+        return id_column(pick(self.items, indices))
+
+    def evicted_indices(self) -> tuple[int, ...]:
+        """Input positions of the evicted facts, lowest-ranked first."""
+        return pick(self.order, self.evicted_ranks)
 
 
 class CapacityDecision(Generic[F]):
@@ -103,8 +121,8 @@ class CapacityDecision(Generic[F]):
         self._policy = policy
         self._max_facts = max_facts
         self._ranking = ranking
-        self._evicted: tuple[EvictedFact, ...] | None = None if ranking else ()
-        self._scores: Mapping[str, FactScore] | None = None if ranking else {}
+        self._evicted: tuple[EvictedFact, ...] | None = None if ranking is not None else ()
+        self._scores: Mapping[str, FactScore] | None = None if ranking is not None else {}
 
     @property
     def kept(self) -> tuple[F, ...]:
@@ -126,7 +144,7 @@ class CapacityDecision(Generic[F]):
     def evicted(self) -> tuple[EvictedFact, ...]:
         if self._evicted is None:
             assert self._ranking is not None
-            self._evicted = tuple(_evicted_records(self._ranking))
+            self._evicted = _evicted_records(self._ranking)
         return self._evicted
 
     @property
@@ -135,24 +153,27 @@ class CapacityDecision(Generic[F]):
             assert self._ranking is not None
             ranking = self._ranking
             library = ranking.library
-            self._scores = {
-                ranking.fact_id(index): FactScore(score, library.components(index))
-                for index, score in enumerate(library.scores)
-            }
+            everyone = range(len(library.scores))
+            records = zip(library.scores, library.component_dicts(everyone), strict=True)
+            self._scores = dict(
+                zip(
+                    ranking.fact_ids(everyone),
+                    map(_NEW_TUPLE, repeat(FactScore), records),
+                    strict=True,
+                )
+            )
         return self._scores
 
     @property
     def kept_ids(self) -> tuple[str, ...]:
-        return tuple(fact_id_of(fact) for fact in self._kept)
+        return tuple(id_column(self._kept))
 
     @property
     def evicted_ids(self) -> tuple[str, ...]:
         if self._evicted is not None:
             return tuple(item.fact_id for item in self._evicted)
         assert self._ranking is not None
-        ranking = self._ranking
-        order = ranking.order
-        return tuple(ranking.fact_id(order[rank]) for rank in ranking.evicted_ranks)
+        return tuple(self._ranking.fact_ids(self._ranking.evicted_indices()))
 
     @property
     def occupancy(self) -> int:
@@ -179,24 +200,38 @@ class CapacityDecision(Generic[F]):
         )
 
 
-def _evicted_records(ranking: Ranking) -> Iterator[EvictedFact]:
+# ``tuple.__new__(cls, values)`` builds a NamedTuple instance from a ready tuple
+# in C, skipping the class's Python-level ``__new__``: the same object, and
+# ``map`` can call it without a Python frame per record.
+_NEW_TUPLE: Any = tuple.__new__
+
+
+def _evicted_records(ranking: Ranking) -> tuple[EvictedFact, ...]:
+    """One :class:`EvictedFact` per evicted fact, lowest-ranked first.
+
+    Each field is a column gathered in C (:func:`pick`) or by one
+    comprehension, and ``zip`` feeds the rows to ``tuple.__new__``: no Python
+    function runs per record.
+    """
     library = ranking.library
-    scores = library.scores
-    lowest = ranking.lowest_kept
-    order, items = ranking.order, ranking.items
-    build = tuple.__new__  # skips NamedTuple's Python-level __new__: same tuple, faster
-    for rank in ranking.evicted_ranks:
-        index = order[rank]
-        score = scores[index]
-        category = field_of(items[index], "category")
-        yield build(
-            EvictedFact,
-            (
-                ranking.fact_id(index),
-                category if isinstance(category, str) and category else "context",
-                score,
-                library.components(index),
-                rank + 1,
-                None if lowest is None else lowest - score,
-            ),
+    indices = ranking.evicted_indices()
+    ids: Sequence[str]
+    if library.ids is None or library.categories is None:
+        ids, categories = label_columns(pick(ranking.items, indices))
+    else:  # read by the scoring pass: no second visit to the facts
+        ids, categories = (
+            pick(library.ids, indices),
+            category_labels(pick(library.categories, indices)),
         )
+    scores = pick(library.scores, indices)
+    lowest = ranking.lowest_kept
+    columns = zip(
+        ids,
+        categories,
+        scores,
+        library.component_dicts(indices),
+        [rank + 1 for rank in ranking.evicted_ranks],
+        [None] * len(scores) if lowest is None else [lowest - score for score in scores],
+        strict=True,
+    )
+    return tuple(map(_NEW_TUPLE, repeat(EvictedFact), columns))

@@ -17,8 +17,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from deermem.model.categories import category_key
-from deermem.model.fact import Fact
-from deermem.policy._batch import field_of, score_confidence, score_hybrid
+from deermem.policy._batch import pick, score_confidence, score_hybrid
 from deermem.policy.decision import CapacityDecision, EvictedFact, F, FactScore, Ranking
 from deermem.policy.scoring import as_utc
 
@@ -124,18 +123,13 @@ def select_facts_for_capacity(
             reserved_slot_count(max_facts, correction_reserved_fraction, correction_reserved_max),
             max_facts,
         )
-        reserved_ranks = _reserved_ranks(items, order, slots, reserved_categories)
+        assert library.categories is not None  # read by the hybrid-v1 scoring pass
+        reserved_ranks = _reserved_ranks(library.categories, order, slots, reserved_categories)
     kept_ranks, evicted_ranks = _fill(len(items), max_facts, reserved_ranks)
-    kept_order = [order[rank] for rank in kept_ranks]
-    ranking = Ranking(
-        items=items,
-        library=library,
-        order=order,
-        evicted_ranks=evicted_ranks,
-        lowest_kept=min(map(scores.__getitem__, kept_order), default=None),
-    )
+    kept_order = pick(order, kept_ranks)
+    ranking = Ranking(items, library, order, evicted_ranks, _lowest_score(scores, kept_order))
     return CapacityDecision(
-        kept=tuple(map(items.__getitem__, kept_order)),
+        kept=pick(items, kept_order),
         reserved_correction_slots=len(reserved_ranks),
         policy=policy,
         max_facts=max_facts,
@@ -158,20 +152,22 @@ def reserved_slot_count(max_facts: int, fraction: float, maximum: int) -> int:
 
 
 def _reserved_ranks(
-    items: Sequence[Mapping[str, Any] | Fact],
+    categories: list[Any],
     order: list[int],
     slots: int,
     reserved_categories: Collection[str],
 ) -> list[int]:
-    """Ranks of the best-ranked facts of the reserved categories, at most ``slots``."""
+    """Ranks of the best-ranked facts of the reserved categories, at most ``slots``.
+
+    ``categories`` holds each fact's raw category, by input position.
+    """
     if slots <= 0:
         return []
     wanted = {category_key(name) for name in reserved_categories}
     verdicts: dict[object, bool] = {}  # raw category -> reserved? (few distinct values)
     ranks: list[int] = []
     for rank, index in enumerate(order):
-        fact = items[index]
-        category = fact.get("category") if type(fact) is dict else field_of(fact, "category")
+        category = categories[index]
         verdict = verdicts.get(category) if isinstance(category, str) else False
         if verdict is None:
             verdict = verdicts[category] = category_key(category) in wanted
@@ -182,28 +178,48 @@ def _reserved_ranks(
     return ranks
 
 
-def _fill(size: int, max_facts: int, reserved_ranks: list[int]) -> tuple[list[int], list[int]]:
+def _fill(
+    size: int, max_facts: int, reserved_ranks: list[int]
+) -> tuple[Sequence[int], Sequence[int]]:
     """Kept ranks (ascending) and evicted ranks (descending: lowest-ranked first).
 
-    Without a reserve the kept facts are simply the top ``max_facts``; with one,
-    the reserved ranks are kept and the remaining slots go to the best of the rest.
+    The kept facts are every rank below a boundary plus the reserved ranks at
+    or past it. Without a reserve the boundary is ``max_facts``; each reserved
+    rank below it takes one of the free slots, which pushes the boundary one
+    further. Computed from the few reserved ranks and ``range`` objects, so
+    nothing loops over the whole library in Python.
     """
-    if not reserved_ranks:
-        return list(range(max_facts)), list(range(size - 1, max_facts - 1, -1))
-    reserved = set(reserved_ranks)
-    free = max_facts - len(reserved)
-    kept: list[int] = []
+    boundary = max_facts - len(reserved_ranks)  # the slots left for ordinary competition
+    beyond: list[int] = []  # reserved ranks at or past the boundary, ascending
+    for position, rank in enumerate(reserved_ranks):  # ascending
+        if rank >= boundary:
+            beyond = reserved_ranks[position:]
+            break
+        boundary += 1
+    if not beyond:  # the common case: ranges, not lists of thousands of ints
+        return range(boundary), range(size - 1, boundary - 1, -1)
     evicted: list[int] = []
-    for rank in range(size):
-        if rank in reserved:
-            kept.append(rank)
-        elif free > 0:
-            kept.append(rank)
-            free -= 1
-        else:
-            evicted.append(rank)
-    evicted.reverse()
-    return kept, evicted
+    upper = size
+    for rank in reversed(beyond):
+        evicted.extend(range(upper - 1, rank, -1))
+        upper = rank
+    evicted.extend(range(upper - 1, boundary - 1, -1))
+    return [*range(boundary), *beyond], evicted
+
+
+def _lowest_score(scores: list[float], kept_order: Sequence[int]) -> float | None:
+    """The lowest kept score, exactly as ``min`` over the kept scores gives it.
+
+    The kept facts are in rank order, so their scores never increase and the
+    last one is the minimum (scores are finite by construction). ``min``
+    returns the *first* of equal minima; equal non-zero floats are the same
+    bits, but 0.0 and -0.0 compare equal and subtract differently (the margin
+    is ``lowest - score``), so a zero minimum is looked up with ``min``.
+    """
+    if not kept_order:
+        return None
+    lowest = scores[kept_order[-1]]
+    return min(pick(scores, kept_order)) if lowest == 0.0 else lowest
 
 
 def _check_arguments(
@@ -219,15 +235,19 @@ def _check_arguments(
     if isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 0:
         raise ValueError(f"max_facts must be a whole number of at least 0, got {max_facts!r}")
     total = weights[0] + weights[1] + weights[2]
-    if any(w < 0 for w in weights) or not math.isclose(
-        total, 1.0, rel_tol=0.0, abs_tol=WEIGHT_TOLERANCE
+    # plain comparisons, not any(<generator>): this runs on every decision
+    if (
+        weights[0] < 0
+        or weights[1] < 0
+        or weights[2] < 0
+        or not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=WEIGHT_TOLERANCE)
     ):
         raise ValueError(
             "eviction weights must be non-negative and sum to 1.0: "
             f"confidence_weight={weights[0]!r} + confirmation_weight={weights[1]!r} "
             f"+ access_weight={weights[2]!r} = {total!r}"
         )
-    if any(not half_life > 0 for half_life in half_lives):
+    if not (half_lives[0] > 0 and half_lives[1] > 0):
         raise ValueError(f"half-lives must be positive, got {list(half_lives)!r}")
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"correction_reserved_fraction must be within [0, 1], got {fraction!r}")
