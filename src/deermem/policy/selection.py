@@ -20,6 +20,7 @@ from deermem.model.categories import category_key
 from deermem.model.fact import Fact
 from deermem.policy._batch import field_of, score_confidence, score_hybrid
 from deermem.policy.decision import CapacityDecision, EvictedFact, F, FactScore, Ranking
+from deermem.policy.names import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
 from deermem.policy.scoring import as_utc
 
 __all__ = [
@@ -32,10 +33,6 @@ __all__ = [
     "reserved_slot_count",
     "select_facts_for_capacity",
 ]
-
-POLICY_CONFIDENCE: Final = "confidence"
-POLICY_HYBRID_V1: Final = "hybrid-v1"
-POLICIES: Final = (POLICY_CONFIDENCE, POLICY_HYBRID_V1)
 
 WEIGHT_TOLERANCE: Final = 1e-9
 
