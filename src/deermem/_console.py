@@ -9,7 +9,7 @@ which also lists ``eval`` in ``deermem --help`` and forwards it when called
 directly.
 
 The evaluation commands also start with CPython's cyclic garbage collector
-paused (:func:`deermem.evaluation.cli.collector`): importing their modules
+paused (:class:`deermem.evaluation.cli.CyclicCollector`): importing their modules
 and parsing the dataset allocate some 100,000 containers, none of them in a
 reference cycle, and the collector would walk each of them at least once for
 nothing — a tenth of ``validate``'s time.

@@ -14,13 +14,12 @@ Each command is one entry in :data:`COMMANDS`; the QA commands live in
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Final, NamedTuple, TextIO
 
 from deermem._exceptions import DeerMemError
 from deermem.evaluation._cli_args import (
@@ -40,9 +39,11 @@ from deermem.evaluation._cli_qa import (
     verify_command,
 )
 from deermem.evaluation.protocol import load_protocol
-from deermem.evaluation.retention import RetentionTable, format_plain, short_policy
 
-__all__ = ["COMMANDS", "Command", "build_parser", "collector", "main", "print_retention"]
+if TYPE_CHECKING:
+    from deermem.evaluation.retention import RetentionTable
+
+__all__ = ["COMMANDS", "Command", "CyclicCollector", "build_parser", "main", "print_retention"]
 
 PROG: Final = "deermem eval"
 
@@ -54,7 +55,7 @@ class Command(NamedTuple):
         collects_cycles: run with CPython's cyclic garbage collector on. Off
             (the default) for the bounded batch commands, which allocate
             tens of thousands of acyclic containers and end within seconds
-            (see :func:`collector`); on for ``run-qa``, which may talk to a
+            (see :class:`CyclicCollector`); on for ``run-qa``, which may talk to a
             model for many minutes through third-party stacks.
     """
 
@@ -399,7 +400,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
         args = parser.parse_args(arguments)
         if getattr(args, "dataset", False) is None:
             args.parser.error(f"--dataset is required (or set {DATASET_ENV})")
-        with collector(enabled=args.collects_cycles):
+        with CyclicCollector(enabled=args.collects_cycles):
             return int(args.run(args))
     except SystemExit as stop:  # argparse: --help (0) and usage errors (2)
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 2
@@ -416,8 +417,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
         return 130
 
 
-@contextlib.contextmanager
-def collector(*, enabled: bool) -> Iterator[None]:
+class CyclicCollector:
     """Run a block with CPython's cyclic garbage collector on or off, then restore it.
 
     Reference counting frees everything these commands drop; the cyclic
@@ -426,17 +426,23 @@ def collector(*, enabled: bool) -> Iterator[None]:
     finds nothing to free: the documents, rows and decisions hold no cycles.
     Pausing it takes about a tenth off ``validate`` and ``run-policy``. The
     previous state is restored on the way out, so a caller in a long-lived
-    process (a test run, a notebook) keeps its collector.
+    process (a test run, a notebook) keeps its collector. (A class rather
+    than :func:`contextlib.contextmanager`: this module must import fast.)
     """
-    was_enabled = gc.isenabled()
-    if enabled:
-        gc.enable()
-    else:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
+
+    def __init__(self, *, enabled: bool) -> None:
+        self._enabled = enabled
+        self._was_enabled = gc.isenabled()
+
+    def __enter__(self) -> None:
+        self._was_enabled = gc.isenabled()
+        if self._enabled:
+            gc.enable()
+        else:
+            gc.disable()
+
+    def __exit__(self, *_: object) -> None:
+        if self._was_enabled:
             gc.enable()
         else:
             gc.disable()
@@ -444,6 +450,8 @@ def collector(*, enabled: bool) -> Iterator[None]:
 
 def print_retention(table: RetentionTable, stream: TextIO) -> None:
     """Print a retention table: rich on a terminal, aligned plain text otherwise."""
+    from deermem.evaluation.retention import format_plain, short_policy
+
     if not stream.isatty():
         stream.write(format_plain(table))
         return
