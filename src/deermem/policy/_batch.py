@@ -18,15 +18,19 @@ floats against the readable versions.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias, cast
 
-from deermem.model.fact import Fact
 from deermem.model.timestamps import parse_timestamp
 from deermem.policy.scoring import LOG_9, SECONDS_PER_DAY, coerce_confidence, usable_heat
+
+if TYPE_CHECKING:
+    from deermem.model.fact import Fact
+
+    _FactLike: TypeAlias = Mapping[str, Any] | Fact
 
 __all__ = [
     "ScoredLibrary",
@@ -37,7 +41,6 @@ __all__ = [
     "timestamp_micros",
 ]
 
-_FactLike = Mapping[str, Any] | Fact
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROS_PER_SECOND: Final = 1_000_000
 # Bounded memo of parsed timestamps (text -> micros, or None if unreadable).
@@ -48,8 +51,7 @@ _MICROS_CACHE_LIMIT: Final = 1 << 17
 _MISSING: Final = object()
 
 
-@dataclass(frozen=True, slots=True)
-class ScoredLibrary:
+class ScoredLibrary(NamedTuple):
     """Scores of every fact, by input position, with the signal columns."""
 
     scores: list[float]
@@ -70,15 +72,32 @@ class ScoredLibrary:
 
 def fact_id_of(fact: _FactLike) -> str:
     """A fact's id as a string ("" when it has none)."""
-    if isinstance(fact, Fact):
+    if type(fact) is not dict and isinstance(fact, _fact_class()):
         return fact.id
-    value = fact.get("id")
+    value = cast("Mapping[str, Any]", fact).get("id")
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def field_of(fact: _FactLike, key: str) -> Any:
     """One field of a mapping or a :class:`Fact`, ``None`` when absent."""
-    return getattr(fact, key) if isinstance(fact, Fact) else fact.get(key)
+    if type(fact) is not dict and isinstance(fact, _fact_class()):
+        return getattr(fact, key)
+    return cast("Mapping[str, Any]", fact).get(key)
+
+
+@functools.cache
+def _fact_class() -> type[Fact]:
+    """:class:`Fact`, imported when first needed.
+
+    A caller that hands the selector only dicts — the evaluation harness, a
+    benchmark — then never imports the fact dataclasses (and with them
+    :mod:`dataclasses` and :mod:`inspect`), a fifth of ``deermem eval
+    run-policy``'s start-up; a caller holding a :class:`Fact` has imported it
+    already. A dict is never a Fact, so dicts are told apart before asking.
+    """
+    from deermem.model.fact import Fact
+
+    return Fact
 
 
 def timestamp_micros(value: object) -> int | None:

@@ -10,11 +10,12 @@ way; only unread parts are never built.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-from deermem.model.fact import Fact
 from deermem.policy._batch import ScoredLibrary, fact_id_of, field_of
+
+if TYPE_CHECKING:
+    from deermem.model.fact import Fact
 
 __all__ = ["CapacityDecision", "EvictedFact", "F", "FactScore", "Ranking"]
 
@@ -51,8 +52,7 @@ class EvictedFact(NamedTuple):
     margin: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class Ranking:
+class Ranking(NamedTuple):
     """The scored library and the selection made from it.
 
     Attributes:

@@ -13,14 +13,16 @@ import functools
 import math
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from deermem.model.categories import category_key
-from deermem.model.fact import Fact
 from deermem.policy._batch import field_of, score_confidence, score_hybrid
 from deermem.policy.decision import CapacityDecision, EvictedFact, F, FactScore, Ranking
 from deermem.policy.names import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
 from deermem.policy.scoring import as_utc
+
+if TYPE_CHECKING:
+    from deermem.model.fact import Fact
 
 __all__ = [
     "POLICIES",
