@@ -351,11 +351,13 @@ def build_parser(prog: str = PROG, *, only: str | None = None) -> argparse.Argum
     """The ``deermem eval`` parser with one subparser per command.
 
     Args:
-        only: give just this command's subparser its arguments. Every
-            command stays listed (in ``--help``, in "invalid choice"), but
-            argparse formats each argument as it is added — a few
-            milliseconds for all seven commands, spent on start-up for
-            arguments that will not be parsed.
+        only: the first command-line word. When it names a command, that
+            command's subparser is the only one built: argparse sends every
+            later word to it, so the others could not be used, and building
+            them (argparse formats each argument as it is added) would cost
+            a few milliseconds of every start. Anything else (``--help``, a
+            typo, ``None``) builds them all, for the listing and the
+            "invalid choice" message.
     """
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -371,7 +373,8 @@ def build_parser(prog: str = PROG, *, only: str | None = None) -> argparse.Argum
         formatter_class=_HelpFormatter,
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
+    chosen = [command for command in COMMANDS if command.name == only]
+    for command in chosen or COMMANDS:
         sub = subparsers.add_parser(
             command.name,
             help=command.summary,
@@ -379,8 +382,7 @@ def build_parser(prog: str = PROG, *, only: str | None = None) -> argparse.Argum
             epilog=f"example:\n  {command.example}",
             formatter_class=_HelpFormatter,
         )
-        if only is None or only == command.name:
-            command.arguments(sub)
+        command.arguments(sub)
         sub.set_defaults(run=command.run, parser=sub, collects_cycles=command.collects_cycles)
     return parser
 
