@@ -278,7 +278,7 @@ def test_validate_imports_no_selector_and_run_policy_no_fact_dataclasses(
     run_policy = _loaded_modules(*run, cwd=tmp_path)
     assert "deermem.policy.selection" in run_policy
     unused = {"deermem.policy.capacity", "deermem.policy.shadow", "deermem.model.fact"}
-    assert (unused | {"dataclasses", "inspect", "fractions", "decimal", "tempfile"}).isdisjoint(
+    assert (unused | {"dataclasses", "inspect", "fractions", "tempfile", "subprocess"}).isdisjoint(
         run_policy
     )
 
@@ -360,6 +360,32 @@ def test_git_state_reads_head_and_dirtiness(
     assert _git.git_state(tmp_path) is None  # not a checkout at all
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert _git.git_state(package) is None  # no git installed
+
+
+def test_a_child_is_read_past_the_pipe_buffer_and_reaped() -> None:
+    child = _git._Child.start(["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; exit 0"])
+    assert child is not None
+    assert child.output() == "x" * 200_000
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(child._pid, os.WNOHANG)
+    failing = _git._Child.start(["sh", "-c", "echo partial; exit 3"])
+    assert failing is not None
+    assert failing.output() is None
+    assert _git._Child.start(["deermem-no-such-program"]) is None
+
+
+def test_a_slow_or_abandoned_child_is_killed_and_reaped() -> None:
+    slow = _git._Child.start(["sleep", "30"])
+    assert slow is not None
+    assert slow.output(timeout=0.2) is None  # gave up: killed
+    with pytest.raises(ChildProcessError):
+        os.waitpid(slow._pid, os.WNOHANG)
+    abandoned = _git._Child.start(["sleep", "30"])
+    assert abandoned is not None
+    abandoned.stop()  # a command that failed before reading the answer
+    with pytest.raises(ChildProcessError):
+        os.waitpid(abandoned._pid, os.WNOHANG)
+    assert abandoned.output() is None
 
 
 # --- the report -----------------------------------------------------------------------------

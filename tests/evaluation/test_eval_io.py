@@ -46,7 +46,7 @@ def test_a_taken_temporary_name_is_drawn_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     draws = iter([b"\x00" * 6, b"\x00" * 6, b"\x01" * 6])
-    monkeypatch.setattr(_io.os, "urandom", lambda _: next(draws))
+    monkeypatch.setattr(os, "urandom", lambda _: next(draws))
     taken = tmp_path / f".a.json.{'00' * 6}.tmp"
     taken.write_bytes(b"someone else's")
     _io.write_new_files([(tmp_path / "a.json", b"mine")])
