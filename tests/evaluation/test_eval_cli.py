@@ -467,10 +467,10 @@ def test_the_readme_commands_reproduce_the_table(
     assert (tmp_path / "runs" / "policy" / "report.md").is_file()
 
 
-def test_only_run_qa_runs_with_the_cycle_collector_on() -> None:
+def test_every_command_but_run_qa_is_a_batch_command() -> None:
     from deermem.evaluation.cli import COMMANDS
 
-    assert {command.name for command in COMMANDS if command.collects_cycles} == {"run-qa"}
+    assert {command.name for command in COMMANDS if not command.batch} == {"run-qa"}
 
 
 @pytest.mark.parametrize(
@@ -510,3 +510,48 @@ def test_the_cycle_collector_is_set_for_the_run_and_restored(
         assert gc.isenabled() is before
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def _program(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the console script's entry point on ARGS; an exit handler reports a teardown."""
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+        "from deermem._console import run\n"
+        "run()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEERMEM_", "LONGMEMEVAL_"))}
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=cwd, env=env
+    )
+
+
+def test_a_batch_command_ends_without_teardown_and_loses_no_output(tmp_path: Path) -> None:
+    done = _program("eval", "validate-contracts", "--json", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")  # no teardown: the handler never ran
+    assert json.loads(done.stdout)["official_cases"] == 40  # stdout flushed whole
+    refused = _program("eval", "validate-contracts", "--config", "missing.yaml", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: ")
+    assert "TEARDOWN" not in refused.stderr
+    usage = _program("eval", "validate", "--no-such-flag", cwd=tmp_path)
+    assert usage.returncode == 2
+    assert "TEARDOWN" not in usage.stderr
+
+
+def test_other_commands_exit_the_ordinary_way(tmp_path: Path) -> None:
+    for args in (("--help",), ("eval",), ("eval", "run-qa", "--help")):
+        done = _program(*args, cwd=tmp_path)
+        assert done.returncode in (0, 2), args
+        assert done.stderr.endswith("TEARDOWN\n"), args
+
+
+def test_python_m_deermem_runs_the_program(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "deermem", "eval", "validate-contracts"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "validated 40 official and 5 synthetic cases\n")

@@ -52,11 +52,12 @@ class Command(NamedTuple):
     """One ``deermem eval`` subcommand: its help, its arguments and what it runs.
 
     Attributes:
-        collects_cycles: run with CPython's cyclic garbage collector on. Off
-            (the default) for the bounded batch commands, which allocate
-            tens of thousands of acyclic containers and end within seconds
-            (see :class:`CyclicCollector`); on for ``run-qa``, which may talk to a
-            model for many minutes through third-party stacks.
+        batch: a bounded batch command — it allocates only acyclic data and
+            ends within seconds — so it runs with CPython's cyclic garbage
+            collector paused (:class:`CyclicCollector`) and, run as a
+            program, ends without the interpreter's teardown
+            (:func:`deermem._console.run`). False for ``run-qa``, which may
+            talk to a model for many minutes through third-party stacks.
     """
 
     name: str
@@ -65,7 +66,7 @@ class Command(NamedTuple):
     example: str
     arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
-    collects_cycles: bool = False
+    batch: bool = True
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -294,7 +295,7 @@ COMMANDS: Final = (
         ),
         arguments=run_qa_arguments,
         run=run_qa_command,
-        collects_cycles=True,
+        batch=False,
     ),
     Command(
         name="grade-qa",
@@ -383,7 +384,7 @@ def build_parser(prog: str = PROG, *, only: str | None = None) -> argparse.Argum
             formatter_class=_HelpFormatter,
         )
         command.arguments(sub)
-        sub.set_defaults(run=command.run, parser=sub, collects_cycles=command.collects_cycles)
+        sub.set_defaults(run=command.run, parser=sub, batch=command.batch)
     return parser
 
 
@@ -402,7 +403,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
         args = parser.parse_args(arguments)
         if getattr(args, "dataset", False) is None:
             args.parser.error(f"--dataset is required (or set {DATASET_ENV})")
-        with CyclicCollector(enabled=args.collects_cycles):
+        with CyclicCollector(enabled=not args.batch):
             return int(args.run(args))
     except SystemExit as stop:  # argparse: --help (0) and usage errors (2)
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 2
