@@ -18,12 +18,14 @@ every run.
 
 A second table breaks one in-process ``run-policy`` into its phases.
 
-``--compare PYTHON`` times ``validate`` and ``run-policy`` of another
-installation — the interpreter of another checkout's virtual environment,
-for instance ``../main/.venv/bin/python`` — against this one, alternating
-the two run by run on the same file, and prints both medians and their
-ratio. On a shared or frequency-scaling machine that ratio is far steadier
-than two series timed one after the other.
+``--baseline CHECKOUT`` times ``validate`` and ``run-policy`` of another
+checkout of deermem — say ``git clone . /tmp/base && git -C /tmp/base
+checkout main`` — against this one, with the same interpreter and packages
+(the other's ``src`` first on ``PYTHONPATH``), alternating the two run by run
+on the same file, and prints both medians and their ratio. On a shared or
+frequency-scaling machine that ratio is far steadier than two series timed
+one after the other. The baseline should be a git checkout (its ``run.json``
+then asks git, as this one's does) that may receive bytecode caches.
 """
 
 from __future__ import annotations
@@ -70,12 +72,12 @@ def time_command(
     *,
     before: Callable[[], None] | None = None,
     warmups: int = 3,
-    write_bytecode: bool = True,
+    pythonpath: str | None = None,
 ) -> tuple[list[float], list[float]]:
     """Wall-clock and CPU (user + system, children included) seconds per run."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    if not write_bytecode:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     wall: list[float] = []
     cpu: list[float] = []
     for index in range(runs + warmups):
@@ -117,31 +119,28 @@ def commands(dataset: Path, protocol: list[str], output: Path) -> dict[str, list
 
 
 def compare(
-    other: str, dataset: Path, protocol: list[str], output: Path, runs: int
+    baseline: Path, dataset: Path, protocol: list[str], output: Path, runs: int
 ) -> dict[str, dict[str, float]]:
-    """Median wall and CPU ms of ``validate`` and ``run-policy``, this vs ``other``, interleaved.
+    """Median wall and CPU ms of ``validate`` and ``run-policy``, this vs ``baseline``, interleaved.
 
-    This installation's bytecode caches are written first; then neither
-    process writes any, so that timing another checkout never writes into
-    it (run its commands once beforehand so that its caches exist).
+    Both checkouts' bytecode caches are written by three warm-up runs each;
+    the timed runs alternate (this, other, other, this, ...).
     """
-    interpreters = {"this": sys.executable, "other": other}
-    for name in ("validate", "run-policy"):
-        time_command(commands(dataset, protocol, output)[name], 0, before=lambda: _clear(output))
+    sources = {"this": None, "other": str(baseline.resolve() / "src")}
     timings: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for name in ("validate", "run-policy"):
-        for index in range(runs + 3):
-            order = list(interpreters) if index % 2 == 0 else list(reversed(interpreters))
+        command = commands(dataset, protocol, output)[name]
+        for source in sources.values():
+            time_command(command, 0, before=lambda: _clear(output), pythonpath=source)
+        for index in range(runs):
+            order = list(sources) if index % 2 == 0 else list(reversed(sources))
             for label in order:
-                command = commands(dataset, protocol, output)[name]
-                command[0] = interpreters[label]
                 wall, cpu = time_command(
-                    command, 1, before=lambda: _clear(output), warmups=0, write_bytecode=False
+                    command, 1, before=lambda: _clear(output), warmups=0, pythonpath=sources[label]
                 )
-                if index >= 3:
-                    walls, cpus = timings.setdefault((name, label), ([], []))
-                    walls.extend(wall)
-                    cpus.extend(cpu)
+                walls, cpus = timings.setdefault((name, label), ([], []))
+                walls.extend(wall)
+                cpus.extend(cpu)
     results: dict[str, dict[str, float]] = {}
     for name in ("validate", "run-policy"):
         this_wall, this_cpu = timings[name, "this"]
@@ -183,9 +182,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
-        "--compare",
-        metavar="PYTHON",
-        help="interleave validate and run-policy with this interpreter's deermem; print the ratio",
+        "--baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="interleave validate and run-policy with another deermem checkout; print the ratio",
     )
     args = parser.parse_args()
     load = os.getloadavg()[0]
@@ -193,8 +193,8 @@ def main() -> None:
         directory = Path(temporary)
         dataset, protocol = prepare(directory)
         output = directory / "out"
-        if args.compare:
-            compared = compare(args.compare, dataset, protocol, output, args.runs)
+        if args.baseline:
+            compared = compare(args.baseline, dataset, protocol, output, args.runs)
             print(json.dumps(compared, indent=2) if args.json else _comparison_text(compared, load))
             return
         results: dict[str, dict[str, float]] = {}
@@ -243,7 +243,7 @@ def _clear(output: Path) -> None:
 
 def _comparison_text(results: dict[str, dict[str, float]], load: float) -> str:
     lines = [
-        f"load average before: {load:.2f}; runs alternate between the two installations",
+        f"load average before: {load:.2f}; runs alternate between the two checkouts",
         f"{'command':<14}{'this ms':>9}{'other ms':>10}{'ratio':>7}"
         f"{'this cpu':>10}{'other cpu':>11}",
     ]
