@@ -18,7 +18,6 @@ floats against the readable versions.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -72,7 +71,7 @@ class ScoredLibrary(NamedTuple):
 
 def fact_id_of(fact: _FactLike) -> str:
     """A fact's id as a string ("" when it has none)."""
-    if type(fact) is not dict and isinstance(fact, _fact_class()):
+    if type(fact) is not dict and isinstance(fact, _FACT or _import_fact()):
         return fact.id
     value = cast("Mapping[str, Any]", fact).get("id")
     return value if isinstance(value, str) else "" if value is None else str(value)
@@ -80,23 +79,25 @@ def fact_id_of(fact: _FactLike) -> str:
 
 def field_of(fact: _FactLike, key: str) -> Any:
     """One field of a mapping or a :class:`Fact`, ``None`` when absent."""
-    if type(fact) is not dict and isinstance(fact, _fact_class()):
+    if type(fact) is not dict and isinstance(fact, _FACT or _import_fact()):
         return getattr(fact, key)
     return cast("Mapping[str, Any]", fact).get(key)
 
 
-@functools.cache
-def _fact_class() -> type[Fact]:
-    """:class:`Fact`, imported when first needed.
+# :class:`Fact`, once something needed it. A caller that hands the selector only
+# dicts — the evaluation harness, a benchmark — then never imports the fact
+# dataclasses (and with them :mod:`dataclasses` and :mod:`inspect`), a fifth of
+# ``deermem eval run-policy``'s start-up; a caller holding a Fact has imported it
+# already. A dict is never a Fact, so dicts are told apart before asking; a
+# global rather than a cached function keeps the Fact path as fast as before.
+_FACT: type[Fact] | None = None
 
-    A caller that hands the selector only dicts — the evaluation harness, a
-    benchmark — then never imports the fact dataclasses (and with them
-    :mod:`dataclasses` and :mod:`inspect`), a fifth of ``deermem eval
-    run-policy``'s start-up; a caller holding a :class:`Fact` has imported it
-    already. A dict is never a Fact, so dicts are told apart before asking.
-    """
+
+def _import_fact() -> type[Fact]:
+    global _FACT
     from deermem.model.fact import Fact
 
+    _FACT = Fact
     return Fact
 
 
