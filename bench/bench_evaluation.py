@@ -17,6 +17,15 @@ as in any normal installation; a sandbox that sets
 every run.
 
 A second table breaks one in-process ``run-policy`` into its phases.
+
+``--baseline CHECKOUT`` times ``validate`` and ``run-policy`` of another
+checkout of deermem — say ``git clone . /tmp/base && git -C /tmp/base
+checkout main`` — against this one, with the same interpreter and packages
+(the other's ``src`` first on ``PYTHONPATH``), alternating the two run by run
+on the same file, and prints both medians and their ratio. On a shared or
+frequency-scaling machine that ratio is far steadier than two series timed
+one after the other. The baseline should be a git checkout (its ``run.json``
+then asks git, as this one's does) that may receive bytecode caches.
 """
 
 from __future__ import annotations
@@ -58,13 +67,20 @@ def prepare(directory: Path) -> tuple[Path, list[str]]:
 
 
 def time_command(
-    command: list[str], runs: int, *, before: Callable[[], None] | None = None
+    command: list[str],
+    runs: int,
+    *,
+    before: Callable[[], None] | None = None,
+    warmups: int = 3,
+    pythonpath: str | None = None,
 ) -> tuple[list[float], list[float]]:
     """Wall-clock and CPU (user + system, children included) seconds per run."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     wall: list[float] = []
     cpu: list[float] = []
-    for index in range(runs + 3):
+    for index in range(runs + warmups):
         if before is not None:
             before()
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -72,7 +88,7 @@ def time_command(
         subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
         elapsed = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if index >= 3:  # the first three warm the page cache and write bytecode
+        if index >= warmups:  # the first runs warm the page cache and write bytecode
             wall.append(elapsed)
             cpu.append(after.ru_utime - usage.ru_utime + after.ru_stime - usage.ru_stime)
     return wall, cpu
@@ -102,6 +118,43 @@ def commands(dataset: Path, protocol: list[str], output: Path) -> dict[str, list
     }
 
 
+def compare(
+    baseline: Path, dataset: Path, protocol: list[str], output: Path, runs: int
+) -> dict[str, dict[str, float]]:
+    """Median wall and CPU ms of ``validate`` and ``run-policy``, this vs ``baseline``, interleaved.
+
+    Both checkouts' bytecode caches are written by three warm-up runs each;
+    the timed runs alternate (this, other, other, this, ...).
+    """
+    sources = {"this": None, "other": str(baseline.resolve() / "src")}
+    timings: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for name in ("validate", "run-policy"):
+        command = commands(dataset, protocol, output)[name]
+        for source in sources.values():
+            time_command(command, 0, before=lambda: _clear(output), pythonpath=source)
+        for index in range(runs):
+            order = list(sources) if index % 2 == 0 else list(reversed(sources))
+            for label in order:
+                wall, cpu = time_command(
+                    command, 1, before=lambda: _clear(output), warmups=0, pythonpath=sources[label]
+                )
+                walls, cpus = timings.setdefault((name, label), ([], []))
+                walls.extend(wall)
+                cpus.extend(cpu)
+    results: dict[str, dict[str, float]] = {}
+    for name in ("validate", "run-policy"):
+        this_wall, this_cpu = timings[name, "this"]
+        other_wall, other_cpu = timings[name, "other"]
+        results[name] = {
+            "this_median_ms": statistics.median(this_wall) * 1000,
+            "other_median_ms": statistics.median(other_wall) * 1000,
+            "this_cpu_median_ms": statistics.median(this_cpu) * 1000,
+            "other_cpu_median_ms": statistics.median(other_cpu) * 1000,
+            "ratio": statistics.median(this_wall) / statistics.median(other_wall),
+        }
+    return results
+
+
 def phases(dataset: Path, protocol: list[str], output: Path) -> dict[str, float]:
     """One run-policy in this process, phase by phase (milliseconds)."""
     from deermem.evaluation.cases import build_cases
@@ -128,12 +181,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="interleave validate and run-policy with another deermem checkout; print the ratio",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as temporary:
         directory = Path(temporary)
         dataset, protocol = prepare(directory)
         output = directory / "out"
+        if args.baseline:
+            compared = compare(args.baseline, dataset, protocol, output, args.runs)
+            print(json.dumps(compared, indent=2) if args.json else _comparison_text(compared, load))
+            return
         results: dict[str, dict[str, float]] = {}
         for name, command in commands(dataset, protocol, output).items():
 
@@ -171,6 +234,26 @@ def main() -> None:
     print("\nrun-policy in-process phases (ms):")
     for name, milliseconds in breakdown.items():
         print(f"  {name:<34}{milliseconds:>7.1f}")
+
+
+def _clear(output: Path) -> None:
+    for path in output.glob("*"):
+        path.unlink()
+
+
+def _comparison_text(results: dict[str, dict[str, float]], load: float) -> str:
+    lines = [
+        f"load average before: {load:.2f}; runs alternate between the two checkouts",
+        f"{'command':<14}{'this ms':>9}{'other ms':>10}{'ratio':>7}"
+        f"{'this cpu':>10}{'other cpu':>11}",
+    ]
+    for name, result in results.items():
+        lines.append(
+            f"{name:<14}{result['this_median_ms']:>9.0f}{result['other_median_ms']:>10.0f}"
+            f"{result['ratio']:>7.3f}{result['this_cpu_median_ms']:>10.0f}"
+            f"{result['other_cpu_median_ms']:>11.0f}"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

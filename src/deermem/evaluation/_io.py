@@ -14,7 +14,6 @@ import contextlib
 import errno
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,14 +33,20 @@ __all__ = [
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV})
 
 
+# What json.dumps(value, ensure_ascii=False, sort_keys=True[, indent=2]) builds
+# on every call, built once: a run serialises hundreds of rows.
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+_DOCUMENT_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, indent=2)
+
+
 def jsonl_line(value: object) -> str:
     """One JSON Lines record: sorted keys, default separators, a newline."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True) + "\n"
+    return _LINE_ENCODER.encode(value) + "\n"
 
 
 def document_text(value: object) -> str:
     """A JSON document: indented by two, sorted keys, a trailing newline."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    return _DOCUMENT_ENCODER.encode(value) + "\n"
 
 
 def utc_timestamp(moment: datetime | None = None) -> str:
@@ -102,27 +107,44 @@ def replace_file(path: Path, data: bytes) -> None:
     files never go through here; they use :func:`write_new_files`.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temporary = _write_temporary(path, data)
+    try:
+        temporary.replace(path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _write_temporary(target: Path, data: bytes) -> Path:
+    """Write ``data`` to a new, synced file beside ``target``; return its path.
+
+    The name is ``.<target>.<random>.tmp``, created exclusively, mode 0600
+    and not inherited by child processes, as :func:`tempfile.mkstemp` would
+    make it; done here because importing :mod:`tempfile` (with :mod:`shutil`
+    and :mod:`random` beneath it) costs more than the three writes of a
+    policy run.
+    """
+    while True:
+        temporary = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # 48 random bits taken: draw again
+            continue
+        break
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
-        Path(temporary).replace(path)
-    finally:
-        Path(temporary).unlink(missing_ok=True)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return temporary
 
 
 def _publish(target: Path, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``target``, then link it into place."""
-    handle, temporary = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
-    )
+    temporary = _write_temporary(target, data)
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
         try:
             os.link(temporary, target)
         except FileExistsError:
@@ -132,6 +154,6 @@ def _publish(target: Path, data: bytes) -> None:
                 raise
             if target.exists():
                 raise ResultsExistError([str(target)]) from None
-            Path(temporary).replace(target)
+            temporary.replace(target)
     finally:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)

@@ -1,21 +1,32 @@
-"""The data model: facts, categories and timestamps. Pure: no I/O, no clock."""
+"""The data model: facts, categories and timestamps. Pure: no I/O, no clock.
 
-from deermem.model.categories import (
-    CORE_CATEGORIES,
-    DEFAULT_CATEGORY,
-    canonical_category,
-    category_key,
-)
-from deermem.model.fact import (
-    FACT_ID_PATTERN,
-    FACT_SCHEMA_VERSION,
-    MAX_FACT_ID_LENGTH,
-    MAX_TITLE_LENGTH,
-    Fact,
-    FactScope,
-    FactSource,
-)
-from deermem.model.timestamps import format_timestamp, parse_timestamp
+Names are imported on first use: a caller that needs only the timestamp
+helpers (the evaluation's case builder, for one) does not pay for the
+:class:`Fact` dataclasses, whose import alone (with :mod:`dataclasses` and
+:mod:`inspect` under it) costs more than validating a protocol bundle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "CORE_CATEGORIES": "deermem.model.categories",
+    "DEFAULT_CATEGORY": "deermem.model.categories",
+    "canonical_category": "deermem.model.categories",
+    "category_key": "deermem.model.categories",
+    "FACT_ID_PATTERN": "deermem.model.fact",
+    "FACT_SCHEMA_VERSION": "deermem.model.fact",
+    "MAX_FACT_ID_LENGTH": "deermem.model.fact",
+    "MAX_TITLE_LENGTH": "deermem.model.fact",
+    "Fact": "deermem.model.fact",
+    "FactScope": "deermem.model.fact",
+    "FactSource": "deermem.model.fact",
+    "format_timestamp": "deermem.model.timestamps",
+    "parse_timestamp": "deermem.model.timestamps",
+}
 
 __all__ = [
     "CORE_CATEGORIES",
@@ -32,3 +43,34 @@ __all__ = [
     "format_timestamp",
     "parse_timestamp",
 ]
+
+if TYPE_CHECKING:
+    from deermem.model.categories import (
+        CORE_CATEGORIES,
+        DEFAULT_CATEGORY,
+        canonical_category,
+        category_key,
+    )
+    from deermem.model.fact import (
+        FACT_ID_PATTERN,
+        FACT_SCHEMA_VERSION,
+        MAX_FACT_ID_LENGTH,
+        MAX_TITLE_LENGTH,
+        Fact,
+        FactScope,
+        FactSource,
+    )
+    from deermem.model.timestamps import format_timestamp, parse_timestamp
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deermem.model' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,27 +2,37 @@
 
 Nothing here does I/O or reads the clock: every decision is a function of the
 facts, the usage data, the injected ``now`` and the parameters.
+
+Names are imported on first use, so that reading a policy name (as a protocol
+check does) does not import the selector, and the selector does not import
+the configurable :class:`CapacityPolicy` or the shadow comparison.
 """
 
-from deermem.policy.capacity import CapacityOutcome, CapacityPolicy
-from deermem.policy.scoring import (
-    access_heat,
-    coerce_confidence,
-    confirmation_freshness,
-    decay,
-    elapsed_days,
-)
-from deermem.policy.selection import (
-    POLICIES,
-    POLICY_CONFIDENCE,
-    POLICY_HYBRID_V1,
-    CapacityDecision,
-    EvictedFact,
-    FactScore,
-    reserved_slot_count,
-    select_facts_for_capacity,
-)
-from deermem.policy.shadow import ShadowComparison, compare_evictions
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "POLICIES": "deermem.policy.names",
+    "POLICY_CONFIDENCE": "deermem.policy.names",
+    "POLICY_HYBRID_V1": "deermem.policy.names",
+    "CapacityOutcome": "deermem.policy.capacity",
+    "CapacityPolicy": "deermem.policy.capacity",
+    "access_heat": "deermem.policy.scoring",
+    "coerce_confidence": "deermem.policy.scoring",
+    "confirmation_freshness": "deermem.policy.scoring",
+    "decay": "deermem.policy.scoring",
+    "elapsed_days": "deermem.policy.scoring",
+    "CapacityDecision": "deermem.policy.selection",
+    "EvictedFact": "deermem.policy.selection",
+    "FactScore": "deermem.policy.selection",
+    "reserved_slot_count": "deermem.policy.selection",
+    "select_facts_for_capacity": "deermem.policy.selection",
+    "ShadowComparison": "deermem.policy.shadow",
+    "compare_evictions": "deermem.policy.shadow",
+}
 
 __all__ = [
     "POLICIES",
@@ -43,3 +53,35 @@ __all__ = [
     "reserved_slot_count",
     "select_facts_for_capacity",
 ]
+
+if TYPE_CHECKING:
+    from deermem.policy.capacity import CapacityOutcome, CapacityPolicy
+    from deermem.policy.names import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
+    from deermem.policy.scoring import (
+        access_heat,
+        coerce_confidence,
+        confirmation_freshness,
+        decay,
+        elapsed_days,
+    )
+    from deermem.policy.selection import (
+        CapacityDecision,
+        EvictedFact,
+        FactScore,
+        reserved_slot_count,
+        select_facts_for_capacity,
+    )
+    from deermem.policy.shadow import ShadowComparison, compare_evictions
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deermem.policy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -22,11 +22,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias, TypeVar, cast
 
-from deermem.model.fact import Fact
 from deermem.model.timestamps import parse_timestamp
 from deermem.policy.scoring import LOG_9, SECONDS_PER_DAY, coerce_confidence, usable_heat
+
+if TYPE_CHECKING:
+    from deermem.model.fact import Fact
+
+    _FactLike: TypeAlias = Mapping[str, Any] | Fact
 
 __all__ = [
     "ScoredLibrary",
@@ -43,7 +47,6 @@ __all__ = [
     "timestamp_micros",
 ]
 
-_FactLike = Mapping[str, Any] | Fact
 T = TypeVar("T")
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROS_PER_SECOND: Final = 1_000_000
@@ -103,15 +106,34 @@ def pick(values: Sequence[T], indices: Sequence[int]) -> tuple[T, ...]:
 
 def fact_id_of(fact: _FactLike) -> str:
     """A fact's id as a string ("" when it has none)."""
-    if isinstance(fact, Fact):
+    if type(fact) is not dict and isinstance(fact, _FACT or _import_fact()):
         return fact.id
-    value = fact.get("id")
+    value = cast("Mapping[str, Any]", fact).get("id")
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def field_of(fact: _FactLike, key: str) -> Any:
     """One field of a mapping or a :class:`Fact`, ``None`` when absent."""
-    return getattr(fact, key) if isinstance(fact, Fact) else fact.get(key)
+    if type(fact) is not dict and isinstance(fact, _FACT or _import_fact()):
+        return getattr(fact, key)
+    return cast("Mapping[str, Any]", fact).get(key)
+
+
+# :class:`Fact`, once something needed it. A caller that hands the selector only
+# dicts — the evaluation harness, a benchmark — then never imports the fact
+# dataclasses (and with them :mod:`dataclasses` and :mod:`inspect`), a fifth of
+# ``deermem eval run-policy``'s start-up; a caller holding a Fact has imported it
+# already. A dict is never a Fact, so dicts are told apart before asking; a
+# global rather than a cached function keeps the Fact path as fast as before.
+_FACT: type[Fact] | None = None
+
+
+def _import_fact() -> type[Fact]:
+    global _FACT
+    from deermem.model.fact import Fact
+
+    _FACT = Fact
+    return Fact
 
 
 def field_column(facts: Sequence[_FactLike], key: str) -> list[Any]:

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import repeat
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-from deermem.model.fact import Fact
 from deermem.policy._batch import (
     ScoredLibrary,
     category_labels,
@@ -27,6 +26,9 @@ from deermem.policy._batch import (
     label_columns,
     pick,
 )
+
+if TYPE_CHECKING:
+    from deermem.model.fact import Fact
 
 __all__ = ["CapacityDecision", "EvictedFact", "F", "FactScore", "Ranking"]
 

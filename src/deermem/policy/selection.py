@@ -13,12 +13,12 @@ import functools
 import math
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from fractions import Fraction
 from typing import Any, Final
 
 from deermem.model.categories import category_key
 from deermem.policy._batch import pick, score_confidence, score_hybrid
 from deermem.policy.decision import CapacityDecision, EvictedFact, F, FactScore, Ranking
+from deermem.policy.names import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
 from deermem.policy.scoring import as_utc
 
 __all__ = [
@@ -31,10 +31,6 @@ __all__ = [
     "reserved_slot_count",
     "select_facts_for_capacity",
 ]
-
-POLICY_CONFIDENCE: Final = "confidence"
-POLICY_HYBRID_V1: Final = "hybrid-v1"
-POLICIES: Final = (POLICY_CONFIDENCE, POLICY_HYBRID_V1)
 
 WEIGHT_TOLERANCE: Final = 1e-9
 
@@ -145,7 +141,26 @@ def reserved_slot_count(max_facts: int, fraction: float, maximum: int) -> int:
     written, so 10 % of 30 facts is 3 slots (binary floating point would make
     ``30 * 0.1`` slightly more than 3 and round it up to 4).
     """
-    return min(maximum, math.ceil(max_facts * Fraction(repr(float(fraction)))))
+    numerator, denominator = _decimal_ratio(float(fraction))
+    return min(maximum, -(-max_facts * numerator // denominator))
+
+
+def _decimal_ratio(value: float) -> tuple[int, int]:
+    """The exact value of ``repr(value)`` — the decimal as written — as two integers.
+
+    ``Fraction(repr(value))`` without :mod:`fractions`, whose import (with
+    :mod:`decimal` beneath it) costs more than a whole evaluation policy run
+    spends in this function. ``repr`` of a finite float is ``[-]digits.digits``
+    with an optional ``e±NN`` exponent.
+
+    Raises:
+        ValueError: ``value`` is infinite or NaN.
+    """
+    mantissa, _, exponent = repr(value).partition("e")
+    whole, _, decimals = mantissa.partition(".")
+    numerator = int(whole + decimals)  # int() refuses "inf" and "nan"
+    power = int(exponent or "0") - len(decimals)
+    return (numerator * 10**power, 1) if power >= 0 else (numerator, 10**-power)
 
 
 # --- internals -------------------------------------------------------------
