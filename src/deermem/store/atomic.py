@@ -9,48 +9,92 @@ listing the store makes.
 fsync is the expensive part of a commit (milliseconds on a virtual disk), so
 :class:`DurableBatch` lets a commit write many files and then wait for all of
 their fsyncs at once: the operating system can serve concurrent fsyncs with
-one device flush instead of one each.
+one device flush instead of one each. That only works if every fsync of the
+batch is really issued at once, so they run on worker threads that are
+started as the largest batch in flight needs them (up to
+``_MAX_FSYNC_WORKERS``). A :class:`~concurrent.futures.ThreadPoolExecutor`
+does not guarantee that: it counts finished tasks as idle threads, so after
+a few batches it stops starting threads and queues fsyncs behind each other,
+turning one flush round into several.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import uuid
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Final
 
 __all__ = [
     "DurableBatch",
+    "StagedFiles",
     "atomic_write",
     "fsync_directory",
     "is_temporary",
     "make_directories",
     "remove_durably",
+    "replace_files",
 ]
 
 _TMP_SUFFIX: Final = ".tmp"
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+# Enough for every fsync of a large commit (an update touches ~30 files and
+# directories) to be in flight together; beyond it, fsyncs wait their turn.
+_MAX_FSYNC_WORKERS: Final = 32
 
 
-def _reset_pool_after_fork() -> None:
-    # A forked child inherits the pool object but not its threads: start afresh.
-    global _pool
-    _pool = None
+class _FsyncWorkers:
+    """Daemon threads running fsyncs; as many as the fsyncs in flight (up to the cap).
+
+    Idle workers block on the queue and cost no CPU. Daemon threads never
+    delay interpreter exit: every caller waits for its own fsyncs before it
+    returns, so no fsync a caller depends on can be cut short.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[int, Future[None]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._started = 0
+        self._in_flight = 0
+
+    def submit(self, fd: int) -> Future[None]:
+        future: Future[None] = Future()
+        with self._lock:
+            self._in_flight += 1
+            while self._started < min(self._in_flight, _MAX_FSYNC_WORKERS):
+                name = f"deermem-fsync-{self._started}"
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+                self._started += 1
+        self._jobs.put((fd, future))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            fd, future = self._jobs.get()
+            try:
+                os.fsync(fd)
+            except BaseException as error:  # handed to the waiting caller
+                future.set_exception(error)
+            else:
+                future.set_result(None)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
 
 
-os.register_at_fork(after_in_child=_reset_pool_after_fork)
+_workers = _FsyncWorkers()
 
 
-def _fsync_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="deermem-fsync")
-        return _pool
+def _reset_workers_after_fork() -> None:
+    # A forked child inherits the workers' bookkeeping but not their threads.
+    global _workers
+    _workers = _FsyncWorkers()
+
+
+os.register_at_fork(after_in_child=_reset_workers_after_fork)
 
 
 def is_temporary(name: str) -> bool:
@@ -191,13 +235,143 @@ class DurableBatch:
         self._fds = []
 
 
+class StagedFiles:
+    """Independent replacements and removals, prepared first and published later.
+
+    For files that must not change before some other change is durable —
+    the sidecars, which may only change once a commit has happened — but
+    whose preparation can overlap with it. Each file changes atomically and
+    durably on its own (temporary file, fsync, rename, directory fsync,
+    exactly as :func:`atomic_write`); together they cost two flush rounds
+    instead of two per file:
+
+    1. :meth:`stage` writes each new content to a temporary file (invisible);
+    2. :meth:`sync_contents` fsyncs the temporaries concurrently — or the
+       caller collects :meth:`content_fds` and fsyncs them together with its
+       own flush;
+    3. :meth:`publish` renames the temporaries into place, performs the
+       removals, and fsyncs every changed directory concurrently.
+
+    Until :meth:`publish` returns, a crash leaves each file old or new (never
+    torn) and at worst a hidden temporary file. :meth:`discard` drops
+    whatever was staged.
+    """
+
+    def __init__(self) -> None:
+        self._writes: list[tuple[Path, Path, int]] = []
+        self._removals: list[Path] = []
+        self._created: set[Path] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._writes or self._removals)
+
+    def stage(self, path: Path, data: bytes | None) -> None:
+        """Prepare replacing ``path`` with ``data`` (``None``: removing it)."""
+        if data is None:
+            self._removals.append(path)
+            return
+        self._created.update(make_directories(path.parent))
+        temporary, fd = _write_temporary(path, data)
+        self._writes.append((path, temporary, fd))
+
+    def content_fds(self) -> list[int]:
+        """Descriptors to fsync (the temporaries) before :meth:`publish`."""
+        return [fd for _, _, fd in self._writes]
+
+    def sync_contents(self) -> None:
+        """fsync the staged contents (and any directories created for them)."""
+        _fsync_directories_with(self._created, self.content_fds())
+        self._created = set()
+
+    def sync_contents_while(self, flush: Callable[[], object]) -> OSError | None:
+        """fsync the staged contents while ``flush`` runs in this thread: one flush round.
+
+        ``flush``'s failure is raised. A failure to sync the contents is
+        returned instead (an ``OSError``), and everything staged is discarded:
+        contents that may not be durable must not be published.
+        """
+        futures = [_workers.submit(fd) for fd in self.content_fds()]
+        problem: BaseException | None = None
+        try:
+            flush()
+        finally:
+            for future in futures:
+                error = future.exception()  # waits
+                problem = problem or error
+        if problem is None:
+            return None
+        self.discard()
+        if not isinstance(problem, OSError):
+            raise problem
+        return problem
+
+    def publish(self) -> None:
+        """Rename the temporaries into place, remove, and make it durable.
+
+        The contents must be durable already (:meth:`sync_contents`, or the
+        caller fsynced :meth:`content_fds`).
+        """
+        directories = set(self._created)
+        writes, self._writes = self._writes, []
+        for _, _, fd in writes:
+            os.close(fd)
+        try:
+            for path, temporary, _ in writes:
+                temporary.replace(path)
+                directories.add(path.parent)
+        except BaseException:
+            for _, temporary, _ in writes:
+                _unlink_quietly(temporary)
+            raise
+        for path in self._removals:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            directories.add(path.parent)
+        self._removals = []
+        _fsync_directories_with(directories, [])
+
+    def discard(self) -> None:
+        """Drop everything staged; the files stay as they were."""
+        for _, temporary, fd in self._writes:
+            os.close(fd)
+            _unlink_quietly(temporary)
+        self._writes = []
+        self._removals = []
+
+
+def replace_files(changes: Iterable[tuple[Path, bytes | None]]) -> None:
+    """Replace (or, for ``None``, remove) each file atomically and durably; two flush rounds."""
+    staged = StagedFiles()
+    try:
+        for path, data in changes:
+            staged.stage(path, data)
+        staged.sync_contents()
+        staged.publish()
+    finally:
+        staged.discard()
+
+
+def _fsync_directories_with(directories: Iterable[Path], fds: list[int]) -> None:
+    """fsync ``fds`` and every directory in ``directories`` concurrently."""
+    opened: list[int] = []
+    try:
+        for directory in sorted(directories):
+            opened.append(os.open(directory, os.O_RDONLY))
+        _fsync_all([*fds, *opened])
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
 def _fsync_all(fds: Iterable[int]) -> None:
     """fsync every descriptor; the first in this thread, the others concurrently."""
     pending = list(fds)
     if not pending:
         return
     first, *others = pending
-    futures = [_fsync_pool().submit(os.fsync, fd) for fd in others]
+    futures = [_workers.submit(fd) for fd in others]
     try:
         os.fsync(first)
     finally:

@@ -11,6 +11,16 @@ A commit changes several files — fact files, archive entries and the user's
    fsync them and their directories together;
 3. remove the journal durably. The commit has happened.
 
+Files *derived* from the commit (the sidecars: receipts, recall counts, and
+the archive's bounds) must change only once the commit has happened, and
+must be durable when it returns. They are computed after step 2, their new
+contents written to temporary files (invisible) and fsynced in the same flush
+round as step 3's directory, and renamed into place only after step 3 is
+durable — one flush round later. So they never show a commit that did not
+happen, exactly as when they were written after ``commit_files`` returned,
+for one flush round less. A failure to write them (a full disk) is logged
+and never undoes or misreports the commit: they are derived data.
+
 A crash before step 3 leaves the journal behind. :func:`recover`, which the
 store runs before every locked operation and every load that sees a journal,
 puts every file back as it was — so the store is always in the state before a
@@ -31,16 +41,22 @@ import logging
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from deermem._exceptions import CorruptMemoryFile
-from deermem.store.atomic import DurableBatch, atomic_write, is_temporary, remove_durably
+from deermem.store.atomic import (
+    DurableBatch,
+    StagedFiles,
+    atomic_write,
+    is_temporary,
+    remove_durably,
+)
 from deermem.store.paths import UserPaths
 
-__all__ = ["FileChange", "JournalInfo", "commit_files", "recover"]
+__all__ = ["DerivedFiles", "FileChange", "JournalInfo", "commit_files", "recover", "write_derived"]
 
 _log = logging.getLogger("deermem.store")
 _STATE_PREPARED: Final = "prepared"
@@ -56,6 +72,10 @@ class FileChange:
     data: bytes | None
 
 
+#: Computes the derived files of a commit: ``(path, content)``, ``None`` to remove.
+DerivedFiles = Callable[[], Iterable[tuple[Path, bytes | None]]]
+
+
 @dataclass(frozen=True, slots=True)
 class JournalInfo:
     """What the journal says about the commit, for people and for recovery tools."""
@@ -66,8 +86,18 @@ class JournalInfo:
     fact_ids: tuple[str, ...]
 
 
-def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> None:
-    """Apply ``changes`` atomically under the journal. The caller holds the user's lock."""
+def commit_files(
+    user: UserPaths,
+    changes: Sequence[FileChange],
+    info: JournalInfo,
+    derived: DerivedFiles | None = None,
+) -> None:
+    """Apply ``changes`` atomically under the journal. The caller holds the user's lock.
+
+    ``derived`` is called once the changes are in place and durable (after
+    step 2); the files it names change once the commit has happened (see the
+    module docstring).
+    """
     files: list[dict[str, object]] = []
     old_entries: dict[str, dict[str, str]] = {}
     for change in changes:
@@ -91,12 +121,65 @@ def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalIn
     }
     # ensure_ascii keeps undecodable bytes (as surrogates) representable in JSON.
     atomic_write(user.journal, json.dumps(journal, ensure_ascii=True).encode("ascii"))
+    staged = StagedFiles()
     try:
         _apply((change.path, change.data) for change in changes)
-        remove_durably(user.journal)
+        problem = _stage(staged, derived)
+        # Step 3, with the derived contents flushed in the same round.
+        problem = staged.sync_contents_while(lambda: remove_durably(user.journal)) or problem
     except BaseException:
+        staged.discard()
         _roll_back_now(user)
         raise
+    _publish(staged, user, problem)
+
+
+def write_derived(user: UserPaths, derived: DerivedFiles) -> None:
+    """Write derived files for a commit that changed no file (two flush rounds)."""
+    staged = StagedFiles()
+    problem = _stage(staged, derived)
+    if problem is None:
+        try:
+            staged.sync_contents()
+        except OSError as error:
+            problem = error
+    _publish(staged, user, problem)
+
+
+def _stage(staged: StagedFiles, derived: DerivedFiles | None) -> Exception | None:
+    """Compute and stage the derived files; a failure is returned, for after the commit."""
+    if derived is None:
+        return None
+    try:
+        for path, data in derived():
+            staged.stage(path, data)
+    except Exception as error:  # reported once the commit has happened; see _publish
+        staged.discard()
+        return error
+    return None
+
+
+def _publish(staged: StagedFiles, user: UserPaths, problem: Exception | None) -> None:
+    """Put the derived files in place, once the commit has happened.
+
+    An ``OSError`` (a full disk) is logged, as the commit stands; anything
+    else is a defect and is raised — after the commit, which has happened.
+    """
+    try:
+        if problem is None:
+            staged.publish()
+    except OSError as error:
+        problem = error
+    finally:
+        staged.discard()
+    if isinstance(problem, OSError):
+        _log.error(
+            "the commit in %s succeeded, but its sidecars could not be updated: %s",
+            user.user_dir,
+            problem,
+        )
+    elif problem is not None:
+        raise problem
 
 
 def _roll_back_now(user: UserPaths) -> None:
