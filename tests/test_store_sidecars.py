@@ -258,7 +258,7 @@ def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
 
     if failing == "stage":  # writing the receipt's temporary file
         monkeypatch.setattr(atomic.StagedFiles, "stage", disk_full)
-    elif failing == "sync":  # flushing it, in the round that removes the journal
+    elif failing == "sync":  # flushing it, with the commit's own files
         monkeypatch.setattr(os, "fsync", fsync_fails_on_the_audit)
     else:  # renaming it into place, after the commit happened
         monkeypatch.setattr(atomic.StagedFiles, "publish", disk_full)

@@ -12,14 +12,17 @@ A commit changes several files — fact files, archive entries and the user's
 3. remove the journal durably. The commit has happened.
 
 Files *derived* from the commit (the sidecars: receipts, recall counts, and
-the archive's bounds) must change only once the commit has happened, and
-must be durable when it returns. They are computed after step 2, their new
-contents written to temporary files (invisible) and fsynced in the same flush
-round as step 3's directory, and renamed into place only after step 3 is
-durable — one flush round later. So they never show a commit that did not
-happen, exactly as when they were written after ``commit_files`` returned,
-for one flush round less. A failure to write them (a full disk) is logged
-and never undoes or misreports the commit: they are derived data.
+the archive's bounds) must change only once the commit has happened, and be
+durable when it returns. They are computed once step 2's files are in place,
+their new contents written to temporary files (invisible) and fsynced in
+step 2's flush round, and renamed into place only after step 3 is durable,
+in one more round. So they never show a commit that did not happen, exactly
+as when they were written after the commit, but their contents cost no
+flush round of their own (the temporary files' blocks are allocated and
+flushed with the commit's data, not in a round that must wait for the
+journal's removal). A failure to write them (a full disk) is logged and never
+undoes or misreports the commit: they are derived data. Recovery removes the
+temporary files a crash left behind in the agent's ``.metadata`` directory.
 
 A crash before step 3 leaves the journal behind. :func:`recover`, which the
 store runs before every locked operation and every load that sees a journal,
@@ -94,9 +97,9 @@ def commit_files(
 ) -> None:
     """Apply ``changes`` atomically under the journal. The caller holds the user's lock.
 
-    ``derived`` is called once the changes are in place and durable (after
-    step 2); the files it names change once the commit has happened (see the
-    module docstring).
+    ``derived`` is called once the changes are in place (step 2, before
+    their flush); the files it names change only once the commit has
+    happened (see the module docstring).
     """
     files: list[dict[str, object]] = []
     old_entries: dict[str, dict[str, str]] = {}
@@ -123,10 +126,8 @@ def commit_files(
     atomic_write(user.journal, json.dumps(journal, ensure_ascii=True).encode("ascii"))
     staged = StagedFiles()
     try:
-        _apply((change.path, change.data) for change in changes)
-        problem = _stage(staged, derived)
-        # Step 3, with the derived contents flushed in the same round.
-        problem = staged.sync_contents_while(lambda: remove_durably(user.journal)) or problem
+        problem = _apply(((change.path, change.data) for change in changes), staged, derived)
+        remove_durably(user.journal)
     except BaseException:
         staged.discard()
         _roll_back_now(user)
@@ -210,7 +211,7 @@ def recover(user: UserPaths) -> bool:
     if state == _STATE_PREPARED:
         restored = _prior_contents(journal, user)
         _apply(restored)
-        _sweep_temporaries({path.parent for path, _ in restored})
+        _sweep_temporaries({path.parent for path, _ in restored} | _metadata_dir(journal, user))
         _log.warning(
             "rolled back an interrupted commit in %s (%d files restored)",
             user.user_dir,
@@ -223,7 +224,14 @@ def recover(user: UserPaths) -> bool:
     return True
 
 
-def _apply(changes: Iterable[tuple[Path, bytes | None]]) -> None:
+def _apply(
+    changes: Iterable[tuple[Path, bytes | None]],
+    staged: StagedFiles | None = None,
+    derived: DerivedFiles | None = None,
+) -> Exception | None:
+    """Step 2; the derived files are staged once the changes are in place and
+    flushed with them. Return the failure to stage them, for after the commit.
+    """
     batch = DurableBatch()
     try:
         for path, data in changes:
@@ -231,7 +239,11 @@ def _apply(changes: Iterable[tuple[Path, bytes | None]]) -> None:
                 batch.remove(path)
             else:
                 batch.write(path, data)
-        batch.sync()
+        if staged is None:
+            batch.sync()
+            return None
+        problem = _stage(staged, derived)
+        return staged.sync_contents_while(batch.sync) or problem
     finally:
         batch.close()
 
@@ -280,6 +292,15 @@ def _remove_backups(user: UserPaths, operation: object) -> None:
     backups = user.recovery / operation
     if backups.is_dir():
         shutil.rmtree(backups)
+
+
+def _metadata_dir(journal: dict[str, object], user: UserPaths) -> set[Path]:
+    """The agent's ``.metadata`` directory, where the derived files were being staged."""
+    agent = journal.get("agentName")
+    if not isinstance(agent, str) or "/" in agent:
+        return set()
+    directory = user.inside(f"agents/{agent}/.metadata")
+    return set() if directory is None else {directory}
 
 
 def _sweep_temporaries(directories: set[Path]) -> None:
