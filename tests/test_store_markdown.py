@@ -680,3 +680,14 @@ def test_readers_of_sidecars_and_the_archive_recover_first(
     assert fresh.archived(ALICE, fact_id) is None
     assert fresh.audit(ALICE) == ()
     assert [f.id for f in fresh.load(ALICE).facts] == [fact_id]
+
+
+def test_a_cold_load_reads_fact_files_larger_than_one_read(store: MarkdownStore) -> None:
+    """The cold-load reader reads in 64 KiB steps: files of several steps come back whole."""
+    big = "Long fact. " + "x" * 200_000 + " The end."
+    create(store, ALICE, fact("fact_big", big), fact("fact_small"))
+    snapshot = MarkdownStore(store.root).load(ALICE)
+    loaded = snapshot.get("fact_big")
+    assert loaded is not None
+    assert loaded.content == big
+    assert [f.id for f in snapshot.facts] == ["fact_big", "fact_small"]

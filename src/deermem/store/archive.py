@@ -24,6 +24,7 @@ from pathlib import Path
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import FACT_ID_PATTERN, Fact
 from deermem.model.timestamps import parse_timestamp
+from deermem.store._json import dumps_indented
 from deermem.store.paths import ScopePaths
 from deermem.store.records import ArchiveEntry, ReceiptEntry, UsageEntry
 from deermem.store.scope import Scope
@@ -38,7 +39,7 @@ __all__ = [
 
 
 def encode_entry(entry: ArchiveEntry) -> bytes:
-    return (json.dumps(entry.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return (dumps_indented(entry.to_dict()) + "\n").encode("utf-8")
 
 
 def decode_entry(data: bytes, path: Path, scope: Scope, expected_id: str) -> ArchiveEntry:
