@@ -246,9 +246,9 @@ class StagedFiles:
     instead of two per file:
 
     1. :meth:`stage` writes each new content to a temporary file (invisible);
-    2. :meth:`sync_contents` fsyncs the temporaries concurrently — or the
-       caller collects :meth:`content_fds` and fsyncs them together with its
-       own flush;
+    2. :meth:`sync_contents` fsyncs the temporaries concurrently — or
+       :meth:`sync_contents_while` does so during the caller's own flush,
+       which then costs no round of its own;
     3. :meth:`publish` renames the temporaries into place, performs the
        removals, and fsyncs every changed directory concurrently.
 
@@ -262,9 +262,6 @@ class StagedFiles:
         self._removals: list[Path] = []
         self._created: set[Path] = set()
 
-    def __bool__(self) -> bool:
-        return bool(self._writes or self._removals)
-
     def stage(self, path: Path, data: bytes | None) -> None:
         """Prepare replacing ``path`` with ``data`` (``None``: removing it)."""
         if data is None:
@@ -274,13 +271,12 @@ class StagedFiles:
         temporary, fd = _write_temporary(path, data)
         self._writes.append((path, temporary, fd))
 
-    def content_fds(self) -> list[int]:
-        """Descriptors to fsync (the temporaries) before :meth:`publish`."""
+    def _content_fds(self) -> list[int]:
         return [fd for _, _, fd in self._writes]
 
     def sync_contents(self) -> None:
         """fsync the staged contents (and any directories created for them)."""
-        _fsync_directories_with(self._created, self.content_fds())
+        _fsync_directories_with(self._created, self._content_fds())
         self._created = set()
 
     def sync_contents_while(self, flush: Callable[[], object]) -> OSError | None:
@@ -290,7 +286,7 @@ class StagedFiles:
         returned instead (an ``OSError``), and everything staged is discarded:
         contents that may not be durable must not be published.
         """
-        futures = [_workers.submit(fd) for fd in self.content_fds()]
+        futures = [_workers.submit(fd) for fd in self._content_fds()]
         problem: BaseException | None = None
         try:
             flush()
@@ -308,8 +304,8 @@ class StagedFiles:
     def publish(self) -> None:
         """Rename the temporaries into place, remove, and make it durable.
 
-        The contents must be durable already (:meth:`sync_contents`, or the
-        caller fsynced :meth:`content_fds`).
+        The contents must be durable already (:meth:`sync_contents` or
+        :meth:`sync_contents_while`).
         """
         directories = set(self._created)
         writes, self._writes = self._writes, []

@@ -21,8 +21,10 @@ as when they were written after the commit, but their contents cost no
 flush round of their own (the temporary files' blocks are allocated and
 flushed with the commit's data, not in a round that must wait for the
 journal's removal). A failure to write them (a full disk) is logged and never
-undoes or misreports the commit: they are derived data. Recovery removes the
-temporary files a crash left behind in the agent's ``.metadata`` directory.
+undoes or misreports the commit: they are derived data. A crash before step 3
+leaves their temporary files in the agent's ``.metadata`` directory; recovery
+removes them with the rest. (A crash between step 3 and their renaming leaves
+a hidden temporary file, as a crash inside any atomic write can.)
 
 A crash before step 3 leaves the journal behind. :func:`recover`, which the
 store runs before every locked operation and every load that sees a journal,

@@ -138,7 +138,7 @@ def usage_after_commit(
 ) -> SidecarChange | None:
     """The usage sidecar after a commit deleted ``forget`` and restored ``restore``.
 
-    ``None`` when nothing changes (the file is then not read twice nor rewritten).
+    ``None`` when nothing changes: the file is not rewritten.
     """
     forget = list(forget)
     if not forget and not restore:
@@ -183,11 +183,12 @@ def audit_after_commit(
     *,
     forget: Iterable[str],
 ) -> SidecarChange | None:
-    """The audit after a commit: ``forget`` stripped from earlier receipts, then
-    ``receipts`` appended and the newest ``max_entries`` kept (0: none appended).
+    """The audit after a commit: ``receipts`` appended, the newest ``max_entries`` kept.
 
-    ``None`` when nothing changes; a removal when stripping leaves no receipt
-    and none is appended.
+    ``max_entries`` 0 appends nothing. ``forget`` ids are first removed from
+    every earlier receipt (the original's behaviour when it deletes facts
+    physically). ``None`` when nothing changes; a removal when stripping
+    leaves no receipt and none is appended.
     """
     ids = set(forget)
     appending = max_entries > 0 and bool(receipts)
