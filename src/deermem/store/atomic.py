@@ -34,6 +34,7 @@ __all__ = [
     "StagedFiles",
     "atomic_write",
     "fsync_directory",
+    "in_background",
     "is_temporary",
     "make_directories",
     "remove_durably",
@@ -46,52 +47,64 @@ _TMP_SUFFIX: Final = ".tmp"
 _MAX_FSYNC_WORKERS: Final = 32
 
 
-class _FsyncWorkers:
-    """Daemon threads running fsyncs; as many as the fsyncs in flight (up to the cap).
+class _Workers:
+    """Daemon threads running blocking file work (fsyncs, the journal's write).
 
-    Idle workers block on the queue and cost no CPU. Daemon threads never
-    delay interpreter exit: every caller waits for its own fsyncs before it
-    returns, so no fsync a caller depends on can be cut short.
+    As many threads as jobs in flight, up to the cap. Idle workers block on
+    the queue and cost no CPU. Daemon threads never delay interpreter exit:
+    every caller waits for its own jobs before it returns, so no fsync a
+    caller depends on can be cut short.
     """
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[int, Future[None]]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], object], Future[object]]] = (
+            queue.SimpleQueue()
+        )
         self._lock = threading.Lock()
         self._started = 0
         self._in_flight = 0
 
-    def submit(self, fd: int) -> Future[None]:
-        future: Future[None] = Future()
+    def submit(self, job: Callable[[], object]) -> Future[object]:
+        future: Future[object] = Future()
         with self._lock:
             self._in_flight += 1
             while self._started < min(self._in_flight, _MAX_FSYNC_WORKERS):
                 name = f"deermem-fsync-{self._started}"
                 threading.Thread(target=self._work, name=name, daemon=True).start()
                 self._started += 1
-        self._jobs.put((fd, future))
+        self._jobs.put((job, future))
         return future
 
     def _work(self) -> None:
         while True:
-            fd, future = self._jobs.get()
+            job, future = self._jobs.get()
             try:
-                os.fsync(fd)
+                result = job()
             except BaseException as error:  # handed to the waiting caller
                 future.set_exception(error)
             else:
-                future.set_result(None)
+                future.set_result(result)
             finally:
                 with self._lock:
                     self._in_flight -= 1
 
 
-_workers = _FsyncWorkers()
+def _fsync_job(fd: int) -> Callable[[], object]:
+    return lambda: os.fsync(fd)  # looked up when it runs, like every other fsync here
+
+
+def in_background(job: Callable[[], object]) -> Future[object]:
+    """Run ``job`` on a worker thread; the caller must wait for the result."""
+    return _workers.submit(job)
+
+
+_workers = _Workers()
 
 
 def _reset_workers_after_fork() -> None:
     # A forked child inherits the workers' bookkeeping but not their threads.
     global _workers
-    _workers = _FsyncWorkers()
+    _workers = _Workers()
 
 
 os.register_at_fork(after_in_child=_reset_workers_after_fork)
@@ -196,6 +209,30 @@ class DurableBatch:
     def __init__(self) -> None:
         self._fds: list[int] = []
         self._directories: set[Path] = set()
+        self._prepared: list[tuple[Path, Path]] = []
+
+    def prepare(self, path: Path, data: bytes) -> None:
+        """Write ``data`` to a temporary file beside ``path``; :meth:`write_prepared` renames it.
+
+        Nothing a reader sees changes (at most a new, empty directory appears),
+        so this may run before the journal that covers the batch is durable.
+        """
+        self._directories.update(make_directories(path.parent))
+        temporary, fd = _write_temporary(path, data)
+        self._fds.append(fd)
+        self._prepared.append((path, temporary))
+
+    def write_prepared(self) -> None:
+        """Rename every prepared temporary file into place (each atomically)."""
+        prepared, self._prepared = self._prepared, []
+        for index, (path, temporary) in enumerate(prepared):
+            try:
+                temporary.replace(path)
+            except BaseException:
+                for _, left in prepared[index:]:
+                    _unlink_quietly(left)
+                raise
+            self._directories.add(path.parent)
 
     def write(self, path: Path, data: bytes) -> None:
         self._directories.update(make_directories(path.parent))
@@ -229,10 +266,13 @@ class DurableBatch:
                 os.close(fd)
 
     def close(self) -> None:
-        """Release open descriptors without syncing (after a failure)."""
+        """Release open descriptors and unrenamed temporaries without syncing (after a failure)."""
         for fd in self._fds:
             os.close(fd)
         self._fds = []
+        for _, temporary in self._prepared:
+            _unlink_quietly(temporary)
+        self._prepared = []
 
 
 class StagedFiles:
@@ -286,7 +326,7 @@ class StagedFiles:
         returned instead (an ``OSError``), and everything staged is discarded:
         contents that may not be durable must not be published.
         """
-        futures = [_workers.submit(fd) for fd in self._content_fds()]
+        futures = [_workers.submit(_fsync_job(fd)) for fd in self._content_fds()]
         problem: BaseException | None = None
         try:
             flush()
@@ -367,7 +407,7 @@ def _fsync_all(fds: Iterable[int]) -> None:
     if not pending:
         return
     first, *others = pending
-    futures = [_workers.submit(fd) for fd in others]
+    futures = [_workers.submit(_fsync_job(fd)) for fd in others]
     try:
         os.fsync(first)
     finally:

@@ -56,6 +56,7 @@ from deermem.store.atomic import (
     DurableBatch,
     StagedFiles,
     atomic_write,
+    in_background,
     is_temporary,
     remove_durably,
 )
@@ -103,6 +104,25 @@ def commit_files(
     their flush); the files it names change only once the commit has
     happened (see the module docstring).
     """
+    journal = _journal_bytes(user, changes, info)
+    batch = DurableBatch()
+    try:
+        _prepare_while_journaling(user, journal, batch, changes)
+        staged = StagedFiles()
+        try:
+            problem = _apply_prepared(batch, changes, staged, derived)
+            remove_durably(user.journal)
+        except BaseException:
+            staged.discard()
+            _roll_back_now(user)
+            raise
+    finally:
+        batch.close()
+    _publish(staged, user, problem)
+
+
+def _journal_bytes(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> bytes:
+    """The ``prepared`` journal: every file the commit touches, with its prior content."""
     files: list[dict[str, object]] = []
     old_entries: dict[str, dict[str, str]] = {}
     for change in changes:
@@ -125,16 +145,49 @@ def commit_files(
         "files": files,
     }
     # ensure_ascii keeps undecodable bytes (as surrogates) representable in JSON.
-    atomic_write(user.journal, json.dumps(journal, ensure_ascii=True).encode("ascii"))
-    staged = StagedFiles()
+    return json.dumps(journal, ensure_ascii=True).encode("ascii")
+
+
+def _prepare_while_journaling(
+    user: UserPaths, journal: bytes, batch: DurableBatch, changes: Sequence[FileChange]
+) -> None:
+    """Step 1 on a worker thread while this one writes the new contents to temporary files.
+
+    The temporaries are invisible; they are renamed into place only after
+    this returns, that is after the journal and its directory entry are
+    durable — the order of step 1 before step 2 is unchanged, but writing the
+    files no longer waits for the journal's two flushes. If writing them
+    fails once the journal exists, the journal is rolled back (nothing
+    changed); if the journal fails, its error is raised and nothing changed.
+    """
+    written = in_background(lambda: atomic_write(user.journal, journal))
     try:
-        problem = _apply(((change.path, change.data) for change in changes), staged, derived)
-        remove_durably(user.journal)
+        for change in changes:
+            if change.data is not None:
+                batch.prepare(change.path, change.data)
     except BaseException:
-        staged.discard()
-        _roll_back_now(user)
+        if written.exception() is None:  # waits: the journal exists, take it away
+            _roll_back_now(user)
         raise
-    _publish(staged, user, problem)
+    written.result()  # waits for step 1; raises its failure
+
+
+def _apply_prepared(
+    batch: DurableBatch,
+    changes: Sequence[FileChange],
+    staged: StagedFiles,
+    derived: DerivedFiles | None,
+) -> Exception | None:
+    """Step 2: rename and remove, stage the derived files, flush everything together.
+
+    Returns the failure to stage the derived files, for after the commit.
+    """
+    batch.write_prepared()
+    for change in changes:
+        if change.data is None:
+            batch.remove(change.path)
+    problem = _stage(staged, derived)
+    return staged.sync_contents_while(batch.sync) or problem
 
 
 def write_derived(user: UserPaths, derived: DerivedFiles) -> None:
@@ -226,14 +279,7 @@ def recover(user: UserPaths) -> bool:
     return True
 
 
-def _apply(
-    changes: Iterable[tuple[Path, bytes | None]],
-    staged: StagedFiles | None = None,
-    derived: DerivedFiles | None = None,
-) -> Exception | None:
-    """Step 2; the derived files are staged once the changes are in place and
-    flushed with them. Return the failure to stage them, for after the commit.
-    """
+def _apply(changes: Iterable[tuple[Path, bytes | None]]) -> None:
     batch = DurableBatch()
     try:
         for path, data in changes:
@@ -241,11 +287,7 @@ def _apply(
                 batch.remove(path)
             else:
                 batch.write(path, data)
-        if staged is None:
-            batch.sync()
-            return None
-        problem = _stage(staged, derived)
-        return staged.sync_contents_while(batch.sync) or problem
+        batch.sync()
     finally:
         batch.close()
 
