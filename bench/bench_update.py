@@ -23,7 +23,7 @@ after a warm-up:
   cached, as in a running service. Measured on the current directory's file
   system (``--dir``) and on ``/dev/shm`` (tmpfs, where fsync costs nothing),
   each on a fresh copy of the scope per repetition. One more, untimed run
-  counts its fsyncs and flush rounds (see :mod:`bench._fsyncs`).
+  counts its fsyncs (see :mod:`bench._fsyncs`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
-from bench._fsyncs import FsyncCount, count_fsyncs
+from bench._fsyncs import count_fsyncs
 from deermem.config import MemoryConfig
 from deermem.model import Fact, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
@@ -229,8 +229,8 @@ def time_apply_through_store(base: Path, memory: MemoryState, text: str, repeat:
     return statistics.median(samples) * 1000
 
 
-def count_apply_fsyncs(base: Path, memory: MemoryState, text: str) -> FsyncCount:
-    """fsyncs and flush rounds of one apply + commit (untimed)."""
+def count_apply_fsyncs(base: Path, memory: MemoryState, text: str) -> int:
+    """fsyncs of one apply + commit (untimed)."""
     with tempfile.TemporaryDirectory(dir=base) as directory:
         root = Path(directory)
         build_store(root, memory)
@@ -290,14 +290,14 @@ def main() -> None:
     fsyncs = count_apply_fsyncs(args.dir, memory, text)
     if args.json:
         info = {"machine": platform.platform(), "load": os.getloadavg()[0]}
-        dump = {**info, "median_ms": results, "apply_fsyncs": fsyncs.to_dict()}
+        dump = {**info, "median_ms": results, "apply_fsyncs": fsyncs}
         print(json.dumps(dump, indent=2))
         return
     print(f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'stage':<24} {'median ms':>10}")
     for name, value in results.items():
         print(f"{name:<24} {value:>10.4f}")
-    print(f"apply + commit: {fsyncs.fsyncs} fsyncs in {fsyncs.rounds} flush rounds")
+    print(f"apply + commit: {fsyncs} fsyncs")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ A commit changes several files — fact files, archive entries and the user's
    the commit will touch and holding its prior content (``null``: the file
    did not exist) — durably, before anything else changes;
 2. replace and remove the files (each replacement atomic on its own) and
-   fsync them and their directories together;
+   fsync them and their directories together. Their new contents are
+   written to temporary files (invisible) while step 1 is being flushed, on
+   a worker thread; they are renamed only once step 1 has returned;
 3. remove the journal durably. The commit has happened.
 
 Files *derived* from the commit (the sidecars: receipts, recall counts, and
