@@ -10,7 +10,11 @@ A commit changes several files — fact files, archive entries and the user's
 2. replace and remove the files (each replacement atomic on its own) and
    fsync them and their directories together. Their new contents are
    written to temporary files (invisible) while step 1 is being flushed, on
-   a worker thread; they are renamed only once step 1 has returned;
+   a worker thread; they are renamed only once step 1 has returned, so the
+   order of durable changes is the same as writing them after step 1. (A
+   crash during step 1 may leave such temporaries behind with no journal to
+   find them by: hidden files every reader skips, like the temporary of any
+   interrupted atomic write.);
 3. remove the journal durably. The commit has happened.
 
 Files *derived* from the commit (the sidecars: receipts, recall counts, and
