@@ -28,7 +28,7 @@ from deermem.store import (
     atomic,
     journal,
 )
-from deermem.store.paths import JOURNAL_FILENAME
+from deermem.store.paths import JOURNAL_FILENAME, fact_shard
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 CAP = 10
@@ -117,12 +117,14 @@ def test_a_commit_flushes_journal_files_removal_and_sidecars_in_order(
     assert recorder.index("fsync", journal_temporary) < journal_in  # its content first
     journal_durable = recorder.index("fsync", user_dir)  # then its directory entry
     assert journal_in < journal_durable
+    evicted = user_dir / "agents" / "coder" / "facts" / fact_shard(result.evicted[0])
     data_changes = [recorder.renames_into(p)[0] for p in (manifest, archived)]
+    data_changes.append(recorder.index("unlink", evicted / f"{result.evicted[0]}.md"))
     assert all(journal_durable < change for change in data_changes)
 
     removal = recorder.index("unlink", journal_file)
-    for path in (manifest, archived, archived.parent, user_dir):
-        assert any(data_changes[0] < n < removal for n in recorder.fsyncs_of(path)), path
+    for path in (manifest, archived, archived.parent, evicted, user_dir):
+        assert any(min(data_changes) < n < removal for n in recorder.fsyncs_of(path)), path
     removal_durable = min(n for n in recorder.fsyncs_of(user_dir) if n > removal)
 
     [audit_in] = recorder.renames_into(audit)
