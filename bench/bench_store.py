@@ -14,6 +14,10 @@ machine-readable dump, ``--dir`` to choose the file system). Cases:
   file system: two device flushes, half of what a journaled commit needs
   (journal, its directory entry, the data, the journal's removal).
 
+With ``--fsyncs`` it also counts, in one extra untimed run on the chosen
+directory, the fsyncs of a warm commit into 100 facts and of a create at the
+cap (see :mod:`bench._fsyncs`).
+
 ``cpu_reference_ms`` (``sum(range(10**6))``, best of 5) is recorded with the
 results, so runs on a loaded machine can be told from runs on a quiet one.
 
@@ -35,6 +39,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench._fsyncs import count_fsyncs
 from deermem import Fact, Memory, MemoryConfig
 from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
 from deermem.store.atomic import atomic_write
@@ -127,6 +132,22 @@ def time_fsync_floor(base: Path, repeat: int) -> float:
     return median_ms(samples)
 
 
+def fsync_counts(base: Path) -> dict[str, int]:
+    """fsyncs of one warm commit and one create at the cap (untimed)."""
+    with tempfile.TemporaryDirectory(dir=base) as directory:
+        root = Path(directory)
+        build_scope(root, 100)
+        store = MarkdownStore(root)
+        store.load(SCOPE)
+        changes = ChangeSet(now=NOW, writes=(FactWrite(make_fact(0, "new"), create=True),))
+        commit = count_fsyncs(lambda: store.commit(SCOPE, changes))
+        config = MemoryConfig(max_facts=100)
+        memory = Memory.open(root, config, user=SCOPE.user_id, agent=SCOPE.agent, clock=lambda: NOW)
+        memory.create_fact("A first fact at the cap.", confidence=0.8)  # creates the archive
+        create = count_fsyncs(lambda: memory.create_fact("A new fact at the cap.", confidence=0.8))
+    return {"commit_100_warm": commit, "create_at_cap_100": create}
+
+
 def cpu_reference_ms() -> float:
     """``sum(range(10**6))``: how fast this machine runs Python right now (best of 5)."""
     samples = []
@@ -160,6 +181,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="file system to measure on")
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--fsyncs", action="store_true", help="count the fsyncs of two cases")
     args = parser.parse_args()
     bases = {"disk": args.dir}
     if Path("/dev/shm").is_dir():
@@ -173,14 +195,18 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "load": os.getloadavg()[0],
     }
+    counts = fsync_counts(args.dir) if args.fsyncs else {}
     if args.json:
-        print(json.dumps({"info": info, "results": results}, indent=2, sort_keys=True))
+        dump = {"info": info, "results": results, "fsyncs": counts}
+        print(json.dumps(dump, indent=2, sort_keys=True))
         return
     print(f"{info}")
     print(f"{'case':<22}" + "".join(f"{name:>12}" for name in results))
     for case in next(iter(results.values())):
         row = "".join(f"{results[name][case]:>12.3f}" for name in results)
         print(f"{case:<22}{row}")
+    for case, count in counts.items():
+        print(f"{case:<22}{count} fsyncs")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ after a warm-up:
   one journaled, fsynced commit into a real ``MarkdownStore`` whose scope is
   cached, as in a running service. Measured on the current directory's file
   system (``--dir``) and on ``/dev/shm`` (tmpfs, where fsync costs nothing),
-  each on a fresh copy of the scope per repetition.
+  each on a fresh copy of the scope per repetition. One more, untimed run
+  counts its fsyncs (see :mod:`bench._fsyncs`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
+from bench._fsyncs import count_fsyncs
 from deermem.config import MemoryConfig
 from deermem.model import Fact, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
@@ -227,6 +229,16 @@ def time_apply_through_store(base: Path, memory: MemoryState, text: str, repeat:
     return statistics.median(samples) * 1000
 
 
+def count_apply_fsyncs(base: Path, memory: MemoryState, text: str) -> int:
+    """fsyncs of one apply + commit (untimed)."""
+    with tempfile.TemporaryDirectory(dir=base) as directory:
+        root = Path(directory)
+        build_store(root, memory)
+        store = MarkdownStore(root)
+        store.load(SCOPE)
+        return count_fsyncs(lambda: apply_once(store, text))
+
+
 def median_ms(run: Callable[[], object], budget_s: float = 1.5) -> float:
     run()  # warm-up
     start = time.perf_counter()
@@ -275,14 +287,17 @@ def main() -> None:
         results[f"apply + commit ({name})"] = round(
             time_apply_through_store(base, memory, text, args.repeat), 4
         )
+    fsyncs = count_apply_fsyncs(args.dir, memory, text)
     if args.json:
         info = {"machine": platform.platform(), "load": os.getloadavg()[0]}
-        print(json.dumps({**info, "median_ms": results}, indent=2))
+        dump = {**info, "median_ms": results, "apply_fsyncs": fsyncs}
+        print(json.dumps(dump, indent=2))
         return
     print(f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'stage':<24} {'median ms':>10}")
     for name, value in results.items():
         print(f"{name:<24} {value:>10.4f}")
+    print(f"apply + commit: {fsyncs} fsyncs")
 
 
 if __name__ == "__main__":

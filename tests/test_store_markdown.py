@@ -251,7 +251,7 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
     create(MarkdownStore(tmp_path), ALICE, *(fact(f"fact_{i:04d}") for i in range(50)))
     written: list[Path] = []
     decoded: list[str] = []
-    original_write = atomic.DurableBatch.write
+    original_write = atomic.DurableBatch.prepare
     original_decode = decode_fact
 
     def record_write(self: atomic.DurableBatch, path: Path, data: bytes) -> None:
@@ -262,7 +262,7 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
         decoded.append(expected_id)
         return original_decode(data, path, scope, expected_id)
 
-    monkeypatch.setattr(atomic.DurableBatch, "write", record_write)
+    monkeypatch.setattr(atomic.DurableBatch, "prepare", record_write)
     monkeypatch.setattr("deermem.store.reading.decode_fact", record_decode)
     fresh = MarkdownStore(tmp_path)  # cold cache
     result = fresh.commit(
@@ -510,21 +510,23 @@ def test_an_interrupted_commit_is_rolled_back_at_the_next_load(
     assert files(tmp_path) == before
 
 
+@pytest.mark.parametrize("failing", ["prepare", "sync"])
 def test_a_failed_commit_rolls_back_at_once(
-    store: MarkdownStore, monkeypatch: pytest.MonkeyPatch
+    store: MarkdownStore, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
+    """Writing the second file fails (while the journal is written), or flushing them does."""
     store.commit(ALICE, ChangeSet(now=NOW, summaries={("user", "workContext"): "Old"}))
     store.load(ALICE)
     calls = {"n": 0}
-    original = atomic.DurableBatch.write
+    original = getattr(atomic.DurableBatch, failing)
 
-    def disk_full(self: atomic.DurableBatch, path: Path, data: bytes) -> None:
+    def disk_full(self: atomic.DurableBatch, *args: object) -> None:
         calls["n"] += 1
-        if calls["n"] == 2:
+        if calls["n"] == (2 if failing == "prepare" else 1):  # the rollback's own sync works
             raise OSError(28, "No space left on device")
-        original(self, path, data)
+        original(self, *args)
 
-    monkeypatch.setattr(atomic.DurableBatch, "write", disk_full)
+    monkeypatch.setattr(atomic.DurableBatch, failing, disk_full)
     with pytest.raises(OSError, match="No space"):
         store.commit(
             ALICE,
@@ -680,3 +682,14 @@ def test_readers_of_sidecars_and_the_archive_recover_first(
     assert fresh.archived(ALICE, fact_id) is None
     assert fresh.audit(ALICE) == ()
     assert [f.id for f in fresh.load(ALICE).facts] == [fact_id]
+
+
+def test_a_cold_load_reads_fact_files_larger_than_one_read(store: MarkdownStore) -> None:
+    """The cold-load reader reads in 64 KiB steps: files of several steps come back whole."""
+    big = "Long fact. " + "x" * 200_000 + " The end."
+    create(store, ALICE, fact("fact_big", big), fact("fact_small"))
+    snapshot = MarkdownStore(store.root).load(ALICE)
+    loaded = snapshot.get("fact_big")
+    assert loaded is not None
+    assert loaded.content == big
+    assert [f.id for f in snapshot.facts] == ["fact_big", "fact_small"]

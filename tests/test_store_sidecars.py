@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.scenarios import seed_scenarios
-from deermem.store import sidecars
+from deermem.store import atomic, sidecars
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -164,8 +165,9 @@ def test_forgetting_ids_recomputes_the_shadow_disagreement(tmp_path: Path) -> No
         "shadow": {"policyVersion": "hybrid-v1", "wouldEvict": ["a", "c"], "disagrees": True},
     }
     path.write_text(json.dumps([event]), "utf-8")
-    sidecars.forget_in_audit(path, ["b", "c"])
-    [cleaned] = json.loads(path.read_text("utf-8"))
+    change = sidecars.audit_after_commit(path, (), 0, forget=["b", "c"])
+    assert change is not None
+    [cleaned] = json.loads(change[1] or b"")
     assert cleaned["evicted"] == [{"factId": "a"}]
     assert cleaned["shadow"] == {
         "policyVersion": "hybrid-v1",
@@ -187,8 +189,7 @@ def test_forgetting_ids_copes_with_a_null_evicted_list_and_deletes_an_empty_file
         ),
         "utf-8",
     )
-    sidecars.forget_in_audit(path, ["a"])
-    assert not path.exists()
+    assert sidecars.audit_after_commit(path, (), 0, forget=["a"]) == (path, None)  # removed
 
 
 def test_forgetting_ids_drops_malformed_fields() -> None:
@@ -237,21 +238,37 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
     assert [r.fact_ids for r in memory.audit()] == [("fact_confirm",)]
 
 
+@pytest.mark.parametrize("failing", ["stage", "sync", "publish"])
 def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, failing: str
 ) -> None:
     memory = open_memory(tmp_path, max_facts=10)
     for number in range(10):
         memory.create_fact(f"Fact {number}", confidence=0.9)
+    real_fsync = os.fsync
 
     def disk_full(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sidecars, "append_receipts", disk_full)
+    def fsync_fails_on_the_audit(fd: int) -> None:
+        name = Path(f"/proc/self/fd/{fd}").readlink().name
+        if name.startswith(".eviction-audit.json.") and atomic.is_temporary(name):
+            disk_full()
+        real_fsync(fd)
+
+    if failing == "stage":  # writing the receipt's temporary file
+        monkeypatch.setattr(atomic.StagedFiles, "stage", disk_full)
+    elif failing == "sync":  # flushing it, with the commit's own files
+        monkeypatch.setattr(os, "fsync", fsync_fails_on_the_audit)
+    else:  # renaming it into place, after the commit happened
+        monkeypatch.setattr(atomic.StagedFiles, "publish", disk_full)
     with caplog.at_level(logging.ERROR, logger="deermem.store"):
         result = memory.create_fact("One more", confidence=0.95)
+    monkeypatch.undo()
     assert result.kept
     assert len(result.evicted) == 1
     assert "sidecars could not be updated" in caplog.text
     assert memory.audit() == ()  # the receipt is missing ...
     assert memory.archive()[0].eviction is not None  # ... but the archive kept its line
+    assert len(memory.list_facts()) == 10  # the commit stands
+    assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]

@@ -9,7 +9,7 @@ or in the archive (or purged on purpose) — never nowhere.
 The archive is bounded: beyond ``archive_max_entries`` the oldest entries
 go, and entries older than ``archive_max_age_days`` (if not 0) go; their
 receipts stay in the audit. Bounds are enforced after each commit that
-archives (:func:`prune`), without reading the whole archive. Unlike the
+archives (:func:`beyond_bounds`), without reading the whole archive. Unlike the
 sidecars, an archive entry holds content, so a malformed one is an error,
 not a warning.
 """
@@ -24,22 +24,22 @@ from pathlib import Path
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import FACT_ID_PATTERN, Fact
 from deermem.model.timestamps import parse_timestamp
-from deermem.store.atomic import DurableBatch
+from deermem.store._json import dumps_indented
 from deermem.store.paths import ScopePaths
 from deermem.store.records import ArchiveEntry, ReceiptEntry, UsageEntry
 from deermem.store.scope import Scope
 
 __all__ = [
+    "beyond_bounds",
     "decode_entry",
     "encode_entry",
-    "prune",
     "read_archive",
     "read_entry",
 ]
 
 
 def encode_entry(entry: ArchiveEntry) -> bytes:
-    return (json.dumps(entry.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return (dumps_indented(entry.to_dict()) + "\n").encode("utf-8")
 
 
 def decode_entry(data: bytes, path: Path, scope: Scope, expected_id: str) -> ArchiveEntry:
@@ -115,10 +115,10 @@ def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
     return sorted(entries, key=_age_key)
 
 
-def prune(
+def beyond_bounds(
     paths: ScopePaths, scope: Scope, now: datetime, max_entries: int, max_age_days: int
 ) -> list[str]:
-    """Enforce the archive's bounds; return the ids removed.
+    """The ids of the entries the archive's bounds remove.
 
     Runs after every commit that archives, so it must not read the whole
     archive: the count bound uses the directory listing alone (entries are
@@ -145,13 +145,6 @@ def prune(
             if entry is None or not entry.expired(now, max_age_days):
                 break
             doomed.append(fact_id)
-    batch = DurableBatch()
-    try:
-        for fact_id in doomed:
-            batch.remove(paths.archived(fact_id))
-        batch.sync()
-    finally:
-        batch.close()
     return doomed
 
 

@@ -33,6 +33,7 @@ import yaml
 
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import MAX_TITLE_LENGTH, Fact, FactScope
+from deermem.store._json import dumps_indented
 from deermem.store._yaml import dump_mapping, load_mapping
 from deermem.store.protocol import Section, SummaryDocument
 from deermem.store.scope import Scope
@@ -162,7 +163,7 @@ def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> Non
 def encode_summaries(document: SummaryDocument) -> bytes:
     """``memory.json``: the summaries only, never facts."""
     data = document.to_dict()
-    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return (dumps_indented(data) + "\n").encode("utf-8")
 
 
 def decode_summaries(data: bytes, path: Path) -> SummaryDocument:

@@ -13,13 +13,13 @@ composes:
   signature is unchanged (:mod:`~deermem.store.cache`); a commit by this
   process refreshes its own entry instead of dropping it, so writing never
   costs a rescan;
-* **sidecars** — after a commit succeeded: usage entries of deleted facts are
-  dropped, receipts appended, the archive trimmed to its bounds.
+* **sidecars** — once a commit has happened: usage entries of deleted facts
+  are dropped, receipts appended, the archive trimmed to its bounds (the
+  commit's *derived files*, see :mod:`~deermem.store.journal`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -31,10 +31,10 @@ from deermem._exceptions import FactNotFoundError
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.store import sidecars
 from deermem.store._plan import plan_commit
-from deermem.store.archive import prune, read_archive, read_entry
+from deermem.store.archive import beyond_bounds, read_archive, read_entry
 from deermem.store.atomic import remove_durably
 from deermem.store.cache import ABSENT, ScopeCache
-from deermem.store.journal import JournalInfo, commit_files, recover
+from deermem.store.journal import JournalInfo, commit_files, recover, write_derived
 from deermem.store.locks import user_lock
 from deermem.store.paths import ScopePaths, UserPaths, resolve_root, search_index_path
 from deermem.store.protocol import (
@@ -59,8 +59,6 @@ if TYPE_CHECKING:
     from deermem.config import MemoryConfig
 
 __all__ = ["MarkdownStore", "MarkdownTransaction"]
-
-_log = logging.getLogger("deermem.store")
 
 _PATHS_MEMO_LIMIT = 1024
 
@@ -260,6 +258,7 @@ class MarkdownStore:
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
         deleted = [fact.id for fact in plan.deleted]
+        derived = partial(self._derived_files, scope, paths, changes, deleted)
         if plan.files:
             info = JournalInfo(
                 agent=scope.agent,
@@ -267,7 +266,7 @@ class MarkdownStore:
                 next_revision=plan.summaries.revision,
                 fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
             )
-            commit_files(user, plan.files, info)
+            commit_files(user, plan.files, info, derived)
             token = manifest_token(user, plan.summaries.revision)
             if snapshot is not None:
                 removed = [*plan.deleted, *plan.replaced.values()]
@@ -275,7 +274,8 @@ class MarkdownStore:
                     snapshot, plan.written, removed, plan.summaries, token.version()
                 )
                 self._cache.put(scope, token, snapshot)
-        self._after_commit(scope, paths, changes, deleted)
+        else:
+            write_derived(user, derived)
         result = CommitResult(
             revision=plan.summaries.revision,
             written=tuple(plan.written),
@@ -285,35 +285,35 @@ class MarkdownStore:
         )
         return result, snapshot
 
-    def _after_commit(
+    def _derived_files(
         self, scope: Scope, paths: ScopePaths, changes: ChangeSet, deleted: list[str]
-    ) -> None:
-        """Sidecars and archive bounds: only once the canonical commit is durable.
+    ) -> list[tuple[Path, bytes | None]]:
+        """The sidecars and archive bounds after a commit: its derived files.
 
-        A failure here (a full disk) does not undo or misreport the commit,
-        which has happened: the sidecars are derived data and every archive
-        entry carries its own copy of its receipt line. It is logged instead.
+        Written only once the commit has happened; a failure to write them (a
+        full disk) does not undo or misreport the commit: the sidecars are
+        derived data and every archive entry carries its own copy of its
+        receipt line. Each sidecar is written at most once per commit.
         """
-        try:
-            self._update_sidecars(scope, paths, changes, deleted)
-        except OSError as error:
-            _log.error(
-                "the commit in %s succeeded, but its sidecars could not be updated: %s",
-                paths.agent_dir,
-                error,
+        forget_in_audit = deleted if changes.forget_in_audit else []
+        files = [
+            change
+            for change in (
+                sidecars.usage_after_commit(
+                    paths.usage, forget=deleted, restore=changes.usage_restores
+                ),
+                sidecars.audit_after_commit(
+                    paths.audit, changes.receipts, self.audit_max_entries, forget=forget_in_audit
+                ),
             )
-
-    def _update_sidecars(
-        self, scope: Scope, paths: ScopePaths, changes: ChangeSet, deleted: list[str]
-    ) -> None:
-        if deleted:
-            sidecars.forget_usage(paths.usage, deleted)
-            if changes.forget_in_audit:
-                sidecars.forget_in_audit(paths.audit, deleted)
-        sidecars.restore_usage(paths.usage, changes.usage_restores)
-        sidecars.append_receipts(paths.audit, changes.receipts, self.audit_max_entries)
+            if change is not None
+        ]
         if changes.archive_puts:
-            prune(paths, scope, changes.now, self.archive_max_entries, self.archive_max_age_days)
+            doomed = beyond_bounds(
+                paths, scope, changes.now, self.archive_max_entries, self.archive_max_age_days
+            )
+            files.extend((paths.archived(fact_id), None) for fact_id in doomed)
+        return files
 
 
 class MarkdownTransaction:

@@ -11,6 +11,12 @@ archive entry of an evicted fact carries its own copy of the receipt line).
 * ``eviction-audit.json`` — a JSON list of receipts, newest last, trimmed to
   ``eviction_audit_max_entries``. Events written by the original DeerMem are
   kept as they are when new receipts are appended.
+
+What a commit does to them is computed by :func:`usage_after_commit` and
+:func:`audit_after_commit` — one new content per file, however many kinds of
+change the commit makes — so the store can write both in one flush round
+(see :class:`~deermem.store.atomic.StagedFiles`). A sidecar whose content
+would not change is not written.
 """
 
 from __future__ import annotations
@@ -23,19 +29,21 @@ from pathlib import Path
 
 from deermem.model.timestamps import format_timestamp, parse_timestamp
 from deermem.policy import decay, elapsed_days
-from deermem.store.atomic import atomic_write, remove_durably
+from deermem.store.atomic import replace_files
 from deermem.store.records import EvictionReceipt, UsageEntry
 
 __all__ = [
-    "append_receipts",
-    "forget_in_audit",
-    "forget_usage",
+    "SidecarChange",
+    "audit_after_commit",
     "read_audit",
     "read_usage",
     "record_access",
-    "restore_usage",
     "strip_audit_events",
+    "usage_after_commit",
 ]
+
+#: A sidecar's new content (``None``: remove the file), for :func:`replace_files`.
+SidecarChange = tuple[Path, bytes | None]
 
 _log = logging.getLogger("deermem.store")
 
@@ -54,7 +62,7 @@ def _read_json(path: Path) -> object | None:
     return value
 
 
-def _write_json(path: Path, value: list[object] | dict[str, object]) -> None:
+def _encode_json(value: list[object] | dict[str, object]) -> bytes:
     """One item per line: readable, diffable, and encoded by the C encoder.
 
     (``indent=`` would switch ``json`` to its pure-Python encoder, which costs
@@ -66,7 +74,7 @@ def _write_json(path: Path, value: list[object] | dict[str, object]) -> None:
     else:
         lines = [_compact(item) for item in value]
         text = "[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n"
-    atomic_write(path, text.encode("utf-8"))
+    return text.encode("utf-8")
 
 
 def _compact(value: object) -> str:
@@ -95,10 +103,13 @@ def read_usage(path: Path) -> dict[str, UsageEntry]:
 
 
 def _write_usage(path: Path, usage: Mapping[str, UsageEntry]) -> None:
+    replace_files([_usage_change(path, usage)])
+
+
+def _usage_change(path: Path, usage: Mapping[str, UsageEntry]) -> SidecarChange:
     if not usage:
-        remove_durably(path)
-        return
-    _write_json(path, {key: usage[key].to_dict() for key in sorted(usage)})
+        return path, None
+    return path, _encode_json({key: usage[key].to_dict() for key in sorted(usage)})
 
 
 def record_access(
@@ -122,22 +133,22 @@ def record_access(
     _write_usage(path, usage)
 
 
-def restore_usage(path: Path, entries: Mapping[str, UsageEntry]) -> None:
-    """Put usage entries back (for facts restored from the archive)."""
-    if not entries:
-        return
-    usage = read_usage(path)
-    usage.update(entries)
-    _write_usage(path, usage)
+def usage_after_commit(
+    path: Path, *, forget: Iterable[str], restore: Mapping[str, UsageEntry]
+) -> SidecarChange | None:
+    """The usage sidecar after a commit deleted ``forget`` and restored ``restore``.
 
-
-def forget_usage(path: Path, fact_ids: Iterable[str]) -> dict[str, UsageEntry]:
-    """Drop the entries of these facts; return what was dropped."""
+    ``None`` when nothing changes: the file is not rewritten.
+    """
+    forget = list(forget)
+    if not forget and not restore:
+        return None
     usage = read_usage(path)
-    dropped = {fact_id: usage.pop(fact_id) for fact_id in fact_ids if fact_id in usage}
-    if dropped:
-        _write_usage(path, usage)
-    return dropped
+    dropped = [usage.pop(fact_id) for fact_id in forget if fact_id in usage]
+    if not dropped and not restore:
+        return None
+    usage.update(restore)
+    return _usage_change(path, usage)
 
 
 # --- audit -----------------------------------------------------------------
@@ -165,28 +176,32 @@ def read_audit(path: Path) -> tuple[EvictionReceipt, ...]:
     return tuple(receipts)
 
 
-def append_receipts(path: Path, receipts: Sequence[EvictionReceipt], max_entries: int) -> None:
-    """Append receipts and keep the newest ``max_entries``; 0 writes nothing."""
-    if max_entries <= 0 or not receipts:
-        return
-    events = _raw_events(path)
-    events.extend(receipt.to_dict() for receipt in receipts)
-    _write_json(path, events[-max_entries:])
+def audit_after_commit(
+    path: Path,
+    receipts: Sequence[EvictionReceipt],
+    max_entries: int,
+    *,
+    forget: Iterable[str],
+) -> SidecarChange | None:
+    """The audit after a commit: ``receipts`` appended, the newest ``max_entries`` kept.
 
-
-def forget_in_audit(path: Path, fact_ids: Iterable[str]) -> None:
-    """Remove these ids from every receipt (the original's behaviour on physical deletion)."""
-    ids = set(fact_ids)
-    if not ids or not path.exists():
-        return
+    ``max_entries`` 0 appends nothing. ``forget`` ids are first removed from
+    every earlier receipt (the original's behaviour when it deletes facts
+    physically). ``None`` when nothing changes; a removal when stripping
+    leaves no receipt and none is appended.
+    """
+    ids = set(forget)
+    appending = max_entries > 0 and bool(receipts)
+    if not appending and not (ids and path.exists()):
+        return None
     events = _raw_events(path)
-    kept = strip_audit_events(events, ids)
-    if kept == events:
-        return
-    if kept:
-        _write_json(path, kept)
-    else:
-        remove_durably(path)
+    kept = strip_audit_events(events, ids) if ids else events
+    if not appending:
+        if kept == events:
+            return None
+        return path, _encode_json(kept) if kept else None
+    kept = [*kept, *(receipt.to_dict() for receipt in receipts)]
+    return path, _encode_json(kept[-max_entries:])
 
 
 def strip_audit_events(events: Sequence[object], ids: set[str]) -> list[object]:

@@ -1,0 +1,216 @@
+"""Benchmark: two versions of deermem's store, interleaved operation by operation.
+
+Run with ``uv run python -m bench.compare_store --before /path/to/other/src``
+(``--after`` defaults to this checkout's ``src``). Two worker processes
+import deermem from the two source trees; the driver asks them for one timed
+operation at a time, alternating (ABBA), so both see the same machine: this
+VM's CPU switches between two speeds every few seconds and its disk is shared,
+which makes separate runs incomparable. Reported per case: both medians, their
+ratio (after / before) and in how many pairs ``after`` was faster.
+
+Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
+
+* ``load`` — a cold load of a 100-fact scope (a fresh store each time);
+* ``commit`` — a durable single-fact commit into a cached 100-fact scope;
+* ``update`` — the update apply path of :mod:`bench.bench_update` (fresh copy
+  of its scope each time, flushed before timing);
+* ``create`` / ``hybrid`` — ``Memory.create_fact`` at a cap of 100 (an
+  eviction, an archive entry, a receipt), under ``confidence`` or under
+  ``hybrid-v1`` with recall counts (their sidecar changes too).
+
+The fixtures live on ``--dir`` (disk) and ``/dev/shm`` (tmpfs) and persist
+across one case, so ``create``'s audit and archive grow as it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+DEFAULT_CASES = (
+    "load:tmpfs:300,load:disk:300,commit:disk:300,commit:tmpfs:300,update:disk:100,"
+    "update:tmpfs:100,create:disk:200,create:tmpfs:200,hybrid:disk:200,hybrid:tmpfs:200"
+)
+
+
+class Fixtures:
+    """One timed operation per call, on fixtures made on first use (worker side)."""
+
+    def __init__(self, disk: Path) -> None:
+        self._bases = {
+            "disk": Path(tempfile.mkdtemp(dir=disk)),
+            "tmpfs": Path(tempfile.mkdtemp(dir="/dev/shm")),
+        }
+        self._made: dict[tuple[str, str], Callable[[int], float]] = {}
+        self._count = 0
+
+    def close(self) -> None:
+        for base in self._bases.values():
+            shutil.rmtree(base, ignore_errors=True)
+
+    def run(self, case: str, fs: str) -> float:
+        operation = self._made.get((case, fs))
+        if operation is None:
+            root = self._bases[fs] / case
+            root.mkdir()
+            operation = self._made[(case, fs)] = _make(case, root)
+            os.sync()  # the setup's writes must not compete with the measured fsyncs
+        self._count += 1
+        return operation(self._count)
+
+
+def _make(case: str, root: Path) -> Callable[[int], float]:
+    from bench import bench_store, bench_update
+    from deermem import Memory, MemoryConfig
+    from deermem.store import ChangeSet, FactWrite, MarkdownStore
+
+    scope, now = bench_store.SCOPE, bench_store.NOW
+    if case in ("load", "commit", "create", "hybrid"):
+        bench_store.build_scope(root, 100)
+    if case == "load":
+        return lambda _: _timed(lambda: MarkdownStore(root).load(scope))
+    if case == "commit":
+        store = MarkdownStore(root)
+        store.load(scope)
+
+        def commit(number: int) -> float:
+            write = FactWrite(bench_store.make_fact(number, "new"), create=True)
+            changes = ChangeSet(now=now, writes=(write,))
+            return _timed(lambda: store.commit(scope, changes))
+
+        return commit
+    if case in ("create", "hybrid"):
+        policy = "hybrid-v1" if case == "hybrid" else "confidence"
+        config = MemoryConfig(max_facts=100, fact_eviction_policy=policy)
+        memory = Memory.open(root, config, user=scope.user_id, agent=scope.agent, clock=lambda: now)
+        if case == "hybrid":
+            memory.record_access([fact.id for fact in memory.list_facts()])
+
+        def create(number: int) -> float:
+            if case == "hybrid":
+                memory.record_access([fact.id for fact in memory.list_facts()[-3:]])
+            text = f"A new fact number {number}."
+            return _timed(lambda: memory.create_fact(text, confidence=0.99))
+
+        return create
+    if case == "update":
+        bench_update.build_store(root / "template", bench_update.library())
+        text = bench_update.answer()
+
+        def update(number: int) -> float:
+            work = root / f"run-{number}"
+            shutil.copytree(root / "template", work)
+            store = MarkdownStore(work)
+            store.load(bench_update.SCOPE)
+            os.sync()
+            elapsed = _timed(lambda: bench_update.apply_once(store, text))
+            shutil.rmtree(work)
+            return elapsed
+
+        return update
+    raise SystemExit(f"unknown case {case!r}")
+
+
+def _timed(operation: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    operation()
+    return (time.perf_counter() - started) * 1000
+
+
+def serve(disk: Path) -> None:
+    """Worker: read ``case fs`` lines, answer each with one timing in ms."""
+    import deermem
+
+    print(json.dumps(deermem.__file__), flush=True)
+    fixtures = Fixtures(disk)
+    try:
+        for line in sys.stdin:
+            case, fs = line.split()
+            print(json.dumps(fixtures.run(case, fs)), flush=True)
+    finally:
+        fixtures.close()
+
+
+class Worker:
+    def __init__(self, source: Path, disk: Path) -> None:
+        environment = dict(os.environ, PYTHONPATH=str(source))
+        command = [sys.executable, "-m", "bench.compare_store", "--serve", "--dir", str(disk)]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
+        )
+        self.imported = json.loads(self._line())
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline()
+
+    def ask(self, case: str, fs: str) -> float:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{case} {fs}\n")
+        self.process.stdin.flush()
+        return float(json.loads(self._line()))
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def compare(before: Worker, after: Worker, case: str, fs: str, pairs: int) -> dict[str, object]:
+    for worker in (before, after):  # the fixture, and one warm-up
+        worker.ask(case, fs)
+        worker.ask(case, fs)
+    first: list[float] = []
+    second: list[float] = []
+    for number in range(pairs):
+        order = ((before, first), (after, second))
+        for worker, samples in order if number % 2 == 0 else reversed(order):
+            samples.append(worker.ask(case, fs))
+    median_before, median_after = statistics.median(first), statistics.median(second)
+    return {
+        "case": case,
+        "fs": fs,
+        "before_ms": round(median_before, 3),
+        "after_ms": round(median_after, 3),
+        "ratio": round(median_after / median_before, 3),
+        "after_faster_pairs": sum(b < a for a, b in zip(first, second, strict=True)),
+        "pairs": pairs,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="the other tree's src directory")
+    parser.add_argument("--after", type=Path, default=Path(__file__).parents[1] / "src")
+    parser.add_argument("--dir", type=Path, default=Path.cwd(), help="file system for 'disk'")
+    parser.add_argument("--cases", default=DEFAULT_CASES)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.dir)
+        return
+    if args.before is None:
+        parser.error("--before is required")
+    before, after = Worker(args.before, args.dir), Worker(args.after, args.dir)
+    print(f"before: {before.imported}\nafter:  {after.imported}", flush=True)
+    try:
+        for item in args.cases.split(","):
+            case, fs, pairs = item.split(":")
+            row = compare(before, after, case, fs, int(pairs))
+            print(json.dumps(row), flush=True)
+    finally:
+        before.close()
+        after.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""The order of a commit's writes and flushes, observed on a real file system.
+
+A crash test (tests/test_reliability.py) kills processes, which cannot lose
+what the page cache holds; only the order of fsyncs, renames and removals
+decides what survives a power cut. These tests record that order and check
+the protocol of :mod:`deermem.store.journal`: the journal is durable before
+any file changes, the files are durable before the journal goes, and the
+derived files (sidecars, archive bounds) change only once the journal's
+removal is durable — and are durable themselves when the commit returns.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from deermem import Memory, MemoryConfig
+from deermem.store import (
+    ChangeSet,
+    EvictionReceipt,
+    MarkdownStore,
+    ReceiptEntry,
+    Scope,
+    atomic,
+    journal,
+)
+from deermem.store.paths import JOURNAL_FILENAME, fact_shard
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+CAP = 10
+Event = tuple[str, str, str]
+
+
+class Recorder:
+    """Every fsync (when it completed), rename and removal, in order, as path names."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def add(self, kind: str, path: object, target: object = "") -> None:
+        with self._lock:
+            self.events.append((kind, str(path), str(target)))
+
+    def index(
+        self, kind: str, path: Path, target: Path | None = None, *, last: bool = False
+    ) -> int:
+        """The position of the first (or last) matching event."""
+        found = [
+            number
+            for number, (k, p, t) in enumerate(self.events)
+            if k == kind and p == str(path) and (target is None or t == str(target))
+        ]
+        assert found, f"no {kind} of {path}"
+        return found[-1] if last else found[0]
+
+    def renames_into(self, target: Path) -> list[int]:
+        return [n for n, (k, _, t) in enumerate(self.events) if k == "replace" and t == str(target)]
+
+    def fsyncs_of(self, path: Path) -> list[int]:
+        return [n for n, (k, p, _) in enumerate(self.events) if k == "fsync" and p == str(path)]
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    record = Recorder()
+    real_fsync, real_replace, real_unlink = os.fsync, os.replace, os.unlink
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")  # noqa: PTH115 - the descriptor's file
+        real_fsync(fd)
+        record.add("fsync", path)
+
+    def replace(source: str | Path, target: str | Path) -> None:
+        real_replace(source, target)
+        record.add("replace", source, target)
+
+    def unlink(path: str | Path, **kwargs: object) -> None:
+        real_unlink(path, **kwargs)  # type: ignore[arg-type]
+        record.add("unlink", path)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "unlink", unlink)
+    return record
+
+
+def full_memory(root: Path) -> Memory:
+    memory = Memory.open(
+        root, MemoryConfig(max_facts=CAP), user="alice", agent="coder", clock=lambda: NOW
+    )
+    for number in range(CAP):
+        memory.create_fact(f"Fact number {number}.", confidence=0.5 + number / 100)
+    return memory
+
+
+def test_a_commit_flushes_journal_files_removal_and_sidecars_in_order(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    memory = full_memory(tmp_path)
+    recorder.events.clear()
+    result = memory.create_fact("One more fact.", confidence=0.95)  # evicts: archive + receipt
+    assert result.evicted
+    user_dir = tmp_path / "users" / "alice"
+    metadata = user_dir / "agents" / "coder" / ".metadata"
+    journal_file = user_dir / JOURNAL_FILENAME
+    audit = metadata / "eviction-audit.json"
+    archived = metadata / "archive" / f"{result.evicted[0]}.json"
+    manifest = user_dir / "memory.json"
+
+    [journal_in] = recorder.renames_into(journal_file)
+    journal_temporary = Path(recorder.events[journal_in][1])
+    assert recorder.index("fsync", journal_temporary) < journal_in  # its content first
+    journal_durable = recorder.index("fsync", user_dir)  # then its directory entry
+    assert journal_in < journal_durable
+    evicted = user_dir / "agents" / "coder" / "facts" / fact_shard(result.evicted[0])
+    data_changes = [recorder.renames_into(p)[0] for p in (manifest, archived)]
+    data_changes.append(recorder.index("unlink", evicted / f"{result.evicted[0]}.md"))
+    assert all(journal_durable < change for change in data_changes)
+
+    removal = recorder.index("unlink", journal_file)
+    for path in (manifest, archived, archived.parent, evicted, user_dir):
+        assert any(min(data_changes) < n < removal for n in recorder.fsyncs_of(path)), path
+    removal_durable = min(n for n in recorder.fsyncs_of(user_dir) if n > removal)
+
+    [audit_in] = recorder.renames_into(audit)
+    audit_temporary = Path(recorder.events[audit_in][1])
+    assert removal_durable < audit_in  # the receipt appears only after the commit happened
+    assert recorder.index("fsync", audit_temporary) < audit_in  # its content was flushed first
+    assert any(n > audit_in for n in recorder.fsyncs_of(metadata))  # and its entry, before return
+    assert memory.audit()[-1].fact_ids == result.evicted
+
+
+def test_a_crash_before_the_journal_is_removed_leaves_no_receipt_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = full_memory(tmp_path)
+    before = memory.list_facts()
+    audit_before = memory.audit()
+
+    class Crash(BaseException):
+        pass
+
+    def crash(path: Path) -> bool:
+        raise Crash
+
+    with monkeypatch.context() as patch:
+        patch.setattr(journal, "remove_durably", crash)
+        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing ...
+        patch.setattr(atomic.StagedFiles, "discard", lambda self: None)  # ... nor cleans up
+        with pytest.raises(Crash):
+            memory.create_fact("One more fact.", confidence=0.95)
+    metadata = tmp_path / "users" / "alice" / "agents" / "coder" / ".metadata"
+    left = [p.name for p in metadata.iterdir() if atomic.is_temporary(p.name)]
+    assert left, "the crash should have left the staged receipt behind"
+    reopened = Memory.open(tmp_path, MemoryConfig(max_facts=CAP), user="alice", agent="coder")
+    assert reopened.list_facts() == before  # rolled back
+    assert reopened.audit() == audit_before  # no receipt for a commit that did not happen
+    assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]
+
+
+def test_every_fsync_of_a_batch_is_in_flight_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve files and their directories: one flush round, not a queue of them."""
+    files = [tmp_path / f"d{number:02d}" / "f.json" for number in range(12)]
+    fsyncs = 24  # each file and its directory (and, the first time, their new parent entry)
+    barrier = threading.Barrier(fsyncs, timeout=10)
+    real_fsync = os.fsync
+
+    def meet(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}") != str(tmp_path):  # noqa: PTH115
+            barrier.wait()  # raises BrokenBarrierError if the others never come
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", meet)
+    for _ in range(2):  # twice: the second batch reuses the workers of the first
+        batch = atomic.DurableBatch()
+        try:
+            for path in files:
+                batch.write(path, b"{}")
+            batch.sync()
+        finally:
+            batch.close()
+        barrier.reset()
+
+
+def test_staged_files_change_nothing_until_published(tmp_path: Path) -> None:
+    kept, replaced, removed = (tmp_path / name for name in ("kept", "replaced", "removed"))
+    for path in (kept, replaced, removed):
+        path.write_bytes(b"old")
+    staged = atomic.StagedFiles()
+    staged.stage(replaced, b"new")
+    staged.stage(removed, None)
+    staged.stage(tmp_path / "sub" / "created", b"created")
+    staged.sync_contents()
+    assert (replaced.read_bytes(), removed.exists()) == (b"old", True)
+    staged.publish()
+    assert (replaced.read_bytes(), removed.exists()) == (b"new", False)
+    assert (tmp_path / "sub" / "created").read_bytes() == b"created"
+    assert kept.read_bytes() == b"old"
+    discarded = atomic.StagedFiles()
+    discarded.stage(kept, b"never")
+    discarded.discard()
+    assert kept.read_bytes() == b"old"
+    assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]
+
+
+def test_a_commit_that_changes_no_file_still_writes_its_receipt_durably(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    store = MarkdownStore(tmp_path)
+    scope = Scope.of("alice", "coder")
+    receipt = EvictionReceipt(
+        receipt_id="rcpt_0123456789abcdef",
+        occurred_at="2026-08-13T00:00:00Z",
+        reason="deleted",
+        trigger="manual",
+        policy_version="confidence",
+        max_facts=CAP,
+        occupancy=None,
+        reserved_correction_slots=0,
+        evicted=(ReceiptEntry(fact_id="fact_gone", category="context"),),
+    )
+    result = store.commit(scope, ChangeSet(now=NOW, receipts=(receipt,)))
+    assert not result.changed
+    assert store.audit(scope) == (receipt,)
+    audit = tmp_path / "users" / "alice" / "agents" / "coder" / ".metadata" / "eviction-audit.json"
+    [audit_in] = recorder.renames_into(audit)
+    assert recorder.index("fsync", Path(recorder.events[audit_in][1])) < audit_in
+    assert recorder.fsyncs_of(audit.parent)[-1] > audit_in
