@@ -44,6 +44,15 @@ class DatasetPin(NamedTuple):
     filename: str
     sha256: str
 
+    def provenance(self, sha256: str) -> dict[str, str]:
+        """The ``dataset`` block of a run record, naming the file a run read by its hash."""
+        return {
+            "repository": self.repository,
+            "revision": self.revision,
+            "filename": self.filename,
+            "sha256": sha256,
+        }
+
 
 class PoolSettings(NamedTuple):
     """How each case's pool of facts is built and which caps it is run at."""

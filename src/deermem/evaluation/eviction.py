@@ -200,12 +200,7 @@ def run_record(
         "protocol_id": protocol.protocol_id,
         "created_at": utc_timestamp(created_at),
         "git": dict(git) if git is not None else None,
-        "dataset": {
-            "repository": pin.repository,
-            "revision": pin.revision,
-            "filename": pin.filename,
-            "sha256": dataset_sha256,
-        },
+        "dataset": pin.provenance(dataset_sha256),
         "artifacts": protocol.artifacts.to_dict(),
         "evaluation_time": protocol.config.evaluation_time.isoformat(),
         "policies": list(POLICY_ORDER),

@@ -90,12 +90,7 @@ def marker_record(
         "protocol_id": protocol.protocol_id,
         "created_at": utc_timestamp(created_at),
         "git": dict(git) if git is not None else None,
-        "dataset": {
-            "repository": pin.repository,
-            "revision": pin.revision,
-            "filename": pin.filename,
-            "sha256": pin.sha256,
-        },
+        "dataset": pin.provenance(pin.sha256),
         "artifacts": run_artifacts(protocol),
         "qa": qa_parameters(protocol, settings),
     }

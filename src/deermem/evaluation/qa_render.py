@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from deermem.evaluation.manifests import OFFICIAL_SCENARIOS
 from deermem.evaluation.qa_report import SUITE_OF_SOURCE, SUITES, QaReport
 from deermem.evaluation.qa_rows import POLICIES
+from deermem.evaluation.retention import is_total_line, line_label
 from deermem.evaluation.statistics import PairedComparison
 
 if TYPE_CHECKING:
@@ -50,13 +51,11 @@ class AccuracyLine(NamedTuple):
 
     @property
     def is_total(self) -> bool:
-        return self.scenario in ("total", "all")
+        return is_total_line(self.scenario)
 
     @property
     def label(self) -> str:
-        if self.scenario == "all":
-            return self.suite
-        return f"{self.suite} total" if self.scenario == "total" else self.scenario
+        return line_label(self.suite, self.scenario)
 
 
 def accuracy_lines(report: QaReport) -> list[AccuracyLine]:

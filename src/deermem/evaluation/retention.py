@@ -20,6 +20,8 @@ __all__ = [
     "RetentionTable",
     "format_markdown",
     "format_plain",
+    "is_total_line",
+    "line_label",
     "retention_table",
     "short_policy",
 ]
@@ -46,14 +48,28 @@ class RetentionRow(NamedTuple):
 
     @property
     def is_total(self) -> bool:
-        return self.scenario in ("total", "all")
+        return is_total_line(self.scenario)
 
     @property
     def label(self) -> str:
         """The row's name in the compact renderings."""
-        if self.scenario == "all":
-            return self.suite
-        return f"{self.suite} total" if self.scenario == "total" else self.scenario
+        return line_label(self.suite, self.scenario)
+
+
+def is_total_line(scenario: str) -> bool:
+    """Whether a table line with this scenario sums others (a suite total or overall)."""
+    return scenario in ("total", "all")
+
+
+def line_label(suite: str, scenario: str) -> str:
+    """A table line's name in the compact renderings: the scenario, "<suite> total" or the suite.
+
+    Shared by the retention table and the QA accuracy table, so both reports
+    name their lines the same way.
+    """
+    if scenario == "all":
+        return suite
+    return f"{suite} total" if scenario == "total" else scenario
 
 
 class RetentionTable(NamedTuple):
