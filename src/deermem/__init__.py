@@ -7,13 +7,13 @@ policy layer but neither pydantic, nor the HTTP client, nor the CLI stack.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # The exception tree is tiny and dependency-free: export it eagerly, so every
 # error is importable from ``deermem`` without being listed three times here.
 from deermem import _exceptions
 from deermem._exceptions import *  # noqa: F403
+from deermem._lazy import lazy_exports as _lazy_exports
 
 __version__ = "0.1.0"
 
@@ -94,14 +94,4 @@ if TYPE_CHECKING:
     from deermem.signals import Signal
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'deermem' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _EXPORTS)

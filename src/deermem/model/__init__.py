@@ -8,8 +8,9 @@ helpers (the evaluation's case builder, for one) does not pay for the
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from deermem._lazy import lazy_exports as _lazy_exports
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -63,14 +64,4 @@ if TYPE_CHECKING:
     from deermem.model.timestamps import format_timestamp, parse_timestamp
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'deermem.model' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _EXPORTS)

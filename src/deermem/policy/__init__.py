@@ -10,8 +10,9 @@ the configurable :class:`CapacityPolicy` or the shadow comparison.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from deermem._lazy import lazy_exports as _lazy_exports
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -74,14 +75,4 @@ if TYPE_CHECKING:
     from deermem.policy.shadow import ShadowComparison, compare_evictions
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'deermem.policy' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _EXPORTS)
