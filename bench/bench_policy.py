@@ -15,13 +15,12 @@ import json
 import math
 import platform
 import random
-import statistics
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from bench._timing import median_ms
 from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1, select_facts_for_capacity
 from deermem.model import format_timestamp
 
@@ -130,20 +129,6 @@ def decide_and_read(
     """One decision, with every evicted record built (as a receipt writer would)."""
     decision = select_facts_for_capacity(facts, max_facts=cap, policy=policy, usage=usage, now=NOW)
     return decision.kept, decision.evicted
-
-
-def median_ms(run: Callable[[], object], budget_s: float = 1.5) -> float:
-    run()  # warm-up
-    start = time.perf_counter()
-    run()
-    once = max(time.perf_counter() - start, 1e-6)
-    repeats = max(5, min(2000, int(budget_s / once)))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
 
 
 def main() -> None:

@@ -43,6 +43,7 @@ from functools import partial
 from pathlib import Path
 
 from bench._fsyncs import count_fsyncs
+from bench._timing import median_ms
 from deermem.config import MemoryConfig
 from deermem.model import Fact, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
@@ -239,20 +240,6 @@ def count_apply_fsyncs(base: Path, memory: MemoryState, text: str) -> int:
         return count_fsyncs(lambda: apply_once(store, text))
 
 
-def median_ms(run: Callable[[], object], budget_s: float = 1.5) -> float:
-    run()  # warm-up
-    start = time.perf_counter()
-    run()
-    once = max(time.perf_counter() - start, 1e-6)
-    repeats = max(5, min(5000, int(budget_s / once)))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print results as JSON")
@@ -279,7 +266,7 @@ def main() -> None:
         "pure total": partial(total, memory, text),
         "+ capacity": partial(with_capacity, memory, text),
     }
-    results = {name: round(median_ms(run), 4) for name, run in stages.items()}
+    results = {name: round(median_ms(run, max_repeats=5000), 4) for name, run in stages.items()}
     bases = {"disk": args.dir}
     if Path("/dev/shm").is_dir():
         bases["tmpfs"] = Path("/dev/shm")
