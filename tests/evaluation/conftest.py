@@ -16,7 +16,12 @@ from deermem.evaluation.protocol import Protocol, ProtocolFiles, load_protocol
 from deermem.evaluation.qa_providers import HttpAnswerer, resolve_endpoint
 from deermem.evaluation.qa_run import QaRunSummary, run_qa
 from deermem.evaluation.qa_tasks import AnswerTask
-from tests.evaluation.longmemeval_data import build_rows, copy_protocol, write_dataset
+from tests.evaluation.longmemeval_data import (
+    build_rows,
+    copy_protocol,
+    protocol_flags,
+    write_dataset,
+)
 from tests.evaluation.qa_support import (
     API_KEY,
     BASE_URL_ENV,
@@ -36,14 +41,7 @@ class Generated(NamedTuple):
     files: ProtocolFiles
 
     def protocol_args(self) -> list[str]:
-        return [
-            "--config",
-            str(self.files.config),
-            "--official-manifest",
-            str(self.files.official_manifest),
-            "--synthetic-manifest",
-            str(self.files.synthetic_manifest),
-        ]
+        return protocol_flags(self.files)
 
 
 class Prepared(NamedTuple):

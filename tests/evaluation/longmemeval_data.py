@@ -32,6 +32,7 @@ __all__ = [
     "build_rows",
     "copy_protocol",
     "official_ids_by_type",
+    "protocol_flags",
     "single_session",
     "write_dataset",
 ]
@@ -247,6 +248,18 @@ def write_dataset(path: Path, rows: list[dict[str, Any]]) -> str:
     data = json.dumps(rows, ensure_ascii=False).encode()
     path.write_bytes(data)
     return hashlib.sha256(data).hexdigest()
+
+
+def protocol_flags(files: ProtocolFiles) -> list[str]:
+    """The command-line flags that point ``deermem eval`` at these protocol files."""
+    return [
+        "--config",
+        str(files.config),
+        "--official-manifest",
+        str(files.official_manifest),
+        "--synthetic-manifest",
+        str(files.synthetic_manifest),
+    ]
 
 
 def copy_protocol(

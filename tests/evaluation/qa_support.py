@@ -27,7 +27,7 @@ from deermem.evaluation.qa_tasks import (
     request_fingerprint,
 )
 from deermem.testing import RecordedRequest, Reply, ScriptedChatServer, ScriptItem
-from tests.evaluation.longmemeval_data import copy_protocol
+from tests.evaluation.longmemeval_data import copy_protocol, protocol_flags
 
 __all__ = [
     "API_KEY",
@@ -56,16 +56,7 @@ class Bundle(NamedTuple):
     dataset: Path
 
     def args(self) -> list[str]:
-        return [
-            "--config",
-            str(self.files.config),
-            "--official-manifest",
-            str(self.files.official_manifest),
-            "--synthetic-manifest",
-            str(self.files.synthetic_manifest),
-            "--dataset",
-            str(self.dataset),
-        ]
+        return [*protocol_flags(self.files), "--dataset", str(self.dataset)]
 
     def protocol(self) -> Protocol:
         return load_protocol(self.files)
