@@ -49,7 +49,7 @@ def test_what_is_a_question(text: str, phrase: str, question: bool) -> None:
 
 _PLAIN = st.text(
     alphabet=st.characters(
-        exclude_characters=",，;；、.。!！?？…\n吗么呢", exclude_categories=("Cs",)
+        exclude_characters=",，;；、.。!！?？…\n吗么呢", exclude_categories=["Cs"]
     ),
     max_size=30,
 )
