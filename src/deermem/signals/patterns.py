@@ -76,7 +76,7 @@ TRIVIAL_PUNCTUATION: Final = " \t\n\r.。,，!！;；~～…"
 """Stripped from the end of a message before the trivial patterns are tried.
 
 Question marks are not among them: "ok?" and "好的？" ask something, so they
-are never pure acknowledgements (the original strips them too)."""
+are never pure acknowledgements (the original DeerMem strips them)."""
 
 _FLAGS: Final = {
     "ignorecase": re.IGNORECASE,
@@ -116,10 +116,13 @@ class Pattern:
 
     def search(self, text: str) -> re.Match[str] | None:
         """The first match in ``text`` that counts (outside a question, when asked)."""
-        for match in self.regex.finditer(text):
-            if not (self.ignores_questions and in_question(text, match.end())):
-                return match
-        return None
+        match = self.regex.search(text)
+        if not self.ignores_questions:
+            return match
+        # A pattern never matches empty text (checked when loading), so this ends.
+        while match is not None and in_question(text, match.end()):
+            match = self.regex.search(text, match.end())
+        return match
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,15 +223,19 @@ def _read_file(read: Callable[[], bytes], source: str, name: str) -> _PatternFil
     full_match = name == TRIVIAL
     if full_match and "questions" in document:
         raise PatternError(source, "'questions' applies to signal files, not to trivial.yaml")
-    questions = _questions(document.get("questions", "count"), source, None, None)
+    ignore_questions = _questions(document.get("questions", "count"), source, None, None)
     patterns = tuple(
-        _compile(entry, index, source, full_match, questions) for index, entry in enumerate(entries)
+        _compile(entry, index, source, full_match, ignore_questions)
+        for index, entry in enumerate(entries)
     )
     _check_counterexamples(document.get("counterexamples", []), patterns, source, full_match)
     return _PatternFile(mode=str(mode), patterns=patterns)
 
 
-def _compile(entry: object, index: int, source: str, full_match: bool, questions: bool) -> Pattern:
+def _compile(
+    entry: object, index: int, source: str, full_match: bool, ignore_questions: bool
+) -> Pattern:
+    """Compile and check one entry; ``ignore_questions`` is the file's setting."""
     if isinstance(entry, str):
         entry = {"pattern": entry}
     if not isinstance(entry, dict):
@@ -245,7 +252,7 @@ def _compile(entry: object, index: int, source: str, full_match: bool, questions
             raise PatternError(
                 source, "'questions' applies to signal files only", pattern=text, index=index
             )
-        questions = _questions(entry["questions"], source, text, index)
+        ignore_questions = _questions(entry["questions"], source, text, index)
     try:
         regex = re.compile(text, flags)
     except re.error as error:
@@ -256,7 +263,7 @@ def _compile(entry: object, index: int, source: str, full_match: bool, questions
         raise PatternError(
             source, "matches empty text, so it would fire on any message", pattern=text, index=index
         )
-    pattern = Pattern(regex=regex, source=source, ignores_questions=questions)
+    pattern = Pattern(regex=regex, source=source, ignores_questions=ignore_questions)
     for example in _strings(entry.get("examples", []), "examples", source, text, index):
         if not _matches(pattern, example, full_match):
             raise PatternError(
