@@ -41,6 +41,9 @@ def asked(text: str, phrase: str) -> bool:
         ("Should we use Python 3.11?", "use", True),  # a dot in a number ends nothing
         ("We use Python 3.11. Why?", "use", False),
         ("That's right\nWhat next?", "right", False),  # a line break ends the sentence
+        # A clause running on past the window is no short question.
+        ("That's right" + " and so on" * 25 + "?", "right", False),
+        ("That's right" + " and so on" * 15 + "?", "right", True),
     ],
 )
 def test_what_is_a_question(text: str, phrase: str, question: bool) -> None:

@@ -22,6 +22,9 @@ question when
 A question in *another* clause does not make the match one: in "Perfect, can
 you also add tests?" the user confirms, then asks for more. Only the rest of
 the clause is read, so the words a pattern matched never decide on their own.
+A clause is read at most :data:`CLAUSE_WINDOW` characters far: one that runs
+on longer is no short question, and the bound keeps a long message with many
+matches linear to scan.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["in_question"]
+__all__ = ["CLAUSE_WINDOW", "in_question"]
+
+CLAUSE_WINDOW: Final = 200
+"""How far past a match its clause (and a tag after it) is read."""
 
 _CLAUSE_MARKS: Final = ",，;；、"
 _QUESTION_MARKS: Final = "?？"
@@ -65,8 +71,11 @@ def in_question(text: str, position: int) -> bool:
         ``True`` when the rest of that clause ends as a question, or the
         next clause of the same sentence is a tag question (module docstring).
     """
-    end = _CLAUSE_END.search(text, position)
-    rest = text[position : end.start() if end else len(text)]
+    window = min(len(text), position + CLAUSE_WINDOW)
+    end = _CLAUSE_END.search(text, position, window)
+    if end is None and window < len(text):
+        return False  # a clause that long is no short question
+    rest = text[position : end.start() if end else window]
     if _QUESTION_PARTICLE.search(rest):
         return True
     if end is None:
@@ -76,8 +85,9 @@ def in_question(text: str, position: int) -> bool:
         return True
     if mark not in _CLAUSE_MARKS:
         return False
-    after = _CLAUSE_END.search(text, end.end())
-    tag = text[end.end() : after.start() if after else len(text)].strip()
+    window = min(len(text), end.end() + CLAUSE_WINDOW)
+    after = _CLAUSE_END.search(text, end.end(), window)
+    tag = text[end.end() : after.start() if after else window].strip()
     if _CHINESE_TAGS.fullmatch(tag) or _ENGLISH_TAGS.fullmatch(tag):
         return True
     asked = after is not None and after.group() in _QUESTION_MARKS
