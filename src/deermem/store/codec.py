@@ -78,24 +78,14 @@ def encode_fact(fact: Fact, scope: Scope) -> bytes:
 def _dump_front_matter(front: Mapping[str, object]) -> str:
     """What the original writes: ``yaml.safe_dump(front, allow_unicode=True, sort_keys=False)``.
 
-    One exception: PyYAML's pure-Python dumper writes U+0085 (NEXT LINE) raw
-    and every YAML reader reads it back as a space, so a front matter holding
-    one is written with non-ASCII characters escaped instead — lossless, and
-    still plain YAML.
+    One exception: PyYAML's pure-Python dumper writes U+0085 (NEXT LINE) raw,
+    and every YAML reader reads it back as a space; such front matter is
+    written with non-ASCII characters escaped instead — lossless, still YAML.
     """
-    unicode = not _holds(front, "\x85")
-    return yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=unicode, sort_keys=False)
-
-
-def _holds(value: object, character: str) -> bool:
-    """Whether any string in a nested structure (keys included) contains ``character``."""
-    if isinstance(value, str):
-        return character in value
-    if isinstance(value, Mapping):
-        return any(_holds(k, character) or _holds(v, character) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_holds(item, character) for item in value)
-    return False
+    text: str = yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=True, sort_keys=False)
+    if "\x85" in text:
+        text = yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=False, sort_keys=False)
+    return text
 
 
 def decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> Fact:
