@@ -227,3 +227,9 @@ def test_delete_mode_deletes_and_writes_capacity_receipts_only(tmp_path: Path) -
     assert [r.reason for r in store.audit(SCOPE)] == ["capacity"]
     assert store.archive(SCOPE, NOW) == ()
     assert not list(tmp_path.rglob("fact_s04.md"))
+
+
+@pytest.mark.parametrize("cap", [-1, True, 2.5])
+def test_a_gate_refuses_a_cap_that_is_not_a_count(cap: object) -> None:
+    with pytest.raises(ValueError, match="max_facts"):
+        CapacityGate(CapacityPolicy(), max_facts=cap)  # type: ignore[arg-type]
