@@ -71,6 +71,7 @@ _ID_ATTEMPTS = 20
 
 
 def wall_clock() -> datetime:
+    """The default clock: now, as an aware UTC datetime."""
     return datetime.now(UTC)
 
 
@@ -226,6 +227,7 @@ class Memory:
     # --- reading ------------------------------------------------------------------
 
     def snapshot(self) -> ScopeSnapshot:
+        """This scope's facts and summaries, read as one consistent whole."""
         return self.store.load(self.scope)
 
     def list_facts(self, *, category: str | None = None) -> tuple[Fact, ...]:
@@ -248,6 +250,7 @@ class Memory:
         return fact
 
     def summaries(self) -> SummaryDocument:
+        """The user's summaries (shared by all of the user's agents)."""
         return self.snapshot().summaries
 
     def version(self) -> str:
