@@ -5,13 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1, select_facts_for_capacity
-from deermem.model import format_timestamp, parse_timestamp
+from deermem.model import format_timestamp
 from deermem.policy import CapacityPolicy
-from deermem.policy.scoring import read_timestamp
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -140,23 +137,3 @@ def test_usage_matters_to_hybrid_and_to_shadow_mode_only() -> None:
     assert CapacityPolicy(shadow_enabled=True).uses_usage
     assert CapacityPolicy(shadow_enabled=True).shadows_hybrid
     assert not CapacityPolicy(name=POLICY_HYBRID_V1, shadow_enabled=True).shadows_hybrid
-
-
-@given(
-    st.one_of(
-        st.none(),
-        st.integers(),
-        st.text(max_size=40),
-        st.datetimes(timezones=st.none() | st.just(UTC)),
-        st.floats(min_value=-400, max_value=400).map(
-            lambda d: format_timestamp(NOW - timedelta(days=d))
-        ),
-        st.sampled_from(["2026-01-02T03:04:05+05:30", " 2026-01-02T03:04:05Z ", "2026-13-01"]),
-    )
-)
-def test_remembered_timestamps_read_as_parsed_ones(value: object) -> None:
-    first, again = read_timestamp(value), read_timestamp(value)
-    assert first == again == parse_timestamp(value)
-    assert (first is None) == (parse_timestamp(value) is None)
-    if first is not None:
-        assert first.utcoffset() == timedelta(0)

@@ -1,8 +1,9 @@
 """The capacity gate against the contract written out plainly, bit for bit.
 
-``select_facts_for_capacity`` memoises timestamp parsing, ranks with a stable
-reverse sort and fills the cap from the ranks left after the reserve. None of
-that may change a decision or a float: here every field of every decision —
+``select_facts_for_capacity`` ranks with a stable reverse sort and fills the
+cap from the ranks left after the reserve, and builds the records from the
+scores by input position. None of that may change a decision or a float:
+here every field of every decision —
 kept objects, each record's id, category, score, components, rank and margin,
 the score table — is compared with a per-fact implementation of the contract
 written the obvious way, floats by ``repr`` (so 0.0 and -0.0 differ).

@@ -20,7 +20,6 @@ retained sets to match row by row.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,7 +42,6 @@ __all__ = [
     "decay",
     "elapsed_days",
     "fact_id_of",
-    "read_timestamp",
     "score_facts",
     "usable_heat",
 ]
@@ -54,9 +52,6 @@ FactLike: TypeAlias = Mapping[str, Any] | Fact
 DEFAULT_CONFIDENCE: Final = 0.5
 SECONDS_PER_DAY: Final = 86400
 LOG_9: Final = math.log(9)
-# Distinct timestamp texts remembered by read_timestamp; a library holds about
-# two per fact, so this covers several large libraries at once.
-_TIMESTAMP_MEMO_SIZE: Final = 1 << 15
 
 
 def coerce_confidence(value: object) -> float:
@@ -79,24 +74,6 @@ def coerce_confidence(value: object) -> float:
     return 0.0 if number < 0.0 else 1.0 if number > 1.0 else number
 
 
-def read_timestamp(value: object) -> datetime | None:
-    """:func:`~deermem.model.parse_timestamp`, remembered for text.
-
-    The same stored timestamps are read at every eviction of a library (and
-    the usage sidecar's at every one after a search), so each distinct text
-    is parsed once; a parsed timestamp is an immutable aware datetime, safe
-    to share.
-    """
-    if isinstance(value, str):
-        return _parse_text(value)
-    return parse_timestamp(value)
-
-
-@functools.lru_cache(maxsize=_TIMESTAMP_MEMO_SIZE)
-def _parse_text(text: str) -> datetime | None:
-    return parse_timestamp(text)
-
-
 def elapsed_days(now: datetime, moment: datetime) -> float:
     """Days from ``moment`` to ``now`` (negative when ``moment`` is in the future)."""
     return (now - moment).total_seconds() / SECONDS_PER_DAY
@@ -115,10 +92,10 @@ def confirmation_freshness(
     A timestamp that cannot be parsed counts as absent; with neither
     timestamp readable the freshness is 0.
     """
-    confirmed = read_timestamp(last_confirmed_at)
+    confirmed = parse_timestamp(last_confirmed_at)
     if confirmed is not None:
         return decay(elapsed_days(now, confirmed), half_life_days)
-    created = read_timestamp(created_at)
+    created = parse_timestamp(created_at)
     if created is not None:
         return 0.5 * decay(elapsed_days(now, created), half_life_days)
     return 0.0
@@ -136,7 +113,7 @@ def access_heat(entry: object, now: datetime, half_life_days: float) -> float:
     heat = usable_heat(entry.get("accessHeat"))
     if heat is None:
         return 0.0
-    accessed = read_timestamp(entry.get("lastAccessedAt"))
+    accessed = parse_timestamp(entry.get("lastAccessedAt"))
     if accessed is None:
         return 0.0
     decayed = heat * decay(elapsed_days(now, accessed), half_life_days)
