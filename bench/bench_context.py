@@ -134,7 +134,7 @@ def bench_injection(repeat: int) -> list[dict[str, Any]]:
     counter = token_counter("tiktoken")
     rows = []
     for policy in ("confidence", "hybrid-v1"):
-        settings = InjectionSettings(ranking=CapacityPolicy(policy=policy))
+        settings = InjectionSettings(ranking=CapacityPolicy(name=policy))
 
         def warm(settings: InjectionSettings = settings) -> object:
             return build_injection(

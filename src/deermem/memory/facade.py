@@ -487,7 +487,7 @@ class Memory:
         fact = snapshot.get(fact_id)
         if fact is not None:
             usage = self.store.usage(self.scope) if self.gate.policy.uses_usage else {}
-            standing = standing_of(self.gate.policy, snapshot.facts, fact_id, usage, self.now())
+            standing = standing_of(self.gate, snapshot.facts, fact_id, usage, self.now())
             return Explanation(fact_id, "active", fact, receipts, None, standing)
         entry = self.store.archived(self.scope, fact_id)
         if entry is not None and not entry.expired(self.now(), self.config.archive_max_age_days):
