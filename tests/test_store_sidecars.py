@@ -110,8 +110,8 @@ def test_no_receipts_are_written_with_a_bound_of_zero(tmp_path: Path) -> None:
     for number in range(11):
         memory.create_fact(f"Fact {number}")
     assert not (metadata(tmp_path) / "eviction-audit.json").exists()
-    assert len(memory.archive()) == 1  # the archive still knows why
-    assert memory.archive()[0].eviction is not None
+    assert len(memory.list_archived()) == 1  # the archive still knows why
+    assert memory.list_archived()[0].eviction is not None
 
 
 def test_malformed_sidecars_are_ignored_with_a_warning(
@@ -227,7 +227,7 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
     assert receipt.fact_ids == ("fact_confirm",)
     assert receipt.shadow is not None
     assert receipt.shadow.would_evict == ("fact_stale90",)
-    assert memory.archive() == ()  # delete mode: evicted facts are gone
+    assert memory.list_archived() == ()  # delete mode: evicted facts are gone
     assert not list(tmp_path.rglob("fact_confirm.md"))
     memory.delete_fact("fact_stale90")
     [receipt] = memory.audit()
@@ -279,6 +279,6 @@ def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
     assert len(result.evicted) == 1
     assert "sidecars could not be updated" in caplog.text
     assert memory.audit() == ()  # the receipt is missing ...
-    assert memory.archive()[0].eviction is not None  # ... but the archive kept its line
+    assert memory.list_archived()[0].eviction is not None  # ... but the archive kept its line
     assert len(memory.list_facts()) == 10  # the commit stands
     assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]

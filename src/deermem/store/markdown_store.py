@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deermem._exceptions import FactNotFoundError
+from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.store import sidecars
 from deermem.store._plan import plan_commit
@@ -85,7 +86,7 @@ class MarkdownStore:
         audit_max_entries: int = 200,
         archive_max_entries: int = 1000,
         archive_max_age_days: int = 365,
-        access_half_life_days: float = 30,
+        access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
     ) -> None:
         self.root = Path(root)
         self.manifest_filename = manifest_filename
