@@ -15,7 +15,7 @@ composes:
   costs a rescan;
 * **sidecars** — once a commit has happened: usage entries of deleted facts
   are dropped, receipts appended, the archive trimmed to its bounds (the
-  commit's *derived files*, see :mod:`~deermem.store.journal`).
+  commit's *derived files*, step 4 in :mod:`~deermem.store.journal`).
 """
 
 from __future__ import annotations
@@ -259,7 +259,6 @@ class MarkdownStore:
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
         deleted = [fact.id for fact in plan.deleted]
-        derived = partial(self._derived_files, scope, paths, changes, deleted)
         if plan.files:
             info = JournalInfo(
                 agent=scope.agent,
@@ -267,7 +266,7 @@ class MarkdownStore:
                 next_revision=plan.summaries.revision,
                 fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
             )
-            commit_files(user, plan.files, info, derived)
+            commit_files(user, plan.files, info)
             token = manifest_token(user, plan.summaries.revision)
             if snapshot is not None:
                 removed = [*plan.deleted, *plan.replaced.values()]
@@ -275,8 +274,7 @@ class MarkdownStore:
                     snapshot, plan.written, removed, plan.summaries, token.version()
                 )
                 self._cache.put(scope, token, snapshot)
-        else:
-            write_derived(user, derived)
+        write_derived(user, partial(self._derived_files, scope, paths, changes, deleted))
         result = CommitResult(
             revision=plan.summaries.revision,
             written=tuple(plan.written),
