@@ -2,8 +2,7 @@
 
 ``deermem``, ``deermem.policy`` and ``deermem.model`` import a name's module
 when the name is first read, so that a caller pays only for what it uses
-(``deermem eval validate`` needs the policy names, not the selector; the
-selector on dicts needs no Fact dataclasses).
+(``deermem eval validate`` needs the policy names, not the selector).
 """
 
 from __future__ import annotations
@@ -46,9 +45,8 @@ def test_policy_names_are_one_object_wherever_imported() -> None:
     from deermem import POLICY_HYBRID_V1 as from_root
     from deermem.policy import POLICY_HYBRID_V1 as from_package
     from deermem.policy.names import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
-    from deermem.policy.selection import POLICY_HYBRID_V1 as from_selection
 
-    assert from_root is from_package is from_selection is POLICY_HYBRID_V1 == "hybrid-v1"
+    assert from_root is from_package is POLICY_HYBRID_V1 == "hybrid-v1"
     assert POLICIES == (POLICY_CONFIDENCE, POLICY_HYBRID_V1)
 
 
@@ -64,16 +62,3 @@ def test_timestamp_helpers_import_no_fact_dataclasses() -> None:
     loaded = _modules_after("from deermem.model import format_timestamp, parse_timestamp")
     assert "deermem.model.timestamps" in loaded
     assert {"deermem.model.fact", "dataclasses"}.isdisjoint(loaded)
-
-
-def test_the_selector_on_dicts_imports_no_fact_dataclasses() -> None:
-    loaded = _modules_after(
-        "from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity\n"
-        "facts = [{'id': f'f{i}', 'confidence': i / 10, 'category': 'context'} for i in range(5)]\n"
-        "from datetime import UTC, datetime\n"
-        "now = datetime(2026, 8, 13, tzinfo=UTC)\n"
-        "d = select_facts_for_capacity(facts, max_facts=3, policy=POLICY_HYBRID_V1, now=now)\n"
-        "assert d.kept_ids == ('f4', 'f3', 'f2') and len(d.scores) == 5, d\n"
-    )
-    assert "deermem.policy.selection" in loaded
-    assert {"deermem.model.fact", "dataclasses", "fractions"}.isdisjoint(loaded)

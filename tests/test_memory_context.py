@@ -318,25 +318,20 @@ def test_injection_writes_nothing(tmp_path: Path, policy: str) -> None:
 # --- choosing the scope --------------------------------------------------------------------
 
 
-def test_user_id_and_agent_select_another_scope(tmp_path: Path) -> None:
+def test_a_scoped_view_reads_only_its_own_scope(tmp_path: Path) -> None:
     alice = open_memory(tmp_path)
     alice.create_fact("Alice's fact.", confidence=0.9)
     bob = alice.scoped(user="bob", agent="writer")
     bob.create_fact("Bob's fact.", confidence=0.9)
     assert "Alice's fact." in alice.context()
     assert "Bob's fact." not in alice.context()
-    for view in (
-        alice.context(user_id="bob", agent="writer"),
-        alice.context(user="bob", agent="Writer"),
-    ):
-        assert "Bob's fact." in view
-        assert "Alice's fact." not in view
-    assert alice.context(agent="writer") == ""  # alice has nothing for that agent
-    assert alice.injection(user_id="bob", agent="writer").manifest.injected
-    with pytest.raises(TypeError, match="not both"):
-        alice.context(user="bob", user_id="bob")
+    for view in (bob, alice.scoped(user="bob", agent="Writer")):
+        assert "Bob's fact." in view.context()
+        assert "Alice's fact." not in view.context()
+        assert view.injection().manifest.injected
+    assert alice.scoped(user="alice", agent="writer").context() == ""  # nothing for that agent
     with pytest.raises(UnsafeIdentifierError):
-        alice.context(agent="../etc")
+        alice.scoped(user="alice", agent="../etc")
 
 
 def test_the_clock_of_the_memory_drives_hybrid_scores(tmp_path: Path) -> None:

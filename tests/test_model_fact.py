@@ -151,6 +151,30 @@ def test_unknown_keys_and_pass_through_fields_survive() -> None:
         assert out[key] == data[key]
 
 
+def test_get_reads_a_fact_as_its_mapping_reads() -> None:
+    fact = Fact.from_dict(
+        minimal(category="Correction", confidence=0.8, lastConfirmedAt=NOW, futureField=3)
+    )
+    stored = fact.to_dict()
+    for key in (
+        "id",
+        "content",
+        "category",
+        "confidence",
+        "createdAt",
+        "updatedAt",
+        "lastConfirmedAt",
+        "revision",
+        "futureField",
+    ):
+        assert fact.get(key) == stored[key], key
+    assert "consolidatedAt" not in stored
+    assert fact.get("consolidatedAt") is None
+    assert fact.get("title", "untitled") == "untitled"  # unset: the default, as a missing key
+    assert fact.get("no_such_key") is None
+    assert fact.get("extra") is None  # an attribute, not a stored key
+
+
 def test_consolidated_at_defaults_to_updated_at() -> None:
     fact = Fact.from_dict(minimal(consolidatedFrom=["a", "b"], updatedAt="2026-08-02T00:00:00Z"))
     assert fact.consolidatedAt == "2026-08-02T00:00:00Z"

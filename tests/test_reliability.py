@@ -86,7 +86,7 @@ def crash_child(root: str, log: str, seed: int, working: Event) -> None:
         elif action < 0.9:
             memory.delete_fact(rng.choice(memory.list_facts()).id)
         else:
-            archived = memory.archive()
+            archived = memory.list_archived()
             if archived:
                 memory.restore(rng.choice(archived).fact_id)
 
@@ -104,7 +104,7 @@ def check_store(root: Path, expected: set[str]) -> tuple[int, int]:
     user_dir = next((root / "users").iterdir())
     assert not (user_dir / ".memory.journal.json").exists()
     assert len(facts) <= CAP
-    archived = {entry.fact_id: entry for entry in memory.archive()}  # parses every entry
+    archived = {entry.fact_id: entry for entry in memory.list_archived()}  # parses every entry
     present = {fact.id for fact in facts}
     assert not present & set(archived), "a fact is both active and archived"
     missing = expected - present - set(archived)
@@ -183,7 +183,7 @@ def test_four_processes_creating_at_once_lose_nothing(tmp_path: Path) -> None:
     assert len(created) == 100
     memory = Memory.open(root, config_for_concurrency(), user=USER, clock=clock)
     facts = {fact.id for fact in memory.list_facts()}
-    archived = {entry.fact_id: entry for entry in memory.archive()}
+    archived = {entry.fact_id: entry for entry in memory.list_archived()}
     assert len(facts) == 30
     assert facts | set(archived) == created
     assert not facts & set(archived)

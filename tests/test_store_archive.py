@@ -46,7 +46,7 @@ def test_an_evicted_fact_is_archived_with_a_reference_to_its_receipt(tmp_path: P
     memory = open_memory(tmp_path)
     memory.import_document(stale_vs_confirmed())
     [receipt] = memory.audit()
-    [entry] = memory.archive()
+    [entry] = memory.list_archived()
     assert entry.fact_id == "fact_confirm"
     assert (entry.reason, entry.trigger, entry.receipt_id) == (
         "capacity",
@@ -63,12 +63,12 @@ def test_an_evicted_fact_is_archived_with_a_reference_to_its_receipt(tmp_path: P
 def test_restore_goes_through_the_gate_and_may_be_evicted_again(tmp_path: Path) -> None:
     memory = open_memory(tmp_path)
     memory.import_document(stale_vs_confirmed())
-    first_receipt = memory.archive()[0].receipt_id
+    first_receipt = memory.list_archived()[0].receipt_id
     result = memory.restore("fact_confirm")  # still confidence: 0.7 loses again
     assert not result.restored
     assert result.evicted == ("fact_confirm",)
     assert result.receipts[0].trigger == "restore"
-    [entry] = memory.archive()
+    [entry] = memory.list_archived()
     assert entry.fact_id == "fact_confirm"
     assert entry.trigger == "restore"
     assert entry.receipt_id != first_receipt
@@ -85,7 +85,7 @@ def test_restore_under_hybrid_brings_the_fact_back_and_evicts_another(tmp_path: 
     original = next(f for f in seed_scenarios(NOW)[0].facts if f["id"] == "fact_confirm")
     assert restored.lastConfirmedAt == original["lastConfirmedAt"]
     assert restored.createdAt == original["createdAt"]
-    assert [e.fact_id for e in hybrid.archive()] == ["fact_stale90"]
+    assert [e.fact_id for e in hybrid.list_archived()] == ["fact_stale90"]
     assert not (archive_dir(tmp_path) / "fact_confirm.json").exists()
 
 
@@ -97,7 +97,7 @@ def test_restore_brings_back_the_recall_history(tmp_path: Path) -> None:
     memory.record_access([fact_id])
     memory.delete_fact(fact_id)
     assert memory.store.usage(memory.scope) == {}
-    assert memory.archive()[0].usage is not None
+    assert memory.list_archived()[0].usage is not None
     assert memory.restore(fact_id).restored
     assert memory.store.usage(memory.scope)[fact_id].access_count == 2
 
@@ -128,7 +128,7 @@ def test_purge_deletes_the_content_and_keeps_the_receipt(tmp_path: Path) -> None
     memory = open_memory(tmp_path)
     memory.import_document(stale_vs_confirmed())
     memory.purge("fact_confirm")
-    assert memory.archive() == ()
+    assert memory.list_archived() == ()
     assert not (archive_dir(tmp_path) / "fact_confirm.json").exists()
     assert memory.audit()[0].fact_ids == ("fact_confirm",)
     for path in tmp_path.rglob("*"):
@@ -148,7 +148,7 @@ def test_the_archive_is_bounded_by_count(tmp_path: Path) -> None:
         assert fact_id is not None
         ids.append(fact_id)
         memory.delete_fact(fact_id)
-    assert [e.fact_id for e in memory.archive()] == [ids[4], ids[3]]  # newest first
+    assert [e.fact_id for e in memory.list_archived()] == [ids[4], ids[3]]  # newest first
     assert len(list(archive_dir(tmp_path).iterdir())) == 2
     assert len(memory.audit()) == 5  # receipts outlive their archive entries
 
@@ -160,7 +160,7 @@ def test_the_archive_is_bounded_by_age(tmp_path: Path) -> None:
     assert old is not None
     memory.delete_fact(old)
     clock.now = NOW + timedelta(days=31)
-    assert memory.archive() == ()  # expired: not listed
+    assert memory.list_archived() == ()  # expired: not listed
     with pytest.raises(FactNotFoundError):
         memory.restore(old)
     assert (archive_dir(tmp_path) / f"{old}.json").exists()
@@ -168,7 +168,7 @@ def test_the_archive_is_bounded_by_age(tmp_path: Path) -> None:
     assert newer is not None
     memory.delete_fact(newer)  # the next archiving commit prunes
     assert not (archive_dir(tmp_path) / f"{old}.json").exists()
-    assert [e.fact_id for e in memory.archive()] == [newer]
+    assert [e.fact_id for e in memory.list_archived()] == [newer]
 
 
 def test_a_corrupt_archive_entry_is_an_error(tmp_path: Path) -> None:
@@ -184,7 +184,7 @@ def test_a_corrupt_archive_entry_is_an_error(tmp_path: Path) -> None:
         "utf-8",
     )
     with pytest.raises(CorruptMemoryFile, match="does not match the file name"):
-        memory.archive()
+        memory.list_archived()
     data = {
         "archivedAt": "2026-08-13T00:00:00Z",
         "reason": "deleted",

@@ -7,12 +7,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import CorruptMemoryFile, Fact
 from deermem.model import CORE_CATEGORIES, FactScope, format_timestamp
-from deermem.store import Scope, Section, SummaryDocument
+from deermem.store import Scope, Section, SummaryDocument, codec
 from deermem.store.codec import decode_fact, decode_summaries, encode_fact, encode_summaries
 
 SCOPE = Scope.of("alice", "coder")
@@ -106,16 +107,39 @@ facts = st.fixed_dictionaries(
 ).map(Fact.from_dict)
 
 
+# PyYAML's pure-Python dumper, and libyaml's when PyYAML has it (the one encode_fact uses).
+DUMPERS = [yaml.SafeDumper, *([yaml.CSafeDumper] if hasattr(yaml, "CSafeDumper") else [])]
+
+
+@pytest.mark.parametrize("dumper", DUMPERS, ids=lambda dumper: dumper.__name__)
 @settings(max_examples=150)
-@given(facts)
-def test_markdown_round_trip_is_the_identity(fact: Fact) -> None:
-    decoded = decode_fact(encode_fact(fact, SCOPE), PATH, SCOPE, fact.id)
+@given(fact=facts)
+def test_markdown_round_trip_is_the_identity(dumper: type, fact: Fact) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codec, "_DUMPER", dumper)
+        data = encode_fact(fact, SCOPE)
+    decoded = decode_fact(data, PATH, SCOPE, fact.id)
     stored = fact.replace(scope={"userId": "alice", "agentName": "coder"})
     heading = fact.heading()
     if fact.title is not None and fact.title == stored.replace(title=None).heading():
         stored = stored.replace(title=None)
     assert decoded == stored
     assert decoded.heading() == heading
+
+
+@pytest.mark.parametrize("dumper", DUMPERS, ids=lambda dumper: dumper.__name__)
+def test_next_line_characters_survive_either_dumper(dumper: type) -> None:
+    """PyYAML's own dumper writes U+0085 raw, and reads it back as a space."""
+    fact = a_fact(sourceError="one\x85two", topics=["\x85", "été"])
+    assert yaml.safe_load(yaml.safe_dump({"s": "one\x85two"}, allow_unicode=True)) != {
+        "s": "one\x85two"
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codec, "_DUMPER", dumper)
+        data = encode_fact(fact, SCOPE)
+    assert "\x85".encode() not in data
+    decoded = decode_fact(data, PATH, SCOPE, fact.id)
+    assert (decoded.sourceError, decoded.topics) == ("one\x85two", ("\x85", "été"))
 
 
 # --- corruption is an error naming the file and the problem ----------------------------

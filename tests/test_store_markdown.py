@@ -251,18 +251,18 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
     create(MarkdownStore(tmp_path), ALICE, *(fact(f"fact_{i:04d}") for i in range(50)))
     written: list[Path] = []
     decoded: list[str] = []
-    original_write = atomic.DurableBatch.prepare
+    real_replace = os.replace
     original_decode = decode_fact
 
-    def record_write(self: atomic.DurableBatch, path: Path, data: bytes) -> None:
-        written.append(path)
-        original_write(self, path, data)
+    def record_write(source: str | Path, target: str | Path) -> None:
+        written.append(Path(target))
+        real_replace(source, target)
 
     def record_decode(data: bytes, path: Path, scope: Scope, expected_id: str) -> Fact:
         decoded.append(expected_id)
         return original_decode(data, path, scope, expected_id)
 
-    monkeypatch.setattr(atomic.DurableBatch, "prepare", record_write)
+    monkeypatch.setattr(os, "replace", record_write)
     monkeypatch.setattr("deermem.store.reading.decode_fact", record_decode)
     fresh = MarkdownStore(tmp_path)  # cold cache
     result = fresh.commit(
@@ -273,7 +273,7 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
             deletes=(FactDelete("fact_0007"),),
         ),
     )
-    assert sorted(p.name for p in written) == ["fact_new.md", "memory.json"]
+    assert sorted(p.name for p in written) == [".memory.journal.json", "fact_new.md", "memory.json"]
     assert decoded == ["fact_0007"]  # read to check it exists, nothing else
     assert [f.id for f in result.written] == ["fact_new"]
     assert len(fresh.load(ALICE).facts) == 50  # the untouched siblings are all there
@@ -510,23 +510,36 @@ def test_an_interrupted_commit_is_rolled_back_at_the_next_load(
     assert files(tmp_path) == before
 
 
-@pytest.mark.parametrize("failing", ["prepare", "sync"])
+@pytest.mark.parametrize("failing", ["write", "flush"])
 def test_a_failed_commit_rolls_back_at_once(
     store: MarkdownStore, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
-    """Writing the second file fails (while the journal is written), or flushing them does."""
+    """Writing the second file fails (the first is in place), or flushing the files does."""
     store.commit(ALICE, ChangeSet(now=NOW, summaries={("user", "workContext"): "Old"}))
     store.load(ALICE)
-    calls = {"n": 0}
-    original = getattr(atomic.DurableBatch, failing)
+    real_write, real_fsync = atomic.write_temporary, os.fsync
+    failed: list[Path] = []
 
-    def disk_full(self: atomic.DurableBatch, *args: object) -> None:
-        calls["n"] += 1
-        if calls["n"] == (2 if failing == "prepare" else 1):  # the rollback's own sync works
+    def disk_full(path: Path) -> None:
+        if not failed:  # once: the rollback's own writes work
+            failed.append(path)
             raise OSError(28, "No space left on device")
-        original(self, *args)
 
-    monkeypatch.setattr(atomic.DurableBatch, failing, disk_full)
+    def write_temporary(path: Path, data: bytes, *, flush: bool = True) -> Path:
+        if path.name == "memory.json":
+            disk_full(path)
+        return real_write(path, data, flush=flush)
+
+    def fsync(fd: int) -> None:
+        path = Path(os.readlink(f"/proc/self/fd/{fd}"))  # noqa: PTH115 - the descriptor's file
+        if path.name == "fact_a.md":
+            disk_full(path)
+        real_fsync(fd)
+
+    if failing == "write":
+        monkeypatch.setattr(atomic, "write_temporary", write_temporary)
+    else:
+        monkeypatch.setattr(os, "fsync", fsync)
     with pytest.raises(OSError, match="No space"):
         store.commit(
             ALICE,
@@ -537,6 +550,7 @@ def test_a_failed_commit_rolls_back_at_once(
             ),
         )
     monkeypatch.undo()
+    assert failed
     assert not (store.root / "users/alice/.memory.journal.json").exists()
     assert store.load(ALICE).summaries.user["workContext"].summary == "Old"
     assert store.load(ALICE).facts == ()

@@ -110,8 +110,8 @@ def test_no_receipts_are_written_with_a_bound_of_zero(tmp_path: Path) -> None:
     for number in range(11):
         memory.create_fact(f"Fact {number}")
     assert not (metadata(tmp_path) / "eviction-audit.json").exists()
-    assert len(memory.archive()) == 1  # the archive still knows why
-    assert memory.archive()[0].eviction is not None
+    assert len(memory.list_archived()) == 1  # the archive still knows why
+    assert memory.list_archived()[0].eviction is not None
 
 
 def test_malformed_sidecars_are_ignored_with_a_warning(
@@ -227,7 +227,7 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
     assert receipt.fact_ids == ("fact_confirm",)
     assert receipt.shadow is not None
     assert receipt.shadow.would_evict == ("fact_stale90",)
-    assert memory.archive() == ()  # delete mode: evicted facts are gone
+    assert memory.list_archived() == ()  # delete mode: evicted facts are gone
     assert not list(tmp_path.rglob("fact_confirm.md"))
     memory.delete_fact("fact_stale90")
     [receipt] = memory.audit()
@@ -238,17 +238,22 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
     assert [r.fact_ids for r in memory.audit()] == [("fact_confirm",)]
 
 
-@pytest.mark.parametrize("failing", ["stage", "sync", "publish"])
+@pytest.mark.parametrize("failing", ["write", "flush", "rename"])
 def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, failing: str
 ) -> None:
     memory = open_memory(tmp_path, max_facts=10)
     for number in range(10):
         memory.create_fact(f"Fact {number}", confidence=0.9)
-    real_fsync = os.fsync
+    real_write, real_fsync, real_replace = atomic.write_temporary, os.fsync, os.replace
 
-    def disk_full(*args: object) -> None:
+    def disk_full() -> None:
         raise OSError(28, "No space left on device")
+
+    def write_fails_on_the_audit(path: Path, data: bytes, *, flush: bool = True) -> Path:
+        if path.name == "eviction-audit.json":
+            disk_full()
+        return real_write(path, data, flush=flush)
 
     def fsync_fails_on_the_audit(fd: int) -> None:
         name = Path(f"/proc/self/fd/{fd}").readlink().name
@@ -256,12 +261,17 @@ def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
             disk_full()
         real_fsync(fd)
 
-    if failing == "stage":  # writing the receipt's temporary file
-        monkeypatch.setattr(atomic.StagedFiles, "stage", disk_full)
-    elif failing == "sync":  # flushing it, with the commit's own files
+    def rename_fails_on_the_audit(source: str | Path, target: str | Path) -> None:
+        if Path(target).name == "eviction-audit.json":
+            disk_full()
+        real_replace(source, target)
+
+    if failing == "write":  # writing the receipt's temporary file
+        monkeypatch.setattr(atomic, "write_temporary", write_fails_on_the_audit)
+    elif failing == "flush":  # flushing it
         monkeypatch.setattr(os, "fsync", fsync_fails_on_the_audit)
     else:  # renaming it into place, after the commit happened
-        monkeypatch.setattr(atomic.StagedFiles, "publish", disk_full)
+        monkeypatch.setattr(os, "replace", rename_fails_on_the_audit)
     with caplog.at_level(logging.ERROR, logger="deermem.store"):
         result = memory.create_fact("One more", confidence=0.95)
     monkeypatch.undo()
@@ -269,6 +279,6 @@ def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
     assert len(result.evicted) == 1
     assert "sidecars could not be updated" in caplog.text
     assert memory.audit() == ()  # the receipt is missing ...
-    assert memory.archive()[0].eviction is not None  # ... but the archive kept its line
+    assert memory.list_archived()[0].eviction is not None  # ... but the archive kept its line
     assert len(memory.list_facts()) == 10  # the commit stands
     assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]

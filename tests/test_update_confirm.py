@@ -118,7 +118,7 @@ def test_a_confirmation_is_recorded_under_every_policy(
     memory = open_memory(tmp_path, server, **POLICIES[policy])
     seed(memory, stored_fact("fact_a", confirmationCount=2), stored_fact("fact_b"))
     server.enqueue(answer(factsToReinforce=[reinforce("fact_a"), reinforce("fact_zz")]))
-    report = memory.update_now("thread-1", confirming("对，就是这样"))
+    report = memory.learn("thread-1", confirming("对，就是这样")).report
     assert "reinforcement" in report.signals
     assert report.confirmed == ("fact_a",)
     assert (report.metrics.confirmations, report.metrics.confirmations_refused) == (1, 1)
@@ -150,7 +150,7 @@ def test_what_the_user_said_decides_not_the_model(
     memory = open_memory(tmp_path, server, fact_eviction_policy=policy)
     seed(memory, stored_fact("fact_a"))
     server.enqueue(answer(factsToReinforce=[reinforce("fact_a")]))  # the model always asks
-    report = memory.update_now("thread-1", confirming(user_says))
+    report = memory.learn("thread-1", confirming(user_says)).report
     fact_a = memory.get_fact("fact_a")
     assert ("reinforcement" in report.signals) is recorded
     assert (fact_a.lastConfirmedAt is not None) is recorded
@@ -169,7 +169,7 @@ def build_history(root: Path, server: ScriptedChatServer, user_says: str) -> Clo
         *(stored_fact(f"fact_fill{i}", f"Background {i}", confidence=0.95) for i in range(8)),
     )
     server.enqueue(answer(factsToReinforce=[reinforce("fact_format")]))
-    memory.update_now("thread-1", confirming(user_says))
+    memory.learn("thread-1", confirming(user_says))
     clock.advance(days=7)
     return clock
 

@@ -72,7 +72,7 @@ def test_the_report_counts_what_each_limit_dropped(
     memory = open_memory(tmp_path, server)
     seed(memory, stored_fact("fact_a"))
     server.enqueue(over_the_limits())
-    report = memory.update_now("thread-1", CHAT)
+    report = memory.learn("thread-1", CHAT).report
     assert report.outcome == "applied"
     assert len(report.added) == limits.MAX_NEW_FACTS - 2  # the first 50, two of them too long
     assert report.metrics.malformed_new_facts == 2
@@ -95,7 +95,7 @@ def test_an_answer_refused_whole_still_says_what_the_limits_dropped(
             factsToRemove=[removal("fact_a")],
         )
     )
-    report = memory.update_now("thread-1", CHAT)
+    report = memory.learn("thread-1", CHAT).report
     assert report.outcome == "rejected"
     assert report.over_limits == limits.OverLimits(content=1)
     assert [fact.id for fact in memory.list_facts()] == ["fact_a"]  # nothing changed
@@ -106,7 +106,7 @@ def test_an_answer_within_the_limits_counts_nothing(
 ) -> None:
     memory = open_memory(tmp_path, server)
     server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
-    report = memory.update_now("thread-1", CHAT)
+    report = memory.learn("thread-1", CHAT).report
     assert report.over_limits.total == 0
     assert report.to_dict()["overLimits"] == dict.fromkeys(EXPECTED, 0)
 

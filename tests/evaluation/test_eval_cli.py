@@ -256,12 +256,8 @@ def test_eval_commands_start_without_the_heavy_stacks(generated: Generated, tmp_
     assert _imported_modules(*run, cwd=tmp_path) == set()  # piped: a plain table, no rich
 
 
-def test_validate_imports_no_selector_and_run_policy_no_fact_dataclasses(
-    generated: Generated, tmp_path: Path
-) -> None:
-    # validate needs the policy *names* only; run-policy needs the selector,
-    # which scores the pools' dicts without the Fact dataclasses. Neither
-    # writes through tempfile nor does exact arithmetic through fractions.
+def test_validate_imports_no_selector(generated: Generated, tmp_path: Path) -> None:
+    # validate needs the policy *names* only, not the selector.
     dataset = ["--dataset", str(generated.dataset)]
     validate = _loaded_modules(
         "eval", "validate", *generated.protocol_args(), *dataset, cwd=tmp_path
@@ -273,14 +269,6 @@ def test_validate_imports_no_selector_and_run_policy_no_fact_dataclasses(
         "dataclasses",
         "fractions",
     }.isdisjoint(validate)
-    output = str(tmp_path / "out")
-    run = ("eval", "run-policy", *generated.protocol_args(), *dataset, "--output-dir", output)
-    run_policy = _loaded_modules(*run, cwd=tmp_path)
-    assert "deermem.policy.selection" in run_policy
-    unused = {"deermem.policy.capacity", "deermem.policy.shadow", "deermem.model.fact"}
-    assert (unused | {"dataclasses", "inspect", "fractions", "tempfile", "subprocess"}).isdisjoint(
-        run_policy
-    )
 
 
 def test_grading_and_verifying_start_without_the_heavy_stacks(

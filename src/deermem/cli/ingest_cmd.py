@@ -88,7 +88,7 @@ def ingest(
     memory = memory_of(ctx)
     try:
         with err_console.status("asking the model what to remember ..."):
-            result = memory.ingest(thread_id, messages, dry_run=dry_run)
+            result = memory.learn(thread_id, messages, dry_run=dry_run)
     except MessageFormatError as error:
         raise ConversationFileError(str(file), str(error)) from None
     finally:

@@ -3,21 +3,28 @@
 A ``Memory`` is a store, a configuration, a scope (user + agent) and a
 clock. Every operation that adds facts — :meth:`Memory.create_fact`,
 :meth:`Memory.import_document`, :meth:`Memory.restore` and extraction from a
-conversation (:meth:`Memory.update_now`, :meth:`Memory.add_conversation`,
-whose machinery is in :mod:`deermem.memory._update`) — goes through the
-:class:`~deermem.store.CapacityGate`, inside the user's lock; nothing else
-trims a library. Every decision reads the injected clock, never the wall
-clock directly, so tests and demos are reproducible.
+conversation (:meth:`Memory.learn`, :meth:`Memory.queue_conversation`) —
+goes through the :class:`~deermem.store.CapacityGate`, inside the user's
+lock; nothing else trims a library. Every decision reads the injected clock,
+never the wall clock directly, so tests and demos are reproducible.
+
+The work is done by collaborators with one job each: the store, the gate,
+:class:`~deermem.memory.updates.UpdateService` (model, queue, watermark),
+:class:`~deermem.memory.recall.SearchIndexHandle` and the pure functions of
+:mod:`deermem.memory.recall`, :mod:`deermem.memory.documents` and
+:mod:`deermem.memory.explain`; ``Memory`` holds them and binds them to one
+scope.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from deermem._exceptions import (
     FactNotFoundError,
@@ -25,14 +32,13 @@ from deermem._exceptions import (
     UnsafeIdentifierError,
 )
 from deermem.config import MemoryConfig, load_config
+from deermem.context import Injection
 from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
-from deermem.memory._prompt_and_search import PromptAndSearch
-from deermem.memory._sentinel import UNSET
-from deermem.memory._update import ConversationMethods, UpdateService
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
-from deermem.memory.recall import SearchIndexHandle
+from deermem.memory.recall import SearchIndexHandle, SearchResult, memory_injection, search_scope
 from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
+from deermem.memory.updates import UpdateService
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
@@ -51,21 +57,21 @@ from deermem.store import (
     Store,
     SummaryDocument,
 )
+from deermem.update import FlushReport, UpdateResult
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction only
     from deermem.llm import ChatModel
-    from deermem.update import FlushReport
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
-_UNSET = UNSET
 _ID_ATTEMPTS = 20
 
 
 def wall_clock() -> datetime:
+    """The default clock: now, as an aware UTC datetime."""
     return datetime.now(UTC)
 
 
@@ -74,13 +80,36 @@ def random_fact_id() -> str:
     return f"fact_{uuid.uuid4().hex[:8]}"
 
 
-class Memory(ConversationMethods, PromptAndSearch):
+def _checked_scope(scope: Scope, config: MemoryConfig) -> Scope:
+    if scope.user_id is None and config.strict_user_scope:
+        raise UnsafeIdentifierError(
+            "user id", None, "a user id is required (strict_user_scope is on)"
+        )
+    return scope
+
+
+class Memory:
     """Long-term memory of one user for one agent.
 
-    Build it with :meth:`open`; :meth:`scoped` gives a view of another user
-    or agent over the same store. The prompt block and search
-    (:meth:`context`, :meth:`injection`, :meth:`search`) are in
-    :class:`~deermem.memory._prompt_and_search.PromptAndSearch`.
+    Build it with :meth:`open` (or from any :class:`~deermem.store.Store`);
+    :meth:`scoped` gives the same memory bound to another user and agent —
+    the one way to choose a scope, so every method acts on ``self.scope``.
+
+    Conversations reach memory through two entry points:
+
+    * :meth:`learn` — synchronous: one model call and one commit now; it
+      returns the :class:`~deermem.update.UpdateResult` (the report and the
+      facts it names), and can run as a dry run.
+    * :meth:`queue_conversation` — queued: returns at once, and the
+      conversation is learned from once the user pauses (debounced, merged
+      per thread); :meth:`flush_queue` processes the queue now and
+      :meth:`close` (or leaving a ``with`` block) flushes it.
+
+    Attributes:
+        store: where the facts live.
+        config: the validated configuration.
+        scope: the user and agent this memory is bound to.
+        gate: the capacity gate every added fact goes through.
     """
 
     def __init__(
@@ -93,13 +122,9 @@ class Memory(ConversationMethods, PromptAndSearch):
         id_factory: Callable[[], str] | None = None,
         model: ChatModel | None = None,
     ) -> None:
-        if scope.user_id is None and config.strict_user_scope:
-            raise UnsafeIdentifierError(
-                "user id", None, "a user id is required (strict_user_scope is on)"
-            )
         self.store = store
         self.config = config
-        self.scope = scope
+        self.scope = _checked_scope(scope, config)
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
@@ -133,6 +158,10 @@ class Memory(ConversationMethods, PromptAndSearch):
             id_factory: makes new fact ids (for reproducible runs).
             model: the chat model extraction uses; by default the one
                 ``config.model`` describes, built on first use.
+
+        Raises:
+            UnsafeIdentifierError: an unusable user id or agent name, or no
+                user id while ``strict_user_scope`` is on.
         """
         config = config if config is not None else load_config()
         store = MarkdownStore.from_config(config, Path(root) if root is not None else None)
@@ -145,40 +174,48 @@ class Memory(ConversationMethods, PromptAndSearch):
             model=model,
         )
 
-    def scoped(self, *, user: object = _UNSET, agent: object = _UNSET) -> Memory:
-        """The same store and settings for another user and/or agent.
+    def scoped(self, *, user: str | None, agent: str | None) -> Memory:
+        """This memory bound to the scope of ``user`` and ``agent``.
 
-        Views share the update machinery (model, queue, watermark): closing
-        any of them flushes the conversations queued through all of them.
+        Both are required, with the meanings they have in :meth:`open`
+        (``user=None``: the single-user layout; ``agent=None``: the
+        ``__default__`` bucket), so a request handler that forgets one gets
+        an error, not another user's memory. The view shares everything
+        else — store, configuration, clock, the update queue and model, the
+        search index connection — so making one is cheap, and closing any
+        view flushes the conversations queued through all of them.
+
+        Raises:
+            UnsafeIdentifierError: an unusable user id or agent name, or no
+                user id while ``strict_user_scope`` is on.
         """
-        view = Memory(
-            self.store,
-            self.config,
-            self._scope_of(user, agent),
-            clock=self._clock,
-            id_factory=self._new_id,
-        )
-        view._updates = self._updates
-        view._search_index = self._search_index  # one index connection per store
+        scope = _checked_scope(Scope.of(user, agent), self.config)
+        view = copy.copy(self)  # every part is shared; only the scope differs
+        view.scope = scope
         return view
 
-    def _scope_of(self, user: object, agent: object) -> Scope:
-        """This memory's scope with ``user`` and/or ``agent`` replaced (``_UNSET``: kept)."""
-        user_id = self.scope.user_id if user is _UNSET else user
-        agent_name = self.scope.agent if agent is _UNSET else agent
-        if user_id is not None and not isinstance(user_id, str):
-            raise UnsafeIdentifierError("user id", user_id, "expected a string")
-        if agent_name is not None and not isinstance(agent_name, str):
-            raise UnsafeIdentifierError("agent name", agent_name, "expected a string")
-        return Scope.of(user_id, agent_name)
-
     def close(self, timeout: float | None = None) -> FlushReport:
-        """Flush queued conversations (see :meth:`ConversationMethods.close`) and
-        close the search index connection; a later search reopens it."""
+        """Stop taking conversations, process what is queued, release connections.
+
+        Nothing admitted is dropped silently: the report lists every
+        conversation that failed or could not be processed within
+        ``timeout`` (default ``shutdown_flush_timeout_seconds``), and they
+        are logged (ids only). Then the model's connections are released (a
+        model passed to :meth:`open` is left to its owner) and the search
+        index connection is closed. :meth:`learn` and search still work
+        afterwards (they reopen what they need); :meth:`queue_conversation`
+        does not. Also called on leaving a ``with`` block.
+        """
         try:
-            return ConversationMethods.close(self, timeout)
+            return self._updates.close(timeout)
         finally:
-            self._close_search_index()
+            self._search_index.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"Memory({self.store!r}, {self.scope})"
@@ -190,6 +227,7 @@ class Memory(ConversationMethods, PromptAndSearch):
     # --- reading ------------------------------------------------------------------
 
     def snapshot(self) -> ScopeSnapshot:
+        """This scope's facts and summaries, read as one consistent whole."""
         return self.store.load(self.scope)
 
     def list_facts(self, *, category: str | None = None) -> tuple[Fact, ...]:
@@ -212,6 +250,7 @@ class Memory(ConversationMethods, PromptAndSearch):
         return fact
 
     def summaries(self) -> SummaryDocument:
+        """The user's summaries (shared by all of the user's agents)."""
         return self.snapshot().summaries
 
     def version(self) -> str:
@@ -236,12 +275,12 @@ class Memory(ConversationMethods, PromptAndSearch):
         """Eviction receipts, oldest first."""
         return self.store.audit(self.scope)
 
-    def archive(self) -> tuple[ArchiveEntry, ...]:
-        """Archived facts, newest first."""
+    def list_archived(self) -> tuple[ArchiveEntry, ...]:
+        """Archived facts (unexpired), newest first, each with why it left."""
         return self.store.archive(self.scope, self.now())
 
-    def archived(self, fact_id: str) -> ArchiveEntry:
-        """One archived fact.
+    def get_archived(self, fact_id: str) -> ArchiveEntry:
+        """One archived fact, with why it left.
 
         Raises:
             FactNotFoundError: the archive holds no (unexpired) entry for the id.
@@ -448,7 +487,7 @@ class Memory(ConversationMethods, PromptAndSearch):
         fact = snapshot.get(fact_id)
         if fact is not None:
             usage = self.store.usage(self.scope) if self.gate.policy.uses_usage else {}
-            standing = standing_of(self.gate.policy, snapshot.facts, fact_id, usage, self.now())
+            standing = standing_of(self.gate, snapshot.facts, fact_id, usage, self.now())
             return Explanation(fact_id, "active", fact, receipts, None, standing)
         entry = self.store.archived(self.scope, fact_id)
         if entry is not None and not entry.expired(self.now(), self.config.archive_max_age_days):
@@ -456,6 +495,132 @@ class Memory(ConversationMethods, PromptAndSearch):
         if receipts:
             return Explanation(fact_id, "gone", None, receipts, None, None)
         raise FactNotFoundError(fact_id)
+
+    # --- the prompt block and search -------------------------------------------
+
+    def injection(self) -> Injection:
+        """The prompt text of this memory and its manifest.
+
+        Summaries and facts within ``max_injection_tokens``; the
+        ``protected_categories`` first, within ``guaranteed_token_budget``;
+        the rest in the order of the configured capacity policy (by the
+        ``hybrid-v1`` score under ``hybrid-v1``); empty when
+        ``injection_enabled`` is off. ``Injection.block`` is the text in its
+        ``<memory>`` block, ``Injection.manifest`` says which facts went in,
+        at what token cost, and which were left out and why. It only reads:
+        being injected is neither a recall nor a confirmation.
+        """
+        return memory_injection(self.store, self.scope, self.config, self.now())
+
+    def context(self) -> str:
+        """The ``<memory>`` block for an agent's prompt (``""`` when there is nothing).
+
+        :meth:`injection`'s text, wrapped. Stored text is escaped, so it can
+        neither close the block nor start a line of its own.
+        """
+        return self.injection().block
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 5,
+        category: str | None = None,
+        record: bool = True,
+    ) -> tuple[SearchResult, ...]:
+        """The facts that best match a query, best first.
+
+        Ranked by ``|bm25| × decay + 0.2 × confidence`` over the store's
+        SQLite FTS5 index, which is brought up to date first (a missing,
+        damaged or stale index is rebuilt, never an error); when FTS5 finds
+        nothing, by a case-insensitive substring match. The category filter
+        applies before the cut. Under ``hybrid-v1`` or shadow mode the hits
+        count as recalls in the usage sidecar; a search never changes a fact
+        and never counts as a confirmation.
+
+        Args:
+            query: what to look for, as typed (operators and quotes are safe).
+            top_k: at most this many results (``≤ 0``: none).
+            category: only facts of this category (an ``other`` fact's own
+                label counts too).
+            record: count the hits as recalls when the policy uses recalls;
+                ``False`` looks without counting (an operator's inspection).
+        """
+        results = search_scope(
+            self.store,
+            self.scope,
+            self._search_index.get(self.store),
+            query,
+            now=self.now(),
+            top_k=top_k,
+            category=category,
+        )
+        if record and results:
+            self.record_access(result.fact_id for result in results)
+        return results
+
+    # --- learning from conversations --------------------------------------------
+
+    def learn(
+        self, thread_id: str, messages: Iterable[object], *, dry_run: bool = False
+    ) -> UpdateResult:
+        """Extract facts, confirmations and removals from a conversation, now.
+
+        The messages (OpenAI chat format or the LangChain/DeerFlow shape,
+        oldest first) are filtered, the part not yet learned from for this
+        thread is sent to the model in one call, and its answer goes through
+        the gates and the capacity gate into one commit (see docs/update.md).
+        With ``dry_run`` the plan and the capacity gate's decision are
+        computed and nothing is written — not the facts, not the receipts,
+        not the watermark.
+
+        Args:
+            thread_id: the conversation; recorded as the new facts' source.
+            messages: the whole conversation so far.
+            dry_run: compute and report, write nothing.
+
+        Returns:
+            ``report`` (ids and counters only: safe to log) and ``facts``,
+            the facts the report names (content: for display only).
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            LLMError: the model call failed (after the client's retries).
+            MessageFormatError: a message has an unusable shape.
+        """
+        return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)
+
+    def queue_conversation(self, thread_id: str, messages: Iterable[object]) -> bool:
+        """Queue a conversation, to be learned from once the user pauses.
+
+        Every call restarts the debounce timer (``debounce_seconds``); a newer
+        conversation for the same thread replaces the queued one and keeps
+        its signals. Call this after every agent turn with the whole
+        conversation: only what was not learned from before is sent to the
+        model. Nothing is reported back per conversation; :meth:`flush_queue`
+        and :meth:`close` report what failed.
+
+        Returns:
+            Whether it was queued (``False``: after filtering nothing is left
+            to learn from — no user turn with an assistant reply).
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            QueueFullError: ``queue_max_depth`` is reached and the conversation
+                carries no signal (conversations with a signal are always taken).
+            QueueClosedError: :meth:`close` was called.
+            MessageFormatError: a message has an unusable shape.
+        """
+        return self._updates.queue_conversation(self.scope, thread_id, messages)
+
+    def flush_queue(self, timeout: float | None = None) -> FlushReport:
+        """Process the queued conversations now, within ``timeout``.
+
+        The default budget is ``shutdown_flush_timeout_seconds``; the report
+        lists what failed or did not finish in time. Unlike :meth:`close`,
+        the queue keeps taking conversations.
+        """
+        return self._updates.flush(timeout)
 
     # --- helpers --------------------------------------------------------------
 

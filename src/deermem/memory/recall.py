@@ -96,7 +96,7 @@ def memory_injection(store: Store, scope: Scope, config: MemoryConfig, now: date
         return build_injection((), settings=settings, now=now)
     snapshot = store.load(scope)
     usage = None
-    if settings.ranking.policy == POLICY_HYBRID_V1:
+    if settings.ranking.name == POLICY_HYBRID_V1:
         usage = {key: entry.to_dict() for key, entry in store.usage(scope).items()}
     return build_injection(
         snapshot.facts,

@@ -253,6 +253,18 @@ class Fact:
         out.update(self.extra)
         return out
 
+    def get(self, key: str, default: object = None) -> object:
+        """The value stored under ``key`` (a field name or an extra key), else ``default``.
+
+        Reads a fact the way one reads its canonical mapping, so code that
+        accepts both — the capacity policies do — reads them alike, without
+        converting a fact to a dict. Values are returned as the fact holds
+        them (``source`` as a :class:`FactSource`, ``topics`` as a tuple);
+        an unset optional field gives ``default``, as its absent key would.
+        """
+        value = getattr(self, key) if key in _KNOWN_KEYS else self.extra.get(key)
+        return default if value is None else value
+
     def heading(self) -> str:
         """The Markdown heading: the explicit title, else the first content line.
 

@@ -1,4 +1,4 @@
-"""The three bounded signals of ``hybrid-v1`` and the confidence coercion.
+"""The three bounded signals of ``hybrid-v1``, the confidence coercion, and a fact's score.
 
 Each signal maps a fact to [0, 1]:
 
@@ -13,28 +13,41 @@ Each signal maps a fact to [0, 1]:
 
 The arithmetic is written exactly as the original computes it (timedelta
 seconds divided by 86400, ``2 ** (−max(0, Δ) / half_life)``, ``0.5 * decay``,
-``min(1.0, log1p(h * decay) / log(9))``), because near-ties must break the
-same way for the evaluation's retained sets to match row by row.
+``min(1.0, log1p(h * decay) / log(9))``, ``wc*c + wf*f + wa*a`` summed left
+to right), because near-ties must break the same way for the evaluation's
+retained sets to match row by row.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final, TypeAlias
 
+from deermem.model.fact import Fact
 from deermem.model.timestamps import parse_timestamp
+from deermem.policy.capacity import CapacityPolicy
+from deermem.policy.names import POLICY_HYBRID_V1
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
+    "FactLike",
+    "Scores",
     "access_heat",
+    "as_utc",
     "coerce_confidence",
     "confirmation_freshness",
     "decay",
     "elapsed_days",
+    "fact_id_of",
+    "score_facts",
     "usable_heat",
 ]
+
+FactLike: TypeAlias = Mapping[str, Any] | Fact
+"""What a policy scores: a mapping with the canonical camelCase keys, or a :class:`Fact`."""
 
 DEFAULT_CONFIDENCE: Final = 0.5
 SECONDS_PER_DAY: Final = 86400
@@ -121,3 +134,68 @@ def usable_heat(value: object) -> float | None:
 def as_utc(now: datetime) -> datetime:
     """Make the injected clock aware; a naive clock is taken to be UTC."""
     return now.replace(tzinfo=UTC) if now.tzinfo is None else now
+
+
+def fact_id_of(value: object) -> str:
+    """A fact's ``id`` field as the string a decision reports ("" when absent)."""
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Every fact's score under one policy, by input position, and the signals behind it.
+
+    Attributes:
+        values: the scores.
+        signals: under ``hybrid-v1``, each fact's (confidence, confirmation
+            freshness, access heat); ``None`` under ``confidence``, where the
+            score is the confidence itself.
+    """
+
+    values: list[float]
+    signals: list[tuple[float, float, float]] | None
+
+    def components(self, index: int) -> dict[str, float]:
+        """The signals the score of the fact at ``index`` was summed from, by name."""
+        if self.signals is None:
+            return {"confidence": self.values[index]}
+        confidence, freshness, heat = self.signals[index]
+        return {"confidence": confidence, "confirmationFreshness": freshness, "accessHeat": heat}
+
+
+def score_facts(
+    facts: Sequence[FactLike],
+    policy: CapacityPolicy,
+    usage: Mapping[str, object],
+    now: datetime | None,
+) -> Scores:
+    """Score every fact under ``policy``.
+
+    Under ``confidence`` the score is the coerced confidence. Under
+    ``hybrid-v1`` it is ``wc*c + wf*f + wa*a`` of the confidence, the
+    confirmation freshness and the access heat; ``usage`` holds the usage
+    entries by fact id.
+
+    Raises:
+        ValueError: ``hybrid-v1`` without ``now`` (decisions never read the
+            wall clock).
+    """
+    if policy.name != POLICY_HYBRID_V1:
+        return Scores([coerce_confidence(fact.get("confidence")) for fact in facts], None)
+    if now is None:
+        raise ValueError("the hybrid-v1 policy needs the clock: pass now=")
+    now = as_utc(now)
+    weights = (policy.confidence_weight, policy.confirmation_weight, policy.access_weight)
+    confirmation_half_life = policy.confirmation_half_life_days
+    values: list[float] = []
+    signals: list[tuple[float, float, float]] = []
+    for fact in facts:
+        confidence = coerce_confidence(fact.get("confidence"))
+        freshness = confirmation_freshness(
+            fact.get("lastConfirmedAt"), fact.get("createdAt"), now, confirmation_half_life
+        )
+        entry = usage.get(fact_id_of(fact.get("id")))
+        heat = access_heat(entry, now, policy.access_half_life_days)
+        values.append(weights[0] * confidence + weights[1] * freshness + weights[2] * heat)
+        signals.append((confidence, freshness, heat))
+    return Scores(values, signals)

@@ -24,7 +24,6 @@ from pathlib import Path
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import FACT_ID_PATTERN, Fact
 from deermem.model.timestamps import parse_timestamp
-from deermem.store._json import dumps_indented
 from deermem.store.paths import ScopePaths
 from deermem.store.records import ArchiveEntry, ReceiptEntry, UsageEntry
 from deermem.store.scope import Scope
@@ -39,7 +38,8 @@ __all__ = [
 
 
 def encode_entry(entry: ArchiveEntry) -> bytes:
-    return (dumps_indented(entry.to_dict()) + "\n").encode("utf-8")
+    """The entry as indented JSON: people read archive entries to decide what to restore."""
+    return (json.dumps(entry.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def decode_entry(data: bytes, path: Path, scope: Scope, expected_id: str) -> ArchiveEntry:

@@ -1,6 +1,6 @@
 """The on-disk formats: a fact as Markdown with YAML front matter, and ``memory.json``.
 
-A fact file is the original DeerMem's format, byte for byte::
+A fact file is the original DeerMem's format::
 
     ---
     <yaml.safe_dump of every field but content and title, with the scope
@@ -10,6 +10,12 @@ A fact file is the original DeerMem's format, byte for byte::
     # <title>
 
     <content>
+
+The front matter is PyYAML's safe dump with the original's options. Where
+PyYAML has libyaml, its dumper writes it: the same text as the pure-Python
+dumper the original uses, except that it escapes characters beyond U+FFFF
+(emoji) and breaks long double-quoted lines in another place — other bytes,
+which every YAML reader reads as the same values.
 
 The title is the fact's explicit ``title`` if it has one, else the first line
 of its content; it is never in the front matter. Reading gives back an
@@ -27,14 +33,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import yaml
 
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import MAX_TITLE_LENGTH, Fact, FactScope
-from deermem.store._json import dumps_indented
-from deermem.store._yaml import dump_mapping, load_mapping
 from deermem.store.protocol import Section, SummaryDocument
 from deermem.store.scope import Scope
 
@@ -48,6 +52,10 @@ __all__ = [
 _OPEN: Final = "---\n"
 _CLOSE: Final = "\n---\n"
 _BODY_KEYS: Final = ("content", "title")
+# libyaml's safe loader and dumper when PyYAML has them, its pure-Python ones
+# otherwise: every reader of either reads what either writes the same way.
+_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER: Final[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def encode_fact(fact: Fact, scope: Scope) -> bytes:
@@ -63,8 +71,21 @@ def encode_fact(fact: Fact, scope: Scope) -> bytes:
             # The scope goes where the original puts it: right after the source.
             front["user_id"] = scope.user_id
             front["agent_name"] = scope.agent
-    text = f"{_OPEN}{dump_mapping(front)}---\n\n# {fact.heading()}\n\n{fact.content}\n"
+    text = f"{_OPEN}{_dump_front_matter(front)}---\n\n# {fact.heading()}\n\n{fact.content}\n"
     return text.encode("utf-8")
+
+
+def _dump_front_matter(front: Mapping[str, object]) -> str:
+    """What the original writes: ``yaml.safe_dump(front, allow_unicode=True, sort_keys=False)``.
+
+    One exception: PyYAML's pure-Python dumper writes U+0085 (NEXT LINE) raw,
+    and every YAML reader reads it back as a space; such front matter is
+    written with non-ASCII characters escaped instead — lossless, still YAML.
+    """
+    text: str = yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=True, sort_keys=False)
+    if "\x85" in text:
+        text = yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=False, sort_keys=False)
+    return text
 
 
 def decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> Fact:
@@ -104,7 +125,7 @@ def decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -
 
 def _front_matter(text: str, path: str | Path) -> dict[str, object]:
     try:
-        meta = load_mapping(text)
+        meta = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as error:
         problem = " ".join(str(error).split())
         raise CorruptMemoryFile(path, f"the front matter is not valid YAML: {problem}") from None
@@ -162,8 +183,8 @@ def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> Non
 
 def encode_summaries(document: SummaryDocument) -> bytes:
     """``memory.json``: the summaries only, never facts."""
-    data = document.to_dict()
-    return (dumps_indented(data) + "\n").encode("utf-8")
+    text = json.dumps(document.to_dict(), indent=2, ensure_ascii=False)
+    return (text + "\n").encode("utf-8")
 
 
 def decode_summaries(data: bytes, path: Path) -> SummaryDocument:

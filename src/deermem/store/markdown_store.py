@@ -15,7 +15,7 @@ composes:
   costs a rescan;
 * **sidecars** — once a commit has happened: usage entries of deleted facts
   are dropped, receipts appended, the archive trimmed to its bounds (the
-  commit's *derived files*, see :mod:`~deermem.store.journal`).
+  commit's *derived files*, step 4 in :mod:`~deermem.store.journal`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deermem._exceptions import FactNotFoundError
+from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.store import sidecars
 from deermem.store._plan import plan_commit
@@ -85,7 +86,7 @@ class MarkdownStore:
         audit_max_entries: int = 200,
         archive_max_entries: int = 1000,
         archive_max_age_days: int = 365,
-        access_half_life_days: float = 30,
+        access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
     ) -> None:
         self.root = Path(root)
         self.manifest_filename = manifest_filename
@@ -258,7 +259,6 @@ class MarkdownStore:
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
         deleted = [fact.id for fact in plan.deleted]
-        derived = partial(self._derived_files, scope, paths, changes, deleted)
         if plan.files:
             info = JournalInfo(
                 agent=scope.agent,
@@ -266,7 +266,7 @@ class MarkdownStore:
                 next_revision=plan.summaries.revision,
                 fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
             )
-            commit_files(user, plan.files, info, derived)
+            commit_files(user, plan.files, info)
             token = manifest_token(user, plan.summaries.revision)
             if snapshot is not None:
                 removed = [*plan.deleted, *plan.replaced.values()]
@@ -274,8 +274,7 @@ class MarkdownStore:
                     snapshot, plan.written, removed, plan.summaries, token.version()
                 )
                 self._cache.put(scope, token, snapshot)
-        else:
-            write_derived(user, derived)
+        write_derived(user, partial(self._derived_files, scope, paths, changes, deleted))
         result = CommitResult(
             revision=plan.summaries.revision,
             written=tuple(plan.written),

@@ -14,9 +14,9 @@ archive entry of an evicted fact carries its own copy of the receipt line).
 
 What a commit does to them is computed by :func:`usage_after_commit` and
 :func:`audit_after_commit` — one new content per file, however many kinds of
-change the commit makes — so the store can write both in one flush round
-(see :class:`~deermem.store.atomic.StagedFiles`). A sidecar whose content
-would not change is not written.
+change the commit makes — and written once the commit has happened (step 4
+of :mod:`~deermem.store.journal`). A sidecar whose content would not change
+is not written.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = [
     "usage_after_commit",
 ]
 
-#: A sidecar's new content (``None``: remove the file), for :func:`replace_files`.
+#: A sidecar's new content (``None``: remove the file).
 SidecarChange = tuple[Path, bytes | None]
 
 _log = logging.getLogger("deermem.store")
@@ -63,11 +63,7 @@ def _read_json(path: Path) -> object | None:
 
 
 def _encode_json(value: list[object] | dict[str, object]) -> bytes:
-    """One item per line: readable, diffable, and encoded by the C encoder.
-
-    (``indent=`` would switch ``json`` to its pure-Python encoder, which costs
-    milliseconds for a full audit on every eviction.)
-    """
+    """One receipt (or one fact's usage) per line, so the files read and diff line by line."""
     if isinstance(value, dict):
         items = [f"{json.dumps(k, ensure_ascii=False)}: {_compact(v)}" for k, v in value.items()]
         text = "{\n" + ",\n".join(items) + "\n}\n" if items else "{}\n"

@@ -1,6 +1,6 @@
 """What one update did, as ids and counters: :class:`UpdateReport`.
 
-The report is what :meth:`deermem.Memory.update_now` returns and what
+The report is what :meth:`deermem.Memory.learn` returns (with the facts it names) and what
 ``deermem ingest --json`` prints. Like a receipt it holds **no content** —
 fact ids, categories, receipt ids, section names and counters only — so it
 can be logged, stored and shipped to a dashboard without leaking anything a

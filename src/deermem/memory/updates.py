@@ -1,17 +1,13 @@
-"""Extraction for a :class:`~deermem.memory.Memory`: the model, the updater, the queue.
-
-:class:`ConversationMethods` holds ``Memory``'s conversation-to-memory methods
-(``update_now``, ``ingest``, ``add_conversation``, ``flush_updates``,
-``close``); they are thin, and delegate to an :class:`UpdateService`.
+"""The extraction machinery behind a :class:`~deermem.memory.Memory`: model, updater, queue.
 
 One :class:`UpdateService` is shared by a ``Memory`` and every view
 :meth:`~deermem.memory.Memory.scoped` makes of it, so one queue, one
 watermark and one model serve all users and agents of a store, and
-``close()`` on any of them flushes everything.
+``close()`` on any of them flushes everything. Each call names its scope.
 
 * The model is built from ``config.model`` on first use (or given); with
   none configured, every extraction raises
-  :class:`~deermem.LLMNotConfigured` at once — at ``add_conversation``
+  :class:`~deermem.LLMNotConfigured` at once — at ``queue_conversation``
   time, not later in a worker thread where nobody would see it.
 * Updates run one at a time (``ChatModel`` backends serve one thread at a
   time, and a thread's watermark must not race with itself).
@@ -24,10 +20,9 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from deermem.config import MemoryConfig
-from deermem.memory._sentinel import UNSET
 from deermem.signals import Message
 from deermem.store import Scope, Store
 from deermem.update import FlushReport, QueueItem, UpdateQueue, Watermark
@@ -37,15 +32,13 @@ if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction
     from deermem.llm import ChatModel
     from deermem.update.updater import Updater
 
-__all__ = ["ConversationMethods", "UpdateService"]
-
-"""The default of optional scope arguments: "this memory's own"."""
+__all__ = ["UpdateService"]
 
 _log = logging.getLogger("deermem.memory")
 
 
 class UpdateService:
-    """The extraction machinery behind ``Memory.update_now`` and ``Memory.add_conversation``.
+    """The extraction machinery behind ``Memory.learn`` and ``Memory.queue_conversation``.
 
     Args:
         store: the store updates commit to.
@@ -94,10 +87,10 @@ class UpdateService:
 
     # --- synchronous -------------------------------------------------------------
 
-    def update_now(
+    def learn(
         self, scope: Scope, thread_id: str, messages: Iterable[object], *, dry_run: bool
     ) -> UpdateResult:
-        """Extract from a conversation now (see ``Memory.update_now``)."""
+        """Extract from a conversation now (see ``Memory.learn``)."""
         updater = self.updater()
         prepared = updater.prepare(messages)
         if prepared is None:
@@ -137,8 +130,8 @@ class UpdateService:
 
     # --- queued ------------------------------------------------------------------
 
-    def add(self, scope: Scope, thread_id: str, messages: Iterable[object]) -> bool:
-        """Queue a conversation (see ``Memory.add_conversation``)."""
+    def queue_conversation(self, scope: Scope, thread_id: str, messages: Iterable[object]) -> bool:
+        """Queue a conversation (see ``Memory.queue_conversation``)."""
         prepared = self.updater().prepare(messages)
         if prepared is None:
             return False
@@ -158,7 +151,7 @@ class UpdateService:
                     self._process,
                     debounce_seconds=self._config.debounce_seconds,
                     max_depth=self._config.queue_max_depth,
-                    watermark=self.watermark,  # shared with update_now
+                    watermark=self.watermark,  # shared with learn
                 )
             return self._queue
 
@@ -209,113 +202,3 @@ class UpdateService:
 
     def _timeout(self, timeout: float | None) -> float:
         return self._config.shutdown_flush_timeout_seconds if timeout is None else timeout
-
-
-class ConversationMethods:
-    """``Memory``'s conversation-to-memory methods (a mixin of :class:`~deermem.memory.Memory`)."""
-
-    _updates: UpdateService
-
-    if TYPE_CHECKING:
-
-        def _scope_of(self, user: object, agent: object) -> Scope: ...
-
-    def update_now(
-        self,
-        thread_id: str,
-        messages: Iterable[object],
-        *,
-        user_id: str | object | None = UNSET,
-        agent: str | object | None = UNSET,
-    ) -> UpdateReport:
-        """Extract facts, confirmations and removals from a conversation, now.
-
-        The messages (OpenAI chat format or the LangChain/DeerFlow shape,
-        oldest first) are filtered, the part not yet extracted for this
-        thread is sent to the model in one call, and its answer goes through
-        the gates and the capacity gate into one commit (see docs/update.md).
-
-        Args:
-            thread_id: the conversation; recorded as the new facts' source.
-            messages: the whole conversation so far.
-            user_id / agent: another scope than this memory's.
-
-        Returns:
-            What changed, as ids and counters.
-
-        Raises:
-            LLMNotConfigured: no model is configured: extraction is off.
-            LLMError: the model call failed (after the client's retries).
-            MessageFormatError: a message has an unusable shape.
-        """
-        return self.ingest(thread_id, messages, user_id=user_id, agent=agent).report
-
-    def ingest(
-        self,
-        thread_id: str,
-        messages: Iterable[object],
-        *,
-        dry_run: bool = False,
-        user_id: str | object | None = UNSET,
-        agent: str | object | None = UNSET,
-    ) -> UpdateResult:
-        """:meth:`update_now`, returning the facts the report names as well (for display).
-
-        With ``dry_run`` the plan and the capacity gate's decision are
-        computed and nothing is written — not the facts, not the receipts,
-        not the watermark.
-        """
-        scope = self._scope_of(user_id, agent)
-        return self._updates.update_now(scope, thread_id, messages, dry_run=dry_run)
-
-    def add_conversation(
-        self,
-        thread_id: str,
-        messages: Iterable[object],
-        *,
-        user_id: str | object | None = UNSET,
-        agent: str | object | None = UNSET,
-    ) -> bool:
-        """Queue a conversation for extraction once the user pauses.
-
-        Every call restarts the debounce timer (``debounce_seconds``); a newer
-        conversation for the same thread replaces the queued one and keeps
-        its signals. Call this after every agent turn with the whole
-        conversation: only what was not extracted before is sent to the model.
-
-        Returns:
-            Whether it was queued (``False``: after filtering nothing is left
-            to learn from — no user turn with an assistant reply).
-
-        Raises:
-            LLMNotConfigured: no model is configured: extraction is off.
-            QueueFullError: ``queue_max_depth`` is reached and the conversation
-                carries no signal (conversations with a signal are always taken).
-            QueueClosedError: :meth:`close` was called.
-            MessageFormatError: a message has an unusable shape.
-        """
-        scope = self._scope_of(user_id, agent)
-        return self._updates.add(scope, thread_id, messages)
-
-    def flush_updates(self, timeout: float | None = None) -> FlushReport:
-        """Process the queued conversations now (default budget:
-        ``shutdown_flush_timeout_seconds``); the report lists what failed or
-        did not finish in time."""
-        return self._updates.flush(timeout)
-
-    def close(self, timeout: float | None = None) -> FlushReport:
-        """Stop taking conversations and process what is queued, within ``timeout``.
-
-        Nothing admitted is dropped silently: the report lists every
-        conversation that failed or could not be processed in time, and
-        they are logged (ids only). Then the model's connections are released
-        (a model passed to :meth:`open` is left to its owner). Also called on
-        leaving a ``with`` block; ``update_now`` still works afterwards.
-        """
-        return self._updates.close(timeout)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
