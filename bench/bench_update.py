@@ -66,7 +66,7 @@ from deermem.update.apply import AppliedUpdate, apply_response
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity")
 LABELS = {"scope": "user", "durability": "durable", "authority": "descriptive"}
-SETTINGS = UpdateSettings(fact_eviction_policy=POLICY_HYBRID_V1)
+SETTINGS = UpdateSettings()
 SIGNALS = frozenset({"reinforcement"})
 
 

@@ -544,7 +544,7 @@ def test_delete_mode_deletes_without_archive(tmp_path: Path, server: ScriptedCha
     [
         ({"fact_eviction_policy": "hybrid-v1"}, CONFIRMING, True),
         ({"fact_eviction_shadow_enabled": True}, CONFIRMING, True),
-        ({}, CONFIRMING, False),  # confidence policy: nothing reads confirmations
+        ({}, CONFIRMING, True),  # the confidence policy records them too
         ({"fact_eviction_policy": "hybrid-v1"}, CHAT, False),  # no reinforcement signal
         # a bare "对" is no confirmation
         ({"fact_eviction_policy": "hybrid-v1"}, conversation("Use uv.", "Done.", "对", "OK."),

@@ -129,6 +129,14 @@ def _render(result: UpdateResult, scope: str) -> None:
             f"{m.rejected_low_confidence} below the confidence threshold, "
             f"{m.malformed_new_facts} malformed, {m.duplicate_facts} duplicate(s)[/]"
         )
+    if report.over_limits.total:
+        dropped = ", ".join(
+            f"{count} {name} past the first {limit}"
+            if unit == "entries"
+            else f"{count} × {name} longer than {limit:,} {unit}"
+            for name, count, limit, unit in report.over_limits.items()
+        )
+        out_console.print(f"  [yellow]dropped over the answer's limits: {dropped}[/]")
     if report.model_call is not None and report.model_call.truncated:
         out_console.print(
             "  [yellow]the answer was cut off at the token limit (model.max_tokens)[/]"

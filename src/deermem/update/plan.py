@@ -194,9 +194,7 @@ def plan_update(
     now = as_utc(now)
     stamp = format_timestamp(now)
     gated = gate_response(response, threshold=settings.fact_confidence_threshold)
-    confirmed = confirm_facts(
-        memory.facts, response.reinforce, signals=signals, settings=settings, now=now
-    )
+    confirmed = confirm_facts(memory.facts, response.reinforce, signals=signals, now=now)
     summaries = _summary_changes(memory, gated, stamp)
     stale = review_staleness(
         confirmed.facts, response.stale_remove, response.stale_extend, now=now, settings=settings

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from deermem.model.fact import Fact
+from deermem.update.limits import OverLimits
 from deermem.update.metrics import UpdateMetrics
 
 __all__ = ["FactChange", "ModelCall", "UpdateOutcome", "UpdateReport", "UpdateResult"]
@@ -117,6 +118,9 @@ class UpdateReport:
             the update reload and apply the same answer again, up to 3 times).
         model_call: the model call, when one was made.
         metrics: every gate counter.
+        over_limits: entries of the model's answer dropped for exceeding a
+            limit of :mod:`deermem.update.limits`, by limit (also when the
+            answer was refused whole).
     """
 
     thread_id: str
@@ -135,6 +139,7 @@ class UpdateReport:
     commit_attempts: int = 0
     model_call: ModelCall | None = None
     metrics: UpdateMetrics = field(default_factory=UpdateMetrics)
+    over_limits: OverLimits = field(default_factory=OverLimits)
 
     @property
     def committed(self) -> bool:
@@ -169,6 +174,7 @@ class UpdateReport:
             "rejected": self.rejected,
             "duplicates": self.metrics.duplicate_facts,
             "blockedRemovals": len(self.blocked_removals),
+            "overLimits": self.over_limits.total,
         }
 
     def to_dict(self) -> dict[str, object]:
@@ -191,6 +197,7 @@ class UpdateReport:
             "modelCall": None if self.model_call is None else self.model_call.to_dict(),
             "counts": self.counts(),
             "metrics": self.metrics.to_dict(),
+            "overLimits": self.over_limits.to_dict(),
         }
 
 

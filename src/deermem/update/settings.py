@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
-
 if TYPE_CHECKING:  # pydantic is not needed to use the update functions
     from deermem.config import MemoryConfig
 
@@ -21,7 +19,7 @@ __all__ = ["UpdateSettings"]
 
 @dataclass(frozen=True, slots=True)
 class UpdateSettings:
-    """What the gates, the confirmation rule and the staleness review need.
+    """What the gates and the staleness review need.
 
     The defaults are the original DeerMem's (and :class:`MemoryConfig`'s).
     """
@@ -34,12 +32,10 @@ class UpdateSettings:
     staleness_max_lifetime_multiplier: float = 20.0
     staleness_max_extension_days: int = 3650
     protected_categories: tuple[str, ...] = ("correction",)
-    fact_eviction_policy: str = POLICY_CONFIDENCE
-    fact_eviction_shadow_enabled: bool = False
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> UpdateSettings:
-        """Take the update keys (and the policy keys confirmation depends on)."""
+        """Take the update keys."""
         return cls(
             fact_confidence_threshold=config.fact_confidence_threshold,
             staleness_review_enabled=config.staleness_review_enabled,
@@ -49,8 +45,6 @@ class UpdateSettings:
             staleness_max_lifetime_multiplier=config.staleness_max_lifetime_multiplier,
             staleness_max_extension_days=config.staleness_max_extension_days,
             protected_categories=config.protected_categories,
-            fact_eviction_policy=config.fact_eviction_policy,
-            fact_eviction_shadow_enabled=config.fact_eviction_shadow_enabled,
         )
 
     @property
@@ -61,13 +55,3 @@ class UpdateSettings:
         century still sees it reviewed within five years.
         """
         return int(self.staleness_age_days * self.staleness_max_lifetime_multiplier)
-
-    @property
-    def records_confirmations(self) -> bool:
-        """Whether confirmations are written at all (``hybrid-v1`` or shadow mode).
-
-        Only ``hybrid-v1`` reads them; shadow mode records them so its
-        comparison sees the same data ``hybrid-v1`` would. Under plain
-        ``confidence`` nothing would read them, as in the original.
-        """
-        return self.fact_eviction_policy == POLICY_HYBRID_V1 or self.fact_eviction_shadow_enabled

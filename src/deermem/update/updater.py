@@ -167,6 +167,13 @@ class Updater:
             _log.info("memory update for thread %r: no update (%s)", thread_id, parsed.reason)
             return UpdateResult(_no_update(base, parsed.reason))
         response = normalize_response(parsed.data)
+        base = replace(base, over_limits=response.over_limits)
+        if response.over_limits.total:
+            _log.warning(
+                "memory update for thread %r: entries of the answer dropped over its limits: %s",
+                thread_id,
+                ", ".join(f"{name} {count}" for name, count, *_ in response.over_limits.items()),
+            )
         if isinstance(response, RejectedResponse):
             _log.warning(
                 "memory update for thread %r refused whole: %d removal(s) with %d malformed "
