@@ -45,13 +45,17 @@ def test_defaults_follow_the_canonical_schema() -> None:
     assert fact.topics == ()
 
 
-def test_created_at_defaults_to_the_injected_clock_only() -> None:
+def test_created_at_defaults_to_the_injected_clock_else_is_unknown() -> None:
+    """Never the wall clock: without one, stored data that has no (or a blank)
+    creation time reads as unknown, as the policies and the review treat it."""
     data = minimal()
     del data["createdAt"]
     assert Fact.from_dict(data, now=NOW).createdAt == "2026-08-13T12:30:00Z"
-    with pytest.raises(FactValidationError) as caught:
-        Fact.from_dict(data)
-    assert caught.value.field == "createdAt"
+    assert Fact.from_dict(minimal(createdAt=" "), now=NOW).createdAt == "2026-08-13T12:30:00Z"
+    unknown = Fact.from_dict(data)
+    assert (unknown.createdAt, unknown.updatedAt) == ("", "")
+    assert parse_timestamp(unknown.createdAt) is None
+    assert Fact.from_dict(unknown.to_dict()) == unknown
 
 
 def test_content_is_stripped() -> None:
@@ -63,7 +67,7 @@ def test_content_is_stripped() -> None:
     [
         ("id", "../escape"),  # path characters
         ("id", ""),  # empty
-        ("id", "a" * 201),  # longer than a file name allows
+        ("id", "a" * 251),  # longer than a file name allows (``<id>.json``)
         ("id", 7),  # not a string
         ("content", "   "),  # blank
         ("content", None),  # missing

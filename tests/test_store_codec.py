@@ -36,24 +36,26 @@ def a_fact(**changes: object) -> Fact:
 
 
 def test_fact_file_is_the_original_format_byte_for_byte() -> None:
+    """What the original writes for the same mapping (more: tests/test_store_original.py)."""
     text = encode_fact(a_fact(), SCOPE).decode("utf-8")
     assert text == (
         "---\n"
         "id: fact_1a2b3c4d\n"
         "category: correction\n"
         "confidence: 0.9\n"
-        "status: active\n"
-        "schemaVersion: 2\n"
         "source:\n"
         "  type: conversation\n"
         "  threadId: thread-7\n"
-        "user_id: alice\n"
-        "agent_name: coder\n"
-        "topics: []\n"
         "createdAt: '2026-08-13T00:00:00Z'\n"
+        "sourceError: The assistant suggested 'pip install'.\n"
+        "schemaVersion: 2\n"
+        "status: active\n"
+        "topics: []\n"
+        "consolidatedFrom: []\n"
         "updatedAt: '2026-08-13T00:00:00Z'\n"
         "revision: 1\n"
-        "sourceError: The assistant suggested 'pip install'.\n"
+        "user_id: alice\n"
+        "agent_name: coder\n"
         "---\n"
         "\n"
         "# Use uv, not pip.\n"
@@ -205,7 +207,7 @@ def test_summary_document_round_trip_and_keys() -> None:
         (b'{"version": "1.0", "facts": [{"id": "x"}]}', "version-1 document"),
         (b'{"revision": "3"}', "'revision'"),
         (b'{"user": []}', "'user' must be an object"),
-        (b'{"history": {"recentMonths": {"summary": 1}}}', "history.recentMonths"),
+        (b'{"history": {"recentMonths": "Shipped v2."}}', "history.recentMonths"),
     ],
 )
 def test_a_malformed_summary_document_is_an_error(data: bytes, problem: str) -> None:

@@ -33,7 +33,14 @@ from deermem._exceptions import (
 )
 from deermem.config import MemoryConfig, load_config
 from deermem.context import Injection
-from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
+from deermem.memory._checks import (
+    check_confidence,
+    check_not_duplicate,
+    checked_category,
+    checked_content,
+    checked_source_error,
+    checked_topics,
+)
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
 from deermem.memory.recall import SearchIndexHandle, SearchResult, memory_injection, search_scope
@@ -314,24 +321,29 @@ class Memory:
             DuplicateFactError: an equal fact is already stored.
         """
         text = checked_content(content)
+        category = checked_category(category)
         check_confidence(confidence)
+        tags = checked_topics(topics)
+        source_error = checked_source_error(source_error)
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
             check_not_duplicate(snapshot, text)
+            # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
                 "id": self._fresh_id(snapshot, transaction.archived),
                 "content": text,
                 "category": category,
                 "confidence": confidence,
-                "source": "manual",
-                "topics": list(topics),
                 "createdAt": format_timestamp(now),
+                "source": "manual",
             }
             if source_error:
                 data["sourceError"] = source_error
             if expected_valid_days is not None:
                 data["expected_valid_days"] = expected_valid_days
+            if tags:
+                data["topics"] = tags
             fact = Fact.from_dict(data)
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
@@ -421,7 +433,7 @@ class Memory:
         if content is not None:
             changes["content"] = checked_content(content)
         if category is not None:
-            changes["category"] = category
+            changes["category"] = checked_category(category)
         if confidence is not None:
             check_confidence(confidence)
             changes["confidence"] = confidence
