@@ -189,12 +189,13 @@ class Fact:
     Build facts with :meth:`from_dict` (which validates and normalises) rather
     than the constructor, which trusts its arguments.
 
-    ``extra`` holds the keys :class:`Fact` does not model, and a
-    ``categoryExtension`` stored beside a core category (the original keeps
-    one when a fact's category changes; it means nothing there, so it is
-    only kept). ``key_order`` is the order of the fact's keys, for writing;
-    it is not part of a fact's value (two facts that differ only in it are
-    equal).
+    ``extra`` holds the keys :class:`Fact` does not model, and stored values
+    of modelled keys that mean nothing and are only kept: a
+    ``categoryExtension`` beside a core category (the original keeps one when
+    a fact's category changes) and a blank ``lastConfirmedAt`` or
+    ``consolidatedAt`` (read as absent). ``key_order`` is the order of the
+    fact's keys, for writing; it is not part of a fact's value (two facts
+    that differ only in it are equal).
     """
 
     id: str
@@ -272,6 +273,10 @@ class Fact:
         }
         if stale_extension is not None:
             extra["categoryExtension"] = stale_extension
+        for name in ("lastConfirmedAt", "consolidatedAt"):
+            stored = data.get(name)
+            if isinstance(stored, str) and not stored.strip():
+                extra[name] = stored  # blank: read as absent, written back as it was
         return cls(
             id=_fact_id(data.get("id")),
             content=content,
@@ -355,8 +360,8 @@ class Fact:
     def heading(self) -> str:
         """The Markdown heading: the explicit title, else the first content line.
 
-        The first line is what :meth:`str.splitlines` gives, stripped and cut
-        to 160 characters (see :func:`derived_heading`).
+        The first line is what :meth:`str.splitlines` gives, cut to 160
+        characters and stripped (see :func:`derived_heading`).
         """
         return self.title if self.title else derived_heading(self.content)
 
@@ -374,15 +379,14 @@ class Fact:
 
 
 def derived_heading(content: str) -> str:
-    """The heading a fact without a title gets: its first line, stripped, cut to 160.
+    """The heading a fact without a title gets: its first line, cut to 160, stripped.
 
-    As the original DeerMem derives it: the first of :meth:`str.splitlines`
-    (which also breaks at U+2028, U+0085 ...), stripped, then cut — so a cut
-    may end in a space, which is written as it is; readers compare headings
-    stripped.
+    As the original DeerMem writes it: the first of :meth:`str.splitlines`
+    (which also breaks at U+2028, U+0085 ...). Stripped after the cut too, so
+    the heading read back from a file is the heading derived from its content.
     """
     lines = content.splitlines()
-    return (lines[0].strip() if lines else "")[:MAX_TITLE_LENGTH]
+    return (lines[0].strip() if lines else "")[:MAX_TITLE_LENGTH].rstrip()
 
 
 def _fact_id(value: object) -> str:
@@ -416,7 +420,7 @@ def _title(value: object, content: str) -> str | None:
     if not isinstance(value, str):
         raise FactValidationError("title", value, "expected a string")
     text = value.translate(_LINE_BREAK_TABLE).strip()[:MAX_TITLE_LENGTH].strip()
-    if not text or text == derived_heading(content).strip():
+    if not text or text == derived_heading(content):
         return None
     return text
 
