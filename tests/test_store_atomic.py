@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.store import atomic
 from deermem.store.atomic import atomic_write, is_temporary, write_temporary
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -61,7 +60,7 @@ def test_a_temporary_file_is_never_an_existing_file_or_link(
     """A name already taken — here by a link planted where the first draw lands —
     is never opened: the writer draws another."""
     draws = iter([b"\x00" * 8, b"\x01" * 8])
-    monkeypatch.setattr(atomic.os, "urandom", lambda size: next(draws))
+    monkeypatch.setattr(os, "urandom", lambda size: next(draws))
     target = tmp_path / "memory.json"
     decoy = tmp_path / "elsewhere"
     (tmp_path / ".memory.json.0000000000000000.tmp").symlink_to(decoy)

@@ -327,7 +327,11 @@ stored_facts = st.fixed_dictionaries(
         "custom": plain,
         "yes": plain,
     },
-).flatmap(lambda data: st.permutations(list(data.items())).map(dict))
+).flatmap(
+    lambda data: st.tuples(
+        st.permutations(list(data.items())), st.dictionaries(texts, plain, max_size=2)
+    ).map(lambda drawn: {**drawn[1], **dict(drawn[0])})
+)
 created_facts = st.fixed_dictionaries(
     {"content": texts, "category": texts, "topics": st.lists(texts, max_size=3)},
     optional={"source_error": texts},

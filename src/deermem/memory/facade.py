@@ -316,8 +316,16 @@ class Memory:
         — possibly against the new fact itself, which then goes to the
         archive and :attr:`CreateResult.fact_id` is ``None``.
 
+        The text keeps to the limits of a fact a model extracts
+        (:mod:`deermem.model.text`): content of at most 4,000 characters, a
+        category and up to 32 topics of one line and 64 characters each, a
+        ``source_error`` of at most 2,000.
+
         Raises:
-            FactValidationError: empty content, a confidence outside [0, 1] ...
+            InvalidTextError: text that is not valid Unicode (an undecodable
+                byte), or a control character where it does not belong.
+            FactValidationError: empty content, text over its limit, a
+                confidence outside [0, 1] ...
             DuplicateFactError: an equal fact is already stored.
         """
         text = checked_content(content)
@@ -427,7 +435,9 @@ class Memory:
         Raises:
             FactNotFoundError: no active fact has this id.
             FactRevisionConflict: ``expected_revision`` is not the stored revision.
-            FactValidationError: a new value is invalid.
+            FactValidationError: a new value is invalid or over the limits of
+                :meth:`create_fact` (:class:`~deermem.InvalidTextError` for text
+                that is not valid Unicode or holds a misplaced control character).
         """
         changes: dict[str, object] = {}
         if content is not None:

@@ -254,6 +254,9 @@ class Fact:
     @classmethod
     def _build(cls, data: Mapping[str, object], now: datetime | None) -> Fact:
         for key, value in data.items():
+            if not isinstance(key, str):
+                raise FactValidationError(repr(key), value, "expected a string key")
+            check_storable(key, key)
             if key not in _SCOPE_KEYS and not isinstance(value, FactSource | FactScope):
                 check_storable(key, value)
         content = _content(data.get("content"))
