@@ -11,10 +11,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import CorruptMemoryFile, Fact
+from deermem import CorruptMemoryFile, Fact, Memory, MemoryConfig
 from deermem.model import CORE_CATEGORIES, FactScope, format_timestamp
 from deermem.store import Scope, Section, SummaryDocument, codec
 from deermem.store.codec import decode_fact, decode_summaries, encode_fact, encode_summaries
+from deermem.store.paths import UserPaths
 
 SCOPE = Scope.of("alice", "coder")
 PATH = Path("users/alice/agents/coder/facts/ab/fact_1a2b3c4d.md")
@@ -182,6 +183,25 @@ def test_a_hand_written_file_without_scope_keys_belongs_to_its_directory() -> No
     assert fact.content == "Ship v1."
     assert fact.scope == FactScope(userId="alice", agentName="coder")
     assert fact.createdAt == "2026-08-01T10:00:00Z"  # an unquoted YAML timestamp
+
+
+def test_yaml_timestamps_in_unknown_keys_read_as_the_text_they_show(tmp_path: Path) -> None:
+    """An unquoted date in a hand-edited file: a fact also goes to JSON (archive, export)."""
+    front = GOOD.split(b"---\n")[1]
+    extra = b"reviewedAt: 2026-01-02\nnested:\n  at: 2026-01-02 10:00:00\n  2026-01-03: key\n"
+    data = b"---\n" + front + extra + b"---\n\n# Use uv\n\nUse uv, not pip.\n"
+    fact = decode_fact(data, PATH, SCOPE, "fact_1a2b3c4d")
+    assert fact.extra == {
+        "reviewedAt": "2026-01-02",
+        "nested": {"at": "2026-01-02T10:00:00", "2026-01-03": "key"},
+    }
+    path = UserPaths(tmp_path, "alice", "memory.json").agent("coder").fact("fact_1a2b3c4d")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder", clock=lambda: NOW)
+    json.dumps(memory.export_document())
+    memory.delete_fact("fact_1a2b3c4d")  # to the archive, a JSON file
+    assert memory.get_archived("fact_1a2b3c4d").fact.extra == fact.extra
 
 
 # --- memory.json ------------------------------------------------------------------------

@@ -94,6 +94,7 @@ _APPEND_ORDER: Final = (
     "expected_valid_days",
 )
 _KNOWN_KEYS: Final = frozenset(_APPEND_ORDER)
+_TIMESTAMP_KEYS: Final = frozenset({"createdAt", "updatedAt", "lastConfirmedAt", "consolidatedAt"})
 _DEFAULT_ORDER: Final = tuple(dict.fromkeys((*_CREATION_ORDER, *_APPEND_ORDER)))
 
 
@@ -257,8 +258,11 @@ class Fact:
             if not isinstance(key, str):
                 raise FactValidationError(repr(key), value, "expected a string key")
             check_storable(key, key)
-            if key not in _SCOPE_KEYS and not isinstance(value, FactSource | FactScope):
-                check_storable(key, value)
+            if key in _SCOPE_KEYS or isinstance(value, FactSource | FactScope):
+                continue
+            if key in _TIMESTAMP_KEYS and isinstance(value, datetime):
+                continue  # formatted as text below
+            check_storable(key, value)
         content = _content(data.get("content"))
         category, extension, stale_extension = _category(data)
         created = _timestamp(data, "createdAt")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import date
 from typing import Final
 
 from deermem._exceptions import FactValidationError, InvalidTextError
@@ -70,8 +69,9 @@ _NOT_IN_A_LINE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # are left to the writer, who may mean them.
 _NOT_IN_LINES: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
-# What YAML's safe dumper and json can both write (and their loaders give back).
-_SCALARS: Final = (str, bool, int, float, type(None), date, bytes)
+# What YAML's safe dumper and json can both write (and their loaders give back):
+# a fact goes to front matter, to archive entries and to exports.
+_SCALARS: Final = (str, bool, int, float, type(None))
 
 
 def check_storable(field: str, value: object) -> None:
@@ -80,7 +80,9 @@ def check_storable(field: str, value: object) -> None:
 
     Args:
         field: the name of the value, for the error (``"topics"``, ``"source"``).
-        value: a string, number, boolean, ``None``, date, list or mapping of those.
+        value: a string, number, boolean, ``None``, or a list (or tuple, which
+            is written as a list) or mapping of those: what both YAML and JSON
+            hold.
 
     Raises:
         InvalidTextError: a string (or a mapping key) holds a lone surrogate;
@@ -96,14 +98,12 @@ def check_storable(field: str, value: object) -> None:
             elif not isinstance(key, _SCALARS):
                 raise FactValidationError(field, value, "expected keys that are plain values")
             check_storable(f"{field}.{key}", item)
-    elif isinstance(value, list | tuple | set):
+    elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             check_storable(f"{field}[{index}]", item)
     elif not isinstance(value, _SCALARS):
         raise FactValidationError(
-            field,
-            value,
-            "expected text, a number, a boolean, null, a date, a list or a mapping",
+            field, value, "expected text, a number, a boolean, null, a list or a mapping"
         )
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,6 +61,7 @@ _NOT_FRONT_MATTER: Final = frozenset({"content", "title", "scope", "user_id", "a
 # whose output is the original's byte for byte.
 _LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER: Final[Any] = yaml.SafeDumper
+_TIMESTAMPS: Final = frozenset({"createdAt", "updatedAt", "lastConfirmedAt", "consolidatedAt"})
 
 
 def encode_fact(fact: Fact, scope: Scope) -> bytes:
@@ -111,6 +113,7 @@ def decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -
         raise CorruptMemoryFile(
             path, f"the id {fact_id!r} in the front matter does not match the file name"
         )
+    meta = {key: value if key in _TIMESTAMPS else _as_json(value) for key, value in meta.items()}
     meta["scope"] = {"userId": scope.user_id, "agentName": scope.agent}
     meta["content"] = content
     if heading is not None:
@@ -140,6 +143,22 @@ def _front_matter(text: str, path: str | Path) -> dict[str, object]:
                 path, f"the front matter must not hold {key!r}; it belongs in the body"
             )
     return meta
+
+
+def _as_json(value: object) -> object:
+    """A front-matter value with YAML's own timestamps as ISO text.
+
+    A fact also goes to archive entries and exports, which are JSON; an
+    unquoted date in a hand-edited file is read as the text it shows. (The
+    known timestamp fields are the model's to format.)
+    """
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_as_json(item) for item in value]
+    if isinstance(value, dict):
+        return {_as_json(key): _as_json(item) for key, item in value.items()}
+    return value
 
 
 def _split_body(body: str) -> tuple[str | None, str]:
