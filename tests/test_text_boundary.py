@@ -281,6 +281,20 @@ def test_a_model_answer_with_a_lone_surrogate_leaves_a_readable_store(
     assert [fact.content for fact in fresh.list_facts()] == ["Likes water."]
 
 
+@pytest.mark.parametrize("thread_id", ["thread-\udcff", "two\nlines", "t" * 257])
+def test_a_thread_id_that_cannot_be_a_source_is_refused_before_the_model_is_asked(
+    tmp_path: Path, server: ScriptedChatServer, thread_id: str
+) -> None:
+    memory = open_memory(tmp_path, server, agent="coder")
+    with pytest.raises(FactValidationError) as caught:
+        memory.learn(thread_id, CHAT)
+    assert caught.value.field == "threadId"
+    with pytest.raises(FactValidationError):
+        memory.queue_conversation(thread_id, CHAT)
+    assert server.requests == []
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- property: whatever the writer accepts, a fresh process reads back ------------------------
 
 # YAML and Markdown specials, line breaks of every kind, and undecodable input.

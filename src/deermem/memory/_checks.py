@@ -15,6 +15,7 @@ from deermem._exceptions import DuplicateFactError, FactValidationError
 from deermem.model.text import (
     MAX_CATEGORY_CHARS,
     MAX_CONTENT_CHARS,
+    MAX_LINE_CHARS,
     MAX_SOURCE_ERROR_CHARS,
     MAX_TOPICS,
     check_line,
@@ -28,6 +29,7 @@ __all__ = [
     "checked_category",
     "checked_content",
     "checked_source_error",
+    "checked_thread_id",
     "checked_topics",
 ]
 
@@ -69,6 +71,14 @@ def checked_source_error(source_error: object) -> str | None:
         raise FactValidationError("sourceError", source_error, "expected a string")
     text = check_lines("sourceError", source_error.strip(), MAX_SOURCE_ERROR_CHARS)
     return text or None
+
+
+def checked_thread_id(thread_id: object) -> str:
+    """A conversation's id — the source of the facts learned from it: one line of
+    at most 256 characters, checked before the model is asked."""
+    if not isinstance(thread_id, str):
+        raise FactValidationError("threadId", thread_id, "expected a string")
+    return check_line("threadId", thread_id, MAX_LINE_CHARS)
 
 
 def check_confidence(confidence: object) -> None:

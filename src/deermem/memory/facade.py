@@ -39,6 +39,7 @@ from deermem.memory._checks import (
     checked_category,
     checked_content,
     checked_source_error,
+    checked_thread_id,
     checked_topics,
 )
 from deermem.memory.documents import export_document, plan_import
@@ -609,7 +610,10 @@ class Memory:
             LLMNotConfigured: no model is configured: extraction is off.
             LLMError: the model call failed (after the client's retries).
             MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is not one line of at most 256
+                characters of valid Unicode (it is stored as the facts' source).
         """
+        thread_id = checked_thread_id(thread_id)
         return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)
 
     def queue_conversation(self, thread_id: str, messages: Iterable[object]) -> bool:
@@ -632,7 +636,9 @@ class Memory:
                 carries no signal (conversations with a signal are always taken).
             QueueClosedError: :meth:`close` was called.
             MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is unusable (see :meth:`learn`).
         """
+        thread_id = checked_thread_id(thread_id)
         return self._updates.queue_conversation(self.scope, thread_id, messages)
 
     def flush_queue(self, timeout: float | None = None) -> FlushReport:
