@@ -356,7 +356,7 @@ from pathlib import Path
 from deermem.store import MarkdownStore, Scope
 snapshot = MarkdownStore(Path(sys.argv[1])).load(Scope.of("alice", "coder"))
 facts = {fact.id: [list(fact.to_dict().items()), fact.heading()] for fact in snapshot.facts}
-print(json.dumps(facts))
+print(json.dumps({"facts": facts, "summaries": snapshot.summaries.to_dict()}))
 """
 BODY = {"content", "title", "scope"}
 
@@ -374,14 +374,19 @@ def described(fact: Fact) -> list[object]:
 @given(
     stored=st.lists(stored_facts, max_size=12),
     created=st.lists(created_facts, max_size=6),
+    summaries=st.lists(texts, max_size=2),
 )
 def test_whatever_the_writer_accepts_a_fresh_process_reads_back(
-    stored: list[dict[str, Any]], created: list[dict[str, Any]]
+    stored: list[dict[str, Any]], created: list[dict[str, Any]], summaries: list[str]
 ) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         store = MarkdownStore(root)
         written: dict[str, Fact] = {}
+        keys = [("user", "workContext"), ("history", "recentMonths")]
+        sections = dict(zip(keys, summaries, strict=False))
+        if sections:
+            store.commit(ALICE, ChangeSet(now=NOW, summaries=sections))
         for data in stored:
             try:
                 fact = Fact.from_dict(data)
@@ -410,7 +415,12 @@ def test_whatever_the_writer_accepts_a_fresh_process_reads_back(
             check=False,
         )
         assert finished.returncode == 0, finished.stderr
-        read = json.loads(finished.stdout)
+        printed = json.loads(finished.stdout)
+        read = printed["facts"]
+        document = store.load(ALICE).summaries.to_dict()
+    assert printed["summaries"] == json.loads(json.dumps(document))
+    for (group, name), text in sections.items():
+        assert printed["summaries"][group][name]["summary"] == text
     assert set(read) == set(written)
     for fact_id, fact in written.items():
         items, heading = read[fact_id]
