@@ -59,6 +59,14 @@ TRUNCATE_KEEP: Final = 500
 TRUNCATION_MARKER: Final = "\n[... middle of this message left out ...]\n"
 
 _LABELS: Final = {"human": "User", "ai": "Assistant"}
+# Tag attributes are bounded ({0,256}): an unbounded [^>]* would rescan the rest
+# of a long message at every "<uploaded_files" that never closes.
+_UPLOAD_BLOCK: Final = re.compile(
+    r"<(uploaded_files|current_uploads)\b[^<>]{0,256}>.*?(?:</\1\s{0,8}>|\Z)"
+    r"|</(?:uploaded_files|current_uploads)\s{0,8}>",
+    re.IGNORECASE | re.DOTALL,
+)
+
 _SEPARATOR: Final = "\n\n"
 
 # Escaping turns one character into at most five ("&" -> "&amp;").
@@ -77,13 +85,6 @@ MIN_CONVERSATION_CHARS: Final = 8_000
 DEFAULT_MAX_CONVERSATION_CHARS: Final = 24_000
 """The default cap (``max_conversation_chars``): about 6,000 tokens of English,
 13,000 of Chinese; at least 22 turns even at their longest unescaped form."""
-# Tag attributes are bounded ({0,256}): an unbounded [^>]* would rescan the rest
-# of a long message at every "<uploaded_files" that never closes.
-_UPLOAD_BLOCK: Final = re.compile(
-    r"<(uploaded_files|current_uploads)\b[^<>]{0,256}>.*?(?:</\1\s{0,8}>|\Z)"
-    r"|</(?:uploaded_files|current_uploads)\s{0,8}>",
-    re.IGNORECASE | re.DOTALL,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +154,8 @@ class ConversationWindow:
     Attributes:
         text: the blocks sent, oldest first, joined by blank lines (what
             :func:`format_conversation` gives for ``turns[start:]``).
-        start: index of the oldest turn sent; the turns before it are not
-            sent (``len(turns)`` when nothing is).
+        start: where the part sent begins: ``turns[start:]`` is sent (its
+            turns without text add nothing), ``turns[:start]`` is not.
         sent: turns with text in ``text``.
         left_out: turns with text that the cap left out, all older than
             every turn sent.
