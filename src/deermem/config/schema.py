@@ -285,6 +285,11 @@ class MemoryConfig(BaseModel):
     staleness_max_extension_days: Annotated[Int, Field(ge=90, le=36500)] = 3650
     """Upper bound on the window an extension may give an aged fact."""
 
+    max_conversation_chars: Annotated[Int, Field(ge=8_000, le=1_000_000)] = 24_000
+    """Characters of conversation one update sends at most (the rendered
+    ``User:``/``Assistant:`` blocks); the oldest messages beyond it are left out
+    and counted in the report. The minimum fits the newest message whole."""
+
     prompts_dir: Path | None = None
     """A directory whose templates (``<agent>/<name>.yaml``, then ``<name>.yaml``)
     override the bundled prompts; see docs/update.md."""

@@ -568,8 +568,10 @@ class Memory:
 
         The messages (OpenAI chat format or the LangChain/DeerFlow shape,
         oldest first) are filtered, the part not yet learned from for this
-        thread is sent to the model in one call, and its answer goes through
-        the gates and the capacity gate into one commit (see docs/update.md).
+        thread is sent to the model in one call (its newest messages within
+        ``max_conversation_chars``; the report counts those left out), and
+        its answer goes through the gates and the capacity gate into one
+        commit (see docs/update.md).
         With ``dry_run`` the plan and the capacity gate's decision are
         computed and nothing is written — not the facts, not the receipts,
         not the watermark.
