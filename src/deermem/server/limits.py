@@ -104,29 +104,39 @@ class BodyLimitMiddleware:
             await self._refuse(send)
             return
         received = 0
+        exceeded = False
         started = False
 
         async def counting_receive() -> Message:
-            nonlocal received
+            nonlocal received, exceeded
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
+                    exceeded = True
                     raise _BodyTooLarge
             return message
 
-        async def tracking_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
+            # The framework may turn the exception raised into the body read into
+            # an answer of its own (a 400); once the bound was passed, the answer
+            # is the 413 instead, and the framework's is dropped.
             nonlocal started
+            if exceeded:
+                if message["type"] == "http.response.start" and not started:
+                    started = True
+                    await self._refuse(send)
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
         try:
-            await self.app(scope, counting_receive, tracking_send)
+            await self.app(scope, counting_receive, guarded_send)
         except _BodyTooLarge:
-            if started:
-                raise
-            await self._refuse(send)
+            if not started:
+                started = True
+                await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
         problem = body_too_large(self.limit)
