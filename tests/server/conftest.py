@@ -90,9 +90,7 @@ def start_server(
     }
     app = create_app(settings, memory=memory)
     server = uvicorn.Server(
-        uvicorn.Config(
-            app, host="127.0.0.1", port=settings.port, log_config=None, access_log=False
-        )
+        uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_config=None, access_log=False)
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -101,9 +99,7 @@ def start_server(
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the server did not start")
         time.sleep(0.02)
-    live = LiveServer(
-        f"http://127.0.0.1:{settings.port}", root, memory, token_file, server, thread
-    )
+    live = LiveServer(f"http://127.0.0.1:{settings.port}", root, memory, token_file, server, thread)
     return live, issued
 
 
@@ -127,9 +123,7 @@ def live(store_kind: str, tmp_path: Path) -> Iterator[LiveServer]:
 
 
 @pytest.fixture
-def learning(
-    store_kind: str, tmp_path: Path, chat: ScriptedChatServer
-) -> Iterator[LiveServer]:
+def learning(store_kind: str, tmp_path: Path, chat: ScriptedChatServer) -> Iterator[LiveServer]:
     """A server whose extraction model is the scripted chat server."""
     server, _ = start_server(
         store_kind,

@@ -168,8 +168,10 @@ def _assert_log_is_clean(text: str, token: str, contents: list[str]) -> None:
     for line in access:
         request_id = line.split(" request_id=")[1].split(" ")[0]
         assert len(request_id) == 32, line
-        assert "/v1/users/{user}/agents/{agent}" in line or "/v1/jobs/{job_id}" in line or (
-            "/v1/health" in line
+        assert (
+            "/v1/users/{user}/agents/{agent}" in line
+            or "/v1/jobs/{job_id}" in line
+            or ("/v1/health" in line)
         )
     assert token not in text and token.split("_")[2] not in text
     assert "Bearer" not in text

@@ -93,7 +93,9 @@ def test_a_cursor_walk_never_repeats_or_skips_what_stays(
     remaining = [i for i in items if int(i[5:]) not in removed or i in seen]
     cursor = first.next_cursor
     while cursor is not None:
-        page = paginate(remaining, lambda i: (i,), limit=limit, cursor=cursor, descending=descending)
+        page = paginate(
+            remaining, lambda i: (i,), limit=limit, cursor=cursor, descending=descending
+        )
         assert len(page.items) <= limit
         seen += page.items
         cursor = page.next_cursor

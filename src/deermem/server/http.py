@@ -47,7 +47,8 @@ AgentPath = Annotated[
     Path(
         min_length=1,
         max_length=64,
-        description="The agent name (letters, digits, '-'), or `__default__`.",
+        pattern=r"^(__default__|[A-Za-z0-9-]+)$",
+        description="The agent name (letters, digits, '-'; case-insensitive), or `__default__`.",
     ),
 ]
 

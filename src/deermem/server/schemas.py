@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 __all__ = [
     "ArchivePage",
@@ -42,7 +42,36 @@ __all__ = [
 _STRICT = ConfigDict(extra="forbid")
 _OPEN = ConfigDict(extra="allow")
 
-Text = Annotated[str, Field(min_length=1, max_length=20_000)]
+# Python's whitespace (what str.strip removes), spelled out: JSON Schema's \s is not the same set.
+_SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Text that is not blank once stripped (the memory refuses blank content).
+Text = Annotated[
+    str,
+    Field(min_length=1, max_length=20_000, json_schema_extra={"pattern": f"[^{_SPACE}]"}),
+]
+
+# The roles deermem.signals reads: OpenAI's (role) and LangChain's (type).
+_ROLES = ["user", "human", "assistant", "ai", "system", "developer", "tool", "function"]
+ChatMessage = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": "A chat message: `role` (OpenAI) or `type` (LangChain) and `content`.",
+            "properties": {
+                "content": {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]},
+                "additional_kwargs": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+            },
+            "anyOf": [
+                {"required": ["role"], "properties": {"role": {"enum": _ROLES}}},
+                {
+                    "required": ["type"],
+                    "properties": {"role": {"type": "null"}, "type": {"enum": _ROLES}},
+                },
+            ],
+        }
+    ),
+]
 Name = Annotated[str, Field(min_length=1, max_length=64)]
 
 
@@ -63,14 +92,35 @@ class FactCreate(BaseModel):
 
 
 class FactPatch(BaseModel):
-    """Fields to change; omitted ones are kept. ``expectedRevision`` guards lost updates."""
+    """Fields to change (at least one); omitted ones are kept.
 
-    model_config = _STRICT
+    ``expectedRevision`` refuses the change if the fact changed meanwhile.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name], "properties": {name: {"type": kind}}}
+                for name, kind in (
+                    ("content", "string"),
+                    ("category", "string"),
+                    ("confidence", "number"),
+                )
+            ]
+        },
+    )
 
     content: Text | None = None
     category: Name | None = None
     confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
     expectedRevision: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> FactPatch:
+        if self.content is None and self.category is None and self.confidence is None:
+            raise ValueError("give at least one of content, category, confidence")
+        return self
 
 
 class ConversationIn(BaseModel):
@@ -83,7 +133,7 @@ class ConversationIn(BaseModel):
     model_config = _STRICT
 
     threadId: Annotated[str, Field(min_length=1, max_length=200)]
-    messages: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=2000)]
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
 
 
 # --- responses --------------------------------------------------------------------------

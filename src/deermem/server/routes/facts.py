@@ -18,7 +18,6 @@ from deermem.server.http import (
     paged,
     problems,
 )
-from deermem.server.problems import Problem, ProblemError
 from deermem.server.schemas import (
     CreateOut,
     DeleteOut,
@@ -99,15 +98,6 @@ def router(context: ServerContext, deps: Dependencies) -> APIRouter:
     @api.patch("/{fact_id}", response_model=FactOut, responses=problems(401, 404, 409, 413, 422))
     def update_fact(memory: Scoped, fact_id: FactId, body: FactPatch) -> JSONResponse:
         """Change fields of a fact; `expectedRevision` refuses a change made meanwhile (409)."""
-        if body.content is None and body.category is None and body.confidence is None:
-            raise ProblemError(
-                Problem(
-                    422,
-                    "empty-change",
-                    "Nothing to change",
-                    "give at least one of content, category, confidence",
-                )
-            )
         fact = memory.update_fact(
             fact_id,
             content=body.content,

@@ -100,7 +100,13 @@ def router(context: ServerContext, deps: Dependencies) -> APIRouter:
         memory: Scoped,
         document: Annotated[
             dict[str, Any],
-            Body(description="A document as `GET …/document` returns it; `facts` is required."),
+            Body(
+                description="A document as `GET …/document` returns it; `facts` is required.",
+                json_schema_extra={
+                    "required": ["facts"],
+                    "properties": {"facts": {"type": "array", "items": {"type": "object"}}},
+                },
+            ),
         ],
     ) -> JSONResponse:
         """Replace this scope's facts and summaries with a document's, through the capacity gate."""
