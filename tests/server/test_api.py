@@ -26,7 +26,8 @@ def assert_problem(response: httpx.Response, status: int, slug: str) -> dict[str
     body = response.json()
     assert body["type"] == f"urn:deermem:problem:{slug}"
     assert body["status"] == status
-    assert body["title"] and body["detail"]
+    assert body["title"]
+    assert body["detail"]
     assert body["requestId"] == response.headers["x-request-id"]
     return dict(body)
 
@@ -45,7 +46,9 @@ def test_a_fact_round_trip(live: LiveServer) -> None:
     created = add(client, "  Prefers uv over pip  ", category="preference", confidence=0.8)
     assert created.status_code == 201
     result = created.json()
-    assert result["kept"] is True and result["evicted"] == [] and result["receipts"] == []
+    assert result["kept"] is True
+    assert result["evicted"] == []
+    assert result["receipts"] == []
     fact_id = result["factId"]
     assert created.headers["location"] == f"{ALICE}/facts/{fact_id}"
     fact = client.get(f"{ALICE}/facts/{fact_id}").json()
@@ -56,7 +59,8 @@ def test_a_fact_round_trip(live: LiveServer) -> None:
     assert stored.content == "Prefers uv over pip"
 
     patched = client.patch(f"{ALICE}/facts/{fact_id}", json={"confidence": 0.95})
-    assert patched.status_code == 200 and patched.json()["confidence"] == 0.95
+    assert patched.status_code == 200
+    assert patched.json()["confidence"] == 0.95
     assert patched.json()["revision"] == 2
     stale = client.patch(
         f"{ALICE}/facts/{fact_id}", json={"confidence": 0.1, "expectedRevision": 1}
@@ -65,7 +69,8 @@ def test_a_fact_round_trip(live: LiveServer) -> None:
     assert (body["expected"], body["actual"], body["factId"]) == (1, 2, fact_id)
 
     why = client.get(f"{ALICE}/facts/{fact_id}/why").json()
-    assert why["status"] == "active" and why["standing"]["rank"] == 1
+    assert why["status"] == "active"
+    assert why["standing"]["rank"] == 1
 
     removed = client.delete(f"{ALICE}/facts/{fact_id}")
     assert removed.json() == {"factId": fact_id, "archived": True}
@@ -95,19 +100,22 @@ def test_create_returns_what_the_capacity_gate_did(live: LiveServer) -> None:
     assert len(strong["evicted"]) == 1
     evicted = strong["evicted"][0]
     receipt = strong["receipts"][0]
-    assert receipt["reason"] == "capacity" and receipt["trigger"] == "manual"
+    assert receipt["reason"] == "capacity"
+    assert receipt["trigger"] == "manual"
     assert [entry["factId"] for entry in receipt["evicted"]] == [evicted]
     assert "content" not in json.dumps(receipt["evicted"])  # receipts carry no content
 
     weak = add(client, "a doubtful newcomer", confidence=0.01)
     assert weak.status_code == 201
     body = weak.json()
-    assert body["kept"] is False and body["factId"] is None
+    assert body["kept"] is False
+    assert body["factId"] is None
     assert body["evicted"] == [body["proposedFactId"]]  # never a silent drop
     assert weak.headers["location"].endswith(f"/archive/{body['proposedFactId']}")
     assert len(client.get(f"{ALICE}/facts", params={"limit": 200}).json()["facts"]) == 10
     audit = client.get(f"{ALICE}/audit").json()["receipts"]
-    assert len(audit) == 2 and audit[0]["occurredAt"] >= audit[1]["occurredAt"]  # newest first
+    assert len(audit) == 2
+    assert audit[0]["occurredAt"] >= audit[1]["occurredAt"]
 
     restored = client.post(f"{ALICE}/archive/{body['proposedFactId']}/restore").json()
     assert restored["restored"] is False  # still the weakest: the gate evicts it again
@@ -130,13 +138,16 @@ def test_pages_walk_every_fact_once(live: LiveServer) -> None:
         cursor = page["nextCursor"]
         if cursor is None:
             break
-    assert pages == 3 and sorted(seen) == sorted(ids) and len(seen) == len(ids)
+    assert pages == 3
+    assert sorted(seen) == sorted(ids)
+    assert len(seen) == len(ids)
     assert_problem(
         client.get(f"{ALICE}/facts", params={"cursor": "not-a-cursor"}), 422, "invalid-cursor"
     )
     over = client.get(f"{ALICE}/facts", params={"limit": 201})
     body = assert_problem(over, 422, "invalid-request")
-    assert "200" in str(body["detail"]) and "query.limit" in str(body["detail"])
+    assert "200" in str(body["detail"])
+    assert "query.limit" in str(body["detail"])
 
 
 def test_context_and_search(live: LiveServer) -> None:
@@ -145,14 +156,17 @@ def test_context_and_search(live: LiveServer) -> None:
     for n in range(6):
         add(client, f"Likes tea number {n} with a rather long description", confidence=0.9)
     context = client.get(f"{ALICE}/context").json()
-    assert context["block"].startswith("<memory>") and "use uv" in context["text"]
+    assert context["block"].startswith("<memory>")
+    assert "use uv" in context["text"]
     assert context["manifest"] is None
     small = client.get(f"{ALICE}/context", params={"max_tokens": 30, "explain": True}).json()
     manifest = small["manifest"]
-    assert manifest["maxTokens"] == 30 and manifest["omitted"]
+    assert manifest["maxTokens"] == 30
+    assert manifest["omitted"]
     assert manifest["injected"][0]["pool"] == "guaranteed"  # the correction holds its place
     hits = client.get(f"{ALICE}/search", params={"q": "pip uv", "top_k": 2}).json()["results"]
-    assert hits[0]["fact"]["category"] == "correction" and len(hits) <= 2
+    assert hits[0]["fact"]["category"] == "correction"
+    assert len(hits) <= 2
     over = client.get(f"{ALICE}/search", params={"q": "tea", "top_k": 51})
     assert "50" in str(assert_problem(over, 422, "invalid-request")["detail"])
     assert_problem(client.get(f"{ALICE}/search"), 422, "invalid-request")  # q is required
@@ -167,7 +181,8 @@ def test_document_export_and_import_return_what_the_gate_did(live: LiveServer) -
         {"content": f"imported {n}", "category": "context", "confidence": 0.5} for n in range(12)
     ]
     result = client.put(f"{ALICE}/document", json=document).json()
-    assert len(result["kept"]) == 10 and len(result["evicted"]) == 3  # cap 10, 13 offered
+    assert len(result["kept"]) == 10
+    assert len(result["evicted"]) == 3
     assert result["receipts"][0]["trigger"] == "import"
     assert_problem(client.put(f"{ALICE}/document", json={"user": {}}), 422, "invalid-fact")
     summaries = client.get("/v1/users/alice/summaries").json()
@@ -180,7 +195,8 @@ def test_errors_are_problems_with_typed_fields_and_no_values(live: LiveServer) -
     duplicate = assert_problem(add(client, "THE ONE AND ONLY"), 409, "duplicate-fact")
     assert str(duplicate["existingId"]).startswith("fact_")
     blank = assert_problem(add(client, "   "), 422, "invalid-fact")
-    assert blank["field"] == "content" and "value" not in blank
+    assert blank["field"] == "content"
+    assert "value" not in blank
     bad_agent = client.get("/v1/users/alice/agents/Bad_Agent!/facts")
     assert assert_problem(bad_agent, 422, "invalid-identifier")["kind"] == "agent name"
     typo = client.post(f"{ALICE}/facts", json={"content": "x", "confidnce": 0.4})

@@ -40,7 +40,8 @@ def test_a_conversation_is_acknowledged_then_learned_from(
     assert done["status"] == "done", done
     report = done["report"]
     assert isinstance(report, dict)
-    assert report["outcome"] == "applied" and len(report["added"]) == 1
+    assert report["outcome"] == "applied"
+    assert len(report["added"]) == 1
     assert "uv" not in str(report)  # the report is ids and counters only
     facts = learning.memory.scoped(user="alice", agent="coder").list_facts()
     assert [fact.id for fact in facts] == report["added"]
@@ -94,8 +95,10 @@ def test_a_malformed_message_is_refused_before_queueing(
     assert response.status_code == 422
     body = response.json()
     assert body["type"] == "urn:deermem:problem:invalid-message"
-    assert body["index"] == 0 and body["field"] == "role"
-    assert "secret words" not in response.text and "wizard" not in response.text
+    assert body["index"] == 0
+    assert body["field"] == "role"
+    assert "secret words" not in response.text
+    assert "wizard" not in response.text
     assert chat.requests == []
 
 

@@ -74,13 +74,15 @@ def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     root = ["--root", str(tmp_path)]
     assert main([*root, "token", "add", "--user", "alice", "--name", "ci", "--json"]) == 0
     added = json.loads(capsys.readouterr().out)
-    assert added["users"] == ["alice"] and added["token"].startswith("dmt_")
+    assert added["users"] == ["alice"]
+    assert added["token"].startswith("dmt_")
     tokens_file = tmp_path / ".server" / "tokens.json"
     assert added["token"] not in tokens_file.read_text()
     assert main([*root, "token", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [entry["id"] for entry in listed] == [added["id"]]
-    assert "sha256" not in listed[0] and "token" not in listed[0]
+    assert "sha256" not in listed[0]
+    assert "token" not in listed[0]
     assert main([*root, "token", "revoke", added["id"]]) == 0
     assert main([*root, "token", "revoke", added["id"]]) == 1
     assert "no token with id" in capsys.readouterr().err
@@ -173,10 +175,12 @@ def _assert_log_is_clean(text: str, token: str, contents: list[str]) -> None:
             or "/v1/jobs/{job_id}" in line
             or ("/v1/health" in line)
         )
-    assert token not in text and token.split("_")[2] not in text
+    assert token not in text
+    assert token.split("_")[2] not in text
     assert "Bearer" not in text
     assert not any("alice" in line for line in access)  # route templates, not paths
     for content in contents:
         assert content not in text
-    assert "llamas" not in text and "learned fact" not in text
+    assert "llamas" not in text
+    assert "learned fact" not in text
     assert "Traceback" not in text

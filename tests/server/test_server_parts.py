@@ -28,16 +28,21 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 def test_tokens_are_stored_hashed_and_bound_to_users(tmp_path: Path) -> None:
     tokens = TokenFile(tmp_path / "state" / "tokens.json")
-    assert tokens.records() == () and not tokens.configured()
+    assert tokens.records() == ()
+    assert not tokens.configured()
     issued = tokens.add(users=["alice", "alice", "bob"], name="laptop", now=NOW)
     text = tokens.path.read_text()
-    assert issued.token not in text and issued.token.split("_", 2)[2] not in text
+    assert issued.token not in text
+    assert issued.token.split("_", 2)[2] not in text
     assert stat.S_IMODE(tokens.path.stat().st_mode) == 0o600
     record = json.loads(text)["tokens"][0]
-    assert record["users"] == ["alice", "bob"] and record["name"] == "laptop"
+    assert record["users"] == ["alice", "bob"]
+    assert record["name"] == "laptop"
     principal = tokens.authenticate(issued.token)
-    assert principal is not None and principal.may_address("bob")
-    assert not principal.may_address("carol") and not principal.may_address("Alice")
+    assert principal is not None
+    assert principal.may_address("bob")
+    assert not principal.may_address("carol")
+    assert not principal.may_address("Alice")
     assert tokens.authenticate(issued.token + "x") is None
     assert tokens.authenticate("dmt_" + record["id"] + "_" + "A" * 43) is None
     admin = tokens.add(admin=True, now=NOW)
@@ -113,7 +118,8 @@ def test_a_cursor_the_server_did_not_issue_is_refused(cursor: str) -> None:
 def test_problems_carry_fields_never_values() -> None:
     secret = "my bank PIN is 1234"
     fact = problem_for(FactValidationError("content", secret, "expected at most 10 characters"))
-    assert fact.status == 422 and fact.extensions["field"] == "content"
+    assert fact.status == 422
+    assert fact.extensions["field"] == "content"
     message = problem_for(MessageFormatError(3, "content", secret, "expected text"))
     assert message.extensions["index"] == 3
     for problem in (fact, message):
