@@ -129,7 +129,7 @@ def test_pages_walk_every_fact_once(live: LiveServer) -> None:
     cursor = None
     pages = 0
     while True:
-        params: dict[str, object] = {"limit": 3}
+        params: dict[str, str | int] = {"limit": 3}
         if cursor is not None:
             params["cursor"] = cursor
         page = client.get(f"{ALICE}/facts", params=params).json()

@@ -12,6 +12,7 @@ server whose script is empty, so their jobs fail fast without a network.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import schemathesis
@@ -56,7 +57,7 @@ def test_every_operation_answers_as_documented(
     server, token = property_server
     schema = schemathesis.openapi.from_url(f"{server.url}/v1/openapi.json")
     headers = {"Authorization": f"Bearer {token}"}
-    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
     assert len(operations) == 19  # every operation of the document is exercised
 
     for operation in operations:
@@ -68,13 +69,13 @@ def test_every_operation_answers_as_documented(
             database=None,
             suppress_health_check=list(HealthCheck),
         )
-        def answers_as_documented(case: Case) -> None:
+        def answers_as_documented(case: Case[Any]) -> None:
             # Two inputs whose validity no schema can state, so a drawn one may be
             # refused (422): a cursor (only the server's own are valid) and an import
             # document (each fact passes the memory's full validation).
             drawn_cursor = bool(case.query) and "cursor" in case.query
             document = case.method == "PUT" and case.path.endswith("/document")
-            excluded = [positive_data_acceptance] if drawn_cursor or document else []
+            excluded: list[Any] = [positive_data_acceptance] if drawn_cursor or document else []
             # Unknown query parameters are ignored, as HTTP APIs do; schemathesis counts
             # them as invalid data, so invalid input is checked for no 5xx and a
             # documented problem answer rather than for a 4xx.
