@@ -498,7 +498,7 @@ class Memory:
 
     # --- the prompt block and search -------------------------------------------
 
-    def injection(self) -> Injection:
+    def injection(self, *, max_tokens: int | None = None) -> Injection:
         """The prompt text of this memory and its manifest.
 
         Summaries and facts within ``max_injection_tokens``; the
@@ -509,16 +509,26 @@ class Memory:
         ``<memory>`` block, ``Injection.manifest`` says which facts went in,
         at what token cost, and which were left out and why. It only reads:
         being injected is neither a recall nor a confirmation.
-        """
-        return memory_injection(self.store, self.scope, self.config, self.now())
 
-    def context(self) -> str:
+        Args:
+            max_tokens: a budget for this prompt instead of
+                ``max_injection_tokens`` (an agent with a small context
+                window); the guaranteed budget is capped at it.
+
+        Raises:
+            ValueError: ``max_tokens`` is negative.
+        """
+        return memory_injection(
+            self.store, self.scope, self.config, self.now(), max_tokens=max_tokens
+        )
+
+    def context(self, *, max_tokens: int | None = None) -> str:
         """The ``<memory>`` block for an agent's prompt (``""`` when there is nothing).
 
         :meth:`injection`'s text, wrapped. Stored text is escaped, so it can
         neither close the block nor start a line of its own.
         """
-        return self.injection().block
+        return self.injection(max_tokens=max_tokens).block
 
     def search(
         self,

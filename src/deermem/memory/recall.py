@@ -19,6 +19,7 @@ The glue between the store and the pure :mod:`deermem.context` engine, for
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import weakref
@@ -89,9 +90,27 @@ class SearchResult:
         }
 
 
-def memory_injection(store: Store, scope: Scope, config: MemoryConfig, now: datetime) -> Injection:
-    """Lay out one scope's summaries and facts for the prompt (see ``build_injection``)."""
+def memory_injection(
+    store: Store,
+    scope: Scope,
+    config: MemoryConfig,
+    now: datetime,
+    *,
+    max_tokens: int | None = None,
+) -> Injection:
+    """Lay out one scope's summaries and facts for the prompt (see ``build_injection``).
+
+    ``max_tokens`` replaces ``max_injection_tokens`` for this one prompt; the
+    guaranteed budget shrinks with it when it is smaller, so a caller's
+    budget is never exceeded by the guaranteed lines.
+    """
     settings = InjectionSettings.from_config(config)
+    if max_tokens is not None:
+        settings = dataclasses.replace(
+            settings,
+            max_tokens=max_tokens,
+            guaranteed_token_budget=min(settings.guaranteed_token_budget, max_tokens),
+        )
     if not settings.enabled:
         return build_injection((), settings=settings, now=now)
     snapshot = store.load(scope)
