@@ -14,6 +14,7 @@ because that is what they are and what generic callers already handle::
     │   ├── CorruptMemoryFile                    a stored file is not what it must be
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
+    │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
     │   └── RevisionConflict                     the data changed since it was read
     │       ├── ManifestRevisionConflict         ... the user's summary document
     │       └── FactRevisionConflict             ... one fact
@@ -103,6 +104,7 @@ __all__ = [
     "StatisticsError",
     "StorageError",
     "StoreLockTimeout",
+    "StoreNeedsRecovery",
     "UnsafeIdentifierError",
     "UpdateQueueError",
 ]
@@ -237,6 +239,31 @@ class StoreLockTimeout(StorageError, TimeoutError):
         super().__init__(
             f"{self.path}: could not take the lock within {timeout:g} s; another process "
             "is writing this memory (raise file_lock_timeout_seconds if this is expected)"
+        )
+
+
+class StoreNeedsRecovery(StorageError):
+    """An interrupted commit must be rolled back first, and this process cannot do it.
+
+    Raised instead of reading half of a commit: a file the commit changed (or
+    the journal itself) cannot be written back here — a read-only mount,
+    another user's files, a full disk. Opening the store once with write
+    access recovers it.
+
+    Attributes:
+        journal: the commit journal, as a string.
+        blocking: the file that could not be restored or removed.
+        reason: why the file system refused.
+    """
+
+    def __init__(self, journal: object, blocking: object, error: OSError) -> None:
+        self.journal = str(journal)
+        self.blocking = str(blocking)
+        self.reason = error.strerror or str(error)
+        super().__init__(
+            f"{self.journal}: needs recovery: an interrupted commit must be rolled back, and "
+            f"{self.blocking} cannot be restored ({self.reason}); open the store once with "
+            "write access"
         )
 
 

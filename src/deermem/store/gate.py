@@ -40,7 +40,7 @@ What :meth:`CapacityGate.apply` does, in order:
    removal reason, and — with ``eviction_mode: archive`` — an archive entry
    per fact that left (new facts evicted at once included), pointing at its
    receipt; restored facts leave the archive;
-5. commits it in one journaled commit (receipts are appended after it).
+5. commits it in one journaled commit, receipts and archive entries included.
 
 :meth:`CapacityGate.remove` is the same without step 2, for paths that only
 take facts away (a deletion never trims a library, as in the original), so

@@ -16,6 +16,7 @@ by it opens unchanged::
     {root}/users/{uid}/agents/{agent}/.metadata/fact-usage.json
     {root}/users/{uid}/agents/{agent}/.metadata/eviction-audit.json
     {root}/users/{uid}/agents/{agent}/.metadata/archive/{fact_id}.json   (deermem)
+    {root}/users/{uid}/agents/{agent}/.metadata/archive-index.json       (deermem)
     {root}/.retrieval/memory-fts5.sqlite3            derived search index (all users)
 
 ``xx`` is the first two hex digits of ``sha256(fact_id)``, which spreads a
@@ -52,6 +53,7 @@ RECOVERY_DIRNAME: Final = ".recovery"
 USAGE_FILENAME: Final = "fact-usage.json"
 AUDIT_FILENAME: Final = "eviction-audit.json"
 ARCHIVE_DIRNAME: Final = "archive"
+ARCHIVE_INDEX_FILENAME: Final = "archive-index.json"
 RETRIEVAL_DIRNAME: Final = ".retrieval"
 SEARCH_INDEX_FILENAME: Final = "memory-fts5.sqlite3"
 
@@ -112,6 +114,7 @@ class ScopePaths:
     __slots__ = (
         "agent_dir",
         "archive_dir",
+        "archive_index",
         "audit",
         "facts_dir",
         "legacy_manifest",
@@ -128,6 +131,7 @@ class ScopePaths:
         self.usage = self.metadata_dir / USAGE_FILENAME
         self.audit = self.metadata_dir / AUDIT_FILENAME
         self.archive_dir = self.metadata_dir / ARCHIVE_DIRNAME
+        self.archive_index = self.metadata_dir / ARCHIVE_INDEX_FILENAME
         # A per-agent ``memory.json`` of the original's first layout.
         self.legacy_manifest = self.agent_dir / "memory.json"
 
