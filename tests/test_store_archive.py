@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from deermem import (
+    ArchivedFactError,
     CorruptMemoryFile,
     DuplicateFactError,
     FactNotFoundError,
@@ -18,6 +19,7 @@ from deermem import (
     MemoryConfig,
 )
 from deermem.scenarios import seed_scenarios
+from deermem.store import Proposal
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -286,3 +288,39 @@ def test_a_corrupt_entry_the_index_knows_does_not_stop_a_commit(tmp_path: Path) 
     with pytest.raises(CorruptMemoryFile, match=rf"{newest}\.json"):
         memory.list_archived()  # reading it is still an error
     assert {p.stem for p in archive_dir(tmp_path).iterdir()} == {middle, newest, fourth}
+
+
+# --- no fact lives twice ------------------------------------------------------------
+
+
+def test_importing_an_export_whose_fact_was_evicted_is_refused(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document(stale_vs_confirmed())  # at the cap: fact_confirm is archived
+    export = memory.export_document()
+    exported = {fact.id for fact in memory.list_facts()}
+    for number in range(3):  # evict more of the exported facts
+        memory.create_fact(f"A confident fact {number}", confidence=0.99)
+    evicted = {e.fact_id for e in memory.list_archived()} - {"fact_confirm"}
+    assert evicted and evicted <= exported
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ArchivedFactError, match="is in the archive") as refused:
+        memory.import_document(export)
+    assert refused.value.fact_id in evicted
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+    library = {f.id for f in memory.list_facts()}
+    assert not library & {e.fact_id for e in memory.list_archived()}
+
+
+def test_the_gate_refuses_a_new_fact_with_an_archived_id(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    fact_id = memory.create_fact("Lives in Lisbon").fact_id
+    assert fact_id is not None
+    memory.delete_fact(fact_id)
+    entry = memory.get_archived(fact_id)
+    again = entry.fact.replace(content="Lives in Porto")  # another text, the same id
+    with memory.store.transaction(memory.scope) as transaction, pytest.raises(ArchivedFactError):
+        memory.gate.apply(transaction, Proposal(new_facts=(again,)), trigger="manual", now=NOW)
+    assert memory.list_facts() == ()
+    assert memory.get_archived(fact_id) == entry  # its archived version is untouched
+    assert memory.restore(fact_id).restored  # the one way back
+    assert memory.list_archived() == ()

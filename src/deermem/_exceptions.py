@@ -9,6 +9,7 @@ because that is what they are and what generic callers already handle::
     ├── ConfigError                 (ValueError) a configuration key has a bad value
     ├── FactValidationError         (ValueError) a fact field has a bad value
     ├── DuplicateFactError          (ValueError) an equal fact is already stored
+    ├── ArchivedFactError           (ValueError) an added fact's id is in the archive
     ├── FactNotFoundError           (KeyError)   no fact (or archive entry) with that id
     ├── StorageError                             the store could not do what was asked
     │   ├── CorruptMemoryFile                    a stored file is not what it must be
@@ -68,6 +69,7 @@ from __future__ import annotations
 
 __all__ = [
     "AnswerRowIntegrityError",
+    "ArchivedFactError",
     "ConfigError",
     "ConversationFileError",
     "CorruptMemoryFile",
@@ -167,6 +169,25 @@ class DuplicateFactError(DeerMemError, ValueError):
     def __init__(self, existing_id: str) -> None:
         self.existing_id = existing_id
         super().__init__(f"an equal fact is already stored as {existing_id!r}")
+
+
+class ArchivedFactError(DeerMemError, ValueError):
+    """A fact to add has the id of an archived fact: it would live twice.
+
+    Every path that adds facts (create, import, restore, extraction) passes
+    the capacity gate, which refuses this; nothing is changed. Restore the
+    archived fact (or purge it) instead of adding it again.
+
+    Attributes:
+        fact_id: the id that is in the archive.
+    """
+
+    def __init__(self, fact_id: str) -> None:
+        self.fact_id = fact_id
+        super().__init__(
+            f"fact {fact_id!r} is in the archive; restore it (deermem archive restore "
+            f"{fact_id}) or purge it instead of adding it again"
+        )
 
 
 class FactNotFoundError(DeerMemError, KeyError):

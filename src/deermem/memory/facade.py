@@ -351,6 +351,9 @@ class Memory:
         Raises:
             FactValidationError: the document or one of its facts is invalid.
             FactRevisionConflict: a fact states a revision other than the stored one.
+            ArchivedFactError: a fact of the document is in the archive (an
+                export imported after its facts were evicted): restore or
+                purge it first. Nothing is imported.
         """
         now = self.now()
         with self.store.transaction(self.scope) as transaction:

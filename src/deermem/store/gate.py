@@ -2,7 +2,10 @@
 
 Every path that adds facts ends here — a manual or tool ``create``, an
 ``import``, a ``restore`` from the archive and, with the updater, the
-``extraction`` from a conversation. No other code trims a library.
+``extraction`` from a conversation. No other code trims a library, and this
+is the one check that a new fact's id is not in the archive
+(:class:`~deermem.ArchivedFactError`): a fact is in the library or in the
+archive, never both — only a restore takes a fact out of the archive.
 
 Usage, inside a store transaction (the user's lock is held, so the decision
 is made on the current library and needs no retry)::
@@ -58,7 +61,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Final, Literal
 
-from deermem._exceptions import FactNotFoundError, FactRevisionConflict
+from deermem._exceptions import ArchivedFactError, FactNotFoundError, FactRevisionConflict
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
 from deermem.policy import (
@@ -211,6 +214,8 @@ class CapacityGate:
             FactNotFoundError: an update or removal names a fact that is not stored.
             FactRevisionConflict: a new fact's id is already stored, or a
                 revision precondition fails.
+            ArchivedFactError: a new fact's id is in the archive (only a
+                restore brings an archived fact back).
         """
         library, incoming = _proposed_library(transaction, proposal, trigger)
         usage = transaction.usage() if self.policy.uses_usage else None
@@ -288,6 +293,11 @@ def _proposed_library(
     for fact in incoming:
         if fact.id in stored:
             raise FactRevisionConflict(fact.id, expected=None, actual=stored[fact.id].revision)
+    for fact in proposal.new_facts:
+        # No fact lives twice: in the library and in the archive, where the
+        # next eviction would overwrite the archived version.
+        if transaction.archived(fact.id) is not None:
+            raise ArchivedFactError(fact.id)
     for fact in proposal.updates:
         if fact.id not in stored:
             raise FactNotFoundError(fact.id)
