@@ -301,7 +301,8 @@ def test_importing_an_export_whose_fact_was_evicted_is_refused(tmp_path: Path) -
     for number in range(3):  # evict more of the exported facts
         memory.create_fact(f"A confident fact {number}", confidence=0.99)
     evicted = {e.fact_id for e in memory.list_archived()} - {"fact_confirm"}
-    assert evicted and evicted <= exported
+    assert evicted
+    assert evicted <= exported
     files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(ArchivedFactError, match="is in the archive") as refused:
         memory.import_document(export)

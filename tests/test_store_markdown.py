@@ -707,3 +707,45 @@ def test_a_cold_load_reads_fact_files_larger_than_one_read(store: MarkdownStore)
     assert loaded is not None
     assert loaded.content == big
     assert [f.id for f in snapshot.facts] == ["fact_big", "fact_small"]
+
+
+def test_recovery_rewrites_only_what_the_interrupted_commit_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MarkdownStore(tmp_path)
+    create(store, ALICE, fact("fact_a", "Before."))
+    a = store.load(ALICE).get("fact_a")
+    assert a is not None
+    manifest = tmp_path / "users/alice/memory.json"
+    untouched = manifest.stat()
+    real_replace = os.replace
+
+    class Crash(BaseException):
+        pass
+
+    def crash_at_the_second_file(source: str | Path, target: str | Path) -> None:
+        if Path(target).name == "fact_new.md":  # fact_a.md is in place, the rest is not
+            raise Crash
+        real_replace(source, target)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", crash_at_the_second_file)
+        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing
+        with pytest.raises(Crash):
+            store.commit(
+                ALICE,
+                ChangeSet(
+                    now=NOW,
+                    writes=(
+                        FactWrite(a.replace(content="After."), create=False),
+                        FactWrite(fact("fact_new"), create=True),
+                    ),
+                ),
+            )
+    changed = next(tmp_path.rglob("fact_a.md"))
+    assert "After." in changed.read_text("utf-8")
+    snapshot = MarkdownStore(tmp_path).load(ALICE)  # recovers
+    assert [(f.id, f.content) for f in snapshot.facts] == [("fact_a", "Before.")]
+    after = manifest.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (untouched.st_ino, untouched.st_mtime_ns)
+    assert not list(tmp_path.rglob("fact_new.md"))

@@ -22,6 +22,8 @@ composes:
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -128,9 +130,15 @@ class MarkdownStore:
         return paths
 
     @contextmanager
-    def _locked(self, scope: Scope, user: UserPaths) -> Iterator[None]:
-        """Hold the user's lock, after rolling back any interrupted commit."""
-        with user_lock(user.lock, self.lock_timeout):
+    def _locked(self, scope: Scope, user: UserPaths, *, reading: bool = False) -> Iterator[None]:
+        """Hold the user's lock, after rolling back any interrupted commit.
+
+        ``reading`` needs no write access, unless there is a commit to roll
+        back: then :class:`~deermem.StoreNeedsRecovery` names what cannot be
+        restored, and nothing is read.
+        """
+        lock = user_lock(user.lock, self.lock_timeout)
+        with lock.reading() if reading else lock:
             if recover(user):
                 self._cache.drop_user(scope.user_id)
             yield
@@ -146,7 +154,7 @@ class MarkdownStore:
             cached = self._cache.get(scope, token)
             if cached is not None:
                 return cached
-        with self._locked(scope, user):
+        with self._locked(scope, user, reading=True):
             return self._snapshot(scope, user)
 
     def _snapshot(self, scope: Scope, user: UserPaths) -> ScopeSnapshot:
@@ -170,7 +178,7 @@ class MarkdownStore:
         """
         user = self._user(scope)
         if user.journal.exists():
-            with self._locked(scope, user):
+            with self._locked(scope, user, reading=True):
                 pass
         return user
 
@@ -183,9 +191,18 @@ class MarkdownStore:
         return self.load(scope)
 
     def search_index_location(self) -> Path:
-        """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created."""
+        """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.
+
+        Raises:
+            OSError: the directory or an index file there cannot be written
+                (a read-only store); the caller indexes in memory instead.
+        """
         path = search_index_path(self.root)
         path.parent.mkdir(parents=True, exist_ok=True)
+        files = [path.with_name(path.name + suffix) for suffix in ("", "-wal", "-shm")]
+        for target in (path.parent, *(f for f in files if f.exists())):
+            if not os.access(target, os.W_OK):
+                raise PermissionError(errno.EACCES, "the search index cannot be written", target)
         return path
 
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
