@@ -131,6 +131,8 @@ class Proposal:
         removals: facts to remove.
         summaries: summary sections to set.
         restored: archive entries whose facts come back (as new facts).
+        watermarks: conversations this change extracted (thread id → mark),
+            committed with it.
     """
 
     new_facts: tuple[Fact, ...] = ()
@@ -138,6 +140,7 @@ class Proposal:
     removals: tuple[Removal, ...] = ()
     summaries: Mapping[SummaryKey, str | Section] = field(default_factory=dict)
     restored: tuple[ArchiveEntry, ...] = ()
+    watermarks: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +444,7 @@ class _Changes:
                 for e in proposal.restored
                 if e.usage is not None and e.fact_id not in gone
             },
+            watermarks=dict(proposal.watermarks),
         )
 
     def _archive_entries(

@@ -34,12 +34,14 @@ from typing import TYPE_CHECKING
 from deermem._exceptions import FactNotFoundError
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN
+from deermem.model.timestamps import format_timestamp
 from deermem.store import sidecars
 from deermem.store._plan import CommitPlan, plan_commit
 from deermem.store.archive import archive_changes, read_archive, read_entry
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import FileChange, JournalInfo, commit_files, recover
 from deermem.store.locks import user_lock
+from deermem.store.marks import encode_mark, read_mark
 from deermem.store.paths import ScopePaths, UserPaths, resolve_root, search_index_path
 from deermem.store.protocol import (
     ChangeSet,
@@ -208,6 +210,9 @@ class MarkdownStore:
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
         return sidecars.read_usage(self._settled(scope).agent(scope.agent).usage)
 
+    def watermark(self, scope: Scope, thread_id: str) -> str | None:
+        return read_mark(self._settled(scope).agent(scope.agent), thread_id)
+
     def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
         return sidecars.read_audit(self._settled(scope).agent(scope.agent).audit)
 
@@ -319,7 +324,7 @@ class MarkdownStore:
         """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``.
 
         The bookkeeping — the audit, the usage sidecar, the archive's index and
-        bounds — is computed before anything is written, so a file it cannot
+        bounds, the thread marks — is computed before anything is written, so a file it cannot
         read (a malformed audit) stops the commit before it starts. Each file
         appears once; ``memory.json`` comes last.
         """
@@ -338,6 +343,10 @@ class MarkdownStore:
             )
             if change is not None
         ]
+        stamp = format_timestamp(changes.now)
+        for thread_id, mark in changes.watermarks.items():
+            if read_mark(paths, thread_id) != mark:
+                book.append((paths.thread_mark(thread_id), encode_mark(thread_id, mark, stamp)))
         doomed: set[Path] = set()
         if changes.archive_puts or changes.archive_deletes:
             archive, pruned = archive_changes(

@@ -6,10 +6,11 @@ protocol. The embedded default is :class:`~deermem.store.MarkdownStore`.
 
 A change is described by a :class:`ChangeSet` — facts to write or delete,
 summary sections to set, archive entries to add or drop, receipts to append,
-recall counts to restore — and applied by :meth:`StoreTransaction.commit`
-atomically, all of it: after a crash the store holds the state before the
-commit or after it, never a mix; a commit that raises changed nothing; a
-commit that returns has written every receipt it was given.
+recall counts to restore, conversations marked as extracted — and applied
+by :meth:`StoreTransaction.commit` atomically, all of it: after a crash the
+store holds the state before the commit or after it, never a mix; a commit
+that raises changed nothing; a commit that returns has written every receipt
+it was given.
 
 Two ways to change data:
 
@@ -188,6 +189,9 @@ class ChangeSet:
             delete``). The archive keeps receipts intact.
         usage_restores: usage entries to put back (facts restored from the
             archive keep their recall history).
+        watermarks: thread id → the mark of the last message extracted from
+            that conversation (see :mod:`deermem.update.watermark`), set by
+            the commit that applied what was extracted.
     """
 
     now: datetime
@@ -200,6 +204,7 @@ class ChangeSet:
     expected_revision: int | None = None
     forget_in_audit: bool = False
     usage_restores: Mapping[str, UsageEntry] = field(default_factory=dict)
+    watermarks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -210,6 +215,7 @@ class ChangeSet:
             or self.archive_puts
             or self.archive_deletes
             or self.receipts
+            or self.watermarks
         )
 
 
@@ -297,6 +303,15 @@ class Store(Protocol):
 
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
         """The usage sidecar of a scope."""
+        ...
+
+    def watermark(self, scope: Scope, thread_id: str) -> str | None:
+        """The mark of the last message extracted from a conversation, or ``None``.
+
+        Raises:
+            CorruptMemoryFile: the stored mark cannot be read (never read as
+                absent: that would extract, and confirm, the conversation again).
+        """
         ...
 
     def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
