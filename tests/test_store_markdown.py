@@ -498,7 +498,7 @@ def test_an_interrupted_commit_is_rolled_back_at_the_next_load(
             )
     journal_file = tmp_path / "users/alice/.memory.journal.json"
     prepared = json.loads(journal_file.read_text("utf-8"))
-    assert prepared["state"] == "prepared"
+    assert prepared["state"] == "deermem-prepared"
     assert prepared["agentName"] == "coder"
     assert (prepared["expectedRevision"], prepared["nextRevision"]) == (1, 2)
     assert sorted(prepared["factIds"]) == ["fact_a", "fact_new"]
@@ -575,7 +575,18 @@ def test_a_committed_journal_is_only_cleaned_up(store: MarkdownStore) -> None:
     [
         ("{not json", "not valid JSON"),
         ('{"state": "halfway"}', "unknown journal state"),
-        ('{"state": "prepared", "oldEntries": {}}', "does not hold the prior file contents"),
+        ('{"state": "deermem-prepared", "oldEntries": {}}', "does not hold the prior contents"),
+        ('{"state": "prepared", "oldEntries": {}}', "invalid operationId"),  # the original's
+        ('{"state": "prepared", "operationId": "../x"}', "invalid operationId"),
+        (
+            '{"state": "prepared", "operationId": "op", "factIds": ["fact_a"]}',
+            "without an agentName",
+        ),
+        (
+            '{"state": "prepared", "operationId": "op", "factIds": ["../../x"], '
+            '"agentName": "coder"}',
+            "invalid fact id",
+        ),
         (
             '{"state": "prepared", "files": [{"path": "../../outside.md", "before": null}]}',
             "escapes the user directory",

@@ -30,17 +30,25 @@ When a file cannot be put back (a read-only store, another user's file),
 
 Prior contents live in the journal itself rather than in backup files: one
 file to write instead of one per touched file. A journal that cannot be
-read, or that lacks prior contents, is corruption — it is never ignored,
-because ignoring it could keep half of a commit. A journal in state
-``committed`` (the original DeerMem writes that state before cleaning up)
-only needs its clean-up.
+read, or that lacks what its state needs, is corruption — never ignored,
+because ignoring it could keep half of a commit.
+
+deermem's journal state is ``deermem-prepared``, not the original's
+``prepared``. The original DeerMem recovers a ``prepared`` journal from
+backups in ``.recovery/`` that deermem does not write: it would delete the
+commit's new facts without restoring what the commit removed, and drop the
+journal. It refuses a state it does not know, so a store switched back to it
+after a crash stops with an error until deermem has opened it once. The
+other way round, deermem recovers the original's ``prepared`` journals by
+the original's own rules (:mod:`deermem.store.original_journal`), cleans up
+its ``committed`` ones, and still recovers the ``prepared`` journals with
+prior contents that deermem wrote before its state was its own.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
@@ -56,14 +64,14 @@ from deermem.store.atomic import (
     remove_durably,
     replace_files,
 )
+from deermem.store.original_journal import OPERATION_ID, ORIGINAL_PREPARED, original_undo
 from deermem.store.paths import UserPaths
 
 __all__ = ["STATE_PREPARED", "FileChange", "JournalInfo", "commit_files", "recover"]
 
 _log = logging.getLogger("deermem.store")
-STATE_PREPARED: Final = "prepared"
+STATE_PREPARED: Final = "deermem-prepared"
 _STATE_COMMITTED: Final = "committed"
-_OPERATION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +172,10 @@ def recover(user: UserPaths) -> bool:
         return False
     journal = _parse(raw, user.journal)
     state = journal.get("state")
-    if state == STATE_PREPARED:
+    if state == STATE_PREPARED or (state == ORIGINAL_PREPARED and "files" in journal):
         undo = _prior_contents(journal, user)
+    elif state == ORIGINAL_PREPARED:
+        undo = original_undo(journal, user)
     elif state == _STATE_COMMITTED:
         undo = {}
     else:
@@ -195,12 +205,7 @@ def _parse(raw: bytes, path: Path) -> dict[str, object]:
 def _prior_contents(journal: Mapping[str, object], user: UserPaths) -> dict[Path, bytes | None]:
     files = journal.get("files")
     if not isinstance(files, list):
-        raise CorruptMemoryFile(
-            user.journal,
-            "an interrupted commit whose journal does not hold the prior file contents "
-            "(written by another implementation?); restore the files from "
-            f"{user.recovery} by hand, then delete the journal",
-        )
+        raise CorruptMemoryFile(user.journal, "the commit journal does not hold the prior contents")
     undo: dict[Path, bytes | None] = {}
     for item in files:
         if not isinstance(item, dict):
@@ -260,7 +265,7 @@ def _finish(user: UserPaths, operation: object, directories: set[Path]) -> None:
         raise StoreNeedsRecovery(user.journal, user.journal, error) from None
     # The backups go last: once the journal is gone nothing reads them, and
     # the original leaves an empty .recovery/ behind too.
-    if isinstance(operation, str) and _OPERATION_ID.fullmatch(operation):
+    if isinstance(operation, str) and OPERATION_ID.fullmatch(operation):
         shutil.rmtree(user.recovery / operation, ignore_errors=True)
 
 
