@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -402,3 +404,23 @@ def test_ingest_help_lists_the_exit_statuses(cli: Cli) -> None:
     for status in ("0: the update ran", "1: an error", "2: a usage error",
                    "3: the model answered, but its answer was unusable"):  # fmt: skip
         assert status in text
+
+
+def test_ingesting_a_conversation_twice_extracts_and_confirms_it_once(
+    root: Path, config_file: Path, tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """Two `deermem ingest` processes: the second finds the mark the first committed."""
+    seed_store(root, config_file)
+    chat = write(tmp_path / "chat.json", CONFIRMING)
+    command = [sys.executable, "-m", "deermem", "--root", str(root), "--config", str(config_file)]
+    command += ["--user", "alice", "ingest", str(chat)]
+    server.enqueue(full_answer(), full_answer())
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert "1 confirmed" in first.stdout
+    second = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "every message was already extracted; no model call" in second.stdout
+    assert len(server.requests) == 1
+    memory = Memory.open(root, load_config(config_file), user="alice")
+    assert memory.get_fact("fact_format").confirmationCount == 1

@@ -9,11 +9,13 @@ because that is what they are and what generic callers already handle::
     ├── ConfigError                 (ValueError) a configuration key has a bad value
     ├── FactValidationError         (ValueError) a fact field has a bad value
     ├── DuplicateFactError          (ValueError) an equal fact is already stored
+    ├── ArchivedFactError           (ValueError) an added fact's id is in the archive
     ├── FactNotFoundError           (KeyError)   no fact (or archive entry) with that id
     ├── StorageError                             the store could not do what was asked
     │   ├── CorruptMemoryFile                    a stored file is not what it must be
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
+    │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
     │   └── RevisionConflict                     the data changed since it was read
     │       ├── ManifestRevisionConflict         ... the user's summary document
     │       └── FactRevisionConflict             ... one fact
@@ -71,6 +73,7 @@ from __future__ import annotations
 
 __all__ = [
     "AnswerRowIntegrityError",
+    "ArchivedFactError",
     "ConfigError",
     "ConversationFileError",
     "CorruptMemoryFile",
@@ -109,6 +112,7 @@ __all__ = [
     "StatisticsError",
     "StorageError",
     "StoreLockTimeout",
+    "StoreNeedsRecovery",
     "TokenFileError",
     "UnknownTokenError",
     "UnsafeIdentifierError",
@@ -173,6 +177,25 @@ class DuplicateFactError(DeerMemError, ValueError):
     def __init__(self, existing_id: str) -> None:
         self.existing_id = existing_id
         super().__init__(f"an equal fact is already stored as {existing_id!r}")
+
+
+class ArchivedFactError(DeerMemError, ValueError):
+    """A fact to add has the id of an archived fact: it would live twice.
+
+    Every path that adds facts (create, import, restore, extraction) passes
+    the capacity gate, which refuses this; nothing is changed. Restore the
+    archived fact (or purge it) instead of adding it again.
+
+    Attributes:
+        fact_id: the id that is in the archive.
+    """
+
+    def __init__(self, fact_id: str) -> None:
+        self.fact_id = fact_id
+        super().__init__(
+            f"fact {fact_id!r} is in the archive; restore it (deermem archive restore "
+            f"{fact_id}) or purge it instead of adding it again"
+        )
 
 
 class FactNotFoundError(DeerMemError, KeyError):
@@ -245,6 +268,31 @@ class StoreLockTimeout(StorageError, TimeoutError):
         super().__init__(
             f"{self.path}: could not take the lock within {timeout:g} s; another process "
             "is writing this memory (raise file_lock_timeout_seconds if this is expected)"
+        )
+
+
+class StoreNeedsRecovery(StorageError):
+    """An interrupted commit must be rolled back first, and this process cannot do it.
+
+    Raised instead of reading half of a commit: a file the commit changed (or
+    the journal itself) cannot be written back here — a read-only mount,
+    another user's files, a full disk. Opening the store once with write
+    access recovers it.
+
+    Attributes:
+        journal: the commit journal, as a string.
+        blocking: the file that could not be restored or removed.
+        reason: why the file system refused.
+    """
+
+    def __init__(self, journal: object, blocking: object, error: OSError) -> None:
+        self.journal = str(journal)
+        self.blocking = str(blocking)
+        self.reason = error.strerror or str(error)
+        super().__init__(
+            f"{self.journal}: needs recovery: an interrupted commit must be rolled back, and "
+            f"{self.blocking} cannot be restored ({self.reason}); open the store once with "
+            "write access"
         )
 
 

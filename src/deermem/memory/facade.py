@@ -19,6 +19,8 @@ scope.
 from __future__ import annotations
 
 import copy
+import errno
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -68,6 +70,8 @@ Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
 _ID_ATTEMPTS = 20
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_log = logging.getLogger("deermem.memory")
 
 
 def wall_clock() -> datetime:
@@ -132,6 +136,7 @@ class Memory:
             store, config, clock=self.now, new_id=self._new_id, model=model
         )
         self._search_index = SearchIndexHandle()
+        self._unrecorded_said = False
 
     @classmethod
     def open(
@@ -351,6 +356,9 @@ class Memory:
         Raises:
             FactValidationError: the document or one of its facts is invalid.
             FactRevisionConflict: a fact states a revision other than the stored one.
+            ArchivedFactError: a fact of the document is in the archive (an
+                export imported after its facts were evicted): restore or
+                purge it first. Nothing is imported.
         """
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
@@ -555,6 +563,8 @@ class Memory:
                 label counts too).
             record: count the hits as recalls when the policy uses recalls;
                 ``False`` looks without counting (an operator's inspection).
+                A store this process may not write is searched all the same,
+                without counting (said once, in a warning).
         """
         results = search_scope(
             self.store,
@@ -566,7 +576,15 @@ class Memory:
             category=category,
         )
         if record and results:
-            self.record_access(result.fact_id for result in results)
+            try:
+                self.record_access(result.fact_id for result in results)
+            except OSError as error:
+                # A read-only store can be searched; its recall counts cannot grow.
+                if error.errno not in _NOT_WRITABLE:
+                    raise
+                if not self._unrecorded_said:
+                    self._unrecorded_said = True
+                    _log.warning("search hits are not counted as recalls: %s", error)
         return results
 
     # --- learning from conversations --------------------------------------------

@@ -136,8 +136,12 @@ class Updater:
         now: datetime,
         new_id: Callable[[], str],
         dry_run: bool = False,
+        mark: str | None = None,
     ) -> UpdateResult:
         """Extract from ``feed`` (filtered messages, oldest first) and apply the answer.
+
+        ``mark`` is the conversation's new watermark: the commit that applies
+        the answer stores it (a dry run stores nothing).
 
         Raises:
             LLMError: the model call failed (after the client's retries).
@@ -198,7 +202,9 @@ class Updater:
                 response.malformed_new_facts,
             )
             return UpdateResult(_no_update(base, response.reason, outcome="rejected"))
-        return self._commit(store, scope, response, base, now=now, new_id=new_id, signals=signals)
+        return self._commit(
+            store, scope, response, base, now=now, new_id=new_id, signals=signals, mark=mark
+        )
 
     def _commit(
         self,
@@ -210,6 +216,7 @@ class Updater:
         now: datetime,
         new_id: Callable[[], str],
         signals: frozenset[str],
+        mark: str | None,
     ) -> UpdateResult:
         """Apply the answer in one transaction; on a revision conflict, reload and retry."""
 
@@ -223,6 +230,7 @@ class Updater:
                 now=now,
                 thread_id=base.thread_id,
                 new_id=new_id,
+                mark=None if base.dry_run else mark,
             )
 
         if base.dry_run:
