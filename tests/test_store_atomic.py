@@ -80,3 +80,14 @@ def test_names_stay_within_255_bytes_for_the_longest_ids(tmp_path: Path) -> None
     assert len(temporary.name.encode()) <= 255
     assert is_temporary(temporary.name)
     assert temporary.name.startswith(".fff")
+
+
+@pytest.mark.usefixtures("umask")
+def test_a_file_for_its_owner_only_says_so(tmp_path: Path) -> None:
+    """The server's token file: created 0600 whatever the umask allows others."""
+    os.umask(0o002)
+    target = tmp_path / "tokens.json"
+    atomic_write(target, b"{}", mode=0o600)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    atomic_write(tmp_path / "shared.json", b"{}")
+    assert stat.S_IMODE((tmp_path / "shared.json").stat().st_mode) == 0o664

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 __all__ = [
+    "FILE_MODE",
     "atomic_write",
     "fsync_path",
     "is_temporary",
@@ -34,10 +35,12 @@ _TMP_SUFFIX: Final = ".tmp"
 _MAX_NAME_BYTES: Final = 255
 _RANDOM_HEX: Final = 16
 _NAME_ATTEMPTS: Final = 100
-# A new file, never an existing one (O_EXCL also refuses a symbolic link);
-# readable and writable by whom the umask allows, never executable.
+# A new file, never an existing one (O_EXCL also refuses a symbolic link).
 _CREATE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-_CREATE_MODE: Final = 0o666
+
+FILE_MODE: Final = 0o666
+"""The mode new files are created with, less the umask: readable and writable by
+whom the umask allows, never executable — what ``open(path, "w")`` gives."""
 
 
 def is_temporary(name: str) -> bool:
@@ -45,18 +48,19 @@ def is_temporary(name: str) -> bool:
     return name.startswith(".") and name.endswith(_TMP_SUFFIX)
 
 
-def write_temporary(path: Path, data: bytes, *, flush: bool = True) -> Path:
+def write_temporary(path: Path, data: bytes, *, flush: bool = True, mode: int = FILE_MODE) -> Path:
     """Write ``data`` to a new temporary file beside ``path``; return its path.
 
     The file is created exclusively (never an existing file or a symbolic
-    link), with mode 0666 less the umask, as ``open(path, "wb")`` would
-    create ``path`` itself. ``flush`` fsyncs the content before returning.
-    On failure the temporary file is removed again.
+    link), with ``mode`` less the umask — by default as ``open(path, "wb")``
+    would create ``path`` itself; a file only its owner may read passes
+    ``0o600``. ``flush`` fsyncs the content before returning. On failure the
+    temporary file is removed again.
     """
     for _ in range(_NAME_ATTEMPTS):
         temporary = path.parent / _temporary_name(path.name)
         try:
-            fd = os.open(temporary, _CREATE_FLAGS, _CREATE_MODE)
+            fd = os.open(temporary, _CREATE_FLAGS, mode)
             break
         except FileExistsError:  # the name is taken: draw another
             continue
@@ -111,12 +115,13 @@ def make_directories(directory: Path) -> list[Path]:
     return [item.parent for item in missing]
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably.
+def atomic_write(path: Path, data: bytes, *, mode: int = FILE_MODE) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (a new file of ``mode``
+    less the umask; see :func:`write_temporary`).
 
     On any failure the temporary file is removed and ``path`` is untouched.
     """
-    replace_files([(path, data)])
+    replace_files([(path, data)], mode=mode)
 
 
 def remove_durably(path: Path) -> bool:
@@ -129,7 +134,9 @@ def remove_durably(path: Path) -> bool:
     return True
 
 
-def replace_files(changes: Iterable[tuple[Path, bytes | None]], *, journaled: bool = False) -> None:
+def replace_files(
+    changes: Iterable[tuple[Path, bytes | None]], *, journaled: bool = False, mode: int = FILE_MODE
+) -> None:
     """Replace (or, for ``None``, remove) each file atomically; all are durable on return.
 
     Each file is old or new after a crash, never a mix, but the set is not
@@ -150,7 +157,7 @@ def replace_files(changes: Iterable[tuple[Path, bytes | None]], *, journaled: bo
             directories.add(path.parent)
             continue
         directories.update(make_directories(path.parent))
-        temporary = write_temporary(path, data, flush=not journaled)
+        temporary = write_temporary(path, data, flush=not journaled, mode=mode)
         try:
             temporary.replace(path)
         except BaseException:
