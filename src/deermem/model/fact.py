@@ -37,6 +37,7 @@ __all__ = [
     "FACT_SCHEMA_VERSION",
     "MAX_FACT_ID_LENGTH",
     "MAX_TITLE_LENGTH",
+    "TIMESTAMP_FIELDS",
     "Fact",
     "FactScope",
     "FactSource",
@@ -94,7 +95,8 @@ _APPEND_ORDER: Final = (
     "expected_valid_days",
 )
 _KNOWN_KEYS: Final = frozenset(_APPEND_ORDER)
-_TIMESTAMP_KEYS: Final = frozenset({"createdAt", "updatedAt", "lastConfirmedAt", "consolidatedAt"})
+TIMESTAMP_FIELDS: Final = frozenset({"createdAt", "updatedAt", "lastConfirmedAt", "consolidatedAt"})
+"""The fields that hold a time; a ``datetime`` given for one is written as ISO text."""
 _DEFAULT_ORDER: Final = tuple(dict.fromkeys((*_CREATION_ORDER, *_APPEND_ORDER)))
 
 
@@ -132,7 +134,8 @@ class FactSource:
         """
         if isinstance(value, FactSource):
             return value
-        check_storable("source", value)
+        if isinstance(value, str | Mapping):
+            check_storable("source", value)
         if isinstance(value, str):
             if value in _PLAIN_SOURCE_TYPES:
                 return cls(type=value)
@@ -260,7 +263,7 @@ class Fact:
             check_storable(key, key)
             if key in _SCOPE_KEYS or isinstance(value, FactSource | FactScope):
                 continue
-            if key in _TIMESTAMP_KEYS and isinstance(value, datetime):
+            if key in TIMESTAMP_FIELDS and isinstance(value, datetime):
                 continue  # formatted as text below
             check_storable(key, value)
         content = _content(data.get("content"))

@@ -41,7 +41,7 @@ from typing import Any, Final
 import yaml
 
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
-from deermem.model.fact import Fact, FactScope
+from deermem.model.fact import TIMESTAMP_FIELDS, Fact, FactScope
 from deermem.store.protocol import Section, SummaryDocument
 from deermem.store.scope import Scope
 
@@ -61,7 +61,6 @@ _NOT_FRONT_MATTER: Final = frozenset({"content", "title", "scope", "user_id", "a
 # whose output is the original's byte for byte.
 _LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER: Final[Any] = yaml.SafeDumper
-_TIMESTAMPS: Final = frozenset({"createdAt", "updatedAt", "lastConfirmedAt", "consolidatedAt"})
 
 
 def encode_fact(fact: Fact, scope: Scope) -> bytes:
@@ -113,7 +112,7 @@ def decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -
         raise CorruptMemoryFile(
             path, f"the id {fact_id!r} in the front matter does not match the file name"
         )
-    meta = {key: value if key in _TIMESTAMPS else _as_json(value) for key, value in meta.items()}
+    meta = {k: v if k in TIMESTAMP_FIELDS else _as_json(v) for k, v in meta.items()}
     meta["scope"] = {"userId": scope.user_id, "agentName": scope.agent}
     meta["content"] = content
     if heading is not None:
