@@ -281,6 +281,17 @@ def test_a_model_answer_with_a_lone_surrogate_leaves_a_readable_store(
     assert [fact.content for fact in fresh.list_facts()] == ["Likes water."]
 
 
+def test_a_conversation_with_a_lone_surrogate_reaches_the_model_escaped(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """Messages are not stored, only sent: JSON escapes what UTF-8 cannot carry."""
+    memory = open_memory(tmp_path, server, agent="coder")
+    server.enqueue(json.dumps({"user": {}, "history": {}, "newFacts": [new_fact("Uses uv.")]}))
+    chat = [{"role": "user", "content": "I use uv \ud800 always."}, CHAT[1]]
+    assert len(memory.learn("thread-1", chat).report.added) == 1
+    assert "I use uv \ud800 always." in server.requests[0].messages[1]["content"]
+
+
 @pytest.mark.parametrize("thread_id", ["thread-\udcff", "two\nlines", "t" * 257])
 def test_a_thread_id_that_cannot_be_a_source_is_refused_before_the_model_is_asked(
     tmp_path: Path, server: ScriptedChatServer, thread_id: str
