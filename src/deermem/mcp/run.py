@@ -43,13 +43,13 @@ def serve(settings: McpSettings) -> None:
         UnsafeIdentifierError: an unusable ``--user`` or ``--agent``, or no
             ``--user`` while ``strict_user_scope`` is on.
     """
-    configure_logging(settings.server.log_level)
     server_settings = settings.server
     config = server_settings.load_config()
     tokens = check_startup(server_settings) if settings.transport == "http" else None
     memory = Memory.open(
         server_settings.store_root(config), config, user=settings.user, agent=settings.agent
     )
+    configure_logging(server_settings.log_level)  # once nothing can refuse to start
     try:
         if tokens is None:
             create_mcp_server(memory, limits=settings.tools).run("stdio")
