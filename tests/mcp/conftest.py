@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
 __all__ = [
@@ -116,7 +116,7 @@ async def http_session(url: str, token: str | None = None) -> AsyncIterator[Clie
     """A client session with an HTTP server, sending ``token`` as the bearer token."""
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
         yield client
