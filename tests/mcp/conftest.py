@@ -50,11 +50,17 @@ def deermem_args(root: Path, *args: str) -> list[str]:
 
 
 @asynccontextmanager
-async def stdio_session(root: Path, *args: str, log: Path) -> AsyncIterator[Client]:
-    """A client session with ``deermem --root ROOT ARGS...`` (ending in ``mcp``) over stdio."""
+async def stdio_session(
+    root: Path, *args: str, log: Path, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    """A client session with ``deermem --root ROOT ARGS...`` (ending in ``mcp``) over stdio.
+
+    ``mode="legacy"`` speaks the initialize handshake of the 2025 protocol
+    versions, as the chat applications of today do; ``auto`` negotiates the newest.
+    """
     params = StdioServerParameters(command=sys.executable, args=deermem_args(root, *args))
     with log.open("w") as stderr:
-        async with Client(stdio_client(params, errlog=stderr)) as client:
+        async with Client(stdio_client(params, errlog=stderr), mode=mode) as client:
             yield client
 
 
@@ -112,12 +118,14 @@ def http_server(
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str | None = None) -> AsyncIterator[Client]:
+async def http_session(
+    url: str, token: str | None = None, *, mode: str = "auto"
+) -> AsyncIterator[Client]:
     """A client session with an HTTP server, sending ``token`` as the bearer token."""
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         yield client
 

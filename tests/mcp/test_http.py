@@ -237,8 +237,8 @@ def test_a_server_for_one_user_takes_only_tokens_that_may_address_it(
     assert "bob" not in refused.text
 
     async def scenario() -> None:
-        for name in ("bob", "pair", "admin"):
-            async with http_session(server.url, tokens[name]) as client:
+        for name in ("bob", "pair", "admin"):  # the 2025 handshake, as chat applications speak
+            async with http_session(server.url, tokens[name], mode="legacy") as client:
                 await call(client, "memory_add", content=f"Written with the {name} token")
         async with http_session(server.url, tokens["bob"]) as bob:
             context = (await call(bob, "memory_context"))["text"]

@@ -21,7 +21,7 @@ def test_every_tool_over_stdio_against_the_stores_files(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with stdio_session(
-            root, "--user", "alice", "--agent", "coder", "mcp", log=log
+            root, "--user", "alice", "--agent", "coder", "mcp", log=log, mode="legacy"
         ) as client:
             listed = {tool.name for tool in (await client.list_tools()).tools}
             assert len(listed) == 7

@@ -22,6 +22,7 @@ from mcp.types import CallToolResult
 
 from deermem import Memory, MemoryConfig
 from deermem.mcp import TOOL_NAMES, ToolLimits, create_mcp_server
+from deermem.mcp.app import request_memory
 
 from .conftest import call, text_of
 
@@ -462,3 +463,22 @@ def test_an_unexpected_failure_is_an_internal_error_logged_without_its_message(
     assert "unhandled RuntimeError" in logged
     assert "SECRET-91c2" not in logged
     assert not any(record.exc_info for record in caplog.records)
+
+
+def test_an_http_tool_call_without_an_authenticated_caller_reaches_no_memory(
+    tmp_path: Path,
+) -> None:
+    memory = open_memory(tmp_path)
+    memory.create_fact("Alice's own fact")
+
+    async def scenario(client: Client) -> None:
+        # In process there is no HTTP request, so no caller: the server fails closed.
+        for tool, arguments in [
+            ("memory_context", {}),
+            ("memory_search", {"query": "fact"}),
+            ("memory_add", {"content": "planted"}),
+        ]:
+            assert "internal error" in await failed(client, tool, **arguments)
+
+    session(memory, scenario, memory_of=request_memory(memory, "coder"))
+    assert [fact.content for fact in memory.list_facts()] == ["Alice's own fact"]
