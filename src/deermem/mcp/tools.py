@@ -99,7 +99,8 @@ Category = Annotated[
         max_length=64,
         description="One of: " + ", ".join(CORE_CATEGORIES) + ". Another label is kept "
         "as an `other` fact with that label. Use `correction` when the user corrects you: "
-        "corrections are always injected first and protected from eviction.",
+        "corrections go first into the prompt, and the hybrid-v1 policy reserves room for "
+        "them when memory is full.",
     ),
 ]
 Confidence = Annotated[
