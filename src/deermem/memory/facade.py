@@ -35,7 +35,15 @@ from deermem._exceptions import (
 )
 from deermem.config import MemoryConfig, load_config
 from deermem.context import Injection
-from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
+from deermem.memory._checks import (
+    check_confidence,
+    check_not_duplicate,
+    checked_category,
+    checked_content,
+    checked_source_error,
+    checked_thread_id,
+    checked_topics,
+)
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
 from deermem.memory.recall import SearchIndexHandle, SearchResult, memory_injection, search_scope
@@ -314,29 +322,42 @@ class Memory:
         — possibly against the new fact itself, which then goes to the
         archive and :attr:`CreateResult.fact_id` is ``None``.
 
+        The text keeps to the limits of a fact a model extracts
+        (:mod:`deermem.model.text`): content of at most 4,000 characters, a
+        category and up to 32 topics of one line and 64 characters each, a
+        ``source_error`` of at most 2,000.
+
         Raises:
-            FactValidationError: empty content, a confidence outside [0, 1] ...
+            InvalidTextError: text that is not valid Unicode (an undecodable
+                byte), or a control character where it does not belong.
+            FactValidationError: empty content, text over its limit, a
+                confidence outside [0, 1] ...
             DuplicateFactError: an equal fact is already stored.
         """
         text = checked_content(content)
+        category = checked_category(category)
         check_confidence(confidence)
+        tags = checked_topics(topics)
+        source_error = checked_source_error(source_error)
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
             check_not_duplicate(snapshot, text)
+            # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
                 "id": self._fresh_id(snapshot, transaction.archived),
                 "content": text,
                 "category": category,
                 "confidence": confidence,
-                "source": "manual",
-                "topics": list(topics),
                 "createdAt": format_timestamp(now),
+                "source": "manual",
             }
             if source_error:
                 data["sourceError"] = source_error
             if expected_valid_days is not None:
                 data["expected_valid_days"] = expected_valid_days
+            if tags:
+                data["topics"] = tags
             fact = Fact.from_dict(data)
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
@@ -423,13 +444,15 @@ class Memory:
         Raises:
             FactNotFoundError: no active fact has this id.
             FactRevisionConflict: ``expected_revision`` is not the stored revision.
-            FactValidationError: a new value is invalid.
+            FactValidationError: a new value is invalid or over the limits of
+                :meth:`create_fact` (:class:`~deermem.InvalidTextError` for text
+                that is not valid Unicode or holds a misplaced control character).
         """
         changes: dict[str, object] = {}
         if content is not None:
             changes["content"] = checked_content(content)
         if category is not None:
-            changes["category"] = category
+            changes["category"] = checked_category(category)
         if confidence is not None:
             check_confidence(confidence)
             changes["confidence"] = confidence
@@ -617,7 +640,10 @@ class Memory:
             LLMNotConfigured: no model is configured: extraction is off.
             LLMError: the model call failed (after the client's retries).
             MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is not one line of at most 256
+                characters of valid Unicode (it is stored as the facts' source).
         """
+        thread_id = checked_thread_id(thread_id)
         return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)
 
     def queue_conversation(self, thread_id: str, messages: Iterable[object]) -> bool:
@@ -640,7 +666,9 @@ class Memory:
                 carries no signal (conversations with a signal are always taken).
             QueueClosedError: :meth:`close` was called.
             MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is unusable (see :meth:`learn`).
         """
+        thread_id = checked_thread_id(thread_id)
         return self._updates.queue_conversation(self.scope, thread_id, messages)
 
     def flush_queue(self, timeout: float | None = None) -> FlushReport:

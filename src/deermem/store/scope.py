@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from deermem._exceptions import UnsafeIdentifierError
+from deermem._exceptions import InvalidTextError, UnsafeIdentifierError
+from deermem.model.text import check_storable
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -47,10 +48,16 @@ def safe_user_id(raw: object) -> str:
     first 64 and the digest — the original would fail on them instead.
 
     Raises:
-        UnsafeIdentifierError: the id is not a string or is empty.
+        UnsafeIdentifierError: the id is not a string, is empty, or is not
+            valid Unicode (it is stored in every fact: an undecodable byte
+            could not be written).
     """
     if not isinstance(raw, str) or not raw:
         raise UnsafeIdentifierError("user id", raw, "expected a non-empty string")
+    try:
+        check_storable("user id", raw)
+    except InvalidTextError as error:
+        raise UnsafeIdentifierError("user id", raw, error.allowed) from None
     safe = _SAFE_CHARS.sub("-", raw)
     if safe == raw and len(safe) <= _MAX_SAFE_USER_LENGTH:
         return safe
