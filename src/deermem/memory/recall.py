@@ -89,17 +89,20 @@ class SearchResult:
         }
 
 
-def memory_injection(store: Store, scope: Scope, config: MemoryConfig, now: datetime) -> Injection:
-    """Lay out one scope's summaries and facts for the prompt (see ``build_injection``)."""
+def memory_injection(
+    store: Store, scope: Scope, config: MemoryConfig, now: datetime, *, facts: bool = True
+) -> Injection:
+    """Lay out one scope's summaries and (unless ``facts`` is off) facts for the prompt
+    (see ``build_injection``)."""
     settings = InjectionSettings.from_config(config)
     if not settings.enabled:
         return build_injection((), settings=settings, now=now)
     snapshot = store.load(scope)
     usage = None
-    if settings.ranking.name == POLICY_HYBRID_V1:
+    if facts and settings.ranking.name == POLICY_HYBRID_V1:
         usage = {key: entry.to_dict() for key, entry in store.usage(scope).items()}
     return build_injection(
-        snapshot.facts,
+        snapshot.facts if facts else (),
         settings=settings,
         now=now,
         summaries=Summaries.from_document(snapshot.summaries.to_dict()),
