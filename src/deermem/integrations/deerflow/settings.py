@@ -110,7 +110,7 @@ def read_backend_config(backend_config: Mapping[str, Any] | None) -> BackendSett
     hooks = {key: raw.pop(key) for key in _HOOK_KEYS & raw.keys()}
     for key in _HOST_KEYS & raw.keys():
         raw.pop(key)
-    _read_categories(raw, values, problems)
+    categories_from = _read_categories(raw, values, problems)
     api_key = _read_model(raw, values, problems)
     _read_deermem_only(raw, unused, problems)
     known = MemoryConfig.model_fields.keys()
@@ -121,7 +121,10 @@ def read_backend_config(backend_config: Mapping[str, Any] | None) -> BackendSett
             problems.append(f"{key}: not a deermem or DeerMem setting (see docs/deerflow.md)")
     if problems:
         raise ConfigError(problems, source=SOURCE)
-    config = config_from_mapping(values, origins=dict.fromkeys(values, SOURCE), source=SOURCE)
+    origins = dict.fromkeys(values, SOURCE)
+    if categories_from is not None:
+        origins["protected_categories"] = f"{SOURCE}.{categories_from}"
+    config = config_from_mapping(values, origins=origins, source=SOURCE)
     keep_hidden = hooks.get("should_keep_hidden_message")
     return BackendSettings(
         config=config,
@@ -138,29 +141,29 @@ def log_unused(settings: BackendSettings) -> None:
         _log.warning("%s: %s", SOURCE, line)
 
 
-def _read_categories(raw: dict[str, Any], values: dict[str, object], problems: list[str]) -> None:
+def _read_categories(
+    raw: dict[str, Any], values: dict[str, object], problems: list[str]
+) -> str | None:
+    """Merge the category lists into ``protected_categories``; return the key it came from."""
     given = {key: raw.pop(key) for key in _CATEGORY_KEYS if key in raw}
-    if not given:
-        return
-    normalised = {key: _category_set(value) for key, value in given.items()}
-    distinct = {value for value in normalised.values() if value is not None}
-    if len(distinct) > 1:
-        listed = ", ".join(f"{key}={given[key]!r}" for key in given)
+    lists: dict[str, frozenset[str]] = {}
+    for key, value in given.items():
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            problems.append(f"{key}={value!r}: expected a list of category names")
+        else:
+            lists[key] = frozenset(str(item).strip().lower() for item in value)
+    if len(set(lists.values())) > 1:
+        listed = ", ".join(f"{key}={given[key]!r}" for key in lists)
         problems.append(
             f"{listed}: deermem keeps one list of protected categories for prompt injection, "
             "staleness review and capacity alike; set protected_categories to the one list "
             "you want"
         )
-        return
-    # A malformed list is passed on for MemoryConfig to reject with its own message.
-    chosen = next((key for key, value in normalised.items() if value is None), next(iter(given)))
-    values["protected_categories"] = given[chosen]
-
-
-def _category_set(value: object) -> frozenset[str] | None:
-    if isinstance(value, str) or not isinstance(value, list | tuple):
+    if not lists or len(lists) != len(given):
         return None
-    return frozenset(str(item).strip().lower() for item in value)
+    key = next(iter(lists))
+    values["protected_categories"] = given[key]
+    return key
 
 
 def _read_model(raw: dict[str, Any], values: dict[str, object], problems: list[str]) -> str | None:
