@@ -132,7 +132,9 @@ def test_what_deermem_writes_the_bundled_backend_can_read(tmp_path: Path) -> Non
         manager.close()
     store = tmp_path / "store"
     facts = bundled_read(store)
-    assert {fact_id for (user, agent, fact_id) in facts if agent == "__default__" and "alice" in user} == expected_alice
+    assert {
+        fact_id for (user, agent, fact_id) in facts if agent == "__default__" and "alice" in user
+    } == expected_alice
     assert not any(user == "bob" and agent == "__default__" for (user, agent, _) in facts)
     for audit in store.glob("users/*/agents/*/.metadata/eviction-audit.json"):
         check_audit(json.loads(audit.read_text("utf-8")))

@@ -53,12 +53,15 @@ class HttpChatModel:
                 "output_tokens": usage.get("completion_tokens"),
                 "total_tokens": usage.get("total_tokens"),
             },
-            response_metadata={"finish_reason": choice["finish_reason"], "model_name": body["model"]},
+            response_metadata={
+                "finish_reason": choice["finish_reason"],
+                "model_name": body["model"],
+            },
         )
 
 
 class RecordingCallbacks:
-    """DeerFlow's MemoryCallbacks, recording; the call hook adds trace metadata as Langfuse's does."""
+    """DeerFlow's MemoryCallbacks, recording; the call hook adds metadata as Langfuse's does."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
@@ -110,7 +113,12 @@ def test_callbacks_see_every_call_and_shape_the_hosts_invoke_config(
     assert kinds == ["call", "result", "call", "result"]
     _, before, call = callbacks.calls[0]
     assert before == {}
-    assert call == {"thread_id": None, "user_id": None, "trace_id": None, "model_name": "host-default"}
+    assert call == {
+        "thread_id": None,
+        "user_id": None,
+        "trace_id": None,
+        "model_name": "host-default",
+    }
     _, config, ok = callbacks.calls[1]
     assert config == {"metadata": {"trace": "t-1"}}
     assert ok["response"] == "fine"

@@ -116,12 +116,12 @@ def test_invalid_values_and_unknown_keys_are_errors_naming_them() -> None:
     assert "debounce" in str(caught.value)
     with pytest.raises(ConfigError, match="guaranteed_categories='correction'"):
         read_backend_config({"guaranteed_categories": "correction"})
-    with pytest.raises(ConfigError, match="from memory.backend_config.guaranteed_categories"):
+    with pytest.raises(ConfigError, match=r"from memory\.backend_config\.guaranteed_categories"):
         read_backend_config({"guaranteed_categories": ["no-such-category"]})
 
 
 def test_another_storage_class_is_an_error_not_a_silent_switch_of_store() -> None:
-    with pytest.raises(ConfigError, match="storage_class='my.Storage'"):
+    with pytest.raises(ConfigError, match=r"storage_class='my\.Storage'"):
         read_backend_config({"storage_class": "my.Storage"})
 
 
@@ -142,7 +142,7 @@ def test_settings_without_effect_here_are_said_once_at_start_up(
 
 
 def test_another_model_provider_is_refused_with_what_would_work() -> None:
-    with pytest.raises(ConfigError, match="model.provider='anthropic'") as caught:
+    with pytest.raises(ConfigError, match=r"model\.provider='anthropic'") as caught:
         read_backend_config({"model": {"provider": "anthropic", "model": "claude"}})
     assert "base_url" in str(caught.value)
 

@@ -145,7 +145,7 @@ def _read_categories(
     raw: dict[str, Any], values: dict[str, object], problems: list[str]
 ) -> str | None:
     """Merge the category lists into ``protected_categories``; return the key it came from."""
-    given = {key: raw.pop(key) for key in _CATEGORY_KEYS if key in raw}
+    given: dict[str, Any] = {key: raw.pop(key) for key in _CATEGORY_KEYS if key in raw}
     lists: dict[str, frozenset[str]] = {}
     for key, value in given.items():
         if isinstance(value, str) or not isinstance(value, list | tuple):
