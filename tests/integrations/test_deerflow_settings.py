@@ -6,16 +6,20 @@ A DeerMem user's dict must work as it is; everything in it is accounted for.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from deermem import ConfigError
 from deermem.integrations.deerflow import DeerFlowBackend, read_backend_config
 from deermem.testing import ScriptedChatServer
 from tests.integrations.deerflow_support import backend, deerflow_turn, model_section
 from tests.wire_support import answer
+
+DOTTED = "deermem.integrations.deerflow.DeerMemManager"
 
 # The bundled DeerMem's backend_config keys, with values other than the defaults.
 DEERMEM_CONFIG: dict[str, Any] = {
@@ -206,3 +210,15 @@ def test_a_missing_key_turns_extraction_off_but_memory_still_works(
     assert server.requests == []
     _, fact_id = manager.create_fact("Uses uv.", user_id="alice")
     assert fact_id is not None
+
+
+def test_the_configurations_in_the_docs_read() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "deerflow.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", docs.read_text("utf-8"), re.DOTALL)
+    memories = [yaml.safe_load(block)["memory"] for block in blocks]
+    assert [m["manager_class"] for m in memories] == [DOTTED, DOTTED]
+    configs = [m["backend_config"] for m in memories if "backend_config" in m]
+    assert configs
+    for config in configs:
+        settings = read_backend_config(config)
+        assert settings.config.fact_eviction_policy == "hybrid-v1"
