@@ -422,3 +422,30 @@ def test_shutdown_flush_with_nothing_queued_is_immediately_true(tmp_path: Path) 
     assert manager.shutdown_flush(5.0) is True
     assert time.monotonic() - started < 1.0
     assert manager.warm() is True
+
+
+def test_the_hosts_call_shapes_work_as_they_are_written(tmp_path: Path) -> None:
+    """The calls DeerFlow makes, argument for argument (contract §3 and §8)."""
+    manager = backend(tmp_path)
+    _, fact_id = manager.create_fact(
+        content="Uses uv.", category="correction", confidence=0.9, user_id="default"
+    )  # POST /api/memory/facts
+    assert fact_id is not None
+    _, tool_fact = manager.create_fact(
+        "Prefers tabs.", category="preference", confidence=0.7, agent_name=None, user_id="u"
+    )  # the memory_add tool
+    assert tool_fact is not None
+    manager.update_fact(
+        fact_id=fact_id, content=None, category=None, confidence=0.95, user_id="default"
+    )  # PATCH /api/memory/facts/{id}
+    manager.update_fact(tool_fact, content="Prefers spaces.", agent_name=None, user_id="u")
+    assert manager.get_context(user_id="default", agent_name=None)  # the prompt helper
+    results = manager.search("uv", top_k=10, user_id="default", agent_name=None, category=None)
+    assert [r["id"] for r in results] == [fact_id]  # the memory_search tool
+    assert manager.get_memory(user_id="default")["facts"][0]["confidence"] == 0.95
+    assert manager.reload_memory(user_id="default")["facts"]
+    exported = manager.get_memory(user_id="default")
+    manager.import_memory(exported, user_id="default")  # POST /api/memory/import
+    manager.delete_fact(fact_id, user_id="default")  # DELETE /api/memory/facts/{id}
+    manager.delete_fact(tool_fact, agent_name=None, user_id="u")  # the memory_delete tool
+    assert manager.clear_memory(user_id="default")["facts"] == []  # DELETE /api/memory
