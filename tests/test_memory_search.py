@@ -272,7 +272,7 @@ def test_a_damaged_or_missing_index_is_rebuilt(
     db.close()
 
 
-def test_an_unusable_index_location_falls_back_to_substrings(
+def test_an_unusable_index_location_falls_back_to_an_index_in_memory_said_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory = open_memory(tmp_path)
@@ -280,9 +280,12 @@ def test_an_unusable_index_location_falls_back_to_substrings(
     (tmp_path / ".retrieval").write_text("a file where the index directory should be")
     with caplog.at_level(logging.WARNING, logger="deermem.memory"):
         results = memory.search("green tea")
-    assert "search index unavailable" in caplog.text
+        assert memory.search("green tea") == results
+        view = memory.scoped(user=memory.scope.user_id, agent=memory.scope.agent)
+        assert view.search("green tea") == results
+    assert caplog.text.count("searching with an index in memory") == 1
     assert ids(results) == ["fact_tea"]
-    assert results[0].match_type == "substring"
+    assert results[0].match_type == "fts5"
 
 
 def test_views_share_one_index_and_close_reopens(memory: Memory) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from deermem import (
+    ArchivedFactError,
     CorruptMemoryFile,
     DuplicateFactError,
     FactNotFoundError,
@@ -17,6 +19,7 @@ from deermem import (
     MemoryConfig,
 )
 from deermem.scenarios import seed_scenarios
+from deermem.store import Proposal
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -201,3 +204,124 @@ def test_a_corrupt_archive_entry_is_an_error(tmp_path: Path) -> None:
     entry_file.write_text("[]", "utf-8")
     with pytest.raises(CorruptMemoryFile):
         memory.why(fact_id)
+
+
+# --- the archive's bounds are part of the commit, ordered by stored time ---------------
+
+
+def archive_three(memory: Memory, clock: Clock) -> list[str]:
+    """Delete three facts at three times: three archive entries, oldest first."""
+    ids = []
+    for number in range(3):
+        clock.now = NOW + timedelta(hours=number)
+        fact_id = memory.create_fact(f"Archived fact {number}").fact_id
+        assert fact_id is not None
+        memory.delete_fact(fact_id)
+        ids.append(fact_id)
+    return ids
+
+
+@pytest.mark.parametrize("index", ["kept", "lost"])
+def test_the_oldest_by_stored_time_goes_first_whatever_the_file_times(
+    tmp_path: Path, index: str
+) -> None:
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, archive_max_entries=3)
+    oldest, middle, newest = archive_three(memory, clock)
+    # A copy or a checkout gives the files new times: here the oldest entry looks newest.
+    for age, fact_id in enumerate((newest, middle, oldest)):
+        stamp = 1_700_000_000 + age * 3600
+        os.utime(archive_dir(tmp_path) / f"{fact_id}.json", (stamp, stamp))
+    if index == "lost":  # as in a store an earlier deermem wrote: rebuilt from the entries
+        (archive_dir(tmp_path).parent / "archive-index.json").unlink()
+    clock.now = NOW + timedelta(hours=5)
+    fourth = memory.create_fact("Archived fact 3").fact_id
+    assert fourth is not None
+    memory.delete_fact(fourth)
+    assert {e.fact_id for e in memory.list_archived()} == {middle, newest, fourth}
+
+
+def test_equal_archive_times_keep_their_arrival_order(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, archive_max_entries=2)  # one fixed clock: equal times
+    ids = []
+    for number in range(4):
+        fact_id = memory.create_fact(f"Fact {number}").fact_id
+        assert fact_id is not None
+        memory.delete_fact(fact_id)
+        ids.append(fact_id)
+    assert {e.fact_id for e in memory.list_archived()} == set(ids[2:])
+
+
+def test_an_unreadable_entry_stops_the_commit_before_it_starts(tmp_path: Path) -> None:
+    """A corrupt entry the bounds must read: the create raises, and did not commit."""
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, archive_max_entries=3)
+    oldest, _, _ = archive_three(memory, clock)
+    (archive_dir(tmp_path).parent / "archive-index.json").unlink()  # its time must be read
+    entry = archive_dir(tmp_path) / f"{oldest}.json"
+    entry.write_text("{ not json", "utf-8")
+    for number in range(10):
+        memory.create_fact(f"Fact {number}", confidence=0.9)
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    audit = memory.audit()
+    with pytest.raises(CorruptMemoryFile, match=rf"{oldest}\.json"):
+        memory.create_fact("One more", confidence=0.95)  # evicts, archives, prunes
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+    assert memory.audit() == audit
+    memory.purge(oldest)  # an entry too damaged to read can still be purged
+    result = memory.create_fact("One more", confidence=0.95)  # and the retry is not a duplicate
+    assert result.kept
+    assert memory.audit()[-1] == result.receipts[0]
+
+
+def test_a_corrupt_entry_the_index_knows_does_not_stop_a_commit(tmp_path: Path) -> None:
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, archive_max_entries=3)
+    oldest, middle, newest = archive_three(memory, clock)
+    (archive_dir(tmp_path) / f"{newest}.json").write_text("{ not json", "utf-8")
+    clock.now = NOW + timedelta(hours=5)
+    fourth = memory.create_fact("Archived fact 3").fact_id
+    assert fourth is not None
+    memory.delete_fact(fourth)  # prunes the oldest, by the index, without reading entries
+    assert not (archive_dir(tmp_path) / f"{oldest}.json").exists()
+    assert memory.audit()[-1].fact_ids == (fourth,)
+    with pytest.raises(CorruptMemoryFile, match=rf"{newest}\.json"):
+        memory.list_archived()  # reading it is still an error
+    assert {p.stem for p in archive_dir(tmp_path).iterdir()} == {middle, newest, fourth}
+
+
+# --- no fact lives twice ------------------------------------------------------------
+
+
+def test_importing_an_export_whose_fact_was_evicted_is_refused(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document(stale_vs_confirmed())  # at the cap: fact_confirm is archived
+    export = memory.export_document()
+    exported = {fact.id for fact in memory.list_facts()}
+    for number in range(3):  # evict more of the exported facts
+        memory.create_fact(f"A confident fact {number}", confidence=0.99)
+    evicted = {e.fact_id for e in memory.list_archived()} - {"fact_confirm"}
+    assert evicted
+    assert evicted <= exported
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ArchivedFactError, match="is in the archive") as refused:
+        memory.import_document(export)
+    assert refused.value.fact_id in evicted
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+    library = {f.id for f in memory.list_facts()}
+    assert not library & {e.fact_id for e in memory.list_archived()}
+
+
+def test_the_gate_refuses_a_new_fact_with_an_archived_id(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    fact_id = memory.create_fact("Lives in Lisbon").fact_id
+    assert fact_id is not None
+    memory.delete_fact(fact_id)
+    entry = memory.get_archived(fact_id)
+    again = entry.fact.replace(content="Lives in Porto")  # another text, the same id
+    with memory.store.transaction(memory.scope) as transaction, pytest.raises(ArchivedFactError):
+        memory.gate.apply(transaction, Proposal(new_facts=(again,)), trigger="manual", now=NOW)
+    assert memory.list_facts() == ()
+    assert memory.get_archived(fact_id) == entry  # its archived version is untouched
+    assert memory.restore(fact_id).restored  # the one way back
+    assert memory.list_archived() == ()

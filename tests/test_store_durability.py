@@ -4,9 +4,9 @@ A crash test (tests/test_reliability.py) kills processes, which cannot lose
 what the page cache holds; only the order of fsyncs, renames and removals
 decides what survives a power cut. These tests record that order and check
 the protocol of :mod:`deermem.store.journal`: the journal is durable before
-any file changes, the files are durable before the journal goes, and the
-derived files (sidecars, archive bounds) change only once the journal's
-removal is durable — and are durable themselves when the commit returns.
+any file changes — the facts, the archive, the receipts and ``memory.json``
+alike — every one of them is durable before the journal goes, and nothing is
+written after the journal's removal, which is the commit.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def full_memory(root: Path) -> Memory:
     return memory
 
 
-def test_a_commit_flushes_journal_files_removal_and_sidecars_in_order(
+def test_a_commit_flushes_journal_then_every_file_then_removes_the_journal(
     tmp_path: Path, recorder: Recorder
 ) -> None:
     memory = full_memory(tmp_path)
@@ -106,6 +106,7 @@ def test_a_commit_flushes_journal_files_removal_and_sidecars_in_order(
     metadata = user_dir / "agents" / "coder" / ".metadata"
     journal_file = user_dir / JOURNAL_FILENAME
     audit = metadata / "eviction-audit.json"
+    index = metadata / "archive-index.json"
     archived = metadata / "archive" / f"{result.evicted[0]}.json"
     manifest = user_dir / "memory.json"
 
@@ -115,31 +116,31 @@ def test_a_commit_flushes_journal_files_removal_and_sidecars_in_order(
     journal_durable = recorder.index("fsync", user_dir)  # then its directory entry
     assert journal_in < journal_durable
     evicted = user_dir / "agents" / "coder" / "facts" / fact_shard(result.evicted[0])
-    data_changes = [recorder.renames_into(p)[0] for p in (manifest, archived)]
+    data_changes = [recorder.renames_into(p)[0] for p in (manifest, archived, audit, index)]
     data_changes.append(recorder.index("unlink", evicted / f"{result.evicted[0]}.md"))
     assert all(journal_durable < change for change in data_changes)
+    assert max(data_changes) == recorder.renames_into(manifest)[0]  # memory.json last
 
     removal = recorder.index("unlink", journal_file)
-    for path in (manifest, archived, archived.parent, evicted, user_dir):
+    for path in (manifest, archived, audit, index, archived.parent, metadata, evicted, user_dir):
         assert any(min(data_changes) < n < removal for n in recorder.fsyncs_of(path)), path
     removal_durable = min(n for n in recorder.fsyncs_of(user_dir) if n > removal)
-
-    [audit_in] = recorder.renames_into(audit)
-    audit_temporary = Path(recorder.events[audit_in][1])
-    assert removal_durable < audit_in  # the receipt appears only after the commit happened
-    assert recorder.index("fsync", audit_temporary) < audit_in  # its content was flushed first
-    assert any(n > audit_in for n in recorder.fsyncs_of(metadata))  # and its entry, before return
+    assert removal_durable == len(recorder.events) - 1  # the commit's last step: nothing after
     assert memory.audit()[-1].fact_ids == result.evicted
+    assert memory.audit()[-1] == result.receipts[0]
 
 
-def test_a_crash_before_the_journal_is_removed_leaves_no_receipt_and_no_temporary(
+def test_a_crash_before_the_journal_is_removed_undoes_receipts_and_archive_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     memory = full_memory(tmp_path)
+    memory.create_fact("An evicting fact.", confidence=0.9)  # a receipt and an archive entry
     before = memory.list_facts()
     audit_before = memory.audit()
-    audit = tmp_path / "users" / "alice" / "agents" / "coder" / ".metadata" / "eviction-audit.json"
-    audit_bytes = audit.read_bytes() if audit.exists() else None
+    archive_before = memory.list_archived()
+    metadata = tmp_path / "users" / "alice" / "agents" / "coder" / ".metadata"
+    bookkeeping = {p: p.read_bytes() for p in metadata.glob("*.json")}
+    assert set(bookkeeping) == {metadata / "eviction-audit.json", metadata / "archive-index.json"}
 
     class Crash(BaseException):
         pass
@@ -153,10 +154,14 @@ def test_a_crash_before_the_journal_is_removed_leaves_no_receipt_and_no_temporar
         with pytest.raises(Crash):
             memory.create_fact("One more fact.", confidence=0.95)
     assert (tmp_path / "users" / "alice" / JOURNAL_FILENAME).exists()
-    assert (audit.read_bytes() if audit.exists() else None) == audit_bytes  # no receipt yet
+    assert (metadata / "eviction-audit.json").read_bytes() != bookkeeping[
+        metadata / "eviction-audit.json"
+    ]
     reopened = Memory.open(tmp_path, MemoryConfig(max_facts=CAP), user="alice", agent="coder")
-    assert reopened.list_facts() == before  # rolled back
-    assert reopened.audit() == audit_before  # no receipt for a commit that did not happen
+    assert reopened.list_facts() == before  # rolled back ...
+    assert reopened.audit() == audit_before  # ... with its receipt
+    assert reopened.list_archived() == archive_before  # ... and its archive entry
+    assert {p: p.read_bytes() for p in metadata.glob("*.json")} == bookkeeping
     assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]
 
 

@@ -498,7 +498,7 @@ def test_an_interrupted_commit_is_rolled_back_at_the_next_load(
             )
     journal_file = tmp_path / "users/alice/.memory.journal.json"
     prepared = json.loads(journal_file.read_text("utf-8"))
-    assert prepared["state"] == "prepared"
+    assert prepared["state"] == "deermem-prepared"
     assert prepared["agentName"] == "coder"
     assert (prepared["expectedRevision"], prepared["nextRevision"]) == (1, 2)
     assert sorted(prepared["factIds"]) == ["fact_a", "fact_new"]
@@ -575,7 +575,18 @@ def test_a_committed_journal_is_only_cleaned_up(store: MarkdownStore) -> None:
     [
         ("{not json", "not valid JSON"),
         ('{"state": "halfway"}', "unknown journal state"),
-        ('{"state": "prepared", "oldEntries": {}}', "does not hold the prior file contents"),
+        ('{"state": "deermem-prepared", "oldEntries": {}}', "does not hold the prior contents"),
+        ('{"state": "prepared", "oldEntries": {}}', "invalid operationId"),  # the original's
+        ('{"state": "prepared", "operationId": "../x"}', "invalid operationId"),
+        (
+            '{"state": "prepared", "operationId": "op", "factIds": ["fact_a"]}',
+            "without an agentName",
+        ),
+        (
+            '{"state": "prepared", "operationId": "op", "factIds": ["../../x"], '
+            '"agentName": "coder"}',
+            "invalid fact id",
+        ),
         (
             '{"state": "prepared", "files": [{"path": "../../outside.md", "before": null}]}',
             "escapes the user directory",
@@ -707,3 +718,45 @@ def test_a_cold_load_reads_fact_files_larger_than_one_read(store: MarkdownStore)
     assert loaded is not None
     assert loaded.content == big
     assert [f.id for f in snapshot.facts] == ["fact_big", "fact_small"]
+
+
+def test_recovery_rewrites_only_what_the_interrupted_commit_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MarkdownStore(tmp_path)
+    create(store, ALICE, fact("fact_a", "Before."))
+    a = store.load(ALICE).get("fact_a")
+    assert a is not None
+    manifest = tmp_path / "users/alice/memory.json"
+    untouched = manifest.stat()
+    real_replace = os.replace
+
+    class Crash(BaseException):
+        pass
+
+    def crash_at_the_second_file(source: str | Path, target: str | Path) -> None:
+        if Path(target).name == "fact_new.md":  # fact_a.md is in place, the rest is not
+            raise Crash
+        real_replace(source, target)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", crash_at_the_second_file)
+        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing
+        with pytest.raises(Crash):
+            store.commit(
+                ALICE,
+                ChangeSet(
+                    now=NOW,
+                    writes=(
+                        FactWrite(a.replace(content="After."), create=False),
+                        FactWrite(fact("fact_new"), create=True),
+                    ),
+                ),
+            )
+    changed = next(tmp_path.rglob("fact_a.md"))
+    assert "After." in changed.read_text("utf-8")
+    snapshot = MarkdownStore(tmp_path).load(ALICE)  # recovers
+    assert [(f.id, f.content) for f in snapshot.facts] == [("fact_a", "Before.")]
+    after = manifest.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (untouched.st_ino, untouched.st_mtime_ns)
+    assert not list(tmp_path.rglob("fact_new.md"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem import Memory, MemoryConfig
+from deermem import CorruptMemoryFile, Memory, MemoryConfig
 from deermem.scenarios import seed_scenarios
 from deermem.store import atomic, sidecars
 
@@ -114,7 +114,7 @@ def test_no_receipts_are_written_with_a_bound_of_zero(tmp_path: Path) -> None:
     assert memory.list_archived()[0].eviction is not None
 
 
-def test_malformed_sidecars_are_ignored_with_a_warning(
+def test_a_malformed_usage_sidecar_is_ignored_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
@@ -122,14 +122,35 @@ def test_malformed_sidecars_are_ignored_with_a_warning(
     assert fact_id is not None
     metadata(tmp_path).mkdir(parents=True, exist_ok=True)
     (metadata(tmp_path) / "fact-usage.json").write_text("[1, 2", "utf-8")
-    (metadata(tmp_path) / "eviction-audit.json").write_text('{"not": "a list"}', "utf-8")
     with caplog.at_level(logging.WARNING, logger="deermem.store"):
-        assert memory.audit() == ()
         assert memory.store.usage(memory.scope) == {}
         assert [f.id for f in memory.list_facts()] == [fact_id]
         memory.record_access([fact_id])  # rewrites the derived file
     assert "malformed sidecar" in caplog.text
     assert memory.store.usage(memory.scope)[fact_id].access_count == 1
+
+
+@pytest.mark.parametrize("content", ['{"not": "a list"}', "[1, 2", "\xff"])
+def test_a_malformed_audit_is_an_error_and_is_never_overwritten(
+    tmp_path: Path, content: str
+) -> None:
+    memory = open_memory(tmp_path, max_facts=10)
+    for number in range(10):
+        memory.create_fact(f"Fact {number}", confidence=0.9)
+    audit = metadata(tmp_path) / "eviction-audit.json"
+    audit.parent.mkdir(parents=True, exist_ok=True)
+    audit.write_text(content, "utf-8")
+    with pytest.raises(CorruptMemoryFile, match=r"eviction-audit\.json"):
+        memory.audit()
+    with pytest.raises(CorruptMemoryFile, match=r"eviction-audit\.json"):
+        memory.why(memory.list_facts()[0].id)
+    facts = memory.list_facts()
+    with pytest.raises(CorruptMemoryFile, match=r"eviction-audit\.json"):
+        memory.create_fact("One more", confidence=0.95)  # would append a receipt
+    assert audit.read_text("utf-8") == content  # the only record of purged facts stays
+    assert memory.list_facts() == facts  # and nothing else changed
+    assert memory.list_archived() == ()
+    memory.update_fact(facts[0].id, confidence=0.5)  # commits that write no receipt still work
 
 
 def test_original_audit_events_are_kept_when_receipts_are_appended(tmp_path: Path) -> None:
@@ -239,12 +260,13 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("failing", ["write", "flush", "rename"])
-def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, failing: str
+def test_a_commit_whose_receipt_cannot_be_written_does_not_happen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
     memory = open_memory(tmp_path, max_facts=10)
     for number in range(10):
         memory.create_fact(f"Fact {number}", confidence=0.9)
+    files_before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     real_write, real_fsync, real_replace = atomic.write_temporary, os.fsync, os.replace
 
     def disk_full() -> None:
@@ -256,8 +278,7 @@ def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
         return real_write(path, data, flush=flush)
 
     def fsync_fails_on_the_audit(fd: int) -> None:
-        name = Path(f"/proc/self/fd/{fd}").readlink().name
-        if name.startswith(".eviction-audit.json.") and atomic.is_temporary(name):
+        if Path(f"/proc/self/fd/{fd}").readlink().name == "eviction-audit.json":
             disk_full()
         real_fsync(fd)
 
@@ -270,15 +291,16 @@ def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
         monkeypatch.setattr(atomic, "write_temporary", write_fails_on_the_audit)
     elif failing == "flush":  # flushing it
         monkeypatch.setattr(os, "fsync", fsync_fails_on_the_audit)
-    else:  # renaming it into place, after the commit happened
+    else:  # renaming it into place
         monkeypatch.setattr(os, "replace", rename_fails_on_the_audit)
-    with caplog.at_level(logging.ERROR, logger="deermem.store"):
-        result = memory.create_fact("One more", confidence=0.95)
+    with pytest.raises(OSError, match="No space"):
+        memory.create_fact("One more", confidence=0.95)
     monkeypatch.undo()
+    # A call that raises did not commit: no fact, no archive entry, no receipt.
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files_before
+    assert memory.audit() == ()
+    assert memory.list_archived() == ()
+    assert len(memory.list_facts()) == 10
+    result = memory.create_fact("One more", confidence=0.95)  # the retry is a new create
     assert result.kept
-    assert len(result.evicted) == 1
-    assert "sidecars could not be updated" in caplog.text
-    assert memory.audit() == ()  # the receipt is missing ...
-    assert memory.list_archived()[0].eviction is not None  # ... but the archive kept its line
-    assert len(memory.list_facts()) == 10  # the commit stands
-    assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]
+    assert memory.audit() == result.receipts  # and what it returns is what the audit holds

@@ -20,6 +20,8 @@ from tests.wire_support import (
     answer,
     close_memories,  # noqa: F401 (autouse fixture)
     facts_by_id,
+    marks,
+    memory_tree,
     new_fact,
     open_memory,
     prompt_of,
@@ -110,7 +112,9 @@ def test_an_answer_that_should_change_nothing_changes_no_byte(
     report = memory.learn("t", CHAT).report
     assert report.outcome in ("no-update", "rejected", "unchanged")
     assert not report.committed
-    assert tree(tmp_path) == before
+    assert memory_tree(tmp_path) == before
+    # An answer applied without a change still marks the conversation as extracted.
+    assert len(marks(tmp_path)) == (report.outcome == "unchanged")
 
 
 def test_a_removal_with_a_malformed_new_fact_is_refused_whole(

@@ -26,6 +26,7 @@ from deermem import (
     MessageFormatError,
 )
 from deermem.llm import NO_MODEL_CONFIGURED
+from deermem.store import journal
 from deermem.testing import Reply, ScriptedChatServer
 from deermem.update import PromptLoader, response_json_schema
 from tests.wire_support import (
@@ -35,6 +36,8 @@ from tests.wire_support import (
     close_memories,  # noqa: F401 (autouse fixture)
     conversation,
     facts_by_id,
+    marks,
+    memory_tree,
     new_fact,
     open_memory,
     prompt_of,
@@ -522,7 +525,7 @@ def test_duplicates_are_dropped_and_the_stored_fact_left_alone(
     report = memory.learn("t", CONFIRMING).report  # even with a reinforcement signal
     assert report.outcome == "unchanged"
     assert report.metrics.duplicate_facts == 1
-    assert tree(tmp_path) == before  # a duplicate never confirms or touches the fact
+    assert memory_tree(tmp_path) == before  # a duplicate never confirms or touches the fact
 
 
 def test_delete_mode_deletes_without_archive(tmp_path: Path, server: ScriptedChatServer) -> None:
@@ -676,6 +679,79 @@ def test_the_watermark_feeds_only_what_is_new(tmp_path: Path, server: ScriptedCh
     memory.learn("other", first)
     memory.scoped(user="bob", agent=None).learn("t", first)
     assert len(server.requests) == 4
+
+
+def test_an_applied_conversation_is_never_extracted_or_confirmed_again(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """The mark is in the store: a new Memory (a new process) sees it."""
+    first = open_memory(tmp_path, server, fact_eviction_policy="hybrid-v1")
+    seed(first, stored_fact("fact_a", "Uses uv for every project."))
+    server.enqueue(answer(factsToReinforce=[reinforce("fact_a")]))
+    assert first.learn("t", CONFIRMING).report.confirmed == ("fact_a",)
+    first.close()
+    again = open_memory(tmp_path, server, fact_eviction_policy="hybrid-v1")
+    assert again.learn("t", CONFIRMING).report.outcome == "nothing-new"
+    assert len(server.requests) == 1  # no model call, so nothing to confirm again
+    assert again.get_fact("fact_a").confirmationCount == 1
+    grown = [*CONFIRMING, *conversation("I also use ruff.", "Noted.")]
+    server.enqueue(answer(newFacts=[new_fact("Uses ruff.")]))
+    assert again.learn("t", grown).report.added == ("fact_00000001",)
+    assert "对，就是这样" not in prompt_of(server)  # only what is new is fed
+    assert again.get_fact("fact_a").confirmationCount == 1
+
+
+def test_the_queue_reads_the_mark_from_the_store(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    server.enqueue(answer())
+    open_memory(tmp_path, server).learn("t", CHAT)
+    queued = open_memory(tmp_path, server, debounce_seconds=30.0)
+    assert queued.queue_conversation("t", CHAT)
+    report = queued.flush_queue(timeout=10)
+    assert report.ok
+    assert len(server.requests) == 1  # nothing new for the queue either
+
+
+def test_the_mark_is_written_by_the_commit_that_applies_the_update(
+    tmp_path: Path, server: ScriptedChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = open_memory(tmp_path, server)
+    seed(memory, stored_fact("fact_a", "Uses pip."))
+    before = tree(tmp_path)
+
+    class Crash(BaseException):
+        pass
+
+    def crash(path: Path) -> bool:
+        raise Crash
+
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
+    with monkeypatch.context() as patch:
+        patch.setattr(journal, "remove_durably", crash)
+        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing
+        with pytest.raises(Crash):
+            memory.learn("t", CHAT)
+    written = json.loads((tmp_path / "users/alice/.memory.journal.json").read_text("utf-8"))
+    assert sum("/.metadata/threads/" in item["path"] for item in written["files"]) == 1
+    reopened = open_memory(tmp_path, server)
+    assert [f.id for f in reopened.list_facts()] == ["fact_a"]  # recovered: no fact, no mark
+    assert tree(tmp_path) == before
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
+    assert reopened.learn("t", CHAT).report.added == ("fact_00000001",)  # asked again
+    assert len(marks(tmp_path)) == 1
+
+
+def test_a_failed_update_leaves_no_mark(tmp_path: Path, server: ScriptedChatServer) -> None:
+    memory = open_memory(tmp_path, server)
+    seed(memory, stored_fact("fact_a", "Uses pip."))
+    server.enqueue("no json here")
+    assert memory.learn("t", CHAT).report.outcome == "no-update"
+    assert marks(tmp_path) == []
+    server.enqueue(answer())
+    assert memory.learn("t", CHAT).report.outcome == "unchanged"  # tried again
+    assert len(marks(tmp_path)) == 1
+    assert "Uses" not in marks(tmp_path)[0]
 
 
 def test_a_dry_run_on_a_new_store_creates_nothing(

@@ -20,6 +20,8 @@ from deermem.cli import (
     ingest_cmd,
     model_cmd,
     search_cmd,
+    serve_cmd,
+    token_cmd,
 )
 from deermem.cli._context import CliContext
 from deermem.cli._output import err_console
@@ -47,6 +49,8 @@ app.command(name="search")(search_cmd.search)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(model_cmd.app, name="model")
 app.command(name="demo")(demo.demo)
+app.command(name="serve")(serve_cmd.serve)
+app.add_typer(token_cmd.app, name="token")
 
 
 @app.command(

@@ -285,6 +285,11 @@ class MemoryConfig(BaseModel):
     staleness_max_extension_days: Annotated[Int, Field(ge=90, le=36500)] = 3650
     """Upper bound on the window an extension may give an aged fact."""
 
+    max_conversation_chars: Annotated[Int, Field(ge=8_000, le=1_000_000)] = 24_000
+    """Characters of conversation one update sends at most (the rendered
+    ``User:``/``Assistant:`` blocks); the oldest messages beyond it are left out
+    and counted in the report. The minimum fits the newest message whole."""
+
     prompts_dir: Path | None = None
     """A directory whose templates (``<agent>/<name>.yaml``, then ``<name>.yaml``)
     override the bundled prompts; see docs/update.md."""
@@ -297,8 +302,9 @@ class MemoryConfig(BaseModel):
     refused. 0 means unlimited."""
 
     watermark_max_keys: Annotated[Int, Field(ge=0)] = 4096
-    """Conversations whose extraction progress is remembered (least recently used
-    forgotten first). 0 means unlimited."""
+    """Conversations whose extraction progress an ``UpdateQueue`` used on its own
+    remembers in memory (least recently used forgotten first). 0 means unlimited.
+    ``Memory`` keeps every conversation's mark in its store instead."""
 
     shutdown_flush_timeout_seconds: Annotated[Float, Field(ge=1.0, le=300.0)] = 30.0
     """How long closing deermem may spend extracting what is still queued."""

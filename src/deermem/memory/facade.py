@@ -19,6 +19,8 @@ scope.
 from __future__ import annotations
 
 import copy
+import errno
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -71,6 +73,8 @@ Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
 _ID_ATTEMPTS = 20
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_log = logging.getLogger("deermem.memory")
 
 
 def wall_clock() -> datetime:
@@ -136,6 +140,7 @@ class Memory:
             store, config, clock=self.now, new_id=self._new_id, model=model, keep_hidden=keep_hidden
         )
         self._search_index = SearchIndexHandle()
+        self._unrecorded_said = False
 
     @classmethod
     def open(
@@ -376,6 +381,9 @@ class Memory:
         Raises:
             FactValidationError: the document or one of its facts is invalid.
             FactRevisionConflict: a fact states a revision other than the stored one.
+            ArchivedFactError: a fact of the document is in the archive (an
+                export imported after its facts were evicted): restore or
+                purge it first. Nothing is imported.
         """
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
@@ -565,7 +573,7 @@ class Memory:
 
     # --- the prompt block and search -------------------------------------------
 
-    def injection(self, *, facts: bool = True) -> Injection:
+    def injection(self, *, max_tokens: int | None = None, facts: bool = True) -> Injection:
         """The prompt text of this memory and its manifest.
 
         Summaries and facts within ``max_injection_tokens``; the
@@ -577,19 +585,28 @@ class Memory:
         at what token cost, and which were left out and why. It only reads:
         being injected is neither a recall nor a confirmation.
 
-        With ``facts=False`` the block holds the summaries only, for an agent
-        that reaches facts through :meth:`search` instead (they would appear
-        twice otherwise).
-        """
-        return memory_injection(self.store, self.scope, self.config, self.now(), facts=facts)
+        Args:
+            max_tokens: a budget for this prompt instead of
+                ``max_injection_tokens`` (an agent with a small context
+                window); the guaranteed budget is capped at it.
+            facts: ``False`` leaves the facts out — the summaries only, for
+                an agent that reaches facts through :meth:`search` instead
+                (they would appear twice otherwise).
 
-    def context(self) -> str:
+        Raises:
+            ValueError: ``max_tokens`` is negative.
+        """
+        return memory_injection(
+            self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
+        )
+
+    def context(self, *, max_tokens: int | None = None) -> str:
         """The ``<memory>`` block for an agent's prompt (``""`` when there is nothing).
 
         :meth:`injection`'s text, wrapped. Stored text is escaped, so it can
         neither close the block nor start a line of its own.
         """
-        return self.injection().block
+        return self.injection(max_tokens=max_tokens).block
 
     def search(
         self,
@@ -616,6 +633,8 @@ class Memory:
                 label counts too).
             record: count the hits as recalls when the policy uses recalls;
                 ``False`` looks without counting (an operator's inspection).
+                A store this process may not write is searched all the same,
+                without counting (said once, in a warning).
         """
         results = search_scope(
             self.store,
@@ -627,7 +646,15 @@ class Memory:
             category=category,
         )
         if record and results:
-            self.record_access(result.fact_id for result in results)
+            try:
+                self.record_access(result.fact_id for result in results)
+            except OSError as error:
+                # A read-only store can be searched; its recall counts cannot grow.
+                if error.errno not in _NOT_WRITABLE:
+                    raise
+                if not self._unrecorded_said:
+                    self._unrecorded_said = True
+                    _log.warning("search hits are not counted as recalls: %s", error)
         return results
 
     # --- learning from conversations --------------------------------------------
@@ -639,8 +666,10 @@ class Memory:
 
         The messages (OpenAI chat format or the LangChain/DeerFlow shape,
         oldest first) are filtered, the part not yet learned from for this
-        thread is sent to the model in one call, and its answer goes through
-        the gates and the capacity gate into one commit (see docs/update.md).
+        thread is sent to the model in one call (its newest messages within
+        ``max_conversation_chars``; the report counts those left out), and
+        its answer goes through the gates and the capacity gate into one
+        commit (see docs/update.md).
         With ``dry_run`` the plan and the capacity gate's decision are
         computed and nothing is written — not the facts, not the receipts,
         not the watermark.

@@ -1,9 +1,14 @@
 """The extraction machinery behind a :class:`~deermem.memory.Memory`: model, updater, queue.
 
 One :class:`UpdateService` is shared by a ``Memory`` and every view
-:meth:`~deermem.memory.Memory.scoped` makes of it, so one queue, one
-watermark and one model serve all users and agents of a store, and
-``close()`` on any of them flushes everything. Each call names its scope.
+:meth:`~deermem.memory.Memory.scoped` makes of it, so one queue and one
+model serve all users and agents of a store, and ``close()`` on any of them
+flushes everything. Each call names its scope.
+
+* The watermark lives in the store (:class:`StoredMarks`): each update reads
+  its conversation's mark there and commits the new one with the facts it
+  changes, so another process, a new ``Memory`` or ``deermem ingest`` run
+  twice never extracts — and never confirms — an applied conversation again.
 
 * The model is built from ``config.model`` on first use (or given); with
   none configured, every extraction raises
@@ -24,17 +29,37 @@ from typing import TYPE_CHECKING
 
 from deermem.config import MemoryConfig
 from deermem.signals import KeepHidden, Message
-from deermem.store import Scope, Store
-from deermem.update import FlushReport, QueueItem, UpdateQueue, Watermark
+from deermem.store import ChangeSet, Scope, Store
+from deermem.update import FlushReport, QueueItem, UpdateQueue
 from deermem.update.report import UpdateReport, UpdateResult
+from deermem.update.watermark import M, WatermarkKey, mark_of, messages_after
 
 if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction only
     from deermem.llm import ChatModel
     from deermem.update.updater import Updater
 
-__all__ = ["UpdateService"]
+__all__ = ["StoredMarks", "UpdateService"]
 
 _log = logging.getLogger("deermem.memory")
+
+
+class StoredMarks:
+    """The watermark as the store keeps it (see :mod:`deermem.update.watermark`).
+
+    Read afresh for every update — another process may have moved it — and
+    written only by the commit that applies an update, never on its own
+    after the fact; so :meth:`advance` has nothing left to do.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def unseen(self, key: WatermarkKey, messages: Sequence[M]) -> tuple[M, ...]:
+        thread_id, user_id, agent = key
+        return messages_after(messages, self._store.watermark(Scope.of(user_id, agent), thread_id))
+
+    def advance(self, key: WatermarkKey, messages: Sequence[M]) -> None:
+        """Nothing to do: the update's commit stored the mark."""
 
 
 class UpdateService:
@@ -70,7 +95,7 @@ class UpdateService:
         self._queue: UpdateQueue[Message] | None = None
         self._setup = threading.Lock()
         self._running = threading.Lock()  # one update at a time
-        self.watermark = Watermark(config.watermark_max_keys)
+        self.watermark = StoredMarks(store)
 
     def updater(self) -> Updater:
         """The updater, built on first use.
@@ -105,26 +130,40 @@ class UpdateService:
         feed = self.watermark.unseen(key, prepared.messages)
         if not feed:
             return UpdateResult(UpdateReport(thread_id, "nothing-new", dry_run=dry_run))
-        result = self._run(scope, thread_id, feed, dry_run=dry_run)
-        if result.report.succeeded and not dry_run:
-            self.watermark.advance(key, prepared.messages)
-        return result
+        return self._run(scope, thread_id, feed, dry_run=dry_run, marks=True)
 
     def _run(
-        self, scope: Scope, thread_id: str, feed: Sequence[Message], *, dry_run: bool
+        self,
+        scope: Scope,
+        thread_id: str,
+        feed: Sequence[Message],
+        *,
+        dry_run: bool,
+        marks: bool,
     ) -> UpdateResult:
+        """One update over ``feed``; with ``marks``, the conversation is marked up to its end.
+
+        The mark goes into the update's own commit. An update that succeeds
+        without a commit (nothing left to ask the model after filtering)
+        commits the mark alone; one that fails moves nothing.
+        """
         updater = self.updater()
+        mark = mark_of(feed[-1]) if marks and not dry_run else None
         with self._running:
+            now = self._clock()
             result = updater.run(
                 self._store,
                 scope,
                 feed,
                 thread_id=thread_id,
-                now=self._clock(),
+                now=now,
                 new_id=self._new_id,
                 dry_run=dry_run,
+                mark=mark,
             )
-        report = result.report
+            report = result.report
+            if mark is not None and report.outcome == "no-conversation":
+                self._store.commit(scope, ChangeSet(now=now, watermarks={thread_id: mark}))
         _log.info(
             "memory update for thread %r (%s): %s; %s",
             thread_id,
@@ -169,7 +208,11 @@ class UpdateService:
         """The queue's processing function: one update over the item's new messages."""
         key = item.key
         scope = Scope.of(key.user_id, key.agent)
-        return self._run(scope, key.thread_id, item.messages, dry_run=False).report.succeeded
+        # An emergency extraction feeds a conversation whole and never moves its mark.
+        result = self._run(
+            scope, key.thread_id, item.messages, dry_run=False, marks=not key.emergency
+        )
+        return result.report.succeeded
 
     def flush(self, timeout: float | None) -> FlushReport:
         """Process what is queued now, within ``timeout`` (default: the shutdown budget)."""

@@ -20,6 +20,7 @@ retained sets to match row by row.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ __all__ = [
     "decay",
     "elapsed_days",
     "fact_id_of",
+    "read_timestamp",
     "score_facts",
     "usable_heat",
 ]
@@ -52,6 +54,13 @@ FactLike: TypeAlias = Mapping[str, Any] | Fact
 DEFAULT_CONFIDENCE: Final = 0.5
 SECONDS_PER_DAY: Final = 86400
 LOG_9: Final = math.log(9)
+TIMESTAMP_MEMO_SIZE: Final = 1 << 15
+"""Distinct timestamp texts :func:`read_timestamp` remembers (least recently used go first).
+
+A library holds about two timestamps per fact and the usage sidecar one more,
+so this covers a library of ten thousand facts, or many of the configurable
+maximum of 500, in a few megabytes.
+"""
 
 
 def coerce_confidence(value: object) -> float:
@@ -60,10 +69,10 @@ def coerce_confidence(value: object) -> float:
     Numbers and numeric strings (``"0.9"``) are accepted; booleans, ``None``,
     other strings and non-finite values give the default 0.5.
     """
-    if value is None or isinstance(value, bool):
-        return DEFAULT_CONFIDENCE
     if isinstance(value, float):
         number = value
+    elif value is None or isinstance(value, bool):
+        return DEFAULT_CONFIDENCE
     else:
         try:
             number = float(value)  # type: ignore[arg-type]  # int, str, Decimal, numpy ...
@@ -72,6 +81,25 @@ def coerce_confidence(value: object) -> float:
     if not math.isfinite(number):
         return DEFAULT_CONFIDENCE
     return 0.0 if number < 0.0 else 1.0 if number > 1.0 else number
+
+
+def read_timestamp(value: object) -> datetime | None:
+    """:func:`~deermem.model.parse_timestamp`, remembered for text.
+
+    The gate decides over the whole library at every write at the cap, and
+    the usage sidecar is re-read after every search, so the same stored texts
+    come back decision after decision; each is parsed once while it stays
+    among the :data:`TIMESTAMP_MEMO_SIZE` most recently read. Sharing the
+    result is safe: an aware ``datetime`` is immutable.
+    """
+    if isinstance(value, str):
+        return _parse_text(value)
+    return parse_timestamp(value)
+
+
+@functools.lru_cache(maxsize=TIMESTAMP_MEMO_SIZE)
+def _parse_text(text: str) -> datetime | None:
+    return parse_timestamp(text)
 
 
 def elapsed_days(now: datetime, moment: datetime) -> float:
@@ -92,10 +120,10 @@ def confirmation_freshness(
     A timestamp that cannot be parsed counts as absent; with neither
     timestamp readable the freshness is 0.
     """
-    confirmed = parse_timestamp(last_confirmed_at)
+    confirmed = read_timestamp(last_confirmed_at)
     if confirmed is not None:
         return decay(elapsed_days(now, confirmed), half_life_days)
-    created = parse_timestamp(created_at)
+    created = read_timestamp(created_at)
     if created is not None:
         return 0.5 * decay(elapsed_days(now, created), half_life_days)
     return 0.0
@@ -108,12 +136,12 @@ def access_heat(entry: object, now: datetime, half_life_days: float) -> float:
     iso}``; anything malformed — not a mapping, a non-numeric or non-positive
     heat, an unreadable timestamp — gives 0.
     """
-    if not isinstance(entry, Mapping):
+    if entry is None or not isinstance(entry, Mapping):
         return 0.0
     heat = usable_heat(entry.get("accessHeat"))
     if heat is None:
         return 0.0
-    accessed = parse_timestamp(entry.get("lastAccessedAt"))
+    accessed = read_timestamp(entry.get("lastAccessedAt"))
     if accessed is None:
         return 0.0
     decayed = heat * decay(elapsed_days(now, accessed), half_life_days)
@@ -122,11 +150,14 @@ def access_heat(entry: object, now: datetime, half_life_days: float) -> float:
 
 def usable_heat(value: object) -> float | None:
     """A stored access heat as a positive finite float, or ``None`` if unusable."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
+    if isinstance(value, float):
         number = float(value)
-    except OverflowError:  # an int too large for a float
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            return None
+    else:
         return None
     return number if number > 0 and math.isfinite(number) else None
 

@@ -2,7 +2,10 @@
 
 Every path that adds facts ends here — a manual or tool ``create``, an
 ``import``, a ``restore`` from the archive and, with the updater, the
-``extraction`` from a conversation. No other code trims a library.
+``extraction`` from a conversation. No other code trims a library, and this
+is the one check that a new fact's id is not in the archive
+(:class:`~deermem.ArchivedFactError`): a fact is in the library or in the
+archive, never both — only a restore takes a fact out of the archive.
 
 Usage, inside a store transaction (the user's lock is held, so the decision
 is made on the current library and needs no retry)::
@@ -40,7 +43,7 @@ What :meth:`CapacityGate.apply` does, in order:
    removal reason, and — with ``eviction_mode: archive`` — an archive entry
    per fact that left (new facts evicted at once included), pointing at its
    receipt; restored facts leave the archive;
-5. commits it in one journaled commit (receipts are appended after it).
+5. commits it in one journaled commit, receipts and archive entries included.
 
 :meth:`CapacityGate.remove` is the same without step 2, for paths that only
 take facts away (a deletion never trims a library, as in the original), so
@@ -58,7 +61,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Final, Literal
 
-from deermem._exceptions import FactNotFoundError, FactRevisionConflict
+from deermem._exceptions import ArchivedFactError, FactNotFoundError, FactRevisionConflict
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
 from deermem.policy import (
@@ -128,6 +131,8 @@ class Proposal:
         removals: facts to remove.
         summaries: summary sections to set.
         restored: archive entries whose facts come back (as new facts).
+        watermarks: conversations this change extracted (thread id → mark),
+            committed with it.
     """
 
     new_facts: tuple[Fact, ...] = ()
@@ -135,6 +140,7 @@ class Proposal:
     removals: tuple[Removal, ...] = ()
     summaries: Mapping[SummaryKey, str | Section] = field(default_factory=dict)
     restored: tuple[ArchiveEntry, ...] = ()
+    watermarks: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +217,8 @@ class CapacityGate:
             FactNotFoundError: an update or removal names a fact that is not stored.
             FactRevisionConflict: a new fact's id is already stored, or a
                 revision precondition fails.
+            ArchivedFactError: a new fact's id is in the archive (only a
+                restore brings an archived fact back).
         """
         library, incoming = _proposed_library(transaction, proposal, trigger)
         usage = transaction.usage() if self.policy.uses_usage else None
@@ -288,6 +296,11 @@ def _proposed_library(
     for fact in incoming:
         if fact.id in stored:
             raise FactRevisionConflict(fact.id, expected=None, actual=stored[fact.id].revision)
+    for fact in proposal.new_facts:
+        # No fact lives twice: in the library and in the archive, where the
+        # next eviction would overwrite the archived version.
+        if transaction.archived(fact.id) is not None:
+            raise ArchivedFactError(fact.id)
     for fact in proposal.updates:
         if fact.id not in stored:
             raise FactNotFoundError(fact.id)
@@ -431,6 +444,7 @@ class _Changes:
                 for e in proposal.restored
                 if e.usage is not None and e.fact_id not in gone
             },
+            watermarks=dict(proposal.watermarks),
         )
 
     def _archive_entries(

@@ -1,59 +1,77 @@
 """Journaled multi-file commits: all of a commit's files change, or none do.
 
-A commit changes several files — fact files, archive entries and the user's
-``memory.json`` — that must move together. The protocol (reference §2,
-"Commit protocol") is an undo journal, run under the user's lock:
+A commit changes several files that must move together: fact files, archive
+entries, the user's ``memory.json`` and the commit's bookkeeping — the
+receipts in the audit, recall counts restored or dropped, the archive's
+index and its bounds, the thread marks of an update. The protocol
+(reference §2, "Commit protocol") is an undo journal, run under the user's
+lock:
 
-1. write ``.memory.journal.json`` with state ``prepared``, naming every file
-   the commit will touch and holding its prior content (``null``: the file
-   did not exist) — durably, before anything else changes;
+1. write ``.memory.journal.json`` naming every file the commit will touch
+   and holding its prior content (``null``: the file did not exist) —
+   durably, before anything else changes;
 2. replace and remove the files, each replacement atomic on its own, and
    make them and their directories durable;
-3. remove the journal durably. The commit has happened;
-4. put the files *derived* from the commit in place (:func:`write_derived`):
-   the sidecars (receipts, recall counts) and the archive's bounds. They
-   change only once the commit has happened, so they never describe a commit
-   that did not, and a failure to write them (a full disk) is logged and
-   never undoes or misreports the commit: they are derived data.
+3. remove the journal durably. Its removal is the commit: before it, a
+   crash or a failure undoes everything; after it, nothing is written and
+   nothing can make the call fail.
 
 Each step starts only when the one before it is durable, so after a power cut
-the journal is there whenever any file may have changed.
+the journal is there whenever any file may have changed. A commit of a single
+file needs no journal: its one atomic replacement is all or nothing already.
 
 A crash before step 3 leaves the journal behind. :func:`recover`, which the
-store runs before every locked operation and every load that sees a journal,
-puts every file back as it was — so the store is always in the state before a
-commit or after it. Recovery is idempotent: a crash during recovery is
-recovered by the next one. A journal in state ``committed`` (the original
-DeerMem writes that state before cleaning up) only needs its clean-up.
+store runs before every locked operation and every read that sees a journal,
+puts back every file that differs from its prior content — and rewrites no
+other — so the store is always in the state before a commit or after it.
+Recovery is idempotent: a crash during recovery is recovered by the next one.
+When a file cannot be put back (a read-only store, another user's file),
+:class:`~deermem.StoreNeedsRecovery` names it and nothing is read.
 
-Prior contents live in the journal itself rather than in backup files:
-one file to write instead of one per touched file. A journal that cannot be
-read, or that lacks prior contents, is corruption — it is never ignored,
+Prior contents live in the journal itself rather than in backup files: one
+file to write instead of one per touched file. A journal that cannot be
+read, or that lacks what its state needs, is corruption — never ignored,
 because ignoring it could keep half of a commit.
+
+deermem's journal state is ``deermem-prepared``, not the original's
+``prepared``. The original DeerMem recovers a ``prepared`` journal from
+backups in ``.recovery/`` that deermem does not write: it would delete the
+commit's new facts without restoring what the commit removed, and drop the
+journal. It refuses a state it does not know, so a store switched back to it
+after a crash stops with an error until deermem has opened it once. The
+other way round, deermem recovers the original's ``prepared`` journals by
+the original's own rules (:mod:`deermem.store.original_journal`), cleans up
+its ``committed`` ones, and still recovers the ``prepared`` journals with
+prior contents that deermem wrote before its state was its own.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from deermem._exceptions import CorruptMemoryFile
-from deermem.store.atomic import atomic_write, is_temporary, remove_durably, replace_files
+from deermem._exceptions import CorruptMemoryFile, StoreNeedsRecovery
+from deermem.store.atomic import (
+    atomic_write,
+    fsync_path,
+    is_temporary,
+    remove_durably,
+    replace_files,
+)
+from deermem.store.original_journal import OPERATION_ID, ORIGINAL_PREPARED, original_undo
 from deermem.store.paths import UserPaths
 
-__all__ = ["DerivedFiles", "FileChange", "JournalInfo", "commit_files", "recover", "write_derived"]
+__all__ = ["STATE_PREPARED", "FileChange", "JournalInfo", "commit_files", "recover"]
 
 _log = logging.getLogger("deermem.store")
-_STATE_PREPARED: Final = "prepared"
+STATE_PREPARED: Final = "deermem-prepared"
 _STATE_COMMITTED: Final = "committed"
-_OPERATION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +80,6 @@ class FileChange:
 
     path: Path
     data: bytes | None
-
-
-#: Computes the derived files of a commit: ``(path, content)``, ``None`` to remove.
-DerivedFiles = Callable[[], Iterable[tuple[Path, bytes | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,37 +93,48 @@ class JournalInfo:
 
 
 def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> None:
-    """Steps 1 to 3: apply ``changes`` atomically under the journal.
+    """Steps 1 to 3: apply ``changes`` atomically, journaled when there are several.
 
     The caller holds the user's lock. If a step fails without a crash (a
-    full disk), what was done is rolled back at once and the error raised.
+    full disk), what was done is rolled back at once and the error raised:
+    a call that raises did not commit.
     """
-    journal = _journal_bytes(user, changes, info)
+    if len(changes) == 1:
+        replace_files([(changes[0].path, changes[0].data)])
+        return
+    atomic_write(user.journal, _journal_bytes(user, changes, info))
     try:
-        atomic_write(user.journal, journal)
         replace_files(((change.path, change.data) for change in changes), journaled=True)
         remove_durably(user.journal)
+    except OSError as error:
+        if user.journal.exists():
+            _roll_back_now(user)
+            raise
+        # The journal is gone, so the commit has happened; only making its
+        # removal durable failed, and the files it guarded are durable already.
+        _log.error(
+            "committed in %s, but the journal's removal may not be durable: %s",
+            user.user_dir,
+            error,
+        )
     except BaseException:
         _roll_back_now(user)
         raise
 
 
 def _journal_bytes(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> bytes:
-    """The ``prepared`` journal: every file the commit touches, with its prior content."""
+    """The prepared journal: every file the commit touches, with its prior content."""
     files: list[dict[str, object]] = []
     old_entries: dict[str, dict[str, str]] = {}
     for change in changes:
         relative = user.relative(change.path)
-        try:
-            before: str | None = change.path.read_bytes().decode("utf-8", "surrogateescape")
-        except FileNotFoundError:
-            before = None
-        files.append({"path": relative, "before": before})
+        before = _read(change.path)
+        files.append({"path": relative, "before": None if before is None else _text(before)})
         if change.path.suffix == ".md" and before is not None:
             old_entries[change.path.stem] = {"path": relative}
     journal = {
         "operationId": uuid.uuid4().hex,
-        "state": _STATE_PREPARED,
+        "state": STATE_PREPARED,
         "agentName": info.agent,
         "expectedRevision": info.expected_revision,
         "nextRevision": info.next_revision,
@@ -121,24 +146,6 @@ def _journal_bytes(user: UserPaths, changes: Sequence[FileChange], info: Journal
     return json.dumps(journal, ensure_ascii=True).encode("ascii")
 
 
-def write_derived(user: UserPaths, derived: DerivedFiles) -> None:
-    """Step 4: compute the derived files of a commit that has happened, and write them.
-
-    An ``OSError`` (a full disk) is logged, as the commit stands; anything
-    else is a defect and is raised — after the commit, which has happened.
-    Each file is replaced atomically; the new contents are computed before
-    the first is written.
-    """
-    try:
-        replace_files(list(derived()))
-    except OSError as error:
-        _log.error(
-            "the commit in %s succeeded, but its sidecars could not be updated: %s",
-            user.user_dir,
-            error,
-        )
-
-
 def _roll_back_now(user: UserPaths) -> None:
     """Undo a commit that failed half-way (disk full ...), so the store is consistent now.
 
@@ -147,7 +154,7 @@ def _roll_back_now(user: UserPaths) -> None:
     """
     try:
         recover(user)
-    except (OSError, CorruptMemoryFile) as error:
+    except (OSError, CorruptMemoryFile, StoreNeedsRecovery) as error:
         _log.error("could not roll back the failed commit in %s yet: %s", user.user_dir, error)
 
 
@@ -157,26 +164,31 @@ def recover(user: UserPaths) -> bool:
     Raises:
         CorruptMemoryFile: the journal cannot be read, has an unknown state,
             lacks the prior contents, or names a file outside the user directory.
+        StoreNeedsRecovery: a file (or the journal) cannot be written: the
+            store stays as it is, and its next writable opening recovers it.
     """
-    try:
-        raw = user.journal.read_bytes()
-    except FileNotFoundError:
+    raw = _read(user.journal)
+    if raw is None:
         return False
     journal = _parse(raw, user.journal)
     state = journal.get("state")
-    if state == _STATE_PREPARED:
-        restored = _prior_contents(journal, user)
-        replace_files(restored)
-        _sweep_temporaries({path.parent for path, _ in restored})
-        _log.warning(
-            "rolled back an interrupted commit in %s (%d files restored)",
-            user.user_dir,
-            len(restored),
-        )
-    elif state != _STATE_COMMITTED:
+    if state == STATE_PREPARED or (state == ORIGINAL_PREPARED and "files" in journal):
+        undo = _prior_contents(journal, user)
+    elif state == ORIGINAL_PREPARED:
+        undo = original_undo(journal, user)
+    elif state == _STATE_COMMITTED:
+        undo = {}
+    else:
         raise CorruptMemoryFile(user.journal, f"unknown journal state {state!r}")
-    _remove_backups(user, journal.get("operationId"))
-    remove_durably(user.journal)
+    restored = _restore(user, undo)
+    _finish(user, journal.get("operationId"), {path.parent for path in undo})
+    if state != _STATE_COMMITTED:
+        _log.warning(
+            "rolled back an interrupted commit in %s (%d of %d files restored)",
+            user.user_dir,
+            restored,
+            len(undo),
+        )
     return True
 
 
@@ -190,16 +202,11 @@ def _parse(raw: bytes, path: Path) -> dict[str, object]:
     return journal
 
 
-def _prior_contents(journal: dict[str, object], user: UserPaths) -> list[tuple[Path, bytes | None]]:
+def _prior_contents(journal: Mapping[str, object], user: UserPaths) -> dict[Path, bytes | None]:
     files = journal.get("files")
     if not isinstance(files, list):
-        raise CorruptMemoryFile(
-            user.journal,
-            "an interrupted commit whose journal does not hold the prior file contents "
-            "(written by another implementation?); restore the files from "
-            f"{user.recovery} by hand, then delete the journal",
-        )
-    restored: list[tuple[Path, bytes | None]] = []
+        raise CorruptMemoryFile(user.journal, "the commit journal does not hold the prior contents")
+    undo: dict[Path, bytes | None] = {}
     for item in files:
         if not isinstance(item, dict):
             raise CorruptMemoryFile(user.journal, "a journal entry is not an object")
@@ -211,28 +218,63 @@ def _prior_contents(journal: dict[str, object], user: UserPaths) -> list[tuple[P
             )
         if before is not None and not isinstance(before, str):
             raise CorruptMemoryFile(user.journal, f"journal entry for {relative!r} is malformed")
-        restored.append(
-            (path, None if before is None else before.encode("utf-8", "surrogateescape"))
-        )
-    return restored
+        # The first entry of a path holds its content before the commit.
+        undo.setdefault(path, None if before is None else before.encode("utf-8", "surrogateescape"))
+    return undo
 
 
-def _remove_backups(user: UserPaths, operation: object) -> None:
-    """Remove the original DeerMem's backup directory of this operation, if any."""
-    if not isinstance(operation, str) or not _OPERATION_ID.fullmatch(operation):
-        return
-    backups = user.recovery / operation
-    if backups.is_dir():
-        shutil.rmtree(backups)
+def _restore(user: UserPaths, undo: Mapping[Path, bytes | None]) -> int:
+    """Put back each file that differs from its prior content; return how many.
+
+    Files the interrupted commit never reached are not rewritten, so a
+    recovery needs write access to exactly what the commit changed.
+    """
+    count = 0
+    for path, before in undo.items():
+        try:
+            if _read(path) == before:
+                continue
+            replace_files([(path, before)])
+        except OSError as error:
+            raise StoreNeedsRecovery(user.journal, path, error) from None
+        count += 1
+    return count
 
 
-def _sweep_temporaries(directories: set[Path]) -> None:
-    """Remove temporary files an interrupted writer left in these directories."""
+def _finish(user: UserPaths, operation: object, directories: set[Path]) -> None:
+    """Remove the commit's temporary files, the journal, then the original's backups."""
     for directory in directories:
         try:
             items = list(directory.iterdir())
         except FileNotFoundError:
             continue
+        except OSError as error:
+            raise StoreNeedsRecovery(user.journal, directory, error) from None
         for item in items:
             if is_temporary(item.name):
-                item.unlink(missing_ok=True)
+                try:
+                    item.unlink(missing_ok=True)
+                except OSError as error:
+                    raise StoreNeedsRecovery(user.journal, item, error) from None
+    try:
+        user.journal.unlink()
+        fsync_path(user.user_dir)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise StoreNeedsRecovery(user.journal, user.journal, error) from None
+    # The backups go last: once the journal is gone nothing reads them, and
+    # the original leaves an empty .recovery/ behind too.
+    if isinstance(operation, str) and OPERATION_ID.fullmatch(operation):
+        shutil.rmtree(user.recovery / operation, ignore_errors=True)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")

@@ -5,11 +5,12 @@ there knows about paths, so a later ``PostgresStore`` can implement the same
 protocol. The embedded default is :class:`~deermem.store.MarkdownStore`.
 
 A change is described by a :class:`ChangeSet` — facts to write or delete,
-summary sections to set, archive entries to add or drop, receipts to append
-— and applied by :meth:`StoreTransaction.commit` atomically: after a crash
-the store holds the state before the commit or after it, never a mix.
-Receipts and usage clean-up are written after the canonical commit
-succeeded, in the same lock.
+summary sections to set, archive entries to add or drop, receipts to append,
+recall counts to restore, conversations marked as extracted — and applied
+by :meth:`StoreTransaction.commit` atomically, all of it: after a crash the
+store holds the state before the commit or after it, never a mix; a commit
+that raises changed nothing; a commit that returns has written every receipt
+it was given.
 
 Two ways to change data:
 
@@ -179,7 +180,7 @@ class ChangeSet:
             a whole :class:`Section` (kept as given, e.g. by an import).
         archive_puts: entries to add to (or replace in) the scope's archive.
         archive_deletes: fact ids whose archive entries go (restore, purge).
-        receipts: eviction receipts, appended to the audit after the commit.
+        receipts: eviction receipts, appended to the audit.
         expected_revision: if set, the user's document must still be at this
             revision (optimistic concurrency); else the commit applies to
             whatever is current.
@@ -187,7 +188,10 @@ class ChangeSet:
             original does when it deletes facts physically (``eviction_mode:
             delete``). The archive keeps receipts intact.
         usage_restores: usage entries to put back (facts restored from the
-            archive keep their recall history), written after the commit.
+            archive keep their recall history).
+        watermarks: thread id → the mark of the last message extracted from
+            that conversation (see :mod:`deermem.update.watermark`), set by
+            the commit that applied what was extracted.
     """
 
     now: datetime
@@ -200,6 +204,7 @@ class ChangeSet:
     expected_revision: int | None = None
     forget_in_audit: bool = False
     usage_restores: Mapping[str, UsageEntry] = field(default_factory=dict)
+    watermarks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -210,6 +215,7 @@ class ChangeSet:
             or self.archive_puts
             or self.archive_deletes
             or self.receipts
+            or self.watermarks
         )
 
 
@@ -249,7 +255,13 @@ class StoreTransaction(Protocol):
         ...
 
     def commit(self, changes: ChangeSet) -> CommitResult:
-        """Apply a change set atomically (see :class:`ChangeSet`)."""
+        """Apply a change set atomically (see :class:`ChangeSet`).
+
+        Raises:
+            CorruptMemoryFile: a file the commit must read (the audit, an
+                archive entry) is malformed; nothing was changed.
+            OSError: the file system refused; nothing was changed.
+        """
         ...
 
 
@@ -293,8 +305,21 @@ class Store(Protocol):
         """The usage sidecar of a scope."""
         ...
 
+    def watermark(self, scope: Scope, thread_id: str) -> str | None:
+        """The mark of the last message extracted from a conversation, or ``None``.
+
+        Raises:
+            CorruptMemoryFile: the stored mark cannot be read (never read as
+                absent: that would extract, and confirm, the conversation again).
+        """
+        ...
+
     def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
-        """The scope's receipts, oldest first."""
+        """The scope's receipts, oldest first.
+
+        Raises:
+            CorruptMemoryFile: the audit cannot be read (never read as empty).
+        """
         ...
 
     def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
@@ -306,7 +331,7 @@ class Store(Protocol):
         ...
 
     def purge(self, scope: Scope, fact_id: str) -> None:
-        """Delete a fact's archive entry for good; its receipts stay.
+        """Delete a fact's archive entry for good (even one too damaged to read); its receipts stay.
 
         Raises:
             FactNotFoundError: the archive has no entry for this id.

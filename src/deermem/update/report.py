@@ -99,7 +99,11 @@ class UpdateReport:
         dry_run: computed without writing anything.
         detail: why there was no update (a :class:`~deermem.update.NoUpdate`
             reason, ``removals-with-malformed-facts``), else ``None``.
-        signals: the signals detected in the messages fed to the model.
+        signals: the signals detected in the messages sent to the model.
+        messages_sent: messages with text the model was sent.
+        messages_left_out: older messages with text that were not sent, because
+            the conversation part of the prompt is capped at
+            ``max_conversation_chars``; always the oldest ones.
         added: new facts stored (new facts the capacity gate evicted at once
             are in ``evicted`` instead).
         confirmed: facts confirmed (``lastConfirmedAt`` and
@@ -128,6 +132,8 @@ class UpdateReport:
     dry_run: bool = False
     detail: str | None = None
     signals: tuple[str, ...] = ()
+    messages_sent: int = 0
+    messages_left_out: int = 0
     added: tuple[str, ...] = ()
     confirmed: tuple[str, ...] = ()
     extended: tuple[str, ...] = ()
@@ -150,6 +156,17 @@ class UpdateReport:
     def succeeded(self) -> bool:
         """Whether the conversation counts as extracted (the watermark may move)."""
         return self.outcome in ("applied", "unchanged", "no-conversation", "nothing-new")
+
+    @property
+    def answer_unusable(self) -> bool:
+        """Whether the model answered but nothing in its answer could be used.
+
+        Its text held no memory update (empty, too large, not JSON, or cut
+        off before the update was complete) or the update was refused whole;
+        nothing changed and the watermark stays, so the messages are offered
+        again. ``deermem ingest`` exits with status 3 for it.
+        """
+        return self.outcome in ("no-update", "rejected")
 
     @property
     def rejected(self) -> int:
@@ -185,6 +202,8 @@ class UpdateReport:
             "dryRun": self.dry_run,
             "detail": self.detail,
             "signals": list(self.signals),
+            "messagesSent": self.messages_sent,
+            "messagesLeftOut": self.messages_left_out,
             "added": list(self.added),
             "confirmed": list(self.confirmed),
             "extended": list(self.extended),

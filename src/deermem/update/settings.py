@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from deermem.update.conversation import DEFAULT_MAX_CONVERSATION_CHARS, MIN_CONVERSATION_CHARS
+
 if TYPE_CHECKING:  # pydantic is not needed to use the update functions
     from deermem.config import MemoryConfig
 
@@ -19,9 +21,14 @@ __all__ = ["UpdateSettings"]
 
 @dataclass(frozen=True, slots=True)
 class UpdateSettings:
-    """What the gates and the staleness review need.
+    """What the prompt, the gates and the staleness review need.
 
-    The defaults are the original DeerMem's (and :class:`MemoryConfig`'s).
+    The defaults are :class:`MemoryConfig`'s (the original DeerMem's, where
+    it has the setting; it has no cap on the conversation).
+
+    Raises:
+        ValueError: ``max_conversation_chars`` is below
+            :data:`~deermem.update.conversation.MIN_CONVERSATION_CHARS`.
     """
 
     fact_confidence_threshold: float = 0.7
@@ -32,6 +39,16 @@ class UpdateSettings:
     staleness_max_lifetime_multiplier: float = 20.0
     staleness_max_extension_days: int = 3650
     protected_categories: tuple[str, ...] = ("correction",)
+    max_conversation_chars: int = DEFAULT_MAX_CONVERSATION_CHARS
+
+    def __post_init__(self) -> None:
+        # Checked here as well as in MemoryConfig: a value built by hand must not
+        # fail only at the first update, in a queue worker where nobody sees it.
+        if self.max_conversation_chars < MIN_CONVERSATION_CHARS:
+            raise ValueError(
+                f"max_conversation_chars must be at least {MIN_CONVERSATION_CHARS:,}, "
+                f"got {self.max_conversation_chars!r}"
+            )
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> UpdateSettings:
@@ -45,6 +62,7 @@ class UpdateSettings:
             staleness_max_lifetime_multiplier=config.staleness_max_lifetime_multiplier,
             staleness_max_extension_days=config.staleness_max_extension_days,
             protected_categories=config.protected_categories,
+            max_conversation_chars=config.max_conversation_chars,
         )
 
     @property
