@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from deermem import FactNotFoundError, Memory, MemoryConfig
+from deermem.context.tokens import reset_tokenizer_cache
 from deermem.signals import Message
 from deermem.store import MarkdownStore
 from deermem.testing import ScriptedChatServer
@@ -128,15 +129,32 @@ def test_warm_opens_the_search_index_and_loads_the_vocabulary(
     memory.close()
 
 
-def test_warm_reports_an_index_that_cannot_be_opened(
+def test_warm_reports_a_vocabulary_that_cannot_be_loaded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "broken.tiktoken.gz").write_bytes(b"not a vocabulary")
+    reset_tokenizer_cache(tmp_path / "broken.tiktoken.gz")
+    try:
+        memory = plain_memory(tmp_path / "root")
+        assert memory.warm() is False
+        assert "cl100k_base vocabulary unavailable" in caplog.text
+        assert plain_memory(tmp_path / "root", token_counting="char").warm() is True
+        memory.close()
+    finally:
+        reset_tokenizer_cache()
+
+
+def test_warm_with_no_room_for_the_index_on_disk_still_readies_search(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocked = tmp_path / "root"
     blocked.mkdir()
     (blocked / ".retrieval").write_text("a file where the index directory belongs")
     memory = plain_memory(blocked)
-    assert memory.warm() is False
-    assert "search index unavailable" in caplog.text
+    seed(memory, stored_fact("fact_a", "Uses uv."))
+    assert memory.warm() is True
+    assert "in memory" in caplog.text
+    assert [hit.fact_id for hit in memory.search("uv")] == ["fact_a"]
     memory.close()
 
 

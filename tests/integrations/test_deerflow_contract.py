@@ -150,9 +150,27 @@ def test_a_learned_facts_source_is_its_thread_and_export_keeps_every_field(tmp_p
     (full,) = exported["facts"]
     assert full["source"] == {"type": "conversation", "threadId": "thread-9"}
     assert full["lastConfirmedAt"] == "2026-08-10T00:00:00Z"
-    manager.clear_memory(user_id="alice", agent_name=None)
-    manager.import_memory(exported, user_id="alice")
-    assert manager.export_memory(user_id="alice")["facts"][0]["source"] == full["source"]
+    manager.clear_memory(user_id="alice", agent_name=None)  # to the archive
+    assert manager.get_memory(user_id="alice")["facts"] == []
+    manager.import_memory(exported, user_id="alice")  # export, clear, import: all back
+    assert manager.export_memory(user_id="alice")["facts"] == exported["facts"]
+    memory = manager.memory(user_id="alice", agent_name=None)
+    assert memory.list_archived() == ()  # restored, never in both places
+    why = memory.why("fact_00000001")
+    assert why.status == "active"
+    assert [r.reason for r in why.receipts] == ["deleted"]  # the clear's receipt stays
+
+
+def test_an_invalid_import_changes_nothing_even_with_archived_facts(tmp_path: Path) -> None:
+    manager = backend(tmp_path)
+    _, fact_id = manager.create_fact("Uses uv.", user_id="alice")
+    exported = manager.get_memory(user_id="alice")
+    manager.clear_memory(user_id="alice")
+    broken = {**exported, "facts": [*exported["facts"], {"id": "fact_x", "content": ""}]}
+    with pytest.raises(ValueError, match="content"):
+        manager.import_memory(broken, user_id="alice")
+    archived = manager.memory(user_id="alice", agent_name=None).list_archived()
+    assert [entry.fact.id for entry in archived] == [fact_id]
 
 
 # --- facts by hand: the gate, and the error mapping --------------------------------------

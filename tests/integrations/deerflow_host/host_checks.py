@@ -301,9 +301,14 @@ def test_the_settings_api_over_deermem(tmp_path: Path) -> None:
         assert client.delete(f"/api/memory/facts/{fact_id}").status_code == 404
 
         client.post("/api/memory/facts", json={"content": "Lives in Lyon."})
+        backup = client.get("/api/memory/export").json()
         cleared = client.delete("/api/memory")
         assert cleared.status_code == 200
         assert cleared.json()["facts"] == []
+        restored = client.post("/api/memory/import", json=backup)  # export, clear, import
+        assert restored.status_code == 200
+        assert [f["content"] for f in restored.json()["facts"]] == ["Lives in Lyon."]
+        assert client.delete("/api/memory").status_code == 200
     archived = get_memory_manager().memory(user_id="alice").list_archived()
     assert "Lives in Lyon." in {entry.fact.content for entry in archived}  # reversible
 

@@ -36,6 +36,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Final, Literal
 
 from deermem._exceptions import (
+    ArchivedFactError,
     ConfigError,
     LLMError,
     QueueClosedError,
@@ -353,11 +354,24 @@ class DeerFlowBackend:
         """Replace the scope's facts and the summaries with the document's, through the gate.
 
         Facts the document does not hold are archived (reason ``replaced``);
-        over the cap the gate decides, with receipts.
+        over the cap the gate decides, with receipts. A fact of the document
+        that is in the archive — an export imported after a clear, or after
+        the fact was evicted — is restored first and then takes the
+        document's fields: DeerFlow's import overwrites, and a fact never
+        lives in the library and the archive at once. An invalid document
+        changes nothing.
         """
         with contract_errors(self._errors):
             memory = self._scope(user_id, agent_name)
-            memory.import_document(memory_data)
+            facts = memory_data.get("facts") if isinstance(memory_data, dict) else None
+            for _ in range(len(facts) if isinstance(facts, list) else 0):
+                try:
+                    memory.import_document(memory_data)
+                    break
+                except ArchivedFactError as archived:  # raised before anything is written
+                    memory.restore(archived.fact_id)
+            else:
+                memory.import_document(memory_data)
             return self._document(memory)
 
     def clear_memory(
