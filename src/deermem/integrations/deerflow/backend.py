@@ -363,7 +363,7 @@ class DeerFlowBackend:
         """
         with contract_errors(self._errors):
             memory = self._scope(user_id, agent_name)
-            facts = memory_data.get("facts") if isinstance(memory_data, dict) else None
+            facts = memory_data.get("facts")
             for _ in range(len(facts) if isinstance(facts, list) else 0):
                 try:
                     memory.import_document(memory_data)
