@@ -467,3 +467,12 @@ def test_the_hosts_call_shapes_work_as_they_are_written(tmp_path: Path) -> None:
     manager.delete_fact(fact_id, user_id="default")  # DELETE /api/memory/facts/{id}
     manager.delete_fact(tool_fact, agent_name=None, user_id="u")  # the memory_delete tool
     assert manager.clear_memory(user_id="default")["facts"] == []  # DELETE /api/memory
+
+
+def test_outside_deerflow_the_binding_says_what_it_needs() -> None:
+    import deermem.integrations.deerflow as integration
+
+    with pytest.raises(ImportError, match="needs DeerFlow installed"):
+        integration.DeerMemManager  # noqa: B018 (the attribute access is the import)
+    with pytest.raises(AttributeError):
+        integration.NoSuchName  # noqa: B018
