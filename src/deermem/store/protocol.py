@@ -367,6 +367,13 @@ class Store(Protocol):
         """Forget cached state and read the scope from the source again."""
         ...
 
+    def agents(self, user_id: str | None) -> tuple[str, ...]:
+        """The agent buckets a user has, sorted (``None``: the single-user layout).
+
+        For operations over everything a user owns, such as clearing it.
+        """
+        ...
+
     def search_index_location(self) -> str | os.PathLike[str]:
         """Where the search index derived from this store lives, ready to be opened.
 

@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "MAX_AGENT_NAME_LENGTH",
     "Scope",
+    "is_bucket",
     "normalise_agent",
     "safe_user_id",
 ]
@@ -92,6 +93,14 @@ def normalise_agent(name: str | None) -> str:
             "agent name", name, f"at most {MAX_AGENT_NAME_LENGTH} characters"
         )
     return lowered
+
+
+def is_bucket(name: str) -> bool:
+    """Whether ``name`` is an agent bucket name as :func:`normalise_agent` returns them."""
+    try:
+        return normalise_agent(name) == name
+    except UnsafeIdentifierError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
