@@ -508,6 +508,31 @@ def test_scoped_rejects_unsafe_names_and_a_missing_user_in_strict_mode(tmp_path:
         strict.scoped(user=None, agent=None)
 
 
+def test_an_unscoped_memory_opens_under_strict_scope_and_works_only_through_its_views(
+    tmp_path: Path,
+) -> None:
+    """A server's memory: every request names its user, so the memory itself has no scope."""
+    config = MemoryConfig(strict_user_scope=True)
+    with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
+        Memory.open(tmp_path, config)
+    served = Memory.open_unscoped(tmp_path, config, clock=lambda: NOW)
+    alice = served.scoped(user="alice", agent="coder")
+    fact_id = alice.create_fact("Prefers uv over pip").fact.id
+    assert [f.id for f in served.scoped(user="alice", agent="coder").list_facts()] == [fact_id]
+    assert alice.now() == NOW  # the views share the clock (and store, queue, index)
+    # The memory itself reads and writes nothing: no single-user layout behind it.
+    for use in (served.list_facts, lambda: served.create_fact("Lost"), lambda: served.scope):
+        with pytest.raises(UnsafeIdentifierError, match="scoped"):
+            use()
+    with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
+        served.scoped(user=None, agent=None)
+    assert "no scope of its own" in repr(served)
+    assert not (tmp_path / "memory.json").exists()
+    # Without strict scope the unscoped memory still has no scope of its own.
+    with pytest.raises(UnsafeIdentifierError):
+        Memory.open_unscoped(tmp_path / "plain", MemoryConfig()).list_facts()
+
+
 def test_the_clock_is_injected_into_every_decision(tmp_path: Path) -> None:
     moments = iter([NOW, NOW + timedelta(days=1)])
     memory = Memory.open(tmp_path, MemoryConfig(), user="alice", clock=lambda: next(moments))

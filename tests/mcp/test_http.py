@@ -250,6 +250,30 @@ def test_a_server_for_one_user_takes_only_tokens_that_may_address_it(
     assert not (server.root / "users/alice").exists()
 
 
+def test_under_strict_user_scope_a_server_without_user_serves_each_tokens_user(
+    tmp_path: Path,
+) -> None:
+    """The token names the user, so strict_user_scope does not stop a server without --user."""
+    root = tmp_path / "store"
+    config = tmp_path / "deermem.yaml"
+    config.write_text("strict_user_scope: true\n", encoding="utf-8")
+    tokens = issue_tokens(root)
+    with http_server(
+        root, "--config", str(config), "--agent", "coder", log=tmp_path / "stderr.log"
+    ) as server:
+
+        async def scenario() -> None:
+            async with http_session(server.url, tokens["alice"], mode="legacy") as alice:
+                added = await call(alice, "memory_add", content="Written under strict scope")
+                assert added["outcome"] == "stored"
+                hits = (await call(alice, "memory_search", query="strict"))["results"]
+                assert [hit["fact"]["id"] for hit in hits] == [added["factId"]]
+
+        anyio.run(scenario)
+    assert len(list((root / "users/alice/agents/coder/facts").rglob("*.md"))) == 1
+    assert not (root / "agents").exists()  # the single-user layout was never touched
+
+
 @pytest.mark.parametrize(
     ("arguments", "status", "message"),
     [
