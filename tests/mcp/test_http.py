@@ -142,10 +142,15 @@ def test_alices_token_cannot_read_write_search_or_learn_of_bob(
                     assert text_of(answer).replace(bobs_id, "ID") == text_of(unknown).replace(
                         "fact_99999999", "ID"
                     )
-            # A model that names Bob in the arguments still writes to Alice's memory only
-            # (arguments outside the input schema are ignored).
-            planted = await call(alice, "memory_add", content="planted", user="bob", agent="coder")
-            assert list((server.root / "users/alice").rglob(f"{planted['factId']}.md"))
+            # A model that names Bob in the arguments is refused, naming the argument.
+            planted = await alice.call_tool(
+                "memory_add", {"content": "planted", "user": "bob", "agent": "coder"}
+            )
+            assert planted.is_error
+            assert "user" in text_of(planted)
+            assert "agent" in text_of(planted)
+            for path in server.root.rglob("*.md"):
+                assert "planted" not in path.read_text(encoding="utf-8")
         assert files_under(bob_dir) == before
 
     anyio.run(scenario)

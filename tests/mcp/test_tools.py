@@ -120,6 +120,49 @@ def test_no_tool_takes_a_user_or_an_agent(tmp_path: Path) -> None:
         assert not names & {"user", "user_id", "userid", "agent", "agent_name", "scope"}
 
 
+def test_every_input_schema_refuses_arguments_it_does_not_name(tmp_path: Path) -> None:
+    for tool in tools_listed(open_memory(tmp_path)).values():
+        assert tool.input_schema["additionalProperties"] is False, tool.name
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("memory_add", {"content": "Planted for bob"}),
+        ("memory_search", {"query": "anything"}),
+        ("memory_context", {}),
+        ("memory_forget", {"fact_id": "FACT"}),
+        ("memory_update", {"fact_id": "FACT", "content": "Hijacked"}),
+        ("memory_why", {"fact_id": "FACT"}),
+    ],
+)
+@pytest.mark.parametrize(
+    "scope",
+    [{"user": "bob"}, {"agent": "other"}, {"user_id": "bob"}, {"user": "bob", "agent": "x"}],
+)
+def test_a_scope_argument_is_a_tool_error_that_names_it_and_changes_nothing(
+    tmp_path: Path, tool: str, arguments: dict[str, Any], scope: dict[str, str]
+) -> None:
+    """A model learns at once that it cannot choose whose memory a call reaches."""
+
+    async def scenario(client: Client) -> None:
+        fact_id = (await call(client, "memory_add", content="Alice's own fact"))["factId"]
+        before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+        given = {k: fact_id if v == "FACT" else v for k, v in arguments.items()}
+        message = await failed(client, tool, **given, **scope)
+        for name in scope:
+            assert name in message
+        assert "Extra inputs are not permitted" in message
+        after = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+        assert after == before
+        assert not (tmp_path / "users/bob").exists()
+        # Without the stray argument the same call works.
+        if tool != "memory_add":
+            await call(client, tool, **given)
+
+    session(open_memory(tmp_path), scenario)
+
+
 def test_input_schemas_state_the_bounds(tmp_path: Path) -> None:
     limits = ToolLimits(max_content_chars=300, max_query_chars=200, max_top_k=7)
     tools = tools_listed(open_memory(tmp_path), limits=limits)
