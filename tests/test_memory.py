@@ -508,6 +508,23 @@ def test_scoped_rejects_unsafe_names_and_a_missing_user_in_strict_mode(tmp_path:
         strict.scoped(user=None, agent=None)
 
 
+@pytest.mark.parametrize(("mode", "status"), [("archive", "archived"), ("delete", "gone")])
+def test_a_deleted_fact_leaves_a_content_free_receipt_in_either_eviction_mode(
+    tmp_path: Path, mode: str, status: str
+) -> None:
+    memory = open_memory(tmp_path, eviction_mode=mode)
+    fact_id = memory.create_fact("SECRET-d31 the door code is 4711", category="goal").fact.id
+    memory.delete_fact(fact_id)
+    explained = memory.why(fact_id)
+    assert explained.status == status
+    [receipt] = explained.receipts
+    assert (receipt.reason, receipt.trigger, receipt.fact_ids) == ("deleted", "manual", (fact_id,))
+    assert receipt.evicted[0].category == "goal"
+    assert [r.receipt_id for r in memory.audit()] == [receipt.receipt_id]
+    (audit,) = tmp_path.rglob("eviction-audit.json")
+    assert "SECRET-d31" not in audit.read_text(encoding="utf-8")
+
+
 def test_an_unscoped_memory_opens_under_strict_scope_and_works_only_through_its_views(
     tmp_path: Path,
 ) -> None:

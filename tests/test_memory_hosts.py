@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem import FactNotFoundError, Memory, MemoryConfig
+from deermem import Memory, MemoryConfig
 from deermem.context.tokens import reset_tokenizer_cache
 from deermem.signals import Message
 from deermem.store import MarkdownStore
@@ -69,8 +69,9 @@ def test_clear_under_delete_mode_removes_the_facts_for_good(tmp_path: Path) -> N
     seed(memory, stored_fact("fact_a"))
     assert memory.clear() == ("fact_a",)
     assert memory.list_archived() == ()
-    with pytest.raises(FactNotFoundError):
-        memory.why("fact_a")
+    gone = memory.why("fact_a")  # the content is gone; the receipt says what became of it
+    assert (gone.status, gone.fact) == ("gone", None)
+    assert [(r.reason, r.trigger) for r in gone.receipts] == [("deleted", "manual")]
 
 
 def test_clear_user_removes_every_agent_and_the_summaries_of_one_user_only(

@@ -9,6 +9,7 @@ The same tools over stdio and HTTP, in their own processes, are in
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -339,6 +340,13 @@ def test_with_eviction_mode_delete_forget_is_for_good(tmp_path: Path) -> None:
         assert not fact_files(tmp_path)
         assert not archive_ids(tmp_path)
         assert "Fact not found" in await failed(client, "memory_restore", fact_id=fact_id)
+        # Gone for good, but not unexplained: the deletion left a content-free receipt.
+        why = await call(client, "memory_why", fact_id=fact_id)
+        assert (why["status"], why["fact"], why["archive"]) == ("gone", None, None)
+        [receipt] = why["receipts"]
+        assert (receipt["reason"], receipt["trigger"]) == ("deleted", "manual")
+        assert [line["factId"] for line in receipt["evicted"]] == [fact_id]
+        assert "Temporary note" not in json.dumps(why)
 
     session(open_memory(tmp_path, eviction_mode="delete"), scenario)
 

@@ -541,6 +541,9 @@ class Memory:
     def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> None:
         """Remove a fact: to the archive (default), or for good with ``eviction_mode: delete``.
 
+        Either way the removal leaves a content-free receipt (reason
+        ``deleted``, trigger ``manual``), so :meth:`why` can say what became of it.
+
         Raises:
             FactNotFoundError: no active fact has this id.
             FactRevisionConflict: ``expected_revision`` is not the stored revision.
