@@ -8,6 +8,7 @@ file the tests write first, as ``deermem token add`` does.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -230,6 +231,50 @@ def test_the_log_has_request_ids_and_no_content_or_token(
     assert "SECRET-" not in logged
     for token in tokens.values():
         assert token.split("_")[2] not in logged
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_every_log_line_of_a_request_carries_its_request_id(tmp_path: Path, mode: str) -> None:
+    """Tool lines too, under the 2025 handshake (``legacy``) and the newest one.
+
+    The tool runs in the SDK's session task, not in the HTTP request's own
+    task; its log line must still carry the id of the request that carried
+    the call (the one its access line and ``X-Request-ID`` show).
+    """
+    root = tmp_path / "store"
+    tokens = issue_tokens(root)
+    log = tmp_path / "stderr.log"
+    with http_server(root, "--agent", "coder", log=log) as server:
+
+        async def scenario() -> None:
+            async with http_session(server.url, tokens["alice"], mode=mode) as alice:
+                fact_id = (await call(alice, "memory_add", content="Likes green tea"))["factId"]
+                await call(alice, "memory_search", query="tea")
+                await call(alice, "memory_context")
+                await call(alice, "memory_update", fact_id=fact_id, confidence=0.9)
+                await call(alice, "memory_why", fact_id=fact_id)
+                await call(alice, "memory_forget", fact_id=fact_id)
+                await call(alice, "memory_restore", fact_id=fact_id)
+                assert (await alice.call_tool("memory_why", {"fact_id": "fact_0000dead"})).is_error
+
+        anyio.run(scenario)
+    lines = server.log_text().splitlines()
+    # Only the server's own start-up and shutdown lines are outside a request.
+    for line in lines:
+        assert request_id_of(line) or " uvicorn.error request_id=- " in line, line
+    posts = {
+        request_id_of(line)
+        for line in lines
+        if " deermem.server.access " in line and " POST /mcp 200 " in line
+    }
+    tools = [request_id_of(line) for line in lines if " deermem.mcp request_id=" in line]
+    assert len(tools) == len(set(tools)) == 8  # one line per call, each its own request's
+    assert set(tools) <= posts
+
+
+def request_id_of(line: str) -> str | None:
+    match = re.search(r" request_id=([0-9a-f]{32}) ", line)
+    return match.group(1) if match else None
 
 
 def test_a_server_for_one_user_takes_only_tokens_that_may_address_it(
