@@ -16,6 +16,8 @@ because that is what they are and what generic callers already handle::
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
+    │   ├── DatabaseError                        the database refused or could not be reached
+    │   │   └── DatabaseSchemaError              the database's schema is not this deermem's
     │   └── RevisionConflict                     the data changed since it was read
     │       ├── ManifestRevisionConflict         ... the user's summary document
     │       └── FactRevisionConflict             ... one fact
@@ -77,6 +79,8 @@ __all__ = [
     "ConfigError",
     "ConversationFileError",
     "CorruptMemoryFile",
+    "DatabaseError",
+    "DatabaseSchemaError",
     "DatasetHashMismatchError",
     "DatasetIntegrityError",
     "DeerMemError",
@@ -294,6 +298,42 @@ class StoreNeedsRecovery(StorageError):
             f"{self.blocking} cannot be restored ({self.reason}); open the store once with "
             "write access"
         )
+
+
+class DatabaseError(StorageError):
+    """The database refused an operation or could not be reached; nothing was changed.
+
+    A commit that raises this was rolled back by the server (a lost
+    connection, a statement timeout, a restart), so retrying it is a new
+    attempt, never a duplicate. The message names the database by its
+    address with the password left out.
+
+    Attributes:
+        database: the database's address, without the password.
+        reason: what the driver or the server said.
+    """
+
+    def __init__(self, database: str, reason: str) -> None:
+        self.database = database
+        self.reason = reason
+        super().__init__(f"{database}: {reason}")
+
+
+class DatabaseSchemaError(DatabaseError):
+    """The database is not at the schema version this deermem reads and writes.
+
+    Either it was never migrated (run ``deermem db upgrade``), or it is at a
+    version this deermem does not know (a newer deermem migrated it).
+
+    Attributes:
+        found: the version the database is at (``None``: not migrated).
+        expected: the version this deermem needs.
+    """
+
+    def __init__(self, database: str, reason: str, *, found: int | None, expected: int) -> None:
+        self.found = found
+        self.expected = expected
+        super().__init__(database, reason)
 
 
 class RevisionConflict(StorageError):

@@ -38,6 +38,7 @@ from deermem.store.records import EvictionReceipt, UsageEntry
 __all__ = [
     "SidecarChange",
     "audit_after_commit",
+    "count_recalls",
     "read_audit",
     "read_usage",
     "record_access",
@@ -118,9 +119,22 @@ def _usage_change(path: Path, usage: Mapping[str, UsageEntry]) -> SidecarChange:
 def record_access(
     path: Path, fact_ids: Iterable[str], now: datetime, half_life_days: float
 ) -> None:
-    """Count one recall of each fact: heat × 2^(−Δdays/half-life) + 1, count + 1."""
+    """Count one recall of each fact in the usage sidecar (see :func:`count_recalls`)."""
     usage = read_usage(path)
+    usage.update(count_recalls(usage, fact_ids, now, half_life_days))
+    _write_usage(path, usage)
+
+
+def count_recalls(
+    usage: Mapping[str, UsageEntry], fact_ids: Iterable[str], now: datetime, half_life_days: float
+) -> dict[str, UsageEntry]:
+    """The new usage entry of each fact recalled once more: heat × 2^(−Δdays/half-life) + 1.
+
+    Every store counts with this one function, so heat is the same float
+    whichever store keeps it.
+    """
     stamp = format_timestamp(now)
+    counted: dict[str, UsageEntry] = {}
     for fact_id in dict.fromkeys(fact_ids):
         entry = usage.get(fact_id)
         heat = 0.0
@@ -130,10 +144,10 @@ def record_access(
             last = parse_timestamp(entry.last_accessed_at)
             if last is not None:
                 heat = entry.access_heat * decay(elapsed_days(now, last), half_life_days)
-        usage[fact_id] = UsageEntry(
+        counted[fact_id] = UsageEntry(
             access_heat=heat + 1.0, access_count=count + 1, last_accessed_at=stamp
         )
-    _write_usage(path, usage)
+    return counted
 
 
 def usage_after_commit(
