@@ -18,6 +18,7 @@ because that is what they are and what generic callers already handle::
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
     │   ├── DatabaseError                        the database refused or could not be reached
     │   │   └── DatabaseSchemaError              the database's schema is not this deermem's
+    │   ├── MigrationError                       a memory could not be copied to another store
     │   └── RevisionConflict                     the data changed since it was read
     │       ├── ManifestRevisionConflict         ... the user's summary document
     │       └── FactRevisionConflict             ... one fact
@@ -100,6 +101,7 @@ __all__ = [
     "LLMUnavailable",
     "ManifestRevisionConflict",
     "MessageFormatError",
+    "MigrationError",
     "PatternError",
     "PromptNotFoundError",
     "PromptTemplateError",
@@ -334,6 +336,21 @@ class DatabaseSchemaError(DatabaseError):
         self.found = found
         self.expected = expected
         super().__init__(database, reason)
+
+
+class MigrationError(StorageError):
+    """``deermem migrate`` stopped: the destination holds other data, or a copy differs.
+
+    Attributes:
+        user_id: the user concerned (``None``: the single-user layout).
+        problem: what is wrong, for people (names parts, never content).
+    """
+
+    def __init__(self, user_id: str | None, problem: str) -> None:
+        self.user_id = user_id
+        self.problem = problem
+        who = "the single-user layout" if user_id is None else f"user {user_id!r}"
+        super().__init__(f"{who}: {problem}")
 
 
 class RevisionConflict(StorageError):

@@ -39,7 +39,10 @@ __all__ = [
     "SidecarChange",
     "audit_after_commit",
     "count_recalls",
+    "encode_events",
+    "encode_usage",
     "read_audit",
+    "read_events",
     "read_usage",
     "record_access",
     "strip_audit_events",
@@ -75,6 +78,16 @@ def _encode_json(value: list[object] | dict[str, object]) -> bytes:
         lines = [_compact(item) for item in value]
         text = "[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n"
     return text.encode("utf-8")
+
+
+def encode_usage(usage: Mapping[str, UsageEntry]) -> bytes:
+    """The usage sidecar's content, one fact per line, by fact id."""
+    return _encode_json({key: usage[key].to_dict() for key in sorted(usage)})
+
+
+def encode_events(events: Sequence[object]) -> bytes:
+    """The audit's content, one event per line, oldest first."""
+    return _encode_json(list(events))
 
 
 def _compact(value: object) -> str:
@@ -113,7 +126,7 @@ def _write_usage(path: Path, usage: Mapping[str, UsageEntry]) -> None:
 def _usage_change(path: Path, usage: Mapping[str, UsageEntry]) -> SidecarChange:
     if not usage:
         return path, None
-    return path, _encode_json({key: usage[key].to_dict() for key in sorted(usage)})
+    return path, encode_usage(usage)
 
 
 def record_access(
@@ -171,8 +184,8 @@ def usage_after_commit(
 # --- audit -----------------------------------------------------------------
 
 
-def _raw_events(path: Path) -> list[object]:
-    """The audit's events as stored (``[]`` when there is no audit yet).
+def read_events(path: Path) -> list[object]:
+    """The audit's events as stored, oldest first (``[]`` when there is no audit yet).
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
@@ -195,7 +208,7 @@ def read_audit(path: Path) -> tuple[EvictionReceipt, ...]:
         CorruptMemoryFile: the file is not a JSON list.
     """
     receipts = []
-    for event in _raw_events(path):
+    for event in read_events(path):
         receipt = EvictionReceipt.from_dict(event)
         if receipt is None:
             _log.warning("ignoring a malformed audit event in %s", path)
@@ -225,7 +238,7 @@ def audit_after_commit(
     appending = max_entries > 0 and bool(receipts)
     if not appending and not (ids and path.exists()):
         return None
-    events = _raw_events(path)
+    events = read_events(path)
     kept = strip_audit_events(events, ids) if ids else events
     if not appending:
         if kept == events:

@@ -24,7 +24,6 @@ nothing a test needs.
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import pwd
 import shutil
@@ -55,7 +54,7 @@ def find_binaries() -> Path:
     if on_path is not None and shutil.which("pg_ctl") is not None:
         return Path(on_path).parent
     candidates = sorted(
-        (Path(p) for p in glob.glob("/usr/lib/postgresql/*/bin") if Path(p, "initdb").is_file()),
+        (path for path in Path("/usr/lib/postgresql").glob("*/bin") if (path / "initdb").is_file()),
         key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
     )
     if not candidates:
@@ -94,8 +93,7 @@ class TemporaryPostgres:
                 pwd.getpwnam(_SERVER_USER)
             except KeyError:
                 raise PostgresUnavailable(
-                    "PostgreSQL refuses to run as root and there is no 'postgres' user to run "
-                    "it as"
+                    "PostgreSQL refuses to run as root and there is no 'postgres' user to run it as"
                 ) from None
             self._user = _SERVER_USER
         self.base = Path(tempfile.mkdtemp(prefix="deermem-postgres-"))

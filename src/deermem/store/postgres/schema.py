@@ -23,16 +23,20 @@ from importlib import resources
 from typing import Final
 
 from deermem._exceptions import DatabaseSchemaError
-from deermem.store.postgres.connection import Connection
+from deermem.config.database import redact_database_url
+from deermem.store.postgres.connection import Connection, connect, translated
 
 __all__ = [
     "MIGRATIONS_TABLE",
     "Migration",
+    "SchemaStatus",
     "applied_versions",
     "check_schema",
+    "database_status",
     "latest_version",
     "migrations",
     "upgrade",
+    "upgrade_database",
 ]
 
 MIGRATIONS_TABLE: Final = "deermem_migrations"
@@ -147,3 +151,57 @@ def upgrade(connection: Connection, database: str) -> list[int]:
             )
             done.append(migration.version)
         return done
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaStatus:
+    """Where a database stands: the version it is at and the one this deermem needs.
+
+    Attributes:
+        database: the database, without its password.
+        found: its version (``None``: never migrated).
+        expected: the version this deermem reads and writes.
+        applied: the versions an upgrade just applied (empty for a status check).
+    """
+
+    database: str
+    found: int | None
+    expected: int
+    applied: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "database": self.database,
+            "version": self.found,
+            "expected": self.expected,
+            "applied": list(self.applied),
+            "current": self.found == self.expected,
+        }
+
+
+def database_status(url: str, *, timeout: float = 10.0) -> SchemaStatus:
+    """The schema version of the database at ``url`` (read only).
+
+    Raises:
+        DatabaseError: the database cannot be reached.
+    """
+    database = redact_database_url(url)
+    with connect(url, database, timeout=timeout) as connection, translated(database):
+        applied = applied_versions(connection)
+    return SchemaStatus(database, applied[-1] if applied else None, latest_version())
+
+
+def upgrade_database(url: str, *, timeout: float = 10.0) -> SchemaStatus:
+    """Apply the migrations the database at ``url`` lacks (see :func:`upgrade`).
+
+    Raises:
+        DatabaseError: the database cannot be reached, or a migration failed
+            (nothing was applied).
+        DatabaseSchemaError: the database is at a version this deermem does not know.
+    """
+    database = redact_database_url(url)
+    with connect(url, database, timeout=timeout) as connection, translated(database):
+        applied = upgrade(connection, database)
+        versions = applied_versions(connection)
+    found = versions[-1] if versions else None
+    return SchemaStatus(database, found, latest_version(), tuple(applied))

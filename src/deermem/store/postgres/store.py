@@ -63,7 +63,7 @@ from deermem.store.sidecars import count_recalls, strip_audit_events
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
 
-__all__ = ["PostgresStore", "PostgresTransaction"]
+__all__ = ["PostgresStore", "PostgresTransaction", "agents_of", "insert_archive", "roll_back"]
 
 _ABSENT: Final = "pg:0"
 _MEMORY: Final = ":memory:"
@@ -192,11 +192,11 @@ class PostgresStore:
             connection.execute(f"SET LOCAL lock_timeout = {milliseconds}")
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(key),))
         except psycopg.errors.LockNotAvailable:
-            _roll_back(connection)
+            roll_back(connection)
             where = f"{self.address} (user {scope.user_id!r})"
             raise StoreLockTimeout(where, self.lock_timeout) from None
         except BaseException:
-            _roll_back(connection)
+            roll_back(connection)
             raise
 
     # --- reading ----------------------------------------------------------------------
@@ -341,20 +341,8 @@ class PostgresStore:
 
     def agents(self, user_id: str | None) -> tuple[str, ...]:
         """The agents a user has anything stored for, sorted."""
-        key = rows.user_key(Scope.of(user_id))
-        parts = " UNION ".join(
-            f"SELECT agent FROM {table} WHERE user_id = %(user)s"
-            for table in (
-                "deermem_facts",
-                "deermem_archive",
-                "deermem_receipts",
-                "deermem_usage",
-                "deermem_threads",
-            )
-        )
         with self._connection() as connection:
-            found = connection.execute(f"{parts} ORDER BY agent", {"user": key})
-            return tuple(agent for (agent,) in found)
+            return agents_of(connection, rows.user_key(Scope.of(user_id)))
 
     def _label(self, table: str, scope: Scope, key: str | None = None) -> str:
         return rows.row_label(self.address, f"deermem_{table}", scope, key)
@@ -397,7 +385,7 @@ class PostgresStore:
                     self._put_usage(connection, scope, counted)
                 connection.execute("COMMIT")
             except BaseException:
-                _roll_back(connection)
+                roll_back(connection)
                 raise
 
     def purge(self, scope: Scope, fact_id: str) -> None:
@@ -707,6 +695,22 @@ class _CommitWriter:
             )
 
 
+def agents_of(connection: Connection, user: str) -> tuple[str, ...]:
+    """The agents a user has any row for, sorted."""
+    parts = " UNION ".join(
+        f"SELECT agent FROM {table} WHERE user_id = %(user)s"
+        for table in (
+            "deermem_facts",
+            "deermem_archive",
+            "deermem_receipts",
+            "deermem_usage",
+            "deermem_threads",
+        )
+    )
+    found = connection.execute(f"{parts} ORDER BY agent", {"user": user})
+    return tuple(agent for (agent,) in found)
+
+
 def insert_archive(
     connection: Connection, user: str, agent: str, entries: Sequence[ArchiveEntry]
 ) -> None:
@@ -792,10 +796,10 @@ class PostgresTransaction:
         """Roll back what was not committed, releasing the lock."""
         if self._open:
             self._open = False
-            _roll_back(self._connection)
+            roll_back(self._connection)
 
 
-def _roll_back(connection: Connection) -> None:
+def roll_back(connection: Connection) -> None:
     """End the open transaction; a connection that is gone has ended it already."""
     if connection.closed:
         return
