@@ -354,6 +354,7 @@ class PostgresStore:
         with self._connection() as connection:
             transaction = PostgresTransaction(self, connection, scope)
             try:
+                transaction.lock()
                 yield transaction
             finally:
                 transaction.end()
@@ -726,10 +727,10 @@ def insert_archive(
 class PostgresTransaction:
     """A locked scope of a :class:`PostgresStore` (see :class:`~deermem.store.StoreTransaction`).
 
-    The database transaction — and with it the user's lock — opens at the
-    first read and ends with each :meth:`commit`, which is durable when it
-    returns. Anything after a commit opens a new transaction and takes the
-    lock again, so it sees what other writers committed meanwhile.
+    The database transaction — and with it the user's lock — opens when the
+    transaction is entered and ends with each :meth:`commit`, which is
+    durable when it returns. Anything after a commit opens a new transaction
+    and takes the lock again, so it sees what other writers committed meanwhile.
     """
 
     def __init__(self, store: PostgresStore, connection: Connection, scope: Scope) -> None:
@@ -738,6 +739,11 @@ class PostgresTransaction:
         self._scope = scope
         self._open = False
         self._snapshot: ScopeSnapshot | None = None
+
+    def lock(self) -> None:
+        """Take the user's lock now (as entering :meth:`PostgresStore.transaction` does)."""
+        with translated(self._store.address):
+            self._locked()
 
     def _locked(self) -> Connection:
         if not self._open:
