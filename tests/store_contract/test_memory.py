@@ -395,7 +395,7 @@ def test_empty_sections_replace_existing_summaries_with_complete_defaults(stores
     memory = open_memory(stores)
     memory.import_document(RICH_DOCUMENT)
     memory.import_document({"facts": [], "user": {}, "history": {}})
-    document = memory.summaries().to_dict()
+    document: dict[str, Any] = memory.summaries().to_dict()
     for group in ("user", "history"):
         assert all(v == {"summary": "", "updatedAt": ""} for v in document[group].values())
         assert len(document[group]) == 3

@@ -137,6 +137,15 @@ class TemporaryPostgres:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
         self._running = True
 
+    def require_password(self, role: str) -> None:
+        """Make ``role`` log in with its password (``scram-sha-256``); other roles are trusted."""
+        hba = self.data / "pg_hba.conf"
+        line = f"host all {role} 127.0.0.1/32 scram-sha-256\n"
+        text = hba.read_text("utf-8")
+        if line not in text:
+            hba.write_text(line + text, "utf-8")
+            self._run("pg_ctl", "-D", str(self.data), "reload")
+
     def restart(self) -> None:
         """Stop the server (closing every connection) and start it again on the same port."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
