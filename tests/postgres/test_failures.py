@@ -25,7 +25,7 @@ from deermem import (
     UnsafeIdentifierError,
 )
 from deermem.model.fact import Fact
-from deermem.store import Proposal, Scope
+from deermem.store import ChangeSet, Proposal, Scope
 from deermem.store.postgres import PostgresStore
 from deermem.testing.postgres import TemporaryPostgres
 
@@ -213,3 +213,13 @@ def test_a_row_of_another_scope_is_refused(store: PostgresStore, postgres_url: s
 def test_user_ids_the_database_cannot_hold_are_refused(store: PostgresStore, user: str) -> None:
     with pytest.raises(UnsafeIdentifierError, match="PostgreSQL cannot store"):
         store.load(Scope.of(user, "coder"))
+
+
+def test_a_mark_of_another_conversation_is_an_error(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    store.commit(ALICE, ChangeSet(now=NOW, watermarks={"thread-1": "m1"}))
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("""UPDATE deermem_threads SET document = '{"threadId": "x", "mark": "m"}'""")
+    with pytest.raises(CorruptMemoryFile, match="another conversation"):
+        store.watermark(ALICE, "thread-1")
