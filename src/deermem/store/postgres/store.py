@@ -47,23 +47,23 @@ from deermem._exceptions import FactNotFoundError, StoreLockTimeout
 from deermem.config.database import redact_database_url
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN, Fact
-from deermem.model.timestamps import format_timestamp
-from deermem.store._plan import ChangePlan, plan_changes
-from deermem.store.archive import beyond_bounds, newest_first
+from deermem.store._plan import plan_changes
+from deermem.store.archive import newest_first
 from deermem.store.cache import ScopeCache
 from deermem.store.postgres import rows
+from deermem.store.postgres.commit import Bounds, CommitWriter, put_usage
 from deermem.store.postgres.connection import Connection, connect, translated
 from deermem.store.postgres.schema import check_schema
 from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, SummaryDocument
 from deermem.store.reading import patched_snapshot, sort_facts
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
 from deermem.store.scope import Scope
-from deermem.store.sidecars import count_recalls, strip_audit_events
+from deermem.store.sidecars import count_recalls
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
 
-__all__ = ["PostgresStore", "PostgresTransaction", "agents_of", "insert_archive", "roll_back"]
+__all__ = ["PostgresStore", "PostgresTransaction", "agents_of", "roll_back"]
 
 _ABSENT: Final = "pg:0"
 _MEMORY: Final = ":memory:"
@@ -383,7 +383,7 @@ class PostgresStore:
                 if recalled:
                     usage = self._usage(connection, scope, recalled)
                     counted = count_recalls(usage, recalled, now, self.access_half_life_days)
-                    self._put_usage(connection, scope, counted)
+                    put_usage(connection, rows.user_key(scope), scope.agent, counted)
                 connection.execute("COMMIT")
             except BaseException:
                 roll_back(connection)
@@ -392,31 +392,6 @@ class PostgresStore:
     def purge(self, scope: Scope, fact_id: str) -> None:
         with self.transaction(scope) as transaction:
             transaction.purge(fact_id)
-
-    def _put_usage(
-        self, connection: Connection, scope: Scope, usage: Mapping[str, UsageEntry]
-    ) -> None:
-        if not usage:
-            return
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO deermem_usage (user_id, agent, fact_id, access_heat, access_count, "
-                "last_accessed_at) VALUES (%s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (user_id, agent, fact_id) DO UPDATE SET "
-                "access_heat = EXCLUDED.access_heat, access_count = EXCLUDED.access_count, "
-                "last_accessed_at = EXCLUDED.last_accessed_at",
-                [
-                    (
-                        rows.user_key(scope),
-                        scope.agent,
-                        fact_id,
-                        entry.access_heat,
-                        entry.access_count,
-                        entry.last_accessed_at,
-                    )
-                    for fact_id, entry in usage.items()
-                ],
-            )
 
     def _commit_locked(
         self,
@@ -449,7 +424,10 @@ class PostgresStore:
             lookup = self._facts(connection, scope, named).get
         in_archive = self._archived_ids(connection, scope, changes.archive_deletes)
         plan = plan_changes(lookup, current, changes, scope, in_archive.__contains__)
-        writer = _CommitWriter(self, connection, scope, changes, plan)
+        bounds = Bounds(self.audit_max_entries, self.archive_max_entries, self.archive_max_age_days)
+        writer = CommitWriter(
+            connection, scope, changes, plan, bounds=bounds, database=self.address
+        )
         if writer.anything(self._marks(connection, scope, list(changes.watermarks))):
             if row is None:
                 version = _token(0, writer.new_user_row())
@@ -515,187 +493,6 @@ class PostgresStore:
         return {fact_id for (fact_id,) in found}
 
 
-class _CommitWriter:
-    """The statements of one commit, in the open transaction (facts, bookkeeping, archive)."""
-
-    def __init__(
-        self,
-        store: PostgresStore,
-        connection: Connection,
-        scope: Scope,
-        changes: ChangeSet,
-        plan: ChangePlan,
-    ) -> None:
-        self.store = store
-        self.connection = connection
-        self.scope = scope
-        self.key = rows.user_key(scope)
-        self.changes = changes
-        self.plan = plan
-        self.deleted = [fact.id for fact in plan.deleted]
-        self.marks: dict[str, str] = {}
-
-    def anything(self, stored_marks: Mapping[str, str]) -> bool:
-        """Whether the commit writes anything at all (remembering which marks moved)."""
-        changes = self.changes
-        self.marks = {
-            thread_id: mark
-            for thread_id, mark in changes.watermarks.items()
-            if stored_marks.get(thread_id) != mark
-        }
-        appending = self.store.audit_max_entries > 0 and bool(changes.receipts)
-        return bool(
-            self.plan.changed
-            or appending
-            or self.marks
-            or changes.usage_restores
-            or (changes.forget_in_audit and self.deleted)
-        )
-
-    def new_user_row(self) -> uuid.UUID:
-        """Create the user's row (revision 0, no summaries): the scope's rows refer to it."""
-        commit_id = uuid.uuid4()
-        self.connection.execute(
-            "INSERT INTO deermem_users (user_id, revision, commit_id, summaries) "
-            "VALUES (%s, 0, %s, %s)",
-            (self.key, commit_id, rows.encode_summary_document(SummaryDocument())),
-        )
-        return commit_id
-
-    def write(self) -> None:
-        self._facts()
-        self._usage()
-        self._audit()
-        self._marks()
-        self._archive()
-
-    def _scope_params(self) -> tuple[str, str]:
-        return self.key, self.scope.agent
-
-    def _facts(self) -> None:
-        if self.deleted:
-            self.connection.execute(
-                "DELETE FROM deermem_facts WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
-                (*self._scope_params(), self.deleted),
-            )
-        if self.plan.written:
-            with self.connection.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO deermem_facts (user_id, agent, fact_id, revision, document) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (user_id, agent, fact_id) "
-                    "DO UPDATE SET revision = EXCLUDED.revision, document = EXCLUDED.document",
-                    [
-                        (*self._scope_params(), fact.id, fact.revision, rows.encode_fact(fact))
-                        for fact in self.plan.written
-                    ],
-                )
-
-    def _usage(self) -> None:
-        """The usage of deleted facts goes; that of restored facts comes back."""
-        if self.deleted:
-            self.connection.execute(
-                "DELETE FROM deermem_usage WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
-                (*self._scope_params(), self.deleted),
-            )
-        self.store._put_usage(self.connection, self.scope, self.changes.usage_restores)
-
-    def _audit(self) -> None:
-        """Strip deleted ids from earlier receipts (delete mode), append, keep the newest."""
-        if self.changes.forget_in_audit and self.deleted:
-            self._forget_in_audit(set(self.deleted))
-        bound = self.store.audit_max_entries
-        if bound <= 0 or not self.changes.receipts:
-            return
-        with self.connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO deermem_receipts (user_id, agent, document) VALUES (%s, %s, %s)",
-                [
-                    (*self._scope_params(), rows.encode_json(receipt.to_dict()))
-                    for receipt in self.changes.receipts
-                ],
-            )
-        self.connection.execute(
-            "DELETE FROM deermem_receipts WHERE user_id = %(user)s AND agent = %(agent)s "
-            "AND position <= (SELECT position FROM deermem_receipts "
-            "WHERE user_id = %(user)s AND agent = %(agent)s "
-            "ORDER BY position DESC OFFSET %(bound)s LIMIT 1)",
-            {"user": self.key, "agent": self.scope.agent, "bound": bound},
-        )
-
-    def _forget_in_audit(self, ids: set[str]) -> None:
-        found = self.connection.execute(
-            "SELECT position, document FROM deermem_receipts "
-            "WHERE user_id = %s AND agent = %s ORDER BY position",
-            self._scope_params(),
-        ).fetchall()
-        for position, document in found:
-            label = self.store._label("receipts", self.scope, str(position))
-            event = rows.decode_event(document, label)
-            kept = strip_audit_events([event], ids)
-            if not kept:
-                self.connection.execute(
-                    "DELETE FROM deermem_receipts WHERE user_id = %s AND agent = %s "
-                    "AND position = %s",
-                    (*self._scope_params(), position),
-                )
-            elif kept[0] != event:
-                self.connection.execute(
-                    "UPDATE deermem_receipts SET document = %s "
-                    "WHERE user_id = %s AND agent = %s AND position = %s",
-                    (rows.encode_json(kept[0]), *self._scope_params(), position),
-                )
-
-    def _marks(self) -> None:
-        if not self.marks:
-            return
-        stamp = format_timestamp(self.changes.now)
-        with self.connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO deermem_threads (user_id, agent, thread_key, document) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (user_id, agent, thread_key) "
-                "DO UPDATE SET document = EXCLUDED.document",
-                [
-                    (
-                        *self._scope_params(),
-                        rows.thread_key(thread_id),
-                        rows.encode_mark(thread_id, mark, stamp),
-                    )
-                    for thread_id, mark in self.marks.items()
-                ],
-            )
-
-    def _archive(self) -> None:
-        """Put and remove entries; with puts and a clock, apply the archive's bounds."""
-        changes = self.changes
-        if not (changes.archive_puts or changes.archive_deletes):
-            return
-        leaving = [entry.fact_id for entry in changes.archive_puts] + list(changes.archive_deletes)
-        self.connection.execute(
-            "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
-            (*self._scope_params(), leaving),
-        )
-        if not changes.archive_puts:
-            return
-        insert_archive(self.connection, self.key, self.scope.agent, changes.archive_puts)
-        order = [
-            (fact_id, archived_at)
-            for fact_id, archived_at in self.connection.execute(
-                "SELECT fact_id, archived_at FROM deermem_archive "
-                "WHERE user_id = %s AND agent = %s ORDER BY arrival",
-                self._scope_params(),
-            )
-        ]
-        doomed = beyond_bounds(
-            order, changes.now, self.store.archive_max_entries, self.store.archive_max_age_days
-        )
-        if doomed:
-            self.connection.execute(
-                "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s "
-                "AND fact_id = ANY(%s)",
-                (*self._scope_params(), sorted(doomed)),
-            )
-
-
 def agents_of(connection: Connection, user: str) -> tuple[str, ...]:
     """The agents a user has any row for, sorted."""
     parts = " UNION ".join(
@@ -710,18 +507,6 @@ def agents_of(connection: Connection, user: str) -> tuple[str, ...]:
     )
     found = connection.execute(f"{parts} ORDER BY agent", {"user": user})
     return tuple(agent for (agent,) in found)
-
-
-def insert_archive(
-    connection: Connection, user: str, agent: str, entries: Sequence[ArchiveEntry]
-) -> None:
-    """Add archive entries in this order: each arrives after the ones before it."""
-    for entry in entries:  # one by one: the arrival numbers follow the order given
-        connection.execute(
-            "INSERT INTO deermem_archive (user_id, agent, fact_id, archived_at, document) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            (user, agent, entry.fact_id, entry.archived_at, rows.encode_archive_entry(entry)),
-        )
 
 
 class PostgresTransaction:

@@ -14,8 +14,9 @@ import uuid
 from deermem._exceptions import CorruptMemoryFile
 from deermem.store.dump import ScopeDump, ThreadMark, UserDump
 from deermem.store.postgres import rows
+from deermem.store.postgres.commit import insert_archive
 from deermem.store.postgres.connection import Connection
-from deermem.store.postgres.store import PostgresStore, agents_of, insert_archive, roll_back
+from deermem.store.postgres.store import PostgresStore, agents_of, roll_back
 from deermem.store.protocol import SummaryDocument
 from deermem.store.records import UsageEntry
 from deermem.store.scope import Scope
