@@ -8,6 +8,8 @@ migrated template, and dropped afterwards.
 Without PostgreSQL on the machine the tests that need it are skipped, and
 the session says so once, in one line at the end; with
 ``DEERMEM_REQUIRE_POSTGRES=1`` (CI) a missing server fails them instead.
+``DEERMEM_POSTGRES_BINDIR`` picks the server binaries (default: ``PATH``, then
+Debian's newest).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import pytest
 
 from deermem.testing.postgres import PostgresUnavailable, TemporaryPostgres
 
+# Read once, before the tests' own fixture strips DEERMEM_* from the environment.
 _REQUIRED = os.environ.get("DEERMEM_REQUIRE_POSTGRES", "") not in ("", "0")
+_BINDIR = os.environ.get("DEERMEM_POSTGRES_BINDIR", "")
 _TEMPLATE = "deermem_template"
 _skipped: dict[str, int] = {}
 _numbers = itertools.count(1)
@@ -36,7 +40,7 @@ def postgres_server() -> Iterator[TemporaryPostgres]:
         server = None
     else:
         try:
-            server = TemporaryPostgres()
+            server = TemporaryPostgres(bindir=_BINDIR)
             reason = ""
         except PostgresUnavailable as error:
             server, reason = None, str(error)

@@ -8,6 +8,7 @@ before the commit (or after it), and the next operation works.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -223,3 +224,16 @@ def test_a_mark_of_another_conversation_is_an_error(
         admin.execute("""UPDATE deermem_threads SET document = '{"threadId": "x", "mark": "m"}'""")
     with pytest.raises(CorruptMemoryFile, match="another conversation"):
         store.watermark(ALICE, "thread-1")
+
+
+def test_a_part_of_a_change_set_the_store_does_not_write_is_refused(store: PostgresStore) -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Extended(ChangeSet):
+        later_events: tuple[str, ...] = ()
+
+    memory_on(store).create_fact("Before")
+    before = store.reload(ALICE)
+    with pytest.raises(NotImplementedError, match="later_events"):
+        store.commit(ALICE, Extended(now=NOW, later_events=("an event",)))
+    assert store.reload(ALICE) == before
+    store.commit(ALICE, Extended(now=NOW))  # empty: nothing to lose

@@ -44,12 +44,22 @@ class PostgresUnavailable(RuntimeError):
     """No PostgreSQL server can be started here (no binaries, no user to run it as)."""
 
 
-def find_binaries() -> Path:
-    """The directory of ``initdb`` and ``pg_ctl``: ``PATH`` first, then Debian's, newest version.
+def find_binaries(chosen: str | None = None) -> Path:
+    """The directory of ``initdb`` and ``pg_ctl``.
+
+    ``chosen`` (else ``$DEERMEM_POSTGRES_BINDIR``) if set — one installation
+    among several — else ``PATH``, else Debian's
+    ``/usr/lib/postgresql/<version>/bin``, newest version.
 
     Raises:
-        PostgresUnavailable: none is installed.
+        PostgresUnavailable: none is installed (or not where it was said to be).
     """
+    if chosen is None:
+        chosen = os.environ.get("DEERMEM_POSTGRES_BINDIR", "").strip()
+    if chosen:
+        if not (Path(chosen) / "initdb").is_file():
+            raise PostgresUnavailable(f"no initdb in DEERMEM_POSTGRES_BINDIR ({chosen})")
+        return Path(chosen)
     on_path = shutil.which("initdb")
     if on_path is not None and shutil.which("pg_ctl") is not None:
         return Path(on_path).parent
@@ -78,6 +88,7 @@ class TemporaryPostgres:
     Args:
         fsync: make the server flush to disk (off: faster, for tests).
         settings: more ``-c name=value`` server settings.
+        bindir: where ``initdb`` and ``pg_ctl`` are (see :func:`find_binaries`).
 
     Raises:
         PostgresUnavailable: no binaries, or run as root without a ``postgres`` user.
@@ -85,8 +96,14 @@ class TemporaryPostgres:
             the error, and the server log in :attr:`log`).
     """
 
-    def __init__(self, *, fsync: bool = False, settings: dict[str, str] | None = None) -> None:
-        self.bindir = find_binaries()
+    def __init__(
+        self,
+        *,
+        fsync: bool = False,
+        settings: dict[str, str] | None = None,
+        bindir: str | None = None,
+    ) -> None:
+        self.bindir = find_binaries(bindir)
         self._user: str | None = None
         if os.geteuid() == 0:
             try:

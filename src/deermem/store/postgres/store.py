@@ -66,6 +66,23 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore", "PostgresTransaction", "agents_of", "roll_back"]
 
 _ABSENT: Final = "pg:0"
+# Every part of a change set this store writes. A part added to ChangeSet later
+# is refused until it is written here too, rather than dropped without a word.
+_WRITTEN: Final = frozenset(
+    {
+        "now",
+        "writes",
+        "deletes",
+        "summaries",
+        "archive_puts",
+        "archive_deletes",
+        "receipts",
+        "expected_revision",
+        "forget_in_audit",
+        "usage_restores",
+        "watermarks",
+    }
+)
 _MEMORY: Final = ":memory:"
 _LOCK_NAMESPACE: Final = b"deermem user lock\x1f"
 
@@ -407,6 +424,13 @@ class PostgresStore:
         names are read. Returns the result and the scope's snapshot after
         the commit (``None`` when none was at hand).
         """
+        unknown = [
+            part.name
+            for part in dataclasses.fields(changes)
+            if part.name not in _WRITTEN and getattr(changes, part.name)
+        ]
+        if unknown:
+            raise NotImplementedError(f"the PostgreSQL store does not write {unknown} yet")
         key = rows.user_key(scope)
         row = connection.execute(_USER_ROW, (key,)).fetchone()
         current = SummaryDocument()
