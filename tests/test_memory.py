@@ -1,449 +1,25 @@
-"""Memory, the facade: create, update, delete, list, import/export, why."""
+"""Memory on the Markdown store: where the store is, and what reaches its files.
+
+Everything else about Memory runs on both stores: tests/store_contract/test_memory.py.
+"""
 
 from __future__ import annotations
 
-import copy
-import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from deermem import (
-    DuplicateFactError,
-    FactNotFoundError,
-    FactRevisionConflict,
     FactValidationError,
     Memory,
     MemoryConfig,
     UnsafeIdentifierError,
 )
 from deermem.scenarios import seed_scenarios
-from deermem.store import MarkdownStore, Scope
+from deermem.store import MarkdownStore
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
-
-
-def open_memory(
-    root: Path, *, user: str | None = "alice", agent: str | None = None, **settings: object
-) -> Memory:
-    return Memory.open(
-        root,
-        MemoryConfig(**settings),
-        user=user,
-        agent=agent,
-        clock=lambda: NOW,
-    )
-
-
-def scenario_document(name: str) -> dict[str, Any]:
-    scenario = {s.name: s for s in seed_scenarios(NOW)}[name]
-    return {"facts": [dict(fact) for fact in scenario.facts]}
-
-
-def fill(memory: Memory, count: int, confidence: float = 0.9) -> list[str]:
-    ids = []
-    for number in range(count):
-        result = memory.create_fact(f"Background fact {number}", confidence=confidence)
-        assert result.fact_id is not None
-        ids.append(result.fact_id)
-    return ids
-
-
-# --- create -----------------------------------------------------------------------------
-
-
-def test_create_trims_and_stores_a_manual_fact(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    result = memory.create_fact("  Prefers uv over pip \n", category="Correction", confidence=0.9)
-    assert result.kept
-    assert result.evicted == ()
-    assert result.receipts == ()
-    fact = memory.get_fact(result.fact_id or "")
-    assert fact.content == "Prefers uv over pip"
-    assert fact.category == "correction"
-    assert fact.source.type == "manual"
-    assert fact.createdAt == "2026-08-13T00:00:00Z"
-    assert fact.id.startswith("fact_")
-    assert len(fact.id) == 13
-
-
-@pytest.mark.parametrize(
-    ("content", "confidence", "field"),
-    [
-        ("   ", 0.5, "content"),
-        ("", 0.5, "content"),
-        ("ok", 1.5, "confidence"),
-        ("ok", float("nan"), "confidence"),
-        ("ok", True, "confidence"),
-    ],
-)
-def test_create_refuses_bad_input_and_changes_nothing(
-    tmp_path: Path, content: str, confidence: float, field: str
-) -> None:
-    memory = open_memory(tmp_path)
-    with pytest.raises(FactValidationError) as caught:
-        memory.create_fact(content, confidence=confidence)
-    assert caught.value.field == field
-    assert not any(tmp_path.iterdir())
-
-
-def test_create_refuses_a_duplicate_compared_case_insensitively(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    first = memory.create_fact("Prefers uv over pip").fact_id
-    with pytest.raises(DuplicateFactError) as caught:
-        memory.create_fact("  PREFERS UV OVER PIP ")
-    assert caught.value.existing_id == first
-    assert len(memory.list_facts()) == 1
-
-
-def test_a_new_fact_evicted_at_once_gets_no_id_and_goes_to_the_archive(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, max_facts=10)
-    fill(memory, 10)
-    result = memory.create_fact("A weak guess", confidence=0.1)
-    assert result.fact_id is None
-    assert not result.kept
-    assert result.evicted == (result.fact.id,)
-    assert len(memory.list_facts()) == 10
-    [receipt] = result.receipts
-    assert (receipt.trigger, receipt.reason, receipt.occupancy) == ("manual", "capacity", 11)
-    [entry] = memory.list_archived()
-    assert entry.fact.content == "A weak guess"
-    assert entry.receipt_id == receipt.receipt_id
-
-
-def test_a_new_fact_can_push_out_a_weaker_one(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, max_facts=10)
-    weak = memory.create_fact("Weak", confidence=0.2).fact_id
-    fill(memory, 9)
-    result = memory.create_fact("Strong", confidence=0.95)
-    assert result.kept
-    assert result.evicted == (weak,)
-    assert weak not in {f.id for f in memory.list_facts()}
-
-
-def test_hybrid_create_keeps_the_confirmed_fact_over_the_stale_one(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, max_facts=10, fact_eviction_policy="hybrid-v1")
-    document = scenario_document("stale-vs-confirmed")
-    facts = document["facts"]
-    assert isinstance(facts, list)
-    memory.import_document({"facts": [f for f in facts if f["id"] != "fact_bg09"]})
-    assert len(memory.list_facts()) == 10
-    result = memory.create_fact("The user deploys on Fridays never", confidence=0.8)
-    assert result.kept
-    assert result.evicted == ("fact_stale90",)
-
-
-def test_hybrid_import_uses_the_same_gate(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, max_facts=10, fact_eviction_policy="hybrid-v1")
-    result = memory.import_document(scenario_document("stale-vs-confirmed"))
-    assert result.evicted == ("fact_stale90",)
-    assert "fact_confirm" in result.kept
-    assert result.receipts[0].trigger == "import"
-
-
-def test_hybrid_reserves_a_slot_for_the_correction(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, max_facts=10, fact_eviction_policy="hybrid-v1")
-    result = memory.import_document(scenario_document("correction-vs-preferences"))
-    assert "fact_correct" in {f.id for f in memory.list_facts()}
-    [receipt] = result.receipts
-    assert receipt.reserved_correction_slots == 1
-    assert receipt.evicted[0].margin is not None
-    assert receipt.evicted[0].margin < 0
-    audit = (tmp_path / "users/alice/agents/__default__/.metadata/eviction-audit.json").read_text()
-    for fact in scenario_document("correction-vs-preferences")["facts"]:
-        assert str(fact["content"]) not in audit
-    assert "pip" not in audit
-    assert "dark themes" not in audit
-
-
-def test_shadow_mode_records_the_disagreement_without_acting_on_it(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, max_facts=10, fact_eviction_shadow_enabled=True)
-    result = memory.import_document(scenario_document("stale-vs-confirmed"))
-    assert result.evicted == ("fact_confirm",)  # confidence decided
-    [receipt] = memory.audit()
-    assert receipt.shadow is not None
-    assert receipt.shadow.to_dict() == {
-        "policyVersion": "hybrid-v1",
-        "wouldEvict": ["fact_stale90"],
-        "disagrees": True,
-    }
-
-
-def test_two_memories_on_one_store_see_each_other_and_share_the_cap(tmp_path: Path) -> None:
-    first = open_memory(tmp_path, max_facts=10)
-    second = open_memory(tmp_path, max_facts=10)
-    fill(first, 9)
-    second.create_fact("From the second process", confidence=0.95)
-    assert len(first.list_facts()) == 10
-    result = first.create_fact("One more", confidence=0.99)
-    assert len(result.evicted) == 1
-    assert len(second.list_facts()) == 10
-
-
-# --- update and delete ---------------------------------------------------------------------
-
-
-def test_update_keeps_omitted_fields_and_bumps_the_revision(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    fact_id = memory.create_fact("Uses pip", category="preference", confidence=0.6).fact_id
-    assert fact_id is not None
-    updated = memory.update_fact(fact_id, content="Uses uv", expected_revision=1)
-    assert (updated.content, updated.category, updated.confidence) == ("Uses uv", "preference", 0.6)
-    assert updated.revision == 2
-    custom = memory.update_fact(fact_id, category="Tooling")
-    assert (custom.category, custom.categoryExtension) == ("other", "Tooling")
-    back = memory.update_fact(fact_id, category="goal")
-    assert (back.category, back.categoryExtension) == ("goal", None)
-    with pytest.raises(FactRevisionConflict):
-        memory.update_fact(fact_id, confidence=0.9, expected_revision=1)
-    with pytest.raises(FactNotFoundError, match="no fact 'fact_nope'"):
-        memory.update_fact("fact_nope", content="x")
-    with pytest.raises(FactValidationError):
-        memory.update_fact(fact_id, content="  ")
-
-
-def test_update_never_trims_the_library(tmp_path: Path) -> None:
-    ids = fill(open_memory(tmp_path, max_facts=20), 12)
-    smaller = open_memory(tmp_path, max_facts=10)
-    smaller.update_fact(ids[0], confidence=0.1)
-    smaller.delete_fact(ids[1])
-    assert len(smaller.list_facts()) == 11  # over the new cap; only adding trims
-    assert smaller.create_fact("New", confidence=0.95).evicted != ()
-    assert len(smaller.list_facts()) == 10
-
-
-def test_delete_moves_the_fact_to_the_archive_with_a_receipt(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    fact_id = memory.create_fact("Old address").fact_id
-    assert fact_id is not None
-    memory.delete_fact(fact_id, expected_revision=1)
-    assert memory.list_facts() == ()
-    [receipt] = memory.audit()
-    assert (receipt.reason, receipt.trigger, receipt.fact_ids) == ("deleted", "manual", (fact_id,))
-    [entry] = memory.list_archived()
-    assert (entry.fact_id, entry.reason, entry.receipt_id) == (
-        fact_id,
-        "deleted",
-        receipt.receipt_id,
-    )
-    with pytest.raises(FactNotFoundError):
-        memory.delete_fact(fact_id)
-
-
-def test_list_facts_filters_by_category(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    memory.create_fact("A", category="goal")
-    memory.create_fact("B", category="Tooling")
-    memory.create_fact("C", category="goal")
-    assert sorted(f.content for f in memory.list_facts(category="GOAL")) == ["A", "C"]
-    assert [f.content for f in memory.list_facts(category="tooling")] == ["B"]
-
-
-# --- import and export ------------------------------------------------------------------------
-
-RICH_DOCUMENT: dict[str, Any] = {
-    "version": "2.0",
-    "revision": 9,
-    "lastUpdated": "2026-08-01T00:00:00Z",
-    "user": {
-        "workContext": {"summary": "Payments team", "updatedAt": "2026-07-01T00:00:00Z"},
-        "personalContext": {"summary": "", "updatedAt": ""},
-        "topOfMind": {"summary": "Queue migration", "updatedAt": "2026-07-30T00:00:00Z"},
-    },
-    "history": {
-        "recentMonths": {"summary": "Shipped v1", "updatedAt": "2026-06-01T00:00:00Z"},
-        "earlierContext": {"summary": "", "updatedAt": ""},
-        "longTermBackground": {"summary": "", "updatedAt": ""},
-    },
-    "facts": [
-        {
-            "id": "fact_rich0001",
-            "content": "Confirmed preference.\nSecond line.",
-            "title": "A title of its own",
-            "category": "preference",
-            "confidence": 0.7,
-            "status": "active",
-            "schemaVersion": 2,
-            "source": {"type": "conversation", "threadId": "t-1"},
-            "topics": ["tooling"],
-            "createdAt": "2026-05-01T00:00:00Z",
-            "updatedAt": "2026-08-06T00:00:00Z",
-            "revision": 3,
-            "lastConfirmedAt": "2026-08-06T00:00:00Z",
-            "confirmationCount": 2,
-            "expected_valid_days": 120,
-            "sourceError": "Suggested tabs.",
-            "customField": {"nested": [1, 2]},
-        },
-        {
-            "id": "fact_rich0002",
-            "content": "Merged fact.",
-            "category": "Tooling",
-            "confidence": 0.8,
-            "createdAt": "2026-06-01T00:00:00Z",
-            "consolidatedFrom": ["fact_a", "fact_b"],
-            "source": "consolidation",
-        },
-    ],
-}
-
-
-def test_export_then_import_keeps_every_field(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path / "one")
-    memory.import_document(RICH_DOCUMENT)
-    exported: dict[str, Any] = memory.export_document()
-    assert exported["user"] == RICH_DOCUMENT["user"]
-    assert exported["history"] == RICH_DOCUMENT["history"]
-    facts = {f["id"]: f for f in exported["facts"]}
-    rich = facts["fact_rich0001"]
-    for key in (
-        "lastConfirmedAt",
-        "confirmationCount",
-        "expected_valid_days",
-        "title",
-        "revision",
-        "updatedAt",
-        "sourceError",
-        "customField",
-        "topics",
-    ):
-        assert rich[key] == RICH_DOCUMENT["facts"][0][key], key
-    assert facts["fact_rich0002"]["categoryExtension"] == "Tooling"
-    other = open_memory(tmp_path / "two", user="bob", agent="coder")
-    other.import_document(exported)
-    again: dict[str, Any] = other.export_document()
-    for fact in again["facts"]:
-        assert fact.pop("scope") == {"userId": "bob", "agentName": "coder"}
-    for fact in exported["facts"]:
-        fact.pop("scope")
-    assert again["facts"] == exported["facts"]
-    assert again["user"] == exported["user"]
-
-
-def test_import_assigns_ids_and_coerces_confidence(tmp_path: Path) -> None:
-    memory = Memory.open(
-        tmp_path,
-        MemoryConfig(),
-        user="alice",
-        clock=lambda: NOW,
-        id_factory=iter(["fact_new00001", "fact_new00002", "fact_new00003"]).__next__,
-    )
-    result = memory.import_document(
-        {
-            "facts": [
-                {"content": "No confidence", "confidence": None},
-                {"content": "Numeric text", "confidence": "0.9"},
-                {"content": "Words", "confidence": "high"},
-            ]
-        }
-    )
-    assert result.kept == ("fact_new00001", "fact_new00002", "fact_new00003")
-    assert [f.confidence for f in memory.list_facts()] == [0.5, 0.9, 0.5]
-    assert all(f.source.type == "import" for f in memory.list_facts())
-
-
-def test_import_replaces_facts_and_summaries(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    memory.import_document(RICH_DOCUMENT)
-    result = memory.import_document({"facts": [RICH_DOCUMENT["facts"][1]]})
-    assert result.replaced == ("fact_rich0001",)
-    assert [f.id for f in memory.list_facts()] == ["fact_rich0002"]
-    assert all(section.summary == "" for section in memory.summaries().user.values())
-    assert [e.fact_id for e in memory.list_archived()] == ["fact_rich0001"]
-    assert memory.list_archived()[0].reason == "replaced"
-
-
-@pytest.mark.parametrize(
-    "document",
-    [
-        {},  # no facts key: would archive everything
-        {"facts": "nope"},
-        {"facts": [None]},
-        {"facts": [{"id": "fact_a", "content": "x"}, {"id": "fact_a", "content": "y"}]},
-        {"facts": [{"id": "../escape", "content": "x"}]},
-        {"facts": [{"content": "x", "topics": "not a list"}]},
-        {"facts": [], "user": {"workContext": "not an object"}},
-        {"facts": [], "user": {"workContext": {"summary": "lone \ud800 surrogate"}}},
-        {"facts": [{"content": "x", "category": "c\udcffat"}]},  # an undecodable byte
-    ],
-)
-def test_a_bad_import_changes_nothing(tmp_path: Path, document: dict[str, object]) -> None:
-    memory = open_memory(tmp_path)
-    memory.import_document(RICH_DOCUMENT)
-    before = memory.export_document()
-    with pytest.raises(FactValidationError):
-        memory.import_document(document)
-    assert memory.export_document() == before
-
-
-def test_import_checks_a_stated_revision_and_does_not_touch_the_callers_document(
-    tmp_path: Path,
-) -> None:
-    memory = open_memory(tmp_path)
-    document = copy.deepcopy(RICH_DOCUMENT)
-    memory.import_document(document)
-    assert document == RICH_DOCUMENT
-    stale: dict[str, Any] = copy.deepcopy(RICH_DOCUMENT)
-    stale["facts"][0]["revision"] = 1
-    stale["facts"][0]["content"] = "Changed"
-    with pytest.raises(FactRevisionConflict):
-        memory.import_document(stale)
-
-
-def test_import_without_an_agent_uses_the_default_bucket(tmp_path: Path) -> None:
-    open_memory(tmp_path).import_document({"facts": [{"content": "Hello"}]})
-    assert list((tmp_path / "users/alice/agents/__default__/facts").glob("*/*.md"))
-
-
-def test_empty_sections_replace_existing_summaries_with_complete_defaults(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    memory.import_document(RICH_DOCUMENT)
-    memory.import_document({"facts": [], "user": {}, "history": {}})
-    document = json.loads((tmp_path / "users/alice/memory.json").read_text("utf-8"))
-    for group in ("user", "history"):
-        assert all(v == {"summary": "", "updatedAt": ""} for v in document[group].values())
-        assert len(document[group]) == 3
-
-
-# --- why --------------------------------------------------------------------------------------
-
-
-def test_why_explains_active_archived_gone_and_unknown_facts(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, max_facts=10)
-    memory.import_document(scenario_document("stale-vs-confirmed"))
-    active = memory.why("fact_stale90")
-    assert active.status == "active"
-    assert active.standing is not None
-    assert (active.standing.rank, active.standing.occupancy) == (10, 10)
-    assert active.standing.score == 0.9
-    archived = memory.why("fact_confirm")
-    assert archived.status == "archived"
-    receipt, line = archived.last_eviction
-    assert receipt is not None
-    assert line is not None
-    assert (line.rank, line.score, receipt.trigger) == (11, 0.7, "import")
-    assert line.margin == pytest.approx(0.2)
-    memory.purge("fact_confirm")
-    gone = memory.why("fact_confirm")
-    assert gone.status == "gone"
-    assert gone.fact is None
-    assert gone.receipts
-    with pytest.raises(FactNotFoundError):
-        memory.why("fact_never")
-
-
-def test_why_marks_protected_facts_under_hybrid(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, max_facts=10, fact_eviction_policy="hybrid-v1")
-    memory.import_document(scenario_document("correction-vs-preferences"))
-    standing = memory.why("fact_correct").standing
-    assert standing is not None
-    assert standing.protected
-    assert set(standing.components) == {"confidence", "confirmationFreshness", "accessHeat"}
-
-
-# --- opening ----------------------------------------------------------------------------------
 
 
 def test_the_root_comes_from_the_argument_the_config_the_environment_or_home(
@@ -474,88 +50,39 @@ def test_an_existing_file_as_storage_path_is_a_config_error(tmp_path: Path) -> N
         MemoryConfig(storage_path=str(path))
 
 
-def test_scoped_views_share_the_store(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    coder = memory.scoped(user="alice", agent="Coder")
-    coder.create_fact("Coder fact")
-    assert coder.scope == Scope.of("alice", "coder")
-    assert coder.store is memory.store
-    assert memory.list_facts() == ()
-    assert memory.scoped(user="bob", agent=None).scope == Scope.of("bob", None)
-    assert memory.scoped(user=None, agent=None).scope == Scope.of(None, None)
+def test_a_refused_create_writes_no_file(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", clock=lambda: NOW)
+    with pytest.raises(FactValidationError):
+        memory.create_fact("   ")
+    assert not any(tmp_path.iterdir())
 
 
-def test_scoped_binds_the_whole_scope_it_is_given(tmp_path: Path) -> None:
-    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder")
-    assert memory.scoped(user="bob", agent=None).scope.agent == "__default__"  # not "coder"
-    assert memory.scoped(user=None, agent="coder").scope.user_id is None  # not "alice"
-    with pytest.raises(TypeError):
-        memory.scoped(user="bob")  # type: ignore[call-arg]  # the agent must be said too
-    with pytest.raises(TypeError):  # scoped() is the one way to choose a scope
-        memory.search("tea", user="bob")  # type: ignore[call-arg]
+def test_import_without_an_agent_writes_the_default_bucket(tmp_path: Path) -> None:
+    Memory.open(tmp_path, user="alice").import_document({"facts": [{"content": "Hello"}]})
+    assert list((tmp_path / "users/alice/agents/__default__/facts").glob("*/*.md"))
 
 
-def test_scoped_rejects_unsafe_names_and_a_missing_user_in_strict_mode(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    with pytest.raises(UnsafeIdentifierError):
-        memory.scoped(user="alice", agent="../etc")
-    with pytest.raises(UnsafeIdentifierError):
-        memory.scoped(user="", agent=None)
-    with pytest.raises(UnsafeIdentifierError):
-        memory.scoped(user=1, agent=None)  # type: ignore[arg-type]  # untyped callers
-    strict = Memory.open(tmp_path, MemoryConfig(strict_user_scope=True), user="alice")
-    with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
-        strict.scoped(user=None, agent=None)
+def test_receipts_in_the_audit_file_hold_no_content(tmp_path: Path) -> None:
+    memory = Memory.open(
+        tmp_path, MemoryConfig(max_facts=10, fact_eviction_policy="hybrid-v1"), user="alice"
+    )
+    document = {"facts": [dict(f) for f in seed_scenarios(NOW)[1].facts]}
+    assert memory.import_document(document).receipts
+    audit = (tmp_path / "users/alice/agents/__default__/.metadata/eviction-audit.json").read_text()
+    for fact in document["facts"]:
+        assert str(fact["content"]) not in audit
 
 
-@pytest.mark.parametrize(("mode", "status"), [("archive", "archived"), ("delete", "gone")])
-def test_a_deleted_fact_leaves_a_content_free_receipt_in_either_eviction_mode(
-    tmp_path: Path, mode: str, status: str
-) -> None:
-    memory = open_memory(tmp_path, eviction_mode=mode)
-    fact_id = memory.create_fact("SECRET-d31 the door code is 4711", category="goal").fact.id
-    memory.delete_fact(fact_id)
-    explained = memory.why(fact_id)
-    assert explained.status == status
-    [receipt] = explained.receipts
-    assert (receipt.reason, receipt.trigger, receipt.fact_ids) == ("deleted", "manual", (fact_id,))
-    assert receipt.evicted[0].category == "goal"
-    assert [r.receipt_id for r in memory.audit()] == [receipt.receipt_id]
-    (audit,) = tmp_path.rglob("eviction-audit.json")
-    assert "SECRET-d31" not in audit.read_text(encoding="utf-8")
-
-
-def test_an_unscoped_memory_opens_under_strict_scope_and_works_only_through_its_views(
+def test_open_unscoped_opens_a_store_under_strict_scope_without_a_single_user_memory(
     tmp_path: Path,
 ) -> None:
-    """A server's memory: every request names its user, so the memory itself has no scope."""
     config = MemoryConfig(strict_user_scope=True)
     with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
         Memory.open(tmp_path, config)
     served = Memory.open_unscoped(tmp_path, config, clock=lambda: NOW)
-    alice = served.scoped(user="alice", agent="coder")
-    fact_id = alice.create_fact("Prefers uv over pip").fact.id
-    assert [f.id for f in served.scoped(user="alice", agent="coder").list_facts()] == [fact_id]
-    assert alice.now() == NOW  # the views share the clock (and store, queue, index)
-    # The memory itself reads and writes nothing: no single-user layout behind it.
-    for use in (served.list_facts, lambda: served.create_fact("Lost"), lambda: served.scope):
-        with pytest.raises(UnsafeIdentifierError, match="scoped"):
-            use()
-    with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
-        served.scoped(user=None, agent=None)
-    assert "no scope of its own" in repr(served)
-    assert not (tmp_path / "memory.json").exists()
-    # Without strict scope the unscoped memory still has no scope of its own.
+    served.scoped(user="alice", agent="coder").create_fact("Prefers uv over pip")
+    assert list((tmp_path / "users/alice/agents/coder/facts").rglob("*.md"))
     with pytest.raises(UnsafeIdentifierError):
-        Memory.open_unscoped(tmp_path / "plain", MemoryConfig()).list_facts()
-
-
-def test_the_clock_is_injected_into_every_decision(tmp_path: Path) -> None:
-    moments = iter([NOW, NOW + timedelta(days=1)])
-    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", clock=lambda: next(moments))
-    created = memory.create_fact("First")
-    assert created.fact.createdAt == "2026-08-13T00:00:00Z"
-    assert (
-        memory.update_fact(created.fact_id or "", confidence=0.9).updatedAt
-        == "2026-08-14T00:00:00Z"
-    )
+        served.list_facts()
+    assert not (tmp_path / "memory.json").exists()
+    assert not (tmp_path / "agents").exists()

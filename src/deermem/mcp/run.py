@@ -47,14 +47,13 @@ def serve(settings: McpSettings) -> None:
     server_settings = settings.server
     config = server_settings.load_config()
     tokens = check_startup(server_settings) if settings.transport == "http" else None
-    root = server_settings.store_root(config)
     if tokens is None:  # stdio: the process serves one scope
-        memory = Memory.open(root, config, user=settings.user, agent=settings.agent)
+        memory = Memory.open(server_settings.root, config, user=settings.user, agent=settings.agent)
     else:
         # Each HTTP call is re-scoped to its caller (--user, or the token's user), so the
         # server's memory has no scope of its own; a bad --user or --agent still stops start-up.
         Scope.of(settings.user, settings.agent)
-        memory = Memory.open_unscoped(root, config)
+        memory = Memory.open_unscoped(server_settings.root, config)
     configure_logging(server_settings.log_level)  # once nothing can refuse to start
     try:
         if tokens is None:

@@ -25,7 +25,6 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from deermem._exceptions import (
@@ -59,7 +58,6 @@ from deermem.store import (
     ChangeSet,
     EvictionReceipt,
     FactWrite,
-    MarkdownStore,
     Proposal,
     Removal,
     Scope,
@@ -68,6 +66,7 @@ from deermem.store import (
     Store,
     SummaryDocument,
 )
+from deermem.store.factory import open_store
 from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
 from deermem.update import FlushReport, UpdateResult
 
@@ -164,11 +163,12 @@ class Memory:
         model: ChatModel | None = None,
         keep_hidden: KeepHidden | None = None,
     ) -> Memory:
-        """Open the Markdown store at ``root``.
+        """Open the store the configuration names, or the Markdown store at ``root``.
 
         Args:
-            root: the store directory; default: ``config.storage_path``, else
-                ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
+            root: a Markdown store directory; default: the configuration's
+                ``store`` (a PostgreSQL database), else ``config.storage_path``,
+                else ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
             config: the configuration; default: defaults plus ``DEERMEM_*``
                 environment variables.
             user: the user id (``None``: the single-user layout).
@@ -184,6 +184,8 @@ class Memory:
         Raises:
             UnsafeIdentifierError: an unusable user id or agent name, or no
                 user id while ``strict_user_scope`` is on.
+            ConfigError: ``root`` and a ``store`` database are both given.
+            DatabaseError: the configured database cannot be used.
         """
         memory = cls.open_unscoped(
             root, config, clock=clock, id_factory=id_factory, model=model, keep_hidden=keep_hidden
@@ -201,7 +203,7 @@ class Memory:
         model: ChatModel | None = None,
         keep_hidden: KeepHidden | None = None,
     ) -> Memory:
-        """Open the Markdown store at ``root`` for many users: a memory without a scope.
+        """Open a store as :meth:`open` does, for many users: a memory without a scope.
 
         For a server whose every request names its user (the HTTP API, the
         MCP server over HTTP): it works on :meth:`scoped` views, which share
@@ -212,7 +214,7 @@ class Memory:
         The arguments are those of :meth:`open`.
         """
         config = config if config is not None else load_config()
-        store = MarkdownStore.from_config(config, Path(root) if root is not None else None)
+        store = open_store(config, root)
         return cls(
             store,
             config,
