@@ -177,6 +177,23 @@ def test_protocol_errors_are_one_line(eval_cli: Runner, tmp_path: Path) -> None:
     assert err.count("\n") == 1
 
 
+def test_a_file_system_refusal_is_one_line_naming_the_path(
+    eval_cli: Runner, generated: Generated, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the output directory must go")
+    code, out, err = eval_cli(
+        "run-policy",
+        *generated.protocol_args(),
+        "--dataset",
+        str(generated.dataset),
+        "--output-dir",
+        str(blocker / "out"),
+    )
+    assert (code, out) == (1, "")
+    assert err == f"error: {blocker / 'out'}: Not a directory\n"
+
+
 @pytest.mark.parametrize(
     ("args", "code"),
     [

@@ -113,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as error:
         # The file system refused (permissions, a full disk ...): name the file.
-        _print_error(f"{error.filename}: {error.strerror}" if error.filename else str(error))
+        named = error.filename is not None and error.strerror is not None
+        _print_error(f"{error.filename}: {error.strerror}" if named else str(error))
         return 1
     return 0
 

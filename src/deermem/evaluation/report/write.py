@@ -60,6 +60,9 @@ def write_report(
         EvaluationError: the directory holds neither a policy run nor graded
             QA results, or what it holds cannot be read or does not verify.
         ResultsExistError: a report is already there (nothing is overwritten).
+        ModuleNotFoundError: ``charts`` is true but matplotlib is not installed
+            (:func:`~deermem.evaluation.report.png.missing_chart_module` tells
+            beforehand).
     """
     has_policy = (run_dir / SUMMARY_FILE).exists() or (run_dir / RUN_FILE).exists()
     has_qa = (run_dir / QA_ROWS_FILE).exists()

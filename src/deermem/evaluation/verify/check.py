@@ -4,9 +4,10 @@ Anyone holding a results directory — ours or the original project's — can ch
 that its headline numbers follow from its rows, without the dataset, the model
 or an API key:
 
-1. ``qa.rows.jsonl`` is checked line by line (see ``_verify_rows``): canonical
-   form, the 19-key schema, sorted and complete pairs, the protocol's fact ids,
-   fingerprint consistency, and grades that agree with their rules.
+1. ``qa.rows.jsonl`` is checked line by line
+   (:mod:`~deermem.evaluation.verify.rows`): canonical form, the 19-key schema,
+   sorted and complete pairs, the protocol's fact ids, fingerprint
+   consistency, and grades that agree with their rules.
 2. ``qa.summary.json`` and ``qa.stats.json`` are derived again from the rows with
    the functions ``grade-qa`` uses, and must match the published files byte for
    byte; a mismatch is explained by JSON path (content), key order or line.
