@@ -230,7 +230,9 @@ def report(
     listed = written[0] if len(written) == 1 else f"{', '.join(written[:-1])} and {written[-1]}"
     typer.echo(f"wrote {listed}")
     if missing:
-        typer.echo(
-            f"no charts: they need matplotlib ({missing} is not installed); {CHARTS_EXTRA}",
-            err=True,
+        reason = (
+            "matplotlib is not installed"
+            if missing.partition(".")[0] == "matplotlib"
+            else f"matplotlib cannot import {missing}"
         )
+        typer.echo(f"no charts: {reason}; install them with {CHARTS_EXTRA}", err=True)
