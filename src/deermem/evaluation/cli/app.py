@@ -25,7 +25,7 @@ from deermem.evaluation.cli.options import (
     JSON_OPTION,
     OFFICIAL_MANIFEST_OPTION,
     SYNTHETIC_MANIFEST_OPTION,
-    ProtocolFileOptions,
+    load_named_protocol,
     require_dataset,
 )
 from deermem.evaluation.cli.output import print_json, print_retention
@@ -62,7 +62,7 @@ def validate_contracts(
     The schema of every file, one protocol id across the three files, the
     hybrid-v1 version the config requires, and the answer prompt's SHA-256.
     """
-    protocol = ProtocolFileOptions(config, official_manifest, synthetic_manifest).load()
+    protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
     if as_json:
         print_json(
             {
@@ -109,7 +109,7 @@ def validate(
     from deermem.evaluation.protocol.dataset import load_dataset
 
     path = require_dataset(ctx, dataset)
-    protocol = ProtocolFileOptions(config, official_manifest, synthetic_manifest).load()
+    protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
     data = load_dataset(path, expected_sha256=protocol.config.dataset.sha256)
     cases = build_cases(protocol, data)
     if as_json:
@@ -164,7 +164,7 @@ def run_policy(
     from deermem.evaluation.result_files import ensure_absent
 
     path = require_dataset(ctx, dataset)
-    protocol = ProtocolFileOptions(config, official_manifest, synthetic_manifest).load()
+    protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
     ensure_absent(policy_output_paths(output_dir))  # refuse before the work, not after it
     data = load_dataset(path, expected_sha256=protocol.config.dataset.sha256)
     cases = build_cases(protocol, data)

@@ -17,7 +17,7 @@ __all__ = [
     "JSON_OPTION",
     "OFFICIAL_MANIFEST_OPTION",
     "SYNTHETIC_MANIFEST_OPTION",
-    "ProtocolFileOptions",
+    "load_named_protocol",
     "require_dataset",
 ]
 
@@ -56,39 +56,28 @@ DATASET_OPTION: Final = typer.Option(
 JSON_OPTION: Final = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 
-class ProtocolFileOptions:
-    """The three protocol files a command line names; deermem's own for the rest."""
+def load_named_protocol(
+    config: Path | None, official_manifest: Path | None, synthetic_manifest: Path | None
+) -> Protocol:
+    """Load the protocol the command line names; deermem's own files for the rest.
 
-    def __init__(
-        self,
-        config: Path | None,
-        official_manifest: Path | None,
-        synthetic_manifest: Path | None,
-    ) -> None:
-        self.config = config
-        self.official_manifest = official_manifest
-        self.synthetic_manifest = synthetic_manifest
+    Raises:
+        ProtocolError: a file is missing, invalid, or disagrees with another.
+    """
+    from deermem.evaluation.protocol.bundle import (
+        ProtocolFiles,
+        bundled_protocol_files,
+        load_protocol,
+    )
 
-    def load(self) -> Protocol:
-        """Load and cross-check the protocol these files make up.
-
-        Raises:
-            ProtocolError: a file is missing, invalid, or disagrees with another.
-        """
-        from deermem.evaluation.protocol.bundle import (
-            ProtocolFiles,
-            bundled_protocol_files,
-            load_protocol,
+    bundled = bundled_protocol_files()
+    return load_protocol(
+        ProtocolFiles(
+            config=config or bundled.config,
+            official_manifest=official_manifest or bundled.official_manifest,
+            synthetic_manifest=synthetic_manifest or bundled.synthetic_manifest,
         )
-
-        bundled = bundled_protocol_files()
-        return load_protocol(
-            ProtocolFiles(
-                config=self.config or bundled.config,
-                official_manifest=self.official_manifest or bundled.official_manifest,
-                synthetic_manifest=self.synthetic_manifest or bundled.synthetic_manifest,
-            )
-        )
+    )
 
 
 def require_dataset(ctx: typer.Context, dataset: Path | None) -> Path:

@@ -24,7 +24,7 @@ from deermem.evaluation.cli.options import (
     JSON_OPTION,
     OFFICIAL_MANIFEST_OPTION,
     SYNTHETIC_MANIFEST_OPTION,
-    ProtocolFileOptions,
+    load_named_protocol,
     require_dataset,
 )
 from deermem.evaluation.cli.output import print_json
@@ -116,7 +116,7 @@ def run_qa(
     path = require_dataset(ctx, dataset)
     if provider is not Provider.LOCAL and model_path is not None:
         ctx.fail("--model-path applies to --provider local only")
-    protocol = ProtocolFileOptions(config, official_manifest, synthetic_manifest).load()
+    protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
     answerer = _answerer(protocol, provider, model_path)  # the endpoint, before the dataset
     try:
         with AnswerProgress(sys.stderr, model=answerer.model) as shown:
@@ -178,7 +178,7 @@ def grade_qa(
     from deermem.evaluation.qa.rows import POLICIES
 
     path = require_dataset(ctx, dataset)
-    protocol = ProtocolFileOptions(config, official_manifest, synthetic_manifest).load()
+    protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
     report = grade_all(protocol, path, output_dir)
     first, second = POLICIES
     for suite in SUITES:
