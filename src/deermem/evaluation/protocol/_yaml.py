@@ -1,13 +1,13 @@
-"""Read a protocol config: ``yaml.safe_load``'s rules, a key given twice refused.
+"""Read a protocol config: PyYAML's safe loader, a key given twice refused.
 
-The config is parsed by PyYAML's safe loader (its C implementation when
-PyYAML was built with libyaml), so it reads exactly as ``yaml.safe_load``
-reads it, YAML 1.1 scalars included (``yes`` is ``True``, ``0.10`` is ``0.1``,
-an unquoted timestamp is a ``datetime``). What the values must be is checked
-afterwards, key by key (:mod:`deermem.evaluation.protocol._checks`).
+The config is parsed by PyYAML's safe loader (its libyaml implementation when
+PyYAML was built with it), so values are those ``yaml.safe_load`` gives, YAML
+1.1 scalars included (``yes`` is ``True``, ``0.10`` is ``0.1``, an unquoted
+timestamp is a ``datetime``). What the values must be is checked afterwards,
+key by key (:mod:`deermem.evaluation.protocol._checks`).
 
 One check needs the document before it is turned into dictionaries: a key
-given twice in one mapping. ``yaml.safe_load`` keeps the last value without a
+given twice in one mapping. The safe loader keeps the last value without a
 word, so an edited config could pin one thing and run another; here it is an
 error that names the dotted key and both lines.
 """
@@ -52,7 +52,7 @@ class RepeatedKeyError(ValueError):
 
 
 def load_yaml(text: str) -> object:
-    """Parse one YAML document as ``yaml.safe_load`` would, refusing repeated keys.
+    """Parse one YAML document with PyYAML's safe loader, refusing repeated keys.
 
     Raises:
         YAMLSyntaxError: the text is not a single valid YAML document.
