@@ -1,15 +1,15 @@
 """Counting a store operation's fsyncs (for the benchmarks' reports).
 
-Counted in a separate, untimed run (the wrapper costs time), in every thread:
-the store runs most fsyncs on worker threads. How many *rounds* they form —
-fsyncs the caller waits for together — follows from the commit protocol
-(docs/storage.md) and is checked by tests/test_store_durability.py.
+Counted in a separate, untimed run: the wrapper costs time. The store flushes
+in the calling thread, one fsync after another, so the count is also the
+number of device flushes a caller waits for; their order follows from the
+commit protocol (docs/storage.md) and is checked by
+tests/test_store_durability.py.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -20,15 +20,13 @@ __all__ = ["count_fsyncs"]
 
 
 def count_fsyncs(action: Callable[[], object]) -> int:
-    """Run ``action`` once and count the fsyncs it makes, in any thread."""
+    """Run ``action`` once and count the fsyncs it makes."""
     real = os.fsync
-    lock = threading.Lock()
     count = 0
 
     def counting(fd: FileDescriptorLike) -> None:
         nonlocal count
-        with lock:
-            count += 1
+        count += 1
         real(fd)
 
     os.fsync = counting

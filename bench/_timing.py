@@ -1,23 +1,28 @@
-"""The timing loop the pure-code benchmarks share.
+"""The timing loops the pure-code benchmarks share.
 
-One warm-up call, one call to size the loop, then as many repetitions as fit
-in ``budget_s`` (at least 5, at most ``max_repeats``); the median resists the
-host's speed changes and the odd collector pause better than the mean.
+The host is shared and its speed drifts within seconds, so a comparison of two
+implementations must not time one and then the other: :func:`interleaved_ms`
+alternates them sample by sample and reports each one's median. Medians resist
+the odd collector pause and a neighbour's burst better than means.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-__all__ = ["median_ms"]
+__all__ = ["interleaved_ms", "median_ms"]
 
 
 def median_ms(
     run: Callable[[], object], budget_s: float = 1.5, *, max_repeats: int = 2000
 ) -> float:
-    """Median wall time of ``run()`` in milliseconds."""
+    """Median wall time of ``run()`` in milliseconds.
+
+    One warm-up call, one call to size the loop, then as many repetitions as
+    fit in ``budget_s`` (at least 5, at most ``max_repeats``).
+    """
     run()  # warm-up
     start = time.perf_counter()
     run()
@@ -29,3 +34,32 @@ def median_ms(
         run()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples) * 1000
+
+
+def interleaved_ms(
+    runs: Mapping[str, Callable[[], object]], budget_s: float = 3.0, *, min_rounds: int = 15
+) -> dict[str, float]:
+    """Median wall time in milliseconds of each of ``runs``, timed in alternation.
+
+    Each round times every run once, in the given order (A B A B …); a sample
+    is the mean of enough back-to-back calls to last about a millisecond, so
+    the clock's resolution does not matter for the smallest cases. Rounds
+    continue until ``budget_s`` is spent (at least ``min_rounds``).
+    """
+    calls: dict[str, int] = {}
+    for name, run in runs.items():
+        run()  # warm-up
+        start = time.perf_counter()
+        run()
+        once = max(time.perf_counter() - start, 1e-7)
+        calls[name] = max(1, int(0.001 / once))
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    deadline = time.perf_counter() + budget_s
+    while min(len(s) for s in samples.values()) < min_rounds or time.perf_counter() < deadline:
+        for name, run in runs.items():
+            count = calls[name]
+            start = time.perf_counter()
+            for _ in range(count):
+                run()
+            samples[name].append((time.perf_counter() - start) / count)
+    return {name: statistics.median(values) * 1000 for name, values in samples.items()}

@@ -134,7 +134,7 @@ def bench_injection(repeat: int) -> list[dict[str, Any]]:
     counter = token_counter("tiktoken")
     rows = []
     for policy in ("confidence", "hybrid-v1"):
-        settings = InjectionSettings(ranking=CapacityPolicy(policy=policy))
+        settings = InjectionSettings(ranking=CapacityPolicy(name=policy))
 
         def warm(settings: InjectionSettings = settings) -> object:
             return build_injection(
@@ -279,7 +279,7 @@ def bench_memory(directory: Path, repeat: int) -> dict[str, Any]:
         results[f"search {kind}"] = query_medians(search, queries)
     after_commit = []
     for number in range(3):  # a commit of the same user (another agent) changes the token
-        memory.scoped(agent="small").create_fact(f"Another fact, number {number}.")
+        memory.scoped(user="user", agent="small").create_fact(f"Another fact, number {number}.")
         start = time.perf_counter()
         memory.search("kalo")
         after_commit.append(time.perf_counter() - start)

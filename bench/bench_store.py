@@ -11,8 +11,9 @@ machine-readable dump, ``--dir`` to choose the file system). Cases:
   check, capacity gate, eviction to the archive, receipt;
 * **cold load** — a fresh ``MarkdownStore`` loading a 100-fact scope;
 * **fsync floor** — one write + fsync + rename + directory fsync on the same
-  file system: two device flushes, half of what a journaled commit needs
-  (journal, its directory entry, the data, the journal's removal).
+  file system (``atomic_write``): two fsyncs, where a journaled single-fact
+  commit makes seven or eight (journal and its directory entry, the fact,
+  ``memory.json`` and their directories, the journal's removal).
 
 With ``--fsyncs`` it also counts, in one extra untimed run on the chosen
 directory, the fsyncs of a warm commit into 100 facts and of a create at the

@@ -15,7 +15,7 @@ after a warm-up:
 * ``+ capacity`` — the total plus the capacity decision over ``plan.facts``
   and the contradiction resolution (policy only);
 * ``apply + commit`` — the wired apply path without the model call, as
-  ``Memory.update_now`` runs it after the answer arrived: parse, normalise,
+  ``Memory.learn`` runs it after the answer arrived: parse, normalise,
   then :func:`deermem.update.apply.apply_response` inside a store
   transaction — plan, the store's capacity gate (5 evictions at the cap of
   100, receipts, archive entries), the conditional contradiction removal and
@@ -66,7 +66,7 @@ from deermem.update.apply import AppliedUpdate, apply_response
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity")
 LABELS = {"scope": "user", "durability": "durable", "authority": "descriptive"}
-SETTINGS = UpdateSettings(fact_eviction_policy=POLICY_HYBRID_V1)
+SETTINGS = UpdateSettings()
 SIGNALS = frozenset({"reinforcement"})
 
 

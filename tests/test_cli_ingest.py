@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -257,7 +259,7 @@ def test_ingest_reports_an_answer_without_an_update(
 ) -> None:
     server.enqueue("I would rather not.")
     code, out, _ = cli("ingest", str(write(tmp_path / "c.json", CONFIRMING)))
-    assert code == 0
+    assert code == 3
     assert "no update: the model's answer held no memory update" in out
     assert "nothing changed" in out
 
@@ -267,3 +269,158 @@ def test_ingest_help_explains_with_an_example(cli: Cli) -> None:
     assert code == 0
     assert "Example:" in out
     assert "--dry-run" in out
+
+
+# --- bounded cost: what one ingest sends ------------------------------------------------
+
+
+def test_a_huge_file_sends_only_its_newest_messages_and_says_so(
+    cli: Cli, tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    line = "We tuned the build cache and the linker flags again today. " * 18
+    messages = conversation(*(f"{index}: {line}" for index in range(4000)))  # 4.3 MB
+    chat = write(tmp_path / "big.json", {"thread_id": "big", "messages": messages})
+    assert chat.stat().st_size > 4_000_000
+    server.enqueue(answer(newFacts=[new_fact("Tunes build caches.")]), answer())
+    code, out, _ = cli("ingest", str(chat))
+    assert code == 0
+    sent = re.search(
+        r"sent the newest (\d+) message\(s\); the ([\d,]+) older one\(s\) were left out "
+        r"\(max_conversation_chars = 24,000\)",
+        out,
+    )
+    assert sent is not None, out
+    assert int(sent.group(1)) + int(sent.group(2).replace(",", "")) == 4000
+    assert len(server.requests[0].body) < 48_000  # the file is 90 times larger
+    code, out, _ = cli("ingest", str(chat), "--thread", "again", "--json")
+    assert code == 0
+    report = json.loads(out)["report"]
+    assert report["messagesSent"] == int(sent.group(1))
+    assert report["messagesLeftOut"] == 4000 - report["messagesSent"]
+    assert len(server.requests[1].body) < 48_000
+
+
+def test_a_file_within_the_cap_reports_no_messages_left_out(
+    cli: Cli, tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    server.enqueue(answer(), answer())
+    chat = write(tmp_path / "c.json", CONFIRMING)
+    code, out, _ = cli("ingest", str(chat))
+    assert code == 0
+    assert "left out" not in out
+    code, out, _ = cli("ingest", str(chat), "--thread", "t2", "--json")
+    report = json.loads(out)["report"]
+    assert (report["messagesSent"], report["messagesLeftOut"]) == (4, 0)
+
+
+# --- exit status: an unusable answer is 3 -----------------------------------------------
+
+UNUSABLE = [
+    pytest.param("Sorry, I cannot help with that.", "held no memory update", id="garbage"),
+    pytest.param('{"newFacts": [{"content": "x"}]}', "held no memory update", id="not-an-update"),
+    pytest.param("", "the model's answer was empty", id="empty"),
+    pytest.param(
+        Reply.text('{"user": {}, "history": {}, "newFacts": [{"content": "Uses u',
+                   finish_reason="length"),
+        "cut off at the token limit",
+        id="cut-off",
+    ),
+    pytest.param(
+        answer(newFacts=[{"content": "no confidence"}], factsToRemove=[removal("fact_pip")]),
+        "refused whole",
+        id="refused-whole",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("reply", "says"), UNUSABLE)
+def test_an_unusable_answer_exits_3_and_changes_nothing(
+    cli: Cli,
+    root: Path,
+    config_file: Path,
+    tmp_path: Path,
+    server: ScriptedChatServer,
+    reply: Reply | str,
+    says: str,
+) -> None:
+    seed_store(root, config_file)
+    before = tree(root)
+    chat = write(tmp_path / "c.json", CONFIRMING)
+    server.enqueue(reply)
+    code, out, err = cli("ingest", str(chat))
+    assert code == 3, (out, err)
+    assert says in out
+    assert "nothing changed" in out
+    assert tree(root) == before
+    server.enqueue(reply)
+    code, out, _ = cli("ingest", str(chat), "--json")
+    assert code == 3
+    report = json.loads(out)["report"]
+    assert report["outcome"] in ("no-update", "rejected")
+    assert tree(root) == before  # nothing written, so the same file can be retried
+    assert len(server.requests) == 2
+
+
+def test_a_cut_off_answer_that_still_holds_the_update_is_usable(
+    cli: Cli, tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    server.enqueue(
+        Reply.text(answer(newFacts=[new_fact("Uses uv.")]) + " and then", finish_reason="length")
+    )
+    code, out, _ = cli("ingest", str(write(tmp_path / "c.json", CONFIRMING)))
+    assert code == 0
+    assert "1 added" in out
+    assert "cut off at the token limit" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("ingest",), 2),  # no FILE: a usage error
+        (("ingest", "chat.json", "--no-such-option"), 2),
+        (("ingest", "missing.json"), 1),  # an error
+    ],
+)
+def test_usage_errors_are_2_and_other_errors_1(
+    cli: Cli, args: tuple[str, ...], code: int, server: ScriptedChatServer
+) -> None:
+    assert cli(*args)[0] == code
+    assert server.requests == []
+
+
+def test_a_failed_model_call_is_1_not_3(
+    cli: Cli, tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    server.enqueue(Reply.raw(b"<html>not a completion</html>", content_type="text/html"))
+    code, _, err = cli("ingest", str(write(tmp_path / "c.json", CONFIRMING)))
+    assert code == 1
+    assert err.startswith("error:")
+
+
+def test_ingest_help_lists_the_exit_statuses(cli: Cli) -> None:
+    code, out, _ = cli("ingest", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    for status in ("0: the update ran", "1: an error", "2: a usage error",
+                   "3: the model answered, but its answer was unusable"):  # fmt: skip
+        assert status in text
+
+
+def test_ingesting_a_conversation_twice_extracts_and_confirms_it_once(
+    root: Path, config_file: Path, tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """Two `deermem ingest` processes: the second finds the mark the first committed."""
+    seed_store(root, config_file)
+    chat = write(tmp_path / "chat.json", CONFIRMING)
+    command = [sys.executable, "-m", "deermem", "--root", str(root), "--config", str(config_file)]
+    command += ["--user", "alice", "ingest", str(chat)]
+    server.enqueue(full_answer(), full_answer())
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert "1 confirmed" in first.stdout
+    second = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "every message was already extracted; no model call" in second.stdout
+    assert len(server.requests) == 1
+    memory = Memory.open(root, load_config(config_file), user="alice")
+    assert memory.get_fact("fact_format").confirmationCount == 1

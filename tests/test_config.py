@@ -8,6 +8,7 @@ import pytest
 
 from deermem import ConfigError, MemoryConfig, load_config
 from deermem.policy import CapacityPolicy
+from deermem.store import CapacityGate
 
 
 def test_defaults_are_the_originals() -> None:
@@ -165,9 +166,32 @@ def test_capacity_policy_takes_the_config() -> None:
         protected_categories=["correction", "goal"],
     )
     policy = CapacityPolicy.from_config(config)
-    assert policy.max_facts == 20
-    assert policy.policy == "hybrid-v1"
+    assert policy.name == "hybrid-v1"
     assert policy.reserved_categories == ("correction", "goal")
     assert policy.uses_usage
     assert not CapacityPolicy.from_config(MemoryConfig()).uses_usage
     assert CapacityPolicy.from_config(MemoryConfig(fact_eviction_shadow_enabled=True)).uses_usage
+    gate = CapacityGate.from_config(config)
+    assert (gate.policy, gate.max_facts) == (policy, 20)
+
+
+def test_the_default_configuration_gives_the_default_policy() -> None:
+    assert CapacityPolicy.from_config(MemoryConfig()) == CapacityPolicy()
+    tuned = MemoryConfig(
+        eviction_confidence_weight=0.5,
+        eviction_confirmation_weight=0.3,
+        eviction_access_weight=0.2,
+        eviction_confirmation_half_life_days=60,
+        eviction_access_half_life_days=14,
+        eviction_correction_reserved_fraction=0.2,
+        eviction_correction_reserved_max=4,
+    )
+    assert CapacityPolicy.from_config(tuned) == CapacityPolicy(
+        confidence_weight=0.5,
+        confirmation_weight=0.3,
+        access_weight=0.2,
+        confirmation_half_life_days=60,
+        access_half_life_days=14,
+        correction_reserved_fraction=0.2,
+        correction_reserved_max=4,
+    )

@@ -110,7 +110,7 @@ def test_correction_always_injected_when_its_line_fits_the_guaranteed_budget(
     ]
     correction = fact("corr", "Use uv, never pip", "correction", 0.7)
     facts.append(correction)
-    settings_ = budget(max_tokens, guaranteed, ranking=CapacityPolicy(policy=policy))
+    settings_ = budget(max_tokens, guaranteed, ranking=CapacityPolicy(name=policy))
     injection = build_injection(
         facts, settings=settings_, now=NOW, summaries=Summaries(work="busy " * summary_words)
     )
@@ -316,7 +316,7 @@ def hybrid_library() -> tuple[list[Fact], dict[str, dict[str, object]]]:
 
 def test_hybrid_orders_by_the_policy_score() -> None:
     facts, usage = hybrid_library()
-    policy = CapacityPolicy(policy=POLICY_HYBRID_V1)
+    policy = CapacityPolicy(name=POLICY_HYBRID_V1)
     manifest = build_injection(
         facts, settings=budget(2000, ranking=policy), now=NOW, usage=usage
     ).manifest
@@ -340,7 +340,7 @@ def test_confidence_orders_by_confidence() -> None:
 
 def test_usage_moves_a_fact_up_under_hybrid() -> None:
     facts, usage = hybrid_library()
-    policy = CapacityPolicy(policy=POLICY_HYBRID_V1)
+    policy = CapacityPolicy(name=POLICY_HYBRID_V1)
     with_usage = build_injection(facts, settings=budget(2000, ranking=policy), now=NOW, usage=usage)
     without = build_injection(facts, settings=budget(2000, ranking=policy), now=NOW)
     rank = {i.fact_id: i.rank for i in with_usage.manifest.injected}
@@ -426,7 +426,7 @@ def test_injection_is_deterministic_and_order_independent(
         )
         for n, (category, confidence, words, age) in enumerate(data)
     ]
-    settings_ = budget(max_tokens, guaranteed, ranking=CapacityPolicy(policy=policy))
+    settings_ = budget(max_tokens, guaranteed, ranking=CapacityPolicy(name=policy))
     first = build_injection(facts, settings=settings_, now=NOW)
     shuffled = list(facts)
     random.Random(seed).shuffle(shuffled)
@@ -497,7 +497,7 @@ def test_settings_from_config() -> None:
     assert settings_.token_counting == "char"
     assert not settings_.enabled
     assert settings_.guaranteed_categories == ("correction", "goal")
-    assert settings_.ranking.policy == "hybrid-v1"
+    assert settings_.ranking.name == "hybrid-v1"
     defaults = InjectionSettings.from_config(MemoryConfig())
     assert (defaults.max_tokens, defaults.guaranteed_token_budget) == (2000, 500)
     assert defaults.token_counting == "tiktoken"

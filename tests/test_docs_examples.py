@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+README = DOCS.parent / "README.md"
 _RUNNABLE = re.compile(r"<!-- runnable[^>]*-->\n```python\n(?P<code>.*?)\n```", re.DOTALL)
 
 
@@ -30,3 +31,14 @@ def test_the_marked_examples_are_found() -> None:
 @pytest.mark.parametrize(("name", "code"), BLOCKS, ids=[name for name, _ in BLOCKS])
 def test_example_runs(name: str, code: str) -> None:
     exec(compile(code, name, "exec"), {"__name__": f"docs_example_{name}"})
+
+
+def test_the_readme_examples_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's marked blocks tell one story: each continues with the previous one's names."""
+    blocks = [match.group("code") for match in _RUNNABLE.finditer(README.read_text("utf-8"))]
+    assert len(blocks) >= 2
+    monkeypatch.chdir(tmp_path)  # the README's memory lives in ./memory
+    namespace: dict[str, object] = {"__name__": "readme_example"}
+    for number, code in enumerate(blocks, 1):
+        exec(compile(code, f"README.md#{number}", "exec"), namespace)
+    assert list((tmp_path / "memory").rglob("*.md"))  # it wrote a real store

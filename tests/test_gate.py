@@ -52,7 +52,7 @@ def seeded(tmp_path: Path, gate: CapacityGate, count: int = 10) -> MarkdownStore
 
 
 def test_an_extraction_proposal_is_decided_and_committed_at_once(tmp_path: Path) -> None:
-    gate = CapacityGate(CapacityPolicy(max_facts=10))
+    gate = CapacityGate(CapacityPolicy(), max_facts=10)
     store = seeded(tmp_path, gate)
     revision = store.load(SCOPE).revision
     confirmed = (
@@ -102,7 +102,7 @@ def test_an_extraction_proposal_is_decided_and_committed_at_once(tmp_path: Path)
 
 
 def test_a_removal_frees_room_before_the_gate_decides(tmp_path: Path) -> None:
-    gate = CapacityGate(CapacityPolicy(max_facts=10))
+    gate = CapacityGate(CapacityPolicy(), max_facts=10)
     store = seeded(tmp_path, gate)
     with store.transaction(SCOPE) as transaction:
         outcome = gate.apply(
@@ -118,8 +118,8 @@ def test_a_removal_frees_room_before_the_gate_decides(tmp_path: Path) -> None:
 
 
 def test_remove_never_runs_the_policy(tmp_path: Path) -> None:
-    store = seeded(tmp_path, CapacityGate(CapacityPolicy(max_facts=10)))
-    smaller = CapacityGate(CapacityPolicy(max_facts=5))
+    store = seeded(tmp_path, CapacityGate(CapacityPolicy(), max_facts=10))
+    smaller = CapacityGate(CapacityPolicy(), max_facts=5)
     with store.transaction(SCOPE) as transaction:
         smaller.remove(transaction, (Removal("fact_s00", "deleted"),), trigger="manual", now=NOW)
         with pytest.raises(ValueError, match="conditional"):
@@ -141,7 +141,7 @@ def test_remove_never_runs_the_policy(tmp_path: Path) -> None:
 def test_a_bad_proposal_commits_nothing_and_writes_no_receipt(
     tmp_path: Path, proposal: Proposal, error: type[Exception]
 ) -> None:
-    gate = CapacityGate(CapacityPolicy(max_facts=10))
+    gate = CapacityGate(CapacityPolicy(), max_facts=10)
     store = seeded(tmp_path, gate, count=10)
     before = store.load(SCOPE)
     with store.transaction(SCOPE) as transaction, pytest.raises(error):
@@ -161,7 +161,7 @@ def test_a_bad_proposal_commits_nothing_and_writes_no_receipt(
 
 
 def test_an_unknown_trigger_is_refused(tmp_path: Path) -> None:
-    gate = CapacityGate(CapacityPolicy(max_facts=10))
+    gate = CapacityGate(CapacityPolicy(), max_facts=10)
     store = MarkdownStore(tmp_path)
     with store.transaction(SCOPE) as transaction, pytest.raises(ValueError, match="trigger"):
         gate.apply(transaction, Proposal(), trigger="cron", now=NOW)  # type: ignore[arg-type]
@@ -209,7 +209,7 @@ def test_usage_is_read_only_by_the_policies_that_use_it(
 
 
 def test_delete_mode_deletes_and_writes_capacity_receipts_only(tmp_path: Path) -> None:
-    gate = CapacityGate(CapacityPolicy(max_facts=10), eviction_mode="delete")
+    gate = CapacityGate(CapacityPolicy(), max_facts=10, eviction_mode="delete")
     store = seeded(tmp_path, gate)
     with store.transaction(SCOPE) as transaction:
         outcome = gate.apply(
@@ -227,3 +227,9 @@ def test_delete_mode_deletes_and_writes_capacity_receipts_only(tmp_path: Path) -
     assert [r.reason for r in store.audit(SCOPE)] == ["capacity"]
     assert store.archive(SCOPE, NOW) == ()
     assert not list(tmp_path.rglob("fact_s04.md"))
+
+
+@pytest.mark.parametrize("cap", [-1, True, 2.5])
+def test_a_gate_refuses_a_cap_that_is_not_a_count(cap: object) -> None:
+    with pytest.raises(ValueError, match="max_facts"):
+        CapacityGate(CapacityPolicy(), max_facts=cap)  # type: ignore[arg-type]

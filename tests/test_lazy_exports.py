@@ -33,7 +33,6 @@ def test_policy_names_are_one_object_wherever_imported() -> None:
     from deermem import POLICY_HYBRID_V1 as from_root
     from deermem.policy import POLICY_HYBRID_V1 as from_package
     from deermem.policy.names import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
-    from deermem.policy.selection import POLICY_HYBRID_V1 as from_selection
 
-    assert from_root is from_package is from_selection is POLICY_HYBRID_V1 == "hybrid-v1"
+    assert from_root is from_package is POLICY_HYBRID_V1 == "hybrid-v1"
     assert POLICIES == (POLICY_CONFIDENCE, POLICY_HYBRID_V1)

@@ -17,9 +17,10 @@ from deermem import (
     FactValidationError,
     Memory,
     MemoryConfig,
+    UnsafeIdentifierError,
 )
 from deermem.scenarios import seed_scenarios
-from deermem.store import MarkdownStore
+from deermem.store import MarkdownStore, Scope
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -107,7 +108,7 @@ def test_a_new_fact_evicted_at_once_gets_no_id_and_goes_to_the_archive(tmp_path:
     assert len(memory.list_facts()) == 10
     [receipt] = result.receipts
     assert (receipt.trigger, receipt.reason, receipt.occupancy) == ("manual", "capacity", 11)
-    [entry] = memory.archive()
+    [entry] = memory.list_archived()
     assert entry.fact.content == "A weak guess"
     assert entry.receipt_id == receipt.receipt_id
 
@@ -221,7 +222,7 @@ def test_delete_moves_the_fact_to_the_archive_with_a_receipt(tmp_path: Path) -> 
     assert memory.list_facts() == ()
     [receipt] = memory.audit()
     assert (receipt.reason, receipt.trigger, receipt.fact_ids) == ("deleted", "manual", (fact_id,))
-    [entry] = memory.archive()
+    [entry] = memory.list_archived()
     assert (entry.fact_id, entry.reason, entry.receipt_id) == (
         fact_id,
         "deleted",
@@ -350,8 +351,8 @@ def test_import_replaces_facts_and_summaries(tmp_path: Path) -> None:
     assert result.replaced == ("fact_rich0001",)
     assert [f.id for f in memory.list_facts()] == ["fact_rich0002"]
     assert all(section.summary == "" for section in memory.summaries().user.values())
-    assert [e.fact_id for e in memory.archive()] == ["fact_rich0001"]
-    assert memory.archive()[0].reason == "replaced"
+    assert [e.fact_id for e in memory.list_archived()] == ["fact_rich0001"]
+    assert memory.list_archived()[0].reason == "replaced"
 
 
 @pytest.mark.parametrize(
@@ -363,7 +364,9 @@ def test_import_replaces_facts_and_summaries(tmp_path: Path) -> None:
         {"facts": [{"id": "fact_a", "content": "x"}, {"id": "fact_a", "content": "y"}]},
         {"facts": [{"id": "../escape", "content": "x"}]},
         {"facts": [{"content": "x", "topics": "not a list"}]},
-        {"facts": [], "user": {"workContext": {"summary": 5}}},
+        {"facts": [], "user": {"workContext": "not an object"}},
+        {"facts": [], "user": {"workContext": {"summary": "lone \ud800 surrogate"}}},
+        {"facts": [{"content": "x", "category": "c\udcffat"}]},  # an undecodable byte
     ],
 )
 def test_a_bad_import_changes_nothing(tmp_path: Path, document: dict[str, object]) -> None:
@@ -473,13 +476,36 @@ def test_an_existing_file_as_storage_path_is_a_config_error(tmp_path: Path) -> N
 
 def test_scoped_views_share_the_store(tmp_path: Path) -> None:
     memory = open_memory(tmp_path)
-    coder = memory.scoped(agent="Coder")
+    coder = memory.scoped(user="alice", agent="Coder")
     coder.create_fact("Coder fact")
-    assert coder.scope.agent == "coder"
+    assert coder.scope == Scope.of("alice", "coder")
     assert coder.store is memory.store
     assert memory.list_facts() == ()
-    assert memory.scoped(user="bob").scope.user_id == "bob"
-    assert memory.scoped(user=None).scope.user_id is None
+    assert memory.scoped(user="bob", agent=None).scope == Scope.of("bob", None)
+    assert memory.scoped(user=None, agent=None).scope == Scope.of(None, None)
+
+
+def test_scoped_binds_the_whole_scope_it_is_given(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder")
+    assert memory.scoped(user="bob", agent=None).scope.agent == "__default__"  # not "coder"
+    assert memory.scoped(user=None, agent="coder").scope.user_id is None  # not "alice"
+    with pytest.raises(TypeError):
+        memory.scoped(user="bob")  # type: ignore[call-arg]  # the agent must be said too
+    with pytest.raises(TypeError):  # scoped() is the one way to choose a scope
+        memory.search("tea", user="bob")  # type: ignore[call-arg]
+
+
+def test_scoped_rejects_unsafe_names_and_a_missing_user_in_strict_mode(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    with pytest.raises(UnsafeIdentifierError):
+        memory.scoped(user="alice", agent="../etc")
+    with pytest.raises(UnsafeIdentifierError):
+        memory.scoped(user="", agent=None)
+    with pytest.raises(UnsafeIdentifierError):
+        memory.scoped(user=1, agent=None)  # type: ignore[arg-type]  # untyped callers
+    strict = Memory.open(tmp_path, MemoryConfig(strict_user_scope=True), user="alice")
+    with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
+        strict.scoped(user=None, agent=None)
 
 
 def test_the_clock_is_injected_into_every_decision(tmp_path: Path) -> None:

@@ -101,6 +101,31 @@ def test_without_the_guarantee_the_correction_is_what_goes(tmp_path: Path) -> No
     assert "fact_correct" not in memory.context()
 
 
+def test_a_callers_budget_replaces_the_configured_one_for_one_prompt(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)  # max_injection_tokens 2000: everything fits
+    memory.import_document(seed_document())
+    roomy = memory.injection().manifest
+    assert not roomy.omitted
+    tight = memory.injection(max_tokens=60).manifest
+    assert tight.max_tokens == 60
+    assert tight.guaranteed_token_budget == 60  # min(500, 60)
+    assert tight.budget_tokens <= 60
+    assert tight.omitted  # the small budget left facts out
+    assert pools(tight)["fact_correct"] == "guaranteed"  # the guarantee still holds
+    assert memory.context(max_tokens=60) == memory.injection(max_tokens=60).block
+    assert memory.injection().manifest == roomy  # nothing was changed for later prompts
+
+
+def test_a_callers_budget_below_the_guaranteed_one_caps_it(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document(seed_document())
+    manifest = memory.injection(max_tokens=30).manifest
+    assert manifest.guaranteed_token_budget == 30
+    assert manifest.budget_tokens <= 30
+    with pytest.raises(ValueError, match="must not be negative"):
+        memory.injection(max_tokens=-1)
+
+
 def test_the_protected_categories_rule_is_the_one_table(tmp_path: Path) -> None:
     memory = open_memory(tmp_path, protected_categories=["goal"], **TIGHT)
     document = seed_document()
@@ -318,25 +343,20 @@ def test_injection_writes_nothing(tmp_path: Path, policy: str) -> None:
 # --- choosing the scope --------------------------------------------------------------------
 
 
-def test_user_id_and_agent_select_another_scope(tmp_path: Path) -> None:
+def test_a_scoped_view_reads_only_its_own_scope(tmp_path: Path) -> None:
     alice = open_memory(tmp_path)
     alice.create_fact("Alice's fact.", confidence=0.9)
     bob = alice.scoped(user="bob", agent="writer")
     bob.create_fact("Bob's fact.", confidence=0.9)
     assert "Alice's fact." in alice.context()
     assert "Bob's fact." not in alice.context()
-    for view in (
-        alice.context(user_id="bob", agent="writer"),
-        alice.context(user="bob", agent="Writer"),
-    ):
-        assert "Bob's fact." in view
-        assert "Alice's fact." not in view
-    assert alice.context(agent="writer") == ""  # alice has nothing for that agent
-    assert alice.injection(user_id="bob", agent="writer").manifest.injected
-    with pytest.raises(TypeError, match="not both"):
-        alice.context(user="bob", user_id="bob")
+    for view in (bob, alice.scoped(user="bob", agent="Writer")):
+        assert "Bob's fact." in view.context()
+        assert "Alice's fact." not in view.context()
+        assert view.injection().manifest.injected
+    assert alice.scoped(user="alice", agent="writer").context() == ""  # nothing for that agent
     with pytest.raises(UnsafeIdentifierError):
-        alice.context(agent="../etc")
+        alice.scoped(user="alice", agent="../etc")
 
 
 def test_the_clock_of_the_memory_drives_hybrid_scores(tmp_path: Path) -> None:

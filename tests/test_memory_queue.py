@@ -1,4 +1,4 @@
-"""Memory.add_conversation: the update queue with real threads, a real store and real HTTP.
+"""Memory.queue_conversation: the update queue with real threads, a real store and real HTTP.
 
 (Catalogue: test_memory_queue.py, test_memory_queue_user_isolation.py and
 test_updater_watermark.py, through the facade; the queue's own rules are
@@ -49,7 +49,7 @@ def test_a_queued_conversation_is_extracted_once_the_user_pauses(
     memory = open_memory(tmp_path, server, debounce_seconds=1.0)
     server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
     started = time.monotonic()
-    assert memory.add_conversation("t", CHAT) is True
+    assert memory.queue_conversation("t", CHAT) is True
     assert server.requests == []  # nothing before the debounce expires
     wait_for(lambda: bool(memory.list_facts()))
     assert time.monotonic() - started >= 1.0
@@ -64,9 +64,9 @@ def test_the_latest_conversation_of_a_thread_wins(
     memory = open_memory(tmp_path, server, debounce_seconds=30.0)
     server.enqueue(answer())
     first = conversation("I live in Lyon.", "Nice.")
-    memory.add_conversation("t", first)
-    memory.add_conversation("t", [*first, *conversation("I moved to Paris.", "Noted.")])
-    report = memory.flush_updates(timeout=10)
+    memory.queue_conversation("t", first)
+    memory.queue_conversation("t", [*first, *conversation("I moved to Paris.", "Noted.")])
+    report = memory.flush_queue(timeout=10)
     assert report.ok
     assert report.processed == 1
     assert len(server.requests) == 1
@@ -81,9 +81,9 @@ def test_users_and_agents_get_separate_items(tmp_path: Path, server: ScriptedCha
         answer(newFacts=[new_fact("Fact two.")]),
         answer(newFacts=[new_fact("Fact three.")]),
     )
-    memory.add_conversation("t", CHAT)
-    memory.add_conversation("t", CHAT, user_id="bob")
-    memory.add_conversation("t", CHAT, agent="coder")
+    memory.queue_conversation("t", CHAT)
+    memory.scoped(user="bob", agent=None).queue_conversation("t", CHAT)
+    memory.scoped(user="alice", agent="coder").queue_conversation("t", CHAT)
     assert memory.close(timeout=10).processed == 3
     assert len(server.requests) == 3
     counts = [
@@ -98,12 +98,12 @@ def test_the_queue_is_bounded_but_a_signal_always_gets_in(
 ) -> None:
     memory = open_memory(tmp_path, server, debounce_seconds=30.0, queue_max_depth=1)
     server.enqueue(answer(), answer())
-    assert memory.add_conversation("t1", CHAT)
+    assert memory.queue_conversation("t1", CHAT)
     with pytest.raises(QueueFullError):
-        memory.add_conversation("t2", CHAT)
+        memory.queue_conversation("t2", CHAT)
     correction = conversation("That's wrong, I use uv, not pip.", "Fixed.")
-    assert memory.add_conversation("t2", correction)  # a correction is always admitted
-    assert memory.add_conversation("t1", CHAT)  # a queued thread merges
+    assert memory.queue_conversation("t2", correction)  # a correction is always admitted
+    assert memory.queue_conversation("t1", CHAT)  # a queued thread merges
     report = memory.close(timeout=10)
     assert (report.ok, report.processed) == (True, 2)
     assert len(server.requests) == 2
@@ -114,18 +114,18 @@ def test_close_flushes_what_is_queued_and_then_refuses(
 ) -> None:
     memory = open_memory(tmp_path, server, debounce_seconds=30.0)
     server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
-    memory.add_conversation("t", CHAT)
+    memory.queue_conversation("t", CHAT)
     report = memory.close()
     assert report.ok
     assert len(memory.list_facts()) == 1
     with pytest.raises(QueueClosedError):
-        memory.add_conversation("t", CHAT)
+        memory.queue_conversation("t", CHAT)
 
 
 def test_leaving_a_with_block_flushes(tmp_path: Path, server: ScriptedChatServer) -> None:
     server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
     with open_memory(tmp_path, server, debounce_seconds=30.0) as memory:
-        memory.add_conversation("t", CHAT)
+        memory.queue_conversation("t", CHAT)
         assert memory.list_facts() == ()
     assert len(memory.list_facts()) == 1
 
@@ -135,7 +135,7 @@ def test_a_failed_update_is_reported_and_logged_without_content(
 ) -> None:
     memory = open_memory(tmp_path, server, debounce_seconds=30.0)
     server.enqueue(Reply.error(400, message="bad request"))
-    memory.add_conversation("thread-9", conversation(SECRET, "I will not store that."))
+    memory.queue_conversation("thread-9", conversation(SECRET, "I will not store that."))
     with caplog.at_level(logging.INFO, logger="deermem"):
         report = memory.close(timeout=10)
     assert not report.ok
@@ -151,8 +151,8 @@ def test_close_reports_what_it_could_not_flush_in_time(
 ) -> None:
     memory = open_memory(tmp_path, server, debounce_seconds=30.0)
     server.enqueue(Reply.text(answer(), delay=5.0), answer())
-    memory.add_conversation("slow", CHAT)
-    memory.add_conversation("next", CHAT)
+    memory.queue_conversation("slow", CHAT)
+    memory.queue_conversation("next", CHAT)
     with caplog.at_level(logging.ERROR, logger="deermem.memory"):
         report = memory.close(timeout=0.5)
     assert not report.completed
@@ -161,17 +161,17 @@ def test_close_reports_what_it_could_not_flush_in_time(
     assert "'slow'" in caplog.text
 
 
-def test_the_queue_and_update_now_share_the_watermark(
+def test_the_queue_and_learn_share_the_watermark(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:
     memory = open_memory(tmp_path, server, debounce_seconds=30.0)
     server.enqueue(answer(), answer())
-    memory.add_conversation("t", CHAT)
-    assert memory.flush_updates(timeout=10).ok
-    assert memory.update_now("t", CHAT).outcome == "nothing-new"
+    memory.queue_conversation("t", CHAT)
+    assert memory.flush_queue(timeout=10).ok
+    assert memory.learn("t", CHAT).report.outcome == "nothing-new"
     grown = [*CHAT, *conversation("I also like Rust.", "Noted.")]
-    memory.add_conversation("t", grown)
-    assert memory.flush_updates(timeout=10).ok
+    memory.queue_conversation("t", grown)
+    assert memory.flush_queue(timeout=10).ok
     assert len(server.requests) == 2
     prompt = prompt_of(server)
     assert "Rust" in prompt
@@ -182,14 +182,14 @@ def test_a_conversation_with_nothing_to_learn_is_not_queued(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:
     memory = open_memory(tmp_path, server, debounce_seconds=30.0)
-    assert memory.add_conversation("t", conversation("thanks!", "You're welcome.")) is False
+    assert memory.queue_conversation("t", conversation("thanks!", "You're welcome.")) is False
     assert memory.close().processed == 0
     assert server.requests == []
 
 
-def test_update_now_still_works_after_close(tmp_path: Path, server: ScriptedChatServer) -> None:
+def test_learn_still_works_after_close(tmp_path: Path, server: ScriptedChatServer) -> None:
     memory = open_memory(tmp_path, server, debounce_seconds=30.0)
     server.enqueue(answer(newFacts=[new_fact("Uses uv.")]), answer(newFacts=[new_fact("Tea.")]))
-    memory.update_now("t1", CHAT)
+    memory.learn("t1", CHAT)
     assert memory.close().ok
-    assert memory.update_now("t2", CHAT).added == ("fact_00000002",)
+    assert memory.learn("t2", CHAT).report.added == ("fact_00000002",)

@@ -134,11 +134,12 @@ def test_cjk_text_is_searchable(memory: Memory, query: str, expected: str) -> No
     assert results[0].match_type == "fts5"
 
 
-def test_user_id_and_agent_select_another_scope(memory: Memory) -> None:
-    memory.scoped(user="bob", agent="writer").create_fact("Bob plays chess.", confidence=0.9)
+def test_a_scoped_view_searches_only_its_own_scope(memory: Memory) -> None:
+    bob = memory.scoped(user="bob", agent="writer")
+    bob.create_fact("Bob plays chess.", confidence=0.9)
     assert memory.search("chess") == ()
-    assert ids(memory.search("chess", user_id="bob", agent="writer"))
-    assert ids(memory.search("chess", user="bob", agent="writer"))
+    assert ids(bob.search("chess"))
+    assert bob.search("python") == ()  # alice's coder facts are not bob's
 
 
 # --- recalls: recorded only when the policy reads them; never a change to a fact ---------------
@@ -271,7 +272,7 @@ def test_a_damaged_or_missing_index_is_rebuilt(
     db.close()
 
 
-def test_an_unusable_index_location_falls_back_to_substrings(
+def test_an_unusable_index_location_falls_back_to_an_index_in_memory_said_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory = open_memory(tmp_path)
@@ -279,13 +280,16 @@ def test_an_unusable_index_location_falls_back_to_substrings(
     (tmp_path / ".retrieval").write_text("a file where the index directory should be")
     with caplog.at_level(logging.WARNING, logger="deermem.memory"):
         results = memory.search("green tea")
-    assert "search index unavailable" in caplog.text
+        assert memory.search("green tea") == results
+        view = memory.scoped(user=memory.scope.user_id, agent=memory.scope.agent)
+        assert view.search("green tea") == results
+    assert caplog.text.count("searching with an index in memory") == 1
     assert ids(results) == ["fact_tea"]
-    assert results[0].match_type == "substring"
+    assert results[0].match_type == "fts5"
 
 
 def test_views_share_one_index_and_close_reopens(memory: Memory) -> None:
-    view = memory.scoped(agent="writer")
+    view = memory.scoped(user="alice", agent="writer")
     assert memory.search("python")
     assert view._search_index is memory._search_index
     memory.close()
@@ -299,10 +303,10 @@ def test_the_index_is_closed_with_the_last_memory_that_shares_it(tmp_path: Path)
     assert memory.search("python")
     index = memory._search_index.get(memory.store)
     assert index is not None
-    view = memory.scoped(agent="writer")
+    view = memory.scoped(user="alice", agent="writer")
     del memory
     gc.collect()
-    assert view.search("python", agent="coder")  # still open for the view
+    assert view.scoped(user="alice", agent="coder").search("python")  # open for the view
     del view
     gc.collect()
     with pytest.raises(SearchIndexError):

@@ -1,12 +1,12 @@
-"""The fast capacity gate against the contract written out plainly, bit for bit.
+"""The capacity gate against the contract written out plainly, bit for bit.
 
-``select_facts_for_capacity`` scores column by column, memoises timestamps,
-gathers with ``itemgetter``, takes contiguous ranks as slices and builds the
-eviction records from columns. None of that may change a decision or a float:
-here every field of every decision — kept objects, each record's id,
-category, score, components, rank and margin, the score table — is compared
-with a per-fact implementation built from the readable formulas of
-:mod:`deermem.policy.scoring`, floats by ``repr`` (so 0.0 and -0.0 differ).
+``select_facts_for_capacity`` ranks with a stable reverse sort and fills the
+cap from the ranks left after the reserve, and builds the records from the
+scores by input position. None of that may change a decision or a float:
+here every field of every decision —
+kept objects, each record's id, category, score, components, rank and margin,
+the score table — is compared with a per-fact implementation of the contract
+written the obvious way, floats by ``repr`` (so 0.0 and -0.0 differ).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from deermem.policy import (
     confirmation_freshness,
     reserved_slot_count,
 )
-from deermem.policy._batch import pick
 from deermem.policy.selection import _fill
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -354,7 +353,7 @@ def test_unhashable_timestamps_score_as_absent() -> None:
     assert decision.kept_ids == ("b",)
 
 
-# --- the two shortcuts the selection takes ----------------------------------------------
+# --- the fill the selection takes ----------------------------------------------
 
 
 def _plain_fill(size: int, max_facts: int, reserved: list[int]) -> tuple[list[int], list[int]]:
@@ -382,24 +381,6 @@ def test_fill_matches_a_plain_walk_over_the_ranking(data: st.DataObject) -> None
     )
     kept, evicted = _fill(size, max_facts, reserved)
     assert (list(kept), list(evicted)) == _plain_fill(size, max_facts, reserved)
-
-
-@given(
-    st.lists(st.integers(), min_size=0, max_size=30),
-    st.one_of(
-        st.lists(st.integers(min_value=0, max_value=29), max_size=40),
-        st.builds(range, st.integers(-3, 32), st.integers(-3, 32), st.sampled_from([1, -1, 2])),
-    ),
-)
-def test_pick_is_indexing(values: list[int], indices: Sequence[int]) -> None:
-    try:
-        expected = tuple(values[index] for index in indices)
-    except IndexError:
-        with pytest.raises(IndexError):
-            pick(values, indices)
-        return
-    assert pick(values, indices) == expected
-    assert pick(tuple(values), indices) == expected
 
 
 def test_reference_is_not_vacuous() -> None:

@@ -3,9 +3,12 @@
 * Crash safety: a child process commits facts (creates, deletes, restores)
   in a loop and is killed with SIGKILL at a random moment, 55 times. After
   every kill a copy of the store is opened: it recovers, every fact parses,
-  no journal is left, the cap holds, and every create that returned in the
-  child is present — kept, or in the archive. The next child works on the
-  original (unrecovered) directory, so kills during recovery happen too.
+  no journal is left, the cap holds, every create that returned in the
+  child is present — kept, or in the archive — every receipt a call
+  returned is in the audit, every archive entry has its receipt, every fact
+  a receipt names is active or archived, and the archive's index lists the
+  archive. The next child works on the original (unrecovered) directory, so
+  kills during recovery happen too.
 * Concurrency: 4 processes × 25 ``create_fact`` on one scope; nothing is
   lost, the cap holds, every eviction has its receipt.
 
@@ -15,12 +18,14 @@ costs milliseconds, not an interpreter start.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
 import shutil
 import signal
 import time
+from collections.abc import Set
 from datetime import UTC, datetime
 from multiprocessing.context import ForkServerContext
 from multiprocessing.synchronize import Event
@@ -66,7 +71,8 @@ def append_line(path: Path, line: str) -> None:
 
 
 def crash_child(root: str, log: str, seed: int, working: Event) -> None:
-    """Commit until killed; log every create that returned (kept or archived)."""
+    """Commit until killed; log every create that returned, and every receipt returned."""
+    receipts = Path(log).with_suffix(".receipts")
     rng = random.Random(seed)
     memory = Memory.open(root, config(), user=USER, clock=clock)
     memory.list_facts()  # recovers what the previous child left
@@ -83,12 +89,16 @@ def crash_child(root: str, log: str, seed: int, working: Event) -> None:
             except DuplicateFactError:
                 continue
             append_line(Path(log), result.fact.id)
+            for receipt in result.receipts:
+                append_line(receipts, str(receipt.receipt_id))
         elif action < 0.9:
             memory.delete_fact(rng.choice(memory.list_facts()).id)
         else:
-            archived = memory.archive()
+            archived = memory.list_archived()
             if archived:
-                memory.restore(rng.choice(archived).fact_id)
+                restored = memory.restore(rng.choice(archived).fact_id)
+                for receipt in restored.receipts:
+                    append_line(receipts, str(receipt.receipt_id))
 
 
 def returned_ids(log: Path) -> set[str]:
@@ -97,23 +107,34 @@ def returned_ids(log: Path) -> set[str]:
     return {line for line in log.read_text().splitlines() if line}
 
 
-def check_store(root: Path, expected: set[str]) -> tuple[int, int]:
+def check_store(
+    root: Path, expected: set[str], receipts: Set[str] = frozenset()
+) -> tuple[int, int]:
     """Open a store as a new process would, and check every invariant."""
     memory = Memory.open(root, config(), user=USER, clock=clock)
     facts = memory.list_facts()  # recovers, and parses every fact file
     user_dir = next((root / "users").iterdir())
     assert not (user_dir / ".memory.journal.json").exists()
     assert len(facts) <= CAP
-    archived = {entry.fact_id: entry for entry in memory.archive()}  # parses every entry
+    archived = {entry.fact_id: entry for entry in memory.list_archived()}  # parses every entry
     present = {fact.id for fact in facts}
     assert not present & set(archived), "a fact is both active and archived"
     missing = expected - present - set(archived)
     assert not missing, f"returned creates lost: {sorted(missing)}"
+    audit = {receipt.receipt_id: receipt for receipt in memory.audit()}
+    assert not receipts - set(audit), "a receipt returned to a caller is not in the audit"
     for entry in archived.values():
-        assert entry.receipt_id is not None
+        assert entry.receipt_id in audit, "an archive entry without its receipt"
+        assert entry.fact_id in audit[entry.receipt_id].fact_ids
         if entry.reason == "capacity":
             assert entry.eviction is not None
             assert entry.eviction.score is not None
+    for receipt in audit.values():
+        for fact_id in receipt.fact_ids:
+            assert fact_id in present or fact_id in archived, "a receipt names a lost fact"
+    index = user_dir / "agents/__default__/.metadata/archive-index.json"
+    if archived:
+        assert {fact_id for fact_id, _ in json.loads(index.read_text())} == set(archived)
     return len(present), len(archived)
 
 
@@ -141,13 +162,13 @@ def test_the_store_survives_sigkill_at_random_points(tmp_path: Path) -> None:
         copy = tmp_path / f"copy{iteration}"
         shutil.copytree(root, copy)
         interrupted_commits += any(copy.glob("users/*/.memory.journal.json"))
-        states.add(check_store(copy, returned_ids(log)))
+        states.add(check_store(copy, returned_ids(log), returned_ids(log.with_suffix(".receipts"))))
         shutil.rmtree(copy)
     assert kills >= 50
     assert interrupted_commits >= 10  # many kills landed inside a commit
     assert len(returned_ids(log)) > CAP  # the children did real work, with evictions
     assert len(states) > 5  # kills landed in many different states
-    check_store(root, returned_ids(log))
+    check_store(root, returned_ids(log), returned_ids(log.with_suffix(".receipts")))
 
 
 def concurrent_child(root: str, log: str, worker: int) -> None:
@@ -183,7 +204,7 @@ def test_four_processes_creating_at_once_lose_nothing(tmp_path: Path) -> None:
     assert len(created) == 100
     memory = Memory.open(root, config_for_concurrency(), user=USER, clock=clock)
     facts = {fact.id for fact in memory.list_facts()}
-    archived = {entry.fact_id: entry for entry in memory.archive()}
+    archived = {entry.fact_id: entry for entry in memory.list_archived()}
     assert len(facts) == 30
     assert facts | set(archived) == created
     assert not facts & set(archived)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from deermem import (
+    ArchivedFactError,
     CorruptMemoryFile,
     DuplicateFactError,
     FactNotFoundError,
@@ -17,6 +19,7 @@ from deermem import (
     MemoryConfig,
 )
 from deermem.scenarios import seed_scenarios
+from deermem.store import Proposal
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -46,7 +49,7 @@ def test_an_evicted_fact_is_archived_with_a_reference_to_its_receipt(tmp_path: P
     memory = open_memory(tmp_path)
     memory.import_document(stale_vs_confirmed())
     [receipt] = memory.audit()
-    [entry] = memory.archive()
+    [entry] = memory.list_archived()
     assert entry.fact_id == "fact_confirm"
     assert (entry.reason, entry.trigger, entry.receipt_id) == (
         "capacity",
@@ -63,12 +66,12 @@ def test_an_evicted_fact_is_archived_with_a_reference_to_its_receipt(tmp_path: P
 def test_restore_goes_through_the_gate_and_may_be_evicted_again(tmp_path: Path) -> None:
     memory = open_memory(tmp_path)
     memory.import_document(stale_vs_confirmed())
-    first_receipt = memory.archive()[0].receipt_id
+    first_receipt = memory.list_archived()[0].receipt_id
     result = memory.restore("fact_confirm")  # still confidence: 0.7 loses again
     assert not result.restored
     assert result.evicted == ("fact_confirm",)
     assert result.receipts[0].trigger == "restore"
-    [entry] = memory.archive()
+    [entry] = memory.list_archived()
     assert entry.fact_id == "fact_confirm"
     assert entry.trigger == "restore"
     assert entry.receipt_id != first_receipt
@@ -85,7 +88,7 @@ def test_restore_under_hybrid_brings_the_fact_back_and_evicts_another(tmp_path: 
     original = next(f for f in seed_scenarios(NOW)[0].facts if f["id"] == "fact_confirm")
     assert restored.lastConfirmedAt == original["lastConfirmedAt"]
     assert restored.createdAt == original["createdAt"]
-    assert [e.fact_id for e in hybrid.archive()] == ["fact_stale90"]
+    assert [e.fact_id for e in hybrid.list_archived()] == ["fact_stale90"]
     assert not (archive_dir(tmp_path) / "fact_confirm.json").exists()
 
 
@@ -97,7 +100,7 @@ def test_restore_brings_back_the_recall_history(tmp_path: Path) -> None:
     memory.record_access([fact_id])
     memory.delete_fact(fact_id)
     assert memory.store.usage(memory.scope) == {}
-    assert memory.archive()[0].usage is not None
+    assert memory.list_archived()[0].usage is not None
     assert memory.restore(fact_id).restored
     assert memory.store.usage(memory.scope)[fact_id].access_count == 2
 
@@ -128,7 +131,7 @@ def test_purge_deletes_the_content_and_keeps_the_receipt(tmp_path: Path) -> None
     memory = open_memory(tmp_path)
     memory.import_document(stale_vs_confirmed())
     memory.purge("fact_confirm")
-    assert memory.archive() == ()
+    assert memory.list_archived() == ()
     assert not (archive_dir(tmp_path) / "fact_confirm.json").exists()
     assert memory.audit()[0].fact_ids == ("fact_confirm",)
     for path in tmp_path.rglob("*"):
@@ -148,7 +151,7 @@ def test_the_archive_is_bounded_by_count(tmp_path: Path) -> None:
         assert fact_id is not None
         ids.append(fact_id)
         memory.delete_fact(fact_id)
-    assert [e.fact_id for e in memory.archive()] == [ids[4], ids[3]]  # newest first
+    assert [e.fact_id for e in memory.list_archived()] == [ids[4], ids[3]]  # newest first
     assert len(list(archive_dir(tmp_path).iterdir())) == 2
     assert len(memory.audit()) == 5  # receipts outlive their archive entries
 
@@ -160,7 +163,7 @@ def test_the_archive_is_bounded_by_age(tmp_path: Path) -> None:
     assert old is not None
     memory.delete_fact(old)
     clock.now = NOW + timedelta(days=31)
-    assert memory.archive() == ()  # expired: not listed
+    assert memory.list_archived() == ()  # expired: not listed
     with pytest.raises(FactNotFoundError):
         memory.restore(old)
     assert (archive_dir(tmp_path) / f"{old}.json").exists()
@@ -168,7 +171,7 @@ def test_the_archive_is_bounded_by_age(tmp_path: Path) -> None:
     assert newer is not None
     memory.delete_fact(newer)  # the next archiving commit prunes
     assert not (archive_dir(tmp_path) / f"{old}.json").exists()
-    assert [e.fact_id for e in memory.archive()] == [newer]
+    assert [e.fact_id for e in memory.list_archived()] == [newer]
 
 
 def test_a_corrupt_archive_entry_is_an_error(tmp_path: Path) -> None:
@@ -184,7 +187,7 @@ def test_a_corrupt_archive_entry_is_an_error(tmp_path: Path) -> None:
         "utf-8",
     )
     with pytest.raises(CorruptMemoryFile, match="does not match the file name"):
-        memory.archive()
+        memory.list_archived()
     data = {
         "archivedAt": "2026-08-13T00:00:00Z",
         "reason": "deleted",
@@ -201,3 +204,124 @@ def test_a_corrupt_archive_entry_is_an_error(tmp_path: Path) -> None:
     entry_file.write_text("[]", "utf-8")
     with pytest.raises(CorruptMemoryFile):
         memory.why(fact_id)
+
+
+# --- the archive's bounds are part of the commit, ordered by stored time ---------------
+
+
+def archive_three(memory: Memory, clock: Clock) -> list[str]:
+    """Delete three facts at three times: three archive entries, oldest first."""
+    ids = []
+    for number in range(3):
+        clock.now = NOW + timedelta(hours=number)
+        fact_id = memory.create_fact(f"Archived fact {number}").fact_id
+        assert fact_id is not None
+        memory.delete_fact(fact_id)
+        ids.append(fact_id)
+    return ids
+
+
+@pytest.mark.parametrize("index", ["kept", "lost"])
+def test_the_oldest_by_stored_time_goes_first_whatever_the_file_times(
+    tmp_path: Path, index: str
+) -> None:
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, archive_max_entries=3)
+    oldest, middle, newest = archive_three(memory, clock)
+    # A copy or a checkout gives the files new times: here the oldest entry looks newest.
+    for age, fact_id in enumerate((newest, middle, oldest)):
+        stamp = 1_700_000_000 + age * 3600
+        os.utime(archive_dir(tmp_path) / f"{fact_id}.json", (stamp, stamp))
+    if index == "lost":  # as in a store an earlier deermem wrote: rebuilt from the entries
+        (archive_dir(tmp_path).parent / "archive-index.json").unlink()
+    clock.now = NOW + timedelta(hours=5)
+    fourth = memory.create_fact("Archived fact 3").fact_id
+    assert fourth is not None
+    memory.delete_fact(fourth)
+    assert {e.fact_id for e in memory.list_archived()} == {middle, newest, fourth}
+
+
+def test_equal_archive_times_keep_their_arrival_order(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, archive_max_entries=2)  # one fixed clock: equal times
+    ids = []
+    for number in range(4):
+        fact_id = memory.create_fact(f"Fact {number}").fact_id
+        assert fact_id is not None
+        memory.delete_fact(fact_id)
+        ids.append(fact_id)
+    assert {e.fact_id for e in memory.list_archived()} == set(ids[2:])
+
+
+def test_an_unreadable_entry_stops_the_commit_before_it_starts(tmp_path: Path) -> None:
+    """A corrupt entry the bounds must read: the create raises, and did not commit."""
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, archive_max_entries=3)
+    oldest, _, _ = archive_three(memory, clock)
+    (archive_dir(tmp_path).parent / "archive-index.json").unlink()  # its time must be read
+    entry = archive_dir(tmp_path) / f"{oldest}.json"
+    entry.write_text("{ not json", "utf-8")
+    for number in range(10):
+        memory.create_fact(f"Fact {number}", confidence=0.9)
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    audit = memory.audit()
+    with pytest.raises(CorruptMemoryFile, match=rf"{oldest}\.json"):
+        memory.create_fact("One more", confidence=0.95)  # evicts, archives, prunes
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+    assert memory.audit() == audit
+    memory.purge(oldest)  # an entry too damaged to read can still be purged
+    result = memory.create_fact("One more", confidence=0.95)  # and the retry is not a duplicate
+    assert result.kept
+    assert memory.audit()[-1] == result.receipts[0]
+
+
+def test_a_corrupt_entry_the_index_knows_does_not_stop_a_commit(tmp_path: Path) -> None:
+    clock = Clock()
+    memory = open_memory(tmp_path, clock, archive_max_entries=3)
+    oldest, middle, newest = archive_three(memory, clock)
+    (archive_dir(tmp_path) / f"{newest}.json").write_text("{ not json", "utf-8")
+    clock.now = NOW + timedelta(hours=5)
+    fourth = memory.create_fact("Archived fact 3").fact_id
+    assert fourth is not None
+    memory.delete_fact(fourth)  # prunes the oldest, by the index, without reading entries
+    assert not (archive_dir(tmp_path) / f"{oldest}.json").exists()
+    assert memory.audit()[-1].fact_ids == (fourth,)
+    with pytest.raises(CorruptMemoryFile, match=rf"{newest}\.json"):
+        memory.list_archived()  # reading it is still an error
+    assert {p.stem for p in archive_dir(tmp_path).iterdir()} == {middle, newest, fourth}
+
+
+# --- no fact lives twice ------------------------------------------------------------
+
+
+def test_importing_an_export_whose_fact_was_evicted_is_refused(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    memory.import_document(stale_vs_confirmed())  # at the cap: fact_confirm is archived
+    export = memory.export_document()
+    exported = {fact.id for fact in memory.list_facts()}
+    for number in range(3):  # evict more of the exported facts
+        memory.create_fact(f"A confident fact {number}", confidence=0.99)
+    evicted = {e.fact_id for e in memory.list_archived()} - {"fact_confirm"}
+    assert evicted
+    assert evicted <= exported
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ArchivedFactError, match="is in the archive") as refused:
+        memory.import_document(export)
+    assert refused.value.fact_id in evicted
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+    library = {f.id for f in memory.list_facts()}
+    assert not library & {e.fact_id for e in memory.list_archived()}
+
+
+def test_the_gate_refuses_a_new_fact_with_an_archived_id(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path)
+    fact_id = memory.create_fact("Lives in Lisbon").fact_id
+    assert fact_id is not None
+    memory.delete_fact(fact_id)
+    entry = memory.get_archived(fact_id)
+    again = entry.fact.replace(content="Lives in Porto")  # another text, the same id
+    with memory.store.transaction(memory.scope) as transaction, pytest.raises(ArchivedFactError):
+        memory.gate.apply(transaction, Proposal(new_facts=(again,)), trigger="manual", now=NOW)
+    assert memory.list_facts() == ()
+    assert memory.get_archived(fact_id) == entry  # its archived version is untouched
+    assert memory.restore(fact_id).restored  # the one way back
+    assert memory.list_archived() == ()

@@ -4,15 +4,14 @@ A crash test (tests/test_reliability.py) kills processes, which cannot lose
 what the page cache holds; only the order of fsyncs, renames and removals
 decides what survives a power cut. These tests record that order and check
 the protocol of :mod:`deermem.store.journal`: the journal is durable before
-any file changes, the files are durable before the journal goes, and the
-derived files (sidecars, archive bounds) change only once the journal's
-removal is durable — and are durable themselves when the commit returns.
+any file changes — the facts, the archive, the receipts and ``memory.json``
+alike — every one of them is durable before the journal goes, and nothing is
+written after the journal's removal, which is the commit.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -40,11 +39,9 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
-        self._lock = threading.Lock()
 
     def add(self, kind: str, path: object, target: object = "") -> None:
-        with self._lock:
-            self.events.append((kind, str(path), str(target)))
+        self.events.append((kind, str(path), str(target)))
 
     def index(
         self, kind: str, path: Path, target: Path | None = None, *, last: bool = False
@@ -98,7 +95,7 @@ def full_memory(root: Path) -> Memory:
     return memory
 
 
-def test_a_commit_flushes_journal_files_removal_and_sidecars_in_order(
+def test_a_commit_flushes_journal_then_every_file_then_removes_the_journal(
     tmp_path: Path, recorder: Recorder
 ) -> None:
     memory = full_memory(tmp_path)
@@ -109,6 +106,7 @@ def test_a_commit_flushes_journal_files_removal_and_sidecars_in_order(
     metadata = user_dir / "agents" / "coder" / ".metadata"
     journal_file = user_dir / JOURNAL_FILENAME
     audit = metadata / "eviction-audit.json"
+    index = metadata / "archive-index.json"
     archived = metadata / "archive" / f"{result.evicted[0]}.json"
     manifest = user_dir / "memory.json"
 
@@ -118,29 +116,31 @@ def test_a_commit_flushes_journal_files_removal_and_sidecars_in_order(
     journal_durable = recorder.index("fsync", user_dir)  # then its directory entry
     assert journal_in < journal_durable
     evicted = user_dir / "agents" / "coder" / "facts" / fact_shard(result.evicted[0])
-    data_changes = [recorder.renames_into(p)[0] for p in (manifest, archived)]
+    data_changes = [recorder.renames_into(p)[0] for p in (manifest, archived, audit, index)]
     data_changes.append(recorder.index("unlink", evicted / f"{result.evicted[0]}.md"))
     assert all(journal_durable < change for change in data_changes)
+    assert max(data_changes) == recorder.renames_into(manifest)[0]  # memory.json last
 
     removal = recorder.index("unlink", journal_file)
-    for path in (manifest, archived, archived.parent, evicted, user_dir):
+    for path in (manifest, archived, audit, index, archived.parent, metadata, evicted, user_dir):
         assert any(min(data_changes) < n < removal for n in recorder.fsyncs_of(path)), path
     removal_durable = min(n for n in recorder.fsyncs_of(user_dir) if n > removal)
-
-    [audit_in] = recorder.renames_into(audit)
-    audit_temporary = Path(recorder.events[audit_in][1])
-    assert removal_durable < audit_in  # the receipt appears only after the commit happened
-    assert recorder.index("fsync", audit_temporary) < audit_in  # its content was flushed first
-    assert any(n > audit_in for n in recorder.fsyncs_of(metadata))  # and its entry, before return
+    assert removal_durable == len(recorder.events) - 1  # the commit's last step: nothing after
     assert memory.audit()[-1].fact_ids == result.evicted
+    assert memory.audit()[-1] == result.receipts[0]
 
 
-def test_a_crash_before_the_journal_is_removed_leaves_no_receipt_and_no_temporary(
+def test_a_crash_before_the_journal_is_removed_undoes_receipts_and_archive_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     memory = full_memory(tmp_path)
+    memory.create_fact("An evicting fact.", confidence=0.9)  # a receipt and an archive entry
     before = memory.list_facts()
     audit_before = memory.audit()
+    archive_before = memory.list_archived()
+    metadata = tmp_path / "users" / "alice" / "agents" / "coder" / ".metadata"
+    bookkeeping = {p: p.read_bytes() for p in metadata.glob("*.json")}
+    assert set(bookkeeping) == {metadata / "eviction-audit.json", metadata / "archive-index.json"}
 
     class Crash(BaseException):
         pass
@@ -150,63 +150,18 @@ def test_a_crash_before_the_journal_is_removed_leaves_no_receipt_and_no_temporar
 
     with monkeypatch.context() as patch:
         patch.setattr(journal, "remove_durably", crash)
-        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing ...
-        patch.setattr(atomic.StagedFiles, "discard", lambda self: None)  # ... nor cleans up
+        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing
         with pytest.raises(Crash):
             memory.create_fact("One more fact.", confidence=0.95)
-    metadata = tmp_path / "users" / "alice" / "agents" / "coder" / ".metadata"
-    left = [p.name for p in metadata.iterdir() if atomic.is_temporary(p.name)]
-    assert left, "the crash should have left the staged receipt behind"
+    assert (tmp_path / "users" / "alice" / JOURNAL_FILENAME).exists()
+    assert (metadata / "eviction-audit.json").read_bytes() != bookkeeping[
+        metadata / "eviction-audit.json"
+    ]
     reopened = Memory.open(tmp_path, MemoryConfig(max_facts=CAP), user="alice", agent="coder")
-    assert reopened.list_facts() == before  # rolled back
-    assert reopened.audit() == audit_before  # no receipt for a commit that did not happen
-    assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]
-
-
-def test_every_fsync_of_a_batch_is_in_flight_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Twelve files and their directories: one flush round, not a queue of them."""
-    files = [tmp_path / f"d{number:02d}" / "f.json" for number in range(12)]
-    fsyncs = 24  # each file and its directory (and, the first time, their new parent entry)
-    barrier = threading.Barrier(fsyncs, timeout=10)
-    real_fsync = os.fsync
-
-    def meet(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}") != str(tmp_path):  # noqa: PTH115
-            barrier.wait()  # raises BrokenBarrierError if the others never come
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", meet)
-    for _ in range(2):  # twice: the second batch reuses the workers of the first
-        batch = atomic.DurableBatch()
-        try:
-            for path in files:
-                batch.write(path, b"{}")
-            batch.sync()
-        finally:
-            batch.close()
-        barrier.reset()
-
-
-def test_staged_files_change_nothing_until_published(tmp_path: Path) -> None:
-    kept, replaced, removed = (tmp_path / name for name in ("kept", "replaced", "removed"))
-    for path in (kept, replaced, removed):
-        path.write_bytes(b"old")
-    staged = atomic.StagedFiles()
-    staged.stage(replaced, b"new")
-    staged.stage(removed, None)
-    staged.stage(tmp_path / "sub" / "created", b"created")
-    staged.sync_contents()
-    assert (replaced.read_bytes(), removed.exists()) == (b"old", True)
-    staged.publish()
-    assert (replaced.read_bytes(), removed.exists()) == (b"new", False)
-    assert (tmp_path / "sub" / "created").read_bytes() == b"created"
-    assert kept.read_bytes() == b"old"
-    discarded = atomic.StagedFiles()
-    discarded.stage(kept, b"never")
-    discarded.discard()
-    assert kept.read_bytes() == b"old"
+    assert reopened.list_facts() == before  # rolled back ...
+    assert reopened.audit() == audit_before  # ... with its receipt
+    assert reopened.list_archived() == archive_before  # ... and its archive entry
+    assert {p: p.read_bytes() for p in metadata.glob("*.json")} == bookkeeping
     assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]
 
 

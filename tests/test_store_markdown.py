@@ -251,18 +251,18 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
     create(MarkdownStore(tmp_path), ALICE, *(fact(f"fact_{i:04d}") for i in range(50)))
     written: list[Path] = []
     decoded: list[str] = []
-    original_write = atomic.DurableBatch.prepare
+    real_replace = os.replace
     original_decode = decode_fact
 
-    def record_write(self: atomic.DurableBatch, path: Path, data: bytes) -> None:
-        written.append(path)
-        original_write(self, path, data)
+    def record_write(source: str | Path, target: str | Path) -> None:
+        written.append(Path(target))
+        real_replace(source, target)
 
     def record_decode(data: bytes, path: Path, scope: Scope, expected_id: str) -> Fact:
         decoded.append(expected_id)
         return original_decode(data, path, scope, expected_id)
 
-    monkeypatch.setattr(atomic.DurableBatch, "prepare", record_write)
+    monkeypatch.setattr(os, "replace", record_write)
     monkeypatch.setattr("deermem.store.reading.decode_fact", record_decode)
     fresh = MarkdownStore(tmp_path)  # cold cache
     result = fresh.commit(
@@ -273,7 +273,7 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
             deletes=(FactDelete("fact_0007"),),
         ),
     )
-    assert sorted(p.name for p in written) == ["fact_new.md", "memory.json"]
+    assert sorted(p.name for p in written) == [".memory.journal.json", "fact_new.md", "memory.json"]
     assert decoded == ["fact_0007"]  # read to check it exists, nothing else
     assert [f.id for f in result.written] == ["fact_new"]
     assert len(fresh.load(ALICE).facts) == 50  # the untouched siblings are all there
@@ -498,7 +498,7 @@ def test_an_interrupted_commit_is_rolled_back_at_the_next_load(
             )
     journal_file = tmp_path / "users/alice/.memory.journal.json"
     prepared = json.loads(journal_file.read_text("utf-8"))
-    assert prepared["state"] == "prepared"
+    assert prepared["state"] == "deermem-prepared"
     assert prepared["agentName"] == "coder"
     assert (prepared["expectedRevision"], prepared["nextRevision"]) == (1, 2)
     assert sorted(prepared["factIds"]) == ["fact_a", "fact_new"]
@@ -510,23 +510,38 @@ def test_an_interrupted_commit_is_rolled_back_at_the_next_load(
     assert files(tmp_path) == before
 
 
-@pytest.mark.parametrize("failing", ["prepare", "sync"])
+@pytest.mark.parametrize("failing", ["write", "flush"])
 def test_a_failed_commit_rolls_back_at_once(
     store: MarkdownStore, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
-    """Writing the second file fails (while the journal is written), or flushing them does."""
+    """Writing the second file fails (the first is in place), or flushing the files does."""
     store.commit(ALICE, ChangeSet(now=NOW, summaries={("user", "workContext"): "Old"}))
     store.load(ALICE)
-    calls = {"n": 0}
-    original = getattr(atomic.DurableBatch, failing)
+    real_write, real_fsync = atomic.write_temporary, os.fsync
+    failed: list[Path] = []
 
-    def disk_full(self: atomic.DurableBatch, *args: object) -> None:
-        calls["n"] += 1
-        if calls["n"] == (2 if failing == "prepare" else 1):  # the rollback's own sync works
+    def disk_full(path: Path) -> None:
+        if not failed:  # once: the rollback's own writes work
+            failed.append(path)
             raise OSError(28, "No space left on device")
-        original(self, *args)
 
-    monkeypatch.setattr(atomic.DurableBatch, failing, disk_full)
+    def write_temporary(
+        path: Path, data: bytes, *, flush: bool = True, mode: int = atomic.FILE_MODE
+    ) -> Path:
+        if path.name == "memory.json":
+            disk_full(path)
+        return real_write(path, data, flush=flush, mode=mode)
+
+    def fsync(fd: int) -> None:
+        path = Path(os.readlink(f"/proc/self/fd/{fd}"))  # noqa: PTH115 - the descriptor's file
+        if path.name == "fact_a.md":
+            disk_full(path)
+        real_fsync(fd)
+
+    if failing == "write":
+        monkeypatch.setattr(atomic, "write_temporary", write_temporary)
+    else:
+        monkeypatch.setattr(os, "fsync", fsync)
     with pytest.raises(OSError, match="No space"):
         store.commit(
             ALICE,
@@ -537,6 +552,7 @@ def test_a_failed_commit_rolls_back_at_once(
             ),
         )
     monkeypatch.undo()
+    assert failed
     assert not (store.root / "users/alice/.memory.journal.json").exists()
     assert store.load(ALICE).summaries.user["workContext"].summary == "Old"
     assert store.load(ALICE).facts == ()
@@ -561,7 +577,18 @@ def test_a_committed_journal_is_only_cleaned_up(store: MarkdownStore) -> None:
     [
         ("{not json", "not valid JSON"),
         ('{"state": "halfway"}', "unknown journal state"),
-        ('{"state": "prepared", "oldEntries": {}}', "does not hold the prior file contents"),
+        ('{"state": "deermem-prepared", "oldEntries": {}}', "does not hold the prior contents"),
+        ('{"state": "prepared", "oldEntries": {}}', "invalid operationId"),  # the original's
+        ('{"state": "prepared", "operationId": "../x"}', "invalid operationId"),
+        (
+            '{"state": "prepared", "operationId": "op", "factIds": ["fact_a"]}',
+            "without an agentName",
+        ),
+        (
+            '{"state": "prepared", "operationId": "op", "factIds": ["../../x"], '
+            '"agentName": "coder"}',
+            "invalid fact id",
+        ),
         (
             '{"state": "prepared", "files": [{"path": "../../outside.md", "before": null}]}',
             "escapes the user directory",
@@ -693,3 +720,45 @@ def test_a_cold_load_reads_fact_files_larger_than_one_read(store: MarkdownStore)
     assert loaded is not None
     assert loaded.content == big
     assert [f.id for f in snapshot.facts] == ["fact_big", "fact_small"]
+
+
+def test_recovery_rewrites_only_what_the_interrupted_commit_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MarkdownStore(tmp_path)
+    create(store, ALICE, fact("fact_a", "Before."))
+    a = store.load(ALICE).get("fact_a")
+    assert a is not None
+    manifest = tmp_path / "users/alice/memory.json"
+    untouched = manifest.stat()
+    real_replace = os.replace
+
+    class Crash(BaseException):
+        pass
+
+    def crash_at_the_second_file(source: str | Path, target: str | Path) -> None:
+        if Path(target).name == "fact_new.md":  # fact_a.md is in place, the rest is not
+            raise Crash
+        real_replace(source, target)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", crash_at_the_second_file)
+        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing
+        with pytest.raises(Crash):
+            store.commit(
+                ALICE,
+                ChangeSet(
+                    now=NOW,
+                    writes=(
+                        FactWrite(a.replace(content="After."), create=False),
+                        FactWrite(fact("fact_new"), create=True),
+                    ),
+                ),
+            )
+    changed = next(tmp_path.rglob("fact_a.md"))
+    assert "After." in changed.read_text("utf-8")
+    snapshot = MarkdownStore(tmp_path).load(ALICE)  # recovers
+    assert [(f.id, f.content) for f in snapshot.facts] == [("fact_a", "Before.")]
+    after = manifest.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (untouched.st_ino, untouched.st_mtime_ns)
+    assert not list(tmp_path.rglob("fact_new.md"))

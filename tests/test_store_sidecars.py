@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem import Memory, MemoryConfig
+from deermem import CorruptMemoryFile, Memory, MemoryConfig
 from deermem.scenarios import seed_scenarios
 from deermem.store import atomic, sidecars
 
@@ -110,11 +110,11 @@ def test_no_receipts_are_written_with_a_bound_of_zero(tmp_path: Path) -> None:
     for number in range(11):
         memory.create_fact(f"Fact {number}")
     assert not (metadata(tmp_path) / "eviction-audit.json").exists()
-    assert len(memory.archive()) == 1  # the archive still knows why
-    assert memory.archive()[0].eviction is not None
+    assert len(memory.list_archived()) == 1  # the archive still knows why
+    assert memory.list_archived()[0].eviction is not None
 
 
-def test_malformed_sidecars_are_ignored_with_a_warning(
+def test_a_malformed_usage_sidecar_is_ignored_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
@@ -122,14 +122,35 @@ def test_malformed_sidecars_are_ignored_with_a_warning(
     assert fact_id is not None
     metadata(tmp_path).mkdir(parents=True, exist_ok=True)
     (metadata(tmp_path) / "fact-usage.json").write_text("[1, 2", "utf-8")
-    (metadata(tmp_path) / "eviction-audit.json").write_text('{"not": "a list"}', "utf-8")
     with caplog.at_level(logging.WARNING, logger="deermem.store"):
-        assert memory.audit() == ()
         assert memory.store.usage(memory.scope) == {}
         assert [f.id for f in memory.list_facts()] == [fact_id]
         memory.record_access([fact_id])  # rewrites the derived file
     assert "malformed sidecar" in caplog.text
     assert memory.store.usage(memory.scope)[fact_id].access_count == 1
+
+
+@pytest.mark.parametrize("content", ['{"not": "a list"}', "[1, 2", "\xff"])
+def test_a_malformed_audit_is_an_error_and_is_never_overwritten(
+    tmp_path: Path, content: str
+) -> None:
+    memory = open_memory(tmp_path, max_facts=10)
+    for number in range(10):
+        memory.create_fact(f"Fact {number}", confidence=0.9)
+    audit = metadata(tmp_path) / "eviction-audit.json"
+    audit.parent.mkdir(parents=True, exist_ok=True)
+    audit.write_text(content, "utf-8")
+    with pytest.raises(CorruptMemoryFile, match=r"eviction-audit\.json"):
+        memory.audit()
+    with pytest.raises(CorruptMemoryFile, match=r"eviction-audit\.json"):
+        memory.why(memory.list_facts()[0].id)
+    facts = memory.list_facts()
+    with pytest.raises(CorruptMemoryFile, match=r"eviction-audit\.json"):
+        memory.create_fact("One more", confidence=0.95)  # would append a receipt
+    assert audit.read_text("utf-8") == content  # the only record of purged facts stays
+    assert memory.list_facts() == facts  # and nothing else changed
+    assert memory.list_archived() == ()
+    memory.update_fact(facts[0].id, confidence=0.5)  # commits that write no receipt still work
 
 
 def test_original_audit_events_are_kept_when_receipts_are_appended(tmp_path: Path) -> None:
@@ -227,7 +248,7 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
     assert receipt.fact_ids == ("fact_confirm",)
     assert receipt.shadow is not None
     assert receipt.shadow.would_evict == ("fact_stale90",)
-    assert memory.archive() == ()  # delete mode: evicted facts are gone
+    assert memory.list_archived() == ()  # delete mode: evicted facts are gone
     assert not list(tmp_path.rglob("fact_confirm.md"))
     memory.delete_fact("fact_stale90")
     [receipt] = memory.audit()
@@ -238,37 +259,50 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
     assert [r.fact_ids for r in memory.audit()] == [("fact_confirm",)]
 
 
-@pytest.mark.parametrize("failing", ["stage", "sync", "publish"])
-def test_a_failed_receipt_write_does_not_misreport_a_commit_that_happened(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, failing: str
+@pytest.mark.parametrize("failing", ["write", "flush", "rename"])
+def test_a_commit_whose_receipt_cannot_be_written_does_not_happen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
     memory = open_memory(tmp_path, max_facts=10)
     for number in range(10):
         memory.create_fact(f"Fact {number}", confidence=0.9)
-    real_fsync = os.fsync
+    files_before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    real_write, real_fsync, real_replace = atomic.write_temporary, os.fsync, os.replace
 
-    def disk_full(*args: object) -> None:
+    def disk_full() -> None:
         raise OSError(28, "No space left on device")
 
+    def write_fails_on_the_audit(
+        path: Path, data: bytes, *, flush: bool = True, mode: int = atomic.FILE_MODE
+    ) -> Path:
+        if path.name == "eviction-audit.json":
+            disk_full()
+        return real_write(path, data, flush=flush, mode=mode)
+
     def fsync_fails_on_the_audit(fd: int) -> None:
-        name = Path(f"/proc/self/fd/{fd}").readlink().name
-        if name.startswith(".eviction-audit.json.") and atomic.is_temporary(name):
+        if Path(f"/proc/self/fd/{fd}").readlink().name == "eviction-audit.json":
             disk_full()
         real_fsync(fd)
 
-    if failing == "stage":  # writing the receipt's temporary file
-        monkeypatch.setattr(atomic.StagedFiles, "stage", disk_full)
-    elif failing == "sync":  # flushing it, with the commit's own files
+    def rename_fails_on_the_audit(source: str | Path, target: str | Path) -> None:
+        if Path(target).name == "eviction-audit.json":
+            disk_full()
+        real_replace(source, target)
+
+    if failing == "write":  # writing the receipt's temporary file
+        monkeypatch.setattr(atomic, "write_temporary", write_fails_on_the_audit)
+    elif failing == "flush":  # flushing it
         monkeypatch.setattr(os, "fsync", fsync_fails_on_the_audit)
-    else:  # renaming it into place, after the commit happened
-        monkeypatch.setattr(atomic.StagedFiles, "publish", disk_full)
-    with caplog.at_level(logging.ERROR, logger="deermem.store"):
-        result = memory.create_fact("One more", confidence=0.95)
+    else:  # renaming it into place
+        monkeypatch.setattr(os, "replace", rename_fails_on_the_audit)
+    with pytest.raises(OSError, match="No space"):
+        memory.create_fact("One more", confidence=0.95)
     monkeypatch.undo()
+    # A call that raises did not commit: no fact, no archive entry, no receipt.
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files_before
+    assert memory.audit() == ()
+    assert memory.list_archived() == ()
+    assert len(memory.list_facts()) == 10
+    result = memory.create_fact("One more", confidence=0.95)  # the retry is a new create
     assert result.kept
-    assert len(result.evicted) == 1
-    assert "sidecars could not be updated" in caplog.text
-    assert memory.audit() == ()  # the receipt is missing ...
-    assert memory.archive()[0].eviction is not None  # ... but the archive kept its line
-    assert len(memory.list_facts()) == 10  # the commit stands
-    assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]
+    assert memory.audit() == result.receipts  # and what it returns is what the audit holds

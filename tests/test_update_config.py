@@ -79,12 +79,9 @@ def test_update_settings_take_the_config_and_its_one_rule_table() -> None:
     assert settings.fact_confidence_threshold == 0.8
     assert settings.protected_categories == ("correction", "goal")
     assert settings.creation_cap_days == 150
-    assert settings.records_confirmations
 
 
-def test_the_default_creation_cap_and_confirmation_recording() -> None:
+def test_the_default_creation_cap() -> None:
     settings = UpdateSettings.from_config(MemoryConfig())
     assert settings == UpdateSettings()
     assert settings.creation_cap_days == 1800
-    assert not settings.records_confirmations
-    assert UpdateSettings(fact_eviction_policy="hybrid-v1").records_confirmations

@@ -1,18 +1,41 @@
-"""Confirmation gating (catalogue: reinforcement tests of test_memory_updater.py)."""
+"""Confirmation: the rule (catalogue: reinforcement tests of test_memory_updater.py), and the
+wired path under every policy — a confirmation is a fact about what the user said."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deermem.model import format_timestamp
-from deermem.update import ReinforceEntry, UpdateSettings, confirm_facts, next_confirmation_count
+from deermem.testing import ScriptedChatServer
+from deermem.update import ReinforceEntry, confirm_facts, next_confirmation_count
 from tests.update_support import NOW, fact
+from tests.wire_support import (
+    Clock,
+    answer,
+    close_memories,  # noqa: F401 (autouse fixture)
+    conversation,
+    facts_by_id,
+    open_memory,
+    reinforce,
+    seed,
+    stored_fact,
+)
 
-HYBRID = UpdateSettings(fact_eviction_policy="hybrid-v1")
-SHADOW = UpdateSettings(fact_eviction_shadow_enabled=True)
-PLAIN = UpdateSettings()
 REINFORCED = frozenset({"reinforcement"})
 OK = ReinforceEntry("fact_a", "user", "the user said this is exactly right")
+STAMP = "2026-08-13T12:00:00Z"
+POLICIES: dict[str, dict[str, Any]] = {
+    "confidence": {"fact_eviction_policy": "confidence"},
+    "hybrid-v1": {"fact_eviction_policy": "hybrid-v1"},
+    "shadow": {"fact_eviction_policy": "confidence", "fact_eviction_shadow_enabled": True},
+}
+
+
+# --- the rule ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -25,7 +48,7 @@ def test_next_confirmation_count(prior: object, count: int) -> None:
 
 def test_a_confirmed_fact_gets_the_time_and_its_first_count() -> None:
     facts = (fact("fact_a"), fact("fact_b"))
-    outcome = confirm_facts(facts, [OK], signals=REINFORCED, settings=HYBRID, now=NOW)
+    outcome = confirm_facts(facts, [OK], signals=REINFORCED, now=NOW)
     confirmed, other = outcome.facts
     assert confirmed.lastConfirmedAt == format_timestamp(NOW)
     assert confirmed.lastConfirmedAt.endswith("Z")
@@ -38,41 +61,135 @@ def test_a_confirmed_fact_gets_the_time_and_its_first_count() -> None:
 
 def test_a_prior_count_grows() -> None:
     facts = (fact("fact_a", confirmationCount=3, lastConfirmedAt="2026-01-01T00:00:00Z"),)
-    (confirmed,) = confirm_facts(facts, [OK], signals=REINFORCED, settings=HYBRID, now=NOW).facts
+    (confirmed,) = confirm_facts(facts, [OK], signals=REINFORCED, now=NOW).facts
     assert confirmed.confirmationCount == 4
 
 
 @pytest.mark.parametrize(
-    ("signals", "settings", "entry"),
+    ("signals", "entry"),
     [
-        (frozenset(), HYBRID, OK),  # no reinforcement detected
-        (frozenset({"correction", "preference"}), HYBRID, OK),  # other signals do not count
-        (REINFORCED, PLAIN, OK),  # confidence policy without shadow records nothing
-        (REINFORCED, HYBRID, ReinforceEntry("fact_a", "thread", "yes")),  # not user scope
-        (REINFORCED, HYBRID, ReinforceEntry("fact_a", None, "yes")),  # unlabelled
-        (REINFORCED, HYBRID, ReinforceEntry("fact_a", "user", "")),  # no reason
-        (REINFORCED, HYBRID, ReinforceEntry("fact_zz", "user", "yes")),  # unknown id
+        (frozenset(), OK),  # no reinforcement detected
+        (frozenset({"correction", "preference"}), OK),  # other signals do not count
+        (REINFORCED, ReinforceEntry("fact_a", "thread", "yes")),  # not user scope
+        (REINFORCED, ReinforceEntry("fact_a", None, "yes")),  # unlabelled
+        (REINFORCED, ReinforceEntry("fact_a", "user", "")),  # no reason
+        (REINFORCED, ReinforceEntry("fact_zz", "user", "yes")),  # unknown id
     ],
 )
 def test_nothing_is_confirmed_unless_every_condition_holds(
-    signals: frozenset[str], settings: UpdateSettings, entry: ReinforceEntry
+    signals: frozenset[str], entry: ReinforceEntry
 ) -> None:
     facts = (fact("fact_a"),)
-    outcome = confirm_facts(facts, [entry], signals=signals, settings=settings, now=NOW)
+    outcome = confirm_facts(facts, [entry], signals=signals, now=NOW)
     assert outcome.facts == facts
     assert outcome.confirmed == ()
     assert outcome.refused == 1
 
 
-def test_shadow_mode_records_confirmations() -> None:
-    outcome = confirm_facts((fact("fact_a"),), [OK], signals=REINFORCED, settings=SHADOW, now=NOW)
-    assert outcome.confirmed == ("fact_a",)
-
-
 def test_an_id_listed_twice_is_confirmed_once() -> None:
-    outcome = confirm_facts(
-        (fact("fact_a"),), [OK, OK], signals=REINFORCED, settings=HYBRID, now=NOW
-    )
+    outcome = confirm_facts((fact("fact_a"),), [OK, OK], signals=REINFORCED, now=NOW)
     assert outcome.facts[0].confirmationCount == 1
     assert outcome.confirmed == ("fact_a",)
     assert outcome.refused == 1
+
+
+# --- wired: every policy records what the user said ------------------------------------
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedChatServer]:
+    with ScriptedChatServer() as running:
+        yield running
+
+
+def confirming(user_says: str) -> list[dict[str, str]]:
+    return conversation(
+        "Answer with a code example first, please.",
+        "Here is the example first, then the explanation: ...",
+        user_says,
+        "Noted.",
+    )
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_confirmation_is_recorded_under_every_policy(
+    tmp_path: Path, server: ScriptedChatServer, policy: str
+) -> None:
+    memory = open_memory(tmp_path, server, **POLICIES[policy])
+    seed(memory, stored_fact("fact_a", confirmationCount=2), stored_fact("fact_b"))
+    server.enqueue(answer(factsToReinforce=[reinforce("fact_a"), reinforce("fact_zz")]))
+    report = memory.learn("thread-1", confirming("对，就是这样")).report
+    assert "reinforcement" in report.signals
+    assert report.confirmed == ("fact_a",)
+    assert (report.metrics.confirmations, report.metrics.confirmations_refused) == (1, 1)
+    # What a fresh process reads from the files.
+    again = open_memory(tmp_path, server, **POLICIES[policy])
+    stored = facts_by_id(again)
+    assert (stored["fact_a"].lastConfirmedAt, stored["fact_a"].confirmationCount) == (STAMP, 3)
+    assert (stored["fact_b"].lastConfirmedAt, stored["fact_b"].confirmationCount) == (None, None)
+
+
+@pytest.mark.parametrize("policy", ["confidence", "hybrid-v1"])
+@pytest.mark.parametrize(
+    ("user_says", "recorded"),
+    [
+        ("That's perfect!", True),
+        ("Perfect！", True),
+        ("完全正确", True),
+        ("That's not exactly right.", False),
+        ("并非完全正确", False),
+        ("未必完全正确", False),
+        ("对，就是这样吗？", False),
+        ("这完全正确吗？", False),
+        ("你说得对", False),
+    ],
+)
+def test_what_the_user_said_decides_not_the_model(
+    tmp_path: Path, server: ScriptedChatServer, policy: str, user_says: str, recorded: bool
+) -> None:
+    memory = open_memory(tmp_path, server, fact_eviction_policy=policy)
+    seed(memory, stored_fact("fact_a"))
+    server.enqueue(answer(factsToReinforce=[reinforce("fact_a")]))  # the model always asks
+    report = memory.learn("thread-1", confirming(user_says)).report
+    fact_a = memory.get_fact("fact_a")
+    assert ("reinforcement" in report.signals) is recorded
+    assert (fact_a.lastConfirmedAt is not None) is recorded
+    assert report.confirmed == (("fact_a",) if recorded else ())
+
+
+def build_history(root: Path, server: ScriptedChatServer, user_says: str) -> Clock:
+    """A store run under ``confidence`` at a cap of 10, in which the user says ``user_says``
+    about a 0.7 fact; a 0.9 fact nobody mentions is 180 days old a week later."""
+    clock = Clock()
+    memory = open_memory(root, server, clock=clock, max_facts=10)
+    seed(
+        memory,
+        stored_fact("fact_format", "Wants a code example first", confidence=0.7, age_days=30),
+        stored_fact("fact_kafka", "Was evaluating Kafka", confidence=0.9, age_days=173),
+        *(stored_fact(f"fact_fill{i}", f"Background {i}", confidence=0.95) for i in range(8)),
+    )
+    server.enqueue(answer(factsToReinforce=[reinforce("fact_format")]))
+    memory.learn("thread-1", confirming(user_says))
+    clock.advance(days=7)
+    return clock
+
+
+@pytest.mark.parametrize(
+    ("user_says", "evicted"),
+    [
+        ("That's exactly what I wanted.", "fact_kafka"),  # the confirmation counts
+        ("That's not exactly what I wanted.", "fact_format"),  # no confirmation to count
+    ],
+)
+def test_a_deployment_switches_to_hybrid_v1_with_its_history(
+    tmp_path: Path, server: ScriptedChatServer, user_says: str, evicted: str
+) -> None:
+    clock = build_history(tmp_path, server, user_says)
+    switched = open_memory(
+        tmp_path, server, clock=clock, max_facts=10, fact_eviction_policy="hybrid-v1"
+    )
+    result = switched.create_fact("Moved the team to Go 1.23", category="context", confidence=0.9)
+    assert result.kept
+    assert result.evicted == (evicted,)
+    (receipt,) = result.receipts
+    assert receipt.policy_version == "hybrid-v1"

@@ -1,4 +1,4 @@
-"""The embedded SmolLM2-135M model, end to end through Memory.update_now.
+"""The embedded SmolLM2-135M model, end to end through Memory.learn.
 
 This checks plumbing, never quality: the 135M model is weak and, decoding
 greedily, tends to repeat itself until the token limit. What must hold is
@@ -62,13 +62,13 @@ def test_the_local_model_runs_the_whole_update_path(tmp_path: Path) -> None:
     with Memory.open(root, config, user="alice", clock=lambda: NOW) as memory:
         memory.import_document({"facts": [stored_fact("fact_tea", "Drinks green tea")]})
         before = tree(root)
-        report = memory.update_now(
+        report = memory.learn(
             "local-1",
             [
                 {"role": "user", "content": "I always use uv instead of pip."},
                 {"role": "assistant", "content": "Noted, uv it is."},
             ],
-        )
+        ).report
         assert report.model_call is not None
         assert report.model_call.model == "SmolLM2-135M-Instruct.Q4_1"
         assert (report.model_call.prompt_tokens or 0) > 100

@@ -303,24 +303,51 @@ def test_entries_beyond_a_list_limit_are_ignored_and_counted() -> None:
     response = normalized(newFacts=many, factsToRemove=removals)
     assert len(response.new_facts) == limits.MAX_NEW_FACTS
     assert len(response.remove) == limits.MAX_REMOVALS
-    assert response.ignored == {"newFacts": 25, "factsToRemove": limits.MAX_REMOVALS * 2}
+    assert response.over_limits == limits.OverLimits(new_facts=25, removals=limits.MAX_REMOVALS * 2)
+    assert response.over_limits.total == 25 + limits.MAX_REMOVALS * 2
+    assert response.ignored == {}
     assert response.malformed_new_facts == 0
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("fields", "counted"),
     [
-        {"content": "x" * (limits.MAX_CONTENT_CHARS + 1)},
-        {"category": "c" * (limits.MAX_CATEGORY_CHARS + 1)},
-        {"sourceError": "e" * (limits.MAX_SOURCE_ERROR_CHARS + 1)},
-        {"confidence": "0." + "9" * limits.MAX_CONFIDENCE_TEXT_CHARS},
+        ({"content": "x" * (limits.MAX_CONTENT_CHARS + 1)}, {"content": 1}),
+        ({"category": "c" * (limits.MAX_CATEGORY_CHARS + 1)}, {"category": 1}),
+        ({"sourceError": "e" * (limits.MAX_SOURCE_ERROR_CHARS + 1)}, {"source_error": 1}),
+        ({"confidence": "0." + "9" * limits.MAX_CONFIDENCE_TEXT_CHARS}, {"confidence": 1}),
+        # Counted under the first limit broken, once.
+        (
+            {"content": "x" * (limits.MAX_CONTENT_CHARS + 1), "category": "c" * 100},
+            {"content": 1},
+        ),
     ],
 )
-def test_oversized_fields_make_a_fact_malformed(fields: dict[str, object]) -> None:
+def test_oversized_fields_make_a_fact_malformed(
+    fields: dict[str, object], counted: dict[str, int]
+) -> None:
     entry = {**new_fact("x"), **fields}
     response = normalized(newFacts=[entry])
     assert response.new_facts == ()
     assert response.malformed_new_facts == 1
+    assert response.over_limits == limits.OverLimits(**counted)
+
+
+def test_a_malformed_fact_within_the_limits_is_not_counted_over_them() -> None:
+    response = normalized(newFacts=[{**new_fact("x"), "confidence": "very"}])
+    assert response.malformed_new_facts == 1
+    assert response.over_limits.total == 0
+
+
+def test_a_rejected_response_still_counts_what_the_limits_dropped() -> None:
+    data = payload(
+        newFacts=[{**new_fact("x"), "content": "x" * (limits.MAX_CONTENT_CHARS + 1)}],
+        factsToRemove=[{"id": "fact_a", "scope": "user", "reason": "r"}],
+        factsToReinforce=[{"id": f"f{i}"} for i in range(limits.MAX_REINFORCEMENTS + 2)],
+    )
+    result = normalize_response(data)
+    assert isinstance(result, RejectedResponse)
+    assert result.over_limits == limits.OverLimits(content=1, reinforcements=2)
 
 
 def test_oversized_summaries_and_ids_are_ignored_and_reasons_cut() -> None:
@@ -332,7 +359,8 @@ def test_oversized_summaries_and_ids_are_ignored_and_reasons_cut() -> None:
         ],
     )
     assert response.summaries == ()
-    assert response.ignored == {"summaries": 1, "factsToReinforce": 1}
+    assert response.over_limits == limits.OverLimits(summaries=1, ids=1)
+    assert response.ignored == {}
     (entry,) = response.reinforce
     assert len(entry.reason) == limits.MAX_REASON_CHARS
 

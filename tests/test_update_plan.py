@@ -24,8 +24,6 @@ from tests.update_support import (
     state,
 )
 
-HYBRID = UpdateSettings(fact_eviction_policy=POLICY_HYBRID_V1)
-
 
 def test_a_duplicate_of_a_stored_fact_is_skipped_and_removals_still_apply() -> None:
     memory = state(fact("fact_uv", "Prefers uv"), fact("fact_api", "Uses the v1 API"))
@@ -170,15 +168,13 @@ def reinforce(fact_id: str) -> dict[str, str]:
     return {"id": fact_id, "scope": "user", "reason": "the user said exactly this"}
 
 
-def test_a_fact_is_confirmed_only_with_the_reinforcement_signal_and_hybrid() -> None:
+def test_a_fact_is_confirmed_only_with_the_reinforcement_signal() -> None:
     memory = state(fact("fact_a"))
     response = normalized(factsToReinforce=[reinforce("fact_a")])
-    without_signal = plan(memory, response, settings=HYBRID)
+    without_signal = plan(memory, response)
     assert without_signal.updated_facts == ()
     assert without_signal.confirmed == ()
-    under_confidence = plan(memory, response, signals=frozenset({"reinforcement"}))
-    assert under_confidence.confirmed == ()
-    confirmed = plan(memory, response, signals=frozenset({"reinforcement"}), settings=HYBRID)
+    confirmed = plan(memory, response, signals=frozenset({"reinforcement"}))
     (updated,) = confirmed.updated_facts
     assert updated.lastConfirmedAt == format_timestamp(NOW)
     assert updated.confirmationCount == 1
@@ -192,7 +188,7 @@ def test_a_fact_confirmed_in_this_cycle_cannot_be_removed_as_stale() -> None:
         factsToReinforce=[reinforce("f0")],
         staleFactsToRemove=[{"id": "f0", "reason": "old"}, {"id": "f1", "reason": "old"}],
     )
-    result = plan(memory, response, signals=frozenset({"reinforcement"}), settings=HYBRID)
+    result = plan(memory, response, signals=frozenset({"reinforcement"}))
     assert result.stale_removals == ("f1",)
     assert [f.id for f in result.facts] == ["f0", "f2"]
     assert result.metrics.stale_refused == 1
@@ -210,7 +206,7 @@ def test_the_seed_scenario_confirmation_decides_the_capacity_gate() -> None:
         newFacts=[new_fact("Writes Go", confidence=0.95)],
     )
     signals = frozenset({"reinforcement"})
-    hybrid_plan = plan(memory, response, signals=signals, settings=HYBRID)
+    hybrid_plan = plan(memory, response, signals=signals)
     kept, _ = apply_through_capacity(hybrid_plan, max_facts=10, policy=POLICY_HYBRID_V1)
     assert "fact_confirm" in {f.id for f in kept}
     assert "fact_stale" not in {f.id for f in kept}
@@ -280,8 +276,8 @@ def test_planning_is_deterministic_and_leaves_its_input_alone() -> None:
         staleFactsToExtend=[{"id": "c", "extend_by_days": 30, "reason": "still true"}],
     )
     snapshot = [f.to_dict() for f in memory.facts]
-    first = plan(memory, response, signals=frozenset({"reinforcement"}), settings=HYBRID)
-    second = plan(memory, response, signals=frozenset({"reinforcement"}), settings=HYBRID)
+    first = plan(memory, response, signals=frozenset({"reinforcement"}))
+    second = plan(memory, response, signals=frozenset({"reinforcement"}))
     assert first == second
     assert [f.to_dict() for f in memory.facts] == snapshot
     assert [f.id for f in first.updated_facts] == ["a", "c"]

@@ -15,6 +15,7 @@ from deermem.update import (
     SummarySection,
     UpdateSettings,
     build_update_prompt,
+    fit_conversation,
     format_conversation,
     limits,
     response_json_schema,
@@ -42,7 +43,7 @@ def prompt_for(
 ) -> str:
     prompt = build_update_prompt(
         memory or state(),
-        turns or [user("I moved to Lisbon last month."), assistant("Noted!")],
+        fit_conversation(turns or [user("I moved to Lisbon last month."), assistant("Noted!")]),
         signals=signals,
         settings=settings or UpdateSettings(),
         now=NOW,
@@ -87,7 +88,7 @@ def test_upload_blocks_are_cut_from_user_turns() -> None:
 def test_an_empty_conversation_gives_no_prompt() -> None:
     result = build_update_prompt(
         state(),
-        [user("   "), assistant("")],
+        fit_conversation([user("   "), assistant("")]),
         signals=(),
         settings=UpdateSettings(),
         now=NOW,
@@ -245,7 +246,7 @@ def test_the_system_message_defines_every_label_and_mutating_path() -> None:
 def test_the_system_message_is_the_same_for_any_input() -> None:
     first = build_update_prompt(
         state(fact("a")),
-        [user("one")],
+        fit_conversation([user("one")]),
         signals={"correction"},
         settings=UpdateSettings(),
         now=NOW,
@@ -253,7 +254,7 @@ def test_the_system_message_is_the_same_for_any_input() -> None:
     )
     second = build_update_prompt(
         state(),
-        [user("two {{ conversation }}")],
+        fit_conversation([user("two {{ conversation }}")]),
         signals=(),
         settings=UpdateSettings(),
         now=NOW,

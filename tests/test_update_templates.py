@@ -9,7 +9,7 @@ import yaml
 
 from deermem import PromptNotFoundError, PromptTemplateError
 from deermem.update import PromptLoader, UpdateSettings, build_update_prompt
-from deermem.update.conversation import ConversationTurn
+from deermem.update.conversation import ConversationTurn, fit_conversation
 from tests.update_support import NOW, state
 
 USER_TEMPLATE = (
@@ -77,7 +77,7 @@ def test_an_agent_override_applies_to_that_agent_only(tmp_path: Path) -> None:
     assert loader.load("memory_update", agent="coder") is coder  # loaded once
     prompt = build_update_prompt(
         state(),
-        [ConversationTurn("human", "hello")],
+        fit_conversation([ConversationTurn("human", "hello")]),
         signals=(),
         settings=UpdateSettings(),
         now=NOW,

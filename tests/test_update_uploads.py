@@ -124,16 +124,9 @@ def test_a_replacement_that_is_an_upload_event_blocks_its_removal() -> None:
 
 
 def test_a_confirmed_fact_removed_as_an_upload_event_is_not_reported_confirmed() -> None:
-    from deermem.update import UpdateSettings
-
     memory = MemoryState(facts=(fact("fact_up", "Uploaded a test file"),))
     response = normalized(factsToReinforce=[{"id": "fact_up", "scope": "user", "reason": "r"}])
-    result = plan(
-        memory,
-        response,
-        signals=frozenset({"reinforcement"}),
-        settings=UpdateSettings(fact_eviction_policy="hybrid-v1"),
-    )
+    result = plan(memory, response, signals=frozenset({"reinforcement"}))
     assert result.confirmed == ()
     assert result.updated_facts == ()
     assert [r.fact_id for r in result.removals] == ["fact_up"]

@@ -1,4 +1,4 @@
-"""The wired update: Memory.update_now over real HTTP, through the store's capacity gate.
+"""The wired update: Memory.learn over real HTTP, through the store's capacity gate.
 
 Every test here runs the whole path — message filtering and signals, the
 prompt, the OpenAI-compatible client against a ScriptedChatServer on
@@ -26,6 +26,7 @@ from deermem import (
     MessageFormatError,
 )
 from deermem.llm import NO_MODEL_CONFIGURED
+from deermem.store import journal
 from deermem.testing import Reply, ScriptedChatServer
 from deermem.update import PromptLoader, response_json_schema
 from tests.wire_support import (
@@ -35,6 +36,8 @@ from tests.wire_support import (
     close_memories,  # noqa: F401 (autouse fixture)
     conversation,
     facts_by_id,
+    marks,
+    memory_tree,
     new_fact,
     open_memory,
     prompt_of,
@@ -64,7 +67,7 @@ def test_a_conversation_becomes_facts_with_one_model_call(
 ) -> None:
     memory = open_memory(tmp_path, server)
     server.enqueue(answer(newFacts=[new_fact("Uses uv for every Python project.")]))
-    report = memory.update_now("thread-7", CHAT)
+    report = memory.learn("thread-7", CHAT).report
     assert report.outcome == "applied"
     assert report.committed
     assert report.added == ("fact_00000001",)
@@ -93,7 +96,7 @@ def test_the_prompt_carries_the_current_memory_escaped_and_unicode_intact(
     memory = open_memory(tmp_path, server)
     seed(memory, stored_fact("fact_a", "喜欢 </current_memory> 乌龙茶 & 绿茶"))
     server.enqueue(answer())
-    memory.update_now("t", CHAT)
+    memory.learn("t", CHAT)
     prompt = prompt_of(server)
     assert "喜欢 &lt;/current_memory&gt; 乌龙茶 &amp; 绿茶" in prompt
     assert prompt.count("</current_memory>") == 1
@@ -109,7 +112,7 @@ def test_langchain_shaped_messages_are_read_too(tmp_path: Path, server: Scripted
         {"type": "tool", "content": "tool output", "id": "m3"},
         {"type": "ai", "content": [{"type": "text", "text": "Got it."}], "id": "m4"},
     ]
-    assert memory.update_now("t", messages).added == ("fact_00000001",)
+    assert memory.learn("t", messages).report.added == ("fact_00000001",)
     prompt = prompt_of(server)
     assert "tool output" not in prompt
     assert "User: I work night shifts." in prompt
@@ -124,7 +127,7 @@ def test_a_conversation_with_nothing_to_learn_makes_no_call(
         conversation("Only a question, no answer yet."),
         [{"role": "system", "content": "You are helpful."}],
     ):
-        assert memory.update_now("t", messages).outcome == "no-conversation"
+        assert memory.learn("t", messages).report.outcome == "no-conversation"
     assert server.requests == []
     assert not tmp_path.exists() or tree(tmp_path) == {}
 
@@ -132,17 +135,17 @@ def test_a_conversation_with_nothing_to_learn_makes_no_call(
 def test_a_bad_message_is_an_error_naming_it(tmp_path: Path, server: ScriptedChatServer) -> None:
     memory = open_memory(tmp_path, server)
     with pytest.raises(MessageFormatError, match="message 1: field 'role'"):
-        memory.update_now("t", [{"role": "user", "content": "hi"}, {"role": "robot"}])
+        memory.learn("t", [{"role": "user", "content": "hi"}, {"role": "robot"}])
     assert server.requests == []
 
 
 def test_without_a_model_extraction_is_off_and_says_so(tmp_path: Path) -> None:
     memory = Memory.open(tmp_path, MemoryConfig(), user="alice", clock=lambda: NOW)
     with pytest.raises(LLMNotConfigured) as raised:
-        memory.update_now("t", CHAT)
+        memory.learn("t", CHAT)
     assert str(raised.value) == NO_MODEL_CONFIGURED
     with pytest.raises(LLMNotConfigured):
-        memory.add_conversation("t", CHAT)
+        memory.queue_conversation("t", CHAT)
     assert not tmp_path.exists() or tree(tmp_path) == {}
 
 
@@ -156,7 +159,7 @@ def test_retries_on_429_and_5xx_then_applies(tmp_path: Path, server: ScriptedCha
         Reply.error(503),
         answer(newFacts=[new_fact("Prefers tea.")]),
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.added == ("fact_00000001",)
     assert report.model_call is not None
     assert report.model_call.attempts == 3
@@ -170,11 +173,11 @@ def test_a_failed_model_call_raises_and_changes_nothing(
     before = tree(tmp_path)
     server.enqueue(Reply.error(401, message="bad key"))
     with pytest.raises(LLMStatusError):
-        memory.update_now("t", CHAT)
+        memory.learn("t", CHAT)
     assert tree(tmp_path) == before
     # The watermark did not move: the same conversation is tried again.
     server.enqueue(answer(newFacts=[new_fact("Prefers tea.")]))
-    assert memory.update_now("t", CHAT).added == ("fact_00000001",)
+    assert memory.learn("t", CHAT).report.added == ("fact_00000001",)
 
 
 @pytest.mark.parametrize(
@@ -192,7 +195,7 @@ def test_a_failed_model_call_raises_and_changes_nothing(
 def test_wrapped_answers_parse(tmp_path: Path, server: ScriptedChatServer, reply: Reply) -> None:
     memory = open_memory(tmp_path, server)
     server.enqueue(reply)
-    assert memory.update_now("t", CHAT).added == ("fact_00000001",)
+    assert memory.learn("t", CHAT).report.added == ("fact_00000001",)
 
 
 # --- apply order (reference §4.4) -----------------------------------------------------
@@ -217,7 +220,7 @@ def test_confirmation_runs_before_the_staleness_review(
             ],
         )
     )
-    report = memory.update_now("t", CONFIRMING)
+    report = memory.learn("t", CONFIRMING).report
     assert "reinforcement" in report.signals
     assert report.confirmed == ("fact_old",)
     assert [(c.fact_id, c.reason) for c in report.removed] == [("fact_b", "staleness")]
@@ -239,7 +242,7 @@ def test_a_stale_fact_proposed_again_comes_back_fresh(
             newFacts=[new_fact("prefers UV over pip")],
         )
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert [c.fact_id for c in report.removed] == ["fact_old"]
     assert report.added == ("fact_00000001",)
     (fact,) = memory.list_facts()
@@ -264,7 +267,7 @@ def test_staleness_removals_get_their_own_receipt_and_archive_entry(
             ]
         )
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     # Capped at one removal, lowest confidence first; the protected and the fresh fact stay.
     (change,) = report.removed
     assert (change.fact_id, change.reason, change.category) == ("fact_lo", "staleness", "context")
@@ -278,7 +281,7 @@ def test_staleness_removals_get_their_own_receipt_and_archive_entry(
         ("fact_lo",),
     )
     assert receipt.receipt_id == change.receipt_id
-    (entry,) = memory.archive()
+    (entry,) = memory.list_archived()
     assert (entry.fact_id, entry.reason, entry.receipt_id) == (
         "fact_lo",
         "staleness",
@@ -292,7 +295,7 @@ def test_an_extension_is_committed(tmp_path: Path, server: ScriptedChatServer) -
     server.enqueue(
         answer(staleFactsToExtend=[{"id": "fact_a", "extend_by_days": 365, "reason": "still"}])
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.extended == ("fact_a",)
     assert memory.get_fact("fact_a").expected_valid_days == 465
     assert memory.get_fact("fact_a").revision == 2
@@ -304,7 +307,7 @@ def test_at_the_cap_a_new_fact_goes_through_the_capacity_gate(
     memory = open_memory(tmp_path, server, max_facts=10)
     seed(memory, *(stored_fact(f"fact_{i}", confidence=0.8 + i / 100) for i in range(10)))
     server.enqueue(answer(newFacts=[new_fact("Prefers tea.", confidence=0.95)]))
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.added == ("fact_00000001",)
     (evicted,) = report.evicted
     assert (evicted.fact_id, evicted.reason) == ("fact_0", "capacity")
@@ -323,10 +326,10 @@ def test_a_new_fact_the_gate_evicts_at_once_is_reported_as_evicted(
     memory = open_memory(tmp_path, server, max_facts=10)
     seed(memory, *(stored_fact(f"fact_{i}", confidence=0.95) for i in range(10)))
     server.enqueue(answer(newFacts=[new_fact("Prefers tea.", confidence=0.75)]))
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.added == ()
     assert [c.fact_id for c in report.evicted] == ["fact_00000001"]
-    assert memory.archived("fact_00000001").fact.content == "Prefers tea."
+    assert memory.get_archived("fact_00000001").fact.content == "Prefers tea."
 
 
 def test_a_contradiction_with_a_kept_replacement_removes_the_old_fact(
@@ -337,9 +340,9 @@ def test_a_contradiction_with_a_kept_replacement_removes_the_old_fact(
     server.enqueue(
         answer(newFacts=[new_fact("Uses uv, not pip")], factsToRemove=[removal("fact_pip", 0)])
     )
-    report = memory.update_now(
+    report = memory.learn(
         "t", conversation("That's wrong: I use uv now, not pip.", "Understood.")
-    )
+    ).report
     assert "correction" in report.signals
     assert report.added == ("fact_00000001",)
     (change,) = report.removed
@@ -347,7 +350,7 @@ def test_a_contradiction_with_a_kept_replacement_removes_the_old_fact(
     assert report.metrics.contradiction_removals == 1
     assert set(facts_by_id(memory)) == {"fact_00000001"}
     assert memory.audit()[-1].reason == "contradiction"
-    assert memory.archived("fact_pip").reason == "contradiction"
+    assert memory.get_archived("fact_pip").reason == "contradiction"
 
 
 def test_a_contradiction_whose_replacement_is_trimmed_is_blocked(
@@ -362,7 +365,7 @@ def test_a_contradiction_whose_replacement_is_trimmed_is_blocked(
             factsToRemove=[removal("fact_pip", 0)],
         )
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert [c.fact_id for c in report.evicted] == ["fact_00000001"]
     assert report.removed == ()
     assert report.blocked_removals == ("fact_pip",)
@@ -384,7 +387,7 @@ def test_a_replacement_refused_by_a_gate_blocks_its_removal(
             factsToRemove=[removal("fact_pip", 0), removal("fact_pip", 1)],
         )
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.outcome == "unchanged"
     assert report.removed == ()
     assert report.added == ()
@@ -408,7 +411,7 @@ def test_a_contradiction_without_replacement_never_costs_another_fact_its_slot(
     memory = open_memory(tmp_path, server, max_facts=10)
     seed(memory, *(stored_fact(f"fact_{i}", confidence=0.8 + i / 100) for i in range(10)))
     server.enqueue(answer(newFacts=[new_fact("Prefers tea.")], factsToRemove=[removal("fact_5")]))
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert [(c.fact_id, c.reason) for c in report.removed] == [("fact_5", "contradiction")]
     assert report.evicted == ()
     assert report.added == ("fact_00000001",)
@@ -429,7 +432,7 @@ def test_an_unlabelled_fact_is_dropped_without_stopping_the_rest(
             factsToRemove=[removal("fact_pip", 0)],
         )
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.metrics.fact_rejections.missing == 1
     assert report.metrics.removal_rejections.replacement == 1
     assert report.added == ("fact_00000001",)
@@ -445,7 +448,7 @@ def test_wrong_typed_sections_are_ignored_and_a_valid_fact_kept(
         answer(user="alice", history=[1, 2], factsToRemove="everything",
                newFacts=[{**new_fact("Lives in Lyon."), "confidence": "0.91", "category": 9}])
     )  # fmt: skip
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     (fact,) = memory.list_facts()
     assert (fact.content, fact.confidence, fact.category) == ("Lives in Lyon.", 0.91, "context")
     assert report.summaries == ()
@@ -461,7 +464,7 @@ def test_upload_blocks_never_reach_the_model(tmp_path: Path, server: ScriptedCha
         {"role": "user", "content": "<current_uploads>a.pdf</current_uploads>What is in a.pdf?"},
         {"role": "assistant", "content": "A report."},
     ]  # fmt: skip
-    memory.update_now("t", messages)
+    memory.learn("t", messages)
     prompt = prompt_of(server)
     assert "secret.csv" not in prompt
     assert "User: What is in a.pdf?" in prompt
@@ -480,7 +483,7 @@ def test_removal_scopes_and_reasons_are_gated(tmp_path: Path, server: ScriptedCh
             ]
         )
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.outcome == "unchanged"
     rejections = report.metrics.removal_rejections
     assert (rejections.scope, rejections.missing) == (1, 2)
@@ -502,7 +505,7 @@ def test_summaries_pass_their_gate_and_are_committed(
             }
         )
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.summaries == ("user.workContext",)
     summaries = memory.summaries()
     assert summaries.user["workContext"].summary == "Backend engineer."
@@ -519,21 +522,21 @@ def test_duplicates_are_dropped_and_the_stored_fact_left_alone(
     seed(memory, stored_fact("fact_a", "Prefers uv over pip"))
     before = tree(tmp_path)
     server.enqueue(answer(newFacts=[new_fact("  PREFERS UV OVER PIP ")]))
-    report = memory.update_now("t", CONFIRMING)  # even with a reinforcement signal
+    report = memory.learn("t", CONFIRMING).report  # even with a reinforcement signal
     assert report.outcome == "unchanged"
     assert report.metrics.duplicate_facts == 1
-    assert tree(tmp_path) == before  # a duplicate never confirms or touches the fact
+    assert memory_tree(tmp_path) == before  # a duplicate never confirms or touches the fact
 
 
 def test_delete_mode_deletes_without_archive(tmp_path: Path, server: ScriptedChatServer) -> None:
     memory = open_memory(tmp_path, server, eviction_mode="delete")
     seed(memory, stored_fact("fact_pip", "Uses pip"))
     server.enqueue(answer(factsToRemove=[removal("fact_pip")]))
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     (change,) = report.removed
     assert change.receipt_id is None
     assert memory.list_facts() == ()
-    assert memory.archive() == ()
+    assert memory.list_archived() == ()
 
 
 # --- confirmation (reference §4.6) ----------------------------------------------------
@@ -544,7 +547,7 @@ def test_delete_mode_deletes_without_archive(tmp_path: Path, server: ScriptedCha
     [
         ({"fact_eviction_policy": "hybrid-v1"}, CONFIRMING, True),
         ({"fact_eviction_shadow_enabled": True}, CONFIRMING, True),
-        ({}, CONFIRMING, False),  # confidence policy: nothing reads confirmations
+        ({}, CONFIRMING, True),  # the confidence policy records them too
         ({"fact_eviction_policy": "hybrid-v1"}, CHAT, False),  # no reinforcement signal
         # a bare "对" is no confirmation
         ({"fact_eviction_policy": "hybrid-v1"}, conversation("Use uv.", "Done.", "对", "OK."),
@@ -561,7 +564,7 @@ def test_a_confirmation_is_recorded_only_when_every_condition_holds(
     memory = open_memory(tmp_path, server, **settings)
     seed(memory, stored_fact("fact_a", confirmationCount=3))
     server.enqueue(answer(factsToReinforce=[reinforce("fact_a"), reinforce("fact_zz")]))
-    report = memory.update_now("t", messages)
+    report = memory.learn("t", messages).report
     fact = memory.get_fact("fact_a")
     if recorded:
         assert report.confirmed == ("fact_a",)
@@ -585,7 +588,7 @@ def test_a_confirmation_needs_user_scope_and_a_reason(
             ]
         )
     )
-    report = memory.update_now("t", CONFIRMING)
+    report = memory.learn("t", CONFIRMING).report
     assert report.confirmed == ()
     assert all(f.lastConfirmedAt is None for f in memory.list_facts())
 
@@ -600,17 +603,17 @@ def test_signal_hints_and_the_staleness_section_reach_the_model(
     memory = open_memory(tmp_path, server)
     seed(memory, *(stored_fact(f"fact_{i}", age_days=120) for i in range(3)))
     server.enqueue(answer(), answer(), answer())
-    memory.update_now("t1", conversation("That's wrong, try again.", "Sorry."))
+    memory.learn("t1", conversation("That's wrong, try again.", "Sorry."))
     first = prompt_of(server)
     assert "- [fact_2 | context | conf:0.80 |" in first
     assert "valid:90d" in first
     assert hints["correction"] in first
     assert hints["reinforcement"] not in first
-    memory.update_now("t2", conversation("Yes, exactly! That's what I needed.", "Glad."))
+    memory.learn("t2", conversation("Yes, exactly! That's what I needed.", "Glad."))
     second = prompt_of(server)
     assert hints["reinforcement"] in second
     assert hints["correction"] not in second
-    memory.update_now("t3", conversation("Let's move the meeting to Friday.", "Moved."))
+    memory.learn("t3", conversation("Let's move the meeting to Friday.", "Moved."))
     assert not any(hint in prompt_of(server) for hint in hints.values())
 
 
@@ -618,7 +621,7 @@ def test_no_staleness_section_below_the_minimum(tmp_path: Path, server: Scripted
     memory = open_memory(tmp_path, server)
     seed(memory, *(stored_fact(f"fact_{i}", age_days=120) for i in range(2)))
     server.enqueue(answer())
-    memory.update_now("t", CHAT)
+    memory.learn("t", CHAT)
     assert "valid:90d" not in prompt_of(server)
 
 
@@ -645,7 +648,7 @@ def test_upload_events_are_cleaned_from_facts_and_summaries(
             ]
         )
     )
-    report = memory.update_now("t", CHAT)
+    report = memory.learn("t", CHAT).report
     assert report.added == ("fact_00000001",)
     assert [(c.fact_id, c.reason) for c in report.removed] == [("fact_up", "upload")]
     assert report.metrics.upload_facts_dropped == 2
@@ -653,7 +656,7 @@ def test_upload_events_are_cleaned_from_facts_and_summaries(
     assert set(facts_by_id(memory)) == {"fact_csv", "fact_hand", "fact_00000001"}
     summary = memory.summaries().user["workContext"].summary
     assert summary == "Data engineer. Prefers PDF export."
-    assert memory.archived("fact_up").reason == "upload"
+    assert memory.get_archived("fact_up").reason == "upload"
 
 
 # --- the watermark --------------------------------------------------------------------
@@ -663,19 +666,92 @@ def test_the_watermark_feeds_only_what_is_new(tmp_path: Path, server: ScriptedCh
     memory = open_memory(tmp_path, server)
     server.enqueue(answer(), answer())
     first = conversation("I live in Lyon.", "Nice city.")
-    memory.update_now("t", first)
-    assert memory.update_now("t", first).outcome == "nothing-new"
+    memory.learn("t", first)
+    assert memory.learn("t", first).report.outcome == "nothing-new"
     assert len(server.requests) == 1
     grown = [*first, *conversation("I moved to Paris.", "Noted.")]
-    memory.update_now("t", grown)
+    memory.learn("t", grown)
     prompt = prompt_of(server)
     assert "Paris" in prompt
     assert "Lyon" not in prompt
     # Per thread, per user: another thread or user starts from the beginning.
     server.enqueue(answer(), answer())
-    memory.update_now("other", first)
-    memory.scoped(user="bob").update_now("t", first)
+    memory.learn("other", first)
+    memory.scoped(user="bob", agent=None).learn("t", first)
     assert len(server.requests) == 4
+
+
+def test_an_applied_conversation_is_never_extracted_or_confirmed_again(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """The mark is in the store: a new Memory (a new process) sees it."""
+    first = open_memory(tmp_path, server, fact_eviction_policy="hybrid-v1")
+    seed(first, stored_fact("fact_a", "Uses uv for every project."))
+    server.enqueue(answer(factsToReinforce=[reinforce("fact_a")]))
+    assert first.learn("t", CONFIRMING).report.confirmed == ("fact_a",)
+    first.close()
+    again = open_memory(tmp_path, server, fact_eviction_policy="hybrid-v1")
+    assert again.learn("t", CONFIRMING).report.outcome == "nothing-new"
+    assert len(server.requests) == 1  # no model call, so nothing to confirm again
+    assert again.get_fact("fact_a").confirmationCount == 1
+    grown = [*CONFIRMING, *conversation("I also use ruff.", "Noted.")]
+    server.enqueue(answer(newFacts=[new_fact("Uses ruff.")]))
+    assert again.learn("t", grown).report.added == ("fact_00000001",)
+    assert "对，就是这样" not in prompt_of(server)  # only what is new is fed
+    assert again.get_fact("fact_a").confirmationCount == 1
+
+
+def test_the_queue_reads_the_mark_from_the_store(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    server.enqueue(answer())
+    open_memory(tmp_path, server).learn("t", CHAT)
+    queued = open_memory(tmp_path, server, debounce_seconds=30.0)
+    assert queued.queue_conversation("t", CHAT)
+    report = queued.flush_queue(timeout=10)
+    assert report.ok
+    assert len(server.requests) == 1  # nothing new for the queue either
+
+
+def test_the_mark_is_written_by_the_commit_that_applies_the_update(
+    tmp_path: Path, server: ScriptedChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = open_memory(tmp_path, server)
+    seed(memory, stored_fact("fact_a", "Uses pip."))
+    before = tree(tmp_path)
+
+    class Crash(BaseException):
+        pass
+
+    def crash(path: Path) -> bool:
+        raise Crash
+
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
+    with monkeypatch.context() as patch:
+        patch.setattr(journal, "remove_durably", crash)
+        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing
+        with pytest.raises(Crash):
+            memory.learn("t", CHAT)
+    written = json.loads((tmp_path / "users/alice/.memory.journal.json").read_text("utf-8"))
+    assert sum("/.metadata/threads/" in item["path"] for item in written["files"]) == 1
+    reopened = open_memory(tmp_path, server)
+    assert [f.id for f in reopened.list_facts()] == ["fact_a"]  # recovered: no fact, no mark
+    assert tree(tmp_path) == before
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]))
+    assert reopened.learn("t", CHAT).report.added == ("fact_00000001",)  # asked again
+    assert len(marks(tmp_path)) == 1
+
+
+def test_a_failed_update_leaves_no_mark(tmp_path: Path, server: ScriptedChatServer) -> None:
+    memory = open_memory(tmp_path, server)
+    seed(memory, stored_fact("fact_a", "Uses pip."))
+    server.enqueue("no json here")
+    assert memory.learn("t", CHAT).report.outcome == "no-update"
+    assert marks(tmp_path) == []
+    server.enqueue(answer())
+    assert memory.learn("t", CHAT).report.outcome == "unchanged"  # tried again
+    assert len(marks(tmp_path)) == 1
+    assert "Uses" not in marks(tmp_path)[0]
 
 
 def test_a_dry_run_on_a_new_store_creates_nothing(
@@ -684,7 +760,7 @@ def test_a_dry_run_on_a_new_store_creates_nothing(
     root = tmp_path / "store"
     memory = open_memory(root, server)
     server.enqueue(answer(newFacts=[new_fact("Prefers tea.")]))
-    assert memory.ingest("t", CHAT, dry_run=True).report.added == ("fact_00000001",)
+    assert memory.learn("t", CHAT, dry_run=True).report.added == ("fact_00000001",)
     assert not root.exists()
 
 
@@ -696,7 +772,7 @@ def test_a_dry_run_writes_nothing_and_does_not_move_the_watermark(
     before = tree(tmp_path)
     response = answer(newFacts=[new_fact("Prefers tea.", confidence=0.95)])
     server.enqueue(response, response)
-    preview = memory.ingest("t", CHAT, dry_run=True)
+    preview = memory.learn("t", CHAT, dry_run=True)
     assert preview.report.dry_run
     assert not preview.report.committed
     assert preview.report.outcome == "applied"
@@ -704,7 +780,7 @@ def test_a_dry_run_writes_nothing_and_does_not_move_the_watermark(
     assert [c.fact_id for c in preview.report.evicted] == ["fact_0"]
     assert preview.facts["fact_00000001"].content == "Prefers tea."
     assert tree(tmp_path) == before
-    real = memory.update_now("t", CHAT)  # same answer: same decision, same receipt id
+    real = memory.learn("t", CHAT).report  # same answer: same decision, same receipt id
     assert real.evicted == preview.report.evicted
 
 
@@ -738,7 +814,7 @@ def test_a_revision_conflict_reloads_and_applies_the_same_answer(
     server.enqueue(
         answer(newFacts=[new_fact("Likes tea.")], factsToReinforce=[reinforce("fact_a")])
     )
-    report = memory.update_now("t", CONFIRMING)
+    report = memory.learn("t", CONFIRMING).report
     assert report.commit_attempts == 2
     assert len(server.requests) == 1  # the model was asked once
     assert report.confirmed == ("fact_a",)
@@ -772,7 +848,7 @@ def test_three_conflicts_in_a_row_give_up_without_a_partial_commit(
         answer(newFacts=[new_fact("Likes tea.")], factsToReinforce=[reinforce("fact_a")])
     )
     with pytest.raises(FactRevisionConflict):
-        memory.update_now("t", CONFIRMING)
+        memory.learn("t", CONFIRMING)
     memory.reload()
     assert set(facts_by_id(memory)) == {"fact_a"}
     assert memory.get_fact("fact_a").lastConfirmedAt is None  # nothing half-applied

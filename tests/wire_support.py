@@ -169,6 +169,16 @@ def tree(root: Path) -> dict[str, bytes]:
     }
 
 
+def memory_tree(root: Path) -> dict[str, bytes]:
+    """:func:`tree` without the conversations' marks: the memory itself."""
+    return {name: data for name, data in tree(root).items() if "/.metadata/threads/" not in name}
+
+
+def marks(root: Path) -> list[str]:
+    """The conversations' mark files under ``root``."""
+    return [name for name in tree(root) if "/.metadata/threads/" in name]
+
+
 def facts_by_id(memory: Memory) -> dict[str, Fact]:
     return {fact.id: fact for fact in memory.list_facts()}
 

@@ -8,12 +8,16 @@ because that is what they are and what generic callers already handle::
     DeerMemError
     ├── ConfigError                 (ValueError) a configuration key has a bad value
     ├── FactValidationError         (ValueError) a fact field has a bad value
+    │   └── InvalidTextError        ... text that cannot be stored as it is (a lone
+    │                               surrogate, an undecodable byte, a control character)
     ├── DuplicateFactError          (ValueError) an equal fact is already stored
+    ├── ArchivedFactError           (ValueError) an added fact's id is in the archive
     ├── FactNotFoundError           (KeyError)   no fact (or archive entry) with that id
     ├── StorageError                             the store could not do what was asked
     │   ├── CorruptMemoryFile                    a stored file is not what it must be
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
+    │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
     │   └── RevisionConflict                     the data changed since it was read
     │       ├── ManifestRevisionConflict         ... the user's summary document
     │       └── FactRevisionConflict             ... one fact
@@ -26,6 +30,10 @@ because that is what they are and what generic callers already handle::
     ├── UpdateQueueError            the update queue did not take a conversation
     │   ├── QueueFullError          the queue is at its depth limit
     │   └── QueueClosedError        the queue has been shut down
+    ├── ServerError                 the HTTP server cannot start or serve as configured
+    │   ├── TokenFileError          (ValueError) the tokens file is unreadable or malformed
+    │   ├── UnknownTokenError       (KeyError)   no token with that id in the tokens file
+    │   └── InsecureBindError                    a non-loopback address without tokens
     ├── LLMError                    a language-model call gave no usable answer
     │   ├── LLMNotConfigured        no model is configured, so extraction is off
     │   ├── LLMUnavailable          the configured backend cannot run here
@@ -50,7 +58,10 @@ callers never parse messages; the message is for people.
 
 from __future__ import annotations
 
+from typing import Self
+
 __all__ = [
+    "ArchivedFactError",
     "ConfigError",
     "ConversationFileError",
     "CorruptMemoryFile",
@@ -59,6 +70,8 @@ __all__ = [
     "FactNotFoundError",
     "FactRevisionConflict",
     "FactValidationError",
+    "InsecureBindError",
+    "InvalidTextError",
     "LLMError",
     "LLMNotConfigured",
     "LLMResponseInvalid",
@@ -75,8 +88,12 @@ __all__ = [
     "QueueFullError",
     "RevisionConflict",
     "SearchIndexError",
+    "ServerError",
     "StorageError",
     "StoreLockTimeout",
+    "StoreNeedsRecovery",
+    "TokenFileError",
+    "UnknownTokenError",
     "UnsafeIdentifierError",
     "UpdateQueueError",
 ]
@@ -125,8 +142,48 @@ class FactValidationError(DeerMemError, ValueError):
         self.value = value
         self.allowed = allowed
         self.fact_id = fact_id
-        where = f"fact {fact_id!r}: " if fact_id else ""
-        super().__init__(f"{where}field {field!r} has value {_preview(value)}; {allowed}")
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        where = f"fact {self.fact_id!r}: " if self.fact_id else ""
+        return f"{where}field {self.field!r} has value {_preview(self.value)}; {self.allowed}"
+
+    def naming(self, fact_id: str) -> Self:
+        """The same error (of the same class), naming the fact it concerns."""
+        named = type(self).__new__(type(self))
+        named.__dict__.update(self.__dict__)
+        named.fact_id = fact_id
+        named.args = (named._describe(),)
+        return named
+
+
+class InvalidTextError(FactValidationError):
+    """A text field holds characters it cannot be stored with.
+
+    Raised for a lone surrogate anywhere (which is what an undecodable byte
+    becomes when Python decodes a command-line argument or a file name), and
+    for a control character in a one-line field (a category, a topic, an
+    id). Nothing is written: text that cannot be written as UTF-8, or that
+    would break a one-line field, is refused where it enters.
+
+    Attributes:
+        position: the index of the first offending character in the field's text.
+        character: that character.
+    """
+
+    def __init__(
+        self,
+        field: str,
+        value: object,
+        *,
+        position: int,
+        character: str,
+        problem: str,
+        fact_id: str | None = None,
+    ) -> None:
+        self.position = position
+        self.character = character
+        super().__init__(field, value, problem, fact_id=fact_id)
 
 
 class DuplicateFactError(DeerMemError, ValueError):
@@ -139,6 +196,25 @@ class DuplicateFactError(DeerMemError, ValueError):
     def __init__(self, existing_id: str) -> None:
         self.existing_id = existing_id
         super().__init__(f"an equal fact is already stored as {existing_id!r}")
+
+
+class ArchivedFactError(DeerMemError, ValueError):
+    """A fact to add has the id of an archived fact: it would live twice.
+
+    Every path that adds facts (create, import, restore, extraction) passes
+    the capacity gate, which refuses this; nothing is changed. Restore the
+    archived fact (or purge it) instead of adding it again.
+
+    Attributes:
+        fact_id: the id that is in the archive.
+    """
+
+    def __init__(self, fact_id: str) -> None:
+        self.fact_id = fact_id
+        super().__init__(
+            f"fact {fact_id!r} is in the archive; restore it (deermem archive restore "
+            f"{fact_id}) or purge it instead of adding it again"
+        )
 
 
 class FactNotFoundError(DeerMemError, KeyError):
@@ -211,6 +287,31 @@ class StoreLockTimeout(StorageError, TimeoutError):
         super().__init__(
             f"{self.path}: could not take the lock within {timeout:g} s; another process "
             "is writing this memory (raise file_lock_timeout_seconds if this is expected)"
+        )
+
+
+class StoreNeedsRecovery(StorageError):
+    """An interrupted commit must be rolled back first, and this process cannot do it.
+
+    Raised instead of reading half of a commit: a file the commit changed (or
+    the journal itself) cannot be written back here — a read-only mount,
+    another user's files, a full disk. Opening the store once with write
+    access recovers it.
+
+    Attributes:
+        journal: the commit journal, as a string.
+        blocking: the file that could not be restored or removed.
+        reason: why the file system refused.
+    """
+
+    def __init__(self, journal: object, blocking: object, error: OSError) -> None:
+        self.journal = str(journal)
+        self.blocking = str(blocking)
+        self.reason = error.strerror or str(error)
+        super().__init__(
+            f"{self.journal}: needs recovery: an interrupted commit must be rolled back, and "
+            f"{self.blocking} cannot be restored ({self.reason}); open the store once with "
+            "write access"
         )
 
 
@@ -414,6 +515,60 @@ class PatternError(DeerMemError, ValueError):
         what = f" `{shown}`" if shown is not None else ""
         head = f"{path}:{where}{what}" if where or what else path
         super().__init__(f"{head}: {problem}")
+
+
+class ServerError(DeerMemError):
+    """The HTTP server cannot start, or cannot serve, as configured."""
+
+
+class TokenFileError(ServerError, ValueError):
+    """The tokens file cannot be read, or an entry in it is malformed.
+
+    The server refuses to start rather than treat a damaged file as "no
+    tokens", which would open every memory to anyone on the network.
+
+    Attributes:
+        path: the tokens file.
+        problem: what is wrong, for people (never a token or a digest).
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class UnknownTokenError(ServerError, KeyError):
+    """No token with this id is in the tokens file.
+
+    Attributes:
+        token_id: the id asked for.
+        path: the tokens file.
+    """
+
+    def __init__(self, token_id: str, path: object) -> None:
+        self.token_id = token_id
+        self.path = str(path)
+        super().__init__(token_id)
+
+    def __str__(self) -> str:
+        return f"{self.path}: no token with id {self.token_id!r} (see `deermem token list`)"
+
+
+class InsecureBindError(ServerError):
+    """The server was asked to listen beyond loopback with no token configured.
+
+    Attributes:
+        host: the address it was asked to bind.
+    """
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        super().__init__(
+            f"refusing to listen on {host!r} without authentication: anyone who can reach "
+            "it could read every memory. Add a token first (`deermem token add --user NAME`) "
+            "or bind to 127.0.0.1"
+        )
 
 
 class LLMError(DeerMemError):

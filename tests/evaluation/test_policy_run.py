@@ -18,7 +18,7 @@ from deermem.evaluation.policy_run.run import (
     run_record,
     write_policy_run,
 )
-from deermem.policy import select_facts_for_capacity
+from deermem.policy import CapacityPolicy, select_facts_for_capacity
 from tests.evaluation.conftest import Prepared
 from tests.evaluation.original_protocol import PUBLISHED_KEPT_IDS
 
@@ -188,16 +188,18 @@ def test_the_run_calls_the_production_selector_as_the_protocol_says(
     assert calls[1] == {
         "facts": case.facts,
         "max_facts": 7,
-        "policy": "hybrid-v1",
+        "policy": CapacityPolicy(
+            name="hybrid-v1",
+            confidence_weight=0.65,
+            confirmation_weight=0.25,
+            access_weight=0.10,
+            confirmation_half_life_days=90,
+            access_half_life_days=30,
+            correction_reserved_fraction=0.10,
+            correction_reserved_max=10,
+        ),
         "usage": case.usage,
         "now": clock,
-        "confidence_weight": 0.65,
-        "confirmation_weight": 0.25,
-        "access_weight": 0.10,
-        "confirmation_half_life_days": 90,
-        "access_half_life_days": 30,
-        "correction_reserved_fraction": 0.10,
-        "correction_reserved_max": 10,
     }
 
 

@@ -21,8 +21,11 @@ from deermem.cli import (
     demo,
     facts_cmd,
     ingest_cmd,
+    mcp_cmd,
     model_cmd,
     search_cmd,
+    serve_cmd,
+    token_cmd,
 )
 from deermem.cli._context import CliContext
 from deermem.cli._output import err_console
@@ -51,6 +54,9 @@ app.command(name="search")(search_cmd.search)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(model_cmd.app, name="model")
 app.command(name="demo")(demo.demo)
+app.command(name="serve")(serve_cmd.serve)
+app.command(name="mcp")(mcp_cmd.mcp)
+app.add_typer(token_cmd.app, name="token")
 app.add_typer(eval_app, name="eval")
 
 

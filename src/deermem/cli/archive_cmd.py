@@ -23,7 +23,7 @@ def list_archive(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 
     Example: `deermem --user alice archive list --json`
     """
-    entries = memory_of(ctx).archive()
+    entries = memory_of(ctx).list_archived()
     if as_json:
         print_json([entry.to_dict() for entry in entries])
         return
@@ -85,7 +85,7 @@ def purge(
     Example: `deermem archive purge fact_1a2b3c4d --yes`
     """
     memory = memory_of(ctx)
-    memory.archived(fact_id)  # an unknown id fails before asking
+    memory.get_archived(fact_id)  # an unknown id fails before asking
     if not yes and not typer.confirm(f"Delete the archived fact {fact_id} for good?"):
         raise typer.Abort()
     memory.purge(fact_id)

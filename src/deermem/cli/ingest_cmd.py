@@ -15,7 +15,13 @@ from deermem.cli._output import JSON_OPTION, err_console, out_console, print_jso
 from deermem.model.fact import Fact
 from deermem.update.report import FactChange, UpdateReport, UpdateResult
 
-__all__ = ["ingest", "read_conversation"]
+__all__ = ["EXIT_ANSWER_UNUSABLE", "ingest", "read_conversation"]
+
+EXIT_ANSWER_UNUSABLE = 3
+"""``deermem ingest``'s status when the model answered but nothing in the answer
+could be used (see :attr:`UpdateReport.answer_unusable`): distinct from 1 (an
+error: no answer at all, a bad file, bad configuration) and 2 (usage), so a
+script can retry, or look at the model, without parsing output."""
 
 _PREVIEW = 90
 _NO_UPDATE = {
@@ -80,6 +86,18 @@ def ingest(
     label gate, the confirmation rule, the staleness review and the capacity
     gate, and is committed at once with receipts. `--dry-run` shows the
     same change set and writes nothing. Needs a model: see docs/llm.md.
+    Only the newest messages that fit `max_conversation_chars` are sent; the
+    output says how many older ones were left out.
+
+    Exit status:
+
+    * 0: the update ran: applied, nothing changed, or nothing to learn from;
+    * 1: an error: a bad file or configuration, no model configured, the
+      model call failed (after its retries), the store refused;
+    * 2: a usage error (unknown option, missing FILE);
+    * 3: the model answered, but its answer was unusable: no memory update in
+      it (empty, not JSON, too large, cut off at `model.max_tokens`) or refused
+      whole. Nothing was written; ingesting the file again retries.
 
     Example: `deermem --config deermem.yaml --user alice ingest examples/conversation.json`
     """
@@ -88,7 +106,7 @@ def ingest(
     memory = memory_of(ctx)
     try:
         with err_console.status("asking the model what to remember ..."):
-            result = memory.ingest(thread_id, messages, dry_run=dry_run)
+            result = memory.learn(thread_id, messages, dry_run=dry_run)
     except MessageFormatError as error:
         raise ConversationFileError(str(file), str(error)) from None
     finally:
@@ -100,11 +118,13 @@ def ingest(
                 "facts": {fact_id: fact.to_dict() for fact_id, fact in result.facts.items()},
             }
         )
-        return
-    _render(result, str(memory.scope))
+    else:
+        _render(result, str(memory.scope), memory.config.max_conversation_chars)
+    if result.report.answer_unusable:
+        raise typer.Exit(EXIT_ANSWER_UNUSABLE)
 
 
-def _render(result: UpdateResult, scope: str) -> None:
+def _render(result: UpdateResult, scope: str, max_conversation_chars: int) -> None:
     report = result.report
     head = "dry run, nothing written" if report.dry_run else "committed"
     if report.outcome in ("applied", "unchanged"):
@@ -118,6 +138,12 @@ def _render(result: UpdateResult, scope: str) -> None:
         )
     else:
         out_console.print(_not_applied(report))
+    if report.messages_left_out:
+        out_console.print(
+            f"  [yellow]sent the newest {report.messages_sent:,} message(s); the "
+            f"{report.messages_left_out:,} older one(s) were left out "
+            f"(max_conversation_chars = {max_conversation_chars:,})[/]"
+        )
     if report.signals:
         out_console.print(f"  signals: {', '.join(report.signals)}")
     for line in _change_lines(report, result.facts):
@@ -129,6 +155,14 @@ def _render(result: UpdateResult, scope: str) -> None:
             f"{m.rejected_low_confidence} below the confidence threshold, "
             f"{m.malformed_new_facts} malformed, {m.duplicate_facts} duplicate(s)[/]"
         )
+    if report.over_limits.total:
+        dropped = ", ".join(
+            f"{count} {name} past the first {limit}"
+            if unit == "entries"
+            else f"{count} × {name} longer than {limit:,} {unit}"
+            for name, count, limit, unit in report.over_limits.items()
+        )
+        out_console.print(f"  [yellow]dropped over the answer's limits: {dropped}[/]")
     if report.model_call is not None and report.model_call.truncated:
         out_console.print(
             "  [yellow]the answer was cut off at the token limit (model.max_tokens)[/]"

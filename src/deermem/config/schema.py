@@ -9,7 +9,6 @@ wrong things for weeks before anyone notices.
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -25,6 +24,19 @@ from pydantic import (
 )
 
 from deermem.config._errors import config_error
+from deermem.model.capacity import (
+    DEFAULT_ACCESS_HALF_LIFE_DAYS,
+    DEFAULT_ACCESS_WEIGHT,
+    DEFAULT_CONFIDENCE_WEIGHT,
+    DEFAULT_CONFIRMATION_HALF_LIFE_DAYS,
+    DEFAULT_CONFIRMATION_WEIGHT,
+    DEFAULT_CORRECTION_RESERVED_FRACTION,
+    DEFAULT_CORRECTION_RESERVED_MAX,
+    DEFAULT_POLICY,
+    DEFAULT_PROTECTED_CATEGORIES,
+    WEIGHT_TOLERANCE,
+    weights_sum_to_one,
+)
 from deermem.model.categories import CORE_CATEGORIES
 
 __all__ = [
@@ -35,7 +47,6 @@ __all__ = [
     "ModelConfig",
 ]
 
-WEIGHT_TOLERANCE = 1e-9
 _MANIFEST_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.json")
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
@@ -174,21 +185,36 @@ class MemoryConfig(BaseModel):
     max_facts: Annotated[Int, Field(ge=10, le=500)] = 100
     """Cap on the facts one agent keeps for one user."""
 
-    fact_eviction_policy: Literal["confidence", "hybrid-v1"] = "confidence"
+    fact_eviction_policy: Literal["confidence", "hybrid-v1"] = DEFAULT_POLICY
     """How the capacity gate ranks facts; ``hybrid-v1`` is opt-in."""
 
     fact_eviction_shadow_enabled: bool = False
     """Under ``confidence``, also compute ``hybrid-v1`` and record disagreements."""
 
-    eviction_confidence_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.65
-    eviction_confirmation_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.25
-    eviction_access_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.10
+    # The defaults of the eviction_* keys are the policy's (deermem.model.capacity).
+    eviction_confidence_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = DEFAULT_CONFIDENCE_WEIGHT
+    eviction_confirmation_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = (
+        DEFAULT_CONFIRMATION_WEIGHT
+    )
+    eviction_access_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = DEFAULT_ACCESS_WEIGHT
+    """``hybrid-v1``'s weights of confidence, confirmation freshness and access heat;
+    the three must sum to 1."""
 
-    eviction_confirmation_half_life_days: Annotated[Int, Field(ge=1, le=3650)] = 90
-    eviction_access_half_life_days: Annotated[Int, Field(ge=1, le=3650)] = 30
+    eviction_confirmation_half_life_days: Annotated[Int, Field(ge=1, le=3650)] = (
+        DEFAULT_CONFIRMATION_HALF_LIFE_DAYS
+    )
+    eviction_access_half_life_days: Annotated[Int, Field(ge=1, le=3650)] = (
+        DEFAULT_ACCESS_HALF_LIFE_DAYS
+    )
 
-    eviction_correction_reserved_fraction: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.10
-    eviction_correction_reserved_max: Annotated[Int, Field(ge=0, le=100)] = 10
+    eviction_correction_reserved_fraction: Annotated[Float, Field(ge=0.0, le=1.0)] = (
+        DEFAULT_CORRECTION_RESERVED_FRACTION
+    )
+    eviction_correction_reserved_max: Annotated[Int, Field(ge=0, le=100)] = (
+        DEFAULT_CORRECTION_RESERVED_MAX
+    )
+    """``hybrid-v1`` holds ``min(max, ceil(max_facts × fraction))`` slots for
+    ``protected_categories``."""
 
     eviction_audit_max_entries: Annotated[Int, Field(ge=0, le=10000)] = 200
     """Eviction receipts kept per agent; 0 writes none."""
@@ -219,7 +245,7 @@ class MemoryConfig(BaseModel):
     """Archived facts older than this are purged; 0 keeps them regardless of age."""
 
     # --- the one category rule table ------------------------------------------
-    protected_categories: tuple[str, ...] = ("correction",)
+    protected_categories: tuple[str, ...] = DEFAULT_PROTECTED_CATEGORIES
     """Categories reserved in capacity selection, guaranteed in prompt
     injection and exempt from staleness review — one list for all three, so
     the mechanisms cannot drift apart."""
@@ -259,6 +285,11 @@ class MemoryConfig(BaseModel):
     staleness_max_extension_days: Annotated[Int, Field(ge=90, le=36500)] = 3650
     """Upper bound on the window an extension may give an aged fact."""
 
+    max_conversation_chars: Annotated[Int, Field(ge=8_000, le=1_000_000)] = 24_000
+    """Characters of conversation one update sends at most (the rendered
+    ``User:``/``Assistant:`` blocks); the oldest messages beyond it are left out
+    and counted in the report. The minimum fits the newest message whole."""
+
     prompts_dir: Path | None = None
     """A directory whose templates (``<agent>/<name>.yaml``, then ``<name>.yaml``)
     override the bundled prompts; see docs/update.md."""
@@ -271,8 +302,9 @@ class MemoryConfig(BaseModel):
     refused. 0 means unlimited."""
 
     watermark_max_keys: Annotated[Int, Field(ge=0)] = 4096
-    """Conversations whose extraction progress is remembered (least recently used
-    forgotten first). 0 means unlimited."""
+    """Conversations whose extraction progress an ``UpdateQueue`` used on its own
+    remembers in memory (least recently used forgotten first). 0 means unlimited.
+    ``Memory`` keeps every conversation's mark in its store instead."""
 
     shutdown_flush_timeout_seconds: Annotated[Float, Field(ge=1.0, le=300.0)] = 30.0
     """How long closing deermem may spend extracting what is still queued."""
@@ -345,12 +377,11 @@ class MemoryConfig(BaseModel):
             self.eviction_confirmation_weight,
             self.eviction_access_weight,
         )
-        total = weights[0] + weights[1] + weights[2]
-        if not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=WEIGHT_TOLERANCE):
+        if not weights_sum_to_one(*weights):
             raise ValueError(
                 "the eviction weights must sum to 1.0 (within 1e-9): "
                 f"eviction_confidence_weight={weights[0]!r} + "
                 f"eviction_confirmation_weight={weights[1]!r} + "
-                f"eviction_access_weight={weights[2]!r} = {total!r}"
+                f"eviction_access_weight={weights[2]!r} = {weights[0] + weights[1] + weights[2]!r}"
             )
         return self

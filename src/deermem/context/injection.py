@@ -63,7 +63,7 @@ from deermem.context.render import (
 from deermem.context.tokens import TOKEN_COUNTING_MODES, TokenCounter, token_counter
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
-from deermem.policy import CapacityPolicy, coerce_confidence
+from deermem.policy import CapacityPolicy, coerce_confidence, select_facts_for_capacity
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -195,7 +195,7 @@ def build_injection(
     count = counter if counter is not None else token_counter(settings.token_counting)
     manifest = InjectionManifest(
         enabled=settings.enabled,
-        policy=settings.ranking.policy,
+        policy=settings.ranking.name,
         token_counting=settings.token_counting,
         token_counter=count.method,
         max_tokens=settings.max_tokens,
@@ -329,8 +329,9 @@ def _rank(
             entry = usage.get(candidate.fact_id)
             if entry is not None:
                 positional_usage[str(n)] = entry
-    gate = dataclasses.replace(ranking, max_facts=0, shadow_enabled=False)
-    decision = gate.decide(items, usage=positional_usage, now=now).decision
+    decision = select_facts_for_capacity(
+        items, max_facts=0, policy=ranking, usage=positional_usage, now=now
+    )
     result: list[_Candidate] = []
     for position, record in enumerate(reversed(decision.evicted), start=1):
         candidate = ordered[int(record.fact_id)]

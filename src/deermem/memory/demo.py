@@ -113,7 +113,9 @@ def _run_scenario(root: Path, scenario: Scenario, now: datetime) -> ScenarioRun:
     confidence = _memory(root, scenario, POLICY_CONFIDENCE, now)
     why = confidence.why(scenario.precious_id)
     # The user reads the receipt, switches the agent to hybrid-v1 and restores the fact.
-    switched = _memory(root, scenario, POLICY_HYBRID_V1, now).scoped(agent=confidence.scope.agent)
+    switched = _memory(root, scenario, POLICY_HYBRID_V1, now).scoped(
+        user=DEMO_USER, agent=confidence.scope.agent
+    )
     restore = switched.restore(scenario.precious_id)
     return ScenarioRun(scenario, modes, scores, why, restore)
 

@@ -3,21 +3,30 @@
 A ``Memory`` is a store, a configuration, a scope (user + agent) and a
 clock. Every operation that adds facts — :meth:`Memory.create_fact`,
 :meth:`Memory.import_document`, :meth:`Memory.restore` and extraction from a
-conversation (:meth:`Memory.update_now`, :meth:`Memory.add_conversation`,
-whose machinery is in :mod:`deermem.memory._update`) — goes through the
-:class:`~deermem.store.CapacityGate`, inside the user's lock; nothing else
-trims a library. Every decision reads the injected clock, never the wall
-clock directly, so tests and demos are reproducible.
+conversation (:meth:`Memory.learn`, :meth:`Memory.queue_conversation`) —
+goes through the :class:`~deermem.store.CapacityGate`, inside the user's
+lock; nothing else trims a library. Every decision reads the injected clock,
+never the wall clock directly, so tests and demos are reproducible.
+
+The work is done by collaborators with one job each: the store, the gate,
+:class:`~deermem.memory.updates.UpdateService` (model, queue, watermark),
+:class:`~deermem.memory.recall.SearchIndexHandle` and the pure functions of
+:mod:`deermem.memory.recall`, :mod:`deermem.memory.documents` and
+:mod:`deermem.memory.explain`; ``Memory`` holds them and binds them to one
+scope.
 """
 
 from __future__ import annotations
 
+import copy
+import errno
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from deermem._exceptions import (
     FactNotFoundError,
@@ -25,14 +34,21 @@ from deermem._exceptions import (
     UnsafeIdentifierError,
 )
 from deermem.config import MemoryConfig, load_config
-from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
-from deermem.memory._prompt_and_search import PromptAndSearch
-from deermem.memory._sentinel import UNSET
-from deermem.memory._update import ConversationMethods, UpdateService
+from deermem.context import Injection, warm_tokenizer
+from deermem.memory._checks import (
+    check_confidence,
+    check_not_duplicate,
+    checked_category,
+    checked_content,
+    checked_source_error,
+    checked_thread_id,
+    checked_topics,
+)
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
-from deermem.memory.recall import SearchIndexHandle
+from deermem.memory.recall import SearchIndexHandle, SearchResult, memory_injection, search_scope
 from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
+from deermem.memory.updates import UpdateService
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
@@ -48,24 +64,29 @@ from deermem.store import (
     Removal,
     Scope,
     ScopeSnapshot,
+    Section,
     Store,
     SummaryDocument,
 )
+from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
+from deermem.update import FlushReport, UpdateResult
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction only
     from deermem.llm import ChatModel
-    from deermem.update import FlushReport
+    from deermem.signals import KeepHidden
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
-_UNSET = UNSET
 _ID_ATTEMPTS = 20
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_log = logging.getLogger("deermem.memory")
 
 
 def wall_clock() -> datetime:
+    """The default clock: now, as an aware UTC datetime."""
     return datetime.now(UTC)
 
 
@@ -74,13 +95,36 @@ def random_fact_id() -> str:
     return f"fact_{uuid.uuid4().hex[:8]}"
 
 
-class Memory(ConversationMethods, PromptAndSearch):
+def _checked_scope(scope: Scope, config: MemoryConfig) -> Scope:
+    if scope.user_id is None and config.strict_user_scope:
+        raise UnsafeIdentifierError(
+            "user id", None, "a user id is required (strict_user_scope is on)"
+        )
+    return scope
+
+
+class Memory:
     """Long-term memory of one user for one agent.
 
-    Build it with :meth:`open`; :meth:`scoped` gives a view of another user
-    or agent over the same store. The prompt block and search
-    (:meth:`context`, :meth:`injection`, :meth:`search`) are in
-    :class:`~deermem.memory._prompt_and_search.PromptAndSearch`.
+    Build it with :meth:`open` (or from any :class:`~deermem.store.Store`);
+    :meth:`scoped` gives the same memory bound to another user and agent —
+    the one way to choose a scope, so every method acts on ``self.scope``.
+
+    Conversations reach memory through two entry points:
+
+    * :meth:`learn` — synchronous: one model call and one commit now; it
+      returns the :class:`~deermem.update.UpdateResult` (the report and the
+      facts it names), and can run as a dry run.
+    * :meth:`queue_conversation` — queued: returns at once, and the
+      conversation is learned from once the user pauses (debounced, merged
+      per thread); :meth:`flush_queue` processes the queue now and
+      :meth:`close` (or leaving a ``with`` block) flushes it.
+
+    Attributes:
+        store: where the facts live.
+        config: the validated configuration.
+        scope: the user and agent this memory is bound to.
+        gate: the capacity gate every added fact goes through.
     """
 
     def __init__(
@@ -92,21 +136,19 @@ class Memory(ConversationMethods, PromptAndSearch):
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
         model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
     ) -> None:
-        if scope.user_id is None and config.strict_user_scope:
-            raise UnsafeIdentifierError(
-                "user id", None, "a user id is required (strict_user_scope is on)"
-            )
         self.store = store
         self.config = config
-        self.scope = scope
+        self.scope = _checked_scope(scope, config)
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
         self._updates = UpdateService(
-            store, config, clock=self.now, new_id=self._new_id, model=model
+            store, config, clock=self.now, new_id=self._new_id, model=model, keep_hidden=keep_hidden
         )
         self._search_index = SearchIndexHandle()
+        self._unrecorded_said = False
 
     @classmethod
     def open(
@@ -119,6 +161,7 @@ class Memory(ConversationMethods, PromptAndSearch):
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
         model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
     ) -> Memory:
         """Open the Markdown store at ``root``.
 
@@ -133,6 +176,13 @@ class Memory(ConversationMethods, PromptAndSearch):
             id_factory: makes new fact ids (for reproducible runs).
             model: the chat model extraction uses; by default the one
                 ``config.model`` describes, built on first use.
+            keep_hidden: the host's rule for human messages it hid from the
+                user (``True``: learn from it); by default only a well-formed
+                clarification answer is kept (see docs/signals.md).
+
+        Raises:
+            UnsafeIdentifierError: an unusable user id or agent name, or no
+                user id while ``strict_user_scope`` is on.
         """
         config = config if config is not None else load_config()
         store = MarkdownStore.from_config(config, Path(root) if root is not None else None)
@@ -143,42 +193,51 @@ class Memory(ConversationMethods, PromptAndSearch):
             clock=clock,
             id_factory=id_factory,
             model=model,
+            keep_hidden=keep_hidden,
         )
 
-    def scoped(self, *, user: object = _UNSET, agent: object = _UNSET) -> Memory:
-        """The same store and settings for another user and/or agent.
+    def scoped(self, *, user: str | None, agent: str | None) -> Memory:
+        """This memory bound to the scope of ``user`` and ``agent``.
 
-        Views share the update machinery (model, queue, watermark): closing
-        any of them flushes the conversations queued through all of them.
+        Both are required, with the meanings they have in :meth:`open`
+        (``user=None``: the single-user layout; ``agent=None``: the
+        ``__default__`` bucket), so a request handler that forgets one gets
+        an error, not another user's memory. The view shares everything
+        else — store, configuration, clock, the update queue and model, the
+        search index connection — so making one is cheap, and closing any
+        view flushes the conversations queued through all of them.
+
+        Raises:
+            UnsafeIdentifierError: an unusable user id or agent name, or no
+                user id while ``strict_user_scope`` is on.
         """
-        view = Memory(
-            self.store,
-            self.config,
-            self._scope_of(user, agent),
-            clock=self._clock,
-            id_factory=self._new_id,
-        )
-        view._updates = self._updates
-        view._search_index = self._search_index  # one index connection per store
+        scope = _checked_scope(Scope.of(user, agent), self.config)
+        view = copy.copy(self)  # every part is shared; only the scope differs
+        view.scope = scope
         return view
 
-    def _scope_of(self, user: object, agent: object) -> Scope:
-        """This memory's scope with ``user`` and/or ``agent`` replaced (``_UNSET``: kept)."""
-        user_id = self.scope.user_id if user is _UNSET else user
-        agent_name = self.scope.agent if agent is _UNSET else agent
-        if user_id is not None and not isinstance(user_id, str):
-            raise UnsafeIdentifierError("user id", user_id, "expected a string")
-        if agent_name is not None and not isinstance(agent_name, str):
-            raise UnsafeIdentifierError("agent name", agent_name, "expected a string")
-        return Scope.of(user_id, agent_name)
-
     def close(self, timeout: float | None = None) -> FlushReport:
-        """Flush queued conversations (see :meth:`ConversationMethods.close`) and
-        close the search index connection; a later search reopens it."""
+        """Stop taking conversations, process what is queued, release connections.
+
+        Nothing admitted is dropped silently: the report lists every
+        conversation that failed or could not be processed within
+        ``timeout`` (default ``shutdown_flush_timeout_seconds``), and they
+        are logged (ids only). Then the model's connections are released (a
+        model passed to :meth:`open` is left to its owner) and the search
+        index connection is closed. :meth:`learn` and search still work
+        afterwards (they reopen what they need); :meth:`queue_conversation`
+        does not. Also called on leaving a ``with`` block.
+        """
         try:
-            return ConversationMethods.close(self, timeout)
+            return self._updates.close(timeout)
         finally:
-            self._close_search_index()
+            self._search_index.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"Memory({self.store!r}, {self.scope})"
@@ -187,9 +246,26 @@ class Memory(ConversationMethods, PromptAndSearch):
         """The injected clock's current time."""
         return self._clock()
 
+    def warm(self) -> bool:
+        """Load now what the first prompt block and the first search would wait for.
+
+        A server calls this at start-up, so its first request is not the one
+        that pays: the ``cl100k_base`` vocabulary (under ``token_counting:
+        tiktoken``) and the search index connection. Neither is required —
+        without them counting falls back to the estimate and search to
+        substrings, with a logged warning — so this reports instead of raising.
+
+        Returns:
+            Whether both are ready.
+        """
+        tokens = self.config.token_counting != "tiktoken" or warm_tokenizer()
+        index = self._search_index.get(self.store) is not None
+        return tokens and index
+
     # --- reading ------------------------------------------------------------------
 
     def snapshot(self) -> ScopeSnapshot:
+        """This scope's facts and summaries, read as one consistent whole."""
         return self.store.load(self.scope)
 
     def list_facts(self, *, category: str | None = None) -> tuple[Fact, ...]:
@@ -212,6 +288,7 @@ class Memory(ConversationMethods, PromptAndSearch):
         return fact
 
     def summaries(self) -> SummaryDocument:
+        """The user's summaries (shared by all of the user's agents)."""
         return self.snapshot().summaries
 
     def version(self) -> str:
@@ -236,12 +313,12 @@ class Memory(ConversationMethods, PromptAndSearch):
         """Eviction receipts, oldest first."""
         return self.store.audit(self.scope)
 
-    def archive(self) -> tuple[ArchiveEntry, ...]:
-        """Archived facts, newest first."""
+    def list_archived(self) -> tuple[ArchiveEntry, ...]:
+        """Archived facts (unexpired), newest first, each with why it left."""
         return self.store.archive(self.scope, self.now())
 
-    def archived(self, fact_id: str) -> ArchiveEntry:
-        """One archived fact.
+    def get_archived(self, fact_id: str) -> ArchiveEntry:
+        """One archived fact, with why it left.
 
         Raises:
             FactNotFoundError: the archive holds no (unexpired) entry for the id.
@@ -270,29 +347,42 @@ class Memory(ConversationMethods, PromptAndSearch):
         — possibly against the new fact itself, which then goes to the
         archive and :attr:`CreateResult.fact_id` is ``None``.
 
+        The text keeps to the limits of a fact a model extracts
+        (:mod:`deermem.model.text`): content of at most 4,000 characters, a
+        category and up to 32 topics of one line and 64 characters each, a
+        ``source_error`` of at most 2,000.
+
         Raises:
-            FactValidationError: empty content, a confidence outside [0, 1] ...
+            InvalidTextError: text that is not valid Unicode (an undecodable
+                byte), or a control character where it does not belong.
+            FactValidationError: empty content, text over its limit, a
+                confidence outside [0, 1] ...
             DuplicateFactError: an equal fact is already stored.
         """
         text = checked_content(content)
+        category = checked_category(category)
         check_confidence(confidence)
+        tags = checked_topics(topics)
+        source_error = checked_source_error(source_error)
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
             check_not_duplicate(snapshot, text)
+            # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
                 "id": self._fresh_id(snapshot, transaction.archived),
                 "content": text,
                 "category": category,
                 "confidence": confidence,
-                "source": "manual",
-                "topics": list(topics),
                 "createdAt": format_timestamp(now),
+                "source": "manual",
             }
             if source_error:
                 data["sourceError"] = source_error
             if expected_valid_days is not None:
                 data["expected_valid_days"] = expected_valid_days
+            if tags:
+                data["topics"] = tags
             fact = Fact.from_dict(data)
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
@@ -312,6 +402,9 @@ class Memory(ConversationMethods, PromptAndSearch):
         Raises:
             FactValidationError: the document or one of its facts is invalid.
             FactRevisionConflict: a fact states a revision other than the stored one.
+            ArchivedFactError: a fact of the document is in the archive (an
+                export imported after its facts were evicted): restore or
+                purge it first. Nothing is imported.
         """
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
@@ -376,13 +469,15 @@ class Memory(ConversationMethods, PromptAndSearch):
         Raises:
             FactNotFoundError: no active fact has this id.
             FactRevisionConflict: ``expected_revision`` is not the stored revision.
-            FactValidationError: a new value is invalid.
+            FactValidationError: a new value is invalid or over the limits of
+                :meth:`create_fact` (:class:`~deermem.InvalidTextError` for text
+                that is not valid Unicode or holds a misplaced control character).
         """
         changes: dict[str, object] = {}
         if content is not None:
             changes["content"] = checked_content(content)
         if category is not None:
-            changes["category"] = category
+            changes["category"] = checked_category(category)
         if confidence is not None:
             check_confidence(confidence)
             changes["confidence"] = confidence
@@ -416,6 +511,48 @@ class Memory(ConversationMethods, PromptAndSearch):
             removal = Removal(fact_id, REASON_DELETED, expected_revision=expected_revision)
             self.gate.remove(transaction, (removal,), trigger="manual", now=now)
 
+    def clear(self) -> tuple[str, ...]:
+        """Remove every fact of this scope, as :meth:`delete_fact` removes one.
+
+        The facts go to the archive (or for good, with ``eviction_mode:
+        delete``) in one commit, with receipts (reason ``deleted``). The
+        user's summaries are shared with the user's other agents and stay;
+        :meth:`clear_user` removes them too.
+
+        Returns:
+            The ids of the facts removed.
+        """
+        now = self.now()
+        with self.store.transaction(self.scope) as transaction:
+            removals = tuple(
+                Removal(fact.id, REASON_DELETED, expected_revision=fact.revision)
+                for fact in transaction.snapshot.facts
+            )
+            if removals:
+                self.gate.remove(transaction, removals, trigger="manual", now=now)
+        return tuple(removal.fact_id for removal in removals)
+
+    def clear_user(self) -> tuple[str, ...]:
+        """Remove everything the user owns: every agent's facts and the summaries.
+
+        Each agent is cleared as by :meth:`clear` (one commit per agent, so
+        each agent's facts leave together), then the summary sections are
+        emptied. The archive and the receipts stay.
+
+        Returns:
+            The ids of the facts removed, agent by agent in name order.
+        """
+        user = self.scope.user_id
+        removed: list[str] = []
+        for agent in self.store.agents(user):
+            removed.extend(self.scoped(user=user, agent=agent).clear())
+        keys = [(group, name) for group, names in SUMMARY_GROUPS.items() for name in names]
+        summaries = self.summaries()
+        if any(summaries.section(key) != Section() for key in keys):
+            empty: dict[SummaryKey, str | Section] = dict.fromkeys(keys, Section())
+            self.store.commit(self.scope, ChangeSet(now=self.now(), summaries=empty))
+        return tuple(removed)
+
     def purge(self, fact_id: str) -> None:
         """Delete an archived fact for good; its content-free receipts stay.
 
@@ -448,7 +585,7 @@ class Memory(ConversationMethods, PromptAndSearch):
         fact = snapshot.get(fact_id)
         if fact is not None:
             usage = self.store.usage(self.scope) if self.gate.policy.uses_usage else {}
-            standing = standing_of(self.gate.policy, snapshot.facts, fact_id, usage, self.now())
+            standing = standing_of(self.gate, snapshot.facts, fact_id, usage, self.now())
             return Explanation(fact_id, "active", fact, receipts, None, standing)
         entry = self.store.archived(self.scope, fact_id)
         if entry is not None and not entry.expired(self.now(), self.config.archive_max_age_days):
@@ -456,6 +593,172 @@ class Memory(ConversationMethods, PromptAndSearch):
         if receipts:
             return Explanation(fact_id, "gone", None, receipts, None, None)
         raise FactNotFoundError(fact_id)
+
+    # --- the prompt block and search -------------------------------------------
+
+    def injection(self, *, max_tokens: int | None = None, facts: bool = True) -> Injection:
+        """The prompt text of this memory and its manifest.
+
+        Summaries and facts within ``max_injection_tokens``; the
+        ``protected_categories`` first, within ``guaranteed_token_budget``;
+        the rest in the order of the configured capacity policy (by the
+        ``hybrid-v1`` score under ``hybrid-v1``); empty when
+        ``injection_enabled`` is off. ``Injection.block`` is the text in its
+        ``<memory>`` block, ``Injection.manifest`` says which facts went in,
+        at what token cost, and which were left out and why. It only reads:
+        being injected is neither a recall nor a confirmation.
+
+        Args:
+            max_tokens: a budget for this prompt instead of
+                ``max_injection_tokens`` (an agent with a small context
+                window); the guaranteed budget is capped at it.
+            facts: ``False`` leaves the facts out — the summaries only, for
+                an agent that reaches facts through :meth:`search` instead
+                (they would appear twice otherwise).
+
+        Raises:
+            ValueError: ``max_tokens`` is negative.
+        """
+        return memory_injection(
+            self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
+        )
+
+    def context(self, *, max_tokens: int | None = None) -> str:
+        """The ``<memory>`` block for an agent's prompt (``""`` when there is nothing).
+
+        :meth:`injection`'s text, wrapped. Stored text is escaped, so it can
+        neither close the block nor start a line of its own.
+        """
+        return self.injection(max_tokens=max_tokens).block
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 5,
+        category: str | None = None,
+        record: bool = True,
+    ) -> tuple[SearchResult, ...]:
+        """The facts that best match a query, best first.
+
+        Ranked by ``|bm25| × decay + 0.2 × confidence`` over the store's
+        SQLite FTS5 index, which is brought up to date first (a missing,
+        damaged or stale index is rebuilt, never an error); when FTS5 finds
+        nothing, by a case-insensitive substring match. The category filter
+        applies before the cut. Under ``hybrid-v1`` or shadow mode the hits
+        count as recalls in the usage sidecar; a search never changes a fact
+        and never counts as a confirmation.
+
+        Args:
+            query: what to look for, as typed (operators and quotes are safe).
+            top_k: at most this many results (``≤ 0``: none).
+            category: only facts of this category (an ``other`` fact's own
+                label counts too).
+            record: count the hits as recalls when the policy uses recalls;
+                ``False`` looks without counting (an operator's inspection).
+                A store this process may not write is searched all the same,
+                without counting (said once, in a warning).
+        """
+        results = search_scope(
+            self.store,
+            self.scope,
+            self._search_index.get(self.store),
+            query,
+            now=self.now(),
+            top_k=top_k,
+            category=category,
+        )
+        if record and results:
+            try:
+                self.record_access(result.fact_id for result in results)
+            except OSError as error:
+                # A read-only store can be searched; its recall counts cannot grow.
+                if error.errno not in _NOT_WRITABLE:
+                    raise
+                if not self._unrecorded_said:
+                    self._unrecorded_said = True
+                    _log.warning("search hits are not counted as recalls: %s", error)
+        return results
+
+    # --- learning from conversations --------------------------------------------
+
+    def learn(
+        self, thread_id: str, messages: Iterable[object], *, dry_run: bool = False
+    ) -> UpdateResult:
+        """Extract facts, confirmations and removals from a conversation, now.
+
+        The messages (OpenAI chat format or the LangChain/DeerFlow shape,
+        oldest first) are filtered, the part not yet learned from for this
+        thread is sent to the model in one call (its newest messages within
+        ``max_conversation_chars``; the report counts those left out), and
+        its answer goes through the gates and the capacity gate into one
+        commit (see docs/update.md).
+        With ``dry_run`` the plan and the capacity gate's decision are
+        computed and nothing is written — not the facts, not the receipts,
+        not the watermark.
+
+        Args:
+            thread_id: the conversation; recorded as the new facts' source.
+            messages: the whole conversation so far.
+            dry_run: compute and report, write nothing.
+
+        Returns:
+            ``report`` (ids and counters only: safe to log) and ``facts``,
+            the facts the report names (content: for display only).
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            LLMError: the model call failed (after the client's retries).
+            MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is not one line of at most 256
+                characters of valid Unicode (it is stored as the facts' source).
+        """
+        thread_id = checked_thread_id(thread_id)
+        return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)
+
+    def queue_conversation(
+        self, thread_id: str, messages: Iterable[object], *, immediate: bool = False
+    ) -> bool:
+        """Queue a conversation, to be learned from once the user pauses.
+
+        Every call restarts the debounce timer (``debounce_seconds``); a newer
+        conversation for the same thread replaces the queued one and keeps
+        its signals. Call this after every agent turn with the whole
+        conversation: only what was not learned from before is sent to the
+        model. Nothing is reported back per conversation; :meth:`flush_queue`
+        and :meth:`close` report what failed.
+
+        With ``immediate`` — for a host about to drop these messages from its
+        context (before summarising them away) — the queue is processed now,
+        without waiting for the pause: the messages are fed whole, kept apart
+        from the thread's ordinary entry, and always admitted.
+
+        Returns:
+            Whether it was queued (``False``: after filtering nothing is left
+            to learn from — no user turn with an assistant reply).
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            QueueFullError: ``queue_max_depth`` is reached and the conversation
+                carries no signal (conversations with a signal, and immediate
+                ones, are always taken).
+            QueueClosedError: :meth:`close` was called.
+            MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is unusable (see :meth:`learn`).
+        """
+        thread_id = checked_thread_id(thread_id)
+        return self._updates.queue_conversation(
+            self.scope, thread_id, messages, immediate=immediate
+        )
+
+    def flush_queue(self, timeout: float | None = None) -> FlushReport:
+        """Process the queued conversations now, within ``timeout``.
+
+        The default budget is ``shutdown_flush_timeout_seconds``; the report
+        lists what failed or did not finish in time. Unlike :meth:`close`,
+        the queue keeps taking conversations.
+        """
+        return self._updates.flush(timeout)
 
     # --- helpers --------------------------------------------------------------
 

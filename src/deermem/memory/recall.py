@@ -19,6 +19,7 @@ The glue between the store and the pure :mod:`deermem.context` engine, for
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import weakref
@@ -36,6 +37,7 @@ from deermem.context import (
     search_facts,
 )
 from deermem.context.search import MatchType
+from deermem.context.search_index import MEMORY
 from deermem.model.fact import Fact
 from deermem.policy import POLICY_HYBRID_V1
 from deermem.store import Scope, Store
@@ -89,17 +91,37 @@ class SearchResult:
         }
 
 
-def memory_injection(store: Store, scope: Scope, config: MemoryConfig, now: datetime) -> Injection:
-    """Lay out one scope's summaries and facts for the prompt (see ``build_injection``)."""
+def memory_injection(
+    store: Store,
+    scope: Scope,
+    config: MemoryConfig,
+    now: datetime,
+    *,
+    max_tokens: int | None = None,
+    facts: bool = True,
+) -> Injection:
+    """Lay out one scope's summaries and (unless ``facts`` is off) facts for the prompt
+    (see ``build_injection``).
+
+    ``max_tokens`` replaces ``max_injection_tokens`` for this one prompt; the
+    guaranteed budget shrinks with it when it is smaller, so a caller's
+    budget is never exceeded by the guaranteed lines.
+    """
     settings = InjectionSettings.from_config(config)
+    if max_tokens is not None:
+        settings = dataclasses.replace(
+            settings,
+            max_tokens=max_tokens,
+            guaranteed_token_budget=min(settings.guaranteed_token_budget, max_tokens),
+        )
     if not settings.enabled:
         return build_injection((), settings=settings, now=now)
     snapshot = store.load(scope)
     usage = None
-    if settings.ranking.policy == POLICY_HYBRID_V1:
+    if facts and settings.ranking.name == POLICY_HYBRID_V1:
         usage = {key: entry.to_dict() for key, entry in store.usage(scope).items()}
     return build_injection(
-        snapshot.facts,
+        snapshot.facts if facts else (),
         settings=settings,
         now=now,
         summaries=Summaries.from_document(snapshot.summaries.to_dict()),
@@ -145,9 +167,10 @@ def search_scope(
 class SearchIndexHandle:
     """The store's search index, opened on first use and shared by a memory's views.
 
-    Opening never fails a search: when the store cannot provide a location or
-    the index cannot be opened, :meth:`get` logs a warning and returns
-    ``None`` (search then falls back to substrings), and tries again next time.
+    Opening never fails a search: when the store cannot provide a location (a
+    read-only store) or the index cannot be opened there, :meth:`get` says so
+    once, in a warning, and keeps an index in memory instead — rebuilt from
+    the facts, so searches rank exactly as with the file.
     """
 
     def __init__(self) -> None:
@@ -155,23 +178,25 @@ class SearchIndexHandle:
         self._index: SearchIndex | None = None
         self._closer: weakref.finalize[[], SearchIndexHandle] | None = None
 
-    def get(self, store: Store) -> SearchIndex | None:
+    def get(self, store: Store) -> SearchIndex:
         with self._lock:
             if self._index is None:
                 try:
                     self._index = SearchIndex(store.search_index_location())
                 except (OSError, SearchIndexError) as error:
-                    _log.warning("search index unavailable (%s); searching without it", error)
-                else:
-                    # Closed with the last memory that shares it, if nobody calls close().
-                    self._closer = weakref.finalize(self, self._index.close)
+                    _log.warning(
+                        "the search index cannot be kept on disk (%s); searching with an "
+                        "index in memory, rebuilt for this process",
+                        error,
+                    )
+                    self._index = SearchIndex(MEMORY)
+                # Closed with the last memory that shares it, if nobody calls close().
+                self._closer = weakref.finalize(self, self._index.close)
             return self._index
 
     def mark_stale(self, store: Store, scope: Scope) -> None:
         """Make one scope's rows re-checked at the next search (after a reload)."""
         index = self.get(store)
-        if index is None:
-            return
         try:
             index.mark_stale(scope.user_id, scope.agent)
         except SearchIndexError as error:

@@ -1,58 +1,123 @@
-"""A configured capacity policy: the parameters, the decision and the shadow.
+"""The capacity policy as one value: its name and every parameter, validated once.
 
-:class:`CapacityPolicy` bundles what :func:`select_facts_for_capacity` needs
-so the store and the updater pass one value around instead of eleven
-keywords, and so shadow mode is computed in exactly one place.
+:class:`CapacityPolicy` is what the capacity gate, shadow mode, prompt
+injection's ranking and the evaluation pass to
+:func:`~deermem.policy.select_facts_for_capacity`. It is checked when it is
+built — from a :class:`~deermem.config.MemoryConfig` at start-up, or from a
+protocol's parameters — so a bad weight stops start-up instead of failing the
+first eviction, and no decision re-checks it.
+
+The cap is not part of it: the same policy decides at every cap (the
+evaluation runs one policy at capacities 5, 7 and 9; injection ranks a whole
+library with a cap of 0), so the cap is an argument of each decision.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING
 
-from deermem.policy.decision import CapacityDecision, F
-from deermem.policy.selection import POLICY_CONFIDENCE, POLICY_HYBRID_V1, select_facts_for_capacity
-from deermem.policy.shadow import ShadowComparison, compare_evictions
+from deermem.model.capacity import (
+    DEFAULT_ACCESS_HALF_LIFE_DAYS,
+    DEFAULT_ACCESS_WEIGHT,
+    DEFAULT_CONFIDENCE_WEIGHT,
+    DEFAULT_CONFIRMATION_HALF_LIFE_DAYS,
+    DEFAULT_CONFIRMATION_WEIGHT,
+    DEFAULT_CORRECTION_RESERVED_FRACTION,
+    DEFAULT_CORRECTION_RESERVED_MAX,
+    DEFAULT_POLICY,
+    DEFAULT_PROTECTED_CATEGORIES,
+    weights_sum_to_one,
+)
+from deermem.policy.names import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
 
-if TYPE_CHECKING:  # the policy layer never imports pydantic at run time
+if TYPE_CHECKING:  # the policy layer reads a configuration, it never builds one
     from deermem.config import MemoryConfig
 
-__all__ = ["CapacityOutcome", "CapacityPolicy"]
-
-
-@dataclass(frozen=True, slots=True)
-class CapacityOutcome(Generic[F]):
-    """The decision that was applied, and the shadow comparison if one was asked for."""
-
-    decision: CapacityDecision[F]
-    shadow: ShadowComparison | None
+__all__ = ["CapacityPolicy", "check_max_facts"]
 
 
 @dataclass(frozen=True, slots=True)
 class CapacityPolicy:
-    """Every parameter of the capacity gate, with the original's defaults."""
+    """A capacity policy and its parameters, with the original DeerMem's defaults.
 
-    max_facts: int = 100
-    policy: str = POLICY_CONFIDENCE
+    Attributes:
+        name: ``"confidence"`` or ``"hybrid-v1"``.
+        confidence_weight: ``hybrid-v1``'s weight of the stored confidence.
+        confirmation_weight: its weight of the confirmation freshness.
+        access_weight: its weight of the access heat. The three weights are
+            non-negative and sum to 1 (within 1e-9).
+        confirmation_half_life_days: half-life of the confirmation freshness.
+        access_half_life_days: half-life of the access heat.
+        correction_reserved_fraction: share of the cap ``hybrid-v1`` holds
+            for the reserved categories, in [0, 1].
+        correction_reserved_max: upper bound on those held slots.
+        reserved_categories: the categories that share the reserve (the
+            configuration's ``protected_categories``), compared stripped and
+            lower-cased.
+        shadow_enabled: under ``confidence``, also compute ``hybrid-v1`` with
+            these parameters and record where it disagrees (see
+            :func:`~deermem.policy.shadow_comparison`).
+
+    Raises:
+        ValueError: on construction, for an unknown name or a parameter out of
+            range; the message names the parameter and its value.
+    """
+
+    name: str = DEFAULT_POLICY
+    confidence_weight: float = DEFAULT_CONFIDENCE_WEIGHT
+    confirmation_weight: float = DEFAULT_CONFIRMATION_WEIGHT
+    access_weight: float = DEFAULT_ACCESS_WEIGHT
+    confirmation_half_life_days: float = DEFAULT_CONFIRMATION_HALF_LIFE_DAYS
+    access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS
+    correction_reserved_fraction: float = DEFAULT_CORRECTION_RESERVED_FRACTION
+    correction_reserved_max: int = DEFAULT_CORRECTION_RESERVED_MAX
+    reserved_categories: tuple[str, ...] = DEFAULT_PROTECTED_CATEGORIES
     shadow_enabled: bool = False
-    confidence_weight: float = 0.65
-    confirmation_weight: float = 0.25
-    access_weight: float = 0.10
-    confirmation_half_life_days: float = 90
-    access_half_life_days: float = 30
-    correction_reserved_fraction: float = 0.10
-    correction_reserved_max: int = 10
-    reserved_categories: tuple[str, ...] = ("correction",)
+
+    def __post_init__(self) -> None:
+        # Callers outside mypy (a protocol file, a notebook) may pass anything.
+        if self.name not in POLICIES:
+            raise ValueError(
+                f"unknown eviction policy {self.name!r}; expected one of {list(POLICIES)}"
+            )
+        weights = (self.confidence_weight, self.confirmation_weight, self.access_weight)
+        if any(weight < 0 for weight in weights) or not weights_sum_to_one(*weights):
+            raise ValueError(
+                "eviction weights must be non-negative and sum to 1.0: "
+                f"confidence_weight={weights[0]!r} + confirmation_weight={weights[1]!r} "
+                f"+ access_weight={weights[2]!r} = {weights[0] + weights[1] + weights[2]!r}"
+            )
+        half_lives = (self.confirmation_half_life_days, self.access_half_life_days)
+        if not all(half_life > 0 for half_life in half_lives):
+            raise ValueError(f"half-lives must be positive, got {list(half_lives)!r}")
+        if not 0.0 <= self.correction_reserved_fraction <= 1.0:
+            raise ValueError(
+                "correction_reserved_fraction must be within [0, 1], "
+                f"got {self.correction_reserved_fraction!r}"
+            )
+        if not _is_count(self.correction_reserved_max):
+            raise ValueError(
+                "correction_reserved_max must be a whole number of at least 0, "
+                f"got {self.correction_reserved_max!r}"
+            )
+        categories: object = self.reserved_categories
+        if not isinstance(categories, tuple) or not all(
+            isinstance(name, str) for name in categories
+        ):
+            raise ValueError(
+                f"reserved_categories must be a tuple of category names, got {categories!r}"
+            )
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> CapacityPolicy:
-        """Take the capacity keys of a :class:`~deermem.config.MemoryConfig`."""
+        """The policy a configuration describes (its ``fact_eviction_*`` and ``eviction_*`` keys).
+
+        A classmethod here rather than a property of the configuration: the
+        configuration sits below the policy layer and must not import it.
+        """
         return cls(
-            max_facts=config.max_facts,
-            policy=config.fact_eviction_policy,
-            shadow_enabled=config.fact_eviction_shadow_enabled,
+            name=config.fact_eviction_policy,
             confidence_weight=config.eviction_confidence_weight,
             confirmation_weight=config.eviction_confirmation_weight,
             access_weight=config.eviction_access_weight,
@@ -61,6 +126,7 @@ class CapacityPolicy:
             correction_reserved_fraction=config.eviction_correction_reserved_fraction,
             correction_reserved_max=config.eviction_correction_reserved_max,
             reserved_categories=tuple(config.protected_categories),
+            shadow_enabled=config.fact_eviction_shadow_enabled,
         )
 
     @property
@@ -70,43 +136,23 @@ class CapacityPolicy:
         The store records access heat (and takes the lock that needs) only
         when this is true, so the default deployment pays nothing per search.
         """
-        return self.policy == POLICY_HYBRID_V1 or self.shadow_enabled
+        return self.name == POLICY_HYBRID_V1 or self.shadow_enabled
 
-    def decide(
-        self,
-        facts: Sequence[F],
-        *,
-        usage: Mapping[str, Mapping[str, object]] | None = None,
-        now: datetime | None = None,
-    ) -> CapacityOutcome[F]:
-        """Run the gate, and the ``hybrid-v1`` shadow when it is enabled.
+    @property
+    def shadows_hybrid(self) -> bool:
+        """Whether shadow mode runs: ``hybrid-v1`` beside ``confidence``."""
+        return self.shadow_enabled and self.name == POLICY_CONFIDENCE
 
-        The shadow runs only under ``confidence`` with ``shadow_enabled`` and
-        only when something had to go: with nothing evicted there is nothing
-        to compare.
-        """
-        decision = select_facts_for_capacity(
-            facts, policy=self.policy, usage=usage, now=now, **self._parameters()
-        )
-        shadow = None
-        if self.shadow_enabled and self.policy == POLICY_CONFIDENCE and decision.evicted:
-            would = select_facts_for_capacity(
-                facts, policy=POLICY_HYBRID_V1, usage=usage, now=now, **self._parameters()
-            )
-            shadow = compare_evictions(
-                POLICY_HYBRID_V1, list(would.evicted_ids), list(decision.evicted_ids)
-            )
-        return CapacityOutcome(decision=decision, shadow=shadow)
 
-    def _parameters(self) -> dict[str, Any]:
-        return {
-            "max_facts": self.max_facts,
-            "confidence_weight": self.confidence_weight,
-            "confirmation_weight": self.confirmation_weight,
-            "access_weight": self.access_weight,
-            "confirmation_half_life_days": self.confirmation_half_life_days,
-            "access_half_life_days": self.access_half_life_days,
-            "correction_reserved_fraction": self.correction_reserved_fraction,
-            "correction_reserved_max": self.correction_reserved_max,
-            "reserved_categories": self.reserved_categories,
-        }
+def check_max_facts(max_facts: object) -> None:
+    """Refuse a cap that is not a whole number of at least 0.
+
+    Raises:
+        ValueError: naming the value.
+    """
+    if not _is_count(max_facts):
+        raise ValueError(f"max_facts must be a whole number of at least 0, got {max_facts!r}")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

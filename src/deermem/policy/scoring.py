@@ -1,4 +1,4 @@
-"""The three bounded signals of ``hybrid-v1`` and the confidence coercion.
+"""The three bounded signals of ``hybrid-v1``, the confidence coercion, and a fact's score.
 
 Each signal maps a fact to [0, 1]:
 
@@ -13,32 +13,54 @@ Each signal maps a fact to [0, 1]:
 
 The arithmetic is written exactly as the original computes it (timedelta
 seconds divided by 86400, ``2 ** (−max(0, Δ) / half_life)``, ``0.5 * decay``,
-``min(1.0, log1p(h * decay) / log(9))``), because near-ties must break the
-same way for the evaluation's retained sets to match row by row.
+``min(1.0, log1p(h * decay) / log(9))``, ``wc*c + wf*f + wa*a`` summed left
+to right), because near-ties must break the same way for the evaluation's
+retained sets to match row by row.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final, TypeAlias
 
+from deermem.model.fact import Fact
 from deermem.model.timestamps import parse_timestamp
+from deermem.policy.capacity import CapacityPolicy
+from deermem.policy.names import POLICY_HYBRID_V1
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
+    "FactLike",
+    "Scores",
     "access_heat",
+    "as_utc",
     "coerce_confidence",
     "confirmation_freshness",
     "decay",
     "elapsed_days",
+    "fact_id_of",
+    "read_timestamp",
+    "score_facts",
     "usable_heat",
 ]
+
+FactLike: TypeAlias = Mapping[str, Any] | Fact
+"""What a policy scores: a mapping with the canonical camelCase keys, or a :class:`Fact`."""
 
 DEFAULT_CONFIDENCE: Final = 0.5
 SECONDS_PER_DAY: Final = 86400
 LOG_9: Final = math.log(9)
+TIMESTAMP_MEMO_SIZE: Final = 1 << 15
+"""Distinct timestamp texts :func:`read_timestamp` remembers (least recently used go first).
+
+A library holds about two timestamps per fact and the usage sidecar one more,
+so this covers a library of ten thousand facts, or many of the configurable
+maximum of 500, in a few megabytes.
+"""
 
 
 def coerce_confidence(value: object) -> float:
@@ -47,10 +69,10 @@ def coerce_confidence(value: object) -> float:
     Numbers and numeric strings (``"0.9"``) are accepted; booleans, ``None``,
     other strings and non-finite values give the default 0.5.
     """
-    if value is None or isinstance(value, bool):
-        return DEFAULT_CONFIDENCE
     if isinstance(value, float):
         number = value
+    elif value is None or isinstance(value, bool):
+        return DEFAULT_CONFIDENCE
     else:
         try:
             number = float(value)  # type: ignore[arg-type]  # int, str, Decimal, numpy ...
@@ -59,6 +81,25 @@ def coerce_confidence(value: object) -> float:
     if not math.isfinite(number):
         return DEFAULT_CONFIDENCE
     return 0.0 if number < 0.0 else 1.0 if number > 1.0 else number
+
+
+def read_timestamp(value: object) -> datetime | None:
+    """:func:`~deermem.model.parse_timestamp`, remembered for text.
+
+    The gate decides over the whole library at every write at the cap, and
+    the usage sidecar is re-read after every search, so the same stored texts
+    come back decision after decision; each is parsed once while it stays
+    among the :data:`TIMESTAMP_MEMO_SIZE` most recently read. Sharing the
+    result is safe: an aware ``datetime`` is immutable.
+    """
+    if isinstance(value, str):
+        return _parse_text(value)
+    return parse_timestamp(value)
+
+
+@functools.lru_cache(maxsize=TIMESTAMP_MEMO_SIZE)
+def _parse_text(text: str) -> datetime | None:
+    return parse_timestamp(text)
 
 
 def elapsed_days(now: datetime, moment: datetime) -> float:
@@ -79,10 +120,10 @@ def confirmation_freshness(
     A timestamp that cannot be parsed counts as absent; with neither
     timestamp readable the freshness is 0.
     """
-    confirmed = parse_timestamp(last_confirmed_at)
+    confirmed = read_timestamp(last_confirmed_at)
     if confirmed is not None:
         return decay(elapsed_days(now, confirmed), half_life_days)
-    created = parse_timestamp(created_at)
+    created = read_timestamp(created_at)
     if created is not None:
         return 0.5 * decay(elapsed_days(now, created), half_life_days)
     return 0.0
@@ -95,12 +136,12 @@ def access_heat(entry: object, now: datetime, half_life_days: float) -> float:
     iso}``; anything malformed — not a mapping, a non-numeric or non-positive
     heat, an unreadable timestamp — gives 0.
     """
-    if not isinstance(entry, Mapping):
+    if entry is None or not isinstance(entry, Mapping):
         return 0.0
     heat = usable_heat(entry.get("accessHeat"))
     if heat is None:
         return 0.0
-    accessed = parse_timestamp(entry.get("lastAccessedAt"))
+    accessed = read_timestamp(entry.get("lastAccessedAt"))
     if accessed is None:
         return 0.0
     decayed = heat * decay(elapsed_days(now, accessed), half_life_days)
@@ -109,11 +150,14 @@ def access_heat(entry: object, now: datetime, half_life_days: float) -> float:
 
 def usable_heat(value: object) -> float | None:
     """A stored access heat as a positive finite float, or ``None`` if unusable."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
+    if isinstance(value, float):
         number = float(value)
-    except OverflowError:  # an int too large for a float
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            return None
+    else:
         return None
     return number if number > 0 and math.isfinite(number) else None
 
@@ -121,3 +165,68 @@ def usable_heat(value: object) -> float | None:
 def as_utc(now: datetime) -> datetime:
     """Make the injected clock aware; a naive clock is taken to be UTC."""
     return now.replace(tzinfo=UTC) if now.tzinfo is None else now
+
+
+def fact_id_of(value: object) -> str:
+    """A fact's ``id`` field as the string a decision reports ("" when absent)."""
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Every fact's score under one policy, by input position, and the signals behind it.
+
+    Attributes:
+        values: the scores.
+        signals: under ``hybrid-v1``, each fact's (confidence, confirmation
+            freshness, access heat); ``None`` under ``confidence``, where the
+            score is the confidence itself.
+    """
+
+    values: list[float]
+    signals: list[tuple[float, float, float]] | None
+
+    def components(self, index: int) -> dict[str, float]:
+        """The signals the score of the fact at ``index`` was summed from, by name."""
+        if self.signals is None:
+            return {"confidence": self.values[index]}
+        confidence, freshness, heat = self.signals[index]
+        return {"confidence": confidence, "confirmationFreshness": freshness, "accessHeat": heat}
+
+
+def score_facts(
+    facts: Sequence[FactLike],
+    policy: CapacityPolicy,
+    usage: Mapping[str, object],
+    now: datetime | None,
+) -> Scores:
+    """Score every fact under ``policy``.
+
+    Under ``confidence`` the score is the coerced confidence. Under
+    ``hybrid-v1`` it is ``wc*c + wf*f + wa*a`` of the confidence, the
+    confirmation freshness and the access heat; ``usage`` holds the usage
+    entries by fact id.
+
+    Raises:
+        ValueError: ``hybrid-v1`` without ``now`` (decisions never read the
+            wall clock).
+    """
+    if policy.name != POLICY_HYBRID_V1:
+        return Scores([coerce_confidence(fact.get("confidence")) for fact in facts], None)
+    if now is None:
+        raise ValueError("the hybrid-v1 policy needs the clock: pass now=")
+    now = as_utc(now)
+    weights = (policy.confidence_weight, policy.confirmation_weight, policy.access_weight)
+    confirmation_half_life = policy.confirmation_half_life_days
+    values: list[float] = []
+    signals: list[tuple[float, float, float]] = []
+    for fact in facts:
+        confidence = coerce_confidence(fact.get("confidence"))
+        freshness = confirmation_freshness(
+            fact.get("lastConfirmedAt"), fact.get("createdAt"), now, confirmation_half_life
+        )
+        entry = usage.get(fact_id_of(fact.get("id")))
+        heat = access_heat(entry, now, policy.access_half_life_days)
+        values.append(weights[0] * confidence + weights[1] * freshness + weights[2] * heat)
+        signals.append((confidence, freshness, heat))
+    return Scores(values, signals)

@@ -8,10 +8,17 @@ that is kept; it only feeds the eviction receipt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-__all__ = ["ShadowComparison", "compare_evictions"]
+from deermem.policy.capacity import CapacityPolicy
+from deermem.policy.decision import CapacityDecision, F
+from deermem.policy.names import POLICY_HYBRID_V1
+from deermem.policy.selection import select_facts_for_capacity
+
+__all__ = ["ShadowComparison", "compare_evictions", "shadow_comparison"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +63,27 @@ def compare_evictions(
     would = tuple(sorted(would_evict))
     actual = set(actually_evicted) if isinstance(actually_evicted, list | tuple | set) else set()
     return ShadowComparison(policy=shadow_policy, would_evict=would, disagrees=set(would) != actual)
+
+
+def shadow_comparison(
+    facts: Sequence[F],
+    decision: CapacityDecision[F],
+    *,
+    policy: CapacityPolicy,
+    usage: Mapping[str, Mapping[str, object]] | None,
+    now: datetime | None,
+) -> ShadowComparison | None:
+    """What ``hybrid-v1`` would have evicted where ``decision`` was made, if shadow mode runs.
+
+    Shadow mode runs under ``confidence`` with ``shadow_enabled``, and only
+    when something had to go: with nothing evicted there is nothing to
+    compare. The shadow uses the policy's own ``hybrid-v1`` parameters and the
+    decision's cap.
+    """
+    if not (policy.shadows_hybrid and decision.evicted):
+        return None
+    hybrid = dataclasses.replace(policy, name=POLICY_HYBRID_V1, shadow_enabled=False)
+    would = select_facts_for_capacity(
+        facts, max_facts=decision.max_facts, policy=hybrid, usage=usage, now=now
+    )
+    return compare_evictions(POLICY_HYBRID_V1, would.evicted_ids, decision.evicted_ids)

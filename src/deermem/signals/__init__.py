@@ -9,7 +9,8 @@
   ``preference``, ``identity``, ``goal`` and ``decision`` in the human
   messages among the last six, using YAML pattern files that ship with
   deermem and that a ``patterns_dir`` can extend or replace
-  (:func:`load_patterns`).
+  (:func:`load_patterns`); a file can say that matches inside questions do
+  not count (:func:`in_question` decides what a question is).
 
 All of it is pure (no I/O except reading pattern files). See docs/signals.md.
 """
@@ -39,6 +40,7 @@ from deermem.signals.patterns import (
     load_patterns,
     strip_trailing_punctuation,
 )
+from deermem.signals.questions import in_question
 
 __all__ = [
     "PATTERN_FILES",
@@ -56,6 +58,7 @@ __all__ = [
     "explain_signals",
     "filter_messages",
     "filter_trivial",
+    "in_question",
     "is_clarification_answer",
     "load_patterns",
     "parse_message",

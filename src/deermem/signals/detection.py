@@ -1,7 +1,8 @@
 """Signal detection: what the user's recent words say about memory.
 
 A signal is present when one of its patterns is found in a human message
-among the **last six** filtered messages (human and assistant counted
+(outside questions, for the patterns that ask so) among the **last six**
+filtered messages (human and assistant counted
 together, so roughly the last three exchanges). Older turns were already
 seen by an earlier extraction; looking further back would let one "perfect"
 from last hour keep confirming facts.
@@ -70,7 +71,7 @@ def explain_signals(messages: Sequence[Message], patterns: PatternSet) -> tuple[
     for signal in Signal:
         for index, message in window:
             for pattern in patterns.for_signal(signal):
-                if pattern.regex.search(message.text):
+                if pattern.search(message.text):
                     found.append(SignalMatch(signal, index, pattern.text, pattern.source))
                     break
     return tuple(found)

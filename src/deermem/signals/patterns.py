@@ -6,12 +6,20 @@ There is one file per list: ``trivial.yaml`` and one per signal
 list of patterns, or a mapping::
 
     mode: extend            # or "replace" (the default); only meaningful in a user directory
+    questions: ignore       # or "count" (the default): see below
     patterns:
       - '\\bthat[''’]?s\\s+exactly\\s+right\\b'          # a plain string: no flags
       - pattern: '\\bperfect\\b'
-        flags: [ignorecase]                           # ignorecase, multiline, dotall
-        examples: ["Perfect!"]                        # texts this pattern must match
-    counterexamples: ["not perfect"]                  # texts no pattern of the file may match
+        flags: [ignorecase]                 # ignorecase, multiline, dotall, verbose
+        examples: ["Perfect!"]              # texts this pattern must match
+        questions: count                    # overrides the file's setting for this pattern
+    counterexamples: ["not perfect"]        # texts no pattern of the file may match
+
+``questions: ignore`` makes a match count only outside questions ("is that
+correct?" confirms nothing); what a question is, is one rule for every file
+(:mod:`deermem.signals.questions`). ``verbose`` is Python's ``re.VERBOSE``:
+whitespace is ignored and ``#`` starts a comment, so a long pattern can be
+written over several lines of a YAML block (``|``) and explained as it goes.
 
 A user directory (``patterns_dir``) may hold any of the seven files: each one
 it holds replaces the bundled list (``mode: replace``) or adds to it
@@ -36,6 +44,7 @@ from typing import Final
 import yaml
 
 from deermem._exceptions import PatternError
+from deermem.signals.questions import in_question
 
 __all__ = [
     "PATTERN_FILES",
@@ -63,16 +72,21 @@ TRIVIAL: Final = "trivial"
 PATTERN_FILES: Final = (TRIVIAL, *(signal.value for signal in Signal))
 """The seven list names; each is read from ``<name>.yaml``."""
 
-TRIVIAL_PUNCTUATION: Final = " \t\n\r.。,，!！?？;；~～…"
-"""Stripped from the end of a message before the trivial patterns are tried."""
+TRIVIAL_PUNCTUATION: Final = " \t\n\r.。,，!！;；~～…"
+"""Stripped from the end of a message before the trivial patterns are tried.
+
+Question marks are not among them: "ok?" and "好的？" ask something, so they
+are never pure acknowledgements (the original DeerMem strips them)."""
 
 _FLAGS: Final = {
     "ignorecase": re.IGNORECASE,
     "multiline": re.MULTILINE,
     "dotall": re.DOTALL,
+    "verbose": re.VERBOSE,
 }
-_FILE_KEYS: Final = frozenset({"mode", "patterns", "counterexamples"})
-_ENTRY_KEYS: Final = frozenset({"pattern", "flags", "examples", "note"})
+_QUESTIONS: Final = {"count": False, "ignore": True}
+_FILE_KEYS: Final = frozenset({"mode", "questions", "patterns", "counterexamples"})
+_ENTRY_KEYS: Final = frozenset({"pattern", "flags", "examples", "questions", "note"})
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -83,14 +97,32 @@ def strip_trailing_punctuation(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Pattern:
-    """One compiled pattern and the file it came from (for explanations and errors)."""
+    """One compiled pattern and the file it came from (for explanations and errors).
+
+    Attributes:
+        regex: the compiled regular expression.
+        source: the file it was read from.
+        ignores_questions: a match inside a question does not count
+            (``questions: ignore``).
+    """
 
     regex: re.Pattern[str]
     source: str
+    ignores_questions: bool = False
 
     @property
     def text(self) -> str:
         return self.regex.pattern
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """The first match in ``text`` that counts (outside a question, when asked)."""
+        match = self.regex.search(text)
+        if not self.ignores_questions:
+            return match
+        # A pattern never matches empty text (checked when loading), so this ends.
+        while match is not None and in_question(text, match.end()):
+            match = self.regex.search(text, match.end())
+        return match
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,14 +221,21 @@ def _read_file(read: Callable[[], bytes], source: str, name: str) -> _PatternFil
     if not isinstance(entries, list):
         raise PatternError(source, "'patterns' must be a list")
     full_match = name == TRIVIAL
+    if full_match and "questions" in document:
+        raise PatternError(source, "'questions' applies to signal files, not to trivial.yaml")
+    ignore_questions = _questions(document.get("questions", "count"), source, None, None)
     patterns = tuple(
-        _compile(entry, index, source, full_match) for index, entry in enumerate(entries)
+        _compile(entry, index, source, full_match, ignore_questions)
+        for index, entry in enumerate(entries)
     )
     _check_counterexamples(document.get("counterexamples", []), patterns, source, full_match)
     return _PatternFile(mode=str(mode), patterns=patterns)
 
 
-def _compile(entry: object, index: int, source: str, full_match: bool) -> Pattern:
+def _compile(
+    entry: object, index: int, source: str, full_match: bool, ignore_questions: bool
+) -> Pattern:
+    """Compile and check one entry; ``ignore_questions`` is the file's setting."""
     if isinstance(entry, str):
         entry = {"pattern": entry}
     if not isinstance(entry, dict):
@@ -208,6 +247,12 @@ def _compile(entry: object, index: int, source: str, full_match: bool) -> Patter
     if unknown:
         raise PatternError(source, f"unknown key(s) {unknown}", pattern=text, index=index)
     flags = _flags(entry.get("flags", []), source, text, index)
+    if "questions" in entry:
+        if full_match:
+            raise PatternError(
+                source, "'questions' applies to signal files only", pattern=text, index=index
+            )
+        ignore_questions = _questions(entry["questions"], source, text, index)
     try:
         regex = re.compile(text, flags)
     except re.error as error:
@@ -218,7 +263,7 @@ def _compile(entry: object, index: int, source: str, full_match: bool) -> Patter
         raise PatternError(
             source, "matches empty text, so it would fire on any message", pattern=text, index=index
         )
-    pattern = Pattern(regex=regex, source=source)
+    pattern = Pattern(regex=regex, source=source, ignores_questions=ignore_questions)
     for example in _strings(entry.get("examples", []), "examples", source, text, index):
         if not _matches(pattern, example, full_match):
             raise PatternError(
@@ -239,6 +284,14 @@ def _flags(value: object, source: str, text: str, index: int) -> int:
             )
         flags |= flag
     return flags
+
+
+def _questions(value: object, source: str, text: str | None, index: int | None) -> bool:
+    """Whether ``questions`` says to ignore matches inside questions."""
+    if not isinstance(value, str) or value not in _QUESTIONS:
+        problem = f"questions must be 'count' or 'ignore', not {value!r}"
+        raise PatternError(source, problem, pattern=text, index=index)
+    return _QUESTIONS[value]
 
 
 def _strings(
@@ -266,4 +319,4 @@ def _check_counterexamples(
 def _matches(pattern: Pattern, text: str, full_match: bool) -> bool:
     if full_match:
         return pattern.regex.fullmatch(strip_trailing_punctuation(text)) is not None
-    return pattern.regex.search(text) is not None
+    return pattern.search(text) is not None

@@ -3,6 +3,8 @@
 Only what the change set addresses is touched — read, checked and written:
 a commit that adds one fact writes that fact's file and the user's
 ``memory.json``, whatever the size of the library, and reads no other fact.
+``memory.json`` (and with it the user's revision) changes with every commit
+that changes a fact, an archive entry or a summary.
 Preconditions (fact revisions, "must not exist") are checked here, under the
 lock, before anything is written; a fact write that changes nothing is
 dropped.
@@ -44,11 +46,14 @@ class CommitPlan:
     """The files to write, and the facts and summaries they change.
 
     Attributes:
+        files: the fact files and archive entries to write or remove.
+        manifest: the user's new ``memory.json``, when anything above or a summary changes.
         replaced: for each written fact, the stored version it replaces (if any).
     """
 
     summaries: SummaryDocument
     files: list[FileChange] = field(default_factory=list)
+    manifest: FileChange | None = None
     written: list[Fact] = field(default_factory=list)
     replaced: dict[str, Fact] = field(default_factory=dict)
     deleted: list[Fact] = field(default_factory=list)
@@ -109,8 +114,7 @@ def plan_commit(
             user={**current.user, **sections.get("user", {})},
             history={**current.history, **sections.get("history", {})},
         )
-        manifest = paths.user.manifest
-        plan.files.append(FileChange(manifest, encode_summaries(plan.summaries)))
+        plan.manifest = FileChange(paths.user.manifest, encode_summaries(plan.summaries))
     return plan
 
 

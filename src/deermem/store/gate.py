@@ -2,7 +2,10 @@
 
 Every path that adds facts ends here — a manual or tool ``create``, an
 ``import``, a ``restore`` from the archive and, with the updater, the
-``extraction`` from a conversation. No other code trims a library.
+``extraction`` from a conversation. No other code trims a library, and this
+is the one check that a new fact's id is not in the archive
+(:class:`~deermem.ArchivedFactError`): a fact is in the library or in the
+archive, never both — only a restore takes a fact out of the archive.
 
 Usage, inside a store transaction (the user's lock is held, so the decision
 is made on the current library and needs no retry)::
@@ -26,8 +29,11 @@ What :meth:`CapacityGate.apply` does, in order:
 
 1. removes the unconditional removals from the library, applies the updates
    and appends the new (and restored) facts;
-2. runs the configured :class:`~deermem.policy.CapacityPolicy` — reading the
-   usage sidecar only when the policy uses it — once, over that library;
+2. decides over that library, once, with
+   :func:`~deermem.policy.select_facts_for_capacity` under the configured
+   :class:`~deermem.policy.CapacityPolicy` and cap — reading the usage
+   sidecar only when the policy uses it — and, in shadow mode, records what
+   ``hybrid-v1`` would have evicted (:func:`~deermem.policy.shadow_comparison`);
 3. applies each conditional removal (``needs_kept``) only if the fact it
    names survived the gate (a contradiction is removed only when its
    replacement is kept);
@@ -37,7 +43,7 @@ What :meth:`CapacityGate.apply` does, in order:
    removal reason, and — with ``eviction_mode: archive`` — an archive entry
    per fact that left (new facts evicted at once included), pointing at its
    receipt; restored facts leave the archive;
-5. commits it in one journaled commit (receipts are appended after it).
+5. commits it in one journaled commit, receipts and archive entries included.
 
 :meth:`CapacityGate.remove` is the same without step 2, for paths that only
 take facts away (a deletion never trims a library, as in the original), so
@@ -55,12 +61,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Final, Literal
 
-from deermem._exceptions import FactNotFoundError, FactRevisionConflict
+from deermem._exceptions import ArchivedFactError, FactNotFoundError, FactRevisionConflict
 from deermem.model.fact import Fact
-from deermem.policy import CapacityDecision, CapacityPolicy, ShadowComparison
-from deermem.store._gate_changes import ChangeBuilder
+from deermem.model.timestamps import format_timestamp
+from deermem.policy import (
+    CapacityDecision,
+    CapacityPolicy,
+    ShadowComparison,
+    select_facts_for_capacity,
+    shadow_comparison,
+)
+from deermem.policy.capacity import check_max_facts
 from deermem.store.protocol import (
+    ChangeSet,
     CommitResult,
+    FactDelete,
+    FactWrite,
     Section,
     StoreTransaction,
     SummaryKey,
@@ -72,6 +88,8 @@ from deermem.store.records import (
     EvictionReceipt,
     ReceiptEntry,
     Trigger,
+    UsageEntry,
+    receipt_id_for,
 )
 
 if TYPE_CHECKING:
@@ -113,6 +131,8 @@ class Proposal:
         removals: facts to remove.
         summaries: summary sections to set.
         restored: archive entries whose facts come back (as new facts).
+        watermarks: conversations this change extracted (thread id → mark),
+            committed with it.
     """
 
     new_facts: tuple[Fact, ...] = ()
@@ -120,6 +140,7 @@ class Proposal:
     removals: tuple[Removal, ...] = ()
     summaries: Mapping[SummaryKey, str | Section] = field(default_factory=dict)
     restored: tuple[ArchiveEntry, ...] = ()
+    watermarks: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,17 +171,32 @@ class GateOutcome:
 
 
 class CapacityGate:
-    """The configured capacity policy plus what happens to the facts it lets go."""
+    """The configured capacity policy and cap, plus what happens to the facts they let go.
 
-    def __init__(self, policy: CapacityPolicy, *, eviction_mode: EvictionMode = "archive") -> None:
+    Args:
+        policy: the capacity policy (and whether shadow mode runs).
+        max_facts: the cap on one library, at least 0.
+        eviction_mode: ``archive`` keeps what leaves restorable; ``delete``
+            deletes it physically, as the original does.
+    """
+
+    def __init__(
+        self, policy: CapacityPolicy, *, max_facts: int, eviction_mode: EvictionMode = "archive"
+    ) -> None:
+        check_max_facts(max_facts)
         if eviction_mode not in _MODES:
             raise ValueError(f"eviction_mode must be one of {_MODES}, got {eviction_mode!r}")
         self.policy = policy
+        self.max_facts = max_facts
         self.eviction_mode = eviction_mode
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> CapacityGate:
-        return cls(CapacityPolicy.from_config(config), eviction_mode=config.eviction_mode)
+        return cls(
+            CapacityPolicy.from_config(config),
+            max_facts=config.max_facts,
+            eviction_mode=config.eviction_mode,
+        )
 
     @property
     def archiving(self) -> bool:
@@ -181,45 +217,46 @@ class CapacityGate:
             FactNotFoundError: an update or removal names a fact that is not stored.
             FactRevisionConflict: a new fact's id is already stored, or a
                 revision precondition fails.
+            ArchivedFactError: a new fact's id is in the archive (only a
+                restore brings an archived fact back).
         """
         library, incoming = _proposed_library(transaction, proposal, trigger)
         usage = transaction.usage() if self.policy.uses_usage else None
-        outcome = self.policy.decide(
-            library,
-            usage=None if usage is None else {k: v.to_dict() for k, v in usage.items()},
-            now=now,
+        entries = None if usage is None else {k: v.to_dict() for k, v in usage.items()}
+        decision = select_facts_for_capacity(
+            library, max_facts=self.max_facts, policy=self.policy, usage=entries, now=now
         )
-        decision = outcome.decision
+        shadow = shadow_comparison(library, decision, policy=self.policy, usage=entries, now=now)
         evicted = set(decision.evicted_ids)
         removals, skipped = _resolve_removals(proposal.removals, library, evicted)
-        context = ChangeBuilder(self, transaction, trigger, now, usage, decision.policy)
+        changes = _Changes(self, transaction, trigger, now, usage, decision.policy)
         receipts = []
         if decision.evicted:
             lines = tuple(ReceiptEntry.from_eviction(item) for item in decision.evicted)
             receipts.append(
-                context.receipt(
+                changes.receipt(
                     REASON_CAPACITY,
                     lines,
                     occupancy=decision.occupancy,
                     reserved=decision.reserved_correction_slots,
-                    shadow=outcome.shadow,
+                    shadow=shadow,
                 )
             )
         library_by_id = {fact.id: fact for fact in library}
-        receipts.extend(context.removal_receipts(removals, library_by_id, len(library)))
-        changes = context.change_set(proposal, receipts, library_by_id, evicted | set(removals))
-        result = transaction.commit(changes)
+        receipts.extend(changes.removal_receipts(removals, library_by_id, len(library)))
+        change_set = changes.change_set(proposal, receipts, library_by_id, evicted | set(removals))
+        result = transaction.commit(change_set)
         incoming_ids = [fact.id for fact in incoming]
         return GateOutcome(
             commit=result,
             decision=decision,
-            shadow=outcome.shadow,
+            shadow=shadow,
             kept_new=tuple(i for i in incoming_ids if i not in evicted),
             evicted=decision.evicted_ids,
             removed=tuple(removals),
             skipped_removals=tuple(skipped),
-            receipts=changes.receipts,
-            archived=tuple(entry.fact_id for entry in changes.archive_puts),
+            receipts=change_set.receipts,
+            archived=tuple(entry.fact_id for entry in change_set.archive_puts),
         )
 
     def remove(
@@ -242,10 +279,10 @@ class CapacityGate:
         proposal = Proposal(removals=removals)
         _proposed_library(transaction, proposal, trigger)  # validates
         by_id = {removal.fact_id: removal for removal in removals}
-        context = ChangeBuilder(self, transaction, trigger, now, None, self.policy.policy)
+        changes = _Changes(self, transaction, trigger, now, None, self.policy.name)
         stored = transaction.snapshot.by_id
-        receipts = context.removal_receipts(by_id, stored, len(transaction.snapshot.facts))
-        return transaction.commit(context.change_set(proposal, receipts, stored, set(by_id)))
+        receipts = changes.removal_receipts(by_id, stored, len(transaction.snapshot.facts))
+        return transaction.commit(changes.change_set(proposal, receipts, stored, set(by_id)))
 
 
 def _proposed_library(
@@ -259,6 +296,11 @@ def _proposed_library(
     for fact in incoming:
         if fact.id in stored:
             raise FactRevisionConflict(fact.id, expected=None, actual=stored[fact.id].revision)
+    for fact in proposal.new_facts:
+        # No fact lives twice: in the library and in the archive, where the
+        # next eviction would overwrite the archived version.
+        if transaction.archived(fact.id) is not None:
+            raise ArchivedFactError(fact.id)
     for fact in proposal.updates:
         if fact.id not in stored:
             raise FactNotFoundError(fact.id)
@@ -294,3 +336,135 @@ def _resolve_removals(
         else:
             applied[removal.fact_id] = removal
     return applied, skipped
+
+
+class _Changes:
+    """The receipts, archive entries and change set of one gate call (steps 4 and 5)."""
+
+    def __init__(
+        self,
+        gate: CapacityGate,
+        transaction: StoreTransaction,
+        trigger: Trigger,
+        now: datetime,
+        usage: Mapping[str, UsageEntry] | None,
+        policy_version: str,
+    ) -> None:
+        self.gate = gate
+        self.transaction = transaction
+        self.trigger = trigger
+        self.now = now
+        self.stamp = format_timestamp(now)
+        self.policy_version = policy_version
+        self._usage = usage
+
+    def usage(self) -> Mapping[str, UsageEntry]:
+        if self._usage is None:
+            self._usage = self.transaction.usage()
+        return self._usage
+
+    def receipt(
+        self,
+        reason: str,
+        lines: tuple[ReceiptEntry, ...],
+        *,
+        occupancy: int,
+        reserved: int = 0,
+        shadow: ShadowComparison | None = None,
+    ) -> EvictionReceipt:
+        snapshot = self.transaction.snapshot
+        key = f"{snapshot.scope.user_id}\x1f{snapshot.scope.agent}\x1f{self.stamp}"
+        return EvictionReceipt(
+            receipt_id=receipt_id_for(
+                key, snapshot.revision + 1, reason, [line.fact_id for line in lines]
+            ),
+            occurred_at=self.stamp,
+            reason=reason,
+            trigger=self.trigger,
+            policy_version=self.policy_version,
+            max_facts=self.gate.max_facts,
+            occupancy=occupancy,
+            reserved_correction_slots=reserved,
+            evicted=lines,
+            shadow=shadow,
+        )
+
+    def removal_receipts(
+        self, removals: Mapping[str, Removal], facts: Mapping[str, Fact], occupancy: int
+    ) -> list[EvictionReceipt]:
+        """One receipt per removal reason (only archived removals get receipts)."""
+        if not self.gate.archiving:
+            return []
+        stored = self.transaction.snapshot.by_id
+        by_reason: dict[str, list[ReceiptEntry]] = {}
+        for fact_id, removal in removals.items():
+            fact = facts.get(fact_id) or stored[fact_id]
+            by_reason.setdefault(removal.reason, []).append(ReceiptEntry(fact_id, fact.category))
+        return [
+            self.receipt(reason, tuple(by_reason[reason]), occupancy=occupancy)
+            for reason in sorted(by_reason)
+        ]
+
+    def change_set(
+        self,
+        proposal: Proposal,
+        receipts: list[EvictionReceipt],
+        facts: Mapping[str, Fact],
+        gone: set[str],
+    ) -> ChangeSet:
+        stored = self.transaction.snapshot.by_id
+        archive_puts = (
+            self._archive_entries(receipts, facts, proposal) if self.gate.archiving else ()
+        )
+        archived = {entry.fact_id for entry in archive_puts}
+        writes = [FactWrite(fact, create=True) for fact in proposal.new_facts]
+        writes.extend(FactWrite(entry.fact, create=True) for entry in proposal.restored)
+        writes.extend(FactWrite(fact, create=False) for fact in proposal.updates)
+        expected = {r.fact_id: r.expected_revision for r in proposal.removals}
+        deletes = [
+            FactDelete(
+                fact_id, expected.get(fact_id) or facts.get(fact_id, stored[fact_id]).revision
+            )
+            for fact_id in sorted(gone)
+            if fact_id in stored
+        ]
+        return ChangeSet(
+            now=self.now,
+            writes=tuple(w for w in writes if w.fact.id not in gone),
+            deletes=tuple(deletes),
+            summaries=dict(proposal.summaries),
+            archive_puts=archive_puts,
+            archive_deletes=tuple(
+                sorted(e.fact_id for e in proposal.restored if e.fact_id not in archived)
+            ),
+            receipts=tuple(receipts),
+            forget_in_audit=not self.gate.archiving,
+            usage_restores={
+                e.fact_id: e.usage
+                for e in proposal.restored
+                if e.usage is not None and e.fact_id not in gone
+            },
+            watermarks=dict(proposal.watermarks),
+        )
+
+    def _archive_entries(
+        self, receipts: list[EvictionReceipt], facts: Mapping[str, Fact], proposal: Proposal
+    ) -> tuple[ArchiveEntry, ...]:
+        stored = self.transaction.snapshot.by_id
+        earlier = {entry.fact_id: entry.usage for entry in proposal.restored}
+        entries = []
+        for receipt in receipts:
+            for line in receipt.evicted:
+                entries.append(
+                    ArchiveEntry(
+                        fact=facts.get(line.fact_id) or stored[line.fact_id],
+                        archived_at=self.stamp,
+                        reason=receipt.reason,
+                        trigger=self.trigger,
+                        receipt_id=receipt.receipt_id,
+                        eviction=line,
+                        policy_version=receipt.policy_version,
+                        usage=self.usage().get(line.fact_id) or earlier.get(line.fact_id),
+                    )
+                )
+        return tuple(entries)

@@ -1,79 +1,77 @@
 """Journaled multi-file commits: all of a commit's files change, or none do.
 
-A commit changes several files — fact files, archive entries and the user's
-``memory.json`` — that must move together. The protocol (reference §2,
-"Commit protocol") is an undo journal, run under the user's lock:
+A commit changes several files that must move together: fact files, archive
+entries, the user's ``memory.json`` and the commit's bookkeeping — the
+receipts in the audit, recall counts restored or dropped, the archive's
+index and its bounds, the thread marks of an update. The protocol
+(reference §2, "Commit protocol") is an undo journal, run under the user's
+lock:
 
-1. write ``.memory.journal.json`` with state ``prepared``, naming every file
-   the commit will touch and holding its prior content (``null``: the file
-   did not exist) — durably, before anything else changes;
-2. replace and remove the files (each replacement atomic on its own) and
-   fsync them and their directories together. Their new contents are
-   written to temporary files (invisible) while step 1 is being flushed, on
-   a worker thread; they are renamed only once step 1 has returned, so the
-   order of durable changes is the same as writing them after step 1. (A
-   crash during step 1 may leave such temporaries behind with no journal to
-   find them by: hidden files every reader skips, like the temporary of any
-   interrupted atomic write.);
-3. remove the journal durably. The commit has happened.
+1. write ``.memory.journal.json`` naming every file the commit will touch
+   and holding its prior content (``null``: the file did not exist) —
+   durably, before anything else changes;
+2. replace and remove the files, each replacement atomic on its own, and
+   make them and their directories durable;
+3. remove the journal durably. Its removal is the commit: before it, a
+   crash or a failure undoes everything; after it, nothing is written and
+   nothing can make the call fail.
 
-Files *derived* from the commit (the sidecars: receipts, recall counts, and
-the archive's bounds) must change only once the commit has happened, and be
-durable when it returns. They are computed once step 2's files are in place,
-their new contents written to temporary files (invisible) and fsynced in
-step 2's flush round, and renamed into place only after step 3 is durable,
-in one more round. So they never show a commit that did not happen, exactly
-as when they were written after the commit, but their contents cost no
-flush round of their own (the temporary files' blocks are allocated and
-flushed with the commit's data, not in a round that must wait for the
-journal's removal). A failure to write them (a full disk) is logged and never
-undoes or misreports the commit: they are derived data. A crash before step 3
-leaves their temporary files in the agent's ``.metadata`` directory; recovery
-removes them with the rest. (A crash between step 3 and their renaming leaves
-a hidden temporary file, as a crash inside any atomic write can.)
+Each step starts only when the one before it is durable, so after a power cut
+the journal is there whenever any file may have changed. A commit of a single
+file needs no journal: its one atomic replacement is all or nothing already.
 
 A crash before step 3 leaves the journal behind. :func:`recover`, which the
-store runs before every locked operation and every load that sees a journal,
-puts every file back as it was — so the store is always in the state before a
-commit or after it. Recovery is idempotent: a crash during recovery is
-recovered by the next one. A journal in state ``committed`` (the original
-DeerMem writes that state before cleaning up) only needs its clean-up.
+store runs before every locked operation and every read that sees a journal,
+puts back every file that differs from its prior content — and rewrites no
+other — so the store is always in the state before a commit or after it.
+Recovery is idempotent: a crash during recovery is recovered by the next one.
+When a file cannot be put back (a read-only store, another user's file),
+:class:`~deermem.StoreNeedsRecovery` names it and nothing is read.
 
-Prior contents live in the journal itself rather than in backup files:
-one file to fsync instead of one per touched file. A journal that cannot be
-read, or that lacks prior contents, is corruption — it is never ignored,
+Prior contents live in the journal itself rather than in backup files: one
+file to write instead of one per touched file. A journal that cannot be
+read, or that lacks what its state needs, is corruption — never ignored,
 because ignoring it could keep half of a commit.
+
+deermem's journal state is ``deermem-prepared``, not the original's
+``prepared``. The original DeerMem recovers a ``prepared`` journal from
+backups in ``.recovery/`` that deermem does not write: it would delete the
+commit's new facts without restoring what the commit removed, and drop the
+journal. It refuses a state it does not know, so a store switched back to it
+after a crash stops with an error until deermem has opened it once. The
+other way round, deermem recovers the original's ``prepared`` journals by
+the original's own rules (:mod:`deermem.store.original_journal`), cleans up
+its ``committed`` ones, and still recovers the ``prepared`` journals with
+prior contents that deermem wrote before its state was its own.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from deermem._exceptions import CorruptMemoryFile
+from deermem._exceptions import CorruptMemoryFile, StoreNeedsRecovery
 from deermem.store.atomic import (
-    DurableBatch,
-    StagedFiles,
     atomic_write,
-    in_background,
+    fsync_path,
     is_temporary,
     remove_durably,
+    replace_files,
 )
+from deermem.store.original_journal import OPERATION_ID, ORIGINAL_PREPARED, original_undo
 from deermem.store.paths import UserPaths
 
-__all__ = ["DerivedFiles", "FileChange", "JournalInfo", "commit_files", "recover", "write_derived"]
+__all__ = ["STATE_PREPARED", "FileChange", "JournalInfo", "commit_files", "recover"]
 
 _log = logging.getLogger("deermem.store")
-_STATE_PREPARED: Final = "prepared"
+STATE_PREPARED: Final = "deermem-prepared"
 _STATE_COMMITTED: Final = "committed"
-_OPERATION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +80,6 @@ class FileChange:
 
     path: Path
     data: bytes | None
-
-
-#: Computes the derived files of a commit: ``(path, content)``, ``None`` to remove.
-DerivedFiles = Callable[[], Iterable[tuple[Path, bytes | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,51 +92,49 @@ class JournalInfo:
     fact_ids: tuple[str, ...]
 
 
-def commit_files(
-    user: UserPaths,
-    changes: Sequence[FileChange],
-    info: JournalInfo,
-    derived: DerivedFiles | None = None,
-) -> None:
-    """Apply ``changes`` atomically under the journal. The caller holds the user's lock.
+def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> None:
+    """Steps 1 to 3: apply ``changes`` atomically, journaled when there are several.
 
-    ``derived`` is called once the changes are in place (step 2, before
-    their flush); the files it names change only once the commit has
-    happened (see the module docstring).
+    The caller holds the user's lock. If a step fails without a crash (a
+    full disk), what was done is rolled back at once and the error raised:
+    a call that raises did not commit.
     """
-    journal = _journal_bytes(user, changes, info)
-    batch = DurableBatch()
+    if len(changes) == 1:
+        replace_files([(changes[0].path, changes[0].data)])
+        return
+    atomic_write(user.journal, _journal_bytes(user, changes, info))
     try:
-        _prepare_while_journaling(user, journal, batch, changes)
-        staged = StagedFiles()
-        try:
-            problem = _apply_prepared(batch, changes, staged, derived)
-            remove_durably(user.journal)
-        except BaseException:
-            staged.discard()
+        replace_files(((change.path, change.data) for change in changes), journaled=True)
+        remove_durably(user.journal)
+    except OSError as error:
+        if user.journal.exists():
             _roll_back_now(user)
             raise
-    finally:
-        batch.close()
-    _publish(staged, user, problem)
+        # The journal is gone, so the commit has happened; only making its
+        # removal durable failed, and the files it guarded are durable already.
+        _log.error(
+            "committed in %s, but the journal's removal may not be durable: %s",
+            user.user_dir,
+            error,
+        )
+    except BaseException:
+        _roll_back_now(user)
+        raise
 
 
 def _journal_bytes(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> bytes:
-    """The ``prepared`` journal: every file the commit touches, with its prior content."""
+    """The prepared journal: every file the commit touches, with its prior content."""
     files: list[dict[str, object]] = []
     old_entries: dict[str, dict[str, str]] = {}
     for change in changes:
         relative = user.relative(change.path)
-        try:
-            before: str | None = change.path.read_bytes().decode("utf-8", "surrogateescape")
-        except FileNotFoundError:
-            before = None
-        files.append({"path": relative, "before": before})
+        before = _read(change.path)
+        files.append({"path": relative, "before": None if before is None else _text(before)})
         if change.path.suffix == ".md" and before is not None:
             old_entries[change.path.stem] = {"path": relative}
     journal = {
         "operationId": uuid.uuid4().hex,
-        "state": _STATE_PREPARED,
+        "state": STATE_PREPARED,
         "agentName": info.agent,
         "expectedRevision": info.expected_revision,
         "nextRevision": info.next_revision,
@@ -154,96 +146,6 @@ def _journal_bytes(user: UserPaths, changes: Sequence[FileChange], info: Journal
     return json.dumps(journal, ensure_ascii=True).encode("ascii")
 
 
-def _prepare_while_journaling(
-    user: UserPaths, journal: bytes, batch: DurableBatch, changes: Sequence[FileChange]
-) -> None:
-    """Step 1 on a worker thread while this one writes the new contents to temporary files.
-
-    The temporaries are invisible; they are renamed into place only after
-    this returns, that is after the journal and its directory entry are
-    durable — the order of step 1 before step 2 is unchanged, but writing the
-    files no longer waits for the journal's two flushes. If writing them
-    fails once the journal exists, the journal is rolled back (nothing
-    changed); if the journal fails, its error is raised and nothing changed.
-    """
-    written = in_background(lambda: atomic_write(user.journal, journal))
-    try:
-        for change in changes:
-            if change.data is not None:
-                batch.prepare(change.path, change.data)
-    except BaseException:
-        if written.exception() is None:  # waits: the journal exists, take it away
-            _roll_back_now(user)
-        raise
-    written.result()  # waits for step 1; raises its failure
-
-
-def _apply_prepared(
-    batch: DurableBatch,
-    changes: Sequence[FileChange],
-    staged: StagedFiles,
-    derived: DerivedFiles | None,
-) -> Exception | None:
-    """Step 2: rename and remove, stage the derived files, flush everything together.
-
-    Returns the failure to stage the derived files, for after the commit.
-    """
-    batch.write_prepared()
-    for change in changes:
-        if change.data is None:
-            batch.remove(change.path)
-    problem = _stage(staged, derived)
-    return staged.sync_contents_while(batch.sync) or problem
-
-
-def write_derived(user: UserPaths, derived: DerivedFiles) -> None:
-    """Write derived files for a commit that changed no file (two flush rounds)."""
-    staged = StagedFiles()
-    problem = _stage(staged, derived)
-    if problem is None:
-        try:
-            staged.sync_contents()
-        except OSError as error:
-            problem = error
-    _publish(staged, user, problem)
-
-
-def _stage(staged: StagedFiles, derived: DerivedFiles | None) -> Exception | None:
-    """Compute and stage the derived files; a failure is returned, for after the commit."""
-    if derived is None:
-        return None
-    try:
-        for path, data in derived():
-            staged.stage(path, data)
-    except Exception as error:  # reported once the commit has happened; see _publish
-        staged.discard()
-        return error
-    return None
-
-
-def _publish(staged: StagedFiles, user: UserPaths, problem: Exception | None) -> None:
-    """Put the derived files in place, once the commit has happened.
-
-    An ``OSError`` (a full disk) is logged, as the commit stands; anything
-    else is a defect and is raised — after the commit, which has happened.
-    """
-    try:
-        if problem is None:
-            staged.publish()
-    except OSError as error:
-        problem = error
-    finally:
-        staged.discard()
-    if isinstance(problem, OSError):
-        _log.error(
-            "the commit in %s succeeded, but its sidecars could not be updated: %s",
-            user.user_dir,
-            problem,
-        )
-    elif problem is not None:
-        raise problem
-
-
 def _roll_back_now(user: UserPaths) -> None:
     """Undo a commit that failed half-way (disk full ...), so the store is consistent now.
 
@@ -252,7 +154,7 @@ def _roll_back_now(user: UserPaths) -> None:
     """
     try:
         recover(user)
-    except (OSError, CorruptMemoryFile) as error:
+    except (OSError, CorruptMemoryFile, StoreNeedsRecovery) as error:
         _log.error("could not roll back the failed commit in %s yet: %s", user.user_dir, error)
 
 
@@ -262,40 +164,32 @@ def recover(user: UserPaths) -> bool:
     Raises:
         CorruptMemoryFile: the journal cannot be read, has an unknown state,
             lacks the prior contents, or names a file outside the user directory.
+        StoreNeedsRecovery: a file (or the journal) cannot be written: the
+            store stays as it is, and its next writable opening recovers it.
     """
-    try:
-        raw = user.journal.read_bytes()
-    except FileNotFoundError:
+    raw = _read(user.journal)
+    if raw is None:
         return False
     journal = _parse(raw, user.journal)
     state = journal.get("state")
-    if state == _STATE_PREPARED:
-        restored = _prior_contents(journal, user)
-        _apply(restored)
-        _sweep_temporaries({path.parent for path, _ in restored} | _metadata_dir(journal, user))
-        _log.warning(
-            "rolled back an interrupted commit in %s (%d files restored)",
-            user.user_dir,
-            len(restored),
-        )
-    elif state != _STATE_COMMITTED:
+    if state == STATE_PREPARED or (state == ORIGINAL_PREPARED and "files" in journal):
+        undo = _prior_contents(journal, user)
+    elif state == ORIGINAL_PREPARED:
+        undo = original_undo(journal, user)
+    elif state == _STATE_COMMITTED:
+        undo = {}
+    else:
         raise CorruptMemoryFile(user.journal, f"unknown journal state {state!r}")
-    _remove_backups(user, journal.get("operationId"))
-    remove_durably(user.journal)
+    restored = _restore(user, undo)
+    _finish(user, journal.get("operationId"), {path.parent for path in undo})
+    if state != _STATE_COMMITTED:
+        _log.warning(
+            "rolled back an interrupted commit in %s (%d of %d files restored)",
+            user.user_dir,
+            restored,
+            len(undo),
+        )
     return True
-
-
-def _apply(changes: Iterable[tuple[Path, bytes | None]]) -> None:
-    batch = DurableBatch()
-    try:
-        for path, data in changes:
-            if data is None:
-                batch.remove(path)
-            else:
-                batch.write(path, data)
-        batch.sync()
-    finally:
-        batch.close()
 
 
 def _parse(raw: bytes, path: Path) -> dict[str, object]:
@@ -308,16 +202,11 @@ def _parse(raw: bytes, path: Path) -> dict[str, object]:
     return journal
 
 
-def _prior_contents(journal: dict[str, object], user: UserPaths) -> list[tuple[Path, bytes | None]]:
+def _prior_contents(journal: Mapping[str, object], user: UserPaths) -> dict[Path, bytes | None]:
     files = journal.get("files")
     if not isinstance(files, list):
-        raise CorruptMemoryFile(
-            user.journal,
-            "an interrupted commit whose journal does not hold the prior file contents "
-            "(written by another implementation?); restore the files from "
-            f"{user.recovery} by hand, then delete the journal",
-        )
-    restored: list[tuple[Path, bytes | None]] = []
+        raise CorruptMemoryFile(user.journal, "the commit journal does not hold the prior contents")
+    undo: dict[Path, bytes | None] = {}
     for item in files:
         if not isinstance(item, dict):
             raise CorruptMemoryFile(user.journal, "a journal entry is not an object")
@@ -329,37 +218,63 @@ def _prior_contents(journal: dict[str, object], user: UserPaths) -> list[tuple[P
             )
         if before is not None and not isinstance(before, str):
             raise CorruptMemoryFile(user.journal, f"journal entry for {relative!r} is malformed")
-        restored.append(
-            (path, None if before is None else before.encode("utf-8", "surrogateescape"))
-        )
-    return restored
+        # The first entry of a path holds its content before the commit.
+        undo.setdefault(path, None if before is None else before.encode("utf-8", "surrogateescape"))
+    return undo
 
 
-def _remove_backups(user: UserPaths, operation: object) -> None:
-    """Remove the original DeerMem's backup directory of this operation, if any."""
-    if not isinstance(operation, str) or not _OPERATION_ID.fullmatch(operation):
-        return
-    backups = user.recovery / operation
-    if backups.is_dir():
-        shutil.rmtree(backups)
+def _restore(user: UserPaths, undo: Mapping[Path, bytes | None]) -> int:
+    """Put back each file that differs from its prior content; return how many.
+
+    Files the interrupted commit never reached are not rewritten, so a
+    recovery needs write access to exactly what the commit changed.
+    """
+    count = 0
+    for path, before in undo.items():
+        try:
+            if _read(path) == before:
+                continue
+            replace_files([(path, before)])
+        except OSError as error:
+            raise StoreNeedsRecovery(user.journal, path, error) from None
+        count += 1
+    return count
 
 
-def _metadata_dir(journal: dict[str, object], user: UserPaths) -> set[Path]:
-    """The agent's ``.metadata`` directory, where the derived files were being staged."""
-    agent = journal.get("agentName")
-    if not isinstance(agent, str) or "/" in agent:
-        return set()
-    directory = user.inside(f"agents/{agent}/.metadata")
-    return set() if directory is None else {directory}
-
-
-def _sweep_temporaries(directories: set[Path]) -> None:
-    """Remove temporary files an interrupted writer left in these directories."""
+def _finish(user: UserPaths, operation: object, directories: set[Path]) -> None:
+    """Remove the commit's temporary files, the journal, then the original's backups."""
     for directory in directories:
         try:
             items = list(directory.iterdir())
         except FileNotFoundError:
             continue
+        except OSError as error:
+            raise StoreNeedsRecovery(user.journal, directory, error) from None
         for item in items:
             if is_temporary(item.name):
-                item.unlink(missing_ok=True)
+                try:
+                    item.unlink(missing_ok=True)
+                except OSError as error:
+                    raise StoreNeedsRecovery(user.journal, item, error) from None
+    try:
+        user.journal.unlink()
+        fsync_path(user.user_dir)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise StoreNeedsRecovery(user.journal, user.journal, error) from None
+    # The backups go last: once the journal is gone nothing reads them, and
+    # the original leaves an empty .recovery/ behind too.
+    if isinstance(operation, str) and OPERATION_ID.fullmatch(operation):
+        shutil.rmtree(user.recovery / operation, ignore_errors=True)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")

@@ -10,6 +10,12 @@ Each outermost acquisition opens the lock file afresh: ``flock`` belongs to
 an open file description, and a descriptor inherited through ``fork`` would
 let a child believe it holds a lock its parent holds.
 
+Reading needs no write access (a read-only mount, another user's files):
+:meth:`UserLock.reading` opens an existing lock file read-only — ``flock``
+does not care how a file was opened — and, when there is none and none can
+be created, reads without the file lock: every writer creates the file
+before it writes, so a store without one has had no writer yet.
+
 Lock objects are cached weakly per lock file, so a long-running server does
 not keep one per user it ever saw. The file lock is polled without blocking
 (1 ms, doubling up to 50 ms) until ``file_lock_timeout_seconds``, then
@@ -18,11 +24,14 @@ not keep one per user it ever saw. The file lock is polled without blocking
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -34,6 +43,8 @@ __all__ = ["UserLock", "user_lock"]
 
 _FIRST_POLL: Final = 0.001
 _MAX_POLL: Final = 0.05
+# A reader that meets these where it would create the lock file reads without it.
+_NOT_WRITABLE: Final = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 _registry: weakref.WeakValueDictionary[str, UserLock] = weakref.WeakValueDictionary()
 _registry_lock = threading.Lock()
@@ -64,8 +75,9 @@ def user_lock(path: Path, timeout: float) -> UserLock:
 class UserLock:
     """Exclusive across threads and processes, re-entrant within a thread.
 
-    Use as a context manager. Obtain instances through :func:`user_lock` so
-    that all threads of a process share one per lock file.
+    Use as a context manager to write, :meth:`reading` to read. Obtain
+    instances through :func:`user_lock` so that all threads of a process
+    share one per lock file.
     """
 
     def __init__(self, path: Path, timeout: float = 10.0) -> None:
@@ -87,13 +99,23 @@ class UserLock:
     ) -> None:
         self.release()
 
-    def acquire(self) -> None:
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the lock to read: the lock file is never created where writing is refused."""
+        self.acquire(reading=True)
+        try:
+            yield
+        finally:
+            self.release()
+
+    def acquire(self, *, reading: bool = False) -> None:
         deadline = time.monotonic() + self.timeout
         if not self._thread_lock.acquire(timeout=self.timeout):
             raise StoreLockTimeout(self.path, self.timeout)
         try:
             if self._depth == 0:
-                self._fd = self._lock_file(deadline)
+                fd = self._open(reading)
+                self._fd = None if fd is None else self._lock_file(fd, deadline)
             self._depth += 1
         except BaseException:
             self._thread_lock.release()
@@ -111,9 +133,24 @@ class UserLock:
         finally:
             self._thread_lock.release()
 
-    def _lock_file(self, deadline: float) -> int:
-        make_directories(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    def _open(self, reading: bool) -> int | None:
+        """The lock file, opened afresh; ``None`` for a reader that may not create it."""
+        if reading:
+            try:
+                return os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                pass
+            except PermissionError:
+                return None
+        try:
+            make_directories(self.path.parent)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            if reading and error.errno in _NOT_WRITABLE:
+                return None
+            raise
+
+    def _lock_file(self, fd: int, deadline: float) -> int:
         pause = _FIRST_POLL
         try:
             while True:

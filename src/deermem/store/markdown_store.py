@@ -13,13 +13,17 @@ composes:
   signature is unchanged (:mod:`~deermem.store.cache`); a commit by this
   process refreshes its own entry instead of dropping it, so writing never
   costs a rescan;
-* **sidecars** — once a commit has happened: usage entries of deleted facts
-  are dropped, receipts appended, the archive trimmed to its bounds (the
-  commit's *derived files*, see :mod:`~deermem.store.journal`).
+* **bookkeeping** — in the same journaled commit as the facts: receipts
+  appended to the audit, usage entries of deleted facts dropped (and those of
+  restored facts put back), the archive's index updated and its bounds
+  applied, so after any crash every eviction has its receipt and archive
+  entry, and a receipt returned to a caller is in the audit.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -28,14 +32,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deermem._exceptions import FactNotFoundError
+from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN
+from deermem.model.timestamps import format_timestamp
 from deermem.store import sidecars
-from deermem.store._plan import plan_commit
-from deermem.store.archive import beyond_bounds, read_archive, read_entry
-from deermem.store.atomic import remove_durably
+from deermem.store._plan import CommitPlan, plan_commit
+from deermem.store.archive import archive_changes, read_archive, read_entry
 from deermem.store.cache import ABSENT, ScopeCache
-from deermem.store.journal import JournalInfo, commit_files, recover, write_derived
+from deermem.store.journal import FileChange, JournalInfo, commit_files, recover
 from deermem.store.locks import user_lock
+from deermem.store.marks import encode_mark, read_mark
 from deermem.store.paths import ScopePaths, UserPaths, resolve_root, search_index_path
 from deermem.store.protocol import (
     ChangeSet,
@@ -53,7 +59,7 @@ from deermem.store.reading import (
     sort_facts,
 )
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
-from deermem.store.scope import Scope
+from deermem.store.scope import Scope, is_bucket
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -85,7 +91,7 @@ class MarkdownStore:
         audit_max_entries: int = 200,
         archive_max_entries: int = 1000,
         archive_max_age_days: int = 365,
-        access_half_life_days: float = 30,
+        access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
     ) -> None:
         self.root = Path(root)
         self.manifest_filename = manifest_filename
@@ -126,9 +132,15 @@ class MarkdownStore:
         return paths
 
     @contextmanager
-    def _locked(self, scope: Scope, user: UserPaths) -> Iterator[None]:
-        """Hold the user's lock, after rolling back any interrupted commit."""
-        with user_lock(user.lock, self.lock_timeout):
+    def _locked(self, scope: Scope, user: UserPaths, *, reading: bool = False) -> Iterator[None]:
+        """Hold the user's lock, after rolling back any interrupted commit.
+
+        ``reading`` needs no write access, unless there is a commit to roll
+        back: then :class:`~deermem.StoreNeedsRecovery` names what cannot be
+        restored, and nothing is read.
+        """
+        lock = user_lock(user.lock, self.lock_timeout)
+        with lock.reading() if reading else lock:
             if recover(user):
                 self._cache.drop_user(scope.user_id)
             yield
@@ -144,7 +156,7 @@ class MarkdownStore:
             cached = self._cache.get(scope, token)
             if cached is not None:
                 return cached
-        with self._locked(scope, user):
+        with self._locked(scope, user, reading=True):
             return self._snapshot(scope, user)
 
     def _snapshot(self, scope: Scope, user: UserPaths) -> ScopeSnapshot:
@@ -168,7 +180,7 @@ class MarkdownStore:
         """
         user = self._user(scope)
         if user.journal.exists():
-            with self._locked(scope, user):
+            with self._locked(scope, user, reading=True):
                 pass
         return user
 
@@ -180,14 +192,38 @@ class MarkdownStore:
         self._cache.drop(scope)
         return self.load(scope)
 
+    def agents(self, user_id: str | None) -> tuple[str, ...]:
+        """The directories under ``agents/`` that name a bucket (lower-case names, ``__default__``).
+
+        Other directories (a name that is not a bucket name) hold no facts deermem reads.
+        """
+        user = self._settled(Scope.of(user_id))
+        try:
+            entries = sorted((user.user_dir / "agents").iterdir())
+        except FileNotFoundError:
+            return ()
+        return tuple(entry.name for entry in entries if entry.is_dir() and is_bucket(entry.name))
+
     def search_index_location(self) -> Path:
-        """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created."""
+        """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.
+
+        Raises:
+            OSError: the directory or an index file there cannot be written
+                (a read-only store); the caller indexes in memory instead.
+        """
         path = search_index_path(self.root)
         path.parent.mkdir(parents=True, exist_ok=True)
+        files = [path.with_name(path.name + suffix) for suffix in ("", "-wal", "-shm")]
+        for target in (path.parent, *(f for f in files if f.exists())):
+            if not os.access(target, os.W_OK):
+                raise PermissionError(errno.EACCES, "the search index cannot be written", target)
         return path
 
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
         return sidecars.read_usage(self._settled(scope).agent(scope.agent).usage)
+
+    def watermark(self, scope: Scope, thread_id: str) -> str | None:
+        return read_mark(self._settled(scope).agent(scope.agent), thread_id)
 
     def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
         return sidecars.read_audit(self._settled(scope).agent(scope.agent).audit)
@@ -229,9 +265,14 @@ class MarkdownStore:
         user = self._user(scope)
         paths = user.agent(scope.agent)
         with self._locked(scope, user):
-            if read_entry(paths, scope, fact_id) is None:
+            # No decoding: an entry too damaged to read can still be purged.
+            if not FACT_ID_PATTERN.fullmatch(fact_id) or not paths.archived(fact_id).is_file():
                 raise FactNotFoundError(fact_id, where="archive")
-            remove_durably(paths.archived(fact_id))
+            index, _ = archive_changes(paths, puts=(), deletes=(fact_id,))
+            files = [FileChange(paths.archived(fact_id), None)]
+            files.extend(FileChange(path, data) for path, data in index)
+            revision = read_manifest(user)[0].revision
+            commit_files(user, files, JournalInfo(scope.agent, revision, revision, ()))
 
     # --- the commit, for MarkdownTransaction -------------------------------------
 
@@ -258,15 +299,16 @@ class MarkdownStore:
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
         deleted = [fact.id for fact in plan.deleted]
-        derived = partial(self._derived_files, scope, paths, changes, deleted)
-        if plan.files:
+        files = self._files_of(scope, paths, changes, plan, deleted)
+        if files:
             info = JournalInfo(
                 agent=scope.agent,
                 expected_revision=document.revision,
                 next_revision=plan.summaries.revision,
                 fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
             )
-            commit_files(user, plan.files, info, derived)
+            commit_files(user, files, info)
+        if plan.manifest is not None:
             token = manifest_token(user, plan.summaries.revision)
             if snapshot is not None:
                 removed = [*plan.deleted, *plan.replaced.values()]
@@ -274,45 +316,65 @@ class MarkdownStore:
                     snapshot, plan.written, removed, plan.summaries, token.version()
                 )
                 self._cache.put(scope, token, snapshot)
-        else:
-            write_derived(user, derived)
         result = CommitResult(
             revision=plan.summaries.revision,
             written=tuple(plan.written),
             deleted=tuple(deleted),
-            changed=bool(plan.files),
+            changed=plan.manifest is not None,
             version=token.version(),
         )
         return result, snapshot
 
-    def _derived_files(
-        self, scope: Scope, paths: ScopePaths, changes: ChangeSet, deleted: list[str]
-    ) -> list[tuple[Path, bytes | None]]:
-        """The sidecars and archive bounds after a commit: its derived files.
+    def _files_of(
+        self,
+        scope: Scope,
+        paths: ScopePaths,
+        changes: ChangeSet,
+        plan: CommitPlan,
+        deleted: list[str],
+    ) -> list[FileChange]:
+        """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``.
 
-        Written only once the commit has happened; a failure to write them (a
-        full disk) does not undo or misreport the commit: the sidecars are
-        derived data and every archive entry carries its own copy of its
-        receipt line. Each sidecar is written at most once per commit.
+        The bookkeeping — the audit, the usage sidecar, the archive's index and
+        bounds, the thread marks — is computed before anything is written, so a file it cannot
+        read (a malformed audit) stops the commit before it starts. Each file
+        appears once; ``memory.json`` comes last.
         """
-        forget_in_audit = deleted if changes.forget_in_audit else []
-        files = [
+        book = [
             change
             for change in (
                 sidecars.usage_after_commit(
                     paths.usage, forget=deleted, restore=changes.usage_restores
                 ),
                 sidecars.audit_after_commit(
-                    paths.audit, changes.receipts, self.audit_max_entries, forget=forget_in_audit
+                    paths.audit,
+                    changes.receipts,
+                    self.audit_max_entries,
+                    forget=deleted if changes.forget_in_audit else [],
                 ),
             )
             if change is not None
         ]
-        if changes.archive_puts:
-            doomed = beyond_bounds(
-                paths, scope, changes.now, self.archive_max_entries, self.archive_max_age_days
+        stamp = format_timestamp(changes.now)
+        for thread_id, mark in changes.watermarks.items():
+            if read_mark(paths, thread_id) != mark:
+                book.append((paths.thread_mark(thread_id), encode_mark(thread_id, mark, stamp)))
+        doomed: set[Path] = set()
+        if changes.archive_puts or changes.archive_deletes:
+            archive, pruned = archive_changes(
+                paths,
+                puts=changes.archive_puts,
+                deletes=changes.archive_deletes,
+                now=changes.now,
+                max_entries=self.archive_max_entries,
+                max_age_days=self.archive_max_age_days,
             )
-            files.extend((paths.archived(fact_id), None) for fact_id in doomed)
+            book.extend(archive)
+            doomed = {paths.archived(fact_id) for fact_id in pruned}
+        files = [change for change in plan.files if change.path not in doomed]
+        files.extend(FileChange(path, data) for path, data in book)
+        if plan.manifest is not None:
+            files.append(plan.manifest)
         return files
 
 

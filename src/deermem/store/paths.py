@@ -16,6 +16,8 @@ by it opens unchanged::
     {root}/users/{uid}/agents/{agent}/.metadata/fact-usage.json
     {root}/users/{uid}/agents/{agent}/.metadata/eviction-audit.json
     {root}/users/{uid}/agents/{agent}/.metadata/archive/{fact_id}.json   (deermem)
+    {root}/users/{uid}/agents/{agent}/.metadata/archive-index.json       (deermem)
+    {root}/users/{uid}/agents/{agent}/.metadata/threads/{digest}.json    (deermem)
     {root}/.retrieval/memory-fts5.sqlite3            derived search index (all users)
 
 ``xx`` is the first two hex digits of ``sha256(fact_id)``, which spreads a
@@ -52,6 +54,8 @@ RECOVERY_DIRNAME: Final = ".recovery"
 USAGE_FILENAME: Final = "fact-usage.json"
 AUDIT_FILENAME: Final = "eviction-audit.json"
 ARCHIVE_DIRNAME: Final = "archive"
+ARCHIVE_INDEX_FILENAME: Final = "archive-index.json"
+THREADS_DIRNAME: Final = "threads"
 RETRIEVAL_DIRNAME: Final = ".retrieval"
 SEARCH_INDEX_FILENAME: Final = "memory-fts5.sqlite3"
 
@@ -112,10 +116,12 @@ class ScopePaths:
     __slots__ = (
         "agent_dir",
         "archive_dir",
+        "archive_index",
         "audit",
         "facts_dir",
         "legacy_manifest",
         "metadata_dir",
+        "threads_dir",
         "usage",
         "user",
     )
@@ -128,6 +134,8 @@ class ScopePaths:
         self.usage = self.metadata_dir / USAGE_FILENAME
         self.audit = self.metadata_dir / AUDIT_FILENAME
         self.archive_dir = self.metadata_dir / ARCHIVE_DIRNAME
+        self.archive_index = self.metadata_dir / ARCHIVE_INDEX_FILENAME
+        self.threads_dir = self.metadata_dir / THREADS_DIRNAME
         # A per-agent ``memory.json`` of the original's first layout.
         self.legacy_manifest = self.agent_dir / "memory.json"
 
@@ -137,3 +145,8 @@ class ScopePaths:
 
     def archived(self, fact_id: str) -> Path:
         return self.archive_dir / f"{fact_id}.json"
+
+    def thread_mark(self, thread_id: str) -> Path:
+        """The mark file of a conversation: named by a digest, as a thread id may be any text."""
+        digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return self.threads_dir / f"{digest}.json"

@@ -5,11 +5,12 @@ there knows about paths, so a later ``PostgresStore`` can implement the same
 protocol. The embedded default is :class:`~deermem.store.MarkdownStore`.
 
 A change is described by a :class:`ChangeSet` — facts to write or delete,
-summary sections to set, archive entries to add or drop, receipts to append
-— and applied by :meth:`StoreTransaction.commit` atomically: after a crash
-the store holds the state before the commit or after it, never a mix.
-Receipts and usage clean-up are written after the canonical commit
-succeeded, in the same lock.
+summary sections to set, archive entries to add or drop, receipts to append,
+recall counts to restore, conversations marked as extracted — and applied
+by :meth:`StoreTransaction.commit` atomically, all of it: after a crash the
+store holds the state before the commit or after it, never a mix; a commit
+that raises changed nothing; a commit that returns has written every receipt
+it was given.
 
 Two ways to change data:
 
@@ -67,13 +68,38 @@ SummaryKey = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """One summary section of the user-global document."""
+    """One summary section of the user-global document.
+
+    ``summary`` and ``updatedAt`` are text. ``extra`` holds what a stored
+    section has besides: unknown keys, and a ``summary`` or ``updatedAt``
+    that is not a string (the original accepts any JSON value there; its
+    text here is what the original's prompt shows: ``str(value)``, or ``""``
+    for an empty one). They are written back as they were read; a section
+    that changes is replaced whole, as in the original.
+    """
 
     summary: str = ""
     updatedAt: str = ""
+    extra: Mapping[str, object] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"summary": self.summary, "updatedAt": self.updatedAt}
+    @classmethod
+    def from_value(cls, value: Mapping[str, object]) -> Section:
+        """A section from its stored object (any values; see the class docstring)."""
+        summary = value.get("summary", "")
+        updated = value.get("updatedAt", "")
+        extra = {
+            key: item
+            for key, item in value.items()
+            if key not in ("summary", "updatedAt") or not isinstance(item, str)
+        }
+        return cls(
+            summary=summary if isinstance(summary, str) else str(summary) if summary else "",
+            updatedAt=updated if isinstance(updated, str) else str(updated) if updated else "",
+            extra=MappingProxyType(extra),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {"summary": self.summary, "updatedAt": self.updatedAt, **self.extra}
 
 
 def _empty_sections(names: tuple[str, ...]) -> Mapping[str, Section]:
@@ -179,7 +205,7 @@ class ChangeSet:
             a whole :class:`Section` (kept as given, e.g. by an import).
         archive_puts: entries to add to (or replace in) the scope's archive.
         archive_deletes: fact ids whose archive entries go (restore, purge).
-        receipts: eviction receipts, appended to the audit after the commit.
+        receipts: eviction receipts, appended to the audit.
         expected_revision: if set, the user's document must still be at this
             revision (optimistic concurrency); else the commit applies to
             whatever is current.
@@ -187,7 +213,10 @@ class ChangeSet:
             original does when it deletes facts physically (``eviction_mode:
             delete``). The archive keeps receipts intact.
         usage_restores: usage entries to put back (facts restored from the
-            archive keep their recall history), written after the commit.
+            archive keep their recall history).
+        watermarks: thread id → the mark of the last message extracted from
+            that conversation (see :mod:`deermem.update.watermark`), set by
+            the commit that applied what was extracted.
     """
 
     now: datetime
@@ -200,6 +229,7 @@ class ChangeSet:
     expected_revision: int | None = None
     forget_in_audit: bool = False
     usage_restores: Mapping[str, UsageEntry] = field(default_factory=dict)
+    watermarks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -210,6 +240,7 @@ class ChangeSet:
             or self.archive_puts
             or self.archive_deletes
             or self.receipts
+            or self.watermarks
         )
 
 
@@ -249,7 +280,13 @@ class StoreTransaction(Protocol):
         ...
 
     def commit(self, changes: ChangeSet) -> CommitResult:
-        """Apply a change set atomically (see :class:`ChangeSet`)."""
+        """Apply a change set atomically (see :class:`ChangeSet`).
+
+        Raises:
+            CorruptMemoryFile: a file the commit must read (the audit, an
+                archive entry) is malformed; nothing was changed.
+            OSError: the file system refused; nothing was changed.
+        """
         ...
 
 
@@ -293,8 +330,21 @@ class Store(Protocol):
         """The usage sidecar of a scope."""
         ...
 
+    def watermark(self, scope: Scope, thread_id: str) -> str | None:
+        """The mark of the last message extracted from a conversation, or ``None``.
+
+        Raises:
+            CorruptMemoryFile: the stored mark cannot be read (never read as
+                absent: that would extract, and confirm, the conversation again).
+        """
+        ...
+
     def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
-        """The scope's receipts, oldest first."""
+        """The scope's receipts, oldest first.
+
+        Raises:
+            CorruptMemoryFile: the audit cannot be read (never read as empty).
+        """
         ...
 
     def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
@@ -306,7 +356,7 @@ class Store(Protocol):
         ...
 
     def purge(self, scope: Scope, fact_id: str) -> None:
-        """Delete a fact's archive entry for good; its receipts stay.
+        """Delete a fact's archive entry for good (even one too damaged to read); its receipts stay.
 
         Raises:
             FactNotFoundError: the archive has no entry for this id.
@@ -315,6 +365,13 @@ class Store(Protocol):
 
     def reload(self, scope: Scope) -> ScopeSnapshot:
         """Forget cached state and read the scope from the source again."""
+        ...
+
+    def agents(self, user_id: str | None) -> tuple[str, ...]:
+        """The agent buckets a user has, sorted (``None``: the single-user layout).
+
+        For operations over everything a user owns, such as clearing it.
+        """
         ...
 
     def search_index_location(self) -> str | os.PathLike[str]:

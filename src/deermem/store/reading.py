@@ -11,6 +11,7 @@ import bisect
 import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from types import MappingProxyType
 
 from deermem._exceptions import CorruptMemoryFile
@@ -34,8 +35,6 @@ __all__ = [
 
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 _SHARD_NAME_LENGTH = 2
-# Fact files are a few hundred bytes: one read gets all of it, the next sees the end.
-_READ_SIZE = 65536
 
 
 def read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken]:
@@ -72,52 +71,26 @@ def check_layout(paths: ScopePaths) -> None:
 
 
 def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
-    """Read every fact file of a scope.
-
-    This is the cost of a cold load, so it is shaped for speed: first every
-    file is listed and read, then every file is decoded. Interleaving the two
-    made decoding ≈ 40 % slower: each system call leaves the CPU's caches
-    cold for the Python code that follows. It works on plain strings and raw
-    descriptors (``os.listdir``, :func:`_read_all`) rather than ``Path``,
-    ``scandir`` entries and ``open().read()``, whose objects and extra
-    ``fstat`` cost as much as the read itself.
-    """
-    files: list[tuple[str, str]] = []
+    """Read every fact file of a scope (a cold load)."""
     try:
-        with os.scandir(paths.facts_dir) as listing:
-            shards = list(listing)
+        shards = sorted(paths.facts_dir.iterdir())
     except FileNotFoundError:
         return {}
+    facts: dict[str, Fact] = {}
     for shard in shards:
         if shard.name.startswith("."):
             continue
         if not shard.is_dir():
-            if shard.name.endswith(".md"):
-                raise CorruptMemoryFile(shard.path, "a fact file outside its shard directory")
+            if shard.suffix == ".md":
+                raise CorruptMemoryFile(shard, "a fact file outside its shard directory")
             continue
-        for name in os.listdir(shard.path):  # noqa: PTH208 (strings, not Paths: see above)
-            if name.startswith(".") or not name.endswith(".md"):
+        for path in sorted(shard.iterdir()):
+            if path.name.startswith(".") or path.suffix != ".md":
                 continue
-            path = os.path.join(shard.path, name)  # noqa: PTH118
-            _check_name(name[:-3], shard.name, path)
-            files.append((name[:-3], path))
-    contents = [_read_all(path) for _, path in files]
-    return {
-        fact_id: decode_fact(data, path, scope, fact_id)
-        for (fact_id, path), data in zip(files, contents, strict=True)
-    }
-
-
-def _read_all(path: str) -> bytes:
-    """The whole file: read until end of file (one read for a fact file, plus the empty one)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, _READ_SIZE):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            fact_id = path.stem
+            _check_name(fact_id, shard.name, path)
+            facts[fact_id] = decode_fact(path.read_bytes(), path, scope, fact_id)
+    return facts
 
 
 def read_fact(paths: ScopePaths, scope: Scope, fact_id: str) -> Fact | None:
@@ -130,7 +103,7 @@ def read_fact(paths: ScopePaths, scope: Scope, fact_id: str) -> Fact | None:
     return decode_fact(data, path, scope, fact_id)
 
 
-def _check_name(fact_id: str, shard: str, path: str) -> None:
+def _check_name(fact_id: str, shard: str, path: Path) -> None:
     if not FACT_ID_PATTERN.fullmatch(fact_id):
         raise CorruptMemoryFile(path, "the file name is not a valid fact id")
     if len(shard) != _SHARD_NAME_LENGTH or fact_shard(fact_id) != shard:
@@ -162,7 +135,6 @@ def patched_snapshot(
     the cache after adding one fact to ten thousand is a list copy, not a sort.
     """
     facts = list(snapshot.facts)
-    # .copy(), not dict(): dict() reads a mapping proxy item by item, 50x slower.
     index = snapshot.by_id.copy() if "by_id" in snapshot.__dict__ else None
     for fact in removed:
         _remove(facts, fact)

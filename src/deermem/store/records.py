@@ -11,9 +11,10 @@ A receipt never holds fact content: only ids, categories and numbers. An
 archive entry does hold the fact — that is what makes an eviction reversible —
 and lives in its own file, which ``purge`` deletes for good.
 
-Reading is lenient for the sidecars (usage, audit), which are derived,
-non-canonical data: a malformed item is dropped, never fatal. Archive
-entries hold content and are read strictly by the store.
+Reading single items is lenient: a malformed usage entry or audit event is
+dropped, never fatal (an audit file that is not a list at all is an error,
+see :mod:`deermem.store.sidecars`). Archive entries hold content and are
+read strictly by the store.
 """
 
 from __future__ import annotations

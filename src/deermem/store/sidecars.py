@@ -1,22 +1,24 @@
 """The per-agent sidecars: recall counts (usage) and eviction receipts (audit).
 
-Both live in ``agents/<agent>/.metadata/`` and are *derived* data: they can
-be lost without losing a fact. So a malformed sidecar is logged and read as
-empty instead of failing the load, and they are written after the canonical
-commit has succeeded (a crash in between loses a receipt, never a fact; the
-archive entry of an evicted fact carries its own copy of the receipt line).
+Both live in ``agents/<agent>/.metadata/`` and change inside the journaled
+commit they belong to (receipts of the evictions it makes, usage it drops or
+restores), so a receipt exists exactly when its commit happened.
 
-* ``fact-usage.json`` — ``{fact_id: {accessHeat, accessCount, lastAccessedAt}}``.
-  A recall decays the stored heat with the access half-life, then adds 1.
+* ``fact-usage.json`` — ``{fact_id: {accessHeat, accessCount, lastAccessedAt}}``:
+  derived data, lost without losing a fact. A malformed file is logged and
+  read as empty, as the original does. A recall decays the stored heat with
+  the access half-life, then adds 1.
 * ``eviction-audit.json`` — a JSON list of receipts, newest last, trimmed to
-  ``eviction_audit_max_entries``. Events written by the original DeerMem are
-  kept as they are when new receipts are appended.
+  ``eviction_audit_max_entries``. Canonical data: the receipts of purged
+  facts exist nowhere else. A file that is not a JSON list is an error naming
+  it, never read as empty and never overwritten; single events it cannot
+  read are skipped when reading and kept as they are when receipts are
+  appended, as are events written by the original DeerMem.
 
 What a commit does to them is computed by :func:`usage_after_commit` and
 :func:`audit_after_commit` — one new content per file, however many kinds of
-change the commit makes — so the store can write both in one flush round
-(see :class:`~deermem.store.atomic.StagedFiles`). A sidecar whose content
-would not change is not written.
+change the commit makes. A sidecar whose content would not change is not
+written.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from deermem._exceptions import CorruptMemoryFile
 from deermem.model.timestamps import format_timestamp, parse_timestamp
 from deermem.policy import decay, elapsed_days
 from deermem.store.atomic import replace_files
@@ -42,32 +45,28 @@ __all__ = [
     "usage_after_commit",
 ]
 
-#: A sidecar's new content (``None``: remove the file), for :func:`replace_files`.
+#: A sidecar's new content (``None``: remove the file).
 SidecarChange = tuple[Path, bytes | None]
 
 _log = logging.getLogger("deermem.store")
 
 
 def _read_json(path: Path) -> object | None:
-    """The sidecar's JSON, or ``None`` when it is missing or unreadable (logged)."""
+    """The sidecar's JSON, or ``None`` when it is missing.
+
+    Raises:
+        ValueError: the file is not JSON (``UnicodeDecodeError``, ``JSONDecodeError``).
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
-    try:
-        value: object = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        _log.warning("ignoring malformed sidecar %s: %s", path, error)
-        return None
+    value: object = json.loads(data)
     return value
 
 
 def _encode_json(value: list[object] | dict[str, object]) -> bytes:
-    """One item per line: readable, diffable, and encoded by the C encoder.
-
-    (``indent=`` would switch ``json`` to its pure-Python encoder, which costs
-    milliseconds for a full audit on every eviction.)
-    """
+    """One receipt (or one fact's usage) per line, so the files read and diff line by line."""
     if isinstance(value, dict):
         items = [f"{json.dumps(k, ensure_ascii=False)}: {_compact(v)}" for k, v in value.items()]
         text = "{\n" + ",\n".join(items) + "\n}\n" if items else "{}\n"
@@ -86,7 +85,11 @@ def _compact(value: object) -> str:
 
 def read_usage(path: Path) -> dict[str, UsageEntry]:
     """The usage sidecar; malformed entries are dropped, a malformed file reads as empty."""
-    raw = _read_json(path)
+    try:
+        raw = _read_json(path)
+    except ValueError as error:
+        _log.warning("ignoring malformed sidecar %s: %s", path, error)
+        return {}
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -155,17 +158,28 @@ def usage_after_commit(
 
 
 def _raw_events(path: Path) -> list[object]:
-    raw = _read_json(path)
+    """The audit's events as stored (``[]`` when there is no audit yet).
+
+    Raises:
+        CorruptMemoryFile: the file is not a JSON list.
+    """
+    try:
+        raw = _read_json(path)
+    except ValueError as error:
+        raise CorruptMemoryFile(path, f"the eviction audit is not valid JSON: {error}") from None
     if raw is None:
         return []
     if not isinstance(raw, list):
-        _log.warning("ignoring malformed sidecar %s: not a JSON list", path)
-        return []
+        raise CorruptMemoryFile(path, "the eviction audit is not a JSON list")
     return raw
 
 
 def read_audit(path: Path) -> tuple[EvictionReceipt, ...]:
-    """The receipts, oldest first; malformed events are skipped."""
+    """The receipts, oldest first; malformed events are skipped (and kept in the file).
+
+    Raises:
+        CorruptMemoryFile: the file is not a JSON list.
+    """
     receipts = []
     for event in _raw_events(path):
         receipt = EvictionReceipt.from_dict(event)
@@ -189,6 +203,9 @@ def audit_after_commit(
     every earlier receipt (the original's behaviour when it deletes facts
     physically). ``None`` when nothing changes; a removal when stripping
     leaves no receipt and none is appended.
+
+    Raises:
+        CorruptMemoryFile: the audit is not a JSON list: it is not overwritten.
     """
     ids = set(forget)
     appending = max_entries > 0 and bool(receipts)

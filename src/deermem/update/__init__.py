@@ -3,9 +3,11 @@
 One update, in the order :class:`deermem.update.updater.Updater` runs it
 (see docs/update.md):
 
-1. :func:`build_update_prompt` renders the prompt (current memory,
-   conversation, signal hints, aged facts) from a :class:`PromptLoader`'s
-   template; :func:`response_json_schema` constrains a capable backend;
+1. :func:`fit_conversation` keeps the newest turns within the cap on what
+   one update sends; :func:`build_update_prompt` renders the prompt
+   (current memory, conversation, signal hints, aged facts) from a
+   :class:`PromptLoader`'s template; :func:`response_json_schema`
+   constrains a capable backend;
 2. :func:`parse_update_response` finds the update object in the answer;
 3. :func:`normalize_response` types and bounds it (or rejects it whole);
 4. :func:`plan_update` applies the label gate, confirmations, summaries,
@@ -27,7 +29,12 @@ from deermem.update.confirm import (
     confirm_facts,
     next_confirmation_count,
 )
-from deermem.update.conversation import ConversationTurn, format_conversation
+from deermem.update.conversation import (
+    ConversationTurn,
+    ConversationWindow,
+    fit_conversation,
+    format_conversation,
+)
 from deermem.update.gate import GatedResponse, dedupe_new_facts, gate_response
 from deermem.update.metrics import (
     FactRejections,
@@ -84,6 +91,7 @@ __all__ = [
     "ConfirmationOutcome",
     "ContradictionOutcome",
     "ConversationTurn",
+    "ConversationWindow",
     "FactChange",
     "FactRejections",
     "FlushReport",
@@ -123,6 +131,7 @@ __all__ = [
     "build_update_prompt",
     "confirm_facts",
     "dedupe_new_facts",
+    "fit_conversation",
     "format_conversation",
     "gate_response",
     "mentions_upload",

@@ -168,6 +168,7 @@ def apply_response(
     now: datetime,
     thread_id: str | None,
     new_id: Callable[[], str],
+    mark: str | None = None,
 ) -> AppliedUpdate:
     """Plan ``response`` against the transaction's library and commit it through the gate.
 
@@ -180,6 +181,8 @@ def apply_response(
         now: the clock of every decision and timestamp.
         thread_id: the conversation, recorded as the new facts' source.
         new_id: makes fact ids; ids in use or in the archive are skipped.
+        mark: the conversation's new watermark, committed with the update
+            (see :mod:`deermem.update.watermark`); ``None`` moves none.
 
     Raises:
         RevisionConflict: the store changed under the commit (the caller
@@ -197,7 +200,10 @@ def apply_response(
         new_id=_outside_archive(new_id, transaction),
     )
     request = gate_request(plan)
-    outcome = gate.apply(transaction, request.proposal, trigger=TRIGGER, now=now)
+    proposal = request.proposal
+    if mark is not None and thread_id is not None:
+        proposal = replace(proposal, watermarks={thread_id: mark})
+    outcome = gate.apply(transaction, proposal, trigger=TRIGGER, now=now)
     return _applied(plan, request, outcome, snapshot)
 
 

@@ -9,9 +9,13 @@ mentioned in six months. It is therefore guarded: a fact is confirmed —
   (the model alone cannot confirm anything);
 * the model listed the fact's id in ``factsToReinforce`` with scope
   ``user`` and a non-empty reason;
-* the id names a fact in the bucket;
-* the policy is ``hybrid-v1``, or shadow mode is on (nothing else reads
-  confirmations, as in the original).
+* the id names a fact in the bucket.
+
+The policy plays no part: ``lastConfirmedAt`` and ``confirmationCount`` are
+facts about what the user said, recorded under every policy, and policies
+differ only in how they rank them. So a deployment that runs ``confidence``
+today can switch to ``hybrid-v1`` with its confirmation history. (The
+original records confirmations only under ``hybrid-v1`` or shadow mode.)
 
 Extracting a duplicate, injecting a fact into a prompt and finding it in a
 search never confirm it. A confirmation also restarts the fact's staleness
@@ -29,7 +33,6 @@ from typing import Final
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
 from deermem.update.responses import ReinforceEntry
-from deermem.update.settings import UpdateSettings
 
 __all__ = [
     "REINFORCEMENT_SIGNAL",
@@ -66,9 +69,9 @@ def next_confirmation_count(prior: object) -> int:
     return prior + 1
 
 
-def confirmation_allowed(signals: Collection[str], settings: UpdateSettings) -> bool:
-    """Whether this cycle may confirm anything at all (signal and policy)."""
-    return REINFORCEMENT_SIGNAL in signals and settings.records_confirmations
+def confirmation_allowed(signals: Collection[str]) -> bool:
+    """Whether this cycle may confirm anything at all: the user's words must confirm."""
+    return REINFORCEMENT_SIGNAL in signals
 
 
 def confirm_facts(
@@ -76,7 +79,6 @@ def confirm_facts(
     entries: Sequence[ReinforceEntry],
     *,
     signals: Collection[str],
-    settings: UpdateSettings,
     now: datetime,
 ) -> ConfirmationOutcome:
     """Apply the model's ``factsToReinforce`` under the rule of the module docstring.
@@ -85,7 +87,7 @@ def confirm_facts(
     """
     if not entries:
         return ConfirmationOutcome(tuple(facts), (), 0)
-    if not confirmation_allowed(signals, settings):
+    if not confirmation_allowed(signals):
         return ConfirmationOutcome(tuple(facts), (), len(entries))
     known = {fact.id for fact in facts}
     chosen: list[str] = []

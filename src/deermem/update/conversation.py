@@ -15,6 +15,13 @@ them as ``User:`` / ``Assistant:`` blocks:
 * ``&``, ``<`` and ``>`` are escaped *after* cutting, so no turn can close
   the ``<conversation>`` block and speak as the prompt, and the marker
   stays intact.
+
+What one update sends is bounded too: :func:`fit_conversation` keeps the
+newest turns whose blocks fit ``max_conversation_chars`` and leaves the
+older ones out, so the cost of one model call does not grow with the
+length of a conversation. The newest turn always fits whole: after the cut
+above no block is longer than :data:`MAX_TURN_CHARS`, and no cap below
+:data:`MIN_CONVERSATION_CHARS` is accepted.
 """
 
 from __future__ import annotations
@@ -27,12 +34,18 @@ from typing import Final, Literal
 from deermem.update._text import escape_text
 
 __all__ = [
+    "DEFAULT_MAX_CONVERSATION_CHARS",
+    "MAX_TURN_CHARS",
+    "MIN_CONVERSATION_CHARS",
     "TRUNCATE_ABOVE",
     "TRUNCATE_KEEP",
     "TRUNCATION_MARKER",
     "ConversationTurn",
+    "ConversationWindow",
     "TurnRole",
+    "fit_conversation",
     "format_conversation",
+    "render_turn",
     "strip_upload_blocks",
     "truncate_turn",
 ]
@@ -53,6 +66,25 @@ _UPLOAD_BLOCK: Final = re.compile(
     r"|</(?:uploaded_files|current_uploads)\s{0,8}>",
     re.IGNORECASE | re.DOTALL,
 )
+
+_SEPARATOR: Final = "\n\n"
+
+# Escaping turns one character into at most five ("&" -> "&amp;").
+MAX_TURN_CHARS: Final = (
+    max(len(label) for label in _LABELS.values())
+    + len(": ")
+    + 2 * TRUNCATE_KEEP * max(len(escape_text(c)) for c in "&<>")
+    + len(TRUNCATION_MARKER)
+)
+"""The longest block one turn can render to (label, shortened and escaped text)."""
+
+MIN_CONVERSATION_CHARS: Final = 8_000
+"""The smallest cap on the conversation part of a prompt: above
+:data:`MAX_TURN_CHARS`, so the newest turn is never cut by the cap."""
+
+DEFAULT_MAX_CONVERSATION_CHARS: Final = 24_000
+"""The default cap (``max_conversation_chars``): about 6,000 tokens of English,
+13,000 of Chinese; at least 22 turns even at their longest unescaped form."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +122,82 @@ def truncate_turn(text: str) -> str:
     return text[:TRUNCATE_KEEP] + TRUNCATION_MARKER + text[-TRUNCATE_KEEP:]
 
 
+def render_turn(turn: ConversationTurn) -> str:
+    """One turn as the prompt shows it (``User: ...``); ``""`` when no text is left.
+
+    Never longer than :data:`MAX_TURN_CHARS`.
+    """
+    text = _spoken(turn)
+    if not text:
+        return ""
+    return f"{_LABELS[turn.role]}: {escape_text(truncate_turn(text))}"
+
+
+def _spoken(turn: ConversationTurn) -> str:
+    """The turn's text without upload blocks (user turns) and outer whitespace."""
+    return strip_upload_blocks(turn.text) if turn.role == "human" else turn.text.strip()
+
+
 def format_conversation(turns: Sequence[ConversationTurn]) -> str:
     """The conversation as escaped ``User:``/``Assistant:`` blocks joined by blank lines.
 
     Returns ``""`` when no turn has text left; the update then makes no
-    model call.
+    model call. Nothing is left out: :func:`fit_conversation` applies the cap.
     """
+    return _SEPARATOR.join(block for block in map(render_turn, turns) if block)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationWindow:
+    """The part of a conversation one update sends: the newest turns that fit the cap.
+
+    Attributes:
+        text: the blocks sent, oldest first, joined by blank lines (what
+            :func:`format_conversation` gives for ``turns[start:]``).
+        start: where the part sent begins: ``turns[start:]`` is sent (its
+            turns without text add nothing), ``turns[:start]`` is not.
+        sent: turns with text in ``text``.
+        left_out: turns with text that the cap left out, all older than
+            every turn sent.
+    """
+
+    text: str
+    start: int
+    sent: int
+    left_out: int
+
+
+def fit_conversation(
+    turns: Sequence[ConversationTurn], max_chars: int = DEFAULT_MAX_CONVERSATION_CHARS
+) -> ConversationWindow:
+    """The newest turns whose blocks fit in ``max_chars`` characters.
+
+    Turns are taken newest first and kept while the joined text stays within
+    ``max_chars``; the first turn that does not fit and every older one are
+    left out. A turn is never cut to fit (only the per-turn shortening
+    applies), and a gap never opens in the middle: the model reads an
+    unbroken stretch of the conversation up to its latest turn. Turns
+    without text cost nothing and are not counted.
+
+    Raises:
+        ValueError: ``max_chars`` is below :data:`MIN_CONVERSATION_CHARS`.
+    """
+    if max_chars < MIN_CONVERSATION_CHARS:
+        raise ValueError(
+            f"max_chars must be at least {MIN_CONVERSATION_CHARS:,} (so the newest turn "
+            f"always fits whole), got {max_chars!r}"
+        )
     blocks: list[str] = []
-    for turn in turns:
-        text = strip_upload_blocks(turn.text) if turn.role == "human" else turn.text.strip()
-        if not text:
-            continue
-        blocks.append(f"{_LABELS[turn.role]}: {escape_text(truncate_turn(text))}")
-    return "\n\n".join(blocks)
+    used = -len(_SEPARATOR)  # no separator before the first block
+    start = len(turns)
+    while start > 0:
+        block = render_turn(turns[start - 1])
+        if block:
+            if used + len(_SEPARATOR) + len(block) > max_chars:
+                break
+            used += len(_SEPARATOR) + len(block)
+            blocks.append(block)
+        start -= 1
+    left_out = sum(1 for turn in turns[:start] if _spoken(turn))
+    blocks.reverse()
+    return ConversationWindow(_SEPARATOR.join(blocks), start, len(blocks), left_out)

@@ -9,14 +9,19 @@ what happens beyond it is fixed:
 * the whole answer longer than :data:`MAX_RESPONSE_CHARS`, or needing more
   than :data:`MAX_SCAN_CHARS` of JSON scanning or :data:`MAX_DECODE_ATTEMPTS`
   decode attempts to find the update: **no update** (nothing changes);
-* a list longer than its limit: the entries beyond it are **ignored** and
-  counted (``NormalizedResponse.ignored``); the first ones still count;
+* a list longer than its limit: the entries beyond it are **ignored**; the
+  first ones still count;
 * a new fact whose content, category, confidence text or ``sourceError`` is
   over its limit: the fact is **malformed**, exactly like a fact with no
   content (so a response that also removes facts is rejected whole);
 * a summary over its limit: that section is **ignored**;
 * an id over :data:`MAX_ID_CHARS`: that entry is **ignored**;
 * a reason over :data:`MAX_REASON_CHARS`: **cut** (only its presence is used).
+
+Every entry dropped this way is counted, by the limit it exceeded
+(:class:`OverLimits`), and the count reaches the update's report and
+``deermem ingest``: a model that keeps running into a limit is a model to
+look at, not one to trust in silence.
 
 Deep nesting needs no limit of its own: only fields at fixed depths are
 read, and a JSON document nested past the interpreter's recursion limit does
@@ -25,8 +30,10 @@ not decode (no update).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Final
 
+from deermem.model import text
 from deermem.model.fact import MAX_FACT_ID_LENGTH
 
 __all__ = [
@@ -45,6 +52,7 @@ __all__ = [
     "MAX_SOURCE_ERROR_CHARS",
     "MAX_STALE_REMOVALS",
     "MAX_SUMMARY_CHARS",
+    "OverLimits",
 ]
 
 MAX_RESPONSE_CHARS: Final = 262_144
@@ -70,10 +78,97 @@ MAX_REMOVALS: Final = 100
 MAX_STALE_REMOVALS: Final = 100
 MAX_EXTENSIONS: Final = 100
 
-MAX_CONTENT_CHARS: Final = 4_000
-MAX_CATEGORY_CHARS: Final = 64
+# The lengths of text that reaches a file are the model layer's, shared with
+# facts written by hand (deermem.model.text).
+MAX_CONTENT_CHARS: Final = text.MAX_CONTENT_CHARS
+MAX_CATEGORY_CHARS: Final = text.MAX_CATEGORY_CHARS
 MAX_CONFIDENCE_TEXT_CHARS: Final = 32
-MAX_SOURCE_ERROR_CHARS: Final = 2_000
-MAX_SUMMARY_CHARS: Final = 8_000
+MAX_SOURCE_ERROR_CHARS: Final = text.MAX_SOURCE_ERROR_CHARS
+MAX_SUMMARY_CHARS: Final = text.MAX_SUMMARY_CHARS
 MAX_REASON_CHARS: Final = 1_000
 MAX_ID_CHARS: Final = MAX_FACT_ID_LENGTH
+
+
+@dataclass(frozen=True, slots=True)
+class OverLimits:
+    """Entries of one answer dropped for exceeding a limit, counted by limit.
+
+    The list limits differ (50 new facts, 100 of everything else), and so do
+    the length limits, so each has its own counter; an entry is counted once,
+    under the first limit it broke.
+
+    Attributes:
+        new_facts / reinforcements / removals / stale_removals / extensions:
+            entries beyond the length limit of ``newFacts``,
+            ``factsToReinforce``, ``factsToRemove``, ``staleFactsToRemove``,
+            ``staleFactsToExtend``.
+        content / category / confidence / source_error: new facts dropped as
+            malformed because that field was too long.
+        summaries: summary sections dropped for a summary over
+            :data:`MAX_SUMMARY_CHARS`.
+        ids: entries of the other lists dropped for an id over :data:`MAX_ID_CHARS`.
+    """
+
+    new_facts: int = 0
+    reinforcements: int = 0
+    removals: int = 0
+    stale_removals: int = 0
+    extensions: int = 0
+    content: int = 0
+    category: int = 0
+    confidence: int = 0
+    source_error: int = 0
+    summaries: int = 0
+    ids: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every entry dropped over a limit."""
+        return sum(getattr(self, item.name) for item in fields(self))
+
+    def items(self) -> list[tuple[str, int, int, str]]:
+        """``(name, count, limit, unit)`` of every non-zero counter: ``name`` is the
+        answer's JSON key, ``limit`` the bound it exceeded, in ``unit`` (``entries``
+        for a list, ``characters`` for a field)."""
+        return [
+            (_KEYS[item.name], getattr(self, item.name), *_LIMITS[item.name])
+            for item in fields(self)
+            if getattr(self, item.name)
+        ]
+
+    def to_dict(self) -> dict[str, object]:
+        """Every counter under the answer's JSON key, and the total."""
+        counts: dict[str, object] = {
+            _KEYS[item.name]: getattr(self, item.name) for item in fields(self)
+        }
+        counts["total"] = self.total
+        return counts
+
+
+# The answer's own names for what each counter counts, and the limit it exceeded.
+_KEYS: Final = {
+    "new_facts": "newFacts",
+    "reinforcements": "factsToReinforce",
+    "removals": "factsToRemove",
+    "stale_removals": "staleFactsToRemove",
+    "extensions": "staleFactsToExtend",
+    "content": "content",
+    "category": "category",
+    "confidence": "confidence",
+    "source_error": "sourceError",
+    "summaries": "summary",
+    "ids": "id",
+}
+_LIMITS: Final = {
+    "new_facts": (MAX_NEW_FACTS, "entries"),
+    "reinforcements": (MAX_REINFORCEMENTS, "entries"),
+    "removals": (MAX_REMOVALS, "entries"),
+    "stale_removals": (MAX_STALE_REMOVALS, "entries"),
+    "extensions": (MAX_EXTENSIONS, "entries"),
+    "content": (MAX_CONTENT_CHARS, "characters"),
+    "category": (MAX_CATEGORY_CHARS, "characters"),
+    "confidence": (MAX_CONFIDENCE_TEXT_CHARS, "characters"),
+    "source_error": (MAX_SOURCE_ERROR_CHARS, "characters"),
+    "summaries": (MAX_SUMMARY_CHARS, "characters"),
+    "ids": (MAX_ID_CHARS, "characters"),
+}

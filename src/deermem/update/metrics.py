@@ -60,8 +60,8 @@ class UpdateMetrics:
             the upload clean-up: new facts dropped, stored facts removed and
             summary sentences cut for mentioning an upload event.
         confirmations / confirmations_refused: ``factsToReinforce`` entries
-            applied, and refused (no reinforcement signal, policy not
-            recording, wrong scope, no reason, unknown id, repeated id).
+            applied, and refused (no reinforcement signal, wrong scope, no
+            reason, unknown id, repeated id).
         stale_removals / stale_refused / stale_capped: staleness removals
             applied, refused (not a current candidate), and left out by the
             per-cycle cap.

@@ -20,18 +20,30 @@ original DeerMem's:
 * stale-fact entries need a string id; extensions need ``extend_by_days``
   that truncates to a whole number of at least 1.
 
-Bounds on sizes are in :mod:`deermem.update.limits`. Normalising the
-payload of a normalised response gives the same response
+Text that reaches a file keeps to the text boundary of facts written by hand
+(:mod:`deermem.model.text`): a new fact whose content, category or
+``sourceError`` holds a lone surrogate or a control character (any, in a
+category) is malformed; so is a summary section (ignored) and an entry's id
+(ignored); a reason that is not valid text is no reason.
+
+Bounds on sizes are in :mod:`deermem.update.limits`; what they drop is
+counted by limit (:class:`~deermem.update.limits.OverLimits`), and entries
+without a usable id or shape are counted per list (``ignored``), so the
+report can say what a model's answer lost. Normalising the payload of a
+normalised response gives the same response
 (:meth:`NormalizedResponse.to_payload`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
+from deermem._exceptions import FactValidationError
+from deermem.model.text import check_line, check_lines
 from deermem.update import limits
 from deermem.update._values import read_confidence, read_positive_days
+from deermem.update.limits import OverLimits
 from deermem.update.responses import (
     NewFactProposal,
     NormalizedResponse,
@@ -49,37 +61,58 @@ __all__ = ["normalize_response"]
 _MAX_LABEL_CHARS: Final = 64
 
 
+class _Tally:
+    """What normalisation left out: over a limit (by limit), or unusable (by list)."""
+
+    def __init__(self) -> None:
+        self.over: dict[str, int] = {}
+        self.ignored: dict[str, int] = {}
+
+    def over_limit(self, limit: str, count: int = 1) -> None:
+        self.over[limit] = self.over.get(limit, 0) + count
+
+    def skip(self, name: str) -> None:
+        self.ignored[name] = self.ignored.get(name, 0) + 1
+
+    def limits(self) -> OverLimits:
+        return OverLimits(**self.over)
+
+
 def normalize_response(data: Mapping[str, object]) -> NormalizedResponse | RejectedResponse:
     """Normalise a decoded update object (see the module docstring for the rules)."""
-    ignored: dict[str, int] = {}
-    new_facts, malformed = _new_facts(data.get("newFacts"), ignored)
-    removals = _removals(data.get("factsToRemove"), ignored)
+    tally = _Tally()
+    new_facts, malformed = _new_facts(data.get("newFacts"), tally)
+    removals = _removals(data.get("factsToRemove"), tally)
+    summaries = _summaries(data, tally)
+    reinforce = _reinforcements(data.get("factsToReinforce"), tally)
+    stale_remove = _stale_removals(data.get("staleFactsToRemove"), tally)
+    stale_extend = _stale_extensions(data.get("staleFactsToExtend"), tally)
     if removals and malformed != 0:
-        return RejectedResponse("removals-with-malformed-facts", malformed, len(removals))
+        return RejectedResponse(
+            "removals-with-malformed-facts", malformed, len(removals), tally.limits()
+        )
     return NormalizedResponse(
-        summaries=_summaries(data, ignored),
+        summaries=summaries,
         new_facts=new_facts,
-        reinforce=_reinforcements(data.get("factsToReinforce"), ignored),
+        reinforce=reinforce,
         remove=removals,
-        stale_remove=_stale_removals(data.get("staleFactsToRemove"), ignored),
-        stale_extend=_stale_extensions(data.get("staleFactsToExtend"), ignored),
+        stale_remove=stale_remove,
+        stale_extend=stale_extend,
         malformed_new_facts=max(malformed, 0),
-        ignored=ignored,
+        ignored=tally.ignored,
+        over_limits=tally.limits(),
     )
 
 
-def _bounded(value: object, name: str, limit: int, ignored: dict[str, int]) -> list[object]:
-    """The list's first ``limit`` entries; a non-list is an empty list."""
+def _bounded(value: object, limit: int, counter: str, tally: _Tally) -> list[object]:
+    """The list's first ``limit`` entries (the rest counted under ``counter``);
+    a non-list is an empty list."""
     if not isinstance(value, list):
         return []
     if len(value) > limit:
-        ignored[name] = ignored.get(name, 0) + len(value) - limit
+        tally.over_limit(counter, len(value) - limit)
         return value[:limit]
     return value
-
-
-def _skip(name: str, ignored: dict[str, int]) -> None:
-    ignored[name] = ignored.get(name, 0) + 1
 
 
 def _label(value: object) -> str | None:
@@ -91,25 +124,39 @@ def _label(value: object) -> str | None:
 
 def _text(value: object, limit: int = limits.MAX_REASON_CHARS) -> str:
     # Stripped again after the cut, so normalising a normalised text changes nothing.
-    return value.strip()[:limit].strip() if isinstance(value, str) else ""
-
-
-def _entry_fields(raw: object) -> tuple[str, Mapping[str, object]] | None:
-    """An entry's id and fields, when it is an object with a usable ``id``."""
-    if not isinstance(raw, Mapping):
-        return None
-    fact_id = _fact_id(raw.get("id"))
-    return None if fact_id is None else (fact_id, raw)
-
-
-def _fact_id(value: object) -> str | None:
     if not isinstance(value, str):
+        return ""
+    text = value.strip()[:limit].strip()
+    return text if _is_text(check_lines, text) else ""
+
+
+def _is_text(check: Callable[[str, str, int], str], value: str) -> bool:
+    """Whether ``value`` passes a text check of :mod:`deermem.model.text` (lengths
+    are checked, and counted, by the caller)."""
+    try:
+        check("text", value, len(value))
+    except FactValidationError:
+        return False
+    return True
+
+
+def _usable_id(value: object, name: str, tally: _Tally) -> str | None:
+    """The entry's id, or ``None`` with the reason counted: no usable id (``ignored``
+    under the list's ``name``) or one over :data:`~deermem.update.limits.MAX_ID_CHARS`."""
+    fact_id = value.strip() if isinstance(value, str) else ""
+    if not fact_id:
+        tally.skip(name)
         return None
-    fact_id = value.strip()
-    return fact_id if fact_id and len(fact_id) <= limits.MAX_ID_CHARS else None
+    if len(fact_id) > limits.MAX_ID_CHARS:
+        tally.over_limit("ids")
+        return None
+    if not _is_text(check_line, fact_id):
+        tally.skip(name)
+        return None
+    return fact_id
 
 
-def _summaries(data: Mapping[str, object], ignored: dict[str, int]) -> tuple[SummaryProposal, ...]:
+def _summaries(data: Mapping[str, object], tally: _Tally) -> tuple[SummaryProposal, ...]:
     proposals: list[SummaryProposal] = []
     for group, names in (("user", USER_SECTIONS), ("history", HISTORY_SECTIONS)):
         sections = data.get(group)
@@ -122,7 +169,10 @@ def _summaries(data: Mapping[str, object], ignored: dict[str, int]) -> tuple[Sum
             summary = raw.get("summary")
             text = summary if isinstance(summary, str) else ""
             if len(text) > limits.MAX_SUMMARY_CHARS:
-                _skip("summaries", ignored)
+                tally.over_limit("summaries")
+                continue
+            if not _is_text(check_lines, text):
+                tally.skip(f"{group}.{name}")
                 continue
             proposals.append(
                 SummaryProposal(
@@ -141,14 +191,14 @@ def _truthy(value: object) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
 
-def _new_facts(value: object, ignored: dict[str, int]) -> tuple[tuple[NewFactProposal, ...], int]:
+def _new_facts(value: object, tally: _Tally) -> tuple[tuple[NewFactProposal, ...], int]:
     """The well-formed facts and how many were malformed (-1: not a list)."""
     if not isinstance(value, list):
         return (), -1
     facts: list[NewFactProposal] = []
     malformed = 0
-    for raw in _bounded(value, "newFacts", limits.MAX_NEW_FACTS, ignored):
-        fact = _new_fact(raw, len(facts))
+    for raw in _bounded(value, limits.MAX_NEW_FACTS, "new_facts", tally):
+        fact = _new_fact(raw, len(facts), tally)
         if fact is None:
             malformed += 1
         else:
@@ -156,22 +206,38 @@ def _new_facts(value: object, ignored: dict[str, int]) -> tuple[tuple[NewFactPro
     return tuple(facts), malformed
 
 
-def _new_fact(raw: object, index: int) -> NewFactProposal | None:
+def _new_fact(raw: object, index: int, tally: _Tally) -> NewFactProposal | None:
+    """A well-formed fact, or ``None`` (malformed; a field over its limit is counted)."""
     if not isinstance(raw, Mapping):
         return None
     content = raw.get("content")
-    if not isinstance(content, str) or not content or len(content) > limits.MAX_CONTENT_CHARS:
+    if not isinstance(content, str) or not content:
         return None
-    confidence = read_confidence(raw.get("confidence"))
+    if len(content) > limits.MAX_CONTENT_CHARS:
+        tally.over_limit("content")
+        return None
+    if not _is_text(check_lines, content):
+        return None
+    given = raw.get("confidence")
+    if isinstance(given, str) and len(given) > limits.MAX_CONFIDENCE_TEXT_CHARS:
+        tally.over_limit("confidence")
+        return None
+    confidence = read_confidence(given)
     if confidence is None:
         return None
     category = raw.get("category")
     category = category.strip() if isinstance(category, str) else ""
     if len(category) > limits.MAX_CATEGORY_CHARS:
+        tally.over_limit("category")
+        return None
+    if not _is_text(check_line, category):
         return None
     source_error = raw.get("sourceError")
     source_error = source_error.strip() if isinstance(source_error, str) else ""
     if len(source_error) > limits.MAX_SOURCE_ERROR_CHARS:
+        tally.over_limit("source_error")
+        return None
+    if not _is_text(check_lines, source_error):
         return None
     return NewFactProposal(
         index=index,
@@ -186,73 +252,74 @@ def _new_fact(raw: object, index: int) -> NewFactProposal | None:
     )
 
 
-def _reinforcements(value: object, ignored: dict[str, int]) -> tuple[ReinforceEntry, ...]:
+def _reinforcements(value: object, tally: _Tally) -> tuple[ReinforceEntry, ...]:
     entries: list[ReinforceEntry] = []
-    for raw in _bounded(value, "factsToReinforce", limits.MAX_REINFORCEMENTS, ignored):
-        entry = _entry_fields(raw)
-        if entry is None:
-            _skip("factsToReinforce", ignored)
+    for raw in _bounded(value, limits.MAX_REINFORCEMENTS, "reinforcements", tally):
+        if not isinstance(raw, Mapping):
+            tally.skip("factsToReinforce")
             continue
-        fact_id, fields = entry
+        fact_id = _usable_id(raw.get("id"), "factsToReinforce", tally)
+        if fact_id is not None:
+            entries.append(
+                ReinforceEntry(fact_id, _label(raw.get("scope")), _text(raw.get("reason")))
+            )
+    return tuple(entries)
+
+
+def _removals(value: object, tally: _Tally) -> tuple[RemovalEntry, ...]:
+    entries: list[RemovalEntry] = []
+    for raw in _bounded(value, limits.MAX_REMOVALS, "removals", tally):
+        if isinstance(raw, str):
+            # The old list-of-ids form: no labels, so the gate will refuse it.
+            fact_id = _usable_id(raw, "factsToRemove", tally)
+            if fact_id is not None:
+                entries.append(RemovalEntry(fact_id, None, ""))
+            continue
+        if not isinstance(raw, Mapping):
+            tally.skip("factsToRemove")
+            continue
+        fact_id = _usable_id(raw.get("id"), "factsToRemove", tally)
+        if fact_id is None:
+            continue
+        index = raw.get("replacementFactIndex")
         entries.append(
-            ReinforceEntry(fact_id, _label(fields.get("scope")), _text(fields.get("reason")))
+            RemovalEntry(
+                fact_id=fact_id,
+                scope=_label(raw.get("scope")),
+                reason=_text(raw.get("reason")),
+                replacement_index=(
+                    index if isinstance(index, int) and not isinstance(index, bool) else None
+                ),
+                replacement_given=index is not None,
+            )
         )
     return tuple(entries)
 
 
-def _removals(value: object, ignored: dict[str, int]) -> tuple[RemovalEntry, ...]:
-    entries: list[RemovalEntry] = []
-    for raw in _bounded(value, "factsToRemove", limits.MAX_REMOVALS, ignored):
-        entry = _removal(raw)
-        if entry is None:
-            _skip("factsToRemove", ignored)
-        else:
-            entries.append(entry)
-    return tuple(entries)
-
-
-def _removal(raw: object) -> RemovalEntry | None:
-    if isinstance(raw, str):
-        # The old list-of-ids form: no labels, so the gate will refuse it.
-        fact_id = _fact_id(raw)
-        return None if fact_id is None else RemovalEntry(fact_id, None, "")
-    if not isinstance(raw, Mapping):
-        return None
-    fact_id = _fact_id(raw.get("id"))
-    if fact_id is None:
-        return None
-    index = raw.get("replacementFactIndex")
-    return RemovalEntry(
-        fact_id=fact_id,
-        scope=_label(raw.get("scope")),
-        reason=_text(raw.get("reason")),
-        replacement_index=index if isinstance(index, int) and not isinstance(index, bool) else None,
-        replacement_given=index is not None,
-    )
-
-
-def _stale_removals(value: object, ignored: dict[str, int]) -> tuple[StaleRemoval, ...]:
+def _stale_removals(value: object, tally: _Tally) -> tuple[StaleRemoval, ...]:
     entries: list[StaleRemoval] = []
-    for raw in _bounded(value, "staleFactsToRemove", limits.MAX_STALE_REMOVALS, ignored):
-        entry = _entry_fields(raw)
-        if entry is None:
-            _skip("staleFactsToRemove", ignored)
+    for raw in _bounded(value, limits.MAX_STALE_REMOVALS, "stale_removals", tally):
+        if not isinstance(raw, Mapping):
+            tally.skip("staleFactsToRemove")
             continue
-        fact_id, fields = entry
-        entries.append(StaleRemoval(fact_id, _text(fields.get("reason"))))
+        fact_id = _usable_id(raw.get("id"), "staleFactsToRemove", tally)
+        if fact_id is not None:
+            entries.append(StaleRemoval(fact_id, _text(raw.get("reason"))))
     return tuple(entries)
 
 
-def _stale_extensions(value: object, ignored: dict[str, int]) -> tuple[StaleExtension, ...]:
+def _stale_extensions(value: object, tally: _Tally) -> tuple[StaleExtension, ...]:
     entries: list[StaleExtension] = []
-    for raw in _bounded(value, "staleFactsToExtend", limits.MAX_EXTENSIONS, ignored):
+    for raw in _bounded(value, limits.MAX_EXTENSIONS, "extensions", tally):
         if not isinstance(raw, Mapping):
-            _skip("staleFactsToExtend", ignored)
+            tally.skip("staleFactsToExtend")
             continue
-        fact_id = _fact_id(raw.get("id"))
+        fact_id = _usable_id(raw.get("id"), "staleFactsToExtend", tally)
+        if fact_id is None:
+            continue
         days = read_positive_days(raw.get("extend_by_days"))
-        if fact_id is None or days is None:
-            _skip("staleFactsToExtend", ignored)
+        if days is None:
+            tally.skip("staleFactsToExtend")
             continue
         entries.append(StaleExtension(fact_id, days, _text(raw.get("reason"))))
     return tuple(entries)

@@ -8,7 +8,9 @@ cache can reuse it); everything that changes is in the user message:
   tokens), every string value HTML-escaped so stored text cannot close the
   ``<current_memory>`` block; facts written by hand are marked
   ``[MANUAL]``;
-* ``conversation`` — see :mod:`deermem.update.conversation`;
+* ``conversation`` — the newest turns within ``max_conversation_chars``
+  (a :class:`~deermem.update.conversation.ConversationWindow`), see
+  :mod:`deermem.update.conversation`;
 * ``signal_hints`` — one line per detected signal;
 * ``staleness_review`` — the aged facts, when a review is due (see
   :mod:`deermem.update.staleness`).
@@ -27,7 +29,7 @@ from typing import Final
 
 from deermem.model.fact import Fact
 from deermem.update._text import display_category, escape_text
-from deermem.update.conversation import ConversationTurn, format_conversation
+from deermem.update.conversation import ConversationWindow
 from deermem.update.settings import UpdateSettings
 from deermem.update.staleness import review_due, stale_candidate_lines, stale_candidates
 from deermem.update.state import MemoryState
@@ -61,7 +63,7 @@ class UpdatePrompt:
 
 def build_update_prompt(
     memory: MemoryState,
-    conversation: Sequence[ConversationTurn],
+    conversation: ConversationWindow,
     *,
     signals: Collection[str],
     settings: UpdateSettings,
@@ -72,7 +74,8 @@ def build_update_prompt(
 
     Args:
         memory: the bucket as it is now.
-        conversation: the filtered turns to learn from.
+        conversation: the turns to learn from, fitted to the cap by
+            :func:`~deermem.update.conversation.fit_conversation`.
         signals: the signals detected in them (``correction``, ``reinforcement`` ...).
         settings: staleness settings (is a review due, which categories are protected).
         now: the clock the staleness candidates are computed against.
@@ -80,12 +83,12 @@ def build_update_prompt(
             :class:`~deermem.update.templates.PromptLoader`.
 
     Returns:
-        The prompt, or ``None`` when no turn has any text left: there is
+        The prompt, or ``None`` when no turn sent has any text: there is
         nothing to learn from, so no model call should be made.
     """
     if template.name != MEMORY_UPDATE.name:
         raise ValueError(f"expected the {MEMORY_UPDATE.name!r} template, got {template.name!r}")
-    text = format_conversation(conversation)
+    text = conversation.text
     if not text:
         return None
     candidates = stale_candidates(memory.facts, now=now, settings=settings)

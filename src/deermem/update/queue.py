@@ -14,8 +14,9 @@ conversations are extracted one after another.
   key without signals is refused with :class:`~deermem.QueueFullError`;
   items with a signal and emergency items are always admitted — losing a
   correction to backpressure is worse than a longer queue.
-* Before extraction the :class:`~deermem.update.watermark.Watermark` cuts
-  away what was already extracted; an item with nothing new is done
+* Before extraction the marks (:class:`~deermem.update.watermark.Marks`: a
+  store's, or an in-memory :class:`~deermem.update.watermark.Watermark`)
+  cut away what was already extracted; an item with nothing new is done
   without a model call. The mark moves only when processing succeeded.
 * The processing function is injected (the wiring passes the real update).
   It returns whether it succeeded; an exception counts as a failure and is
@@ -49,7 +50,7 @@ from deermem.update.queue_items import (
     TimerHandle,
     thread_timer,
 )
-from deermem.update.watermark import M, Watermark
+from deermem.update.watermark import M, Marks, Watermark
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -73,7 +74,8 @@ class UpdateQueue(Generic[M]):
         process: the extraction function (see :data:`Processor`).
         debounce_seconds: quiet time after the last ``add`` before processing.
         max_depth: queued items beyond which plain items are refused; 0 = no limit.
-        watermark: the extraction marks (a fresh one with 4096 keys by default).
+        watermark: the extraction marks (by default a fresh in-memory
+            :class:`~deermem.update.watermark.Watermark` of 4096 keys).
         item_delay_seconds: pause between two items of one run (spares the
             model endpoint's rate limit); skipped when draining on shutdown.
         timer_factory: makes the debounce timers.
@@ -87,7 +89,7 @@ class UpdateQueue(Generic[M]):
         *,
         debounce_seconds: float = 30.0,
         max_depth: int = 1000,
-        watermark: Watermark | None = None,
+        watermark: Marks | None = None,
         item_delay_seconds: float = 0.5,
         timer_factory: TimerFactory = thread_timer,
         sleep: Callable[[float], None] = time.sleep,
@@ -98,7 +100,7 @@ class UpdateQueue(Generic[M]):
         self._process = process
         self._debounce = debounce_seconds
         self._max_depth = max_depth
-        self.watermark = watermark if watermark is not None else Watermark()
+        self.watermark: Marks = watermark if watermark is not None else Watermark()
         self._item_delay = item_delay_seconds
         self._timer_factory = timer_factory
         self._sleep = sleep

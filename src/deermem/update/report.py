@@ -1,6 +1,6 @@
 """What one update did, as ids and counters: :class:`UpdateReport`.
 
-The report is what :meth:`deermem.Memory.update_now` returns and what
+The report is what :meth:`deermem.Memory.learn` returns (with the facts it names) and what
 ``deermem ingest --json`` prints. Like a receipt it holds **no content** —
 fact ids, categories, receipt ids, section names and counters only — so it
 can be logged, stored and shipped to a dashboard without leaking anything a
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from deermem.model.fact import Fact
+from deermem.update.limits import OverLimits
 from deermem.update.metrics import UpdateMetrics
 
 __all__ = ["FactChange", "ModelCall", "UpdateOutcome", "UpdateReport", "UpdateResult"]
@@ -98,7 +99,11 @@ class UpdateReport:
         dry_run: computed without writing anything.
         detail: why there was no update (a :class:`~deermem.update.NoUpdate`
             reason, ``removals-with-malformed-facts``), else ``None``.
-        signals: the signals detected in the messages fed to the model.
+        signals: the signals detected in the messages sent to the model.
+        messages_sent: messages with text the model was sent.
+        messages_left_out: older messages with text that were not sent, because
+            the conversation part of the prompt is capped at
+            ``max_conversation_chars``; always the oldest ones.
         added: new facts stored (new facts the capacity gate evicted at once
             are in ``evicted`` instead).
         confirmed: facts confirmed (``lastConfirmedAt`` and
@@ -117,6 +122,9 @@ class UpdateReport:
             the update reload and apply the same answer again, up to 3 times).
         model_call: the model call, when one was made.
         metrics: every gate counter.
+        over_limits: entries of the model's answer dropped for exceeding a
+            limit of :mod:`deermem.update.limits`, by limit (also when the
+            answer was refused whole).
     """
 
     thread_id: str
@@ -124,6 +132,8 @@ class UpdateReport:
     dry_run: bool = False
     detail: str | None = None
     signals: tuple[str, ...] = ()
+    messages_sent: int = 0
+    messages_left_out: int = 0
     added: tuple[str, ...] = ()
     confirmed: tuple[str, ...] = ()
     extended: tuple[str, ...] = ()
@@ -135,6 +145,7 @@ class UpdateReport:
     commit_attempts: int = 0
     model_call: ModelCall | None = None
     metrics: UpdateMetrics = field(default_factory=UpdateMetrics)
+    over_limits: OverLimits = field(default_factory=OverLimits)
 
     @property
     def committed(self) -> bool:
@@ -145,6 +156,17 @@ class UpdateReport:
     def succeeded(self) -> bool:
         """Whether the conversation counts as extracted (the watermark may move)."""
         return self.outcome in ("applied", "unchanged", "no-conversation", "nothing-new")
+
+    @property
+    def answer_unusable(self) -> bool:
+        """Whether the model answered but nothing in its answer could be used.
+
+        Its text held no memory update (empty, too large, not JSON, or cut
+        off before the update was complete) or the update was refused whole;
+        nothing changed and the watermark stays, so the messages are offered
+        again. ``deermem ingest`` exits with status 3 for it.
+        """
+        return self.outcome in ("no-update", "rejected")
 
     @property
     def rejected(self) -> int:
@@ -169,6 +191,7 @@ class UpdateReport:
             "rejected": self.rejected,
             "duplicates": self.metrics.duplicate_facts,
             "blockedRemovals": len(self.blocked_removals),
+            "overLimits": self.over_limits.total,
         }
 
     def to_dict(self) -> dict[str, object]:
@@ -179,6 +202,8 @@ class UpdateReport:
             "dryRun": self.dry_run,
             "detail": self.detail,
             "signals": list(self.signals),
+            "messagesSent": self.messages_sent,
+            "messagesLeftOut": self.messages_left_out,
             "added": list(self.added),
             "confirmed": list(self.confirmed),
             "extended": list(self.extended),
@@ -191,6 +216,7 @@ class UpdateReport:
             "modelCall": None if self.model_call is None else self.model_call.to_dict(),
             "counts": self.counts(),
             "metrics": self.metrics.to_dict(),
+            "overLimits": self.over_limits.to_dict(),
         }
 
 

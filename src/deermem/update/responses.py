@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from deermem.update.limits import OverLimits
 from deermem.update.state import SummaryKey
 
 __all__ = [
@@ -111,10 +112,13 @@ class NormalizedResponse:
     """Everything usable in a model's update, typed and bounded.
 
     Attributes:
-        malformed_new_facts: new facts dropped as malformed (not compared).
-        ignored: per list (``newFacts``, ``factsToRemove`` ...), entries left
-            out because the list was over its limit or the entry had no
-            usable id (not compared).
+        malformed_new_facts: new facts dropped as malformed, those with a
+            field over its limit included (not compared).
+        ignored: per list (``factsToRemove``, ``staleFactsToExtend`` ...),
+            entries left out because they were not objects or had no usable
+            id or day count (not compared).
+        over_limits: entries left out because they exceeded a limit of
+            :mod:`deermem.update.limits`, by limit (not compared).
     """
 
     summaries: tuple[SummaryProposal, ...] = ()
@@ -125,6 +129,7 @@ class NormalizedResponse:
     stale_extend: tuple[StaleExtension, ...] = ()
     malformed_new_facts: int = field(default=0, compare=False)
     ignored: Mapping[str, int] = field(default_factory=dict, compare=False)
+    over_limits: OverLimits = field(default_factory=OverLimits, compare=False)
 
     def to_payload(self) -> dict[str, object]:
         """The response in the model's JSON shape (normalising it changes nothing)."""
@@ -166,11 +171,14 @@ class RejectedResponse:
         malformed_new_facts: how many new facts were malformed (``-1`` when
             ``newFacts`` was not a list at all).
         removals: how many removals it asked for.
+        over_limits: entries that exceeded a limit (facts over a length limit
+            are among the malformed ones).
     """
 
     reason: Literal["removals-with-malformed-facts"]
     malformed_new_facts: int
     removals: int
+    over_limits: OverLimits = field(default_factory=OverLimits)
 
 
 def _drop_none(values: dict[str, object]) -> dict[str, object]:

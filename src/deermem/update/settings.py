@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
+from deermem.update.conversation import DEFAULT_MAX_CONVERSATION_CHARS, MIN_CONVERSATION_CHARS
 
 if TYPE_CHECKING:  # pydantic is not needed to use the update functions
     from deermem.config import MemoryConfig
@@ -21,9 +21,14 @@ __all__ = ["UpdateSettings"]
 
 @dataclass(frozen=True, slots=True)
 class UpdateSettings:
-    """What the gates, the confirmation rule and the staleness review need.
+    """What the prompt, the gates and the staleness review need.
 
-    The defaults are the original DeerMem's (and :class:`MemoryConfig`'s).
+    The defaults are :class:`MemoryConfig`'s (the original DeerMem's, where
+    it has the setting; it has no cap on the conversation).
+
+    Raises:
+        ValueError: ``max_conversation_chars`` is below
+            :data:`~deermem.update.conversation.MIN_CONVERSATION_CHARS`.
     """
 
     fact_confidence_threshold: float = 0.7
@@ -34,12 +39,20 @@ class UpdateSettings:
     staleness_max_lifetime_multiplier: float = 20.0
     staleness_max_extension_days: int = 3650
     protected_categories: tuple[str, ...] = ("correction",)
-    fact_eviction_policy: str = POLICY_CONFIDENCE
-    fact_eviction_shadow_enabled: bool = False
+    max_conversation_chars: int = DEFAULT_MAX_CONVERSATION_CHARS
+
+    def __post_init__(self) -> None:
+        # Checked here as well as in MemoryConfig: a value built by hand must not
+        # fail only at the first update, in a queue worker where nobody sees it.
+        if self.max_conversation_chars < MIN_CONVERSATION_CHARS:
+            raise ValueError(
+                f"max_conversation_chars must be at least {MIN_CONVERSATION_CHARS:,}, "
+                f"got {self.max_conversation_chars!r}"
+            )
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> UpdateSettings:
-        """Take the update keys (and the policy keys confirmation depends on)."""
+        """Take the update keys."""
         return cls(
             fact_confidence_threshold=config.fact_confidence_threshold,
             staleness_review_enabled=config.staleness_review_enabled,
@@ -49,8 +62,7 @@ class UpdateSettings:
             staleness_max_lifetime_multiplier=config.staleness_max_lifetime_multiplier,
             staleness_max_extension_days=config.staleness_max_extension_days,
             protected_categories=config.protected_categories,
-            fact_eviction_policy=config.fact_eviction_policy,
-            fact_eviction_shadow_enabled=config.fact_eviction_shadow_enabled,
+            max_conversation_chars=config.max_conversation_chars,
         )
 
     @property
@@ -61,13 +73,3 @@ class UpdateSettings:
         century still sees it reviewed within five years.
         """
         return int(self.staleness_age_days * self.staleness_max_lifetime_multiplier)
-
-    @property
-    def records_confirmations(self) -> bool:
-        """Whether confirmations are written at all (``hybrid-v1`` or shadow mode).
-
-        Only ``hybrid-v1`` reads them; shadow mode records them so its
-        comparison sees the same data ``hybrid-v1`` would. Under plain
-        ``confidence`` nothing would read them, as in the original.
-        """
-        return self.fact_eviction_policy == POLICY_HYBRID_V1 or self.fact_eviction_shadow_enabled

@@ -9,10 +9,11 @@
    learn from;
 2. :meth:`Updater.run` is given the messages to feed (the caller cuts what
    an earlier update already extracted, see :class:`~deermem.update.Watermark`),
-   detects the signals *on that feed* — hints and the confirmation gate see
-   only what the model sees — renders the prompt from the current memory,
-   and makes **one** model call, JSON-schema constrained where the backend
-   supports it;
+   keeps the newest of them that fit ``max_conversation_chars`` (the older
+   ones are left out and counted), detects the signals *on what is sent* —
+   hints and the confirmation gate see only what the model sees — renders
+   the prompt from the current memory, and makes **one** model call,
+   JSON-schema constrained where the backend supports it;
 3. the answer is parsed and normalised; an answer without an update, or one
    refused whole, changes nothing;
 4. inside one store transaction, :func:`~deermem.update.apply.apply_response`
@@ -50,7 +51,7 @@ from deermem.store.gate import CapacityGate
 from deermem.store.protocol import ScopeSnapshot, Store, StoreTransaction
 from deermem.store.scope import Scope
 from deermem.update.apply import AppliedUpdate, PreviewTransaction, apply_response
-from deermem.update.conversation import ConversationTurn
+from deermem.update.conversation import ConversationTurn, ConversationWindow, fit_conversation
 from deermem.update.normalize import normalize_response
 from deermem.update.parse import NoUpdate, parse_update_response
 from deermem.update.prompt import SIGNAL_ORDER, build_update_prompt
@@ -100,8 +101,13 @@ class Updater:
         self.keep_hidden = keep_hidden
 
     @classmethod
-    def from_config(cls, config: MemoryConfig, model: ChatModel) -> Updater:
+    def from_config(
+        cls, config: MemoryConfig, model: ChatModel, *, keep_hidden: KeepHidden | None = None
+    ) -> Updater:
         """An updater with the configuration's gate, settings, patterns and prompts.
+
+        ``keep_hidden`` is the host's rule for hidden human messages (default:
+        only a clarification answer is kept).
 
         Raises:
             PatternError: a pattern file under ``patterns_dir`` is invalid.
@@ -113,6 +119,7 @@ class Updater:
             gate=CapacityGate.from_config(config),
             patterns=load_patterns(config.patterns_dir),
             prompts=PromptLoader(config.prompts_dir),
+            keep_hidden=keep_hidden,
         )
 
     def prepare(self, messages: Iterable[object]) -> PreparedConversation | None:
@@ -135,28 +142,46 @@ class Updater:
         now: datetime,
         new_id: Callable[[], str],
         dry_run: bool = False,
+        mark: str | None = None,
     ) -> UpdateResult:
         """Extract from ``feed`` (filtered messages, oldest first) and apply the answer.
+
+        ``mark`` is the conversation's new watermark: the commit that applies
+        the answer stores it (a dry run stores nothing).
 
         Raises:
             LLMError: the model call failed (after the client's retries).
             RevisionConflict: the store kept changing under three attempts.
             PromptTemplateError: the agent's prompt override is invalid.
         """
-        signals = detect_signals(feed, self.patterns)
+        spoken = [
+            (m, ConversationTurn(m.role, m.text, m.id)) for m in feed if m.role in ("human", "ai")
+        ]
+        window = fit_conversation(
+            [turn for _, turn in spoken], self.settings.max_conversation_chars
+        )
+        signals = detect_signals([m for m, _ in spoken[window.start :]], self.patterns)
         signal_names = tuple(name for name in SIGNAL_ORDER if name in signals)
         snapshot = store.load(scope)
         prompt = build_update_prompt(
             MemoryState.from_summaries(snapshot.summaries, snapshot.facts),
-            [ConversationTurn(m.role, m.text, m.id) for m in feed if m.role in ("human", "ai")],
+            window,
             signals=signals,
             settings=self.settings,
             now=now,
             template=self.prompts.load(MEMORY_UPDATE.name, agent=scope.agent),
         )
-        base = UpdateReport(thread_id, "no-conversation", dry_run=dry_run, signals=signal_names)
+        base = UpdateReport(
+            thread_id,
+            "no-conversation",
+            dry_run=dry_run,
+            signals=signal_names,
+            messages_sent=window.sent,
+            messages_left_out=window.left_out,
+        )
         if prompt is None:
             return UpdateResult(base)
+        _log_left_out(thread_id, window, self.settings.max_conversation_chars)
         answer = self.model.complete(
             [ChatMessage.system(prompt.system), ChatMessage.user(prompt.user)],
             json_schema=response_json_schema(),
@@ -167,6 +192,13 @@ class Updater:
             _log.info("memory update for thread %r: no update (%s)", thread_id, parsed.reason)
             return UpdateResult(_no_update(base, parsed.reason))
         response = normalize_response(parsed.data)
+        base = replace(base, over_limits=response.over_limits)
+        if response.over_limits.total:
+            _log.warning(
+                "memory update for thread %r: entries of the answer dropped over its limits: %s",
+                thread_id,
+                ", ".join(f"{name} {count}" for name, count, *_ in response.over_limits.items()),
+            )
         if isinstance(response, RejectedResponse):
             _log.warning(
                 "memory update for thread %r refused whole: %d removal(s) with %d malformed "
@@ -176,7 +208,9 @@ class Updater:
                 response.malformed_new_facts,
             )
             return UpdateResult(_no_update(base, response.reason, outcome="rejected"))
-        return self._commit(store, scope, response, base, now=now, new_id=new_id, signals=signals)
+        return self._commit(
+            store, scope, response, base, now=now, new_id=new_id, signals=signals, mark=mark
+        )
 
     def _commit(
         self,
@@ -188,6 +222,7 @@ class Updater:
         now: datetime,
         new_id: Callable[[], str],
         signals: frozenset[str],
+        mark: str | None,
     ) -> UpdateResult:
         """Apply the answer in one transaction; on a revision conflict, reload and retry."""
 
@@ -201,6 +236,7 @@ class Updater:
                 now=now,
                 thread_id=base.thread_id,
                 new_id=new_id,
+                mark=None if base.dry_run else mark,
             )
 
         if base.dry_run:
@@ -224,6 +260,18 @@ class Updater:
                 )
                 store.reload(scope)
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _log_left_out(thread_id: str, window: ConversationWindow, max_chars: int) -> None:
+    if window.left_out:
+        _log.warning(
+            "memory update for thread %r: sending the newest %d message(s); the %d older "
+            "one(s) are left out (max_conversation_chars = %d)",
+            thread_id,
+            window.sent,
+            window.left_out,
+            max_chars,
+        )
 
 
 def _with_call(report: UpdateReport, model: ChatModel, answer: ChatResponse) -> UpdateReport:

@@ -1,12 +1,14 @@
 """The watermark: how far each conversation has already been extracted.
 
 An agent hands over the whole conversation after every turn. Extracting all
-of it each time would bill the model for the same turns again and again and
-offer it the same facts to re-add; so for each ``(thread, user, agent)`` the
-watermark remembers the last message of the last *successful* extraction,
-and only the messages after it are fed next time.
+of it each time would bill the model for the same turns again and again,
+offer it the same facts to re-add — and let the same "yes, exactly" confirm
+a fact twice. So for each ``(thread, user, agent)`` the watermark remembers
+the last message of the last *successful* extraction, and only the messages
+after it are fed next time.
 
-* The mark is the message's id when it has one, else its ``(role, text)``.
+* The mark is a digest of the message's id when it has one, else of its
+  role and text (:func:`mark_of`): no conversation text is kept.
 * If the mark is not found (the conversation was cut or rewritten), the
   whole conversation is fed again: re-extracting is safe (duplicates are
   dropped), skipping is not.
@@ -16,18 +18,23 @@ and only the messages after it are fed next time.
   so those messages are fed again next time.
 * Emergency extractions (a host flushing a conversation it is about to
   summarise away) feed their messages whole and never move the mark.
-* The table is a bounded LRU (``watermark_max_keys``, 0 = unbounded); a
-  forgotten thread is simply extracted in full once more.
+
+Where marks live is the queue's :class:`Marks`: a :class:`~deermem.Memory`
+keeps them in its store, written by the very commit that applied the update
+(so a new process never extracts, or confirms, an applied conversation
+again); :class:`Watermark` keeps them in memory, a bounded LRU
+(``watermark_max_keys``, 0 = unbounded), for a queue used on its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-__all__ = ["Identifiable", "M", "Watermark", "WatermarkKey", "message_identity"]
+__all__ = ["Identifiable", "M", "Marks", "Watermark", "WatermarkKey", "mark_of", "messages_after"]
 
 WatermarkKey = tuple[str, str | None, str]
 """``(thread_id, user_id, agent)``."""
@@ -50,13 +57,35 @@ class Identifiable(Protocol):
 M = TypeVar("M", bound=Identifiable)
 
 
-def message_identity(message: Identifiable) -> Hashable:
-    """The message's id, else its role and text."""
-    return message.id if message.id else (message.role, message.text)
+def mark_of(message: Identifiable) -> str:
+    """The mark of a message: a digest of its id, else of its role and text."""
+    identity = f"id\x1f{message.id}" if message.id else f"text\x1f{message.role}\x1f{message.text}"
+    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def messages_after(messages: Sequence[M], mark: str | None) -> tuple[M, ...]:
+    """The messages after the first one with this mark; all of them when none has it."""
+    if mark is not None:
+        for position, message in enumerate(messages):
+            if mark_of(message) == mark:
+                return tuple(messages[position + 1 :])
+    return tuple(messages)
+
+
+class Marks(Protocol):
+    """Where a queue finds and moves its marks."""
+
+    def unseen(self, key: WatermarkKey, messages: Sequence[M]) -> tuple[M, ...]:
+        """The messages after the conversation's mark."""
+        ...
+
+    def advance(self, key: WatermarkKey, messages: Sequence[M]) -> None:
+        """Mark ``messages`` as extracted, once their update succeeded."""
+        ...
 
 
 class Watermark:
-    """A thread-safe, bounded table of extraction marks.
+    """A thread-safe, bounded table of extraction marks, in memory.
 
     Args:
         max_keys: how many conversations to remember; 0 = no limit.
@@ -66,7 +95,7 @@ class Watermark:
         if max_keys < 0:
             raise ValueError(f"max_keys must be 0 (no limit) or more, got {max_keys}")
         self._max_keys = max_keys
-        self._marks: OrderedDict[WatermarkKey, Hashable] = OrderedDict()
+        self._marks: OrderedDict[WatermarkKey, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -83,18 +112,13 @@ class Watermark:
             mark = self._marks.get(key)
             if mark is not None:
                 self._marks.move_to_end(key)
-        if mark is None:
-            return tuple(messages)
-        for position, message in enumerate(messages):
-            if message_identity(message) == mark:
-                return tuple(messages[position + 1 :])
-        return tuple(messages)
+        return messages_after(messages, mark)
 
     def advance(self, key: WatermarkKey, messages: Sequence[M]) -> None:
         """Mark ``messages`` as extracted (the mark becomes the last one)."""
         if not messages:
             return
-        mark = message_identity(messages[-1])
+        mark = mark_of(messages[-1])
         with self._lock:
             self._marks[key] = mark
             self._marks.move_to_end(key)

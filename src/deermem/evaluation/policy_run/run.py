@@ -33,7 +33,12 @@ from deermem.evaluation.result_files import (
     utc_timestamp,
     write_new_files,
 )
-from deermem.policy import POLICY_HYBRID_V1, CapacityDecision, select_facts_for_capacity
+from deermem.policy import (
+    POLICY_HYBRID_V1,
+    CapacityDecision,
+    CapacityPolicy,
+    select_facts_for_capacity,
+)
 
 __all__ = [
     "POLICY_ROWS_FILE",
@@ -103,12 +108,8 @@ def decide(protocol: Protocol, case: EvaluationCase, policy: str, capacity: int)
             case.facts, max_facts=capacity, policy=policy, usage=case.usage, now=clock
         )
     hybrid = protocol.config.hybrid
-    return select_facts_for_capacity(
-        case.facts,
-        max_facts=capacity,
-        policy=policy,
-        usage=case.usage,
-        now=clock,
+    parameters = CapacityPolicy(
+        name=policy,
         confidence_weight=hybrid.confidence_weight,
         confirmation_weight=hybrid.confirmation_weight,
         access_weight=hybrid.access_weight,
@@ -116,6 +117,9 @@ def decide(protocol: Protocol, case: EvaluationCase, policy: str, capacity: int)
         access_half_life_days=hybrid.access_half_life_days,
         correction_reserved_fraction=hybrid.correction_reserved_fraction,
         correction_reserved_max=hybrid.correction_reserved_max,
+    )
+    return select_facts_for_capacity(
+        case.facts, max_facts=capacity, policy=parameters, usage=case.usage, now=clock
     )
 
 

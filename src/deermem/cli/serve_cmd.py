@@ -1,0 +1,74 @@
+"""``deermem serve``: the HTTP API (needs the ``server`` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from deermem.cli._context import CliContext
+from deermem.cli._output import err_console
+
+__all__ = ["serve"]
+
+
+def serve(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port to listen on."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Worker processes."),
+    state_dir: Path | None = typer.Option(
+        None,
+        "--state-dir",
+        file_okay=False,
+        help="The server's tokens and job records [default: <root>/.server].",
+    ),
+    tokens_file: Path | None = typer.Option(
+        None,
+        "--tokens-file",
+        dir_okay=False,
+        envvar="DEERMEM_TOKENS_FILE",
+        help="The tokens file [default: <state-dir>/tokens.json].",
+    ),
+    max_body_bytes: int = typer.Option(
+        2 * 1024 * 1024, "--max-body-bytes", min=1024, help="Largest request body (413 beyond)."
+    ),
+    max_pending_jobs: int = typer.Option(
+        64, "--max-pending-jobs", min=1, help="Conversations queued per worker (429 beyond)."
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
+) -> None:
+    """Serve the memory over HTTP (FastAPI + uvicorn; `pip install 'deermem[server]'`).
+
+    Every user and agent is addressable under `/v1/users/{user}/agents/{agent}/...`;
+    the OpenAPI document is at `/v1/openapi.json`. With tokens in the tokens file
+    (`deermem token add`), every request needs `Authorization: Bearer <token>`
+    and may address only the token's users; without any, the server listens on
+    loopback only. See docs/server.md.
+
+    Example: `deermem --root ./memories serve --port 8765 --workers 2`
+    """
+    try:
+        from deermem.server.limits import ServerLimits
+        from deermem.server.run import serve as run_server
+        from deermem.server.settings import ServerSettings
+    except ImportError as error:  # fastapi or uvicorn missing
+        err_console.print(
+            f"[bold red]error:[/] the server needs the `server` extra ({error.name} is not "
+            "installed): pip install 'deermem[server]'"
+        )
+        raise typer.Exit(1) from None
+    state = ctx.find_root().obj
+    options = state if isinstance(state, CliContext) else CliContext()
+    settings = ServerSettings(
+        host=host,
+        port=port,
+        workers=workers,
+        root=None if options.root is None else str(options.root),
+        config_file=None if options.config_file is None else str(options.config_file),
+        state_dir=None if state_dir is None else str(state_dir),
+        tokens_file=None if tokens_file is None else str(tokens_file),
+        limits=ServerLimits(max_body_bytes=max_body_bytes, max_pending_jobs=max_pending_jobs),
+        log_level=log_level.lower(),
+    )
+    run_server(settings)

@@ -1,0 +1,120 @@
+"""What one server process holds, and the two checks every request passes.
+
+:class:`ServerContext` binds the memory, the tokens file and the job runner
+of one worker process. Its two checks are the whole of authorisation, kept
+free of any web framework so the MCP server's HTTP transport makes the same
+decisions:
+
+* :meth:`ServerContext.principal_for` — who is asking (a bearer token, or
+  nobody on a loopback server that has no tokens); the check itself is
+  :func:`principal_for_header`, which the MCP server calls too;
+* :meth:`ServerContext.memory_for` — the memory of the user and agent a
+  request names, if the principal may address that user; otherwise the
+  same 404 an unknown path gets, so a token never learns whether another
+  user's memory exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from deermem.memory import Memory
+from deermem.server.jobs import Job, JobRunner
+from deermem.server.limits import ServerLimits
+from deermem.server.problems import ProblemError, not_found, unauthorized
+from deermem.server.settings import ServerSettings
+from deermem.server.tokens import Principal, TokenFile
+
+__all__ = ["ServerContext", "principal_for_header"]
+
+_log = logging.getLogger("deermem.server")
+_SCHEME = "bearer"
+
+
+def principal_for_header(
+    tokens: TokenFile, authorization: str | None, *, auth_required: bool
+) -> Principal:
+    """Who sends a request with this ``Authorization`` header value.
+
+    The one bearer check of every deermem server (the HTTP API and the MCP
+    server's HTTP transport). Without ``auth_required`` and with no token in
+    ``tokens`` anyone may ask (the open loopback server).
+
+    Raises:
+        ProblemError: 401 — a token is required and none, or no valid one, was sent.
+        TokenFileError: the tokens file became unreadable.
+    """
+    if not auth_required and not tokens.configured():
+        return Principal.unauthenticated()
+    if not authorization:
+        raise ProblemError(unauthorized("missing"))
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != _SCHEME or not token.strip():
+        raise ProblemError(unauthorized("malformed"))
+    principal = tokens.authenticate(token.strip())
+    if principal is None:
+        raise ProblemError(unauthorized("invalid"))
+    return principal
+
+
+@dataclass
+class ServerContext:
+    """One worker process's memory, tokens and jobs.
+
+    Attributes:
+        settings: what ``deermem serve`` was given.
+        memory: the root memory; requests work on :meth:`Memory.scoped` views.
+        tokens: the tokens file.
+        jobs: this process's extraction queue.
+        auth_required: fixed at start: true when the server listens beyond
+            loopback or the tokens file held a token. Tokens added later
+            turn it on too; revoking every token never turns it off.
+    """
+
+    settings: ServerSettings
+    memory: Memory
+    tokens: TokenFile
+    jobs: JobRunner
+    auth_required: bool
+
+    @property
+    def limits(self) -> ServerLimits:
+        return self.settings.limits
+
+    def principal_for(self, authorization: str | None) -> Principal:
+        """Who sends a request with this ``Authorization`` header value.
+
+        Raises:
+            ProblemError: 401 — a token is required and none, or no valid one, was sent.
+            TokenFileError: the tokens file became unreadable.
+        """
+        return principal_for_header(self.tokens, authorization, auth_required=self.auth_required)
+
+    def memory_for(self, principal: Principal, user: str, agent: str | None) -> Memory:
+        """The memory of ``user`` and ``agent``, if ``principal`` may address the user.
+
+        Raises:
+            ProblemError: 404 — the principal may not address this user.
+            UnsafeIdentifierError: the user id or agent name is unusable.
+        """
+        if not principal.may_address(user):
+            _log.info("token %s asked for a user it may not address", principal.token_id)
+            raise ProblemError(not_found())
+        return self.memory.scoped(user=user, agent=agent)
+
+    def job_for(self, principal: Principal, job_id: str) -> Job:
+        """A job of a user the principal may address.
+
+        Raises:
+            ProblemError: 404 — no such job, or one of another user's.
+        """
+        job = self.jobs.get(job_id)
+        if job is None or not principal.may_address(job.user):
+            raise ProblemError(not_found())
+        return job
+
+    def close(self) -> None:
+        """Finish or abandon the queued jobs, then close the memory."""
+        self.jobs.close(self.memory.config.shutdown_flush_timeout_seconds)
+        self.memory.close()

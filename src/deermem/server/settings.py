@@ -1,0 +1,100 @@
+"""What ``deermem serve`` was asked for, in a form every worker process can read.
+
+uvicorn starts each worker as a fresh process that imports the application
+factory, so the settings travel in one environment variable
+(:data:`SETTINGS_VARIABLE`, JSON) from the command to the workers.
+
+The server keeps its own state — the tokens file and the job records — in a
+*state directory*: ``--state-dir``, by default ``.server`` inside the store
+root (beside ``users/``; the store ignores it). The tokens file defaults to
+``tokens.json`` in it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Final
+
+from deermem.config import MemoryConfig, load_config
+from deermem.server.limits import ServerLimits
+from deermem.store import resolve_root
+
+__all__ = ["SETTINGS_VARIABLE", "ServerSettings", "is_loopback"]
+
+SETTINGS_VARIABLE: Final = "DEERMEM_SERVER_SETTINGS"
+STATE_DIRECTORY: Final = ".server"
+TOKENS_FILE: Final = "tokens.json"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, 127/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Everything ``deermem serve`` takes.
+
+    Attributes:
+        host / port: where to listen.
+        workers: uvicorn worker processes.
+        root: the store directory (``None``: the configuration's).
+        config_file: a ``.toml``/``.yaml`` configuration (``None``: defaults
+            and ``DEERMEM_*`` variables).
+        state_dir: the server's state (``None``: ``<root>/.server``).
+        tokens_file: the tokens file (``None``: ``<state_dir>/tokens.json``).
+        limits: request bounds.
+        log_level: uvicorn's and deermem's log level.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    workers: int = 1
+    root: str | None = None
+    config_file: str | None = None
+    state_dir: str | None = None
+    tokens_file: str | None = None
+    limits: ServerLimits = field(default_factory=ServerLimits)
+    log_level: str = "info"
+
+    def load_config(self) -> MemoryConfig:
+        """The memory configuration, read as every other command reads it."""
+        return load_config(self.config_file)
+
+    def store_root(self, config: MemoryConfig) -> Path:
+        return Path(self.root) if self.root is not None else resolve_root(config.storage_path)
+
+    def state_path(self, config: MemoryConfig) -> Path:
+        if self.state_dir is not None:
+            return Path(self.state_dir)
+        return self.store_root(config) / STATE_DIRECTORY
+
+    def tokens_path(self, config: MemoryConfig) -> Path:
+        if self.tokens_file is not None:
+            return Path(self.tokens_file)
+        return self.state_path(config) / TOKENS_FILE
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ServerSettings:
+        data = json.loads(text)
+        limits = ServerLimits(**data.pop("limits"))
+        return cls(limits=limits, **data)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
+        """The settings ``deermem serve`` left for its workers (defaults when none)."""
+        text = (os.environ if environ is None else environ).get(SETTINGS_VARIABLE)
+        return cls.from_json(text) if text else cls()

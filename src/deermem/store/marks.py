@@ -1,0 +1,55 @@
+"""Thread marks: how far each conversation of a scope has been extracted.
+
+One small JSON file per conversation, ``agents/<agent>/.metadata/threads/<digest>.json``
+(the digest of the thread id, which may be any text), holding the thread
+id, the mark of the last message extracted (a digest: no conversation text)
+and when it was set. A mark is written by the commit that applied what was
+extracted, in its journal, so after any crash the mark and the facts agree.
+
+A mark that cannot be read is an error naming its file, not an absent mark:
+reading it as absent would extract — and confirm — the conversation again.
+Deleting a mark file is safe: the conversation is extracted whole once more.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deermem._exceptions import CorruptMemoryFile
+from deermem.store.paths import ScopePaths
+
+__all__ = ["encode_mark", "read_mark"]
+
+
+def encode_mark(thread_id: str, mark: str, stamp: str) -> bytes:
+    """The mark file of a conversation."""
+    value = {"threadId": thread_id, "mark": mark, "markedAt": stamp}
+    return (json.dumps(value, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+
+
+def read_mark(paths: ScopePaths, thread_id: str) -> str | None:
+    """The stored mark of a conversation, or ``None`` if it has none.
+
+    Raises:
+        CorruptMemoryFile: the file is not a mark of this conversation.
+    """
+    path = paths.thread_mark(thread_id)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return _decode(data, path, thread_id)
+
+
+def _decode(data: bytes, path: Path, thread_id: str) -> str:
+    try:
+        raw = json.loads(data.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CorruptMemoryFile(path, f"a thread mark that is not valid JSON: {error}") from None
+    mark = raw.get("mark") if isinstance(raw, dict) else None
+    if not isinstance(mark, str) or not isinstance(raw.get("threadId"), str):
+        raise CorruptMemoryFile(path, "a thread mark needs 'threadId' and 'mark' strings")
+    if raw["threadId"] != thread_id:
+        raise CorruptMemoryFile(path, "the thread mark belongs to another conversation")
+    return mark

@@ -1,0 +1,271 @@
+"""The HTTP API end to end: every endpoint over real HTTP, what the gate did as data,
+RFC 9457 problems, and the bounds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+
+from deermem.server.limits import ServerLimits
+
+from .conftest import LiveServer, start_server
+
+ALICE = "/v1/users/alice/agents/coder"
+PROBLEM = "application/problem+json"
+
+
+def add(client: httpx.Client, content: str, **fields: object) -> httpx.Response:
+    return client.post(f"{ALICE}/facts", json={"content": content, **fields})
+
+
+def assert_problem(response: httpx.Response, status: int, slug: str) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    body = response.json()
+    assert body["type"] == f"urn:deermem:problem:{slug}"
+    assert body["status"] == status
+    assert body["title"]
+    assert body["detail"]
+    assert body["requestId"] == response.headers["x-request-id"]
+    return dict(body)
+
+
+def test_health_and_config(live: LiveServer) -> None:
+    client = live.client()
+    assert client.get("/v1/health").json() == {"status": "ok", "version": "0.1.0"}
+    config = client.get("/v1/config").json()
+    assert config["memory"]["max_facts"] == 10
+    assert config["server"]["limits"]["maxTopK"] == 50
+    assert config["server"]["authRequired"] is False
+
+
+def test_a_fact_round_trip(live: LiveServer) -> None:
+    client = live.client()
+    created = add(client, "  Prefers uv over pip  ", category="preference", confidence=0.8)
+    assert created.status_code == 201
+    result = created.json()
+    assert result["kept"] is True
+    assert result["evicted"] == []
+    assert result["receipts"] == []
+    fact_id = result["factId"]
+    assert created.headers["location"] == f"{ALICE}/facts/{fact_id}"
+    fact = client.get(f"{ALICE}/facts/{fact_id}").json()
+    assert fact["content"] == "Prefers uv over pip"
+    assert fact["revision"] == 1
+    # The store holds what the API says: the same memory, read directly.
+    stored = live.memory.scoped(user="alice", agent="coder").get_fact(fact_id)
+    assert stored.content == "Prefers uv over pip"
+
+    patched = client.patch(f"{ALICE}/facts/{fact_id}", json={"confidence": 0.95})
+    assert patched.status_code == 200
+    assert patched.json()["confidence"] == 0.95
+    assert patched.json()["revision"] == 2
+    stale = client.patch(
+        f"{ALICE}/facts/{fact_id}", json={"confidence": 0.1, "expectedRevision": 1}
+    )
+    body = assert_problem(stale, 409, "revision-conflict")
+    assert (body["expected"], body["actual"], body["factId"]) == (1, 2, fact_id)
+
+    why = client.get(f"{ALICE}/facts/{fact_id}/why").json()
+    assert why["status"] == "active"
+    assert why["standing"]["rank"] == 1
+
+    removed = client.delete(f"{ALICE}/facts/{fact_id}")
+    assert removed.json() == {"factId": fact_id, "archived": True}
+    assert_problem(client.get(f"{ALICE}/facts/{fact_id}"), 404, "fact-not-found")
+    archive = client.get(f"{ALICE}/archive").json()
+    assert [entry["fact"]["id"] for entry in archive["entries"]] == [fact_id]
+    assert archive["entries"][0]["reason"] == "deleted"
+
+    restored = client.post(f"{ALICE}/archive/{fact_id}/restore")
+    assert restored.json()["restored"] is True
+    assert client.get(f"{ALICE}/facts/{fact_id}").status_code == 200
+    client.delete(f"{ALICE}/facts/{fact_id}")
+    assert client.delete(f"{ALICE}/archive/{fact_id}").json() == {
+        "factId": fact_id,
+        "purged": True,
+    }
+    assert client.get(f"{ALICE}/facts/{fact_id}/why").json()["status"] == "gone"
+    assert_problem(client.delete(f"{ALICE}/archive/{fact_id}"), 404, "fact-not-found")
+
+
+def test_create_returns_what_the_capacity_gate_did(live: LiveServer) -> None:
+    client = live.client()
+    for number in range(10):  # the cap is 10
+        assert add(client, f"fact number {number}", confidence=0.5 + number / 100).json()["kept"]
+    strong = add(client, "a confident newcomer", confidence=0.99).json()
+    assert strong["kept"] is True
+    assert len(strong["evicted"]) == 1
+    evicted = strong["evicted"][0]
+    receipt = strong["receipts"][0]
+    assert receipt["reason"] == "capacity"
+    assert receipt["trigger"] == "manual"
+    assert [entry["factId"] for entry in receipt["evicted"]] == [evicted]
+    assert "content" not in json.dumps(receipt["evicted"])  # receipts carry no content
+
+    weak = add(client, "a doubtful newcomer", confidence=0.01)
+    assert weak.status_code == 201
+    body = weak.json()
+    assert body["kept"] is False
+    assert body["factId"] is None
+    assert body["evicted"] == [body["proposedFactId"]]  # never a silent drop
+    assert weak.headers["location"].endswith(f"/archive/{body['proposedFactId']}")
+    assert len(client.get(f"{ALICE}/facts", params={"limit": 200}).json()["facts"]) == 10
+    audit = client.get(f"{ALICE}/audit").json()["receipts"]
+    assert len(audit) == 2
+    assert audit[0]["occurredAt"] >= audit[1]["occurredAt"]
+
+    restored = client.post(f"{ALICE}/archive/{body['proposedFactId']}/restore").json()
+    assert restored["restored"] is False  # still the weakest: the gate evicts it again
+    assert restored["evicted"] == [body["proposedFactId"]]
+
+
+def test_pages_walk_every_fact_once(live: LiveServer) -> None:
+    client = live.client()
+    ids = {add(client, f"paged fact {n}").json()["factId"] for n in range(7)}
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, str | int] = {"limit": 3}
+        if cursor is not None:
+            params["cursor"] = cursor
+        page = client.get(f"{ALICE}/facts", params=params).json()
+        seen += [fact["id"] for fact in page["facts"]]
+        pages += 1
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert sorted(seen) == sorted(ids)
+    assert len(seen) == len(ids)
+    assert_problem(
+        client.get(f"{ALICE}/facts", params={"cursor": "not-a-cursor"}), 422, "invalid-cursor"
+    )
+    over = client.get(f"{ALICE}/facts", params={"limit": 201})
+    body = assert_problem(over, 422, "invalid-request")
+    assert "200" in str(body["detail"])
+    assert "query.limit" in str(body["detail"])
+
+
+def test_context_and_search(live: LiveServer) -> None:
+    client = live.client()
+    add(client, "Don't use pip here; use uv.", category="correction", confidence=0.7)
+    for n in range(6):
+        add(client, f"Likes tea number {n} with a rather long description", confidence=0.9)
+    context = client.get(f"{ALICE}/context").json()
+    assert context["block"].startswith("<memory>")
+    assert "use uv" in context["text"]
+    assert context["manifest"] is None
+    small = client.get(f"{ALICE}/context", params={"max_tokens": 30, "explain": True}).json()
+    manifest = small["manifest"]
+    assert manifest["maxTokens"] == 30
+    assert manifest["omitted"]
+    assert manifest["injected"][0]["pool"] == "guaranteed"  # the correction holds its place
+    hits = client.get(f"{ALICE}/search", params={"q": "pip uv", "top_k": 2}).json()["results"]
+    assert hits[0]["fact"]["category"] == "correction"
+    assert len(hits) <= 2
+    over = client.get(f"{ALICE}/search", params={"q": "tea", "top_k": 51})
+    assert "50" in str(assert_problem(over, 422, "invalid-request")["detail"])
+    assert_problem(client.get(f"{ALICE}/search"), 422, "invalid-request")  # q is required
+
+
+def test_document_export_and_import_return_what_the_gate_did(live: LiveServer) -> None:
+    client = live.client()
+    add(client, "kept through the round trip", confidence=0.9)
+    document = client.get(f"{ALICE}/document").json()
+    assert [fact["content"] for fact in document["facts"]] == ["kept through the round trip"]
+    document["facts"] += [
+        {"content": f"imported {n}", "category": "context", "confidence": 0.5} for n in range(12)
+    ]
+    result = client.put(f"{ALICE}/document", json=document).json()
+    assert len(result["kept"]) == 10
+    assert len(result["evicted"]) == 3
+    assert result["receipts"][0]["trigger"] == "import"
+    assert_problem(client.put(f"{ALICE}/document", json={"user": {}}), 422, "invalid-fact")
+    summaries = client.get("/v1/users/alice/summaries").json()
+    assert set(summaries) >= {"user", "history", "revision"}
+
+
+def test_errors_are_problems_with_typed_fields_and_no_values(live: LiveServer) -> None:
+    client = live.client()
+    add(client, "the one and only")
+    duplicate = assert_problem(add(client, "THE ONE AND ONLY"), 409, "duplicate-fact")
+    assert str(duplicate["existingId"]).startswith("fact_")
+    blank = assert_problem(add(client, "   "), 422, "invalid-fact")
+    assert blank["field"] == "content"
+    assert "value" not in blank
+    bad_agent = client.get("/v1/users/alice/agents/Bad_Agent!/facts")
+    assert "path.agent" in str(assert_problem(bad_agent, 422, "invalid-request")["detail"])
+    typo = client.post(f"{ALICE}/facts", json={"content": "x", "confidnce": 0.4})
+    assert "confidnce" in str(assert_problem(typo, 422, "invalid-request")["errors"])
+    assert_problem(client.get("/v1/nowhere"), 404, "not-found")
+    empty = client.patch(f"{ALICE}/facts/fact_00000000", json={})
+    assert "at least one of" in str(assert_problem(empty, 422, "invalid-request")["detail"])
+    not_json = client.post(
+        f"{ALICE}/facts", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert_problem(not_json, 422, "invalid-request")
+
+
+def test_request_ids_are_returned_and_a_callers_own_is_kept(live: LiveServer) -> None:
+    client = live.client()
+    mine = client.get("/v1/health", headers={"X-Request-ID": "trace-1234abcd"})
+    assert mine.headers["x-request-id"] == "trace-1234abcd"
+    unsafe = client.get("/v1/health", headers={"X-Request-ID": "bad id\twith tab"})
+    assert unsafe.headers["x-request-id"] != "bad id\twith tab"
+    assert len(unsafe.headers["x-request-id"]) == 32
+
+
+def test_bodies_over_the_limit_are_413_naming_it(store_kind: str, tmp_path) -> None:
+    server, _ = start_server(store_kind, tmp_path, limits=ServerLimits(max_body_bytes=1000))
+    try:
+        client = server.client()
+        declared = client.post(f"{ALICE}/facts", json={"content": "x" * 2000})
+        body = assert_problem(declared, 413, "body-too-large")
+        assert (body["limit"], body["limitName"]) == (1000, "max_body_bytes")
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it streams
+            yield b'{"content": "'
+            for _ in range(20):
+                yield b"y" * 100
+            yield b'"}'
+
+        streamed = client.post(
+            f"{ALICE}/facts", content=chunks(), headers={"content-type": "application/json"}
+        )
+        assert_problem(streamed, 413, "body-too-large")
+        assert server.memory.scoped(user="alice", agent="coder").list_facts() == ()
+        assert client.post(f"{ALICE}/facts", json={"content": "small"}).status_code == 201
+    finally:
+        server.stop()
+
+
+def test_the_openapi_document_is_served(live: LiveServer) -> None:
+    document = live.client().get("/v1/openapi.json").json()
+    paths = document["paths"]
+    scope = "/v1/users/{user}/agents/{agent}"
+    expected = {
+        "/v1/health": {"get"},
+        "/v1/config": {"get"},
+        f"{scope}/facts": {"get", "post"},
+        f"{scope}/facts/{{fact_id}}": {"get", "patch", "delete"},
+        f"{scope}/facts/{{fact_id}}/why": {"get"},
+        f"{scope}/context": {"get"},
+        f"{scope}/search": {"get"},
+        f"{scope}/conversations": {"post"},
+        "/v1/jobs/{job_id}": {"get"},
+        f"{scope}/audit": {"get"},
+        f"{scope}/archive": {"get"},
+        f"{scope}/archive/{{fact_id}}/restore": {"post"},
+        f"{scope}/archive/{{fact_id}}": {"delete"},
+        f"{scope}/document": {"get", "put"},
+        "/v1/users/{user}/summaries": {"get"},
+    }
+    assert {path: set(ops) for path, ops in paths.items()} == expected
+    search = paths[f"{scope}/search"]["get"]
+    top_k = next(p for p in search["parameters"] if p["name"] == "top_k")
+    assert top_k["schema"]["maximum"] == 50
+    assert "application/problem+json" in search["responses"]["422"]["content"]

@@ -1,0 +1,139 @@
+"""Authentication and isolation: a token reaches its own users and learns nothing of others."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import LiveServer, start_server
+
+BOB = "/v1/users/bob/agents/coder"
+ALICE = "/v1/users/alice/agents/coder"
+
+
+@pytest.fixture
+def guarded(store_kind: str, tmp_path: Path) -> Iterator[tuple[LiveServer, dict[str, str]]]:
+    server, tokens = start_server(
+        store_kind,
+        tmp_path,
+        tokens={
+            "alice": {"users": ["alice"], "name": "alice's laptop"},
+            "bob": {"users": ["bob"]},
+            "admin": {"admin": True},
+        },
+    )
+    yield server, tokens
+    server.stop()
+
+
+def without_request_id(response: httpx.Response) -> tuple[int, str, dict[str, object]]:
+    body = dict(response.json())
+    body.pop("requestId")
+    return response.status_code, response.headers["content-type"], body
+
+
+def test_every_route_needs_a_valid_token(guarded: tuple[LiveServer, dict[str, str]]) -> None:
+    server, tokens = guarded
+    anonymous = server.client()
+    assert anonymous.get("/v1/health").status_code == 200  # health needs none
+    missing = anonymous.get(f"{ALICE}/facts")
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == 'Bearer realm="deermem"'
+    assert missing.json()["reason"] == "missing"
+    assert anonymous.get("/v1/config").status_code == 401
+    forged = tokens["alice"][:-4] + "AAAA"
+    invalid = server.client(forged).get(f"{ALICE}/facts")
+    assert invalid.status_code == 401
+    assert invalid.json()["reason"] == "invalid"
+    assert 'error="invalid_token"' in invalid.headers["www-authenticate"]
+    assert server.client("not-a-token").get(f"{ALICE}/facts").status_code == 401
+    assert server.client(tokens["alice"]).get(f"{ALICE}/facts").status_code == 200
+
+
+def test_alices_token_cannot_read_write_search_or_learn_of_bob(
+    guarded: tuple[LiveServer, dict[str, str]],
+) -> None:
+    server, tokens = guarded
+    bob = server.client(tokens["bob"])
+    secret = bob.post(f"{BOB}/facts", json={"content": "Bob's secret plan"}).json()["factId"]
+    bob.delete(f"{BOB}/facts/{secret}")  # one archived fact and a receipt
+    kept = bob.post(f"{BOB}/facts", json={"content": "Bob keeps this"}).json()["factId"]
+    alice = server.client(tokens["alice"])
+    nowhere = without_request_id(alice.get("/v1/nowhere"))
+    attempts = [
+        alice.get(f"{BOB}/facts"),
+        alice.get(f"{BOB}/facts/{kept}"),
+        alice.get(f"{BOB}/facts/{kept}/why"),
+        alice.patch(f"{BOB}/facts/{kept}", json={"content": "hijacked"}),
+        alice.delete(f"{BOB}/facts/{kept}"),
+        alice.post(f"{BOB}/facts", json={"content": "planted"}),
+        alice.get(f"{BOB}/search", params={"q": "secret"}),
+        alice.get(f"{BOB}/context"),
+        alice.get(f"{BOB}/audit"),
+        alice.get(f"{BOB}/archive"),
+        alice.post(f"{BOB}/archive/{secret}/restore"),
+        alice.delete(f"{BOB}/archive/{secret}"),
+        alice.get(f"{BOB}/document"),
+        alice.put(f"{BOB}/document", json={"facts": []}),
+        alice.get("/v1/users/bob/summaries"),
+        alice.post(
+            f"{BOB}/conversations",
+            json={"threadId": "t", "messages": [{"role": "user", "content": "hi"}]},
+        ),
+        # A user who has no memory at all answers exactly the same.
+        alice.get("/v1/users/nobody-at-all/agents/coder/facts"),
+    ]
+    for response in attempts:
+        assert without_request_id(response) == nowhere, response.request.url
+    # Nothing of Bob's changed, nothing was planted.
+    bob_memory = server.memory.scoped(user="bob", agent="coder")
+    assert [fact.content for fact in bob_memory.list_facts()] == ["Bob keeps this"]
+    assert [entry.fact_id for entry in bob_memory.list_archived()] == [secret]
+    assert not (server.root / "state" / "jobs").exists() or not any(
+        (server.root / "state" / "jobs").iterdir()
+    )
+    # And Alice's own memory works with the same token.
+    assert alice.post(f"{ALICE}/facts", json={"content": "Alice's note"}).status_code == 201
+
+
+def test_an_admin_token_reaches_every_user(guarded: tuple[LiveServer, dict[str, str]]) -> None:
+    server, tokens = guarded
+    admin = server.client(tokens["admin"])
+    for user in ("alice", "bob", "carol@example.com"):
+        created = admin.post(f"/v1/users/{user}/agents/coder/facts", json={"content": "hello"})
+        assert created.status_code == 201, created.text
+    assert server.memory.scoped(user="carol@example.com", agent="coder").list_facts()
+
+
+def test_a_revoked_token_stops_working_without_a_restart(
+    guarded: tuple[LiveServer, dict[str, str]],
+) -> None:
+    server, tokens = guarded
+    alice = server.client(tokens["alice"])
+    assert alice.get(f"{ALICE}/facts").status_code == 200
+    token_id = tokens["alice"].split("_")[1]
+    server.tokens.revoke(token_id)
+    assert alice.get(f"{ALICE}/facts").status_code == 401
+    # A token added while the server runs works at once.
+    fresh = server.tokens.add(users=["alice"], now=server.memory.now()).token
+    assert server.client(fresh).get(f"{ALICE}/facts").status_code == 200
+
+
+def test_revoking_every_token_never_opens_the_server(
+    guarded: tuple[LiveServer, dict[str, str]],
+) -> None:
+    server, _ = guarded
+    for record in server.tokens.records():
+        server.tokens.revoke(record.token_id)
+    assert server.client().get(f"{ALICE}/facts").status_code == 401
+
+
+def test_a_token_added_to_an_open_loopback_server_closes_it(live: LiveServer) -> None:
+    open_client = live.client()
+    assert open_client.get(f"{ALICE}/facts").status_code == 200
+    issued = live.tokens.add(users=["alice"], now=live.memory.now())
+    assert open_client.get(f"{ALICE}/facts").status_code == 401
+    assert live.client(issued.token).get(f"{ALICE}/facts").status_code == 200

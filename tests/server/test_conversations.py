@@ -1,0 +1,164 @@
+"""The conversation endpoint against the scripted chat server: queued, 202, the job, the report."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+
+from deermem.server.limits import ServerLimits
+from deermem.testing import Reply, ScriptedChatServer
+
+from ..wire_support import answer, conversation, model_settings, new_fact
+from .conftest import LiveServer, start_server
+
+ALICE = "/v1/users/alice/agents/coder"
+CHAT = conversation("I always use uv for Python projects.", "Noted: uv it is.")
+
+
+def poll(client: httpx.Client, url: str, timeout: float = 20) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = dict(client.get(url).json())
+        if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.02)
+
+
+def test_a_conversation_is_acknowledged_then_learned_from(
+    learning: LiveServer, chat: ScriptedChatServer
+) -> None:
+    chat.enqueue(answer(newFacts=[new_fact("Uses uv for Python projects", 0.9)]))
+    client = learning.client()
+    accepted = client.post(f"{ALICE}/conversations", json={"threadId": "t-1", "messages": CHAT})
+    assert accepted.status_code == 202
+    job = accepted.json()
+    assert job["status"] in ("queued", "running", "done")
+    assert accepted.headers["location"] == f"/v1/jobs/{job['jobId']}"
+    done = poll(client, accepted.headers["location"])
+    assert done["status"] == "done", done
+    report = done["report"]
+    assert isinstance(report, dict)
+    assert report["outcome"] == "applied"
+    assert len(report["added"]) == 1
+    assert "uv" not in str(report)  # the report is ids and counters only
+    facts = learning.memory.scoped(user="alice", agent="coder").list_facts()
+    assert [fact.id for fact in facts] == report["added"]
+    assert facts[0].content == "Uses uv for Python projects"
+    # The model saw the conversation.
+    assert "I always use uv" in str(chat.requests[0].messages)
+
+
+def test_wait_true_answers_with_the_report(learning: LiveServer, chat: ScriptedChatServer) -> None:
+    chat.enqueue(answer(newFacts=[new_fact("Works in Berlin", 0.8)]))
+    client = learning.client()
+    response = client.post(
+        f"{ALICE}/conversations",
+        params={"wait": "true"},
+        json={"threadId": "t-2", "messages": conversation("I work in Berlin.", "Nice.")},
+    )
+    assert response.status_code == 200
+    assert response.json()["status"] == "done"
+    assert response.json()["report"]["counts"]["added"] == 1
+    # The same conversation again: nothing new, no model call.
+    again = client.post(
+        f"{ALICE}/conversations",
+        params={"wait": "true"},
+        json={"threadId": "t-2", "messages": conversation("I work in Berlin.", "Nice.")},
+    )
+    assert again.json()["report"]["outcome"] == "nothing-new"
+    assert len(chat.requests) == 1
+
+
+def test_a_failing_model_makes_a_failed_job_with_a_problem(
+    learning: LiveServer, chat: ScriptedChatServer
+) -> None:
+    chat.enqueue(Reply.error(500, message="upstream broke"))
+    client = learning.client()
+    job = client.post(
+        f"{ALICE}/conversations", params={"wait": "true"}, json={"threadId": "t", "messages": CHAT}
+    ).json()
+    assert job["status"] == "failed"
+    assert job["error"]["type"] == "urn:deermem:problem:model-failed"
+    assert job["error"]["modelStatus"] == 500
+    assert "upstream broke" not in str(job)
+
+
+def test_a_malformed_message_is_refused_before_queueing(
+    learning: LiveServer, chat: ScriptedChatServer
+) -> None:
+    response = learning.client().post(
+        f"{ALICE}/conversations",
+        json={"threadId": "t", "messages": [{"role": "wizard", "content": "secret words"}]},
+    )
+    assert response.status_code == 422
+    body = response.json()
+    assert body["type"] == "urn:deermem:problem:invalid-message"
+    assert body["index"] == 0
+    assert body["field"] == "role"
+    assert "secret words" not in response.text
+    assert "wizard" not in response.text
+    assert chat.requests == []
+
+
+def test_a_full_queue_answers_429_naming_the_limit(
+    store_kind: str, tmp_path: Path, chat: ScriptedChatServer
+) -> None:
+    server, _ = start_server(
+        store_kind,
+        tmp_path,
+        limits=ServerLimits(max_pending_jobs=1),
+        model=model_settings(chat, max_retries=0),
+    )
+    try:
+        chat.enqueue(Reply(delay=1.0, body=b"{}"), answer())
+        client = server.client()
+        first = client.post(f"{ALICE}/conversations", json={"threadId": "a", "messages": CHAT})
+        assert first.status_code == 202
+        second = client.post(f"{ALICE}/conversations", json={"threadId": "b", "messages": CHAT})
+        assert second.status_code == 429
+        body = second.json()
+        assert (body["limit"], body["limitName"]) == (1, "max_pending_jobs")
+        assert second.headers["retry-after"] == "2"
+        assert poll(client, first.headers["location"])["status"] in ("done", "failed")
+    finally:
+        server.stop()
+
+
+def test_without_a_model_extraction_is_off(live: LiveServer) -> None:
+    response = live.client().post(
+        f"{ALICE}/conversations", json={"threadId": "t", "messages": CHAT}
+    )
+    assert response.status_code == 501
+    assert response.json()["type"] == "urn:deermem:problem:extraction-off"
+
+
+def test_an_unknown_job_is_404(learning: LiveServer) -> None:
+    client = learning.client()
+    assert client.get("/v1/jobs/job_" + "0" * 32).status_code == 404
+    assert client.get("/v1/jobs/../../etc/passwd").status_code == 404
+
+
+def test_a_job_is_visible_only_to_tokens_of_its_user(
+    store_kind: str, tmp_path: Path, chat: ScriptedChatServer
+) -> None:
+    server, tokens = start_server(
+        store_kind,
+        tmp_path,
+        model=model_settings(chat, max_retries=0),
+        tokens={"alice": {"users": ["alice"]}, "bob": {"users": ["bob"]}},
+    )
+    try:
+        chat.enqueue(answer())
+        bob = server.client(tokens["bob"])
+        job = bob.post(
+            "/v1/users/bob/agents/coder/conversations",
+            params={"wait": "true"},
+            json={"threadId": "t", "messages": CHAT},
+        ).json()
+        assert bob.get(f"/v1/jobs/{job['jobId']}").status_code == 200
+        alice = server.client(tokens["alice"])
+        assert alice.get(f"/v1/jobs/{job['jobId']}").status_code == 404
+    finally:
+        server.stop()

@@ -1,0 +1,186 @@
+"""``deermem serve`` and ``deermem token`` as a user runs them: real processes, real workers."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from deermem.cli import main
+from deermem.testing import ScriptedChatServer
+
+from ..wire_support import answer, conversation, model_settings, new_fact
+from .conftest import free_port
+
+ALICE = "/v1/users/alice/agents/coder"
+
+
+def deermem(*args: str) -> list[str]:
+    return [sys.executable, "-m", "deermem", *args]
+
+
+@contextmanager
+def serving(args: list[str], log: Path) -> Iterator[str]:
+    port = free_port()
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [*args, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=stderr
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the server did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_listening_beyond_loopback_without_tokens_refuses_to_start(tmp_path: Path) -> None:
+    result = subprocess.run(
+        deermem("--root", str(tmp_path), "serve", "--host", "0.0.0.0", "--port", "1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "refusing to listen on '0.0.0.0' without authentication" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = ["--root", str(tmp_path)]
+    assert main([*root, "token", "add", "--user", "alice", "--name", "ci", "--json"]) == 0
+    added = json.loads(capsys.readouterr().out)
+    assert added["users"] == ["alice"]
+    assert added["token"].startswith("dmt_")
+    tokens_file = tmp_path / ".server" / "tokens.json"
+    assert added["token"] not in tokens_file.read_text()
+    assert main([*root, "token", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [entry["id"] for entry in listed] == [added["id"]]
+    assert "sha256" not in listed[0]
+    assert "token" not in listed[0]
+    assert main([*root, "token", "revoke", added["id"]]) == 0
+    assert main([*root, "token", "revoke", added["id"]]) == 1
+    assert "no token with id" in capsys.readouterr().err
+    assert main([*root, "token", "add"]) == 2  # neither --user nor --admin
+
+
+def test_two_workers_share_the_store_and_the_jobs(tmp_path: Path) -> None:
+    with ScriptedChatServer() as chat:
+        config = tmp_path / "deermem.yaml"
+        settings = {"max_facts": 10, "model": model_settings(chat, max_retries=0)}
+        config.write_text(yaml.safe_dump(settings))
+        root = tmp_path / "store"
+        token = _new_token(root)
+        log = tmp_path / "server.log"
+        args = deermem("--root", str(root), "--config", str(config), "serve", "--workers", "2")
+        contents = [f"worker fact number {n} about llamas" for n in range(30)]
+        chat.enqueue(*[answer(newFacts=[new_fact(f"learned fact {n}", 0.9)]) for n in range(6)])
+        with serving(args, log) as url:
+            headers = {"Authorization": f"Bearer {token}"}
+
+            def create(content: str) -> httpx.Response:
+                return httpx.post(
+                    f"{url}{ALICE}/facts", json={"content": content}, headers=headers, timeout=60
+                )
+
+            with ThreadPoolExecutor(8) as pool:
+                created = list(pool.map(create, contents))
+            assert [r.status_code for r in created] == [201] * 30
+            # No lost write: every fact is in the library or in the archive; the cap holds.
+            library = httpx.get(
+                f"{url}{ALICE}/facts", params={"limit": 200}, headers=headers
+            ).json()["facts"]
+            archive = httpx.get(
+                f"{url}{ALICE}/archive", params={"limit": 200}, headers=headers
+            ).json()["entries"]
+            assert len(library) == 10
+            everything = {f["content"] for f in library} | {e["fact"]["content"] for e in archive}
+            assert everything == set(contents)
+
+            jobs = []
+            for n in range(6):
+                accepted = httpx.post(
+                    f"{url}{ALICE}/conversations",
+                    json={"threadId": f"t{n}", "messages": conversation(f"hi {n}", "hello")},
+                    headers=headers,
+                )
+                assert accepted.status_code == 202
+                jobs.append(accepted.headers["location"])
+            # Each poll is a new connection, so both workers answer; each finds every job.
+            deadline = time.monotonic() + 60
+            statuses: dict[str, str] = {}
+            while time.monotonic() < deadline:
+                for job in jobs:
+                    response = httpx.get(f"{url}{job}", headers=headers)
+                    assert response.status_code == 200, response.text
+                    statuses[job] = response.json()["status"]
+                if set(statuses.values()) == {"done"}:
+                    break
+                time.sleep(0.1)
+            assert set(statuses.values()) == {"done"}
+            bad = httpx.get(f"{url}{ALICE}/facts", headers={"Authorization": "Bearer nope"})
+            assert bad.status_code == 401
+        _assert_log_is_clean(log.read_text(), token, contents)
+
+
+def _new_token(root: Path) -> str:
+    """Make a token for alice as a user would; it is the one line on stdout."""
+    result = subprocess.run(
+        deermem("--root", str(root), "token", "add", "--user", "alice"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    [token] = result.stdout.splitlines()
+    return token
+
+
+def _assert_log_is_clean(text: str, token: str, contents: list[str]) -> None:
+    lines = [line for line in text.splitlines() if line.strip()]
+    access = [line for line in lines if " deermem.server.access " in line]
+    assert len(access) >= 30 + 6 + 1
+    for line in lines:
+        assert " request_id=" in line, line  # every line, from every logger and worker
+    for line in access:
+        request_id = line.split(" request_id=")[1].split(" ")[0]
+        assert len(request_id) == 32, line
+        assert (
+            "/v1/users/{user}/agents/{agent}" in line
+            or "/v1/jobs/{job_id}" in line
+            or ("/v1/health" in line)
+        )
+    assert token not in text
+    assert token.split("_")[2] not in text
+    assert "Bearer" not in text
+    assert not any("alice" in line for line in access)  # route templates, not paths
+    for content in contents:
+        assert content not in text
+    assert "llamas" not in text
+    assert "learned fact" not in text
+    assert "Traceback" not in text

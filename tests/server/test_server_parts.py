@@ -1,0 +1,144 @@
+"""The framework-free parts: the tokens file, cursors, problem mapping."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deermem import (
+    FactValidationError,
+    MessageFormatError,
+    TokenFileError,
+    UnknownTokenError,
+)
+from deermem.server.pages import InvalidCursor, paginate
+from deermem.server.problems import problem_for
+from deermem.server.settings import is_loopback
+from deermem.server.tokens import TokenFile
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def test_tokens_are_stored_hashed_and_bound_to_users(tmp_path: Path) -> None:
+    tokens = TokenFile(tmp_path / "state" / "tokens.json")
+    assert tokens.records() == ()
+    assert not tokens.configured()
+    issued = tokens.add(users=["alice", "alice", "bob"], name="laptop", now=NOW)
+    text = tokens.path.read_text()
+    assert issued.token not in text
+    assert issued.token.split("_", 2)[2] not in text
+    assert stat.S_IMODE(tokens.path.stat().st_mode) == 0o600
+    record = json.loads(text)["tokens"][0]
+    assert record["users"] == ["alice", "bob"]
+    assert record["name"] == "laptop"
+    principal = tokens.authenticate(issued.token)
+    assert principal is not None
+    assert principal.may_address("bob")
+    assert not principal.may_address("carol")
+    assert not principal.may_address("Alice")
+    assert tokens.authenticate(issued.token + "x") is None
+    assert tokens.authenticate("dmt_" + record["id"] + "_" + "A" * 43) is None
+    admin = tokens.add(admin=True, now=NOW)
+    assert tokens.authenticate(admin.token).may_address("anyone")  # type: ignore[union-attr]
+    assert tokens.revoke(record["id"]).users == ("alice", "bob")
+    assert tokens.authenticate(issued.token) is None
+    with pytest.raises(UnknownTokenError, match="no token with id"):
+        tokens.revoke(record["id"])
+    with pytest.raises(ValueError, match="--admin"):
+        tokens.add(now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"version": 1}', "expected"),
+        ('{"version": 2, "tokens": []}', "version 2"),
+        ('{"version": 1, "tokens": [{"id": "zz"}]}', "tokens[0].id"),
+        (
+            '{"version": 1, "tokens": [{"id": "0123456789ab", "sha256": "' + "0" * 64 + '", '
+            '"users": "alice"}]}',
+            "tokens[0].users",
+        ),
+    ],
+)
+def test_a_damaged_tokens_file_is_an_error_never_no_tokens(
+    tmp_path: Path, content: str, problem: str
+) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text(content)
+    tokens = TokenFile(path)
+    with pytest.raises(TokenFileError, match=re.escape(problem)):
+        tokens.configured()
+    with pytest.raises(TokenFileError):
+        tokens.add(users=["alice"], now=NOW)
+    assert path.read_text() == content  # not overwritten
+
+
+@given(
+    ids=st.lists(st.integers(0, 50), unique=True, max_size=30),
+    limit=st.integers(1, 7),
+    removed=st.sets(st.integers(0, 50)),
+    descending=st.booleans(),
+)
+def test_a_cursor_walk_never_repeats_or_skips_what_stays(
+    ids: list[int], limit: int, removed: set[int], descending: bool
+) -> None:
+    items = [f"fact_{n:04d}" for n in ids]
+    first = paginate(items, lambda i: (i,), limit=limit, cursor=None, descending=descending)
+    seen = list(first.items)
+    # Between pages, items disappear: the walk still covers everything that stays, once.
+    remaining = [i for i in items if int(i[5:]) not in removed or i in seen]
+    cursor = first.next_cursor
+    while cursor is not None:
+        page = paginate(
+            remaining, lambda i: (i,), limit=limit, cursor=cursor, descending=descending
+        )
+        assert len(page.items) <= limit
+        seen += page.items
+        cursor = page.next_cursor
+    assert len(seen) == len(set(seen))
+    assert sorted(seen) == sorted(remaining)
+    assert seen == sorted(seen, reverse=descending)
+
+
+@pytest.mark.parametrize("cursor", ["", "!!!", "bm90IGpzb24", "WzFd"])  # "", junk, text, [1]
+def test_a_cursor_the_server_did_not_issue_is_refused(cursor: str) -> None:
+    with pytest.raises(InvalidCursor):
+        paginate(["a", "b"], lambda i: (i,), limit=1, cursor=cursor)
+
+
+def test_problems_carry_fields_never_values() -> None:
+    secret = "my bank PIN is 1234"
+    fact = problem_for(FactValidationError("content", secret, "expected at most 10 characters"))
+    assert fact.status == 422
+    assert fact.extensions["field"] == "content"
+    message = problem_for(MessageFormatError(3, "content", secret, "expected text"))
+    assert message.extensions["index"] == 3
+    for problem in (fact, message):
+        assert secret not in json.dumps(problem.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+        ("example.com", False),  # a name may resolve to anything
+    ],
+)
+def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
