@@ -94,6 +94,8 @@ def serve(settings: ServerSettings) -> None:
     """
     import uvicorn
 
+    from deermem.server.tcp import NoDelayHTTPProtocol
+
     check_startup(settings)
     check_store(settings, settings.load_config())
     # Workers are fresh processes: they read the settings from the environment.
@@ -104,6 +106,7 @@ def serve(settings: ServerSettings) -> None:
         host=settings.host,
         port=settings.port,
         workers=settings.workers,
+        http=NoDelayHTTPProtocol,
         log_config=log_config(settings.log_level),
         log_level=settings.log_level,
         access_log=False,
