@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from deermem import __version__
 from deermem._exceptions import DeerMemError
@@ -18,14 +17,18 @@ from deermem.cli import (
     demo,
     facts_cmd,
     ingest_cmd,
+    init_cmd,
     mcp_cmd,
     model_cmd,
     search_cmd,
     serve_cmd,
+    store_cmd,
     token_cmd,
+    transfer_cmd,
 )
 from deermem.cli._context import CliContext
-from deermem.cli._output import err_console
+from deermem.cli._output import print_error
+from deermem.cli._typer import CONTEXT_SETTINGS, Command, Group
 
 __all__ = ["app", "main"]
 
@@ -35,28 +38,36 @@ app = typer.Typer(
         "Long-term memory for LLM agents that forgets the right things and can say why.\n\n"
         "Start with `deermem demo` to see the capacity policies at work."
     ),
+    cls=Group,
+    context_settings=CONTEXT_SETTINGS,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
+app.command(name="init", cls=Command)(init_cmd.init)
 app.add_typer(facts_cmd.app, name="facts")
-app.command(name="ingest")(ingest_cmd.ingest)
-app.command(name="audit")(audit_cmd.audit)
-app.command(name="why")(audit_cmd.why)
+app.command(name="ingest", cls=Command)(ingest_cmd.ingest)
+app.command(name="audit", cls=Command)(audit_cmd.audit)
+app.command(name="why", cls=Command)(audit_cmd.why)
 app.add_typer(archive_cmd.app, name="archive")
-app.command(name="context")(context_cmd.context)
-app.command(name="search")(search_cmd.search)
+app.command(name="context", cls=Command)(context_cmd.context)
+app.command(name="search", cls=Command)(search_cmd.search)
+app.command(name="export", cls=Command)(transfer_cmd.export)
+app.command(name="import", cls=Command)(transfer_cmd.import_)
+app.command(name="scopes", cls=Command)(store_cmd.scopes)
+app.command(name="reindex", cls=Command)(store_cmd.reindex)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(model_cmd.app, name="model")
-app.command(name="demo")(demo.demo)
-app.command(name="serve")(serve_cmd.serve)
-app.command(name="mcp")(mcp_cmd.mcp)
+app.command(name="demo", cls=Command)(demo.demo)
+app.command(name="serve", cls=Command)(serve_cmd.serve)
+app.command(name="mcp", cls=Command)(mcp_cmd.mcp)
 app.add_typer(token_cmd.app, name="token")
 
 
 @app.command(
     name="eval",
+    cls=Command,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     add_help_option=False,
 )
@@ -100,7 +111,10 @@ def _root(
         None, "--user", envvar="DEERMEM_USER", help="User id [default: the single-user layout]."
     ),
     agent: str | None = typer.Option(
-        None, "--agent", envvar="DEERMEM_AGENT", help="Agent name [default: __default__]."
+        None,
+        "--agent",
+        envvar="DEERMEM_AGENT",
+        help="Agent name [default: `__default__`, the agent-independent bucket].",
     ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -123,10 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:
-        err_console.print(f"[bold red]error:[/] {escape(str(error))}")
+        print_error(str(error))
         return 1
     except OSError as error:
         # The file system refused (permissions, a full disk ...): its message names the file.
-        err_console.print(f"[bold red]error:[/] {escape(str(error))}")
+        print_error(str(error))
         return 1
     return 0

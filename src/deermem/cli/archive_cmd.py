@@ -8,28 +8,33 @@ from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli._context import memory_of
-from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli._output import JSON_OPTION, LIMIT_OPTION, err_console, out_console, print_json
+from deermem.cli._typer import Command, sub_app
 
 __all__ = ["app"]
 
-app = typer.Typer(
-    help="Facts that were evicted or removed: list, restore, purge.", no_args_is_help=True
-)
+app = sub_app("Facts that were evicted or removed: list, restore, purge.")
 
 
-@app.command("list")
-def list_archive(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+@app.command("list", cls=Command)
+def list_archive(
+    ctx: typer.Context, limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION
+) -> None:
     """List archived facts, newest first, with why they left.
 
-    Example: `deermem --user alice archive list --json`
+    Examples: `deermem --user alice archive list --json`,
+    `deermem --user alice archive list --limit 10` (the ten newest)
     """
-    entries = memory_of(ctx).list_archived()
+    everything = memory_of(ctx, existing=True).list_archived()
+    entries = everything[:limit] if limit else everything
     if as_json:
         print_json([entry.to_dict() for entry in entries])
         return
     if not entries:
         out_console.print("the archive is empty")
         return
+    if len(entries) < len(everything):
+        out_console.print(f"the newest {len(entries)} of {len(everything)} archived facts")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("id", "archived", "reason", "trigger", "score", "content"):
         table.add_column(column, no_wrap=column != "content", overflow="fold")
@@ -46,7 +51,7 @@ def list_archive(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     out_console.print(table)
 
 
-@app.command("restore")
+@app.command("restore", cls=Command)
 def restore(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="An archived fact id."),
@@ -74,7 +79,7 @@ def restore(
         raise typer.Exit(1)
 
 
-@app.command("purge")
+@app.command("purge", cls=Command)
 def purge(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="An archived fact id."),

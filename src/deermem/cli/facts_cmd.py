@@ -6,21 +6,28 @@ import typer
 from rich.markup import escape
 
 from deermem.cli._context import memory_of
-from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli._output import (
+    JSON_OPTION,
+    LIMIT_OPTION,
+    err_console,
+    out_console,
+    print_json,
+    read_stdin_text,
+)
 from deermem.cli._render import fact_lines, fact_table
+from deermem.cli._typer import Command, sub_app
 
 __all__ = ["app"]
 
-app = typer.Typer(
-    help="Add, list, show, edit and remove the facts of one user and agent.",
-    no_args_is_help=True,
-)
+app = sub_app("Add, list, show, edit and remove the facts of one user and agent.")
 
 
-@app.command("add")
+@app.command("add", cls=Command)
 def add(
     ctx: typer.Context,
-    content: str = typer.Argument(..., help="The fact, in plain words."),
+    content: str = typer.Argument(
+        ..., help="The fact, in plain words; `-` reads it from standard input."
+    ),
     category: str = typer.Option(
         "context", "--category", "-c", help="e.g. preference, correction."
     ),
@@ -35,8 +42,11 @@ def add(
     (`deermem why ID` explains, `deermem archive restore ID` brings one back).
     Exits with status 1 if the new fact was not kept.
 
-    Example: `deermem --user alice facts add "Prefers uv over pip" -c correction --confidence 0.9`
+    Examples: `deermem --user alice facts add "Prefers uv over pip" -c correction --confidence 0.9`,
+    `pbpaste | deermem --user alice facts add -`
     """
+    if content == "-":
+        content = read_stdin_text("the fact's content")
     memory = memory_of(ctx)
     result = memory.create_fact(content, category=category, confidence=confidence, topics=topic)
     if as_json:
@@ -55,26 +65,30 @@ def add(
         raise typer.Exit(1)
 
 
-@app.command("list")
+@app.command("list", cls=Command)
 def list_facts(
     ctx: typer.Context,
     category: str | None = typer.Option(None, "--category", "-c", help="Only this category."),
+    limit: int = LIMIT_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List the active facts, oldest first.
 
-    Example: `deermem --user alice facts list --category correction`
+    Examples: `deermem --user alice facts list --category correction`,
+    `deermem --user alice facts list --limit 5`
     """
-    memory = memory_of(ctx)
+    memory = memory_of(ctx, existing=True)
     facts = memory.list_facts(category=category)
+    shown = facts[:limit] if limit else facts
     if as_json:
-        print_json([fact.to_dict() for fact in facts])
+        print_json([fact.to_dict() for fact in shown])
         return
-    scope = memory.scope
-    out_console.print(fact_table(facts, title=f"{len(facts)} facts, {escape(str(scope))}"))
+    of = f" (the first {len(shown)} of {len(facts)})" if len(shown) < len(facts) else ""
+    title = f"{len(facts)} facts, {escape(str(memory.scope))}{of}"
+    out_console.print(fact_table(shown, title=title))
 
 
-@app.command("show")
+@app.command("show", cls=Command)
 def show(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),
@@ -84,7 +98,7 @@ def show(
 
     Example: `deermem facts show fact_1a2b3c4d --json`
     """
-    fact = memory_of(ctx).get_fact(fact_id)
+    fact = memory_of(ctx, existing=True).get_fact(fact_id)
     if as_json:
         print_json(fact.to_dict())
         return
@@ -92,7 +106,7 @@ def show(
         out_console.print(line)
 
 
-@app.command("edit")
+@app.command("edit", cls=Command)
 def edit(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),
@@ -123,7 +137,7 @@ def edit(
     out_console.print(f"updated [bold]{fact.id}[/] (revision {fact.revision})")
 
 
-@app.command("rm")
+@app.command("rm", cls=Command)
 def remove(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),

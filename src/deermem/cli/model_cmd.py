@@ -10,17 +10,18 @@ import typer
 from rich.markup import escape
 
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli._typer import Command, sub_app
 from deermem.config import ENV_PREFIX, load_config
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Check the language model used for extraction.", no_args_is_help=True)
+app = sub_app("Check the language model used for extraction.")
 
 _DEFAULT_PROMPT = "Reply with the single word: ready"
 _SHOWN_ANSWER = 500
 
 
-@app.command("check")
+@app.command("check", cls=Command)
 def check(
     file: Path | None = typer.Argument(
         None,

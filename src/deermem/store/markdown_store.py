@@ -40,6 +40,7 @@ from deermem.store._plan import CommitPlan, plan_commit
 from deermem.store.archive import archive_changes, read_archive, read_entry
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import FileChange, JournalInfo, commit_files, recover
+from deermem.store.listing import list_scopes
 from deermem.store.locks import user_lock
 from deermem.store.marks import encode_mark, read_mark
 from deermem.store.paths import ScopePaths, UserPaths, resolve_root, search_index_path
@@ -191,6 +192,9 @@ class MarkdownStore:
     def reload(self, scope: Scope) -> ScopeSnapshot:
         self._cache.drop(scope)
         return self.load(scope)
+
+    def scopes(self) -> tuple[Scope, ...]:
+        return list_scopes(self.root, self.manifest_filename)
 
     def search_index_location(self) -> Path:
         """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.
