@@ -224,3 +224,15 @@ def test_search_finds_a_fact_edited_by_hand(
         "Drinks black coffee every morning",
         "fts5",
     )
+
+
+def test_a_user_directory_whose_id_cannot_be_told_is_named_in_a_warning(
+    capsys: pytest.CaptureFixture[str], alice: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Not a name deermem derives from any id, and no fact or archived fact names its user.
+    stray = alice / "users" / "carol@example.com"
+    (stray / "agents" / "__default__" / "facts").mkdir(parents=True)
+    code, out, _ = run(capsys, "--root", str(alice), "scopes", "--json")
+    assert code == 0
+    assert [entry["user"] for entry in json.loads(out)] == ["alice"]
+    assert any(str(stray) in message for message in caplog.messages)

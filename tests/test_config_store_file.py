@@ -54,6 +54,16 @@ SETTINGS: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
 )
 
 
+def differences(read: MemoryConfig, wrote: MemoryConfig) -> dict[str, tuple[object, object]]:
+    """The settings that differ, both ways, with their types (for a failure message)."""
+    found: dict[str, tuple[object, object]] = {}
+    for key in type(read).model_fields:
+        left, right = getattr(read, key), getattr(wrote, key)
+        if left != right or type(left) is not type(right):
+            found[key] = ((type(left).__name__, left), (type(right).__name__, right))
+    return found
+
+
 @settings(max_examples=60, deadline=None)
 @given(SETTINGS)
 def test_what_is_written_reads_back_field_for_field(values: dict[str, Any]) -> None:
@@ -61,7 +71,7 @@ def test_what_is_written_reads_back_field_for_field(values: dict[str, Any]) -> N
     with tempfile.TemporaryDirectory() as root:
         assert write_store_settings(root, render_store_settings(config)) == "created"
         resolved = resolve_config(root=root, environ={})
-        assert resolved.config == config
+        assert resolved.config == config, differences(resolved.config, config)
         file = str(Path(root) / "deermem.yaml")
         chosen = {key for key in values if key != "model"}
         chosen |= {f"model.{key}" for key in values.get("model", {})}

@@ -4,10 +4,11 @@ The layout (:mod:`deermem.store.paths`) names a user's directory after a
 *safe form* of the user id, so the raw id cannot always be read from the
 name: ``alice@example.com`` lives in ``users/alice-example-com-ff8d9819fc0e12bf``.
 The raw id is stored in every fact and archived fact, so it is read back
-from one of them and accepted only if it maps to the directory's name. A
-directory whose id cannot be told that way — a derived name, and no fact
-or archived fact left in it — holds no fact to list; it is skipped with a
-warning naming it.
+from one of them and accepted only if it maps to the directory's name;
+failing that, a name made only of ``[A-Za-z0-9_-]`` is listed as the id it
+is (``--user`` with that name addresses the directory). A directory whose
+id cannot be told either way — written by something else, no fact left in
+it — holds no fact to list; it is skipped with a warning naming it.
 """
 
 from __future__ import annotations
