@@ -23,7 +23,7 @@ import yaml
 
 from deermem._exceptions import UnsafeIdentifierError
 from deermem.store.paths import JOURNAL_FILENAME, LOCK_FILENAME, RETRIEVAL_DIRNAME
-from deermem.store.scope import DEFAULT_AGENT, Scope, normalise_agent, safe_user_id
+from deermem.store.scope import DEFAULT_AGENT, Scope, is_bucket, safe_user_id
 
 __all__ = ["holds_store", "list_scopes"]
 
@@ -71,7 +71,7 @@ def list_scopes(root: Path, manifest_filename: str) -> tuple[Scope, ...]:
 
 
 def _user_scopes(user_dir: Path, user_id: str | None) -> list[Scope]:
-    agents = [name for name in _names(user_dir / _AGENTS) if _is_agent(name)]
+    agents = [name for name in _names(user_dir / _AGENTS) if is_bucket(name)]
     return [Scope(user_id, agent) for agent in agents or [DEFAULT_AGENT]]
 
 
@@ -125,13 +125,6 @@ def _safe(user_id: str) -> str | None:
         return safe_user_id(user_id)
     except UnsafeIdentifierError:
         return None
-
-
-def _is_agent(name: str) -> bool:
-    try:
-        return normalise_agent(name) == name
-    except UnsafeIdentifierError:
-        return False
 
 
 def _names(directory: Path) -> list[str]:
