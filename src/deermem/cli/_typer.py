@@ -6,6 +6,9 @@ reads as if the flag took a value. A flag's metavar set to ``""`` leaves the
 column empty; :class:`Command` and :class:`Group` do that for their own
 flags and for the help option they create, through click's public
 ``metavar`` attribute and ``get_help_option`` method.
+:func:`use_command_classes` makes every command of the application — the
+sub-applications' too, ``deermem eval``'s included — one of them, in one
+place, through typer's public ``cls`` of each registered command and group.
 
 ``-h`` works beside ``--help`` everywhere: :data:`CONTEXT_SETTINGS` on the
 root command, which every sub-command's context inherits.
@@ -19,7 +22,7 @@ from typing import Any, Final
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-__all__ = ["CONTEXT_SETTINGS", "Command", "Group", "sub_app"]
+__all__ = ["CONTEXT_SETTINGS", "Command", "Group", "use_command_classes"]
 
 CONTEXT_SETTINGS: Final[dict[str, Any]] = {"help_option_names": ["-h", "--help"]}
 
@@ -58,6 +61,21 @@ class Group(TyperGroup):
         return option
 
 
-def sub_app(help: str) -> typer.Typer:
-    """A command group such as ``deermem facts``; its commands pass ``cls=Command``."""
-    return typer.Typer(help=help, cls=Group, no_args_is_help=True, rich_markup_mode="markdown")
+def use_command_classes(app: typer.Typer) -> None:
+    """Build every command and group of ``app``, at any depth, as :class:`Command` / :class:`Group`.
+
+    Commands and groups that chose a class of their own (not typer's
+    default) keep it.
+    """
+    for command in app.registered_commands:
+        if command.cls is None or command.cls is TyperCommand:
+            command.cls = Command
+    for group in app.registered_groups:
+        chosen = group.cls
+        if (
+            not (isinstance(chosen, type) and issubclass(chosen, TyperGroup))
+            or chosen is TyperGroup
+        ):
+            group.cls = Group
+        if group.typer_instance is not None:
+            use_command_classes(group.typer_instance)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
@@ -14,11 +17,13 @@ from deermem.cli import (
     audit_cmd,
     config_cmd,
     context_cmd,
+    db_cmd,
     demo,
     facts_cmd,
     ingest_cmd,
     init_cmd,
     mcp_cmd,
+    migrate_cmd,
     model_cmd,
     search_cmd,
     serve_cmd,
@@ -28,9 +33,10 @@ from deermem.cli import (
 )
 from deermem.cli._context import CliContext
 from deermem.cli._output import print_error
-from deermem.cli._typer import CONTEXT_SETTINGS, Command, Group
+from deermem.cli._typer import CONTEXT_SETTINGS, Group, use_command_classes
+from deermem.evaluation.cli.app import app as eval_app
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "run"]
 
 app = typer.Typer(
     name="deermem",
@@ -45,43 +51,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-app.command(name="init", cls=Command)(init_cmd.init)
+app.command(name="init")(init_cmd.init)
 app.add_typer(facts_cmd.app, name="facts")
-app.command(name="ingest", cls=Command)(ingest_cmd.ingest)
-app.command(name="audit", cls=Command)(audit_cmd.audit)
-app.command(name="why", cls=Command)(audit_cmd.why)
+app.command(name="ingest")(ingest_cmd.ingest)
+app.command(name="audit")(audit_cmd.audit)
+app.command(name="why")(audit_cmd.why)
 app.add_typer(archive_cmd.app, name="archive")
-app.command(name="context", cls=Command)(context_cmd.context)
-app.command(name="search", cls=Command)(search_cmd.search)
-app.command(name="export", cls=Command)(transfer_cmd.export)
-app.command(name="import", cls=Command)(transfer_cmd.import_)
-app.command(name="scopes", cls=Command)(store_cmd.scopes)
-app.command(name="reindex", cls=Command)(store_cmd.reindex)
+app.command(name="context")(context_cmd.context)
+app.command(name="search")(search_cmd.search)
+app.command(name="export")(transfer_cmd.export)
+app.command(name="import")(transfer_cmd.import_)
+app.command(name="scopes")(store_cmd.scopes)
+app.command(name="reindex")(store_cmd.reindex)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(model_cmd.app, name="model")
-app.command(name="demo", cls=Command)(demo.demo)
-app.command(name="serve", cls=Command)(serve_cmd.serve)
-app.command(name="mcp", cls=Command)(mcp_cmd.mcp)
+app.command(name="demo")(demo.demo)
+app.command(name="serve")(serve_cmd.serve)
+app.command(name="mcp")(mcp_cmd.mcp)
 app.add_typer(token_cmd.app, name="token")
-
-
-@app.command(
-    name="eval",
-    cls=Command,
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
-def _eval(ctx: typer.Context) -> None:
-    """Reproduce the capacity-eviction evaluation (see `deermem eval --help`).
-
-    `deermem eval validate-contracts | validate | run-policy | run-qa | grade-qa |
-    verify | report`. The
-    `deermem` entry point routes `eval` to its own light command line before
-    this application is even imported; this entry lists it in `--help`.
-    """
-    from deermem.evaluation.cli import main as eval_main
-
-    raise typer.Exit(eval_main(ctx.args))
+app.add_typer(db_cmd.app, name="db")
+app.command(name="migrate")(migrate_cmd.migrate_command)
+app.add_typer(eval_app, name="eval")
+use_command_classes(app)
 
 
 def _version(value: bool) -> None:
@@ -127,10 +118,10 @@ def _root(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status.
 
-    deermem's own errors (bad configuration, invalid facts, corrupt data ...)
-    and errors of the file system (permissions, a full disk) are printed as
-    one line on stderr with exit status 1 instead of a traceback; usage
-    errors keep the status 2 that typer gives them.
+    deermem's own errors (bad configuration, invalid facts, corrupt data, an
+    evaluation that refuses ...) and errors of the file system (permissions, a
+    full disk) are printed as one line on stderr with exit status 1 instead of
+    a traceback; usage errors keep the status 2 that typer gives them.
     """
     try:
         app(args=list(argv) if argv is not None else None, prog_name="deermem")
@@ -139,8 +130,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeerMemError as error:
         print_error(str(error))
         return 1
+    except BrokenPipeError:
+        # `deermem ... | head` closed the pipe: stop quietly, as other tools do,
+        # and keep the interpreter from failing again as it flushes stdout.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as error:
-        # The file system refused (permissions, a full disk ...): its message names the file.
-        print_error(str(error))
+        # The file system refused (permissions, a full disk ...): name the file.
+        named = error.filename is not None and error.strerror is not None
+        print_error(f"{error.filename}: {error.strerror}" if named else str(error))
         return 1
     return 0
+
+
+def run() -> NoReturn:
+    """The ``deermem`` program: the console script and ``python -m deermem``."""
+    sys.exit(main())

@@ -9,14 +9,15 @@ from rich.table import Table
 
 from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, LIMIT_OPTION, err_console, out_console, print_json
-from deermem.cli._typer import Command, sub_app
 
 __all__ = ["app"]
 
-app = sub_app("Facts that were evicted or removed: list, restore, purge.")
+app = typer.Typer(
+    help="Facts that were evicted or removed: list, restore, purge.", no_args_is_help=True
+)
 
 
-@app.command("list", cls=Command)
+@app.command("list")
 def list_archive(
     ctx: typer.Context, limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION
 ) -> None:
@@ -51,7 +52,7 @@ def list_archive(
     out_console.print(table)
 
 
-@app.command("restore", cls=Command)
+@app.command("restore")
 def restore(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="An archived fact id."),
@@ -79,7 +80,7 @@ def restore(
         raise typer.Exit(1)
 
 
-@app.command("purge", cls=Command)
+@app.command("purge")
 def purge(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="An archived fact id."),

@@ -13,19 +13,19 @@ from rich.table import Table
 
 from deermem.cli._context import cli_context
 from deermem.cli._output import JSON_OPTION, out_console, print_json
-from deermem.cli._typer import Command, sub_app
 from deermem.config import ENV_PREFIX, MemoryConfig, load_config, resolve_config
+from deermem.config.database import redact_database_url
 
 __all__ = ["app"]
 
-app = sub_app("Inspect and validate configuration.")
+app = typer.Typer(help="Inspect and validate configuration.", no_args_is_help=True)
 
 IGNORE_ENV_OPTION = typer.Option(
     False, "--ignore-env", help=f"Do not apply {ENV_PREFIX}* environment variables."
 )
 
 
-@app.command("check", cls=Command)
+@app.command("check")
 def check(
     file: Path = typer.Argument(
         ..., exists=True, dir_okay=False, readable=True, help="A .toml, .yaml or .yml file."
@@ -57,7 +57,7 @@ def check(
     out_console.print("[green]valid[/]  (* differs from the default)")
 
 
-@app.command("show", cls=Command)
+@app.command("show")
 def show(
     ctx: typer.Context, ignore_env: bool = IGNORE_ENV_OPTION, as_json: bool = JSON_OPTION
 ) -> None:
@@ -120,6 +120,8 @@ def _rows(
         value, default = getattr(config, key), getattr(defaults, key)
         if isinstance(value, BaseModel) and isinstance(default, BaseModel):
             yield from _rows(value, default, f"{prefix}{key}.")
+        elif key == "store" and isinstance(value, str):
+            yield f"{prefix}{key}", redact_database_url(value) if value else value, default
         else:
             yield f"{prefix}{key}", value, default
 

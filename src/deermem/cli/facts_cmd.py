@@ -15,14 +15,15 @@ from deermem.cli._output import (
     read_stdin_text,
 )
 from deermem.cli._render import fact_lines, fact_table
-from deermem.cli._typer import Command, sub_app
 
 __all__ = ["app"]
 
-app = sub_app("Add, list, show, edit and remove the facts of one user and agent.")
+app = typer.Typer(
+    help="Add, list, show, edit and remove the facts of one user and agent.", no_args_is_help=True
+)
 
 
-@app.command("add", cls=Command)
+@app.command("add")
 def add(
     ctx: typer.Context,
     content: str = typer.Argument(
@@ -65,7 +66,7 @@ def add(
         raise typer.Exit(1)
 
 
-@app.command("list", cls=Command)
+@app.command("list")
 def list_facts(
     ctx: typer.Context,
     category: str | None = typer.Option(None, "--category", "-c", help="Only this category."),
@@ -88,7 +89,7 @@ def list_facts(
     out_console.print(fact_table(shown, title=title))
 
 
-@app.command("show", cls=Command)
+@app.command("show")
 def show(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),
@@ -106,7 +107,7 @@ def show(
         out_console.print(line)
 
 
-@app.command("edit", cls=Command)
+@app.command("edit")
 def edit(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),
@@ -137,7 +138,7 @@ def edit(
     out_console.print(f"updated [bold]{fact.id}[/] (revision {fact.revision})")
 
 
-@app.command("rm", cls=Command)
+@app.command("rm")
 def remove(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),

@@ -10,18 +10,17 @@ import typer
 from rich.markup import escape
 
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
-from deermem.cli._typer import Command, sub_app
 from deermem.config import ENV_PREFIX, load_config
 
 __all__ = ["app"]
 
-app = sub_app("Check the language model used for extraction.")
+app = typer.Typer(help="Check the language model used for extraction.", no_args_is_help=True)
 
 _DEFAULT_PROMPT = "Reply with the single word: ready"
 _SHOWN_ANSWER = 500
 
 
-@app.command("check", cls=Command)
+@app.command("check")
 def check(
     file: Path | None = typer.Argument(
         None,

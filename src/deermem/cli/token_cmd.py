@@ -12,14 +12,14 @@ from rich.table import Table
 
 from deermem.cli._context import CliContext
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
-from deermem.cli._typer import Command, sub_app
 from deermem.server.settings import ServerSettings
 from deermem.server.tokens import TokenFile
 
 __all__ = ["app"]
 
-app = sub_app(
-    "Bearer tokens for `deermem serve` and `deermem mcp --transport http`: add, list, revoke."
+app = typer.Typer(
+    help="Bearer tokens for `deermem serve` and `deermem mcp --transport http`: add, list, revoke.",
+    no_args_is_help=True,
 )
 
 STATE_DIR_OPTION = typer.Option(
@@ -49,7 +49,7 @@ def _tokens(ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None
     return TokenFile(settings.tokens_path(settings.load_config()))
 
 
-@app.command("add", cls=Command)
+@app.command("add")
 def add(
     ctx: typer.Context,
     user: list[str] = typer.Option(
@@ -80,7 +80,7 @@ def add(
     typer.echo(issued.token)
 
 
-@app.command("list", cls=Command)
+@app.command("list")
 def list_tokens(
     ctx: typer.Context,
     state_dir: Path | None = STATE_DIR_OPTION,
@@ -108,7 +108,7 @@ def list_tokens(
     out_console.print(table)
 
 
-@app.command("revoke", cls=Command)
+@app.command("revoke")
 def revoke(
     ctx: typer.Context,
     token_id: str = typer.Argument(..., metavar="ID", help="The token's id (`token list`)."),

@@ -45,6 +45,9 @@ __all__ = [
 ]
 
 ENV_PREFIX: Final = "DEERMEM_"
+# Variables read as a setting under another name: hosting platforms hand a
+# database over as ``*_DATABASE_URL``. The setting's own variable wins.
+_ENV_ALIASES: Final = {"DEERMEM_DATABASE_URL": "store"}
 DEFAULT_SOURCE: Final = "default"
 _ARGUMENT: Final = "keyword argument"
 
@@ -207,6 +210,10 @@ def _environment_values(
     variables come later, so they win.
     """
     found: list[tuple[tuple[str, ...], str, object]] = []
+    for variable, key in _ENV_ALIASES.items():
+        if variable in environ and ENV_PREFIX + key.upper() not in environ:
+            info = MemoryConfig.model_fields[key]
+            found.append(((key,), variable, _parse_env_value(environ[variable], info)))
     for key, info in MemoryConfig.model_fields.items():
         variable = ENV_PREFIX + key.upper()
         section = _section_model(info)

@@ -7,9 +7,10 @@ against the default cap of 100. The file is an ordinary configuration file
 (the keys of :class:`~deermem.config.MemoryConfig`) under a comment header;
 it sits below every explicit source — see :func:`deermem.config.resolve_config`.
 
-What it may not hold: ``storage_path`` (the file is found *at* the root, so
-it cannot move it), and secrets — the model's API key is never a setting
-anywhere (``model.api_key_env`` names the variable that holds it). Relative
+What it may not hold: ``storage_path`` and ``store`` (the file is found *at*
+a Markdown store's root, so it can neither move it nor name a database —
+whose URL may hold a password), and secrets — the model's API key is never a
+setting anywhere (``model.api_key_env`` names the variable that holds it). Relative
 paths in it (``prompts_dir``, ``patterns_dir``, ``model.model_path``) are
 relative to the root, so the store can be moved or shared whole;
 :func:`render_store_settings` writes them absolute.
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 STORE_SETTINGS_FILENAME: Final = "deermem.yaml"
-NOT_IN_STORE_FILE: Final = frozenset({"storage_path"})
+NOT_IN_STORE_FILE: Final = frozenset({"storage_path", "store"})
 """Settings a store's own file cannot hold (and :func:`render_store_settings` leaves out)."""
 
 # Settings holding a path: relative ones in a store's file are relative to its root.

@@ -72,7 +72,6 @@ from deermem.store import (
     ChangeSet,
     EvictionReceipt,
     FactWrite,
-    MarkdownStore,
     Proposal,
     Removal,
     Scope,
@@ -82,6 +81,7 @@ from deermem.store import (
     SummaryDocument,
     resolve_root,
 )
+from deermem.store.factory import open_store
 from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
 from deermem.update import FlushReport, UpdateResult
 
@@ -177,17 +177,18 @@ class Memory:
         model: ChatModel | None = None,
         keep_hidden: KeepHidden | None = None,
     ) -> Memory:
-        """Open the Markdown store at ``root``, with the settings it keeps.
+        """Open the store the configuration names, or the Markdown store at ``root``.
 
-        A store keeps its settings in ``<root>/deermem.yaml`` (``deermem
-        init``; see :mod:`deermem.config.store_file`), so a store built at a
-        cap of 10 is opened at a cap of 10 whoever opens it. What ``config``
-        was given (by its file, the environment or keyword arguments) wins
-        over that file; the file supplies the rest.
+        A Markdown store keeps its settings in ``<root>/deermem.yaml``
+        (``deermem init``; see :mod:`deermem.config.store_file`), so a store
+        built at a cap of 10 is opened at a cap of 10 whoever opens it. What
+        ``config`` was given (by its file, the environment or keyword
+        arguments) wins over that file; the file supplies the rest.
 
         Args:
-            root: the store directory; default: ``config.storage_path``, else
-                ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
+            root: a Markdown store directory; default: the configuration's
+                ``store`` (a PostgreSQL database), else ``config.storage_path``,
+                else ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
             config: the configuration; default: defaults plus ``DEERMEM_*``
                 environment variables. ``Memory.config`` is it laid over the
                 store's own settings.
@@ -204,12 +205,16 @@ class Memory:
         Raises:
             UnsafeIdentifierError: an unusable user id or agent name, or no
                 user id while ``strict_user_scope`` is on.
-            ConfigError: the store's settings file is unreadable or invalid.
+            ConfigError: ``root`` and a ``store`` database are both given, or
+                the store's settings file is unreadable or invalid.
+            DatabaseError: the configured database cannot be used.
         """
         config = config if config is not None else load_config()
-        directory = Path(root) if root is not None else resolve_root(config.storage_path)
-        config = with_store_settings(config, directory)
-        store = MarkdownStore.from_config(config, directory)
+        if not config.store:  # a Markdown store: the settings it keeps apply
+            directory = Path(root) if root is not None else resolve_root(config.storage_path)
+            config = with_store_settings(config, directory)
+            root = directory
+        store = open_store(config, root)
         return cls(
             store,
             config,

@@ -41,9 +41,13 @@ _EARLIEST = datetime.min.replace(tzinfo=UTC)
 ArchiveOrder = list[tuple[str, str]]
 
 __all__ = [
+    "ArchiveOrder",
     "archive_changes",
+    "arrival_order",
+    "beyond_bounds",
     "decode_entry",
     "encode_entry",
+    "newest_first",
     "read_archive",
     "read_entry",
 ]
@@ -54,7 +58,7 @@ def encode_entry(entry: ArchiveEntry) -> bytes:
     return (json.dumps(entry.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def decode_entry(data: bytes, path: Path, scope: Scope, expected_id: str) -> ArchiveEntry:
+def decode_entry(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> ArchiveEntry:
     """Read an archive entry strictly.
 
     Raises:
@@ -115,7 +119,21 @@ def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
         except FileNotFoundError:  # restored or pruned since the listing (no lock is held)
             continue
         entries.append(decode_entry(data, path, scope, fact_id))
+    return newest_first(entries)
+
+
+def newest_first(entries: Iterable[ArchiveEntry]) -> list[ArchiveEntry]:
+    """Archive entries as every store lists them: newest first, ties by id."""
     return sorted(entries, key=_age_key)
+
+
+def arrival_order(paths: ScopePaths) -> ArchiveOrder:
+    """The archive's entries in the order they arrived (the index, reconciled with the directory).
+
+    Raises:
+        CorruptMemoryFile: an entry the index does not know cannot be read.
+    """
+    return _current_order(paths, set())
 
 
 def archive_changes(
@@ -143,16 +161,21 @@ def archive_changes(
     order.extend((entry.fact_id, entry.archived_at) for entry in puts)
     doomed = set()
     if puts and now is not None:
-        doomed = _beyond_bounds(order, now, max_entries, max_age_days)
+        doomed = beyond_bounds(order, now, max_entries, max_age_days)
     kept = [item for item in order if item[0] not in doomed]
     changes: list[tuple[Path, bytes | None]] = [(paths.archived(i), None) for i in sorted(doomed)]
     changes.append((paths.archive_index, _encode_index(kept) if kept else None))
     return changes, doomed
 
 
-def _beyond_bounds(
+def beyond_bounds(
     order: ArchiveOrder, now: datetime, max_entries: int, max_age_days: int
 ) -> set[str]:
+    """The ids the archive's bounds remove from ``order`` (oldest arrival first).
+
+    The oldest entries beyond ``max_entries`` go (equal times: the earliest
+    arrival), and every entry older than ``max_age_days`` (0: no age limit).
+    """
     times = [parse_timestamp(archived_at) for _, archived_at in order]
     # Oldest first; unreadable times count as oldest; ties keep the arrival order.
     ranked = sorted(range(len(order)), key=lambda n: times[n] or _EARLIEST)

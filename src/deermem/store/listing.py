@@ -1,4 +1,4 @@
-"""What a Markdown store root holds: whether it is a store at all, and its scopes.
+"""What a Markdown store root holds: whether it is a store at all, and its users.
 
 The layout (:mod:`deermem.store.paths`) names a user's directory after a
 *safe form* of the user id, so the raw id cannot always be read from the
@@ -23,9 +23,9 @@ import yaml
 
 from deermem._exceptions import UnsafeIdentifierError
 from deermem.store.paths import JOURNAL_FILENAME, LOCK_FILENAME, RETRIEVAL_DIRNAME
-from deermem.store.scope import DEFAULT_AGENT, Scope, is_bucket, safe_user_id
+from deermem.store.scope import safe_user_id
 
-__all__ = ["holds_store", "list_scopes"]
+__all__ = ["holds_store", "list_users"]
 
 _log = logging.getLogger("deermem.store")
 
@@ -48,15 +48,11 @@ def holds_store(root: Path, manifest_filename: str, *, settings_filename: str) -
     return any((root / name).exists() for name in names)
 
 
-def list_scopes(root: Path, manifest_filename: str) -> tuple[Scope, ...]:
-    """Every scope under ``root``: the single-user layout's first, then users by directory.
-
-    A user with summaries but no agent directory is listed with the
-    ``__default__`` agent, so no user is left out.
-    """
-    scopes: list[Scope] = []
+def list_users(root: Path, manifest_filename: str) -> tuple[str | None, ...]:
+    """Every user under ``root``: the single-user layout's (``None``) first, then by directory."""
+    users: list[str | None] = []
     if (root / manifest_filename).is_file() or (root / _AGENTS).is_dir():
-        scopes.extend(_user_scopes(root, None))
+        users.append(None)
     for directory in _subdirectories(root / _USERS):
         user_id = _user_id(directory)
         if user_id is None:
@@ -66,13 +62,8 @@ def list_scopes(root: Path, manifest_filename: str) -> tuple[Scope, ...]:
                 directory,
             )
             continue
-        scopes.extend(_user_scopes(directory, user_id))
-    return tuple(scopes)
-
-
-def _user_scopes(user_dir: Path, user_id: str | None) -> list[Scope]:
-    agents = [name for name in _names(user_dir / _AGENTS) if is_bucket(name)]
-    return [Scope(user_id, agent) for agent in agents or [DEFAULT_AGENT]]
+        users.append(user_id)
+    return tuple(users)
 
 
 def _user_id(directory: Path) -> str | None:
