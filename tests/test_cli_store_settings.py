@@ -22,10 +22,11 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def tree_digest(root: Path) -> dict[str, str]:
+    """Every file's digest, but the derived search index's (SQLite rewrites it on closing)."""
     return {
         str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(root.rglob("*"))
-        if path.is_file()
+        if path.is_file() and ".retrieval" not in path.parts
     }
 
 
@@ -262,3 +263,24 @@ def test_sections_merge_key_by_key_across_sources(tmp_path: Path) -> None:
     assert resolved.source("model.model") == str(tmp_path / "deermem.yaml")
     assert resolved.source("model.base_url") == "environment variable DEERMEM_MODEL__BASE_URL"
     assert resolved.source("model.seed") == "default"
+
+
+def test_a_database_keeps_no_settings_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEERMEM_DATA_DIR", str(tmp_path / "data"))
+    config = tmp_path / "db.yaml"
+    config.write_text("store: postgresql://deermem:hunter2@127.0.0.1:1/db\n", "utf-8")
+    code, _, err = run(capsys, "--config", str(config), "init")
+    assert code == 1
+    assert "names a database" in err
+    assert "hunter2" not in err
+    assert list(tmp_path.iterdir()) == [config]
+    # With a directory named, the file is written for it, and never names the database.
+    root = tmp_path / "store"
+    assert run(capsys, "--root", str(root), "--config", str(config), "init")[0] == 0
+    assert "postgresql" not in (root / "deermem.yaml").read_text("utf-8")
+    (root / "deermem.yaml").write_text("store: postgresql://x@127.0.0.1:1/db\n", "utf-8")
+    with pytest.raises(ConfigError, match="store cannot be set"):
+        Memory.open(root)

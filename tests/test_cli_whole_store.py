@@ -236,3 +236,22 @@ def test_a_user_directory_whose_id_cannot_be_told_is_named_in_a_warning(
     assert code == 0
     assert [entry["user"] for entry in json.loads(out)] == ["alice"]
     assert any(str(stray) in message for message in caplog.messages)
+
+
+def test_scopes_and_reindex_on_a_database(
+    capsys: pytest.CaptureFixture[str], postgres_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "db.yaml"
+    config.write_text(f"store: {postgres_url}\n", "utf-8")
+    base = ("--config", str(config))
+    assert run(capsys, *base, "--user", "alice", "facts", "add", "Likes tea")[0] == 0
+    code, out, _ = run(capsys, *base, "scopes", "--json")
+    assert (code, json.loads(out)) == (
+        0,
+        [{"user": "alice", "agent": "__default__", "facts": 1, "archived": 0}],
+    )
+    code, out, _ = run(capsys, *base, "reindex")
+    assert (code, "keeps its search index in memory" in out) == (0, True)
+    code, out, _ = run(capsys, *base, "config", "show", "--json")
+    assert (json.loads(out)["root"], json.loads(out)["storeFile"]) == (None, None)
+    assert not (tmp_path / "deermem.yaml").exists()

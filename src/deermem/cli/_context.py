@@ -38,6 +38,14 @@ class CliContext:
     _root_dir: Path | None = field(default=None, repr=False)
     _memory: Memory | None = field(default=None, repr=False)
 
+    def _explicit(self) -> ResolvedConfig:
+        """The configuration from ``--config``, the environment and defaults: no store's file."""
+        return resolve_config(self.config_file)
+
+    def uses_database(self) -> bool:
+        """Whether the configuration names a database (``store``) and no ``--root`` is given."""
+        return self.root is None and bool(self._explicit().config.store)
+
     def store_root(self) -> Path:
         """``--root``, else ``storage_path`` (file, environment), else ``$DEERMEM_DATA_DIR``,
         else ``~/.deermem``."""
@@ -45,33 +53,42 @@ class CliContext:
             if self.root is not None:
                 self._root_dir = self.root
             else:
-                storage_path = resolve_config(self.config_file).config.storage_path
-                self._root_dir = resolve_root(storage_path)
+                self._root_dir = resolve_root(self._explicit().config.storage_path)
         return self._root_dir
 
     def root_origin(self) -> str:
         """Which option or setting chose the store root, for messages."""
         if self.root is not None:
             return "--root"
-        if resolve_config(self.config_file).config.storage_path:
+        if self._explicit().config.storage_path:
             return "storage_path"
         return "$DEERMEM_DATA_DIR" if os.environ.get("DEERMEM_DATA_DIR", "").strip() else "default"
 
     def settings(self) -> ResolvedConfig:
-        """The effective configuration and where each value came from."""
+        """The effective configuration and where each value came from.
+
+        A Markdown store's own settings file counts; a database keeps none.
+        """
         if self._settings is None:
-            self._settings = resolve_config(self.config_file, root=self.store_root())
+            if self.uses_database():
+                self._settings = self._explicit()
+            else:
+                self._settings = resolve_config(self.config_file, root=self.store_root())
         return self._settings
 
     def memory(self, *, existing: bool = False) -> Memory:
-        if existing and not self.store_root().exists():
+        database = self.uses_database()
+        if existing and not database and not self.store_root().exists():
             fail(
                 f"no store at {self.store_root()} (from {self.root_origin()}): the directory "
                 "does not exist; check the path, or create the store with `deermem init`"
             )
         if self._memory is None:
             self._memory = Memory.open(
-                self.store_root(), self.settings().config, user=self.user, agent=self.agent
+                None if database else self.store_root(),
+                self.settings().config,
+                user=self.user,
+                agent=self.agent,
             )
         return self._memory
 

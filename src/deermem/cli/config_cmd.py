@@ -71,7 +71,7 @@ def show(
     `deermem --root ./memory --config team.yaml config show --json`
     """
     state = cli_context(ctx)
-    root = state.store_root()
+    root = None if state.uses_database() else state.store_root()
     resolved = resolve_config(state.config_file, root=root, environ={} if ignore_env else None)
     rows = list(_rows(resolved.config, MemoryConfig()))
     store_file = None if resolved.store_file is None else str(resolved.store_file)
@@ -80,10 +80,12 @@ def show(
             key: {"value": _json_value(value), "source": resolved.source(key)}
             for key, value, _ in rows
         }
-        print_json({"root": str(root), "storeFile": store_file, "settings": settings})
+        where = None if root is None else str(root)
+        print_json({"root": where, "storeFile": store_file, "settings": settings})
         return
+    shown = "the database of `store`" if root is None else f"the store at {root}"
     table = Table(
-        title=f"Configuration of the store at {escape(str(root))}",
+        title=escape(f"Configuration of {shown}"),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -97,7 +99,7 @@ def show(
             key, escape(_show(value)), escape(source), style="dim" if source == "default" else None
         )
     out_console.print(table)
-    if store_file is None:
+    if store_file is None and root is not None:
         out_console.print(
             f"no settings file in {escape(str(root))}: `deermem init` writes one, so every "
             "later command on this store uses the same settings"

@@ -53,6 +53,11 @@ def init(
     """
     state = cli_context(ctx)
     resolved = resolve_config(config or state.config_file)
+    if resolved.config.store and state.root is None:
+        fail(
+            "the configuration names a database (store); a database keeps no settings file — "
+            "`deermem init` is for a Markdown store directory (--root)"
+        )
     root = state.root if state.root is not None else resolve_root(resolved.config.storage_path)
     if root.exists() and not root.is_dir():
         fail(f"{root}: not a directory")
