@@ -2,9 +2,9 @@
 
 The root command stores the options in a :class:`CliContext`. Commands that
 need the memory call :func:`memory_of`, which works out the store root,
-reads the configuration — the store's own settings file under ``--config``,
-the environment and the defaults (:func:`deermem.config.resolve_config`) —
-and opens the store once, on first use, so ``deermem --help`` or ``deermem
+reads the configuration — the defaults, the store's own settings file,
+``--config``, the environment (:func:`deermem.config.resolve_config`) — and
+opens the store once, on first use, so ``deermem --help`` or ``deermem
 demo`` never touch a store. A command that only reads passes
 ``existing=True``: a root that does not exist is then an error, not an empty
 memory that hides a mistyped path.
@@ -34,13 +34,16 @@ class CliContext:
     config_file: Path | None = None
     user: str | None = None
     agent: str | None = None
+    _explicit_settings: ResolvedConfig | None = field(default=None, repr=False)
     _settings: ResolvedConfig | None = field(default=None, repr=False)
     _root_dir: Path | None = field(default=None, repr=False)
     _memory: Memory | None = field(default=None, repr=False)
 
     def _explicit(self) -> ResolvedConfig:
         """The configuration from ``--config``, the environment and defaults: no store's file."""
-        return resolve_config(self.config_file)
+        if self._explicit_settings is None:
+            self._explicit_settings = resolve_config(self.config_file)
+        return self._explicit_settings
 
     def uses_database(self) -> bool:
         """Whether the configuration names a database (``store``) and no ``--root`` is given."""
