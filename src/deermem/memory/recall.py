@@ -10,9 +10,10 @@ The glue between the store and the pure :mod:`deermem.context` engine, for
   sidecar. It writes nothing: building a prompt is not a recall and not a
   confirmation.
 * **search** keeps the store's derived FTS5 index in step with the scope's
-  version token (the store decides where the index lives), searches it, and
-  returns each hit with its fact. It writes nothing to the store either;
-  counting hits as recalls is :meth:`Memory.record_access
+  facts — by content (:func:`~deermem.context.search_index.content_version`),
+  so a fact edited by hand is found by its new words — searches it, and
+  returns each hit with its fact. The store decides where the index lives.
+  It writes nothing to the store either; counting hits as recalls is :meth:`Memory.record_access
   <deermem.memory.Memory.record_access>`' job, and it touches only the usage
   sidecar.
 """
@@ -23,6 +24,7 @@ import dataclasses
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -37,14 +39,22 @@ from deermem.context import (
     search_facts,
 )
 from deermem.context.search import MatchType
-from deermem.context.search_index import MEMORY
+from deermem.context.search_index import MEMORY, content_version
+from deermem.memory.results import ReindexReport
 from deermem.model.fact import Fact
 from deermem.policy import POLICY_HYBRID_V1
-from deermem.store import Scope, Store
+from deermem.store import Scope, ScopeSnapshot, Store
 
-__all__ = ["SearchIndexHandle", "SearchResult", "memory_injection", "search_scope"]
+__all__ = [
+    "SearchIndexHandle",
+    "SearchResult",
+    "memory_injection",
+    "rebuild_search_index",
+    "search_scope",
+]
 
 _log = logging.getLogger("deermem.memory")
+_VERSIONS_KEPT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,25 +142,25 @@ def memory_injection(
 def search_scope(
     store: Store,
     scope: Scope,
-    index: SearchIndex | None,
+    handle: SearchIndexHandle,
     query: str,
     *,
     now: datetime,
     top_k: int,
     category: str | None,
 ) -> tuple[SearchResult, ...]:
-    """Search one scope: bring its index to the snapshot's version, then FTS5, then substrings.
+    """Search one scope: bring its index to the snapshot's content, then FTS5, then substrings.
 
     The index is synchronised with exactly the snapshot it is then read
     against, so every hit names a fact of that snapshot.
     """
     snapshot = store.load(scope)
     hits = search_facts(
-        index,
+        handle.get(store),
         scope.user_id,
         scope.agent,
         query,
-        version=snapshot.version,
+        version=handle.version_of(snapshot),
         load=lambda: snapshot.facts,
         now=now,
         top_k=top_k,
@@ -162,6 +172,41 @@ def search_scope(
         if fact is not None:
             results.append(SearchResult(fact, hit.score, hit.match_type, hit.bm25))
     return tuple(results)
+
+
+def rebuild_search_index(
+    store: Store, *, progress: Callable[[int, int], None] | None = None
+) -> ReindexReport:
+    """Rebuild the store's search index from every scope's facts.
+
+    Searches keep it in step by themselves; this is for an index that was
+    deleted, copied from elsewhere, or should be compacted. Other processes
+    may search meanwhile: a scope not rebuilt yet is rebuilt by their search.
+
+    Args:
+        store: the store whose index to rebuild.
+        progress: called with (scopes done, scopes in all) after each scope.
+
+    Raises:
+        OSError: the index cannot be written where the store keeps it.
+        SearchIndexError: the index file cannot be opened.
+    """
+    location = store.search_index_location()
+    if str(location) == MEMORY:
+        return ReindexReport(scopes=0, facts=0, location=None)
+    scopes = store.scopes()
+    facts = 0
+    with SearchIndex(location) as index:
+        index.clear()
+        for done, scope in enumerate(scopes, start=1):
+            snapshot = store.load(scope)
+            index.sync_scope(
+                scope.user_id, scope.agent, snapshot.facts, version=content_version(snapshot.facts)
+            )
+            facts += len(snapshot.facts)
+            if progress is not None:
+                progress(done, len(scopes))
+    return ReindexReport(scopes=len(scopes), facts=facts, location=str(location))
 
 
 class SearchIndexHandle:
@@ -177,6 +222,10 @@ class SearchIndexHandle:
         self._lock = threading.Lock()
         self._index: SearchIndex | None = None
         self._closer: weakref.finalize[[], SearchIndexHandle] | None = None
+        # The content token of the snapshot last searched, per scope: a store
+        # hands out the same snapshot object until the scope changes, so the
+        # digest over every fact is computed once per change, not per search.
+        self._versions: dict[tuple[str | None, str], tuple[weakref.ref[ScopeSnapshot], str]] = {}
 
     def get(self, store: Store) -> SearchIndex:
         with self._lock:
@@ -194,13 +243,19 @@ class SearchIndexHandle:
                 self._closer = weakref.finalize(self, self._index.close)
             return self._index
 
-    def mark_stale(self, store: Store, scope: Scope) -> None:
-        """Make one scope's rows re-checked at the next search (after a reload)."""
-        index = self.get(store)
-        try:
-            index.mark_stale(scope.user_id, scope.agent)
-        except SearchIndexError as error:
-            _log.warning("search index unavailable (%s); not marked stale", error)
+    def version_of(self, snapshot: ScopeSnapshot) -> str:
+        """The index version token of a snapshot's facts (see ``content_version``)."""
+        key = (snapshot.scope.user_id, snapshot.scope.agent)
+        with self._lock:
+            memo = self._versions.get(key)
+            if memo is not None and memo[0]() is snapshot:
+                return memo[1]
+        token = content_version(snapshot.facts)
+        with self._lock:
+            if len(self._versions) >= _VERSIONS_KEPT:
+                self._versions.clear()
+            self._versions[key] = (weakref.ref(snapshot), token)
+        return token
 
     def close(self) -> None:
         """Close the index connection; the next search opens it again."""
