@@ -9,28 +9,29 @@ from pathlib import Path
 from typing import NoReturn
 
 import typer
-from rich.markup import escape
 
 from deermem import __version__
 from deermem._exceptions import DeerMemError
-from deermem.cli import (
-    archive_cmd,
-    audit_cmd,
-    config_cmd,
-    context_cmd,
-    db_cmd,
-    demo,
-    facts_cmd,
-    ingest_cmd,
-    mcp_cmd,
-    migrate_cmd,
-    model_cmd,
-    search_cmd,
-    serve_cmd,
-    token_cmd,
-)
 from deermem.cli._context import CliContext
-from deermem.cli._output import err_console
+from deermem.cli._output import print_error
+from deermem.cli._typer import CONTEXT_SETTINGS, Group, use_command_classes
+from deermem.cli.archive_cmd import app as archive_app
+from deermem.cli.audit_cmd import audit, why
+from deermem.cli.config_cmd import app as config_app
+from deermem.cli.context_cmd import context
+from deermem.cli.db_cmd import app as db_app
+from deermem.cli.demo import demo
+from deermem.cli.facts_cmd import app as facts_app
+from deermem.cli.ingest_cmd import ingest
+from deermem.cli.init_cmd import init
+from deermem.cli.mcp_cmd import mcp
+from deermem.cli.migrate_cmd import migrate_command
+from deermem.cli.model_cmd import app as model_app
+from deermem.cli.search_cmd import search
+from deermem.cli.serve_cmd import serve
+from deermem.cli.store_cmd import reindex, scopes
+from deermem.cli.token_cmd import app as token_app
+from deermem.cli.transfer_cmd import export, import_
 from deermem.evaluation.cli.app import app as eval_app
 
 __all__ = ["app", "main", "run"]
@@ -41,27 +42,35 @@ app = typer.Typer(
         "Long-term memory for LLM agents that forgets the right things and can say why.\n\n"
         "Start with `deermem demo` to see the capacity policies at work."
     ),
+    cls=Group,
+    context_settings=CONTEXT_SETTINGS,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-app.add_typer(facts_cmd.app, name="facts")
-app.command(name="ingest")(ingest_cmd.ingest)
-app.command(name="audit")(audit_cmd.audit)
-app.command(name="why")(audit_cmd.why)
-app.add_typer(archive_cmd.app, name="archive")
-app.command(name="context")(context_cmd.context)
-app.command(name="search")(search_cmd.search)
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(model_cmd.app, name="model")
-app.command(name="demo")(demo.demo)
-app.command(name="serve")(serve_cmd.serve)
-app.command(name="mcp")(mcp_cmd.mcp)
-app.add_typer(token_cmd.app, name="token")
-app.add_typer(db_cmd.app, name="db")
-app.command(name="migrate")(migrate_cmd.migrate_command)
+app.command(name="init")(init)
+app.add_typer(facts_app, name="facts")
+app.command(name="ingest")(ingest)
+app.command(name="audit")(audit)
+app.command(name="why")(why)
+app.add_typer(archive_app, name="archive")
+app.command(name="context")(context)
+app.command(name="search")(search)
+app.command(name="export")(export)
+app.command(name="import")(import_)
+app.command(name="scopes")(scopes)
+app.command(name="reindex")(reindex)
+app.add_typer(config_app, name="config")
+app.add_typer(model_app, name="model")
+app.command(name="demo")(demo)
+app.command(name="serve")(serve)
+app.command(name="mcp")(mcp)
+app.add_typer(token_app, name="token")
+app.add_typer(db_app, name="db")
+app.command(name="migrate")(migrate_command)
 app.add_typer(eval_app, name="eval")
+use_command_classes(app)
 
 
 def _version(value: bool) -> None:
@@ -91,7 +100,10 @@ def _root(
         None, "--user", envvar="DEERMEM_USER", help="User id [default: the single-user layout]."
     ),
     agent: str | None = typer.Option(
-        None, "--agent", envvar="DEERMEM_AGENT", help="Agent name [default: __default__]."
+        None,
+        "--agent",
+        envvar="DEERMEM_AGENT",
+        help="Agent name [default: `__default__`, the agent-independent bucket].",
     ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -114,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:
-        _print_error(str(error))
+        print_error(str(error))
         return 1
     except BrokenPipeError:
         # `deermem ... | head` closed the pipe: stop quietly, as other tools do,
@@ -124,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         # The file system refused (permissions, a full disk ...): name the file.
         named = error.filename is not None and error.strerror is not None
-        _print_error(f"{error.filename}: {error.strerror}" if named else str(error))
+        print_error(f"{error.filename}: {error.strerror}" if named else str(error))
         return 1
     return 0
 
@@ -132,7 +144,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run() -> NoReturn:
     """The ``deermem`` program: the console script and ``python -m deermem``."""
     sys.exit(main())
-
-
-def _print_error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich import box
 from rich.markup import escape
@@ -9,7 +11,9 @@ from rich.table import Table
 
 from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, out_console, print_json
-from deermem.memory import SearchResult
+
+if TYPE_CHECKING:
+    from deermem.memory import SearchResult
 
 __all__ = ["search", "search_table"]
 
@@ -41,7 +45,9 @@ def search(
     Examples: `deermem --user alice search "package manager"`,
     `deermem --user alice search uv --category correction --top-k 3 --json`
     """
-    results = memory_of(ctx).search(query, top_k=top_k, category=category, record=not no_record)
+    results = memory_of(ctx, existing=True).search(
+        query, top_k=top_k, category=category, record=not no_record
+    )
     if as_json:
         print_json([result.to_dict() for result in results])
         return

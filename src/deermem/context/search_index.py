@@ -3,12 +3,14 @@
 The index is never the source of truth. It holds, per scope (user, agent),
 one row per fact — id, category, confidence, creation time and the indexed
 terms — plus a *version token* the caller chose when it last synchronised
-the scope (a store revision, a signature of the files: anything that changes
-when the facts do). A caller compares its current token with
+the scope. A caller compares its current token with
 :meth:`SearchIndex.is_current` and calls :meth:`SearchIndex.sync_scope` when
 they differ; the sync compares digests and rewrites only the rows that
-changed. A missing index file is created, a damaged one or one with another
-schema is deleted and rebuilt, never reported as an error: losing the index
+changed. :func:`content_version` is the token to use: a digest of what the
+index holds of each fact, so a fact edited by hand — which changes no
+revision and no store signature — is noticed at the next search. A missing
+index file is created, a damaged one or one with another schema is deleted
+and rebuilt, never reported as an error: losing the index
 costs a rebuild, nothing more. The index never writes fact data anywhere but
 into itself.
 
@@ -19,6 +21,7 @@ exactly the k best; ties break by fact id.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sqlite3
@@ -51,7 +54,7 @@ from deermem.context.search_hits import (
 from deermem.context.search_text import fts_groups
 from deermem.model.categories import category_key
 
-__all__ = ["INDEX_SCHEMA_VERSION", "MEMORY", "SearchIndex"]
+__all__ = ["INDEX_SCHEMA_VERSION", "MEMORY", "SearchIndex", "content_version"]
 
 _log = logging.getLogger(__name__)
 
@@ -60,6 +63,21 @@ MEMORY: Final = ":memory:"
 _SQLITE_CORRUPT: Final = 11
 _SQLITE_NOTADB: Final = 26
 _T = TypeVar("_T")
+
+
+def content_version(facts: Iterable[FactLike]) -> str:
+    """A version token of exactly what the index would hold for ``facts``.
+
+    The digest of every fact's indexed fields (the row digests
+    :meth:`SearchIndex.sync_scope` compares), in order: equal tokens mean
+    equal rows, whatever changed the files and however.
+    """
+    token = hashlib.blake2b(digest_size=16)
+    for fact in facts:
+        document = Document.of(fact)
+        entry = "-" if document is None else f"{document.fact_id}:{document.digest}"
+        token.update(entry.encode("utf-8", "surrogatepass") + b"\n")
+    return "c:" + token.hexdigest()
 
 
 class SearchIndex:
@@ -113,20 +131,6 @@ class SearchIndex:
         """Whether the scope was synchronised at exactly ``version`` (never for ``""``)."""
         return bool(version) and self.version(user, agent) == version
 
-    def mark_stale(self, user: str | None, agent: str) -> None:
-        """Make the scope read as out of date, whatever version token a caller holds.
-
-        For changes a token cannot see — fact files edited by hand and then
-        reloaded. The rows stay; the next :meth:`sync_scope` compares their
-        digests and rewrites only the facts that changed.
-        """
-        self._run(
-            lambda db: db.execute(
-                "UPDATE scope SET version = '' WHERE user_key = ? AND agent = ?",
-                (user_key(user), agent),
-            )
-        )
-
     # --- writing ---------------------------------------------------------------
 
     def sync_scope(
@@ -150,6 +154,17 @@ class SearchIndex:
         return self._run(
             lambda db: sync_rows(db, user_key(user), agent, documents, version, skipped)
         )
+
+    def clear(self) -> None:
+        """Forget every scope: where a full rebuild starts (``deermem reindex``)."""
+
+        def clear(db: sqlite3.Connection) -> None:
+            with transaction(db):
+                db.execute("DELETE FROM doc_fts")
+                db.execute("DELETE FROM doc")
+                db.execute("DELETE FROM scope")
+
+        self._run(clear)
 
     def remove_scope(self, user: str | None, agent: str) -> int:
         """Forget a scope entirely; returns the number of rows removed."""

@@ -2,13 +2,15 @@
 
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.facade import Clock, Memory, random_fact_id, wall_clock
-from deermem.memory.recall import SearchResult
 from deermem.memory.results import (
     CreateResult,
     Explanation,
     FactStatus,
     ImportResult,
+    ReindexReport,
     RestoreResult,
+    ScopeSummary,
+    SearchResult,
     Standing,
 )
 
@@ -19,7 +21,9 @@ __all__ = [
     "FactStatus",
     "ImportResult",
     "Memory",
+    "ReindexReport",
     "RestoreResult",
+    "ScopeSummary",
     "SearchResult",
     "Standing",
     "export_document",

@@ -10,10 +10,17 @@ never the wall clock directly, so tests and demos are reproducible.
 
 The work is done by collaborators with one job each: the store, the gate,
 :class:`~deermem.memory.updates.UpdateService` (model, queue, watermark),
-:class:`~deermem.memory.recall.SearchIndexHandle` and the pure functions of
-:mod:`deermem.memory.recall`, :mod:`deermem.memory.documents` and
-:mod:`deermem.memory.explain`; ``Memory`` holds them and binds them to one
-scope.
+:class:`~deermem.memory.search_handle.SearchIndexHandle` and the pure
+functions of :mod:`deermem.memory.recall`, :mod:`deermem.memory.documents`
+and :mod:`deermem.memory.explain`; ``Memory`` holds them and binds them to
+one scope.
+
+Opening a memory and reading facts needs only the configuration and the
+store. The prompt and search stack (:mod:`deermem.memory.recall`,
+:mod:`deermem.context`) is imported by the first method that uses it, and
+the extraction machinery by the first extraction (see
+:mod:`deermem.memory.updates`), so a command that lists facts does not wait
+for either.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from deermem._exceptions import (
@@ -32,8 +40,7 @@ from deermem._exceptions import (
     FactRevisionConflict,
     UnsafeIdentifierError,
 )
-from deermem.config import MemoryConfig, load_config
-from deermem.context import Injection, warm_tokenizer
+from deermem.config import MemoryConfig, load_config, with_store_settings
 from deermem.memory._checks import (
     check_confidence,
     check_not_duplicate,
@@ -45,8 +52,16 @@ from deermem.memory._checks import (
 )
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
-from deermem.memory.recall import SearchIndexHandle, SearchResult, memory_injection, search_scope
-from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
+from deermem.memory.results import (
+    CreateResult,
+    Explanation,
+    ImportResult,
+    ReindexReport,
+    RestoreResult,
+    ScopeSummary,
+    SearchResult,
+)
+from deermem.memory.search_handle import SearchIndexHandle
 from deermem.memory.updates import UpdateService
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
@@ -65,14 +80,16 @@ from deermem.store import (
     Section,
     Store,
     SummaryDocument,
+    resolve_root,
 )
 from deermem.store.factory import open_store
 from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
-from deermem.update import FlushReport, UpdateResult
 
-if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction only
+if TYPE_CHECKING:
+    from deermem.context import Injection
     from deermem.llm import ChatModel
     from deermem.signals import KeepHidden
+    from deermem.update import FlushReport, UpdateResult
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
@@ -165,12 +182,19 @@ class Memory:
     ) -> Memory:
         """Open the store the configuration names, or the Markdown store at ``root``.
 
+        A Markdown store keeps its settings in ``<root>/deermem.yaml``
+        (``deermem init``; see :mod:`deermem.config.store_file`), so a store
+        built at a cap of 10 is opened at a cap of 10 whoever opens it. What
+        ``config`` was given (by its file, the environment or keyword
+        arguments) wins over that file; the file supplies the rest.
+
         Args:
             root: a Markdown store directory; default: the configuration's
                 ``store`` (a PostgreSQL database), else ``config.storage_path``,
                 else ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
             config: the configuration; default: defaults plus ``DEERMEM_*``
-                environment variables.
+                environment variables. ``Memory.config`` is it laid over the
+                store's own settings.
             user: the user id (``None``: the single-user layout).
             agent: the agent name (``None``: the ``__default__`` bucket).
             clock: the time source of every decision (aware UTC datetimes).
@@ -184,7 +208,8 @@ class Memory:
         Raises:
             UnsafeIdentifierError: an unusable user id or agent name, or no
                 user id while ``strict_user_scope`` is on.
-            ConfigError: ``root`` and a ``store`` database are both given.
+            ConfigError: ``root`` and a ``store`` database are both given, or
+                the store's settings file is unreadable or invalid.
             DatabaseError: the configured database cannot be used.
         """
         memory = cls.open_unscoped(
@@ -214,6 +239,10 @@ class Memory:
         The arguments are those of :meth:`open`.
         """
         config = config if config is not None else load_config()
+        if not config.store:  # a Markdown store: the settings it keeps apply
+            directory = Path(root) if root is not None else resolve_root(config.storage_path)
+            config = with_store_settings(config, directory)
+            root = directory
         store = open_store(config, root)
         return cls(
             store,
@@ -301,6 +330,8 @@ class Memory:
         Returns:
             Whether both are ready.
         """
+        from deermem.context import warm_tokenizer
+
         tokens = self.config.token_counting != "tiktoken" or warm_tokenizer()
         index = self._search_index.get(self.store) is not None
         return tokens and index
@@ -341,12 +372,11 @@ class Memory:
     def reload(self) -> ScopeSnapshot:
         """Re-read the scope from disk (after editing fact files by hand).
 
-        The scope's search index is re-checked at the next search too: hand
-        edits do not change the version token it is kept in step with.
+        A process keeps a scope cached while the user's ``memory.json`` is
+        unchanged, which a hand edit does not change. Search needs nothing
+        more: its index follows the content of the facts it is given.
         """
-        snapshot = self.store.reload(self.scope)
-        self._search_index.mark_stale(self.store, self.scope)
-        return snapshot
+        return self.store.reload(self.scope)
 
     def export_document(self) -> dict[str, object]:
         """Summaries and every fact with every field (see :mod:`deermem.memory.documents`)."""
@@ -370,6 +400,19 @@ class Memory:
         if entry is None or entry.expired(self.now(), self.config.archive_max_age_days):
             raise FactNotFoundError(fact_id, where="archive")
         return entry
+
+    def scopes(self) -> tuple[ScopeSummary, ...]:
+        """Every user and agent in the store, with its fact and archive counts.
+
+        Store-wide: the same whatever scope this memory is bound to.
+        """
+        now = self.now()
+        return tuple(
+            ScopeSummary(
+                scope, len(self.store.load(scope).facts), len(self.store.archive(scope, now))
+            )
+            for scope in self.store.scopes()
+        )
 
     # --- adding facts: always through the gate -----------------------------------
 
@@ -665,6 +708,8 @@ class Memory:
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
+        from deermem.memory.recall import memory_injection
+
         return memory_injection(
             self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
         )
@@ -705,10 +750,12 @@ class Memory:
                 A store this process may not write is searched all the same,
                 without counting (said once, in a warning).
         """
+        from deermem.memory.recall import search_scope
+
         results = search_scope(
             self.store,
             self.scope,
-            self._search_index.get(self.store),
+            self._search_index,
             query,
             now=self.now(),
             top_k=top_k,
@@ -725,6 +772,21 @@ class Memory:
                     self._unrecorded_said = True
                     _log.warning("search hits are not counted as recalls: %s", error)
         return results
+
+    def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
+        """Rebuild the store's search index from every scope's facts (store-wide).
+
+        Args:
+            progress: called with (scopes done, scopes in all) after each scope.
+
+        Raises:
+            OSError: the index cannot be written where the store keeps it.
+            SearchIndexError: the index file cannot be opened.
+        """
+        from deermem.memory.recall import rebuild_search_index
+
+        self._search_index.close()  # this memory's next search reopens it
+        return rebuild_search_index(self.store, progress=progress)
 
     # --- learning from conversations --------------------------------------------
 

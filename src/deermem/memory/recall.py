@@ -10,24 +10,23 @@ The glue between the store and the pure :mod:`deermem.context` engine, for
   sidecar. It writes nothing: building a prompt is not a recall and not a
   confirmation.
 * **search** keeps the store's derived FTS5 index in step with the scope's
-  version token (the store decides where the index lives), searches it, and
-  returns each hit with its fact. It writes nothing to the store either;
-  counting hits as recalls is :meth:`Memory.record_access
+  facts — by content (:func:`~deermem.context.search_index.content_version`),
+  so a fact edited by hand is found by its new words — searches it, and
+  returns each hit with its fact. The store decides where the index lives.
+  It writes nothing to the store either; counting hits as recalls is :meth:`Memory.record_access
   <deermem.memory.Memory.record_access>`' job, and it touches only the usage
   sidecar.
+
+``Memory`` imports this module with its first prompt or search.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-import threading
-import weakref
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from deermem._exceptions import SearchIndexError
-from deermem.config import MemoryConfig
 from deermem.context import (
     Injection,
     InjectionSettings,
@@ -36,59 +35,16 @@ from deermem.context import (
     build_injection,
     search_facts,
 )
-from deermem.context.search import MatchType
-from deermem.context.search_index import MEMORY
-from deermem.model.fact import Fact
+from deermem.context.search_index import MEMORY, content_version
+from deermem.memory.results import ReindexReport, SearchResult
 from deermem.policy import POLICY_HYBRID_V1
-from deermem.store import Scope, Store
 
-__all__ = ["SearchIndexHandle", "SearchResult", "memory_injection", "search_scope"]
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+    from deermem.memory.search_handle import SearchIndexHandle
+    from deermem.store import Scope, Store
 
-_log = logging.getLogger("deermem.memory")
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """One search hit with its fact.
-
-    Attributes:
-        fact: the fact as stored.
-        score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` matches,
-            the confidence for ``substring`` matches; higher is better.
-        match_type: ``fts5`` or ``substring`` (the fallback).
-        bm25: FTS5's raw BM25 (negative; more negative is better), ``None``
-            for substring matches.
-    """
-
-    fact: Fact
-    score: float
-    match_type: MatchType
-    bm25: float | None = None
-
-    @property
-    def fact_id(self) -> str:
-        return self.fact.id
-
-    @property
-    def content(self) -> str:
-        return self.fact.content
-
-    @property
-    def category(self) -> str:
-        """The category as shown to people: an ``other`` fact's own label."""
-        return self.fact.categoryExtension or self.fact.category
-
-    @property
-    def confidence(self) -> float:
-        return self.fact.confidence
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "fact": self.fact.to_dict(),
-            "score": self.score,
-            "matchType": self.match_type,
-            "bm25": self.bm25,
-        }
+__all__ = ["memory_injection", "rebuild_search_index", "search_scope"]
 
 
 def memory_injection(
@@ -132,25 +88,25 @@ def memory_injection(
 def search_scope(
     store: Store,
     scope: Scope,
-    index: SearchIndex | None,
+    handle: SearchIndexHandle,
     query: str,
     *,
     now: datetime,
     top_k: int,
     category: str | None,
 ) -> tuple[SearchResult, ...]:
-    """Search one scope: bring its index to the snapshot's version, then FTS5, then substrings.
+    """Search one scope: bring its index to the snapshot's content, then FTS5, then substrings.
 
     The index is synchronised with exactly the snapshot it is then read
     against, so every hit names a fact of that snapshot.
     """
     snapshot = store.load(scope)
     hits = search_facts(
-        index,
+        handle.get(store),
         scope.user_id,
         scope.agent,
         query,
-        version=snapshot.version,
+        version=handle.version_of(snapshot),
         load=lambda: snapshot.facts,
         now=now,
         top_k=top_k,
@@ -164,48 +120,36 @@ def search_scope(
     return tuple(results)
 
 
-class SearchIndexHandle:
-    """The store's search index, opened on first use and shared by a memory's views.
+def rebuild_search_index(
+    store: Store, *, progress: Callable[[int, int], None] | None = None
+) -> ReindexReport:
+    """Rebuild the store's search index from every scope's facts.
 
-    Opening never fails a search: when the store cannot provide a location (a
-    read-only store) or the index cannot be opened there, :meth:`get` says so
-    once, in a warning, and keeps an index in memory instead — rebuilt from
-    the facts, so searches rank exactly as with the file.
+    Searches keep it in step by themselves; this is for an index that was
+    deleted, copied from elsewhere, or should be compacted. Other processes
+    may search meanwhile: a scope not rebuilt yet is rebuilt by their search.
+
+    Args:
+        store: the store whose index to rebuild.
+        progress: called with (scopes done, scopes in all) after each scope.
+
+    Raises:
+        OSError: the index cannot be written where the store keeps it.
+        SearchIndexError: the index file cannot be opened.
     """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._index: SearchIndex | None = None
-        self._closer: weakref.finalize[[], SearchIndexHandle] | None = None
-
-    def get(self, store: Store) -> SearchIndex:
-        with self._lock:
-            if self._index is None:
-                try:
-                    self._index = SearchIndex(store.search_index_location())
-                except (OSError, SearchIndexError) as error:
-                    _log.warning(
-                        "the search index cannot be kept on disk (%s); searching with an "
-                        "index in memory, rebuilt for this process",
-                        error,
-                    )
-                    self._index = SearchIndex(MEMORY)
-                # Closed with the last memory that shares it, if nobody calls close().
-                self._closer = weakref.finalize(self, self._index.close)
-            return self._index
-
-    def mark_stale(self, store: Store, scope: Scope) -> None:
-        """Make one scope's rows re-checked at the next search (after a reload)."""
-        index = self.get(store)
-        try:
-            index.mark_stale(scope.user_id, scope.agent)
-        except SearchIndexError as error:
-            _log.warning("search index unavailable (%s); not marked stale", error)
-
-    def close(self) -> None:
-        """Close the index connection; the next search opens it again."""
-        with self._lock:
-            if self._closer is not None:
-                self._closer()  # closes the index, once
-            self._index = None
-            self._closer = None
+    location = store.search_index_location()
+    if str(location) == MEMORY:
+        return ReindexReport(scopes=0, facts=0, location=None)
+    scopes = store.scopes()
+    facts = 0
+    with SearchIndex(location) as index:
+        index.clear()
+        for done, scope in enumerate(scopes, start=1):
+            snapshot = store.load(scope)
+            index.sync_scope(
+                scope.user_id, scope.agent, snapshot.facts, version=content_version(snapshot.facts)
+            )
+            facts += len(snapshot.facts)
+            if progress is not None:
+                progress(done, len(scopes))
+    return ReindexReport(scopes=len(scopes), facts=facts, location=str(location))

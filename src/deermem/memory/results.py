@@ -9,17 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from deermem.model.fact import Fact
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
+from deermem.store.scope import Scope
+
+if TYPE_CHECKING:
+    from deermem.context.search import MatchType
 
 __all__ = [
     "CreateResult",
     "Explanation",
     "FactStatus",
     "ImportResult",
+    "ReindexReport",
     "RestoreResult",
+    "ScopeSummary",
+    "SearchResult",
     "Standing",
 ]
 
@@ -179,4 +186,89 @@ class Explanation:
                 key: value for key, value in self.archive_entry.to_dict().items() if key != "fact"
             },
             "standing": None if self.standing is None else self.standing.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSummary:
+    """One user and agent of a store, and how much it holds (:meth:`Memory.scopes`).
+
+    Attributes:
+        scope: the user (``None``: the single-user layout) and agent.
+        facts: active facts.
+        archived: archived facts (within ``archive_max_age_days``).
+    """
+
+    scope: Scope
+    facts: int
+    archived: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "user": self.scope.user_id,
+            "agent": self.scope.agent,
+            "facts": self.facts,
+            "archived": self.archived,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReindexReport:
+    """What :meth:`Memory.reindex` rebuilt.
+
+    Attributes:
+        scopes: the scopes indexed.
+        facts: the facts indexed.
+        location: the index file, or ``None`` for a store whose index lives in memory.
+    """
+
+    scopes: int
+    facts: int
+    location: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"scopes": self.scopes, "facts": self.facts, "location": self.location}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One search hit with its fact.
+
+    Attributes:
+        fact: the fact as stored.
+        score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` matches,
+            the confidence for ``substring`` matches; higher is better.
+        match_type: ``fts5`` or ``substring`` (the fallback).
+        bm25: FTS5's raw BM25 (negative; more negative is better), ``None``
+            for substring matches.
+    """
+
+    fact: Fact
+    score: float
+    match_type: MatchType
+    bm25: float | None = None
+
+    @property
+    def fact_id(self) -> str:
+        return self.fact.id
+
+    @property
+    def content(self) -> str:
+        return self.fact.content
+
+    @property
+    def category(self) -> str:
+        """The category as shown to people: an ``other`` fact's own label."""
+        return self.fact.categoryExtension or self.fact.category
+
+    @property
+    def confidence(self) -> float:
+        return self.fact.confidence
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "fact": self.fact.to_dict(),
+            "score": self.score,
+            "matchType": self.match_type,
+            "bm25": self.bm25,
         }

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Final
 import psycopg
 from psycopg_pool import ConnectionPool
 
+import deermem.store.postgres.rows as rows
 from deermem._exceptions import FactNotFoundError, StoreLockTimeout
 from deermem.config.database import redact_database_url
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
@@ -50,14 +51,13 @@ from deermem.model.fact import FACT_ID_PATTERN, Fact
 from deermem.store._plan import plan_changes
 from deermem.store.archive import newest_first
 from deermem.store.cache import ScopeCache
-from deermem.store.postgres import rows
 from deermem.store.postgres.commit import Bounds, CommitWriter, put_usage
 from deermem.store.postgres.connection import Connection, connect, translated
 from deermem.store.postgres.schema import check_schema
 from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, SummaryDocument
 from deermem.store.reading import patched_snapshot, sort_facts
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
-from deermem.store.scope import Scope
+from deermem.store.scope import DEFAULT_AGENT, Scope
 from deermem.store.sidecars import count_recalls
 
 if TYPE_CHECKING:
@@ -360,6 +360,17 @@ class PostgresStore:
         """The agents a user has anything stored for, sorted."""
         with self._connection() as connection:
             return agents_of(connection, rows.user_key(Scope.of(user_id)))
+
+    def scopes(self) -> tuple[Scope, ...]:
+        """Every user's agents; a user with summaries alone, with its ``__default__`` agent."""
+        found: list[Scope] = []
+        with self._connection() as connection:
+            users = connection.execute("SELECT user_id FROM deermem_users ORDER BY user_id")
+            for (key,) in users.fetchall():
+                user_id = rows.user_of(key)
+                agents = agents_of(connection, key) or (DEFAULT_AGENT,)
+                found.extend(Scope(user_id, agent) for agent in agents)
+        return tuple(found)
 
     def _label(self, table: str, scope: Scope, key: str | None = None) -> str:
         return rows.row_label(self.address, f"deermem_{table}", scope, key)
