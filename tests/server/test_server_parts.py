@@ -173,12 +173,18 @@ def test_connections_to_a_socket_bound_for_workers_have_nagle_off(
         config.load()
         state = ServerState()
         server = await asyncio.get_running_loop().create_server(
-            lambda: config.http_protocol_class(config=config, server_state=state),  # type: ignore[call-arg]
+            lambda: config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=state, app_state={}
+            ),
             sock=listener,
         )
         _, writer = await asyncio.open_connection(*listener.getsockname())
-        while not state.connections:
-            await asyncio.sleep(0.01)
+
+        async def accepted() -> None:
+            while not state.connections:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(accepted(), timeout=10)
         [connection] = state.connections
         accepted = connection.transport.get_extra_info("socket")
         option = int(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
