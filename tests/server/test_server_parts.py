@@ -180,11 +180,11 @@ def test_connections_to_a_socket_bound_for_workers_have_nagle_off(
         )
         _, writer = await asyncio.open_connection(*listener.getsockname())
 
-        async def accepted() -> None:
+        async def recorded() -> None:
             while not state.connections:
                 await asyncio.sleep(0.01)
 
-        await asyncio.wait_for(accepted(), timeout=10)
+        await asyncio.wait_for(recorded(), timeout=10)
         [connection] = state.connections
         accepted = connection.transport.get_extra_info("socket")
         option = int(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
