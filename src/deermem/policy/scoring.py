@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "FactLike",
     "Scores",
+    "Signals",
     "access_heat",
     "as_utc",
     "coerce_confidence",
@@ -43,6 +44,7 @@ __all__ = [
     "decay",
     "elapsed_days",
     "fact_id_of",
+    "named_components",
     "read_timestamp",
     "score_facts",
     "usable_heat",
@@ -172,6 +174,22 @@ def fact_id_of(value: object) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
+Signals: TypeAlias = tuple[float, float, float]
+"""A ``hybrid-v1`` score's (confidence, confirmation freshness, access heat)."""
+
+
+def named_components(score: float, signals: Signals | None) -> dict[str, float]:
+    """The signals a score was summed from, by name.
+
+    ``signals`` is ``None`` under ``confidence``, where the score is the
+    confidence itself.
+    """
+    if signals is None:
+        return {"confidence": score}
+    confidence, freshness, heat = signals
+    return {"confidence": confidence, "confirmationFreshness": freshness, "accessHeat": heat}
+
+
 @dataclass(frozen=True, slots=True)
 class Scores:
     """Every fact's score under one policy, by input position, and the signals behind it.
@@ -184,14 +202,12 @@ class Scores:
     """
 
     values: list[float]
-    signals: list[tuple[float, float, float]] | None
+    signals: list[Signals] | None
 
     def components(self, index: int) -> dict[str, float]:
         """The signals the score of the fact at ``index`` was summed from, by name."""
-        if self.signals is None:
-            return {"confidence": self.values[index]}
-        confidence, freshness, heat = self.signals[index]
-        return {"confidence": confidence, "confirmationFreshness": freshness, "accessHeat": heat}
+        signals = None if self.signals is None else self.signals[index]
+        return named_components(self.values[index], signals)
 
 
 def score_facts(
@@ -219,7 +235,7 @@ def score_facts(
     weights = (policy.confidence_weight, policy.confirmation_weight, policy.access_weight)
     confirmation_half_life = policy.confirmation_half_life_days
     values: list[float] = []
-    signals: list[tuple[float, float, float]] = []
+    signals: list[Signals] = []
     for fact in facts:
         confidence = coerce_confidence(fact.get("confidence"))
         freshness = confirmation_freshness(
