@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from deermem.store import (
     UsageEntry,
 )
 from deermem.store.protocol import StoreTransaction
+from deermem.store.regret_records import ShadowMark
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 SCOPE = Scope.of("alice")
@@ -184,6 +185,14 @@ class CountingTransaction:
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return self.inner.archived(fact_id)
+
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        return self.inner.archived_matches(contents, now)
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        return self.inner.shadow_marks()
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         return self.inner.commit(changes)

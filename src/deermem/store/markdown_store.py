@@ -16,15 +16,17 @@ composes:
 * **bookkeeping** — in the same journaled commit as the facts: receipts
   appended to the audit, usage entries of deleted facts dropped (and those of
   restored facts put back), the archive's index updated and its bounds
-  applied, so after any crash every eviction has its receipt and archive
-  entry, and a receipt returned to a caller is in the audit.
+  applied, regret events appended and shadow marks set
+  (:mod:`~deermem.store.regret_log`), so after any crash every eviction has
+  its receipt and archive entry, every relearned fact its regret event, and
+  a receipt returned to a caller is in the audit.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
@@ -35,9 +37,15 @@ from deermem._exceptions import FactNotFoundError
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.model.timestamps import format_timestamp
-from deermem.store import sidecars
+from deermem.store import regret_log, sidecars
 from deermem.store._plan import CommitPlan, plan_commit
-from deermem.store.archive import archive_changes, read_archive, read_entry
+from deermem.store.archive import (
+    archive_changes,
+    archive_listing,
+    archive_matches,
+    read_archive,
+    read_entry,
+)
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import FileChange, JournalInfo, commit_files, recover
 from deermem.store.locks import user_lock
@@ -59,6 +67,7 @@ from deermem.store.reading import (
     sort_facts,
 )
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
+from deermem.store.regret_records import RegretEvent, ShadowMark
 from deermem.store.scope import Scope
 
 if TYPE_CHECKING:
@@ -80,6 +89,7 @@ class MarkdownStore:
         archive_max_entries: archive entries kept per agent.
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
         access_half_life_days: half-life of recall heat in the usage sidecar.
+        regret_max_events: regret events kept per agent; 0 records none.
     """
 
     def __init__(
@@ -92,6 +102,7 @@ class MarkdownStore:
         archive_max_entries: int = 1000,
         archive_max_age_days: int = 365,
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
+        regret_max_events: int = 1000,
     ) -> None:
         self.root = Path(root)
         self.manifest_filename = manifest_filename
@@ -100,6 +111,7 @@ class MarkdownStore:
         self.archive_max_entries = archive_max_entries
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
+        self.regret_max_events = regret_max_events
         self._cache = ScopeCache()
         self._users: dict[str | None, UserPaths] = {}
 
@@ -114,6 +126,7 @@ class MarkdownStore:
             archive_max_entries=config.archive_max_entries,
             archive_max_age_days=config.archive_max_age_days,
             access_half_life_days=config.eviction_access_half_life_days,
+            regret_max_events=config.regret_max_events,
         )
 
     def __repr__(self) -> str:
@@ -224,6 +237,22 @@ class MarkdownStore:
         entries = read_archive(paths, scope)
         return tuple(e for e in entries if not e.expired(now, self.archive_max_age_days))
 
+    def archived_matches(
+        self, scope: Scope, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        paths = self._settled(scope).agent(scope.agent)
+        return archive_matches(paths, scope, contents, now, self.archive_max_age_days)
+
+    def archive_listing(self, scope: Scope, now: datetime) -> Mapping[str, str]:
+        paths = self._settled(scope).agent(scope.agent)
+        return archive_listing(paths, now, self.archive_max_age_days)
+
+    def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
+        return regret_log.read_regret_events(self._settled(scope).agent(scope.agent).regret_events)
+
+    def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
+        return regret_log.read_shadow_marks(self._settled(scope).agent(scope.agent).shadow_marks)
+
     # --- writing --------------------------------------------------------------
 
     @contextmanager
@@ -236,18 +265,37 @@ class MarkdownStore:
         with self.transaction(scope) as transaction:
             return transaction.commit(changes)
 
-    def record_access(self, scope: Scope, fact_ids: Iterable[str], now: datetime) -> None:
+    def record_access(
+        self,
+        scope: Scope,
+        fact_ids: Iterable[str],
+        now: datetime,
+        *,
+        regret: Sequence[RegretEvent] = (),
+    ) -> None:
         wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
-        if not wanted:
+        if not wanted and not regret:
             return
         user = self._user(scope)
+        paths = user.agent(scope.agent)
         with self._locked(scope, user):
-            snapshot = self._snapshot(scope, user)
-            present = [fact_id for fact_id in wanted if fact_id in snapshot]
-            if present:
-                sidecars.record_access(
-                    user.agent(scope.agent).usage, present, now, self.access_half_life_days
-                )
+            files: list[FileChange] = []
+            events = regret_log.regret_after_commit(
+                paths.regret_events, regret, self.regret_max_events
+            )
+            if events is not None:
+                files.append(FileChange(*events))
+            if wanted:
+                snapshot = self._snapshot(scope, user)
+                present = [fact_id for fact_id in wanted if fact_id in snapshot]
+                if present:
+                    usage = sidecars.usage_after_access(
+                        paths.usage, present, now, self.access_half_life_days
+                    )
+                    files.append(FileChange(*usage))
+            if files:
+                revision = read_manifest(user)[0].revision
+                commit_files(user, files, JournalInfo(scope.agent, revision, revision, ()))
 
     def purge(self, scope: Scope, fact_id: str) -> None:
         user = self._user(scope)
@@ -323,9 +371,10 @@ class MarkdownStore:
     ) -> list[FileChange]:
         """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``.
 
-        The bookkeeping — the audit, the usage sidecar, the archive's index and
-        bounds, the thread marks — is computed before anything is written, so a file it cannot
-        read (a malformed audit) stops the commit before it starts. Each file
+        The bookkeeping — the audit, the usage sidecar, the regret sidecars,
+        the archive's index and bounds, the thread marks — is computed before
+        anything is written, so a file it cannot read (a malformed audit)
+        stops the commit before it starts. Each file
         appears once; ``memory.json`` comes last.
         """
         book = [
@@ -340,6 +389,10 @@ class MarkdownStore:
                     self.audit_max_entries,
                     forget=deleted if changes.forget_in_audit else [],
                 ),
+                regret_log.regret_after_commit(
+                    paths.regret_events, changes.regret_events, self.regret_max_events
+                ),
+                regret_log.shadow_marks_after_commit(paths.shadow_marks, changes.shadow_marks),
             )
             if change is not None
         ]
@@ -387,6 +440,15 @@ class MarkdownTransaction:
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return read_entry(self._paths, self._scope, fact_id)
+
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        max_age = self._store.archive_max_age_days
+        return archive_matches(self._paths, self._scope, contents, now, max_age)
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        return regret_log.read_shadow_marks(self._paths.shadow_marks)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         result, self._snapshot = self._store._commit_locked(

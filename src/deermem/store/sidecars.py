@@ -32,16 +32,17 @@ from pathlib import Path
 from deermem._exceptions import CorruptMemoryFile
 from deermem.model.timestamps import format_timestamp, parse_timestamp
 from deermem.policy import decay, elapsed_days
-from deermem.store.atomic import replace_files
 from deermem.store.records import EvictionReceipt, UsageEntry
 
 __all__ = [
     "SidecarChange",
     "audit_after_commit",
+    "encode_json",
     "read_audit",
+    "read_json",
     "read_usage",
-    "record_access",
     "strip_audit_events",
+    "usage_after_access",
     "usage_after_commit",
 ]
 
@@ -51,8 +52,8 @@ SidecarChange = tuple[Path, bytes | None]
 _log = logging.getLogger("deermem.store")
 
 
-def _read_json(path: Path) -> object | None:
-    """The sidecar's JSON, or ``None`` when it is missing.
+def read_json(path: Path) -> object | None:
+    """A sidecar's JSON, or ``None`` when it is missing.
 
     Raises:
         ValueError: the file is not JSON (``UnicodeDecodeError``, ``JSONDecodeError``).
@@ -65,7 +66,7 @@ def _read_json(path: Path) -> object | None:
     return value
 
 
-def _encode_json(value: list[object] | dict[str, object]) -> bytes:
+def encode_json(value: list[object] | dict[str, object]) -> bytes:
     """One receipt (or one fact's usage) per line, so the files read and diff line by line."""
     if isinstance(value, dict):
         items = [f"{json.dumps(k, ensure_ascii=False)}: {_compact(v)}" for k, v in value.items()]
@@ -86,7 +87,7 @@ def _compact(value: object) -> str:
 def read_usage(path: Path) -> dict[str, UsageEntry]:
     """The usage sidecar; malformed entries are dropped, a malformed file reads as empty."""
     try:
-        raw = _read_json(path)
+        raw = read_json(path)
     except ValueError as error:
         _log.warning("ignoring malformed sidecar %s: %s", path, error)
         return {}
@@ -105,20 +106,19 @@ def read_usage(path: Path) -> dict[str, UsageEntry]:
     return usage
 
 
-def _write_usage(path: Path, usage: Mapping[str, UsageEntry]) -> None:
-    replace_files([_usage_change(path, usage)])
-
-
 def _usage_change(path: Path, usage: Mapping[str, UsageEntry]) -> SidecarChange:
     if not usage:
         return path, None
-    return path, _encode_json({key: usage[key].to_dict() for key in sorted(usage)})
+    return path, encode_json({key: usage[key].to_dict() for key in sorted(usage)})
 
 
-def record_access(
+def usage_after_access(
     path: Path, fact_ids: Iterable[str], now: datetime, half_life_days: float
-) -> None:
-    """Count one recall of each fact: heat × 2^(−Δdays/half-life) + 1, count + 1."""
+) -> SidecarChange:
+    """The usage sidecar after one recall of each fact.
+
+    Each fact's heat becomes heat × 2^(−Δdays/half-life) + 1; its count grows by 1.
+    """
     usage = read_usage(path)
     stamp = format_timestamp(now)
     for fact_id in dict.fromkeys(fact_ids):
@@ -133,7 +133,7 @@ def record_access(
         usage[fact_id] = UsageEntry(
             access_heat=heat + 1.0, access_count=count + 1, last_accessed_at=stamp
         )
-    _write_usage(path, usage)
+    return _usage_change(path, usage)
 
 
 def usage_after_commit(
@@ -164,7 +164,7 @@ def _raw_events(path: Path) -> list[object]:
         CorruptMemoryFile: the file is not a JSON list.
     """
     try:
-        raw = _read_json(path)
+        raw = read_json(path)
     except ValueError as error:
         raise CorruptMemoryFile(path, f"the eviction audit is not valid JSON: {error}") from None
     if raw is None:
@@ -216,9 +216,9 @@ def audit_after_commit(
     if not appending:
         if kept == events:
             return None
-        return path, _encode_json(kept) if kept else None
+        return path, encode_json(kept) if kept else None
     kept = [*kept, *(receipt.to_dict() for receipt in receipts)]
-    return path, _encode_json(kept[-max_entries:])
+    return path, encode_json(kept[-max_entries:])
 
 
 def strip_audit_events(events: Sequence[object], ids: set[str]) -> list[object]:
