@@ -19,6 +19,7 @@ from deermem.cli import (
     facts_cmd,
     ingest_cmd,
     model_cmd,
+    regret_cmd,
     search_cmd,
     serve_cmd,
     token_cmd,
@@ -44,6 +45,7 @@ app.command(name="ingest")(ingest_cmd.ingest)
 app.command(name="audit")(audit_cmd.audit)
 app.command(name="why")(audit_cmd.why)
 app.add_typer(archive_cmd.app, name="archive")
+app.command(name="regret")(regret_cmd.regret)
 app.command(name="context")(context_cmd.context)
 app.command(name="search")(search_cmd.search)
 app.add_typer(config_cmd.app, name="config")

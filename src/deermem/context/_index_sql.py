@@ -11,8 +11,8 @@ import hashlib
 import json
 import math
 import sqlite3
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Final
 
 from deermem.context.search_hits import FactFields, FactLike, SyncReport, micros
@@ -26,22 +26,30 @@ __all__ = [
     "SCOPE_SHIFT",
     "SEARCH_SQL",
     "Document",
+    "archive_range",
+    "archive_tokens",
     "delete_rows",
     "ensure_exp",
+    "library_range",
     "row_range",
     "schema_ok",
     "scope_id_of",
+    "sync_archive_rows",
     "sync_rows",
     "transaction",
     "user_key",
 ]
 
-INDEX_SCHEMA_VERSION: Final = "2"
+INDEX_SCHEMA_VERSION: Final = "3"
 
 # Row ids are allocated per scope in disjoint ranges (scope id × 2**32 + n),
 # so "this scope only" is a row-id range that FTS5 applies inside the
-# full-text index, before any scoring, whatever else the index holds.
+# full-text index, before any scoring, whatever else the index holds. The
+# lower half of a scope's range holds its library, the upper half its
+# archive, so "the library" and "the library and its archive" are both one
+# range, ranked by one statement with the same statistics.
 SCOPE_SHIFT: Final = 32
+_HALF: Final = 1 << (SCOPE_SHIFT - 1)
 SCHEMA: Final = """
 CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE scope (
@@ -49,6 +57,7 @@ CREATE TABLE scope (
     user_key TEXT NOT NULL,
     agent TEXT NOT NULL,
     version TEXT NOT NULL,
+    archive_version TEXT NOT NULL DEFAULT '',
     UNIQUE (user_key, agent)
 );
 CREATE TABLE doc (
@@ -145,57 +154,126 @@ def sync_rows(
     version: str,
     skipped: int,
 ) -> SyncReport:
+    """Make a scope's library rows exactly ``documents``; only rows whose digest differs change."""
     with transaction(db):
-        scope_id = scope_id_of(db, user_key, agent)
-        if scope_id is None:
-            cursor = db.execute(
-                "INSERT INTO scope (user_key, agent, version) VALUES (?, ?, ?)",
-                (user_key, agent, version),
-            )
-            assert cursor.lastrowid is not None
-            scope_id = cursor.lastrowid
-        else:
-            db.execute("UPDATE scope SET version = ? WHERE id = ?", (version, scope_id))
-        existing = {
-            fact_id: (row_id, digest)
-            for row_id, fact_id, digest in db.execute(
-                "SELECT id, fact_id, digest FROM doc WHERE scope_id = ?", (scope_id,)
-            )
-        }
+        scope_id = _scope_at(db, user_key, agent, "version", version)
+        low, high = library_range(scope_id)
+        existing = _existing(db, low, high)
         gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in documents]
         changed = [d for d in documents.values() if existing.get(d.fact_id, (0, ""))[1] != d.digest]
-        delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
-        low, high = row_range(scope_id)
-        last = db.execute(
-            "SELECT max(id) FROM doc WHERE id BETWEEN ? AND ?", (low, high)
-        ).fetchone()[0]
-        row_id = low if last is None else last + 1
-        for d in sorted(changed, key=lambda item: item.fact_id):
-            if row_id > high:
-                raise sqlite3.DataError(f"scope {scope_id} ran out of row ids")
-            db.execute(
-                "INSERT INTO doc"
-                " (id, scope_id, fact_id, category, label, confidence, created_us, digest)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row_id,
-                    scope_id,
-                    d.fact_id,
-                    d.category,
-                    d.label,
-                    d.confidence,
-                    d.created_us,
-                    d.digest,
-                ),
-            )
-            db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, d.body()))
-            row_id += 1
+        _rewrite(db, scope_id, (low, high), existing, changed, gone)
     return SyncReport(
         indexed=len(changed),
         removed=len(gone),
         unchanged=len(documents) - len(changed),
         skipped=skipped,
     )
+
+
+def archive_tokens(db: sqlite3.Connection, user_key: str, agent: str) -> dict[str, str]:
+    """The archive rows of a scope: fact id → the token they were written at."""
+    scope_id = scope_id_of(db, user_key, agent)
+    if scope_id is None:
+        return {}
+    low, high = archive_range(scope_id)
+    return {fact_id: token for fact_id, (_, token) in _existing(db, low, high).items()}
+
+
+def sync_archive_rows(
+    db: sqlite3.Connection,
+    user_key: str,
+    agent: str,
+    tokens: Mapping[str, str],
+    documents: Mapping[str, Document],
+    version: str,
+) -> SyncReport:
+    """Make a scope's archive rows exactly the ids of ``tokens``.
+
+    An archive entry does not change once written (archiving a fact again
+    writes a new one, at a new time), so a row is identified by a token — the
+    entry's ``archivedAt`` — instead of a digest of its content: rows whose
+    token is current stay, and ``documents`` needs to hold only the others
+    (under their token as digest). Ids without a document are left out.
+    """
+    with transaction(db):
+        scope_id = _scope_at(db, user_key, agent, "archive_version", version)
+        low, high = archive_range(scope_id)
+        existing = _existing(db, low, high)
+        gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in tokens]
+        changed = [
+            replace(documents[fact_id], digest=token)
+            for fact_id, token in tokens.items()
+            if existing.get(fact_id, (0, ""))[1] != token and fact_id in documents
+        ]
+        gone.extend(
+            row_id
+            for fact_id, (row_id, token) in existing.items()
+            if fact_id in tokens and tokens[fact_id] != token and fact_id not in documents
+        )
+        _rewrite(db, scope_id, (low, high), existing, changed, gone)
+    return SyncReport(
+        indexed=len(changed),
+        removed=len(gone),
+        unchanged=len(tokens) - len(changed),
+        skipped=sum(1 for fact_id in tokens if fact_id not in documents),
+    )
+
+
+def _scope_at(db: sqlite3.Connection, user_key: str, agent: str, column: str, version: str) -> int:
+    """The scope's id (created if new), with ``column`` set to ``version``."""
+    scope_id = scope_id_of(db, user_key, agent)
+    if scope_id is None:
+        cursor = db.execute(
+            "INSERT INTO scope (user_key, agent, version) VALUES (?, ?, '')", (user_key, agent)
+        )
+        assert cursor.lastrowid is not None
+        scope_id = cursor.lastrowid
+    db.execute(f"UPDATE scope SET {column} = ? WHERE id = ?", (version, scope_id))
+    return scope_id
+
+
+def _existing(db: sqlite3.Connection, low: int, high: int) -> dict[str, tuple[int, str]]:
+    return {
+        fact_id: (row_id, digest)
+        for row_id, fact_id, digest in db.execute(
+            "SELECT id, fact_id, digest FROM doc WHERE id BETWEEN ? AND ?", (low, high)
+        )
+    }
+
+
+def _rewrite(
+    db: sqlite3.Connection,
+    scope_id: int,
+    span: tuple[int, int],
+    existing: Mapping[str, tuple[int, str]],
+    changed: list[Document],
+    gone: list[int],
+) -> None:
+    """Delete the rows that went or changed, and write the changed documents in ``span``."""
+    delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
+    low, high = span
+    last = db.execute("SELECT max(id) FROM doc WHERE id BETWEEN ? AND ?", (low, high)).fetchone()[0]
+    row_id = low if last is None else last + 1
+    for d in sorted(changed, key=lambda item: item.fact_id):
+        if row_id > high:
+            raise sqlite3.DataError(f"scope {scope_id} ran out of row ids")
+        db.execute(
+            "INSERT INTO doc"
+            " (id, scope_id, fact_id, category, label, confidence, created_us, digest)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row_id,
+                scope_id,
+                d.fact_id,
+                d.category,
+                d.label,
+                d.confidence,
+                d.created_us,
+                d.digest,
+            ),
+        )
+        db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, d.body()))
+        row_id += 1
 
 
 @contextlib.contextmanager
@@ -254,8 +332,21 @@ def ensure_exp(db: sqlite3.Connection) -> None:
 
 
 def row_range(scope_id: int) -> tuple[int, int]:
+    """Every row of a scope: its library and its archive."""
     low = scope_id << SCOPE_SHIFT
     return low, low + (1 << SCOPE_SHIFT) - 1
+
+
+def library_range(scope_id: int) -> tuple[int, int]:
+    """The rows of a scope's library (the lower half of its range)."""
+    low = scope_id << SCOPE_SHIFT
+    return low, low + _HALF - 1
+
+
+def archive_range(scope_id: int) -> tuple[int, int]:
+    """The rows of a scope's archive (the upper half of its range)."""
+    low = (scope_id << SCOPE_SHIFT) + _HALF
+    return low, low + _HALF - 1
 
 
 def user_key(user: str | None) -> str:

@@ -6,12 +6,21 @@ token, runs the FTS5 search and falls back to :func:`substring_search` when
 FTS5 finds nothing (emoji, fragments inside words) or the index cannot be
 used at all. Search reads facts and never changes them; recording hits as
 usage is the caller's business.
+
+:func:`search_with_archive` is the same search, asked one more question: which
+archived facts of the scope would have been among the results had they still
+been in the library. The archive is indexed beside the library
+(:meth:`SearchIndex.sync_archive`) and ranked with it by one statement, so the
+answer uses exactly the ranking of the search itself; the library's results
+are those of :func:`search_facts`, found by the same statement when no
+archived fact made the cut, else by a second one over the library alone.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from deermem._exceptions import SearchIndexError
@@ -37,12 +46,16 @@ __all__ = [
     "DECAY_RATE",
     "INDEX_SCHEMA_VERSION",
     "MEMORY",
+    "ArchiveSource",
     "MatchType",
+    "MissedHit",
     "SearchHit",
     "SearchIndex",
+    "SearchOutcome",
     "SyncReport",
     "search_facts",
     "search_score",
+    "search_with_archive",
     "substring_search",
 ]
 
@@ -90,6 +103,108 @@ def search_facts(
             if hits:
                 return hits
     return substring_search(facts(), query, top_k=top_k, category=category)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveSource:
+    """A scope's archive, as the index follows it.
+
+    Attributes:
+        listing: each archived fact's id and a token that changes when it is
+            archived anew (its ``archivedAt``); read at every version change.
+        load: the archived facts with the given ids (only those whose index
+            rows are missing or older are asked for).
+    """
+
+    listing: Mapping[str, str]
+    load: Callable[[Sequence[str]], Iterable[FactLike]]
+
+
+@dataclass(frozen=True, slots=True)
+class MissedHit:
+    """An archived fact that would have been among a search's results.
+
+    Attributes:
+        hit: the archived fact's match, ranked as the library's matches are.
+        rank: its place among the top ``k`` of the library and archive together (1 = first).
+    """
+
+    hit: SearchHit
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """What :func:`search_with_archive` found.
+
+    Attributes:
+        hits: the library's results, exactly those of :func:`search_facts`.
+        missed: the archived facts among the top ``k`` of library and
+            archive ranked together, best first.
+    """
+
+    hits: list[SearchHit]
+    missed: list[MissedHit] = field(default_factory=list)
+
+
+def search_with_archive(
+    index: SearchIndex | None,
+    user: str | None,
+    agent: str,
+    query: str,
+    *,
+    version: str,
+    load: Callable[[], Iterable[FactLike]],
+    archive: ArchiveSource,
+    now: datetime,
+    top_k: int = 5,
+    category: str | None = None,
+) -> SearchOutcome:
+    """Search the library like :func:`search_facts`, and name the archived facts it missed.
+
+    Missed facts are found among FTS5 matches only; without a usable index
+    the library is searched by substring and nothing is reported missed.
+    """
+    if index is None or not query.strip() or top_k <= 0:
+        return SearchOutcome(
+            search_facts(
+                None,
+                user,
+                agent,
+                query,
+                version=version,
+                load=load,
+                now=now,
+                top_k=top_k,
+                category=category,
+            )
+        )
+    loaded: list[FactLike] | None = None
+
+    def facts() -> list[FactLike]:
+        nonlocal loaded
+        if loaded is None:
+            loaded = list(load())
+        return loaded
+
+    try:
+        if not index.is_current(user, agent, version):
+            index.sync_scope(user, agent, facts(), version=version)
+        if not index.is_archive_current(user, agent, version):
+            index.sync_archive(user, agent, archive.listing, archive.load, version=version)
+        ranked = index.search(
+            user, agent, query, now=now, top_k=top_k, category=category, with_archive=True
+        )
+        missed = [MissedHit(hit, rank) for rank, hit in enumerate(ranked, 1) if hit.archived]
+        hits = ranked
+        if missed:
+            hits = index.search(user, agent, query, now=now, top_k=top_k, category=category)
+    except SearchIndexError as error:
+        _log.warning("search index unavailable (%s); using substring search", error)
+        return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category))
+    if hits:
+        return SearchOutcome(hits, missed)
+    return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category), missed)
 
 
 def substring_search(

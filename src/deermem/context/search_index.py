@@ -4,7 +4,11 @@ The index is never the source of truth. It holds, per scope (user, agent),
 one row per fact — id, category, confidence, creation time and the indexed
 terms — plus a *version token* the caller chose when it last synchronised
 the scope (a store revision, a signature of the files: anything that changes
-when the facts do). A caller compares its current token with
+when the facts do). It may also hold the scope's archived facts, apart from
+its library (:meth:`SearchIndex.sync_archive`), so that a search can ask
+which archived facts would have been among its results had they still been
+in the library (``with_archive``); a search of the library alone never
+returns them. A caller compares its current token with
 :meth:`SearchIndex.is_current` and calls :meth:`SearchIndex.sync_scope` when
 they differ; the sync compares digests and rewrites only the rows that
 changed. A missing index file is created, a damaged one or one with another
@@ -23,7 +27,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Final, TypeVar
@@ -32,11 +36,15 @@ from deermem._exceptions import SearchIndexError
 from deermem.context._index_sql import (
     INDEX_SCHEMA_VERSION,
     Document,
+    archive_range,
+    archive_tokens,
     delete_rows,
     ensure_exp,
+    library_range,
     row_range,
     schema_ok,
     scope_id_of,
+    sync_archive_rows,
     sync_rows,
     transaction,
     user_key,
@@ -113,16 +121,28 @@ class SearchIndex:
         """Whether the scope was synchronised at exactly ``version`` (never for ``""``)."""
         return bool(version) and self.version(user, agent) == version
 
+    def is_archive_current(self, user: str | None, agent: str, version: str) -> bool:
+        """Whether the scope's archive rows were synchronised at exactly ``version``."""
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT archive_version FROM scope WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            ).fetchone()
+        )
+        return bool(version) and row is not None and row[0] == version
+
     def mark_stale(self, user: str | None, agent: str) -> None:
         """Make the scope read as out of date, whatever version token a caller holds.
 
         For changes a token cannot see — fact files edited by hand and then
-        reloaded. The rows stay; the next :meth:`sync_scope` compares their
-        digests and rewrites only the facts that changed.
+        reloaded, an archive entry purged. The rows stay; the next
+        :meth:`sync_scope` and :meth:`sync_archive` compare them and rewrite
+        only what changed.
         """
         self._run(
             lambda db: db.execute(
-                "UPDATE scope SET version = '' WHERE user_key = ? AND agent = ?",
+                "UPDATE scope SET version = '', archive_version = ''"
+                " WHERE user_key = ? AND agent = ?",
                 (user_key(user), agent),
             )
         )
@@ -150,6 +170,33 @@ class SearchIndex:
         return self._run(
             lambda db: sync_rows(db, user_key(user), agent, documents, version, skipped)
         )
+
+    def sync_archive(
+        self,
+        user: str | None,
+        agent: str,
+        listing: Mapping[str, str],
+        load: Callable[[Sequence[str]], Iterable[FactLike]],
+        *,
+        version: str,
+    ) -> SyncReport:
+        """Make the scope's archive rows exactly the entries of ``listing`` and record ``version``.
+
+        ``listing`` maps each archived fact's id to a token that changes
+        when it is archived anew (its ``archivedAt``); ``load`` is asked only
+        for the facts whose rows are missing or older, so following a large
+        archive costs a read of the entries that changed. An empty listing
+        removes every archive row.
+        """
+        key = user_key(user)
+        tokens = self._run(lambda db: archive_tokens(db, key, agent))
+        wanted = [fact_id for fact_id, token in listing.items() if tokens.get(fact_id) != token]
+        documents: dict[str, Document] = {}
+        for fact in load(wanted) if wanted else ():
+            document = Document.of(fact)
+            if document is not None and document.fact_id in listing:
+                documents[document.fact_id] = document
+        return self._run(lambda db: sync_archive_rows(db, key, agent, listing, documents, version))
 
     def remove_scope(self, user: str | None, agent: str) -> int:
         """Forget a scope entirely; returns the number of rows removed."""
@@ -180,13 +227,16 @@ class SearchIndex:
         now: datetime,
         top_k: int = 5,
         category: str | None = None,
+        with_archive: bool = False,
     ) -> list[SearchHit]:
         """The ``top_k`` best FTS5 matches in one scope, best first.
 
         A blank or unsearchable query, ``top_k ≤ 0`` or an unknown scope give
         ``[]``. The category filter (compared stripped and lower-cased) is
         applied before the cut, so ``top_k`` results of that category come back
-        when there are that many.
+        when there are that many. ``with_archive`` ranks the scope's archived
+        facts with its library, in one statement — the hits that are archived
+        facts say so (:attr:`SearchHit.archived`).
         """
         groups = tuple(fts_groups(query))
         if not groups or top_k <= 0:
@@ -197,10 +247,11 @@ class SearchIndex:
             scope_id = scope_id_of(db, user_key(user), agent)
             if scope_id is None:
                 return []
-            low, high = row_range(scope_id)
+            low, high = row_range(scope_id) if with_archive else library_range(scope_id)
+            archived_from = archive_range(scope_id)[0]
             request = SearchRequest(groups, low, high, wanted, micros(now), top_k)
             return [
-                SearchHit(row.fact_id, row.score, "fts5", row.raw)
+                SearchHit(row.fact_id, row.score, "fts5", row.raw, row.row_id >= archived_from)
                 for row in run_search(db, request)
             ]
 

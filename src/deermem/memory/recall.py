@@ -11,10 +11,12 @@ The glue between the store and the pure :mod:`deermem.context` engine, for
   confirmation.
 * **search** keeps the store's derived FTS5 index in step with the scope's
   version token (the store decides where the index lives), searches it, and
-  returns each hit with its fact. It writes nothing to the store either;
-  counting hits as recalls is :meth:`Memory.record_access
-  <deermem.memory.Memory.record_access>`' job, and it touches only the usage
-  sidecar.
+  returns each hit with its fact. With missed-recall detection on it keeps
+  the scope's archive indexed too, and reports the archived facts that would
+  have been among the results (:func:`~deermem.context.search_with_archive`).
+  It writes nothing to the store either; counting hits as recalls, and
+  recording regret, is :meth:`Memory.search
+  <deermem.memory.Memory.search>`' job, and it touches only the sidecars.
 """
 
 from __future__ import annotations
@@ -23,26 +25,38 @@ import dataclasses
 import logging
 import threading
 import weakref
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from deermem._exceptions import SearchIndexError
+from deermem._exceptions import CorruptMemoryFile, SearchIndexError
 from deermem.config import MemoryConfig
 from deermem.context import (
+    ArchiveSource,
     Injection,
     InjectionSettings,
     SearchIndex,
     Summaries,
     build_injection,
     search_facts,
+    search_with_archive,
 )
-from deermem.context.search import MatchType
+from deermem.context.search import MatchType, SearchHit
 from deermem.context.search_index import MEMORY
 from deermem.model.fact import Fact
 from deermem.policy import POLICY_HYBRID_V1
-from deermem.store import Scope, Store
+from deermem.store import ArchiveEntry, Scope, Store
 
-__all__ = ["SearchIndexHandle", "SearchResult", "memory_injection", "search_scope"]
+__all__ = [
+    "SearchFindings",
+    "SearchIndexHandle",
+    "SearchResult",
+    "memory_injection",
+    "search_scope",
+]
+
+_NO_ARCHIVE = "off"
+"""The archive version of a scope whose archive is not indexed (detection off)."""
 
 _log = logging.getLogger("deermem.memory")
 
@@ -127,6 +141,21 @@ def memory_injection(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SearchFindings:
+    """A search's results, and the archived facts it missed.
+
+    Attributes:
+        results: the library's results, best first.
+        missed: archived facts that would have been among the results had
+            they still been in the library, each with its archive entry and
+            its rank among library and archive ranked together (1 = first).
+    """
+
+    results: tuple[SearchResult, ...]
+    missed: tuple[tuple[ArchiveEntry, int], ...] = ()
+
+
 def search_scope(
     store: Store,
     scope: Scope,
@@ -136,30 +165,100 @@ def search_scope(
     now: datetime,
     top_k: int,
     category: str | None,
-) -> tuple[SearchResult, ...]:
+    with_archive: bool = False,
+) -> SearchFindings:
     """Search one scope: bring its index to the snapshot's version, then FTS5, then substrings.
 
     The index is synchronised with exactly the snapshot it is then read
-    against, so every hit names a fact of that snapshot.
+    against, so every hit names a fact of that snapshot. ``with_archive``
+    also indexes the scope's archive and reports what the search missed in
+    it; without it the archive's rows are dropped from the index, so an
+    index never keeps archived text nobody searches.
     """
     snapshot = store.load(scope)
-    hits = search_facts(
+    archive = _archive_source(store, scope, now) if with_archive and index is not None else None
+    if archive is None:
+        if index is not None:
+            _drop_archive(index, scope)
+        hits = search_facts(
+            index,
+            scope.user_id,
+            scope.agent,
+            query,
+            version=snapshot.version,
+            load=lambda: snapshot.facts,
+            now=now,
+            top_k=top_k,
+            category=category,
+        )
+        return SearchFindings(_results(snapshot.by_id, hits))
+    outcome = search_with_archive(
         index,
         scope.user_id,
         scope.agent,
         query,
         version=snapshot.version,
         load=lambda: snapshot.facts,
+        archive=archive,
         now=now,
         top_k=top_k,
         category=category,
     )
+    missed = []
+    for item in outcome.missed:
+        entry = _archived(store, scope, item.hit.fact_id)
+        if entry is not None:
+            missed.append((entry, item.rank))
+    return SearchFindings(_results(snapshot.by_id, outcome.hits), tuple(missed))
+
+
+def _results(facts: Mapping[str, Fact], hits: Sequence[SearchHit]) -> tuple[SearchResult, ...]:
     results = []
     for hit in hits:
-        fact = snapshot.get(hit.fact_id)
+        fact = facts.get(hit.fact_id)
         if fact is not None:
             results.append(SearchResult(fact, hit.score, hit.match_type, hit.bm25))
     return tuple(results)
+
+
+def _archive_source(store: Store, scope: Scope, now: datetime) -> ArchiveSource | None:
+    """The scope's archive as the index follows it; ``None`` when it cannot be listed.
+
+    A damaged archive never fails a search: it is searched without its
+    archive, and the damage is logged (listing or restoring names the file).
+    """
+    try:
+        listing = store.archive_listing(scope, now)
+    except (CorruptMemoryFile, OSError) as error:
+        _log.warning("not looking for missed recalls in the archive: %s", error)
+        return None
+
+    def load(fact_ids: Sequence[str]) -> list[Fact]:
+        facts = []
+        for fact_id in fact_ids:
+            entry = _archived(store, scope, fact_id)
+            if entry is not None:
+                facts.append(entry.fact)
+        return facts
+
+    return ArchiveSource(listing, load)
+
+
+def _archived(store: Store, scope: Scope, fact_id: str) -> ArchiveEntry | None:
+    try:
+        return store.archived(scope, fact_id)
+    except (CorruptMemoryFile, OSError) as error:
+        _log.warning("skipping an unreadable archive entry: %s", error)
+        return None
+
+
+def _drop_archive(index: SearchIndex, scope: Scope) -> None:
+    """Remove the scope's archive rows, if an earlier search with detection indexed them."""
+    try:
+        if not index.is_archive_current(scope.user_id, scope.agent, _NO_ARCHIVE):
+            index.sync_archive(scope.user_id, scope.agent, {}, lambda _: (), version=_NO_ARCHIVE)
+    except SearchIndexError as error:
+        _log.warning("search index unavailable (%s)", error)
 
 
 class SearchIndexHandle:
