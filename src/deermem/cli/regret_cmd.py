@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli._context import memory_of
@@ -52,7 +53,7 @@ def regret(
     if chart is not None:
         missing = chart_unavailable()
         if missing is not None:
-            err_console.print(f"[bold red]error:[/] no chart drawn: {missing}")
+            err_console.print(f"[bold red]error:[/] no chart drawn: {escape(missing)}")
             raise typer.Exit(1)
     report = memory.regret(since=start)
     if chart is not None:

@@ -21,7 +21,9 @@ from deermem.model.timestamps import parse_timestamp
 from deermem.policy import coerce_confidence
 
 __all__ = [
+    "COUNTERFACTUAL_FTS",
     "INDEX_SCHEMA_VERSION",
+    "LIBRARY_FTS",
     "SCHEMA",
     "SCOPE_SHIFT",
     "SEARCH_SQL",
@@ -46,10 +48,18 @@ INDEX_SCHEMA_VERSION: Final = "3"
 # so "this scope only" is a row-id range that FTS5 applies inside the
 # full-text index, before any scoring, whatever else the index holds. The
 # lower half of a scope's range holds its library, the upper half its
-# archive, so "the library" and "the library and its archive" are both one
-# range, ranked by one statement with the same statistics.
+# archive.
+#
+# Two full-text tables share those row ids. ``doc_fts`` holds the libraries
+# only, so a search's BM25 statistics never count an archived fact.
+# ``cf_fts`` — the counterfactual — holds the libraries and the archives, so
+# ranking one scope's whole range there ranks its archive exactly as if it
+# were still in the library; ``doc.archived`` marks the rows ``doc_fts``
+# lacks.
 SCOPE_SHIFT: Final = 32
 _HALF: Final = 1 << (SCOPE_SHIFT - 1)
+LIBRARY_FTS: Final = "doc_fts"
+COUNTERFACTUAL_FTS: Final = "cf_fts"
 SCHEMA: Final = """
 CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE scope (
@@ -69,9 +79,12 @@ CREATE TABLE doc (
     confidence REAL NOT NULL,
     created_us INTEGER,
     digest TEXT NOT NULL,
+    archived INTEGER NOT NULL DEFAULT 0,
     UNIQUE (scope_id, fact_id)
 );
+CREATE INDEX doc_archived ON doc (id) WHERE archived = 1;
 CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE cf_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');
 """
 
 # BM25 is computed once per match (the CTE is materialised) and combined with
@@ -80,8 +93,8 @@ CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diac
 # join order: matches first, then one primary-key lookup each.
 SEARCH_SQL: Final = """
 WITH m AS MATERIALIZED (
-    SELECT rowid AS row_id, bm25(doc_fts) AS raw
-    FROM doc_fts WHERE doc_fts MATCH :query AND rowid BETWEEN :low AND :high
+    SELECT rowid AS row_id, bm25({fts}) AS raw
+    FROM {fts} WHERE {fts} MATCH :query AND rowid BETWEEN :low AND :high
 )
 SELECT d.fact_id, m.raw,
        abs(m.raw) * (
@@ -161,7 +174,7 @@ def sync_rows(
         existing = _existing(db, low, high)
         gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in documents]
         changed = [d for d in documents.values() if existing.get(d.fact_id, (0, ""))[1] != d.digest]
-        _rewrite(db, scope_id, (low, high), existing, changed, gone)
+        _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=False)
     return SyncReport(
         indexed=len(changed),
         removed=len(gone),
@@ -210,7 +223,7 @@ def sync_archive_rows(
             for fact_id, (row_id, token) in existing.items()
             if fact_id in tokens and tokens[fact_id] != token and fact_id not in documents
         )
-        _rewrite(db, scope_id, (low, high), existing, changed, gone)
+        _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=True)
     return SyncReport(
         indexed=len(changed),
         removed=len(gone),
@@ -248,8 +261,14 @@ def _rewrite(
     existing: Mapping[str, tuple[int, str]],
     changed: list[Document],
     gone: list[int],
+    *,
+    archived: bool,
 ) -> None:
-    """Delete the rows that went or changed, and write the changed documents in ``span``."""
+    """Delete the rows that went or changed, and write the changed documents in ``span``.
+
+    Library rows go into both full-text tables, archive rows into the
+    counterfactual one only.
+    """
     delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
     low, high = span
     last = db.execute("SELECT max(id) FROM doc WHERE id BETWEEN ? AND ?", (low, high)).fetchone()[0]
@@ -258,9 +277,8 @@ def _rewrite(
         if row_id > high:
             raise sqlite3.DataError(f"scope {scope_id} ran out of row ids")
         db.execute(
-            "INSERT INTO doc"
-            " (id, scope_id, fact_id, category, label, confidence, created_us, digest)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO doc (id, scope_id, fact_id, category, label, confidence,"
+            " created_us, digest, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row_id,
                 scope_id,
@@ -270,9 +288,13 @@ def _rewrite(
                 d.confidence,
                 d.created_us,
                 d.digest,
+                int(archived),
             ),
         )
-        db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, d.body()))
+        body = d.body()
+        if not archived:
+            db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, body))
+        db.execute("INSERT INTO cf_fts (rowid, body) VALUES (?, ?)", (row_id, body))
         row_id += 1
 
 
@@ -291,6 +313,7 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
 def delete_rows(db: sqlite3.Connection, row_ids: list[int]) -> None:
     pairs = [(row_id,) for row_id in row_ids]
     db.executemany("DELETE FROM doc_fts WHERE rowid = ?", pairs)
+    db.executemany("DELETE FROM cf_fts WHERE rowid = ?", pairs)
     db.executemany("DELETE FROM doc WHERE id = ?", pairs)
 
 
@@ -320,6 +343,7 @@ def schema_ok(db: sqlite3.Connection) -> bool:
     db.execute("SELECT count(*) FROM scope").fetchone()
     db.execute("SELECT count(*) FROM doc").fetchone()
     db.execute("SELECT count(*) FROM doc_fts").fetchone()
+    db.execute("SELECT count(*) FROM cf_fts").fetchone()
     return True
 
 

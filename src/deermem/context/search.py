@@ -10,10 +10,11 @@ usage is the caller's business.
 :func:`search_with_archive` is the same search, asked one more question: which
 archived facts of the scope would have been among the results had they still
 been in the library. The archive is indexed beside the library
-(:meth:`SearchIndex.sync_archive`) and ranked with it by one statement, so the
-answer uses exactly the ranking of the search itself; the library's results
-are those of :func:`search_facts`, found by the same statement when no
-archived fact made the cut, else by a second one over the library alone.
+(:meth:`SearchIndex.sync_archive`) and ranked with it by one statement over a
+full-text table that holds both, so the answer uses exactly the ranking of the
+search itself, with the statistics the library would have had; the library's
+results are those of :func:`search_facts`, found by a second statement over
+the library's own table.
 """
 
 from __future__ import annotations
@@ -196,9 +197,7 @@ def search_with_archive(
             user, agent, query, now=now, top_k=top_k, category=category, with_archive=True
         )
         missed = [MissedHit(hit, rank) for rank, hit in enumerate(ranked, 1) if hit.archived]
-        hits = ranked
-        if missed:
-            hits = index.search(user, agent, query, now=now, top_k=top_k, category=category)
+        hits = index.search(user, agent, query, now=now, top_k=top_k, category=category)
     except SearchIndexError as error:
         _log.warning("search index unavailable (%s); using substring search", error)
         return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category))

@@ -7,8 +7,9 @@ the scope (a store revision, a signature of the files: anything that changes
 when the facts do). It may also hold the scope's archived facts, apart from
 its library (:meth:`SearchIndex.sync_archive`), so that a search can ask
 which archived facts would have been among its results had they still been
-in the library (``with_archive``); a search of the library alone never
-returns them. A caller compares its current token with
+in the library (``with_archive``). They sit in a second full-text table,
+beside copies of the libraries: a search of the library alone neither
+returns them nor counts them in its statistics. A caller compares its current token with
 :meth:`SearchIndex.is_current` and calls :meth:`SearchIndex.sync_scope` when
 they differ; the sync compares digests and rewrites only the rows that
 changed. A missing index file is created, a damaged one or one with another
@@ -34,7 +35,9 @@ from typing import Final, TypeVar
 
 from deermem._exceptions import SearchIndexError
 from deermem.context._index_sql import (
+    COUNTERFACTUAL_FTS,
     INDEX_SCHEMA_VERSION,
+    LIBRARY_FTS,
     Document,
     archive_range,
     archive_tokens,
@@ -249,7 +252,8 @@ class SearchIndex:
                 return []
             low, high = row_range(scope_id) if with_archive else library_range(scope_id)
             archived_from = archive_range(scope_id)[0]
-            request = SearchRequest(groups, low, high, wanted, micros(now), top_k)
+            fts = COUNTERFACTUAL_FTS if with_archive else LIBRARY_FTS
+            request = SearchRequest(groups, low, high, wanted, micros(now), top_k, fts)
             return [
                 SearchHit(row.fact_id, row.score, "fts5", row.raw, row.row_id >= archived_from)
                 for row in run_search(db, request)
