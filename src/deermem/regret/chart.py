@@ -62,8 +62,9 @@ def render_regret_chart(report: RegretReport) -> bytes:
         events.set_xlabel("day (UTC)")
         if days:
             rate.legend(loc="upper left", fontsize="small")
-        span = f"since {report.since[:10]}" if report.since else "everything kept"
-        figure.suptitle(f"Regret by policy ({span}, until {report.until[:10]})", fontsize="medium")
+        window = f"since {report.since[:10]}" if report.since else "everything kept"
+        title = f"Regret by policy ({window}, until {report.until[:10]})"
+        figure.suptitle(title, fontsize="medium")
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
