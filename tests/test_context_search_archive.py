@@ -88,7 +88,7 @@ def test_marking_a_scope_stale_makes_its_archive_stale_too() -> None:
 def test_search_with_archive_returns_the_library_results_and_what_was_missed() -> None:
     with SearchIndex() as index:
         loader = Loader(ARCHIVE)
-        source = ArchiveSource({f["id"]: "t1" for f in ARCHIVE}, loader)
+        source = ArchiveSource(lambda: {f["id"]: "t1" for f in ARCHIVE}, loader)
         outcome = search_with_archive(
             index, "u", "a", "tea", version="v1", load=lambda: LIBRARY, archive=source, now=NOW
         )

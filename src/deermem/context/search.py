@@ -111,13 +111,15 @@ class ArchiveSource:
     """A scope's archive, as the index follows it.
 
     Attributes:
-        listing: each archived fact's id and a token that changes when it is
-            archived anew (its ``archivedAt``); read at every version change.
+        listing: gives each archived fact's id and a token that changes when
+            it is archived anew (its ``archivedAt``), or ``None`` when the
+            archive cannot be listed now; asked only when the scope's version
+            changed.
         load: the archived facts with the given ids (only those whose index
             rows are missing or older are asked for).
     """
 
-    listing: Mapping[str, str]
+    listing: Callable[[], Mapping[str, str] | None]
     load: Callable[[Sequence[str]], Iterable[FactLike]]
 
 
@@ -163,8 +165,9 @@ def search_with_archive(
 ) -> SearchOutcome:
     """Search the library like :func:`search_facts`, and name the archived facts it missed.
 
-    Missed facts are found among FTS5 matches only; without a usable index
-    the library is searched by substring and nothing is reported missed.
+    Missed facts are found among FTS5 matches only; without a usable index,
+    or when the archive cannot be listed, the library is searched as
+    :func:`search_facts` does and nothing is reported missed.
     """
     if index is None or not query.strip() or top_k <= 0:
         return SearchOutcome(
@@ -191,12 +194,16 @@ def search_with_archive(
     try:
         if not index.is_current(user, agent, version):
             index.sync_scope(user, agent, facts(), version=version)
-        if not index.is_archive_current(user, agent, version):
-            index.sync_archive(user, agent, archive.listing, archive.load, version=version)
-        ranked = index.search(
-            user, agent, query, now=now, top_k=top_k, category=category, with_archive=True
-        )
-        missed = [MissedHit(hit, rank) for rank, hit in enumerate(ranked, 1) if hit.archived]
+        current = index.is_archive_current(user, agent, version)
+        listing = None if current else archive.listing()
+        if listing is not None:
+            index.sync_archive(user, agent, listing, archive.load, version=version)
+        missed = []
+        if current or listing is not None:
+            ranked = index.search(
+                user, agent, query, now=now, top_k=top_k, category=category, with_archive=True
+            )
+            missed = [MissedHit(hit, rank) for rank, hit in enumerate(ranked, 1) if hit.archived]
         hits = index.search(user, agent, query, now=now, top_k=top_k, category=category)
     except SearchIndexError as error:
         _log.warning("search index unavailable (%s); using substring search", error)

@@ -176,8 +176,7 @@ def search_scope(
     index never keeps archived text nobody searches.
     """
     snapshot = store.load(scope)
-    archive = _archive_source(store, scope, now) if with_archive and index is not None else None
-    if archive is None:
+    if not with_archive or index is None:
         if index is not None:
             _drop_archive(index, scope)
         hits = search_facts(
@@ -199,7 +198,7 @@ def search_scope(
         query,
         version=snapshot.version,
         load=lambda: snapshot.facts,
-        archive=archive,
+        archive=_archive_source(store, scope, now),
         now=now,
         top_k=top_k,
         category=category,
@@ -221,17 +220,19 @@ def _results(facts: Mapping[str, Fact], hits: Sequence[SearchHit]) -> tuple[Sear
     return tuple(results)
 
 
-def _archive_source(store: Store, scope: Scope, now: datetime) -> ArchiveSource | None:
-    """The scope's archive as the index follows it; ``None`` when it cannot be listed.
+def _archive_source(store: Store, scope: Scope, now: datetime) -> ArchiveSource:
+    """The scope's archive as the index follows it.
 
     A damaged archive never fails a search: it is searched without its
     archive, and the damage is logged (listing or restoring names the file).
     """
-    try:
-        listing = store.archive_listing(scope, now)
-    except (CorruptMemoryFile, OSError) as error:
-        _log.warning("not looking for missed recalls in the archive: %s", error)
-        return None
+
+    def listing() -> Mapping[str, str] | None:
+        try:
+            return store.archive_listing(scope, now)
+        except (CorruptMemoryFile, OSError) as error:
+            _log.warning("not looking for missed recalls in the archive: %s", error)
+            return None
 
     def load(fact_ids: Sequence[str]) -> list[Fact]:
         facts = []

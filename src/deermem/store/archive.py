@@ -59,9 +59,11 @@ class _Item(NamedTuple):
 ArchiveOrder = list[_Item]
 
 __all__ = [
+    "ArchiveOrder",
     "archive_changes",
     "archive_listing",
     "archive_matches",
+    "archive_order",
     "decode_entry",
     "encode_entry",
     "read_archive",
@@ -147,6 +149,7 @@ def archive_changes(
     now: datetime | None = None,
     max_entries: int = 0,
     max_age_days: int = 0,
+    order: ArchiveOrder | None = None,
 ) -> tuple[list[tuple[Path, bytes | None]], set[str]]:
     """What a commit that adds ``puts`` and removes ``deletes`` does to the rest of the archive.
 
@@ -154,13 +157,15 @@ def archive_changes(
     index — and the ids the bounds remove. The bounds apply when a commit
     archives something and gives the clock: the oldest entries beyond
     ``max_entries`` go (equal times: the earliest arrival), and every entry
-    older than ``max_age_days`` (0: no age limit).
+    older than ``max_age_days`` (0: no age limit). ``order`` is the archive as
+    :func:`archive_order` read it under the same lock, if the caller has it.
 
     Raises:
         CorruptMemoryFile: an entry the index does not know yet cannot be read.
     """
     replaced = set(deletes) | {entry.fact_id for entry in puts}
-    order = [item for item in _current_order(paths, replaced) if item.fact_id not in replaced]
+    current = _current_order(paths, replaced) if order is None else order
+    order = [item for item in current if item.fact_id not in replaced]
     if puts:
         order = [_with_digest(paths, item) for item in order]
     order.extend(
@@ -176,8 +181,22 @@ def archive_changes(
     return changes, doomed
 
 
+def archive_order(paths: ScopePaths) -> ArchiveOrder:
+    """The archive in arrival order, from the index reconciled with the directory.
+
+    Raises:
+        CorruptMemoryFile: an entry the index does not list cannot be read.
+    """
+    return _current_order(paths, set())
+
+
 def archive_matches(
-    paths: ScopePaths, scope: Scope, contents: Iterable[str], now: datetime, max_age_days: int
+    paths: ScopePaths,
+    scope: Scope,
+    contents: Iterable[str],
+    now: datetime,
+    max_age_days: int,
+    order: ArchiveOrder | None = None,
 ) -> dict[str, ArchiveEntry]:
     """Archived facts that say what one of ``contents`` says, keyed by its duplicate key.
 
@@ -193,11 +212,12 @@ def archive_matches(
         return {}
     keys = set(wanted.values())
     found: dict[str, ArchiveEntry] = {}
-    try:
-        order = _current_order(paths, set())
-    except CorruptMemoryFile as error:
-        _log.warning("not comparing with the archive: %s", error)
-        return found
+    if order is None:
+        try:
+            order = _current_order(paths, set())
+        except CorruptMemoryFile as error:
+            _log.warning("not comparing with the archive: %s", error)
+            return found
     for item in order:
         if item.digest is not None and item.digest not in wanted:
             continue

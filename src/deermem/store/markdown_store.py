@@ -24,6 +24,7 @@ composes:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -33,16 +34,18 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deermem._exceptions import FactNotFoundError
+from deermem._exceptions import CorruptMemoryFile, FactNotFoundError
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.model.timestamps import format_timestamp
 from deermem.store import regret_log, sidecars
 from deermem.store._plan import CommitPlan, plan_commit
 from deermem.store.archive import (
+    ArchiveOrder,
     archive_changes,
     archive_listing,
     archive_matches,
+    archive_order,
     read_archive,
     read_entry,
 )
@@ -313,13 +316,20 @@ class MarkdownStore:
     # --- the commit, for MarkdownTransaction -------------------------------------
 
     def _commit_locked(
-        self, scope: Scope, user: UserPaths, snapshot: ScopeSnapshot | None, changes: ChangeSet
+        self,
+        scope: Scope,
+        user: UserPaths,
+        snapshot: ScopeSnapshot | None,
+        changes: ChangeSet,
+        archive: ArchiveOrder | None = None,
     ) -> tuple[CommitResult, ScopeSnapshot | None]:
         """Commit under the held lock; return the result and the scope's new snapshot.
 
         With a current snapshot (the transaction's, or a valid cache entry)
         facts are looked up in it and it is patched afterwards; without one
         only the facts the change set names are read — never the whole scope.
+        ``archive`` is the archive's order as read under the same lock, if the
+        caller has read it already.
         """
         paths = user.agent(scope.agent)
         document, token = read_manifest(user)
@@ -335,7 +345,7 @@ class MarkdownStore:
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
         deleted = [fact.id for fact in plan.deleted]
-        files = self._files_of(scope, paths, changes, plan, deleted)
+        files = self._files_of(scope, paths, changes, plan, deleted, archive)
         if files:
             info = JournalInfo(
                 agent=scope.agent,
@@ -368,6 +378,7 @@ class MarkdownStore:
         changes: ChangeSet,
         plan: CommitPlan,
         deleted: list[str],
+        archive: ArchiveOrder | None,
     ) -> list[FileChange]:
         """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``.
 
@@ -402,15 +413,16 @@ class MarkdownStore:
                 book.append((paths.thread_mark(thread_id), encode_mark(thread_id, mark, stamp)))
         doomed: set[Path] = set()
         if changes.archive_puts or changes.archive_deletes:
-            archive, pruned = archive_changes(
+            index, pruned = archive_changes(
                 paths,
                 puts=changes.archive_puts,
                 deletes=changes.archive_deletes,
                 now=changes.now,
                 max_entries=self.archive_max_entries,
                 max_age_days=self.archive_max_age_days,
+                order=archive,
             )
-            book.extend(archive)
+            book.extend(index)
             doomed = {paths.archived(fact_id) for fact_id in pruned}
         files = [change for change in plan.files if change.path not in doomed]
         files.extend(FileChange(path, data) for path, data in book)
@@ -428,6 +440,8 @@ class MarkdownTransaction:
         self._user = user
         self._paths = user.agent(scope.agent)
         self._snapshot: ScopeSnapshot | None = None
+        # The archive's order, read once per commit: the lock keeps it still.
+        self._archive: ArchiveOrder | None = None
 
     @property
     def snapshot(self) -> ScopeSnapshot:
@@ -444,14 +458,19 @@ class MarkdownTransaction:
     def archived_matches(
         self, contents: Sequence[str], now: datetime
     ) -> Mapping[str, ArchiveEntry]:
+        # On a damaged archive, archive_matches reads it again and says why it cannot.
+        with contextlib.suppress(CorruptMemoryFile):
+            if self._archive is None:
+                self._archive = archive_order(self._paths)
         max_age = self._store.archive_max_age_days
-        return archive_matches(self._paths, self._scope, contents, now, max_age)
+        return archive_matches(self._paths, self._scope, contents, now, max_age, self._archive)
 
     def shadow_marks(self) -> Mapping[str, ShadowMark]:
         return regret_log.read_shadow_marks(self._paths.shadow_marks)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
+        archive, self._archive = self._archive, None
         result, self._snapshot = self._store._commit_locked(
-            self._scope, self._user, self._snapshot, changes
+            self._scope, self._user, self._snapshot, changes, archive
         )
         return result
