@@ -364,7 +364,9 @@ def test_import_replaces_facts_and_summaries(tmp_path: Path) -> None:
         {"facts": [{"id": "fact_a", "content": "x"}, {"id": "fact_a", "content": "y"}]},
         {"facts": [{"id": "../escape", "content": "x"}]},
         {"facts": [{"content": "x", "topics": "not a list"}]},
-        {"facts": [], "user": {"workContext": {"summary": 5}}},
+        {"facts": [], "user": {"workContext": "not an object"}},
+        {"facts": [], "user": {"workContext": {"summary": "lone \ud800 surrogate"}}},
+        {"facts": [{"content": "x", "category": "c\udcffat"}]},  # an undecodable byte
     ],
 )
 def test_a_bad_import_changes_nothing(tmp_path: Path, document: dict[str, object]) -> None:

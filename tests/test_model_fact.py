@@ -45,13 +45,17 @@ def test_defaults_follow_the_canonical_schema() -> None:
     assert fact.topics == ()
 
 
-def test_created_at_defaults_to_the_injected_clock_only() -> None:
+def test_created_at_defaults_to_the_injected_clock_else_is_unknown() -> None:
+    """Never the wall clock: without one, stored data that has no (or a blank)
+    creation time reads as unknown, as the policies and the review treat it."""
     data = minimal()
     del data["createdAt"]
     assert Fact.from_dict(data, now=NOW).createdAt == "2026-08-13T12:30:00Z"
-    with pytest.raises(FactValidationError) as caught:
-        Fact.from_dict(data)
-    assert caught.value.field == "createdAt"
+    assert Fact.from_dict(minimal(createdAt=" "), now=NOW).createdAt == "2026-08-13T12:30:00Z"
+    unknown = Fact.from_dict(data)
+    assert (unknown.createdAt, unknown.updatedAt) == ("", "")
+    assert parse_timestamp(unknown.createdAt) is None
+    assert Fact.from_dict(unknown.to_dict()) == unknown
 
 
 def test_content_is_stripped() -> None:
@@ -63,7 +67,7 @@ def test_content_is_stripped() -> None:
     [
         ("id", "../escape"),  # path characters
         ("id", ""),  # empty
-        ("id", "a" * 201),  # longer than a file name allows
+        ("id", "a" * 251),  # longer than a file name allows (``<id>.json``)
         ("id", 7),  # not a string
         ("content", "   "),  # blank
         ("content", None),  # missing
@@ -256,3 +260,56 @@ def test_round_trip_is_identity(
         }
     )
     assert Fact.from_dict(fact.to_dict()) == fact
+
+
+def test_a_fact_keeps_the_order_of_its_keys_and_appends_what_it_gains() -> None:
+    """As the original's dictionaries do: so both write a changed fact's file alike."""
+    fact = Fact.from_dict({"note": "first", **minimal(), "confidence": 0.7})
+    keys = list(fact.to_dict())
+    assert keys[:5] == ["note", "id", "content", "createdAt", "confidence"]
+    assert keys[5:] == [
+        "schemaVersion", "category", "status", "topics", "consolidatedFrom", "source",
+        "updatedAt", "revision",
+    ]  # fmt: skip
+    confirmed = fact.replace(lastConfirmedAt="2026-08-20T00:00:00Z", confirmationCount=1)
+    assert list(confirmed.to_dict())[-2:] == ["lastConfirmedAt", "confirmationCount"]
+    assert list(Fact.from_dict(confirmed.to_dict()).to_dict()) == list(confirmed.to_dict())
+    assert confirmed.replace(confirmationCount=2).to_dict()["confirmationCount"] == 2
+    assert Fact.from_dict(dict(reversed(list(minimal().items())))) == Fact.from_dict(minimal())
+
+
+def test_a_category_extension_beside_a_core_category_is_kept_and_not_used() -> None:
+    fact = Fact.from_dict(minimal(category="preference", categoryExtension="drinks"))
+    assert (fact.category, fact.categoryExtension) == ("preference", None)
+    assert fact.get("categoryExtension") is None
+    assert fact.to_dict()["categoryExtension"] == "drinks"
+    other = fact.replace(category="other")  # it names the own label again
+    assert (other.category, other.categoryExtension) == ("other", "drinks")
+    assert Fact.from_dict(minimal(category="hobby", categoryExtension="x")).categoryExtension == "x"
+
+
+def test_blank_timestamps_read_as_absent_and_are_kept_as_written() -> None:
+    fact = Fact.from_dict(minimal(createdAt="", lastConfirmedAt=" ", updatedAt=""))
+    assert (fact.createdAt, fact.updatedAt, fact.lastConfirmedAt) == ("", "", None)
+    assert fact.get("lastConfirmedAt", "unset") == "unset"
+    assert fact.to_dict()["lastConfirmedAt"] == " "
+    assert Fact.from_dict(fact.to_dict()) == fact
+    confirmed = fact.replace(lastConfirmedAt="2026-08-20T00:00:00Z")
+    assert confirmed.to_dict()["lastConfirmedAt"] == "2026-08-20T00:00:00Z"
+
+
+def test_a_source_keeps_its_other_keys_and_their_order() -> None:
+    source = FactSource.from_value({"threadId": "t-9", "channel": "slack", "type": "conversation"})
+    assert source == FactSource("conversation", "t-9", {"channel": "slack"})
+    assert list(source.to_dict()) == ["threadId", "channel", "type"]
+    assert FactSource.from_value({"type": "import"}).to_dict() == {"type": "import"}
+    assert FactSource.from_value("manual").to_dict() == {"type": "manual", "threadId": None}
+    assert hash(source) == hash(FactSource("conversation", "t-9"))
+
+
+def test_a_title_that_is_the_first_line_is_no_title() -> None:
+    content = "a" * 159 + " " + "b" * 40 + "\nsecond line"
+    fact = Fact.from_dict(minimal(content=content, title="a" * 159 + " bbb"))
+    assert fact.title is None  # the 160-character cut ends in a space: stripped, equal
+    assert fact.heading() == "a" * 159
+    assert Fact.from_dict(minimal(title="Use\u2028uv\r\nnow")).title == "Use uv  now"

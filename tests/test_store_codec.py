@@ -11,10 +11,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import CorruptMemoryFile, Fact
+from deermem import CorruptMemoryFile, Fact, Memory, MemoryConfig
 from deermem.model import CORE_CATEGORIES, FactScope, format_timestamp
 from deermem.store import Scope, Section, SummaryDocument, codec
 from deermem.store.codec import decode_fact, decode_summaries, encode_fact, encode_summaries
+from deermem.store.paths import UserPaths
 
 SCOPE = Scope.of("alice", "coder")
 PATH = Path("users/alice/agents/coder/facts/ab/fact_1a2b3c4d.md")
@@ -36,24 +37,26 @@ def a_fact(**changes: object) -> Fact:
 
 
 def test_fact_file_is_the_original_format_byte_for_byte() -> None:
+    """What the original writes for the same mapping (more: tests/test_store_original.py)."""
     text = encode_fact(a_fact(), SCOPE).decode("utf-8")
     assert text == (
         "---\n"
         "id: fact_1a2b3c4d\n"
         "category: correction\n"
         "confidence: 0.9\n"
-        "status: active\n"
-        "schemaVersion: 2\n"
         "source:\n"
         "  type: conversation\n"
         "  threadId: thread-7\n"
-        "user_id: alice\n"
-        "agent_name: coder\n"
-        "topics: []\n"
         "createdAt: '2026-08-13T00:00:00Z'\n"
+        "sourceError: The assistant suggested 'pip install'.\n"
+        "schemaVersion: 2\n"
+        "status: active\n"
+        "topics: []\n"
+        "consolidatedFrom: []\n"
         "updatedAt: '2026-08-13T00:00:00Z'\n"
         "revision: 1\n"
-        "sourceError: The assistant suggested 'pip install'.\n"
+        "user_id: alice\n"
+        "agent_name: coder\n"
         "---\n"
         "\n"
         "# Use uv, not pip.\n"
@@ -182,6 +185,25 @@ def test_a_hand_written_file_without_scope_keys_belongs_to_its_directory() -> No
     assert fact.createdAt == "2026-08-01T10:00:00Z"  # an unquoted YAML timestamp
 
 
+def test_yaml_timestamps_in_unknown_keys_read_as_the_text_they_show(tmp_path: Path) -> None:
+    """An unquoted date in a hand-edited file: a fact also goes to JSON (archive, export)."""
+    front = GOOD.split(b"---\n")[1]
+    extra = b"reviewedAt: 2026-01-02\nnested:\n  at: 2026-01-02 10:00:00\n  2026-01-03: key\n"
+    data = b"---\n" + front + extra + b"---\n\n# Use uv\n\nUse uv, not pip.\n"
+    fact = decode_fact(data, PATH, SCOPE, "fact_1a2b3c4d")
+    assert fact.extra == {
+        "reviewedAt": "2026-01-02",
+        "nested": {"at": "2026-01-02T10:00:00", "2026-01-03": "key"},
+    }
+    path = UserPaths(tmp_path, "alice", "memory.json").agent("coder").fact("fact_1a2b3c4d")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder", clock=lambda: NOW)
+    json.dumps(memory.export_document())
+    memory.delete_fact("fact_1a2b3c4d")  # to the archive, a JSON file
+    assert memory.get_archived("fact_1a2b3c4d").fact.extra == fact.extra
+
+
 # --- memory.json ------------------------------------------------------------------------
 
 
@@ -205,7 +227,7 @@ def test_summary_document_round_trip_and_keys() -> None:
         (b'{"version": "1.0", "facts": [{"id": "x"}]}', "version-1 document"),
         (b'{"revision": "3"}', "'revision'"),
         (b'{"user": []}', "'user' must be an object"),
-        (b'{"history": {"recentMonths": {"summary": 1}}}', "history.recentMonths"),
+        (b'{"history": {"recentMonths": "Shipped v2."}}', "history.recentMonths"),
     ],
 )
 def test_a_malformed_summary_document_is_an_error(data: bytes, problem: str) -> None:

@@ -525,10 +525,12 @@ def test_a_failed_commit_rolls_back_at_once(
             failed.append(path)
             raise OSError(28, "No space left on device")
 
-    def write_temporary(path: Path, data: bytes, *, flush: bool = True) -> Path:
+    def write_temporary(
+        path: Path, data: bytes, *, flush: bool = True, mode: int = atomic.FILE_MODE
+    ) -> Path:
         if path.name == "memory.json":
             disk_full(path)
-        return real_write(path, data, flush=flush)
+        return real_write(path, data, flush=flush, mode=mode)
 
     def fsync(fd: int) -> None:
         path = Path(os.readlink(f"/proc/self/fd/{fd}"))  # noqa: PTH115 - the descriptor's file

@@ -272,10 +272,12 @@ def test_a_commit_whose_receipt_cannot_be_written_does_not_happen(
     def disk_full() -> None:
         raise OSError(28, "No space left on device")
 
-    def write_fails_on_the_audit(path: Path, data: bytes, *, flush: bool = True) -> Path:
+    def write_fails_on_the_audit(
+        path: Path, data: bytes, *, flush: bool = True, mode: int = atomic.FILE_MODE
+    ) -> Path:
         if path.name == "eviction-audit.json":
             disk_full()
-        return real_write(path, data, flush=flush)
+        return real_write(path, data, flush=flush, mode=mode)
 
     def fsync_fails_on_the_audit(fd: int) -> None:
         if Path(f"/proc/self/fd/{fd}").readlink().name == "eviction-audit.json":

@@ -160,7 +160,7 @@ def test_ingest_says_what_the_limits_dropped(
         "dropped over the answer's limits: 2 newFacts past the first 50, "
         "3 factsToReinforce past the first 100, 1 × content longer than 4,000 characters, "
         "1 × category longer than 64 characters, 1 × summary longer than 8,000 characters, "
-        "1 × id longer than 200 characters"
+        "1 × id longer than 250 characters"
     )
     code, out, _ = cli("ingest", chat_file(tmp_path), "--thread", "other")
     assert code == 0

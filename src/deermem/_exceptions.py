@@ -8,6 +8,8 @@ because that is what they are and what generic callers already handle::
     DeerMemError
     ├── ConfigError                 (ValueError) a configuration key has a bad value
     ├── FactValidationError         (ValueError) a fact field has a bad value
+    │   └── InvalidTextError        ... text that cannot be stored as it is (a lone
+    │                               surrogate, an undecodable byte, a control character)
     ├── DuplicateFactError          (ValueError) an equal fact is already stored
     ├── ArchivedFactError           (ValueError) an added fact's id is in the archive
     ├── FactNotFoundError           (KeyError)   no fact (or archive entry) with that id
@@ -71,6 +73,8 @@ callers never parse messages; the message is for people.
 
 from __future__ import annotations
 
+from typing import Self
+
 __all__ = [
     "AnswerRowIntegrityError",
     "ArchivedFactError",
@@ -87,6 +91,7 @@ __all__ = [
     "FactValidationError",
     "GradingError",
     "InsecureBindError",
+    "InvalidTextError",
     "LLMError",
     "LLMNotConfigured",
     "LLMResponseInvalid",
@@ -163,8 +168,48 @@ class FactValidationError(DeerMemError, ValueError):
         self.value = value
         self.allowed = allowed
         self.fact_id = fact_id
-        where = f"fact {fact_id!r}: " if fact_id else ""
-        super().__init__(f"{where}field {field!r} has value {_preview(value)}; {allowed}")
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        where = f"fact {self.fact_id!r}: " if self.fact_id else ""
+        return f"{where}field {self.field!r} has value {_preview(self.value)}; {self.allowed}"
+
+    def naming(self, fact_id: str) -> Self:
+        """The same error (of the same class), naming the fact it concerns."""
+        named = type(self).__new__(type(self))
+        named.__dict__.update(self.__dict__)
+        named.fact_id = fact_id
+        named.args = (named._describe(),)
+        return named
+
+
+class InvalidTextError(FactValidationError):
+    """A text field holds characters it cannot be stored with.
+
+    Raised for a lone surrogate anywhere (which is what an undecodable byte
+    becomes when Python decodes a command-line argument or a file name), and
+    for a control character in a one-line field (a category, a topic, an
+    id). Nothing is written: text that cannot be written as UTF-8, or that
+    would break a one-line field, is refused where it enters.
+
+    Attributes:
+        position: the index of the first offending character in the field's text.
+        character: that character.
+    """
+
+    def __init__(
+        self,
+        field: str,
+        value: object,
+        *,
+        position: int,
+        character: str,
+        problem: str,
+        fact_id: str | None = None,
+    ) -> None:
+        self.position = position
+        self.character = character
+        super().__init__(field, value, problem, fact_id=fact_id)
 
 
 class DuplicateFactError(DeerMemError, ValueError):

@@ -18,6 +18,7 @@ from deermem.cli import (
     demo,
     facts_cmd,
     ingest_cmd,
+    mcp_cmd,
     model_cmd,
     regret_cmd,
     search_cmd,
@@ -52,6 +53,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(model_cmd.app, name="model")
 app.command(name="demo")(demo.demo)
 app.command(name="serve")(serve_cmd.serve)
+app.command(name="mcp")(mcp_cmd.mcp)
 app.add_typer(token_cmd.app, name="token")
 
 

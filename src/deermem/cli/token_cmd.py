@@ -18,7 +18,8 @@ from deermem.server.tokens import TokenFile
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Bearer tokens for `deermem serve`: add, list, revoke.", no_args_is_help=True
+    help="Bearer tokens for `deermem serve` and `deermem mcp --transport http`: add, list, revoke.",
+    no_args_is_help=True,
 )
 
 STATE_DIR_OPTION = typer.Option(

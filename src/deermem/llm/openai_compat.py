@@ -217,7 +217,10 @@ class OpenAICompatibleModel:
             LLMStatusError: an error status (after the retries, for 429 and 5xx).
             LLMResponseInvalid: a 2xx answer that is not a chat completion.
         """
-        body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        try:
+            body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in a message: JSON can escape it
+            body = json.dumps(payload, allow_nan=False).encode("ascii")
         waited = 0.0
         attempt = 0
         while True:

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from deermem._exceptions import FactValidationError
 from deermem.model.fact import Fact
+from deermem.model.text import check_storable
 from deermem.policy import coerce_confidence
 from deermem.store.gate import Proposal, Removal
 from deermem.store.protocol import SUMMARY_GROUPS, ScopeSnapshot, Section, SummaryKey
@@ -49,6 +50,10 @@ def plan_import(
 ) -> ImportPlan:
     """Turn a document into a proposal that replaces the scope's facts and summaries.
 
+    The document is what ``export`` writes, so it is held to what the store
+    accepts — valid Unicode text, the field types of a fact — not to the
+    length limits of facts written by hand (a fact read from the original's
+    files may exceed them, and must survive an export and an import).
     Facts without an id get one; a confidence that cannot be read becomes 0.5;
     the document's facts replace the library (stored facts it does not hold
     are removed with reason ``replaced``) and its sections replace the
@@ -56,9 +61,10 @@ def plan_import(
     must match the stored one.
 
     Raises:
+        InvalidTextError: a string in a fact or a summary is not valid Unicode.
         FactValidationError: the document is not an object, ``facts`` is
-            missing or not a list of objects, two facts share an id, or a
-            fact is invalid.
+            missing or not a list of objects, two facts share an id, a fact
+            is invalid, or a summary section is not an object.
     """
     if not isinstance(document, Mapping):
         raise FactValidationError("document", document, "expected a JSON object")
@@ -122,13 +128,15 @@ def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section
         values = raw_group if isinstance(raw_group, Mapping) else {}
         for name in names:
             raw = values.get(name)
-            if isinstance(raw, Mapping):
-                summary, updated = raw.get("summary", ""), raw.get("updatedAt", "")
-            else:
-                summary, updated = "", ""
-            if not isinstance(summary, str) or not isinstance(updated, str):
+            if raw is None:
+                sections[(group, name)] = Section()
+                continue
+            if not isinstance(raw, Mapping):
                 raise FactValidationError(
-                    f"{group}.{name}", raw, "expected {'summary': str, 'updatedAt': str}"
+                    f"{group}.{name}", raw, "expected an object {'summary': ..., 'updatedAt': ...}"
                 )
-            sections[(group, name)] = Section(summary=summary, updatedAt=updated)
+            # Any values, as the store reads them (a summary need not be a string),
+            # but text that can be written.
+            check_storable(f"{group}.{name}", dict(raw))
+            sections[(group, name)] = Section.from_value(raw)
     return sections

@@ -35,8 +35,16 @@ from deermem._exceptions import (
     UnsafeIdentifierError,
 )
 from deermem.config import MemoryConfig, load_config
-from deermem.context import Injection
-from deermem.memory._checks import check_confidence, check_not_duplicate, checked_content
+from deermem.context import Injection, warm_tokenizer
+from deermem.memory._checks import (
+    check_confidence,
+    check_not_duplicate,
+    checked_category,
+    checked_content,
+    checked_source_error,
+    checked_thread_id,
+    checked_topics,
+)
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
 from deermem.memory.recall import (
@@ -65,14 +73,17 @@ from deermem.store import (
     Removal,
     Scope,
     ScopeSnapshot,
+    Section,
     Store,
     SummaryDocument,
 )
+from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
 from deermem.store.regret_records import RegretEvent
 from deermem.update import FlushReport, UpdateResult
 
 if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction only
     from deermem.llm import ChatModel
+    from deermem.signals import KeepHidden
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
@@ -135,6 +146,7 @@ class Memory:
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
         model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -143,7 +155,7 @@ class Memory:
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
         self._updates = UpdateService(
-            store, config, clock=self.now, new_id=self._new_id, model=model
+            store, config, clock=self.now, new_id=self._new_id, model=model, keep_hidden=keep_hidden
         )
         self._search_index = SearchIndexHandle()
         self._unrecorded_said = False
@@ -159,6 +171,7 @@ class Memory:
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
         model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
     ) -> Memory:
         """Open the Markdown store at ``root``.
 
@@ -173,6 +186,9 @@ class Memory:
             id_factory: makes new fact ids (for reproducible runs).
             model: the chat model extraction uses; by default the one
                 ``config.model`` describes, built on first use.
+            keep_hidden: the host's rule for human messages it hid from the
+                user (``True``: learn from it); by default only a well-formed
+                clarification answer is kept (see docs/signals.md).
 
         Raises:
             UnsafeIdentifierError: an unusable user id or agent name, or no
@@ -187,6 +203,7 @@ class Memory:
             clock=clock,
             id_factory=id_factory,
             model=model,
+            keep_hidden=keep_hidden,
         )
 
     def scoped(self, *, user: str | None, agent: str | None) -> Memory:
@@ -238,6 +255,22 @@ class Memory:
     def now(self) -> datetime:
         """The injected clock's current time."""
         return self._clock()
+
+    def warm(self) -> bool:
+        """Load now what the first prompt block and the first search would wait for.
+
+        A server calls this at start-up, so its first request is not the one
+        that pays: the ``cl100k_base`` vocabulary (under ``token_counting:
+        tiktoken``) and the search index connection. Neither is required —
+        without them counting falls back to the estimate and search to
+        substrings, with a logged warning — so this reports instead of raising.
+
+        Returns:
+            Whether both are ready.
+        """
+        tokens = self.config.token_counting != "tiktoken" or warm_tokenizer()
+        index = self._search_index.get(self.store) is not None
+        return tokens and index
 
     # --- reading ------------------------------------------------------------------
 
@@ -327,29 +360,42 @@ class Memory:
         fact itself, which then goes to the archive and
         :attr:`CreateResult.fact_id` is ``None``.
 
+        The text keeps to the limits of a fact a model extracts
+        (:mod:`deermem.model.text`): content of at most 4,000 characters, a
+        category and up to 32 topics of one line and 64 characters each, a
+        ``source_error`` of at most 2,000.
+
         Raises:
-            FactValidationError: empty content, a confidence outside [0, 1] ...
+            InvalidTextError: text that is not valid Unicode (an undecodable
+                byte), or a control character where it does not belong.
+            FactValidationError: empty content, text over its limit, a
+                confidence outside [0, 1] ...
             DuplicateFactError: an equal fact is already stored.
         """
         text = checked_content(content)
+        category = checked_category(category)
         check_confidence(confidence)
+        tags = checked_topics(topics)
+        source_error = checked_source_error(source_error)
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
             check_not_duplicate(snapshot, text)
+            # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
                 "id": self._fresh_id(snapshot, transaction.archived),
                 "content": text,
                 "category": category,
                 "confidence": confidence,
-                "source": "manual",
-                "topics": list(topics),
                 "createdAt": format_timestamp(now),
+                "source": "manual",
             }
             if source_error:
                 data["sourceError"] = source_error
             if expected_valid_days is not None:
                 data["expected_valid_days"] = expected_valid_days
+            if tags:
+                data["topics"] = tags
             fact = Fact.from_dict(data)
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
@@ -444,13 +490,15 @@ class Memory:
         Raises:
             FactNotFoundError: no active fact has this id.
             FactRevisionConflict: ``expected_revision`` is not the stored revision.
-            FactValidationError: a new value is invalid.
+            FactValidationError: a new value is invalid or over the limits of
+                :meth:`create_fact` (:class:`~deermem.InvalidTextError` for text
+                that is not valid Unicode or holds a misplaced control character).
         """
         changes: dict[str, object] = {}
         if content is not None:
             changes["content"] = checked_content(content)
         if category is not None:
-            changes["category"] = category
+            changes["category"] = checked_category(category)
         if confidence is not None:
             check_confidence(confidence)
             changes["confidence"] = confidence
@@ -483,6 +531,48 @@ class Memory:
                 raise FactNotFoundError(fact_id)
             removal = Removal(fact_id, REASON_DELETED, expected_revision=expected_revision)
             self.gate.remove(transaction, (removal,), trigger="manual", now=now)
+
+    def clear(self) -> tuple[str, ...]:
+        """Remove every fact of this scope, as :meth:`delete_fact` removes one.
+
+        The facts go to the archive (or for good, with ``eviction_mode:
+        delete``) in one commit, with receipts (reason ``deleted``). The
+        user's summaries are shared with the user's other agents and stay;
+        :meth:`clear_user` removes them too.
+
+        Returns:
+            The ids of the facts removed.
+        """
+        now = self.now()
+        with self.store.transaction(self.scope) as transaction:
+            removals = tuple(
+                Removal(fact.id, REASON_DELETED, expected_revision=fact.revision)
+                for fact in transaction.snapshot.facts
+            )
+            if removals:
+                self.gate.remove(transaction, removals, trigger="manual", now=now)
+        return tuple(removal.fact_id for removal in removals)
+
+    def clear_user(self) -> tuple[str, ...]:
+        """Remove everything the user owns: every agent's facts and the summaries.
+
+        Each agent is cleared as by :meth:`clear` (one commit per agent, so
+        each agent's facts leave together), then the summary sections are
+        emptied. The archive and the receipts stay.
+
+        Returns:
+            The ids of the facts removed, agent by agent in name order.
+        """
+        user = self.scope.user_id
+        removed: list[str] = []
+        for agent in self.store.agents(user):
+            removed.extend(self.scoped(user=user, agent=agent).clear())
+        keys = [(group, name) for group, names in SUMMARY_GROUPS.items() for name in names]
+        summaries = self.summaries()
+        if any(summaries.section(key) != Section() for key in keys):
+            empty: dict[SummaryKey, str | Section] = dict.fromkeys(keys, Section())
+            self.store.commit(self.scope, ChangeSet(now=self.now(), summaries=empty))
+        return tuple(removed)
 
     def purge(self, fact_id: str) -> None:
         """Delete an archived fact for good; its content-free receipts stay.
@@ -552,7 +642,7 @@ class Memory:
 
     # --- the prompt block and search -------------------------------------------
 
-    def injection(self, *, max_tokens: int | None = None) -> Injection:
+    def injection(self, *, max_tokens: int | None = None, facts: bool = True) -> Injection:
         """The prompt text of this memory and its manifest.
 
         Summaries and facts within ``max_injection_tokens``; the
@@ -568,12 +658,15 @@ class Memory:
             max_tokens: a budget for this prompt instead of
                 ``max_injection_tokens`` (an agent with a small context
                 window); the guaranteed budget is capped at it.
+            facts: ``False`` leaves the facts out — the summaries only, for
+                an agent that reaches facts through :meth:`search` instead
+                (they would appear twice otherwise).
 
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
         return memory_injection(
-            self.store, self.scope, self.config, self.now(), max_tokens=max_tokens
+            self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
         )
 
     def context(self, *, max_tokens: int | None = None) -> str:
@@ -670,10 +763,15 @@ class Memory:
             LLMNotConfigured: no model is configured: extraction is off.
             LLMError: the model call failed (after the client's retries).
             MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is not one line of at most 256
+                characters of valid Unicode (it is stored as the facts' source).
         """
+        thread_id = checked_thread_id(thread_id)
         return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)
 
-    def queue_conversation(self, thread_id: str, messages: Iterable[object]) -> bool:
+    def queue_conversation(
+        self, thread_id: str, messages: Iterable[object], *, immediate: bool = False
+    ) -> bool:
         """Queue a conversation, to be learned from once the user pauses.
 
         Every call restarts the debounce timer (``debounce_seconds``); a newer
@@ -683,6 +781,11 @@ class Memory:
         model. Nothing is reported back per conversation; :meth:`flush_queue`
         and :meth:`close` report what failed.
 
+        With ``immediate`` — for a host about to drop these messages from its
+        context (before summarising them away) — the queue is processed now,
+        without waiting for the pause: the messages are fed whole, kept apart
+        from the thread's ordinary entry, and always admitted.
+
         Returns:
             Whether it was queued (``False``: after filtering nothing is left
             to learn from — no user turn with an assistant reply).
@@ -690,11 +793,16 @@ class Memory:
         Raises:
             LLMNotConfigured: no model is configured: extraction is off.
             QueueFullError: ``queue_max_depth`` is reached and the conversation
-                carries no signal (conversations with a signal are always taken).
+                carries no signal (conversations with a signal, and immediate
+                ones, are always taken).
             QueueClosedError: :meth:`close` was called.
             MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is unusable (see :meth:`learn`).
         """
-        return self._updates.queue_conversation(self.scope, thread_id, messages)
+        thread_id = checked_thread_id(thread_id)
+        return self._updates.queue_conversation(
+            self.scope, thread_id, messages, immediate=immediate
+        )
 
     def flush_queue(self, timeout: float | None = None) -> FlushReport:
         """Process the queued conversations now, within ``timeout``.

@@ -112,8 +112,10 @@ def memory_injection(
     now: datetime,
     *,
     max_tokens: int | None = None,
+    facts: bool = True,
 ) -> Injection:
-    """Lay out one scope's summaries and facts for the prompt (see ``build_injection``).
+    """Lay out one scope's summaries and (unless ``facts`` is off) facts for the prompt
+    (see ``build_injection``).
 
     ``max_tokens`` replaces ``max_injection_tokens`` for this one prompt; the
     guaranteed budget shrinks with it when it is smaller, so a caller's
@@ -130,10 +132,10 @@ def memory_injection(
         return build_injection((), settings=settings, now=now)
     snapshot = store.load(scope)
     usage = None
-    if settings.ranking.name == POLICY_HYBRID_V1:
+    if facts and settings.ranking.name == POLICY_HYBRID_V1:
         usage = {key: entry.to_dict() for key, entry in store.usage(scope).items()}
     return build_injection(
-        snapshot.facts,
+        snapshot.facts if facts else (),
         settings=settings,
         now=now,
         summaries=Summaries.from_document(snapshot.summaries.to_dict()),

@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from deermem.config import MemoryConfig
-from deermem.signals import Message
+from deermem.signals import KeepHidden, Message
 from deermem.store import ChangeSet, Scope, Store
 from deermem.update import FlushReport, QueueItem, UpdateQueue
 from deermem.update.report import UpdateReport, UpdateResult
@@ -71,6 +71,8 @@ class UpdateService:
         clock: the time of every decision.
         new_id: makes fact ids.
         model: the chat model; built from ``config.model`` on first use when ``None``.
+        keep_hidden: the host's rule for hidden human messages (default: only a
+            clarification answer is kept).
     """
 
     def __init__(
@@ -81,12 +83,14 @@ class UpdateService:
         clock: Callable[[], datetime],
         new_id: Callable[[], str],
         model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
     ) -> None:
         self._store = store
         self._config = config
         self._clock = clock
         self._new_id = new_id
         self._model = model
+        self._keep_hidden = keep_hidden
         self._updater: Updater | None = None
         self._queue: UpdateQueue[Message] | None = None
         self._setup = threading.Lock()
@@ -107,7 +111,9 @@ class UpdateService:
         with self._setup:
             if self._updater is None:
                 model = self._model if self._model is not None else require_chat_model(self._config)
-                self._updater = Updater.from_config(self._config, model)
+                self._updater = Updater.from_config(
+                    self._config, model, keep_hidden=self._keep_hidden
+                )
             return self._updater
 
     # --- synchronous -------------------------------------------------------------
@@ -169,12 +175,16 @@ class UpdateService:
 
     # --- queued ------------------------------------------------------------------
 
-    def queue_conversation(self, scope: Scope, thread_id: str, messages: Iterable[object]) -> bool:
+    def queue_conversation(
+        self, scope: Scope, thread_id: str, messages: Iterable[object], *, immediate: bool
+    ) -> bool:
         """Queue a conversation (see ``Memory.queue_conversation``)."""
         prepared = self.updater().prepare(messages)
         if prepared is None:
             return False
-        self.queue().add(
+        queue = self.queue()
+        add = queue.add_nowait if immediate else queue.add
+        add(
             thread_id,
             prepared.messages,
             user_id=scope.user_id,

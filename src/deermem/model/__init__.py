@@ -1,4 +1,4 @@
-"""The data model: facts, categories and timestamps. Pure: no I/O, no clock.
+"""The data model: facts, categories, timestamps and the text boundary. Pure: no I/O, no clock.
 
 Names are imported on first use: a caller that needs only the timestamp
 helpers (the evaluation's case builder, for one) does not pay for the

@@ -6,7 +6,8 @@ free of any web framework so the MCP server's HTTP transport makes the same
 decisions:
 
 * :meth:`ServerContext.principal_for` — who is asking (a bearer token, or
-  nobody on a loopback server that has no tokens);
+  nobody on a loopback server that has no tokens); the check itself is
+  :func:`principal_for_header`, which the MCP server calls too;
 * :meth:`ServerContext.memory_for` — the memory of the user and agent a
   request names, if the principal may address that user; otherwise the
   same 404 an unknown path gets, so a token never learns whether another
@@ -25,10 +26,36 @@ from deermem.server.problems import ProblemError, not_found, unauthorized
 from deermem.server.settings import ServerSettings
 from deermem.server.tokens import Principal, TokenFile
 
-__all__ = ["ServerContext"]
+__all__ = ["ServerContext", "principal_for_header"]
 
 _log = logging.getLogger("deermem.server")
 _SCHEME = "bearer"
+
+
+def principal_for_header(
+    tokens: TokenFile, authorization: str | None, *, auth_required: bool
+) -> Principal:
+    """Who sends a request with this ``Authorization`` header value.
+
+    The one bearer check of every deermem server (the HTTP API and the MCP
+    server's HTTP transport). Without ``auth_required`` and with no token in
+    ``tokens`` anyone may ask (the open loopback server).
+
+    Raises:
+        ProblemError: 401 — a token is required and none, or no valid one, was sent.
+        TokenFileError: the tokens file became unreadable.
+    """
+    if not auth_required and not tokens.configured():
+        return Principal.unauthenticated()
+    if not authorization:
+        raise ProblemError(unauthorized("missing"))
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != _SCHEME or not token.strip():
+        raise ProblemError(unauthorized("malformed"))
+    principal = tokens.authenticate(token.strip())
+    if principal is None:
+        raise ProblemError(unauthorized("invalid"))
+    return principal
 
 
 @dataclass
@@ -62,17 +89,7 @@ class ServerContext:
             ProblemError: 401 — a token is required and none, or no valid one, was sent.
             TokenFileError: the tokens file became unreadable.
         """
-        if not self.auth_required and not self.tokens.configured():
-            return Principal.unauthenticated()
-        if not authorization:
-            raise ProblemError(unauthorized("missing"))
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != _SCHEME or not token.strip():
-            raise ProblemError(unauthorized("malformed"))
-        principal = self.tokens.authenticate(token.strip())
-        if principal is None:
-            raise ProblemError(unauthorized("invalid"))
-        return principal
+        return principal_for_header(self.tokens, authorization, auth_required=self.auth_required)
 
     def memory_for(self, principal: Principal, user: str, agent: str | None) -> Memory:
         """The memory of ``user`` and ``agent``, if ``principal`` may address the user.

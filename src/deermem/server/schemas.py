@@ -15,6 +15,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
+from deermem.model.text import (
+    MAX_CATEGORY_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_SOURCE_ERROR_CHARS,
+    MAX_TOPICS,
+)
+
 __all__ = [
     "ArchivePage",
     "ArchivedFact",
@@ -44,10 +51,19 @@ _OPEN = ConfigDict(extra="allow")
 
 # Python's whitespace (what str.strip removes), spelled out: JSON Schema's \s is not the same set.
 _SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# The text boundary of facts written by hand (deermem.model.text), stated for clients:
+# one line holds no control character or line break; text no control character but
+# tab, line feed and carriage return.
+_ONE_LINE = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+_LINES = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
 # Text that is not blank once stripped (the memory refuses blank content).
 Text = Annotated[
     str,
-    Field(min_length=1, max_length=20_000, json_schema_extra={"pattern": f"[^{_SPACE}]"}),
+    Field(
+        min_length=1,
+        max_length=MAX_CONTENT_CHARS,
+        json_schema_extra={"pattern": f"[^{_SPACE}]", "allOf": [{"pattern": _LINES}]},
+    ),
 ]
 
 # The roles deermem.signals reads: OpenAI's (role) and LangChain's (type).
@@ -72,7 +88,10 @@ ChatMessage = Annotated[
         }
     ),
 ]
-Name = Annotated[str, Field(min_length=1, max_length=64)]
+Name = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_CATEGORY_CHARS, json_schema_extra={"pattern": _ONE_LINE}),
+]
 
 
 # --- requests ---------------------------------------------------------------------------
@@ -86,8 +105,14 @@ class FactCreate(BaseModel):
     content: Text
     category: Name = "context"
     confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.5
-    topics: Annotated[list[Name], Field(max_length=32)] = []
-    sourceError: Annotated[str, Field(max_length=2000)] | None = None
+    topics: Annotated[list[Name], Field(max_length=MAX_TOPICS)] = []
+    sourceError: (
+        Annotated[
+            str,
+            Field(max_length=MAX_SOURCE_ERROR_CHARS, json_schema_extra={"pattern": _LINES}),
+        ]
+        | None
+    ) = None
     expectedValidDays: Annotated[int, Field(ge=1, le=36_500)] | None = None
 
 
@@ -132,7 +157,9 @@ class ConversationIn(BaseModel):
 
     model_config = _STRICT
 
-    threadId: Annotated[str, Field(min_length=1, max_length=200)]
+    threadId: Annotated[
+        str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": _ONE_LINE})
+    ]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
 
 

@@ -301,4 +301,4 @@ class TokenFile:
     def _write(self, records: Iterable[TokenRecord]) -> None:
         document = {"version": FILE_VERSION, "tokens": [r.to_dict() for r in records]}
         data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-        atomic_write(self.path, data)  # a temporary file of mode 0600, renamed into place
+        atomic_write(self.path, data, mode=0o600)  # its owner's only

@@ -3,22 +3,23 @@
 A reader sees either the old file or the new one, never a mix, and once a
 function here returns, the change survives a power cut. Every new content
 goes through :func:`write_temporary`, the one place the store writes file
-contents: a ``.<name>.<random>.tmp`` file made by :func:`tempfile.mkstemp`
-(readable by its owner only) in the target's own directory, because a rename
-is atomic only within one file system. Temporary files are hidden from every
-listing the store makes. fsyncs run one after another, in the caller's
-thread.
+contents: a ``.<name>.<random>.tmp`` file in the target's own directory
+(a rename is atomic only within one file system), created exclusively with
+the permissions the umask gives (usually 0644) — as the original DeerMem
+creates its files, so a directory both share stays readable to each.
+Temporary files are hidden from every listing the store makes. fsyncs run
+one after another, in the caller's thread.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
 __all__ = [
+    "FILE_MODE",
     "atomic_write",
     "fsync_path",
     "is_temporary",
@@ -29,6 +30,17 @@ __all__ = [
 ]
 
 _TMP_SUFFIX: Final = ".tmp"
+# A file name's limit on common file systems, in bytes; a temporary name keeps
+# to it by shortening the target's name, never the random part.
+_MAX_NAME_BYTES: Final = 255
+_RANDOM_HEX: Final = 16
+_NAME_ATTEMPTS: Final = 100
+# A new file, never an existing one (O_EXCL also refuses a symbolic link).
+_CREATE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+
+FILE_MODE: Final = 0o666
+"""The mode new files are created with, less the umask: readable and writable by
+whom the umask allows, never executable — what ``open(path, "w")`` gives."""
 
 
 def is_temporary(name: str) -> bool:
@@ -36,14 +48,24 @@ def is_temporary(name: str) -> bool:
     return name.startswith(".") and name.endswith(_TMP_SUFFIX)
 
 
-def write_temporary(path: Path, data: bytes, *, flush: bool = True) -> Path:
+def write_temporary(path: Path, data: bytes, *, flush: bool = True, mode: int = FILE_MODE) -> Path:
     """Write ``data`` to a new temporary file beside ``path``; return its path.
 
-    ``flush`` fsyncs the content before returning. On failure the temporary
-    file is removed again.
+    The file is created exclusively (never an existing file or a symbolic
+    link), with ``mode`` less the umask — by default as ``open(path, "wb")``
+    would create ``path`` itself; a file only its owner may read passes
+    ``0o600``. ``flush`` fsyncs the content before returning. On failure the
+    temporary file is removed again.
     """
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TMP_SUFFIX, dir=path.parent)
-    temporary = Path(name)
+    for _ in range(_NAME_ATTEMPTS):
+        temporary = path.parent / _temporary_name(path.name)
+        try:
+            fd = os.open(temporary, _CREATE_FLAGS, mode)
+            break
+        except FileExistsError:  # the name is taken: draw another
+            continue
+    else:
+        raise FileExistsError(f"{path.parent}: no free temporary file name for {path.name}")
     try:
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
@@ -54,6 +76,13 @@ def write_temporary(path: Path, data: bytes, *, flush: bool = True) -> Path:
         temporary.unlink(missing_ok=True)
         raise
     return temporary
+
+
+def _temporary_name(name: str) -> str:
+    """``.<name>.<random>.tmp``, with ``name`` shortened to keep within 255 bytes."""
+    room = _MAX_NAME_BYTES - len(f"..{'0' * _RANDOM_HEX}{_TMP_SUFFIX}")
+    stem = name.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "surrogateescape")
+    return f".{stem}.{os.urandom(_RANDOM_HEX // 2).hex()}{_TMP_SUFFIX}"
 
 
 def fsync_path(path: Path) -> None:
@@ -86,12 +115,13 @@ def make_directories(directory: Path) -> list[Path]:
     return [item.parent for item in missing]
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably.
+def atomic_write(path: Path, data: bytes, *, mode: int = FILE_MODE) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (a new file of ``mode``
+    less the umask; see :func:`write_temporary`).
 
     On any failure the temporary file is removed and ``path`` is untouched.
     """
-    replace_files([(path, data)])
+    replace_files([(path, data)], mode=mode)
 
 
 def remove_durably(path: Path) -> bool:
@@ -104,7 +134,9 @@ def remove_durably(path: Path) -> bool:
     return True
 
 
-def replace_files(changes: Iterable[tuple[Path, bytes | None]], *, journaled: bool = False) -> None:
+def replace_files(
+    changes: Iterable[tuple[Path, bytes | None]], *, journaled: bool = False, mode: int = FILE_MODE
+) -> None:
     """Replace (or, for ``None``, remove) each file atomically; all are durable on return.
 
     Each file is old or new after a crash, never a mix, but the set is not
@@ -125,7 +157,7 @@ def replace_files(changes: Iterable[tuple[Path, bytes | None]], *, journaled: bo
             directories.add(path.parent)
             continue
         directories.update(make_directories(path.parent))
-        temporary = write_temporary(path, data, flush=not journaled)
+        temporary = write_temporary(path, data, flush=not journaled, mode=mode)
         try:
             temporary.replace(path)
         except BaseException:

@@ -1,21 +1,23 @@
 """The on-disk formats: a fact as Markdown with YAML front matter, and ``memory.json``.
 
-A fact file is the original DeerMem's format::
+A fact file is what the original DeerMem writes for the same fact, byte for
+byte::
 
     ---
-    <yaml.safe_dump of every field but content and title, with the scope
-     written as user_id / agent_name, in canonical key order>
+    <yaml.safe_dump(allow_unicode=True, sort_keys=False) of every field but
+     content and title, in the fact's key order, then user_id and agent_name>
     ---
 
     # <title>
 
     <content>
 
-The front matter is PyYAML's safe dump with the original's options. Where
-PyYAML has libyaml, its dumper writes it: the same text as the pure-Python
-dumper the original uses, except that it escapes characters beyond U+FFFF
-(emoji) and breaks long double-quoted lines in another place — other bytes,
-which every YAML reader reads as the same values.
+The front matter is written with PyYAML's pure-Python safe dumper — the one
+``yaml.safe_dump`` is — because libyaml's escapes emoji and breaks long lines
+elsewhere; it is read with libyaml's safe loader when PyYAML has it. The one
+deliberate difference: front matter holding U+0085 is written with non-ASCII
+characters escaped, because the pure-Python dumper writes that character raw
+and every reader reads it back as a space.
 
 The title is the fact's explicit ``title`` if it has one, else the first line
 of its content; it is never in the front matter. Reading gives back an
@@ -32,13 +34,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
-from deermem.model.fact import MAX_TITLE_LENGTH, Fact, FactScope
+from deermem.model.fact import TIMESTAMP_FIELDS, Fact, FactScope
 from deermem.store.protocol import Section, SummaryDocument
 from deermem.store.scope import Scope
 
@@ -51,36 +54,32 @@ __all__ = [
 
 _OPEN: Final = "---\n"
 _CLOSE: Final = "\n---\n"
-_BODY_KEYS: Final = ("content", "title")
-# libyaml's safe loader and dumper when PyYAML has them, its pure-Python ones
-# otherwise: every reader of either reads what either writes the same way.
+# Keys a fact holds that its front matter does not: the body's, and the
+# scope, which is written as the directory's user_id and agent_name.
+_NOT_FRONT_MATTER: Final = frozenset({"content", "title", "scope", "user_id", "agent_name"})
+# libyaml's safe loader when PyYAML has it; the pure-Python safe dumper,
+# whose output is the original's byte for byte.
 _LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DUMPER: Final[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_DUMPER: Final[Any] = yaml.SafeDumper
 
 
 def encode_fact(fact: Fact, scope: Scope) -> bytes:
     """The Markdown file of a fact, with the scope of the directory it goes to."""
-    front: dict[str, object] = {}
-    for key, value in fact.to_dict().items():
-        if key in _BODY_KEYS:
-            continue
-        if key == "scope":
-            continue
-        front[key] = value
-        if key == "source":
-            # The scope goes where the original puts it: right after the source.
-            front["user_id"] = scope.user_id
-            front["agent_name"] = scope.agent
-    text = f"{_OPEN}{_dump_front_matter(front)}---\n\n# {fact.heading()}\n\n{fact.content}\n"
+    front = {key: value for key, value in fact.to_dict().items() if key not in _NOT_FRONT_MATTER}
+    # The original writes the scope last.
+    front["user_id"] = scope.user_id
+    front["agent_name"] = scope.agent
+    yaml_text = _dump_front_matter(front).strip()
+    text = f"{_OPEN}{yaml_text}\n---\n\n# {fact.heading()}\n\n{fact.content}\n"
     return text.encode("utf-8")
 
 
 def _dump_front_matter(front: Mapping[str, object]) -> str:
     """What the original writes: ``yaml.safe_dump(front, allow_unicode=True, sort_keys=False)``.
 
-    One exception: PyYAML's pure-Python dumper writes U+0085 (NEXT LINE) raw,
-    and every YAML reader reads it back as a space; such front matter is
-    written with non-ASCII characters escaped instead — lossless, still YAML.
+    One exception: PyYAML's dumper writes U+0085 (NEXT LINE) raw, and every
+    YAML reader reads it back as a space; such front matter is written with
+    non-ASCII characters escaped instead — lossless, still YAML.
     """
     text: str = yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=True, sort_keys=False)
     if "\x85" in text:
@@ -113,10 +112,11 @@ def decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -
         raise CorruptMemoryFile(
             path, f"the id {fact_id!r} in the front matter does not match the file name"
         )
+    meta = {k: v if k in TIMESTAMP_FIELDS else _as_json(v) for k, v in meta.items()}
     meta["scope"] = {"userId": scope.user_id, "agentName": scope.agent}
     meta["content"] = content
-    if heading is not None and heading != _derived_heading(content):
-        meta["title"] = heading
+    if heading is not None:
+        meta["title"] = heading  # the model drops a title that is the derived heading
     try:
         return Fact.from_dict(meta)
     except FactValidationError as error:
@@ -136,12 +136,28 @@ def _front_matter(text: str, path: str | Path) -> dict[str, object]:
     if set(map(type, meta)) - {str}:
         key = next(k for k in meta if not isinstance(k, str))
         raise CorruptMemoryFile(path, f"front-matter key {key!r} is not a string")
-    for key in _BODY_KEYS:
+    for key in ("content", "title"):
         if key in meta:
             raise CorruptMemoryFile(
                 path, f"the front matter must not hold {key!r}; it belongs in the body"
             )
     return meta
+
+
+def _as_json(value: object) -> object:
+    """A front-matter value with YAML's own timestamps as ISO text.
+
+    A fact also goes to archive entries and exports, which are JSON; an
+    unquoted date in a hand-edited file is read as the text it shows. (The
+    known timestamp fields are the model's to format.)
+    """
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_as_json(item) for item in value]
+    if isinstance(value, dict):
+        return {_as_json(key): _as_json(item) for key, item in value.items()}
+    return value
 
 
 def _split_body(body: str) -> tuple[str | None, str]:
@@ -154,11 +170,6 @@ def _split_body(body: str) -> tuple[str | None, str]:
         if rest.startswith("\n"):
             rest = rest[1:]
     return heading, rest.rstrip()
-
-
-def _derived_heading(content: str) -> str:
-    first = content.strip().split("\n", 1)[0]
-    return first.replace("\r", " ").strip()[:MAX_TITLE_LENGTH]
 
 
 def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> None:
@@ -182,9 +193,17 @@ def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> Non
 
 
 def encode_summaries(document: SummaryDocument) -> bytes:
-    """``memory.json``: the summaries only, never facts."""
-    text = json.dumps(document.to_dict(), indent=2, ensure_ascii=False)
-    return (text + "\n").encode("utf-8")
+    """``memory.json``: the summaries only, never facts — as the original writes it.
+
+    A summary read with a lone surrogate (a JSON ``"\\ud800"`` escape) cannot
+    be written as UTF-8; such a document is written with every non-ASCII
+    character escaped instead, which reads back as the same values.
+    """
+    data = document.to_dict()
+    try:
+        return json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, indent=2).encode("utf-8")
 
 
 def decode_summaries(data: bytes, path: Path) -> SummaryDocument:
@@ -236,13 +255,7 @@ def _sections(document: Mapping[str, object], group: str, path: Path) -> Mapping
     for name, value in raw.items():
         if not isinstance(value, dict):
             raise CorruptMemoryFile(path, f"'{group}.{name}' must be an object")
-        summary = value.get("summary", "")
-        updated = value.get("updatedAt", "")
-        if not isinstance(summary, str) or not isinstance(updated, str):
-            raise CorruptMemoryFile(
-                path, f"'{group}.{name}' must have string 'summary' and 'updatedAt'"
-            )
-        base[name] = Section(summary=summary, updatedAt=updated)
+        base[name] = Section.from_value(value)
     return base
 
 

@@ -71,7 +71,7 @@ from deermem.store.reading import (
 )
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
 from deermem.store.regret_records import RegretEvent, ShadowMark
-from deermem.store.scope import Scope
+from deermem.store.scope import Scope, is_bucket
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -207,6 +207,18 @@ class MarkdownStore:
     def reload(self, scope: Scope) -> ScopeSnapshot:
         self._cache.drop(scope)
         return self.load(scope)
+
+    def agents(self, user_id: str | None) -> tuple[str, ...]:
+        """The directories under ``agents/`` that name a bucket (lower-case names, ``__default__``).
+
+        Other directories (a name that is not a bucket name) hold no facts deermem reads.
+        """
+        user = self._settled(Scope.of(user_id))
+        try:
+            entries = sorted((user.user_dir / "agents").iterdir())
+        except FileNotFoundError:
+            return ()
+        return tuple(entry.name for entry in entries if entry.is_dir() and is_bucket(entry.name))
 
     def search_index_location(self) -> Path:
         """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.

@@ -70,13 +70,38 @@ SummaryKey = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """One summary section of the user-global document."""
+    """One summary section of the user-global document.
+
+    ``summary`` and ``updatedAt`` are text. ``extra`` holds what a stored
+    section has besides: unknown keys, and a ``summary`` or ``updatedAt``
+    that is not a string (the original accepts any JSON value there; its
+    text here is what the original's prompt shows: ``str(value)``, or ``""``
+    for an empty one). They are written back as they were read; a section
+    that changes is replaced whole, as in the original.
+    """
 
     summary: str = ""
     updatedAt: str = ""
+    extra: Mapping[str, object] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"summary": self.summary, "updatedAt": self.updatedAt}
+    @classmethod
+    def from_value(cls, value: Mapping[str, object]) -> Section:
+        """A section from its stored object (any values; see the class docstring)."""
+        summary = value.get("summary", "")
+        updated = value.get("updatedAt", "")
+        extra = {
+            key: item
+            for key, item in value.items()
+            if key not in ("summary", "updatedAt") or not isinstance(item, str)
+        }
+        return cls(
+            summary=summary if isinstance(summary, str) else str(summary) if summary else "",
+            updatedAt=updated if isinstance(updated, str) else str(updated) if updated else "",
+            extra=MappingProxyType(extra),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {"summary": self.summary, "updatedAt": self.updatedAt, **self.extra}
 
 
 def _empty_sections(names: tuple[str, ...]) -> Mapping[str, Section]:
@@ -410,6 +435,13 @@ class Store(Protocol):
 
     def reload(self, scope: Scope) -> ScopeSnapshot:
         """Forget cached state and read the scope from the source again."""
+        ...
+
+    def agents(self, user_id: str | None) -> tuple[str, ...]:
+        """The agent buckets a user has, sorted (``None``: the single-user layout).
+
+        For operations over everything a user owns, such as clearing it.
+        """
         ...
 
     def search_index_location(self) -> str | os.PathLike[str]:

@@ -16,12 +16,14 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from deermem._exceptions import UnsafeIdentifierError
+from deermem._exceptions import InvalidTextError, UnsafeIdentifierError
+from deermem.model.text import check_storable
 
 __all__ = [
     "DEFAULT_AGENT",
     "MAX_AGENT_NAME_LENGTH",
     "Scope",
+    "is_bucket",
     "normalise_agent",
     "safe_user_id",
 ]
@@ -47,10 +49,16 @@ def safe_user_id(raw: object) -> str:
     first 64 and the digest — the original would fail on them instead.
 
     Raises:
-        UnsafeIdentifierError: the id is not a string or is empty.
+        UnsafeIdentifierError: the id is not a string, is empty, or is not
+            valid Unicode (it is stored in every fact: an undecodable byte
+            could not be written).
     """
     if not isinstance(raw, str) or not raw:
         raise UnsafeIdentifierError("user id", raw, "expected a non-empty string")
+    try:
+        check_storable("user id", raw)
+    except InvalidTextError as error:
+        raise UnsafeIdentifierError("user id", raw, error.allowed) from None
     safe = _SAFE_CHARS.sub("-", raw)
     if safe == raw and len(safe) <= _MAX_SAFE_USER_LENGTH:
         return safe
@@ -85,6 +93,14 @@ def normalise_agent(name: str | None) -> str:
             "agent name", name, f"at most {MAX_AGENT_NAME_LENGTH} characters"
         )
     return lowered
+
+
+def is_bucket(name: str) -> bool:
+    """Whether ``name`` is an agent bucket name as :func:`normalise_agent` returns them."""
+    try:
+        return normalise_agent(name) == name
+    except UnsafeIdentifierError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Final
 
+from deermem.model import text
 from deermem.model.fact import MAX_FACT_ID_LENGTH
 
 __all__ = [
@@ -77,11 +78,13 @@ MAX_REMOVALS: Final = 100
 MAX_STALE_REMOVALS: Final = 100
 MAX_EXTENSIONS: Final = 100
 
-MAX_CONTENT_CHARS: Final = 4_000
-MAX_CATEGORY_CHARS: Final = 64
+# The lengths of text that reaches a file are the model layer's, shared with
+# facts written by hand (deermem.model.text).
+MAX_CONTENT_CHARS: Final = text.MAX_CONTENT_CHARS
+MAX_CATEGORY_CHARS: Final = text.MAX_CATEGORY_CHARS
 MAX_CONFIDENCE_TEXT_CHARS: Final = 32
-MAX_SOURCE_ERROR_CHARS: Final = 2_000
-MAX_SUMMARY_CHARS: Final = 8_000
+MAX_SOURCE_ERROR_CHARS: Final = text.MAX_SOURCE_ERROR_CHARS
+MAX_SUMMARY_CHARS: Final = text.MAX_SUMMARY_CHARS
 MAX_REASON_CHARS: Final = 1_000
 MAX_ID_CHARS: Final = MAX_FACT_ID_LENGTH
 

@@ -20,6 +20,12 @@ original DeerMem's:
 * stale-fact entries need a string id; extensions need ``extend_by_days``
   that truncates to a whole number of at least 1.
 
+Text that reaches a file keeps to the text boundary of facts written by hand
+(:mod:`deermem.model.text`): a new fact whose content, category or
+``sourceError`` holds a lone surrogate or a control character (any, in a
+category) is malformed; so is a summary section (ignored) and an entry's id
+(ignored); a reason that is not valid text is no reason.
+
 Bounds on sizes are in :mod:`deermem.update.limits`; what they drop is
 counted by limit (:class:`~deermem.update.limits.OverLimits`), and entries
 without a usable id or shape are counted per list (``ignored``), so the
@@ -30,9 +36,11 @@ normalised response gives the same response
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
+from deermem._exceptions import FactValidationError
+from deermem.model.text import check_line, check_lines
 from deermem.update import limits
 from deermem.update._values import read_confidence, read_positive_days
 from deermem.update.limits import OverLimits
@@ -116,7 +124,20 @@ def _label(value: object) -> str | None:
 
 def _text(value: object, limit: int = limits.MAX_REASON_CHARS) -> str:
     # Stripped again after the cut, so normalising a normalised text changes nothing.
-    return value.strip()[:limit].strip() if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    text = value.strip()[:limit].strip()
+    return text if _is_text(check_lines, text) else ""
+
+
+def _is_text(check: Callable[[str, str, int], str], value: str) -> bool:
+    """Whether ``value`` passes a text check of :mod:`deermem.model.text` (lengths
+    are checked, and counted, by the caller)."""
+    try:
+        check("text", value, len(value))
+    except FactValidationError:
+        return False
+    return True
 
 
 def _usable_id(value: object, name: str, tally: _Tally) -> str | None:
@@ -128,6 +149,9 @@ def _usable_id(value: object, name: str, tally: _Tally) -> str | None:
         return None
     if len(fact_id) > limits.MAX_ID_CHARS:
         tally.over_limit("ids")
+        return None
+    if not _is_text(check_line, fact_id):
+        tally.skip(name)
         return None
     return fact_id
 
@@ -146,6 +170,9 @@ def _summaries(data: Mapping[str, object], tally: _Tally) -> tuple[SummaryPropos
             text = summary if isinstance(summary, str) else ""
             if len(text) > limits.MAX_SUMMARY_CHARS:
                 tally.over_limit("summaries")
+                continue
+            if not _is_text(check_lines, text):
+                tally.skip(f"{group}.{name}")
                 continue
             proposals.append(
                 SummaryProposal(
@@ -189,6 +216,8 @@ def _new_fact(raw: object, index: int, tally: _Tally) -> NewFactProposal | None:
     if len(content) > limits.MAX_CONTENT_CHARS:
         tally.over_limit("content")
         return None
+    if not _is_text(check_lines, content):
+        return None
     given = raw.get("confidence")
     if isinstance(given, str) and len(given) > limits.MAX_CONFIDENCE_TEXT_CHARS:
         tally.over_limit("confidence")
@@ -201,10 +230,14 @@ def _new_fact(raw: object, index: int, tally: _Tally) -> NewFactProposal | None:
     if len(category) > limits.MAX_CATEGORY_CHARS:
         tally.over_limit("category")
         return None
+    if not _is_text(check_line, category):
+        return None
     source_error = raw.get("sourceError")
     source_error = source_error.strip() if isinstance(source_error, str) else ""
     if len(source_error) > limits.MAX_SOURCE_ERROR_CHARS:
         tally.over_limit("source_error")
+        return None
+    if not _is_text(check_lines, source_error):
         return None
     return NewFactProposal(
         index=index,

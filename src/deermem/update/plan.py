@@ -272,20 +272,21 @@ def _build_new_facts(
     new_id: IdFactory,
 ) -> tuple[Fact, ...]:
     taken = {fact.id for fact in library}
-    source: dict[str, object] = (
-        {"type": "conversation", "threadId": thread_id} if thread_id else {"type": "unknown"}
-    )
+    source: dict[str, object] = {
+        "type": "conversation" if thread_id else "unknown",
+        "threadId": thread_id or None,
+    }
     facts: list[Fact] = []
     for proposal in proposals:
         fact_id = _unused_id(new_id, taken)
         taken.add(fact_id)
+        # The original's order of a new fact's keys (its file is the original's).
         data: dict[str, object] = {
             "id": fact_id,
             "content": proposal.content,
             "category": proposal.category,
             "confidence": proposal.confidence,
             "createdAt": stamp,
-            "updatedAt": stamp,
             "source": source,
         }
         if proposal.source_error:

@@ -101,8 +101,13 @@ class Updater:
         self.keep_hidden = keep_hidden
 
     @classmethod
-    def from_config(cls, config: MemoryConfig, model: ChatModel) -> Updater:
+    def from_config(
+        cls, config: MemoryConfig, model: ChatModel, *, keep_hidden: KeepHidden | None = None
+    ) -> Updater:
         """An updater with the configuration's gate, settings, patterns and prompts.
+
+        ``keep_hidden`` is the host's rule for hidden human messages (default:
+        only a clarification answer is kept).
 
         Raises:
             PatternError: a pattern file under ``patterns_dir`` is invalid.
@@ -114,6 +119,7 @@ class Updater:
             gate=CapacityGate.from_config(config),
             patterns=load_patterns(config.patterns_dir),
             prompts=PromptLoader(config.prompts_dir),
+            keep_hidden=keep_hidden,
         )
 
     def prepare(self, messages: Iterable[object]) -> PreparedConversation | None:

@@ -1,0 +1,1 @@
+"""deermem inside other agent frameworks: each sub-package binds one host's memory contract."""

@@ -1,0 +1,112 @@
+"""Build the MCP server over one memory, and its streamable-HTTP application.
+
+:func:`create_mcp_server` is the transport-free part: an
+:class:`~mcp.server.mcpserver.MCPServer` named ``deermem`` with the memory
+tools. :func:`create_http_app` puts it behind the HTTP API's own layers,
+from the outside in: :class:`~deermem.server.request_ids.RequestIdMiddleware`
+(request ids, one access line, the last word on a crash),
+:class:`~deermem.server.limits.BodyLimitMiddleware` (413) and
+:class:`~deermem.mcp.auth.McpAuthMiddleware` (401/403, the caller's scope).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from mcp.server.mcpserver import Context, MCPServer
+
+from deermem import __version__
+from deermem.mcp.auth import CALLER_KEY, Caller, McpAuthMiddleware
+from deermem.mcp.settings import McpSettings, ToolLimits
+from deermem.mcp.tools import MemoryOf, add_memory_tools
+from deermem.memory import Memory
+from deermem.server.asgi import ASGIApp
+from deermem.server.limits import BodyLimitMiddleware
+from deermem.server.request_ids import RequestIdMiddleware
+from deermem.server.tokens import TokenFile
+
+__all__ = ["INSTRUCTIONS", "MCP_PATH", "create_http_app", "create_mcp_server", "request_memory"]
+
+MCP_PATH: Final = "/mcp"
+
+INSTRUCTIONS: Final = (
+    "deermem is this agent's long-term memory of the user. Call memory_context at the start "
+    "of a conversation and read its text. When the user states something lasting about "
+    "themselves or their work (a preference, a goal, a decision) call memory_add; when they "
+    "correct you, store the correction with category `correction`. Use memory_search to look "
+    "something up, memory_update or memory_forget when something changed or was withdrawn, "
+    "memory_why to explain what is remembered and why, memory_restore to bring back a "
+    "forgotten or evicted fact. Memory has a cap: the answer of every write says what was kept."
+)
+
+
+def create_mcp_server(
+    memory: Memory, *, memory_of: MemoryOf | None = None, limits: ToolLimits | None = None
+) -> MCPServer:
+    """The MCP server with the memory tools.
+
+    Args:
+        memory: the memory to serve; its configuration decides what the
+            tool descriptions and annotations say (see :mod:`deermem.mcp.tools`).
+        memory_of: the memory of one call; by default ``memory`` itself (the
+            stdio server's fixed scope).
+        limits: bounds on tool arguments.
+    """
+    server: MCPServer = MCPServer(
+        "deermem",
+        title="deermem",
+        description="Long-term memory for LLM agents that forgets the right things and can "
+        "say why.",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+    )
+    add_memory_tools(
+        server,
+        memory_of or (lambda ctx: memory),
+        memory=memory,
+        limits=limits or ToolLimits(),
+    )
+    return server
+
+
+def request_memory(memory: Memory, agent: str | None) -> MemoryOf:
+    """The memory of an HTTP tool call: its caller's user, the server's agent.
+
+    Fails closed: a call without the caller the authentication layer leaves
+    on the request is a bug, and gets an internal error rather than any memory.
+    """
+
+    def memory_of(ctx: Context[Any, Any]) -> Memory:
+        request = ctx.request_context.request
+        caller = getattr(request, "scope", {}).get(CALLER_KEY)
+        if not isinstance(caller, Caller):
+            raise RuntimeError("a tool call reached the server without an authenticated caller")
+        return memory.scoped(user=caller.user, agent=agent)
+
+    return memory_of
+
+
+def create_http_app(
+    memory: Memory, settings: McpSettings, *, tokens: TokenFile, auth_required: bool
+) -> ASGIApp:
+    """The streamable-HTTP application at :data:`MCP_PATH`, with authentication.
+
+    Args:
+        memory: the memory to serve (any scope: each call is re-scoped to its caller).
+        settings: host (DNS-rebinding protection on loopback), limits, user, agent.
+        tokens: the tokens file.
+        auth_required: whether every request needs a token even while the
+            tokens file is empty (the server listens beyond loopback).
+    """
+    server = create_mcp_server(
+        memory, memory_of=request_memory(memory, settings.agent), limits=settings.tools
+    )
+    body_limit = settings.server.limits.max_body_bytes
+    app: ASGIApp = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=settings.server.host,
+        max_request_body_size=body_limit,
+    )
+    app = McpAuthMiddleware(app, tokens=tokens, auth_required=auth_required, user=settings.user)
+    app = BodyLimitMiddleware(app, limit=body_limit)
+    return RequestIdMiddleware(app)

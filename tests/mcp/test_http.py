@@ -1,0 +1,272 @@
+"""``deermem mcp --transport http``: a real server process on 127.0.0.1, real tokens.
+
+One server runs without ``--user`` (each token reaches its own user), one
+with ``--user bob``; both serve agent ``coder`` from a store whose tokens
+file the tests write first, as ``deermem token add`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from deermem.cli import main
+from deermem.server.tokens import TokenFile
+
+from .conftest import HttpServer, call, files_under, http_server, http_session, text_of
+
+SECRET_BOB = "SECRET-b0b1 bob's surprise party is on friday"
+SECRET_ALICE = "SECRET-a11c alice is allergic to peanuts"
+GRANTS: dict[str, dict[str, Any]] = {
+    "alice": {"users": ["alice"]},
+    "bob": {"users": ["bob"]},
+    "carol": {"users": ["carol"]},
+    "pair": {"users": ["alice", "bob"]},
+    "admin": {"admin": True},
+}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw-test", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def issue_tokens(root: Path) -> dict[str, str]:
+    tokens = TokenFile(root / ".server" / "tokens.json")
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    return {name: tokens.add(now=now, **grants).token for name, grants in GRANTS.items()}
+
+
+@pytest.fixture(scope="module")
+def per_token(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[HttpServer, dict[str, str]]]:
+    """A server started without --user: each single-user token reaches its own memory."""
+    root = tmp_path_factory.mktemp("per-token")
+    tokens = issue_tokens(root / "store")
+    with http_server(root / "store", "--agent", "coder", log=root / "stderr.log") as server:
+        yield server, tokens
+
+
+@pytest.fixture(scope="module")
+def bobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer, dict[str, str]]]:
+    """A server started with --user bob."""
+    root = tmp_path_factory.mktemp("bobs")
+    tokens = issue_tokens(root / "store")
+    with http_server(
+        root / "store", "--user", "bob", "--agent", "coder", log=root / "stderr.log"
+    ) as server:
+        yield server, tokens
+
+
+def post(server: HttpServer, token: str | None, body: object, **headers: str) -> httpx.Response:
+    sent = {**ACCEPT, **headers}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    return httpx.post(server.url, json=body, headers=sent, timeout=30)
+
+
+def test_every_tool_over_http_against_the_stores_files(
+    per_token: tuple[HttpServer, dict[str, str]],
+) -> None:
+    server, tokens = per_token
+    facts = server.root / "users/alice/agents/coder/facts"
+
+    async def scenario() -> None:
+        async with http_session(server.url, tokens["alice"]) as alice:
+            assert len((await alice.list_tools()).tools) == 7
+            added = await call(alice, "memory_add", content=SECRET_ALICE, category="constraint")
+            fact_id = added["factId"]
+            (path,) = facts.rglob(f"{fact_id}.md")
+            assert SECRET_ALICE in path.read_text(encoding="utf-8")
+            hits = (await call(alice, "memory_search", query="peanuts"))["results"]
+            assert [hit["fact"]["id"] for hit in hits] == [fact_id]
+            assert SECRET_ALICE in (await call(alice, "memory_context"))["text"]
+            updated = await call(alice, "memory_update", fact_id=fact_id, confidence=0.95)
+            assert updated["confidence"] == 0.95
+            assert "0.95" in path.read_text(encoding="utf-8")
+            assert (await call(alice, "memory_why", fact_id=fact_id))["standing"]["rank"] == 1
+            assert (await call(alice, "memory_forget", fact_id=fact_id))["archived"] is True
+            assert not path.exists()
+            assert (await call(alice, "memory_restore", fact_id=fact_id))["restored"] is True
+            assert path.exists()
+
+    anyio.run(scenario)
+
+
+def test_alices_token_cannot_read_write_search_or_learn_of_bob(
+    per_token: tuple[HttpServer, dict[str, str]],
+) -> None:
+    server, tokens = per_token
+    bob_dir = server.root / "users/bob"
+
+    async def scenario() -> None:
+        async with http_session(server.url, tokens["bob"]) as bob:
+            kept = (await call(bob, "memory_add", content=SECRET_BOB, confidence=0.9))["factId"]
+            gone = (await call(bob, "memory_add", content="Bob's old plan"))["factId"]
+            await call(bob, "memory_forget", fact_id=gone)  # an archive entry and a receipt
+        before = files_under(bob_dir)
+        async with http_session(server.url, tokens["alice"]) as alice:
+            # Searching and reading find nothing of Bob's.
+            for query in ("surprise party", "SECRET-b0b1", "plan"):
+                results = (await call(alice, "memory_search", query=query))["results"]
+                assert all(hit["fact"]["id"] not in (kept, gone) for hit in results)
+            context = await call(alice, "memory_context")
+            assert "surprise" not in context["text"]
+            assert kept not in json.dumps(context["manifest"])
+            # Bob's ids answer exactly what an id nobody ever used answers.
+            for tool, extra in [
+                ("memory_why", {}),
+                ("memory_update", {"content": "hijacked"}),
+                ("memory_forget", {}),
+                ("memory_restore", {}),
+            ]:
+                for bobs_id in (kept, gone):
+                    answer = await alice.call_tool(tool, {"fact_id": bobs_id, **extra})
+                    unknown = await alice.call_tool(tool, {"fact_id": "fact_99999999", **extra})
+                    assert answer.is_error
+                    assert unknown.is_error
+                    assert text_of(answer).replace(bobs_id, "ID") == text_of(unknown).replace(
+                        "fact_99999999", "ID"
+                    )
+            # A model that names Bob in the arguments still writes to Alice's memory only
+            # (arguments outside the input schema are ignored).
+            planted = await call(alice, "memory_add", content="planted", user="bob", agent="coder")
+            assert list((server.root / "users/alice").rglob(f"{planted['factId']}.md"))
+        assert files_under(bob_dir) == before
+
+    anyio.run(scenario)
+
+
+def test_requests_without_a_valid_token_are_refused_before_mcp(
+    per_token: tuple[HttpServer, dict[str, str]],
+) -> None:
+    server, tokens = per_token
+    cases = [
+        (None, 401, "unauthorized", "missing"),
+        ("dmt_0123456789ab_" + "A" * 43, 401, "unauthorized", "invalid"),
+        (tokens["alice"][:-4] + "AAAA", 401, "unauthorized", "invalid"),
+        # Tokens that do not say which memory they mean, on a server without --user.
+        (tokens["admin"], 403, "scope-not-allowed", "ambiguous"),
+        (tokens["pair"], 403, "scope-not-allowed", "ambiguous"),
+    ]
+    for token, status, slug, reason in cases:
+        response = post(server, token, INITIALIZE)
+        assert response.status_code == status, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        problem = response.json()
+        assert problem["type"] == f"urn:deermem:problem:{slug}"
+        assert problem["reason"] == reason
+        assert problem["requestId"] == response.headers["x-request-id"]
+    assert post(server, tokens["alice"], INITIALIZE).status_code == 200
+
+
+def test_a_session_belongs_to_the_token_that_opened_it(
+    per_token: tuple[HttpServer, dict[str, str]],
+) -> None:
+    server, tokens = per_token
+    opened = post(server, tokens["alice"], INITIALIZE)
+    assert opened.status_code == 200
+    session_id = opened.headers["mcp-session-id"]
+    call_tool = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "memory_context", "arguments": {}},
+    }
+    hijack = post(
+        server,
+        tokens["bob"],
+        call_tool,
+        **{"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-06-18"},
+    )
+    assert hijack.status_code == 404
+    assert "alice" not in hijack.text
+    assert "SECRET" not in hijack.text
+
+
+def test_a_revoked_token_stops_working_without_a_restart(
+    per_token: tuple[HttpServer, dict[str, str]],
+) -> None:
+    server, tokens = per_token
+    assert post(server, tokens["carol"], INITIALIZE).status_code == 200
+    TokenFile(server.root / ".server" / "tokens.json").revoke(tokens["carol"].split("_")[1])
+    assert post(server, tokens["carol"], INITIALIZE).status_code == 401
+
+
+def test_the_log_has_request_ids_and_no_content_or_token(
+    per_token: tuple[HttpServer, dict[str, str]],
+) -> None:
+    server, tokens = per_token
+
+    async def scenario() -> None:
+        async with http_session(server.url, tokens["alice"]) as alice:
+            await call(alice, "memory_search", query="SECRET-a11c peanuts")
+            await alice.call_tool("memory_add", {"content": SECRET_ALICE + "!" * 3000})
+
+    anyio.run(scenario)
+    logged = server.log_text()
+    access = [line for line in logged.splitlines() if "deermem.server.access" in line]
+    assert access
+    assert all("request_id=" in line and " POST " in line for line in access)
+    assert "SECRET-" not in logged
+    for token in tokens.values():
+        assert token.split("_")[2] not in logged
+
+
+def test_a_server_for_one_user_takes_only_tokens_that_may_address_it(
+    bobs: tuple[HttpServer, dict[str, str]],
+) -> None:
+    server, tokens = bobs
+    refused = post(server, tokens["alice"], INITIALIZE)
+    assert refused.status_code == 403
+    assert refused.json()["reason"] == "user"
+    assert "bob" not in refused.text
+
+    async def scenario() -> None:
+        for name in ("bob", "pair", "admin"):  # the 2025 handshake, as chat applications speak
+            async with http_session(server.url, tokens[name], mode="legacy") as client:
+                await call(client, "memory_add", content=f"Written with the {name} token")
+        async with http_session(server.url, tokens["bob"]) as bob:
+            context = (await call(bob, "memory_context"))["text"]
+            for name in ("bob", "pair", "admin"):
+                assert f"Written with the {name} token" in context
+
+    anyio.run(scenario)
+    assert len(list((server.root / "users/bob/agents/coder/facts").rglob("*.md"))) == 3
+    assert not (server.root / "users/alice").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status", "message"),
+    [
+        # Beyond loopback without a token: refused before a socket is opened.
+        (["mcp", "--transport", "http", "--host", "0.0.0.0"], 1, "without authentication"),
+        (["mcp", "--port", "9000"], 2, "--transport http only"),
+        (["mcp", "--transport", "sse"], 2, "stdio"),
+    ],
+)
+def test_the_command_refuses_what_it_cannot_do_safely(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    arguments: list[str],
+    status: int,
+    message: str,
+) -> None:
+    assert main(["--root", str(tmp_path), *arguments]) == status
+    captured = capsys.readouterr()
+    assert message in " ".join((captured.out + captured.err).split())
+    assert "Traceback" not in captured.err

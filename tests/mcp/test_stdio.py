@@ -1,0 +1,90 @@
+"""``deermem mcp`` over stdio, as Claude Desktop and Cursor run it: a real child process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+
+from .conftest import call, deermem_args, stdio_session, text_of
+
+SECRET = "SECRET-c41d prefers tabs over spaces"
+
+
+def test_every_tool_over_stdio_against_the_stores_files(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    log = tmp_path / "stderr.log"
+    facts = root / "users/alice/agents/coder/facts"
+    archive = root / "users/alice/agents/coder/.metadata/archive"
+
+    async def scenario() -> None:
+        async with stdio_session(
+            root, "--user", "alice", "--agent", "coder", "mcp", log=log, mode="legacy"
+        ) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert len(listed) == 7
+            added = await call(
+                client, "memory_add", content=SECRET, category="preference", confidence=0.9
+            )
+            assert added["outcome"] == "stored"
+            fact_id = added["factId"]
+            (path,) = facts.rglob(f"{fact_id}.md")
+            assert SECRET in path.read_text(encoding="utf-8")
+            found = await call(client, "memory_search", query="tabs")
+            assert [hit["fact"]["id"] for hit in found["results"]] == [fact_id]
+            context = await call(client, "memory_context")
+            assert SECRET in context["text"]
+            assert [item["factId"] for item in context["manifest"]["injected"]] == [fact_id]
+            updated = await call(
+                client, "memory_update", fact_id=fact_id, content=SECRET + " (strongly)"
+            )
+            assert updated["revision"] == 2
+            assert "(strongly)" in path.read_text(encoding="utf-8")
+            assert (await call(client, "memory_why", fact_id=fact_id))["status"] == "active"
+            assert (await call(client, "memory_forget", fact_id=fact_id))["archived"] is True
+            assert not path.exists()
+            assert any(archive.rglob(f"{fact_id}*"))
+            assert (await call(client, "memory_why", fact_id=fact_id))["status"] == "archived"
+            assert (await call(client, "memory_restore", fact_id=fact_id))["restored"] is True
+            assert path.exists()
+            refused = await client.call_tool("memory_restore", {"fact_id": fact_id})
+            assert refused.is_error
+            assert "Fact not found" in text_of(refused)
+
+    anyio.run(scenario)
+    # Logs go to stderr (stdout is the protocol): one line per call, no fact content.
+    logged = log.read_text(encoding="utf-8")
+    assert "tool memory_add ok" in logged
+    assert "tool memory_restore error" in logged
+    assert "SECRET-c41d" not in logged
+
+
+def test_without_user_the_stdio_server_serves_the_single_user_layout(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+
+    async def scenario() -> None:
+        async with stdio_session(root, "mcp", log=tmp_path / "stderr.log") as client:
+            added = await call(client, "memory_add", content="Single user fact")
+            assert added["outcome"] == "stored"
+
+    anyio.run(scenario)
+    assert list((root / "agents/__default__/facts").rglob("*.md"))
+    assert not (root / "users").exists()
+
+
+def test_a_bad_scope_stops_the_server_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, *deermem_args(tmp_path, "--agent", "../../etc", "mcp")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""  # stdout is the protocol's, even for errors
+    assert done.stderr.startswith("error:")
+    assert "agent name" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list(tmp_path.rglob("*.md"))

@@ -1,0 +1,239 @@
+"""What every host of a Memory needs: clearing, warming, a summaries-only block,
+an immediate queue entry and the host's rule for hidden messages.
+
+(The HTTP server, an MCP server and the DeerFlow backend all call these; they
+are tested here once, on the facade, with real files and real HTTP.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deermem import FactNotFoundError, Memory, MemoryConfig
+from deermem.context.tokens import reset_tokenizer_cache
+from deermem.signals import Message
+from deermem.store import MarkdownStore
+from deermem.testing import ScriptedChatServer
+from tests.wire_support import (
+    NOW,
+    answer,
+    close_memories,  # noqa: F401 (autouse fixture)
+    conversation,
+    model_settings,
+    new_fact,
+    open_memory,
+    prompt_of,
+    seed,
+    stored_fact,
+)
+
+
+def plain_memory(root: Path, *, user: str | None = "alice", **settings: object) -> Memory:
+    return Memory.open(root, MemoryConfig(**settings), user=user, clock=lambda: NOW)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedChatServer]:
+    with ScriptedChatServer() as running:
+        yield running
+
+
+# --- clearing -----------------------------------------------------------------------
+
+
+def test_clear_archives_every_fact_of_the_scope_and_keeps_the_summaries(tmp_path: Path) -> None:
+    memory = plain_memory(tmp_path)
+    writer = memory.scoped(user="alice", agent="writer")
+    seed(writer, stored_fact("fact_w"))
+    seed(memory, stored_fact("fact_a"), stored_fact("fact_b"), workContext="Backend engineer")
+
+    assert sorted(memory.clear()) == ["fact_a", "fact_b"]
+
+    assert memory.list_facts() == ()
+    assert memory.summaries().user["workContext"].summary == "Backend engineer"
+    assert [f.id for f in writer.list_facts()] == ["fact_w"]
+    assert sorted(entry.fact.id for entry in memory.list_archived()) == ["fact_a", "fact_b"]
+    (receipt,) = [r for r in memory.audit() if r.reason == "deleted"]
+    assert sorted(receipt.fact_ids) == ["fact_a", "fact_b"]
+    assert memory.restore("fact_a").restored
+    assert memory.clear() == ("fact_a",)
+    assert memory.clear() == ()
+
+
+def test_clear_under_delete_mode_removes_the_facts_for_good(tmp_path: Path) -> None:
+    memory = plain_memory(tmp_path, eviction_mode="delete")
+    seed(memory, stored_fact("fact_a"))
+    assert memory.clear() == ("fact_a",)
+    assert memory.list_archived() == ()
+    with pytest.raises(FactNotFoundError):
+        memory.why("fact_a")
+
+
+def test_clear_user_removes_every_agent_and_the_summaries_of_one_user_only(
+    tmp_path: Path,
+) -> None:
+    alice = plain_memory(tmp_path)
+    bob = plain_memory(tmp_path, user="bob")
+    for view, prefix in ((alice, "a"), (bob, "b")):
+        seed(view.scoped(user=view.scope.user_id, agent="writer"), stored_fact(f"fact_{prefix}w"))
+        seed(view, stored_fact(f"fact_{prefix}d"), workContext=f"{prefix} works")
+    # Directories that are not buckets hold nothing deermem reads, and stay.
+    custom = tmp_path / "users" / "alice" / "agents" / "Custom Agent"
+    custom.mkdir()
+    (custom / "config.yaml").write_text("name: custom\n")
+
+    assert sorted(alice.clear_user()) == ["fact_ad", "fact_aw"]
+
+    assert alice.list_facts() == ()
+    assert alice.scoped(user="alice", agent="writer").list_facts() == ()
+    assert all(section.summary == "" for section in alice.summaries().user.values())
+    assert all(section.summary == "" for section in alice.summaries().history.values())
+    assert (custom / "config.yaml").read_text() == "name: custom\n"
+    assert [f.id for f in bob.list_facts()] == ["fact_bd"]
+    assert bob.summaries().user["workContext"].summary == "b works"
+    assert alice.scoped(user="alice", agent="writer").list_archived()[0].fact.id == "fact_aw"
+
+
+def test_clear_user_of_a_user_without_memory_changes_nothing(tmp_path: Path) -> None:
+    memory = plain_memory(tmp_path, user="nobody")
+    assert memory.clear_user() == ()
+    assert not (tmp_path / "users").exists()
+
+
+def test_the_store_lists_the_bucket_directories_of_a_user(tmp_path: Path) -> None:
+    store = MarkdownStore(tmp_path)
+    assert store.agents("alice") == ()
+    agents = tmp_path / "users" / "alice" / "agents"
+    for name in ("writer", "__default__", "coder", "Upper", "has space", ".hidden"):
+        (agents / name).mkdir(parents=True)
+    (agents / "stray-file").write_text("")
+    assert store.agents("alice") == ("__default__", "coder", "writer")
+    (tmp_path / "agents" / "solo").mkdir(parents=True)
+    assert store.agents(None) == ("solo",)
+
+
+# --- warming and the summaries-only block ------------------------------------------------
+
+
+@pytest.mark.parametrize("counting", ["tiktoken", "char"])
+def test_warm_opens_the_search_index_and_loads_the_vocabulary(
+    tmp_path: Path, counting: str
+) -> None:
+    memory = plain_memory(tmp_path, token_counting=counting)
+    assert memory.warm() is True
+    assert (tmp_path / ".retrieval" / "memory-fts5.sqlite3").is_file()
+    memory.close()
+
+
+def test_warm_reports_a_vocabulary_that_cannot_be_loaded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "broken.tiktoken.gz").write_bytes(b"not a vocabulary")
+    reset_tokenizer_cache(tmp_path / "broken.tiktoken.gz")
+    try:
+        memory = plain_memory(tmp_path / "root")
+        assert memory.warm() is False
+        assert "cl100k_base vocabulary unavailable" in caplog.text
+        assert plain_memory(tmp_path / "root", token_counting="char").warm() is True
+        memory.close()
+    finally:
+        reset_tokenizer_cache()
+
+
+def test_warm_with_no_room_for_the_index_on_disk_still_readies_search(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "root"
+    blocked.mkdir()
+    (blocked / ".retrieval").write_text("a file where the index directory belongs")
+    memory = plain_memory(blocked)
+    seed(memory, stored_fact("fact_a", "Uses uv."))
+    assert memory.warm() is True
+    assert "in memory" in caplog.text
+    assert [hit.fact_id for hit in memory.search("uv")] == ["fact_a"]
+    memory.close()
+
+
+def test_a_summaries_only_block_leaves_the_facts_to_search(tmp_path: Path) -> None:
+    memory = plain_memory(tmp_path)
+    seed(memory, stored_fact("fact_a", "Uses uv, never pip."), workContext="Backend engineer")
+    full = memory.injection().text
+    summaries_only = memory.injection(facts=False)
+    assert "Uses uv" in full
+    assert "Backend engineer" in summaries_only.text
+    assert "Uses uv" not in summaries_only.text
+    assert summaries_only.manifest.injected == ()
+    assert summaries_only.manifest.omitted == ()
+    assert [hit.fact_id for hit in memory.search("uv")] == ["fact_a"]
+
+
+# --- the queue: an immediate entry, and the host's rule for hidden messages ---------------
+
+
+def test_an_immediate_entry_is_processed_without_waiting_for_the_pause(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=300.0, queue_max_depth=1)
+    server.enqueue(answer(newFacts=[new_fact("Uses uv.")]), answer())
+    memory.queue_conversation("other", conversation("Hello there.", "Hi."))  # fills the queue
+    assert memory.queue_conversation("t", conversation("I use uv.", "Noted."), immediate=True)
+    deadline = time.monotonic() + 15
+    while len(server.requests) < 2:
+        assert time.monotonic() < deadline, "the immediate entry was not processed"
+        time.sleep(0.02)
+    assert [f.content for f in memory.list_facts()] == ["Uses uv."]
+
+
+def hidden_turn(text: str, **kwargs: object) -> dict[str, object]:
+    return {"type": "human", "content": text, "additional_kwargs": {"hide_from_ui": True, **kwargs}}
+
+
+def test_a_host_rule_decides_which_hidden_messages_are_learned_from(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    seen: list[dict[str, object]] = []
+
+    def keep_flagged(message: Message) -> bool:
+        seen.append(dict(message.metadata))
+        return message.metadata.get("from_user") is True
+
+    memory = Memory.open(
+        tmp_path,
+        MemoryConfig(model=model_settings(server)),
+        user="alice",
+        clock=lambda: NOW,
+        keep_hidden=keep_flagged,
+    )
+    messages = [
+        hidden_turn("<memory>Uses pip.</memory>"),
+        {"type": "ai", "content": "Reply to the injected block."},
+        hidden_turn("My answer: I deploy on Fridays.", from_user=True),
+        {"type": "ai", "content": "Noted, Fridays."},
+    ]
+    server.enqueue(answer())
+    memory.learn("t", messages)
+    prompt = prompt_of(server)
+    assert "I deploy on Fridays" in prompt
+    assert "Uses pip" not in prompt
+    assert "Reply to the injected block" not in prompt
+    assert len(seen) == 2
+    memory.close()
+
+
+def test_without_a_host_rule_hidden_messages_are_dropped(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server)
+    messages = [
+        hidden_turn("My answer: I deploy on Fridays.", from_user=True),
+        {"type": "ai", "content": "Noted, Fridays."},
+        {"type": "human", "content": "I use uv."},
+        {"type": "ai", "content": "Noted."},
+    ]
+    server.enqueue(answer())
+    memory.learn("t", messages)
+    assert "Fridays" not in prompt_of(server)

@@ -1,0 +1,93 @@
+"""The one temporary-file writer: files as the umask makes them, names that fit."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from deermem import Memory, MemoryConfig
+from deermem.store.atomic import atomic_write, is_temporary, write_temporary
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+
+
+@pytest.fixture
+def umask() -> Iterator[None]:
+    """Restore the process's umask after a test sets its own."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def modes(root: Path) -> dict[str, int]:
+    return {
+        str(path.relative_to(root)): stat.S_IMODE(path.stat().st_mode)
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.mark.usefixtures("umask")
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_every_file_of_a_store_is_created_as_the_umask_says(
+    tmp_path: Path, mask: int, mode: int
+) -> None:
+    """As the original creates them: a directory shared with DeerFlow running as
+    another user (same group, umask 002) stays readable and writable to it."""
+    os.umask(mask)
+    memory = Memory.open(tmp_path, MemoryConfig(max_facts=10), user="alice", clock=lambda: NOW)
+    for number in range(11):  # the eleventh evicts one: archive entry and receipt too
+        memory.create_fact(f"Fact number {number}.", confidence=0.5 + number / 100)
+    written = {name: value for name, value in modes(tmp_path).items() if name.endswith(".md")}
+    assert len(written) == 10
+    assert {value for name, value in modes(tmp_path).items() if ".memory.lock" not in name} == {
+        mode
+    }
+    assert any("archive" in name for name in modes(tmp_path))
+    assert any("memory.json" in name for name in modes(tmp_path))
+
+
+def test_a_temporary_file_is_never_an_existing_file_or_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name already taken — here by a link planted where the first draw lands —
+    is never opened: the writer draws another."""
+    draws = iter([b"\x00" * 8, b"\x01" * 8])
+    monkeypatch.setattr(os, "urandom", lambda size: next(draws))
+    target = tmp_path / "memory.json"
+    decoy = tmp_path / "elsewhere"
+    (tmp_path / ".memory.json.0000000000000000.tmp").symlink_to(decoy)
+    temporary = write_temporary(target, b"content")
+    assert temporary.name == ".memory.json.0101010101010101.tmp"
+    assert temporary.read_bytes() == b"content"
+    assert is_temporary(temporary.name)
+    assert not decoy.exists()
+
+
+def test_names_stay_within_255_bytes_for_the_longest_ids(tmp_path: Path) -> None:
+    """A 250-character id: ``<id>.json`` is 255 bytes, its temporary name must shorten."""
+    target = tmp_path / ("f" * 250 + ".json")
+    atomic_write(target, b"{}")
+    assert target.read_bytes() == b"{}"
+    temporary = write_temporary(target, b"x")
+    assert len(temporary.name.encode()) <= 255
+    assert is_temporary(temporary.name)
+    assert temporary.name.startswith(".fff")
+
+
+@pytest.mark.usefixtures("umask")
+def test_a_file_for_its_owner_only_says_so(tmp_path: Path) -> None:
+    """The server's token file: created 0600 whatever the umask allows others."""
+    os.umask(0o002)
+    target = tmp_path / "tokens.json"
+    atomic_write(target, b"{}", mode=0o600)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    atomic_write(tmp_path / "shared.json", b"{}")
+    assert stat.S_IMODE((tmp_path / "shared.json").stat().st_mode) == 0o664
