@@ -15,3 +15,6 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(_HOST_PREFIXES):
             monkeypatch.delenv(name)
+
+
+pytest_plugins = ["tests.postgres_plugin"]

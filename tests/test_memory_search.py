@@ -1,4 +1,7 @@
-"""Memory.search on a real store: ranking, filters, fallback, CJK, recalls, and the index."""
+"""Memory.search on the Markdown store: recalls in its files, and the index file it derives.
+
+Ranking, filters, the fallback and CJK run on both stores: tests/store_contract/test_search.py.
+"""
 
 from __future__ import annotations
 
@@ -67,79 +70,6 @@ def ids(results: tuple[SearchResult, ...]) -> list[str]:
 
 
 # --- ranking and results -------------------------------------------------------------------
-
-
-def test_results_carry_the_fact_and_rank_by_score(memory: Memory) -> None:
-    results = memory.search("install python packages with uv")
-    assert ids(results)[0] == "fact_uv"
-    assert set(ids(results)) >= {"fact_uv", "fact_py", "fact_tool"}
-    best = results[0]
-    assert (best.content, best.category, best.confidence) == (
-        "Install Python packages with uv, never with pip.",
-        "correction",
-        0.7,
-    )
-    assert best.fact == memory.get_fact("fact_uv")
-    assert best.match_type == "fts5"
-    assert best.bm25 is not None
-    assert best.bm25 < 0
-    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
-    as_dict = best.to_dict()
-    assert as_dict["fact"] == best.fact.to_dict()
-    assert (as_dict["matchType"], as_dict["score"]) == ("fts5", best.score)
-
-
-def test_search_is_deterministic(memory: Memory, tmp_path: Path) -> None:
-    first = memory.search("python", top_k=10)
-    again = open_memory(tmp_path).search("python", top_k=10)
-    assert first == again  # scores bit for bit, ties by id
-
-
-def test_category_filter_applies_before_the_cut(memory: Memory) -> None:
-    assert ids(memory.search("python", top_k=1)) != ["fact_uv"]
-    assert ids(memory.search("python", top_k=1, category="Correction")) == ["fact_uv"]
-    # A fact filed as other/Tooling is found by its own label, as `facts list` finds it.
-    assert ids(memory.search("python", category="tooling")) == ["fact_tool"]
-    assert ids(memory.search("python", category="other")) == ["fact_tool"]
-    assert memory.search("python", category="goal") == ()
-
-
-def test_top_k_and_blank_queries(memory: Memory) -> None:
-    assert len(memory.search("python", top_k=2)) == 2
-    assert memory.search("python", top_k=0) == ()
-    assert memory.search("   ") == ()
-    assert memory.search('"unbalanced NOT NEAR( col: ^ -x') == ()  # typed operators never raise
-
-
-def test_substring_fallback(memory: Memory) -> None:
-    [hit] = memory.search("TML")  # inside a word: FTS5 finds nothing
-    assert (hit.fact_id, hit.match_type, hit.bm25) == ("fact_html", "substring", None)
-    assert hit.score == 0.6
-    assert memory.search("🦌") == ()
-
-
-@pytest.mark.parametrize(
-    ("query", "expected"),
-    [
-        ("机器学习", "fact_zh"),
-        ("深度", "fact_zh"),
-        ("東京", "fact_ja"),
-        ("문장", "fact_ko"),
-        ("安装", "fact_mixed"),
-    ],
-)
-def test_cjk_text_is_searchable(memory: Memory, query: str, expected: str) -> None:
-    results = memory.search(query)
-    assert ids(results)[0] == expected
-    assert results[0].match_type == "fts5"
-
-
-def test_a_scoped_view_searches_only_its_own_scope(memory: Memory) -> None:
-    bob = memory.scoped(user="bob", agent="writer")
-    bob.create_fact("Bob plays chess.", confidence=0.9)
-    assert memory.search("chess") == ()
-    assert ids(bob.search("chess"))
-    assert bob.search("python") == ()  # alice's coder facts are not bob's
 
 
 # --- recalls: recorded only when the policy reads them; never a change to a fact ---------------

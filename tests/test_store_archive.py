@@ -1,4 +1,7 @@
-"""The reversible archive: eviction into it, restore through the gate, purge, bounds."""
+"""The archive on the Markdown store: its files, their times, the index, damaged entries.
+
+The archive's behaviour on both stores: tests/store_contract/test_archive.py.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,6 @@ from deermem import (
     MemoryConfig,
 )
 from deermem.scenarios import seed_scenarios
-from deermem.store import Proposal
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -63,21 +65,6 @@ def test_an_evicted_fact_is_archived_with_a_reference_to_its_receipt(tmp_path: P
     assert data["receiptId"] == receipt.receipt_id
 
 
-def test_restore_goes_through_the_gate_and_may_be_evicted_again(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    memory.import_document(stale_vs_confirmed())
-    first_receipt = memory.list_archived()[0].receipt_id
-    result = memory.restore("fact_confirm")  # still confidence: 0.7 loses again
-    assert not result.restored
-    assert result.evicted == ("fact_confirm",)
-    assert result.receipts[0].trigger == "restore"
-    [entry] = memory.list_archived()
-    assert entry.fact_id == "fact_confirm"
-    assert entry.trigger == "restore"
-    assert entry.receipt_id != first_receipt
-    assert "fact_confirm" not in {f.id for f in memory.list_facts()}
-
-
 def test_restore_under_hybrid_brings_the_fact_back_and_evicts_another(tmp_path: Path) -> None:
     open_memory(tmp_path).import_document(stale_vs_confirmed())
     hybrid = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
@@ -90,19 +77,6 @@ def test_restore_under_hybrid_brings_the_fact_back_and_evicts_another(tmp_path: 
     assert restored.createdAt == original["createdAt"]
     assert [e.fact_id for e in hybrid.list_archived()] == ["fact_stale90"]
     assert not (archive_dir(tmp_path) / "fact_confirm.json").exists()
-
-
-def test_restore_brings_back_the_recall_history(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
-    fact_id = memory.create_fact("Recalled often", confidence=0.6).fact_id
-    assert fact_id is not None
-    memory.record_access([fact_id, fact_id])
-    memory.record_access([fact_id])
-    memory.delete_fact(fact_id)
-    assert memory.store.usage(memory.scope) == {}
-    assert memory.list_archived()[0].usage is not None
-    assert memory.restore(fact_id).restored
-    assert memory.store.usage(memory.scope)[fact_id].access_count == 2
 
 
 def test_restore_refuses_unknown_active_and_duplicate_facts(tmp_path: Path) -> None:
@@ -245,17 +219,6 @@ def test_the_oldest_by_stored_time_goes_first_whatever_the_file_times(
     assert {e.fact_id for e in memory.list_archived()} == {middle, newest, fourth}
 
 
-def test_equal_archive_times_keep_their_arrival_order(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, archive_max_entries=2)  # one fixed clock: equal times
-    ids = []
-    for number in range(4):
-        fact_id = memory.create_fact(f"Fact {number}").fact_id
-        assert fact_id is not None
-        memory.delete_fact(fact_id)
-        ids.append(fact_id)
-    assert {e.fact_id for e in memory.list_archived()} == set(ids[2:])
-
-
 def test_an_unreadable_entry_stops_the_commit_before_it_starts(tmp_path: Path) -> None:
     """A corrupt entry the bounds must read: the create raises, and did not commit."""
     clock = Clock()
@@ -341,18 +304,3 @@ def test_importing_an_archived_id_with_another_text_is_refused(tmp_path: Path) -
         memory.import_document(export)
     assert refused.value.fact_id == "fact_confirm"
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
-
-
-def test_the_gate_refuses_a_new_fact_with_an_archived_id(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path)
-    fact_id = memory.create_fact("Lives in Lisbon").fact_id
-    assert fact_id is not None
-    memory.delete_fact(fact_id)
-    entry = memory.get_archived(fact_id)
-    again = entry.fact.replace(content="Lives in Porto")  # another text, the same id
-    with memory.store.transaction(memory.scope) as transaction, pytest.raises(ArchivedFactError):
-        memory.gate.apply(transaction, Proposal(new_facts=(again,)), trigger="manual", now=NOW)
-    assert memory.list_facts() == ()
-    assert memory.get_archived(fact_id) == entry  # its archived version is untouched
-    assert memory.restore(fact_id).restored  # the one way back
-    assert memory.list_archived() == ()

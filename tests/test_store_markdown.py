@@ -1,4 +1,8 @@
-"""MarkdownStore: layout, commits, revisions, cache, journal recovery, locks, corruption."""
+"""MarkdownStore: layout, files, cache, journal recovery, locks, corruption.
+
+The Store protocol itself (commits, revisions, versions, isolation) runs on both stores:
+tests/store_contract/test_store.py.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,9 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,6 @@ import pytest
 from deermem import (
     CorruptMemoryFile,
     Fact,
-    FactNotFoundError,
     FactRevisionConflict,
     ManifestRevisionConflict,
     StoreLockTimeout,
@@ -30,7 +32,6 @@ from deermem.store import (
     FactWrite,
     MarkdownStore,
     Scope,
-    Section,
     Store,
     atomic,
     journal,
@@ -136,115 +137,6 @@ def test_custom_manifest_filename(tmp_path: Path) -> None:
 # --- commits and revisions --------------------------------------------------------------
 
 
-def test_create_update_and_delete_with_fact_revisions(store: MarkdownStore) -> None:
-    create(store, ALICE, fact("fact_a"))
-    stored = store.load(ALICE).get("fact_a")
-    assert stored is not None
-    assert stored.revision == 1
-    later = NOW + timedelta(hours=1)
-    result = store.commit(
-        ALICE,
-        ChangeSet(now=later, writes=(FactWrite(stored.replace(confidence=0.8), create=False),)),
-    )
-    updated = result.written[0]
-    assert (updated.revision, updated.confidence) == (2, 0.8)
-    assert updated.updatedAt == "2026-08-13T01:00:00Z"
-    assert updated.createdAt == stored.createdAt
-    # the same fact again: nothing changes, nothing is written
-    again = store.commit(ALICE, ChangeSet(now=later, writes=(FactWrite(updated, create=False),)))
-    assert not again.changed
-    assert again.revision == result.revision
-    store.commit(ALICE, ChangeSet(now=later, deletes=(FactDelete("fact_a", 2),)))
-    assert store.load(ALICE).facts == ()
-    assert not list(store.root.rglob("fact_a.md"))
-
-
-def test_manifest_and_fact_revisions_are_separate_preconditions(store: MarkdownStore) -> None:
-    create(store, ALICE, fact("fact_a"), fact("fact_b"))
-    before = files(store.root)
-    a = store.load(ALICE).get("fact_a")
-    assert a is not None
-    with pytest.raises(ManifestRevisionConflict) as stale:
-        store.commit(
-            ALICE, ChangeSet(now=NOW, writes=(FactWrite(a, create=False),), expected_revision=0)
-        )
-    assert (stale.value.expected, stale.value.actual) == (0, 1)
-    with pytest.raises(FactRevisionConflict) as exists:
-        create(store, ALICE, fact("fact_a"))
-    assert (exists.value.fact_id, exists.value.expected, exists.value.actual) == ("fact_a", None, 1)
-    with pytest.raises(FactRevisionConflict) as old:
-        store.commit(
-            ALICE,
-            ChangeSet(
-                now=NOW, writes=(FactWrite(a.replace(revision=5, content="x"), create=False),)
-            ),
-        )
-    assert (old.value.expected, old.value.actual) == (5, 1)
-    with pytest.raises(FactRevisionConflict):
-        store.commit(ALICE, ChangeSet(now=NOW, deletes=(FactDelete("fact_b", 7),)))
-    with pytest.raises(FactNotFoundError):
-        store.commit(ALICE, ChangeSet(now=NOW, deletes=(FactDelete("fact_zz"),)))
-    assert files(store.root) == before  # refused changes write nothing
-
-
-def test_a_disjoint_change_applies_over_a_newer_document_a_stale_one_does_not(
-    tmp_path: Path,
-) -> None:
-    first, second = MarkdownStore(tmp_path), MarkdownStore(tmp_path)
-    create(first, ALICE, fact("fact_a"), fact("fact_b"))
-    a = second.load(ALICE).get("fact_a")
-    b = second.load(ALICE).get("fact_b")
-    assert a is not None
-    assert b is not None
-    first.commit(
-        ALICE, ChangeSet(now=NOW, writes=(FactWrite(a.replace(confidence=0.9), create=False),))
-    )
-    # second's view of fact_b is still current: the change applies over revision 2
-    result = second.commit(
-        ALICE, ChangeSet(now=NOW, writes=(FactWrite(b.replace(confidence=0.1), create=False),))
-    )
-    assert result.revision == 3
-    # second's view of fact_a is stale: refused
-    with pytest.raises(FactRevisionConflict):
-        second.commit(
-            ALICE, ChangeSet(now=NOW, writes=(FactWrite(a.replace(confidence=0.2), create=False),))
-        )
-    assert {f.id: f.confidence for f in second.load(ALICE).facts} == {"fact_a": 0.9, "fact_b": 0.1}
-
-
-def test_two_stores_cannot_create_the_same_fact_id(tmp_path: Path) -> None:
-    create(MarkdownStore(tmp_path), ALICE, fact("fact_a", "one"))
-    with pytest.raises(FactRevisionConflict, match="already exists"):
-        create(MarkdownStore(tmp_path), ALICE, fact("fact_a", "two"))
-
-
-def test_summary_changes_keep_sibling_sections_and_refuse_stale_bases(
-    store: MarkdownStore,
-) -> None:
-    store.commit(
-        ALICE,
-        ChangeSet(
-            now=NOW,
-            summaries={("user", "workContext"): "Payments team", ("history", "recentMonths"): "Q3"},
-        ),
-    )
-    later = NOW + timedelta(days=1)
-    store.commit(ALICE, ChangeSet(now=later, summaries={("user", "topOfMind"): "The migration"}))
-    summaries = store.load(ALICE).summaries
-    assert summaries.user["workContext"] == Section("Payments team", "2026-08-13T00:00:00Z")
-    assert summaries.user["topOfMind"] == Section("The migration", "2026-08-14T00:00:00Z")
-    assert summaries.history["recentMonths"].summary == "Q3"
-    before = files(store.root)
-    with pytest.raises(ManifestRevisionConflict):
-        store.commit(
-            ALICE,
-            ChangeSet(now=later, summaries={("user", "topOfMind"): "stale"}, expected_revision=1),
-        )
-    assert files(store.root) == before
-    with pytest.raises(ValueError, match="unknown summary section"):
-        store.commit(ALICE, ChangeSet(now=later, summaries={("user", "mood"): "x"}))
-
-
 def test_a_commit_writes_and_reads_only_the_facts_it_touches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -279,6 +171,24 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
     assert len(fresh.load(ALICE).facts) == 50  # the untouched siblings are all there
 
 
+def test_a_deleted_fact_leaves_no_file(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a"))
+    store.commit(ALICE, ChangeSet(now=NOW, deletes=(FactDelete("fact_a", 1),)))
+    assert not list(store.root.rglob("fact_a.md"))
+
+
+def test_a_refused_commit_writes_no_file(store: MarkdownStore) -> None:
+    create(store, ALICE, fact("fact_a"))
+    before = files(store.root)
+    with pytest.raises(FactRevisionConflict):
+        store.commit(ALICE, ChangeSet(now=NOW, deletes=(FactDelete("fact_a", 7),)))
+    with pytest.raises(ManifestRevisionConflict):
+        store.commit(
+            ALICE, ChangeSet(now=NOW, summaries={("user", "topOfMind"): "x"}, expected_revision=0)
+        )
+    assert files(store.root) == before
+
+
 # --- the read cache ---------------------------------------------------------------------
 
 
@@ -300,14 +210,6 @@ def test_a_cached_load_lists_no_fact_files(
     assert calls == []
 
 
-def test_another_instances_commit_invalidates_the_cache(tmp_path: Path) -> None:
-    mine, theirs = MarkdownStore(tmp_path), MarkdownStore(tmp_path)
-    create(mine, ALICE, fact("fact_a"))
-    assert len(mine.load(ALICE).facts) == 1
-    create(theirs, ALICE, fact("fact_b"))
-    assert {f.id for f in mine.load(ALICE).facts} == {"fact_a", "fact_b"}
-
-
 def test_the_revision_invalidates_the_cache_when_mtime_and_size_collide(
     store: MarkdownStore,
 ) -> None:
@@ -327,18 +229,6 @@ def test_the_revision_invalidates_the_cache_when_mtime_and_size_collide(
     assert [f.id for f in store.load(ALICE).facts] == ["fact_a"]
 
 
-def test_snapshots_cannot_be_changed_by_callers(store: MarkdownStore) -> None:
-    create(store, ALICE, fact("fact_a", custom={"nested": 1}))
-    snapshot = store.load(ALICE)
-    with pytest.raises(TypeError):
-        snapshot.by_id["fact_x"] = snapshot.facts[0]  # type: ignore[index]
-    with pytest.raises(TypeError):
-        snapshot.facts[0].extra["custom"] = 2  # type: ignore[index]
-    with pytest.raises(AttributeError):
-        snapshot.facts[0].content = "changed"  # type: ignore[misc]
-    assert store.load(ALICE) is snapshot  # served from the cache, unchanged
-
-
 def test_reload_sees_files_edited_by_hand(store: MarkdownStore) -> None:
     create(store, ALICE, fact("fact_a", "Old text."))
     store.load(ALICE)
@@ -346,46 +236,6 @@ def test_reload_sees_files_edited_by_hand(store: MarkdownStore) -> None:
     path.write_text(path.read_text("utf-8").replace("Old text.", "New text."), "utf-8")
     assert store.load(ALICE).facts[0].content == "Old text."  # cached: edits need reload
     assert store.reload(ALICE).facts[0].content == "New text."
-
-
-def test_concurrent_loads_and_commits_from_threads(store: MarkdownStore) -> None:
-    create(store, ALICE, fact("fact_seed"))
-    errors: list[BaseException] = []
-
-    def reader() -> None:
-        try:
-            for _ in range(50):
-                facts = store.load(ALICE).facts
-                assert facts
-                assert all(isinstance(f, Fact) for f in facts)
-        except BaseException as error:  # collected, then re-raised by the test
-            errors.append(error)
-
-    def writer(number: int) -> None:
-        try:
-            for i in range(3):
-                create(store, ALICE, fact(f"fact_w{number}_{i}"))
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=reader) for _ in range(8)]
-    threads += [threading.Thread(target=writer, args=(n,)) for n in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    assert len(store.reload(ALICE).facts) == 7
-
-
-def test_the_version_token_changes_with_every_commit_only(store: MarkdownStore) -> None:
-    empty = store.version(ALICE)
-    create(store, ALICE, fact("fact_a"))
-    first = store.version(ALICE)
-    assert first != empty
-    assert store.version(ALICE) == first == store.load(ALICE).version
-    create(store, Scope.of("alice", "writer"), fact("fact_b"))
-    assert store.version(ALICE) != first  # another agent of the user: may have changed
 
 
 # --- corruption is an error, and nothing is overwritten -----------------------------------
@@ -635,28 +485,6 @@ def test_user_locks_are_cached_weakly(tmp_path: Path) -> None:
     key = str(tmp_path / "u1" / ".memory.lock")
     del lock
     assert key not in locks._registry
-
-
-def test_a_lock_held_by_another_thread_times_out(tmp_path: Path) -> None:
-    store = MarkdownStore(tmp_path, lock_timeout=0.2)
-    held = threading.Event()
-    release = threading.Event()
-
-    def holder() -> None:
-        with store.transaction(ALICE):
-            held.set()
-            release.wait(5)
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    held.wait(5)
-    try:
-        with pytest.raises(StoreLockTimeout):
-            create(store, ALICE, fact("fact_a"))
-    finally:
-        release.set()
-        thread.join()
-    create(store, ALICE, fact("fact_a"))
 
 
 def test_a_lock_held_by_another_process_times_out(tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ because that is what they are and what generic callers already handle::
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
+    │   ├── DatabaseError                        the database refused or could not be reached
+    │   │   └── DatabaseSchemaError              the database's schema is not this deermem's
+    │   ├── MigrationError                       a memory could not be copied to another store
     │   └── RevisionConflict                     the data changed since it was read
     │       ├── ManifestRevisionConflict         ... the user's summary document
     │       └── FactRevisionConflict             ... one fact
@@ -81,6 +84,8 @@ __all__ = [
     "ConfigError",
     "ConversationFileError",
     "CorruptMemoryFile",
+    "DatabaseError",
+    "DatabaseSchemaError",
     "DatasetHashMismatchError",
     "DatasetIntegrityError",
     "DeerMemError",
@@ -101,6 +106,7 @@ __all__ = [
     "LLMUnavailable",
     "ManifestRevisionConflict",
     "MessageFormatError",
+    "MigrationError",
     "PatternError",
     "PromptNotFoundError",
     "PromptTemplateError",
@@ -339,6 +345,57 @@ class StoreNeedsRecovery(StorageError):
             f"{self.blocking} cannot be restored ({self.reason}); open the store once with "
             "write access"
         )
+
+
+class DatabaseError(StorageError):
+    """The database refused an operation or could not be reached; nothing was changed.
+
+    A commit that raises this was rolled back by the server (a lost
+    connection, a statement timeout, a restart), so retrying it is a new
+    attempt, never a duplicate. The message names the database by its
+    address with the password left out.
+
+    Attributes:
+        database: the database's address, without the password.
+        reason: what the driver or the server said.
+    """
+
+    def __init__(self, database: str, reason: str) -> None:
+        self.database = database
+        self.reason = reason
+        super().__init__(f"{database}: {reason}")
+
+
+class DatabaseSchemaError(DatabaseError):
+    """The database is not at the schema version this deermem reads and writes.
+
+    Either it was never migrated (run ``deermem db upgrade``), or it is at a
+    version this deermem does not know (a newer deermem migrated it).
+
+    Attributes:
+        found: the version the database is at (``None``: not migrated).
+        expected: the version this deermem needs.
+    """
+
+    def __init__(self, database: str, reason: str, *, found: int | None, expected: int) -> None:
+        self.found = found
+        self.expected = expected
+        super().__init__(database, reason)
+
+
+class MigrationError(StorageError):
+    """``deermem migrate`` stopped: the destination holds other data, or a copy differs.
+
+    Attributes:
+        user_id: the user concerned (``None``: the single-user layout).
+        problem: what is wrong, for people (names parts, never content).
+    """
+
+    def __init__(self, user_id: str | None, problem: str) -> None:
+        self.user_id = user_id
+        self.problem = problem
+        who = "the single-user layout" if user_id is None else f"user {user_id!r}"
+        super().__init__(f"{who}: {problem}")
 
 
 class RevisionConflict(StorageError):

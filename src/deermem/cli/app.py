@@ -15,10 +15,12 @@ from deermem.cli import (
     audit_cmd,
     config_cmd,
     context_cmd,
+    db_cmd,
     demo,
     facts_cmd,
     ingest_cmd,
     mcp_cmd,
+    migrate_cmd,
     model_cmd,
     regret_cmd,
     search_cmd,
@@ -55,6 +57,8 @@ app.command(name="demo")(demo.demo)
 app.command(name="serve")(serve_cmd.serve)
 app.command(name="mcp")(mcp_cmd.mcp)
 app.add_typer(token_cmd.app, name="token")
+app.add_typer(db_cmd.app, name="db")
+app.command(name="migrate")(migrate_cmd.migrate_command)
 
 
 @app.command(

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from deermem.cli._output import JSON_OPTION, out_console, print_json
 from deermem.config import ENV_PREFIX, MemoryConfig, load_config
+from deermem.config.database import redact_database_url
 
 __all__ = ["app"]
 
@@ -60,6 +61,8 @@ def _rows(
         value, default = getattr(config, key), getattr(defaults, key)
         if isinstance(value, BaseModel) and isinstance(default, BaseModel):
             yield from _rows(value, default, f"{prefix}{key}.")
+        elif key == "store" and isinstance(value, str):
+            yield f"{prefix}{key}", redact_database_url(value) if value else value, default
         else:
             yield f"{prefix}{key}", value, default
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from deermem._exceptions import ConfigError
+from deermem.config.database import redact_database_url
 
 __all__ = ["config_error", "describing_origins"]
 
@@ -31,6 +32,8 @@ _ORIGINS: ContextVar[tuple[Mapping[str, str], str | None]] = ContextVar(
 # Settings whose rejected value is never repeated in a message: a key pasted
 # where the name of its environment variable belongs must not end up in a log.
 _UNECHOED: Final = frozenset({"model.api_key_env"})
+# Settings whose rejected value is echoed only with its secrets taken out.
+_REDACTED: Final = {"store": redact_database_url}
 
 
 @contextmanager
@@ -94,6 +97,8 @@ def _describe(
     if path in _UNECHOED:
         return f"{path}{where}: {message}"
     value = values.get(key, item.get("input"))
+    if path in _REDACTED and isinstance(value, str):
+        value = _REDACTED[path](value)
     allowed = message if item.get("type") == "value_error" else _allowed(model, key) or message
     return f"{path} = {value!r}{where}: {allowed}"
 

@@ -26,6 +26,9 @@ from deermem.config.schema import MemoryConfig
 __all__ = ["ENV_PREFIX", "config_from_mapping", "load_config", "read_config_file"]
 
 ENV_PREFIX: Final = "DEERMEM_"
+# Variables read as a setting under another name: hosting platforms hand a
+# database over as ``*_DATABASE_URL``. The setting's own variable wins.
+_ENV_ALIASES: Final = {"DEERMEM_DATABASE_URL": "store"}
 # A file may hold the settings at top level or under one ``deermem`` table, so
 # deermem can share a file with the application that embeds it.
 _SECTION: Final = "deermem"
@@ -117,6 +120,10 @@ def _environment_values(
     variables come later, so they win.
     """
     found: list[tuple[tuple[str, ...], str, object]] = []
+    for variable, key in _ENV_ALIASES.items():
+        if variable in environ and ENV_PREFIX + key.upper() not in environ:
+            info = MemoryConfig.model_fields[key]
+            found.append(((key,), variable, _parse_env_value(environ[variable], info)))
     for key, info in MemoryConfig.model_fields.items():
         variable = ENV_PREFIX + key.upper()
         section = _section_model(info)

@@ -19,11 +19,13 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
 
 from deermem.config._errors import config_error
+from deermem.config.database import is_database_url, redact_database_url
 from deermem.model.capacity import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
     DEFAULT_ACCESS_WEIGHT,
@@ -229,6 +231,11 @@ class MemoryConfig(BaseModel):
     among the results is recorded as a regret event."""
 
     # --- storage ------------------------------------------------------------
+    store: str = Field(default="", repr=False)
+    """Where facts live: empty for the Markdown store at ``storage_path``, or a
+    PostgreSQL URL (``postgresql://user@host:5432/db``, the ``postgres`` extra);
+    also read from ``DEERMEM_DATABASE_URL``. A password in it is never shown."""
+
     storage_path: str = ""
     """Root directory of the Markdown store; empty means ``$DEERMEM_DATA_DIR``,
     else ``~/.deermem``."""
@@ -332,6 +339,21 @@ class MemoryConfig(BaseModel):
     def _empty_section(cls, value: object) -> object:
         # A bare ``model:`` in YAML is null: it means "the defaults", as in the original.
         return {} if value is None else value
+
+    @field_validator("store")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        text = value.strip()
+        if text and not is_database_url(text):
+            raise ValueError(
+                "expected a postgresql:// (or postgres://) URL, or empty for the Markdown store"
+            )
+        return text
+
+    @field_serializer("store", when_used="json")
+    def _redacted_store(self, value: str) -> str:
+        # JSON is what gets shown (config check --json, the server's /config): no password.
+        return redact_database_url(value) if value else value
 
     @field_validator("storage_path")
     @classmethod

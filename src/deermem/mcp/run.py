@@ -46,9 +46,7 @@ def serve(settings: McpSettings) -> None:
     server_settings = settings.server
     config = server_settings.load_config()
     tokens = check_startup(server_settings) if settings.transport == "http" else None
-    memory = Memory.open(
-        server_settings.store_root(config), config, user=settings.user, agent=settings.agent
-    )
+    memory = Memory.open(server_settings.root, config, user=settings.user, agent=settings.agent)
     configure_logging(server_settings.log_level)  # once nothing can refuse to start
     try:
         if tokens is None:

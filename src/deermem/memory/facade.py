@@ -25,13 +25,13 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from deermem._exceptions import (
     CorruptMemoryFile,
     FactNotFoundError,
     FactRevisionConflict,
+    StorageError,
     UnsafeIdentifierError,
 )
 from deermem.config import MemoryConfig, load_config
@@ -68,7 +68,6 @@ from deermem.store import (
     ChangeSet,
     EvictionReceipt,
     FactWrite,
-    MarkdownStore,
     Proposal,
     Removal,
     Scope,
@@ -77,6 +76,7 @@ from deermem.store import (
     Store,
     SummaryDocument,
 )
+from deermem.store.factory import open_store
 from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
 from deermem.store.regret_records import RegretEvent
 from deermem.update import FlushReport, UpdateResult
@@ -173,11 +173,12 @@ class Memory:
         model: ChatModel | None = None,
         keep_hidden: KeepHidden | None = None,
     ) -> Memory:
-        """Open the Markdown store at ``root``.
+        """Open the store the configuration names, or the Markdown store at ``root``.
 
         Args:
-            root: the store directory; default: ``config.storage_path``, else
-                ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
+            root: a Markdown store directory; default: the configuration's
+                ``store`` (a PostgreSQL database), else ``config.storage_path``,
+                else ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
             config: the configuration; default: defaults plus ``DEERMEM_*``
                 environment variables.
             user: the user id (``None``: the single-user layout).
@@ -193,9 +194,11 @@ class Memory:
         Raises:
             UnsafeIdentifierError: an unusable user id or agent name, or no
                 user id while ``strict_user_scope`` is on.
+            ConfigError: ``root`` and a ``store`` database are both given.
+            DatabaseError: the configured database cannot be used.
         """
         config = config if config is not None else load_config()
-        store = MarkdownStore.from_config(config, Path(root) if root is not None else None)
+        store = open_store(config, root)
         return cls(
             store,
             config,
@@ -629,7 +632,13 @@ class Memory:
 
         Raises:
             CorruptMemoryFile: the audit or the regret events cannot be read.
+            StorageError: the store does not record regret (PostgreSQL, for now).
         """
+        if not self.store.records_regret:
+            raise StorageError(
+                f"{self.store!r} does not record regret events yet; "
+                "see docs/regret.md for the stores that do"
+            )
         policy = self.gate.policy
         return build_report(
             self.audit(),
@@ -718,7 +727,7 @@ class Memory:
             now=now,
             top_k=top_k,
             category=category,
-            with_archive=record and self.config.regret_missed_recall,
+            with_archive=record and self.config.regret_missed_recall and self.store.records_regret,
         )
         results = findings.results
         if record:
@@ -826,6 +835,10 @@ class Memory:
             [result.fact_id for result in findings.results] if self.gate.policy.uses_usage else []
         )
         events: tuple[RegretEvent, ...] = ()
+        if not self.store.records_regret:
+            if recalled:
+                self.store.record_access(self.scope, recalled, now)
+            return
         try:
             marks = self.store.shadow_marks(self.scope) if findings.results else {}
             events = search_regret(

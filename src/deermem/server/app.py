@@ -64,7 +64,7 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
     settings = settings or ServerSettings()
     if memory is None:
         config = settings.load_config()
-        memory = Memory.open(settings.store_root(config), config)
+        memory = Memory.open(settings.root, config)
     config = memory.config
     tokens = TokenFile(settings.tokens_path(config))
     root_memory = memory

@@ -1,13 +1,16 @@
-"""Turning a change set into the exact files a commit writes.
+"""Turning a change set into what a commit changes, and into the exact files it writes.
 
-Only what the change set addresses is touched — read, checked and written:
-a commit that adds one fact writes that fact's file and the user's
-``memory.json``, whatever the size of the library, and reads no other fact.
-``memory.json`` (and with it the user's revision) changes with every commit
-that changes a fact, an archive entry or a summary.
-Preconditions (fact revisions, "must not exist") are checked here, under the
-lock, before anything is written; a fact write that changes nothing is
-dropped.
+:func:`plan_changes` is the part every store shares (it knows no paths):
+preconditions (fact revisions, "must not exist", archive entries that must
+exist) are checked under the lock before anything is written, a fact write
+that changes nothing is dropped, and the user's next summary document is
+laid out. The document (and with it the user's revision) changes with every
+commit that changes a fact, an archive entry or a summary.
+
+:func:`plan_commit` adds the Markdown store's files. Only what the change
+set addresses is touched — read, checked and written: a commit that adds one
+fact writes that fact's file and the user's ``memory.json``, whatever the
+size of the library, and reads no other fact.
 """
 
 from __future__ import annotations
@@ -35,10 +38,31 @@ from deermem.store.protocol import (
 )
 from deermem.store.scope import Scope
 
-__all__ = ["CommitPlan", "plan_commit"]
+__all__ = ["ChangePlan", "CommitPlan", "plan_changes", "plan_commit"]
 
 # Fields whose change alone does not make a new fact revision.
 _BOOKKEEPING = ("revision", "updatedAt")
+
+
+@dataclass
+class ChangePlan:
+    """What a commit changes, whatever the store.
+
+    Attributes:
+        summaries: the user's document after the commit (the current one
+            when nothing changes).
+        changed: whether the commit changes anything; only then is the
+            document (and the user's revision) written.
+        written: the facts as they will be stored (final revisions).
+        replaced: for each written fact, the stored version it replaces (if any).
+        deleted: the stored facts that go.
+    """
+
+    summaries: SummaryDocument
+    changed: bool = False
+    written: list[Fact] = field(default_factory=list)
+    replaced: dict[str, Fact] = field(default_factory=dict)
+    deleted: list[Fact] = field(default_factory=list)
 
 
 @dataclass
@@ -59,15 +83,14 @@ class CommitPlan:
     deleted: list[Fact] = field(default_factory=list)
 
 
-def plan_commit(
+def plan_changes(
     lookup: Callable[[str], Fact | None],
     current: SummaryDocument,
     changes: ChangeSet,
-    paths: ScopePaths,
     scope: Scope,
     archive_exists: Callable[[str], bool],
-) -> CommitPlan:
-    """Check preconditions and lay out the files of a commit.
+) -> ChangePlan:
+    """Check preconditions and work out what a commit changes.
 
     Raises:
         ManifestRevisionConflict: ``expected_revision`` is not the current one.
@@ -79,7 +102,7 @@ def plan_commit(
         raise ManifestRevisionConflict(expected=changes.expected_revision, actual=current.revision)
     _check_distinct(changes)
     stamp = format_timestamp(changes.now)
-    plan = CommitPlan(summaries=current)
+    plan = ChangePlan(summaries=current)
     for write in changes.writes:
         stored = lookup(write.fact.id)
         fact = _planned_write(stored, write.fact, write.create, stamp, scope)
@@ -88,7 +111,6 @@ def plan_commit(
         if stored is not None:
             plan.replaced[fact.id] = stored
         plan.written.append(fact)
-        plan.files.append(FileChange(paths.fact(fact.id), encode_fact(fact, scope)))
     for delete in changes.deletes:
         stored = lookup(delete.fact_id)
         if stored is None:
@@ -98,15 +120,14 @@ def plan_commit(
                 delete.fact_id, expected=delete.expected_revision, actual=stored.revision
             )
         plan.deleted.append(stored)
-        plan.files.append(FileChange(paths.fact(delete.fact_id), None))
     for fact_id in changes.archive_deletes:
         if not archive_exists(fact_id):
             raise FactNotFoundError(fact_id, where="archive")
-        plan.files.append(FileChange(paths.archived(fact_id), None))
-    for entry in changes.archive_puts:
-        plan.files.append(FileChange(paths.archived(entry.fact_id), encode_entry(entry)))
     sections = _changed_sections(current, changes, stamp)
-    if plan.files or sections:
+    plan.changed = bool(
+        plan.written or plan.deleted or changes.archive_deletes or changes.archive_puts or sections
+    )
+    if plan.changed:
         plan.summaries = SummaryDocument(
             version=DOCUMENT_VERSION,
             revision=current.revision + 1,
@@ -114,6 +135,41 @@ def plan_commit(
             user={**current.user, **sections.get("user", {})},
             history={**current.history, **sections.get("history", {})},
         )
+    return plan
+
+
+def plan_commit(
+    lookup: Callable[[str], Fact | None],
+    current: SummaryDocument,
+    changes: ChangeSet,
+    paths: ScopePaths,
+    scope: Scope,
+    archive_exists: Callable[[str], bool],
+) -> CommitPlan:
+    """Check preconditions and lay out the files of a commit (see :func:`plan_changes`).
+
+    Raises:
+        ManifestRevisionConflict: ``expected_revision`` is not the current one.
+        FactRevisionConflict: a written or deleted fact is not at the expected revision.
+        FactNotFoundError: a deleted fact or archive entry does not exist.
+        ValueError: the change set addresses one fact twice, or an unknown summary section.
+    """
+    changed = plan_changes(lookup, current, changes, scope, archive_exists)
+    plan = CommitPlan(
+        summaries=changed.summaries,
+        written=changed.written,
+        replaced=changed.replaced,
+        deleted=changed.deleted,
+    )
+    for fact in changed.written:
+        plan.files.append(FileChange(paths.fact(fact.id), encode_fact(fact, scope)))
+    for stored in changed.deleted:
+        plan.files.append(FileChange(paths.fact(stored.id), None))
+    for fact_id in changes.archive_deletes:
+        plan.files.append(FileChange(paths.archived(fact_id), None))
+    for entry in changes.archive_puts:
+        plan.files.append(FileChange(paths.archived(entry.fact_id), encode_entry(entry)))
+    if changed.changed:
         plan.manifest = FileChange(paths.user.manifest, encode_summaries(plan.summaries))
     return plan
 

@@ -55,17 +55,23 @@ class _Item(NamedTuple):
     digest: str | None  # the text's duplicate digest; None: not known yet
 
 
-#: The archive in arrival order.
-ArchiveOrder = list[_Item]
+#: The archive in arrival order, as the index lists it (with each text's digest).
+ArchiveIndex = list[_Item]
+#: The archive in arrival order: (fact id, its stored ``archivedAt``).
+ArchiveOrder = list[tuple[str, str]]
 
 __all__ = [
+    "ArchiveIndex",
     "ArchiveOrder",
     "archive_changes",
+    "archive_index",
     "archive_listing",
     "archive_matches",
-    "archive_order",
+    "arrival_order",
+    "beyond_bounds",
     "decode_entry",
     "encode_entry",
+    "newest_first",
     "read_archive",
     "read_entry",
 ]
@@ -76,7 +82,7 @@ def encode_entry(entry: ArchiveEntry) -> bytes:
     return (json.dumps(entry.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def decode_entry(data: bytes, path: Path, scope: Scope, expected_id: str) -> ArchiveEntry:
+def decode_entry(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> ArchiveEntry:
     """Read an archive entry strictly.
 
     Raises:
@@ -138,7 +144,21 @@ def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
         except FileNotFoundError:  # restored or pruned since the listing (no lock is held)
             continue
         entries.append(decode_entry(data, path, scope, fact_id))
+    return newest_first(entries)
+
+
+def newest_first(entries: Iterable[ArchiveEntry]) -> list[ArchiveEntry]:
+    """Archive entries as every store lists them: newest first, ties by id."""
     return sorted(entries, key=_age_key)
+
+
+def arrival_order(paths: ScopePaths) -> ArchiveOrder:
+    """The archive's entries in the order they arrived (the index, reconciled with the directory).
+
+    Raises:
+        CorruptMemoryFile: an entry the index does not know cannot be read.
+    """
+    return [(item.fact_id, item.archived_at) for item in _current_order(paths, set())]
 
 
 def archive_changes(
@@ -149,7 +169,7 @@ def archive_changes(
     now: datetime | None = None,
     max_entries: int = 0,
     max_age_days: int = 0,
-    order: ArchiveOrder | None = None,
+    order: ArchiveIndex | None = None,
 ) -> tuple[list[tuple[Path, bytes | None]], set[str]]:
     """What a commit that adds ``puts`` and removes ``deletes`` does to the rest of the archive.
 
@@ -158,7 +178,7 @@ def archive_changes(
     archives something and gives the clock: the oldest entries beyond
     ``max_entries`` go (equal times: the earliest arrival), and every entry
     older than ``max_age_days`` (0: no age limit). ``order`` is the archive as
-    :func:`archive_order` read it under the same lock, if the caller has it.
+    :func:`archive_index` read it under the same lock, if the caller has it.
 
     Raises:
         CorruptMemoryFile: an entry the index does not know yet cannot be read.
@@ -174,15 +194,16 @@ def archive_changes(
     )
     doomed = set()
     if puts and now is not None:
-        doomed = _beyond_bounds(order, now, max_entries, max_age_days)
+        pairs = [(item.fact_id, item.archived_at) for item in order]
+        doomed = beyond_bounds(pairs, now, max_entries, max_age_days)
     kept = [item for item in order if item.fact_id not in doomed]
     changes: list[tuple[Path, bytes | None]] = [(paths.archived(i), None) for i in sorted(doomed)]
     changes.append((paths.archive_index, _encode_index(kept) if kept else None))
     return changes, doomed
 
 
-def archive_order(paths: ScopePaths) -> ArchiveOrder:
-    """The archive in arrival order, from the index reconciled with the directory.
+def archive_index(paths: ScopePaths) -> ArchiveIndex:
+    """The archive in arrival order with each text's digest (the index, reconciled).
 
     Raises:
         CorruptMemoryFile: an entry the index does not list cannot be read.
@@ -196,7 +217,7 @@ def archive_matches(
     contents: Iterable[str],
     now: datetime,
     max_age_days: int,
-    order: ArchiveOrder | None = None,
+    order: ArchiveIndex | None = None,
 ) -> dict[str, ArchiveEntry]:
     """Archived facts that say what one of ``contents`` says, keyed by its duplicate key.
 
@@ -236,38 +257,40 @@ def archive_matches(
 
 def archive_listing(paths: ScopePaths, now: datetime, max_age_days: int) -> dict[str, str]:
     """Each entry's id and stored ``archivedAt``, from the index; expired entries left out."""
-    limit = now - timedelta(days=max_age_days) if max_age_days > 0 else None
-    listing = {}
-    for item in _current_order(paths, set()):
-        archived = parse_timestamp(item.archived_at)
-        if limit is not None and archived is not None and archived < limit:
-            continue
-        listing[item.fact_id] = item.archived_at
-    return listing
+    return {
+        item.fact_id: item.archived_at
+        for item in _current_order(paths, set())
+        if not ArchiveEntry.stamp_expired(item.archived_at, now, max_age_days)
+    }
 
 
-def _beyond_bounds(
+def beyond_bounds(
     order: ArchiveOrder, now: datetime, max_entries: int, max_age_days: int
 ) -> set[str]:
-    times = [parse_timestamp(item.archived_at) for item in order]
+    """The ids the archive's bounds remove from ``order`` (oldest arrival first).
+
+    The oldest entries beyond ``max_entries`` go (equal times: the earliest
+    arrival), and every entry older than ``max_age_days`` (0: no age limit).
+    """
+    times = [parse_timestamp(archived_at) for _, archived_at in order]
     # Oldest first; unreadable times count as oldest; ties keep the arrival order.
     ranked = sorted(range(len(order)), key=lambda n: times[n] or _EARLIEST)
     excess = max(0, len(order) - max_entries)
-    doomed = {order[n].fact_id for n in ranked[:excess]}
+    doomed = {order[n][0] for n in ranked[:excess]}
     if max_age_days > 0:
         limit = now - timedelta(days=max_age_days)
-        doomed.update(order[n].fact_id for n in ranked[excess:] if (times[n] or limit) < limit)
+        doomed.update(order[n][0] for n in ranked[excess:] if (times[n] or limit) < limit)
     return doomed
 
 
-def _current_order(paths: ScopePaths, leaving: set[str]) -> ArchiveOrder:
+def _current_order(paths: ScopePaths, leaving: set[str]) -> ArchiveIndex:
     """The index, reconciled with the directory: unknown entries are read, vanished ones dropped.
 
     Entries in ``leaving`` (replaced or removed by the commit) are not read.
     """
     listed = set(_listed_ids(paths)) - leaving
     indexed = _read_index(paths.archive_index)
-    order: ArchiveOrder = []
+    order: ArchiveIndex = []
     seen: set[str] = set()
     for item in indexed:
         if item.fact_id in listed and item.fact_id not in seen:
@@ -338,7 +361,7 @@ def _content_digest(raw: object) -> str | None:
     return duplicate_digest(content) if isinstance(content, str) else None
 
 
-def _read_index(path: Path) -> ArchiveOrder:
+def _read_index(path: Path) -> ArchiveIndex:
     """The index's entries; an unreadable index reads as empty (it is rebuilt).
 
     An entry is ``[id, archivedAt, digest]``, or ``[id, archivedAt]`` as
@@ -360,7 +383,7 @@ def _read_index(path: Path) -> ArchiveOrder:
     return [_Item(item[0], item[1], item[2] if len(item) == 3 else None) for item in raw]
 
 
-def _encode_index(order: ArchiveOrder) -> bytes:
+def _encode_index(order: ArchiveIndex) -> bytes:
     """One entry per line, oldest arrival first."""
     lines = [
         json.dumps(list(item) if item.digest is not None else [item.fact_id, item.archived_at])

@@ -45,13 +45,13 @@ class ScopeCache:
 
     def __init__(self, capacity: int = 256) -> None:
         self._capacity = capacity
-        self._entries: OrderedDict[tuple[str | None, str], tuple[ManifestToken, ScopeSnapshot]] = (
+        self._entries: OrderedDict[tuple[str | None, str], tuple[object, ScopeSnapshot]] = (
             OrderedDict()
         )
         self._lock = threading.Lock()
 
-    def get(self, scope: Scope, token: ManifestToken) -> ScopeSnapshot | None:
-        """The cached snapshot if it was loaded at ``token``."""
+    def get(self, scope: Scope, token: object) -> ScopeSnapshot | None:
+        """The cached snapshot if it was loaded at ``token`` (any value that compares equal)."""
         key = (scope.user_id, scope.agent)
         with self._lock:
             entry = self._entries.get(key)
@@ -60,7 +60,7 @@ class ScopeCache:
             self._entries.move_to_end(key)
             return entry[1]
 
-    def put(self, scope: Scope, token: ManifestToken, snapshot: ScopeSnapshot) -> None:
+    def put(self, scope: Scope, token: object, snapshot: ScopeSnapshot) -> None:
         key = (scope.user_id, scope.agent)
         with self._lock:
             self._entries[key] = (token, snapshot)

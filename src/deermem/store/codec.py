@@ -206,7 +206,7 @@ def encode_summaries(document: SummaryDocument) -> bytes:
         return json.dumps(data, indent=2).encode("utf-8")
 
 
-def decode_summaries(data: bytes, path: Path) -> SummaryDocument:
+def decode_summaries(data: bytes, path: str | Path) -> SummaryDocument:
     """Read ``memory.json``.
 
     Raises:
@@ -244,7 +244,9 @@ def decode_summaries(data: bytes, path: Path) -> SummaryDocument:
     )
 
 
-def _sections(document: Mapping[str, object], group: str, path: Path) -> Mapping[str, Section]:
+def _sections(
+    document: Mapping[str, object], group: str, path: str | Path
+) -> Mapping[str, Section]:
     defaults = SummaryDocument()
     base = dict(defaults.user if group == "user" else defaults.history)
     raw = document.get(group)

@@ -41,11 +41,11 @@ from deermem.model.timestamps import format_timestamp
 from deermem.store import regret_log, sidecars
 from deermem.store._plan import CommitPlan, plan_commit
 from deermem.store.archive import (
-    ArchiveOrder,
+    ArchiveIndex,
     archive_changes,
+    archive_index,
     archive_listing,
     archive_matches,
-    archive_order,
     read_archive,
     read_entry,
 )
@@ -134,6 +134,10 @@ class MarkdownStore:
 
     def __repr__(self) -> str:
         return f"MarkdownStore({str(self.root)!r})"
+
+    @property
+    def records_regret(self) -> bool:
+        return True
 
     # --- paths and locks ------------------------------------------------------
 
@@ -333,7 +337,7 @@ class MarkdownStore:
         user: UserPaths,
         snapshot: ScopeSnapshot | None,
         changes: ChangeSet,
-        archive: ArchiveOrder | None = None,
+        archive: ArchiveIndex | None = None,
     ) -> tuple[CommitResult, ScopeSnapshot | None]:
         """Commit under the held lock; return the result and the scope's new snapshot.
 
@@ -390,7 +394,7 @@ class MarkdownStore:
         changes: ChangeSet,
         plan: CommitPlan,
         deleted: list[str],
-        archive: ArchiveOrder | None,
+        archive: ArchiveIndex | None,
     ) -> list[FileChange]:
         """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``.
 
@@ -453,7 +457,11 @@ class MarkdownTransaction:
         self._paths = user.agent(scope.agent)
         self._snapshot: ScopeSnapshot | None = None
         # The archive's order, read once per commit: the lock keeps it still.
-        self._archive: ArchiveOrder | None = None
+        self._archive: ArchiveIndex | None = None
+
+    @property
+    def records_regret(self) -> bool:
+        return True
 
     @property
     def snapshot(self) -> ScopeSnapshot:
@@ -473,7 +481,7 @@ class MarkdownTransaction:
         # On a damaged archive, archive_matches reads it again and says why it cannot.
         with contextlib.suppress(CorruptMemoryFile):
             if self._archive is None:
-                self._archive = archive_order(self._paths)
+                self._archive = archive_index(self._paths)
         max_age = self._store.archive_max_age_days
         return archive_matches(self._paths, self._scope, contents, now, max_age, self._archive)
 

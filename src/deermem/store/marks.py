@@ -15,17 +15,55 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from deermem._exceptions import CorruptMemoryFile
 from deermem.store.paths import ScopePaths
 
-__all__ = ["encode_mark", "read_mark"]
+__all__ = ["ThreadMark", "encode_mark", "read_mark", "read_marks"]
 
 
 def encode_mark(thread_id: str, mark: str, stamp: str) -> bytes:
     """The mark file of a conversation."""
     value = {"threadId": thread_id, "mark": mark, "markedAt": stamp}
     return (json.dumps(value, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+
+
+class ThreadMark(NamedTuple):
+    """One conversation's mark, as stored."""
+
+    thread_id: str
+    mark: str
+    marked_at: str
+
+
+def read_marks(paths: ScopePaths) -> list[ThreadMark]:
+    """Every mark of a scope, by thread id (for copying a scope whole).
+
+    Raises:
+        CorruptMemoryFile: a mark file that is not a mark, or not named after its thread.
+    """
+    try:
+        names = sorted(item.name for item in paths.threads_dir.iterdir())
+    except FileNotFoundError:
+        return []
+    marks = []
+    for name in names:
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        path = paths.threads_dir / name
+        data = path.read_bytes()
+        try:
+            raw = json.loads(data.decode("utf-8", "surrogatepass"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raw = None  # _decode names the problem
+        thread_id = raw.get("threadId") if isinstance(raw, dict) else None
+        mark = _decode(data, path, thread_id if isinstance(thread_id, str) else "")
+        if not isinstance(raw, dict) or paths.thread_mark(raw["threadId"]) != path:
+            raise CorruptMemoryFile(path, "the thread mark is not named after its thread")
+        stamp = raw.get("markedAt")
+        marks.append(ThreadMark(raw["threadId"], mark, stamp if isinstance(stamp, str) else ""))
+    return sorted(marks)
 
 
 def read_mark(paths: ScopePaths, thread_id: str) -> str | None:

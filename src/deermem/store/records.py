@@ -282,9 +282,14 @@ class ArchiveEntry:
 
     def expired(self, now: datetime, max_age_days: int) -> bool:
         """Whether the entry is past the archive's age limit (0: no limit)."""
+        return self.stamp_expired(self.archived_at, now, max_age_days)
+
+    @staticmethod
+    def stamp_expired(archived_at: str, now: datetime, max_age_days: int) -> bool:
+        """Whether an entry archived at ``archived_at`` is past the age limit (0: no limit)."""
         if max_age_days <= 0:
             return False
-        archived = parse_timestamp(self.archived_at)
+        archived = parse_timestamp(archived_at)
         return archived is not None and now - archived > timedelta(days=max_age_days)
 
     def to_dict(self) -> dict[str, object]:

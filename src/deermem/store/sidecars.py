@@ -37,8 +37,12 @@ from deermem.store.records import EvictionReceipt, UsageEntry
 __all__ = [
     "SidecarChange",
     "audit_after_commit",
+    "count_recalls",
+    "encode_events",
     "encode_json",
+    "encode_usage",
     "read_audit",
+    "read_events",
     "read_json",
     "read_usage",
     "strip_audit_events",
@@ -53,7 +57,7 @@ _log = logging.getLogger("deermem.store")
 
 
 def read_json(path: Path) -> object | None:
-    """A sidecar's JSON, or ``None`` when it is missing.
+    """The sidecar's JSON, or ``None`` when it is missing.
 
     Raises:
         ValueError: the file is not JSON (``UnicodeDecodeError``, ``JSONDecodeError``).
@@ -75,6 +79,16 @@ def encode_json(value: list[object] | dict[str, object]) -> bytes:
         lines = [_compact(item) for item in value]
         text = "[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n"
     return text.encode("utf-8")
+
+
+def encode_usage(usage: Mapping[str, UsageEntry]) -> bytes:
+    """The usage sidecar's content, one fact per line, by fact id."""
+    return encode_json({key: usage[key].to_dict() for key in sorted(usage)})
+
+
+def encode_events(events: Sequence[object]) -> bytes:
+    """The audit's content, one event per line, oldest first."""
+    return encode_json(list(events))
 
 
 def _compact(value: object) -> str:
@@ -109,18 +123,28 @@ def read_usage(path: Path) -> dict[str, UsageEntry]:
 def _usage_change(path: Path, usage: Mapping[str, UsageEntry]) -> SidecarChange:
     if not usage:
         return path, None
-    return path, encode_json({key: usage[key].to_dict() for key in sorted(usage)})
+    return path, encode_usage(usage)
 
 
 def usage_after_access(
     path: Path, fact_ids: Iterable[str], now: datetime, half_life_days: float
 ) -> SidecarChange:
-    """The usage sidecar after one recall of each fact.
-
-    Each fact's heat becomes heat × 2^(−Δdays/half-life) + 1; its count grows by 1.
-    """
+    """The usage sidecar after one recall of each fact (see :func:`count_recalls`)."""
     usage = read_usage(path)
+    usage.update(count_recalls(usage, fact_ids, now, half_life_days))
+    return _usage_change(path, usage)
+
+
+def count_recalls(
+    usage: Mapping[str, UsageEntry], fact_ids: Iterable[str], now: datetime, half_life_days: float
+) -> dict[str, UsageEntry]:
+    """The new usage entry of each fact recalled once more: heat × 2^(−Δdays/half-life) + 1.
+
+    Every store counts with this one function, so heat is the same float
+    whichever store keeps it.
+    """
     stamp = format_timestamp(now)
+    counted: dict[str, UsageEntry] = {}
     for fact_id in dict.fromkeys(fact_ids):
         entry = usage.get(fact_id)
         heat = 0.0
@@ -130,10 +154,10 @@ def usage_after_access(
             last = parse_timestamp(entry.last_accessed_at)
             if last is not None:
                 heat = entry.access_heat * decay(elapsed_days(now, last), half_life_days)
-        usage[fact_id] = UsageEntry(
+        counted[fact_id] = UsageEntry(
             access_heat=heat + 1.0, access_count=count + 1, last_accessed_at=stamp
         )
-    return _usage_change(path, usage)
+    return counted
 
 
 def usage_after_commit(
@@ -157,8 +181,8 @@ def usage_after_commit(
 # --- audit -----------------------------------------------------------------
 
 
-def _raw_events(path: Path) -> list[object]:
-    """The audit's events as stored (``[]`` when there is no audit yet).
+def read_events(path: Path) -> list[object]:
+    """The audit's events as stored, oldest first (``[]`` when there is no audit yet).
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
@@ -181,7 +205,7 @@ def read_audit(path: Path) -> tuple[EvictionReceipt, ...]:
         CorruptMemoryFile: the file is not a JSON list.
     """
     receipts = []
-    for event in _raw_events(path):
+    for event in read_events(path):
         receipt = EvictionReceipt.from_dict(event)
         if receipt is None:
             _log.warning("ignoring a malformed audit event in %s", path)
@@ -211,7 +235,7 @@ def audit_after_commit(
     appending = max_entries > 0 and bool(receipts)
     if not appending and not (ids and path.exists()):
         return None
-    events = _raw_events(path)
+    events = read_events(path)
     kept = strip_audit_events(events, ids) if ids else events
     if not appending:
         if kept == events:

@@ -1,10 +1,9 @@
-"""The capacity gate as the extraction path will use it: one proposal, one commit."""
+"""The capacity gate as the extraction path uses it, on both stores: one proposal, one commit."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -15,15 +14,16 @@ from deermem.store import (
     CapacityGate,
     ChangeSet,
     CommitResult,
-    MarkdownStore,
     Proposal,
     Removal,
     Scope,
     ScopeSnapshot,
+    Store,
     UsageEntry,
 )
 from deermem.store.protocol import StoreTransaction
 from deermem.store.regret_records import ShadowMark
+from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 SCOPE = Scope.of("alice")
@@ -40,8 +40,8 @@ def fact(fact_id: str, confidence: float, **fields: object) -> Fact:
     return Fact.from_dict(data)
 
 
-def seeded(tmp_path: Path, gate: CapacityGate, count: int = 10) -> MarkdownStore:
-    store = MarkdownStore(tmp_path)
+def seeded(stores: Stores, gate: CapacityGate, count: int = 10) -> Store:
+    store = stores()
     with store.transaction(SCOPE) as transaction:
         gate.apply(
             transaction,
@@ -52,9 +52,9 @@ def seeded(tmp_path: Path, gate: CapacityGate, count: int = 10) -> MarkdownStore
     return store
 
 
-def test_an_extraction_proposal_is_decided_and_committed_at_once(tmp_path: Path) -> None:
+def test_an_extraction_proposal_is_decided_and_committed_at_once(stores: Stores) -> None:
     gate = CapacityGate(CapacityPolicy(), max_facts=10)
-    store = seeded(tmp_path, gate)
+    store = seeded(stores, gate)
     revision = store.load(SCOPE).revision
     confirmed = (
         store.load(SCOPE)
@@ -102,9 +102,9 @@ def test_an_extraction_proposal_is_decided_and_committed_at_once(tmp_path: Path)
     assert archived["fact_s01"].receipt_id == reasons["staleness"].receipt_id
 
 
-def test_a_removal_frees_room_before_the_gate_decides(tmp_path: Path) -> None:
+def test_a_removal_frees_room_before_the_gate_decides(stores: Stores) -> None:
     gate = CapacityGate(CapacityPolicy(), max_facts=10)
-    store = seeded(tmp_path, gate)
+    store = seeded(stores, gate)
     with store.transaction(SCOPE) as transaction:
         outcome = gate.apply(
             transaction,
@@ -118,8 +118,8 @@ def test_a_removal_frees_room_before_the_gate_decides(tmp_path: Path) -> None:
     assert outcome.kept_new == ("fact_new",)
 
 
-def test_remove_never_runs_the_policy(tmp_path: Path) -> None:
-    store = seeded(tmp_path, CapacityGate(CapacityPolicy(), max_facts=10))
+def test_remove_never_runs_the_policy(stores: Stores) -> None:
+    store = seeded(stores, CapacityGate(CapacityPolicy(), max_facts=10))
     smaller = CapacityGate(CapacityPolicy(), max_facts=5)
     with store.transaction(SCOPE) as transaction:
         smaller.remove(transaction, (Removal("fact_s00", "deleted"),), trigger="manual", now=NOW)
@@ -140,10 +140,10 @@ def test_remove_never_runs_the_policy(tmp_path: Path) -> None:
     ],
 )
 def test_a_bad_proposal_commits_nothing_and_writes_no_receipt(
-    tmp_path: Path, proposal: Proposal, error: type[Exception]
+    stores: Stores, proposal: Proposal, error: type[Exception]
 ) -> None:
     gate = CapacityGate(CapacityPolicy(), max_facts=10)
-    store = seeded(tmp_path, gate, count=10)
+    store = seeded(stores, gate, count=10)
     before = store.load(SCOPE)
     with store.transaction(SCOPE) as transaction, pytest.raises(error):
         gate.apply(
@@ -161,9 +161,9 @@ def test_a_bad_proposal_commits_nothing_and_writes_no_receipt(
     assert store.archive(SCOPE, NOW) == ()
 
 
-def test_an_unknown_trigger_is_refused(tmp_path: Path) -> None:
+def test_an_unknown_trigger_is_refused(stores: Stores) -> None:
     gate = CapacityGate(CapacityPolicy(), max_facts=10)
-    store = MarkdownStore(tmp_path)
+    store = stores()
     with store.transaction(SCOPE) as transaction, pytest.raises(ValueError, match="trigger"):
         gate.apply(transaction, Proposal(), trigger="cron", now=NOW)  # type: ignore[arg-type]
 
@@ -182,6 +182,10 @@ class CountingTransaction:
     def usage(self) -> Mapping[str, UsageEntry]:
         self.usage_reads += 1
         return self.inner.usage()
+
+    @property
+    def records_regret(self) -> bool:
+        return self.inner.records_regret
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return self.inner.archived(fact_id)
@@ -207,19 +211,19 @@ class CountingTransaction:
     ],
 )
 def test_usage_is_read_only_by_the_policies_that_use_it(
-    tmp_path: Path, settings: dict[str, object], reads: int
+    stores: Stores, settings: dict[str, object], reads: int
 ) -> None:
     gate = CapacityGate.from_config(MemoryConfig(max_facts=10, **settings))
-    store = MarkdownStore(tmp_path)
+    store = stores()
     with store.transaction(SCOPE) as transaction:
         counting = CountingTransaction(transaction)
         gate.apply(counting, Proposal(new_facts=(fact("fact_a", 0.5),)), trigger="manual", now=NOW)
     assert counting.usage_reads == reads
 
 
-def test_delete_mode_deletes_and_writes_capacity_receipts_only(tmp_path: Path) -> None:
+def test_delete_mode_deletes_and_writes_capacity_receipts_only(stores: Stores) -> None:
     gate = CapacityGate(CapacityPolicy(), max_facts=10, eviction_mode="delete")
-    store = seeded(tmp_path, gate)
+    store = seeded(stores, gate)
     with store.transaction(SCOPE) as transaction:
         outcome = gate.apply(
             transaction,
@@ -235,7 +239,8 @@ def test_delete_mode_deletes_and_writes_capacity_receipts_only(tmp_path: Path) -
         )
     assert [r.reason for r in store.audit(SCOPE)] == ["capacity"]
     assert store.archive(SCOPE, NOW) == ()
-    assert not list(tmp_path.rglob("fact_s04.md"))
+    assert "fact_s04" not in store.reload(SCOPE)
+    assert store.archived(SCOPE, "fact_s04") is None
 
 
 @pytest.mark.parametrize("cap", [-1, True, 2.5])

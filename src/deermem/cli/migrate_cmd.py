@@ -1,0 +1,74 @@
+"""``deermem migrate``: copy a memory from one store to another, and verify the copy."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli.db_cmd import config_of
+from deermem.store.migration import MigrationReport, migrate, opened_location
+
+__all__ = ["migrate_command"]
+
+
+def migrate_command(
+    ctx: typer.Context,
+    source: str = typer.Option(
+        ..., "--from", metavar="SRC", help="A Markdown store directory or a postgresql:// URL."
+    ),
+    destination: str = typer.Option(
+        ..., "--to", metavar="DST", help="A Markdown store directory or a postgresql:// URL."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Copy every user's memory from SRC to DST and verify each copy.
+
+    Everything is copied: facts, summaries (with their revision), recall
+    counts, receipts, the archive and the conversations' marks. Each user is
+    written in one atomic step and read back and compared with the source.
+    A user DST already holds identically is skipped, so an interrupted
+    migration can be run again; one it holds with other data stops the
+    migration before anything is copied. SRC is never changed. A database
+    must be migrated first (`deermem db upgrade`).
+
+    Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`
+    """
+    config = config_of(ctx)
+    with (
+        opened_location(source, config, must_exist=True) as (reader, shown_source),
+        opened_location(destination, config, must_exist=False) as (writer, shown_destination),
+    ):
+        if shown_source == shown_destination:
+            raise typer.BadParameter("SRC and DST are the same store", param_hint="--to")
+        report = MigrationReport(shown_source, shown_destination)
+        progress = Progress(
+            TextColumn("copying users"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=as_json or not sys.stderr.isatty(),
+        )
+        with progress:
+            task = progress.add_task("users", total=None)
+            migrate(
+                reader,
+                writer,
+                report,
+                progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
+    if as_json:
+        print_json(report.to_dict())
+        return
+    counts = ", ".join(f"{value} {key}" for key, value in sorted(report.counts.items()))
+    out_console.print(
+        f"copied {report.copied} user(s) from {escape(report.source)} to "
+        f"{escape(report.destination)}, each verified"
+        + (f" ({escape(counts)})" if counts else "")
+        + (f"; {report.skipped} already there, identical" if report.skipped else "")
+    )

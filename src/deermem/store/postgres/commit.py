@@ -1,0 +1,252 @@
+"""The statements of one commit, inside the open and locked transaction.
+
+:class:`CommitWriter` turns a planned change set (:func:`~deermem.store._plan.plan_changes`)
+into rows: the facts, then the bookkeeping the Markdown store keeps in its
+sidecars — recall counts dropped and restored, receipts appended (and, in
+delete mode, deleted ids stripped from earlier ones) and trimmed to their
+bound, thread marks — then the archive with its bounds. The caller updates
+the user's row and commits; until then nothing is visible to anyone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from deermem.model.timestamps import format_timestamp
+from deermem.store._plan import ChangePlan
+from deermem.store.archive import beyond_bounds
+from deermem.store.postgres import rows
+from deermem.store.postgres.connection import Connection
+from deermem.store.protocol import ChangeSet, SummaryDocument
+from deermem.store.records import ArchiveEntry, UsageEntry
+from deermem.store.scope import Scope
+from deermem.store.sidecars import strip_audit_events
+
+__all__ = ["Bounds", "CommitWriter", "insert_archive", "put_usage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What a commit keeps: receipts per agent, the archive's size and age (0: no age limit)."""
+
+    audit_max_entries: int
+    archive_max_entries: int
+    archive_max_age_days: int
+
+
+class CommitWriter:
+    """The statements of one commit, in the open transaction (facts, bookkeeping, archive)."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        scope: Scope,
+        changes: ChangeSet,
+        plan: ChangePlan,
+        *,
+        bounds: Bounds,
+        database: str,
+    ) -> None:
+        self.bounds = bounds
+        self.database = database
+        self.connection = connection
+        self.scope = scope
+        self.key = rows.user_key(scope)
+        self.changes = changes
+        self.plan = plan
+        self.deleted = [fact.id for fact in plan.deleted]
+        self.marks: dict[str, str] = {}
+
+    def anything(self, stored_marks: Mapping[str, str]) -> bool:
+        """Whether the commit writes anything at all (remembering which marks moved)."""
+        changes = self.changes
+        self.marks = {
+            thread_id: mark
+            for thread_id, mark in changes.watermarks.items()
+            if stored_marks.get(thread_id) != mark
+        }
+        appending = self.bounds.audit_max_entries > 0 and bool(changes.receipts)
+        return bool(
+            self.plan.changed
+            or appending
+            or self.marks
+            or changes.usage_restores
+            or (changes.forget_in_audit and self.deleted)
+        )
+
+    def new_user_row(self) -> uuid.UUID:
+        """Create the user's row (revision 0, no summaries): the scope's rows refer to it."""
+        commit_id = uuid.uuid4()
+        self.connection.execute(
+            "INSERT INTO deermem_users (user_id, revision, commit_id, summaries) "
+            "VALUES (%s, 0, %s, %s)",
+            (self.key, commit_id, rows.encode_summary_document(SummaryDocument())),
+        )
+        return commit_id
+
+    def write(self) -> None:
+        self._facts()
+        self._usage()
+        self._audit()
+        self._marks()
+        self._archive()
+
+    def _scope_params(self) -> tuple[str, str]:
+        return self.key, self.scope.agent
+
+    def _facts(self) -> None:
+        if self.deleted:
+            self.connection.execute(
+                "DELETE FROM deermem_facts WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
+                (*self._scope_params(), self.deleted),
+            )
+        if self.plan.written:
+            with self.connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO deermem_facts (user_id, agent, fact_id, revision, document) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (user_id, agent, fact_id) "
+                    "DO UPDATE SET revision = EXCLUDED.revision, document = EXCLUDED.document",
+                    [
+                        (*self._scope_params(), fact.id, fact.revision, rows.encode_fact(fact))
+                        for fact in self.plan.written
+                    ],
+                )
+
+    def _usage(self) -> None:
+        """The usage of deleted facts goes; that of restored facts comes back."""
+        if self.deleted:
+            self.connection.execute(
+                "DELETE FROM deermem_usage WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
+                (*self._scope_params(), self.deleted),
+            )
+        put_usage(self.connection, self.key, self.scope.agent, self.changes.usage_restores)
+
+    def _audit(self) -> None:
+        """Strip deleted ids from earlier receipts (delete mode), append, keep the newest."""
+        if self.changes.forget_in_audit and self.deleted:
+            self._forget_in_audit(set(self.deleted))
+        bound = self.bounds.audit_max_entries
+        if bound <= 0 or not self.changes.receipts:
+            return
+        with self.connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO deermem_receipts (user_id, agent, document) VALUES (%s, %s, %s)",
+                [
+                    (*self._scope_params(), rows.encode_json(receipt.to_dict()))
+                    for receipt in self.changes.receipts
+                ],
+            )
+        self.connection.execute(
+            "DELETE FROM deermem_receipts WHERE user_id = %(user)s AND agent = %(agent)s "
+            "AND position <= (SELECT position FROM deermem_receipts "
+            "WHERE user_id = %(user)s AND agent = %(agent)s "
+            "ORDER BY position DESC OFFSET %(bound)s LIMIT 1)",
+            {"user": self.key, "agent": self.scope.agent, "bound": bound},
+        )
+
+    def _forget_in_audit(self, ids: set[str]) -> None:
+        found = self.connection.execute(
+            "SELECT position, document FROM deermem_receipts "
+            "WHERE user_id = %s AND agent = %s ORDER BY position",
+            self._scope_params(),
+        ).fetchall()
+        for position, document in found:
+            label = rows.row_label(self.database, "deermem_receipts", self.scope, str(position))
+            event = rows.decode_event(document, label)
+            kept = strip_audit_events([event], ids)
+            if not kept:
+                self.connection.execute(
+                    "DELETE FROM deermem_receipts WHERE user_id = %s AND agent = %s "
+                    "AND position = %s",
+                    (*self._scope_params(), position),
+                )
+            elif kept[0] != event:
+                self.connection.execute(
+                    "UPDATE deermem_receipts SET document = %s "
+                    "WHERE user_id = %s AND agent = %s AND position = %s",
+                    (rows.encode_json(kept[0]), *self._scope_params(), position),
+                )
+
+    def _marks(self) -> None:
+        if not self.marks:
+            return
+        stamp = format_timestamp(self.changes.now)
+        with self.connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO deermem_threads (user_id, agent, thread_key, document) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (user_id, agent, thread_key) "
+                "DO UPDATE SET document = EXCLUDED.document",
+                [
+                    (
+                        *self._scope_params(),
+                        rows.thread_key(thread_id),
+                        rows.encode_mark(thread_id, mark, stamp),
+                    )
+                    for thread_id, mark in self.marks.items()
+                ],
+            )
+
+    def _archive(self) -> None:
+        """Put and remove entries; with puts and a clock, apply the archive's bounds."""
+        changes = self.changes
+        if not (changes.archive_puts or changes.archive_deletes):
+            return
+        leaving = [entry.fact_id for entry in changes.archive_puts] + list(changes.archive_deletes)
+        self.connection.execute(
+            "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
+            (*self._scope_params(), leaving),
+        )
+        if not changes.archive_puts:
+            return
+        insert_archive(self.connection, self.key, self.scope.agent, changes.archive_puts)
+        order = [
+            (fact_id, archived_at)
+            for fact_id, archived_at in self.connection.execute(
+                "SELECT fact_id, archived_at FROM deermem_archive "
+                "WHERE user_id = %s AND agent = %s ORDER BY arrival",
+                self._scope_params(),
+            )
+        ]
+        doomed = beyond_bounds(
+            order, changes.now, self.bounds.archive_max_entries, self.bounds.archive_max_age_days
+        )
+        if doomed:
+            self.connection.execute(
+                "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s "
+                "AND fact_id = ANY(%s)",
+                (*self._scope_params(), sorted(doomed)),
+            )
+
+
+def insert_archive(
+    connection: Connection, user: str, agent: str, entries: Sequence[ArchiveEntry]
+) -> None:
+    """Add archive entries in this order: each arrives after the ones before it."""
+    for entry in entries:  # one by one: the arrival numbers follow the order given
+        connection.execute(
+            "INSERT INTO deermem_archive (user_id, agent, fact_id, archived_at, document) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            (user, agent, entry.fact_id, entry.archived_at, rows.encode_archive_entry(entry)),
+        )
+
+
+def put_usage(
+    connection: Connection, user: str, agent: str, usage: Mapping[str, UsageEntry]
+) -> None:
+    """Write recall counts (replacing what a fact had)."""
+    if not usage:
+        return
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO deermem_usage (user_id, agent, fact_id, access_heat, access_count, "
+            "last_accessed_at) VALUES (%s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (user_id, agent, fact_id) DO UPDATE SET "
+            "access_heat = EXCLUDED.access_heat, access_count = EXCLUDED.access_count, "
+            "last_accessed_at = EXCLUDED.last_accessed_at",
+            [
+                (user, agent, fact_id, e.access_heat, e.access_count, e.last_accessed_at)
+                for fact_id, e in usage.items()
+            ],
+        )

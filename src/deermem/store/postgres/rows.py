@@ -1,0 +1,166 @@
+"""What a row holds: deermem's values as JSON text, read back strictly.
+
+Facts, archive entries, receipts, thread marks and the summary document are
+stored as the JSON the Markdown store's files hold (a fact's every field, in
+its key order), so a value reads back exactly as it was written and
+``deermem migrate`` copies without translating. Reading is as strict as the
+Markdown store's: a row that is not what it must be — not JSON, an invalid
+fact, a fact of another scope — is a :class:`~deermem.CorruptMemoryFile`
+naming the table and the row, never an empty memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Final
+
+from deermem._exceptions import CorruptMemoryFile, FactValidationError, UnsafeIdentifierError
+from deermem.model.fact import Fact
+from deermem.store.archive import decode_entry
+from deermem.store.codec import decode_summaries
+from deermem.store.protocol import SummaryDocument
+from deermem.store.records import ArchiveEntry
+from deermem.store.scope import Scope
+
+__all__ = [
+    "NO_USER",
+    "decode_archive_entry",
+    "decode_event",
+    "decode_fact",
+    "decode_mark",
+    "decode_summary_document",
+    "encode_archive_entry",
+    "encode_fact",
+    "encode_json",
+    "encode_mark",
+    "encode_summary_document",
+    "row_label",
+    "thread_key",
+    "user_key",
+    "user_of",
+]
+
+NO_USER: Final = ""
+"""The user key of the single-user layout (an empty user id is refused by ``Scope.of``)."""
+
+
+def user_key(scope: Scope) -> str:
+    """The ``user_id`` column of a scope: the raw user id, or ``''`` without one.
+
+    Raises:
+        UnsafeIdentifierError: the id holds what a PostgreSQL text column
+            cannot (a NUL character, a lone surrogate).
+    """
+    user = scope.user_id
+    if user is None:
+        return NO_USER
+    if "\x00" in user:
+        raise UnsafeIdentifierError(
+            "user id", user, "PostgreSQL cannot store a NUL character in a user id"
+        )
+    try:
+        user.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsafeIdentifierError(
+            "user id", user, "PostgreSQL cannot store text that is not valid Unicode"
+        ) from None
+    return user
+
+
+def user_of(key: str) -> str | None:
+    """The user id of a ``user_id`` column (``None`` for the single-user layout)."""
+    return None if key == NO_USER else key
+
+
+def thread_key(thread_id: str) -> str:
+    """A thread's key: the digest the Markdown store names its mark file with."""
+    return hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def encode_json(value: object) -> str:
+    """JSON text for a row: every character escaped that a text column could refuse."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+def row_label(database: str, table: str, scope: Scope, key: str | None = None) -> str:
+    """Where a row lives, for error messages: database, table, scope and key."""
+    where = f"{database} {table} ({scope}"
+    return f"{where}, {key!r})" if key is not None else f"{where})"
+
+
+def encode_mark(thread_id: str, mark: str, stamp: str) -> str:
+    """A thread mark row: what a mark file holds (a digest, never conversation text)."""
+    return encode_json({"threadId": thread_id, "mark": mark, "markedAt": stamp})
+
+
+def decode_mark(document: str, label: str, thread_id: str) -> str:
+    """The mark of a thread row, checked as a mark file is.
+
+    Raises:
+        CorruptMemoryFile: not a mark of this conversation (never read as
+            absent: that would extract, and confirm, the conversation again).
+    """
+    raw = _parse(document, label)
+    mark = raw.get("mark") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(mark, str):
+        raise CorruptMemoryFile(label, "a thread mark needs 'threadId' and 'mark' strings")
+    if raw.get("threadId") != thread_id:
+        raise CorruptMemoryFile(label, "the thread mark belongs to another conversation")
+    return mark
+
+
+def encode_fact(fact: Fact) -> str:
+    return encode_json(fact.to_dict())
+
+
+def decode_fact(document: str, label: str, scope: Scope, fact_id: str) -> Fact:
+    """A fact row, checked as a fact file is: valid, of this id and this scope.
+
+    Raises:
+        CorruptMemoryFile: anything else.
+    """
+    raw = _parse(document, label)
+    if not isinstance(raw, dict):
+        raise CorruptMemoryFile(label, "a fact must be a JSON object")
+    try:
+        fact = Fact.from_dict(raw)
+    except FactValidationError as error:
+        raise CorruptMemoryFile(label, f"invalid fact: {error}") from None
+    if fact.id != fact_id:
+        raise CorruptMemoryFile(label, f"the fact {fact.id!r} is stored under another id")
+    if fact.scope is not None and (
+        fact.scope.userId != scope.user_id or fact.scope.agentName != scope.agent
+    ):
+        raise CorruptMemoryFile(label, "scope mismatch: the fact belongs to another scope")
+    return fact
+
+
+def encode_archive_entry(entry: ArchiveEntry) -> str:
+    return encode_json(entry.to_dict())
+
+
+def decode_archive_entry(document: str, label: str, scope: Scope, fact_id: str) -> ArchiveEntry:
+    """An archive row, checked as an archive file is (see ``archive.decode_entry``)."""
+    return decode_entry(document.encode("utf-8"), label, scope, fact_id)
+
+
+def encode_summary_document(document: SummaryDocument) -> str:
+    return encode_json(document.to_dict())
+
+
+def decode_summary_document(document: str, label: str) -> SummaryDocument:
+    return decode_summaries(document.encode("utf-8"), label)
+
+
+def decode_event(document: str, label: str) -> object:
+    """An audit event as stored (reading it as a receipt is lenient, as for the audit file)."""
+    return _parse(document, label)
+
+
+def _parse(document: str, label: str) -> object:
+    try:
+        value: object = json.loads(document)
+    except json.JSONDecodeError as error:
+        raise CorruptMemoryFile(label, f"not valid JSON: {error}") from None
+    return value

@@ -1,0 +1,709 @@
+"""``PostgresStore``: the :class:`~deermem.store.Store` protocol on PostgreSQL, for many replicas.
+
+Every process — on one machine or many — opens the same database; what one
+commits, the next read of any other sees. What this class guarantees, and how:
+
+* **one transaction per commit** — a change set's facts, summaries,
+  receipts, archive changes, usage drops and restores and thread marks are
+  written between one ``BEGIN`` and one ``COMMIT``: all of them or none. A
+  commit that raises was rolled back by the server (a lost connection, a
+  statement timeout, a restart), so a retry is a new attempt; a commit that
+  returns is durable.
+* **one writer per user** — :meth:`PostgresStore.transaction` takes a
+  transaction-scoped advisory lock on the user before it reads anything, so
+  the capacity gate decides over the current library however many writers
+  on however many machines compete, and the cap holds. The lock goes with
+  the transaction: a writer that dies releases it with its connection.
+* **optimistic revisions** — a change set's preconditions (fact revisions,
+  the document revision) are checked under that lock, with the same errors
+  as the Markdown store's (the planning code is shared:
+  :func:`~deermem.store._plan.plan_changes`).
+* **version tokens** — each user row holds a revision and a commit id that
+  changes with every commit; ``version()`` is one indexed read of it. A
+  snapshot is cached per process while the token is unchanged, so a warm
+  load costs one round trip; the search index of each process is rebuilt
+  for a scope whenever the token moved (see docs/postgres.md).
+
+Connections come from a psycopg pool and are checked before each use, so a
+server restart costs the connections it broke, never a request. Every
+driver error reaches callers as :class:`~deermem.DatabaseError`; the
+database is named by its address without the password, here and in the repr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from typing import TYPE_CHECKING, Final
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from deermem._exceptions import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
+from deermem.config.database import redact_database_url
+from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
+from deermem.model.fact import FACT_ID_PATTERN, Fact
+from deermem.store._plan import plan_changes
+from deermem.store.archive import newest_first
+from deermem.store.cache import ScopeCache
+from deermem.store.duplicates import duplicate_key
+from deermem.store.postgres import rows
+from deermem.store.postgres.commit import Bounds, CommitWriter, put_usage
+from deermem.store.postgres.connection import Connection, connect, translated
+from deermem.store.postgres.schema import check_schema
+from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, SummaryDocument
+from deermem.store.reading import patched_snapshot, sort_facts
+from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
+from deermem.store.regret_records import RegretEvent, ShadowMark
+from deermem.store.scope import Scope
+from deermem.store.sidecars import count_recalls
+
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+
+__all__ = ["PostgresStore", "PostgresTransaction", "agents_of", "roll_back"]
+
+_ABSENT: Final = "pg:0"
+# Every part of a change set this store writes. A part added to ChangeSet later
+# is refused until it is written here too, rather than dropped without a word.
+_WRITTEN: Final = frozenset(
+    {
+        "now",
+        "writes",
+        "deletes",
+        "summaries",
+        "archive_puts",
+        "archive_deletes",
+        "receipts",
+        "expected_revision",
+        "forget_in_audit",
+        "usage_restores",
+        "watermarks",
+    }
+)
+_MEMORY: Final = ":memory:"
+_LOCK_NAMESPACE: Final = b"deermem user lock\x1f"
+
+_USER_ROW: Final = "SELECT revision, commit_id, summaries FROM deermem_users WHERE user_id = %s"
+_USER_VERSION: Final = "SELECT revision, commit_id FROM deermem_users WHERE user_id = %s"
+# One statement reads one snapshot of the database: the summaries and the
+# facts of a scope always belong together. The user row is the one without a fact id.
+_SCOPE: Final = """
+SELECT NULL, revision, commit_id, summaries FROM deermem_users WHERE user_id = %(user)s
+UNION ALL
+SELECT fact_id, NULL, NULL, document FROM deermem_facts
+ WHERE user_id = %(user)s AND agent = %(agent)s
+"""
+
+
+def _token(revision: object, commit_id: object) -> str:
+    """The version token of a user row (any agent's commit changes it)."""
+    return f"pg:{revision}:{commit_id}"
+
+
+def _lock_key(user: str) -> int:
+    """The advisory lock of a user: 64 bits of a digest (a collision only serialises more)."""
+    digest = hashlib.sha256(_LOCK_NAMESPACE + user.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class PostgresStore:
+    """Facts in a PostgreSQL database; see the module docstring.
+
+    Args:
+        url: ``postgresql://user:password@host:port/database?options``; any
+            libpq setting goes in the query (``sslmode``, ``options=-c
+            statement_timeout=5s`` …); the password may instead come from
+            ``PGPASSWORD`` or ``~/.pgpass``.
+        lock_timeout: seconds a writer waits for another writer of the same user.
+        audit_max_entries: receipts kept per agent; 0 writes none.
+        archive_max_entries: archive entries kept per agent.
+        archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
+        access_half_life_days: half-life of recall heat in the usage table.
+        pool_size: connections this process keeps open at most.
+        connect_timeout: seconds to wait for a connection.
+
+    Raises:
+        DatabaseError: the database cannot be reached, or refuses the login.
+        DatabaseSchemaError: the database is not migrated to this deermem's
+            schema (run ``deermem db upgrade``), or is at a version it does not know.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lock_timeout: float = 10.0,
+        audit_max_entries: int = 200,
+        archive_max_entries: int = 1000,
+        archive_max_age_days: int = 365,
+        access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
+        pool_size: int = 10,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.address = redact_database_url(url)
+        self.lock_timeout = lock_timeout
+        self.audit_max_entries = audit_max_entries
+        self.archive_max_entries = archive_max_entries
+        self.archive_max_age_days = archive_max_age_days
+        self.access_half_life_days = access_half_life_days
+        self._connect_timeout = connect_timeout
+        self._cache = ScopeCache()
+        with connect(url, self.address, timeout=connect_timeout) as connection:
+            check_schema(connection, self.address)
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
+            check=ConnectionPool.check_connection,
+            timeout=connect_timeout,
+            name="deermem",
+            open=True,
+        )
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig, url: str | None = None) -> PostgresStore:
+        """A store with the configuration's settings; ``url`` wins over ``config.store``."""
+        return cls(
+            url if url is not None else config.store,
+            lock_timeout=config.file_lock_timeout_seconds,
+            audit_max_entries=config.eviction_audit_max_entries,
+            archive_max_entries=config.archive_max_entries,
+            archive_max_age_days=config.archive_max_age_days,
+            access_half_life_days=config.eviction_access_half_life_days,
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.address!r})"
+
+    def close(self) -> None:
+        """Close the pool's connections; the store cannot be used afterwards."""
+        self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- connections and the user lock --------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        with translated(self.address), self._pool.connection() as connection:
+            yield connection
+
+    def _begin_locked(self, connection: Connection, scope: Scope) -> None:
+        """Open a transaction and take the user's lock in it (released at its end).
+
+        Raises:
+            StoreLockTimeout: another writer held the lock for ``lock_timeout``.
+        """
+        key = rows.user_key(scope)
+        connection.execute("BEGIN")
+        try:
+            milliseconds = max(1, round(self.lock_timeout * 1000))
+            connection.execute(f"SET LOCAL lock_timeout = {milliseconds}")
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(key),))
+        except psycopg.errors.LockNotAvailable:
+            roll_back(connection)
+            where = f"{self.address} (user {scope.user_id!r})"
+            raise StoreLockTimeout(where, self.lock_timeout) from None
+        except BaseException:
+            roll_back(connection)
+            raise
+
+    # --- reading ----------------------------------------------------------------------
+
+    def load(self, scope: Scope) -> ScopeSnapshot:
+        with self._connection() as connection:
+            return self._snapshot(connection, scope)
+
+    def _snapshot(self, connection: Connection, scope: Scope) -> ScopeSnapshot:
+        """The scope: from the cache while its token is current, else read in one statement."""
+        row = connection.execute(_USER_VERSION, (rows.user_key(scope),)).fetchone()
+        version = _ABSENT if row is None else _token(row[0], row[1])
+        cached = self._cache.get(scope, version)
+        if cached is not None:
+            return cached
+        snapshot = self._read_scope(connection, scope)
+        self._cache.put(scope, snapshot.version, snapshot)
+        return snapshot
+
+    def _read_scope(self, connection: Connection, scope: Scope) -> ScopeSnapshot:
+        key = rows.user_key(scope)
+        summaries = SummaryDocument()
+        version = _ABSENT
+        facts: list[Fact] = []
+        for fact_id, revision, commit_id, document in connection.execute(
+            _SCOPE, {"user": key, "agent": scope.agent}
+        ):
+            if fact_id is None:
+                summaries = rows.decode_summary_document(document, self._label("users", scope))
+                version = _token(revision, commit_id)
+            else:
+                label = self._label("facts", scope, fact_id)
+                facts.append(rows.decode_fact(document, label, scope, fact_id))
+        return ScopeSnapshot(scope, summaries, sort_facts(facts), version)
+
+    def version(self, scope: Scope) -> str:
+        with self._connection() as connection:
+            row = connection.execute(_USER_VERSION, (rows.user_key(scope),)).fetchone()
+        return _ABSENT if row is None else _token(row[0], row[1])
+
+    def reload(self, scope: Scope) -> ScopeSnapshot:
+        self._cache.drop(scope)
+        return self.load(scope)
+
+    def search_index_location(self) -> str:
+        """``":memory:"``: each process derives its own index from the database.
+
+        The index of a scope is rebuilt from the facts whenever the scope's
+        version token moved — by a commit of any replica — so every replica
+        ranks with the same SQLite FTS5 code as the Markdown store, and sees
+        another replica's commit at its next search.
+        """
+        return _MEMORY
+
+    def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
+        with self._connection() as connection:
+            return self._usage(connection, scope)
+
+    def _usage(
+        self, connection: Connection, scope: Scope, fact_ids: Sequence[str] | None = None
+    ) -> dict[str, UsageEntry]:
+        query = (
+            "SELECT fact_id, access_heat, access_count, last_accessed_at FROM deermem_usage "
+            "WHERE user_id = %s AND agent = %s"
+        )
+        params: list[object] = [rows.user_key(scope), scope.agent]
+        if fact_ids is not None:
+            query += " AND fact_id = ANY(%s)"
+            params.append(list(fact_ids))
+        found = connection.execute(query + " ORDER BY fact_id", params)
+        return {
+            fact_id: UsageEntry(access_heat=heat, access_count=count, last_accessed_at=accessed)
+            for fact_id, heat, count, accessed in found
+        }
+
+    def watermark(self, scope: Scope, thread_id: str) -> str | None:
+        with self._connection() as connection:
+            return self._marks(connection, scope, [thread_id]).get(thread_id)
+
+    def _marks(
+        self, connection: Connection, scope: Scope, thread_ids: Sequence[str]
+    ) -> dict[str, str]:
+        """The stored marks of these conversations (checked as the mark files are)."""
+        keys = {rows.thread_key(thread_id): thread_id for thread_id in thread_ids}
+        found = connection.execute(
+            "SELECT thread_key, document FROM deermem_threads "
+            "WHERE user_id = %s AND agent = %s AND thread_key = ANY(%s)",
+            (rows.user_key(scope), scope.agent, list(keys)),
+        )
+        marks = {}
+        for key, document in found:
+            thread_id = keys[key]
+            label = self._label("threads", scope, thread_id)
+            marks[thread_id] = rows.decode_mark(document, label, thread_id)
+        return marks
+
+    def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
+        with self._connection() as connection:
+            found = connection.execute(
+                "SELECT position, document FROM deermem_receipts "
+                "WHERE user_id = %s AND agent = %s ORDER BY position",
+                (rows.user_key(scope), scope.agent),
+            ).fetchall()
+        receipts = []
+        for position, document in found:
+            event = rows.decode_event(document, self._label("receipts", scope, str(position)))
+            receipt = EvictionReceipt.from_dict(event)
+            if receipt is not None:  # an event it cannot read is skipped, as in an audit file
+                receipts.append(receipt)
+        return tuple(receipts)
+
+    def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
+        with self._connection() as connection:
+            return self._archived(connection, scope, fact_id)
+
+    def _archived(self, connection: Connection, scope: Scope, fact_id: str) -> ArchiveEntry | None:
+        if not FACT_ID_PATTERN.fullmatch(fact_id):
+            return None
+        row = connection.execute(
+            "SELECT document FROM deermem_archive "
+            "WHERE user_id = %s AND agent = %s AND fact_id = %s",
+            (rows.user_key(scope), scope.agent, fact_id),
+        ).fetchone()
+        if row is None:
+            return None
+        label = self._label("archive", scope, fact_id)
+        return rows.decode_archive_entry(row[0], label, scope, fact_id)
+
+    def archive(self, scope: Scope, now: datetime) -> tuple[ArchiveEntry, ...]:
+        with self._connection() as connection:
+            found = connection.execute(
+                "SELECT fact_id, document FROM deermem_archive WHERE user_id = %s AND agent = %s",
+                (rows.user_key(scope), scope.agent),
+            ).fetchall()
+        entries = [
+            rows.decode_archive_entry(document, self._label("archive", scope, i), scope, i)
+            for i, document in found
+        ]
+        return tuple(
+            e for e in newest_first(entries) if not e.expired(now, self.archive_max_age_days)
+        )
+
+    def _archived_matches(
+        self, connection: Connection, scope: Scope, contents: Sequence[str], now: datetime
+    ) -> dict[str, ArchiveEntry]:
+        """Archived facts that say what one of ``contents`` says (see the protocol).
+
+        The database narrows the archive to entries whose text matches in
+        lower case; the duplicate rule itself (stripped, case-folded) is
+        applied here to what it found.
+        """
+        keys = {duplicate_key(text) for text in contents}
+        if not keys:
+            return {}
+        found = connection.execute(
+            "SELECT fact_id, document FROM deermem_archive WHERE user_id = %s AND agent = %s "
+            "AND lower(btrim((document::jsonb) -> 'fact' ->> 'content')) = ANY(%s) "
+            "ORDER BY arrival",
+            (rows.user_key(scope), scope.agent, sorted({key.lower() for key in keys})),
+        ).fetchall()
+        matches: dict[str, ArchiveEntry] = {}
+        for fact_id, document in found:
+            try:
+                label = self._label("archive", scope, fact_id)
+                entry = rows.decode_archive_entry(document, label, scope, fact_id)
+            except CorruptMemoryFile:
+                continue  # reported where it is read for itself (listing, restoring)
+            key = duplicate_key(entry.fact.content)
+            if key in keys and not entry.expired(now, self.archive_max_age_days):
+                matches[key] = entry
+        return matches
+
+    def archived_matches(
+        self, scope: Scope, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        with self._connection() as connection:
+            return self._archived_matches(connection, scope, contents, now)
+
+    def archive_listing(self, scope: Scope, now: datetime) -> Mapping[str, str]:
+        with self._connection() as connection:
+            found = connection.execute(
+                "SELECT fact_id, archived_at FROM deermem_archive "
+                "WHERE user_id = %s AND agent = %s ORDER BY arrival",
+                (rows.user_key(scope), scope.agent),
+            ).fetchall()
+        limit = self.archive_max_age_days
+        return {
+            fact_id: archived_at
+            for fact_id, archived_at in found
+            if not ArchiveEntry.stamp_expired(archived_at, now, limit)
+        }
+
+    @property
+    def records_regret(self) -> bool:
+        """Not yet: regret events and shadow marks need tables a later migration adds."""
+        return False
+
+    def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
+        return ()
+
+    def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
+        return {}
+
+    def agents(self, user_id: str | None) -> tuple[str, ...]:
+        """The agents a user has anything stored for, sorted."""
+        with self._connection() as connection:
+            return agents_of(connection, rows.user_key(Scope.of(user_id)))
+
+    def _label(self, table: str, scope: Scope, key: str | None = None) -> str:
+        return rows.row_label(self.address, f"deermem_{table}", scope, key)
+
+    # --- writing ----------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, scope: Scope) -> Iterator[PostgresTransaction]:
+        with self._connection() as connection:
+            transaction = PostgresTransaction(self, connection, scope)
+            try:
+                transaction.lock()
+                yield transaction
+            finally:
+                transaction.end()
+
+    def commit(self, scope: Scope, changes: ChangeSet) -> CommitResult:
+        with self.transaction(scope) as transaction:
+            return transaction.commit(changes)
+
+    def record_access(
+        self,
+        scope: Scope,
+        fact_ids: Iterable[str],
+        now: datetime,
+        *,
+        regret: Sequence[RegretEvent] = (),
+    ) -> None:
+        if regret:
+            raise NotImplementedError("the PostgreSQL store does not record regret events yet")
+        wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
+        if not wanted:
+            return
+        key = rows.user_key(scope)
+        with self._connection() as connection:
+            self._begin_locked(connection, scope)
+            try:
+                present = {
+                    fact_id
+                    for (fact_id,) in connection.execute(
+                        "SELECT fact_id FROM deermem_facts "
+                        "WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
+                        (key, scope.agent, wanted),
+                    )
+                }
+                recalled = [fact_id for fact_id in wanted if fact_id in present]
+                if recalled:
+                    usage = self._usage(connection, scope, recalled)
+                    counted = count_recalls(usage, recalled, now, self.access_half_life_days)
+                    put_usage(connection, rows.user_key(scope), scope.agent, counted)
+                connection.execute("COMMIT")
+            except BaseException:
+                roll_back(connection)
+                raise
+
+    def purge(self, scope: Scope, fact_id: str) -> None:
+        with self.transaction(scope) as transaction:
+            transaction.purge(fact_id)
+
+    def _commit_locked(
+        self,
+        connection: Connection,
+        scope: Scope,
+        snapshot: ScopeSnapshot | None,
+        changes: ChangeSet,
+    ) -> tuple[CommitResult, ScopeSnapshot | None]:
+        """Write a change set inside the open, locked transaction (the caller commits it).
+
+        With a current snapshot (the transaction's, or a valid cache entry)
+        facts are looked up in it; without one only the facts the change set
+        names are read. Returns the result and the scope's snapshot after
+        the commit (``None`` when none was at hand).
+        """
+        unknown = [
+            part.name
+            for part in dataclasses.fields(changes)
+            if part.name not in _WRITTEN and getattr(changes, part.name)
+        ]
+        if unknown:
+            raise NotImplementedError(f"the PostgreSQL store does not write {unknown} yet")
+        key = rows.user_key(scope)
+        row = connection.execute(_USER_ROW, (key,)).fetchone()
+        current = SummaryDocument()
+        version = _ABSENT
+        if row is not None:
+            current = rows.decode_summary_document(row[2], self._label("users", scope))
+            version = _token(row[0], row[1])
+        if snapshot is None or snapshot.version != version:
+            snapshot = self._cache.get(scope, version)
+        lookup: Callable[[str], Fact | None]
+        if snapshot is not None:
+            lookup = snapshot.get
+        else:
+            named = [w.fact.id for w in changes.writes] + [d.fact_id for d in changes.deletes]
+            lookup = self._facts(connection, scope, named).get
+        in_archive = self._archived_ids(connection, scope, changes.archive_deletes)
+        plan = plan_changes(lookup, current, changes, scope, in_archive.__contains__)
+        bounds = Bounds(self.audit_max_entries, self.archive_max_entries, self.archive_max_age_days)
+        writer = CommitWriter(
+            connection, scope, changes, plan, bounds=bounds, database=self.address
+        )
+        if writer.anything(self._marks(connection, scope, list(changes.watermarks))):
+            if row is None:
+                version = _token(0, writer.new_user_row())
+            writer.write()
+            if plan.changed:
+                commit_id = uuid.uuid4()
+                connection.execute(
+                    "UPDATE deermem_users SET revision = %s, commit_id = %s, summaries = %s "
+                    "WHERE user_id = %s",
+                    (
+                        plan.summaries.revision,
+                        commit_id,
+                        rows.encode_summary_document(plan.summaries),
+                        key,
+                    ),
+                )
+                version = _token(plan.summaries.revision, commit_id)
+        deleted = tuple(fact.id for fact in plan.deleted)
+        result = CommitResult(
+            revision=plan.summaries.revision,
+            written=tuple(plan.written),
+            deleted=deleted,
+            changed=plan.changed,
+            version=version,
+        )
+        if snapshot is not None and snapshot.version != version:
+            if plan.changed:
+                removed = [*plan.deleted, *plan.replaced.values()]
+                snapshot = patched_snapshot(
+                    snapshot, plan.written, removed, plan.summaries, version
+                )
+            else:
+                snapshot = dataclasses.replace(snapshot, version=version)
+        return result, snapshot
+
+    def _facts(
+        self, connection: Connection, scope: Scope, fact_ids: Sequence[str]
+    ) -> dict[str, Fact]:
+        if not fact_ids:
+            return {}
+        found = connection.execute(
+            "SELECT fact_id, document FROM deermem_facts "
+            "WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
+            (rows.user_key(scope), scope.agent, list(fact_ids)),
+        )
+        return {
+            fact_id: rows.decode_fact(
+                document, self._label("facts", scope, fact_id), scope, fact_id
+            )
+            for fact_id, document in found
+        }
+
+    def _archived_ids(
+        self, connection: Connection, scope: Scope, fact_ids: Sequence[str]
+    ) -> set[str]:
+        if not fact_ids:
+            return set()
+        found = connection.execute(
+            "SELECT fact_id FROM deermem_archive "
+            "WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
+            (rows.user_key(scope), scope.agent, list(fact_ids)),
+        )
+        return {fact_id for (fact_id,) in found}
+
+
+def agents_of(connection: Connection, user: str) -> tuple[str, ...]:
+    """The agents a user has any row for, sorted."""
+    parts = " UNION ".join(
+        f"SELECT agent FROM {table} WHERE user_id = %(user)s"
+        for table in (
+            "deermem_facts",
+            "deermem_archive",
+            "deermem_receipts",
+            "deermem_usage",
+            "deermem_threads",
+        )
+    )
+    found = connection.execute(f"{parts} ORDER BY agent", {"user": user})
+    return tuple(agent for (agent,) in found)
+
+
+class PostgresTransaction:
+    """A locked scope of a :class:`PostgresStore` (see :class:`~deermem.store.StoreTransaction`).
+
+    The database transaction — and with it the user's lock — opens when the
+    transaction is entered and ends with each :meth:`commit`, which is
+    durable when it returns. Anything after a commit opens a new transaction
+    and takes the lock again, so it sees what other writers committed meanwhile.
+    """
+
+    def __init__(self, store: PostgresStore, connection: Connection, scope: Scope) -> None:
+        self._store = store
+        self._connection = connection
+        self._scope = scope
+        self._open = False
+        self._snapshot: ScopeSnapshot | None = None
+
+    def lock(self) -> None:
+        """Take the user's lock now (as entering :meth:`PostgresStore.transaction` does)."""
+        with translated(self._store.address):
+            self._locked()
+
+    def _locked(self) -> Connection:
+        if not self._open:
+            self._store._begin_locked(self._connection, self._scope)
+            self._open = True
+            self._snapshot = None  # read again under the lock
+        return self._connection
+
+    @property
+    def snapshot(self) -> ScopeSnapshot:
+        with translated(self._store.address):
+            connection = self._locked()
+            if self._snapshot is None:
+                self._snapshot = self._store._snapshot(connection, self._scope)
+            return self._snapshot
+
+    def usage(self) -> Mapping[str, UsageEntry]:
+        with translated(self._store.address):
+            return self._store._usage(self._locked(), self._scope)
+
+    def archived(self, fact_id: str) -> ArchiveEntry | None:
+        with translated(self._store.address):
+            return self._store._archived(self._locked(), self._scope, fact_id)
+
+    @property
+    def records_regret(self) -> bool:
+        return False
+
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        with translated(self._store.address):
+            return self._store._archived_matches(self._locked(), self._scope, contents, now)
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        return {}
+
+    def commit(self, changes: ChangeSet) -> CommitResult:
+        with translated(self._store.address):
+            connection = self._locked()
+            try:
+                result, snapshot = self._store._commit_locked(
+                    connection, self._scope, self._snapshot, changes
+                )
+                connection.execute("COMMIT")
+            except BaseException:
+                self.end()
+                raise
+            self._open = False
+        if snapshot is not None:
+            self._store._cache.put(self._scope, snapshot.version, snapshot)
+        return result
+
+    def purge(self, fact_id: str) -> None:
+        """Delete an archive entry (even one too damaged to read); see :meth:`Store.purge`."""
+        with translated(self._store.address):
+            connection = self._locked()
+            gone = connection.execute(
+                "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s AND fact_id = %s "
+                "RETURNING fact_id",
+                (rows.user_key(self._scope), self._scope.agent, fact_id),
+            ).fetchone()
+            if gone is None:
+                raise FactNotFoundError(fact_id, where="archive")
+            connection.execute("COMMIT")
+            self._open = False
+
+    def end(self) -> None:
+        """Roll back what was not committed, releasing the lock."""
+        if self._open:
+            self._open = False
+            roll_back(self._connection)
+
+
+def roll_back(connection: Connection) -> None:
+    """End the open transaction; a connection that is gone has ended it already."""
+    if connection.closed:
+        return
+    # If it fails, the server ended the transaction (the connection broke) and
+    # the pool discards the connection.
+    with suppress(psycopg.Error):
+        connection.execute("ROLLBACK")

@@ -1,0 +1,241 @@
+"""PostgreSQL's equivalents of the Markdown store's crash tests: a commit is all or nothing.
+
+A connection killed in the middle of a transaction, the server restarted
+between commits, a statement cut off by ``statement_timeout``, a statement
+that fails half-way through a commit: each leaves the memory as it was
+before the commit (or after it), and the next operation works.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+import psycopg
+import pytest
+
+from deermem import (
+    CorruptMemoryFile,
+    DatabaseError,
+    Memory,
+    MemoryConfig,
+    StoreLockTimeout,
+    UnsafeIdentifierError,
+)
+from deermem.model.fact import Fact
+from deermem.store import ChangeSet, Proposal, Scope
+from deermem.store.postgres import PostgresStore
+from deermem.testing.postgres import TemporaryPostgres
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+ALICE = Scope.of("alice", "coder")
+
+
+@pytest.fixture
+def store(postgres_url: str) -> Iterator[PostgresStore]:
+    with PostgresStore(postgres_url) as opened:
+        yield opened
+
+
+def memory_on(store: PostgresStore, **settings: object) -> Memory:
+    config = MemoryConfig(max_facts=10, **settings)
+    return Memory(store, config, ALICE, clock=lambda: NOW)
+
+
+def state(memory: Memory) -> tuple[object, ...]:
+    """Everything the database holds for the scope, read fresh."""
+    snapshot = memory.store.reload(memory.scope)
+    return (
+        snapshot.summaries,
+        snapshot.facts,
+        memory.audit(),
+        memory.store.archive(memory.scope, NOW),
+        dict(memory.store.usage(memory.scope)),
+    )
+
+
+def full(memory: Memory) -> None:
+    for number in range(10):
+        memory.create_fact(f"Background fact {number}", confidence=0.5)
+
+
+def test_a_connection_killed_mid_transaction_commits_nothing(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    memory = memory_on(store)
+    full(memory)
+    before = state(memory)
+    with store.transaction(ALICE) as transaction:
+        assert len(transaction.snapshot.facts) == 10  # the lock is held, the library read
+        pid = transaction._connection.info.backend_pid
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(DatabaseError) as lost:
+            memory.gate.apply(
+                transaction,
+                memory_proposal(memory),
+                trigger="manual",
+                now=NOW,
+            )
+    assert "terminat" in str(lost.value) or "connection" in str(lost.value)
+    assert state(memory) == before  # no fact, no receipt, no archive entry
+    result = memory.create_fact("After the kill", confidence=0.9)  # a fresh connection
+    assert result.fact_id is not None
+    assert len(memory.list_facts()) == 10
+    assert memory.audit()[-1].fact_ids == result.evicted
+
+
+def memory_proposal(memory: Memory) -> Proposal:
+
+    fact = Fact.from_dict(
+        {"id": "fact_killed", "content": "Never stored", "confidence": 0.9, "createdAt": NOW}
+    )
+    return Proposal(new_facts=(fact,))
+
+
+def test_the_server_restarted_between_commits(
+    store: PostgresStore, postgres_server: TemporaryPostgres
+) -> None:
+    memory = memory_on(store)
+    memory.create_fact("Before the restart")
+    postgres_server.restart()  # every pooled connection is now broken
+    result = memory.create_fact("After the restart")
+    assert result.fact_id is not None
+    assert {f.content for f in memory.list_facts()} == {"Before the restart", "After the restart"}
+    other = PostgresStore(store_url(postgres_server, store))
+    try:
+        assert len(other.load(ALICE).facts) == 2
+    finally:
+        other.close()
+
+
+def store_url(server: TemporaryPostgres, store: PostgresStore) -> str:
+    return server.url(store.address.rsplit("/", 1)[1])
+
+
+def test_a_statement_timeout_commits_nothing(postgres_url: str) -> None:
+    options = quote("-c statement_timeout=300", safe="")
+    with PostgresStore(f"{postgres_url}?options={options}") as store:
+        memory = memory_on(store)
+        full(memory)
+        before = state(memory)
+        with psycopg.connect(postgres_url) as blocker:
+            # Another session holds the user's row: the commit's last statement waits on it.
+            blocker.execute("SELECT 1 FROM deermem_users WHERE user_id = 'alice' FOR UPDATE")
+            with pytest.raises(DatabaseError, match="statement timeout"):
+                memory.create_fact("Cut off", confidence=0.9)  # evicts, archives, receipts
+            blocker.rollback()
+        assert state(memory) == before
+        assert memory.create_fact("Not cut off", confidence=0.9).fact_id is not None
+
+
+def test_a_statement_failing_half_way_rolls_back_the_whole_commit(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    memory = memory_on(store)
+    full(memory)
+    before = state(memory)
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        # The receipt is written after the facts, the usage and before the archive.
+        admin.execute("ALTER TABLE deermem_receipts ADD CONSTRAINT refuse CHECK (false)")
+        with pytest.raises(DatabaseError, match="refuse"):
+            memory.create_fact("Evicts one", confidence=0.9)
+        assert state(memory) == before
+        admin.execute("ALTER TABLE deermem_receipts DROP CONSTRAINT refuse")
+    assert memory.create_fact("Evicts one", confidence=0.9).evicted
+
+
+def test_a_writer_on_another_replica_holds_the_users_lock(postgres_url: str) -> None:
+    config = MemoryConfig(file_lock_timeout_seconds=1)
+    with (
+        PostgresStore.from_config(config, postgres_url) as first,
+        PostgresStore.from_config(config, postgres_url) as second,
+    ):
+        held, release = threading.Event(), threading.Event()
+
+        def holder() -> None:
+            with first.transaction(ALICE):
+                held.set()
+                release.wait(10)
+
+        thread = threading.Thread(target=holder)
+        thread.start()
+        try:
+            assert held.wait(10)
+            with pytest.raises(StoreLockTimeout, match="could not take the lock"):
+                memory_on(second).create_fact("Waits in vain")
+            # Other users are not held up.
+            bob = Memory(second, config, Scope.of("bob", "coder"), clock=lambda: NOW)
+            assert bob.create_fact("Bob is not blocked").fact_id is not None
+        finally:
+            release.set()
+            thread.join()
+        assert memory_on(second).create_fact("Now it can").fact_id is not None
+
+
+def test_a_corrupt_row_is_an_error_naming_it_and_is_not_overwritten(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    memory = memory_on(store)
+    fact_id = memory.create_fact("Will be damaged").fact_id
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("UPDATE deermem_facts SET document = '{broken'")
+    fresh = PostgresStore(postgres_url)
+    try:
+        with pytest.raises(CorruptMemoryFile, match=rf"deermem_facts .*{fact_id}.*not valid JSON"):
+            fresh.load(ALICE)
+        with pytest.raises(CorruptMemoryFile):
+            memory_on(fresh).create_fact("Something new")
+    finally:
+        fresh.close()
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        [(document,)] = admin.execute("SELECT document FROM deermem_facts").fetchall()
+    assert document == "{broken"
+
+
+def test_a_row_of_another_scope_is_refused(store: PostgresStore, postgres_url: str) -> None:
+    memory_on(store).create_fact("Alice's fact")
+    bob = Memory(store, MemoryConfig(), Scope.of("bob", "coder"), clock=lambda: NOW)
+    bob.create_fact("Bob's fact")
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        # Bob's row, copied under Alice's key: isolation is checked on every read.
+        admin.execute(
+            "UPDATE deermem_facts SET document = (SELECT document FROM deermem_facts "
+            "WHERE user_id = 'bob') WHERE user_id = 'alice'"
+        )
+    with pytest.raises(CorruptMemoryFile):
+        store.reload(ALICE)
+
+
+def test_user_ids_the_database_cannot_hold_are_refused(store: PostgresStore) -> None:
+    with pytest.raises(UnsafeIdentifierError, match="PostgreSQL cannot store a NUL"):
+        store.load(Scope.of("nul\x00byte", "coder"))
+    # A scope made without Scope.of (which refuses it already) is refused all the same.
+    with pytest.raises(UnsafeIdentifierError, match="not valid Unicode"):
+        store.load(Scope("lone\ud800surrogate", "coder"))
+
+
+def test_a_mark_of_another_conversation_is_an_error(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    store.commit(ALICE, ChangeSet(now=NOW, watermarks={"thread-1": "m1"}))
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("""UPDATE deermem_threads SET document = '{"threadId": "x", "mark": "m"}'""")
+    with pytest.raises(CorruptMemoryFile, match="another conversation"):
+        store.watermark(ALICE, "thread-1")
+
+
+def test_a_part_of_a_change_set_the_store_does_not_write_is_refused(store: PostgresStore) -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Extended(ChangeSet):
+        later_events: tuple[str, ...] = ()
+
+    memory_on(store).create_fact("Before")
+    before = store.reload(ALICE)
+    with pytest.raises(NotImplementedError, match="later_events"):
+        store.commit(ALICE, Extended(now=NOW, later_events=("an event",)))
+    assert store.reload(ALICE) == before
+    store.commit(ALICE, Extended(now=NOW))  # empty: nothing to lose

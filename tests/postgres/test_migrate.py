@@ -1,0 +1,180 @@
+"""``deermem migrate``: Markdown → PostgreSQL → Markdown copies everything, byte for byte."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from deermem import Memory, MemoryConfig
+from deermem.cli.app import main
+from deermem.store import ChangeSet, MarkdownStore, Scope
+from deermem.store.markdown_transfer import MarkdownTransfer
+from deermem.store.postgres import PostgresStore
+from deermem.store.postgres.transfer import PostgresTransfer
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+FIXTURES = Path(__file__).parents[1] / "store_fixtures"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(minutes=7)
+        return self.now
+
+
+def build_store(root: Path) -> None:
+    """A store deermem wrote, with something of every kind in it."""
+    clock = Clock()
+    config = MemoryConfig(max_facts=10, fact_eviction_policy="hybrid-v1", archive_max_entries=4)
+    alice = Memory.open(root, config, user="alice@example.com", agent="coder", clock=clock)
+    alice.import_document(
+        {
+            "user": {
+                "workContext": {"summary": "Payments team", "updatedAt": "2026-08-01T00:00:00Z"}
+            },
+            "history": {"recentMonths": {"summary": "Moved to Lisbon 🇵🇹", "updatedAt": ""}},
+            "facts": [
+                {
+                    "id": "fact_rich",
+                    "content": "Prefers café ☕ and 名前 in examples 😀.\nSecond line.",
+                    "title": "Coffee",
+                    "category": "preference",
+                    "confidence": 0.95,
+                    "topics": ["été", "😀", "yes", "- item"],
+                    "customField": {"nested": [1, 2.5, None, "ünï"]},
+                    "lastConfirmedAt": "2026-08-02T00:00:00Z",
+                    "confirmationCount": 3,
+                    "expected_valid_days": 400,
+                },
+                {"id": "fact_other", "content": "Uses ansible", "category": "Tooling"},
+            ],
+        }
+    )
+    for number in range(12):
+        alice.create_fact(f"Background fact {number} " + "x" * number, confidence=0.5 + number / 40)
+    alice.search("background fact")  # recalls: the usage table
+    archived = alice.list_archived()
+    alice.restore(archived[0].fact_id)
+    alice.purge(archived[1].fact_id)
+    alice.delete_fact(alice.list_facts()[-1].id)
+    alice.store.commit(
+        alice.scope, ChangeSet(now=clock(), watermarks={"thread-7": "m1", "线程 ☕": "m2"})
+    )
+    alice.scoped(user="alice@example.com", agent=None).create_fact("Default agent fact")
+    bob = alice.scoped(user="bob", agent="writer")
+    bob.create_fact("Bob writes novels", category="context")
+    single = alice.scoped(user=None, agent=None)
+    single.create_fact("The single-user layout", confidence=0.8)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file a store holds, but the lock files and the derived index."""
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path.name != ".memory.lock" and ".retrieval" not in path.parts
+    }
+
+
+def test_markdown_to_postgres_to_markdown_is_byte_identical(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, back = tmp_path / "source", tmp_path / "back"
+    build_store(source)
+    before = tree(source)
+    assert main(["migrate", "--from", str(source), "--to", postgres_url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["users"], report["copied"], report["verified"]) == (3, 3, True)
+    assert report["facts"] == 12  # alice: 9 (coder) + 1 (default agent); bob 1; single 1
+    assert report["marks"] == 2
+    assert report["archived"] > 0
+    assert report["events"] > 0
+    assert report["usage"] > 0
+    assert main(["migrate", "--from", postgres_url, "--to", str(back)]) == 0
+    assert "copied 3 user(s)" in capsys.readouterr().out
+    assert tree(source) == before  # the source is never changed
+    assert tree(back) == before  # fact files, memory.json, sidecars, archive, marks
+
+
+def test_the_copy_works_as_the_original_does(tmp_path: Path, postgres_url: str) -> None:
+    source = tmp_path / "source"
+    build_store(source)
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
+    config = MemoryConfig(max_facts=10, fact_eviction_policy="hybrid-v1")
+    with PostgresStore(postgres_url) as store:
+        for user, agent in (("alice@example.com", "coder"), ("bob", "writer"), (None, None)):
+            on_files = Memory.open(source, config, user=user, agent=agent, clock=lambda: NOW)
+            on_database = Memory(store, config, Scope.of(user, agent), clock=lambda: NOW)
+            assert on_database.export_document() == on_files.export_document()
+            assert on_database.audit() == on_files.audit()
+            assert on_database.list_archived() == on_files.list_archived()
+            assert on_database.search("fact") == on_files.search("fact")
+            assert on_database.context() == on_files.context()
+        scope = Scope.of("alice@example.com", "coder")
+        assert store.watermark(scope, "线程 ☕") == "m2"
+        assert store.usage(scope) == MarkdownStore(source).usage(scope)
+
+
+def test_a_store_an_earlier_deermem_wrote_is_copied_and_verified(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    source = Path(
+        shutil.copytree(FIXTURES / "written-by-deermem-e1f89b5" / "store", tmp_path / "s")
+    )
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
+    with PostgresStore(postgres_url) as store:
+        mine, theirs = MarkdownTransfer(MarkdownStore(source)), PostgresTransfer(store)
+        assert mine.users() == theirs.users() == (None, "alice@example.com")
+        for user in mine.users():
+            copy, original = theirs.dump_user(user), mine.dump_user(user)
+            assert copy is not None
+            assert original is not None
+            assert copy.document() == original.document()
+
+
+def test_a_destination_holding_other_data_stops_the_migration_before_anything_is_copied(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "source"
+    build_store(source)
+    with PostgresStore(postgres_url) as store:
+        Memory(store, MemoryConfig(), Scope.of("bob", "writer")).create_fact("Bob, elsewhere")
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 1
+    assert "user 'bob': the destination already holds this user" in capsys.readouterr().err
+    with psycopg.connect(postgres_url) as connection:
+        [(users,)] = connection.execute("SELECT count(*) FROM deermem_users").fetchall()
+    assert users == 1  # nothing of alice or the single-user layout was copied
+
+
+def test_an_interrupted_migration_runs_again(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "source"
+    build_store(source)
+    with PostgresStore(postgres_url) as store:
+        transfer = PostgresTransfer(store)
+        dump = MarkdownTransfer(MarkdownStore(source)).dump_user("bob")
+        assert dump is not None
+        transfer.load_user(dump)  # as if the migration stopped after bob
+        with pytest.raises(FileExistsError):
+            transfer.load_user(dump)  # a user is never written twice
+    assert main(["migrate", "--from", str(source), "--to", postgres_url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["copied"], report["skipped"]) == (2, 1)
+
+
+def test_bad_locations_are_one_line_errors(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["migrate", "--from", str(tmp_path / "nowhere"), "--to", postgres_url]) == 1
+    assert "no store directory there" in capsys.readouterr().err
+    assert main(["migrate", "--from", postgres_url, "--to", postgres_url]) == 2
+    assert "the same store" in capsys.readouterr().err

@@ -1,0 +1,125 @@
+"""The schema: migrations applied by `deermem db upgrade`, checked whenever a store opens."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from deermem import DatabaseError, DatabaseSchemaError
+from deermem.cli.app import main
+from deermem.store.postgres import PostgresStore, schema
+from deermem.store.postgres.schema import Migration, database_status, upgrade_database
+
+SECOND = Migration(2, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
+
+
+def tables(url: str) -> set[str]:
+    with psycopg.connect(url) as connection:
+        found = connection.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall()
+    return {name for (name,) in found}
+
+
+def test_a_database_never_migrated_is_refused_with_what_to_do(empty_postgres_url: str) -> None:
+    with pytest.raises(DatabaseSchemaError, match="run `deermem db upgrade`") as refused:
+        PostgresStore(empty_postgres_url)
+    assert (refused.value.found, refused.value.expected) == (None, 1)
+    assert tables(empty_postgres_url) == set()  # opening never creates anything
+
+
+def test_upgrade_applies_every_migration_once(empty_postgres_url: str) -> None:
+    assert database_status(empty_postgres_url).found is None
+    assert upgrade_database(empty_postgres_url).applied == (1,)
+    assert upgrade_database(empty_postgres_url).applied == ()
+    assert {
+        "deermem_migrations",
+        "deermem_users",
+        "deermem_facts",
+        "deermem_archive",
+        "deermem_receipts",
+        "deermem_usage",
+        "deermem_threads",
+    } <= tables(empty_postgres_url)
+    PostgresStore(empty_postgres_url).close()
+
+
+def test_replicas_upgrading_at_once_apply_each_migration_once(empty_postgres_url: str) -> None:
+    results: list[tuple[int, ...]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(upgrade_database(empty_postgres_url).applied)
+        except BaseException as error:  # collected, then checked
+            errors.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(results) == [(), (), (), (1,)]
+
+
+def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = schema.migrations()
+    monkeypatch.setattr(schema, "migrations", lambda: (*shipped, SECOND))
+    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 2"):
+        PostgresStore(postgres_url)
+    assert upgrade_database(postgres_url).applied == (2,)
+    assert "deermem_extra" in tables(postgres_url)
+    PostgresStore(postgres_url).close()
+
+
+def test_a_failed_migration_applies_nothing(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = Migration(2, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
+    shipped = schema.migrations()
+    monkeypatch.setattr(schema, "migrations", lambda: (*shipped, broken))
+    with pytest.raises(DatabaseError, match="nonsense"):
+        upgrade_database(postgres_url)
+    assert "deermem_half" not in tables(postgres_url)
+    assert database_status(postgres_url).found == 1
+
+
+def test_a_database_a_newer_deermem_migrated_is_refused(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (2, 'future')")
+    with pytest.raises(DatabaseSchemaError, match="does not know") as refused:
+        PostgresStore(postgres_url)
+    assert refused.value.found == 2
+    with pytest.raises(DatabaseSchemaError, match="does not know"):
+        upgrade_database(postgres_url)
+
+
+def test_db_commands(
+    empty_postgres_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["db", "status", "--database", empty_postgres_url]) == 1
+    assert "not migrated" in capsys.readouterr().out
+    monkeypatch.setenv("DEERMEM_DATABASE_URL", empty_postgres_url)
+    assert main(["db", "upgrade"]) == 0
+    assert "applied 1" in capsys.readouterr().out
+    assert main(["db", "status", "--json"]) == 0
+    assert '"current": true' in capsys.readouterr().out
+    monkeypatch.delenv("DEERMEM_DATABASE_URL")
+    assert main(["db", "upgrade"]) == 1
+    assert "no database" in capsys.readouterr().err
+
+
+def test_an_unreachable_database_is_one_line_and_no_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "postgresql://someone:hunter2@127.0.0.1:1/nowhere"
+    assert main(["db", "status", "--database", url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: postgresql://someone:***@127.0.0.1:1/nowhere:")
+    assert "hunter2" not in err
+    assert "Traceback" not in err
