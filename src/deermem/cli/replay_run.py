@@ -9,7 +9,8 @@ on a Markdown store of its own, with the session's time as the clock:
    in its user's library as the session starts — the moment the agent would
    have put it in the prompt;
 2. **searches** go through :meth:`Memory.search` (FTS5, recall counts, missed
-   recalls);
+   recalls), and a needed fact the library lacks may be restored
+   (:meth:`Memory.restore`, through the gate);
 3. what the user **said** — new and restated facts, confirmations,
    corrections — reaches the memory as an extraction result through the apply
    path ``Memory.learn`` uses (:func:`deermem.update.apply.apply_response`, in a
@@ -33,12 +34,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
+from deermem._exceptions import FactNotFoundError
 from deermem.config import MemoryConfig
 from deermem.evaluation.replay import ReplayParams, Session, Workload, generate
 from deermem.evaluation.replay.workload import START
@@ -204,6 +206,13 @@ class _Replay:
             self.retained += self.fact_ids.get(key) in library
         for search in session.searches:
             memory.search(search.query, top_k=self.params.search_top_k)
+        for key in session.restores:
+            fact_id = self.fact_ids.get(key)
+            if fact_id is not None and fact_id not in library:
+                with suppress(FactNotFoundError):  # gone for good: purged by the bounds
+                    memory.restore(fact_id)
+        if session.restores:
+            library = memory.snapshot().by_id
         for response, confirming in self._responses(session, library):
             with memory.store.transaction(memory.scope) as transaction:
                 applied = apply_response(

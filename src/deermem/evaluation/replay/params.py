@@ -67,6 +67,7 @@ class Signals(_Strict):
     search_on_need: Share
     confirm_on_need: Share
     restate_on_need: Share
+    restore_on_miss: Share
     false_search: Share
     false_confirmation: Share
 

@@ -12,8 +12,9 @@ this order:
 1. **corrections** that are due: the user corrects a fact; the replacement
    (a new fact of the same category) inherits the needs still ahead of it;
 2. **needs** that are due: the fact is needed now. The user may search for
-   it (``search_on_need``), confirm it (``confirm_on_need``) or state it
-   again (``restate_on_need``) — or do nothing visible at all;
+   it (``search_on_need``), confirm it (``confirm_on_need``), state it again
+   (``restate_on_need``), restore it from the archive should the library
+   lack it (``restore_on_miss``) — or do nothing visible at all;
 3. **noise**: a search for, or a confirmation of, a fact that will never be
    needed (``false_search``, ``false_confirmation``);
 4. **new facts** — a few ordinary ones, each of a category drawn by share
@@ -106,6 +107,8 @@ class Session:
             retention is measured on), by key.
         searches: the searches made.
         confirmations: facts the user confirms.
+        restores: needed facts the user restores from the archive if the
+            library lacks them (whether it does is the memory's business).
         corrections: facts corrected, with their replacements.
         stated: facts stated for the first time (replacements and bursts included).
         restated: facts stated again.
@@ -117,6 +120,7 @@ class Session:
     needed: tuple[str, ...] = ()
     searches: tuple[Search, ...] = ()
     confirmations: tuple[str, ...] = ()
+    restores: tuple[str, ...] = ()
     corrections: tuple[Correction, ...] = ()
     stated: tuple[str, ...] = ()
     restated: tuple[str, ...] = ()
@@ -187,6 +191,7 @@ class _User:
             needed = self._needs_due(at)
             searches: list[Search] = []
             confirmations: list[str] = []
+            restores: list[str] = []
             restated: list[str] = []
             signals = params.signals
             for key in needed:
@@ -196,6 +201,8 @@ class _User:
                     confirmations.append(key)
                 if rng.random() < signals.restate_on_need:
                     restated.append(key)
+                elif rng.random() < signals.restore_on_miss:
+                    restores.append(key)
             if self.never and rng.random() < signals.false_search:
                 searches.append(self._search(rng.choice(self.never), needed=False))
             if self.never and rng.random() < signals.false_confirmation:
@@ -214,6 +221,7 @@ class _User:
                     needed=tuple(needed),
                     searches=tuple(searches),
                     confirmations=tuple(dict.fromkeys(confirmations)),
+                    restores=tuple(restores),
                     corrections=tuple(corrections),
                     stated=tuple(stated),
                     restated=tuple(restated),
