@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from deermem.evaluation.qa_report import build_qa_report
-from deermem.evaluation.qa_rows import QaRow
-from deermem.evaluation.statistics import DEFAULT_PARAMETERS, paired_bootstrap
-from deermem.evaluation.verify import verify_results
+from deermem.evaluation.grading.statistics import DEFAULT_PARAMETERS, paired_bootstrap
+from deermem.evaluation.qa.results import build_qa_report
+from deermem.evaluation.qa.rows import QaRow
+from deermem.evaluation.verify.check import verify_results
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT.parent / "shared" / "reference" / "deerflow-pr4810-results"
@@ -84,7 +84,7 @@ def plain_bootstrap(pairs: list[tuple[bool, bool]]) -> tuple[float, float]:
 def fresh_process_verify(folder: Path) -> float:
     code = (
         "import sys\n"
-        "from deermem.evaluation.verify import verify_results\n"
+        "from deermem.evaluation.verify.check import verify_results\n"
         "sys.exit(0 if verify_results(sys.argv[1]).ok else 1)\n"
     )
     start = time.perf_counter()

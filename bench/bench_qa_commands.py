@@ -45,12 +45,12 @@ def answer_all(dataset: Path, protocol: list[str], directory: Path) -> None:
     """A complete run-qa directory: 90 answers over HTTP from the scripted oracle."""
     from tests.evaluation.qa_support import Oracle, serving
 
-    from deermem.evaluation.cases import build_cases
-    from deermem.evaluation.dataset import load_dataset
-    from deermem.evaluation.protocol import ProtocolFiles, load_protocol
-    from deermem.evaluation.qa_providers import HttpAnswerer, resolve_endpoint
-    from deermem.evaluation.qa_run import run_qa
-    from deermem.evaluation.qa_tasks import RequestSettings, build_answer_tasks
+    from deermem.evaluation.protocol.bundle import ProtocolFiles, load_protocol
+    from deermem.evaluation.protocol.cases import build_cases
+    from deermem.evaluation.protocol.dataset import load_dataset
+    from deermem.evaluation.qa.providers import HttpAnswerer, resolve_endpoint
+    from deermem.evaluation.qa.run import run_qa
+    from deermem.evaluation.qa.tasks import RequestSettings, build_answer_tasks
 
     files = ProtocolFiles(Path(protocol[1]), Path(protocol[3]), Path(protocol[5]))
     loaded = load_protocol(files)
@@ -69,13 +69,13 @@ def answer_all(dataset: Path, protocol: list[str], directory: Path) -> None:
 
 def phases(dataset: Path, protocol: list[str], directory: Path) -> dict[str, float]:
     """One grade-qa in this process, phase by phase (milliseconds)."""
-    from deermem.evaluation.cases import build_cases
-    from deermem.evaluation.dataset import load_dataset
-    from deermem.evaluation.protocol import ProtocolFiles, load_protocol
-    from deermem.evaluation.qa_grade import collect_answers, grade_answers
-    from deermem.evaluation.qa_marker import check_marker
-    from deermem.evaluation.qa_report import build_qa_report, write_qa_report
-    from deermem.evaluation.qa_tasks import RequestSettings, build_answer_tasks
+    from deermem.evaluation.protocol.bundle import ProtocolFiles, load_protocol
+    from deermem.evaluation.protocol.cases import build_cases
+    from deermem.evaluation.protocol.dataset import load_dataset
+    from deermem.evaluation.qa.grade import collect_answers, grade_answers
+    from deermem.evaluation.qa.marker import check_marker
+    from deermem.evaluation.qa.results import build_qa_report, write_qa_report
+    from deermem.evaluation.qa.tasks import RequestSettings, build_answer_tasks
 
     files = ProtocolFiles(Path(protocol[1]), Path(protocol[3]), Path(protocol[5]))
     marks = [("start", time.perf_counter())]

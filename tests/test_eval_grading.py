@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deermem import GradingError
-from deermem.evaluation import grading
-from deermem.evaluation.grading import (
+from deermem.evaluation.grading import grader as grading
+from deermem.evaluation.grading.grader import (
     CORRECT_RULES,
     FUNCTION_WORDS,
     GRADER_VERSION,

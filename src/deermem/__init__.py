@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING
 
 # The exception tree is tiny and dependency-free: export it eagerly, so every
 # error is importable from ``deermem`` without being listed three times here.
+# The evaluation's branch of it lives with the evaluation.
 from deermem import _exceptions
 from deermem._exceptions import *  # noqa: F403
 from deermem._lazy import lazy_exports as _lazy_exports
+from deermem.evaluation import errors as _evaluation_errors
+from deermem.evaluation.errors import *  # noqa: F403
 
 __version__ = "0.1.0"
 
@@ -45,6 +48,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     *_exceptions.__all__,
+    *_evaluation_errors.__all__,
     "CORE_CATEGORIES",
     "POLICY_CONFIDENCE",
     "POLICY_HYBRID_V1",

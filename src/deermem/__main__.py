@@ -1,5 +1,6 @@
 """``python -m deermem`` runs the command line."""
 
-from deermem._console import run
+from deermem.cli import run
 
-run()
+if __name__ == "__main__":
+    run()

@@ -8,14 +8,14 @@ from typing import NamedTuple
 
 import pytest
 
-from deermem._console import main
-from deermem.evaluation.cases import EvaluationCase, build_cases
-from deermem.evaluation.dataset import Dataset, load_dataset
-from deermem.evaluation.eviction import PolicyOutcome, run_policy
-from deermem.evaluation.protocol import Protocol, ProtocolFiles, load_protocol
-from deermem.evaluation.qa_providers import HttpAnswerer, resolve_endpoint
-from deermem.evaluation.qa_run import QaRunSummary, run_qa
-from deermem.evaluation.qa_tasks import AnswerTask
+from deermem.cli import main
+from deermem.evaluation.policy_run.run import PolicyOutcome, run_policy
+from deermem.evaluation.protocol.bundle import Protocol, ProtocolFiles, load_protocol
+from deermem.evaluation.protocol.cases import EvaluationCase, build_cases
+from deermem.evaluation.protocol.dataset import Dataset, load_dataset
+from deermem.evaluation.qa.providers import HttpAnswerer, resolve_endpoint
+from deermem.evaluation.qa.run import QaRunSummary, run_qa
+from deermem.evaluation.qa.tasks import AnswerTask
 from tests.evaluation.longmemeval_data import (
     build_rows,
     copy_protocol,

@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from deermem.evaluation.protocol import ProtocolFiles
+from deermem.evaluation.protocol.bundle import ProtocolFiles
 
 __all__ = [
     "FIXTURE_ROOT",

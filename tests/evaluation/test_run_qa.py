@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation import _cli_qa, _git
-from deermem.evaluation._progress import AnswerProgress
-from deermem.evaluation.qa_marker import ARTIFACT_FILES
-from deermem.evaluation.qa_responses import RESPONSE_KEYS, response_path
-from deermem.evaluation.qa_run import AnswerOutcome
-from deermem.evaluation.qa_tasks import request_fingerprint
+from deermem.evaluation import provenance
+from deermem.evaluation.cli import qa as cli_qa
+from deermem.evaluation.cli.progress import AnswerProgress
+from deermem.evaluation.qa.marker import ARTIFACT_FILES
+from deermem.evaluation.qa.responses import RESPONSE_KEYS, response_path
+from deermem.evaluation.qa.run import AnswerOutcome
+from deermem.evaluation.qa.tasks import request_fingerprint
 from deermem.testing import Reply
 from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
 from tests.evaluation.qa_support import (
@@ -45,7 +46,7 @@ def bundle(generated: Generated, tmp_path: Path) -> Bundle:
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The pauses run-qa asked for between attempts (none is actually waited)."""
     recorded: list[float] = []
-    monkeypatch.setattr(_cli_qa, "retry_sleep", recorded.append)
+    monkeypatch.setattr(cli_qa, "retry_sleep", recorded.append)
     return recorded
 
 
@@ -166,7 +167,7 @@ def test_git_is_null_outside_a_checkout(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_git, "PACKAGE_DIRECTORY", tmp_path)  # as if installed from a wheel
+    monkeypatch.setattr(provenance, "PACKAGE_DIRECTORY", tmp_path)  # as if installed from a wheel
     output = tmp_path / "run"
     with serving(Oracle(prepared.cases, tasks_for(bundle, prepared.cases))) as server:
         _point_at(monkeypatch, server.url)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation.verify import render_verification, verify_results
+from deermem.evaluation.verify.check import verify_results
+from deermem.evaluation.verify.render import render_verification
 from tests.evaluation.conftest import Runner
 from tests.evaluation.qa_support import edit_text
 from tests.published import PUBLISHED_SHA256, published_results
@@ -70,7 +71,7 @@ def test_an_altered_copy_fails_naming_the_field(eval_cli: Runner, tmp_path: Path
 def test_the_bootstrap_parameters_can_come_from_a_protocol_config(
     eval_cli: Runner, tmp_path: Path
 ) -> None:
-    from deermem.evaluation.protocol import bundled_protocol_files
+    from deermem.evaluation.protocol.bundle import bundled_protocol_files
 
     config = tmp_path / "config.yaml"
     config.write_text(bundled_protocol_files().config.read_text())

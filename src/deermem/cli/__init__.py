@@ -5,6 +5,6 @@ result with rich (or as JSON with ``--json``). Nothing in the library imports
 from here.
 """
 
-from deermem.cli.app import app, main
+from deermem.cli.app import app, main, run
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "run"]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.markup import escape
@@ -29,8 +32,9 @@ from deermem.cli import (
 )
 from deermem.cli._context import CliContext
 from deermem.cli._output import err_console
+from deermem.evaluation.cli.app import app as eval_app
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "run"]
 
 app = typer.Typer(
     name="deermem",
@@ -59,24 +63,7 @@ app.command(name="mcp")(mcp_cmd.mcp)
 app.add_typer(token_cmd.app, name="token")
 app.add_typer(db_cmd.app, name="db")
 app.command(name="migrate")(migrate_cmd.migrate_command)
-
-
-@app.command(
-    name="eval",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
-def _eval(ctx: typer.Context) -> None:
-    """Reproduce the capacity-eviction evaluation (see `deermem eval --help`).
-
-    `deermem eval validate-contracts | validate | run-policy | run-qa | grade-qa |
-    verify | report`. The
-    `deermem` entry point routes `eval` to its own light command line before
-    this application is even imported; this entry lists it in `--help`.
-    """
-    from deermem.evaluation.cli import main as eval_main
-
-    raise typer.Exit(eval_main(ctx.args))
+app.add_typer(eval_app, name="eval")
 
 
 def _version(value: bool) -> None:
@@ -119,20 +106,35 @@ def _root(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status.
 
-    deermem's own errors (bad configuration, invalid facts, corrupt data ...)
-    and errors of the file system (permissions, a full disk) are printed as
-    one line on stderr with exit status 1 instead of a traceback; usage
-    errors keep the status 2 that typer gives them.
+    deermem's own errors (bad configuration, invalid facts, corrupt data, an
+    evaluation that refuses ...) and errors of the file system (permissions, a
+    full disk) are printed as one line on stderr with exit status 1 instead of
+    a traceback; usage errors keep the status 2 that typer gives them.
     """
     try:
         app(args=list(argv) if argv is not None else None, prog_name="deermem")
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:
-        err_console.print(f"[bold red]error:[/] {escape(str(error))}")
+        _print_error(str(error))
+        return 1
+    except BrokenPipeError:
+        # `deermem ... | head` closed the pipe: stop quietly, as other tools do,
+        # and keep the interpreter from failing again as it flushes stdout.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as error:
-        # The file system refused (permissions, a full disk ...): its message names the file.
-        err_console.print(f"[bold red]error:[/] {escape(str(error))}")
+        # The file system refused (permissions, a full disk ...): name the file.
+        named = error.filename is not None and error.strerror is not None
+        _print_error(f"{error.filename}: {error.strerror}" if named else str(error))
         return 1
     return 0
+
+
+def run() -> NoReturn:
+    """The ``deermem`` program: the console script and ``python -m deermem``."""
+    sys.exit(main())
+
+
+def _print_error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}")

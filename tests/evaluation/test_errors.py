@@ -1,0 +1,16 @@
+"""The evaluation's errors: their own module, one branch of deermem's tree, exported at the top."""
+
+from __future__ import annotations
+
+import deermem
+from deermem.evaluation import errors
+
+
+def test_every_evaluation_error_is_a_deermem_error_exported_by_deermem() -> None:
+    assert len(errors.__all__) == 11
+    for name in errors.__all__:
+        error = getattr(errors, name)
+        assert issubclass(error, errors.EvaluationError)
+        assert issubclass(error, deermem.DeerMemError)
+        assert getattr(deermem, name) is error
+        assert name in deermem.__all__
