@@ -26,6 +26,7 @@ from deermem.cli import (
     migrate_cmd,
     model_cmd,
     regret_cmd,
+    replay_cmd,
     search_cmd,
     serve_cmd,
     token_cmd,
@@ -63,6 +64,7 @@ app.command(name="mcp")(mcp_cmd.mcp)
 app.add_typer(token_cmd.app, name="token")
 app.add_typer(db_cmd.app, name="db")
 app.command(name="migrate")(migrate_cmd.migrate_command)
+eval_app.command(name="replay")(replay_cmd.replay)  # needs Memory: it lives at this level
 app.add_typer(eval_app, name="eval")
 
 

@@ -11,8 +11,9 @@ from rich.table import Table
 
 from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli.regret_chart import render_regret_chart
+from deermem.evaluation.report.png import CHARTS_EXTRA, missing_chart_module
 from deermem.regret import PolicyRegret, RegretReport, parse_since
-from deermem.regret.chart import chart_unavailable, render_regret_chart
 from deermem.store.atomic import atomic_write
 from deermem.store.regret_records import REGRET_KINDS
 
@@ -51,9 +52,12 @@ def regret(
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--since") from None
     if chart is not None:
-        missing = chart_unavailable()
+        missing = missing_chart_module()
         if missing is not None:
-            err_console.print(f"[bold red]error:[/] no chart drawn: {escape(missing)}")
+            err_console.print(
+                f"[bold red]error:[/] no chart drawn: it needs {escape(missing)} "
+                f"({escape(CHARTS_EXTRA)})"
+            )
             raise typer.Exit(1)
     report = memory.regret(since=start)
     if chart is not None:

@@ -8,12 +8,12 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from deermem._exceptions import ResultsExistError
 from deermem.cli._output import err_console, out_console
 from deermem.cli.replay_report import encode_results, render_chart, render_markdown, summarize
 from deermem.cli.replay_run import CellRun, replay_all
+from deermem.evaluation.errors import ResultsExistError
 from deermem.evaluation.replay import load_params
-from deermem.regret.chart import chart_unavailable
+from deermem.evaluation.report.png import CHARTS_EXTRA, missing_chart_module
 from deermem.store.atomic import atomic_write
 
 __all__ = ["RESULT_FILES", "replay"]
@@ -85,11 +85,11 @@ def replay(
         output_dir.mkdir(parents=True, exist_ok=True)
         atomic_write(output_dir / "replay.json", encode_results(results))
         atomic_write(output_dir / "replay.md", markdown.encode())
-        missing = chart_unavailable()
+        missing = missing_chart_module()
         if missing is None:
             atomic_write(output_dir / "replay.png", render_chart(results))
         else:
-            err_console.print(f"no chart: {escape(missing)}")
+            err_console.print(f"no chart: it needs {escape(missing)} ({escape(CHARTS_EXTRA)})")
         err_console.print(f"results written to {output_dir}")
     if as_json:
         typer.echo(encode_results(results).decode(), nl=False)

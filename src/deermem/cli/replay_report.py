@@ -13,13 +13,13 @@ same bytes everywhere.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from deermem.cli.replay_run import POLICIES, CellRun, Counts, cells_of
 from deermem.evaluation.replay import LoadedParams, paired_interval
+from deermem.evaluation.report.png import POLICY_COLOURS, figure_png
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
 from deermem.store.regret_records import REGRET_KINDS
 
@@ -27,7 +27,9 @@ __all__ = ["RESULTS_SCHEMA", "encode_results", "render_chart", "render_markdown"
 
 RESULTS_SCHEMA: Final = "deermem.replay/1"
 _TRAFFIC_STEPS: Final = (2, 5, 10, 20, 50, 100)
-_COLOURS: Final = {POLICY_CONFIDENCE: "#7f7f7f", POLICY_HYBRID_V1: "#1f6fb4"}
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def summarize(runs: Sequence[CellRun], loaded: LoadedParams) -> dict[str, Any]:
@@ -121,44 +123,36 @@ def render_chart(results: dict[str, Any]) -> bytes:
     Raises:
         ModuleNotFoundError: matplotlib (the ``eval`` extra) is not installed.
     """
-    import matplotlib.style  # the optional extra, imported only to draw
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     caps = [int(cap) for cap in results["params"]["caps"]]
-    with matplotlib.style.context("default"):
-        figure = Figure(figsize=(8.0, 3.6), dpi=100, layout="constrained")
-        FigureCanvasAgg(figure)
+
+    def draw(figure: Figure) -> None:
         retention, regret = figure.subplots(1, 2)
         for policy in POLICIES:
             cells = [c for c in results["cells"] if c["policy"] == policy]
-            colour = _COLOURS[policy]
+            colour = POLICY_COLOURS[policy]
             retention.plot(caps, [c["retention"] for c in cells], "o-", color=colour, label=policy)
             regret.plot(caps, [c["regretRate"] for c in cells], "o-", color=colour, label=policy)
             shadows = [c["shadow"]["regretRate"] for c in cells if c["shadow"] is not None]
             if len(shadows) == len(caps):
+                label = f"{POLICY_HYBRID_V1} (shadow)"
                 regret.plot(
-                    caps,
-                    shadows,
-                    "o--",
-                    color=_COLOURS[POLICY_HYBRID_V1],
-                    label="hybrid-v1 (shadow)",
+                    caps, shadows, "o--", color=POLICY_COLOURS[POLICY_HYBRID_V1], label=label
                 )
         retention.set_title("needed facts in the library when needed", fontsize="medium")
+        retention.set_ylim(0.0, 1.0)
         regret.set_title("regretted evictions / evictions", fontsize="medium")
+        regret.set_ylim(bottom=0.0)
         for axis in (retention, regret):
             axis.set_xlabel("cap (facts)")
             axis.set_xticks(caps)
-            axis.set_ylim(0.0, 1.0)
             axis.legend(loc="best", fontsize="small")
         seeds = results["params"]["seeds"]
         figure.suptitle(
             f"Replay: {seeds} seeded workloads (params {results['paramsSha256'][:12]})",
             fontsize="medium",
         )
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
+
+    return figure_png(8.0, 3.6, draw)
 
 
 def _cell(cap: int, policy: str, runs: Sequence[CellRun]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from deermem._exceptions import ProtocolError
+from deermem.evaluation.errors import ProtocolError
 
 __all__ = [
     "BUNDLED_PARAMS",
