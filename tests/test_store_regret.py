@@ -165,3 +165,33 @@ def test_a_damaged_archive_entry_never_stops_a_fact_from_being_added(
     assert result.kept
     assert result.relearned is None
     assert f"{fact_id}.json" in caplog.text
+
+
+def test_a_markdown_copy_keeps_the_regret_byte_for_byte(tmp_path: Path) -> None:
+    from deermem.store.markdown_transfer import MarkdownTransfer
+    from deermem.store.migration import MigrationReport, migrate
+
+    config = MemoryConfig(max_facts=10, fact_eviction_shadow_enabled=True)
+    memory = Memory.open(tmp_path / "source", config, user="alice", clock=lambda: NOW)
+    old = {"id": "fact_old", "content": "An old fact", "confidence": 0.8}
+    old["createdAt"] = (NOW - timedelta(days=400)).isoformat()
+    fresh = [
+        {"id": f"fact_{n}", "content": f"Fact number {n}", "confidence": 0.7 + n / 100}
+        for n in range(9)
+    ]
+    memory.import_document({"facts": [old, *fresh]})
+    memory.create_fact("A confident new fact", confidence=0.9)  # hybrid-v1 would evict fact_old
+    memory.search("fact number 0")  # a missed recall
+    source = metadata(tmp_path / "source")
+    assert (source / "regret-events.json").exists()
+    assert (source / "shadow-evictions.json").exists()
+    report = migrate(
+        MarkdownTransfer(MarkdownStore(tmp_path / "source")),
+        MarkdownTransfer(MarkdownStore(tmp_path / "copy")),
+        MigrationReport("source", "copy"),
+    )
+    assert report.regret_not_copied == 0
+    assert report.counts["regretEvents"] > 0
+    copy = metadata(tmp_path / "copy")
+    for name in ("regret-events.json", "shadow-evictions.json"):
+        assert (copy / name).read_bytes() == (source / name).read_bytes()

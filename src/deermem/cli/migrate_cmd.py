@@ -72,3 +72,8 @@ def migrate_command(
         + (f" ({escape(counts)})" if counts else "")
         + (f"; {report.skipped} already there, identical" if report.skipped else "")
     )
+    if report.regret_not_copied:
+        err_console.print(
+            f"not copied: {report.regret_not_copied} regret event(s) and shadow mark(s) — "
+            f"{escape(report.destination)} does not record regret yet (docs/regret.md)"
+        )

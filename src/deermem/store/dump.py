@@ -2,10 +2,13 @@
 
 A :class:`UserDump` holds everything a store keeps for one user — the
 summary document (with its revision and ``lastUpdated``) and, per agent,
-the facts, recall counts, audit events, archive entries (in arrival order)
-and thread marks — exactly as stored, so writing it into another store and
-dumping it from there gives the same value. Its :meth:`UserDump.document`
-is the comparable form ``deermem migrate`` verifies a copy with.
+the facts, recall counts, audit events, archive entries (in arrival order),
+thread marks, regret events and shadow marks — exactly as stored, so writing
+it into another store and dumping it from there gives the same value. A store
+that does not record regret (``records_regret``) is given the dump without
+it (:meth:`UserDump.without_regret`), and the migration says what it left out.
+Its :meth:`UserDump.document` is the comparable form ``deermem migrate``
+verifies a copy with.
 
 A store that can be copied implements :class:`Transfer`: list its users,
 dump one, and load one into a store that does not hold that user yet, in one
@@ -15,7 +18,7 @@ atomic write.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from deermem.model.fact import Fact
@@ -38,6 +41,8 @@ class ScopeDump:
             original DeerMem wrote), oldest first.
         archive: the archive's entries in the order they arrived.
         marks: the conversations' marks, by thread id.
+        regret: the regret events as stored, oldest first (see docs/regret.md).
+        shadow: the shadow policy's marks as stored, by fact id.
     """
 
     agent: str
@@ -46,10 +51,20 @@ class ScopeDump:
     events: tuple[object, ...] = ()
     archive: tuple[ArchiveEntry, ...] = ()
     marks: tuple[ThreadMark, ...] = ()
+    regret: tuple[object, ...] = ()
+    shadow: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not (self.facts or self.usage or self.events or self.archive or self.marks)
+        return not (
+            self.facts
+            or self.usage
+            or self.events
+            or self.archive
+            or self.marks
+            or self.regret
+            or self.shadow
+        )
 
     def document(self) -> dict[str, object]:
         return {
@@ -58,6 +73,8 @@ class ScopeDump:
             "events": list(self.events),
             "archive": [entry.to_dict() for entry in self.archive],
             "marks": [mark._asdict() for mark in self.marks],
+            "regret": list(self.regret),
+            "shadowMarks": dict(sorted(self.shadow.items())),
         }
 
 
@@ -86,11 +103,23 @@ class UserDump:
             "events": sum(len(s.events) for s in self.scopes),
             "archived": sum(len(s.archive) for s in self.scopes),
             "marks": sum(len(s.marks) for s in self.scopes),
+            "regretEvents": sum(len(s.regret) for s in self.scopes),
+            "shadowMarks": sum(len(s.shadow) for s in self.scopes),
         }
+
+    def without_regret(self) -> UserDump:
+        """The dump for a store that does not record regret: no regret events, no shadow marks."""
+        scopes = (replace(scope, regret=(), shadow={}) for scope in self.scopes)
+        return replace(self, scopes=tuple(scope for scope in scopes if not scope.empty))
 
 
 class Transfer(Protocol):
     """A store seen whole, user by user: what ``deermem migrate`` reads and writes."""
+
+    @property
+    def records_regret(self) -> bool:
+        """Whether the store holds regret events and shadow marks (see ``Store``)."""
+        ...
 
     def users(self) -> tuple[str | None, ...]:
         """Every user the store holds anything for."""

@@ -5,8 +5,10 @@ the source or the destination. :func:`migrate` copies user by user — each
 user whole, in one atomic write of the destination — and verifies every
 copy by dumping it back from the destination and comparing it with the
 source's dump (summaries with their revision, facts with every field, usage,
-receipts, the archive in arrival order, thread marks). Nothing about the
-source changes.
+receipts, the archive in arrival order, thread marks, regret events and
+shadow marks). Nothing about the source changes. A destination that does not
+record regret yet (PostgreSQL) gets everything else; the report counts the
+regret events and marks it left out (``regretNotCopied``).
 
 Before anything is written, every source user is looked up in the
 destination: a user the destination already holds with other data stops the
@@ -44,8 +46,10 @@ class MigrationReport:
         destination: the destination, as shown.
         copied: users copied and verified.
         skipped: users the destination already held, identical.
-        counts: facts, usage entries, audit events, archive entries, marks
-            and agents, summed over the users copied.
+        counts: facts, usage entries, audit events, archive entries, marks,
+            regret events, shadow marks and agents, summed over the users copied.
+        regret_not_copied: regret events and shadow marks a destination that
+            does not record regret was not given.
     """
 
     source: str
@@ -53,6 +57,7 @@ class MigrationReport:
     copied: int = 0
     skipped: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    regret_not_copied: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -63,6 +68,7 @@ class MigrationReport:
             "skipped": self.skipped,
             "verified": True,
             **self.counts,
+            "regretNotCopied": self.regret_not_copied,
         }
 
 
@@ -114,11 +120,15 @@ def migrate(
     users = source.users()
     held = set(destination.users())
     skipped = set()
+
+    def fitted(dump: UserDump) -> UserDump:
+        return dump if destination.records_regret else dump.without_regret()
+
     for user in users:
         if user not in held:
             continue
         mine, there = source.dump_user(user), destination.dump_user(user)
-        if mine is None or there is None or there.document() != mine.document():
+        if mine is None or there is None or there.document() != fitted(mine).document():
             raise MigrationError(
                 user,
                 "the destination already holds this user, with other data; nothing was "
@@ -132,8 +142,9 @@ def migrate(
     for user in users:
         if user in skipped:
             continue
-        dump = source.dump_user(user)  # one user in memory at a time
-        if dump is not None:
+        whole = source.dump_user(user)  # one user in memory at a time
+        if whole is not None:
+            dump = fitted(whole)
             destination.load_user(dump)
             copy = destination.dump_user(user)
             if copy is None or copy.document() != dump.document():
@@ -141,6 +152,9 @@ def migrate(
             report.copied += 1
             for key, value in dump.counts().items():
                 report.counts[key] = report.counts.get(key, 0) + value
+            if dump is not whole:
+                left = whole.counts()
+                report.regret_not_copied += left["regretEvents"] + left["shadowMarks"]
         done += 1
         if progress is not None:
             progress(done, total)
@@ -162,7 +176,7 @@ def _difference(expected: UserDump, found: UserDump | None) -> str:
         mine, theirs = want_agents.get(agent, {}), got_agents.get(agent, {})
         parts.extend(
             f"{agent}.{name}"
-            for name in ("facts", "usage", "events", "archive", "marks")
+            for name in ("facts", "usage", "events", "archive", "marks", "regret", "shadowMarks")
             if mine.get(name) != theirs.get(name)
         )
     return "the copy differs from the source in " + (", ".join(parts) or "its shape")

@@ -29,11 +29,43 @@ from deermem.store.regret_records import RegretEvent, ShadowMark
 from deermem.store.sidecars import SidecarChange, encode_json, read_json
 
 __all__ = [
+    "encode_regret_events",
+    "encode_shadow_marks",
+    "raw_regret_events",
+    "raw_shadow_marks",
     "read_regret_events",
     "read_shadow_marks",
     "regret_after_commit",
     "shadow_marks_after_commit",
 ]
+
+
+def raw_regret_events(path: Path) -> list[object]:
+    """The events as stored, unread ones included (for a copy of the store).
+
+    Raises:
+        CorruptMemoryFile: the file is not a JSON list.
+    """
+    return _raw_events(path)
+
+
+def raw_shadow_marks(path: Path) -> dict[str, object]:
+    """The marks as stored, unread ones included (for a copy of the store).
+
+    Raises:
+        CorruptMemoryFile: the file is not a JSON object.
+    """
+    return _raw_marks(path)
+
+
+def encode_regret_events(events: Sequence[object]) -> bytes:
+    """The events file's content: one event per line."""
+    return encode_json(list(events))
+
+
+def encode_shadow_marks(marks: Mapping[str, object]) -> bytes:
+    """The marks file's content: one mark per line, by fact id."""
+    return encode_json({key: marks[key] for key in sorted(marks)})
 
 
 def _raw_events(path: Path) -> list[object]:
@@ -71,7 +103,7 @@ def regret_after_commit(
     if not events or max_entries <= 0:
         return None
     kept = [*_raw_events(path), *(event.to_dict() for event in events)]
-    return path, encode_json(kept[-max_entries:])
+    return path, encode_regret_events(kept[-max_entries:])
 
 
 def _raw_marks(path: Path) -> dict[str, object]:
@@ -121,4 +153,4 @@ def shadow_marks_after_commit(
             marks[fact_id] = mark.to_dict()
     if marks == raw:
         return None
-    return path, encode_json({key: marks[key] for key in sorted(marks)}) if marks else None
+    return path, encode_shadow_marks(marks) if marks else None

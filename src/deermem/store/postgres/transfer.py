@@ -30,6 +30,10 @@ class PostgresTransfer:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
+    @property
+    def records_regret(self) -> bool:
+        return self.store.records_regret
+
     def users(self) -> tuple[str | None, ...]:
         with self.store._connection() as connection:
             found = connection.execute("SELECT user_id FROM deermem_users ORDER BY user_id")
