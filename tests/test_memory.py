@@ -14,6 +14,7 @@ from deermem import (
     FactValidationError,
     Memory,
     MemoryConfig,
+    UnsafeIdentifierError,
 )
 from deermem.scenarios import seed_scenarios
 from deermem.store import MarkdownStore
@@ -70,3 +71,18 @@ def test_receipts_in_the_audit_file_hold_no_content(tmp_path: Path) -> None:
     audit = (tmp_path / "users/alice/agents/__default__/.metadata/eviction-audit.json").read_text()
     for fact in document["facts"]:
         assert str(fact["content"]) not in audit
+
+
+def test_open_unscoped_opens_a_store_under_strict_scope_without_a_single_user_memory(
+    tmp_path: Path,
+) -> None:
+    config = MemoryConfig(strict_user_scope=True)
+    with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
+        Memory.open(tmp_path, config)
+    served = Memory.open_unscoped(tmp_path, config, clock=lambda: NOW)
+    served.scoped(user="alice", agent="coder").create_fact("Prefers uv over pip")
+    assert list((tmp_path / "users/alice/agents/coder/facts").rglob("*.md"))
+    with pytest.raises(UnsafeIdentifierError):
+        served.list_facts()
+    assert not (tmp_path / "memory.json").exists()
+    assert not (tmp_path / "agents").exists()

@@ -251,12 +251,17 @@ def test_delete_mode_strips_deleted_ids_from_receipts(tmp_path: Path) -> None:
     assert memory.list_archived() == ()  # delete mode: evicted facts are gone
     assert not list(tmp_path.rglob("fact_confirm.md"))
     memory.delete_fact("fact_stale90")
-    [receipt] = memory.audit()
+    receipt, deleted = memory.audit()
     assert receipt.shadow is not None
-    assert receipt.shadow.would_evict == ()
+    assert receipt.shadow.would_evict == ()  # stripped from the earlier receipt ...
+    assert (deleted.reason, deleted.fact_ids) == ("deleted", ("fact_stale90",))  # ... its own
     assert not list(tmp_path.rglob("fact_stale90.md"))
-    memory.import_document({"facts": []})  # every fact deleted: no receipt names them
-    assert [r.fact_ids for r in memory.audit()] == [("fact_confirm",)]
+    remaining = {f.id for f in memory.list_facts()}
+    memory.import_document({"facts": []})  # every fact deleted: each in one receipt of its own
+    *earlier, replaced = memory.audit()
+    assert [r.fact_ids for r in earlier] == [("fact_confirm",), ("fact_stale90",)]
+    assert replaced.reason == "replaced"
+    assert set(replaced.fact_ids) == remaining
 
 
 @pytest.mark.parametrize("failing", ["write", "flush", "rename"])

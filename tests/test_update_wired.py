@@ -534,9 +534,11 @@ def test_delete_mode_deletes_without_archive(tmp_path: Path, server: ScriptedCha
     server.enqueue(answer(factsToRemove=[removal("fact_pip")]))
     report = memory.learn("t", CHAT).report
     (change,) = report.removed
-    assert change.receipt_id is None
     assert memory.list_facts() == ()
     assert memory.list_archived() == ()
+    gone = memory.why("fact_pip")
+    assert gone.status == "gone"
+    assert [(r.receipt_id, r.reason) for r in gone.receipts] == [(change.receipt_id, change.reason)]
 
 
 # --- confirmation (reference §4.6) ----------------------------------------------------

@@ -8,6 +8,7 @@ file the tests write first, as ``deermem token add`` does.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -142,10 +143,15 @@ def test_alices_token_cannot_read_write_search_or_learn_of_bob(
                     assert text_of(answer).replace(bobs_id, "ID") == text_of(unknown).replace(
                         "fact_99999999", "ID"
                     )
-            # A model that names Bob in the arguments still writes to Alice's memory only
-            # (arguments outside the input schema are ignored).
-            planted = await call(alice, "memory_add", content="planted", user="bob", agent="coder")
-            assert list((server.root / "users/alice").rglob(f"{planted['factId']}.md"))
+            # A model that names Bob in the arguments is refused, naming the argument.
+            planted = await alice.call_tool(
+                "memory_add", {"content": "planted", "user": "bob", "agent": "coder"}
+            )
+            assert planted.is_error
+            assert "user" in text_of(planted)
+            assert "agent" in text_of(planted)
+            for path in server.root.rglob("*.md"):
+                assert "planted" not in path.read_text(encoding="utf-8")
         assert files_under(bob_dir) == before
 
     anyio.run(scenario)
@@ -227,6 +233,50 @@ def test_the_log_has_request_ids_and_no_content_or_token(
         assert token.split("_")[2] not in logged
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_every_log_line_of_a_request_carries_its_request_id(tmp_path: Path, mode: str) -> None:
+    """Tool lines too, under the 2025 handshake (``legacy``) and the newest one.
+
+    The tool runs in the SDK's session task, not in the HTTP request's own
+    task; its log line must still carry the id of the request that carried
+    the call (the one its access line and ``X-Request-ID`` show).
+    """
+    root = tmp_path / "store"
+    tokens = issue_tokens(root)
+    log = tmp_path / "stderr.log"
+    with http_server(root, "--agent", "coder", log=log) as server:
+
+        async def scenario() -> None:
+            async with http_session(server.url, tokens["alice"], mode=mode) as alice:
+                fact_id = (await call(alice, "memory_add", content="Likes green tea"))["factId"]
+                await call(alice, "memory_search", query="tea")
+                await call(alice, "memory_context")
+                await call(alice, "memory_update", fact_id=fact_id, confidence=0.9)
+                await call(alice, "memory_why", fact_id=fact_id)
+                await call(alice, "memory_forget", fact_id=fact_id)
+                await call(alice, "memory_restore", fact_id=fact_id)
+                assert (await alice.call_tool("memory_why", {"fact_id": "fact_0000dead"})).is_error
+
+        anyio.run(scenario)
+    lines = server.log_text().splitlines()
+    # Only the server's own start-up and shutdown lines are outside a request.
+    for line in lines:
+        assert request_id_of(line) or " uvicorn.error request_id=- " in line, line
+    posts = {
+        request_id_of(line)
+        for line in lines
+        if " deermem.server.access " in line and " POST /mcp 200 " in line
+    }
+    tools = [request_id_of(line) for line in lines if " deermem.mcp request_id=" in line]
+    assert len(tools) == len(set(tools)) == 8  # one line per call, each its own request's
+    assert set(tools) <= posts
+
+
+def request_id_of(line: str) -> str | None:
+    match = re.search(r" request_id=([0-9a-f]{32}) ", line)
+    return match.group(1) if match else None
+
+
 def test_a_server_for_one_user_takes_only_tokens_that_may_address_it(
     bobs: tuple[HttpServer, dict[str, str]],
 ) -> None:
@@ -248,6 +298,30 @@ def test_a_server_for_one_user_takes_only_tokens_that_may_address_it(
     anyio.run(scenario)
     assert len(list((server.root / "users/bob/agents/coder/facts").rglob("*.md"))) == 3
     assert not (server.root / "users/alice").exists()
+
+
+def test_under_strict_user_scope_a_server_without_user_serves_each_tokens_user(
+    tmp_path: Path,
+) -> None:
+    """The token names the user, so strict_user_scope does not stop a server without --user."""
+    root = tmp_path / "store"
+    config = tmp_path / "deermem.yaml"
+    config.write_text("strict_user_scope: true\n", encoding="utf-8")
+    tokens = issue_tokens(root)
+    with http_server(
+        root, "--config", str(config), "--agent", "coder", log=tmp_path / "stderr.log"
+    ) as server:
+
+        async def scenario() -> None:
+            async with http_session(server.url, tokens["alice"], mode="legacy") as alice:
+                added = await call(alice, "memory_add", content="Written under strict scope")
+                assert added["outcome"] == "stored"
+                hits = (await call(alice, "memory_search", query="strict"))["results"]
+                assert [hit["fact"]["id"] for hit in hits] == [added["factId"]]
+
+        anyio.run(scenario)
+    assert len(list((root / "users/alice/agents/coder/facts").rglob("*.md"))) == 1
+    assert not (root / "agents").exists()  # the single-user layout was never touched
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ The same tools over stdio and HTTP, in their own processes, are in
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -118,6 +119,49 @@ def test_no_tool_takes_a_user_or_an_agent(tmp_path: Path) -> None:
     for tool in tools_listed(open_memory(tmp_path)).values():
         names = {name.lower() for name in tool.input_schema.get("properties", {})}
         assert not names & {"user", "user_id", "userid", "agent", "agent_name", "scope"}
+
+
+def test_every_input_schema_refuses_arguments_it_does_not_name(tmp_path: Path) -> None:
+    for tool in tools_listed(open_memory(tmp_path)).values():
+        assert tool.input_schema["additionalProperties"] is False, tool.name
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("memory_add", {"content": "Planted for bob"}),
+        ("memory_search", {"query": "anything"}),
+        ("memory_context", {}),
+        ("memory_forget", {"fact_id": "FACT"}),
+        ("memory_update", {"fact_id": "FACT", "content": "Hijacked"}),
+        ("memory_why", {"fact_id": "FACT"}),
+    ],
+)
+@pytest.mark.parametrize(
+    "scope",
+    [{"user": "bob"}, {"agent": "other"}, {"user_id": "bob"}, {"user": "bob", "agent": "x"}],
+)
+def test_a_scope_argument_is_a_tool_error_that_names_it_and_changes_nothing(
+    tmp_path: Path, tool: str, arguments: dict[str, Any], scope: dict[str, str]
+) -> None:
+    """A model learns at once that it cannot choose whose memory a call reaches."""
+
+    async def scenario(client: Client) -> None:
+        fact_id = (await call(client, "memory_add", content="Alice's own fact"))["factId"]
+        before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+        given = {k: fact_id if v == "FACT" else v for k, v in arguments.items()}
+        message = await failed(client, tool, **given, **scope)
+        for name in scope:
+            assert name in message
+        assert "Extra inputs are not permitted" in message
+        after = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+        assert after == before
+        assert not (tmp_path / "users/bob").exists()
+        # Without the stray argument the same call works.
+        if tool != "memory_add":
+            await call(client, tool, **given)
+
+    session(open_memory(tmp_path), scenario)
 
 
 def test_input_schemas_state_the_bounds(tmp_path: Path) -> None:
@@ -296,6 +340,13 @@ def test_with_eviction_mode_delete_forget_is_for_good(tmp_path: Path) -> None:
         assert not fact_files(tmp_path)
         assert not archive_ids(tmp_path)
         assert "Fact not found" in await failed(client, "memory_restore", fact_id=fact_id)
+        # Gone for good, but not unexplained: the deletion left a content-free receipt.
+        why = await call(client, "memory_why", fact_id=fact_id)
+        assert (why["status"], why["fact"], why["archive"]) == ("gone", None, None)
+        [receipt] = why["receipts"]
+        assert (receipt["reason"], receipt["trigger"]) == ("deleted", "manual")
+        assert [line["factId"] for line in receipt["evicted"]] == [fact_id]
+        assert "Temporary note" not in json.dumps(why)
 
     session(open_memory(tmp_path, eviction_mode="delete"), scenario)
 

@@ -243,6 +243,38 @@ def test_bodies_over_the_limit_are_413_naming_it(store_kind: str, tmp_path) -> N
         server.stop()
 
 
+def test_under_eviction_mode_delete_a_deleted_fact_is_explained_by_its_receipt(
+    store_kind: str, tmp_path
+) -> None:
+    server, _ = start_server(store_kind, tmp_path, eviction_mode="delete")
+    try:
+        client = server.client()
+        fact_id = add(client, "SECRET-e41 the door code is 4711", category="context").json()[
+            "factId"
+        ]
+        removed = client.delete(f"{ALICE}/facts/{fact_id}")
+        assert removed.json() == {"factId": fact_id, "archived": False}
+        why = client.get(f"{ALICE}/facts/{fact_id}/why")
+        assert why.status_code == 200, why.text
+        explained = why.json()
+        assert (explained["status"], explained["fact"], explained["archive"]) == (
+            "gone",
+            None,
+            None,
+        )
+        [receipt] = explained["receipts"]
+        assert (receipt["reason"], receipt["trigger"]) == ("deleted", "manual")
+        assert receipt["evicted"] == [{"factId": fact_id, "category": "context"}]
+        [listed] = client.get(f"{ALICE}/audit").json()["receipts"]
+        assert listed == receipt
+        assert client.get(f"{ALICE}/archive").json()["entries"] == []
+        assert "SECRET-e41" not in why.text
+        for path in tmp_path.rglob("*"):
+            assert not path.is_file() or b"SECRET-e41" not in path.read_bytes(), path
+    finally:
+        server.stop()
+
+
 def test_the_openapi_document_is_served(live: LiveServer) -> None:
     document = live.client().get("/v1/openapi.json").json()
     paths = document["paths"]

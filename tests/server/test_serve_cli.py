@@ -148,6 +148,27 @@ def test_two_workers_share_the_store_and_the_jobs(tmp_path: Path) -> None:
         _assert_log_is_clean(log.read_text(), token, contents)
 
 
+def test_under_strict_user_scope_the_server_starts_and_serves_the_users_it_is_asked_for(
+    tmp_path: Path,
+) -> None:
+    """Every request names its user, so a configuration that forbids user-less memory is fine."""
+    config = tmp_path / "deermem.yaml"
+    config.write_text(yaml.safe_dump({"strict_user_scope": True}))
+    root = tmp_path / "store"
+    token = _new_token(root)
+    args = deermem("--root", str(root), "--config", str(config), "serve")
+    with serving(args, tmp_path / "server.log") as url:
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(
+            f"{url}{ALICE}/facts", json={"content": "Prefers uv over pip"}, headers=headers
+        )
+        assert created.status_code == 201, created.text
+        listed = httpx.get(f"{url}{ALICE}/facts", headers=headers).json()["facts"]
+        assert [fact["id"] for fact in listed] == [created.json()["factId"]]
+    assert list((root / "users/alice/agents/coder/facts").rglob("*.md"))
+    assert not (root / "memory.json").exists()  # the single-user layout was never touched
+
+
 def _new_token(root: Path) -> str:
     """Make a token for alice as a user would; it is the one line on stdout."""
     result = subprocess.run(

@@ -90,12 +90,17 @@ def test_delete_mode_strips_deleted_ids_from_receipts(stores: Stores) -> None:
     assert receipt.shadow.would_evict == ("fact_stale90",)
     assert memory.list_archived() == ()  # delete mode: evicted facts are gone
     memory.delete_fact("fact_stale90")
-    [receipt] = memory.audit()
+    receipt, deleted = memory.audit()
     assert receipt.shadow is not None
-    assert receipt.shadow.would_evict == ()
+    assert receipt.shadow.would_evict == ()  # stripped from the earlier receipt ...
     assert receipt.shadow.disagrees
-    memory.import_document({"facts": []})  # every fact deleted: no receipt names them
-    assert [r.fact_ids for r in memory.audit()] == [("fact_confirm",)]
+    assert (deleted.reason, deleted.fact_ids) == ("deleted", ("fact_stale90",))  # ... its own
+    remaining = {f.id for f in memory.list_facts()}
+    memory.import_document({"facts": []})  # every fact deleted: each in one receipt of its own
+    *earlier, replaced = memory.audit()
+    assert [r.fact_ids for r in earlier] == [("fact_confirm",), ("fact_stale90",)]
+    assert replaced.reason == "replaced"
+    assert set(replaced.fact_ids) == remaining
 
 
 def test_thread_marks_are_kept_per_conversation_and_scope(stores: Stores) -> None:

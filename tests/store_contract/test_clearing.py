@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from deermem import FactNotFoundError, Memory, MemoryConfig
+from deermem import Memory, MemoryConfig
 from tests.store_contract.conftest import Stores
 from tests.wire_support import NOW, seed, stored_fact
 
@@ -37,8 +35,9 @@ def test_clear_under_delete_mode_removes_the_facts_for_good(stores: Stores) -> N
     seed(memory, stored_fact("fact_a"))
     assert memory.clear() == ("fact_a",)
     assert memory.list_archived() == ()
-    with pytest.raises(FactNotFoundError):
-        memory.why("fact_a")
+    gone = memory.why("fact_a")  # the content is gone; the receipt says what became of it
+    assert (gone.status, gone.fact) == ("gone", None)
+    assert [(r.reason, r.trigger) for r in gone.receipts] == [("deleted", "manual")]
 
 
 def test_clear_user_removes_every_agent_and_the_summaries_of_one_user_only(stores: Stores) -> None:

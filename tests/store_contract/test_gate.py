@@ -221,7 +221,9 @@ def test_usage_is_read_only_by_the_policies_that_use_it(
     assert counting.usage_reads == reads
 
 
-def test_delete_mode_deletes_and_writes_capacity_receipts_only(stores: Stores) -> None:
+def test_delete_mode_deletes_without_archive_and_with_a_receipt_for_each_fact(
+    stores: Stores,
+) -> None:
     gate = CapacityGate(CapacityPolicy(), max_facts=10, eviction_mode="delete")
     store = seeded(stores, gate)
     with store.transaction(SCOPE) as transaction:
@@ -237,7 +239,9 @@ def test_delete_mode_deletes_and_writes_capacity_receipts_only(stores: Stores) -
         outcome = gate.apply(
             transaction, Proposal(new_facts=(fact("fact_new2", 0.99),)), trigger="manual", now=NOW
         )
-    assert [r.reason for r in store.audit(SCOPE)] == ["capacity"]
+    staleness, capacity = store.audit(SCOPE)
+    assert (staleness.reason, staleness.fact_ids) == ("staleness", ("fact_s04",))
+    assert (capacity.reason, capacity.fact_ids) == ("capacity", outcome.evicted)
     assert store.archive(SCOPE, NOW) == ()
     assert "fact_s04" not in store.reload(SCOPE)
     assert store.archived(SCOPE, "fact_s04") is None

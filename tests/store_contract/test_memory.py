@@ -476,6 +476,40 @@ def test_scoped_rejects_unsafe_names_and_a_missing_user_in_strict_mode(stores: S
         strict.scoped(user=None, agent=None)
 
 
+def test_an_unscoped_memory_works_only_through_its_views(stores: Stores) -> None:
+    """A server's memory: every request names its user, so the memory itself has no scope."""
+    config = MemoryConfig(strict_user_scope=True)  # no user-less memory: it still opens
+    served = Memory(stores(config), config, None, clock=lambda: NOW)
+    alice = served.scoped(user="alice", agent="coder")
+    fact_id = alice.create_fact("Prefers uv over pip").fact.id
+    assert [f.id for f in served.scoped(user="alice", agent="coder").list_facts()] == [fact_id]
+    assert alice.now() == NOW  # the views share the clock (and store, queue, index)
+    # The memory itself reads and writes nothing: no single-user layout behind it.
+    for use in (served.list_facts, lambda: served.create_fact("Lost"), lambda: served.scope):
+        with pytest.raises(UnsafeIdentifierError, match="scoped"):
+            use()
+    with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
+        served.scoped(user=None, agent=None)
+    assert "no scope of its own" in repr(served)
+    assert stores.memory(config, user="bob").list_facts() == ()
+
+
+@pytest.mark.parametrize(("mode", "status"), [("archive", "archived"), ("delete", "gone")])
+def test_a_deleted_fact_leaves_a_content_free_receipt_in_either_eviction_mode(
+    stores: Stores, mode: str, status: str
+) -> None:
+    memory = open_memory(stores, eviction_mode=mode)
+    fact_id = memory.create_fact("SECRET-d31 the door code is 4711", category="goal").fact.id
+    memory.delete_fact(fact_id)
+    explained = memory.why(fact_id)
+    assert explained.status == status
+    [receipt] = explained.receipts
+    assert (receipt.reason, receipt.trigger, receipt.fact_ids) == ("deleted", "manual", (fact_id,))
+    assert receipt.evicted[0].category == "goal"
+    assert [r.receipt_id for r in memory.audit()] == [receipt.receipt_id]
+    assert "SECRET-d31" not in json.dumps(receipt.to_dict())
+
+
 def test_the_clock_is_injected_into_every_decision(stores: Stores) -> None:
     moments = iter([NOW, NOW + timedelta(days=1)])
     memory = stores.memory(MemoryConfig(), user="alice", clock=lambda: next(moments))

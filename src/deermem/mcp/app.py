@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from deermem import __version__
 from deermem.mcp.auth import CALLER_KEY, Caller, McpAuthMiddleware
 from deermem.mcp.settings import McpSettings, ToolLimits
-from deermem.mcp.tools import MemoryOf, add_memory_tools
+from deermem.mcp.tools import MemoryOf, memory_tools
 from deermem.memory import Memory
 from deermem.server.asgi import ASGIApp
 from deermem.server.limits import BodyLimitMiddleware
@@ -52,21 +52,18 @@ def create_mcp_server(
             stdio server's fixed scope).
         limits: bounds on tool arguments.
     """
-    server: MCPServer = MCPServer(
+    tools = memory_tools(
+        memory_of or (lambda ctx: memory), memory=memory, limits=limits or ToolLimits()
+    )
+    return MCPServer(
         "deermem",
         title="deermem",
         description="Long-term memory for LLM agents that forgets the right things and can "
         "say why.",
         instructions=INSTRUCTIONS,
         version=__version__,
+        tools=tools,
     )
-    add_memory_tools(
-        server,
-        memory_of or (lambda ctx: memory),
-        memory=memory,
-        limits=limits or ToolLimits(),
-    )
-    return server
 
 
 def request_memory(memory: Memory, agent: str | None) -> MemoryOf:

@@ -18,6 +18,7 @@ from deermem.mcp.settings import McpSettings
 from deermem.memory import Memory
 from deermem.server.run import check_startup, log_config
 from deermem.server.settings import is_loopback
+from deermem.store import Scope
 
 __all__ = ["configure_logging", "serve"]
 
@@ -40,13 +41,19 @@ def serve(settings: McpSettings) -> None:
         InsecureBindError: HTTP on a non-loopback host and no token.
         TokenFileError: the tokens file cannot be read (HTTP).
         ConfigError: the configuration is invalid.
-        UnsafeIdentifierError: an unusable ``--user`` or ``--agent``, or no
-            ``--user`` while ``strict_user_scope`` is on.
+        UnsafeIdentifierError: an unusable ``--user`` or ``--agent``, or
+            (stdio) no ``--user`` while ``strict_user_scope`` is on.
     """
     server_settings = settings.server
     config = server_settings.load_config()
     tokens = check_startup(server_settings) if settings.transport == "http" else None
-    memory = Memory.open(server_settings.root, config, user=settings.user, agent=settings.agent)
+    if tokens is None:  # stdio: the process serves one scope
+        memory = Memory.open(server_settings.root, config, user=settings.user, agent=settings.agent)
+    else:
+        # Each HTTP call is re-scoped to its caller (--user, or the token's user), so the
+        # server's memory has no scope of its own; a bad --user or --agent still stops start-up.
+        Scope.of(settings.user, settings.agent)
+        memory = Memory.open_unscoped(server_settings.root, config)
     configure_logging(server_settings.log_level)  # once nothing can refuse to start
     try:
         if tokens is None:

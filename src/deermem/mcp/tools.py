@@ -1,11 +1,13 @@
 """The seven memory tools: each parses, calls one ``Memory`` method, renders a view.
 
-:func:`add_memory_tools` registers ``memory_search``, ``memory_context``,
+:func:`memory_tools` builds ``memory_search``, ``memory_context``,
 ``memory_add``, ``memory_update``, ``memory_forget``, ``memory_restore`` and
-``memory_why`` on an :class:`~mcp.server.mcpserver.MCPServer`. The memory a
+``memory_why`` for an :class:`~mcp.server.mcpserver.MCPServer`. The memory a
 call works on comes from ``memory_of`` (the server's configuration, or the
 request's token — see :mod:`deermem.mcp.auth`); no tool takes a user or an
-agent.
+agent, and an argument a tool does not name is refused (its input schema
+says ``additionalProperties: false``): a model that passes ``user: "bob"``
+gets a tool error naming ``user``, not a call that quietly ignores it.
 
 Annotations tell clients what a tool does to the memory, truthfully:
 
@@ -34,10 +36,12 @@ import traceback
 from collections.abc import Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from deermem._exceptions import (
     CorruptMemoryFile,
@@ -62,7 +66,7 @@ from deermem.memory import Memory
 from deermem.model.categories import CORE_CATEGORIES
 from deermem.server.problems import problem_for
 
-__all__ = ["TOOL_NAMES", "MemoryOf", "add_memory_tools"]
+__all__ = ["TOOL_NAMES", "MemoryOf", "memory_tools"]
 
 MemoryOf = Callable[[Context[Any, Any]], Memory]
 """Gives the memory a tool call works on, from the call's context."""
@@ -128,18 +132,29 @@ def _writes(*, idempotent: bool) -> ToolAnnotations:
     )
 
 
-def add_memory_tools(
-    server: MCPServer, memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits
-) -> None:
-    """Register the seven memory tools on ``server``.
+def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> list[Tool]:
+    """The seven memory tools, for ``MCPServer(tools=...)``.
 
     Args:
-        server: the MCP server.
         memory_of: the memory of one call (see :mod:`deermem.mcp.auth`).
         memory: the server's memory, for what its configuration decides:
             whether search records recalls, where forgotten facts go.
         limits: bounds on tool arguments (in the input schemas).
     """
+    tools: list[Tool] = []
+
+    def tool(
+        *, name: str, title: str, description: str, annotations: ToolAnnotations
+    ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+        def add(function: Callable[_P, _R]) -> Callable[_P, _R]:
+            built = Tool.from_function(
+                function, name=name, title=title, description=description, annotations=annotations
+            )
+            tools.append(_closed(built))
+            return function
+
+        return add
+
     records_recalls = memory.gate.policy.uses_usage
     archives = memory.config.eviction_mode == "archive"
     gone_to = (
@@ -148,7 +163,7 @@ def add_memory_tools(
         else "for good (this server runs with eviction_mode: delete)"
     )
 
-    @server.tool(
+    @tool(
         name="memory_search",
         title="Search memory",
         description=(
@@ -188,7 +203,7 @@ def add_memory_tools(
         hits = memory_of(ctx).search(query, top_k=top_k, category=category)
         return SearchResults(results=[SearchHitView.of(hit) for hit in hits])
 
-    @server.tool(
+    @tool(
         name="memory_context",
         title="Memory for the prompt",
         description=(
@@ -215,7 +230,7 @@ def add_memory_tools(
         injection = memory_of(ctx).injection(max_tokens=max_tokens)
         return ContextResult(text=injection.block, manifest=ManifestView.of(injection.manifest))
 
-    @server.tool(
+    @tool(
         name="memory_add",
         title="Remember a fact",
         description=(
@@ -262,7 +277,7 @@ def add_memory_tools(
             receipts=receipts_of(result.receipts),
         )
 
-    @server.tool(
+    @tool(
         name="memory_update",
         title="Change a fact",
         description=(
@@ -298,7 +313,7 @@ def add_memory_tools(
         )
         return FactView.of(fact)
 
-    @server.tool(
+    @tool(
         name="memory_forget",
         title="Forget a fact",
         description=f"Remove a stored fact {gone_to}.",
@@ -312,7 +327,7 @@ def add_memory_tools(
         memory.delete_fact(fact_id, expected_revision=expected_revision)
         return ForgetResult(factId=fact_id, archived=archives)
 
-    @server.tool(
+    @tool(
         name="memory_restore",
         title="Restore a forgotten fact",
         description=(
@@ -326,7 +341,7 @@ def add_memory_tools(
     def memory_restore(ctx: Context[Any, Any], fact_id: FactId) -> RestoreView:
         return RestoreView.of(memory_of(ctx).restore(fact_id))
 
-    @server.tool(
+    @tool(
         name="memory_why",
         title="Why is this fact (not) in memory",
         description=(
@@ -338,6 +353,22 @@ def add_memory_tools(
     @_contained("memory_why")
     def memory_why(ctx: Context[Any, Any], fact_id: FactId) -> WhyResult:
         return WhyResult.of(memory_of(ctx).why(fact_id))
+
+    return tools
+
+
+def _closed(tool: Tool) -> Tool:
+    """``tool`` with arguments it does not name refused, in its schema and in its validation."""
+    named = tool.fn_metadata.arg_model
+    closed = type(
+        named.__name__,
+        (named,),
+        {"__module__": named.__module__, "model_config": ConfigDict(extra="forbid")},
+    )
+    assert issubclass(closed, ArgModelBase)
+    tool.fn_metadata.arg_model = closed
+    tool.parameters = closed.model_json_schema(by_alias=True)
+    return tool
 
 
 def _contained(name: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:

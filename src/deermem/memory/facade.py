@@ -119,6 +119,8 @@ class Memory:
     Build it with :meth:`open` (or from any :class:`~deermem.store.Store`);
     :meth:`scoped` gives the same memory bound to another user and agent —
     the one way to choose a scope, so every method acts on ``self.scope``.
+    A server of many users holds one memory without a scope of its own
+    (:meth:`open_unscoped`) and works on its scoped views.
 
     Conversations reach memory through two entry points:
 
@@ -133,7 +135,6 @@ class Memory:
     Attributes:
         store: where the facts live.
         config: the validated configuration.
-        scope: the user and agent this memory is bound to.
         gate: the capacity gate every added fact goes through.
     """
 
@@ -141,7 +142,7 @@ class Memory:
         self,
         store: Store,
         config: MemoryConfig,
-        scope: Scope,
+        scope: Scope | None,
         *,
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
@@ -150,7 +151,7 @@ class Memory:
     ) -> None:
         self.store = store
         self.config = config
-        self.scope = _checked_scope(scope, config)
+        self._scope = None if scope is None else _checked_scope(scope, config)
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
@@ -197,12 +198,38 @@ class Memory:
             ConfigError: ``root`` and a ``store`` database are both given.
             DatabaseError: the configured database cannot be used.
         """
+        memory = cls.open_unscoped(
+            root, config, clock=clock, id_factory=id_factory, model=model, keep_hidden=keep_hidden
+        )
+        return memory.scoped(user=user, agent=agent)
+
+    @classmethod
+    def open_unscoped(
+        cls,
+        root: str | os.PathLike[str] | None = None,
+        config: MemoryConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
+    ) -> Memory:
+        """Open a store as :meth:`open` does, for many users: a memory without a scope.
+
+        For a server whose every request names its user (the HTTP API, the
+        MCP server over HTTP): it works on :meth:`scoped` views, which share
+        this memory's store, model, queue and search index. The memory itself
+        reads and writes nothing — every method that needs a scope raises —
+        so a request that forgot to choose one fails instead of reaching the
+        single-user layout, and it opens under ``strict_user_scope`` too.
+        The arguments are those of :meth:`open`.
+        """
         config = config if config is not None else load_config()
         store = open_store(config, root)
         return cls(
             store,
             config,
-            Scope.of(user, agent),
+            None,
             clock=clock,
             id_factory=id_factory,
             model=model,
@@ -226,8 +253,22 @@ class Memory:
         """
         scope = _checked_scope(Scope.of(user, agent), self.config)
         view = copy.copy(self)  # every part is shared; only the scope differs
-        view.scope = scope
+        view._scope = scope
         return view
+
+    @property
+    def scope(self) -> Scope:
+        """The user and agent this memory is bound to.
+
+        Raises:
+            UnsafeIdentifierError: the memory has no scope of its own
+                (:meth:`open_unscoped`): only its :meth:`scoped` views have one.
+        """
+        if self._scope is None:
+            raise UnsafeIdentifierError(
+                "user id", None, "this memory serves many users: choose one with scoped()"
+            )
+        return self._scope
 
     def close(self, timeout: float | None = None) -> FlushReport:
         """Stop taking conversations, process what is queued, release connections.
@@ -253,7 +294,7 @@ class Memory:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Memory({self.store!r}, {self.scope})"
+        return f"Memory({self.store!r}, {self._scope or 'no scope of its own'})"
 
     def now(self) -> datetime:
         """The injected clock's current time."""
@@ -523,6 +564,9 @@ class Memory:
 
     def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> None:
         """Remove a fact: to the archive (default), or for good with ``eviction_mode: delete``.
+
+        Either way the removal leaves a content-free receipt (reason
+        ``deleted``, trigger ``manual``), so :meth:`why` can say what became of it.
 
         Raises:
             FactNotFoundError: no active fact has this id.

@@ -53,9 +53,9 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
     Args:
         settings: host, limits, state directory ...; the store root and
             configuration file in them are used unless ``memory`` is given.
-        memory: serve this memory (any store) instead of opening the
-            Markdown store the settings name. Its configuration names the
-            model extraction uses.
+        memory: serve this memory (any store; its own scope, if any, is
+            never used) instead of opening the store the settings and the
+            configuration name. Its configuration names the model extraction uses.
 
     Raises:
         ConfigError: the configuration is invalid.
@@ -64,7 +64,8 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
     settings = settings or ServerSettings()
     if memory is None:
         config = settings.load_config()
-        memory = Memory.open(settings.root, config)
+        # Every request names its user: the root memory has no scope of its own.
+        memory = Memory.open_unscoped(settings.root, config)
     config = memory.config
     tokens = TokenFile(settings.tokens_path(config))
     root_memory = memory

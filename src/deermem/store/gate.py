@@ -56,8 +56,9 @@ take facts away (a deletion never trims a library, as in the original), so
 removed facts get the same receipts and archive entries.
 
 With ``eviction_mode: delete`` facts are deleted physically, as in the
-original; only capacity evictions get a receipt, and deleted ids are
-stripped from earlier receipts.
+original, and their ids are stripped from earlier receipts; each fact that
+leaves still gets its receipt in the change that deletes it (receipts hold
+no content), so :meth:`~deermem.Memory.why` can say what became of it.
 """
 
 from __future__ import annotations
@@ -495,9 +496,7 @@ class _Changes:
     def removal_receipts(
         self, removals: Mapping[str, Removal], facts: Mapping[str, Fact], occupancy: int
     ) -> list[EvictionReceipt]:
-        """One receipt per removal reason (only archived removals get receipts)."""
-        if not self.gate.archiving:
-            return []
+        """One receipt per removal reason, whether the facts are archived or deleted."""
         stored = self.transaction.snapshot.by_id
         by_reason: dict[str, list[ReceiptEntry]] = {}
         for fact_id, removal in removals.items():

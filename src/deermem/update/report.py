@@ -44,8 +44,7 @@ class FactChange:
         category: its category (as receipts record it).
         reason: ``capacity`` (evicted by the capacity gate), ``staleness``,
             ``contradiction`` or ``upload``.
-        receipt_id: the receipt that records it; ``None`` when none is
-            written (``eviction_mode: delete`` for a removal).
+        receipt_id: the receipt that records it (in either eviction mode).
     """
 
     fact_id: str
