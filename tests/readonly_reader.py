@@ -28,6 +28,8 @@ COMMANDS = {
     "why": ["why", "{archived}"],
     "audit": ["audit"],
     "archive": ["archive", "list"],
+    "export": ["export"],
+    "scopes": ["scopes"],
 }
 
 

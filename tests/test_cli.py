@@ -72,7 +72,7 @@ def test_demo_keeps_its_store_for_exploring(
     assert [r["trigger"] for r in json.loads(out)] == ["import", "restore"]
     code, _, err = run(capsys, "demo", "--root", str(root))
     assert code == 2
-    assert "already holds a demo" in " ".join(err.replace("│", " ").split())
+    assert "is not empty" in " ".join(err.replace("│", " ").split())
 
 
 def test_demo_rejects_a_bad_clock(capsys: pytest.CaptureFixture[str]) -> None:

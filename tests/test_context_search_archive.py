@@ -77,11 +77,30 @@ def test_the_archive_is_read_only_where_it_changed() -> None:
     index.close()
 
 
-def test_marking_a_scope_stale_makes_its_archive_stale_too() -> None:
+def test_marking_the_archive_stale_leaves_the_library_current() -> None:
     index, _ = indexed()
-    index.mark_stale("u", "a")
+    assert index.is_archive_current("u", "a", "v1")
+    index.mark_archive_stale("u", "a")
+    assert index.is_current("u", "a", "v1")
+    assert not index.is_archive_current("u", "a", "v1")
+    index.mark_archive_stale("u", "nobody")  # an unknown scope: nothing to do
+    index.close()
+
+
+def test_clear_empties_the_library_and_the_archive() -> None:
+    index, _ = indexed()
+    index.clear()
     assert not index.is_current("u", "a", "v1")
     assert not index.is_archive_current("u", "a", "v1")
+    assert index.search("u", "a", "tea", now=NOW, with_archive=True) == []
+    # The counterfactual table is emptied too, not only made unreachable: a
+    # scope synchronised anew reuses the old row ids, and finds only new text.
+    index.sync_scope("u", "a", LIBRARY, version="v2")
+    go = {"id": "fact_go", "content": "Plays go on Sundays", "confidence": 0.5}
+    index.sync_archive("u", "a", {"fact_go": "t1"}, Loader([go]), version="v2")
+    hits = index.search("u", "a", "sundays", now=NOW, with_archive=True)
+    assert [(hit.fact_id, hit.archived) for hit in hits] == [("fact_go", True)]
+    assert index.search("u", "a", "chess", now=NOW, with_archive=True) == []
     index.close()
 
 
@@ -90,19 +109,43 @@ def test_search_with_archive_returns_the_library_results_and_what_was_missed() -
         loader = Loader(ARCHIVE)
         source = ArchiveSource(lambda: {f["id"]: "t1" for f in ARCHIVE}, loader)
         outcome = search_with_archive(
-            index, "u", "a", "tea", version="v1", load=lambda: LIBRARY, archive=source, now=NOW
+            index,
+            "u",
+            "a",
+            "tea",
+            version="v1",
+            archive_version="a1",
+            load=lambda: LIBRARY,
+            archive=source,
+            now=NOW,
         )
         plain = search_facts(index, "u", "a", "tea", version="v1", load=lambda: LIBRARY, now=NOW)
         assert outcome.hits == plain
         assert [(m.hit.fact_id, m.rank) for m in outcome.missed] == [("fact_oolong", 1)]
         # Only the archive matches: the library falls back to substrings; the miss is reported.
         outcome = search_with_archive(
-            index, "u", "a", "chess", version="v1", load=lambda: LIBRARY, archive=source, now=NOW
+            index,
+            "u",
+            "a",
+            "chess",
+            version="v1",
+            archive_version="a1",
+            load=lambda: LIBRARY,
+            archive=source,
+            now=NOW,
         )
         assert outcome.hits == []
         assert [m.hit.fact_id for m in outcome.missed] == ["fact_chess"]
     outcome = search_with_archive(
-        None, "u", "a", "tea", version="v1", load=lambda: LIBRARY, archive=source, now=NOW
+        None,
+        "u",
+        "a",
+        "tea",
+        version="v1",
+        archive_version="a1",
+        load=lambda: LIBRARY,
+        archive=source,
+        now=NOW,
     )
     assert [hit.fact_id for hit in outcome.hits] == ["fact_tea"]  # no index: substrings only
     assert outcome.missed == []

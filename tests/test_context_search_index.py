@@ -26,6 +26,7 @@ from deermem.context import (
     substring_search,
 )
 from deermem.context import search as search_module
+from deermem.context.search_index import content_version
 from deermem.model import Fact, format_timestamp
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -282,18 +283,43 @@ def test_sync_rewrites_only_what_changed(index: SearchIndex) -> None:
     assert index.sync_scope(USER, AGENT, changed, version="v3").indexed == 0
 
 
-def test_mark_stale_forces_a_digest_sync_of_one_scope(index: SearchIndex) -> None:
-    index.sync_scope(USER, "other", LIBRARY, version="v1")
-    index.mark_stale(USER, AGENT)
-    assert not index.is_current(USER, AGENT, "v1")  # the token did not change; the scope did
-    assert index.is_current(USER, "other", "v1")  # other scopes are untouched
-    assert not index.is_current(USER, AGENT, "")  # an empty token is never current
-    assert ids(index.search(USER, AGENT, "tea", now=NOW)) == ["tea"]  # rows are kept meanwhile
-    edited = [*LIBRARY[:1], {**LIBRARY[1], "content": "Drinks coffee"}, *LIBRARY[2:]]
-    report = index.sync_scope(USER, AGENT, edited, version="v1")
+def test_the_content_version_changes_with_every_indexed_field() -> None:
+    base = content_version(LIBRARY)
+    assert content_version(copy.deepcopy(LIBRARY)) == base  # the same facts, the same token
+    edits: list[dict[str, Any]] = [
+        {"content": "Drinks black coffee every morning"},
+        {"category": "goal"},
+        {"confidence": 0.3},
+        {"createdAt": ago(40)},
+    ]
+    tokens = {base}
+    for edit in edits:
+        edited = [*LIBRARY[:1], {**LIBRARY[1], **edit}, *LIBRARY[2:]]
+        tokens.add(content_version(edited))
+    tokens.add(content_version(LIBRARY[:-1]))  # a fact gone
+    assert len(tokens) == len(edits) + 2
+    # What the index does not hold changes nothing: the rows would be the same.
+    assert content_version([{**f, "topics": ["x"]} for f in LIBRARY]) == base
+
+
+def test_a_content_version_names_exactly_the_rows_a_sync_writes(index: SearchIndex) -> None:
+    token = content_version(LIBRARY)
+    index.sync_scope(USER, AGENT, LIBRARY, version=token)
+    edited = [*LIBRARY[:1], {**LIBRARY[1], "content": "Drinks black coffee"}, *LIBRARY[2:]]
+    assert not index.is_current(USER, AGENT, content_version(edited))
+    report = index.sync_scope(USER, AGENT, edited, version=content_version(edited))
     assert (report.indexed, report.unchanged) == (1, len(LIBRARY) - 1)
-    assert index.is_current(USER, AGENT, "v1")
-    index.mark_stale(USER, "nobody")  # an unknown scope: nothing to do
+    assert ids(index.search(USER, AGENT, "coffee", now=NOW)) == ["tea"]
+
+
+def test_clear_forgets_every_scope(index: SearchIndex) -> None:
+    index.sync_scope(USER, "other", LIBRARY, version="v1")
+    index.clear()
+    assert index.version(USER, AGENT) is None
+    assert index.version(USER, "other") is None
+    assert index.search(USER, AGENT, "tea", now=NOW) == []
+    index.sync_scope(USER, AGENT, LIBRARY, version="v2")  # usable again at once
+    assert ids(index.search(USER, AGENT, "tea", now=NOW)) == ["tea"]
 
 
 def test_confidence_change_is_picked_up(index: SearchIndex) -> None:

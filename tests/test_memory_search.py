@@ -170,11 +170,32 @@ def test_a_hand_edit_is_found_after_reload(memory: Memory, tmp_path: Path) -> No
     assert ids(memory.search("tea")) == ["fact_tea"]
     [path] = tmp_path.glob("users/alice/agents/coder/facts/*/fact_tea.md")
     path.write_text(path.read_text("utf-8").replace("green tea", "black coffee"), "utf-8")
-    memory.reload()  # hand edits keep the version token: reload marks the index stale
+    memory.reload()  # this process cached the scope; a hand edit keeps memory.json as it was
     assert ids(memory.search("coffee")) == ["fact_tea"]
     assert memory.search("tea") == ()
     fresh = open_memory(tmp_path)
     assert ids(fresh.search("coffee")) == ["fact_tea"]
+
+
+def test_a_hand_edit_is_found_by_the_next_process_without_reload(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """The index follows the facts' content, not the store's version token.
+
+    A hand edit changes no revision and no ``memory.json``, so an index kept
+    in step with the store's token alone went on answering with the old
+    words — and hid the edited fact wherever FTS5 found any other match.
+    """
+    memory.create_fact("Brews black coffee on weekends.", confidence=0.6)
+    assert ids(memory.search("tea")) == ["fact_tea"]
+    memory.close()
+    [path] = tmp_path.glob("users/alice/agents/coder/facts/*/fact_tea.md")
+    path.write_text(path.read_text("utf-8").replace("green tea", "black coffee"), "utf-8")
+    fresh = open_memory(tmp_path)  # a new process: it reads the edited file
+    assert fresh.search("tea") == ()
+    results = fresh.search("black coffee", top_k=5)
+    assert "fact_tea" in ids(results)
+    assert {result.match_type for result in results} == {"fts5"}
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "deleted", "foreign"])

@@ -12,15 +12,16 @@ freshness has decayed — so in shadow mode the old fact carries a shadow mark.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import timedelta
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deermem import ArchivedFactError, CorruptMemoryFile, Memory, MemoryConfig
-from deermem.store import journal
+from deermem.context import SearchIndex
+from deermem.store import Scope, journal
 from deermem.store.regret_records import RegretEvent, query_digest
 from deermem.testing import ScriptedChatServer
 from tests.wire_support import (
@@ -362,6 +363,91 @@ def test_a_purged_fact_leaves_the_index_at_the_next_search(
     hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
     assert evicted not in [hit.fact_id for hit in hits]
     assert events(memory) == []
+
+
+def test_a_purge_by_another_process_leaves_the_index_at_the_next_search(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """A purge changes neither the library nor the store's version token; the index is marked."""
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    memory.search("anything")  # indexes the archive
+    other = open_memory(tmp_path, server, clock=clock, max_facts=10)  # another process
+    other.purge(evicted)
+    memory.search(f"fact number {number}")
+    index = memory._search_index.get(memory.store)
+    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+    assert evicted not in [hit.fact_id for hit in hits]
+    assert events(memory) == []
+
+
+def test_a_fact_evicted_at_once_is_indexed_in_the_archive_at_the_next_search(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """The library's content is unchanged by such a create; the archive is followed all the same."""
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    memory.search("anything")  # the archive (empty) is indexed at this version
+    before = [fact.id for fact in memory.list_facts()]
+    clock.advance(hours=1)
+    result = memory.create_fact("Collects vintage typewriters", confidence=0.1)
+    assert result.fact_id is None  # evicted at once
+    assert [fact.id for fact in memory.list_facts()] == before
+    clock.advance(hours=1)
+    memory.search("vintage typewriters")
+    [event] = events(memory)
+    assert (event.kind, event.fact_id, event.rank) == ("missed_recall", result.fact.id, 1)
+
+
+def test_a_restored_fact_leaves_the_archive_rows_and_is_found_in_the_library(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    memory.search("anything")  # indexes the archive
+    memory.delete_fact("fact_f08")  # room for it
+    memory.restore(evicted)
+    clock.advance(hours=1)
+    results = memory.search(f"fact number {number}", top_k=1)
+    assert [r.fact_id for r in results] == [evicted]
+    index = memory._search_index.get(memory.store)
+    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+    assert [hit.archived for hit in hits if hit.fact_id == evicted] == [False]
+    assert [e.kind for e in events(memory)] == ["restored"]  # no missed recall of it
+
+
+@pytest.mark.parametrize("detection", [True, False])
+def test_reindex_rebuilds_the_library_and_the_archive(
+    tmp_path: Path, server: ScriptedChatServer, detection: bool
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock, regret_missed_recall=detection)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    memory.search("anything")  # the index exists; reindex empties it, then rebuilds it
+    report = memory.reindex()
+    assert (report.scopes, report.facts) == (1, 10)
+    with SearchIndex(tmp_path / ".retrieval/memory-fts5.sqlite3") as index:
+        hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+        assert [hit.fact_id for hit in hits if hit.archived] == ([evicted] if detection else [])
+        version = memory.snapshot().version
+        assert index.is_archive_current("alice", "__default__", version) is detection
+    # The next search finds the archive current: it is not listed again.
+    listed: list[Scope] = []
+    listing = memory.store.archive_listing
+
+    def counted(scope: Scope, now: datetime) -> Mapping[str, str]:
+        listed.append(scope)
+        return listing(scope, now)
+
+    memory.store.archive_listing = counted  # type: ignore[method-assign]
+    memory.search(f"fact number {number}")
+    assert listed == []
+    assert [e.kind for e in events(memory)] == (["missed_recall"] if detection else [])
 
 
 def test_a_damaged_regret_log_never_fails_a_search(

@@ -7,6 +7,7 @@ because that is what they are and what generic callers already handle::
 
     DeerMemError
     ├── ConfigError                 (ValueError) a configuration key has a bad value
+    ├── StoreSettingsExistError     (FileExistsError) a store already keeps other settings
     ├── FactValidationError         (ValueError) a fact field has a bad value
     │   └── InvalidTextError        ... text that cannot be stored as it is (a lone
     │                               surrogate, an undecodable byte, a control character)
@@ -98,6 +99,7 @@ __all__ = [
     "StorageError",
     "StoreLockTimeout",
     "StoreNeedsRecovery",
+    "StoreSettingsExistError",
     "TokenFileError",
     "UnknownTokenError",
     "UnsafeIdentifierError",
@@ -129,6 +131,25 @@ class ConfigError(DeerMemError, ValueError):
             lines = "\n".join(f"  - {problem}" for problem in self.problems)
             message = f"{prefix}invalid configuration ({len(self.problems)} problems):\n{lines}"
         super().__init__(message)
+
+
+class StoreSettingsExistError(DeerMemError, FileExistsError):
+    """A store's settings file holds other settings, and replacing them was not asked for.
+
+    Attributes:
+        path: the store's settings file, as a string.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"{path}: the store already keeps other settings; nothing was changed (compare "
+            "with `deermem config show`; `deermem init --force` replaces them)"
+        )
+
+    def __str__(self) -> str:
+        # FileExistsError would print its errno form; people need the sentence.
+        return str(self.args[0])
 
 
 class FactValidationError(DeerMemError, ValueError):

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import NoReturn
 
 import typer
-from rich.markup import escape
 
 from deermem import __version__
 from deermem._exceptions import DeerMemError
@@ -22,6 +21,7 @@ from deermem.cli import (
     demo,
     facts_cmd,
     ingest_cmd,
+    init_cmd,
     mcp_cmd,
     migrate_cmd,
     model_cmd,
@@ -29,10 +29,13 @@ from deermem.cli import (
     replay_cmd,
     search_cmd,
     serve_cmd,
+    store_cmd,
     token_cmd,
+    transfer_cmd,
 )
 from deermem.cli._context import CliContext
-from deermem.cli._output import err_console
+from deermem.cli._output import print_error
+from deermem.cli._typer import CONTEXT_SETTINGS, Group, use_command_classes
 from deermem.evaluation.cli.app import app as eval_app
 
 __all__ = ["app", "main", "run"]
@@ -43,11 +46,14 @@ app = typer.Typer(
         "Long-term memory for LLM agents that forgets the right things and can say why.\n\n"
         "Start with `deermem demo` to see the capacity policies at work."
     ),
+    cls=Group,
+    context_settings=CONTEXT_SETTINGS,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
+app.command(name="init")(init_cmd.init)
 app.add_typer(facts_cmd.app, name="facts")
 app.command(name="ingest")(ingest_cmd.ingest)
 app.command(name="audit")(audit_cmd.audit)
@@ -56,6 +62,10 @@ app.add_typer(archive_cmd.app, name="archive")
 app.command(name="regret")(regret_cmd.regret)
 app.command(name="context")(context_cmd.context)
 app.command(name="search")(search_cmd.search)
+app.command(name="export")(transfer_cmd.export)
+app.command(name="import")(transfer_cmd.import_)
+app.command(name="scopes")(store_cmd.scopes)
+app.command(name="reindex")(store_cmd.reindex)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(model_cmd.app, name="model")
 app.command(name="demo")(demo.demo)
@@ -66,6 +76,7 @@ app.add_typer(db_cmd.app, name="db")
 app.command(name="migrate")(migrate_cmd.migrate_command)
 eval_app.command(name="replay")(replay_cmd.replay)  # needs Memory: it lives at this level
 app.add_typer(eval_app, name="eval")
+use_command_classes(app)
 
 
 def _version(value: bool) -> None:
@@ -95,7 +106,10 @@ def _root(
         None, "--user", envvar="DEERMEM_USER", help="User id [default: the single-user layout]."
     ),
     agent: str | None = typer.Option(
-        None, "--agent", envvar="DEERMEM_AGENT", help="Agent name [default: __default__]."
+        None,
+        "--agent",
+        envvar="DEERMEM_AGENT",
+        help="Agent name [default: `__default__`, the agent-independent bucket].",
     ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -118,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:
-        _print_error(str(error))
+        print_error(str(error))
         return 1
     except BrokenPipeError:
         # `deermem ... | head` closed the pipe: stop quietly, as other tools do,
@@ -128,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         # The file system refused (permissions, a full disk ...): name the file.
         named = error.filename is not None and error.strerror is not None
-        _print_error(f"{error.filename}: {error.strerror}" if named else str(error))
+        print_error(f"{error.filename}: {error.strerror}" if named else str(error))
         return 1
     return 0
 
@@ -136,7 +150,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run() -> NoReturn:
     """The ``deermem`` program: the console script and ``python -m deermem``."""
     sys.exit(main())
-
-
-def _print_error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")

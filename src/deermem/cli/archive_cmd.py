@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli._context import memory_of
-from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli._output import JSON_OPTION, LIMIT_OPTION, err_console, out_console, print_json
 
 __all__ = ["app"]
 
@@ -18,18 +18,24 @@ app = typer.Typer(
 
 
 @app.command("list")
-def list_archive(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+def list_archive(
+    ctx: typer.Context, limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION
+) -> None:
     """List archived facts, newest first, with why they left.
 
-    Example: `deermem --user alice archive list --json`
+    Examples: `deermem --user alice archive list --json`,
+    `deermem --user alice archive list --limit 10` (the ten newest)
     """
-    entries = memory_of(ctx).list_archived()
+    everything = memory_of(ctx, existing=True).list_archived()
+    entries = everything[:limit] if limit else everything
     if as_json:
         print_json([entry.to_dict() for entry in entries])
         return
     if not entries:
         out_console.print("the archive is empty")
         return
+    if len(entries) < len(everything):
+        out_console.print(f"the newest {len(entries)} of {len(everything)} archived facts")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("id", "archived", "reason", "trigger", "score", "content"):
         table.add_column(column, no_wrap=column != "content", overflow="fold")

@@ -14,7 +14,9 @@ __all__ = ["audit", "why"]
 
 def audit(
     ctx: typer.Context,
-    limit: int = typer.Option(20, "--limit", "-n", min=0, help="Newest receipts to show; 0: all."),
+    limit: int = typer.Option(
+        20, "--limit", "-n", min=0, metavar="N", help="Show the N newest receipts; 0: all."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show the eviction receipts: what left the library, when, under which policy.
@@ -23,7 +25,7 @@ def audit(
 
     Example: `deermem --user alice audit --limit 5`
     """
-    receipts = memory_of(ctx).audit()
+    receipts = memory_of(ctx, existing=True).audit()
     shown = receipts[-limit:] if limit else receipts
     if as_json:
         print_json([receipt.to_dict() for receipt in shown])
@@ -43,7 +45,7 @@ def why(
 
     Example: `deermem why fact_1a2b3c4d`
     """
-    explanation = memory_of(ctx).why(fact_id)
+    explanation = memory_of(ctx, existing=True).why(fact_id)
     if as_json:
         print_json(explanation.to_dict())
         return

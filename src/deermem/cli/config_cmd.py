@@ -1,4 +1,4 @@
-"""``deermem config``: check a configuration file before anything runs with it."""
+"""``deermem config``: check a configuration file, and show where each setting came from."""
 
 from __future__ import annotations
 
@@ -7,16 +7,22 @@ from pathlib import Path
 
 import typer
 from pydantic import BaseModel
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from deermem.cli._context import cli_context
 from deermem.cli._output import JSON_OPTION, out_console, print_json
-from deermem.config import ENV_PREFIX, MemoryConfig, load_config
+from deermem.config import ENV_PREFIX, MemoryConfig, load_config, resolve_config
 from deermem.config.database import redact_database_url
 
 __all__ = ["app"]
 
 app = typer.Typer(help="Inspect and validate configuration.", no_args_is_help=True)
+
+IGNORE_ENV_OPTION = typer.Option(
+    False, "--ignore-env", help=f"Do not apply {ENV_PREFIX}* environment variables."
+)
 
 
 @app.command("check")
@@ -24,9 +30,7 @@ def check(
     file: Path = typer.Argument(
         ..., exists=True, dir_okay=False, readable=True, help="A .toml, .yaml or .yml file."
     ),
-    ignore_env: bool = typer.Option(
-        False, "--ignore-env", help=f"Do not apply {ENV_PREFIX}* environment variables."
-    ),
+    ignore_env: bool = IGNORE_ENV_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Validate FILE and print the effective configuration.
@@ -43,14 +47,71 @@ def check(
         print_json(config.model_dump(mode="json"))
         return
     table = Table(title=f"Effective configuration ({file})", title_justify="left")
-    table.add_column("setting")
-    table.add_column("value")
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value", overflow="fold")
     table.add_column("default", style="dim")
     for key, value, default in _rows(config, defaults):
         marker = "" if value == default else " *"
         table.add_row(key, escape(f"{_show(value)}{marker}"), escape(_show(default)))
     out_console.print(table)
     out_console.print("[green]valid[/]  (* differs from the default)")
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context, ignore_env: bool = IGNORE_ENV_OPTION, as_json: bool = JSON_OPTION
+) -> None:
+    """Show the configuration commands use on this store, and where each value came from.
+
+    Sources, later ones winning: the defaults; the store's own settings
+    (`<root>/deermem.yaml`, written by `deermem init`); the `--config`
+    file; `DEERMEM_*` environment variables (unless `--ignore-env`).
+
+    Examples: `deermem --root ./memory config show`,
+    `deermem --root ./memory --config team.yaml config show --json`
+    """
+    state = cli_context(ctx)
+    root = None if state.uses_database() else state.store_root()
+    resolved = resolve_config(state.config_file, root=root, environ={} if ignore_env else None)
+    rows = list(_rows(resolved.config, MemoryConfig()))
+    store_file = None if resolved.store_file is None else str(resolved.store_file)
+    if as_json:
+        settings = {
+            key: {"value": _json_value(value), "source": resolved.source(key)}
+            for key, value, _ in rows
+        }
+        where = None if root is None else str(root)
+        print_json({"root": where, "storeFile": store_file, "settings": settings})
+        return
+    shown = "the database of `store`" if root is None else f"the store at {root}"
+    table = Table(
+        title=escape(f"Configuration of {shown}"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("from", overflow="fold")
+    for key, value, _ in rows:
+        source = resolved.source(key)
+        table.add_row(
+            key, escape(_show(value)), escape(source), style="dim" if source == "default" else None
+        )
+    out_console.print(table)
+    if store_file is None and root is not None:
+        out_console.print(
+            f"no settings file in {escape(str(root))}: `deermem init` writes one, so every "
+            "later command on this store uses the same settings"
+        )
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    return value
 
 
 def _rows(

@@ -34,7 +34,7 @@ def context(
     `deermem --user alice context --explain`,
     `deermem --user alice context --json` (text, block and manifest)
     """
-    injection = memory_of(ctx).injection()
+    injection = memory_of(ctx, existing=True).injection()
     manifest = injection.manifest
     if as_json:
         print_json(

@@ -13,10 +13,11 @@ from rich.table import Table
 
 from deermem.cli._output import JSON_OPTION, out_console, print_json
 from deermem.cli._render import components_text, eviction_sentence, margin_text
+from deermem.config import MemoryConfig, render_store_settings, write_store_settings
 from deermem.memory.demo import DEMO_USER, MODES, ScenarioRun, run_demo
 from deermem.model.timestamps import format_timestamp, parse_timestamp
 from deermem.policy import elapsed_days
-from deermem.scenarios import DEMO_CLOCK
+from deermem.scenarios import DEMO_CAPACITY, DEMO_CLOCK
 
 __all__ = ["demo"]
 
@@ -26,8 +27,8 @@ def demo(
         None,
         "--root",
         file_okay=False,
-        help="Keep the demo's store here (an empty or new directory) to explore it afterwards; "
-        "default: a temporary directory.",
+        help="Keep the demo's store here (an empty or new directory) to explore it afterwards "
+        "[default: a temporary directory].",
     ),
     now: str = typer.Option(
         format_timestamp(DEMO_CLOCK),
@@ -52,15 +53,19 @@ def demo(
     clock = parse_timestamp(now)
     if clock is None:
         raise typer.BadParameter(f"not an ISO 8601 timestamp: {now!r}", param_hint="--now")
-    if root is not None and (root / "users" / DEMO_USER).exists():
+    if root is not None and root.is_dir() and any(root.iterdir()):
+        # The demo writes a user and receipts of its own: never into a store in use.
         raise typer.BadParameter(
-            f"{root} already holds a demo; choose an empty or new directory", param_hint="--root"
+            f"{root} is not empty; choose an empty or new directory", param_hint="--root"
         )
     if root is None:
         with tempfile.TemporaryDirectory(prefix="deermem-demo-") as temporary:
             runs = run_demo(Path(temporary), clock)
     else:
         runs = run_demo(root, clock)
+        # The store remembers the cap its scenarios ran at, so `why` explains
+        # them against it.
+        write_store_settings(root, render_store_settings(MemoryConfig(max_facts=DEMO_CAPACITY)))
     if as_json:
         print_json({"now": format_timestamp(clock), "scenarios": [_as_json(r) for r in runs]})
         return

@@ -6,21 +6,29 @@ import typer
 from rich.markup import escape
 
 from deermem.cli._context import memory_of
-from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli._output import (
+    JSON_OPTION,
+    LIMIT_OPTION,
+    err_console,
+    out_console,
+    print_json,
+    read_stdin_text,
+)
 from deermem.cli._render import fact_lines, fact_table
 
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Add, list, show, edit and remove the facts of one user and agent.",
-    no_args_is_help=True,
+    help="Add, list, show, edit and remove the facts of one user and agent.", no_args_is_help=True
 )
 
 
 @app.command("add")
 def add(
     ctx: typer.Context,
-    content: str = typer.Argument(..., help="The fact, in plain words."),
+    content: str = typer.Argument(
+        ..., help="The fact, in plain words; `-` reads it from standard input."
+    ),
     category: str = typer.Option(
         "context", "--category", "-c", help="e.g. preference, correction."
     ),
@@ -35,8 +43,11 @@ def add(
     (`deermem why ID` explains, `deermem archive restore ID` brings one back).
     Exits with status 1 if the new fact was not kept.
 
-    Example: `deermem --user alice facts add "Prefers uv over pip" -c correction --confidence 0.9`
+    Examples: `deermem --user alice facts add "Prefers uv over pip" -c correction --confidence 0.9`,
+    `pbpaste | deermem --user alice facts add -`
     """
+    if content == "-":
+        content = read_stdin_text("the fact's content")
     memory = memory_of(ctx)
     result = memory.create_fact(content, category=category, confidence=confidence, topics=topic)
     if as_json:
@@ -64,19 +75,23 @@ def add(
 def list_facts(
     ctx: typer.Context,
     category: str | None = typer.Option(None, "--category", "-c", help="Only this category."),
+    limit: int = LIMIT_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List the active facts, oldest first.
 
-    Example: `deermem --user alice facts list --category correction`
+    Examples: `deermem --user alice facts list --category correction`,
+    `deermem --user alice facts list --limit 5`
     """
-    memory = memory_of(ctx)
+    memory = memory_of(ctx, existing=True)
     facts = memory.list_facts(category=category)
+    shown = facts[:limit] if limit else facts
     if as_json:
-        print_json([fact.to_dict() for fact in facts])
+        print_json([fact.to_dict() for fact in shown])
         return
-    scope = memory.scope
-    out_console.print(fact_table(facts, title=f"{len(facts)} facts, {escape(str(scope))}"))
+    of = f" (the first {len(shown)} of {len(facts)})" if len(shown) < len(facts) else ""
+    title = f"{len(facts)} facts, {escape(str(memory.scope))}{of}"
+    out_console.print(fact_table(shown, title=title))
 
 
 @app.command("show")
@@ -89,7 +104,7 @@ def show(
 
     Example: `deermem facts show fact_1a2b3c4d --json`
     """
-    fact = memory_of(ctx).get_fact(fact_id)
+    fact = memory_of(ctx, existing=True).get_fact(fact_id)
     if as_json:
         print_json(fact.to_dict())
         return

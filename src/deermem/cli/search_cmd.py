@@ -41,7 +41,9 @@ def search(
     Examples: `deermem --user alice search "package manager"`,
     `deermem --user alice search uv --category correction --top-k 3 --json`
     """
-    results = memory_of(ctx).search(query, top_k=top_k, category=category, record=not no_record)
+    results = memory_of(ctx, existing=True).search(
+        query, top_k=top_k, category=category, record=not no_record
+    )
     if as_json:
         print_json([result.to_dict() for result in results])
         return

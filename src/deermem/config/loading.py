@@ -1,37 +1,80 @@
-"""Reading a :class:`MemoryConfig` from a file, the environment and arguments.
+"""Building a :class:`MemoryConfig` from its sources, and saying where each value came from.
 
-Later sources win: defaults < file < ``DEERMEM_*`` environment variables <
-keyword arguments. Every problem is reported at once, each naming the key, the
-value, what is allowed and where the value came from, so one run of
-``deermem config check`` shows everything that needs fixing.
+Later sources win:
+
+1. the defaults;
+2. the store's own settings file, ``<root>/deermem.yaml`` (``deermem init``),
+   when a store root is named;
+3. a configuration file given explicitly (``--config``);
+4. ``DEERMEM_*`` environment variables;
+5. keyword arguments.
+
+A section (``model``) is merged key by key across the sources. Every problem
+is reported at once, each naming the key, the value, what is allowed and
+where the value came from, so one run of ``deermem config check`` shows
+everything that needs fixing; :func:`resolve_config` also returns where each
+value came from, for ``deermem config show``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, get_args
 
-import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from deermem._exceptions import ConfigError
 from deermem.config._errors import describing_origins
+from deermem.config.files import read_config_file
 from deermem.config.schema import MemoryConfig
+from deermem.config.store_file import explicit_settings, read_store_settings, store_settings_path
 
-__all__ = ["ENV_PREFIX", "config_from_mapping", "load_config", "read_config_file"]
+__all__ = [
+    "DEFAULT_SOURCE",
+    "ENV_PREFIX",
+    "ResolvedConfig",
+    "config_from_mapping",
+    "load_config",
+    "read_config_file",
+    "resolve_config",
+    "with_store_settings",
+]
 
 ENV_PREFIX: Final = "DEERMEM_"
 # Variables read as a setting under another name: hosting platforms hand a
 # database over as ``*_DATABASE_URL``. The setting's own variable wins.
 _ENV_ALIASES: Final = {"DEERMEM_DATABASE_URL": "store"}
-# A file may hold the settings at top level or under one ``deermem`` table, so
-# deermem can share a file with the application that embeds it.
-_SECTION: Final = "deermem"
+DEFAULT_SOURCE: Final = "default"
+_ARGUMENT: Final = "keyword argument"
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedConfig:
+    """A configuration, and where each of its values came from.
+
+    Attributes:
+        config: the validated configuration.
+        sources: setting (``max_facts``, ``model.base_url``) -> the source
+            that gave its value: a file's path, ``environment variable
+            DEERMEM_…`` or ``keyword argument``; settings left at their
+            default are absent.
+        store_file: the store's settings file that was read, if any.
+    """
+
+    config: MemoryConfig
+    sources: Mapping[str, str]
+    store_file: Path | None = None
+
+    def source(self, setting: str) -> str:
+        """Where a setting's value came from (``default`` when nothing set it)."""
+        found = self.sources.get(setting)
+        if found is None and "." in setting:
+            found = self.sources.get(setting.split(".", 1)[0])
+        return found or DEFAULT_SOURCE
 
 
 def load_config(
@@ -40,7 +83,11 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     **overrides: object,
 ) -> MemoryConfig:
-    """Build the effective configuration.
+    """Build the effective configuration from defaults, a file, the environment and arguments.
+
+    A store's own settings are laid under it where the store is opened
+    (:meth:`Memory.open <deermem.memory.Memory.open>`), or read with
+    :func:`resolve_config`'s ``root``.
 
     Args:
         path: a ``.toml``, ``.yaml`` or ``.yml`` file, or ``None`` for none.
@@ -49,54 +96,76 @@ def load_config(
         **overrides: settings that win over every other source.
 
     Raises:
-        ConfigError: the file cannot be read or parsed, or any value is invalid;
+        ConfigError: a file cannot be read or parsed, or any value is invalid;
+            the error lists every problem.
+    """
+    return resolve_config(path, environ=environ, overrides=overrides).config
+
+
+def resolve_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> ResolvedConfig:
+    """Build the effective configuration and record where each value came from.
+
+    Args:
+        path: a ``.toml``, ``.yaml`` or ``.yml`` file, or ``None`` for none.
+        root: a store root whose own settings file (``deermem.yaml``) is the
+            lowest source after the defaults; ``None`` reads no store's file.
+        environ: where to read ``DEERMEM_*`` variables; ``os.environ`` by default.
+            Pass ``{}`` to ignore the environment.
+        overrides: settings that win over every other source (keyword
+            arguments of :func:`load_config`).
+
+    Raises:
+        ConfigError: a file cannot be read or parsed, or any value is invalid;
             the error lists every problem.
     """
     values: dict[str, object] = {}
     origins: dict[str, str] = {}
+    store_file = None
+    if root is not None:
+        stored = read_store_settings(root)
+        if stored is not None:
+            store_file = store_settings_path(root)
+            _merge(values, origins, stored, str(store_file))
     if path is not None:
-        file_values = read_config_file(path)
-        values.update(file_values)
-        origins.update(dict.fromkeys(file_values, str(path)))
+        _merge(values, origins, read_config_file(path), str(path))
     for location, variable, value in _environment_values(
         os.environ if environ is None else environ
     ):
-        _set_value(values, location, value)
-        origins[".".join(location)] = f"environment variable {variable}"
-    values.update(overrides)
-    origins.update(dict.fromkeys(overrides, "keyword argument"))
-    source = str(path) if path is not None else None
-    return config_from_mapping(values, origins=origins, source=source)
+        key, *inner = location
+        origin = f"environment variable {variable}"
+        _merge(values, origins, {key: {inner[0]: value} if inner else value}, origin)
+    _merge(values, origins, overrides or {}, _ARGUMENT)
+    source = str(path) if path is not None else str(store_file) if store_file else None
+    config = config_from_mapping(values, origins=origins, source=source)
+    return ResolvedConfig(config, origins, store_file)
 
 
-def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
-    """Parse a TOML or YAML configuration file into a flat mapping of settings."""
-    file = Path(path)
-    suffix = file.suffix.lower()
-    if suffix not in {".toml", ".yaml", ".yml"}:
-        raise ConfigError(
-            [f"unsupported file type {suffix or '(none)'!r}; use .toml, .yaml or .yml"],
-            source=str(file),
-        )
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError([f"cannot read the file: {error}"], source=str(file)) from error
-    try:
-        document: object = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as error:
-        raise ConfigError([f"cannot parse the file: {error}"], source=str(file)) from error
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise ConfigError(
-            [f"expected a mapping of settings at the top level, found {type(document).__name__}"],
-            source=str(file),
-        )
-    section = document.get(_SECTION)
-    if isinstance(section, dict) and len(document) == 1:
-        document = section
-    return {str(key): value for key, value in document.items()}
+def with_store_settings(config: MemoryConfig, root: str | os.PathLike[str]) -> MemoryConfig:
+    """``config`` over the settings the store at ``root`` keeps in its own file.
+
+    The settings ``config`` was given (by its file, the environment or
+    arguments: :func:`~deermem.config.store_file.explicit_settings`) win;
+    the store's file supplies the rest; defaults the remainder. Without a
+    store file, ``config`` itself is returned.
+
+    Raises:
+        ConfigError: the store's file is unreadable or invalid (named in the error).
+    """
+    stored = read_store_settings(root)
+    if not stored:
+        return config
+    values: dict[str, object] = {}
+    origins: dict[str, str] = {}
+    file = str(store_settings_path(root))
+    _merge(values, origins, stored, file)
+    _merge(values, origins, explicit_settings(config), "the configuration given")
+    return config_from_mapping(values, origins=origins, source=file)
 
 
 def config_from_mapping(
@@ -108,6 +177,27 @@ def config_from_mapping(
     """Validate settings; errors name where each bad value came from."""
     with describing_origins(origins or {}, source):
         return MemoryConfig(**values)
+
+
+def _merge(
+    values: dict[str, object], origins: dict[str, str], new: Mapping[str, object], origin: str
+) -> None:
+    """Lay ``new`` over ``values``; a section given as a mapping is merged key by key."""
+    for key, value in new.items():
+        current = values.get(key)
+        if isinstance(value, Mapping):
+            if isinstance(current, Mapping):
+                values[key] = {**current, **value}
+            else:
+                values[key] = dict(value)
+                origins.pop(key, None)
+            for inner in value:
+                origins[f"{key}.{inner}"] = origin
+        else:
+            values[key] = value
+            for stale in [name for name in origins if name.startswith(f"{key}.")]:
+                del origins[stale]
+            origins[key] = origin
 
 
 def _environment_values(
@@ -146,20 +236,6 @@ def _section_model(info: FieldInfo) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return None
-
-
-def _set_value(values: dict[str, object], location: tuple[str, ...], value: object) -> None:
-    """Set a top-level setting, or one key of a section, merging into the file's section."""
-    key = location[0]
-    current = values.get(key)
-    if len(location) == 1:
-        if isinstance(value, Mapping) and isinstance(current, Mapping):
-            value = {**current, **value}
-        values[key] = value
-        return
-    section = dict(current) if isinstance(current, Mapping) else {}
-    section[location[1]] = value
-    values[key] = section
 
 
 def _parse_json_object(raw: str) -> object:

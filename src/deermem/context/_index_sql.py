@@ -55,7 +55,9 @@ INDEX_SCHEMA_VERSION: Final = "3"
 # ``cf_fts`` — the counterfactual — holds the libraries and the archives, so
 # ranking one scope's whole range there ranks its archive exactly as if it
 # were still in the library; ``doc.archived`` marks the rows ``doc_fts``
-# lacks.
+# lacks. A fact id is unique within a scope's library and within its archive,
+# not across them: a fact restored or relearned is in the library's rows
+# before the archive's rows are brought in step and lose it.
 SCOPE_SHIFT: Final = 32
 _HALF: Final = 1 << (SCOPE_SHIFT - 1)
 LIBRARY_FTS: Final = "doc_fts"
@@ -80,7 +82,7 @@ CREATE TABLE doc (
     created_us INTEGER,
     digest TEXT NOT NULL,
     archived INTEGER NOT NULL DEFAULT 0,
-    UNIQUE (scope_id, fact_id)
+    UNIQUE (scope_id, archived, fact_id)
 );
 CREATE INDEX doc_archived ON doc (id) WHERE archived = 1;
 CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');

@@ -113,7 +113,7 @@ class ArchiveSource:
     Attributes:
         listing: gives each archived fact's id and a token that changes when
             it is archived anew (its ``archivedAt``), or ``None`` when the
-            archive cannot be listed now; asked only when the scope's version
+            archive cannot be listed now; asked only when the archive's version
             changed.
         load: the archived facts with the given ids (only those whose index
             rows are missing or older are asked for).
@@ -157,6 +157,7 @@ def search_with_archive(
     query: str,
     *,
     version: str,
+    archive_version: str,
     load: Callable[[], Iterable[FactLike]],
     archive: ArchiveSource,
     now: datetime,
@@ -165,9 +166,12 @@ def search_with_archive(
 ) -> SearchOutcome:
     """Search the library like :func:`search_facts`, and name the archived facts it missed.
 
-    Missed facts are found among FTS5 matches only; without a usable index,
-    or when the archive cannot be listed, the library is searched as
-    :func:`search_facts` does and nothing is reported missed.
+    ``version`` is the library's token (as for :func:`search_facts`),
+    ``archive_version`` the archive's: one that changes whenever the archive
+    may have changed, so the archive is listed again only then. Missed facts
+    are found among FTS5 matches only; without a usable index, or when the
+    archive cannot be listed, the library is searched as :func:`search_facts`
+    does and nothing is reported missed.
     """
     if index is None or not query.strip() or top_k <= 0:
         return SearchOutcome(
@@ -194,10 +198,10 @@ def search_with_archive(
     try:
         if not index.is_current(user, agent, version):
             index.sync_scope(user, agent, facts(), version=version)
-        current = index.is_archive_current(user, agent, version)
+        current = index.is_archive_current(user, agent, archive_version)
         listing = None if current else archive.listing()
         if listing is not None:
-            index.sync_archive(user, agent, listing, archive.load, version=version)
+            index.sync_archive(user, agent, listing, archive.load, version=archive_version)
         missed = []
         if current or listing is not None:
             ranked = index.search(

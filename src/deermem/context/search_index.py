@@ -3,19 +3,24 @@
 The index is never the source of truth. It holds, per scope (user, agent),
 one row per fact — id, category, confidence, creation time and the indexed
 terms — plus a *version token* the caller chose when it last synchronised
-the scope (a store revision, a signature of the files: anything that changes
-when the facts do). It may also hold the scope's archived facts, apart from
-its library (:meth:`SearchIndex.sync_archive`), so that a search can ask
-which archived facts would have been among its results had they still been
-in the library (``with_archive``). They sit in a second full-text table,
-beside copies of the libraries: a search of the library alone neither
-returns them nor counts them in its statistics. A caller compares its current token with
+the scope. A caller compares its current token with
 :meth:`SearchIndex.is_current` and calls :meth:`SearchIndex.sync_scope` when
 they differ; the sync compares digests and rewrites only the rows that
-changed. A missing index file is created, a damaged one or one with another
-schema is deleted and rebuilt, never reported as an error: losing the index
-costs a rebuild, nothing more. The index never writes fact data anywhere but
-into itself.
+changed. :func:`content_version` is the token to use: a digest of what the
+index holds of each fact, so a fact edited by hand — which changes no
+revision and no store signature — is noticed at the next search.
+
+The index may also hold the scope's archived facts, apart from its library
+(:meth:`SearchIndex.sync_archive`, with a version token of their own), so
+that a search can ask which archived facts would have been among its results
+had they still been in the library (``with_archive``). They sit in a second
+full-text table, beside copies of the libraries: a search of the library
+alone neither returns them nor counts them in its statistics.
+
+A missing index file is created, a damaged one or one with another schema is
+deleted and rebuilt, never reported as an error: losing the index costs a
+rebuild, nothing more. The index never writes fact data anywhere but into
+itself.
 
 The score (:func:`~deermem.context.search_hits.search_score`) is computed
 inside SQLite over *every* match, not after a BM25 pre-cut, so the top k are
@@ -24,6 +29,7 @@ exactly the k best; ties break by fact id.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sqlite3
@@ -62,7 +68,7 @@ from deermem.context.search_hits import (
 from deermem.context.search_text import fts_groups
 from deermem.model.categories import category_key
 
-__all__ = ["INDEX_SCHEMA_VERSION", "MEMORY", "SearchIndex"]
+__all__ = ["INDEX_SCHEMA_VERSION", "MEMORY", "SearchIndex", "content_version"]
 
 _log = logging.getLogger(__name__)
 
@@ -71,6 +77,21 @@ MEMORY: Final = ":memory:"
 _SQLITE_CORRUPT: Final = 11
 _SQLITE_NOTADB: Final = 26
 _T = TypeVar("_T")
+
+
+def content_version(facts: Iterable[FactLike]) -> str:
+    """A version token of exactly what the index would hold for ``facts``.
+
+    The digest of every fact's indexed fields (the row digests
+    :meth:`SearchIndex.sync_scope` compares), in order: equal tokens mean
+    equal rows, whatever changed the files and however.
+    """
+    token = hashlib.blake2b(digest_size=16)
+    for fact in facts:
+        document = Document.of(fact)
+        entry = "-" if document is None else f"{document.fact_id}:{document.digest}"
+        token.update(entry.encode("utf-8", "surrogatepass") + b"\n")
+    return "c:" + token.hexdigest()
 
 
 class SearchIndex:
@@ -134,18 +155,17 @@ class SearchIndex:
         )
         return bool(version) and row is not None and row[0] == version
 
-    def mark_stale(self, user: str | None, agent: str) -> None:
-        """Make the scope read as out of date, whatever version token a caller holds.
+    def mark_archive_stale(self, user: str | None, agent: str) -> None:
+        """Make the scope's archive rows read as out of date, whatever token a caller holds.
 
-        For changes a token cannot see — fact files edited by hand and then
-        reloaded, an archive entry purged. The rows stay; the next
-        :meth:`sync_scope` and :meth:`sync_archive` compare them and rewrite
-        only what changed.
+        For a change to the archive alone — an entry purged — which changes
+        neither the library nor, on every store, its version token. The rows
+        stay; the next :meth:`sync_archive` compares them with the archive's
+        listing and rewrites only what changed.
         """
         self._run(
             lambda db: db.execute(
-                "UPDATE scope SET version = '', archive_version = ''"
-                " WHERE user_key = ? AND agent = ?",
+                "UPDATE scope SET archive_version = '' WHERE user_key = ? AND agent = ?",
                 (user_key(user), agent),
             )
         )
@@ -200,6 +220,18 @@ class SearchIndex:
             if document is not None and document.fact_id in listing:
                 documents[document.fact_id] = document
         return self._run(lambda db: sync_archive_rows(db, key, agent, listing, documents, version))
+
+    def clear(self) -> None:
+        """Forget every scope, its library and its archive: a full rebuild starts here."""
+
+        def clear(db: sqlite3.Connection) -> None:
+            with transaction(db):
+                db.execute("DELETE FROM doc_fts")
+                db.execute("DELETE FROM cf_fts")
+                db.execute("DELETE FROM doc")
+                db.execute("DELETE FROM scope")
+
+        self._run(clear)
 
     def remove_scope(self, user: str | None, agent: str) -> int:
         """Forget a scope entirely; returns the number of rows removed."""

@@ -8,7 +8,9 @@ from deermem.memory.results import (
     Explanation,
     FactStatus,
     ImportResult,
+    ReindexReport,
     RestoreResult,
+    ScopeSummary,
     Standing,
 )
 
@@ -19,7 +21,9 @@ __all__ = [
     "FactStatus",
     "ImportResult",
     "Memory",
+    "ReindexReport",
     "RestoreResult",
+    "ScopeSummary",
     "SearchResult",
     "Standing",
     "export_document",

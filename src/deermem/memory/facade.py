@@ -25,6 +25,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from deermem._exceptions import (
@@ -34,7 +35,7 @@ from deermem._exceptions import (
     StorageError,
     UnsafeIdentifierError,
 )
-from deermem.config import MemoryConfig, load_config
+from deermem.config import MemoryConfig, load_config, with_store_settings
 from deermem.context import Injection, warm_tokenizer
 from deermem.memory._checks import (
     check_confidence,
@@ -52,9 +53,17 @@ from deermem.memory.recall import (
     SearchIndexHandle,
     SearchResult,
     memory_injection,
+    rebuild_search_index,
     search_scope,
 )
-from deermem.memory.results import CreateResult, Explanation, ImportResult, RestoreResult
+from deermem.memory.results import (
+    CreateResult,
+    Explanation,
+    ImportResult,
+    ReindexReport,
+    RestoreResult,
+    ScopeSummary,
+)
 from deermem.memory.updates import UpdateService
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
@@ -75,6 +84,7 @@ from deermem.store import (
     Section,
     Store,
     SummaryDocument,
+    resolve_root,
 )
 from deermem.store.factory import open_store
 from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
@@ -176,12 +186,19 @@ class Memory:
     ) -> Memory:
         """Open the store the configuration names, or the Markdown store at ``root``.
 
+        A Markdown store keeps its settings in ``<root>/deermem.yaml``
+        (``deermem init``; see :mod:`deermem.config.store_file`), so a store
+        built at a cap of 10 is opened at a cap of 10 whoever opens it. What
+        ``config`` was given (by its file, the environment or keyword
+        arguments) wins over that file; the file supplies the rest.
+
         Args:
             root: a Markdown store directory; default: the configuration's
                 ``store`` (a PostgreSQL database), else ``config.storage_path``,
                 else ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
             config: the configuration; default: defaults plus ``DEERMEM_*``
-                environment variables.
+                environment variables. ``Memory.config`` is it laid over the
+                store's own settings.
             user: the user id (``None``: the single-user layout).
             agent: the agent name (``None``: the ``__default__`` bucket).
             clock: the time source of every decision (aware UTC datetimes).
@@ -195,7 +212,8 @@ class Memory:
         Raises:
             UnsafeIdentifierError: an unusable user id or agent name, or no
                 user id while ``strict_user_scope`` is on.
-            ConfigError: ``root`` and a ``store`` database are both given.
+            ConfigError: ``root`` and a ``store`` database are both given, or
+                the store's settings file is unreadable or invalid.
             DatabaseError: the configured database cannot be used.
         """
         memory = cls.open_unscoped(
@@ -225,6 +243,10 @@ class Memory:
         The arguments are those of :meth:`open`.
         """
         config = config if config is not None else load_config()
+        if not config.store:  # a Markdown store: the settings it keeps apply
+            directory = Path(root) if root is not None else resolve_root(config.storage_path)
+            config = with_store_settings(config, directory)
+            root = directory
         store = open_store(config, root)
         return cls(
             store,
@@ -352,12 +374,11 @@ class Memory:
     def reload(self) -> ScopeSnapshot:
         """Re-read the scope from disk (after editing fact files by hand).
 
-        The scope's search index is re-checked at the next search too: hand
-        edits do not change the version token it is kept in step with.
+        A process keeps a scope cached while the user's ``memory.json`` is
+        unchanged, which a hand edit does not change. Search needs nothing
+        more: its index follows the content of the facts it is given.
         """
-        snapshot = self.store.reload(self.scope)
-        self._search_index.mark_stale(self.store, self.scope)
-        return snapshot
+        return self.store.reload(self.scope)
 
     def export_document(self) -> dict[str, object]:
         """Summaries and every fact with every field (see :mod:`deermem.memory.documents`)."""
@@ -381,6 +402,19 @@ class Memory:
         if entry is None or entry.expired(self.now(), self.config.archive_max_age_days):
             raise FactNotFoundError(fact_id, where="archive")
         return entry
+
+    def scopes(self) -> tuple[ScopeSummary, ...]:
+        """Every user and agent in the store, with its fact and archive counts.
+
+        Store-wide: the same whatever scope this memory is bound to.
+        """
+        now = self.now()
+        return tuple(
+            ScopeSummary(
+                scope, len(self.store.load(scope).facts), len(self.store.archive(scope, now))
+            )
+            for scope in self.store.scopes()
+        )
 
     # --- adding facts: always through the gate -----------------------------------
 
@@ -628,9 +662,10 @@ class Memory:
             FactNotFoundError: the archive holds no entry for the id.
         """
         self.store.purge(self.scope, fact_id)
-        # The search index may hold the archived text (missed-recall detection):
-        # the next search drops its row.
-        self._search_index.mark_stale(self.store, self.scope)
+        # The search index may hold the archived text (missed-recall detection),
+        # and a purge changes no version token the index follows: the next
+        # search with detection drops the row.
+        self._search_index.mark_archive_stale(self.store, self.scope)
 
     def record_access(self, fact_ids: Iterable[str]) -> bool:
         """Count a recall (e.g. a search hit) of each fact, if the policy uses it.
@@ -766,12 +801,12 @@ class Memory:
         findings = search_scope(
             self.store,
             self.scope,
-            self._search_index.get(self.store),
+            self._search_index,
             query,
             now=now,
             top_k=top_k,
             category=category,
-            with_archive=record and self.config.regret_missed_recall and self.store.records_regret,
+            with_archive=record and self._detects_missed_recalls,
         )
         results = findings.results
         if record:
@@ -785,6 +820,25 @@ class Memory:
                     self._unrecorded_said = True
                     _log.warning("search hits are not counted as recalls: %s", error)
         return results
+
+    def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
+        """Rebuild the store's search index from every scope's facts (store-wide).
+
+        With missed-recall detection on (``regret_missed_recall``, on a
+        store that records regret) every scope's archive is indexed again
+        too, as a search would index it.
+
+        Args:
+            progress: called with (scopes done, scopes in all) after each scope.
+
+        Raises:
+            OSError: the index cannot be written where the store keeps it.
+            SearchIndexError: the index file cannot be opened.
+        """
+        self._search_index.close()  # this memory's next search reopens it
+        return rebuild_search_index(
+            self.store, now=self.now(), with_archive=self._detects_missed_recalls, progress=progress
+        )
 
     # --- learning from conversations --------------------------------------------
 
@@ -867,6 +921,10 @@ class Memory:
         return self._updates.flush(timeout)
 
     # --- helpers --------------------------------------------------------------
+
+    @property
+    def _detects_missed_recalls(self) -> bool:
+        return self.config.regret_missed_recall and self.store.records_regret
 
     def _record_search(self, query: str, findings: SearchFindings, now: datetime) -> None:
         """Count the hits as recalls (if the policy reads them) and record the search's regret.

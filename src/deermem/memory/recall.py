@@ -10,13 +10,15 @@ The glue between the store and the pure :mod:`deermem.context` engine, for
   sidecar. It writes nothing: building a prompt is not a recall and not a
   confirmation.
 * **search** keeps the store's derived FTS5 index in step with the scope's
-  version token (the store decides where the index lives), searches it, and
-  returns each hit with its fact. With missed-recall detection on it keeps
-  the scope's archive indexed too, and reports the archived facts that would
-  have been among the results (:func:`~deermem.context.search_with_archive`).
-  It writes nothing to the store either; counting hits as recalls, and
-  recording regret, is :meth:`Memory.search
-  <deermem.memory.Memory.search>`' job, and it touches only the sidecars.
+  facts — by content (:func:`~deermem.context.search_index.content_version`),
+  so a fact edited by hand is found by its new words — searches it, and
+  returns each hit with its fact. The store decides where the index lives.
+  With missed-recall detection on it keeps the scope's archive indexed too,
+  and reports the archived facts that would have been among the results
+  (:func:`~deermem.context.search_with_archive`). It writes nothing to the
+  store either; counting hits as recalls, and recording regret, is
+  :meth:`Memory.search <deermem.memory.Memory.search>`' job, and it touches
+  only the sidecars.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import dataclasses
 import logging
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -42,16 +44,18 @@ from deermem.context import (
     search_with_archive,
 )
 from deermem.context.search import MatchType, SearchHit
-from deermem.context.search_index import MEMORY
+from deermem.context.search_index import MEMORY, content_version
+from deermem.memory.results import ReindexReport
 from deermem.model.fact import Fact
 from deermem.policy import POLICY_HYBRID_V1
-from deermem.store import ArchiveEntry, Scope, Store
+from deermem.store import ArchiveEntry, Scope, ScopeSnapshot, Store
 
 __all__ = [
     "SearchFindings",
     "SearchIndexHandle",
     "SearchResult",
     "memory_injection",
+    "rebuild_search_index",
     "search_scope",
 ]
 
@@ -59,6 +63,7 @@ _NO_ARCHIVE = "off"
 """The archive version of a scope whose archive is not indexed (detection off)."""
 
 _log = logging.getLogger("deermem.memory")
+_VERSIONS_KEPT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +166,7 @@ class SearchFindings:
 def search_scope(
     store: Store,
     scope: Scope,
-    index: SearchIndex | None,
+    handle: SearchIndexHandle,
     query: str,
     *,
     now: datetime,
@@ -169,7 +174,7 @@ def search_scope(
     category: str | None,
     with_archive: bool = False,
 ) -> SearchFindings:
-    """Search one scope: bring its index to the snapshot's version, then FTS5, then substrings.
+    """Search one scope: bring its index to the snapshot's content, then FTS5, then substrings.
 
     The index is synchronised with exactly the snapshot it is then read
     against, so every hit names a fact of that snapshot. ``with_archive``
@@ -178,15 +183,16 @@ def search_scope(
     index never keeps archived text nobody searches.
     """
     snapshot = store.load(scope)
-    if not with_archive or index is None:
-        if index is not None:
-            _drop_archive(index, scope)
+    index = handle.get(store)
+    version = handle.version_of(snapshot)
+    if not with_archive:
+        _drop_archive(index, scope)
         hits = search_facts(
             index,
             scope.user_id,
             scope.agent,
             query,
-            version=snapshot.version,
+            version=version,
             load=lambda: snapshot.facts,
             now=now,
             top_k=top_k,
@@ -198,7 +204,12 @@ def search_scope(
         scope.user_id,
         scope.agent,
         query,
-        version=snapshot.version,
+        version=version,
+        # The archive changes only by a commit, which changes the store's
+        # version token (also when the library's content stays the same: a
+        # new fact evicted at once), or by a purge, after which Memory.purge
+        # marks the archive rows stale.
+        archive_version=snapshot.version,
         load=lambda: snapshot.facts,
         archive=_archive_source(store, scope, now),
         now=now,
@@ -264,6 +275,56 @@ def _drop_archive(index: SearchIndex, scope: Scope) -> None:
         _log.warning("search index unavailable (%s)", error)
 
 
+def rebuild_search_index(
+    store: Store,
+    *,
+    now: datetime,
+    with_archive: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReindexReport:
+    """Rebuild the store's search index from every scope's facts.
+
+    Searches keep it in step by themselves; this is for an index that was
+    deleted, copied from elsewhere, or should be compacted. Other processes
+    may search meanwhile: a scope not rebuilt yet is rebuilt by their search.
+
+    Args:
+        store: the store whose index to rebuild.
+        now: the clock the archive's age limit is read at.
+        with_archive: index every scope's archive too, at the token a search
+            with missed-recall detection compares (without it the archive
+            rows are gone, as a search without detection leaves them).
+        progress: called with (scopes done, scopes in all) after each scope.
+
+    Raises:
+        OSError: the index cannot be written where the store keeps it.
+        SearchIndexError: the index file cannot be opened.
+    """
+    location = store.search_index_location()
+    if str(location) == MEMORY:
+        return ReindexReport(scopes=0, facts=0, location=None)
+    scopes = store.scopes()
+    facts = 0
+    with SearchIndex(location) as index:
+        index.clear()
+        for done, scope in enumerate(scopes, start=1):
+            snapshot = store.load(scope)
+            index.sync_scope(
+                scope.user_id, scope.agent, snapshot.facts, version=content_version(snapshot.facts)
+            )
+            if with_archive:
+                source = _archive_source(store, scope, now)
+                listing = source.listing()
+                if listing is not None:
+                    index.sync_archive(
+                        scope.user_id, scope.agent, listing, source.load, version=snapshot.version
+                    )
+            facts += len(snapshot.facts)
+            if progress is not None:
+                progress(done, len(scopes))
+    return ReindexReport(scopes=len(scopes), facts=facts, location=str(location))
+
+
 class SearchIndexHandle:
     """The store's search index, opened on first use and shared by a memory's views.
 
@@ -277,6 +338,10 @@ class SearchIndexHandle:
         self._lock = threading.Lock()
         self._index: SearchIndex | None = None
         self._closer: weakref.finalize[[], SearchIndexHandle] | None = None
+        # The content token of the snapshot last searched, per scope: a store
+        # hands out the same snapshot object until the scope changes, so the
+        # digest over every fact is computed once per change, not per search.
+        self._versions: dict[tuple[str | None, str], tuple[weakref.ref[ScopeSnapshot], str]] = {}
 
     def get(self, store: Store) -> SearchIndex:
         with self._lock:
@@ -294,13 +359,26 @@ class SearchIndexHandle:
                 self._closer = weakref.finalize(self, self._index.close)
             return self._index
 
-    def mark_stale(self, store: Store, scope: Scope) -> None:
-        """Make one scope's rows re-checked at the next search (after a reload)."""
-        index = self.get(store)
+    def mark_archive_stale(self, store: Store, scope: Scope) -> None:
+        """Make one scope's archive rows re-listed at the next search (after a purge)."""
         try:
-            index.mark_stale(scope.user_id, scope.agent)
+            self.get(store).mark_archive_stale(scope.user_id, scope.agent)
         except SearchIndexError as error:
             _log.warning("search index unavailable (%s); not marked stale", error)
+
+    def version_of(self, snapshot: ScopeSnapshot) -> str:
+        """The index version token of a snapshot's facts (see ``content_version``)."""
+        key = (snapshot.scope.user_id, snapshot.scope.agent)
+        with self._lock:
+            memo = self._versions.get(key)
+            if memo is not None and memo[0]() is snapshot:
+                return memo[1]
+        token = content_version(snapshot.facts)
+        with self._lock:
+            if len(self._versions) >= _VERSIONS_KEPT:
+                self._versions.clear()
+            self._versions[key] = (weakref.ref(snapshot), token)
+        return token
 
     def close(self) -> None:
         """Close the index connection; the next search opens it again."""

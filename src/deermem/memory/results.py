@@ -13,13 +13,16 @@ from typing import Literal
 
 from deermem.model.fact import Fact
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
+from deermem.store.scope import Scope
 
 __all__ = [
     "CreateResult",
     "Explanation",
     "FactStatus",
     "ImportResult",
+    "ReindexReport",
     "RestoreResult",
+    "ScopeSummary",
     "Standing",
 ]
 
@@ -185,3 +188,44 @@ class Explanation:
             },
             "standing": None if self.standing is None else self.standing.to_dict(),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSummary:
+    """One user and agent of a store, and how much it holds (:meth:`Memory.scopes`).
+
+    Attributes:
+        scope: the user (``None``: the single-user layout) and agent.
+        facts: active facts.
+        archived: archived facts (within ``archive_max_age_days``).
+    """
+
+    scope: Scope
+    facts: int
+    archived: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "user": self.scope.user_id,
+            "agent": self.scope.agent,
+            "facts": self.facts,
+            "archived": self.archived,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReindexReport:
+    """What :meth:`Memory.reindex` rebuilt.
+
+    Attributes:
+        scopes: the scopes indexed.
+        facts: the facts indexed.
+        location: the index file, or ``None`` for a store whose index lives in memory.
+    """
+
+    scopes: int
+    facts: int
+    location: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"scopes": self.scopes, "facts": self.facts, "location": self.location}

@@ -51,6 +51,7 @@ from deermem.store.archive import (
 )
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import FileChange, JournalInfo, commit_files, recover
+from deermem.store.listing import list_users
 from deermem.store.locks import user_lock
 from deermem.store.marks import encode_mark, read_mark
 from deermem.store.paths import ScopePaths, UserPaths, resolve_root, search_index_path
@@ -71,7 +72,7 @@ from deermem.store.reading import (
 )
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
 from deermem.store.regret_records import RegretEvent, ShadowMark
-from deermem.store.scope import Scope, is_bucket
+from deermem.store.scope import DEFAULT_AGENT, Scope, is_bucket
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -223,6 +224,13 @@ class MarkdownStore:
         except FileNotFoundError:
             return ()
         return tuple(entry.name for entry in entries if entry.is_dir() and is_bucket(entry.name))
+
+    def scopes(self) -> tuple[Scope, ...]:
+        return tuple(
+            Scope(user_id, agent)
+            for user_id in list_users(self.root, self.manifest_filename)
+            for agent in self.agents(user_id) or (DEFAULT_AGENT,)
+        )
 
     def search_index_location(self) -> Path:
         """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.

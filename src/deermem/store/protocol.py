@@ -459,6 +459,14 @@ class Store(Protocol):
         """
         ...
 
+    def scopes(self) -> tuple[Scope, ...]:
+        """Every scope the store holds anything for (facts, archive, receipts, summaries).
+
+        For listings (``deermem scopes``) and store-wide work such as
+        rebuilding the search index; order is stable.
+        """
+        ...
+
     def search_index_location(self) -> str | os.PathLike[str]:
         """Where the search index derived from this store lives, ready to be opened.
 

@@ -59,7 +59,7 @@ from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, Summa
 from deermem.store.reading import patched_snapshot, sort_facts
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
 from deermem.store.regret_records import RegretEvent, ShadowMark
-from deermem.store.scope import Scope
+from deermem.store.scope import DEFAULT_AGENT, Scope
 from deermem.store.sidecars import count_recalls
 
 if TYPE_CHECKING:
@@ -423,6 +423,17 @@ class PostgresStore:
         """The agents a user has anything stored for, sorted."""
         with self._connection() as connection:
             return agents_of(connection, rows.user_key(Scope.of(user_id)))
+
+    def scopes(self) -> tuple[Scope, ...]:
+        """Every user's agents; a user with summaries alone, with its ``__default__`` agent."""
+        found: list[Scope] = []
+        with self._connection() as connection:
+            users = connection.execute("SELECT user_id FROM deermem_users ORDER BY user_id")
+            for (key,) in users.fetchall():
+                user_id = rows.user_of(key)
+                agents = agents_of(connection, key) or (DEFAULT_AGENT,)
+                found.extend(Scope(user_id, agent) for agent in agents)
+        return tuple(found)
 
     def _label(self, table: str, scope: Scope, key: str | None = None) -> str:
         return rows.row_label(self.address, f"deermem_{table}", scope, key)

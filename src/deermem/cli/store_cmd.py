@@ -1,0 +1,78 @@
+"""``deermem scopes`` and ``deermem reindex``: the store as a whole, every user and agent."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from deermem.cli._context import memory_of
+from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+
+__all__ = ["reindex", "scopes"]
+
+
+def scopes(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """List every user and agent in the store, with their fact and archive counts.
+
+    The user `-` is the store's single-user layout (no `--user`). Use a row's
+    user and agent as `--user` and `--agent` for the other commands.
+
+    Example: `deermem --root ./memory scopes --json`
+    """
+    memory = memory_of(ctx, existing=True)
+    found = memory.scopes()
+    if as_json:
+        print_json([summary.to_dict() for summary in found])
+        return
+    if not found:
+        out_console.print(f"no users in {escape(str(memory.store))}")
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("user", "agent", "facts", "archived"):
+        table.add_column(column, justify="right" if column in ("facts", "archived") else "left")
+    for summary in found:
+        user = "-" if summary.scope.user_id is None else summary.scope.user_id
+        table.add_row(escape(user), summary.scope.agent, str(summary.facts), str(summary.archived))
+    out_console.print(table)
+
+
+def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """Rebuild the search index from the facts of every user and agent.
+
+    Search keeps its index in step by itself — also with facts edited by
+    hand — so this is for an index that was deleted, damaged or copied
+    along, or to compact it. Searches may run meanwhile. Shows progress on a
+    terminal.
+
+    Example: `deermem --root ./memory reindex`
+    """
+    memory = memory_of(ctx, existing=True)
+    progress = Progress(
+        TextColumn("indexing users and agents"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=as_json or not sys.stderr.isatty(),
+    )
+    with progress:
+        task = progress.add_task("scopes", total=None)
+        report = memory.reindex(
+            progress=lambda done, total: progress.update(task, completed=done, total=total)
+        )
+    if as_json:
+        print_json(report.to_dict())
+        return
+    if report.location is None:
+        out_console.print("this store keeps its search index in memory: nothing to rebuild")
+        return
+    out_console.print(
+        f"indexed {report.facts} facts of {report.scopes} user/agent scope(s) "
+        f"into {escape(report.location)}"
+    )

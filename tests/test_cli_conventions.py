@@ -1,0 +1,282 @@
+"""What a command-line user expects of every command: help, exit codes, missing stores.
+
+The command tree is read from the application itself, so a command added
+later is walked too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from deermem.cli import app, main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def command_paths() -> Iterator[tuple[str, ...]]:
+    """Every command and sub-command of ``deermem``, groups included."""
+
+    def walk(command: Any, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+        yield path
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            yield from walk(sub, (*path, name))
+
+    yield from walk(typer.main.get_command(app), ())
+
+
+COMMANDS = list(command_paths())
+
+
+def test_the_walk_sees_every_command() -> None:
+    names = {" ".join(path) for path in COMMANDS}
+    for expected in (
+        "",
+        "init",
+        "facts add",
+        "facts list",
+        "archive restore",
+        "config show",
+        "export",
+        "import",
+        "scopes",
+        "reindex",
+        "token revoke",
+        "eval",
+    ):
+        assert expected in names
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "deermem")
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_works_everywhere(
+    capsys: pytest.CaptureFixture[str], path: tuple[str, ...], flag: str
+) -> None:
+    code, out, err = run(capsys, *path, flag)
+    assert code == 0, err
+    assert "Traceback" not in out + err
+    assert "sage:" in out  # "Usage:" (typer) or "usage:" (the evaluation's own parser)
+    # Flags read as flags: no value type beside them, no --x / --no-x pairs.
+    assert "<bool>" not in out
+    assert " / --no-" not in out
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "deermem")
+def test_a_usage_error_exits_with_2_everywhere(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, path: tuple[str, ...]
+) -> None:
+    code, out, err = run(capsys, "--root", str(tmp_path), *path, "--no-such-option")
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+    assert list(tmp_path.iterdir()) == []  # nothing was written
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("facts", "list", "--limit", "-1"),  # out of range
+        ("facts", "add"),  # a missing argument
+        ("audit", "--limit", "many"),  # not a number
+        ("search",),
+        ("demo", "--now", "tomorrow"),
+        ("facts", "edit", "fact_1"),  # nothing to change
+    ],
+)
+def test_bad_values_and_missing_arguments_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    code, out, err = run(capsys, "--root", str(tmp_path), *args)
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+
+
+def test_help_shows_the_true_agent_default(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "-h")
+    assert "__default__" in " ".join(out.replace("│", " ").split())
+
+
+# --- a read command on a store that does not exist -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("facts", "list"),
+        ("facts", "show", "fact_1"),
+        ("audit",),
+        ("why", "fact_1"),
+        ("archive", "list"),
+        ("context",),
+        ("search", "tea"),
+        ("export",),
+        ("scopes",),
+        ("reindex",),
+    ],
+)
+def test_a_read_command_on_a_missing_root_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    missing = tmp_path / "not-there"
+    code, out, err = run(capsys, "--root", str(missing), "--user", "alice", *args)
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1  # one line
+    assert f"no store at {missing}" in err
+    assert "does not exist" in err
+    assert not missing.exists()  # and it was not created
+
+
+def test_a_missing_default_root_names_where_it_came_from(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEERMEM_DATA_DIR", str(tmp_path / "data"))
+    code, _, err = run(capsys, "facts", "list")
+    assert code == 1
+    assert "$DEERMEM_DATA_DIR" in err
+
+
+def test_a_write_command_creates_the_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = tmp_path / "new"
+    code, _, _ = run(capsys, "--root", str(root), "facts", "add", "Likes tea")
+    assert code == 0
+    code, out, _ = run(capsys, "--root", str(root), "facts", "list", "--json")
+    assert [fact["content"] for fact in json.loads(out)] == ["Likes tea"]
+
+
+# --- demo --root --------------------------------------------------------------------------
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_demo_refuses_a_directory_that_is_not_empty(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(capsys, "--root", str(tmp_path), "--user", "alice", "facts", "add", "Likes tea")
+    before = tree_digest(tmp_path)
+    code, _, err = run(capsys, "demo", "--root", str(tmp_path))
+    assert code == 2
+    assert "is not empty" in " ".join(err.replace("│", " ").split())
+    assert tree_digest(tmp_path) == before
+    assert not (tmp_path / "users" / "demo").exists()
+
+
+def test_demo_refuses_even_a_directory_with_one_stray_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("mine", "utf-8")
+    code, _, _ = run(capsys, "demo", "--root", str(tmp_path))
+    assert code == 2
+    assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_the_demo_store_explains_against_its_own_cap(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = tmp_path / "demo"
+    assert run(capsys, "demo", "--root", str(root))[0] == 0
+    scope = ("--root", str(root), "--user", "demo", "--agent", "stale-vs-confirmed-hybrid-v1")
+    _, out, _ = run(capsys, *scope, "facts", "list", "--json")
+    fact_id = json.loads(out)[0]["id"]
+    _, out, _ = run(capsys, *scope, "why", fact_id, "--json")
+    assert json.loads(out)["standing"]["maxFacts"] == 10
+
+
+# --- lists: --limit -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def crowded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A store at a cap of 10 with 14 facts added: 10 active, 4 archived, 4 receipts."""
+    config = tmp_path / "cap.yaml"
+    config.write_text("max_facts: 10\n", "utf-8")
+    root = tmp_path / "store"
+    assert run(capsys, "--root", str(root), "init", "--config", str(config))[0] == 0
+    for number in range(14):
+        code, _, _ = run(
+            capsys,
+            "--root",
+            str(root),
+            "facts",
+            "add",
+            f"Fact number {number}",
+            "--confidence",
+            f"0.{number % 9 + 1}",
+        )
+        assert code in (0, 1)  # 1: the gate evicted the new fact itself
+    return root
+
+
+@pytest.mark.parametrize(("command", "total"), [("facts", 10), ("archive", 4)])
+def test_limit_on_lists(
+    capsys: pytest.CaptureFixture[str], crowded: Path, command: str, total: int
+) -> None:
+    base = ("--root", str(crowded), command, "list")
+    _, out, _ = run(capsys, *base, "--json")
+    everything = json.loads(out)
+    assert len(everything) == total
+    _, out, _ = run(capsys, *base, "--limit", "3", "--json")
+    assert json.loads(out) == everything[:3]
+    _, out, _ = run(capsys, *base, "-n", "0", "--json")
+    assert json.loads(out) == everything
+    code, out, _ = run(capsys, *base, "--limit", "2")
+    assert code == 0
+    assert f"of {total}" in out
+
+
+def test_limit_on_the_audit_keeps_the_newest(
+    capsys: pytest.CaptureFixture[str], crowded: Path
+) -> None:
+    _, out, _ = run(capsys, "--root", str(crowded), "audit", "--limit", "0", "--json")
+    everything = json.loads(out)
+    assert len(everything) == 4
+    _, out, _ = run(capsys, "--root", str(crowded), "audit", "--limit", "2", "--json")
+    assert json.loads(out) == everything[-2:]
+
+
+# --- facts add - ----------------------------------------------------------------------------
+
+
+def with_stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def test_facts_add_reads_the_content_from_stdin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_stdin(monkeypatch, "Uses uv, not pip — 用 uv 安装\n".encode())
+    code, out, _ = run(capsys, "--root", str(tmp_path), "facts", "add", "-", "--json")
+    assert code == 0
+    fact_id = json.loads(out)["factId"]
+    _, out, _ = run(capsys, "--root", str(tmp_path), "facts", "show", fact_id, "--json")
+    assert json.loads(out)["content"] == "Uses uv, not pip — 用 uv 安装"
+
+
+def test_facts_add_refuses_stdin_that_is_not_utf8(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_stdin(monkeypatch, b"c\xffat")
+    code, out, err = run(capsys, "--root", str(tmp_path), "facts", "add", "-")
+    assert code == 1
+    assert out == ""
+    assert "standard input" in err
+    assert "not UTF-8" in err
+    assert not tmp_path.joinpath("agents").exists()

@@ -1,0 +1,286 @@
+"""A store remembers its settings: ``deermem init``, every later command, ``Memory.open``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from deermem import ConfigError, Memory, MemoryConfig
+from deermem.cli import main
+from deermem.config import resolve_config
+
+CAP_10 = "max_facts: 10\nfact_eviction_policy: hybrid-v1\n"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file's digest, but the derived search index's (SQLite rewrites it on closing)."""
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and ".retrieval" not in path.parts
+    }
+
+
+@pytest.fixture
+def cap10(tmp_path: Path) -> Path:
+    path = tmp_path / "cap10.yaml"
+    path.write_text(CAP_10, "utf-8")
+    return path
+
+
+def test_why_on_a_store_built_at_a_cap_of_10_reports_10(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    """The issue's scenario: built at a cap of 10, explained later without --config."""
+    root = str(tmp_path / "store")
+    assert run(capsys, "--root", root, "init", "--config", str(cap10))[0] == 0
+    for number in range(11):  # one over the cap: one eviction
+        run(capsys, "--root", root, "--user", "alice", "facts", "add", f"Fact {number}")
+    code, out, _ = run(capsys, "--root", root, "--user", "alice", "facts", "list", "--json")
+    survivor = json.loads(out)[0]["id"]
+    code, out, _ = run(capsys, "--root", root, "--user", "alice", "why", survivor)
+    assert code == 0
+    assert "(cap 10) under hybrid-v1" in out
+    assert "cap 100" not in out
+    code, out, _ = run(capsys, "--root", root, "--user", "alice", "why", survivor, "--json")
+    standing = json.loads(out)["standing"]
+    assert (standing["maxFacts"], standing["policyVersion"]) == (10, "hybrid-v1")
+    code, out, _ = run(capsys, "--root", root, "--user", "alice", "facts", "list", "--json")
+    assert len(json.loads(out)) == 10
+
+
+def test_init_writes_only_the_chosen_settings_under_a_header(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    root = tmp_path / "store"
+    code, out, _ = run(capsys, "--root", str(root), "--config", str(cap10), "init")
+    assert code == 0
+    assert "created" in out
+    text = (root / "deermem.yaml").read_text("utf-8")
+    assert text.startswith("# The settings of this deermem store")
+    body = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert body == ["max_facts: 10", "fact_eviction_policy: hybrid-v1"]
+    assert [path.name for path in root.iterdir()] == ["deermem.yaml"]
+
+
+def test_init_takes_the_environment_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEERMEM_MAX_FACTS", "25")
+    root = tmp_path / "store"
+    assert run(capsys, "--root", str(root), "init")[0] == 0
+    monkeypatch.delenv("DEERMEM_MAX_FACTS")
+    assert Memory.open(root).config.max_facts == 25
+
+
+def test_init_is_idempotent_and_refuses_other_settings_without_force(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    root = tmp_path / "store"
+    run(capsys, "--root", str(root), "init", "--config", str(cap10))
+    written = (root / "deermem.yaml").read_bytes()
+    code, out, _ = run(capsys, "--root", str(root), "init", "--config", str(cap10))
+    assert (code, "already up to date" in out) == (0, True)
+    other = tmp_path / "other.yaml"
+    other.write_text("max_facts: 50\n", "utf-8")
+    code, out, err = run(capsys, "--root", str(root), "init", "--config", str(other))
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "already keeps other settings" in err
+    assert "--force" in err
+    assert (root / "deermem.yaml").read_bytes() == written
+    code, out, _ = run(capsys, "--root", str(root), "init", "--config", str(other), "--force")
+    assert (code, "replaced" in out) == (0, True)
+    assert Memory.open(root).config.max_facts == 50
+
+
+def test_init_on_an_existing_store_touches_none_of_its_data(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    root = tmp_path / "store"
+    scope = ("--root", str(root), "--user", "alice")
+    for number in range(12):
+        run(capsys, *scope, "facts", "add", f"Fact {number}")
+    run(capsys, *scope, "search", "fact")  # the derived index and recall counts too
+    before = tree_digest(root)
+    assert run(capsys, "--root", str(root), "init", "--config", str(cap10))[0] == 0
+    after = tree_digest(root)
+    assert set(after) - set(before) == {"deermem.yaml"}
+    assert {name: after[name] for name in before} == before
+
+
+def test_init_refuses_a_directory_that_is_not_a_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    (tmp_path / "thesis.tex").write_text("\\begin{document}", "utf-8")
+    code, _, err = run(capsys, "--root", str(tmp_path), "init", "--config", str(cap10))
+    assert code == 1
+    assert "neither empty nor a deermem store" in err
+    assert not (tmp_path / "deermem.yaml").exists()
+
+
+def test_init_opens_an_original_deermem_directory_as_a_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    (tmp_path / "users" / "bob").mkdir(parents=True)  # what the original leaves behind
+    assert run(capsys, "--root", str(tmp_path), "init", "--config", str(cap10))[0] == 0
+
+
+def test_no_secret_reaches_the_store_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-this-must-never-be-written-0123456789"
+    monkeypatch.setenv("DEEPSEEK_API_KEY", secret)
+    config = tmp_path / "model.yaml"
+    config.write_text(
+        "model:\n  model: deepseek-chat\n  base_url: https://api.deepseek.com\n"
+        "  api_key_env: DEEPSEEK_API_KEY\n",
+        "utf-8",
+    )
+    root = tmp_path / "store"
+    assert run(capsys, "--root", str(root), "init", "--config", str(config))[0] == 0
+    text = (root / "deermem.yaml").read_text("utf-8")
+    assert secret not in text
+    assert "api_key_env: DEEPSEEK_API_KEY" in text
+    memory = Memory.open(root)
+    assert memory.config.model.model == "deepseek-chat"
+    assert memory.config.model.api_key_env == "DEEPSEEK_API_KEY"
+
+
+def test_storage_path_is_not_written_and_cannot_be_read_from_a_store_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = tmp_path / "store"
+    config = tmp_path / "where.yaml"
+    config.write_text(f"storage_path: {root}\nmax_facts: 20\n", "utf-8")
+    assert run(capsys, "--config", str(config), "init")[0] == 0  # the root from storage_path
+    assert "storage_path" not in (root / "deermem.yaml").read_text("utf-8")
+    (root / "deermem.yaml").write_text("storage_path: /elsewhere\n", "utf-8")
+    with pytest.raises(ConfigError, match="storage_path cannot be set"):
+        Memory.open(root)
+
+
+def test_relative_paths_in_a_store_file_are_relative_to_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    (root / "prompts").mkdir(parents=True)
+    (root / "deermem.yaml").write_text("prompts_dir: prompts\n", "utf-8")
+    assert Memory.open(root).config.prompts_dir == root / "prompts"
+
+
+# --- precedence: explicit > environment > the store's file > defaults ----------------------
+
+
+def test_every_later_command_uses_the_store_settings_unless_overridden(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    cap10: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = tmp_path / "store"
+    run(capsys, "--root", str(root), "init", "--config", str(cap10))
+
+    def shown(*options: str) -> dict[str, dict[str, object]]:
+        code, out, _ = run(capsys, "--root", str(root), *options, "config", "show", "--json")
+        assert code == 0
+        settings: dict[str, dict[str, object]] = json.loads(out)["settings"]
+        return settings
+
+    store_file = str(root / "deermem.yaml")
+    settings = shown()
+    assert settings["max_facts"] == {"value": 10, "source": store_file}
+    assert settings["fact_eviction_policy"] == {"value": "hybrid-v1", "source": store_file}
+    assert settings["archive_max_entries"] == {"value": 1000, "source": "default"}
+    monkeypatch.setenv("DEERMEM_MAX_FACTS", "30")
+    assert shown()["max_facts"] == {
+        "value": 30,
+        "source": "environment variable DEERMEM_MAX_FACTS",
+    }
+    explicit = tmp_path / "explicit.yaml"
+    explicit.write_text("fact_eviction_policy: confidence\narchive_max_entries: 7\n", "utf-8")
+    settings = shown("--config", str(explicit))
+    assert settings["fact_eviction_policy"] == {"value": "confidence", "source": str(explicit)}
+    assert settings["archive_max_entries"] == {"value": 7, "source": str(explicit)}
+    assert settings["max_facts"]["value"] == 30  # the environment still wins over a file
+    code, out, _ = run(capsys, "--root", str(root), "config", "show")
+    assert code == 0
+    [row] = [line.split() for line in out.splitlines() if line.split()[:1] == ["max_facts"]]
+    assert row[1:3] == ["30", "environment"]
+
+
+def test_config_show_says_when_a_store_keeps_no_settings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _, out, _ = run(capsys, "--root", str(tmp_path), "config", "show", "--json")
+    data = json.loads(out)
+    assert data["storeFile"] is None
+    assert {entry["source"] for entry in data["settings"].values()} == {"default"}
+    _, out, _ = run(capsys, "--root", str(tmp_path), "config", "show")
+    assert "deermem init" in out
+
+
+def test_memory_open_uses_the_store_settings_under_an_explicit_config(tmp_path: Path) -> None:
+    (tmp_path / "deermem.yaml").write_text(CAP_10 + "eviction_mode: delete\n", "utf-8")
+    assert Memory.open(tmp_path).config.max_facts == 10
+    opened = Memory.open(tmp_path, MemoryConfig(eviction_mode="archive", archive_max_entries=5))
+    config = opened.config
+    # What the caller set wins; what it left at the default comes from the store.
+    assert (config.eviction_mode, config.archive_max_entries) == ("archive", 5)
+    assert (config.max_facts, config.fact_eviction_policy) == (10, "hybrid-v1")
+    assert opened.gate.max_facts == 10
+
+
+def test_a_broken_store_file_is_an_error_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "deermem.yaml").write_text("max_facts: 5\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"deermem\.yaml"):
+        Memory.open(tmp_path)
+    code, _, err = run(capsys, "--root", str(tmp_path), "facts", "list")
+    assert code == 1
+    assert "deermem.yaml" in err
+    assert "max_facts = 5" in err
+    assert "Traceback" not in err
+
+
+def test_sections_merge_key_by_key_across_sources(tmp_path: Path) -> None:
+    (tmp_path / "deermem.yaml").write_text(
+        "model:\n  model: local-model\n  base_url: http://localhost:8080/v1\n", "utf-8"
+    )
+    resolved = resolve_config(
+        root=tmp_path, environ={"DEERMEM_MODEL__BASE_URL": "http://127.0.0.1:9000/v1"}
+    )
+    assert resolved.config.model.model == "local-model"
+    assert resolved.config.model.base_url == "http://127.0.0.1:9000/v1"
+    assert resolved.source("model.model") == str(tmp_path / "deermem.yaml")
+    assert resolved.source("model.base_url") == "environment variable DEERMEM_MODEL__BASE_URL"
+    assert resolved.source("model.seed") == "default"
+
+
+def test_a_database_keeps_no_settings_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEERMEM_DATA_DIR", str(tmp_path / "data"))
+    config = tmp_path / "db.yaml"
+    config.write_text("store: postgresql://deermem:hunter2@127.0.0.1:1/db\n", "utf-8")
+    code, _, err = run(capsys, "--config", str(config), "init")
+    assert code == 1
+    assert "names a database" in err
+    assert "hunter2" not in err
+    assert list(tmp_path.iterdir()) == [config]
+    # With a directory named, the file is written for it, and never names the database.
+    root = tmp_path / "store"
+    assert run(capsys, "--root", str(root), "--config", str(config), "init")[0] == 0
+    assert "postgresql" not in (root / "deermem.yaml").read_text("utf-8")
+    (root / "deermem.yaml").write_text("store: postgresql://x@127.0.0.1:1/db\n", "utf-8")
+    with pytest.raises(ConfigError, match="store cannot be set"):
+        Memory.open(root)

@@ -1,0 +1,257 @@
+"""Commands over memory as a whole: export, import, scopes, reindex, search after hand edits."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from deermem.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def with_stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def add(capsys: pytest.CaptureFixture[str], root: Path, user: str, *args: str) -> str:
+    code, out, err = run(
+        capsys, "--root", str(root), "--user", user, "facts", "add", *args, "--json"
+    )
+    assert code == 0, err
+    fact_id = json.loads(out)["factId"]
+    assert isinstance(fact_id, str)
+    return fact_id
+
+
+@pytest.fixture
+def alice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A store where alice has three facts, one of them confirmed by an edit history."""
+    add(capsys, tmp_path, "alice", "Use uv, not pip", "-c", "correction", "--confidence", "0.9")
+    add(capsys, tmp_path, "alice", "Drinks green tea every morning", "--confidence", "0.8")
+    fact_id = add(capsys, tmp_path, "alice", "Learns Rust", "-c", "goal", "-t", "rust")
+    edit = ("facts", "edit", fact_id, "--confidence", "0.7")
+    assert run(capsys, "--root", str(tmp_path), "--user", "alice", *edit)[0] == 0
+    return tmp_path
+
+
+# --- export and import ----------------------------------------------------------------------
+
+
+def test_export_to_stdout_and_import_from_stdin_is_lossless(
+    capsys: pytest.CaptureFixture[str], alice: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, exported, _ = run(capsys, "--root", str(alice), "--user", "alice", "export")
+    assert code == 0
+    document = json.loads(exported)
+    assert len(document["facts"]) == 3
+    with_stdin(monkeypatch, exported.encode("utf-8"))
+    code, out, _ = run(capsys, "--root", str(alice), "--user", "bob", "import", "--json")
+    assert code == 0
+    assert len(json.loads(out)["kept"]) == 3
+    code, again, _ = run(capsys, "--root", str(alice), "--user", "bob", "export")
+    assert code == 0
+    copied = json.loads(again)
+    # Every field of every fact survives (revision, updatedAt, topics ...), the scope aside,
+    # and so do the summaries; the store's own revision and stamp are bob's.
+    for fact in (*document["facts"], *copied["facts"]):
+        fact.pop("scope", None)
+    assert copied["facts"] == document["facts"]
+    assert (copied["user"], copied["history"]) == (document["user"], document["history"])
+
+
+def test_export_to_a_file_and_import_from_it_reports_what_the_gate_did(
+    capsys: pytest.CaptureFixture[str], alice: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "alice.json"
+    code, out, _ = run(capsys, "--root", str(alice), "--user", "alice", "export", str(target))
+    assert (code, out) == (0, "")
+    document = json.loads(target.read_text("utf-8"))
+    # Import into a store at a cap of 10 with 12 facts: the gate evicts 2, and says so.
+    document["facts"] += [
+        {"content": f"Extra fact {number}", "category": "context", "confidence": 0.1}
+        for number in range(9)
+    ]
+    target.write_text(json.dumps(document), "utf-8")
+    other = tmp_path / "other"
+    (other).mkdir()
+    (other / "deermem.yaml").write_text("max_facts: 10\n", "utf-8")
+    code, out, _ = run(capsys, "--root", str(other), "--user", "carol", "import", str(target))
+    assert code == 0
+    assert "kept 10" in out
+    assert "evicted 2 at capacity" in out
+    code, out, _ = run(capsys, "--root", str(other), "--user", "carol", "audit", "--json")
+    [receipt] = json.loads(out)
+    assert receipt["trigger"] == "import"
+    # Importing again replaces: facts not in the document leave for the archive.
+    document["facts"] = document["facts"][:1]
+    target.write_text(json.dumps(document), "utf-8")
+    code, out, _ = run(capsys, "--root", str(other), "--user", "carol", "import", str(target))
+    assert code == 0
+    assert "replaced 9 not in the document (to the archive)" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b'{"facts": [', "(line 1, column 12): not JSON"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b'{"facts": [{"content": ""}]}', "content"),
+    ],
+)
+def test_import_refuses_a_bad_document_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str], alice: Path, tmp_path: Path, content: bytes, expected: str
+) -> None:
+    before = run(capsys, "--root", str(alice), "--user", "alice", "export")[1]
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    code, out, err = run(capsys, "--root", str(alice), "--user", "alice", "import", str(bad))
+    assert code == 1
+    assert out == ""
+    assert expected in err
+    assert "Traceback" not in err
+    assert run(capsys, "--root", str(alice), "--user", "alice", "export")[1] == before
+
+
+def test_import_names_a_missing_file(capsys: pytest.CaptureFixture[str], alice: Path) -> None:
+    code, _, err = run(capsys, "--root", str(alice), "import", str(alice / "nope.json"))
+    assert code == 1
+    assert "nope.json: no such file" in err
+
+
+def test_export_into_a_missing_directory_fails_cleanly(
+    capsys: pytest.CaptureFixture[str], alice: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "no" / "such" / "dir.json"
+    code, _, err = run(capsys, "--root", str(alice), "--user", "alice", "export", str(target))
+    assert code == 1
+    assert "its directory does not exist" in err
+
+
+# --- scopes ---------------------------------------------------------------------------------
+
+
+def test_scopes_lists_users_and_agents_with_their_counts(
+    capsys: pytest.CaptureFixture[str], alice: Path
+) -> None:
+    add(capsys, alice, "alice@example.com", "Writes Go")  # a user id that is not a plain name
+    coder = ("--root", str(alice), "--user", "alice", "--agent", "coder")
+    assert run(capsys, *coder, "facts", "add", "Uses vim")[0] == 0
+    run(capsys, "--root", str(alice), "facts", "add", "The single-user layout")
+    fact_id = add(capsys, alice, "alice", "Short-lived")
+    assert run(capsys, "--root", str(alice), "--user", "alice", "facts", "rm", fact_id)[0] == 0
+    code, out, _ = run(capsys, "--root", str(alice), "scopes", "--json")
+    assert code == 0
+    assert json.loads(out) == [
+        {"user": None, "agent": "__default__", "facts": 1, "archived": 0},
+        {"user": "alice", "agent": "__default__", "facts": 3, "archived": 1},
+        {"user": "alice", "agent": "coder", "facts": 1, "archived": 0},
+        {"user": "alice@example.com", "agent": "__default__", "facts": 1, "archived": 0},
+    ]
+    code, out, _ = run(capsys, "--root", str(alice), "scopes")
+    assert code == 0
+    assert "alice@example.com" in out
+
+
+def test_scopes_of_an_empty_store(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "--root", str(tmp_path), "scopes", "--json")
+    assert (code, json.loads(out)) == (0, [])
+
+
+# --- reindex, and search after hand edits ------------------------------------------------------
+
+
+def index_rows(root: Path) -> int:
+    with sqlite3.connect(root / ".retrieval" / "memory-fts5.sqlite3") as db:
+        count = db.execute("SELECT count(*) FROM doc").fetchone()[0]
+    assert isinstance(count, int)
+    return count
+
+
+def test_reindex_rebuilds_a_deleted_or_garbled_index(
+    capsys: pytest.CaptureFixture[str], alice: Path
+) -> None:
+    add(capsys, alice, "bob", "Plays chess")
+    index = alice / ".retrieval" / "memory-fts5.sqlite3"
+    code, out, _ = run(capsys, "--root", str(alice), "reindex", "--json")
+    assert code == 0
+    assert json.loads(out) == {"scopes": 2, "facts": 4, "location": str(index)}
+    assert index_rows(alice) == 4
+    index.write_bytes(b"garbage" * 1000)
+    code, out, _ = run(capsys, "--root", str(alice), "reindex")
+    assert code == 0
+    assert "indexed 4 facts of 2 user/agent scope(s)" in out
+    assert index_rows(alice) == 4
+
+
+def test_reindex_where_the_index_cannot_be_written_is_one_error_line(
+    capsys: pytest.CaptureFixture[str], alice: Path
+) -> None:
+    retrieval = alice / ".retrieval"
+    shutil.rmtree(retrieval, ignore_errors=True)
+    retrieval.write_text("not a directory", "utf-8")  # no index can live under it
+    code, out, err = run(capsys, "--root", str(alice), "reindex")
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert ".retrieval" in err
+    assert "Traceback" not in err
+
+
+def test_search_finds_a_fact_edited_by_hand(
+    capsys: pytest.CaptureFixture[str], alice: Path
+) -> None:
+    scope = ("--root", str(alice), "--user", "alice")
+    code, out, _ = run(capsys, *scope, "search", "tea", "--json")
+    [hit] = json.loads(out)
+    [path] = alice.glob(f"users/alice/agents/__default__/facts/*/{hit['fact']['id']}.md")
+    path.write_text(path.read_text("utf-8").replace("green tea", "black coffee"), "utf-8")
+    code, out, _ = run(capsys, *scope, "search", "tea", "--json")
+    assert (code, json.loads(out)) == (0, [])  # not found by its old words
+    code, out, _ = run(capsys, *scope, "search", "coffee", "--json")
+    [hit] = json.loads(out)
+    assert (hit["fact"]["content"], hit["matchType"]) == (
+        "Drinks black coffee every morning",
+        "fts5",
+    )
+
+
+def test_a_user_directory_whose_id_cannot_be_told_is_named_in_a_warning(
+    capsys: pytest.CaptureFixture[str], alice: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Not a name deermem derives from any id, and no fact or archived fact names its user.
+    stray = alice / "users" / "carol@example.com"
+    (stray / "agents" / "__default__" / "facts").mkdir(parents=True)
+    code, out, _ = run(capsys, "--root", str(alice), "scopes", "--json")
+    assert code == 0
+    assert [entry["user"] for entry in json.loads(out)] == ["alice"]
+    assert any(str(stray) in message for message in caplog.messages)
+
+
+def test_scopes_and_reindex_on_a_database(
+    capsys: pytest.CaptureFixture[str], postgres_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "db.yaml"
+    config.write_text(f"store: {postgres_url}\n", "utf-8")
+    base = ("--config", str(config))
+    assert run(capsys, *base, "--user", "alice", "facts", "add", "Likes tea")[0] == 0
+    code, out, _ = run(capsys, *base, "scopes", "--json")
+    assert (code, json.loads(out)) == (
+        0,
+        [{"user": "alice", "agent": "__default__", "facts": 1, "archived": 0}],
+    )
+    code, out, _ = run(capsys, *base, "reindex")
+    assert (code, "keeps its search index in memory" in out) == (0, True)
+    code, out, _ = run(capsys, *base, "config", "show", "--json")
+    assert (json.loads(out)["root"], json.loads(out)["storeFile"]) == (None, None)
+    assert not (tmp_path / "deermem.yaml").exists()

@@ -1,0 +1,110 @@
+"""A store's settings file: what is written reads back as the same configuration."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deermem import MemoryConfig, StoreSettingsExistError
+from deermem.config import (
+    read_store_settings,
+    render_store_settings,
+    resolve_config,
+    with_store_settings,
+    write_store_settings,
+)
+from deermem.model import CORE_CATEGORIES
+
+# Text as people and models write it: any Unicode, YAML's special words among it.
+TEXT = st.one_of(
+    st.text(min_size=1, max_size=40),
+    st.sampled_from(["yes", "no", "~", "null", "0x10", "1e3", "---", "- a", "a: b", "#x"]),
+)
+SETTINGS: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
+    {},
+    optional={
+        "max_facts": st.integers(10, 500),
+        "fact_eviction_policy": st.sampled_from(["confidence", "hybrid-v1"]),
+        "fact_eviction_shadow_enabled": st.booleans(),
+        "eviction_mode": st.sampled_from(["archive", "delete"]),
+        "archive_max_age_days": st.integers(0, 36_500),
+        "fact_confidence_threshold": st.floats(0.0, 1.0, allow_nan=False),
+        "protected_categories": st.lists(st.sampled_from(CORE_CATEGORIES), unique=True),
+        "manifest_filename": st.from_regex(
+            r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,20}\.json", fullmatch=True
+        ),
+        "model": st.fixed_dictionaries(
+            {},
+            optional={
+                "model": TEXT,
+                "base_url": st.sampled_from(["http://127.0.0.1:8080/v1", "https://api.x.ai/v1"]),
+                "api_key_env": st.one_of(
+                    st.none(), st.from_regex(r"[A-Z_][A-Z0-9_]{0,20}", fullmatch=True)
+                ),
+                "temperature": st.one_of(st.none(), st.floats(0.0, 2.0, allow_nan=False)),
+                "seed": st.one_of(st.none(), st.integers(-(2**31), 2**31)),
+            },
+        ),
+    },
+)
+
+
+def differences(read: MemoryConfig, wrote: MemoryConfig) -> dict[str, tuple[object, object]]:
+    """The settings that differ, both ways, with their types (for a failure message)."""
+    found: dict[str, tuple[object, object]] = {}
+    for key in type(read).model_fields:
+        left, right = getattr(read, key), getattr(wrote, key)
+        if left != right or type(left) is not type(right):
+            found[key] = ((type(left).__name__, left), (type(right).__name__, right))
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(SETTINGS)
+def test_what_is_written_reads_back_field_for_field(values: dict[str, Any]) -> None:
+    config = MemoryConfig(**values)
+    with tempfile.TemporaryDirectory() as root:
+        assert write_store_settings(root, render_store_settings(config)) == "created"
+        resolved = resolve_config(root=root, environ={})
+        assert resolved.config == config, differences(resolved.config, config)
+        file = str(Path(root) / "deermem.yaml")
+        chosen = {key for key in values if key != "model"}
+        chosen |= {f"model.{key}" for key in values.get("model", {})}
+        assert {key for key, source in resolved.sources.items() if source == file} == chosen
+        # Written once more, the same bytes: nothing to do.
+        assert write_store_settings(root, render_store_settings(resolved.config)) == "unchanged"
+
+
+def test_only_chosen_settings_are_written(tmp_path: Path) -> None:
+    config = MemoryConfig(max_facts=100, model={"model": "m"})  # 100 is the default, but chosen
+    text = render_store_settings(config)
+    assert read_store_settings_text(tmp_path, text) == {"max_facts": 100, "model": {"model": "m"}}
+    assert render_store_settings(MemoryConfig()).endswith("\n{}\n")
+
+
+def read_store_settings_text(root: Path, text: str) -> dict[str, object] | None:
+    write_store_settings(root, text, force=True)
+    return read_store_settings(root)
+
+
+def test_a_store_file_never_replaces_other_settings_silently(tmp_path: Path) -> None:
+    write_store_settings(tmp_path, render_store_settings(MemoryConfig(max_facts=10)))
+    with pytest.raises(StoreSettingsExistError) as caught:
+        write_store_settings(tmp_path, render_store_settings(MemoryConfig(max_facts=20)))
+    assert caught.value.path == str(tmp_path / "deermem.yaml")
+    assert MemoryConfig(max_facts=10) == resolve_config(root=tmp_path, environ={}).config
+    assert [path.name for path in tmp_path.iterdir()] == ["deermem.yaml"]  # no temporary left
+
+
+def test_explicit_settings_win_and_defaults_do_not(tmp_path: Path) -> None:
+    write_store_settings(
+        tmp_path, render_store_settings(MemoryConfig(max_facts=10, eviction_mode="delete"))
+    )
+    merged = with_store_settings(MemoryConfig(eviction_mode="archive"), tmp_path)
+    assert (merged.max_facts, merged.eviction_mode) == (10, "archive")
+    assert with_store_settings(MemoryConfig(), tmp_path / "elsewhere") == MemoryConfig()
