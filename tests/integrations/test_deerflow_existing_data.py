@@ -208,3 +208,22 @@ def check_audit(events: list[dict[str, Any]]) -> None:
         for key in ("occurredAt", "reason", "policyVersion", "maxFacts", "reservedCorrectionSlots"):
             assert key in event
         assert all(isinstance(entry["factId"], str) for entry in event["evicted"])
+
+
+def test_the_cli_explains_a_bundled_receipt_without_placeholders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The original's receipts hold no trigger, rank or occupancy: `why` and `audit` leave
+    those out instead of printing "rank None" or "(trigger ?)"."""
+    from deermem.cli import main
+
+    store = shutil.copytree(FIXTURE / "store", tmp_path / "store")
+    (event,) = scope_of(ALICE, None)["sidecars"]["eviction-audit"]
+    (evicted,) = event["evicted"]
+    assert main(["--root", str(store), "--user", ALICE, "why", evicted["factId"]]) == 0
+    assert main(["--root", str(store), "--user", ALICE, "audit"]) == 0
+    out = capsys.readouterr().out
+    assert "evicted at capacity on" in out
+    assert f"score {evicted['score']:.4f}" in out
+    for placeholder in ("None", "?", "trigger"):
+        assert placeholder not in out, out

@@ -67,9 +67,11 @@ def receipt_table(receipts: Iterable[EvictionReceipt]) -> Table:
             shadow = f"{receipt.shadow.policy} {verdict}"
         table.add_row(
             receipt.occurred_at[:16].replace("T", " "),
-            f"{receipt.reason}\n({receipt.trigger or '?'})",
+            receipt.reason + (f"\n({receipt.trigger})" if receipt.trigger else ""),
             receipt.policy_version,
-            f"{receipt.occupancy or '?'}/{receipt.max_facts}",
+            f"{receipt.occupancy}/{receipt.max_facts}"
+            if receipt.occupancy
+            else f"cap {receipt.max_facts}",
             escape(facts),
             shadow,
         )
@@ -82,7 +84,11 @@ def eviction_sentence(receipt: EvictionReceipt | None, line: ReceiptEntry | None
         return "no receipt records why it left"
     parts = []
     if receipt is not None:
-        when = f"on {receipt.occurred_at[:10]} (trigger {receipt.trigger or '?'})"
+        # Receipts written by the original DeerMem record no trigger, rank or
+        # occupancy: what a receipt does not hold is left out, never shown as "?".
+        when = f"on {receipt.occurred_at[:10]}"
+        if receipt.trigger:
+            when += f" (trigger {receipt.trigger})"
         if receipt.reason == "capacity":
             parts.append(f"evicted at capacity {when}")
             parts.append(f"by {receipt.policy_version} with a cap of {receipt.max_facts}")
@@ -90,8 +96,9 @@ def eviction_sentence(receipt: EvictionReceipt | None, line: ReceiptEntry | None
             parts.append(f"{receipt.reason} {when}")
     if line.score is not None:
         of = f" of {receipt.occupancy}" if receipt is not None and receipt.occupancy else ""
+        rank = f"rank {line.rank}{of}, " if line.rank is not None else ""
         parts.append(
-            f"rank {line.rank}{of}, score {line.score:.4f} ({components_text(line.components)})"
+            f"{rank}score {line.score:.4f} ({components_text(line.components)})"
             f"{margin_text(line.margin)}"
         )
     return escape("; ".join(parts))
