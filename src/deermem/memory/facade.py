@@ -711,7 +711,7 @@ class Memory:
 
         Raises:
             CorruptMemoryFile: the audit or the regret events cannot be read.
-            StorageError: the store does not record regret (PostgreSQL, for now).
+            StorageError: the store does not record regret (``records_regret``).
         """
         if not self.store.records_regret:
             raise StorageError(

@@ -4,11 +4,9 @@ A :class:`UserDump` holds everything a store keeps for one user — the
 summary document (with its revision and ``lastUpdated``) and, per agent,
 the facts, recall counts, audit events, archive entries (in arrival order),
 thread marks, regret events and shadow marks — exactly as stored, so writing
-it into another store and dumping it from there gives the same value. A store
-that does not record regret (``records_regret``) is given the dump without
-it (:meth:`UserDump.without_regret`), and the migration says what it left out.
-Its :meth:`UserDump.document` is the comparable form ``deermem migrate``
-verifies a copy with.
+it into another store and dumping it from there gives the same value. Its
+:meth:`UserDump.document` is the comparable form ``deermem migrate`` verifies
+a copy with.
 
 A store that can be copied implements :class:`Transfer`: list its users,
 dump one, and load one into a store that does not hold that user yet, in one
@@ -18,7 +16,7 @@ atomic write.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from deermem.model.fact import Fact
@@ -107,19 +105,9 @@ class UserDump:
             "shadowMarks": sum(len(s.shadow) for s in self.scopes),
         }
 
-    def without_regret(self) -> UserDump:
-        """The dump for a store that does not record regret: no regret events, no shadow marks."""
-        scopes = (replace(scope, regret=(), shadow={}) for scope in self.scopes)
-        return replace(self, scopes=tuple(scope for scope in scopes if not scope.empty))
-
 
 class Transfer(Protocol):
     """A store seen whole, user by user: what ``deermem migrate`` reads and writes."""
-
-    @property
-    def records_regret(self) -> bool:
-        """Whether the store holds regret events and shadow marks (see ``Store``)."""
-        ...
 
     def users(self) -> tuple[str | None, ...]:
         """Every user the store holds anything for."""

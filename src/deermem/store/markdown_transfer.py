@@ -3,8 +3,9 @@
 Reading goes through the store's own readers (the scope under its lock, the
 sidecars, the archive in arrival order, the thread marks); writing lays out
 every file of a user — facts, ``memory.json`` with the dumped revision, the
-sidecars (the regret ones included), the archive with its index, the marks — with the store's own
-encoders and writes them in one journaled commit (:mod:`~deermem.store.journal`),
+sidecars (the regret ones included), the archive with its index, the marks —
+with the store's own encoders and writes them in one journaled commit
+(:mod:`~deermem.store.journal`),
 so a copy is all there or not at all, and a store deermem wrote comes back
 byte for byte.
 
@@ -42,10 +43,6 @@ class MarkdownTransfer:
 
     def __init__(self, store: MarkdownStore) -> None:
         self.store = store
-
-    @property
-    def records_regret(self) -> bool:
-        return self.store.records_regret
 
     def users(self) -> tuple[str | None, ...]:
         """The single-user layout (``None``) if the root holds one, then every user directory.

@@ -6,9 +6,7 @@ user whole, in one atomic write of the destination — and verifies every
 copy by dumping it back from the destination and comparing it with the
 source's dump (summaries with their revision, facts with every field, usage,
 receipts, the archive in arrival order, thread marks, regret events and
-shadow marks). Nothing about the source changes. A destination that does not
-record regret yet (PostgreSQL) gets everything else; the report counts the
-regret events and marks it left out (``regretNotCopied``).
+shadow marks). Nothing about the source changes.
 
 Before anything is written, every source user is looked up in the
 destination: a user the destination already holds with other data stops the
@@ -48,8 +46,6 @@ class MigrationReport:
         skipped: users the destination already held, identical.
         counts: facts, usage entries, audit events, archive entries, marks,
             regret events, shadow marks and agents, summed over the users copied.
-        regret_not_copied: regret events and shadow marks a destination that
-            does not record regret was not given.
     """
 
     source: str
@@ -57,7 +53,6 @@ class MigrationReport:
     copied: int = 0
     skipped: int = 0
     counts: dict[str, int] = field(default_factory=dict)
-    regret_not_copied: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -68,7 +63,6 @@ class MigrationReport:
             "skipped": self.skipped,
             "verified": True,
             **self.counts,
-            "regretNotCopied": self.regret_not_copied,
         }
 
 
@@ -120,15 +114,11 @@ def migrate(
     users = source.users()
     held = set(destination.users())
     skipped = set()
-
-    def fitted(dump: UserDump) -> UserDump:
-        return dump if destination.records_regret else dump.without_regret()
-
     for user in users:
         if user not in held:
             continue
         mine, there = source.dump_user(user), destination.dump_user(user)
-        if mine is None or there is None or there.document() != fitted(mine).document():
+        if mine is None or there is None or there.document() != mine.document():
             raise MigrationError(
                 user,
                 "the destination already holds this user, with other data; nothing was "
@@ -142,9 +132,8 @@ def migrate(
     for user in users:
         if user in skipped:
             continue
-        whole = source.dump_user(user)  # one user in memory at a time
-        if whole is not None:
-            dump = fitted(whole)
+        dump = source.dump_user(user)  # one user in memory at a time
+        if dump is not None:
             destination.load_user(dump)
             copy = destination.dump_user(user)
             if copy is None or copy.document() != dump.document():
@@ -152,9 +141,6 @@ def migrate(
             report.copied += 1
             for key, value in dump.counts().items():
                 report.counts[key] = report.counts.get(key, 0) + value
-            if dump is not whole:
-                left = whole.counts()
-                report.regret_not_copied += left["regretEvents"] + left["shadowMarks"]
         done += 1
         if progress is not None:
             progress(done, total)

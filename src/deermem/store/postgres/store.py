@@ -4,11 +4,12 @@ Every process — on one machine or many — opens the same database; what one
 commits, the next read of any other sees. What this class guarantees, and how:
 
 * **one transaction per commit** — a change set's facts, summaries,
-  receipts, archive changes, usage drops and restores and thread marks are
-  written between one ``BEGIN`` and one ``COMMIT``: all of them or none. A
-  commit that raises was rolled back by the server (a lost connection, a
-  statement timeout, a restart), so a retry is a new attempt; a commit that
-  returns is durable.
+  receipts, archive changes, usage drops and restores, regret events,
+  shadow marks and thread marks are written between one ``BEGIN`` and one
+  ``COMMIT``: all of them or none; a search's recall counts and regret
+  events likewise. A commit that raises was rolled back by the server (a
+  lost connection, a statement timeout, a restart), so a retry is a new
+  attempt; a commit that returns is durable.
 * **one writer per user** — :meth:`PostgresStore.transaction` takes a
   transaction-scoped advisory lock on the user before it reads anything, so
   the capacity gate decides over the current library however many writers
@@ -19,10 +20,12 @@ commits, the next read of any other sees. What this class guarantees, and how:
   as the Markdown store's (the planning code is shared:
   :func:`~deermem.store._plan.plan_changes`).
 * **version tokens** — each user row holds a revision and a commit id that
-  changes with every commit; ``version()`` is one indexed read of it. A
-  snapshot is cached per process while the token is unchanged, so a warm
-  load costs one round trip; the search index of each process is rebuilt
-  for a scope whenever the token moved (see docs/postgres.md).
+  changes with every commit (and with a purge, which changes the archive
+  alone, so other replicas' search indexes follow it); ``version()`` is one
+  indexed read of it. A snapshot is cached per process while the token is
+  unchanged, so a warm load costs one round trip; the search index of each
+  process is rebuilt for a scope whenever the token moved (see
+  docs/postgres.md).
 
 Connections come from a psycopg pool and are checked before each use, so a
 server restart costs the connections it broke, never a request. Every
@@ -52,7 +55,7 @@ from deermem.store.archive import newest_first
 from deermem.store.cache import ScopeCache
 from deermem.store.duplicates import duplicate_key
 from deermem.store.postgres import rows
-from deermem.store.postgres.commit import Bounds, CommitWriter, put_usage
+from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
 from deermem.store.postgres.connection import Connection, connect, translated
 from deermem.store.postgres.schema import check_schema
 from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, SummaryDocument
@@ -83,6 +86,8 @@ _WRITTEN: Final = frozenset(
         "forget_in_audit",
         "usage_restores",
         "watermarks",
+        "regret_events",
+        "shadow_marks",
     }
 )
 _MEMORY: Final = ":memory:"
@@ -124,6 +129,7 @@ class PostgresStore:
         archive_max_entries: archive entries kept per agent.
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
         access_half_life_days: half-life of recall heat in the usage table.
+        regret_max_events: regret events kept per agent; 0 records none.
         pool_size: connections this process keeps open at most.
         connect_timeout: seconds to wait for a connection.
 
@@ -142,6 +148,7 @@ class PostgresStore:
         archive_max_entries: int = 1000,
         archive_max_age_days: int = 365,
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
+        regret_max_events: int = 1000,
         pool_size: int = 10,
         connect_timeout: float = 10.0,
     ) -> None:
@@ -151,6 +158,7 @@ class PostgresStore:
         self.archive_max_entries = archive_max_entries
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
+        self.regret_max_events = regret_max_events
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
         with connect(url, self.address, timeout=connect_timeout) as connection:
@@ -176,6 +184,7 @@ class PostgresStore:
             archive_max_entries=config.archive_max_entries,
             archive_max_age_days=config.archive_max_age_days,
             access_half_life_days=config.eviction_access_half_life_days,
+            regret_max_events=config.regret_max_events,
         )
 
     def __repr__(self) -> str:
@@ -410,14 +419,42 @@ class PostgresStore:
 
     @property
     def records_regret(self) -> bool:
-        """Not yet: regret events and shadow marks need tables a later migration adds."""
-        return False
+        """Yes: in ``deermem_regret_events`` and ``deermem_shadow_marks`` (schema 2)."""
+        return True
 
     def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
-        return ()
+        with self._connection() as connection:
+            found = connection.execute(
+                "SELECT position, document FROM deermem_regret_events "
+                "WHERE user_id = %s AND agent = %s ORDER BY position",
+                (rows.user_key(scope), scope.agent),
+            ).fetchall()
+        events = []
+        for position, document in found:
+            label = self._label("regret_events", scope, str(position))
+            event = RegretEvent.from_dict(rows.decode_event(document, label))
+            if event is not None:  # one it cannot read is skipped, as in the events file
+                events.append(event)
+        return tuple(events)
 
     def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
-        return {}
+        with self._connection() as connection:
+            return self._shadow_marks(connection, scope)
+
+    def _shadow_marks(self, connection: Connection, scope: Scope) -> dict[str, ShadowMark]:
+        found = connection.execute(
+            "SELECT fact_id, document FROM deermem_shadow_marks "
+            "WHERE user_id = %s AND agent = %s ORDER BY fact_id",
+            (rows.user_key(scope), scope.agent),
+        ).fetchall()
+        marks = {}
+        for fact_id, document in found:
+            mark = ShadowMark.from_dict(
+                rows.decode_event(document, self._label("shadow_marks", scope, fact_id))
+            )
+            if mark is not None:  # one it cannot read is skipped, as in the marks file
+                marks[fact_id] = mark
+        return marks
 
     def agents(self, user_id: str | None) -> tuple[str, ...]:
         """The agents a user has anything stored for, sorted."""
@@ -462,10 +499,8 @@ class PostgresStore:
         *,
         regret: Sequence[RegretEvent] = (),
     ) -> None:
-        if regret:
-            raise NotImplementedError("the PostgreSQL store does not record regret events yet")
         wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
-        if not wanted:
+        if not wanted and not regret:
             return
         key = rows.user_key(scope)
         with self._connection() as connection:
@@ -483,7 +518,8 @@ class PostgresStore:
                 if recalled:
                     usage = self._usage(connection, scope, recalled)
                     counted = count_recalls(usage, recalled, now, self.access_half_life_days)
-                    put_usage(connection, rows.user_key(scope), scope.agent, counted)
+                    put_usage(connection, key, scope.agent, counted)
+                append_regret(connection, key, scope.agent, regret, self.regret_max_events)
                 connection.execute("COMMIT")
             except BaseException:
                 roll_back(connection)
@@ -531,7 +567,12 @@ class PostgresStore:
             lookup = self._facts(connection, scope, named).get
         in_archive = self._archived_ids(connection, scope, changes.archive_deletes)
         plan = plan_changes(lookup, current, changes, scope, in_archive.__contains__)
-        bounds = Bounds(self.audit_max_entries, self.archive_max_entries, self.archive_max_age_days)
+        bounds = Bounds(
+            self.audit_max_entries,
+            self.archive_max_entries,
+            self.archive_max_age_days,
+            self.regret_max_events,
+        )
         writer = CommitWriter(
             connection, scope, changes, plan, bounds=bounds, database=self.address
         )
@@ -610,6 +651,8 @@ def agents_of(connection: Connection, user: str) -> tuple[str, ...]:
             "deermem_receipts",
             "deermem_usage",
             "deermem_threads",
+            "deermem_regret_events",
+            "deermem_shadow_marks",
         )
     )
     found = connection.execute(f"{parts} ORDER BY agent", {"user": user})
@@ -662,7 +705,7 @@ class PostgresTransaction:
 
     @property
     def records_regret(self) -> bool:
-        return False
+        return True
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime
@@ -671,7 +714,8 @@ class PostgresTransaction:
             return self._store._archived_matches(self._locked(), self._scope, contents, now)
 
     def shadow_marks(self) -> Mapping[str, ShadowMark]:
-        return {}
+        with translated(self._store.address):
+            return self._store._shadow_marks(self._locked(), self._scope)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         with translated(self._store.address):
@@ -700,6 +744,12 @@ class PostgresTransaction:
             ).fetchone()
             if gone is None:
                 raise FactNotFoundError(fact_id, where="archive")
+            # The archive changed: a new token, so that every replica's search
+            # index lists it again (the revision counts commits of facts only).
+            connection.execute(
+                "UPDATE deermem_users SET commit_id = %s WHERE user_id = %s",
+                (uuid.uuid4(), rows.user_key(self._scope)),
+            )
             connection.execute("COMMIT")
             self._open = False
 
