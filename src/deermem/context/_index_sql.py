@@ -62,8 +62,10 @@ SCOPE_SHIFT: Final = 32
 _HALF: Final = 1 << (SCOPE_SHIFT - 1)
 LIBRARY_FTS: Final = "doc_fts"
 COUNTERFACTUAL_FTS: Final = "cf_fts"
-SCHEMA: Final = """
-CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+# One statement each: created one by one inside a single write transaction.
+SCHEMA: Final[tuple[str, ...]] = (
+    "CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """
 CREATE TABLE scope (
     id INTEGER PRIMARY KEY,
     user_key TEXT NOT NULL,
@@ -71,7 +73,9 @@ CREATE TABLE scope (
     version TEXT NOT NULL,
     archive_version TEXT NOT NULL DEFAULT '',
     UNIQUE (user_key, agent)
-);
+)
+""",
+    """
 CREATE TABLE doc (
     id INTEGER PRIMARY KEY,
     scope_id INTEGER NOT NULL REFERENCES scope (id),
@@ -83,11 +87,12 @@ CREATE TABLE doc (
     digest TEXT NOT NULL,
     archived INTEGER NOT NULL DEFAULT 0,
     UNIQUE (scope_id, archived, fact_id)
-);
-CREATE INDEX doc_archived ON doc (id) WHERE archived = 1;
-CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE cf_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');
-"""
+)
+""",
+    "CREATE INDEX doc_archived ON doc (id) WHERE archived = 1",
+    "CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE cf_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+)
 
 # BM25 is computed once per match (the CTE is materialised) and combined with
 # decay and confidence; the age arithmetic is (now_us − created_us) / 10**6 /
@@ -327,15 +332,23 @@ def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None
 
 
 def schema_ok(db: sqlite3.Connection) -> bool:
-    """Whether the database holds our schema; creates it in an empty database."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables:
-        db.executescript(
-            f"BEGIN IMMEDIATE; {SCHEMA}"
-            f" INSERT INTO index_meta (key, value) VALUES ('schema', '{INDEX_SCHEMA_VERSION}');"
-            " COMMIT;"
-        )
-        return True
+    """Whether the database holds our schema; creates it in an empty database.
+
+    Processes that find the same file empty at once may all try to create
+    the schema: each creates it only if the database is still empty once it
+    holds the write lock, so one of them does and the others read and check
+    what it wrote.
+    """
+    if not _tables(db):
+        with transaction(db):  # BEGIN IMMEDIATE: creators take turns (busy_timeout)
+            if not _tables(db):
+                for statement in SCHEMA:
+                    db.execute(statement)
+                db.execute(
+                    "INSERT INTO index_meta (key, value) VALUES ('schema', ?)",
+                    (INDEX_SCHEMA_VERSION,),
+                )
+    tables = _tables(db)
     if "index_meta" not in tables:
         return False
     row = db.execute("SELECT value FROM index_meta WHERE key = 'schema'").fetchone()
@@ -347,6 +360,10 @@ def schema_ok(db: sqlite3.Connection) -> bool:
     db.execute("SELECT count(*) FROM doc_fts").fetchone()
     db.execute("SELECT count(*) FROM cf_fts").fetchone()
     return True
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def ensure_exp(db: sqlite3.Connection) -> None:
