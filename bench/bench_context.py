@@ -19,7 +19,7 @@ a warm-up. Two levels are measured: the pure engine (``build_injection``,
   frequency rank 50–2,000), "natural mix" (1–6 words drawn by frequency, so
   the very common ones come along), "chinese" (2–4 characters). "worst case"
   is a query whose words occur in every fact, so BM25 is computed 10,000
-  times; FTS5 spends about 2 µs per matching fact on it. "natural mix, whole
+  times: its time grows with the matching facts. "natural mix, whole
   query" switches the search shortcut past common words off.
 * **memory** — ``Memory.context()`` of a 100-fact scope (default budgets,
   all six summaries) and ``Memory.search()`` (top 5) of a 10,000-fact scope,

@@ -2,16 +2,14 @@
 
 Run with ``uv run python -m bench.bench_eval_stats`` (``--json`` for a dump,
 ``--results DIR`` for another results folder; the default is the original
-project's published results in ``../shared/reference/deerflow-pr4810-results``).
+project's published results, shipped in ``deermem.evaluation.published``).
 
 Timed, as the median of several runs after a warm-up:
 
 * ``derive`` — what ``grade-qa`` does after grading: parse the 90 rows, check the
   pairs, build the summary and the three suites' statistics (McNemar and 3 ×
   10,000 bootstrap resamples) and render the three files' text;
-* ``bootstrap`` — the three suites' bootstraps alone (the dominant cost), and
-  the same written plainly with ``Random.randrange`` for comparison (both give
-  identical intervals; the script checks);
+* ``bootstrap`` — the three suites' bootstraps alone (the dominant cost);
 * ``verify`` — ``verify_results`` on the folder, in process;
 * ``verify, fresh process`` — a new interpreter importing the module and
   verifying: the floor of what ``deermem eval verify`` can take.
@@ -22,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -30,13 +27,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from deermem.evaluation.grading.statistics import DEFAULT_PARAMETERS, paired_bootstrap
+from deermem.evaluation.grading.statistics import paired_bootstrap
+from deermem.evaluation.published import DEFAULT_PUBLISHED
+from deermem.evaluation.published import PUBLISHED as SHIPPED
 from deermem.evaluation.qa.results import build_qa_report
 from deermem.evaluation.qa.rows import QaRow
 from deermem.evaluation.verify.check import verify_results
 
-ROOT = Path(__file__).resolve().parents[1]
-PUBLISHED = ROOT.parent / "shared" / "reference" / "deerflow-pr4810-results"
+PUBLISHED = SHIPPED[DEFAULT_PUBLISHED].directory
 PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"
 TARGET_S = 1.0
 
@@ -70,17 +68,6 @@ def suite_pairs(text: str) -> list[list[tuple[bool, bool]]]:
     return [official, synthetic, [pairs[c] for c in ordered]]
 
 
-def plain_bootstrap(pairs: list[tuple[bool, bool]]) -> tuple[float, float]:
-    rng = random.Random(DEFAULT_PARAMETERS.seed)
-    n = len(pairs)
-    differences = []
-    for _ in range(DEFAULT_PARAMETERS.iterations):
-        sample = [pairs[rng.randrange(n)] for _ in range(n)]
-        differences.append(sum(s for _, s in sample) / n - sum(f for f, _ in sample) / n)
-    differences.sort()
-    return differences[250], differences[9749]
-
-
 def fresh_process_verify(folder: Path) -> float:
     code = (
         "import sys\n"
@@ -101,14 +88,11 @@ def main() -> None:
     folder: Path = args.results
     text = (folder / "qa.rows.jsonl").read_text(encoding="utf-8")
     suites = suite_pairs(text)
-    ours = [paired_bootstrap(pairs) for pairs in suites]
-    identical = [(b.lower, b.upper) for b in ours] == [plain_bootstrap(p) for p in suites]
     report = verify_results(folder)
     fresh = [fresh_process_verify(folder) for _ in range(max(3, args.repeats // 2))]
     results = {
         "derive_s": median_s(lambda: derive(text), args.repeats),
         "bootstrap_s": median_s(lambda: [paired_bootstrap(p) for p in suites], args.repeats),
-        "plain_bootstrap_s": median_s(lambda: [plain_bootstrap(p) for p in suites], args.repeats),
         "verify_s": median_s(lambda: verify_results(folder), args.repeats),
         "verify_fresh_process_s": statistics.median(fresh),
     }
@@ -120,19 +104,16 @@ def main() -> None:
                     "python": platform.python_version(),
                     "rows": report.rows,
                     "verified": report.ok,
-                    "identical_intervals": identical,
                     "results": {key: round(value, 4) for key, value in results.items()},
                 },
                 indent=2,
             )
         )
         return
-    print(f"{report.rows} rows, verified: {report.ok}, plain bootstrap identical: {identical}")
+    print(f"{report.rows} rows, verified: {report.ok}")
     for name, seconds in results.items():
-        verdict = (
-            "" if name == "plain_bootstrap_s" else ("  ok" if seconds <= TARGET_S else "  SLOW")
-        )
-        print(f"{name:<24} {seconds * 1000:8.1f} ms{verdict}")
+        verdict = "ok" if seconds <= TARGET_S else "SLOW"
+        print(f"{name:<24} {seconds * 1000:8.1f} ms  {verdict}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Benchmark: ``deermem eval grade-qa`` and ``verify`` on 90 rows, as whole commands.
 
-Run with ``uv run python -m bench.bench_qa_commands`` (``--runs N``, ``--json``).
+Run with ``uv run python -m bench.bench_qa_commands`` (``--runs N``, ``--json``;
+``--baseline CHECKOUT`` alternates each command between this checkout and
+another one and prints both medians, for a before/after on a drifting host).
 
 Set-up (not timed): a generated LongMemEval-shaped file of 15 MB — the size of
 the real ``longmemeval_oracle.json`` — with the bundled protocol re-pinned to
@@ -16,8 +18,8 @@ warm-ups, and median CPU time):
   pools, the 90 tasks and fingerprints, every stored answer read and checked,
   grading, McNemar and 3 × 10,000 bootstrap resamples, three files written
   (the result files are removed between runs, outside the timing);
-* ``verify`` — on that graded directory, and on the original project's 90
-  published rows (``../shared/reference/deerflow-pr4810-results``).
+* ``verify`` — on that graded directory, and with no directory: the original
+  project's 90 published rows, shipped with the package.
 
 A second table breaks one in-process ``grade-qa`` into its phases.
 """
@@ -33,10 +35,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from bench.bench_eval_stats import PUBLISHED
 from bench.bench_evaluation import prepare, time_command
+from deermem.evaluation.published import DEFAULT_PUBLISHED, PUBLISHED
 
 TARGET_S = 1.0
 
@@ -98,10 +101,62 @@ def phases(dataset: Path, protocol: list[str], directory: Path) -> dict[str, flo
     return {name: (end - begin) * 1000 for (_, begin), (name, end) in itertools.pairwise(marks)}
 
 
+def compare(
+    baseline: Path,
+    commands: dict[str, tuple[list[str], Callable[[], None] | None]],
+    runs: int,
+) -> dict[str, dict[str, float]]:
+    """Median wall and CPU ms of each command in both checkouts, runs alternating.
+
+    Both trees' bytecode caches are written by warm-up runs first; then the
+    order alternates (this, other, other, this, ...), so drift hits both alike.
+    """
+    sources = {"this": None, "other": str(baseline.resolve() / "src")}
+    results: dict[str, dict[str, float]] = {}
+    for name, (command, before) in commands.items():
+        for source in sources.values():
+            time_command(command, 0, before=before, pythonpath=source)
+        timings: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label in sources}
+        for index in range(runs):
+            order = list(sources) if index % 2 == 0 else list(reversed(sources))
+            for label in order:
+                wall, cpu = time_command(
+                    command, 1, before=before, warmups=0, pythonpath=sources[label]
+                )
+                timings[label][0].extend(wall)
+                timings[label][1].extend(cpu)
+        results[name] = {
+            f"{label}_{kind}_median_ms": statistics.median(values) * 1000
+            for label, pair in timings.items()
+            for kind, values in zip(("wall", "cpu"), pair, strict=True)
+        }
+    return results
+
+
+def _comparison_text(results: dict[str, dict[str, float]], load: float) -> str:
+    lines = [
+        f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}",
+        f"load average before: {load:.2f}; runs alternate between the two checkouts",
+        f"{'command':<28}{'this ms':>9}{'other ms':>10}{'this cpu':>10}{'other cpu':>11}",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"{name:<28}{r['this_wall_median_ms']:>9.0f}{r['other_wall_median_ms']:>10.0f}"
+            f"{r['this_cpu_median_ms']:>10.0f}{r['other_cpu_median_ms']:>11.0f}"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="alternate grade-qa and verify with another deermem checkout; print both medians",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     deermem = [sys.executable, "-m", "deermem", "eval"]
@@ -118,6 +173,20 @@ def main() -> None:
             for path in results_files:
                 path.unlink(missing_ok=True)
 
+        if args.baseline:
+            shipped = str(PUBLISHED[DEFAULT_PUBLISHED].directory)  # a path both trees accept
+            grade = [*deermem, "grade-qa", *protocol, "--dataset", str(dataset)]
+            compared = compare(
+                args.baseline,
+                {
+                    "grade-qa": ([*grade, "--output-dir", str(run)], clear),
+                    "verify (published results)": ([*deermem, "verify", shipped], None),
+                },
+                args.runs,
+            )
+            print(json.dumps(compared, indent=2) if args.json else _comparison_text(compared, load))
+            return
+
         commands = {
             "grade-qa": (
                 [
@@ -132,7 +201,7 @@ def main() -> None:
                 clear,
             ),
             "verify (the graded run)": ([*deermem, "verify", str(run)], None),
-            "verify (published results)": ([*deermem, "verify", str(PUBLISHED)], None),
+            "verify (published results)": ([*deermem, "verify"], None),
         }
         results: dict[str, dict[str, float]] = {}
         for name, (command, before) in commands.items():

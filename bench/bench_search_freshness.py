@@ -30,7 +30,7 @@ from bench._timing import interleaved_ms
 from bench.bench_context import NOW, library, query_sets, write_scope
 from deermem import Memory, MemoryConfig
 from deermem.context.search_index import content_version
-from deermem.memory.recall import SearchIndexHandle
+from deermem.memory.search_handle import SearchIndexHandle
 from deermem.store import Scope, ScopeSnapshot
 
 SIZES = (100, 500, 10_000)

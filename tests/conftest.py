@@ -17,4 +17,4 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-pytest_plugins = ["tests.postgres_plugin"]
+pytest_plugins = ["tests.postgres_plugin", "tests.reference_plugin"]

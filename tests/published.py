@@ -1,9 +1,10 @@
 """Where the original project's published QA results are, and what they hold.
 
-CI checks the repository out with the shared reference folder beside it, so the
-results live at ``../shared/reference/deerflow-pr4810-results`` relative to the
-repository root. Tests that need them fail (never skip) when they are missing:
-a skipped verification would look like a passed one.
+They ship inside the package (``deermem.evaluation.published``), so every
+checkout and every installation has them; the tests read that copy. The
+hashes below are the ones the original project published (reference
+eval-harness-spec §7), pinned here independently of the package's own copy of
+them, so a changed file or a changed pin both fail.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import hashlib
 import json
 from pathlib import Path
 
-import pytest
+from deermem.evaluation.published import DEFAULT_PUBLISHED, PUBLISHED
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
-PUBLISHED_RESULTS = REPOSITORY_ROOT / ".." / "shared" / "reference" / "deerflow-pr4810-results"
+PUBLISHED_RESULTS = PUBLISHED[DEFAULT_PUBLISHED].directory
 
 # SHA-256 of each published file (reference eval-harness-spec §7).
 PUBLISHED_SHA256 = {
@@ -28,14 +29,7 @@ PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"
 
 
 def published_results() -> Path:
-    """The published results folder, or a test failure that says where it was expected."""
-    missing = [name for name in PUBLISHED_SHA256 if not (PUBLISHED_RESULTS / name).is_file()]
-    if missing:
-        pytest.fail(
-            f"the original project's published results are missing ({', '.join(missing)}): "
-            f"expected them in {PUBLISHED_RESULTS.resolve()} — CI must check out the shared "
-            "reference folder beside the repository"
-        )
+    """The published results folder shipped with the package."""
     return PUBLISHED_RESULTS
 
 

@@ -454,10 +454,10 @@ def test_concurrent_syncs_and_searches(tmp_path: Path) -> None:
 
         def work(n: int) -> None:
             try:
-                facts = [fact(f"t{n}_{k}", f"thread {n} fact {k} shared words") for k in range(20)]
+                facts = [fact(f"t{n}_{k}", f"thread {n} fact {k} common words") for k in range(20)]
                 for round_ in range(5):
                     index.sync_scope(USER, f"agent{n}", facts, version=str(round_))
-                    assert len(index.search(USER, f"agent{n}", "shared", now=NOW, top_k=50)) == 20
+                    assert len(index.search(USER, f"agent{n}", "common", now=NOW, top_k=50)) == 20
             except BaseException as error:  # collected for the main thread
                 errors.append(error)
 

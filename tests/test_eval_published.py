@@ -21,14 +21,12 @@ prediction at all (:func:`possible_rules`), which is all the rows allow.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from deermem.evaluation.grading.grader import grade_answer, possible_rules, tokenize
 from deermem.evaluation.qa.results import build_qa_report, compare_suites
 from deermem.evaluation.qa.rows import QaRow
-from tests import published
 from tests.published import (
     PROTOCOL_ID,
     PUBLISHED_SHA256,
@@ -134,11 +132,3 @@ def test_report_rebuilt_from_published_rows_is_byte_identical() -> None:
     report = build_qa_report(reversed(rows), protocol_id=PROTOCOL_ID)  # order must not matter
     for name, text in report.files().items():
         assert text.encode("utf-8") == (folder / name).read_bytes(), name
-
-
-def test_a_missing_published_folder_fails_instead_of_skipping(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(published, "PUBLISHED_RESULTS", tmp_path / "absent")
-    with pytest.raises(pytest.fail.Exception, match="published results are missing"):
-        published.published_results()

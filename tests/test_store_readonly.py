@@ -3,10 +3,13 @@
 The reads run in a child process (tests/readonly_reader.py) that really
 cannot write the store, by one of two mechanisms:
 
-* ``permissions`` — the files belong to someone else: as root (who ignores
-  permission bits), the child runs as ``nobody`` (``setpriv``) over files
-  made world-readable; as any other user, the store is made read-only with
-  ``chmod`` and the child runs as that user.
+* ``permissions`` — the files belong to someone else: as root, the store is
+  handed to ``nobody``, made world-readable, and the child runs as root with
+  every capability dropped (``setpriv``), so permission bits bind it as they
+  bind anyone — while the checkout and its interpreter, which may sit in a
+  directory only root can enter (a clone in ``mktemp -d``), stay readable; as
+  any other user, the store is made read-only with ``chmod`` and the child runs
+  as that user.
 * ``read-only-mount`` — as root only: the child runs in its own mount
   namespace (``unshare -m``) with the store bind-mounted read-only, so every
   write fails with EROFS.
@@ -65,9 +68,9 @@ def reader_command(mechanism: str, root: Path) -> list[str]:
     if mechanism == "permissions":
         if os.geteuid() != 0:
             return reader
-        setpriv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        setpriv = ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all"]
         if not shutil.which("setpriv") or not _works([*setpriv, sys.executable, "-c", "0"]):
-            pytest.skip("running as root, and setpriv cannot switch to an unprivileged user")
+            pytest.skip("running as root, and setpriv cannot drop root's capabilities")
         return [*setpriv, *reader]
     if os.geteuid() != 0:
         pytest.skip("a read-only bind mount needs root")
@@ -93,12 +96,14 @@ def shared_dir() -> Iterator[Path]:
 
 
 def make_read_only(mechanism: str, root: Path) -> None:
-    """Readable by anyone; writable by nobody but root (or, not as root, by no one)."""
+    """Readable by anyone; writable by no one without privileges (as root: ``nobody``'s)."""
     if mechanism == "read-only-mount":
         return
     for path in [root, *root.rglob("*")]:
         mode = 0o555 if path.is_dir() else 0o444
         path.chmod(mode)
+        if os.geteuid() == 0:
+            os.chown(path, NOBODY, NOBODY)
 
 
 def run_reader(mechanism: str, root: Path) -> dict[str, object]:

@@ -1,35 +1,41 @@
 """deermem: long-term memory for LLM agents that forgets the right things and can say why.
 
-The public API is re-exported here. Names are imported lazily on first use, so
-``import deermem`` stays cheap: the evaluation commands, for instance, need the
-policy layer but neither pydantic, nor the HTTP client, nor the CLI stack.
+The public API is re-exported here (``__all__``). The exceptions, the data
+model and the capacity policies are imported with the package. The memory,
+its configuration and the model clients are imported when one of their names
+is first read (PEP 562): a program that opens a memory does not load the HTTP
+client it may never call, and ``deermem eval``, which needs only the
+policies, loads neither the store nor pydantic's configuration.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
-# The exception tree is tiny and dependency-free: export it eagerly, so every
-# error is importable from ``deermem`` without being listed three times here.
-# The evaluation's branch of it lives with the evaluation.
 from deermem import _exceptions
 from deermem._exceptions import *  # noqa: F403
-from deermem._lazy import lazy_exports as _lazy_exports
 from deermem.evaluation import errors as _evaluation_errors
 from deermem.evaluation.errors import *  # noqa: F403
+from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
+from deermem.policy import (
+    POLICY_CONFIDENCE,
+    POLICY_HYBRID_V1,
+    CapacityDecision,
+    CapacityPolicy,
+    EvictedFact,
+    ShadowComparison,
+    select_facts_for_capacity,
+)
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
-_EXPORTS: dict[str, str] = {
-    "Fact": "deermem.model",
-    "FactScope": "deermem.model",
-    "FactSource": "deermem.model",
-    "CORE_CATEGORIES": "deermem.model",
+# The names imported on first use: public name -> the module that defines it.
+_ON_FIRST_USE: dict[str, str] = {
     "Memory": "deermem.memory",
     "MemoryConfig": "deermem.config",
-    "load_config": "deermem.config",
     "ModelConfig": "deermem.config",
+    "load_config": "deermem.config",
     "ChatMessage": "deermem.llm",
     "ChatModel": "deermem.llm",
     "ChatResponse": "deermem.llm",
@@ -37,13 +43,6 @@ _EXPORTS: dict[str, str] = {
     "OpenAICompatibleModel": "deermem.llm",
     "build_chat_model": "deermem.llm",
     "Signal": "deermem.signals",
-    "POLICY_CONFIDENCE": "deermem.policy",
-    "POLICY_HYBRID_V1": "deermem.policy",
-    "CapacityDecision": "deermem.policy",
-    "CapacityPolicy": "deermem.policy",
-    "EvictedFact": "deermem.policy",
-    "ShadowComparison": "deermem.policy",
-    "select_facts_for_capacity": "deermem.policy",
 }
 
 __all__ = [
@@ -54,48 +53,39 @@ __all__ = [
     "POLICY_HYBRID_V1",
     "CapacityDecision",
     "CapacityPolicy",
-    "ChatMessage",
-    "ChatModel",
-    "ChatResponse",
     "EvictedFact",
     "Fact",
     "FactScope",
     "FactSource",
-    "LocalModel",
-    "Memory",
-    "MemoryConfig",
-    "ModelConfig",
-    "OpenAICompatibleModel",
     "ShadowComparison",
-    "Signal",
     "__version__",
-    "build_chat_model",
-    "load_config",
     "select_facts_for_capacity",
+    *_ON_FIRST_USE,
 ]
 
-if TYPE_CHECKING:
-    from deermem.config import MemoryConfig, ModelConfig, load_config
-    from deermem.llm import (
-        ChatMessage,
-        ChatModel,
-        ChatResponse,
-        LocalModel,
-        OpenAICompatibleModel,
-        build_chat_model,
-    )
-    from deermem.memory import Memory
-    from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
-    from deermem.policy import (
-        POLICY_CONFIDENCE,
-        POLICY_HYBRID_V1,
-        CapacityDecision,
-        CapacityPolicy,
-        EvictedFact,
-        ShadowComparison,
-        select_facts_for_capacity,
-    )
-    from deermem.signals import Signal
+if TYPE_CHECKING:  # the names of _ON_FIRST_USE, for type checkers (a test keeps them equal)
+    from deermem.config import MemoryConfig as MemoryConfig
+    from deermem.config import ModelConfig as ModelConfig
+    from deermem.config import load_config as load_config
+    from deermem.llm import ChatMessage as ChatMessage
+    from deermem.llm import ChatModel as ChatModel
+    from deermem.llm import ChatResponse as ChatResponse
+    from deermem.llm import LocalModel as LocalModel
+    from deermem.llm import OpenAICompatibleModel as OpenAICompatibleModel
+    from deermem.llm import build_chat_model as build_chat_model
+    from deermem.memory import Memory as Memory
+    from deermem.signals import Signal as Signal
 
 
-__getattr__, __dir__ = _lazy_exports(__name__, globals(), _EXPORTS)
+def __getattr__(name: str) -> object:
+    """Import a name of ``_ON_FIRST_USE`` when first read; later reads find it in the namespace."""
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deermem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -5,9 +5,9 @@ the official manifest is stored as ``official-manifest.json`` and gets its origi
 name only when the bundle is laid out, so no file named like LongMemEval data is
 tracked). The answer prompt is rebuilt at test time from its documented structure;
 its one system line is the original project's wording, which deermem neither ships
-nor copies: it is read from the reference description beside the checkout
-(``../shared/reference/eval-harness-spec.md``, §2.4), the same place the published
-results are read from.
+nor copies: it is read from the reference description ``eval-harness-spec.md`` (§2.4)
+in the directory named by ``DEERMEM_REFERENCE_DIR`` (:mod:`tests.reference_plugin`);
+without it, the tests that need the original prompt are skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from deermem.evaluation.protocol.bundle import ProtocolFiles
+from tests.reference_plugin import reference_file
 
 __all__ = [
     "FIXTURE_ROOT",
@@ -36,21 +37,19 @@ ORIGINAL_HASHES = {
 }
 
 
-REFERENCE_SPEC = Path(__file__).parents[2] / ".." / "shared" / "reference" / "eval-harness-spec.md"
 # The line of §2.4 that quotes the system instruction between backticks.
 _SYSTEM_LINE = re.compile(r"Exact text \(the test pins it\):\s*`([^`]+)`")
 
 
 def original_prompt_text() -> str:
-    """The original answer prompt: 294 bytes, LF line endings, one final newline."""
-    if not REFERENCE_SPEC.is_file():
-        raise AssertionError(
-            f"the reference description is missing: {REFERENCE_SPEC.resolve()} "
-            "(the tests expect the shared folder beside the checkout)"
-        )
-    found = _SYSTEM_LINE.search(REFERENCE_SPEC.read_text(encoding="utf-8"))
+    """The original answer prompt: 294 bytes, LF line endings, one final newline.
+
+    Skips the calling test when ``DEERMEM_REFERENCE_DIR`` is not set.
+    """
+    spec = reference_file("eval-harness-spec.md")
+    found = _SYSTEM_LINE.search(spec.read_text(encoding="utf-8"))
     if found is None:
-        raise AssertionError(f"no quoted system line in §2.4 of {REFERENCE_SPEC}")
+        raise AssertionError(f"no quoted system line in §2.4 of {spec}")
     system = found.group(1)
     return (
         f"SYSTEM:\n{system}\n\nUSER:\n{{{{CURRENT_DATE_SECTION}}}}STORED MEMORY:\n"

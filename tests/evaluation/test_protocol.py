@@ -21,7 +21,6 @@ from deermem.evaluation.protocol.bundle import (
     load_protocol,
 )
 from deermem.evaluation.protocol.manifests import OFFICIAL_SCENARIOS
-from deermem.evaluation.protocol.prompt import AnswerTemplate
 from deermem.policy import POLICY_HYBRID_V1
 from tests.evaluation.longmemeval_data import PINNED_SHA256
 from tests.evaluation.original_protocol import (
@@ -130,12 +129,15 @@ def test_the_official_manifest_holds_identifiers_and_rules_only() -> None:
         assert forbidden not in text
 
 
-def test_bundled_prompt_and_cases_are_ours_not_the_originals() -> None:
-    protocol = load_protocol()
-    prompt = protocol.answer_prompt_path.read_text()
+def test_the_bundled_prompt_is_ours_not_the_originals() -> None:
+    prompt = load_protocol().answer_prompt_path.read_text()
     original = original_prompt_text()
     assert prompt != original
     assert original.splitlines()[1] not in prompt
+
+
+def test_the_bundled_cases_are_ours_not_the_originals() -> None:
+    protocol = load_protocol()
     original_cases = json.loads(
         (FIXTURE_ROOT / "manifests" / "synthetic-corrections-pr4789-v1.json").read_text()
     )["cases"]
@@ -167,7 +169,7 @@ def test_the_bundled_prompt_has_the_reference_structure_and_its_hash_is_pinned()
 
 
 def test_answer_rendering_pins_order_date_line_and_blocks() -> None:
-    template = AnswerTemplate.parse(original_prompt_text(), file="answer-v1.txt")
+    template = load_protocol().answer_template  # the original's has the same structure
     messages = template.render(
         question="Where does the user live?",
         question_date="2023/05/20 (Sat) 02:21",
@@ -188,11 +190,21 @@ def test_answer_rendering_pins_order_date_line_and_blocks() -> None:
 # --- the original project's bundle --------------------------------------------------------
 
 
-def test_original_fixture_files_are_byte_identical_to_the_originals(tmp_path: Path) -> None:
-    files = write_original_bundle(tmp_path)
-    assert sha256(files.config) == ORIGINAL_HASHES["config"]
-    assert sha256(files.official_manifest) == ORIGINAL_HASHES["official_manifest"]
-    assert sha256(files.synthetic_manifest) == ORIGINAL_HASHES["synthetic_manifest"]
+def test_original_fixture_files_are_byte_identical_to_the_originals() -> None:
+    assert (
+        sha256(FIXTURE_ROOT / "configs" / "pr4789-reproduction-v1.yaml")
+        == (ORIGINAL_HASHES["config"])
+    )
+    manifests = FIXTURE_ROOT / "manifests"
+    assert sha256(manifests / "official-manifest.json") == ORIGINAL_HASHES["official_manifest"]
+    assert (
+        sha256(manifests / "synthetic-corrections-pr4789-v1.json")
+        == (ORIGINAL_HASHES["synthetic_manifest"])
+    )
+
+
+def test_the_rebuilt_original_prompt_is_byte_identical_to_the_original(tmp_path: Path) -> None:
+    write_original_bundle(tmp_path)
     prompt = tmp_path / "prompts" / "answer-v1.txt"
     assert prompt.stat().st_size == 294
     assert sha256(prompt) == ORIGINAL_HASHES["answer_prompt"]

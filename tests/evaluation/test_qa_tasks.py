@@ -11,7 +11,6 @@ import pytest
 from deermem.evaluation.protocol.bundle import load_protocol
 from deermem.evaluation.protocol.cases import build_cases
 from deermem.evaluation.protocol.dataset import load_dataset
-from deermem.evaluation.protocol.prompt import AnswerTemplate
 from deermem.evaluation.qa.providers import HttpAnswerer, resolve_endpoint
 from deermem.evaluation.qa.tasks import (
     RequestSettings,
@@ -23,16 +22,15 @@ from deermem.llm import ChatMessage, OpenAICompatibleModel
 from deermem.llm import request_fingerprint as llm_request_fingerprint
 from tests.evaluation.conftest import Answered, Generated, Prepared
 from tests.evaluation.longmemeval_data import copy_protocol
-from tests.evaluation.original_protocol import original_prompt_text, write_original_bundle
+from tests.evaluation.original_protocol import write_original_bundle
 from tests.published import published_rows
 
 SETTINGS = RequestSettings(model="deepseek-v4-flash", temperature=0.0, max_tokens=2048)
 
 
 def _example_messages() -> list[dict[str, str]]:
-    """The pinned rendering example of reference §2.4, under the original prompt."""
-    template = AnswerTemplate.parse(original_prompt_text(), file="answer-v1.txt")
-    return template.render(
+    """The rendering example of reference §2.4, under the bundled prompt."""
+    return load_protocol().answer_template.render(
         question="Where does the user live?",
         question_date="2023/05/20 (Sat) 02:21",
         facts=[("fact-b", "The cat sleeps in the study."), ("fact-a", "The user moved to Lyon.")],

@@ -1,4 +1,4 @@
-"""``deermem eval verify DIR`` as a user runs it, on the original's published results."""
+"""``deermem eval verify [DIR]`` as a user runs it, on the original's published results."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from deermem.evaluation import published
+from deermem.evaluation.published import DEFAULT_PUBLISHED, PUBLISHED, PublishedResults
 from deermem.evaluation.verify.check import verify_results
 from deermem.evaluation.verify.render import render_verification
 from tests.evaluation.conftest import Runner
 from tests.evaluation.qa_support import edit_text
-from tests.published import PUBLISHED_SHA256, published_results
+from tests.published import PUBLISHED_SHA256, REPOSITORY_ROOT, published_results
 
 
 def test_the_published_results_verify_through_the_command(eval_cli: Runner) -> None:
@@ -86,3 +88,82 @@ def test_a_missing_folder_fails(eval_cli: Runner, tmp_path: Path) -> None:
     code, out, _ = eval_cli("verify", str(tmp_path / "nowhere"))
     assert code == 1
     assert "expected a results directory, got no such directory" in out
+
+
+# --- the results shipped with the package ----------------------------------------------------
+
+
+def test_without_a_directory_the_shipped_results_are_verified(eval_cli: Runner) -> None:
+    folder = published_results()
+    assert folder.is_relative_to(Path(published.__file__).parent)  # the package's own copy
+    expected = render_verification(verify_results(folder, expected_sha256=PUBLISHED_SHA256))
+    for args in ([], ["--published", DEFAULT_PUBLISHED]):
+        code, out, err = eval_cli("verify", *args)
+        assert (code, out, err) == (0, expected, ""), args
+    assert expected.startswith(f"verified {folder}: 90 rows")
+    code, out, _ = eval_cli("verify", "--json")
+    data = json.loads(out)
+    assert (code, data["ok"], data["rows"], data["directory"]) == (0, True, 90, str(folder))
+
+
+def test_the_shipped_set_pins_the_hashes_it_was_published_with() -> None:
+    assert list(PUBLISHED) == [DEFAULT_PUBLISHED] == ["deerflow-pr4810"]
+    assert dict(PUBLISHED[DEFAULT_PUBLISHED].sha256) == PUBLISHED_SHA256
+
+
+def test_the_shipped_hashes_are_checked_not_only_the_figures(
+    eval_cli: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A usage count feeds no figure: only the published hash can notice it changed.
+    folder = tmp_path / "results"
+    shutil.copytree(published_results(), folder)
+    rows = folder / "qa.rows.jsonl"
+    rows.write_text(rows.read_text().replace('"completion_tokens": ', '"completion_tokens": 1', 1))
+    assert eval_cli("verify", str(folder))[0] == 0
+    altered = PublishedResults(
+        DEFAULT_PUBLISHED, folder, PUBLISHED[DEFAULT_PUBLISHED].sha256, "an altered copy"
+    )
+    monkeypatch.setattr("deermem.evaluation.cli.qa.PUBLISHED", {DEFAULT_PUBLISHED: altered})
+    code, out, _ = eval_cli("verify")
+    assert code == 1
+    assert out.startswith(f"FAILED {folder}: 1 problem\n")
+    assert "qa.rows.jsonl: (sha256): expected d14dcd1e57bb" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--published", "nope"], "--published 'nope': no such published results (shipped: "),
+        (["results", "--published", DEFAULT_PUBLISHED], "a results directory or --published"),
+    ],
+)
+def test_an_unknown_or_doubled_source_is_a_usage_error(
+    eval_cli: Runner, args: list[str], message: str
+) -> None:
+    code, out, err = eval_cli("verify", *args)
+    assert (code, out) == (2, "")
+    assert message in " ".join(err.replace("│", " ").split())
+
+
+def test_the_shipped_results_say_where_they_come_from_under_which_licence() -> None:
+    folder = published_results()
+    assert sorted(path.name for path in folder.iterdir()) == sorted(
+        [*PUBLISHED_SHA256, "LICENSE", "PROVENANCE.md"]
+    )
+    provenance = (folder / "PROVENANCE.md").read_text(encoding="utf-8")
+    for needle in ("bytedance/deer-flow", "#4810", "e481a2e73011bc550e826afeccb2aca9b7c798fb"):
+        assert needle in provenance
+    for name, digest in PUBLISHED_SHA256.items():
+        assert f"`{name}`" in provenance
+        assert digest in provenance
+    licence = (folder / "LICENSE").read_text(encoding="utf-8")
+    assert licence.startswith("MIT License\n")
+    assert "Copyright (c) 2025-2026 DeerFlow Authors" in licence
+
+
+def test_no_help_text_names_a_path_outside_the_repository(eval_cli: Runner) -> None:
+    for command in ("verify", "report", "run-qa", "grade-qa", "run-policy"):
+        code, out, _ = eval_cli(command, "--help")
+        assert code == 0
+        assert "../" not in out, command
+    assert "../" not in (REPOSITORY_ROOT / "README.md").read_text(encoding="utf-8")

@@ -8,6 +8,11 @@ opens the store once, on first use, so ``deermem --help`` or ``deermem
 demo`` never touch a store. A command that only reads passes
 ``existing=True``: a root that does not exist is then an error, not an empty
 memory that hides a mistyped path.
+
+The configuration, the store and :class:`~deermem.memory.Memory` are imported
+where they are first needed, not with this module: every command goes through
+the root command, and the ones that open no memory (``deermem eval ...``,
+``deermem token ...``, ``--help``) should not wait for pydantic and the store.
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from deermem.cli._output import fail
-from deermem.config import ResolvedConfig, resolve_config
-from deermem.memory import Memory
-from deermem.store import resolve_root
+
+if TYPE_CHECKING:
+    from deermem.config import ResolvedConfig
+    from deermem.memory import Memory
 
 __all__ = ["CliContext", "cli_context", "memory_of"]
 
@@ -42,6 +49,8 @@ class CliContext:
     def _explicit(self) -> ResolvedConfig:
         """The configuration from ``--config``, the environment and defaults: no store's file."""
         if self._explicit_settings is None:
+            from deermem.config import resolve_config
+
             self._explicit_settings = resolve_config(self.config_file)
         return self._explicit_settings
 
@@ -56,6 +65,8 @@ class CliContext:
             if self.root is not None:
                 self._root_dir = self.root
             else:
+                from deermem.store import resolve_root
+
                 self._root_dir = resolve_root(self._explicit().config.storage_path)
         return self._root_dir
 
@@ -76,6 +87,8 @@ class CliContext:
             if self.uses_database():
                 self._settings = self._explicit()
             else:
+                from deermem.config import resolve_config
+
                 self._settings = resolve_config(self.config_file, root=self.store_root())
         return self._settings
 
@@ -87,6 +100,8 @@ class CliContext:
                 "does not exist; check the path, or create the store with `deermem init`"
             )
         if self._memory is None:
+            from deermem.memory import Memory
+
             self._memory = Memory.open(
                 None if database else self.store_root(),
                 self.settings().config,

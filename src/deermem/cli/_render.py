@@ -6,13 +6,15 @@ Everything a user or a model wrote is escaped before rich sees it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from deermem.model.fact import Fact
-from deermem.store import EvictionReceipt, ReceiptEntry
+if TYPE_CHECKING:
+    from deermem.model.fact import Fact
+    from deermem.store import EvictionReceipt, ReceiptEntry
 
 __all__ = [
     "components_text",

@@ -12,30 +12,28 @@ import typer
 
 from deermem import __version__
 from deermem._exceptions import DeerMemError
-from deermem.cli import (
-    archive_cmd,
-    audit_cmd,
-    config_cmd,
-    context_cmd,
-    db_cmd,
-    demo,
-    facts_cmd,
-    ingest_cmd,
-    init_cmd,
-    mcp_cmd,
-    migrate_cmd,
-    model_cmd,
-    regret_cmd,
-    replay_cmd,
-    search_cmd,
-    serve_cmd,
-    store_cmd,
-    token_cmd,
-    transfer_cmd,
-)
 from deermem.cli._context import CliContext
 from deermem.cli._output import print_error
 from deermem.cli._typer import CONTEXT_SETTINGS, Group, use_command_classes
+from deermem.cli.archive_cmd import app as archive_app
+from deermem.cli.audit_cmd import audit, why
+from deermem.cli.config_cmd import app as config_app
+from deermem.cli.context_cmd import context
+from deermem.cli.db_cmd import app as db_app
+from deermem.cli.demo import demo
+from deermem.cli.facts_cmd import app as facts_app
+from deermem.cli.ingest_cmd import ingest
+from deermem.cli.init_cmd import init
+from deermem.cli.mcp_cmd import mcp
+from deermem.cli.migrate_cmd import migrate_command
+from deermem.cli.model_cmd import app as model_app
+from deermem.cli.regret_cmd import regret
+from deermem.cli.replay_cmd import replay
+from deermem.cli.search_cmd import search
+from deermem.cli.serve_cmd import serve
+from deermem.cli.store_cmd import reindex, scopes
+from deermem.cli.token_cmd import app as token_app
+from deermem.cli.transfer_cmd import export, import_
 from deermem.evaluation.cli.app import app as eval_app
 
 __all__ = ["app", "main", "run"]
@@ -53,28 +51,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-app.command(name="init")(init_cmd.init)
-app.add_typer(facts_cmd.app, name="facts")
-app.command(name="ingest")(ingest_cmd.ingest)
-app.command(name="audit")(audit_cmd.audit)
-app.command(name="why")(audit_cmd.why)
-app.add_typer(archive_cmd.app, name="archive")
-app.command(name="regret")(regret_cmd.regret)
-app.command(name="context")(context_cmd.context)
-app.command(name="search")(search_cmd.search)
-app.command(name="export")(transfer_cmd.export)
-app.command(name="import")(transfer_cmd.import_)
-app.command(name="scopes")(store_cmd.scopes)
-app.command(name="reindex")(store_cmd.reindex)
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(model_cmd.app, name="model")
-app.command(name="demo")(demo.demo)
-app.command(name="serve")(serve_cmd.serve)
-app.command(name="mcp")(mcp_cmd.mcp)
-app.add_typer(token_cmd.app, name="token")
-app.add_typer(db_cmd.app, name="db")
-app.command(name="migrate")(migrate_cmd.migrate_command)
-eval_app.command(name="replay")(replay_cmd.replay)  # needs Memory: it lives at this level
+app.command(name="init")(init)
+app.add_typer(facts_app, name="facts")
+app.command(name="ingest")(ingest)
+app.command(name="audit")(audit)
+app.command(name="why")(why)
+app.add_typer(archive_app, name="archive")
+app.command(name="regret")(regret)
+app.command(name="context")(context)
+app.command(name="search")(search)
+app.command(name="export")(export)
+app.command(name="import")(import_)
+app.command(name="scopes")(scopes)
+app.command(name="reindex")(reindex)
+app.add_typer(config_app, name="config")
+app.add_typer(model_app, name="model")
+app.command(name="demo")(demo)
+app.command(name="serve")(serve)
+app.command(name="mcp")(mcp)
+app.add_typer(token_app, name="token")
+app.add_typer(db_app, name="db")
+app.command(name="migrate")(migrate_command)
+eval_app.command(name="replay")(replay)  # needs Memory: it lives at this level
 app.add_typer(eval_app, name="eval")
 use_command_classes(app)
 

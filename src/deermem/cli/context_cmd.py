@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich import box
 from rich.markup import escape
@@ -9,7 +11,9 @@ from rich.table import Table
 
 from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
-from deermem.context import OMISSION_REASONS, InjectionManifest
+
+if TYPE_CHECKING:
+    from deermem.context import InjectionManifest
 
 __all__ = ["context", "manifest_summary", "manifest_table"]
 
@@ -76,6 +80,8 @@ def manifest_table(manifest: InjectionManifest) -> Table:
     order of the text (``Facts, guaranteed`` or ``Facts, ranked``), then the
     facts left out with the reason, which the caption explains.
     """
+    from deermem.context import OMISSION_REASONS
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption_justify="left")
     for column in ("fact id", "category", "rank", "score", "tokens", "section / left out"):
         numeric = column in ("rank", "score", "tokens")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.markup import escape
 
 from deermem._exceptions import ConfigError
 from deermem.cli._context import CliContext
 from deermem.cli._output import JSON_OPTION, out_console, print_json
-from deermem.config import MemoryConfig, load_config
+
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
 
 __all__ = ["app", "config_of"]
 
@@ -24,6 +28,8 @@ _DATABASE_OPTION = typer.Option(
 
 def config_of(ctx: typer.Context) -> MemoryConfig:
     """The configuration the global options (``--config``, the environment) name."""
+    from deermem.config import load_config
+
     state = ctx.find_root().obj
     return load_config(state.config_file if isinstance(state, CliContext) else None)
 

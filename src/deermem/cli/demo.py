@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
@@ -13,11 +14,11 @@ from rich.table import Table
 
 from deermem.cli._output import JSON_OPTION, out_console, print_json
 from deermem.cli._render import components_text, eviction_sentence, margin_text
-from deermem.config import MemoryConfig, render_store_settings, write_store_settings
-from deermem.memory.demo import DEMO_USER, MODES, ScenarioRun, run_demo
 from deermem.model.timestamps import format_timestamp, parse_timestamp
-from deermem.policy import elapsed_days
 from deermem.scenarios import DEMO_CAPACITY, DEMO_CLOCK
+
+if TYPE_CHECKING:
+    from deermem.memory.demo import ScenarioRun
 
 __all__ = ["demo"]
 
@@ -50,6 +51,9 @@ def demo(
     Example: `deermem demo --root /tmp/deermem-demo`, then
     `deermem --root /tmp/deermem-demo --user demo --agent stale-vs-confirmed-confidence audit`
     """
+    from deermem.config import MemoryConfig, render_store_settings, write_store_settings
+    from deermem.memory.demo import DEMO_USER, MODES, run_demo
+
     clock = parse_timestamp(now)
     if clock is None:
         raise typer.BadParameter(f"not an ISO 8601 timestamp: {now!r}", param_hint="--now")
@@ -80,6 +84,9 @@ def demo(
 
 
 def _render(run: ScenarioRun, now: datetime) -> None:
+    from deermem.memory.demo import MODES
+    from deermem.policy import elapsed_days
+
     scenario = run.scenario
     out_console.rule(f"[bold]{escape(scenario.title)}[/]")
     table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
@@ -137,6 +144,8 @@ def _render(run: ScenarioRun, now: datetime) -> None:
 
 
 def _as_json(run: ScenarioRun) -> dict[str, object]:
+    from deermem.memory.demo import MODES
+
     scenario = run.scenario
     return {
         "name": scenario.name,

@@ -9,16 +9,6 @@ from rich.markup import escape
 
 from deermem.cli._context import cli_context
 from deermem.cli._output import JSON_OPTION, fail, out_console, print_json
-from deermem.config import (
-    STORE_SETTINGS_FILENAME,
-    read_store_settings,
-    render_store_settings,
-    resolve_config,
-    store_settings_path,
-    write_store_settings,
-)
-from deermem.store import resolve_root
-from deermem.store.listing import holds_store
 
 __all__ = ["init"]
 
@@ -51,6 +41,17 @@ def init(
     Examples: `deermem --root ./memory init --config deermem.yaml`,
     `DEERMEM_MAX_FACTS=10 deermem --root ./memory init`
     """
+    from deermem.config import (
+        STORE_SETTINGS_FILENAME,
+        read_store_settings,
+        render_store_settings,
+        resolve_config,
+        store_settings_path,
+        write_store_settings,
+    )
+    from deermem.store import resolve_root
+    from deermem.store.listing import holds_store
+
     state = cli_context(ctx)
     resolved = resolve_config(config or state.config_file)
     if resolved.config.store and state.root is None:

@@ -6,11 +6,9 @@ import sys
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
 from deermem.cli.db_cmd import config_of
-from deermem.store.migration import MigrationReport, migrate, opened_location
 
 __all__ = ["migrate_command"]
 
@@ -38,6 +36,16 @@ def migrate_command(
 
     Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`
     """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from deermem.store.migration import MigrationReport, migrate, opened_location
+
     config = config_of(ctx)
     with (
         opened_location(source, config, must_exist=True) as (reader, shown_source),

@@ -10,7 +10,6 @@ import typer
 from rich.markup import escape
 
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
-from deermem.config import ENV_PREFIX, load_config
 
 __all__ = ["app"]
 
@@ -31,7 +30,7 @@ def check(
     ),
     prompt: str = typer.Option(_DEFAULT_PROMPT, "--prompt", help="What to ask the model."),
     ignore_env: bool = typer.Option(
-        False, "--ignore-env", help=f"Do not apply {ENV_PREFIX}* environment variables."
+        False, "--ignore-env", help="Do not apply DEERMEM_* environment variables."
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -45,7 +44,7 @@ def check(
 
     Example: `DEEPSEEK_API_KEY=... deermem model check deermem.yaml`
     """
-    # Imported here: the HTTP stack is not needed by the other commands' start-up.
+    from deermem.config import load_config
     from deermem.llm import ChatMessage, OpenAICompatibleModel, require_chat_model
 
     config = load_config(file, environ={} if ignore_env else None)

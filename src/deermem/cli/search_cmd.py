@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich import box
 from rich.markup import escape
@@ -9,7 +11,9 @@ from rich.table import Table
 
 from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, out_console, print_json
-from deermem.memory import SearchResult
+
+if TYPE_CHECKING:
+    from deermem.memory import SearchResult
 
 __all__ = ["search", "search_table"]
 

@@ -7,7 +7,6 @@ import sys
 import typer
 from rich import box
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from deermem.cli._context import memory_of
@@ -51,6 +50,14 @@ def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 
     Example: `deermem --root ./memory reindex`
     """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     memory = memory_of(ctx, existing=True)
     progress = Progress(
         TextColumn("indexing users and agents"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
@@ -12,8 +13,9 @@ from rich.table import Table
 
 from deermem.cli._context import CliContext
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
-from deermem.server.settings import ServerSettings
-from deermem.server.tokens import TokenFile
+
+if TYPE_CHECKING:
+    from deermem.server.tokens import TokenFile
 
 __all__ = ["app"]
 
@@ -38,6 +40,9 @@ TOKENS_FILE_OPTION = typer.Option(
 
 
 def _tokens(ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None) -> TokenFile:
+    from deermem.server.settings import ServerSettings
+    from deermem.server.tokens import TokenFile
+
     state = ctx.find_root().obj
     options = state if isinstance(state, CliContext) else CliContext()
     settings = ServerSettings(

@@ -10,7 +10,6 @@ from rich.markup import escape
 
 from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, fail, out_console, print_json, read_stdin_text
-from deermem.store.atomic import atomic_write
 
 __all__ = ["export", "import_"]
 
@@ -43,6 +42,8 @@ def export(
     if file == _STDIO:
         typer.echo(text, nl=False)
         return
+    from deermem.store.atomic import atomic_write
+
     path = Path(file)
     if not path.parent.is_dir():
         fail(f"{file}: its directory does not exist")

@@ -1,9 +1,9 @@
 """How one search runs: the whole query, or an exact shortcut past common words.
 
 FTS5 computes ``bm25()`` for every fact that matches *any* alternative of an
-``OR`` query, at about 3 µs a fact, so a query containing a word that occurs
-in most facts ("the", "user", "prefers" in a large memory) pays BM25 for most
-of the scope. Yet such a word carries little weight: its IDF,
+``OR`` query, so the time of a query grows with the facts it matches: a query
+containing a word that occurs in most facts ("the", "user", "prefers" in a
+large memory) pays BM25 for most of the scope. Yet such a word carries little weight: its IDF,
 ``log((N − n + 0.5) / (n + 0.5))`` with ``n`` of ``N`` indexed facts
 matching, is small (FTS5 floors it at ``1e-6`` from ``n ≥ N/2``), and one
 group can add at most ``IDF × (k1 + 1) = 2.2 × IDF`` to a fact's ``|bm25|``

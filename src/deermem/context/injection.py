@@ -142,8 +142,8 @@ class Injection:
 
         The manifest's ``budget_tokens`` sums the lines, each with its
         newline; the exact count of the joined text is the same or slightly
-        lower. It is computed on request because one encode of a full prompt
-        costs more than the rest of the injection together.
+        lower. It is computed on request only: the budget already counted
+        every line, and encoding the joined text would do that work again.
         """
         return self.counter(self.text)
 

@@ -188,9 +188,10 @@ _CACHE: Final = _EncodingCache()
 def cl100k_encoding() -> tiktoken.Encoding | None:
     """The shared ``cl100k_base`` encoding, or ``None`` if it cannot be loaded.
 
-    The first call loads it (about 0.2 s); a failure is remembered for the
-    life of the process and logged once, since the vocabulary is a local file
-    that will not repair itself. :func:`reset_tokenizer_cache` forgets both.
+    The first call reads and parses the vocabulary file; a failure is
+    remembered for the life of the process and logged once, since the
+    vocabulary is a local file that will not repair itself.
+    :func:`reset_tokenizer_cache` forgets both.
     """
     return _CACHE.get()
 

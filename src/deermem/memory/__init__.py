@@ -2,7 +2,6 @@
 
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.facade import Clock, Memory, random_fact_id, wall_clock
-from deermem.memory.recall import SearchResult
 from deermem.memory.results import (
     CreateResult,
     Explanation,
@@ -11,6 +10,7 @@ from deermem.memory.results import (
     ReindexReport,
     RestoreResult,
     ScopeSummary,
+    SearchResult,
     Standing,
 )
 

@@ -10,10 +10,17 @@ never the wall clock directly, so tests and demos are reproducible.
 
 The work is done by collaborators with one job each: the store, the gate,
 :class:`~deermem.memory.updates.UpdateService` (model, queue, watermark),
-:class:`~deermem.memory.recall.SearchIndexHandle` and the pure functions of
-:mod:`deermem.memory.recall`, :mod:`deermem.memory.documents` and
-:mod:`deermem.memory.explain`; ``Memory`` holds them and binds them to one
-scope.
+:class:`~deermem.memory.search_handle.SearchIndexHandle` and the pure
+functions of :mod:`deermem.memory.recall`, :mod:`deermem.memory.documents`
+and :mod:`deermem.memory.explain`; ``Memory`` holds them and binds them to
+one scope.
+
+Opening a memory and reading facts needs only the configuration and the
+store. The prompt and search stack (:mod:`deermem.memory.recall`,
+:mod:`deermem.context`) is imported by the first method that uses it, and
+the extraction machinery by the first extraction (see
+:mod:`deermem.memory.updates`), so a command that lists facts does not wait
+for either.
 """
 
 from __future__ import annotations
@@ -36,7 +43,6 @@ from deermem._exceptions import (
     UnsafeIdentifierError,
 )
 from deermem.config import MemoryConfig, load_config, with_store_settings
-from deermem.context import Injection, warm_tokenizer
 from deermem.memory._checks import (
     check_confidence,
     check_not_duplicate,
@@ -48,14 +54,6 @@ from deermem.memory._checks import (
 )
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.explain import standing_of
-from deermem.memory.recall import (
-    SearchFindings,
-    SearchIndexHandle,
-    SearchResult,
-    memory_injection,
-    rebuild_search_index,
-    search_scope,
-)
 from deermem.memory.results import (
     CreateResult,
     Explanation,
@@ -63,7 +61,9 @@ from deermem.memory.results import (
     ReindexReport,
     RestoreResult,
     ScopeSummary,
+    SearchResult,
 )
+from deermem.memory.search_handle import SearchIndexHandle
 from deermem.memory.updates import UpdateService
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
@@ -88,12 +88,14 @@ from deermem.store import (
 )
 from deermem.store.factory import open_store
 from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
-from deermem.store.regret_records import RegretEvent
-from deermem.update import FlushReport, UpdateResult
 
-if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction only
+if TYPE_CHECKING:
+    from deermem.context import Injection
     from deermem.llm import ChatModel
+    from deermem.memory.recall import SearchFindings
     from deermem.signals import KeepHidden
+    from deermem.store.regret_records import RegretEvent
+    from deermem.update import FlushReport, UpdateResult
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
@@ -334,6 +336,8 @@ class Memory:
         Returns:
             Whether both are ready.
         """
+        from deermem.context import warm_tokenizer
+
         tokens = self.config.token_counting != "tiktoken" or warm_tokenizer()
         index = self._search_index.get(self.store) is not None
         return tokens and index
@@ -753,6 +757,8 @@ class Memory:
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
+        from deermem.memory.recall import memory_injection
+
         return memory_injection(
             self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
         )
@@ -797,6 +803,8 @@ class Memory:
                 searched all the same, without counting (said once, in a
                 warning).
         """
+        from deermem.memory.recall import search_scope
+
         now = self.now()
         findings = search_scope(
             self.store,
@@ -835,6 +843,8 @@ class Memory:
             OSError: the index cannot be written where the store keeps it.
             SearchIndexError: the index file cannot be opened.
         """
+        from deermem.memory.recall import rebuild_search_index
+
         self._search_index.close()  # this memory's next search reopens it
         return rebuild_search_index(
             self.store, now=self.now(), with_archive=self._detects_missed_recalls, progress=progress

@@ -19,20 +19,20 @@ The glue between the store and the pure :mod:`deermem.context` engine, for
   store either; counting hits as recalls, and recording regret, is
   :meth:`Memory.search <deermem.memory.Memory.search>`' job, and it touches
   only the sidecars.
+
+``Memory`` imports this module with its first prompt or search.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from deermem._exceptions import CorruptMemoryFile, SearchIndexError
-from deermem.config import MemoryConfig
 from deermem.context import (
     ArchiveSource,
     Injection,
@@ -43,71 +43,23 @@ from deermem.context import (
     search_facts,
     search_with_archive,
 )
-from deermem.context.search import MatchType, SearchHit
 from deermem.context.search_index import MEMORY, content_version
-from deermem.memory.results import ReindexReport
-from deermem.model.fact import Fact
+from deermem.memory.results import ReindexReport, SearchResult
 from deermem.policy import POLICY_HYBRID_V1
-from deermem.store import ArchiveEntry, Scope, ScopeSnapshot, Store
 
-__all__ = [
-    "SearchFindings",
-    "SearchIndexHandle",
-    "SearchResult",
-    "memory_injection",
-    "rebuild_search_index",
-    "search_scope",
-]
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+    from deermem.context.search import SearchHit
+    from deermem.memory.search_handle import SearchIndexHandle
+    from deermem.model.fact import Fact
+    from deermem.store import ArchiveEntry, Scope, Store
+
+__all__ = ["SearchFindings", "memory_injection", "rebuild_search_index", "search_scope"]
 
 _NO_ARCHIVE = "off"
 """The archive version of a scope whose archive is not indexed (detection off)."""
 
 _log = logging.getLogger("deermem.memory")
-_VERSIONS_KEPT = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """One search hit with its fact.
-
-    Attributes:
-        fact: the fact as stored.
-        score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` matches,
-            the confidence for ``substring`` matches; higher is better.
-        match_type: ``fts5`` or ``substring`` (the fallback).
-        bm25: FTS5's raw BM25 (negative; more negative is better), ``None``
-            for substring matches.
-    """
-
-    fact: Fact
-    score: float
-    match_type: MatchType
-    bm25: float | None = None
-
-    @property
-    def fact_id(self) -> str:
-        return self.fact.id
-
-    @property
-    def content(self) -> str:
-        return self.fact.content
-
-    @property
-    def category(self) -> str:
-        """The category as shown to people: an ``other`` fact's own label."""
-        return self.fact.categoryExtension or self.fact.category
-
-    @property
-    def confidence(self) -> float:
-        return self.fact.confidence
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "fact": self.fact.to_dict(),
-            "score": self.score,
-            "matchType": self.match_type,
-            "bm25": self.bm25,
-        }
 
 
 def memory_injection(
@@ -323,67 +275,3 @@ def rebuild_search_index(
             if progress is not None:
                 progress(done, len(scopes))
     return ReindexReport(scopes=len(scopes), facts=facts, location=str(location))
-
-
-class SearchIndexHandle:
-    """The store's search index, opened on first use and shared by a memory's views.
-
-    Opening never fails a search: when the store cannot provide a location (a
-    read-only store) or the index cannot be opened there, :meth:`get` says so
-    once, in a warning, and keeps an index in memory instead — rebuilt from
-    the facts, so searches rank exactly as with the file.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._index: SearchIndex | None = None
-        self._closer: weakref.finalize[[], SearchIndexHandle] | None = None
-        # The content token of the snapshot last searched, per scope: a store
-        # hands out the same snapshot object until the scope changes, so the
-        # digest over every fact is computed once per change, not per search.
-        self._versions: dict[tuple[str | None, str], tuple[weakref.ref[ScopeSnapshot], str]] = {}
-
-    def get(self, store: Store) -> SearchIndex:
-        with self._lock:
-            if self._index is None:
-                try:
-                    self._index = SearchIndex(store.search_index_location())
-                except (OSError, SearchIndexError) as error:
-                    _log.warning(
-                        "the search index cannot be kept on disk (%s); searching with an "
-                        "index in memory, rebuilt for this process",
-                        error,
-                    )
-                    self._index = SearchIndex(MEMORY)
-                # Closed with the last memory that shares it, if nobody calls close().
-                self._closer = weakref.finalize(self, self._index.close)
-            return self._index
-
-    def mark_archive_stale(self, store: Store, scope: Scope) -> None:
-        """Make one scope's archive rows re-listed at the next search (after a purge)."""
-        try:
-            self.get(store).mark_archive_stale(scope.user_id, scope.agent)
-        except SearchIndexError as error:
-            _log.warning("search index unavailable (%s); not marked stale", error)
-
-    def version_of(self, snapshot: ScopeSnapshot) -> str:
-        """The index version token of a snapshot's facts (see ``content_version``)."""
-        key = (snapshot.scope.user_id, snapshot.scope.agent)
-        with self._lock:
-            memo = self._versions.get(key)
-            if memo is not None and memo[0]() is snapshot:
-                return memo[1]
-        token = content_version(snapshot.facts)
-        with self._lock:
-            if len(self._versions) >= _VERSIONS_KEPT:
-                self._versions.clear()
-            self._versions[key] = (weakref.ref(snapshot), token)
-        return token
-
-    def close(self) -> None:
-        """Close the index connection; the next search opens it again."""
-        with self._lock:
-            if self._closer is not None:
-                self._closer()  # closes the index, once
-            self._index = None
-            self._closer = None

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from deermem.model.fact import Fact
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
 from deermem.store.scope import Scope
+
+if TYPE_CHECKING:
+    from deermem.context.search import MatchType
 
 __all__ = [
     "CreateResult",
@@ -23,6 +26,7 @@ __all__ = [
     "ReindexReport",
     "RestoreResult",
     "ScopeSummary",
+    "SearchResult",
     "Standing",
 ]
 
@@ -229,3 +233,47 @@ class ReindexReport:
 
     def to_dict(self) -> dict[str, object]:
         return {"scopes": self.scopes, "facts": self.facts, "location": self.location}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One search hit with its fact.
+
+    Attributes:
+        fact: the fact as stored.
+        score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` matches,
+            the confidence for ``substring`` matches; higher is better.
+        match_type: ``fts5`` or ``substring`` (the fallback).
+        bm25: FTS5's raw BM25 (negative; more negative is better), ``None``
+            for substring matches.
+    """
+
+    fact: Fact
+    score: float
+    match_type: MatchType
+    bm25: float | None = None
+
+    @property
+    def fact_id(self) -> str:
+        return self.fact.id
+
+    @property
+    def content(self) -> str:
+        return self.fact.content
+
+    @property
+    def category(self) -> str:
+        """The category as shown to people: an ``other`` fact's own label."""
+        return self.fact.categoryExtension or self.fact.category
+
+    @property
+    def confidence(self) -> float:
+        return self.fact.confidence
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "fact": self.fact.to_dict(),
+            "score": self.score,
+            "matchType": self.match_type,
+            "bm25": self.bm25,
+        }

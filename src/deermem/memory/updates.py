@@ -17,6 +17,9 @@ flushes everything. Each call names its scope.
 * Updates run one at a time (``ChatModel`` backends serve one thread at a
   time, and a thread's watermark must not race with itself).
 * The queue holds *filtered* messages: what the model may read, nothing else.
+* The extraction machinery (:mod:`deermem.update`, the signals, the model
+  layer) is imported by the first call that needs it, not with this module:
+  a ``Memory`` that only reads and searches never loads it.
 """
 
 from __future__ import annotations
@@ -27,16 +30,16 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from deermem.config import MemoryConfig
-from deermem.signals import KeepHidden, Message
 from deermem.store import ChangeSet, Scope, Store
-from deermem.update import FlushReport, QueueItem, UpdateQueue
-from deermem.update.report import UpdateReport, UpdateResult
-from deermem.update.watermark import M, WatermarkKey, mark_of, messages_after
 
-if TYPE_CHECKING:  # the model layer (httpx) is imported on the first extraction only
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
     from deermem.llm import ChatModel
+    from deermem.signals import KeepHidden, Message
+    from deermem.update import FlushReport, QueueItem, UpdateQueue
+    from deermem.update.report import UpdateResult
     from deermem.update.updater import Updater
+    from deermem.update.watermark import M, WatermarkKey
 
 __all__ = ["StoredMarks", "UpdateService"]
 
@@ -55,6 +58,8 @@ class StoredMarks:
         self._store = store
 
     def unseen(self, key: WatermarkKey, messages: Sequence[M]) -> tuple[M, ...]:
+        from deermem.update.watermark import messages_after
+
         thread_id, user_id, agent = key
         return messages_after(messages, self._store.watermark(Scope.of(user_id, agent), thread_id))
 
@@ -122,6 +127,8 @@ class UpdateService:
         self, scope: Scope, thread_id: str, messages: Iterable[object], *, dry_run: bool
     ) -> UpdateResult:
         """Extract from a conversation now (see ``Memory.learn``)."""
+        from deermem.update.report import UpdateReport, UpdateResult
+
         updater = self.updater()
         prepared = updater.prepare(messages)
         if prepared is None:
@@ -147,6 +154,8 @@ class UpdateService:
         without a commit (nothing left to ask the model after filtering)
         commits the mark alone; one that fails moves nothing.
         """
+        from deermem.update.watermark import mark_of
+
         updater = self.updater()
         mark = mark_of(feed[-1]) if marks and not dry_run else None
         with self._running:
@@ -194,6 +203,8 @@ class UpdateService:
         return True
 
     def queue(self) -> UpdateQueue[Message]:
+        from deermem.update import UpdateQueue
+
         with self._setup:
             if self._queue is None:
                 self._queue = UpdateQueue(
@@ -216,6 +227,8 @@ class UpdateService:
 
     def flush(self, timeout: float | None) -> FlushReport:
         """Process what is queued now, within ``timeout`` (default: the shutdown budget)."""
+        from deermem.update import FlushReport
+
         with self._setup:
             queue = self._queue
         if queue is None:
@@ -225,6 +238,8 @@ class UpdateService:
     def close(self, timeout: float | None) -> FlushReport:
         """Stop taking conversations, flush the queue (logging what could not be
         flushed), and release the model if this service built it."""
+        from deermem.update import FlushReport
+
         with self._setup:
             queue = self._queue
         report = FlushReport(completed=True)

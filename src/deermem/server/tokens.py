@@ -9,8 +9,8 @@ Why SHA-256 and not a password KDF (scrypt, Argon2): a KDF makes each guess
 expensive so that a *low-entropy* secret — a password a person chose —
 survives an offline attack on its hash. A 256-bit random secret cannot be
 guessed at any cost per guess, so the slow hash would buy nothing and would
-put tens of milliseconds on every request (or a cache of verified tokens in
-memory, which is its own risk). Digests are compared in constant time.
+make every request pay for a hash built to be slow (or need a cache of
+verified tokens in memory, which is its own risk). Digests are compared in constant time.
 
 Each token is bound to the user ids it may address, or is an *admin* token
 that may address every user. The file is JSON, written atomically with mode

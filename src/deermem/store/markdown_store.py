@@ -34,11 +34,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import deermem.store.regret_log as regret_log
+import deermem.store.sidecars as sidecars
 from deermem._exceptions import CorruptMemoryFile, FactNotFoundError
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.model.timestamps import format_timestamp
-from deermem.store import regret_log, sidecars
 from deermem.store._plan import CommitPlan, plan_commit
 from deermem.store.archive import (
     ArchiveIndex,

@@ -194,7 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     # Send headers and body in one segment, at once: with Nagle's algorithm and
-    # delayed ACKs, two small writes can cost a loopback round trip 40+ ms.
+    # delayed ACKs, the second of two small writes waits for the client's ACK.
     wbufsize = 64 * 1024
     disable_nagle_algorithm = True
     # An idle kept-alive connection is dropped after this long, as real servers do.

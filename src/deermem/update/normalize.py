@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
+import deermem.update.limits as limits
 from deermem._exceptions import FactValidationError
 from deermem.model.text import check_line, check_lines
-from deermem.update import limits
 from deermem.update._values import read_confidence, read_positive_days
 from deermem.update.limits import OverLimits
 from deermem.update.responses import (

@@ -16,8 +16,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
+import deermem.update.limits as limits
 from deermem.model.categories import CORE_CATEGORIES
-from deermem.update import limits
 from deermem.update.state import HISTORY_SECTIONS, USER_SECTIONS
 
 __all__ = ["AUTHORITY_LABELS", "DURABILITY_LABELS", "SCOPE_LABELS", "response_json_schema"]

@@ -195,8 +195,8 @@ app.command(
 @app.command(
     "report",
     short_help="Render a run's results as Markdown and PNG charts.",
-    epilog="Example: `deermem eval report runs/policy`, or `deermem eval report "
-    "../shared/reference/deerflow-pr4810-results --output-dir report/`",
+    epilog="Example: `deermem eval report runs/policy`, or `deermem eval report runs/qa "
+    "--output-dir report/`",
 )
 def report(
     run_dir: Path = typer.Argument(

@@ -29,6 +29,7 @@ from deermem.evaluation.cli.options import (
 )
 from deermem.evaluation.cli.output import print_json
 from deermem.evaluation.protocol.config import PROVIDER_LOCAL, PROVIDER_OPENAI_COMPATIBLE
+from deermem.evaluation.published import DEFAULT_PUBLISHED, PUBLISHED
 
 if TYPE_CHECKING:
     from deermem.evaluation.protocol.bundle import Protocol
@@ -54,8 +55,8 @@ RUN_QA_EXAMPLES: Final = (
     "local --dataset longmemeval_oracle.json --output-dir runs/local`"
 )
 VERIFY_EXAMPLES: Final = (
-    "Example: `deermem eval verify ../shared/reference/deerflow-pr4810-results`, "
-    "`deermem eval verify runs/qa --json`, or `deermem eval verify results/ "
+    "Example: `deermem eval verify` (the original project's published results, shipped with "
+    "deermem), `deermem eval verify runs/qa --json`, or `deermem eval verify results/ "
     "--expect-sha256 qa.rows.jsonl=d14dcd1e57bb...`"
 )
 _HEX_64: Final = re.compile(r"[0-9a-fA-F]{64}")
@@ -197,10 +198,24 @@ def grade_qa(
 
 def verify(
     ctx: typer.Context,
-    results_dir: Path = typer.Argument(
-        ...,
+    results_dir: Path | None = typer.Argument(
+        None,
         metavar="DIR",
-        help="A folder with qa.rows.jsonl, qa.summary.json, qa.stats.json (and qa_run.json).",
+        show_default=False,
+        help=(
+            "A folder with qa.rows.jsonl, qa.summary.json, qa.stats.json (and qa_run.json) "
+            "[default: the published results named by --published]."
+        ),
+    ),
+    published: str | None = typer.Option(
+        None,
+        "--published",
+        metavar="NAME",
+        show_default=False,
+        help=(
+            "Verify results shipped with deermem, against the hashes they were published with: "
+            f"{', '.join(PUBLISHED)} [default without DIR: {DEFAULT_PUBLISHED}]."
+        ),
     ),
     expect_sha256: list[str] = typer.Option(
         [],
@@ -224,15 +239,26 @@ def verify(
     Check qa.rows.jsonl row by row (schema, pairs, fact ids, fingerprints,
     grades their rules allow, no private text), re-derive qa.summary.json and
     qa.stats.json from the rows and compare them byte for byte, and check
-    qa_run.json. Needs no dataset, no model and no key. Exit status 1 unless
-    everything matches.
+    qa_run.json. Without DIR, verify the original project's results that ship
+    with deermem (DeerFlow PR #4810), their published SHA-256 included. Needs
+    no dataset, no model and no key. Exit status 1 unless everything matches.
     """
     from deermem.evaluation.grading.statistics import DEFAULT_PARAMETERS, StatisticsParameters
     from deermem.evaluation.verify.check import verify_results
     from deermem.evaluation.verify.findings import RESULT_FILES
     from deermem.evaluation.verify.render import render_verification
 
+    if results_dir is not None and published is not None:
+        ctx.fail("give a results directory or --published, not both")
     expected: dict[str, str] = {}
+    if results_dir is None:
+        name = DEFAULT_PUBLISHED if published is None else published
+        if name not in PUBLISHED:
+            ctx.fail(
+                f"--published {name!r}: no such published results (shipped: {', '.join(PUBLISHED)})"
+            )
+        results_dir = PUBLISHED[name].directory
+        expected.update(PUBLISHED[name].sha256)
     for item in expect_sha256:
         name, _, digest = item.partition("=")
         if name not in RESULT_FILES or not _HEX_64.fullmatch(digest):

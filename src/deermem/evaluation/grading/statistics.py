@@ -15,10 +15,12 @@ second (``hybrid-v1``) right. Two questions are asked of the pairs:
 
 Everything is reproducible to the last bit, because published figures are
 compared byte for byte: the binomial sum is exact integer arithmetic, and the
-bootstrap uses CPython's ``random.Random(seed)`` (Mersenne Twister) drawing each
-index by rejection over ``getrandbits(n.bit_length())`` — the algorithm behind
-``Random.randrange(n)`` — with the sums, the division and the subtraction done
-in a fixed order. NumPy would give other numbers.
+bootstrap draws each index with ``random.Random(seed).randrange(n)`` (CPython's
+Mersenne Twister, rejection sampling over ``getrandbits(n.bit_length())``, as the
+protocol prescribes), with the sums, the division and the subtraction done in a
+fixed order. NumPy, or ``Random.choices`` (which scales ``random()`` instead of
+rejecting), would give other numbers; the tests re-derive the published intervals,
+so a Python release that drew differently would fail them, not go unnoticed.
 """
 
 from __future__ import annotations
@@ -232,21 +234,16 @@ def _resampled_differences(
 ) -> list[float]:
     """One difference per resample, in the order the generator produces them.
 
-    Each index is drawn as ``Random.randrange(size)`` draws it — rejection
-    sampling over ``getrandbits(size.bit_length())`` — written out, so that the
-    published intervals rest on this algorithm, not on how a Python release
-    implements ``randrange`` (a test holds the two equal).
+    Each resample draws ``size`` indices one at a time with ``randrange(size)``;
+    the draw order is part of the published intervals.
     """
     size = len(first)
-    bits = size.bit_length()
-    getrandbits = random.Random(parameters.seed).getrandbits
+    randrange = random.Random(parameters.seed).randrange
     differences: list[float] = []
     for _ in range(parameters.iterations):
         first_total = second_total = 0
         for _ in range(size):
-            index = getrandbits(bits)
-            while index >= size:
-                index = getrandbits(bits)
+            index = randrange(size)
             first_total += first[index]
             second_total += second[index]
         differences.append(second_total / size - first_total / size)

@@ -15,10 +15,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import deermem.store.postgres.rows as rows
 from deermem.model.timestamps import format_timestamp
 from deermem.store._plan import ChangePlan
 from deermem.store.archive import beyond_bounds
-from deermem.store.postgres import rows
 from deermem.store.postgres.connection import Connection
 from deermem.store.protocol import ChangeSet, SummaryDocument
 from deermem.store.records import ArchiveEntry, UsageEntry

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Final
 import psycopg
 from psycopg_pool import ConnectionPool
 
+import deermem.store.postgres.rows as rows
 from deermem._exceptions import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
 from deermem.config.database import redact_database_url
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
@@ -54,7 +55,6 @@ from deermem.store._plan import plan_changes
 from deermem.store.archive import newest_first
 from deermem.store.cache import ScopeCache
 from deermem.store.duplicates import duplicate_key
-from deermem.store.postgres import rows
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
 from deermem.store.postgres.connection import Connection, connect, translated
 from deermem.store.postgres.schema import check_schema
