@@ -14,9 +14,10 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``commit`` — a durable single-fact commit into a cached 100-fact scope;
 * ``update`` — the update apply path of :mod:`bench.bench_update` (fresh copy
   of its scope each time, flushed before timing);
-* ``create`` / ``hybrid`` — ``Memory.create_fact`` at a cap of 100 (an
-  eviction, an archive entry, a receipt), under ``confidence`` or under
-  ``hybrid-v1`` with recall counts (their sidecar changes too).
+* ``create`` / ``hybrid`` / ``shadow`` — ``Memory.create_fact`` at a cap of
+  100 (an eviction, an archive entry, a receipt), under ``confidence``, under
+  ``hybrid-v1`` with recall counts (their sidecar changes too), or under
+  ``confidence`` in shadow mode.
 
 The fixtures live on ``--dir`` (disk) and ``/dev/shm`` (tmpfs) and persist
 across one case, so ``create``'s audit and archive grow as it runs.
@@ -74,7 +75,7 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
 
     scope, now = bench_store.SCOPE, bench_store.NOW
-    if case in ("load", "commit", "create", "hybrid"):
+    if case in ("load", "commit", "create", "hybrid", "shadow"):
         bench_store.build_scope(root, 100)
     if case == "load":
         return lambda _: _timed(lambda: MarkdownStore(root).load(scope))
@@ -88,9 +89,13 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
             return _timed(lambda: store.commit(scope, changes))
 
         return commit
-    if case in ("create", "hybrid"):
+    if case in ("create", "hybrid", "shadow"):
         policy = "hybrid-v1" if case == "hybrid" else "confidence"
-        config = MemoryConfig(max_facts=100, fact_eviction_policy=policy)
+        config = MemoryConfig(
+            max_facts=100,
+            fact_eviction_policy=policy,
+            fact_eviction_shadow_enabled=case == "shadow",
+        )
         memory = Memory.open(root, config, user=scope.user_id, agent=scope.agent, clock=lambda: now)
         if case == "hybrid":
             memory.record_access([fact.id for fact in memory.list_facts()])

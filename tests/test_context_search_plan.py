@@ -64,12 +64,22 @@ def shortcut(enabled: bool) -> Iterator[list[int]]:
 
 
 def both_ways(
-    index: SearchIndex, query: str, top_k: int, category: str | None = None
+    index: SearchIndex,
+    query: str,
+    top_k: int,
+    category: str | None = None,
+    *,
+    with_archive: bool = False,
 ) -> tuple[list[SearchHit], list[SearchHit], bool]:
+    def search() -> list[SearchHit]:
+        return index.search(
+            "u", "a", query, now=NOW, top_k=top_k, category=category, with_archive=with_archive
+        )
+
     with shortcut(True) as taken:
-        fast = index.search("u", "a", query, now=NOW, top_k=top_k, category=category)
+        fast = search()
     with shortcut(False):
-        whole = index.search("u", "a", query, now=NOW, top_k=top_k, category=category)
+        whole = search()
     return fast, whole, bool(taken)
 
 
@@ -78,6 +88,9 @@ def index() -> Iterator[SearchIndex]:
     with SearchIndex() as opened:
         opened.sync_scope("u", "a", library(400, seed=1), version="1")
         opened.sync_scope("u", "other", library(100, seed=2), version="1")
+        archived = [{**fact, "id": f"arch_{n:04d}"} for n, fact in enumerate(library(150, seed=3))]
+        tokens = {fact["id"]: "t1" for fact in archived}
+        opened.sync_archive("u", "a", tokens, lambda ids: archived, version="1")
         yield opened
 
 
@@ -96,13 +109,21 @@ def test_common_words_are_skipped_and_the_answer_is_identical(
     words=st.lists(st.sampled_from(WORDS), min_size=2, max_size=6, unique=True),
     top_k=st.integers(1, 12),
     category=st.sampled_from((None, *CATEGORIES)),
+    with_archive=st.booleans(),
 )
 @settings(max_examples=150, deadline=None)
 def test_shortcut_equals_the_whole_query(
-    index: SearchIndex, words: list[str], top_k: int, category: str | None
+    index: SearchIndex, words: list[str], top_k: int, category: str | None, with_archive: bool
 ) -> None:
-    fast, whole, _ = both_ways(index, " ".join(words), top_k, category)
+    fast, whole, _ = both_ways(index, " ".join(words), top_k, category, with_archive=with_archive)
     assert fast == whole
+
+
+def test_the_shortcut_ranks_library_and_archive_together(index: SearchIndex) -> None:
+    fast, whole, taken = both_ways(index, "the user prefers rust", top_k=8, with_archive=True)
+    assert taken
+    assert fast == whole
+    assert {hit.archived for hit in fast} == {True, False}  # both halves compete
 
 
 def test_shortcut_is_taken_for_most_common_word_queries(index: SearchIndex) -> None:

@@ -134,7 +134,7 @@ def check_store(
             assert fact_id in present or fact_id in archived, "a receipt names a lost fact"
     index = user_dir / "agents/__default__/.metadata/archive-index.json"
     if archived:
-        assert {fact_id for fact_id, _ in json.loads(index.read_text())} == set(archived)
+        assert {item[0] for item in json.loads(index.read_text())} == set(archived)
     return len(present), len(archived)
 
 

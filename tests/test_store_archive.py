@@ -86,7 +86,11 @@ def test_restore_refuses_unknown_active_and_duplicate_facts(tmp_path: Path) -> N
     with pytest.raises(FactNotFoundError, match="in the archive"):
         memory.restore("fact_nothere")
     memory.delete_fact(fact_id)
-    memory.create_fact("lives in lisbon")
+    # Created with this text the archived fact would come back (relearned);
+    # an edit makes an equal fact active without the gate.
+    other = memory.create_fact("Lives in Porto").fact_id
+    assert other is not None
+    memory.update_fact(other, content="lives in lisbon")
     with pytest.raises(DuplicateFactError):
         memory.restore(fact_id)
     twin = open_memory(tmp_path)
@@ -256,20 +260,47 @@ def test_a_corrupt_entry_the_index_knows_does_not_stop_a_commit(tmp_path: Path) 
 # --- no fact lives twice ------------------------------------------------------------
 
 
-def test_importing_an_export_whose_fact_was_evicted_is_refused(tmp_path: Path) -> None:
+def test_importing_an_export_whose_fact_was_evicted_relearns_it(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
+    memory.import_document(stale_vs_confirmed())
+    export = memory.export_document()
+    exported = {fact.id for fact in memory.list_facts()}
+    before = {e.fact_id for e in memory.list_archived()}
+    for number in range(3):  # evict more of the exported facts
+        memory.create_fact(f"A confident fact {number}", confidence=0.99)
+    evicted = {e.fact_id for e in memory.list_archived()} - before
+    assert evicted
+    assert evicted <= exported
+    deleted = memory.list_facts()[0].id
+    memory.delete_fact(deleted)  # room for one of them; deleted facts are archived too
+    result = memory.import_document(export)
+    # The evicted facts came back from the archive (not as second copies),
+    # through the gate: the export is the library again, nothing lives twice.
+    assert set(result.kept) == exported
+    library = {f.id for f in memory.list_facts()} | set(result.evicted)
+    assert exported <= library
+    assert not {f.id for f in memory.list_facts()} & {e.fact_id for e in memory.list_archived()}
+    relearned = {
+        e.fact_id: (e.trigger, e.role, e.reason)
+        for e in memory.store.regret_events(memory.scope)
+        if e.kind == "relearned"
+    }
+    assert relearned == {
+        **dict.fromkeys(evicted, ("import", "active", "capacity")),
+        deleted: ("import", "active", "deleted"),
+    }
+
+
+def test_importing_an_archived_id_with_another_text_is_refused(tmp_path: Path) -> None:
     memory = open_memory(tmp_path)
     memory.import_document(stale_vs_confirmed())  # at the cap: fact_confirm is archived
     export = memory.export_document()
-    exported = {fact.id for fact in memory.list_facts()}
-    for number in range(3):  # evict more of the exported facts
-        memory.create_fact(f"A confident fact {number}", confidence=0.99)
-    evicted = {e.fact_id for e in memory.list_archived()} - {"fact_confirm"}
-    assert evicted
-    assert evicted <= exported
+    facts = export["facts"]
+    assert isinstance(facts, list)
+    archived = memory.get_archived("fact_confirm").fact.to_dict()
+    facts.append({**archived, "content": "Something else entirely"})
     files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(ArchivedFactError, match="is in the archive") as refused:
         memory.import_document(export)
-    assert refused.value.fact_id in evicted
+    assert refused.value.fact_id == "fact_confirm"
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
-    library = {f.id for f in memory.list_facts()}
-    assert not library & {e.fact_id for e in memory.list_archived()}

@@ -12,10 +12,12 @@ import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.cli.app import main
+from deermem.model import format_timestamp
 from deermem.store import ChangeSet, MarkdownStore, Scope
 from deermem.store.markdown_transfer import MarkdownTransfer
 from deermem.store.postgres import PostgresStore
 from deermem.store.postgres.transfer import PostgresTransfer
+from deermem.store.regret_log import encode_regret_events
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[1] / "store_fixtures"
@@ -73,6 +75,33 @@ def build_store(root: Path) -> None:
     bob.create_fact("Bob writes novels", category="context")
     single = alice.scoped(user=None, agent=None)
     single.create_fact("The single-user layout", confidence=0.8)
+    build_regret(root, clock)
+
+
+def build_regret(root: Path, clock: Clock) -> None:
+    """Carol, in shadow mode: regret events of both roles, a shadow mark, one in the archive."""
+    config = MemoryConfig(max_facts=10, fact_eviction_shadow_enabled=True)
+    carol = Memory.open(root, config, user="carol", clock=clock)
+    old = format_timestamp(NOW - timedelta(days=400))
+    facts = [{"id": "fact_olda", "content": "Old fact A", "confidence": 0.75, "createdAt": old}]
+    facts.append({"id": "fact_oldb", "content": "Old fact B", "confidence": 0.95, "createdAt": old})
+    facts.extend(
+        {"id": f"fact_new{n}", "content": f"Fresh fact {n}", "confidence": 0.70 + (n > 0) * 0.09}
+        for n in range(8)
+    )
+    carol.import_document({"facts": facts})
+    carol.create_fact("A confident fact", confidence=0.85)  # hybrid-v1 would evict A
+    carol.create_fact("Another confident fact", confidence=0.85)  # both evict A (marked)
+    carol.create_fact("A third confident fact", confidence=0.85)  # hybrid-v1 would evict B
+    carol.search("old fact")  # B recalled (shadow); A missed (active and shadow)
+    carol.search("fresh fact 0")  # missed
+    paths = root / "users/carol/agents/__default__/.metadata"
+    assert (paths / "shadow-evictions.json").is_file()
+    assert carol.get_archived("fact_olda").shadow is not None
+    # An event a later deermem wrote, which this one cannot read: copied as it is.
+    events = json.loads((paths / "regret-events.json").read_text("utf-8"))
+    later = {"kind": "from-a-later-deermem", "factId": "fact_olda"}
+    (paths / "regret-events.json").write_bytes(encode_regret_events([*events, later]))
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -90,32 +119,49 @@ def test_markdown_to_postgres_to_markdown_is_byte_identical(
     source, back = tmp_path / "source", tmp_path / "back"
     build_store(source)
     before = tree(source)
+    regret = [name for name in before if "regret-events" in name or "shadow-evictions" in name]
+    assert len(regret) == 3  # alice's restore and missed recall; carol's events and marks
     assert main(["migrate", "--from", str(source), "--to", postgres_url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert (report["users"], report["copied"], report["verified"]) == (3, 3, True)
-    assert report["facts"] == 12  # alice: 9 (coder) + 1 (default agent); bob 1; single 1
+    assert (report["users"], report["copied"], report["verified"]) == (4, 4, True)
+    assert report["regretEvents"] >= 5
+    assert report["shadowMarks"] == 1
+    assert report["facts"] == 22  # alice: 9 (coder) + 1 (default); bob 1; carol 10; single 1
     assert report["marks"] == 2
     assert report["archived"] > 0
     assert report["events"] > 0
     assert report["usage"] > 0
     assert main(["migrate", "--from", postgres_url, "--to", str(back)]) == 0
-    assert "copied 3 user(s)" in capsys.readouterr().out
+    assert "copied 4 user(s)" in capsys.readouterr().out
     assert tree(source) == before  # the source is never changed
-    assert tree(back) == before  # fact files, memory.json, sidecars, archive, marks
+    assert tree(back) == before  # fact files, memory.json, sidecars (regret too), archive, marks
 
 
 def test_the_copy_works_as_the_original_does(tmp_path: Path, postgres_url: str) -> None:
     source = tmp_path / "source"
     build_store(source)
     assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
-    config = MemoryConfig(max_facts=10, fact_eviction_policy="hybrid-v1")
+    hybrid = MemoryConfig(max_facts=10, fact_eviction_policy="hybrid-v1")
+    shadow = MemoryConfig(max_facts=10, fact_eviction_shadow_enabled=True)
+    memories = (
+        ("alice@example.com", "coder", hybrid),
+        ("bob", "writer", hybrid),
+        ("carol", None, shadow),
+        (None, None, hybrid),
+    )
     with PostgresStore(postgres_url) as store:
-        for user, agent in (("alice@example.com", "coder"), ("bob", "writer"), (None, None)):
+        for user, agent, config in memories:
+            # BM25 counts every scope an index holds, and each memory on the
+            # database keeps its own: the file starts empty too.
+            shutil.rmtree(source / ".retrieval", ignore_errors=True)
             on_files = Memory.open(source, config, user=user, agent=agent, clock=lambda: NOW)
             on_database = Memory(store, config, Scope.of(user, agent), clock=lambda: NOW)
             assert on_database.export_document() == on_files.export_document()
             assert on_database.audit() == on_files.audit()
             assert on_database.list_archived() == on_files.list_archived()
+            assert on_database.regret() == on_files.regret()
+            scope = on_files.scope
+            assert store.shadow_marks(scope) == on_files.store.shadow_marks(scope)
             assert on_database.search("fact") == on_files.search("fact")
             assert on_database.context() == on_files.context()
         scope = Scope.of("alice@example.com", "coder")
@@ -168,7 +214,7 @@ def test_an_interrupted_migration_runs_again(
             transfer.load_user(dump)  # a user is never written twice
     assert main(["migrate", "--from", str(source), "--to", postgres_url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert (report["copied"], report["skipped"]) == (2, 1)
+    assert (report["copied"], report["skipped"]) == (3, 1)
 
 
 def test_bad_locations_are_one_line_errors(

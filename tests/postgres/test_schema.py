@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
-from deermem import DatabaseError, DatabaseSchemaError
+from deermem import DatabaseError, DatabaseSchemaError, Memory, MemoryConfig
 from deermem.cli.app import main
+from deermem.store import Scope
 from deermem.store.postgres import PostgresStore, schema
 from deermem.store.postgres.schema import Migration, database_status, upgrade_database
+from deermem.store.postgres.store import PostgresTransaction
 
-SECOND = Migration(2, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
+LATER = Migration(3, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
 
 
 def tables(url: str) -> set[str]:
@@ -26,13 +29,13 @@ def tables(url: str) -> set[str]:
 def test_a_database_never_migrated_is_refused_with_what_to_do(empty_postgres_url: str) -> None:
     with pytest.raises(DatabaseSchemaError, match="run `deermem db upgrade`") as refused:
         PostgresStore(empty_postgres_url)
-    assert (refused.value.found, refused.value.expected) == (None, 1)
+    assert (refused.value.found, refused.value.expected) == (None, 2)
     assert tables(empty_postgres_url) == set()  # opening never creates anything
 
 
 def test_upgrade_applies_every_migration_once(empty_postgres_url: str) -> None:
     assert database_status(empty_postgres_url).found is None
-    assert upgrade_database(empty_postgres_url).applied == (1,)
+    assert upgrade_database(empty_postgres_url).applied == (1, 2)
     assert upgrade_database(empty_postgres_url).applied == ()
     assert {
         "deermem_migrations",
@@ -42,6 +45,8 @@ def test_upgrade_applies_every_migration_once(empty_postgres_url: str) -> None:
         "deermem_receipts",
         "deermem_usage",
         "deermem_threads",
+        "deermem_regret_events",
+        "deermem_shadow_marks",
     } <= tables(empty_postgres_url)
     PostgresStore(empty_postgres_url).close()
 
@@ -62,17 +67,17 @@ def test_replicas_upgrading_at_once_apply_each_migration_once(empty_postgres_url
     for thread in threads:
         thread.join()
     assert errors == []
-    assert sorted(results) == [(), (), (), (1,)]
+    assert sorted(results) == [(), (), (), (1, 2)]
 
 
 def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shipped = schema.migrations()
-    monkeypatch.setattr(schema, "migrations", lambda: (*shipped, SECOND))
-    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 2"):
+    monkeypatch.setattr(schema, "migrations", lambda: (*shipped, LATER))
+    with pytest.raises(DatabaseSchemaError, match="at schema version 2 and this deermem needs 3"):
         PostgresStore(postgres_url)
-    assert upgrade_database(postgres_url).applied == (2,)
+    assert upgrade_database(postgres_url).applied == (3,)
     assert "deermem_extra" in tables(postgres_url)
     PostgresStore(postgres_url).close()
 
@@ -80,21 +85,21 @@ def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
 def test_a_failed_migration_applies_nothing(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = Migration(2, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
+    broken = Migration(3, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
     shipped = schema.migrations()
     monkeypatch.setattr(schema, "migrations", lambda: (*shipped, broken))
     with pytest.raises(DatabaseError, match="nonsense"):
         upgrade_database(postgres_url)
     assert "deermem_half" not in tables(postgres_url)
-    assert database_status(postgres_url).found == 1
+    assert database_status(postgres_url).found == 2
 
 
 def test_a_database_a_newer_deermem_migrated_is_refused(postgres_url: str) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (2, 'future')")
+        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (3, 'future')")
     with pytest.raises(DatabaseSchemaError, match="does not know") as refused:
         PostgresStore(postgres_url)
-    assert refused.value.found == 2
+    assert refused.value.found == 3
     with pytest.raises(DatabaseSchemaError, match="does not know"):
         upgrade_database(postgres_url)
 
@@ -106,12 +111,50 @@ def test_db_commands(
     assert "not migrated" in capsys.readouterr().out
     monkeypatch.setenv("DEERMEM_DATABASE_URL", empty_postgres_url)
     assert main(["db", "upgrade"]) == 0
-    assert "applied 1" in capsys.readouterr().out
+    assert "applied 1, 2" in capsys.readouterr().out
     assert main(["db", "status", "--json"]) == 0
     assert '"current": true' in capsys.readouterr().out
     monkeypatch.delenv("DEERMEM_DATABASE_URL")
     assert main(["db", "upgrade"]) == 1
     assert "no database" in capsys.readouterr().err
+
+
+def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
+    empty_postgres_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database a deermem before regret migrated: 0002 adds the tables, nothing else moves."""
+    url = empty_postgres_url
+    now = datetime(2026, 8, 13, tzinfo=UTC)
+    config = MemoryConfig(max_facts=10)
+    shipped = schema.migrations()
+    with monkeypatch.context() as before_regret:
+        # As the deermem before regret was: schema 1, and no regret recorded.
+        before_regret.setattr(schema, "migrations", lambda: shipped[:1])
+        before_regret.setattr(PostgresStore, "records_regret", False)
+        before_regret.setattr(PostgresTransaction, "records_regret", False)
+        assert upgrade_database(url).applied == (1,)
+        with PostgresStore(url) as store:
+            memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
+            for n in range(11):  # one over the cap: a receipt and an archive entry
+                memory.create_fact(f"Fact number {n}", confidence=0.5 + n / 100)
+            document, receipts = memory.export_document(), memory.audit()
+            [archived] = memory.list_archived()
+    assert "deermem_regret_events" not in tables(url)
+    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 2"):
+        PostgresStore(url)
+    assert main(["db", "upgrade", "--database", url]) == 0
+    assert "applied 2" in capsys.readouterr().out
+    assert {"deermem_regret_events", "deermem_shadow_marks"} <= tables(url)
+    with PostgresStore(url) as store:
+        memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
+        assert (memory.export_document(), memory.audit()) == (document, receipts)
+        assert memory.list_archived() == (archived,)
+        [policy] = memory.regret().policies
+        assert (policy.evictions, policy.events_total) == (1, 0)
+        memory.delete_fact(memory.list_facts()[0].id)
+        memory.restore(archived.fact.id)  # regret is recorded from now on
+        [event] = store.regret_events(memory.scope)
+        assert (event.kind, event.fact_id) == ("restored", archived.fact.id)
 
 
 def test_an_unreachable_database_is_one_line_and_no_traceback(

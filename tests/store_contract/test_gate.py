@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -22,6 +22,7 @@ from deermem.store import (
     UsageEntry,
 )
 from deermem.store.protocol import StoreTransaction
+from deermem.store.regret_records import ShadowMark
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -182,8 +183,20 @@ class CountingTransaction:
         self.usage_reads += 1
         return self.inner.usage()
 
+    @property
+    def records_regret(self) -> bool:
+        return self.inner.records_regret
+
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return self.inner.archived(fact_id)
+
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        return self.inner.archived_matches(contents, now)
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        return self.inner.shadow_marks()
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         return self.inner.commit(changes)

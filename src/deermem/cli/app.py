@@ -27,6 +27,8 @@ from deermem.cli.init_cmd import init
 from deermem.cli.mcp_cmd import mcp
 from deermem.cli.migrate_cmd import migrate_command
 from deermem.cli.model_cmd import app as model_app
+from deermem.cli.regret_cmd import regret
+from deermem.cli.replay_cmd import replay
 from deermem.cli.search_cmd import search
 from deermem.cli.serve_cmd import serve
 from deermem.cli.store_cmd import reindex, scopes
@@ -55,6 +57,7 @@ app.command(name="ingest")(ingest)
 app.command(name="audit")(audit)
 app.command(name="why")(why)
 app.add_typer(archive_app, name="archive")
+app.command(name="regret")(regret)
 app.command(name="context")(context)
 app.command(name="search")(search)
 app.command(name="export")(export)
@@ -69,6 +72,7 @@ app.command(name="mcp")(mcp)
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 app.command(name="migrate")(migrate_command)
+eval_app.command(name="replay")(replay)  # needs Memory: it lives at this level
 app.add_typer(eval_app, name="eval")
 use_command_classes(app)
 

@@ -53,14 +53,19 @@ def add(
     if as_json:
         print_json(result.to_dict())
     else:
-        if result.kept:
+        if result.relearned is not None:
+            out_console.print(
+                f"relearned [bold]{result.relearned}[/]: the archive held the same fact, and it "
+                "came back with its history (a regret event records it)"
+            )
+        elif result.kept:
             out_console.print(f"added [bold]{result.fact_id}[/]")
         for fact_id in result.evicted:
             if fact_id != result.fact.id:
                 out_console.print(f"evicted {fact_id} to make room (see `deermem why {fact_id}`)")
     if not result.kept:
         err_console.print(
-            f"[bold red]not kept:[/] the capacity gate evicted the new fact {result.fact.id} "
+            f"[bold red]not kept:[/] the capacity gate evicted the fact {result.fact.id} "
             f"itself; see `deermem why {result.fact.id}`"
         )
         raise typer.Exit(1)

@@ -26,8 +26,9 @@ def migrate_command(
     """Copy every user's memory from SRC to DST and verify each copy.
 
     Everything is copied: facts, summaries (with their revision), recall
-    counts, receipts, the archive and the conversations' marks. Each user is
-    written in one atomic step and read back and compared with the source.
+    counts, receipts, the archive, the conversations' marks, regret events
+    and shadow marks. Each user is written in one atomic step and read back
+    and compared with the source.
     A user DST already holds identically is skipped, so an interrupted
     migration can be run again; one it holds with other data stops the
     migration before anything is copied. SRC is never changed. A database

@@ -221,6 +221,15 @@ class MemoryConfig(BaseModel):
     eviction_audit_max_entries: Annotated[Int, Field(ge=0, le=10000)] = 200
     """Eviction receipts kept per agent; 0 writes none."""
 
+    # --- regret -------------------------------------------------------------
+    regret_max_events: Annotated[Int, Field(ge=0, le=100_000)] = 1000
+    """Regret events kept per agent (docs/regret.md); 0 records none."""
+
+    regret_missed_recall: bool = True
+    """Look for missed recalls on every search: the archive is indexed beside
+    the library and ranked with it, and an archived fact that would have been
+    among the results is recorded as a regret event."""
+
     # --- storage ------------------------------------------------------------
     store: str = Field(default="", repr=False)
     """Where facts live: empty for the Markdown store at ``storage_path``, or a

@@ -21,11 +21,15 @@ from deermem.context.manifest import (
 )
 from deermem.context.render import Summaries, wrap_memory_block
 from deermem.context.search import (
+    ArchiveSource,
+    MissedHit,
     SearchHit,
     SearchIndex,
+    SearchOutcome,
     SyncReport,
     search_facts,
     search_score,
+    search_with_archive,
     substring_search,
 )
 from deermem.context.tokens import (
@@ -38,13 +42,16 @@ from deermem.context.tokens import (
 
 __all__ = [
     "OMISSION_REASONS",
+    "ArchiveSource",
     "InjectedFact",
     "Injection",
     "InjectionManifest",
     "InjectionSettings",
+    "MissedHit",
     "OmittedFact",
     "SearchHit",
     "SearchIndex",
+    "SearchOutcome",
     "Summaries",
     "SyncReport",
     "TokenCounter",
@@ -53,6 +60,7 @@ __all__ = [
     "estimate_tokens",
     "search_facts",
     "search_score",
+    "search_with_archive",
     "substring_search",
     "token_counter",
     "warm_tokenizer",

@@ -47,7 +47,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from deermem.context._index_sql import SEARCH_SQL
+from deermem.context._index_sql import COUNTERFACTUAL_FTS, LIBRARY_FTS, SEARCH_SQL
 from deermem.context.search_hits import CONFIDENCE_WEIGHT, DECAY_GRACE_DAYS, DECAY_RATE
 
 __all__ = [
@@ -74,11 +74,24 @@ _SLACK: Final = 1e-9
 MAX_PRUNED_TOP_K: Final = 20
 PRUNE_MIN_MATCHES: Final = 2_000
 
-_COUNT_ALL: Final = "SELECT count(*) FROM doc_fts WHERE doc_fts MATCH ?"
-_COUNT_SCOPE: Final = "SELECT count(*) FROM doc_fts WHERE doc_fts MATCH ? AND rowid BETWEEN ? AND ?"
+_COUNT_ALL: Final = "SELECT count(*) FROM {fts} WHERE {fts} MATCH ?"
+_COUNT_SCOPE: Final = "SELECT count(*) FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ?"
+_TABLES: Final = (LIBRARY_FTS, COUNTERFACTUAL_FTS)
 _SQL: Final = {
-    False: SEARCH_SQL.format(category=""),
-    True: SEARCH_SQL.format(category="WHERE :category IN (d.category, d.label)"),
+    (fts, filtered): SEARCH_SQL.format(
+        fts=fts, category="WHERE :category IN (d.category, d.label)" if filtered else ""
+    )
+    for fts in _TABLES
+    for filtered in (False, True)
+}
+# BM25's N: the rows of the table searched. doc rows are written and deleted
+# with their full-text rows (counting doc is cheap, counting a full-text table
+# is not); the counterfactual table also holds the archived rows.
+_TOTAL: Final = {
+    LIBRARY_FTS: (
+        "SELECT (SELECT count(*) FROM doc) - (SELECT count(*) FROM doc WHERE archived = 1)"
+    ),
+    COUNTERFACTUAL_FTS: "SELECT count(*) FROM doc",
 }
 
 
@@ -103,6 +116,8 @@ class SearchRequest:
         category: the category key to keep, ``""`` for all.
         now_us: the clock, in microseconds since the epoch.
         top_k: how many results.
+        fts: the full-text table: the libraries (``doc_fts``), or the
+            libraries and their archives (``cf_fts``).
     """
 
     groups: tuple[str, ...]
@@ -111,6 +126,7 @@ class SearchRequest:
     category: str
     now_us: int
     top_k: int
+    fts: str = LIBRARY_FTS
 
     def rows(
         self, db: sqlite3.Connection, expression: str, *, limit: int, row: int | None = None
@@ -127,7 +143,7 @@ class SearchRequest:
             "low": self.low if row is None else row,
             "high": self.high if row is None else row,
         }
-        cursor = db.execute(_SQL[bool(self.category)], parameters)
+        cursor = db.execute(_SQL[(self.fts, bool(self.category))], parameters)
         return [Row(str(f), float(raw), float(score), int(r)) for f, raw, score, r in cursor]
 
 
@@ -145,16 +161,16 @@ def _shortcut(db: sqlite3.Connection, request: SearchRequest, whole: str) -> lis
     k = request.top_k
     if len(request.groups) < 2 or k > MAX_PRUNED_TOP_K:
         return None
+    count_scope = _COUNT_SCOPE.format(fts=request.fts)
     in_scope = sum(
-        db.execute(_COUNT_SCOPE, (group, request.low, request.high)).fetchone()[0]
+        db.execute(count_scope, (group, request.low, request.high)).fetchone()[0]
         for group in request.groups
     )
     if in_scope < PRUNE_MIN_MATCHES:
         return None
-    # BM25's N: the rows of the whole index (doc and doc_fts rows are written
-    # and deleted together; counting doc is cheap, counting doc_fts is not).
-    total = db.execute("SELECT count(*) FROM doc").fetchone()[0]
-    counts = {group: db.execute(_COUNT_ALL, (group,)).fetchone()[0] for group in request.groups}
+    total = db.execute(_TOTAL[request.fts]).fetchone()[0]
+    count_all = _COUNT_ALL.format(fts=request.fts)
+    counts = {group: db.execute(count_all, (group,)).fetchone()[0] for group in request.groups}
     light = [g for g in request.groups if counts[g] >= LIGHT_SHARE * total]
     essential = [g for g in request.groups if g not in light]
     if not light or not essential:

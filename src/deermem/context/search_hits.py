@@ -54,12 +54,15 @@ class SearchHit:
         match_type: ``fts5`` or ``substring``.
         bm25: FTS5's raw BM25 value (negative; more negative matches better),
             ``None`` for substring hits.
+        archived: the hit is an archived fact (only a search ``with_archive``
+            returns those).
     """
 
     fact_id: str
     score: float
     match_type: MatchType
     bm25: float | None = None
+    archived: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -8,11 +8,19 @@ the scope. A caller compares its current token with
 they differ; the sync compares digests and rewrites only the rows that
 changed. :func:`content_version` is the token to use: a digest of what the
 index holds of each fact, so a fact edited by hand — which changes no
-revision and no store signature — is noticed at the next search. A missing
-index file is created, a damaged one or one with another schema is deleted
-and rebuilt, never reported as an error: losing the index
-costs a rebuild, nothing more. The index never writes fact data anywhere but
-into itself.
+revision and no store signature — is noticed at the next search.
+
+The index may also hold the scope's archived facts, apart from its library
+(:meth:`SearchIndex.sync_archive`, with a version token of their own), so
+that a search can ask which archived facts would have been among its results
+had they still been in the library (``with_archive``). They sit in a second
+full-text table, beside copies of the libraries: a search of the library
+alone neither returns them nor counts them in its statistics.
+
+A missing index file is created, a damaged one or one with another schema is
+deleted and rebuilt, never reported as an error: losing the index costs a
+rebuild, nothing more. The index never writes fact data anywhere but into
+itself.
 
 The score (:func:`~deermem.context.search_hits.search_score`) is computed
 inside SQLite over *every* match, not after a BM25 pre-cut, so the top k are
@@ -26,20 +34,26 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Final, TypeVar
 
 from deermem._exceptions import SearchIndexError
 from deermem.context._index_sql import (
+    COUNTERFACTUAL_FTS,
     INDEX_SCHEMA_VERSION,
+    LIBRARY_FTS,
     Document,
+    archive_range,
+    archive_tokens,
     delete_rows,
     ensure_exp,
+    library_range,
     row_range,
     schema_ok,
     scope_id_of,
+    sync_archive_rows,
     sync_rows,
     transaction,
     user_key,
@@ -131,6 +145,31 @@ class SearchIndex:
         """Whether the scope was synchronised at exactly ``version`` (never for ``""``)."""
         return bool(version) and self.version(user, agent) == version
 
+    def is_archive_current(self, user: str | None, agent: str, version: str) -> bool:
+        """Whether the scope's archive rows were synchronised at exactly ``version``."""
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT archive_version FROM scope WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            ).fetchone()
+        )
+        return bool(version) and row is not None and row[0] == version
+
+    def mark_archive_stale(self, user: str | None, agent: str) -> None:
+        """Make the scope's archive rows read as out of date, whatever token a caller holds.
+
+        For a change to the archive alone — an entry purged — which changes
+        neither the library nor, on every store, its version token. The rows
+        stay; the next :meth:`sync_archive` compares them with the archive's
+        listing and rewrites only what changed.
+        """
+        self._run(
+            lambda db: db.execute(
+                "UPDATE scope SET archive_version = '' WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            )
+        )
+
     # --- writing ---------------------------------------------------------------
 
     def sync_scope(
@@ -155,12 +194,40 @@ class SearchIndex:
             lambda db: sync_rows(db, user_key(user), agent, documents, version, skipped)
         )
 
+    def sync_archive(
+        self,
+        user: str | None,
+        agent: str,
+        listing: Mapping[str, str],
+        load: Callable[[Sequence[str]], Iterable[FactLike]],
+        *,
+        version: str,
+    ) -> SyncReport:
+        """Make the scope's archive rows exactly the entries of ``listing`` and record ``version``.
+
+        ``listing`` maps each archived fact's id to a token that changes
+        when it is archived anew (its ``archivedAt``); ``load`` is asked only
+        for the facts whose rows are missing or older, so following a large
+        archive costs a read of the entries that changed. An empty listing
+        removes every archive row.
+        """
+        key = user_key(user)
+        tokens = self._run(lambda db: archive_tokens(db, key, agent))
+        wanted = [fact_id for fact_id, token in listing.items() if tokens.get(fact_id) != token]
+        documents: dict[str, Document] = {}
+        for fact in load(wanted) if wanted else ():
+            document = Document.of(fact)
+            if document is not None and document.fact_id in listing:
+                documents[document.fact_id] = document
+        return self._run(lambda db: sync_archive_rows(db, key, agent, listing, documents, version))
+
     def clear(self) -> None:
-        """Forget every scope: where a full rebuild starts (``deermem reindex``)."""
+        """Forget every scope, its library and its archive: a full rebuild starts here."""
 
         def clear(db: sqlite3.Connection) -> None:
             with transaction(db):
                 db.execute("DELETE FROM doc_fts")
+                db.execute("DELETE FROM cf_fts")
                 db.execute("DELETE FROM doc")
                 db.execute("DELETE FROM scope")
 
@@ -195,13 +262,16 @@ class SearchIndex:
         now: datetime,
         top_k: int = 5,
         category: str | None = None,
+        with_archive: bool = False,
     ) -> list[SearchHit]:
         """The ``top_k`` best FTS5 matches in one scope, best first.
 
         A blank or unsearchable query, ``top_k ≤ 0`` or an unknown scope give
         ``[]``. The category filter (compared stripped and lower-cased) is
         applied before the cut, so ``top_k`` results of that category come back
-        when there are that many.
+        when there are that many. ``with_archive`` ranks the scope's archived
+        facts with its library, in one statement — the hits that are archived
+        facts say so (:attr:`SearchHit.archived`).
         """
         groups = tuple(fts_groups(query))
         if not groups or top_k <= 0:
@@ -212,10 +282,12 @@ class SearchIndex:
             scope_id = scope_id_of(db, user_key(user), agent)
             if scope_id is None:
                 return []
-            low, high = row_range(scope_id)
-            request = SearchRequest(groups, low, high, wanted, micros(now), top_k)
+            low, high = row_range(scope_id) if with_archive else library_range(scope_id)
+            archived_from = archive_range(scope_id)[0]
+            fts = COUNTERFACTUAL_FTS if with_archive else LIBRARY_FTS
+            request = SearchRequest(groups, low, high, wanted, micros(now), top_k, fts)
             return [
-                SearchHit(row.fact_id, row.score, "fts5", row.raw)
+                SearchHit(row.fact_id, row.score, "fts5", row.raw, row.row_id >= archived_from)
                 for row in run_search(db, request)
             ]
 

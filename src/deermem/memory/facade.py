@@ -36,8 +36,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from deermem._exceptions import (
+    CorruptMemoryFile,
     FactNotFoundError,
     FactRevisionConflict,
+    StorageError,
     UnsafeIdentifierError,
 )
 from deermem.config import MemoryConfig, load_config, with_store_settings
@@ -66,6 +68,8 @@ from deermem.memory.updates import UpdateService
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
+from deermem.policy import POLICY_HYBRID_V1
+from deermem.regret import Found, RegretReport, build_report, search_regret
 from deermem.store import (
     REASON_DELETED,
     ArchiveEntry,
@@ -88,7 +92,9 @@ from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
 if TYPE_CHECKING:
     from deermem.context import Injection
     from deermem.llm import ChatModel
+    from deermem.memory.recall import SearchFindings
     from deermem.signals import KeepHidden
+    from deermem.store.regret_records import RegretEvent
     from deermem.update import FlushReport, UpdateResult
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
@@ -429,9 +435,12 @@ class Memory:
         """Add a fact by hand (or from a tool) through the capacity gate.
 
         The content is trimmed; an equal fact (compared case-insensitively)
-        already stored is an error. When the library is full the gate decides
-        — possibly against the new fact itself, which then goes to the
-        archive and :attr:`CreateResult.fact_id` is ``None``.
+        already stored is an error. An equal fact in the archive comes back
+        instead of a new one (*relearned*, with its history; a regret event
+        records it): :attr:`CreateResult.fact_id` is then the archived id.
+        When the library is full the gate decides — possibly against the new
+        fact itself, which then goes to the archive and
+        :attr:`CreateResult.fact_id` is ``None``.
 
         The text keeps to the limits of a fact a model extracts
         (:mod:`deermem.model.text`): content of at most 4,000 characters, a
@@ -473,13 +482,18 @@ class Memory:
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
             )
-        kept = fact.id in outcome.kept_new
-        stored = next((f for f in outcome.commit.written if f.id == fact.id), fact)
+            fact_id = outcome.relearned.get(fact.id, fact.id)
+            kept = fact_id in outcome.kept_new
+            stored = next((f for f in outcome.commit.written if f.id == fact_id), None)
+            if stored is None:  # evicted at once: it is in the archive
+                entry = transaction.archived(fact_id)
+                stored = fact if entry is None else entry.fact
         return CreateResult(
-            fact_id=fact.id if kept else None,
+            fact_id=fact_id if kept else None,
             fact=stored,
             evicted=outcome.evicted,
             receipts=outcome.receipts,
+            relearned=fact_id if fact.id in outcome.relearned else None,
         )
 
     def import_document(self, document: Mapping[str, object]) -> ImportResult:
@@ -488,9 +502,11 @@ class Memory:
         Raises:
             FactValidationError: the document or one of its facts is invalid.
             FactRevisionConflict: a fact states a revision other than the stored one.
-            ArchivedFactError: a fact of the document is in the archive (an
-                export imported after its facts were evicted): restore or
-                purge it first. Nothing is imported.
+            ArchivedFactError: a fact of the document has the id of an
+                archived fact but another text: restore or purge it first.
+                Nothing is imported. (A fact that says what an archived fact
+                says — an export imported after its facts were evicted —
+                brings the archived fact back, relearned.)
         """
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
@@ -500,8 +516,9 @@ class Memory:
             )
             outcome = self.gate.apply(transaction, plan.proposal, trigger="import", now=now)
         evicted = set(outcome.evicted)
+        stored_ids = (outcome.relearned.get(i, i) for i in plan.fact_ids)
         return ImportResult(
-            kept=tuple(i for i in plan.fact_ids if i not in evicted),
+            kept=tuple(i for i in stored_ids if i not in evicted),
             evicted=outcome.evicted,
             replaced=outcome.removed,
             receipts=outcome.receipts,
@@ -649,6 +666,10 @@ class Memory:
             FactNotFoundError: the archive holds no entry for the id.
         """
         self.store.purge(self.scope, fact_id)
+        # The search index may hold the archived text (missed-recall detection),
+        # and a purge changes no version token the index follows: the next
+        # search with detection drops the row.
+        self._search_index.mark_archive_stale(self.store, self.scope)
 
     def record_access(self, fact_ids: Iterable[str]) -> bool:
         """Count a recall (e.g. a search hit) of each fact, if the policy uses it.
@@ -682,6 +703,34 @@ class Memory:
         if receipts:
             return Explanation(fact_id, "gone", None, receipts, None, None)
         raise FactNotFoundError(fact_id)
+
+    def regret(self, *, since: datetime | None = None) -> RegretReport:
+        """How often each policy's evictions turned out to be mistakes (docs/regret.md).
+
+        Per policy — the active one and, in shadow mode, ``hybrid-v1`` — the
+        facts it evicted (or would have) since ``since``, the regret events
+        against it by kind, its regret rate and its most regretted facts (ids
+        and categories only). Read from the receipts and the regret events;
+        nothing is written.
+
+        Raises:
+            CorruptMemoryFile: the audit or the regret events cannot be read.
+            StorageError: the store does not record regret (``records_regret``).
+        """
+        if not self.store.records_regret:
+            raise StorageError(
+                f"{self.store!r} does not record regret events yet; "
+                "see docs/regret.md for the stores that do"
+            )
+        policy = self.gate.policy
+        return build_report(
+            self.audit(),
+            self.store.regret_events(self.scope),
+            active=policy.name,
+            shadow=POLICY_HYBRID_V1 if policy.shadows_hybrid else None,
+            until=self.now(),
+            since=since,
+        )
 
     # --- the prompt block and search -------------------------------------------
 
@@ -738,32 +787,39 @@ class Memory:
         nothing, by a case-insensitive substring match. The category filter
         applies before the cut. Under ``hybrid-v1`` or shadow mode the hits
         count as recalls in the usage sidecar; a search never changes a fact
-        and never counts as a confirmation.
+        and never counts as a confirmation. With ``regret_missed_recall`` the
+        archive is ranked with the library, and archived facts that would
+        have been among the results are recorded as regret events (missed
+        recalls), as are results the shadow policy would have evicted.
 
         Args:
             query: what to look for, as typed (operators and quotes are safe).
             top_k: at most this many results (``≤ 0``: none).
             category: only facts of this category (an ``other`` fact's own
                 label counts too).
-            record: count the hits as recalls when the policy uses recalls;
-                ``False`` looks without counting (an operator's inspection).
-                A store this process may not write is searched all the same,
-                without counting (said once, in a warning).
+            record: count the hits as recalls when the policy uses recalls,
+                and record regret; ``False`` looks without counting (an
+                operator's inspection). A store this process may not write is
+                searched all the same, without counting (said once, in a
+                warning).
         """
         from deermem.memory.recall import search_scope
 
-        results = search_scope(
+        now = self.now()
+        findings = search_scope(
             self.store,
             self.scope,
             self._search_index,
             query,
-            now=self.now(),
+            now=now,
             top_k=top_k,
             category=category,
+            with_archive=record and self._detects_missed_recalls,
         )
-        if record and results:
+        results = findings.results
+        if record:
             try:
-                self.record_access(result.fact_id for result in results)
+                self._record_search(query, findings, now)
             except OSError as error:
                 # A read-only store can be searched; its recall counts cannot grow.
                 if error.errno not in _NOT_WRITABLE:
@@ -776,6 +832,10 @@ class Memory:
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild the store's search index from every scope's facts (store-wide).
 
+        With missed-recall detection on (``regret_missed_recall``, on a
+        store that records regret) every scope's archive is indexed again
+        too, as a search would index it.
+
         Args:
             progress: called with (scopes done, scopes in all) after each scope.
 
@@ -786,7 +846,9 @@ class Memory:
         from deermem.memory.recall import rebuild_search_index
 
         self._search_index.close()  # this memory's next search reopens it
-        return rebuild_search_index(self.store, progress=progress)
+        return rebuild_search_index(
+            self.store, now=self.now(), with_archive=self._detects_missed_recalls, progress=progress
+        )
 
     # --- learning from conversations --------------------------------------------
 
@@ -869,6 +931,39 @@ class Memory:
         return self._updates.flush(timeout)
 
     # --- helpers --------------------------------------------------------------
+
+    @property
+    def _detects_missed_recalls(self) -> bool:
+        return self.config.regret_missed_recall and self.store.records_regret
+
+    def _record_search(self, query: str, findings: SearchFindings, now: datetime) -> None:
+        """Count the hits as recalls (if the policy reads them) and record the search's regret.
+
+        One atomic change. Damaged regret sidecars never fail a search: the
+        search is not recorded, and the damage is logged (``deermem regret``
+        names the file).
+        """
+        recalled = (
+            [result.fact_id for result in findings.results] if self.gate.policy.uses_usage else []
+        )
+        events: tuple[RegretEvent, ...] = ()
+        if not self.store.records_regret:
+            if recalled:
+                self.store.record_access(self.scope, recalled, now)
+            return
+        try:
+            marks = self.store.shadow_marks(self.scope) if findings.results else {}
+            events = search_regret(
+                query,
+                stamp=format_timestamp(now),
+                missed=findings.missed,
+                results=(Found(r.fact_id, n) for n, r in enumerate(findings.results, 1)),
+                marks=marks,
+            )
+            if recalled or events:
+                self.store.record_access(self.scope, recalled, now, regret=events)
+        except CorruptMemoryFile as error:
+            _log.warning("this search is not recorded: %s", error)
 
     def _fresh_id(
         self, snapshot: ScopeSnapshot, archived: Callable[[str], ArchiveEntry | None]

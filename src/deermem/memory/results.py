@@ -39,16 +39,20 @@ class CreateResult:
 
     Attributes:
         fact_id: the new fact's id, or ``None`` when the capacity gate evicted
-            the new fact itself (it is then in the archive, restorable).
+            the new fact itself (it is then in the archive, restorable). For
+            a relearned fact, the archived fact's id.
         fact: the fact as proposed (as stored, when it was kept).
         evicted: every fact the gate evicted, lowest-ranked first.
         receipts: the receipts of this commit.
+        relearned: the archived fact that came back instead of a new one,
+            because it says the same (see docs/regret.md), else ``None``.
     """
 
     fact_id: str | None
     fact: Fact
     evicted: tuple[str, ...]
     receipts: tuple[EvictionReceipt, ...]
+    relearned: str | None = None
 
     @property
     def kept(self) -> bool:
@@ -59,6 +63,7 @@ class CreateResult:
             "factId": self.fact_id,
             "kept": self.kept,
             "proposedFactId": self.fact.id,
+            "relearned": self.relearned,
             "evicted": list(self.evicted),
             "receipts": [receipt.to_dict() for receipt in self.receipts],
         }

@@ -18,7 +18,7 @@ from deermem._exceptions import SearchIndexError
 
 if TYPE_CHECKING:
     from deermem.context import SearchIndex
-    from deermem.store import ScopeSnapshot, Store
+    from deermem.store import Scope, ScopeSnapshot, Store
 
 __all__ = ["SearchIndexHandle"]
 
@@ -61,6 +61,13 @@ class SearchIndexHandle:
                 # Closed with the last memory that shares it, if nobody calls close().
                 self._closer = weakref.finalize(self, self._index.close)
             return self._index
+
+    def mark_archive_stale(self, store: Store, scope: Scope) -> None:
+        """Make one scope's archive rows re-listed at the next search (after a purge)."""
+        try:
+            self.get(store).mark_archive_stale(scope.user_id, scope.agent)
+        except SearchIndexError as error:
+            _log.warning("search index unavailable (%s); not marked stale", error)
 
     def version_of(self, snapshot: ScopeSnapshot) -> str:
         """The index version token of a snapshot's facts (see ``content_version``)."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-from deermem.policy.scoring import Scores, fact_id_of
+from deermem.policy.scoring import Scores, Signals, fact_id_of, named_components
 
 if TYPE_CHECKING:
     from deermem.model.fact import Fact
@@ -31,7 +31,9 @@ class EvictedFact(NamedTuple):
         fact_id: the fact's id.
         category: its category (``context`` when it has none).
         score: its policy score.
-        components: the signals the score was summed from.
+        signals: under ``hybrid-v1``, the (confidence, confirmation freshness,
+            access heat) the score was summed from; ``None`` under
+            ``confidence``. Read them by name through :attr:`components`.
         rank: 1-based position in the policy's ranking (1 = best).
         margin: the lowest kept score minus this fact's score; positive when
             the fact simply scored lower than every survivor, negative when a
@@ -42,9 +44,18 @@ class EvictedFact(NamedTuple):
     fact_id: str
     category: str
     score: float
-    components: Mapping[str, float]
+    signals: Signals | None
     rank: int
     margin: float | None
+
+    @property
+    def components(self) -> dict[str, float]:
+        """The signals the score was summed from, by name.
+
+        Built when read: a decision over a large library evicts many facts,
+        and most callers read only their ids.
+        """
+        return named_components(self.score, self.signals)
 
 
 @dataclass(frozen=True, repr=False)

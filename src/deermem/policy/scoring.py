@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "FactLike",
     "Scores",
+    "Signals",
     "access_heat",
     "as_utc",
     "coerce_confidence",
@@ -43,6 +44,7 @@ __all__ = [
     "decay",
     "elapsed_days",
     "fact_id_of",
+    "named_components",
     "read_timestamp",
     "score_facts",
     "usable_heat",
@@ -92,6 +94,8 @@ def read_timestamp(value: object) -> datetime | None:
     among the :data:`TIMESTAMP_MEMO_SIZE` most recently read. Sharing the
     result is safe: an aware ``datetime`` is immutable.
     """
+    if value is None:  # an absent field, the usual lastConfirmedAt
+        return None
     if isinstance(value, str):
         return _parse_text(value)
     return parse_timestamp(value)
@@ -108,8 +112,14 @@ def elapsed_days(now: datetime, moment: datetime) -> float:
 
 
 def decay(days: float, half_life_days: float) -> float:
-    """Exponential decay with the given half-life; future times do not decay."""
-    return 2 ** (-max(0, days) / half_life_days)
+    """Exponential decay with the given half-life; future times do not decay.
+
+    The exponent is the contract's ``-max(0, days) / half_life_days``; the
+    comparison below picks what ``max(0, days)`` picks in every case (0 for
+    negative days, 0.0 and NaN), without a call per fact.
+    """
+    past_days = days if days > 0 else 0
+    return 2 ** (-past_days / half_life_days)
 
 
 def confirmation_freshness(
@@ -136,7 +146,8 @@ def access_heat(entry: object, now: datetime, half_life_days: float) -> float:
     iso}``; anything malformed — not a mapping, a non-numeric or non-positive
     heat, an unreadable timestamp — gives 0.
     """
-    if entry is None or not isinstance(entry, Mapping):
+    # dict is the stored form; naming it first spares the Mapping ABC's lookup
+    if not isinstance(entry, dict | Mapping):
         return 0.0
     heat = usable_heat(entry.get("accessHeat"))
     if heat is None:
@@ -172,6 +183,22 @@ def fact_id_of(value: object) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
+Signals: TypeAlias = tuple[float, float, float]
+"""A ``hybrid-v1`` score's (confidence, confirmation freshness, access heat)."""
+
+
+def named_components(score: float, signals: Signals | None) -> dict[str, float]:
+    """The signals a score was summed from, by name.
+
+    ``signals`` is ``None`` under ``confidence``, where the score is the
+    confidence itself.
+    """
+    if signals is None:
+        return {"confidence": score}
+    confidence, freshness, heat = signals
+    return {"confidence": confidence, "confirmationFreshness": freshness, "accessHeat": heat}
+
+
 @dataclass(frozen=True, slots=True)
 class Scores:
     """Every fact's score under one policy, by input position, and the signals behind it.
@@ -184,14 +211,12 @@ class Scores:
     """
 
     values: list[float]
-    signals: list[tuple[float, float, float]] | None
+    signals: list[Signals] | None
 
     def components(self, index: int) -> dict[str, float]:
         """The signals the score of the fact at ``index`` was summed from, by name."""
-        if self.signals is None:
-            return {"confidence": self.values[index]}
-        confidence, freshness, heat = self.signals[index]
-        return {"confidence": confidence, "confirmationFreshness": freshness, "accessHeat": heat}
+        signals = None if self.signals is None else self.signals[index]
+        return named_components(self.values[index], signals)
 
 
 def score_facts(
@@ -216,17 +241,19 @@ def score_facts(
     if now is None:
         raise ValueError("the hybrid-v1 policy needs the clock: pass now=")
     now = as_utc(now)
-    weights = (policy.confidence_weight, policy.confirmation_weight, policy.access_weight)
+    wc, wf, wa = policy.confidence_weight, policy.confirmation_weight, policy.access_weight
     confirmation_half_life = policy.confirmation_half_life_days
+    access_half_life = policy.access_half_life_days
     values: list[float] = []
-    signals: list[tuple[float, float, float]] = []
+    signals: list[Signals] = []
     for fact in facts:
         confidence = coerce_confidence(fact.get("confidence"))
         freshness = confirmation_freshness(
             fact.get("lastConfirmedAt"), fact.get("createdAt"), now, confirmation_half_life
         )
         entry = usage.get(fact_id_of(fact.get("id")))
-        heat = access_heat(entry, now, policy.access_half_life_days)
-        values.append(weights[0] * confidence + weights[1] * freshness + weights[2] * heat)
+        # a fact never recalled has no usage entry, and no heat
+        heat = 0.0 if entry is None else access_heat(entry, now, access_half_life)
+        values.append(wc * confidence + wf * freshness + wa * heat)
         signals.append((confidence, freshness, heat))
     return Scores(values, signals)

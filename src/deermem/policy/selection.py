@@ -182,7 +182,7 @@ def _evicted_records(
     The margin is measured from the lowest kept score, taken with ``min``:
     its first of equal minima, since 0.0 and -0.0 subtract differently.
     """
-    values = scores.values
+    values, signals = scores.values, scores.signals
     lowest_kept = min((values[order[rank]] for rank in kept_ranks), default=None)
     records = []
     for rank in evicted_ranks:
@@ -195,7 +195,7 @@ def _evicted_records(
                 fact_id_of(fact.get("id")),
                 category if isinstance(category, str) and category else "context",
                 score,
-                scores.components(index),
+                None if signals is None else signals[index],
                 rank + 1,
                 None if lowest_kept is None else lowest_kept - score,
             )

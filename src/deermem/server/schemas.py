@@ -220,6 +220,11 @@ class CreateOut(BaseModel):
     factId: str | None = Field(description="the new fact's id; null when the gate evicted it")
     kept: bool
     proposedFactId: str
+    relearned: str | None = Field(
+        None,
+        description="the archived fact that came back instead of a new copy "
+        "(it says the same; a regret event records it), else null",
+    )
     evicted: list[str]
     receipts: list[ReceiptOut]
 

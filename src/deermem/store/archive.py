@@ -11,10 +11,15 @@ go, and entries older than ``archive_max_age_days`` (if not 0) go; their
 receipts stay in the audit. Age is the entry's stored ``archivedAt``, never a
 file's modification time (which a copy or a checkout resets). To apply the
 bounds without reading every entry, ``.metadata/archive-index.json`` lists
-each entry's id and ``archivedAt`` in the order they arrived (which breaks
-ties between equal times); it changes in the same commit as the entries
-(:func:`archive_changes`). The index is derived: one that is missing,
-malformed or out of step with the directory is rebuilt from the entries.
+each entry's id, ``archivedAt`` and a digest of its text under the duplicate
+rule (:func:`~deermem.store.duplicates.duplicate_digest`: no content) in the
+order they arrived (which breaks ties between equal times); it changes in the
+same commit as the entries (:func:`archive_changes`). The digest lets the
+capacity gate find an archived fact that a new proposal says again
+(:func:`archive_matches`) by reading one entry, not all of them. The index is
+derived: one that is missing, malformed or out of step with the directory is
+rebuilt from the entries, and entries listed without a digest (written before
+digests) get theirs at the next commit that archives something.
 Unlike the index, an archive entry holds content, so a malformed one is an
 error, not a warning.
 """
@@ -27,22 +32,41 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import FACT_ID_PATTERN, Fact
 from deermem.model.timestamps import parse_timestamp
+from deermem.store.duplicates import duplicate_digest, duplicate_key
 from deermem.store.paths import ScopePaths
 from deermem.store.records import ArchiveEntry, ReceiptEntry, UsageEntry
+from deermem.store.regret_records import ShadowMark
 from deermem.store.scope import Scope
 
 _log = logging.getLogger("deermem.store")
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
+class _Item(NamedTuple):
+    """One entry as the index lists it."""
+
+    fact_id: str
+    archived_at: str
+    digest: str | None  # the text's duplicate digest; None: not known yet
+
+
+#: The archive in arrival order, as the index lists it (with each text's digest).
+ArchiveIndex = list[_Item]
 #: The archive in arrival order: (fact id, its stored ``archivedAt``).
 ArchiveOrder = list[tuple[str, str]]
 
 __all__ = [
+    "ArchiveIndex",
     "ArchiveOrder",
     "archive_changes",
+    "archive_index",
+    "archive_listing",
+    "archive_matches",
     "arrival_order",
     "beyond_bounds",
     "decode_entry",
@@ -94,6 +118,7 @@ def decode_entry(data: bytes, path: str | Path, scope: Scope, expected_id: str) 
         eviction=ReceiptEntry.from_dict(raw.get("eviction")),
         policy_version=_optional_text(raw.get("policyVersion")),
         usage=UsageEntry.from_dict(raw.get("usage")),
+        shadow=ShadowMark.from_dict(raw.get("shadow")),
     )
 
 
@@ -133,7 +158,7 @@ def arrival_order(paths: ScopePaths) -> ArchiveOrder:
     Raises:
         CorruptMemoryFile: an entry the index does not know cannot be read.
     """
-    return _current_order(paths, set())
+    return [(item.fact_id, item.archived_at) for item in _current_order(paths, set())]
 
 
 def archive_changes(
@@ -144,6 +169,7 @@ def archive_changes(
     now: datetime | None = None,
     max_entries: int = 0,
     max_age_days: int = 0,
+    order: ArchiveIndex | None = None,
 ) -> tuple[list[tuple[Path, bytes | None]], set[str]]:
     """What a commit that adds ``puts`` and removes ``deletes`` does to the rest of the archive.
 
@@ -151,21 +177,91 @@ def archive_changes(
     index — and the ids the bounds remove. The bounds apply when a commit
     archives something and gives the clock: the oldest entries beyond
     ``max_entries`` go (equal times: the earliest arrival), and every entry
-    older than ``max_age_days`` (0: no age limit).
+    older than ``max_age_days`` (0: no age limit). ``order`` is the archive as
+    :func:`archive_index` read it under the same lock, if the caller has it.
 
     Raises:
         CorruptMemoryFile: an entry the index does not know yet cannot be read.
     """
     replaced = set(deletes) | {entry.fact_id for entry in puts}
-    order = [item for item in _current_order(paths, replaced) if item[0] not in replaced]
-    order.extend((entry.fact_id, entry.archived_at) for entry in puts)
+    current = _current_order(paths, replaced) if order is None else order
+    order = [item for item in current if item.fact_id not in replaced]
+    if puts:
+        order = [_with_digest(paths, item) for item in order]
+    order.extend(
+        _Item(entry.fact_id, entry.archived_at, duplicate_digest(entry.fact.content))
+        for entry in puts
+    )
     doomed = set()
     if puts and now is not None:
-        doomed = beyond_bounds(order, now, max_entries, max_age_days)
-    kept = [item for item in order if item[0] not in doomed]
+        pairs = [(item.fact_id, item.archived_at) for item in order]
+        doomed = beyond_bounds(pairs, now, max_entries, max_age_days)
+    kept = [item for item in order if item.fact_id not in doomed]
     changes: list[tuple[Path, bytes | None]] = [(paths.archived(i), None) for i in sorted(doomed)]
     changes.append((paths.archive_index, _encode_index(kept) if kept else None))
     return changes, doomed
+
+
+def archive_index(paths: ScopePaths) -> ArchiveIndex:
+    """The archive in arrival order with each text's digest (the index, reconciled).
+
+    Raises:
+        CorruptMemoryFile: an entry the index does not list cannot be read.
+    """
+    return _current_order(paths, set())
+
+
+def archive_matches(
+    paths: ScopePaths,
+    scope: Scope,
+    contents: Iterable[str],
+    now: datetime,
+    max_age_days: int,
+    order: ArchiveIndex | None = None,
+) -> dict[str, ArchiveEntry]:
+    """Archived facts that say what one of ``contents`` says, keyed by its duplicate key.
+
+    Only the entries whose digest matches (or is not known yet) are read and
+    compared by their text; of several that match, the latest to arrive
+    wins. Entries past ``max_age_days`` (0: no limit) do not count, nor do
+    entries that cannot be read: they are logged, and reported as errors
+    where they are read for themselves (listing, restoring), so a damaged
+    entry never stops a fact from being added.
+    """
+    wanted = {duplicate_digest(text): duplicate_key(text) for text in contents}
+    if not wanted:
+        return {}
+    keys = set(wanted.values())
+    found: dict[str, ArchiveEntry] = {}
+    if order is None:
+        try:
+            order = _current_order(paths, set())
+        except CorruptMemoryFile as error:
+            _log.warning("not comparing with the archive: %s", error)
+            return found
+    for item in order:
+        if item.digest is not None and item.digest not in wanted:
+            continue
+        try:
+            entry = read_entry(paths, scope, item.fact_id)
+        except CorruptMemoryFile as error:
+            _log.warning("not comparing a damaged archive entry: %s", error)
+            continue
+        if entry is None or entry.expired(now, max_age_days):
+            continue
+        key = duplicate_key(entry.fact.content)
+        if key in keys:
+            found[key] = entry
+    return found
+
+
+def archive_listing(paths: ScopePaths, now: datetime, max_age_days: int) -> dict[str, str]:
+    """Each entry's id and stored ``archivedAt``, from the index; expired entries left out."""
+    return {
+        item.fact_id: item.archived_at
+        for item in _current_order(paths, set())
+        if not ArchiveEntry.stamp_expired(item.archived_at, now, max_age_days)
+    }
 
 
 def beyond_bounds(
@@ -187,23 +283,23 @@ def beyond_bounds(
     return doomed
 
 
-def _current_order(paths: ScopePaths, leaving: set[str]) -> ArchiveOrder:
+def _current_order(paths: ScopePaths, leaving: set[str]) -> ArchiveIndex:
     """The index, reconciled with the directory: unknown entries are read, vanished ones dropped.
 
     Entries in ``leaving`` (replaced or removed by the commit) are not read.
     """
     listed = set(_listed_ids(paths)) - leaving
     indexed = _read_index(paths.archive_index)
-    order: ArchiveOrder = []
+    order: ArchiveIndex = []
     seen: set[str] = set()
-    for fact_id, archived_at in indexed:
-        if fact_id in listed and fact_id not in seen:
-            order.append((fact_id, archived_at))
-            seen.add(fact_id)
+    for item in indexed:
+        if item.fact_id in listed and item.fact_id not in seen:
+            order.append(item)
+            seen.add(item.fact_id)
     unknown = sorted(listed - seen)
     if unknown:
-        found = [(fact_id, _archived_at(paths, fact_id)) for fact_id in unknown]
-        found.sort(key=lambda item: parse_timestamp(item[1]) or _EARLIEST)
+        found = [_unindexed(paths, fact_id) for fact_id in unknown]
+        found.sort(key=lambda item: parse_timestamp(item.archived_at) or _EARLIEST)
         order.extend(found)
     return order
 
@@ -227,8 +323,12 @@ def _listed_ids(paths: ScopePaths) -> list[str]:
     return ids
 
 
-def _archived_at(paths: ScopePaths, fact_id: str) -> str:
-    """The stored time of one entry, read without validating the whole fact."""
+def _unindexed(paths: ScopePaths, fact_id: str) -> _Item:
+    """An entry the index does not list: its time and digest, without validating the fact.
+
+    Raises:
+        CorruptMemoryFile: the entry is not JSON or has no ``archivedAt``.
+    """
     path = paths.archived(fact_id)
     try:
         raw = json.loads(path.read_bytes())
@@ -237,11 +337,36 @@ def _archived_at(paths: ScopePaths, fact_id: str) -> str:
     archived_at = raw.get("archivedAt") if isinstance(raw, dict) else None
     if not isinstance(archived_at, str):
         raise CorruptMemoryFile(path, "an archive entry needs an 'archivedAt' string")
-    return archived_at
+    return _Item(fact_id, archived_at, _content_digest(raw))
 
 
-def _read_index(path: Path) -> ArchiveOrder:
-    """The index's entries; an unreadable index reads as empty (it is rebuilt)."""
+def _with_digest(paths: ScopePaths, item: _Item) -> _Item:
+    """The item with its digest, read from its entry if the index did not have it.
+
+    An entry that cannot be read keeps no digest (it is read, and reported,
+    when someone looks for it); the commit that rewrites the index goes on.
+    """
+    if item.digest is not None:
+        return item
+    try:
+        raw = json.loads(paths.archived(item.fact_id).read_bytes())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return item
+    return item._replace(digest=_content_digest(raw))
+
+
+def _content_digest(raw: object) -> str | None:
+    fact = raw.get("fact") if isinstance(raw, dict) else None
+    content = fact.get("content") if isinstance(fact, dict) else None
+    return duplicate_digest(content) if isinstance(content, str) else None
+
+
+def _read_index(path: Path) -> ArchiveIndex:
+    """The index's entries; an unreadable index reads as empty (it is rebuilt).
+
+    An entry is ``[id, archivedAt, digest]``, or ``[id, archivedAt]`` as
+    written before digests.
+    """
     try:
         raw = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -250,17 +375,20 @@ def _read_index(path: Path) -> ArchiveOrder:
         _log.warning("rebuilding the malformed archive index %s: %s", path, error)
         return []
     if not isinstance(raw, list) or not all(
-        isinstance(item, list) and len(item) == 2 and all(isinstance(v, str) for v in item)
+        isinstance(item, list) and len(item) in (2, 3) and all(isinstance(v, str) for v in item)
         for item in raw
     ):
         _log.warning("rebuilding the malformed archive index %s", path)
         return []
-    return [(item[0], item[1]) for item in raw]
+    return [_Item(item[0], item[1], item[2] if len(item) == 3 else None) for item in raw]
 
 
-def _encode_index(order: ArchiveOrder) -> bytes:
+def _encode_index(order: ArchiveIndex) -> bytes:
     """One entry per line, oldest arrival first."""
-    lines = [json.dumps([fact_id, archived_at]) for fact_id, archived_at in order]
+    lines = [
+        json.dumps(list(item) if item.digest is not None else [item.fact_id, item.archived_at])
+        for item in order
+    ]
     return ("[\n" + ",\n".join(lines) + "\n]\n").encode("utf-8")
 
 

@@ -2,10 +2,11 @@
 
 A :class:`UserDump` holds everything a store keeps for one user — the
 summary document (with its revision and ``lastUpdated``) and, per agent,
-the facts, recall counts, audit events, archive entries (in arrival order)
-and thread marks — exactly as stored, so writing it into another store and
-dumping it from there gives the same value. Its :meth:`UserDump.document`
-is the comparable form ``deermem migrate`` verifies a copy with.
+the facts, recall counts, audit events, archive entries (in arrival order),
+thread marks, regret events and shadow marks — exactly as stored, so writing
+it into another store and dumping it from there gives the same value. Its
+:meth:`UserDump.document` is the comparable form ``deermem migrate`` verifies
+a copy with.
 
 A store that can be copied implements :class:`Transfer`: list its users,
 dump one, and load one into a store that does not hold that user yet, in one
@@ -38,6 +39,8 @@ class ScopeDump:
             original DeerMem wrote), oldest first.
         archive: the archive's entries in the order they arrived.
         marks: the conversations' marks, by thread id.
+        regret: the regret events as stored, oldest first (see docs/regret.md).
+        shadow: the shadow policy's marks as stored, by fact id.
     """
 
     agent: str
@@ -46,10 +49,20 @@ class ScopeDump:
     events: tuple[object, ...] = ()
     archive: tuple[ArchiveEntry, ...] = ()
     marks: tuple[ThreadMark, ...] = ()
+    regret: tuple[object, ...] = ()
+    shadow: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not (self.facts or self.usage or self.events or self.archive or self.marks)
+        return not (
+            self.facts
+            or self.usage
+            or self.events
+            or self.archive
+            or self.marks
+            or self.regret
+            or self.shadow
+        )
 
     def document(self) -> dict[str, object]:
         return {
@@ -58,6 +71,8 @@ class ScopeDump:
             "events": list(self.events),
             "archive": [entry.to_dict() for entry in self.archive],
             "marks": [mark._asdict() for mark in self.marks],
+            "regret": list(self.regret),
+            "shadowMarks": dict(sorted(self.shadow.items())),
         }
 
 
@@ -86,6 +101,8 @@ class UserDump:
             "events": sum(len(s.events) for s in self.scopes),
             "archived": sum(len(s.archive) for s in self.scopes),
             "marks": sum(len(s.marks) for s in self.scopes),
+            "regretEvents": sum(len(s.regret) for s in self.scopes),
+            "shadowMarks": sum(len(s.shadow) for s in self.scopes),
         }
 
 

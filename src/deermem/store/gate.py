@@ -2,10 +2,13 @@
 
 Every path that adds facts ends here — a manual or tool ``create``, an
 ``import``, a ``restore`` from the archive and, with the updater, the
-``extraction`` from a conversation. No other code trims a library, and this
-is the one check that a new fact's id is not in the archive
-(:class:`~deermem.ArchivedFactError`): a fact is in the library or in the
-archive, never both — only a restore takes a fact out of the archive.
+``extraction`` from a conversation. No other code trims a library. A fact is
+in the library or in the archive, never both, so this is also where a new
+fact meets the archive: a new fact that says what an archived fact says (the
+duplicate rule, :mod:`~deermem.store.duplicates`) is *relearned* — the
+archived fact comes back in its place, with its history (confirmations,
+recalls), and a regret event records it; a new fact with an archived fact's
+id but another text is refused (:class:`~deermem.ArchivedFactError`).
 
 Usage, inside a store transaction (the user's lock is held, so the decision
 is made on the current library and needs no retry)::
@@ -28,7 +31,7 @@ is made on the current library and needs no retry)::
 What :meth:`CapacityGate.apply` does, in order:
 
 1. removes the unconditional removals from the library, applies the updates
-   and appends the new (and restored) facts;
+   and appends the new, relearned and restored facts;
 2. decides over that library, once, with
    :func:`~deermem.policy.select_facts_for_capacity` under the configured
    :class:`~deermem.policy.CapacityPolicy` and cap — reading the usage
@@ -42,8 +45,11 @@ What :meth:`CapacityGate.apply` does, in order:
    receipt for the capacity eviction (reason ``capacity``) and one per
    removal reason, and — with ``eviction_mode: archive`` — an archive entry
    per fact that left (new facts evicted at once included), pointing at its
-   receipt; restored facts leave the archive;
-5. commits it in one journaled commit, receipts and archive entries included.
+   receipt; restored and relearned facts leave the archive; the regret
+   events of the call and the shadow policy's marks
+   (:class:`~deermem.store.regret_ledger.RegretLedger`);
+5. commits it in one journaled commit, receipts, archive entries and regret
+   events included.
 
 :meth:`CapacityGate.remove` is the same without step 2, for paths that only
 take facts away (a deletion never trims a library, as in the original), so
@@ -58,7 +64,7 @@ no content), so :meth:`~deermem.Memory.why` can say what became of it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -73,6 +79,7 @@ from deermem.policy import (
     shadow_comparison,
 )
 from deermem.policy.capacity import check_max_facts
+from deermem.store.duplicates import duplicate_key
 from deermem.store.protocol import (
     ChangeSet,
     CommitResult,
@@ -92,6 +99,8 @@ from deermem.store.records import (
     UsageEntry,
     receipt_id_for,
 )
+from deermem.store.regret_ledger import RegretLedger
+from deermem.store.regret_records import RegretEvent
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -131,9 +140,17 @@ class Proposal:
             revision it was based on.
         removals: facts to remove.
         summaries: summary sections to set.
-        restored: archive entries whose facts come back (as new facts).
+        restored: archive entries whose facts come back (as new facts), at
+            a user's or tool's request.
         watermarks: conversations this change extracted (thread id → mark),
             committed with it.
+        confirmed: ids of stored facts the user confirmed in this change.
+        repeated: ids of stored facts that a proposal said again (duplicates
+            dropped before the gate).
+        corrected: ids among the removals that the user corrected.
+
+    The last three are evidence for regret in shadow mode (see
+    :mod:`deermem.store.regret_records`); they change no fact.
     """
 
     new_facts: tuple[Fact, ...] = ()
@@ -142,6 +159,9 @@ class Proposal:
     summaries: Mapping[SummaryKey, str | Section] = field(default_factory=dict)
     restored: tuple[ArchiveEntry, ...] = ()
     watermarks: Mapping[str, str] = field(default_factory=dict)
+    confirmed: tuple[str, ...] = ()
+    repeated: tuple[str, ...] = ()
+    corrected: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +172,16 @@ class GateOutcome:
         commit: the store's commit result.
         decision: the capacity decision over the proposed library.
         shadow: the shadow comparison, when shadow mode is on and something went.
-        kept_new: ids of proposed new and restored facts that were stored.
+        kept_new: ids of proposed new, relearned and restored facts that
+            were stored (a relearned fact under its archived id).
         evicted: ids the capacity gate evicted, lowest-ranked first.
         removed: ids removed by the proposal's removals.
         skipped_removals: conditional removals not applied (their fact was evicted).
         receipts: the receipts written (or that would be, with the audit off).
         archived: ids that went to the archive.
+        relearned: proposed new fact id → the archived fact that came back
+            in its place.
+        regret: the regret events recorded.
     """
 
     commit: CommitResult
@@ -169,6 +193,8 @@ class GateOutcome:
     skipped_removals: tuple[Removal, ...]
     receipts: tuple[EvictionReceipt, ...]
     archived: tuple[str, ...]
+    relearned: Mapping[str, str] = field(default_factory=dict)
+    regret: tuple[RegretEvent, ...] = ()
 
 
 class CapacityGate:
@@ -218,9 +244,12 @@ class CapacityGate:
             FactNotFoundError: an update or removal names a fact that is not stored.
             FactRevisionConflict: a new fact's id is already stored, or a
                 revision precondition fails.
-            ArchivedFactError: a new fact's id is in the archive (only a
-                restore brings an archived fact back).
+            ArchivedFactError: a new fact's id is in the archive with another
+                text (an archived fact comes back by a restore, or by being
+                said again).
         """
+        ledger = RegretLedger(transaction, trigger, format_timestamp(now))
+        proposal, relearned = _relearn(transaction, proposal, now, ledger)
         library, incoming = _proposed_library(transaction, proposal, trigger)
         usage = transaction.usage() if self.policy.uses_usage else None
         entries = None if usage is None else {k: v.to_dict() for k, v in usage.items()}
@@ -245,7 +274,21 @@ class CapacityGate:
             )
         library_by_id = {fact.id: fact for fact in library}
         receipts.extend(changes.removal_receipts(removals, library_by_id, len(library)))
-        change_set = changes.change_set(proposal, receipts, library_by_id, evicted | set(removals))
+        corrected = [i for i in proposal.corrected if i in removals]
+        ledger.settled(
+            confirmed=[i for i in proposal.confirmed if i not in evicted],
+            repeated=[i for i in proposal.repeated if i not in evicted],
+            corrected=corrected,
+        )
+        gone = evicted | set(removals)
+        ledger.decided(
+            shadow,
+            receipt_id=receipts[0].receipt_id if decision.evicted else None,
+            library=library_by_id,
+            leaving=gone,
+            settled=corrected,
+        )
+        change_set = changes.change_set(proposal, receipts, library_by_id, gone, ledger)
         result = transaction.commit(change_set)
         incoming_ids = [fact.id for fact in incoming]
         return GateOutcome(
@@ -258,6 +301,8 @@ class CapacityGate:
             skipped_removals=tuple(skipped),
             receipts=change_set.receipts,
             archived=tuple(entry.fact_id for entry in change_set.archive_puts),
+            relearned=relearned,
+            regret=change_set.regret_events,
         )
 
     def remove(
@@ -283,7 +328,64 @@ class CapacityGate:
         changes = _Changes(self, transaction, trigger, now, None, self.policy.name)
         stored = transaction.snapshot.by_id
         receipts = changes.removal_receipts(by_id, stored, len(transaction.snapshot.facts))
-        return transaction.commit(changes.change_set(proposal, receipts, stored, set(by_id)))
+        ledger = RegretLedger(transaction, trigger, changes.stamp)
+        ledger.decided(None, receipt_id=None, library=stored, leaving=set(by_id))
+        return transaction.commit(
+            changes.change_set(proposal, receipts, stored, set(by_id), ledger)
+        )
+
+
+def _relearn(
+    transaction: StoreTransaction, proposal: Proposal, now: datetime, ledger: RegretLedger
+) -> tuple[Proposal, dict[str, str]]:
+    """The proposal with each new fact that an archived fact says already replaced by it.
+
+    The archived fact comes back as it was archived — its id, confidence,
+    confirmations and recall counts — in the new fact's place, and a
+    conditional removal that needed the new fact now needs it. A new fact
+    whose id is archived comes back the same way when the texts agree, and
+    is refused when they do not.
+
+    Raises:
+        ArchivedFactError: a new fact has an archived fact's id and another text.
+    """
+    if not proposal.new_facts:
+        for entry in proposal.restored:
+            ledger.returned(entry, "restored")
+        return proposal, {}
+    matches = transaction.archived_matches([fact.content for fact in proposal.new_facts], now)
+    taken = {entry.fact_id for entry in proposal.restored} | set(transaction.snapshot.by_id)
+    new_facts: list[Fact] = []
+    returned: list[ArchiveEntry] = []
+    relearned: dict[str, str] = {}
+    for fact in proposal.new_facts:
+        key = duplicate_key(fact.content)
+        match = matches.get(key)
+        same_id = transaction.archived(fact.id)
+        if same_id is not None:
+            if duplicate_key(same_id.fact.content) != key:
+                raise ArchivedFactError(fact.id)
+            match = same_id
+        if match is None or match.fact_id in taken:
+            new_facts.append(fact)
+            continue
+        taken.add(match.fact_id)
+        returned.append(match)
+        relearned[fact.id] = match.fact_id
+    for entry in returned:
+        ledger.returned(entry, "relearned")
+    for entry in proposal.restored:
+        ledger.returned(entry, "restored")
+    if not relearned:
+        return proposal, relearned
+    removals = tuple(
+        replace(r, needs_kept=relearned[r.needs_kept]) if r.needs_kept in relearned else r
+        for r in proposal.removals
+    )
+    restored = (*returned, *proposal.restored)
+    return replace(
+        proposal, new_facts=tuple(new_facts), restored=restored, removals=removals
+    ), relearned
 
 
 def _proposed_library(
@@ -299,7 +401,8 @@ def _proposed_library(
             raise FactRevisionConflict(fact.id, expected=None, actual=stored[fact.id].revision)
     for fact in proposal.new_facts:
         # No fact lives twice: in the library and in the archive, where the
-        # next eviction would overwrite the archived version.
+        # next eviction would overwrite the archived version. (_relearn has
+        # brought back the archived facts that the new ones say again.)
         if transaction.archived(fact.id) is not None:
             raise ArchivedFactError(fact.id)
     for fact in proposal.updates:
@@ -410,10 +513,11 @@ class _Changes:
         receipts: list[EvictionReceipt],
         facts: Mapping[str, Fact],
         gone: set[str],
+        ledger: RegretLedger,
     ) -> ChangeSet:
         stored = self.transaction.snapshot.by_id
         archive_puts = (
-            self._archive_entries(receipts, facts, proposal) if self.gate.archiving else ()
+            self._archive_entries(receipts, facts, proposal, ledger) if self.gate.archiving else ()
         )
         archived = {entry.fact_id for entry in archive_puts}
         writes = [FactWrite(fact, create=True) for fact in proposal.new_facts]
@@ -444,10 +548,16 @@ class _Changes:
                 if e.usage is not None and e.fact_id not in gone
             },
             watermarks=dict(proposal.watermarks),
+            regret_events=tuple(ledger.events),
+            shadow_marks=ledger.mark_changes,
         )
 
     def _archive_entries(
-        self, receipts: list[EvictionReceipt], facts: Mapping[str, Fact], proposal: Proposal
+        self,
+        receipts: list[EvictionReceipt],
+        facts: Mapping[str, Fact],
+        proposal: Proposal,
+        ledger: RegretLedger,
     ) -> tuple[ArchiveEntry, ...]:
         stored = self.transaction.snapshot.by_id
         earlier = {entry.fact_id: entry.usage for entry in proposal.restored}
@@ -464,6 +574,7 @@ class _Changes:
                         eviction=line,
                         policy_version=receipt.policy_version,
                         usage=self.usage().get(line.fact_id) or earlier.get(line.fact_id),
+                        shadow=ledger.archive_mark(line.fact_id),
                     )
                 )
         return tuple(entries)

@@ -16,28 +16,40 @@ composes:
 * **bookkeeping** — in the same journaled commit as the facts: receipts
   appended to the audit, usage entries of deleted facts dropped (and those of
   restored facts put back), the archive's index updated and its bounds
-  applied, so after any crash every eviction has its receipt and archive
-  entry, and a receipt returned to a caller is in the audit.
+  applied, regret events appended and shadow marks set
+  (:mod:`~deermem.store.regret_log`), so after any crash every eviction has
+  its receipt and archive entry, every relearned fact its regret event, and
+  a receipt returned to a caller is in the audit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import deermem.store.regret_log as regret_log
 import deermem.store.sidecars as sidecars
-from deermem._exceptions import FactNotFoundError
+from deermem._exceptions import CorruptMemoryFile, FactNotFoundError
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN
 from deermem.model.timestamps import format_timestamp
 from deermem.store._plan import CommitPlan, plan_commit
-from deermem.store.archive import archive_changes, read_archive, read_entry
+from deermem.store.archive import (
+    ArchiveIndex,
+    archive_changes,
+    archive_index,
+    archive_listing,
+    archive_matches,
+    read_archive,
+    read_entry,
+)
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import FileChange, JournalInfo, commit_files, recover
 from deermem.store.listing import list_users
@@ -60,6 +72,7 @@ from deermem.store.reading import (
     sort_facts,
 )
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
+from deermem.store.regret_records import RegretEvent, ShadowMark
 from deermem.store.scope import DEFAULT_AGENT, Scope, is_bucket
 
 if TYPE_CHECKING:
@@ -81,6 +94,7 @@ class MarkdownStore:
         archive_max_entries: archive entries kept per agent.
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
         access_half_life_days: half-life of recall heat in the usage sidecar.
+        regret_max_events: regret events kept per agent; 0 records none.
     """
 
     def __init__(
@@ -93,6 +107,7 @@ class MarkdownStore:
         archive_max_entries: int = 1000,
         archive_max_age_days: int = 365,
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
+        regret_max_events: int = 1000,
     ) -> None:
         self.root = Path(root)
         self.manifest_filename = manifest_filename
@@ -101,6 +116,7 @@ class MarkdownStore:
         self.archive_max_entries = archive_max_entries
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
+        self.regret_max_events = regret_max_events
         self._cache = ScopeCache()
         self._users: dict[str | None, UserPaths] = {}
 
@@ -115,10 +131,15 @@ class MarkdownStore:
             archive_max_entries=config.archive_max_entries,
             archive_max_age_days=config.archive_max_age_days,
             access_half_life_days=config.eviction_access_half_life_days,
+            regret_max_events=config.regret_max_events,
         )
 
     def __repr__(self) -> str:
         return f"MarkdownStore({str(self.root)!r})"
+
+    @property
+    def records_regret(self) -> bool:
+        return True
 
     # --- paths and locks ------------------------------------------------------
 
@@ -244,6 +265,22 @@ class MarkdownStore:
         entries = read_archive(paths, scope)
         return tuple(e for e in entries if not e.expired(now, self.archive_max_age_days))
 
+    def archived_matches(
+        self, scope: Scope, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        paths = self._settled(scope).agent(scope.agent)
+        return archive_matches(paths, scope, contents, now, self.archive_max_age_days)
+
+    def archive_listing(self, scope: Scope, now: datetime) -> Mapping[str, str]:
+        paths = self._settled(scope).agent(scope.agent)
+        return archive_listing(paths, now, self.archive_max_age_days)
+
+    def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
+        return regret_log.read_regret_events(self._settled(scope).agent(scope.agent).regret_events)
+
+    def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
+        return regret_log.read_shadow_marks(self._settled(scope).agent(scope.agent).shadow_marks)
+
     # --- writing --------------------------------------------------------------
 
     @contextmanager
@@ -256,18 +293,37 @@ class MarkdownStore:
         with self.transaction(scope) as transaction:
             return transaction.commit(changes)
 
-    def record_access(self, scope: Scope, fact_ids: Iterable[str], now: datetime) -> None:
+    def record_access(
+        self,
+        scope: Scope,
+        fact_ids: Iterable[str],
+        now: datetime,
+        *,
+        regret: Sequence[RegretEvent] = (),
+    ) -> None:
         wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
-        if not wanted:
+        if not wanted and not regret:
             return
         user = self._user(scope)
+        paths = user.agent(scope.agent)
         with self._locked(scope, user):
-            snapshot = self._snapshot(scope, user)
-            present = [fact_id for fact_id in wanted if fact_id in snapshot]
-            if present:
-                sidecars.record_access(
-                    user.agent(scope.agent).usage, present, now, self.access_half_life_days
-                )
+            files: list[FileChange] = []
+            events = regret_log.regret_after_commit(
+                paths.regret_events, regret, self.regret_max_events
+            )
+            if events is not None:
+                files.append(FileChange(*events))
+            if wanted:
+                snapshot = self._snapshot(scope, user)
+                present = [fact_id for fact_id in wanted if fact_id in snapshot]
+                if present:
+                    usage = sidecars.usage_after_access(
+                        paths.usage, present, now, self.access_half_life_days
+                    )
+                    files.append(FileChange(*usage))
+            if files:
+                revision = read_manifest(user)[0].revision
+                commit_files(user, files, JournalInfo(scope.agent, revision, revision, ()))
 
     def purge(self, scope: Scope, fact_id: str) -> None:
         user = self._user(scope)
@@ -285,13 +341,20 @@ class MarkdownStore:
     # --- the commit, for MarkdownTransaction -------------------------------------
 
     def _commit_locked(
-        self, scope: Scope, user: UserPaths, snapshot: ScopeSnapshot | None, changes: ChangeSet
+        self,
+        scope: Scope,
+        user: UserPaths,
+        snapshot: ScopeSnapshot | None,
+        changes: ChangeSet,
+        archive: ArchiveIndex | None = None,
     ) -> tuple[CommitResult, ScopeSnapshot | None]:
         """Commit under the held lock; return the result and the scope's new snapshot.
 
         With a current snapshot (the transaction's, or a valid cache entry)
         facts are looked up in it and it is patched afterwards; without one
         only the facts the change set names are read — never the whole scope.
+        ``archive`` is the archive's order as read under the same lock, if the
+        caller has read it already.
         """
         paths = user.agent(scope.agent)
         document, token = read_manifest(user)
@@ -307,7 +370,7 @@ class MarkdownStore:
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
         deleted = [fact.id for fact in plan.deleted]
-        files = self._files_of(scope, paths, changes, plan, deleted)
+        files = self._files_of(scope, paths, changes, plan, deleted, archive)
         if files:
             info = JournalInfo(
                 agent=scope.agent,
@@ -340,12 +403,14 @@ class MarkdownStore:
         changes: ChangeSet,
         plan: CommitPlan,
         deleted: list[str],
+        archive: ArchiveIndex | None,
     ) -> list[FileChange]:
         """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``.
 
-        The bookkeeping — the audit, the usage sidecar, the archive's index and
-        bounds, the thread marks — is computed before anything is written, so a file it cannot
-        read (a malformed audit) stops the commit before it starts. Each file
+        The bookkeeping — the audit, the usage sidecar, the regret sidecars,
+        the archive's index and bounds, the thread marks — is computed before
+        anything is written, so a file it cannot read (a malformed audit)
+        stops the commit before it starts. Each file
         appears once; ``memory.json`` comes last.
         """
         book = [
@@ -360,6 +425,10 @@ class MarkdownStore:
                     self.audit_max_entries,
                     forget=deleted if changes.forget_in_audit else [],
                 ),
+                regret_log.regret_after_commit(
+                    paths.regret_events, changes.regret_events, self.regret_max_events
+                ),
+                regret_log.shadow_marks_after_commit(paths.shadow_marks, changes.shadow_marks),
             )
             if change is not None
         ]
@@ -369,15 +438,16 @@ class MarkdownStore:
                 book.append((paths.thread_mark(thread_id), encode_mark(thread_id, mark, stamp)))
         doomed: set[Path] = set()
         if changes.archive_puts or changes.archive_deletes:
-            archive, pruned = archive_changes(
+            index, pruned = archive_changes(
                 paths,
                 puts=changes.archive_puts,
                 deletes=changes.archive_deletes,
                 now=changes.now,
                 max_entries=self.archive_max_entries,
                 max_age_days=self.archive_max_age_days,
+                order=archive,
             )
-            book.extend(archive)
+            book.extend(index)
             doomed = {paths.archived(fact_id) for fact_id in pruned}
         files = [change for change in plan.files if change.path not in doomed]
         files.extend(FileChange(path, data) for path, data in book)
@@ -395,6 +465,12 @@ class MarkdownTransaction:
         self._user = user
         self._paths = user.agent(scope.agent)
         self._snapshot: ScopeSnapshot | None = None
+        # The archive's order, read once per commit: the lock keeps it still.
+        self._archive: ArchiveIndex | None = None
+
+    @property
+    def records_regret(self) -> bool:
+        return True
 
     @property
     def snapshot(self) -> ScopeSnapshot:
@@ -408,8 +484,22 @@ class MarkdownTransaction:
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return read_entry(self._paths, self._scope, fact_id)
 
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        # On a damaged archive, archive_matches reads it again and says why it cannot.
+        with contextlib.suppress(CorruptMemoryFile):
+            if self._archive is None:
+                self._archive = archive_index(self._paths)
+        max_age = self._store.archive_max_age_days
+        return archive_matches(self._paths, self._scope, contents, now, max_age, self._archive)
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        return regret_log.read_shadow_marks(self._paths.shadow_marks)
+
     def commit(self, changes: ChangeSet) -> CommitResult:
+        archive, self._archive = self._archive, None
         result, self._snapshot = self._store._commit_locked(
-            self._scope, self._user, self._snapshot, changes
+            self._scope, self._user, self._snapshot, changes, archive
         )
         return result

@@ -3,8 +3,9 @@
 Reading goes through the store's own readers (the scope under its lock, the
 sidecars, the archive in arrival order, the thread marks); writing lays out
 every file of a user — facts, ``memory.json`` with the dumped revision, the
-sidecars, the archive with its index, the marks — with the store's own
-encoders and writes them in one journaled commit (:mod:`~deermem.store.journal`),
+sidecars (the regret ones included), the archive with its index, the marks —
+with the store's own encoders and writes them in one journaled commit
+(:mod:`~deermem.store.journal`),
 so a copy is all there or not at all, and a store deermem wrote comes back
 byte for byte.
 
@@ -23,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from deermem._exceptions import CorruptMemoryFile, UnsafeIdentifierError
-from deermem.store import sidecars
+from deermem.store import regret_log, sidecars
 from deermem.store.archive import archive_changes, arrival_order, encode_entry, read_entry
 from deermem.store.codec import encode_fact, encode_summaries
 from deermem.store.dump import ScopeDump, UserDump
@@ -79,6 +80,8 @@ class MarkdownTransfer:
                     if (entry := read_entry(paths, scope, fact_id)) is not None
                 ),
                 marks=tuple(read_marks(paths)),
+                regret=tuple(regret_log.raw_regret_events(paths.regret_events)),
+                shadow=regret_log.raw_shadow_marks(paths.shadow_marks),
             )
             if not dump.empty:
                 scopes.append(dump)
@@ -120,6 +123,10 @@ def _scope_files(user: UserPaths, scope: Scope, dump: ScopeDump) -> list[FileCha
     files.extend(
         FileChange(paths.thread_mark(mark.thread_id), encode_mark(*mark)) for mark in dump.marks
     )
+    if dump.regret:
+        files.append(FileChange(paths.regret_events, regret_log.encode_regret_events(dump.regret)))
+    if dump.shadow:
+        files.append(FileChange(paths.shadow_marks, regret_log.encode_shadow_marks(dump.shadow)))
     return files
 
 

@@ -5,8 +5,8 @@ the source or the destination. :func:`migrate` copies user by user — each
 user whole, in one atomic write of the destination — and verifies every
 copy by dumping it back from the destination and comparing it with the
 source's dump (summaries with their revision, facts with every field, usage,
-receipts, the archive in arrival order, thread marks). Nothing about the
-source changes.
+receipts, the archive in arrival order, thread marks, regret events and
+shadow marks). Nothing about the source changes.
 
 Before anything is written, every source user is looked up in the
 destination: a user the destination already holds with other data stops the
@@ -44,8 +44,8 @@ class MigrationReport:
         destination: the destination, as shown.
         copied: users copied and verified.
         skipped: users the destination already held, identical.
-        counts: facts, usage entries, audit events, archive entries, marks
-            and agents, summed over the users copied.
+        counts: facts, usage entries, audit events, archive entries, marks,
+            regret events, shadow marks and agents, summed over the users copied.
     """
 
     source: str
@@ -162,7 +162,7 @@ def _difference(expected: UserDump, found: UserDump | None) -> str:
         mine, theirs = want_agents.get(agent, {}), got_agents.get(agent, {})
         parts.extend(
             f"{agent}.{name}"
-            for name in ("facts", "usage", "events", "archive", "marks")
+            for name in ("facts", "usage", "events", "archive", "marks", "regret", "shadowMarks")
             if mine.get(name) != theirs.get(name)
         )
     return "the copy differs from the source in " + (", ".join(parts) or "its shape")

@@ -18,6 +18,8 @@ by it opens unchanged::
     {root}/users/{uid}/agents/{agent}/.metadata/archive/{fact_id}.json   (deermem)
     {root}/users/{uid}/agents/{agent}/.metadata/archive-index.json       (deermem)
     {root}/users/{uid}/agents/{agent}/.metadata/threads/{digest}.json    (deermem)
+    {root}/users/{uid}/agents/{agent}/.metadata/regret-events.json       (deermem)
+    {root}/users/{uid}/agents/{agent}/.metadata/shadow-evictions.json    (deermem)
     {root}/.retrieval/memory-fts5.sqlite3            derived search index (all users)
 
 ``xx`` is the first two hex digits of ``sha256(fact_id)``, which spreads a
@@ -39,7 +41,9 @@ __all__ = [
     "AUDIT_FILENAME",
     "JOURNAL_FILENAME",
     "LOCK_FILENAME",
+    "REGRET_EVENTS_FILENAME",
     "SEARCH_INDEX_FILENAME",
+    "SHADOW_MARKS_FILENAME",
     "USAGE_FILENAME",
     "ScopePaths",
     "UserPaths",
@@ -56,6 +60,8 @@ AUDIT_FILENAME: Final = "eviction-audit.json"
 ARCHIVE_DIRNAME: Final = "archive"
 ARCHIVE_INDEX_FILENAME: Final = "archive-index.json"
 THREADS_DIRNAME: Final = "threads"
+REGRET_EVENTS_FILENAME: Final = "regret-events.json"
+SHADOW_MARKS_FILENAME: Final = "shadow-evictions.json"
 RETRIEVAL_DIRNAME: Final = ".retrieval"
 SEARCH_INDEX_FILENAME: Final = "memory-fts5.sqlite3"
 
@@ -121,6 +127,8 @@ class ScopePaths:
         "facts_dir",
         "legacy_manifest",
         "metadata_dir",
+        "regret_events",
+        "shadow_marks",
         "threads_dir",
         "usage",
         "user",
@@ -136,6 +144,8 @@ class ScopePaths:
         self.archive_dir = self.metadata_dir / ARCHIVE_DIRNAME
         self.archive_index = self.metadata_dir / ARCHIVE_INDEX_FILENAME
         self.threads_dir = self.metadata_dir / THREADS_DIRNAME
+        self.regret_events = self.metadata_dir / REGRET_EVENTS_FILENAME
+        self.shadow_marks = self.metadata_dir / SHADOW_MARKS_FILENAME
         # A per-agent ``memory.json`` of the original's first layout.
         self.legacy_manifest = self.agent_dir / "memory.json"
 

@@ -6,7 +6,8 @@ protocol. The embedded default is :class:`~deermem.store.MarkdownStore`.
 
 A change is described by a :class:`ChangeSet` — facts to write or delete,
 summary sections to set, archive entries to add or drop, receipts to append,
-recall counts to restore, conversations marked as extracted — and applied
+recall counts to restore, conversations marked as extracted, regret events
+to record and shadow marks to set — and applied
 by :meth:`StoreTransaction.commit` atomically, all of it: after a crash the
 store holds the state before the commit or after it, never a mix; a commit
 that raises changed nothing; a commit that returns has written every receipt
@@ -25,7 +26,7 @@ Two ways to change data:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +36,7 @@ from typing import Final, Protocol
 
 from deermem.model.fact import Fact
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
+from deermem.store.regret_records import RegretEvent, ShadowMark
 from deermem.store.scope import Scope
 
 __all__ = [
@@ -217,6 +219,10 @@ class ChangeSet:
         watermarks: thread id → the mark of the last message extracted from
             that conversation (see :mod:`deermem.update.watermark`), set by
             the commit that applied what was extracted.
+        regret_events: regret events to record (see
+            :mod:`deermem.store.regret_records`), with what caused them.
+        shadow_marks: fact id → the shadow policy's mark to set on a fact
+            of the library, or ``None`` to clear it.
     """
 
     now: datetime
@@ -230,6 +236,8 @@ class ChangeSet:
     forget_in_audit: bool = False
     usage_restores: Mapping[str, UsageEntry] = field(default_factory=dict)
     watermarks: Mapping[str, str] = field(default_factory=dict)
+    regret_events: tuple[RegretEvent, ...] = ()
+    shadow_marks: Mapping[str, ShadowMark | None] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -241,6 +249,8 @@ class ChangeSet:
             or self.archive_deletes
             or self.receipts
             or self.watermarks
+            or self.regret_events
+            or self.shadow_marks
         )
 
 
@@ -267,6 +277,11 @@ class StoreTransaction(Protocol):
     """One scope, locked: read a snapshot, decide, commit (possibly several times)."""
 
     @property
+    def records_regret(self) -> bool:
+        """Whether the store records regret events and shadow marks (see :class:`Store`)."""
+        ...
+
+    @property
     def snapshot(self) -> ScopeSnapshot:
         """The scope as of now (refreshed after each commit)."""
         ...
@@ -277,6 +292,27 @@ class StoreTransaction(Protocol):
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         """The archive entry of a fact, if it has one."""
+        ...
+
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        """Archived facts that say what one of ``contents`` says (the duplicate rule).
+
+        Keyed by :func:`~deermem.store.duplicates.duplicate_key` of the
+        content; entries past the archive's age limit do not count.
+
+        Raises:
+            CorruptMemoryFile: a matching archive entry cannot be read.
+        """
+        ...
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        """Facts of the library that the shadow policy would have evicted.
+
+        Raises:
+            CorruptMemoryFile: the marks cannot be read (never read as none).
+        """
         ...
 
     def commit(self, changes: ChangeSet) -> CommitResult:
@@ -292,6 +328,16 @@ class StoreTransaction(Protocol):
 
 class Store(Protocol):
     """A place where scopes of facts live. Implementations must be thread-safe."""
+
+    @property
+    def records_regret(self) -> bool:
+        """Whether this store records regret events and shadow marks.
+
+        A store that does not (yet) is never given any: the capacity gate
+        and search leave them out, and ``Memory.regret`` says the store does
+        not record them. Relearning works on every store.
+        """
+        ...
 
     def load(self, scope: Scope) -> ScopeSnapshot:
         """A consistent snapshot of one scope.
@@ -319,10 +365,22 @@ class Store(Protocol):
         """Apply one change set in its own transaction."""
         ...
 
-    def record_access(self, scope: Scope, fact_ids: Iterable[str], now: datetime) -> None:
+    def record_access(
+        self,
+        scope: Scope,
+        fact_ids: Iterable[str],
+        now: datetime,
+        *,
+        regret: Sequence[RegretEvent] = (),
+    ) -> None:
         """Count a recall of each fact in the usage sidecar (heat decays, then +1).
 
         Ids without a stored fact are skipped. Never touches a fact itself.
+        ``regret`` — the search's missed recalls and shadow recalls — is
+        recorded in the same atomic change, even when no id is counted.
+
+        Raises:
+            CorruptMemoryFile: the regret events cannot be read; nothing changed.
         """
         ...
 
@@ -349,6 +407,33 @@ class Store(Protocol):
 
     def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
         """The archive entry of one fact, or ``None``."""
+        ...
+
+    def archived_matches(
+        self, scope: Scope, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        """As :meth:`StoreTransaction.archived_matches`, without the lock (dry runs)."""
+        ...
+
+    def archive_listing(self, scope: Scope, now: datetime) -> Mapping[str, str]:
+        """Each archived fact's id and its ``archivedAt``, without reading the entries.
+
+        For derived data that must follow the archive (the search index):
+        an entry whose time changed was archived again. Entries past their
+        age limit are left out.
+        """
+        ...
+
+    def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
+        """The scope's regret events, oldest first.
+
+        Raises:
+            CorruptMemoryFile: they cannot be read (never read as none).
+        """
+        ...
+
+    def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
+        """As :meth:`StoreTransaction.shadow_marks`, without the lock."""
         ...
 
     def archive(self, scope: Scope, now: datetime) -> tuple[ArchiveEntry, ...]:

@@ -29,6 +29,7 @@ from typing import Final, Literal
 from deermem.model.fact import Fact
 from deermem.model.timestamps import parse_timestamp
 from deermem.policy import EvictedFact, ShadowComparison
+from deermem.store.regret_records import ShadowMark
 
 __all__ = [
     "REASON_CAPACITY",
@@ -260,6 +261,9 @@ class ArchiveEntry:
             ``why`` can answer even when the bounded audit has dropped it.
         policy_version: the policy in force when it left.
         usage: its usage entry, restored with it.
+        shadow: the shadow policy's counterfactual eviction of the fact, when
+            it would have evicted it (before or at this eviction): regret
+            about the fact counts against the shadow policy too.
     """
 
     fact: Fact
@@ -270,6 +274,7 @@ class ArchiveEntry:
     eviction: ReceiptEntry | None = None
     policy_version: str | None = None
     usage: UsageEntry | None = None
+    shadow: ShadowMark | None = None
 
     @property
     def fact_id(self) -> str:
@@ -277,13 +282,18 @@ class ArchiveEntry:
 
     def expired(self, now: datetime, max_age_days: int) -> bool:
         """Whether the entry is past the archive's age limit (0: no limit)."""
+        return self.stamp_expired(self.archived_at, now, max_age_days)
+
+    @staticmethod
+    def stamp_expired(archived_at: str, now: datetime, max_age_days: int) -> bool:
+        """Whether an entry archived at ``archived_at`` is past the age limit (0: no limit)."""
         if max_age_days <= 0:
             return False
-        archived = parse_timestamp(self.archived_at)
+        archived = parse_timestamp(archived_at)
         return archived is not None and now - archived > timedelta(days=max_age_days)
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "archivedAt": self.archived_at,
             "reason": self.reason,
             "trigger": self.trigger,
@@ -291,8 +301,11 @@ class ArchiveEntry:
             "policyVersion": self.policy_version,
             "eviction": None if self.eviction is None else self.eviction.to_dict(),
             "usage": None if self.usage is None else self.usage.to_dict(),
-            "fact": self.fact.to_dict(),
         }
+        if self.shadow is not None:
+            out["shadow"] = self.shadow.to_dict()
+        out["fact"] = self.fact.to_dict()
+        return out
 
 
 def receipt_id_for(scope_key: str, revision: int, reason: str, fact_ids: Sequence[str]) -> str:

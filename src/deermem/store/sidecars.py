@@ -32,7 +32,6 @@ from pathlib import Path
 from deermem._exceptions import CorruptMemoryFile
 from deermem.model.timestamps import format_timestamp, parse_timestamp
 from deermem.policy import decay, elapsed_days
-from deermem.store.atomic import replace_files
 from deermem.store.records import EvictionReceipt, UsageEntry
 
 __all__ = [
@@ -40,12 +39,14 @@ __all__ = [
     "audit_after_commit",
     "count_recalls",
     "encode_events",
+    "encode_json",
     "encode_usage",
     "read_audit",
     "read_events",
+    "read_json",
     "read_usage",
-    "record_access",
     "strip_audit_events",
+    "usage_after_access",
     "usage_after_commit",
 ]
 
@@ -55,7 +56,7 @@ SidecarChange = tuple[Path, bytes | None]
 _log = logging.getLogger("deermem.store")
 
 
-def _read_json(path: Path) -> object | None:
+def read_json(path: Path) -> object | None:
     """The sidecar's JSON, or ``None`` when it is missing.
 
     Raises:
@@ -69,7 +70,7 @@ def _read_json(path: Path) -> object | None:
     return value
 
 
-def _encode_json(value: list[object] | dict[str, object]) -> bytes:
+def encode_json(value: list[object] | dict[str, object]) -> bytes:
     """One receipt (or one fact's usage) per line, so the files read and diff line by line."""
     if isinstance(value, dict):
         items = [f"{json.dumps(k, ensure_ascii=False)}: {_compact(v)}" for k, v in value.items()]
@@ -82,12 +83,12 @@ def _encode_json(value: list[object] | dict[str, object]) -> bytes:
 
 def encode_usage(usage: Mapping[str, UsageEntry]) -> bytes:
     """The usage sidecar's content, one fact per line, by fact id."""
-    return _encode_json({key: usage[key].to_dict() for key in sorted(usage)})
+    return encode_json({key: usage[key].to_dict() for key in sorted(usage)})
 
 
 def encode_events(events: Sequence[object]) -> bytes:
     """The audit's content, one event per line, oldest first."""
-    return _encode_json(list(events))
+    return encode_json(list(events))
 
 
 def _compact(value: object) -> str:
@@ -100,7 +101,7 @@ def _compact(value: object) -> str:
 def read_usage(path: Path) -> dict[str, UsageEntry]:
     """The usage sidecar; malformed entries are dropped, a malformed file reads as empty."""
     try:
-        raw = _read_json(path)
+        raw = read_json(path)
     except ValueError as error:
         _log.warning("ignoring malformed sidecar %s: %s", path, error)
         return {}
@@ -119,23 +120,19 @@ def read_usage(path: Path) -> dict[str, UsageEntry]:
     return usage
 
 
-def _write_usage(path: Path, usage: Mapping[str, UsageEntry]) -> None:
-    replace_files([_usage_change(path, usage)])
-
-
 def _usage_change(path: Path, usage: Mapping[str, UsageEntry]) -> SidecarChange:
     if not usage:
         return path, None
     return path, encode_usage(usage)
 
 
-def record_access(
+def usage_after_access(
     path: Path, fact_ids: Iterable[str], now: datetime, half_life_days: float
-) -> None:
-    """Count one recall of each fact in the usage sidecar (see :func:`count_recalls`)."""
+) -> SidecarChange:
+    """The usage sidecar after one recall of each fact (see :func:`count_recalls`)."""
     usage = read_usage(path)
     usage.update(count_recalls(usage, fact_ids, now, half_life_days))
-    _write_usage(path, usage)
+    return _usage_change(path, usage)
 
 
 def count_recalls(
@@ -191,7 +188,7 @@ def read_events(path: Path) -> list[object]:
         CorruptMemoryFile: the file is not a JSON list.
     """
     try:
-        raw = _read_json(path)
+        raw = read_json(path)
     except ValueError as error:
         raise CorruptMemoryFile(path, f"the eviction audit is not valid JSON: {error}") from None
     if raw is None:
@@ -243,9 +240,9 @@ def audit_after_commit(
     if not appending:
         if kept == events:
             return None
-        return path, _encode_json(kept) if kept else None
+        return path, encode_json(kept) if kept else None
     kept = [*kept, *(receipt.to_dict() for receipt in receipts)]
-    return path, _encode_json(kept[-max_entries:])
+    return path, encode_json(kept[-max_entries:])
 
 
 def strip_audit_events(events: Sequence[object], ids: set[str]) -> list[object]:

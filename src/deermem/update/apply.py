@@ -37,7 +37,7 @@ Nothing here reads the wall clock; ``now`` is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
@@ -54,6 +54,7 @@ from deermem.store.protocol import (
     SummaryKey,
 )
 from deermem.store.records import REASON_CAPACITY, ArchiveEntry, UsageEntry
+from deermem.store.regret_records import ShadowMark
 from deermem.store.scope import Scope
 from deermem.update.metrics import RemovalRejections, UpdateMetrics
 from deermem.update.plan import REASON_CONTRADICTION, UpdatePlan, plan_update
@@ -113,6 +114,9 @@ def gate_request(plan: UpdatePlan) -> GateRequest:
         updates=plan.updated_facts,
         removals=tuple(removals),
         summaries=summaries,
+        confirmed=plan.confirmed,
+        repeated=plan.repeated,
+        corrected=tuple(p.fact_id for p in plan.pending_removals),
     )
     return GateRequest(proposal, tuple(blocked))
 
@@ -124,7 +128,8 @@ class AppliedUpdate:
     Attributes:
         plan: the plan the gate was given.
         gate: the gate's outcome (decision, receipts, commit).
-        added: new facts stored.
+        added: new facts stored (relearned ones under their archived ids).
+        relearned: archived facts that came back because a new fact said them again.
         confirmed / extended: stored facts confirmed / extended (and not gone).
         removed / evicted: the facts the update removed / the gate evicted.
         blocked: contradiction removals not applied.
@@ -134,6 +139,7 @@ class AppliedUpdate:
     plan: UpdatePlan
     gate: GateOutcome
     added: tuple[str, ...]
+    relearned: tuple[str, ...]
     confirmed: tuple[str, ...]
     extended: tuple[str, ...]
     removed: tuple[FactChange, ...]
@@ -147,9 +153,10 @@ class AppliedUpdate:
 
     def facts(self, before: ScopeSnapshot) -> dict[str, Fact]:
         """Every fact this update names, as planned (new, changed) or as it was."""
-        named = {*self.added, *self.confirmed, *self.extended, *self.blocked}
+        named = {*self.added, *self.relearned, *self.confirmed, *self.extended, *self.blocked}
         named.update(change.fact_id for change in (*self.removed, *self.evicted))
         planned = {fact.id: fact for fact in (*self.plan.new_facts, *self.plan.updated_facts)}
+        planned.update((fact.id, fact) for fact in self.gate.commit.written)
         out: dict[str, Fact] = {}
         for fact_id in sorted(named):
             fact = planned.get(fact_id) or before.get(fact_id)
@@ -216,6 +223,9 @@ def _applied(
         for line in receipt.evicted:
             receipts[(line.fact_id, receipt.reason)] = receipt.receipt_id
     categories = {fact.id: fact.category for fact in (*before.facts, *plan.new_facts)}
+    # A relearned fact was in neither; it is written when kept, in the decision when evicted.
+    categories.update((fact.id, fact.category) for fact in outcome.commit.written)
+    categories.update((item.fact_id, item.category) for item in outcome.decision.evicted)
 
     def change(fact_id: str, reason: str) -> FactChange:
         return FactChange(fact_id, categories[fact_id], reason, receipts.get((fact_id, reason)))
@@ -240,6 +250,7 @@ def _applied(
         plan=plan,
         gate=outcome,
         added=outcome.kept_new,
+        relearned=tuple(outcome.relearned.values()),
         confirmed=tuple(i for i in plan.confirmed if i not in gone),
         extended=tuple(i for i in plan.extended if i not in gone),
         removed=removed,
@@ -278,6 +289,10 @@ class PreviewTransaction:
         self.changes: ChangeSet | None = None
 
     @property
+    def records_regret(self) -> bool:
+        return self._store.records_regret
+
+    @property
     def snapshot(self) -> ScopeSnapshot:
         return self._snapshot
 
@@ -286,6 +301,14 @@ class PreviewTransaction:
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return self._store.archived(self._scope, fact_id)
+
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        return self._store.archived_matches(self._scope, contents, now)
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        return self._store.shadow_marks(self._scope)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         """Record ``changes``; report what a commit would have done."""

@@ -13,7 +13,8 @@ and computes, in the original DeerMem's order:
    before the capacity gate, so they never compete for a slot;
 6. **new facts** — deduplicated against the library as step 5 left it and
    against each other, with fresh ids, the thread as source, ``sourceError``
-   when given and ``expected_valid_days`` capped at the creation cap;
+   when given and ``expected_valid_days`` capped at the creation cap (the
+   stored facts a new fact repeated are noted: evidence for regret);
 7. the **contradiction removals** that passed the gate, still pending.
 
 The result, :class:`UpdatePlan`, is a proposal; nothing is trimmed here.
@@ -125,6 +126,8 @@ class UpdatePlan:
             review's (lowest confidence first), then the upload clean-up's.
         pending_removals: contradiction removals, to resolve after the gate.
         metrics: the counters so far.
+        repeated: ids of stored facts that a new fact said again (it was
+            dropped as a duplicate), in response order.
     """
 
     facts: tuple[Fact, ...]
@@ -136,6 +139,7 @@ class UpdatePlan:
     removals: tuple[PlannedRemoval, ...]
     pending_removals: tuple[PendingRemoval, ...]
     metrics: UpdateMetrics
+    repeated: tuple[str, ...] = ()
 
     @property
     def stale_removals(self) -> tuple[str, ...]:
@@ -235,7 +239,17 @@ def plan_update(
         + tuple(PlannedRemoval(i, REASON_UPLOAD) for i in uploads.removed),
         pending_removals=pending,
         metrics=metrics,
+        repeated=_repeated(duplicates, library),
     )
+
+
+def _repeated(duplicates: Sequence[NewFactProposal], library: Sequence[Fact]) -> tuple[str, ...]:
+    """The stored facts that duplicates said again (a duplicate of the batch names none)."""
+    if not duplicates:
+        return ()
+    holders = {content_key(fact.content): fact.id for fact in library}
+    found = (holders.get(content_key(proposal.content)) for proposal in duplicates)
+    return tuple(dict.fromkeys(fact_id for fact_id in found if fact_id is not None))
 
 
 def _summary_changes(

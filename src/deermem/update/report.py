@@ -104,7 +104,9 @@ class UpdateReport:
             the conversation part of the prompt is capped at
             ``max_conversation_chars``; always the oldest ones.
         added: new facts stored (new facts the capacity gate evicted at once
-            are in ``evicted`` instead).
+            are in ``evicted`` instead); a relearned fact under its archived id.
+        relearned: archived facts that came back because the answer said
+            them again (see docs/regret.md); also in ``added`` when kept.
         confirmed: facts confirmed (``lastConfirmedAt`` and
             ``confirmationCount`` written).
         extended: facts whose staleness window was extended.
@@ -134,6 +136,7 @@ class UpdateReport:
     messages_sent: int = 0
     messages_left_out: int = 0
     added: tuple[str, ...] = ()
+    relearned: tuple[str, ...] = ()
     confirmed: tuple[str, ...] = ()
     extended: tuple[str, ...] = ()
     summaries: tuple[str, ...] = ()
@@ -183,6 +186,7 @@ class UpdateReport:
         """The headline counters of the update."""
         return {
             "added": len(self.added),
+            "relearned": len(self.relearned),
             "confirmed": len(self.confirmed),
             "extended": len(self.extended),
             "removed": len(self.removed),
@@ -204,6 +208,7 @@ class UpdateReport:
             "messagesSent": self.messages_sent,
             "messagesLeftOut": self.messages_left_out,
             "added": list(self.added),
+            "relearned": list(self.relearned),
             "confirmed": list(self.confirmed),
             "extended": list(self.extended),
             "summaries": list(self.summaries),

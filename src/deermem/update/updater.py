@@ -300,6 +300,7 @@ def _result(
         base,
         outcome="applied" if commit.changed else "unchanged",
         added=applied.added,
+        relearned=applied.relearned,
         confirmed=applied.confirmed,
         extended=applied.extended,
         summaries=tuple(f"{group}.{name}" for group, name in sorted(plan.summaries)),

@@ -4,7 +4,8 @@
 into rows: the facts, then the bookkeeping the Markdown store keeps in its
 sidecars — recall counts dropped and restored, receipts appended (and, in
 delete mode, deleted ids stripped from earlier ones) and trimmed to their
-bound, thread marks — then the archive with its bounds. The caller updates
+bound, regret events appended and trimmed to theirs, shadow marks set and
+cleared, thread marks — then the archive with its bounds. The caller updates
 the user's row and commits; until then nothing is visible to anyone.
 """
 
@@ -21,19 +22,24 @@ from deermem.store.archive import beyond_bounds
 from deermem.store.postgres.connection import Connection
 from deermem.store.protocol import ChangeSet, SummaryDocument
 from deermem.store.records import ArchiveEntry, UsageEntry
+from deermem.store.regret_records import RegretEvent
 from deermem.store.scope import Scope
 from deermem.store.sidecars import strip_audit_events
 
-__all__ = ["Bounds", "CommitWriter", "insert_archive", "put_usage"]
+__all__ = ["Bounds", "CommitWriter", "append_regret", "insert_archive", "put_usage"]
 
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """What a commit keeps: receipts per agent, the archive's size and age (0: no age limit)."""
+    """What a commit keeps: receipts and regret events per agent, the archive's size and age.
+
+    0 receipts or regret events writes none; an age of 0 sets no age limit.
+    """
 
     audit_max_entries: int
     archive_max_entries: int
     archive_max_age_days: int
+    regret_max_events: int
 
 
 class CommitWriter:
@@ -68,9 +74,12 @@ class CommitWriter:
             if stored_marks.get(thread_id) != mark
         }
         appending = self.bounds.audit_max_entries > 0 and bool(changes.receipts)
+        regret = self.bounds.regret_max_events > 0 and bool(changes.regret_events)
         return bool(
             self.plan.changed
             or appending
+            or regret
+            or changes.shadow_marks
             or self.marks
             or changes.usage_restores
             or (changes.forget_in_audit and self.deleted)
@@ -90,6 +99,14 @@ class CommitWriter:
         self._facts()
         self._usage()
         self._audit()
+        append_regret(
+            self.connection,
+            self.key,
+            self.scope.agent,
+            self.changes.regret_events,
+            self.bounds.regret_max_events,
+        )
+        self._shadow_marks()
         self._marks()
         self._archive()
 
@@ -169,6 +186,30 @@ class CommitWriter:
                     (rows.encode_json(kept[0]), *self._scope_params(), position),
                 )
 
+    def _shadow_marks(self) -> None:
+        """Set the marks the change set names, clear those it maps to ``None``."""
+        changes = self.changes.shadow_marks
+        cleared = sorted(fact_id for fact_id, mark in changes.items() if mark is None)
+        if cleared:
+            self.connection.execute(
+                "DELETE FROM deermem_shadow_marks "
+                "WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
+                (*self._scope_params(), cleared),
+            )
+        marks = sorted((fact_id, mark) for fact_id, mark in changes.items() if mark is not None)
+        if not marks:
+            return
+        with self.connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO deermem_shadow_marks (user_id, agent, fact_id, document) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (user_id, agent, fact_id) "
+                "DO UPDATE SET document = EXCLUDED.document",
+                [
+                    (*self._scope_params(), fact_id, rows.encode_json(mark.to_dict()))
+                    for fact_id, mark in marks
+                ],
+            )
+
     def _marks(self) -> None:
         if not self.marks:
             return
@@ -230,6 +271,30 @@ def insert_archive(
             "VALUES (%s, %s, %s, %s, %s)",
             (user, agent, entry.fact_id, entry.archived_at, rows.encode_archive_entry(entry)),
         )
+
+
+def append_regret(
+    connection: Connection, user: str, agent: str, events: Sequence[RegretEvent], bound: int
+) -> None:
+    """Append regret events, then keep the scope's newest ``bound`` (0: record none).
+
+    Events already stored are never read: a row this deermem cannot read is
+    kept as it is, as the Markdown store keeps an event it cannot read.
+    """
+    if bound <= 0 or not events:
+        return
+    with connection.cursor() as cursor:  # in order: the positions follow the events
+        cursor.executemany(
+            "INSERT INTO deermem_regret_events (user_id, agent, document) VALUES (%s, %s, %s)",
+            [(user, agent, rows.encode_json(event.to_dict())) for event in events],
+        )
+    connection.execute(
+        "DELETE FROM deermem_regret_events WHERE user_id = %(user)s AND agent = %(agent)s "
+        "AND position <= (SELECT position FROM deermem_regret_events "
+        "WHERE user_id = %(user)s AND agent = %(agent)s "
+        "ORDER BY position DESC OFFSET %(bound)s LIMIT 1)",
+        {"user": user, "agent": agent, "bound": bound},
+    )
 
 
 def put_usage(

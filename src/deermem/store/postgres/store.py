@@ -4,11 +4,12 @@ Every process — on one machine or many — opens the same database; what one
 commits, the next read of any other sees. What this class guarantees, and how:
 
 * **one transaction per commit** — a change set's facts, summaries,
-  receipts, archive changes, usage drops and restores and thread marks are
-  written between one ``BEGIN`` and one ``COMMIT``: all of them or none. A
-  commit that raises was rolled back by the server (a lost connection, a
-  statement timeout, a restart), so a retry is a new attempt; a commit that
-  returns is durable.
+  receipts, archive changes, usage drops and restores, regret events,
+  shadow marks and thread marks are written between one ``BEGIN`` and one
+  ``COMMIT``: all of them or none; a search's recall counts and regret
+  events likewise. A commit that raises was rolled back by the server (a
+  lost connection, a statement timeout, a restart), so a retry is a new
+  attempt; a commit that returns is durable.
 * **one writer per user** — :meth:`PostgresStore.transaction` takes a
   transaction-scoped advisory lock on the user before it reads anything, so
   the capacity gate decides over the current library however many writers
@@ -19,10 +20,12 @@ commits, the next read of any other sees. What this class guarantees, and how:
   as the Markdown store's (the planning code is shared:
   :func:`~deermem.store._plan.plan_changes`).
 * **version tokens** — each user row holds a revision and a commit id that
-  changes with every commit; ``version()`` is one indexed read of it. A
-  snapshot is cached per process while the token is unchanged, so a warm
-  load costs one round trip; the search index of each process is rebuilt
-  for a scope whenever the token moved (see docs/postgres.md).
+  changes with every commit (and with a purge, which changes the archive
+  alone, so other replicas' search indexes follow it); ``version()`` is one
+  indexed read of it. A snapshot is cached per process while the token is
+  unchanged, so a warm load costs one round trip; the search index of each
+  process is rebuilt for a scope whenever the token moved (see
+  docs/postgres.md).
 
 Connections come from a psycopg pool and are checked before each use, so a
 server restart costs the connections it broke, never a request. Every
@@ -44,19 +47,21 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
-from deermem._exceptions import FactNotFoundError, StoreLockTimeout
+from deermem._exceptions import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
 from deermem.config.database import redact_database_url
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN, Fact
 from deermem.store._plan import plan_changes
 from deermem.store.archive import newest_first
 from deermem.store.cache import ScopeCache
-from deermem.store.postgres.commit import Bounds, CommitWriter, put_usage
+from deermem.store.duplicates import duplicate_key
+from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
 from deermem.store.postgres.connection import Connection, connect, translated
 from deermem.store.postgres.schema import check_schema
 from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, SummaryDocument
 from deermem.store.reading import patched_snapshot, sort_facts
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
+from deermem.store.regret_records import RegretEvent, ShadowMark
 from deermem.store.scope import DEFAULT_AGENT, Scope
 from deermem.store.sidecars import count_recalls
 
@@ -81,6 +86,8 @@ _WRITTEN: Final = frozenset(
         "forget_in_audit",
         "usage_restores",
         "watermarks",
+        "regret_events",
+        "shadow_marks",
     }
 )
 _MEMORY: Final = ":memory:"
@@ -122,6 +129,7 @@ class PostgresStore:
         archive_max_entries: archive entries kept per agent.
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
         access_half_life_days: half-life of recall heat in the usage table.
+        regret_max_events: regret events kept per agent; 0 records none.
         pool_size: connections this process keeps open at most.
         connect_timeout: seconds to wait for a connection.
 
@@ -140,6 +148,7 @@ class PostgresStore:
         archive_max_entries: int = 1000,
         archive_max_age_days: int = 365,
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
+        regret_max_events: int = 1000,
         pool_size: int = 10,
         connect_timeout: float = 10.0,
     ) -> None:
@@ -149,6 +158,7 @@ class PostgresStore:
         self.archive_max_entries = archive_max_entries
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
+        self.regret_max_events = regret_max_events
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
         with connect(url, self.address, timeout=connect_timeout) as connection:
@@ -174,6 +184,7 @@ class PostgresStore:
             archive_max_entries=config.archive_max_entries,
             archive_max_age_days=config.archive_max_age_days,
             access_half_life_days=config.eviction_access_half_life_days,
+            regret_max_events=config.regret_max_events,
         )
 
     def __repr__(self) -> str:
@@ -356,6 +367,95 @@ class PostgresStore:
             e for e in newest_first(entries) if not e.expired(now, self.archive_max_age_days)
         )
 
+    def _archived_matches(
+        self, connection: Connection, scope: Scope, contents: Sequence[str], now: datetime
+    ) -> dict[str, ArchiveEntry]:
+        """Archived facts that say what one of ``contents`` says (see the protocol).
+
+        The database narrows the archive to entries whose text matches in
+        lower case; the duplicate rule itself (stripped, case-folded) is
+        applied here to what it found.
+        """
+        keys = {duplicate_key(text) for text in contents}
+        if not keys:
+            return {}
+        found = connection.execute(
+            "SELECT fact_id, document FROM deermem_archive WHERE user_id = %s AND agent = %s "
+            "AND lower(btrim((document::jsonb) -> 'fact' ->> 'content')) = ANY(%s) "
+            "ORDER BY arrival",
+            (rows.user_key(scope), scope.agent, sorted({key.lower() for key in keys})),
+        ).fetchall()
+        matches: dict[str, ArchiveEntry] = {}
+        for fact_id, document in found:
+            try:
+                label = self._label("archive", scope, fact_id)
+                entry = rows.decode_archive_entry(document, label, scope, fact_id)
+            except CorruptMemoryFile:
+                continue  # reported where it is read for itself (listing, restoring)
+            key = duplicate_key(entry.fact.content)
+            if key in keys and not entry.expired(now, self.archive_max_age_days):
+                matches[key] = entry
+        return matches
+
+    def archived_matches(
+        self, scope: Scope, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        with self._connection() as connection:
+            return self._archived_matches(connection, scope, contents, now)
+
+    def archive_listing(self, scope: Scope, now: datetime) -> Mapping[str, str]:
+        with self._connection() as connection:
+            found = connection.execute(
+                "SELECT fact_id, archived_at FROM deermem_archive "
+                "WHERE user_id = %s AND agent = %s ORDER BY arrival",
+                (rows.user_key(scope), scope.agent),
+            ).fetchall()
+        limit = self.archive_max_age_days
+        return {
+            fact_id: archived_at
+            for fact_id, archived_at in found
+            if not ArchiveEntry.stamp_expired(archived_at, now, limit)
+        }
+
+    @property
+    def records_regret(self) -> bool:
+        """Yes: in ``deermem_regret_events`` and ``deermem_shadow_marks`` (schema 2)."""
+        return True
+
+    def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
+        with self._connection() as connection:
+            found = connection.execute(
+                "SELECT position, document FROM deermem_regret_events "
+                "WHERE user_id = %s AND agent = %s ORDER BY position",
+                (rows.user_key(scope), scope.agent),
+            ).fetchall()
+        events = []
+        for position, document in found:
+            label = self._label("regret_events", scope, str(position))
+            event = RegretEvent.from_dict(rows.decode_event(document, label))
+            if event is not None:  # one it cannot read is skipped, as in the events file
+                events.append(event)
+        return tuple(events)
+
+    def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
+        with self._connection() as connection:
+            return self._shadow_marks(connection, scope)
+
+    def _shadow_marks(self, connection: Connection, scope: Scope) -> dict[str, ShadowMark]:
+        found = connection.execute(
+            "SELECT fact_id, document FROM deermem_shadow_marks "
+            "WHERE user_id = %s AND agent = %s ORDER BY fact_id",
+            (rows.user_key(scope), scope.agent),
+        ).fetchall()
+        marks = {}
+        for fact_id, document in found:
+            mark = ShadowMark.from_dict(
+                rows.decode_event(document, self._label("shadow_marks", scope, fact_id))
+            )
+            if mark is not None:  # one it cannot read is skipped, as in the marks file
+                marks[fact_id] = mark
+        return marks
+
     def agents(self, user_id: str | None) -> tuple[str, ...]:
         """The agents a user has anything stored for, sorted."""
         with self._connection() as connection:
@@ -391,9 +491,16 @@ class PostgresStore:
         with self.transaction(scope) as transaction:
             return transaction.commit(changes)
 
-    def record_access(self, scope: Scope, fact_ids: Iterable[str], now: datetime) -> None:
+    def record_access(
+        self,
+        scope: Scope,
+        fact_ids: Iterable[str],
+        now: datetime,
+        *,
+        regret: Sequence[RegretEvent] = (),
+    ) -> None:
         wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
-        if not wanted:
+        if not wanted and not regret:
             return
         key = rows.user_key(scope)
         with self._connection() as connection:
@@ -411,7 +518,8 @@ class PostgresStore:
                 if recalled:
                     usage = self._usage(connection, scope, recalled)
                     counted = count_recalls(usage, recalled, now, self.access_half_life_days)
-                    put_usage(connection, rows.user_key(scope), scope.agent, counted)
+                    put_usage(connection, key, scope.agent, counted)
+                append_regret(connection, key, scope.agent, regret, self.regret_max_events)
                 connection.execute("COMMIT")
             except BaseException:
                 roll_back(connection)
@@ -459,7 +567,12 @@ class PostgresStore:
             lookup = self._facts(connection, scope, named).get
         in_archive = self._archived_ids(connection, scope, changes.archive_deletes)
         plan = plan_changes(lookup, current, changes, scope, in_archive.__contains__)
-        bounds = Bounds(self.audit_max_entries, self.archive_max_entries, self.archive_max_age_days)
+        bounds = Bounds(
+            self.audit_max_entries,
+            self.archive_max_entries,
+            self.archive_max_age_days,
+            self.regret_max_events,
+        )
         writer = CommitWriter(
             connection, scope, changes, plan, bounds=bounds, database=self.address
         )
@@ -538,6 +651,8 @@ def agents_of(connection: Connection, user: str) -> tuple[str, ...]:
             "deermem_receipts",
             "deermem_usage",
             "deermem_threads",
+            "deermem_regret_events",
+            "deermem_shadow_marks",
         )
     )
     found = connection.execute(f"{parts} ORDER BY agent", {"user": user})
@@ -588,6 +703,20 @@ class PostgresTransaction:
         with translated(self._store.address):
             return self._store._archived(self._locked(), self._scope, fact_id)
 
+    @property
+    def records_regret(self) -> bool:
+        return True
+
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        with translated(self._store.address):
+            return self._store._archived_matches(self._locked(), self._scope, contents, now)
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        with translated(self._store.address):
+            return self._store._shadow_marks(self._locked(), self._scope)
+
     def commit(self, changes: ChangeSet) -> CommitResult:
         with translated(self._store.address):
             connection = self._locked()
@@ -615,6 +744,12 @@ class PostgresTransaction:
             ).fetchone()
             if gone is None:
                 raise FactNotFoundError(fact_id, where="archive")
+            # The archive changed: a new token, so that every replica's search
+            # index lists it again (the revision counts commits of facts only).
+            connection.execute(
+                "UPDATE deermem_users SET commit_id = %s WHERE user_id = %s",
+                (uuid.uuid4(), rows.user_key(self._scope)),
+            )
             connection.execute("COMMIT")
             self._open = False
 

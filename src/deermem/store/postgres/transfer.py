@@ -4,7 +4,10 @@ A dump reads one user in one ``REPEATABLE READ`` transaction (one snapshot
 of the database, whatever other replicas commit meanwhile); a load writes
 one user in one transaction under the user's lock, after checking that the
 database holds nothing of that user yet. Rows are written with the same
-encoders the store commits with, and the archive in the dump's arrival order.
+encoders the store commits with; the archive in the dump's arrival order and
+the receipts and regret events in theirs. Regret events and shadow marks are
+copied as stored, those this deermem cannot read included, as the Markdown
+store's copy keeps them.
 """
 
 from __future__ import annotations
@@ -91,6 +94,19 @@ class PostgresTransfer:
                     stamp if isinstance(stamp, str) else "",
                 )
             )
+        regret = tuple(
+            rows.decode_event(document, store._label("regret_events", scope, str(position)))
+            for position, document in connection.execute(
+                f"SELECT position, document FROM deermem_regret_events {where} ORDER BY position",
+                params,
+            )
+        )
+        shadow = {
+            fact_id: rows.decode_event(document, store._label("shadow_marks", scope, fact_id))
+            for fact_id, document in connection.execute(
+                f"SELECT fact_id, document FROM deermem_shadow_marks {where}", params
+            )
+        }
         return ScopeDump(
             agent=scope.agent,
             facts=snapshot.facts,
@@ -98,6 +114,8 @@ class PostgresTransfer:
             events=events,
             archive=archive,
             marks=tuple(sorted(marks)),
+            regret=regret,
+            shadow=dict(sorted(shadow.items())),
         )
 
     def load_user(self, dump: UserDump) -> None:
@@ -153,10 +171,20 @@ def _insert_scope(connection: Connection, key: str, dump: ScopeDump) -> None:
             "VALUES (%s, %s, %s, %s)",
             [(key, agent, rows.thread_key(m.thread_id), rows.encode_mark(*m)) for m in dump.marks],
         )
+        cursor.executemany(
+            "INSERT INTO deermem_shadow_marks (user_id, agent, fact_id, document) "
+            "VALUES (%s, %s, %s, %s)",
+            [(key, agent, i, rows.encode_json(mark)) for i, mark in dump.shadow.items()],
+        )
     # One by one, in order: the positions and arrival numbers keep the dump's order.
     for event in dump.events:
         connection.execute(
             "INSERT INTO deermem_receipts (user_id, agent, document) VALUES (%s, %s, %s)",
+            (key, agent, rows.encode_json(event)),
+        )
+    for event in dump.regret:
+        connection.execute(
+            "INSERT INTO deermem_regret_events (user_id, agent, document) VALUES (%s, %s, %s)",
             (key, agent, rows.encode_json(event)),
         )
     insert_archive(connection, key, agent, dump.archive)

@@ -1,0 +1,108 @@
+"""``deermem eval replay`` as a user runs it: byte-identical results, the files, refusals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deermem.cli import main
+from deermem.cli.replay_cmd import RESULT_FILES
+from deermem.cli.replay_report import RESULTS_SCHEMA
+from deermem.evaluation.replay import load_params
+
+Cli = Callable[..., tuple[int, str, str]]
+BUNDLED = Path(__file__).parents[1] / "src/deermem/evaluation/replay/params.yaml"
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    def invoke(*args: str) -> tuple[int, str, str]:
+        code = main(["eval", "replay", *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    """The bundled parameters with a smaller quick section (2 seeds, 1 user, 45 days)."""
+    raw = yaml.safe_load(BUNDLED.read_text("utf-8"))
+    raw["quick"] = {"seeds": 2, "users": 1, "days": 45}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw), "utf-8")
+    return path
+
+
+def test_the_same_parameters_give_the_same_bytes(cli: Cli, small: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for output in (first, second):
+        code, out, err = cli("--params", str(small), "--quick", "--output-dir", str(output))
+        assert code == 0, err
+        assert "| cap | policy | retained at need |" in out
+        assert f"results written to {output}" in err
+    for name in RESULT_FILES:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    assert (first / "replay.png").read_bytes().startswith(b"\x89PNG")
+    code, out, _ = cli("--params", str(small), "--quick", "--json")
+    assert code == 0
+    assert out.encode() == (first / "replay.json").read_bytes()
+
+
+def test_the_results_document(cli: Cli, small: Path, tmp_path: Path) -> None:
+    code, out, _ = cli("--params", str(small), "--quick", "--json")
+    assert code == 0
+    results = json.loads(out)
+    assert results["schema"] == RESULTS_SCHEMA
+    assert results["paramsSha256"] == load_params(small).sha256
+    assert results["params"]["seeds"] == 2  # the quick section, as run
+    assert [(c["cap"], c["policy"]) for c in results["cells"]] == [
+        (cap, policy) for cap in (25, 50, 100) for policy in ("confidence", "hybrid-v1")
+    ]
+    for cell in results["cells"]:
+        assert cell["needs"] > 0
+        assert 0 <= cell["retained"] <= cell["needs"]
+        assert set(cell["events"]) == {
+            "relearned",
+            "restored",
+            "missed_recall",
+            "confirmed",
+            "recalled",
+            "corrected",
+        }
+        assert (cell["shadow"] is not None) == (cell["policy"] == "confidence")
+    for row in results["differences"]:
+        for measure in ("retention", "regretRate"):
+            interval = row[measure]
+            assert interval["low"] <= interval["mean"] <= interval["high"]
+    assert [r["seeds"] for r in results["traffic"] if r["cap"] == 25] == [2]
+    assert len(results["perSeed"]) == 2 * 3 * 2
+    assert "The user's" not in out  # no fact content in the results
+
+
+def test_results_are_never_overwritten(cli: Cli, small: Path, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "replay.md").write_text("earlier results", "utf-8")
+    code, _, err = cli("--params", str(small), "--quick", "--output-dir", str(output))
+    assert code == 1
+    assert "refusing to overwrite" in err
+    assert (output / "replay.md").read_text("utf-8") == "earlier results"
+    assert not (output / "replay.json").exists()
+
+
+def test_a_bad_parameters_file_is_refused_before_anything_runs(cli: Cli, tmp_path: Path) -> None:
+    raw = yaml.safe_load(BUNDLED.read_text("utf-8"))
+    raw["caps"] = [5]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw), "utf-8")
+    code, out, err = cli("--params", str(path), "--quick")
+    assert code == 1
+    assert "caps.0" in err
+    assert str(path) in err
+    assert out == ""
+    assert "Traceback" not in err

@@ -1,0 +1,151 @@
+"""The archive in the search index: ranked with the library on request, invisible otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from deermem.context import ArchiveSource, SearchIndex, search_facts, search_with_archive
+
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+
+LIBRARY: list[dict[str, Any]] = [
+    {"id": "fact_tea", "content": "Drinks green tea every morning", "confidence": 0.9},
+    {"id": "fact_jazz", "content": "Listens to jazz while coding", "confidence": 0.8},
+    {"id": "fact_rust", "content": "Writes services in Rust", "confidence": 0.7},
+]
+ARCHIVE: list[dict[str, Any]] = [
+    {"id": "fact_oolong", "content": "Prefers oolong tea to green tea", "confidence": 0.6},
+    {"id": "fact_chess", "content": "Plays chess on Sundays", "confidence": 0.5},
+]
+
+
+class Loader:
+    """Serves archived facts and counts what the index asked for."""
+
+    def __init__(self, facts: Sequence[dict[str, Any]]) -> None:
+        self.facts = {fact["id"]: fact for fact in facts}
+        self.asked: list[str] = []
+
+    def __call__(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        self.asked.extend(ids)
+        return [self.facts[i] for i in ids if i in self.facts]
+
+
+def indexed(archive: Sequence[dict[str, Any]] = ARCHIVE) -> tuple[SearchIndex, Loader]:
+    index = SearchIndex()
+    index.sync_scope("u", "a", LIBRARY, version="v1")
+    loader = Loader(archive)
+    index.sync_archive("u", "a", {f["id"]: "t1" for f in archive}, loader, version="v1")
+    return index, loader
+
+
+def test_a_library_search_never_sees_the_archive() -> None:
+    index, _ = indexed()
+    with SearchIndex() as plain:
+        plain.sync_scope("u", "a", LIBRARY, version="v1")
+        for query in ("tea", "green tea", "chess", "coding jazz"):
+            # The same hits, bit for bit: archived rows are not in its statistics.
+            assert index.search("u", "a", query, now=NOW) == plain.search("u", "a", query, now=NOW)
+    index.close()
+
+
+def test_with_the_archive_archived_facts_compete_and_say_so() -> None:
+    index, _ = indexed()
+    hits = index.search("u", "a", "tea", now=NOW, with_archive=True)
+    assert [(hit.fact_id, hit.archived) for hit in hits] == [
+        ("fact_oolong", True),  # two "tea"s: it would have come first
+        ("fact_tea", False),
+    ]
+    assert index.search("u", "a", "chess", now=NOW) == []
+    index.close()
+
+
+def test_the_archive_is_read_only_where_it_changed() -> None:
+    index, loader = indexed()
+    assert sorted(loader.asked) == ["fact_chess", "fact_oolong"]
+    loader.asked.clear()
+    tokens = {"fact_oolong": "t1", "fact_chess": "t2"}  # chess archived anew
+    report = index.sync_archive("u", "a", tokens, loader, version="v2")
+    assert loader.asked == ["fact_chess"]
+    assert (report.indexed, report.unchanged) == (1, 1)
+    assert index.is_archive_current("u", "a", "v2")
+    report = index.sync_archive("u", "a", {"fact_chess": "t2"}, loader, version="v3")
+    assert report.removed == 1  # oolong purged or restored: its row goes
+    assert index.search("u", "a", "oolong", now=NOW, with_archive=True) == []
+    index.close()
+
+
+def test_marking_the_archive_stale_leaves_the_library_current() -> None:
+    index, _ = indexed()
+    assert index.is_archive_current("u", "a", "v1")
+    index.mark_archive_stale("u", "a")
+    assert index.is_current("u", "a", "v1")
+    assert not index.is_archive_current("u", "a", "v1")
+    index.mark_archive_stale("u", "nobody")  # an unknown scope: nothing to do
+    index.close()
+
+
+def test_clear_empties_the_library_and_the_archive() -> None:
+    index, _ = indexed()
+    index.clear()
+    assert not index.is_current("u", "a", "v1")
+    assert not index.is_archive_current("u", "a", "v1")
+    assert index.search("u", "a", "tea", now=NOW, with_archive=True) == []
+    # The counterfactual table is emptied too, not only made unreachable: a
+    # scope synchronised anew reuses the old row ids, and finds only new text.
+    index.sync_scope("u", "a", LIBRARY, version="v2")
+    go = {"id": "fact_go", "content": "Plays go on Sundays", "confidence": 0.5}
+    index.sync_archive("u", "a", {"fact_go": "t1"}, Loader([go]), version="v2")
+    hits = index.search("u", "a", "sundays", now=NOW, with_archive=True)
+    assert [(hit.fact_id, hit.archived) for hit in hits] == [("fact_go", True)]
+    assert index.search("u", "a", "chess", now=NOW, with_archive=True) == []
+    index.close()
+
+
+def test_search_with_archive_returns_the_library_results_and_what_was_missed() -> None:
+    with SearchIndex() as index:
+        loader = Loader(ARCHIVE)
+        source = ArchiveSource(lambda: {f["id"]: "t1" for f in ARCHIVE}, loader)
+        outcome = search_with_archive(
+            index,
+            "u",
+            "a",
+            "tea",
+            version="v1",
+            archive_version="a1",
+            load=lambda: LIBRARY,
+            archive=source,
+            now=NOW,
+        )
+        plain = search_facts(index, "u", "a", "tea", version="v1", load=lambda: LIBRARY, now=NOW)
+        assert outcome.hits == plain
+        assert [(m.hit.fact_id, m.rank) for m in outcome.missed] == [("fact_oolong", 1)]
+        # Only the archive matches: the library falls back to substrings; the miss is reported.
+        outcome = search_with_archive(
+            index,
+            "u",
+            "a",
+            "chess",
+            version="v1",
+            archive_version="a1",
+            load=lambda: LIBRARY,
+            archive=source,
+            now=NOW,
+        )
+        assert outcome.hits == []
+        assert [m.hit.fact_id for m in outcome.missed] == ["fact_chess"]
+    outcome = search_with_archive(
+        None,
+        "u",
+        "a",
+        "tea",
+        version="v1",
+        archive_version="a1",
+        load=lambda: LIBRARY,
+        archive=source,
+        now=NOW,
+    )
+    assert [hit.fact_id for hit in outcome.hits] == ["fact_tea"]  # no index: substrings only
+    assert outcome.missed == []

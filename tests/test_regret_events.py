@@ -1,0 +1,207 @@
+"""Regret on the Markdown store: what its files, journal and search index add.
+
+Every event through every path, on both stores, is in
+``tests/store_contract/test_regret.py``. Here: a relearn rolled back with its
+fact by the journal, damaged regret files, and the on-disk index's archive
+rows following purges, restores and ``reindex``. The scenario is
+:mod:`tests.regret_support`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deermem import CorruptMemoryFile, Memory, MemoryConfig
+from deermem.context import SearchIndex
+from deermem.store import Scope, journal
+from deermem.testing import ScriptedChatServer
+from tests.regret_support import events, evict_one, library
+from tests.wire_support import (
+    NOW,
+    Clock,
+    close_memories,  # noqa: F401 (autouse fixture)
+    open_memory,
+    seed,
+    tree,
+)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedChatServer]:
+    with ScriptedChatServer() as running:
+        yield running
+
+
+def opened(
+    root: Path,
+    server: ScriptedChatServer,
+    clock: Clock,
+    *,
+    policy: str = "confidence",
+    shadow: bool = False,
+    **settings: Any,
+) -> Memory:
+    memory = open_memory(
+        root,
+        server,
+        clock=clock,
+        max_facts=10,
+        fact_eviction_policy=policy,
+        fact_eviction_shadow_enabled=shadow,
+        **settings,
+    )
+    seed(memory, *library())
+    return memory
+
+
+# --- committed with its cause ----------------------------------------------------
+
+
+def test_a_relearn_is_committed_with_its_fact_or_not_at_all(
+    tmp_path: Path, server: ScriptedChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    content = memory.get_archived(evicted).fact.content
+    memory.delete_fact("fact_f08")
+    before = tree(tmp_path)
+
+    class Crash(BaseException):
+        pass
+
+    def crash(path: Path) -> bool:
+        raise Crash
+
+    with monkeypatch.context() as patch:
+        patch.setattr(journal, "remove_durably", crash)
+        patch.setattr(journal, "_roll_back_now", lambda user: None)  # a crash undoes nothing
+        with pytest.raises(Crash):
+            memory.create_fact(content)
+    assert any(name.endswith("regret-events.json") for name in tree(tmp_path))  # written ...
+    reopened = Memory.open(tmp_path, memory.config, user="alice", clock=clock)
+    assert reopened.list_facts() == memory.list_facts()  # ... and rolled back with the fact
+    assert tree(tmp_path) == before
+    assert reopened.store.regret_events(reopened.scope) == ()
+
+
+def test_a_damaged_regret_log_stops_the_commit_and_is_not_overwritten(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    content = memory.get_archived(evicted).fact.content
+    log = tmp_path / "users/alice/agents/__default__/.metadata/regret-events.json"
+    log.write_text('{"not": "a list"}', "utf-8")
+    before = tree(tmp_path)
+    with pytest.raises(CorruptMemoryFile, match=r"regret-events\.json"):
+        memory.create_fact(content)
+    assert tree(tmp_path) == before
+    with pytest.raises(CorruptMemoryFile, match=r"regret-events\.json"):
+        memory.regret()
+
+
+# --- the archive in the search index --------------------------------------------
+
+
+def test_switching_detection_off_drops_the_archive_from_the_index(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    memory.search("anything")  # indexes the archive
+    index = memory._search_index.get(memory.store)
+    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+    assert [hit.fact_id for hit in hits if hit.archived] == [evicted]
+    off = Memory(memory.store, MemoryConfig(max_facts=10, regret_missed_recall=False), memory.scope)
+    off._search_index = memory._search_index
+    off.search("anything")
+    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+    assert not [hit for hit in hits if hit.archived]
+
+
+def test_a_purged_fact_leaves_the_index_at_the_next_search(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    memory.search("anything")
+    memory.purge(evicted)
+    memory.search(f"fact number {number}")
+    index = memory._search_index.get(memory.store)
+    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+    assert evicted not in [hit.fact_id for hit in hits]
+    assert events(memory) == []
+
+
+def test_a_restored_fact_leaves_the_archive_rows_and_is_found_in_the_library(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    memory.search("anything")  # indexes the archive
+    memory.delete_fact("fact_f08")  # room for it
+    memory.restore(evicted)
+    clock.advance(hours=1)
+    results = memory.search(f"fact number {number}", top_k=1)
+    assert [r.fact_id for r in results] == [evicted]
+    index = memory._search_index.get(memory.store)
+    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+    assert [hit.archived for hit in hits if hit.fact_id == evicted] == [False]
+    assert [e.kind for e in events(memory)] == ["restored"]  # no missed recall of it
+
+
+@pytest.mark.parametrize("detection", [True, False])
+def test_reindex_rebuilds_the_library_and_the_archive(
+    tmp_path: Path, server: ScriptedChatServer, detection: bool
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock, regret_missed_recall=detection)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    memory.search("anything")  # the index exists; reindex empties it, then rebuilds it
+    report = memory.reindex()
+    assert (report.scopes, report.facts) == (1, 10)
+    with SearchIndex(tmp_path / ".retrieval/memory-fts5.sqlite3") as index:
+        hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+        assert [hit.fact_id for hit in hits if hit.archived] == ([evicted] if detection else [])
+        version = memory.snapshot().version
+        assert index.is_archive_current("alice", "__default__", version) is detection
+    # The next search finds the archive current: it is not listed again.
+    listed: list[Scope] = []
+    listing = memory.store.archive_listing
+
+    def counted(scope: Scope, now: datetime) -> Mapping[str, str]:
+        listed.append(scope)
+        return listing(scope, now)
+
+    memory.store.archive_listing = counted  # type: ignore[method-assign]
+    memory.search(f"fact number {number}")
+    assert listed == []
+    assert [e.kind for e in events(memory)] == (["missed_recall"] if detection else [])
+
+
+def test_a_damaged_regret_log_never_fails_a_search(
+    tmp_path: Path, server: ScriptedChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    log = tmp_path / "users/alice/agents/__default__/.metadata/regret-events.json"
+    log.write_text("[ not json", "utf-8")
+    assert memory.search(f"fact number {number}")  # the library's results, all the same
+    assert log.read_text("utf-8") == "[ not json"
+    assert "regret-events.json" in caplog.text
