@@ -1,10 +1,12 @@
 """Load on ``deermem serve``: concurrent clients over many users, then the invariants.
 
 32 clients (threads, one keep-alive connection each) for 60 s over 200
-users against one server with 2 uvicorn workers on the Markdown store,
-mixing context reads (40 %), searches (30 %), fact creation (20 %) and
-conversation posts (10 %, extracted against a scripted chat server on
-127.0.0.1). Afterwards it checks what must hold under load:
+users against one server with 2 uvicorn workers, on the Markdown store (a
+temporary directory) or on PostgreSQL (``--store postgres``: a temporary
+cluster on 127.0.0.1, started with ``fsync`` on, as the Markdown store
+syncs its own writes), mixing context reads (40 %), searches (30 %), fact
+creation (20 %) and conversation posts (10 %, extracted against a scripted
+chat server on 127.0.0.1). Afterwards it checks what must hold under load:
 
 * no 5xx;
 * no lost write: every fact the API answered 201 for is in its user's
@@ -13,15 +15,18 @@ conversation posts (10 %, extracted against a scripted chat server on
 
 and prints p50/p99 latency per operation, requests/s and the load average.
 
-    uv run python -m bench.bench_server            # the full run
+    uv run python -m bench.bench_server                    # the full run, Markdown
+    uv run python -m bench.bench_server --store postgres   # the full run, PostgreSQL
     uv run python -m bench.bench_server --duration 10 --clients 8 --users 20
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import platform
 import random
 import signal
 import socket
@@ -32,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -158,18 +164,43 @@ def check_invariants(url: str, token: str, results: Results) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True)
+class ServerStore:
+    """How ``deermem serve`` reaches the store under test, and where its state directory is."""
+
+    options: list[str]  # deermem's global options (--root)
+    serve_options: list[str]  # serve's own (--state-dir: a database has no root)
+    state_dir: Path
+    environ: dict[str, str]
+
+
+def start_store(kind: str, stack: contextlib.ExitStack, tmp: Path) -> ServerStore:
+    """A Markdown directory, or a migrated database of a temporary cluster (closed by ``stack``)."""
+    if kind == "markdown":
+        return ServerStore(["--root", str(tmp / "store")], [], tmp / "store" / ".server", {})
+    from deermem.testing.postgres import TemporaryPostgres
+
+    cluster = stack.enter_context(TemporaryPostgres(fsync=True))
+    url = cluster.create_database("bench", migrated=True)
+    state = tmp / "state"
+    return ServerStore([], ["--state-dir", str(state)], state, {"DEERMEM_DATABASE_URL": url})
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", choices=("markdown", "postgres"), default="markdown")
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp, ScriptedChatServer() as chat:
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        chat = stack.enter_context(ScriptedChatServer())
         chat.enqueue(*[answer(n) for n in range(50_000)])
-        root = Path(tmp) / "store"
-        config = Path(tmp) / "deermem.yaml"
+        store = start_store(args.store, stack, tmp)
+        config = tmp / "deermem.yaml"
         config.write_text(
             yaml.safe_dump(
                 {
@@ -184,20 +215,21 @@ def main() -> int:
             )
         )
         token = (
-            TokenFile(root / ".server" / "tokens.json")
+            TokenFile(store.state_dir / "tokens.json")
             .add(admin=True, name="bench", now=datetime.now(UTC))
             .token
         )
         port = free_port()
-        log = Path(tmp) / "server.log"
+        log = tmp / "server.log"
         with log.open("wb") as stderr:
             server = subprocess.Popen(
                 [
-                    sys.executable, "-m", "deermem", "--root", str(root), "--config", str(config),
+                    sys.executable, "-m", "deermem", *store.options, "--config", str(config),
                     "serve", "--port", str(port), "--workers", str(args.workers),
-                    "--log-level", "warning", "--max-pending-jobs", "256",
+                    "--log-level", "warning", "--max-pending-jobs", "256", *store.serve_options,
                 ],
                 stderr=stderr,
+                env={**os.environ, **store.environ},
             )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
@@ -207,7 +239,8 @@ def main() -> int:
                     if httpx.get(f"{url}/v1/health").status_code == 200:
                         break
                 except httpx.TransportError:
-                    if time.monotonic() > deadline:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        print(log.read_text(), file=sys.stderr)
                         raise
                     time.sleep(0.2)
             users = [f"user{n:03d}" for n in range(args.users)]
@@ -230,11 +263,13 @@ def main() -> int:
             server.wait(timeout=120)
 
     total = sum(results.statuses.values())
-    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average "
-          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end of the run")  # fmt: skip
     print(
-        f"{args.clients} clients, {args.users} users, {args.workers} workers, "
-        f"{args.duration:.0f} s: {total} requests, {total / elapsed:.0f} requests/s"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end of the run"
+    )
+    print(
+        f"{args.store} store, {args.clients} clients, {args.users} users, {args.workers} "
+        f"workers, {args.duration:.0f} s: {total} requests, {total / elapsed:.0f} requests/s"
     )
     print(f"statuses: {dict(sorted(results.statuses.items()))}")
     for op, _ in MIX:

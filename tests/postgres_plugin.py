@@ -68,6 +68,18 @@ def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
         server.drop_database(name)
 
 
+@pytest.fixture(scope="module")
+def module_postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A migrated database shared by one module's tests (a server the module starts once)."""
+    server = _server(request)
+    name = f"module_{next(_numbers)}"
+    url = server.create_database(name, template=_TEMPLATE)
+    try:
+        yield url
+    finally:
+        server.drop_database(name)
+
+
 @pytest.fixture
 def empty_postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A database of this test's own that was never migrated."""

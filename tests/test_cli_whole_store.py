@@ -255,3 +255,21 @@ def test_scopes_and_reindex_on_a_database(
     code, out, _ = run(capsys, *base, "config", "show", "--json")
     assert (json.loads(out)["root"], json.loads(out)["storeFile"]) == (None, None)
     assert not (tmp_path / "deermem.yaml").exists()
+
+
+def test_a_command_on_a_database_closes_its_connections_when_it_ends(
+    capsys: pytest.CaptureFixture[str], postgres_url: str, tmp_path: Path
+) -> None:
+    """Run in-process, a command leaves no connection pool behind (nothing for the collector)."""
+    import psycopg
+
+    config = tmp_path / "db.yaml"
+    config.write_text(f"store: {postgres_url}\n", "utf-8")
+    assert run(capsys, "--config", str(config), "--user", "bob", "facts", "add", "Tea")[0] == 0
+    with psycopg.connect(postgres_url) as connection:
+        others = connection.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'"
+        ).fetchone()
+    assert others == (0,)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from deermem import UnsafeIdentifierError
 from deermem.integrations.deerflow import (
     DeerFlowBackend,
     ErrorTypes,
@@ -440,6 +441,24 @@ def test_shutdown_flush_with_nothing_queued_is_immediately_true(tmp_path: Path) 
     assert manager.shutdown_flush(5.0) is True
     assert time.monotonic() - started < 1.0
     assert manager.warm() is True
+
+
+def test_under_strict_user_scope_a_call_without_a_user_is_refused_and_nothing_else_touched(
+    tmp_path: Path,
+) -> None:
+    """The backend's own memory has no user: only the users calls name are ever touched."""
+    manager = backend(tmp_path, strict_user_scope=True)
+    assert manager.warm() is True
+    _, fact_id = manager.create_fact("Uses uv.", category="correction", user_id="alice")
+    assert fact_id is not None
+    with pytest.raises(UnsafeIdentifierError, match="user id"):
+        manager.create_fact("Planted without a user.", user_id=None)
+    with pytest.raises(UnsafeIdentifierError, match="user id"):
+        manager.get_memory(user_id=None)
+    assert manager.shutdown_flush(1.0) is True
+    assert sorted(path.name for path in (tmp_path / "users").iterdir()) == ["alice"]
+    assert not (tmp_path / "agents").exists()  # the single-user layout was never touched
+    assert not (tmp_path / "memory.json").exists()
 
 
 def test_the_hosts_call_shapes_work_as_they_are_written(tmp_path: Path) -> None:

@@ -1,31 +1,39 @@
-"""Real ``deermem mcp`` processes and MCP client sessions against them.
+"""Real ``deermem mcp`` processes and MCP client sessions against them, on either store.
 
 :func:`stdio_session` starts ``python -m deermem ... mcp`` as the client's
 child process (as Claude Desktop does); :class:`HttpServer` starts
 ``deermem mcp --transport http`` on a free 127.0.0.1 port and
 :func:`http_session` connects to it with a bearer token. Each server's
-standard error goes to a file, so tests can read its log.
+standard error goes to a file, so tests can read its log. The store is a
+:class:`~tests.served_store.ServedStore` — Markdown unless a test asks for
+both with ``on_both_stores`` — that the process reaches as a user's would:
+``--root`` for a directory, ``DEERMEM_DATABASE_URL`` and ``--state-dir`` for
+a database.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+
+from ..served_store import ServedStore
 
 __all__ = [
     "HttpServer",
@@ -39,26 +47,34 @@ __all__ = [
 ]
 
 
+@pytest.fixture
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServedStore]:
+    with ServedStore.of_fixture(request, tmp_path) as served:
+        yield served
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
 
 
-def deermem_args(root: Path, *args: str) -> list[str]:
-    return ["-m", "deermem", "--root", str(root), *args]
+def deermem_args(store: ServedStore, *args: str) -> list[str]:
+    return ["-m", "deermem", *store.global_args(), *args]
 
 
 @asynccontextmanager
 async def stdio_session(
-    root: Path, *args: str, log: Path, mode: str = "auto"
+    store: ServedStore, *args: str, log: Path, mode: str = "auto"
 ) -> AsyncIterator[Client]:
-    """A client session with ``deermem --root ROOT ARGS...`` (ending in ``mcp``) over stdio.
+    """A client session with ``deermem [STORE] ARGS...`` (ending in ``mcp``) over stdio.
 
     ``mode="legacy"`` speaks the initialize handshake of the 2025 protocol
     versions, as the chat applications of today do; ``auto`` negotiates the newest.
     """
-    params = StdioServerParameters(command=sys.executable, args=deermem_args(root, *args))
+    params = StdioServerParameters(
+        command=sys.executable, args=deermem_args(store, *args), env=store.environ({})
+    )
     with log.open("w") as stderr:
         async with Client(stdio_client(params, errlog=stderr), mode=mode) as client:
             yield client
@@ -69,7 +85,7 @@ class HttpServer:
     """A running ``deermem mcp --transport http`` process."""
 
     url: str
-    root: Path
+    store: ServedStore
     log: Path
     process: subprocess.Popen[bytes]
 
@@ -79,23 +95,26 @@ class HttpServer:
 
 @contextmanager
 def http_server(
-    root: Path, *args: str, log: Path, mcp_args: tuple[str, ...] = ()
+    store: ServedStore, *args: str, log: Path, mcp_args: tuple[str, ...] = ()
 ) -> Iterator[HttpServer]:
-    """Start ``deermem --root ROOT ARGS... mcp --transport http`` and wait until it listens."""
+    """Start ``deermem [STORE] ARGS... mcp --transport http`` and wait until it listens."""
     port = free_port()
     command = [
         sys.executable,
-        *deermem_args(root, *args),
+        *deermem_args(store, *args),
         "mcp",
         "--transport",
         "http",
         "--port",
         str(port),
+        *store.server_args(),
         *mcp_args,
     ]
     with log.open("wb") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
-    server = HttpServer(f"http://127.0.0.1:{port}/mcp", root, log, process)
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=stderr, env=store.environ(os.environ)
+        )
+    server = HttpServer(f"http://127.0.0.1:{port}/mcp", store, log, process)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -142,12 +161,3 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 def text_of(result: CallToolResult) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
-
-
-def files_under(directory: Path) -> Mapping[str, bytes]:
-    """Every file below ``directory`` and its bytes (to prove nothing changed)."""
-    return {
-        str(path.relative_to(directory)): path.read_bytes()
-        for path in sorted(directory.rglob("*"))
-        if path.is_file()
-    }

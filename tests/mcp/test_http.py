@@ -2,7 +2,10 @@
 
 One server runs without ``--user`` (each token reaches its own user), one
 with ``--user bob``; both serve agent ``coder`` from a store whose tokens
-file the tests write first, as ``deermem token add`` does.
+file the tests write first, as ``deermem token add`` does. The server
+without ``--user`` runs on both stores for the tests that touch memories
+(every tool, isolation, the tokens file of a database's state directory);
+the checks of the HTTP layer alone run on Markdown.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import pytest
 from deermem.cli import main
 from deermem.server.tokens import TokenFile
 
-from .conftest import HttpServer, call, files_under, http_server, http_session, text_of
+from ..served_store import KINDS, PASSWORD, ServedStore
+from .conftest import HttpServer, call, http_server, http_session, text_of
 
 SECRET_BOB = "SECRET-b0b1 bob's surprise party is on friday"
 SECRET_ALICE = "SECRET-a11c alice is allergic to peanuts"
@@ -43,33 +47,35 @@ INITIALIZE = {
     },
 }
 ACCEPT = {"Accept": "application/json, text/event-stream"}
+on_markdown = pytest.mark.parametrize("per_token", ["markdown"], indirect=True)
 
 
-def issue_tokens(root: Path) -> dict[str, str]:
-    tokens = TokenFile(root / ".server" / "tokens.json")
+def issue_tokens(store: ServedStore) -> dict[str, str]:
+    tokens = TokenFile(store.tokens_file)
     now = datetime(2026, 6, 1, tzinfo=UTC)
     return {name: tokens.add(now=now, **grants).token for name, grants in GRANTS.items()}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=KINDS)
 def per_token(
-    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[HttpServer, dict[str, str]]]:
     """A server started without --user: each single-user token reaches its own memory."""
-    root = tmp_path_factory.mktemp("per-token")
-    tokens = issue_tokens(root / "store")
-    with http_server(root / "store", "--agent", "coder", log=root / "stderr.log") as server:
-        yield server, tokens
+    kind = str(request.param)
+    base = tmp_path_factory.mktemp(f"per-token-{kind}")
+    with ServedStore.make(kind, base, request, database="module_postgres_url") as store:
+        tokens = issue_tokens(store)
+        with http_server(store, "--agent", "coder", log=base / "stderr.log") as server:
+            yield server, tokens
 
 
 @pytest.fixture(scope="module")
 def bobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer, dict[str, str]]]:
-    """A server started with --user bob."""
-    root = tmp_path_factory.mktemp("bobs")
-    tokens = issue_tokens(root / "store")
-    with http_server(
-        root / "store", "--user", "bob", "--agent", "coder", log=root / "stderr.log"
-    ) as server:
+    """A server started with --user bob (Markdown)."""
+    base = tmp_path_factory.mktemp("bobs")
+    store = ServedStore("markdown", base)
+    tokens = issue_tokens(store)
+    with http_server(store, "--user", "bob", "--agent", "coder", log=base / "stderr.log") as server:
         yield server, tokens
 
 
@@ -80,46 +86,48 @@ def post(server: HttpServer, token: str | None, body: object, **headers: str) ->
     return httpx.post(server.url, json=body, headers=sent, timeout=30)
 
 
-def test_every_tool_over_http_against_the_stores_files(
+def test_every_tool_over_http_against_the_store(
     per_token: tuple[HttpServer, dict[str, str]],
 ) -> None:
     server, tokens = per_token
-    facts = server.root / "users/alice/agents/coder/facts"
+    store = server.store
 
     async def scenario() -> None:
         async with http_session(server.url, tokens["alice"]) as alice:
             assert len((await alice.list_tools()).tools) == 7
             added = await call(alice, "memory_add", content=SECRET_ALICE, category="constraint")
             fact_id = added["factId"]
-            (path,) = facts.rglob(f"{fact_id}.md")
-            assert SECRET_ALICE in path.read_text(encoding="utf-8")
+            assert SECRET_ALICE in store.facts("alice", "coder")[fact_id]
             hits = (await call(alice, "memory_search", query="peanuts"))["results"]
             assert [hit["fact"]["id"] for hit in hits] == [fact_id]
             assert SECRET_ALICE in (await call(alice, "memory_context"))["text"]
             updated = await call(alice, "memory_update", fact_id=fact_id, confidence=0.95)
             assert updated["confidence"] == 0.95
-            assert "0.95" in path.read_text(encoding="utf-8")
+            assert "0.95" in store.facts("alice", "coder")[fact_id]
             assert (await call(alice, "memory_why", fact_id=fact_id))["standing"]["rank"] == 1
             assert (await call(alice, "memory_forget", fact_id=fact_id))["archived"] is True
-            assert not path.exists()
+            assert fact_id not in store.facts("alice", "coder")
+            assert fact_id in store.archived("alice", "coder")
             assert (await call(alice, "memory_restore", fact_id=fact_id))["restored"] is True
-            assert path.exists()
+            assert fact_id in store.facts("alice", "coder")
 
     anyio.run(scenario)
+    assert PASSWORD not in server.log_text()
 
 
 def test_alices_token_cannot_read_write_search_or_learn_of_bob(
     per_token: tuple[HttpServer, dict[str, str]],
 ) -> None:
     server, tokens = per_token
-    bob_dir = server.root / "users/bob"
+    store = server.store
 
     async def scenario() -> None:
         async with http_session(server.url, tokens["bob"]) as bob:
             kept = (await call(bob, "memory_add", content=SECRET_BOB, confidence=0.9))["factId"]
             gone = (await call(bob, "memory_add", content="Bob's old plan"))["factId"]
             await call(bob, "memory_forget", fact_id=gone)  # an archive entry and a receipt
-        before = files_under(bob_dir)
+        before = store.holdings("bob")
+        assert store.facts("bob", "coder").keys() == {kept}
         async with http_session(server.url, tokens["alice"]) as alice:
             # Searching and reading find nothing of Bob's.
             for query in ("surprise party", "SECRET-b0b1", "plan"):
@@ -150,13 +158,13 @@ def test_alices_token_cannot_read_write_search_or_learn_of_bob(
             assert planted.is_error
             assert "user" in text_of(planted)
             assert "agent" in text_of(planted)
-            for path in server.root.rglob("*.md"):
-                assert "planted" not in path.read_text(encoding="utf-8")
-        assert files_under(bob_dir) == before
+            assert "planted" not in store.everything()
+        assert store.holdings("bob") == before
 
     anyio.run(scenario)
 
 
+@on_markdown
 def test_requests_without_a_valid_token_are_refused_before_mcp(
     per_token: tuple[HttpServer, dict[str, str]],
 ) -> None:
@@ -180,6 +188,7 @@ def test_requests_without_a_valid_token_are_refused_before_mcp(
     assert post(server, tokens["alice"], INITIALIZE).status_code == 200
 
 
+@on_markdown
 def test_a_session_belongs_to_the_token_that_opened_it(
     per_token: tuple[HttpServer, dict[str, str]],
 ) -> None:
@@ -209,10 +218,12 @@ def test_a_revoked_token_stops_working_without_a_restart(
 ) -> None:
     server, tokens = per_token
     assert post(server, tokens["carol"], INITIALIZE).status_code == 200
-    TokenFile(server.root / ".server" / "tokens.json").revoke(tokens["carol"].split("_")[1])
+    # On a database, the tokens file of the --state-dir the server was given.
+    TokenFile(server.store.tokens_file).revoke(tokens["carol"].split("_")[1])
     assert post(server, tokens["carol"], INITIALIZE).status_code == 401
 
 
+@on_markdown
 def test_the_log_has_request_ids_and_no_content_or_token(
     per_token: tuple[HttpServer, dict[str, str]],
 ) -> None:
@@ -241,10 +252,10 @@ def test_every_log_line_of_a_request_carries_its_request_id(tmp_path: Path, mode
     task; its log line must still carry the id of the request that carried
     the call (the one its access line and ``X-Request-ID`` show).
     """
-    root = tmp_path / "store"
-    tokens = issue_tokens(root)
+    store = ServedStore("markdown", tmp_path)
+    tokens = issue_tokens(store)
     log = tmp_path / "stderr.log"
-    with http_server(root, "--agent", "coder", log=log) as server:
+    with http_server(store, "--agent", "coder", log=log) as server:
 
         async def scenario() -> None:
             async with http_session(server.url, tokens["alice"], mode=mode) as alice:
@@ -296,20 +307,21 @@ def test_a_server_for_one_user_takes_only_tokens_that_may_address_it(
                 assert f"Written with the {name} token" in context
 
     anyio.run(scenario)
-    assert len(list((server.root / "users/bob/agents/coder/facts").rglob("*.md"))) == 3
-    assert not (server.root / "users/alice").exists()
+    assert len(server.store.facts("bob", "coder")) == 3
+    assert not (server.store.root / "users/alice").exists()
 
 
 def test_under_strict_user_scope_a_server_without_user_serves_each_tokens_user(
     tmp_path: Path,
 ) -> None:
     """The token names the user, so strict_user_scope does not stop a server without --user."""
-    root = tmp_path / "store"
+    store = ServedStore("markdown", tmp_path)
+    root = store.root
     config = tmp_path / "deermem.yaml"
     config.write_text("strict_user_scope: true\n", encoding="utf-8")
-    tokens = issue_tokens(root)
+    tokens = issue_tokens(store)
     with http_server(
-        root, "--config", str(config), "--agent", "coder", log=tmp_path / "stderr.log"
+        store, "--config", str(config), "--agent", "coder", log=tmp_path / "stderr.log"
     ) as server:
 
         async def scenario() -> None:
@@ -344,3 +356,24 @@ def test_the_command_refuses_what_it_cannot_do_safely(
     captured = capsys.readouterr()
     assert message in " ".join((captured.out + captured.err).split())
     assert "Traceback" not in captured.err
+
+
+def test_on_a_database_the_http_server_needs_a_place_for_its_tokens_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database has no directory: --state-dir (or --tokens-file) names where tokens are."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEERMEM_DATABASE_URL", f"postgresql://deermem:{PASSWORD}@127.0.0.1:1/db")
+    assert main(["mcp", "--transport", "http"]) == 1
+    error = capsys.readouterr().err
+    assert "give --state-dir DIR" in " ".join(error.split())
+    assert PASSWORD not in error
+    assert "Traceback" not in error
+    assert not any(tmp_path.iterdir())
+    # Over stdio there are no tokens: no state directory is needed (the database is
+    # then opened, and here refuses: nothing listens on port 1).
+    assert main(["--user", "alice", "mcp"]) == 1
+    error = capsys.readouterr().err
+    assert "--state-dir" not in error
+    assert "connection failed" in error
+    assert PASSWORD not in error

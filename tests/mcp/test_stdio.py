@@ -8,20 +8,19 @@ from pathlib import Path
 
 import anyio
 
+from ..served_store import ServedStore, on_both_stores
 from .conftest import call, deermem_args, stdio_session, text_of
 
 SECRET = "SECRET-c41d prefers tabs over spaces"
 
 
-def test_every_tool_over_stdio_against_the_stores_files(tmp_path: Path) -> None:
-    root = tmp_path / "store"
+@on_both_stores
+def test_every_tool_over_stdio_against_the_store(store: ServedStore, tmp_path: Path) -> None:
     log = tmp_path / "stderr.log"
-    facts = root / "users/alice/agents/coder/facts"
-    archive = root / "users/alice/agents/coder/.metadata/archive"
 
     async def scenario() -> None:
         async with stdio_session(
-            root, "--user", "alice", "--agent", "coder", "mcp", log=log, mode="legacy"
+            store, "--user", "alice", "--agent", "coder", "mcp", log=log, mode="legacy"
         ) as client:
             listed = {tool.name for tool in (await client.list_tools()).tools}
             assert len(listed) == 7
@@ -30,8 +29,7 @@ def test_every_tool_over_stdio_against_the_stores_files(tmp_path: Path) -> None:
             )
             assert added["outcome"] == "stored"
             fact_id = added["factId"]
-            (path,) = facts.rglob(f"{fact_id}.md")
-            assert SECRET in path.read_text(encoding="utf-8")
+            assert SECRET in store.facts("alice", "coder")[fact_id]
             found = await call(client, "memory_search", query="tabs")
             assert [hit["fact"]["id"] for hit in found["results"]] == [fact_id]
             context = await call(client, "memory_context")
@@ -41,14 +39,14 @@ def test_every_tool_over_stdio_against_the_stores_files(tmp_path: Path) -> None:
                 client, "memory_update", fact_id=fact_id, content=SECRET + " (strongly)"
             )
             assert updated["revision"] == 2
-            assert "(strongly)" in path.read_text(encoding="utf-8")
+            assert "(strongly)" in store.facts("alice", "coder")[fact_id]
             assert (await call(client, "memory_why", fact_id=fact_id))["status"] == "active"
             assert (await call(client, "memory_forget", fact_id=fact_id))["archived"] is True
-            assert not path.exists()
-            assert any(archive.rglob(f"{fact_id}*"))
+            assert fact_id not in store.facts("alice", "coder")
+            assert store.archived("alice", "coder") == {fact_id}
             assert (await call(client, "memory_why", fact_id=fact_id))["status"] == "archived"
             assert (await call(client, "memory_restore", fact_id=fact_id))["restored"] is True
-            assert path.exists()
+            assert fact_id in store.facts("alice", "coder")
             refused = await client.call_tool("memory_restore", {"fact_id": fact_id})
             assert refused.is_error
             assert "Fact not found" in text_of(refused)
@@ -61,11 +59,13 @@ def test_every_tool_over_stdio_against_the_stores_files(tmp_path: Path) -> None:
     assert "SECRET-c41d" not in logged
 
 
-def test_without_user_the_stdio_server_serves_the_single_user_layout(tmp_path: Path) -> None:
-    root = tmp_path / "store"
+def test_without_user_the_stdio_server_serves_the_single_user_layout(
+    store: ServedStore, tmp_path: Path
+) -> None:
+    root = store.root
 
     async def scenario() -> None:
-        async with stdio_session(root, "mcp", log=tmp_path / "stderr.log") as client:
+        async with stdio_session(store, "mcp", log=tmp_path / "stderr.log") as client:
             added = await call(client, "memory_add", content="Single user fact")
             assert added["outcome"] == "stored"
 
@@ -75,8 +75,9 @@ def test_without_user_the_stdio_server_serves_the_single_user_layout(tmp_path: P
 
 
 def test_a_bad_scope_stops_the_server_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    store = ServedStore("markdown", tmp_path)
     done = subprocess.run(
-        [sys.executable, *deermem_args(tmp_path, "--agent", "../../etc", "mcp")],
+        [sys.executable, *deermem_args(store, "--agent", "../../etc", "mcp")],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

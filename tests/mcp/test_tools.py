@@ -1,10 +1,11 @@
 """The memory tools in one process: an MCP client session against the SDK server object.
 
 These sessions speak the real protocol to the real server over the SDK's
-in-process transport, on a real Markdown store in a temporary directory;
-the tests check what the tools answer and what the store's files say.
-The same tools over stdio and HTTP, in their own processes, are in
-``test_stdio.py`` and ``test_http.py``.
+in-process transport, on a real store — a Markdown directory, and for the
+tests of what each tool does to the memory a PostgreSQL database too; the
+tests check what the tools answer and what the store holds (its files, or
+its rows). The same tools over stdio and HTTP, in their own processes, are
+in ``test_stdio.py`` and ``test_http.py``.
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
-from deermem import Memory, MemoryConfig
+from deermem import Memory
 from deermem.mcp import TOOL_NAMES, ToolLimits, create_mcp_server
 from deermem.mcp.app import request_memory
 
+from ..served_store import ServedStore, files_under, on_both_stores
 from .conftest import call, text_of
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 FACTS = Path("users/alice/agents/coder/facts")
-ARCHIVE = Path("users/alice/agents/coder/.metadata/archive")
 
 
 class Ticking:
@@ -43,9 +44,9 @@ class Ticking:
         return self.now
 
 
-def open_memory(root: Path, **config: Any) -> Memory:
+def open_memory(store: ServedStore, **config: Any) -> Memory:
     config.setdefault("max_facts", 10)
-    return Memory.open(root, MemoryConfig(**config), user="alice", agent="coder", clock=Ticking())
+    return store.memory(store.config(**config), user="alice", agent="coder", clock=Ticking())
 
 
 def session(memory: Memory, scenario: Callable[[Client], Awaitable[None]], **server: Any) -> None:
@@ -56,12 +57,13 @@ def session(memory: Memory, scenario: Callable[[Client], Awaitable[None]], **ser
     anyio.run(main)
 
 
-def fact_files(root: Path) -> dict[str, str]:
-    return {path.stem: path.read_text(encoding="utf-8") for path in (root / FACTS).rglob("*.md")}
+def fact_files(store: ServedStore) -> dict[str, str]:
+    """Alice's facts as stored: id -> the fact file's text, or the row's document."""
+    return store.facts("alice", "coder")
 
 
-def archive_ids(root: Path) -> set[str]:
-    return {path.stem for path in (root / ARCHIVE).rglob("*") if path.is_file()}
+def archive_ids(store: ServedStore) -> set[str]:
+    return store.archived("alice", "coder")
 
 
 async def failed(client: Client, tool: str, **arguments: Any) -> str:
@@ -89,8 +91,8 @@ def hints(tool: Any) -> tuple[bool | None, bool | None, bool | None, bool | None
     return a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint
 
 
-def test_the_seven_tools_with_true_annotations(tmp_path: Path) -> None:
-    tools = tools_listed(open_memory(tmp_path))
+def test_the_seven_tools_with_true_annotations(store: ServedStore) -> None:
+    tools = tools_listed(open_memory(store))
     assert sorted(tools) == sorted(TOOL_NAMES)
     # (read-only, destructive, idempotent, open world)
     assert hints(tools["memory_context"]) == (True, False, True, False)
@@ -109,20 +111,22 @@ def test_the_seven_tools_with_true_annotations(tmp_path: Path) -> None:
         assert tool.output_schema["type"] == "object", tool.name
 
 
-def test_under_hybrid_v1_a_search_records_recalls_so_it_is_not_read_only(tmp_path: Path) -> None:
-    tools = tools_listed(open_memory(tmp_path, fact_eviction_policy="hybrid-v1"))
+def test_under_hybrid_v1_a_search_records_recalls_so_it_is_not_read_only(
+    store: ServedStore,
+) -> None:
+    tools = tools_listed(open_memory(store, fact_eviction_policy="hybrid-v1"))
     assert hints(tools["memory_search"]) == (False, False, False, False)
     assert "recall" in tools["memory_search"].description
 
 
-def test_no_tool_takes_a_user_or_an_agent(tmp_path: Path) -> None:
-    for tool in tools_listed(open_memory(tmp_path)).values():
+def test_no_tool_takes_a_user_or_an_agent(store: ServedStore) -> None:
+    for tool in tools_listed(open_memory(store)).values():
         names = {name.lower() for name in tool.input_schema.get("properties", {})}
         assert not names & {"user", "user_id", "userid", "agent", "agent_name", "scope"}
 
 
-def test_every_input_schema_refuses_arguments_it_does_not_name(tmp_path: Path) -> None:
-    for tool in tools_listed(open_memory(tmp_path)).values():
+def test_every_input_schema_refuses_arguments_it_does_not_name(store: ServedStore) -> None:
+    for tool in tools_listed(open_memory(store)).values():
         assert tool.input_schema["additionalProperties"] is False, tool.name
 
 
@@ -142,31 +146,31 @@ def test_every_input_schema_refuses_arguments_it_does_not_name(tmp_path: Path) -
     [{"user": "bob"}, {"agent": "other"}, {"user_id": "bob"}, {"user": "bob", "agent": "x"}],
 )
 def test_a_scope_argument_is_a_tool_error_that_names_it_and_changes_nothing(
-    tmp_path: Path, tool: str, arguments: dict[str, Any], scope: dict[str, str]
+    store: ServedStore, tool: str, arguments: dict[str, Any], scope: dict[str, str]
 ) -> None:
     """A model learns at once that it cannot choose whose memory a call reaches."""
 
     async def scenario(client: Client) -> None:
         fact_id = (await call(client, "memory_add", content="Alice's own fact"))["factId"]
-        before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+        before = files_under(store.base)
         given = {k: fact_id if v == "FACT" else v for k, v in arguments.items()}
         message = await failed(client, tool, **given, **scope)
         for name in scope:
             assert name in message
         assert "Extra inputs are not permitted" in message
-        after = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+        after = files_under(store.base)
         assert after == before
-        assert not (tmp_path / "users/bob").exists()
+        assert not (store.root / "users/bob").exists()
         # Without the stray argument the same call works.
         if tool != "memory_add":
             await call(client, tool, **given)
 
-    session(open_memory(tmp_path), scenario)
+    session(open_memory(store), scenario)
 
 
-def test_input_schemas_state_the_bounds(tmp_path: Path) -> None:
+def test_input_schemas_state_the_bounds(store: ServedStore) -> None:
     limits = ToolLimits(max_content_chars=300, max_query_chars=200, max_top_k=7)
-    tools = tools_listed(open_memory(tmp_path), limits=limits)
+    tools = tools_listed(open_memory(store), limits=limits)
     add = tools["memory_add"].input_schema
     assert add["required"] == ["content"]
     assert add["properties"]["content"]["maxLength"] == 300
@@ -181,8 +185,8 @@ def test_input_schemas_state_the_bounds(tmp_path: Path) -> None:
         assert tools[name].input_schema["properties"]["fact_id"]["maxLength"] == 128
 
 
-def test_output_schemas_describe_the_results(tmp_path: Path) -> None:
-    tools = tools_listed(open_memory(tmp_path))
+def test_output_schemas_describe_the_results(store: ServedStore) -> None:
+    tools = tools_listed(open_memory(store))
     add = tools["memory_add"].output_schema
     assert add["properties"]["outcome"]["enum"] == ["stored", "duplicate", "evicted"]
     assert set(add["required"]) == {"outcome", "factId", "evicted", "receipts"}
@@ -194,19 +198,20 @@ def test_output_schemas_describe_the_results(tmp_path: Path) -> None:
     ]
 
 
-def test_with_eviction_mode_delete_the_descriptions_say_for_good(tmp_path: Path) -> None:
-    tools = tools_listed(open_memory(tmp_path, eviction_mode="delete"))
+def test_with_eviction_mode_delete_the_descriptions_say_for_good(store: ServedStore) -> None:
+    tools = tools_listed(open_memory(store, eviction_mode="delete"))
     assert "for good" in tools["memory_forget"].description
     assert "for good" in tools["memory_add"].description
-    archiving = tools_listed(open_memory(tmp_path / "other"))
+    archiving = tools_listed(open_memory(store))
     assert "archive" in archiving["memory_forget"].description
     assert "for good" not in archiving["memory_forget"].description
 
 
-# --- every tool, checked against the store's files -----------------------------------------
+# --- every tool, checked against what the store holds ---------------------------------------
 
 
-def test_add_stores_a_fact_file_and_a_repeat_is_a_duplicate(tmp_path: Path) -> None:
+@on_both_stores
+def test_add_stores_a_fact_and_a_repeat_is_a_duplicate(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         added = await call(
             client,
@@ -219,7 +224,7 @@ def test_add_stores_a_fact_file_and_a_repeat_is_a_duplicate(tmp_path: Path) -> N
         assert added["outcome"] == "stored"
         assert added["evicted"] == []
         assert added["receipts"] == []
-        files = fact_files(tmp_path)
+        files = fact_files(store)
         assert list(files) == [added["factId"]]
         assert "Use uv, not pip" in files[added["factId"]]
         again = await call(client, "memory_add", content="  use UV, not PIP ")
@@ -229,12 +234,13 @@ def test_add_stores_a_fact_file_and_a_repeat_is_a_duplicate(tmp_path: Path) -> N
             "evicted": [],
             "receipts": [],
         }
-        assert fact_files(tmp_path) == files
+        assert fact_files(store) == files
 
-    session(open_memory(tmp_path), scenario)
+    session(open_memory(store), scenario)
 
 
-def test_at_the_cap_add_reports_what_the_gate_evicted_with_the_receipt(tmp_path: Path) -> None:
+@on_both_stores
+def test_at_the_cap_add_reports_what_the_gate_evicted_with_the_receipt(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         kept = [
             (await call(client, "memory_add", content=f"Fact number {i}", confidence=0.8))["factId"]
@@ -250,22 +256,23 @@ def test_at_the_cap_add_reports_what_the_gate_evicted_with_the_receipt(tmp_path:
         assert receipt["maxFacts"] == 10
         assert [entry["factId"] for entry in receipt["evicted"]] == [low["factId"]]
         assert "A passing remark" not in str(receipt)  # receipts carry no content
-        assert low["factId"] not in fact_files(tmp_path)
-        assert low["factId"] in archive_ids(tmp_path)
+        assert low["factId"] not in fact_files(store)
+        assert low["factId"] in archive_ids(store)
         # Higher than the lowest: stored, and the lowest stored fact leaves instead.
         high = await call(client, "memory_add", content="Works at Acme", confidence=0.95)
         assert high["outcome"] == "stored"
         (pushed_out,) = high["evicted"]
         assert pushed_out in kept
-        assert high["factId"] in fact_files(tmp_path)
-        assert pushed_out not in fact_files(tmp_path)
-        assert pushed_out in archive_ids(tmp_path)
-        assert len(fact_files(tmp_path)) == 10
+        assert high["factId"] in fact_files(store)
+        assert pushed_out not in fact_files(store)
+        assert pushed_out in archive_ids(store)
+        assert len(fact_files(store)) == 10
 
-    session(open_memory(tmp_path), scenario)
+    session(open_memory(store), scenario)
 
 
-def test_update_changes_the_file_and_guards_the_revision(tmp_path: Path) -> None:
+@on_both_stores
+def test_update_changes_the_stored_fact_and_guards_the_revision(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         fact_id = (await call(client, "memory_add", content="Lives in Berlin"))["factId"]
         updated = await call(
@@ -275,8 +282,8 @@ def test_update_changes_the_file_and_guards_the_revision(tmp_path: Path) -> None
         assert updated["revision"] == 2
         assert updated["content"] == "Lives in Hamburg"
         assert updated["confidence"] == 0.9
-        assert "Hamburg" in fact_files(tmp_path)[fact_id]
-        assert "Berlin" not in fact_files(tmp_path)[fact_id]
+        assert "Hamburg" in fact_files(store)[fact_id]
+        assert "Berlin" not in fact_files(store)[fact_id]
         # The same change again changes nothing (the tool is idempotent).
         same = await call(client, "memory_update", fact_id=fact_id, content="Lives in Hamburg")
         assert same["revision"] == 2
@@ -286,16 +293,17 @@ def test_update_changes_the_file_and_guards_the_revision(tmp_path: Path) -> None
         assert "Revision conflict" in stale
         assert "expected=1" in stale
         assert "actual=2" in stale
-        assert "Hamburg" in fact_files(tmp_path)[fact_id]
+        assert "Hamburg" in fact_files(store)[fact_id]
         nothing = await failed(client, "memory_update", fact_id=fact_id)
         assert "at least one of content, category, confidence" in nothing
         missing = await failed(client, "memory_update", fact_id="fact_00000000", confidence=0.5)
         assert "no fact 'fact_00000000' in memory" in missing
 
-    session(open_memory(tmp_path), scenario)
+    session(open_memory(store), scenario)
 
 
-def test_forget_archives_why_explains_restore_brings_back(tmp_path: Path) -> None:
+@on_both_stores
+def test_forget_archives_why_explains_restore_brings_back(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         fact_id = (await call(client, "memory_add", content="Has a cat", confidence=0.7))["factId"]
         active = await call(client, "memory_why", fact_id=fact_id)
@@ -308,8 +316,8 @@ def test_forget_archives_why_explains_restore_brings_back(tmp_path: Path) -> Non
 
         forgotten = await call(client, "memory_forget", fact_id=fact_id)
         assert forgotten == {"factId": fact_id, "archived": True}
-        assert fact_id not in fact_files(tmp_path)
-        assert fact_id in archive_ids(tmp_path)
+        assert fact_id not in fact_files(store)
+        assert fact_id in archive_ids(store)
         again = await failed(client, "memory_forget", fact_id=fact_id)
         assert "Fact not found" in again
 
@@ -321,24 +329,25 @@ def test_forget_archives_why_explains_restore_brings_back(tmp_path: Path) -> Non
 
         restored = await call(client, "memory_restore", fact_id=fact_id)
         assert restored == {"factId": fact_id, "restored": True, "evicted": [], "receipts": []}
-        assert fact_id in fact_files(tmp_path)
-        assert fact_id not in archive_ids(tmp_path)
+        assert fact_id in fact_files(store)
+        assert fact_id not in archive_ids(store)
         not_archived = await failed(client, "memory_restore", fact_id=fact_id)
         assert "no fact" in not_archived
         assert "in the archive" in not_archived
 
-    session(open_memory(tmp_path), scenario)
+    session(open_memory(store), scenario)
 
 
-def test_with_eviction_mode_delete_forget_is_for_good(tmp_path: Path) -> None:
+@on_both_stores
+def test_with_eviction_mode_delete_forget_is_for_good(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         fact_id = (await call(client, "memory_add", content="Temporary note"))["factId"]
         assert await call(client, "memory_forget", fact_id=fact_id) == {
             "factId": fact_id,
             "archived": False,
         }
-        assert not fact_files(tmp_path)
-        assert not archive_ids(tmp_path)
+        assert not fact_files(store)
+        assert not archive_ids(store)
         assert "Fact not found" in await failed(client, "memory_restore", fact_id=fact_id)
         # Gone for good, but not unexplained: the deletion left a content-free receipt.
         why = await call(client, "memory_why", fact_id=fact_id)
@@ -347,11 +356,13 @@ def test_with_eviction_mode_delete_forget_is_for_good(tmp_path: Path) -> None:
         assert (receipt["reason"], receipt["trigger"]) == ("deleted", "manual")
         assert [line["factId"] for line in receipt["evicted"]] == [fact_id]
         assert "Temporary note" not in json.dumps(why)
+        assert "Temporary note" not in store.everything()
 
-    session(open_memory(tmp_path, eviction_mode="delete"), scenario)
+    session(open_memory(store, eviction_mode="delete"), scenario)
 
 
-def test_search_finds_best_first_within_top_k_and_category(tmp_path: Path) -> None:
+@on_both_stores
+def test_search_finds_best_first_within_top_k_and_category(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         for content, category in [
             ("Prefers uv for Python projects", "preference"),
@@ -372,10 +383,11 @@ def test_search_finds_best_first_within_top_k_and_category(tmp_path: Path) -> No
         assert [h["fact"]["category"] for h in corrections["results"]] == ["correction"]
         assert (await call(client, "memory_search", query="sailing"))["results"] == []
 
-    session(open_memory(tmp_path), scenario)
+    session(open_memory(store), scenario)
 
 
-def test_context_gives_the_block_and_why_each_fact_is_in_it(tmp_path: Path) -> None:
+@on_both_stores
+def test_context_gives_the_block_and_why_each_fact_is_in_it(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         correction = await call(
             client, "memory_add", content="Answer in German", category="correction"
@@ -398,16 +410,16 @@ def test_context_gives_the_block_and_why_each_fact_is_in_it(tmp_path: Path) -> N
         assert left_out["factId"] == other["factId"]
         assert left_out["reason"] == "over-budget"
 
-    session(open_memory(tmp_path), scenario)
+    session(open_memory(store), scenario)
 
 
-def test_an_empty_memory_has_an_empty_block(tmp_path: Path) -> None:
+def test_an_empty_memory_has_an_empty_block(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         context = await call(client, "memory_context")
         assert context["text"] == ""
         assert context["manifest"]["injected"] == []
 
-    session(open_memory(tmp_path), scenario)
+    session(open_memory(store), scenario)
 
 
 # --- bounds and errors ------------------------------------------------------------------
@@ -429,34 +441,34 @@ def test_an_empty_memory_has_an_empty_block(tmp_path: Path) -> None:
     ],
 )
 def test_out_of_bounds_arguments_are_tool_errors_that_name_the_field(
-    tmp_path: Path, tool: str, arguments: dict[str, Any], field: str
+    store: ServedStore, tool: str, arguments: dict[str, Any], field: str
 ) -> None:
     async def scenario(client: Client) -> None:
         message = await failed(client, tool, **arguments)
         assert field in message
         assert "Traceback" not in message
 
-    session(open_memory(tmp_path), scenario)
-    assert not fact_files(tmp_path)
+    session(open_memory(store), scenario)
+    assert not fact_files(store)
 
 
-def test_blank_content_is_refused_by_the_memory_with_the_field_named(tmp_path: Path) -> None:
+def test_blank_content_is_refused_by_the_memory_with_the_field_named(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         message = await failed(client, "memory_add", content="   ")
         assert "Invalid fact" in message
         assert "'content'" in message
 
-    session(open_memory(tmp_path), scenario)
-    assert not fact_files(tmp_path)
+    session(open_memory(store), scenario)
+    assert not fact_files(store)
 
 
-def test_a_corrupt_fact_file_is_an_error_never_an_empty_memory(tmp_path: Path) -> None:
-    fact_id = open_memory(tmp_path).create_fact("Keeps bees").fact_id
+def test_a_corrupt_fact_file_is_an_error_never_an_empty_memory(store: ServedStore) -> None:
+    fact_id = open_memory(store).create_fact("Keeps bees").fact_id
     assert fact_id is not None
-    (path,) = (tmp_path / FACTS).rglob(f"{fact_id}.md")
+    (path,) = (store.root / FACTS).rglob(f"{fact_id}.md")
     path.write_text("---\nid: [unclosed\n---\n", encoding="utf-8")
     before = path.read_bytes()
-    memory = open_memory(tmp_path)  # the server starts on the damaged store
+    memory = open_memory(store)  # the server starts on the damaged store
 
     async def scenario(client: Client) -> None:
         for tool, arguments in [
@@ -472,7 +484,7 @@ def test_a_corrupt_fact_file_is_an_error_never_an_empty_memory(tmp_path: Path) -
 
 
 def test_no_fact_content_reaches_the_log_even_when_a_call_fails(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    store: ServedStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     secret = "SECRET-7f3a the user's bank PIN"
 
@@ -487,7 +499,7 @@ def test_no_fact_content_reaches_the_log_even_when_a_call_fails(
         await call(client, "memory_why", fact_id=fact_id)
 
     with caplog.at_level(logging.DEBUG):
-        session(open_memory(tmp_path), scenario)
+        session(open_memory(store), scenario)
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "tool memory_add ok" in logged
     assert "tool memory_update error" in logged
@@ -495,9 +507,9 @@ def test_no_fact_content_reaches_the_log_even_when_a_call_fails(
 
 
 def test_an_unexpected_failure_is_an_internal_error_logged_without_its_message(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    store: ServedStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    memory = open_memory(tmp_path)
+    memory = open_memory(store)
 
     def broken(ctx: object) -> Memory:
         raise RuntimeError("SECRET-" + "91c2 quoted from a fact")  # built at run time
@@ -517,9 +529,9 @@ def test_an_unexpected_failure_is_an_internal_error_logged_without_its_message(
 
 
 def test_an_http_tool_call_without_an_authenticated_caller_reaches_no_memory(
-    tmp_path: Path,
+    store: ServedStore,
 ) -> None:
-    memory = open_memory(tmp_path)
+    memory = open_memory(store)
     memory.create_fact("Alice's own fact")
 
     async def scenario(client: Client) -> None:

@@ -1,8 +1,11 @@
-"""A real uvicorn server on 127.0.0.1 (a free port), driven by httpx.
+"""A real uvicorn server on 127.0.0.1 (a free port), driven by httpx, on either store.
 
-``store_kind`` names the store the server runs on; every server test runs
-once per kind. Only the Markdown store exists today — a new store adds its
-name to ``STORE_KINDS`` and a branch to :func:`open_store_memory`.
+``store`` is the store the server runs on (:class:`~tests.served_store.ServedStore`):
+Markdown unless a test asks for both with ``on_both_stores``. The
+behaviour the API promises does not depend on the store — endpoints, what
+the capacity gate did, isolation, conversations and jobs — so those tests
+run on both; checks of the HTTP layer alone (limits, request ids, tokens)
+run once.
 """
 
 from __future__ import annotations
@@ -18,17 +21,17 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
-from deermem import Memory, MemoryConfig
+from deermem import Memory
 from deermem.server.app import create_app
 from deermem.server.limits import ServerLimits
 from deermem.server.settings import ServerSettings
 from deermem.server.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
 
+from ..served_store import ServedStore
 from ..wire_support import model_settings
-
-STORE_KINDS = ["markdown"]
 
 
 def free_port() -> int:
@@ -37,18 +40,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def open_store_memory(kind: str, root: Path, config: MemoryConfig) -> Memory:
-    if kind == "markdown":
-        return Memory.open(root / "store", config)
-    raise AssertionError(f"unknown store kind {kind!r}")
-
-
 @dataclass
 class LiveServer:
     """One running server; ``client(token)`` talks to it."""
 
     url: str
-    root: Path
+    store: ServedStore
     memory: Memory
     tokens: TokenFile
     _server: uvicorn.Server = field(repr=False)
@@ -66,11 +63,11 @@ class LiveServer:
             client.close()
         self._server.should_exit = True
         self._thread.join(timeout=30)
+        self.store.close()
 
 
 def start_server(
-    kind: str,
-    root: Path,
+    store: ServedStore,
     *,
     limits: ServerLimits | None = None,
     tokens: dict[str, Any] | None = None,
@@ -79,18 +76,26 @@ def start_server(
     """Start a server; ``tokens`` maps a name to ``TokenFile.add`` arguments (made first)."""
     settings = ServerSettings(
         port=free_port(),
-        state_dir=str(root / "state"),
+        state_dir=str(store.state_dir),
         limits=limits or ServerLimits(),
     )
-    memory = open_store_memory(kind, root, MemoryConfig(**config))
+    memory = store.unscoped(store.config(**config))
     token_file = TokenFile(settings.tokens_path(memory.config))
     issued = {
         name: token_file.add(now=memory.now(), **grants).token
         for name, grants in (tokens or {}).items()
     }
-    app = create_app(settings, memory=memory)
+    server, thread = run_in_thread(create_app(settings, memory=memory), settings.port)
+    live = LiveServer(
+        f"http://127.0.0.1:{settings.port}", store, memory, token_file, server, thread
+    )
+    return live, issued
+
+
+def run_in_thread(app: FastAPI, port: int) -> tuple[uvicorn.Server, threading.Thread]:
+    """Serve ``app`` on 127.0.0.1:``port`` from a thread; stop it with ``should_exit``."""
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_config=None, access_log=False)
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -99,13 +104,13 @@ def start_server(
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the server did not start")
         time.sleep(0.02)
-    live = LiveServer(f"http://127.0.0.1:{settings.port}", root, memory, token_file, server, thread)
-    return live, issued
+    return server, thread
 
 
-@pytest.fixture(params=STORE_KINDS)
-def store_kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+@pytest.fixture
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServedStore]:
+    with ServedStore.of_fixture(request, tmp_path) as served:
+        yield served
 
 
 @pytest.fixture
@@ -115,19 +120,18 @@ def chat() -> Iterator[ScriptedChatServer]:
 
 
 @pytest.fixture
-def live(store_kind: str, tmp_path: Path) -> Iterator[LiveServer]:
+def live(store: ServedStore) -> Iterator[LiveServer]:
     """An open loopback server (no tokens), cap 10."""
-    server, _ = start_server(store_kind, tmp_path, max_facts=10)
+    server, _ = start_server(store, max_facts=10)
     yield server
     server.stop()
 
 
 @pytest.fixture
-def learning(store_kind: str, tmp_path: Path, chat: ScriptedChatServer) -> Iterator[LiveServer]:
+def learning(store: ServedStore, chat: ScriptedChatServer) -> Iterator[LiveServer]:
     """A server whose extraction model is the scripted chat server."""
     server, _ = start_server(
-        store_kind,
-        tmp_path,
+        store,
         model=model_settings(chat, max_retries=0),
         max_facts=10,
         fact_confidence_threshold=0.5,

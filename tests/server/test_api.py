@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import pytest
 
+from deermem.server.app import create_app
 from deermem.server.limits import ServerLimits
+from deermem.server.settings import ServerSettings
 
-from .conftest import LiveServer, start_server
+from ..served_store import PASSWORD, ServedStore, on_both_stores
+from .conftest import LiveServer, free_port, run_in_thread, start_server
 
 ALICE = "/v1/users/alice/agents/coder"
 PROBLEM = "application/problem+json"
@@ -32,15 +37,21 @@ def assert_problem(response: httpx.Response, status: int, slug: str) -> dict[str
     return dict(body)
 
 
+@on_both_stores
 def test_health_and_config(live: LiveServer) -> None:
     client = live.client()
     assert client.get("/v1/health").json() == {"status": "ok", "version": "0.1.0"}
-    config = client.get("/v1/config").json()
+    response = client.get("/v1/config")
+    config = response.json()
     assert config["memory"]["max_facts"] == 10
     assert config["server"]["limits"]["maxTopK"] == 50
     assert config["server"]["authRequired"] is False
+    if live.store.url:  # the database is named, its password never shown
+        assert config["memory"]["store"].startswith("postgresql://deermem:***@127.0.0.1:")
+    assert PASSWORD not in response.text
 
 
+@on_both_stores
 def test_a_fact_round_trip(live: LiveServer) -> None:
     client = live.client()
     created = add(client, "  Prefers uv over pip  ", category="preference", confidence=0.8)
@@ -57,6 +68,7 @@ def test_a_fact_round_trip(live: LiveServer) -> None:
     # The store holds what the API says: the same memory, read directly.
     stored = live.memory.scoped(user="alice", agent="coder").get_fact(fact_id)
     assert stored.content == "Prefers uv over pip"
+    assert "Prefers uv over pip" in live.store.facts("alice", "coder")[fact_id]
 
     patched = client.patch(f"{ALICE}/facts/{fact_id}", json={"confidence": 0.95})
     assert patched.status_code == 200
@@ -91,6 +103,7 @@ def test_a_fact_round_trip(live: LiveServer) -> None:
     assert_problem(client.delete(f"{ALICE}/archive/{fact_id}"), 404, "fact-not-found")
 
 
+@on_both_stores
 def test_create_returns_what_the_capacity_gate_did(live: LiveServer) -> None:
     client = live.client()
     for number in range(10):  # the cap is 10
@@ -122,6 +135,7 @@ def test_create_returns_what_the_capacity_gate_did(live: LiveServer) -> None:
     assert restored["evicted"] == [body["proposedFactId"]]
 
 
+@on_both_stores
 def test_pages_walk_every_fact_once(live: LiveServer) -> None:
     client = live.client()
     ids = {add(client, f"paged fact {n}").json()["factId"] for n in range(7)}
@@ -150,6 +164,7 @@ def test_pages_walk_every_fact_once(live: LiveServer) -> None:
     assert "query.limit" in str(body["detail"])
 
 
+@on_both_stores
 def test_context_and_search(live: LiveServer) -> None:
     client = live.client()
     add(client, "Don't use pip here; use uv.", category="correction", confidence=0.7)
@@ -172,6 +187,7 @@ def test_context_and_search(live: LiveServer) -> None:
     assert_problem(client.get(f"{ALICE}/search"), 422, "invalid-request")  # q is required
 
 
+@on_both_stores
 def test_document_export_and_import_return_what_the_gate_did(live: LiveServer) -> None:
     client = live.client()
     add(client, "kept through the round trip", confidence=0.9)
@@ -189,6 +205,7 @@ def test_document_export_and_import_return_what_the_gate_did(live: LiveServer) -
     assert set(summaries) >= {"user", "history", "revision"}
 
 
+@on_both_stores
 def test_errors_are_problems_with_typed_fields_and_no_values(live: LiveServer) -> None:
     client = live.client()
     add(client, "the one and only")
@@ -210,6 +227,27 @@ def test_errors_are_problems_with_typed_fields_and_no_values(live: LiveServer) -
     assert_problem(not_json, 422, "invalid-request")
 
 
+@on_both_stores
+def test_a_user_id_only_a_database_cannot_hold_is_refused_as_invalid_input(
+    live: LiveServer,
+) -> None:
+    """The Markdown store keeps any user id (its directory is a safe form of the id);
+    PostgreSQL cannot store a NUL character, and says so as a 422, never a 500."""
+    client = live.client()
+    nul_user = "/v1/users/ann%00e/agents/coder"
+    created = client.post(f"{nul_user}/facts", json={"content": "Stored under a NUL id"})
+    listed = client.get(f"{nul_user}/facts")
+    if live.store.kind == "markdown":
+        assert created.status_code == 201, created.text
+        assert [fact["content"] for fact in listed.json()["facts"]] == ["Stored under a NUL id"]
+        return
+    for response in (created, listed, client.get(f"{nul_user}/search", params={"q": "x"})):
+        body = assert_problem(response, 422, "invalid-identifier")
+        assert body["kind"] == "user id"
+        assert "NUL" in str(body["reason"])
+    assert "Stored under a NUL id" not in live.store.everything()
+
+
 def test_request_ids_are_returned_and_a_callers_own_is_kept(live: LiveServer) -> None:
     client = live.client()
     mine = client.get("/v1/health", headers={"X-Request-ID": "trace-1234abcd"})
@@ -219,8 +257,8 @@ def test_request_ids_are_returned_and_a_callers_own_is_kept(live: LiveServer) ->
     assert len(unsafe.headers["x-request-id"]) == 32
 
 
-def test_bodies_over_the_limit_are_413_naming_it(store_kind: str, tmp_path) -> None:
-    server, _ = start_server(store_kind, tmp_path, limits=ServerLimits(max_body_bytes=1000))
+def test_bodies_over_the_limit_are_413_naming_it(store: ServedStore) -> None:
+    server, _ = start_server(store, limits=ServerLimits(max_body_bytes=1000))
     try:
         client = server.client()
         declared = client.post(f"{ALICE}/facts", json={"content": "x" * 2000})
@@ -243,15 +281,17 @@ def test_bodies_over_the_limit_are_413_naming_it(store_kind: str, tmp_path) -> N
         server.stop()
 
 
+@on_both_stores
 def test_under_eviction_mode_delete_a_deleted_fact_is_explained_by_its_receipt(
-    store_kind: str, tmp_path
+    store: ServedStore,
 ) -> None:
-    server, _ = start_server(store_kind, tmp_path, eviction_mode="delete")
+    server, _ = start_server(store, eviction_mode="delete")
     try:
         client = server.client()
         fact_id = add(client, "SECRET-e41 the door code is 4711", category="context").json()[
             "factId"
         ]
+        assert "SECRET-e41" in store.everything()  # where the check below looks
         removed = client.delete(f"{ALICE}/facts/{fact_id}")
         assert removed.json() == {"factId": fact_id, "archived": False}
         why = client.get(f"{ALICE}/facts/{fact_id}/why")
@@ -269,8 +309,7 @@ def test_under_eviction_mode_delete_a_deleted_fact_is_explained_by_its_receipt(
         assert listed == receipt
         assert client.get(f"{ALICE}/archive").json()["entries"] == []
         assert "SECRET-e41" not in why.text
-        for path in tmp_path.rglob("*"):
-            assert not path.is_file() or b"SECRET-e41" not in path.read_bytes(), path
+        assert "SECRET-e41" not in store.everything()  # no file, no row, no job record
     finally:
         server.stop()
 
@@ -301,3 +340,34 @@ def test_the_openapi_document_is_served(live: LiveServer) -> None:
     top_k = next(p for p in search["parameters"] if p["name"] == "top_k")
     assert top_k["schema"]["maximum"] == 50
     assert "application/problem+json" in search["responses"]["422"]["content"]
+
+
+def test_a_server_that_opened_its_database_closes_it_when_it_stops(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker opens the store its configuration names, and releases its connections on
+    shutdown (a memory handed in is its owner's to close: see ``start_server``)."""
+
+    import psycopg  # the postgres extra; postgres_url has skipped the test without it
+
+    def connections() -> int:
+        with psycopg.connect(postgres_url) as probe:
+            query = (
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            row = probe.execute(query).fetchone()
+            assert row is not None
+            return int(row[0])
+
+    monkeypatch.setenv("DEERMEM_DATABASE_URL", postgres_url)
+    settings = ServerSettings(port=free_port(), state_dir=str(tmp_path / "state"))
+    server, thread = run_in_thread(create_app(settings), settings.port)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{settings.port}") as client:
+            assert client.post(f"{ALICE}/facts", json={"content": "kept"}).status_code == 201
+        assert connections() >= 1  # the worker's pool
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    assert connections() == 0

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
+from ..served_store import ServedStore, on_both_stores
 from .conftest import LiveServer, start_server
 
 BOB = "/v1/users/bob/agents/coder"
@@ -15,10 +15,9 @@ ALICE = "/v1/users/alice/agents/coder"
 
 
 @pytest.fixture
-def guarded(store_kind: str, tmp_path: Path) -> Iterator[tuple[LiveServer, dict[str, str]]]:
+def guarded(store: ServedStore) -> Iterator[tuple[LiveServer, dict[str, str]]]:
     server, tokens = start_server(
-        store_kind,
-        tmp_path,
+        store,
         tokens={
             "alice": {"users": ["alice"], "name": "alice's laptop"},
             "bob": {"users": ["bob"]},
@@ -53,6 +52,7 @@ def test_every_route_needs_a_valid_token(guarded: tuple[LiveServer, dict[str, st
     assert server.client(tokens["alice"]).get(f"{ALICE}/facts").status_code == 200
 
 
+@on_both_stores
 def test_alices_token_cannot_read_write_search_or_learn_of_bob(
     guarded: tuple[LiveServer, dict[str, str]],
 ) -> None:
@@ -61,6 +61,7 @@ def test_alices_token_cannot_read_write_search_or_learn_of_bob(
     secret = bob.post(f"{BOB}/facts", json={"content": "Bob's secret plan"}).json()["factId"]
     bob.delete(f"{BOB}/facts/{secret}")  # one archived fact and a receipt
     kept = bob.post(f"{BOB}/facts", json={"content": "Bob keeps this"}).json()["factId"]
+    bobs_before = server.store.holdings("bob")
     alice = server.client(tokens["alice"])
     nowhere = without_request_id(alice.get("/v1/nowhere"))
     attempts = [
@@ -92,9 +93,10 @@ def test_alices_token_cannot_read_write_search_or_learn_of_bob(
     bob_memory = server.memory.scoped(user="bob", agent="coder")
     assert [fact.content for fact in bob_memory.list_facts()] == ["Bob keeps this"]
     assert [entry.fact_id for entry in bob_memory.list_archived()] == [secret]
-    assert not (server.root / "state" / "jobs").exists() or not any(
-        (server.root / "state" / "jobs").iterdir()
-    )
+    assert server.store.holdings("bob") == bobs_before
+    assert server.store.facts("bob", "coder").keys() == {kept}
+    jobs = server.store.state_dir / "jobs"
+    assert not jobs.exists() or not any(jobs.iterdir())
     # And Alice's own memory works with the same token.
     assert alice.post(f"{ALICE}/facts", json={"content": "Alice's note"}).status_code == 201
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import httpx
 
 from deermem.server.limits import ServerLimits
 from deermem.testing import Reply, ScriptedChatServer
 
+from ..served_store import ServedStore, on_both_stores
 from ..wire_support import answer, conversation, model_settings, new_fact
 from .conftest import LiveServer, start_server
 
@@ -26,6 +26,7 @@ def poll(client: httpx.Client, url: str, timeout: float = 20) -> dict[str, objec
         time.sleep(0.02)
 
 
+@on_both_stores
 def test_a_conversation_is_acknowledged_then_learned_from(
     learning: LiveServer, chat: ScriptedChatServer
 ) -> None:
@@ -46,10 +47,12 @@ def test_a_conversation_is_acknowledged_then_learned_from(
     facts = learning.memory.scoped(user="alice", agent="coder").list_facts()
     assert [fact.id for fact in facts] == report["added"]
     assert facts[0].content == "Uses uv for Python projects"
+    assert "Uses uv for Python projects" in learning.store.facts("alice", "coder")[facts[0].id]
     # The model saw the conversation.
     assert "I always use uv" in str(chat.requests[0].messages)
 
 
+@on_both_stores
 def test_wait_true_answers_with_the_report(learning: LiveServer, chat: ScriptedChatServer) -> None:
     chat.enqueue(answer(newFacts=[new_fact("Works in Berlin", 0.8)]))
     client = learning.client()
@@ -103,11 +106,10 @@ def test_a_malformed_message_is_refused_before_queueing(
 
 
 def test_a_full_queue_answers_429_naming_the_limit(
-    store_kind: str, tmp_path: Path, chat: ScriptedChatServer
+    store: ServedStore, chat: ScriptedChatServer
 ) -> None:
     server, _ = start_server(
-        store_kind,
-        tmp_path,
+        store,
         limits=ServerLimits(max_pending_jobs=1),
         model=model_settings(chat, max_retries=0),
     )
@@ -141,11 +143,10 @@ def test_an_unknown_job_is_404(learning: LiveServer) -> None:
 
 
 def test_a_job_is_visible_only_to_tokens_of_its_user(
-    store_kind: str, tmp_path: Path, chat: ScriptedChatServer
+    store: ServedStore, chat: ScriptedChatServer
 ) -> None:
     server, tokens = start_server(
-        store_kind,
-        tmp_path,
+        store,
         model=model_settings(chat, max_retries=0),
         tokens={"alice": {"users": ["alice"]}, "bob": {"users": ["bob"]}},
     )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 from deermem.cli import main
 from deermem.testing import ScriptedChatServer
 
+from ..served_store import PASSWORD, ServedStore, on_both_stores
 from ..wire_support import answer, conversation, model_settings, new_fact
 from .conftest import free_port
 
@@ -30,11 +32,11 @@ def deermem(*args: str) -> list[str]:
 
 
 @contextmanager
-def serving(args: list[str], log: Path) -> Iterator[str]:
+def serving(args: list[str], log: Path, env: Mapping[str, str] | None = None) -> Iterator[str]:
     port = free_port()
     with log.open("wb") as stderr:
         process = subprocess.Popen(
-            [*args, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=stderr
+            [*args, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=stderr, env=env
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -89,18 +91,67 @@ def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main([*root, "token", "add"]) == 2  # neither --user nor --admin
 
 
-def test_two_workers_share_the_store_and_the_jobs(tmp_path: Path) -> None:
+def test_on_a_database_the_server_needs_a_state_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database has no directory for tokens and job records: no guess, one clear line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEERMEM_DATABASE_URL", f"postgresql://deermem:{PASSWORD}@127.0.0.1:1/db")
+    for command in (["serve"], ["token", "add", "--user", "alice"], ["token", "list"]):
+        assert main(command) == 1, command
+        error = capsys.readouterr().err
+        assert "give --state-dir DIR (or set DEERMEM_STATE_DIR)" in " ".join(error.split())
+        assert "postgresql://deermem:***@127.0.0.1:1/db" in error  # which store, redacted
+        assert PASSWORD not in error
+        assert "Traceback" not in error
+    assert not any(tmp_path.iterdir())  # nothing was guessed into the working directory
+
+    # With one, tokens are made there, and the server checks the database before it listens.
+    monkeypatch.setenv("DEERMEM_STATE_DIR", str(tmp_path / "state"))
+    assert main(["token", "add", "--user", "alice"]) == 0
+    assert (tmp_path / "state" / "tokens.json").is_file()
+    capsys.readouterr()
+    assert main(["serve", "--port", str(free_port())]) == 1  # nothing listens on port 1
+    error = capsys.readouterr().err
+    assert error.startswith("error:")
+    assert PASSWORD not in error
+    assert "Traceback" not in error
+
+
+def test_a_database_that_is_not_migrated_stops_the_server_before_it_listens(
+    empty_postgres_url: str, tmp_path: Path
+) -> None:
+    env = {"DEERMEM_DATABASE_URL": empty_postgres_url, "DEERMEM_STATE_DIR": str(tmp_path)}
+    result = subprocess.run(
+        deermem("serve", "--workers", "2", "--port", str(free_port())),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 1
+    assert "deermem db upgrade" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1  # one line, not one per worker
+    assert "Traceback" not in result.stderr
+
+
+@on_both_stores
+def test_two_workers_share_the_store_and_the_jobs(store: ServedStore) -> None:
+    """Workers share the store and the state directory: any worker answers for any job."""
     with ScriptedChatServer() as chat:
-        config = tmp_path / "deermem.yaml"
+        config = store.base / "deermem.yaml"
         settings = {"max_facts": 10, "model": model_settings(chat, max_retries=0)}
         config.write_text(yaml.safe_dump(settings))
-        root = tmp_path / "store"
-        token = _new_token(root)
-        log = tmp_path / "server.log"
-        args = deermem("--root", str(root), "--config", str(config), "serve", "--workers", "2")
+        env = store.environ(os.environ)
+        token = _new_token(store)
+        log = store.base / "server.log"
+        args = deermem(
+            *store.global_args(), "--config", str(config), "serve", "--workers", "2",
+            *store.server_args(),
+        )  # fmt: skip
         contents = [f"worker fact number {n} about llamas" for n in range(30)]
         chat.enqueue(*[answer(newFacts=[new_fact(f"learned fact {n}", 0.9)]) for n in range(6)])
-        with serving(args, log) as url:
+        with serving(args, log, env) as url:
             headers = {"Authorization": f"Bearer {token}"}
 
             def create(content: str) -> httpx.Response:
@@ -121,6 +172,7 @@ def test_two_workers_share_the_store_and_the_jobs(tmp_path: Path) -> None:
             assert len(library) == 10
             everything = {f["content"] for f in library} | {e["fact"]["content"] for e in archive}
             assert everything == set(contents)
+            assert store.facts("alice", "coder").keys() == {f["id"] for f in library}
 
             jobs = []
             for n in range(6):
@@ -155,7 +207,7 @@ def test_under_strict_user_scope_the_server_starts_and_serves_the_users_it_is_as
     config = tmp_path / "deermem.yaml"
     config.write_text(yaml.safe_dump({"strict_user_scope": True}))
     root = tmp_path / "store"
-    token = _new_token(root)
+    token = _new_token(ServedStore("markdown", tmp_path))
     args = deermem("--root", str(root), "--config", str(config), "serve")
     with serving(args, tmp_path / "server.log") as url:
         headers = {"Authorization": f"Bearer {token}"}
@@ -169,13 +221,14 @@ def test_under_strict_user_scope_the_server_starts_and_serves_the_users_it_is_as
     assert not (root / "memory.json").exists()  # the single-user layout was never touched
 
 
-def _new_token(root: Path) -> str:
+def _new_token(store: ServedStore) -> str:
     """Make a token for alice as a user would; it is the one line on stdout."""
     result = subprocess.run(
-        deermem("--root", str(root), "token", "add", "--user", "alice"),
+        deermem(*store.global_args(), "token", "add", "--user", "alice", *store.server_args()),
         capture_output=True,
         text=True,
         timeout=60,
+        env=store.environ(os.environ),
     )
     assert result.returncode == 0, result.stderr
     [token] = result.stdout.splitlines()
@@ -199,6 +252,7 @@ def _assert_log_is_clean(text: str, token: str, contents: list[str]) -> None:
     assert token not in text
     assert token.split("_", 2)[2] not in text
     assert "Bearer" not in text
+    assert PASSWORD not in text
     assert not any("alice" in line for line in access)  # route templates, not paths
     for content in contents:
         assert content not in text

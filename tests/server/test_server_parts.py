@@ -1,16 +1,22 @@
-"""The framework-free parts: the tokens file, cursors, problem mapping."""
+"""The framework-free parts: the tokens file, cursors, problem mapping; and the protocol
+the workers run."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import socket
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import uvicorn
 from hypothesis import given
 from hypothesis import strategies as st
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.server import ServerState
 
 from deermem import (
     FactValidationError,
@@ -21,6 +27,7 @@ from deermem import (
 from deermem.server.pages import InvalidCursor, paginate
 from deermem.server.problems import problem_for
 from deermem.server.settings import is_loopback
+from deermem.server.tcp import NoDelayHTTPProtocol
 from deermem.server.tokens import TokenFile
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -142,3 +149,47 @@ def test_problems_carry_fields_never_values() -> None:
 )
 def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize(
+    ("protocol", "nodelay"),
+    [
+        (NoDelayHTTPProtocol, True),
+        # uvicorn's own leaves Nagle on here (its issue #3149); when a release fixes
+        # that, this case fails and deermem.server.tcp can go.
+        (AutoHTTPProtocol, False),
+    ],
+)
+def test_connections_to_a_socket_bound_for_workers_have_nagle_off(
+    protocol: type[asyncio.Protocol], nodelay: bool
+) -> None:
+    """For several workers uvicorn binds the socket as below, not saying it is TCP, so the
+    event loop leaves Nagle's algorithm on; the protocol turns it off on each connection."""
+
+    async def accepted_nodelay() -> int:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        config = uvicorn.Config(app=lambda *_: None, http=protocol)
+        config.load()
+        state = ServerState()
+        server = await asyncio.get_running_loop().create_server(
+            lambda: config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=state, app_state={}
+            ),
+            sock=listener,
+        )
+        _, writer = await asyncio.open_connection(*listener.getsockname())
+
+        async def recorded() -> None:
+            while not state.connections:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(recorded(), timeout=10)
+        [connection] = state.connections
+        accepted = connection.transport.get_extra_info("socket")
+        option = int(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+        server.close()
+        return option
+
+    assert bool(asyncio.run(accepted_nodelay())) is nodelay

@@ -110,6 +110,18 @@ class CliContext:
             )
         return self._memory
 
+    def close(self) -> None:
+        """Release the store's connections (a database's pool; a Markdown store holds none).
+
+        Registered when the memory is first opened, to run as the invocation ends:
+        a command run in-process (tests, a host embedding the CLI) leaves no pool
+        behind to be torn down by whichever thread the collector happens to run on.
+        """
+        if self._memory is not None:
+            close = getattr(self._memory.store, "close", None)
+            if callable(close):
+                close()
+
 
 def cli_context(ctx: typer.Context) -> CliContext:
     """The global options of this invocation (defaults for a sub-app run on its own)."""
@@ -128,4 +140,9 @@ def memory_of(ctx: typer.Context, *, existing: bool = False) -> Memory:
         existing: the command only reads: a store root that does not exist is
             an error (exit status 1), not an empty memory.
     """
-    return cli_context(ctx).memory(existing=existing)
+    state = cli_context(ctx)
+    opening = state._memory is None
+    memory = state.memory(existing=existing)
+    if opening:
+        ctx.find_root().call_on_close(state.close)
+    return memory

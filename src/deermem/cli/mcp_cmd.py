@@ -27,7 +27,9 @@ def mcp(
         None,
         "--state-dir",
         file_okay=False,
-        help="Where the tokens file is (http) [default: ROOT/.server].",
+        envvar="DEERMEM_STATE_DIR",
+        help="Where the tokens file is (http) [default: ROOT/.server; required with a "
+        "database store unless --tokens-file is given].",
     ),
     tokens_file: Path | None = typer.Option(
         None,

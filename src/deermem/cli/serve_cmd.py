@@ -21,7 +21,9 @@ def serve(
         None,
         "--state-dir",
         file_okay=False,
-        help="The server's tokens and job records [default: <root>/.server].",
+        envvar="DEERMEM_STATE_DIR",
+        help="The server's tokens and job records, shared by its workers "
+        "[default: <root>/.server; required with a database store].",
     ),
     tokens_file: Path | None = typer.Option(
         None,

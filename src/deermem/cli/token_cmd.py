@@ -28,7 +28,8 @@ STATE_DIR_OPTION = typer.Option(
     None,
     "--state-dir",
     file_okay=False,
-    help="The server's state directory [default: <root>/.server].",
+    envvar="DEERMEM_STATE_DIR",
+    help="The server's state directory [default: <root>/.server; required with a database store].",
 )
 TOKENS_FILE_OPTION = typer.Option(
     None,

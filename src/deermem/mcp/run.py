@@ -16,6 +16,7 @@ from typing import Any
 from deermem.mcp.app import create_http_app, create_mcp_server
 from deermem.mcp.settings import McpSettings
 from deermem.memory import Memory
+from deermem.server.context import close_store
 from deermem.server.run import check_startup, log_config
 from deermem.server.settings import is_loopback
 from deermem.store import Scope
@@ -80,4 +81,7 @@ def serve(settings: McpSettings) -> None:
             )
         ).run()
     finally:
-        memory.close()
+        try:
+            memory.close()
+        finally:
+            close_store(memory.store)

@@ -55,19 +55,23 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
             configuration file in them are used unless ``memory`` is given.
         memory: serve this memory (any store; its own scope, if any, is
             never used) instead of opening the store the settings and the
-            configuration name. Its configuration names the model extraction uses.
+            configuration name. Its configuration names the model extraction
+            uses. The server closes it when it stops, but not its store.
 
     Raises:
-        ConfigError: the configuration is invalid.
+        ConfigError: the configuration is invalid, or the store is a database
+            and the settings name no state directory.
         TokenFileError: the tokens file exists but cannot be read.
+        DatabaseError / DatabaseSchemaError: the database cannot be used.
     """
     settings = settings or ServerSettings()
+    config = settings.load_config() if memory is None else memory.config
+    tokens = TokenFile(settings.tokens_path(config))
+    state = settings.state_path(config)
+    owns_store = memory is None
     if memory is None:
-        config = settings.load_config()
         # Every request names its user: the root memory has no scope of its own.
         memory = Memory.open_unscoped(settings.root, config)
-    config = memory.config
-    tokens = TokenFile(settings.tokens_path(config))
     root_memory = memory
 
     def learn(job: Job, messages: list[object]) -> dict[str, object]:
@@ -76,7 +80,7 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
 
     jobs = JobRunner(
         JobStore(
-            settings.state_path(config) / "jobs",
+            state / "jobs",
             retention_seconds=settings.limits.job_retention_seconds,
         ),
         learn,
@@ -89,6 +93,7 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
         tokens=tokens,
         jobs=jobs,
         auth_required=not is_loopback(settings.host) or tokens.configured(),
+        owns_store=owns_store,
     )
 
     @asynccontextmanager

@@ -26,7 +26,7 @@ from deermem.server.problems import ProblemError, not_found, unauthorized
 from deermem.server.settings import ServerSettings
 from deermem.server.tokens import Principal, TokenFile
 
-__all__ = ["ServerContext", "principal_for_header"]
+__all__ = ["ServerContext", "close_store", "principal_for_header"]
 
 _log = logging.getLogger("deermem.server")
 _SCHEME = "bearer"
@@ -58,6 +58,18 @@ def principal_for_header(
     return principal
 
 
+def close_store(store: object) -> None:
+    """Release what a store holds: a database store's connection pool (a Markdown store has none).
+
+    A server's memory is opened by the server, and :meth:`Memory.close
+    <deermem.memory.Memory.close>` leaves the store open (its views may
+    still be used), so the server closes the store itself when it stops.
+    """
+    close = getattr(store, "close", None)
+    if callable(close):
+        close()
+
+
 @dataclass
 class ServerContext:
     """One worker process's memory, tokens and jobs.
@@ -70,6 +82,8 @@ class ServerContext:
         auth_required: fixed at start: true when the server listens beyond
             loopback or the tokens file held a token. Tokens added later
             turn it on too; revoking every token never turns it off.
+        owns_store: the server opened the memory's store, so it closes it
+            on :meth:`close` (a memory handed in is its owner's to close).
     """
 
     settings: ServerSettings
@@ -77,6 +91,7 @@ class ServerContext:
     tokens: TokenFile
     jobs: JobRunner
     auth_required: bool
+    owns_store: bool = False
 
     @property
     def limits(self) -> ServerLimits:
@@ -115,6 +130,10 @@ class ServerContext:
         return job
 
     def close(self) -> None:
-        """Finish or abandon the queued jobs, then close the memory."""
-        self.jobs.close(self.memory.config.shutdown_flush_timeout_seconds)
-        self.memory.close()
+        """Finish or abandon the queued jobs, then close the memory (and the store, if owned)."""
+        try:
+            self.jobs.close(self.memory.config.shutdown_flush_timeout_seconds)
+            self.memory.close()
+        finally:
+            if self.owns_store:
+                close_store(self.memory.store)

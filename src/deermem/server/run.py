@@ -3,7 +3,9 @@
 The check that matters runs here, before a socket is opened: a server that
 would listen beyond loopback with no token in the tokens file refuses to
 start (:class:`~deermem.InsecureBindError`). The tokens file is read once
-too, so a damaged one stops start-up instead of the first request.
+too, so a damaged one stops start-up instead of the first request, and the
+store is opened once, so a database that cannot be reached or is not
+migrated is one line for the user instead of a traceback from every worker.
 
 Logging: one format for every line — deermem's loggers and uvicorn's —
 with the request id (``-`` outside a request); uvicorn's own access log is
@@ -18,10 +20,13 @@ import os
 from typing import Any, Final
 
 from deermem._exceptions import InsecureBindError
+from deermem.config import MemoryConfig
+from deermem.server.context import close_store
 from deermem.server.settings import SETTINGS_VARIABLE, ServerSettings, is_loopback
 from deermem.server.tokens import TokenFile
+from deermem.store.factory import open_store
 
-__all__ = ["LOG_FORMAT", "check_startup", "log_config", "serve"]
+__all__ = ["LOG_FORMAT", "check_startup", "check_store", "log_config", "serve"]
 
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s"
 _FACTORY: Final = "deermem.server.app:app_from_environment"
@@ -33,7 +38,8 @@ def check_startup(settings: ServerSettings) -> TokenFile:
     Raises:
         InsecureBindError: a non-loopback host and no token.
         TokenFileError: the tokens file cannot be read.
-        ConfigError: the configuration is invalid.
+        ConfigError: the configuration is invalid, or the store is a
+            database and neither a state directory nor a tokens file is given.
     """
     config = settings.load_config()
     tokens = TokenFile(settings.tokens_path(config))
@@ -67,15 +73,31 @@ def log_config(level: str) -> dict[str, Any]:
     }
 
 
+def check_store(settings: ServerSettings, config: MemoryConfig) -> None:
+    """Open the store once and find the state directory, as every worker will.
+
+    Raises:
+        ConfigError: no state directory (a database store), or both a root
+            and a database.
+        DatabaseError / DatabaseSchemaError: the database cannot be used.
+    """
+    settings.state_path(config)
+    close_store(open_store(config, settings.root))
+
+
 def serve(settings: ServerSettings) -> None:
     """Run the server until interrupted (blocks).
 
     Raises:
         InsecureBindError / TokenFileError / ConfigError: see :func:`check_startup`.
+        DatabaseError / DatabaseSchemaError: see :func:`check_store`.
     """
     import uvicorn
 
+    from deermem.server.tcp import NoDelayHTTPProtocol
+
     check_startup(settings)
+    check_store(settings, settings.load_config())
     # Workers are fresh processes: they read the settings from the environment.
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
     uvicorn.run(
@@ -84,6 +106,7 @@ def serve(settings: ServerSettings) -> None:
         host=settings.host,
         port=settings.port,
         workers=settings.workers,
+        http=NoDelayHTTPProtocol,
         log_config=log_config(settings.log_level),
         log_level=settings.log_level,
         access_log=False,

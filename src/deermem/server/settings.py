@@ -6,8 +6,10 @@ factory, so the settings travel in one environment variable
 
 The server keeps its own state — the tokens file and the job records — in a
 *state directory*: ``--state-dir``, by default ``.server`` inside the store
-root (beside ``users/``; the store ignores it). The tokens file defaults to
-``tokens.json`` in it.
+root (beside ``users/``; the store ignores it). A PostgreSQL store has no
+root, and no directory is a safe guess — every worker, and every host that
+should see the same tokens and jobs, must name the same one — so there it
+must be given. The tokens file defaults to ``tokens.json`` in it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
 
+from deermem._exceptions import ConfigError
 from deermem.config import MemoryConfig, load_config
+from deermem.config.database import redact_database_url
 from deermem.server.limits import ServerLimits
 from deermem.store import resolve_root
 
@@ -51,7 +55,8 @@ class ServerSettings:
         root: the store directory (``None``: the configuration's).
         config_file: a ``.toml``/``.yaml`` configuration (``None``: defaults
             and ``DEERMEM_*`` variables).
-        state_dir: the server's state (``None``: ``<root>/.server``).
+        state_dir: the server's state (``None``: ``<root>/.server``; required
+            when the store is a database).
         tokens_file: the tokens file (``None``: ``<state_dir>/tokens.json``).
         limits: request bounds.
         log_level: uvicorn's and deermem's log level.
@@ -71,15 +76,31 @@ class ServerSettings:
         """The memory configuration, read as every other command reads it."""
         return load_config(self.config_file)
 
-    def store_root(self, config: MemoryConfig) -> Path:
-        return Path(self.root) if self.root is not None else resolve_root(config.storage_path)
-
     def state_path(self, config: MemoryConfig) -> Path:
+        """The state directory: ``state_dir``, else ``.server`` in the Markdown store's root.
+
+        Raises:
+            ConfigError: the store is a database and no ``state_dir`` is given.
+        """
         if self.state_dir is not None:
             return Path(self.state_dir)
-        return self.store_root(config) / STATE_DIRECTORY
+        if config.store and self.root is None:
+            raise ConfigError(
+                [
+                    f"store = {redact_database_url(config.store)} is a database, which has no "
+                    "directory for the server's tokens file and job records: give --state-dir "
+                    "DIR (or set DEERMEM_STATE_DIR); see docs/server.md"
+                ]
+            )
+        root = Path(self.root) if self.root is not None else resolve_root(config.storage_path)
+        return root / STATE_DIRECTORY
 
     def tokens_path(self, config: MemoryConfig) -> Path:
+        """The tokens file: ``tokens_file``, else ``tokens.json`` in the state directory.
+
+        Raises:
+            ConfigError: see :meth:`state_path`.
+        """
         if self.tokens_file is not None:
             return Path(self.tokens_file)
         return self.state_path(config) / TOKENS_FILE

@@ -9,7 +9,8 @@ apart, the logic runs and is tested without DeerFlow installed.
 
 What the contract asks, and how it is met:
 
-* **One instance, many threads.** One :class:`~deermem.Memory` is opened at
+* **One instance, many threads.** One :class:`~deermem.Memory` without a
+  scope of its own (:meth:`~deermem.Memory.open_unscoped`) is opened at
   construction; each call works on a view bound to the call's user and agent
   (``agent_name=None`` is the ``__default__`` bucket, as for DeerMem). The
   store serialises writers per user, so concurrent calls lose nothing.
@@ -64,9 +65,6 @@ _log = logging.getLogger("deermem.integrations.deerflow")
 _HOST_REMINDER: Final = "dynamic_context_reminder"
 # The variable name under which a literal model.api_key reaches deermem's client.
 _KEY_VARIABLE: Final = "DEERMEM_DEERFLOW_API_KEY"
-# The root memory's own scope is never read or written — every call works on a
-# view bound to the call's user — but it must be valid under strict_user_scope.
-_ROOT_USER: Final = "default"
 
 
 def hidden_message_rule(host_rule: HiddenMessageRule | None) -> KeepHidden:
@@ -131,10 +129,11 @@ class DeerFlowBackend:
         self._errors = error_types or ErrorTypes()
         self._model = _extraction_model(settings, host_llm_factory, callbacks)
         rule = settings.keep_hidden or should_keep_hidden_message
-        self._memory = Memory.open(
+        # Every call names its user, so the memory has no scope of its own: a call
+        # that forgot to choose one fails instead of reaching some default user.
+        self._memory = Memory.open_unscoped(
             None,
             settings.config,
-            user=_ROOT_USER,
             clock=clock,
             model=self._model,
             keep_hidden=hidden_message_rule(rule),
