@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
@@ -11,11 +12,9 @@ from rich.table import Table
 
 from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
-from deermem.cli.regret_chart import render_regret_chart
-from deermem.evaluation.report.png import CHARTS_EXTRA, missing_chart_module
-from deermem.regret import PolicyRegret, RegretReport, parse_since
-from deermem.store.atomic import atomic_write
-from deermem.store.regret_records import REGRET_KINDS
+
+if TYPE_CHECKING:
+    from deermem.regret import PolicyRegret, RegretReport
 
 __all__ = ["regret"]
 
@@ -46,6 +45,11 @@ def regret(
 
     Example: `deermem --user alice regret --since 30d --json`
     """
+    from deermem.cli.regret_chart import render_regret_chart
+    from deermem.evaluation.report.png import CHARTS_EXTRA, missing_chart_module
+    from deermem.regret import parse_since
+    from deermem.store.atomic import atomic_write
+
     memory = memory_of(ctx)
     try:
         start = None if since is None else parse_since(since, memory.now())
@@ -108,6 +112,8 @@ def _print(report: RegretReport) -> None:
 
 
 def _events(policy: PolicyRegret) -> str:
+    from deermem.store.regret_records import REGRET_KINDS
+
     counts = [
         f"{kind.replace('_', ' ')} {policy.events[kind]}"
         for kind in REGRET_KINDS

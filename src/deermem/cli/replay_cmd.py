@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from deermem.cli._output import err_console, out_console
-from deermem.cli.replay_report import encode_results, render_chart, render_markdown, summarize
-from deermem.cli.replay_run import CellRun, replay_all
-from deermem.evaluation.errors import ResultsExistError
-from deermem.evaluation.replay import load_params
-from deermem.evaluation.report.png import CHARTS_EXTRA, missing_chart_module
-from deermem.store.atomic import atomic_write
+
+if TYPE_CHECKING:
+    from deermem.cli.replay_run import CellRun
 
 __all__ = ["RESULT_FILES", "replay"]
 
@@ -60,6 +58,15 @@ def replay(
 
     Example: `deermem eval replay --output-dir replay --workdir /dev/shm`
     """
+    # The replay drives the whole memory stack: imported when it runs, so the
+    # other `deermem eval` commands do not load it.
+    from deermem.cli.replay_report import encode_results, render_chart, render_markdown, summarize
+    from deermem.cli.replay_run import replay_all
+    from deermem.evaluation.errors import ResultsExistError
+    from deermem.evaluation.replay import load_params
+    from deermem.evaluation.report.png import CHARTS_EXTRA, missing_chart_module
+    from deermem.store.atomic import atomic_write
+
     loaded = load_params(params)
     if quick:
         loaded = type(loaded)(loaded.params.quickened(), loaded.source, loaded.sha256)
