@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from deermem.store.records import REASON_CAPACITY, ArchiveEntry
-from deermem.store.regret_records import RegretEvent, RegretKind, ShadowMark, query_digest
+from deermem.store.records import ArchiveEntry
+from deermem.store.regret_ledger import shadow_regret
+from deermem.store.regret_records import RegretEvent, ShadowMark, query_digest
 
 __all__ = ["Found", "search_regret"]
 
@@ -74,29 +75,28 @@ def search_regret(
         )
         if entry.shadow is not None:
             events.append(
-                _shadow("missed_recall", entry.fact_id, entry.shadow, stamp, digest, rank)
+                shadow_regret(
+                    entry.shadow,
+                    "missed_recall",
+                    entry.fact_id,
+                    occurred_at=stamp,
+                    trigger=TRIGGER_SEARCH,
+                    query_digest=digest,
+                    rank=rank,
+                )
             )
     for found in results:
         mark = marks.get(found.fact_id)
         if mark is not None:
-            events.append(_shadow("recalled", found.fact_id, mark, stamp, digest, found.rank))
+            events.append(
+                shadow_regret(
+                    mark,
+                    "recalled",
+                    found.fact_id,
+                    occurred_at=stamp,
+                    trigger=TRIGGER_SEARCH,
+                    query_digest=digest,
+                    rank=found.rank,
+                )
+            )
     return tuple(events)
-
-
-def _shadow(
-    kind: RegretKind, fact_id: str, mark: ShadowMark, stamp: str, digest: str, rank: int
-) -> RegretEvent:
-    return RegretEvent(
-        kind=kind,
-        occurred_at=stamp,
-        fact_id=fact_id,
-        category=mark.category,
-        policy_version=mark.policy_version,
-        role="shadow",
-        evicted_at=mark.since,
-        receipt_id=mark.receipt_id,
-        reason=REASON_CAPACITY,
-        trigger=TRIGGER_SEARCH,
-        query_digest=digest,
-        rank=rank,
-    )

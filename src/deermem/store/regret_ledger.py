@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from deermem.policy import ShadowComparison
     from deermem.store.protocol import StoreTransaction
 
-__all__ = ["RegretLedger"]
+__all__ = ["RegretLedger", "shadow_regret"]
 
 
 class RegretLedger:
@@ -173,15 +173,31 @@ class RegretLedger:
         return self.marks.get(fact_id)
 
     def _against_shadow(self, kind: RegretKind, fact_id: str, mark: ShadowMark) -> RegretEvent:
-        return RegretEvent(
-            kind=kind,
-            occurred_at=self._stamp,
-            fact_id=fact_id,
-            category=mark.category,
-            policy_version=mark.policy_version,
-            role="shadow",
-            evicted_at=mark.since,
-            receipt_id=mark.receipt_id,
-            reason=REASON_CAPACITY,
-            trigger=self._trigger,
-        )
+        return shadow_regret(mark, kind, fact_id, occurred_at=self._stamp, trigger=self._trigger)
+
+
+def shadow_regret(
+    mark: ShadowMark,
+    kind: RegretKind,
+    fact_id: str,
+    *,
+    occurred_at: str,
+    trigger: str,
+    query_digest: str | None = None,
+    rank: int | None = None,
+) -> RegretEvent:
+    """The event that counts ``kind`` against the shadow policy that marked the fact."""
+    return RegretEvent(
+        kind=kind,
+        occurred_at=occurred_at,
+        fact_id=fact_id,
+        category=mark.category,
+        policy_version=mark.policy_version,
+        role="shadow",
+        evicted_at=mark.since,
+        receipt_id=mark.receipt_id,
+        reason=REASON_CAPACITY,
+        trigger=trigger,
+        query_digest=query_digest,
+        rank=rank,
+    )
