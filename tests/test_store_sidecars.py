@@ -68,17 +68,6 @@ def test_shadow_mode_records_usage(tmp_path: Path) -> None:
     assert fact_id in memory.store.usage(memory.scope)
 
 
-def test_a_deleted_fact_is_never_recorded_again(tmp_path: Path) -> None:
-    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1")
-    fact_id = memory.create_fact("Uses uv").fact_id
-    assert fact_id is not None
-    memory.record_access([fact_id])
-    memory.delete_fact(fact_id)
-    assert memory.store.usage(memory.scope) == {}
-    memory.record_access([fact_id])
-    assert memory.store.usage(memory.scope) == {}
-
-
 def test_receipts_are_bounded_and_hold_no_content(tmp_path: Path) -> None:
     memory = open_memory(tmp_path, max_facts=10, eviction_audit_max_entries=1)
     for number in range(12):

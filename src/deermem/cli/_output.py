@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 __all__ = [
     "JSON_OPTION",
@@ -57,3 +60,22 @@ def read_stdin_text(what: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         fail(f"standard input: {what} is not UTF-8 text (byte {error.start})")
+
+
+def progress_bar(label: str, *, quiet: bool) -> Progress:
+    """A transient bar on standard error for long whole-store work.
+
+    Hidden when ``quiet`` (``--json`` output) or when standard error is not
+    a terminal, so scripts and logs get no control characters.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=quiet or not sys.stderr.isatty(),
+    )

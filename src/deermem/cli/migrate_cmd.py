@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 from rich.markup import escape
 
-from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli._output import JSON_OPTION, out_console, print_json, progress_bar
 from deermem.cli.db_cmd import config_of
 
 __all__ = ["migrate_command"]
@@ -36,14 +34,6 @@ def migrate_command(
 
     Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     from deermem.store.migration import MigrationReport, migrate, opened_location
 
     config = config_of(ctx)
@@ -54,15 +44,7 @@ def migrate_command(
         if shown_source == shown_destination:
             raise typer.BadParameter("SRC and DST are the same store", param_hint="--to")
         report = MigrationReport(shown_source, shown_destination)
-        progress = Progress(
-            TextColumn("copying users"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-            disable=as_json or not sys.stderr.isatty(),
-        )
+        progress = progress_bar("copying users", quiet=as_json)
         with progress:
             task = progress.add_task("users", total=None)
             migrate(

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli._context import memory_of
-from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli._output import JSON_OPTION, out_console, print_json, progress_bar
 
 __all__ = ["reindex", "scopes"]
 
@@ -50,24 +48,8 @@ def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 
     Example: `deermem --root ./memory reindex`
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     memory = memory_of(ctx, existing=True)
-    progress = Progress(
-        TextColumn("indexing users and agents"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=as_json or not sys.stderr.isatty(),
-    )
+    progress = progress_bar("indexing users and agents", quiet=as_json)
     with progress:
         task = progress.add_task("scopes", total=None)
         report = memory.reindex(
