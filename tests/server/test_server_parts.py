@@ -27,7 +27,7 @@ from deermem import (
 from deermem.server.pages import InvalidCursor, paginate
 from deermem.server.problems import problem_for
 from deermem.server.settings import is_loopback
-from deermem.server.tcp import NoDelayHTTPProtocol
+from deermem.server.tcp import ServerHTTPProtocol
 from deermem.server.tokens import TokenFile
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -45,17 +45,17 @@ def test_tokens_are_stored_hashed_and_bound_to_users(tmp_path: Path) -> None:
     record = json.loads(text)["tokens"][0]
     assert record["users"] == ["alice", "bob"]
     assert record["name"] == "laptop"
-    principal = tokens.authenticate(issued.token)
+    principal = tokens.authenticate(issued.token, now=NOW)
     assert principal is not None
     assert principal.may_address("bob")
     assert not principal.may_address("carol")
     assert not principal.may_address("Alice")
-    assert tokens.authenticate(issued.token + "x") is None
-    assert tokens.authenticate("dmt_" + record["id"] + "_" + "A" * 43) is None
+    assert tokens.authenticate(issued.token + "x", now=NOW) is None
+    assert tokens.authenticate("dmt_" + record["id"] + "_" + "A" * 43, now=NOW) is None
     admin = tokens.add(admin=True, now=NOW)
-    assert tokens.authenticate(admin.token).may_address("anyone")  # type: ignore[union-attr]
+    assert tokens.authenticate(admin.token, now=NOW).may_address("anyone")  # type: ignore[union-attr]
     assert tokens.revoke(record["id"]).users == ("alice", "bob")
-    assert tokens.authenticate(issued.token) is None
+    assert tokens.authenticate(issued.token, now=NOW) is None
     with pytest.raises(UnknownTokenError, match="no token with id"):
         tokens.revoke(record["id"])
     with pytest.raises(ValueError, match="--admin"):
@@ -154,7 +154,7 @@ def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
 @pytest.mark.parametrize(
     ("protocol", "nodelay"),
     [
-        (NoDelayHTTPProtocol, True),
+        (ServerHTTPProtocol, True),
         # uvicorn's own leaves Nagle on here (its issue #3149); when a release fixes
         # that, this case fails and deermem.server.tcp can go.
         (AutoHTTPProtocol, False),

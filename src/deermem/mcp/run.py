@@ -62,6 +62,8 @@ def serve(settings: McpSettings) -> None:
             return
         import uvicorn
 
+        from deermem.server.tcp import ServerHTTPProtocol
+
         app = create_http_app(
             memory,
             settings,
@@ -73,6 +75,7 @@ def serve(settings: McpSettings) -> None:
                 app,
                 host=server_settings.host,
                 port=server_settings.port,
+                http=ServerHTTPProtocol,  # Nagle off, a deadline for request headers
                 log_config=None,  # configured above
                 log_level=server_settings.log_level,
                 access_log=False,  # its line holds the raw path; RequestIdMiddleware writes one

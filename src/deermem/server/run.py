@@ -94,7 +94,7 @@ def serve(settings: ServerSettings) -> None:
     """
     import uvicorn
 
-    from deermem.server.tcp import NoDelayHTTPProtocol
+    from deermem.server.tcp import ServerHTTPProtocol
 
     check_startup(settings)
     check_store(settings, settings.load_config())
@@ -106,7 +106,7 @@ def serve(settings: ServerSettings) -> None:
         host=settings.host,
         port=settings.port,
         workers=settings.workers,
-        http=NoDelayHTTPProtocol,
+        http=ServerHTTPProtocol,
         log_config=log_config(settings.log_level),
         log_level=settings.log_level,
         access_log=False,
