@@ -96,8 +96,8 @@ def create_http_app(
         settings: host and allowed hosts (DNS-rebinding protection), limits,
             user, agent.
         tokens: the tokens file.
-        auth_required: whether every request needs a token even while the
-            tokens file is empty (the server listens beyond loopback).
+        auth_required: whether every request needs a token even while
+            tokens are not in use (the server listens beyond loopback).
     """
     server = create_mcp_server(
         memory, memory_of=request_memory(memory, settings.agent), limits=settings.tools

@@ -3,8 +3,8 @@
 Over stdio, standard output belongs to the protocol: every log line goes
 to standard error (the client's log), in the HTTP server's format. Over HTTP
 the start-up check is the HTTP API's own
-(:func:`~deermem.server.run.check_startup`): listening beyond loopback with
-no token in the tokens file refuses to start, and a damaged tokens file
+(:func:`~deermem.server.run.check_startup`): listening beyond loopback while
+tokens are not in use (no tokens file) refuses to start, and a damaged tokens file
 stops start-up instead of the first request.
 """
 
