@@ -24,6 +24,7 @@ from deermem import (
     TokenFileError,
     UnknownTokenError,
 )
+from deermem.server.limits import HostRule, split_host
 from deermem.server.pages import InvalidCursor, paginate
 from deermem.server.problems import problem_for
 from deermem.server.settings import is_loopback
@@ -149,6 +150,28 @@ def test_problems_carry_fields_never_values() -> None:
 )
 def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+@given(
+    host=st.one_of(
+        st.text(max_size=40),
+        st.builds(
+            "{}:{}".format,
+            st.sampled_from(["localhost", "127.0.0.1", "[::1]", "memory.test", "evil.test"]),
+            st.integers(0, 99_999),
+        ),
+    )
+)
+def test_a_host_header_passes_only_as_a_loopback_or_configured_name(host: str) -> None:
+    """Whatever a client sends as Host, the rule answers (never raises), and only a
+    loopback name or the configured one passes; beyond loopback without names, anything."""
+    rule = HostRule(loopback=True, names=(("memory.test", None),))
+    parsed = split_host(host)
+    if rule.allows_host(host):
+        assert parsed is not None
+        assert parsed[0] == "memory.test" or is_loopback(parsed[0])
+    assert not rule.allows_origin(f"null{host}")
+    assert HostRule(loopback=False).allows_host(host)
 
 
 @pytest.mark.parametrize(
