@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import httpx
 import psycopg
 import pytest
@@ -41,7 +42,7 @@ from deermem.server.context import close_store
 from deermem.server.settings import ServerSettings
 from deermem.server.tokens import TokenFile
 
-from ..mcp.conftest import HttpServer, http_server
+from ..mcp.conftest import HttpServer, call, http_server, http_session, text_of
 from ..served_store import KINDS, PASSWORD, ServedStore, on_both_stores
 from ..server.conftest import LiveServer, free_port, run_in_thread
 from ..server.conftest import store as store  # the fixture: Markdown, or both kinds
@@ -552,6 +553,28 @@ def test_a_change_of_the_wrong_type_is_refused(open_server: LiveServer) -> None:
     assert client.get(f"{ALICE}/facts/{fact_id}").json()["confidence"] == 1.0
     conversation = {"threadId": 7, "messages": [{"role": "user", "content": "hi"}]}
     assert_problem(client.post(f"{ALICE}/conversations", json=conversation), 422, "invalid-request")
+
+
+def test_the_mcp_tools_refuse_a_confidence_of_the_wrong_type(
+    mcp_store: ServedStore, tmp_path: Path
+) -> None:
+    with http_server(mcp_store, "--user", "alice", log=tmp_path / "mcp.log") as server:
+
+        async def scenario() -> None:
+            async with http_session(server.url) as client:
+                for confidence in ("0.5", True, "high"):
+                    arguments = {
+                        "content": f"Alice uses uv ({confidence!r})",
+                        "confidence": confidence,
+                    }
+                    result = await client.call_tool("memory_add", arguments)
+                    assert result.is_error, (confidence, text_of(result))
+                    assert "confidence" in text_of(result)
+                added = await call(client, "memory_add", content="Alice uses uv", confidence=1)
+                assert added["factId"] is not None
+
+        anyio.run(scenario)
+    assert [fact for fact in mcp_store.facts("alice").values() if "uses uv (" in fact] == []
 
 
 @contextmanager
