@@ -24,7 +24,9 @@ message is read; it learns nothing of any memory.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -32,7 +34,7 @@ from mcp.server.auth.provider import AccessToken
 from starlette.responses import JSONResponse
 
 from deermem._exceptions import DeerMemError
-from deermem.server.asgi import ASGIApp, Receive, Scope, Send
+from deermem.server.asgi import ASGIApp, Receive, Scope, Send, header
 from deermem.server.context import principal_for_header
 from deermem.server.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError, problem_for
 from deermem.server.request_ids import current_request_id
@@ -109,26 +111,34 @@ class McpAuthMiddleware:
         app: the MCP server's streamable-HTTP application.
         tokens: the tokens file (re-read when it changes).
         auth_required: fixed at start, as for ``deermem serve``: true when
-            the server listens beyond loopback or the tokens file held a token.
+            the server listens beyond loopback or tokens are in use.
         user: the user the server was started for (``--user``).
+        clock: the current time, for token expiry (the memory's clock).
     """
 
     def __init__(
-        self, app: ASGIApp, *, tokens: TokenFile, auth_required: bool, user: str | None
+        self,
+        app: ASGIApp,
+        *,
+        tokens: TokenFile,
+        auth_required: bool,
+        user: str | None,
+        clock: Callable[[], datetime],
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.auth_required = auth_required
         self.user = user
+        self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        authorization = _header(scope, b"authorization")
+        authorization = header(scope, b"authorization")
         try:
             principal = principal_for_header(
-                self.tokens, authorization, auth_required=self.auth_required
+                self.tokens, authorization, auth_required=self.auth_required, now=self.clock()
             )
             caller = caller_for(principal, self.user)
         except DeerMemError as error:  # 401, 403, or a tokens file that became unreadable
@@ -148,13 +158,6 @@ class McpAuthMiddleware:
             )
             scope["user"] = AuthenticatedUser(token)
         await self.app(scope, receive, send)
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return str(value.decode("latin-1"))
-    return None
 
 
 def _problem_response(problem: Problem) -> JSONResponse:
