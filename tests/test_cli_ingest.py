@@ -330,6 +330,11 @@ UNUSABLE = [
         "refused whole",
         id="refused-whole",
     ),
+    pytest.param(
+        answer(user="alice", history=5, newFacts="none"),
+        "refused whole (none of user, history, newFacts and the other lists has the right type)",
+        id="wrong-field-types",
+    ),
 ]  # fmt: skip
 
 

@@ -127,6 +127,34 @@ def test_a_removal_with_a_malformed_new_fact_is_refused_whole(
     assert report.added == ()  # the well-formed fact was not applied either
 
 
+def test_an_answer_of_wrong_types_is_refused_and_the_conversation_learnt_from_a_retry(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """Issue 20, point 12: an answer none of whose fields has its type consumed the
+    conversation (``unchanged``, watermark moved), so it was never sent again."""
+    memory = seeded(tmp_path, server)
+    before = tree(tmp_path)
+    server.enqueue(
+        json.dumps({"user": "alice", "history": 5, "newFacts": "none", "factsToRemove": {}})
+    )
+    report = memory.learn("t", CHAT).report
+    assert (report.outcome, report.detail) == ("rejected", "wrong-field-types")
+    assert report.answer_unusable
+    assert not report.succeeded
+    assert tree(tmp_path) == before  # no fact, no summary, and no watermark
+    assert marks(tmp_path) == []
+    server.enqueue(answer(newFacts=[new_fact("Uses uv for every Python project.")]))
+    report = memory.learn("t", CHAT).report
+    assert report.outcome == "applied"
+    assert "I use uv for every Python project." in prompt_of(server)  # the same messages again
+    assert [memory.get_fact(i).content for i in report.added] == [
+        "Uses uv for every Python project."
+    ]
+    assert len(marks(tmp_path)) == 1
+    assert memory.learn("t", CHAT).report.outcome == "nothing-new"  # now it is consumed
+    assert len(server.requests) == 2
+
+
 def test_no_update_reasons_are_reported(tmp_path: Path, server: ScriptedChatServer) -> None:
     memory = seeded(tmp_path, server)
     server.enqueue("", "no json here", "x" * 300_000)

@@ -147,6 +147,40 @@ def test_missing_new_facts_with_a_removal_is_rejected() -> None:
     assert isinstance(normalize_response(data), RejectedResponse)
 
 
+# Every field of the update, each of a type the reply schema does not give it.
+WRONG_TYPES = {
+    "user": "alice",
+    "history": ["x"],
+    "newFacts": "none",
+    "factsToReinforce": "fact_a",
+    "factsToRemove": {"id": "fact_a"},
+    "staleFactsToRemove": 7,
+    "staleFactsToExtend": None,
+}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"user": "alice", "history": 5, "newFacts": "none"},  # the three keys the parser needs
+        {"user": None, "history": None, "newFacts": None},
+        {"user": [], "history": [], "newFacts": {}},  # each the other container
+        WRONG_TYPES,
+        {},  # no field at all: nothing of the schema either
+    ],
+)
+def test_an_answer_none_of_whose_fields_has_its_type_is_rejected_whole(data: object) -> None:
+    assert isinstance(data, dict)
+    assert normalize_response(data) == RejectedResponse("wrong-field-types", -1, 0)
+
+
+@pytest.mark.parametrize("field", ["user", "history", "newFacts", "factsToReinforce"])
+def test_one_field_of_its_type_is_a_partly_wrong_answer_that_goes_on(field: str) -> None:
+    right: object = [] if field in ("newFacts", "factsToReinforce") else {}
+    response = normalize_response({**WRONG_TYPES, field: right})
+    assert response == NormalizedResponse()
+
+
 def test_malformed_facts_without_removals_only_drop_those_facts() -> None:
     response = normalized(newFacts=[new_fact("kept"), {"content": 5}])
     assert [f.content for f in response.new_facts] == ["kept"]

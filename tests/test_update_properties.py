@@ -130,6 +130,7 @@ def test_normalisation_never_raises_and_is_idempotent(
 ) -> None:
     result = normalize_response({**extra, **response})
     if isinstance(result, RejectedResponse):
+        assert result.reason == "removals-with-malformed-facts"  # history is always an object
         assert result.removals > 0
         assert result.malformed_new_facts != 0
         return
@@ -137,6 +138,28 @@ def test_normalisation_never_raises_and_is_idempotent(
     assert isinstance(again, NormalizedResponse)
     assert again == result
     assert json.loads(json.dumps(result.to_payload())) == result.to_payload()
+
+
+FIELD_TYPES = {
+    "user": dict,
+    "history": dict,
+    "newFacts": list,
+    "factsToReinforce": list,
+    "factsToRemove": list,
+    "staleFactsToRemove": list,
+    "staleFactsToExtend": list,
+}
+
+
+@FAST
+@given(st.dictionaries(st.sampled_from(sorted(FIELD_TYPES)), json_values, max_size=7))
+def test_an_answer_is_refused_as_unreadable_exactly_when_no_field_has_its_type(
+    data: dict[str, Any],
+) -> None:
+    result = normalize_response(data)
+    readable = any(isinstance(data.get(name), kind) for name, kind in FIELD_TYPES.items())
+    unreadable = isinstance(result, RejectedResponse) and result.reason == "wrong-field-types"
+    assert unreadable == (not readable)
 
 
 @FAST

@@ -34,6 +34,10 @@ _NO_UPDATE = {
     "user, history and newFacts)",
     "scan-limit": "no memory update was found within the parser's limits",
 }
+_REFUSED = {
+    "removals-with-malformed-facts": "it removed facts while some new facts were malformed",
+    "wrong-field-types": "none of user, history, newFacts and the other lists has the right type",
+}
 
 
 def read_conversation(path: Path) -> tuple[str | None, list[object]]:
@@ -182,10 +186,8 @@ def _not_applied(report: UpdateReport) -> str:
     if report.outcome == "nothing-new":
         return f"thread {thread}: every message was already extracted; no model call"
     if report.outcome == "rejected":
-        return (
-            f"thread {thread}: the answer was refused whole (it removed facts while some "
-            "new facts were malformed); nothing changed"
-        )
+        why = _REFUSED.get(report.detail or "", report.detail or "")
+        return f"thread {thread}: the answer was refused whole ({escape(why)}); nothing changed"
     reason = _NO_UPDATE.get(report.detail or "", report.detail or "no update")
     return f"thread {thread}: no update: {escape(reason)}; nothing changed"
 

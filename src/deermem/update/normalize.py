@@ -17,6 +17,13 @@ original DeerMem's:
   ``newFacts`` is not a list) is rejected whole** — a removal may point at
   its replacement by index, and a dropped fact would make that pointer
   unreliable, so nothing of such a response is applied;
+* **a response none of whose fields has the type the reply schema gives it**
+  (:func:`~deermem.update.schema.response_json_schema`: ``user`` and
+  ``history`` objects, ``newFacts`` and the other lists arrays) **is rejected
+  whole** too — not the original's rule: such an answer does not propose
+  "no change", it cannot be read, and taking it as an update would mark the
+  conversation as learnt from. One field of the right type is enough to go
+  on: a partly wrong answer keeps what has the right shape, as for entries;
 * stale-fact entries need a string id; extensions need ``extend_by_days``
   that truncates to a whole number of at least 1.
 
@@ -54,11 +61,17 @@ from deermem.update.responses import (
     StaleRemoval,
     SummaryProposal,
 )
+from deermem.update.schema import response_json_schema
 from deermem.update.state import HISTORY_SECTIONS, USER_SECTIONS
 
 __all__ = ["normalize_response"]
 
 _MAX_LABEL_CHARS: Final = 64
+_PYTHON_TYPES: Final[Mapping[str, type]] = {"object": Mapping, "array": list}
+# Each field of an update and the type the reply schema gives it (one source for both).
+_FIELD_TYPES: Final[Mapping[str, type]] = {
+    name: _PYTHON_TYPES[spec["type"]] for name, spec in response_json_schema()["properties"].items()
+}
 
 
 class _Tally:
@@ -80,6 +93,8 @@ class _Tally:
 
 def normalize_response(data: Mapping[str, object]) -> NormalizedResponse | RejectedResponse:
     """Normalise a decoded update object (see the module docstring for the rules)."""
+    if not any(isinstance(data.get(name), kind) for name, kind in _FIELD_TYPES.items()):
+        return RejectedResponse("wrong-field-types", malformed_new_facts=-1, removals=0)
     tally = _Tally()
     new_facts, malformed = _new_facts(data.get("newFacts"), tally)
     removals = _removals(data.get("factsToRemove"), tally)

@@ -30,8 +30,9 @@ UpdateOutcome = Literal[
   and assistant reply left, or no text); no model call was made;
 * ``nothing-new`` — every message was already extracted (the watermark); no call;
 * ``no-update`` — the answer held no memory update (see ``detail``); nothing changed;
-* ``rejected`` — the answer removed facts while some new facts were
-  malformed, so it was refused whole; nothing changed.
+* ``rejected`` — the answer was refused whole (see ``detail``): it removed
+  facts while some new facts were malformed, or none of its fields had the
+  type of the reply schema; nothing changed.
 """
 
 
@@ -97,7 +98,8 @@ class UpdateReport:
         outcome: how it ended (see :data:`UpdateOutcome`).
         dry_run: computed without writing anything.
         detail: why there was no update (a :class:`~deermem.update.NoUpdate`
-            reason, ``removals-with-malformed-facts``), else ``None``.
+            reason, ``removals-with-malformed-facts`` or ``wrong-field-types``),
+            else ``None``.
         signals: the signals detected in the messages sent to the model.
         messages_sent: messages with text the model was sent.
         messages_left_out: older messages with text that were not sent, because

@@ -165,9 +165,13 @@ class NormalizedResponse:
 
 @dataclass(frozen=True, slots=True)
 class RejectedResponse:
-    """A response refused whole: it removes facts while some new facts were malformed.
+    """A response refused whole, so that nothing of it is applied.
 
     Attributes:
+        reason: ``removals-with-malformed-facts`` (it removes facts while
+            some new facts were malformed), or ``wrong-field-types`` (none of
+            its fields has the type the reply schema gives it: not an update
+            that can be read at all).
         malformed_new_facts: how many new facts were malformed (``-1`` when
             ``newFacts`` was not a list at all).
         removals: how many removals it asked for.
@@ -175,7 +179,7 @@ class RejectedResponse:
             are among the malformed ones).
     """
 
-    reason: Literal["removals-with-malformed-facts"]
+    reason: Literal["removals-with-malformed-facts", "wrong-field-types"]
     malformed_new_facts: int
     removals: int
     over_limits: OverLimits = field(default_factory=OverLimits)

@@ -200,13 +200,20 @@ class Updater:
                 ", ".join(f"{name} {count}" for name, count, *_ in response.over_limits.items()),
             )
         if isinstance(response, RejectedResponse):
-            _log.warning(
-                "memory update for thread %r refused whole: %d removal(s) with %d malformed "
-                "new fact(s)",
-                thread_id,
-                response.removals,
-                response.malformed_new_facts,
-            )
+            if response.reason == "wrong-field-types":
+                _log.warning(
+                    "memory update for thread %r refused whole: no field of the answer has "
+                    "the type of the reply schema",
+                    thread_id,
+                )
+            else:
+                _log.warning(
+                    "memory update for thread %r refused whole: %d removal(s) with %d "
+                    "malformed new fact(s)",
+                    thread_id,
+                    response.removals,
+                    response.malformed_new_facts,
+                )
             return UpdateResult(_no_update(base, response.reason, outcome="rejected"))
         return self._commit(
             store, scope, response, base, now=now, new_id=new_id, signals=signals, mark=mark
