@@ -304,6 +304,14 @@ class MarkdownStore:
             self._check(scope, user)
         return user
 
+    def user_paths(self, user_id: str | None) -> UserPaths:
+        """The files of a user's directory, checked as the user's (to copy a user whole).
+
+        Raises:
+            OwnerConflictError: the directory is another user's.
+        """
+        return self._settled(Scope.of(user_id))
+
     def version(self, scope: Scope) -> str:
         _, token = read_manifest(self._settled(scope))
         return token.version()
@@ -595,6 +603,17 @@ class MarkdownTransaction:
     @property
     def records_regret(self) -> bool:
         return True
+
+    @property
+    def user(self) -> UserPaths:
+        """The files of the locked user directory."""
+        return self._user
+
+    def commit_files(self, files: list[FileChange], info: JournalInfo) -> None:
+        """Write ``files`` in one journaled commit (with the owner records the directories
+        lack): how a whole user is written at once (:mod:`~deermem.store.markdown_transfer`)."""
+        self._store._commit_files(self._user, files, self._claims, info)
+        self._snapshot = None
 
     @property
     def snapshot(self) -> ScopeSnapshot:
