@@ -236,7 +236,9 @@ def test_a_user_directory_whose_id_cannot_be_told_is_reported(
     # Listed what it can, and names what it cannot on stderr: never left out silently (issue 20).
     assert code == 1
     assert [entry["user"] for entry in json.loads(out)] == ["alice"]
-    assert err.startswith("error: ") and str(stray) in err and err.count("\n") == 1
+    assert err.startswith("error: ")
+    assert str(stray) in err
+    assert err.count("\n") == 1
 
 
 def test_scopes_and_reindex_on_a_database(

@@ -36,7 +36,7 @@ wrong with it — none is left out silently.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -66,11 +66,13 @@ __all__ = [
     "Owner",
     "Problem",
     "check_agent_owner",
+    "check_owner_fields",
     "check_user_owner",
     "encode_owner",
     "holds_store",
     "list_agents",
     "list_users",
+    "owner_fields",
     "read_owner",
     "stored_user_ids",
     "user_of_directory",
@@ -186,6 +188,26 @@ def _shared(directory: Path) -> OwnerConflictError:
         "facts of several user ids share this directory (written before deermem recorded "
         "owners); nothing was merged: move each user's facts to their own directory by hand",
     )
+
+
+def owner_fields(paths: ScopePaths) -> dict[str, object]:
+    """The owner deermem's own files of a scope carry: ``{"userId": ..., "agentName": ...}``."""
+    return {"userId": paths.user.user_id, "agentName": paths.agent}
+
+
+def check_owner_fields(raw: Mapping[str, object], paths: ScopePaths, path: Path) -> None:
+    """Refuse a file of the scope whose owner fields name another scope.
+
+    A file without them was written before files carried their owner: the
+    directory's owner record covers it.
+
+    Raises:
+        OwnerConflictError: ``userId`` or ``agentName`` is another scope's.
+    """
+    if ("userId" in raw or "agentName" in raw) and (
+        raw.get("userId") != paths.user.user_id or raw.get("agentName") != paths.agent
+    ):
+        raise OwnerConflictError(path, "this file belongs to another user or agent")
 
 
 def check_agent_owner(paths: ScopePaths, scope: Scope) -> bool:

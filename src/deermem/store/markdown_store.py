@@ -564,7 +564,9 @@ class MarkdownStore:
         stamp = format_timestamp(changes.now)
         for thread_id, mark in changes.watermarks.items():
             if read_mark(paths, thread_id) != mark:
-                book.append((paths.thread_mark(thread_id), encode_mark(thread_id, mark, stamp)))
+                book.append(
+                    (paths.thread_mark(thread_id), encode_mark(paths, thread_id, mark, stamp))
+                )
         doomed: set[Path] = set()
         if changes.archive_puts or changes.archive_deletes:
             index, pruned = archive_changes(

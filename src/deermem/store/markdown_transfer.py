@@ -119,7 +119,8 @@ def _scope_files(user: UserPaths, scope: Scope, dump: ScopeDump) -> list[FileCha
         index, _ = archive_changes(paths, puts=dump.archive, deletes=())
         files.extend(FileChange(path, data) for path, data in index)
     files.extend(
-        FileChange(paths.thread_mark(mark.thread_id), encode_mark(*mark)) for mark in dump.marks
+        FileChange(paths.thread_mark(mark.thread_id), encode_mark(paths, *mark))
+        for mark in dump.marks
     )
     if dump.regret:
         files.append(FileChange(paths.regret_events, regret_log.encode_regret_events(dump.regret)))
