@@ -218,6 +218,7 @@ class Memory:
                 the store's settings file is unreadable or invalid.
             DatabaseError: the configured database cannot be used.
         """
+        Scope.of(user, agent)  # an unusable id is refused before a store is opened
         memory = cls.open_unscoped(
             root, config, clock=clock, id_factory=id_factory, model=model, keep_hidden=keep_hidden
         )

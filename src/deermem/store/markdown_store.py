@@ -36,7 +36,6 @@ import errno
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -101,15 +100,9 @@ __all__ = ["MarkdownStore", "MarkdownTransaction"]
 
 _PATHS_MEMO_LIMIT = 1024
 
-
-@dataclass
-class _Claims:
-    """The owner records a scope's next commit writes: what its directories lack."""
-
-    files: list[FileChange] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.files)
+# The owner records a scope's next commit writes (what its directories lack);
+# emptied once a commit has written them.
+_Claims = list[FileChange]
 
 
 class MarkdownStore:
@@ -150,7 +143,7 @@ class MarkdownStore:
         self._users: dict[str | None, UserPaths] = {}
         # The ids named by the contents of user directories without an owner
         # record, read once: until the first commit claims the directory.
-        self._stored: dict[Path, frozenset[str]] = {}
+        self._stored: dict[tuple[Path, int, int, int], frozenset[str]] = {}
 
     @classmethod
     def from_config(cls, config: MemoryConfig, root: str | Path | None = None) -> MarkdownStore:
@@ -203,11 +196,15 @@ class MarkdownStore:
         return self._stored_ids(legacy) == {legacy.user_id}
 
     def _stored_ids(self, user: UserPaths) -> frozenset[str]:
-        found = self._stored.get(user.user_dir)
+        """The ids a directory's contents name, read once while the directory is unchanged
+        (the same directory, no entry added or removed: a move or a commit changes that)."""
+        status = user.user_dir.stat()
+        key = (user.user_dir, status.st_dev, status.st_ino, status.st_mtime_ns)
+        found = self._stored.get(key)
         if found is None:
             if len(self._stored) >= _PATHS_MEMO_LIMIT:
                 self._stored.clear()
-            found = self._stored[user.user_dir] = stored_user_ids(user.user_dir)
+            found = self._stored[key] = stored_user_ids(user.user_dir)
         return found
 
     def _check(self, scope: Scope, user: UserPaths) -> _Claims:
@@ -217,20 +214,14 @@ class MarkdownStore:
             OwnerConflictError: the user's or the agent's directory is another's.
             CorruptMemoryFile: an owner record cannot be read.
         """
-        claims = _Claims()
+        claims: _Claims = []
         if not check_user_owner(user, partial(self._stored_ids, user)):
-            claims.files.append(FileChange(user.owner, encode_owner(Owner(user.user_id))))
+            claims.append(FileChange(user.owner, encode_owner(Owner(user.user_id))))
         paths = user.agent(scope.agent)
         if not check_agent_owner(paths, scope):
             owner = Owner(scope.user_id, scope.agent)
-            claims.files.append(FileChange(paths.owner, encode_owner(owner)))
+            claims.append(FileChange(paths.owner, encode_owner(owner)))
         return claims
-
-    def _claimed(self, user: UserPaths, claims: _Claims) -> None:
-        """Forget what was read about a directory whose owner records were just written."""
-        if claims:
-            self._stored.pop(user.user_dir, None)
-            claims.files.clear()
 
     @contextmanager
     def _locked(self, scope: Scope, user: UserPaths, *, reading: bool = False) -> Iterator[_Claims]:
@@ -258,7 +249,6 @@ class MarkdownStore:
             if not own.user_dir.exists() and user.user_dir.is_dir():
                 user.user_dir.rename(own.user_dir)
                 fsync_path(own.user_dir.parent)
-        self._stored.pop(user.user_dir, None)
         return self._user(scope)
 
     # --- reading --------------------------------------------------------------
@@ -463,8 +453,8 @@ class MarkdownStore:
         self, user: UserPaths, files: list[FileChange], claims: _Claims, info: JournalInfo
     ) -> None:
         """Commit ``files`` and, with them, the owner records the directories lack."""
-        commit_files(user, [*claims.files, *files], info)
-        self._claimed(user, claims)
+        commit_files(user, [*claims, *files], info)
+        claims.clear()  # written: the next commit of this transaction needs none
 
     # --- the commit, for MarkdownTransaction -------------------------------------
 
