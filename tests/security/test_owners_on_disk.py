@@ -16,6 +16,7 @@ import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -23,7 +24,8 @@ from deermem import Memory, MemoryConfig, OwnerConflictError
 from deermem.cli import main
 from deermem.store import ChangeSet, safe_user_id
 
-from ..served_store import files_under
+from ..served_store import ServedStore, files_under
+from ..server.conftest import start_server
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 BOB = "bob@example.com"
@@ -256,3 +258,41 @@ def test_summaries_alone_belong_to_the_id_the_name_is_derived_from(tmp_path: Pat
     original_user(tmp_path, COLLIDING)  # nothing in it names a user
     assert SUMMARY not in open_memory(tmp_path, COLLIDING).context()
     assert SUMMARY in open_memory(tmp_path, BOB).context()
+
+
+def test_a_directory_left_behind_beside_the_users_own_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    user = "team-0123456789abcdef"
+    left = original_user(tmp_path, user, ("fact_7ea40001", user, "Left behind."))
+    original_user(tmp_path, safe_user_id(user), ("fact_7ea40002", user, "Its own."))
+    assert [fact.content for fact in open_memory(tmp_path, user).list_facts()] == ["Its own."]
+    code, out, err = run(capsys, "--root", str(tmp_path), "scopes", "--json")
+    assert code == 1
+    assert [(row["user"], row["facts"]) for row in json.loads(out)] == [(user, 1)]
+    assert f"{left}: the user's memory is in a directory of its own name too" in err
+
+
+def test_over_http_a_shared_directory_is_a_500_that_names_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = ServedStore("markdown", tmp_path)
+    directory = original_user(
+        store.root,
+        COLLIDING,
+        ("fact_b0b00001", BOB, "Bob's door code is 4711."),
+        ("fact_0ma11001", COLLIDING, "Mallory's."),
+    )
+    server, tokens = start_server(store, tokens={"bob": {"users": [BOB]}})
+    try:
+        response = server.client(tokens["bob"]).get(
+            f"/v1/users/{quote(BOB, safe='')}/agents/__default__/context"
+        )
+    finally:
+        server.stop()
+    assert response.status_code == 500
+    body = response.json()
+    assert body["type"] == "urn:deermem:problem:corrupt-memory"
+    for secret in (COLLIDING, BOB, "4711", SUMMARY):
+        assert secret not in response.text
+    assert any(str(directory) in message for message in caplog.messages)

@@ -325,18 +325,25 @@ def list_users(root: Path, manifest_filename: str) -> tuple[list[str | None], li
     problems: list[Problem] = []
     if (root / manifest_filename).is_file() or (root / _AGENTS).is_dir():
         users.append(None)
-    seen: set[str] = set()
+    found: dict[str, Path] = {}
     for directory in _subdirectories(root / _USERS):
         try:
             user_id = user_of_directory(directory)
         except CorruptMemoryFile as error:
             problems.append(Problem(directory, error.problem))
             continue
-        if user_id in seen:
-            problems.append(Problem(directory, "another directory holds this user's memory too"))
+        other = found.get(user_id)
+        if other is not None:
+            # Only a directory an earlier version named after the id meets the id's own:
+            # the store reads the id's own, so the other is the one left behind.
+            left = other if directory.name == _safe(user_id) else directory
+            found[user_id] = directory if left is other else other
+            problems.append(
+                Problem(left, "the user's memory is in a directory of its own name too")
+            )
             continue
-        seen.add(user_id)
-        users.append(user_id)
+        found[user_id] = directory
+    users.extend(found)
     return users, problems
 
 
