@@ -282,7 +282,7 @@ def user_of_directory(directory: Path) -> str:
     """
     record = read_owner(directory / OWNER_FILENAME)
     if record is not None:
-        if not isinstance(record.user_id, str) or _safe(record.user_id) != directory.name:
+        if record.user_id is None or _allowed(record.user_id, directory) != directory.name:
             raise OwnerConflictError(
                 directory, "its owner record names a user id whose directory is another"
             )
@@ -290,7 +290,7 @@ def user_of_directory(directory: Path) -> str:
     stored = stored_user_ids(directory)
     if len(stored) == 1:
         [user_id] = stored
-        if _safe(user_id) == directory.name:
+        if _allowed(user_id, directory) == directory.name:
             return user_id
         if user_id == directory.name and was_kept_user_id(user_id):
             return user_id
@@ -313,6 +313,21 @@ def _safe(user_id: str) -> str | None:
         return safe_user_id(user_id)
     except UnsafeIdentifierError:
         return None
+
+
+def _allowed(user_id: str, directory: Path) -> str:
+    """The directory name of a user id a directory records.
+
+    Raises:
+        CorruptMemoryFile: the id breaks the rule for user ids (an earlier
+            version kept it): its memory cannot be opened under it.
+    """
+    try:
+        return safe_user_id(user_id)
+    except UnsafeIdentifierError as error:
+        raise CorruptMemoryFile(
+            directory, f"the user id it records is not allowed any more: {error.reason}"
+        ) from None
 
 
 # --- what a root holds --------------------------------------------------------------------------
