@@ -28,6 +28,7 @@ from deermem.server.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError
 from deermem.server.request_ids import current_request_id
 from deermem.server.schemas import ProblemOut
 from deermem.server.tokens import Principal
+from deermem.store.scope import USER_ID_PATTERN
 
 __all__ = [
     "AgentPath",
@@ -41,7 +42,16 @@ __all__ = [
 
 T = TypeVar("T")
 
-UserPath = Annotated[str, Path(min_length=1, max_length=256, description="The user id.")]
+UserPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=256,
+        # Documented, not enforced here: the library refuses such an id (422 invalid-identifier).
+        json_schema_extra={"pattern": USER_ID_PATTERN},
+        description="The user id (no control or bidirectional control characters).",
+    ),
+]
 AgentPath = Annotated[
     str,
     Path(

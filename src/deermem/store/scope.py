@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "MAX_AGENT_NAME_LENGTH",
     "MAX_USER_ID_BYTES",
+    "USER_ID_PATTERN",
     "Scope",
     "agent_directory",
     "check_user_id",
@@ -72,9 +73,10 @@ _SAFE_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
 _AGENT_NAME: Final = re.compile(r"[a-z0-9-]+")
 # Control characters (C0, DEL, C1: Unicode category Cc) and the bidirectional
 # controls: embeddings, overrides, isolates and the three marks.
-_NOT_IN_AN_ID: Final = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
+_REFUSED: Final = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_NOT_IN_AN_ID: Final = re.compile(f"[{_REFUSED}]")
+USER_ID_PATTERN: Final = f"^[^{_REFUSED}]+$"
+"""The characters of the rule as a JSON Schema pattern (the HTTP API documents user ids so)."""
 # How a derived directory name ends: an id that ends so is never kept as it is.
 _DERIVED_SUFFIX: Final = re.compile(r"-[0-9a-f]{16}\Z")
 # Names stay well inside the 255-byte limit of common file systems.
