@@ -335,13 +335,15 @@ def _allowed(user_id: str, directory: Path) -> str:
 
 def list_users(root: Path, manifest_filename: str) -> tuple[list[str | None], list[Problem]]:
     """Every user under ``root`` — the single-user layout's (``None``) first, then by
-    directory — and every user directory that cannot be listed, with why."""
+    directory — and every user directory that holds memory but cannot be listed, with why."""
     users: list[str | None] = []
     problems: list[Problem] = []
     if (root / manifest_filename).is_file() or (root / _AGENTS).is_dir():
         users.append(None)
     found: dict[str, Path] = {}
     for directory in _subdirectories(root / _USERS):
+        if not ((directory / manifest_filename).exists() or (directory / _AGENTS).exists()):
+            continue  # no memory in it (a lock file at most): no user to list
         try:
             user_id = user_of_directory(directory)
         except CorruptMemoryFile as error:

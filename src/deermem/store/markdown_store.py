@@ -245,8 +245,10 @@ class MarkdownStore:
         if user_id is None or user.user_dir.name != user_id or not was_kept_user_id(user_id):
             return user
         own = UserPaths(self.root, user_id, self.manifest_filename)
+        # Under the old directory's lock, so no writer is half-way through a commit in
+        # it (the journal's paths are relative: an interrupted one is recovered after).
         with self._locked(scope, user):
-            if not own.user_dir.exists() and user.user_dir.is_dir():
+            if not own.user_dir.exists():
                 user.user_dir.rename(own.user_dir)
                 fsync_path(own.user_dir.parent)
         return self._user(scope)
