@@ -23,6 +23,7 @@ from deermem.cli import main
 from deermem.store.scope import MAX_AGENT_NAME_LENGTH, MAX_USER_ID_BYTES, agent_directory
 
 from ..served_store import ServedStore, files_under, on_both_stores
+from ..server.conftest import start_server
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 SEVENTY = "research-assistant-for-the-quarterly-planning-of-the-payments-platform"
@@ -164,3 +165,19 @@ def test_a_derived_agent_directory_without_its_record_is_reported(
     code, _, err = run(capsys, "--root", str(tmp_path), "scopes")
     assert code == 1
     assert f"{directory}: a long agent name's directory without a matching owner record" in err
+
+
+@on_both_stores
+def test_over_http_a_long_agent_name_is_a_scope(store: ServedStore) -> None:
+    server, _ = start_server(store)
+    try:
+        client = server.client()
+        url = f"/v1/users/alice/agents/{LONG.upper()}/facts"
+        created = client.post(url, json={"content": "Kept under a long agent name."})
+        listed = client.get(f"/v1/users/alice/agents/{LONG}/facts")
+        over = client.get(f"/v1/users/alice/agents/{LONGEST}z/facts")
+    finally:
+        server.stop()
+    assert created.status_code == 201, created.text
+    assert [fact["content"] for fact in listed.json()["facts"]] == ["Kept under a long agent name."]
+    assert over.status_code == 422

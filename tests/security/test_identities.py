@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
+import sys
 import unicodedata
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -365,3 +367,18 @@ def test_mcp_memory_context_of_the_colliding_id_holds_nothing_of_bob(
     for text in texts:
         assert SECRET_SUMMARY not in text
         assert SECRET_FACT not in text
+
+
+def test_an_mcp_server_for_such_an_id_does_not_start(tmp_path: Path) -> None:
+    """``deermem mcp --user`` is checked by the same rule, before it serves anything."""
+    started = subprocess.run(
+        [sys.executable, "-m", "deermem", "--root", str(tmp_path), "--user", "eve\u202e", "mcp"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 1
+    assert "U+202E" in started.stderr
+    assert "Traceback" not in started.stderr
+    assert not (tmp_path / "users").exists()
