@@ -15,8 +15,9 @@ ids shared. So every directory records its owner, and every access checks it:
   (:class:`~deermem.OwnerConflictError`, naming the directory only). The
   original's own files (``memory.json``, ``fact-usage.json``,
   ``eviction-audit.json``) cannot hold an owner without breaking the
-  original, so they are covered by this record; facts (``user_id``) and
-  deermem's own files carry their owner themselves as well.
+  original, so they are covered by this record, as are deermem's own
+  sidecars; facts (``user_id``), archived facts (``scope``) and thread marks
+  (``userId``, ``agentName``) carry their owner themselves as well.
 * **A directory without a record** (written by the original, or by an
   earlier deermem) is claimed from its contents: the ``user_id`` of every
   fact and archived fact in it. Several ids, or one whose own directory is
@@ -29,8 +30,8 @@ ids shared. So every directory records its owner, and every access checks it:
   names the agent, so it can be listed, and is checked like the user's.
 
 :func:`list_users` and :func:`list_agents` tell what a root holds: every
-directory either lists as a user (an agent) or is reported with what is
-wrong with it — none is left out silently.
+directory holding memory either lists as a user (an agent) or is reported
+with what is wrong with it — none is left out silently.
 """
 
 from __future__ import annotations
