@@ -226,16 +226,19 @@ def test_search_finds_a_fact_edited_by_hand(
     )
 
 
-def test_a_user_directory_whose_id_cannot_be_told_is_named_in_a_warning(
-    capsys: pytest.CaptureFixture[str], alice: Path, caplog: pytest.LogCaptureFixture
+def test_a_user_directory_whose_id_cannot_be_told_is_reported(
+    capsys: pytest.CaptureFixture[str], alice: Path
 ) -> None:
     # Not a name deermem derives from any id, and no fact or archived fact names its user.
     stray = alice / "users" / "carol@example.com"
     (stray / "agents" / "__default__" / "facts").mkdir(parents=True)
-    code, out, _ = run(capsys, "--root", str(alice), "scopes", "--json")
-    assert code == 0
+    code, out, err = run(capsys, "--root", str(alice), "scopes", "--json")
+    # Listed what it can, and names what it cannot on stderr: never left out silently (issue 20).
+    assert code == 1
     assert [entry["user"] for entry in json.loads(out)] == ["alice"]
-    assert any(str(stray) in message for message in caplog.messages)
+    assert err.startswith("error: ")
+    assert str(stray) in err
+    assert err.count("\n") == 1
 
 
 def test_scopes_and_reindex_on_a_database(

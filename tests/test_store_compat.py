@@ -224,7 +224,10 @@ def test_writing_to_an_original_directory_touches_only_what_changes(original: Pa
     assert changed == {
         f"{USER_DIR}/memory.json",
         f"{USER_DIR}/agents/__default__/facts/{shard(fact_id)}/{fact_id}.md",
+        # deermem's own: the first commit claims the directory for its owner (issue 20)
+        f"{USER_DIR}/.memory.owner.json",
     }
+    assert json.loads(after[f"{USER_DIR}/.memory.owner.json"]) == {"userId": USER}
     document = json.loads(after[f"{USER_DIR}/memory.json"])
     assert document["revision"] == 8
     assert document["user"] == MANIFEST["user"]

@@ -181,6 +181,8 @@ def test_a_commit_that_changes_no_file_still_writes_its_receipt_durably(
         reserved_correction_slots=0,
         evicted=(ReceiptEntry(fact_id="fact_gone", category="context"),),
     )
+    # A directory's first commit also writes its owner record (and so is journaled).
+    store.commit(scope, ChangeSet(now=NOW, summaries={("user", "workContext"): "Works."}))
     result = store.commit(scope, ChangeSet(now=NOW, receipts=(receipt,)))
     assert not result.changed
     assert store.audit(scope) == (receipt,)

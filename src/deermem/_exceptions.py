@@ -16,6 +16,7 @@ because that is what they are and what generic callers already handle::
     ├── FactNotFoundError           (KeyError)   no fact (or archive entry) with that id
     ├── StorageError                             the store could not do what was asked
     │   ├── CorruptMemoryFile                    a stored file is not what it must be
+    │   │   └── OwnerConflictError               ... a directory that is another user's
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
@@ -90,6 +91,7 @@ __all__ = [
     "ManifestRevisionConflict",
     "MessageFormatError",
     "MigrationError",
+    "OwnerConflictError",
     "PatternError",
     "PromptNotFoundError",
     "PromptTemplateError",
@@ -284,6 +286,20 @@ class CorruptMemoryFile(StorageError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class OwnerConflictError(CorruptMemoryFile):
+    """A directory of the store belongs to another user id (or agent), or to several.
+
+    Its owner record names another owner, its facts were written for another
+    user id, or they name several: nothing in it is read or written, and no
+    data is merged. The message names the directory, never the other owner
+    (an error may reach whoever asked for the wrong directory).
+
+    Attributes:
+        path: the directory, as a string.
+        problem: what is wrong, for people.
+    """
 
 
 class UnsafeIdentifierError(StorageError, ValueError):

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli._context import memory_of
-from deermem.cli._output import JSON_OPTION, out_console, print_json, progress_bar
+from deermem.cli._output import JSON_OPTION, out_console, print_error, print_json, progress_bar
+
+if TYPE_CHECKING:
+    from deermem.memory import Memory, ScopeSummary
 
 __all__ = ["reindex", "scopes"]
 
@@ -19,10 +24,23 @@ def scopes(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     The user `-` is the store's single-user layout (no `--user`). Use a row's
     user and agent as `--user` and `--agent` for the other commands.
 
+    A directory holding memory that no user and agent can be read from — two
+    user ids' facts in one directory, a directory whose owner cannot be told
+    — is named on stderr, one line each, and the exit status is 1.
+
     Example: `deermem --root ./memory scopes --json`
     """
     memory = memory_of(ctx, existing=True)
     found = memory.scopes()
+    problems = memory.store_problems()
+    _show_scopes(memory, found, as_json=as_json)
+    for problem in problems:
+        print_error(problem)
+    if problems:
+        raise typer.Exit(1)
+
+
+def _show_scopes(memory: Memory, found: tuple[ScopeSummary, ...], *, as_json: bool) -> None:
     if as_json:
         print_json([summary.to_dict() for summary in found])
         return

@@ -218,6 +218,7 @@ class Memory:
                 the store's settings file is unreadable or invalid.
             DatabaseError: the configured database cannot be used.
         """
+        Scope.of(user, agent)  # an unusable id is refused before a store is opened
         memory = cls.open_unscoped(
             root, config, clock=clock, id_factory=id_factory, model=model, keep_hidden=keep_hidden
         )
@@ -410,7 +411,8 @@ class Memory:
     def scopes(self) -> tuple[ScopeSummary, ...]:
         """Every user and agent in the store, with its fact and archive counts.
 
-        Store-wide: the same whatever scope this memory is bound to.
+        Store-wide: the same whatever scope this memory is bound to. What the
+        store cannot list is in :meth:`store_problems`.
         """
         now = self.now()
         return tuple(
@@ -419,6 +421,15 @@ class Memory:
             )
             for scope in self.store.scopes()
         )
+
+    def store_problems(self) -> tuple[str, ...]:
+        """Each place in the store that holds memory no scope can be read from, and why.
+
+        A collision already on disk (two user ids' facts in one directory, a
+        directory whose owner record is another id's) or a directory whose
+        owner cannot be told: one line each, naming the place. Store-wide.
+        """
+        return self.store.problems()
 
     # --- adding facts: always through the gate -----------------------------------
 

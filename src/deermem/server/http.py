@@ -28,6 +28,7 @@ from deermem.server.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError
 from deermem.server.request_ids import current_request_id
 from deermem.server.schemas import ProblemOut
 from deermem.server.tokens import Principal
+from deermem.store.scope import MAX_AGENT_NAME_LENGTH, USER_ID_PATTERN
 
 __all__ = [
     "AgentPath",
@@ -41,12 +42,21 @@ __all__ = [
 
 T = TypeVar("T")
 
-UserPath = Annotated[str, Path(min_length=1, max_length=256, description="The user id.")]
+UserPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=256,
+        # Documented, not enforced here: the library refuses such an id (422 invalid-identifier).
+        json_schema_extra={"pattern": USER_ID_PATTERN},
+        description="The user id (no control or bidirectional control characters).",
+    ),
+]
 AgentPath = Annotated[
     str,
     Path(
         min_length=1,
-        max_length=64,
+        max_length=MAX_AGENT_NAME_LENGTH,
         pattern=r"^(__default__|[A-Za-z0-9-]+)$",
         description="The agent name (letters, digits, '-'; case-insensitive), or `__default__`.",
     ),

@@ -79,6 +79,7 @@ from deermem.policy import (
     shadow_comparison,
 )
 from deermem.policy.capacity import check_max_facts
+from deermem.store.codec import stored_scope
 from deermem.store.duplicates import duplicate_key
 from deermem.store.protocol import (
     ChangeSet,
@@ -559,14 +560,17 @@ class _Changes:
         proposal: Proposal,
         ledger: RegretLedger,
     ) -> tuple[ArchiveEntry, ...]:
-        stored = self.transaction.snapshot.by_id
+        snapshot = self.transaction.snapshot
+        stored = snapshot.by_id
         earlier = {entry.fact_id: entry.usage for entry in proposal.restored}
         entries = []
         for receipt in receipts:
             for line in receipt.evicted:
+                fact = facts.get(line.fact_id) or stored[line.fact_id]
                 entries.append(
                     ArchiveEntry(
-                        fact=facts.get(line.fact_id) or stored[line.fact_id],
+                        # An entry carries its owner, as the fact's file did (or would have).
+                        fact=stored_scope(fact, snapshot.scope),
                         archived_at=self.stamp,
                         reason=receipt.reason,
                         trigger=self.trigger,

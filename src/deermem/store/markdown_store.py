@@ -5,6 +5,13 @@ The layout and file formats are the original DeerMem's (see
 written by it opens unchanged. What this class adds on top of the modules it
 composes:
 
+* **owners** — before anything in a user directory is read or written, its
+  owner is checked (:mod:`~deermem.store.listing`): a directory that is
+  another user id's, or several ids', is refused with
+  :class:`~deermem.OwnerConflictError`, and a directory without an owner
+  record gets one in its first commit. A directory that an earlier version
+  named after an id that looks derived (:func:`~deermem.store.scope.was_kept_user_id`)
+  is read where it is and moved to the id's own name by the first write;
 * **locking** — every change runs under the user's lock (thread lock +
   ``flock``); loads served from the cache take no lock;
 * **recovery** — before any locked operation, and before any load that sees
@@ -50,9 +57,20 @@ from deermem.store.archive import (
     read_archive,
     read_entry,
 )
+from deermem.store.atomic import fsync_path
 from deermem.store.cache import ABSENT, ScopeCache
 from deermem.store.journal import FileChange, JournalInfo, commit_files, recover
-from deermem.store.listing import list_users
+from deermem.store.listing import (
+    Owner,
+    Problem,
+    check_agent_owner,
+    check_user_owner,
+    encode_owner,
+    list_agents,
+    list_users,
+    read_owner,
+    stored_user_ids,
+)
 from deermem.store.locks import user_lock
 from deermem.store.marks import encode_mark, read_mark
 from deermem.store.paths import ScopePaths, UserPaths, resolve_root, search_index_path
@@ -73,7 +91,7 @@ from deermem.store.reading import (
 )
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
 from deermem.store.regret_records import RegretEvent, ShadowMark
-from deermem.store.scope import DEFAULT_AGENT, Scope, is_bucket
+from deermem.store.scope import DEFAULT_AGENT, Scope, was_kept_user_id
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -81,6 +99,10 @@ if TYPE_CHECKING:
 __all__ = ["MarkdownStore", "MarkdownTransaction"]
 
 _PATHS_MEMO_LIMIT = 1024
+
+# The owner records a scope's next commit writes (what its directories lack);
+# emptied once a commit has written them.
+_Claims = list[FileChange]
 
 
 class MarkdownStore:
@@ -119,6 +141,9 @@ class MarkdownStore:
         self.regret_max_events = regret_max_events
         self._cache = ScopeCache()
         self._users: dict[str | None, UserPaths] = {}
+        # The ids named by the contents of user directories without an owner
+        # record, read once: until the first commit claims the directory.
+        self._stored: dict[tuple[Path, int, int, int], frozenset[str]] = {}
 
     @classmethod
     def from_config(cls, config: MemoryConfig, root: str | Path | None = None) -> MarkdownStore:
@@ -141,21 +166,67 @@ class MarkdownStore:
     def records_regret(self) -> bool:
         return True
 
-    # --- paths and locks ------------------------------------------------------
+    # --- paths, owners and locks -----------------------------------------------
 
     def _user(self, scope: Scope) -> UserPaths:
-        """The paths of a scope's user (memoised: building paths is not free)."""
-        paths = self._users.get(scope.user_id)
+        """The paths of a scope's user directory (memoised: building paths is not free).
+
+        That is the id's own directory — unless it does not exist yet and an
+        earlier version kept the id as its directory name, and that directory
+        is this id's: then that one, until the first write moves it.
+        """
+        user_id = scope.user_id
+        paths = self._users.get(user_id)
         if paths is None:
             if len(self._users) >= _PATHS_MEMO_LIMIT:
                 self._users.clear()
-            paths = UserPaths(self.root, scope.user_id, self.manifest_filename)
-            self._users[scope.user_id] = paths
+            paths = UserPaths(self.root, user_id, self.manifest_filename)
+            self._users[user_id] = paths
+        if user_id is not None and was_kept_user_id(user_id) and not paths.user_dir.exists():
+            legacy = UserPaths(self.root, user_id, self.manifest_filename, directory=user_id)
+            if legacy.user_dir.is_dir() and self._is_home(legacy):
+                return legacy
         return paths
 
+    def _is_home(self, legacy: UserPaths) -> bool:
+        """Whether a directory an earlier version named after its id is that id's."""
+        record = read_owner(legacy.owner)
+        if record is not None:
+            return record == Owner(legacy.user_id)
+        return self._stored_ids(legacy) == {legacy.user_id}
+
+    def _stored_ids(self, user: UserPaths) -> frozenset[str]:
+        """The ids a directory's contents name, read once while the directory is unchanged
+        (the same directory, no entry added or removed: a move or a commit changes that)."""
+        status = user.user_dir.stat()
+        key = (user.user_dir, status.st_dev, status.st_ino, status.st_mtime_ns)
+        found = self._stored.get(key)
+        if found is None:
+            if len(self._stored) >= _PATHS_MEMO_LIMIT:
+                self._stored.clear()
+            found = self._stored[key] = stored_user_ids(user.user_dir)
+        return found
+
+    def _check(self, scope: Scope, user: UserPaths) -> _Claims:
+        """Refuse a directory that is not this scope's; return the owner records to claim.
+
+        Raises:
+            OwnerConflictError: the user's or the agent's directory is another's.
+            CorruptMemoryFile: an owner record cannot be read.
+        """
+        claims: _Claims = []
+        if not check_user_owner(user, partial(self._stored_ids, user)):
+            claims.append(FileChange(user.owner, encode_owner(Owner(user.user_id))))
+        paths = user.agent(scope.agent)
+        if not check_agent_owner(paths, scope):
+            owner = Owner(scope.user_id, scope.agent)
+            claims.append(FileChange(paths.owner, encode_owner(owner)))
+        return claims
+
     @contextmanager
-    def _locked(self, scope: Scope, user: UserPaths, *, reading: bool = False) -> Iterator[None]:
-        """Hold the user's lock, after rolling back any interrupted commit.
+    def _locked(self, scope: Scope, user: UserPaths, *, reading: bool = False) -> Iterator[_Claims]:
+        """Hold the user's lock, after rolling back any interrupted commit and checking
+        the owner; yield the owner records the next commit must write.
 
         ``reading`` needs no write access, unless there is a commit to roll
         back: then :class:`~deermem.StoreNeedsRecovery` names what cannot be
@@ -165,7 +236,22 @@ class MarkdownStore:
         with lock.reading() if reading else lock:
             if recover(user):
                 self._cache.drop_user(scope.user_id)
-            yield
+            yield self._check(scope, user)
+
+    def _writable(self, scope: Scope) -> UserPaths:
+        """The user's paths for a write: a directory an earlier version named after the
+        id (:meth:`_user`) is first moved to the id's own name, under its lock."""
+        user, user_id = self._user(scope), scope.user_id
+        if user_id is None or user.user_dir.name != user_id or not was_kept_user_id(user_id):
+            return user
+        own = UserPaths(self.root, user_id, self.manifest_filename)
+        # Under the old directory's lock, so no writer is half-way through a commit in
+        # it (the journal's paths are relative: an interrupted one is recovered after).
+        with self._locked(scope, user):
+            if not own.user_dir.exists():
+                user.user_dir.rename(own.user_dir)
+                fsync_path(own.user_dir.parent)
+        return self._user(scope)
 
     # --- reading --------------------------------------------------------------
 
@@ -174,6 +260,7 @@ class MarkdownStore:
         if not user.user_dir.is_dir():
             return ScopeSnapshot(scope, SummaryDocument(), (), ABSENT.version())
         if not user.journal.exists():
+            self._check(scope, user)
             _, token = read_manifest(user)
             cached = self._cache.get(scope, token)
             if cached is not None:
@@ -195,16 +282,27 @@ class MarkdownStore:
         return snapshot
 
     def _settled(self, scope: Scope) -> UserPaths:
-        """The user's paths, after recovering an interrupted commit if there is one.
+        """The user's paths, after recovering an interrupted commit if there is one,
+        and checking the directories are the scope's.
 
         Readers that take no lock (sidecars, the archive) call this first, so
-        they never see half of a commit; without a journal it costs one stat.
+        they never see half of a commit, nor another user's files.
         """
         user = self._user(scope)
         if user.journal.exists():
             with self._locked(scope, user, reading=True):
                 pass
+        else:
+            self._check(scope, user)
         return user
+
+    def user_paths(self, user_id: str | None) -> UserPaths:
+        """The files of a user's directory, checked as the user's (to copy a user whole).
+
+        Raises:
+            OwnerConflictError: the directory is another user's.
+        """
+        return self._settled(Scope.of(user_id))
 
     def version(self, scope: Scope) -> str:
         _, token = read_manifest(self._settled(scope))
@@ -215,23 +313,34 @@ class MarkdownStore:
         return self.load(scope)
 
     def agents(self, user_id: str | None) -> tuple[str, ...]:
-        """The directories under ``agents/`` that name a bucket (lower-case names, ``__default__``).
+        """The agents of a user directory (see :func:`~deermem.store.listing.list_agents`).
 
-        Other directories (a name that is not a bucket name) hold no facts deermem reads.
+        Raises:
+            CorruptMemoryFile: an agent directory holds memory that cannot be
+                read as an agent's: left out, it would be skipped silently.
         """
-        user = self._settled(Scope.of(user_id))
-        try:
-            entries = sorted((user.user_dir / "agents").iterdir())
-        except FileNotFoundError:
-            return ()
-        return tuple(entry.name for entry in entries if entry.is_dir() and is_bucket(entry.name))
+        agents, problems = list_agents(self._settled(Scope.of(user_id)))
+        if problems:
+            raise CorruptMemoryFile(problems[0].path, problems[0].problem)
+        return tuple(agents)
 
     def scopes(self) -> tuple[Scope, ...]:
-        return tuple(
-            Scope(user_id, agent)
-            for user_id in list_users(self.root, self.manifest_filename)
-            for agent in self.agents(user_id) or (DEFAULT_AGENT,)
-        )
+        """Every user's agents (a user with summaries alone: ``__default__``); the
+        directories that cannot be listed are in :meth:`problems`."""
+        return self._listing()[0]
+
+    def problems(self) -> tuple[str, ...]:
+        """Every directory that holds memory :meth:`scopes` cannot list, and why."""
+        return tuple(str(problem) for problem in self._listing()[1])
+
+    def _listing(self) -> tuple[tuple[Scope, ...], list[Problem]]:
+        users, problems = list_users(self.root, self.manifest_filename)
+        scopes: list[Scope] = []
+        for user_id in users:
+            agents, found = list_agents(self._user(Scope(user_id, DEFAULT_AGENT)))
+            problems.extend(found)
+            scopes.extend(Scope(user_id, agent) for agent in agents or (DEFAULT_AGENT,))
+        return tuple(scopes), problems
 
     def search_index_location(self) -> Path:
         """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.
@@ -285,9 +394,9 @@ class MarkdownStore:
 
     @contextmanager
     def transaction(self, scope: Scope) -> Iterator[MarkdownTransaction]:
-        user = self._user(scope)
-        with self._locked(scope, user):
-            yield MarkdownTransaction(self, scope, user)
+        user = self._writable(scope)
+        with self._locked(scope, user) as claims:
+            yield MarkdownTransaction(self, scope, user, claims)
 
     def commit(self, scope: Scope, changes: ChangeSet) -> CommitResult:
         with self.transaction(scope) as transaction:
@@ -304,9 +413,9 @@ class MarkdownStore:
         wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
         if not wanted and not regret:
             return
-        user = self._user(scope)
+        user = self._writable(scope)
         paths = user.agent(scope.agent)
-        with self._locked(scope, user):
+        with self._locked(scope, user) as claims:
             files: list[FileChange] = []
             events = regret_log.regret_after_commit(
                 paths.regret_events, regret, self.regret_max_events
@@ -323,12 +432,14 @@ class MarkdownStore:
                     files.append(FileChange(*usage))
             if files:
                 revision = read_manifest(user)[0].revision
-                commit_files(user, files, JournalInfo(scope.agent, revision, revision, ()))
+                self._commit_files(
+                    user, files, claims, JournalInfo(scope.agent, revision, revision, ())
+                )
 
     def purge(self, scope: Scope, fact_id: str) -> None:
-        user = self._user(scope)
+        user = self._writable(scope)
         paths = user.agent(scope.agent)
-        with self._locked(scope, user):
+        with self._locked(scope, user) as claims:
             # No decoding: an entry too damaged to read can still be purged.
             if not FACT_ID_PATTERN.fullmatch(fact_id) or not paths.archived(fact_id).is_file():
                 raise FactNotFoundError(fact_id, where="archive")
@@ -336,7 +447,16 @@ class MarkdownStore:
             files = [FileChange(paths.archived(fact_id), None)]
             files.extend(FileChange(path, data) for path, data in index)
             revision = read_manifest(user)[0].revision
-            commit_files(user, files, JournalInfo(scope.agent, revision, revision, ()))
+            self._commit_files(
+                user, files, claims, JournalInfo(scope.agent, revision, revision, ())
+            )
+
+    def _commit_files(
+        self, user: UserPaths, files: list[FileChange], claims: _Claims, info: JournalInfo
+    ) -> None:
+        """Commit ``files`` and, with them, the owner records the directories lack."""
+        commit_files(user, [*claims, *files], info)
+        claims.clear()  # written: the next commit of this transaction needs none
 
     # --- the commit, for MarkdownTransaction -------------------------------------
 
@@ -346,6 +466,7 @@ class MarkdownStore:
         user: UserPaths,
         snapshot: ScopeSnapshot | None,
         changes: ChangeSet,
+        claims: _Claims,
         archive: ArchiveIndex | None = None,
     ) -> tuple[CommitResult, ScopeSnapshot | None]:
         """Commit under the held lock; return the result and the scope's new snapshot.
@@ -378,7 +499,7 @@ class MarkdownStore:
                 next_revision=plan.summaries.revision,
                 fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
             )
-            commit_files(user, files, info)
+            self._commit_files(user, files, claims, info)
         if plan.manifest is not None:
             token = manifest_token(user, plan.summaries.revision)
             if snapshot is not None:
@@ -435,7 +556,9 @@ class MarkdownStore:
         stamp = format_timestamp(changes.now)
         for thread_id, mark in changes.watermarks.items():
             if read_mark(paths, thread_id) != mark:
-                book.append((paths.thread_mark(thread_id), encode_mark(thread_id, mark, stamp)))
+                book.append(
+                    (paths.thread_mark(thread_id), encode_mark(paths, thread_id, mark, stamp))
+                )
         doomed: set[Path] = set()
         if changes.archive_puts or changes.archive_deletes:
             index, pruned = archive_changes(
@@ -459,10 +582,13 @@ class MarkdownStore:
 class MarkdownTransaction:
     """A locked scope of a :class:`MarkdownStore` (see :class:`~deermem.store.StoreTransaction`)."""
 
-    def __init__(self, store: MarkdownStore, scope: Scope, user: UserPaths) -> None:
+    def __init__(
+        self, store: MarkdownStore, scope: Scope, user: UserPaths, claims: _Claims
+    ) -> None:
         self._store = store
         self._scope = scope
         self._user = user
+        self._claims = claims
         self._paths = user.agent(scope.agent)
         self._snapshot: ScopeSnapshot | None = None
         # The archive's order, read once per commit: the lock keeps it still.
@@ -471,6 +597,17 @@ class MarkdownTransaction:
     @property
     def records_regret(self) -> bool:
         return True
+
+    @property
+    def user(self) -> UserPaths:
+        """The files of the locked user directory."""
+        return self._user
+
+    def commit_files(self, files: list[FileChange], info: JournalInfo) -> None:
+        """Write ``files`` in one journaled commit (with the owner records the directories
+        lack): how a whole user is written at once (:mod:`~deermem.store.markdown_transfer`)."""
+        self._store._commit_files(self._user, files, self._claims, info)
+        self._snapshot = None
 
     @property
     def snapshot(self) -> ScopeSnapshot:
@@ -500,6 +637,6 @@ class MarkdownTransaction:
     def commit(self, changes: ChangeSet) -> CommitResult:
         archive, self._archive = self._archive, None
         result, self._snapshot = self._store._commit_locked(
-            self._scope, self._user, self._snapshot, changes, archive
+            self._scope, self._user, self._snapshot, changes, self._claims, archive
         )
         return result

@@ -2,9 +2,11 @@
 
 One small JSON file per conversation, ``agents/<agent>/.metadata/threads/<digest>.json``
 (the digest of the thread id, which may be any text), holding the thread
-id, the mark of the last message extracted (a digest: no conversation text)
-and when it was set. A mark is written by the commit that applied what was
-extracted, in its journal, so after any crash the mark and the facts agree.
+id, the mark of the last message extracted (a digest: no conversation text),
+when it was set, and its owner (``userId``, ``agentName``: a mark that names
+another scope is refused; marks written before they carried one are read).
+A mark is written by the commit that applied what was extracted, in its
+journal, so after any crash the mark and the facts agree.
 
 A mark that cannot be read is an error naming its file, not an absent mark:
 reading it as absent would extract — and confirm — the conversation again.
@@ -18,14 +20,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from deermem._exceptions import CorruptMemoryFile
+from deermem.store.listing import check_owner_fields, owner_fields
 from deermem.store.paths import ScopePaths
 
 __all__ = ["ThreadMark", "encode_mark", "read_mark", "read_marks"]
 
 
-def encode_mark(thread_id: str, mark: str, stamp: str) -> bytes:
-    """The mark file of a conversation."""
-    value = {"threadId": thread_id, "mark": mark, "markedAt": stamp}
+def encode_mark(paths: ScopePaths, thread_id: str, mark: str, stamp: str) -> bytes:
+    """The mark file of a conversation of the scope of ``paths``."""
+    value = {"threadId": thread_id, "mark": mark, "markedAt": stamp, **owner_fields(paths)}
     return (json.dumps(value, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
 
@@ -58,7 +61,7 @@ def read_marks(paths: ScopePaths) -> list[ThreadMark]:
         except (UnicodeDecodeError, json.JSONDecodeError):
             raw = None  # _decode names the problem
         thread_id = raw.get("threadId") if isinstance(raw, dict) else None
-        mark = _decode(data, path, thread_id if isinstance(thread_id, str) else "")
+        mark = _decode(data, paths, path, thread_id if isinstance(thread_id, str) else "")
         if not isinstance(raw, dict) or paths.thread_mark(raw["threadId"]) != path:
             raise CorruptMemoryFile(path, "the thread mark is not named after its thread")
         stamp = raw.get("markedAt")
@@ -71,16 +74,17 @@ def read_mark(paths: ScopePaths, thread_id: str) -> str | None:
 
     Raises:
         CorruptMemoryFile: the file is not a mark of this conversation.
+        OwnerConflictError: the mark names another scope.
     """
     path = paths.thread_mark(thread_id)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
-    return _decode(data, path, thread_id)
+    return _decode(data, paths, path, thread_id)
 
 
-def _decode(data: bytes, path: Path, thread_id: str) -> str:
+def _decode(data: bytes, paths: ScopePaths, path: Path, thread_id: str) -> str:
     try:
         raw = json.loads(data.decode("utf-8", "surrogatepass"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -90,4 +94,5 @@ def _decode(data: bytes, path: Path, thread_id: str) -> str:
         raise CorruptMemoryFile(path, "a thread mark needs 'threadId' and 'mark' strings")
     if raw["threadId"] != thread_id:
         raise CorruptMemoryFile(path, "the thread mark belongs to another conversation")
+    check_owner_fields(raw, paths, path)
     return mark

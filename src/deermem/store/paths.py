@@ -12,7 +12,9 @@ by it opens unchanged::
     {root}/users/{safe_user_id}/memory.json          the user's summaries
     {root}/users/{uid}/.memory.lock                  cross-process lock
     {root}/users/{uid}/.memory.journal.json          only while a commit is open
+    {root}/users/{uid}/.memory.owner.json            whose directory it is (deermem)
     {root}/users/{uid}/agents/{agent}/facts/{xx}/{fact_id}.md
+    {root}/users/{uid}/agents/{agent}/.memory.owner.json  (deermem; long names only)
     {root}/users/{uid}/agents/{agent}/.metadata/fact-usage.json
     {root}/users/{uid}/agents/{agent}/.metadata/eviction-audit.json
     {root}/users/{uid}/agents/{agent}/.metadata/archive/{fact_id}.json   (deermem)
@@ -23,8 +25,11 @@ by it opens unchanged::
     {root}/.retrieval/memory-fts5.sqlite3            derived search index (all users)
 
 ``xx`` is the first two hex digits of ``sha256(fact_id)``, which spreads a
-large library over 256 directories. Without a user id the root itself plays
-the user directory (the original's single-user layout).
+large library over 256 directories; ``{agent}`` is the agent's directory name
+(:func:`~deermem.store.scope.agent_directory`: the name itself unless it is
+longer than 254 characters). Without a user id the root itself plays the
+user directory (the original's single-user layout). The owner records are
+read and written by :mod:`deermem.store.listing`.
 """
 
 from __future__ import annotations
@@ -35,12 +40,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from deermem.store.scope import safe_user_id
+from deermem.store.scope import agent_directory, safe_user_id
 
 __all__ = [
     "AUDIT_FILENAME",
     "JOURNAL_FILENAME",
     "LOCK_FILENAME",
+    "OWNER_FILENAME",
     "REGRET_EVENTS_FILENAME",
     "SEARCH_INDEX_FILENAME",
     "SHADOW_MARKS_FILENAME",
@@ -54,6 +60,7 @@ __all__ = [
 
 LOCK_FILENAME: Final = ".memory.lock"
 JOURNAL_FILENAME: Final = ".memory.journal.json"
+OWNER_FILENAME: Final = ".memory.owner.json"
 RECOVERY_DIRNAME: Final = ".recovery"
 USAGE_FILENAME: Final = "fact-usage.json"
 AUDIT_FILENAME: Final = "eviction-audit.json"
@@ -84,16 +91,43 @@ def fact_shard(fact_id: str) -> str:
 
 
 class UserPaths:
-    """The files of one user directory (shared by all of the user's agents)."""
+    """The files of one user directory (shared by all of the user's agents).
 
-    __slots__ = ("_agents", "journal", "lock", "manifest", "recovery", "root", "user_dir")
+    ``directory`` names the user directory in place of the id's own name
+    (:func:`~deermem.store.scope.safe_user_id`): the store reads a directory
+    an earlier version named otherwise there, until it moves it.
+    """
 
-    def __init__(self, root: Path, user_id: str | None, manifest_filename: str) -> None:
+    __slots__ = (
+        "_agents",
+        "journal",
+        "lock",
+        "manifest",
+        "owner",
+        "recovery",
+        "root",
+        "user_dir",
+        "user_id",
+    )
+
+    def __init__(
+        self,
+        root: Path,
+        user_id: str | None,
+        manifest_filename: str,
+        *,
+        directory: str | None = None,
+    ) -> None:
         self.root = root
-        self.user_dir = root if user_id is None else root / "users" / safe_user_id(user_id)
+        self.user_id = user_id
+        if user_id is None:
+            self.user_dir = root
+        else:
+            self.user_dir = root / "users" / (directory or safe_user_id(user_id))
         self.manifest = self.user_dir / manifest_filename
         self.lock = self.user_dir / LOCK_FILENAME
         self.journal = self.user_dir / JOURNAL_FILENAME
+        self.owner = self.user_dir / OWNER_FILENAME
         self.recovery = self.user_dir / RECOVERY_DIRNAME
         self._agents: dict[str, ScopePaths] = {}
 
@@ -120,6 +154,7 @@ class ScopePaths:
     """The files of one scope (one agent of one user)."""
 
     __slots__ = (
+        "agent",
         "agent_dir",
         "archive_dir",
         "archive_index",
@@ -127,6 +162,7 @@ class ScopePaths:
         "facts_dir",
         "legacy_manifest",
         "metadata_dir",
+        "owner",
         "regret_events",
         "shadow_marks",
         "threads_dir",
@@ -136,7 +172,10 @@ class ScopePaths:
 
     def __init__(self, user: UserPaths, agent: str) -> None:
         self.user = user
-        self.agent_dir = user.user_dir / "agents" / agent
+        self.agent = agent
+        self.agent_dir = user.user_dir / "agents" / agent_directory(agent)
+        # Written only where the directory's name is not the agent's (a long name).
+        self.owner = self.agent_dir / OWNER_FILENAME
         self.facts_dir = self.agent_dir / "facts"
         self.metadata_dir = self.agent_dir / ".metadata"
         self.usage = self.metadata_dir / USAGE_FILENAME

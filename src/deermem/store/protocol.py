@@ -463,7 +463,17 @@ class Store(Protocol):
         """Every scope the store holds anything for (facts, archive, receipts, summaries).
 
         For listings (``deermem scopes``) and store-wide work such as
-        rebuilding the search index; order is stable.
+        rebuilding the search index; order is stable. What it cannot list is
+        in :meth:`problems`, never left out silently.
+        """
+        ...
+
+    def problems(self) -> tuple[str, ...]:
+        """Each place that holds memory no scope can be read from, with why (one line each).
+
+        A Markdown directory whose owner cannot be told, or that two user ids
+        share (written before owners were recorded), or an agent directory
+        that names no agent. Empty when all is well.
         """
         ...
 

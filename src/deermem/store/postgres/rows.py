@@ -15,13 +15,13 @@ import hashlib
 import json
 from typing import Final
 
-from deermem._exceptions import CorruptMemoryFile, FactValidationError, UnsafeIdentifierError
+from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import Fact
 from deermem.store.archive import decode_entry
 from deermem.store.codec import decode_summaries
 from deermem.store.protocol import SummaryDocument
 from deermem.store.records import ArchiveEntry
-from deermem.store.scope import Scope
+from deermem.store.scope import Scope, check_user_id
 
 __all__ = [
     "NO_USER",
@@ -49,23 +49,13 @@ def user_key(scope: Scope) -> str:
     """The ``user_id`` column of a scope: the raw user id, or ``''`` without one.
 
     Raises:
-        UnsafeIdentifierError: the id holds what a PostgreSQL text column
-            cannot (a NUL character, a lone surrogate).
+        UnsafeIdentifierError: the id breaks the one rule for user ids
+            (:func:`~deermem.store.scope.check_user_id`), which :meth:`Scope.of`
+            applies already; checked again for a scope made without it.
     """
-    user = scope.user_id
-    if user is None:
+    if scope.user_id is None:
         return NO_USER
-    if "\x00" in user:
-        raise UnsafeIdentifierError(
-            "user id", user, "PostgreSQL cannot store a NUL character in a user id"
-        )
-    try:
-        user.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UnsafeIdentifierError(
-            "user id", user, "PostgreSQL cannot store text that is not valid Unicode"
-        ) from None
-    return user
+    return check_user_id(scope.user_id)
 
 
 def user_of(key: str) -> str | None:

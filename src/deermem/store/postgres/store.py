@@ -472,6 +472,10 @@ class PostgresStore:
                 found.extend(Scope(user_id, agent) for agent in agents)
         return tuple(found)
 
+    def problems(self) -> tuple[str, ...]:
+        """None: every row is keyed by its user and agent, so each belongs to one scope."""
+        return ()
+
     def _label(self, table: str, scope: Scope, key: str | None = None) -> str:
         return rows.row_label(self.address, f"deermem_{table}", scope, key)
 
