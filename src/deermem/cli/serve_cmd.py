@@ -38,6 +38,18 @@ def serve(
     max_pending_jobs: int = typer.Option(
         64, "--max-pending-jobs", min=1, help="Conversations queued per worker (429 beyond)."
     ),
+    max_pending_jobs_per_user: int = typer.Option(
+        8,
+        "--max-pending-jobs-per-user",
+        min=1,
+        help="A user's share of a worker's queue (429 beyond; others still get in).",
+    ),
+    max_waits_per_token: int = typer.Option(
+        16,
+        "--max-waits-per-token",
+        min=1,
+        help="Requests of one token waiting with ?wait=true at once, per worker (429 beyond).",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
 ) -> None:
     """Serve the memory over HTTP (FastAPI + uvicorn; `pip install 'deermem[server]'`).
@@ -70,7 +82,12 @@ def serve(
         config_file=None if options.config_file is None else str(options.config_file),
         state_dir=None if state_dir is None else str(state_dir),
         tokens_file=None if tokens_file is None else str(tokens_file),
-        limits=ServerLimits(max_body_bytes=max_body_bytes, max_pending_jobs=max_pending_jobs),
+        limits=ServerLimits(
+            max_body_bytes=max_body_bytes,
+            max_pending_jobs=max_pending_jobs,
+            max_pending_jobs_per_user=max_pending_jobs_per_user,
+            max_waits_per_token=max_waits_per_token,
+        ),
         log_level=log_level.lower(),
     )
     run_server(settings)

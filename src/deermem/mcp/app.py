@@ -5,8 +5,9 @@
 tools. :func:`create_http_app` puts it behind the HTTP API's own layers,
 from the outside in: :class:`~deermem.server.request_ids.RequestIdMiddleware`
 (request ids, one access line, the last word on a crash),
-:class:`~deermem.server.limits.BodyLimitMiddleware` (413) and
-:class:`~deermem.mcp.auth.McpAuthMiddleware` (401/403, the caller's scope).
+:class:`~deermem.server.limits.BodyLimitMiddleware` (413),
+:class:`~deermem.mcp.auth.McpAuthMiddleware` (401/403, the caller's scope) and
+:class:`~deermem.mcp.auth.SessionLimitMiddleware` (429: the sessions of one token).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import Any, Final
 from mcp.server.mcpserver import Context, MCPServer
 
 from deermem import __version__
-from deermem.mcp.auth import CALLER_KEY, Caller, McpAuthMiddleware
+from deermem.mcp.auth import (
+    CALLER_KEY,
+    Caller,
+    McpAuthMiddleware,
+    SessionLimitMiddleware,
+    open_sessions,
+)
 from deermem.mcp.settings import McpSettings, ToolLimits
 from deermem.mcp.tools import MemoryOf, memory_tools
 from deermem.memory import Memory
@@ -90,7 +97,8 @@ def create_http_app(
 
     Args:
         memory: the memory to serve (any scope: each call is re-scoped to its caller).
-        settings: host (DNS-rebinding protection on loopback), limits, user, agent.
+        settings: host (DNS-rebinding protection on loopback), limits, user, agent,
+            the sessions one token may hold.
         tokens: the tokens file.
         auth_required: whether every request needs a token even while the
             tokens file is empty (the server listens beyond loopback).
@@ -103,6 +111,11 @@ def create_http_app(
         streamable_http_path=MCP_PATH,
         host=settings.server.host,
         max_request_body_size=body_limit,
+    )
+    app = SessionLimitMiddleware(
+        app,
+        limit=settings.max_sessions_per_token,
+        sessions=open_sessions(server.session_manager),
     )
     app = McpAuthMiddleware(app, tokens=tokens, auth_required=auth_required, user=settings.user)
     app = BodyLimitMiddleware(app, limit=body_limit)
