@@ -15,15 +15,19 @@ in it while it looks; a real uvicorn serves on 127.0.0.1.
 
 from __future__ import annotations
 
+import tempfile
 import threading
 
 import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from deermem.server.jobs import Job, JobRunner, JobStore
 from deermem.testing import ScriptedChatServer
 
 from ..served_store import ServedStore, on_both_stores
 from ..server.conftest import start_server
-from ..wire_support import answer, conversation, model_settings
+from ..wire_support import NOW, answer, conversation, model_settings
 from .load_support import (
     PATIENCE,
     chat_server,  # noqa: F401 (the fixture `chat`)
@@ -118,3 +122,41 @@ def test_users_take_turns_in_the_queue(
     finally:
         gate.set()
         server.stop()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["alice", "bob", "carol"]), min_size=2, max_size=12))
+def test_no_user_runs_twice_in_a_row_while_another_waits(users: list[str]) -> None:
+    """The runner's turns, for any arrival order: with every job queued behind the
+    first, a user runs two jobs in a row only when nobody else has one left, and
+    each user's jobs run in the order they were sent."""
+    gate, started = threading.Event(), threading.Event()
+    ran: list[tuple[str, str]] = []
+
+    def learn(job: Job, messages: list[object]) -> dict[str, object]:
+        ran.append((job.user, job.thread_id))
+        started.set()
+        gate.wait(30)
+        return {}
+
+    with tempfile.TemporaryDirectory() as directory:
+        store = JobStore(directory, retention_seconds=3600)
+        runner = JobRunner(store, learn, max_pending=64, clock=lambda: NOW)
+        try:
+            runner.submit(users[0], "coder", "t-0", [])
+            assert started.wait(30)  # the first job holds the runner: the rest queue
+            for number, user in enumerate(users[1:], start=1):
+                runner.submit(user, "coder", f"t-{number}", [])
+            gate.set()
+            assert eventually(lambda: runner.pending == 0)
+        finally:
+            gate.set()
+            runner.close(timeout=30)
+    order = [user for user, _ in ran]
+    assert sorted(order) == sorted(users)
+    for position in range(1, len(order) - 1):
+        if order[position] == order[position + 1]:
+            assert set(order[position + 1 :]) == {order[position]}, order
+    for user in set(users):
+        sent = [f"t-{n}" for n, name in enumerate(users) if name == user]
+        assert [thread for name, thread in ran if name == user] == sent
