@@ -229,6 +229,7 @@ class _Pending:
     ``job`` is its latest state (the file holds the same: only this process
     writes it). ``waiters`` wake the requests that wait for it; they are called
     once, from the thread that finishes the job, after the final record is saved.
+    ``ending`` is set by the one call that finishes it (the worker's or close()'s).
     """
 
     job: Job
@@ -236,6 +237,7 @@ class _Pending:
     context: contextvars.Context
     done: threading.Event = field(default_factory=threading.Event)
     waiters: list[Callable[[], None]] = field(default_factory=list)
+    ending: bool = False
 
 
 class JobRunner:
@@ -473,15 +475,18 @@ class JobRunner:
         error: Mapping[str, object] | None = None,
     ) -> None:
         with self._lock:
-            pending = self._pending.pop(job.job_id, None)
-        if pending is None:
-            return  # already finished (close() raced with the worker)
+            pending = self._pending.get(job.job_id)
+            if pending is None or pending.ending:
+                return  # finished already, or being finished (close() raced with the worker)
+            pending.ending = True
         finished = replace(job, status=status, finished_at=self._now(), report=report, error=error)
         try:
             self.store.save(finished)
         finally:
-            # Whatever the disk did, the job has left the queue: wake who waits for it.
+            # The job leaves the queue once its final record is written (so whoever finds
+            # it gone reads that record), and whatever the disk did: wake who waits for it.
             with self._lock:
+                del self._pending[job.job_id]
                 pending.job = finished
                 waiters = list(pending.waiters)
             pending.done.set()
@@ -493,7 +498,7 @@ class JobRunner:
 
 
 def _queue_full(limit_name: str, limit: int) -> Problem:
-    whose = "of one user" if limit_name == "max_pending_jobs_per_user" else "in all"
+    whose = "of this user" if limit_name == "max_pending_jobs_per_user" else "in all"
     return Problem(
         429,
         "queue-full",
