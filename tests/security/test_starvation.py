@@ -15,19 +15,24 @@ timeouts, which on a starved server they do not).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
+import yaml
 
 from deermem.server.limits import ServerLimits
+from deermem.server.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
 
 from ..served_store import ServedStore, on_both_stores
 from ..server.conftest import LiveServer, start_server
-from ..wire_support import answer, conversation, model_settings
+from ..server.test_serve_cli import deermem, serving
+from ..wire_support import NOW, answer, conversation, model_settings
 from .load_support import (
     PATIENCE,
     accepted_jobs,
@@ -172,3 +177,50 @@ def test_a_token_waits_only_so_many_times_at_once(
         chat.enqueue(answer())
         again = post_and_wait(alice, 5)
         assert (again.status_code, again.json()["status"]) == (200, "done")
+
+
+def test_waits_on_two_workers_end_with_their_own_jobs(tmp_path: Path) -> None:
+    """``deermem serve --workers 2``: each wait ends with the job its worker took, and
+    every worker reads every job (the records are shared files)."""
+    store = ServedStore("markdown", tmp_path)
+    token = TokenFile(store.tokens_file).add(now=NOW, users=["alice"]).token
+    waits = 6
+    with ScriptedChatServer() as chat:
+        gate = threading.Event()
+        chat.enqueue(*[gated(gate)] * waits)
+        config = tmp_path / "deermem.yaml"
+        config.write_text(yaml.safe_dump({"model": model_settings(chat, max_retries=0)}))
+        args = deermem(
+            *store.global_args(), "--config", str(config), "serve", "--workers", "2",
+            "--max-waits-per-token", str(waits), "--max-pending-jobs-per-user", str(waits),
+        )  # fmt: skip
+        headers = {"Authorization": f"Bearer {token}"}
+
+        def post(number: int) -> httpx.Response:  # a new connection each: either worker
+            return httpx.post(
+                f"{url}{ALICE}/conversations",
+                params={"wait": "true"},
+                json={"threadId": f"t-{number}", "messages": conversation(f"No {number}.", "Ok")},
+                headers=headers,
+                timeout=120,
+            )
+
+        with (
+            serving(args, tmp_path / "server.log", store.environ(os.environ)) as url,
+            ThreadPoolExecutor(max_workers=waits) as senders,
+        ):
+            try:
+                answers = [senders.submit(post, n) for n in range(waits)]
+                assert eventually(lambda: accepted_jobs(store) == waits)
+                for _ in range(4):
+                    assert httpx.get(f"{url}/v1/health", timeout=PATIENCE).status_code == 200
+            finally:
+                gate.set()
+            jobs = [pending.result(timeout=120) for pending in answers]
+            assert [(job.status_code, job.json()["status"]) for job in jobs] == [
+                (200, "done")
+            ] * waits
+            for job in jobs:
+                for _ in range(2):
+                    again = httpx.get(f"{url}{job.headers['location']}", headers=headers)
+                    assert again.json()["status"] == "done"
