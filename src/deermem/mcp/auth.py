@@ -234,9 +234,9 @@ class SessionLimitMiddleware:
         self.app = app
         self.limit = limit
         self._open = sessions
-        # Invariants: _held[token] ⊇ the token's open sessions that this middleware saw
-        # opened (closed ones are dropped at the token's next opening request);
-        # _opening[token] = its opening requests not yet answered with a session.
+        # Invariants: _held[token] holds every open session that this middleware saw the
+        # token open (and those closed since, until its next opening request drops them);
+        # _opening[token] counts its opening requests not yet answered with a session.
         self._held: dict[str, set[str]] = {}
         self._opening: Counter[str] = Counter()
 
@@ -248,6 +248,7 @@ class SessionLimitMiddleware:
         token = caller.token_id
         held = self._held.setdefault(token, set())
         held.intersection_update([session for session in held if session in self._open])
+        # From this check to the count below there is no await: no other request interleaves.
         if len(held) + self._opening[token] >= self.limit:
             _log.info("token %s refused a new MCP session: it holds %d", token, len(held))
             await _problem_response(too_many_sessions(self.limit))(scope, receive, send)
@@ -271,8 +272,8 @@ class SessionLimitMiddleware:
         finally:
             if counted:
                 self._opening[token] -= 1
-            if not self._opening[token]:
-                del self._opening[token]
+            if self._opening[token] <= 0:
+                self._opening.pop(token, None)  # another request may have dropped it
 
 
 def _opens(scope: Scope) -> bool:
