@@ -34,7 +34,7 @@ from deermem import (
 )
 from deermem.cli import main
 from deermem.model import CORE_CATEGORIES
-from deermem.model.text import check_line, check_lines, check_storable
+from deermem.model.text import MAX_NESTING, check_line, check_lines, check_storable
 from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
 from deermem.testing import ScriptedChatServer
 from deermem.update.normalize import normalize_response
@@ -91,6 +91,45 @@ def test_values_yaml_and_json_cannot_both_hold_are_refused(value: object) -> Non
     with pytest.raises(FactValidationError):
         check_storable("f", value)
     check_storable("f", ("a", ["b", {"c": None, 1: 2.5}]))  # a tuple is written as a list
+
+
+@settings(max_examples=60)
+@given(
+    depth=st.one_of(st.integers(0, 40), st.integers(41, 20_000)),
+    shapes=st.lists(st.sampled_from(["list", "tuple", "dict"]), min_size=1, max_size=3),
+)
+def test_nesting_past_the_bound_is_refused_and_never_recursed_into(
+    depth: int, shapes: list[str]
+) -> None:
+    """However deep a reader built a value, the check answers without recursing."""
+    value: object = "leaf"
+    for level in range(depth):
+        shape = shapes[level % len(shapes)]
+        value = [value] if shape == "list" else (value,) if shape == "tuple" else {"k": value}
+    if depth <= MAX_NESTING:
+        assert check_storable("f", value) == 2 * depth + 5 - sum(
+            shapes[level % len(shapes)] != "dict" for level in range(depth)
+        )
+        return
+    with pytest.raises(FactValidationError, match=f"nested at most {MAX_NESTING} deep") as caught:
+        check_storable("f", value)
+    assert caught.value.field.startswith("f")
+    assert "leaf" not in str(caught.value)  # never the value itself
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [
+        ("abc", 4),  # one value, three characters
+        ([1, "ab"], 5),  # the list, 1, "ab"
+        ({"key": None}, 5),  # the mapping, its key's characters, None
+    ],
+)
+def test_a_values_size_counts_its_text_and_its_values(value: object, size: int) -> None:
+    assert check_storable("f", value) == size
+    check_storable("f", value, max_size=size)
+    with pytest.raises(FactValidationError, match="at most"):
+        check_storable("f", value, max_size=size - 1)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,8 @@ because that is what they are and what generic callers already handle::
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
     │   ├── DatabaseError                        the database refused or could not be reached
-    │   │   └── DatabaseSchemaError              the database's schema is not this deermem's
+    │   │   ├── DatabaseSchemaError              the database's schema is not this deermem's
+    │   │   └── DatabaseUnavailable              ... it is down, unreachable or overloaded: retry
     │   ├── MigrationError                       a memory could not be copied to another store
     │   └── RevisionConflict                     the data changed since it was read
     │       ├── ManifestRevisionConflict         ... the user's summary document
@@ -71,6 +72,7 @@ __all__ = [
     "CorruptMemoryFile",
     "DatabaseError",
     "DatabaseSchemaError",
+    "DatabaseUnavailable",
     "DeerMemError",
     "DuplicateFactError",
     "FactNotFoundError",
@@ -376,6 +378,16 @@ class DatabaseSchemaError(DatabaseError):
         self.found = found
         self.expected = expected
         super().__init__(database, reason)
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The database cannot be reached or did not answer in time; nothing was changed.
+
+    A passing condition, not a refusal: the server is down or restarting,
+    the network or the connection pool gave out, a statement ran past its
+    timeout, a transaction lost a conflict. The same operation may succeed
+    when retried (the HTTP API answers 503 with ``Retry-After``).
+    """
 
 
 class MigrationError(StorageError):

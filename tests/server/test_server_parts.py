@@ -24,10 +24,11 @@ from deermem import (
     TokenFileError,
     UnknownTokenError,
 )
+from deermem.server.limits import HostRule, split_host
 from deermem.server.pages import InvalidCursor, paginate
 from deermem.server.problems import problem_for
 from deermem.server.settings import is_loopback
-from deermem.server.tcp import NoDelayHTTPProtocol
+from deermem.server.tcp import ServerHTTPProtocol
 from deermem.server.tokens import TokenFile
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -45,17 +46,17 @@ def test_tokens_are_stored_hashed_and_bound_to_users(tmp_path: Path) -> None:
     record = json.loads(text)["tokens"][0]
     assert record["users"] == ["alice", "bob"]
     assert record["name"] == "laptop"
-    principal = tokens.authenticate(issued.token)
+    principal = tokens.authenticate(issued.token, now=NOW)
     assert principal is not None
     assert principal.may_address("bob")
     assert not principal.may_address("carol")
     assert not principal.may_address("Alice")
-    assert tokens.authenticate(issued.token + "x") is None
-    assert tokens.authenticate("dmt_" + record["id"] + "_" + "A" * 43) is None
+    assert tokens.authenticate(issued.token + "x", now=NOW) is None
+    assert tokens.authenticate("dmt_" + record["id"] + "_" + "A" * 43, now=NOW) is None
     admin = tokens.add(admin=True, now=NOW)
-    assert tokens.authenticate(admin.token).may_address("anyone")  # type: ignore[union-attr]
+    assert tokens.authenticate(admin.token, now=NOW).may_address("anyone")  # type: ignore[union-attr]
     assert tokens.revoke(record["id"]).users == ("alice", "bob")
-    assert tokens.authenticate(issued.token) is None
+    assert tokens.authenticate(issued.token, now=NOW) is None
     with pytest.raises(UnknownTokenError, match="no token with id"):
         tokens.revoke(record["id"])
     with pytest.raises(ValueError, match="--admin"):
@@ -151,10 +152,32 @@ def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
+@given(
+    host=st.one_of(
+        st.text(max_size=40),
+        st.builds(
+            "{}:{}".format,
+            st.sampled_from(["localhost", "127.0.0.1", "[::1]", "memory.test", "evil.test"]),
+            st.integers(0, 99_999),
+        ),
+    )
+)
+def test_a_host_header_passes_only_as_a_loopback_or_configured_name(host: str) -> None:
+    """Whatever a client sends as Host, the rule answers (never raises), and only a
+    loopback name or the configured one passes; beyond loopback without names, anything."""
+    rule = HostRule(loopback=True, names=(("memory.test", None),))
+    parsed = split_host(host)
+    if rule.allows_host(host):
+        assert parsed is not None
+        assert parsed[0] == "memory.test" or is_loopback(parsed[0])
+    assert not rule.allows_origin(f"null{host}")
+    assert HostRule(loopback=False).allows_host(host)
+
+
 @pytest.mark.parametrize(
     ("protocol", "nodelay"),
     [
-        (NoDelayHTTPProtocol, True),
+        (ServerHTTPProtocol, True),
         # uvicorn's own leaves Nagle on here (its issue #3149); when a release fixes
         # that, this case fails and deermem.server.tcp can go.
         (AutoHTTPProtocol, False),

@@ -47,6 +47,14 @@ def mcp(
         min=1,
         help="Open MCP sessions one token may hold (http; 429 beyond).",
     ),
+    allowed_host: list[str] = typer.Option(
+        [],
+        "--allowed-host",
+        envvar="DEERMEM_ALLOWED_HOSTS",
+        metavar="NAME[:PORT]",
+        help="A host name requests may use besides localhost, 127.0.0.1 and [::1] (http; "
+        "repeatable); other names get 421.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
 ) -> None:
     """Serve the memory to MCP clients (Claude Desktop, Cursor, Claude Code ...).
@@ -55,9 +63,10 @@ def mcp(
     `memory_forget`, `memory_restore`, `memory_why`. They work on the memory of
     `--user` and `--agent` (the global options); over `--transport http`, a
     token bound to one user reaches that user's memory when no `--user` is
-    given. Over http every request needs `Authorization: Bearer <token>` as
-    soon as the tokens file holds one (`deermem token add`), and a server
-    without tokens listens on loopback only. Logs go to stderr. Needs
+    given. Over http every request needs `Authorization: Bearer <token>` once a
+    token was added (`deermem token add`; revoking every token does not open
+    the server again), and a server without tokens listens on loopback only,
+    answering loopback host names and `--allowed-host` only. Logs go to stderr. Needs
     `pip install 'deermem[mcp]'`; see docs/mcp.md.
 
     Example: `deermem --root ~/memory --user alice --agent claude mcp`
@@ -66,6 +75,8 @@ def mcp(
         raise typer.BadParameter("expected `stdio` or `http`", param_hint="--transport")
     if transport == "stdio" and (host is not None or port is not None):
         raise typer.BadParameter("applies to --transport http only", param_hint="--host/--port")
+    if transport == "stdio" and allowed_host:
+        raise typer.BadParameter("applies to --transport http only", param_hint="--allowed-host")
     try:
         from deermem.mcp.run import serve as run_server
         from deermem.mcp.settings import DEFAULT_PORT, McpSettings
@@ -90,6 +101,7 @@ def mcp(
             tokens_file=None if tokens_file is None else str(tokens_file),
             limits=ServerLimits(max_body_bytes=max_body_bytes),
             log_level=log_level.lower(),
+            allowed_hosts=tuple(allowed_host),
         ),
         user=options.user,
         agent=options.agent,

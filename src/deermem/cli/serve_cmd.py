@@ -50,15 +50,31 @@ def serve(
         min=1,
         help="Requests of one token waiting with ?wait=true at once, per worker (429 beyond).",
     ),
+    allowed_host: list[str] = typer.Option(
+        [],
+        "--allowed-host",
+        envvar="DEERMEM_ALLOWED_HOSTS",
+        metavar="NAME[:PORT]",
+        help="A host name requests may use besides localhost, 127.0.0.1 and [::1] "
+        "(repeatable), e.g. the name a reverse proxy forwards; other names get 421.",
+    ),
+    header_timeout: float = typer.Option(
+        10.0,
+        "--header-timeout",
+        min=0.1,
+        help="Seconds a connection may take to send a request's headers before it is closed.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
 ) -> None:
     """Serve the memory over HTTP (FastAPI + uvicorn; `pip install 'deermem[server]'`).
 
     Every user and agent is addressable under `/v1/users/{user}/agents/{agent}/...`;
-    the OpenAPI document is at `/v1/openapi.json`. With tokens in the tokens file
+    the OpenAPI document is at `/v1/openapi.json`. Once a token was added
     (`deermem token add`), every request needs `Authorization: Bearer <token>`
-    and may address only the token's users; without any, the server listens on
-    loopback only. See docs/server.md.
+    and may address only the token's users, also after every token is revoked;
+    without any, the server listens on loopback only. On loopback it answers
+    only loopback host names and `--allowed-host` (DNS rebinding). See
+    docs/server.md.
 
     Example: `deermem --root ./memories serve --port 8765 --workers 2`
     """
@@ -87,7 +103,9 @@ def serve(
             max_pending_jobs=max_pending_jobs,
             max_pending_jobs_per_user=max_pending_jobs_per_user,
             max_waits_per_token=max_waits_per_token,
+            header_timeout_seconds=header_timeout,
         ),
         log_level=log_level.lower(),
+        allowed_hosts=tuple(allowed_host),
     )
     run_server(settings)

@@ -63,25 +63,45 @@ def add(
     ),
     admin: bool = typer.Option(False, "--admin", help="May address every user."),
     name: str = typer.Option("", "--name", help="A label for people, e.g. 'laptop'."),
+    expires: str | None = typer.Option(
+        None,
+        "--expires",
+        metavar="WHEN",
+        help="Refuse the token from WHEN on: a span from now (12h, 30d, 4w) or an ISO date "
+        "or time (2027-01-31, 2027-01-31T12:00:00Z; UTC unless it says otherwise) "
+        "[default: never].",
+    ),
     state_dir: Path | None = STATE_DIR_OPTION,
     tokens_file: Path | None = TOKENS_FILE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Make a token and print it — once: only its SHA-256 is stored.
 
-    Example: `deermem token add --user alice --name laptop`
+    Example: `deermem token add --user alice --name laptop --expires 30d`
     """
+    from deermem.model.timestamps import parse_moment
+
     if not user and not admin:
         raise typer.BadParameter("give at least one --user, or --admin")
+    now = datetime.now(UTC)
+    try:
+        expires_at = (
+            None if expires is None else parse_moment(expires, now, option="--expires", ahead=True)
+        )
+        if expires_at is not None and expires_at <= now:
+            raise ValueError(f"--expires {expires!r}: the time is not in the future")
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--expires") from None
     tokens = _tokens(ctx, state_dir, tokens_file)
-    issued = tokens.add(users=user, admin=admin, name=name, now=datetime.now(UTC))
+    issued = tokens.add(users=user, admin=admin, name=name, now=now, expires_at=expires_at)
     if as_json:
         print_json({**issued.record.public_dict(), "token": issued.token})
         return
     who = "every user" if admin else ", ".join(user)
+    until = "" if issued.record.expires_at is None else f", until {issued.record.expires_at}"
     err_console.print(
-        f"token {issued.record.token_id} for {escape(who)} added to {escape(str(tokens.path))}; "
-        "it is shown only now:"
+        f"token {issued.record.token_id} for {escape(who)}{until} added to "
+        f"{escape(str(tokens.path))}; it is shown only now:"
     )
     typer.echo(issued.token)
 
@@ -93,24 +113,32 @@ def list_tokens(
     tokens_file: Path | None = TOKENS_FILE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """List the tokens: id, name, users, created (never a token or its digest).
+    """List the tokens: id, name, users, created, expires (never a token or its digest).
+
+    An expired token stays listed (and refused) until it is revoked.
 
     Example: `deermem token list --json`
     """
     tokens = _tokens(ctx, state_dir, tokens_file)
     records = tokens.records()
+    now = datetime.now(UTC)
     if as_json:
-        print_json([record.public_dict() for record in records])
+        print_json([{**record.public_dict(), "expired": record.expired(now)} for record in records])
         return
     if not records:
         out_console.print(f"no tokens in {escape(str(tokens.path))}")
         return
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("id", "name", "users", "created"):
+    for column in ("id", "name", "users", "created", "expires"):
         table.add_column(column)
     for record in records:
         users = "(every user: admin)" if record.admin else ", ".join(record.users)
-        table.add_row(record.token_id, escape(record.name), escape(users), record.created_at[:19])
+        expiry = "never" if record.expires_at is None else record.expires_at[:19]
+        if record.expired(now):
+            expiry += " (expired)"
+        table.add_row(
+            record.token_id, escape(record.name), escape(users), record.created_at[:19], expiry
+        )
     out_console.print(table)
 
 

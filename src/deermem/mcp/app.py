@@ -5,6 +5,8 @@
 tools. :func:`create_http_app` puts it behind the HTTP API's own layers,
 from the outside in: :class:`~deermem.server.request_ids.RequestIdMiddleware`
 (request ids, one access line, the last word on a crash),
+:class:`~deermem.server.limits.HostGuardMiddleware` (421/403: the HTTP API's
+own ``Host`` and ``Origin`` rule, in place of the SDK's),
 :class:`~deermem.server.limits.BodyLimitMiddleware` (413),
 :class:`~deermem.mcp.auth.McpAuthMiddleware` (401/403, the caller's scope) and
 :class:`~deermem.mcp.auth.SessionLimitMiddleware` (429: the sessions of one token).
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 
 from deermem import __version__
 from deermem.mcp.auth import (
@@ -28,7 +31,7 @@ from deermem.mcp.settings import McpSettings, ToolLimits
 from deermem.mcp.tools import MemoryOf, memory_tools
 from deermem.memory import Memory
 from deermem.server.asgi import ASGIApp
-from deermem.server.limits import BodyLimitMiddleware
+from deermem.server.limits import BodyLimitMiddleware, HostGuardMiddleware
 from deermem.server.request_ids import RequestIdMiddleware
 from deermem.server.tokens import TokenFile
 
@@ -97,11 +100,11 @@ def create_http_app(
 
     Args:
         memory: the memory to serve (any scope: each call is re-scoped to its caller).
-        settings: host (DNS-rebinding protection on loopback), limits, user, agent,
-            the sessions one token may hold.
+        settings: host and allowed hosts (DNS-rebinding protection), limits,
+            user, agent, the sessions one token may hold.
         tokens: the tokens file.
-        auth_required: whether every request needs a token even while the
-            tokens file is empty (the server listens beyond loopback).
+        auth_required: whether every request needs a token even while
+            tokens are not in use (the server listens beyond loopback).
     """
     server = create_mcp_server(
         memory, memory_of=request_memory(memory, settings.agent), limits=settings.tools
@@ -111,12 +114,18 @@ def create_http_app(
         streamable_http_path=MCP_PATH,
         host=settings.server.host,
         max_request_body_size=body_limit,
+        # Host and Origin are checked outside, by the rule `deermem serve` applies too
+        # (the SDK's would refuse the names given with --allowed-host).
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     app = SessionLimitMiddleware(
         app,
         limit=settings.max_sessions_per_token,
         sessions=open_sessions(server.session_manager),
     )
-    app = McpAuthMiddleware(app, tokens=tokens, auth_required=auth_required, user=settings.user)
+    app = McpAuthMiddleware(
+        app, tokens=tokens, auth_required=auth_required, user=settings.user, clock=memory.now
+    )
     app = BodyLimitMiddleware(app, limit=body_limit)
+    app = HostGuardMiddleware(app, settings.server.host_rule())
     return RequestIdMiddleware(app)

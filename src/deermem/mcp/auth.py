@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -48,7 +49,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
 
 from deermem._exceptions import DeerMemError
-from deermem.server.asgi import ASGIApp, Message, Receive, Scope, Send
+from deermem.server.asgi import ASGIApp, Message, Receive, Scope, Send, header
 from deermem.server.context import principal_for_header
 from deermem.server.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError, problem_for
 from deermem.server.request_ids import current_request_id
@@ -134,26 +135,34 @@ class McpAuthMiddleware:
         app: the MCP server's streamable-HTTP application.
         tokens: the tokens file (re-read when it changes).
         auth_required: fixed at start, as for ``deermem serve``: true when
-            the server listens beyond loopback or the tokens file held a token.
+            the server listens beyond loopback or tokens are in use.
         user: the user the server was started for (``--user``).
+        clock: the current time, for token expiry (the memory's clock).
     """
 
     def __init__(
-        self, app: ASGIApp, *, tokens: TokenFile, auth_required: bool, user: str | None
+        self,
+        app: ASGIApp,
+        *,
+        tokens: TokenFile,
+        auth_required: bool,
+        user: str | None,
+        clock: Callable[[], datetime],
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.auth_required = auth_required
         self.user = user
+        self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        authorization = _header(scope, b"authorization")
+        authorization = header(scope, b"authorization")
         try:
             principal = principal_for_header(
-                self.tokens, authorization, auth_required=self.auth_required
+                self.tokens, authorization, auth_required=self.auth_required, now=self.clock()
             )
             caller = caller_for(principal, self.user)
         except DeerMemError as error:  # 401, 403, or a tokens file that became unreadable
@@ -259,7 +268,7 @@ class SessionLimitMiddleware:
         async def watch(message: Message) -> None:
             nonlocal counted
             if message["type"] == "http.response.start" and counted:
-                session = _header(message, MCP_SESSION_ID_HEADER.encode())
+                session = header(message, MCP_SESSION_ID_HEADER.encode())
                 if session is not None and message["status"] < 400:
                     # No await between: the session moves from "opening" to "held" at once.
                     held.add(session)
@@ -278,18 +287,10 @@ class SessionLimitMiddleware:
 
 def _opens(scope: Scope) -> bool:
     """Whether the request may open a session (see :class:`SessionLimitMiddleware`)."""
-    if scope.get("method") != "POST" or _header(scope, MCP_SESSION_ID_HEADER.encode()):
+    if scope.get("method") != "POST" or header(scope, MCP_SESSION_ID_HEADER.encode()):
         return False
-    version = _header(scope, MCP_PROTOCOL_VERSION_HEADER.encode())
+    version = header(scope, MCP_PROTOCOL_VERSION_HEADER.encode())
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
-
-
-def _header(scope: Scope | Message, name: bytes) -> str | None:
-    """A header of a request's scope or of a response's start message."""
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return str(value.decode("latin-1"))
-    return None
 
 
 def _problem_response(problem: Problem) -> JSONResponse:

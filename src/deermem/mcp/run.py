@@ -3,8 +3,8 @@
 Over stdio, standard output belongs to the protocol: every log line goes
 to standard error (the client's log), in the HTTP server's format. Over HTTP
 the start-up check is the HTTP API's own
-(:func:`~deermem.server.run.check_startup`): listening beyond loopback with
-no token in the tokens file refuses to start, and a damaged tokens file
+(:func:`~deermem.server.run.check_startup`): listening beyond loopback while
+tokens are not in use (no tokens file) refuses to start, and a damaged tokens file
 stops start-up instead of the first request.
 """
 
@@ -62,6 +62,8 @@ def serve(settings: McpSettings) -> None:
             return
         import uvicorn
 
+        from deermem.server.tcp import ServerHTTPProtocol
+
         app = create_http_app(
             memory,
             settings,
@@ -73,6 +75,7 @@ def serve(settings: McpSettings) -> None:
                 app,
                 host=server_settings.host,
                 port=server_settings.port,
+                http=ServerHTTPProtocol,  # Nagle off, a deadline for request headers
                 log_config=None,  # configured above
                 log_level=server_settings.log_level,
                 access_log=False,  # its line holds the raw path; RequestIdMiddleware writes one

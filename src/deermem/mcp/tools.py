@@ -113,6 +113,7 @@ Confidence = Annotated[
         ge=0.0,
         le=1.0,
         allow_inf_nan=False,
+        strict=True,  # a number, as over HTTP: never one made from "0.5" or true
         description="How sure the fact is, 0 to 1 (e.g. 0.9 for what the user said "
         "explicitly). The capacity policy keeps surer facts longer.",
     ),

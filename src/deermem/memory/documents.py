@@ -18,7 +18,7 @@ from datetime import datetime
 
 from deermem._exceptions import FactValidationError
 from deermem.model.fact import Fact
-from deermem.model.text import check_storable
+from deermem.model.text import MAX_KEPT_SIZE, check_storable
 from deermem.policy import coerce_confidence
 from deermem.store.gate import Proposal, Removal
 from deermem.store.protocol import SUMMARY_GROUPS, ScopeSnapshot, Section, SummaryKey
@@ -136,7 +136,11 @@ def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section
                     f"{group}.{name}", raw, "expected an object {'summary': ..., 'updatedAt': ...}"
                 )
             # Any values, as the store reads them (a summary need not be a string),
-            # but text that can be written.
+            # but text that can be written, nested as deep as a fact's values may be;
+            # what the section keeps besides its text is bounded as a fact's unknown
+            # fields are.
             check_storable(f"{group}.{name}", dict(raw))
-            sections[(group, name)] = Section.from_value(raw)
+            section = Section.from_value(raw)
+            check_storable(f"{group}.{name}", dict(section.extra), max_size=MAX_KEPT_SIZE)
+            sections[(group, name)] = section
     return sections

@@ -29,7 +29,7 @@ from typing import Final, Literal
 
 from deermem._exceptions import FactValidationError
 from deermem.model.categories import canonical_category
-from deermem.model.text import LINE_BREAKS, check_storable
+from deermem.model.text import LINE_BREAKS, MAX_KEPT_SIZE, check_storable
 from deermem.model.timestamps import format_timestamp
 
 __all__ = [
@@ -257,6 +257,9 @@ class Fact:
 
     @classmethod
     def _build(cls, data: Mapping[str, object], now: datetime | None) -> Fact:
+        # What the fact keeps without knowing it shares one budget; ``source``
+        # (which keeps its unknown keys too) has one of its own.
+        unknown_budget = MAX_KEPT_SIZE
         for key, value in data.items():
             if not isinstance(key, str):
                 raise FactValidationError(repr(key), value, "expected a string key")
@@ -265,7 +268,19 @@ class Fact:
                 continue
             if key in TIMESTAMP_FIELDS and isinstance(value, datetime):
                 continue  # formatted as text below
-            check_storable(key, value)
+            if key == "source":
+                check_storable(key, value, max_size=MAX_KEPT_SIZE)
+            elif key in _KNOWN_KEYS:
+                check_storable(key, value)
+            else:
+                unknown_budget -= check_storable(key, value, max_size=MAX_KEPT_SIZE) + len(key)
+                if unknown_budget < 0:
+                    raise FactValidationError(
+                        key,
+                        "<too large>",
+                        f"expected the fields deermem does not know to hold at most "
+                        f"{MAX_KEPT_SIZE:,} characters (and values) together",
+                    )
         content = _content(data.get("content"))
         category, extension, stale_extension = _category(data)
         created = _timestamp(data, "createdAt")

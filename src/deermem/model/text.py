@@ -7,9 +7,13 @@ Two levels, because stored data and new data differ in what they owe us:
   must be valid Unicode: a lone surrogate cannot be written as UTF-8, and it
   is what an undecodable byte becomes when Python decodes a command-line
   argument (``surrogateescape``) or what a JSON ``"\\ud800"`` escape yields.
-  Values must also be plain data a YAML and a JSON writer can represent.
+  Values must also be plain data a YAML and a JSON writer can represent,
+  nested at most :data:`MAX_NESTING` deep (the writers recurse: a value
+  nested hundreds deep would fail to be written, or be written by one store
+  and not by the other); and what a fact or a summary section keeps without
+  knowing it — its unknown fields — holds at most :data:`MAX_KEPT_SIZE`.
   :meth:`deermem.model.Fact.from_dict` applies this to every field, so a
-  fact that exists can be written and read back.
+  fact that exists can be written and read back, on either store.
 * **Authored** (:func:`check_line`, :func:`check_lines`) — text a person or a
   model writes *now* (``facts add``, ``facts edit``, a model's answer) also
   keeps to a shape and a length: one-line fields (a category, a topic, a
@@ -37,7 +41,9 @@ __all__ = [
     "LINE_BREAKS",
     "MAX_CATEGORY_CHARS",
     "MAX_CONTENT_CHARS",
+    "MAX_KEPT_SIZE",
     "MAX_LINE_CHARS",
+    "MAX_NESTING",
     "MAX_SOURCE_ERROR_CHARS",
     "MAX_SUMMARY_CHARS",
     "MAX_TOPICS",
@@ -58,6 +64,13 @@ MAX_LINE_CHARS: Final = 256
 """Longest other one-line value written by hand (a thread id, a source type)."""
 MAX_TOPICS: Final = 32
 """Most topics a fact written by hand may carry."""
+MAX_NESTING: Final = 32
+"""Deepest nesting of lists and mappings in any stored value (no field deermem
+knows nests more than two deep; a writer that recurses stays far from its limit)."""
+MAX_KEPT_SIZE: Final = 65_536
+"""Largest size of the unknown fields a fact keeps together (and of its ``source``,
+and of a summary section's unknown keys): characters of text, keys included, plus
+one per value."""
 
 LINE_BREAKS: Final = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 """Every character :meth:`str.splitlines` breaks a line at."""
@@ -74,37 +87,89 @@ _NOT_IN_LINES: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SCALARS: Final = (str, bool, int, float, type(None))
 
 
-def check_storable(field: str, value: object) -> None:
+def check_storable(field: str, value: object, *, max_size: int | None = None) -> int:
     """Refuse a value that cannot be stored as it is: a lone surrogate in any
-    string (keys included, at any depth), or a type no file format represents.
+    string (keys included, at any depth), a type no file format represents,
+    lists and mappings nested deeper than :data:`MAX_NESTING`, or (with
+    ``max_size``) a value larger than that.
+
+    The walk keeps its own stack, so no value — however deep a JSON or YAML
+    reader built it — makes it recurse.
 
     Args:
         field: the name of the value, for the error (``"topics"``, ``"source"``).
         value: a string, number, boolean, ``None``, or a list (or tuple, which
             is written as a list) or mapping of those: what both YAML and JSON
             hold.
+        max_size: the largest size allowed (``None``: any size).
+
+    Returns:
+        The value's size: the characters of its text, mapping keys included,
+        plus one for each value (a scalar, a list, a mapping).
 
     Raises:
         InvalidTextError: a string (or a mapping key) holds a lone surrogate;
             ``field`` names where (``"source.threadId"``, ``"topics[2]"``).
-        FactValidationError: a value of another type (a tuple, an object).
+        FactValidationError: a value of another type (a tuple, an object),
+            nested too deep, or larger than ``max_size``.
     """
-    if isinstance(value, str):
+    if isinstance(value, str):  # the common case, without a walk
         _check_unicode(field, value)
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            if isinstance(key, str):
-                _check_unicode(f"{field} key", key)
-            elif not isinstance(key, _SCALARS):
-                raise FactValidationError(field, value, "expected keys that are plain values")
-            check_storable(f"{field}.{key}", item)
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            check_storable(f"{field}[{index}]", item)
-    elif not isinstance(value, _SCALARS):
-        raise FactValidationError(
-            field, value, "expected text, a number, a boolean, null, a list or a mapping"
-        )
+        size = 1 + len(value)
+    else:
+        size = _walk(field, value, max_size)
+    if max_size is not None and size > max_size:
+        raise _too_large(field, max_size)
+    return size
+
+
+def _walk(field: str, value: object, max_size: int | None) -> int:
+    size = 0
+    # (where, value, how many lists and mappings hold it), depth first, in order.
+    stack: list[tuple[str, object, int]] = [(field, value, 0)]
+    while stack:
+        where, item, depth = stack.pop()
+        size += 1
+        if isinstance(item, str):
+            _check_unicode(where, item)
+            size += len(item)
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_NESTING:
+                raise FactValidationError(
+                    where,
+                    f"<{type(item).__name__} nested {depth + 1} deep>",  # never the value itself
+                    f"expected lists and mappings nested at most {MAX_NESTING} deep",
+                )
+            children: list[tuple[str, object, int]] = []
+            if isinstance(item, Mapping):
+                for key, child in item.items():
+                    if isinstance(key, str):
+                        _check_unicode(f"{where} key", key)
+                        size += len(key)
+                    elif not isinstance(key, _SCALARS):
+                        raise FactValidationError(
+                            where, item, "expected keys that are plain values"
+                        )
+                    children.append((f"{where}.{key}", child, depth + 1))
+            else:
+                children = [(f"{where}[{n}]", child, depth + 1) for n, child in enumerate(item)]
+            stack.extend(reversed(children))
+        elif not isinstance(item, _SCALARS):
+            raise FactValidationError(
+                where, item, "expected text, a number, a boolean, null, a list or a mapping"
+            )
+        if max_size is not None and size > max_size:
+            raise _too_large(field, max_size)
+    return size
+
+
+def _too_large(field: str, max_size: int) -> FactValidationError:
+    return FactValidationError(
+        field,
+        "<too large>",  # never the value itself: it may be megabytes
+        f"expected at most {max_size:,} characters (and values) in what deermem keeps "
+        "without knowing it",
+    )
 
 
 def check_line(field: str, value: str, limit: int) -> str:

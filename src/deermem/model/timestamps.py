@@ -7,9 +7,14 @@ each caller decides what "unknown time" means for its own rule.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Final
 
-__all__ = ["format_timestamp", "parse_timestamp"]
+__all__ = ["format_timestamp", "parse_moment", "parse_timestamp"]
+
+_SPAN: Final = re.compile(r"(\d{1,5})([hdw])")
+_SPAN_HOURS: Final = {"h": 1, "d": 24, "w": 24 * 7}
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -41,4 +46,39 @@ def parse_timestamp(value: object) -> datetime | None:
         return None
     if moment.tzinfo is None:
         return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def parse_moment(text: str, now: datetime, *, option: str, ahead: bool = False) -> datetime:
+    """The moment a person names on a command line, as an aware UTC datetime.
+
+    An ISO 8601 date or time (UTC unless it says otherwise; a date is
+    midnight at its start), or a span from ``now``: ``N`` hours (``12h``),
+    days (``30d``) or weeks (``4w``) — back from now (``--since 30d``), or
+    ahead of it with ``ahead`` (``--expires 30d``).
+
+    Args:
+        text: what was typed.
+        now: the clock's time.
+        option: the option's name, for the error (``--since``).
+        ahead: a span counts forward from ``now`` instead of back.
+
+    Raises:
+        ValueError: naming the option, the value and the accepted forms.
+    """
+    value = text.strip()
+    span = _SPAN.fullmatch(value)
+    if span is not None:
+        delta = timedelta(hours=int(span.group(1)) * _SPAN_HOURS[span.group(2)])
+        return now + delta if ahead else now - delta
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        direction = "ahead of" if ahead else "back from"
+        raise ValueError(
+            f"{option} {text!r}: expected an ISO 8601 date or time (2026-01-31, "
+            f"2026-01-31T12:00:00Z) or a span {direction} now (12h, 30d, 4w)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC)

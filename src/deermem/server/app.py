@@ -5,6 +5,7 @@ route authorises, calls one method and renders its ``to_dict()``. Around
 the routes, from the outside in: :class:`RequestIdMiddleware` (request ids,
 the access line, and the last word on any failure, so nothing but a
 problem+json 500 and one content-free log line come out of a crash),
+:class:`HostGuardMiddleware` (421/403: DNS rebinding, other sites' pages),
 :class:`BodyLimitMiddleware` (413), then FastAPI with the problem handlers.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,10 +25,11 @@ from starlette.exceptions import HTTPException
 from deermem import __version__
 from deermem._exceptions import CorruptMemoryFile, DeerMemError
 from deermem.memory import Memory
+from deermem.model.text import MAX_NESTING
 from deermem.server.context import ServerContext
 from deermem.server.http import Dependencies, problem_response
 from deermem.server.jobs import Job, JobRunner, JobStore
-from deermem.server.limits import BodyLimitMiddleware
+from deermem.server.limits import BodyLimitMiddleware, HostGuardMiddleware
 from deermem.server.problems import (
     PROBLEM_CONTENT_TYPE,
     Problem,
@@ -119,6 +121,7 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
     _add_problem_handlers(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
+    app.add_middleware(HostGuardMiddleware, rule=settings.host_rule())
     app.add_middleware(RequestIdMiddleware)  # added last: the outermost layer
     return app
 
@@ -147,6 +150,10 @@ def _add_problem_handlers(app: FastAPI) -> None:
         assert isinstance(error, HTTPException)
         if error.status_code == 404:
             return problem_response(not_found())
+        if isinstance(error.__cause__, RecursionError):
+            # A body nested past the JSON decoder's own depth guard: the same answer
+            # as a value nested past what a fact may hold (model.text.MAX_NESTING).
+            return problem_response(_validation_problem([_TOO_DEEP]))
         title = {405: "Method not allowed", 400: "Bad request"}.get(error.status_code, "Error")
         headers = dict(error.headers or {})
         return problem_response(
@@ -160,6 +167,13 @@ def _add_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
+
+
+_TOO_DEEP: Final = {
+    "loc": ("body",),
+    "msg": f"lists and objects are nested too deeply (a value may nest {MAX_NESTING} deep)",
+    "type": "json_too_deep",
+}
 
 
 def _validation_problem(errors: Any) -> Problem:

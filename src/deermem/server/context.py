@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from deermem.memory import Memory
 from deermem.server.jobs import Job, JobRunner
@@ -33,29 +34,37 @@ _SCHEME = "bearer"
 
 
 def principal_for_header(
-    tokens: TokenFile, authorization: str | None, *, auth_required: bool
+    tokens: TokenFile, authorization: str | None, *, auth_required: bool, now: datetime
 ) -> Principal:
-    """Who sends a request with this ``Authorization`` header value.
+    """Who sends a request with this ``Authorization`` header value (``None``: no header).
 
     The one bearer check of every deermem server (the HTTP API and the MCP
-    server's HTTP transport). Without ``auth_required`` and with no token in
-    ``tokens`` anyone may ask (the open loopback server).
+    server's HTTP transport). Without ``auth_required`` and while tokens are
+    not in use (no tokens file) anyone may ask: the open loopback server.
+    Once tokens are in use they stay in use, so revoking the last one lets
+    nobody in rather than everybody.
 
     Raises:
-        ProblemError: 401 — a token is required and none, or no valid one, was sent.
+        ProblemError: 401 — a token is required and none was sent (``missing``),
+            the header is not ``Bearer <token>`` (``malformed``: also a bare
+            token, or ``Bearer`` alone), the token is unknown or revoked
+            (``invalid``), or its expiry time has come (``expired``).
         TokenFileError: the tokens file became unreadable.
     """
     if not auth_required and not tokens.configured():
         return Principal.unauthenticated()
-    if not authorization:
+    if authorization is None:
         raise ProblemError(unauthorized("missing"))
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != _SCHEME or not token.strip():
+    scheme, _, credentials = authorization.strip().partition(" ")
+    token = credentials.strip()
+    if scheme.lower() != _SCHEME or not token:
         raise ProblemError(unauthorized("malformed"))
-    principal = tokens.authenticate(token.strip())
-    if principal is None:
+    record = tokens.find(token)
+    if record is None:
         raise ProblemError(unauthorized("invalid"))
-    return principal
+    if record.expired(now):
+        raise ProblemError(unauthorized("expired"))
+    return record.principal
 
 
 def close_store(store: object) -> None:
@@ -80,8 +89,9 @@ class ServerContext:
         tokens: the tokens file.
         jobs: this process's extraction queue.
         auth_required: fixed at start: true when the server listens beyond
-            loopback or the tokens file held a token. Tokens added later
-            turn it on too; revoking every token never turns it off.
+            loopback or tokens are in use (the tokens file exists). A token
+            added later turns it on too; revoking every token never turns it
+            off, as the tokens file stays (:meth:`TokenFile.configured`).
         owns_store: the server opened the memory's store, so it closes it
             on :meth:`close` (a memory handed in is its owner's to close).
     """
@@ -104,7 +114,9 @@ class ServerContext:
             ProblemError: 401 — a token is required and none, or no valid one, was sent.
             TokenFileError: the tokens file became unreadable.
         """
-        return principal_for_header(self.tokens, authorization, auth_required=self.auth_required)
+        return principal_for_header(
+            self.tokens, authorization, auth_required=self.auth_required, now=self.memory.now()
+        )
 
     def memory_for(self, principal: Principal, user: str, agent: str | None) -> Memory:
         """The memory of ``user`` and ``agent``, if ``principal`` may address the user.

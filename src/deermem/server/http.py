@@ -17,7 +17,7 @@
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Path
+from fastapi import Depends, Path, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -128,10 +128,13 @@ class Dependencies:
         )
 
         def principal(
-            credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(self.bearer)],
+            request: Request,
+            _: Annotated[HTTPAuthorizationCredentials | None, Depends(self.bearer)],
         ) -> Principal:
-            header = None if credentials is None else f"Bearer {credentials.credentials}"
-            return context.principal_for(header)
+            # The header as sent: FastAPI's HTTPBearer (here for the OpenAPI
+            # document's security scheme) reads a malformed one as absent, and
+            # the client is owed the difference (401 `malformed`, not `missing`).
+            return context.principal_for(request.headers.get("authorization"))
 
         def scoped(
             user: UserPath,

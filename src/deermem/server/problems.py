@@ -25,6 +25,7 @@ from typing import Any, Final
 from deermem._exceptions import (
     ConfigError,
     CorruptMemoryFile,
+    DatabaseUnavailable,
     DeerMemError,
     DuplicateFactError,
     FactNotFoundError,
@@ -51,8 +52,10 @@ __all__ = [
     "PROBLEM_TYPE_PREFIX",
     "Problem",
     "ProblemError",
+    "host_not_allowed",
     "internal_problem",
     "not_found",
+    "origin_not_allowed",
     "problem_for",
     "unauthorized",
 ]
@@ -134,16 +137,43 @@ def not_found() -> Problem:
     return Problem(404, "not-found", "Not found", "nothing is at this path")
 
 
+def host_not_allowed() -> Problem:
+    """A ``Host`` this server does not answer for (DNS rebinding, or a misrouted request)."""
+    return Problem(
+        421,
+        "host-not-allowed",
+        "Misdirected request",
+        "this server answers only for its own host names: localhost, 127.0.0.1 and [::1] on a "
+        "loopback address, and the names given with --allowed-host",
+    )
+
+
+def origin_not_allowed() -> Problem:
+    """A request a browser sent from a page of another site."""
+    return Problem(
+        403,
+        "origin-not-allowed",
+        "Origin not allowed",
+        "a web page of another origin may not use this server (its Origin is not one of the "
+        "server's host names)",
+    )
+
+
+_UNAUTHORIZED: Final = {
+    "missing": "send Authorization: Bearer <token>",
+    "malformed": "the Authorization header is not 'Bearer <token>'",
+    "invalid": "the bearer token is not valid (unknown or revoked)",
+    "expired": "the bearer token has expired; make a new one with `deermem token add`",
+}
+
+
 def unauthorized(reason: str) -> Problem:
-    """No usable bearer token; ``reason`` says which (never echoes the token)."""
+    """No usable bearer token; ``reason`` (``missing``, ``malformed``, ``invalid``,
+    ``expired``) says which. Never echoes the header or the token."""
     challenge = 'Bearer realm="deermem"'
     if reason != "missing":
         challenge += ', error="invalid_token"'
-    detail = (
-        "send Authorization: Bearer <token>"
-        if reason == "missing"
-        else "the bearer token is not valid (unknown, revoked or malformed)"
-    )
+    detail = _UNAUTHORIZED[reason]
     return Problem(
         401,
         "unauthorized",
@@ -233,6 +263,19 @@ def _corrupt(error: CorruptMemoryFile) -> Problem:
     )
 
 
+def _unavailable(error: DatabaseUnavailable) -> Problem:
+    # The database's address and the driver's words go to the server's log only.
+    return Problem(
+        503,
+        "store-unavailable",
+        "Store unavailable",
+        "the database could not be reached or did not answer in time; nothing was changed. "
+        "Retry later",
+        {},
+        {"Retry-After": "5"},
+    )
+
+
 def _storage(error: StorageError) -> Problem:
     return Problem(
         500, "storage-error", "Storage error", "the store could not carry out the operation"
@@ -302,6 +345,7 @@ _BUILDERS: Final[tuple[tuple[type[DeerMemError], Callable[[Any], Problem]], ...]
     (RevisionConflict, _revision_conflict),
     (StoreLockTimeout, _lock_timeout),
     (CorruptMemoryFile, _corrupt),
+    (DatabaseUnavailable, _unavailable),
     (StorageError, _storage),
     (SearchIndexError, _search_index),
     (LLMNotConfigured, _extraction_off),

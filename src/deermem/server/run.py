@@ -1,7 +1,7 @@
 """``deermem serve``: check the settings, then hand the application to uvicorn.
 
 The check that matters runs here, before a socket is opened: a server that
-would listen beyond loopback with no token in the tokens file refuses to
+would listen beyond loopback while tokens are not in use (no tokens file) refuses to
 start (:class:`~deermem.InsecureBindError`). The tokens file is read once
 too, so a damaged one stops start-up instead of the first request, and the
 store is opened once, so a database that cannot be reached or is not
@@ -36,7 +36,7 @@ def check_startup(settings: ServerSettings) -> TokenFile:
     """Refuse settings that would expose memories; return the tokens file.
 
     Raises:
-        InsecureBindError: a non-loopback host and no token.
+        InsecureBindError: a non-loopback host and tokens not in use (no tokens file).
         TokenFileError: the tokens file cannot be read.
         ConfigError: the configuration is invalid, or the store is a
             database and neither a state directory nor a tokens file is given.
@@ -94,7 +94,7 @@ def serve(settings: ServerSettings) -> None:
     """
     import uvicorn
 
-    from deermem.server.tcp import NoDelayHTTPProtocol
+    from deermem.server.tcp import ServerHTTPProtocol
 
     check_startup(settings)
     check_store(settings, settings.load_config())
@@ -106,7 +106,7 @@ def serve(settings: ServerSettings) -> None:
         host=settings.host,
         port=settings.port,
         workers=settings.workers,
-        http=NoDelayHTTPProtocol,
+        http=ServerHTTPProtocol,
         log_config=log_config(settings.log_level),
         log_level=settings.log_level,
         access_log=False,

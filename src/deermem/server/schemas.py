@@ -1,7 +1,9 @@
 """The HTTP API's request and response bodies, as pydantic models.
 
-Request models parse and bound what a client sends (unknown keys are
-refused, so a typo is a 422, not a silently ignored field). Response models
+Request models parse and bound what a client sends: unknown keys are
+refused, so a typo is a 422, not a silently ignored field; and types are
+strict, so ``"confidence": "0.5"`` or ``true`` is a 422 too, never a number
+made up from a string or a boolean (a whole number is a number). Response models
 describe what the routes return for the OpenAPI document; the routes render
 the library's own ``to_dict()`` output, and the property-based test checks
 every response against these models. Nested structures that the library
@@ -13,7 +15,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 from deermem.model.text import (
     MAX_CATEGORY_CHARS,
@@ -46,7 +55,7 @@ __all__ = [
     "SearchOut",
 ]
 
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", strict=True)
 _OPEN = ConfigDict(extra="allow")
 
 # Python's whitespace (what str.strip removes), spelled out: JSON Schema's \s is not the same set.
@@ -65,6 +74,19 @@ Text = Annotated[
         json_schema_extra={"pattern": f"[^{_SPACE}]", "allOf": [{"pattern": _LINES}]},
     ),
 ]
+
+
+def _a_number(value: object) -> object:
+    """A JSON number, never text or a boolean (which lax parsing would turn into one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("expected a number")
+    return value
+
+
+# With Field(strict=False) before it, an int field takes a whole number as JSON Schema
+# counts them: 30 or 30.0, never "30", true or 30.5. (Strict parsing alone would refuse
+# 30.0, which the schema's "integer" allows.)
+_NUMBER = BeforeValidator(_a_number)
 
 # The roles deermem.signals reads: OpenAI's (role) and LangChain's (type).
 _ROLES = ["user", "human", "assistant", "ai", "system", "developer", "tool", "function"]
@@ -113,7 +135,7 @@ class FactCreate(BaseModel):
         ]
         | None
     ) = None
-    expectedValidDays: Annotated[int, Field(ge=1, le=36_500)] | None = None
+    expectedValidDays: Annotated[int, Field(ge=1, le=36_500, strict=False), _NUMBER] | None = None
 
 
 class FactPatch(BaseModel):
@@ -124,6 +146,7 @@ class FactPatch(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "anyOf": [
                 {"required": [name], "properties": {name: {"type": kind}}}
@@ -139,7 +162,7 @@ class FactPatch(BaseModel):
     content: Text | None = None
     category: Name | None = None
     confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
-    expectedRevision: Annotated[int, Field(ge=1)] | None = None
+    expectedRevision: Annotated[int, Field(ge=1, strict=False), _NUMBER] | None = None
 
     @model_validator(mode="after")
     def _changes_something(self) -> FactPatch:

@@ -10,11 +10,14 @@ root (beside ``users/``; the store ignores it). A PostgreSQL store has no
 root, and no directory is a safe guess — every worker, and every host that
 should see the same tokens and jobs, must name the same one — so there it
 must be given. The tokens file defaults to ``tokens.json`` in it.
+
+:meth:`ServerSettings.host_rule` gives the host names the server answers
+for (:class:`~deermem.server.limits.HostRule`: the defence against DNS
+rebinding), from the address it listens on and ``allowed_hosts``.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 from collections.abc import Mapping
@@ -25,7 +28,7 @@ from typing import Final
 from deermem._exceptions import ConfigError
 from deermem.config import MemoryConfig, load_config
 from deermem.config.database import redact_database_url
-from deermem.server.limits import ServerLimits
+from deermem.server.limits import HostRule, ServerLimits, is_loopback, split_host
 from deermem.store import resolve_root
 
 __all__ = ["SETTINGS_VARIABLE", "ServerSettings", "is_loopback"]
@@ -33,16 +36,6 @@ __all__ = ["SETTINGS_VARIABLE", "ServerSettings", "is_loopback"]
 SETTINGS_VARIABLE: Final = "DEERMEM_SERVER_SETTINGS"
 STATE_DIRECTORY: Final = ".server"
 TOKENS_FILE: Final = "tokens.json"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only (``localhost``, 127/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +53,13 @@ class ServerSettings:
         tokens_file: the tokens file (``None``: ``<state_dir>/tokens.json``).
         limits: request bounds.
         log_level: uvicorn's and deermem's log level.
+        allowed_hosts: host names (``name`` for any port, ``name:port``
+            for one) a request may use besides the loopback names
+            (:class:`HostRule`), e.g. the name a reverse proxy forwards.
+
+    Raises:
+        ConfigError: an allowed host is not a host name or address with an
+            optional port.
     """
 
     host: str = "127.0.0.1"
@@ -71,6 +71,27 @@ class ServerSettings:
     tokens_file: str | None = None
     limits: ServerLimits = field(default_factory=ServerLimits)
     log_level: str = "info"
+    allowed_hosts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A list from JSON (the workers' copy) is the same setting.
+        object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
+        wrong = [name for name in self.allowed_hosts if split_host(name) is None]
+        if wrong:
+            raise ConfigError(
+                [
+                    f"--allowed-host {name!r}: expected a host name or IP address, optionally "
+                    "with a port (memory.example.com, memory.example.com:8443, [fd00::5])"
+                    for name in wrong
+                ]
+            )
+
+    def host_rule(self) -> HostRule:
+        """Which ``Host`` and ``Origin`` this server answers (see :class:`HostRule`)."""
+        names = tuple(
+            parsed for parsed in map(split_host, self.allowed_hosts) if parsed is not None
+        )
+        return HostRule(loopback=is_loopback(self.host), names=names)
 
     def load_config(self) -> MemoryConfig:
         """The memory configuration, read as every other command reads it."""

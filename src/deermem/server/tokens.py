@@ -13,10 +13,16 @@ make every request pay for a hash built to be slow (or need a cache of
 verified tokens in memory, which is its own risk). Digests are compared in constant time.
 
 Each token is bound to the user ids it may address, or is an *admin* token
-that may address every user. The file is JSON, written atomically with mode
-0600 under a lock, and re-read when it changes, so ``deermem token add`` and
+that may address every user, and may carry an expiry time after which it is
+refused (``expired``). The file is JSON, written atomically with mode 0600
+under a lock, and re-read when it changes, so ``deermem token add`` and
 ``revoke`` take effect in a running server without a restart. A file that
 cannot be read is an error — never "no tokens", which would open the server.
+
+**Once tokens are in use, they stay in use.** The file is made by the first
+``token add`` and deermem never removes it: revoking the last token leaves
+a file with no token in it, which lets nobody in — not everybody. Only an
+operator who deletes the file opens a loopback server again.
 
 Nothing here imports a web framework: the HTTP server and the MCP server's
 HTTP transport use the same :class:`TokenFile` and :class:`Principal`.
@@ -38,7 +44,7 @@ from pathlib import Path
 from typing import Final
 
 from deermem._exceptions import TokenFileError, UnknownTokenError
-from deermem.model.timestamps import format_timestamp
+from deermem.model.timestamps import format_timestamp, parse_timestamp
 from deermem.store.atomic import atomic_write, make_directories
 from deermem.store.locks import UserLock, user_lock
 
@@ -104,6 +110,8 @@ class TokenRecord:
         admin: may address every user.
         created_at: ISO UTC time of ``token add``.
         sha256: hex SHA-256 of the whole token.
+        expires_at: ISO UTC time from which the token is refused; ``None``:
+            it never expires.
     """
 
     token_id: str
@@ -112,10 +120,18 @@ class TokenRecord:
     admin: bool
     created_at: str
     sha256: str
+    expires_at: str | None = None
 
     @property
     def principal(self) -> Principal:
         return Principal(token_id=self.token_id, users=frozenset(self.users), admin=self.admin)
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the token is refused at ``now`` (its expiry time has come)."""
+        if self.expires_at is None:
+            return False
+        expiry = parse_timestamp(self.expires_at)
+        return expiry is None or now >= expiry  # from_dict checked it; unreadable = expired
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -124,6 +140,7 @@ class TokenRecord:
             "users": list(self.users),
             "admin": self.admin,
             "createdAt": self.created_at,
+            "expiresAt": self.expires_at,
             "sha256": self.sha256,
         }
 
@@ -143,6 +160,7 @@ class TokenRecord:
         users = data.get("users", [])
         admin = data.get("admin", False)
         created = data.get("createdAt", "")
+        expires = data.get("expiresAt")
         digest = data.get("sha256")
         if not isinstance(token_id, str) or not _TOKEN_ID.fullmatch(token_id):
             raise TokenFileError(path, f"{where}.id: expected 12 lowercase hex digits")
@@ -154,7 +172,11 @@ class TokenRecord:
             raise TokenFileError(path, f"{where}.admin: expected true or false")
         if not isinstance(name, str) or not isinstance(created, str):
             raise TokenFileError(path, f"{where}: name and createdAt must be strings")
-        return cls(token_id, name, tuple(users), admin, created, digest)
+        if expires is not None and (
+            not isinstance(expires, str) or parse_timestamp(expires) is None
+        ):
+            raise TokenFileError(path, f"{where}.expiresAt: expected an ISO 8601 time or null")
+        return cls(token_id, name, tuple(users), admin, created, digest, expires)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,15 +206,56 @@ class TokenFile:
     # --- reading ------------------------------------------------------------------
 
     def records(self) -> tuple[TokenRecord, ...]:
-        """Every token in the file, as of now.
+        """Every token in the file, as of now (expired ones included).
 
         Raises:
             TokenFileError: the file exists but cannot be read or is malformed.
         """
+        return self._load() or ()
+
+    def configured(self) -> bool:
+        """Whether tokens are in use: the file exists, even if every token was revoked.
+
+        The first ``token add`` makes the file and nothing in deermem removes
+        it, so a server that once needed a token keeps needing one.
+
+        Raises:
+            TokenFileError: the file exists but cannot be read or is malformed.
+        """
+        return self._load() is not None
+
+    def find(self, token: str) -> TokenRecord | None:
+        """The record of a presented token (expired or not); ``None`` for an unknown one.
+
+        Raises:
+            TokenFileError: the file exists but cannot be read or is malformed.
+        """
+        token_id = token_id_of(token)
+        if token_id is None:
+            return None
+        digest = _digest(token)
+        for record in self.records():
+            if record.token_id == token_id and hmac.compare_digest(record.sha256, digest):
+                return record
+        return None
+
+    def authenticate(self, token: str, *, now: datetime) -> Principal | None:
+        """The principal of a presented token; ``None`` for an unknown, malformed or expired one.
+
+        Raises:
+            TokenFileError: the file exists but cannot be read or is malformed.
+        """
+        record = self.find(token)
+        if record is None or record.expired(now):
+            return None
+        return record.principal
+
+    def _load(self) -> tuple[TokenRecord, ...] | None:
+        """The file's tokens, re-read when the file changed; ``None`` when there is no file."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            return ()
+            return None
         except OSError as error:
             raise TokenFileError(self.path, f"cannot read the file: {error.strerror}") from None
         signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
@@ -201,21 +264,6 @@ class TokenFile:
                 self._records = self._read()
                 self._signature = signature
             return self._records
-
-    def configured(self) -> bool:
-        """Whether the file holds at least one token."""
-        return bool(self.records())
-
-    def authenticate(self, token: str) -> Principal | None:
-        """The principal of a presented token; ``None`` for an unknown or malformed one."""
-        token_id = token_id_of(token)
-        if token_id is None:
-            return None
-        digest = _digest(token)
-        for record in self.records():
-            if record.token_id == token_id and hmac.compare_digest(record.sha256, digest):
-                return record.principal
-        return None
 
     def _read(self) -> tuple[TokenRecord, ...]:
         try:
@@ -254,11 +302,20 @@ class TokenFile:
         admin: bool = False,
         name: str = "",
         now: datetime,
+        expires_at: datetime | None = None,
     ) -> IssuedToken:
         """Make a token bound to ``users`` (or an admin token) and store its digest.
 
+        Args:
+            users: the user ids it may address.
+            admin: it may address every user instead.
+            name: a label for people.
+            now: the time of issue (``createdAt``).
+            expires_at: refuse it from this time on (``None``: never).
+
         Raises:
-            ValueError: neither users nor admin was given, or a user id is blank.
+            ValueError: neither users nor admin was given, a user id is blank,
+                or ``expires_at`` is not after ``now``.
             TokenFileError: the existing file is malformed (it is not overwritten).
         """
         wanted = tuple(dict.fromkeys(users))
@@ -266,6 +323,12 @@ class TokenFile:
             raise ValueError("a token needs at least one user (--user) or --admin")
         if any(not user for user in wanted):
             raise ValueError("user ids must not be blank")
+        if expires_at is not None and expires_at <= now:
+            raise ValueError(
+                f"the expiry time {format_timestamp(expires_at)} is not in the future "
+                f"(now is {format_timestamp(now)})"
+            )
+        expiry = None if expires_at is None else format_timestamp(expires_at)
         with self._file_lock():
             records = self._read()
             taken = {record.token_id for record in records}
@@ -274,13 +337,16 @@ class TokenFile:
                 token_id = secrets.token_hex(6)
             token = f"{TOKEN_PREFIX}_{token_id}_{secrets.token_urlsafe(32)}"
             record = TokenRecord(
-                token_id, name, wanted, admin, format_timestamp(now), _digest(token)
+                token_id, name, wanted, admin, format_timestamp(now), _digest(token), expiry
             )
             self._write((*records, record))
         return IssuedToken(token, record)
 
     def revoke(self, token_id: str) -> TokenRecord:
         """Remove a token; requests that present it fail from the next one on.
+
+        The file stays even when the last token goes: tokens stay in use
+        (:meth:`configured`), so nobody gets in until a token is added.
 
         Raises:
             UnknownTokenError: no token has this id.

@@ -42,6 +42,7 @@ import yaml
 
 from deermem._exceptions import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import TIMESTAMP_FIELDS, Fact, FactScope
+from deermem.model.text import MAX_NESTING
 from deermem.store.protocol import Section, SummaryDocument
 from deermem.store.scope import Scope
 
@@ -112,7 +113,7 @@ def decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -
         raise CorruptMemoryFile(
             path, f"the id {fact_id!r} in the front matter does not match the file name"
         )
-    meta = {k: v if k in TIMESTAMP_FIELDS else _as_json(v) for k, v in meta.items()}
+    meta = {k: v if k in TIMESTAMP_FIELDS else _as_json(v, 0) for k, v in meta.items()}
     meta["scope"] = {"userId": scope.user_id, "agentName": scope.agent}
     meta["content"] = content
     if heading is not None:
@@ -144,19 +145,23 @@ def _front_matter(text: str, path: str | Path) -> dict[str, object]:
     return meta
 
 
-def _as_json(value: object) -> object:
+def _as_json(value: object, depth: int) -> object:
     """A front-matter value with YAML's own timestamps as ISO text.
 
     A fact also goes to archive entries and exports, which are JSON; an
     unquoted date in a hand-edited file is read as the text it shows. (The
-    known timestamp fields are the model's to format.)
+    known timestamp fields are the model's to format.) Below the nesting a
+    fact may hold, the value is left as it is: the fact's own check refuses
+    it, naming the field, so this never recurses deeper than that.
     """
     if isinstance(value, date):
         return value.isoformat()
+    if depth > MAX_NESTING:
+        return value
     if isinstance(value, list):
-        return [_as_json(item) for item in value]
+        return [_as_json(item, depth + 1) for item in value]
     if isinstance(value, dict):
-        return {_as_json(key): _as_json(item) for key, item in value.items()}
+        return {_as_json(key, depth + 1): _as_json(item, depth + 1) for key, item in value.items()}
     return value
 
 
@@ -218,6 +223,8 @@ def decode_summaries(data: bytes, path: str | Path) -> SummaryDocument:
         document = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CorruptMemoryFile(path, f"not valid JSON: {error}") from None
+    except RecursionError:  # the C decoder's own depth guard; nothing deermem writes
+        raise CorruptMemoryFile(path, "nested too deeply to be read") from None
     if not isinstance(document, dict):
         raise CorruptMemoryFile(path, f"expected a JSON object, found {type(document).__name__}")
     if document.get("facts"):

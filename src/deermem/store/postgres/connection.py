@@ -9,6 +9,10 @@ goes back to the pool.
 restart, a statement timeout, a refused login — into
 :class:`~deermem.DatabaseError` naming the database without its password, so
 callers catch deermem's errors only and no credential reaches a message.
+What may pass by itself — the driver's operational errors (the server is
+gone, restarting, out of connections or resources; a timeout; a lost
+serialisation conflict) and a pool with no connection to give — is
+:class:`~deermem.DatabaseUnavailable`, which a server answers with 503.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import PoolTimeout
 
-from deermem._exceptions import DatabaseError
+from deermem._exceptions import DatabaseError, DatabaseUnavailable
 
 __all__ = ["Connection", "connect", "translated"]
 
@@ -44,9 +48,11 @@ def translated(database: str) -> Iterator[None]:
     try:
         yield
     except PoolTimeout as error:
-        raise DatabaseError(
+        raise DatabaseUnavailable(
             database, f"no database connection could be had in time ({_one_line(error)})"
         ) from None
+    except psycopg.OperationalError as error:
+        raise DatabaseUnavailable(database, _one_line(error)) from None
     except psycopg.Error as error:
         raise DatabaseError(database, _one_line(error)) from None
 

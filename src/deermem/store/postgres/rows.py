@@ -163,4 +163,6 @@ def _parse(document: str, label: str) -> object:
         value: object = json.loads(document)
     except json.JSONDecodeError as error:
         raise CorruptMemoryFile(label, f"not valid JSON: {error}") from None
+    except RecursionError:  # the C decoder's own depth guard; nothing deermem writes
+        raise CorruptMemoryFile(label, "nested too deeply to be read") from None
     return value

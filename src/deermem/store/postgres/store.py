@@ -735,6 +735,10 @@ class PostgresTransaction:
 
     def purge(self, fact_id: str) -> None:
         """Delete an archive entry (even one too damaged to read); see :meth:`Store.purge`."""
+        # An id that no fact can have is not found, as on Markdown; it never
+        # reaches the database, which refuses some (a NUL) with an error of its own.
+        if not FACT_ID_PATTERN.fullmatch(fact_id):
+            raise FactNotFoundError(fact_id, where="archive")
         with translated(self._store.address):
             connection = self._locked()
             gone = connection.execute(
