@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from pathlib import Path
 
 import httpx
+import pytest
 
+from deermem.server.jobs import Job, JobRunner, JobStore
 from deermem.server.limits import ServerLimits
+from deermem.server.problems import ProblemError
 from deermem.testing import Reply, ScriptedChatServer
 
 from ..served_store import ServedStore, on_both_stores
-from ..wire_support import answer, conversation, model_settings, new_fact
+from ..wire_support import NOW, answer, conversation, model_settings, new_fact
 from .conftest import LiveServer, start_server
 
 ALICE = "/v1/users/alice/agents/coder"
@@ -163,3 +169,84 @@ def test_a_job_is_visible_only_to_tokens_of_its_user(
         assert alice.get(f"/v1/jobs/{job['jobId']}").status_code == 404
     finally:
         server.stop()
+
+
+def runner_with_a_held_job(
+    tmp_path: Path,
+) -> tuple[JobRunner, threading.Event, str]:
+    """A runner whose first job (alice's) is running and holds it until the gate opens."""
+    gate, started = threading.Event(), threading.Event()
+
+    def learn(job: Job, messages: list[object]) -> dict[str, object]:
+        started.set()
+        gate.wait(30)
+        return {"outcome": "nothing-new"}
+
+    runner = JobRunner(
+        JobStore(tmp_path, retention_seconds=3600), learn, max_pending=8, clock=lambda: NOW
+    )
+    held = runner.submit("alice", "coder", "t-0", [])
+    assert started.wait(30)
+    return runner, gate, held.job_id
+
+
+def test_a_wait_is_woken_by_the_end_of_its_job_and_holds_no_thread(tmp_path: Path) -> None:
+    runner, gate, held = runner_with_a_held_job(tmp_path)
+    try:
+
+        async def scenario() -> None:
+            # While the job runs, a wait that runs out answers the job's latest state.
+            latest = await runner.wait(held, timeout=0.05)
+            assert latest is not None
+            assert latest.status == "running"
+            # The job's thread wakes the coroutine; the loop's own thread never blocks.
+            waiting = asyncio.create_task(runner.wait(held, timeout=60))
+            await asyncio.sleep(0)
+            assert not waiting.done()
+            gate.set()
+            ended = await waiting
+            assert ended is not None
+            assert ended.status == "done"
+            assert ended.report == {"outcome": "nothing-new"}
+            assert await runner.wait(held, timeout=60) is None  # no longer here: read it
+
+        asyncio.run(scenario())
+        record = runner.get(held)
+        assert record is not None
+        assert record.status == "done"
+    finally:
+        gate.set()
+        runner.close(timeout=30)
+
+
+def test_a_stopping_runner_records_every_job_it_did_not_finish(tmp_path: Path) -> None:
+    runner, gate, held = runner_with_a_held_job(tmp_path)
+    try:
+        queued = [runner.submit(user, "coder", "t-1", []).job_id for user in ("alice", "bob")]
+
+        async def wait_while_stopping() -> Job | None:
+            waiting = asyncio.create_task(runner.wait(queued[1], timeout=60))
+            await asyncio.sleep(0)
+            await asyncio.to_thread(runner.close, 0.1)  # the held job outlasts the timeout
+            return await waiting
+
+        woken = asyncio.run(wait_while_stopping())
+        assert woken is not None
+        assert woken.status == "abandoned"
+        for job_id in queued:
+            record = runner.get(job_id)
+            assert record is not None
+            assert record.status == "abandoned"
+            assert record.error is not None
+            assert "stopped before it ran" in str(record.error["detail"])
+        running = runner.get(held)
+        assert running is not None
+        assert running.status == "abandoned"
+        assert running.started_at is not None
+        assert "stopped while it ran" in str(running.error)
+        with pytest.raises(ProblemError) as refused:
+            runner.submit("carol", "coder", "t-2", [])
+        assert refused.value.problem.status == 429
+        assert runner.pending == 0
+    finally:
+        gate.set()

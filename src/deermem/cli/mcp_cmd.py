@@ -41,6 +41,12 @@ def mcp(
     max_body_bytes: int = typer.Option(
         2 * 1024 * 1024, "--max-body-bytes", min=1024, help="Largest request body (http)."
     ),
+    max_sessions_per_token: int = typer.Option(
+        32,
+        "--max-sessions-per-token",
+        min=1,
+        help="Open MCP sessions one token may hold (http; 429 beyond).",
+    ),
     allowed_host: list[str] = typer.Option(
         [],
         "--allowed-host",
@@ -99,5 +105,6 @@ def mcp(
         ),
         user=options.user,
         agent=options.agent,
+        max_sessions_per_token=max_sessions_per_token,
     )
     run_server(settings)

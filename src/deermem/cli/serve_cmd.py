@@ -38,6 +38,18 @@ def serve(
     max_pending_jobs: int = typer.Option(
         64, "--max-pending-jobs", min=1, help="Conversations queued per worker (429 beyond)."
     ),
+    max_pending_jobs_per_user: int = typer.Option(
+        8,
+        "--max-pending-jobs-per-user",
+        min=1,
+        help="A user's share of a worker's queue (429 beyond; others still get in).",
+    ),
+    max_waits_per_token: int = typer.Option(
+        16,
+        "--max-waits-per-token",
+        min=1,
+        help="Requests of one token waiting with ?wait=true at once, per worker (429 beyond).",
+    ),
     allowed_host: list[str] = typer.Option(
         [],
         "--allowed-host",
@@ -89,6 +101,8 @@ def serve(
         limits=ServerLimits(
             max_body_bytes=max_body_bytes,
             max_pending_jobs=max_pending_jobs,
+            max_pending_jobs_per_user=max_pending_jobs_per_user,
+            max_waits_per_token=max_waits_per_token,
             header_timeout_seconds=header_timeout,
         ),
         log_level=log_level.lower(),

@@ -7,8 +7,9 @@ from the outside in: :class:`~deermem.server.request_ids.RequestIdMiddleware`
 (request ids, one access line, the last word on a crash),
 :class:`~deermem.server.limits.HostGuardMiddleware` (421/403: the HTTP API's
 own ``Host`` and ``Origin`` rule, in place of the SDK's),
-:class:`~deermem.server.limits.BodyLimitMiddleware` (413) and
-:class:`~deermem.mcp.auth.McpAuthMiddleware` (401/403, the caller's scope).
+:class:`~deermem.server.limits.BodyLimitMiddleware` (413),
+:class:`~deermem.mcp.auth.McpAuthMiddleware` (401/403, the caller's scope) and
+:class:`~deermem.mcp.auth.SessionLimitMiddleware` (429: the sessions of one token).
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
 from deermem import __version__
-from deermem.mcp.auth import CALLER_KEY, Caller, McpAuthMiddleware
+from deermem.mcp.auth import (
+    CALLER_KEY,
+    Caller,
+    McpAuthMiddleware,
+    SessionLimitMiddleware,
+    open_sessions,
+)
 from deermem.mcp.settings import McpSettings, ToolLimits
 from deermem.mcp.tools import MemoryOf, memory_tools
 from deermem.memory import Memory
@@ -94,7 +101,7 @@ def create_http_app(
     Args:
         memory: the memory to serve (any scope: each call is re-scoped to its caller).
         settings: host and allowed hosts (DNS-rebinding protection), limits,
-            user, agent.
+            user, agent, the sessions one token may hold.
         tokens: the tokens file.
         auth_required: whether every request needs a token even while
             tokens are not in use (the server listens beyond loopback).
@@ -110,6 +117,11 @@ def create_http_app(
         # Host and Origin are checked outside, by the rule `deermem serve` applies too
         # (the SDK's would refuse the names given with --allowed-host).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    app = SessionLimitMiddleware(
+        app,
+        limit=settings.max_sessions_per_token,
+        sessions=open_sessions(server.session_manager),
     )
     app = McpAuthMiddleware(
         app, tokens=tokens, auth_required=auth_required, user=settings.user, clock=memory.now

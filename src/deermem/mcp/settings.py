@@ -61,6 +61,11 @@ class McpSettings:
             HTTP without it, each token's own user.
         agent: the agent whose memory it serves (``--agent``).
         tools: bounds on tool arguments.
+        max_sessions_per_token: the MCP sessions one token may hold open at
+            once over HTTP (429 ``too-many-sessions`` beyond). A client needs
+            one per connection; a session ends when the client ends it or
+            after 30 idle minutes, so the bound leaves room for clients that
+            reconnect without ending theirs.
     """
 
     transport: Transport = "stdio"
@@ -68,3 +73,11 @@ class McpSettings:
     user: str | None = None
     agent: str | None = None
     tools: ToolLimits = field(default_factory=ToolLimits)
+    max_sessions_per_token: int = 32
+
+    def __post_init__(self) -> None:
+        limit: object = self.max_sessions_per_token  # a caller's value, whatever its type
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(
+                f"max_sessions_per_token must be a positive whole number, got {limit!r}"
+            )

@@ -87,6 +87,8 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
         ),
         learn,
         max_pending=settings.limits.max_pending_jobs,
+        max_pending_per_user=settings.limits.max_pending_jobs_per_user,
+        max_waits_per_token=settings.limits.max_waits_per_token,
         clock=memory.now,
     )
     context = ServerContext(

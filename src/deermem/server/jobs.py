@@ -3,9 +3,10 @@
 ``POST …/conversations`` makes a :class:`Job`, hands it to this worker
 process's :class:`JobRunner` and answers 202 with the job's URL; the runner
 learns from the conversations one at a time (the model serves one call at a
-time, and a thread's watermark must not race with itself) and records the
-:class:`~deermem.update.UpdateReport` — ids and counters, no content — or
-the problem that stopped it.
+time, and a thread's watermark must not race with itself), users taking
+turns, and records the :class:`~deermem.update.UpdateReport` — ids and
+counters, no content — or the problem that stopped it. Each user may hold
+only a share of the queue, so one user's burst does not refuse the others.
 
 **Several worker processes.** uvicorn's workers share nothing but files, and
 a client's ``GET /v1/jobs/{id}`` may land on any of them. So job records are
@@ -23,6 +24,7 @@ Finished records are pruned after ``job_retention_seconds``.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
@@ -32,16 +34,18 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Final, Literal, get_args
 
 from deermem._exceptions import CorruptMemoryFile, DeerMemError
 from deermem.model.timestamps import format_timestamp
-from deermem.server.problems import Problem, internal_problem, problem_for
+from deermem.server.problems import Problem, ProblemError, internal_problem, problem_for
 from deermem.store.atomic import atomic_write, make_directories
 
 __all__ = ["Job", "JobRunner", "JobStatus", "JobStore", "Learn", "is_job_id"]
@@ -220,18 +224,45 @@ Learn = Callable[[Job, list[object]], Mapping[str, object]]
 
 @dataclass(slots=True)
 class _Pending:
+    """A job this process holds, queued or running.
+
+    ``job`` is its latest state (the file holds the same: only this process
+    writes it). ``waiters`` wake the requests that wait for it; they are called
+    once, from the thread that finishes the job, after the final record is saved.
+    ``ending`` is set by the one call that finishes it (the worker's or close()'s).
+    """
+
     job: Job
-    done: threading.Event
-    future: Future[None] | None = None
+    messages: list[object]
+    context: contextvars.Context
+    done: threading.Event = field(default_factory=threading.Event)
+    waiters: list[Callable[[], None]] = field(default_factory=list)
+    ending: bool = False
 
 
 class JobRunner:
-    """This worker process's extraction queue: one job at a time, bounded.
+    """This worker process's extraction queue: one job at a time, bounded, fair across users.
+
+    **Bounds.** The process holds at most ``max_pending`` jobs (queued or
+    running), and one user at most ``max_pending_per_user`` of them (their
+    *share*): a user at their share is refused while others still get in, so
+    one user's burst cannot fill the queue for everyone.
+
+    **Turns.** Users take turns: each turn runs the oldest job of the user
+    at the front, then that user (if they have more) goes to the back, behind
+    users who are waiting. So a job waits for at most one job of each other
+    user queued before it, however many those users sent.
+
+    **Waiting.** :meth:`wait` is a coroutine woken by the job's end: a
+    request that waits for its job holds no worker thread, and
+    :meth:`wait_slot` bounds how many requests of one token wait at once.
 
     Args:
         store: where job records are kept.
         learn: does the work of one job (``Memory.learn`` on the job's scope).
         max_pending: jobs queued or running here before :meth:`submit` refuses.
+        max_pending_per_user: a user's share of ``max_pending`` (at most all of it).
+        max_waits_per_token: requests of one token in :meth:`wait_slot` at once.
         clock: the time of each step (aware UTC).
     """
 
@@ -241,24 +272,35 @@ class JobRunner:
         learn: Learn,
         *,
         max_pending: int,
+        max_pending_per_user: int | None = None,
+        max_waits_per_token: int = 16,
         clock: Callable[[], datetime],
     ) -> None:
         self.store = store
         self._learn = learn
         self.max_pending = max_pending
+        self.share = min(max_pending, max_pending_per_user or max_pending)
+        self.max_waits_per_token = max_waits_per_token
         self._clock = clock
+        # Invariants (under _lock): _pending holds every queued or running job;
+        # _turns holds the queued ones only, by user, users in turn order.
         self._pending: dict[str, _Pending] = {}
+        self._turns: dict[str, deque[_Pending]] = {}
+        self._waits: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._closed = False
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deermem-job")
 
-    def submit(self, user: str, agent: str, thread_id: str, messages: list[object]) -> Job | None:
-        """Queue a conversation; ``None`` when ``max_pending`` jobs are already here.
+    def submit(self, user: str, agent: str, thread_id: str, messages: list[object]) -> Job:
+        """Queue a conversation and return its job.
 
         The job runs in a copy of the caller's context, so its log lines carry
         the id of the request that queued it.
 
-        A stopping runner returns ``None`` too.
+        Raises:
+            ProblemError: 429 ``queue-full`` — this process holds ``max_pending``
+                jobs, or ``user`` holds their share; ``limitName`` says which.
+                A stopping runner refuses too.
         """
         job = Job(
             job_id=f"job_{uuid.uuid4().hex}",
@@ -270,18 +312,29 @@ class JobRunner:
             worker=os.getpid(),
             host=_HOST,
         )
+        pending = _Pending(job, messages, contextvars.copy_context())
         with self._lock:
             if self._closed or len(self._pending) >= self.max_pending:
-                return None
-            pending = _Pending(job, threading.Event())
-            self._pending[job.job_id] = pending
-        self.store.save(job)
-        context = contextvars.copy_context()
+                raise ProblemError(_queue_full("max_pending_jobs", self.max_pending))
+            if self._held_by(user) >= self.share:
+                raise ProblemError(_queue_full("max_pending_jobs_per_user", self.share))
+            self._pending[job.job_id] = pending  # counted from here on; runnable below
         try:
-            pending.future = self._executor.submit(context.run, self._execute, job, messages)
-        except RuntimeError:  # close() shut the executor down meanwhile
+            self.store.save(job)  # before it can run, so "queued" never overwrites "running"
+        except BaseException:
+            with self._lock:
+                del self._pending[job.job_id]
+            raise
+        with self._lock:
+            # close() sets _closed under this lock before it shuts the executor down,
+            # so while it is unset the executor still takes work.
+            accepted = not self._closed
+            if accepted:
+                self._turns.setdefault(user, deque()).append(pending)
+                self._executor.submit(self._run_next)
+        if not accepted:
             self._finish(job, "abandoned", error=_abandoned("the server is stopping"))
-            return None
+            raise ProblemError(_queue_full("max_pending_jobs", self.max_pending))
         self.store.prune()
         return job
 
@@ -298,13 +351,57 @@ class JobRunner:
             )
         return job
 
-    def wait(self, job_id: str, timeout: float) -> Job | None:
-        """Wait up to ``timeout`` seconds for a job of this process, then read it."""
+    @contextmanager
+    def wait_slot(self, token_id: str | None) -> Iterator[None]:
+        """Hold one of the ``max_waits_per_token`` waits of a token while the block runs.
+
+        The requests of the open loopback server (no token) share one bound.
+
+        Raises:
+            ProblemError: 429 ``too-many-waits`` — the token's waits are all taken.
+        """
+        holder = token_id or ""
+        with self._lock:
+            if self._waits[holder] >= self.max_waits_per_token:
+                raise ProblemError(_too_many_waits(self.max_waits_per_token))
+            self._waits[holder] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waits[holder] -= 1
+                if not self._waits[holder]:
+                    del self._waits[holder]
+
+    async def wait(self, job_id: str, timeout: float) -> Job | None:
+        """Wait up to ``timeout`` seconds for a job of this process to end; its latest state.
+
+        A coroutine on the event loop: the job's thread wakes it, so waiting
+        holds no worker thread. ``None`` when the job is not queued or running
+        here (it ended already, or another process holds it): read it with
+        :meth:`get`.
+        """
+        loop = asyncio.get_running_loop()
+        ended = asyncio.Event()
+
+        def wake() -> None:
+            with suppress(RuntimeError):  # the loop has closed: nobody waits any more
+                loop.call_soon_threadsafe(ended.set)
+
         with self._lock:
             pending = self._pending.get(job_id)
-        if pending is not None:
-            pending.done.wait(timeout)
-        return self.get(job_id)
+            if pending is None:
+                return None
+            pending.waiters.append(wake)
+        try:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), timeout)
+        finally:
+            with self._lock:
+                if wake in pending.waiters:
+                    pending.waiters.remove(wake)
+                latest = pending.job
+        return latest
 
     @property
     def pending(self) -> int:
@@ -315,14 +412,15 @@ class JobRunner:
         """Stop taking jobs, let the running one finish within ``timeout``, abandon the rest."""
         with self._lock:
             self._closed = True
+            queued = [item for turn in self._turns.values() for item in turn]
+            self._turns.clear()
             pending = list(self._pending.values())
         self._executor.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + timeout
-        for item in pending:
-            if item.future is not None and item.future.cancelled():
-                self._finish(
-                    item.job, "abandoned", error=_abandoned("the server stopped before it ran")
-                )
+        for item in queued:
+            self._finish(
+                item.job, "abandoned", error=_abandoned("the server stopped before it ran")
+            )
         for item in pending:
             item.done.wait(max(0.0, deadline - time.monotonic()))
         for item in pending:
@@ -331,13 +429,31 @@ class JobRunner:
                     item.job, "abandoned", error=_abandoned("the server stopped while it ran")
                 )
 
+    def _held_by(self, user: str) -> int:
+        return sum(1 for item in self._pending.values() if item.job.user == user)
+
     # --- in the worker thread ---------------------------------------------------------
 
-    def _execute(self, job: Job, messages: list[object]) -> None:
+    def _run_next(self) -> None:
+        """Run the job whose turn it is (one call per submitted job, so every job runs)."""
+        with self._lock:
+            if self._closed or not self._turns:
+                return
+            user = next(iter(self._turns))
+            turn = self._turns.pop(user)
+            item = turn.popleft()
+            if turn:
+                self._turns[user] = turn  # to the back: the others go first
+        item.context.run(self._execute, item)
+
+    def _execute(self, item: _Pending) -> None:
+        job = item.job
         running = replace(job, status="running", started_at=self._now())
-        self.store.save(running)
+        with self._lock:
+            item.job = running
         try:
-            report = self._learn(running, messages)
+            self.store.save(running)
+            report = self._learn(running, item.messages)
         except DeerMemError as error:
             problem = problem_for(error)
             _log.warning("job %s failed: %s (%s)", job.job_id, problem.slug, type(error).__name__)
@@ -359,16 +475,52 @@ class JobRunner:
         error: Mapping[str, object] | None = None,
     ) -> None:
         with self._lock:
-            pending = self._pending.pop(job.job_id, None)
-        if pending is None:
-            return  # already finished (close() raced with the worker)
-        self.store.save(
-            replace(job, status=status, finished_at=self._now(), report=report, error=error)
-        )
-        pending.done.set()
+            pending = self._pending.get(job.job_id)
+            if pending is None or pending.ending:
+                return  # finished already, or being finished (close() raced with the worker)
+            pending.ending = True
+        finished = replace(job, status=status, finished_at=self._now(), report=report, error=error)
+        try:
+            self.store.save(finished)
+        finally:
+            # The job leaves the queue once its final record is written (so whoever finds
+            # it gone reads that record), and whatever the disk did: wake who waits for it.
+            with self._lock:
+                del self._pending[job.job_id]
+                pending.job = finished
+                waiters = list(pending.waiters)
+            pending.done.set()
+            for wake in waiters:
+                wake()
 
     def _now(self) -> str:
         return format_timestamp(self._clock())
+
+
+def _queue_full(limit_name: str, limit: int) -> Problem:
+    whose = "of this user" if limit_name == "max_pending_jobs_per_user" else "in all"
+    return Problem(
+        429,
+        "queue-full",
+        "Too many queued conversations",
+        f"this worker holds {limit_name} = {limit} conversations {whose} for extraction; "
+        "retry later",
+        {"limit": limit, "limitName": limit_name},
+        {"Retry-After": "2"},
+    )
+
+
+def _too_many_waits(limit: int) -> Problem:
+    return Problem(
+        429,
+        "too-many-waits",
+        "Too many requests waiting for their jobs",
+        f"this token already has max_waits_per_token = {limit} requests waiting with "
+        "wait=true on this worker; send the conversation without wait=true and poll its "
+        "job, or retry later",
+        {"limit": limit, "limitName": "max_waits_per_token"},
+        {"Retry-After": "2"},
+    )
 
 
 def _alive(pid: int) -> bool:

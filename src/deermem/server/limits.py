@@ -5,7 +5,8 @@ client that hits it reads which one: the body size (413 before the body is
 read when ``Content-Length`` says so, or as soon as the stream passes the
 bound), ``top_k`` and list page sizes (422, from the OpenAPI schema's
 maxima), a prompt's ``max_tokens``, the conversations waiting for
-extraction (429), and the time a client may take to send a request's
+extraction, in all and per user, and the requests of one token waiting for
+their jobs (429), and the time a client may take to send a request's
 headers (:mod:`deermem.server.tcp` closes the connection).
 
 :class:`HostRule` is the servers' one idea of *which host names a request
@@ -69,8 +70,14 @@ class ServerLimits:
         default_page_size: a page's size when the client names none.
         max_pending_jobs: conversations a worker holds for extraction
             (queued or running) before it answers 429.
+        max_pending_jobs_per_user: a user's share of ``max_pending_jobs``
+            (at most all of it): a user who holds this many is answered 429
+            while other users' conversations are still taken.
         max_wait_seconds: how long ``?wait=true`` waits for its job before
             answering 202 with the job still running.
+        max_waits_per_token: ``?wait=true`` requests of one token that a
+            worker lets wait at once (429 beyond); a waiting request holds
+            no worker thread, but each holds a connection.
         job_retention_seconds: how long finished job records are kept.
         header_timeout_seconds: how long a connection may take to send a
             request's headers — from when it opens, or from the previous
@@ -84,7 +91,9 @@ class ServerLimits:
     max_page_size: int = 200
     default_page_size: int = 50
     max_pending_jobs: int = 64
+    max_pending_jobs_per_user: int = 8
     max_wait_seconds: float = 60.0
+    max_waits_per_token: int = 16
     job_retention_seconds: float = 24 * 3600.0
     header_timeout_seconds: float = 10.0
 
@@ -105,7 +114,9 @@ class ServerLimits:
             "maxPageSize": self.max_page_size,
             "defaultPageSize": self.default_page_size,
             "maxPendingJobs": self.max_pending_jobs,
+            "maxPendingJobsPerUser": self.max_pending_jobs_per_user,
             "maxWaitSeconds": self.max_wait_seconds,
+            "maxWaitsPerToken": self.max_waits_per_token,
             "jobRetentionSeconds": self.job_retention_seconds,
             "headerTimeoutSeconds": self.header_timeout_seconds,
         }

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from deermem.memory import Memory
 from deermem.server.context import ServerContext
@@ -27,30 +28,8 @@ def router(context: ServerContext, deps: Dependencies) -> APIRouter:
     Who = Annotated[Principal, Depends(deps.principal)]
     limits = context.limits
 
-    @api.post(
-        "/v1/users/{user}/agents/{agent}/conversations",
-        status_code=202,
-        response_model=JobOut,
-        responses={
-            200: {"model": JobOut, "description": "With `wait=true`: the finished job"},
-            **problems(401, 404, 413, 422, 429, 501),
-        },
-    )
-    def post_conversation(
-        memory: Scoped,
-        body: ConversationIn,
-        wait: Annotated[
-            bool, Query(description="Answer when the job is done (up to max_wait_seconds).")
-        ] = False,
-    ) -> JSONResponse:
-        """Queue a conversation for extraction; 202 at once with the job's URL.
-
-        Send the whole thread each time: only what was not learned from before
-        goes to the model. `GET /v1/jobs/{jobId}` gives the update report (what
-        was added, confirmed, removed and evicted, with receipt ids) once the job
-        is done. With `wait=true` the answer waits for the report (200) — or,
-        after `max_wait_seconds`, is the 202 of a job still running.
-        """
+    def accept(memory: Memory, body: ConversationIn) -> Job:
+        """Check the conversation and queue it (in a worker thread: it parses and writes)."""
         if not memory.config.model.configured:
             raise ProblemError(
                 Problem(
@@ -63,23 +42,48 @@ def router(context: ServerContext, deps: Dependencies) -> APIRouter:
             )
         parse_messages(body.messages)  # a malformed message is a 422 now, not a failed job
         scope = memory.scope
-        job = context.jobs.submit(
+        return context.jobs.submit(
             scope.user_id or "", scope.agent, body.threadId, list(body.messages)
         )
-        if job is None:
-            raise ProblemError(
-                Problem(
-                    429,
-                    "queue-full",
-                    "Too many queued conversations",
-                    f"this worker holds max_pending_jobs = {limits.max_pending_jobs} "
-                    "conversations; retry later",
-                    {"limit": limits.max_pending_jobs, "limitName": "max_pending_jobs"},
-                    {"Retry-After": "2"},
-                )
-            )
-        if wait:
-            job = context.jobs.wait(job.job_id, limits.max_wait_seconds) or job
+
+    @api.post(
+        "/v1/users/{user}/agents/{agent}/conversations",
+        status_code=202,
+        response_model=JobOut,
+        responses={
+            200: {"model": JobOut, "description": "With `wait=true`: the finished job"},
+            **problems(401, 404, 413, 422, 429, 501),
+        },
+    )
+    async def post_conversation(
+        memory: Scoped,
+        who: Who,
+        body: ConversationIn,
+        wait: Annotated[
+            bool, Query(description="Answer when the job is done (up to max_wait_seconds).")
+        ] = False,
+    ) -> JSONResponse:
+        """Queue a conversation for extraction; 202 at once with the job's URL.
+
+        Send the whole thread each time: only what was not learned from before
+        goes to the model. `GET /v1/jobs/{jobId}` gives the update report (what
+        was added, confirmed, removed and evicted, with receipt ids) once the job
+        is done. With `wait=true` the answer waits for the report (200) — or,
+        after `max_wait_seconds`, is the 202 of a job still running. A token may
+        have `max_waits_per_token` such requests waiting at once (429
+        `too-many-waits` beyond, before anything is queued); a user may hold
+        `max_pending_jobs_per_user` queued conversations (429 `queue-full`).
+        """
+        if not wait:
+            job = await run_in_threadpool(accept, memory, body)
+            return _job_response(job, accepted=not job.finished)
+        # The wait is a coroutine woken by the job's end: it holds no worker thread.
+        with context.jobs.wait_slot(who.token_id):
+            job = await run_in_threadpool(accept, memory, body)
+            latest = await context.jobs.wait(job.job_id, limits.max_wait_seconds)
+        if latest is None:  # it ended before the wait began: read its record
+            latest = await run_in_threadpool(context.jobs.get, job.job_id)
+        job = latest or job
         return _job_response(job, accepted=not job.finished)
 
     @api.get("/v1/jobs/{job_id}", response_model=JobOut, responses=problems(401, 404, 422))

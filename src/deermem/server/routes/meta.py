@@ -24,8 +24,12 @@ def router(context: ServerContext, deps: Dependencies) -> APIRouter:
     Who = Annotated[Principal, Depends(deps.principal)]
 
     @api.get("/health", response_model=HealthOut, responses=problems())
-    def health() -> JSONResponse:
-        """Whether the server answers (no token needed)."""
+    async def health() -> JSONResponse:
+        """Whether the server answers (no token needed).
+
+        A coroutine that touches nothing: it needs no worker thread, so it
+        answers even while every thread is busy.
+        """
         return json_response({"status": "ok", "version": __version__})
 
     @api.get("/config", response_model=dict[str, Any], responses=problems(401))
