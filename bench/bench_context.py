@@ -47,19 +47,19 @@ from pathlib import Path
 from typing import Any
 
 from deermem import Memory, MemoryConfig
-from deermem.context import (
+from deermem.model import Fact, format_timestamp
+from deermem.policy import CapacityPolicy
+from deermem.recall import (
     InjectionSettings,
     SearchIndex,
     Summaries,
     build_injection,
     token_counter,
 )
-from deermem.context import _search_plan as search_plan
-from deermem.model import Fact, format_timestamp
-from deermem.policy import CapacityPolicy
+from deermem.recall import _search_plan as search_plan
 from deermem.store import HISTORY_SECTIONS, USER_SECTIONS, Scope, Section, SummaryDocument
-from deermem.store.codec import encode_fact, encode_summaries
-from deermem.store.paths import UserPaths
+from deermem.store.markdown.codec import encode_fact, encode_summaries
+from deermem.store.markdown.paths import UserPaths
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "decision")

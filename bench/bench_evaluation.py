@@ -152,10 +152,10 @@ def compare(
 
 def phases(dataset: Path, protocol: list[str], output: Path) -> dict[str, float]:
     """One run-policy in this process, phase by phase (milliseconds)."""
-    from deermem.evaluation.policy_run.run import run_policy, write_policy_run
-    from deermem.evaluation.protocol.bundle import ProtocolFiles, load_protocol
-    from deermem.evaluation.protocol.cases import build_cases
-    from deermem.evaluation.protocol.dataset import load_dataset
+    from deermem.eval.policy_run.run import run_policy, write_policy_run
+    from deermem.eval.protocol.bundle import ProtocolFiles, load_protocol
+    from deermem.eval.protocol.cases import build_cases
+    from deermem.eval.protocol.dataset import load_dataset
 
     files = ProtocolFiles(Path(protocol[1]), Path(protocol[3]), Path(protocol[5]))
     marks = [("start", time.perf_counter())]

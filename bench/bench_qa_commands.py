@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.bench_evaluation import prepare, time_command
-from deermem.evaluation.published import DEFAULT_PUBLISHED, PUBLISHED
+from deermem.eval.published import DEFAULT_PUBLISHED, PUBLISHED
 
 TARGET_S = 1.0
 
@@ -48,12 +48,12 @@ def answer_all(dataset: Path, protocol: list[str], directory: Path) -> None:
     """A complete run-qa directory: 90 answers over HTTP from the scripted oracle."""
     from tests.evaluation.qa_support import Oracle, serving
 
-    from deermem.evaluation.protocol.bundle import ProtocolFiles, load_protocol
-    from deermem.evaluation.protocol.cases import build_cases
-    from deermem.evaluation.protocol.dataset import load_dataset
-    from deermem.evaluation.qa.providers import HttpAnswerer, resolve_endpoint
-    from deermem.evaluation.qa.run import run_qa
-    from deermem.evaluation.qa.tasks import RequestSettings, build_answer_tasks
+    from deermem.eval.protocol.bundle import ProtocolFiles, load_protocol
+    from deermem.eval.protocol.cases import build_cases
+    from deermem.eval.protocol.dataset import load_dataset
+    from deermem.eval.qa.providers import HttpAnswerer, resolve_endpoint
+    from deermem.eval.qa.run import run_qa
+    from deermem.eval.qa.tasks import RequestSettings, build_answer_tasks
 
     files = ProtocolFiles(Path(protocol[1]), Path(protocol[3]), Path(protocol[5]))
     loaded = load_protocol(files)
@@ -72,13 +72,13 @@ def answer_all(dataset: Path, protocol: list[str], directory: Path) -> None:
 
 def phases(dataset: Path, protocol: list[str], directory: Path) -> dict[str, float]:
     """One grade-qa in this process, phase by phase (milliseconds)."""
-    from deermem.evaluation.protocol.bundle import ProtocolFiles, load_protocol
-    from deermem.evaluation.protocol.cases import build_cases
-    from deermem.evaluation.protocol.dataset import load_dataset
-    from deermem.evaluation.qa.grade import collect_answers, grade_answers
-    from deermem.evaluation.qa.marker import check_marker
-    from deermem.evaluation.qa.results import build_qa_report, write_qa_report
-    from deermem.evaluation.qa.tasks import RequestSettings, build_answer_tasks
+    from deermem.eval.protocol.bundle import ProtocolFiles, load_protocol
+    from deermem.eval.protocol.cases import build_cases
+    from deermem.eval.protocol.dataset import load_dataset
+    from deermem.eval.qa.grade import collect_answers, grade_answers
+    from deermem.eval.qa.marker import check_marker
+    from deermem.eval.qa.results import build_qa_report, write_qa_report
+    from deermem.eval.qa.tasks import RequestSettings, build_answer_tasks
 
     files = ProtocolFiles(Path(protocol[1]), Path(protocol[3]), Path(protocol[5]))
     marks = [("start", time.perf_counter())]

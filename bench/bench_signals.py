@@ -22,8 +22,13 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from deermem.signals import detect_signals, load_patterns, parse_messages, prepare_conversation
-from deermem.signals import patterns as patterns_module
+from deermem.learning.signals import (
+    detect_signals,
+    load_patterns,
+    parse_messages,
+    prepare_conversation,
+)
+from deermem.learning.signals import patterns as patterns_module
 
 HUMAN_TEXTS = (
     "Can you summarise how uv resolves dependencies compared with pip-tools?",

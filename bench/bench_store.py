@@ -43,9 +43,9 @@ from pathlib import Path
 from bench._fsyncs import count_fsyncs
 from deermem import Fact, Memory, MemoryConfig
 from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
-from deermem.store.atomic import atomic_write
-from deermem.store.codec import encode_fact, encode_summaries
-from deermem.store.paths import UserPaths
+from deermem.store.markdown.atomic import atomic_write
+from deermem.store.markdown.codec import encode_fact, encode_summaries
+from deermem.store.markdown.paths import UserPaths
 from deermem.store.protocol import SummaryDocument
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

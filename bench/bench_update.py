@@ -16,7 +16,7 @@ after a warm-up:
   and the contradiction resolution (policy only);
 * ``apply + commit`` — the wired apply path without the model call, as
   ``Memory.learn`` runs it after the answer arrived: parse, normalise,
-  then :func:`deermem.update.apply.apply_response` inside a store
+  then :func:`deermem.learning.apply.apply_response` inside a store
   transaction — plan, the store's capacity gate (5 evictions at the cap of
   100, receipts, archive entries), the conditional contradiction removal and
   one journaled, fsynced commit into a real ``MarkdownStore`` whose scope is
@@ -45,13 +45,7 @@ from pathlib import Path
 from bench._fsyncs import count_fsyncs
 from bench._timing import median_ms
 from deermem.config import MemoryConfig
-from deermem.model import Fact, format_timestamp
-from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
-from deermem.store import CapacityGate, MarkdownStore, Scope
-from deermem.store.codec import encode_fact, encode_summaries
-from deermem.store.paths import UserPaths
-from deermem.store.protocol import SummaryDocument
-from deermem.update import (
+from deermem.learning import (
     MemoryState,
     NormalizedResponse,
     UpdatePayload,
@@ -61,7 +55,14 @@ from deermem.update import (
     plan_update,
     resolve_contradiction_removals,
 )
-from deermem.update.apply import AppliedUpdate, apply_response
+from deermem.learning.apply import AppliedUpdate, apply_response
+from deermem.library import CapacityGate
+from deermem.model import Fact, format_timestamp
+from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
+from deermem.store import MarkdownStore, Scope
+from deermem.store.markdown.codec import encode_fact, encode_summaries
+from deermem.store.markdown.paths import UserPaths
+from deermem.store.protocol import SummaryDocument
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity")

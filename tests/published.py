@@ -1,6 +1,6 @@
 """Where the original project's published QA results are, and what they hold.
 
-They ship inside the package (``deermem.evaluation.published``), so every
+They ship inside the package (``deermem.eval.published``), so every
 checkout and every installation has them; the tests read that copy. The
 hashes below are the ones the original project published (reference
 eval-harness-spec §7), pinned here independently of the package's own copy of
@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from deermem.evaluation.published import DEFAULT_PUBLISHED, PUBLISHED
+from deermem.eval.published import DEFAULT_PUBLISHED, PUBLISHED
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_RESULTS = PUBLISHED[DEFAULT_PUBLISHED].directory

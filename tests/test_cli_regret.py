@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deermem.cli import main
-from deermem.regret import REPORT_SCHEMA
+from deermem.library.regret import REPORT_SCHEMA
 
 Cli = Callable[..., tuple[int, str, str]]
 

@@ -11,11 +11,11 @@ import yaml
 
 from deermem.cli import main
 from deermem.cli.replay_cmd import RESULT_FILES
-from deermem.cli.replay_report import RESULTS_SCHEMA
-from deermem.evaluation.replay import load_params
+from deermem.eval.replay import load_params
+from deermem.eval.replay.report import RESULTS_SCHEMA
 
 Cli = Callable[..., tuple[int, str, str]]
-BUNDLED = Path(__file__).parents[1] / "src/deermem/evaluation/replay/params.yaml"
+BUNDLED = Path(__file__).parents[1] / "src/deermem/eval/replay/params.yaml"
 
 
 @pytest.fixture

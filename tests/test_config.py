@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from deermem import ConfigError, MemoryConfig, load_config
+from deermem.library import CapacityGate
 from deermem.policy import CapacityPolicy
-from deermem.store import CapacityGate
 
 
 def test_defaults_are_the_originals() -> None:

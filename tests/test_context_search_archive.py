@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from deermem.context import ArchiveSource, SearchIndex, search_facts, search_with_archive
+from deermem.recall import ArchiveSource, SearchIndex, search_facts, search_with_archive
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deermem import SearchIndexError
-from deermem.context import (
+from deermem.model import Fact, format_timestamp
+from deermem.recall import (
     SearchHit,
     SearchIndex,
     SyncReport,
@@ -25,9 +26,8 @@ from deermem.context import (
     search_score,
     substring_search,
 )
-from deermem.context import search as search_module
-from deermem.context.search_index import content_version
-from deermem.model import Fact, format_timestamp
+from deermem.recall import search as search_module
+from deermem.recall.search_index import content_version
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 USER = "alice"

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem.context import SearchHit, SearchIndex
-from deermem.context import _search_plan as plan
 from deermem.model import format_timestamp
+from deermem.recall import SearchHit, SearchIndex
+from deermem.recall import _search_plan as plan
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 # Word i occurs in a fact with probability SHARES[i]: the first three are
@@ -97,7 +97,7 @@ def index() -> Iterator[SearchIndex]:
 def test_common_words_are_skipped_and_the_answer_is_identical(
     index: SearchIndex, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.DEBUG, logger="deermem.context.search"):
+    with caplog.at_level(logging.DEBUG, logger="deermem.recall.search"):
         fast, whole, taken = both_ways(index, "the user prefers rust", top_k=5)
     assert taken
     assert "light group(s) of 4 skipped" in caplog.text

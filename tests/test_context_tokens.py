@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem.context import tokens
-from deermem.context.tokens import (
+from deermem.recall import tokens
+from deermem.recall.tokens import (
     CL100K_PATTERN,
     CL100K_SHA256,
     CL100K_SPECIAL_TOKENS,

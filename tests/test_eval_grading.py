@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deermem import GradingError
-from deermem.evaluation.grading import grader as grading
-from deermem.evaluation.grading.grader import (
+from deermem.eval.grading import grader as grading
+from deermem.eval.grading.grader import (
     CORRECT_RULES,
     FUNCTION_WORDS,
     GRADER_VERSION,

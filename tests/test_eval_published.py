@@ -24,9 +24,9 @@ from collections import Counter
 
 import pytest
 
-from deermem.evaluation.grading.grader import grade_answer, possible_rules, tokenize
-from deermem.evaluation.qa.results import build_qa_report, compare_suites
-from deermem.evaluation.qa.rows import QaRow
+from deermem.eval.grading.grader import grade_answer, possible_rules, tokenize
+from deermem.eval.qa.results import build_qa_report, compare_suites
+from deermem.eval.qa.rows import QaRow
 from tests.published import (
     PROTOCOL_ID,
     PUBLISHED_SHA256,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1, ResultRowsError, ResultsExistError
-from deermem.evaluation.grading.statistics import StatisticsParameters
-from deermem.evaluation.qa.results import (
+from deermem.eval.grading.statistics import StatisticsParameters
+from deermem.eval.qa.results import (
     ROWS_FILE,
     STATS_FILE,
     SUMMARY_FILE,
@@ -23,7 +23,7 @@ from deermem.evaluation.qa.results import (
     summarize,
     write_qa_report,
 )
-from deermem.evaluation.qa.rows import (
+from deermem.eval.qa.rows import (
     POLICIES,
     ROW_KEYS,
     AnswerToGrade,
@@ -259,7 +259,7 @@ def test_report_is_byte_identical_across_runs_and_processes(tmp_path: Path) -> N
     script = (
         "import sys, json; from pathlib import Path\n"
         "from tests.test_eval_qa_report import small_rows\n"
-        "from deermem.evaluation.qa.results import build_qa_report, write_qa_report\n"
+        "from deermem.eval.qa.results import build_qa_report, write_qa_report\n"
         "write_qa_report(Path(sys.argv[1]), build_qa_report(small_rows(), protocol_id='tiny-v1'))\n"
     )
     environment = {**os.environ, "PYTHONHASHSEED": "12345"}

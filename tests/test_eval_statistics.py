@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import StatisticsError
-from deermem.evaluation.grading.statistics import (
+from deermem.eval.grading.statistics import (
     DEFAULT_PARAMETERS,
     StatisticsParameters,
     compare_pairs,

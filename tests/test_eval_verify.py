@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation.grading.statistics import StatisticsParameters
-from deermem.evaluation.result_files import document_text, jsonl_line
-from deermem.evaluation.verify.check import verify_results
-from deermem.evaluation.verify.findings import RESULT_FILES, VerificationReport
-from deermem.evaluation.verify.render import render_verification
+from deermem.eval.grading.statistics import StatisticsParameters
+from deermem.eval.result_files import document_text, jsonl_line
+from deermem.eval.verify.check import verify_results
+from deermem.eval.verify.findings import RESULT_FILES, VerificationReport
+from deermem.eval.verify.render import render_verification
 from tests.published import PUBLISHED_SHA256, published_results
 
 ROWS, SUMMARY, STATS, RUN = "qa.rows.jsonl", "qa.summary.json", "qa.stats.json", "qa_run.json"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.context.tokens import reset_tokenizer_cache
-from deermem.signals import Message
+from deermem.learning.signals import Message
+from deermem.recall.tokens import reset_tokenizer_cache
 from deermem.store import MarkdownStore
 from deermem.testing import ScriptedChatServer
 from tests.wire_support import (

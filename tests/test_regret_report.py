@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deermem.library.regret import MOST_REGRETTED, REPORT_SCHEMA, build_report, parse_since
 from deermem.policy import ShadowComparison
-from deermem.regret import MOST_REGRETTED, REPORT_SCHEMA, build_report, parse_since
 from deermem.store import EvictionReceipt, ReceiptEntry
 from deermem.store.regret_records import REGRET_KINDS, RegretEvent, RegretKind, RegretRole
 
@@ -190,7 +190,7 @@ def test_the_json_schema_is_stable() -> None:
         "policies",
         "uncounted",
     }
-    assert data["schema"] == REPORT_SCHEMA == "deermem.regret/1"
+    assert data["schema"] == REPORT_SCHEMA == "deermem.library.regret/1"
     assert list(data["uncounted"]) == list(REGRET_KINDS)  # type: ignore[call-overload]
     policies = data["policies"]
     assert isinstance(policies, list)

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import ProtocolError
-from deermem.evaluation.replay import ReplayParams, generate, load_params, paired_interval
-from deermem.evaluation.replay.workload import BURST_CATEGORY, START
+from deermem.eval.replay import ReplayParams, generate, load_params, paired_interval
+from deermem.eval.replay.workload import BURST_CATEGORY, START
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def params() -> ReplayParams:
 
 def bundled() -> dict[str, object]:
     raw = yaml.safe_load(
-        (Path(__file__).parents[1] / "src/deermem/evaluation/replay/params.yaml").read_text()
+        (Path(__file__).parents[1] / "src/deermem/eval/replay/params.yaml").read_text()
     )
     assert isinstance(raw, dict)
     return raw

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deermem.signals import (
+from deermem.learning.signals import (
     Message,
     PatternSet,
     Signal,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem.signals import (
+from deermem.learning.signals import (
     SIGNAL_WINDOW,
     Message,
     MessageRole,

@@ -1,4 +1,4 @@
-"""When a match sits in a question (deermem.signals.questions), and pattern files that say so."""
+"""When a match sits in a question (deermem.learning.signals.questions), as pattern files say."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deermem import PatternError
-from deermem.signals import Message, Signal, detect_signals, load_patterns
-from deermem.signals.questions import in_question
+from deermem.learning.signals import Message, Signal, detect_signals, load_patterns
+from deermem.learning.signals.questions import in_question
 
 
 def asked(text: str, phrase: str) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem.signals import Message, Signal, detect_signals, load_patterns
+from deermem.learning.signals import Message, Signal, detect_signals, load_patterns
 
 DATA = Path(__file__).parent / "data"
 PATTERNS = load_patterns()

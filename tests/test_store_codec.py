@@ -13,9 +13,15 @@ from hypothesis import strategies as st
 
 from deermem import CorruptMemoryFile, Fact, Memory, MemoryConfig
 from deermem.model import CORE_CATEGORIES, FactScope, format_timestamp
-from deermem.store import Scope, Section, SummaryDocument, codec
-from deermem.store.codec import decode_fact, decode_summaries, encode_fact, encode_summaries
-from deermem.store.paths import UserPaths
+from deermem.store import Scope, Section, SummaryDocument
+from deermem.store.markdown import codec
+from deermem.store.markdown.codec import (
+    decode_fact,
+    decode_summaries,
+    encode_fact,
+    encode_summaries,
+)
+from deermem.store.markdown.paths import UserPaths
 
 SCOPE = Scope.of("alice", "coder")
 PATH = Path("users/alice/agents/coder/facts/ab/fact_1a2b3c4d.md")

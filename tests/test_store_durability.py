@@ -3,7 +3,7 @@
 A crash test (tests/test_reliability.py) kills processes, which cannot lose
 what the page cache holds; only the order of fsyncs, renames and removals
 decides what survives a power cut. These tests record that order and check
-the protocol of :mod:`deermem.store.journal`: the journal is durable before
+the protocol of :mod:`deermem.store.markdown.journal`: the journal is durable before
 any file changes — the facts, the archive, the receipts and ``memory.json``
 alike — every one of them is durable before the journal goes, and nothing is
 written after the journal's removal, which is the commit.
@@ -18,16 +18,9 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.store import (
-    ChangeSet,
-    EvictionReceipt,
-    MarkdownStore,
-    ReceiptEntry,
-    Scope,
-    atomic,
-    journal,
-)
-from deermem.store.paths import JOURNAL_FILENAME, fact_shard
+from deermem.store import ChangeSet, EvictionReceipt, MarkdownStore, ReceiptEntry, Scope
+from deermem.store.markdown import atomic, journal
+from deermem.store.markdown.paths import JOURNAL_FILENAME, fact_shard
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 CAP = 10

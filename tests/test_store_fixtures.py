@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from deermem.model import Fact
+from deermem.model.scope import Scope
 from deermem.store import MarkdownStore
-from deermem.store.codec import decode_fact, encode_fact
-from deermem.store.paths import UserPaths
-from deermem.store.scope import Scope
+from deermem.store.markdown.codec import decode_fact, encode_fact
+from deermem.store.markdown.paths import UserPaths
 from tests.store_fixtures.make import SCOPES, describe
 
 FIXTURES = Path(__file__).parent / "store_fixtures"

@@ -26,19 +26,10 @@ from deermem import (
     ManifestRevisionConflict,
     StoreLockTimeout,
 )
-from deermem.store import (
-    ChangeSet,
-    FactDelete,
-    FactWrite,
-    MarkdownStore,
-    Scope,
-    Store,
-    atomic,
-    journal,
-    locks,
-)
-from deermem.store.codec import decode_fact
-from deermem.store.paths import fact_shard
+from deermem.store import ChangeSet, FactDelete, FactWrite, MarkdownStore, Scope, Store
+from deermem.store.markdown import atomic, journal, locks
+from deermem.store.markdown.codec import decode_fact
+from deermem.store.markdown.paths import fact_shard
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 ALICE = Scope.of("alice", "coder")

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from deermem import Fact, Memory, MemoryConfig
+from deermem.learning.confirm import confirm_facts
+from deermem.learning.responses import ReinforceEntry
 from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
-from deermem.store.codec import decode_fact, encode_fact
-from deermem.store.paths import UserPaths
-from deermem.update.confirm import confirm_facts
-from deermem.update.responses import ReinforceEntry
+from deermem.store.markdown.codec import decode_fact, encode_fact
+from deermem.store.markdown.paths import UserPaths
 from tests.store_fixtures.original_cases import (
     CHANGED,
     CREATED,

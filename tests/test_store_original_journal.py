@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.store import journal
+from deermem.store.markdown import journal
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 FIXTURE = Path(__file__).parent / "store_fixtures" / "original-interrupted"

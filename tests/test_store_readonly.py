@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.store import journal
+from deermem.store.markdown import journal
 
 READER = Path(__file__).with_name("readonly_reader.py")
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

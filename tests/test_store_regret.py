@@ -168,7 +168,7 @@ def test_a_damaged_archive_entry_never_stops_a_fact_from_being_added(
 
 
 def test_a_markdown_copy_keeps_the_regret_byte_for_byte(tmp_path: Path) -> None:
-    from deermem.store.markdown_transfer import MarkdownTransfer
+    from deermem.store.markdown.transfer import MarkdownTransfer
     from deermem.store.migration import MigrationReport, migrate
 
     config = MemoryConfig(max_facts=10, fact_eviction_shadow_enabled=True)

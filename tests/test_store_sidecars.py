@@ -12,7 +12,8 @@ import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
 from deermem.scenarios import seed_scenarios
-from deermem.store import atomic, sidecars
+from deermem.store import sidecars
+from deermem.store.markdown import atomic
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 

@@ -33,12 +33,12 @@ from deermem import (
     UnsafeIdentifierError,
 )
 from deermem.cli import main
+from deermem.learning.normalize import normalize_response
+from deermem.learning.responses import NormalizedResponse
 from deermem.model import CORE_CATEGORIES
 from deermem.model.text import MAX_NESTING, check_line, check_lines, check_storable
 from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
 from deermem.testing import ScriptedChatServer
-from deermem.update.normalize import normalize_response
-from deermem.update.responses import NormalizedResponse
 from tests.wire_support import (
     CHAT,
     NOW,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from deermem import ConfigError, MemoryConfig, load_config
-from deermem.update import UpdateSettings
+from deermem.learning import UpdateSettings
 
 
 def test_defaults_are_the_originals() -> None:

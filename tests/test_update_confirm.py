@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from deermem.learning import ReinforceEntry, confirm_facts, next_confirmation_count
 from deermem.model import format_timestamp
 from deermem.testing import ScriptedChatServer
-from deermem.update import ReinforceEntry, confirm_facts, next_confirmation_count
 from tests.update_support import NOW, fact
 from tests.wire_support import (
     Clock,

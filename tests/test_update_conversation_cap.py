@@ -17,20 +17,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deermem import ConfigError, MemoryConfig
-from deermem.testing import ScriptedChatServer
-from deermem.update import (
+from deermem.learning import (
     ConversationTurn,
     UpdateSettings,
     fit_conversation,
     format_conversation,
 )
-from deermem.update.conversation import (
+from deermem.learning.conversation import (
     DEFAULT_MAX_CONVERSATION_CHARS,
     MAX_TURN_CHARS,
     MIN_CONVERSATION_CHARS,
     TRUNCATION_MARKER,
     render_turn,
 )
+from deermem.testing import ScriptedChatServer
 from tests.wire_support import (
     answer,
     close_memories,  # noqa: F401 (autouse fixture)

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from deermem.learning import SummarySection, gate_response
+from deermem.learning.gate import fact_label_rejection
+from deermem.learning.metrics import FactRejections, RemovalRejections, SummaryRejections
 from deermem.model import format_timestamp
-from deermem.update import SummarySection, gate_response
-from deermem.update.gate import fact_label_rejection
-from deermem.update.metrics import FactRejections, RemovalRejections, SummaryRejections
 from tests.update_support import (
     NOW,
     apply_through_capacity,

@@ -14,8 +14,8 @@ import yaml
 from deermem import Memory
 from deermem.cli import main
 from deermem.config import load_config
+from deermem.learning import limits
 from deermem.testing import ScriptedChatServer
-from deermem.update import limits
 from tests.wire_support import (
     CHAT,
     LABELS,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
+from deermem.learning import response_json_schema
 from deermem.llm import grammar_schema
-from deermem.update import response_json_schema
 from tests.wire_support import NOW, stored_fact, tree
 
 needs_llama = pytest.mark.skipif(

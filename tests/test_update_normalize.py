@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from deermem.update import (
+from deermem.learning import (
     NewFactProposal,
     NormalizedResponse,
     ReinforceEntry,

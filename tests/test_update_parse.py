@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from deermem.update import NoUpdate, UpdatePayload, parse_update_response, response_text
-from deermem.update.limits import MAX_DECODE_ATTEMPTS, MAX_RESPONSE_CHARS
+from deermem.learning import NoUpdate, UpdatePayload, parse_update_response, response_text
+from deermem.learning.limits import MAX_DECODE_ATTEMPTS, MAX_RESPONSE_CHARS
 
 UPDATE = {"user": {}, "history": {}, "newFacts": [{"content": "Uses uv", "confidence": 0.9}]}
 UPDATE_JSON = json.dumps(UPDATE)

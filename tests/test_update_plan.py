@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from deermem.model import FactSource, format_timestamp
-from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
-from deermem.update import (
+from deermem.learning import (
     MemoryState,
     PlannedRemoval,
     SummarySection,
     UpdateSettings,
     plan_update,
 )
+from deermem.model import FactSource, format_timestamp
+from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
 from tests.update_support import (
     NOW,
     apply_through_capacity,

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from deermem.update import (
+from deermem.learning import (
     ConversationTurn,
     MemoryState,
     PromptLoader,
@@ -20,8 +20,8 @@ from deermem.update import (
     limits,
     response_json_schema,
 )
-from deermem.update.conversation import TRUNCATION_MARKER, truncate_turn
-from deermem.update.gate import REQUIRED_AUTHORITY, REQUIRED_DURABILITY, REQUIRED_SCOPE
+from deermem.learning.conversation import TRUNCATION_MARKER, truncate_turn
+from deermem.learning.gate import REQUIRED_AUTHORITY, REQUIRED_DURABILITY, REQUIRED_SCOPE
 from tests.update_support import NOW, fact, state
 
 TEMPLATE = PromptLoader().load("memory_update")

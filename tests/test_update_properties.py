@@ -9,8 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deermem.model import parse_timestamp
-from deermem.update import (
+from deermem.learning import (
     ConversationTurn,
     NormalizedResponse,
     NoUpdate,
@@ -23,6 +22,7 @@ from deermem.update import (
     parse_update_response,
     plan_update,
 )
+from deermem.model import parse_timestamp
 from tests.update_support import NOW, counting_ids, fact, state
 
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from deermem import QueueClosedError, QueueFullError
-from deermem.update import ConversationTurn, QueueItem, QueueKey, UpdateQueue, Watermark
+from deermem.learning import ConversationTurn, QueueItem, QueueKey, UpdateQueue, Watermark
 
 Turn = ConversationTurn
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory
+from deermem.learning import UpdateReport
 from deermem.testing import ScriptedChatServer
-from deermem.update import UpdateReport
 from tests.wire_support import (
     NOW,
     Clock,

@@ -7,9 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deermem.model import Fact, parse_timestamp
-from deermem.update import StaleExtension, StaleRemoval, UpdateSettings, review_staleness
-from deermem.update.staleness import (
+from deermem.learning import StaleExtension, StaleRemoval, UpdateSettings, review_staleness
+from deermem.learning.staleness import (
     effective_window_days,
     read_expected_valid_days,
     review_due,
@@ -17,6 +16,7 @@ from deermem.update.staleness import (
     stale_candidate_lines,
     stale_candidates,
 )
+from deermem.model import Fact, parse_timestamp
 from tests.update_support import NOW, days_ago, fact
 
 DEFAULT = UpdateSettings()

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from deermem import PromptNotFoundError, PromptTemplateError
-from deermem.update import PromptLoader, UpdateSettings, build_update_prompt
-from deermem.update.conversation import ConversationTurn, fit_conversation
+from deermem.learning import PromptLoader, UpdateSettings, build_update_prompt
+from deermem.learning.conversation import ConversationTurn, fit_conversation
 from tests.update_support import NOW, state
 
 USER_TEMPLATE = (

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deermem.update import (
+from deermem.learning import (
     REASON_UPLOAD,
     MemoryState,
     SummarySection,

@@ -25,10 +25,10 @@ from deermem import (
     MemoryConfig,
     MessageFormatError,
 )
+from deermem.learning import PromptLoader, response_json_schema
 from deermem.llm import NO_MODEL_CONFIGURED
-from deermem.store import journal
+from deermem.store.markdown import journal
 from deermem.testing import Reply, ScriptedChatServer
-from deermem.update import PromptLoader, response_json_schema
 from tests.wire_support import (
     CHAT,
     NOW,

@@ -6,9 +6,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from deermem.model import Fact, format_timestamp
-from deermem.policy import select_facts_for_capacity
-from deermem.update import (
+from deermem.learning import (
     ContradictionOutcome,
     MemoryState,
     NormalizedResponse,
@@ -18,6 +16,8 @@ from deermem.update import (
     plan_update,
     resolve_contradiction_removals,
 )
+from deermem.model import Fact, format_timestamp
+from deermem.policy import select_facts_for_capacity
 
 NOW = datetime(2026, 8, 13, 12, 0, tzinfo=UTC)
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from deermem import _exceptions
-from deermem._exceptions import *  # noqa: F403
-from deermem.evaluation import errors as _evaluation_errors
-from deermem.evaluation.errors import *  # noqa: F403
+from deermem import errors as _errors
+from deermem.errors import *  # noqa: F403
+from deermem.eval import errors as _evaluation_errors
+from deermem.eval.errors import *  # noqa: F403
 from deermem.model import CORE_CATEGORIES, Fact, FactScope, FactSource
 from deermem.policy import (
     POLICY_CONFIDENCE,
@@ -42,11 +42,11 @@ _ON_FIRST_USE: dict[str, str] = {
     "LocalModel": "deermem.llm",
     "OpenAICompatibleModel": "deermem.llm",
     "build_chat_model": "deermem.llm",
-    "Signal": "deermem.signals",
+    "Signal": "deermem.learning.signals",
 }
 
 __all__ = [
-    *_exceptions.__all__,
+    *_errors.__all__,
     *_evaluation_errors.__all__,
     "CORE_CATEGORIES",
     "POLICY_CONFIDENCE",
@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # the names of _ON_FIRST_USE, for type checkers (a test keeps
     from deermem.config import MemoryConfig as MemoryConfig
     from deermem.config import ModelConfig as ModelConfig
     from deermem.config import load_config as load_config
+    from deermem.learning.signals import Signal as Signal
     from deermem.llm import ChatMessage as ChatMessage
     from deermem.llm import ChatModel as ChatModel
     from deermem.llm import ChatResponse as ChatResponse
@@ -74,7 +75,6 @@ if TYPE_CHECKING:  # the names of _ON_FIRST_USE, for type checkers (a test keeps
     from deermem.llm import OpenAICompatibleModel as OpenAICompatibleModel
     from deermem.llm import build_chat_model as build_chat_model
     from deermem.memory import Memory as Memory
-    from deermem.signals import Signal as Signal
 
 
 def __getattr__(name: str) -> object:

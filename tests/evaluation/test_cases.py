@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deermem.evaluation.protocol.cases import (
+from deermem.eval.protocol.cases import (
     EvaluationCase,
     build_cases,
     case_offset,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from deermem import DatasetHashMismatchError, DatasetIntegrityError
-from deermem.evaluation.protocol.dataset import (
+from deermem.eval.protocol.dataset import (
     answer_text,
     file_sha256,
     load_dataset,

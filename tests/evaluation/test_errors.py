@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import deermem
-from deermem.evaluation import errors
+from deermem.eval import errors
 
 
 def test_every_evaluation_error_is_a_deermem_error_exported_by_deermem() -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from deermem.cli import main
-from deermem.evaluation import provenance
-from deermem.evaluation.cli.output import print_retention
-from deermem.evaluation.policy_run.retention import format_plain, retention_table
-from deermem.evaluation.policy_run.run import policy_summary
+from deermem.cli.eval.output import print_retention
+from deermem.eval import provenance
+from deermem.eval.policy_run.retention import format_plain, retention_table
+from deermem.eval.policy_run.run import policy_summary
 from tests.evaluation.conftest import Generated, Prepared, Runner
 from tests.evaluation.longmemeval_data import PINNED_SHA256, copy_protocol
 from tests.evaluation.original_protocol import write_original_bundle

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation import result_files
-from deermem.evaluation.errors import ResultsExistError
+from deermem.eval import result_files
+from deermem.eval.errors import ResultsExistError
 
 
 def _names(directory: Path) -> list[str]:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from deermem import ResultsExistError
-from deermem.evaluation.policy_run import run as eviction
-from deermem.evaluation.policy_run.run import (
+from deermem.eval.policy_run import run as eviction
+from deermem.eval.policy_run.run import (
     decide,
     policy_row,
     policy_summary,

@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from deermem import ProtocolError
-from deermem.evaluation.protocol.bundle import (
+from deermem.eval.protocol.bundle import (
     POLICY_ORDER,
     ProtocolFiles,
     bundled_protocol_files,
     load_protocol,
 )
-from deermem.evaluation.protocol.manifests import OFFICIAL_SCENARIOS
+from deermem.eval.protocol.manifests import OFFICIAL_SCENARIOS
 from deermem.policy import POLICY_HYBRID_V1
 from tests.evaluation.longmemeval_data import PINNED_SHA256
 from tests.evaluation.original_protocol import (

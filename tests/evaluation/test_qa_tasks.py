@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation.protocol.bundle import load_protocol
-from deermem.evaluation.protocol.cases import build_cases
-from deermem.evaluation.protocol.dataset import load_dataset
-from deermem.evaluation.qa.providers import HttpAnswerer, resolve_endpoint
-from deermem.evaluation.qa.tasks import (
+from deermem.eval.protocol.bundle import load_protocol
+from deermem.eval.protocol.cases import build_cases
+from deermem.eval.protocol.dataset import load_dataset
+from deermem.eval.qa.providers import HttpAnswerer, resolve_endpoint
+from deermem.eval.qa.tasks import (
     RequestSettings,
     build_answer_tasks,
     request_fingerprint,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from deermem.evaluation import provenance
-from deermem.evaluation.cli import qa as cli_qa
-from deermem.evaluation.cli.progress import AnswerProgress
-from deermem.evaluation.qa.marker import ARTIFACT_FILES
-from deermem.evaluation.qa.responses import RESPONSE_KEYS, response_path
-from deermem.evaluation.qa.run import AnswerOutcome
-from deermem.evaluation.qa.tasks import request_fingerprint
+from deermem.cli.eval import qa as cli_qa
+from deermem.cli.eval.progress import AnswerProgress
+from deermem.eval import provenance
+from deermem.eval.qa.marker import ARTIFACT_FILES
+from deermem.eval.qa.responses import RESPONSE_KEYS, response_path
+from deermem.eval.qa.run import AnswerOutcome
+from deermem.eval.qa.tasks import request_fingerprint
 from deermem.testing import Reply
 from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
 from tests.evaluation.qa_support import (

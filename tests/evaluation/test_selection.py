@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from deermem import DatasetIntegrityError, ProtocolError
-from deermem.evaluation.protocol.dataset import Dataset, load_dataset
-from deermem.evaluation.protocol.manifests import SelectionRule
-from deermem.evaluation.protocol.selection import (
+from deermem.eval.protocol.dataset import Dataset, load_dataset
+from deermem.eval.protocol.manifests import SelectionRule
+from deermem.eval.protocol.selection import (
     build_distractor_bank,
     check_official_selection,
     select_by_type,

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import ProtocolError
-from deermem.evaluation.protocol._yaml import RepeatedKeyError, YAMLSyntaxError, load_yaml
-from deermem.evaluation.protocol.bundle import (
+from deermem.eval.protocol._yaml import RepeatedKeyError, YAMLSyntaxError, load_yaml
+from deermem.eval.protocol.bundle import (
     ProtocolFiles,
     bundled_protocol_files,
     load_config,

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from deermem.cli import main
-from deermem.server.tokens import TokenFile
+from deermem.service.http.tokens import TokenFile
 
 from ..served_store import KINDS, PASSWORD, ServedStore
 from .conftest import HttpServer, call, http_server, http_session, text_of
@@ -236,7 +236,7 @@ def test_the_log_has_request_ids_and_no_content_or_token(
 
     anyio.run(scenario)
     logged = server.log_text()
-    access = [line for line in logged.splitlines() if "deermem.server.access" in line]
+    access = [line for line in logged.splitlines() if "deermem.service.http.access" in line]
     assert access
     assert all("request_id=" in line and " POST " in line for line in access)
     assert "SECRET-" not in logged
@@ -276,9 +276,9 @@ def test_every_log_line_of_a_request_carries_its_request_id(tmp_path: Path, mode
     posts = {
         request_id_of(line)
         for line in lines
-        if " deermem.server.access " in line and " POST /mcp 200 " in line
+        if " deermem.service.http.access " in line and " POST /mcp 200 " in line
     }
-    tools = [request_id_of(line) for line in lines if " deermem.mcp request_id=" in line]
+    tools = [request_id_of(line) for line in lines if " deermem.service.mcp request_id=" in line]
     assert len(tools) == len(set(tools)) == 8  # one line per call, each its own request's
     assert set(tools) <= posts
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deermem.mcp import Caller, caller_for
-from deermem.server.problems import ProblemError
-from deermem.server.tokens import Principal
+from deermem.service.http.problems import ProblemError
+from deermem.service.http.tokens import Principal
+from deermem.service.mcp import Caller, caller_for
 
 OPEN = Principal.unauthenticated()
 

@@ -23,8 +23,8 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from deermem import Memory
-from deermem.mcp import TOOL_NAMES, ToolLimits, create_mcp_server
-from deermem.mcp.app import request_memory
+from deermem.service.mcp import TOOL_NAMES, ToolLimits, create_mcp_server
+from deermem.service.mcp.app import request_memory
 
 from ..served_store import ServedStore, files_under, on_both_stores
 from .conftest import call, text_of

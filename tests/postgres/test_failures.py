@@ -25,8 +25,9 @@ from deermem import (
     StoreLockTimeout,
     UnsafeIdentifierError,
 )
+from deermem.library import Proposal
 from deermem.model.fact import Fact
-from deermem.store import ChangeSet, Proposal, Scope
+from deermem.store import ChangeSet, Scope
 from deermem.store.postgres import PostgresStore
 from deermem.testing.postgres import TemporaryPostgres
 

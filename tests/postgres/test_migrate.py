@@ -14,10 +14,10 @@ from deermem import Memory, MemoryConfig
 from deermem.cli.app import main
 from deermem.model import format_timestamp
 from deermem.store import ChangeSet, MarkdownStore, Scope
-from deermem.store.markdown_transfer import MarkdownTransfer
+from deermem.store.markdown.regret_log import encode_regret_events
+from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.postgres import PostgresStore
 from deermem.store.postgres.transfer import PostgresTransfer
-from deermem.store.regret_log import encode_regret_events
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[1] / "store_fixtures"

@@ -5,7 +5,7 @@ that released the lock and asked again at once had it back before a waiter
 polled, so with six processes writing one user four writers and two fresh
 reads died of ``StoreLockTimeout`` (five of five writers on a slow disk).
 Now threads wait in a line in the process and processes in a line of
-tickets beside the lock file (see :mod:`deermem.store.locks`). These tests
+tickets beside the lock file (see :mod:`deermem.store.markdown.locks`). These tests
 check the order itself (no timing), that a process killed (SIGKILL) or
 stopped (SIGSTOP) in line or while holding the lock wedges nobody, and the
 six-process workload of ``bench/bench_lock_fairness.py`` on both stores.
@@ -31,7 +31,7 @@ import pytest
 from bench.bench_lock_fairness import run
 
 from deermem import StoreLockTimeout
-from deermem.store import locks
+from deermem.store.markdown import locks
 from tests.test_memory_queue import wait_for
 from tests.test_reliability import append_line
 
@@ -39,7 +39,7 @@ from tests.test_reliability import append_line
 def start(target: Callable[..., None], *args: object) -> BaseProcess:
     """A child process, started; a daemon, so a failing test leaves none behind."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["deermem.store.locks"])
+    context.set_forkserver_preload(["deermem.store.markdown.locks"])
     process = context.Process(target=target, args=args, daemon=True)
     process.start()
     return process

@@ -22,7 +22,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem.server.jobs import Job, JobRunner, JobStore
+from deermem.service.http.jobs import Job, JobRunner, JobStore
 from deermem.testing import ScriptedChatServer
 
 from ..served_store import ServedStore, on_both_stores

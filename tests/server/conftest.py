@@ -24,10 +24,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from deermem import Memory
-from deermem.server.app import create_app
-from deermem.server.limits import ServerLimits
-from deermem.server.settings import ServerSettings
-from deermem.server.tokens import TokenFile
+from deermem.service.http.app import create_app
+from deermem.service.http.limits import ServerLimits
+from deermem.service.http.settings import ServerSettings
+from deermem.service.http.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
 
 from ..served_store import ServedStore

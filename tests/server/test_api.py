@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deermem.server.app import create_app
-from deermem.server.limits import ServerLimits
-from deermem.server.settings import ServerSettings
+from deermem.service.http.app import create_app
+from deermem.service.http.limits import ServerLimits
+from deermem.service.http.settings import ServerSettings
 
 from ..served_store import PASSWORD, ServedStore, on_both_stores
 from .conftest import LiveServer, free_port, run_in_thread, start_server

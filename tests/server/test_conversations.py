@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deermem.server.jobs import Job, JobRunner, JobStore
-from deermem.server.limits import ServerLimits
-from deermem.server.problems import ProblemError
+from deermem.service.http.jobs import Job, JobRunner, JobStore
+from deermem.service.http.limits import ServerLimits
+from deermem.service.http.problems import ProblemError
 from deermem.testing import Reply, ScriptedChatServer
 
 from ..served_store import ServedStore, on_both_stores

@@ -237,7 +237,7 @@ def _new_token(store: ServedStore) -> str:
 
 def _assert_log_is_clean(text: str, token: str, contents: list[str]) -> None:
     lines = [line for line in text.splitlines() if line.strip()]
-    access = [line for line in lines if " deermem.server.access " in line]
+    access = [line for line in lines if " deermem.service.http.access " in line]
     assert len(access) >= 30 + 6 + 1
     for line in lines:
         assert " request_id=" in line, line  # every line, from every logger and worker

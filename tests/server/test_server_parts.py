@@ -24,12 +24,12 @@ from deermem import (
     TokenFileError,
     UnknownTokenError,
 )
-from deermem.server.limits import HostRule, split_host
-from deermem.server.pages import InvalidCursor, paginate
-from deermem.server.problems import problem_for
-from deermem.server.settings import is_loopback
-from deermem.server.tcp import ServerHTTPProtocol
-from deermem.server.tokens import TokenFile
+from deermem.service.http.limits import HostRule, split_host
+from deermem.service.http.pages import InvalidCursor, paginate
+from deermem.service.http.problems import problem_for
+from deermem.service.http.settings import is_loopback
+from deermem.service.http.tcp import ServerHTTPProtocol
+from deermem.service.http.tokens import TokenFile
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -179,7 +179,7 @@ def test_a_host_header_passes_only_as_a_loopback_or_configured_name(host: str) -
     [
         (ServerHTTPProtocol, True),
         # uvicorn's own leaves Nagle on here (its issue #3149); when a release fixes
-        # that, this case fails and deermem.server.tcp can go.
+        # that, this case fails and deermem.service.http.tcp can go.
         (AutoHTTPProtocol, False),
     ],
 )

@@ -8,14 +8,12 @@ from datetime import UTC, datetime
 import pytest
 
 from deermem import Fact, FactNotFoundError, FactRevisionConflict, MemoryConfig
+from deermem.library import CapacityGate, Proposal, Removal
 from deermem.policy import CapacityPolicy
 from deermem.store import (
     ArchiveEntry,
-    CapacityGate,
     ChangeSet,
     CommitResult,
-    Proposal,
-    Removal,
     Scope,
     ScopeSnapshot,
     Store,

@@ -11,7 +11,6 @@ from typing import NoReturn
 import typer
 
 from deermem import __version__
-from deermem._exceptions import DeerMemError
 from deermem.cli._context import CliContext
 from deermem.cli._output import print_error
 from deermem.cli._typer import CONTEXT_SETTINGS, Group, use_command_classes
@@ -21,6 +20,7 @@ from deermem.cli.config_cmd import app as config_app
 from deermem.cli.context_cmd import context
 from deermem.cli.db_cmd import app as db_app
 from deermem.cli.demo import demo
+from deermem.cli.eval.app import app as eval_app
 from deermem.cli.facts_cmd import app as facts_app
 from deermem.cli.ingest_cmd import ingest
 from deermem.cli.init_cmd import init
@@ -34,7 +34,7 @@ from deermem.cli.serve_cmd import serve
 from deermem.cli.store_cmd import reindex, scopes
 from deermem.cli.token_cmd import app as token_app
 from deermem.cli.transfer_cmd import export, import_
-from deermem.evaluation.cli.app import app as eval_app
+from deermem.errors import DeerMemError
 
 __all__ = ["app", "main", "run"]
 

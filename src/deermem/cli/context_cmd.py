@@ -13,7 +13,7 @@ from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
 
 if TYPE_CHECKING:
-    from deermem.context import InjectionManifest
+    from deermem.recall import InjectionManifest
 
 __all__ = ["context", "manifest_summary", "manifest_table"]
 
@@ -80,7 +80,7 @@ def manifest_table(manifest: InjectionManifest) -> Table:
     order of the text (``Facts, guaranteed`` or ``Facts, ranked``), then the
     facts left out with the reason, which the caption explains.
     """
-    from deermem.context import OMISSION_REASONS
+    from deermem.recall import OMISSION_REASONS
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption_justify="left")
     for column in ("fact id", "category", "rank", "score", "tokens", "section / left out"):

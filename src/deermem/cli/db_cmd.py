@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from deermem._exceptions import ConfigError
 from deermem.cli._context import CliContext
 from deermem.cli._output import JSON_OPTION, out_console, print_json
+from deermem.errors import ConfigError
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from deermem._exceptions import ConversationFileError, MessageFormatError
 from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.errors import ConversationFileError, MessageFormatError
 
 if TYPE_CHECKING:
+    from deermem.learning.report import FactChange, UpdateReport, UpdateResult
     from deermem.model.fact import Fact
-    from deermem.update.report import FactChange, UpdateReport, UpdateResult
 
 __all__ = ["EXIT_ANSWER_UNUSABLE", "ingest", "read_conversation"]
 

@@ -50,7 +50,7 @@ def init(
         write_store_settings,
     )
     from deermem.store import resolve_root
-    from deermem.store.listing import holds_store
+    from deermem.store.markdown.listing import holds_store
 
     state = cli_context(ctx)
     resolved = resolve_config(config or state.config_file)

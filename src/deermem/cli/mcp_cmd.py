@@ -78,10 +78,10 @@ def mcp(
     if transport == "stdio" and allowed_host:
         raise typer.BadParameter("applies to --transport http only", param_hint="--allowed-host")
     try:
-        from deermem.mcp.run import serve as run_server
-        from deermem.mcp.settings import DEFAULT_PORT, McpSettings
-        from deermem.server.limits import ServerLimits
-        from deermem.server.settings import ServerSettings
+        from deermem.service.http.limits import ServerLimits
+        from deermem.service.http.settings import ServerSettings
+        from deermem.service.mcp.run import serve as run_server
+        from deermem.service.mcp.settings import DEFAULT_PORT, McpSettings
     except ImportError as error:  # the mcp SDK missing
         err_console.print(
             f"[bold red]error:[/] `deermem mcp` needs the `mcp` extra ({error.name} is not "

@@ -14,7 +14,7 @@ from deermem.cli._context import memory_of
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
 
 if TYPE_CHECKING:
-    from deermem.regret import PolicyRegret, RegretReport
+    from deermem.library.regret import PolicyRegret, RegretReport
 
 __all__ = ["regret"]
 
@@ -46,9 +46,9 @@ def regret(
     Example: `deermem --user alice regret --since 30d --json`
     """
     from deermem.cli.regret_chart import render_regret_chart
-    from deermem.evaluation.report.png import CHARTS_EXTRA, missing_chart_module
-    from deermem.regret import parse_since
-    from deermem.store.atomic import atomic_write
+    from deermem.eval.report.png import CHARTS_EXTRA, missing_chart_module
+    from deermem.library.regret import parse_since
+    from deermem.store.markdown.atomic import atomic_write
 
     memory = memory_of(ctx)
     try:

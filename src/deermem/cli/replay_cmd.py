@@ -12,7 +12,7 @@ from rich.markup import escape
 from deermem.cli._output import err_console, out_console
 
 if TYPE_CHECKING:
-    from deermem.cli.replay_run import CellRun
+    from deermem.eval.replay.run import CellRun
 
 __all__ = ["RESULT_FILES", "replay"]
 
@@ -60,12 +60,12 @@ def replay(
     """
     # The replay drives the whole memory stack: imported when it runs, so the
     # other `deermem eval` commands do not load it.
-    from deermem.cli.replay_report import encode_results, render_chart, render_markdown, summarize
-    from deermem.cli.replay_run import replay_all
-    from deermem.evaluation.errors import ResultsExistError
-    from deermem.evaluation.replay import load_params
-    from deermem.evaluation.report.png import CHARTS_EXTRA, missing_chart_module
-    from deermem.store.atomic import atomic_write
+    from deermem.eval.errors import ResultsExistError
+    from deermem.eval.replay import load_params
+    from deermem.eval.replay.report import encode_results, render_chart, render_markdown, summarize
+    from deermem.eval.replay.run import replay_all
+    from deermem.eval.report.png import CHARTS_EXTRA, missing_chart_module
+    from deermem.store.markdown.atomic import atomic_write
 
     loaded = load_params(params)
     if quick:

@@ -79,9 +79,9 @@ def serve(
     Example: `deermem --root ./memories serve --port 8765 --workers 2`
     """
     try:
-        from deermem.server.limits import ServerLimits
-        from deermem.server.run import serve as run_server
-        from deermem.server.settings import ServerSettings
+        from deermem.service.http.limits import ServerLimits
+        from deermem.service.http.run import serve as run_server
+        from deermem.service.http.settings import ServerSettings
     except ImportError as error:  # fastapi or uvicorn missing
         err_console.print(
             f"[bold red]error:[/] the server needs the `server` extra ({error.name} is not "

@@ -15,7 +15,7 @@ from deermem.cli._context import CliContext
 from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
 
 if TYPE_CHECKING:
-    from deermem.server.tokens import TokenFile
+    from deermem.service.http.tokens import TokenFile
 
 __all__ = ["app"]
 
@@ -41,8 +41,8 @@ TOKENS_FILE_OPTION = typer.Option(
 
 
 def _tokens(ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None) -> TokenFile:
-    from deermem.server.settings import ServerSettings
-    from deermem.server.tokens import TokenFile
+    from deermem.service.http.settings import ServerSettings
+    from deermem.service.http.tokens import TokenFile
 
     state = ctx.find_root().obj
     options = state if isinstance(state, CliContext) else CliContext()

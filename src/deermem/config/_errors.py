@@ -17,8 +17,8 @@ from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from deermem._exceptions import ConfigError
 from deermem.config.database import redact_database_url
+from deermem.errors import ConfigError
 
 __all__ = ["config_error", "describing_origins"]
 

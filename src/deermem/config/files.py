@@ -9,7 +9,7 @@ from typing import Final
 
 import yaml
 
-from deermem._exceptions import ConfigError
+from deermem.errors import ConfigError
 
 __all__ = ["read_config_file"]
 

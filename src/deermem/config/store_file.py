@@ -26,9 +26,9 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from deermem._exceptions import ConfigError, StoreSettingsExistError
 from deermem.config.files import read_config_file
 from deermem.config.schema import MemoryConfig
+from deermem.errors import ConfigError, StoreSettingsExistError
 
 __all__ = [
     "NOT_IN_STORE_FILE",

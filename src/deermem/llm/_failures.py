@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from deermem._exceptions import (
+from deermem.errors import (
     LLMError,
     LLMResponseInvalid,
     LLMStatusError,

@@ -14,8 +14,8 @@ from typing import Final
 
 import httpx
 
-from deermem._exceptions import LLMNotConfigured
 from deermem.config.schema import MemoryConfig, ModelConfig
+from deermem.errors import LLMNotConfigured
 from deermem.llm.local import LocalModel
 from deermem.llm.openai_compat import OpenAICompatibleModel
 from deermem.llm.types import ChatModel

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from deermem._exceptions import LLMError, LLMResponseInvalid, LLMUnavailable
 from deermem.config.schema import ModelConfig
+from deermem.errors import LLMError, LLMResponseInvalid, LLMUnavailable
 from deermem.llm._completion import InvalidCompletion, parse_completion
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from deermem._exceptions import DuplicateFactError, FactValidationError
+from deermem.errors import DuplicateFactError, FactValidationError
 from deermem.model.text import (
     MAX_CATEGORY_CHARS,
     MAX_CONTENT_CHARS,

@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from deermem._exceptions import FactValidationError
+from deermem.errors import FactValidationError
+from deermem.library.gate import Proposal, Removal
 from deermem.model.fact import Fact
 from deermem.model.text import MAX_KEPT_SIZE, check_storable
 from deermem.policy import coerce_confidence
-from deermem.store.gate import Proposal, Removal
 from deermem.store.protocol import SUMMARY_GROUPS, ScopeSnapshot, Section, SummaryKey
 from deermem.store.records import REASON_REPLACED
 

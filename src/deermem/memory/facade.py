@@ -9,17 +9,17 @@ lock; nothing else trims a library. Every decision reads the injected clock,
 never the wall clock directly, so tests and demos are reproducible.
 
 The work is done by collaborators with one job each: the store, the gate,
-:class:`~deermem.memory.updates.UpdateService` (model, queue, watermark),
-:class:`~deermem.memory.search_handle.SearchIndexHandle` and the pure
-functions of :mod:`deermem.memory.recall`, :mod:`deermem.memory.documents`
-and :mod:`deermem.memory.explain`; ``Memory`` holds them and binds them to
+:class:`~deermem.learning.updates.UpdateService` (model, queue, watermark),
+:class:`~deermem.recall.search_handle.SearchIndexHandle` and the pure
+functions of :mod:`deermem.recall.memory_recall`, :mod:`deermem.memory.documents`
+and :mod:`deermem.library.explain`; ``Memory`` holds them and binds them to
 one scope.
 
 Opening a memory and reading facts needs only the configuration and the
-store. The prompt and search stack (:mod:`deermem.memory.recall`,
-:mod:`deermem.context`) is imported by the first method that uses it, and
+store. The prompt and search stack (:mod:`deermem.recall.memory_recall`,
+:mod:`deermem.recall`) is imported by the first method that uses it, and
 the extraction machinery by the first extraction (see
-:mod:`deermem.memory.updates`), so a command that lists facts does not wait
+:mod:`deermem.learning.updates`), so a command that lists facts does not wait
 for either.
 """
 
@@ -35,14 +35,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from deermem._exceptions import (
+from deermem.config import MemoryConfig, load_config, with_store_settings
+from deermem.errors import (
     CorruptMemoryFile,
     FactNotFoundError,
     FactRevisionConflict,
     StorageError,
     UnsafeIdentifierError,
 )
-from deermem.config import MemoryConfig, load_config, with_store_settings
+from deermem.learning.updates import UpdateService
+from deermem.library import CapacityGate, Proposal, Removal
+from deermem.library.explain import standing_of
+from deermem.library.regret import Found, RegretReport, build_report, search_regret
 from deermem.memory._checks import (
     check_confidence,
     check_not_duplicate,
@@ -53,7 +57,6 @@ from deermem.memory._checks import (
     checked_topics,
 )
 from deermem.memory.documents import export_document, plan_import
-from deermem.memory.explain import standing_of
 from deermem.memory.results import (
     CreateResult,
     Explanation,
@@ -63,22 +66,17 @@ from deermem.memory.results import (
     ScopeSummary,
     SearchResult,
 )
-from deermem.memory.search_handle import SearchIndexHandle
-from deermem.memory.updates import UpdateService
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
 from deermem.policy import POLICY_HYBRID_V1
-from deermem.regret import Found, RegretReport, build_report, search_regret
+from deermem.recall.search_handle import SearchIndexHandle
 from deermem.store import (
     REASON_DELETED,
     ArchiveEntry,
-    CapacityGate,
     ChangeSet,
     EvictionReceipt,
     FactWrite,
-    Proposal,
-    Removal,
     Scope,
     ScopeSnapshot,
     Section,
@@ -90,12 +88,12 @@ from deermem.store.factory import open_store
 from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
-    from deermem.context import Injection
+    from deermem.learning import FlushReport, UpdateResult
+    from deermem.learning.signals import KeepHidden
     from deermem.llm import ChatModel
-    from deermem.memory.recall import SearchFindings
-    from deermem.signals import KeepHidden
+    from deermem.recall import Injection
+    from deermem.recall.memory_recall import SearchFindings
     from deermem.store.regret_records import RegretEvent
-    from deermem.update import FlushReport, UpdateResult
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
@@ -137,7 +135,7 @@ class Memory:
     Conversations reach memory through two entry points:
 
     * :meth:`learn` — synchronous: one model call and one commit now; it
-      returns the :class:`~deermem.update.UpdateResult` (the report and the
+      returns the :class:`~deermem.learning.UpdateResult` (the report and the
       facts it names), and can run as a dry run.
     * :meth:`queue_conversation` — queued: returns at once, and the
       conversation is learned from once the user pauses (debounced, merged
@@ -337,7 +335,7 @@ class Memory:
         Returns:
             Whether both are ready.
         """
-        from deermem.context import warm_tokenizer
+        from deermem.recall import warm_tokenizer
 
         tokens = self.config.token_counting != "tiktoken" or warm_tokenizer()
         index = self._search_index.get(self.store) is not None
@@ -768,7 +766,7 @@ class Memory:
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
-        from deermem.memory.recall import memory_injection
+        from deermem.recall.memory_recall import memory_injection
 
         return memory_injection(
             self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
@@ -814,7 +812,7 @@ class Memory:
                 searched all the same, without counting (said once, in a
                 warning).
         """
-        from deermem.memory.recall import search_scope
+        from deermem.recall.memory_recall import search_scope
 
         now = self.now()
         findings = search_scope(
@@ -854,7 +852,7 @@ class Memory:
             OSError: the index cannot be written where the store keeps it.
             SearchIndexError: the index file cannot be opened.
         """
-        from deermem.memory.recall import rebuild_search_index
+        from deermem.recall.memory_recall import rebuild_search_index
 
         self._search_index.close()  # this memory's next search reopens it
         return rebuild_search_index(

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from deermem.model.fact import Fact
+from deermem.model.scope import Scope
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
-from deermem.store.scope import Scope
 
 if TYPE_CHECKING:
-    from deermem.context.search import MatchType
+    from deermem.recall.search import MatchType
 
 __all__ = [
     "CreateResult",

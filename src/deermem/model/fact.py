@@ -27,7 +27,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Final, Literal
 
-from deermem._exceptions import FactValidationError
+from deermem.errors import FactValidationError
 from deermem.model.categories import canonical_category
 from deermem.model.text import LINE_BREAKS, MAX_KEPT_SIZE, check_storable
 from deermem.model.timestamps import format_timestamp

@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from deermem._exceptions import FactValidationError, InvalidTextError
+from deermem.errors import FactValidationError, InvalidTextError
 
 __all__ = [
     "LINE_BREAKS",

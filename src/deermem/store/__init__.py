@@ -9,9 +9,9 @@
   address a path outside the store.
 """
 
-from deermem.store.gate import CapacityGate, EvictionMode, GateOutcome, Proposal, Removal
-from deermem.store.markdown_store import MarkdownStore, MarkdownTransaction
-from deermem.store.paths import resolve_root
+from deermem.model.scope import DEFAULT_AGENT, Scope, normalise_agent, safe_user_id
+from deermem.store.markdown.paths import resolve_root
+from deermem.store.markdown.store import MarkdownStore, MarkdownTransaction
 from deermem.store.protocol import (
     HISTORY_SECTIONS,
     USER_SECTIONS,
@@ -37,7 +37,6 @@ from deermem.store.records import (
     Trigger,
     UsageEntry,
 )
-from deermem.store.scope import DEFAULT_AGENT, Scope, normalise_agent, safe_user_id
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -48,19 +47,14 @@ __all__ = [
     "TRIGGERS",
     "USER_SECTIONS",
     "ArchiveEntry",
-    "CapacityGate",
     "ChangeSet",
     "CommitResult",
-    "EvictionMode",
     "EvictionReceipt",
     "FactDelete",
     "FactWrite",
-    "GateOutcome",
     "MarkdownStore",
     "MarkdownTransaction",
-    "Proposal",
     "ReceiptEntry",
-    "Removal",
     "Scope",
     "ScopeSnapshot",
     "Section",

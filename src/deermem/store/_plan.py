@@ -18,17 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from deermem._exceptions import (
+from deermem.errors import (
     FactNotFoundError,
     FactRevisionConflict,
     ManifestRevisionConflict,
 )
 from deermem.model.fact import Fact
+from deermem.model.scope import Scope
 from deermem.model.timestamps import format_timestamp
 from deermem.store.archive import encode_entry
-from deermem.store.codec import encode_fact, encode_summaries, stored_scope
-from deermem.store.journal import FileChange
-from deermem.store.paths import ScopePaths
+from deermem.store.markdown.codec import encode_fact, encode_summaries, stored_scope
+from deermem.store.markdown.journal import FileChange
+from deermem.store.markdown.paths import ScopePaths
 from deermem.store.protocol import (
     DOCUMENT_VERSION,
     SUMMARY_GROUPS,
@@ -36,7 +37,6 @@ from deermem.store.protocol import (
     Section,
     SummaryDocument,
 )
-from deermem.store.scope import Scope
 
 __all__ = ["ChangePlan", "CommitPlan", "plan_changes", "plan_commit"]
 

@@ -34,14 +34,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
-from deermem._exceptions import CorruptMemoryFile, FactValidationError
+from deermem.errors import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import FACT_ID_PATTERN, Fact
+from deermem.model.scope import Scope
 from deermem.model.timestamps import parse_timestamp
 from deermem.store.duplicates import duplicate_digest, duplicate_key
-from deermem.store.paths import ScopePaths
+from deermem.store.markdown.paths import ScopePaths
 from deermem.store.records import ArchiveEntry, ReceiptEntry, UsageEntry
 from deermem.store.regret_records import ShadowMark
-from deermem.store.scope import Scope
 
 _log = logging.getLogger("deermem.store")
 _EARLIEST = datetime.min.replace(tzinfo=UTC)

@@ -19,8 +19,8 @@ import threading
 from collections import OrderedDict
 from typing import Final, NamedTuple
 
+from deermem.model.scope import Scope
 from deermem.store.protocol import ScopeSnapshot
-from deermem.store.scope import Scope
 
 __all__ = ["ABSENT", "ManifestToken", "ScopeCache"]
 

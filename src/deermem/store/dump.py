@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from deermem.model.fact import Fact
-from deermem.store.marks import ThreadMark
+from deermem.store.markdown.marks import ThreadMark
 from deermem.store.protocol import SummaryDocument
 from deermem.store.records import ArchiveEntry, UsageEntry
 

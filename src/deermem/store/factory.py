@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from deermem._exceptions import ConfigError
 from deermem.config import MemoryConfig
 from deermem.config.database import redact_database_url
-from deermem.store.markdown_store import MarkdownStore
+from deermem.errors import ConfigError
+from deermem.store.markdown.store import MarkdownStore
 from deermem.store.protocol import Store
 
 __all__ = ["open_store"]

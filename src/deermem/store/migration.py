@@ -22,12 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deermem._exceptions import ConfigError, MigrationError
 from deermem.config import MemoryConfig
 from deermem.config.database import is_database_url, redact_database_url
+from deermem.errors import ConfigError, MigrationError
 from deermem.store.dump import Transfer, UserDump
-from deermem.store.markdown_store import MarkdownStore
-from deermem.store.markdown_transfer import MarkdownTransfer
+from deermem.store.markdown.store import MarkdownStore
+from deermem.store.markdown.transfer import MarkdownTransfer
 
 __all__ = ["MigrationReport", "migrate", "opened_location"]
 

@@ -35,9 +35,9 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 from deermem.model.fact import Fact
+from deermem.model.scope import Scope
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
 from deermem.store.regret_records import RegretEvent, ShadowMark
-from deermem.store.scope import Scope
 
 __all__ = [
     "DOCUMENT_VERSION",
@@ -217,7 +217,7 @@ class ChangeSet:
         usage_restores: usage entries to put back (facts restored from the
             archive keep their recall history).
         watermarks: thread id → the mark of the last message extracted from
-            that conversation (see :mod:`deermem.update.watermark`), set by
+            that conversation (see :mod:`deermem.learning.watermark`), set by
             the commit that applied what was extracted.
         regret_events: regret events to record (see
             :mod:`deermem.store.regret_records`), with what caused them.

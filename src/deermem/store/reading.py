@@ -1,6 +1,6 @@
 """Reading a scope from disk: the user's document and every fact file.
 
-Reads are strict (see :mod:`deermem.store.codec`): a file that is not what it
+Reads are strict (see :mod:`deermem.store.markdown.codec`): a file that is not what it
 must be stops the load with an error naming it. Stray temporary files from an
 interrupted writer are skipped; they are never facts.
 """
@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 
-from deermem._exceptions import CorruptMemoryFile
+from deermem.errors import CorruptMemoryFile
 from deermem.model.fact import FACT_ID_PATTERN, Fact
+from deermem.model.scope import Scope
 from deermem.model.timestamps import parse_timestamp
 from deermem.store.cache import ABSENT, ManifestToken
-from deermem.store.codec import decode_fact, decode_summaries
-from deermem.store.paths import ScopePaths, UserPaths, fact_shard
+from deermem.store.markdown.codec import decode_fact, decode_summaries
+from deermem.store.markdown.paths import ScopePaths, UserPaths, fact_shard
 from deermem.store.protocol import ScopeSnapshot, SummaryDocument
-from deermem.store.scope import Scope
 
 __all__ = [
     "check_layout",

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from deermem._exceptions import CorruptMemoryFile
+from deermem.errors import CorruptMemoryFile
 from deermem.model.timestamps import format_timestamp, parse_timestamp
 from deermem.policy import decay, elapsed_days
 from deermem.store.records import EvictionReceipt, UsageEntry

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, ClassVar, Final, Literal
 
-from deermem._exceptions import (
+from deermem.errors import (
     ArchivedFactError,
     ConfigError,
     LLMError,
@@ -52,8 +52,8 @@ from deermem.integrations.deerflow.settings import (
     log_unused,
     read_backend_config,
 )
+from deermem.learning.signals import KeepHidden, Message, is_clarification_answer
 from deermem.memory import Memory
-from deermem.signals import KeepHidden, Message, is_clarification_answer
 
 __all__ = ["DeerFlowBackend", "Mode", "hidden_message_rule"]
 

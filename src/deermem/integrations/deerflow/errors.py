@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from deermem._exceptions import (
+from deermem.errors import (
     CorruptMemoryFile,
     DuplicateFactError,
     FactValidationError,

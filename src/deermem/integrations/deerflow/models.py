@@ -31,9 +31,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deermem._exceptions import LLMError
+from deermem.errors import LLMError
+from deermem.learning.signals import parse_message
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema, TokenUsage
-from deermem.signals import parse_message
 
 __all__ = ["HostChatModel", "ObservedModel"]
 

@@ -34,9 +34,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from deermem._exceptions import ConfigError
 from deermem.config import MemoryConfig
 from deermem.config.loading import config_from_mapping
+from deermem.errors import ConfigError
 
 __all__ = ["SOURCE", "BackendSettings", "HiddenMessageRule", "read_backend_config"]
 

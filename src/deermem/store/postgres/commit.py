@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import deermem.store.postgres.rows as rows
+from deermem.model.scope import Scope
 from deermem.model.timestamps import format_timestamp
 from deermem.store._plan import ChangePlan
 from deermem.store.archive import beyond_bounds
@@ -23,7 +24,6 @@ from deermem.store.postgres.connection import Connection
 from deermem.store.protocol import ChangeSet, SummaryDocument
 from deermem.store.records import ArchiveEntry, UsageEntry
 from deermem.store.regret_records import RegretEvent
-from deermem.store.scope import Scope
 from deermem.store.sidecars import strip_audit_events
 
 __all__ = ["Bounds", "CommitWriter", "append_regret", "insert_archive", "put_usage"]

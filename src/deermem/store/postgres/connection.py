@@ -25,7 +25,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import PoolTimeout
 
-from deermem._exceptions import DatabaseError, DatabaseUnavailable
+from deermem.errors import DatabaseError, DatabaseUnavailable
 
 __all__ = ["Connection", "connect", "translated"]
 

@@ -15,13 +15,13 @@ import hashlib
 import json
 from typing import Final
 
-from deermem._exceptions import CorruptMemoryFile, FactValidationError
+from deermem.errors import CorruptMemoryFile, FactValidationError
 from deermem.model.fact import Fact
+from deermem.model.scope import Scope, check_user_id
 from deermem.store.archive import decode_entry
-from deermem.store.codec import decode_summaries
+from deermem.store.markdown.codec import decode_summaries
 from deermem.store.protocol import SummaryDocument
 from deermem.store.records import ArchiveEntry
-from deermem.store.scope import Scope, check_user_id
 
 __all__ = [
     "NO_USER",
@@ -50,7 +50,7 @@ def user_key(scope: Scope) -> str:
 
     Raises:
         UnsafeIdentifierError: the id breaks the one rule for user ids
-            (:func:`~deermem.store.scope.check_user_id`), which :meth:`Scope.of`
+            (:func:`~deermem.model.scope.check_user_id`), which :meth:`Scope.of`
             applies already; checked again for a scope made without it.
     """
     if scope.user_id is None:

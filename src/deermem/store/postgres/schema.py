@@ -22,8 +22,8 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
-from deermem._exceptions import DatabaseSchemaError
 from deermem.config.database import redact_database_url
+from deermem.errors import DatabaseSchemaError
 from deermem.store.postgres.connection import Connection, connect, translated
 
 __all__ = [

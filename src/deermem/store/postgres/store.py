@@ -47,10 +47,11 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
-from deermem._exceptions import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
 from deermem.config.database import redact_database_url
+from deermem.errors import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
 from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
 from deermem.model.fact import FACT_ID_PATTERN, Fact
+from deermem.model.scope import DEFAULT_AGENT, Scope
 from deermem.store._plan import plan_changes
 from deermem.store.archive import newest_first
 from deermem.store.cache import ScopeCache
@@ -62,7 +63,6 @@ from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, Summa
 from deermem.store.reading import patched_snapshot, sort_facts
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
 from deermem.store.regret_records import RegretEvent, ShadowMark
-from deermem.store.scope import DEFAULT_AGENT, Scope
 from deermem.store.sidecars import count_recalls
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import uuid
 
-from deermem._exceptions import CorruptMemoryFile
+from deermem.errors import CorruptMemoryFile
+from deermem.model.scope import Scope
 from deermem.store.dump import ScopeDump, ThreadMark, UserDump
 from deermem.store.postgres import rows
 from deermem.store.postgres.commit import insert_archive
@@ -22,7 +23,6 @@ from deermem.store.postgres.connection import Connection
 from deermem.store.postgres.store import PostgresStore, agents_of, roll_back
 from deermem.store.protocol import SummaryDocument
 from deermem.store.records import UsageEntry
-from deermem.store.scope import Scope
 
 __all__ = ["PostgresTransfer"]
 

@@ -1,0 +1,584 @@
+"""The capacity gate: the one way facts enter a library.
+
+Every path that adds facts ends here — a manual or tool ``create``, an
+``import``, a ``restore`` from the archive and, with the updater, the
+``extraction`` from a conversation. No other code trims a library. A fact is
+in the library or in the archive, never both, so this is also where a new
+fact meets the archive: a new fact that says what an archived fact says (the
+duplicate rule, :mod:`~deermem.store.duplicates`) is *relearned* — the
+archived fact comes back in its place, with its history (confirmations,
+recalls), and a regret event records it; a new fact with an archived fact's
+id but another text is refused (:class:`~deermem.ArchivedFactError`).
+
+Usage, inside a store transaction (the user's lock is held, so the decision
+is made on the current library and needs no retry)::
+
+    gate = CapacityGate.from_config(config)
+    with store.transaction(scope) as transaction:
+        outcome = gate.apply(
+            transaction,
+            Proposal(
+                new_facts=(fact,),                         # must not exist yet
+                updates=(confirmed,),                      # existing facts, changed
+                removals=(Removal("fact_ab12", "staleness"),
+                          Removal("fact_cd34", "contradiction", needs_kept="fact_ef56")),
+                summaries={("user", "topOfMind"): "..."},
+            ),
+            trigger="extraction",
+            now=now,
+        )
+
+What :meth:`CapacityGate.apply` does, in order:
+
+1. removes the unconditional removals from the library, applies the updates
+   and appends the new, relearned and restored facts;
+2. decides over that library, once, with
+   :func:`~deermem.policy.select_facts_for_capacity` under the configured
+   :class:`~deermem.policy.CapacityPolicy` and cap — reading the usage
+   sidecar only when the policy uses it — and, in shadow mode, records what
+   ``hybrid-v1`` would have evicted (:func:`~deermem.policy.shadow_comparison`);
+3. applies each conditional removal (``needs_kept``) only if the fact it
+   names survived the gate (a contradiction is removed only when its
+   replacement is kept);
+4. builds one :class:`~deermem.store.ChangeSet`: new and updated facts that
+   survived, deletions of evicted and removed facts, the summaries, one
+   receipt for the capacity eviction (reason ``capacity``) and one per
+   removal reason, and — with ``eviction_mode: archive`` — an archive entry
+   per fact that left (new facts evicted at once included), pointing at its
+   receipt; restored and relearned facts leave the archive; the regret
+   events of the call and the shadow policy's marks
+   (:class:`~deermem.library.regret_ledger.RegretLedger`);
+5. commits it in one journaled commit, receipts, archive entries and regret
+   events included.
+
+:meth:`CapacityGate.remove` is the same without step 2, for paths that only
+take facts away (a deletion never trims a library, as in the original), so
+removed facts get the same receipts and archive entries.
+
+With ``eviction_mode: delete`` facts are deleted physically, as in the
+original, and their ids are stripped from earlier receipts; each fact that
+leaves still gets its receipt in the change that deletes it (receipts hold
+no content), so :meth:`~deermem.Memory.why` can say what became of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Final, Literal
+
+from deermem.errors import ArchivedFactError, FactNotFoundError, FactRevisionConflict
+from deermem.library.regret_ledger import RegretLedger
+from deermem.model.fact import Fact
+from deermem.model.timestamps import format_timestamp
+from deermem.policy import (
+    CapacityDecision,
+    CapacityPolicy,
+    ShadowComparison,
+    select_facts_for_capacity,
+    shadow_comparison,
+)
+from deermem.policy.capacity import check_max_facts
+from deermem.store.duplicates import duplicate_key
+from deermem.store.markdown.codec import stored_scope
+from deermem.store.protocol import (
+    ChangeSet,
+    CommitResult,
+    FactDelete,
+    FactWrite,
+    Section,
+    StoreTransaction,
+    SummaryKey,
+)
+from deermem.store.records import (
+    REASON_CAPACITY,
+    TRIGGERS,
+    ArchiveEntry,
+    EvictionReceipt,
+    ReceiptEntry,
+    Trigger,
+    UsageEntry,
+    receipt_id_for,
+)
+from deermem.store.regret_records import RegretEvent
+
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+
+__all__ = ["CapacityGate", "EvictionMode", "GateOutcome", "Proposal", "Removal"]
+
+EvictionMode = Literal["archive", "delete"]
+_MODES: Final = ("archive", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """A fact the caller wants gone, and why.
+
+    Attributes:
+        fact_id: the stored fact.
+        reason: the receipt's reason, e.g. ``deleted``, ``replaced``,
+            ``staleness``, ``contradiction``.
+        expected_revision: if set, the stored revision must match.
+        needs_kept: if set, the removal applies only when the fact with this
+            id (normally one of the proposal's new facts) survives the gate.
+    """
+
+    fact_id: str
+    reason: str
+    expected_revision: int | None = None
+    needs_kept: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """What a caller would like to change; the gate decides what happens.
+
+    Attributes:
+        new_facts: facts to add (their ids must not exist yet).
+        updates: changed versions of stored facts; each carries the stored
+            revision it was based on.
+        removals: facts to remove.
+        summaries: summary sections to set.
+        restored: archive entries whose facts come back (as new facts), at
+            a user's or tool's request.
+        watermarks: conversations this change extracted (thread id → mark),
+            committed with it.
+        confirmed: ids of stored facts the user confirmed in this change.
+        repeated: ids of stored facts that a proposal said again (duplicates
+            dropped before the gate).
+        corrected: ids among the removals that the user corrected.
+
+    The last three are evidence for regret in shadow mode (see
+    :mod:`deermem.store.regret_records`); they change no fact.
+    """
+
+    new_facts: tuple[Fact, ...] = ()
+    updates: tuple[Fact, ...] = ()
+    removals: tuple[Removal, ...] = ()
+    summaries: Mapping[SummaryKey, str | Section] = field(default_factory=dict)
+    restored: tuple[ArchiveEntry, ...] = ()
+    watermarks: Mapping[str, str] = field(default_factory=dict)
+    confirmed: tuple[str, ...] = ()
+    repeated: tuple[str, ...] = ()
+    corrected: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GateOutcome:
+    """What the gate decided and committed.
+
+    Attributes:
+        commit: the store's commit result.
+        decision: the capacity decision over the proposed library.
+        shadow: the shadow comparison, when shadow mode is on and something went.
+        kept_new: ids of proposed new, relearned and restored facts that
+            were stored (a relearned fact under its archived id).
+        evicted: ids the capacity gate evicted, lowest-ranked first.
+        removed: ids removed by the proposal's removals.
+        skipped_removals: conditional removals not applied (their fact was evicted).
+        receipts: the receipts written (or that would be, with the audit off).
+        archived: ids that went to the archive.
+        relearned: proposed new fact id → the archived fact that came back
+            in its place.
+        regret: the regret events recorded.
+    """
+
+    commit: CommitResult
+    decision: CapacityDecision[Fact]
+    shadow: ShadowComparison | None
+    kept_new: tuple[str, ...]
+    evicted: tuple[str, ...]
+    removed: tuple[str, ...]
+    skipped_removals: tuple[Removal, ...]
+    receipts: tuple[EvictionReceipt, ...]
+    archived: tuple[str, ...]
+    relearned: Mapping[str, str] = field(default_factory=dict)
+    regret: tuple[RegretEvent, ...] = ()
+
+
+class CapacityGate:
+    """The configured capacity policy and cap, plus what happens to the facts they let go.
+
+    Args:
+        policy: the capacity policy (and whether shadow mode runs).
+        max_facts: the cap on one library, at least 0.
+        eviction_mode: ``archive`` keeps what leaves restorable; ``delete``
+            deletes it physically, as the original does.
+    """
+
+    def __init__(
+        self, policy: CapacityPolicy, *, max_facts: int, eviction_mode: EvictionMode = "archive"
+    ) -> None:
+        check_max_facts(max_facts)
+        if eviction_mode not in _MODES:
+            raise ValueError(f"eviction_mode must be one of {_MODES}, got {eviction_mode!r}")
+        self.policy = policy
+        self.max_facts = max_facts
+        self.eviction_mode = eviction_mode
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig) -> CapacityGate:
+        return cls(
+            CapacityPolicy.from_config(config),
+            max_facts=config.max_facts,
+            eviction_mode=config.eviction_mode,
+        )
+
+    @property
+    def archiving(self) -> bool:
+        return self.eviction_mode == "archive"
+
+    def apply(
+        self,
+        transaction: StoreTransaction,
+        proposal: Proposal,
+        *,
+        trigger: Trigger,
+        now: datetime,
+    ) -> GateOutcome:
+        """Decide over the proposed library and commit the result (see the module docstring).
+
+        Raises:
+            ValueError: an unknown trigger.
+            FactNotFoundError: an update or removal names a fact that is not stored.
+            FactRevisionConflict: a new fact's id is already stored, or a
+                revision precondition fails.
+            ArchivedFactError: a new fact's id is in the archive with another
+                text (an archived fact comes back by a restore, or by being
+                said again).
+        """
+        ledger = RegretLedger(transaction, trigger, format_timestamp(now))
+        proposal, relearned = _relearn(transaction, proposal, now, ledger)
+        library, incoming = _proposed_library(transaction, proposal, trigger)
+        usage = transaction.usage() if self.policy.uses_usage else None
+        entries = None if usage is None else {k: v.to_dict() for k, v in usage.items()}
+        decision = select_facts_for_capacity(
+            library, max_facts=self.max_facts, policy=self.policy, usage=entries, now=now
+        )
+        shadow = shadow_comparison(library, decision, policy=self.policy, usage=entries, now=now)
+        evicted = set(decision.evicted_ids)
+        removals, skipped = _resolve_removals(proposal.removals, library, evicted)
+        changes = _Changes(self, transaction, trigger, now, usage, decision.policy)
+        receipts = []
+        if decision.evicted:
+            lines = tuple(ReceiptEntry.from_eviction(item) for item in decision.evicted)
+            receipts.append(
+                changes.receipt(
+                    REASON_CAPACITY,
+                    lines,
+                    occupancy=decision.occupancy,
+                    reserved=decision.reserved_correction_slots,
+                    shadow=shadow,
+                )
+            )
+        library_by_id = {fact.id: fact for fact in library}
+        receipts.extend(changes.removal_receipts(removals, library_by_id, len(library)))
+        corrected = [i for i in proposal.corrected if i in removals]
+        ledger.settled(
+            confirmed=[i for i in proposal.confirmed if i not in evicted],
+            repeated=[i for i in proposal.repeated if i not in evicted],
+            corrected=corrected,
+        )
+        gone = evicted | set(removals)
+        ledger.decided(
+            shadow,
+            receipt_id=receipts[0].receipt_id if decision.evicted else None,
+            library=library_by_id,
+            leaving=gone,
+            settled=corrected,
+        )
+        change_set = changes.change_set(proposal, receipts, library_by_id, gone, ledger)
+        result = transaction.commit(change_set)
+        incoming_ids = [fact.id for fact in incoming]
+        return GateOutcome(
+            commit=result,
+            decision=decision,
+            shadow=shadow,
+            kept_new=tuple(i for i in incoming_ids if i not in evicted),
+            evicted=decision.evicted_ids,
+            removed=tuple(removals),
+            skipped_removals=tuple(skipped),
+            receipts=change_set.receipts,
+            archived=tuple(entry.fact_id for entry in change_set.archive_puts),
+            relearned=relearned,
+            regret=change_set.regret_events,
+        )
+
+    def remove(
+        self,
+        transaction: StoreTransaction,
+        removals: tuple[Removal, ...],
+        *,
+        trigger: Trigger,
+        now: datetime,
+    ) -> CommitResult:
+        """Remove facts with receipts and archive entries, without running the policy.
+
+        Raises:
+            ValueError: an unknown trigger, or a conditional removal.
+            FactNotFoundError: a removal names a fact that is not stored.
+            FactRevisionConflict: a revision precondition fails.
+        """
+        if any(removal.needs_kept is not None for removal in removals):
+            raise ValueError("conditional removals need a decision: use apply()")
+        proposal = Proposal(removals=removals)
+        _proposed_library(transaction, proposal, trigger)  # validates
+        by_id = {removal.fact_id: removal for removal in removals}
+        changes = _Changes(self, transaction, trigger, now, None, self.policy.name)
+        stored = transaction.snapshot.by_id
+        receipts = changes.removal_receipts(by_id, stored, len(transaction.snapshot.facts))
+        ledger = RegretLedger(transaction, trigger, changes.stamp)
+        ledger.decided(None, receipt_id=None, library=stored, leaving=set(by_id))
+        return transaction.commit(
+            changes.change_set(proposal, receipts, stored, set(by_id), ledger)
+        )
+
+
+def _relearn(
+    transaction: StoreTransaction, proposal: Proposal, now: datetime, ledger: RegretLedger
+) -> tuple[Proposal, dict[str, str]]:
+    """The proposal with each new fact that an archived fact says already replaced by it.
+
+    The archived fact comes back as it was archived — its id, confidence,
+    confirmations and recall counts — in the new fact's place, and a
+    conditional removal that needed the new fact now needs it. A new fact
+    whose id is archived comes back the same way when the texts agree, and
+    is refused when they do not.
+
+    Raises:
+        ArchivedFactError: a new fact has an archived fact's id and another text.
+    """
+    if not proposal.new_facts:
+        for entry in proposal.restored:
+            ledger.returned(entry, "restored")
+        return proposal, {}
+    matches = transaction.archived_matches([fact.content for fact in proposal.new_facts], now)
+    taken = {entry.fact_id for entry in proposal.restored} | set(transaction.snapshot.by_id)
+    new_facts: list[Fact] = []
+    returned: list[ArchiveEntry] = []
+    relearned: dict[str, str] = {}
+    for fact in proposal.new_facts:
+        key = duplicate_key(fact.content)
+        match = matches.get(key)
+        same_id = transaction.archived(fact.id)
+        if same_id is not None:
+            if duplicate_key(same_id.fact.content) != key:
+                raise ArchivedFactError(fact.id)
+            match = same_id
+        if match is None or match.fact_id in taken:
+            new_facts.append(fact)
+            continue
+        taken.add(match.fact_id)
+        returned.append(match)
+        relearned[fact.id] = match.fact_id
+    for entry in returned:
+        ledger.returned(entry, "relearned")
+    for entry in proposal.restored:
+        ledger.returned(entry, "restored")
+    if not relearned:
+        return proposal, relearned
+    removals = tuple(
+        replace(r, needs_kept=relearned[r.needs_kept]) if r.needs_kept in relearned else r
+        for r in proposal.removals
+    )
+    restored = (*returned, *proposal.restored)
+    return replace(
+        proposal, new_facts=tuple(new_facts), restored=restored, removals=removals
+    ), relearned
+
+
+def _proposed_library(
+    transaction: StoreTransaction, proposal: Proposal, trigger: str
+) -> tuple[list[Fact], tuple[Fact, ...]]:
+    """The library the gate decides over, and the incoming facts at its end."""
+    if trigger not in TRIGGERS:
+        raise ValueError(f"trigger must be one of {TRIGGERS}, got {trigger!r}")
+    stored = transaction.snapshot.by_id
+    incoming = proposal.new_facts + tuple(entry.fact for entry in proposal.restored)
+    for fact in incoming:
+        if fact.id in stored:
+            raise FactRevisionConflict(fact.id, expected=None, actual=stored[fact.id].revision)
+    for fact in proposal.new_facts:
+        # No fact lives twice: in the library and in the archive, where the
+        # next eviction would overwrite the archived version. (_relearn has
+        # brought back the archived facts that the new ones say again.)
+        if transaction.archived(fact.id) is not None:
+            raise ArchivedFactError(fact.id)
+    for fact in proposal.updates:
+        if fact.id not in stored:
+            raise FactNotFoundError(fact.id)
+    for removal in proposal.removals:
+        if removal.fact_id not in stored:
+            raise FactNotFoundError(removal.fact_id)
+    dropped = {r.fact_id for r in proposal.removals if r.needs_kept is None}
+    updated = {fact.id: fact for fact in proposal.updates}
+    library = [
+        updated.get(fact.id, fact) for fact in transaction.snapshot.facts if fact.id not in dropped
+    ]
+    library.extend(incoming)
+    return library, incoming
+
+
+def _resolve_removals(
+    removals: tuple[Removal, ...], library: list[Fact], evicted: set[str]
+) -> tuple[dict[str, Removal], list[Removal]]:
+    """The removals that apply after the decision, and the conditional ones skipped.
+
+    Unconditional removals always apply (they were taken out before the
+    decision). A conditional one applies if the fact it needs survived; its
+    own fact may meanwhile have been evicted, which settles it either way.
+    """
+    applied = {r.fact_id: r for r in removals if r.needs_kept is None}
+    present = {fact.id for fact in library}
+    skipped = []
+    for removal in removals:
+        if removal.needs_kept is None or removal.fact_id in evicted:
+            continue
+        if removal.needs_kept in evicted or removal.needs_kept not in present:
+            skipped.append(removal)
+        else:
+            applied[removal.fact_id] = removal
+    return applied, skipped
+
+
+class _Changes:
+    """The receipts, archive entries and change set of one gate call (steps 4 and 5)."""
+
+    def __init__(
+        self,
+        gate: CapacityGate,
+        transaction: StoreTransaction,
+        trigger: Trigger,
+        now: datetime,
+        usage: Mapping[str, UsageEntry] | None,
+        policy_version: str,
+    ) -> None:
+        self.gate = gate
+        self.transaction = transaction
+        self.trigger = trigger
+        self.now = now
+        self.stamp = format_timestamp(now)
+        self.policy_version = policy_version
+        self._usage = usage
+
+    def usage(self) -> Mapping[str, UsageEntry]:
+        if self._usage is None:
+            self._usage = self.transaction.usage()
+        return self._usage
+
+    def receipt(
+        self,
+        reason: str,
+        lines: tuple[ReceiptEntry, ...],
+        *,
+        occupancy: int,
+        reserved: int = 0,
+        shadow: ShadowComparison | None = None,
+    ) -> EvictionReceipt:
+        snapshot = self.transaction.snapshot
+        key = f"{snapshot.scope.user_id}\x1f{snapshot.scope.agent}\x1f{self.stamp}"
+        return EvictionReceipt(
+            receipt_id=receipt_id_for(
+                key, snapshot.revision + 1, reason, [line.fact_id for line in lines]
+            ),
+            occurred_at=self.stamp,
+            reason=reason,
+            trigger=self.trigger,
+            policy_version=self.policy_version,
+            max_facts=self.gate.max_facts,
+            occupancy=occupancy,
+            reserved_correction_slots=reserved,
+            evicted=lines,
+            shadow=shadow,
+        )
+
+    def removal_receipts(
+        self, removals: Mapping[str, Removal], facts: Mapping[str, Fact], occupancy: int
+    ) -> list[EvictionReceipt]:
+        """One receipt per removal reason, whether the facts are archived or deleted."""
+        stored = self.transaction.snapshot.by_id
+        by_reason: dict[str, list[ReceiptEntry]] = {}
+        for fact_id, removal in removals.items():
+            fact = facts.get(fact_id) or stored[fact_id]
+            by_reason.setdefault(removal.reason, []).append(ReceiptEntry(fact_id, fact.category))
+        return [
+            self.receipt(reason, tuple(by_reason[reason]), occupancy=occupancy)
+            for reason in sorted(by_reason)
+        ]
+
+    def change_set(
+        self,
+        proposal: Proposal,
+        receipts: list[EvictionReceipt],
+        facts: Mapping[str, Fact],
+        gone: set[str],
+        ledger: RegretLedger,
+    ) -> ChangeSet:
+        stored = self.transaction.snapshot.by_id
+        archive_puts = (
+            self._archive_entries(receipts, facts, proposal, ledger) if self.gate.archiving else ()
+        )
+        archived = {entry.fact_id for entry in archive_puts}
+        writes = [FactWrite(fact, create=True) for fact in proposal.new_facts]
+        writes.extend(FactWrite(entry.fact, create=True) for entry in proposal.restored)
+        writes.extend(FactWrite(fact, create=False) for fact in proposal.updates)
+        expected = {r.fact_id: r.expected_revision for r in proposal.removals}
+        deletes = [
+            FactDelete(
+                fact_id, expected.get(fact_id) or facts.get(fact_id, stored[fact_id]).revision
+            )
+            for fact_id in sorted(gone)
+            if fact_id in stored
+        ]
+        return ChangeSet(
+            now=self.now,
+            writes=tuple(w for w in writes if w.fact.id not in gone),
+            deletes=tuple(deletes),
+            summaries=dict(proposal.summaries),
+            archive_puts=archive_puts,
+            archive_deletes=tuple(
+                sorted(e.fact_id for e in proposal.restored if e.fact_id not in archived)
+            ),
+            receipts=tuple(receipts),
+            forget_in_audit=not self.gate.archiving,
+            usage_restores={
+                e.fact_id: e.usage
+                for e in proposal.restored
+                if e.usage is not None and e.fact_id not in gone
+            },
+            watermarks=dict(proposal.watermarks),
+            regret_events=tuple(ledger.events),
+            shadow_marks=ledger.mark_changes,
+        )
+
+    def _archive_entries(
+        self,
+        receipts: list[EvictionReceipt],
+        facts: Mapping[str, Fact],
+        proposal: Proposal,
+        ledger: RegretLedger,
+    ) -> tuple[ArchiveEntry, ...]:
+        snapshot = self.transaction.snapshot
+        stored = snapshot.by_id
+        earlier = {entry.fact_id: entry.usage for entry in proposal.restored}
+        entries = []
+        for receipt in receipts:
+            for line in receipt.evicted:
+                fact = facts.get(line.fact_id) or stored[line.fact_id]
+                entries.append(
+                    ArchiveEntry(
+                        # An entry carries its owner, as the fact's file did (or would have).
+                        fact=stored_scope(fact, snapshot.scope),
+                        archived_at=self.stamp,
+                        reason=receipt.reason,
+                        trigger=self.trigger,
+                        receipt_id=receipt.receipt_id,
+                        eviction=line,
+                        policy_version=receipt.policy_version,
+                        usage=self.usage().get(line.fact_id) or earlier.get(line.fact_id),
+                        shadow=ledger.archive_mark(line.fact_id),
+                    )
+                )
+        return tuple(entries)

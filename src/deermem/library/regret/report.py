@@ -1,0 +1,285 @@
+"""The regret report: per policy, how often its evictions turned out to be mistakes.
+
+Built from two content-free records the store keeps: the eviction receipts
+(what each policy evicted — the active policy in ``evicted``, the shadow
+policy in ``shadow.wouldEvict``) and the regret events (what later showed an
+eviction was wrong, :mod:`deermem.store.regret_records`). For each policy and
+role (``active``: it decided; ``shadow``: it was computed beside the active
+one) the report counts, within the window:
+
+* ``evictions`` — distinct facts the policy evicted (or would have);
+* ``events`` — regret events against it, by kind;
+* ``regretted`` — those evicted facts with at least one regret event;
+* ``regretRate`` — ``regretted / evictions`` (``null`` without evictions);
+* ``mostRegretted`` — the facts with the most events (ids and categories);
+* ``timeline`` — per day, the running totals (for a chart).
+
+Events about facts that left for another reason than the capacity gate (a
+person deleted them, the staleness review removed them ...) do not count
+against a policy; they are totalled under ``uncounted``.
+
+The window is ``[since, until]`` on the times the records carry; the audit
+and the event log are bounded, so ``auditFrom`` and ``eventsFrom`` say how
+far back each still reaches. Pure: same records, same report, byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final
+
+from deermem.model.timestamps import format_timestamp, parse_timestamp
+from deermem.store.records import REASON_CAPACITY, EvictionReceipt
+from deermem.store.regret_records import REGRET_KINDS, RegretEvent, RegretRole
+
+__all__ = [
+    "MOST_REGRETTED",
+    "REPORT_SCHEMA",
+    "PolicyRegret",
+    "RegretReport",
+    "RegrettedFact",
+    "TimelinePoint",
+    "build_report",
+]
+
+REPORT_SCHEMA: Final = "deermem.library.regret/1"
+"""The ``schema`` of the report's JSON form; changes only with an incompatible change."""
+MOST_REGRETTED: Final = 10
+"""How many facts ``mostRegretted`` lists per policy."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegrettedFact:
+    """A fact regretted under one policy: id, category, how often and how."""
+
+    fact_id: str
+    category: str
+    events: int
+    kinds: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "factId": self.fact_id,
+            "category": self.category,
+            "events": self.events,
+            "kinds": dict(self.kinds),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePoint:
+    """Running totals of one policy at the end of one day (UTC)."""
+
+    date: str
+    evictions: int
+    events: int
+    regretted: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "date": self.date,
+            "evictions": self.evictions,
+            "events": self.events,
+            "regretted": self.regretted,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRegret:
+    """One policy in one role (see the module docstring for each number)."""
+
+    policy: str
+    role: RegretRole
+    evictions: int
+    regretted: int
+    events: Mapping[str, int]
+    most_regretted: tuple[RegrettedFact, ...] = ()
+    timeline: tuple[TimelinePoint, ...] = ()
+
+    @property
+    def events_total(self) -> int:
+        return sum(self.events.values())
+
+    @property
+    def regret_rate(self) -> float | None:
+        return self.regretted / self.evictions if self.evictions else None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "policyVersion": self.policy,
+            "role": self.role,
+            "evictions": self.evictions,
+            "regretted": self.regretted,
+            "regretRate": self.regret_rate,
+            "events": dict(self.events),
+            "eventsTotal": self.events_total,
+            "mostRegretted": [fact.to_dict() for fact in self.most_regretted],
+            "timeline": [point.to_dict() for point in self.timeline],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RegretReport:
+    """The report (see the module docstring); :meth:`to_dict` is its JSON form."""
+
+    since: str | None
+    until: str
+    audit_from: str | None
+    events_from: str | None
+    policies: tuple[PolicyRegret, ...]
+    uncounted: Mapping[str, int] = field(default_factory=dict)
+
+    def policy(self, name: str, role: RegretRole) -> PolicyRegret | None:
+        return next((p for p in self.policies if (p.policy, p.role) == (name, role)), None)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "since": self.since,
+            "until": self.until,
+            "auditFrom": self.audit_from,
+            "eventsFrom": self.events_from,
+            "policies": [policy.to_dict() for policy in self.policies],
+            "uncounted": dict(self.uncounted),
+        }
+
+
+def build_report(
+    receipts: Sequence[EvictionReceipt],
+    events: Sequence[RegretEvent],
+    *,
+    active: str,
+    shadow: str | None,
+    until: datetime,
+    since: datetime | None = None,
+) -> RegretReport:
+    """The report over the records within ``[since, until]``.
+
+    Args:
+        receipts: the audit, oldest first.
+        events: the regret events, oldest first.
+        active: the policy in force (listed even without records).
+        shadow: the shadow policy when shadow mode runs (listed even without records).
+        until: the end of the window (the injected clock).
+        since: the start of the window; ``None``: everything kept.
+    """
+    window = _Window(since, until)
+    evicted: dict[tuple[str, RegretRole], dict[str, str]] = {(active, "active"): {}}
+    if shadow is not None:
+        evicted[(shadow, "shadow")] = {}
+    for receipt in receipts:
+        moment = window.moment(receipt.occurred_at)
+        if moment is None:
+            continue
+        if receipt.reason == REASON_CAPACITY:
+            first = evicted.setdefault((receipt.policy_version, "active"), {})
+            for line in receipt.evicted:
+                first.setdefault(line.fact_id, moment)
+        if receipt.shadow is not None:
+            first = evicted.setdefault((receipt.shadow.policy, "shadow"), {})
+            for fact_id in receipt.shadow.would_evict:
+                first.setdefault(fact_id, moment)
+    counted: dict[tuple[str, RegretRole], list[tuple[str, RegretEvent]]] = {}
+    uncounted: Counter[str] = Counter()
+    for event in events:
+        moment = window.moment(event.occurred_at)
+        if moment is None:
+            continue
+        if event.role == "active" and event.reason != REASON_CAPACITY:
+            uncounted[event.kind] += 1
+            continue
+        counted.setdefault((event.policy_version, event.role), []).append((moment, event))
+        evicted.setdefault((event.policy_version, event.role), {})
+    rows = [
+        _policy_row(policy, role, evicted[(policy, role)], counted.get((policy, role), []))
+        for policy, role in sorted(evicted, key=lambda key: (key[1] != "active", key[0]))
+    ]
+    return RegretReport(
+        since=None if since is None else format_timestamp(since),
+        until=format_timestamp(until),
+        audit_from=receipts[0].occurred_at if receipts else None,
+        events_from=events[0].occurred_at if events else None,
+        policies=tuple(rows),
+        uncounted={kind: uncounted[kind] for kind in REGRET_KINDS},
+    )
+
+
+class _Window:
+    """Reads a record's time and says whether it falls in ``[since, until]``."""
+
+    def __init__(self, since: datetime | None, until: datetime) -> None:
+        self.since = since
+        self.until = until
+
+    def moment(self, stamp: str) -> str | None:
+        """The record's time, normalised, if inside the window; else ``None``."""
+        moment = parse_timestamp(stamp)
+        if moment is None or moment > self.until:
+            return None
+        if self.since is not None and moment < self.since:
+            return None
+        return format_timestamp(moment)
+
+
+def _policy_row(
+    policy: str,
+    role: RegretRole,
+    evicted: Mapping[str, str],
+    events: Sequence[tuple[str, RegretEvent]],
+) -> PolicyRegret:
+    kinds = Counter(event.kind for _, event in events)
+    regretted = {event.fact_id for _, event in events if event.fact_id in evicted}
+    return PolicyRegret(
+        policy=policy,
+        role=role,
+        evictions=len(evicted),
+        regretted=len(regretted),
+        events={kind: kinds[kind] for kind in REGRET_KINDS},
+        most_regretted=_most_regretted(event for _, event in events),
+        timeline=_timeline(evicted, events),
+    )
+
+
+def _most_regretted(events: Iterable[RegretEvent]) -> tuple[RegrettedFact, ...]:
+    by_fact: dict[str, list[RegretEvent]] = {}
+    for event in events:
+        by_fact.setdefault(event.fact_id, []).append(event)
+    ranked = sorted(by_fact.items(), key=lambda item: (-len(item[1]), item[0]))
+    return tuple(
+        RegrettedFact(
+            fact_id=fact_id,
+            category=found[-1].category,
+            events=len(found),
+            kinds={
+                kind: count
+                for kind, count in sorted(Counter(e.kind for e in found).items())
+                if count
+            },
+        )
+        for fact_id, found in ranked[:MOST_REGRETTED]
+    )
+
+
+def _timeline(
+    evicted: Mapping[str, str], events: Sequence[tuple[str, RegretEvent]]
+) -> tuple[TimelinePoint, ...]:
+    """Running totals at the end of each day that has a record."""
+    days: dict[str, tuple[list[str], list[RegretEvent]]] = {}
+    for fact_id, moment in evicted.items():
+        days.setdefault(moment[:10], ([], []))[0].append(fact_id)
+    for moment, event in events:
+        days.setdefault(moment[:10], ([], []))[1].append(event)
+    seen: set[str] = set()
+    regretted: set[str] = set()
+    total = 0
+    points = []
+    for day in sorted(days):
+        new_evictions, new_events = days[day]
+        seen.update(new_evictions)
+        total += len(new_events)
+        regretted.update(e.fact_id for e in new_events if e.fact_id in evicted)
+        points.append(TimelinePoint(day, len(seen), total, len(regretted & seen)))
+    return tuple(points)

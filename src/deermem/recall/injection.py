@@ -1,0 +1,404 @@
+"""Prompt injection: summaries and facts under token budgets, with a guarantee.
+
+:func:`build_injection` is pure: the facts, the summaries, the usage data and
+the clock are arguments; it reads no file and no clock. The same input gives
+the same text and the same manifest, byte for byte — also when the facts come
+in another order, because they are ranked by policy score and then by id.
+
+How the budget is spent:
+
+1. Every valid fact is ranked by the configured capacity policy — the same
+   ranking :func:`~deermem.policy.select_facts_for_capacity` computes (by
+   confidence under ``confidence``, by the ``hybrid-v1`` score under
+   ``hybrid-v1``); nothing here re-implements a score.
+2. Facts of the protected categories (``protected_categories``, by default
+   ``correction``) are taken first, in rank order, while their lines fit in
+   ``guaranteed_token_budget``. This is the guarantee: ten confident
+   preferences cannot push a correction out of the prompt.
+3. Everything else — and protected facts that did not fit the guaranteed
+   budget, which now compete on their rank — is taken in rank order while it
+   fits in what is left of ``max_injection_tokens`` after the summaries, the
+   ``Facts:`` header and the guaranteed lines.
+
+Both pools are greedy and stop at the first line that does not fit: a shorter,
+lower-ranked line never slips in behind a longer, better one, so the ranking
+the policy chose is the ranking the model sees. The guaranteed pool can never
+take more than its own budget from the rest.
+
+Costs are counted per line, newline included, and summed. Lines begin with
+a non-blank character, so the sum is the count of the whole text give or
+take a token where a line end merges with a blank separator
+(:meth:`Injection.exact_tokens` counts the text itself). If the summaries
+are so long that the text would exceed ``max_injection_tokens`` plus the
+guaranteed lines, the summaries are cut (ending in ``...``) and the facts
+are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from deermem.model.categories import category_key
+from deermem.model.fact import Fact
+from deermem.policy import CapacityPolicy, coerce_confidence, select_facts_for_capacity
+from deermem.recall.manifest import (
+    POOL_GUARANTEED,
+    POOL_RANKED,
+    InjectedFact,
+    InjectionManifest,
+    OmittedFact,
+    Pool,
+)
+from deermem.recall.render import (
+    FACTS_HEADER,
+    HISTORY_HEADER,
+    USER_CONTEXT_HEADER,
+    Summaries,
+    fact_line,
+    inert,
+    wrap_memory_block,
+)
+from deermem.recall.tokens import TOKEN_COUNTING_MODES, TokenCounter, token_counter
+
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+
+__all__ = ["Injection", "InjectionSettings", "build_injection"]
+
+ELLIPSIS: Final = "..."
+_HEADERS: Final = frozenset({USER_CONTEXT_HEADER, HISTORY_HEADER, FACTS_HEADER})
+_PARTIAL_ENTITY: Final = re.compile(r"&[#0-9A-Za-z]*$")
+# The fields a capacity policy reads, copied for ranking.
+_RANKING_FIELDS: Final = ("confidence", "createdAt", "lastConfirmedAt")
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionSettings:
+    """The injection part of the configuration.
+
+    Attributes:
+        max_tokens: the overall budget (``max_injection_tokens``).
+        guaranteed_token_budget: the budget held for protected categories.
+        guaranteed_categories: the protected categories
+            (``protected_categories``: the one rule table that also drives
+            the capacity reserve and the staleness exemption).
+        token_counting: ``tiktoken`` or ``char``.
+        enabled: ``injection_enabled``; when false the text is empty.
+        ranking: the capacity policy whose ranking orders the facts.
+    """
+
+    max_tokens: int = 2000
+    guaranteed_token_budget: int = 500
+    guaranteed_categories: tuple[str, ...] = ("correction",)
+    token_counting: str = "tiktoken"
+    enabled: bool = True
+    ranking: CapacityPolicy = field(default_factory=CapacityPolicy)
+
+    def __post_init__(self) -> None:
+        categories: object = self.guaranteed_categories  # callers outside mypy pass anything
+        if isinstance(categories, str):
+            raise TypeError(
+                "guaranteed_categories must be a sequence of category names, not one string"
+            )
+        if self.max_tokens < 0 or self.guaranteed_token_budget < 0:
+            raise ValueError(
+                "token budgets must not be negative: "
+                f"max_tokens={self.max_tokens}, "
+                f"guaranteed_token_budget={self.guaranteed_token_budget}"
+            )
+        if self.token_counting not in TOKEN_COUNTING_MODES:
+            raise ValueError(
+                f"token_counting must be 'tiktoken' or 'char', got {self.token_counting!r}"
+            )
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig) -> InjectionSettings:
+        """Take the injection keys (and the ranking policy) of a configuration."""
+        return cls(
+            max_tokens=config.max_injection_tokens,
+            guaranteed_token_budget=config.guaranteed_token_budget,
+            guaranteed_categories=tuple(config.protected_categories),
+            token_counting=config.token_counting,
+            enabled=config.injection_enabled,
+            ranking=CapacityPolicy.from_config(config),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    """The text to inject and the manifest that explains it."""
+
+    text: str
+    counter: TokenCounter = field(repr=False, compare=False)
+    manifest: InjectionManifest
+
+    def exact_tokens(self) -> int:
+        """The exact token count of :attr:`text`, with the counter the budget used.
+
+        The manifest's ``budget_tokens`` sums the lines, each with its
+        newline; the exact count of the joined text is the same or slightly
+        lower. It is computed on request only: the budget already counted
+        every line, and encoding the joined text would do that work again.
+        """
+        return self.counter(self.text)
+
+    @property
+    def block(self) -> str:
+        """The text inside its ``<memory>`` block (empty when there is no text)."""
+        return wrap_memory_block(self.text)
+
+
+@dataclass(slots=True)
+class _Candidate:
+    fact_id: str
+    category: str
+    protected: bool
+    line: str
+    fields: dict[str, object]  # what the policy reads, under a positional id
+    rank: int = 0
+    score: float = 0.0
+    tokens: int = 0
+
+
+def build_injection(
+    facts: Sequence[Fact | Mapping[str, Any]],
+    *,
+    settings: InjectionSettings,
+    now: datetime,
+    summaries: Summaries | None = None,
+    usage: Mapping[str, Mapping[str, object]] | None = None,
+    counter: TokenCounter | None = None,
+) -> Injection:
+    """Lay out summaries and facts for the prompt, within the token budgets.
+
+    Args:
+        facts: the scope's facts (:class:`~deermem.model.Fact` or mappings
+            with canonical keys); mappings whose content is missing, not text
+            or blank are left out and listed as ``invalid-content``.
+        settings: budgets, protected categories, counting mode and policy.
+        now: the clock for ``hybrid-v1`` scores (always required, so the
+            result never depends on when it is called).
+        summaries: the user-global summaries; none when omitted.
+        usage: fact id → usage-sidecar entry, read by ``hybrid-v1``.
+        counter: the token counter; by default the shared one for
+            ``settings.token_counting``.
+
+    Returns:
+        The body text (without the ``<memory>`` wrapper; see
+        :attr:`Injection.block`) and its manifest.
+    """
+    count = counter if counter is not None else token_counter(settings.token_counting)
+    manifest = InjectionManifest(
+        enabled=settings.enabled,
+        policy=settings.ranking.name,
+        token_counting=settings.token_counting,
+        token_counter=count.method,
+        max_tokens=settings.max_tokens,
+        guaranteed_token_budget=settings.guaranteed_token_budget,
+        guaranteed_categories=settings.guaranteed_categories,
+    )
+    if not settings.enabled:
+        return Injection("", count, manifest)
+
+    def cost(line: str) -> int:
+        return count(line + "\n")
+
+    candidates, invalid = _candidates(facts, settings.guaranteed_categories)
+    ranked = _rank(candidates, settings.ranking, usage, now)
+    for candidate in ranked:
+        candidate.tokens = cost(candidate.line)
+    summary_lines = _join_sections((summaries or Summaries()).sections())
+    separator = cost("") if summary_lines else 0
+    overhead = sum(map(cost, summary_lines)) + separator + cost(FACTS_HEADER)
+    guaranteed, chosen, left_out = _select(ranked, settings, overhead)
+
+    fact_lines = [c.line for c in (*guaranteed, *chosen)]
+    if fact_lines:
+        fact_lines.insert(0, FACTS_HEADER)
+    # Overflow: the summaries give way, never the facts. The text may exceed
+    # max_tokens by the guaranteed lines, and by nothing else.
+    guaranteed_used = sum(c.tokens for c in guaranteed)
+    facts_cost = sum(map(cost, fact_lines)) + (separator if fact_lines else 0)
+    allowed = settings.max_tokens + guaranteed_used
+    truncated = bool(summary_lines) and sum(map(cost, summary_lines)) + facts_cost > allowed
+    if truncated:
+        summary_lines = _truncate(summary_lines, allowed - facts_cost, cost)
+
+    lines = [*summary_lines, *([""] if summary_lines and fact_lines else []), *fact_lines]
+    return Injection(
+        "\n".join(lines),
+        count,
+        dataclasses.replace(
+            manifest,
+            sections=tuple(line.rstrip(":") for line in lines if line in _HEADERS),
+            injected=(
+                *_injected(guaranteed, POOL_GUARANTEED),
+                *_injected(chosen, POOL_RANKED),
+            ),
+            omitted=(*_omissions(left_out), *invalid),
+            summary_tokens=sum(map(cost, summary_lines)),
+            guaranteed_tokens=guaranteed_used,
+            ranked_tokens=sum(c.tokens for c in chosen),
+            budget_tokens=sum(map(cost, lines)),
+            summaries_truncated=truncated,
+        ),
+    )
+
+
+def _select(
+    ranked: list[_Candidate], settings: InjectionSettings, overhead: int
+) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
+    """Split ranked candidates into (guaranteed, ranked pool, left out).
+
+    ``overhead`` is what the summaries, their separator and the ``Facts:``
+    header cost; the ranked pool gets ``max_tokens`` minus that minus the
+    guaranteed lines.
+    """
+    guaranteed, spilled = _take(
+        [c for c in ranked if c.protected], settings.guaranteed_token_budget
+    )
+    room = settings.max_tokens - overhead - sum(c.tokens for c in guaranteed)
+    spilled_ranks = {c.rank for c in spilled}
+    chosen, left_out = _take(
+        [c for c in ranked if not c.protected or c.rank in spilled_ranks], room
+    )
+    return guaranteed, chosen, left_out
+
+
+def _candidates(
+    facts: Iterable[Fact | Mapping[str, Any]], protected_categories: Iterable[str]
+) -> tuple[list[_Candidate], list[OmittedFact]]:
+    """Render each valid fact's line; list the others as invalid."""
+    protected = {category_key(name) for name in protected_categories}
+    candidates: list[_Candidate] = []
+    invalid: list[OmittedFact] = []
+    for fact in facts:
+        content: object
+        if isinstance(fact, Fact):
+            fact_id, category, content = fact.id, fact.category, fact.content
+            source_error = fact.sourceError
+            fields = {name: getattr(fact, name) for name in _RANKING_FIELDS}
+        else:
+            raw_id = fact.get("id")
+            fact_id = raw_id if isinstance(raw_id, str) else "" if raw_id is None else str(raw_id)
+            raw_category = fact.get("category")
+            # A fact without an explicit category is shown as the default but
+            # never joins a protected pool (not even a protected "context").
+            category = raw_category if isinstance(raw_category, str) else ""
+            content = fact.get("content")
+            source_error = fact.get("sourceError")
+            fields = {name: fact.get(name) for name in _RANKING_FIELDS}
+        if not isinstance(content, str) or not inert(content):
+            invalid.append(OmittedFact(fact_id=fact_id, reason="invalid-content"))
+            continue
+        key = category_key(category)
+        shown = category.strip() or "context"
+        avoid = None
+        if key == "correction" and source_error is not None:
+            avoid = source_error if isinstance(source_error, str) else str(source_error)
+        line = fact_line(shown, coerce_confidence(fields["confidence"]), content, avoid)
+        candidates.append(_Candidate(fact_id, shown, bool(key) and key in protected, line, fields))
+    return candidates, invalid
+
+
+def _rank(
+    candidates: list[_Candidate],
+    ranking: CapacityPolicy,
+    usage: Mapping[str, Mapping[str, object]] | None,
+    now: datetime,
+) -> list[_Candidate]:
+    """Order candidates by the capacity policy's ranking, ties by fact id.
+
+    The policy is asked to select 0 facts, which makes it score and rank every
+    one; its evicted records, read from the last, are the full ranking. Facts
+    go in sorted by id under positional ids, so ties break by fact id and
+    duplicate ids cannot collide.
+    """
+    if not candidates:
+        return []
+    ordered = sorted(candidates, key=lambda c: c.fact_id)
+    items = [{"id": str(n), **c.fields} for n, c in enumerate(ordered)]
+    positional_usage: dict[str, Mapping[str, object]] = {}
+    if usage:
+        for n, candidate in enumerate(ordered):
+            entry = usage.get(candidate.fact_id)
+            if entry is not None:
+                positional_usage[str(n)] = entry
+    decision = select_facts_for_capacity(
+        items, max_facts=0, policy=ranking, usage=positional_usage, now=now
+    )
+    result: list[_Candidate] = []
+    for position, record in enumerate(reversed(decision.evicted), start=1):
+        candidate = ordered[int(record.fact_id)]
+        candidate.rank = position
+        candidate.score = record.score
+        result.append(candidate)
+    return result
+
+
+def _take(pool: list[_Candidate], budget: int) -> tuple[list[_Candidate], list[_Candidate]]:
+    """Take lines in order while they fit; stop at the first that does not."""
+    used = 0
+    for position, candidate in enumerate(pool):
+        if used + candidate.tokens > budget:
+            return pool[:position], pool[position:]
+        used += candidate.tokens
+    return pool, []
+
+
+def _injected(chosen: list[_Candidate], pool: Pool) -> Iterable[InjectedFact]:
+    for c in chosen:
+        yield InjectedFact(c.fact_id, c.category, pool, c.rank, c.score, c.tokens)
+
+
+def _omissions(left_out: list[_Candidate]) -> Iterable[OmittedFact]:
+    for position, c in enumerate(left_out):
+        yield OmittedFact(
+            fact_id=c.fact_id,
+            reason="over-budget" if position == 0 else "after-stop",
+            category=c.category,
+            pool=POOL_RANKED,
+            rank=c.rank,
+            score=c.score,
+            tokens=c.tokens,
+        )
+
+
+def _join_sections(sections: list[list[str]]) -> list[str]:
+    lines: list[str] = []
+    for section in sections:
+        if lines:
+            lines.append("")
+        lines.extend(section)
+    return lines
+
+
+def _truncate(lines: list[str], allowance: int, cost: Callable[[str], int]) -> list[str]:
+    """The longest prefix of ``lines`` that, ended with ``...``, costs at most ``allowance``.
+
+    Cut by characters (binary search), never inside an HTML entity; an empty
+    list when not even a few characters fit.
+    """
+    text = "\n".join(lines)
+
+    def cut(length: int) -> list[str]:
+        head = _PARTIAL_ENTITY.sub("", text[:length]).rstrip()
+        return f"{head}\n{ELLIPSIS}".split("\n") if head else []
+
+    def fits(length: int) -> bool:
+        candidate = cut(length)
+        return bool(candidate) and sum(map(cost, candidate)) <= allowance
+
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return cut(low) if low and fits(low) else []

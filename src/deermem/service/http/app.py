@@ -1,0 +1,219 @@
+"""The FastAPI application: :func:`create_app` builds one, wired to one store.
+
+The application is a thin shell over :class:`~deermem.memory.Memory`: each
+route authorises, calls one method and renders its ``to_dict()``. Around
+the routes, from the outside in: :class:`RequestIdMiddleware` (request ids,
+the access line, and the last word on any failure, so nothing but a
+problem+json 500 and one content-free log line come out of a crash),
+:class:`HostGuardMiddleware` (421/403: DNS rebinding, other sites' pages),
+:class:`BodyLimitMiddleware` (413), then FastAPI with the problem handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+from deermem import __version__
+from deermem.errors import CorruptMemoryFile, DeerMemError
+from deermem.memory import Memory
+from deermem.model.text import MAX_NESTING
+from deermem.service.http.context import ServerContext
+from deermem.service.http.http import Dependencies, problem_response
+from deermem.service.http.jobs import Job, JobRunner, JobStore
+from deermem.service.http.limits import BodyLimitMiddleware, HostGuardMiddleware
+from deermem.service.http.problems import (
+    PROBLEM_CONTENT_TYPE,
+    Problem,
+    ProblemError,
+    internal_problem,
+    not_found,
+    problem_for,
+)
+from deermem.service.http.request_ids import RequestIdMiddleware
+from deermem.service.http.routes import facts, learning, meta, recall, records
+from deermem.service.http.settings import ServerSettings, is_loopback
+from deermem.service.http.tokens import TokenFile
+
+__all__ = ["app_from_environment", "create_app"]
+
+_log = logging.getLogger("deermem.service.http")
+OPENAPI_PATH = "/v1/openapi.json"
+
+
+def create_app(settings: ServerSettings | None = None, *, memory: Memory | None = None) -> FastAPI:
+    """Build the HTTP API over one store.
+
+    Args:
+        settings: host, limits, state directory ...; the store root and
+            configuration file in them are used unless ``memory`` is given.
+        memory: serve this memory (any store; its own scope, if any, is
+            never used) instead of opening the store the settings and the
+            configuration name. Its configuration names the model extraction
+            uses. The server closes it when it stops, but not its store.
+
+    Raises:
+        ConfigError: the configuration is invalid, or the store is a database
+            and the settings name no state directory.
+        TokenFileError: the tokens file exists but cannot be read.
+        DatabaseError / DatabaseSchemaError: the database cannot be used.
+    """
+    settings = settings or ServerSettings()
+    config = settings.load_config() if memory is None else memory.config
+    tokens = TokenFile(settings.tokens_path(config))
+    state = settings.state_path(config)
+    owns_store = memory is None
+    if memory is None:
+        # Every request names its user: the root memory has no scope of its own.
+        memory = Memory.open_unscoped(settings.root, config)
+    root_memory = memory
+
+    def learn(job: Job, messages: list[object]) -> dict[str, object]:
+        scoped = root_memory.scoped(user=job.user, agent=job.agent)
+        return scoped.learn(job.thread_id, messages).report.to_dict()
+
+    jobs = JobRunner(
+        JobStore(
+            state / "jobs",
+            retention_seconds=settings.limits.job_retention_seconds,
+        ),
+        learn,
+        max_pending=settings.limits.max_pending_jobs,
+        max_pending_per_user=settings.limits.max_pending_jobs_per_user,
+        max_waits_per_token=settings.limits.max_waits_per_token,
+        clock=memory.now,
+    )
+    context = ServerContext(
+        settings=settings,
+        memory=memory,
+        tokens=tokens,
+        jobs=jobs,
+        auth_required=not is_loopback(settings.host) or tokens.configured(),
+        owns_store=owns_store,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(context.close)
+
+    app = FastAPI(
+        title="deermem",
+        version=__version__,
+        summary="Long-term memory for LLM agents that forgets the right things and can say why.",
+        openapi_url=OPENAPI_PATH,
+        docs_url="/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.deermem = context
+    deps = Dependencies(context)
+    for area in (meta, facts, recall, learning, records):
+        app.include_router(area.router(context, deps))
+    _add_problem_handlers(app)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
+    app.add_middleware(HostGuardMiddleware, rule=settings.host_rule())
+    app.add_middleware(RequestIdMiddleware)  # added last: the outermost layer
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """The factory uvicorn's workers call (``deermem serve`` passes the settings)."""
+    return create_app(ServerSettings.from_environment())
+
+
+def _add_problem_handlers(app: FastAPI) -> None:
+    async def deermem_error(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, DeerMemError)
+        problem = problem_for(error)
+        if problem.status >= 500 and not isinstance(error, ProblemError):
+            where = (
+                f" ({error.path}: {error.problem})" if isinstance(error, CorruptMemoryFile) else ""
+            )
+            _log.error("%s: %s%s", problem.slug, type(error).__name__, where)
+        return problem_response(problem)
+
+    async def invalid_request(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        return problem_response(_validation_problem(error.errors()))
+
+    async def http_error(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, HTTPException)
+        if error.status_code == 404:
+            return problem_response(not_found())
+        if isinstance(error.__cause__, RecursionError):
+            # A body nested past the JSON decoder's own depth guard: the same answer
+            # as a value nested past what a fact may hold (model.text.MAX_NESTING).
+            return problem_response(_validation_problem([_TOO_DEEP]))
+        title = {405: "Method not allowed", 400: "Bad request"}.get(error.status_code, "Error")
+        headers = dict(error.headers or {})
+        return problem_response(
+            Problem(error.status_code, "http-error", title, str(error.detail), headers=headers)
+        )
+
+    async def unexpected(request: Request, error: Exception) -> JSONResponse:
+        return problem_response(internal_problem())
+
+    app.add_exception_handler(DeerMemError, deermem_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+_TOO_DEEP: Final = {
+    "loc": ("body",),
+    "msg": f"lists and objects are nested too deeply (a value may nest {MAX_NESTING} deep)",
+    "type": "json_too_deep",
+}
+
+
+def _validation_problem(errors: Any) -> Problem:
+    """A 422 naming each invalid field and the rule it broke (never the value sent)."""
+    listed = [
+        {
+            "location": ".".join(str(part) for part in error.get("loc", ())),
+            "message": str(error.get("msg", "")),
+            "rule": str(error.get("type", "")),
+        }
+        for error in errors
+    ]
+    first = listed[0] if listed else {"location": "request", "message": "invalid"}
+    return Problem(
+        422,
+        "invalid-request",
+        "Invalid request",
+        f"{first['location']}: {first['message']}",
+        {"errors": listed},
+    )
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, with the problem responses under their own media type."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    document = get_openapi(
+        title=app.title,
+        version=app.version,
+        summary=app.summary,
+        routes=app.routes,
+    )
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for status, response in operation.get("responses", {}).items():
+                content = response.get("content", {})
+                problem = status == "default" or status.startswith(("4", "5"))
+                if problem and "application/json" in content:
+                    content[PROBLEM_CONTENT_TYPE] = content.pop("application/json")
+    app.openapi_schema = document
+    return document

@@ -1,0 +1,96 @@
+"""The HTTP protocol deermem's servers run: uvicorn's own, with two changes.
+
+**Nagle's algorithm off.** With more than one worker, uvicorn binds the
+listening socket itself and hands it to the workers, and that socket does
+not say it is TCP; the event loop turns Nagle's algorithm off only on
+connections it can tell are TCP, so every connection those workers accepted
+kept it on (uvicorn issue #3149). uvicorn writes a response's head and body
+separately, so on a keep-alive connection the body then waited for the
+client's delayed acknowledgement of the head: a fixed stall on every
+request after a connection's first, whatever the request did. Each accepted
+connection is set as the event loop sets the TCP connections it recognises.
+
+**A deadline for a request's headers.** uvicorn waits for headers as long
+as a client cares to send them: its keep-alive timeout starts only after an
+answer and stops at the first byte, so a client that opens connections and
+trickles a header byte now and then (slowloris) holds each of them for
+ever, until the workers run out. Here a connection must deliver a request's
+complete headers within ``header_timeout_seconds``
+(:class:`~deermem.service.http.limits.ServerLimits`) of opening, or of the
+previous answer on a kept-alive connection; otherwise it is closed. The
+clock stops when the application is called, so a slow body or a long
+answer (``?wait=true``) is not cut off; bounding those, and the number of
+connections one client may open, is a reverse proxy's part (docs/server.md).
+
+The deadline comes from the settings ``deermem serve`` leaves for its
+workers (:data:`~deermem.service.http.settings.SETTINGS_VARIABLE`); a process
+without them (``deermem mcp``) uses the default.
+
+Imported by the server processes only (uvicorn is the ``server`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+from deermem.service.http.asgi import ASGIApp, Receive, Scope, Send
+from deermem.service.http.settings import ServerSettings
+
+__all__ = ["ServerHTTPProtocol"]
+
+
+# AutoHTTPProtocol is the class uvicorn's default `--http auto` picks (httptools when
+# installed, else h11); mypy sees only its declared type, type[asyncio.Protocol]. Both
+# have the attributes used here: app, loop, transport and on_response_complete.
+class ServerHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+    """uvicorn's HTTP protocol with ``TCP_NODELAY`` on every TCP connection it
+    serves, and a deadline for each request's headers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timeout = ServerSettings.from_environment().limits.header_timeout_seconds
+        self._header_deadline: asyncio.TimerHandle | None = None
+        served: ASGIApp = self.app  # type: ignore[has-type]  # set by uvicorn's __init__
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            # The headers are in: the request takes as long as it takes.
+            self._stop_header_clock()
+            await served(scope, receive, send)
+
+        self.app = app
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        connection = transport.get_extra_info("socket")
+        if connection is not None and connection.family in (socket.AF_INET, socket.AF_INET6):
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().connection_made(transport)
+        self._start_header_clock()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._start_header_clock()  # the next request's headers get the same time
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_header_clock()
+        super().connection_lost(exc)
+
+    def _start_header_clock(self) -> None:
+        self._stop_header_clock()
+        if not self.transport.is_closing():
+            self._header_deadline = self.loop.call_later(
+                self._header_timeout, self._headers_too_slow
+            )
+
+    def _stop_header_clock(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()

@@ -1,0 +1,1 @@
+"""The Markdown store: the embedded default, one Markdown file per fact."""

@@ -1,0 +1,280 @@
+"""Journaled multi-file commits: all of a commit's files change, or none do.
+
+A commit changes several files that must move together: fact files, archive
+entries, the user's ``memory.json`` and the commit's bookkeeping — the
+receipts in the audit, recall counts restored or dropped, the archive's
+index and its bounds, the thread marks of an update. The protocol
+(reference §2, "Commit protocol") is an undo journal, run under the user's
+lock:
+
+1. write ``.memory.journal.json`` naming every file the commit will touch
+   and holding its prior content (``null``: the file did not exist) —
+   durably, before anything else changes;
+2. replace and remove the files, each replacement atomic on its own, and
+   make them and their directories durable;
+3. remove the journal durably. Its removal is the commit: before it, a
+   crash or a failure undoes everything; after it, nothing is written and
+   nothing can make the call fail.
+
+Each step starts only when the one before it is durable, so after a power cut
+the journal is there whenever any file may have changed. A commit of a single
+file needs no journal: its one atomic replacement is all or nothing already.
+
+A crash before step 3 leaves the journal behind. :func:`recover`, which the
+store runs before every locked operation and every read that sees a journal,
+puts back every file that differs from its prior content — and rewrites no
+other — so the store is always in the state before a commit or after it.
+Recovery is idempotent: a crash during recovery is recovered by the next one.
+When a file cannot be put back (a read-only store, another user's file),
+:class:`~deermem.StoreNeedsRecovery` names it and nothing is read.
+
+Prior contents live in the journal itself rather than in backup files: one
+file to write instead of one per touched file. A journal that cannot be
+read, or that lacks what its state needs, is corruption — never ignored,
+because ignoring it could keep half of a commit.
+
+deermem's journal state is ``deermem-prepared``, not the original's
+``prepared``. The original DeerMem recovers a ``prepared`` journal from
+backups in ``.recovery/`` that deermem does not write: it would delete the
+commit's new facts without restoring what the commit removed, and drop the
+journal. It refuses a state it does not know, so a store switched back to it
+after a crash stops with an error until deermem has opened it once. The
+other way round, deermem recovers the original's ``prepared`` journals by
+the original's own rules (:mod:`deermem.store.markdown.original_journal`), cleans up
+its ``committed`` ones, and still recovers the ``prepared`` journals with
+prior contents that deermem wrote before its state was its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from deermem.errors import CorruptMemoryFile, StoreNeedsRecovery
+from deermem.store.markdown.atomic import (
+    atomic_write,
+    fsync_path,
+    is_temporary,
+    remove_durably,
+    replace_files,
+)
+from deermem.store.markdown.original_journal import OPERATION_ID, ORIGINAL_PREPARED, original_undo
+from deermem.store.markdown.paths import UserPaths
+
+__all__ = ["STATE_PREPARED", "FileChange", "JournalInfo", "commit_files", "recover"]
+
+_log = logging.getLogger("deermem.store")
+STATE_PREPARED: Final = "deermem-prepared"
+_STATE_COMMITTED: Final = "committed"
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One file a commit replaces (``data``) or removes (``data is None``)."""
+
+    path: Path
+    data: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalInfo:
+    """What the journal says about the commit, for people and for recovery tools."""
+
+    agent: str
+    expected_revision: int
+    next_revision: int
+    fact_ids: tuple[str, ...]
+
+
+def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> None:
+    """Steps 1 to 3: apply ``changes`` atomically, journaled when there are several.
+
+    The caller holds the user's lock. If a step fails without a crash (a
+    full disk), what was done is rolled back at once and the error raised:
+    a call that raises did not commit.
+    """
+    if len(changes) == 1:
+        replace_files([(changes[0].path, changes[0].data)])
+        return
+    atomic_write(user.journal, _journal_bytes(user, changes, info))
+    try:
+        replace_files(((change.path, change.data) for change in changes), journaled=True)
+        remove_durably(user.journal)
+    except OSError as error:
+        if user.journal.exists():
+            _roll_back_now(user)
+            raise
+        # The journal is gone, so the commit has happened; only making its
+        # removal durable failed, and the files it guarded are durable already.
+        _log.error(
+            "committed in %s, but the journal's removal may not be durable: %s",
+            user.user_dir,
+            error,
+        )
+    except BaseException:
+        _roll_back_now(user)
+        raise
+
+
+def _journal_bytes(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> bytes:
+    """The prepared journal: every file the commit touches, with its prior content."""
+    files: list[dict[str, object]] = []
+    old_entries: dict[str, dict[str, str]] = {}
+    for change in changes:
+        relative = user.relative(change.path)
+        before = _read(change.path)
+        files.append({"path": relative, "before": None if before is None else _text(before)})
+        if change.path.suffix == ".md" and before is not None:
+            old_entries[change.path.stem] = {"path": relative}
+    journal = {
+        "operationId": uuid.uuid4().hex,
+        "state": STATE_PREPARED,
+        "agentName": info.agent,
+        "expectedRevision": info.expected_revision,
+        "nextRevision": info.next_revision,
+        "factIds": list(info.fact_ids),
+        "oldEntries": old_entries,
+        "files": files,
+    }
+    # ensure_ascii keeps undecodable bytes (as surrogates) representable in JSON.
+    return json.dumps(journal, ensure_ascii=True).encode("ascii")
+
+
+def _roll_back_now(user: UserPaths) -> None:
+    """Undo a commit that failed half-way (disk full ...), so the store is consistent now.
+
+    If the rollback fails too, the journal stays and the next locked
+    operation recovers.
+    """
+    try:
+        recover(user)
+    except (OSError, CorruptMemoryFile, StoreNeedsRecovery) as error:
+        _log.error("could not roll back the failed commit in %s yet: %s", user.user_dir, error)
+
+
+def recover(user: UserPaths) -> bool:
+    """Finish or undo an interrupted commit; return whether there was one.
+
+    Raises:
+        CorruptMemoryFile: the journal cannot be read, has an unknown state,
+            lacks the prior contents, or names a file outside the user directory.
+        StoreNeedsRecovery: a file (or the journal) cannot be written: the
+            store stays as it is, and its next writable opening recovers it.
+    """
+    raw = _read(user.journal)
+    if raw is None:
+        return False
+    journal = _parse(raw, user.journal)
+    state = journal.get("state")
+    if state == STATE_PREPARED or (state == ORIGINAL_PREPARED and "files" in journal):
+        undo = _prior_contents(journal, user)
+    elif state == ORIGINAL_PREPARED:
+        undo = original_undo(journal, user)
+    elif state == _STATE_COMMITTED:
+        undo = {}
+    else:
+        raise CorruptMemoryFile(user.journal, f"unknown journal state {state!r}")
+    restored = _restore(user, undo)
+    _finish(user, journal.get("operationId"), {path.parent for path in undo})
+    if state != _STATE_COMMITTED:
+        _log.warning(
+            "rolled back an interrupted commit in %s (%d of %d files restored)",
+            user.user_dir,
+            restored,
+            len(undo),
+        )
+    return True
+
+
+def _parse(raw: bytes, path: Path) -> dict[str, object]:
+    try:
+        journal = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CorruptMemoryFile(path, f"the commit journal is not valid JSON: {error}") from None
+    if not isinstance(journal, dict):
+        raise CorruptMemoryFile(path, "the commit journal is not a JSON object")
+    return journal
+
+
+def _prior_contents(journal: Mapping[str, object], user: UserPaths) -> dict[Path, bytes | None]:
+    files = journal.get("files")
+    if not isinstance(files, list):
+        raise CorruptMemoryFile(user.journal, "the commit journal does not hold the prior contents")
+    undo: dict[Path, bytes | None] = {}
+    for item in files:
+        if not isinstance(item, dict):
+            raise CorruptMemoryFile(user.journal, "a journal entry is not an object")
+        relative, before = item.get("path"), item.get("before")
+        path = user.inside(relative) if isinstance(relative, str) else None
+        if path is None:
+            raise CorruptMemoryFile(
+                user.journal, f"journal path {relative!r} escapes the user directory"
+            )
+        if before is not None and not isinstance(before, str):
+            raise CorruptMemoryFile(user.journal, f"journal entry for {relative!r} is malformed")
+        # The first entry of a path holds its content before the commit.
+        undo.setdefault(path, None if before is None else before.encode("utf-8", "surrogateescape"))
+    return undo
+
+
+def _restore(user: UserPaths, undo: Mapping[Path, bytes | None]) -> int:
+    """Put back each file that differs from its prior content; return how many.
+
+    Files the interrupted commit never reached are not rewritten, so a
+    recovery needs write access to exactly what the commit changed.
+    """
+    count = 0
+    for path, before in undo.items():
+        try:
+            if _read(path) == before:
+                continue
+            replace_files([(path, before)])
+        except OSError as error:
+            raise StoreNeedsRecovery(user.journal, path, error) from None
+        count += 1
+    return count
+
+
+def _finish(user: UserPaths, operation: object, directories: set[Path]) -> None:
+    """Remove the commit's temporary files, the journal, then the original's backups."""
+    for directory in directories:
+        try:
+            items = list(directory.iterdir())
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise StoreNeedsRecovery(user.journal, directory, error) from None
+        for item in items:
+            if is_temporary(item.name):
+                try:
+                    item.unlink(missing_ok=True)
+                except OSError as error:
+                    raise StoreNeedsRecovery(user.journal, item, error) from None
+    try:
+        user.journal.unlink()
+        fsync_path(user.user_dir)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise StoreNeedsRecovery(user.journal, user.journal, error) from None
+    # The backups go last: once the journal is gone nothing reads them, and
+    # the original leaves an empty .recovery/ behind too.
+    if isinstance(operation, str) and OPERATION_ID.fullmatch(operation):
+        shutil.rmtree(user.recovery / operation, ignore_errors=True)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")

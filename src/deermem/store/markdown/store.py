@@ -1,0 +1,642 @@
+"""``MarkdownStore``: the embedded default store — one Markdown file per fact.
+
+The layout and file formats are the original DeerMem's (see
+:mod:`deermem.store.markdown.paths` and :mod:`deermem.store.markdown.codec`), so a directory
+written by it opens unchanged. What this class adds on top of the modules it
+composes:
+
+* **owners** — before anything in a user directory is read or written, its
+  owner is checked (:mod:`~deermem.store.markdown.listing`): a directory that is
+  another user id's, or several ids', is refused with
+  :class:`~deermem.OwnerConflictError`, and a directory without an owner
+  record gets one in its first commit. A directory that an earlier version
+  named after an id that looks derived (:func:`~deermem.model.scope.was_kept_user_id`)
+  is read where it is and moved to the id's own name by the first write;
+* **locking** — every change runs under the user's lock (thread lock +
+  ``flock``); loads served from the cache take no lock;
+* **recovery** — before any locked operation, and before any load that sees
+  a journal, an interrupted commit is rolled back (:mod:`~deermem.store.markdown.journal`);
+* **caching** — loaded scopes are kept while the user's ``memory.json``
+  signature is unchanged (:mod:`~deermem.store.cache`); a commit by this
+  process refreshes its own entry instead of dropping it, so writing never
+  costs a rescan;
+* **bookkeeping** — in the same journaled commit as the facts: receipts
+  appended to the audit, usage entries of deleted facts dropped (and those of
+  restored facts put back), the archive's index updated and its bounds
+  applied, regret events appended and shadow marks set
+  (:mod:`~deermem.store.markdown.regret_log`), so after any crash every eviction has
+  its receipt and archive entry, every relearned fact its regret event, and
+  a receipt returned to a caller is in the audit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import deermem.store.markdown.regret_log as regret_log
+import deermem.store.sidecars as sidecars
+from deermem.errors import CorruptMemoryFile, FactNotFoundError
+from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
+from deermem.model.fact import FACT_ID_PATTERN
+from deermem.model.scope import DEFAULT_AGENT, Scope, was_kept_user_id
+from deermem.model.timestamps import format_timestamp
+from deermem.store._plan import CommitPlan, plan_commit
+from deermem.store.archive import (
+    ArchiveIndex,
+    archive_changes,
+    archive_index,
+    archive_listing,
+    archive_matches,
+    read_archive,
+    read_entry,
+)
+from deermem.store.cache import ABSENT, ScopeCache
+from deermem.store.markdown.atomic import fsync_path
+from deermem.store.markdown.journal import FileChange, JournalInfo, commit_files, recover
+from deermem.store.markdown.listing import (
+    Owner,
+    Problem,
+    check_agent_owner,
+    check_user_owner,
+    encode_owner,
+    list_agents,
+    list_users,
+    read_owner,
+    stored_user_ids,
+)
+from deermem.store.markdown.locks import user_lock
+from deermem.store.markdown.marks import encode_mark, read_mark
+from deermem.store.markdown.paths import ScopePaths, UserPaths, resolve_root, search_index_path
+from deermem.store.protocol import (
+    ChangeSet,
+    CommitResult,
+    ScopeSnapshot,
+    SummaryDocument,
+)
+from deermem.store.reading import (
+    check_layout,
+    manifest_token,
+    patched_snapshot,
+    read_fact,
+    read_manifest,
+    scan_facts,
+    sort_facts,
+)
+from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
+from deermem.store.regret_records import RegretEvent, ShadowMark
+
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+
+__all__ = ["MarkdownStore", "MarkdownTransaction"]
+
+_PATHS_MEMO_LIMIT = 1024
+
+# The owner records a scope's next commit writes (what its directories lack);
+# emptied once a commit has written them.
+_Claims = list[FileChange]
+
+
+class MarkdownStore:
+    """Facts as Markdown files under ``root``; see the module docstring.
+
+    Args:
+        root: the store's root directory (created on first write).
+        manifest_filename: name of each user's summary document.
+        lock_timeout: seconds to wait for another process's lock.
+        audit_max_entries: receipts kept per agent; 0 writes none.
+        archive_max_entries: archive entries kept per agent.
+        archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
+        access_half_life_days: half-life of recall heat in the usage sidecar.
+        regret_max_events: regret events kept per agent; 0 records none.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        manifest_filename: str = "memory.json",
+        lock_timeout: float = 10.0,
+        audit_max_entries: int = 200,
+        archive_max_entries: int = 1000,
+        archive_max_age_days: int = 365,
+        access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
+        regret_max_events: int = 1000,
+    ) -> None:
+        self.root = Path(root)
+        self.manifest_filename = manifest_filename
+        self.lock_timeout = lock_timeout
+        self.audit_max_entries = audit_max_entries
+        self.archive_max_entries = archive_max_entries
+        self.archive_max_age_days = archive_max_age_days
+        self.access_half_life_days = access_half_life_days
+        self.regret_max_events = regret_max_events
+        self._cache = ScopeCache()
+        self._users: dict[str | None, UserPaths] = {}
+        # The ids named by the contents of user directories without an owner
+        # record, read once: until the first commit claims the directory.
+        self._stored: dict[tuple[Path, int, int, int], frozenset[str]] = {}
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig, root: str | Path | None = None) -> MarkdownStore:
+        """A store with the configuration's settings; ``root`` wins over ``storage_path``."""
+        return cls(
+            root if root is not None else resolve_root(config.storage_path),
+            manifest_filename=config.manifest_filename,
+            lock_timeout=config.file_lock_timeout_seconds,
+            audit_max_entries=config.eviction_audit_max_entries,
+            archive_max_entries=config.archive_max_entries,
+            archive_max_age_days=config.archive_max_age_days,
+            access_half_life_days=config.eviction_access_half_life_days,
+            regret_max_events=config.regret_max_events,
+        )
+
+    def __repr__(self) -> str:
+        return f"MarkdownStore({str(self.root)!r})"
+
+    @property
+    def records_regret(self) -> bool:
+        return True
+
+    # --- paths, owners and locks -----------------------------------------------
+
+    def _user(self, scope: Scope) -> UserPaths:
+        """The paths of a scope's user directory (memoised: building paths is not free).
+
+        That is the id's own directory — unless it does not exist yet and an
+        earlier version kept the id as its directory name, and that directory
+        is this id's: then that one, until the first write moves it.
+        """
+        user_id = scope.user_id
+        paths = self._users.get(user_id)
+        if paths is None:
+            if len(self._users) >= _PATHS_MEMO_LIMIT:
+                self._users.clear()
+            paths = UserPaths(self.root, user_id, self.manifest_filename)
+            self._users[user_id] = paths
+        if user_id is not None and was_kept_user_id(user_id) and not paths.user_dir.exists():
+            legacy = UserPaths(self.root, user_id, self.manifest_filename, directory=user_id)
+            if legacy.user_dir.is_dir() and self._is_home(legacy):
+                return legacy
+        return paths
+
+    def _is_home(self, legacy: UserPaths) -> bool:
+        """Whether a directory an earlier version named after its id is that id's."""
+        record = read_owner(legacy.owner)
+        if record is not None:
+            return record == Owner(legacy.user_id)
+        return self._stored_ids(legacy) == {legacy.user_id}
+
+    def _stored_ids(self, user: UserPaths) -> frozenset[str]:
+        """The ids a directory's contents name, read once while the directory is unchanged
+        (the same directory, no entry added or removed: a move or a commit changes that)."""
+        status = user.user_dir.stat()
+        key = (user.user_dir, status.st_dev, status.st_ino, status.st_mtime_ns)
+        found = self._stored.get(key)
+        if found is None:
+            if len(self._stored) >= _PATHS_MEMO_LIMIT:
+                self._stored.clear()
+            found = self._stored[key] = stored_user_ids(user.user_dir)
+        return found
+
+    def _check(self, scope: Scope, user: UserPaths) -> _Claims:
+        """Refuse a directory that is not this scope's; return the owner records to claim.
+
+        Raises:
+            OwnerConflictError: the user's or the agent's directory is another's.
+            CorruptMemoryFile: an owner record cannot be read.
+        """
+        claims: _Claims = []
+        if not check_user_owner(user, partial(self._stored_ids, user)):
+            claims.append(FileChange(user.owner, encode_owner(Owner(user.user_id))))
+        paths = user.agent(scope.agent)
+        if not check_agent_owner(paths, scope):
+            owner = Owner(scope.user_id, scope.agent)
+            claims.append(FileChange(paths.owner, encode_owner(owner)))
+        return claims
+
+    @contextmanager
+    def _locked(self, scope: Scope, user: UserPaths, *, reading: bool = False) -> Iterator[_Claims]:
+        """Hold the user's lock, after rolling back any interrupted commit and checking
+        the owner; yield the owner records the next commit must write.
+
+        ``reading`` needs no write access, unless there is a commit to roll
+        back: then :class:`~deermem.StoreNeedsRecovery` names what cannot be
+        restored, and nothing is read.
+        """
+        lock = user_lock(user.lock, self.lock_timeout)
+        with lock.reading() if reading else lock:
+            if recover(user):
+                self._cache.drop_user(scope.user_id)
+            yield self._check(scope, user)
+
+    def _writable(self, scope: Scope) -> UserPaths:
+        """The user's paths for a write: a directory an earlier version named after the
+        id (:meth:`_user`) is first moved to the id's own name, under its lock."""
+        user, user_id = self._user(scope), scope.user_id
+        if user_id is None or user.user_dir.name != user_id or not was_kept_user_id(user_id):
+            return user
+        own = UserPaths(self.root, user_id, self.manifest_filename)
+        # Under the old directory's lock, so no writer is half-way through a commit in
+        # it (the journal's paths are relative: an interrupted one is recovered after).
+        with self._locked(scope, user):
+            if not own.user_dir.exists():
+                user.user_dir.rename(own.user_dir)
+                fsync_path(own.user_dir.parent)
+        return self._user(scope)
+
+    # --- reading --------------------------------------------------------------
+
+    def load(self, scope: Scope) -> ScopeSnapshot:
+        user = self._user(scope)
+        if not user.user_dir.is_dir():
+            return ScopeSnapshot(scope, SummaryDocument(), (), ABSENT.version())
+        if not user.journal.exists():
+            self._check(scope, user)
+            _, token = read_manifest(user)
+            cached = self._cache.get(scope, token)
+            if cached is not None:
+                return cached
+        with self._locked(scope, user, reading=True):
+            return self._snapshot(scope, user)
+
+    def _snapshot(self, scope: Scope, user: UserPaths) -> ScopeSnapshot:
+        """The scope, from the cache if still valid; the caller holds the lock."""
+        document, token = read_manifest(user)
+        cached = self._cache.get(scope, token)
+        if cached is not None:
+            return cached
+        paths = user.agent(scope.agent)
+        check_layout(paths)
+        facts = scan_facts(paths, scope)
+        snapshot = ScopeSnapshot(scope, document, sort_facts(facts.values()), token.version())
+        self._cache.put(scope, token, snapshot)
+        return snapshot
+
+    def _settled(self, scope: Scope) -> UserPaths:
+        """The user's paths, after recovering an interrupted commit if there is one,
+        and checking the directories are the scope's.
+
+        Readers that take no lock (sidecars, the archive) call this first, so
+        they never see half of a commit, nor another user's files.
+        """
+        user = self._user(scope)
+        if user.journal.exists():
+            with self._locked(scope, user, reading=True):
+                pass
+        else:
+            self._check(scope, user)
+        return user
+
+    def user_paths(self, user_id: str | None) -> UserPaths:
+        """The files of a user's directory, checked as the user's (to copy a user whole).
+
+        Raises:
+            OwnerConflictError: the directory is another user's.
+        """
+        return self._settled(Scope.of(user_id))
+
+    def version(self, scope: Scope) -> str:
+        _, token = read_manifest(self._settled(scope))
+        return token.version()
+
+    def reload(self, scope: Scope) -> ScopeSnapshot:
+        self._cache.drop(scope)
+        return self.load(scope)
+
+    def agents(self, user_id: str | None) -> tuple[str, ...]:
+        """The agents of a user directory (see :func:`~deermem.store.markdown.listing.list_agents`).
+
+        Raises:
+            CorruptMemoryFile: an agent directory holds memory that cannot be
+                read as an agent's: left out, it would be skipped silently.
+        """
+        agents, problems = list_agents(self._settled(Scope.of(user_id)))
+        if problems:
+            raise CorruptMemoryFile(problems[0].path, problems[0].problem)
+        return tuple(agents)
+
+    def scopes(self) -> tuple[Scope, ...]:
+        """Every user's agents (a user with summaries alone: ``__default__``); the
+        directories that cannot be listed are in :meth:`problems`."""
+        return self._listing()[0]
+
+    def problems(self) -> tuple[str, ...]:
+        """Every directory that holds memory :meth:`scopes` cannot list, and why."""
+        return tuple(str(problem) for problem in self._listing()[1])
+
+    def _listing(self) -> tuple[tuple[Scope, ...], list[Problem]]:
+        users, problems = list_users(self.root, self.manifest_filename)
+        scopes: list[Scope] = []
+        for user_id in users:
+            agents, found = list_agents(self._user(Scope(user_id, DEFAULT_AGENT)))
+            problems.extend(found)
+            scopes.extend(Scope(user_id, agent) for agent in agents or (DEFAULT_AGENT,))
+        return tuple(scopes), problems
+
+    def search_index_location(self) -> Path:
+        """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.
+
+        Raises:
+            OSError: the directory or an index file there cannot be written
+                (a read-only store); the caller indexes in memory instead.
+        """
+        path = search_index_path(self.root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files = [path.with_name(path.name + suffix) for suffix in ("", "-wal", "-shm")]
+        for target in (path.parent, *(f for f in files if f.exists())):
+            if not os.access(target, os.W_OK):
+                raise PermissionError(errno.EACCES, "the search index cannot be written", target)
+        return path
+
+    def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
+        return sidecars.read_usage(self._settled(scope).agent(scope.agent).usage)
+
+    def watermark(self, scope: Scope, thread_id: str) -> str | None:
+        return read_mark(self._settled(scope).agent(scope.agent), thread_id)
+
+    def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
+        return sidecars.read_audit(self._settled(scope).agent(scope.agent).audit)
+
+    def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
+        return read_entry(self._settled(scope).agent(scope.agent), scope, fact_id)
+
+    def archive(self, scope: Scope, now: datetime) -> tuple[ArchiveEntry, ...]:
+        paths = self._settled(scope).agent(scope.agent)
+        entries = read_archive(paths, scope)
+        return tuple(e for e in entries if not e.expired(now, self.archive_max_age_days))
+
+    def archived_matches(
+        self, scope: Scope, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        paths = self._settled(scope).agent(scope.agent)
+        return archive_matches(paths, scope, contents, now, self.archive_max_age_days)
+
+    def archive_listing(self, scope: Scope, now: datetime) -> Mapping[str, str]:
+        paths = self._settled(scope).agent(scope.agent)
+        return archive_listing(paths, now, self.archive_max_age_days)
+
+    def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
+        return regret_log.read_regret_events(self._settled(scope).agent(scope.agent).regret_events)
+
+    def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
+        return regret_log.read_shadow_marks(self._settled(scope).agent(scope.agent).shadow_marks)
+
+    # --- writing --------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, scope: Scope) -> Iterator[MarkdownTransaction]:
+        user = self._writable(scope)
+        with self._locked(scope, user) as claims:
+            yield MarkdownTransaction(self, scope, user, claims)
+
+    def commit(self, scope: Scope, changes: ChangeSet) -> CommitResult:
+        with self.transaction(scope) as transaction:
+            return transaction.commit(changes)
+
+    def record_access(
+        self,
+        scope: Scope,
+        fact_ids: Iterable[str],
+        now: datetime,
+        *,
+        regret: Sequence[RegretEvent] = (),
+    ) -> None:
+        wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
+        if not wanted and not regret:
+            return
+        user = self._writable(scope)
+        paths = user.agent(scope.agent)
+        with self._locked(scope, user) as claims:
+            files: list[FileChange] = []
+            events = regret_log.regret_after_commit(
+                paths.regret_events, regret, self.regret_max_events
+            )
+            if events is not None:
+                files.append(FileChange(*events))
+            if wanted:
+                snapshot = self._snapshot(scope, user)
+                present = [fact_id for fact_id in wanted if fact_id in snapshot]
+                if present:
+                    usage = sidecars.usage_after_access(
+                        paths.usage, present, now, self.access_half_life_days
+                    )
+                    files.append(FileChange(*usage))
+            if files:
+                revision = read_manifest(user)[0].revision
+                self._commit_files(
+                    user, files, claims, JournalInfo(scope.agent, revision, revision, ())
+                )
+
+    def purge(self, scope: Scope, fact_id: str) -> None:
+        user = self._writable(scope)
+        paths = user.agent(scope.agent)
+        with self._locked(scope, user) as claims:
+            # No decoding: an entry too damaged to read can still be purged.
+            if not FACT_ID_PATTERN.fullmatch(fact_id) or not paths.archived(fact_id).is_file():
+                raise FactNotFoundError(fact_id, where="archive")
+            index, _ = archive_changes(paths, puts=(), deletes=(fact_id,))
+            files = [FileChange(paths.archived(fact_id), None)]
+            files.extend(FileChange(path, data) for path, data in index)
+            revision = read_manifest(user)[0].revision
+            self._commit_files(
+                user, files, claims, JournalInfo(scope.agent, revision, revision, ())
+            )
+
+    def _commit_files(
+        self, user: UserPaths, files: list[FileChange], claims: _Claims, info: JournalInfo
+    ) -> None:
+        """Commit ``files`` and, with them, the owner records the directories lack."""
+        commit_files(user, [*claims, *files], info)
+        claims.clear()  # written: the next commit of this transaction needs none
+
+    # --- the commit, for MarkdownTransaction -------------------------------------
+
+    def _commit_locked(
+        self,
+        scope: Scope,
+        user: UserPaths,
+        snapshot: ScopeSnapshot | None,
+        changes: ChangeSet,
+        claims: _Claims,
+        archive: ArchiveIndex | None = None,
+    ) -> tuple[CommitResult, ScopeSnapshot | None]:
+        """Commit under the held lock; return the result and the scope's new snapshot.
+
+        With a current snapshot (the transaction's, or a valid cache entry)
+        facts are looked up in it and it is patched afterwards; without one
+        only the facts the change set names are read — never the whole scope.
+        ``archive`` is the archive's order as read under the same lock, if the
+        caller has read it already.
+        """
+        paths = user.agent(scope.agent)
+        document, token = read_manifest(user)
+        if snapshot is None or snapshot.version != token.version():
+            snapshot = self._cache.get(scope, token)
+        lookup = snapshot.get if snapshot is not None else partial(read_fact, paths, scope)
+        plan = plan_commit(
+            lookup,
+            document,
+            changes,
+            paths,
+            scope,
+            lambda fact_id: paths.archived(fact_id).is_file(),
+        )
+        deleted = [fact.id for fact in plan.deleted]
+        files = self._files_of(scope, paths, changes, plan, deleted, archive)
+        if files:
+            info = JournalInfo(
+                agent=scope.agent,
+                expected_revision=document.revision,
+                next_revision=plan.summaries.revision,
+                fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
+            )
+            self._commit_files(user, files, claims, info)
+        if plan.manifest is not None:
+            token = manifest_token(user, plan.summaries.revision)
+            if snapshot is not None:
+                removed = [*plan.deleted, *plan.replaced.values()]
+                snapshot = patched_snapshot(
+                    snapshot, plan.written, removed, plan.summaries, token.version()
+                )
+                self._cache.put(scope, token, snapshot)
+        result = CommitResult(
+            revision=plan.summaries.revision,
+            written=tuple(plan.written),
+            deleted=tuple(deleted),
+            changed=plan.manifest is not None,
+            version=token.version(),
+        )
+        return result, snapshot
+
+    def _files_of(
+        self,
+        scope: Scope,
+        paths: ScopePaths,
+        changes: ChangeSet,
+        plan: CommitPlan,
+        deleted: list[str],
+        archive: ArchiveIndex | None,
+    ) -> list[FileChange]:
+        """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``.
+
+        The bookkeeping — the audit, the usage sidecar, the regret sidecars,
+        the archive's index and bounds, the thread marks — is computed before
+        anything is written, so a file it cannot read (a malformed audit)
+        stops the commit before it starts. Each file
+        appears once; ``memory.json`` comes last.
+        """
+        book = [
+            change
+            for change in (
+                sidecars.usage_after_commit(
+                    paths.usage, forget=deleted, restore=changes.usage_restores
+                ),
+                sidecars.audit_after_commit(
+                    paths.audit,
+                    changes.receipts,
+                    self.audit_max_entries,
+                    forget=deleted if changes.forget_in_audit else [],
+                ),
+                regret_log.regret_after_commit(
+                    paths.regret_events, changes.regret_events, self.regret_max_events
+                ),
+                regret_log.shadow_marks_after_commit(paths.shadow_marks, changes.shadow_marks),
+            )
+            if change is not None
+        ]
+        stamp = format_timestamp(changes.now)
+        for thread_id, mark in changes.watermarks.items():
+            if read_mark(paths, thread_id) != mark:
+                book.append(
+                    (paths.thread_mark(thread_id), encode_mark(paths, thread_id, mark, stamp))
+                )
+        doomed: set[Path] = set()
+        if changes.archive_puts or changes.archive_deletes:
+            index, pruned = archive_changes(
+                paths,
+                puts=changes.archive_puts,
+                deletes=changes.archive_deletes,
+                now=changes.now,
+                max_entries=self.archive_max_entries,
+                max_age_days=self.archive_max_age_days,
+                order=archive,
+            )
+            book.extend(index)
+            doomed = {paths.archived(fact_id) for fact_id in pruned}
+        files = [change for change in plan.files if change.path not in doomed]
+        files.extend(FileChange(path, data) for path, data in book)
+        if plan.manifest is not None:
+            files.append(plan.manifest)
+        return files
+
+
+class MarkdownTransaction:
+    """A locked scope of a :class:`MarkdownStore` (see :class:`~deermem.store.StoreTransaction`)."""
+
+    def __init__(
+        self, store: MarkdownStore, scope: Scope, user: UserPaths, claims: _Claims
+    ) -> None:
+        self._store = store
+        self._scope = scope
+        self._user = user
+        self._claims = claims
+        self._paths = user.agent(scope.agent)
+        self._snapshot: ScopeSnapshot | None = None
+        # The archive's order, read once per commit: the lock keeps it still.
+        self._archive: ArchiveIndex | None = None
+
+    @property
+    def records_regret(self) -> bool:
+        return True
+
+    @property
+    def user(self) -> UserPaths:
+        """The files of the locked user directory."""
+        return self._user
+
+    def commit_files(self, files: list[FileChange], info: JournalInfo) -> None:
+        """Write ``files`` in one journaled commit (with the owner records the directories
+        lack): how a whole user is written at once (:mod:`~deermem.store.markdown.transfer`)."""
+        self._store._commit_files(self._user, files, self._claims, info)
+        self._snapshot = None
+
+    @property
+    def snapshot(self) -> ScopeSnapshot:
+        if self._snapshot is None:
+            self._snapshot = self._store._snapshot(self._scope, self._user)
+        return self._snapshot
+
+    def usage(self) -> Mapping[str, UsageEntry]:
+        return sidecars.read_usage(self._paths.usage)
+
+    def archived(self, fact_id: str) -> ArchiveEntry | None:
+        return read_entry(self._paths, self._scope, fact_id)
+
+    def archived_matches(
+        self, contents: Sequence[str], now: datetime
+    ) -> Mapping[str, ArchiveEntry]:
+        # On a damaged archive, archive_matches reads it again and says why it cannot.
+        with contextlib.suppress(CorruptMemoryFile):
+            if self._archive is None:
+                self._archive = archive_index(self._paths)
+        max_age = self._store.archive_max_age_days
+        return archive_matches(self._paths, self._scope, contents, now, max_age, self._archive)
+
+    def shadow_marks(self) -> Mapping[str, ShadowMark]:
+        return regret_log.read_shadow_marks(self._paths.shadow_marks)
+
+    def commit(self, changes: ChangeSet) -> CommitResult:
+        archive, self._archive = self._archive, None
+        result, self._snapshot = self._store._commit_locked(
+            self._scope, self._user, self._snapshot, changes, self._claims, archive
+        )
+        return result

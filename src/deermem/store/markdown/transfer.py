@@ -1,0 +1,139 @@
+"""The Markdown store seen whole, user by user (:class:`~deermem.store.dump.Transfer`).
+
+Reading goes through the store's own readers (the scope under its lock, the
+sidecars, the archive in arrival order, the thread marks); writing lays out
+every file of a user — facts, ``memory.json`` with the dumped revision, the
+sidecars (the regret ones included), the archive with its index, the marks —
+with the store's own encoders and writes them in one journaled commit
+(:mod:`~deermem.store.markdown.journal`),
+so a copy is all there or not at all, and a store deermem wrote comes back
+byte for byte.
+
+Which directory is whose is decided by :mod:`~deermem.store.markdown.listing`, as for
+``deermem scopes``: a directory that cannot be told to be one user's (or one
+agent's) — a collision already on disk, a derived name with nothing naming
+its owner — stops the copy with an error naming it, before anything is
+written: a migration never leaves a memory behind silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from deermem.errors import CorruptMemoryFile
+from deermem.model.scope import DEFAULT_AGENT, Scope
+from deermem.store import sidecars
+from deermem.store.archive import archive_changes, arrival_order, encode_entry, read_entry
+from deermem.store.dump import ScopeDump, UserDump
+from deermem.store.markdown import regret_log
+from deermem.store.markdown.codec import encode_fact, encode_summaries
+from deermem.store.markdown.journal import FileChange, JournalInfo
+from deermem.store.markdown.listing import Owner, Problem, encode_owner, list_agents, list_users
+from deermem.store.markdown.marks import encode_mark, read_marks
+from deermem.store.markdown.paths import UserPaths
+from deermem.store.markdown.store import MarkdownStore
+from deermem.store.reading import read_manifest
+
+__all__ = ["MarkdownTransfer"]
+
+
+class MarkdownTransfer:
+    """Dump and load whole users of a :class:`~deermem.store.MarkdownStore`."""
+
+    def __init__(self, store: MarkdownStore) -> None:
+        self.store = store
+
+    def users(self) -> tuple[str | None, ...]:
+        """The single-user layout (``None``) if the root holds one, then every user directory.
+
+        Raises:
+            CorruptMemoryFile: a user directory that cannot be told to be one
+                user's (see :func:`~deermem.store.markdown.listing.list_users`).
+        """
+        users, problems = list_users(self.store.root, self.store.manifest_filename)
+        _refuse(problems)
+        return tuple(users)
+
+    def dump_user(self, user_id: str | None) -> UserDump | None:
+        store = self.store
+        user = store.user_paths(user_id)
+        agents, problems = list_agents(user)
+        _refuse(problems)
+        scopes = []
+        for agent in agents:
+            scope = Scope.of(user_id, agent)
+            paths = user.agent(agent)
+            snapshot = store.load(scope)  # recovers an interrupted commit first
+            dump = ScopeDump(
+                agent=agent,
+                facts=snapshot.facts,
+                usage=dict(store.usage(scope)),
+                events=tuple(sidecars.read_events(paths.audit)),
+                archive=tuple(
+                    entry
+                    for fact_id, _ in arrival_order(paths)
+                    if (entry := read_entry(paths, scope, fact_id)) is not None
+                ),
+                marks=tuple(read_marks(paths)),
+                regret=tuple(regret_log.raw_regret_events(paths.regret_events)),
+                shadow=regret_log.raw_shadow_marks(paths.shadow_marks),
+            )
+            if not dump.empty:
+                scopes.append(dump)
+        summaries = store.load(Scope.of(user_id)).summaries
+        if not scopes and not user.manifest.is_file():
+            return None
+        return UserDump(user_id, summaries, tuple(scopes))
+
+    def load_user(self, dump: UserDump) -> None:
+        store = self.store
+        with store.transaction(Scope.of(dump.user_id)) as transaction:  # lock and owner
+            user = transaction.user
+            agents, problems = list_agents(user)
+            if user.manifest.exists() or agents or problems:
+                raise FileExistsError(
+                    f"{user.user_dir}: the destination already holds this user; "
+                    "migrate into an empty store"
+                )
+            files = [FileChange(user.manifest, encode_summaries(dump.summaries))]
+            for scope_dump in dump.scopes:
+                scope = Scope.of(dump.user_id, scope_dump.agent)
+                files.extend(_scope_files(user, scope, scope_dump))
+            info = JournalInfo(DEFAULT_AGENT, 0, dump.summaries.revision, ())
+            transaction.commit_files(files, info)
+            # The manifest was written behind the cache's back (at the same revision, maybe).
+            store.reload(Scope.of(dump.user_id))
+        read_manifest(user)  # what was written reads back
+
+
+def _scope_files(user: UserPaths, scope: Scope, dump: ScopeDump) -> list[FileChange]:
+    paths = user.agent(scope.agent)
+    files = [FileChange(paths.fact(fact.id), encode_fact(fact, scope)) for fact in dump.facts]
+    if paths.agent_dir.name != scope.agent:  # a long name: its directory names it
+        files.append(FileChange(paths.owner, encode_owner(Owner(scope.user_id, scope.agent))))
+    if dump.usage:
+        files.append(FileChange(paths.usage, sidecars.encode_usage(dump.usage)))
+    if dump.events:
+        files.append(FileChange(paths.audit, sidecars.encode_events(dump.events)))
+    files.extend(FileChange(paths.archived(e.fact_id), encode_entry(e)) for e in dump.archive)
+    if dump.archive:
+        index, _ = archive_changes(paths, puts=dump.archive, deletes=())
+        files.extend(FileChange(path, data) for path, data in index)
+    files.extend(
+        FileChange(paths.thread_mark(mark.thread_id), encode_mark(paths, *mark))
+        for mark in dump.marks
+    )
+    if dump.regret:
+        files.append(FileChange(paths.regret_events, regret_log.encode_regret_events(dump.regret)))
+    if dump.shadow:
+        files.append(FileChange(paths.shadow_marks, regret_log.encode_shadow_marks(dump.shadow)))
+    return files
+
+
+def _refuse(problems: Sequence[Problem]) -> None:
+    """Stop a copy that would leave a directory's memory behind: name the first, count the rest."""
+    if problems:
+        more = (
+            f" (and {len(problems) - 1} more: `deermem scopes` lists them)" if problems[1:] else ""
+        )
+        raise CorruptMemoryFile(problems[0].path, problems[0].problem + more)
