@@ -45,17 +45,19 @@ from pathlib import Path
 from bench._fsyncs import count_fsyncs
 from bench._timing import median_ms
 from deermem.config import MemoryConfig
-from deermem.learning import (
-    MemoryState,
+from deermem.learning.answer import (
     NormalizedResponse,
     UpdatePayload,
-    UpdateSettings,
     normalize_response,
     parse_update_response,
+)
+from deermem.learning.learner import AppliedUpdate, apply_response
+from deermem.learning.plan import (
+    MemoryState,
+    UpdateSettings,
     plan_update,
     resolve_contradiction_removals,
 )
-from deermem.learning.apply import AppliedUpdate, apply_response
 from deermem.library import CapacityGate
 from deermem.model import Fact, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.learning.signals import Message
+from deermem.learning.messages import Message
 from deermem.recall.tokens import reset_tokenizer_cache
 from deermem.store import MarkdownStore
 from deermem.testing import ScriptedChatServer

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from deermem.learning.signals import (
+from deermem.learning.messages import (
     Message,
+    filter_messages,
+    is_clarification_answer,
+    parse_messages,
+    strip_upload_blocks,
+)
+from deermem.learning.signals import (
     PatternSet,
     Signal,
-    filter_messages,
     filter_trivial,
-    is_clarification_answer,
     load_patterns,
-    parse_messages,
     prepare_conversation,
-    strip_upload_blocks,
 )
 
 PATTERNS = load_patterns()

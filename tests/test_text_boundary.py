@@ -33,8 +33,7 @@ from deermem import (
     UnsafeIdentifierError,
 )
 from deermem.cli import main
-from deermem.learning.normalize import normalize_response
-from deermem.learning.responses import NormalizedResponse
+from deermem.learning.answer import NormalizedResponse, normalize_response
 from deermem.model import CORE_CATEGORIES
 from deermem.model.text import MAX_NESTING, check_line, check_lines, check_storable
 from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from deermem import ConfigError, MemoryConfig, load_config
-from deermem.learning import UpdateSettings
+from deermem.learning.plan import UpdateSettings
 
 
 def test_defaults_are_the_originals() -> None:

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from deermem.learning import (
-    MemoryState,
-    PlannedRemoval,
-    SummarySection,
-    UpdateSettings,
-    plan_update,
-)
+from deermem.learning.plan import MemoryState, PlannedRemoval, UpdateSettings, plan_update
 from deermem.model import FactSource, format_timestamp
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
+from deermem.store import Section as SummarySection
 from tests.update_support import (
     NOW,
     apply_through_capacity,

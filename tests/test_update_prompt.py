@@ -8,20 +8,25 @@ import json
 
 import pytest
 
-from deermem.learning import (
-    ConversationTurn,
+from deermem.learning import answer as limits
+from deermem.learning.answer import response_json_schema
+from deermem.learning.plan import (
+    REQUIRED_AUTHORITY,
+    REQUIRED_DURABILITY,
+    REQUIRED_SCOPE,
     MemoryState,
-    PromptLoader,
-    SummarySection,
     UpdateSettings,
+)
+from deermem.learning.prompt import (
+    TRUNCATION_MARKER,
+    ConversationTurn,
+    PromptLoader,
     build_update_prompt,
     fit_conversation,
     format_conversation,
-    limits,
-    response_json_schema,
+    truncate_turn,
 )
-from deermem.learning.conversation import TRUNCATION_MARKER, truncate_turn
-from deermem.learning.gate import REQUIRED_AUTHORITY, REQUIRED_DURABILITY, REQUIRED_SCOPE
+from deermem.store import Section as SummarySection
 from tests.update_support import NOW, fact, state
 
 TEMPLATE = PromptLoader().load("memory_update")

@@ -25,7 +25,8 @@ from deermem import (
     MemoryConfig,
     MessageFormatError,
 )
-from deermem.learning import PromptLoader, response_json_schema
+from deermem.learning.answer import response_json_schema
+from deermem.learning.prompt import PromptLoader
 from deermem.llm import NO_MODEL_CONFIGURED
 from deermem.store.markdown import journal
 from deermem.testing import Reply, ScriptedChatServer

@@ -9,7 +9,7 @@ lock; nothing else trims a library. Every decision reads the injected clock,
 never the wall clock directly, so tests and demos are reproducible.
 
 The work is done by collaborators with one job each: the store, the gate,
-:class:`~deermem.learning.updates.UpdateService` (model, queue, watermark),
+:class:`~deermem.learning.Learner` (model, queue, watermark),
 :class:`~deermem.recall.search_handle.SearchIndexHandle` and the pure
 functions of :mod:`deermem.recall.memory_recall`, :mod:`deermem.memory.documents`
 and :mod:`deermem.library.explain`; ``Memory`` holds them and binds them to
@@ -19,7 +19,7 @@ Opening a memory and reading facts needs only the configuration and the
 store. The prompt and search stack (:mod:`deermem.recall.memory_recall`,
 :mod:`deermem.recall`) is imported by the first method that uses it, and
 the extraction machinery by the first extraction (see
-:mod:`deermem.learning.updates`), so a command that lists facts does not wait
+:mod:`deermem.learning.learner`), so a command that lists facts does not wait
 for either.
 """
 
@@ -43,7 +43,7 @@ from deermem.errors import (
     StorageError,
     UnsafeIdentifierError,
 )
-from deermem.learning.updates import UpdateService
+from deermem.learning import Learner
 from deermem.library import CapacityGate, Proposal, Removal
 from deermem.library.explain import standing_of
 from deermem.library.regret import Found, RegretReport, build_report, search_regret
@@ -89,7 +89,7 @@ from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
     from deermem.learning import FlushReport, UpdateResult
-    from deermem.learning.signals import KeepHidden
+    from deermem.learning.messages import KeepHidden
     from deermem.llm import ChatModel
     from deermem.recall import Injection
     from deermem.recall.memory_recall import SearchFindings
@@ -165,7 +165,7 @@ class Memory:
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
-        self._updates = UpdateService(
+        self._updates = Learner(
             store, config, clock=self.now, new_id=self._new_id, model=model, keep_hidden=keep_hidden
         )
         self._search_index = SearchIndexHandle()
