@@ -18,16 +18,9 @@ from hypothesis import strategies as st
 
 from deermem import SearchIndexError
 from deermem.model import Fact, format_timestamp
-from deermem.recall import (
-    SearchHit,
-    SearchIndex,
-    SyncReport,
-    search_facts,
-    search_score,
-    substring_search,
-)
 from deermem.recall import search as search_module
-from deermem.recall.search_index import content_version
+from deermem.recall.index import SearchHit, SearchIndex, SyncReport, content_version
+from deermem.recall.search import search_facts, search_score, substring_search
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 USER = "alice"

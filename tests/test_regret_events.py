@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
-from deermem.recall import SearchIndex
+from deermem.recall.index import SearchIndex
 from deermem.store import Scope
 from deermem.store.markdown import journal
 from deermem.testing import ScriptedChatServer

@@ -10,14 +10,14 @@ never the wall clock directly, so tests and demos are reproducible.
 
 The work is done by collaborators with one job each: the store, the gate,
 :class:`~deermem.learning.Learner` (model, queue, watermark),
-:class:`~deermem.recall.search_handle.SearchIndexHandle` and the pure
-functions of :mod:`deermem.recall.memory_recall`, :mod:`deermem.memory.documents`
-and :mod:`deermem.library.explain`; ``Memory`` holds them and binds them to
-one scope.
+:class:`~deermem.recall.index.SearchIndexHandle` and the pure functions of
+:mod:`deermem.recall.injection`, :mod:`deermem.recall.search`,
+:mod:`deermem.memory.documents` and :mod:`deermem.library.explain`; ``Memory``
+holds them and binds them to one scope.
 
 Opening a memory and reading facts needs only the configuration and the
-store. The prompt and search stack (:mod:`deermem.recall.memory_recall`,
-:mod:`deermem.recall`) is imported by the first method that uses it, and
+store. The prompt and search stack (:mod:`deermem.recall.injection`,
+:mod:`deermem.recall.search`) is imported by the first method that uses it, and
 the extraction machinery by the first extraction (see
 :mod:`deermem.learning.learner`), so a command that lists facts does not wait
 for either.
@@ -70,7 +70,7 @@ from deermem.model.categories import category_key
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp
 from deermem.policy import POLICY_HYBRID_V1
-from deermem.recall.search_handle import SearchIndexHandle
+from deermem.recall.index import SearchIndexHandle
 from deermem.store import (
     REASON_DELETED,
     ArchiveEntry,
@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     from deermem.learning.messages import KeepHidden
     from deermem.llm import ChatModel
     from deermem.recall import Injection
-    from deermem.recall.memory_recall import SearchFindings
+    from deermem.recall.search import SearchFindings
     from deermem.store.regret_records import RegretEvent
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
@@ -766,7 +766,7 @@ class Memory:
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
-        from deermem.recall.memory_recall import memory_injection
+        from deermem.recall.injection import memory_injection
 
         return memory_injection(
             self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
@@ -812,7 +812,7 @@ class Memory:
                 searched all the same, without counting (said once, in a
                 warning).
         """
-        from deermem.recall.memory_recall import search_scope
+        from deermem.recall.search import search_scope
 
         now = self.now()
         findings = search_scope(
@@ -852,7 +852,7 @@ class Memory:
             OSError: the index cannot be written where the store keeps it.
             SearchIndexError: the index file cannot be opened.
         """
-        from deermem.recall.memory_recall import rebuild_search_index
+        from deermem.recall.search import rebuild_search_index
 
         self._search_index.close()  # this memory's next search reopens it
         return rebuild_search_index(

@@ -16,7 +16,7 @@ from deermem.model.scope import Scope
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
 
 if TYPE_CHECKING:
-    from deermem.recall.search import MatchType
+    from deermem.recall.index import MatchType
 
 __all__ = [
     "CreateResult",

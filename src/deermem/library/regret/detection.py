@@ -1,7 +1,7 @@
 """The regret a search reveals: missed recalls, and recalls of shadow-evicted facts.
 
 A search asks one counterfactual question of the archive (see
-:func:`deermem.recall.search_with_archive`): which archived facts would have
+:func:`deermem.recall.search.search_with_archive`): which archived facts would have
 been among its results had they still been in the library. Each such fact is
 a *missed recall* — against the policy that evicted it and, when its archive
 entry carries the shadow policy's mark, against the shadow policy too. A
