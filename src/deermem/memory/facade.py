@@ -12,7 +12,7 @@ The work is done by collaborators with one job each: the store, the gate,
 :class:`~deermem.learning.Learner` (model, queue, watermark),
 :class:`~deermem.recall.index.SearchIndexHandle` and the pure functions of
 :mod:`deermem.recall.injection`, :mod:`deermem.recall.search`,
-:mod:`deermem.memory.documents` and :mod:`deermem.library.explain`; ``Memory``
+:mod:`deermem.memory.documents` and :func:`deermem.library.gate.standing_of`; ``Memory``
 holds them and binds them to one scope.
 
 Opening a memory and reading facts needs only the configuration and the
@@ -45,7 +45,7 @@ from deermem.errors import (
 )
 from deermem.learning import Learner
 from deermem.library import CapacityGate, Proposal, Removal
-from deermem.library.explain import standing_of
+from deermem.library.gate import standing_of
 from deermem.library.regret import Found, RegretReport, build_report, search_regret
 from deermem.memory._checks import (
     check_confidence,

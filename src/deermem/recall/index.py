@@ -1031,6 +1031,7 @@ def _is_damage(error: sqlite3.DatabaseError) -> bool:
 
 # --- the index a memory holds -----------------------------------------------------------
 
+
 class SearchIndexHandle:
     """The store's search index, opened on first use and shared by a memory's views.
 

@@ -36,7 +36,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from deermem.errors import CorruptMemoryFile, SearchIndexError
-from deermem.memory.results import ReindexReport, SearchResult
 from deermem.model import Fact, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
 from deermem.recall.index import (
@@ -46,6 +45,7 @@ from deermem.recall.index import (
     MEMORY,
     FactFields,
     FactLike,
+    MatchType,
     SearchHit,
     SearchIndex,
     SearchIndexHandle,
@@ -59,8 +59,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ArchiveSource",
     "MissedHit",
+    "ReindexReport",
     "SearchFindings",
     "SearchOutcome",
+    "SearchResult",
     "rebuild_search_index",
     "search_facts",
     "search_scope",
@@ -277,6 +279,50 @@ def substring_search(
 
 
 @dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One search hit with its fact.
+
+    Attributes:
+        fact: the fact as stored.
+        score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` matches,
+            the confidence for ``substring`` matches; higher is better.
+        match_type: ``fts5`` or ``substring`` (the fallback).
+        bm25: FTS5's raw BM25 (negative; more negative is better), ``None``
+            for substring matches.
+    """
+
+    fact: Fact
+    score: float
+    match_type: MatchType
+    bm25: float | None = None
+
+    @property
+    def fact_id(self) -> str:
+        return self.fact.id
+
+    @property
+    def content(self) -> str:
+        return self.fact.content
+
+    @property
+    def category(self) -> str:
+        """The category as shown to people: an ``other`` fact's own label."""
+        return self.fact.categoryExtension or self.fact.category
+
+    @property
+    def confidence(self) -> float:
+        return self.fact.confidence
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "fact": self.fact.to_dict(),
+            "score": self.score,
+            "matchType": self.match_type,
+            "bm25": self.bm25,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class SearchFindings:
     """A search's results, and the archived facts it missed.
 
@@ -401,6 +447,24 @@ def _drop_archive(index: SearchIndex, scope: Scope) -> None:
             index.sync_archive(scope.user_id, scope.agent, {}, lambda _: (), version=_NO_ARCHIVE)
     except SearchIndexError as error:
         _memory_log.warning("search index unavailable (%s)", error)
+
+
+@dataclass(frozen=True, slots=True)
+class ReindexReport:
+    """What :meth:`Memory.reindex` rebuilt.
+
+    Attributes:
+        scopes: the scopes indexed.
+        facts: the facts indexed.
+        location: the index file, or ``None`` for a store whose index lives in memory.
+    """
+
+    scopes: int
+    facts: int
+    location: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"scopes": self.scopes, "facts": self.facts, "location": self.location}
 
 
 def rebuild_search_index(

@@ -4,7 +4,7 @@ Two facts are duplicates when their texts are equal once stripped and
 case-folded. One rule for every place that asks — a manual create against the
 library, extraction's de-duplication, and the capacity gate's look-up of an
 archived fact that a proposal says again (a *relearned* fact, see
-:mod:`deermem.library.regret_ledger`) — so they cannot drift apart.
+:class:`deermem.library.gate.RegretLedger`) — so they cannot drift apart.
 """
 
 from __future__ import annotations
