@@ -378,12 +378,12 @@ def in_question(text: str, position: int) -> bool:
 
 _UPLOAD_TAGS: Final = "uploaded_files|current_uploads"
 # A whole block, or an opening tag left unclosed (cut to the end: a half-closed
-# block must not leak the paths it lists), or a stray closing tag. Tag attributes
-# and the space before ">" are bounded: an unbounded [^>]* would rescan the rest
-# of a long message at every "<uploaded_files" that never closes.
+# block must not leak the paths it lists), or a stray closing tag. Linear on any
+# text: a tag's attributes cannot hold "<", so each opening that never closes is
+# read only up to the next "<" (an unclosed "<uploaded_files" repeated 50,000
+# times is read once, not 50,000 times to the end).
 _UPLOAD_BLOCK: Final = re.compile(
-    rf"<(?P<tag>{_UPLOAD_TAGS})\b[^<>]{{0,256}}>.*?(?:</(?P=tag)\s{{0,8}}>|\Z)"
-    rf"|</(?:{_UPLOAD_TAGS})\s{{0,8}}>",
+    rf"<(?P<tag>{_UPLOAD_TAGS})\b[^<>]*>.*?(?:</(?P=tag)\s*>|\Z)|</(?:{_UPLOAD_TAGS})\s*>",
     re.IGNORECASE | re.DOTALL,
 )
 
