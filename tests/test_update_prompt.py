@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # (the MCP SDK brings it; no stubs)
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
