@@ -16,7 +16,7 @@ after a warm-up:
   and the contradiction resolution (policy only);
 * ``apply + commit`` — the wired apply path without the model call, as
   ``Memory.learn`` runs it after the answer arrived: parse, normalise,
-  then :func:`deermem.learning.apply.apply_response` inside a store
+  then :func:`deermem.learning.learner.apply_response` inside a store
   transaction — plan, the store's capacity gate (5 evictions at the cap of
   100, receipts, archive entries), the conditional contradiction removal and
   one journaled, fsynced commit into a real ``MarkdownStore`` whose scope is

@@ -1,4 +1,4 @@
-"""When a match sits in a question (deermem.learning.signals.questions), as pattern files say."""
+"""When a match sits in a question (deermem.learning.messages.in_question), as pattern files say."""
 
 from __future__ import annotations
 

@@ -211,7 +211,8 @@ class Learner:
             LLMUnavailable / ConfigError: the configured model cannot be built.
             PatternError / PromptTemplateError: an override file is invalid.
         """
-        # The HTTP client stack loads with the first extraction: -N % start-up for `facts list`.
+        # The HTTP client stack loads with the first extraction: importing it with this
+        # module costs `import deermem; deermem.Memory` +30 % (bench_startup, 226 -> 295 ms).
         from deermem.llm import require_chat_model
 
         with self._setup:
@@ -325,7 +326,7 @@ class Learner:
         if prompt is None:
             return UpdateResult(base)
         _log_left_out(thread_id, window, self.settings.max_conversation_chars)
-        from deermem.llm import ChatMessage  # loaded by parts() already: no cost here
+        from deermem.llm import ChatMessage  # not at the top, as in parts(); loaded by now
 
         answer = parts.model.complete(
             [ChatMessage.system(prompt.system), ChatMessage.user(prompt.user)],

@@ -86,7 +86,7 @@ WatermarkKey = tuple[str, str | None, str]
 
 class Identifiable(Protocol):
     """What the queue needs of a message (``ConversationTurn`` and
-    ``deermem.learning.signals.Message`` both have it)."""
+    ``deermem.learning.messages.Message`` both have it)."""
 
     @property
     def role(self) -> str: ...

@@ -597,7 +597,7 @@ class _Changes:
 #
 # The capacity gate's regret bookkeeping: which events one gate call records.
 #
-# One :class:`RegretLedger` per call of :class:`~deermem.store.CapacityGate`,
+# One :class:`RegretLedger` per call of :class:`CapacityGate`,
 # fed what the gate learnt, in the gate's order:
 #
 # 1. :meth:`returned` — an archived fact comes back (``restored`` by a user or

@@ -4,7 +4,7 @@ A ``Memory`` is a store, a configuration, a scope (user + agent) and a
 clock. Every operation that adds facts — :meth:`Memory.create_fact`,
 :meth:`Memory.import_document`, :meth:`Memory.restore` and extraction from a
 conversation (:meth:`Memory.learn`, :meth:`Memory.queue_conversation`) —
-goes through the :class:`~deermem.store.CapacityGate`, inside the user's
+goes through the :class:`~deermem.library.CapacityGate`, inside the user's
 lock; nothing else trims a library. Every decision reads the injected clock,
 never the wall clock directly, so tests and demos are reproducible.
 
