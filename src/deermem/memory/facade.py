@@ -18,7 +18,7 @@ holds them and binds them to one scope.
 Opening a memory and reading facts needs only the configuration and the
 store. The prompt and search stack (:mod:`deermem.recall.injection`,
 :mod:`deermem.recall.search`) is imported by the first method that uses it, and
-the extraction machinery by the first extraction (see
+the model layer by the first extraction (see
 :mod:`deermem.learning.learner`), so a command that lists facts does not wait
 for either.
 """
