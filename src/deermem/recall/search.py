@@ -28,6 +28,7 @@ only the sidecars. :func:`rebuild_search_index` rebuilds the whole index.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -116,14 +117,7 @@ def search_facts(
     """
     if not query.strip() or top_k <= 0:
         return []
-    loaded: list[FactLike] | None = None
-
-    def facts() -> list[FactLike]:
-        nonlocal loaded
-        if loaded is None:
-            loaded = list(load())
-        return loaded
-
+    facts = _once(load)
     if index is not None:
         try:
             if not index.is_current(user, agent, version):
@@ -218,14 +212,7 @@ def search_with_archive(
                 category=category,
             )
         )
-    loaded: list[FactLike] | None = None
-
-    def facts() -> list[FactLike]:
-        nonlocal loaded
-        if loaded is None:
-            loaded = list(load())
-        return loaded
-
+    facts = _once(load)
     try:
         if not index.is_current(user, agent, version):
             index.sync_scope(user, agent, facts(), version=version)
@@ -246,6 +233,12 @@ def search_with_archive(
     if hits:
         return SearchOutcome(hits, missed)
     return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category), missed)
+
+
+def _once(load: Callable[[], Iterable[FactLike]]) -> Callable[[], list[FactLike]]:
+    """``load``'s facts, read by the first call only (a search that the index answers
+    never reads them)."""
+    return functools.cache(lambda: list(load()))
 
 
 def substring_search(
