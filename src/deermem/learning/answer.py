@@ -382,8 +382,7 @@ def _confidence(value: object) -> float:
     return confidence
 
 
-def _days(value: object) -> int | None:
-    return read_positive_days(value)
+_INVALID_INDEX: Final = "invalid"
 
 
 def _replacement(value: object) -> int | str | None:
@@ -392,9 +391,6 @@ def _replacement(value: object) -> int | str | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     return _INVALID_INDEX
-
-
-_INVALID_INDEX: Final = "invalid"
 
 
 # --- the answer's models -----------------------------------------------------------------
@@ -419,7 +415,8 @@ Durability = Annotated[
 Authority = Annotated[
     str | None, BeforeValidator(_label), WithJsonSchema({"enum": list(AUTHORITY_LABELS)})
 ]
-Days = Annotated[int, Field(ge=1), BeforeValidator(_days)]
+Days = Annotated[int, Field(ge=1), BeforeValidator(read_positive_days)]
+MaybeDays = Annotated[int | None, Field(ge=1), BeforeValidator(read_positive_days)]
 
 
 class _Entry(BaseModel):
@@ -506,7 +503,7 @@ class NewFactProposal(_Entry):
         AfterValidator(_text(model_text.check_lines)),
         AfterValidator(lambda text: text or None),
     ] = None
-    expected_valid_days: Annotated[int | None, Field(ge=1), BeforeValidator(_days)] = None
+    expected_valid_days: MaybeDays = None
     _index: int = PrivateAttr(default=0)
 
     @property
