@@ -145,6 +145,22 @@ def test_an_immediate_entry_is_processed_without_waiting_for_the_pause(
     assert [f.content for f in memory.list_facts()] == ["Uses uv."]
 
 
+def test_an_immediate_entry_is_fed_whole_and_leaves_the_mark(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=300.0)
+    server.enqueue(answer(), answer(), answer())
+    first = conversation("I use uv.", "Noted.")
+    memory.learn("t", first)
+    grown = [*first, *conversation("I moved to Paris.", "Noted.")]
+    assert memory.queue_conversation("t", grown, immediate=True)
+    assert memory.flush_queue(timeout=10).ok
+    assert "I use uv." in prompt_of(server)  # fed whole, past the mark
+    assert memory.learn("t", grown).report.outcome == "unchanged"  # asked again: the mark stayed
+    assert "I use uv." not in prompt_of(server)
+    assert "Paris" in prompt_of(server)
+
+
 def hidden_turn(text: str, **kwargs: object) -> dict[str, object]:
     return {"type": "human", "content": text, "additional_kwargs": {"hide_from_ui": True, **kwargs}}
 
