@@ -78,7 +78,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_eager_names_are_their_definitions() -> None:
-    from deermem.model.fact import Fact
+    from deermem.model import Fact
     from deermem.policy.selection import select_facts_for_capacity
 
     assert deermem.Fact is Fact

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from deermem.model import Fact
-from deermem.model.scope import Scope
+from deermem.model import Fact, Scope
 from deermem.store import MarkdownStore
 from deermem.store.markdown.codec import decode_fact, encode_fact
 from deermem.store.markdown.paths import UserPaths

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import Memory, MemoryConfig, UnsafeIdentifierError
-from deermem.model.scope import check_user_id
+from deermem.model import check_user_id
 from deermem.store import DEFAULT_AGENT, Scope, normalise_agent, safe_user_id
 from deermem.store.markdown.paths import UserPaths
 

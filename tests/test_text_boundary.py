@@ -1,6 +1,6 @@
 """What the store accepts, it reads back: one text boundary for every path.
 
-Text that reaches a file passes deermem.model.text: a lone surrogate (what an
+Text that reaches a file passes deermem.model: a lone surrogate (what an
 undecodable byte becomes) is refused on every path with an error naming the
 field; text written by hand or by a model also keeps to the one-line and
 length limits of extracted facts. Whatever the writer accepts, a fresh
@@ -35,8 +35,7 @@ from deermem import (
 from deermem.cli import main
 from deermem.learning.normalize import normalize_response
 from deermem.learning.responses import NormalizedResponse
-from deermem.model import CORE_CATEGORIES
-from deermem.model.text import MAX_NESTING, check_line, check_lines, check_storable
+from deermem.model import CORE_CATEGORIES, MAX_NESTING, check_line, check_lines, check_storable
 from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
 from deermem.testing import ScriptedChatServer
 from tests.wire_support import (

@@ -26,7 +26,7 @@ from deermem import (
     UnsafeIdentifierError,
 )
 from deermem.library import Proposal
-from deermem.model.fact import Fact
+from deermem.model import Fact
 from deermem.store import ChangeSet, Scope
 from deermem.store.postgres import PostgresStore
 from deermem.testing.postgres import TemporaryPostgres

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from deermem.cli._output import JSON_OPTION, out_console, print_json
 from deermem.cli._render import components_text, eviction_sentence, margin_text
-from deermem.model.timestamps import format_timestamp, parse_timestamp
+from deermem.model import format_timestamp, parse_timestamp
 from deermem.scenarios import DEMO_CAPACITY, DEMO_CLOCK
 
 if TYPE_CHECKING:

@@ -26,7 +26,8 @@ from pydantic import (
 
 from deermem.config._errors import config_error
 from deermem.config.database import is_database_url, redact_database_url
-from deermem.model.capacity import (
+from deermem.model import (
+    CORE_CATEGORIES,
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
     DEFAULT_ACCESS_WEIGHT,
     DEFAULT_CONFIDENCE_WEIGHT,
@@ -39,7 +40,6 @@ from deermem.model.capacity import (
     WEIGHT_TOLERANCE,
     weights_sum_to_one,
 )
-from deermem.model.categories import CORE_CATEGORIES
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",
@@ -193,7 +193,7 @@ class MemoryConfig(BaseModel):
     fact_eviction_shadow_enabled: bool = False
     """Under ``confidence``, also compute ``hybrid-v1`` and record disagreements."""
 
-    # The defaults of the eviction_* keys are the policy's (deermem.model.capacity).
+    # The defaults of the eviction_* keys are the policy's (deermem.model).
     eviction_confidence_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = DEFAULT_CONFIDENCE_WEIGHT
     eviction_confirmation_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = (
         DEFAULT_CONFIRMATION_WEIGHT

@@ -49,8 +49,7 @@ from deermem.learning.responses import NormalizedResponse
 from deermem.learning.settings import UpdateSettings
 from deermem.learning.state import MemoryState
 from deermem.library.gate import CapacityGate, GateOutcome, Proposal, Removal
-from deermem.model.fact import Fact
-from deermem.model.scope import Scope
+from deermem.model import Fact, Scope
 from deermem.store.protocol import (
     ChangeSet,
     CommitResult,

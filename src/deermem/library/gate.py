@@ -5,7 +5,7 @@ Every path that adds facts ends here — a manual or tool ``create``, an
 ``extraction`` from a conversation. No other code trims a library. A fact is
 in the library or in the archive, never both, so this is also where a new
 fact meets the archive: a new fact that says what an archived fact says (the
-duplicate rule, :mod:`~deermem.store.duplicates`) is *relearned* — the
+duplicate rule, :func:`~deermem.model.duplicate_key`) is *relearned* — the
 archived fact comes back in its place, with its history (confirmations,
 recalls), and a regret event records it; a new fact with an archived fact's
 id but another text is refused (:class:`~deermem.ArchivedFactError`).
@@ -70,8 +70,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from deermem.errors import ArchivedFactError, FactNotFoundError, FactRevisionConflict
 from deermem.library.regret_ledger import RegretLedger
-from deermem.model.fact import Fact
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Fact, duplicate_key, format_timestamp
 from deermem.policy import (
     CapacityDecision,
     CapacityPolicy,
@@ -80,7 +79,6 @@ from deermem.policy import (
     shadow_comparison,
 )
 from deermem.policy.capacity import check_max_facts
-from deermem.store.duplicates import duplicate_key
 from deermem.store.markdown.codec import stored_scope
 from deermem.store.protocol import (
     ChangeSet,

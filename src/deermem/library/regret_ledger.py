@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from deermem.model.fact import Fact
+from deermem.model import Fact
 from deermem.store.records import REASON_CAPACITY, ArchiveEntry
 from deermem.store.regret_records import RegretEvent, RegretKind, ShadowMark
 

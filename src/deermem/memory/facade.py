@@ -66,9 +66,7 @@ from deermem.memory.results import (
     ScopeSummary,
     SearchResult,
 )
-from deermem.model.categories import category_key
-from deermem.model.fact import Fact
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Fact, category_key, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1
 from deermem.recall.search_handle import SearchIndexHandle
 from deermem.store import (
@@ -452,7 +450,7 @@ class Memory:
         :attr:`CreateResult.fact_id` is ``None``.
 
         The text keeps to the limits of a fact a model extracts
-        (:mod:`deermem.model.text`): content of at most 4,000 characters, a
+        (:mod:`deermem.model`): content of at most 4,000 characters, a
         category and up to 32 topics of one line and 64 characters each, a
         ``source_error`` of at most 2,000.
 

@@ -49,7 +49,7 @@ from deermem.recall.search_index import MEMORY, content_version
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
-    from deermem.model.fact import Fact
+    from deermem.model import Fact
     from deermem.recall.search import SearchHit
     from deermem.recall.search_handle import SearchIndexHandle
     from deermem.store import ArchiveEntry, Scope, Store

@@ -9,7 +9,7 @@
   address a path outside the store.
 """
 
-from deermem.model.scope import DEFAULT_AGENT, Scope, normalise_agent, safe_user_id
+from deermem.model import DEFAULT_AGENT, Scope, normalise_agent, safe_user_id
 from deermem.store.markdown.paths import resolve_root
 from deermem.store.markdown.store import MarkdownStore, MarkdownTransaction
 from deermem.store.protocol import (

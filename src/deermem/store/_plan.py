@@ -23,9 +23,7 @@ from deermem.errors import (
     FactRevisionConflict,
     ManifestRevisionConflict,
 )
-from deermem.model.fact import Fact
-from deermem.model.scope import Scope
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Fact, Scope, format_timestamp
 from deermem.store.archive import encode_entry
 from deermem.store.markdown.codec import encode_fact, encode_summaries, stored_scope
 from deermem.store.markdown.journal import FileChange

@@ -12,7 +12,7 @@ receipts stay in the audit. Age is the entry's stored ``archivedAt``, never a
 file's modification time (which a copy or a checkout resets). To apply the
 bounds without reading every entry, ``.metadata/archive-index.json`` lists
 each entry's id, ``archivedAt`` and a digest of its text under the duplicate
-rule (:func:`~deermem.store.duplicates.duplicate_digest`: no content) in the
+rule (:func:`~deermem.model.duplicate_digest`: no content) in the
 order they arrived (which breaks ties between equal times); it changes in the
 same commit as the entries (:func:`archive_changes`). The digest lets the
 capacity gate find an archived fact that a new proposal says again
@@ -35,10 +35,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from deermem.errors import CorruptMemoryFile, FactValidationError
-from deermem.model.fact import FACT_ID_PATTERN, Fact
-from deermem.model.scope import Scope
-from deermem.model.timestamps import parse_timestamp
-from deermem.store.duplicates import duplicate_digest, duplicate_key
+from deermem.model import (
+    FACT_ID_PATTERN,
+    Fact,
+    Scope,
+    duplicate_digest,
+    duplicate_key,
+    parse_timestamp,
+)
 from deermem.store.markdown.paths import ScopePaths
 from deermem.store.records import ArchiveEntry, ReceiptEntry, UsageEntry
 from deermem.store.regret_records import ShadowMark

@@ -19,7 +19,7 @@ import threading
 from collections import OrderedDict
 from typing import Final, NamedTuple
 
-from deermem.model.scope import Scope
+from deermem.model import Scope
 from deermem.store.protocol import ScopeSnapshot
 
 __all__ = ["ABSENT", "ManifestToken", "ScopeCache"]

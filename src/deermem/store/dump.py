@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from deermem.model.fact import Fact
+from deermem.model import Fact
 from deermem.store.markdown.marks import ThreadMark
 from deermem.store.protocol import SummaryDocument
 from deermem.store.records import ArchiveEntry, UsageEntry

@@ -34,8 +34,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from deermem.model.fact import Fact
-from deermem.model.scope import Scope
+from deermem.model import Fact, Scope
 from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
 from deermem.store.regret_records import RegretEvent, ShadowMark
 
@@ -299,7 +298,7 @@ class StoreTransaction(Protocol):
     ) -> Mapping[str, ArchiveEntry]:
         """Archived facts that say what one of ``contents`` says (the duplicate rule).
 
-        Keyed by :func:`~deermem.store.duplicates.duplicate_key` of the
+        Keyed by :func:`~deermem.model.duplicate_key` of the
         content; entries past the archive's age limit do not count.
 
         Raises:

@@ -15,9 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from deermem.errors import CorruptMemoryFile
-from deermem.model.fact import FACT_ID_PATTERN, Fact
-from deermem.model.scope import Scope
-from deermem.model.timestamps import parse_timestamp
+from deermem.model import FACT_ID_PATTERN, Fact, Scope, parse_timestamp
 from deermem.store.cache import ABSENT, ManifestToken
 from deermem.store.markdown.codec import decode_fact, decode_summaries
 from deermem.store.markdown.paths import ScopePaths, UserPaths, fact_shard

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
-from deermem.model.fact import Fact
-from deermem.model.timestamps import parse_timestamp
+from deermem.model import Fact, parse_timestamp
 from deermem.policy import EvictedFact, ShadowComparison
 from deermem.store.regret_records import ShadowMark
 

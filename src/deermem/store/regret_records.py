@@ -10,7 +10,7 @@ search the rank and a digest of the query.
 The kinds, and the policy each counts against:
 
 * ``relearned`` — a proposal (extraction, import, manual create) said again
-  what an archived fact says (the duplicate rule, :mod:`deermem.store.duplicates`),
+  what an archived fact says (the duplicate rule, :func:`deermem.model.duplicate_key`),
   so the archived fact came back through the capacity gate with its history;
   under the shadow policy: the proposal repeated a fact the shadow would have
   evicted;
@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-from deermem.store.duplicates import duplicate_key
+from deermem.model import duplicate_key
 
 __all__ = [
     "REGRET_KINDS",

@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 from deermem.errors import CorruptMemoryFile
-from deermem.model.timestamps import format_timestamp, parse_timestamp
+from deermem.model import format_timestamp, parse_timestamp
 from deermem.policy import decay, elapsed_days
 from deermem.store.records import EvictionReceipt, UsageEntry
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from deermem.model.timestamps import format_timestamp, parse_timestamp
+from deermem.model import format_timestamp, parse_timestamp
 from deermem.store.records import REASON_CAPACITY, EvictionReceipt
 from deermem.store.regret_records import REGRET_KINDS, RegretEvent, RegretRole
 

@@ -41,9 +41,7 @@ from typing import Any, Final
 import yaml
 
 from deermem.errors import CorruptMemoryFile, FactValidationError
-from deermem.model.fact import TIMESTAMP_FIELDS, Fact, FactScope
-from deermem.model.scope import Scope
-from deermem.model.text import MAX_NESTING
+from deermem.model import MAX_NESTING, TIMESTAMP_FIELDS, Fact, FactScope, Scope
 from deermem.store.protocol import Section, SummaryDocument
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Whose each directory of a Markdown store is, and what the store holds: its users and agents.
 
-A user directory is named after the user id (:func:`~deermem.model.scope.safe_user_id`),
+A user directory is named after the user id (:func:`~deermem.model.safe_user_id`),
 a one-to-one mapping, but a name alone proves nothing: a file system that
 ignores case makes ``Alice`` and ``alice`` one directory, and stores written by
 the original DeerMem (or by deermem before it) may hold a directory that two
@@ -25,7 +25,7 @@ ids shared. So every directory records its owner, and every access checks it:
   and by ``deermem scopes`` — and never merged. Nothing in it names an owner
   (summaries alone): it belongs to the id its name is derived from.
 * **An agent directory** is named after the agent; a name longer than 254
-  characters gets a derived name (:func:`~deermem.model.scope.agent_directory`)
+  characters gets a derived name (:func:`~deermem.model.agent_directory`)
   and the directory holds a record ``{"userId": ..., "agentName": ...}`` that
   names the agent, so it can be listed, and is checked like the user's.
 
@@ -45,7 +45,7 @@ from typing import Any, Final, NamedTuple
 import yaml
 
 from deermem.errors import CorruptMemoryFile, OwnerConflictError, UnsafeIdentifierError
-from deermem.model.scope import (
+from deermem.model import (
     Scope,
     agent_directory,
     is_bucket,
@@ -271,7 +271,7 @@ def user_of_directory(directory: Path) -> str:
     Its owner record, if it has one (it must name an id whose directory this
     is); else the one id its contents name — an id whose directory this is,
     or one an earlier version kept as its directory name (see
-    :func:`~deermem.model.scope.was_kept_user_id`: the store moves that
+    :func:`~deermem.model.was_kept_user_id`: the store moves that
     directory on its first write); else, nothing naming a user, its own name
     if that is an id's own name.
 

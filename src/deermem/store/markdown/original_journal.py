@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from deermem.errors import CorruptMemoryFile, UnsafeIdentifierError
-from deermem.model.fact import FACT_ID_PATTERN
-from deermem.model.scope import normalise_agent
+from deermem.model import FACT_ID_PATTERN, normalise_agent
 from deermem.store.markdown.paths import UserPaths
 
 __all__ = ["OPERATION_ID", "ORIGINAL_PREPARED", "original_undo"]

@@ -1,7 +1,7 @@
 """Where a scope's files live in the Markdown store.
 
 Paths are built only from validated parts: the safe form of the user id and
-the normalised agent name (:mod:`deermem.model.scope`) and fact ids, which
+the normalised agent name (:mod:`deermem.model`) and fact ids, which
 :class:`deermem.model.Fact` restricts to ``[A-Za-z0-9_-]``. Paths recorded in
 files (the journal) are resolved with :meth:`UserPaths.inside`, which
 refuses anything that would leave the user directory.
@@ -26,7 +26,7 @@ by it opens unchanged::
 
 ``xx`` is the first two hex digits of ``sha256(fact_id)``, which spreads a
 large library over 256 directories; ``{agent}`` is the agent's directory name
-(:func:`~deermem.model.scope.agent_directory`: the name itself unless it is
+(:func:`~deermem.model.agent_directory`: the name itself unless it is
 longer than 254 characters). Without a user id the root itself plays the
 user directory (the original's single-user layout). The owner records are
 read and written by :mod:`deermem.store.markdown.listing`.
@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from deermem.model.scope import agent_directory, safe_user_id
+from deermem.model import agent_directory, safe_user_id
 
 __all__ = [
     "AUDIT_FILENAME",
@@ -94,7 +94,7 @@ class UserPaths:
     """The files of one user directory (shared by all of the user's agents).
 
     ``directory`` names the user directory in place of the id's own name
-    (:func:`~deermem.model.scope.safe_user_id`): the store reads a directory
+    (:func:`~deermem.model.safe_user_id`): the store reads a directory
     an earlier version named otherwise there, until it moves it.
     """
 

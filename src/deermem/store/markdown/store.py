@@ -10,7 +10,7 @@ composes:
   another user id's, or several ids', is refused with
   :class:`~deermem.OwnerConflictError`, and a directory without an owner
   record gets one in its first commit. A directory that an earlier version
-  named after an id that looks derived (:func:`~deermem.model.scope.was_kept_user_id`)
+  named after an id that looks derived (:func:`~deermem.model.was_kept_user_id`)
   is read where it is and moved to the id's own name by the first write;
 * **locking** — every change runs under the user's lock (thread lock +
   ``flock``); loads served from the cache take no lock;
@@ -44,10 +44,14 @@ from typing import TYPE_CHECKING
 import deermem.store.markdown.regret_log as regret_log
 import deermem.store.sidecars as sidecars
 from deermem.errors import CorruptMemoryFile, FactNotFoundError
-from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
-from deermem.model.fact import FACT_ID_PATTERN
-from deermem.model.scope import DEFAULT_AGENT, Scope, was_kept_user_id
-from deermem.model.timestamps import format_timestamp
+from deermem.model import (
+    DEFAULT_ACCESS_HALF_LIFE_DAYS,
+    DEFAULT_AGENT,
+    FACT_ID_PATTERN,
+    Scope,
+    format_timestamp,
+    was_kept_user_id,
+)
 from deermem.store._plan import CommitPlan, plan_commit
 from deermem.store.archive import (
     ArchiveIndex,

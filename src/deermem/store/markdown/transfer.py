@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deermem.errors import CorruptMemoryFile
-from deermem.model.scope import DEFAULT_AGENT, Scope
+from deermem.model import DEFAULT_AGENT, Scope
 from deermem.store import sidecars
 from deermem.store.archive import archive_changes, arrival_order, encode_entry, read_entry
 from deermem.store.dump import ScopeDump, UserDump

@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import deermem.store.postgres.rows as rows
-from deermem.model.scope import Scope
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Scope, format_timestamp
 from deermem.store._plan import ChangePlan
 from deermem.store.archive import beyond_bounds
 from deermem.store.postgres.connection import Connection

@@ -49,13 +49,17 @@ from psycopg_pool import ConnectionPool
 import deermem.store.postgres.rows as rows
 from deermem.config.database import redact_database_url
 from deermem.errors import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
-from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
-from deermem.model.fact import FACT_ID_PATTERN, Fact
-from deermem.model.scope import DEFAULT_AGENT, Scope
+from deermem.model import (
+    DEFAULT_ACCESS_HALF_LIFE_DAYS,
+    DEFAULT_AGENT,
+    FACT_ID_PATTERN,
+    Fact,
+    Scope,
+    duplicate_key,
+)
 from deermem.store._plan import plan_changes
 from deermem.store.archive import newest_first
 from deermem.store.cache import ScopeCache
-from deermem.store.duplicates import duplicate_key
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
 from deermem.store.postgres.connection import Connection, connect, translated
 from deermem.store.postgres.schema import check_schema

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 
 from deermem.errors import CorruptMemoryFile
-from deermem.model.scope import Scope
+from deermem.model import Scope
 from deermem.store.dump import ScopeDump, ThreadMark, UserDump
 from deermem.store.postgres import rows
 from deermem.store.postgres.commit import insert_archive
