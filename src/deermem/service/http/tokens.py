@@ -43,8 +43,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from deermem.errors import TokenFileError, UnknownTokenError
 from deermem.model import format_timestamp, parse_timestamp
+from deermem.service.errors import TokenFileError, UnknownTokenError
 from deermem.store.markdown.atomic import atomic_write, make_directories
 from deermem.store.markdown.locks import UserLock, user_lock
 
