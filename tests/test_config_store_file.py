@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import MemoryConfig, StoreSettingsExistError
+from deermem import MemoryConfig
 from deermem.config import (
     read_store_settings,
     render_store_settings,
@@ -18,6 +18,7 @@ from deermem.config import (
     with_store_settings,
     write_store_settings,
 )
+from deermem.errors import StoreSettingsExistError
 from deermem.model import CORE_CATEGORIES
 
 # Text as people and models write it: any Unicode, YAML's special words among it.

@@ -20,15 +20,8 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from deermem import (
-    ConfigError,
-    DeerMemError,
-    LLMError,
-    LLMResponseInvalid,
-    LLMStatusError,
-    LLMTimeout,
-    LLMTransportError,
-)
+from deermem import ConfigError, DeerMemError, LLMError
+from deermem.errors import LLMResponseInvalid, LLMStatusError, LLMTimeout, LLMTransportError
 from deermem.llm import (
     ChatMessage,
     OpenAICompatibleModel,

@@ -19,13 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem import (
-    CorruptMemoryFile,
-    Fact,
-    FactRevisionConflict,
-    ManifestRevisionConflict,
-    StoreLockTimeout,
-)
+from deermem import CorruptMemoryFile, Fact, StoreLockTimeout
+from deermem.errors import FactRevisionConflict, ManifestRevisionConflict
 from deermem.store import ChangeSet, FactDelete, FactWrite, MarkdownStore, Scope, Store
 from deermem.store.markdown import atomic, journal, locks
 from deermem.store.markdown.codec import decode_fact

@@ -27,12 +27,12 @@ from deermem import (
     DuplicateFactError,
     Fact,
     FactValidationError,
-    InvalidTextError,
     Memory,
     MemoryConfig,
     UnsafeIdentifierError,
 )
 from deermem.cli import main
+from deermem.errors import InvalidTextError
 from deermem.learning.normalize import normalize_response
 from deermem.learning.responses import NormalizedResponse
 from deermem.model import CORE_CATEGORIES, MAX_NESTING, check_line, check_lines, check_storable

@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from deermem import QueueClosedError, QueueFullError
+from deermem import QueueFullError
+from deermem.errors import QueueClosedError
 from deermem.learning import ConversationTurn, QueueItem, QueueKey, UpdateQueue, Watermark
 
 Turn = ConversationTurn

@@ -113,7 +113,7 @@ __all__ = [
 #   documents ``deermem export`` wrote — is not held to these: reading it, or
 #   importing it again, must not fail on a limit it was never written under.
 #
-# Both raise :class:`~deermem.InvalidTextError` (a
+# Both raise :class:`~deermem.errors.InvalidTextError` (a
 # :class:`~deermem.FactValidationError`) naming the field, the character and
 # its position; a length over the limit is a plain ``FactValidationError``.
 # ---------------------------------------------------------------------------

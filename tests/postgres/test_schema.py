@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from deermem import DatabaseError, DatabaseSchemaError, Memory, MemoryConfig
+from deermem import DatabaseError, Memory, MemoryConfig
 from deermem.cli.app import main
+from deermem.errors import DatabaseSchemaError
 from deermem.store import Scope
 from deermem.store.postgres import PostgresStore, schema
 from deermem.store.postgres.schema import Migration, database_status, upgrade_database

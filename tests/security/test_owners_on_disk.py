@@ -20,8 +20,9 @@ from urllib.parse import quote
 
 import pytest
 
-from deermem import Memory, MemoryConfig, OwnerConflictError
+from deermem import Memory, MemoryConfig
 from deermem.cli import main
+from deermem.errors import OwnerConflictError
 from deermem.store import ChangeSet, safe_user_id
 
 from ..served_store import ServedStore, files_under

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from deermem import Fact, FactNotFoundError, FactRevisionConflict, MemoryConfig
+from deermem import Fact, FactNotFoundError, MemoryConfig
+from deermem.errors import FactRevisionConflict
 from deermem.library import CapacityGate, Proposal, Removal
 from deermem.policy import CapacityPolicy
 from deermem.store import (

@@ -12,12 +12,12 @@ import pytest
 from deermem import (
     DuplicateFactError,
     FactNotFoundError,
-    FactRevisionConflict,
     FactValidationError,
     Memory,
     MemoryConfig,
     UnsafeIdentifierError,
 )
+from deermem.errors import FactRevisionConflict
 from deermem.scenarios import seed_scenarios
 from deermem.store import Scope
 from tests.store_contract.conftest import Stores

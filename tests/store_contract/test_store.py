@@ -12,14 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deermem import (
-    Fact,
-    FactNotFoundError,
-    FactRevisionConflict,
-    ManifestRevisionConflict,
-    MemoryConfig,
-    StoreLockTimeout,
-)
+from deermem import Fact, FactNotFoundError, MemoryConfig, StoreLockTimeout
+from deermem.errors import FactRevisionConflict, ManifestRevisionConflict
 from deermem.store import ChangeSet, FactDelete, FactWrite, Scope, Section, Store
 from tests.store_contract.conftest import Stores
 
