@@ -16,10 +16,10 @@ from deermem.config import (
     render_store_settings,
     resolve_config,
     with_store_settings,
-    write_store_settings,
 )
 from deermem.errors import StoreSettingsExistError
 from deermem.model import CORE_CATEGORIES
+from deermem.store.markdown.atomic import write_store_settings
 
 # Text as people and models write it: any Unicode, YAML's special words among it.
 TEXT = st.one_of(

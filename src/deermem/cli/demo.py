@@ -51,8 +51,9 @@ def demo(
     Example: `deermem demo --root /tmp/deermem-demo`, then
     `deermem --root /tmp/deermem-demo --user demo --agent stale-vs-confirmed-confidence audit`
     """
-    from deermem.config import MemoryConfig, render_store_settings, write_store_settings
+    from deermem.config import MemoryConfig, render_store_settings
     from deermem.memory.demo import DEMO_USER, MODES, run_demo
+    from deermem.store.markdown.atomic import write_store_settings
 
     clock = parse_timestamp(now)
     if clock is None:

@@ -47,9 +47,9 @@ def init(
         render_store_settings,
         resolve_config,
         store_settings_path,
-        write_store_settings,
     )
     from deermem.store import resolve_root
+    from deermem.store.markdown.atomic import write_store_settings
     from deermem.store.markdown.listing import holds_store
 
     state = cli_context(ctx)

@@ -14,7 +14,7 @@ from typing import Final
 
 import httpx
 
-from deermem.config.schema import MemoryConfig, ModelConfig
+from deermem.config import MemoryConfig, ModelConfig
 from deermem.errors import LLMNotConfigured
 from deermem.llm.local import LocalModel
 from deermem.llm.openai_compat import OpenAICompatibleModel

@@ -26,7 +26,7 @@ from typing import Final, Literal
 
 import httpx
 
-from deermem.config.schema import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, ModelConfig
+from deermem.config import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, ModelConfig
 from deermem.errors import ConfigError, LLMError
 from deermem.llm._completion import InvalidCompletion, parse_completion
 from deermem.llm._failures import Failures, short_reason, without_credentials

@@ -185,7 +185,7 @@ class Memory:
         """Open the store the configuration names, or the Markdown store at ``root``.
 
         A Markdown store keeps its settings in ``<root>/deermem.yaml``
-        (``deermem init``; see :mod:`deermem.config.store_file`), so a store
+        (``deermem init``; see :mod:`deermem.config`), so a store
         built at a cap of 10 is opened at a cap of 10 whoever opens it. What
         ``config`` was given (by its file, the environment or keyword
         arguments) wins over that file; the file supplies the rest.

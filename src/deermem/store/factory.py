@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from deermem.config import MemoryConfig
-from deermem.config.database import redact_database_url
+from deermem.config import MemoryConfig, redact_database_url
 from deermem.errors import ConfigError
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.protocol import Store

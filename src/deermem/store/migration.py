@@ -22,8 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deermem.config import MemoryConfig
-from deermem.config.database import is_database_url, redact_database_url
+from deermem.config import MemoryConfig, is_database_url, redact_database_url
 from deermem.errors import ConfigError, MigrationError
 from deermem.store.dump import Transfer, UserDump
 from deermem.store.markdown.store import MarkdownStore

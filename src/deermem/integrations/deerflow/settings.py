@@ -34,8 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from deermem.config import MemoryConfig
-from deermem.config.loading import config_from_mapping
+from deermem.config import MemoryConfig, config_from_mapping
 from deermem.errors import ConfigError
 
 __all__ = ["SOURCE", "BackendSettings", "HiddenMessageRule", "read_backend_config"]

@@ -16,7 +16,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
+
+from deermem.config import store_settings_path
+from deermem.errors import StoreSettingsExistError
 
 __all__ = [
     "FILE_MODE",
@@ -26,6 +29,7 @@ __all__ = [
     "make_directories",
     "remove_durably",
     "replace_files",
+    "write_store_settings",
     "write_temporary",
 ]
 
@@ -168,3 +172,33 @@ def replace_files(
             written.append(path)
     for item in [*written, *sorted(directories)]:
         fsync_path(item)
+
+
+def write_store_settings(
+    root: str | os.PathLike[str], text: str, *, force: bool = False
+) -> Literal["created", "unchanged", "replaced"]:
+    """Write a store's settings file (:func:`deermem.config.render_store_settings`'s
+    text), never silently replacing other settings.
+
+    The file is replaced atomically and durably (:func:`atomic_write`), so a
+    reader sees the old settings or the new ones; nothing else in the root is
+    touched. The root directory is created if needed. The file is its
+    owner's alone (mode 0600), as it always was.
+
+    Raises:
+        StoreSettingsExistError: the root already holds different settings
+            and ``force`` is false; nothing is written.
+    """
+    path = store_settings_path(root)
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = None
+    except (OSError, UnicodeDecodeError):
+        current = ""  # unreadable: different by definition
+    if current == text:
+        return "unchanged"
+    if current is not None and not force:
+        raise StoreSettingsExistError(str(path))
+    atomic_write(path, text.encode("utf-8"), mode=0o600)
+    return "created" if current is None else "replaced"

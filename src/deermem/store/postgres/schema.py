@@ -22,7 +22,7 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
-from deermem.config.database import redact_database_url
+from deermem.config import redact_database_url
 from deermem.errors import DatabaseSchemaError
 from deermem.store.postgres.connection import Connection, connect, translated
 

@@ -47,7 +47,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
-from deermem.config.database import redact_database_url
+from deermem.config import redact_database_url
 from deermem.errors import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
 from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
