@@ -26,7 +26,7 @@ from deermem.llm import (
     ChatMessage,
     OpenAICompatibleModel,
     RetryPolicy,
-    openai_compat,
+    openai,
     request_fingerprint,
 )
 from deermem.testing import Reply, ScriptedChatServer
@@ -351,7 +351,7 @@ def test_oversized_answer_is_refused(
     make_model: ModelFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(openai_compat, "MAX_RESPONSE_BYTES", 1000)
+    monkeypatch.setattr(openai, "MAX_RESPONSE_BYTES", 1000)
     server.enqueue(Reply.text("x" * 2000))
     with pytest.raises(LLMResponseInvalid, match="larger than 1000 bytes"):
         make_model().complete(HELLO)
