@@ -19,7 +19,7 @@ from deermem.config import (
 )
 from deermem.errors import StoreSettingsExistError
 from deermem.model import CORE_CATEGORIES
-from deermem.store.markdown.atomic import write_store_settings
+from deermem.store.markdown.files import write_store_settings
 
 # Text as people and models write it: any Unicode, YAML's special words among it.
 TEXT = st.one_of(

@@ -35,8 +35,15 @@ from deermem.cli import main
 from deermem.errors import InvalidTextError
 from deermem.learning.normalize import normalize_response
 from deermem.learning.responses import NormalizedResponse
-from deermem.model import CORE_CATEGORIES, MAX_NESTING, check_line, check_lines, check_storable
-from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
+from deermem.model import (
+    CORE_CATEGORIES,
+    MAX_NESTING,
+    Scope,
+    check_line,
+    check_lines,
+    check_storable,
+)
+from deermem.store import ChangeSet, FactWrite, MarkdownStore
 from deermem.testing import ScriptedChatServer
 from tests.wire_support import (
     CHAT,
@@ -402,7 +409,8 @@ created_facts = st.fixed_dictionaries(
 READER = """
 import json, sys
 from pathlib import Path
-from deermem.store import MarkdownStore, Scope
+from deermem.store import MarkdownStore
+from deermem.model import Scope
 snapshot = MarkdownStore(Path(sys.argv[1])).load(Scope.of("alice", "coder"))
 facts = {fact.id: [list(fact.to_dict().items()), fact.heading()] for fact in snapshot.facts}
 print(json.dumps({"facts": facts, "summaries": snapshot.summaries.to_dict()}))

@@ -1239,7 +1239,7 @@ def agent_directory(agent: str) -> str:
     original; a longer one, which no file system takes as a name whole, is
     its first 190 characters, ``-`` and its SHA-256 in hex: 255 characters,
     longer than any kept name. The directory's owner record holds the name
-    (see :mod:`deermem.store.markdown.listing`).
+    (see :mod:`deermem.store.markdown.files`).
     """
     if len(agent) <= _MAX_KEPT_AGENT_DIRECTORY:
         return agent

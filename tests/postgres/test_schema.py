@@ -11,9 +11,9 @@ import pytest
 from deermem import DatabaseError, Memory, MemoryConfig
 from deermem.cli.app import main
 from deermem.errors import DatabaseSchemaError
-from deermem.store import Scope
-from deermem.store.postgres import PostgresStore, schema
-from deermem.store.postgres.schema import Migration, database_status, upgrade_database
+from deermem.model import Scope
+from deermem.store.postgres import PostgresStore, database
+from deermem.store.postgres.database import Migration, database_status, upgrade_database
 from deermem.store.postgres.store import PostgresTransaction
 
 LATER = Migration(3, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
@@ -74,8 +74,8 @@ def test_replicas_upgrading_at_once_apply_each_migration_once(empty_postgres_url
 def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shipped = schema.migrations()
-    monkeypatch.setattr(schema, "migrations", lambda: (*shipped, LATER))
+    shipped = database.migrations()
+    monkeypatch.setattr(database, "migrations", lambda: (*shipped, LATER))
     with pytest.raises(DatabaseSchemaError, match="at schema version 2 and this deermem needs 3"):
         PostgresStore(postgres_url)
     assert upgrade_database(postgres_url).applied == (3,)
@@ -87,8 +87,8 @@ def test_a_failed_migration_applies_nothing(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = Migration(3, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
-    shipped = schema.migrations()
-    monkeypatch.setattr(schema, "migrations", lambda: (*shipped, broken))
+    shipped = database.migrations()
+    monkeypatch.setattr(database, "migrations", lambda: (*shipped, broken))
     with pytest.raises(DatabaseError, match="nonsense"):
         upgrade_database(postgres_url)
     assert "deermem_half" not in tables(postgres_url)
@@ -127,10 +127,10 @@ def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
     url = empty_postgres_url
     now = datetime(2026, 8, 13, tzinfo=UTC)
     config = MemoryConfig(max_facts=10)
-    shipped = schema.migrations()
+    shipped = database.migrations()
     with monkeypatch.context() as before_regret:
         # As the deermem before regret was: schema 1, and no regret recorded.
-        before_regret.setattr(schema, "migrations", lambda: shipped[:1])
+        before_regret.setattr(database, "migrations", lambda: shipped[:1])
         before_regret.setattr(PostgresStore, "records_regret", False)
         before_regret.setattr(PostgresTransaction, "records_regret", False)
         assert upgrade_database(url).applied == (1,)

@@ -23,7 +23,8 @@ import pytest
 from deermem import Memory, MemoryConfig
 from deermem.cli import main
 from deermem.errors import OwnerConflictError
-from deermem.store import ChangeSet, safe_user_id
+from deermem.model import safe_user_id
+from deermem.store import ChangeSet
 
 from ..served_store import ServedStore, files_under
 from ..server.conftest import start_server

@@ -10,18 +10,11 @@ import pytest
 from deermem import Fact, FactNotFoundError, MemoryConfig
 from deermem.errors import FactRevisionConflict
 from deermem.library import CapacityGate, Proposal, Removal
+from deermem.model import Scope
 from deermem.policy import CapacityPolicy
-from deermem.store import (
-    ArchiveEntry,
-    ChangeSet,
-    CommitResult,
-    Scope,
-    ScopeSnapshot,
-    Store,
-    UsageEntry,
-)
+from deermem.store import ArchiveEntry, ChangeSet, CommitResult, ScopeSnapshot, Store, UsageEntry
 from deermem.store.protocol import StoreTransaction
-from deermem.store.regret_records import ShadowMark
+from deermem.store.records import ShadowMark
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

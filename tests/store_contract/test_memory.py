@@ -18,8 +18,8 @@ from deermem import (
     UnsafeIdentifierError,
 )
 from deermem.errors import FactRevisionConflict
+from deermem.model import Scope
 from deermem.scenarios import seed_scenarios
-from deermem.store import Scope
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

@@ -53,7 +53,7 @@ def demo(
     """
     from deermem.config import MemoryConfig, render_store_settings
     from deermem.memory.demo import DEMO_USER, MODES, run_demo
-    from deermem.store.markdown.atomic import write_store_settings
+    from deermem.store.markdown.files import write_store_settings
 
     clock = parse_timestamp(now)
     if clock is None:

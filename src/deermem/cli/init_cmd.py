@@ -49,8 +49,7 @@ def init(
         store_settings_path,
     )
     from deermem.store import resolve_root
-    from deermem.store.markdown.atomic import write_store_settings
-    from deermem.store.markdown.listing import holds_store
+    from deermem.store.markdown.files import holds_store, write_store_settings
 
     state = cli_context(ctx)
     resolved = resolve_config(config or state.config_file)

@@ -50,17 +50,15 @@ from deermem.learning.settings import UpdateSettings
 from deermem.learning.state import MemoryState
 from deermem.library.gate import CapacityGate, GateOutcome, Proposal, Removal
 from deermem.model import Fact, Scope
-from deermem.store.protocol import (
-    ChangeSet,
-    CommitResult,
-    ScopeSnapshot,
+from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, Store, StoreTransaction
+from deermem.store.records import (
+    REASON_CAPACITY,
+    ArchiveEntry,
     Section,
-    Store,
-    StoreTransaction,
+    ShadowMark,
     SummaryKey,
+    UsageEntry,
 )
-from deermem.store.records import REASON_CAPACITY, ArchiveEntry, UsageEntry
-from deermem.store.regret_records import ShadowMark
 
 __all__ = [
     "AppliedUpdate",

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from deermem.store import ChangeSet, Scope, Store
+from deermem.model import Scope
+from deermem.store import ChangeSet, Store
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig

@@ -79,27 +79,21 @@ from deermem.policy import (
     shadow_comparison,
 )
 from deermem.policy.capacity import check_max_facts
-from deermem.store.markdown.codec import stored_scope
-from deermem.store.protocol import (
-    ChangeSet,
-    CommitResult,
-    FactDelete,
-    FactWrite,
-    Section,
-    StoreTransaction,
-    SummaryKey,
-)
+from deermem.store.plan import stored_scope
+from deermem.store.protocol import ChangeSet, CommitResult, FactDelete, FactWrite, StoreTransaction
 from deermem.store.records import (
     REASON_CAPACITY,
     TRIGGERS,
     ArchiveEntry,
     EvictionReceipt,
     ReceiptEntry,
+    RegretEvent,
+    Section,
+    SummaryKey,
     Trigger,
     UsageEntry,
     receipt_id_for,
 )
-from deermem.store.regret_records import RegretEvent
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -149,7 +143,7 @@ class Proposal:
         corrected: ids among the removals that the user corrected.
 
     The last three are evidence for regret in shadow mode (see
-    :mod:`deermem.store.regret_records`); they change no fact.
+    :mod:`deermem.store.records`); they change no fact.
     """
 
     new_facts: tuple[Fact, ...] = ()

@@ -29,8 +29,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from deermem.model import Fact
-from deermem.store.records import REASON_CAPACITY, ArchiveEntry
-from deermem.store.regret_records import RegretEvent, RegretKind, ShadowMark
+from deermem.store.records import REASON_CAPACITY, ArchiveEntry, RegretEvent, RegretKind, ShadowMark
 
 if TYPE_CHECKING:
     from deermem.policy import ShadowComparison

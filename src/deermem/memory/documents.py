@@ -20,8 +20,8 @@ from deermem.errors import FactValidationError
 from deermem.library.gate import Proposal, Removal
 from deermem.model import MAX_KEPT_SIZE, Fact, check_storable
 from deermem.policy import coerce_confidence
-from deermem.store.protocol import SUMMARY_GROUPS, ScopeSnapshot, Section, SummaryKey
-from deermem.store.records import REASON_REPLACED
+from deermem.store.protocol import ScopeSnapshot
+from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, Section, SummaryKey
 
 __all__ = ["ImportPlan", "export_document", "plan_import"]
 

@@ -66,7 +66,7 @@ from deermem.memory.results import (
     ScopeSummary,
     SearchResult,
 )
-from deermem.model import Fact, category_key, format_timestamp
+from deermem.model import Fact, Scope, category_key, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1
 from deermem.recall.search_handle import SearchIndexHandle
 from deermem.store import (
@@ -75,15 +75,14 @@ from deermem.store import (
     ChangeSet,
     EvictionReceipt,
     FactWrite,
-    Scope,
     ScopeSnapshot,
     Section,
     Store,
     SummaryDocument,
+    open_store,
     resolve_root,
 )
-from deermem.store.factory import open_store
-from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
+from deermem.store.records import SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
     from deermem.learning import FlushReport, UpdateResult
@@ -91,7 +90,7 @@ if TYPE_CHECKING:
     from deermem.llm import ChatModel
     from deermem.recall import Injection
     from deermem.recall.memory_recall import SearchFindings
-    from deermem.store.regret_records import RegretEvent
+    from deermem.store.records import RegretEvent
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 

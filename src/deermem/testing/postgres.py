@@ -184,8 +184,7 @@ class TemporaryPostgres:
             admin.execute(f"CREATE DATABASE {name}{copy}".encode())
         url = self.url(name)
         if migrated:
-            from deermem.store.postgres.connection import connect
-            from deermem.store.postgres.schema import upgrade
+            from deermem.store.postgres.database import connect, upgrade
 
             with connect(url, url, timeout=10) as connection:
                 upgrade(connection, url)

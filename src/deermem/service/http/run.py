@@ -24,7 +24,7 @@ from deermem.service.errors import InsecureBindError
 from deermem.service.http.context import close_store
 from deermem.service.http.settings import SETTINGS_VARIABLE, ServerSettings, is_loopback
 from deermem.service.http.tokens import TokenFile
-from deermem.store.factory import open_store
+from deermem.store import open_store
 
 __all__ = ["LOG_FORMAT", "check_startup", "check_store", "log_config", "serve"]
 

@@ -17,10 +17,7 @@ from typing import Final
 
 from deermem.errors import CorruptMemoryFile, FactValidationError
 from deermem.model import Fact, Scope, check_user_id
-from deermem.store.archive import decode_entry
-from deermem.store.markdown.codec import decode_summaries
-from deermem.store.protocol import SummaryDocument
-from deermem.store.records import ArchiveEntry
+from deermem.store.records import ArchiveEntry, SummaryDocument, decode_entry, decode_summaries
 
 __all__ = [
     "NO_USER",

@@ -18,7 +18,7 @@ commits, the next read of any other sees. What this class guarantees, and how:
 * **optimistic revisions** — a change set's preconditions (fact revisions,
   the document revision) are checked under that lock, with the same errors
   as the Markdown store's (the planning code is shared:
-  :func:`~deermem.store._plan.plan_changes`).
+  :func:`~deermem.store.plan.plan_changes`).
 * **version tokens** — each user row holds a revision and a commit id that
   changes with every commit (and with a purge, which changes the archive
   alone, so other replicas' search indexes follow it); ``version()`` is one
@@ -57,17 +57,25 @@ from deermem.model import (
     Scope,
     duplicate_key,
 )
-from deermem.store._plan import plan_changes
-from deermem.store.archive import newest_first
-from deermem.store.cache import ScopeCache
+from deermem.store.plan import (
+    ScopeCache,
+    count_recalls,
+    newest_first,
+    patched_snapshot,
+    plan_changes,
+    sort_facts,
+)
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
-from deermem.store.postgres.connection import Connection, connect, translated
-from deermem.store.postgres.schema import check_schema
-from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, SummaryDocument
-from deermem.store.reading import patched_snapshot, sort_facts
-from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
-from deermem.store.regret_records import RegretEvent, ShadowMark
-from deermem.store.sidecars import count_recalls
+from deermem.store.postgres.database import Connection, check_schema, connect, translated
+from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.records import (
+    ArchiveEntry,
+    EvictionReceipt,
+    RegretEvent,
+    ShadowMark,
+    SummaryDocument,
+    UsageEntry,
+)
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig

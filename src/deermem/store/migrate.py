@@ -24,11 +24,16 @@ from pathlib import Path
 
 from deermem.config import MemoryConfig, is_database_url, redact_database_url
 from deermem.errors import ConfigError, MigrationError
-from deermem.store.dump import Transfer, UserDump
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
+from deermem.store.protocol import Transfer, UserDump
 
-__all__ = ["MigrationReport", "migrate", "opened_location"]
+__all__ = [
+    "MigrationReport",
+    "migrate",
+    "opened_location",
+]
+
 
 Progress = Callable[[int, int], None]
 """Called with (users done, users in all) as the migration goes."""
