@@ -175,10 +175,6 @@ class CountingTransaction:
         self.usage_reads += 1
         return self.inner.usage()
 
-    @property
-    def records_regret(self) -> bool:
-        return self.inner.records_regret
-
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return self.inner.archived(fact_id)
 

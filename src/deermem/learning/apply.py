@@ -286,10 +286,6 @@ class PreviewTransaction:
         self.changes: ChangeSet | None = None
 
     @property
-    def records_regret(self) -> bool:
-        return self._store.records_regret
-
-    @property
     def snapshot(self) -> ScopeSnapshot:
         return self._snapshot
 

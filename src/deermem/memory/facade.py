@@ -40,7 +40,6 @@ from deermem.errors import (
     CorruptMemoryFile,
     FactNotFoundError,
     FactRevisionConflict,
-    StorageError,
     UnsafeIdentifierError,
 )
 from deermem.learning.updates import UpdateService
@@ -721,13 +720,7 @@ class Memory:
 
         Raises:
             CorruptMemoryFile: the audit or the regret events cannot be read.
-            StorageError: the store does not record regret (``records_regret``).
         """
-        if not self.store.records_regret:
-            raise StorageError(
-                f"{self.store!r} does not record regret events yet; "
-                "see docs/regret.md for the stores that do"
-            )
         policy = self.gate.policy
         return build_report(
             self.audit(),
@@ -940,7 +933,7 @@ class Memory:
 
     @property
     def _detects_missed_recalls(self) -> bool:
-        return self.config.regret_missed_recall and self.store.records_regret
+        return self.config.regret_missed_recall
 
     def _record_search(self, query: str, findings: SearchFindings, now: datetime) -> None:
         """Count the hits as recalls (if the policy reads them) and record the search's regret.
@@ -953,10 +946,6 @@ class Memory:
             [result.fact_id for result in findings.results] if self.gate.policy.uses_usage else []
         )
         events: tuple[RegretEvent, ...] = ()
-        if not self.store.records_regret:
-            if recalled:
-                self.store.record_access(self.scope, recalled, now)
-            return
         try:
             marks = self.store.shadow_marks(self.scope) if findings.results else {}
             events = search_regret(

@@ -204,11 +204,6 @@ class StoreTransaction(Protocol):
     """One scope, locked: read a snapshot, decide, commit (possibly several times)."""
 
     @property
-    def records_regret(self) -> bool:
-        """Whether the store records regret events and shadow marks (see :class:`Store`)."""
-        ...
-
-    @property
     def snapshot(self) -> ScopeSnapshot:
         """The scope as of now (refreshed after each commit)."""
         ...
@@ -255,16 +250,6 @@ class StoreTransaction(Protocol):
 
 class Store(Protocol):
     """A place where scopes of facts live. Implementations must be thread-safe."""
-
-    @property
-    def records_regret(self) -> bool:
-        """Whether this store records regret events and shadow marks.
-
-        A store that does not (yet) is never given any: the capacity gate
-        and search leave them out, and ``Memory.regret`` says the store does
-        not record them. Relearning works on every store.
-        """
-        ...
 
     def load(self, scope: Scope) -> ScopeSnapshot:
         """A consistent snapshot of one scope.

@@ -177,10 +177,6 @@ class MarkdownStore:
     def __repr__(self) -> str:
         return f"MarkdownStore({str(self.root)!r})"
 
-    @property
-    def records_regret(self) -> bool:
-        return True
-
     # --- paths, owners and locks -----------------------------------------------
 
     def _user(self, scope: Scope) -> UserPaths:
@@ -608,10 +604,6 @@ class MarkdownTransaction:
         self._snapshot: ScopeSnapshot | None = None
         # The archive's order, read once per commit: the lock keeps it still.
         self._archive: ArchiveIndex | None = None
-
-    @property
-    def records_regret(self) -> bool:
-        return True
 
     @property
     def user(self) -> UserPaths:

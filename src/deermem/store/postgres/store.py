@@ -429,11 +429,6 @@ class PostgresStore:
             if not ArchiveEntry.stamp_expired(archived_at, now, limit)
         }
 
-    @property
-    def records_regret(self) -> bool:
-        """Yes: in ``deermem_regret_events`` and ``deermem_shadow_marks`` (schema 2)."""
-        return True
-
     def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
         with self._connection() as connection:
             found = connection.execute(
@@ -718,10 +713,6 @@ class PostgresTransaction:
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         with translated(self._store.address):
             return self._store._archived(self._locked(), self._scope, fact_id)
-
-    @property
-    def records_regret(self) -> bool:
-        return True
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime
