@@ -548,11 +548,6 @@ class MemoryConfig(BaseModel):
     """Conversations waiting for extraction; beyond it, items without signals are
     refused. 0 means unlimited."""
 
-    watermark_max_keys: Annotated[Int, Field(ge=0)] = 4096
-    """Conversations whose extraction progress an ``UpdateQueue`` used on its own
-    remembers in memory (least recently used forgotten first). 0 means unlimited.
-    ``Memory`` keeps every conversation's mark in its store instead."""
-
     shutdown_flush_timeout_seconds: Annotated[Float, Field(ge=1.0, le=300.0)] = 30.0
     """How long closing deermem may spend extracting what is still queued."""
 
