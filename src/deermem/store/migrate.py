@@ -82,7 +82,7 @@ def opened_location(
         DatabaseError, DatabaseSchemaError: the database cannot be used.
     """
     if is_database_url(location):
-        try:
+        try:  # the driver is an optional extra: imported only when a database is named
             from deermem.store.postgres import PostgresStore
             from deermem.store.postgres.transfer import PostgresTransfer
         except ModuleNotFoundError as error:
