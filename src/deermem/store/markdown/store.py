@@ -87,7 +87,7 @@ from deermem.store.markdown.sidecars import (
     read_entry,
     read_mark,
 )
-from deermem.store.plan import ScopeCache, patched_snapshot, plan_changes, sort_facts
+from deermem.store.plan import ChangePlan, ScopeCache, patched_snapshot, plan_changes, sort_facts
 from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
 from deermem.store.records import (
     ArchiveEntry,
@@ -501,27 +501,27 @@ class MarkdownStore:
             scope,
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
-        deleted = [fact.id for fact in plan.deleted]
+        deleted = [fact.id for fact in plan.change.deleted]
         files = self._files_of(scope, paths, changes, plan, deleted, archive)
         if files:
             info = JournalInfo(
                 agent=scope.agent,
                 expected_revision=document.revision,
-                next_revision=plan.summaries.revision,
-                fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
+                next_revision=plan.change.summaries.revision,
+                fact_ids=tuple(f.id for f in plan.change.written) + tuple(deleted),
             )
             self._commit_files(user, files, claims, info)
         if plan.manifest is not None:
-            token = manifest_token(user, plan.summaries.revision)
+            token = manifest_token(user, plan.change.summaries.revision)
             if snapshot is not None:
-                removed = [*plan.deleted, *plan.replaced.values()]
+                removed = [*plan.change.deleted, *plan.change.replaced.values()]
                 snapshot = patched_snapshot(
-                    snapshot, plan.written, removed, plan.summaries, token.version()
+                    snapshot, plan.change.written, removed, plan.change.summaries, token.version()
                 )
                 self._cache.put(scope, token, snapshot)
         result = CommitResult(
-            revision=plan.summaries.revision,
-            written=tuple(plan.written),
+            revision=plan.change.summaries.revision,
+            written=tuple(plan.change.written),
             deleted=tuple(deleted),
             changed=plan.manifest is not None,
             version=token.version(),
@@ -779,20 +779,17 @@ ABSENT: Final = ManifestToken(0, 0, 0, 0)
 
 @dataclass
 class CommitPlan:
-    """The files to write, and the facts and summaries they change.
+    """The files to write for a planned change.
 
     Attributes:
+        change: what the commit changes (facts, summaries), as every store plans it.
         files: the fact files and archive entries to write or remove.
         manifest: the user's new ``memory.json``, when anything above or a summary changes.
-        replaced: for each written fact, the stored version it replaces (if any).
     """
 
-    summaries: SummaryDocument
+    change: ChangePlan
     files: list[FileChange] = field(default_factory=list)
     manifest: FileChange | None = None
-    written: list[Fact] = field(default_factory=list)
-    replaced: dict[str, Fact] = field(default_factory=dict)
-    deleted: list[Fact] = field(default_factory=list)
 
 
 def plan_commit(
@@ -812,12 +809,7 @@ def plan_commit(
         ValueError: the change set addresses one fact twice, or an unknown summary section.
     """
     changed = plan_changes(lookup, current, changes, scope, archive_exists)
-    plan = CommitPlan(
-        summaries=changed.summaries,
-        written=changed.written,
-        replaced=changed.replaced,
-        deleted=changed.deleted,
-    )
+    plan = CommitPlan(changed)
     for fact in changed.written:
         plan.files.append(FileChange(paths.fact(fact.id), encode_fact(fact, scope)))
     for stored in changed.deleted:
@@ -827,5 +819,5 @@ def plan_commit(
     for entry in changes.archive_puts:
         plan.files.append(FileChange(paths.archived(entry.fact_id), encode_entry(entry)))
     if changed.changed:
-        plan.manifest = FileChange(paths.user.manifest, encode_summaries(plan.summaries))
+        plan.manifest = FileChange(paths.user.manifest, encode_summaries(changed.summaries))
     return plan
