@@ -34,7 +34,6 @@ __all__ = [
     "opened_location",
 ]
 
-
 Progress = Callable[[int, int], None]
 """Called with (users done, users in all) as the migration goes."""
 

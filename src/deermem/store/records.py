@@ -81,18 +81,14 @@ __all__ = [
 
 DOCUMENT_VERSION: Final = "2.0"
 
-
 USER_SECTIONS: Final = ("workContext", "personalContext", "topOfMind")
 
-
 HISTORY_SECTIONS: Final = ("recentMonths", "earlierContext", "longTermBackground")
-
 
 SUMMARY_GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
     "user": USER_SECTIONS,
     "history": HISTORY_SECTIONS,
 }
-
 
 SummaryKey = tuple[str, str]
 """``(group, section)``, e.g. ``("user", "workContext")``."""
@@ -247,17 +243,13 @@ def _sections(
 
 Trigger = Literal["extraction", "manual", "import", "restore"]
 
-
 TRIGGERS: Final[tuple[Trigger, ...]] = ("extraction", "manual", "import", "restore")
-
 
 REASON_CAPACITY: Final = "capacity"
 """The capacity gate evicted the fact."""
 
-
 REASON_DELETED: Final = "deleted"
 """Someone deleted the fact (CLI, API, tool)."""
-
 
 REASON_REPLACED: Final = "replaced"
 """An import replaced the library and the fact was not in it."""
@@ -625,12 +617,9 @@ def _text(value: object) -> str | None:
 
 RegretKind = Literal["relearned", "restored", "missed_recall", "confirmed", "recalled", "corrected"]
 
-
 REGRET_KINDS: Final[tuple[RegretKind, ...]] = get_args(RegretKind)
 
-
 RegretRole = Literal["active", "shadow"]
-
 
 REGRET_ROLES: Final[tuple[RegretRole, ...]] = get_args(RegretRole)
 

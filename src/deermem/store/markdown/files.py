@@ -99,42 +99,29 @@ __all__ = [
     "write_temporary",
 ]
 
-
 LOCK_FILENAME: Final = ".memory.lock"
-
 
 JOURNAL_FILENAME: Final = ".memory.journal.json"
 
-
 OWNER_FILENAME: Final = ".memory.owner.json"
-
 
 RECOVERY_DIRNAME: Final = ".recovery"
 
-
 USAGE_FILENAME: Final = "fact-usage.json"
-
 
 AUDIT_FILENAME: Final = "eviction-audit.json"
 
-
 ARCHIVE_DIRNAME: Final = "archive"
-
 
 ARCHIVE_INDEX_FILENAME: Final = "archive-index.json"
 
-
 THREADS_DIRNAME: Final = "threads"
-
 
 REGRET_EVENTS_FILENAME: Final = "regret-events.json"
 
-
 SHADOW_MARKS_FILENAME: Final = "shadow-evictions.json"
 
-
 RETRIEVAL_DIRNAME: Final = ".retrieval"
-
 
 SEARCH_INDEX_FILENAME: Final = "memory-fts5.sqlite3"
 
@@ -289,16 +276,13 @@ _TMP_SUFFIX: Final = ".tmp"
 # to it by shortening the target's name, never the random part.
 _MAX_NAME_BYTES: Final = 255
 
-
 _RANDOM_HEX: Final = 16
-
 
 _NAME_ATTEMPTS: Final = 100
 
 
 # A new file, never an existing one (O_EXCL also refuses a symbolic link).
 _CREATE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-
 
 FILE_MODE: Final = 0o666
 """The mode new files are created with, less the umask: readable and writable by
@@ -498,7 +482,6 @@ def write_store_settings(
 
 _OPEN: Final = "---\n"
 
-
 _CLOSE: Final = "\n---\n"
 
 
@@ -510,7 +493,6 @@ _NOT_FRONT_MATTER: Final = frozenset({"content", "title", "scope", "user_id", "a
 # libyaml's safe loader when PyYAML has it; the pure-Python safe dumper,
 # whose output is the original's byte for byte.
 _LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 
 _DUMPER: Final[Any] = yaml.SafeDumper
 
@@ -687,7 +669,6 @@ def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> Non
 
 
 _USERS: Final = "users"
-
 
 _AGENTS: Final = "agents"
 

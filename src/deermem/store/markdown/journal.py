@@ -75,12 +75,9 @@ __all__ = [
     "recover",
 ]
 
-
 _log = logging.getLogger("deermem.store")
 
-
 STATE_PREPARED: Final = "deermem-prepared"
-
 
 _STATE_COMMITTED: Final = "committed"
 
@@ -314,7 +311,6 @@ def _text(data: bytes) -> str:
 
 
 ORIGINAL_PREPARED: Final = "prepared"
-
 
 OPERATION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
 

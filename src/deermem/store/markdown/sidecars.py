@@ -94,7 +94,6 @@ __all__ = [
 #: A sidecar's new content (``None``: remove the file).
 SidecarChange = tuple[Path, bytes | None]
 
-
 _log = logging.getLogger("deermem.store")
 
 

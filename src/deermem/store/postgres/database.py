@@ -45,7 +45,6 @@ __all__ = [
     "upgrade_database",
 ]
 
-
 Connection: TypeAlias = psycopg.Connection[TupleRow]
 
 
@@ -98,7 +97,6 @@ def _one_line(error: BaseException) -> str:
 
 
 MIGRATIONS_TABLE: Final = "deermem_migrations"
-
 
 _FILE_NAME: Final = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
