@@ -578,7 +578,7 @@ class Memory:
             FactNotFoundError: no active fact has this id.
             FactRevisionConflict: ``expected_revision`` is not the stored revision.
             FactValidationError: a new value is invalid or over the limits of
-                :meth:`create_fact` (:class:`~deermem.InvalidTextError` for text
+                :meth:`create_fact` (:class:`~deermem.errors.InvalidTextError` for text
                 that is not valid Unicode or holds a misplaced control character).
         """
         changes: dict[str, object] = {}

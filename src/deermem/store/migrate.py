@@ -10,7 +10,7 @@ shadow marks). Nothing about the source changes.
 
 Before anything is written, every source user is looked up in the
 destination: a user the destination already holds with other data stops the
-migration (:class:`~deermem.MigrationError`); one it holds identically is
+migration (:class:`~deermem.errors.MigrationError`); one it holds identically is
 skipped, so a migration that was interrupted can simply be run again.
 """
 

@@ -645,7 +645,7 @@ def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> Non
 #   the directory is read or written, for any of the user's agents: the
 #   summaries (``memory.json``), the facts, the sidecars, the archive, the
 #   marks. A record that names another id stops the operation
-#   (:class:`~deermem.OwnerConflictError`, naming the directory only). The
+#   (:class:`~deermem.errors.OwnerConflictError`, naming the directory only). The
 #   original's own files (``memory.json``, ``fact-usage.json``,
 #   ``eviction-audit.json``) cannot hold an owner without breaking the
 #   original, so they are covered by this record, as are deermem's own

@@ -26,7 +26,7 @@ puts back every file that differs from its prior content — and rewrites no
 other — so the store is always in the state before a commit or after it.
 Recovery is idempotent: a crash during recovery is recovered by the next one.
 When a file cannot be put back (a read-only store, another user's file),
-:class:`~deermem.StoreNeedsRecovery` names it and nothing is read.
+:class:`~deermem.errors.StoreNeedsRecovery` names it and nothing is read.
 
 Prior contents live in the journal itself rather than in backup files: one
 file to write instead of one per touched file. A journal that cannot be

@@ -7,7 +7,7 @@ unchanged. What this class adds on top of the modules it composes:
 * **owners** — before anything in a user directory is read or written, its
   owner is checked (:mod:`~deermem.store.markdown.files`): a directory that is
   another user id's, or several ids', is refused with
-  :class:`~deermem.OwnerConflictError`, and a directory without an owner
+  :class:`~deermem.errors.OwnerConflictError`, and a directory without an owner
   record gets one in its first commit. A directory that an earlier version
   named after an id that looks derived (:func:`~deermem.model.was_kept_user_id`)
   is read where it is and moved to the id's own name by the first write;
@@ -240,7 +240,7 @@ class MarkdownStore:
         the owner; yield the owner records the next commit must write.
 
         ``reading`` needs no write access, unless there is a commit to roll
-        back: then :class:`~deermem.StoreNeedsRecovery` names what cannot be
+        back: then :class:`~deermem.errors.StoreNeedsRecovery` names what cannot be
         restored, and nothing is read.
         """
         lock = user_lock(user.lock, self.lock_timeout)

@@ -92,7 +92,7 @@ def _one_line(error: BaseException) -> str:
 # :func:`check_schema` runs when a store opens: a database that was never
 # migrated, one behind this deermem, or one at a version this deermem does not
 # know (a newer deermem migrated it) is refused with a
-# :class:`~deermem.DatabaseSchemaError` that says what to do.
+# :class:`~deermem.errors.DatabaseSchemaError` that says what to do.
 # ---------------------------------------------------------------------------
 
 
