@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from deermem import Memory, MemoryConfig
-from deermem.model import Fact, format_timestamp
+from deermem.model import Fact, Scope, format_timestamp
 from deermem.policy import CapacityPolicy
 from deermem.recall import (
     InjectionSettings,
@@ -57,9 +57,9 @@ from deermem.recall import (
     token_counter,
 )
 from deermem.recall import _search_plan as search_plan
-from deermem.store import HISTORY_SECTIONS, USER_SECTIONS, Scope, Section, SummaryDocument
-from deermem.store.markdown.codec import encode_fact, encode_summaries
-from deermem.store.markdown.paths import UserPaths
+from deermem.store import HISTORY_SECTIONS, USER_SECTIONS, Section, SummaryDocument
+from deermem.store.markdown.files import UserPaths, encode_fact
+from deermem.store.records import encode_summaries
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "decision")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deermem import PatternError
+from deermem.errors import PatternError
 from deermem.learning.signals import Message, Signal, detect_signals, load_patterns
 from deermem.learning.signals.questions import in_question
 

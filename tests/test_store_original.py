@@ -20,9 +20,9 @@ import pytest
 from deermem import Fact, Memory, MemoryConfig
 from deermem.learning.confirm import confirm_facts
 from deermem.learning.responses import ReinforceEntry
-from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
-from deermem.store.markdown.codec import decode_fact, encode_fact
-from deermem.store.markdown.paths import UserPaths
+from deermem.model import Scope
+from deermem.store import ChangeSet, FactWrite, MarkdownStore
+from deermem.store.markdown.files import UserPaths, decode_fact, encode_fact
 from tests.store_fixtures.original_cases import (
     CHANGED,
     CREATED,

@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from deermem import QueueClosedError, QueueFullError
+from deermem import QueueFullError
+from deermem.errors import QueueClosedError
 from deermem.learning import ConversationTurn, QueueItem, QueueKey, UpdateQueue, Watermark
 
 Turn = ConversationTurn
@@ -521,7 +522,7 @@ def test_the_queue_takes_its_settings_from_the_config() -> None:
     from deermem import MemoryConfig
 
     timers = ManualTimers()
-    config = MemoryConfig(debounce_seconds=7, queue_max_depth=1, watermark_max_keys=1)
+    config = MemoryConfig(debounce_seconds=7, queue_max_depth=1)
     queue: UpdateQueue[Turn] = UpdateQueue.from_config(Recorder(), config, timer_factory=timers)
     queue.add("t1", turns("a"))
     assert timers.live[0].delay == 7

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deermem import PromptNotFoundError, PromptTemplateError
+from deermem.errors import PromptNotFoundError, PromptTemplateError
 from deermem.learning import PromptLoader, UpdateSettings, build_update_prompt
 from deermem.learning.conversation import ConversationTurn, fit_conversation
 from tests.update_support import NOW, state

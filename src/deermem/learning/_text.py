@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from deermem.model.fact import Fact
+from deermem.model import Fact
 
 __all__ = ["content_key", "display_category", "escape_text"]
 

@@ -49,19 +49,16 @@ from deermem.learning.responses import NormalizedResponse
 from deermem.learning.settings import UpdateSettings
 from deermem.learning.state import MemoryState
 from deermem.library.gate import CapacityGate, GateOutcome, Proposal, Removal
-from deermem.model.fact import Fact
-from deermem.model.scope import Scope
-from deermem.store.protocol import (
-    ChangeSet,
-    CommitResult,
-    ScopeSnapshot,
+from deermem.model import Fact, Scope
+from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, Store, StoreTransaction
+from deermem.store.records import (
+    REASON_CAPACITY,
+    ArchiveEntry,
     Section,
-    Store,
-    StoreTransaction,
+    ShadowMark,
     SummaryKey,
+    UsageEntry,
 )
-from deermem.store.records import REASON_CAPACITY, ArchiveEntry, UsageEntry
-from deermem.store.regret_records import ShadowMark
 
 __all__ = [
     "AppliedUpdate",
@@ -287,10 +284,6 @@ class PreviewTransaction:
         self._scope = scope
         self._snapshot = store.load(scope)
         self.changes: ChangeSet | None = None
-
-    @property
-    def records_regret(self) -> bool:
-        return self._store.records_regret
 
     @property
     def snapshot(self) -> ScopeSnapshot:

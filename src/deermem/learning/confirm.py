@@ -31,8 +31,7 @@ from datetime import datetime
 from typing import Final
 
 from deermem.learning.responses import ReinforceEntry
-from deermem.model.fact import Fact
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Fact, format_timestamp
 
 __all__ = [
     "REINFORCEMENT_SIGNAL",

@@ -33,8 +33,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Final
 
-from deermem.model import text
-from deermem.model.fact import MAX_FACT_ID_LENGTH
+from deermem.model import (
+    MAX_CATEGORY_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_FACT_ID_LENGTH,
+    MAX_SOURCE_ERROR_CHARS,
+    MAX_SUMMARY_CHARS,
+)
 
 __all__ = [
     "MAX_CATEGORY_CHARS",
@@ -78,13 +83,9 @@ MAX_REMOVALS: Final = 100
 MAX_STALE_REMOVALS: Final = 100
 MAX_EXTENSIONS: Final = 100
 
-# The lengths of text that reaches a file are the model layer's, shared with
-# facts written by hand (deermem.model.text).
-MAX_CONTENT_CHARS: Final = text.MAX_CONTENT_CHARS
-MAX_CATEGORY_CHARS: Final = text.MAX_CATEGORY_CHARS
+# The lengths of content, categories, sourceError and summaries are the model
+# layer's (imported above), shared with facts written by hand.
 MAX_CONFIDENCE_TEXT_CHARS: Final = 32
-MAX_SOURCE_ERROR_CHARS: Final = text.MAX_SOURCE_ERROR_CHARS
-MAX_SUMMARY_CHARS: Final = text.MAX_SUMMARY_CHARS
 MAX_REASON_CHARS: Final = 1_000
 MAX_ID_CHARS: Final = MAX_FACT_ID_LENGTH
 

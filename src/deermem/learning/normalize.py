@@ -28,7 +28,7 @@ original DeerMem's:
   that truncates to a whole number of at least 1.
 
 Text that reaches a file keeps to the text boundary of facts written by hand
-(:mod:`deermem.model.text`): a new fact whose content, category or
+(:mod:`deermem.model`): a new fact whose content, category or
 ``sourceError`` holds a lone surrogate or a control character (any, in a
 category) is malformed; so is a summary section (ignored) and an entry's id
 (ignored); a reason that is not valid text is no reason.
@@ -62,7 +62,7 @@ from deermem.learning.responses import (
 )
 from deermem.learning.schema import response_json_schema
 from deermem.learning.state import HISTORY_SECTIONS, USER_SECTIONS
-from deermem.model.text import check_line, check_lines
+from deermem.model import check_line, check_lines
 
 __all__ = ["normalize_response"]
 
@@ -146,7 +146,7 @@ def _text(value: object, limit: int = limits.MAX_REASON_CHARS) -> str:
 
 
 def _is_text(check: Callable[[str, str, int], str], value: str) -> bool:
-    """Whether ``value`` passes a text check of :mod:`deermem.model.text` (lengths
+    """Whether ``value`` passes a text check of :mod:`deermem.model` (lengths
     are checked, and counted, by the caller)."""
     try:
         check("text", value, len(value))

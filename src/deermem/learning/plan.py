@@ -42,8 +42,7 @@ from deermem.learning.settings import UpdateSettings
 from deermem.learning.staleness import review_staleness
 from deermem.learning.state import MemoryState, SummaryKey, SummarySection
 from deermem.learning.uploads import REASON_UPLOAD, strip_upload_mentions
-from deermem.model.fact import Fact
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Fact, format_timestamp
 from deermem.policy import CapacityDecision
 from deermem.policy.scoring import as_utc
 

@@ -33,7 +33,7 @@ from deermem.learning.settings import UpdateSettings
 from deermem.learning.staleness import review_due, stale_candidate_lines, stale_candidates
 from deermem.learning.state import MemoryState
 from deermem.learning.templates import MEMORY_UPDATE, PromptTemplate
-from deermem.model.fact import Fact
+from deermem.model import Fact
 
 __all__ = [
     "MANUAL_MARKER",

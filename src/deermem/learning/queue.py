@@ -120,13 +120,13 @@ class UpdateQueue(Generic[M]):
     def from_config(
         cls, process: Processor[M], config: MemoryConfig, **options: Any
     ) -> UpdateQueue[M]:
-        """A queue with ``debounce_seconds``, ``queue_max_depth`` and
-        ``watermark_max_keys`` from the configuration (``options`` override the rest)."""
+        """A queue with ``debounce_seconds`` and ``queue_max_depth`` from the
+        configuration (``options`` override the rest)."""
         return cls(
             process,
             debounce_seconds=config.debounce_seconds,
             max_depth=config.queue_max_depth,
-            watermark=Watermark(config.watermark_max_keys),
+            watermark=Watermark(),
             **options,
         )
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 from deermem.learning.limits import OverLimits
 from deermem.learning.metrics import UpdateMetrics
-from deermem.model.fact import Fact
+from deermem.model import Fact
 
 __all__ = ["FactChange", "ModelCall", "UpdateOutcome", "UpdateReport", "UpdateResult"]
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import deermem.learning.limits as limits
 from deermem.learning.state import HISTORY_SECTIONS, USER_SECTIONS
-from deermem.model.categories import CORE_CATEGORIES
+from deermem.model import CORE_CATEGORIES
 
 __all__ = ["AUTHORITY_LABELS", "DURABILITY_LABELS", "SCOPE_LABELS", "response_json_schema"]
 

@@ -35,9 +35,7 @@ from deermem.learning._text import display_category, escape_text
 from deermem.learning._values import read_positive_days
 from deermem.learning.responses import StaleExtension, StaleRemoval
 from deermem.learning.settings import UpdateSettings
-from deermem.model.categories import category_key
-from deermem.model.fact import Fact
-from deermem.model.timestamps import parse_timestamp
+from deermem.model import Fact, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
 from deermem.policy.scoring import as_utc
 

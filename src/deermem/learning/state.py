@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from deermem.model.fact import Fact
+from deermem.model import Fact
 
 __all__ = [
     "HISTORY_SECTIONS",

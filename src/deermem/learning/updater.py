@@ -59,7 +59,7 @@ from deermem.learning.state import MemoryState
 from deermem.learning.templates import MEMORY_UPDATE, PromptLoader
 from deermem.library.gate import CapacityGate
 from deermem.llm.types import ChatMessage, ChatModel, ChatResponse
-from deermem.model.scope import Scope
+from deermem.model import Scope
 from deermem.store.protocol import ScopeSnapshot, Store, StoreTransaction
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ flushes everything. Each call names its scope.
 
 * The model is built from ``config.model`` on first use (or given); with
   none configured, every extraction raises
-  :class:`~deermem.LLMNotConfigured` at once — at ``queue_conversation``
+  :class:`~deermem.errors.LLMNotConfigured` at once — at ``queue_conversation``
   time, not later in a worker thread where nobody would see it.
 * Updates run one at a time (``ChatModel`` backends serve one thread at a
   time, and a thread's watermark must not race with itself).
@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from deermem.store import ChangeSet, Scope, Store
+from deermem.model import Scope
+from deermem.store import ChangeSet, Store
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig

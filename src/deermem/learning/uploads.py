@@ -33,7 +33,7 @@ from typing import Final
 
 from deermem.learning.responses import NewFactProposal
 from deermem.learning.state import MemoryState, SummaryKey, SummarySection
-from deermem.model.fact import Fact
+from deermem.model import Fact
 
 __all__ = [
     "REASON_UPLOAD",

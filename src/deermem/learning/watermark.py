@@ -23,7 +23,7 @@ Where marks live is the queue's :class:`Marks`: a :class:`~deermem.Memory`
 keeps them in its store, written by the very commit that applied the update
 (so a new process never extracts, or confirms, an applied conversation
 again); :class:`Watermark` keeps them in memory, a bounded LRU
-(``watermark_max_keys``, 0 = unbounded), for a queue used on its own.
+(``max_keys``, 0 = unbounded), for a queue used on its own.
 """
 
 from __future__ import annotations

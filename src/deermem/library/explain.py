@@ -7,8 +7,7 @@ from datetime import datetime
 
 from deermem.library import CapacityGate
 from deermem.memory.results import Standing
-from deermem.model.categories import category_key
-from deermem.model.fact import Fact
+from deermem.model import Fact, category_key
 from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
 from deermem.store import UsageEntry
 

@@ -5,7 +5,7 @@ Every path that adds facts ends here — a manual or tool ``create``, an
 ``extraction`` from a conversation. No other code trims a library. A fact is
 in the library or in the archive, never both, so this is also where a new
 fact meets the archive: a new fact that says what an archived fact says (the
-duplicate rule, :mod:`~deermem.store.duplicates`) is *relearned* — the
+duplicate rule, :func:`~deermem.model.duplicate_key`) is *relearned* — the
 archived fact comes back in its place, with its history (confirmations,
 recalls), and a regret event records it; a new fact with an archived fact's
 id but another text is refused (:class:`~deermem.ArchivedFactError`).
@@ -70,8 +70,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from deermem.errors import ArchivedFactError, FactNotFoundError, FactRevisionConflict
 from deermem.library.regret_ledger import RegretLedger
-from deermem.model.fact import Fact
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Fact, duplicate_key, format_timestamp
 from deermem.policy import (
     CapacityDecision,
     CapacityPolicy,
@@ -80,28 +79,21 @@ from deermem.policy import (
     shadow_comparison,
 )
 from deermem.policy.capacity import check_max_facts
-from deermem.store.duplicates import duplicate_key
-from deermem.store.markdown.codec import stored_scope
-from deermem.store.protocol import (
-    ChangeSet,
-    CommitResult,
-    FactDelete,
-    FactWrite,
-    Section,
-    StoreTransaction,
-    SummaryKey,
-)
+from deermem.store.plan import stored_scope
+from deermem.store.protocol import ChangeSet, CommitResult, FactDelete, FactWrite, StoreTransaction
 from deermem.store.records import (
     REASON_CAPACITY,
     TRIGGERS,
     ArchiveEntry,
     EvictionReceipt,
     ReceiptEntry,
+    RegretEvent,
+    Section,
+    SummaryKey,
     Trigger,
     UsageEntry,
     receipt_id_for,
 )
-from deermem.store.regret_records import RegretEvent
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -151,7 +143,7 @@ class Proposal:
         corrected: ids among the removals that the user corrected.
 
     The last three are evidence for regret in shadow mode (see
-    :mod:`deermem.store.regret_records`); they change no fact.
+    :mod:`deermem.store.records`); they change no fact.
     """
 
     new_facts: tuple[Fact, ...] = ()

@@ -19,8 +19,7 @@ fed what the gate learnt, in the gate's order:
 
 The ledger reads the shadow marks once, when first needed, and builds the
 change set's ``regret_events`` and ``shadow_marks``. It never reads content
-and writes none: events carry ids, categories, times and policy versions. On
-a store that does not record regret (``records_regret``) it records nothing.
+and writes none: events carry ids, categories, times and policy versions.
 """
 
 from __future__ import annotations
@@ -28,9 +27,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from deermem.model.fact import Fact
-from deermem.store.records import REASON_CAPACITY, ArchiveEntry
-from deermem.store.regret_records import RegretEvent, RegretKind, ShadowMark
+from deermem.model import Fact
+from deermem.store.records import REASON_CAPACITY, ArchiveEntry, RegretEvent, RegretKind, ShadowMark
 
 if TYPE_CHECKING:
     from deermem.policy import ShadowComparison
@@ -52,8 +50,7 @@ class RegretLedger:
         self._transaction = transaction
         self._trigger = trigger
         self._stamp = stamp
-        self._enabled = transaction.records_regret
-        self._marks: Mapping[str, ShadowMark] | None = None if self._enabled else {}
+        self._marks: Mapping[str, ShadowMark] | None = None
         self._changes: dict[str, ShadowMark | None] = {}
         self._leaving: dict[str, ShadowMark] = {}
         self.events: list[RegretEvent] = []
@@ -72,8 +69,6 @@ class RegretLedger:
 
     def returned(self, entry: ArchiveEntry, kind: RegretKind) -> None:
         """An archived fact comes back into the library: ``restored`` or ``relearned``."""
-        if not self._enabled:
-            return
         fact = entry.fact
         self.events.append(
             RegretEvent(
@@ -132,8 +127,6 @@ class RegretLedger:
             settled: ids whose regret is settled in this call (a correction
                 removed them): they take no mark into the archive.
         """
-        if not self._enabled:
-            return
         fresh: dict[str, ShadowMark] = {}
         if shadow is not None:
             for fact_id in shadow.would_evict:

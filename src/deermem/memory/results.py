@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from deermem.model.fact import Fact
-from deermem.model.scope import Scope
+from deermem.model import Fact, Scope
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
 
 if TYPE_CHECKING:

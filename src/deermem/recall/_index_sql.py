@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
-from deermem.model.timestamps import parse_timestamp
+from deermem.model import parse_timestamp
 from deermem.policy import coerce_confidence
 from deermem.recall.search_hits import FactFields, FactLike, SyncReport, micros
 from deermem.recall.search_text import index_terms

@@ -43,8 +43,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from deermem.model.categories import category_key
-from deermem.model.fact import Fact
+from deermem.model import Fact, category_key
 from deermem.policy import CapacityPolicy, coerce_confidence, select_facts_for_capacity
 from deermem.recall.manifest import (
     POOL_GUARANTEED,

@@ -49,10 +49,10 @@ from deermem.recall.search_index import MEMORY, content_version
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
-    from deermem.model.fact import Fact
+    from deermem.model import Fact, Scope
     from deermem.recall.search import SearchHit
     from deermem.recall.search_handle import SearchIndexHandle
-    from deermem.store import ArchiveEntry, Scope, Store
+    from deermem.store import ArchiveEntry, Store
 
 __all__ = ["SearchFindings", "memory_injection", "rebuild_search_index", "search_scope"]
 

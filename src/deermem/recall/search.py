@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from deermem.errors import SearchIndexError
-from deermem.model.categories import category_key
-from deermem.model.fact import Fact
+from deermem.model import Fact, category_key
 from deermem.policy import coerce_confidence
 from deermem.recall.search_hits import (
     CONFIDENCE_WEIGHT,

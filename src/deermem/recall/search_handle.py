@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from deermem.errors import SearchIndexError
 
 if TYPE_CHECKING:
+    from deermem.model import Scope
     from deermem.recall import SearchIndex
-    from deermem.store import Scope, ScopeSnapshot, Store
+    from deermem.store import ScopeSnapshot, Store
 
 __all__ = ["SearchIndexHandle"]
 

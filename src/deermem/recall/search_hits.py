@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from deermem.model.categories import DEFAULT_CATEGORY, category_key
-from deermem.model.fact import Fact
-from deermem.model.timestamps import parse_timestamp
+from deermem.model import DEFAULT_CATEGORY, Fact, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
 
 __all__ = [

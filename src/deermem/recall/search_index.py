@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from deermem.errors import SearchIndexError
-from deermem.model.categories import category_key
+from deermem.model import category_key
 from deermem.recall._index_sql import (
     COUNTERFACTUAL_FTS,
     INDEX_SCHEMA_VERSION,

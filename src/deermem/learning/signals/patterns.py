@@ -26,7 +26,7 @@ it holds replaces the bundled list (``mode: replace``) or adds to it
 (``mode: extend``); the lists it does not hold stay bundled. Everything is
 checked when the files are loaded — YAML syntax, keys, flags, every regular
 expression, every example and counterexample — and a problem is a
-:class:`~deermem.PatternError` naming the file and the pattern, never a
+:class:`~deermem.errors.PatternError` naming the file and the pattern, never a
 pattern silently skipped.
 """
 

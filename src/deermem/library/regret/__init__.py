@@ -1,7 +1,7 @@
 """Regret: evidence, from a deployment's own traffic, of when forgetting was a mistake.
 
 The store records regret events with what caused them
-(:mod:`deermem.store.regret_records`); this package turns them into what a
+(:mod:`deermem.store.records`); this package turns them into what a
 deployment reads: what a search reveals (:mod:`~deermem.library.regret.detection`)
 and the per-policy report behind ``Memory.regret()`` and ``deermem regret``
 (:mod:`~deermem.library.regret.report`). See docs/regret.md.

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from deermem.library.regret_ledger import shadow_regret
-from deermem.store.records import ArchiveEntry
-from deermem.store.regret_records import RegretEvent, ShadowMark, query_digest
+from deermem.store.records import ArchiveEntry, RegretEvent, ShadowMark, query_digest
 
 __all__ = ["Found", "search_regret"]
 

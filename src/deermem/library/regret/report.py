@@ -3,7 +3,7 @@
 Built from two content-free records the store keeps: the eviction receipts
 (what each policy evicted — the active policy in ``evicted``, the shadow
 policy in ``shadow.wouldEvict``) and the regret events (what later showed an
-eviction was wrong, :mod:`deermem.store.regret_records`). For each policy and
+eviction was wrong, :mod:`deermem.store.records`). For each policy and
 role (``active``: it decided; ``shadow``: it was computed beside the active
 one) the report counts, within the window:
 
@@ -31,9 +31,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from deermem.model.timestamps import format_timestamp, parse_timestamp
-from deermem.store.records import REASON_CAPACITY, EvictionReceipt
-from deermem.store.regret_records import REGRET_KINDS, RegretEvent, RegretRole
+from deermem.model import format_timestamp, parse_timestamp
+from deermem.store.records import (
+    REASON_CAPACITY,
+    REGRET_KINDS,
+    EvictionReceipt,
+    RegretEvent,
+    RegretRole,
+)
 
 __all__ = [
     "MOST_REGRETTED",

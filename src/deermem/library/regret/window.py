@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from deermem.model.timestamps import parse_moment
+from deermem.model import parse_moment
 
 __all__ = ["parse_since"]
 
