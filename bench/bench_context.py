@@ -46,14 +46,14 @@ from pathlib import Path
 from typing import Any
 
 from deermem import Memory, MemoryConfig
-from deermem.model import Fact, format_timestamp
+from deermem.model import Fact, Scope, format_timestamp
 from deermem.policy import CapacityPolicy
 from deermem.recall.index import SearchIndex
 from deermem.recall.injection import InjectionSettings, Summaries, build_injection
 from deermem.recall.tokens import token_counter
-from deermem.store import HISTORY_SECTIONS, USER_SECTIONS, Scope, Section, SummaryDocument
-from deermem.store.markdown.codec import encode_fact, encode_summaries
-from deermem.store.markdown.paths import UserPaths
+from deermem.store import HISTORY_SECTIONS, USER_SECTIONS, Section, SummaryDocument
+from deermem.store.markdown.files import UserPaths, encode_fact
+from deermem.store.records import encode_summaries
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "decision")

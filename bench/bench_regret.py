@@ -43,8 +43,8 @@ from typing import Any
 
 from bench.bench_context import vocabulary, zipf_sampler
 from deermem import Memory, MemoryConfig
-from deermem.model import Fact
-from deermem.store import ArchiveEntry, ChangeSet, FactWrite, MarkdownStore, Scope
+from deermem.model import Fact, Scope
+from deermem.store import ArchiveEntry, ChangeSet, FactWrite, MarkdownStore
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 SCOPE = Scope.of("bench-user", "bench-agent")

@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from deermem import Memory, MemoryConfig
-from deermem.store import MarkdownStore, Scope, Store
+from deermem.model import Scope
+from deermem.store import MarkdownStore, Store
 
 MAX_FACTS = 10
 QUERIES = ("coffee", "python", "fact", "berlin", "uv", "tea")

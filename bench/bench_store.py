@@ -42,11 +42,10 @@ from pathlib import Path
 
 from bench._fsyncs import count_fsyncs
 from deermem import Fact, Memory, MemoryConfig
-from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
-from deermem.store.markdown.atomic import atomic_write
-from deermem.store.markdown.codec import encode_fact, encode_summaries
-from deermem.store.markdown.paths import UserPaths
-from deermem.store.protocol import SummaryDocument
+from deermem.model import Scope
+from deermem.store import ChangeSet, FactWrite, MarkdownStore
+from deermem.store.markdown.files import UserPaths, atomic_write, encode_fact
+from deermem.store.records import SummaryDocument, encode_summaries
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 SCOPE = Scope.of("bench-user", "bench-agent")

@@ -59,12 +59,11 @@ from deermem.learning.plan import (
     resolve_contradiction_removals,
 )
 from deermem.library import CapacityGate
-from deermem.model import Fact, format_timestamp
+from deermem.model import Fact, Scope, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
-from deermem.store import MarkdownStore, Scope
-from deermem.store.markdown.codec import encode_fact, encode_summaries
-from deermem.store.markdown.paths import UserPaths
-from deermem.store.protocol import SummaryDocument
+from deermem.store import MarkdownStore
+from deermem.store.markdown.files import UserPaths, encode_fact
+from deermem.store.records import SummaryDocument, encode_summaries
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity")

@@ -17,7 +17,15 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``create`` / ``hybrid`` / ``shadow`` — ``Memory.create_fact`` at a cap of
   100 (an eviction, an archive entry, a receipt), under ``confidence``, under
   ``hybrid-v1`` with recall counts (their sidecar changes too), or under
-  ``confidence`` in shadow mode.
+  ``confidence`` in shadow mode;
+* ``open`` — ``Memory.open`` and a cold ``list_facts`` of a 100-fact scope;
+* ``context`` / ``search`` — ``Memory.context()`` and ``Memory.search`` of two
+  words on that scope (one memory, warm);
+* ``facts`` — the whole command ``deermem facts list`` on it, start-up included.
+
+Every case but ``load``, ``commit`` and ``update`` uses only the public API
+(``deermem.Memory``), so it compares any two versions; those three build their
+fixtures with the store's internals, through this checkout's ``bench`` modules.
 
 The fixtures live on ``--dir`` (disk) and ``/dev/shm`` (tmpfs) and persist
 across one case, so ``create``'s audit and archive grow as it runs.
@@ -35,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 DEFAULT_CASES = (
@@ -70,12 +79,13 @@ class Fixtures:
 
 
 def _make(case: str, root: Path) -> Callable[[int], float]:
+    if case in ("open", "context", "search", "facts", "create", "hybrid", "shadow"):
+        return _public(case, root)
     from bench import bench_store, bench_update
-    from deermem import Memory, MemoryConfig
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
 
     scope, now = bench_store.SCOPE, bench_store.NOW
-    if case in ("load", "commit", "create", "hybrid", "shadow"):
+    if case in ("load", "commit"):
         bench_store.build_scope(root, 100)
     if case == "load":
         return lambda _: _timed(lambda: MarkdownStore(root).load(scope))
@@ -89,24 +99,6 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
             return _timed(lambda: store.commit(scope, changes))
 
         return commit
-    if case in ("create", "hybrid", "shadow"):
-        policy = "hybrid-v1" if case == "hybrid" else "confidence"
-        config = MemoryConfig(
-            max_facts=100,
-            fact_eviction_policy=policy,
-            fact_eviction_shadow_enabled=case == "shadow",
-        )
-        memory = Memory.open(root, config, user=scope.user_id, agent=scope.agent, clock=lambda: now)
-        if case == "hybrid":
-            memory.record_access([fact.id for fact in memory.list_facts()])
-
-        def create(number: int) -> float:
-            if case == "hybrid":
-                memory.record_access([fact.id for fact in memory.list_facts()[-3:]])
-            text = f"A new fact number {number}."
-            return _timed(lambda: memory.create_fact(text, confidence=0.99))
-
-        return create
     if case == "update":
         bench_update.build_store(root / "template", bench_update.library())
         text = bench_update.answer()
@@ -123,6 +115,63 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
 
         return update
     raise SystemExit(f"unknown case {case!r}")
+
+
+_USER, _AGENT = "bench", "coder"
+_TOPICS = ("python", "rust", "travel", "music", "cooking", "running", "chess", "gardening")
+
+
+def _public(case: str, root: Path) -> Callable[[int], float]:
+    """The cases every version can run: fixtures and operations through ``Memory`` only."""
+    from datetime import UTC, datetime
+
+    from deermem import Memory, MemoryConfig
+
+    config = MemoryConfig(
+        max_facts=100,
+        fact_eviction_policy="hybrid-v1" if case == "hybrid" else "confidence",
+        fact_eviction_shadow_enabled=case == "shadow",
+    )
+    clock = lambda: datetime(2026, 1, 1, tzinfo=UTC)  # noqa: E731
+
+    def memory() -> Memory:
+        return Memory.open(root, config, user=_USER, agent=_AGENT, clock=clock)
+
+    seeding = memory()
+    for n in range(100):
+        topic = _TOPICS[n % len(_TOPICS)]
+        seeding.create_fact(
+            f"Fact {n}: the user has an opinion about {topic} number {n}",
+            category="correction" if n % 10 == 0 else "preference",
+            confidence=0.5 + (n % 5) / 10,
+        )
+    seeding.close()
+    if case == "open":
+        return lambda _: _timed(lambda: memory().list_facts())
+    if case == "facts":
+        import deermem
+
+        environment = dict(os.environ, PYTHONPATH=str(Path(deermem.__file__).parents[1]))
+        command = [sys.executable, "-m", "deermem", "--root", str(root), "--user", _USER]
+        command += ["--agent", _AGENT, "facts", "list"]
+        run = partial(subprocess.run, command, env=environment, check=True, capture_output=True)
+        return lambda _: _timed(run)
+    warm = memory()
+    warm.list_facts()
+    if case in ("create", "hybrid", "shadow"):
+        if case == "hybrid":
+            warm.record_access([fact.id for fact in warm.list_facts()])
+
+        def create(number: int) -> float:
+            if case == "hybrid":
+                warm.record_access([fact.id for fact in warm.list_facts()[-3:]])
+            text = f"A new fact number {number}."
+            return _timed(lambda: warm.create_fact(text, confidence=0.99))
+
+        return create
+    if case == "context":
+        return lambda _: _timed(warm.context)
+    return lambda n: _timed(lambda: warm.search(f"{_TOPICS[n % len(_TOPICS)]} number"))
 
 
 def _timed(operation: Callable[[], object]) -> float:

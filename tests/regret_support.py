@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from deermem import Memory
-from deermem.store.regret_records import RegretEvent
+from deermem.store.records import RegretEvent
 from tests.wire_support import Clock, conversation, stored_fact
 
 OLD = "fact_old"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem import ConfigError, MemoryConfig, load_config
+from deermem import ConfigError, MemoryConfig
+from deermem.config import load_config
 from deermem.library import CapacityGate
 from deermem.policy import CapacityPolicy
 

@@ -10,15 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import MemoryConfig, StoreSettingsExistError
+from deermem import MemoryConfig
 from deermem.config import (
     read_store_settings,
     render_store_settings,
     resolve_config,
     with_store_settings,
-    write_store_settings,
 )
+from deermem.errors import StoreSettingsExistError
 from deermem.model import CORE_CATEGORIES
+from deermem.store.markdown.files import write_store_settings
 
 # Text as people and models write it: any Unicode, YAML's special words among it.
 TEXT = st.one_of(

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deermem import SearchIndexError
+from deermem.errors import SearchIndexError
 from deermem.model import Fact, format_timestamp
 from deermem.recall import search as search_module
 from deermem.recall.index import SearchHit, SearchIndex, SyncReport, content_version

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deermem import GradingError
+from deermem.eval.errors import GradingError
 from deermem.eval.grading import grader as grading
 from deermem.eval.grading.grader import (
     CORRECT_RULES,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1, ResultRowsError, ResultsExistError
+from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1
+from deermem.eval.errors import ResultRowsError, ResultsExistError
 from deermem.eval.grading.statistics import StatisticsParameters
 from deermem.eval.qa.results import (
     ROWS_FILE,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import StatisticsError
+from deermem.eval.errors import StatisticsError
 from deermem.eval.grading.statistics import (
     DEFAULT_PARAMETERS,
     StatisticsParameters,

@@ -1,19 +1,22 @@
 """What the packages export: every public name resolves to its definition.
 
-``deermem.__all__`` is the public API (ARCHITECTURE §3). Some of its names are
-imported on first read (``deermem._ON_FIRST_USE``); type checkers see those
-through an ``if TYPE_CHECKING:`` block, which must name exactly the same ones.
+``deermem.__all__`` is the public API (ARCHITECTURE §3): ``Memory`` and its
+configuration, the fact, the capacity policy, and the library's errors an
+integrator catches — at most 35 names. The server's and the evaluation's
+errors stay in their packages, still under :class:`~deermem.DeerMemError`.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-import inspect
+from types import ModuleType
 
 import pytest
 
 import deermem
+from deermem import errors
+from deermem.eval import errors as evaluation_errors
+from deermem.service import errors as server_errors
 
 PACKAGES = ("deermem", "deermem.model", "deermem.policy", "deermem.memory", "deermem.config")
 
@@ -33,54 +36,56 @@ def test_the_public_api_is_exported() -> None:
         "Memory",
         "MemoryConfig",
         "Fact",
+        "CapacityPolicy",
         "select_facts_for_capacity",
         "CapacityDecision",
         "POLICY_CONFIDENCE",
         "POLICY_HYBRID_V1",
+        "DeerMemError",
+        "ConfigError",
+        "FactValidationError",
+        "StorageError",
+        "LLMError",
     }
     assert public <= set(deermem.__all__)
-    for name in ("DeerMemError", "ConfigError", "EvaluationError", "__version__"):
-        assert name in deermem.__all__
+    assert len(deermem.__all__) <= 35
+    assert deermem.__version__
 
 
-@pytest.mark.parametrize("name", sorted(deermem._ON_FIRST_USE))
-def test_a_name_imported_on_first_use_is_its_definition(name: str) -> None:
-    defining = importlib.import_module(deermem._ON_FIRST_USE[name])
-    value = getattr(deermem, name)
-    assert value is getattr(defining, name)
-    assert vars(deermem)[name] is value  # later reads are plain lookups
-    namespace: dict[str, object] = {}
-    exec(f"from deermem import {name}", namespace)
-    assert namespace[name] is value
-
-
-def test_the_names_for_type_checkers_are_the_names_imported_on_first_use() -> None:
-    tree = ast.parse(inspect.getsource(deermem))
-    (block,) = [
-        node
-        for node in tree.body
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+def test_the_exported_errors_are_the_librarys_own() -> None:
+    exported = [getattr(deermem, name) for name in deermem.__all__]
+    raised = [
+        value for value in exported if isinstance(value, type) and issubclass(value, Exception)
     ]
-    seen = {}
-    for statement in block.body:
-        assert isinstance(statement, ast.ImportFrom)
-        for alias in statement.names:
-            assert alias.asname == alias.name  # re-exported explicitly
-            seen[alias.name] = statement.module
-    assert seen == deermem._ON_FIRST_USE
+    assert 10 <= len(raised) <= 16
+    for error in raised:
+        assert issubclass(error, deermem.DeerMemError)
+        assert error is getattr(errors, error.__name__)
+
+
+@pytest.mark.parametrize("module", [server_errors, evaluation_errors])
+def test_server_and_evaluation_errors_stay_in_their_packages(module: ModuleType) -> None:
+    names = module.__all__
+    assert names
+    for name in names:
+        assert issubclass(getattr(module, name), deermem.DeerMemError)
+        assert name not in deermem.__all__
+        assert name not in errors.__all__
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
-        _ = deermem.no_such_name
+        _ = deermem.no_such_name  # type: ignore[attr-defined]
     with pytest.raises(ImportError, match="no_such_name"):
         exec("from deermem import no_such_name", {})
 
 
-def test_eager_names_are_their_definitions() -> None:
-    from deermem.model.fact import Fact
+def test_exported_names_are_their_definitions() -> None:
+    from deermem.memory import Memory
+    from deermem.model import Fact
     from deermem.policy.selection import select_facts_for_capacity
 
+    assert deermem.Memory is Memory
     assert deermem.Fact is Fact
     assert deermem.select_facts_for_capacity is select_facts_for_capacity
 

@@ -20,20 +20,13 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from deermem import (
-    ConfigError,
-    DeerMemError,
-    LLMError,
-    LLMResponseInvalid,
-    LLMStatusError,
-    LLMTimeout,
-    LLMTransportError,
-)
+from deermem import ConfigError, DeerMemError, LLMError
+from deermem.errors import LLMResponseInvalid, LLMStatusError, LLMTimeout, LLMTransportError
 from deermem.llm import (
     ChatMessage,
     OpenAICompatibleModel,
     RetryPolicy,
-    openai_compat,
+    openai,
     request_fingerprint,
 )
 from deermem.testing import Reply, ScriptedChatServer
@@ -358,7 +351,7 @@ def test_oversized_answer_is_refused(
     make_model: ModelFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(openai_compat, "MAX_RESPONSE_BYTES", 1000)
+    monkeypatch.setattr(openai, "MAX_RESPONSE_BYTES", 1000)
     server.enqueue(Reply.text("x" * 2000))
     with pytest.raises(LLMResponseInvalid, match="larger than 1000 bytes"):
         make_model().complete(HELLO)

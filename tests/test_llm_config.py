@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from deermem import (
-    ConfigError,
-    LLMNotConfigured,
-    LLMUnavailable,
+from deermem import ConfigError, MemoryConfig
+from deermem.config import ModelConfig, load_config
+from deermem.errors import LLMNotConfigured, LLMUnavailable
+from deermem.llm import (
+    NO_MODEL_CONFIGURED,
+    ChatMessage,
+    ChatModel,
     LocalModel,
-    MemoryConfig,
-    ModelConfig,
     OpenAICompatibleModel,
     build_chat_model,
-    load_config,
+    require_chat_model,
 )
-from deermem.llm import NO_MODEL_CONFIGURED, ChatMessage, ChatModel, require_chat_model
 from deermem.llm import local as local_module
 from deermem.testing import ScriptedChatServer
 

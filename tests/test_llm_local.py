@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from deermem import LLMError, LocalModel, MemoryConfig, build_chat_model
-from deermem.llm import ChatMessage, ChatModel, default_model_path
+from deermem import LLMError, MemoryConfig
+from deermem.llm import ChatMessage, ChatModel, LocalModel, build_chat_model, default_model_path
 
 pytestmark = [
     pytest.mark.local_model,

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deermem.llm import ChatMessage, RetryPolicy, TokenUsage, parse_retry_after
-from deermem.llm._completion import InvalidCompletion, error_detail, parse_completion
+from deermem.llm.openai import InvalidCompletion, error_detail, parse_completion
 
 # --- RetryPolicy ----------------------------------------------------------------
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem import QueueClosedError, QueueFullError
+from deermem import QueueFullError
+from deermem.errors import QueueClosedError
 from deermem.testing import Reply, ScriptedChatServer
 from tests.wire_support import (
     CHAT,

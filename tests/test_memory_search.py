@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from deermem import Memory, SearchIndexError
+from deermem import Memory
+from deermem.errors import SearchIndexError
 from deermem.memory import SearchResult
 from deermem.recall.index import SearchIndex
 

@@ -12,12 +12,17 @@ from hypothesis import strategies as st
 from deermem import FactValidationError
 from deermem.model import (
     CORE_CATEGORIES,
+    ID_ATTEMPTS,
     Fact,
     FactSource,
     canonical_category,
     category_key,
+    duplicate_digest,
+    duplicate_key,
     format_timestamp,
+    new_fact_id,
     parse_timestamp,
+    random_fact_id,
 )
 
 NOW = datetime(2026, 8, 13, 12, 30, tzinfo=UTC)
@@ -313,3 +318,42 @@ def test_a_title_that_is_the_first_line_is_no_title() -> None:
     assert fact.title is None  # the 160-character cut ends in a space: stripped, equal
     assert fact.heading() == "a" * 159
     assert Fact.from_dict(minimal(title="Use\u2028uv\r\nnow")).title == "Use uv  now"
+
+
+def test_random_fact_ids_take_the_original_form() -> None:
+    fact_id = random_fact_id()
+    assert fact_id.startswith("fact_")
+    assert len(fact_id) == 13
+    assert int(fact_id[5:], 16) >= 0
+    assert Fact.from_dict(minimal(id=fact_id)).id == fact_id
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=ID_ATTEMPTS))
+def test_a_new_fact_id_is_the_first_candidate_not_in_use(taken: list[bool]) -> None:
+    """Candidates in use are skipped, in order; the first free one is returned."""
+    taken[-1] = False
+    candidates = iter(f"fact_{n:08x}" for n in range(len(taken)))
+    in_use = {f"fact_{n:08x}" for n, used in enumerate(taken) if used}
+    expected = f"fact_{taken.index(False):08x}"
+    assert new_fact_id(in_use.__contains__, lambda: next(candidates)) == expected
+
+
+def test_a_factory_that_keeps_returning_ids_in_use_is_reported() -> None:
+    calls: list[str] = []
+
+    def same() -> str:
+        calls.append("fact_00000000")
+        return "fact_00000000"
+
+    with pytest.raises(ValueError, match="already in use 20 times"):
+        new_fact_id({"fact_00000000"}.__contains__, same)
+    assert len(calls) == ID_ATTEMPTS
+
+
+@given(st.text(max_size=40), st.text(alphabet=" \t\n", max_size=3))
+def test_duplicates_are_texts_equal_stripped_and_case_folded(text: str, pad: str) -> None:
+    assert duplicate_key(pad + text + pad) == duplicate_key(text)
+    assert duplicate_key(text.casefold()) == duplicate_key(text)
+    assert duplicate_key(" Don't use PIP ") == duplicate_key("don't use pip")
+    assert duplicate_digest(pad + text + pad) == duplicate_digest(text)
+    assert len(duplicate_digest(text)) == 16

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
+from deermem.model import Scope
 from deermem.recall.index import SearchIndex
-from deermem.store import Scope
 from deermem.store.markdown import journal
 from deermem.testing import ScriptedChatServer
 from tests.regret_support import events, evict_one, library

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from deermem.library.regret import MOST_REGRETTED, REPORT_SCHEMA, build_report, parse_since
 from deermem.policy import ShadowComparison
 from deermem.store import EvictionReceipt, ReceiptEntry
-from deermem.store.regret_records import REGRET_KINDS, RegretEvent, RegretKind, RegretRole
+from deermem.store.records import REGRET_KINDS, RegretEvent, RegretKind, RegretRole
 
 NOW = datetime(2026, 9, 1, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import ProtocolError
+from deermem.eval.errors import ProtocolError
 from deermem.eval.replay import ReplayParams, generate, load_params, paired_interval
 from deermem.eval.replay.workload import BURST_CATEGORY, START
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem import MemoryConfig, PatternError
+from deermem import MemoryConfig
+from deermem.errors import PatternError
 from deermem.learning.messages import Message, parse_messages
 from deermem.learning.signals import (
     PATTERN_FILES,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from deermem import MessageFormatError
+from deermem.errors import MessageFormatError
 from deermem.learning.messages import Message, parse_message, parse_messages
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deermem import PatternError
+from deermem.errors import PatternError
 from deermem.learning.messages import Message, in_question
 from deermem.learning.signals import Signal, detect_signals, load_patterns
 

@@ -17,10 +17,10 @@ from deermem import (
     CorruptMemoryFile,
     DuplicateFactError,
     FactNotFoundError,
-    FactRevisionConflict,
     Memory,
     MemoryConfig,
 )
+from deermem.errors import FactRevisionConflict
 from deermem.scenarios import seed_scenarios
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

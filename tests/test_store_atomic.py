@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.store.markdown.atomic import atomic_write, is_temporary, write_temporary
+from deermem.store.markdown.files import atomic_write, is_temporary, write_temporary
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 

@@ -12,16 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import CorruptMemoryFile, Fact, Memory, MemoryConfig
-from deermem.model import CORE_CATEGORIES, FactScope, format_timestamp
-from deermem.store import Scope, Section, SummaryDocument
-from deermem.store.markdown import codec
-from deermem.store.markdown.codec import (
-    decode_fact,
-    decode_summaries,
-    encode_fact,
-    encode_summaries,
-)
-from deermem.store.markdown.paths import UserPaths
+from deermem.model import CORE_CATEGORIES, FactScope, Scope, format_timestamp
+from deermem.store import Section, SummaryDocument
+from deermem.store.markdown import files
+from deermem.store.markdown.files import UserPaths, decode_fact, encode_fact
+from deermem.store.records import decode_summaries, encode_summaries
 
 SCOPE = Scope.of("alice", "coder")
 PATH = Path("users/alice/agents/coder/facts/ab/fact_1a2b3c4d.md")
@@ -125,7 +120,7 @@ DUMPERS = [yaml.SafeDumper, *([yaml.CSafeDumper] if hasattr(yaml, "CSafeDumper")
 @given(fact=facts)
 def test_markdown_round_trip_is_the_identity(dumper: type, fact: Fact) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(codec, "_DUMPER", dumper)
+        patch.setattr(files, "_DUMPER", dumper)
         data = encode_fact(fact, SCOPE)
     decoded = decode_fact(data, PATH, SCOPE, fact.id)
     stored = fact.replace(scope={"userId": "alice", "agentName": "coder"})
@@ -144,7 +139,7 @@ def test_next_line_characters_survive_either_dumper(dumper: type) -> None:
         "s": "one\x85two"
     }
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(codec, "_DUMPER", dumper)
+        patch.setattr(files, "_DUMPER", dumper)
         data = encode_fact(fact, SCOPE)
     assert "\x85".encode() not in data
     decoded = decode_fact(data, PATH, SCOPE, fact.id)

@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.store import ChangeSet, EvictionReceipt, MarkdownStore, ReceiptEntry, Scope
-from deermem.store.markdown import atomic, journal
-from deermem.store.markdown.paths import JOURNAL_FILENAME, fact_shard
+from deermem.model import Scope
+from deermem.store import ChangeSet, EvictionReceipt, MarkdownStore, ReceiptEntry
+from deermem.store.markdown import files as atomic
+from deermem.store.markdown import journal
+from deermem.store.markdown.files import JOURNAL_FILENAME, fact_shard
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 CAP = 10

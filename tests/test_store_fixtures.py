@@ -19,11 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from deermem.model import Fact
-from deermem.model.scope import Scope
+from deermem.model import Fact, Scope
 from deermem.store import MarkdownStore
-from deermem.store.markdown.codec import decode_fact, encode_fact
-from deermem.store.markdown.paths import UserPaths
+from deermem.store.markdown.files import UserPaths, decode_fact, encode_fact
 from tests.store_fixtures.make import SCOPES, describe
 
 FIXTURES = Path(__file__).parent / "store_fixtures"

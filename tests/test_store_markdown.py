@@ -19,17 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from deermem import (
-    CorruptMemoryFile,
-    Fact,
-    FactRevisionConflict,
-    ManifestRevisionConflict,
-    StoreLockTimeout,
-)
-from deermem.store import ChangeSet, FactDelete, FactWrite, MarkdownStore, Scope, Store
-from deermem.store.markdown import atomic, journal, locks
-from deermem.store.markdown.codec import decode_fact
-from deermem.store.markdown.paths import fact_shard
+from deermem import CorruptMemoryFile, Fact, StoreLockTimeout
+from deermem.errors import FactRevisionConflict, ManifestRevisionConflict
+from deermem.model import Scope
+from deermem.store import ChangeSet, FactDelete, FactWrite, MarkdownStore, Store
+from deermem.store.markdown import files as atomic
+from deermem.store.markdown import journal, locks
+from deermem.store.markdown.files import decode_fact, fact_shard
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 ALICE = Scope.of("alice", "coder")
@@ -146,7 +142,7 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
         return original_decode(data, path, scope, expected_id)
 
     monkeypatch.setattr(os, "replace", record_write)
-    monkeypatch.setattr("deermem.store.reading.decode_fact", record_decode)
+    monkeypatch.setattr("deermem.store.markdown.store.decode_fact", record_decode)
     fresh = MarkdownStore(tmp_path)  # cold cache
     result = fresh.commit(
         ALICE,

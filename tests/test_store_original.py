@@ -20,9 +20,9 @@ import pytest
 from deermem import Fact, Memory, MemoryConfig
 from deermem.learning.answer import ReinforceEntry
 from deermem.learning.plan import confirm_facts
-from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
-from deermem.store.markdown.codec import decode_fact, encode_fact
-from deermem.store.markdown.paths import UserPaths
+from deermem.model import Scope
+from deermem.store import ChangeSet, FactWrite, MarkdownStore
+from deermem.store.markdown.files import UserPaths, decode_fact, encode_fact
 from tests.store_fixtures.original_cases import (
     CHANGED,
     CREATED,

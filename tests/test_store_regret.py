@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
-from deermem.store import ChangeSet, MarkdownStore, Scope
-from deermem.store.regret_records import RegretEvent, ShadowMark
+from deermem.model import Scope
+from deermem.store import ChangeSet, MarkdownStore
+from deermem.store.records import RegretEvent, ShadowMark
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 SCOPE = Scope.of("alice", None)
@@ -169,7 +170,7 @@ def test_a_damaged_archive_entry_never_stops_a_fact_from_being_added(
 
 def test_a_markdown_copy_keeps_the_regret_byte_for_byte(tmp_path: Path) -> None:
     from deermem.store.markdown.transfer import MarkdownTransfer
-    from deermem.store.migration import MigrationReport, migrate
+    from deermem.store.migrate import MigrationReport, migrate
 
     config = MemoryConfig(max_facts=10, fact_eviction_shadow_enabled=True)
     memory = Memory.open(tmp_path / "source", config, user="alice", clock=lambda: NOW)

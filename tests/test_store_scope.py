@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import Memory, MemoryConfig, UnsafeIdentifierError
-from deermem.model.scope import check_user_id
-from deermem.store import DEFAULT_AGENT, Scope, normalise_agent, safe_user_id
-from deermem.store.markdown.paths import UserPaths
+from deermem.model import DEFAULT_AGENT, Scope, check_user_id, normalise_agent, safe_user_id
+from deermem.store.markdown.files import UserPaths
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 

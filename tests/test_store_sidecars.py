@@ -12,8 +12,9 @@ import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
 from deermem.scenarios import seed_scenarios
-from deermem.store import sidecars
-from deermem.store.markdown import atomic
+from deermem.store import plan
+from deermem.store.markdown import files as atomic
+from deermem.store.markdown import sidecars
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -217,7 +218,7 @@ def test_forgetting_ids_drops_malformed_fields() -> None:
         {"occurredAt": "y", "evicted": [{"factId": "b"}], "shadow": {"wouldEvict": "a"}},
         "not an event",
     ]
-    cleaned = sidecars.strip_audit_events(events, {"zzz"})
+    cleaned = plan.strip_audit_events(events, {"zzz"})
     assert cleaned == [
         {
             "occurredAt": "x",

@@ -1,6 +1,6 @@
 """What the store accepts, it reads back: one text boundary for every path.
 
-Text that reaches a file passes deermem.model.text: a lone surrogate (what an
+Text that reaches a file passes deermem.model: a lone surrogate (what an
 undecodable byte becomes) is refused on every path with an error naming the
 field; text written by hand or by a model also keeps to the one-line and
 length limits of extracted facts. Whatever the writer accepts, a fresh
@@ -27,16 +27,22 @@ from deermem import (
     DuplicateFactError,
     Fact,
     FactValidationError,
-    InvalidTextError,
     Memory,
     MemoryConfig,
     UnsafeIdentifierError,
 )
 from deermem.cli import main
+from deermem.errors import InvalidTextError
 from deermem.learning.answer import NormalizedResponse, normalize_response
-from deermem.model import CORE_CATEGORIES
-from deermem.model.text import MAX_NESTING, check_line, check_lines, check_storable
-from deermem.store import ChangeSet, FactWrite, MarkdownStore, Scope
+from deermem.model import (
+    CORE_CATEGORIES,
+    MAX_NESTING,
+    Scope,
+    check_line,
+    check_lines,
+    check_storable,
+)
+from deermem.store import ChangeSet, FactWrite, MarkdownStore
 from deermem.testing import ScriptedChatServer
 from tests.wire_support import (
     CHAT,
@@ -402,7 +408,8 @@ created_facts = st.fixed_dictionaries(
 READER = """
 import json, sys
 from pathlib import Path
-from deermem.store import MarkdownStore, Scope
+from deermem.store import MarkdownStore
+from deermem.model import Scope
 snapshot = MarkdownStore(Path(sys.argv[1])).load(Scope.of("alice", "coder"))
 facts = {fact.id: [list(fact.to_dict().items()), fact.heading()] for fact in snapshot.facts}
 print(json.dumps({"facts": facts, "summaries": snapshot.summaries.to_dict()}))

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from deermem import LLMResponseInvalid, Memory
+from deermem import Memory
+from deermem.errors import LLMResponseInvalid
 from deermem.testing import Reply, ScriptedChatServer
 from tests.wire_support import (
     CHAT,

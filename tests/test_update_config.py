@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem import ConfigError, MemoryConfig, load_config
+from deermem import ConfigError, MemoryConfig
+from deermem.config import load_config
 from deermem.learning.plan import UpdateSettings
 
 
@@ -22,7 +23,6 @@ def test_defaults_are_the_originals() -> None:
     assert config.prompts_dir is None
     assert config.debounce_seconds == 30
     assert config.queue_max_depth == 1000
-    assert config.watermark_max_keys == 4096
     assert config.shutdown_flush_timeout_seconds == 30
 
 
@@ -38,7 +38,6 @@ def test_defaults_are_the_originals() -> None:
         ("staleness_max_extension_days", 89, "between 90 and 36500"),
         ("debounce_seconds", 0, "between 1.0 and 300.0"),
         ("queue_max_depth", -1, "at least 0"),
-        ("watermark_max_keys", -5, "at least 0"),
         ("shutdown_flush_timeout_seconds", 301, "between 1.0 and 300.0"),
         ("staleness_age_days", True, "not true/false"),
         ("queue_max_depth", False, "not true/false"),
@@ -54,8 +53,8 @@ def test_out_of_range_values_name_key_value_and_range(
 
 
 def test_zero_means_unlimited_for_the_queue_and_the_watermark() -> None:
-    config = MemoryConfig(queue_max_depth=0, watermark_max_keys=0)
-    assert (config.queue_max_depth, config.watermark_max_keys) == (0, 0)
+    config = MemoryConfig(queue_max_depth=0)
+    assert config.queue_max_depth == 0
 
 
 def test_keys_load_from_files_and_the_environment(tmp_path: Path) -> None:
@@ -85,3 +84,9 @@ def test_the_default_creation_cap() -> None:
     settings = UpdateSettings.from_config(MemoryConfig())
     assert settings == UpdateSettings()
     assert settings.creation_cap_days == 1800
+
+
+def test_the_in_memory_watermark_bound_is_no_setting() -> None:
+    """Issue 21: ``watermark_max_keys`` bounded a watermark deermem keeps in its store."""
+    with pytest.raises(ConfigError, match="unknown setting 'watermark_max_keys'"):
+        MemoryConfig(watermark_max_keys=100)

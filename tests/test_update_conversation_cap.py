@@ -185,7 +185,7 @@ def test_an_invalid_cap_names_the_setting_the_value_and_the_range(value: object)
 
 
 def test_the_setting_loads_from_a_file_and_the_environment(tmp_path: Path) -> None:
-    from deermem import load_config
+    from deermem.config import load_config
 
     path = tmp_path / "deermem.yaml"
     path.write_text("max_conversation_chars: 12000\n", encoding="utf-8")

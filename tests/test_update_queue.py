@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from deermem import QueueClosedError, QueueFullError
+from deermem import QueueFullError
+from deermem.errors import QueueClosedError
 from deermem.learning.learner import StoredMarks
 from deermem.learning.prompt import ConversationTurn
 from deermem.learning.queue import QueueItem, QueueKey, UpdateQueue, mark_of, messages_after
-from deermem.store import ChangeSet, MarkdownStore, Scope
+from deermem.model import Scope
+from deermem.store import ChangeSet, MarkdownStore
 
 Turn = ConversationTurn
 NOW = datetime(2026, 8, 13, 12, 0, tzinfo=UTC)

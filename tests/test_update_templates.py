@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deermem import PromptNotFoundError, PromptTemplateError
+from deermem.errors import PromptNotFoundError, PromptTemplateError
 from deermem.learning.plan import UpdateSettings
 from deermem.learning.prompt import (
     ConversationTurn,

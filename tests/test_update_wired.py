@@ -18,13 +18,8 @@ from typing import Any
 
 import pytest
 
-from deermem import (
-    LLMNotConfigured,
-    LLMStatusError,
-    Memory,
-    MemoryConfig,
-    MessageFormatError,
-)
+from deermem import Memory, MemoryConfig
+from deermem.errors import LLMNotConfigured, LLMStatusError, MessageFormatError
 from deermem.learning.answer import response_json_schema
 from deermem.learning.prompt import PromptLoader
 from deermem.learning.signals import Pattern, PatternSet, Signal
@@ -849,7 +844,7 @@ def test_a_revision_conflict_reloads_and_applies_the_same_answer(
 def test_three_conflicts_in_a_row_give_up_without_a_partial_commit(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:
-    from deermem import FactRevisionConflict
+    from deermem.errors import FactRevisionConflict
 
     revisions = iter(range(1, 100))
 

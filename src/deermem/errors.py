@@ -36,10 +36,6 @@ because that is what they are and what generic callers already handle::
     ├── UpdateQueueError            the update queue did not take a conversation
     │   ├── QueueFullError          the queue is at its depth limit
     │   └── QueueClosedError        the queue has been shut down
-    ├── ServerError                 the HTTP server cannot start or serve as configured
-    │   ├── TokenFileError          (ValueError) the tokens file is unreadable or malformed
-    │   ├── UnknownTokenError       (KeyError)   no token with that id in the tokens file
-    │   └── InsecureBindError                    a non-loopback address without tokens
     ├── LLMError                    a language-model call gave no usable answer
     │   ├── LLMNotConfigured        no model is configured, so extraction is off
     │   ├── LLMUnavailable          the configured backend cannot run here
@@ -47,6 +43,8 @@ because that is what they are and what generic callers already handle::
     │   │   └── LLMTimeout          ... because the request timed out
     │   ├── LLMStatusError          the server answered with an error status
     │   └── LLMResponseInvalid      the answer is not a usable chat completion
+    ├── ServerError                 the HTTP or MCP server cannot start or serve as
+    │                               configured; its branch is drawn in deermem.service.errors
     └── EvaluationError             the reproducible evaluation refused to go on; its
                                     branch is drawn in deermem.eval.errors
 
@@ -79,7 +77,6 @@ __all__ = [
     "FactNotFoundError",
     "FactRevisionConflict",
     "FactValidationError",
-    "InsecureBindError",
     "InvalidTextError",
     "LLMError",
     "LLMNotConfigured",
@@ -99,13 +96,10 @@ __all__ = [
     "QueueFullError",
     "RevisionConflict",
     "SearchIndexError",
-    "ServerError",
     "StorageError",
     "StoreLockTimeout",
     "StoreNeedsRecovery",
     "StoreSettingsExistError",
-    "TokenFileError",
-    "UnknownTokenError",
     "UnsafeIdentifierError",
     "UpdateQueueError",
 ]
@@ -621,60 +615,6 @@ class PatternError(DeerMemError, ValueError):
         what = f" `{shown}`" if shown is not None else ""
         head = f"{path}:{where}{what}" if where or what else path
         super().__init__(f"{head}: {problem}")
-
-
-class ServerError(DeerMemError):
-    """The HTTP server cannot start, or cannot serve, as configured."""
-
-
-class TokenFileError(ServerError, ValueError):
-    """The tokens file cannot be read, or an entry in it is malformed.
-
-    The server refuses to start rather than treat a damaged file as "no
-    tokens", which would open every memory to anyone on the network.
-
-    Attributes:
-        path: the tokens file.
-        problem: what is wrong, for people (never a token or a digest).
-    """
-
-    def __init__(self, path: object, problem: str) -> None:
-        self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
-
-
-class UnknownTokenError(ServerError, KeyError):
-    """No token with this id is in the tokens file.
-
-    Attributes:
-        token_id: the id asked for.
-        path: the tokens file.
-    """
-
-    def __init__(self, token_id: str, path: object) -> None:
-        self.token_id = token_id
-        self.path = str(path)
-        super().__init__(token_id)
-
-    def __str__(self) -> str:
-        return f"{self.path}: no token with id {self.token_id!r} (see `deermem token list`)"
-
-
-class InsecureBindError(ServerError):
-    """The server was asked to listen beyond loopback with no token configured.
-
-    Attributes:
-        host: the address it was asked to bind.
-    """
-
-    def __init__(self, host: str) -> None:
-        self.host = host
-        super().__init__(
-            f"refusing to listen on {host!r} without authentication: anyone who can reach "
-            "it could read every memory. Add a token first (`deermem token add --user NAME`) "
-            "or bind to 127.0.0.1"
-        )
 
 
 class LLMError(DeerMemError):

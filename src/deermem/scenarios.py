@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from deermem.model.timestamps import format_timestamp
+from deermem.model import format_timestamp
 
 __all__ = ["DEMO_CLOCK", "Scenario", "seed_scenarios"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deermem import DatasetHashMismatchError, DatasetIntegrityError
+from deermem.eval.errors import DatasetHashMismatchError, DatasetIntegrityError
 from deermem.eval.protocol.dataset import (
     answer_text,
     file_sha256,

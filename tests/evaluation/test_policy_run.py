@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deermem import ResultsExistError
+from deermem.eval.errors import ResultsExistError
 from deermem.eval.policy_run import run as eviction
 from deermem.eval.policy_run.run import (
     decide,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from deermem import ProtocolError
+from deermem.eval.errors import ProtocolError
 from deermem.eval.protocol.bundle import (
     POLICY_ORDER,
     ProtocolFiles,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deermem import DatasetIntegrityError, ProtocolError
+from deermem.eval.errors import DatasetIntegrityError, ProtocolError
 from deermem.eval.protocol.dataset import Dataset, load_dataset
 from deermem.eval.protocol.manifests import SelectionRule
 from deermem.eval.protocol.selection import (

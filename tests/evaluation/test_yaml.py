@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import ProtocolError
+from deermem.eval.errors import ProtocolError
 from deermem.eval.protocol._yaml import RepeatedKeyError, YAMLSyntaxError, load_yaml
 from deermem.eval.protocol.bundle import (
     ProtocolFiles,

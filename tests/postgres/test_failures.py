@@ -26,8 +26,8 @@ from deermem import (
     UnsafeIdentifierError,
 )
 from deermem.library import Proposal
-from deermem.model.fact import Fact
-from deermem.store import ChangeSet, Scope
+from deermem.model import Fact, Scope
+from deermem.store import ChangeSet
 from deermem.store.postgres import PostgresStore
 from deermem.testing.postgres import TemporaryPostgres
 

@@ -12,9 +12,9 @@ import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.cli.app import main
-from deermem.model import format_timestamp
-from deermem.store import ChangeSet, MarkdownStore, Scope
-from deermem.store.markdown.regret_log import encode_regret_events
+from deermem.model import Scope, format_timestamp
+from deermem.store import ChangeSet, MarkdownStore
+from deermem.store.markdown.sidecars import encode_regret_events
 from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.postgres import PostgresStore
 from deermem.store.postgres.transfer import PostgresTransfer

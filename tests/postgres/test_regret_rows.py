@@ -16,9 +16,10 @@ import psycopg
 import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
-from deermem.store import ChangeSet, Scope
+from deermem.model import Scope
+from deermem.store import ChangeSet
 from deermem.store.postgres import PostgresStore
-from deermem.store.regret_records import RegretEvent, ShadowMark
+from deermem.store.records import RegretEvent, ShadowMark
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 SCOPE = Scope.of("alice")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deermem import Memory, MemoryConfig
-from deermem.store import Scope
+from deermem.model import Scope
 from deermem.store.postgres import PostgresStore
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from deermem import DatabaseError, DatabaseSchemaError, Memory, MemoryConfig
+from deermem import DatabaseError, Memory, MemoryConfig
 from deermem.cli.app import main
-from deermem.store import Scope
-from deermem.store.postgres import PostgresStore, schema
-from deermem.store.postgres.schema import Migration, database_status, upgrade_database
-from deermem.store.postgres.store import PostgresTransaction
+from deermem.errors import DatabaseSchemaError
+from deermem.model import Scope
+from deermem.store.postgres import PostgresStore, database
+from deermem.store.postgres.database import Migration, database_status, upgrade_database
 
 LATER = Migration(3, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
 
@@ -73,8 +73,8 @@ def test_replicas_upgrading_at_once_apply_each_migration_once(empty_postgres_url
 def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shipped = schema.migrations()
-    monkeypatch.setattr(schema, "migrations", lambda: (*shipped, LATER))
+    shipped = database.migrations()
+    monkeypatch.setattr(database, "migrations", lambda: (*shipped, LATER))
     with pytest.raises(DatabaseSchemaError, match="at schema version 2 and this deermem needs 3"):
         PostgresStore(postgres_url)
     assert upgrade_database(postgres_url).applied == (3,)
@@ -86,8 +86,8 @@ def test_a_failed_migration_applies_nothing(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = Migration(3, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
-    shipped = schema.migrations()
-    monkeypatch.setattr(schema, "migrations", lambda: (*shipped, broken))
+    shipped = database.migrations()
+    monkeypatch.setattr(database, "migrations", lambda: (*shipped, broken))
     with pytest.raises(DatabaseError, match="nonsense"):
         upgrade_database(postgres_url)
     assert "deermem_half" not in tables(postgres_url)
@@ -120,25 +120,25 @@ def test_db_commands(
 
 
 def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
-    empty_postgres_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    empty_postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A database a deermem before regret migrated: 0002 adds the tables, nothing else moves."""
     url = empty_postgres_url
     now = datetime(2026, 8, 13, tzinfo=UTC)
     config = MemoryConfig(max_facts=10)
-    shipped = schema.migrations()
-    with monkeypatch.context() as before_regret:
-        # As the deermem before regret was: schema 1, and no regret recorded.
-        before_regret.setattr(schema, "migrations", lambda: shipped[:1])
-        before_regret.setattr(PostgresStore, "records_regret", False)
-        before_regret.setattr(PostgresTransaction, "records_regret", False)
-        assert upgrade_database(url).applied == (1,)
-        with PostgresStore(url) as store:
-            memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
-            for n in range(11):  # one over the cap: a receipt and an archive entry
-                memory.create_fact(f"Fact number {n}", confidence=0.5 + n / 100)
-            document, receipts = memory.export_document(), memory.audit()
-            [archived] = memory.list_archived()
+    assert upgrade_database(url).applied == (1, 2)
+    with PostgresStore(url) as store:
+        memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
+        for n in range(11):  # one over the cap: a receipt and an archive entry
+            memory.create_fact(f"Fact number {n}", confidence=0.5 + n / 100)
+        document, receipts = memory.export_document(), memory.audit()
+        [archived] = memory.list_archived()
+        assert store.regret_events(memory.scope) == ()
+        assert store.shadow_marks(memory.scope) == {}
+    # As a deermem before regret left it: schema 1, without 0002's (here empty) tables.
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("DROP TABLE deermem_regret_events, deermem_shadow_marks")
+        connection.execute("DELETE FROM deermem_migrations WHERE version = 2")
     assert "deermem_regret_events" not in tables(url)
     with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 2"):
         PostgresStore(url)

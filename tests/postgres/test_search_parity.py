@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.store import Scope
+from deermem.model import Scope
 from deermem.store.postgres import PostgresStore
 from tests.store_contract.test_search import LIBRARY
 

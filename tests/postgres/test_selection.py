@@ -9,8 +9,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from deermem import ConfigError, DatabaseError, Memory, MemoryConfig, load_config
+from deermem import ConfigError, DatabaseError, Memory, MemoryConfig
 from deermem.cli.app import main
+from deermem.config import load_config
 from deermem.store import MarkdownStore
 from deermem.store.postgres import PostgresStore
 from deermem.testing.postgres import TemporaryPostgres

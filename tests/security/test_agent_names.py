@@ -20,7 +20,7 @@ import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig, UnsafeIdentifierError
 from deermem.cli import main
-from deermem.model.scope import MAX_AGENT_NAME_LENGTH, MAX_USER_ID_BYTES, agent_directory
+from deermem.model import MAX_AGENT_NAME_LENGTH, MAX_USER_ID_BYTES, agent_directory
 
 from ..served_store import ServedStore, files_under, on_both_stores
 from ..server.conftest import start_server

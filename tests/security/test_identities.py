@@ -31,8 +31,7 @@ from hypothesis import strategies as st
 
 from deermem import Memory, MemoryConfig, UnsafeIdentifierError
 from deermem.cli import main
-from deermem.model.scope import check_user_id
-from deermem.store import safe_user_id
+from deermem.model import check_user_id, safe_user_id
 
 from ..mcp.conftest import call, stdio_session
 from ..served_store import ServedStore, files_under, on_both_stores

@@ -20,9 +20,11 @@ from urllib.parse import quote
 
 import pytest
 
-from deermem import Memory, MemoryConfig, OwnerConflictError
+from deermem import Memory, MemoryConfig
 from deermem.cli import main
-from deermem.store import ChangeSet, safe_user_id
+from deermem.errors import OwnerConflictError
+from deermem.model import safe_user_id
+from deermem.store import ChangeSet
 
 from ..served_store import ServedStore, files_under
 from ..server.conftest import start_server

@@ -18,12 +18,9 @@ from hypothesis import strategies as st
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.server import ServerState
 
-from deermem import (
-    FactValidationError,
-    MessageFormatError,
-    TokenFileError,
-    UnknownTokenError,
-)
+from deermem import FactValidationError
+from deermem.errors import MessageFormatError
+from deermem.service.errors import TokenFileError, UnknownTokenError
 from deermem.service.http.limits import HostRule, split_host
 from deermem.service.http.pages import InvalidCursor, paginate
 from deermem.service.http.problems import problem_for

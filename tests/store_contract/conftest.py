@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.store import MarkdownStore, Scope, Store
+from deermem.model import Scope
+from deermem.store import MarkdownStore, Store
 
 
 class Stores:

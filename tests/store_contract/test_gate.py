@@ -7,20 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from deermem import Fact, FactNotFoundError, FactRevisionConflict, MemoryConfig
+from deermem import Fact, FactNotFoundError, MemoryConfig
+from deermem.errors import FactRevisionConflict
 from deermem.library import CapacityGate, Proposal, Removal
+from deermem.model import Scope
 from deermem.policy import CapacityPolicy
-from deermem.store import (
-    ArchiveEntry,
-    ChangeSet,
-    CommitResult,
-    Scope,
-    ScopeSnapshot,
-    Store,
-    UsageEntry,
-)
+from deermem.store import ArchiveEntry, ChangeSet, CommitResult, ScopeSnapshot, Store, UsageEntry
 from deermem.store.protocol import StoreTransaction
-from deermem.store.regret_records import ShadowMark
+from deermem.store.records import ShadowMark
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -180,10 +174,6 @@ class CountingTransaction:
     def usage(self) -> Mapping[str, UsageEntry]:
         self.usage_reads += 1
         return self.inner.usage()
-
-    @property
-    def records_regret(self) -> bool:
-        return self.inner.records_regret
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return self.inner.archived(fact_id)

@@ -12,14 +12,14 @@ import pytest
 from deermem import (
     DuplicateFactError,
     FactNotFoundError,
-    FactRevisionConflict,
     FactValidationError,
     Memory,
     MemoryConfig,
     UnsafeIdentifierError,
 )
+from deermem.errors import FactRevisionConflict
+from deermem.model import Scope
 from deermem.scenarios import seed_scenarios
-from deermem.store import Scope
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

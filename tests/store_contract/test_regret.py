@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from deermem import ArchivedFactError, Memory, MemoryConfig
-from deermem.store import ChangeSet, Scope
-from deermem.store.regret_records import RegretEvent, ShadowMark, query_digest
+from deermem.model import Scope
+from deermem.store import ChangeSet
+from deermem.store.records import RegretEvent, ShadowMark, query_digest
 from deermem.testing import ScriptedChatServer
 from tests.regret_support import (
     CHATTING,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from deermem import MemoryConfig
-from deermem.store import Scope
+from deermem.model import Scope
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

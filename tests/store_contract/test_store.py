@@ -12,15 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deermem import (
-    Fact,
-    FactNotFoundError,
-    FactRevisionConflict,
-    ManifestRevisionConflict,
-    MemoryConfig,
-    StoreLockTimeout,
-)
-from deermem.store import ChangeSet, FactDelete, FactWrite, Scope, Section, Store
+from deermem import Fact, FactNotFoundError, MemoryConfig, StoreLockTimeout
+from deermem.errors import FactRevisionConflict, ManifestRevisionConflict
+from deermem.model import Scope
+from deermem.store import ChangeSet, FactDelete, FactWrite, Section, Store
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

@@ -23,7 +23,7 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from deermem.model import Fact
+from deermem.model import Fact, Scope
 from deermem.store import (
     ArchiveEntry,
     ChangeSet,
@@ -31,7 +31,6 @@ from deermem.store import (
     FactWrite,
     MarkdownStore,
     ReceiptEntry,
-    Scope,
     Section,
 )
 

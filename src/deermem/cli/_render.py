@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from deermem.model.fact import Fact
+    from deermem.model import Fact
     from deermem.store import EvictionReceipt, ReceiptEntry
 
 __all__ = [

@@ -125,7 +125,7 @@ def _rows(
     """One row per setting; a section (``model``) gives one row per key, ``model.base_url``."""
     from pydantic import BaseModel
 
-    from deermem.config.database import redact_database_url
+    from deermem.config import redact_database_url
 
     for key in type(config).model_fields:
         value, default = getattr(config, key), getattr(defaults, key)

@@ -57,7 +57,7 @@ def upgrade(
 
     Example: `deermem db upgrade --database postgresql://deermem@db/deermem`
     """
-    from deermem.store.postgres.schema import upgrade_database
+    from deermem.store.postgres.database import upgrade_database
 
     status = upgrade_database(_database(ctx, database))
     if as_json:
@@ -80,7 +80,7 @@ def status(
 
     Example: `deermem db status --json`
     """
-    from deermem.store.postgres.schema import database_status
+    from deermem.store.postgres.database import database_status
 
     found = database_status(_database(ctx, database))
     if as_json:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from deermem.cli._output import JSON_OPTION, out_console, print_json
 from deermem.cli._render import components_text, eviction_sentence, margin_text
-from deermem.model.timestamps import format_timestamp, parse_timestamp
+from deermem.model import format_timestamp, parse_timestamp
 from deermem.scenarios import DEMO_CAPACITY, DEMO_CLOCK
 
 if TYPE_CHECKING:
@@ -51,8 +51,9 @@ def demo(
     Example: `deermem demo --root /tmp/deermem-demo`, then
     `deermem --root /tmp/deermem-demo --user demo --agent stale-vs-confirmed-confidence audit`
     """
-    from deermem.config import MemoryConfig, render_store_settings, write_store_settings
+    from deermem.config import MemoryConfig, render_store_settings
     from deermem.memory.demo import DEMO_USER, MODES, run_demo
+    from deermem.store.markdown.files import write_store_settings
 
     clock = parse_timestamp(now)
     if clock is None:

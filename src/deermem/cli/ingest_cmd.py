@@ -16,7 +16,7 @@ from deermem.errors import ConversationFileError, MessageFormatError
 
 if TYPE_CHECKING:
     from deermem.learning.report import FactChange, UpdateReport, UpdateResult
-    from deermem.model.fact import Fact
+    from deermem.model import Fact
 
 __all__ = ["EXIT_ANSWER_UNUSABLE", "ingest", "read_conversation"]
 

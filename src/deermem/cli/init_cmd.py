@@ -47,10 +47,9 @@ def init(
         render_store_settings,
         resolve_config,
         store_settings_path,
-        write_store_settings,
     )
     from deermem.store import resolve_root
-    from deermem.store.markdown.listing import holds_store
+    from deermem.store.markdown.files import holds_store, write_store_settings
 
     state = cli_context(ctx)
     resolved = resolve_config(config or state.config_file)

@@ -34,7 +34,7 @@ def migrate_command(
 
     Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`
     """
-    from deermem.store.migration import MigrationReport, migrate, opened_location
+    from deermem.store.migrate import MigrationReport, migrate, opened_location
 
     config = config_of(ctx)
     with (

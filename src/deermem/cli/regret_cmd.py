@@ -48,7 +48,7 @@ def regret(
     from deermem.cli.regret_chart import render_regret_chart
     from deermem.eval.report.png import CHARTS_EXTRA, missing_chart_module
     from deermem.library.regret import parse_since
-    from deermem.store.markdown.atomic import atomic_write
+    from deermem.store.markdown.files import atomic_write
 
     memory = memory_of(ctx)
     try:
@@ -112,7 +112,7 @@ def _print(report: RegretReport) -> None:
 
 
 def _events(policy: PolicyRegret) -> str:
-    from deermem.store.regret_records import REGRET_KINDS
+    from deermem.store.records import REGRET_KINDS
 
     counts = [
         f"{kind.replace('_', ' ')} {policy.events[kind]}"

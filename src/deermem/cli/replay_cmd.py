@@ -65,7 +65,7 @@ def replay(
     from deermem.eval.replay.report import encode_results, render_chart, render_markdown, summarize
     from deermem.eval.replay.run import replay_all
     from deermem.eval.report.png import CHARTS_EXTRA, missing_chart_module
-    from deermem.store.markdown.atomic import atomic_write
+    from deermem.store.markdown.files import atomic_write
 
     loaded = load_params(params)
     if quick:

@@ -79,7 +79,7 @@ def add(
 
     Example: `deermem token add --user alice --name laptop --expires 30d`
     """
-    from deermem.model.timestamps import parse_moment
+    from deermem.model import parse_moment
 
     if not user and not admin:
         raise typer.BadParameter("give at least one --user, or --admin")

@@ -42,7 +42,7 @@ def export(
     if file == _STDIO:
         typer.echo(text, nl=False)
         return
-    from deermem.store.markdown.atomic import atomic_write
+    from deermem.store.markdown.files import atomic_write
 
     path = Path(file)
     if not path.parent.is_dir():

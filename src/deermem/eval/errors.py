@@ -24,8 +24,8 @@ bad input also derive from :class:`ValueError`::
         └── ResultsExistError       (FileExistsError) result files are already there;
                                     nothing is overwritten
 
-All of them are also exported by :mod:`deermem` itself. Their context is in
-attributes (``file``, ``key``, ``paths`` ...); messages never quote dataset
+They stay in this package (:mod:`deermem` exports the library's errors only).
+Their context is in attributes (``file``, ``key``, ``paths`` ...); messages never quote dataset
 text or a key.
 """
 

@@ -36,7 +36,7 @@ The reading, field by field (the same rules the models state):
   that truncates to a whole number of at least 1; a summary's
   ``shouldUpdate`` is ``true`` or the text ``"true"``;
 * text that reaches a file keeps to the text boundary of facts written by
-  hand (:mod:`deermem.model.text`): a new fact whose content, category or
+  hand (the text boundary of :mod:`deermem.model`): a new fact whose content, category or
   ``sourceError`` holds a lone surrogate or a control character (any, in a
   category) is malformed; so is a summary section (ignored) and an entry's
   id (ignored); a reason that is not valid text is no reason.
@@ -99,10 +99,17 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from deermem.errors import FactValidationError
-from deermem.model import CORE_CATEGORIES
-from deermem.model import text as model_text
-from deermem.model.fact import MAX_FACT_ID_LENGTH
-from deermem.store.protocol import HISTORY_SECTIONS, USER_SECTIONS, SummaryKey
+from deermem.model import (
+    CORE_CATEGORIES,
+    MAX_CATEGORY_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_FACT_ID_LENGTH,
+    MAX_SOURCE_ERROR_CHARS,
+    MAX_SUMMARY_CHARS,
+    check_line,
+    check_lines,
+)
+from deermem.store.records import HISTORY_SECTIONS, USER_SECTIONS, SummaryKey
 
 __all__ = [
     "AUTHORITY_LABELS",
@@ -170,13 +177,9 @@ MAX_REMOVALS: Final = 100
 MAX_STALE_REMOVALS: Final = 100
 MAX_EXTENSIONS: Final = 100
 
-# The lengths of text that reaches a file are the model layer's, shared with
-# facts written by hand (deermem.model.text).
-MAX_CONTENT_CHARS: Final = model_text.MAX_CONTENT_CHARS
-MAX_CATEGORY_CHARS: Final = model_text.MAX_CATEGORY_CHARS
+# The lengths of content, categories, sourceError and summaries are the model
+# layer's (imported above), shared with facts written by hand.
 MAX_CONFIDENCE_TEXT_CHARS: Final = 32
-MAX_SOURCE_ERROR_CHARS: Final = model_text.MAX_SOURCE_ERROR_CHARS
-MAX_SUMMARY_CHARS: Final = model_text.MAX_SUMMARY_CHARS
 MAX_REASON_CHARS: Final = 1_000
 MAX_ID_CHARS: Final = MAX_FACT_ID_LENGTH
 _MAX_LABEL_CHARS: Final = 64
@@ -338,7 +341,7 @@ def _reason(value: object) -> str:
     if not isinstance(value, str):
         return ""
     reason = value.strip()[:MAX_REASON_CHARS].strip()
-    return reason if _is_text(model_text.check_lines, reason) else ""
+    return reason if _is_text(check_lines, reason) else ""
 
 
 def _stripped(value: object) -> str:
@@ -355,7 +358,7 @@ def _truthy(value: object) -> bool:
 
 
 def _is_text(check: Callable[[str, str, int], str], value: str) -> bool:
-    """Whether ``value`` passes a text check of :mod:`deermem.model.text` (lengths
+    """Whether ``value`` passes a text check of the model's text boundary (lengths
     are checked, and counted, by the field's own limit)."""
     try:
         check("text", value, len(value))
@@ -405,7 +408,7 @@ Id = Annotated[
     str,
     Field(min_length=1, max_length=MAX_ID_CHARS),
     BeforeValidator(_stripped),
-    AfterValidator(_text(model_text.check_line)),
+    AfterValidator(_text(check_line)),
 ]
 Reason = Annotated[str, Field(max_length=MAX_REASON_CHARS), BeforeValidator(_reason)]
 Scope = Annotated[str | None, BeforeValidator(_label), WithJsonSchema({"enum": list(SCOPE_LABELS)})]
@@ -449,7 +452,7 @@ class SummaryProposal(_Entry):
         str,
         Field(max_length=MAX_SUMMARY_CHARS),
         BeforeValidator(_text_or_empty),
-        AfterValidator(_text(model_text.check_lines)),
+        AfterValidator(_text(check_lines)),
     ]
     shouldUpdate: Annotated[bool, BeforeValidator(_truthy)]
     scope: Scope
@@ -482,14 +485,14 @@ class NewFactProposal(_Entry):
     content: Annotated[
         str,
         Field(min_length=1, max_length=MAX_CONTENT_CHARS),
-        AfterValidator(_text(model_text.check_lines)),
+        AfterValidator(_text(check_lines)),
     ]
     confidence: Annotated[float, Field(ge=0, le=1), BeforeValidator(_confidence)]
     category: Annotated[
         str,
         Field(max_length=MAX_CATEGORY_CHARS),
         BeforeValidator(_stripped),
-        AfterValidator(_text(model_text.check_line)),
+        AfterValidator(_text(check_line)),
         AfterValidator(lambda category: category or "context"),
         WithJsonSchema({"enum": list(CORE_CATEGORIES)}),
     ]
@@ -500,7 +503,7 @@ class NewFactProposal(_Entry):
         str | None,
         Field(max_length=MAX_SOURCE_ERROR_CHARS),
         BeforeValidator(_stripped),
-        AfterValidator(_text(model_text.check_lines)),
+        AfterValidator(_text(check_lines)),
         AfterValidator(lambda text: text or None),
     ] = None
     expected_valid_days: MaybeDays = None

@@ -108,19 +108,16 @@ from deermem.learning.report import (
 )
 from deermem.learning.signals import PatternSet, detect_signals, learnable, load_patterns
 from deermem.library.gate import CapacityGate, GateOutcome, Proposal, Removal
-from deermem.model import Fact
-from deermem.model.scope import Scope
-from deermem.store.protocol import (
-    ChangeSet,
-    CommitResult,
-    ScopeSnapshot,
+from deermem.model import Fact, Scope
+from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, Store, StoreTransaction
+from deermem.store.records import (
+    REASON_CAPACITY,
+    ArchiveEntry,
     Section,
-    Store,
-    StoreTransaction,
+    ShadowMark,
     SummaryKey,
+    UsageEntry,
 )
-from deermem.store.records import REASON_CAPACITY, ArchiveEntry, UsageEntry
-from deermem.store.regret_records import ShadowMark
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -753,10 +750,6 @@ class PreviewTransaction:
         self._scope = scope
         self._snapshot = store.load(scope)
         self.changes: ChangeSet | None = None
-
-    @property
-    def records_regret(self) -> bool:
-        return self._store.records_regret
 
     @property
     def snapshot(self) -> ScopeSnapshot:

@@ -63,7 +63,7 @@ from deermem.model import (
 )
 from deermem.policy import CapacityDecision, coerce_confidence
 from deermem.policy.scoring import as_utc
-from deermem.store.protocol import SUMMARY_GROUPS, Section, SummaryDocument, SummaryKey
+from deermem.store.records import SUMMARY_GROUPS, Section, SummaryDocument, SummaryKey
 
 if TYPE_CHECKING:  # pydantic's configuration is not needed to plan an update
     from deermem.config import MemoryConfig

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
 
 from deermem.errors import QueueClosedError, QueueFullError
-from deermem.model.scope import DEFAULT_AGENT
+from deermem.model import DEFAULT_AGENT
 
 __all__ = [
     "DEFAULT_AGENT",

@@ -5,7 +5,7 @@ Every path that adds facts ends here — a manual or tool ``create``, an
 ``extraction`` from a conversation. No other code trims a library. A fact is
 in the library or in the archive, never both, so this is also where a new
 fact meets the archive: a new fact that says what an archived fact says (the
-duplicate rule, :mod:`~deermem.store.duplicates`) is *relearned* — the
+duplicate rule, :func:`~deermem.model.duplicate_key`) is *relearned* — the
 archived fact comes back in its place, with its history (confirmations,
 recalls), and a regret event records it; a new fact with an archived fact's
 id but another text is refused (:class:`~deermem.ArchivedFactError`).
@@ -70,8 +70,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from deermem.errors import ArchivedFactError, FactNotFoundError, FactRevisionConflict
 from deermem.library.regret import shadow_regret
-from deermem.model import Fact, category_key, duplicate_key
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Fact, category_key, duplicate_key, format_timestamp
 from deermem.policy import (
     POLICY_HYBRID_V1,
     CapacityDecision,
@@ -81,27 +80,23 @@ from deermem.policy import (
     shadow_comparison,
 )
 from deermem.policy.capacity import check_max_facts
-from deermem.store.markdown.codec import stored_scope
-from deermem.store.protocol import (
-    ChangeSet,
-    CommitResult,
-    FactDelete,
-    FactWrite,
-    Section,
-    StoreTransaction,
-    SummaryKey,
-)
+from deermem.store.plan import stored_scope
+from deermem.store.protocol import ChangeSet, CommitResult, FactDelete, FactWrite, StoreTransaction
 from deermem.store.records import (
     REASON_CAPACITY,
     TRIGGERS,
     ArchiveEntry,
     EvictionReceipt,
     ReceiptEntry,
+    RegretEvent,
+    RegretKind,
+    Section,
+    ShadowMark,
+    SummaryKey,
     Trigger,
     UsageEntry,
     receipt_id_for,
 )
-from deermem.store.regret_records import RegretEvent, RegretKind, ShadowMark
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -160,7 +155,7 @@ class Proposal:
         corrected: ids among the removals that the user corrected.
 
     The last three are evidence for regret in shadow mode (see
-    :mod:`deermem.store.regret_records`); they change no fact.
+    :mod:`deermem.store.records`); they change no fact.
     """
 
     new_facts: tuple[Fact, ...] = ()
@@ -616,8 +611,7 @@ class _Changes:
 #
 # The ledger reads the shadow marks once, when first needed, and builds the
 # change set's ``regret_events`` and ``shadow_marks``. It never reads content
-# and writes none: events carry ids, categories, times and policy versions. On
-# a store that does not record regret (``records_regret``) it records nothing.
+# and writes none: events carry ids, categories, times and policy versions.
 
 
 class RegretLedger:
@@ -633,8 +627,7 @@ class RegretLedger:
         self._transaction = transaction
         self._trigger = trigger
         self._stamp = stamp
-        self._enabled = transaction.records_regret
-        self._marks: Mapping[str, ShadowMark] | None = None if self._enabled else {}
+        self._marks: Mapping[str, ShadowMark] | None = None
         self._changes: dict[str, ShadowMark | None] = {}
         self._leaving: dict[str, ShadowMark] = {}
         self.events: list[RegretEvent] = []
@@ -653,8 +646,6 @@ class RegretLedger:
 
     def returned(self, entry: ArchiveEntry, kind: RegretKind) -> None:
         """An archived fact comes back into the library: ``restored`` or ``relearned``."""
-        if not self._enabled:
-            return
         fact = entry.fact
         self.events.append(
             RegretEvent(
@@ -713,8 +704,6 @@ class RegretLedger:
             settled: ids whose regret is settled in this call (a correction
                 removed them): they take no mark into the archive.
         """
-        if not self._enabled:
-            return
         fresh: dict[str, ShadowMark] = {}
         if shadow is not None:
             for fact_id in shadow.would_evict:

@@ -1,7 +1,7 @@
 """Regret: evidence, from a deployment's own traffic, of when forgetting was a mistake.
 
 The store records regret events with what caused them
-(:mod:`deermem.store.regret_records`); this module turns them into what a
+(:mod:`deermem.store.records`); this module turns them into what a
 deployment reads: the event that counts against the shadow policy
 (:func:`shadow_regret`, also used by the capacity gate's ledger), what a
 search reveals (:func:`search_regret`) and the per-policy report behind
@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from deermem.model.timestamps import format_timestamp, parse_moment, parse_timestamp
-from deermem.store.records import REASON_CAPACITY, ArchiveEntry, EvictionReceipt
-from deermem.store.regret_records import (
+from deermem.model import format_timestamp, parse_moment, parse_timestamp
+from deermem.store.records import (
+    REASON_CAPACITY,
     REGRET_KINDS,
+    ArchiveEntry,
+    EvictionReceipt,
     RegretEvent,
     RegretKind,
     RegretRole,
@@ -170,7 +172,7 @@ def search_regret(
 # Built from two content-free records the store keeps: the eviction receipts
 # (what each policy evicted — the active policy in ``evicted``, the shadow
 # policy in ``shadow.wouldEvict``) and the regret events (what later showed an
-# eviction was wrong, :mod:`deermem.store.regret_records`). For each policy and
+# eviction was wrong, :mod:`deermem.store.records`). For each policy and
 # role (``active``: it decided; ``shadow``: it was computed beside the active
 # one) the report counts, within the window:
 #

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from deermem.config.schema import ModelConfig
+from deermem.config import ModelConfig
 from deermem.errors import LLMError, LLMResponseInvalid, LLMUnavailable
-from deermem.llm._completion import InvalidCompletion, parse_completion
+from deermem.llm.openai import InvalidCompletion, parse_completion
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema
 
 __all__ = ["DEFAULT_LOCAL_MAX_TOKENS", "LocalModel", "default_model_path", "grammar_schema"]

@@ -2,7 +2,7 @@
 
 A fact written by hand (``facts add``, ``facts edit``, a tool, the Python
 API) keeps to the limits of a fact a model extracts — the text boundary of
-:mod:`deermem.model.text` — so neither path can plant a 100 KB fact that
+:mod:`deermem.model` — so neither path can plant a 100 KB fact that
 breaks the prompt budget, or a category spanning lines that breaks a table.
 """
 
@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 
 from deermem.errors import DuplicateFactError, FactValidationError
-from deermem.model.text import (
+from deermem.model import (
     MAX_CATEGORY_CHARS,
     MAX_CONTENT_CHARS,
     MAX_LINE_CHARS,

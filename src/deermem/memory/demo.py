@@ -21,7 +21,7 @@ from typing import Final
 from deermem.config import MemoryConfig
 from deermem.memory.facade import Memory
 from deermem.memory.results import Explanation, RestoreResult
-from deermem.model.fact import Fact
+from deermem.model import Fact
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
 from deermem.scenarios import Scenario, seed_scenarios
 from deermem.store import EvictionReceipt

@@ -18,11 +18,10 @@ from datetime import datetime
 
 from deermem.errors import FactValidationError
 from deermem.library.gate import Proposal, Removal
-from deermem.model.fact import Fact
-from deermem.model.text import MAX_KEPT_SIZE, check_storable
+from deermem.model import MAX_KEPT_SIZE, Fact, check_storable
 from deermem.policy import coerce_confidence
-from deermem.store.protocol import SUMMARY_GROUPS, ScopeSnapshot, Section, SummaryKey
-from deermem.store.records import REASON_REPLACED
+from deermem.store.protocol import ScopeSnapshot
+from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, Section, SummaryKey
 
 __all__ = ["ImportPlan", "export_document", "plan_import"]
 

@@ -40,7 +40,6 @@ from deermem.errors import (
     CorruptMemoryFile,
     FactNotFoundError,
     FactRevisionConflict,
-    StorageError,
     UnsafeIdentifierError,
 )
 from deermem.learning import Learner
@@ -66,9 +65,7 @@ from deermem.memory.results import (
     ScopeSummary,
     SearchResult,
 )
-from deermem.model.categories import category_key
-from deermem.model.fact import Fact
-from deermem.model.timestamps import format_timestamp
+from deermem.model import Fact, Scope, category_key, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1
 from deermem.recall.index import SearchIndexHandle
 from deermem.store import (
@@ -77,15 +74,14 @@ from deermem.store import (
     ChangeSet,
     EvictionReceipt,
     FactWrite,
-    Scope,
     ScopeSnapshot,
     Section,
     Store,
     SummaryDocument,
+    open_store,
     resolve_root,
 )
-from deermem.store.factory import open_store
-from deermem.store.protocol import SUMMARY_GROUPS, SummaryKey
+from deermem.store.records import SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
     from deermem.learning import FlushReport, UpdateResult
@@ -93,7 +89,7 @@ if TYPE_CHECKING:
     from deermem.llm import ChatModel
     from deermem.recall import Injection
     from deermem.recall.search import SearchFindings
-    from deermem.store.regret_records import RegretEvent
+    from deermem.store.records import RegretEvent
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
 
@@ -187,7 +183,7 @@ class Memory:
         """Open the store the configuration names, or the Markdown store at ``root``.
 
         A Markdown store keeps its settings in ``<root>/deermem.yaml``
-        (``deermem init``; see :mod:`deermem.config.store_file`), so a store
+        (``deermem init``; see :mod:`deermem.config`), so a store
         built at a cap of 10 is opened at a cap of 10 whoever opens it. What
         ``config`` was given (by its file, the environment or keyword
         arguments) wins over that file; the file supplies the rest.
@@ -452,7 +448,7 @@ class Memory:
         :attr:`CreateResult.fact_id` is ``None``.
 
         The text keeps to the limits of a fact a model extracts
-        (:mod:`deermem.model.text`): content of at most 4,000 characters, a
+        (:mod:`deermem.model`): content of at most 4,000 characters, a
         category and up to 32 topics of one line and 64 characters each, a
         ``source_error`` of at most 2,000.
 
@@ -582,7 +578,7 @@ class Memory:
             FactNotFoundError: no active fact has this id.
             FactRevisionConflict: ``expected_revision`` is not the stored revision.
             FactValidationError: a new value is invalid or over the limits of
-                :meth:`create_fact` (:class:`~deermem.InvalidTextError` for text
+                :meth:`create_fact` (:class:`~deermem.errors.InvalidTextError` for text
                 that is not valid Unicode or holds a misplaced control character).
         """
         changes: dict[str, object] = {}
@@ -724,13 +720,7 @@ class Memory:
 
         Raises:
             CorruptMemoryFile: the audit or the regret events cannot be read.
-            StorageError: the store does not record regret (``records_regret``).
         """
-        if not self.store.records_regret:
-            raise StorageError(
-                f"{self.store!r} does not record regret events yet; "
-                "see docs/regret.md for the stores that do"
-            )
         policy = self.gate.policy
         return build_report(
             self.audit(),
@@ -943,7 +933,7 @@ class Memory:
 
     @property
     def _detects_missed_recalls(self) -> bool:
-        return self.config.regret_missed_recall and self.store.records_regret
+        return self.config.regret_missed_recall
 
     def _record_search(self, query: str, findings: SearchFindings, now: datetime) -> None:
         """Count the hits as recalls (if the policy reads them) and record the search's regret.
@@ -956,10 +946,6 @@ class Memory:
             [result.fact_id for result in findings.results] if self.gate.policy.uses_usage else []
         )
         events: tuple[RegretEvent, ...] = ()
-        if not self.store.records_regret:
-            if recalled:
-                self.store.record_access(self.scope, recalled, now)
-            return
         try:
             marks = self.store.shadow_marks(self.scope) if findings.results else {}
             events = search_regret(

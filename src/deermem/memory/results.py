@@ -13,8 +13,7 @@ from typing import Literal
 # The standing of a fact is the capacity gate's view of it, and a search's
 # results are the search's: they are written where the work is done.
 from deermem.library.gate import Standing
-from deermem.model.fact import Fact
-from deermem.model.scope import Scope
+from deermem.model import Fact, Scope
 from deermem.recall.search import ReindexReport, SearchResult
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
 

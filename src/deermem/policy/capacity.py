@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deermem.model.capacity import (
+from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
     DEFAULT_ACCESS_WEIGHT,
     DEFAULT_CONFIDENCE_WEIGHT,

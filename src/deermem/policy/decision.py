@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 from deermem.policy.scoring import Scores, Signals, fact_id_of, named_components
 
 if TYPE_CHECKING:
-    from deermem.model.fact import Fact
+    from deermem.model import Fact
 
 __all__ = ["CapacityDecision", "EvictedFact", "F", "FactScore"]
 

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias
 
-from deermem.model.fact import Fact
-from deermem.model.timestamps import parse_timestamp
+from deermem.model import Fact, parse_timestamp
 from deermem.policy.capacity import CapacityPolicy
 from deermem.policy.names import POLICY_HYBRID_V1
 

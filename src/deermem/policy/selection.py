@@ -16,7 +16,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Final
 
-from deermem.model.categories import category_key
+from deermem.model import category_key
 from deermem.policy.capacity import CapacityPolicy, check_max_facts
 from deermem.policy.decision import CapacityDecision, EvictedFact, F
 from deermem.policy.names import POLICY_HYBRID_V1

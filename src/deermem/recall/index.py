@@ -77,7 +77,8 @@ from deermem.model import DEFAULT_CATEGORY, Fact, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
 
 if TYPE_CHECKING:
-    from deermem.store import Scope, ScopeSnapshot, Store
+    from deermem.model import Scope
+    from deermem.store import ScopeSnapshot, Store
 
 __all__ = [
     "CONFIDENCE_WEIGHT",

@@ -61,7 +61,8 @@ from deermem.recall.tokens import TOKEN_COUNTING_MODES, TokenCounter, token_coun
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
-    from deermem.store import Scope, Store
+    from deermem.model import Scope
+    from deermem.store import Store
 
 __all__ = [
     "FACTS_HEADER",

@@ -55,7 +55,8 @@ from deermem.recall.index import (
 )
 
 if TYPE_CHECKING:
-    from deermem.store import ArchiveEntry, Scope, Store
+    from deermem.model import Scope
+    from deermem.store import ArchiveEntry, Store
 
 __all__ = [
     "ArchiveSource",

@@ -1,8 +1,10 @@
 """The storage contract: what every store offers, in terms of facts, not files.
 
 Everything above :mod:`deermem.store` talks to a :class:`Store`; nothing
-there knows about paths, so a later ``PostgresStore`` can implement the same
-protocol. The embedded default is :class:`~deermem.store.MarkdownStore`.
+there knows about paths or tables. Two stores implement it: the Markdown
+store (the embedded default) and the PostgreSQL store; one contract test
+suite runs on both. What a store keeps besides facts is described in
+:mod:`deermem.store.records`.
 
 A change is described by a :class:`ChangeSet` — facts to write or delete,
 summary sections to set, archive entries to add or drop, receipts to append,
@@ -21,6 +23,9 @@ Two ways to change data:
   the caller reads a snapshot, decides (e.g. runs the capacity gate) and
   commits. Decisions that depend on the whole library, such as capacity,
   use this, so they need no retries however many writers compete.
+
+A store that can be copied whole (``deermem migrate``) also implements
+:class:`Transfer`, over :class:`UserDump` values.
 """
 
 from __future__ import annotations
@@ -32,111 +37,33 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from types import MappingProxyType
-from typing import Final, Protocol
+from typing import Protocol
 
-from deermem.model.fact import Fact
-from deermem.model.scope import Scope
-from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
-from deermem.store.regret_records import RegretEvent, ShadowMark
+from deermem.model import Fact, Scope
+from deermem.store.records import (
+    ArchiveEntry,
+    EvictionReceipt,
+    RegretEvent,
+    Section,
+    ShadowMark,
+    SummaryDocument,
+    SummaryKey,
+    ThreadMark,
+    UsageEntry,
+)
 
 __all__ = [
-    "DOCUMENT_VERSION",
-    "HISTORY_SECTIONS",
-    "SUMMARY_GROUPS",
-    "USER_SECTIONS",
     "ChangeSet",
     "CommitResult",
     "FactDelete",
     "FactWrite",
+    "ScopeDump",
     "ScopeSnapshot",
-    "Section",
     "Store",
     "StoreTransaction",
-    "SummaryDocument",
-    "SummaryKey",
+    "Transfer",
+    "UserDump",
 ]
-
-DOCUMENT_VERSION: Final = "2.0"
-USER_SECTIONS: Final = ("workContext", "personalContext", "topOfMind")
-HISTORY_SECTIONS: Final = ("recentMonths", "earlierContext", "longTermBackground")
-SUMMARY_GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
-    "user": USER_SECTIONS,
-    "history": HISTORY_SECTIONS,
-}
-
-SummaryKey = tuple[str, str]
-"""``(group, section)``, e.g. ``("user", "workContext")``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    """One summary section of the user-global document.
-
-    ``summary`` and ``updatedAt`` are text. ``extra`` holds what a stored
-    section has besides: unknown keys, and a ``summary`` or ``updatedAt``
-    that is not a string (the original accepts any JSON value there; its
-    text here is what the original's prompt shows: ``str(value)``, or ``""``
-    for an empty one). They are written back as they were read; a section
-    that changes is replaced whole, as in the original.
-    """
-
-    summary: str = ""
-    updatedAt: str = ""
-    extra: Mapping[str, object] = field(default_factory=dict)
-
-    @classmethod
-    def from_value(cls, value: Mapping[str, object]) -> Section:
-        """A section from its stored object (any values; see the class docstring)."""
-        summary = value.get("summary", "")
-        updated = value.get("updatedAt", "")
-        extra = {
-            key: item
-            for key, item in value.items()
-            if key not in ("summary", "updatedAt") or not isinstance(item, str)
-        }
-        return cls(
-            summary=summary if isinstance(summary, str) else str(summary) if summary else "",
-            updatedAt=updated if isinstance(updated, str) else str(updated) if updated else "",
-            extra=MappingProxyType(extra),
-        )
-
-    def to_dict(self) -> dict[str, object]:
-        return {"summary": self.summary, "updatedAt": self.updatedAt, **self.extra}
-
-
-def _empty_sections(names: tuple[str, ...]) -> Mapping[str, Section]:
-    return {name: Section() for name in names}
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryDocument:
-    """The user-global summaries (``memory.json``): never holds facts.
-
-    ``revision`` grows by one with every commit of the user (any agent);
-    ``version`` is ``"1.0"`` until the first commit writes the document.
-    """
-
-    version: str = "1.0"
-    revision: int = 0
-    lastUpdated: str = ""
-    user: Mapping[str, Section] = field(default_factory=lambda: _empty_sections(USER_SECTIONS))
-    history: Mapping[str, Section] = field(
-        default_factory=lambda: _empty_sections(HISTORY_SECTIONS)
-    )
-
-    def section(self, key: SummaryKey) -> Section:
-        group, name = key
-        sections = self.user if group == "user" else self.history
-        return sections.get(name, Section())
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "version": self.version,
-            "revision": self.revision,
-            "lastUpdated": self.lastUpdated,
-            "user": {name: section.to_dict() for name, section in self.user.items()},
-            "history": {name: section.to_dict() for name, section in self.history.items()},
-        }
 
 
 @dataclass(frozen=True)
@@ -220,7 +147,7 @@ class ChangeSet:
             that conversation (see :mod:`deermem.learning.queue`), set by
             the commit that applied what was extracted.
         regret_events: regret events to record (see
-            :mod:`deermem.store.regret_records`), with what caused them.
+            :mod:`deermem.store.records`), with what caused them.
         shadow_marks: fact id → the shadow policy's mark to set on a fact
             of the library, or ``None`` to clear it.
     """
@@ -277,11 +204,6 @@ class StoreTransaction(Protocol):
     """One scope, locked: read a snapshot, decide, commit (possibly several times)."""
 
     @property
-    def records_regret(self) -> bool:
-        """Whether the store records regret events and shadow marks (see :class:`Store`)."""
-        ...
-
-    @property
     def snapshot(self) -> ScopeSnapshot:
         """The scope as of now (refreshed after each commit)."""
         ...
@@ -299,7 +221,7 @@ class StoreTransaction(Protocol):
     ) -> Mapping[str, ArchiveEntry]:
         """Archived facts that say what one of ``contents`` says (the duplicate rule).
 
-        Keyed by :func:`~deermem.store.duplicates.duplicate_key` of the
+        Keyed by :func:`~deermem.model.duplicate_key` of the
         content; entries past the archive's age limit do not count.
 
         Raises:
@@ -328,16 +250,6 @@ class StoreTransaction(Protocol):
 
 class Store(Protocol):
     """A place where scopes of facts live. Implementations must be thread-safe."""
-
-    @property
-    def records_regret(self) -> bool:
-        """Whether this store records regret events and shadow marks.
-
-        A store that does not (yet) is never given any: the capacity gate
-        and search leave them out, and ``Memory.regret`` says the store does
-        not record them. Relearning works on every store.
-        """
-        ...
 
     def load(self, scope: Scope) -> ScopeSnapshot:
         """A consistent snapshot of one scope.
@@ -487,5 +399,120 @@ class Store(Protocol):
 
         Raises:
             OSError: the location cannot be prepared (a read-only root).
+        """
+        ...
+
+
+# ---------------------------------------------------------------------------
+# A user's whole memory as one value: what ``deermem migrate`` copies between stores
+#
+# A UserDump holds everything a store keeps for one user — the summary document
+# (with its revision and ``lastUpdated``) and, per agent, the facts, recall
+# counts, audit events, archive entries (in arrival order), thread marks, regret
+# events and shadow marks — exactly as stored, so writing it into another store
+# and dumping it from there gives the same value. Its ``document()`` is the
+# comparable form ``deermem migrate`` verifies a copy with.
+#
+# A store that can be copied implements Transfer: list its users, dump one, and
+# load one into a store that does not hold that user yet, in one atomic write.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScopeDump:
+    """Everything one agent of a user holds.
+
+    Attributes:
+        agent: the agent bucket.
+        facts: the active facts, in the store's order (creation time, then id).
+        usage: recall counts by fact id.
+        events: the audit's events as stored (receipts, and events the
+            original DeerMem wrote), oldest first.
+        archive: the archive's entries in the order they arrived.
+        marks: the conversations' marks, by thread id.
+        regret: the regret events as stored, oldest first (see docs/regret.md).
+        shadow: the shadow policy's marks as stored, by fact id.
+    """
+
+    agent: str
+    facts: tuple[Fact, ...] = ()
+    usage: Mapping[str, UsageEntry] = field(default_factory=dict)
+    events: tuple[object, ...] = ()
+    archive: tuple[ArchiveEntry, ...] = ()
+    marks: tuple[ThreadMark, ...] = ()
+    regret: tuple[object, ...] = ()
+    shadow: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.facts
+            or self.usage
+            or self.events
+            or self.archive
+            or self.marks
+            or self.regret
+            or self.shadow
+        )
+
+    def document(self) -> dict[str, object]:
+        return {
+            "facts": [fact.to_dict() for fact in self.facts],
+            "usage": {key: entry.to_dict() for key, entry in sorted(self.usage.items())},
+            "events": list(self.events),
+            "archive": [entry.to_dict() for entry in self.archive],
+            "marks": [mark._asdict() for mark in self.marks],
+            "regret": list(self.regret),
+            "shadowMarks": dict(sorted(self.shadow.items())),
+        }
+
+
+@dataclass(frozen=True)
+class UserDump:
+    """Everything a store holds for one user (``None``: the single-user layout)."""
+
+    user_id: str | None
+    summaries: SummaryDocument
+    scopes: tuple[ScopeDump, ...]
+
+    def document(self) -> dict[str, object]:
+        """The dump as plain data: two stores hold the same user exactly when these are equal."""
+        return {
+            "userId": self.user_id,
+            "summaries": self.summaries.to_dict(),
+            "agents": {scope.agent: scope.document() for scope in self.scopes},
+        }
+
+    def counts(self) -> dict[str, int]:
+        """How much the dump holds, for reports (no content)."""
+        return {
+            "agents": len(self.scopes),
+            "facts": sum(len(s.facts) for s in self.scopes),
+            "usage": sum(len(s.usage) for s in self.scopes),
+            "events": sum(len(s.events) for s in self.scopes),
+            "archived": sum(len(s.archive) for s in self.scopes),
+            "marks": sum(len(s.marks) for s in self.scopes),
+            "regretEvents": sum(len(s.regret) for s in self.scopes),
+            "shadowMarks": sum(len(s.shadow) for s in self.scopes),
+        }
+
+
+class Transfer(Protocol):
+    """A store seen whole, user by user: what ``deermem migrate`` reads and writes."""
+
+    def users(self) -> tuple[str | None, ...]:
+        """Every user the store holds anything for."""
+        ...
+
+    def dump_user(self, user_id: str | None) -> UserDump | None:
+        """Everything held for one user (scopes with nothing in them left out), or ``None``."""
+        ...
+
+    def load_user(self, dump: UserDump) -> None:
+        """Write a user whole, in one atomic commit.
+
+        Raises:
+            FileExistsError: the store already holds something for this user;
+                nothing was written.
         """
         ...

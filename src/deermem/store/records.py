@@ -1,4 +1,11 @@
-"""What the store keeps besides facts: usage, eviction receipts, archive entries.
+"""What a store keeps besides facts, and the stored form of each: one description
+per record, shared by both stores.
+
+* the user's **summary document** (``memory.json`` on disk, a JSON column in
+  PostgreSQL): its sections and its revision, which every commit advances;
+* **usage** (recall counts), **eviction receipts** and **archive entries**;
+* **regret events** and the shadow policy's **marks**;
+* **thread marks**: how far each conversation has been extracted.
 
 These are plain values with their JSON form. The JSON keys of a receipt are
 the original DeerMem's audit-event keys (``occurredAt``, ``reason``,
@@ -7,50 +14,243 @@ the original DeerMem's audit-event keys (``occurredAt``, ``reason``,
 and, per evicted fact, ``rank`` and ``margin``), so an audit file written by
 either reads in both.
 
-A receipt never holds fact content: only ids, categories and numbers. An
-archive entry does hold the fact — that is what makes an eviction reversible —
-and lives in its own file, which ``purge`` deletes for good.
+A receipt never holds fact content: only ids, categories and numbers; nor
+does a regret event or a mark. An archive entry does hold the fact — that is
+what makes an eviction reversible — and lives in its own file (or row), which
+``purge`` deletes for good.
 
-Reading single items is lenient: a malformed usage entry or audit event is
-dropped, never fatal (an audit file that is not a list at all is an error,
-see :mod:`deermem.store.sidecars`). Archive entries hold content and are
-read strictly by the store.
+Reading single items is lenient: a malformed usage entry, audit event or
+regret event is dropped, never fatal (an audit that is not a list at all is an
+error, see :mod:`deermem.store.markdown.sidecars`). Archive entries and the
+summary document hold content and are read strictly: what is not what it must
+be is a :class:`~deermem.CorruptMemoryFile` naming the file or row.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final, Literal
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final, Literal, NamedTuple, get_args
 
-from deermem.model.fact import Fact
-from deermem.model.timestamps import parse_timestamp
+from deermem.errors import CorruptMemoryFile, FactValidationError
+from deermem.model import Fact, Scope, duplicate_key, parse_timestamp
 from deermem.policy import EvictedFact, ShadowComparison
-from deermem.store.regret_records import ShadowMark
 
 __all__ = [
+    "DOCUMENT_VERSION",
+    "HISTORY_SECTIONS",
     "REASON_CAPACITY",
     "REASON_DELETED",
     "REASON_REPLACED",
+    "REGRET_KINDS",
+    "SUMMARY_GROUPS",
     "TRIGGERS",
+    "USER_SECTIONS",
     "ArchiveEntry",
     "EvictionReceipt",
     "ReceiptEntry",
+    "RegretEvent",
+    "RegretKind",
+    "RegretRole",
+    "Section",
+    "ShadowMark",
+    "SummaryDocument",
+    "SummaryKey",
+    "ThreadMark",
     "Trigger",
     "UsageEntry",
+    "decode_entry",
+    "decode_summaries",
+    "encode_entry",
+    "encode_summaries",
+    "query_digest",
     "receipt_id_for",
 ]
 
+
+# ---------------------------------------------------------------------------
+# The user's summary document
+# ---------------------------------------------------------------------------
+
+
+DOCUMENT_VERSION: Final = "2.0"
+
+USER_SECTIONS: Final = ("workContext", "personalContext", "topOfMind")
+
+HISTORY_SECTIONS: Final = ("recentMonths", "earlierContext", "longTermBackground")
+
+SUMMARY_GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
+    "user": USER_SECTIONS,
+    "history": HISTORY_SECTIONS,
+}
+
+SummaryKey = tuple[str, str]
+"""``(group, section)``, e.g. ``("user", "workContext")``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One summary section of the user-global document.
+
+    ``summary`` and ``updatedAt`` are text. ``extra`` holds what a stored
+    section has besides: unknown keys, and a ``summary`` or ``updatedAt``
+    that is not a string (the original accepts any JSON value there; its
+    text here is what the original's prompt shows: ``str(value)``, or ``""``
+    for an empty one). They are written back as they were read; a section
+    that changes is replaced whole, as in the original.
+    """
+
+    summary: str = ""
+    updatedAt: str = ""
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_value(cls, value: Mapping[str, object]) -> Section:
+        """A section from its stored object (any values; see the class docstring)."""
+        summary = value.get("summary", "")
+        updated = value.get("updatedAt", "")
+        extra = {
+            key: item
+            for key, item in value.items()
+            if key not in ("summary", "updatedAt") or not isinstance(item, str)
+        }
+        return cls(
+            summary=summary if isinstance(summary, str) else str(summary) if summary else "",
+            updatedAt=updated if isinstance(updated, str) else str(updated) if updated else "",
+            extra=MappingProxyType(extra),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {"summary": self.summary, "updatedAt": self.updatedAt, **self.extra}
+
+
+def _empty_sections(names: tuple[str, ...]) -> Mapping[str, Section]:
+    return {name: Section() for name in names}
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryDocument:
+    """The user-global summaries (``memory.json``): never holds facts.
+
+    ``revision`` grows by one with every commit of the user (any agent);
+    ``version`` is ``"1.0"`` until the first commit writes the document.
+    """
+
+    version: str = "1.0"
+    revision: int = 0
+    lastUpdated: str = ""
+    user: Mapping[str, Section] = field(default_factory=lambda: _empty_sections(USER_SECTIONS))
+    history: Mapping[str, Section] = field(
+        default_factory=lambda: _empty_sections(HISTORY_SECTIONS)
+    )
+
+    def section(self, key: SummaryKey) -> Section:
+        group, name = key
+        sections = self.user if group == "user" else self.history
+        return sections.get(name, Section())
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "version": self.version,
+            "revision": self.revision,
+            "lastUpdated": self.lastUpdated,
+            "user": {name: section.to_dict() for name, section in self.user.items()},
+            "history": {name: section.to_dict() for name, section in self.history.items()},
+        }
+
+
+def encode_summaries(document: SummaryDocument) -> bytes:
+    """``memory.json``: the summaries only, never facts — as the original writes it.
+
+    A summary read with a lone surrogate (a JSON ``"\\ud800"`` escape) cannot
+    be written as UTF-8; such a document is written with every non-ASCII
+    character escaped instead, which reads back as the same values.
+    """
+    data = document.to_dict()
+    try:
+        return json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, indent=2).encode("utf-8")
+
+
+def decode_summaries(data: bytes, path: str | Path) -> SummaryDocument:
+    """Read ``memory.json``.
+
+    Raises:
+        CorruptMemoryFile: not a JSON object, a field of the wrong type, or a
+            version-1 document that still holds facts (deermem does not
+            migrate those; the original's migration tool does).
+    """
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CorruptMemoryFile(path, f"not valid JSON: {error}") from None
+    except RecursionError:  # the C decoder's own depth guard; nothing deermem writes
+        raise CorruptMemoryFile(path, "nested too deeply to be read") from None
+    if not isinstance(document, dict):
+        raise CorruptMemoryFile(path, f"expected a JSON object, found {type(document).__name__}")
+    if document.get("facts"):
+        raise CorruptMemoryFile(
+            path,
+            "a version-1 document that still holds facts; migrate it with the original "
+            "DeerMem's migration tool first (deermem reads the version-2 layout)",
+        )
+    version = document.get("version", "1.0")
+    revision = document.get("revision", 0)
+    updated = document.get("lastUpdated", "")
+    if not isinstance(version, str):
+        raise CorruptMemoryFile(path, f"'version' must be a string, found {version!r}")
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise CorruptMemoryFile(path, f"'revision' must be a whole number >= 0, found {revision!r}")
+    if not isinstance(updated, str):
+        raise CorruptMemoryFile(path, f"'lastUpdated' must be a string, found {updated!r}")
+    return SummaryDocument(
+        version=version,
+        revision=revision,
+        lastUpdated=updated,
+        user=_sections(document, "user", path),
+        history=_sections(document, "history", path),
+    )
+
+
+def _sections(
+    document: Mapping[str, object], group: str, path: str | Path
+) -> Mapping[str, Section]:
+    defaults = SummaryDocument()
+    base = dict(defaults.user if group == "user" else defaults.history)
+    raw = document.get(group)
+    if raw is None:
+        return base
+    if not isinstance(raw, dict):
+        raise CorruptMemoryFile(path, f"'{group}' must be an object, found {type(raw).__name__}")
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            raise CorruptMemoryFile(path, f"'{group}.{name}' must be an object")
+        base[name] = Section.from_value(value)
+    return base
+
+
+# ---------------------------------------------------------------------------
+# Usage, eviction receipts and archive entries
+# ---------------------------------------------------------------------------
+
+
 Trigger = Literal["extraction", "manual", "import", "restore"]
+
 TRIGGERS: Final[tuple[Trigger, ...]] = ("extraction", "manual", "import", "restore")
 
 REASON_CAPACITY: Final = "capacity"
 """The capacity gate evicted the fact."""
+
 REASON_DELETED: Final = "deleted"
 """Someone deleted the fact (CLI, API, tool)."""
+
 REASON_REPLACED: Final = "replaced"
 """An import replaced the library and the fact was not in it."""
 
@@ -319,6 +519,51 @@ def receipt_id_for(scope_key: str, revision: int, reason: str, fact_ids: Sequenc
     return "rcpt_" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def encode_entry(entry: ArchiveEntry) -> bytes:
+    """The entry as indented JSON: people read archive entries to decide what to restore."""
+    return (json.dumps(entry.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def decode_entry(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> ArchiveEntry:
+    """Read an archive entry strictly.
+
+    Raises:
+        CorruptMemoryFile: not a JSON object, an invalid fact, a fact whose id
+            is not the file name or whose scope is another scope's.
+    """
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CorruptMemoryFile(path, f"not valid JSON: {error}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("fact"), dict):
+        raise CorruptMemoryFile(path, "an archive entry must be an object with a 'fact' object")
+    try:
+        fact = Fact.from_dict(raw["fact"])
+    except FactValidationError as error:
+        raise CorruptMemoryFile(path, f"invalid archived fact: {error}") from None
+    if fact.id != expected_id:
+        raise CorruptMemoryFile(path, f"the archived fact {fact.id!r} does not match the file name")
+    if fact.scope is not None and (
+        fact.scope.agentName != scope.agent or fact.scope.userId != scope.user_id
+    ):
+        raise CorruptMemoryFile(path, "scope mismatch: the archived fact belongs to another scope")
+    archived_at = raw.get("archivedAt")
+    reason = raw.get("reason")
+    if not isinstance(archived_at, str) or not isinstance(reason, str):
+        raise CorruptMemoryFile(path, "an archive entry needs 'archivedAt' and 'reason' strings")
+    return ArchiveEntry(
+        fact=fact,
+        archived_at=archived_at,
+        reason=reason,
+        trigger=_text(raw.get("trigger")),
+        receipt_id=_text(raw.get("receiptId")),
+        eviction=ReceiptEntry.from_dict(raw.get("eviction")),
+        policy_version=_text(raw.get("policyVersion")),
+        usage=UsageEntry.from_dict(raw.get("usage")),
+        shadow=ShadowMark.from_dict(raw.get("shadow")),
+    )
+
+
 def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -334,3 +579,195 @@ def _whole(value: object) -> int | None:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+# ---------------------------------------------------------------------------
+# Regret: the store's records of evidence that a fact should not have left
+#
+# A *regret event* says that a fact a capacity policy evicted — or, in shadow
+# mode, would have evicted — turned out to be wanted after all. It is written by
+# the commit that observed it (a relearned or restored fact comes back in the
+# same commit; a search records its missed recalls with its recall counts), and
+# it holds no content: ids, a category, policy versions, times, kinds, and for a
+# search the rank and a digest of the query.
+#
+# The kinds, and the policy each counts against:
+#
+# * ``relearned`` — a proposal (extraction, import, manual create) said again
+#   what an archived fact says (the duplicate rule, deermem.model.duplicate_key),
+#   so the archived fact came back through the capacity gate with its history;
+#   under the shadow policy: the proposal repeated a fact the shadow would have
+#   evicted;
+# * ``restored`` — a user or tool restored the archived fact;
+# * ``missed_recall`` — a search's top results would have included the archived
+#   fact had it still been in the library;
+# * ``confirmed``, ``recalled``, ``corrected`` — shadow only: the user confirmed,
+#   a search returned, or the user corrected (a contradiction removal) a fact
+#   that the shadow policy would have evicted but the active policy kept.
+#
+# Each event names its ``role``: ``active`` counts against the policy that
+# evicted the fact, ``shadow`` against the policy that would have. A fact both
+# evicted gets one event per policy.
+#
+# A ShadowMark remembers that the shadow policy would have evicted a fact that
+# the active policy kept; marks live while the fact is in the library and travel
+# with it into its archive entry when it leaves.
+# ---------------------------------------------------------------------------
+
+
+RegretKind = Literal["relearned", "restored", "missed_recall", "confirmed", "recalled", "corrected"]
+
+REGRET_KINDS: Final[tuple[RegretKind, ...]] = get_args(RegretKind)
+
+RegretRole = Literal["active", "shadow"]
+
+REGRET_ROLES: Final[tuple[RegretRole, ...]] = get_args(RegretRole)
+
+
+def query_digest(query: str) -> str:
+    """``sha256:`` and 16 hex digits of the query, stripped and case-folded.
+
+    Lets a reader group the searches that asked the same thing without
+    storing what they asked. It is a digest, not encryption: a short query
+    can be found by hashing guesses.
+    """
+    key = duplicate_key(query).encode("utf-8", "surrogatepass")
+    return "sha256:" + hashlib.sha256(key).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowMark:
+    """The shadow policy would have evicted this fact; the active policy kept it.
+
+    Attributes:
+        policy_version: the shadow policy, e.g. ``hybrid-v1``.
+        since: when it first would have (ISO UTC).
+        receipt_id: the capacity receipt whose ``shadow.wouldEvict`` named it.
+        category: the fact's category then.
+    """
+
+    policy_version: str
+    since: str
+    receipt_id: str | None
+    category: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "policyVersion": self.policy_version,
+            "since": self.since,
+            "receiptId": self.receipt_id,
+            "category": self.category,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> ShadowMark | None:
+        """Read a stored mark; ``None`` when it is not a usable one."""
+        if not isinstance(data, Mapping):
+            return None
+        policy, since = data.get("policyVersion"), data.get("since")
+        if not isinstance(policy, str) or not policy or not isinstance(since, str):
+            return None
+        receipt, category = data.get("receiptId"), data.get("category")
+        return cls(
+            policy_version=policy,
+            since=since,
+            receipt_id=receipt if isinstance(receipt, str) and receipt else None,
+            category=category if isinstance(category, str) and category else "context",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RegretEvent:
+    """One piece of evidence against one policy's (counterfactual) eviction of one fact.
+
+    Attributes:
+        kind: what happened (see the module docstring).
+        occurred_at: when (ISO UTC, the injected clock).
+        fact_id: the fact.
+        category: its category.
+        policy_version: the policy the event counts against.
+        role: ``active`` — that policy evicted the fact; ``shadow`` — it
+            would have, in shadow mode.
+        evicted_at: when the fact left (``active``) or was first marked (``shadow``).
+        receipt_id: the receipt of that eviction, when known.
+        reason: why the fact left the library (``capacity`` for a policy's
+            eviction; ``deleted``, ``staleness`` ... for removals, which the
+            report does not count against a policy).
+        trigger: what caused the event: ``extraction``, ``manual``,
+            ``import``, ``restore`` or ``search``.
+        query_digest: for search events, :func:`query_digest` of the query.
+        rank: for search events, the fact's place in the results (1 = first).
+    """
+
+    kind: RegretKind
+    occurred_at: str
+    fact_id: str
+    category: str
+    policy_version: str
+    role: RegretRole
+    evicted_at: str
+    receipt_id: str | None
+    reason: str
+    trigger: str
+    query_digest: str | None = None
+    rank: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "kind": self.kind,
+            "occurredAt": self.occurred_at,
+            "factId": self.fact_id,
+            "category": self.category,
+            "policyVersion": self.policy_version,
+            "role": self.role,
+            "evictedAt": self.evicted_at,
+            "receiptId": self.receipt_id,
+            "reason": self.reason,
+            "trigger": self.trigger,
+        }
+        if self.query_digest is not None:
+            out["queryDigest"] = self.query_digest
+        if self.rank is not None:
+            out["rank"] = self.rank
+        return out
+
+    @classmethod
+    def from_dict(cls, data: object) -> RegretEvent | None:
+        """Read a stored event leniently; ``None`` when it is not a usable one."""
+        if not isinstance(data, Mapping):
+            return None
+        kind, role = data.get("kind"), data.get("role")
+        texts = [data.get(key) for key in ("occurredAt", "factId", "policyVersion", "evictedAt")]
+        if kind not in REGRET_KINDS or role not in REGRET_ROLES:
+            return None
+        if not all(isinstance(text, str) and text for text in texts):
+            return None
+        occurred, fact_id, policy, evicted = (str(text) for text in texts)
+        rank = data.get("rank")
+        return cls(
+            kind=kind,
+            occurred_at=occurred,
+            fact_id=fact_id,
+            category=_text(data.get("category")) or "context",
+            policy_version=policy,
+            role=role,
+            evicted_at=evicted,
+            receipt_id=_text(data.get("receiptId")),
+            reason=_text(data.get("reason")) or "capacity",
+            trigger=_text(data.get("trigger")) or "unknown",
+            query_digest=_text(data.get("queryDigest")),
+            rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+        )
+
+
+# ---------------------------------------------------------------------------
+# Thread marks: how far each conversation of a scope has been extracted
+# ---------------------------------------------------------------------------
+
+
+class ThreadMark(NamedTuple):
+    """One conversation's mark, as stored."""
+
+    thread_id: str
+    mark: str
+    marked_at: str

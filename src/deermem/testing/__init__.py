@@ -8,8 +8,13 @@ real HTTP against it; an application can test its own agent the same way,
 without a network or an API key. See docs/llm.md ("Testing without a model").
 """
 
-from deermem.testing._replies import RecordedRequest, Reply, ScriptItem
-from deermem.testing.chat_server import EMPTY_QUEUE_STATUS, ScriptedChatServer
+from deermem.testing.chat_server import (
+    EMPTY_QUEUE_STATUS,
+    RecordedRequest,
+    Reply,
+    ScriptedChatServer,
+    ScriptItem,
+)
 
 __all__ = [
     "EMPTY_QUEUE_STATUS",

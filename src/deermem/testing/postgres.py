@@ -177,15 +177,14 @@ class TemporaryPostgres:
             migrated: apply deermem's migrations to it (needs the ``postgres`` extra).
             template: copy this database instead of starting empty.
         """
-        import psycopg
+        import psycopg  # the postgres extra: only a test that creates databases needs it
 
         with psycopg.connect(self.url(), autocommit=True) as admin:
             copy = f" TEMPLATE {template}" if template else ""
             admin.execute(f"CREATE DATABASE {name}{copy}".encode())
         url = self.url(name)
-        if migrated:
-            from deermem.store.postgres.connection import connect
-            from deermem.store.postgres.schema import upgrade
+        if migrated:  # the postgres extra, as above
+            from deermem.store.postgres.database import connect, upgrade
 
             with connect(url, url, timeout=10) as connection:
                 upgrade(connection, url)
@@ -193,7 +192,7 @@ class TemporaryPostgres:
 
     def drop_database(self, name: str) -> None:
         """Drop a database, closing the connections to it."""
-        import psycopg
+        import psycopg  # the postgres extra, as above
 
         with psycopg.connect(self.url(), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)".encode())

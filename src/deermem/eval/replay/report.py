@@ -21,7 +21,7 @@ from deermem.eval.replay import LoadedParams, paired_interval
 from deermem.eval.replay.run import POLICIES, CellRun, Counts, cells_of
 from deermem.eval.report.png import POLICY_COLOURS, figure_png
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
-from deermem.store.regret_records import REGRET_KINDS
+from deermem.store.records import REGRET_KINDS
 
 __all__ = ["RESULTS_SCHEMA", "encode_results", "render_chart", "render_markdown", "summarize"]
 

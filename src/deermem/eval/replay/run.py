@@ -50,7 +50,7 @@ from deermem.learning.plan import REINFORCEMENT_SIGNAL, UpdateSettings
 from deermem.library.regret import PolicyRegret
 from deermem.memory import Memory
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
-from deermem.store.regret_records import REGRET_KINDS
+from deermem.store.records import REGRET_KINDS
 
 __all__ = ["POLICIES", "CellRun", "Counts", "replay_all", "replay_cell"]
 

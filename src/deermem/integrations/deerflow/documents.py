@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deermem.model.fact import Fact
+from deermem.model import Fact
 from deermem.store import ScopeSnapshot
 
 __all__ = ["deerflow_document", "deerflow_fact"]

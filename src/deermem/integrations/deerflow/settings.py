@@ -20,6 +20,8 @@ forgets the wrong facts for weeks), everything in it is accounted for:
 * DeerMem keys with no deermem counterpart are accepted: the ones whose value
   would change behaviour are logged once at start-up, and ``storage_class`` —
   a different store altogether — is an error rather than silently ignored;
+* ``watermark_max_keys`` is accepted and changes nothing (deermem keeps
+  every conversation's mark in its store: there is no in-memory bound);
 * the host's own key ``failure_policy`` and the hook slots (``host_llm``,
   ``should_keep_hidden_message``, ``trace_context_manager``,
   ``extraction_callback``) are not settings; a hook slot set here wins over
@@ -34,8 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from deermem.config import MemoryConfig
-from deermem.config.loading import config_from_mapping
+from deermem.config import MemoryConfig, config_from_mapping
 from deermem.errors import ConfigError
 
 __all__ = ["SOURCE", "BackendSettings", "HiddenMessageRule", "read_backend_config"]
@@ -58,6 +59,9 @@ _HOOK_KEYS: Final = frozenset(
     {"host_llm", "should_keep_hidden_message", "trace_context_manager", "extraction_callback"}
 )
 _HOST_KEYS: Final = frozenset({"failure_policy"})
+# DeerMem bounds its in-memory thread marks with this; deermem keeps every mark in
+# its store, so there is nothing to bound, and the key changes nothing.
+_MOOT_KEYS: Final = frozenset({"watermark_max_keys"})
 _CONSOLIDATION_KEYS: Final = frozenset(
     {
         "consolidation_enabled",
@@ -108,7 +112,7 @@ def read_backend_config(backend_config: Mapping[str, Any] | None) -> BackendSett
     unused: list[str] = []
     values: dict[str, object] = {}
     hooks = {key: raw.pop(key) for key in _HOOK_KEYS & raw.keys()}
-    for key in _HOST_KEYS & raw.keys():
+    for key in (_HOST_KEYS | _MOOT_KEYS) & raw.keys():
         raw.pop(key)
     categories_from = _read_categories(raw, values, problems)
     api_key = _read_model(raw, values, problems)

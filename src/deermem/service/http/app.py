@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException
 from deermem import __version__
 from deermem.errors import CorruptMemoryFile, DeerMemError
 from deermem.memory import Memory
-from deermem.model.text import MAX_NESTING
+from deermem.model import MAX_NESTING
 from deermem.service.http.context import ServerContext
 from deermem.service.http.http import Dependencies, problem_response
 from deermem.service.http.jobs import Job, JobRunner, JobStore
@@ -152,7 +152,7 @@ def _add_problem_handlers(app: FastAPI) -> None:
             return problem_response(not_found())
         if isinstance(error.__cause__, RecursionError):
             # A body nested past the JSON decoder's own depth guard: the same answer
-            # as a value nested past what a fact may hold (model.text.MAX_NESTING).
+            # as a value nested past what a fact may hold (deermem.model.MAX_NESTING).
             return problem_response(_validation_problem([_TOO_DEEP]))
         title = {405: "Method not allowed", 400: "Bad request"}.get(error.status_code, "Error")
         headers = dict(error.headers or {})

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from deermem.memory import Memory
-from deermem.model.scope import MAX_AGENT_NAME_LENGTH, USER_ID_PATTERN
+from deermem.model import MAX_AGENT_NAME_LENGTH, USER_ID_PATTERN
 from deermem.service.http.context import ServerContext
 from deermem.service.http.pages import InvalidCursor, Key, Page, paginate
 from deermem.service.http.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError

@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Final, Literal, get_args
 
 from deermem.errors import CorruptMemoryFile, DeerMemError
-from deermem.model.timestamps import format_timestamp
+from deermem.model import format_timestamp
 from deermem.service.http.problems import Problem, ProblemError, internal_problem, problem_for
-from deermem.store.markdown.atomic import atomic_write, make_directories
+from deermem.store.markdown.files import atomic_write, make_directories
 
 __all__ = ["Job", "JobRunner", "JobStatus", "JobStore", "Learn", "is_job_id"]
 

@@ -40,12 +40,11 @@ from deermem.errors import (
     QueueFullError,
     RevisionConflict,
     SearchIndexError,
-    ServerError,
     StorageError,
     StoreLockTimeout,
-    TokenFileError,
     UnsafeIdentifierError,
 )
+from deermem.service.errors import ServerError, TokenFileError
 
 __all__ = [
     "PROBLEM_CONTENT_TYPE",

@@ -2,7 +2,7 @@
 
 The check that matters runs here, before a socket is opened: a server that
 would listen beyond loopback while tokens are not in use (no tokens file) refuses to
-start (:class:`~deermem.InsecureBindError`). The tokens file is read once
+start (:class:`~deermem.service.errors.InsecureBindError`). The tokens file is read once
 too, so a damaged one stops start-up instead of the first request, and the
 store is opened once, so a database that cannot be reached or is not
 migrated is one line for the user instead of a traceback from every worker.
@@ -20,11 +20,11 @@ import os
 from typing import Any, Final
 
 from deermem.config import MemoryConfig
-from deermem.errors import InsecureBindError
+from deermem.service.errors import InsecureBindError
 from deermem.service.http.context import close_store
 from deermem.service.http.settings import SETTINGS_VARIABLE, ServerSettings, is_loopback
 from deermem.service.http.tokens import TokenFile
-from deermem.store.factory import open_store
+from deermem.store import open_store
 
 __all__ = ["LOG_FORMAT", "check_startup", "check_store", "log_config", "serve"]
 

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from deermem.model.text import (
+from deermem.model import (
     MAX_CATEGORY_CHARS,
     MAX_CONTENT_CHARS,
     MAX_SOURCE_ERROR_CHARS,
@@ -60,7 +60,7 @@ _OPEN = ConfigDict(extra="allow")
 
 # Python's whitespace (what str.strip removes), spelled out: JSON Schema's \s is not the same set.
 _SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-# The text boundary of facts written by hand (deermem.model.text), stated for clients:
+# The text boundary of facts written by hand (deermem.model), stated for clients:
 # one line holds no control character or line break; text no control character but
 # tab, line feed and carriage return.
 _ONE_LINE = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"

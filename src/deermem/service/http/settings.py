@@ -25,8 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
 
-from deermem.config import MemoryConfig, load_config
-from deermem.config.database import redact_database_url
+from deermem.config import MemoryConfig, load_config, redact_database_url
 from deermem.errors import ConfigError
 from deermem.service.http.limits import HostRule, ServerLimits, is_loopback, split_host
 from deermem.store import resolve_root

@@ -43,9 +43,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from deermem.errors import TokenFileError, UnknownTokenError
-from deermem.model.timestamps import format_timestamp, parse_timestamp
-from deermem.store.markdown.atomic import atomic_write, make_directories
+from deermem.model import format_timestamp, parse_timestamp
+from deermem.service.errors import TokenFileError, UnknownTokenError
+from deermem.store.markdown.files import atomic_write, make_directories
 from deermem.store.markdown.locks import UserLock, user_lock
 
 __all__ = [

@@ -14,12 +14,12 @@ import logging.config
 from typing import Any
 
 from deermem.memory import Memory
+from deermem.model import Scope
 from deermem.service.http.context import close_store
 from deermem.service.http.run import check_startup, log_config
 from deermem.service.http.settings import is_loopback
 from deermem.service.mcp.app import create_http_app, create_mcp_server
 from deermem.service.mcp.settings import McpSettings
-from deermem.store import Scope
 
 __all__ = ["configure_logging", "serve"]
 

@@ -50,7 +50,7 @@ from deermem.errors import (
     FactNotFoundError,
 )
 from deermem.memory import Memory
-from deermem.model.categories import CORE_CATEGORIES
+from deermem.model import CORE_CATEGORIES
 from deermem.service.http.problems import problem_for
 from deermem.service.mcp.settings import ToolLimits
 from deermem.service.mcp.views import (

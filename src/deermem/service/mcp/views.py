@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from deermem.memory import Explanation, RestoreResult, SearchResult
-from deermem.model.fact import Fact
+from deermem.model import Fact
 from deermem.recall import InjectionManifest
 from deermem.store import EvictionReceipt
 

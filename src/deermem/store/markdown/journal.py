@@ -26,7 +26,7 @@ puts back every file that differs from its prior content — and rewrites no
 other — so the store is always in the state before a commit or after it.
 Recovery is idempotent: a crash during recovery is recovered by the next one.
 When a file cannot be put back (a read-only store, another user's file),
-:class:`~deermem.StoreNeedsRecovery` names it and nothing is read.
+:class:`~deermem.errors.StoreNeedsRecovery` names it and nothing is read.
 
 Prior contents live in the journal itself rather than in backup files: one
 file to write instead of one per touched file. A journal that cannot be
@@ -40,7 +40,7 @@ commit's new facts without restoring what the commit removed, and drop the
 journal. It refuses a state it does not know, so a store switched back to it
 after a crash stops with an error until deermem has opened it once. The
 other way round, deermem recovers the original's ``prepared`` journals by
-the original's own rules (:mod:`deermem.store.markdown.original_journal`), cleans up
+the original's own rules (the last section of this module), cleans up
 its ``committed`` ones, and still recovers the ``prepared`` journals with
 prior contents that deermem wrote before its state was its own.
 """
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
@@ -56,21 +57,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from deermem.errors import CorruptMemoryFile, StoreNeedsRecovery
-from deermem.store.markdown.atomic import (
+from deermem.errors import CorruptMemoryFile, StoreNeedsRecovery, UnsafeIdentifierError
+from deermem.model import FACT_ID_PATTERN, normalise_agent
+from deermem.store.markdown.files import (
+    UserPaths,
     atomic_write,
     fsync_path,
     is_temporary,
     remove_durably,
     replace_files,
 )
-from deermem.store.markdown.original_journal import OPERATION_ID, ORIGINAL_PREPARED, original_undo
-from deermem.store.markdown.paths import UserPaths
 
-__all__ = ["STATE_PREPARED", "FileChange", "JournalInfo", "commit_files", "recover"]
+__all__ = [
+    "FileChange",
+    "JournalInfo",
+    "commit_files",
+    "recover",
+]
 
 _log = logging.getLogger("deermem.store")
+
 STATE_PREPARED: Final = "deermem-prepared"
+
 _STATE_COMMITTED: Final = "committed"
 
 
@@ -278,3 +286,98 @@ def _read(path: Path) -> bytes | None:
 
 def _text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
+
+
+# ---------------------------------------------------------------------------
+# Undoing a commit the original DeerMem left unfinished, by the original's own rules.
+#
+# The original's journal (state ``prepared``) names the commit's facts and
+# keeps the prior contents in backups beside it, not in the journal
+# (reference §2, "Commit protocol"): ``.recovery/<operationId>/memory.json``
+# and one ``<fact_id>.md`` per fact that existed. Its recovery, which this
+# module restates:
+#
+# * ``memory.json`` comes back from its backup; with no backup and an expected
+#   revision of 0, the commit created it, so it goes;
+# * every fact the journal names that is not among its ``oldEntries`` was
+#   created by the commit, so its file goes;
+# * every fact among ``oldEntries`` comes back from its backup, when there is one.
+#
+# Deleting the journal alone — or restoring the backups alone — would keep the
+# interrupted commit's new facts (an eleventh fact at a cap of ten). What this
+# module returns is the prior content of each file; the caller puts back only
+# those that differ (:mod:`deermem.store.markdown.journal`).
+# ---------------------------------------------------------------------------
+
+
+ORIGINAL_PREPARED: Final = "prepared"
+
+OPERATION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+# The original backs its manifest up under this name whatever the manifest is called.
+_MANIFEST_BACKUP: Final = "memory.json"
+
+
+def original_undo(journal: Mapping[str, object], user: UserPaths) -> dict[Path, bytes | None]:
+    """The prior content of every file an original ``prepared`` journal may have changed.
+
+    Raises:
+        CorruptMemoryFile: the journal is not one the original writes (no
+            operation id, a fact id or agent that cannot be a path, a path
+            outside the user directory).
+    """
+    operation = journal.get("operationId")
+    if not isinstance(operation, str) or not OPERATION_ID.fullmatch(operation):
+        raise CorruptMemoryFile(user.journal, f"invalid operationId {operation!r}")
+    backups = user.recovery / operation
+    old_entries = journal.get("oldEntries", {})
+    fact_ids = journal.get("factIds", [])
+    if not isinstance(old_entries, dict) or not isinstance(fact_ids, list):
+        raise CorruptMemoryFile(user.journal, "'oldEntries' or 'factIds' is malformed")
+    undo: dict[Path, bytes | None] = {}
+    manifest_backup = _read(backups / _MANIFEST_BACKUP)
+    if manifest_backup is not None:
+        undo[user.manifest] = manifest_backup
+    elif _expected_revision(journal, user) == 0:
+        undo[user.manifest] = None
+    created = [fact_id for fact_id in fact_ids if fact_id not in old_entries]
+    if created:
+        paths = user.agent(_agent(journal, user))
+        for fact_id in created:
+            undo[paths.fact(_fact_id(fact_id, user))] = None
+    for fact_id, entry in old_entries.items():
+        backup = _read(backups / f"{_fact_id(fact_id, user)}.md")
+        relative = entry.get("path") if isinstance(entry, dict) else None
+        if backup is None or not isinstance(relative, str):
+            continue  # the original restores nothing without both
+        path = user.inside(relative)
+        if path is None:
+            raise CorruptMemoryFile(
+                user.journal, f"journal path {relative!r} escapes the user directory"
+            )
+        undo[path] = backup
+    return undo
+
+
+def _expected_revision(journal: Mapping[str, object], user: UserPaths) -> int:
+    value = journal.get("expectedRevision") or 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CorruptMemoryFile(user.journal, f"invalid expectedRevision {value!r}")
+    return value
+
+
+def _agent(journal: Mapping[str, object], user: UserPaths) -> str:
+    agent = journal.get("agentName")
+    if not isinstance(agent, str):
+        raise CorruptMemoryFile(user.journal, "the journal names facts without an agentName")
+    try:
+        return normalise_agent(agent)
+    except UnsafeIdentifierError as error:
+        raise CorruptMemoryFile(user.journal, str(error)) from None
+
+
+def _fact_id(value: object, user: UserPaths) -> str:
+    if not isinstance(value, str) or not FACT_ID_PATTERN.fullmatch(value):
+        raise CorruptMemoryFile(user.journal, f"the journal names an invalid fact id {value!r}")
+    return value

@@ -66,7 +66,7 @@ from types import TracebackType
 from typing import Final
 
 from deermem.errors import StoreLockTimeout
-from deermem.store.markdown.atomic import make_directories
+from deermem.store.markdown.files import make_directories
 
 __all__ = ["UserLock", "user_lock"]
 

@@ -1,30 +1,29 @@
 """``MarkdownStore``: the embedded default store — one Markdown file per fact.
 
 The layout and file formats are the original DeerMem's (see
-:mod:`deermem.store.markdown.paths` and :mod:`deermem.store.markdown.codec`), so a directory
-written by it opens unchanged. What this class adds on top of the modules it
-composes:
+:mod:`deermem.store.markdown.files`), so a directory written by it opens
+unchanged. What this class adds on top of the modules it composes:
 
 * **owners** — before anything in a user directory is read or written, its
-  owner is checked (:mod:`~deermem.store.markdown.listing`): a directory that is
+  owner is checked (:mod:`~deermem.store.markdown.files`): a directory that is
   another user id's, or several ids', is refused with
-  :class:`~deermem.OwnerConflictError`, and a directory without an owner
+  :class:`~deermem.errors.OwnerConflictError`, and a directory without an owner
   record gets one in its first commit. A directory that an earlier version
-  named after an id that looks derived (:func:`~deermem.model.scope.was_kept_user_id`)
+  named after an id that looks derived (:func:`~deermem.model.was_kept_user_id`)
   is read where it is and moved to the id's own name by the first write;
 * **locking** — every change runs under the user's lock (thread lock +
   ``flock``); loads served from the cache take no lock;
 * **recovery** — before any locked operation, and before any load that sees
   a journal, an interrupted commit is rolled back (:mod:`~deermem.store.markdown.journal`);
 * **caching** — loaded scopes are kept while the user's ``memory.json``
-  signature is unchanged (:mod:`~deermem.store.cache`); a commit by this
+  signature is unchanged (:class:`ManifestToken`); a commit by this
   process refreshes its own entry instead of dropping it, so writing never
   costs a rescan;
 * **bookkeeping** — in the same journaled commit as the facts: receipts
   appended to the audit, usage entries of deleted facts dropped (and those of
   restored facts put back), the archive's index updated and its bounds
   applied, regret events appended and shadow marks set
-  (:mod:`~deermem.store.markdown.regret_log`), so after any crash every eviction has
+  (:mod:`~deermem.store.markdown.sidecars`), so after any crash every eviction has
   its receipt and archive entry, every relearned fact its regret event, and
   a receipt returned to a caller is in the audit.
 """
@@ -34,71 +33,87 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-import deermem.store.markdown.regret_log as regret_log
-import deermem.store.sidecars as sidecars
-from deermem.errors import CorruptMemoryFile, FactNotFoundError
-from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
-from deermem.model.fact import FACT_ID_PATTERN
-from deermem.model.scope import DEFAULT_AGENT, Scope, was_kept_user_id
-from deermem.model.timestamps import format_timestamp
-from deermem.store._plan import CommitPlan, plan_commit
-from deermem.store.archive import (
+from deermem.errors import (
+    CorruptMemoryFile,
+    FactNotFoundError,
+)
+from deermem.model import (
+    DEFAULT_ACCESS_HALF_LIFE_DAYS,
+    DEFAULT_AGENT,
+    FACT_ID_PATTERN,
+    Fact,
+    Scope,
+    format_timestamp,
+    was_kept_user_id,
+)
+from deermem.store.markdown import sidecars
+from deermem.store.markdown.files import (
+    Owner,
+    Problem,
+    ScopePaths,
+    UserPaths,
+    check_agent_owner,
+    check_user_owner,
+    decode_fact,
+    encode_fact,
+    encode_owner,
+    fact_shard,
+    fsync_path,
+    list_agents,
+    list_users,
+    read_owner,
+    resolve_root,
+    search_index_path,
+    stored_user_ids,
+)
+from deermem.store.markdown.journal import FileChange, JournalInfo, commit_files, recover
+from deermem.store.markdown.locks import user_lock
+from deermem.store.markdown.sidecars import (
     ArchiveIndex,
     archive_changes,
     archive_index,
     archive_listing,
     archive_matches,
+    encode_mark,
     read_archive,
     read_entry,
+    read_mark,
 )
-from deermem.store.cache import ABSENT, ScopeCache
-from deermem.store.markdown.atomic import fsync_path
-from deermem.store.markdown.journal import FileChange, JournalInfo, commit_files, recover
-from deermem.store.markdown.listing import (
-    Owner,
-    Problem,
-    check_agent_owner,
-    check_user_owner,
-    encode_owner,
-    list_agents,
-    list_users,
-    read_owner,
-    stored_user_ids,
-)
-from deermem.store.markdown.locks import user_lock
-from deermem.store.markdown.marks import encode_mark, read_mark
-from deermem.store.markdown.paths import ScopePaths, UserPaths, resolve_root, search_index_path
-from deermem.store.protocol import (
-    ChangeSet,
-    CommitResult,
-    ScopeSnapshot,
+from deermem.store.plan import ChangePlan, ScopeCache, patched_snapshot, plan_changes, sort_facts
+from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.records import (
+    ArchiveEntry,
+    EvictionReceipt,
+    RegretEvent,
+    ShadowMark,
     SummaryDocument,
+    UsageEntry,
+    decode_summaries,
+    encode_entry,
+    encode_summaries,
 )
-from deermem.store.reading import (
-    check_layout,
-    manifest_token,
-    patched_snapshot,
-    read_fact,
-    read_manifest,
-    scan_facts,
-    sort_facts,
-)
-from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
-from deermem.store.regret_records import RegretEvent, ShadowMark
+
+__all__ = [
+    "MarkdownStore",
+    "MarkdownTransaction",
+    "read_manifest",
+]
+
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
 
-__all__ = ["MarkdownStore", "MarkdownTransaction"]
 
 _PATHS_MEMO_LIMIT = 1024
+
 
 # The owner records a scope's next commit writes (what its directories lack);
 # emptied once a commit has written them.
@@ -161,10 +176,6 @@ class MarkdownStore:
 
     def __repr__(self) -> str:
         return f"MarkdownStore({str(self.root)!r})"
-
-    @property
-    def records_regret(self) -> bool:
-        return True
 
     # --- paths, owners and locks -----------------------------------------------
 
@@ -229,7 +240,7 @@ class MarkdownStore:
         the owner; yield the owner records the next commit must write.
 
         ``reading`` needs no write access, unless there is a commit to roll
-        back: then :class:`~deermem.StoreNeedsRecovery` names what cannot be
+        back: then :class:`~deermem.errors.StoreNeedsRecovery` names what cannot be
         restored, and nothing is read.
         """
         lock = user_lock(user.lock, self.lock_timeout)
@@ -313,7 +324,7 @@ class MarkdownStore:
         return self.load(scope)
 
     def agents(self, user_id: str | None) -> tuple[str, ...]:
-        """The agents of a user directory (see :func:`~deermem.store.markdown.listing.list_agents`).
+        """The agents of a user directory (see :func:`~deermem.store.markdown.files.list_agents`).
 
         Raises:
             CorruptMemoryFile: an agent directory holds memory that cannot be
@@ -385,10 +396,10 @@ class MarkdownStore:
         return archive_listing(paths, now, self.archive_max_age_days)
 
     def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
-        return regret_log.read_regret_events(self._settled(scope).agent(scope.agent).regret_events)
+        return sidecars.read_regret_events(self._settled(scope).agent(scope.agent).regret_events)
 
     def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
-        return regret_log.read_shadow_marks(self._settled(scope).agent(scope.agent).shadow_marks)
+        return sidecars.read_shadow_marks(self._settled(scope).agent(scope.agent).shadow_marks)
 
     # --- writing --------------------------------------------------------------
 
@@ -417,7 +428,7 @@ class MarkdownStore:
         paths = user.agent(scope.agent)
         with self._locked(scope, user) as claims:
             files: list[FileChange] = []
-            events = regret_log.regret_after_commit(
+            events = sidecars.regret_after_commit(
                 paths.regret_events, regret, self.regret_max_events
             )
             if events is not None:
@@ -490,27 +501,27 @@ class MarkdownStore:
             scope,
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
-        deleted = [fact.id for fact in plan.deleted]
+        deleted = [fact.id for fact in plan.change.deleted]
         files = self._files_of(scope, paths, changes, plan, deleted, archive)
         if files:
             info = JournalInfo(
                 agent=scope.agent,
                 expected_revision=document.revision,
-                next_revision=plan.summaries.revision,
-                fact_ids=tuple(f.id for f in plan.written) + tuple(deleted),
+                next_revision=plan.change.summaries.revision,
+                fact_ids=tuple(f.id for f in plan.change.written) + tuple(deleted),
             )
             self._commit_files(user, files, claims, info)
         if plan.manifest is not None:
-            token = manifest_token(user, plan.summaries.revision)
+            token = manifest_token(user, plan.change.summaries.revision)
             if snapshot is not None:
-                removed = [*plan.deleted, *plan.replaced.values()]
+                removed = [*plan.change.deleted, *plan.change.replaced.values()]
                 snapshot = patched_snapshot(
-                    snapshot, plan.written, removed, plan.summaries, token.version()
+                    snapshot, plan.change.written, removed, plan.change.summaries, token.version()
                 )
                 self._cache.put(scope, token, snapshot)
         result = CommitResult(
-            revision=plan.summaries.revision,
-            written=tuple(plan.written),
+            revision=plan.change.summaries.revision,
+            written=tuple(plan.change.written),
             deleted=tuple(deleted),
             changed=plan.manifest is not None,
             version=token.version(),
@@ -546,10 +557,10 @@ class MarkdownStore:
                     self.audit_max_entries,
                     forget=deleted if changes.forget_in_audit else [],
                 ),
-                regret_log.regret_after_commit(
+                sidecars.regret_after_commit(
                     paths.regret_events, changes.regret_events, self.regret_max_events
                 ),
-                regret_log.shadow_marks_after_commit(paths.shadow_marks, changes.shadow_marks),
+                sidecars.shadow_marks_after_commit(paths.shadow_marks, changes.shadow_marks),
             )
             if change is not None
         ]
@@ -595,10 +606,6 @@ class MarkdownTransaction:
         self._archive: ArchiveIndex | None = None
 
     @property
-    def records_regret(self) -> bool:
-        return True
-
-    @property
     def user(self) -> UserPaths:
         """The files of the locked user directory."""
         return self._user
@@ -632,7 +639,7 @@ class MarkdownTransaction:
         return archive_matches(self._paths, self._scope, contents, now, max_age, self._archive)
 
     def shadow_marks(self) -> Mapping[str, ShadowMark]:
-        return regret_log.read_shadow_marks(self._paths.shadow_marks)
+        return sidecars.read_shadow_marks(self._paths.shadow_marks)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         archive, self._archive = self._archive, None
@@ -640,3 +647,177 @@ class MarkdownTransaction:
             self._scope, self._user, self._snapshot, changes, self._claims, archive
         )
         return result
+
+
+# ---------------------------------------------------------------------------
+# Reading a scope from disk: the user's document and every fact file.
+#
+# Reads are strict (see deermem.store.markdown.files): a file that is not what it
+# must be stops the load with an error naming it. Stray temporary files from an
+# interrupted writer are skipped; they are never facts.
+# ---------------------------------------------------------------------------
+
+
+_SHARD_NAME_LENGTH = 2
+
+
+def read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken]:
+    """The user's summary document and its signature (defaults when absent)."""
+    try:
+        with user.manifest.open("rb") as handle:
+            status = os.fstat(handle.fileno())
+            data = handle.read()
+    except FileNotFoundError:
+        return SummaryDocument(), ABSENT
+    document = decode_summaries(data, user.manifest)
+    token = ManifestToken(status.st_mtime_ns, status.st_size, status.st_ino, document.revision)
+    return document, token
+
+
+def manifest_token(user: UserPaths, revision: int) -> ManifestToken:
+    """The signature of a manifest this process has just written at ``revision``."""
+    status = user.manifest.stat()
+    return ManifestToken(status.st_mtime_ns, status.st_size, status.st_ino, revision)
+
+
+def check_layout(paths: ScopePaths) -> None:
+    """Refuse layouts deermem cannot read without losing facts.
+
+    A per-agent ``memory.json`` is the original's first layout; its facts
+    would be invisible, and the next write would make the loss permanent.
+    """
+    if paths.legacy_manifest.is_file():
+        raise CorruptMemoryFile(
+            paths.legacy_manifest,
+            "a per-agent memory.json from the original's version-1 layout; migrate it with "
+            "the original DeerMem's migration tool first",
+        )
+
+
+def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
+    """Read every fact file of a scope (a cold load)."""
+    try:
+        shards = sorted(paths.facts_dir.iterdir())
+    except FileNotFoundError:
+        return {}
+    facts: dict[str, Fact] = {}
+    for shard in shards:
+        if shard.name.startswith("."):
+            continue
+        if not shard.is_dir():
+            if shard.suffix == ".md":
+                raise CorruptMemoryFile(shard, "a fact file outside its shard directory")
+            continue
+        for path in sorted(shard.iterdir()):
+            if path.name.startswith(".") or path.suffix != ".md":
+                continue
+            fact_id = path.stem
+            _check_name(fact_id, shard.name, path)
+            facts[fact_id] = decode_fact(path.read_bytes(), path, scope, fact_id)
+    return facts
+
+
+def read_fact(paths: ScopePaths, scope: Scope, fact_id: str) -> Fact | None:
+    """One fact by id, read from its file alone (``None`` if it does not exist)."""
+    path = paths.fact(fact_id)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return decode_fact(data, path, scope, fact_id)
+
+
+def _check_name(fact_id: str, shard: str, path: Path) -> None:
+    if not FACT_ID_PATTERN.fullmatch(fact_id):
+        raise CorruptMemoryFile(path, "the file name is not a valid fact id")
+    if len(shard) != _SHARD_NAME_LENGTH or fact_shard(fact_id) != shard:
+        raise CorruptMemoryFile(
+            path, f"the fact belongs in shard directory {fact_shard(fact_id)!r}, not {shard!r}"
+        )
+
+
+# ---------------------------------------------------------------------------
+# The read cache's key: loaded scopes are valid while the user's ``memory.json`` is unchanged.
+#
+# Every commit rewrites the user's ``memory.json`` with a new revision, through
+# a rename, so the file's signature — modification time, size, inode and the
+# revision inside — changes with every commit by any process. A cached scope is
+# served only while that signature is the one it was loaded at; checking costs
+# one small read, against a scan of every fact file for a cold load.
+#
+# Edits to fact files made behind the store's back do not change the signature;
+# MarkdownStore.reload drops the cached scope. (The cache itself is
+# deermem.store.plan's ScopeCache, shared with the PostgreSQL store.)
+# ---------------------------------------------------------------------------
+
+
+class ManifestToken(NamedTuple):
+    """The signature of a user's ``memory.json`` (all zero when it does not exist)."""
+
+    mtime_ns: int
+    size: int
+    inode: int
+    revision: int
+
+    def version(self) -> str:
+        return f"{self.revision}:{self.mtime_ns}:{self.size}:{self.inode}"
+
+
+ABSENT: Final = ManifestToken(0, 0, 0, 0)
+
+
+# ---------------------------------------------------------------------------
+# The exact files a commit writes.
+#
+# plan_commit adds the Markdown store's files to what deermem.store.plan's
+# plan_changes works out for every store. Only what the change
+# set addresses is touched — read, checked and written: a commit that adds one
+# fact writes that fact's file and the user's ``memory.json``, whatever the
+# size of the library, and reads no other fact.
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class CommitPlan:
+    """The files to write for a planned change.
+
+    Attributes:
+        change: what the commit changes (facts, summaries), as every store plans it.
+        files: the fact files and archive entries to write or remove.
+        manifest: the user's new ``memory.json``, when anything above or a summary changes.
+    """
+
+    change: ChangePlan
+    files: list[FileChange] = field(default_factory=list)
+    manifest: FileChange | None = None
+
+
+def plan_commit(
+    lookup: Callable[[str], Fact | None],
+    current: SummaryDocument,
+    changes: ChangeSet,
+    paths: ScopePaths,
+    scope: Scope,
+    archive_exists: Callable[[str], bool],
+) -> CommitPlan:
+    """Check preconditions and lay out the files of a commit (see :func:`plan_changes`).
+
+    Raises:
+        ManifestRevisionConflict: ``expected_revision`` is not the current one.
+        FactRevisionConflict: a written or deleted fact is not at the expected revision.
+        FactNotFoundError: a deleted fact or archive entry does not exist.
+        ValueError: the change set addresses one fact twice, or an unknown summary section.
+    """
+    changed = plan_changes(lookup, current, changes, scope, archive_exists)
+    plan = CommitPlan(changed)
+    for fact in changed.written:
+        plan.files.append(FileChange(paths.fact(fact.id), encode_fact(fact, scope)))
+    for stored in changed.deleted:
+        plan.files.append(FileChange(paths.fact(stored.id), None))
+    for fact_id in changes.archive_deletes:
+        plan.files.append(FileChange(paths.archived(fact_id), None))
+    for entry in changes.archive_puts:
+        plan.files.append(FileChange(paths.archived(entry.fact_id), encode_entry(entry)))
+    if changed.changed:
+        plan.manifest = FileChange(paths.user.manifest, encode_summaries(changed.summaries))
+    return plan

@@ -1,4 +1,4 @@
-"""The Markdown store seen whole, user by user (:class:`~deermem.store.dump.Transfer`).
+"""The Markdown store seen whole, user by user (:class:`~deermem.store.protocol.Transfer`).
 
 Reading goes through the store's own readers (the scope under its lock, the
 sidecars, the archive in arrival order, the thread marks); writing lays out
@@ -9,7 +9,7 @@ with the store's own encoders and writes them in one journaled commit
 so a copy is all there or not at all, and a store deermem wrote comes back
 byte for byte.
 
-Which directory is whose is decided by :mod:`~deermem.store.markdown.listing`, as for
+Which directory is whose is decided by :mod:`~deermem.store.markdown.files`, as for
 ``deermem scopes``: a directory that cannot be told to be one user's (or one
 agent's) — a collision already on disk, a derived name with nothing naming
 its owner — stops the copy with an error naming it, before anything is
@@ -21,18 +21,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deermem.errors import CorruptMemoryFile
-from deermem.model.scope import DEFAULT_AGENT, Scope
-from deermem.store import sidecars
-from deermem.store.archive import archive_changes, arrival_order, encode_entry, read_entry
-from deermem.store.dump import ScopeDump, UserDump
-from deermem.store.markdown import regret_log
-from deermem.store.markdown.codec import encode_fact, encode_summaries
+from deermem.model import DEFAULT_AGENT, Scope
+from deermem.store.markdown import sidecars
+from deermem.store.markdown.files import (
+    Owner,
+    Problem,
+    UserPaths,
+    encode_fact,
+    encode_owner,
+    list_agents,
+    list_users,
+)
 from deermem.store.markdown.journal import FileChange, JournalInfo
-from deermem.store.markdown.listing import Owner, Problem, encode_owner, list_agents, list_users
-from deermem.store.markdown.marks import encode_mark, read_marks
-from deermem.store.markdown.paths import UserPaths
-from deermem.store.markdown.store import MarkdownStore
-from deermem.store.reading import read_manifest
+from deermem.store.markdown.sidecars import (
+    archive_changes,
+    arrival_order,
+    encode_mark,
+    read_entry,
+    read_marks,
+)
+from deermem.store.markdown.store import MarkdownStore, read_manifest
+from deermem.store.protocol import ScopeDump, UserDump
+from deermem.store.records import encode_entry, encode_summaries
 
 __all__ = ["MarkdownTransfer"]
 
@@ -48,7 +58,7 @@ class MarkdownTransfer:
 
         Raises:
             CorruptMemoryFile: a user directory that cannot be told to be one
-                user's (see :func:`~deermem.store.markdown.listing.list_users`).
+                user's (see :func:`~deermem.store.markdown.files.list_users`).
         """
         users, problems = list_users(self.store.root, self.store.manifest_filename)
         _refuse(problems)
@@ -75,8 +85,8 @@ class MarkdownTransfer:
                     if (entry := read_entry(paths, scope, fact_id)) is not None
                 ),
                 marks=tuple(read_marks(paths)),
-                regret=tuple(regret_log.raw_regret_events(paths.regret_events)),
-                shadow=regret_log.raw_shadow_marks(paths.shadow_marks),
+                regret=tuple(sidecars.raw_regret_events(paths.regret_events)),
+                shadow=sidecars.raw_shadow_marks(paths.shadow_marks),
             )
             if not dump.empty:
                 scopes.append(dump)
@@ -124,9 +134,9 @@ def _scope_files(user: UserPaths, scope: Scope, dump: ScopeDump) -> list[FileCha
         for mark in dump.marks
     )
     if dump.regret:
-        files.append(FileChange(paths.regret_events, regret_log.encode_regret_events(dump.regret)))
+        files.append(FileChange(paths.regret_events, sidecars.encode_regret_events(dump.regret)))
     if dump.shadow:
-        files.append(FileChange(paths.shadow_marks, regret_log.encode_shadow_marks(dump.shadow)))
+        files.append(FileChange(paths.shadow_marks, sidecars.encode_shadow_marks(dump.shadow)))
     return files
 
 

@@ -1,6 +1,6 @@
 """The statements of one commit, inside the open and locked transaction.
 
-:class:`CommitWriter` turns a planned change set (:func:`~deermem.store._plan.plan_changes`)
+:class:`CommitWriter` turns a planned change set (:func:`~deermem.store.plan.plan_changes`)
 into rows: the facts, then the bookkeeping the Markdown store keeps in its
 sidecars — recall counts dropped and restored, receipts appended (and, in
 delete mode, deleted ids stripped from earlier ones) and trimmed to their
@@ -16,15 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import deermem.store.postgres.rows as rows
-from deermem.model.scope import Scope
-from deermem.model.timestamps import format_timestamp
-from deermem.store._plan import ChangePlan
-from deermem.store.archive import beyond_bounds
-from deermem.store.postgres.connection import Connection
-from deermem.store.protocol import ChangeSet, SummaryDocument
-from deermem.store.records import ArchiveEntry, UsageEntry
-from deermem.store.regret_records import RegretEvent
-from deermem.store.sidecars import strip_audit_events
+from deermem.model import Scope, format_timestamp
+from deermem.store.plan import ChangePlan, beyond_bounds, strip_audit_events
+from deermem.store.postgres.database import Connection
+from deermem.store.protocol import ChangeSet
+from deermem.store.records import ArchiveEntry, RegretEvent, SummaryDocument, UsageEntry
 
 __all__ = ["Bounds", "CommitWriter", "append_regret", "insert_archive", "put_usage"]
 

@@ -16,12 +16,8 @@ import json
 from typing import Final
 
 from deermem.errors import CorruptMemoryFile, FactValidationError
-from deermem.model.fact import Fact
-from deermem.model.scope import Scope, check_user_id
-from deermem.store.archive import decode_entry
-from deermem.store.markdown.codec import decode_summaries
-from deermem.store.protocol import SummaryDocument
-from deermem.store.records import ArchiveEntry
+from deermem.model import Fact, Scope, check_user_id
+from deermem.store.records import ArchiveEntry, SummaryDocument, decode_entry, decode_summaries
 
 __all__ = [
     "NO_USER",
@@ -50,7 +46,7 @@ def user_key(scope: Scope) -> str:
 
     Raises:
         UnsafeIdentifierError: the id breaks the one rule for user ids
-            (:func:`~deermem.model.scope.check_user_id`), which :meth:`Scope.of`
+            (:func:`~deermem.model.check_user_id`), which :meth:`Scope.of`
             applies already; checked again for a scope made without it.
     """
     if scope.user_id is None:

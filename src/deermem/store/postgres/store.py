@@ -18,7 +18,7 @@ commits, the next read of any other sees. What this class guarantees, and how:
 * **optimistic revisions** — a change set's preconditions (fact revisions,
   the document revision) are checked under that lock, with the same errors
   as the Markdown store's (the planning code is shared:
-  :func:`~deermem.store._plan.plan_changes`).
+  :func:`~deermem.store.plan.plan_changes`).
 * **version tokens** — each user row holds a revision and a commit id that
   changes with every commit (and with a purge, which changes the archive
   alone, so other replicas' search indexes follow it); ``version()`` is one
@@ -47,23 +47,35 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
-from deermem.config.database import redact_database_url
+from deermem.config import redact_database_url
 from deermem.errors import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
-from deermem.model.capacity import DEFAULT_ACCESS_HALF_LIFE_DAYS
-from deermem.model.fact import FACT_ID_PATTERN, Fact
-from deermem.model.scope import DEFAULT_AGENT, Scope
-from deermem.store._plan import plan_changes
-from deermem.store.archive import newest_first
-from deermem.store.cache import ScopeCache
-from deermem.store.duplicates import duplicate_key
+from deermem.model import (
+    DEFAULT_ACCESS_HALF_LIFE_DAYS,
+    DEFAULT_AGENT,
+    FACT_ID_PATTERN,
+    Fact,
+    Scope,
+    duplicate_key,
+)
+from deermem.store.plan import (
+    ScopeCache,
+    count_recalls,
+    newest_first,
+    patched_snapshot,
+    plan_changes,
+    sort_facts,
+)
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
-from deermem.store.postgres.connection import Connection, connect, translated
-from deermem.store.postgres.schema import check_schema
-from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, SummaryDocument
-from deermem.store.reading import patched_snapshot, sort_facts
-from deermem.store.records import ArchiveEntry, EvictionReceipt, UsageEntry
-from deermem.store.regret_records import RegretEvent, ShadowMark
-from deermem.store.sidecars import count_recalls
+from deermem.store.postgres.database import Connection, check_schema, connect, translated
+from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.records import (
+    ArchiveEntry,
+    EvictionReceipt,
+    RegretEvent,
+    ShadowMark,
+    SummaryDocument,
+    UsageEntry,
+)
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -417,11 +429,6 @@ class PostgresStore:
             if not ArchiveEntry.stamp_expired(archived_at, now, limit)
         }
 
-    @property
-    def records_regret(self) -> bool:
-        """Yes: in ``deermem_regret_events`` and ``deermem_shadow_marks`` (schema 2)."""
-        return True
-
     def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
         with self._connection() as connection:
             found = connection.execute(
@@ -706,10 +713,6 @@ class PostgresTransaction:
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         with translated(self._store.address):
             return self._store._archived(self._locked(), self._scope, fact_id)
-
-    @property
-    def records_regret(self) -> bool:
-        return True
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime

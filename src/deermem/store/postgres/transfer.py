@@ -1,4 +1,4 @@
-"""The PostgreSQL store seen whole, user by user (:class:`~deermem.store.dump.Transfer`).
+"""The PostgreSQL store seen whole, user by user (:class:`~deermem.store.protocol.Transfer`).
 
 A dump reads one user in one ``REPEATABLE READ`` transaction (one snapshot
 of the database, whatever other replicas commit meanwhile); a load writes
@@ -15,14 +15,13 @@ from __future__ import annotations
 import uuid
 
 from deermem.errors import CorruptMemoryFile
-from deermem.model.scope import Scope
-from deermem.store.dump import ScopeDump, ThreadMark, UserDump
+from deermem.model import Scope
 from deermem.store.postgres import rows
 from deermem.store.postgres.commit import insert_archive
-from deermem.store.postgres.connection import Connection
+from deermem.store.postgres.database import Connection
 from deermem.store.postgres.store import PostgresStore, agents_of, roll_back
-from deermem.store.protocol import SummaryDocument
-from deermem.store.records import UsageEntry
+from deermem.store.protocol import ScopeDump, UserDump
+from deermem.store.records import SummaryDocument, ThreadMark, UsageEntry
 
 __all__ = ["PostgresTransfer"]
 

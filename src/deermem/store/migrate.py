@@ -10,7 +10,7 @@ shadow marks). Nothing about the source changes.
 
 Before anything is written, every source user is looked up in the
 destination: a user the destination already holds with other data stops the
-migration (:class:`~deermem.MigrationError`); one it holds identically is
+migration (:class:`~deermem.errors.MigrationError`); one it holds identically is
 skipped, so a migration that was interrupted can simply be run again.
 """
 
@@ -22,14 +22,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deermem.config import MemoryConfig
-from deermem.config.database import is_database_url, redact_database_url
+from deermem.config import MemoryConfig, is_database_url, redact_database_url
 from deermem.errors import ConfigError, MigrationError
-from deermem.store.dump import Transfer, UserDump
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
+from deermem.store.protocol import Transfer, UserDump
 
-__all__ = ["MigrationReport", "migrate", "opened_location"]
+__all__ = [
+    "MigrationReport",
+    "migrate",
+    "opened_location",
+]
 
 Progress = Callable[[int, int], None]
 """Called with (users done, users in all) as the migration goes."""
@@ -78,7 +81,7 @@ def opened_location(
         DatabaseError, DatabaseSchemaError: the database cannot be used.
     """
     if is_database_url(location):
-        try:
+        try:  # the driver is an optional extra: imported only when a database is named
             from deermem.store.postgres import PostgresStore
             from deermem.store.postgres.transfer import PostgresTransfer
         except ModuleNotFoundError as error:

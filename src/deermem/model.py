@@ -1,0 +1,1281 @@
+"""The data model: facts and what they are made of. Pure: no I/O, no clock.
+
+Everything every layer agrees on about a fact, written once:
+
+* **the text boundary** — which text may reach a file (every string valid
+  Unicode, plain data, bounded nesting) and which text a person or a model
+  may write now (shape and length limits);
+* **timestamps** — ISO 8601 in UTC with a ``Z`` suffix, read leniently;
+* **categories** — the nine core ones, and how an unknown label is kept;
+* **the capacity policy's defaults** — read by the configuration and by the
+  policy, which sit on either side of this module;
+* **fact ids and the duplicate rule** — the one fresh-id loop and the one
+  answer to "do these two facts say the same thing";
+* **the fact** — :class:`Fact`, validated in one place (:meth:`Fact.from_dict`);
+* **scopes** — one user's memory for one agent, the identifier rules, and the
+  directory names the Markdown store derives from them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Final, Literal
+
+from deermem.errors import FactValidationError, InvalidTextError, UnsafeIdentifierError
+
+__all__ = [
+    "CORE_CATEGORIES",
+    "DEFAULT_ACCESS_HALF_LIFE_DAYS",
+    "DEFAULT_ACCESS_WEIGHT",
+    "DEFAULT_AGENT",
+    "DEFAULT_CATEGORY",
+    "DEFAULT_CONFIDENCE_WEIGHT",
+    "DEFAULT_CONFIRMATION_HALF_LIFE_DAYS",
+    "DEFAULT_CONFIRMATION_WEIGHT",
+    "DEFAULT_CORRECTION_RESERVED_FRACTION",
+    "DEFAULT_CORRECTION_RESERVED_MAX",
+    "DEFAULT_POLICY",
+    "DEFAULT_PROTECTED_CATEGORIES",
+    "FACT_ID_PATTERN",
+    "MAX_AGENT_NAME_LENGTH",
+    "MAX_CATEGORY_CHARS",
+    "MAX_CONTENT_CHARS",
+    "MAX_FACT_ID_LENGTH",
+    "MAX_KEPT_SIZE",
+    "MAX_LINE_CHARS",
+    "MAX_NESTING",
+    "MAX_SOURCE_ERROR_CHARS",
+    "MAX_SUMMARY_CHARS",
+    "MAX_TOPICS",
+    "MAX_USER_ID_BYTES",
+    "TIMESTAMP_FIELDS",
+    "USER_ID_PATTERN",
+    "WEIGHT_TOLERANCE",
+    "Fact",
+    "FactScope",
+    "FactSource",
+    "IdFactory",
+    "Scope",
+    "agent_directory",
+    "canonical_category",
+    "category_key",
+    "check_line",
+    "check_lines",
+    "check_storable",
+    "check_user_id",
+    "duplicate_digest",
+    "duplicate_key",
+    "format_timestamp",
+    "is_bucket",
+    "is_derived_agent_directory",
+    "new_fact_id",
+    "normalise_agent",
+    "parse_moment",
+    "parse_timestamp",
+    "random_fact_id",
+    "safe_user_id",
+    "was_kept_user_id",
+    "weights_sum_to_one",
+]
+
+
+# ---------------------------------------------------------------------------
+# The text boundary: which text may reach a file, decided in one place
+#
+# Two levels, because stored data and new data differ in what they owe us:
+#
+# * **Storable** (:func:`check_storable`) — every string a fact or a summary
+#   holds, on every path (a file read back, an import, a person, a model),
+#   must be valid Unicode: a lone surrogate cannot be written as UTF-8, and it
+#   is what an undecodable byte becomes when Python decodes a command-line
+#   argument (``surrogateescape``) or what a JSON ``"\ud800"`` escape yields.
+#   Values must also be plain data a YAML and a JSON writer can represent,
+#   nested at most :data:`MAX_NESTING` deep (the writers recurse: a value
+#   nested hundreds deep would fail to be written, or be written by one store
+#   and not by the other); and what a fact or a summary section keeps without
+#   knowing it — its unknown fields — holds at most :data:`MAX_KEPT_SIZE`.
+#   :meth:`deermem.model.Fact.from_dict` applies this to every field, so a
+#   fact that exists can be written and read back, on either store.
+# * **Authored** (:func:`check_line`, :func:`check_lines`) — text a person or a
+#   model writes *now* (``facts add``, ``facts edit``, a model's answer) also
+#   keeps to a shape and a length: one-line fields (a category, a topic, a
+#   thread id) hold no control character and no line break; multi-line fields
+#   (content, summaries, ``sourceError``) hold no control character but tab
+#   and line breaks; and each has the length limit of a fact extracted by a
+#   model. Data that already exists — files written by the original DeerMem,
+#   documents ``deermem export`` wrote — is not held to these: reading it, or
+#   importing it again, must not fail on a limit it was never written under.
+#
+# Both raise :class:`~deermem.errors.InvalidTextError` (a
+# :class:`~deermem.FactValidationError`) naming the field, the character and
+# its position; a length over the limit is a plain ``FactValidationError``.
+# ---------------------------------------------------------------------------
+
+MAX_CONTENT_CHARS: Final = 4_000
+"""Longest fact content a person or a model may write (about 1,000 tokens)."""
+MAX_CATEGORY_CHARS: Final = 64
+"""Longest category (or own label, or topic) a person or a model may write."""
+MAX_SOURCE_ERROR_CHARS: Final = 2_000
+"""Longest ``sourceError`` (what the assistant got wrong) a person or a model may write."""
+MAX_SUMMARY_CHARS: Final = 8_000
+"""Longest summary section a model may write."""
+MAX_LINE_CHARS: Final = 256
+"""Longest other one-line value written by hand (a thread id, a source type)."""
+MAX_TOPICS: Final = 32
+"""Most topics a fact written by hand may carry."""
+MAX_NESTING: Final = 32
+"""Deepest nesting of lists and mappings in any stored value (no field deermem
+knows nests more than two deep; a writer that recurses stays far from its limit)."""
+MAX_KEPT_SIZE: Final = 65_536
+"""Largest size of the unknown fields a fact keeps together (and of its ``source``,
+and of a summary section's unknown keys): characters of text, keys included, plus
+one per value."""
+
+LINE_BREAKS: Final = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+"""Every character :meth:`str.splitlines` breaks a line at."""
+
+# Control characters (C0, DEL, C1) and the two Unicode line separators: none
+# belongs in a one-line field.
+_NOT_IN_A_LINE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# In multi-line text tab, line feed and carriage return are text; U+2028/9
+# are left to the writer, who may mean them.
+_NOT_IN_LINES: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+# What YAML's safe dumper and json can both write (and their loaders give back):
+# a fact goes to front matter, to archive entries and to exports.
+_SCALARS: Final = (str, bool, int, float, type(None))
+
+
+def check_storable(field: str, value: object, *, max_size: int | None = None) -> int:
+    """Refuse a value that cannot be stored as it is: a lone surrogate in any
+    string (keys included, at any depth), a type no file format represents,
+    lists and mappings nested deeper than :data:`MAX_NESTING`, or (with
+    ``max_size``) a value larger than that.
+
+    The walk keeps its own stack, so no value — however deep a JSON or YAML
+    reader built it — makes it recurse.
+
+    Args:
+        field: the name of the value, for the error (``"topics"``, ``"source"``).
+        value: a string, number, boolean, ``None``, or a list (or tuple, which
+            is written as a list) or mapping of those: what both YAML and JSON
+            hold.
+        max_size: the largest size allowed (``None``: any size).
+
+    Returns:
+        The value's size: the characters of its text, mapping keys included,
+        plus one for each value (a scalar, a list, a mapping).
+
+    Raises:
+        InvalidTextError: a string (or a mapping key) holds a lone surrogate;
+            ``field`` names where (``"source.threadId"``, ``"topics[2]"``).
+        FactValidationError: a value of another type (a tuple, an object),
+            nested too deep, or larger than ``max_size``.
+    """
+    if isinstance(value, str):  # the common case, without a walk
+        _check_unicode(field, value)
+        size = 1 + len(value)
+    else:
+        size = _walk(field, value, max_size)
+    if max_size is not None and size > max_size:
+        raise _too_large(field, max_size)
+    return size
+
+
+def _walk(field: str, value: object, max_size: int | None) -> int:
+    size = 0
+    # (where, value, how many lists and mappings hold it), depth first, in order.
+    stack: list[tuple[str, object, int]] = [(field, value, 0)]
+    while stack:
+        where, item, depth = stack.pop()
+        size += 1
+        if isinstance(item, str):
+            _check_unicode(where, item)
+            size += len(item)
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_NESTING:
+                raise FactValidationError(
+                    where,
+                    f"<{type(item).__name__} nested {depth + 1} deep>",  # never the value itself
+                    f"expected lists and mappings nested at most {MAX_NESTING} deep",
+                )
+            children: list[tuple[str, object, int]] = []
+            if isinstance(item, Mapping):
+                for key, child in item.items():
+                    if isinstance(key, str):
+                        _check_unicode(f"{where} key", key)
+                        size += len(key)
+                    elif not isinstance(key, _SCALARS):
+                        raise FactValidationError(
+                            where, item, "expected keys that are plain values"
+                        )
+                    children.append((f"{where}.{key}", child, depth + 1))
+            else:
+                children = [(f"{where}[{n}]", child, depth + 1) for n, child in enumerate(item)]
+            stack.extend(reversed(children))
+        elif not isinstance(item, _SCALARS):
+            raise FactValidationError(
+                where, item, "expected text, a number, a boolean, null, a list or a mapping"
+            )
+        if max_size is not None and size > max_size:
+            raise _too_large(field, max_size)
+    return size
+
+
+def _too_large(field: str, max_size: int) -> FactValidationError:
+    return FactValidationError(
+        field,
+        "<too large>",  # never the value itself: it may be megabytes
+        f"expected at most {max_size:,} characters (and values) in what deermem keeps "
+        "without knowing it",
+    )
+
+
+def check_line(field: str, value: str, limit: int) -> str:
+    """Check one line of text written now; return it unchanged.
+
+    Raises:
+        InvalidTextError: a lone surrogate, a control character or a line break.
+        FactValidationError: more than ``limit`` characters.
+    """
+    _check_unicode(field, value)
+    found = _NOT_IN_A_LINE.search(value)
+    if found is not None:
+        raise _control(field, value, found.start(), "one line of text")
+    return _check_length(field, value, limit)
+
+
+def check_lines(field: str, value: str, limit: int) -> str:
+    """Check text of one or more lines written now; return it unchanged.
+
+    Raises:
+        InvalidTextError: a lone surrogate, or a control character other than
+            tab, line feed and carriage return.
+        FactValidationError: more than ``limit`` characters.
+    """
+    _check_unicode(field, value)
+    found = _NOT_IN_LINES.search(value)
+    if found is not None:
+        raise _control(field, value, found.start(), "text")
+    return _check_length(field, value, limit)
+
+
+def _check_unicode(field: str, value: str) -> None:
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        position = error.start
+        character = value[position]
+        point = ord(character)
+        if 0xDC80 <= point <= 0xDCFF:
+            # How Python's surrogateescape carries a byte that is not UTF-8.
+            problem = (
+                f"byte 0x{point - 0xDC00:02X} at position {position} is not UTF-8; "
+                "expected UTF-8 text"
+            )
+        else:
+            problem = (
+                f"U+{point:04X} at position {position} is a lone surrogate; "
+                "expected valid Unicode text"
+            )
+        raise InvalidTextError(
+            field, value, position=position, character=character, problem=problem
+        ) from None
+
+
+def _control(field: str, value: str, position: int, kind: str) -> InvalidTextError:
+    character = value[position]
+    return InvalidTextError(
+        field,
+        value,
+        position=position,
+        character=character,
+        problem=(
+            f"control character U+{ord(character):04X} at position {position}; expected {kind} "
+            "without control characters"
+        ),
+    )
+
+
+def _check_length(field: str, value: str, limit: int) -> str:
+    if len(value) > limit:
+        raise FactValidationError(
+            field, value, f"expected at most {limit:,} characters, found {len(value):,}"
+        )
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Timestamps: ISO 8601 in UTC with a Z suffix
+#
+# Parsing is lenient on purpose: a timestamp that cannot be read must never
+# crash an eviction or a review, so :func:`parse_timestamp` returns ``None`` and
+# each caller decides what "unknown time" means for its own rule.
+# ---------------------------------------------------------------------------
+
+_SPAN: Final = re.compile(r"(\d{1,5})([hdw])")
+_SPAN_HOURS: Final = {"h": 1, "d": 24, "w": 24 * 7}
+
+
+def format_timestamp(moment: datetime) -> str:
+    """Render an aware datetime as ISO 8601 UTC with a ``Z`` suffix.
+
+    Microseconds are kept, as the original DeerMem does, so two writes in the
+    same second still order correctly. A naive datetime is taken to be UTC.
+    """
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """Read a stored timestamp into an aware UTC datetime, or ``None``.
+
+    Accepts ``datetime`` objects and ISO 8601 strings (``Z`` or an explicit
+    offset); a value without a time zone is taken to be UTC. Anything else —
+    ``None``, numbers, booleans, garbage strings — yields ``None``.
+    """
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def parse_moment(text: str, now: datetime, *, option: str, ahead: bool = False) -> datetime:
+    """The moment a person names on a command line, as an aware UTC datetime.
+
+    An ISO 8601 date or time (UTC unless it says otherwise; a date is
+    midnight at its start), or a span from ``now``: ``N`` hours (``12h``),
+    days (``30d``) or weeks (``4w``) — back from now (``--since 30d``), or
+    ahead of it with ``ahead`` (``--expires 30d``).
+
+    Args:
+        text: what was typed.
+        now: the clock's time.
+        option: the option's name, for the error (``--since``).
+        ahead: a span counts forward from ``now`` instead of back.
+
+    Raises:
+        ValueError: naming the option, the value and the accepted forms.
+    """
+    value = text.strip()
+    span = _SPAN.fullmatch(value)
+    if span is not None:
+        delta = timedelta(hours=int(span.group(1)) * _SPAN_HOURS[span.group(2)])
+        return now + delta if ahead else now - delta
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        direction = "ahead of" if ahead else "back from"
+        raise ValueError(
+            f"{option} {text!r}: expected an ISO 8601 date or time (2026-01-31, "
+            f"2026-01-31T12:00:00Z) or a span {direction} now (12h, 30d, 4w)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+# ---------------------------------------------------------------------------
+# Categories: the ones deermem knows, and how unknown ones are kept
+#
+# The nine core categories are the original DeerMem's. A category outside the
+# core set is not rejected: the fact is stored as ``other`` and the original
+# label survives in ``categoryExtension``, so nothing a model or a user wrote is
+# lost and every reader can still rely on the core set.
+# ---------------------------------------------------------------------------
+
+CORE_CATEGORIES: Final[tuple[str, ...]] = (
+    "preference",
+    "correction",
+    "context",
+    "goal",
+    "behavior",
+    "identity",
+    "constraint",
+    "decision",
+    "other",
+)
+
+DEFAULT_CATEGORY: Final = "context"
+
+_CORE_SET: Final = frozenset(CORE_CATEGORIES)
+
+
+def category_key(category: object) -> str:
+    """Normalise a category for comparisons: stripped and lower-cased.
+
+    Rules such as the correction reserve compare categories this way, so
+    ``" Correction "`` counts as a correction. Non-strings give ``""``.
+    """
+    return category.strip().lower() if isinstance(category, str) else ""
+
+
+def canonical_category(category: str) -> tuple[str, str | None]:
+    """Split a raw category into ``(stored category, categoryExtension)``.
+
+    ``""`` becomes the default ``context``; a core category (in any letter
+    case) is returned in lower case; anything else is stored as ``other`` with
+    the stripped raw label as extension.
+    """
+    label = category.strip()
+    if not label:
+        return DEFAULT_CATEGORY, None
+    if label.lower() in _CORE_SET:
+        return label.lower(), None
+    return "other", label
+
+
+# ---------------------------------------------------------------------------
+# The capacity policy's default parameters and the weight rule
+#
+# Two readers need these values: the configuration (the ``eviction_*`` keys of
+# :class:`~deermem.config.MemoryConfig`) and the policy object
+# (:class:`~deermem.policy.CapacityPolicy`, which is also what
+# :func:`~deermem.policy.select_facts_for_capacity` falls back to when a caller
+# leaves a keyword out). The configuration sits below the policy layer, so the
+# values live here, beneath both, instead of being repeated in each. They are
+# the original DeerMem's defaults (reference §3).
+# ---------------------------------------------------------------------------
+
+DEFAULT_POLICY: Final = "confidence"
+
+DEFAULT_CONFIDENCE_WEIGHT: Final = 0.65
+DEFAULT_CONFIRMATION_WEIGHT: Final = 0.25
+DEFAULT_ACCESS_WEIGHT: Final = 0.10
+
+DEFAULT_CONFIRMATION_HALF_LIFE_DAYS: Final = 90
+DEFAULT_ACCESS_HALF_LIFE_DAYS: Final = 30
+
+DEFAULT_CORRECTION_RESERVED_FRACTION: Final = 0.10
+DEFAULT_CORRECTION_RESERVED_MAX: Final = 10
+
+# The one category rule table's default: reserved in capacity selection,
+# guaranteed in prompt injection, exempt from staleness review.
+DEFAULT_PROTECTED_CATEGORIES: Final[tuple[str, ...]] = ("correction",)
+
+WEIGHT_TOLERANCE: Final = 1e-9
+
+
+def weights_sum_to_one(confidence: float, confirmation: float, access: float) -> bool:
+    """Whether the three ``hybrid-v1`` weights sum to 1, within :data:`WEIGHT_TOLERANCE`.
+
+    Summed left to right, as the score is, so a configuration accepted here
+    is exactly the one the policy accepts.
+    """
+    total = confidence + confirmation + access
+    return math.isclose(total, 1.0, rel_tol=0.0, abs_tol=WEIGHT_TOLERANCE)
+
+
+# ---------------------------------------------------------------------------
+# Fact ids and the duplicate rule
+#
+# Every path that creates a fact — a manual create, an import, extraction from
+# a conversation — takes its id from new_fact_id and asks duplicate_key
+# whether a fact says the same as another. One loop and one rule, so the paths
+# cannot drift apart: a manual create refused as a duplicate is the fact
+# extraction would skip, and the capacity gate finds an archived fact that a
+# proposal says again (a *relearned* fact, see deermem.library) by the same key.
+# ---------------------------------------------------------------------------
+
+IdFactory = Callable[[], str]
+"""Returns a candidate fact id: :func:`random_fact_id`, or a seeded one in tests."""
+
+ID_ATTEMPTS: Final = 20
+"""How many candidates :func:`new_fact_id` tries before it calls the factory broken."""
+
+
+def random_fact_id() -> str:
+    """``fact_`` and 8 random lowercase hex digits, as the original DeerMem makes ids."""
+    return f"fact_{uuid.uuid4().hex[:8]}"
+
+
+def new_fact_id(in_use: Callable[[str], bool], make: IdFactory = random_fact_id) -> str:
+    """A fresh id from ``make`` that ``in_use`` says is free.
+
+    Args:
+        in_use: whether an id is taken — by an active fact, and by an archived
+            one too (a restore brings its id back), or by a fact planned in
+            the same change (``planned.__contains__``).
+        make: the candidate factory.
+
+    Raises:
+        ValueError: ``make`` returned ids in use :data:`ID_ATTEMPTS` times.
+            Eight random hex digits make that practically impossible, so it
+            means a broken (seeded) factory, not bad luck.
+    """
+    for _ in range(ID_ATTEMPTS):
+        candidate = make()
+        if not in_use(candidate):
+            return candidate
+    raise ValueError(f"the fact id factory returned ids already in use {ID_ATTEMPTS} times")
+
+
+def duplicate_key(text: str) -> str:
+    """What two facts must share to be duplicates: the text stripped and case-folded."""
+    return text.strip().casefold()
+
+
+def duplicate_digest(text: str) -> str:
+    """A short digest of :func:`duplicate_key`, for indexes that must not hold the text.
+
+    Sixteen hex digits: a match is always confirmed against the text itself,
+    so a collision costs one extra read, never a wrong answer.
+    """
+    key = duplicate_key(text).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------
+# The fact: one durable statement about a user, with its metadata
+#
+# :class:`Fact` is an immutable value. :meth:`Fact.from_dict` is the single place
+# where the field rules of the canonical schema are enforced, for facts coming
+# from a user, a model, an import or a file on disk, so every layer above can
+# trust a ``Fact`` without re-checking it. Field names are the camelCase keys of
+# the stored format (``createdAt``, ``lastConfirmedAt`` ...), so the Python
+# attribute, the JSON key and the front-matter key are one and the same name.
+#
+# Unknown keys are not an error: they are kept in :attr:`Fact.extra` and written
+# back unchanged, so data from a newer or older writer survives a round trip.
+# So is the order of the keys (:attr:`Fact.key_order`): a fact keeps the order
+# it was given or read in, and keys it gains are appended, exactly as the
+# original DeerMem's dictionaries do — so both write a fact's file alike.
+#
+# Every string a fact holds must be valid Unicode (the text boundary above):
+# a fact that exists can be written as UTF-8 and read back.
+# ---------------------------------------------------------------------------
+
+FACT_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]+")
+# Ids become file names: ``<id>.md`` for the fact, ``<id>.json`` in the
+# archive. 250 characters keeps both inside the 255-byte name limit of common
+# file systems (ids are ASCII), and takes every id the original can write.
+MAX_FACT_ID_LENGTH: Final = 250
+MAX_TITLE_LENGTH: Final = 160
+FACT_SCHEMA_VERSION: Final = 2
+
+# Source types that carry no thread; any other string is a conversation thread id.
+_PLAIN_SOURCE_TYPES: Final = frozenset({"manual", "consolidation", "import", "unknown"})
+
+# The storage scope's front-matter keys: the store writes them, a fact never holds them.
+_SCOPE_KEYS: Final = frozenset({"user_id", "agent_name"})
+
+# The order of a new fact's keys, as the original DeerMem's manual and
+# extraction paths build it ...
+_CREATION_ORDER: Final = (
+    "id",
+    "content",
+    "category",
+    "confidence",
+    "createdAt",
+    "source",
+    "sourceError",
+    "expected_valid_days",
+)
+# ... and the order in which it appends the keys a fact lacks when it stores
+# it (then, later, the keys a confirmation adds). Every key Fact models is here.
+_APPEND_ORDER: Final = (
+    "id",
+    "content",
+    "schemaVersion",
+    "category",
+    "categoryExtension",
+    "confidence",
+    "status",
+    "scope",
+    "topics",
+    "consolidatedFrom",
+    "source",
+    "title",
+    "createdAt",
+    "updatedAt",
+    "revision",
+    "consolidatedAt",
+    "lastConfirmedAt",
+    "confirmationCount",
+    "sourceError",
+    "expected_valid_days",
+)
+_KNOWN_KEYS: Final = frozenset(_APPEND_ORDER)
+TIMESTAMP_FIELDS: Final = frozenset({"createdAt", "updatedAt", "lastConfirmedAt", "consolidatedAt"})
+"""The fields that hold a time; a ``datetime`` given for one is written as ISO text."""
+_DEFAULT_ORDER: Final = tuple(dict.fromkeys((*_CREATION_ORDER, *_APPEND_ORDER)))
+
+
+@dataclass(frozen=True, slots=True)
+class FactSource:
+    """Where a fact came from: a conversation thread, or a kind of manual path.
+
+    Attributes:
+        type: ``conversation``, ``manual``, ``import``, ``consolidation``,
+            ``unknown`` or another writer's own.
+        threadId: the conversation's thread, if any.
+        extra: other keys of a stored source, kept and written back.
+        key_order: the stored keys' order (``threadId`` only if it was
+            there), so a source is written back as it was read.
+    """
+
+    type: str
+    threadId: str | None = None
+    # Not hashed (its values may be lists): equal sources still hash alike.
+    extra: Mapping[str, object] = field(default_factory=dict, hash=False)
+    key_order: tuple[str, ...] = field(default=("type", "threadId"), compare=False, repr=False)
+
+    @classmethod
+    def from_value(cls, value: object) -> FactSource:
+        """Normalise the loose forms the original accepts into a structured source.
+
+        ``"manual"``, ``"consolidation"``, ``"import"`` and ``"unknown"`` name a
+        type without a thread; any other string is a conversation thread id; a
+        mapping keeps its ``type`` and ``threadId`` (a missing or non-string
+        type reads as ``unknown``, a non-string thread as none) and its other
+        keys; anything else is unknown.
+
+        Raises:
+            InvalidTextError: a string in it is not valid Unicode.
+        """
+        if isinstance(value, FactSource):
+            return value
+        if isinstance(value, str | Mapping):
+            check_storable("source", value)
+        if isinstance(value, str):
+            if value in _PLAIN_SOURCE_TYPES:
+                return cls(type=value)
+            return cls(type="conversation", threadId=value)
+        if isinstance(value, Mapping):
+            kind = value.get("type")
+            thread = value.get("threadId")
+            return cls(
+                type=kind if isinstance(kind, str) else "unknown",
+                threadId=thread if isinstance(thread, str) else None,
+                extra=MappingProxyType(
+                    {k: v for k, v in value.items() if k not in ("type", "threadId")}
+                ),
+                key_order=tuple(dict.fromkeys((*map(str, value), "type"))),
+            )
+        return cls(type="unknown")
+
+    def to_dict(self) -> dict[str, object]:
+        """The stored form: the keys in their order, ``threadId`` if it was there or is set."""
+        out: dict[str, object] = {}
+        for key in (*self.key_order, "type", "threadId", *self.extra):
+            if key in out:
+                continue
+            if key == "type":
+                out[key] = self.type
+            elif key == "threadId":
+                if self.threadId is not None or key in self.key_order:
+                    out[key] = self.threadId
+            elif key in self.extra:
+                out[key] = self.extra[key]
+        return out
+
+    def legacy_string(self) -> str:
+        """The single-string form older callers expect (thread id, else type)."""
+        if self.type == "conversation" and self.threadId:
+            return self.threadId
+        return self.type or self.threadId or "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class FactScope:
+    """The storage bucket a fact lives in: the raw user id and the agent name."""
+
+    userId: str | None
+    agentName: str
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"userId": self.userId, "agentName": self.agentName}
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One stored fact, validated.
+
+    Build facts with :meth:`from_dict` (which validates and normalises) rather
+    than the constructor, which trusts its arguments.
+
+    ``extra`` holds the keys :class:`Fact` does not model, and stored values
+    of modelled keys that mean nothing and are only kept: a
+    ``categoryExtension`` beside a core category (the original keeps one when
+    a fact's category changes) and a blank ``lastConfirmedAt`` or
+    ``consolidatedAt`` (read as absent). ``key_order`` is the order of the
+    fact's keys, for writing; it is not part of a fact's value (two facts
+    that differ only in it are equal).
+    """
+
+    id: str
+    content: str
+    createdAt: str
+    """When the fact was created; ``""`` when stored data does not say."""
+    updatedAt: str
+    category: str = "context"
+    categoryExtension: str | None = None
+    confidence: float = 0.5
+    status: Literal["active"] = "active"
+    schemaVersion: int = FACT_SCHEMA_VERSION
+    source: FactSource = field(default_factory=lambda: FactSource(type="unknown"))
+    scope: FactScope | None = None
+    topics: tuple[str, ...] = ()
+    revision: int = 1
+    lastConfirmedAt: str | None = None
+    confirmationCount: int | None = None
+    consolidatedFrom: tuple[str, ...] = ()
+    consolidatedAt: str | None = None
+    title: str | None = None
+    # Passed through verbatim: the original does not validate these at storage.
+    sourceError: object = None
+    expected_valid_days: object = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+    key_order: tuple[str, ...] = field(default=_DEFAULT_ORDER, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object], *, now: datetime | None = None) -> Fact:
+        """Validate a mapping with canonical keys and build a fact from it.
+
+        Args:
+            data: the fact's fields under their canonical camelCase keys.
+                Their order is kept (keys the fact lacks are appended).
+                ``user_id`` and ``agent_name`` are the store's to write and
+                are ignored.
+            now: the clock used for ``createdAt`` when the mapping has none;
+                without it a missing (or blank) ``createdAt`` is unknown (``""``).
+
+        Raises:
+            InvalidTextError: a string anywhere in the fact is not valid
+                Unicode (a lone surrogate: an undecodable byte, say).
+            FactValidationError: naming the first field whose value is not
+                allowed, the value, and what the field accepts.
+        """
+        raw_id = data.get("id")
+        fact_id = raw_id if isinstance(raw_id, str) else None
+        try:
+            return cls._build(data, now)
+        except FactValidationError as error:
+            if error.fact_id is not None or not fact_id or error.field == "id":
+                raise
+            # Name the fact in the message: "which fact" matters as much as "which field".
+            raise error.naming(fact_id) from None
+
+    @classmethod
+    def _build(cls, data: Mapping[str, object], now: datetime | None) -> Fact:
+        # What the fact keeps without knowing it shares one budget; ``source``
+        # (which keeps its unknown keys too) has one of its own.
+        unknown_budget = MAX_KEPT_SIZE
+        for key, value in data.items():
+            if not isinstance(key, str):
+                raise FactValidationError(repr(key), value, "expected a string key")
+            check_storable(key, key)
+            if key in _SCOPE_KEYS or isinstance(value, FactSource | FactScope):
+                continue
+            if key in TIMESTAMP_FIELDS and isinstance(value, datetime):
+                continue  # formatted as text below
+            if key == "source":
+                check_storable(key, value, max_size=MAX_KEPT_SIZE)
+            elif key in _KNOWN_KEYS:
+                check_storable(key, value)
+            else:
+                unknown_budget -= check_storable(key, value, max_size=MAX_KEPT_SIZE) + len(key)
+                if unknown_budget < 0:
+                    raise FactValidationError(
+                        key,
+                        "<too large>",
+                        f"expected the fields deermem does not know to hold at most "
+                        f"{MAX_KEPT_SIZE:,} characters (and values) together",
+                    )
+        content = _content(data.get("content"))
+        category, extension, stale_extension = _category(data)
+        created = _timestamp(data, "createdAt")
+        if created is None:
+            created = "" if now is None else format_timestamp(now)
+        updated = _timestamp(data, "updatedAt") or created
+        consolidated_from = _string_list(data, "consolidatedFrom")
+        consolidated_at = _timestamp(data, "consolidatedAt")
+        if consolidated_from and consolidated_at is None:
+            consolidated_at = updated
+        extra = {
+            key: value
+            for key, value in data.items()
+            if key not in _KNOWN_KEYS and key not in _SCOPE_KEYS
+        }
+        if stale_extension is not None:
+            extra["categoryExtension"] = stale_extension
+        for name in ("lastConfirmedAt", "consolidatedAt"):
+            stored = data.get(name)
+            if isinstance(stored, str) and not stored.strip():
+                extra[name] = stored  # blank: read as absent, written back as it was
+        return cls(
+            id=_fact_id(data.get("id")),
+            content=content,
+            title=_title(data.get("title"), content),
+            category=category,
+            categoryExtension=extension,
+            confidence=_confidence(data.get("confidence", 0.5)),
+            status=_status(data.get("status", "active")),
+            schemaVersion=FACT_SCHEMA_VERSION,
+            source=FactSource.from_value(data.get("source")),
+            scope=_scope(data.get("scope")),
+            topics=_string_list(data, "topics"),
+            createdAt=created,
+            updatedAt=updated,
+            revision=_revision(data.get("revision", 1)),
+            lastConfirmedAt=_timestamp(data, "lastConfirmedAt"),
+            confirmationCount=_confirmation_count(data.get("confirmationCount")),
+            consolidatedFrom=consolidated_from,
+            consolidatedAt=consolidated_at,
+            sourceError=data.get("sourceError"),
+            expected_valid_days=data.get("expected_valid_days"),
+            # Read-only: facts are shared (e.g. from a store's cache), never copied.
+            extra=MappingProxyType(extra),
+            key_order=tuple(
+                dict.fromkeys([*(key for key in data if key not in _SCOPE_KEYS), *_APPEND_ORDER])
+            ),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """The canonical mapping, in the fact's key order, unset optional fields omitted.
+
+        ``topics`` and ``consolidatedFrom`` are always there (as lists), as the
+        original writes them. ``from_dict(fact.to_dict()) == fact`` holds for
+        every valid fact, key order included.
+        """
+        values: dict[str, object] = {
+            "id": self.id,
+            "content": self.content,
+            "category": self.category,
+            "categoryExtension": self.categoryExtension,
+            "confidence": self.confidence,
+            "status": self.status,
+            "schemaVersion": self.schemaVersion,
+            "source": self.source.to_dict(),
+            "scope": None if self.scope is None else self.scope.to_dict(),
+            "topics": list(self.topics),
+            "createdAt": self.createdAt,
+            "updatedAt": self.updatedAt,
+            "revision": self.revision,
+            "lastConfirmedAt": self.lastConfirmedAt,
+            "confirmationCount": self.confirmationCount,
+            "consolidatedFrom": list(self.consolidatedFrom),
+            "consolidatedAt": self.consolidatedAt,
+            "sourceError": self.sourceError,
+            "expected_valid_days": self.expected_valid_days,
+            "title": self.title,
+        }
+        out: dict[str, object] = {}
+        for key in (*self.key_order, *_DEFAULT_ORDER, *self.extra):
+            if key in out:
+                continue
+            value = values.get(key)
+            if value is not None:
+                out[key] = value
+            elif key in self.extra:
+                out[key] = self.extra[key]
+        return out
+
+    def get(self, key: str, default: object = None) -> object:
+        """The value stored under ``key`` (a field name or an extra key), else ``default``.
+
+        Reads a fact the way one reads its canonical mapping, so code that
+        accepts both — the capacity policies do — reads them alike, without
+        converting a fact to a dict. Values are returned as the fact holds
+        them (``source`` as a :class:`FactSource`, ``topics`` as a tuple);
+        an unset optional field gives ``default``, as its absent key would.
+        """
+        value = getattr(self, key) if key in _KNOWN_KEYS else self.extra.get(key)
+        return default if value is None else value
+
+    def heading(self) -> str:
+        """The Markdown heading: the explicit title, else the first content line.
+
+        The first line is what :meth:`str.splitlines` gives, cut to 160
+        characters and stripped (see :func:`derived_heading`).
+        """
+        return self.title if self.title else derived_heading(self.content)
+
+    def replace(self, **changes: object) -> Fact:
+        """Return a copy with fields changed, re-validated through :meth:`from_dict`.
+
+        A field that was unset and is set now goes after the fact's other keys.
+        """
+        data = self.to_dict()
+        for key, value in changes.items():
+            if key in ("extra", "key_order"):
+                raise TypeError(f"change extra keys by name, not through {key!r}")
+            data[key] = value.to_dict() if isinstance(value, FactSource | FactScope) else value
+        return Fact.from_dict(data)
+
+
+def derived_heading(content: str) -> str:
+    """The heading a fact without a title gets: its first line, cut to 160, stripped.
+
+    As the original DeerMem writes it: the first of :meth:`str.splitlines`
+    (which also breaks at U+2028, U+0085 ...). Stripped after the cut too, so
+    the heading read back from a file is the heading derived from its content.
+    """
+    lines = content.splitlines()
+    return (lines[0].strip() if lines else "")[:MAX_TITLE_LENGTH].rstrip()
+
+
+def _fact_id(value: object) -> str:
+    allowed = (
+        f"expected a non-empty string of letters, digits, '_' or '-' "
+        f"of at most {MAX_FACT_ID_LENGTH} characters"
+    )
+    if not isinstance(value, str) or not FACT_ID_PATTERN.fullmatch(value):
+        raise FactValidationError("id", value, allowed)
+    if len(value) > MAX_FACT_ID_LENGTH:
+        raise FactValidationError("id", value, allowed)
+    return value
+
+
+def _content(value: object) -> str:
+    if not isinstance(value, str):
+        raise FactValidationError("content", value, "expected a string")
+    text = value.strip()
+    if not text:
+        raise FactValidationError("content", value, "expected text that is not blank")
+    return text
+
+
+_LINE_BREAK_TABLE: Final = dict.fromkeys(map(ord, LINE_BREAKS), " ")
+
+
+def _title(value: object, content: str) -> str | None:
+    """An explicit title on one line, cut to 160; none when it is the derived heading."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise FactValidationError("title", value, "expected a string")
+    text = value.translate(_LINE_BREAK_TABLE).strip()[:MAX_TITLE_LENGTH].strip()
+    if not text or text == derived_heading(content):
+        return None
+    return text
+
+
+def _category(data: Mapping[str, object]) -> tuple[str, str | None, object]:
+    """``(category, own label, a categoryExtension beside a core category)``.
+
+    A stored ``categoryExtension`` names an ``other`` fact's own label (and
+    wins over the label a non-core category gives, as in the original); one
+    beside a core category is returned third, to be kept as it is.
+    """
+    value = data.get("category", "")
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise FactValidationError("category", value, "expected a string")
+    category, extension = canonical_category(value)
+    stored = data.get("categoryExtension")
+    if category != "other":
+        return category, None, stored
+    if stored is not None and not isinstance(stored, str):
+        raise FactValidationError("categoryExtension", stored, "expected a string")
+    return category, stored or extension, None
+
+
+def _confidence(value: object) -> float:
+    allowed = "expected a number between 0 and 1"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FactValidationError("confidence", value, allowed)
+    number = float(value)
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise FactValidationError("confidence", value, allowed)
+    return number
+
+
+def _status(value: object) -> Literal["active"]:
+    if value != "active":
+        raise FactValidationError("status", value, "only 'active' is allowed")
+    return "active"
+
+
+def _scope(value: object) -> FactScope | None:
+    if value is None:
+        return None
+    if isinstance(value, FactScope):
+        return value
+    allowed = "expected a mapping with 'userId' (string or null) and 'agentName' (string)"
+    if not isinstance(value, Mapping):
+        raise FactValidationError("scope", value, allowed)
+    user_id = value.get("userId")
+    agent = value.get("agentName")
+    if (user_id is not None and not isinstance(user_id, str)) or not isinstance(agent, str):
+        raise FactValidationError("scope", value, allowed)
+    return FactScope(userId=user_id, agentName=agent)
+
+
+def _string_list(data: Mapping[str, object], name: str) -> tuple[str, ...]:
+    value = data.get(name)
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise FactValidationError(name, value, "expected a list of strings")
+
+
+def _timestamp(data: Mapping[str, object], name: str) -> str | None:
+    """A timestamp as stored; ``None`` when missing or blank (blank reads as absent)."""
+    value = data.get(name)
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise FactValidationError(name, value, "expected an ISO 8601 timestamp string")
+    return value
+
+
+def _revision(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FactValidationError("revision", value, "expected a whole number of at least 1")
+    return value
+
+
+def _confirmation_count(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FactValidationError(
+            "confirmationCount", value, "expected a whole number of at least 1"
+        )
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Scopes and the identifiers that name them, and their directory names
+#
+# A *scope* is one user's memory for one agent. User ids come from whoever
+# calls deermem (an HTTP path, a token, a CLI flag) and agent names from
+# configuration, so neither is trusted. Every store takes its scopes from
+# :meth:`Scope.of`, so the rules below hold on the Markdown store and on
+# PostgreSQL alike, and for the command line, HTTP and MCP, which reach the
+# stores through the library:
+#
+# * a **user id** (:func:`check_user_id`) is any non-empty, valid Unicode
+#   string of at most 1,024 bytes in UTF-8 without a control character (Unicode
+#   category Cc: NUL, tab, line feed, carriage return ...) or a bidirectional
+#   control (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which would
+#   let one id be shown as another in a listing, a log or a terminal;
+# * an **agent name** (:func:`normalise_agent`) is letters, digits and ``-``
+#   (lower-cased; at most 1,024 characters, any length the original DeerMem
+#   could store), or the reserved ``__default__`` bucket.
+#
+# The Markdown store names a directory after each, and that mapping is
+# one-to-one by construction, whatever the spelling of an id:
+#
+# * :func:`safe_user_id` keeps an id as its directory name only when it is
+#   made of ``[A-Za-z0-9_-]``, is at most 120 characters long and does not end
+#   the way a derived name ends (``-`` and 16 lowercase hex digits); every
+#   other id gets a derived name, its safe characters and ``-`` and 16 hex
+#   digits of its SHA-256 (``alice@example.com`` →
+#   ``alice-example-com-ff8d9819fc0e12bf``, as in the original). A kept name
+#   never ends like a derived one and a derived one always does, so no id can
+#   take another's directory by being spelled as its derived name — the
+#   original keeps such an id as it is, which is how it lets one user into
+#   another's directory.
+# * :func:`agent_directory` keeps a name of at most 254 characters as it is
+#   (the original's directory, lower-cased); a longer name gets a 255-character
+#   name: its first 190 characters, ``-`` and the 64 hex digits of its
+#   SHA-256. Kept names are shorter than every derived one, so they never meet.
+# ---------------------------------------------------------------------------
+
+DEFAULT_AGENT: Final = "__default__"
+MAX_AGENT_NAME_LENGTH: Final = 1024
+"""Longest agent name: beyond any name the original stores (255 bytes, a file
+name's limit), and short enough for PostgreSQL to keep it in an index key
+beside a user id and a fact id."""
+MAX_USER_ID_BYTES: Final = 1024
+"""Longest user id, in UTF-8 bytes (PostgreSQL keys it in a B-tree index)."""
+
+_SAFE_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
+_AGENT_NAME: Final = re.compile(r"[a-z0-9-]+")
+# Control characters (C0, DEL, C1: Unicode category Cc) and the bidirectional
+# controls: embeddings, overrides, isolates and the three marks.
+_REFUSED: Final = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_NOT_IN_AN_ID: Final = re.compile(f"[{_REFUSED}]")
+USER_ID_PATTERN: Final = f"^[^{_REFUSED}]+$"
+"""The characters of the rule as a JSON Schema pattern (the HTTP API documents user ids so)."""
+# How a derived directory name ends: an id that ends so is never kept as it is.
+_DERIVED_SUFFIX: Final = re.compile(r"-[0-9a-f]{16}\Z")
+# Names stay well inside the 255-byte limit of common file systems.
+_MAX_SAFE_USER_LENGTH: Final = 120
+_KEPT_PREFIX: Final = 64
+# An agent directory name: kept up to 254 characters; derived ones are exactly 255.
+_MAX_KEPT_AGENT_DIRECTORY: Final = 254
+_AGENT_PREFIX: Final = 190
+_DERIVED_AGENT_DIRECTORY: Final = re.compile(r"[a-z0-9-]{190}-[0-9a-f]{64}")
+
+
+def check_user_id(raw: object) -> str:
+    """Apply the one rule for user ids (see the module docstring); return the id unchanged.
+
+    Raises:
+        UnsafeIdentifierError: not a non-empty string, not valid Unicode (an
+            undecodable byte), a control or bidirectional control character
+            (the error names it and its position), or over 1,024 bytes.
+    """
+    if not isinstance(raw, str) or not raw:
+        raise UnsafeIdentifierError("user id", raw, "expected a non-empty string")
+    try:
+        check_storable("user id", raw)
+    except InvalidTextError as error:
+        raise UnsafeIdentifierError("user id", raw, error.allowed) from None
+    found = _NOT_IN_AN_ID.search(raw)
+    if found is not None:
+        char = ord(found.group())
+        kind = "control character" if char <= 0x9F else "bidirectional control"
+        raise UnsafeIdentifierError(
+            "user id", raw, f"no {kind} (U+{char:04X} at position {found.start()})"
+        )
+    if len(raw.encode("utf-8")) > MAX_USER_ID_BYTES:
+        raise UnsafeIdentifierError("user id", raw, f"at most {MAX_USER_ID_BYTES} bytes in UTF-8")
+    return raw
+
+
+def safe_user_id(raw: object) -> str:
+    """The directory name of a user id: ``[A-Za-z0-9_-]`` only, and no other id's.
+
+    An id made of those characters, at most 120 long and not ending in ``-``
+    and 16 lowercase hex digits is its own name; any other id becomes its
+    safe characters (every other character replaced by ``-``; the first 64
+    when that would exceed 120 characters), ``-`` and the first 16 hex
+    digits of its SHA-256 (``alice@example.com`` →
+    ``alice-example-com-ff8d9819fc0e12bf``, as in the original). Kept names
+    and derived names never meet, so two ids share a name only if their
+    digests do.
+
+    Raises:
+        UnsafeIdentifierError: the id breaks the rule of :func:`check_user_id`.
+    """
+    user_id = check_user_id(raw)
+    safe = _SAFE_CHARS.sub("-", user_id)
+    if is_kept_user_id(user_id):
+        return safe
+    digest = hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:16]
+    if len(safe) + 17 > _MAX_SAFE_USER_LENGTH:
+        safe = safe[:_KEPT_PREFIX]
+    return f"{safe}-{digest}"
+
+
+def is_kept_user_id(user_id: str) -> bool:
+    """Whether a (valid) user id is its own directory name under :func:`safe_user_id`."""
+    return (
+        len(user_id) <= _MAX_SAFE_USER_LENGTH
+        and _SAFE_CHARS.search(user_id) is None
+        and _DERIVED_SUFFIX.search(user_id) is None
+    )
+
+
+def was_kept_user_id(user_id: str) -> bool:
+    """Whether earlier versions (and the original) kept this id as its own directory name,
+    where :func:`safe_user_id` no longer does: safe characters, ending like a derived name.
+
+    Such a user's data may sit in ``users/<id>``, which is now the derived
+    name of another id; the Markdown store moves it to the user's own name.
+    """
+    return (
+        len(user_id) <= _MAX_SAFE_USER_LENGTH
+        and _SAFE_CHARS.search(user_id) is None
+        and _DERIVED_SUFFIX.search(user_id) is not None
+    )
+
+
+def normalise_agent(name: str | None) -> str:
+    """The bucket name for an agent: lower-cased, or ``__default__`` when omitted.
+
+    ``Lead-Agent``, ``lead-agent`` and ``LEAD-AGENT`` name one bucket.
+
+    Raises:
+        UnsafeIdentifierError: anything but letters, digits and ``-`` (or the
+            exact ``__default__``), an empty name, or more than 1,024 characters.
+    """
+    if name is None:
+        return DEFAULT_AGENT
+    if not isinstance(name, str):
+        raise UnsafeIdentifierError("agent name", name, "expected a string")
+    if name == DEFAULT_AGENT:
+        return name
+    lowered = name.lower()
+    if not _AGENT_NAME.fullmatch(lowered) or not name.isascii():
+        raise UnsafeIdentifierError(
+            "agent name", name, f"use letters, digits and '-' only, or {DEFAULT_AGENT!r}"
+        )
+    if len(lowered) > MAX_AGENT_NAME_LENGTH:
+        raise UnsafeIdentifierError(
+            "agent name", name, f"at most {MAX_AGENT_NAME_LENGTH} characters"
+        )
+    return lowered
+
+
+def is_bucket(name: str) -> bool:
+    """Whether ``name`` is an agent bucket name as :func:`normalise_agent` returns them."""
+    try:
+        return normalise_agent(name) == name
+    except UnsafeIdentifierError:
+        return False
+
+
+def agent_directory(agent: str) -> str:
+    """The directory name of an agent bucket (a name :func:`normalise_agent` returned).
+
+    A name of at most 254 characters is its own directory, as in the
+    original; a longer one, which no file system takes as a name whole, is
+    its first 190 characters, ``-`` and its SHA-256 in hex: 255 characters,
+    longer than any kept name. The directory's owner record holds the name
+    (see :mod:`deermem.store.markdown.files`).
+    """
+    if len(agent) <= _MAX_KEPT_AGENT_DIRECTORY:
+        return agent
+    digest = hashlib.sha256(agent.encode("ascii")).hexdigest()
+    return f"{agent[:_AGENT_PREFIX]}-{digest}"
+
+
+def is_derived_agent_directory(name: str) -> bool:
+    """Whether ``name`` has the shape of a derived agent directory (:func:`agent_directory`)."""
+    return _DERIVED_AGENT_DIRECTORY.fullmatch(name) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """One user's memory for one agent. Build it with :meth:`of`, which validates.
+
+    Attributes:
+        user_id: the raw user id as given (stored in each fact), or ``None``
+            for the single-user layout.
+        agent: the normalised agent bucket name.
+    """
+
+    user_id: str | None
+    agent: str
+
+    @classmethod
+    def of(cls, user_id: str | None, agent: str | None = None) -> Scope:
+        """Validate a user id and an agent name into a scope.
+
+        Raises:
+            UnsafeIdentifierError: either breaks its rule (module docstring).
+        """
+        if user_id is not None:
+            check_user_id(user_id)
+        return cls(user_id=user_id, agent=normalise_agent(agent))
+
+    def __str__(self) -> str:
+        user = "(no user)" if self.user_id is None else repr(self.user_id)
+        return f"user {user}, agent {self.agent!r}"
