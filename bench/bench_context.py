@@ -19,8 +19,7 @@ a warm-up. Two levels are measured: the pure engine (``build_injection``,
   frequency rank 50–2,000), "natural mix" (1–6 words drawn by frequency, so
   the very common ones come along), "chinese" (2–4 characters). "worst case"
   is a query whose words occur in every fact, so BM25 is computed 10,000
-  times: its time grows with the matching facts. "natural mix, whole
-  query" switches the search shortcut past common words off.
+  times: its time grows with the matching facts.
 * **memory** — ``Memory.context()`` of a 100-fact scope (default budgets,
   all six summaries) and ``Memory.search()`` (top 5) of a 10,000-fact scope,
   both warm: the store's read cache and the index are current, so each call
@@ -49,14 +48,9 @@ from typing import Any
 from deermem import Memory, MemoryConfig
 from deermem.model import Fact, Scope, format_timestamp
 from deermem.policy import CapacityPolicy
-from deermem.recall import (
-    InjectionSettings,
-    SearchIndex,
-    Summaries,
-    build_injection,
-    token_counter,
-)
-from deermem.recall import _search_plan as search_plan
+from deermem.recall.index import SearchIndex
+from deermem.recall.injection import InjectionSettings, Summaries, build_injection
+from deermem.recall.tokens import token_counter
 from deermem.store import HISTORY_SECTIONS, USER_SECTIONS, Section, SummaryDocument
 from deermem.store.markdown.files import UserPaths, encode_fact
 from deermem.store.records import encode_summaries
@@ -207,12 +201,6 @@ def bench_search(directory: Path) -> dict[str, Any]:
         sets = query_sets(random.Random(3))
         for kind, queries in sets.items():
             results[kind] = query_medians(search, queries)
-        shortcut = search_plan.MAX_PRUNED_TOP_K
-        search_plan.MAX_PRUNED_TOP_K = 0  # type: ignore[misc]
-        try:
-            results["natural mix, whole query"] = query_medians(search, sets["natural mix"])
-        finally:
-            search_plan.MAX_PRUNED_TOP_K = shortcut  # type: ignore[misc]
         everywhere = [dict(f, content=f["content"] + " memory agent") for f in facts]
         index.sync_scope("user", "worst", everywhere, version="1")
         results["worst case"] = {
@@ -328,13 +316,7 @@ def main() -> None:
         f"search, {search['facts']:,} facts: build {search['buildSeconds']:.2f} s, "
         f"unchanged re-sync {search['resyncUnchangedSeconds']:.2f} s"
     )
-    for kind in (
-        "content words",
-        "natural mix",
-        "natural mix, whole query",
-        "chinese",
-        "worst case",
-    ):
+    for kind in ("content words", "natural mix", "chinese", "worst case"):
         row = search[kind]
         p90 = f", p90 {row['p90Ms']:.2f}" if "p90Ms" in row else ""
         print(f"  {kind:<26} median {row['medianMs']:.2f} ms{p90}")

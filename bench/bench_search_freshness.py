@@ -30,8 +30,7 @@ from bench._timing import interleaved_ms
 from bench.bench_context import NOW, library, query_sets, write_scope
 from deermem import Memory, MemoryConfig
 from deermem.model import Scope
-from deermem.recall.search_handle import SearchIndexHandle
-from deermem.recall.search_index import content_version
+from deermem.recall.index import SearchIndexHandle, content_version
 from deermem.store import ScopeSnapshot
 
 SIZES = (100, 500, 10_000)

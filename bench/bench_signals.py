@@ -22,13 +22,9 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from deermem.learning.signals import (
-    detect_signals,
-    load_patterns,
-    parse_messages,
-    prepare_conversation,
-)
-from deermem.learning.signals import patterns as patterns_module
+from deermem.learning import signals as patterns_module
+from deermem.learning.messages import parse_messages
+from deermem.learning.signals import detect_signals, load_patterns, prepare_conversation
 
 HUMAN_TEXTS = (
     "Can you summarise how uv resolves dependencies compared with pip-tools?",

@@ -16,7 +16,7 @@ after a warm-up:
   and the contradiction resolution (policy only);
 * ``apply + commit`` — the wired apply path without the model call, as
   ``Memory.learn`` runs it after the answer arrived: parse, normalise,
-  then :func:`deermem.learning.apply.apply_response` inside a store
+  then :func:`deermem.learning.learner.apply_response` inside a store
   transaction — plan, the store's capacity gate (5 evictions at the cap of
   100, receipts, archive entries), the conditional contradiction removal and
   one journaled, fsynced commit into a real ``MarkdownStore`` whose scope is
@@ -45,17 +45,19 @@ from pathlib import Path
 from bench._fsyncs import count_fsyncs
 from bench._timing import median_ms
 from deermem.config import MemoryConfig
-from deermem.learning import (
-    MemoryState,
+from deermem.learning.answer import (
     NormalizedResponse,
     UpdatePayload,
-    UpdateSettings,
     normalize_response,
     parse_update_response,
+)
+from deermem.learning.learner import AppliedUpdate, apply_response
+from deermem.learning.plan import (
+    MemoryState,
+    UpdateSettings,
     plan_update,
     resolve_contradiction_removals,
 )
-from deermem.learning.apply import AppliedUpdate, apply_response
 from deermem.library import CapacityGate
 from deermem.model import Fact, Scope, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity

@@ -14,12 +14,8 @@ from hypothesis import strategies as st
 from deermem.config import MemoryConfig
 from deermem.model import Fact, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, CapacityPolicy, select_facts_for_capacity
-from deermem.recall import (
-    InjectionSettings,
-    Summaries,
-    build_injection,
-    token_counter,
-)
+from deermem.recall.injection import InjectionSettings, Summaries, build_injection
+from deermem.recall.tokens import token_counter
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 COUNT = token_counter("tiktoken")

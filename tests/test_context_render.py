@@ -10,8 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem.model import Fact
-from deermem.recall import InjectionSettings, Summaries, build_injection, wrap_memory_block
-from deermem.recall.render import fact_line, inert
+from deermem.recall.injection import (
+    InjectionSettings,
+    Summaries,
+    build_injection,
+    fact_line,
+    inert,
+    wrap_memory_block,
+)
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 WIDE = InjectionSettings(max_tokens=8000, guaranteed_token_budget=2000)

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from deermem.recall import ArchiveSource, SearchIndex, search_facts, search_with_archive
+from deermem.recall.index import SearchIndex
+from deermem.recall.search import ArchiveSource, search_facts, search_with_archive
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 

@@ -18,16 +18,9 @@ from hypothesis import strategies as st
 
 from deermem.errors import SearchIndexError
 from deermem.model import Fact, format_timestamp
-from deermem.recall import (
-    SearchHit,
-    SearchIndex,
-    SyncReport,
-    search_facts,
-    search_score,
-    substring_search,
-)
 from deermem.recall import search as search_module
-from deermem.recall.search_index import content_version
+from deermem.recall.index import SearchHit, SearchIndex, SyncReport, content_version
+from deermem.recall.search import search_facts, search_score, substring_search
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 USER = "alice"
@@ -86,6 +79,21 @@ def test_more_matching_terms_rank_higher(index: SearchIndex) -> None:
     assert all(hit.match_type == "fts5" for hit in hits)
     assert all(hit.bm25 is not None and hit.bm25 < 0 for hit in hits)
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+
+def test_a_search_is_one_statement_whatever_its_words(index: SearchIndex) -> None:
+    """No plan before the search: a query of several words runs the one ranking statement,
+    with no count of each word's matches first (a scope never holds more than max_facts)."""
+    statements: list[str] = []
+    index._connection.set_trace_callback(statements.append)  # the index's one connection
+    try:
+        hits = index.search(USER, AGENT, "install python packages with uv", now=NOW, top_k=3)
+    finally:
+        index._connection.set_trace_callback(None)
+    assert ids(hits)[0] == "uv"
+    ranking = [s for s in statements if "bm25(" in s]
+    assert len(ranking) == 1
+    assert not [s for s in statements if "count(" in s]
 
 
 def test_score_is_bm25_times_decay_plus_confidence_term() -> None:

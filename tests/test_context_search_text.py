@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem.recall.search_text import MAX_QUERY_GROUPS, fts_query, index_terms, normalise
+from deermem.recall.index import MAX_QUERY_GROUPS, fts_query, index_terms, normalise
 
 HOSTILE_QUERIES = [
     "real-time co-pilot node -js +python",

@@ -141,3 +141,25 @@ def test_a_circle_is_found_through_a_package_and_under_type_checking(tmp_path: P
         ["deermem.changes", "deermem.gate"],
         ["deermem.cli", "deermem.cli.app"],
     ]
+
+
+def test_the_features_do_not_import_the_facade_or_the_interfaces() -> None:
+    """learning, recall and library sit below Memory (docs/architecture.md): what they
+    return is written beside them, and no import of theirs reaches up, type-only included."""
+    graph = import_graph()
+    features = ("deermem.learning", "deermem.recall", "deermem.library")
+    above = (
+        "deermem.memory",
+        "deermem.cli",
+        "deermem.service",
+        "deermem.integrations",
+        "deermem.eval",
+    )
+    upward = sorted(
+        (module, target)
+        for module, targets in graph.items()
+        if module.startswith(features)
+        for target in targets
+        if target.startswith(above)
+    )
+    assert upward == []

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import Memory, UnsafeIdentifierError
-from deermem.recall import InjectionManifest
+from deermem.recall.injection import InjectionManifest
 
 from .context_support import NOW, TIGHT, files_state, open_memory, seed_document, usage_file
 

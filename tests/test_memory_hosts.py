@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.learning.signals import Message
+from deermem.learning.messages import Message
 from deermem.recall.tokens import reset_tokenizer_cache
 from deermem.store import MarkdownStore
 from deermem.testing import ScriptedChatServer
@@ -143,6 +143,22 @@ def test_an_immediate_entry_is_processed_without_waiting_for_the_pause(
         assert time.monotonic() < deadline, "the immediate entry was not processed"
         time.sleep(0.02)
     assert [f.content for f in memory.list_facts()] == ["Uses uv."]
+
+
+def test_an_immediate_entry_is_fed_whole_and_leaves_the_mark(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=300.0)
+    server.enqueue(answer(), answer(), answer())
+    first = conversation("I use uv.", "Noted.")
+    memory.learn("t", first)
+    grown = [*first, *conversation("I moved to Paris.", "Noted.")]
+    assert memory.queue_conversation("t", grown, immediate=True)
+    assert memory.flush_queue(timeout=10).ok
+    assert "I use uv." in prompt_of(server)  # fed whole, past the mark
+    assert memory.learn("t", grown).report.outcome == "unchanged"  # asked again: the mark stayed
+    assert "I use uv." not in prompt_of(server)
+    assert "Paris" in prompt_of(server)
 
 
 def hidden_turn(text: str, **kwargs: object) -> dict[str, object]:

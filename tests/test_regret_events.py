@@ -18,7 +18,7 @@ import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
 from deermem.model import Scope
-from deermem.recall import SearchIndex
+from deermem.recall.index import SearchIndex
 from deermem.store.markdown import journal
 from deermem.testing import ScriptedChatServer
 from tests.regret_support import events, evict_one, library

@@ -190,7 +190,7 @@ def test_the_json_schema_is_stable() -> None:
         "policies",
         "uncounted",
     }
-    assert data["schema"] == REPORT_SCHEMA == "deermem.library.regret/1"
+    assert data["schema"] == REPORT_SCHEMA == "deermem.regret/1"
     assert list(data["uncounted"]) == list(REGRET_KINDS)  # type: ignore[call-overload]
     policies = data["policies"]
     assert isinstance(policies, list)

@@ -8,15 +8,14 @@ import pytest
 
 from deermem import MemoryConfig
 from deermem.errors import PatternError
+from deermem.learning.messages import Message, parse_messages
 from deermem.learning.signals import (
     PATTERN_FILES,
     SIGNAL_WINDOW,
-    Message,
     Signal,
     detect_signals,
     explain_signals,
     load_patterns,
-    parse_messages,
 )
 
 PATTERNS = load_patterns()
@@ -165,7 +164,7 @@ def test_explain_names_message_pattern_and_file_but_no_text() -> None:
         (Signal.CORRECTION, 2),
         (Signal.IDENTITY, 0),
     ]
-    assert matches[0].source == "deermem/learning/signals/patterns/correction.yaml"
+    assert matches[0].source == "deermem/learning/patterns/correction.yaml"
     assert "wrong" in matches[0].pattern
     assert all("nurse" not in repr(match) for match in matches)
     assert frozenset(match.signal for match in matches) == detect_signals(conversation, PATTERNS)

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from deermem.learning.signals import (
+from deermem.learning.messages import (
     Message,
+    filter_messages,
+    is_clarification_answer,
+    parse_messages,
+    strip_upload_blocks,
+)
+from deermem.learning.prompt import ConversationTurn, render_turn
+from deermem.learning.signals import (
     PatternSet,
     Signal,
-    filter_messages,
     filter_trivial,
-    is_clarification_answer,
     load_patterns,
-    parse_messages,
     prepare_conversation,
-    strip_upload_blocks,
 )
 
 PATTERNS = load_patterns()
@@ -88,6 +91,26 @@ def test_an_unclosed_upload_block_is_cut_to_the_end() -> None:
     assert strip_upload_blocks("Check this <uploaded_files> /mnt/x.pdf") == "Check this"
     assert strip_upload_blocks("stray </current_uploads> tag") == "stray  tag"
     assert strip_upload_blocks("no tags <b>here</b>") == "no tags <b>here</b>"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"<uploaded_files {'x' * 300}>/mnt/user-data/uploads/a.pdf</uploaded_files> Summarise it",
+        "<current_uploads>/mnt/user-data/uploads/b.csv</current_uploads          > Summarise it",
+        "Summarise it <UPLOADED_FILES>/mnt/user-data/uploads/c.txt",
+    ],
+)
+def test_the_filter_and_the_prompt_cut_the_same_upload_text(text: str) -> None:
+    (kept, _) = filter_messages([human(text), ai("Sure.")])
+    assert "/mnt/user-data" not in kept.text
+    assert render_turn(ConversationTurn("human", text)) == f"User: {kept.text}"
+
+
+def test_upload_tags_cannot_make_filtering_quadratic() -> None:
+    hostile = "<uploaded_files " * 50_000  # openings that never end
+    (kept, _) = filter_messages([human(hostile + "I use uv"), ai("Noted.")])
+    assert kept.text.endswith("I use uv")
 
 
 # --- tool traffic and roles -----------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from deermem.errors import MessageFormatError
-from deermem.learning.signals import Message, parse_message, parse_messages
+from deermem.learning.messages import Message, parse_message, parse_messages
 
 
 def test_openai_format() -> None:

@@ -5,16 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem.learning.signals import (
-    SIGNAL_WINDOW,
-    Message,
-    MessageRole,
-    detect_signals,
-    filter_messages,
-    filter_trivial,
-    load_patterns,
-    strip_upload_blocks,
-)
+from deermem.learning.messages import Message, MessageRole, filter_messages, strip_upload_blocks
+from deermem.learning.signals import SIGNAL_WINDOW, detect_signals, filter_trivial, load_patterns
 
 PATTERNS = load_patterns()
 

@@ -1,4 +1,4 @@
-"""When a match sits in a question (deermem.learning.signals.questions), as pattern files say."""
+"""When a match sits in a question (deermem.learning.messages.in_question), as pattern files say."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deermem.errors import PatternError
-from deermem.learning.signals import Message, Signal, detect_signals, load_patterns
-from deermem.learning.signals.questions import in_question
+from deermem.learning.messages import Message, in_question
+from deermem.learning.signals import Signal, detect_signals, load_patterns
 
 
 def asked(text: str, phrase: str) -> bool:

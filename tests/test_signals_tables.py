@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from deermem.learning.signals import Message, Signal, detect_signals, load_patterns
+from deermem.learning.messages import Message
+from deermem.learning.signals import Signal, detect_signals, load_patterns
 
 DATA = Path(__file__).parent / "data"
 PATTERNS = load_patterns()

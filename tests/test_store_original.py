@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from deermem import Fact, Memory, MemoryConfig
-from deermem.learning.confirm import confirm_facts
-from deermem.learning.responses import ReinforceEntry
+from deermem.learning.answer import ReinforceEntry
+from deermem.learning.plan import confirm_facts
 from deermem.model import Scope
 from deermem.store import ChangeSet, FactWrite, MarkdownStore
 from deermem.store.markdown.files import UserPaths, decode_fact, encode_fact
@@ -110,7 +110,7 @@ def test_a_fact_the_original_wrote_is_changed_as_the_original_changes_it(
         [fact] = store.load(ALICE).facts
         outcome = confirm_facts(
             [fact],
-            [ReinforceEntry(fact_id, "user", "the user said so")],
+            [ReinforceEntry(id=fact_id, scope="user", reason="the user said so")],
             signals={"reinforcement"},
             now=LATER,
         )

@@ -33,8 +33,7 @@ from deermem import (
 )
 from deermem.cli import main
 from deermem.errors import InvalidTextError
-from deermem.learning.normalize import normalize_response
-from deermem.learning.responses import NormalizedResponse
+from deermem.learning.answer import NormalizedResponse, normalize_response
 from deermem.model import (
     CORE_CATEGORIES,
     MAX_NESTING,

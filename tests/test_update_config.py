@@ -8,7 +8,7 @@ import pytest
 
 from deermem import ConfigError, MemoryConfig
 from deermem.config import load_config
-from deermem.learning import UpdateSettings
+from deermem.learning.plan import UpdateSettings
 
 
 def test_defaults_are_the_originals() -> None:

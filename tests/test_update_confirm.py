@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from deermem.learning import ReinforceEntry, confirm_facts, next_confirmation_count
+from deermem.learning.answer import ReinforceEntry
+from deermem.learning.plan import confirm_facts, next_confirmation_count
 from deermem.model import format_timestamp
 from deermem.testing import ScriptedChatServer
 from tests.update_support import NOW, fact
@@ -26,7 +27,7 @@ from tests.wire_support import (
 )
 
 REINFORCED = frozenset({"reinforcement"})
-OK = ReinforceEntry("fact_a", "user", "the user said this is exactly right")
+OK = ReinforceEntry(id="fact_a", scope="user", reason="the user said this is exactly right")
 STAMP = "2026-08-13T12:00:00Z"
 POLICIES: dict[str, dict[str, Any]] = {
     "confidence": {"fact_eviction_policy": "confidence"},
@@ -70,10 +71,10 @@ def test_a_prior_count_grows() -> None:
     [
         (frozenset(), OK),  # no reinforcement detected
         (frozenset({"correction", "preference"}), OK),  # other signals do not count
-        (REINFORCED, ReinforceEntry("fact_a", "thread", "yes")),  # not user scope
-        (REINFORCED, ReinforceEntry("fact_a", None, "yes")),  # unlabelled
-        (REINFORCED, ReinforceEntry("fact_a", "user", "")),  # no reason
-        (REINFORCED, ReinforceEntry("fact_zz", "user", "yes")),  # unknown id
+        (REINFORCED, ReinforceEntry(id="fact_a", scope="thread", reason="yes")),  # not user scope
+        (REINFORCED, ReinforceEntry(id="fact_a", scope=None, reason="yes")),  # unlabelled
+        (REINFORCED, ReinforceEntry(id="fact_a", scope="user", reason="")),  # no reason
+        (REINFORCED, ReinforceEntry(id="fact_zz", scope="user", reason="yes")),  # unknown id
     ],
 )
 def test_nothing_is_confirmed_unless_every_condition_holds(

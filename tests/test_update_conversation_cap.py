@@ -17,17 +17,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deermem import ConfigError, MemoryConfig
-from deermem.learning import (
-    ConversationTurn,
+from deermem.learning.plan import (
+    DEFAULT_MAX_CONVERSATION_CHARS,
+    MIN_CONVERSATION_CHARS,
     UpdateSettings,
+)
+from deermem.learning.prompt import (
+    MAX_TURN_CHARS,
+    TRUNCATION_MARKER,
+    ConversationTurn,
     fit_conversation,
     format_conversation,
-)
-from deermem.learning.conversation import (
-    DEFAULT_MAX_CONVERSATION_CHARS,
-    MAX_TURN_CHARS,
-    MIN_CONVERSATION_CHARS,
-    TRUNCATION_MARKER,
     render_turn,
 )
 from deermem.testing import ScriptedChatServer

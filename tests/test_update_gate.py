@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from deermem.learning import SummarySection, gate_response
-from deermem.learning.gate import fact_label_rejection
-from deermem.learning.metrics import FactRejections, RemovalRejections, SummaryRejections
+from deermem.learning.plan import fact_label_rejection, gate_response
+from deermem.learning.report import FactRejections, RemovalRejections, SummaryRejections
 from deermem.model import format_timestamp
+from deermem.store import Section as SummarySection
 from tests.update_support import (
     NOW,
     apply_through_capacity,

@@ -14,7 +14,7 @@ import yaml
 from deermem import Memory
 from deermem.cli import main
 from deermem.config import load_config
-from deermem.learning import limits
+from deermem.learning import answer as limits
 from deermem.testing import ScriptedChatServer
 from tests.wire_support import (
     CHAT,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.learning import response_json_schema
+from deermem.learning.answer import response_json_schema
 from deermem.llm import grammar_schema
 from tests.wire_support import NOW, stored_fact, tree
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from deermem.learning import (
+from deermem.learning import answer as limits
+from deermem.learning.answer import (
     NewFactProposal,
     NormalizedResponse,
     ReinforceEntry,
@@ -16,7 +17,6 @@ from deermem.learning import (
     RemovalEntry,
     StaleExtension,
     StaleRemoval,
-    limits,
     normalize_response,
 )
 from tests.update_support import LABELS, new_fact, normalized, payload
@@ -201,15 +201,15 @@ def test_reinforcement_entries_are_trimmed_and_empty_ids_dropped() -> None:
         ]
     )
     assert response.reinforce == (
-        ReinforceEntry("fact_a", "user", "said so"),
-        ReinforceEntry("fact_b", None, ""),
+        ReinforceEntry(id="fact_a", scope="user", reason="said so"),
+        ReinforceEntry(id="fact_b", scope=None, reason=""),
     )
     assert response.ignored["factsToReinforce"] == 3
 
 
 def test_a_bare_id_removal_becomes_an_unlabelled_entry() -> None:
     response = normalized(factsToRemove=["fact_api"])
-    assert response.remove == (RemovalEntry("fact_api", None, ""),)
+    assert response.remove == (RemovalEntry(id="fact_api", scope=None, reason=""),)
 
 
 @pytest.mark.parametrize(
@@ -245,9 +245,9 @@ def test_stale_removals_are_normalised() -> None:
         ]
     )
     assert response.stale_remove == (
-        StaleRemoval("fact_a", "outdated"),
-        StaleRemoval("fact_b", ""),
-        StaleRemoval("fact_c", ""),
+        StaleRemoval(id="fact_a", reason="outdated"),
+        StaleRemoval(id="fact_b", reason=""),
+        StaleRemoval(id="fact_c", reason=""),
     )
 
 
@@ -279,8 +279,8 @@ def test_extensions_are_normalised() -> None:
         ]
     )
     assert response.stale_extend == (
-        StaleExtension("fact_a", 365, "still true"),
-        StaleExtension("fact_b", 90, ""),
+        StaleExtension(id="fact_a", extend_by_days=365, reason="still true"),
+        StaleExtension(id="fact_b", extend_by_days=90, reason=""),
     )
 
 

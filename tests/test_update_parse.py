@@ -7,8 +7,14 @@ import json
 
 import pytest
 
-from deermem.learning import NoUpdate, UpdatePayload, parse_update_response, response_text
-from deermem.learning.limits import MAX_DECODE_ATTEMPTS, MAX_RESPONSE_CHARS
+from deermem.learning.answer import (
+    MAX_DECODE_ATTEMPTS,
+    MAX_RESPONSE_CHARS,
+    NoUpdate,
+    UpdatePayload,
+    parse_update_response,
+    response_text,
+)
 
 UPDATE = {"user": {}, "history": {}, "newFacts": [{"content": "Uses uv", "confidence": 0.9}]}
 UPDATE_JSON = json.dumps(UPDATE)

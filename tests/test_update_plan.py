@@ -3,20 +3,24 @@ test_memory_updater.py, TestFactDeduplicationCaseInsensitive, TestNewFactsExpect
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from deermem.learning import (
+from deermem.learning.plan import (
     MemoryState,
     PlannedRemoval,
-    SummarySection,
+    UpdatePlan,
     UpdateSettings,
     plan_update,
 )
 from deermem.model import FactSource, format_timestamp
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1
+from deermem.store import Section as SummarySection
 from tests.update_support import (
     NOW,
     apply_through_capacity,
+    counting_ids,
     fact,
     new_fact,
     normalized,
@@ -144,6 +148,27 @@ def test_an_id_factory_that_only_repeats_itself_is_an_error() -> None:
             thread_id="t",
             new_id=lambda: "fact_same",
         )
+
+
+def test_archived_ids_are_skipped_by_the_same_loop_and_error() -> None:
+    """One id loop: an archived id is in use like a stored one (a restore brings it back)."""
+    archived = {"fact_00000001", "fact_00000003"}
+
+    def make(new_id: Callable[[], str]) -> UpdatePlan:
+        return plan_update(
+            state(fact("fact_00000002")),
+            normalized(newFacts=[new_fact("x"), new_fact("y")]),
+            signals=(),
+            settings=UpdateSettings(),
+            now=NOW,
+            thread_id="t",
+            new_id=new_id,
+            archived=archived.__contains__,
+        )
+
+    assert [f.id for f in make(counting_ids()).new_facts] == ["fact_00000004", "fact_00000005"]
+    with pytest.raises(ValueError, match="already in use 20 times"):
+        make(lambda: "fact_00000001")
 
 
 def test_the_default_id_factory_makes_original_style_ids() -> None:

@@ -5,23 +5,47 @@ hint tests, TestPrepareUpdatePromptStaleness)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]  # (the MCP SDK brings it; no stubs)
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from deermem.learning import (
-    ConversationTurn,
+from deermem.learning import answer as limits
+from deermem.learning.answer import (
+    Answer,
+    HistorySections,
+    NewFactProposal,
+    NormalizedResponse,
+    ReinforceEntry,
+    RemovalEntry,
+    StaleExtension,
+    StaleRemoval,
+    SummaryProposal,
+    UserSections,
+    normalize_response,
+    response_json_schema,
+)
+from deermem.learning.plan import (
+    REQUIRED_AUTHORITY,
+    REQUIRED_DURABILITY,
+    REQUIRED_SCOPE,
     MemoryState,
-    PromptLoader,
-    SummarySection,
     UpdateSettings,
+)
+from deermem.learning.prompt import (
+    TRUNCATION_MARKER,
+    ConversationTurn,
+    PromptLoader,
     build_update_prompt,
     fit_conversation,
     format_conversation,
-    limits,
-    response_json_schema,
+    truncate_turn,
 )
-from deermem.learning.conversation import TRUNCATION_MARKER, truncate_turn
-from deermem.learning.gate import REQUIRED_AUTHORITY, REQUIRED_DURABILITY, REQUIRED_SCOPE
+from deermem.model import CORE_CATEGORIES
+from deermem.store import Section as SummarySection
 from tests.update_support import NOW, fact, state
 
 TEMPLATE = PromptLoader().load("memory_update")
@@ -330,6 +354,123 @@ def test_the_response_schema_matches_the_gate_and_the_limits() -> None:
     assert props["factsToRemove"]["items"]["properties"]["replacementFactIndex"]["minimum"] == 0
     schema["required"].clear()
     assert response_json_schema()["required"]  # callers get copies
+
+
+ENTRIES: dict[str, type[BaseModel]] = {
+    "newFacts": NewFactProposal,
+    "factsToReinforce": ReinforceEntry,
+    "factsToRemove": RemovalEntry,
+    "staleFactsToRemove": StaleRemoval,
+    "staleFactsToExtend": StaleExtension,
+}
+
+
+def test_the_response_schema_is_the_answer_models_schema() -> None:
+    schema = response_json_schema()
+    assert schema["required"] == list(Answer.model_fields)
+    for name, model in ENTRIES.items():
+        items = schema["properties"][name]["items"]
+        assert list(items["properties"]) == list(model.model_fields)
+        assert items["required"] == [
+            field for field, info in model.model_fields.items() if info.is_required()
+        ]
+        assert items["additionalProperties"] is False
+    text = json.dumps(schema)  # plain, for grammar converters: no references, no null, no titles
+    assert "$ref" not in text
+    assert '"null"' not in text
+    assert '"title"' not in text
+
+
+LABEL_TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ", min_size=1, max_size=40)
+WORDS = LABEL_TEXT.filter(lambda text: bool(text.strip()))
+FACTS = st.builds(
+    NewFactProposal,
+    content=WORDS,
+    confidence=st.floats(0, 1),
+    category=st.sampled_from(CORE_CATEGORIES),
+    scope=st.sampled_from(limits.SCOPE_LABELS),
+    durability=st.sampled_from(limits.DURABILITY_LABELS),
+    authority=st.sampled_from(limits.AUTHORITY_LABELS),
+    sourceError=st.none() | WORDS,
+    expected_valid_days=st.none() | st.integers(1, 10_000),
+)
+IDS = st.from_regex(r"fact_[0-9a-f]{8}", fullmatch=True)
+SCOPES = st.sampled_from(limits.SCOPE_LABELS)
+SECTION = st.builds(
+    SummaryProposal,
+    summary=WORDS,
+    shouldUpdate=st.booleans(),
+    scope=SCOPES,
+    authority=st.sampled_from(limits.AUTHORITY_LABELS),
+)
+ANSWERS = st.builds(
+    Answer,
+    user=st.builds(UserSections, workContext=st.none() | SECTION, topOfMind=st.none() | SECTION),
+    history=st.builds(HistorySections, recentMonths=st.none() | SECTION),
+    newFacts=st.lists(FACTS, max_size=4),
+    factsToReinforce=st.lists(
+        st.builds(ReinforceEntry, id=IDS, scope=SCOPES, reason=WORDS), max_size=3
+    ),
+    factsToRemove=st.lists(
+        st.builds(
+            RemovalEntry,
+            id=IDS,
+            scope=SCOPES,
+            reason=WORDS,
+            replacementFactIndex=st.none() | st.integers(0, 3),
+        ),
+        max_size=3,
+    ),
+    staleFactsToRemove=st.lists(st.builds(StaleRemoval, id=IDS, reason=WORDS), max_size=3),
+    staleFactsToExtend=st.lists(
+        st.builds(StaleExtension, id=IDS, extend_by_days=st.integers(1, 999), reason=WORDS),
+        max_size=3,
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ANSWERS)
+def test_an_answer_the_models_describe_is_what_the_schema_asks_for(answer: Answer) -> None:
+    payload = answer.model_dump(exclude_none=True)
+    jsonschema.validate(payload, response_json_schema())
+    read = normalize_response(payload)
+    assert isinstance(read, NormalizedResponse)
+    assert read.to_payload() == payload
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("newFacts", 0, "scope"), None),  # the ask never offers null
+        (("newFacts", 0, "category"), "misc"),  # categories are the core ones
+        (("newFacts", 0, "confidence"), 1.5),
+        (("newFacts", 0, "surprise"), "x"),  # no field the models do not declare
+        (("factsToRemove", 0, "replacementFactIndex"), -1),
+    ],
+)
+def test_the_schema_refuses_what_the_models_do_not_describe(
+    path: tuple[str | int, ...], value: object
+) -> None:
+    labels = {"scope": "user", "durability": "durable", "authority": "descriptive"}
+    fact = {"content": "Uses uv", "category": "preference", "confidence": 0.9, **labels}
+    removal = {"id": "fact_a", "scope": "user", "reason": "replaced", "replacementFactIndex": 0}
+    payload: dict[str, Any] = {
+        "user": {},
+        "history": {},
+        "newFacts": [fact],
+        "factsToReinforce": [],
+        "factsToRemove": [removal],
+        "staleFactsToRemove": [],
+        "staleFactsToExtend": [],
+    }
+    jsonschema.validate(payload, response_json_schema())
+    target: Any = payload
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(payload, response_json_schema())
 
 
 def test_upload_tags_cannot_make_formatting_quadratic() -> None:

@@ -9,19 +9,17 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deermem.learning import (
-    ConversationTurn,
+from deermem.learning.answer import (
     NormalizedResponse,
     NoUpdate,
     RejectedResponse,
     UpdatePayload,
-    UpdateSettings,
-    Watermark,
-    format_conversation,
     normalize_response,
     parse_update_response,
-    plan_update,
 )
+from deermem.learning.plan import UpdateSettings, plan_update
+from deermem.learning.prompt import ConversationTurn, format_conversation
+from deermem.learning.queue import mark_of, messages_after
 from deermem.model import parse_timestamp
 from tests.update_support import NOW, counting_ids, fact, state
 
@@ -225,11 +223,8 @@ def test_no_turn_can_close_the_conversation_block(rows: list[tuple[str, str]]) -
 def test_the_watermark_feeds_a_suffix_and_never_loses_new_turns(
     old: list[str], new: list[str]
 ) -> None:
-    mark = Watermark()
-    key = ("t", None, "a")
     first = [ConversationTurn("human", t, id=f"o{i}") for i, t in enumerate(old)]
     later = first + [ConversationTurn("ai", t, id=f"n{i}") for i, t in enumerate(new)]
-    mark.advance(key, first)
-    feed = mark.unseen(key, later)
+    feed = messages_after(later, mark_of(first[-1]) if first else None)
     assert list(feed) == later[len(later) - len(feed) :]
     assert list(feed[len(feed) - len(new) :] if new else []) == later[len(first) :]

@@ -6,14 +6,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from deermem import QueueFullError
 from deermem.errors import QueueClosedError
-from deermem.learning import ConversationTurn, QueueItem, QueueKey, UpdateQueue, Watermark
+from deermem.learning.learner import StoredMarks
+from deermem.learning.prompt import ConversationTurn
+from deermem.learning.queue import QueueItem, QueueKey, UpdateQueue, mark_of, messages_after
+from deermem.model import Scope
+from deermem.store import ChangeSet, MarkdownStore
 
 Turn = ConversationTurn
+NOW = datetime(2026, 8, 13, 12, 0, tzinfo=UTC)
 
 
 def turns(*texts: str) -> list[Turn]:
@@ -385,6 +392,32 @@ def test_shutdown_stops_intake_and_flushes() -> None:
 
 
 # --- the watermark ----------------------------------------------------------------------------
+#
+# The marks are the store's (what a Memory's queue reads); the processing function
+# moves them as the Learner does: with a successful, non-emergency update.
+
+
+class Marking(Recorder):
+    """A processing function that marks what it extracted in the store."""
+
+    def __init__(self, store: MarkdownStore) -> None:
+        super().__init__()
+        self.store = store
+
+    def __call__(self, item: QueueItem[Turn]) -> bool:
+        ok = super().__call__(item)
+        key = item.key
+        if ok and not key.emergency:
+            mark = {key.thread_id: mark_of(item.messages[-1])}
+            self.store.commit(Scope.of(key.user_id, key.agent), ChangeSet(now=NOW, watermarks=mark))
+        return ok
+
+
+def marking_queue(tmp_path: Path) -> tuple[Marking, UpdateQueue[Turn], ManualTimers]:
+    store = MarkdownStore(tmp_path)
+    recorder = Marking(store)
+    queue, timers, _ = make_queue(recorder, watermark=StoredMarks(store))
+    return recorder, queue, timers
 
 
 def run(
@@ -394,9 +427,8 @@ def run(
     timers.fire()
 
 
-def test_an_identical_second_conversation_is_not_extracted_again() -> None:
-    recorder = Recorder()
-    queue, timers, _ = make_queue(recorder)
+def test_an_identical_second_conversation_is_not_extracted_again(tmp_path: Path) -> None:
+    recorder, queue, timers = marking_queue(tmp_path)
     conversation = turns("I use uv", "noted")
     run(queue, timers, "t1", conversation)
     run(queue, timers, "t1", conversation)
@@ -404,17 +436,15 @@ def test_an_identical_second_conversation_is_not_extracted_again() -> None:
     assert queue.stats.nothing_new == 1
 
 
-def test_only_new_turns_are_fed_when_a_conversation_grows() -> None:
-    recorder = Recorder()
-    queue, timers, _ = make_queue(recorder)
+def test_only_new_turns_are_fed_when_a_conversation_grows(tmp_path: Path) -> None:
+    recorder, queue, timers = marking_queue(tmp_path)
     run(queue, timers, "t1", turns("a", "b"))
     run(queue, timers, "t1", turns("a", "b", "c", "d"))
     assert recorder.texts() == [["a", "b"], ["c", "d"]]
 
 
-def test_marks_are_per_thread_user_and_agent() -> None:
-    recorder = Recorder()
-    queue, timers, _ = make_queue(recorder)
+def test_marks_are_per_thread_user_and_agent(tmp_path: Path) -> None:
+    recorder, queue, timers = marking_queue(tmp_path)
     run(queue, timers, "t1", turns("a", "b"))
     run(queue, timers, "t2", turns("a", "b"))
     run(queue, timers, "t1", turns("a", "b"), user_id="alice")
@@ -422,64 +452,46 @@ def test_marks_are_per_thread_user_and_agent() -> None:
     assert len(recorder.items) == 4
 
 
-def test_a_conversation_without_the_mark_is_fed_whole() -> None:
-    recorder = Recorder()
-    queue, timers, _ = make_queue(recorder)
+def test_a_conversation_without_the_mark_is_fed_whole(tmp_path: Path) -> None:
+    recorder, queue, timers = marking_queue(tmp_path)
     run(queue, timers, "t1", turns("a", "b", "c", "d"))
     run(queue, timers, "t1", turns("x", "y"))  # shorter, and the mark ("d") is gone
     assert recorder.texts()[-1] == ["x", "y"]
 
 
-def test_turns_after_the_mark_survive_removal_at_the_front() -> None:
-    recorder = Recorder()
-    queue, timers, _ = make_queue(recorder)
+def test_turns_after_the_mark_survive_removal_at_the_front(tmp_path: Path) -> None:
+    recorder, queue, timers = marking_queue(tmp_path)
     conversation = [Turn("human", t, id=f"m{i}") for i, t in enumerate("abcd")]
     run(queue, timers, "t1", conversation[:2])
     run(queue, timers, "t1", conversation[1:])  # "a" dropped from the front
     assert recorder.texts() == [["a", "b"], ["c", "d"]]
 
 
-def test_an_emergency_feed_is_whole_and_leaves_the_mark() -> None:
-    recorder = Recorder()
-    queue, timers, _ = make_queue(recorder)
+def test_an_emergency_feed_is_whole(tmp_path: Path) -> None:
+    recorder, queue, timers = marking_queue(tmp_path)
     run(queue, timers, "t1", turns("a", "b"))
     queue.add_nowait("t1", turns("a", "b", "c"))
     timers.fire()
     assert recorder.texts()[-1] == ["a", "b", "c"]
     run(queue, timers, "t1", turns("a", "b", "c"))
-    assert recorder.texts()[-1] == ["c"]  # the mark did not move past "c"
+    assert recorder.texts()[-1] == ["c"]  # the emergency update did not move the mark
 
 
-def test_the_mark_moves_only_after_success() -> None:
-    recorder = Recorder(result=False)
+def test_without_marks_every_conversation_is_fed_whole() -> None:
+    recorder = Recorder()
     queue, timers, _ = make_queue(recorder)
     run(queue, timers, "t1", turns("a", "b"))
-    recorder.result = True
     run(queue, timers, "t1", turns("a", "b", "c"))
     assert recorder.texts() == [["a", "b"], ["a", "b", "c"]]
 
 
-def test_the_mark_table_is_a_bounded_lru() -> None:
-    recorder = Recorder()
-    queue, timers, _ = make_queue(recorder, watermark=Watermark(max_keys=2))
-    run(queue, timers, "t1", turns("a"))
-    run(queue, timers, "t2", turns("a"))
-    run(queue, timers, "t1", turns("a"))  # nothing new; t1 is now the most recent
-    run(queue, timers, "t3", turns("a"))  # evicts t2
-    run(queue, timers, "t2", turns("a"))  # t2 forgot its mark: extracted again
-    assert [i.key.thread_id for i in recorder.items] == ["t1", "t2", "t3", "t2"]
-
-
 def test_a_repeated_text_marks_its_first_occurrence() -> None:
-    mark = Watermark()
-    key = ("t1", None, "__default__")
-    mark.advance(key, turns("ok"))
-    assert [m.text for m in mark.unseen(key, turns("ok", "b", "ok"))] == ["b", "ok"]
-
-
-def test_watermark_rejects_a_negative_size() -> None:
-    with pytest.raises(ValueError, match="max_keys"):
-        Watermark(max_keys=-1)
+    assert [
+        m.text for m in messages_after(turns("ok", "b", "ok"), mark_of(Turn("human", "ok")))
+    ] == [
+        "b",
+        "ok",
+    ]
 
 
 # --- real threads -----------------------------------------------------------------------------
@@ -516,18 +528,6 @@ def test_an_interrupted_run_puts_unattempted_items_back() -> None:
     recorder.during = None
     assert queue.flush(timeout=5).ok
     assert [i.key.thread_id for i in recorder.items] == ["t1", "t2"]
-
-
-def test_the_queue_takes_its_settings_from_the_config() -> None:
-    from deermem import MemoryConfig
-
-    timers = ManualTimers()
-    config = MemoryConfig(debounce_seconds=7, queue_max_depth=1)
-    queue: UpdateQueue[Turn] = UpdateQueue.from_config(Recorder(), config, timer_factory=timers)
-    queue.add("t1", turns("a"))
-    assert timers.live[0].delay == 7
-    with pytest.raises(QueueFullError):
-        queue.add("t2", turns("b"))
 
 
 def test_a_flush_reports_an_update_that_raised() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Memory
-from deermem.learning import UpdateReport
+from deermem.learning.report import UpdateReport
 from deermem.testing import ScriptedChatServer
 from tests.wire_support import (
     NOW,

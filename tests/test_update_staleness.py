@@ -7,15 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deermem.learning import StaleExtension, StaleRemoval, UpdateSettings, review_staleness
-from deermem.learning.staleness import (
+from deermem.learning.answer import StaleExtension, StaleRemoval
+from deermem.learning.plan import (
+    UpdateSettings,
     effective_window_days,
     read_expected_valid_days,
     review_due,
+    review_staleness,
     shift_days,
-    stale_candidate_lines,
     stale_candidates,
 )
+from deermem.learning.prompt import stale_candidate_lines
 from deermem.model import Fact, parse_timestamp
 from tests.update_support import NOW, days_ago, fact
 
@@ -194,7 +196,9 @@ def review(facts: list[Fact], removals=(), extensions=(), settings: UpdateSettin
 
 
 def test_a_proposed_aged_fact_is_removed_and_a_fresh_one_kept() -> None:
-    outcome = review([fact("old", age_days=200), fact("new")], [StaleRemoval("old", "outdated")])
+    outcome = review(
+        [fact("old", age_days=200), fact("new")], [StaleRemoval(id="old", reason="outdated")]
+    )
     assert [f.id for f in outcome.facts] == ["new"]
     assert outcome.removed == ("old",)
 
@@ -205,7 +209,7 @@ def test_proposals_for_fresh_or_protected_or_unknown_facts_are_refused() -> None
         fact("corr", category="correction", age_days=400),
         fact("old", age_days=400),
     ]
-    proposals = [StaleRemoval(i, "") for i in ("fresh", "corr", "ghost")]
+    proposals = [StaleRemoval(id=i, reason="") for i in ("fresh", "corr", "ghost")]
     outcome = review(facts, proposals)
     assert [f.id for f in outcome.facts] == ["fresh", "corr", "old"]
     assert outcome.removed == ()
@@ -220,7 +224,7 @@ def test_the_cap_removes_the_lowest_confidences_first() -> None:
         fact("d", confidence=0.3, age_days=200),
     ]
     settings = UpdateSettings(staleness_max_removals_per_cycle=2)
-    outcome = review(facts, [StaleRemoval(i, "") for i in "abcd"], settings=settings)
+    outcome = review(facts, [StaleRemoval(id=i, reason="") for i in "abcd"], settings=settings)
     assert outcome.removed == ("b", "d")
     assert [f.id for f in outcome.facts] == ["a", "c"]
     assert outcome.capped_removals == 2
@@ -231,7 +235,9 @@ def test_equal_confidences_are_removed_in_library_order() -> None:
     # original's "null counts as 0.5" case cannot arise; ties break by position.
     facts = [fact(i, confidence=0.5, age_days=200) for i in ("x", "y", "z")]
     settings = UpdateSettings(staleness_max_removals_per_cycle=2)
-    outcome = review(facts, [StaleRemoval(i, "") for i in ("z", "y", "x")], settings=settings)
+    outcome = review(
+        facts, [StaleRemoval(id=i, reason="") for i in ("z", "y", "x")], settings=settings
+    )
     assert outcome.removed == ("x", "y")
 
 
@@ -247,14 +253,17 @@ def test_the_guardrail_applies_when_the_review_is_disabled() -> None:
     settings = UpdateSettings(staleness_review_enabled=False)
     outcome = review(
         [fact("old", age_days=200), fact("new")],
-        [StaleRemoval("old", ""), StaleRemoval("new", "")],
+        [StaleRemoval(id="old", reason=""), StaleRemoval(id="new", reason="")],
         settings=settings,
     )
     assert outcome.removed == ("old",)
 
 
 def test_an_extension_sets_the_window_from_creation() -> None:
-    outcome = review([fact("old", age_days=100)], extensions=[StaleExtension("old", 365, "")])
+    outcome = review(
+        [fact("old", age_days=100)],
+        extensions=[StaleExtension(id="old", extend_by_days=365, reason="")],
+    )
     (extended,) = outcome.facts
     assert extended.expected_valid_days == 465
     assert dict(outcome.extended) == {"old": 465}
@@ -263,13 +272,18 @@ def test_an_extension_sets_the_window_from_creation() -> None:
 def test_an_extension_is_not_capped_by_the_creation_multiplier() -> None:
     settings = UpdateSettings(staleness_age_days=90, staleness_max_lifetime_multiplier=1)
     outcome = review(
-        [fact("old", age_days=100)], extensions=[StaleExtension("old", 1000, "")], settings=settings
+        [fact("old", age_days=100)],
+        extensions=[StaleExtension(id="old", extend_by_days=1000, reason="")],
+        settings=settings,
     )
     assert outcome.facts[0].expected_valid_days == 1100
 
 
 def test_an_extension_is_capped_by_the_maximum() -> None:
-    outcome = review([fact("old", age_days=100)], extensions=[StaleExtension("old", 10**9, "")])
+    outcome = review(
+        [fact("old", age_days=100)],
+        extensions=[StaleExtension(id="old", extend_by_days=10**9, reason="")],
+    )
     (extended,) = outcome.facts
     assert extended.expected_valid_days == 3650
     later = stale_candidates([extended], now=NOW + timedelta(days=4000), settings=DEFAULT)
@@ -280,8 +294,8 @@ def test_removed_and_fresh_facts_cannot_be_extended() -> None:
     facts = [fact("gone", age_days=200), fact("kept", age_days=200), fact("fresh")]
     outcome = review(
         facts,
-        [StaleRemoval("gone", "")],
-        [StaleExtension(i, 30, "") for i in ("gone", "kept", "fresh")],
+        [StaleRemoval(id="gone", reason="")],
+        [StaleExtension(id=i, extend_by_days=30, reason="") for i in ("gone", "kept", "fresh")],
     )
     assert dict(outcome.extended) == {"kept": 230}
     assert outcome.refused_extensions == 2
@@ -292,8 +306,8 @@ def test_a_proposed_removal_spared_by_the_cap_is_not_extended() -> None:
     settings = UpdateSettings(staleness_max_removals_per_cycle=1)
     outcome = review(
         facts,
-        [StaleRemoval("a", ""), StaleRemoval("b", "")],
-        [StaleExtension("b", 30, "")],
+        [StaleRemoval(id="a", reason=""), StaleRemoval(id="b", reason="")],
+        [StaleExtension(id="b", extend_by_days=30, reason="")],
         settings=settings,
     )
     assert outcome.removed == ("a",)

@@ -8,8 +8,13 @@ import pytest
 import yaml
 
 from deermem.errors import PromptNotFoundError, PromptTemplateError
-from deermem.learning import PromptLoader, UpdateSettings, build_update_prompt
-from deermem.learning.conversation import ConversationTurn, fit_conversation
+from deermem.learning.plan import UpdateSettings
+from deermem.learning.prompt import (
+    ConversationTurn,
+    PromptLoader,
+    build_update_prompt,
+    fit_conversation,
+)
 from tests.update_support import NOW, state
 
 USER_TEMPLATE = (

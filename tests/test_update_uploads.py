@@ -9,13 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deermem.learning import (
-    REASON_UPLOAD,
-    MemoryState,
-    SummarySection,
-    mentions_upload,
-    strip_upload_sentences,
-)
+from deermem.learning.messages import mentions_upload, strip_upload_sentences
+from deermem.learning.plan import REASON_UPLOAD, MemoryState
+from deermem.store import Section as SummarySection
 from tests.update_support import fact, new_fact, normalized, plan
 
 UPLOAD_EVENTS = [

@@ -20,7 +20,9 @@ import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.errors import LLMNotConfigured, LLMStatusError, MessageFormatError
-from deermem.learning import PromptLoader, response_json_schema
+from deermem.learning.answer import response_json_schema
+from deermem.learning.prompt import PromptLoader
+from deermem.learning.signals import Pattern, PatternSet, Signal
 from deermem.llm import NO_MODEL_CONFIGURED
 from deermem.store.markdown import journal
 from deermem.testing import Reply, ScriptedChatServer
@@ -125,6 +127,25 @@ def test_a_conversation_with_nothing_to_learn_makes_no_call(
         assert memory.learn("t", messages).report.outcome == "no-conversation"
     assert server.requests == []
     assert not tmp_path.exists() or tree(tmp_path) == {}
+
+
+def test_learn_detects_the_signals_once(
+    tmp_path: Path, server: ScriptedChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One pass of detection per update, over what is sent (not one more when reading)."""
+    passes: list[Signal] = []
+    search = PatternSet.for_signal
+
+    def counting(patterns: PatternSet, signal: Signal) -> tuple[Pattern, ...]:
+        passes.append(signal)
+        return search(patterns, signal)
+
+    monkeypatch.setattr(PatternSet, "for_signal", counting)
+    memory = open_memory(tmp_path, server)
+    server.enqueue(answer())
+    report = memory.learn("t", conversation("That's exactly right, I use uv.", "Noted.")).report
+    assert report.signals == ("reinforcement",)
+    assert sorted(passes) == sorted(Signal)  # each signal asked once of the one user turn
 
 
 def test_a_bad_message_is_an_error_naming_it(tmp_path: Path, server: ScriptedChatServer) -> None:

@@ -6,13 +6,12 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from deermem.learning import (
+from deermem.learning.answer import NormalizedResponse, normalize_response
+from deermem.learning.plan import (
     ContradictionOutcome,
     MemoryState,
-    NormalizedResponse,
     UpdatePlan,
     UpdateSettings,
-    normalize_response,
     plan_update,
     resolve_contradiction_removals,
 )

@@ -14,10 +14,8 @@ conversations are extracted one after another.
   key without signals is refused with :class:`~deermem.QueueFullError`;
   items with a signal and emergency items are always admitted — losing a
   correction to backpressure is worse than a longer queue.
-* Before extraction the marks (:class:`~deermem.learning.watermark.Marks`: a
-  store's, or an in-memory :class:`~deermem.learning.watermark.Watermark`)
-  cut away what was already extracted; an item with nothing new is done
-  without a model call. The mark moves only when processing succeeded.
+* Before extraction the marks (:class:`Marks`, the store's) cut away what was
+  already extracted; an item with nothing new is done without a model call.
 * The processing function is injected (the wiring passes the real update).
   It returns whether it succeeded; an exception counts as a failure and is
   logged with the ids and the error's type only (its message might quote
@@ -28,37 +26,188 @@ conversations are extracted one after another.
 
 Timers and the clock are injected, so tests drive the debounce by hand;
 the defaults are real threads.
+
+**The watermark** — how far each conversation has already been extracted.
+An agent hands over the whole conversation after every turn. Extracting all
+of it each time would bill the model for the same turns again and again,
+offer it the same facts to re-add — and let the same "yes, exactly" confirm
+a fact twice. So for each ``(thread, user, agent)`` the store keeps the mark
+of the last message of the last *successful* extraction, written by the very
+commit that applied it (so a new process never extracts, or confirms, an
+applied conversation again), and only the messages after it are fed next time.
+
+* The mark is a digest of the message's id when it has one, else of its
+  role and text (:func:`mark_of`): no conversation text is kept.
+* If the mark is not found (the conversation was cut or rewritten), the
+  whole conversation is fed again: re-extracting is safe (duplicates are
+  dropped), skipping is not.
+* If the same text occurs twice, the *first* occurrence counts, for the same
+  reason: it may feed a turn twice, never zero times.
+* The mark moves only with a successful extraction's commit; a failed one
+  leaves it, so those messages are fed again next time.
+* Emergency extractions (a host flushing a conversation it is about to
+  summarise away) feed their messages whole and never move the mark.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final, Generic
+from typing import Generic, Protocol, TypeVar
 
 from deermem.errors import QueueClosedError, QueueFullError
-from deermem.learning.queue_items import (
-    FlushReport,
-    Processor,
-    QueueItem,
-    QueueKey,
-    QueueStats,
-    TimerFactory,
-    TimerHandle,
-    thread_timer,
-)
-from deermem.learning.watermark import M, Marks, Watermark
+from deermem.model import DEFAULT_AGENT
 
-if TYPE_CHECKING:
-    from deermem.config import MemoryConfig
+__all__ = [
+    "DEFAULT_AGENT",
+    "FlushReport",
+    "Marks",
+    "Processor",
+    "QueueItem",
+    "QueueKey",
+    "QueueStats",
+    "UpdateQueue",
+    "WatermarkKey",
+    "mark_of",
+    "messages_after",
+]
 
-__all__ = ["DEFAULT_AGENT", "UpdateQueue"]
-
-DEFAULT_AGENT: Final = "__default__"
 _log = logging.getLogger(__name__)
+
+# --- marks ------------------------------------------------------------------------------
+
+WatermarkKey = tuple[str, str | None, str]
+"""``(thread_id, user_id, agent)``."""
+
+
+class Identifiable(Protocol):
+    """What the queue needs of a message (``ConversationTurn`` and
+    ``deermem.learning.messages.Message`` both have it)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def id(self) -> str | None: ...
+
+
+M = TypeVar("M", bound=Identifiable)
+
+
+def mark_of(message: Identifiable) -> str:
+    """The mark of a message: a digest of its id, else of its role and text."""
+    identity = f"id\x1f{message.id}" if message.id else f"text\x1f{message.role}\x1f{message.text}"
+    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def messages_after(messages: Sequence[M], mark: str | None) -> tuple[M, ...]:
+    """The messages after the first one with this mark; all of them when none has it."""
+    if mark is not None:
+        for position, message in enumerate(messages):
+            if mark_of(message) == mark:
+                return tuple(messages[position + 1 :])
+    return tuple(messages)
+
+
+class Marks(Protocol):
+    """Where a queue finds the marks (the processing function moves them)."""
+
+    def unseen(self, key: WatermarkKey, messages: Sequence[M]) -> tuple[M, ...]:
+        """The messages after the conversation's mark."""
+        ...
+
+
+# --- items ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKey:
+    """What makes two queued conversations the same item."""
+
+    thread_id: str
+    user_id: str | None
+    agent: str
+    emergency: bool = False
+
+    @property
+    def watermark_key(self) -> WatermarkKey:
+        return (self.thread_id, self.user_id, self.agent)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueItem(Generic[M]):
+    """A queued conversation. When processed, ``messages`` holds only what is new."""
+
+    key: QueueKey
+    messages: tuple[M, ...]
+    signals: frozenset[str] = frozenset()
+    trace_id: str | None = None
+
+
+Processor = Callable[[QueueItem[M]], bool]
+"""Runs one extraction; returns whether it succeeded."""
+
+
+class TimerHandle(Protocol):
+    """A one-shot timer (``threading.Timer`` is one)."""
+
+    def start(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
+TimerFactory = Callable[[float, Callable[[], None]], TimerHandle]
+
+
+def thread_timer(delay: float, callback: Callable[[], None]) -> TimerHandle:
+    """A daemon ``threading.Timer``: a pending debounce never keeps a process alive."""
+    timer = threading.Timer(delay, callback)
+    timer.daemon = True
+    return timer
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """Counters since the queue was created."""
+
+    admitted: int = 0
+    merged: int = 0
+    refused: int = 0
+    processed: int = 0
+    failed: int = 0
+    nothing_new: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FlushReport:
+    """What a flush achieved.
+
+    Attributes:
+        completed: every item was attempted within the time budget.
+        processed: items processed successfully (or with nothing new) by the flush.
+        failed: items attempted whose processing failed or raised.
+        unflushed: items not attempted in time (still queued or still running).
+    """
+
+    completed: bool
+    processed: int = 0
+    failed: tuple[QueueKey, ...] = ()
+    unflushed: tuple[QueueKey, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Completed in time with no failure: nothing admitted was lost."""
+        return self.completed and not self.failed and not self.unflushed
+
+
+# --- the queue --------------------------------------------------------------------------
 
 
 @dataclass
@@ -74,8 +223,8 @@ class UpdateQueue(Generic[M]):
         process: the extraction function (see :data:`Processor`).
         debounce_seconds: quiet time after the last ``add`` before processing.
         max_depth: queued items beyond which plain items are refused; 0 = no limit.
-        watermark: the extraction marks (by default a fresh in-memory
-            :class:`~deermem.learning.watermark.Watermark` of 4096 keys).
+        watermark: the extraction marks (a store's); without them every
+            conversation is fed whole.
         item_delay_seconds: pause between two items of one run (spares the
             model endpoint's rate limit); skipped when draining on shutdown.
         timer_factory: makes the debounce timers.
@@ -100,7 +249,7 @@ class UpdateQueue(Generic[M]):
         self._process = process
         self._debounce = debounce_seconds
         self._max_depth = max_depth
-        self.watermark: Marks = watermark if watermark is not None else Watermark()
+        self.watermark = watermark
         self._item_delay = item_delay_seconds
         self._timer_factory = timer_factory
         self._sleep = sleep
@@ -115,20 +264,6 @@ class UpdateQueue(Generic[M]):
         self._closed = False
         self._flush: _Flush | None = None
         self._stats = QueueStats()
-
-    @classmethod
-    def from_config(
-        cls, process: Processor[M], config: MemoryConfig, **options: Any
-    ) -> UpdateQueue[M]:
-        """A queue with ``debounce_seconds`` and ``queue_max_depth`` from the
-        configuration (``options`` override the rest)."""
-        return cls(
-            process,
-            debounce_seconds=config.debounce_seconds,
-            max_depth=config.queue_max_depth,
-            watermark=Watermark(),
-            **options,
-        )
 
     # --- intake ------------------------------------------------------------------
 
@@ -298,7 +433,7 @@ class UpdateQueue(Generic[M]):
 
     def _process_one(self, item: QueueItem[M]) -> None:
         key = item.key
-        if key.emergency:
+        if key.emergency or self.watermark is None:
             feed = item.messages
         else:
             feed = self.watermark.unseen(key.watermark_key, item.messages)
@@ -317,8 +452,6 @@ class UpdateQueue(Generic[M]):
                 type(error).__name__,
             )
             ok = False
-        if ok and not key.emergency:
-            self.watermark.advance(key.watermark_key, item.messages)
         self._record(key, ok=ok)
 
     def _record(self, key: QueueKey, *, ok: bool, nothing_new: bool = False) -> None:

@@ -1,23 +1,138 @@
-"""What one update did, as ids and counters: :class:`UpdateReport`.
+"""What one update did, as ids and counters: :class:`UpdateReport` and its :class:`UpdateMetrics`.
 
 The report is what :meth:`deermem.Memory.learn` returns (with the facts it names) and what
 ``deermem ingest --json`` prints. Like a receipt it holds **no content** —
 fact ids, categories, receipt ids, section names and counters only — so it
 can be logged, stored and shipped to a dashboard without leaking anything a
-user said.
+user said. The names of the metrics' first group and of the rejection
+counters are the original DeerMem's extraction metrics, so dashboards built
+for it read deermem's too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from deermem.learning.limits import OverLimits
-from deermem.learning.metrics import UpdateMetrics
+from deermem.learning.answer import OverLimits
 from deermem.model import Fact
 
-__all__ = ["FactChange", "ModelCall", "UpdateOutcome", "UpdateReport", "UpdateResult"]
+__all__ = [
+    "FactChange",
+    "FactRejections",
+    "ModelCall",
+    "RemovalRejections",
+    "SummaryRejections",
+    "UpdateMetrics",
+    "UpdateOutcome",
+    "UpdateReport",
+    "UpdateResult",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FactRejections:
+    """New facts refused by the label gate, by the first label that failed."""
+
+    missing: int = 0
+    scope: int = 0
+    durability: int = 0
+    authority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRejections:
+    """Summary sections refused by the label gate."""
+
+    missing: int = 0
+    scope: int = 0
+    authority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RemovalRejections:
+    """Contradiction removals refused: unlabelled or unreasoned, wrong scope, or
+    a replacement that is invalid, refused, or did not survive the capacity gate."""
+
+    missing: int = 0
+    scope: int = 0
+    replacement: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetrics:
+    """Every counter of one update.
+
+    Attributes:
+        facts_extracted: well-formed new facts in the response.
+        facts_passed_scope_gate / rejected_by_scope_gate: the label gate.
+        facts_passed_confidence / rejected_low_confidence: the threshold,
+            among facts that passed the label gate.
+        rejected_empty_content: passed both, but blank.
+        duplicate_facts: repeated a stored fact or an earlier one of the batch.
+        malformed_new_facts: dropped by normalisation (wrong types, over a limit).
+        new_facts_planned: new facts proposed to the capacity gate.
+        summaries_updated: sections changed.
+        upload_facts_dropped / upload_removals / upload_sentences_removed:
+            the upload clean-up: new facts dropped, stored facts removed and
+            summary sentences cut for mentioning an upload event.
+        confirmations / confirmations_refused: ``factsToReinforce`` entries
+            applied, and refused (no reinforcement signal, wrong scope, no
+            reason, unknown id, repeated id).
+        stale_removals / stale_refused / stale_capped: staleness removals
+            applied, refused (not a current candidate), and left out by the
+            per-cycle cap.
+        extensions / extensions_refused: staleness extensions applied and refused.
+        contradiction_removals: contradiction removals applied (known after
+            the capacity gate; see ``resolve_contradiction_removals``).
+        unknown_removals: contradiction removals naming no stored fact.
+    """
+
+    facts_extracted: int = 0
+    facts_passed_scope_gate: int = 0
+    rejected_by_scope_gate: int = 0
+    facts_passed_confidence: int = 0
+    rejected_low_confidence: int = 0
+    rejected_empty_content: int = 0
+    duplicate_facts: int = 0
+    malformed_new_facts: int = 0
+    new_facts_planned: int = 0
+    summaries_updated: int = 0
+    upload_facts_dropped: int = 0
+    upload_removals: int = 0
+    upload_sentences_removed: int = 0
+    confirmations: int = 0
+    confirmations_refused: int = 0
+    stale_removals: int = 0
+    stale_refused: int = 0
+    stale_capped: int = 0
+    extensions: int = 0
+    extensions_refused: int = 0
+    contradiction_removals: int = 0
+    unknown_removals: int = 0
+    fact_rejections: FactRejections = FactRejections()
+    summary_rejections: SummaryRejections = SummaryRejections()
+    removal_rejections: RemovalRejections = RemovalRejections()
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain counters; the rejections under ``scope_gate_rejections`` as in the original."""
+        out: dict[str, object] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, int):
+                out[item.name] = value
+        out["scope_gate_rejections"] = {
+            "facts": _counts(self.fact_rejections),
+            "summaries": _counts(self.summary_rejections),
+            "removals": _counts(self.removal_rejections),
+        }
+        return out
+
+
+def _counts(value: FactRejections | SummaryRejections | RemovalRejections) -> dict[str, int]:
+    return {item.name: getattr(value, item.name) for item in fields(value)}
+
 
 UpdateOutcome = Literal[
     "applied", "unchanged", "no-conversation", "nothing-new", "no-update", "rejected"
@@ -97,7 +212,7 @@ class UpdateReport:
         thread_id: the conversation.
         outcome: how it ended (see :data:`UpdateOutcome`).
         dry_run: computed without writing anything.
-        detail: why there was no update (a :class:`~deermem.learning.NoUpdate`
+        detail: why there was no update (a :class:`~deermem.learning.answer.NoUpdate`
             reason, ``removals-with-malformed-facts`` or ``wrong-field-types``),
             else ``None``.
         signals: the signals detected in the messages sent to the model.
@@ -126,7 +241,7 @@ class UpdateReport:
         model_call: the model call, when one was made.
         metrics: every gate counter.
         over_limits: entries of the model's answer dropped for exceeding a
-            limit of :mod:`deermem.learning.limits`, by limit (also when the
+            limit of the answer (:mod:`deermem.learning.answer`), by limit (also when the
             answer was refused whole).
     """
 

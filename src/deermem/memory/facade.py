@@ -4,22 +4,22 @@ A ``Memory`` is a store, a configuration, a scope (user + agent) and a
 clock. Every operation that adds facts — :meth:`Memory.create_fact`,
 :meth:`Memory.import_document`, :meth:`Memory.restore` and extraction from a
 conversation (:meth:`Memory.learn`, :meth:`Memory.queue_conversation`) —
-goes through the :class:`~deermem.store.CapacityGate`, inside the user's
+goes through the :class:`~deermem.library.CapacityGate`, inside the user's
 lock; nothing else trims a library. Every decision reads the injected clock,
 never the wall clock directly, so tests and demos are reproducible.
 
 The work is done by collaborators with one job each: the store, the gate,
-:class:`~deermem.learning.updates.UpdateService` (model, queue, watermark),
-:class:`~deermem.recall.search_handle.SearchIndexHandle` and the pure
-functions of :mod:`deermem.recall.memory_recall`, :mod:`deermem.memory.documents`
-and :mod:`deermem.library.explain`; ``Memory`` holds them and binds them to
-one scope.
+:class:`~deermem.learning.Learner` (model, queue, watermark),
+:class:`~deermem.recall.index.SearchIndexHandle` and the pure functions of
+:mod:`deermem.recall.injection`, :mod:`deermem.recall.search`,
+:mod:`deermem.memory.documents` and :func:`deermem.library.gate.standing_of`; ``Memory``
+holds them and binds them to one scope.
 
 Opening a memory and reading facts needs only the configuration and the
-store. The prompt and search stack (:mod:`deermem.recall.memory_recall`,
-:mod:`deermem.recall`) is imported by the first method that uses it, and
-the extraction machinery by the first extraction (see
-:mod:`deermem.learning.updates`), so a command that lists facts does not wait
+store. The prompt and search stack (:mod:`deermem.recall.injection`,
+:mod:`deermem.recall.search`) is imported by the first method that uses it, and
+the model layer by the first extraction (see
+:mod:`deermem.learning.learner`), so a command that lists facts does not wait
 for either.
 """
 
@@ -42,9 +42,9 @@ from deermem.errors import (
     FactRevisionConflict,
     UnsafeIdentifierError,
 )
-from deermem.learning.updates import UpdateService
+from deermem.learning import Learner
 from deermem.library import CapacityGate, Proposal, Removal
-from deermem.library.explain import standing_of
+from deermem.library.gate import standing_of
 from deermem.library.regret import Found, RegretReport, build_report, search_regret
 from deermem.memory._checks import (
     check_confidence,
@@ -67,7 +67,7 @@ from deermem.memory.results import (
 )
 from deermem.model import Fact, Scope, category_key, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1
-from deermem.recall.search_handle import SearchIndexHandle
+from deermem.recall.index import SearchIndexHandle
 from deermem.store import (
     REASON_DELETED,
     ArchiveEntry,
@@ -85,10 +85,10 @@ from deermem.store.records import SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
     from deermem.learning import FlushReport, UpdateResult
-    from deermem.learning.signals import KeepHidden
+    from deermem.learning.messages import KeepHidden
     from deermem.llm import ChatModel
     from deermem.recall import Injection
-    from deermem.recall.memory_recall import SearchFindings
+    from deermem.recall.search import SearchFindings
     from deermem.store.records import RegretEvent
 
 __all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
@@ -161,7 +161,7 @@ class Memory:
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
-        self._updates = UpdateService(
+        self._updates = Learner(
             store, config, clock=self.now, new_id=self._new_id, model=model, keep_hidden=keep_hidden
         )
         self._search_index = SearchIndexHandle()
@@ -756,7 +756,7 @@ class Memory:
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
-        from deermem.recall.memory_recall import memory_injection
+        from deermem.recall.injection import memory_injection
 
         return memory_injection(
             self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
@@ -802,7 +802,7 @@ class Memory:
                 searched all the same, without counting (said once, in a
                 warning).
         """
-        from deermem.recall.memory_recall import search_scope
+        from deermem.recall.search import search_scope
 
         now = self.now()
         findings = search_scope(
@@ -842,7 +842,7 @@ class Memory:
             OSError: the index cannot be written where the store keeps it.
             SearchIndexError: the index file cannot be opened.
         """
-        from deermem.recall.memory_recall import rebuild_search_index
+        from deermem.recall.search import rebuild_search_index
 
         self._search_index.close()  # this memory's next search reopens it
         return rebuild_search_index(

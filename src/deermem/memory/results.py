@@ -7,15 +7,15 @@ memory).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+# The standing of a fact is the capacity gate's view of it, and a search's
+# results are the search's: they are written where the work is done.
+from deermem.library.gate import Standing
 from deermem.model import Fact, Scope
+from deermem.recall.search import ReindexReport, SearchResult
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
-
-if TYPE_CHECKING:
-    from deermem.recall.search import MatchType
 
 __all__ = [
     "CreateResult",
@@ -112,40 +112,6 @@ class ImportResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Standing:
-    """Where an active fact ranks in its library under the current policy.
-
-    Attributes:
-        policy: the policy version.
-        rank: 1 = the fact the gate would keep longest.
-        occupancy: facts in the library.
-        max_facts: the cap.
-        score: the fact's score; ``components`` the signals it sums.
-        protected: its category is reserved in capacity selection (only
-            ``hybrid-v1`` holds reserved slots).
-    """
-
-    policy: str
-    rank: int
-    occupancy: int
-    max_facts: int
-    score: float
-    components: Mapping[str, float]
-    protected: bool
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "policyVersion": self.policy,
-            "rank": self.rank,
-            "occupancy": self.occupancy,
-            "maxFacts": self.max_facts,
-            "score": self.score,
-            "components": dict(self.components),
-            "protected": self.protected,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class Explanation:
     """Why a fact is where it is: :meth:`Memory.why`.
 
@@ -213,66 +179,4 @@ class ScopeSummary:
             "agent": self.scope.agent,
             "facts": self.facts,
             "archived": self.archived,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ReindexReport:
-    """What :meth:`Memory.reindex` rebuilt.
-
-    Attributes:
-        scopes: the scopes indexed.
-        facts: the facts indexed.
-        location: the index file, or ``None`` for a store whose index lives in memory.
-    """
-
-    scopes: int
-    facts: int
-    location: str | None
-
-    def to_dict(self) -> dict[str, object]:
-        return {"scopes": self.scopes, "facts": self.facts, "location": self.location}
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """One search hit with its fact.
-
-    Attributes:
-        fact: the fact as stored.
-        score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` matches,
-            the confidence for ``substring`` matches; higher is better.
-        match_type: ``fts5`` or ``substring`` (the fallback).
-        bm25: FTS5's raw BM25 (negative; more negative is better), ``None``
-            for substring matches.
-    """
-
-    fact: Fact
-    score: float
-    match_type: MatchType
-    bm25: float | None = None
-
-    @property
-    def fact_id(self) -> str:
-        return self.fact.id
-
-    @property
-    def content(self) -> str:
-        return self.fact.content
-
-    @property
-    def category(self) -> str:
-        """The category as shown to people: an ``other`` fact's own label."""
-        return self.fact.categoryExtension or self.fact.category
-
-    @property
-    def confidence(self) -> float:
-        return self.fact.confidence
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "fact": self.fact.to_dict(),
-            "score": self.score,
-            "matchType": self.match_type,
-            "bm25": self.bm25,
         }

@@ -32,42 +32,376 @@ take a token where a line end merges with a blank separator
 are so long that the text would exceed ``max_injection_tokens`` plus the
 guaranteed lines, the summaries are cut (ending in ``...``) and the facts
 are kept.
+
+The text is laid out as the original lays it out (:class:`Summaries`,
+:func:`fact_line`) and every piece of stored text is made inert before it is
+placed (:func:`inert`); the :class:`InjectionManifest` says what went in, what
+did not, and why. :func:`memory_injection` reads one scope from a store and
+lays it out.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from deermem.model import Fact, category_key
-from deermem.policy import CapacityPolicy, coerce_confidence, select_facts_for_capacity
-from deermem.recall.manifest import (
-    POOL_GUARANTEED,
-    POOL_RANKED,
-    InjectedFact,
-    InjectionManifest,
-    OmittedFact,
-    Pool,
-)
-from deermem.recall.render import (
-    FACTS_HEADER,
-    HISTORY_HEADER,
-    USER_CONTEXT_HEADER,
-    Summaries,
-    fact_line,
-    inert,
-    wrap_memory_block,
+from deermem.policy import (
+    POLICY_HYBRID_V1,
+    CapacityPolicy,
+    coerce_confidence,
+    select_facts_for_capacity,
 )
 from deermem.recall.tokens import TOKEN_COUNTING_MODES, TokenCounter, token_counter
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
+    from deermem.model import Scope
+    from deermem.store import Store
 
-__all__ = ["Injection", "InjectionSettings", "build_injection"]
+__all__ = [
+    "FACTS_HEADER",
+    "HISTORY_HEADER",
+    "MEMORY_CLOSE",
+    "MEMORY_OPEN",
+    "OMISSION_REASONS",
+    "USER_CONTEXT_HEADER",
+    "InjectedFact",
+    "Injection",
+    "InjectionManifest",
+    "InjectionSettings",
+    "OmittedFact",
+    "Summaries",
+    "build_injection",
+    "fact_line",
+    "inert",
+    "memory_injection",
+    "wrap_memory_block",
+]
+
+# --- the layout and its escaping --------------------------------------------------------
+#
+# How memory is written into a prompt: the sections, the line formats, the escaping.
+#
+# The injected text sits inside a ``<memory>`` block that the host adds around
+# it, and everything in it comes from stored data that a user, a model or an
+# import wrote. So every piece of stored text is made inert before it is placed:
+#
+# * ``&``, ``<`` and ``>`` are HTML-escaped (quotes are left alone, so ordinary
+#   text stays byte-identical), so no stored text can open or close the
+#   ``<memory>`` block or any other tag (``</memory>``, ``<system>``,
+#   ``<|im_start|>``);
+# * line breaks of every kind, and other control characters, become single
+#   spaces, so a stored text is always exactly one line: it cannot start a new
+#   section (``Facts:``), fake a fact line (``- [correction | 1.00] ...``) or a
+#   Markdown heading, because those only mean something at the start of a line
+#   and every line starts with a prefix deermem writes.
+#
+# The layout is the original's: ``User Context:``, ``History:`` and ``Facts:``
+# sections joined by one blank line, empty ones left out.
+
+USER_CONTEXT_HEADER: Final = "User Context:"
+HISTORY_HEADER: Final = "History:"
+FACTS_HEADER: Final = "Facts:"
+MEMORY_OPEN: Final = "<memory>"
+MEMORY_CLOSE: Final = "</memory>"
+
+# Line breaks (every Unicode kind) and the other C0/C1 controls except tab,
+# with the spaces around them: all collapse into one space.
+_BREAKS: Final = re.compile(r"[ \t]*[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]+[ \t]*")
+
+# Characters that delimit the ``[category | 0.90]`` label; a category cannot
+# contain them (stored categories never do; raw mappings might).
+_LABEL_DELIMITERS: Final = str.maketrans("", "", "[]|")
+
+# (document section, key, label) in the order they are rendered.
+_USER_LINES: Final = (
+    ("workContext", "Work"),
+    ("personalContext", "Personal"),
+    ("topOfMind", "Current Focus"),
+)
+_HISTORY_LINES: Final = (
+    ("recentMonths", "Recent"),
+    ("earlierContext", "Earlier"),
+    ("longTermBackground", "Background"),
+)
+
+
+def inert(text: str) -> str:
+    """Make stored text safe to place on one line of the memory block.
+
+    Escapes ``&``, ``<`` and ``>``, folds every line break and control
+    character (with the blanks around it) into one space, and strips the ends.
+    Text without any of those characters comes back unchanged.
+    """
+    if not text.isprintable():  # line breaks, controls and tabs are "not printable"
+        text = _BREAKS.sub(" ", text)
+    if "&" in text or "<" in text or ">" in text:
+        text = html.escape(text, quote=False)
+    return text.strip()
+
+
+def fact_line(category: str, confidence: float, content: str, avoid: str | None = None) -> str:
+    """One fact as the model sees it: ``- [category | 0.90] content``.
+
+    Args:
+        category: the stored category (escaped here, and stripped of ``[``,
+            ``]`` and ``|`` so it cannot fake a second label).
+        confidence: shown with two decimals.
+        content: the fact's text (escaped here).
+        avoid: for a correction, the mistake it corrects; appended as
+            ``(avoid: <error>)`` when not blank.
+    """
+    label = inert(category).translate(_LABEL_DELIMITERS)
+    line = f"- [{label} | {confidence:.2f}] {inert(content)}"
+    if avoid is not None:
+        error = inert(avoid)
+        if error:
+            line = f"{line} (avoid: {error})"
+    return line
+
+
+@dataclass(frozen=True, slots=True)
+class Summaries:
+    """The six user-global summaries, as plain text (empty when unknown)."""
+
+    work: str = ""
+    personal: str = ""
+    top_of_mind: str = ""
+    recent: str = ""
+    earlier: str = ""
+    background: str = ""
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, object] | None) -> Summaries:
+        """Read the summaries from a memory document (``{"user": ..., "history": ...}``).
+
+        Each summary lives at ``document[section][key]["summary"]``. Missing or
+        malformed parts read as empty; a summary that is not a string is
+        converted with ``str()`` rather than dropped.
+        """
+        if not isinstance(document, Mapping):
+            return cls()
+        user = [_summary(document, "user", key) for key, _ in _USER_LINES]
+        history = [_summary(document, "history", key) for key, _ in _HISTORY_LINES]
+        return cls(*user, *history)
+
+    def sections(self) -> list[list[str]]:
+        """The rendered, non-empty summary sections, each a list of lines with its header."""
+        user = _section(
+            USER_CONTEXT_HEADER,
+            zip(
+                (label for _, label in _USER_LINES),
+                (self.work, self.personal, self.top_of_mind),
+                strict=True,
+            ),
+        )
+        history = _section(
+            HISTORY_HEADER,
+            zip(
+                (label for _, label in _HISTORY_LINES),
+                (self.recent, self.earlier, self.background),
+                strict=True,
+            ),
+        )
+        return [lines for lines in (user, history) if lines]
+
+
+def wrap_memory_block(body: str) -> str:
+    """Wrap injected text in the ``<memory>`` block a host places in the prompt.
+
+    Empty text gives an empty string: no block at all rather than an empty one.
+    """
+    if not body:
+        return ""
+    return f"{MEMORY_OPEN}\n{body}\n{MEMORY_CLOSE}"
+
+
+def _summary(document: Mapping[str, object], section: str, key: str) -> str:
+    part = document.get(section)
+    entry = part.get(key) if isinstance(part, Mapping) else None
+    value = entry.get("summary") if isinstance(entry, Mapping) else None
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _section(header: str, items: Iterable[tuple[str, str]]) -> list[str]:
+    lines = []
+    for label, raw in items:
+        text = inert(raw)
+        if text:
+            lines.append(f"- {label}: {text}")
+    return [header, *lines] if lines else []
+
+
+# --- the manifest ---------------------------------------------------------------------
+#
+# The injection manifest: what went into the prompt, what did not, and why.
+#
+# A prompt built under a token budget silently leaves things out; when an agent
+# "forgets" a correction, the first question is whether the correction was in
+# the prompt at all. The manifest answers it without showing any fact content:
+# ids, categories, scores, token costs and reasons only, so it can be logged,
+# printed by ``deermem context --explain`` or stored next to an evaluation.
+
+Pool = Literal["guaranteed", "ranked"]
+POOL_GUARANTEED: Final = "guaranteed"
+POOL_RANKED: Final = "ranked"
+
+OmissionReason = Literal["over-budget", "after-stop", "invalid-content"]
+OMISSION_REASONS: Final[dict[str, str]] = {
+    "over-budget": "its line did not fit in the tokens left in its pool",
+    "after-stop": "a higher-ranked line in its pool did not fit; selection stops there",
+    "invalid-content": "its content is missing, not text, or blank",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedFact:
+    """One fact line in the prompt.
+
+    Attributes:
+        fact_id: the fact's id.
+        category: its stored category.
+        pool: ``guaranteed`` (a protected category, inside the guaranteed
+            budget) or ``ranked`` (competing for the rest of the budget; a
+            protected fact lands here when the guaranteed budget was full).
+        rank: 1-based position in the policy's ranking of all valid facts.
+        score: the policy score it was ranked by (its confidence under
+            ``confidence``).
+        tokens: what its line costs, newline included.
+    """
+
+    fact_id: str
+    category: str
+    pool: Pool
+    rank: int
+    score: float
+    tokens: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "factId": self.fact_id,
+            "category": self.category,
+            "pool": self.pool,
+            "rank": self.rank,
+            "score": self.score,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OmittedFact:
+    """One fact left out of the prompt.
+
+    Attributes:
+        fact_id: the fact's id (``""`` if it had none).
+        reason: ``over-budget``, ``after-stop`` or ``invalid-content``
+            (see :data:`OMISSION_REASONS`).
+        category: its category (``None`` for invalid content).
+        pool: the pool it competed in (``None`` for invalid content).
+        rank: its rank among valid facts (``None`` for invalid content).
+        score: its policy score (``None`` for invalid content).
+        tokens: what its line would have cost (``None`` for invalid content).
+    """
+
+    fact_id: str
+    reason: OmissionReason
+    category: str | None = None
+    pool: Pool | None = None
+    rank: int | None = None
+    score: float | None = None
+    tokens: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "factId": self.fact_id,
+            "reason": self.reason,
+            "category": self.category,
+            "pool": self.pool,
+            "rank": self.rank,
+            "score": self.score,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionManifest:
+    """How one injected text was put together.
+
+    Attributes:
+        enabled: false when injection is switched off (the text is empty).
+        policy: the ranking policy (``confidence`` or ``hybrid-v1``).
+        token_counting: the configured counting mode.
+        token_counter: what was actually counted with; differs from
+            ``token_counting`` only when the vocabulary could not be loaded.
+        max_tokens: the overall budget.
+        guaranteed_token_budget: the budget of the guaranteed pool.
+        guaranteed_categories: the protected categories, as configured.
+        sections: the section headers present in the text, in order.
+        injected: the fact lines, in the order they appear.
+        omitted: facts left out, guaranteed pool first, then in rank order;
+            facts with invalid content last.
+        summary_tokens: budget cost of the summary sections as injected.
+        guaranteed_tokens: cost of the guaranteed lines.
+        ranked_tokens: cost of the ranked lines.
+        budget_tokens: the whole text as the budget counts it (every line
+            with its newline, blank separators included).
+        summaries_truncated: the summaries were cut to keep the facts.
+    """
+
+    enabled: bool
+    policy: str
+    token_counting: str
+    token_counter: str
+    max_tokens: int
+    guaranteed_token_budget: int
+    guaranteed_categories: tuple[str, ...]
+    sections: tuple[str, ...] = ()
+    injected: tuple[InjectedFact, ...] = ()
+    omitted: tuple[OmittedFact, ...] = ()
+    summary_tokens: int = 0
+    guaranteed_tokens: int = 0
+    ranked_tokens: int = 0
+    budget_tokens: int = 0
+    summaries_truncated: bool = False
+
+    @property
+    def injected_ids(self) -> tuple[str, ...]:
+        return tuple(item.fact_id for item in self.injected)
+
+    @property
+    def omitted_ids(self) -> tuple[str, ...]:
+        return tuple(item.fact_id for item in self.omitted)
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready mapping with camelCase keys (no fact content)."""
+        return {
+            "enabled": self.enabled,
+            "policy": self.policy,
+            "tokenCounting": self.token_counting,
+            "tokenCounter": self.token_counter,
+            "maxTokens": self.max_tokens,
+            "guaranteedTokenBudget": self.guaranteed_token_budget,
+            "guaranteedCategories": list(self.guaranteed_categories),
+            "sections": list(self.sections),
+            "injected": [item.to_dict() for item in self.injected],
+            "omitted": [item.to_dict() for item in self.omitted],
+            "summaryTokens": self.summary_tokens,
+            "guaranteedTokens": self.guaranteed_tokens,
+            "rankedTokens": self.ranked_tokens,
+            "budgetTokens": self.budget_tokens,
+            "summariesTruncated": self.summaries_truncated,
+        }
+
+
+# --- the injection --------------------------------------------------------------------
 
 ELLIPSIS: Final = "..."
 _HEADERS: Final = frozenset({USER_CONTEXT_HEADER, HISTORY_HEADER, FACTS_HEADER})
@@ -401,3 +735,41 @@ def _truncate(lines: list[str], allowance: int, cost: Callable[[str], int]) -> l
         else:
             high = middle - 1
     return cut(low) if low and fits(low) else []
+
+
+def memory_injection(
+    store: Store,
+    scope: Scope,
+    config: MemoryConfig,
+    now: datetime,
+    *,
+    max_tokens: int | None = None,
+    facts: bool = True,
+) -> Injection:
+    """Lay out one scope's summaries and (unless ``facts`` is off) facts for the prompt
+    (see ``build_injection``).
+
+    ``max_tokens`` replaces ``max_injection_tokens`` for this one prompt; the
+    guaranteed budget shrinks with it when it is smaller, so a caller's
+    budget is never exceeded by the guaranteed lines.
+    """
+    settings = InjectionSettings.from_config(config)
+    if max_tokens is not None:
+        settings = dataclasses.replace(
+            settings,
+            max_tokens=max_tokens,
+            guaranteed_token_budget=min(settings.guaranteed_token_budget, max_tokens),
+        )
+    if not settings.enabled:
+        return build_injection((), settings=settings, now=now)
+    snapshot = store.load(scope)
+    usage = None
+    if facts and settings.ranking.name == POLICY_HYBRID_V1:
+        usage = {key: entry.to_dict() for key, entry in store.usage(scope).items()}
+    return build_injection(
+        snapshot.facts if facts else (),
+        settings=settings,
+        now=now,
+        summaries=Summaries.from_document(snapshot.summaries.to_dict()),
+        usage=usage,
+    )

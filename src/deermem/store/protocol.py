@@ -144,7 +144,7 @@ class ChangeSet:
         usage_restores: usage entries to put back (facts restored from the
             archive keep their recall history).
         watermarks: thread id → the mark of the last message extracted from
-            that conversation (see :mod:`deermem.learning.watermark`), set by
+            that conversation (see :mod:`deermem.learning.queue`), set by
             the commit that applied what was extracted.
         regret_events: regret events to record (see
             :mod:`deermem.store.records`), with what caused them.

@@ -13,7 +13,7 @@ on a Markdown store of its own, with the session's time as the clock:
    (:meth:`Memory.restore`, through the gate);
 3. what the user **said** — new and restated facts, confirmations,
    corrections — reaches the memory as an extraction result through the apply
-   path ``Memory.learn`` uses (:func:`deermem.learning.apply.apply_response`, in a
+   path ``Memory.learn`` uses (:func:`deermem.learning.learner.apply_response`, in a
    store transaction, through the capacity gate), with the reinforcement
    signal when the user confirmed something. The model call itself is left
    out: the prompt, the HTTP round trip and the JSON parsing are tested on
@@ -44,12 +44,9 @@ from deermem.config import MemoryConfig
 from deermem.errors import FactNotFoundError
 from deermem.eval.replay import ReplayParams, Session, Workload, generate
 from deermem.eval.replay.workload import START
-from deermem.learning.apply import apply_response
-from deermem.learning.confirm import REINFORCEMENT_SIGNAL
-from deermem.learning.limits import MAX_NEW_FACTS
-from deermem.learning.normalize import normalize_response
-from deermem.learning.responses import NormalizedResponse
-from deermem.learning.settings import UpdateSettings
+from deermem.learning.answer import MAX_NEW_FACTS, NormalizedResponse, normalize_response
+from deermem.learning.learner import apply_response
+from deermem.learning.plan import REINFORCEMENT_SIGNAL, UpdateSettings
 from deermem.library.regret import PolicyRegret
 from deermem.memory import Memory
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1

@@ -52,7 +52,7 @@ from deermem.integrations.deerflow.settings import (
     log_unused,
     read_backend_config,
 )
-from deermem.learning.signals import KeepHidden, Message, is_clarification_answer
+from deermem.learning.messages import KeepHidden, Message, is_clarification_answer
 from deermem.memory import Memory
 
 __all__ = ["DeerFlowBackend", "Mode", "hidden_message_rule"]

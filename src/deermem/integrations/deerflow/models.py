@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from deermem.errors import LLMError
-from deermem.learning.signals import parse_message
+from deermem.learning.messages import parse_message
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema, TokenUsage
 
 __all__ = ["HostChatModel", "ObservedModel"]

@@ -88,7 +88,7 @@ def _a_number(value: object) -> object:
 # 30.0, which the schema's "integer" allows.)
 _NUMBER = BeforeValidator(_a_number)
 
-# The roles deermem.learning.signals reads: OpenAI's (role) and LangChain's (type).
+# The roles deermem.learning.messages reads: OpenAI's (role) and LangChain's (type).
 _ROLES = ["user", "human", "assistant", "ai", "system", "developer", "tool", "function"]
 ChatMessage = Annotated[
     dict[str, Any],

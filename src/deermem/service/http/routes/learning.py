@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from deermem.learning.signals import parse_messages
+from deermem.learning.messages import parse_messages
 from deermem.memory import Memory
 from deermem.service.http.context import ServerContext
 from deermem.service.http.http import Dependencies, json_response, problems

@@ -1,26 +1,12 @@
-"""The regret report: per policy, how often its evictions turned out to be mistakes.
+"""Regret: evidence, from a deployment's own traffic, of when forgetting was a mistake.
 
-Built from two content-free records the store keeps: the eviction receipts
-(what each policy evicted — the active policy in ``evicted``, the shadow
-policy in ``shadow.wouldEvict``) and the regret events (what later showed an
-eviction was wrong, :mod:`deermem.store.records`). For each policy and
-role (``active``: it decided; ``shadow``: it was computed beside the active
-one) the report counts, within the window:
-
-* ``evictions`` — distinct facts the policy evicted (or would have);
-* ``events`` — regret events against it, by kind;
-* ``regretted`` — those evicted facts with at least one regret event;
-* ``regretRate`` — ``regretted / evictions`` (``null`` without evictions);
-* ``mostRegretted`` — the facts with the most events (ids and categories);
-* ``timeline`` — per day, the running totals (for a chart).
-
-Events about facts that left for another reason than the capacity gate (a
-person deleted them, the staleness review removed them ...) do not count
-against a policy; they are totalled under ``uncounted``.
-
-The window is ``[since, until]`` on the times the records carry; the audit
-and the event log are bounded, so ``auditFrom`` and ``eventsFrom`` say how
-far back each still reaches. Pure: same records, same report, byte for byte.
+The store records regret events with what caused them
+(:mod:`deermem.store.records`); this module turns them into what a
+deployment reads: the event that counts against the shadow policy
+(:func:`shadow_regret`, also used by the capacity gate's ledger), what a
+search reveals (:func:`search_regret`) and the per-policy report behind
+``Memory.regret()`` and ``deermem regret`` (:func:`build_report`). See
+docs/regret.md.
 """
 
 from __future__ import annotations
@@ -31,26 +17,181 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from deermem.model import format_timestamp, parse_timestamp
+from deermem.model import format_timestamp, parse_moment, parse_timestamp
 from deermem.store.records import (
     REASON_CAPACITY,
     REGRET_KINDS,
+    ArchiveEntry,
     EvictionReceipt,
     RegretEvent,
+    RegretKind,
     RegretRole,
+    ShadowMark,
+    query_digest,
 )
 
 __all__ = [
     "MOST_REGRETTED",
     "REPORT_SCHEMA",
+    "Found",
     "PolicyRegret",
     "RegretReport",
     "RegrettedFact",
     "TimelinePoint",
     "build_report",
+    "parse_since",
+    "search_regret",
+    "shadow_regret",
 ]
 
-REPORT_SCHEMA: Final = "deermem.library.regret/1"
+
+def shadow_regret(
+    mark: ShadowMark,
+    kind: RegretKind,
+    fact_id: str,
+    *,
+    occurred_at: str,
+    trigger: str,
+    query_digest: str | None = None,
+    rank: int | None = None,
+) -> RegretEvent:
+    """The event that counts ``kind`` against the shadow policy that marked the fact."""
+    return RegretEvent(
+        kind=kind,
+        occurred_at=occurred_at,
+        fact_id=fact_id,
+        category=mark.category,
+        policy_version=mark.policy_version,
+        role="shadow",
+        evicted_at=mark.since,
+        receipt_id=mark.receipt_id,
+        reason=REASON_CAPACITY,
+        trigger=trigger,
+        query_digest=query_digest,
+        rank=rank,
+    )
+
+
+# --- what a search reveals ------------------------------------------------------------
+#
+# The regret a search reveals: missed recalls, and recalls of shadow-evicted facts.
+#
+# A search asks one counterfactual question of the archive (see
+# :func:`deermem.recall.search.search_with_archive`): which archived facts would have
+# been among its results had they still been in the library. Each such fact is
+# a *missed recall* — against the policy that evicted it and, when its archive
+# entry carries the shadow policy's mark, against the shadow policy too. A
+# result that the shadow policy would have evicted (it holds a shadow mark) is
+# a *recall* against the shadow policy: under it, that result would have been
+# missed.
+#
+# Pure: the caller reads the archive entries and the marks and records the
+# events (:meth:`deermem.store.Store.record_access`).
+
+TRIGGER_SEARCH: Final = "search"
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A fact a search found, at its rank (1 = first)."""
+
+    fact_id: str
+    rank: int
+
+
+def search_regret(
+    query: str,
+    *,
+    stamp: str,
+    missed: Iterable[tuple[ArchiveEntry, int]],
+    results: Iterable[Found],
+    marks: Mapping[str, ShadowMark],
+) -> tuple[RegretEvent, ...]:
+    """The regret events of one search.
+
+    Args:
+        query: what was searched for (only its digest is kept).
+        stamp: the search's clock, formatted.
+        missed: the archived facts among the top results, with their ranks.
+        results: the library's results, with their ranks.
+        marks: the shadow policy's marks on library facts.
+    """
+    digest = query_digest(query)
+    events: list[RegretEvent] = []
+    for entry, rank in missed:
+        category = entry.eviction.category if entry.eviction else entry.fact.category
+        events.append(
+            RegretEvent(
+                kind="missed_recall",
+                occurred_at=stamp,
+                fact_id=entry.fact_id,
+                category=category,
+                policy_version=entry.policy_version or "",
+                role="active",
+                evicted_at=entry.archived_at,
+                receipt_id=entry.receipt_id,
+                reason=entry.reason,
+                trigger=TRIGGER_SEARCH,
+                query_digest=digest,
+                rank=rank,
+            )
+        )
+        if entry.shadow is not None:
+            events.append(
+                shadow_regret(
+                    entry.shadow,
+                    "missed_recall",
+                    entry.fact_id,
+                    occurred_at=stamp,
+                    trigger=TRIGGER_SEARCH,
+                    query_digest=digest,
+                    rank=rank,
+                )
+            )
+    for found in results:
+        mark = marks.get(found.fact_id)
+        if mark is not None:
+            events.append(
+                shadow_regret(
+                    mark,
+                    "recalled",
+                    found.fact_id,
+                    occurred_at=stamp,
+                    trigger=TRIGGER_SEARCH,
+                    query_digest=digest,
+                    rank=found.rank,
+                )
+            )
+    return tuple(events)
+
+
+# --- the report ------------------------------------------------------------------------
+#
+# The regret report: per policy, how often its evictions turned out to be mistakes.
+#
+# Built from two content-free records the store keeps: the eviction receipts
+# (what each policy evicted — the active policy in ``evicted``, the shadow
+# policy in ``shadow.wouldEvict``) and the regret events (what later showed an
+# eviction was wrong, :mod:`deermem.store.records`). For each policy and
+# role (``active``: it decided; ``shadow``: it was computed beside the active
+# one) the report counts, within the window:
+#
+# * ``evictions`` — distinct facts the policy evicted (or would have);
+# * ``events`` — regret events against it, by kind;
+# * ``regretted`` — those evicted facts with at least one regret event;
+# * ``regretRate`` — ``regretted / evictions`` (``null`` without evictions);
+# * ``mostRegretted`` — the facts with the most events (ids and categories);
+# * ``timeline`` — per day, the running totals (for a chart).
+#
+# Events about facts that left for another reason than the capacity gate (a
+# person deleted them, the staleness review removed them ...) do not count
+# against a policy; they are totalled under ``uncounted``.
+#
+# The window is ``[since, until]`` on the times the records carry; the audit
+# and the event log are bounded, so ``auditFrom`` and ``eventsFrom`` say how
+# far back each still reaches. Pure: same records, same report, byte for byte.
+
+REPORT_SCHEMA: Final = "deermem.regret/1"
 """The ``schema`` of the report's JSON form; changes only with an incompatible change."""
 MOST_REGRETTED: Final = 10
 """How many facts ``mostRegretted`` lists per policy."""
@@ -288,3 +429,15 @@ def _timeline(
         regretted.update(e.fact_id for e in new_events if e.fact_id in evicted)
         points.append(TimelinePoint(day, len(seen), total, len(regretted & seen)))
     return tuple(points)
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """The moment ``text`` names.
+
+    An ISO 8601 date or time (UTC unless it says otherwise), or ``N`` hours
+    (``12h``), days (``30d``) or weeks (``4w``) before ``now``.
+
+    Raises:
+        ValueError: naming the value and the accepted forms.
+    """
+    return parse_moment(text, now, option="--since")

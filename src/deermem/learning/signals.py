@@ -1,9 +1,21 @@
-"""Signal and trivial-turn patterns: YAML files shipped with deermem, extensible by users.
+"""Conversation signals: what the user's recent words say about memory.
 
-There is one file per list: ``trivial.yaml`` and one per signal
-(``correction.yaml``, ``reinforcement.yaml``, ``preference.yaml``,
-``identity.yaml``, ``goal.yaml``, ``decision.yaml``). A file is either a YAML
-list of patterns, or a mapping::
+A signal is present when one of its patterns is found in a human message
+(outside questions, for the patterns that ask so) among the **last six**
+filtered messages (human and assistant counted together, so roughly the last
+three exchanges). Older turns were already seen by an earlier extraction;
+looking further back would let one "perfect" from last hour keep confirming
+facts. Signals are hints and gates for extraction: ``correction`` asks for a
+durable correction, ``reinforcement`` is the only way a fact can be
+confirmed, the others point the extractor at what kind of fact to look for.
+:func:`prepare_conversation` filters a conversation (see
+:mod:`deermem.learning.messages`), drops pure acknowledgements
+(:func:`filter_trivial`) and detects its signals — once per conversation.
+
+The patterns are YAML files shipped with deermem, extensible by users. There
+is one file per list: ``trivial.yaml`` and one per signal (``correction.yaml``,
+``reinforcement.yaml``, ``preference.yaml``, ``identity.yaml``, ``goal.yaml``,
+``decision.yaml``). A file is either a YAML list of patterns, or a mapping::
 
     mode: extend            # or "replace" (the default); only meaningful in a user directory
     questions: ignore       # or "count" (the default): see below
@@ -17,24 +29,26 @@ list of patterns, or a mapping::
 
 ``questions: ignore`` makes a match count only outside questions ("is that
 correct?" confirms nothing); what a question is, is one rule for every file
-(:mod:`deermem.learning.signals.questions`). ``verbose`` is Python's ``re.VERBOSE``:
-whitespace is ignored and ``#`` starts a comment, so a long pattern can be
-written over several lines of a YAML block (``|``) and explained as it goes.
+(:func:`deermem.learning.messages.in_question`). ``verbose`` is Python's
+``re.VERBOSE``: whitespace is ignored and ``#`` starts a comment, so a long
+pattern can be written over several lines of a YAML block (``|``) and
+explained as it goes.
 
 A user directory (``patterns_dir``) may hold any of the seven files: each one
 it holds replaces the bundled list (``mode: replace``) or adds to it
 (``mode: extend``); the lists it does not hold stay bundled. Everything is
 checked when the files are loaded — YAML syntax, keys, flags, every regular
 expression, every example and counterexample — and a problem is a
-:class:`~deermem.errors.PatternError` naming the file and the pattern, never a
-pattern silently skipped.
+:class:`~deermem.PatternError` naming the file and the pattern, never a
+pattern silently skipped. Detection is pure: the same messages and patterns
+give the same signals.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -44,17 +58,27 @@ from typing import Final
 import yaml
 
 from deermem.errors import PatternError
-from deermem.learning.signals.questions import in_question
+from deermem.learning.messages import KeepHidden, Message, filter_messages, in_question
 
 __all__ = [
     "PATTERN_FILES",
+    "SIGNAL_WINDOW",
     "TRIVIAL_PUNCTUATION",
     "Pattern",
     "PatternSet",
+    "PreparedConversation",
     "Signal",
+    "SignalMatch",
+    "detect_signals",
+    "explain_signals",
+    "filter_trivial",
+    "learnable",
     "load_patterns",
+    "prepare_conversation",
     "strip_trailing_punctuation",
 ]
+
+# --- patterns ---------------------------------------------------------------------------
 
 
 class Signal(StrEnum):
@@ -181,11 +205,11 @@ def load_patterns(patterns_dir: str | Path | None = None) -> PatternSet:
 
 @functools.cache
 def _bundled_patterns() -> PatternSet:
-    folder = resources.files("deermem.learning.signals").joinpath("patterns")
+    folder = resources.files("deermem.learning").joinpath("patterns")
     lists = {}
     for name in PATTERN_FILES:
         resource = folder.joinpath(f"{name}.yaml")
-        source = f"deermem/learning/signals/patterns/{name}.yaml"
+        source = f"deermem/learning/patterns/{name}.yaml"
         lists[name] = _read_file(resource.read_bytes, source, name).patterns
     return _pattern_set(lists)
 
@@ -320,3 +344,111 @@ def _matches(pattern: Pattern, text: str, full_match: bool) -> bool:
     if full_match:
         return pattern.regex.fullmatch(strip_trailing_punctuation(text)) is not None
     return pattern.search(text) is not None
+
+
+# --- detection --------------------------------------------------------------------------
+
+SIGNAL_WINDOW: Final = 6
+"""How many of the last filtered messages are searched (only the human ones among them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignalMatch:
+    """Why a signal fired: which message, which pattern, from which file.
+
+    Holds no message text, so it can be logged or shown without leaking what
+    the user said.
+    """
+
+    signal: Signal
+    message_index: int
+    pattern: str
+    source: str
+
+
+def explain_signals(messages: Sequence[Message], patterns: PatternSet) -> tuple[SignalMatch, ...]:
+    """Every (signal, message) pair that fired, with the first pattern that matched it.
+
+    Args:
+        messages: a filtered conversation (see :func:`filter_messages`), oldest first.
+        patterns: the pattern lists to search with.
+
+    Returns:
+        Matches ordered by signal (in :class:`Signal` order), then message
+        position; ``message_index`` indexes into ``messages``.
+    """
+    start = max(len(messages) - SIGNAL_WINDOW, 0)
+    window = [
+        (index, message)
+        for index, message in enumerate(messages[start:], start)
+        if message.role == "human"
+    ]
+    found: list[SignalMatch] = []
+    for signal in Signal:
+        for index, message in window:
+            for pattern in patterns.for_signal(signal):
+                if pattern.search(message.text):
+                    found.append(SignalMatch(signal, index, pattern.text, pattern.source))
+                    break
+    return tuple(found)
+
+
+def detect_signals(messages: Sequence[Message], patterns: PatternSet) -> frozenset[Signal]:
+    """The signals present in the human messages among the last six of ``messages``."""
+    return frozenset(match.signal for match in explain_signals(messages, patterns))
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedConversation:
+    """A conversation ready for extraction: what memory may read, and what it signals."""
+
+    messages: tuple[Message, ...]
+    signals: frozenset[Signal]
+
+
+def learnable(
+    messages: Sequence[Message],
+    patterns: PatternSet,
+    *,
+    keep_hidden: KeepHidden | None = None,
+) -> tuple[Message, ...] | None:
+    """Filter and drop trivial turns; ``None`` when nothing is left to learn from.
+
+    A conversation is worth an extraction only when, after filtering, it
+    still holds at least one human turn and one assistant reply.
+    """
+    kept = filter_trivial(filter_messages(messages, keep_hidden=keep_hidden), patterns)
+    roles = {message.role for message in kept}
+    if "human" not in roles or "ai" not in roles:
+        return None
+    return tuple(kept)
+
+
+def prepare_conversation(
+    messages: Sequence[Message],
+    patterns: PatternSet,
+    *,
+    keep_hidden: KeepHidden | None = None,
+) -> PreparedConversation | None:
+    """:func:`learnable`, and the signals of what it keeps; ``None`` when nothing is left."""
+    kept = learnable(messages, patterns, keep_hidden=keep_hidden)
+    return None if kept is None else PreparedConversation(kept, detect_signals(kept, patterns))
+
+
+def filter_trivial(messages: Sequence[Message], patterns: PatternSet) -> list[Message]:
+    """``messages`` without pure acknowledgements ("ok", "谢谢") and the replies to them.
+
+    A human turn is trivial when its whole text, without trailing punctuation,
+    matches a pattern of ``trivial.yaml``; a message that merely contains "ok"
+    stays. With no trivial patterns, nothing is dropped.
+    """
+    kept: list[Message] = []
+    dropping_reply = False
+    for message in messages:
+        if message.role == "human":
+            dropping_reply = patterns.is_trivial(message.text)
+            if not dropping_reply:
+                kept.append(message)
+        elif not (dropping_reply and message.role == "ai"):
+            kept.append(message)
+    return kept

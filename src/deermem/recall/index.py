@@ -1,0 +1,1097 @@
+"""The search index: SQLite FTS5, derived data, rebuilt rather than trusted.
+
+The index is never the source of truth. It holds, per scope (user, agent),
+one row per fact — id, category, confidence, creation time and the indexed
+terms — plus a *version token* the caller chose when it last synchronised
+the scope. A caller compares its current token with
+:meth:`SearchIndex.is_current` and calls :meth:`SearchIndex.sync_scope` when
+they differ; the sync compares digests and rewrites only the rows that
+changed. :func:`content_version` is the token to use: a digest of what the
+index holds of each fact, so a fact edited by hand — which changes no
+revision and no store signature — is noticed at the next search.
+
+The index may also hold the scope's archived facts, apart from its library
+(:meth:`SearchIndex.sync_archive`, with a version token of their own), so
+that a search can ask which archived facts would have been among its results
+had they still been in the library (``with_archive``). They sit in a second
+full-text table, beside copies of the libraries: a search of the library
+alone neither returns them nor counts them in its statistics.
+
+A missing index file is created, a damaged one or one with another schema is
+deleted and rebuilt, never reported as an error: losing the index costs a
+rebuild, nothing more. The index never writes fact data anywhere but into
+itself.
+
+The score is the original's: ``|bm25| × decay + 0.2 × confidence``, where
+the decay is 1 for facts younger than 30 days and ``e^(−0.01 (age − 30))``
+after, with the age in days from ``createdAt`` to the injected ``now``
+(:func:`deermem.recall.search.search_score` states it in Python). It is
+computed inside SQLite over *every* match, not after a BM25 pre-cut, so the
+top k are exactly the k best; ties break by fact id.
+
+**Terms.** Fact text and user queries go through the same normalisation —
+NFKC, case folding, then maximal runs of letters and digits — so what is
+indexed and what is asked for always agree. Two things need care:
+
+* **CJK text has no spaces.** A Chinese sentence would be one enormous token,
+  and no sub-phrase would ever match. Runs of CJK characters (Han, kana,
+  Hangul) are therefore indexed as overlapping character bigrams plus the
+  run's last character on its own (``机器学习`` → ``机器 器学 学习 习``). A
+  query run becomes the phrase of its bigrams, which matches exactly where
+  the run occurs as a substring; a one-character query becomes a prefix
+  query, which finds the character at any position.
+* **Users type operators without meaning them.** ``real-time``, ``c++``,
+  ``"unbalanced``, ``NOT``, ``NEAR(``, ``col:`` must never raise. The query
+  is never handed to FTS5 as written: it is broken into terms and rebuilt
+  from quoted strings only. What survives of the syntax is deliberate: a
+  ``"quoted phrase"`` stays a phrase, ``word*`` stays a prefix; everything
+  else is alternatives joined by ``OR``, which BM25 ranks by how much of the
+  query a fact matches.
+
+**The handle.** A :class:`~deermem.memory.Memory` and every view
+:meth:`~deermem.memory.Memory.scoped` makes of it share one
+:class:`SearchIndexHandle`: the store's index, opened by the first search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import sqlite3
+import threading
+import unicodedata
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+
+from deermem.errors import SearchIndexError
+from deermem.model import DEFAULT_CATEGORY, Fact, category_key, parse_timestamp
+from deermem.policy import coerce_confidence
+
+if TYPE_CHECKING:
+    from deermem.model import Scope
+    from deermem.store import ScopeSnapshot, Store
+
+__all__ = [
+    "CONFIDENCE_WEIGHT",
+    "DECAY_GRACE_DAYS",
+    "DECAY_RATE",
+    "INDEX_SCHEMA_VERSION",
+    "MAX_QUERY_GROUPS",
+    "MEMORY",
+    "FactLike",
+    "MatchType",
+    "SearchHit",
+    "SearchIndex",
+    "SearchIndexHandle",
+    "SyncReport",
+    "content_version",
+    "fts_query",
+    "index_terms",
+    "micros",
+    "normalise",
+]
+
+_log = logging.getLogger(__name__)
+_memory_log = logging.getLogger("deermem.memory")  # what a memory's search says
+_VERSIONS_KEPT: Final = 1024
+
+# --- terms: what is indexed, and what a query asks -------------------------------------
+
+# At most this many alternatives in one query: a pasted essay must not turn
+# into a 5,000-way OR.
+MAX_QUERY_GROUPS: Final = 64
+
+_CJK: Final = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7a3"
+_CJK_RUN: Final = re.compile(f"[{_CJK}]+")
+_TERM: Final = re.compile(r"[^\W_]+")
+_QUERY_PART: Final = re.compile(r'"([^"]*)"|([^\s"]+)')
+
+
+def normalise(text: str) -> str:
+    """NFKC and case folding: full-width letters, ligatures and case all fold."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def index_terms(text: str) -> list[str]:
+    """The terms a text is indexed under, in order (see the module docstring)."""
+    terms: list[str] = []
+    for word in _words(normalise(text)):
+        if _is_cjk(word):
+            terms.extend(_bigrams(word))
+            terms.append(word[-1])
+        else:
+            terms.append(word)
+    return terms
+
+
+def fts_query(query: str) -> str | None:
+    """Build a safe FTS5 ``MATCH`` expression from what a user typed.
+
+    Returns ``None`` when the query has nothing searchable (blank, only
+    punctuation or emoji). The result contains only double-quoted strings,
+    ``*`` after a string and ``OR``, so it is valid FTS5 for any input.
+    """
+    groups = fts_groups(query)
+    return " OR ".join(groups) if groups else None
+
+
+def fts_groups(query: str) -> list[str]:
+    """The alternatives :func:`fts_query` joins with ``OR``, in query order.
+
+    Each is a valid FTS5 expression on its own (a quoted string, a quoted
+    phrase, or a prefix); duplicates are dropped and at most
+    :data:`MAX_QUERY_GROUPS` are kept.
+    """
+    groups: list[str] = []
+    for phrase, chunk in _QUERY_PART.findall(normalise(query)):
+        if phrase:
+            group = _phrase_group(_words(phrase))
+            if group:
+                groups.append(group)
+        else:
+            groups.extend(_chunk_groups(chunk))
+    return list(dict.fromkeys(groups))[:MAX_QUERY_GROUPS]
+
+
+def _words(text: str) -> list[str]:
+    """Maximal letter/digit runs, with CJK runs split off from their neighbours."""
+    return _TERM.findall(_CJK_RUN.sub(lambda match: f" {match.group()} ", text))
+
+
+def _is_cjk(word: str) -> bool:
+    return _CJK_RUN.match(word) is not None
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _chunk_groups(chunk: str) -> list[str]:
+    """Alternatives for one whitespace-separated chunk; ``word*`` keeps its prefix."""
+    words = _words(chunk)
+    groups = []
+    for position, word in enumerate(words):
+        if _is_cjk(word):
+            groups.append(_run_group(word))
+        elif position == len(words) - 1 and chunk.endswith("*"):
+            groups.append(_quote(word) + "*")
+        else:
+            groups.append(_quote(word))
+    return groups
+
+
+def _run_group(run: str) -> str:
+    """A standalone CJK run: the phrase of its bigrams, or a prefix for one character."""
+    if len(run) == 1:
+        return _quote(run) + "*"
+    return _quote(" ".join(_bigrams(run)))
+
+
+def _phrase_group(words: list[str]) -> str | None:
+    """A quoted phrase: its words' terms as one FTS5 phrase.
+
+    A CJK run followed by more words ends where the indexed run ended, so it
+    carries its final character as the index does; a run at the end of the
+    phrase may continue in the fact, so it does not (and a single character
+    there becomes a prefix).
+    """
+    if not words:
+        return None
+    tokens: list[str] = []
+    prefix = False
+    for position, word in enumerate(words):
+        last = position == len(words) - 1
+        if not _is_cjk(word):
+            tokens.append(word)
+        elif not last:
+            tokens.extend([*_bigrams(word), word[-1]])
+        elif len(word) == 1:
+            tokens.append(word)
+            prefix = True
+        else:
+            tokens.extend(_bigrams(word))
+    return _quote(" ".join(tokens)) + ("*" if prefix else "")
+
+
+# --- facts as the index reads them, and what it returns -------------------------------
+
+DECAY_GRACE_DAYS: Final = 30
+DECAY_RATE: Final = 0.01
+CONFIDENCE_WEIGHT: Final = 0.2
+_MICROS: Final = 1_000_000
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+MatchType = Literal["fts5", "substring"]
+FactLike = Fact | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One search result: which fact, how well, and how it was found.
+
+    Attributes:
+        fact_id: the fact's id.
+        score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` hits, the
+            confidence for ``substring`` hits; higher is better.
+        match_type: ``fts5`` or ``substring``.
+        bm25: FTS5's raw BM25 value (negative; more negative matches better),
+            ``None`` for substring hits.
+        archived: the hit is an archived fact (only a search ``with_archive``
+            returns those).
+    """
+
+    fact_id: str
+    score: float
+    match_type: MatchType
+    bm25: float | None = None
+    archived: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "factId": self.fact_id,
+            "score": self.score,
+            "matchType": self.match_type,
+            "bm25": self.bm25,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    """What a :meth:`SearchIndex.sync_scope` changed.
+
+    Attributes:
+        indexed: rows written (new or changed facts).
+        removed: rows deleted (facts no longer in the scope).
+        unchanged: rows left as they were.
+        skipped: facts not indexable (no string id, no text content).
+    """
+
+    indexed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FactFields:
+    """The fields search reads from a fact or a fact mapping.
+
+    ``None`` from :meth:`of` means the fact cannot be searched at all (a
+    mapping without a string id or without text content).
+    """
+
+    fact_id: str
+    content: str
+    category: object
+    confidence: object
+    created_at: object
+    category_extension: object = None
+
+    @classmethod
+    def of(cls, fact: FactLike) -> FactFields | None:
+        if isinstance(fact, Fact):
+            return cls(
+                fact.id,
+                fact.content,
+                fact.category,
+                fact.confidence,
+                fact.createdAt,
+                fact.categoryExtension,
+            )
+        fact_id, content = fact.get("id"), fact.get("content")
+        if not isinstance(fact_id, str) or not fact_id or not isinstance(content, str):
+            return None
+        return cls(
+            fact_id,
+            content,
+            fact.get("category"),
+            fact.get("confidence"),
+            fact.get("createdAt"),
+            fact.get("categoryExtension"),
+        )
+
+    def category_keys(self) -> tuple[str, str]:
+        """``(category, label)`` as a category filter compares them.
+
+        The category (``context`` when missing) and, for a fact stored as
+        ``other``, its own label (``categoryExtension``; ``""`` if none), both
+        stripped and lower-cased: ``--category tooling`` finds a fact filed
+        as ``other``/``tooling``, as listing facts by category does.
+        """
+        return category_key(self.category) or DEFAULT_CATEGORY, category_key(
+            self.category_extension
+        )
+
+
+def micros(moment: datetime) -> int:
+    """A moment as integer microseconds since the epoch; a naive one is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * _MICROS + delta.microseconds
+
+
+# --- the schema and its statements ----------------------------------------------------
+
+INDEX_SCHEMA_VERSION: Final = "3"
+
+# Row ids are allocated per scope in disjoint ranges (scope id × 2**32 + n),
+# so "this scope only" is a row-id range that FTS5 applies inside the
+# full-text index, before any scoring, whatever else the index holds. The
+# lower half of a scope's range holds its library, the upper half its
+# archive.
+#
+# Two full-text tables share those row ids. ``doc_fts`` holds the libraries
+# only, so a search's BM25 statistics never count an archived fact.
+# ``cf_fts`` — the counterfactual — holds the libraries and the archives, so
+# ranking one scope's whole range there ranks its archive exactly as if it
+# were still in the library; ``doc.archived`` marks the rows ``doc_fts``
+# lacks. A fact id is unique within a scope's library and within its archive,
+# not across them: a fact restored or relearned is in the library's rows
+# before the archive's rows are brought in step and lose it.
+SCOPE_SHIFT: Final = 32
+_HALF: Final = 1 << (SCOPE_SHIFT - 1)
+LIBRARY_FTS: Final = "doc_fts"
+COUNTERFACTUAL_FTS: Final = "cf_fts"
+# One statement each: created one by one inside a single write transaction.
+SCHEMA: Final[tuple[str, ...]] = (
+    "CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """
+CREATE TABLE scope (
+    id INTEGER PRIMARY KEY,
+    user_key TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    version TEXT NOT NULL,
+    archive_version TEXT NOT NULL DEFAULT '',
+    UNIQUE (user_key, agent)
+)
+""",
+    """
+CREATE TABLE doc (
+    id INTEGER PRIMARY KEY,
+    scope_id INTEGER NOT NULL REFERENCES scope (id),
+    fact_id TEXT NOT NULL,
+    category TEXT NOT NULL,
+    label TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    created_us INTEGER,
+    digest TEXT NOT NULL,
+    archived INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (scope_id, archived, fact_id)
+)
+""",
+    "CREATE INDEX doc_archived ON doc (id) WHERE archived = 1",
+    "CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE cf_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+)
+
+# BM25 is computed once per match (the CTE is materialised) and combined with
+# decay and confidence; the age arithmetic is (now_us − created_us) / 10**6 /
+# 86400, exactly as timedelta.total_seconds() / 86400. CROSS JOIN fixes the
+# join order: matches first, then one primary-key lookup each.
+SEARCH_SQL: Final = """
+WITH m AS MATERIALIZED (
+    SELECT rowid AS row_id, bm25({fts}) AS raw
+    FROM {fts} WHERE {fts} MATCH :query AND rowid BETWEEN :low AND :high
+)
+SELECT d.fact_id, m.raw,
+       abs(m.raw) * (
+           CASE WHEN d.created_us IS NULL
+                  OR (:now - d.created_us) / 1000000.0 / 86400.0 < :grace THEN 1.0
+                ELSE exp(-:rate * ((:now - d.created_us) / 1000000.0 / 86400.0 - :grace))
+           END
+       ) + :weight * d.confidence AS score,
+       m.row_id
+FROM m CROSS JOIN doc AS d ON d.id = m.row_id
+{category}
+ORDER BY score DESC, d.fact_id ASC
+LIMIT :limit
+"""
+# The statement per table, with or without the category filter.
+_STATEMENTS: Final = {
+    (fts, filtered): SEARCH_SQL.format(
+        fts=fts, category="WHERE :category IN (d.category, d.label)" if filtered else ""
+    )
+    for fts in (LIBRARY_FTS, COUNTERFACTUAL_FTS)
+    for filtered in (False, True)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One fact as the index stores it.
+
+    The digest covers everything that affects a search (content, category
+    and label, confidence, creation time), so an unchanged fact is recognised without
+    tokenising it again; :meth:`body` tokenises only the facts written.
+    """
+
+    fact_id: str
+    content: str
+    category: str
+    label: str
+    confidence: float
+    created_us: int | None
+    digest: str
+
+    def body(self) -> str:
+        """The indexed terms, space-separated."""
+        return " ".join(index_terms(self.content))
+
+    @classmethod
+    def of(cls, fact: FactLike) -> Document | None:
+        fields = FactFields.of(fact)
+        if fields is None or not fields.content.strip():
+            return None
+        category, label = fields.category_keys()
+        if not all(map(_storable, (fields.fact_id, category, label))):
+            return None  # a lone surrogate cannot be stored as text in SQLite
+        confidence = coerce_confidence(fields.confidence)
+        created = parse_timestamp(fields.created_at)
+        created_us = None if created is None else micros(created)
+        # repr of a tuple of str/float/int/None is unambiguous and stable.
+        signature = repr((fields.content, category, label, confidence, created_us))
+        digest = hashlib.blake2b(
+            signature.encode("utf-8", "surrogatepass"), digest_size=16
+        ).hexdigest()
+        return cls(fields.fact_id, fields.content, category, label, confidence, created_us, digest)
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def sync_rows(
+    db: sqlite3.Connection,
+    user_key: str,
+    agent: str,
+    documents: dict[str, Document],
+    version: str,
+    skipped: int,
+) -> SyncReport:
+    """Make a scope's library rows exactly ``documents``; only rows whose digest differs change."""
+    with transaction(db):
+        scope_id = _scope_at(db, user_key, agent, "version", version)
+        low, high = library_range(scope_id)
+        existing = _existing(db, low, high)
+        gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in documents]
+        changed = [d for d in documents.values() if existing.get(d.fact_id, (0, ""))[1] != d.digest]
+        _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=False)
+    return SyncReport(
+        indexed=len(changed),
+        removed=len(gone),
+        unchanged=len(documents) - len(changed),
+        skipped=skipped,
+    )
+
+
+def archive_tokens(db: sqlite3.Connection, user_key: str, agent: str) -> dict[str, str]:
+    """The archive rows of a scope: fact id → the token they were written at."""
+    scope_id = scope_id_of(db, user_key, agent)
+    if scope_id is None:
+        return {}
+    low, high = archive_range(scope_id)
+    return {fact_id: token for fact_id, (_, token) in _existing(db, low, high).items()}
+
+
+def sync_archive_rows(
+    db: sqlite3.Connection,
+    user_key: str,
+    agent: str,
+    tokens: Mapping[str, str],
+    documents: Mapping[str, Document],
+    version: str,
+) -> SyncReport:
+    """Make a scope's archive rows exactly the ids of ``tokens``.
+
+    An archive entry does not change once written (archiving a fact again
+    writes a new one, at a new time), so a row is identified by a token — the
+    entry's ``archivedAt`` — instead of a digest of its content: rows whose
+    token is current stay, and ``documents`` needs to hold only the others
+    (under their token as digest). Ids without a document are left out.
+    """
+    with transaction(db):
+        scope_id = _scope_at(db, user_key, agent, "archive_version", version)
+        low, high = archive_range(scope_id)
+        existing = _existing(db, low, high)
+        gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in tokens]
+        changed = [
+            replace(documents[fact_id], digest=token)
+            for fact_id, token in tokens.items()
+            if existing.get(fact_id, (0, ""))[1] != token and fact_id in documents
+        ]
+        gone.extend(
+            row_id
+            for fact_id, (row_id, token) in existing.items()
+            if fact_id in tokens and tokens[fact_id] != token and fact_id not in documents
+        )
+        _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=True)
+    return SyncReport(
+        indexed=len(changed),
+        removed=len(gone),
+        unchanged=len(tokens) - len(changed),
+        skipped=sum(1 for fact_id in tokens if fact_id not in documents),
+    )
+
+
+def _scope_at(db: sqlite3.Connection, user_key: str, agent: str, column: str, version: str) -> int:
+    """The scope's id (created if new), with ``column`` set to ``version``."""
+    scope_id = scope_id_of(db, user_key, agent)
+    if scope_id is None:
+        cursor = db.execute(
+            "INSERT INTO scope (user_key, agent, version) VALUES (?, ?, '')", (user_key, agent)
+        )
+        assert cursor.lastrowid is not None
+        scope_id = cursor.lastrowid
+    db.execute(f"UPDATE scope SET {column} = ? WHERE id = ?", (version, scope_id))
+    return scope_id
+
+
+def _existing(db: sqlite3.Connection, low: int, high: int) -> dict[str, tuple[int, str]]:
+    return {
+        fact_id: (row_id, digest)
+        for row_id, fact_id, digest in db.execute(
+            "SELECT id, fact_id, digest FROM doc WHERE id BETWEEN ? AND ?", (low, high)
+        )
+    }
+
+
+def _rewrite(
+    db: sqlite3.Connection,
+    scope_id: int,
+    span: tuple[int, int],
+    existing: Mapping[str, tuple[int, str]],
+    changed: list[Document],
+    gone: list[int],
+    *,
+    archived: bool,
+) -> None:
+    """Delete the rows that went or changed, and write the changed documents in ``span``.
+
+    Library rows go into both full-text tables, archive rows into the
+    counterfactual one only.
+    """
+    delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
+    low, high = span
+    last = db.execute("SELECT max(id) FROM doc WHERE id BETWEEN ? AND ?", (low, high)).fetchone()[0]
+    row_id = low if last is None else last + 1
+    for d in sorted(changed, key=lambda item: item.fact_id):
+        if row_id > high:
+            raise sqlite3.DataError(f"scope {scope_id} ran out of row ids")
+        db.execute(
+            "INSERT INTO doc (id, scope_id, fact_id, category, label, confidence,"
+            " created_us, digest, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row_id,
+                scope_id,
+                d.fact_id,
+                d.category,
+                d.label,
+                d.confidence,
+                d.created_us,
+                d.digest,
+                int(archived),
+            ),
+        )
+        body = d.body()
+        if not archived:
+            db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, body))
+        db.execute("INSERT INTO cf_fts (rowid, body) VALUES (?, ?)", (row_id, body))
+        row_id += 1
+
+
+@contextlib.contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (the connection runs in autocommit mode otherwise)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def delete_rows(db: sqlite3.Connection, row_ids: list[int]) -> None:
+    pairs = [(row_id,) for row_id in row_ids]
+    db.executemany("DELETE FROM doc_fts WHERE rowid = ?", pairs)
+    db.executemany("DELETE FROM cf_fts WHERE rowid = ?", pairs)
+    db.executemany("DELETE FROM doc WHERE id = ?", pairs)
+
+
+def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None:
+    row = db.execute(
+        "SELECT id FROM scope WHERE user_key = ? AND agent = ?", (user_key, agent)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def schema_ok(db: sqlite3.Connection) -> bool:
+    """Whether the database holds our schema; creates it in an empty database.
+
+    Processes that find the same file empty at once may all try to create
+    the schema: each creates it only if the database is still empty once it
+    holds the write lock, so one of them does and the others read and check
+    what it wrote.
+    """
+    if not _tables(db):
+        with transaction(db):  # BEGIN IMMEDIATE: creators take turns (busy_timeout)
+            if not _tables(db):
+                for statement in SCHEMA:
+                    db.execute(statement)
+                db.execute(
+                    "INSERT INTO index_meta (key, value) VALUES ('schema', ?)",
+                    (INDEX_SCHEMA_VERSION,),
+                )
+    tables = _tables(db)
+    if "index_meta" not in tables:
+        return False
+    row = db.execute("SELECT value FROM index_meta WHERE key = 'schema'").fetchone()
+    if row is None or row[0] != INDEX_SCHEMA_VERSION:
+        return False
+    # Touch every table, so a damaged page shows up now rather than mid-search.
+    db.execute("SELECT count(*) FROM scope").fetchone()
+    db.execute("SELECT count(*) FROM doc").fetchone()
+    db.execute("SELECT count(*) FROM doc_fts").fetchone()
+    db.execute("SELECT count(*) FROM cf_fts").fetchone()
+    return True
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def ensure_exp(db: sqlite3.Connection) -> None:
+    """Provide SQL ``exp()`` where SQLite was built without its math functions."""
+    try:
+        db.execute("SELECT exp(0)").fetchone()
+    except sqlite3.OperationalError:
+        db.create_function("exp", 1, math.exp, deterministic=True)
+
+
+def row_range(scope_id: int) -> tuple[int, int]:
+    """Every row of a scope: its library and its archive."""
+    low = scope_id << SCOPE_SHIFT
+    return low, low + (1 << SCOPE_SHIFT) - 1
+
+
+def library_range(scope_id: int) -> tuple[int, int]:
+    """The rows of a scope's library (the lower half of its range)."""
+    low = scope_id << SCOPE_SHIFT
+    return low, low + _HALF - 1
+
+
+def archive_range(scope_id: int) -> tuple[int, int]:
+    """The rows of a scope's archive (the upper half of its range)."""
+    low = (scope_id << SCOPE_SHIFT) + _HALF
+    return low, low + _HALF - 1
+
+
+def user_key(user: str | None) -> str:
+    # JSON keeps None ("null") and the empty string ('""') apart.
+    return json.dumps(user)
+
+
+# --- the index --------------------------------------------------------------------------
+
+MEMORY: Final = ":memory:"
+# SQLite primary result codes that mean "this file is damaged or not ours".
+_SQLITE_CORRUPT: Final = 11
+_SQLITE_NOTADB: Final = 26
+_T = TypeVar("_T")
+
+
+def content_version(facts: Iterable[FactLike]) -> str:
+    """A version token of exactly what the index would hold for ``facts``.
+
+    The digest of every fact's indexed fields (the row digests
+    :meth:`SearchIndex.sync_scope` compares), in order: equal tokens mean
+    equal rows, whatever changed the files and however.
+    """
+    token = hashlib.blake2b(digest_size=16)
+    for fact in facts:
+        document = Document.of(fact)
+        entry = "-" if document is None else f"{document.fact_id}:{document.digest}"
+        token.update(entry.encode("utf-8", "surrogatepass") + b"\n")
+    return "c:" + token.hexdigest()
+
+
+class SearchIndex:
+    """A rebuildable FTS5 index of facts, keyed by scope and fact id.
+
+    Args:
+        path: the index file, or ``":memory:"``. Its directory must exist;
+            the file is created when missing and replaced when damaged.
+
+    Raises:
+        SearchIndexError: the file cannot be created or opened at all (its
+            directory is missing or not writable).
+
+    Thread-safe: one connection, used under a lock. Use it as a context
+    manager or call :meth:`close`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = MEMORY) -> None:
+        self._path = MEMORY if str(path) == MEMORY else Path(path)
+        self._lock = threading.RLock()
+        self._connection = self._open()
+
+    @property
+    def path(self) -> Path | None:
+        """The index file, ``None`` for an in-memory index."""
+        return None if self._path == MEMORY else Path(self._path)
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- versions --------------------------------------------------------------
+
+    def version(self, user: str | None, agent: str) -> str | None:
+        """The version token the scope was last synchronised at, ``None`` if never."""
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT version FROM scope WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def is_current(self, user: str | None, agent: str, version: str) -> bool:
+        """Whether the scope was synchronised at exactly ``version`` (never for ``""``)."""
+        return bool(version) and self.version(user, agent) == version
+
+    def is_archive_current(self, user: str | None, agent: str, version: str) -> bool:
+        """Whether the scope's archive rows were synchronised at exactly ``version``."""
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT archive_version FROM scope WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            ).fetchone()
+        )
+        return bool(version) and row is not None and row[0] == version
+
+    def mark_archive_stale(self, user: str | None, agent: str) -> None:
+        """Make the scope's archive rows read as out of date, whatever token a caller holds.
+
+        For a change to the archive alone — an entry purged — which changes
+        neither the library nor, on every store, its version token. The rows
+        stay; the next :meth:`sync_archive` compares them with the archive's
+        listing and rewrites only what changed.
+        """
+        self._run(
+            lambda db: db.execute(
+                "UPDATE scope SET archive_version = '' WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            )
+        )
+
+    # --- writing ---------------------------------------------------------------
+
+    def sync_scope(
+        self, user: str | None, agent: str, facts: Iterable[FactLike], *, version: str
+    ) -> SyncReport:
+        """Make the scope's rows exactly ``facts`` and record ``version``.
+
+        Only rows whose fact changed (content, category, confidence or
+        creation time) are rewritten. Facts without a string id or without
+        text content are skipped; with duplicate ids the last one wins. All
+        of it is one transaction: a reader sees the old scope or the new one.
+        """
+        documents: dict[str, Document] = {}
+        skipped = 0
+        for fact in facts:
+            document = Document.of(fact)
+            if document is None:
+                skipped += 1
+            else:
+                documents[document.fact_id] = document
+        return self._run(
+            lambda db: sync_rows(db, user_key(user), agent, documents, version, skipped)
+        )
+
+    def sync_archive(
+        self,
+        user: str | None,
+        agent: str,
+        listing: Mapping[str, str],
+        load: Callable[[Sequence[str]], Iterable[FactLike]],
+        *,
+        version: str,
+    ) -> SyncReport:
+        """Make the scope's archive rows exactly the entries of ``listing`` and record ``version``.
+
+        ``listing`` maps each archived fact's id to a token that changes
+        when it is archived anew (its ``archivedAt``); ``load`` is asked only
+        for the facts whose rows are missing or older, so following a large
+        archive costs a read of the entries that changed. An empty listing
+        removes every archive row.
+        """
+        key = user_key(user)
+        tokens = self._run(lambda db: archive_tokens(db, key, agent))
+        wanted = [fact_id for fact_id, token in listing.items() if tokens.get(fact_id) != token]
+        documents: dict[str, Document] = {}
+        for fact in load(wanted) if wanted else ():
+            document = Document.of(fact)
+            if document is not None and document.fact_id in listing:
+                documents[document.fact_id] = document
+        return self._run(lambda db: sync_archive_rows(db, key, agent, listing, documents, version))
+
+    def clear(self) -> None:
+        """Forget every scope, its library and its archive: a full rebuild starts here."""
+
+        def clear(db: sqlite3.Connection) -> None:
+            with transaction(db):
+                db.execute("DELETE FROM doc_fts")
+                db.execute("DELETE FROM cf_fts")
+                db.execute("DELETE FROM doc")
+                db.execute("DELETE FROM scope")
+
+        self._run(clear)
+
+    def remove_scope(self, user: str | None, agent: str) -> int:
+        """Forget a scope entirely; returns the number of rows removed."""
+
+        def remove(db: sqlite3.Connection) -> int:
+            with transaction(db):
+                scope_id = scope_id_of(db, user_key(user), agent)
+                if scope_id is None:
+                    return 0
+                ids = [
+                    row[0]
+                    for row in db.execute("SELECT id FROM doc WHERE scope_id = ?", (scope_id,))
+                ]
+                delete_rows(db, ids)
+                db.execute("DELETE FROM scope WHERE id = ?", (scope_id,))
+                return len(ids)
+
+        return self._run(remove)
+
+    # --- reading ---------------------------------------------------------------
+
+    def search(
+        self,
+        user: str | None,
+        agent: str,
+        query: str,
+        *,
+        now: datetime,
+        top_k: int = 5,
+        category: str | None = None,
+        with_archive: bool = False,
+    ) -> list[SearchHit]:
+        """The ``top_k`` best FTS5 matches in one scope, best first.
+
+        A blank or unsearchable query, ``top_k ≤ 0`` or an unknown scope give
+        ``[]``. The category filter (compared stripped and lower-cased) is
+        applied before the cut, so ``top_k`` results of that category come back
+        when there are that many. ``with_archive`` ranks the scope's archived
+        facts with its library, in one statement — the hits that are archived
+        facts say so (:attr:`SearchHit.archived`).
+        """
+        groups = tuple(fts_groups(query))
+        if not groups or top_k <= 0:
+            return []
+        wanted = category_key(category) if category else ""
+
+        def run(db: sqlite3.Connection) -> list[SearchHit]:
+            scope_id = scope_id_of(db, user_key(user), agent)
+            if scope_id is None:
+                return []
+            low, high = row_range(scope_id) if with_archive else library_range(scope_id)
+            archived_from = archive_range(scope_id)[0]
+            fts = COUNTERFACTUAL_FTS if with_archive else LIBRARY_FTS
+            parameters = {
+                "query": " OR ".join(groups),
+                "category": wanted,
+                "now": micros(now),
+                "grace": DECAY_GRACE_DAYS,
+                "rate": DECAY_RATE,
+                "weight": CONFIDENCE_WEIGHT,
+                "limit": top_k,
+                "low": low,
+                "high": high,
+            }
+            return [
+                SearchHit(str(fact_id), float(score), "fts5", float(raw), row_id >= archived_from)
+                for fact_id, raw, score, row_id in db.execute(
+                    _STATEMENTS[(fts, bool(wanted))], parameters
+                )
+            ]
+
+        return self._run(run)
+
+    # --- the connection ----------------------------------------------------------
+
+    def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run one operation; a damaged index is rebuilt empty and the operation retried.
+
+        After a rebuild every scope reads as never synchronised, so callers
+        checking :meth:`is_current` re-sync; the retried operation sees an
+        empty index rather than an error.
+        """
+        with self._lock:
+            try:
+                return operation(self._connection)
+            except sqlite3.DatabaseError as error:
+                if not _is_damage(error):
+                    raise SearchIndexError(self._describe(), str(error)) from error
+                _log.warning(
+                    "search index %s is damaged (%s); rebuilding it", self._describe(), error
+                )
+            self._connection.close()
+            self._connection = self._open(fresh=True)
+            try:
+                return operation(self._connection)
+            except sqlite3.DatabaseError as error:
+                raise SearchIndexError(self._describe(), str(error)) from error
+
+    def _open(self, *, fresh: bool = False) -> sqlite3.Connection:
+        """Connect, and replace the file once if it is damaged or not ours."""
+        if fresh:
+            try:
+                self._delete_files()
+            except OSError as error:
+                raise SearchIndexError(self._describe(), str(error)) from error
+        try:
+            connection = self._connect()
+            try:
+                ours = schema_ok(connection)
+            except BaseException:
+                connection.close()
+                raise
+        except sqlite3.DatabaseError as error:
+            if fresh or not _is_damage(error):
+                raise SearchIndexError(self._describe(), str(error)) from error
+            reason = str(error)
+        else:
+            if ours:
+                return connection
+            connection.close()
+            if fresh:
+                raise SearchIndexError(self._describe(), "a freshly created index is unusable")
+            reason = "written by another version or another program"
+        _log.warning("search index %s unusable (%s); rebuilding it", self._describe(), reason)
+        return self._open(fresh=True)
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(str(self._path), check_same_thread=False, isolation_level=None)
+        try:
+            connection.execute("PRAGMA busy_timeout = 5000")
+            if self._path != MEMORY:
+                connection.execute("PRAGMA journal_mode = WAL")
+                connection.execute("PRAGMA synchronous = NORMAL")
+            ensure_exp(connection)
+        except sqlite3.DatabaseError:
+            connection.close()
+            raise
+        return connection
+
+    def _delete_files(self) -> None:
+        if self._path == MEMORY:
+            return
+        base = Path(self._path)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            base.with_name(base.name + suffix).unlink(missing_ok=True)
+
+    def _describe(self) -> str:
+        return str(self._path)
+
+
+def _is_damage(error: sqlite3.DatabaseError) -> bool:
+    """Whether an error means the file is damaged or not a database at all."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    text = str(error).lower()
+    return "malformed" in text or "not a database" in text
+
+
+# --- the index a memory holds -----------------------------------------------------------
+
+
+class SearchIndexHandle:
+    """The store's search index, opened on first use and shared by a memory's views.
+
+    Opening never fails a search: when the store cannot provide a location (a
+    read-only store) or the index cannot be opened there, :meth:`get` says so
+    once, in a warning, and keeps an index in memory instead — rebuilt from
+    the facts, so searches rank exactly as with the file.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._index: SearchIndex | None = None
+        self._closer: weakref.finalize[[], SearchIndexHandle] | None = None
+        # The content token of the snapshot last searched, per scope: a store
+        # hands out the same snapshot object until the scope changes, so the
+        # digest over every fact is computed once per change, not per search.
+        self._versions: dict[tuple[str | None, str], tuple[weakref.ref[ScopeSnapshot], str]] = {}
+
+    def get(self, store: Store) -> SearchIndex:
+        with self._lock:
+            if self._index is None:
+                try:
+                    self._index = SearchIndex(store.search_index_location())
+                except (OSError, SearchIndexError) as error:
+                    _memory_log.warning(
+                        "the search index cannot be kept on disk (%s); searching with an "
+                        "index in memory, rebuilt for this process",
+                        error,
+                    )
+                    self._index = SearchIndex(MEMORY)
+                # Closed with the last memory that shares it, if nobody calls close().
+                self._closer = weakref.finalize(self, self._index.close)
+            return self._index
+
+    def mark_archive_stale(self, store: Store, scope: Scope) -> None:
+        """Make one scope's archive rows re-listed at the next search (after a purge)."""
+        try:
+            self.get(store).mark_archive_stale(scope.user_id, scope.agent)
+        except SearchIndexError as error:
+            _memory_log.warning("search index unavailable (%s); not marked stale", error)
+
+    def version_of(self, snapshot: ScopeSnapshot) -> str:
+        """The index version token of a snapshot's facts (see ``content_version``)."""
+        key = (snapshot.scope.user_id, snapshot.scope.agent)
+        with self._lock:
+            memo = self._versions.get(key)
+            if memo is not None and memo[0]() is snapshot:
+                return memo[1]
+        token = content_version(snapshot.facts)
+        with self._lock:
+            if len(self._versions) >= _VERSIONS_KEPT:
+                self._versions.clear()
+            self._versions[key] = (weakref.ref(snapshot), token)
+        return token
+
+    def close(self) -> None:
+        """Close the index connection; the next search opens it again."""
+        with self._lock:
+            if self._closer is not None:
+                self._closer()  # closes the index, once
+            self._index = None
+            self._closer = None
