@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import StatisticsError
-from deermem.eval.grading.statistics import (
+from deermem.eval.errors import StatisticsError
+from deermem.eval.grading import (
     DEFAULT_PARAMETERS,
     StatisticsParameters,
     compare_pairs,

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from deermem.eval.grading.statistics import StatisticsParameters
-from deermem.eval.result_files import document_text, jsonl_line
-from deermem.eval.verify.check import verify_results
-from deermem.eval.verify.findings import RESULT_FILES, VerificationReport
-from deermem.eval.verify.render import render_verification
+from deermem.eval.files import document_text, jsonl_line
+from deermem.eval.grading import StatisticsParameters
+from deermem.eval.verify import (
+    RESULT_FILES,
+    VerificationReport,
+    render_verification,
+    verify_results,
+)
 from tests.published import PUBLISHED_SHA256, published_results
 
 ROWS, SUMMARY, STATS, RUN = "qa.rows.jsonl", "qa.summary.json", "qa.stats.json", "qa_run.json"

@@ -10,9 +10,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import ProtocolError
-from deermem.eval.replay import ReplayParams, generate, load_params, paired_interval
-from deermem.eval.replay.workload import BURST_CATEGORY, START
+from deermem.eval.errors import ProtocolError
+from deermem.eval.replay import (
+    BURST_CATEGORY,
+    START,
+    ReplayParams,
+    generate,
+    load_params,
+    paired_interval,
+)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +28,7 @@ def params() -> ReplayParams:
 
 def bundled() -> dict[str, object]:
     raw = yaml.safe_load(
-        (Path(__file__).parents[1] / "src/deermem/eval/replay/params.yaml").read_text()
+        (Path(__file__).parents[1] / "src/deermem/eval/replay-params.yaml").read_text()
     )
     assert isinstance(raw, dict)
     return raw

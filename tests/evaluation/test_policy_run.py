@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from deermem import ResultsExistError
-from deermem.eval.policy_run import run as eviction
-from deermem.eval.policy_run.run import (
+from deermem.eval import policy_run as eviction
+from deermem.eval.errors import ResultsExistError
+from deermem.eval.policy_run import (
     decide,
     policy_row,
     policy_summary,

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
-from deermem import ProtocolError
-from deermem.eval.protocol.bundle import (
-    POLICY_ORDER,
+from deermem.eval.errors import ProtocolError
+from deermem.eval.protocol import (
+    OFFICIAL_SCENARIOS,
     ProtocolFiles,
     bundled_protocol_files,
     load_protocol,
 )
-from deermem.eval.protocol.manifests import OFFICIAL_SCENARIOS
+from deermem.policy import POLICIES as POLICY_ORDER
 from deermem.policy import POLICY_HYBRID_V1
 from tests.evaluation.longmemeval_data import PINNED_SHA256
 from tests.evaluation.original_protocol import (

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from deermem.eval.protocol.bundle import load_protocol
-from deermem.eval.protocol.cases import build_cases
-from deermem.eval.protocol.dataset import load_dataset
-from deermem.eval.qa.providers import HttpAnswerer, resolve_endpoint
-from deermem.eval.qa.tasks import (
+from deermem.eval.dataset import build_cases, load_dataset
+from deermem.eval.protocol import load_protocol
+from deermem.eval.qa import (
+    HttpAnswerer,
     RequestSettings,
     build_answer_tasks,
     request_fingerprint,
     request_payload,
+    resolve_endpoint,
 )
 from deermem.llm import ChatMessage, OpenAICompatibleModel
 from deermem.llm import request_fingerprint as llm_request_fingerprint

@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from deermem.cli.eval import qa as cli_qa
-from deermem.cli.eval.progress import AnswerProgress
-from deermem.eval import provenance
-from deermem.eval.qa.marker import ARTIFACT_FILES
-from deermem.eval.qa.responses import RESPONSE_KEYS, response_path
-from deermem.eval.qa.run import AnswerOutcome
-from deermem.eval.qa.tasks import request_fingerprint
+from deermem.cli import eval as cli_qa
+from deermem.cli.eval import AnswerProgress
+from deermem.eval import files as provenance
+from deermem.eval.qa import (
+    ARTIFACT_FILES,
+    RESPONSE_KEYS,
+    AnswerOutcome,
+    request_fingerprint,
+    response_path,
+)
 from deermem.testing import Reply
 from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
 from tests.evaluation.qa_support import (

@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from deermem import DatasetIntegrityError, ProtocolError
-from deermem.eval.protocol.dataset import Dataset, load_dataset
-from deermem.eval.protocol.manifests import SelectionRule
-from deermem.eval.protocol.selection import (
+from deermem.eval.dataset import (
+    Dataset,
     build_distractor_bank,
     check_official_selection,
+    load_dataset,
     select_by_type,
 )
+from deermem.eval.errors import DatasetIntegrityError, ProtocolError
+from deermem.eval.protocol import SelectionRule
 from tests.evaluation.conftest import Prepared
 from tests.evaluation.longmemeval_data import (
     BANK_IDS,

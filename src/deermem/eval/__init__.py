@@ -1,27 +1,34 @@
-"""Reproducible evaluation of the capacity policies (``deermem eval ...``).
+"""The evaluation of the capacity policies (``deermem eval ...``): an application of the library.
 
-The harness rebuilds the pools of the original DeerMem evaluation from the
-LongMemEval oracle file, runs them through the production capacity gate and
-writes results anyone can check byte for byte. It imports the memory library's
-policy layer (and, to call a model, its LLM client), nothing else of it.
+The static evaluation rebuilds the pools of the original DeerMem evaluation
+from the LongMemEval oracle file, runs them through the production capacity
+gate and writes results anyone can check byte for byte; the replay runs months
+of seeded synthetic traffic through a real :class:`~deermem.Memory`. The
+evaluation sits beside the command line, above the library, and may use all
+of it.
 
-Its sub-packages, bottom up, each with one job:
+Its modules, bottom up, each with one job:
 
+* :mod:`~deermem.eval.errors` — the evaluation's branch of the exception tree;
+* :mod:`~deermem.eval.files` — canonical JSON, writes that never overwrite,
+  the git state a run records, schema problems;
 * :mod:`~deermem.eval.grading` — the frozen answer grader and the paired
   statistics;
-* :mod:`~deermem.eval.protocol` — the protocol bundle, the pinned dataset
-  and the 45 cases built from them;
-* :mod:`~deermem.eval.policy_run` — ``run-policy``: every case through
-  the production capacity gate, and the retention table;
-* :mod:`~deermem.eval.qa` — ``run-qa`` and ``grade-qa``: answer tasks,
-  providers, stored answers, the run marker, graded rows and their summary;
+* :mod:`~deermem.eval.protocol` — the protocol bundle (config, manifests,
+  answer prompt), read strictly and cross-checked;
+* :mod:`~deermem.eval.rows` — the published QA results: graded rows, the
+  summary and statistics derived from them, the run marker's schema;
+* :mod:`~deermem.eval.dataset` — the pinned dataset, the selection and the
+  45 cases;
+* :mod:`~deermem.eval.policy_run` — ``run-policy`` and the retention table;
+* :mod:`~deermem.eval.qa` — ``run-qa`` and ``grade-qa``: tasks, who
+  answers, stored answers, the run marker;
 * :mod:`~deermem.eval.verify` — ``verify``: published results re-derived
   from their rows and compared byte for byte;
 * :mod:`~deermem.eval.report` — ``report``: Markdown and charts for people;
-* :mod:`~deermem.cli.eval` — the ``deermem eval`` commands.
+* :mod:`~deermem.eval.replay` — ``replay``: the parameters, the workload, the
+  driver over ``Memory`` and the results;
+* :mod:`~deermem.eval.published` — published results shipped with deermem.
 
-Shared by them: :mod:`~deermem.eval.errors` (the evaluation's branch of
-the exception tree), :mod:`~deermem.eval.result_files` (canonical JSON,
-atomic writes that never overwrite) and :mod:`~deermem.eval.provenance`
-(the git state a run records).
+The commands are in :mod:`deermem.cli.eval`.
 """
