@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from deermem.cli import main
-from deermem.cli.eval import REPLAY_FILES as RESULT_FILES
+from deermem.eval.replay import REPLAY_FILES as RESULT_FILES
 from deermem.eval.replay import RESULTS_SCHEMA, load_params
 
 Cli = Callable[..., tuple[int, str, str]]

@@ -286,7 +286,7 @@ def test_the_run_record(prepared: Prepared) -> None:
             "filename": "longmemeval_oracle.json",
             "sha256": prepared.dataset.sha256,
         },
-        "artifacts": prepared.protocol.artifacts.to_dict(),
+        "artifacts": prepared.protocol.artifacts._asdict(),
         "evaluation_time": "2026-08-13T00:00:00+00:00",
         "policies": ["confidence", "hybrid-v1"],
         "capacities": [5, 7, 9],

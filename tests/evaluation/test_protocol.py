@@ -216,7 +216,7 @@ def test_the_original_bundle_loads_unchanged(tmp_path: Path) -> None:
     assert protocol.protocol_id == "deermem-hybrid-v1-pr4789-reproduction-v1"
     # its prompt path is relative to the bundle root, one level above configs/
     assert protocol.answer_prompt_path == tmp_path / "prompts" / "answer-v1.txt"
-    assert protocol.artifacts.to_dict() == {
+    assert protocol.artifacts._asdict() == {
         "config_sha256": ORIGINAL_HASHES["config"],
         "official_manifest_sha256": ORIGINAL_HASHES["official_manifest"],
         "synthetic_manifest_sha256": ORIGINAL_HASHES["synthetic_manifest"],

@@ -7,11 +7,13 @@ import io
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from deermem.cli import eval as cli_qa
+from deermem.cli._output import err_console
 from deermem.cli.eval import AnswerProgress
 from deermem.eval import files as provenance
 from deermem.eval.qa import (
@@ -446,12 +448,17 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(answered: Answered) -> None:
+def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(
+    answered: Answered, monkeypatch: pytest.MonkeyPatch
+) -> None:
     task = answered.tasks[0]
     outcomes = [AnswerOutcome(task, 1, None), AnswerOutcome(answered.tasks[1], 3, "HTTP 500")]
     pipe, terminal = io.StringIO(), _Terminal()
+    # The command line's consoles were made when standard error was pytest's pipe.
+    monkeypatch.setattr(err_console, "is_interactive", True)
     for stream in (pipe, terminal):
-        with AnswerProgress(stream, model="m") as shown:
+        monkeypatch.setattr(sys, "stderr", stream)  # the progress goes to standard error
+        with AnswerProgress(model="m") as shown:
             shown.start(2, 88)
             for outcome in outcomes:
                 shown.advance(outcome)
@@ -465,7 +472,8 @@ def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(answered: Answere
     assert "2/2" in shown_text
     assert f"failed {answered.tasks[1].row_id}" in shown_text
     quiet = io.StringIO()
-    with AnswerProgress(quiet, model="m") as shown:
+    monkeypatch.setattr(sys, "stderr", quiet)
+    with AnswerProgress(model="m") as shown:
         shown.start(0, 90)  # nothing to call: nothing to show
     assert quiet.getvalue() == ""
 

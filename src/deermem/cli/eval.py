@@ -19,63 +19,36 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeElapsedColumn
 from rich.table import Table
 
-from deermem.cli._output import err_console, out_console, print_json
-from deermem.eval.dataset import build_cases, load_dataset
-from deermem.eval.errors import ResultsExistError
-from deermem.eval.files import ensure_absent
-from deermem.eval.grading import DEFAULT_PARAMETERS, StatisticsParameters
-from deermem.eval.policy_run import (
-    RetentionTable,
-    format_plain,
-    policy_output_paths,
-    policy_summary,
-    retention_table,
-    short_policy,
-    write_policy_run,
-)
-from deermem.eval.policy_run import run_policy as run_all
-from deermem.eval.protocol import (
+from deermem.cli._output import err_console, out_console, print_json, progress_bar
+from deermem.eval import (
+    CHARTS_EXTRA,
     PROVIDER_LOCAL,
     PROVIDER_OPENAI_COMPATIBLE,
-    Protocol,
-    ProtocolFiles,
-    bundled_protocol_files,
-    load_config,
-    load_protocol,
+    missing_chart_module,
 )
+from deermem.eval.errors import ResultsExistError
 from deermem.eval.published import DEFAULT_PUBLISHED, PUBLISHED
-from deermem.eval.qa import (
-    Answerer,
-    AnswerOutcome,
-    HttpAnswerer,
-    LocalAnswerer,
-    resolve_endpoint,
-)
-from deermem.eval.qa import grade_qa as grade_all
-from deermem.eval.qa import run_qa as answer_all
-from deermem.eval.replay import (
-    CellRun,
-    encode_results,
-    load_params,
-    render_chart,
-    render_markdown,
-    replay_all,
-    summarize,
-)
-from deermem.eval.report import CHARTS_EXTRA, missing_chart_module, write_report
-from deermem.eval.rows import SOURCE_LONGMEMEVAL, SOURCE_SYNTHETIC, SUITES
-from deermem.eval.verify import RESULT_FILES, render_verification, verify_results
 from deermem.policy import POLICIES
-from deermem.store.markdown.atomic import atomic_write
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from deermem.eval.policy_run import RetentionTable
+    from deermem.eval.protocol import Protocol
+    from deermem.eval.qa import AnswerOutcome
+    from deermem.eval.replay import CellRun
+
+# The commands import the evaluation when they run ("# lazy" below): `deermem
+# facts list`, which loads this module to list `eval` in its help, starts a
+# quarter faster without it.
 
 app = typer.Typer(
     name="eval",
@@ -140,8 +113,6 @@ VERIFY_EXAMPLES: Final = (
     "--expect-sha256 qa.rows.jsonl=d14dcd1e57bb...`"
 )
 _HEX_64: Final = re.compile(r"[0-9a-fA-F]{64}")
-REPLAY_FILES: Final = ("replay.json", "replay.md", "replay.png")
-"""What ``replay --output-dir`` writes."""
 
 
 class Provider(StrEnum):
@@ -184,7 +155,7 @@ def validate_contracts(
                     "synthetic_manifest": str(protocol.files.synthetic_manifest),
                     "answer_prompt": str(protocol.answer_prompt_path),
                 },
-                "artifacts": protocol.artifacts.to_dict(),
+                "artifacts": protocol.artifacts._asdict(),
             }
         )
         return
@@ -214,6 +185,7 @@ def validate(
     official questions against the manifest, the distractor bank and all 45
     pools. Writes nothing.
     """
+    from deermem.eval.dataset import build_cases, load_dataset  # lazy
 
     path = require_dataset(ctx, dataset)
     protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
@@ -226,8 +198,8 @@ def validate(
                 "dataset_sha256": data.sha256,
                 "dataset_rows": len(data),
                 "cases": len(cases),
-                "official_cases": sum(1 for case in cases if case.source == SOURCE_LONGMEMEVAL),
-                "synthetic_cases": sum(1 for case in cases if case.source == SOURCE_SYNTHETIC),
+                "official_cases": len(protocol.official.question_ids),  # a case each, built above
+                "synthetic_cases": len(protocol.synthetic.cases),
             }
         )
         return
@@ -259,15 +231,12 @@ def run_policy(
     policy.raw.jsonl, summary.json and run.json, and prints how many support
     facts each policy kept. Existing result files are never overwritten.
     """
+    from deermem.eval.policy_run import policy_summary, retention_table, run_and_write  # lazy
 
     path = require_dataset(ctx, dataset)
     protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
-    ensure_absent(policy_output_paths(output_dir))  # refuse before the work, not after it
-    data = load_dataset(path, expected_sha256=protocol.config.dataset.sha256)
-    cases = build_cases(protocol, data)
-    outcomes = run_all(protocol, cases)
-    write_policy_run(output_dir, protocol, data.sha256, outcomes)
-    typer.echo(f"wrote {len(outcomes)} policy rows for {len(cases)} cases to {output_dir}")
+    outcomes = run_and_write(protocol, path, output_dir)
+    typer.echo(f"wrote {len(outcomes)} policy rows for {protocol.case_count} cases to {output_dir}")
     print_retention(retention_table(policy_summary(protocol.protocol_id, outcomes)), sys.stdout)
 
 
@@ -315,15 +284,22 @@ def run_qa(
     failures: an answer is reused only if it provably answers the task
     recomputed now. Exit status 1 if any call failed.
     """
+    from deermem.eval import qa  # lazy
 
     path = require_dataset(ctx, dataset)
     if provider is not Provider.LOCAL and model_path is not None:
         ctx.fail("--model-path applies to --provider local only")
     protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
-    answerer = _answerer(protocol, provider, model_path)  # the endpoint, before the dataset
+    answerer = qa.answerer_for(  # the endpoint's variables, before the dataset
+        protocol.config.qa,
+        provider,
+        environ=os.environ,
+        model_path=model_path,
+        sleep=lambda seconds: retry_sleep(seconds),
+    )
     try:
-        with AnswerProgress(sys.stderr, model=answerer.model) as shown:
-            summary = answer_all(
+        with AnswerProgress(model=answerer.model) as shown:
+            summary = qa.run_qa(
                 protocol,
                 path,
                 output_dir,
@@ -369,13 +345,13 @@ def grade_qa(
     qa.stats.json (McNemar and paired bootstrap per suite). No network; the
     same run gives the same bytes.
     """
+    from deermem.eval import qa  # lazy
 
     path = require_dataset(ctx, dataset)
     protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
-    report = grade_all(protocol, path, output_dir)
+    report = qa.grade_qa(protocol, path, output_dir)
     first, second = POLICIES
-    for suite in SUITES:
-        comparison = report.comparisons[suite]
+    for suite, comparison in report.comparisons.items():  # the suites, in report order
         cases = comparison.cases
         typer.echo(
             f"{suite}: {first} {comparison.first_correct}/{cases}, "
@@ -437,6 +413,7 @@ def verify(
     with deermem (DeerFlow PR #4810), their published SHA-256 included. Needs
     no dataset, no model and no key. Exit status 1 unless everything matches.
     """
+    from deermem.eval.verify import RESULT_FILES, render_verification, verify_results  # lazy
 
     if results_dir is not None and published is not None:
         ctx.fail("give a results directory or --published, not both")
@@ -457,14 +434,11 @@ def verify(
                 f"{', '.join(RESULT_FILES)} and HEX 64 hex digits"
             )
         expected[name] = digest.lower()
-    parameters = DEFAULT_PARAMETERS
+    parameters = None  # the reproduction protocol's
     if config is not None:
-        statistics = load_config(config).statistics
-        parameters = StatisticsParameters(
-            seed=statistics.bootstrap_seed,
-            iterations=statistics.bootstrap_iterations,
-            alpha=statistics.alpha,
-        )
+        from deermem.eval.protocol import load_config  # lazy
+
+        parameters = load_config(config).statistics.parameters
     report = verify_results(results_dir, parameters=parameters, expected_sha256=expected)
     if as_json:
         print_json(report.to_dict())
@@ -502,6 +476,7 @@ def report(
     give the same bytes. The charts need matplotlib, the `eval` extra; without
     it report.md is written alone.
     """
+    from deermem.eval.report import write_report  # lazy
 
     missing = missing_chart_module()
     written = [
@@ -558,6 +533,15 @@ def replay(
 
     Example: `deermem eval replay --output-dir replay --workdir /dev/shm`
     """
+    from deermem.eval.replay import (  # lazy: it loads the whole memory stack
+        REPLAY_FILES,
+        encode_results,
+        load_params,
+        render_markdown,
+        replay_all,
+        summarize,
+        write_results,
+    )
 
     loaded = load_params(params)
     if quick:
@@ -581,13 +565,8 @@ def replay(
     err_console.print(f"replayed {total} cells in {time.perf_counter() - started:.0f} s")
     markdown = render_markdown(results)
     if output_dir is not None:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(output_dir / "replay.json", encode_results(results))
-        atomic_write(output_dir / "replay.md", markdown.encode())
-        missing = missing_chart_module()
-        if missing is None:
-            atomic_write(output_dir / "replay.png", render_chart(results))
-        else:
+        missing = write_results(output_dir, results)
+        if missing is not None:
             err_console.print(f"no chart: it needs {escape(missing)} ({escape(CHARTS_EXTRA)})")
         err_console.print(f"results written to {output_dir}")
     if as_json:
@@ -607,6 +586,7 @@ def load_named_protocol(
     Raises:
         ProtocolError: a file is missing, invalid, or disagrees with another.
     """
+    from deermem.eval.protocol import ProtocolFiles, bundled_protocol_files, load_protocol  # lazy
 
     bundled = bundled_protocol_files()
     return load_protocol(
@@ -631,6 +611,7 @@ def print_retention(table: RetentionTable, stream: TextIO) -> None:
     Piped output (a log, CI, ``| grep``) gets the plain table, which holds the
     same lines without box drawing or control codes.
     """
+    from deermem.eval.policy_run import format_plain, short_policy  # lazy
 
     if not stream.isatty():
         stream.write(format_plain(table))
@@ -657,16 +638,17 @@ def print_retention(table: RetentionTable, stream: TextIO) -> None:
 
 
 class AnswerProgress:
-    """Shows how far a ``run-qa`` has got.
+    """Shows how far a ``run-qa`` has got, on standard error.
 
-    Use it as a context manager; pass :meth:`start` and :meth:`advance` to
-    :func:`deermem.eval.qa.run_qa`.
+    A terminal gets the command line's one progress bar
+    (:func:`~deermem.cli._output.progress_bar`); a run in CI or with its
+    output redirected gets one line when the calls start and one per finished
+    call, so a log holds no control codes. Use it as a context manager; pass
+    :meth:`start` and :meth:`advance` to :func:`deermem.eval.qa.run_qa`.
     """
 
-    def __init__(self, stream: TextIO, *, model: str) -> None:
-        self._stream = stream
+    def __init__(self, *, model: str) -> None:
         self._model = model
-        self._terminal = stream.isatty()
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._total = 0
@@ -683,23 +665,15 @@ class AnswerProgress:
         self._total = pending
         if not pending:
             return
-        if not self._terminal:
-            self._stream.write(
-                f"answering {pending} questions with {self._model}"
-                f" ({reused} stored answers reused)\n"
-            )
-            self._stream.flush()
+        if sys.stderr.isatty():
+            self._bar = progress_bar(f"answering with {escape(self._model)}", quiet=False)
+            self._bar.start()
+            self._task = self._bar.add_task("answering", total=pending)
             return
-        self._bar = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(file=self._stream),
-            transient=False,
+        sys.stderr.write(
+            f"answering {pending} questions with {self._model} ({reused} stored answers reused)\n"
         )
-        self._bar.start()
-        self._task = self._bar.add_task(f"answering with {self._model}", total=pending)
+        sys.stderr.flush()
 
     def advance(self, outcome: AnswerOutcome) -> None:
         """Called once per finished call."""
@@ -711,21 +685,10 @@ class AnswerProgress:
             return
         status = "answered" if outcome.error is None else "failed"
         width = len(str(self._total))
-        self._stream.write(
-            f"[{self._done:>{width}}/{self._total}] {outcome.task.row_id} {status}\n"
-        )
-        self._stream.flush()
+        sys.stderr.write(f"[{self._done:>{width}}/{self._total}] {outcome.task.row_id} {status}\n")
+        sys.stderr.flush()
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
-
-
-def _answerer(protocol: Protocol, provider: Provider, model_path: Path | None) -> Answerer:
-
-    qa = protocol.config.qa
-    if provider is Provider.LOCAL:
-        return LocalAnswerer(qa, model_path=model_path)
-    endpoint = resolve_endpoint(qa, os.environ)
-    return HttpAnswerer(qa, endpoint, environ=os.environ, sleep=lambda s: retry_sleep(s))

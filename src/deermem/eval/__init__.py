@@ -32,3 +32,29 @@ Its modules, bottom up, each with one job:
 
 The commands are in :mod:`deermem.cli.eval`.
 """
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["CHARTS_EXTRA", "PROVIDER_LOCAL", "PROVIDER_OPENAI_COMPATIBLE", "missing_chart_module"]
+
+# What the command line asks before it loads the evaluation (it loads it only
+# when an eval command runs): who may answer a QA run, whether charts can be drawn.
+
+PROVIDER_OPENAI_COMPATIBLE: Final = "openai-compatible"
+"""The endpoint a protocol config names (``qa.provider``, the only value it may take)."""
+PROVIDER_LOCAL: Final = "local"
+"""``run-qa --provider local``: the embedded model instead of the config's endpoint."""
+CHARTS_EXTRA: Final = "pip install 'deermem[eval]'"
+"""How to install what the charts need (matplotlib, the optional ``eval`` extra)."""
+
+
+def missing_chart_module() -> str | None:
+    """The module the charts need but cannot import, or ``None`` when they can be drawn."""
+    try:
+        # The import figure_png needs; matplotlib, numpy and Pillow come with it.
+        from matplotlib.backends import backend_agg  # noqa: F401
+    except ModuleNotFoundError as error:
+        return error.name or "matplotlib"
+    return None

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from deermem.eval.dataset import EvaluationCase
+from deermem.eval.dataset import EvaluationCase, build_cases, load_dataset
 from deermem.eval.errors import EvaluationError
 from deermem.eval.files import (
     document_text,
@@ -201,7 +201,7 @@ def run_record(
         "created_at": utc_timestamp(created_at),
         "git": dict(git) if git is not None else None,
         "dataset": pin.provenance(dataset_sha256),
-        "artifacts": protocol.artifacts.to_dict(),
+        "artifacts": protocol.artifacts._asdict(),
         "evaluation_time": protocol.config.evaluation_time.isoformat(),
         "policies": list(POLICIES),
         "capacities": list(protocol.config.pool.capacities),
@@ -211,6 +211,25 @@ def run_record(
 def policy_output_paths(directory: Path) -> tuple[Path, Path, Path]:
     """The three files of a policy run, in write order."""
     return (directory / POLICY_ROWS_FILE, directory / SUMMARY_FILE, directory / RUN_FILE)
+
+
+def run_and_write(protocol: Protocol, dataset: Path, directory: Path) -> tuple[PolicyOutcome, ...]:
+    """``run-policy``: every case decided at every cap and written to ``directory``.
+
+    Existing result files are refused before the dataset is read, not after
+    the work; then the dataset (hash first), the cases, the decisions, the
+    three files.
+
+    Raises:
+        ResultsExistError: a result file is already there.
+        DatasetIntegrityError: the dataset is not the pinned file or breaks the rules.
+        ProtocolError: the manifest disagrees with the dataset.
+    """
+    ensure_absent(policy_output_paths(directory))
+    data = load_dataset(dataset, expected_sha256=protocol.config.dataset.sha256)
+    outcomes = run_policy(protocol, build_cases(protocol, data))
+    write_policy_run(directory, protocol, data.sha256, outcomes)
+    return outcomes
 
 
 def write_policy_run(

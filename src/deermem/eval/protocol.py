@@ -1,34 +1,133 @@
-"""The protocol: its four files, read strictly and cross-checked.
+"""The protocol: a config, two case manifests and an answer prompt, read strictly and cross-checked.
 
-(Being rewritten on pydantic models; see the next commit.)
+Loading a protocol is the *contract load* every ``deermem eval`` command runs
+first (reference ``eval-harness-spec.md`` §1.1): each file is read once, hashed
+from the same bytes it is parsed from, validated strictly, and then checked
+against the others and against the production code — one protocol id across
+the three files, the grader version the config pins equal to the grader
+deermem ships, the ``hybrid-v1`` version the config requires equal to the one
+deermem implements, the prompt's SHA-256 equal to the config's pin.
+
+**The files.** Their schemas are the original harness's (§2.1–§2.4), key for
+key, so its own bundle loads here unchanged; deermem's ships in ``bundled/``
+(:func:`bundled_protocol_files`). Each file is a strict, frozen pydantic model
+— no unknown key, no missing key, no coercion (``True`` is not a number,
+``"7"`` is not an int, an int is a valid float) — and a refusal is a
+:class:`~deermem.eval.errors.ProtocolError` naming the file, the dotted key
+(``pool.capacities[2]``) and the value. The official manifest holds only
+identifiers and the rule that picked them, never dataset text; the rule is
+recomputed against the dataset on every run (:mod:`deermem.eval.dataset`), so
+a manifest cannot silently drift from the file it claims to describe. The
+synthetic manifest holds the five correction cases in full, since they are
+ours.
+
+**YAML.** The config is parsed by PyYAML's safe loader (its libyaml
+implementation when PyYAML was built with it), so values are those
+``yaml.safe_load`` gives, YAML 1.1 scalars included (``yes`` is ``True``,
+``0.10`` is ``0.1``, an unquoted timestamp is a ``datetime``). One check needs
+the document before it is turned into dictionaries: a key given twice in one
+mapping. The safe loader keeps the last value without a word, so an edited
+config could pin one thing and run another; :func:`load_yaml` refuses it,
+naming the dotted key and both lines.
+
+**The answer prompt** is a ``SYSTEM:`` part and a ``USER:`` part separated by
+a blank line, the user part carrying three placeholders. The wording is each
+bundle's own; the protocol pins the file's SHA-256, so a changed word is a
+changed protocol. Rendering is plain sequential string replacement, exactly as
+the original does it, because the request fingerprint of every QA row hashes
+its result.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Final, NamedTuple, TypeVar, get_args, get_origin
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from deermem.eval import PROVIDER_OPENAI_COMPATIBLE
+from deermem.eval.errors import EvaluationError, ProtocolError, preview
+from deermem.eval.files import IDENTIFIER, SHA256
+from deermem.eval.grading import GRADER_VERSION, StatisticsParameters
+from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, CapacityPolicy
 
 try:
     from yaml import CSafeLoader as _Loader
 except ImportError:  # PyYAML built without libyaml: the same rules in Python
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
-import hashlib
-import itertools
-import json
-import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import NamedTuple
 
-from deermem.eval.errors import EvaluationError, ProtocolError
-from deermem.eval.grading import GRADER_VERSION
-from deermem.policy import POLICY_HYBRID_V1
+__all__ = [
+    "OFFICIAL_SCENARIOS",
+    "SCENARIO_ACCESS_HELP",
+    "SCENARIO_CONFIDENCE_CONTROL",
+    "SCENARIO_CONFIRMATION_HELP",
+    "SCENARIO_CORRECTION_RESERVE",
+    "SCENARIO_NOISY_SIGNAL_CONTROL",
+    "EvaluationConfig",
+    "OfficialManifest",
+    "PoolSettings",
+    "Protocol",
+    "ProtocolFiles",
+    "QASettings",
+    "SelectionRule",
+    "bundled_protocol_files",
+    "load_config",
+    "load_protocol",
+    "load_yaml",
+    "scenario_rank",
+    "validated",
+]
 
-# --- eval/protocol/_yaml.py -----------------------------------------------------------------------
+BUNDLE_DIRECTORY: Final = Path(__file__).parent / "bundled"
+
+SCENARIO_CONFIRMATION_HELP: Final = "confirmation_help"
+SCENARIO_ACCESS_HELP: Final = "access_help"
+SCENARIO_CONFIDENCE_CONTROL: Final = "confidence_control"
+SCENARIO_NOISY_SIGNAL_CONTROL: Final = "noisy_signal_control"
+SCENARIO_CORRECTION_RESERVE: Final = "correction_reserve"
+OFFICIAL_SCENARIOS: Final = (
+    SCENARIO_CONFIRMATION_HELP,
+    SCENARIO_ACCESS_HELP,
+    SCENARIO_CONFIDENCE_CONTROL,
+    SCENARIO_NOISY_SIGNAL_CONTROL,
+)
+"""The registered official scenarios (each has its metadata rule in :mod:`deermem.eval.dataset`)."""
+ELIGIBLE_QUESTION_TYPES: Final = ("knowledge-update", "temporal-reasoning")
+CASES_PER_SCENARIO: Final = 10
+SYNTHETIC_CASES: Final = 5
+MAX_LOSS_RANK: Final = 10
+"""The scenario rules and loss ranks (1..10) are defined on ten-fact pools."""
+WEIGHT_TOLERANCE: Final = 1e-9
+
+_HEX_40: Final = re.compile(r"[0-9a-f]{40}")
+
+
+def scenario_rank(scenario: str) -> tuple[int, str]:
+    """Where a scenario sorts in tables: registered ones in protocol order, others after by name."""
+    if scenario in OFFICIAL_SCENARIOS:
+        return (OFFICIAL_SCENARIOS.index(scenario), "")
+    return (len(OFFICIAL_SCENARIOS), scenario)
+
+
+# --- reading YAML ---------------------------------------------------------------------------------
 
 _MERGE_TAG: Final = "tag:yaml.org,2002:merge"
 
@@ -102,213 +201,214 @@ def _check_unique_keys(loader: _Loader, node: Node, path: str, seen: set[int]) -
             _check_unique_keys(loader, item, f"{path}[{index}]", seen)
 
 
-# --- eval/protocol/_checks.py ---------------------------------------------------------------------
-
-HEX_40: Final = re.compile(r"[0-9a-f]{40}")
-HEX_64: Final = re.compile(r"[0-9a-f]{64}")
+# --- the rules a value must keep ------------------------------------------------------------------
 
 
-def describe(value: object, limit: int = 60) -> str:
-    """A short, type-revealing rendering of a rejected value."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+class _Refusal(ValueError):
+    """A rule's refusal of a value: what is wrong and, below the value checked, where.
 
-
-class Section:
-    """One mapping of a protocol file, read key by key.
-
-    Construction checks the keys (unknown and missing ones are reported
-    together); the typed getters check the values. Each error is a
-    :class:`ProtocolError` carrying the file and the dotted key.
+    ``key`` is relative to the value the rule checked: ``"capacities[2]"``
+    from the pool's own check; empty when the value itself is wrong.
     """
 
-    __slots__ = ("_data", "_file", "_prefix")
+    def __init__(self, problem: str, key: str = "") -> None:
+        super().__init__(problem)
+        self.key = key
 
-    def __init__(
-        self,
-        data: object,
-        *,
-        file: str,
-        key: str | None,
-        fields: Iterable[str],
-    ) -> None:
-        self._file = file
-        self._prefix = key
-        if not isinstance(data, Mapping):
-            raise ProtocolError(file, key, f"must be a mapping, got {describe(data)}")
-        allowed = tuple(fields)
-        unknown = sorted(str(name) for name in data if name not in allowed)
-        missing = [name for name in allowed if name not in data]
+
+def _rule(check: Callable[[Any], str | None]) -> AfterValidator:
+    """A validator from ``check(value) -> problem or None``; the value passes through unchanged."""
+
+    def validate(value: Any) -> Any:
+        problem = check(value)
+        if problem is not None:
+            raise _Refusal(problem)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _exactly(expected: object) -> BeforeValidator:
+    """One exact value, of its exact type (``1.0`` and ``True`` are not the literal ``1``)."""
+
+    def validate(value: object) -> object:
+        if type(value) is not type(expected) or value != expected:
+            raise _Refusal(f"must be {expected!r}, got {preview(value)}")
+        return value
+
+    return BeforeValidator(validate)
+
+
+def _range(low: float | None = None, high: float | None = None) -> AfterValidator:
+    """``low <= value <= high``, either bound optional."""
+
+    def check(value: float) -> str | None:
+        if (low is None or value >= low) and (high is None or value <= high):
+            return None
+        if low is not None and high is not None:
+            return f"must be from {low} to {high}, got {value!r}"
+        return (
+            f"must be at least {low}, got {value!r}"
+            if low is not None
+            else (f"must be at most {high}, got {value!r}")
+        )
+
+    return _rule(check)
+
+
+def _matching(pattern: re.Pattern[str], meaning: str) -> AfterValidator:
+    return _rule(
+        lambda value: (
+            None if pattern.fullmatch(value) else f"must be {meaning}, got {preview(value)}"
+        )
+    )
+
+
+def _filled(value: Sequence[object]) -> str | None:
+    return "must not be empty" if not value else None
+
+
+def _distinct(items: Sequence[object]) -> str | None:
+    seen: set[object] = set()
+    repeated: list[object] = []
+    for item in items:
+        if item in seen:
+            repeated.append(item)
+        seen.add(item)
+    return f"must not repeat values; repeated: {preview(repeated)}" if repeated else None
+
+
+def _plain(value: str) -> str | None:
+    # Case ids become parts of fact ids and, later, of file names: keep them plain.
+    if IDENTIFIER.fullmatch(value):
+        return None
+    return f"is not a plain identifier ([A-Za-z0-9_.-], at most 128 characters): {preview(value)}"
+
+
+def _timestamp(value: object) -> datetime:
+    """An aware ISO 8601 timestamp (a string, or an unquoted YAML one's ``datetime``) in UTC."""
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise _Refusal(f"must be an ISO 8601 timestamp, got {preview(value)}") from None
+    elif isinstance(value, datetime):
+        moment = value
+    else:
+        raise _Refusal(f"must be a timestamp, got {preview(value)}")
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise _Refusal(f"must include a time zone, got {preview(value)}")
+    return moment.astimezone(UTC)
+
+
+# Values as a strict schema reads them: no coercion between types.
+Whole = Annotated[int, Strict()]
+Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # an int is a valid float
+Text = Annotated[str, Strict(), _rule(lambda value: "must not be empty" if not value else None)]
+Texts = Annotated[tuple[Text, ...], _rule(_filled), _rule(_distinct)]
+Identifier = Annotated[str, Strict(), _rule(_plain)]
+Share = Annotated[Number, _range(0.0, 1.0)]
+Hex64 = Annotated[str, Strict(), _matching(SHA256, "64 lowercase hex digits")]
+
+
+class _Schema(BaseModel):
+    """A section of a protocol file: every key required, none unknown, frozen once read."""
+
+    # defer_build: the schemas are built when a file is first read, not when deermem starts.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(schema: type[M], data: object, *, file: str) -> M:
+    """``data`` (a parsed file) as ``schema``; the first problem is a :class:`ProtocolError`.
+
+    Unknown and missing keys of one section are reported together, with the
+    keys the section expects; any other problem names its dotted key and, for
+    a wrong value, the value.
+    """
+    try:
+        return schema.model_validate(data)
+    except ValidationError as error:
+        raise _protocol_error(error, schema, file) from None
+
+
+def _protocol_error(error: ValidationError, schema: type[BaseModel], file: str) -> ProtocolError:
+    details = error.errors(include_url=False)
+    key_errors = [d for d in details if d["type"] in ("missing", "extra_forbidden")]
+    if key_errors:
+        section = min((tuple(d["loc"][:-1]) for d in key_errors), key=len)
+        here = [d for d in key_errors if tuple(d["loc"][:-1]) == section]
+        unknown = sorted(str(d["loc"][-1]) for d in here if d["type"] == "extra_forbidden")
+        missing = [str(d["loc"][-1]) for d in here if d["type"] == "missing"]
         problems = []
         if unknown:
             problems.append(f"unknown key(s) {', '.join(map(repr, unknown))}")
         if missing:
             problems.append(f"missing key(s) {', '.join(map(repr, missing))}")
-        if problems:
-            problems.append(f"expected exactly: {', '.join(allowed)}")
-            raise ProtocolError(file, key, "; ".join(problems))
-        self._data: Mapping[str, object] = data
-
-    @property
-    def file(self) -> str:
-        return self._file
-
-    def path(self, name: str) -> str:
-        """The dotted key of ``name`` inside this section."""
-        return f"{self._prefix}.{name}" if self._prefix else name
-
-    def error(self, name: str, problem: str) -> ProtocolError:
-        return ProtocolError(self._file, self.path(name), problem)
-
-    def raw(self, name: str) -> object:
-        return self._data[name]
-
-    def section(self, name: str, fields: Iterable[str]) -> Section:
-        return Section(self._data[name], file=self._file, key=self.path(name), fields=fields)
-
-    def integer(self, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-        value = self._data[name]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(name, f"must be a whole number, got {describe(value)}")
-        self._check_range(name, value, minimum, maximum)
-        return value
-
-    def number(
-        self,
-        name: str,
-        *,
-        minimum: float | None = None,
-        maximum: float | None = None,
-        exclusive: bool = False,
-    ) -> float:
-        """A float (an int is accepted and converted, as a strict float field does)."""
-        value = self._data[name]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.error(name, f"must be a number, got {describe(value)}")
-        number = float(value)
-        if not math.isfinite(number):
-            raise self.error(name, f"must be finite, got {describe(value)}")
-        if exclusive:
-            if minimum is None or maximum is None:
-                raise TypeError("an exclusive range needs both bounds")
-            if not minimum < number < maximum:
-                raise self.error(
-                    name, f"must be strictly between {minimum} and {maximum}, got {value!r}"
-                )
-        else:
-            self._check_range(name, number, minimum, maximum)
-        return number
-
-    def boolean(self, name: str) -> bool:
-        value = self._data[name]
-        if not isinstance(value, bool):
-            raise self.error(name, f"must be true or false, got {describe(value)}")
-        return value
-
-    def text(
-        self,
-        name: str,
-        *,
-        pattern: re.Pattern[str] | None = None,
-        meaning: str = "",
-        allow_empty: bool = False,
-    ) -> str:
-        value = self._data[name]
-        if not isinstance(value, str):
-            raise self.error(name, f"must be a string, got {describe(value)}")
-        if not value and not allow_empty:
-            raise self.error(name, "must not be empty")
-        if pattern is not None and not pattern.fullmatch(value):
-            raise self.error(name, f"must be {meaning or pattern.pattern}, got {describe(value)}")
-        return value
-
-    def literal(self, name: str, expected: object) -> None:
-        """Require one exact value (and type: ``1.0`` is not the literal ``1``)."""
-        value = self._data[name]
-        if type(value) is not type(expected) or value != expected:
-            raise self.error(name, f"must be {expected!r}, got {describe(value)}")
-
-    def text_list(
-        self, name: str, *, unique: bool = True, non_empty: bool = True
-    ) -> tuple[str, ...]:
-        items = self._list(name)
-        for position, item in enumerate(items):
-            if not isinstance(item, str) or not item:
-                raise ProtocolError(
-                    self._file,
-                    f"{self.path(name)}[{position}]",
-                    f"must be a non-empty string, got {describe(item)}",
-                )
-        return self._distinct(name, tuple(items), unique, non_empty)  # type: ignore[return-value]
-
-    def integer_list(
-        self, name: str, *, minimum: int, maximum: int, unique: bool, non_empty: bool = True
-    ) -> tuple[int, ...]:
-        items = self._list(name)
-        for position, item in enumerate(items):
-            if (
-                isinstance(item, bool)
-                or not isinstance(item, int)
-                or not minimum <= item <= maximum
-            ):
-                raise ProtocolError(
-                    self._file,
-                    f"{self.path(name)}[{position}]",
-                    f"must be a whole number from {minimum} to {maximum}, got {describe(item)}",
-                )
-        return self._distinct(name, tuple(items), unique, non_empty)  # type: ignore[return-value]
-
-    def _list(self, name: str) -> list[object]:
-        value = self._data[name]
-        if not isinstance(value, list):
-            raise self.error(name, f"must be a list, got {describe(value)}")
-        return value
-
-    def _distinct(
-        self, name: str, items: tuple[object, ...], unique: bool, non_empty: bool
-    ) -> tuple[object, ...]:
-        if non_empty and not items:
-            raise self.error(name, "must not be empty")
-        if unique:
-            seen: set[object] = set()
-            repeated: list[object] = []
-            for item in items:
-                if item in seen:
-                    repeated.append(item)
-                seen.add(item)
-            if repeated:
-                raise self.error(name, f"must not repeat values; repeated: {describe(repeated)}")
-        return items
-
-    def _check_range(
-        self, name: str, value: float, minimum: float | None, maximum: float | None
-    ) -> None:
-        if minimum is not None and value < minimum:
-            bound = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
-            raise self.error(name, f"must be {bound}, got {value!r}")
-        if maximum is not None and value > maximum:
-            bound = f"from {minimum} to {maximum}" if minimum is not None else f"at most {maximum}"
-            raise self.error(name, f"must be {bound}, got {value!r}")
+        problems.append(f"expected exactly: {', '.join(_keys_at(schema, section))}")
+        return ProtocolError(file, _dotted(section), "; ".join(problems))
+    detail = details[0]
+    location = tuple(detail["loc"])
+    cause = (detail.get("ctx") or {}).get("error")
+    if isinstance(cause, _Refusal):
+        key = _dotted(location) or ""
+        if cause.key:
+            key = f"{key}{'' if cause.key.startswith('[') or not key else '.'}{cause.key}"
+        return ProtocolError(file, key or None, str(cause))
+    wanted = _TYPE_PROBLEMS.get(detail["type"], detail["msg"])
+    return ProtocolError(file, _dotted(location), f"{wanted}, got {preview(detail['input'])}")
 
 
-# --- eval/protocol/config.py ----------------------------------------------------------------------
+# What a wrong type is called, by pydantic's error type.
+_TYPE_PROBLEMS: Final = {
+    "int_type": "must be a whole number",
+    "float_type": "must be a number",
+    "finite_number": "must be finite",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+}
 
-WEIGHT_TOLERANCE: Final = 1e-9
-PROVIDER_OPENAI_COMPATIBLE: Final = "openai-compatible"
-"""The one provider a protocol config may name (``qa.provider``)."""
-PROVIDER_LOCAL: Final = "local"
-"""``run-qa --provider local``: the embedded model instead of the config's endpoint."""
-# The weight keys, in the order of the score's terms.
-_WEIGHT_KEYS: Final = ("confidence", "confirmation", "access")
+
+def _dotted(location: tuple[int | str, ...]) -> str | None:
+    """``("pool", "capacities", 2)`` as ``"pool.capacities[2]"``; ``None`` for the whole file."""
+    text = ""
+    for part in location:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or None
 
 
-class DatasetPin(NamedTuple):
+def _keys_at(schema: type[BaseModel], location: tuple[int | str, ...]) -> tuple[str, ...]:
+    """The keys the section at ``location`` of ``schema`` expects."""
+    current: object = schema
+    for part in location:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            current = current.model_fields[str(part)].annotation
+        else:  # a list or a mapping: its items' type
+            current = [arg for arg in get_args(current) if arg is not Ellipsis][-1]
+        while get_origin(current) is Annotated:
+            current = get_args(current)[0]
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return tuple(current.model_fields)
+    return ()
+
+
+# --- the config -----------------------------------------------------------------------------------
+
+
+class DatasetPin(_Schema):
     """The one dataset file every command accepts: where it comes from and its hash."""
 
-    repository: str
-    revision: str
-    filename: str
-    sha256: str
+    repository: Text
+    revision: Annotated[str, Strict(), _matching(_HEX_40, "40 lowercase hex digits")]
+    filename: Text
+    sha256: Hex64
 
     def provenance(self, sha256: str) -> dict[str, str]:
         """The ``dataset`` block of a run record, naming the file a run read by its hash."""
@@ -320,41 +420,99 @@ class DatasetPin(NamedTuple):
         }
 
 
-class PoolSettings(NamedTuple):
+class PoolSettings(_Schema):
     """How each case's pool of facts is built and which caps it is run at."""
 
-    size: int
-    capacities: tuple[int, ...]
-    qa_capacity: int
-    distractors: int
-    distractor_bank_size: int
-    distractor_types: tuple[str, ...]
-    distractor_min_evidence_chars: int
-    distractor_max_evidence_chars: int
-    offset_namespace: str
-    fact_order: str
+    size: Annotated[Whole, _range(2)]
+    capacities: Annotated[tuple[Whole, ...], _rule(_filled), _rule(_distinct)]
+    qa_capacity: Whole
+    distractors: Whole
+    distractor_bank_size: Whole
+    distractor_types: Texts
+    distractor_min_evidence_chars: Annotated[Whole, _range(0)]
+    distractor_max_evidence_chars: Annotated[Whole, _range(0)]
+    offset_namespace: Text
+    fact_order: Annotated[str, _exactly("fact-id")]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PoolSettings:
+        for position, capacity in enumerate(self.capacities):
+            if not 1 <= capacity <= self.size - 1:
+                raise _Refusal(
+                    f"must be a whole number from 1 to {self.size - 1}, got {capacity}",
+                    f"capacities[{position}]",
+                )
+        if self.qa_capacity not in self.capacities:
+            raise _Refusal(
+                f"must be one of pool.capacities {list(self.capacities)}, got {self.qa_capacity}",
+                "qa_capacity",
+            )
+        if self.distractors != self.size - 1:
+            raise _Refusal(
+                f"must equal pool.size - 1 = {self.size - 1}, got {self.distractors}",
+                "distractors",
+            )
+        if self.distractor_bank_size < self.distractors:
+            raise _Refusal(
+                f"must be at least pool.distractors = {self.distractors}, "
+                f"got {self.distractor_bank_size}",
+                "distractor_bank_size",
+            )
+        low, high = self.distractor_min_evidence_chars, self.distractor_max_evidence_chars
+        if low > high:
+            raise _Refusal(
+                f"must be at least distractor_min_evidence_chars = {low}, got {high}",
+                "distractor_max_evidence_chars",
+            )
+        return self
 
 
-class HybridSettings(NamedTuple):
+class Weights(_Schema):
+    """``hybrid-v1``'s weights of its three terms, in the order of the score."""
+
+    confidence: Share
+    confirmation: Share
+    access: Share
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> Weights:
+        total = self.confidence + self.confirmation + self.access
+        if abs(total - 1.0) > WEIGHT_TOLERANCE:
+            raise _Refusal(
+                f"must sum to 1 (within {WEIGHT_TOLERANCE}); confidence {self.confidence!r} + "
+                f"confirmation {self.confirmation!r} + access {self.access!r} = {total!r}"
+            )
+        return self
+
+
+class ConfidencePolicy(_Schema):
+    policy: Annotated[str, _exactly(POLICY_CONFIDENCE)]
+
+
+class HybridPolicy(_Schema):
     """The ``hybrid-v1`` parameters the protocol runs the production selector with."""
 
-    confidence_weight: float
-    confirmation_weight: float
-    access_weight: float
-    confirmation_half_life_days: int
-    access_half_life_days: int
-    correction_reserved_fraction: float
-    correction_reserved_max: int
+    policy: Annotated[str, _exactly(POLICY_HYBRID_V1)]
+    weights: Weights
+    confirmation_half_life_days: Annotated[Whole, _range(1)]
+    access_half_life_days: Annotated[Whole, _range(1)]
+    correction_reserved_fraction: Share
+    correction_reserved_max: Annotated[Whole, _range(0)]
 
 
-class AnswerPromptPin(NamedTuple):
+class Policies(_Schema):
+    confidence: ConfidencePolicy
+    hybrid_v1: HybridPolicy
+
+
+class AnswerPromptPin(_Schema):
     """The answer prompt file (relative to the config) and its pinned SHA-256."""
 
-    path: str
-    sha256: str
+    path: Text
+    sha256: Hex64
 
 
-class QASettings(NamedTuple):
+class QASettings(_Schema):
     """The question-answering run: model, request parameters, grader version.
 
     Only the *names* of the environment variables holding the endpoint and
@@ -362,306 +520,128 @@ class QASettings(NamedTuple):
     """
 
     answer_prompt: AnswerPromptPin
-    grader_version: str
-    provider: str
-    api_key_env: str
-    base_url_env: str
-    model: str
-    temperature: float
-    max_tokens: int
-    stream: bool
-    timeout_seconds: int
-    max_attempts: int
-    workers: int
+    grader_version: Text
+    provider: Annotated[str, _exactly(PROVIDER_OPENAI_COMPATIBLE)]
+    api_key_env: Text
+    base_url_env: Text
+    model: Text
+    temperature: Annotated[Number, _range(0.0)]
+    max_tokens: Annotated[Whole, _range(1)]
+    stream: Annotated[
+        bool,
+        Strict(),
+        _rule(
+            lambda value: (
+                "must be false: the answer run reads each answer whole, not streamed"
+                if value
+                else None
+            )
+        ),
+    ]
+    timeout_seconds: Annotated[Whole, _range(1)]
+    max_attempts: Annotated[Whole, _range(1)]
+    workers: Annotated[Whole, _range(1)]
 
 
-class StatisticsSettings(NamedTuple):
+class StatisticsSettings(_Schema):
     """The paired statistics: bootstrap seed, iterations and the two-sided alpha."""
 
-    bootstrap_seed: int
-    bootstrap_iterations: int
-    alpha: float
+    bootstrap_seed: Whole
+    bootstrap_iterations: Annotated[Whole, _range(1)]
+    alpha: Annotated[
+        Number,
+        _rule(
+            lambda value: (
+                None
+                if 0.0 < value < 1.0
+                else f"must be strictly between 0.0 and 1.0, got {value!r}"
+            )
+        ),
+    ]
+
+    @property
+    def parameters(self) -> StatisticsParameters:
+        """The statistics' parameters as the bootstrap takes them."""
+        return StatisticsParameters(
+            seed=self.bootstrap_seed, iterations=self.bootstrap_iterations, alpha=self.alpha
+        )
 
 
-class EvaluationConfig(NamedTuple):
-    """A parsed protocol configuration.
+class EvaluationConfig(_Schema):
+    """A protocol configuration (reference §2.1), key for key.
 
     Attributes:
         required_policy_version: the ``hybrid-v1`` version the protocol was
             designed for; checked against the production constant when the
             protocol is loaded.
         evaluation_time: the fixed clock of every decision, aware and in UTC.
-        confidence_policy: the policy name of the baseline (``"confidence"``).
-        hybrid: the ``hybrid-v1`` parameters.
     """
 
-    schema_version: int
-    protocol_id: str
-    required_policy_version: str
-    evaluation_time: datetime
+    schema_version: Annotated[int, _exactly(1)]
+    protocol_id: Text
+    required_policy_version: Text
+    evaluation_time: Annotated[datetime, BeforeValidator(_timestamp)]
     dataset: DatasetPin
     pool: PoolSettings
-    confidence_policy: str
-    hybrid_policy: str
-    hybrid: HybridSettings
+    policies: Policies
     qa: QASettings
     statistics: StatisticsSettings
 
-
-_TOP_KEYS: Final = (
-    "schema_version",
-    "protocol_id",
-    "required_policy_version",
-    "evaluation_time",
-    "dataset",
-    "pool",
-    "policies",
-    "qa",
-    "statistics",
-)
-
-
-def parse_config(data: object, *, file: str) -> EvaluationConfig:
-    """Validate a loaded config document.
-
-    Raises:
-        ProtocolError: the first problem found, naming ``file`` and the key.
-    """
-    top = Section(data, file=file, key=None, fields=_TOP_KEYS)
-    top.literal("schema_version", 1)
-    policies = top.section("policies", ("confidence", "hybrid_v1"))
-    confidence = policies.section("confidence", ("policy",))
-    confidence.literal("policy", "confidence")
-    hybrid = policies.section(
-        "hybrid_v1",
-        (
-            "policy",
-            "weights",
-            "confirmation_half_life_days",
-            "access_half_life_days",
-            "correction_reserved_fraction",
-            "correction_reserved_max",
-        ),
-    )
-    hybrid.literal("policy", "hybrid-v1")
-    return EvaluationConfig(
-        schema_version=1,
-        protocol_id=top.text("protocol_id"),
-        required_policy_version=top.text("required_policy_version"),
-        evaluation_time=_evaluation_time(top),
-        dataset=_dataset(top.section("dataset", ("repository", "revision", "filename", "sha256"))),
-        pool=_pool(top),
-        confidence_policy="confidence",
-        hybrid_policy="hybrid-v1",
-        hybrid=_hybrid(hybrid),
-        qa=_qa(top),
-        statistics=_statistics(top),
-    )
-
-
-def _evaluation_time(top: Section) -> datetime:
-    value = top.raw("evaluation_time")
-    if isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            raise top.error(
-                "evaluation_time", f"must be an ISO 8601 timestamp, got {describe(value)}"
-            ) from None
-    elif isinstance(value, datetime):  # an unquoted timestamp in YAML
-        moment = value
-    else:
-        raise top.error("evaluation_time", f"must be a timestamp, got {describe(value)}")
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise top.error("evaluation_time", f"must include a time zone, got {describe(value)}")
-    return moment.astimezone(UTC)
-
-
-def _dataset(section: Section) -> DatasetPin:
-    return DatasetPin(
-        repository=section.text("repository"),
-        revision=section.text("revision", pattern=HEX_40, meaning="40 lowercase hex digits"),
-        filename=section.text("filename"),
-        sha256=section.text("sha256", pattern=HEX_64, meaning="64 lowercase hex digits"),
-    )
-
-
-def _pool(top: Section) -> PoolSettings:
-    pool = top.section(
-        "pool",
-        (
-            "size",
-            "capacities",
-            "qa_capacity",
-            "distractors",
-            "distractor_bank_size",
-            "distractor_types",
-            "distractor_min_evidence_chars",
-            "distractor_max_evidence_chars",
-            "offset_namespace",
-            "fact_order",
-        ),
-    )
-    size = pool.integer("size", minimum=2)
-    capacities = pool.integer_list("capacities", minimum=1, maximum=size - 1, unique=True)
-    qa_capacity = pool.integer("qa_capacity")
-    if qa_capacity not in capacities:
-        raise pool.error(
-            "qa_capacity", f"must be one of pool.capacities {list(capacities)}, got {qa_capacity}"
+    @property
+    def hybrid(self) -> CapacityPolicy:
+        """The production selector's ``hybrid-v1`` policy with this protocol's parameters."""
+        section = self.policies.hybrid_v1
+        return CapacityPolicy(
+            name=POLICY_HYBRID_V1,
+            confidence_weight=section.weights.confidence,
+            confirmation_weight=section.weights.confirmation,
+            access_weight=section.weights.access,
+            confirmation_half_life_days=section.confirmation_half_life_days,
+            access_half_life_days=section.access_half_life_days,
+            correction_reserved_fraction=section.correction_reserved_fraction,
+            correction_reserved_max=section.correction_reserved_max,
         )
-    distractors = pool.integer("distractors")
-    if distractors != size - 1:
-        raise pool.error("distractors", f"must equal pool.size - 1 = {size - 1}, got {distractors}")
-    bank_size = pool.integer("distractor_bank_size")
-    if bank_size < distractors:
-        raise pool.error(
-            "distractor_bank_size",
-            f"must be at least pool.distractors = {distractors}, got {bank_size}",
-        )
-    low = pool.integer("distractor_min_evidence_chars", minimum=0)
-    high = pool.integer("distractor_max_evidence_chars", minimum=0)
-    if low > high:
-        raise pool.error(
-            "distractor_max_evidence_chars",
-            f"must be at least distractor_min_evidence_chars = {low}, got {high}",
-        )
-    pool.literal("fact_order", "fact-id")
-    return PoolSettings(
-        size=size,
-        capacities=capacities,
-        qa_capacity=qa_capacity,
-        distractors=distractors,
-        distractor_bank_size=bank_size,
-        distractor_types=pool.text_list("distractor_types"),
-        distractor_min_evidence_chars=low,
-        distractor_max_evidence_chars=high,
-        offset_namespace=pool.text("offset_namespace"),
-        fact_order="fact-id",
-    )
 
 
-def _hybrid(section: Section) -> HybridSettings:
-    weights = section.section("weights", _WEIGHT_KEYS)
-    values = [weights.number(name, minimum=0.0, maximum=1.0) for name in _WEIGHT_KEYS]
-    total = values[0] + values[1] + values[2]
-    if abs(total - 1.0) > WEIGHT_TOLERANCE:
-        raise section.error(
-            "weights",
-            f"must sum to 1 (within {WEIGHT_TOLERANCE}); "
-            f"confidence {values[0]!r} + confirmation {values[1]!r} + access {values[2]!r} "
-            f"= {total!r}",
-        )
-    return HybridSettings(
-        confidence_weight=values[0],
-        confirmation_weight=values[1],
-        access_weight=values[2],
-        confirmation_half_life_days=section.integer("confirmation_half_life_days", minimum=1),
-        access_half_life_days=section.integer("access_half_life_days", minimum=1),
-        correction_reserved_fraction=section.number(
-            "correction_reserved_fraction", minimum=0.0, maximum=1.0
-        ),
-        correction_reserved_max=section.integer("correction_reserved_max", minimum=0),
-    )
+# --- the manifests --------------------------------------------------------------------------------
 
 
-def _qa(top: Section) -> QASettings:
-    qa = top.section(
-        "qa",
-        (
-            "answer_prompt",
-            "grader_version",
-            "provider",
-            "api_key_env",
-            "base_url_env",
-            "model",
-            "temperature",
-            "max_tokens",
-            "stream",
-            "timeout_seconds",
-            "max_attempts",
-            "workers",
-        ),
-    )
-    prompt = qa.section("answer_prompt", ("path", "sha256"))
-    qa.literal("provider", PROVIDER_OPENAI_COMPATIBLE)
-    if qa.boolean("stream"):
-        raise qa.error(
-            "stream", "must be false: the answer run reads each answer whole, not streamed"
-        )
-    return QASettings(
-        answer_prompt=AnswerPromptPin(
-            path=prompt.text("path"),
-            sha256=prompt.text("sha256", pattern=HEX_64, meaning="64 lowercase hex digits"),
-        ),
-        grader_version=qa.text("grader_version"),
-        provider=PROVIDER_OPENAI_COMPATIBLE,
-        api_key_env=qa.text("api_key_env"),
-        base_url_env=qa.text("base_url_env"),
-        model=qa.text("model"),
-        temperature=qa.number("temperature", minimum=0.0),
-        max_tokens=qa.integer("max_tokens", minimum=1),
-        stream=False,
-        timeout_seconds=qa.integer("timeout_seconds", minimum=1),
-        max_attempts=qa.integer("max_attempts", minimum=1),
-        workers=qa.integer("workers", minimum=1),
-    )
+def _eligible(question_type: str) -> str | None:
+    if question_type in ELIGIBLE_QUESTION_TYPES:
+        return None
+    return f"must be one of {', '.join(ELIGIBLE_QUESTION_TYPES)}, got {preview(question_type)}"
 
 
-def _statistics(top: Section) -> StatisticsSettings:
-    stats = top.section("statistics", ("bootstrap_seed", "bootstrap_iterations", "alpha"))
-    return StatisticsSettings(
-        bootstrap_seed=stats.integer("bootstrap_seed"),
-        bootstrap_iterations=stats.integer("bootstrap_iterations", minimum=1),
-        alpha=stats.number("alpha", minimum=0.0, maximum=1.0, exclusive=True),
-    )
-
-
-# --- eval/protocol/manifests.py -------------------------------------------------------------------
-
-SCENARIO_CONFIRMATION_HELP: Final = "confirmation_help"
-SCENARIO_ACCESS_HELP: Final = "access_help"
-SCENARIO_CONFIDENCE_CONTROL: Final = "confidence_control"
-SCENARIO_NOISY_SIGNAL_CONTROL: Final = "noisy_signal_control"
-SCENARIO_CORRECTION_RESERVE: Final = "correction_reserve"
-# The registered official scenarios (each has its metadata rule in cases.py).
-OFFICIAL_SCENARIOS: Final = (
-    SCENARIO_CONFIRMATION_HELP,
-    SCENARIO_ACCESS_HELP,
-    SCENARIO_CONFIDENCE_CONTROL,
-    SCENARIO_NOISY_SIGNAL_CONTROL,
-)
-ELIGIBLE_QUESTION_TYPES: Final = ("knowledge-update", "temporal-reasoning")
-# Case ids become parts of fact ids and, later, of file names: keep them plain.
-CASE_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-CASES_PER_SCENARIO: Final = 10
-SYNTHETIC_CASES: Final = 5
-MAX_LOSS_RANK: Final = 10
-
-
-def scenario_rank(scenario: str) -> tuple[int, str]:
-    """Where a scenario sorts in tables: registered ones in protocol order, others after by name."""
-    if scenario in OFFICIAL_SCENARIOS:
-        return (OFFICIAL_SCENARIOS.index(scenario), "")
-    return (len(OFFICIAL_SCENARIOS), scenario)
-
-
-class SelectionRule(NamedTuple):
+class SelectionRule(_Schema):
     """How the 40 official questions are picked from the dataset (§3.2)."""
 
-    eligible_question_types: tuple[str, ...]
-    excluded_pilot_ids: tuple[str, ...]
-    exclude_abstention_suffix: str
-    answer_min_chars: int
-    answer_max_chars: int
-    answer_excluded_substrings: tuple[str, ...]
-    evidence_min_chars: int
-    evidence_max_chars: int
-    take_per_question_type: int
-    cases_per_type_per_scenario: int
+    eligible_question_types: Annotated[
+        tuple[Annotated[Text, _rule(_eligible)], ...], _rule(_filled), _rule(_distinct)
+    ]
+    excluded_pilot_ids: Annotated[tuple[Text, ...], _rule(_distinct)]
+    exclude_abstention_suffix: Text
+    answer_min_chars: Annotated[Whole, _range(0)]
+    answer_max_chars: Whole
+    answer_excluded_substrings: Annotated[tuple[Text, ...], _rule(_distinct)]
+    evidence_min_chars: Annotated[Whole, _range(0)]
+    evidence_max_chars: Whole
+    take_per_question_type: Annotated[Whole, _range(1)]
+    cases_per_type_per_scenario: Annotated[Whole, _range(1)]
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SelectionRule:
+        for low, high in (
+            ("answer_min_chars", "answer_max_chars"),
+            ("evidence_min_chars", "evidence_max_chars"),
+        ):
+            minimum, value = getattr(self, low), getattr(self, high)
+            if value < minimum:
+                raise _Refusal(f"must be at least {minimum}, got {value}", high)
+        return self
 
 
-class OfficialManifest(NamedTuple):
-    """The pinned LongMemEval questions, grouped by scenario.
+class OfficialManifest(_Schema):
+    """The pinned LongMemEval questions, grouped by scenario (§2.2).
 
     Attributes:
         scenario_order: the order cases are built and reported in.
@@ -670,213 +650,133 @@ class OfficialManifest(NamedTuple):
         scenarios: scenario → its ten question ids, as pinned.
     """
 
-    schema_version: int
-    protocol_id: str
+    schema_version: Annotated[int, _exactly(1)]
+    protocol_id: Text
     selection: SelectionRule
-    scenario_order: tuple[str, ...]
-    loss_ranks: tuple[int, ...]
-    scenarios: Mapping[str, tuple[str, ...]]
+    scenario_order: Texts
+    loss_ranks: Annotated[
+        tuple[Annotated[Whole, _range(1, MAX_LOSS_RANK)], ...],
+        _rule(
+            lambda ranks: (
+                None
+                if len(ranks) == CASES_PER_SCENARIO
+                else f"must hold {CASES_PER_SCENARIO} values (one per case of a scenario), "
+                f"got {len(ranks)}"
+            )
+        ),
+    ]
+    scenarios: dict[str, Annotated[tuple[Identifier, ...], _rule(_filled), _rule(_distinct)]]
 
     @property
     def question_ids(self) -> tuple[str, ...]:
         """Every pinned id, scenario by scenario in ``scenario_order``."""
         return tuple(qid for name in self.scenario_order for qid in self.scenarios[name])
 
+    @field_validator("scenario_order")
+    @classmethod
+    def _registered(cls, order: tuple[str, ...]) -> tuple[str, ...]:
+        if sorted(order) != sorted(OFFICIAL_SCENARIOS):
+            raise _Refusal(
+                "must list each registered scenario exactly once "
+                f"({', '.join(OFFICIAL_SCENARIOS)}), got {list(order)}"
+            )
+        return order
 
-class SyntheticCase(NamedTuple):
+    @field_validator("scenarios", mode="before")
+    @classmethod
+    def _registered_scenarios(cls, scenarios: object) -> object:
+        """Exactly the registered scenarios, checked before their ids are."""
+        if not isinstance(scenarios, dict):
+            return scenarios  # the mapping's own check names it
+        unknown = sorted(str(name) for name in set(scenarios) - set(OFFICIAL_SCENARIOS))
+        missing = [name for name in OFFICIAL_SCENARIOS if name not in scenarios]
+        if unknown or missing:
+            problems = [f"unknown key(s) {', '.join(map(repr, unknown))}"] if unknown else []
+            problems += [f"missing key(s) {', '.join(map(repr, missing))}"] if missing else []
+            problems.append(f"expected exactly: {', '.join(OFFICIAL_SCENARIOS)}")
+            raise _Refusal("; ".join(problems))
+        return scenarios
+
+    @field_validator("scenarios")
+    @classmethod
+    def _pinned_once(cls, scenarios: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        owner: dict[str, str] = {}
+        for name in OFFICIAL_SCENARIOS:
+            ids = scenarios[name]
+            if len(ids) != CASES_PER_SCENARIO:
+                raise _Refusal(f"must hold {CASES_PER_SCENARIO} question ids, got {len(ids)}", name)
+            for position, qid in enumerate(ids):
+                if qid in owner:
+                    raise _Refusal(
+                        f"question id {qid!r} is already pinned under {owner[qid]!r}",
+                        f"{name}[{position}]",
+                    )
+                owner[qid] = name
+        return {name: scenarios[name] for name in OFFICIAL_SCENARIOS}
+
+    @model_validator(mode="after")
+    def _grouping(self) -> OfficialManifest:
+        """The rule must pick what the scenarios hold: 4 × 5 per type, 2 × 5 per scenario."""
+        rule = self.selection
+        wanted = len(OFFICIAL_SCENARIOS) * rule.cases_per_type_per_scenario
+        if rule.take_per_question_type != wanted:
+            raise _Refusal(
+                f"must equal {len(OFFICIAL_SCENARIOS)} scenarios x cases_per_type_per_scenario "
+                f"{rule.cases_per_type_per_scenario} = {wanted}, "
+                f"got {rule.take_per_question_type}",
+                "selection.take_per_question_type",
+            )
+        per_scenario = len(rule.eligible_question_types) * rule.cases_per_type_per_scenario
+        if per_scenario != CASES_PER_SCENARIO:
+            raise _Refusal(
+                f"{len(rule.eligible_question_types)} question types x "
+                f"{rule.cases_per_type_per_scenario} cases must give the {CASES_PER_SCENARIO} "
+                f"cases of a scenario, got {per_scenario}",
+                "selection.cases_per_type_per_scenario",
+            )
+        return self
+
+
+class SyntheticCase(_Schema):
     """One correction case: the support fact, the question, the expected answer."""
 
-    case_id: str
-    support_fact: str
-    question: str
-    answer: str
-    loss_rank: int
+    case_id: Identifier
+    support_fact: Text
+    question: Text
+    answer: Text
+    loss_rank: Annotated[Whole, _range(1, MAX_LOSS_RANK)]
 
 
-class SyntheticManifest(NamedTuple):
-    """The five correction cases of the ``correction_reserve`` scenario."""
+class SyntheticManifest(_Schema):
+    """The five correction cases of the ``correction_reserve`` scenario (§2.3)."""
 
-    schema_version: int
-    protocol_id: str
-    scenario: str
-    cases: tuple[SyntheticCase, ...]
-
-
-_SELECTION_KEYS: Final = (
-    "eligible_question_types",
-    "excluded_pilot_ids",
-    "exclude_abstention_suffix",
-    "answer_min_chars",
-    "answer_max_chars",
-    "answer_excluded_substrings",
-    "evidence_min_chars",
-    "evidence_max_chars",
-    "take_per_question_type",
-    "cases_per_type_per_scenario",
-)
-
-
-def parse_official_manifest(data: object, *, file: str) -> OfficialManifest:
-    """Validate a loaded official manifest.
-
-    Raises:
-        ProtocolError: the first problem found, naming ``file`` and the key.
-    """
-    top = Section(
-        data,
-        file=file,
-        key=None,
-        fields=(
-            "schema_version",
-            "protocol_id",
-            "selection",
-            "scenario_order",
-            "loss_ranks",
-            "scenarios",
+    schema_version: Annotated[int, _exactly(1)]
+    protocol_id: Text
+    scenario: Annotated[str, _exactly(SCENARIO_CORRECTION_RESERVE)]
+    cases: Annotated[
+        tuple[SyntheticCase, ...],
+        _rule(
+            lambda cases: (
+                None
+                if len(cases) == SYNTHETIC_CASES
+                else f"must be a list of {SYNTHETIC_CASES} cases, got {len(cases)}"
+            )
         ),
-    )
-    top.literal("schema_version", 1)
-    order = top.text_list("scenario_order")
-    if sorted(order) != sorted(OFFICIAL_SCENARIOS):
-        raise top.error(
-            "scenario_order",
-            f"must list each registered scenario exactly once ({', '.join(OFFICIAL_SCENARIOS)}),"
-            f" got {list(order)}",
-        )
-    loss_ranks = top.integer_list("loss_ranks", minimum=1, maximum=MAX_LOSS_RANK, unique=False)
-    if len(loss_ranks) != CASES_PER_SCENARIO:
-        raise top.error(
-            "loss_ranks",
-            f"must hold {CASES_PER_SCENARIO} values (one per case of a scenario), "
-            f"got {len(loss_ranks)}",
-        )
-    selection = _selection(top.section("selection", _SELECTION_KEYS))
-    _check_grouping(top, selection)
-    return OfficialManifest(
-        schema_version=1,
-        protocol_id=top.text("protocol_id"),
-        selection=selection,
-        scenario_order=order,
-        loss_ranks=loss_ranks,
-        scenarios=_scenarios(top),
-    )
+    ]
 
-
-def _check_grouping(top: Section, rule: SelectionRule) -> None:
-    """The rule must pick exactly what the scenarios hold: 4 × 5 per type, 2 × 5 per scenario."""
-    wanted = len(OFFICIAL_SCENARIOS) * rule.cases_per_type_per_scenario
-    if rule.take_per_question_type != wanted:
-        raise top.error(
-            "selection.take_per_question_type",
-            f"must equal {len(OFFICIAL_SCENARIOS)} scenarios x cases_per_type_per_scenario "
-            f"{rule.cases_per_type_per_scenario} = {wanted}, got {rule.take_per_question_type}",
-        )
-    per_scenario = len(rule.eligible_question_types) * rule.cases_per_type_per_scenario
-    if per_scenario != CASES_PER_SCENARIO:
-        raise top.error(
-            "selection.cases_per_type_per_scenario",
-            f"{len(rule.eligible_question_types)} question types x "
-            f"{rule.cases_per_type_per_scenario} cases must give the {CASES_PER_SCENARIO} "
-            f"cases of a scenario, got {per_scenario}",
-        )
-
-
-def _selection(section: Section) -> SelectionRule:
-    types = section.text_list("eligible_question_types")
-    for position, name in enumerate(types):
-        if name not in ELIGIBLE_QUESTION_TYPES:
-            raise ProtocolError(
-                section.file,
-                f"{section.path('eligible_question_types')}[{position}]",
-                f"must be one of {', '.join(ELIGIBLE_QUESTION_TYPES)}, got {describe(name)}",
-            )
-    answer_min = section.integer("answer_min_chars", minimum=0)
-    answer_max = section.integer("answer_max_chars", minimum=answer_min)
-    evidence_min = section.integer("evidence_min_chars", minimum=0)
-    evidence_max = section.integer("evidence_max_chars", minimum=evidence_min)
-    return SelectionRule(
-        eligible_question_types=types,
-        excluded_pilot_ids=section.text_list("excluded_pilot_ids", non_empty=False),
-        exclude_abstention_suffix=section.text("exclude_abstention_suffix"),
-        answer_min_chars=answer_min,
-        answer_max_chars=answer_max,
-        answer_excluded_substrings=section.text_list("answer_excluded_substrings", non_empty=False),
-        evidence_min_chars=evidence_min,
-        evidence_max_chars=evidence_max,
-        take_per_question_type=section.integer("take_per_question_type", minimum=1),
-        cases_per_type_per_scenario=section.integer("cases_per_type_per_scenario", minimum=1),
-    )
-
-
-def _scenarios(top: Section) -> dict[str, tuple[str, ...]]:
-    section = top.section("scenarios", OFFICIAL_SCENARIOS)
-    scenarios: dict[str, tuple[str, ...]] = {}
-    seen: dict[str, str] = {}
-    for name in OFFICIAL_SCENARIOS:
-        ids = section.text_list(name)
-        if len(ids) != CASES_PER_SCENARIO:
-            raise section.error(
-                name, f"must hold {CASES_PER_SCENARIO} question ids, got {len(ids)}"
-            )
-        for position, qid in enumerate(ids):
-            key = f"{section.path(name)}[{position}]"
-            if not CASE_ID_PATTERN.fullmatch(qid):
-                raise ProtocolError(top.file, key, f"is not a plain identifier: {describe(qid)}")
-            if qid in seen:
-                raise ProtocolError(
-                    top.file, key, f"question id {qid!r} is already pinned under {seen[qid]!r}"
+    @model_validator(mode="after")
+    def _distinct_ids(self) -> SyntheticManifest:
+        seen: set[str] = set()
+        for position, case in enumerate(self.cases):
+            if case.case_id in seen:
+                raise _Refusal(
+                    f"repeats the case id {case.case_id!r}", f"cases[{position}].case_id"
                 )
-            seen[qid] = name
-        scenarios[name] = ids
-    return scenarios
+            seen.add(case.case_id)
+        return self
 
 
-def parse_synthetic_manifest(data: object, *, file: str) -> SyntheticManifest:
-    """Validate a loaded synthetic manifest.
-
-    Raises:
-        ProtocolError: the first problem found, naming ``file`` and the key.
-    """
-    top = Section(
-        data, file=file, key=None, fields=("schema_version", "protocol_id", "scenario", "cases")
-    )
-    top.literal("schema_version", 1)
-    top.literal("scenario", SCENARIO_CORRECTION_RESERVE)
-    raw_cases = top.raw("cases")
-    if not isinstance(raw_cases, list) or len(raw_cases) != SYNTHETIC_CASES:
-        count = len(raw_cases) if isinstance(raw_cases, list) else describe(raw_cases)
-        raise top.error("cases", f"must be a list of {SYNTHETIC_CASES} cases, got {count}")
-    cases: list[SyntheticCase] = []
-    for position, raw in enumerate(raw_cases):
-        case = Section(
-            raw,
-            file=file,
-            key=f"cases[{position}]",
-            fields=("case_id", "support_fact", "question", "answer", "loss_rank"),
-        )
-        case_id = case.text(
-            "case_id", pattern=CASE_ID_PATTERN, meaning="a plain identifier ([A-Za-z0-9_.-])"
-        )
-        if any(known.case_id == case_id for known in cases):
-            raise case.error("case_id", f"repeats the case id {case_id!r}")
-        cases.append(
-            SyntheticCase(
-                case_id=case_id,
-                support_fact=case.text("support_fact"),
-                question=case.text("question"),
-                answer=case.text("answer"),
-                loss_rank=case.integer("loss_rank", minimum=1, maximum=MAX_LOSS_RANK),
-            )
-        )
-    return SyntheticManifest(
-        schema_version=1,
-        protocol_id=top.text("protocol_id"),
-        scenario=SCENARIO_CORRECTION_RESERVE,
-        cases=tuple(cases),
-    )
-
-
-# --- eval/protocol/prompt.py ----------------------------------------------------------------------
+# --- the answer prompt ----------------------------------------------------------------------------
 
 CURRENT_DATE_SECTION: Final = "{{CURRENT_DATE_SECTION}}"
 STORED_MEMORY: Final = "{{STORED_MEMORY}}"
@@ -954,9 +854,7 @@ class AnswerTemplate(NamedTuple):
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
 
-# --- eval/protocol/bundle.py ----------------------------------------------------------------------
-
-BUNDLE_DIRECTORY: Final = Path(__file__).parent / "bundled"
+# --- the bundle -----------------------------------------------------------------------------------
 
 
 class ProtocolFiles(NamedTuple):
@@ -986,14 +884,6 @@ class ProtocolArtifacts(NamedTuple):
     official_manifest_sha256: str
     synthetic_manifest_sha256: str
     answer_prompt_sha256: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "answer_prompt_sha256": self.answer_prompt_sha256,
-            "config_sha256": self.config_sha256,
-            "official_manifest_sha256": self.official_manifest_sha256,
-            "synthetic_manifest_sha256": self.synthetic_manifest_sha256,
-        }
 
 
 class Protocol(NamedTuple):
@@ -1034,11 +924,16 @@ def load_protocol(files: ProtocolFiles | None = None) -> Protocol:
     config_bytes = _read(files.config)
     official_bytes = _read(files.official_manifest)
     synthetic_bytes = _read(files.synthetic_manifest)
-    config = parse_config(_parse_yaml(files.config, config_bytes), file=str(files.config))
-    official = parse_official_manifest(
-        _parse_json(files.official_manifest, official_bytes), file=str(files.official_manifest)
+    config = validated(
+        EvaluationConfig, _parse_yaml(files.config, config_bytes), file=str(files.config)
     )
-    synthetic = parse_synthetic_manifest(
+    official = validated(
+        OfficialManifest,
+        _parse_json(files.official_manifest, official_bytes),
+        file=str(files.official_manifest),
+    )
+    synthetic = validated(
+        SyntheticManifest,
         _parse_json(files.synthetic_manifest, synthetic_bytes),
         file=str(files.synthetic_manifest),
     )
@@ -1078,7 +973,7 @@ def load_config(path: Path) -> EvaluationConfig:
     Raises:
         ProtocolError: the file is missing, unreadable or invalid.
     """
-    return parse_config(_parse_yaml(path, _read(path)), file=str(path))
+    return validated(EvaluationConfig, _parse_yaml(path, _read(path)), file=str(path))
 
 
 def _check_agreement(

@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Final, NamedTuple, cast
 
 from deermem.errors import LLMError
+from deermem.eval import PROVIDER_LOCAL
 from deermem.eval.dataset import EvaluationCase, build_cases, load_dataset
 from deermem.eval.errors import (
     AnswerRowIntegrityError,
@@ -103,7 +104,6 @@ from deermem.eval.files import (
     utc_timestamp,
     write_new_files,
 )
-from deermem.eval.grading import StatisticsParameters
 from deermem.eval.policy_run import decide
 from deermem.eval.protocol import (
     Protocol,
@@ -390,6 +390,27 @@ class LocalAnswerer:
 
     def close(self) -> None:
         """Nothing to release: the weights go with the object."""
+
+
+def answerer_for(
+    qa: QASettings,
+    provider: str,
+    *,
+    environ: Mapping[str, str],
+    model_path: Path | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Answerer:
+    """Who answers a run: the embedded model (``local``), or the endpoint the config names.
+
+    For the endpoint, its environment variables are read here, first thing.
+
+    Raises:
+        ProviderEnvironmentError: the endpoint's variables are unset, blank or unusable.
+        LLMUnavailable: ``local`` without the ``local`` extra or a model file.
+    """
+    if provider == PROVIDER_LOCAL:
+        return LocalAnswerer(qa, model_path=model_path)
+    return HttpAnswerer(qa, resolve_endpoint(qa, environ), environ=environ, sleep=sleep)
 
 
 def _answer(response: ChatResponse) -> Answer:
@@ -704,7 +725,7 @@ def run_artifacts(protocol: Protocol) -> dict[str, str]:
     The dataset's is the config's pin: every command refuses a dataset with
     any other hash, so the pin is the hash of the file the run reads.
     """
-    return {**protocol.artifacts.to_dict(), "dataset_sha256": protocol.config.dataset.sha256}
+    return {**protocol.artifacts._asdict(), "dataset_sha256": protocol.config.dataset.sha256}
 
 
 def qa_parameters(protocol: Protocol, settings: RequestSettings) -> dict[str, object]:
@@ -1023,15 +1044,8 @@ def grade_qa(protocol: Protocol, dataset: Path, directory: Path) -> QaReport:
     settings = RequestSettings.from_protocol(protocol, model=model)
     tasks = build_answer_tasks(protocol, build_cases(protocol, data), settings)
     rows = grade_answers(tasks, collect_answers(directory, tasks))
-    statistics = protocol.config.statistics
     report = build_qa_report(
-        rows,
-        protocol_id=protocol.protocol_id,
-        parameters=StatisticsParameters(
-            seed=statistics.bootstrap_seed,
-            iterations=statistics.bootstrap_iterations,
-            alpha=statistics.alpha,
-        ),
+        rows, protocol_id=protocol.protocol_id, parameters=protocol.config.statistics.parameters
     )
     write_qa_report(directory, report)
     return report

@@ -86,8 +86,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from deermem.config import MemoryConfig
 from deermem.errors import FactNotFoundError
+from deermem.eval import missing_chart_module
 from deermem.eval.errors import ProtocolError
-from deermem.eval.report import POLICY_COLOURS, figure_png
+from deermem.eval.files import POLICY_COLOURS, figure_png
 from deermem.learning.apply import apply_response
 from deermem.learning.confirm import REINFORCEMENT_SIGNAL
 from deermem.learning.limits import MAX_NEW_FACTS
@@ -97,6 +98,7 @@ from deermem.learning.settings import UpdateSettings
 from deermem.library.regret import PolicyRegret
 from deermem.memory import Memory
 from deermem.policy import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
+from deermem.store.markdown.atomic import atomic_write
 from deermem.store.regret_records import REGRET_KINDS
 
 # TYPE_CHECKING
@@ -104,7 +106,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-# --- the parameters ----------------------------------------------------------------------------
+# --- the parameters -------------------------------------------------------------------------------
 
 BUNDLED_PARAMS: Final = "replay-params.yaml"
 
@@ -269,7 +271,7 @@ def load_params(path: Path | None = None) -> LoadedParams:
     return LoadedParams(params, source, hashlib.sha256(data).hexdigest())
 
 
-# --- the workload ------------------------------------------------------------------------------
+# --- the workload ---------------------------------------------------------------------------------
 
 START: Final = datetime(2026, 1, 1, tzinfo=UTC)
 """When every workload's traffic begins."""
@@ -543,7 +545,7 @@ class _User:
         return Search(" ".join(words), key, needed)
 
 
-# --- the paired bootstrap over seeds -----------------------------------------------------------
+# --- the paired bootstrap over seeds --------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -591,7 +593,7 @@ def paired_interval(
     return Interval(math.fsum(differences) / count, low, high)
 
 
-# --- the driver --------------------------------------------------------------------------------
+# --- the driver -----------------------------------------------------------------------------------
 
 _LABELS: Final = {"scope": "user", "durability": "durable", "authority": "descriptive"}
 _REASON: Final = "the user said so in this session"
@@ -845,9 +847,11 @@ def cells_of(runs: Sequence[CellRun], policy: str, cap: int) -> list[CellRun]:
     return sorted((r for r in runs if (r.policy, r.cap) == (policy, cap)), key=lambda r: r.seed)
 
 
-# --- the results -------------------------------------------------------------------------------
+# --- the results ----------------------------------------------------------------------------------
 
 RESULTS_SCHEMA: Final = "deermem.replay/1"
+REPLAY_FILES: Final = ("replay.json", "replay.md", "replay.png")
+"""What :func:`write_results` writes."""
 _TRAFFIC_STEPS: Final = (2, 5, 10, 20, 50, 100)
 
 
@@ -891,6 +895,24 @@ def summarize(runs: Sequence[CellRun], loaded: LoadedParams) -> dict[str, Any]:
         "traffic": traffic,
         "perSeed": [_per_seed(run) for run in sorted(runs, key=_order)],
     }
+
+
+def write_results(directory: Path, results: dict[str, Any]) -> str | None:
+    """Write ``replay.json``, ``replay.md`` and, with matplotlib, ``replay.png``.
+
+    Each file atomically; the caller has refused a directory that holds them
+    already, before the replay ran.
+
+    Returns:
+        The module the chart needs but cannot import, or ``None`` when it was drawn.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write(directory / "replay.json", encode_results(results))
+    atomic_write(directory / "replay.md", render_markdown(results).encode())
+    missing = missing_chart_module()
+    if missing is None:
+        atomic_write(directory / "replay.png", render_chart(results))
+    return missing
 
 
 def encode_results(results: dict[str, Any]) -> bytes:

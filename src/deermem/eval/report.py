@@ -12,29 +12,23 @@ a report cannot show a number its rows do not support — accuracy per suite
 and scenario, the 2×2 table of each suite, McNemar's exact p and the paired
 bootstrap interval.
 
-It is deterministic: the Markdown holds no time but the runs', and every chart
-is drawn the same way — matplotlib's default style, the fonts bundled with
-matplotlib, a fixed resolution, no software or time stamp in the file — so two
-reports of one directory are byte-identical. matplotlib (with numpy, Pillow
-and fontTools) is far larger than the memory library, so it is not a
-dependency of deermem: ``pip install 'deermem[eval]'`` adds it. Without it the
-Markdown is written alone and says how to get the charts
-(:func:`missing_chart_module`). The replay and ``deermem regret --chart`` draw
-their charts with :func:`figure_png` too.
+It is deterministic: the Markdown holds no time but the runs', and the charts
+are drawn reproducibly (:func:`deermem.eval.files.figure_png`), so two reports
+of one directory are byte-identical. Without matplotlib (the ``eval`` extra)
+the Markdown is written alone and says how to get the charts.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from deermem.eval import policy_run
+from deermem.eval import CHARTS_EXTRA, policy_run
 from deermem.eval.errors import EvaluationError
-from deermem.eval.files import write_new_files
+from deermem.eval.files import POLICY_COLOURS, figure_png, write_new_files
 from deermem.eval.grading import DEFAULT_PARAMETERS, PairedComparison, StatisticsParameters
 from deermem.eval.policy_run import (
     RetentionRow,
@@ -53,41 +47,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-# --- charts ---------------------------------------------------------------------------------------
-
-CHARTS_EXTRA: Final = "pip install 'deermem[eval]'"
-"""How to install what the charts need."""
-POLICY_COLOURS: Final = {"confidence": "#7f7f7f", "hybrid-v1": "#1f6fb4"}
-"""Each policy's colour, the same in every chart."""
-
-
-def missing_chart_module() -> str | None:
-    """The module the charts need but cannot import, or ``None`` when they can be drawn."""
-    try:
-        # The import figure_png needs; matplotlib, numpy and Pillow come with it.
-        from matplotlib.backends import backend_agg  # noqa: F401
-    except ModuleNotFoundError as error:
-        return error.name or "matplotlib"
-    return None
-
-
-def figure_png(width: float, height: float, draw: Callable[[Figure], None]) -> bytes:
-    """Draw a ``width`` × ``height`` inch figure with ``draw`` and return it as PNG bytes.
-
-    Raises:
-        ModuleNotFoundError: matplotlib is not installed (see :func:`missing_chart_module`).
-    """
-    import matplotlib.style  # the optional extra: imported only to draw
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    with matplotlib.style.context("default"):
-        figure = Figure(figsize=(width, height), dpi=100, layout="constrained")
-        FigureCanvasAgg(figure)
-        draw(figure)
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
+# --- a chart in Markdown --------------------------------------------------------------------------
 
 
 def chart_reference(description: str, file: str | None) -> str:
@@ -461,7 +421,7 @@ def write_report(
             QA results, or what it holds cannot be read or does not verify.
         ResultsExistError: a report is already there (nothing is overwritten).
         ModuleNotFoundError: ``charts`` is true but matplotlib is not installed
-            (:func:`~deermem.eval.report.missing_chart_module` tells
+            (:func:`~deermem.eval.missing_chart_module` tells
             beforehand).
     """
     has_policy = (run_dir / policy_run.SUMMARY_FILE).exists() or (

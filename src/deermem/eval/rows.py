@@ -62,7 +62,7 @@ from deermem.eval.grading import (
 )
 from deermem.policy import POLICIES
 
-# --- graded rows -------------------------------------------------------------------------------
+# --- graded rows ----------------------------------------------------------------------------------
 
 ROW_SCHEMA_VERSION: Final = 1
 
@@ -403,7 +403,7 @@ def _row_label(data: object) -> str:
     return f"row {row_id}" if row_id else "row (without a valid row_id)"
 
 
-# --- the summary and the statistics ------------------------------------------------------------
+# --- the summary and the statistics ---------------------------------------------------------------
 
 ROWS_FILE: Final = "qa.rows.jsonl"
 SUMMARY_FILE: Final = "qa.summary.json"

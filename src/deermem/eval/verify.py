@@ -72,7 +72,7 @@ from deermem.eval.rows import (
 )
 from deermem.policy import POLICIES
 
-# --- what a verification found -----------------------------------------------------------------
+# --- what a verification found --------------------------------------------------------------------
 
 RESULT_FILES: Final = (ROWS_FILE, SUMMARY_FILE, STATS_FILE, MARKER_FILE)
 """The files of a QA results directory, in the order they are checked and reported."""
@@ -170,7 +170,7 @@ class VerificationReport:
         }
 
 
-# --- where two JSON documents differ -----------------------------------------------------------
+# --- where two JSON documents differ --------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +297,7 @@ def _excerpt(line: str, limit: int = 60) -> str:
     return repr(line) if len(line) <= limit else repr(line[: limit - 3] + "...")
 
 
-# --- the rows, line by line --------------------------------------------------------------------
+# --- the rows, line by line -----------------------------------------------------------------------
 
 Report = Callable[[FieldProblem, int | None], None]
 
@@ -443,7 +443,7 @@ def _check_fingerprints(rows: list[QaRow], lines: dict[str, int], report: Report
             )
 
 
-# --- every check -------------------------------------------------------------------------------
+# --- every check ----------------------------------------------------------------------------------
 
 _MAX_FINDINGS_PER_FILE: Final = 50
 
@@ -477,7 +477,7 @@ class _Collector:
 def verify_results(
     directory: Path | str,
     *,
-    parameters: StatisticsParameters = DEFAULT_PARAMETERS,
+    parameters: StatisticsParameters | None = None,
     expected_sha256: Mapping[str, str] | None = None,
 ) -> VerificationReport:
     """Verify a QA results directory (see the module docstring for every check).
@@ -485,7 +485,8 @@ def verify_results(
     Args:
         directory: the directory holding ``qa.rows.jsonl``, ``qa.summary.json``,
             ``qa.stats.json`` and optionally ``qa_run.json``.
-        parameters: the protocol's bootstrap parameters.
+        parameters: the protocol's bootstrap parameters (default: the reproduction
+            protocol's, :data:`~deermem.eval.grading.DEFAULT_PARAMETERS`).
         expected_sha256: file name → SHA-256 (lowercase hex) the file must have,
             for results whose hashes were published. Only a hash pins the fields
             no figure is derived from (``usage``, ``attempts``, the rank order of
@@ -511,7 +512,7 @@ def verify_results(
     if rows_text is not None:
         rows = check_rows_text(rows_text, lambda problem, line: found.add(ROWS_FILE, problem, line))
     run = _check_run(texts[MARKER_FILE], found)
-    derived = _derive(rows, run, texts, found, parameters)
+    derived = _derive(rows, run, texts, found, parameters or DEFAULT_PARAMETERS)
     if derived is not None:
         _compare_derived(derived, rows_text, run, texts, found)
     findings = found.result()
@@ -669,7 +670,7 @@ def _statuses(
     return statuses
 
 
-# --- the summary a person reads ----------------------------------------------------------------
+# --- the summary a person reads -------------------------------------------------------------------
 
 
 def render_verification(report: VerificationReport) -> str:
