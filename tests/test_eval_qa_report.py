@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -192,7 +193,7 @@ def test_check_rows_needs_one_capacity_and_some_rows() -> None:
 
 
 def test_summary_groups_by_source_scenario_policy() -> None:
-    groups = [group.to_dict() for group in summarize(small_rows())]
+    groups = [asdict(group) for group in summarize(small_rows())]
     assert groups == [
         {"accuracy": 0.5, "cases": 2, "correct": 1, "policy": "confidence",
          "scenario": "access_help", "source": "longmemeval"},

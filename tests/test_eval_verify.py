@@ -61,7 +61,7 @@ def test_rendered_summary_of_the_published_results() -> None:
 
 
 def test_json_form_of_the_published_results() -> None:
-    data = json.loads(json.dumps(verify_results(published_results()).to_dict()))
+    data = json.loads(json.dumps(verify_results(published_results()).model_dump()))
     assert data["ok"] is True
     assert data["findings"] == []
     assert data["suites"]["overall"]["correct"] == {"confidence": 24, "hybrid-v1": 40}
@@ -473,7 +473,7 @@ def assert_findings_are_well_formed(report: VerificationReport) -> None:
         # Private text planted by a tamper must never be repeated by the report.
         for secret in (PRIVATE_QUESTION, PRIVATE_REFERENCE, PRIVATE_SCENARIO, FAKE_KEY):
             assert secret not in text
-    assert json.loads(json.dumps(report.to_dict()))["ok"] is False
+    assert json.loads(json.dumps(report.model_dump()))["ok"] is False
 
 
 def test_row_findings_name_the_line(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_the_bundled_parameters_load_and_say_where_they_came_from() -> None:
     assert loaded.source == "bundled"
     assert len(loaded.sha256) == 64
     assert loaded.params.caps == (25, 50, 100)
-    assert loaded.params.to_dict()["caps"] == [25, 50, 100]
+    assert loaded.params.model_dump(mode="json")["caps"] == [25, 50, 100]
     quick = loaded.params.quickened()
     assert (quick.seeds, quick.users, quick.days) == (3, 1, 60)
     assert quick.caps == loaded.params.caps

@@ -441,7 +441,7 @@ def verify(
         parameters = load_config(config).statistics.parameters
     report = verify_results(results_dir, parameters=parameters, expected_sha256=expected)
     if as_json:
-        print_json(report.to_dict())
+        print_json(report.model_dump())
     else:
         typer.echo(render_verification(report), nl=False)
     if not report.ok:

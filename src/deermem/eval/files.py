@@ -274,12 +274,14 @@ class FieldProblem:
         expected: what the schema asks for.
         actual: what was found, described without echoing suspect text.
         row: the ``row_id`` (or ``case <id>``) the problem belongs to, when known.
+        line: the line of the file it was found on, when it has one.
     """
 
     field: str
     expected: str
     actual: str
     row: str | None = None
+    line: int | None = None
 
     def __str__(self) -> str:
         where = f"{self.row}: " if self.row else ""

@@ -279,7 +279,10 @@ DEFAULT_PARAMETERS = StatisticsParameters()
 
 @dataclass(frozen=True, slots=True)
 class McNemarTest:
-    """The 2×2 table of a paired comparison and its exact two-sided p value."""
+    """The 2×2 table of a paired comparison and its exact two-sided p value.
+
+    Its fields are the keys of a suite's ``mcnemar`` object in ``qa.stats.json``.
+    """
 
     both_correct: int
     both_wrong: int
@@ -287,20 +290,13 @@ class McNemarTest:
     only_second_correct: int
     p_value: float
 
-    def to_dict(self) -> dict[str, object]:
-        """The ``mcnemar`` object of ``qa.stats.json``."""
-        return {
-            "both_correct": self.both_correct,
-            "both_wrong": self.both_wrong,
-            "only_first_correct": self.only_first_correct,
-            "only_second_correct": self.only_second_correct,
-            "p_value": self.p_value,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class BootstrapInterval:
-    """The observed accuracy difference (second − first) and its percentile interval."""
+    """The observed accuracy difference (second − first) and its percentile interval.
+
+    Its fields are the keys of a suite's ``bootstrap`` object in ``qa.stats.json``.
+    """
 
     mean_difference: float
     lower: float
@@ -309,21 +305,10 @@ class BootstrapInterval:
     iterations: int
     alpha: float
 
-    def to_dict(self) -> dict[str, object]:
-        """The ``bootstrap`` object of ``qa.stats.json``."""
-        return {
-            "alpha": self.alpha,
-            "iterations": self.iterations,
-            "lower": self.lower,
-            "mean_difference": self.mean_difference,
-            "seed": self.seed,
-            "upper": self.upper,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class PairedComparison:
-    """Both statistics for one suite of cases."""
+    """Both statistics for one suite of cases (``asdict``: a suite of ``qa.stats.json``)."""
 
     cases: int
     mcnemar: McNemarTest
@@ -338,14 +323,6 @@ class PairedComparison:
     def second_correct(self) -> int:
         """Cases the second policy answered correctly."""
         return self.mcnemar.both_correct + self.mcnemar.only_second_correct
-
-    def to_dict(self) -> dict[str, object]:
-        """One suite of ``qa.stats.json``."""
-        return {
-            "bootstrap": self.bootstrap.to_dict(),
-            "cases": self.cases,
-            "mcnemar": self.mcnemar.to_dict(),
-        }
 
 
 def mcnemar_p_value(only_first: int, only_second: int) -> float:

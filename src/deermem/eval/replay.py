@@ -73,16 +73,24 @@ import math
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
 from deermem.config import MemoryConfig
 from deermem.errors import FactNotFoundError
@@ -216,10 +224,6 @@ class ReplayParams(_Strict):
     def quickened(self) -> ReplayParams:
         """These parameters with ``quick``'s seeds, users and days."""
         return self.model_copy(update=self.quick.model_dump())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The parameters as JSON-ready data (ranges as lists), as the results record them."""
-        return self.model_dump(mode="json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -550,7 +554,7 @@ class _User:
 
 @dataclass(frozen=True, slots=True)
 class Interval:
-    """A mean difference and its bootstrap interval."""
+    """A mean difference and its bootstrap interval (``asdict``: its form in the results)."""
 
     mean: float
     low: float
@@ -560,9 +564,6 @@ class Interval:
     def excludes_zero(self) -> bool:
         """Whether the interval says which policy is ahead."""
         return self.low > 0.0 or self.high < 0.0
-
-    def to_dict(self) -> dict[str, float]:
-        return {"mean": self.mean, "low": self.low, "high": self.high}
 
 
 def paired_interval(
@@ -599,32 +600,31 @@ _LABELS: Final = {"scope": "user", "durability": "durable", "authority": "descri
 _REASON: Final = "the user said so in this session"
 
 
-@dataclass(frozen=True, slots=True)
-class Counts:
-    """One policy's evictions and regret in one cell, summed over the users."""
+class Counts(BaseModel):
+    """One policy's evictions and regret in one cell, summed over the users.
+
+    ``model_dump(by_alias=True)`` is its form in the results (``regretRate``).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     evictions: int = 0
     regretted: int = 0
-    events: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(REGRET_KINDS, 0))
+    events: dict[str, int] = Field(default_factory=lambda: {str(kind): 0 for kind in REGRET_KINDS})
 
+    @computed_field(alias="regretRate")  # type: ignore[prop-decorator]
     @property
     def rate(self) -> float | None:
+        """Regretted evictions over evictions; ``None`` when nothing was evicted."""
         return self.regretted / self.evictions if self.evictions else None
 
-    def plus(self, row: PolicyRegret) -> Counts:
+    def plus(self, other: Counts | PolicyRegret) -> Counts:
+        """These counts with ``other``'s added (one user's report, or another cell's counts)."""
         return Counts(
-            self.evictions + row.evictions,
-            self.regretted + row.regretted,
-            {kind: self.events[kind] + row.events.get(kind, 0) for kind in REGRET_KINDS},
+            evictions=self.evictions + other.evictions,
+            regretted=self.regretted + other.regretted,
+            events={kind: self.events[kind] + other.events.get(kind, 0) for kind in REGRET_KINDS},
         )
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "evictions": self.evictions,
-            "regretted": self.regretted,
-            "regretRate": self.rate,
-            "events": dict(self.events),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -888,7 +888,7 @@ def summarize(runs: Sequence[CellRun], loaded: LoadedParams) -> dict[str, Any]:
             )
     return {
         "schema": RESULTS_SCHEMA,
-        "params": params.to_dict(),
+        "params": params.model_dump(mode="json"),
         "paramsSha256": loaded.sha256,
         "cells": cells,
         "differences": differences,
@@ -1008,21 +1008,17 @@ def _cell(cap: int, policy: str, runs: Sequence[CellRun]) -> dict[str, Any]:
         "needs": needs,
         "retained": retained,
         "retention": retained / needs if needs else None,
-        **active.to_dict(),
+        **active.model_dump(by_alias=True),
         "shadow": None
         if not shadows
-        else {"policy": POLICY_HYBRID_V1, **_total(shadows).to_dict()},
+        else {"policy": POLICY_HYBRID_V1, **_total(shadows).model_dump(by_alias=True)},
     }
 
 
-def _total(counts: Any) -> Counts:
+def _total(counts: Iterable[Counts]) -> Counts:
     total = Counts()
     for item in counts:
-        total = Counts(
-            total.evictions + item.evictions,
-            total.regretted + item.regretted,
-            {kind: total.events[kind] + item.events[kind] for kind in REGRET_KINDS},
-        )
+        total = total.plus(item)
     return total
 
 
@@ -1032,9 +1028,15 @@ def _differences(
     boot = loaded.params.bootstrap
 
     def interval(values: Sequence[float], others: Sequence[float]) -> dict[str, float]:
-        return paired_interval(
-            values, others, iterations=boot.iterations, confidence=boot.confidence, seed=boot.seed
-        ).to_dict()
+        return asdict(
+            paired_interval(
+                values,
+                others,
+                iterations=boot.iterations,
+                confidence=boot.confidence,
+                seed=boot.seed,
+            )
+        )
 
     return {
         "retention": interval([_retention(r) for r in first], [_retention(r) for r in second]),
@@ -1058,8 +1060,8 @@ def _per_seed(run: CellRun) -> dict[str, Any]:
         "policy": run.policy,
         "needs": run.needs,
         "retained": run.retained,
-        **run.active.to_dict(),
-        "shadow": None if run.shadow is None else run.shadow.to_dict(),
+        **run.active.model_dump(by_alias=True),
+        "shadow": None if run.shadow is None else run.shadow.model_dump(by_alias=True),
     }
 
 

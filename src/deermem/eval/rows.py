@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final, Union, cast
 
@@ -125,33 +125,9 @@ class QaRow:
     usage: Mapping[str, int]
     schema_version: int = ROW_SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, object]:
-        """The row as published (keys are sorted when serialised)."""
-        return {
-            "attempts": self.attempts,
-            "capacity": self.capacity,
-            "case_id": self.case_id,
-            "grade_correct": self.grade_correct,
-            "grade_rule": self.grade_rule,
-            "grader_version": self.grader_version,
-            "kept_fact_ids": list(self.kept_fact_ids),
-            "policy": self.policy,
-            "prediction": self.prediction,
-            "question_type": self.question_type,
-            "request_fingerprint": self.request_fingerprint,
-            "response_model": self.response_model,
-            "row_id": self.row_id,
-            "scenario": self.scenario,
-            "schema_version": self.schema_version,
-            "source": self.source,
-            "support_all_retained": self.support_all_retained,
-            "support_recall": self.support_recall,
-            "usage": dict(self.usage),
-        }
-
     def to_json_line(self) -> str:
         """The row's exact line in ``qa.rows.jsonl``, newline included."""
-        return jsonl_line(self.to_dict())
+        return jsonl_line(asdict(self))
 
     @classmethod
     def from_dict(cls, data: object) -> QaRow:
@@ -420,29 +396,21 @@ _CASE_FIELDS: Final = ("source", "scenario", "question_type", "capacity")
 
 @dataclass(frozen=True, slots=True)
 class SummaryGroup:
-    """Accuracy of one policy on one scenario."""
+    """Accuracy of one policy on one scenario: an entry of ``groups`` in ``qa.summary.json``.
+
+    Its fields are the entry's keys (:func:`dataclasses.asdict`); ``accuracy``
+    is derived, correct answers over cases.
+    """
 
     source: str
     scenario: str
     policy: str
     cases: int
     correct: int
+    accuracy: float = field(init=False)
 
-    @property
-    def accuracy(self) -> float:
-        """Correct answers over cases."""
-        return self.correct / self.cases
-
-    def to_dict(self) -> dict[str, object]:
-        """One entry of ``groups`` in ``qa.summary.json``."""
-        return {
-            "accuracy": self.accuracy,
-            "cases": self.cases,
-            "correct": self.correct,
-            "policy": self.policy,
-            "scenario": self.scenario,
-            "source": self.source,
-        }
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "accuracy", self.correct / self.cases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -582,7 +550,7 @@ def summary_document(
     """The ``qa.summary.json`` document for these groups."""
     return {
         "grader_version": GRADER_VERSION,
-        "groups": [group.to_dict() for group in groups],
+        "groups": [asdict(group) for group in groups],
         "protocol_id": protocol_id,
         "qa_capacity": capacity,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -598,7 +566,7 @@ def statistics_document(
         "policies": list(POLICIES),
         "protocol_id": protocol_id,
         "schema_version": REPORT_SCHEMA_VERSION,
-        "suites": {suite: comparison.to_dict() for suite, comparison in comparisons.items()},
+        "suites": {suite: asdict(comparison) for suite, comparison in comparisons.items()},
     }
 
 

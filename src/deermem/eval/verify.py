@@ -49,9 +49,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, computed_field
 
 from deermem.eval.errors import ResultRowsError
 from deermem.eval.files import FieldProblem, describe_value, document_text, jsonl_line
@@ -108,21 +110,9 @@ class Finding:
             where += f" ({self.row})" if self.row.startswith("case ") else f" (row {self.row})"
         return f"{where}: {self.field}: expected {self.expected}, got {self.actual}"
 
-    def to_dict(self) -> dict[str, object]:
-        """The JSON form of the finding."""
-        return {
-            "actual": self.actual,
-            "expected": self.expected,
-            "field": self.field,
-            "file": self.file,
-            "line": self.line,
-            "row": self.row,
-        }
 
-
-@dataclass(frozen=True, slots=True)
-class VerificationReport:
-    """The outcome of :func:`verify_results`.
+class VerificationReport(BaseModel):
+    """The outcome of :func:`verify_results`; ``model_dump()`` is its JSON form.
 
     Attributes:
         directory: the verified directory, as given.
@@ -133,67 +123,56 @@ class VerificationReport:
             ``"not checked"`` (it could not be derived because the rows failed)
             or ``"absent"`` (``qa_run.json`` is optional).
         derived: the report re-derived from the rows, when they allowed it; its
-            numbers are the ones to quote.
+            numbers are the ones to quote (in the JSON form, as ``suites``).
     """
+
+    model_config = ConfigDict(frozen=True)
 
     directory: str
     findings: tuple[Finding, ...]
     rows: int
-    files: Mapping[str, str]
-    derived: QaReport | None
+    files: dict[str, str]
+    derived: InstanceOf[QaReport] | None = Field(exclude=True)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
         """Whether every check passed."""
         return not self.findings
 
-    def to_dict(self) -> dict[str, object]:
-        """The JSON form: status, files, findings and the re-derived suites."""
-        suites: dict[str, object] | None = None
-        if self.derived is not None:
-            suites = {}
-            for suite, comparison in self.derived.comparisons.items():
-                entry = comparison.to_dict()
-                entry["correct"] = dict(
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def suites(self) -> dict[str, dict[str, object]] | None:
+        """Each suite's statistics re-derived from the rows, with each policy's correct answers."""
+        if self.derived is None:
+            return None
+        return {
+            suite: {
+                **asdict(comparison),
+                "correct": dict(
                     zip(
                         POLICIES, (comparison.first_correct, comparison.second_correct), strict=True
                     )
-                )
-                suites[suite] = entry
-        return {
-            "directory": self.directory,
-            "files": dict(self.files),
-            "findings": [finding.to_dict() for finding in self.findings],
-            "ok": self.ok,
-            "rows": self.rows,
-            "suites": suites,
+                ),
+            }
+            for suite, comparison in self.derived.comparisons.items()
         }
 
 
 # --- where two JSON documents differ --------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Difference:
-    """One difference: a JSON path or layout label, expected and actual, maybe a line."""
-
-    field: str
-    expected: str
-    actual: str
-    line: int | None = None
-
-
-def document_differences(expected_text: str, actual_text: str) -> list[Difference]:
+def document_differences(expected_text: str, actual_text: str) -> list[FieldProblem]:
     """All differences between the expected document text and the published one."""
     if expected_text == actual_text:
         return []
     try:
         actual = json.loads(actual_text, object_pairs_hook=_reject_duplicate_keys)
     except _DuplicateKeyError as error:
-        return [Difference(error.key, "the key once", "the key twice in one object")]
+        return [FieldProblem(error.key, "the key once", "the key twice in one object")]
     except json.JSONDecodeError as error:
         found = f"invalid JSON ({error.msg} at line {error.lineno} column {error.colno})"
-        return [Difference("(document)", "valid JSON", found, error.lineno)]
+        return [FieldProblem("(document)", "valid JSON", found, line=error.lineno)]
     expected = json.loads(expected_text)
     differences = _content_differences(expected, actual, "")
     if differences:
@@ -204,10 +183,10 @@ def document_differences(expected_text: str, actual_text: str) -> list[Differenc
     return [first_text_difference(expected_text, actual_text)]
 
 
-def first_text_difference(expected_text: str, actual_text: str) -> Difference:
+def first_text_difference(expected_text: str, actual_text: str) -> FieldProblem:
     """The first line where two texts differ, or their ends if only those do."""
     if expected_text.rstrip("\n") == actual_text.rstrip("\n"):
-        return Difference(
+        return FieldProblem(
             "(end of file)",
             _newline_count(expected_text),
             _newline_count(actual_text),
@@ -216,10 +195,10 @@ def first_text_difference(expected_text: str, actual_text: str) -> Difference:
     actual_lines = actual_text.split("\n")
     for number, (want, got) in enumerate(zip(expected_lines, actual_lines, strict=False), 1):
         if want != got:
-            return Difference("(layout)", _excerpt(want), _excerpt(got), number)
+            return FieldProblem("(layout)", _excerpt(want), _excerpt(got), line=number)
     number = min(len(expected_lines), len(actual_lines)) + 1
-    return Difference(
-        "(layout)", f"{len(expected_lines)} lines", f"{len(actual_lines)} lines", number
+    return FieldProblem(
+        "(layout)", f"{len(expected_lines)} lines", f"{len(actual_lines)} lines", line=number
     )
 
 
@@ -238,43 +217,47 @@ def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]
     return result
 
 
-def _content_differences(expected: object, actual: object, path: str) -> list[Difference]:
+def _content_differences(expected: object, actual: object, path: str) -> list[FieldProblem]:
     where = path or "(document)"
     if type(expected) is not type(actual):
-        return [Difference(where, describe_value(expected), describe_value(actual))]
+        return [FieldProblem(where, describe_value(expected), describe_value(actual))]
     if isinstance(expected, dict) and isinstance(actual, dict):
-        differences: list[Difference] = []
+        differences: list[FieldProblem] = []
         for key in expected:
             child = f"{path}.{key}" if path else key
             if key not in actual:
-                differences.append(Difference(child, describe_value(expected[key]), "no such key"))
+                differences.append(
+                    FieldProblem(child, describe_value(expected[key]), "no such key")
+                )
             else:
                 differences.extend(_content_differences(expected[key], actual[key], child))
         for key in actual:
             if key not in expected:
                 child = f"{path}.{key}" if path else key
                 hidden = describe_value(actual[key], reveal=False)
-                differences.append(Difference(child, "no such key", hidden))
+                differences.append(FieldProblem(child, "no such key", hidden))
         return differences
     if isinstance(expected, list) and isinstance(actual, list):
         differences = []
         if len(expected) != len(actual):
-            differences.append(Difference(where, f"{len(expected)} items", f"{len(actual)} items"))
+            differences.append(
+                FieldProblem(where, f"{len(expected)} items", f"{len(actual)} items")
+            )
         for index, (want, got) in enumerate(zip(expected, actual, strict=False)):
             differences.extend(_content_differences(want, got, f"{path}[{index}]"))
         return differences
     if expected != actual:
-        return [Difference(where, describe_value(expected), describe_value(actual))]
+        return [FieldProblem(where, describe_value(expected), describe_value(actual))]
     return []
 
 
-def _key_order_differences(value: object, path: str) -> list[Difference]:
+def _key_order_differences(value: object, path: str) -> list[FieldProblem]:
     if isinstance(value, dict):
         keys = list(value)
         if keys != sorted(keys):
             where = f"{path} (key order)" if path else "(key order)"
-            return [Difference(where, ", ".join(sorted(keys)), ", ".join(keys))]
-        found: list[Difference] = []
+            return [FieldProblem(where, ", ".join(sorted(keys)), ", ".join(keys))]
+        found: list[FieldProblem] = []
         for key, child in value.items():
             found.extend(_key_order_differences(child, f"{path}.{key}" if path else key))
         return found
@@ -456,11 +439,13 @@ class _Collector:
     counts: dict[str, int] = field(default_factory=dict)
 
     def add(self, file: str, problem: FieldProblem, line: int | None = None) -> None:
+        """Record ``problem`` of ``file``, at ``line`` (default: the problem's own line)."""
         count = self.counts.get(file, 0) + 1
         self.counts[file] = count
         if count <= _MAX_FINDINGS_PER_FILE:
+            where = problem.line if line is None else line
             self.findings.append(
-                Finding(file, problem.field, problem.expected, problem.actual, problem.row, line)
+                Finding(file, problem.field, problem.expected, problem.actual, problem.row, where)
             )
 
     def result(self) -> tuple[Finding, ...]:
@@ -501,7 +486,9 @@ def verify_results(
     if not root.is_dir():
         found.add("(directory)", FieldProblem("path", "a results directory", "no such directory"))
         files = dict.fromkeys(RESULT_FILES, "missing")
-        return VerificationReport(str(directory), found.result(), 0, files, None)
+        return VerificationReport(
+            directory=str(directory), findings=found.result(), rows=0, files=files, derived=None
+        )
     texts = {
         name: _read(root / name, name, found, required=name != MARKER_FILE) for name in RESULT_FILES
     }
@@ -517,7 +504,13 @@ def verify_results(
         _compare_derived(derived, rows_text, run, texts, found)
     findings = found.result()
     statuses = _statuses(texts, findings, derived is not None)
-    return VerificationReport(str(directory), findings, len(rows.rows), statuses, derived)
+    return VerificationReport(
+        directory=str(directory),
+        findings=findings,
+        rows=len(rows.rows),
+        files=statuses,
+        derived=derived,
+    )
 
 
 def _read(path: Path, name: str, found: _Collector, *, required: bool) -> str | None:
@@ -572,11 +565,7 @@ def _check_run(text: str | None, found: _Collector) -> dict[str, object] | None:
     for problem in problems:
         found.add(MARKER_FILE, problem)
     for difference in document_differences(document_text(data), text):
-        found.add(
-            MARKER_FILE,
-            FieldProblem(difference.field, difference.expected, difference.actual),
-            difference.line,
-        )
+        found.add(MARKER_FILE, difference)
     return data if not problems and isinstance(data, dict) else None
 
 
@@ -641,8 +630,7 @@ def _compare_derived(
         if text is None:
             continue
         for difference in document_differences(expected[name], text):
-            problem = FieldProblem(difference.field, difference.expected, difference.actual)
-            found.add(name, problem, difference.line)
+            found.add(name, difference)
     if run is not None:
         qa = run.get("qa")
         capacity = qa.get("capacity") if isinstance(qa, dict) else None
