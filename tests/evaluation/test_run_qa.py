@@ -180,6 +180,25 @@ def test_git_is_null_outside_a_checkout(
     assert load_json(output / "qa_run.json")["git"] is None
 
 
+def test_a_run_made_outside_a_checkout_resumes_and_grades(
+    eval_cli: Runner,
+    bundle: Bundle,
+    prepared: Prepared,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A marker whose git is null (deermem installed from a wheel) is the run's own marker."""
+    monkeypatch.setattr(provenance, "PACKAGE_DIRECTORY", tmp_path)
+    output = tmp_path / "run"
+    with serving(Oracle(prepared.cases, tasks_for(bundle, prepared.cases))) as server:
+        _point_at(monkeypatch, server.url)
+        assert eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))[0] == 0
+        code, out, err = eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))
+    assert (code, out) == (0, "answer rows: 90 reused, 0 called, 0 failed\n"), err
+    code, _, err = eval_cli("grade-qa", *bundle.args(), "--output-dir", str(output))
+    assert code == 0, err
+
+
 # --- the provider's environment ---------------------------------------------------------------
 
 

@@ -35,7 +35,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Final, Union, cast
+from typing import Annotated, Any, Final, cast, get_args
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 from deermem.eval.errors import ResultRowsError
 from deermem.eval.files import (
@@ -606,104 +610,174 @@ def write_qa_report(directory: Path, report: QaReport) -> tuple[Path, ...]:
 
 RUN_SCHEMA_VERSION: Final = 2
 
-_GIT_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_MARKER_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,99})?")
-_SECRET = re.compile(r"\bsk-[A-Za-z0-9_-]{6,}|\bBearer\s+\S", re.IGNORECASE)
+_GIT_COMMIT: Final = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+_SECRET: Final = re.compile(r"\bsk-[A-Za-z0-9_-]{6,}|\bBearer\s+\S", re.IGNORECASE)
+# Fields whose bad values might be private text (a path, a name, a key): described, never quoted.
+_HIDDEN: Final = frozenset(
+    {
+        "dataset.filename",
+        "dataset.repository",
+        "protocol_id",
+        "qa.api_key_env",
+        "qa.base_url_env",
+        "qa.model",
+    }
+)
 
 
-def _text(pattern: re.Pattern[str]) -> Callable[[object], bool]:
-    return lambda value: isinstance(value, str) and pattern.fullmatch(value) is not None
+def _anchored(pattern: re.Pattern[str] | str) -> str:
+    """A pattern the whole value must match."""
+    return f"^({pattern if isinstance(pattern, str) else pattern.pattern})$"
 
 
-def _integer(minimum: int) -> Callable[[object], bool]:
-    return lambda value: type(value) is int and value >= minimum
+def _exact(expected: object) -> BeforeValidator:
+    """This value, of this type: ``2.0`` and ``True`` are not ``2``."""
+
+    def validate(value: object) -> object:
+        if type(value) is not type(expected) or value != expected:
+            raise ValueError("not the value the schema pins")
+        return value
+
+    return BeforeValidator(validate)
 
 
-def _number(minimum: float) -> Callable[[object], bool]:
-    return lambda value: type(value) in (int, float) and value >= minimum  # type: ignore[operator]
+def _float(value: object) -> object:
+    """A float as written: ``0`` is not the temperature ``0.0`` a request sends."""
+    if type(value) is not float:
+        raise ValueError("not a float")
+    return value
 
 
-# A leaf is (check, what is expected, whether a bad value may be quoted).
-_Leaf = tuple[Callable[[object], bool], str, bool]
-_Spec = Mapping[str, Union[_Leaf, "_Spec"]]
+def _described(description: str, **constraints: Any) -> Any:
+    """A field's constraints and what it expects, as a problem states it (``expected ...``)."""
+    return Field(description=description, **constraints)
 
-_HASH: Final[_Leaf] = (_text(SHA256), "64 lowercase hex digits", True)
 
-_RUN_SPEC: Final[_Spec] = {
-    "artifacts": {
-        "answer_prompt_sha256": _HASH,
-        "config_sha256": _HASH,
-        "dataset_sha256": _HASH,
-        "official_manifest_sha256": _HASH,
-        "synthetic_manifest_sha256": _HASH,
-    },
-    "created_at": (_text(_MARKER_TIMESTAMP), "an ISO UTC timestamp ending in Z", True),
-    "dataset": {
-        "filename": (_text(IDENTIFIER), "a file name", False),
-        "repository": (_text(_REPOSITORY), "a repository name", False),
-        "revision": (_text(_GIT_COMMIT), "a 40-digit lowercase hex revision", True),
-        "sha256": _HASH,
-    },
-    "git": {
-        "dirty": (lambda v: v is None or isinstance(v, bool), "true, false or null", True),
-        "head": (lambda v: v is None or _text(_GIT_COMMIT)(v), "a commit hash or null", True),
-    },
-    "protocol_id": (_text(IDENTIFIER), "an identifier", False),
-    "qa": {
-        "api_key_env": (_text(_ENV_NAME), "an environment variable name", False),
-        "base_url_env": (_text(_ENV_NAME), "an environment variable name", False),
-        "capacity": (_integer(1), "an integer ≥ 1", True),
-        "grader_version": (lambda v: v == GRADER_VERSION, f'"{GRADER_VERSION}"', True),
-        "max_attempts": (_integer(1), "an integer ≥ 1", True),
-        "max_tokens": (_integer(1), "an integer ≥ 1", True),
-        "model": (_text(MODEL_NAME), "a model name", False),
-        "stream": (lambda v: isinstance(v, bool), "true or false", True),
-        "temperature": (lambda v: type(v) is float and v >= 0.0, "a float ≥ 0.0", True),
-        "timeout_seconds": (_number(1), "a number ≥ 1", True),
-        "workers": (_integer(1), "an integer ≥ 1", True),
-    },
-    "schema_version": (lambda v: type(v) is int and v == RUN_SCHEMA_VERSION, "2", True),
-}
+_Hash = Annotated[str, _described("64 lowercase hex digits", pattern=_anchored(SHA256))]
+_EnvName = Annotated[
+    str, _described("an environment variable name", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+]
+_AtLeastOne = Annotated[int, _described("an integer ≥ 1", ge=1)]
+
+
+class _MarkerPart(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+
+
+class _MarkerArtifacts(_MarkerPart):
+    answer_prompt_sha256: _Hash
+    config_sha256: _Hash
+    dataset_sha256: _Hash
+    official_manifest_sha256: _Hash
+    synthetic_manifest_sha256: _Hash
+
+
+class _MarkerDataset(_MarkerPart):
+    filename: Annotated[str, _described("a file name", pattern=_anchored(IDENTIFIER))]
+    repository: Annotated[
+        str,
+        _described(
+            "a repository name",
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,99})?$",
+        ),
+    ]
+    revision: Annotated[str, _described("a 40-digit lowercase hex revision", pattern=_GIT_COMMIT)]
+    sha256: _Hash
+
+
+class _MarkerGit(_MarkerPart):
+    dirty: Annotated[bool | None, _described("true, false or null")]
+    head: Annotated[str | None, _described("a commit hash or null", pattern=_GIT_COMMIT)]
+
+
+class _MarkerQa(_MarkerPart):
+    api_key_env: _EnvName
+    base_url_env: _EnvName
+    capacity: _AtLeastOne
+    grader_version: Annotated[str, _exact(GRADER_VERSION), _described(f'"{GRADER_VERSION}"')]
+    max_attempts: _AtLeastOne
+    max_tokens: _AtLeastOne
+    model: Annotated[str, _described("a model name", pattern=_anchored(MODEL_NAME))]
+    stream: Annotated[bool, _described("true or false")]
+    temperature: Annotated[float, BeforeValidator(_float), _described("a float ≥ 0.0", ge=0.0)]
+    timeout_seconds: Annotated[float, _described("a number ≥ 1", ge=1)]
+    workers: _AtLeastOne
+
+
+class RunMarker(_MarkerPart):
+    """The run marker ``qa_run.json``: which protocol files and QA settings a run directory has.
+
+    ``git`` is ``null`` when the run was not made from a git checkout (deermem
+    installed from a wheel).
+    """
+
+    artifacts: _MarkerArtifacts
+    created_at: Annotated[
+        str,
+        _described(
+            "an ISO UTC timestamp ending in Z",
+            pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
+        ),
+    ]
+    dataset: _MarkerDataset
+    git: Annotated[_MarkerGit | None, _described("a JSON object or null")]
+    protocol_id: Annotated[str, _described("an identifier", pattern=_anchored(IDENTIFIER))]
+    qa: _MarkerQa
+    schema_version: Annotated[int, _exact(RUN_SCHEMA_VERSION), _described(str(RUN_SCHEMA_VERSION))]
 
 
 def run_problems(data: object) -> list[FieldProblem]:
-    """Every way ``data`` (the parsed marker) breaks the ``qa_run.json`` schema."""
-    problems = _object_problems(data, _RUN_SPEC, "")
+    """Every way ``data`` (the parsed marker) breaks the ``qa_run.json`` schema.
+
+    A problem names the dotted key and what its field expects; a found value is
+    quoted unless it might be private text. Any string that looks like a
+    credential is a problem wherever it is, and the dataset's hash must be the
+    one the artifacts list.
+    """
+    try:
+        marker: RunMarker | None = RunMarker.model_validate(data)
+        problems: list[FieldProblem] = []
+    except ValidationError as error:
+        marker = None
+        problems = [_marker_problem(detail) for detail in error.errors(include_url=False)]
     problems.extend(_secret_problems(data, ""))
-    if not problems and isinstance(data, dict):
-        dataset_hash = data["dataset"]["sha256"]
-        if data["artifacts"]["dataset_sha256"] != dataset_hash:
-            expected = f"{describe_value(dataset_hash)} (dataset.sha256)"
-            found = describe_value(data["artifacts"]["dataset_sha256"])
-            problems.append(FieldProblem("artifacts.dataset_sha256", expected, found))
+    if (
+        marker is not None
+        and not problems
+        and marker.artifacts.dataset_sha256 != marker.dataset.sha256
+    ):
+        expected = f"{describe_value(marker.dataset.sha256)} (dataset.sha256)"
+        found = describe_value(marker.artifacts.dataset_sha256)
+        problems.append(FieldProblem("artifacts.dataset_sha256", expected, found))
     return problems
 
 
-def _object_problems(value: object, spec: _Spec, path: str) -> list[FieldProblem]:
-    where = path or "(document)"
-    if not isinstance(value, dict):
-        return [FieldProblem(where, "a JSON object", describe_value(value, reveal=False))]
-    problems: list[FieldProblem] = []
-    for key, rule in spec.items():
-        child = f"{path}.{key}" if path else key
-        if key not in value:
-            problems.append(FieldProblem(child, "a value", "no such key"))
-        elif isinstance(rule, Mapping):
-            problems.extend(_object_problems(value[key], rule, child))
-        else:
-            check, expected, reveal = rule
-            if not check(value[key]):
-                problems.append(
-                    FieldProblem(child, expected, describe_value(value[key], reveal=reveal))
-                )
-    for key in value:
-        if key not in spec:
-            child = f"{path}.{key}" if path else str(key)
-            hidden = describe_value(value[key], reveal=False)
-            problems.append(FieldProblem(child, "no such key", hidden))
-    return problems
+def _marker_problem(detail: ErrorDetails) -> FieldProblem:
+    where = ".".join(str(part) for part in detail["loc"])
+    found = detail["input"]
+    if detail["type"] == "missing":
+        return FieldProblem(where, "a value", "no such key")
+    if detail["type"] == "extra_forbidden":
+        return FieldProblem(where, "no such key", describe_value(found, reveal=False))
+    if detail["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        return FieldProblem(
+            where or "(document)", "a JSON object", describe_value(found, reveal=False)
+        )
+    expected = _marker_field(detail["loc"]).description or detail["msg"]
+    return FieldProblem(where, expected, describe_value(found, reveal=where not in _HIDDEN))
+
+
+def _marker_field(location: tuple[int | str, ...]) -> FieldInfo:
+    """The marker field at a dotted location (each step a section of the marker)."""
+    section: type[BaseModel] = RunMarker
+    for part in location[:-1]:
+        annotation = section.model_fields[str(part)].annotation
+        section = next(
+            arg
+            for arg in (annotation, *get_args(annotation))
+            if isinstance(arg, type) and issubclass(arg, BaseModel)
+        )
+    return section.model_fields[str(location[-1])]
 
 
 def _secret_problems(value: object, path: str) -> list[FieldProblem]:
