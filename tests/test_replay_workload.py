@@ -94,6 +94,16 @@ def test_a_file_that_is_not_a_mapping_is_refused(tmp_path: Path, content: str) -
         load_params(tmp_path / "missing.yaml")
 
 
+def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    """The evaluation's one YAML reader: the last of two values is not quietly taken."""
+    path = tmp_path / "params.yaml"
+    text = yaml.safe_dump(bundled(), sort_keys=False)
+    path.write_text(text.replace("seeds: 20\n", "seeds: 20\nseeds: 2\n", 1), "utf-8")
+    with pytest.raises(ProtocolError, match="is given twice") as refused:
+        load_params(path)
+    assert (refused.value.file, refused.value.key) == (str(path), "seeds")
+
+
 # --- the workload -----------------------------------------------------------------
 
 

@@ -92,6 +92,7 @@ __all__ = [
     "load_config",
     "load_protocol",
     "load_yaml",
+    "parse_yaml",
     "scenario_rank",
     "validated",
 ]
@@ -925,7 +926,7 @@ def load_protocol(files: ProtocolFiles | None = None) -> Protocol:
     official_bytes = _read(files.official_manifest)
     synthetic_bytes = _read(files.synthetic_manifest)
     config = validated(
-        EvaluationConfig, _parse_yaml(files.config, config_bytes), file=str(files.config)
+        EvaluationConfig, parse_yaml(str(files.config), config_bytes), file=str(files.config)
     )
     official = validated(
         OfficialManifest,
@@ -947,7 +948,7 @@ def load_protocol(files: ProtocolFiles | None = None) -> Protocol:
             "qa.answer_prompt.sha256",
             f"pins {config.qa.answer_prompt.sha256} but {prompt_path} has SHA-256 {prompt_sha256}",
         )
-    template = AnswerTemplate.parse(_decode(prompt_path, prompt_bytes), file=str(prompt_path))
+    template = AnswerTemplate.parse(_decode(str(prompt_path), prompt_bytes), file=str(prompt_path))
     return Protocol(
         config=config,
         official=official,
@@ -973,7 +974,7 @@ def load_config(path: Path) -> EvaluationConfig:
     Raises:
         ProtocolError: the file is missing, unreadable or invalid.
     """
-    return validated(EvaluationConfig, _parse_yaml(path, _read(path)), file=str(path))
+    return validated(EvaluationConfig, parse_yaml(str(path), _read(path)), file=str(path))
 
 
 def _check_agreement(
@@ -1051,25 +1052,26 @@ def _read(path: Path) -> bytes:
         ) from None
 
 
-def _decode(path: Path, data: bytes) -> str:
+def _decode(file: str, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ProtocolError(str(path), None, f"is not UTF-8 text (byte {error.start})") from None
+        raise ProtocolError(file, None, f"is not UTF-8 text (byte {error.start})") from None
 
 
-def _parse_yaml(path: Path, data: bytes) -> object:
+def parse_yaml(file: str, data: bytes) -> object:
+    """A YAML file's document (:func:`load_yaml`); a problem is a :class:`ProtocolError`."""
     try:
-        return load_yaml(_decode(path, data))
+        return load_yaml(_decode(file, data))
     except YAMLSyntaxError as error:
-        raise ProtocolError(str(path), None, f"is not valid YAML: {error}") from None
+        raise ProtocolError(file, None, f"is not valid YAML: {error}") from None
     except RepeatedKeyError as error:
-        raise ProtocolError(str(path), error.key, str(error)) from None
+        raise ProtocolError(file, error.key, str(error)) from None
 
 
 def _parse_json(path: Path, data: bytes) -> object:
     try:
-        return json.loads(_decode(path, data))
+        return json.loads(_decode(str(path), data))
     except json.JSONDecodeError as error:
         raise ProtocolError(
             str(path),

@@ -81,7 +81,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -97,6 +96,7 @@ from deermem.errors import FactNotFoundError
 from deermem.eval import missing_chart_module
 from deermem.eval.errors import ProtocolError
 from deermem.eval.files import POLICY_COLOURS, figure_png
+from deermem.eval.protocol import parse_yaml
 from deermem.learning.apply import apply_response
 from deermem.learning.confirm import REINFORCEMENT_SIGNAL
 from deermem.learning.limits import MAX_NEW_FACTS
@@ -257,10 +257,7 @@ def load_params(path: Path | None = None) -> LoadedParams:
             data = path.read_bytes()
         except OSError as error:
             raise ProtocolError(source, None, f"cannot be read: {error.strerror}") from None
-    try:
-        raw = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as error:
-        raise ProtocolError(source, None, f"not valid YAML: {error}") from None
+    raw = parse_yaml(source, data)  # the evaluation's one YAML reader: a key given twice is refused
     if not isinstance(raw, dict):
         raise ProtocolError(source, None, "expected a mapping of parameters")
     try:
