@@ -54,6 +54,11 @@ from deermem.eval.protocol import (
 from deermem.eval.rows import SOURCE_LONGMEMEVAL, SOURCE_SYNTHETIC
 from deermem.model import format_timestamp
 
+__all__ = [
+    "build_cases",
+    "load_dataset",
+]
+
 # --- the dataset file -----------------------------------------------------------------------------
 
 _CHUNK: Final = 1 << 20

@@ -50,21 +50,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
-    "IDENTIFIER",
-    "MODEL_NAME",
     "POLICY_COLOURS",
-    "ROW_ID",
-    "SHA256",
-    "FieldProblem",
-    "describe_value",
-    "document_text",
-    "ensure_absent",
     "figure_png",
-    "git_state",
-    "jsonl_line",
-    "replace_file",
-    "utc_timestamp",
-    "write_new_files",
 ]
 
 IDENTIFIER: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")

@@ -65,6 +65,13 @@ from typing import Final, NamedTuple
 
 from deermem.eval.errors import GradingError, StatisticsError
 
+__all__ = [
+    "DEFAULT_PARAMETERS",
+    "GRADER_VERSION",
+    "StatisticsParameters",
+    "grade_answer",
+]
+
 # --- the grader -----------------------------------------------------------------------------------
 
 GRADER_VERSION: Final = "deterministic-overlap-v1"

@@ -49,6 +49,16 @@ from deermem.policy import (
     select_facts_for_capacity,
 )
 
+__all__ = [
+    "RetentionTable",
+    "format_plain",
+    "policy_summary",
+    "retention_table",
+    "run_and_write",
+    "run_policy",
+    "short_policy",
+]
+
 # --- the run and its files ------------------------------------------------------------------------
 
 SCHEMA_VERSION: Final = 1

@@ -75,26 +75,11 @@ except ImportError:  # PyYAML built without libyaml: the same rules in Python
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 __all__ = [
-    "OFFICIAL_SCENARIOS",
-    "SCENARIO_ACCESS_HELP",
-    "SCENARIO_CONFIDENCE_CONTROL",
-    "SCENARIO_CONFIRMATION_HELP",
-    "SCENARIO_CORRECTION_RESERVE",
-    "SCENARIO_NOISY_SIGNAL_CONTROL",
-    "EvaluationConfig",
-    "OfficialManifest",
-    "PoolSettings",
     "Protocol",
     "ProtocolFiles",
-    "QASettings",
-    "SelectionRule",
     "bundled_protocol_files",
     "load_config",
     "load_protocol",
-    "load_yaml",
-    "parse_yaml",
-    "scenario_rank",
-    "validated",
 ]
 
 BUNDLE_DIRECTORY: Final = Path(__file__).parent / "bundled"

@@ -126,7 +126,18 @@ from deermem.eval.rows import (
 from deermem.llm import ChatMessage, ChatResponse, LocalModel, OpenAICompatibleModel, RetryPolicy
 from deermem.policy import POLICIES
 
-# --- the tasks
+__all__ = [
+    "AnswerOutcome",
+    "HttpAnswerer",
+    "LocalAnswerer",
+    "answerer_for",
+    "build_answer_tasks",
+    "grade_qa",
+    "resolve_endpoint",
+    "run_qa",
+]
+
+# --- the tasks ------------------------------------------------------------------------------------
 
 ROW_ID_SEPARATOR: Final = "__"
 
@@ -250,7 +261,7 @@ def build_answer_tasks(
     return tuple(tasks)
 
 
-# --- who answers
+# --- who answers ----------------------------------------------------------------------------------
 
 RETRY_PAUSE_SECONDS: Final = 2.0
 """The pause before every retry, fixed by the protocol (reference §4.2)."""
@@ -422,7 +433,7 @@ def _answer(response: ChatResponse) -> Answer:
     )
 
 
-# --- stored answers
+# --- stored answers -------------------------------------------------------------------------------
 
 RESPONSES_DIRECTORY: Final = "responses"
 RESPONSE_SCHEMA_VERSION: Final = 1
@@ -706,7 +717,7 @@ _CHECKS: Final[dict[str, tuple[_Check, str]]] = {
 }
 
 
-# --- the run marker
+# --- the run marker -------------------------------------------------------------------------------
 
 
 ARTIFACT_FILES: Final = {
@@ -869,7 +880,7 @@ def _paths(protocol: Protocol) -> dict[str, str]:
     }
 
 
-# --- run-qa
+# --- run-qa ---------------------------------------------------------------------------------------
 
 NEW_DIRECTORY = "use a new output directory"
 
@@ -1017,7 +1028,7 @@ def _answer_one(directory: Path, task: AnswerTask, answerer: Answerer) -> Answer
     return AnswerOutcome(task, answer.attempts, None)
 
 
-# --- grade-qa
+# --- grade-qa -------------------------------------------------------------------------------------
 
 MAX_LISTED_PROBLEMS: Final = 30
 _REFUSE: Final = "refusing to grade"

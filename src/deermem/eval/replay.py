@@ -113,6 +113,17 @@ from deermem.store.regret_records import REGRET_KINDS
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+__all__ = [
+    "REPLAY_FILES",
+    "CellRun",
+    "encode_results",
+    "load_params",
+    "render_markdown",
+    "replay_all",
+    "summarize",
+    "write_results",
+]
+
 
 # --- the parameters -------------------------------------------------------------------------------
 

@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+__all__ = [
+    "write_report",
+]
+
 # --- a chart in Markdown --------------------------------------------------------------------------
 
 

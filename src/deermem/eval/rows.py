@@ -66,6 +66,13 @@ from deermem.eval.grading import (
 )
 from deermem.policy import POLICIES
 
+__all__ = [
+    "AnswerToGrade",
+    "build_qa_report",
+    "grade_answer_row",
+    "write_qa_report",
+]
+
 # --- graded rows ----------------------------------------------------------------------------------
 
 ROW_SCHEMA_VERSION: Final = 1

@@ -74,6 +74,13 @@ from deermem.eval.rows import (
 )
 from deermem.policy import POLICIES
 
+__all__ = [
+    "RESULT_FILES",
+    "VerificationReport",
+    "render_verification",
+    "verify_results",
+]
+
 # --- what a verification found --------------------------------------------------------------------
 
 RESULT_FILES: Final = (ROWS_FILE, SUMMARY_FILE, STATS_FILE, MARKER_FILE)
