@@ -48,13 +48,12 @@ def answer_all(dataset: Path, protocol: list[str], directory: Path) -> None:
     """A complete run-qa directory: 90 answers over HTTP from the scripted oracle."""
     from tests.evaluation.qa_support import Oracle, serving
 
+    from deermem.eval.answerers import HttpAnswerer, resolve_endpoint
     from deermem.eval.dataset import build_cases, load_dataset
     from deermem.eval.protocol import ProtocolFiles, load_protocol
     from deermem.eval.qa import (
-        HttpAnswerer,
         RequestSettings,
         build_answer_tasks,
-        resolve_endpoint,
         run_qa,
     )
 

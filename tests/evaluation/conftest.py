@@ -9,10 +9,11 @@ from typing import NamedTuple
 import pytest
 
 from deermem.cli import main
+from deermem.eval.answerers import HttpAnswerer, resolve_endpoint
 from deermem.eval.dataset import Dataset, EvaluationCase, build_cases, load_dataset
 from deermem.eval.policy_run import PolicyOutcome, run_policy
 from deermem.eval.protocol import Protocol, ProtocolFiles, load_protocol
-from deermem.eval.qa import AnswerTask, HttpAnswerer, QaRunSummary, resolve_endpoint, run_qa
+from deermem.eval.qa import AnswerTask, QaRunSummary, run_qa
 from tests.evaluation.longmemeval_data import (
     build_rows,
     copy_protocol,

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from deermem.eval.answerers import HttpAnswerer, resolve_endpoint
 from deermem.eval.dataset import build_cases, load_dataset
 from deermem.eval.protocol import load_protocol
 from deermem.eval.qa import (
-    HttpAnswerer,
     RequestSettings,
     build_answer_tasks,
     request_fingerprint,
     request_payload,
-    resolve_endpoint,
 )
 from deermem.llm import ChatMessage, OpenAICompatibleModel
 from deermem.llm import request_fingerprint as llm_request_fingerprint

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from deermem.eval.answerers import LocalAnswerer
 from deermem.eval.dataset import build_cases, load_dataset
-from deermem.eval.qa import Answer, LocalAnswerer, write_response
+from deermem.eval.qa import Answer, write_response
 from deermem.eval.verify import verify_results
 from tests.evaluation.conftest import Runner
 from tests.evaluation.longmemeval_data import build_rows, write_dataset

@@ -284,13 +284,13 @@ def run_qa(
     failures: an answer is reused only if it provably answers the task
     recomputed now. Exit status 1 if any call failed.
     """
-    from deermem.eval import qa  # lazy
+    from deermem.eval import answerers, qa  # lazy
 
     path = require_dataset(ctx, dataset)
     if provider is not Provider.LOCAL and model_path is not None:
         ctx.fail("--model-path applies to --provider local only")
     protocol = load_named_protocol(config, official_manifest, synthetic_manifest)
-    answerer = qa.answerer_for(  # the endpoint's variables, before the dataset
+    answerer = answerers.answerer_for(  # the endpoint's variables, before the dataset
         protocol.config.qa,
         provider,
         environ=os.environ,

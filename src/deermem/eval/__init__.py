@@ -21,8 +21,10 @@ Its modules, bottom up, each with one job:
 * :mod:`~deermem.eval.dataset` — the pinned dataset, the selection and the
   45 cases;
 * :mod:`~deermem.eval.policy_run` — ``run-policy`` and the retention table;
-* :mod:`~deermem.eval.qa` — ``run-qa`` and ``grade-qa``: tasks, who
-  answers, stored answers, the run marker;
+* :mod:`~deermem.eval.qa` — ``run-qa`` and ``grade-qa``: tasks, stored
+  answers, the run marker;
+* :mod:`~deermem.eval.answerers` — who answers a run: an OpenAI-compatible
+  endpoint, or the embedded model;
 * :mod:`~deermem.eval.verify` — ``verify``: published results re-derived
   from their rows and compared byte for byte;
 * :mod:`~deermem.eval.report` — ``report``: Markdown and charts for people;
