@@ -37,7 +37,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -302,3 +302,69 @@ def _json_type(value: object) -> str:
     if isinstance(value, dict):
         return "object"
     return "string"
+
+
+Rule = tuple[Callable[[object], bool], str]
+"""A field's rule in a flat record: whether a value keeps it, and what it expects."""
+
+
+def record_problems(
+    data: Mapping[str, object],
+    rules: Mapping[str, Rule],
+    *,
+    record: str,
+    shown: Callable[[str, object], str],
+) -> list[FieldProblem]:
+    """Every way ``data`` breaks a flat record's schema (its keys are those of ``rules``).
+
+    Missing keys are one problem; each unknown key is one, its value described
+    by shape only; then each field that breaks its rule, its value as
+    ``shown(key, value)`` describes it.
+    """
+    problems: list[FieldProblem] = []
+    missing = [key for key in rules if key not in data]
+    if missing:
+        problems.append(
+            FieldProblem("(keys)", f"every key of {record}", "missing " + ", ".join(missing))
+        )
+    for key in sorted(set(data) - set(rules)):
+        problems.append(
+            FieldProblem(
+                key_label(key),
+                f"no such key ({record} has only its {len(rules)} keys)",
+                describe_value(data[key], reveal=False),
+            )
+        )
+    for key, (valid, expected) in rules.items():
+        if key in data and not valid(data[key]):
+            problems.append(FieldProblem(key, expected, shown(key, data[key])))
+    return problems
+
+
+def key_label(key: str) -> str:
+    """An unexpected key, quoted if it looks like a key and shortened otherwise."""
+    return repr(key) if IDENTIFIER.fullmatch(key) else f"(a key of {len(key)} characters)"
+
+
+def is_count(minimum: int) -> Callable[[object], bool]:
+    """A whole number (not a flag) of at least ``minimum``."""
+    return lambda value: type(value) is int and value >= minimum
+
+
+def matching(pattern: re.Pattern[str]) -> Callable[[object], bool]:
+    """A string the whole of which ``pattern`` matches."""
+    return lambda value: isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def clean_usage(usage: Mapping[str, object]) -> dict[str, int]:
+    """The token counts a file may publish: non-negative whole numbers under plain names."""
+    return {
+        key: value
+        for key, value in sorted(usage.items())
+        if IDENTIFIER.fullmatch(key) and type(value) is int and value >= 0
+    }
+
+
+def is_usage(value: object) -> bool:
+    """Token counts holding nothing :func:`clean_usage` would drop."""
+    return isinstance(value, dict) and clean_usage(value) == value

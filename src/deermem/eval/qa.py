@@ -83,10 +83,16 @@ from deermem.eval.files import (
     ROW_ID,
     SHA256,
     FieldProblem,
+    Rule,
+    clean_usage,
     describe_value,
     document_text,
     ensure_absent,
     git_state,
+    is_count,
+    is_usage,
+    matching,
+    record_problems,
     replace_file,
     utc_timestamp,
     write_new_files,
@@ -273,26 +279,8 @@ class Answerer(typing.Protocol):
 
 RESPONSES_DIRECTORY: Final = "responses"
 RESPONSE_SCHEMA_VERSION: Final = 1
-RESPONSE_KEYS: Final = (
-    "attempts",
-    "capacity",
-    "case_id",
-    "created_at",
-    "kept_fact_ids",
-    "policy",
-    "prediction",
-    "request_fingerprint",
-    "response_model",
-    "row_id",
-    "scenario",
-    "schema_version",
-    "source",
-    "usage",
-)
 IDENTITY_FIELDS: Final = ("row_id", "case_id", "source", "scenario", "policy", "capacity")
 """The fields that say which task a stored answer belongs to."""
-
-_Check = Callable[[object], bool]
 
 # Stored answers are written by utc_timestamp: microseconds always shown.
 _ANSWER_TIMESTAMP: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
@@ -362,15 +350,6 @@ def response_path(directory: Path, row_id: str) -> Path:
     if not ROW_ID.fullmatch(row_id):
         raise EvaluationError(f"row id {row_id!r} cannot name a response file")
     return directory / RESPONSES_DIRECTORY / f"{row_id}.json"
-
-
-def clean_usage(usage: Mapping[str, int]) -> dict[str, int]:
-    """The token counts a row may publish: non-negative integers under plain names."""
-    return {
-        key: value
-        for key, value in sorted(usage.items())
-        if IDENTIFIER.fullmatch(key) and type(value) is int and value >= 0
-    }
 
 
 def clean_model_name(model: str | None) -> str | None:
@@ -487,35 +466,13 @@ def _task_problems(data: Mapping[str, object], task: AnswerTask) -> list[FieldPr
 
 
 def _schema_problems(data: Mapping[str, object]) -> list[FieldProblem]:
-    problems: list[FieldProblem] = []
-    missing = [key for key in RESPONSE_KEYS if key not in data]
-    if missing:
-        problems.append(
-            FieldProblem("(keys)", "every response key", "missing " + ", ".join(missing))
-        )
-    for key in sorted(set(data) - set(RESPONSE_KEYS)):
-        shown = repr(key) if IDENTIFIER.fullmatch(key) else f"(a key of {len(key)} characters)"
-        problems.append(FieldProblem(shown, "no such key", describe_value(data[key], reveal=False)))
-    for key, (valid, wanted) in _CHECKS.items():
-        if key in data and not valid(data[key]):
-            problems.append(FieldProblem(key, wanted, _shown(data[key])))
-    return problems
-
-
-def _is_int(minimum: int) -> _Check:
-    return lambda value: type(value) is int and value >= minimum
-
-
-def _matches(pattern: re.Pattern[str]) -> _Check:
-    return lambda value: isinstance(value, str) and pattern.fullmatch(value) is not None
-
-
-def _is_usage(value: object) -> bool:
-    return isinstance(value, dict) and clean_usage(value) == value
+    return record_problems(
+        data, _CHECKS, record="a stored answer", shown=lambda _key, value: _shown(value)
+    )
 
 
 def _is_id_list(value: object) -> bool:
-    return isinstance(value, list) and all(_matches(IDENTIFIER)(item) for item in value)
+    return isinstance(value, list) and all(matching(IDENTIFIER)(item) for item in value)
 
 
 def _shown(value: object) -> str:
@@ -529,28 +486,31 @@ def _shown(value: object) -> str:
     return describe_value(value, reveal=False)
 
 
-_CHECKS: Final[dict[str, tuple[_Check, str]]] = {
-    "attempts": (_is_int(1), "an integer ≥ 1"),
-    "capacity": (_is_int(1), "an integer ≥ 1"),
-    "case_id": (_matches(IDENTIFIER), "an identifier"),
-    "created_at": (_matches(_ANSWER_TIMESTAMP), "an ISO UTC timestamp with microseconds and Z"),
+_CHECKS: Final[dict[str, Rule]] = {
+    "attempts": (is_count(1), "an integer ≥ 1"),
+    "capacity": (is_count(1), "an integer ≥ 1"),
+    "case_id": (matching(IDENTIFIER), "an identifier"),
+    "created_at": (matching(_ANSWER_TIMESTAMP), "an ISO UTC timestamp with microseconds and Z"),
     "kept_fact_ids": (_is_id_list, "a list of fact ids"),
-    "policy": (_matches(IDENTIFIER), "a policy name"),
+    "policy": (matching(IDENTIFIER), "a policy name"),
     "prediction": (lambda value: isinstance(value, str), "a string"),
-    "request_fingerprint": (_matches(SHA256), "64 lowercase hex digits"),
+    "request_fingerprint": (matching(SHA256), "64 lowercase hex digits"),
     "response_model": (
-        lambda value: value is None or _matches(MODEL_NAME)(value),
+        lambda value: value is None or matching(MODEL_NAME)(value),
         "a model name or null",
     ),
-    "row_id": (_matches(ROW_ID), "a row id"),
-    "scenario": (_matches(IDENTIFIER), "an identifier"),
+    "row_id": (matching(ROW_ID), "a row id"),
+    "scenario": (matching(IDENTIFIER), "an identifier"),
     "schema_version": (
         lambda value: type(value) is int and value == RESPONSE_SCHEMA_VERSION,
         str(RESPONSE_SCHEMA_VERSION),
     ),
-    "source": (_matches(IDENTIFIER), "an identifier"),
-    "usage": (_is_usage, "an object of non-negative integer token counts"),
+    "source": (matching(IDENTIFIER), "an identifier"),
+    "usage": (is_usage, "an object of non-negative integer token counts"),
 }
+
+RESPONSE_KEYS: Final = tuple(_CHECKS)
+"""The keys of a stored answer, sorted."""
 
 
 # --- the run marker -------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ and checks it (:mod:`deermem.eval.qa`); ``verify`` checks it here.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, cast, get_args
@@ -48,9 +48,14 @@ from deermem.eval.files import (
     ROW_ID,
     SHA256,
     FieldProblem,
+    Rule,
     describe_value,
     document_text,
+    is_count,
+    is_usage,
     jsonl_line,
+    matching,
+    record_problems,
     write_new_files,
 )
 from deermem.eval.grading import (
@@ -88,28 +93,6 @@ SUITES: Final = (*SUITE_OF_SOURCE.values(), OVERALL)
 """The suites results are reported in, kept apart on purpose: ``official`` (the
 LongMemEval questions) and ``synthetic`` (our correction cases) measure
 different things; ``overall`` pools them."""
-
-ROW_KEYS: Final = (
-    "attempts",
-    "capacity",
-    "case_id",
-    "grade_correct",
-    "grade_rule",
-    "grader_version",
-    "kept_fact_ids",
-    "policy",
-    "prediction",
-    "question_type",
-    "request_fingerprint",
-    "response_model",
-    "row_id",
-    "scenario",
-    "schema_version",
-    "source",
-    "support_all_retained",
-    "support_recall",
-    "usage",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,28 +231,12 @@ def row_problems(data: object) -> list[FieldProblem]:
     """Every way ``data`` (a parsed JSON value) fails to be a valid graded row."""
     if not isinstance(data, dict):
         return [FieldProblem("(row)", "a JSON object", describe_value(data, reveal=False))]
-    problems: list[FieldProblem] = []
-    missing = [key for key in ROW_KEYS if key not in data]
-    if missing:
-        problems.append(
-            FieldProblem("(keys)", "all 19 schema keys", "missing " + ", ".join(missing))
-        )
-    for key in sorted(set(data) - set(ROW_KEYS)):
-        problems.append(
-            FieldProblem(
-                _safe_key(key),
-                "no such key (a row carries only the 19 schema keys)",
-                describe_value(data[key], reveal=False),
-            )
-        )
-    for key, (check, expected) in _FIELD_CHECKS.items():
-        if key in data and not check(data[key]):
-            problems.append(
-                FieldProblem(key, expected, describe_value(data[key], reveal=key in _REVEALED))
-            )
-    if not problems:
-        problems.extend(_relation_problems(data))
-    return problems
+    problems = record_problems(data, _FIELD_CHECKS, record="a graded row", shown=_shown)
+    return problems or _relation_problems(data)
+
+
+def _shown(key: str, value: object) -> str:
+    return describe_value(value, reveal=key in _REVEALED)
 
 
 def _relation_problems(row: dict[str, object]) -> list[FieldProblem]:
@@ -305,14 +272,6 @@ def _relation_problems(row: dict[str, object]) -> list[FieldProblem]:
     return problems
 
 
-def _is_count(minimum: int) -> Callable[[object], bool]:
-    return lambda value: type(value) is int and value >= minimum
-
-
-def _matches(pattern: re.Pattern[str]) -> Callable[[object], bool]:
-    return lambda value: isinstance(value, str) and pattern.fullmatch(value) is not None
-
-
 def _is_kept_ids(value: object) -> bool:
     return (
         isinstance(value, list)
@@ -322,28 +281,21 @@ def _is_kept_ids(value: object) -> bool:
     )
 
 
-def _is_usage(value: object) -> bool:
-    return isinstance(value, dict) and all(
-        IDENTIFIER.fullmatch(key) and type(count) is int and count >= 0
-        for key, count in value.items()
-    )
-
-
-_FIELD_CHECKS: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
-    "attempts": (_is_count(1), "an integer ≥ 1"),
-    "capacity": (_is_count(1), "an integer ≥ 1"),
-    "case_id": (_matches(IDENTIFIER), "an identifier"),
+_FIELD_CHECKS: Final[dict[str, Rule]] = {
+    "attempts": (is_count(1), "an integer ≥ 1"),
+    "capacity": (is_count(1), "an integer ≥ 1"),
+    "case_id": (matching(IDENTIFIER), "an identifier"),
     "grade_correct": (lambda v: isinstance(v, bool), "true or false"),
     "grade_rule": (lambda v: v in RULES, "one of " + ", ".join(RULES)),
     "grader_version": (lambda v: v == GRADER_VERSION, describe_value(GRADER_VERSION)),
     "kept_fact_ids": (_is_kept_ids, "a non-empty list of unique fact ids"),
     "policy": (lambda v: v in POLICIES, "one of " + ", ".join(POLICIES)),
     "prediction": (lambda v: isinstance(v, str), "a string"),
-    "question_type": (_matches(IDENTIFIER), "an identifier"),
-    "request_fingerprint": (_matches(SHA256), "64 lowercase hex digits"),
-    "response_model": (lambda v: v is None or _matches(MODEL_NAME)(v), "a model name or null"),
-    "row_id": (_matches(ROW_ID), "an identifier"),
-    "scenario": (_matches(IDENTIFIER), "an identifier"),
+    "question_type": (matching(IDENTIFIER), "an identifier"),
+    "request_fingerprint": (matching(SHA256), "64 lowercase hex digits"),
+    "response_model": (lambda v: v is None or matching(MODEL_NAME)(v), "a model name or null"),
+    "row_id": (matching(ROW_ID), "an identifier"),
+    "scenario": (matching(IDENTIFIER), "an identifier"),
     "schema_version": (lambda v: type(v) is int and v == ROW_SCHEMA_VERSION, "1"),
     "source": (lambda v: v in SOURCES, "one of " + ", ".join(SOURCES)),
     "support_all_retained": (lambda v: isinstance(v, bool), "true or false"),
@@ -351,8 +303,11 @@ _FIELD_CHECKS: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
         lambda v: type(v) is float and 0.0 <= v <= 1.0,
         "a float between 0.0 and 1.0",
     ),
-    "usage": (_is_usage, "an object of non-negative integer token counts"),
+    "usage": (is_usage, "an object of non-negative integer token counts"),
 }
+
+ROW_KEYS: Final = tuple(_FIELD_CHECKS)
+"""The 19 keys of a graded row, sorted."""
 
 # Fields whose bad values are safe to quote in a message: numbers, flags, labels.
 _REVEALED: Final = frozenset(
@@ -369,11 +324,6 @@ _REVEALED: Final = frozenset(
         "support_recall",
     }
 )
-
-
-def _safe_key(key: str) -> str:
-    """An unexpected key, quoted if it looks like a key and shortened otherwise."""
-    return repr(key) if IDENTIFIER.fullmatch(key) else f"(a key of {len(key)} characters)"
 
 
 def row_id_of(data: object) -> str | None:
