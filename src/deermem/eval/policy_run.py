@@ -36,7 +36,6 @@ from deermem.eval.files import (
     ensure_absent,
     git_state,
     jsonl_line,
-    utc_timestamp,
     write_new_files,
 )
 from deermem.eval.protocol import Protocol, scenario_rank
@@ -204,13 +203,13 @@ def run_record(
     git: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """The run's provenance record (``run.json``)."""
-    pin = protocol.config.dataset
     return {
-        "schema_version": SCHEMA_VERSION,
-        "protocol_id": protocol.protocol_id,
-        "created_at": utc_timestamp(created_at),
-        "git": dict(git) if git is not None else None,
-        "dataset": pin.provenance(dataset_sha256),
+        **protocol.run_header(
+            schema_version=SCHEMA_VERSION,
+            dataset_sha256=dataset_sha256,
+            created_at=created_at,
+            git=git,
+        ),
         "artifacts": protocol.artifacts._asdict(),
         "evaluation_time": protocol.config.evaluation_time.isoformat(),
         "policies": list(POLICIES),

@@ -44,7 +44,7 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Final, NamedTuple, TypeVar, get_args, get_origin
@@ -65,7 +65,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from deermem.eval import PROVIDER_OPENAI_COMPATIBLE
 from deermem.eval.errors import EvaluationError, ProtocolError, preview
-from deermem.eval.files import IDENTIFIER, SHA256
+from deermem.eval.files import IDENTIFIER, SHA256, utc_timestamp
 from deermem.eval.grading import GRADER_VERSION, StatisticsParameters
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, CapacityPolicy
 
@@ -896,6 +896,27 @@ class Protocol(NamedTuple):
     @property
     def case_count(self) -> int:
         return len(self.official.question_ids) + len(self.synthetic.cases)
+
+    def run_header(
+        self,
+        *,
+        schema_version: int,
+        dataset_sha256: str,
+        created_at: datetime | None,
+        git: Mapping[str, object] | None,
+    ) -> dict[str, object]:
+        """What every run record (``run.json``, ``qa_run.json``) begins with.
+
+        The schema version, the protocol, when (wall clock, UTC), which code
+        (``git``, ``null`` outside a checkout) and which dataset file.
+        """
+        return {
+            "schema_version": schema_version,
+            "protocol_id": self.protocol_id,
+            "created_at": utc_timestamp(created_at),
+            "git": dict(git) if git is not None else None,
+            "dataset": self.config.dataset.provenance(dataset_sha256),
+        }
 
 
 def load_protocol(files: ProtocolFiles | None = None) -> Protocol:

@@ -179,6 +179,19 @@ class AnswerTask(NamedTuple):
     fingerprint: str
 
     @property
+    def identity(self) -> dict[str, object]:
+        """The fields that say which task a stored answer belongs to."""
+        case = self.case
+        return {
+            "row_id": self.row_id,
+            "case_id": case.case_id,
+            "source": case.source,
+            "scenario": case.scenario,
+            "policy": self.policy,
+            "capacity": self.capacity,
+        }
+
+    @property
     def messages(self) -> list[dict[str, str]]:
         """The request's chat messages (``role`` and ``content``)."""
         messages = self.payload["messages"]
@@ -279,8 +292,6 @@ class Answerer(typing.Protocol):
 
 RESPONSES_DIRECTORY: Final = "responses"
 RESPONSE_SCHEMA_VERSION: Final = 1
-IDENTITY_FIELDS: Final = ("row_id", "case_id", "source", "scenario", "policy", "capacity")
-"""The fields that say which task a stored answer belongs to."""
 
 # Stored answers are written by utc_timestamp: microseconds always shown.
 _ANSWER_TIMESTAMP: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
@@ -367,15 +378,9 @@ def response_record(
     task: AnswerTask, answer: Answer, *, created_at: datetime | None = None
 ) -> dict[str, object]:
     """The stored form of ``answer`` to ``task``."""
-    case = task.case
     return {
         "schema_version": RESPONSE_SCHEMA_VERSION,
-        "row_id": task.row_id,
-        "case_id": case.case_id,
-        "source": case.source,
-        "scenario": case.scenario,
-        "policy": task.policy,
-        "capacity": task.capacity,
+        **task.identity,
         "kept_fact_ids": list(task.kept_fact_ids),
         "prediction": answer.prediction,
         "attempts": answer.attempts,
@@ -436,19 +441,11 @@ def response_problems(data: Mapping[str, object], task: AnswerTask) -> list[Fiel
 
 def _task_problems(data: Mapping[str, object], task: AnswerTask) -> list[FieldProblem]:
     """How a well-formed stored answer differs from the task recomputed now."""
-    problems: list[FieldProblem] = []
-    case = task.case
-    expected: dict[str, object] = {
-        "row_id": task.row_id,
-        "case_id": case.case_id,
-        "source": case.source,
-        "scenario": case.scenario,
-        "policy": task.policy,
-        "capacity": task.capacity,
-    }
-    for name in IDENTITY_FIELDS:
-        if data[name] != expected[name]:
-            problems.append(FieldProblem(name, describe_value(expected[name]), _shown(data[name])))
+    problems = [
+        FieldProblem(name, describe_value(value), _shown(data[name]))
+        for name, value in task.identity.items()
+        if data[name] != value
+    ]
     kept = list(task.kept_fact_ids)
     if data["kept_fact_ids"] != kept:
         wanted = f"the selector's kept facts in rank order {json.dumps(kept)}"
@@ -561,13 +558,13 @@ def marker_record(
     created_at: datetime | None = None,
 ) -> dict[str, object]:
     """The marker of a new QA run."""
-    pin = protocol.config.dataset
     return {
-        "schema_version": RUN_SCHEMA_VERSION,
-        "protocol_id": protocol.protocol_id,
-        "created_at": utc_timestamp(created_at),
-        "git": dict(git) if git is not None else None,
-        "dataset": pin.provenance(pin.sha256),
+        **protocol.run_header(
+            schema_version=RUN_SCHEMA_VERSION,
+            dataset_sha256=protocol.config.dataset.sha256,  # the pin: the only file accepted
+            created_at=created_at,
+            git=git,
+        ),
         "artifacts": run_artifacts(protocol),
         "qa": qa_parameters(protocol, settings),
     }
