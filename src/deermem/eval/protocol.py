@@ -231,13 +231,11 @@ def _range(low: float | None = None, high: float | None = None) -> AfterValidato
     def check(value: float) -> str | None:
         if (low is None or value >= low) and (high is None or value <= high):
             return None
-        if low is not None and high is not None:
-            return f"must be from {low} to {high}, got {value!r}"
-        return (
-            f"must be at least {low}, got {value!r}"
-            if low is not None
-            else (f"must be at most {high}, got {value!r}")
-        )
+        if low is None:
+            return f"must be at most {high}, got {value!r}"
+        if high is None:
+            return f"must be at least {low}, got {value!r}"
+        return f"must be from {low} to {high}, got {value!r}"
 
     return _rule(check)
 
@@ -290,7 +288,7 @@ def _timestamp(value: object) -> datetime:
 # Values as a strict schema reads them: no coercion between types.
 Whole = Annotated[int, Strict()]
 Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # an int is a valid float
-Text = Annotated[str, Strict(), _rule(lambda value: "must not be empty" if not value else None)]
+Text = Annotated[str, Strict(), _rule(_filled)]
 Texts = Annotated[tuple[Text, ...], _rule(_filled), _rule(_distinct)]
 Identifier = Annotated[str, Strict(), _rule(_plain)]
 Share = Annotated[Number, _range(0.0, 1.0)]
@@ -304,10 +302,10 @@ class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
-M = TypeVar("M", bound=BaseModel)
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
-def validated(schema: type[M], data: object, *, file: str) -> M:
+def validated(schema: type[_Model], data: object, *, file: str) -> _Model:
     """``data`` (a parsed file) as ``schema``; the first problem is a :class:`ProtocolError`.
 
     Unknown and missing keys of one section are reported together, with the
