@@ -37,12 +37,25 @@ The commands are in :mod:`deermem.cli.eval`.
 
 from __future__ import annotations
 
-from typing import Final
+import io
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["CHARTS_EXTRA", "PROVIDER_LOCAL", "PROVIDER_OPENAI_COMPATIBLE", "missing_chart_module"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-# What the command line asks before it loads the evaluation (it loads it only
-# when an eval command runs): who may answer a QA run, whether charts can be drawn.
+__all__ = [
+    "CHARTS_EXTRA",
+    "POLICY_COLOURS",
+    "PROVIDER_LOCAL",
+    "PROVIDER_OPENAI_COMPATIBLE",
+    "figure_png",
+    "missing_chart_module",
+]
+
+# The evaluation's light root: what the command line needs before it loads the
+# evaluation (it does only when an eval command runs) — who may answer a QA run
+# — and the deterministic charts, which deermem regret --chart draws too.
 
 PROVIDER_OPENAI_COMPATIBLE: Final = "openai-compatible"
 """The endpoint a protocol config names (``qa.provider``, the only value it may take)."""
@@ -60,3 +73,32 @@ def missing_chart_module() -> str | None:
     except ModuleNotFoundError as error:
         return error.name or "matplotlib"
     return None
+
+
+# Every chart is drawn the same deterministic way: matplotlib's default style,
+# the fonts bundled with matplotlib, a fixed resolution, and no software or
+# time stamp in the file, so two renderings of the same numbers are the same
+# bytes. matplotlib (with numpy, Pillow and fontTools) is far larger than the
+# memory library, so it is not a dependency: the ``eval`` extra adds it.
+
+POLICY_COLOURS: Final = {"confidence": "#7f7f7f", "hybrid-v1": "#1f6fb4"}
+"""Each policy's colour, the same in every chart."""
+
+
+def figure_png(width: float, height: float, draw: Callable[[Figure], None]) -> bytes:
+    """Draw a ``width`` × ``height`` inch figure with ``draw`` and return it as PNG bytes.
+
+    Raises:
+        ModuleNotFoundError: matplotlib is not installed (see :func:`missing_chart_module`).
+    """
+    import matplotlib.style  # the optional extra: imported only to draw
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.style.context("default"):
+        figure = Figure(figsize=(width, height), dpi=100, layout="constrained")
+        FigureCanvasAgg(figure)
+        draw(figure)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()

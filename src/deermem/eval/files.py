@@ -1,4 +1,4 @@
-"""The evaluation's files: canonical JSON, deterministic charts, no-overwrite writes, provenance.
+"""The evaluation's files: canonical JSON, writes that never overwrite, provenance, schemas.
 
 Evaluation outputs must be byte-identical across runs and must never replace
 earlier results. So every document is serialised one way (sorted keys,
@@ -12,15 +12,6 @@ Every run record (``run.json``, ``qa_run.json``) names the commit it was
 produced by (:func:`git_state`), so a published figure can be traced to its
 code; outside a git checkout (deermem installed from a wheel) it is ``null``.
 
-Charts are PNGs drawn the same deterministic way (:func:`figure_png`):
-matplotlib's default style, the fonts bundled with matplotlib, a fixed
-resolution, and no software or time stamp in the file, so two renderings of
-the same numbers are the same bytes. matplotlib (with numpy, Pillow and
-fontTools) is far larger than the memory library, so it is not a dependency
-of deermem: ``pip install 'deermem[eval]'`` adds it, and
-:func:`deermem.eval.missing_chart_module` says beforehand whether charts can be
-drawn.
-
 The files the evaluation reads back (stored answers, graded rows, the run
 marker) are checked against their schemas; a problem is a
 :class:`FieldProblem`, and a found value is described by
@@ -32,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import json
 import os
 import re
@@ -41,18 +31,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from deermem.eval.errors import ResultsExistError
 from deermem.store.markdown.atomic import fsync_path, write_temporary
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-__all__ = [
-    "POLICY_COLOURS",
-    "figure_png",
-]
+__all__ = []
 
 IDENTIFIER: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """A case, scenario, question type or fact id: plain, short, no room for a sentence."""
@@ -170,32 +154,6 @@ def _publish(target: Path, data: bytes) -> None:
             temporary.replace(target)
     finally:
         temporary.unlink(missing_ok=True)
-
-
-# --- deterministic charts -------------------------------------------------------------------------
-
-POLICY_COLOURS: Final = {"confidence": "#7f7f7f", "hybrid-v1": "#1f6fb4"}
-"""Each policy's colour, the same in every chart."""
-
-
-def figure_png(width: float, height: float, draw: Callable[[Figure], None]) -> bytes:
-    """Draw a ``width`` × ``height`` inch figure with ``draw`` and return it as PNG bytes.
-
-    Raises:
-        ModuleNotFoundError: matplotlib is not installed (see
-            :func:`deermem.eval.missing_chart_module`).
-    """
-    import matplotlib.style  # the optional extra: imported only to draw
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    with matplotlib.style.context("default"):
-        figure = Figure(figsize=(width, height), dpi=100, layout="constrained")
-        FigureCanvasAgg(figure)
-        draw(figure)
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
 
 
 # --- provenance -----------------------------------------------------------------------------------

@@ -93,9 +93,8 @@ from pydantic import (
 
 from deermem.config import MemoryConfig
 from deermem.errors import FactNotFoundError
-from deermem.eval import missing_chart_module
+from deermem.eval import POLICY_COLOURS, figure_png, missing_chart_module
 from deermem.eval.errors import ProtocolError
-from deermem.eval.files import POLICY_COLOURS, figure_png
 from deermem.eval.protocol import parse_yaml
 from deermem.learning.apply import apply_response
 from deermem.learning.confirm import REINFORCEMENT_SIGNAL

@@ -13,7 +13,7 @@ and scenario, the 2×2 table of each suite, McNemar's exact p and the paired
 bootstrap interval.
 
 It is deterministic: the Markdown holds no time but the runs', and the charts
-are drawn reproducibly (:func:`deermem.eval.files.figure_png`), so two reports
+are drawn reproducibly (:func:`deermem.eval.figure_png`), so two reports
 of one directory are byte-identical. Without matplotlib (the ``eval`` extra)
 the Markdown is written alone and says how to get the charts.
 """
@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from deermem.eval import CHARTS_EXTRA, policy_run
+from deermem.eval import CHARTS_EXTRA, POLICY_COLOURS, figure_png, policy_run
 from deermem.eval.errors import EvaluationError
-from deermem.eval.files import POLICY_COLOURS, figure_png, write_new_files
+from deermem.eval.files import write_new_files
 from deermem.eval.grading import DEFAULT_PARAMETERS, PairedComparison, StatisticsParameters
 from deermem.eval.policy_run import (
     RetentionRow,
