@@ -27,12 +27,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from deermem.eval.grading.statistics import paired_bootstrap
+from deermem.eval.grading import paired_bootstrap
 from deermem.eval.published import DEFAULT_PUBLISHED
 from deermem.eval.published import PUBLISHED as SHIPPED
-from deermem.eval.qa.results import build_qa_report
-from deermem.eval.qa.rows import QaRow
-from deermem.eval.verify.check import verify_results
+from deermem.eval.rows import QaRow, build_qa_report
+from deermem.eval.verify import verify_results
 
 PUBLISHED = SHIPPED[DEFAULT_PUBLISHED].directory
 PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"
@@ -71,7 +70,7 @@ def suite_pairs(text: str) -> list[list[tuple[bool, bool]]]:
 def fresh_process_verify(folder: Path) -> float:
     code = (
         "import sys\n"
-        "from deermem.eval.verify.check import verify_results\n"
+        "from deermem.eval.verify import verify_results\n"
         "sys.exit(0 if verify_results(sys.argv[1]).ok else 1)\n"
     )
     start = time.perf_counter()

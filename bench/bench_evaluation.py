@@ -152,10 +152,9 @@ def compare(
 
 def phases(dataset: Path, protocol: list[str], output: Path) -> dict[str, float]:
     """One run-policy in this process, phase by phase (milliseconds)."""
-    from deermem.eval.policy_run.run import run_policy, write_policy_run
-    from deermem.eval.protocol.bundle import ProtocolFiles, load_protocol
-    from deermem.eval.protocol.cases import build_cases
-    from deermem.eval.protocol.dataset import load_dataset
+    from deermem.eval.dataset import build_cases, load_dataset
+    from deermem.eval.policy_run import run_policy, write_policy_run
+    from deermem.eval.protocol import ProtocolFiles, load_protocol
 
     files = ProtocolFiles(Path(protocol[1]), Path(protocol[3]), Path(protocol[5]))
     marks = [("start", time.perf_counter())]

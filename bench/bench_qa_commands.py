@@ -48,12 +48,14 @@ def answer_all(dataset: Path, protocol: list[str], directory: Path) -> None:
     """A complete run-qa directory: 90 answers over HTTP from the scripted oracle."""
     from tests.evaluation.qa_support import Oracle, serving
 
-    from deermem.eval.protocol.bundle import ProtocolFiles, load_protocol
-    from deermem.eval.protocol.cases import build_cases
-    from deermem.eval.protocol.dataset import load_dataset
-    from deermem.eval.qa.providers import HttpAnswerer, resolve_endpoint
-    from deermem.eval.qa.run import run_qa
-    from deermem.eval.qa.tasks import RequestSettings, build_answer_tasks
+    from deermem.eval.answerers import HttpAnswerer, resolve_endpoint
+    from deermem.eval.dataset import build_cases, load_dataset
+    from deermem.eval.protocol import ProtocolFiles, load_protocol
+    from deermem.eval.qa import (
+        RequestSettings,
+        build_answer_tasks,
+        run_qa,
+    )
 
     files = ProtocolFiles(Path(protocol[1]), Path(protocol[3]), Path(protocol[5]))
     loaded = load_protocol(files)
@@ -72,13 +74,16 @@ def answer_all(dataset: Path, protocol: list[str], directory: Path) -> None:
 
 def phases(dataset: Path, protocol: list[str], directory: Path) -> dict[str, float]:
     """One grade-qa in this process, phase by phase (milliseconds)."""
-    from deermem.eval.protocol.bundle import ProtocolFiles, load_protocol
-    from deermem.eval.protocol.cases import build_cases
-    from deermem.eval.protocol.dataset import load_dataset
-    from deermem.eval.qa.grade import collect_answers, grade_answers
-    from deermem.eval.qa.marker import check_marker
-    from deermem.eval.qa.results import build_qa_report, write_qa_report
-    from deermem.eval.qa.tasks import RequestSettings, build_answer_tasks
+    from deermem.eval.dataset import build_cases, load_dataset
+    from deermem.eval.protocol import ProtocolFiles, load_protocol
+    from deermem.eval.qa import (
+        RequestSettings,
+        build_answer_tasks,
+        check_marker,
+        collect_answers,
+        grade_answers,
+    )
+    from deermem.eval.rows import build_qa_report, write_qa_report
 
     files = ProtocolFiles(Path(protocol[1]), Path(protocol[3]), Path(protocol[5]))
     marks = [("start", time.perf_counter())]

@@ -10,12 +10,11 @@ import pytest
 import yaml
 
 from deermem.cli import main
-from deermem.cli.replay_cmd import RESULT_FILES
-from deermem.eval.replay import load_params
-from deermem.eval.replay.report import RESULTS_SCHEMA
+from deermem.eval.replay import REPLAY_FILES as RESULT_FILES
+from deermem.eval.replay import RESULTS_SCHEMA, load_params
 
 Cli = Callable[..., tuple[int, str, str]]
-BUNDLED = Path(__file__).parents[1] / "src/deermem/eval/replay/params.yaml"
+BUNDLED = Path(__file__).parents[1] / "src/deermem/eval/replay-params.yaml"
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from deermem.eval import grading
 from deermem.eval.errors import GradingError
-from deermem.eval.grading import grader as grading
-from deermem.eval.grading.grader import (
+from deermem.eval.grading import (
     CORRECT_RULES,
     FUNCTION_WORDS,
     GRADER_VERSION,

@@ -24,9 +24,8 @@ from collections import Counter
 
 import pytest
 
-from deermem.eval.grading.grader import grade_answer, possible_rules, tokenize
-from deermem.eval.qa.results import build_qa_report, compare_suites
-from deermem.eval.qa.rows import QaRow
+from deermem.eval.grading import grade_answer, possible_rules, tokenize
+from deermem.eval.rows import QaRow, build_qa_report, compare_suites
 from tests.published import (
     PROTOCOL_ID,
     PUBLISHED_SHA256,

@@ -8,30 +8,29 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from deermem import POLICY_CONFIDENCE, POLICY_HYBRID_V1
 from deermem.eval.errors import ResultRowsError, ResultsExistError
-from deermem.eval.grading.statistics import StatisticsParameters
-from deermem.eval.qa.results import (
+from deermem.eval.grading import StatisticsParameters
+from deermem.eval.rows import (
+    ROW_KEYS,
     ROWS_FILE,
     STATS_FILE,
     SUMMARY_FILE,
+    AnswerToGrade,
+    QaRow,
     build_qa_report,
     check_rows,
+    grade_answer_row,
+    render_rows,
     summarize,
     write_qa_report,
 )
-from deermem.eval.qa.rows import (
-    POLICIES,
-    ROW_KEYS,
-    AnswerToGrade,
-    QaRow,
-    grade_answer_row,
-    render_rows,
-)
+from deermem.policy import POLICIES
 
 FAST = StatisticsParameters(seed=4789, iterations=50, alpha=0.05)
 
@@ -194,7 +193,7 @@ def test_check_rows_needs_one_capacity_and_some_rows() -> None:
 
 
 def test_summary_groups_by_source_scenario_policy() -> None:
-    groups = [group.to_dict() for group in summarize(small_rows())]
+    groups = [asdict(group) for group in summarize(small_rows())]
     assert groups == [
         {"accuracy": 0.5, "cases": 2, "correct": 1, "policy": "confidence",
          "scenario": "access_help", "source": "longmemeval"},
@@ -260,7 +259,7 @@ def test_report_is_byte_identical_across_runs_and_processes(tmp_path: Path) -> N
     script = (
         "import sys, json; from pathlib import Path\n"
         "from tests.test_eval_qa_report import small_rows\n"
-        "from deermem.eval.qa.results import build_qa_report, write_qa_report\n"
+        "from deermem.eval.rows import build_qa_report, write_qa_report\n"
         "write_qa_report(Path(sys.argv[1]), build_qa_report(small_rows(), protocol_id='tiny-v1'))\n"
     )
     environment = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import asdict
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem.eval.errors import StatisticsError
-from deermem.eval.grading.statistics import (
+from deermem.eval.grading import (
     DEFAULT_PARAMETERS,
     StatisticsParameters,
     compare_pairs,
@@ -56,7 +57,7 @@ def test_mcnemar_tabulates_pairs() -> None:
         result.only_second_correct,
     ) == (2, 1, 1, 3)
     assert result.p_value == 2 * (1 + 4) / 16  # n = 4, k ≤ 1: C(4,0) + C(4,1) = 5
-    assert result.to_dict() == {
+    assert asdict(result) == {
         "both_correct": 2,
         "both_wrong": 1,
         "only_first_correct": 1,
@@ -209,8 +210,8 @@ def test_default_parameters_are_the_protocol_values() -> None:
 def test_compare_pairs_counts_each_policy() -> None:
     comparison = compare_pairs([(T, T), (F, T), (F, F)], StatisticsParameters(iterations=20))
     assert (comparison.cases, comparison.first_correct, comparison.second_correct) == (3, 1, 2)
-    assert set(comparison.to_dict()) == {"bootstrap", "cases", "mcnemar"}
-    assert set(comparison.bootstrap.to_dict()) == {
+    assert set(asdict(comparison)) == {"bootstrap", "cases", "mcnemar"}
+    assert set(asdict(comparison.bootstrap)) == {
         "alpha",
         "iterations",
         "lower",

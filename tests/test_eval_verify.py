@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from deermem.eval.grading.statistics import StatisticsParameters
-from deermem.eval.result_files import document_text, jsonl_line
-from deermem.eval.verify.check import verify_results
-from deermem.eval.verify.findings import RESULT_FILES, VerificationReport
-from deermem.eval.verify.render import render_verification
+from deermem.eval.files import document_text, jsonl_line
+from deermem.eval.grading import StatisticsParameters
+from deermem.eval.verify import (
+    RESULT_FILES,
+    VerificationReport,
+    render_verification,
+    verify_results,
+)
 from tests.published import PUBLISHED_SHA256, published_results
 
 ROWS, SUMMARY, STATS, RUN = "qa.rows.jsonl", "qa.summary.json", "qa.stats.json", "qa_run.json"
@@ -58,7 +61,7 @@ def test_rendered_summary_of_the_published_results() -> None:
 
 
 def test_json_form_of_the_published_results() -> None:
-    data = json.loads(json.dumps(verify_results(published_results()).to_dict()))
+    data = json.loads(json.dumps(verify_results(published_results()).model_dump()))
     assert data["ok"] is True
     assert data["findings"] == []
     assert data["suites"]["overall"]["correct"] == {"confidence": 24, "hybrid-v1": 40}
@@ -470,7 +473,7 @@ def assert_findings_are_well_formed(report: VerificationReport) -> None:
         # Private text planted by a tamper must never be repeated by the report.
         for secret in (PRIVATE_QUESTION, PRIVATE_REFERENCE, PRIVATE_SCENARIO, FAKE_KEY):
             assert secret not in text
-    assert json.loads(json.dumps(report.to_dict()))["ok"] is False
+    assert json.loads(json.dumps(report.model_dump()))["ok"] is False
 
 
 def test_row_findings_name_the_line(tmp_path: Path) -> None:

@@ -11,8 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem.eval.errors import ProtocolError
-from deermem.eval.replay import ReplayParams, generate, load_params, paired_interval
-from deermem.eval.replay.workload import BURST_CATEGORY, START
+from deermem.eval.replay import (
+    BURST_CATEGORY,
+    START,
+    ReplayParams,
+    generate,
+    load_params,
+    paired_interval,
+)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +28,7 @@ def params() -> ReplayParams:
 
 def bundled() -> dict[str, object]:
     raw = yaml.safe_load(
-        (Path(__file__).parents[1] / "src/deermem/eval/replay/params.yaml").read_text()
+        (Path(__file__).parents[1] / "src/deermem/eval/replay-params.yaml").read_text()
     )
     assert isinstance(raw, dict)
     return raw
@@ -36,7 +42,7 @@ def test_the_bundled_parameters_load_and_say_where_they_came_from() -> None:
     assert loaded.source == "bundled"
     assert len(loaded.sha256) == 64
     assert loaded.params.caps == (25, 50, 100)
-    assert loaded.params.to_dict()["caps"] == [25, 50, 100]
+    assert loaded.params.model_dump(mode="json")["caps"] == [25, 50, 100]
     quick = loaded.params.quickened()
     assert (quick.seeds, quick.users, quick.days) == (3, 1, 60)
     assert quick.caps == loaded.params.caps
@@ -86,6 +92,16 @@ def test_a_file_that_is_not_a_mapping_is_refused(tmp_path: Path, content: str) -
         load_params(path)
     with pytest.raises(ProtocolError, match="cannot be read"):
         load_params(tmp_path / "missing.yaml")
+
+
+def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    """The evaluation's one YAML reader: the last of two values is not quietly taken."""
+    path = tmp_path / "params.yaml"
+    text = yaml.safe_dump(bundled(), sort_keys=False)
+    path.write_text(text.replace("seeds: 20\n", "seeds: 20\nseeds: 2\n", 1), "utf-8")
+    with pytest.raises(ProtocolError, match="is given twice") as refused:
+        load_params(path)
+    assert (refused.value.file, refused.value.key) == (str(path), "seeds")
 
 
 # --- the workload -----------------------------------------------------------------

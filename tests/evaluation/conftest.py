@@ -9,13 +9,11 @@ from typing import NamedTuple
 import pytest
 
 from deermem.cli import main
-from deermem.eval.policy_run.run import PolicyOutcome, run_policy
-from deermem.eval.protocol.bundle import Protocol, ProtocolFiles, load_protocol
-from deermem.eval.protocol.cases import EvaluationCase, build_cases
-from deermem.eval.protocol.dataset import Dataset, load_dataset
-from deermem.eval.qa.providers import HttpAnswerer, resolve_endpoint
-from deermem.eval.qa.run import QaRunSummary, run_qa
-from deermem.eval.qa.tasks import AnswerTask
+from deermem.eval.answerers import HttpAnswerer, resolve_endpoint
+from deermem.eval.dataset import Dataset, EvaluationCase, build_cases, load_dataset
+from deermem.eval.policy_run import PolicyOutcome, run_policy
+from deermem.eval.protocol import Protocol, ProtocolFiles, load_protocol
+from deermem.eval.qa import AnswerTask, QaRunSummary, run_qa
 from tests.evaluation.longmemeval_data import (
     build_rows,
     copy_protocol,

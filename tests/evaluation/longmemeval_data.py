@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deermem.eval.protocol.bundle import ProtocolFiles, bundled_protocol_files
+from deermem.eval.protocol import ProtocolFiles, bundled_protocol_files
 
 __all__ = [
     "BANK_IDS",

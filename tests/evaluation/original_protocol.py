@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from deermem.eval.protocol.bundle import ProtocolFiles
+from deermem.eval.protocol import ProtocolFiles
 from tests.reference_plugin import reference_file
 
 __all__ = [

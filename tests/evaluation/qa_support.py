@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from deermem.eval.protocol.bundle import Protocol, ProtocolFiles, load_protocol
-from deermem.eval.protocol.cases import EvaluationCase
-from deermem.eval.qa.tasks import (
+from deermem.eval.dataset import EvaluationCase
+from deermem.eval.protocol import Protocol, ProtocolFiles, load_protocol
+from deermem.eval.qa import (
     AnswerTask,
     RequestSettings,
     build_answer_tasks,

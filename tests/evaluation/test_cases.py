@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deermem.eval.protocol.cases import (
+from deermem.eval.dataset import (
     EvaluationCase,
     build_cases,
     case_offset,

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from deermem.eval.errors import DatasetHashMismatchError, DatasetIntegrityError
-from deermem.eval.protocol.dataset import (
+from deermem.eval.dataset import (
     answer_text,
     file_sha256,
     load_dataset,
     render_evidence,
 )
+from deermem.eval.errors import DatasetHashMismatchError, DatasetIntegrityError
 from tests.evaluation.conftest import Generated
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from deermem.cli import main
-from deermem.cli.eval.output import print_retention
-from deermem.eval import provenance
-from deermem.eval.policy_run.retention import format_plain, retention_table
-from deermem.eval.policy_run.run import policy_summary
+from deermem.cli.eval import print_retention
+from deermem.eval import files as provenance
+from deermem.eval.policy_run import format_plain, policy_summary, retention_table
 from tests.evaluation.conftest import Generated, Prepared, Runner
 from tests.evaluation.longmemeval_data import PINNED_SHA256, copy_protocol
 from tests.evaluation.original_protocol import write_original_bundle
@@ -301,7 +300,7 @@ def test_a_git_that_does_not_answer_is_given_up(
     hanging.write_text("#!/bin/sh\nexec sleep 30\n")
     hanging.chmod(0o755)
     monkeypatch.setenv("PATH", str(hanging.parent))
-    monkeypatch.setattr(provenance, "_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(provenance, "_GIT_TIMEOUT_SECONDS", 0.2)
     assert provenance.git_state(tmp_path) is None  # killed after the timeout, not waited for
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem.eval import result_files
+from deermem.eval import files as result_files
 from deermem.eval.errors import ResultsExistError
 
 

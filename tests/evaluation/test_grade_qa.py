@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from deermem.eval.qa.grade import report_paths
-from deermem.eval.qa.rows import QaRow
-from deermem.eval.verify.check import verify_results
+from deermem.eval.qa import report_paths
+from deermem.eval.rows import QaRow
+from deermem.eval.verify import verify_results
 from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
 from tests.evaluation.qa_support import (
     Bundle,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from deermem.eval import policy_run as eviction
 from deermem.eval.errors import ResultsExistError
-from deermem.eval.policy_run import run as eviction
-from deermem.eval.policy_run.run import (
+from deermem.eval.policy_run import (
     decide,
     policy_row,
     policy_summary,
@@ -286,7 +286,7 @@ def test_the_run_record(prepared: Prepared) -> None:
             "filename": "longmemeval_oracle.json",
             "sha256": prepared.dataset.sha256,
         },
-        "artifacts": prepared.protocol.artifacts.to_dict(),
+        "artifacts": prepared.protocol.artifacts._asdict(),
         "evaluation_time": "2026-08-13T00:00:00+00:00",
         "policies": ["confidence", "hybrid-v1"],
         "capacities": [5, 7, 9],

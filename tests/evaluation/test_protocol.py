@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from deermem.eval.errors import ProtocolError
-from deermem.eval.protocol.bundle import (
-    POLICY_ORDER,
+from deermem.eval.protocol import (
+    OFFICIAL_SCENARIOS,
     ProtocolFiles,
     bundled_protocol_files,
     load_protocol,
 )
-from deermem.eval.protocol.manifests import OFFICIAL_SCENARIOS
+from deermem.policy import POLICIES as POLICY_ORDER
 from deermem.policy import POLICY_HYBRID_V1
 from tests.evaluation.longmemeval_data import PINNED_SHA256
 from tests.evaluation.original_protocol import (
@@ -216,7 +216,7 @@ def test_the_original_bundle_loads_unchanged(tmp_path: Path) -> None:
     assert protocol.protocol_id == "deermem-hybrid-v1-pr4789-reproduction-v1"
     # its prompt path is relative to the bundle root, one level above configs/
     assert protocol.answer_prompt_path == tmp_path / "prompts" / "answer-v1.txt"
-    assert protocol.artifacts.to_dict() == {
+    assert protocol.artifacts._asdict() == {
         "config_sha256": ORIGINAL_HASHES["config"],
         "official_manifest_sha256": ORIGINAL_HASHES["official_manifest"],
         "synthetic_manifest_sha256": ORIGINAL_HASHES["synthetic_manifest"],

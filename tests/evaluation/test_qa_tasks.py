@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from deermem.eval.protocol.bundle import load_protocol
-from deermem.eval.protocol.cases import build_cases
-from deermem.eval.protocol.dataset import load_dataset
-from deermem.eval.qa.providers import HttpAnswerer, resolve_endpoint
-from deermem.eval.qa.tasks import (
+from deermem.eval.answerers import HttpAnswerer, resolve_endpoint
+from deermem.eval.dataset import build_cases, load_dataset
+from deermem.eval.protocol import load_protocol
+from deermem.eval.qa import (
     RequestSettings,
     build_answer_tasks,
     request_fingerprint,

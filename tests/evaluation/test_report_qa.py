@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from deermem.eval.report.write import write_report
+from deermem.eval.report import write_report
 from tests.evaluation.conftest import Answered, Generated, Runner
 from tests.evaluation.qa_support import edit_text
 from tests.published import published_results

@@ -7,17 +7,22 @@ import io
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from deermem.cli.eval import qa as cli_qa
-from deermem.cli.eval.progress import AnswerProgress
-from deermem.eval import provenance
-from deermem.eval.qa.marker import ARTIFACT_FILES
-from deermem.eval.qa.responses import RESPONSE_KEYS, response_path
-from deermem.eval.qa.run import AnswerOutcome
-from deermem.eval.qa.tasks import request_fingerprint
+from deermem.cli import eval as cli_qa
+from deermem.cli._output import err_console
+from deermem.cli.eval import AnswerProgress
+from deermem.eval import files as provenance
+from deermem.eval.qa import (
+    ARTIFACT_FILES,
+    RESPONSE_KEYS,
+    AnswerOutcome,
+    request_fingerprint,
+    response_path,
+)
 from deermem.testing import Reply
 from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
 from tests.evaluation.qa_support import (
@@ -173,6 +178,25 @@ def test_git_is_null_outside_a_checkout(
         _point_at(monkeypatch, server.url)
         assert eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))[0] == 0
     assert load_json(output / "qa_run.json")["git"] is None
+
+
+def test_a_run_made_outside_a_checkout_resumes_and_grades(
+    eval_cli: Runner,
+    bundle: Bundle,
+    prepared: Prepared,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A marker whose git is null (deermem installed from a wheel) is the run's own marker."""
+    monkeypatch.setattr(provenance, "PACKAGE_DIRECTORY", tmp_path)
+    output = tmp_path / "run"
+    with serving(Oracle(prepared.cases, tasks_for(bundle, prepared.cases))) as server:
+        _point_at(monkeypatch, server.url)
+        assert eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))[0] == 0
+        code, out, err = eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))
+    assert (code, out) == (0, "answer rows: 90 reused, 0 called, 0 failed\n"), err
+    code, _, err = eval_cli("grade-qa", *bundle.args(), "--output-dir", str(output))
+    assert code == 0, err
 
 
 # --- the provider's environment ---------------------------------------------------------------
@@ -443,12 +467,17 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(answered: Answered) -> None:
+def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(
+    answered: Answered, monkeypatch: pytest.MonkeyPatch
+) -> None:
     task = answered.tasks[0]
     outcomes = [AnswerOutcome(task, 1, None), AnswerOutcome(answered.tasks[1], 3, "HTTP 500")]
     pipe, terminal = io.StringIO(), _Terminal()
+    # The command line's consoles were made when standard error was pytest's pipe.
+    monkeypatch.setattr(err_console, "is_interactive", True)
     for stream in (pipe, terminal):
-        with AnswerProgress(stream, model="m") as shown:
+        monkeypatch.setattr(sys, "stderr", stream)  # the progress goes to standard error
+        with AnswerProgress(model="m") as shown:
             shown.start(2, 88)
             for outcome in outcomes:
                 shown.advance(outcome)
@@ -462,7 +491,8 @@ def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(answered: Answere
     assert "2/2" in shown_text
     assert f"failed {answered.tasks[1].row_id}" in shown_text
     quiet = io.StringIO()
-    with AnswerProgress(quiet, model="m") as shown:
+    monkeypatch.setattr(sys, "stderr", quiet)
+    with AnswerProgress(model="m") as shown:
         shown.start(0, 90)  # nothing to call: nothing to show
     assert quiet.getvalue() == ""
 

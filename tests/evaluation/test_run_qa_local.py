@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from deermem.eval.protocol.cases import build_cases
-from deermem.eval.protocol.dataset import load_dataset
-from deermem.eval.qa.providers import LocalAnswerer
-from deermem.eval.qa.responses import Answer, write_response
-from deermem.eval.verify.check import verify_results
+from deermem.eval.answerers import LocalAnswerer
+from deermem.eval.dataset import build_cases, load_dataset
+from deermem.eval.qa import Answer, write_response
+from deermem.eval.verify import verify_results
 from tests.evaluation.conftest import Runner
 from tests.evaluation.longmemeval_data import build_rows, write_dataset
 from tests.evaluation.qa_support import bundle_copy, load_json, tasks_for

@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from deermem.eval.errors import DatasetIntegrityError, ProtocolError
-from deermem.eval.protocol.dataset import Dataset, load_dataset
-from deermem.eval.protocol.manifests import SelectionRule
-from deermem.eval.protocol.selection import (
+from deermem.eval.dataset import (
+    Dataset,
     build_distractor_bank,
     check_official_selection,
+    load_dataset,
     select_by_type,
 )
+from deermem.eval.errors import DatasetIntegrityError, ProtocolError
+from deermem.eval.protocol import SelectionRule
 from tests.evaluation.conftest import Prepared
 from tests.evaluation.longmemeval_data import (
     BANK_IDS,
@@ -74,7 +75,9 @@ WEAKENED_RULES = [
 @pytest.mark.parametrize("change", WEAKENED_RULES)
 def test_every_exclusion_matters(prepared: Prepared, change: dict[str, Any]) -> None:
     manifest = prepared.protocol.official
-    weakened = manifest._replace(selection=manifest.selection._replace(**change))
+    weakened = manifest.model_copy(
+        update={"selection": manifest.selection.model_copy(update=change)}
+    )
     with pytest.raises(ProtocolError, match="does not match the selection rule") as caught:
         check_official_selection(prepared.dataset, weakened, file="official.json")
     assert caught.value.file == "official.json"
@@ -88,7 +91,9 @@ def test_pinned_ids_in_another_scenario_or_order_do_not_match(prepared: Prepared
     first = scenarios["confirmation_help"]
     scenarios["confirmation_help"] = (first[1], first[0], *first[2:])  # order matters
     with pytest.raises(ProtocolError) as caught:
-        check_official_selection(prepared.dataset, manifest._replace(scenarios=scenarios), file="m")
+        check_official_selection(
+            prepared.dataset, manifest.model_copy(update={"scenarios": scenarios}), file="m"
+        )
     assert caught.value.key == "scenarios.confirmation_help"
     assert "'01493427', '06db6396'" in str(caught.value)  # what the rule expects
 
@@ -96,7 +101,9 @@ def test_pinned_ids_in_another_scenario_or_order_do_not_match(prepared: Prepared
     a, b = scenarios["access_help"], scenarios["confidence_control"]
     scenarios["access_help"], scenarios["confidence_control"] = (b[0], *a[1:]), (a[0], *b[1:])
     with pytest.raises(ProtocolError, match=r"scenarios\.access_help"):
-        check_official_selection(prepared.dataset, manifest._replace(scenarios=scenarios), file="m")
+        check_official_selection(
+            prepared.dataset, manifest.model_copy(update={"scenarios": scenarios}), file="m"
+        )
 
 
 def test_too_few_eligible_rows_is_a_dataset_error(tmp_path: Path, prepared: Prepared) -> None:

@@ -10,8 +10,7 @@ import pytest
 
 from deermem.eval import published
 from deermem.eval.published import DEFAULT_PUBLISHED, PUBLISHED, PublishedResults
-from deermem.eval.verify.check import verify_results
-from deermem.eval.verify.render import render_verification
+from deermem.eval.verify import render_verification, verify_results
 from tests.evaluation.conftest import Runner
 from tests.evaluation.qa_support import edit_text
 from tests.published import PUBLISHED_SHA256, REPOSITORY_ROOT, published_results
@@ -73,7 +72,7 @@ def test_an_altered_copy_fails_naming_the_field(eval_cli: Runner, tmp_path: Path
 def test_the_bootstrap_parameters_can_come_from_a_protocol_config(
     eval_cli: Runner, tmp_path: Path
 ) -> None:
-    from deermem.eval.protocol.bundle import bundled_protocol_files
+    from deermem.eval.protocol import bundled_protocol_files
 
     config = tmp_path / "config.yaml"
     config.write_text(bundled_protocol_files().config.read_text())
@@ -123,7 +122,7 @@ def test_the_shipped_hashes_are_checked_not_only_the_figures(
     altered = PublishedResults(
         DEFAULT_PUBLISHED, folder, PUBLISHED[DEFAULT_PUBLISHED].sha256, "an altered copy"
     )
-    monkeypatch.setattr("deermem.cli.eval.qa.PUBLISHED", {DEFAULT_PUBLISHED: altered})
+    monkeypatch.setattr("deermem.cli.eval.PUBLISHED", {DEFAULT_PUBLISHED: altered})
     code, out, _ = eval_cli("verify")
     assert code == 1
     assert out.startswith(f"FAILED {folder}: 1 problem\n")

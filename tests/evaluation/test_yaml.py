@@ -10,12 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem.eval.errors import ProtocolError
-from deermem.eval.protocol._yaml import RepeatedKeyError, YAMLSyntaxError, load_yaml
-from deermem.eval.protocol.bundle import (
+from deermem.eval.protocol import (
     ProtocolFiles,
+    RepeatedKeyError,
+    YAMLSyntaxError,
     bundled_protocol_files,
     load_config,
     load_protocol,
+    load_yaml,
 )
 from tests.evaluation.original_protocol import FIXTURE_ROOT
 

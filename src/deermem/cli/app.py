@@ -20,7 +20,7 @@ from deermem.cli.config_cmd import app as config_app
 from deermem.cli.context_cmd import context
 from deermem.cli.db_cmd import app as db_app
 from deermem.cli.demo import demo
-from deermem.cli.eval.app import app as eval_app
+from deermem.cli.eval import app as eval_app
 from deermem.cli.facts_cmd import app as facts_app
 from deermem.cli.ingest_cmd import ingest
 from deermem.cli.init_cmd import init
@@ -28,7 +28,6 @@ from deermem.cli.mcp_cmd import mcp
 from deermem.cli.migrate_cmd import migrate_command
 from deermem.cli.model_cmd import app as model_app
 from deermem.cli.regret_cmd import regret
-from deermem.cli.replay_cmd import replay
 from deermem.cli.search_cmd import search
 from deermem.cli.serve_cmd import serve
 from deermem.cli.store_cmd import reindex, scopes
@@ -72,7 +71,6 @@ app.command(name="mcp")(mcp)
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 app.command(name="migrate")(migrate_command)
-eval_app.command(name="replay")(replay)  # needs Memory: it lives at this level
 app.add_typer(eval_app, name="eval")
 use_command_classes(app)
 

@@ -1,6 +1,6 @@
 """The regret chart: each policy's regret rate and regret events over time, as a PNG.
 
-Drawn like the evaluation's charts (:mod:`deermem.eval.report.png`:
+Drawn like the evaluation's charts (:mod:`deermem.eval`:
 matplotlib, the optional ``eval`` extra; the default style, the bundled fonts,
 no software or time stamp), so the same report draws the same bytes.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import date
 from typing import TYPE_CHECKING
 
-from deermem.eval.report.png import POLICY_COLOURS, figure_png
+from deermem.eval import POLICY_COLOURS, figure_png
 from deermem.library.regret import PolicyRegret, RegretReport
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def render_regret_chart(report: RegretReport) -> bytes:
 
     Raises:
         ModuleNotFoundError: matplotlib is not installed
-            (see :func:`~deermem.eval.report.png.missing_chart_module`).
+            (see :func:`~deermem.eval.missing_chart_module`).
     """
 
     def draw(figure: Figure) -> None:

@@ -46,7 +46,7 @@ def regret(
     Example: `deermem --user alice regret --since 30d --json`
     """
     from deermem.cli.regret_chart import render_regret_chart
-    from deermem.eval.report.png import CHARTS_EXTRA, missing_chart_module
+    from deermem.eval import CHARTS_EXTRA, missing_chart_module
     from deermem.library.regret import parse_since
     from deermem.store.markdown.files import atomic_write
 

@@ -24,9 +24,9 @@ bad input also derive from :class:`ValueError`::
         └── ResultsExistError       (FileExistsError) result files are already there;
                                     nothing is overwritten
 
-They stay in this package (:mod:`deermem` exports the library's errors only).
-Their context is in attributes (``file``, ``key``, ``paths`` ...); messages never quote dataset
-text or a key.
+Their context is in attributes (``file``, ``key``, ``paths`` ...); messages
+never quote dataset text or a key. They stay in this package (:mod:`deermem`
+exports the library's errors only).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class GradingError(EvaluationError, ValueError):
     def __init__(self, reference: str) -> None:
         self.reference = reference
         super().__init__(
-            f"grading reference {_preview(reference)} has no letters or digits to compare with"
+            f"grading reference {preview(reference)} has no letters or digits to compare with"
         )
 
 
@@ -78,7 +78,7 @@ class StatisticsError(EvaluationError, ValueError):
         self.parameter = parameter
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{parameter} = {_preview(value)}: {allowed}")
+        super().__init__(f"{parameter} = {preview(value)}: {allowed}")
 
 
 class ResultRowsError(EvaluationError, ValueError):
@@ -219,7 +219,7 @@ class ResultsExistError(EvaluationError, FileExistsError):
         )
 
 
-def _preview(value: object, limit: int = 80) -> str:
-    """Render a rejected value briefly, so a huge string cannot flood a message."""
+def preview(value: object, limit: int = 80) -> str:
+    """A rejected value for a message: its ``repr``, cut short so a huge value cannot flood it."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -8,15 +8,17 @@ touched. Calls follow the protocol's retry rule (reference
 2.0 s pause before each retry; transport errors, timeouts, 429 and 5xx are
 retried, any other status and any answer that is not a completion fail at
 once. The pause is fixed by the protocol, so a ``Retry-After`` header does not
-change it.
-
-The HTTP answerer POSTs each task's payload exactly as the task built it — the
-bytes whose fingerprint the stored answer records.
+change it. The HTTP answerer POSTs each task's payload exactly as the task
+built it — the bytes whose fingerprint the stored answer records.
 
 With ``--provider local`` the questions go to the embedded SmolLM2 model
 (llama.cpp, the ``local`` extra): same messages, same temperature and token
 limit, its own model name in the request (and so in every fingerprint). It is
 there to run the whole pipeline offline, not to measure anything.
+
+A module of its own because the model clients bring the HTTP stack
+(:mod:`deermem.llm`, about 0.15 s to import), which ``grade-qa`` and
+``verify`` never need.
 """
 
 from __future__ import annotations
@@ -24,52 +26,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final, NamedTuple, Protocol
+from typing import Final, NamedTuple
 
+from deermem.eval import PROVIDER_LOCAL
 from deermem.eval.errors import ProviderEnvironmentError
-from deermem.eval.protocol.config import (
-    PROVIDER_LOCAL,
-    PROVIDER_OPENAI_COMPATIBLE,
-    QASettings,
-)
-from deermem.eval.qa.responses import Answer
-from deermem.eval.qa.tasks import AnswerTask
+from deermem.eval.protocol import QASettings
+from deermem.eval.qa import Answer, Answerer, AnswerTask
 from deermem.llm import ChatMessage, ChatResponse, LocalModel, OpenAICompatibleModel, RetryPolicy
 
-__all__ = [
-    "PROVIDER_LOCAL",
-    "PROVIDER_OPENAI_COMPATIBLE",
-    "RETRY_PAUSE_SECONDS",
-    "Answerer",
-    "Endpoint",
-    "HttpAnswerer",
-    "LocalAnswerer",
-    "resolve_endpoint",
-]
+__all__ = ["HttpAnswerer", "LocalAnswerer", "answerer_for", "resolve_endpoint"]
 
 RETRY_PAUSE_SECONDS: Final = 2.0
 """The pause before every retry, fixed by the protocol (reference §4.2)."""
-
-
-class Answerer(Protocol):
-    """Something that answers tasks; used by one QA run from several threads."""
-
-    @property
-    def model(self) -> str:
-        """The model name the requests carry (and so their fingerprints)."""
-        ...
-
-    def answer(self, task: AnswerTask) -> Answer:
-        """Answer one task.
-
-        Raises:
-            LLMError: the call gave no usable answer (after the retries).
-        """
-        ...
-
-    def close(self) -> None:
-        """Release connections or the model."""
-        ...
 
 
 class Endpoint(NamedTuple):
@@ -185,6 +153,27 @@ class LocalAnswerer:
 
     def close(self) -> None:
         """Nothing to release: the weights go with the object."""
+
+
+def answerer_for(
+    qa: QASettings,
+    provider: str,
+    *,
+    environ: Mapping[str, str],
+    model_path: Path | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Answerer:
+    """Who answers a run: the embedded model (``local``), or the endpoint the config names.
+
+    For the endpoint, its environment variables are read here, first thing.
+
+    Raises:
+        ProviderEnvironmentError: the endpoint's variables are unset, blank or unusable.
+        LLMUnavailable: ``local`` without the ``local`` extra or a model file.
+    """
+    if provider == PROVIDER_LOCAL:
+        return LocalAnswerer(qa, model_path=model_path)
+    return HttpAnswerer(qa, resolve_endpoint(qa, environ), environ=environ, sleep=sleep)
 
 
 def _answer(response: ChatResponse) -> Answer:
