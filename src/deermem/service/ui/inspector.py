@@ -1,0 +1,642 @@
+"""The inspector: the web pages at ``/ui/`` of ``deermem serve``.
+
+An interface over :class:`~deermem.memory.Memory` beside the HTTP API, in the
+same process, with the same tokens and the same store. Each page authorises,
+calls one or two ``Memory`` methods (``scopes``, ``ranking``, ``search``,
+``list_archived``, ``why``, ``restore``, ``purge``, ``what_if``, ``regret``)
+and renders a Jinja2 template with autoescaping on; nothing here decides
+anything another interface would need.
+
+**Sessions.** Signing in with a token makes a session: a random id in an
+``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` when the request came
+over TLS), and a record in the server's state directory (so every worker
+process sees it) that holds the token's *id*, never the token. Every request
+looks the token up again, so a revoked or expired token ends its sessions at
+once; signing out deletes the record. The record's file name is the SHA-256
+of the session id, so reading the directory gives nobody a session.
+
+**CSRF.** Every form that changes something carries a token: the session's
+own random token (synchronizer), or — on the sign-in form, before there is a
+session — an HMAC of a pre-session cookie under the server's secret (a file
+in the state directory, made on first use). A POST without the right token
+is refused (403) and changes nothing.
+
+**What a token sees.** Exactly what its API calls may see: an admin token
+every user, a user token its users; another user's scope is "not found",
+as in the API (:meth:`ServerContext.memory_for`).
+
+**Headers.** ``Content-Security-Policy`` allows the server's own style sheet
+and images and nothing else: no script at all, no inline style, no frame;
+every asset is served from the package (no CDN: the machine may be offline).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Final
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
+
+from deermem.errors import DeerMemError, FactNotFoundError, UnsafeIdentifierError
+from deermem.library.regret import RegretReport
+from deermem.memory import Memory
+from deermem.model import format_timestamp, parse_timestamp
+from deermem.service.http.problems import ProblemError, problem_for
+from deermem.service.http.tokens import Principal, TokenFile
+from deermem.service.ui.chart import regret_svg
+from deermem.store.markdown.files import atomic_write, make_directories
+from deermem.store.records import REGRET_KINDS
+
+__all__ = ["UI_PREFIX", "Inspector", "SessionStore", "inspector_router"]
+
+UI_PREFIX: Final = "/ui"
+SESSION_COOKIE: Final = "deermem_ui"
+PRE_SESSION_COOKIE: Final = "deermem_ui_pre"
+SESSION_LIFETIME: Final = timedelta(hours=12)
+PAGE_SIZE: Final = 100
+ARCHIVE_PAGE_SIZE: Final = 50
+_MAX_FORM_BYTES: Final = 16 * 1024
+_SECRET_FILE: Final = "ui-secret"
+_SESSIONS_DIRECTORY: Final = "ui-sessions"
+_CSP: Final = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+_HEADERS: Final = {
+    "Content-Security-Policy": _CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+_STATIC: Final = {
+    "inspector.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
+_log = logging.getLogger("deermem.service.ui")
+
+
+# --- sessions --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One signed-in browser: whose token, its CSRF token, until when."""
+
+    session_id: str
+    token_id: str | None
+    csrf: str
+    expires_at: str
+
+
+class SessionStore:
+    """Sessions as files in the server's state directory, shared by every worker.
+
+    Args:
+        directory: the server's state directory (``ui-sessions/`` and the
+            ``ui-secret`` file go in it, mode 0600).
+        clock: the server's clock (aware UTC).
+    """
+
+    def __init__(self, directory: Path, clock: Callable[[], datetime]) -> None:
+        self.directory = directory
+        self.clock = clock
+        self._secret: bytes | None = None
+
+    def _path(self, session_id: str) -> Path:
+        digest = hashlib.sha256(session_id.encode("ascii", "replace")).hexdigest()
+        return self.directory / _SESSIONS_DIRECTORY / f"{digest}.json"
+
+    def create(self, token_id: str | None) -> Session:
+        """A new session for the token with this id (``None``: the open loopback server)."""
+        session = Session(
+            session_id=secrets.token_urlsafe(32),
+            token_id=token_id,
+            csrf=secrets.token_urlsafe(32),
+            expires_at=format_timestamp(self.clock() + SESSION_LIFETIME),
+        )
+        path = self._path(session.session_id)
+        make_directories(path.parent)
+        record = {"tokenId": token_id, "csrf": session.csrf, "expiresAt": session.expires_at}
+        atomic_write(path, json.dumps(record).encode(), mode=0o600)
+        return session
+
+    def get(self, session_id: str | None) -> Session | None:
+        """The live session with this id; ``None`` for an unknown, ended or expired one."""
+        if not session_id or len(session_id) > 128:
+            return None
+        path = self._path(session_id)
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        expires = parse_timestamp(str(data.get("expiresAt", "")))
+        token_id, csrf = data.get("tokenId"), data.get("csrf")
+        if expires is None or expires <= self.clock() or not isinstance(csrf, str):
+            path.unlink(missing_ok=True)
+            return None
+        if token_id is not None and not isinstance(token_id, str):
+            return None
+        return Session(session_id, token_id, csrf, format_timestamp(expires))
+
+    def end(self, session_id: str) -> None:
+        """Sign out: the session's record goes, so its cookie opens nothing any more."""
+        self._path(session_id).unlink(missing_ok=True)
+
+    def secret(self) -> bytes:
+        """The server's HMAC key for pre-session CSRF tokens, made on first use."""
+        if self._secret is None:
+            path = self.directory / _SECRET_FILE
+            try:
+                value = path.read_bytes()
+            except FileNotFoundError:
+                make_directories(path.parent)
+                atomic_write(path, secrets.token_bytes(32), mode=0o600)
+                value = path.read_bytes()
+            self._secret = value
+        return self._secret
+
+    def pre_session_token(self, nonce: str) -> str:
+        """The sign-in form's CSRF token for this pre-session cookie value."""
+        return hmac.new(self.secret(), nonce.encode("ascii", "replace"), "sha256").hexdigest()
+
+
+# --- the inspector ---------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    """A page cannot be shown: a status, a title and a sentence for the reader."""
+
+    def __init__(self, status: int, title: str, detail: str) -> None:
+        super().__init__(title)
+        self.status = status
+        self.title = title
+        self.detail = detail
+
+
+_NOT_FOUND: Final = (404, "Not found", "There is nothing here, or nothing this token may see.")
+
+
+@dataclass
+class Inspector:
+    """What the pages stand on: the server's memory, tokens and sessions.
+
+    Attributes:
+        memory: the server's root memory (no scope of its own).
+        tokens: the tokens file the API uses.
+        auth_required: the server needs a token (beyond loopback, or tokens in use).
+        sessions: the session records.
+    """
+
+    memory: Memory
+    tokens: TokenFile
+    auth_required: bool
+    sessions: SessionStore
+
+    def principal(self, session: Session) -> Principal | None:
+        """Who a session acts for now; ``None`` once its token is revoked or expired."""
+        if session.token_id is None:
+            if self.auth_required or self.tokens.configured():
+                return None
+            return Principal.unauthenticated()
+        record = next((r for r in self.tokens.records() if r.token_id == session.token_id), None)
+        if record is None or record.expired(self.memory.now()):
+            return None
+        return record.principal
+
+    def sign_in(self, token: str) -> Session | None:
+        """A session for a presented token; ``None`` when it opens nothing."""
+        token = token.strip()
+        if not token and not (self.auth_required or self.tokens.configured()):
+            return self.sessions.create(None)
+        record = self.tokens.find(token)
+        if record is None or record.expired(self.memory.now()):
+            return None
+        return self.sessions.create(record.token_id)
+
+    def scoped(self, principal: Principal, user: str, agent: str | None) -> Memory:
+        """The memory of a scope the principal may see; else "not found" (as in the API)."""
+        if not principal.may_address(user):
+            _log.info("inspector: token %s asked for a user it may not address", principal.token_id)
+            raise _Refused(*_NOT_FOUND)
+        return self.memory.scoped(user=user, agent=agent)
+
+
+def _templates() -> Environment:
+    folder = Path(str(resources.files("deermem.service.ui") / "templates"))
+    environment = Environment(
+        loader=FileSystemLoader(folder),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["score"] = lambda value: f"{value:.4f}"
+    environment.filters["part"] = lambda value: quote(str(value), safe="")
+    return environment
+
+
+def inspector_router(inspector: Inspector) -> APIRouter:
+    """The ``/ui/`` pages over one server's memory (kept out of the OpenAPI document)."""
+    ui = APIRouter(prefix=UI_PREFIX, include_in_schema=False)
+    templates = _templates()
+    static = resources.files("deermem.service.ui") / "static"
+
+    def page(
+        request: Request,
+        name: str,
+        context: Mapping[str, object],
+        *,
+        status: int = 200,
+        session: Session | None = None,
+    ) -> HTMLResponse:
+        body = templates.get_template(name).render(
+            **context, signed_in=session is not None, csrf=session.csrf if session else ""
+        )
+        return HTMLResponse(body, status_code=status, headers=_HEADERS)
+
+    def refusal(request: Request, error: _Refused, session: Session | None) -> HTMLResponse:
+        return page(
+            request,
+            "error.html",
+            {"title": error.title, "detail": error.detail},
+            status=error.status,
+            session=session,
+        )
+
+    def session_of(request: Request) -> Session | None:
+        return inspector.sessions.get(request.cookies.get(SESSION_COOKIE))
+
+    def sign_in_redirect() -> RedirectResponse:
+        return RedirectResponse(f"{UI_PREFIX}/sign-in", status_code=303, headers=_HEADERS)
+
+    def signed_in(request: Request) -> tuple[Session, Principal] | None:
+        session = session_of(request)
+        if session is None:
+            return None
+        principal = inspector.principal(session)
+        if principal is None:
+            inspector.sessions.end(session.session_id)
+            return None
+        return session, principal
+
+    def failure(error: Exception) -> _Refused:
+        """A library error as the page that says it; "not found" for any unreachable scope."""
+        if isinstance(error, _Refused):
+            return error
+        if isinstance(error, FactNotFoundError | UnsafeIdentifierError):
+            return _Refused(*_NOT_FOUND)
+        if isinstance(error, ProblemError | DeerMemError):
+            problem = problem_for(error)
+            if problem.status >= 500:
+                _log.error("inspector: %s: %s", problem.slug, type(error).__name__)
+            return _Refused(problem.status, problem.title, problem.detail)
+        raise error
+
+    def view(request: Request, render: Callable[[Session, Principal], Response]) -> Response:
+        who = signed_in(request)
+        if who is None:
+            return sign_in_redirect()
+        try:
+            return render(*who)
+        except (DeerMemError, _Refused) as error:
+            return refusal(request, failure(error), who[0])
+
+    async def form(request: Request) -> dict[str, str]:
+        body = await request.body()
+        if len(body) > _MAX_FORM_BYTES:
+            raise _Refused(413, "Form too large", "The form sent more than this page takes.")
+        try:
+            fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=8)
+        except (UnicodeDecodeError, ValueError):
+            raise _Refused(400, "Bad form", "The form could not be read.") from None
+        return {key: values[0] for key, values in fields.items()}
+
+    async def action(request: Request, act: Callable[[Session, Principal], Response]) -> Response:
+        """A POST: signed in, the session's CSRF token in the form, then the act."""
+        who = signed_in(request)
+        if who is None:
+            return sign_in_redirect()
+        session = who[0]
+        try:
+            sent = (await form(request)).get("csrf", "")
+            if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
+                raise _Refused(
+                    403,
+                    "Form refused",
+                    "This form did not carry this session's token; reload the page and try again.",
+                )
+            return await run_in_threadpool(act, *who)
+        except (DeerMemError, _Refused) as error:
+            return refusal(request, failure(error), session)
+
+    def cookie_args(request: Request) -> dict[str, object]:
+        return {
+            "httponly": True,
+            "samesite": "strict",
+            "secure": request.url.scheme == "https",
+            "path": f"{UI_PREFIX}/",
+        }
+
+    # --- signing in and out -------------------------------------------------------
+
+    @ui.get("/sign-in")
+    def sign_in_form(request: Request) -> Response:
+        nonce = request.cookies.get(PRE_SESSION_COOKIE) or secrets.token_urlsafe(24)
+        needs_token = inspector.auth_required or inspector.tokens.configured()
+        response = page(
+            request,
+            "sign_in.html",
+            {
+                "title": "Sign in",
+                "form_token": inspector.sessions.pre_session_token(nonce),
+                "needs_token": needs_token,
+                "failed": request.query_params.get("failed") == "1",
+            },
+        )
+        response.set_cookie(PRE_SESSION_COOKIE, nonce, **cookie_args(request))  # type: ignore[arg-type]
+        return response
+
+    @ui.post("/sign-in")
+    async def sign_in(request: Request) -> Response:
+        try:
+            fields = await form(request)
+        except _Refused as error:
+            return refusal(request, error, None)
+        nonce = request.cookies.get(PRE_SESSION_COOKIE, "")
+        expected = inspector.sessions.pre_session_token(nonce) if nonce else ""
+        if not nonce or not hmac.compare_digest(fields.get("csrf", "").encode(), expected.encode()):
+            return refusal(
+                request,
+                _Refused(403, "Form refused", "Open the sign-in page again and sign in from it."),
+                None,
+            )
+        session = await run_in_threadpool(inspector.sign_in, fields.get("token", ""))
+        if session is None:
+            return RedirectResponse(
+                f"{UI_PREFIX}/sign-in?failed=1", status_code=303, headers=_HEADERS
+            )
+        response = RedirectResponse(f"{UI_PREFIX}/", status_code=303, headers=_HEADERS)
+        response.set_cookie(SESSION_COOKIE, session.session_id, **cookie_args(request))  # type: ignore[arg-type]
+        response.delete_cookie(PRE_SESSION_COOKIE, path=f"{UI_PREFIX}/")
+        return response
+
+    @ui.post("/sign-out")
+    async def sign_out(request: Request) -> Response:
+        def act(session: Session, principal: Principal) -> Response:
+            inspector.sessions.end(session.session_id)
+            response = sign_in_redirect()
+            response.delete_cookie(SESSION_COOKIE, path=f"{UI_PREFIX}/")
+            return response
+
+        return await action(request, act)
+
+    # --- the pages ----------------------------------------------------------------
+
+    @ui.get("/static/{name}")
+    def asset(name: str) -> Response:
+        if name not in _STATIC:
+            return Response(status_code=404, headers=_HEADERS)
+        body = (static / name).read_bytes()
+        headers = {**_HEADERS, "Cache-Control": "public, max-age=3600"}
+        return Response(body, media_type=_STATIC[name], headers=headers)
+
+    @ui.get("/")
+    def scopes(request: Request) -> Response:
+        def render(session: Session, principal: Principal) -> Response:
+            rows = [
+                summary
+                for summary in inspector.memory.scopes()
+                if summary.scope.user_id is not None
+                and principal.may_address(summary.scope.user_id)
+            ]
+            rows.sort(key=lambda s: (s.scope.user_id or "", s.scope.agent))
+            return page(
+                request, "scopes.html", {"title": "Scopes", "scopes": rows}, session=session
+            )
+
+        return view(request, render)
+
+    @ui.get("/users/{user}")
+    def user_page(request: Request, user: str) -> Response:
+        def render(session: Session, principal: Principal) -> Response:
+            memory = inspector.scoped(principal, user, None)
+            agents = memory.store.agents(user)
+            if not agents:
+                raise _Refused(*_NOT_FOUND)
+            report = memory.regret(whole_user=True)
+            return page(
+                request,
+                "user.html",
+                {"title": f"User {user}", "user": user, "agents": agents, **_regret(report)},
+                session=session,
+            )
+
+        return view(request, render)
+
+    scope_path = "/users/{user}/agents/{agent}"
+
+    @ui.get(scope_path)
+    def library(request: Request, user: str, agent: str) -> Response:
+        def render(session: Session, principal: Principal) -> Response:
+            memory = inspector.scoped(principal, user, agent)
+            query = request.query_params.get("q", "").strip()[:500]
+            number = _page_number(request)
+            ranking = memory.ranking()
+            empty = not ranking.facts and not memory.list_archived()
+            if empty and (user, memory.scope.agent) not in _known(memory):
+                raise _Refused(*_NOT_FOUND)
+            found = memory.search(query, top_k=20, record=False) if query else ()
+            ranks = {item.fact.id: item for item in ranking.facts}
+            start = (number - 1) * PAGE_SIZE
+            shown = ranking.facts[start : start + PAGE_SIZE]
+            going = next((item for item in ranking.facts if item.next_out), None)
+            below = next((item for item in ranking.facts if not item.kept), None)
+            return page(
+                request,
+                "library.html",
+                {
+                    "title": f"{user} / {memory.scope.agent}",
+                    "user": user,
+                    "agent": memory.scope.agent,
+                    "ranking": ranking,
+                    "shown": shown,
+                    "page": number,
+                    "pages": max(1, -(-len(ranking.facts) // PAGE_SIZE)),
+                    "going": going,
+                    "below": below,
+                    "query": query,
+                    "found": [(result, ranks.get(result.fact_id)) for result in found],
+                    **_regret(memory.regret()),
+                },
+                session=session,
+            )
+
+        return view(request, render)
+
+    @ui.get(f"{scope_path}/archive")
+    def archive(request: Request, user: str, agent: str) -> Response:
+        def render(session: Session, principal: Principal) -> Response:
+            memory = inspector.scoped(principal, user, agent)
+            entries = memory.list_archived()
+            number = _page_number(request)
+            start = (number - 1) * ARCHIVE_PAGE_SIZE
+            return page(
+                request,
+                "archive.html",
+                {
+                    "title": f"Archive of {user} / {memory.scope.agent}",
+                    "user": user,
+                    "agent": memory.scope.agent,
+                    "entries": entries[start : start + ARCHIVE_PAGE_SIZE],
+                    "total": len(entries),
+                    "page": number,
+                    "pages": max(1, -(-len(entries) // ARCHIVE_PAGE_SIZE)),
+                    "notice": request.query_params.get("purged", "")[:128],
+                },
+                session=session,
+            )
+
+        return view(request, render)
+
+    @ui.get(f"{scope_path}/facts/{{fact_id}}")
+    def why(request: Request, user: str, agent: str, fact_id: str) -> Response:
+        def render(session: Session, principal: Principal) -> Response:
+            memory = inspector.scoped(principal, user, agent)
+            explanation = memory.why(fact_id)
+            receipt, line = explanation.last_eviction
+            return page(
+                request,
+                "why.html",
+                {
+                    "title": f"Why {fact_id}",
+                    "user": user,
+                    "agent": memory.scope.agent,
+                    "why": explanation,
+                    "receipt": receipt,
+                    "line": line,
+                },
+                session=session,
+            )
+
+        return view(request, render)
+
+    @ui.post(f"{scope_path}/archive/{{fact_id}}/restore")
+    async def restore(request: Request, user: str, agent: str, fact_id: str) -> Response:
+        def act(session: Session, principal: Principal) -> Response:
+            memory = inspector.scoped(principal, user, agent)
+            result = memory.restore(fact_id)
+            left = []
+            for gone in result.evicted:
+                try:
+                    left.append(memory.get_archived(gone))
+                except FactNotFoundError:
+                    continue  # eviction_mode: delete — only the receipt names it
+            return page(
+                request,
+                "restored.html",
+                {
+                    "title": f"Restore {fact_id}",
+                    "user": user,
+                    "agent": memory.scope.agent,
+                    "result": result,
+                    "left": left,
+                },
+                session=session,
+            )
+
+        return await action(request, act)
+
+    @ui.get(f"{scope_path}/archive/{{fact_id}}/purge")
+    def purge_form(request: Request, user: str, agent: str, fact_id: str) -> Response:
+        def render(session: Session, principal: Principal) -> Response:
+            memory = inspector.scoped(principal, user, agent)
+            entry = memory.get_archived(fact_id)
+            return page(
+                request,
+                "purge.html",
+                {
+                    "title": f"Purge {fact_id}",
+                    "user": user,
+                    "agent": memory.scope.agent,
+                    "entry": entry,
+                },
+                session=session,
+            )
+
+        return view(request, render)
+
+    @ui.post(f"{scope_path}/archive/{{fact_id}}/purge")
+    async def purge(request: Request, user: str, agent: str, fact_id: str) -> Response:
+        def act(session: Session, principal: Principal) -> Response:
+            memory = inspector.scoped(principal, user, agent)
+            memory.purge(fact_id)
+            where = f"{UI_PREFIX}/users/{quote(user, safe='')}/agents/{memory.scope.agent}"
+            return RedirectResponse(
+                f"{where}/archive?purged={quote(fact_id, safe='')}",
+                status_code=303,
+                headers=_HEADERS,
+            )
+
+        return await action(request, act)
+
+    @ui.get(f"{scope_path}/what-if")
+    def what_if(request: Request, user: str, agent: str) -> Response:
+        def render(session: Session, principal: Principal) -> Response:
+            memory = inspector.scoped(principal, user, agent)
+            result = memory.what_if()
+            by_id = {fact.id: fact for fact in result.candidates}
+            return page(
+                request,
+                "what_if.html",
+                {
+                    "title": f"What if — {user} / {memory.scope.agent}",
+                    "user": user,
+                    "agent": memory.scope.agent,
+                    "result": result,
+                    "by_id": by_id,
+                },
+                session=session,
+            )
+
+        return view(request, render)
+
+    return ui
+
+
+def _page_number(request: Request) -> int:
+    text = request.query_params.get("page", "1")
+    number = int(text) if text.isdigit() and len(text) < 7 else 1
+    return max(1, number)
+
+
+def _known(memory: Memory) -> set[tuple[str | None, str]]:
+    """The scopes the store holds (an empty, unknown scope is "not found")."""
+    return {(scope.user_id, scope.agent) for scope in memory.store.scopes()}
+
+
+def _regret(report: RegretReport) -> dict[str, object]:
+    """The chart and the numbers beside it, for a template."""
+    active = next((p for p in report.policies if p.role == "active"), None)
+    return {
+        "report": report,
+        "chart": Markup(regret_svg(report)),  # built from escaped parts (chart.py)
+        "kinds": REGRET_KINDS,
+        "active_timeline": active.timeline if active else (),
+    }
