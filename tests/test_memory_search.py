@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from deermem import Memory, SearchIndexError
-from deermem.memory import SearchResult
 from deermem.recall import SearchIndex
+from deermem.results import SearchResult
 
 from .context_support import NOW, fact_files, files_state, open_memory, usage_file
 

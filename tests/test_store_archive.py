@@ -21,7 +21,7 @@ from deermem import (
     Memory,
     MemoryConfig,
 )
-from deermem.scenarios import seed_scenarios
+from deermem.cli.demo import seed_scenarios
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 

@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from deermem.service.http.app import create_app
-from deermem.service.http.limits import ServerLimits
-from deermem.service.http.settings import ServerSettings
+from deermem.service.settings import ServerLimits, ServerSettings
 
 from ..served_store import PASSWORD, ServedStore, on_both_stores
 from .conftest import LiveServer, free_port, run_in_thread, start_server

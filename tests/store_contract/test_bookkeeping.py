@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from deermem import Memory, MemoryConfig
-from deermem.scenarios import seed_scenarios
+from deermem.cli.demo import seed_scenarios
 from deermem.store import ChangeSet, Scope
 from deermem.store.records import UsageEntry
 from tests.store_contract.conftest import Stores

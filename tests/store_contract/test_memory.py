@@ -18,7 +18,7 @@ from deermem import (
     MemoryConfig,
     UnsafeIdentifierError,
 )
-from deermem.scenarios import seed_scenarios
+from deermem.cli.demo import seed_scenarios
 from deermem.store import Scope
 from tests.store_contract.conftest import Stores
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from deermem.cli._output import err_console, out_console
+from deermem.cli.output import err_console, out_console
 
 if TYPE_CHECKING:
     from deermem.eval.replay.run import CellRun

@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from deermem.library import CapacityGate
-from deermem.memory.results import Standing
 from deermem.model.categories import category_key
 from deermem.model.fact import Fact
 from deermem.policy import POLICY_HYBRID_V1, select_facts_for_capacity
+from deermem.results import Standing
 from deermem.store import UsageEntry
 
 __all__ = ["standing_of"]

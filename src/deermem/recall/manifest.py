@@ -5,12 +5,17 @@ A prompt built under a token budget silently leaves things out; when an agent
 the prompt at all. The manifest answers it without showing any fact content:
 ids, categories, scores, token costs and reasons only, so it can be logged,
 printed by ``deermem context --explain`` or stored next to an evaluation.
+Its JSON form (``--json``, the HTTP API, the MCP tools) is pydantic's dump
+of these records: their fields under camelCase keys.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
 
 __all__ = [
     "OMISSION_REASONS",
@@ -28,6 +33,9 @@ POOL_GUARANTEED: Final = "guaranteed"
 POOL_RANKED: Final = "ranked"
 
 OmissionReason = Literal["over-budget", "after-stop", "invalid-content"]
+# The JSON form of the three records below: their fields, camelCase keys (``factId``).
+_JSON: Final = ConfigDict(alias_generator=to_camel, serialize_by_alias=True)
+
 OMISSION_REASONS: Final[dict[str, str]] = {
     "over-budget": "its line did not fit in the tokens left in its pool",
     "after-stop": "a higher-ranked line in its pool did not fit; selection stops there",
@@ -51,22 +59,14 @@ class InjectedFact:
         tokens: what its line costs, newline included.
     """
 
+    __pydantic_config__ = _JSON
+
     fact_id: str
     category: str
     pool: Pool
     rank: int
     score: float
     tokens: int
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "factId": self.fact_id,
-            "category": self.category,
-            "pool": self.pool,
-            "rank": self.rank,
-            "score": self.score,
-            "tokens": self.tokens,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +84,8 @@ class OmittedFact:
         tokens: what its line would have cost (``None`` for invalid content).
     """
 
+    __pydantic_config__ = _JSON
+
     fact_id: str
     reason: OmissionReason
     category: str | None = None
@@ -91,17 +93,6 @@ class OmittedFact:
     rank: int | None = None
     score: float | None = None
     tokens: int | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "factId": self.fact_id,
-            "reason": self.reason,
-            "category": self.category,
-            "pool": self.pool,
-            "rank": self.rank,
-            "score": self.score,
-            "tokens": self.tokens,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +120,8 @@ class InjectionManifest:
         summaries_truncated: the summaries were cut to keep the facts.
     """
 
+    __pydantic_config__ = _JSON
+
     enabled: bool
     policy: str
     token_counting: str
@@ -152,23 +145,3 @@ class InjectionManifest:
     @property
     def omitted_ids(self) -> tuple[str, ...]:
         return tuple(item.fact_id for item in self.omitted)
-
-    def to_dict(self) -> dict[str, object]:
-        """A JSON-ready mapping with camelCase keys (no fact content)."""
-        return {
-            "enabled": self.enabled,
-            "policy": self.policy,
-            "tokenCounting": self.token_counting,
-            "tokenCounter": self.token_counter,
-            "maxTokens": self.max_tokens,
-            "guaranteedTokenBudget": self.guaranteed_token_budget,
-            "guaranteedCategories": list(self.guaranteed_categories),
-            "sections": list(self.sections),
-            "injected": [item.to_dict() for item in self.injected],
-            "omitted": [item.to_dict() for item in self.omitted],
-            "summaryTokens": self.summary_tokens,
-            "guaranteedTokens": self.guaranteed_tokens,
-            "rankedTokens": self.ranked_tokens,
-            "budgetTokens": self.budget_tokens,
-            "summariesTruncated": self.summaries_truncated,
-        }

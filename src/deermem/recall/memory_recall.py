@@ -33,7 +33,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from deermem.errors import CorruptMemoryFile, SearchIndexError
-from deermem.memory.results import ReindexReport, SearchResult
 from deermem.policy import POLICY_HYBRID_V1
 from deermem.recall import (
     ArchiveSource,
@@ -46,6 +45,7 @@ from deermem.recall import (
     search_with_archive,
 )
 from deermem.recall.search_index import MEMORY, content_version
+from deermem.results import ReindexReport, SearchResult
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -181,7 +181,9 @@ def _results(facts: Mapping[str, Fact], hits: Sequence[SearchHit]) -> tuple[Sear
     for hit in hits:
         fact = facts.get(hit.fact_id)
         if fact is not None:
-            results.append(SearchResult(fact, hit.score, hit.match_type, hit.bm25))
+            results.append(
+                SearchResult(fact=fact, score=hit.score, match_type=hit.match_type, bm25=hit.bm25)
+            )
     return tuple(results)
 
 

@@ -3,9 +3,11 @@
 Over stdio, standard output belongs to the protocol: every log line goes
 to standard error (the client's log), in the HTTP server's format. Over HTTP
 the start-up check is the HTTP API's own
-(:func:`~deermem.service.http.run.check_startup`): listening beyond loopback while
+(:func:`~deermem.service.settings.check_startup`): listening beyond loopback while
 tokens are not in use (no tokens file) refuses to start, and a damaged tokens file
-stops start-up instead of the first request.
+stops start-up instead of the first request; the server runs uvicorn with the
+HTTP API's protocol (:class:`~deermem.service.http.run.ServerHTTPProtocol`:
+Nagle off, a deadline for request headers).
 """
 
 from __future__ import annotations
@@ -13,12 +15,18 @@ from __future__ import annotations
 import logging.config
 from typing import Any
 
+import uvicorn
+
 from deermem.memory import Memory
-from deermem.service.http.context import close_store
-from deermem.service.http.run import check_startup, log_config
-from deermem.service.http.settings import is_loopback
-from deermem.service.mcp.app import create_http_app, create_mcp_server
-from deermem.service.mcp.settings import McpSettings
+from deermem.service.http.run import ServerHTTPProtocol
+from deermem.service.mcp.server import create_http_app, create_mcp_server
+from deermem.service.settings import (
+    McpSettings,
+    check_startup,
+    close_store,
+    is_loopback,
+    log_config,
+)
 from deermem.store import Scope
 
 __all__ = ["configure_logging", "serve"]
@@ -60,10 +68,6 @@ def serve(settings: McpSettings) -> None:
         if tokens is None:
             create_mcp_server(memory, limits=settings.tools).run("stdio")
             return
-        import uvicorn
-
-        from deermem.service.http.tcp import ServerHTTPProtocol
-
         app = create_http_app(
             memory,
             settings,

@@ -11,22 +11,21 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli._context import cli_context
-from deermem.cli._output import JSON_OPTION, out_console, print_json
+from deermem.cli.output import JSON_OPTION, cli_context, out_console, print_json
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["app"]
+__all__ = ["config_app"]
 
-app = typer.Typer(help="Inspect and validate configuration.", no_args_is_help=True)
+config_app = typer.Typer(help="Inspect and validate configuration.", no_args_is_help=True)
 
 IGNORE_ENV_OPTION = typer.Option(
     False, "--ignore-env", help="Do not apply DEERMEM_* environment variables."
 )
 
 
-@app.command("check")
+@config_app.command("check")
 def check(
     file: Path = typer.Argument(
         ..., exists=True, dir_okay=False, readable=True, help="A .toml, .yaml or .yml file."
@@ -60,7 +59,7 @@ def check(
     out_console.print("[green]valid[/]  (* differs from the default)")
 
 
-@app.command("show")
+@config_app.command("show")
 def show(
     ctx: typer.Context, ignore_env: bool = IGNORE_ENV_OPTION, as_json: bool = JSON_OPTION
 ) -> None:
