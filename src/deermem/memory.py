@@ -415,7 +415,9 @@ class Memory:
         now = self.now()
         return tuple(
             ScopeSummary(
-                scope, len(self.store.load(scope).facts), len(self.store.archive(scope, now))
+                scope=scope,
+                facts=len(self.store.load(scope).facts),
+                archived=len(self.store.archive(scope, now)),
             )
             for scope in self.store.scopes()
         )

@@ -20,12 +20,17 @@ named, bounded and documented once, and the three cannot drift apart.
   pydantic models, because that is what FastAPI's ``response_model`` and the
   MCP SDK's output schemas take as they are.
 
-Records of the layers below travel inside these results — a fact, an
-eviction receipt, an archive entry, the injection manifest, the update
-report. They keep the JSON form their own module writes (the form of the
-files they live in); :data:`FactJson` and its siblings hand that form to
-pydantic and describe it for the schemas, so those records too are described
-once for every interface.
+Records of the store travel inside these results — a fact, an eviction
+receipt, an archive entry. They keep the JSON form their own module writes
+(the form of the files they live in); :data:`FactJson` and its siblings hand
+that form to pydantic and describe it for the schemas (:class:`FactOut` ...),
+so those records too are described once for every interface. (Records that
+describe their JSON form to pydantic themselves — the injection manifest,
+the server's limits — need no such wrapper: :func:`to_json` writes them.)
+
+This module sits between the store and the features: the features build some
+of these results (a search's, a standing), and :class:`~deermem.Memory`
+returns them.
 
 Receipts, manifests and reports carry no fact content; facts, archive entries
 and search hits do (they are the caller's own memory).
@@ -34,7 +39,7 @@ and search hits do (they are the caller's own memory).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass as plain_dataclass
 from typing import Annotated, Any, Final, Literal, TypeVar
 
@@ -57,7 +62,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, to_jsonable_python
 
 from deermem.errors import FactValidationError
-from deermem.model.categories import CORE_CATEGORIES
+from deermem.model.categories import CORE_CATEGORIES, DEFAULT_CATEGORY
 from deermem.model.fact import Fact
 from deermem.model.scope import Scope
 from deermem.model.text import (
@@ -72,6 +77,7 @@ from deermem.model.text import (
 from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
 
 __all__ = [
+    "ONE_LINE",
     "ArchiveEntryJson",
     "ArchivedJson",
     "Category",
@@ -110,7 +116,7 @@ _SPACE: Final = (
 )
 # The text boundary (deermem.model.text), stated for clients: one line holds no control
 # character or line break; text no control character but tab, line feed and carriage return.
-_ONE_LINE: Final = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+ONE_LINE: Final = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
 _LINES: Final = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
 
 # --- inputs -------------------------------------------------------------------------------
@@ -142,13 +148,12 @@ checks its characters: :class:`NewFact`)."""
 Category = Annotated[
     str,
     Field(
-        min_length=1,
         max_length=MAX_CATEGORY_CHARS,
-        json_schema_extra={"pattern": _ONE_LINE},
+        json_schema_extra={"pattern": ONE_LINE},
         description="One of: " + ", ".join(CORE_CATEGORIES) + ". Another label is kept "
-        "as an `other` fact with that label. Use `correction` when the user corrects you: "
-        "corrections go first into the prompt, and the hybrid-v1 policy reserves room for "
-        "them when memory is full.",
+        "as an `other` fact with that label (a blank one means `context`). Use `correction` "
+        "when the user corrects you: corrections go first into the prompt, and the "
+        "hybrid-v1 policy reserves room for them when memory is full.",
     ),
 ]
 Confidence = Annotated[
@@ -164,7 +169,7 @@ Confidence = Annotated[
 ]
 Topic = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_CATEGORY_CHARS, json_schema_extra={"pattern": _ONE_LINE}),
+    Field(min_length=1, max_length=MAX_CATEGORY_CHARS, json_schema_extra={"pattern": ONE_LINE}),
 ]
 Topics = Annotated[list[Topic], Field(max_length=MAX_TOPICS, description="Keywords for search.")]
 SourceError = Annotated[
@@ -205,7 +210,8 @@ def _storable(data: object) -> object:
 
 
 def _category(text: str) -> str:
-    return check_line("category", text.strip(), MAX_CATEGORY_CHARS)
+    """One line, trimmed; blank means the default category."""
+    return check_line("category", text.strip(), MAX_CATEGORY_CHARS) or DEFAULT_CATEGORY
 
 
 def _topics(tags: list[str]) -> list[str]:
@@ -385,20 +391,15 @@ class _DescribedBy:
         return handler(self.model.__pydantic_core_schema__)
 
 
-def _record(kind: type[T], dump: Callable[[T], object], described_by: type[BaseModel]) -> Any:
-    """A record of a lower layer as a pydantic type: taken as it is, written by ``dump``."""
+def _instance_of(kind: type[T]) -> PlainValidator:
+    """Take a record of a lower layer as it is (it was validated where it was built)."""
 
     def same(value: object) -> T:
         if isinstance(value, kind):
             return value
         raise ValueError(f"expected a {kind.__name__}")
 
-    return Annotated[
-        kind,
-        PlainValidator(same),
-        PlainSerializer(dump, return_type=Any),
-        _DescribedBy(described_by),
-    ]
+    return PlainValidator(same)
 
 
 _OPEN = ConfigDict(extra="allow")
@@ -490,13 +491,33 @@ def _archived_without_fact(entry: ArchiveEntry) -> dict[str, object]:
     return {key: value for key, value in entry.to_dict().items() if key != "fact"}
 
 
-FactJson = _record(Fact, Fact.to_dict, FactOut)
+FactJson = Annotated[
+    Fact,
+    _instance_of(Fact),
+    PlainSerializer(Fact.to_dict, return_type=Any),
+    _DescribedBy(FactOut),
+]
 """A :class:`~deermem.Fact` on the wire: its stored form, every field."""
-ReceiptJson = _record(EvictionReceipt, EvictionReceipt.to_dict, _ReceiptShape)
+ReceiptJson = Annotated[
+    EvictionReceipt,
+    _instance_of(EvictionReceipt),
+    PlainSerializer(EvictionReceipt.to_dict, return_type=Any),
+    _DescribedBy(_ReceiptShape),
+]
 """An eviction receipt on the wire: its audit-file form (no content)."""
-ArchiveEntryJson = _record(ArchiveEntry, ArchiveEntry.to_dict, _ArchiveEntryShape)
+ArchiveEntryJson = Annotated[
+    ArchiveEntry,
+    _instance_of(ArchiveEntry),
+    PlainSerializer(ArchiveEntry.to_dict, return_type=Any),
+    _DescribedBy(_ArchiveEntryShape),
+]
 """An archive entry on the wire: its file's form, the fact included."""
-ArchivedJson = _record(ArchiveEntry, _archived_without_fact, _ArchivedShape)
+ArchivedJson = Annotated[
+    ArchiveEntry,
+    _instance_of(ArchiveEntry),
+    PlainSerializer(_archived_without_fact, return_type=Any),
+    _DescribedBy(_ArchivedShape),
+]
 """Why an archived fact left: its archive entry without the fact."""
 
 # --- results ------------------------------------------------------------------------------
@@ -755,11 +776,11 @@ class Forgotten(BaseModel):
 
 
 @functools.cache
-def _adapter(kind: object) -> TypeAdapter[Any]:
+def _adapter(kind: Any) -> TypeAdapter[Any]:
     return TypeAdapter(kind)
 
 
-def to_json(value: object, kind: object = None, *, exclude: set[str] | None = None) -> Any:
+def to_json(value: object, kind: Any = None, *, exclude: set[str] | None = None) -> Any:
     """``value`` as JSON-ready data in its wire form (camelCase keys).
 
     Args:

@@ -111,13 +111,15 @@ class Problem:
     def body(self, *, request_id: str | None = None) -> dict[str, object]:
         """The problem+json body; ``requestId`` ties it to the server's log lines."""
         given = {"requestId": request_id} if request_id is not None else {}
-        described = ProblemBody(
-            type=self.type,
-            title=self.title,
-            status=self.status,
-            detail=self.detail,
-            **self.extensions,
-            **given,
+        described = ProblemBody.model_validate(
+            {
+                "type": self.type,
+                "title": self.title,
+                "status": self.status,
+                "detail": self.detail,
+                **self.extensions,
+                **given,
+            }
         )
         return described.model_dump(exclude_unset=True)
 

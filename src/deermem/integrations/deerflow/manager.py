@@ -46,7 +46,7 @@ class DeerMemManager(DeerFlowBackend, MemoryManager):
 
     # Built as a pydantic model, as DeerFlow builds every backend (the backend's own
     # constructor takes read settings; this one takes DeerFlow's fields).
-    __init__ = BaseModel.__init__  # type: ignore[assignment]
+    __init__ = BaseModel.__init__
 
     _settings: BackendSettings = PrivateAttr()
     _errors: ErrorTypes = PrivateAttr()
@@ -71,7 +71,7 @@ class DeerMemManager(DeerFlowBackend, MemoryManager):
         )
 
     @classmethod
-    def from_config(
+    def from_config(  # type: ignore[override]  # DeerFlow's classmethod, not the backend's
         cls,
         backend_config: dict[str, Any] | None = None,
         *,

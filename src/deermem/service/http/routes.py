@@ -60,6 +60,7 @@ from deermem.memory import Memory
 from deermem.model.scope import MAX_AGENT_NAME_LENGTH, USER_ID_PATTERN
 from deermem.recall import InjectionManifest
 from deermem.results import (
+    ONE_LINE,
     ArchiveEntryJson,
     CreateResult,
     Explanation,
@@ -121,7 +122,6 @@ _PAGE = ConfigDict(
 
 # The roles deermem.learning.signals reads: OpenAI's (role) and LangChain's (type).
 _ROLES: Final = ["user", "human", "assistant", "ai", "system", "developer", "tool", "function"]
-_ONE_LINE: Final = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
 ChatMessage = Annotated[
     dict[str, Any],
     WithJsonSchema(
@@ -154,7 +154,7 @@ class ConversationIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     threadId: Annotated[
-        str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": _ONE_LINE})
+        str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ONE_LINE})
     ]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
 
