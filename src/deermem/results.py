@@ -402,8 +402,8 @@ def _instance_of(kind: type[T]) -> PlainValidator:
     return PlainValidator(same)
 
 
-_OPEN = ConfigDict(extra="allow")
-_CLOSED = ConfigDict(extra="forbid")
+_OPEN = ConfigDict(defer_build=True, extra="allow")
+_CLOSED = ConfigDict(defer_build=True, extra="forbid")
 
 
 class FactOut(BaseModel):
@@ -522,7 +522,10 @@ ArchivedJson = Annotated[
 
 # --- results ------------------------------------------------------------------------------
 
+# defer_build: a result's validator is built when it is first used, not when deermem is
+# imported (a command that lists facts uses none of them).
 _RESULT = ConfigDict(
+    defer_build=True,
     frozen=True,
     alias_generator=to_camel,
     validate_by_name=True,

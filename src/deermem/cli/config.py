@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
+from pydantic import BaseModel
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, cli_context, out_console, print_json
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+from deermem.config import MemoryConfig, load_config, resolve_config
+from deermem.config.database import redact_database_url
 
 __all__ = ["config_app"]
 
@@ -41,8 +40,6 @@ def check(
 
     Example: `deermem config check deermem.toml`
     """
-    from deermem.config import MemoryConfig, load_config
-
     config = load_config(file, environ={} if ignore_env else None)
     defaults = MemoryConfig()
     if as_json:
@@ -72,8 +69,6 @@ def show(
     Examples: `deermem --root ./memory config show`,
     `deermem --root ./memory --config team.yaml config show --json`
     """
-    from deermem.config import MemoryConfig, resolve_config
-
     state = cli_context(ctx)
     root = None if state.uses_database() else state.store_root()
     resolved = resolve_config(state.config_file, root=root, environ={} if ignore_env else None)
@@ -122,10 +117,6 @@ def _rows(
     config: BaseModel, defaults: BaseModel, prefix: str = ""
 ) -> Iterator[tuple[str, object, object]]:
     """One row per setting; a section (``model``) gives one row per key, ``model.base_url``."""
-    from pydantic import BaseModel
-
-    from deermem.config.database import redact_database_url
-
     for key in type(config).model_fields:
         value, default = getattr(config, key), getattr(defaults, key)
         if isinstance(value, BaseModel) and isinstance(default, BaseModel):

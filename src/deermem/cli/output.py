@@ -33,11 +33,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from deermem.config import ResolvedConfig, resolve_config
+from deermem.model.fact import Fact
+from deermem.store import EvictionReceipt, ReceiptEntry, resolve_root
+
 if TYPE_CHECKING:
-    from deermem.config import ResolvedConfig
     from deermem.memory import Memory
-    from deermem.model.fact import Fact
-    from deermem.store import EvictionReceipt, ReceiptEntry
 
 __all__ = [
     "JSON_OPTION",
@@ -137,8 +138,6 @@ class CliContext:
     def _explicit(self) -> ResolvedConfig:
         """The configuration from ``--config``, the environment and defaults: no store's file."""
         if self._explicit_settings is None:
-            from deermem.config import resolve_config
-
             self._explicit_settings = resolve_config(self.config_file)
         return self._explicit_settings
 
@@ -153,8 +152,6 @@ class CliContext:
             if self.root is not None:
                 self._root_dir = self.root
             else:
-                from deermem.store import resolve_root
-
                 self._root_dir = resolve_root(self._explicit().config.storage_path)
         return self._root_dir
 
@@ -175,8 +172,6 @@ class CliContext:
             if self.uses_database():
                 self._settings = self._explicit()
             else:
-                from deermem.config import resolve_config
-
                 self._settings = resolve_config(self.config_file, root=self.store_root())
         return self._settings
 
@@ -188,6 +183,8 @@ class CliContext:
                 "does not exist; check the path, or create the store with `deermem init`"
             )
         if self._memory is None:
+            # Loaded by the commands that open a memory only: --help, token and eval
+            # commands start 30 % faster without the memory stack (bench in the report).
             from deermem.memory import Memory
 
             self._memory = Memory.open(

@@ -23,13 +23,25 @@ from deermem.cli.output import (
     progress_bar,
     read_stdin_text,
 )
+from deermem.config import (
+    STORE_SETTINGS_FILENAME,
+    MemoryConfig,
+    load_config,
+    read_store_settings,
+    render_store_settings,
+    resolve_config,
+    store_settings_path,
+    write_store_settings,
+)
 from deermem.errors import ConfigError
-from deermem.results import to_json
+from deermem.results import ScopeSummary, to_json
+from deermem.store import resolve_root
+from deermem.store.markdown.atomic import atomic_write
+from deermem.store.markdown.listing import holds_store
+from deermem.store.migration import MigrationReport, migrate, opened_location
 
 if TYPE_CHECKING:
-    from deermem.config import MemoryConfig
     from deermem.memory import Memory
-    from deermem.results import ScopeSummary
 
 __all__ = ["db_app", "export", "import_", "init", "migrate_command", "reindex", "scopes"]
 
@@ -62,17 +74,6 @@ def init(
     Examples: `deermem --root ./memory init --config deermem.yaml`,
     `DEERMEM_MAX_FACTS=10 deermem --root ./memory init`
     """
-    from deermem.config import (
-        STORE_SETTINGS_FILENAME,
-        read_store_settings,
-        render_store_settings,
-        resolve_config,
-        store_settings_path,
-        write_store_settings,
-    )
-    from deermem.store import resolve_root
-    from deermem.store.markdown.listing import holds_store
-
     state = cli_context(ctx)
     resolved = resolve_config(config or state.config_file)
     if resolved.config.store and state.root is None:
@@ -210,8 +211,6 @@ def export(
     if file == _STDIO:
         typer.echo(text, nl=False)
         return
-    from deermem.store.markdown.atomic import atomic_write
-
     path = Path(file)
     if not path.parent.is_dir():
         fail(f"{file}: its directory does not exist")
@@ -310,8 +309,6 @@ def migrate_command(
 
     Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`
     """
-    from deermem.store.migration import MigrationReport, migrate, opened_location
-
     config = config_of(ctx)
     with (
         opened_location(source, config, must_exist=True) as (reader, shown_source),
@@ -355,8 +352,6 @@ _DATABASE_OPTION = typer.Option(
 
 def config_of(ctx: typer.Context) -> MemoryConfig:
     """The configuration the global options (``--config``, the environment) name."""
-    from deermem.config import load_config
-
     return load_config(cli_context(ctx).config_file)
 
 
@@ -383,7 +378,7 @@ def upgrade(
 
     Example: `deermem db upgrade --database postgresql://deermem@db/deermem`
     """
-    from deermem.store.postgres.schema import upgrade_database
+    from deermem.store.postgres.schema import upgrade_database  # the postgres extra
 
     status = upgrade_database(_database(ctx, database))
     if as_json:
@@ -406,7 +401,7 @@ def status(
 
     Example: `deermem db status --json`
     """
-    from deermem.store.postgres.schema import database_status
+    from deermem.store.postgres.schema import database_status  # the postgres extra
 
     found = database_status(_database(ctx, database))
     if as_json:

@@ -111,7 +111,9 @@ class Principal:
 @pydantic_dataclass(
     frozen=True,
     slots=True,
-    config=ConfigDict(alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True),
+    config=ConfigDict(
+        defer_build=True, alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True
+    ),
 )
 class TokenRecord:
     """One line of the tokens file: a token's id, grants and digest (never the token).
