@@ -517,3 +517,12 @@ def test_the_binding_is_the_backend_not_a_second_copy() -> None:
     }
     assert declared.isdisjoint(CONTRACT)
     assert declared <= {"model_post_init", "from_config"}
+
+
+def test_the_memory_behind_a_bucket_takes_the_contracts_defaults(tmp_path: Path) -> None:
+    """``memory()`` is deermem's own (no contract method has it); like the contract's
+    methods it defaults the agent to DeerFlow's global bucket, as the binding always did."""
+    built = backend(tmp_path)
+    fact_id = built.create_fact("Uses uv.", user_id="alice")[1]
+    assert fact_id is not None
+    assert built.memory(user_id="alice").get_fact(fact_id).content == "Uses uv."

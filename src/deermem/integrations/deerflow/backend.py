@@ -290,7 +290,7 @@ class DeerFlowBackend:
             error_types=error_types,
         )
 
-    def memory(self, *, user_id: str | None, agent_name: str | None) -> Memory:
+    def memory(self, *, user_id: str | None = None, agent_name: str | None = None) -> Memory:
         """The deermem :class:`~deermem.Memory` behind one user's agent bucket.
 
         What DeerFlow's contract has no method for — ``why`` a fact left, the
