@@ -188,7 +188,7 @@ def mcp(
         raise typer.BadParameter("applies to --transport http only", param_hint="--allowed-host")
     try:
         # The `mcp` extra (the MCP SDK) may be missing: say so in one line.
-        from deermem.service.mcp.run import serve as run_server
+        from deermem.service.mcp.server import serve as run_server
     except ImportError as error:  # the mcp SDK missing
         err_console.print(
             f"[bold red]error:[/] `deermem mcp` needs the `mcp` extra ({error.name} is not "

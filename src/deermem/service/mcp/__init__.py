@@ -7,7 +7,7 @@ Built on the official MCP SDK (``mcp`` 2.x, the ``mcp`` extra:
 over one :class:`~deermem.memory.Memory` method, with typed (structured)
 results and truthful annotations (:mod:`deermem.service.mcp.server`). It
 runs over stdio (the client starts it) or streamable HTTP behind the HTTP
-API's bearer tokens (:mod:`deermem.service.mcp.auth`); :mod:`~deermem.service.mcp.run`
+API's bearer tokens (:mod:`deermem.service.mcp.auth`); :func:`~deermem.service.mcp.server.serve`
 starts it. The user and agent come from the server's configuration or the
 token, never from a tool argument. See docs/mcp.md.
 """

@@ -45,7 +45,16 @@ API's own ``Host`` and ``Origin`` rule, in place of the SDK's),
 :class:`~deermem.service.middleware.BodyLimitMiddleware` (413),
 :class:`~deermem.service.mcp.auth.McpAuthMiddleware` (401/403, the caller's
 scope) and :class:`~deermem.service.mcp.auth.SessionLimitMiddleware` (429: the
-sessions of one token).
+sessions of one token). :func:`serve` runs it (``deermem mcp``).
+
+Over stdio, standard output belongs to the protocol: every log line goes
+to standard error (the client's log), in the HTTP server's format. Over HTTP
+the start-up check is the HTTP API's own
+(:func:`~deermem.service.settings.check_startup`): listening beyond loopback while
+tokens are not in use (no tokens file) refuses to start, and a damaged tokens file
+stops start-up instead of the first request; the server runs uvicorn with the
+HTTP API's protocol (:class:`~deermem.service.http.run.ServerHTTPProtocol`:
+Nagle off, a deadline for request headers).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tool signatures at
@@ -53,11 +62,13 @@ sessions of one token).
 
 import functools
 import logging
+import logging.config
 import time
 import traceback
 from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal, ParamSpec, TypeVar
 
+import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -89,6 +100,7 @@ from deermem.results import (
     SearchResults,
     Topics,
 )
+from deermem.service.http.run import ServerHTTPProtocol
 from deermem.service.mcp.auth import (
     CALLER_KEY,
     Caller,
@@ -98,8 +110,16 @@ from deermem.service.mcp.auth import (
 )
 from deermem.service.middleware import BodyLimitMiddleware, HostGuardMiddleware, RequestIdMiddleware
 from deermem.service.problems import problem_for
-from deermem.service.settings import McpSettings, ToolLimits
+from deermem.service.settings import (
+    McpSettings,
+    ToolLimits,
+    check_startup,
+    close_store,
+    is_loopback,
+    log_config,
+)
 from deermem.service.tokens import TokenFile
+from deermem.store import Scope
 
 __all__ = [
     "INSTRUCTIONS",
@@ -108,10 +128,12 @@ __all__ = [
     "AddResult",
     "ContextResult",
     "MemoryOf",
+    "configure_logging",
     "create_http_app",
     "create_mcp_server",
     "memory_tools",
     "request_memory",
+    "serve",
 ]
 
 MemoryOf = Callable[[Context[Any, Any]], Memory]
@@ -542,3 +564,68 @@ def create_http_app(
     app = BodyLimitMiddleware(app, limit=body_limit)
     app = HostGuardMiddleware(app, settings.server.host_rule())
     return RequestIdMiddleware(app)
+
+
+# --- running it (`deermem mcp`) ---------------------------------------------------------------
+
+
+def configure_logging(level: str) -> None:
+    """All logging to standard error, one format, request ids (``-`` over stdio).
+
+    The root logger gets the handler too (at ``warning``), so the SDK's own
+    loggers never fall back to a handler of their choosing.
+    """
+    config: dict[str, Any] = log_config(level)
+    config["root"] = {"handlers": ["stderr"], "level": "WARNING"}
+    logging.config.dictConfig(config)
+
+
+def serve(settings: McpSettings) -> None:
+    """Run the MCP server until the client disconnects (stdio) or it is interrupted (HTTP).
+
+    Raises:
+        InsecureBindError: HTTP on a non-loopback host and no token.
+        TokenFileError: the tokens file cannot be read (HTTP).
+        ConfigError: the configuration is invalid.
+        UnsafeIdentifierError: an unusable ``--user`` or ``--agent``, or
+            (stdio) no ``--user`` while ``strict_user_scope`` is on.
+    """
+    server_settings = settings.server
+    config = server_settings.load_config()
+    tokens = check_startup(server_settings) if settings.transport == "http" else None
+    if tokens is None:  # stdio: the process serves one scope
+        memory = Memory.open(server_settings.root, config, user=settings.user, agent=settings.agent)
+    else:
+        # Each HTTP call is re-scoped to its caller (--user, or the token's user), so the
+        # server's memory has no scope of its own; a bad --user or --agent still stops start-up.
+        Scope.of(settings.user, settings.agent)
+        memory = Memory.open_unscoped(server_settings.root, config)
+    configure_logging(server_settings.log_level)  # once nothing can refuse to start
+    try:
+        if tokens is None:
+            create_mcp_server(memory, limits=settings.tools).run("stdio")
+            return
+        app = create_http_app(
+            memory,
+            settings,
+            tokens=tokens,
+            auth_required=not is_loopback(server_settings.host) or tokens.configured(),
+        )
+        uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=server_settings.host,
+                port=server_settings.port,
+                http=ServerHTTPProtocol,  # Nagle off, a deadline for request headers
+                log_config=None,  # configured above
+                log_level=server_settings.log_level,
+                access_log=False,  # its line holds the raw path; RequestIdMiddleware writes one
+                server_header=False,
+                proxy_headers=False,
+            )
+        ).run()
+    finally:
+        try:
+            memory.close()
+        finally:
+            close_store(memory.store)
