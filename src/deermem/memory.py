@@ -97,7 +97,7 @@ if TYPE_CHECKING:
     from deermem.llm import ChatModel
     from deermem.store.regret_records import RegretEvent
 
-__all__ = ["Clock", "ImportPlan", "Memory", "export_document", "plan_import", "wall_clock"]
+__all__ = ["Clock", "Memory"]
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""

@@ -79,7 +79,6 @@ from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
 __all__ = [
     "ONE_LINE",
     "ArchiveEntryJson",
-    "ArchivedJson",
     "Category",
     "Confidence",
     "Content",
@@ -88,7 +87,6 @@ __all__ = [
     "FactJson",
     "FactOut",
     "FactPatch",
-    "FactStatus",
     "Forgotten",
     "ImportResult",
     "MatchType",

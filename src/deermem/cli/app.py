@@ -44,7 +44,7 @@ from deermem.cli.service import mcp, serve, token_app
 from deermem.cli.store import db_app, export, import_, init, migrate_command, reindex, scopes
 from deermem.errors import DeerMemError
 
-__all__ = ["CONTEXT_SETTINGS", "Command", "Group", "app", "main", "run", "use_command_classes"]
+__all__ = ["Command", "app", "main", "run"]
 
 CONTEXT_SETTINGS: Final[dict[str, Any]] = {"help_option_names": ["-h", "--help"]}
 

@@ -53,18 +53,7 @@ from deermem.store import EvictionReceipt
 if TYPE_CHECKING:
     from deermem.memory import Memory
 
-__all__ = [
-    "DEMO_CAPACITY",
-    "DEMO_CLOCK",
-    "DEMO_USER",
-    "MODES",
-    "ModeRun",
-    "Scenario",
-    "ScenarioRun",
-    "demo",
-    "run_demo",
-    "seed_scenarios",
-]
+__all__ = ["demo", "seed_scenarios"]
 
 # The evaluation's fixed clock; any fixed value would do.
 DEMO_CLOCK: Final = datetime(2026, 8, 13, tzinfo=UTC)

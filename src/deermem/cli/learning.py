@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from deermem.learning.report import FactChange, UpdateReport, UpdateResult
     from deermem.model.fact import Fact
 
-__all__ = ["EXIT_ANSWER_UNUSABLE", "ingest", "model_app", "read_conversation"]
+__all__ = ["ingest", "model_app"]
 
 _DEFAULT_PROMPT = "Reply with the single word: ready"
 _SHOWN_ANSWER = 500

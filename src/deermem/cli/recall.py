@@ -17,7 +17,7 @@ from deermem.results import to_json
 if TYPE_CHECKING:
     from deermem.results import SearchResult
 
-__all__ = ["context", "manifest_summary", "manifest_table", "search", "search_table"]
+__all__ = ["context", "search"]
 
 _PREVIEW = 70
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["regret", "render_regret_chart"]
+__all__ = ["regret"]
 
 
 def regret(

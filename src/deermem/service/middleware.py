@@ -52,15 +52,11 @@ from deermem.service.problems import (
 from deermem.service.settings import HostRule
 
 __all__ = [
-    "ACCESS_LOGGER",
-    "REQUEST_ID_HEADER",
     "BodyLimitMiddleware",
     "HostGuardMiddleware",
     "RequestIdFilter",
     "RequestIdMiddleware",
-    "body_too_large",
     "current_request_id",
-    "send_problem",
 ]
 
 REQUEST_ID_HEADER: Final = "X-Request-ID"

@@ -55,7 +55,6 @@ from deermem.errors import (
 
 __all__ = [
     "PROBLEM_CONTENT_TYPE",
-    "PROBLEM_TYPE_PREFIX",
     "Problem",
     "ProblemBody",
     "ProblemError",

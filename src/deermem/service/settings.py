@@ -57,7 +57,6 @@ from deermem.store.factory import open_store
 
 __all__ = [
     "DEFAULT_MCP_PORT",
-    "LOG_FORMAT",
     "SETTINGS_VARIABLE",
     "HostRule",
     "McpSettings",

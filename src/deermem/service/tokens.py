@@ -55,15 +55,7 @@ from deermem.service.problems import ProblemError, unauthorized
 from deermem.store.markdown.atomic import atomic_write, make_directories
 from deermem.store.markdown.locks import UserLock, user_lock
 
-__all__ = [
-    "TOKEN_PREFIX",
-    "IssuedToken",
-    "Principal",
-    "TokenFile",
-    "TokenRecord",
-    "principal_for_header",
-    "token_id_of",
-]
+__all__ = ["Principal", "TokenFile", "principal_for_header"]
 
 TOKEN_PREFIX: Final = "dmt"
 FILE_VERSION: Final = 1

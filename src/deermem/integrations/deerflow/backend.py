@@ -92,10 +92,6 @@ __all__ = [
     "ErrorTypes",
     "MemoryConflict",
     "MemoryCorruption",
-    "Mode",
-    "contract_errors",
-    "deerflow_document",
-    "deerflow_fact",
     "hidden_message_rule",
 ]
 

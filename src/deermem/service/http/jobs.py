@@ -52,7 +52,7 @@ from deermem.results import to_json
 from deermem.service.problems import Problem, ProblemError, internal_problem, problem_for
 from deermem.store.markdown.atomic import atomic_write, make_directories
 
-__all__ = ["Job", "JobRunner", "JobStatus", "JobStore", "Learn", "is_job_id"]
+__all__ = ["Job", "JobRunner", "JobStore"]
 
 JobStatus = Literal["queued", "running", "done", "failed", "abandoned"]
 _FINAL: Final = frozenset({"done", "failed", "abandoned"})

@@ -86,15 +86,7 @@ from deermem.service.problems import (
 from deermem.service.settings import ServerLimits, ServerSettings, close_store
 from deermem.service.tokens import Principal, TokenFile, principal_for_header
 
-__all__ = [
-    "Dependencies",
-    "InvalidCursor",
-    "Page",
-    "ServerContext",
-    "paginate",
-    "problem_response",
-    "routers",
-]
+__all__ = ["InvalidCursor", "ServerContext", "paginate", "problem_response", "routers"]
 
 T = TypeVar("T")
 Key = tuple[str, ...]

@@ -4,7 +4,7 @@ Over stdio the answer is the process's configuration (``--user``,
 ``--agent``): whoever can start the process already owns its files. Over
 streamable HTTP every request passes :class:`McpAuthMiddleware`, which reads
 the bearer token with the HTTP API's own check
-(:func:`~deermem.service.http.context.principal_for_header`) and then applies
+(:func:`~deermem.service.tokens.principal_for_header`) and then applies
 :func:`caller_for`:
 
 * a server started with ``--user U`` serves U; a token may use it only if it
@@ -62,8 +62,6 @@ __all__ = [
     "SessionLimitMiddleware",
     "caller_for",
     "open_sessions",
-    "scope_not_allowed",
-    "too_many_sessions",
 ]
 
 CALLER_KEY: Final = "deermem.caller"

@@ -121,20 +121,7 @@ from deermem.service.settings import (
 from deermem.service.tokens import TokenFile
 from deermem.store import Scope
 
-__all__ = [
-    "INSTRUCTIONS",
-    "MCP_PATH",
-    "TOOL_NAMES",
-    "AddResult",
-    "ContextResult",
-    "MemoryOf",
-    "configure_logging",
-    "create_http_app",
-    "create_mcp_server",
-    "memory_tools",
-    "request_memory",
-    "serve",
-]
+__all__ = ["INSTRUCTIONS", "TOOL_NAMES", "create_mcp_server", "request_memory", "serve"]
 
 MemoryOf = Callable[[Context[Any, Any]], Memory]
 """Gives the memory a tool call works on, from the call's context."""
@@ -492,7 +479,7 @@ def create_mcp_server(
 
     Args:
         memory: the memory to serve; its configuration decides what the
-            tool descriptions and annotations say (see :mod:`deermem.service.mcp.tools`).
+            tool descriptions and annotations say (see :func:`memory_tools`).
         memory_of: the memory of one call; by default ``memory`` itself (the
             stdio server's fixed scope).
         limits: bounds on tool arguments.
