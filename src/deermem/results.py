@@ -349,29 +349,22 @@ def _fact_error(invalid: ValidationError) -> FactValidationError:
     detail = invalid.errors(include_url=False)[0]
     cause = detail.get("ctx", {}).get("error")
     if isinstance(cause, FactValidationError):
-        return cause
-    location = list(detail["loc"])
-    field = to_camel(str(location[0])) if location else "fact"
-    field += "".join(f"[{part}]" for part in location[1:])
-    kind = detail["type"]
+        return cause  # a text rule's own refusal
+    given = detail.get("input")
+    location = [str(part) for part in detail["loc"]]
+    if not location:  # the model's own rule (FactPatch: change something)
+        return FactValidationError("fact", given, str(detail["msg"]).removeprefix("Value error, "))
+    field = to_camel(location[0]) + "".join(f"[{part}]" for part in location[1:])
     limit = detail.get("ctx", {}).get("max_length")
-    if kind == "string_too_long" and isinstance(limit, int):
-        found = detail["input"]
-        size = len(found) if isinstance(found, str) else 0
+    if detail["type"] == "string_too_long" and isinstance(given, str):
         return FactValidationError(
-            field, found, f"expected at most {limit:,} characters, found {size:,}"
+            field, given, f"expected at most {limit:,} characters, found {len(given):,}"
         )
-    if kind == "string_too_short":
-        return FactValidationError(field, detail["input"], "expected text that is not blank")
-    if location and not isinstance(location[0], str):
-        return FactValidationError(field, detail["input"], str(detail["msg"]))
-    base = field.split("[", 1)[0]
-    accepts = _ACCEPTS.get(base, str(detail["msg"]))
-    if base == "topics" and len(location) > 1:
-        accepts = "expected a string"
-    if kind == "missing" or not location:
-        accepts = str(detail["msg"])
-    return FactValidationError(field, detail.get("input"), accepts)
+    if detail["type"] == "string_too_short":
+        return FactValidationError(field, given, "expected text that is not blank")
+    if len(location) > 1:  # an item of a list (topics)
+        return FactValidationError(field, given, "expected a string")
+    return FactValidationError(field, given, _ACCEPTS.get(field, str(detail["msg"])))
 
 
 # --- records of the layers below, in their own JSON form ----------------------------------
