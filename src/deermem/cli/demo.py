@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import typer
 from rich import box
@@ -44,14 +44,12 @@ from deermem.cli.output import (
     print_json,
 )
 from deermem.config import MemoryConfig, render_store_settings, write_store_settings
+from deermem.memory import Memory
 from deermem.model.fact import Fact
 from deermem.model.timestamps import format_timestamp, parse_timestamp
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, elapsed_days
 from deermem.results import Explanation, RestoreResult, to_json
 from deermem.store import EvictionReceipt
-
-if TYPE_CHECKING:
-    from deermem.memory import Memory
 
 __all__ = ["demo", "seed_scenarios"]
 
@@ -232,8 +230,6 @@ def _config(scenario: Scenario, mode: str) -> MemoryConfig:
 
 
 def _memory(root: Path, scenario: Scenario, mode: str, now: datetime) -> Memory:
-    from deermem.memory import Memory  # as for every command: the memory stack when used
-
     return Memory.open(
         root,
         _config(scenario, mode),

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import typer
 from rich import box
@@ -34,11 +34,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from deermem.config import ResolvedConfig, resolve_config
+from deermem.memory import Memory
 from deermem.model.fact import Fact
 from deermem.store import EvictionReceipt, ReceiptEntry, resolve_root
-
-if TYPE_CHECKING:
-    from deermem.memory import Memory
 
 __all__ = [
     "JSON_OPTION",
@@ -183,10 +181,6 @@ class CliContext:
                 "does not exist; check the path, or create the store with `deermem init`"
             )
         if self._memory is None:
-            # Loaded by the commands that open a memory only: --help, token and eval
-            # commands start 30 % faster without the memory stack (bench in the report).
-            from deermem.memory import Memory
-
             self._memory = Memory.open(
                 None if database else self.store_root(),
                 self.settings().config,
