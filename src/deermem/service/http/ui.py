@@ -80,7 +80,9 @@ _CSP: Final = (
 _HEADERS: Final = {
     "Content-Security-Policy": _CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends `Origin: null` with a form, which the
+    # host guard (rightly) refuses; same-origin tells nothing to another site.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
