@@ -89,6 +89,7 @@ from deermem.store import (
     open_store,
     resolve_root,
 )
+from deermem.store.plan import newest_first_ids
 from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
@@ -389,6 +390,23 @@ class Memory:
         """Archived facts (unexpired), newest first, each with why it left."""
         return self.store.archive(self.scope, self.now())
 
+    def archive_page(self, start: int, count: int) -> tuple[tuple[ArchiveEntry, ...], int]:
+        """``count`` archived facts from position ``start`` of :meth:`list_archived`'s order.
+
+        Only those entries are read: the order comes from the store's listing
+        (ids and times), so a page of a large archive costs a page, not the
+        archive.
+
+        Returns:
+            The entries (an entry restored or purged since the listing is
+            left out), and how many the archive holds.
+        """
+        now = self.now()
+        listing = self.store.archive_listing(self.scope, now)
+        ids = newest_first_ids(listing)[max(0, start) : max(0, start) + max(0, count)]
+        entries = (self.store.archived(self.scope, fact_id) for fact_id in ids)
+        return tuple(entry for entry in entries if entry is not None), len(listing)
+
     def get_archived(self, fact_id: str) -> ArchiveEntry:
         """One archived fact, with why it left.
 
@@ -411,7 +429,7 @@ class Memory:
             ScopeSummary(
                 scope=scope,
                 facts=len(self.store.load(scope).facts),
-                archived=len(self.store.archive(scope, now)),
+                archived=len(self.store.archive_listing(scope, now)),
             )
             for scope in self.store.scopes()
         )

@@ -990,15 +990,11 @@ def what_if(
     other = other_policy(active)
 
     def keeps(policy: CapacityPolicy) -> tuple[str, ...]:
+        # Over the cap the decision keeps in rank order; at or below it, everything.
         decision = select_facts_for_capacity(
-            pool, max_facts=0, policy=policy, usage=usage_data, now=now
-        )
-        ranked = [item.fact_id for item in reversed(decision.evicted)]
-        at_cap = select_facts_for_capacity(
             pool, max_facts=gate.max_facts, policy=policy, usage=usage_data, now=now
         )
-        gone = set(at_cap.evicted_ids)
-        return tuple(fact_id for fact_id in ranked if fact_id not in gone)
+        return decision.kept_ids
 
     return WhatIf(
         active=active.name,

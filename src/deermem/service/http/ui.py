@@ -466,7 +466,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             query = request.query_params.get("q", "").strip()[:500]
             number = _page_number(request)
             ranking = memory.ranking()
-            empty = not ranking.facts and not memory.list_archived()
+            empty = not ranking.facts and not memory.archive_page(0, 0)[1]
             if empty and (user, memory.scope.agent) not in _known(memory):
                 raise _Refused(*_NOT_FOUND)
             found = memory.search(query, top_k=20, record=False) if query else ()
@@ -501,9 +501,10 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     def archive(request: Request, user: str, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
-            entries = memory.list_archived()
             number = _page_number(request)
-            start = (number - 1) * ARCHIVE_PAGE_SIZE
+            entries, total = memory.archive_page(
+                (number - 1) * ARCHIVE_PAGE_SIZE, ARCHIVE_PAGE_SIZE
+            )
             return page(
                 request,
                 "archive.html",
@@ -511,10 +512,10 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                     "title": f"Archive of {user} / {memory.scope.agent}",
                     "user": user,
                     "agent": memory.scope.agent,
-                    "entries": entries[start : start + ARCHIVE_PAGE_SIZE],
-                    "total": len(entries),
+                    "entries": entries,
+                    "total": total,
                     "page": number,
-                    "pages": max(1, -(-len(entries) // ARCHIVE_PAGE_SIZE)),
+                    "pages": max(1, -(-total // ARCHIVE_PAGE_SIZE)),
                     "notice": request.query_params.get("purged", "")[:128],
                 },
                 session=session,
