@@ -32,6 +32,8 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from deermem import Memory, MemoryConfig
+from deermem.library.gate import other_policy
+from deermem.policy import select_facts_for_capacity
 from deermem.service.http.app import create_app
 from deermem.service.settings import ServerSettings
 
@@ -112,6 +114,28 @@ def measure(memory: Memory, state: Path, runs: int) -> list[tuple[str, float, in
                 answer = client.get(path)
                 samples.append(time.perf_counter() - started)
             rows.append((name, statistics.median(samples) * 1000, len(answer.content)))
+        # What the what-if page spends its time on: reading the archive (as
+        # Memory.list_archived and the API's archive list do) and the two decisions.
+        pool = [*scope.list_facts(), *(entry.fact for entry in scope.list_archived())]
+        policies = (scope.gate.policy, other_policy(scope.gate.policy))
+
+        def decide() -> None:
+            for policy in policies:
+                select_facts_for_capacity(
+                    pool, max_facts=scope.gate.max_facts, policy=policy, now=scope.now()
+                )
+
+        for name, work in (
+            ("  what-if: read the archive", scope.list_archived),
+            ("  what-if: both decisions", decide),
+        ):
+            work()
+            samples = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                work()
+                samples.append(time.perf_counter() - started)
+            rows.append((name, statistics.median(samples) * 1000, 0))
     return rows
 
 
@@ -139,7 +163,8 @@ def run(kind: str, runs: int) -> None:
         )
         print(f"{'page':<28} {'median ms':>10} {'KB':>8}  targets ≤ 100 ms, ≤ 100 KB")
         for name, ms, size in measure(memory, tmp / "state", runs):
-            flag = "" if ms <= 100 and size <= 100_000 else "  MISSED"
+            page = not name.startswith(" ")  # the what-if's parts are not pages
+            flag = "  MISSED" if page and (ms > 100 or size > 100_000) else ""
             print(f"{name:<28} {ms:>10.1f} {size / 1000:>8.1f}{flag}")
 
 
