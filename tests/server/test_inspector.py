@@ -9,16 +9,29 @@ and sign-out ending the session on the server.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
+
+from deermem.service.http.ui import SessionStore
 
 from ..served_store import ServedStore, on_both_stores
 from .conftest import LiveServer, start_server
 
 TOKENS = {"admin": {"admin": True}, "alice": {"users": ["alice"]}}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
 
 
 @pytest.fixture
@@ -165,3 +178,27 @@ def test_a_revoked_token_ends_its_sessions(server: tuple[LiveServer, dict[str, s
     record = next(r for r in live.tokens.records() if r.users == ("alice",))
     live.tokens.revoke(record.token_id)
     assert client.get("/ui/").status_code == 303
+
+
+def test_sessions_expire_are_pruned_and_hold_no_token(tmp_path: Path) -> None:
+    clock = Clock()
+    sessions = SessionStore(tmp_path, clock)
+    first = sessions.create("0123456789ab")
+    assert sessions.get(first.session_id) == first
+    files = list((tmp_path / "ui-sessions").iterdir())
+    assert [path.name for path in files] == [
+        hashlib.sha256(first.session_id.encode()).hexdigest() + ".json"
+    ]
+    assert first.session_id not in files[0].read_text()
+    assert oct(files[0].stat().st_mode & 0o777) == "0o600"
+    clock.now += timedelta(hours=13)
+    assert sessions.get(first.session_id) is None  # expired, and its record gone
+    stale = sessions.create(None)
+    clock.now += timedelta(hours=13)
+    sessions.create(None)  # a sign-in prunes the records of expired sessions
+    assert not sessions._path(stale.session_id).exists()
+    assert len(list((tmp_path / "ui-sessions").iterdir())) == 1
+    # the pre-session token is an HMAC under one key the workers share
+    again = SessionStore(tmp_path, clock)
+    assert again.pre_session_token("nonce") == sessions.pre_session_token("nonce")
+    assert sessions.pre_session_token("nonce") != sessions.pre_session_token("other")

@@ -36,6 +36,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -134,9 +135,21 @@ class SessionStore:
         )
         path = self._path(session.session_id)
         make_directories(path.parent)
+        self._prune(path.parent)
         record = {"tokenId": token_id, "csrf": session.csrf, "expiresAt": session.expires_at}
         atomic_write(path, json.dumps(record).encode(), mode=0o600)
         return session
+
+    def _prune(self, directory: Path) -> None:
+        """Delete the records of expired sessions (a browser that never signed out)."""
+        now = self.clock()
+        for path in directory.glob("*.json"):
+            try:
+                expires = parse_timestamp(str(json.loads(path.read_bytes()).get("expiresAt")))
+            except (OSError, ValueError, AttributeError):
+                continue  # being written, or not ours to judge
+            if expires is not None and expires <= now:
+                path.unlink(missing_ok=True)
 
     def get(self, session_id: str | None) -> Session | None:
         """The live session with this id; ``None`` for an unknown, ended or expired one."""
@@ -166,13 +179,19 @@ class SessionStore:
         """The server's HMAC key for pre-session CSRF tokens, made on first use."""
         if self._secret is None:
             path = self.directory / _SECRET_FILE
-            try:
-                value = path.read_bytes()
-            except FileNotFoundError:
+            if not path.exists():
+                # Written aside, then linked into place: the first worker's key wins
+                # and every worker reads that one (a link never replaces a file).
                 make_directories(path.parent)
-                atomic_write(path, secrets.token_bytes(32), mode=0o600)
-                value = path.read_bytes()
-            self._secret = value
+                aside = path.with_name(f"{_SECRET_FILE}.{secrets.token_hex(8)}")
+                atomic_write(aside, secrets.token_bytes(32), mode=0o600)
+                try:
+                    os.link(aside, path)
+                except FileExistsError:
+                    pass
+                finally:
+                    aside.unlink(missing_ok=True)
+            self._secret = path.read_bytes()
         return self._secret
 
     def pre_session_token(self, nonce: str) -> str:
