@@ -104,6 +104,31 @@ def test_the_session_cookie_is_http_only_and_same_site_strict(
     assert issued["alice"] not in cookie
 
 
+def test_behind_a_tls_proxy_the_cookie_is_secure(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    # uvicorn trusts the forwarding headers of a proxy on 127.0.0.1: the request came over TLS
+    client = live.client()
+    client.headers["X-Forwarded-Proto"] = "https"
+    form = client.get("/ui/sign-in")
+    pre = form.headers["set-cookie"]
+    assert "secure" in {part.strip().lower() for part in pre.split(";")}
+    # the client talks plain HTTP (the proxy's leg) and so keeps a Secure cookie to itself:
+    # it goes along as the proxy would forward it
+    nonce = pre.split(";")[0]
+    answer = client.post(
+        "/ui/sign-in",
+        data={"token": issued["alice"], "csrf": csrf_of(form.text)},
+        headers={"Cookie": nonce},
+    )
+    assert answer.status_code == 303
+    cookie = next(
+        v for k, v in answer.headers.multi_items() if k == "set-cookie" and "deermem_ui=" in v
+    )
+    assert "secure" in {part.strip().lower() for part in cookie.split(";")}
+
+
 def test_pages_carry_a_strict_content_security_policy(
     server: tuple[LiveServer, dict[str, str]],
 ) -> None:
