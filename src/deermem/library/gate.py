@@ -78,6 +78,7 @@ from deermem.policy import (
     POLICY_HYBRID_V1,
     CapacityDecision,
     CapacityPolicy,
+    EvictedFact,
     ShadowComparison,
     select_facts_for_capacity,
     shadow_comparison,
@@ -793,21 +794,9 @@ def standing_of(
     usage: Mapping[str, UsageEntry],
     now: datetime,
 ) -> Standing:
-    """Rank every fact with the gate's policy and report one of them.
-
-    A cap of 0 makes the policy rank the whole library (everything counts as
-    evicted, lowest first), so the scores and ranks are the gate's own — no
-    second implementation of scoring exists.
-    """
+    """Rank every fact with the gate's policy (:func:`_ranked`) and report one of them."""
     policy = gate.policy
-    decision = select_facts_for_capacity(
-        facts,
-        max_facts=0,
-        policy=policy,
-        usage={key: value.to_dict() for key, value in usage.items()},
-        now=now,
-    )
-    item = next(e for e in decision.evicted if e.fact_id == fact_id)
+    item = next(e for e in _ranked(policy, facts, _usage_data(usage), now) if e.fact_id == fact_id)
     reserved = {category_key(name) for name in policy.reserved_categories}
     return Standing(
         policy=policy.name,
@@ -818,6 +807,26 @@ def standing_of(
         components=item.components,
         protected=policy.name == POLICY_HYBRID_V1 and category_key(item.category) in reserved,
     )
+
+
+def _usage_data(usage: Mapping[str, UsageEntry]) -> dict[str, Mapping[str, object]]:
+    return {key: value.to_dict() for key, value in usage.items()}
+
+
+def _ranked(
+    policy: CapacityPolicy,
+    facts: Sequence[Fact],
+    usage: Mapping[str, Mapping[str, object]],
+    now: datetime,
+) -> tuple[EvictedFact, ...]:
+    """Every fact as the policy ranks it, best first: its own ranking, at a cap of 0.
+
+    A cap of 0 makes the policy rank the whole library (everything counts as
+    evicted, lowest first), so the scores and ranks are the gate's own — no
+    second implementation of scoring exists.
+    """
+    decision = select_facts_for_capacity(facts, max_facts=0, policy=policy, usage=usage, now=now)
+    return tuple(reversed(decision.evicted))
 
 
 # --- the library as the policy ranks it, and what the other policy would keep ------------
@@ -883,8 +892,8 @@ def rank_library(
     place above facts that outscore them, exactly as the gate would decide.
     """
     policy = gate.policy
-    usage_data = {key: value.to_dict() for key, value in usage.items()}
-    ranked = select_facts_for_capacity(facts, max_facts=0, policy=policy, usage=usage_data, now=now)
+    usage_data = _usage_data(usage)
+    ranked = _ranked(policy, facts, usage_data, now)
     by_id = {fact.id: fact for fact in facts}
     over = len(facts) > gate.max_facts
     cut = select_facts_for_capacity(
@@ -898,9 +907,7 @@ def rank_library(
     going = cut.evicted_ids[:1] if not over else ()
     reserved_categories = {category_key(name) for name in policy.reserved_categories}
     corrections = [
-        item.fact_id
-        for item in reversed(ranked.evicted)
-        if category_key(item.category) in reserved_categories
+        item.fact_id for item in ranked if category_key(item.category) in reserved_categories
     ]
     holding = set(corrections[: cut.reserved_correction_slots])
     return Ranking(
@@ -916,7 +923,7 @@ def rank_library(
                 kept=item.fact_id not in below,
                 next_out=item.fact_id in going,
             )
-            for item in reversed(ranked.evicted)
+            for item in ranked
         ),
         reserved_slots=cut.reserved_correction_slots,
     )
@@ -978,7 +985,7 @@ def what_if(
     """
     pool = list(facts)
     seen = {fact.id for fact in pool}
-    usage_data = {key: value.to_dict() for key, value in usage.items()}
+    usage_data = _usage_data(usage)
     for entry in archived:
         if entry.reason != REASON_CAPACITY or entry.fact_id in seen:
             continue
