@@ -393,3 +393,33 @@ def test_create_fact_refuses_an_id_in_use(opened: Opened) -> None:
     with pytest.raises(FactValidationError, match="letters, digits"):
         memory.create_fact("Likes tea", fact_id="../k1")
     assert memory.list_facts() == ()
+
+
+def test_labels_match_whole_exact_and_literal(store: DeerMemStore) -> None:
+    """LangGraph's own store tests check these on values deermem refuses (not one fact each):
+    the same properties, on facts."""
+    written = [("foo", "u"), ("foobar", "u"), ("Foo", "u"), ("foo\n", "u"), ("f%o_*", "u")]
+    for number, namespace in enumerate(written):
+        store.put(namespace, f"k{number}", {"content": f"fact {number}"})
+    assert [i.key for i in store.search(("foo",))] == ["k0"]
+    assert [i.key for i in store.search(("Foo",))] == ["k2"]
+    assert [i.key for i in store.search(("foo\n",))] == ["k3"]
+    assert [i.key for i in store.search(("f%o_*",))] == ["k4"]
+    assert store.search(("f%",)) == []
+    assert store.list_namespaces(prefix=("foo",)) == [("foo", "u")]
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        GetOp(("a.b", "u"), "k"),
+        SearchOp(("a.b",)),
+        ListNamespacesOp((MatchCondition("suffix", ("a.b",)),)),
+        PutOp(("a", ""), "k", None),
+    ],
+    ids=["get", "search", "list", "delete"],
+)
+def test_an_invalid_label_sent_straight_to_batch_is_refused(store: DeerMemStore, op: Any) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp(ALICE, "k1", {"content": "never written"}), op])
+    assert store.search(()) == []
