@@ -39,7 +39,7 @@ from deermem.service.http.problems import (
     problem_for,
 )
 from deermem.service.http.request_ids import RequestIdMiddleware
-from deermem.service.http.routes import facts, learning, meta, recall, records
+from deermem.service.http.routes import facts, learning, mem0, meta, recall, records
 from deermem.service.http.settings import ServerSettings, is_loopback
 from deermem.service.http.tokens import TokenFile
 
@@ -116,7 +116,7 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
     )
     app.state.deermem = context
     deps = Dependencies(context)
-    for area in (meta, facts, recall, learning, records):
+    for area in (meta, facts, recall, learning, records, mem0):
         app.include_router(area.router(context, deps))
     _add_problem_handlers(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

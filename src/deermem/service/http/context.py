@@ -30,7 +30,8 @@ from deermem.service.http.tokens import Principal, TokenFile
 __all__ = ["ServerContext", "close_store", "principal_for_header"]
 
 _log = logging.getLogger("deermem.service.http")
-_SCHEME = "bearer"
+# mem0's clients send "Token <token>" (the mem0-compatible routes); the same tokens, checked alike.
+_SCHEMES = frozenset({"bearer", "token"})
 
 
 def principal_for_header(
@@ -46,7 +47,8 @@ def principal_for_header(
 
     Raises:
         ProblemError: 401 — a token is required and none was sent (``missing``),
-            the header is not ``Bearer <token>`` (``malformed``: also a bare
+            the header is not ``Bearer <token>`` or ``Token <token>`` (mem0's
+            scheme) (``malformed``: also a bare
             token, or ``Bearer`` alone), the token is unknown or revoked
             (``invalid``), or its expiry time has come (``expired``).
         TokenFileError: the tokens file became unreadable.
@@ -57,7 +59,7 @@ def principal_for_header(
         raise ProblemError(unauthorized("missing"))
     scheme, _, credentials = authorization.strip().partition(" ")
     token = credentials.strip()
-    if scheme.lower() != _SCHEME or not token:
+    if scheme.lower() not in _SCHEMES or not token:
         raise ProblemError(unauthorized("malformed"))
     record = tokens.find(token)
     if record is None:
