@@ -1,0 +1,1147 @@
+"""``Memory``: the one object every interface (CLI, server, agent tools) uses.
+
+A ``Memory`` is a store, a configuration, a scope (user + agent) and a
+clock. Every operation that adds facts — :meth:`Memory.create_fact`,
+:meth:`Memory.import_document`, :meth:`Memory.restore` and extraction from a
+conversation (:meth:`Memory.learn`, :meth:`Memory.queue_conversation`) —
+goes through the :class:`~deermem.library.CapacityGate`, inside the user's
+lock; nothing else trims a library. Every decision reads the injected clock,
+never the wall clock directly, so tests and demos are reproducible.
+
+What a caller may write is checked by the input models of
+:mod:`deermem.results` (:class:`~deermem.results.NewFact`,
+:class:`~deermem.results.FactPatch`), and what the methods return is
+described there, once for every interface.
+
+The work is done by collaborators with one job each: the store, the gate,
+:class:`~deermem.learning.Learner` (model, queue, watermark),
+:class:`~deermem.recall.index.SearchIndexHandle` and the pure functions of
+:mod:`deermem.recall.injection`, :mod:`deermem.recall.search` and
+:func:`deermem.library.gate.standing_of`; ``Memory`` holds them and binds them
+to one scope. The memory document — what ``export`` writes and ``import``
+reads — is this module's own (:func:`export_document`, :func:`plan_import`).
+"""
+
+from __future__ import annotations
+
+import copy
+import errno
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+from deermem.config import MemoryConfig, load_config, with_store_settings
+from deermem.errors import (
+    ArchivedFactError,
+    CorruptMemoryFile,
+    DuplicateFactError,
+    FactNotFoundError,
+    FactRevisionConflict,
+    FactValidationError,
+    UnsafeIdentifierError,
+)
+from deermem.learning import Learner
+from deermem.library import CapacityGate, Proposal, Removal
+from deermem.library.gate import standing_of
+from deermem.library.regret import Found, RegretReport, build_report, search_regret
+from deermem.model import (
+    MAX_KEPT_SIZE,
+    MAX_LINE_CHARS,
+    Fact,
+    Scope,
+    category_key,
+    check_fact_id,
+    check_line,
+    check_storable,
+    duplicate_key,
+    format_timestamp,
+    new_fact_id,
+    random_fact_id,
+)
+from deermem.policy import POLICY_HYBRID_V1, coerce_confidence
+from deermem.recall import Injection, warm_tokenizer
+from deermem.recall.index import SearchIndexHandle
+from deermem.recall.injection import memory_injection
+from deermem.recall.search import SearchFindings, rebuild_search_index, search_scope
+from deermem.results import (
+    CreateResult,
+    Explanation,
+    FactPatch,
+    ImportResult,
+    NewFact,
+    ReindexReport,
+    RestoreResult,
+    ScopeSummary,
+    SearchResult,
+)
+from deermem.store import (
+    REASON_DELETED,
+    ArchiveEntry,
+    ChangeSet,
+    EvictionReceipt,
+    FactWrite,
+    ScopeSnapshot,
+    Section,
+    Store,
+    SummaryDocument,
+    open_store,
+    resolve_root,
+)
+from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
+
+if TYPE_CHECKING:
+    from deermem.learning import FlushReport, UpdateResult
+    from deermem.learning.messages import KeepHidden
+    from deermem.llm import ChatModel
+    from deermem.store.records import RegretEvent
+
+__all__ = ["Clock", "Memory"]
+
+Clock = Callable[[], datetime]
+"""Returns the current time as an aware UTC datetime."""
+
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_log = logging.getLogger("deermem.memory")
+
+
+def wall_clock() -> datetime:
+    """The default clock: now, as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+def _checked_scope(scope: Scope, config: MemoryConfig) -> Scope:
+    if scope.user_id is None and config.strict_user_scope:
+        raise UnsafeIdentifierError(
+            "user id", None, "a user id is required (strict_user_scope is on)"
+        )
+    return scope
+
+
+class Memory:
+    """Long-term memory of one user for one agent.
+
+    Build it with :meth:`open` (or from any :class:`~deermem.store.Store`);
+    :meth:`scoped` gives the same memory bound to another user and agent —
+    the one way to choose a scope, so every method acts on ``self.scope``.
+    A server of many users holds one memory without a scope of its own
+    (:meth:`open_unscoped`) and works on its scoped views.
+
+    Conversations reach memory through two entry points:
+
+    * :meth:`learn` — synchronous: one model call and one commit now; it
+      returns the :class:`~deermem.learning.UpdateResult` (the report and the
+      facts it names), and can run as a dry run.
+    * :meth:`queue_conversation` — queued: returns at once, and the
+      conversation is learned from once the user pauses (debounced, merged
+      per thread); :meth:`flush_queue` processes the queue now and
+      :meth:`close` (or leaving a ``with`` block) flushes it.
+
+    Attributes:
+        store: where the facts live.
+        config: the validated configuration.
+        gate: the capacity gate every added fact goes through.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: MemoryConfig,
+        scope: Scope | None,
+        *,
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self._scope = None if scope is None else _checked_scope(scope, config)
+        self.gate = CapacityGate.from_config(config)
+        self._clock = clock or wall_clock
+        self._new_id = id_factory or random_fact_id
+        self._updates = Learner(
+            store, config, clock=self.now, new_id=self._new_id, model=model, keep_hidden=keep_hidden
+        )
+        self._search_index = SearchIndexHandle()
+        self._unrecorded_said = False
+
+    @classmethod
+    def open(
+        cls,
+        root: str | os.PathLike[str] | None = None,
+        config: MemoryConfig | None = None,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
+    ) -> Memory:
+        """Open the store the configuration names, or the Markdown store at ``root``.
+
+        A Markdown store keeps its settings in ``<root>/deermem.yaml``
+        (``deermem init``; see :mod:`deermem.config`), so a store
+        built at a cap of 10 is opened at a cap of 10 whoever opens it. What
+        ``config`` was given (by its file, the environment or keyword
+        arguments) wins over that file; the file supplies the rest.
+
+        Args:
+            root: a Markdown store directory; default: the configuration's
+                ``store`` (a PostgreSQL database), else ``config.storage_path``,
+                else ``$DEERMEM_DATA_DIR``, else ``~/.deermem``.
+            config: the configuration; default: defaults plus ``DEERMEM_*``
+                environment variables. ``Memory.config`` is it laid over the
+                store's own settings.
+            user: the user id (``None``: the single-user layout).
+            agent: the agent name (``None``: the ``__default__`` bucket).
+            clock: the time source of every decision (aware UTC datetimes).
+            id_factory: makes new fact ids (for reproducible runs).
+            model: the chat model extraction uses; by default the one
+                ``config.model`` describes, built on first use.
+            keep_hidden: the host's rule for human messages it hid from the
+                user (``True``: learn from it); by default only a well-formed
+                clarification answer is kept (see docs/signals.md).
+
+        Raises:
+            UnsafeIdentifierError: an unusable user id or agent name, or no
+                user id while ``strict_user_scope`` is on.
+            ConfigError: ``root`` and a ``store`` database are both given, or
+                the store's settings file is unreadable or invalid.
+            DatabaseError: the configured database cannot be used.
+        """
+        Scope.of(user, agent)  # an unusable id is refused before a store is opened
+        memory = cls.open_unscoped(
+            root, config, clock=clock, id_factory=id_factory, model=model, keep_hidden=keep_hidden
+        )
+        return memory.scoped(user=user, agent=agent)
+
+    @classmethod
+    def open_unscoped(
+        cls,
+        root: str | os.PathLike[str] | None = None,
+        config: MemoryConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        model: ChatModel | None = None,
+        keep_hidden: KeepHidden | None = None,
+    ) -> Memory:
+        """Open a store as :meth:`open` does, for many users: a memory without a scope.
+
+        For a server whose every request names its user (the HTTP API, the
+        MCP server over HTTP): it works on :meth:`scoped` views, which share
+        this memory's store, model, queue and search index. The memory itself
+        reads and writes nothing — every method that needs a scope raises —
+        so a request that forgot to choose one fails instead of reaching the
+        single-user layout, and it opens under ``strict_user_scope`` too.
+        The arguments are those of :meth:`open`.
+        """
+        config = config if config is not None else load_config()
+        if not config.store:  # a Markdown store: the settings it keeps apply
+            directory = Path(root) if root is not None else resolve_root(config.storage_path)
+            config = with_store_settings(config, directory)
+            root = directory
+        store = open_store(config, root)
+        return cls(
+            store,
+            config,
+            None,
+            clock=clock,
+            id_factory=id_factory,
+            model=model,
+            keep_hidden=keep_hidden,
+        )
+
+    def scoped(self, *, user: str | None, agent: str | None) -> Memory:
+        """This memory bound to the scope of ``user`` and ``agent``.
+
+        Both are required, with the meanings they have in :meth:`open`
+        (``user=None``: the single-user layout; ``agent=None``: the
+        ``__default__`` bucket), so a request handler that forgets one gets
+        an error, not another user's memory. The view shares everything
+        else — store, configuration, clock, the update queue and model, the
+        search index connection — so making one is cheap, and closing any
+        view flushes the conversations queued through all of them.
+
+        Raises:
+            UnsafeIdentifierError: an unusable user id or agent name, or no
+                user id while ``strict_user_scope`` is on.
+        """
+        scope = _checked_scope(Scope.of(user, agent), self.config)
+        view = copy.copy(self)  # every part is shared; only the scope differs
+        view._scope = scope
+        return view
+
+    @property
+    def scope(self) -> Scope:
+        """The user and agent this memory is bound to.
+
+        Raises:
+            UnsafeIdentifierError: the memory has no scope of its own
+                (:meth:`open_unscoped`): only its :meth:`scoped` views have one.
+        """
+        if self._scope is None:
+            raise UnsafeIdentifierError(
+                "user id", None, "this memory serves many users: choose one with scoped()"
+            )
+        return self._scope
+
+    def close(self, timeout: float | None = None) -> FlushReport:
+        """Stop taking conversations, process what is queued, release connections.
+
+        Nothing admitted is dropped silently: the report lists every
+        conversation that failed or could not be processed within
+        ``timeout`` (default ``shutdown_flush_timeout_seconds``), and they
+        are logged (ids only). Then the model's connections are released (a
+        model passed to :meth:`open` is left to its owner) and the search
+        index connection is closed. :meth:`learn` and search still work
+        afterwards (they reopen what they need); :meth:`queue_conversation`
+        does not. Also called on leaving a ``with`` block.
+        """
+        try:
+            return self._updates.close(timeout)
+        finally:
+            self._search_index.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Memory({self.store!r}, {self._scope or 'no scope of its own'})"
+
+    def now(self) -> datetime:
+        """The injected clock's current time."""
+        return self._clock()
+
+    def warm(self) -> bool:
+        """Load now what the first prompt block and the first search would wait for.
+
+        A server calls this at start-up, so its first request is not the one
+        that pays: the ``cl100k_base`` vocabulary (under ``token_counting:
+        tiktoken``) and the search index connection. Neither is required —
+        without them counting falls back to the estimate and search to
+        substrings, with a logged warning — so this reports instead of raising.
+
+        Returns:
+            Whether both are ready.
+        """
+        tokens = self.config.token_counting != "tiktoken" or warm_tokenizer()
+        index = self._search_index.get(self.store) is not None
+        return tokens and index
+
+    # --- reading ------------------------------------------------------------------
+
+    def snapshot(self) -> ScopeSnapshot:
+        """This scope's facts and summaries, read as one consistent whole."""
+        return self.store.load(self.scope)
+
+    def list_facts(self, *, category: str | None = None) -> tuple[Fact, ...]:
+        """Active facts, oldest first; optionally only one category (case-insensitive)."""
+        facts = self.snapshot().facts
+        if category is None:
+            return facts
+        wanted = category_key(category)
+        return tuple(f for f in facts if wanted in (f.category, category_key(f.categoryExtension)))
+
+    def get_fact(self, fact_id: str) -> Fact:
+        """One active fact.
+
+        Raises:
+            FactNotFoundError: no active fact has this id.
+        """
+        fact = self.snapshot().get(fact_id)
+        if fact is None:
+            raise FactNotFoundError(fact_id)
+        return fact
+
+    def summaries(self) -> SummaryDocument:
+        """The user's summaries (shared by all of the user's agents)."""
+        return self.snapshot().summaries
+
+    def version(self) -> str:
+        """A token that changes whenever this memory may have changed (for derived indexes)."""
+        return self.store.version(self.scope)
+
+    def reload(self) -> ScopeSnapshot:
+        """Re-read the scope from disk (after editing fact files by hand).
+
+        A process keeps a scope cached while the user's ``memory.json`` is
+        unchanged, which a hand edit does not change. Search needs nothing
+        more: its index follows the content of the facts it is given.
+        """
+        return self.store.reload(self.scope)
+
+    def export_document(self) -> dict[str, object]:
+        """Summaries and every fact with every field (see :func:`export_document`)."""
+        return export_document(self.snapshot())
+
+    def audit(self) -> tuple[EvictionReceipt, ...]:
+        """Eviction receipts, oldest first."""
+        return self.store.audit(self.scope)
+
+    def list_archived(self) -> tuple[ArchiveEntry, ...]:
+        """Archived facts (unexpired), newest first, each with why it left."""
+        return self.store.archive(self.scope, self.now())
+
+    def get_archived(self, fact_id: str) -> ArchiveEntry:
+        """One archived fact, with why it left.
+
+        Raises:
+            FactNotFoundError: the archive holds no (unexpired) entry for the id.
+        """
+        entry = self.store.archived(self.scope, fact_id)
+        if entry is None or entry.expired(self.now(), self.config.archive_max_age_days):
+            raise FactNotFoundError(fact_id, where="archive")
+        return entry
+
+    def scopes(self) -> tuple[ScopeSummary, ...]:
+        """Every user and agent in the store, with its fact and archive counts.
+
+        Store-wide: the same whatever scope this memory is bound to. What the
+        store cannot list is in :meth:`store_problems`.
+        """
+        now = self.now()
+        return tuple(
+            ScopeSummary(
+                scope=scope,
+                facts=len(self.store.load(scope).facts),
+                archived=len(self.store.archive(scope, now)),
+            )
+            for scope in self.store.scopes()
+        )
+
+    def store_problems(self) -> tuple[str, ...]:
+        """Each place in the store that holds memory no scope can be read from, and why.
+
+        A collision already on disk (two user ids' facts in one directory, a
+        directory whose owner record is another id's) or a directory whose
+        owner cannot be told: one line each, naming the place. Store-wide.
+        """
+        return self.store.problems()
+
+    # --- adding facts: always through the gate -----------------------------------
+
+    def create_fact(
+        self,
+        content: str,
+        *,
+        category: str = "context",
+        confidence: float = 0.5,
+        topics: Iterable[str] = (),
+        source_error: str | None = None,
+        expected_valid_days: int | None = None,
+        fact_id: str | None = None,
+    ) -> CreateResult:
+        """Add a fact by hand (or from a tool) through the capacity gate.
+
+        The content is trimmed; an equal fact (compared case-insensitively)
+        already stored is an error. An equal fact in the archive comes back
+        instead of a new one (*relearned*, with its history; a regret event
+        records it): :attr:`CreateResult.fact_id` is then the archived id.
+        When the library is full the gate decides — possibly against the new
+        fact itself, which then goes to the archive and
+        :attr:`CreateResult.fact_id` is ``None``.
+
+        The text keeps to the limits of a fact a model extracts
+        (:mod:`deermem.model`): content of at most 4,000 characters, a
+        category and up to 32 topics of one line and 64 characters each, a
+        ``source_error`` of at most 2,000.
+
+        ``fact_id`` gives the new fact its id instead of a fresh one (a host
+        whose keys are its own, such as a LangGraph store): the fact-id rule
+        applies, and an id in use — active or archived — is refused, never
+        reused. A relearned fact keeps its archived id all the same.
+
+        Raises:
+            InvalidTextError: text that is not valid Unicode (an undecodable
+                byte), or a control character where it does not belong.
+            FactValidationError: empty content, text over its limit, a
+                confidence outside [0, 1], a ``fact_id`` outside the fact-id rule ...
+            DuplicateFactError: an equal fact is already stored.
+            FactRevisionConflict: an active fact has the id ``fact_id``.
+            ArchivedFactError: an archived fact has the id ``fact_id``.
+        """
+        if fact_id is not None:
+            check_fact_id(fact_id)
+        checked = NewFact.checked(
+            content=content,
+            category=category,
+            confidence=confidence,
+            topics=list(topics),
+            source_error=source_error,
+            expected_valid_days=expected_valid_days,
+        )
+        now = self.now()
+        with self.store.transaction(self.scope) as transaction:
+            snapshot = transaction.snapshot
+            if fact_id is None:
+                fact_id = self._fresh_id(snapshot, transaction.archived)
+            elif fact_id in snapshot:
+                raise FactRevisionConflict(
+                    fact_id, expected=None, actual=snapshot.by_id[fact_id].revision
+                )
+            elif transaction.archived(fact_id) is not None:
+                raise ArchivedFactError(fact_id)
+            _check_not_duplicate(snapshot, checked.content)
+            # The original's order of a new fact's keys (its file is the original's).
+            data: dict[str, object] = {
+                "id": fact_id,
+                "content": checked.content,
+                "category": checked.category,
+                "confidence": checked.confidence,
+                "createdAt": format_timestamp(now),
+                "source": "manual",
+            }
+            if checked.source_error:
+                data["sourceError"] = checked.source_error
+            if checked.expected_valid_days is not None:
+                data["expected_valid_days"] = checked.expected_valid_days
+            if checked.topics:
+                data["topics"] = checked.topics
+            fact = Fact.from_dict(data)
+            outcome = self.gate.apply(
+                transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
+            )
+            stored_id = outcome.relearned.get(fact.id, fact.id)
+            kept = stored_id in outcome.kept_new
+            stored = next((f for f in outcome.commit.written if f.id == stored_id), None)
+            if stored is None:  # evicted at once: it is in the archive
+                entry = transaction.archived(stored_id)
+                stored = fact if entry is None else entry.fact
+        return CreateResult(
+            fact_id=stored_id if kept else None,
+            fact=stored,
+            evicted=outcome.evicted,
+            receipts=outcome.receipts,
+            relearned=stored_id if fact.id in outcome.relearned else None,
+        )
+
+    def import_document(self, document: Mapping[str, object]) -> ImportResult:
+        """Replace this scope's facts and summaries with a document's, through the gate.
+
+        Raises:
+            FactValidationError: the document or one of its facts is invalid.
+            FactRevisionConflict: a fact states a revision other than the stored one.
+            ArchivedFactError: a fact of the document has the id of an
+                archived fact but another text: restore or purge it first.
+                Nothing is imported. (A fact that says what an archived fact
+                says — an export imported after its facts were evicted —
+                brings the archived fact back, relearned.)
+        """
+        now = self.now()
+        with self.store.transaction(self.scope) as transaction:
+            snapshot = transaction.snapshot
+            plan = plan_import(
+                document, snapshot, now, lambda: self._fresh_id(snapshot, transaction.archived)
+            )
+            outcome = self.gate.apply(transaction, plan.proposal, trigger="import", now=now)
+        evicted = set(outcome.evicted)
+        stored_ids = (outcome.relearned.get(i, i) for i in plan.fact_ids)
+        return ImportResult(
+            kept=tuple(i for i in stored_ids if i not in evicted),
+            evicted=outcome.evicted,
+            replaced=outcome.removed,
+            receipts=outcome.receipts,
+        )
+
+    def restore(self, fact_id: str) -> RestoreResult:
+        """Send an archived fact back through the capacity gate.
+
+        The gate may evict it again (or evict another fact to make room); the
+        result says which, and the receipts record it.
+
+        Raises:
+            FactNotFoundError: the archive holds no (unexpired) entry for the id.
+            FactRevisionConflict: an active fact already has this id.
+            DuplicateFactError: an equal fact is active again.
+        """
+        now = self.now()
+        with self.store.transaction(self.scope) as transaction:
+            entry = transaction.archived(fact_id)
+            if entry is None or entry.expired(now, self.config.archive_max_age_days):
+                raise FactNotFoundError(fact_id, where="archive")
+            snapshot = transaction.snapshot
+            if fact_id in snapshot:
+                raise FactRevisionConflict(
+                    fact_id, expected=None, actual=snapshot.by_id[fact_id].revision
+                )
+            _check_not_duplicate(snapshot, entry.fact.content)
+            outcome = self.gate.apply(
+                transaction, Proposal(restored=(entry,)), trigger="restore", now=now
+            )
+        return RestoreResult(
+            fact_id=fact_id,
+            restored=fact_id in outcome.kept_new,
+            evicted=outcome.evicted,
+            receipts=outcome.receipts,
+        )
+
+    # --- changing and removing ------------------------------------------------------
+
+    def update_fact(
+        self,
+        fact_id: str,
+        *,
+        content: str | None = None,
+        category: str | None = None,
+        confidence: float | None = None,
+        expected_revision: int | None = None,
+    ) -> Fact:
+        """Change fields of a fact; omitted fields are kept. Never trims the library.
+
+        Raises:
+            FactNotFoundError: no active fact has this id.
+            FactRevisionConflict: ``expected_revision`` is not the stored revision.
+            FactValidationError: a new value is invalid or over the limits of
+                :meth:`create_fact` (:class:`~deermem.errors.InvalidTextError` for text
+                that is not valid Unicode or holds a misplaced control character).
+        """
+        given = {"content": content, "category": category, "confidence": confidence}
+        changes: dict[str, object] = {}
+        if any(value is not None for value in given.values()):  # else: nothing to change
+            changes = FactPatch.checked(**given).changes()
+        with self.store.transaction(self.scope) as transaction:
+            stored = transaction.snapshot.get(fact_id)
+            if stored is None:
+                raise FactNotFoundError(fact_id)
+            if expected_revision is not None and expected_revision != stored.revision:
+                raise FactRevisionConflict(
+                    fact_id, expected=expected_revision, actual=stored.revision
+                )
+            if "category" in changes:
+                changes["categoryExtension"] = None
+            updated = stored.replace(**changes)
+            result = transaction.commit(
+                ChangeSet(now=self.now(), writes=(FactWrite(updated, create=False),))
+            )
+        return result.written[0] if result.written else stored
+
+    def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> None:
+        """Remove a fact: to the archive (default), or for good with ``eviction_mode: delete``.
+
+        Either way the removal leaves a content-free receipt (reason
+        ``deleted``, trigger ``manual``), so :meth:`why` can say what became of it.
+
+        Raises:
+            FactNotFoundError: no active fact has this id.
+            FactRevisionConflict: ``expected_revision`` is not the stored revision.
+        """
+        now = self.now()
+        with self.store.transaction(self.scope) as transaction:
+            if fact_id not in transaction.snapshot:
+                raise FactNotFoundError(fact_id)
+            removal = Removal(fact_id, REASON_DELETED, expected_revision=expected_revision)
+            self.gate.remove(transaction, (removal,), trigger="manual", now=now)
+
+    def clear(self) -> tuple[str, ...]:
+        """Remove every fact of this scope, as :meth:`delete_fact` removes one.
+
+        The facts go to the archive (or for good, with ``eviction_mode:
+        delete``) in one commit, with receipts (reason ``deleted``). The
+        user's summaries are shared with the user's other agents and stay;
+        :meth:`clear_user` removes them too.
+
+        Returns:
+            The ids of the facts removed.
+        """
+        now = self.now()
+        with self.store.transaction(self.scope) as transaction:
+            removals = tuple(
+                Removal(fact.id, REASON_DELETED, expected_revision=fact.revision)
+                for fact in transaction.snapshot.facts
+            )
+            if removals:
+                self.gate.remove(transaction, removals, trigger="manual", now=now)
+        return tuple(removal.fact_id for removal in removals)
+
+    def clear_user(self) -> tuple[str, ...]:
+        """Remove everything the user owns: every agent's facts and the summaries.
+
+        Each agent is cleared as by :meth:`clear` (one commit per agent, so
+        each agent's facts leave together), then the summary sections are
+        emptied. The archive and the receipts stay.
+
+        Returns:
+            The ids of the facts removed, agent by agent in name order.
+        """
+        user = self.scope.user_id
+        removed: list[str] = []
+        for agent in self.store.agents(user):
+            removed.extend(self.scoped(user=user, agent=agent).clear())
+        keys = [(group, name) for group, names in SUMMARY_GROUPS.items() for name in names]
+        summaries = self.summaries()
+        if any(summaries.section(key) != Section() for key in keys):
+            empty: dict[SummaryKey, str | Section] = dict.fromkeys(keys, Section())
+            self.store.commit(self.scope, ChangeSet(now=self.now(), summaries=empty))
+        return tuple(removed)
+
+    def purge(self, fact_id: str) -> None:
+        """Delete an archived fact for good; its content-free receipts stay.
+
+        Raises:
+            FactNotFoundError: the archive holds no entry for the id.
+        """
+        self.store.purge(self.scope, fact_id)
+        # The search index may hold the archived text (missed-recall detection),
+        # and a purge changes no version token the index follows: the next
+        # search with detection drops the row.
+        self._search_index.mark_archive_stale(self.store, self.scope)
+
+    def record_access(self, fact_ids: Iterable[str]) -> bool:
+        """Count a recall (e.g. a search hit) of each fact, if the policy uses it.
+
+        Only ``hybrid-v1`` and shadow mode read recall heat, so only they pay
+        for recording it; returns whether anything was recorded.
+        """
+        if not self.gate.policy.uses_usage:
+            return False
+        self.store.record_access(self.scope, list(fact_ids), self.now())
+        return True
+
+    # --- explaining ---------------------------------------------------------------
+
+    def why(self, fact_id: str) -> Explanation:
+        """Why a fact is in the library, in the archive, or gone.
+
+        Raises:
+            FactNotFoundError: the id is unknown: no fact, archive entry or receipt.
+        """
+        snapshot = self.snapshot()
+        receipts = tuple(r for r in self.audit() if fact_id in r.fact_ids)
+        fact = snapshot.get(fact_id)
+        if fact is not None:
+            usage = self.store.usage(self.scope) if self.gate.policy.uses_usage else {}
+            standing = standing_of(self.gate, snapshot.facts, fact_id, usage, self.now())
+            return Explanation(
+                fact_id=fact_id,
+                status="active",
+                fact=fact,
+                receipts=receipts,
+                archive_entry=None,
+                standing=standing,
+            )
+        entry = self.store.archived(self.scope, fact_id)
+        if entry is not None and not entry.expired(self.now(), self.config.archive_max_age_days):
+            return Explanation(
+                fact_id=fact_id,
+                status="archived",
+                fact=entry.fact,
+                receipts=receipts,
+                archive_entry=entry,
+                standing=None,
+            )
+        if receipts:
+            return Explanation(
+                fact_id=fact_id,
+                status="gone",
+                fact=None,
+                receipts=receipts,
+                archive_entry=None,
+                standing=None,
+            )
+        raise FactNotFoundError(fact_id)
+
+    def regret(self, *, since: datetime | None = None) -> RegretReport:
+        """How often each policy's evictions turned out to be mistakes (docs/regret.md).
+
+        Per policy — the active one and, in shadow mode, ``hybrid-v1`` — the
+        facts it evicted (or would have) since ``since``, the regret events
+        against it by kind, its regret rate and its most regretted facts (ids
+        and categories only). Read from the receipts and the regret events;
+        nothing is written.
+
+        Raises:
+            CorruptMemoryFile: the audit or the regret events cannot be read.
+        """
+        policy = self.gate.policy
+        return build_report(
+            self.audit(),
+            self.store.regret_events(self.scope),
+            active=policy.name,
+            shadow=POLICY_HYBRID_V1 if policy.shadows_hybrid else None,
+            until=self.now(),
+            since=since,
+        )
+
+    # --- the prompt block and search -------------------------------------------
+
+    def injection(self, *, max_tokens: int | None = None, facts: bool = True) -> Injection:
+        """The prompt text of this memory and its manifest.
+
+        Summaries and facts within ``max_injection_tokens``; the
+        ``protected_categories`` first, within ``guaranteed_token_budget``;
+        the rest in the order of the configured capacity policy (by the
+        ``hybrid-v1`` score under ``hybrid-v1``); empty when
+        ``injection_enabled`` is off. ``Injection.block`` is the text in its
+        ``<memory>`` block, ``Injection.manifest`` says which facts went in,
+        at what token cost, and which were left out and why. It only reads:
+        being injected is neither a recall nor a confirmation.
+
+        Args:
+            max_tokens: a budget for this prompt instead of
+                ``max_injection_tokens`` (an agent with a small context
+                window); the guaranteed budget is capped at it.
+            facts: ``False`` leaves the facts out — the summaries only, for
+                an agent that reaches facts through :meth:`search` instead
+                (they would appear twice otherwise).
+
+        Raises:
+            ValueError: ``max_tokens`` is negative.
+        """
+        return memory_injection(
+            self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
+        )
+
+    def context(self, *, max_tokens: int | None = None) -> str:
+        """The ``<memory>`` block for an agent's prompt (``""`` when there is nothing).
+
+        :meth:`injection`'s text, wrapped. Stored text is escaped, so it can
+        neither close the block nor start a line of its own.
+        """
+        return self.injection(max_tokens=max_tokens).block
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 5,
+        category: str | None = None,
+        record: bool = True,
+    ) -> tuple[SearchResult, ...]:
+        """The facts that best match a query, best first.
+
+        Ranked by ``|bm25| × decay + 0.2 × confidence`` over the store's
+        SQLite FTS5 index, which is brought up to date first (a missing,
+        damaged or stale index is rebuilt, never an error); when FTS5 finds
+        nothing, by a case-insensitive substring match. The category filter
+        applies before the cut. Under ``hybrid-v1`` or shadow mode the hits
+        count as recalls in the usage sidecar; a search never changes a fact
+        and never counts as a confirmation. With ``regret_missed_recall`` the
+        archive is ranked with the library, and archived facts that would
+        have been among the results are recorded as regret events (missed
+        recalls), as are results the shadow policy would have evicted.
+
+        Args:
+            query: what to look for, as typed (operators and quotes are safe).
+            top_k: at most this many results (``≤ 0``: none).
+            category: only facts of this category (an ``other`` fact's own
+                label counts too).
+            record: count the hits as recalls when the policy uses recalls,
+                and record regret; ``False`` looks without counting (an
+                operator's inspection). A store this process may not write is
+                searched all the same, without counting (said once, in a
+                warning).
+        """
+        now = self.now()
+        findings = search_scope(
+            self.store,
+            self.scope,
+            self._search_index,
+            query,
+            now=now,
+            top_k=top_k,
+            category=category,
+            with_archive=record and self._detects_missed_recalls,
+        )
+        results = findings.results
+        if record:
+            try:
+                self._record_search(query, findings, now)
+            except OSError as error:
+                # A read-only store can be searched; its recall counts cannot grow.
+                if error.errno not in _NOT_WRITABLE:
+                    raise
+                if not self._unrecorded_said:
+                    self._unrecorded_said = True
+                    _log.warning("search hits are not counted as recalls: %s", error)
+        return results
+
+    def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
+        """Rebuild the store's search index from every scope's facts (store-wide).
+
+        With missed-recall detection on (``regret_missed_recall``, on a
+        store that records regret) every scope's archive is indexed again
+        too, as a search would index it.
+
+        Args:
+            progress: called with (scopes done, scopes in all) after each scope.
+
+        Raises:
+            OSError: the index cannot be written where the store keeps it.
+            SearchIndexError: the index file cannot be opened.
+        """
+        self._search_index.close()  # this memory's next search reopens it
+        return rebuild_search_index(
+            self.store, now=self.now(), with_archive=self._detects_missed_recalls, progress=progress
+        )
+
+    # --- learning from conversations --------------------------------------------
+
+    def learn(
+        self, thread_id: str, messages: Iterable[object], *, dry_run: bool = False
+    ) -> UpdateResult:
+        """Extract facts, confirmations and removals from a conversation, now.
+
+        The messages (OpenAI chat format or the LangChain/DeerFlow shape,
+        oldest first) are filtered, the part not yet learned from for this
+        thread is sent to the model in one call (its newest messages within
+        ``max_conversation_chars``; the report counts those left out), and
+        its answer goes through the gates and the capacity gate into one
+        commit (see docs/update.md).
+        With ``dry_run`` the plan and the capacity gate's decision are
+        computed and nothing is written — not the facts, not the receipts,
+        not the watermark.
+
+        Args:
+            thread_id: the conversation; recorded as the new facts' source.
+            messages: the whole conversation so far.
+            dry_run: compute and report, write nothing.
+
+        Returns:
+            ``report`` (ids and counters only: safe to log) and ``facts``,
+            the facts the report names (content: for display only).
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            LLMError: the model call failed (after the client's retries).
+            MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is not one line of at most 256
+                characters of valid Unicode (it is stored as the facts' source).
+        """
+        thread_id = _checked_thread_id(thread_id)
+        return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)
+
+    def queue_conversation(
+        self, thread_id: str, messages: Iterable[object], *, immediate: bool = False
+    ) -> bool:
+        """Queue a conversation, to be learned from once the user pauses.
+
+        Every call restarts the debounce timer (``debounce_seconds``); a newer
+        conversation for the same thread replaces the queued one and keeps
+        its signals. Call this after every agent turn with the whole
+        conversation: only what was not learned from before is sent to the
+        model. Nothing is reported back per conversation; :meth:`flush_queue`
+        and :meth:`close` report what failed.
+
+        With ``immediate`` — for a host about to drop these messages from its
+        context (before summarising them away) — the queue is processed now,
+        without waiting for the pause: the messages are fed whole, kept apart
+        from the thread's ordinary entry, and always admitted.
+
+        Returns:
+            Whether it was queued (``False``: after filtering nothing is left
+            to learn from — no user turn with an assistant reply).
+
+        Raises:
+            LLMNotConfigured: no model is configured: extraction is off.
+            QueueFullError: ``queue_max_depth`` is reached and the conversation
+                carries no signal (conversations with a signal, and immediate
+                ones, are always taken).
+            QueueClosedError: :meth:`close` was called.
+            MessageFormatError: a message has an unusable shape.
+            FactValidationError: the thread id is unusable (see :meth:`learn`).
+        """
+        thread_id = _checked_thread_id(thread_id)
+        return self._updates.queue_conversation(
+            self.scope, thread_id, messages, immediate=immediate
+        )
+
+    def flush_queue(self, timeout: float | None = None) -> FlushReport:
+        """Process the queued conversations now, within ``timeout``.
+
+        The default budget is ``shutdown_flush_timeout_seconds``; the report
+        lists what failed or did not finish in time. Unlike :meth:`close`,
+        the queue keeps taking conversations.
+        """
+        return self._updates.flush(timeout)
+
+    # --- helpers --------------------------------------------------------------
+
+    @property
+    def _detects_missed_recalls(self) -> bool:
+        return self.config.regret_missed_recall
+
+    def _record_search(self, query: str, findings: SearchFindings, now: datetime) -> None:
+        """Count the hits as recalls (if the policy reads them) and record the search's regret.
+
+        One atomic change. Damaged regret sidecars never fail a search: the
+        search is not recorded, and the damage is logged (``deermem regret``
+        names the file).
+        """
+        recalled = (
+            [result.fact_id for result in findings.results] if self.gate.policy.uses_usage else []
+        )
+        events: tuple[RegretEvent, ...] = ()
+        try:
+            marks = self.store.shadow_marks(self.scope) if findings.results else {}
+            events = search_regret(
+                query,
+                stamp=format_timestamp(now),
+                missed=findings.missed,
+                results=(Found(r.fact_id, n) for n, r in enumerate(findings.results, 1)),
+                marks=marks,
+            )
+            if recalled or events:
+                self.store.record_access(self.scope, recalled, now, regret=events)
+        except CorruptMemoryFile as error:
+            _log.warning("this search is not recorded: %s", error)
+
+    def _fresh_id(
+        self, snapshot: ScopeSnapshot, archived: Callable[[str], ArchiveEntry | None]
+    ) -> str:
+        """A new fact id in use neither in the library nor in the archive (a restore brings
+        an archived id back)."""
+        return new_fact_id(lambda i: i in snapshot or archived(i) is not None, self._new_id)
+
+
+def _check_not_duplicate(snapshot: ScopeSnapshot, text: str) -> None:
+    """No active fact may say the same (the duplicate rule, :func:`deermem.model.duplicate_key`)."""
+    key = duplicate_key(text)
+    for fact in snapshot.facts:
+        if duplicate_key(fact.content) == key:
+            raise DuplicateFactError(fact.id)
+
+
+def _checked_thread_id(thread_id: object) -> str:
+    """A conversation's id — the source of the facts learned from it: one line of
+    at most 256 characters, checked before the model is asked."""
+    if not isinstance(thread_id, str):
+        raise FactValidationError("threadId", thread_id, "expected a string")
+    return check_line("threadId", thread_id, MAX_LINE_CHARS)
+
+
+# --- the memory document: what ``export`` writes and ``import`` reads -----------------------
+#
+# The shape is the original DeerMem's compatibility document
+# (``{version, revision, lastUpdated, user: {...}, history: {...}, facts: [...]}``),
+# but every fact is exported with *all* its fields (``lastConfirmedAt``,
+# ``confirmationCount``, ``expected_valid_days``, ``title`` and unknown keys
+# included), so an export imported again loses nothing — the original's API
+# drops those. Summary sections keep their own ``updatedAt``.
+
+
+def export_document(snapshot: ScopeSnapshot) -> dict[str, object]:
+    """The scope as a document: summaries and every fact with every field."""
+    document = snapshot.summaries.to_dict()
+    document["facts"] = [fact.to_dict() for fact in snapshot.facts]
+    return document
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPlan:
+    """An import as a gate proposal, and the ids of the document's facts."""
+
+    proposal: Proposal
+    fact_ids: tuple[str, ...]
+
+
+def plan_import(
+    document: object,
+    snapshot: ScopeSnapshot,
+    now: datetime,
+    new_id: Callable[[], str],
+) -> ImportPlan:
+    """Turn a document into a proposal that replaces the scope's facts and summaries.
+
+    The document is what ``export`` writes, so it is held to what the store
+    accepts — valid Unicode text, the field types of a fact — not to the
+    length limits of facts written by hand (a fact read from the original's
+    files may exceed them, and must survive an export and an import).
+    Facts without an id get one; a confidence that cannot be read becomes 0.5;
+    the document's facts replace the library (stored facts it does not hold
+    are removed with reason ``replaced``) and its sections replace the
+    summaries (missing ones become empty). A fact that states a ``revision``
+    must match the stored one.
+
+    Raises:
+        InvalidTextError: a string in a fact or a summary is not valid Unicode.
+        FactValidationError: the document is not an object, ``facts`` is
+            missing or not a list of objects, two facts share an id, a fact
+            is invalid, or a summary section is not an object.
+    """
+    if not isinstance(document, Mapping):
+        raise FactValidationError("document", document, "expected a JSON object")
+    if "facts" not in document:
+        # An import replaces the library: a document without the key would
+        # silently archive every fact, so an empty library must be explicit.
+        raise FactValidationError("facts", None, "expected a list of fact objects (may be [])")
+    raw_facts = document["facts"]
+    if not isinstance(raw_facts, list):
+        raise FactValidationError("facts", raw_facts, "expected a list of fact objects")
+    new_facts: list[Fact] = []
+    updates: list[Fact] = []
+    seen: set[str] = set()
+    for position, raw in enumerate(raw_facts):
+        fact = _imported_fact(raw, position, snapshot, now, new_id)
+        if fact.id in seen:
+            raise FactValidationError(
+                f"facts[{position}].id", fact.id, "each fact id may appear only once"
+            )
+        seen.add(fact.id)
+        (updates if fact.id in snapshot else new_facts).append(fact)
+    removals = tuple(
+        Removal(fact.id, REASON_REPLACED, expected_revision=fact.revision)
+        for fact in snapshot.facts
+        if fact.id not in seen
+    )
+    proposal = Proposal(
+        new_facts=tuple(new_facts),
+        updates=tuple(updates),
+        removals=removals,
+        summaries=_summaries(document),
+    )
+    return ImportPlan(proposal=proposal, fact_ids=tuple(f.id for f in new_facts + updates))
+
+
+def _imported_fact(
+    raw: object,
+    position: int,
+    snapshot: ScopeSnapshot,
+    now: datetime,
+    new_id: Callable[[], str],
+) -> Fact:
+    if not isinstance(raw, Mapping):
+        raise FactValidationError(f"facts[{position}]", raw, "expected a fact object")
+    data = dict(raw)
+    if not data.get("id"):
+        data["id"] = new_id()
+    data["confidence"] = coerce_confidence(data.get("confidence"))
+    data.setdefault("source", "import")
+    data.pop("scope", None)
+    stored = snapshot.get(data["id"]) if isinstance(data["id"], str) else None
+    if stored is not None and "revision" not in data:
+        data["revision"] = stored.revision  # no precondition stated: update what is stored
+    return Fact.from_dict(data, now=now)
+
+
+def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section]:
+    sections: dict[SummaryKey, str | Section] = {}
+    for group, names in SUMMARY_GROUPS.items():
+        raw_group = document.get(group)
+        values = raw_group if isinstance(raw_group, Mapping) else {}
+        for name in names:
+            raw = values.get(name)
+            if raw is None:
+                sections[(group, name)] = Section()
+                continue
+            if not isinstance(raw, Mapping):
+                raise FactValidationError(
+                    f"{group}.{name}", raw, "expected an object {'summary': ..., 'updatedAt': ...}"
+                )
+            # Any values, as the store reads them (a summary need not be a string),
+            # but text that can be written, nested as deep as a fact's values may be;
+            # what the section keeps besides its text is bounded as a fact's unknown
+            # fields are.
+            check_storable(f"{group}.{name}", dict(raw))
+            section = Section.from_value(raw)
+            check_storable(f"{group}.{name}", dict(section.extra), max_size=MAX_KEPT_SIZE)
+            sections[(group, name)] = section
+    return sections
