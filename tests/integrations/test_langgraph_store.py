@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
@@ -423,3 +425,26 @@ def test_an_invalid_label_sent_straight_to_batch_is_refused(store: DeerMemStore,
     with pytest.raises(InvalidNamespaceError):
         store.batch([PutOp(ALICE, "k1", {"content": "never written"}), op])
     assert store.search(()) == []
+
+
+_LABELS = st.text(min_size=1, max_size=12).filter(
+    lambda label: "." not in label and "\0" not in label
+)
+_USERS = st.text(
+    alphabet=st.characters(
+        blacklist_categories=("Cc", "Cs"),
+        blacklist_characters="\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069",
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(labels=st.lists(_LABELS, max_size=4), user=_USERS)
+def test_every_namespace_is_one_scope_and_back(labels: list[str], user: str) -> None:
+    label = user.replace("%", "%25").replace(".", "%2E")
+    namespace = (*labels, label)
+    scope = scope_of(namespace)
+    assert scope.user_id == user
+    assert labels_of(scope.agent) == tuple(labels)
+    assert namespace_of(scope) == namespace
