@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,6 +104,17 @@ def test_an_add_the_gate_trims_names_the_evictions(client: MemoryClient) -> None
     assert "memory" not in str(receipt)
 
 
+def finished(url: str, event_id: str) -> dict[str, Any]:
+    """The event of a queued add, once it is no longer pending or running (polled)."""
+    with httpx.Client(base_url=url) as http:
+        for _ in range(400):
+            event: dict[str, Any] = http.get(f"/v1/event/{event_id}/").json()
+            if event["status"] in ("SUCCEEDED", "FAILED"):
+                return event
+            time.sleep(0.05)
+    raise AssertionError(f"event {event_id} did not finish")
+
+
 def test_add_with_infer_queues_extraction_and_the_event_tells(store: ServedStore) -> None:
     with ScriptedChatServer() as chat:
         live, _ = start_server(store, model=model_settings(chat, max_retries=0), max_facts=10)
@@ -117,17 +129,26 @@ def test_add_with_infer_queues_extraction_and_the_event_tells(store: ServedStore
                 user_id="alice",
             )
             assert added["status"] in ("PENDING", "RUNNING", "SUCCEEDED")
-            event_path = f"/v1/event/{added['event_id']}/"
-            with httpx.Client(base_url=live.url) as http:
-                for _ in range(200):
-                    event = http.get(event_path).json()
-                    if event["status"] in ("SUCCEEDED", "FAILED"):
-                        break
-                    asyncio.run(asyncio.sleep(0.05))
+            event = finished(live.url, added["event_id"])
             assert event["status"] == "SUCCEEDED", event
             assert event["results"]["added"]
             memories = client.get_all(filters=ALICE)["results"]
             assert [m["memory"] for m in memories] == ["Prefers uv over pip"]
+            assert memories[0]["id"] in str(event["results"])
+
+            # the next add sends new messages only: they are learned whole
+            chat.enqueue(answer(newFacts=[new_fact("Works on the billing service")]))
+            second = client.add(
+                [
+                    {"role": "user", "content": "I work on the billing service."},
+                    {"role": "assistant", "content": "Got it."},
+                ],
+                user_id="alice",
+            )
+            assert finished(live.url, second["event_id"])["status"] == "SUCCEEDED"
+            assert "I work on the billing service." in str(chat.requests[-1].messages)
+            memories = client.get_all(filters=ALICE)["results"]
+            assert len(memories) == 2
             client.client.close()
         finally:
             live.stop()

@@ -17,8 +17,9 @@ What maps to what:
   ``categories`` its category, ``score`` deermem's search score in [0, 1).
 * ``add`` with ``infer`` (mem0's default) queues the messages for extraction
   by the configured model, as ``POST …/conversations`` does (501 naming the
-  setting when no model is configured); its ``event_id`` is the job, read at
-  ``GET /v1/event/{id}/``. ``infer: false`` stores each user message as a
+  setting when no model is configured), under the thread ``mem0`` of the
+  scope (each add's messages are new ones, learned whole); its ``event_id``
+  is the job, read at ``GET /v1/event/{id}/``. ``infer: false`` stores each user message as a
   fact through the capacity gate, at once: the results say ``ADD`` for each
   kept fact and ``EVICT`` (with the receipt) for each fact the gate evicted,
   a new one included.
@@ -61,6 +62,9 @@ _log = logging.getLogger("deermem.service.http")
 
 ORG_ID: Final = "deermem"
 """What the ping answers for mem0's organisation and project (the client needs both)."""
+
+MEM0_THREAD: Final = "mem0"
+"""The thread an ``add`` with ``infer`` is learned under (the facts' source)."""
 
 _EVENT_STATUS: Final[Mapping[str, str]] = {
     "queued": "PENDING",
@@ -329,8 +333,9 @@ def _submit(context: ServerContext, memory: Memory, body: AddBody) -> Job:
     messages: list[object] = [m.model_dump() for m in body.messages]
     parse_messages(messages)
     scope = memory.scope
-    thread = f"mem0-{memory.now().strftime('%Y%m%dT%H%M%S%f')}"
-    return context.jobs.submit(scope.user_id or "", scope.agent, thread, messages)
+    # One thread per scope: an add sends new messages, not the thread so far, and a batch
+    # that does not hold the thread's mark is learned whole (deermem.learning.queue).
+    return context.jobs.submit(scope.user_id or "", scope.agent, MEM0_THREAD, messages)
 
 
 def _store_messages(memory: Memory, body: AddBody) -> list[dict[str, object]]:
