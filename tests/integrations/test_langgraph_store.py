@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from langchain.agents import create_agent
+from langchain.agents.middleware import ToolErrorMiddleware
+from langchain_core.messages import AIMessage
 from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
@@ -24,7 +27,7 @@ from langgraph.store.base import (
 from langmem import create_manage_memory_tool, create_search_memory_tool
 from pydantic import ValidationError
 
-from deermem import ArchivedFactError, FactValidationError, Memory, MemoryConfig
+from deermem import ArchivedFactError, DeerMemError, FactValidationError, Memory, MemoryConfig
 from deermem.integrations.langgraph import (
     DeerMemStore,
     EvictedOnPutError,
@@ -34,6 +37,7 @@ from deermem.integrations.langgraph import (
     scope_of,
 )
 from deermem.model import Scope
+from tests.integrations.test_langchain_middleware import ScriptedAgentModel
 from tests.wire_support import Clock
 
 ALICE = ("memories", "alice")
@@ -333,6 +337,7 @@ def test_open_takes_a_directory_or_a_database_url(opened: Opened) -> None:
 
 CONFIG = {"configurable": {"langgraph_user_id": "alice%2Eexample%2Ecom"}}
 NAMESPACE = ("memories", "{langgraph_user_id}")
+NAMESPACE_ALICE = ("memories", "alice")
 
 
 def test_langmem_manages_and_searches_memories(store: DeerMemStore, opened: Opened) -> None:
@@ -448,3 +453,34 @@ def test_every_namespace_is_one_scope_and_back(labels: list[str], user: str) -> 
     assert scope.user_id == user
     assert labels_of(scope.agent) == tuple(labels)
     assert namespace_of(scope) == namespace
+
+
+def test_inside_an_agent_an_eviction_at_once_reaches_the_model(opened: Opened) -> None:
+    """LangMem's tools leave store errors alone; with ToolErrorMiddleware (as docs/integrations.md
+    shows) the model reads deermem's refusal as a tool error and the run goes on."""
+    store = opened.store(max_facts=10)
+    for number in range(10):
+        store.put(NAMESPACE_ALICE, f"s{number}", {"content": f"sure {number}", "confidence": 1})
+    call = {"name": "manage_memory", "id": "call_1", "args": {"content": "a passing thought"}}
+    model = ScriptedAgentModel(
+        messages=iter([AIMessage(content="", tool_calls=[call]), AIMessage(content="Ok.")])
+    )
+    guard = ToolErrorMiddleware(
+        on_error=lambda error, request: str(error) if isinstance(error, DeerMemError) else None
+    )
+    agent = create_agent(
+        model,
+        tools=[create_manage_memory_tool(namespace=NAMESPACE)],
+        middleware=[guard],
+        store=store,
+    )
+    agent.invoke(
+        {"messages": [{"role": "user", "content": "remember this"}]},
+        {"configurable": {"langgraph_user_id": "alice"}},
+    )
+    tool_message = model.calls[1][-1]
+    assert tool_message.type == "tool"
+    assert "archived" in tool_message.text
+    assert "at once" in tool_message.text
+    assert "passing thought" not in tool_message.text
+    assert len(store.search(NAMESPACE_ALICE)) == 10
