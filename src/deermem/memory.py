@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Self
 
 from deermem.config import MemoryConfig, load_config, with_store_settings
 from deermem.errors import (
+    ArchivedFactError,
     CorruptMemoryFile,
     DuplicateFactError,
     FactNotFoundError,
@@ -53,6 +54,7 @@ from deermem.model import (
     Fact,
     Scope,
     category_key,
+    check_fact_id,
     check_line,
     check_storable,
     duplicate_key,
@@ -436,6 +438,7 @@ class Memory:
         topics: Iterable[str] = (),
         source_error: str | None = None,
         expected_valid_days: int | None = None,
+        fact_id: str | None = None,
     ) -> CreateResult:
         """Add a fact by hand (or from a tool) through the capacity gate.
 
@@ -452,13 +455,22 @@ class Memory:
         category and up to 32 topics of one line and 64 characters each, a
         ``source_error`` of at most 2,000.
 
+        ``fact_id`` gives the new fact its id instead of a fresh one (a host
+        whose keys are its own, such as a LangGraph store): the fact-id rule
+        applies, and an id in use — active or archived — is refused, never
+        reused. A relearned fact keeps its archived id all the same.
+
         Raises:
             InvalidTextError: text that is not valid Unicode (an undecodable
                 byte), or a control character where it does not belong.
             FactValidationError: empty content, text over its limit, a
-                confidence outside [0, 1] ...
+                confidence outside [0, 1], a ``fact_id`` outside the fact-id rule ...
             DuplicateFactError: an equal fact is already stored.
+            FactRevisionConflict: an active fact has the id ``fact_id``.
+            ArchivedFactError: an archived fact has the id ``fact_id``.
         """
+        if fact_id is not None:
+            check_fact_id(fact_id)
         checked = NewFact.checked(
             content=content,
             category=category,
@@ -470,10 +482,18 @@ class Memory:
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
+            if fact_id is None:
+                fact_id = self._fresh_id(snapshot, transaction.archived)
+            elif fact_id in snapshot:
+                raise FactRevisionConflict(
+                    fact_id, expected=None, actual=snapshot.by_id[fact_id].revision
+                )
+            elif transaction.archived(fact_id) is not None:
+                raise ArchivedFactError(fact_id)
             _check_not_duplicate(snapshot, checked.content)
             # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
-                "id": self._fresh_id(snapshot, transaction.archived),
+                "id": fact_id,
                 "content": checked.content,
                 "category": checked.category,
                 "confidence": checked.confidence,
@@ -490,18 +510,18 @@ class Memory:
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
             )
-            fact_id = outcome.relearned.get(fact.id, fact.id)
-            kept = fact_id in outcome.kept_new
-            stored = next((f for f in outcome.commit.written if f.id == fact_id), None)
+            stored_id = outcome.relearned.get(fact.id, fact.id)
+            kept = stored_id in outcome.kept_new
+            stored = next((f for f in outcome.commit.written if f.id == stored_id), None)
             if stored is None:  # evicted at once: it is in the archive
-                entry = transaction.archived(fact_id)
+                entry = transaction.archived(stored_id)
                 stored = fact if entry is None else entry.fact
         return CreateResult(
-            fact_id=fact_id if kept else None,
+            fact_id=stored_id if kept else None,
             fact=stored,
             evicted=outcome.evicted,
             receipts=outcome.receipts,
-            relearned=fact_id if fact.id in outcome.relearned else None,
+            relearned=stored_id if fact.id in outcome.relearned else None,
         )
 
     def import_document(self, document: Mapping[str, object]) -> ImportResult:
