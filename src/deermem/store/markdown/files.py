@@ -41,8 +41,10 @@ import json
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -274,7 +276,8 @@ class ScopePaths:
 # (a rename is atomic only within one file system), created exclusively with
 # the permissions the umask gives (usually 0644) — as the original DeerMem
 # creates its files, so a directory both share stays readable to each.
-# Temporary files are hidden from every listing the store makes. fsyncs run
+# Temporary files are hidden from every listing the store makes. The fsyncs
+# of one step of a journaled commit run together (flush_together); the others
 # one after another, in the caller's thread.
 # ---------------------------------------------------------------------------
 
@@ -343,9 +346,12 @@ def _temporary_name(name: str) -> str:
 
 def fsync_path(path: Path) -> None:
     """fsync a file's content, or a directory's entries (creations, renames, removals)."""
+    global _last_flush_seconds
     fd = os.open(path, os.O_RDONLY)
     try:
+        started = time.perf_counter()
         os.fsync(fd)
+        _last_flush_seconds = time.perf_counter() - started
     finally:
         os.close(fd)
 
@@ -422,8 +428,70 @@ def replace_files(
         directories.add(path.parent)
         if journaled:
             written.append(path)
-    for item in [*written, *sorted(directories)]:
-        fsync_path(item)
+    flush_together([*written, *sorted(directories)])
+
+
+# At most this many fsyncs of one commit run at once (a commit at the cap flushes
+# about eight files and directories in its second step).
+_FLUSH_THREADS: Final = 8
+# How long this process's last fsync took. One that returns in microseconds
+# waited for no device (tmpfs): flushing together would only add the threads'
+# hand-offs (+20 % on a commit on tmpfs), so such flushes stay in this thread.
+# A commit's first step flushes the journal alone, so its second step decides
+# on the same file system's latest flush.
+_QUICK_FLUSH_SECONDS: Final = 50e-6
+_last_flush_seconds = 1.0
+_flush_pool: ThreadPoolExecutor | None = None
+_flush_pool_pid = 0
+_flush_pool_lock: Final = threading.Lock()
+
+
+def flush_together(paths: list[Path]) -> None:
+    """fsync every path, all at once; return when all are durable.
+
+    The flushes of one commit step are independent (the journal, already
+    durable, covers them), and a disk serves concurrent flushes together —
+    one after another they cost one device flush each (11 ms against 0.6 ms
+    for four, on this project's VM under load). The first path is flushed in
+    the calling thread, the others by a small pool of this process — unless
+    the last flush waited for no device (see ``_QUICK_FLUSH_SECONDS``). If any
+    fails, the first error in ``paths``' order is raised, after all finished.
+    """
+    if len(paths) < 2 or _last_flush_seconds < _QUICK_FLUSH_SECONDS:
+        for path in paths:
+            fsync_path(path)
+        return
+    futures = [_pool().submit(fsync_path, path) for path in paths[1:]]
+    errors: list[BaseException] = []
+    try:
+        fsync_path(paths[0])
+    except BaseException as error:  # wait for the others before raising
+        errors.append(error)
+    for future in futures:
+        failure = future.exception()
+        if failure is not None:
+            errors.append(failure)
+    if errors:
+        raise errors[0]
+
+
+def _pool() -> ThreadPoolExecutor:
+    """This process's flush threads (a forked child makes its own: threads do not fork).
+
+    All of them are started at once: an executor starts a thread only when it
+    counts no idle one, and it counts finished tasks, not threads, so left to
+    itself it may queue a step's flushes behind each other on fewer threads.
+    """
+    global _flush_pool, _flush_pool_pid
+    with _flush_pool_lock:
+        if _flush_pool is None or _flush_pool_pid != os.getpid():
+            pool = ThreadPoolExecutor(_FLUSH_THREADS, thread_name_prefix="deermem-fsync")
+            started = threading.Barrier(_FLUSH_THREADS + 1)
+            for _ in range(_FLUSH_THREADS):  # each waits until all are running
+                pool.submit(started.wait)
+            started.wait()
+            _flush_pool, _flush_pool_pid = pool, os.getpid()
+        return _flush_pool
 
 
 def write_store_settings(
