@@ -526,7 +526,7 @@ def serve_floor(port: int, workers: int) -> None:
     """The floor's app on the uvicorn settings ``deermem serve`` uses."""
     import uvicorn
 
-    from deermem.service.http.tcp import ServerHTTPProtocol
+    from deermem.service.http.run import ServerHTTPProtocol
 
     uvicorn.run(
         "bench.bench_server:hello_app",
