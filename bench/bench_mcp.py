@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import signal
 import socket
 import statistics
@@ -156,18 +157,29 @@ def compare_startups(root: Path, runs: int, log: Path) -> None:
         ),
     }
     samples: dict[str, list[float]] = {name: [] for name in servers}
+    cpu: dict[str, list[float]] = {name: [] for name in servers}
     for params in servers.values():  # warm the page cache and uv's
         anyio.run(startup_ms, params, log)
     for run in range(runs):
         order = list(servers.items())
         for name, params in order if run % 2 == 0 else reversed(order):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             samples[name].append(anyio.run(startup_ms, params, log))
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            cpu[name].append(used * 1000)
     medians = {name: statistics.median(values) for name, values in samples.items()}
     print(f"start-up to an initialised stdio session, median of {runs}, interleaved:")
+    print("  (CPU: the server process's user + system time, start to exit)")
     for name, value in medians.items():
-        print(f"  {name:<30} {value:7.0f} ms   (min {min(samples[name]):.0f})")
+        print(
+            f"  {name:<30} {value:7.0f} ms   (min {min(samples[name]):.0f})   "
+            f"CPU {statistics.median(cpu[name]):6.0f} ms"
+        )
     deermem_ms, floor_ms = medians["deermem mcp"], medians["bare mcp SDK server (floor)"]
-    print(f"  deermem / floor: {deermem_ms / floor_ms:.2f}x")
+    deermem_cpu = statistics.median(cpu["deermem mcp"])
+    floor_cpu = statistics.median(cpu["bare mcp SDK server (floor)"])
+    print(f"  deermem / floor: {deermem_ms / floor_ms:.2f}x (CPU {deermem_cpu / floor_cpu:.2f}x)")
     print(f"  uv run adds: {medians['uv run deermem mcp'] - deermem_ms:.0f} ms")
 
 
