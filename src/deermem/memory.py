@@ -18,8 +18,9 @@ The work is done by collaborators with one job each: the store, the gate,
 :class:`~deermem.recall.index.SearchIndexHandle` and the pure functions of
 :mod:`deermem.recall.injection`, :mod:`deermem.recall.search` and
 :func:`deermem.library.gate.standing_of`; ``Memory`` holds them and binds them
-to one scope. The memory document — what ``export`` writes and ``import``
-reads — is this module's own (:func:`export_document`, :func:`plan_import`).
+to one scope (the learner is made on first use: see :class:`_LearnerSlot`). The
+memory document — what ``export`` writes and ``import`` reads — is this
+module's own (:func:`export_document`, :func:`plan_import`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import copy
 import errno
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,7 +46,6 @@ from deermem.errors import (
     FactValidationError,
     UnsafeIdentifierError,
 )
-from deermem.learning import Learner
 from deermem.library import CapacityGate, Proposal, Removal
 from deermem.library.gate import standing_of
 from deermem.library.regret import Found, RegretReport, build_report, search_regret
@@ -94,7 +95,7 @@ from deermem.store import (
 from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
-    from deermem.learning import FlushReport, UpdateResult
+    from deermem.learning import FlushReport, Learner, UpdateResult
     from deermem.learning.messages import KeepHidden
     from deermem.llm import ChatModel
     from deermem.store.records import RegretEvent
@@ -163,9 +164,16 @@ class Memory:
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
-        self._updates = Learner(
-            store, config, clock=self.now, new_id=self._new_id, model=model, keep_hidden=keep_hidden
-        )
+
+        def new_learner() -> Learner:
+            from deermem.learning import Learner
+
+            return Learner(
+                store, config, clock=self.now, new_id=self._new_id, model=model,
+                keep_hidden=keep_hidden,
+            )  # fmt: skip
+
+        self._learner = _LearnerSlot(new_learner)
         self._search_index = SearchIndexHandle()
         self._unrecorded_said = False
 
@@ -276,6 +284,10 @@ class Memory:
         view = copy.copy(self)  # every part is shared; only the scope differs
         view._scope = scope
         return view
+
+    @property
+    def _updates(self) -> Learner:
+        return self._learner.get()
 
     @property
     def scope(self) -> Scope:
@@ -1145,3 +1157,26 @@ def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section
             check_storable(f"{group}.{name}", dict(section.extra), max_size=MAX_KEPT_SIZE)
             sections[(group, name)] = section
     return sections
+
+
+class _LearnerSlot:
+    """A memory's :class:`~deermem.learning.Learner`, made on first use and shared by
+    every view of the memory (:meth:`Memory.scoped` copies the slot, not the learner).
+
+    Made late because the learning pipeline's imports (the model answer's pydantic
+    models, the prompt, the signals) were ≈ a quarter of deermem's own start-up
+    in ``deermem mcp``, which learns nothing until a conversation arrives.
+    """
+
+    __slots__ = ("_learner", "_lock", "_make")
+
+    def __init__(self, make: Callable[[], Learner]) -> None:
+        self._make = make
+        self._learner: Learner | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Learner:
+        with self._lock:
+            if self._learner is None:
+                self._learner = self._make()
+            return self._learner
