@@ -177,6 +177,20 @@ def test_the_timeline_runs_totals_by_day() -> None:
     ]
 
 
+def test_the_timeline_splits_its_events_by_kind() -> None:
+    report = build_report(RECEIPTS, EVENTS, active="confidence", shadow=None, until=NOW)
+    confidence = report.policy("confidence", "active")
+    assert confidence is not None
+    last = confidence.timeline[-1]
+    assert list(last.kinds) == list(REGRET_KINDS)
+    assert {kind: n for kind, n in last.kinds.items() if n} == {
+        "missed_recall": 1,
+        "relearned": 1,
+        "restored": 1,
+    }
+    assert [p.kinds["relearned"] for p in confidence.timeline] == [0, 0, 0, 0, 1, 1]
+
+
 def test_the_json_schema_is_stable() -> None:
     data = build_report(
         RECEIPTS, EVENTS, active="confidence", shadow="hybrid-v1", until=NOW
@@ -210,7 +224,9 @@ def test_the_json_schema_is_stable() -> None:
         for fact in row["mostRegretted"]:
             assert set(fact) == {"factId", "category", "events", "kinds"}
         for point in row["timeline"]:
-            assert set(point) == {"date", "evictions", "events", "regretted"}
+            assert set(point) == {"date", "evictions", "events", "regretted", "kinds"}
+            assert list(point["kinds"]) == list(REGRET_KINDS)
+            assert sum(point["kinds"].values()) == point["events"]
     json.dumps(data, allow_nan=False)  # plain JSON
 
 

@@ -47,7 +47,7 @@ from deermem.errors import (
     UnsafeIdentifierError,
 )
 from deermem.library import CapacityGate, Proposal, Removal
-from deermem.library.gate import standing_of
+from deermem.library.gate import Ranking, WhatIf, rank_library, standing_of, what_if
 from deermem.library.regret import Found, RegretReport, build_report, search_regret
 from deermem.model import (
     MAX_KEPT_SIZE,
@@ -92,6 +92,7 @@ from deermem.store import (
     open_store,
     resolve_root,
 )
+from deermem.store.plan import newest_first_ids
 from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
@@ -403,6 +404,23 @@ class Memory:
         """Archived facts (unexpired), newest first, each with why it left."""
         return self.store.archive(self.scope, self.now())
 
+    def archive_page(self, start: int, count: int) -> tuple[tuple[ArchiveEntry, ...], int]:
+        """``count`` archived facts from position ``start`` of :meth:`list_archived`'s order.
+
+        Only those entries are read: the order comes from the store's listing
+        (ids and times), so a page of a large archive costs a page, not the
+        archive.
+
+        Returns:
+            The entries (an entry restored or purged since the listing is
+            left out), and how many the archive holds.
+        """
+        now = self.now()
+        listing = self.store.archive_listing(self.scope, now)
+        ids = newest_first_ids(listing)[max(0, start) : max(0, start) + max(0, count)]
+        entries = (self.store.archived(self.scope, fact_id) for fact_id in ids)
+        return tuple(entry for entry in entries if entry is not None), len(listing)
+
     def get_archived(self, fact_id: str) -> ArchiveEntry:
         """One archived fact, with why it left.
 
@@ -425,7 +443,7 @@ class Memory:
             ScopeSummary(
                 scope=scope,
                 facts=len(self.store.load(scope).facts),
-                archived=len(self.store.archive(scope, now)),
+                archived=len(self.store.archive_listing(scope, now)),
             )
             for scope in self.store.scopes()
         )
@@ -761,22 +779,62 @@ class Memory:
             )
         raise FactNotFoundError(fact_id)
 
-    def regret(self, *, since: datetime | None = None) -> RegretReport:
+    def ranking(self) -> Ranking:
+        """The library ranked as the capacity policy ranks it now, with the cap's cut.
+
+        Every active fact with its rank, score and the signals it sums, the
+        corrections holding reserved slots, and the fact the gate lets go
+        next (:func:`~deermem.library.gate.rank_library`). Reads only: a look
+        at the library is not a recall.
+        """
+        usage = self.store.usage(self.scope) if self.gate.policy.uses_usage else {}
+        return rank_library(self.gate, self.snapshot().facts, usage, self.now())
+
+    def what_if(self) -> WhatIf:
+        """What the other capacity policy would keep instead, beside the active one's choice.
+
+        Both decide over the library and the facts the cap sent to the
+        archive, at the cap, now (:func:`~deermem.library.gate.what_if`).
+        Reads only.
+        """
+        return what_if(
+            self.gate,
+            self.snapshot().facts,
+            self.list_archived(),
+            self.store.usage(self.scope),
+            self.now(),
+        )
+
+    def regret(self, *, since: datetime | None = None, whole_user: bool = False) -> RegretReport:
         """How often each policy's evictions turned out to be mistakes (docs/regret.md).
 
         Per policy — the active one and, in shadow mode, ``hybrid-v1`` — the
         facts it evicted (or would have) since ``since``, the regret events
         against it by kind, its regret rate and its most regretted facts (ids
         and categories only). Read from the receipts and the regret events;
-        nothing is written.
+        nothing is written. With ``whole_user`` the records of every agent of
+        the user count, as one report.
 
         Raises:
             CorruptMemoryFile: the audit or the regret events cannot be read.
         """
         policy = self.gate.policy
+        if whole_user:
+            user = self.scope.user_id
+            scopes = [Scope.of(user, agent) for agent in self.store.agents(user)]
+            receipts = sorted(
+                (r for s in scopes for r in self.store.audit(s)), key=lambda r: r.occurred_at
+            )
+            events = sorted(
+                (e for s in scopes for e in self.store.regret_events(s)),
+                key=lambda e: e.occurred_at,
+            )
+        else:
+            receipts = list(self.audit())
+            events = list(self.store.regret_events(self.scope))
         return build_report(
-            self.audit(),
-            self.store.regret_events(self.scope),
+            receipts,
+            events,
             active=policy.name,
             shadow=POLICY_HYBRID_V1 if policy.shadows_hybrid else None,
             until=self.now(),

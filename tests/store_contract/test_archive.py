@@ -222,3 +222,26 @@ def test_the_gate_refuses_a_new_fact_with_an_archived_id(stores: Stores) -> None
     assert memory.get_archived(fact_id) == entry  # its archived version is untouched
     assert memory.restore(fact_id).restored  # back by a restore (or by saying it again)
     assert memory.list_archived() == ()
+
+
+def test_a_page_of_the_archive_is_the_listing_order_and_reads_only_that_page(
+    stores: Stores,
+) -> None:
+    clock = Clock()
+    memory = open_memory(stores, clock, archive_max_age_days=30)
+    for number in range(7):
+        clock.now = NOW + timedelta(minutes=number % 3, seconds=number)
+        fact_id = memory.create_fact(f"Fact {number}").fact_id
+        assert fact_id is not None
+        memory.delete_fact(fact_id)
+    everything = memory.list_archived()
+    pages = [memory.archive_page(start, 3) for start in (0, 3, 6, 9)]
+    assert [total for _, total in pages] == [7, 7, 7, 7]
+    assert [entry for entries, _ in pages for entry in entries] == list(everything)
+    assert memory.archive_page(0, 0) == ((), 7)
+    # the store-wide summary counts the same archive
+    (summary,) = memory.scopes()
+    assert (summary.facts, summary.archived) == (0, 7)
+    clock.now = NOW + timedelta(days=31)  # expired entries are neither listed nor counted
+    assert memory.archive_page(0, 10) == ((), 0)
+    assert memory.scopes()[0].archived == 0

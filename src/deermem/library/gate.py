@@ -74,9 +74,11 @@ from deermem.errors import ArchivedFactError, FactNotFoundError, FactRevisionCon
 from deermem.library.regret import shadow_regret
 from deermem.model import RESULT_CONFIG, Fact, category_key, duplicate_key, format_timestamp
 from deermem.policy import (
+    POLICY_CONFIDENCE,
     POLICY_HYBRID_V1,
     CapacityDecision,
     CapacityPolicy,
+    EvictedFact,
     ShadowComparison,
     select_facts_for_capacity,
     shadow_comparison,
@@ -108,10 +110,16 @@ __all__ = [
     "EvictionMode",
     "GateOutcome",
     "Proposal",
+    "RankedFact",
+    "Ranking",
     "RegretLedger",
     "Removal",
     "Standing",
+    "WhatIf",
+    "other_policy",
+    "rank_library",
     "standing_of",
+    "what_if",
 ]
 
 EvictionMode = Literal["archive", "delete"]
@@ -786,21 +794,9 @@ def standing_of(
     usage: Mapping[str, UsageEntry],
     now: datetime,
 ) -> Standing:
-    """Rank every fact with the gate's policy and report one of them.
-
-    A cap of 0 makes the policy rank the whole library (everything counts as
-    evicted, lowest first), so the scores and ranks are the gate's own — no
-    second implementation of scoring exists.
-    """
+    """Rank every fact with the gate's policy (:func:`_ranked`) and report one of them."""
     policy = gate.policy
-    decision = select_facts_for_capacity(
-        facts,
-        max_facts=0,
-        policy=policy,
-        usage={key: value.to_dict() for key, value in usage.items()},
-        now=now,
-    )
-    item = next(e for e in decision.evicted if e.fact_id == fact_id)
+    item = next(e for e in _ranked(policy, facts, _usage_data(usage), now) if e.fact_id == fact_id)
     reserved = {category_key(name) for name in policy.reserved_categories}
     return Standing(
         policy=policy.name,
@@ -810,4 +806,208 @@ def standing_of(
         score=item.score,
         components=item.components,
         protected=policy.name == POLICY_HYBRID_V1 and category_key(item.category) in reserved,
+    )
+
+
+def _usage_data(usage: Mapping[str, UsageEntry]) -> dict[str, Mapping[str, object]]:
+    return {key: value.to_dict() for key, value in usage.items()}
+
+
+def _ranked(
+    policy: CapacityPolicy,
+    facts: Sequence[Fact],
+    usage: Mapping[str, Mapping[str, object]],
+    now: datetime,
+) -> tuple[EvictedFact, ...]:
+    """Every fact as the policy ranks it, best first: its own ranking, at a cap of 0.
+
+    A cap of 0 makes the policy rank the whole library (everything counts as
+    evicted, lowest first), so the scores and ranks are the gate's own — no
+    second implementation of scoring exists.
+    """
+    decision = select_facts_for_capacity(facts, max_facts=0, policy=policy, usage=usage, now=now)
+    return tuple(reversed(decision.evicted))
+
+
+# --- the library as the policy ranks it, and what the other policy would keep ------------
+
+
+@dataclass(frozen=True, slots=True)
+class RankedFact:
+    """One active fact in its library's ranking (:func:`rank_library`).
+
+    Attributes:
+        fact: the fact.
+        rank: 1 = the fact the gate would keep longest (as :class:`Standing` ranks).
+        score: its score under the policy; ``components`` the signals it sums.
+        reserved: it holds one of the slots ``hybrid-v1`` reserves for corrections.
+        kept: the policy keeps it at the cap; ``False`` below the cap's line
+            (a library over a lowered cap, until the next decision trims it).
+        next_out: the fact the gate lets go next when a fact needs room.
+    """
+
+    fact: Fact
+    rank: int
+    score: float
+    components: Mapping[str, float]
+    reserved: bool
+    kept: bool
+    next_out: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """A library ranked as its policy ranks it now, with the line where the cap cuts.
+
+    Attributes:
+        policy: the policy version.
+        max_facts: the cap.
+        facts: every active fact, best first.
+        reserved_slots: slots held for corrections at the cap (0 under ``confidence``).
+    """
+
+    policy: str
+    max_facts: int
+    facts: tuple[RankedFact, ...]
+    reserved_slots: int
+
+    @property
+    def free_slots(self) -> int:
+        """Facts the library takes before the gate must let one go."""
+        return max(0, self.max_facts - len(self.facts))
+
+
+def rank_library(
+    gate: CapacityGate,
+    facts: Sequence[Fact],
+    usage: Mapping[str, UsageEntry],
+    now: datetime,
+) -> Ranking:
+    """Rank every active fact with the gate's policy and mark the cap's cut.
+
+    The ranks and scores are the policy's own (a cap of 0 ranks the whole
+    library, as :func:`standing_of` does). What the cap keeps is the policy's
+    decision at the cap; the fact that goes next is the one the policy lets go
+    when the library must make one slot: so reserved corrections keep their
+    place above facts that outscore them, exactly as the gate would decide.
+    """
+    policy = gate.policy
+    usage_data = _usage_data(usage)
+    ranked = _ranked(policy, facts, usage_data, now)
+    by_id = {fact.id: fact for fact in facts}
+    over = len(facts) > gate.max_facts
+    cut = select_facts_for_capacity(
+        facts,
+        max_facts=gate.max_facts if over else max(0, len(facts) - 1),
+        policy=policy,
+        usage=usage_data,
+        now=now,
+    )
+    below = set(cut.evicted_ids) if over else set()
+    going = cut.evicted_ids[:1] if not over else ()
+    reserved_categories = {category_key(name) for name in policy.reserved_categories}
+    corrections = [
+        item.fact_id for item in ranked if category_key(item.category) in reserved_categories
+    ]
+    holding = set(corrections[: cut.reserved_correction_slots])
+    return Ranking(
+        policy=policy.name,
+        max_facts=gate.max_facts,
+        facts=tuple(
+            RankedFact(
+                fact=by_id[item.fact_id],
+                rank=item.rank,
+                score=item.score,
+                components=item.components,
+                reserved=item.fact_id in holding,
+                kept=item.fact_id not in below,
+                next_out=item.fact_id in going,
+            )
+            for item in ranked
+        ),
+        reserved_slots=cut.reserved_correction_slots,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    """Each policy's choice over the same facts at the same cap (:func:`what_if`).
+
+    Attributes:
+        active: the policy in force; ``other`` the one compared with it.
+        max_facts: the cap.
+        candidates: the facts both chose from: the library and the facts the
+            cap sent to the archive.
+        active_keeps: what the active policy keeps, best first; ``other_keeps``
+            the other's.
+    """
+
+    active: str
+    other: str
+    max_facts: int
+    candidates: tuple[Fact, ...]
+    active_keeps: tuple[str, ...]
+    other_keeps: tuple[str, ...]
+
+    @property
+    def only_active(self) -> tuple[str, ...]:
+        """Facts the active policy keeps and the other would not."""
+        other = set(self.other_keeps)
+        return tuple(i for i in self.active_keeps if i not in other)
+
+    @property
+    def only_other(self) -> tuple[str, ...]:
+        """Facts the other policy would keep instead."""
+        active = set(self.active_keeps)
+        return tuple(i for i in self.other_keeps if i not in active)
+
+
+def other_policy(policy: CapacityPolicy) -> CapacityPolicy:
+    """The policy a what-if compares with: ``hybrid-v1`` beside ``confidence``, and back."""
+    name = POLICY_CONFIDENCE if policy.name == POLICY_HYBRID_V1 else POLICY_HYBRID_V1
+    return replace(policy, name=name, shadow_enabled=False)
+
+
+def what_if(
+    gate: CapacityGate,
+    facts: Sequence[Fact],
+    archived: Iterable[ArchiveEntry],
+    usage: Mapping[str, UsageEntry],
+    now: datetime,
+) -> WhatIf:
+    """What the other policy would keep, beside what the active one keeps, now.
+
+    Both decide over the same candidates — the active facts and the archived
+    facts the cap evicted (a fact deleted by hand is no policy's choice) — at
+    the same cap, with the same clock and usage (an archived fact's usage is
+    the entry it left with). The shadow comparison of a whole library: which
+    facts the other policy would keep instead, and which it would let go.
+    """
+    pool = list(facts)
+    seen = {fact.id for fact in pool}
+    usage_data = _usage_data(usage)
+    for entry in archived:
+        if entry.reason != REASON_CAPACITY or entry.fact_id in seen:
+            continue
+        seen.add(entry.fact_id)
+        pool.append(entry.fact)
+        if entry.usage is not None and entry.fact_id not in usage_data:
+            usage_data[entry.fact_id] = entry.usage.to_dict()
+    active = gate.policy
+    other = other_policy(active)
+
+    def keeps(policy: CapacityPolicy) -> tuple[str, ...]:
+        # Over the cap the decision keeps in rank order; at or below it, everything.
+        decision = select_facts_for_capacity(
+            pool, max_facts=gate.max_facts, policy=policy, usage=usage_data, now=now
+        )
+        return decision.kept_ids
+
+    return WhatIf(
+        active=active.name,
+        other=other.name,
+        max_facts=gate.max_facts,
+        candidates=tuple(pool),
+        active_keeps=keeps(replace(active, shadow_enabled=False)),
+        other_keeps=keeps(other),
     )

@@ -217,12 +217,17 @@ class RegrettedFact:
 
 @dataclass(frozen=True, slots=True)
 class TimelinePoint:
-    """Running totals of one policy at the end of one day (UTC)."""
+    """Running totals of one policy at the end of one day (UTC).
+
+    ``kinds`` splits ``events`` by kind (every kind of ``REGRET_KINDS``, in
+    that order), so a chart can draw each kind over time.
+    """
 
     date: str
     evictions: int
     events: int
     regretted: int
+    kinds: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -230,6 +235,7 @@ class TimelinePoint:
             "evictions": self.evictions,
             "events": self.events,
             "regretted": self.regretted,
+            "kinds": dict(self.kinds),
         }
 
 
@@ -420,14 +426,22 @@ def _timeline(
         days.setdefault(moment[:10], ([], []))[1].append(event)
     seen: set[str] = set()
     regretted: set[str] = set()
-    total = 0
+    kinds: Counter[str] = Counter()
     points = []
     for day in sorted(days):
         new_evictions, new_events = days[day]
         seen.update(new_evictions)
-        total += len(new_events)
+        kinds.update(e.kind for e in new_events)
         regretted.update(e.fact_id for e in new_events if e.fact_id in evicted)
-        points.append(TimelinePoint(day, len(seen), total, len(regretted & seen)))
+        points.append(
+            TimelinePoint(
+                day,
+                len(seen),
+                kinds.total(),
+                len(regretted & seen),
+                {kind: kinds[kind] for kind in REGRET_KINDS},
+            )
+        )
     return tuple(points)
 
 

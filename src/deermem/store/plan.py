@@ -56,6 +56,7 @@ __all__ = [
     "beyond_bounds",
     "count_recalls",
     "newest_first",
+    "newest_first_ids",
     "patched_snapshot",
     "plan_changes",
     "sort_facts",
@@ -328,10 +329,19 @@ def newest_first(entries: Iterable[ArchiveEntry]) -> list[ArchiveEntry]:
     return sorted(entries, key=_age_key)
 
 
+def newest_first_ids(listing: Mapping[str, str]) -> list[str]:
+    """The ids of an archive listing (id → ``archivedAt``) in :func:`newest_first`'s order."""
+    return sorted(listing, key=lambda fact_id: _age(listing[fact_id], fact_id))
+
+
 def _age_key(entry: ArchiveEntry) -> tuple[float, str]:
-    archived = parse_timestamp(entry.archived_at)
+    return _age(entry.archived_at, entry.fact_id)
+
+
+def _age(archived_at: str, fact_id: str) -> tuple[float, str]:
+    archived = parse_timestamp(archived_at)
     # Newest first; unreadable times sort last (oldest).
-    return (-archived.timestamp() if archived is not None else float("inf"), entry.fact_id)
+    return (-archived.timestamp() if archived is not None else float("inf"), fact_id)
 
 
 #: The archive in arrival order: (fact id, its stored ``archivedAt``).

@@ -36,6 +36,7 @@ from deermem.model import MAX_NESTING
 from deermem.service.http import mem0
 from deermem.service.http.jobs import Job, JobRunner, JobStore
 from deermem.service.http.routes import ServerContext, problem_response, routers
+from deermem.service.http.ui import Inspector, SessionStore, inspector_router
 from deermem.service.middleware import (
     BodyLimitMiddleware,
     HostGuardMiddleware,
@@ -126,6 +127,8 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
     app.state.deermem = context
     for router in [*routers(context), mem0.router(context)]:
         app.include_router(router)
+    # The inspector's pages (/ui/): the same context, tokens and store as the API.
+    app.include_router(inspector_router(Inspector(context, SessionStore(state, memory.now))))
     _add_problem_handlers(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)

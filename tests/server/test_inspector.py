@@ -1,0 +1,229 @@
+"""The inspector (/ui/) over real HTTP: sessions, CSRF, headers, scopes, on both stores.
+
+What a browser does is tested in tests/server/test_inspector_browser.py; here
+the doors are checked request by request: the cookie's flags, the CSRF
+refusals (and that they change nothing), the Content-Security-Policy, the
+same "not found" for another user's scope as for a scope that does not exist,
+and sign-out ending the session on the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from deermem.service.http.ui import SessionStore
+
+from ..served_store import ServedStore, on_both_stores
+from .conftest import LiveServer, start_server
+
+TOKENS = {"admin": {"admin": True}, "alice": {"users": ["alice"]}}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def server(store: ServedStore) -> Iterator[tuple[LiveServer, dict[str, str]]]:
+    live, issued = start_server(store, tokens=TOKENS, max_facts=10)
+    for user in ("alice", "bob"):
+        memory = live.memory.scoped(user=user, agent="coder")
+        made = [
+            memory.create_fact(f"{user} fact number {n}", confidence=0.95 - n / 20)
+            for n in range(11)  # one over the cap: the lowest goes to the archive
+        ]
+        # a kept fact that now ranks lowest: a restore sends it to the archive instead
+        first = made[0].fact_id
+        assert first is not None
+        memory.update_fact(first, confidence=0.05)
+    yield live, issued
+    live.stop()
+
+
+def csrf_of(page: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert match is not None, page
+    return match.group(1)
+
+
+def signed_in(live: LiveServer, token: str) -> httpx.Client:
+    client = live.client()
+    form = client.get("/ui/sign-in")
+    answer = client.post("/ui/sign-in", data={"token": token, "csrf": csrf_of(form.text)})
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/ui/"
+    return client
+
+
+@on_both_stores
+def test_a_token_signs_in_and_sees_its_scopes_only(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    page = client.get("/ui/")
+    assert page.status_code == 200
+    assert "/ui/users/alice/agents/coder" in page.text
+    assert "bob" not in page.text
+    admin = signed_in(live, issued["admin"])
+    assert "/ui/users/bob/agents/coder" in admin.get("/ui/").text
+    # another user's scope is "not found", exactly as a scope that does not exist
+    theirs = client.get("/ui/users/bob/agents/coder")
+    nobody = client.get("/ui/users/carol/agents/coder")
+    assert theirs.status_code == nobody.status_code == 404
+    assert theirs.text == nobody.text
+    assert "bob fact" not in client.get("/ui/users/bob/agents/coder/archive").text
+    assert client.get("/ui/users/bob/agents/coder/what-if").status_code == 404
+
+
+def test_the_session_cookie_is_http_only_and_same_site_strict(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    client = live.client()
+    form = client.get("/ui/sign-in")
+    assert 'for="token">Token</label>' in form.text
+    answer = client.post("/ui/sign-in", data={"token": issued["alice"], "csrf": csrf_of(form.text)})
+    cookie = next(
+        v for k, v in answer.headers.multi_items() if k == "set-cookie" and "deermem_ui=" in v
+    )
+    flags = {part.strip().lower() for part in cookie.split(";")}
+    assert {"httponly", "samesite=strict", "path=/ui/"} <= flags
+    assert "secure" not in flags  # plain HTTP here; Secure comes with TLS
+    assert issued["alice"] not in cookie
+
+
+def test_behind_a_tls_proxy_the_cookie_is_secure(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    # uvicorn trusts the forwarding headers of a proxy on 127.0.0.1: the request came over TLS
+    client = live.client()
+    client.headers["X-Forwarded-Proto"] = "https"
+    form = client.get("/ui/sign-in")
+    pre = form.headers["set-cookie"]
+    assert "secure" in {part.strip().lower() for part in pre.split(";")}
+    # the client talks plain HTTP (the proxy's leg) and so keeps a Secure cookie to itself:
+    # it goes along as the proxy would forward it
+    nonce = pre.split(";")[0]
+    answer = client.post(
+        "/ui/sign-in",
+        data={"token": issued["alice"], "csrf": csrf_of(form.text)},
+        headers={"Cookie": nonce},
+    )
+    assert answer.status_code == 303
+    cookie = next(
+        v for k, v in answer.headers.multi_items() if k == "set-cookie" and "deermem_ui=" in v
+    )
+    assert "secure" in {part.strip().lower() for part in cookie.split(";")}
+
+
+def test_pages_carry_a_strict_content_security_policy(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    page = client.get("/ui/users/alice/agents/coder")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy
+    assert "script-src" not in policy
+    assert "unsafe-inline" not in policy
+    assert "<script" not in page.text
+    assert "style=" not in page.text
+    assert not re.search(r'(src|href)="(https?:)?//', page.text)  # no outside asset
+    assert client.get("/ui/static/inspector.css").status_code == 200
+
+
+def test_a_wrong_or_missing_token_opens_nothing(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    client = live.client()
+    assert client.get("/ui/").status_code == 303  # to the sign-in page
+    form = client.get("/ui/sign-in")
+    answer = client.post(
+        "/ui/sign-in", data={"token": issued["alice"] + "x", "csrf": csrf_of(form.text)}
+    )
+    assert answer.headers["location"] == "/ui/sign-in?failed=1"
+    assert "deermem_ui=" not in answer.headers.get("set-cookie", "")
+    # a sign-in without the form's token is refused, even with a good token
+    assert client.post("/ui/sign-in", data={"token": issued["alice"]}).status_code == 403
+
+
+@on_both_stores
+def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(
+    server: tuple[LiveServer, dict[str, str]], store: ServedStore
+) -> None:
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    archived = store.archived("alice", "coder")
+    assert len(archived) == 1
+    (fact_id,) = archived
+    base = f"/ui/users/alice/agents/coder/archive/{fact_id}"
+    for path in (f"{base}/restore", f"{base}/purge"):
+        assert client.post(path, data={}).status_code == 403
+        assert client.post(path, data={"csrf": "forged"}).status_code == 403
+    assert store.archived("alice", "coder") == archived
+    # with the token, the restore goes through the gate and says what left
+    token = csrf_of(client.get("/ui/users/alice/agents/coder/archive").text)
+    restored = client.post(f"{base}/restore", data={"csrf": token})
+    assert restored.status_code == 200
+    assert f"{fact_id} is back in the library" in restored.text or "evicted" in restored.text
+    assert store.archived("alice", "coder") != archived
+
+
+def test_signing_out_ends_the_session_on_the_server(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    cookie = client.cookies.get("deermem_ui")
+    token = csrf_of(client.get("/ui/").text)
+    assert client.post("/ui/sign-out", data={"csrf": token}).status_code == 303
+    replay = live.client()
+    replay.cookies.set("deermem_ui", cookie or "", domain="127.0.0.1", path="/ui/")
+    assert replay.get("/ui/").status_code == 303  # the old cookie opens nothing
+
+
+def test_a_revoked_token_ends_its_sessions(server: tuple[LiveServer, dict[str, str]]) -> None:
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    assert client.get("/ui/").status_code == 200
+    record = next(r for r in live.tokens.records() if r.users == ("alice",))
+    live.tokens.revoke(record.token_id)
+    assert client.get("/ui/").status_code == 303
+
+
+def test_sessions_expire_are_pruned_and_hold_no_token(tmp_path: Path) -> None:
+    clock = Clock()
+    sessions = SessionStore(tmp_path, clock)
+    first = sessions.create("0123456789ab")
+    assert sessions.get(first.session_id) == first
+    files = list((tmp_path / "ui-sessions").iterdir())
+    assert [path.name for path in files] == [
+        hashlib.sha256(first.session_id.encode()).hexdigest() + ".json"
+    ]
+    assert first.session_id not in files[0].read_text()
+    assert oct(files[0].stat().st_mode & 0o777) == "0o600"
+    clock.now += timedelta(hours=13)
+    assert sessions.get(first.session_id) is None  # expired, and its record gone
+    stale = sessions.create(None)
+    clock.now += timedelta(hours=13)
+    sessions.create(None)  # a sign-in prunes the records of expired sessions
+    assert not sessions._path(stale.session_id).exists()
+    assert len(list((tmp_path / "ui-sessions").iterdir())) == 1
+    # the pre-session token is an HMAC under one key the workers share
+    again = SessionStore(tmp_path, clock)
+    assert again.pre_session_token("nonce") == sessions.pre_session_token("nonce")
+    assert sessions.pre_session_token("nonce") != sessions.pre_session_token("other")
