@@ -73,8 +73,11 @@ def test_user_text_is_printed_literally(cli: Cli) -> None:
     assert "[bold]markup[/bold]" in out
 
 
-def test_an_add_evicted_at_once_exits_with_status_1(cli: Cli, tmp_path: Path) -> None:
-    config = tmp_path / "deermem.toml"
+def test_an_add_evicted_at_once_exits_with_status_1(
+    cli: Cli, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # beside the store, not in it: a write never makes a store among other files
+    config = tmp_path_factory.mktemp("config") / "deermem.toml"
     config.write_text("max_facts = 10\n", "utf-8")
     for number in range(10):
         code, _, _ = cli(

@@ -92,7 +92,9 @@ def hints(tool: Any) -> tuple[bool | None, bool | None, bool | None, bool | None
 
 
 def test_the_seven_tools_with_true_annotations(store: ServedStore) -> None:
-    tools = tools_listed(open_memory(store))
+    # the original's policy, named: a store deermem creates runs hybrid-v1 (issue 24)
+    config = {"fact_eviction_policy": "confidence", "fact_eviction_shadow_enabled": False}
+    tools = tools_listed(open_memory(store, **config))
     assert sorted(tools) == sorted(TOOL_NAMES)
     # (read-only, destructive, idempotent, open world)
     assert hints(tools["memory_context"]) == (True, False, True, False)

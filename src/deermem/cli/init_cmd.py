@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+import yaml
 from rich.markup import escape
 
 from deermem.cli._context import cli_context
@@ -35,7 +36,10 @@ def init(
     show` says where each value came from). Nothing else in the directory is
     touched: on an existing store, its facts, archive and receipts stay as
     they are. Settings the store already keeps are replaced only with
-    `--force`. `storage_path` is not written (the file is found at the root);
+    `--force` (adding settings beside them needs none). A new store records
+    its capacity policy, `hybrid-v1` with `confidence` in its shadow, unless
+    the settings name one (docs/policies.md); an existing store that
+    recorded none keeps `confidence`. `storage_path` is not written (the file is found at the root);
     no secret is (the model's key stays an environment variable).
 
     Examples: `deermem --root ./memory init --config deermem.yaml`,
@@ -46,6 +50,7 @@ def init(
         read_store_settings,
         render_store_settings,
         resolve_config,
+        settings_to_keep,
         store_settings_path,
     )
     from deermem.store import resolve_root
@@ -71,7 +76,11 @@ def init(
             f"{root} is neither empty nor a deermem store; choose an empty or new directory, "
             "or the root of an existing store"
         )
-    outcome = write_store_settings(root, render_store_settings(resolved.config), force=force)
+    text = render_store_settings(settings_to_keep(resolved.config, root))
+    current = read_store_settings(root)
+    new: dict[str, object] = yaml.safe_load(text) or {}
+    extends = current is not None and current.items() <= new.items()
+    outcome = write_store_settings(root, text, force=force or extends)
     kept = read_store_settings(root) or {}  # what was written reads back
     resolve_config(root=root, environ={})  # ... and is a valid configuration
     path = store_settings_path(root)

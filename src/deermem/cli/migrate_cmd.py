@@ -26,7 +26,11 @@ def migrate_command(
     Everything is copied: facts, summaries (with their revision), recall
     counts, receipts, the archive, the conversations' marks, regret events
     and shadow marks. Each user is written in one atomic step and read back
-    and compared with the source.
+    and compared with the source. The store's settings (`deermem.yaml`) go
+    with it into a directory; a database keeps none, so a store with
+    settings migrates into one only when the configuration (`--config`,
+    `DEERMEM_*`) gives each of them the same value — else the command stops,
+    naming them, before anything is copied.
     A user DST already holds identically is skipped, so an interrupted
     migration can be run again; one it holds with other data stops the
     migration before anything is copied. SRC is never changed. A database
@@ -34,7 +38,7 @@ def migrate_command(
 
     Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`
     """
-    from deermem.store.migrate import MigrationReport, migrate, opened_location
+    from deermem.store.migrate import MigrationReport, carry_settings, migrate, opened_location
 
     config = config_of(ctx)
     with (
@@ -44,6 +48,7 @@ def migrate_command(
         if shown_source == shown_destination:
             raise typer.BadParameter("SRC and DST are the same store", param_hint="--to")
         report = MigrationReport(shown_source, shown_destination)
+        report.settings = carry_settings(source, destination, config)
         progress = progress_bar("copying users", quiet=as_json)
         with progress:
             task = progress.add_task("users", total=None)
@@ -62,4 +67,5 @@ def migrate_command(
         f"{escape(report.destination)}, each verified"
         + (f" ({escape(counts)})" if counts else "")
         + (f"; {report.skipped} already there, identical" if report.skipped else "")
+        + (f"; settings kept: {escape(', '.join(report.settings))}" if report.settings else "")
     )

@@ -18,6 +18,7 @@ from deermem.model import (
     MAX_LINE_CHARS,
     MAX_SOURCE_ERROR_CHARS,
     MAX_TOPICS,
+    check_given_category,
     check_line,
     check_lines,
 )
@@ -45,10 +46,13 @@ def checked_content(content: object) -> str:
 
 
 def checked_category(category: object) -> str:
-    """One line of at most 64 characters (trimmed); blank means the default."""
+    """One line of at most 64 characters (trimmed); blank means the default; not a
+    misspelled core category (:func:`~deermem.model.check_given_category`)."""
     if not isinstance(category, str):
         raise FactValidationError("category", category, "expected a string")
-    return check_line("category", category.strip(), MAX_CATEGORY_CHARS)
+    line = check_line("category", category.strip(), MAX_CATEGORY_CHARS)
+    check_given_category(line)
+    return line
 
 
 def checked_topics(topics: Iterable[object]) -> list[str]:

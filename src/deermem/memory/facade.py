@@ -66,7 +66,6 @@ from deermem.memory.results import (
     SearchResult,
 )
 from deermem.model import Fact, Scope, category_key, format_timestamp
-from deermem.policy import POLICY_HYBRID_V1
 from deermem.recall.index import SearchIndexHandle
 from deermem.store import (
     REASON_DELETED,
@@ -712,7 +711,7 @@ class Memory:
     def regret(self, *, since: datetime | None = None) -> RegretReport:
         """How often each policy's evictions turned out to be mistakes (docs/regret.md).
 
-        Per policy — the active one and, in shadow mode, ``hybrid-v1`` — the
+        Per policy — the active one and, in shadow mode, the other one — the
         facts it evicted (or would have) since ``since``, the regret events
         against it by kind, its regret rate and its most regretted facts (ids
         and categories only). Read from the receipts and the regret events;
@@ -726,7 +725,7 @@ class Memory:
             self.audit(),
             self.store.regret_events(self.scope),
             active=policy.name,
-            shadow=POLICY_HYBRID_V1 if policy.shadows_hybrid else None,
+            shadow=policy.shadow_policy,
             until=self.now(),
             since=since,
         )
