@@ -16,8 +16,8 @@ from deermem import (
     MemoryConfig,
     UnsafeIdentifierError,
 )
+from deermem.cli.demo import seed_scenarios
 from deermem.errors import NotAStoreError
-from deermem.scenarios import seed_scenarios
 from deermem.store import MarkdownStore
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
