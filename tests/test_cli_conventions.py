@@ -146,10 +146,24 @@ def test_a_missing_default_root_names_where_it_came_from(
     assert "$DEERMEM_DATA_DIR" in err
 
 
-def test_a_write_command_creates_the_store(
+def test_a_write_command_refuses_a_root_that_holds_no_store(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    """A mistyped --root became a new store on the first write (issue 24, point 10)."""
     root = tmp_path / "new"
+    code, _, err = run(capsys, "--root", str(root), "facts", "add", "Likes tea")
+    assert code == 1
+    assert err.count("\n") == 1
+    assert f"no store at {root}" in err
+    assert f"deermem --root {root} init" in err
+    assert not root.exists()
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.txt").write_text("mine", "utf-8")
+    code, _, err = run(capsys, "--root", str(tmp_path / "project"), "facts", "add", "Likes tea")
+    assert code == 1
+    assert "neither empty nor a deermem store" in err
+    assert [p.name for p in (tmp_path / "project").iterdir()] == ["notes.txt"]
+    assert run(capsys, "--root", str(root), "init")[0] == 0
     code, _, _ = run(capsys, "--root", str(root), "facts", "add", "Likes tea")
     assert code == 0
     code, out, _ = run(capsys, "--root", str(root), "facts", "list", "--json")
@@ -170,6 +184,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 def test_demo_refuses_a_directory_that_is_not_empty(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    run(capsys, "--root", str(tmp_path), "init")
     run(capsys, "--root", str(tmp_path), "--user", "alice", "facts", "add", "Likes tea")
     before = tree_digest(tmp_path)
     code, _, err = run(capsys, "demo", "--root", str(tmp_path))
@@ -263,6 +278,7 @@ def test_facts_add_reads_the_content_from_stdin(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with_stdin(monkeypatch, "Uses uv, not pip — 用 uv 安装\n".encode())
+    run(capsys, "--root", str(tmp_path), "init")
     code, out, _ = run(capsys, "--root", str(tmp_path), "facts", "add", "-", "--json")
     assert code == 0
     fact_id = json.loads(out)["factId"]
@@ -280,3 +296,23 @@ def test_facts_add_refuses_stdin_that_is_not_utf8(
     assert "standard input" in err
     assert "not UTF-8" in err
     assert not tmp_path.joinpath("agents").exists()
+
+
+# --- the first hour (issue 24) ---------------------------------------------------------------
+
+
+def test_the_roots_options_work_after_the_command_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`deermem facts list --user alice` said `No such option: --user` (point 4)."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    assert main(["facts", "add", "Uses uv", "--root", root, "--user", "alice"]) == 0
+    capsys.readouterr()
+    assert main(["facts", "list", "--json", "--user=alice", "--root", root]) == 0
+    [fact] = json.loads(capsys.readouterr().out)
+    assert fact["content"] == "Uses uv"
+    # an option the command has itself stays the command's
+    assert main(["token", "add", "--root", root, "--user", "alice", "--json"]) == 0
+    token = json.loads(capsys.readouterr().out)
+    assert token["users"] == ["alice"]

@@ -25,6 +25,9 @@ def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
         "utf-8",
     )
 
+    assert main(["--root", str(tmp_path / "store"), "init"]) == 0  # a store: the CLI writes
+    capsys.readouterr()
+
     def invoke(*args: str) -> tuple[int, str, str]:
         code = main(
             ["--root", str(tmp_path / "store"), "--config", str(config), "--user", "alice", *args]

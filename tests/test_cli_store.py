@@ -22,7 +22,8 @@ Cli = Callable[..., tuple[int, str, str]]
 
 @pytest.fixture
 def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``deermem --root <tmp> --user alice ARGS``."""
+    """Run ``deermem --root <tmp> --user alice ARGS`` on a store made by ``deermem init``."""
+    assert run(capsys, "--root", str(tmp_path), "init")[0] == 0
 
     def invoke(*args: str, user: str = "alice") -> tuple[int, str, str]:
         return run(capsys, "--root", str(tmp_path), "--user", user, *args)

@@ -113,13 +113,14 @@ def test_init_on_an_existing_store_touches_none_of_its_data(
 ) -> None:
     root = tmp_path / "store"
     scope = ("--root", str(root), "--user", "alice")
+    assert run(capsys, "--root", str(root), "init")[0] == 0  # a store, its policy recorded
     for number in range(12):
         run(capsys, *scope, "facts", "add", f"Fact {number}")
     run(capsys, *scope, "search", "fact")  # the derived index and recall counts too
     before = tree_digest(root)
     assert run(capsys, "--root", str(root), "init", "--config", str(cap10))[0] == 0
     after = tree_digest(root)
-    # the first write recorded the new store's policy; init adds the cap beside it
+    # init recorded the new store's policy; init again adds the cap beside it
     assert set(after) == set(before)
     assert {name: after[name] for name in before if name != "deermem.yaml"} == {
         name: digest for name, digest in before.items() if name != "deermem.yaml"
