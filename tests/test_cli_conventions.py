@@ -17,6 +17,7 @@ import pytest
 import typer
 
 from deermem.cli import app, main
+from deermem.memory import Memory
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -316,3 +317,26 @@ def test_the_roots_options_work_after_the_command_too(
     assert main(["token", "add", "--root", root, "--user", "alice", "--json"]) == 0
     token = json.loads(capsys.readouterr().out)
     assert token["users"] == ["alice"]
+
+
+def test_demo_learn_shows_extraction_confirmation_and_the_gate_without_a_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ingest` needed a key or a 4–7 minute build to see learning at all (point 6)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["demo", "--learn", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    first, second = (step["report"] for step in document["learning"])
+    assert (len(first["added"]), len(first["evicted"])) == (1, 1)  # extracted; the gate made room
+    assert first["evicted"][0]["reason"] == "capacity"
+    assert second["confirmed"] == first["added"]  # "that's exactly right" confirmed it
+    assert main(["demo", "--learn", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == document  # the same every run
+    root = tmp_path / "demo"
+    assert main(["demo", "--learn", "--root", str(root)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "+ added fact_learn001 correction" in out
+    assert "✓ confirmed fact_learn001" in out
+    assert "⇣ evicted fact_old00" in out
+    memory = Memory.open(root, user="demo", agent="learning")
+    assert memory.get_fact("fact_learn001").lastConfirmedAt is not None

@@ -45,6 +45,9 @@ def add(
     ),
     confidence: float = typer.Option(0.5, "--confidence", help="How sure you are, 0 to 1."),
     topic: list[str] = typer.Option([], "--topic", "-t", help="A topic tag (repeatable)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only the kept fact's id: `fact=$(deermem ... -q)`."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Add a fact through the capacity gate.
@@ -63,6 +66,9 @@ def add(
     result = memory.create_fact(content, category=category, confidence=confidence, topics=topic)
     if as_json:
         print_json(to_json(result))
+    elif quiet:
+        if result.kept:
+            typer.echo(result.fact_id)
     else:
         if result.relearned is not None:
             out_console.print(
