@@ -423,6 +423,31 @@ class CreateResult(BaseModel):
         """The id the new fact was given (in the archive when it was not kept)."""
         return self.fact.id
 
+    @computed_field(  # type: ignore[prop-decorator]
+        description="what happened, in plain words (ids only, never content)"
+    )
+    @property
+    def message(self) -> str:
+        """What happened, in plain words, for whoever reads a tool's answer (ids only).
+
+        A fact the gate evicted at once is the case a caller must not miss: a
+        ``kept: false`` alone reads like success to an agent that skims.
+        """
+        others = [fact_id for fact_id in self.evicted if fact_id != self.fact.id]
+        made_room = f"; to make room, {', '.join(others)} went to the archive" if others else ""
+        if self.kept and self.relearned is not None:
+            return (
+                f"relearned {self.relearned}: the archive held the same fact, and it came "
+                f"back with its history{made_room}"
+            )
+        if self.kept:
+            return f"stored as {self.fact_id}{made_room}"
+        return (
+            f"NOT KEPT: memory is full and the capacity gate ranked this new fact lowest, so "
+            f"it went straight to the archive as {self.fact.id}; ask why to see its score, "
+            "or restore it to try again (the gate then decides anew)"
+        )
+
 
 class RestoreResult(BaseModel):
     """The outcome of :meth:`Memory.restore`: back in the library, or evicted again."""

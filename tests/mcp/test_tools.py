@@ -192,7 +192,7 @@ def test_output_schemas_describe_the_results(store: ServedStore) -> None:
     tools = tools_listed(open_memory(store))
     add = tools["memory_add"].output_schema
     assert add["properties"]["outcome"]["enum"] == ["stored", "duplicate", "evicted"]
-    assert set(add["required"]) == {"outcome", "factId", "evicted", "receipts"}
+    assert set(add["required"]) == {"outcome", "factId", "evicted", "receipts", "message"}
     assert set(tools["memory_context"].output_schema["required"]) == {"text", "manifest"}
     assert tools["memory_why"].output_schema["properties"]["status"]["enum"] == [
         "active",
@@ -236,6 +236,7 @@ def test_add_stores_a_fact_and_a_repeat_is_a_duplicate(store: ServedStore) -> No
             "factId": added["factId"],
             "evicted": [],
             "receipts": [],
+            "message": f"an equal fact is already stored as {added['factId']}; nothing changed",
         }
         assert fact_files(store) == files
 
@@ -252,6 +253,10 @@ def test_at_the_cap_add_reports_what_the_gate_evicted_with_the_receipt(store: Se
         # Lower than every stored fact: the new one itself goes to the archive.
         low = await call(client, "memory_add", content="A passing remark", confidence=0.1)
         assert low["outcome"] == "evicted"
+        # in plain words too, not only in a field (issue 24, point 1)
+        assert low["message"].startswith("NOT KEPT: memory is full")
+        assert low["factId"] in low["message"]
+        assert "A passing remark" not in low["message"]
         assert low["evicted"] == [low["factId"]]
         (receipt,) = low["receipts"]
         assert receipt["reason"] == "capacity"

@@ -165,6 +165,7 @@ class AddResult(BaseModel):
     )
     evicted: list[str] = Field(description="ids the capacity gate evicted in this change")
     receipts: list[ReceiptJson]
+    message: str = Field(description="what happened, in plain words (ids only)")
 
 
 class ContextResult(BaseModel):
@@ -325,13 +326,19 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             )
         except DuplicateFactError as duplicate:
             return AddResult(
-                outcome="duplicate", factId=duplicate.existing_id, evicted=[], receipts=[]
+                outcome="duplicate",
+                factId=duplicate.existing_id,
+                evicted=[],
+                receipts=[],
+                message=f"an equal fact is already stored as {duplicate.existing_id}; "
+                "nothing changed",
             )
         return AddResult(
             outcome="stored" if result.kept else "evicted",
             factId=result.fact.id,
             evicted=list(result.evicted),
             receipts=list(result.receipts),
+            message=result.message,
         )
 
     @tool(
