@@ -340,3 +340,46 @@ def test_demo_learn_shows_extraction_confirmation_and_the_gate_without_a_key(
     assert "⇣ evicted fact_old00" in out
     memory = Memory.open(root, user="demo", agent="learning")
     assert memory.get_fact("fact_learn001").lastConfirmedAt is not None
+
+
+def test_no_help_swallows_a_placeholder_in_its_defaults(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve -h` showed `[default: /.server]`: markdown ate `<root>` (point 9)."""
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option, nothing wrapped
+    for command in (["serve"], ["mcp"], ["token", "add"], ["token", "list"], ["init"]):
+        assert main([*command, "-h"]) == 0
+        out = capsys.readouterr().out
+        assert "[default: /" not in out, command
+    assert main(["serve", "-h"]) == 0
+    out = capsys.readouterr().out
+    assert "[default: <root>/.server;" in out
+    assert "[default: <state-dir>/tokens.json]" in out
+
+
+def test_small_cuts_of_the_first_hour(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Point 15: "1 facts"; `facts delete` unknown; `rm` without its receipt; the regret header."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    assert main(["--root", root, "facts", "add", "Uses uv", "--quiet"]) == 0
+    fact_id = capsys.readouterr().out.splitlines()[-1]
+    assert main(["--root", root, "facts", "list"]) == 0
+    assert "1 fact, " in capsys.readouterr().out
+    assert main(["--root", root, "facts", "delete", fact_id]) == 0  # the word other tools use
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"removed {fact_id} to the archive, receipt rcpt_" in out
+    assert main(["--root", root, "regret"]) == 0
+    out = capsys.readouterr().out
+    assert "everything kept" not in out
+    assert out.startswith("regret from the first record kept to ")
+
+
+def test_delete_fact_returns_its_receipt(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path / "memory", user="alice")
+    fact_id = memory.create_fact("Uses uv").fact_id
+    assert fact_id is not None
+    assert str(memory.create_fact("Uses tabs")).startswith("stored as fact_")  # readable
+    receipt = memory.delete_fact(fact_id)
+    assert receipt.reason == "deleted"
+    assert [line.fact_id for line in receipt.evicted] == [fact_id]
+    assert memory.audit()[-1] == receipt

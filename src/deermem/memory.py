@@ -604,11 +604,14 @@ class Memory:
             )
         return result.written[0] if result.written else stored
 
-    def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> None:
+    def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> EvictionReceipt:
         """Remove a fact: to the archive (default), or for good with ``eviction_mode: delete``.
 
         Either way the removal leaves a content-free receipt (reason
         ``deleted``, trigger ``manual``), so :meth:`why` can say what became of it.
+
+        Returns:
+            That receipt.
 
         Raises:
             FactNotFoundError: no active fact has this id.
@@ -619,7 +622,8 @@ class Memory:
             if fact_id not in transaction.snapshot:
                 raise FactNotFoundError(fact_id)
             removal = Removal(fact_id, REASON_DELETED, expected_revision=expected_revision)
-            self.gate.remove(transaction, (removal,), trigger="manual", now=now)
+            _, (receipt,) = self.gate.remove(transaction, (removal,), trigger="manual", now=now)
+        return receipt
 
     def clear(self) -> tuple[str, ...]:
         """Remove every fact of this scope, as :meth:`delete_fact` removes one.

@@ -448,6 +448,10 @@ class CreateResult(BaseModel):
             "or restore it to try again (the gate then decides anew)"
         )
 
+    def __str__(self) -> str:
+        # print(result) in a notebook: the sentence, not a dump of every field
+        return self.message
+
 
 class RestoreResult(BaseModel):
     """The outcome of :meth:`Memory.restore`: back in the library, or evicted again."""

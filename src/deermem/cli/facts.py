@@ -107,7 +107,7 @@ def list_facts(
         print_json([fact.to_dict() for fact in shown])
         return
     of = f" (the first {len(shown)} of {len(facts)})" if len(shown) < len(facts) else ""
-    title = f"{len(facts)} facts, {escape(str(memory.scope))}{of}"
+    title = f"{len(facts)} fact{'' if len(facts) == 1 else 's'}, {escape(str(memory.scope))}{of}"
     out_console.print(fact_table(shown, title=title))
 
 
@@ -173,13 +173,19 @@ def remove(
     Example: `deermem facts rm fact_1a2b3c4d`
     """
     memory = memory_of(ctx)
-    memory.delete_fact(fact_id, expected_revision=revision)
+    receipt = memory.delete_fact(fact_id, expected_revision=revision)
     if memory.config.eviction_mode == "archive":
         out_console.print(
-            f"removed {fact_id} to the archive (undo: `deermem archive restore {fact_id}`)"
+            f"removed {fact_id} to the archive, receipt {receipt.receipt_id} "
+            f"(undo: `deermem archive restore {fact_id}`)"
         )
     else:
-        out_console.print(f"deleted {fact_id}")
+        out_console.print(f"deleted {fact_id}, receipt {receipt.receipt_id}")
+
+
+# Other tools' words for `rm`: the same command, not shown in the list.
+facts_app.command("delete", hidden=True)(remove)
+facts_app.command("remove", hidden=True)(remove)
 
 
 # --- the archive ---------------------------------------------------------------------
