@@ -383,3 +383,18 @@ def test_delete_fact_returns_its_receipt(tmp_path: Path) -> None:
     assert receipt.reason == "deleted"
     assert [line.fact_id for line in receipt.evicted] == [fact_id]
     assert memory.audit()[-1] == receipt
+
+
+def test_an_empty_listing_names_the_agents_that_hold_this_users_facts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The curl example adds under agent `coder`; the CLI lists `__default__`: "0 facts" and no
+    hint made the facts seem to vanish (point 14)."""
+    root = tmp_path / "memory"
+    Memory.open(root, user="alice", agent="coder").create_fact("Prefers uv over pip")
+    assert main(["--root", str(root), "--user", "alice", "facts", "list"]) == 0
+    captured = capsys.readouterr()
+    assert "0 facts" in captured.out
+    assert "other agents: coder (choose one with --agent" in " ".join(captured.err.split())
+    assert main(["--root", str(root), "--user", "alice", "--agent", "coder", "facts", "list"]) == 0
+    assert capsys.readouterr().err == ""

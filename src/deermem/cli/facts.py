@@ -109,6 +109,16 @@ def list_facts(
     of = f" (the first {len(shown)} of {len(facts)})" if len(shown) < len(facts) else ""
     title = f"{len(facts)} fact{'' if len(facts) == 1 else 's'}, {escape(str(memory.scope))}{of}"
     out_console.print(fact_table(shown, title=title))
+    if not facts:
+        # Facts added over HTTP under agent "coder" are not the CLI's "__default__" ones.
+        others = [a for a in memory.store.agents(memory.scope.user_id) if a != memory.scope.agent]
+        if others:
+            named = ", ".join(escape(agent) for agent in others)
+            err_console.print(
+                f"none under this agent; this user has memories under other agents: {named} "
+                "(choose one with --agent; "
+                "`deermem scopes` lists them all)"
+            )
 
 
 @facts_app.command("show")
