@@ -455,6 +455,12 @@ def test_out_of_bounds_arguments_are_tool_errors_that_name_the_field(
         message = await failed(client, tool, **arguments)
         assert field in message
         assert "Traceback" not in message
+        # one line, naming the argument and the rule, never echoing it (issue 24, point 12)
+        assert "\n" not in message.strip(), message
+        assert "input_value" not in message
+        for value in arguments.values():
+            if isinstance(value, str) and len(value) > 100:
+                assert value[:50] not in message
 
     session(open_memory(store), scenario)
     assert not fact_files(store)
