@@ -355,6 +355,12 @@ def test_no_help_swallows_a_placeholder_in_its_defaults(
     out = capsys.readouterr().out
     assert "[default: <root>/.server;" in out
     assert "[default: <state-dir>/tokens.json]" in out
+    # an optional argument in brackets once, as a required one is in braces (point 15)
+    for command in (["export"], ["import"]):
+        assert main([*command, "-h"]) == 0
+        usage = capsys.readouterr().out
+        assert "[[FILE]]" not in usage
+        assert "[OPTIONS] [FILE]" in usage
 
 
 def test_small_cuts_of_the_first_hour(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -195,7 +195,7 @@ _STDIO = "-"
 def export(
     ctx: typer.Context,
     file: str = typer.Argument(
-        _STDIO, metavar="[FILE]", help="Where to write the document [default: - (standard output)]."
+        _STDIO, metavar="FILE", help="Where to write the document [default: - (standard output)]."
     ),
 ) -> None:
     """Write one user's and agent's memory as a JSON document.
@@ -227,7 +227,7 @@ def export(
 def import_(
     ctx: typer.Context,
     file: str = typer.Argument(
-        _STDIO, metavar="[FILE]", help="The document to read [default: - (standard input)]."
+        _STDIO, metavar="FILE", help="The document to read [default: - (standard input)]."
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
