@@ -52,7 +52,7 @@ def test_facts_add_list_show_edit(cli: Cli, tmp_path: Path) -> None:
     assert (listed["id"], listed["category"], listed["confidence"]) == (fact_id, "correction", 0.9)
     code, out, _ = cli("facts", "list")
     assert "Prefers uv over pip" in out
-    assert "1 facts" in out
+    assert "1 fact, " in out  # not "1 facts" (issue 24, point 15)
     code, out, _ = cli("facts", "show", fact_id, "--json")
     assert json.loads(out)["content"] == "Prefers uv over pip"
     code, out, _ = cli("facts", "edit", fact_id, "--confidence", "0.95", "--revision", "1")
