@@ -38,7 +38,11 @@ TIGHT = "max_injection_tokens = 100\nguaranteed_token_budget = 50\n"
 
 @pytest.fixture
 def seeded(tmp_path: Path) -> Path:
-    open_memory(tmp_path).import_document(seed_document())
+    # the original's policy, which a store that recorded none keeps (a new one runs hybrid-v1)
+    memory = open_memory(
+        tmp_path, fact_eviction_policy="confidence", fact_eviction_shadow_enabled=False
+    )
+    memory.import_document(seed_document())
     return tmp_path
 
 

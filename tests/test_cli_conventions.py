@@ -17,6 +17,7 @@ import pytest
 import typer
 
 from deermem.cli import app, main
+from deermem.memory import Memory
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -146,10 +147,24 @@ def test_a_missing_default_root_names_where_it_came_from(
     assert "$DEERMEM_DATA_DIR" in err
 
 
-def test_a_write_command_creates_the_store(
+def test_a_write_command_refuses_a_root_that_holds_no_store(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    """A mistyped --root became a new store on the first write (issue 24, point 10)."""
     root = tmp_path / "new"
+    code, _, err = run(capsys, "--root", str(root), "facts", "add", "Likes tea")
+    assert code == 1
+    assert err.count("\n") == 1
+    assert f"no store at {root}" in err
+    assert f"deermem --root {root} init" in err
+    assert not root.exists()
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.txt").write_text("mine", "utf-8")
+    code, _, err = run(capsys, "--root", str(tmp_path / "project"), "facts", "add", "Likes tea")
+    assert code == 1
+    assert "neither empty nor a deermem store" in err
+    assert [p.name for p in (tmp_path / "project").iterdir()] == ["notes.txt"]
+    assert run(capsys, "--root", str(root), "init")[0] == 0
     code, _, _ = run(capsys, "--root", str(root), "facts", "add", "Likes tea")
     assert code == 0
     code, out, _ = run(capsys, "--root", str(root), "facts", "list", "--json")
@@ -170,6 +185,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 def test_demo_refuses_a_directory_that_is_not_empty(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    run(capsys, "--root", str(tmp_path), "init")
     run(capsys, "--root", str(tmp_path), "--user", "alice", "facts", "add", "Likes tea")
     before = tree_digest(tmp_path)
     code, _, err = run(capsys, "demo", "--root", str(tmp_path))
@@ -263,6 +279,7 @@ def test_facts_add_reads_the_content_from_stdin(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with_stdin(monkeypatch, "Uses uv, not pip — 用 uv 安装\n".encode())
+    run(capsys, "--root", str(tmp_path), "init")
     code, out, _ = run(capsys, "--root", str(tmp_path), "facts", "add", "-", "--json")
     assert code == 0
     fact_id = json.loads(out)["factId"]
@@ -280,3 +297,110 @@ def test_facts_add_refuses_stdin_that_is_not_utf8(
     assert "standard input" in err
     assert "not UTF-8" in err
     assert not tmp_path.joinpath("agents").exists()
+
+
+# --- the first hour (issue 24) ---------------------------------------------------------------
+
+
+def test_the_roots_options_work_after_the_command_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`deermem facts list --user alice` said `No such option: --user` (point 4)."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    assert main(["facts", "add", "Uses uv", "--root", root, "--user", "alice"]) == 0
+    capsys.readouterr()
+    assert main(["facts", "list", "--json", "--user=alice", "--root", root]) == 0
+    [fact] = json.loads(capsys.readouterr().out)
+    assert fact["content"] == "Uses uv"
+    # an option the command has itself stays the command's
+    assert main(["token", "add", "--root", root, "--user", "alice", "--json"]) == 0
+    token = json.loads(capsys.readouterr().out)
+    assert token["users"] == ["alice"]
+
+
+def test_demo_learn_shows_extraction_confirmation_and_the_gate_without_a_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ingest` needed a key or a 4–7 minute build to see learning at all (point 6)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["demo", "--learn", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    first, second = (step["report"] for step in document["learning"])
+    assert (len(first["added"]), len(first["evicted"])) == (1, 1)  # extracted; the gate made room
+    assert first["evicted"][0]["reason"] == "capacity"
+    assert second["confirmed"] == first["added"]  # "that's exactly right" confirmed it
+    assert main(["demo", "--learn", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == document  # the same every run
+    root = tmp_path / "demo"
+    assert main(["demo", "--learn", "--root", str(root)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "+ added fact_learn001 correction" in out
+    assert "✓ confirmed fact_learn001" in out
+    assert "⇣ evicted fact_old00" in out
+    memory = Memory.open(root, user="demo", agent="learning")
+    assert memory.get_fact("fact_learn001").lastConfirmedAt is not None
+
+
+def test_no_help_swallows_a_placeholder_in_its_defaults(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve -h` showed `[default: /.server]`: markdown ate `<root>` (point 9)."""
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option, nothing wrapped
+    for command in (["serve"], ["mcp"], ["token", "add"], ["token", "list"], ["init"]):
+        assert main([*command, "-h"]) == 0
+        out = capsys.readouterr().out
+        assert "[default: /" not in out, command
+    assert main(["serve", "-h"]) == 0
+    out = capsys.readouterr().out
+    assert "[default: <root>/.server;" in out
+    assert "[default: <state-dir>/tokens.json]" in out
+    # an optional argument in brackets once, as a required one is in braces (point 15)
+    for command in (["export"], ["import"]):
+        assert main([*command, "-h"]) == 0
+        usage = capsys.readouterr().out
+        assert "[[FILE]]" not in usage
+        assert "[OPTIONS] [FILE]" in usage
+
+
+def test_small_cuts_of_the_first_hour(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Point 15: "1 facts"; `facts delete` unknown; `rm` without its receipt; the regret header."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    assert main(["--root", root, "facts", "add", "Uses uv", "--quiet"]) == 0
+    fact_id = capsys.readouterr().out.splitlines()[-1]
+    assert main(["--root", root, "facts", "list"]) == 0
+    assert "1 fact, " in capsys.readouterr().out
+    assert main(["--root", root, "facts", "delete", fact_id]) == 0  # the word other tools use
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"removed {fact_id} to the archive, receipt rcpt_" in out
+    assert main(["--root", root, "regret"]) == 0
+    out = capsys.readouterr().out
+    assert "everything kept" not in out
+    assert out.startswith("regret from the first record kept to ")
+
+
+def test_delete_fact_returns_its_receipt(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path / "memory", user="alice")
+    fact_id = memory.create_fact("Uses uv").fact_id
+    assert fact_id is not None
+    assert str(memory.create_fact("Uses tabs")).startswith("stored as fact_")  # readable
+    receipt = memory.delete_fact(fact_id)
+    assert receipt.reason == "deleted"
+    assert [line.fact_id for line in receipt.evicted] == [fact_id]
+    assert memory.audit()[-1] == receipt
+
+
+def test_an_empty_listing_names_the_agents_that_hold_this_users_facts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The curl example adds under agent `coder`; the CLI lists `__default__`: "0 facts" and no
+    hint made the facts seem to vanish (point 14)."""
+    root = tmp_path / "memory"
+    Memory.open(root, user="alice", agent="coder").create_fact("Prefers uv over pip")
+    assert main(["--root", str(root), "--user", "alice", "facts", "list"]) == 0
+    captured = capsys.readouterr()
+    assert "0 facts" in captured.out
+    assert "other agents: coder (choose one with --agent" in " ".join(captured.err.split())
+    assert main(["--root", str(root), "--user", "alice", "--agent", "coder", "facts", "list"]) == 0
+    assert capsys.readouterr().err == ""

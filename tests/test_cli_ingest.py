@@ -57,7 +57,9 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli(root: Path, config_file: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``deermem --root <store> --config <file> --user alice ARGS``."""
+    """Run ``deermem --root <store> --config <file> --user alice ARGS`` (after ``init``)."""
+    assert main(["--root", str(root), "init"]) == 0
+    capsys.readouterr()
 
     def invoke(*args: str, config: Path | None = config_file) -> tuple[int, str, str]:
         options = ["--root", str(root), "--user", "alice"]
@@ -186,6 +188,7 @@ def test_global_user_and_agent_options_choose_the_memory(
     server.enqueue(answer(newFacts=[new_fact("Likes tea.")]))
     chat = write(tmp_path / "c.json", conversation("I like tea.", "Noted."))
     options = ["--root", str(root), "--config", str(config_file), "--user", "bob"]
+    assert main(["--root", str(root), "init"]) == 0
     assert main([*options, "--agent", "coder", "ingest", str(chat)]) == 0
     assert "user 'bob', agent 'coder'" in capsys.readouterr().out
     memory = Memory.open(root, load_config(config_file), user="bob", agent="coder")
@@ -237,7 +240,7 @@ def test_without_a_model_ingest_says_extraction_is_off(
     code, _, err = cli("ingest", str(chat), config=None)
     assert code == 1
     assert "no model is configured, so extraction from conversations is off" in err
-    assert not root.exists()
+    assert not (root / "users").exists()  # nothing written
 
 
 def test_a_model_error_is_one_line_and_changes_nothing(

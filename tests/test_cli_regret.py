@@ -17,9 +17,16 @@ Cli = Callable[..., tuple[int, str, str]]
 
 @pytest.fixture
 def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``deermem --root <tmp> --config <cap 10, shadow on> --user alice ARGS``."""
+    """Run ``deermem --root <tmp> --config <cap 10, confidence, shadow on> --user alice ARGS``."""
     config = tmp_path / "deermem.toml"
-    config.write_text("max_facts = 10\nfact_eviction_shadow_enabled = true\n", "utf-8")
+    config.write_text(
+        'max_facts = 10\nfact_eviction_policy = "confidence"\n'
+        "fact_eviction_shadow_enabled = true\n",
+        "utf-8",
+    )
+
+    assert main(["--root", str(tmp_path / "store"), "init"]) == 0  # a store: the CLI writes
+    capsys.readouterr()
 
     def invoke(*args: str) -> tuple[int, str, str]:
         code = main(

@@ -22,7 +22,8 @@ Cli = Callable[..., tuple[int, str, str]]
 
 @pytest.fixture
 def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``deermem --root <tmp> --user alice ARGS``."""
+    """Run ``deermem --root <tmp> --user alice ARGS`` on a store made by ``deermem init``."""
+    assert run(capsys, "--root", str(tmp_path), "init")[0] == 0
 
     def invoke(*args: str, user: str = "alice") -> tuple[int, str, str]:
         return run(capsys, "--root", str(tmp_path), "--user", user, *args)
@@ -51,7 +52,7 @@ def test_facts_add_list_show_edit(cli: Cli, tmp_path: Path) -> None:
     assert (listed["id"], listed["category"], listed["confidence"]) == (fact_id, "correction", 0.9)
     code, out, _ = cli("facts", "list")
     assert "Prefers uv over pip" in out
-    assert "1 facts" in out
+    assert "1 fact, " in out  # not "1 facts" (issue 24, point 15)
     code, out, _ = cli("facts", "show", fact_id, "--json")
     assert json.loads(out)["content"] == "Prefers uv over pip"
     code, out, _ = cli("facts", "edit", fact_id, "--confidence", "0.95", "--revision", "1")
@@ -73,8 +74,11 @@ def test_user_text_is_printed_literally(cli: Cli) -> None:
     assert "[bold]markup[/bold]" in out
 
 
-def test_an_add_evicted_at_once_exits_with_status_1(cli: Cli, tmp_path: Path) -> None:
-    config = tmp_path / "deermem.toml"
+def test_an_add_evicted_at_once_exits_with_status_1(
+    cli: Cli, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # beside the store, not in it: a write never makes a store among other files
+    config = tmp_path_factory.mktemp("config") / "deermem.toml"
     config.write_text("max_facts = 10\n", "utf-8")
     for number in range(10):
         code, _, _ = cli(

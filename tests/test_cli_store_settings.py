@@ -68,7 +68,12 @@ def test_init_writes_only_the_chosen_settings_under_a_header(
     text = (root / "deermem.yaml").read_text("utf-8")
     assert text.startswith("# The settings of this deermem store")
     body = [line for line in text.splitlines() if line and not line.startswith("#")]
-    assert body == ["max_facts: 10", "fact_eviction_policy: hybrid-v1"]
+    # the chosen settings, and a new store's shadow mode (issue 24)
+    assert body == [
+        "max_facts: 10",
+        "fact_eviction_policy: hybrid-v1",
+        "fact_eviction_shadow_enabled: true",
+    ]
     assert [path.name for path in root.iterdir()] == ["deermem.yaml"]
 
 
@@ -108,14 +113,20 @@ def test_init_on_an_existing_store_touches_none_of_its_data(
 ) -> None:
     root = tmp_path / "store"
     scope = ("--root", str(root), "--user", "alice")
+    assert run(capsys, "--root", str(root), "init")[0] == 0  # a store, its policy recorded
     for number in range(12):
         run(capsys, *scope, "facts", "add", f"Fact {number}")
     run(capsys, *scope, "search", "fact")  # the derived index and recall counts too
     before = tree_digest(root)
     assert run(capsys, "--root", str(root), "init", "--config", str(cap10))[0] == 0
     after = tree_digest(root)
-    assert set(after) - set(before) == {"deermem.yaml"}
-    assert {name: after[name] for name in before} == before
+    # init recorded the new store's policy; init again adds the cap beside it
+    assert set(after) == set(before)
+    assert {name: after[name] for name in before if name != "deermem.yaml"} == {
+        name: digest for name, digest in before.items() if name != "deermem.yaml"
+    }
+    assert Memory.open(root).config.max_facts == 10
+    assert Memory.open(root).config.fact_eviction_policy == "hybrid-v1"
 
 
 def test_init_refuses_a_directory_that_is_not_a_store(
@@ -219,6 +230,7 @@ def test_every_later_command_uses_the_store_settings_unless_overridden(
 def test_config_show_says_when_a_store_keeps_no_settings(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    (tmp_path / "users").mkdir()  # a store deermem made before it recorded settings
     _, out, _ = run(capsys, "--root", str(tmp_path), "config", "show", "--json")
     data = json.loads(out)
     assert data["storeFile"] is None

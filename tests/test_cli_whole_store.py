@@ -36,6 +36,7 @@ def add(capsys: pytest.CaptureFixture[str], root: Path, user: str, *args: str) -
 @pytest.fixture
 def alice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     """A store where alice has three facts, one of them confirmed by an edit history."""
+    assert run(capsys, "--root", str(tmp_path), "init")[0] == 0
     add(capsys, tmp_path, "alice", "Use uv, not pip", "-c", "correction", "--confidence", "0.9")
     add(capsys, tmp_path, "alice", "Drinks green tea every morning", "--confidence", "0.8")
     fact_id = add(capsys, tmp_path, "alice", "Learns Rust", "-c", "goal", "-t", "rust")

@@ -108,4 +108,6 @@ def test_explicit_settings_win_and_defaults_do_not(tmp_path: Path) -> None:
     )
     merged = with_store_settings(MemoryConfig(eviction_mode="archive"), tmp_path)
     assert (merged.max_facts, merged.eviction_mode) == (10, "archive")
-    assert with_store_settings(MemoryConfig(), tmp_path / "elsewhere") == MemoryConfig()
+    existing = tmp_path / "existing"  # a store without a settings file
+    (existing / "users").mkdir(parents=True)
+    assert with_store_settings(MemoryConfig(), existing) == MemoryConfig()

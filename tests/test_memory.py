@@ -5,7 +5,7 @@ Everything else about Memory runs on both stores: tests/store_contract/test_memo
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from deermem import (
     UnsafeIdentifierError,
 )
 from deermem.cli.demo import seed_scenarios
+from deermem.errors import NotAStoreError
 from deermem.store import MarkdownStore
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -86,3 +87,104 @@ def test_open_unscoped_opens_a_store_under_strict_scope_without_a_single_user_me
         served.list_facts()
     assert not (tmp_path / "memory.json").exists()
     assert not (tmp_path / "agents").exists()
+
+
+# --- a new store's policy (issue 24, point 1) ---------------------------------
+
+
+class Ticking:
+    """A clock that moves a minute on at every reading: facts added in turn are not equally old."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 8, 13, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(minutes=1)
+        return self.now
+
+
+def test_a_full_new_store_keeps_learning_facts_of_equal_confidence(tmp_path: Path) -> None:
+    """Under confidence the 11th fact at 0.5 ties the lowest and is evicted at once; a new
+    store runs hybrid-v1, so the oldest never-confirmed fact goes instead."""
+    root = tmp_path / "memory"
+    memory = Memory.open(root, MemoryConfig(max_facts=10), user="alice", clock=Ticking())
+    results = [memory.create_fact(f"Fact number {number}") for number in range(15)]
+    assert all(result.kept for result in results)
+    assert {fact.id for fact in memory.list_facts()} == {r.fact_id for r in results[5:]}
+    assert memory.config.fact_eviction_policy == "hybrid-v1"
+    assert memory.config.fact_eviction_shadow_enabled
+    # confidence ran in the shadow: its evictions are on the receipts, for `deermem regret`
+    [first] = results[10].receipts
+    assert first.shadow is not None
+    assert first.shadow.policy == "confidence"
+    assert [row.policy for row in memory.regret().policies] == ["hybrid-v1", "confidence"]
+    # the store recorded its policy at its first write: whoever opens it later runs it
+    recorded = (root / "deermem.yaml").read_text("utf-8")
+    assert "fact_eviction_policy: hybrid-v1" in recorded
+    assert "fact_eviction_shadow_enabled: true" in recorded
+    assert Memory.open(root).config.fact_eviction_policy == "hybrid-v1"
+
+
+def test_confidence_is_one_setting_away_and_stays_the_original(tmp_path: Path) -> None:
+    config = MemoryConfig(max_facts=10, fact_eviction_policy="confidence")
+    memory = Memory.open(tmp_path / "memory", config, user="alice", clock=Ticking())
+    results = [memory.create_fact(f"Fact number {number}") for number in range(11)]
+    assert results[10].fact_id is None  # the original's tie: the newest fact goes
+    # the decision is the original's; a new store still runs the other policy in the shadow
+    assert results[10].receipts[0].shadow is not None
+    assert results[10].receipts[0].shadow.policy == "hybrid-v1"
+    assert Memory.open(tmp_path / "memory").config.fact_eviction_policy == "confidence"
+
+
+def test_an_existing_store_that_recorded_no_policy_keeps_confidence(tmp_path: Path) -> None:
+    """A store created before the switch holds data and no recorded policy: it behaves as before."""
+    root = tmp_path / "memory"
+    (root / "users").mkdir(parents=True)  # what any earlier deermem left
+    memory = Memory.open(root, MemoryConfig(max_facts=10), user="alice", clock=Ticking())
+    assert memory.config.fact_eviction_policy == "confidence"
+    assert not memory.config.fact_eviction_shadow_enabled
+    memory.create_fact("A fact")
+    assert not (root / "deermem.yaml").exists()
+
+
+def test_a_store_file_or_a_configuration_that_names_a_policy_keeps_it(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    Memory.open(root, MemoryConfig(max_facts=10), user="alice").create_fact("A fact")
+    named = MemoryConfig(fact_eviction_policy="confidence", fact_eviction_shadow_enabled=False)
+    assert Memory.open(root, named).config.fact_eviction_policy == "confidence"
+    assert Memory.open(root).config.fact_eviction_policy == "hybrid-v1"  # the file unchanged
+
+
+def test_a_write_never_makes_a_store_among_other_files(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\n", "utf-8")
+    memory = Memory.open(tmp_path, user="alice")
+    with pytest.raises(NotAStoreError, match="neither empty nor a deermem store"):
+        memory.create_fact("A fact")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["pyproject.toml"]
+
+
+# --- a misspelled core category (issue 24, point 3) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("corection", "correction"), ("Behaviour", "behavior"), ("goals", "goal")],
+)
+def test_a_near_miss_of_a_core_category_is_refused_naming_it(
+    tmp_path: Path, typed: str, meant: str
+) -> None:
+    """`-c corection` was stored as other:corection, and lost a correction's protection."""
+    memory = Memory.open(tmp_path / "memory", user="alice")
+    with pytest.raises(FactValidationError, match=f"did you mean '{meant}'") as caught:
+        memory.create_fact("Use uv, not pip.", category=typed)
+    assert caught.value.field == "category"
+    assert not (tmp_path / "memory").exists()  # nothing written
+    kept = memory.create_fact("Use uv, not pip.", category="correction")
+    with pytest.raises(FactValidationError, match=f"did you mean '{meant}'"):
+        memory.update_fact(kept.fact_id or "", category=typed)
+
+
+def test_a_label_of_ones_own_is_still_kept_as_other(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path / "memory", user="alice")
+    fact = memory.create_fact("Plays the cello", category="hobby").fact
+    assert (fact.category, fact.categoryExtension) == ("other", "hobby")

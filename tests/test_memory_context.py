@@ -311,9 +311,11 @@ def test_hybrid_v1_orders_by_the_policy_score_with_recall_heat(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("settings", "reads_usage"),
     [
-        ({}, False),
-        ({"fact_eviction_shadow_enabled": True}, False),  # the ranking is still by confidence
+        ({"fact_eviction_policy": "confidence", "fact_eviction_shadow_enabled": False}, False),
+        # the ranking is still by confidence
+        ({"fact_eviction_policy": "confidence", "fact_eviction_shadow_enabled": True}, False),
         ({"fact_eviction_policy": "hybrid-v1"}, True),
+        ({}, True),  # a new store runs hybrid-v1 (issue 24)
     ],
 )
 def test_the_usage_sidecar_is_read_only_when_the_ranking_uses_it(

@@ -79,9 +79,10 @@ def ids(results: tuple[SearchResult, ...]) -> list[str]:
 @pytest.mark.parametrize(
     ("settings", "recorded"),
     [
-        ({}, False),
+        ({"fact_eviction_policy": "confidence", "fact_eviction_shadow_enabled": False}, False),
         ({"fact_eviction_policy": "hybrid-v1"}, True),
-        ({"fact_eviction_shadow_enabled": True}, True),
+        ({"fact_eviction_policy": "confidence", "fact_eviction_shadow_enabled": True}, True),
+        ({}, True),  # a new store runs hybrid-v1 (issue 24)
     ],
 )
 def test_hits_are_recorded_as_recalls_only_under_hybrid_or_shadow(

@@ -135,5 +135,13 @@ def test_usage_matters_to_hybrid_and_to_shadow_mode_only() -> None:
     assert not CapacityPolicy().uses_usage
     assert CapacityPolicy(name=POLICY_HYBRID_V1).uses_usage
     assert CapacityPolicy(shadow_enabled=True).uses_usage
-    assert CapacityPolicy(shadow_enabled=True).shadows_hybrid
-    assert not CapacityPolicy(name=POLICY_HYBRID_V1, shadow_enabled=True).shadows_hybrid
+    assert CapacityPolicy().shadow_policy is None
+    assert CapacityPolicy(shadow_enabled=True).shadow_policy == POLICY_HYBRID_V1
+
+
+def test_the_two_policies_shadow_each_other() -> None:
+    """A new store runs hybrid-v1 with confidence in its shadow (issue 24, point 1)."""
+    assert CapacityPolicy(name=POLICY_HYBRID_V1, shadow_enabled=True).shadow_policy == (
+        POLICY_CONFIDENCE
+    )
+    assert CapacityPolicy(name=POLICY_HYBRID_V1).shadow_policy is None

@@ -87,6 +87,7 @@ def test_a_result_is_written_by_its_description(memory: Memory) -> None:
         "relearned": None,
         "kept": True,
         "proposedFactId": result.fact_id,
+        "message": f"stored as {result.fact_id}",  # in plain words too (issue 24)
     }
 
 

@@ -61,12 +61,24 @@ def test_shadow_agrees_when_both_evict_the_same() -> None:
     assert shadow.disagrees is False
 
 
-def test_no_shadow_below_the_cap_or_under_hybrid() -> None:
+def test_no_shadow_below_the_cap_or_when_off() -> None:
     facts = [{"id": "a", "confidence": 0.4}]
     assert decide(facts, CapacityPolicy(shadow_enabled=True))[1] is None
     stale_vs_confirmed, _ = seed_scenarios(NOW)
-    hybrid = CapacityPolicy(name="hybrid-v1", shadow_enabled=True)
+    hybrid = CapacityPolicy(name="hybrid-v1")
     assert decide(list(stale_vs_confirmed.facts), hybrid)[1] is None
+
+
+def test_under_hybrid_the_shadow_is_confidence() -> None:
+    """A new store's default: hybrid-v1 decides, confidence is computed beside it (issue 24)."""
+    stale_vs_confirmed, _ = seed_scenarios(NOW)
+    hybrid = CapacityPolicy(name="hybrid-v1", shadow_enabled=True)
+    decision, shadow = decide(list(stale_vs_confirmed.facts), hybrid)
+    assert decision.evicted_ids == ("fact_stale90",)
+    assert shadow is not None
+    assert shadow.policy == "confidence"
+    assert shadow.would_evict == ("fact_confirm",)
+    assert shadow.disagrees is True
 
 
 def test_receipt_form_round_trips() -> None:

@@ -35,6 +35,8 @@ class Clock:
 
 
 def open_memory(root: Path, clock: Clock | None = None, **settings: object) -> Memory:
+    settings.setdefault("fact_eviction_policy", "confidence")  # the original's, named
+    settings.setdefault("fact_eviction_shadow_enabled", False)
     config = MemoryConfig(max_facts=10, **settings)
     return Memory.open(root, config, user="alice", clock=clock or (lambda: NOW))
 

@@ -247,6 +247,7 @@ def test_the_cli_refuses_bad_text_in_one_line_and_changes_nothing(
 ) -> None:
     """Real argv bytes, in a real process: what a shell passes."""
     root = tmp_path / "store"
+    assert main(["--root", str(root), "init"]) == 0  # a store: the CLI writes only into one
     environment = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     command = [sys.executable.encode(), b"-m", b"deermem", b"--root", os.fsencode(root)]
     finished = subprocess.run(
@@ -259,13 +260,15 @@ def test_the_cli_refuses_bad_text_in_one_line_and_changes_nothing(
     assert field in error
     assert "Traceback" not in error
     assert finished.stdout == b""
-    assert not root.exists()
+    assert [path.name for path in root.iterdir()] == ["deermem.yaml"]  # init's, and nothing else
 
 
 def test_an_edit_from_the_cli_is_refused_the_same_way(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = str(tmp_path)
+    assert main(["--root", root, "init"]) == 0
+    capsys.readouterr()
     assert main(["--root", root, "facts", "add", "A fact.", "--json"]) == 0
     fact_id = json.loads(capsys.readouterr().out)["factId"]
     before = tree(tmp_path)

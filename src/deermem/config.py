@@ -64,17 +64,22 @@ from deermem.model import (
 __all__ = [
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_BASE_URL",
+    "NEW_STORE_SETTINGS",
+    "NOT_STORE_DATA",
     "STORE_SETTINGS_FILENAME",
     "MemoryConfig",
     "ModelConfig",
     "ResolvedConfig",
     "config_from_mapping",
     "is_database_url",
+    "is_new_root",
     "load_config",
+    "new_store_settings",
     "read_store_settings",
     "redact_database_url",
     "render_store_settings",
     "resolve_config",
+    "settings_to_keep",
     "store_settings_path",
     "with_store_settings",
 ]
@@ -419,10 +424,14 @@ class MemoryConfig(BaseModel):
     """Cap on the facts one agent keeps for one user."""
 
     fact_eviction_policy: Literal["confidence", "hybrid-v1"] = DEFAULT_POLICY
-    """How the capacity gate ranks facts; ``hybrid-v1`` is opt-in."""
+    """How the capacity gate ranks facts. ``confidence`` (the original's) is the
+    value where nothing names one — a store that recorded none, a database, the
+    DeerFlow backend; a Markdown store deermem creates records
+    :data:`NEW_STORE_SETTINGS` (``hybrid-v1``) when it is created."""
 
     fact_eviction_shadow_enabled: bool = False
-    """Under ``confidence``, also compute ``hybrid-v1`` and record disagreements."""
+    """Also compute the other policy beside the active one and record where it
+    disagrees (docs/regret.md); on in a store deermem creates."""
 
     # The defaults of the eviction_* keys are the policy's (deermem.model).
     eviction_confidence_weight: Annotated[Float, Field(ge=0.0, le=1.0)] = DEFAULT_CONFIDENCE_WEIGHT
@@ -727,6 +736,86 @@ _HEADER: Final = """\
 """
 
 
+# ---------------------------------------------------------------------------
+# A new store's policy (issue 24)
+#
+# Under ``confidence``, a full library of facts at the same confidence evicts
+# every new fact at once (the tie goes to the older fact): a memory whose
+# agent never reports outcomes stops learning. A store deermem *creates*
+# therefore runs ``hybrid-v1`` (a never-confirmed fact's freshness decays
+# from its creation, so the newer of two equal facts stays), with
+# ``confidence`` in its shadow so ``deermem regret`` weighs both. The store
+# records these two settings in its own file when it is created (``deermem
+# init``, or its first write), so they stay what they were whatever a later
+# deermem's defaults are. A store created before — one that holds anything
+# but recorded no policy — keeps the configuration's default, ``confidence``,
+# and behaves as it always did. An explicit choice (a ``--config`` file, a
+# variable, an argument, DeerFlow's ``backend_config``) wins over both.
+# ---------------------------------------------------------------------------
+
+NEW_STORE_SETTINGS: Final[Mapping[str, object]] = {
+    "fact_eviction_policy": "hybrid-v1",
+    "fact_eviction_shadow_enabled": True,
+}
+"""What a Markdown store deermem creates records, unless a source chose otherwise."""
+
+NEW_STORE_SOURCE: Final = "the default for a new store"
+"""How ``deermem config show`` names where :data:`NEW_STORE_SETTINGS` came from."""
+
+
+NOT_STORE_DATA: Final = frozenset({".server", ".retrieval"})
+"""What deermem keeps in a store's root that is not the store's data: the
+server's state (tokens, jobs: ``deermem token add`` before the first fact)
+and the search index (a search before the first write)."""
+
+
+def is_new_root(root: str | os.PathLike[str]) -> bool:
+    """Whether ``root`` holds no store yet: it does not exist, or holds nothing
+    but :data:`NOT_STORE_DATA`."""
+    path = Path(root)
+    try:
+        with os.scandir(path) as entries:
+            return all(entry.name in NOT_STORE_DATA for entry in entries)
+    except FileNotFoundError:
+        return True
+    except NotADirectoryError:
+        return False
+
+
+def new_store_settings(config: MemoryConfig) -> MemoryConfig:
+    """``config`` with :data:`NEW_STORE_SETTINGS` where it chose nothing, as chosen values.
+
+    Chosen (in ``model_fields_set``), they are written by
+    :func:`render_store_settings`: a store records the policy it was created with.
+    """
+    chosen = explicit_settings(config)
+    values = {**NEW_STORE_SETTINGS, **chosen}
+    if values == chosen:
+        return config
+    return config_from_mapping(values)
+
+
+def settings_to_keep(config: MemoryConfig, root: str | os.PathLike[str]) -> MemoryConfig:
+    """The settings ``deermem init`` writes for ``config`` into the store at ``root``.
+
+    ``config``'s chosen settings; where it chose no policy, the policy the
+    store already recorded, or — in a root that holds no store yet — the
+    :data:`NEW_STORE_SETTINGS`. A store created before (data, no recorded
+    policy) gets none, so it keeps behaving as it did.
+
+    Raises:
+        ConfigError: the store's settings file is unreadable or invalid.
+    """
+    if is_new_root(root):
+        return new_store_settings(config)
+    stored = read_store_settings(root) or {}
+    recorded = {key: stored[key] for key in NEW_STORE_SETTINGS if key in stored}
+    chosen = explicit_settings(config)
+    if all(key in chosen for key in recorded):
+        return config
+    return config_from_mapping({**recorded, **chosen})
+
+
 def store_settings_path(root: str | os.PathLike[str]) -> Path:
     """Where a store keeps its settings: ``<root>/deermem.yaml``."""
     return Path(root) / STORE_SETTINGS_FILENAME
@@ -898,7 +987,8 @@ def resolve_config(
     Args:
         path: a ``.toml``, ``.yaml`` or ``.yml`` file, or ``None`` for none.
         root: a store root whose own settings file (``deermem.yaml``) is the
-            lowest source after the defaults; ``None`` reads no store's file.
+            lowest source after the defaults — where the root holds no store
+            yet, :data:`NEW_STORE_SETTINGS` are; ``None`` reads no store's file.
         environ: where to read ``DEERMEM_*`` variables; ``os.environ`` by default.
             Pass ``{}`` to ignore the environment.
         overrides: settings that win over every other source (keyword
@@ -916,6 +1006,8 @@ def resolve_config(
         if stored is not None:
             store_file = store_settings_path(root)
             _merge(values, origins, stored, str(store_file))
+        elif is_new_root(root):
+            _merge(values, origins, NEW_STORE_SETTINGS, NEW_STORE_SOURCE)
     if path is not None:
         _merge(values, origins, read_config_file(path), str(path))
     for location, variable, value in _environment_values(
@@ -936,12 +1028,16 @@ def with_store_settings(config: MemoryConfig, root: str | os.PathLike[str]) -> M
     The settings ``config`` was given (by its file, the environment or
     arguments: :func:`explicit_settings`) win;
     the store's file supplies the rest; defaults the remainder. Without a
-    store file, ``config`` itself is returned.
+    store file, ``config`` itself is returned — or, where ``root`` holds no
+    store yet, ``config`` over :data:`NEW_STORE_SETTINGS` (the store records
+    them at its first write).
 
     Raises:
         ConfigError: the store's file is unreadable or invalid (named in the error).
     """
     stored = read_store_settings(root)
+    if stored is None and is_new_root(root):
+        return new_store_settings(config)
     if not stored:
         return config
     values: dict[str, object] = {}

@@ -17,6 +17,7 @@ because that is what they are and what generic callers already handle::
     ├── StorageError                             the store could not do what was asked
     │   ├── CorruptMemoryFile                    a stored file is not what it must be
     │   │   └── OwnerConflictError               ... a directory that is another user's
+    │   ├── NotAStoreError                       a write into a directory that holds no store
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
@@ -88,6 +89,7 @@ __all__ = [
     "ManifestRevisionConflict",
     "MessageFormatError",
     "MigrationError",
+    "NotAStoreError",
     "OwnerConflictError",
     "PatternError",
     "PromptNotFoundError",
@@ -294,6 +296,23 @@ class OwnerConflictError(CorruptMemoryFile):
         path: the directory, as a string.
         problem: what is wrong, for people.
     """
+
+
+class NotAStoreError(StorageError):
+    """A write was aimed at a directory that holds no deermem store.
+
+    A store is created in a new or empty directory only, never among the
+    files of a project (``deermem init`` refuses the same directory); the
+    CLI also refuses to create one by a write on a root that does not exist,
+    so a mistyped ``--root`` is not a new, empty memory.
+
+    Attributes:
+        root: the directory, as a string.
+    """
+
+    def __init__(self, root: object, problem: str) -> None:
+        self.root = str(root)
+        super().__init__(f"{self.root}: {problem}")
 
 
 class UnsafeIdentifierError(StorageError, ValueError):

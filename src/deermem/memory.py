@@ -63,7 +63,7 @@ from deermem.model import (
     new_fact_id,
     random_fact_id,
 )
-from deermem.policy import POLICY_HYBRID_V1, coerce_confidence
+from deermem.policy import coerce_confidence
 from deermem.recall import Injection, warm_tokenizer
 from deermem.recall.index import SearchIndexHandle
 from deermem.recall.injection import memory_injection
@@ -654,11 +654,14 @@ class Memory:
             )
         return result.written[0] if result.written else stored
 
-    def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> None:
+    def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> EvictionReceipt:
         """Remove a fact: to the archive (default), or for good with ``eviction_mode: delete``.
 
         Either way the removal leaves a content-free receipt (reason
         ``deleted``, trigger ``manual``), so :meth:`why` can say what became of it.
+
+        Returns:
+            That receipt.
 
         Raises:
             FactNotFoundError: no active fact has this id.
@@ -669,7 +672,8 @@ class Memory:
             if fact_id not in transaction.snapshot:
                 raise FactNotFoundError(fact_id)
             removal = Removal(fact_id, REASON_DELETED, expected_revision=expected_revision)
-            self.gate.remove(transaction, (removal,), trigger="manual", now=now)
+            _, (receipt,) = self.gate.remove(transaction, (removal,), trigger="manual", now=now)
+        return receipt
 
     def clear(self) -> tuple[str, ...]:
         """Remove every fact of this scope, as :meth:`delete_fact` removes one.
@@ -808,7 +812,7 @@ class Memory:
     def regret(self, *, since: datetime | None = None, whole_user: bool = False) -> RegretReport:
         """How often each policy's evictions turned out to be mistakes (docs/regret.md).
 
-        Per policy — the active one and, in shadow mode, ``hybrid-v1`` — the
+        Per policy — the active one and, in shadow mode, the other one — the
         facts it evicted (or would have) since ``since``, the regret events
         against it by kind, its regret rate and its most regretted facts (ids
         and categories only). Read from the receipts and the regret events;
@@ -836,7 +840,7 @@ class Memory:
             receipts,
             events,
             active=policy.name,
-            shadow=POLICY_HYBRID_V1 if policy.shadows_hybrid else None,
+            shadow=policy.shadow_policy,
             until=self.now(),
             since=since,
         )

@@ -22,6 +22,7 @@ Everything every layer agrees on about a fact, written once:
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import math
@@ -89,6 +90,7 @@ __all__ = [
     "canonical_category",
     "category_key",
     "check_fact_id",
+    "check_given_category",
     "check_line",
     "check_lines",
     "check_storable",
@@ -466,6 +468,39 @@ def canonical_category(category: str) -> tuple[str, str | None]:
     if label.lower() in _CORE_SET:
         return label.lower(), None
     return "other", label
+
+
+NEAR_MISS_CUTOFF: Final = 0.8
+"""How alike (:class:`difflib.SequenceMatcher`'s ratio) a label must be to a core
+category to count as its misspelling: ``corection`` (0.95) and ``behaviour``
+(0.94) are; ``contact`` (0.71) and ``project`` are labels of their own."""
+
+
+def check_given_category(category: str) -> None:
+    """Refuse a category a person or a tool typed that misspells a core one.
+
+    Stored as ``other`` with the label as extension, ``-c corection`` would
+    lose what makes a correction a correction — its reserved slots at the cap
+    and its place in the prompt — without a word. A label that is not a core
+    category but close to one is therefore refused where a person or a tool
+    gives it (the CLI, the HTTP API, MCP, :meth:`Memory.create_fact
+    <deermem.Memory.create_fact>`); a model's extraction keeps the original's
+    rule (``other`` plus the label), since nobody is there to answer.
+
+    Raises:
+        FactValidationError: ``category`` is a near miss of a core category;
+            the message names the one it resembles.
+    """
+    label = category.strip().lower()
+    if not label or label in _CORE_SET:
+        return
+    close = difflib.get_close_matches(label, CORE_CATEGORIES[:-1], n=1, cutoff=NEAR_MISS_CUTOFF)
+    if close:
+        raise FactValidationError(
+            "category",
+            category,
+            f"did you mean {close[0]!r}? The core categories are {', '.join(CORE_CATEGORIES)}",
+        )
 
 
 # ---------------------------------------------------------------------------

@@ -67,6 +67,7 @@ from deermem.model import (
     FactJson,
     FactOut,
     Scope,
+    check_given_category,
     check_line,
     check_lines,
     check_storable,
@@ -211,8 +212,11 @@ def _storable(data: object) -> object:
 
 
 def _category(text: str) -> str:
-    """One line, trimmed; blank means the default category."""
-    return check_line("category", text.strip(), MAX_CATEGORY_CHARS) or DEFAULT_CATEGORY
+    """One line, trimmed; blank means the default category; never a misspelled core one
+    (:func:`~deermem.model.check_given_category`: a person or a tool gave it)."""
+    line = check_line("category", text.strip(), MAX_CATEGORY_CHARS)
+    check_given_category(line)
+    return line or DEFAULT_CATEGORY
 
 
 def _topics(tags: list[str]) -> list[str]:
@@ -418,6 +422,35 @@ class CreateResult(BaseModel):
     def proposed_fact_id(self) -> str:
         """The id the new fact was given (in the archive when it was not kept)."""
         return self.fact.id
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="what happened, in plain words (ids only, never content)"
+    )
+    @property
+    def message(self) -> str:
+        """What happened, in plain words, for whoever reads a tool's answer (ids only).
+
+        A fact the gate evicted at once is the case a caller must not miss: a
+        ``kept: false`` alone reads like success to an agent that skims.
+        """
+        others = [fact_id for fact_id in self.evicted if fact_id != self.fact.id]
+        made_room = f"; to make room, {', '.join(others)} went to the archive" if others else ""
+        if self.kept and self.relearned is not None:
+            return (
+                f"relearned {self.relearned}: the archive held the same fact, and it came "
+                f"back with its history{made_room}"
+            )
+        if self.kept:
+            return f"stored as {self.fact_id}{made_room}"
+        return (
+            f"NOT KEPT: memory is full and the capacity gate ranked this new fact lowest, so "
+            f"it went straight to the archive as {self.fact.id}; ask why to see its score, "
+            "or restore it to try again (the gate then decides anew)"
+        )
+
+    def __str__(self) -> str:
+        # print(result) in a notebook: the sentence, not a dump of every field
+        return self.message
 
 
 class RestoreResult(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import logging
 import subprocess
 import sys
 import threading
@@ -178,12 +179,18 @@ def test_an_invalid_import_changes_nothing_even_with_archived_facts(tmp_path: Pa
 # --- facts by hand: the gate, and the error mapping --------------------------------------
 
 
-def test_create_fact_reports_a_new_fact_the_gate_evicted_as_none(tmp_path: Path) -> None:
+def test_create_fact_reports_a_new_fact_the_gate_evicted_as_none(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     manager = backend(tmp_path, max_facts=10)
     for number in range(10):
         manager.create_fact(f"Confident fact {number}.", "context", 0.9, user_id="alice")
-    document, fact_id = manager.create_fact("A weak guess.", "context", 0.1, user_id="alice")
+    with caplog.at_level(logging.WARNING, logger="deermem.integrations.deerflow"):
+        document, fact_id = manager.create_fact("A weak guess.", "context", 0.1, user_id="alice")
     assert fact_id is None
+    # DeerFlow's contract has only the None: the log says it in plain words (issue 24)
+    assert "NOT KEPT: memory is full" in caplog.text
+    assert "A weak guess." not in caplog.text
     assert len(document["facts"]) == 10
     assert "A weak guess." not in {f["content"] for f in document["facts"]}
     why = manager.memory(user_id="alice", agent_name=None).list_archived()

@@ -222,3 +222,14 @@ def test_the_configurations_in_the_docs_read() -> None:
     for config in configs:
         settings = read_backend_config(config)
         assert settings.config.fact_eviction_policy == "hybrid-v1"
+
+
+def test_the_policy_is_deerflows_not_a_new_deermem_stores(tmp_path: Path) -> None:
+    """deermem gives a store it creates hybrid-v1 (issue 24); DeerFlow's backend keeps
+    DeerFlow's configured policy, else DeerFlow's default, on a new directory too."""
+    fresh = backend(tmp_path / "fresh")
+    assert fresh._memory.config.fact_eviction_policy == "confidence"
+    assert not fresh._memory.config.fact_eviction_shadow_enabled
+    named = backend(tmp_path / "named", fact_eviction_policy="hybrid-v1")
+    assert named._memory.config.fact_eviction_policy == "hybrid-v1"
+    assert not named._memory.config.fact_eviction_shadow_enabled

@@ -93,7 +93,9 @@ def hints(tool: Any) -> tuple[bool | None, bool | None, bool | None, bool | None
 
 
 def test_the_seven_tools_with_true_annotations(store: ServedStore) -> None:
-    tools = tools_listed(open_memory(store))
+    # the original's policy, named: a store deermem creates runs hybrid-v1 (issue 24)
+    config = {"fact_eviction_policy": "confidence", "fact_eviction_shadow_enabled": False}
+    tools = tools_listed(open_memory(store, **config))
     assert sorted(tools) == sorted(TOOL_NAMES)
     # (read-only, destructive, idempotent, open world)
     assert hints(tools["memory_context"]) == (True, False, True, False)
@@ -190,7 +192,7 @@ def test_output_schemas_describe_the_results(store: ServedStore) -> None:
     tools = tools_listed(open_memory(store))
     add = tools["memory_add"].output_schema
     assert add["properties"]["outcome"]["enum"] == ["stored", "duplicate", "evicted"]
-    assert set(add["required"]) == {"outcome", "factId", "evicted", "receipts"}
+    assert set(add["required"]) == {"outcome", "factId", "evicted", "receipts", "message"}
     assert set(tools["memory_context"].output_schema["required"]) == {"text", "manifest"}
     assert tools["memory_why"].output_schema["properties"]["status"]["enum"] == [
         "active",
@@ -234,6 +236,7 @@ def test_add_stores_a_fact_and_a_repeat_is_a_duplicate(store: ServedStore) -> No
             "factId": added["factId"],
             "evicted": [],
             "receipts": [],
+            "message": f"an equal fact is already stored as {added['factId']}; nothing changed",
         }
         assert fact_files(store) == files
 
@@ -250,6 +253,10 @@ def test_at_the_cap_add_reports_what_the_gate_evicted_with_the_receipt(store: Se
         # Lower than every stored fact: the new one itself goes to the archive.
         low = await call(client, "memory_add", content="A passing remark", confidence=0.1)
         assert low["outcome"] == "evicted"
+        # in plain words too, not only in a field (issue 24, point 1)
+        assert low["message"].startswith("NOT KEPT: memory is full")
+        assert low["factId"] in low["message"]
+        assert "A passing remark" not in low["message"]
         assert low["evicted"] == [low["factId"]]
         (receipt,) = low["receipts"]
         assert receipt["reason"] == "capacity"
@@ -448,6 +455,12 @@ def test_out_of_bounds_arguments_are_tool_errors_that_name_the_field(
         message = await failed(client, tool, **arguments)
         assert field in message
         assert "Traceback" not in message
+        # one line, naming the argument and the rule, never echoing it (issue 24, point 12)
+        assert "\n" not in message.strip(), message
+        assert "input_value" not in message
+        for value in arguments.values():
+            if isinstance(value, str) and len(value) > 100:
+                assert value[:50] not in message
 
     session(open_memory(store), scenario)
     assert not fact_files(store)

@@ -23,6 +23,14 @@ NOW = datetime(2026, 8, 13, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[1] / "store_fixtures"
 
 
+@pytest.fixture(autouse=True)
+def database_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configuration that opens the database gives the settings build_store's store
+    recorded when it was created (a database keeps no settings file of its own)."""
+    monkeypatch.setenv("DEERMEM_FACT_EVICTION_POLICY", "hybrid-v1")
+    monkeypatch.setenv("DEERMEM_FACT_EVICTION_SHADOW_ENABLED", "true")
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = NOW
@@ -80,7 +88,9 @@ def build_store(root: Path) -> None:
 
 def build_regret(root: Path, clock: Clock) -> None:
     """Carol, in shadow mode: regret events of both roles, a shadow mark, one in the archive."""
-    config = MemoryConfig(max_facts=10, fact_eviction_shadow_enabled=True)
+    config = MemoryConfig(
+        max_facts=10, fact_eviction_policy="confidence", fact_eviction_shadow_enabled=True
+    )
     carol = Memory.open(root, config, user="carol", clock=clock)
     old = format_timestamp(NOW - timedelta(days=400))
     facts = [{"id": "fact_olda", "content": "Old fact A", "confidence": 0.75, "createdAt": old}]
@@ -141,8 +151,14 @@ def test_the_copy_works_as_the_original_does(tmp_path: Path, postgres_url: str) 
     source = tmp_path / "source"
     build_store(source)
     assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
-    hybrid = MemoryConfig(max_facts=10, fact_eviction_policy="hybrid-v1")
-    shadow = MemoryConfig(max_facts=10, fact_eviction_shadow_enabled=True)
+    # the store's own settings (a new store's: hybrid-v1, shadow mode on) given explicitly,
+    # so both sides run the same configuration
+    hybrid = MemoryConfig(
+        max_facts=10, fact_eviction_policy="hybrid-v1", fact_eviction_shadow_enabled=True
+    )
+    shadow = MemoryConfig(
+        max_facts=10, fact_eviction_policy="confidence", fact_eviction_shadow_enabled=True
+    )
     memories = (
         ("alice@example.com", "coder", hybrid),
         ("bob", "writer", hybrid),
@@ -224,3 +240,41 @@ def test_bad_locations_are_one_line_errors(
     assert "no store directory there" in capsys.readouterr().err
     assert main(["migrate", "--from", postgres_url, "--to", postgres_url]) == 2
     assert "the same store" in capsys.readouterr().err
+
+
+def test_the_settings_go_with_the_memory_or_the_migration_stops(
+    tmp_path: Path,
+    postgres_url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Markdown store with max_facts 10 and hybrid-v1 ran at 100 under confidence after a
+    migrate to PostgreSQL (issue 24, point 7): into a directory its deermem.yaml goes along;
+    into a database, whose settings come from the configuration, the command stops, naming
+    the settings the configuration does not give, before anything is copied."""
+    for variable in ("DEERMEM_FACT_EVICTION_POLICY", "DEERMEM_FACT_EVICTION_SHADOW_ENABLED"):
+        monkeypatch.delenv(variable)
+    source, copy = tmp_path / "source", tmp_path / "copy"
+    config = MemoryConfig(max_facts=10, fact_eviction_policy="hybrid-v1")
+    assert main(["--root", str(source), "init"]) == 0
+    (source / "deermem.yaml").write_text("max_facts: 10\nfact_eviction_policy: hybrid-v1\n")
+    Memory.open(source, config, user="alice").create_fact("Uses uv")
+    capsys.readouterr()
+    assert main(["migrate", "--from", str(source), "--to", str(copy), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"] == ["fact_eviction_policy", "max_facts"]
+    assert (copy / "deermem.yaml").read_bytes() == (source / "deermem.yaml").read_bytes()
+    moved = Memory.open(copy, user="alice")
+    assert (moved.config.max_facts, moved.config.fact_eviction_policy) == (10, "hybrid-v1")
+
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "max_facts (10; the configuration gives 100)" in err
+    assert "fact_eviction_policy ('hybrid-v1'; the configuration gives 'confidence')" in err
+    with psycopg.connect(postgres_url) as connection:
+        [(users,)] = connection.execute("SELECT count(*) FROM deermem_users").fetchall()
+    assert users == 0  # nothing was copied
+    monkeypatch.setenv("DEERMEM_MAX_FACTS", "10")
+    monkeypatch.setenv("DEERMEM_FACT_EVICTION_POLICY", "hybrid-v1")
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
+    assert "settings kept: fact_eviction_policy, max_facts" in capsys.readouterr().out

@@ -36,7 +36,8 @@ def new_id() -> str:
 def test_every_query_ranks_the_same_on_both_stores(
     tmp_path: Path, postgres_url: str, policy: str
 ) -> None:
-    config = MemoryConfig(fact_eviction_policy=policy)
+    # shadow mode named too: a new Markdown store would turn it on (issue 24), a database not
+    config = MemoryConfig(fact_eviction_policy=policy, fact_eviction_shadow_enabled=False)
     on_files = Memory.open(
         tmp_path, config, user="alice", agent="coder", clock=lambda: NOW, id_factory=new_id
     )

@@ -258,6 +258,8 @@ def test_one_rule_bounds_the_length_of_a_user_id(store: ServedStore) -> None:
 def test_the_command_line_refuses_such_an_id_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert main(["--root", str(tmp_path), "init"]) == 0
+    capsys.readouterr()
     code = main(["--root", str(tmp_path), "--user", "eve\u202egpj.exe", "facts", "add", "x"])
     err = capsys.readouterr().err
     assert code == 1

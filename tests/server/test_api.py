@@ -127,6 +127,11 @@ def test_create_returns_what_the_capacity_gate_did(live: LiveServer) -> None:
     body = weak.json()
     assert body["kept"] is False
     assert body["factId"] is None
+    assert body["message"].startswith("NOT KEPT: memory is full")  # in plain words (issue 24)
+    assert (
+        strong["message"]
+        == f"stored as {strong['factId']}; to make room, {evicted} went to the archive"
+    )
     assert body["evicted"] == [body["proposedFactId"]]  # never a silent drop
     assert weak.headers["location"].endswith(f"/archive/{body['proposedFactId']}")
     assert len(client.get(f"{ALICE}/facts", params={"limit": 200}).json()["facts"]) == 10

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -250,3 +251,18 @@ def test_a_stopping_runner_records_every_job_it_did_not_finish(tmp_path: Path) -
         assert runner.pending == 0
     finally:
         gate.set()
+
+
+def test_the_example_conversation_file_is_taken_as_it_is(
+    learning: LiveServer, chat: ScriptedChatServer
+) -> None:
+    """examples/conversation.json spells thread_id, as `deermem ingest` reads it; the API
+    wanted threadId and answered 422 (issue 24, point 8). Both spellings are taken."""
+    example = json.loads((Path(__file__).parents[2] / "examples/conversation.json").read_text())
+    assert "thread_id" in example
+    chat.enqueue(answer(newFacts=[new_fact("Uses uv, never pip", 0.9)]))
+    client = learning.client()
+    response = client.post(f"{ALICE}/conversations", params={"wait": "true"}, json=example)
+    assert response.status_code == 200, response.text
+    assert response.json()["report"]["threadId"] == example["thread_id"]
+    assert response.json()["report"]["counts"]["added"] == 1

@@ -198,6 +198,11 @@ def test_two_workers_share_the_store_and_the_jobs(store: ServedStore) -> None:
             bad = httpx.get(f"{url}{ALICE}/facts", headers={"Authorization": "Bearer nope"})
             assert bad.status_code == 401
         _assert_log_is_clean(log.read_text(), token, contents)
+        # The start-up line names what is served, no secret (issue 24, point 14).
+        [line] = [line for line in log.read_text().splitlines() if "serving the store" in line]
+        assert "tokens file " in line
+        assert f"model scripted at {chat.url}" in line
+        assert "password" not in line
 
 
 def test_under_strict_user_scope_the_server_starts_and_serves_the_users_it_is_asked_for(

@@ -451,12 +451,13 @@ def test_without_shadow_mode_nothing_is_marked_and_nothing_counts_against_hybrid
     assert [(p.policy, p.role) for p in report.policies] == [("confidence", "active")]
 
 
-def test_under_hybrid_there_is_no_shadow_and_its_evictions_count_against_it(
+def test_under_hybrid_without_shadow_mode_its_evictions_count_against_it(
     opened: Opened,
 ) -> None:
+    # (with shadow mode, confidence is computed beside hybrid-v1: tests/test_memory.py)
     clock = Clock()
-    memory = opened(clock, policy="hybrid-v1", shadow=True)
-    assert evict_one(memory, clock) == OLD  # hybrid-v1 decides; shadow mode compares nothing
+    memory = opened(clock, policy="hybrid-v1", shadow=False)
+    assert evict_one(memory, clock) == OLD  # hybrid-v1 decides; nothing is compared
     assert memory.store.shadow_marks(memory.scope) == {}
     memory.search("Emacs")
     assert kinds(memory) == [("missed_recall", "active", "hybrid-v1", OLD)]

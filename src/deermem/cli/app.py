@@ -180,6 +180,54 @@ def _root(
     ctx.obj = CliContext(root=root, config_file=config, user=user, agent=agent)
 
 
+GLOBAL_OPTIONS: Final = ("--root", "--config", "--user", "--agent")
+"""The root command's options that take a value, accepted after the sub-command too."""
+
+
+def global_options_first(args: Sequence[str]) -> list[str]:
+    """``args`` with the root's options moved before the command, wherever they were given.
+
+    ``deermem facts list --user alice`` reads as ``deermem --user alice facts
+    list``: a user should not have to know which options belong to the root.
+    An option the sub-command has itself (``token add --user``, ``init
+    --config``) stays the sub-command's, and nothing after ``--`` moves.
+    """
+    group: Any = typer.main.get_command(app)
+    front: list[str] = []
+    rest = list(args)
+    index = 0
+    while index < len(rest):  # the root's own options, where they belong already
+        token = rest[index]
+        if token in GLOBAL_OPTIONS:
+            index += 2
+        elif token.startswith("-"):
+            index += 1
+        else:
+            break
+    command: Any = group
+    while index < len(rest) and hasattr(command, "commands"):  # down to the command
+        found = command.commands.get(rest[index])
+        if found is None:
+            return rest
+        command, index = found, index + 1
+    own = {name for param in command.params for name in getattr(param, "opts", ())}
+    moved = rest[:index]
+    while index < len(rest):
+        token = rest[index]
+        if token == "--":
+            moved.extend(rest[index:])
+            break
+        name = token.split("=", 1)[0]
+        if name in GLOBAL_OPTIONS and name not in own:
+            taken = 1 if "=" in token else 2
+            front.extend(rest[index : index + taken])
+            index += taken
+            continue
+        moved.append(token)
+        index += 1
+    return front + moved
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status.
 
@@ -188,8 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     full disk) are printed as one line on stderr with exit status 1 instead of
     a traceback; usage errors keep the status 2 that typer gives them.
     """
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        app(args=list(argv) if argv is not None else None, prog_name="deermem")
+        app(args=global_options_first(args), prog_name="deermem")
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:

@@ -24,6 +24,7 @@ are data the docs and the tests use too.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from deermem.cli.learning import render_update
 from deermem.cli.output import (
     JSON_OPTION,
     components_text,
@@ -44,12 +46,14 @@ from deermem.cli.output import (
     print_json,
 )
 from deermem.config import MemoryConfig, render_store_settings
+from deermem.learning import UpdateResult
 from deermem.memory import Memory
 from deermem.model import Fact, format_timestamp, parse_timestamp
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, elapsed_days
 from deermem.results import Explanation, RestoreResult, to_json
 from deermem.store import EvictionReceipt
 from deermem.store.markdown.files import write_store_settings
+from deermem.testing import ScriptedChatServer
 
 __all__ = ["demo", "seed_scenarios"]
 
@@ -280,6 +284,105 @@ def _no_new_ids() -> str:
     raise AssertionError("the demo's facts all carry ids")
 
 
+# --- the learning scene: a conversation through a scripted model, offline ----------------
+
+LEARNING_AGENT: Final = "learning"
+_LABELS: Final = {"scope": "user", "durability": "durable", "authority": "descriptive"}
+
+
+@dataclass(frozen=True)
+class LearningStep:
+    """One conversation of the learning scene and what the memory did with it."""
+
+    title: str
+    said: tuple[str, ...]
+    result: UpdateResult
+
+
+def run_learning(root: Path, now: datetime) -> tuple[LearningStep, ...]:
+    """The learning scene in ``root``: a full library, two conversations, a scripted model.
+
+    The model is :class:`~deermem.testing.ScriptedChatServer` on 127.0.0.1,
+    answering what a good model would; everything after its answer is
+    deermem's real path (docs/update.md): the label gate, the confirmation
+    rule, the capacity gate, one commit. No key, no network.
+    """
+    numbers = iter(range(1, 1000))
+    with ScriptedChatServer() as server:
+        config = MemoryConfig(
+            max_facts=DEMO_CAPACITY,
+            fact_eviction_policy=POLICY_HYBRID_V1,
+            fact_eviction_shadow_enabled=True,
+            model={"model": "scripted", "base_url": server.url, "api_key_env": None},
+        )
+        with Memory.open(
+            root,
+            config,
+            user=DEMO_USER,
+            agent=LEARNING_AGENT,
+            clock=lambda: now,
+            id_factory=lambda: f"fact_learn{next(numbers):03d}",
+        ) as memory:  # closing it releases the model's connections
+            library = [  # full: ten facts at the default confidence, added weeks ago
+                {
+                    "id": f"fact_old{n:02d}",
+                    "content": f"Mentioned project detail number {n}.",
+                    "category": "context",
+                    "confidence": 0.5,
+                    "createdAt": format_timestamp(now - timedelta(days=70 - n)),
+                }
+                for n in range(DEMO_CAPACITY)
+            ]
+            memory.import_document({"facts": library})
+            first = ("For Python projects I always use uv, never pip.", "Got it: uv, not pip.")
+            server.enqueue(
+                json.dumps(
+                    {
+                        "user": {},
+                        "history": {},
+                        "newFacts": [
+                            {
+                                "content": "Always uses uv, never pip, for Python projects.",
+                                "category": "correction",
+                                "confidence": 0.95,
+                                **_LABELS,
+                            }
+                        ],
+                    }
+                )
+            )
+            learned = memory.learn("demo-1", _messages(first))
+            [added] = learned.report.added
+            second = (
+                "Which tool do I use to install packages?",
+                "uv, never pip.",
+                "Perfect, that's exactly right.",
+                "Glad to help.",
+            )
+            server.enqueue(
+                json.dumps(
+                    {
+                        "user": {},
+                        "history": {},
+                        "newFacts": [],
+                        "factsToReinforce": [
+                            {"id": added, "scope": "user", "reason": "the user confirmed it"}
+                        ],
+                    }
+                )
+            )
+            confirmed = memory.learn("demo-2", _messages(second))
+    return (
+        LearningStep("A correction, at the cap", first, learned),
+        LearningStep("The user confirms it", second, confirmed),
+    )
+
+
+def _messages(texts: tuple[str, ...]) -> list[dict[str, str]]:
+    roles = ("user", "assistant")
+    return [{"role": roles[n % 2], "content": text} for n, text in enumerate(texts)]
+
+
 # --- the command -------------------------------------------------------------------------
 
 
@@ -296,6 +399,12 @@ def demo(
         "--now",
         help="The clock the memory uses (ISO 8601). Fixed by default, so every run is the same.",
     ),
+    learn: bool = typer.Option(
+        False,
+        "--learn",
+        help="Instead: learning from conversations, offline, with a scripted model — "
+        "extraction, confirmation and the capacity gate, no key needed.",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show what each capacity policy forgets in the seed's two situations, and why.
@@ -308,8 +417,14 @@ def demo(
     disagreement. Each eviction leaves a receipt and an archive entry; the
     demo asks `why`, switches to `hybrid-v1` and restores the fact.
 
+    With `--learn`: a library at its cap of 10 hears two conversations,
+    answered by the scripted model deermem's tests use (an OpenAI-compatible
+    server on 127.0.0.1): a correction is extracted and the capacity gate
+    makes room for it, then the user's "that's exactly right" confirms it.
+
     Example: `deermem demo --root /tmp/deermem-demo`, then
-    `deermem --root /tmp/deermem-demo --user demo --agent stale-vs-confirmed-confidence audit`
+    `deermem --root /tmp/deermem-demo --user demo --agent stale-vs-confirmed-confidence audit`;
+    `deermem demo --learn`
     """
     clock = parse_timestamp(now)
     if clock is None:
@@ -319,6 +434,9 @@ def demo(
         raise typer.BadParameter(
             f"{root} is not empty; choose an empty or new directory", param_hint="--root"
         )
+    if learn:
+        _learning(root, clock, as_json=as_json)
+        return
     if root is None:
         with tempfile.TemporaryDirectory(prefix="deermem-demo-") as temporary:
             runs = run_demo(Path(temporary), clock)
@@ -338,6 +456,37 @@ def demo(
             f"`deermem --root {escape(str(root))} --user {DEMO_USER} --agent "
             f"{runs[0].modes[MODES[0]].agent} audit` (or `facts list`, `archive list`, `why ID`)."
         )
+
+
+def _learning(root: Path | None, clock: datetime, *, as_json: bool) -> None:
+    if root is None:
+        with tempfile.TemporaryDirectory(prefix="deermem-demo-") as temporary:
+            steps = run_learning(Path(temporary), clock)
+    else:
+        steps = run_learning(root, clock)
+    if as_json:
+        print_json(
+            {
+                "now": format_timestamp(clock),
+                "learning": [
+                    {"title": step.title, "report": step.result.report.to_dict()} for step in steps
+                ],
+            }
+        )
+        return
+    scope = f"user {DEMO_USER!r}, agent {LEARNING_AGENT!r}"
+    for step in steps:
+        out_console.rule(f"[bold]{escape(step.title)}[/]")
+        for number, text in enumerate(step.said):
+            who = "user" if number % 2 == 0 else "assistant"
+            out_console.print(f"  [dim]{who}:[/] {escape(text)}")
+        render_update(step.result, scope, MemoryConfig().max_conversation_chars)
+    out_console.print(
+        "The model's answers were scripted; what deermem did with them was not: only "
+        "proposals about the user, durable and descriptive are stored, a fact counts as "
+        "confirmed only when the user's own words confirm it, and the capacity gate chose "
+        "what left (with a receipt: `deermem why ID`)."
+    )
 
 
 def _render(run: ScenarioRun, now: datetime) -> None:

@@ -45,6 +45,9 @@ def add(
     ),
     confidence: float = typer.Option(0.5, "--confidence", help="How sure you are, 0 to 1."),
     topic: list[str] = typer.Option([], "--topic", "-t", help="A topic tag (repeatable)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only the kept fact's id: `fact=$(deermem ... -q)`."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Add a fact through the capacity gate.
@@ -63,6 +66,9 @@ def add(
     result = memory.create_fact(content, category=category, confidence=confidence, topics=topic)
     if as_json:
         print_json(to_json(result))
+    elif quiet:
+        if result.kept:
+            typer.echo(result.fact_id)
     else:
         if result.relearned is not None:
             out_console.print(
@@ -101,8 +107,18 @@ def list_facts(
         print_json([fact.to_dict() for fact in shown])
         return
     of = f" (the first {len(shown)} of {len(facts)})" if len(shown) < len(facts) else ""
-    title = f"{len(facts)} facts, {escape(str(memory.scope))}{of}"
+    title = f"{len(facts)} fact{'' if len(facts) == 1 else 's'}, {escape(str(memory.scope))}{of}"
     out_console.print(fact_table(shown, title=title))
+    if not facts:
+        # Facts added over HTTP under agent "coder" are not the CLI's "__default__" ones.
+        others = [a for a in memory.store.agents(memory.scope.user_id) if a != memory.scope.agent]
+        if others:
+            named = ", ".join(escape(agent) for agent in others)
+            err_console.print(
+                f"none under this agent; this user has memories under other agents: {named} "
+                "(choose one with --agent; "
+                "`deermem scopes` lists them all)"
+            )
 
 
 @facts_app.command("show")
@@ -167,13 +183,19 @@ def remove(
     Example: `deermem facts rm fact_1a2b3c4d`
     """
     memory = memory_of(ctx)
-    memory.delete_fact(fact_id, expected_revision=revision)
+    receipt = memory.delete_fact(fact_id, expected_revision=revision)
     if memory.config.eviction_mode == "archive":
         out_console.print(
-            f"removed {fact_id} to the archive (undo: `deermem archive restore {fact_id}`)"
+            f"removed {fact_id} to the archive, receipt {receipt.receipt_id} "
+            f"(undo: `deermem archive restore {fact_id}`)"
         )
     else:
-        out_console.print(f"deleted {fact_id}")
+        out_console.print(f"deleted {fact_id}, receipt {receipt.receipt_id}")
+
+
+# Other tools' words for `rm`: the same command, not shown in the list.
+facts_app.command("delete", hidden=True)(remove)
+facts_app.command("remove", hidden=True)(remove)
 
 
 # --- the archive ---------------------------------------------------------------------

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from deermem.learning.report import FactChange, UpdateReport, UpdateResult
     from deermem.model import Fact
 
-__all__ = ["ingest", "model_app"]
+__all__ = ["ingest", "model_app", "render_update"]
 
 _DEFAULT_PROMPT = "Reply with the single word: ready"
 _SHOWN_ANSWER = 500
@@ -131,12 +131,13 @@ def ingest(
             }
         )
     else:
-        _render(result, str(memory.scope), memory.config.max_conversation_chars)
+        render_update(result, str(memory.scope), memory.config.max_conversation_chars)
     if result.report.answer_unusable:
         raise typer.Exit(EXIT_ANSWER_UNUSABLE)
 
 
-def _render(result: UpdateResult, scope: str, max_conversation_chars: int) -> None:
+def render_update(result: UpdateResult, scope: str, max_conversation_chars: int) -> None:
+    """Print what a conversation changed (`deermem ingest`, `deermem demo --learn`)."""
     report = result.report
     head = "dry run, nothing written" if report.dry_run else "committed"
     if report.outcome in ("applied", "unchanged"):

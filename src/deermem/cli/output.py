@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from deermem.config import ResolvedConfig, resolve_config
+from deermem.config import ResolvedConfig, is_new_root, resolve_config
 from deermem.memory import Memory
 from deermem.model import Fact
 from deermem.store import EvictionReceipt, ReceiptEntry, resolve_root
@@ -184,6 +184,13 @@ class CliContext:
             fail(
                 f"no store at {self.store_root()} (from {self.root_origin()}): the directory "
                 "does not exist; check the path, or create the store with `deermem init`"
+            )
+        if not existing and not database and is_new_root(self.store_root()):
+            # A mistyped --root must not become a new, empty memory on the first write.
+            root = self.store_root()
+            fail(
+                f"no store at {root} (from {self.root_origin()}); check the path, or create "
+                f"the store first: deermem --root {root} init"
             )
         if self._memory is None:
             self._memory = Memory.open(

@@ -81,8 +81,8 @@ def regret(
 
 
 def _print(report: RegretReport) -> None:
-    window = f"since {report.since}" if report.since else "everything kept"
-    out_console.print(f"regret {window}, until {report.until}")
+    window = f"from {report.since}" if report.since else "from the first record kept"
+    out_console.print(f"regret {window} to {report.until}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("policy", "role", "evicted", "regretted", "rate"):
         text = column in ("policy", "role")

@@ -35,14 +35,14 @@ def serve(
         file_okay=False,
         envvar="DEERMEM_STATE_DIR",
         help="The server's tokens and job records, shared by its workers "
-        "[default: <root>/.server; required with a database store].",
+        "[default: `<root>/.server`; required with a database store].",
     ),
     tokens_file: Path | None = typer.Option(
         None,
         "--tokens-file",
         dir_okay=False,
         envvar="DEERMEM_TOKENS_FILE",
-        help="The tokens file [default: <state-dir>/tokens.json].",
+        help="The tokens file [default: `<state-dir>/tokens.json`].",
     ),
     max_body_bytes: int = typer.Option(
         2 * 1024 * 1024, "--max-body-bytes", min=1024, help="Largest request body (413 beyond)."
@@ -228,14 +228,15 @@ STATE_DIR_OPTION = typer.Option(
     "--state-dir",
     file_okay=False,
     envvar="DEERMEM_STATE_DIR",
-    help="The server's state directory [default: <root>/.server; required with a database store].",
+    help="The server's state directory "
+    "[default: `<root>/.server`; required with a database store].",
 )
 TOKENS_FILE_OPTION = typer.Option(
     None,
     "--tokens-file",
     dir_okay=False,
     envvar="DEERMEM_TOKENS_FILE",
-    help="The tokens file [default: <state-dir>/tokens.json].",
+    help="The tokens file [default: `<state-dir>/tokens.json`].",
 )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+import yaml
 from rich import box
 from rich.markup import escape
 from rich.table import Table
@@ -30,13 +31,14 @@ from deermem.config import (
     read_store_settings,
     render_store_settings,
     resolve_config,
+    settings_to_keep,
     store_settings_path,
 )
 from deermem.errors import ConfigError
 from deermem.results import ScopeSummary, to_json
 from deermem.store import resolve_root
 from deermem.store.markdown.files import atomic_write, holds_store, write_store_settings
-from deermem.store.migrate import MigrationReport, migrate, opened_location
+from deermem.store.migrate import MigrationReport, carry_settings, migrate, opened_location
 
 if TYPE_CHECKING:
     from deermem.memory import Memory
@@ -66,7 +68,10 @@ def init(
     show` says where each value came from). Nothing else in the directory is
     touched: on an existing store, its facts, archive and receipts stay as
     they are. Settings the store already keeps are replaced only with
-    `--force`. `storage_path` is not written (the file is found at the root);
+    `--force` (adding settings beside them needs none). A new store records
+    its capacity policy, `hybrid-v1` with `confidence` in its shadow, unless
+    the settings name one (docs/policies.md); an existing store that
+    recorded none keeps `confidence`. `storage_path` is not written (the file is found at the root);
     no secret is (the model's key stays an environment variable).
 
     Examples: `deermem --root ./memory init --config deermem.yaml`,
@@ -92,7 +97,11 @@ def init(
             f"{root} is neither empty nor a deermem store; choose an empty or new directory, "
             "or the root of an existing store"
         )
-    outcome = write_store_settings(root, render_store_settings(resolved.config), force=force)
+    text = render_store_settings(settings_to_keep(resolved.config, root))
+    current = read_store_settings(root)
+    new: dict[str, object] = yaml.safe_load(text) or {}
+    extends = current is not None and current.items() <= new.items()
+    outcome = write_store_settings(root, text, force=force or extends)
     kept = read_store_settings(root) or {}  # what was written reads back
     resolve_config(root=root, environ={})  # ... and is a valid configuration
     path = store_settings_path(root)
@@ -186,7 +195,7 @@ _STDIO = "-"
 def export(
     ctx: typer.Context,
     file: str = typer.Argument(
-        _STDIO, metavar="[FILE]", help="Where to write the document [default: - (standard output)]."
+        _STDIO, metavar="FILE", help="Where to write the document [default: - (standard output)]."
     ),
 ) -> None:
     """Write one user's and agent's memory as a JSON document.
@@ -218,7 +227,7 @@ def export(
 def import_(
     ctx: typer.Context,
     file: str = typer.Argument(
-        _STDIO, metavar="[FILE]", help="The document to read [default: - (standard input)]."
+        _STDIO, metavar="FILE", help="The document to read [default: - (standard input)]."
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -299,7 +308,11 @@ def migrate_command(
     Everything is copied: facts, summaries (with their revision), recall
     counts, receipts, the archive, the conversations' marks, regret events
     and shadow marks. Each user is written in one atomic step and read back
-    and compared with the source.
+    and compared with the source. The store's settings (`deermem.yaml`) go
+    with it into a directory; a database keeps none, so a store with
+    settings migrates into one only when the configuration (`--config`,
+    `DEERMEM_*`) gives each of them the same value — else the command stops,
+    naming them, before anything is copied.
     A user DST already holds identically is skipped, so an interrupted
     migration can be run again; one it holds with other data stops the
     migration before anything is copied. SRC is never changed. A database
@@ -315,6 +328,7 @@ def migrate_command(
         if shown_source == shown_destination:
             raise typer.BadParameter("SRC and DST are the same store", param_hint="--to")
         report = MigrationReport(shown_source, shown_destination)
+        report.settings = carry_settings(source, destination, config)
         progress = progress_bar("copying users", quiet=as_json)
         with progress:
             task = progress.add_task("users", total=None)
@@ -333,6 +347,7 @@ def migrate_command(
         f"{escape(report.destination)}, each verified"
         + (f" ({escape(counts)})" if counts else "")
         + (f"; {report.skipped} already there, identical" if report.skipped else "")
+        + (f"; settings kept: {escape(', '.join(report.settings))}" if report.settings else "")
     )
 
 

@@ -70,6 +70,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
 import shutil
 import tempfile
@@ -116,6 +117,7 @@ __all__ = [
     "load_params",
     "render_markdown",
     "replay_all",
+    "scratch_directory",
     "summarize",
     "write_results",
 ]
@@ -656,13 +658,38 @@ class CellRun:
         return self.retained / self.needs if self.needs else None
 
 
+MEMORY_DIRECTORIES: Final = (Path("/dev/shm"),)
+"""Memory-backed (tmpfs) directories the scratch stores go to when they exist."""
+
+
+def scratch_directory(workdir: Path | None) -> Path | None:
+    """Where the scratch stores go: ``workdir``, else a memory-backed directory, else ``None``.
+
+    Every commit of a store is fsynced, and a replay commits a few hundred
+    thousand times: on an ordinary disk ``--quick`` took 53 s, on tmpfs 5 s.
+    The scratch stores are thrown away after each cell, so their durability
+    buys nothing, and the directory changes no result. ``None`` means the
+    system's temporary directory.
+    """
+    if workdir is not None:
+        return workdir
+    for candidate in MEMORY_DIRECTORIES:
+        if candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return None
+
+
 def replay_all(
     params: ReplayParams,
     workdir: Path | None = None,
     *,
     progress: Callable[[CellRun], None] | None = None,
 ) -> list[CellRun]:
-    """Every cell of the parameters, seed by seed (workloads are generated once per seed)."""
+    """Every cell of the parameters, seed by seed (workloads are generated once per seed).
+
+    ``workdir`` holds the scratch stores (default: :func:`scratch_directory`'s choice).
+    """
+    workdir = scratch_directory(workdir)
     runs = []
     for seed in range(params.seeds):
         workload = generate(params, seed)

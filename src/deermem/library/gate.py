@@ -327,8 +327,11 @@ class CapacityGate:
         *,
         trigger: Trigger,
         now: datetime,
-    ) -> CommitResult:
+    ) -> tuple[CommitResult, tuple[EvictionReceipt, ...]]:
         """Remove facts with receipts and archive entries, without running the policy.
+
+        Returns:
+            The commit, and the receipts it wrote (one per removal reason).
 
         Raises:
             ValueError: an unknown trigger, or a conditional removal.
@@ -345,9 +348,10 @@ class CapacityGate:
         receipts = changes.removal_receipts(by_id, stored, len(transaction.snapshot.facts))
         ledger = RegretLedger(transaction, trigger, changes.stamp)
         ledger.decided(None, receipt_id=None, library=stored, leaving=set(by_id))
-        return transaction.commit(
+        commit = transaction.commit(
             changes.change_set(proposal, receipts, stored, set(by_id), ledger)
         )
+        return commit, tuple(receipts)
 
 
 def _relearn(

@@ -55,9 +55,10 @@ class CapacityPolicy:
         reserved_categories: the categories that share the reserve (the
             configuration's ``protected_categories``), compared stripped and
             lower-cased.
-        shadow_enabled: under ``confidence``, also compute ``hybrid-v1`` with
-            these parameters and record where it disagrees (see
-            :func:`~deermem.policy.shadow_comparison`).
+        shadow_enabled: also compute the other policy (:attr:`shadow_policy`)
+            with these parameters and record where it disagrees (see
+            :func:`~deermem.policy.shadow_comparison`): ``hybrid-v1`` beside
+            ``confidence``, or ``confidence`` beside ``hybrid-v1``.
 
     Raises:
         ValueError: on construction, for an unknown name or a parameter out of
@@ -139,9 +140,15 @@ class CapacityPolicy:
         return self.name == POLICY_HYBRID_V1 or self.shadow_enabled
 
     @property
-    def shadows_hybrid(self) -> bool:
-        """Whether shadow mode runs: ``hybrid-v1`` beside ``confidence``."""
-        return self.shadow_enabled and self.name == POLICY_CONFIDENCE
+    def shadow_policy(self) -> str | None:
+        """The policy shadow mode computes beside this one, or ``None`` when it is off.
+
+        The two policies shadow each other, so whichever a deployment runs,
+        ``deermem regret`` gathers evidence for both.
+        """
+        if not self.shadow_enabled:
+            return None
+        return POLICY_CONFIDENCE if self.name == POLICY_HYBRID_V1 else POLICY_HYBRID_V1
 
 
 def check_max_facts(max_facts: object) -> None:

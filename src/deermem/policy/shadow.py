@@ -1,9 +1,10 @@
-"""Shadow mode: compute ``hybrid-v1`` beside ``confidence`` without acting on it.
+"""Shadow mode: compute the other capacity policy beside the active one without acting on it.
 
-A deployment that keeps the default ``confidence`` policy can still learn what
-``hybrid-v1`` would have done: which facts it would have evicted, and whether
-that differs from what was actually evicted. The comparison changes nothing
-that is kept; it only feeds the eviction receipt.
+A deployment can learn what the policy it does not run would have done:
+which facts it would have evicted, and whether that differs from what was
+actually evicted — ``hybrid-v1`` beside ``confidence``, or (a new store's
+default) ``confidence`` beside ``hybrid-v1``. The comparison changes nothing
+that is kept; it only feeds the eviction receipt and the regret ledger.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from datetime import datetime
 
 from deermem.policy.capacity import CapacityPolicy
 from deermem.policy.decision import CapacityDecision, F
-from deermem.policy.names import POLICY_HYBRID_V1
 from deermem.policy.selection import select_facts_for_capacity
 
 __all__ = ["ShadowComparison", "compare_evictions", "shadow_comparison"]
@@ -73,17 +73,18 @@ def shadow_comparison(
     usage: Mapping[str, Mapping[str, object]] | None,
     now: datetime | None,
 ) -> ShadowComparison | None:
-    """What ``hybrid-v1`` would have evicted where ``decision`` was made, if shadow mode runs.
+    """What the shadow policy would have evicted where ``decision`` was made, if shadow mode runs.
 
-    Shadow mode runs under ``confidence`` with ``shadow_enabled``, and only
-    when something had to go: with nothing evicted there is nothing to
-    compare. The shadow uses the policy's own ``hybrid-v1`` parameters and the
-    decision's cap.
+    Shadow mode runs with ``shadow_enabled`` (:attr:`CapacityPolicy.shadow_policy
+    <deermem.policy.CapacityPolicy.shadow_policy>` names the other policy), and
+    only when something had to go: with nothing evicted there is nothing to
+    compare. The shadow uses the policy's own parameters and the decision's cap.
     """
-    if not (policy.shadows_hybrid and decision.evicted):
+    shadow = policy.shadow_policy
+    if shadow is None or not decision.evicted:
         return None
-    hybrid = dataclasses.replace(policy, name=POLICY_HYBRID_V1, shadow_enabled=False)
+    other = dataclasses.replace(policy, name=shadow, shadow_enabled=False)
     would = select_facts_for_capacity(
-        facts, max_facts=decision.max_facts, policy=hybrid, usage=usage, now=now
+        facts, max_facts=decision.max_facts, policy=other, usage=usage, now=now
     )
-    return compare_evictions(POLICY_HYBRID_V1, would.evicted_ids, decision.evicted_ids)
+    return compare_evictions(shadow, would.evicted_ids, decision.evicted_ids)

@@ -69,6 +69,7 @@ __all__ = [
     "is_loopback",
     "log_config",
     "split_host",
+    "startup_line",
 ]
 
 SETTINGS_VARIABLE: Final = "DEERMEM_SERVER_SETTINGS"
@@ -438,6 +439,30 @@ def check_store(settings: ServerSettings, config: MemoryConfig) -> None:
     """
     settings.state_path(config)
     close_store(open_store(config, settings.root))
+
+
+def startup_line(settings: ServerSettings, config: MemoryConfig) -> str:
+    """What a starting server serves, in one line for its log: the store, the tokens
+    file and the model — a database without its password, a model without its key."""
+    store = (
+        redact_database_url(config.store)
+        if config.store and settings.root is None
+        else (
+            str(
+                Path(settings.root)
+                if settings.root is not None
+                else resolve_root(config.storage_path)
+            )
+        )
+    )
+    model = config.model
+    if not model.configured:
+        extraction = "no model (extraction is off: conversations are refused)"
+    elif model.provider == "local":
+        extraction = "the local model"
+    else:
+        extraction = f"model {model.model} at {model.base_url}"
+    return f"serving the store {store}; tokens file {settings.tokens_path(config)}; {extraction}"
 
 
 def close_store(store: object) -> None:

@@ -12,6 +12,14 @@ Before anything is written, every source user is looked up in the
 destination: a user the destination already holds with other data stops the
 migration (:class:`~deermem.errors.MigrationError`); one it holds identically is
 skipped, so a migration that was interrupted can simply be run again.
+
+The store's settings go with it (:func:`carry_settings`): a Markdown store's
+``deermem.yaml`` is copied into a Markdown destination; a database keeps no
+settings file, so a migration into one is refused, naming the settings, unless
+the configuration that opens the database already gives each the same value —
+else a store built at a cap of 10 under ``hybrid-v1`` would run at 100 under
+``confidence`` after the move. From a database into a directory, the new store
+records the configuration's chosen settings and its policy.
 """
 
 from __future__ import annotations
@@ -22,14 +30,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deermem.config import MemoryConfig, is_database_url, redact_database_url
+from deermem.config import (
+    NEW_STORE_SETTINGS,
+    MemoryConfig,
+    config_from_mapping,
+    explicit_settings,
+    is_database_url,
+    read_store_settings,
+    redact_database_url,
+    render_store_settings,
+    store_settings_path,
+)
 from deermem.errors import ConfigError, MigrationError
+from deermem.store.markdown.files import write_store_settings
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.protocol import Transfer, UserDump
 
 __all__ = [
     "MigrationReport",
+    "carry_settings",
     "migrate",
     "opened_location",
 ]
@@ -49,6 +69,7 @@ class MigrationReport:
         skipped: users the destination already held, identical.
         counts: facts, usage entries, audit events, archive entries, marks,
             regret events, shadow marks and agents, summed over the users copied.
+        settings: the settings the destination keeps from the source (names only).
     """
 
     source: str
@@ -56,6 +77,7 @@ class MigrationReport:
     copied: int = 0
     skipped: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    settings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -65,6 +87,7 @@ class MigrationReport:
             "copied": self.copied,
             "skipped": self.skipped,
             "verified": True,
+            "settings": list(self.settings),
             **self.counts,
         }
 
@@ -98,6 +121,64 @@ def opened_location(
     if must_exist and not root.is_dir():
         raise ConfigError([f"{location}: no store directory there"])
     yield MarkdownTransfer(MarkdownStore.from_config(config, root)), os.fspath(root)
+
+
+def carry_settings(source: str, destination: str, config: MemoryConfig) -> tuple[str, ...]:
+    """Give the destination the source's settings, or refuse before anything is copied.
+
+    ``source`` and ``destination`` are locations as :func:`opened_location`
+    takes them; ``config`` is the configuration the migration runs with (it
+    opens a database). See the module docstring for the rules.
+
+    Returns:
+        The names of the settings the destination now keeps (or already
+        keeps), sorted.
+
+    Raises:
+        ConfigError: a database destination and a source that keeps settings
+            the configuration does not give (each named with both values), or
+            a source settings file that cannot be read.
+        StoreSettingsExistError: a Markdown destination already keeps other settings.
+    """
+    if is_database_url(source):
+        if is_database_url(destination):
+            return ()
+        # The database ran under the configuration: the new store keeps what it chose,
+        # and its policy whatever it is (a new store's default would change it).
+        values = {key: getattr(config, key) for key in NEW_STORE_SETTINGS}
+        recorded = config_from_mapping({**values, **explicit_settings(config)})
+        write_store_settings(Path(destination).expanduser(), render_store_settings(recorded))
+        return tuple(sorted(recorded.model_fields_set - {"store", "storage_path"}))
+    root = Path(source).expanduser()
+    kept = read_store_settings(root)
+    if not kept:
+        return ()
+    if not is_database_url(destination):
+        text = store_settings_path(root).read_text("utf-8")  # as it is: relative paths stay so
+        write_store_settings(Path(destination).expanduser(), text)
+        return tuple(sorted(kept))
+    chosen = explicit_settings(config)
+    laid = {**chosen, **kept}
+    for key, value in kept.items():  # a section (model) is laid key by key
+        section = chosen.get(key)
+        if isinstance(value, dict) and isinstance(section, dict):
+            laid[key] = {**section, **value}
+    merged = config_from_mapping(laid)
+    differ = [
+        f"{key} ({getattr(merged, key)!r}; the configuration gives {getattr(config, key)!r})"
+        for key in kept
+        if getattr(merged, key) != getattr(config, key)
+    ]
+    if differ:
+        raise ConfigError(
+            [
+                f"the store keeps settings a database cannot: {', '.join(differ)}; give them "
+                "to every deermem that opens the database (a --config file or DEERMEM_* "
+                "variables), then migrate again; nothing was copied"
+            ],
+            source=str(store_settings_path(root)),
+        )
+    return tuple(sorted(kept))
 
 
 def migrate(

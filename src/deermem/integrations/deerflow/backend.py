@@ -530,6 +530,8 @@ class DeerFlowBackend:
             result = memory.create_fact(
                 content, category=category.strip() or "context", confidence=confidence
             )
+            if not result.kept:  # DeerFlow's contract has only the None to say it: say it here
+                _log.warning("deermem: %s", result.message)
             return self._document(memory), result.fact_id
 
     def update_fact(

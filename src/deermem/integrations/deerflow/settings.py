@@ -26,7 +26,10 @@ forgets the wrong facts for weeks), everything in it is accounted for:
   ``should_keep_hidden_message``, ``trace_context_manager``,
   ``extraction_callback``) are not settings; a hook slot set here wins over
   the hook the host passes, as with DeerMem;
-* anything else is an error naming the key.
+* anything else is an error naming the key;
+* the capacity policy is DeerFlow's: the one ``backend_config`` names, else
+  DeerFlow's default (``confidence``, shadow mode off) — never the policy
+  deermem gives a store it creates itself (docs/policies.md).
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ HiddenMessageRule = Callable[[dict[str, Any]], Any]
 in, true to learn from it."""
 
 _log = logging.getLogger("deermem.integrations.deerflow")
+
+_HOST_DEFAULTS: Final = {
+    "fact_eviction_policy": "confidence",
+    "fact_eviction_shadow_enabled": False,
+}
+"""DeerFlow's defaults where deermem's differ for a new store: chosen here, so they hold."""
 
 _CATEGORY_KEYS: Final = (
     "protected_categories",
@@ -126,6 +135,10 @@ def read_backend_config(backend_config: Mapping[str, Any] | None) -> BackendSett
     if problems:
         raise ConfigError(problems, source=SOURCE)
     origins = dict.fromkeys(values, SOURCE)
+    for key, value in _HOST_DEFAULTS.items():
+        if key not in values:
+            values[key] = value
+            origins[key] = f"{SOURCE} (DeerFlow's default)"
     if categories_from is not None:
         origins["protected_categories"] = f"{SOURCE}.{categories_from}"
     config = config_from_mapping(values, origins=origins, source=SOURCE)

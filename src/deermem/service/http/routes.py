@@ -50,7 +50,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
 
@@ -146,7 +146,14 @@ class ConversationIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     threadId: Annotated[
-        str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ONE_LINE})
+        str,
+        Field(
+            min_length=1,
+            max_length=200,
+            json_schema_extra={"pattern": ONE_LINE},
+            # examples/conversation.json and `deermem ingest` spell it thread_id
+            validation_alias=AliasChoices("threadId", "thread_id"),
+        ),
     ]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
 

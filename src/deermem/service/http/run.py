@@ -42,6 +42,8 @@ without them (``deermem mcp``) uses the default.
 from __future__ import annotations
 
 import asyncio
+import logging
+import logging.config
 import os
 import socket
 from typing import Any, Final
@@ -56,6 +58,7 @@ from deermem.service.settings import (
     check_startup,
     check_store,
     log_config,
+    startup_line,
 )
 
 __all__ = ["ServerHTTPProtocol", "serve"]
@@ -124,7 +127,12 @@ def serve(settings: ServerSettings) -> None:
         DatabaseError / DatabaseSchemaError: see :func:`check_store`.
     """
     check_startup(settings)
-    check_store(settings, settings.load_config())
+    config = settings.load_config()
+    check_store(settings, config)
+    # The operator sees what is served (no secret), in the server log's format; uvicorn
+    # applies the same configuration again as it starts.
+    logging.config.dictConfig(log_config(settings.log_level))
+    logging.getLogger("deermem.service.http").info("%s", startup_line(settings, config))
     # Workers are fresh processes: they read the settings from the environment.
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
     uvicorn.run(

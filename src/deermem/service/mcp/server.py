@@ -75,7 +75,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import ASGIApp
 
 from deermem import __version__
@@ -165,6 +165,7 @@ class AddResult(BaseModel):
     )
     evicted: list[str] = Field(description="ids the capacity gate evicted in this change")
     receipts: list[ReceiptJson]
+    message: str = Field(description="what happened, in plain words (ids only)")
 
 
 class ContextResult(BaseModel):
@@ -325,13 +326,19 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             )
         except DuplicateFactError as duplicate:
             return AddResult(
-                outcome="duplicate", factId=duplicate.existing_id, evicted=[], receipts=[]
+                outcome="duplicate",
+                factId=duplicate.existing_id,
+                evicted=[],
+                receipts=[],
+                message=f"an equal fact is already stored as {duplicate.existing_id}; "
+                "nothing changed",
             )
         return AddResult(
             outcome="stored" if result.kept else "evicted",
             factId=result.fact.id,
             evicted=list(result.evicted),
             receipts=list(result.receipts),
+            message=result.message,
         )
 
     @tool(
@@ -408,8 +415,39 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
     return tools
 
 
+def _argument_problems(error: ValidationError) -> str:
+    """Each refused argument and the rule it broke, on one line; never what was given."""
+    problems = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problems.append(f"{where}: {item['msg']}")
+    return "invalid arguments: " + "; ".join(problems)
+
+
+class _OneLineTool(Tool):
+    """A tool whose refused arguments are one line naming each argument and its rule.
+
+    The SDK reports an argument the schema refuses with pydantic's whole
+    dump — several lines, each echoing the value given (a fact's text may be
+    private). The docs promise one line: the SDK's own prefix, then
+    :func:`_argument_problems`.
+    """
+
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().run(*args, **kwargs)
+        except ToolError as error:
+            cause = error.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(
+                    f"Error executing tool {self.name}: {_argument_problems(cause)}"
+                ) from None
+            raise
+
+
 def _closed(tool: Tool) -> Tool:
-    """``tool`` with arguments it does not name refused, in its schema and in its validation."""
+    """``tool`` with arguments it does not name refused, in its schema and in its validation;
+    a refusal is one line naming each argument and its rule, never echoing the input."""
     named = tool.fn_metadata.arg_model
     closed = type(
         named.__name__,
@@ -419,7 +457,7 @@ def _closed(tool: Tool) -> Tool:
     assert issubclass(closed, ArgModelBase)
     tool.fn_metadata.arg_model = closed
     tool.parameters = closed.model_json_schema(by_alias=True)
-    return tool
+    return _OneLineTool.model_construct(**dict(tool))
 
 
 def _contained(name: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:

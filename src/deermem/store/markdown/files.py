@@ -54,7 +54,7 @@ import yaml
 from yaml.emitter import Emitter
 from yaml.representer import SafeRepresenter
 
-from deermem.config import store_settings_path
+from deermem.config import NOT_STORE_DATA, store_settings_path
 from deermem.errors import (
     CorruptMemoryFile,
     FactValidationError,
@@ -495,7 +495,7 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def write_store_settings(
-    root: str | os.PathLike[str], text: str, *, force: bool = False
+    root: str | os.PathLike[str], text: str, *, force: bool = False, private: bool = True
 ) -> Literal["created", "unchanged", "replaced"]:
     """Write a store's settings file (:func:`deermem.config.render_store_settings`'s
     text), never silently replacing other settings.
@@ -503,7 +503,10 @@ def write_store_settings(
     The file is replaced atomically and durably (:func:`atomic_write`), so a
     reader sees the old settings or the new ones; nothing else in the root is
     touched. The root directory is created if needed. The file is its
-    owner's alone (mode 0600), as it always was.
+    owner's alone (mode 0600), as it always was — unless ``private`` is
+    false: the policy a new store records at its first write holds nothing
+    private, and is created as the umask says, like the store's other files,
+    so a store shared with a group stays readable to it.
 
     Raises:
         StoreSettingsExistError: the root already holds different settings
@@ -520,7 +523,7 @@ def write_store_settings(
         return "unchanged"
     if current is not None and not force:
         raise StoreSettingsExistError(str(path))
-    atomic_write(path, text.encode("utf-8"), mode=0o600)
+    atomic_write(path, text.encode("utf-8"), mode=0o600 if private else FILE_MODE)
     return "created" if current is None else "replaced"
 
 
@@ -1203,8 +1206,10 @@ class Problem:
 
 
 def holds_store(root: Path, manifest_filename: str, *, settings_filename: str) -> bool:
-    """Whether ``root`` holds anything a deermem (or DeerMem) store writes at its top."""
+    """Whether ``root`` holds anything a deermem (or DeerMem) store writes at its top
+    (or deermem keeps beside a store: :data:`deermem.config.NOT_STORE_DATA`)."""
     names = (
+        *NOT_STORE_DATA,
         _USERS,
         _AGENTS,
         manifest_filename,
@@ -1213,7 +1218,14 @@ def holds_store(root: Path, manifest_filename: str, *, settings_filename: str) -
         LOCK_FILENAME,
         JOURNAL_FILENAME,
     )
-    return any((root / name).exists() for name in names)
+    if any((root / name).exists() for name in names):
+        return True
+    # Another process creating the store: its settings file is still a temporary one.
+    pending = f".{settings_filename}."
+    with os.scandir(root) as entries:
+        return any(
+            entry.name.startswith(pending) and entry.name.endswith(_TMP_SUFFIX) for entry in entries
+        )
 
 
 def encode_owner(owner: Owner) -> bytes:

@@ -4,6 +4,10 @@ The layout and file formats are the original DeerMem's (see
 :mod:`deermem.store.markdown.files`), so a directory written by it opens
 unchanged. What this class adds on top of the modules it composes:
 
+* **creation** — the first write creates the root, only where it is new
+  or empty (:class:`~deermem.errors.NotAStoreError` for a directory of
+  other files), and records the settings a new store runs with
+  (:data:`deermem.config.NEW_STORE_SETTINGS`) in its settings file;
 * **owners** — before anything in a user directory is read or written, its
   owner is checked (:mod:`~deermem.store.markdown.files`): a directory that is
   another user id's, or several ids', is refused with
@@ -39,11 +43,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Final, NamedTuple
 
+from deermem.config import (
+    NEW_STORE_SETTINGS,
+    STORE_SETTINGS_FILENAME,
+    MemoryConfig,
+    config_from_mapping,
+    is_new_root,
+    render_store_settings,
+)
 from deermem.errors import (
     CorruptMemoryFile,
     FactNotFoundError,
+    NotAStoreError,
+    StoreSettingsExistError,
 )
 from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
@@ -67,12 +81,14 @@ from deermem.store.markdown.files import (
     encode_owner,
     fact_shard,
     fsync_path,
+    holds_store,
     list_agents,
     list_users,
     read_owner,
     resolve_root,
     search_index_path,
     stored_user_ids,
+    write_store_settings,
 )
 from deermem.store.markdown.journal import FileChange, JournalInfo, commit_files, recover
 from deermem.store.markdown.locks import user_lock
@@ -108,10 +124,6 @@ __all__ = [
 ]
 
 
-if TYPE_CHECKING:
-    from deermem.config import MemoryConfig
-
-
 _PATHS_MEMO_LIMIT = 1024
 
 
@@ -132,6 +144,9 @@ class MarkdownStore:
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
         access_half_life_days: half-life of recall heat in the usage sidecar.
         regret_max_events: regret events kept per agent; 0 records none.
+        creation_settings: the text of the settings file the first write
+            records when the root holds no store yet (:meth:`from_config`);
+            ``None`` records none.
     """
 
     def __init__(
@@ -145,8 +160,11 @@ class MarkdownStore:
         archive_max_age_days: int = 365,
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
         regret_max_events: int = 1000,
+        creation_settings: str | None = None,
     ) -> None:
         self.root = Path(root)
+        self._creation_settings = creation_settings
+        self._root_checked = False
         self.manifest_filename = manifest_filename
         self.lock_timeout = lock_timeout
         self.audit_max_entries = audit_max_entries
@@ -162,9 +180,16 @@ class MarkdownStore:
 
     @classmethod
     def from_config(cls, config: MemoryConfig, root: str | Path | None = None) -> MarkdownStore:
-        """A store with the configuration's settings; ``root`` wins over ``storage_path``."""
+        """A store with the configuration's settings; ``root`` wins over ``storage_path``.
+
+        Where the root holds no store yet and the configuration's policy is not
+        the one a store without a record runs (``confidence``, no shadow), the
+        first write records the policy in the new store's settings file, so
+        the store keeps it whoever opens it later.
+        """
+        directory = Path(root) if root is not None else resolve_root(config.storage_path)
         return cls(
-            root if root is not None else resolve_root(config.storage_path),
+            directory,
             manifest_filename=config.manifest_filename,
             lock_timeout=config.file_lock_timeout_seconds,
             audit_max_entries=config.eviction_audit_max_entries,
@@ -172,6 +197,7 @@ class MarkdownStore:
             archive_max_age_days=config.archive_max_age_days,
             access_half_life_days=config.eviction_access_half_life_days,
             regret_max_events=config.regret_max_events,
+            creation_settings=_creation_settings(config, directory),
         )
 
     def __repr__(self) -> str:
@@ -234,6 +260,27 @@ class MarkdownStore:
             claims.append(FileChange(paths.owner, encode_owner(owner)))
         return claims
 
+    def _check_root(self) -> None:
+        """Before the first write: refuse a directory of other files; record a new store's settings.
+
+        Raises:
+            NotAStoreError: the root is neither new, nor empty, nor a store.
+        """
+        if self._root_checked:
+            return
+        if not is_new_root(self.root) and not holds_store(
+            self.root, self.manifest_filename, settings_filename=STORE_SETTINGS_FILENAME
+        ):
+            raise NotAStoreError(
+                self.root,
+                "neither empty nor a deermem store; a store is created in a new or empty "
+                "directory (deermem --root DIR init)",
+            )
+        if self._creation_settings is not None:
+            with contextlib.suppress(StoreSettingsExistError):  # another writer recorded first
+                write_store_settings(self.root, self._creation_settings, private=False)
+        self._root_checked = True
+
     @contextmanager
     def _locked(self, scope: Scope, user: UserPaths, *, reading: bool = False) -> Iterator[_Claims]:
         """Hold the user's lock, after rolling back any interrupted commit and checking
@@ -243,6 +290,8 @@ class MarkdownStore:
         back: then :class:`~deermem.errors.StoreNeedsRecovery` names what cannot be
         restored, and nothing is read.
         """
+        if not reading:
+            self._check_root()
         lock = user_lock(user.lock, self.lock_timeout)
         with lock.reading() if reading else lock:
             if recover(user):
@@ -659,6 +708,21 @@ class MarkdownTransaction:
 
 
 _SHARD_NAME_LENGTH = 2
+
+
+def _creation_settings(config: MemoryConfig, root: Path) -> str | None:
+    """The settings file a new store at ``root`` records at its first write, if any.
+
+    Only the :data:`~deermem.config.NEW_STORE_SETTINGS` keys, at the values
+    ``config`` gives them, and only when they differ from what a store without
+    a record runs: then an absent record means the same thing.
+    """
+    if not is_new_root(root):
+        return None
+    values = {key: getattr(config, key) for key in NEW_STORE_SETTINGS}
+    if all(MemoryConfig.model_fields[key].default == value for key, value in values.items()):
+        return None
+    return render_store_settings(config_from_mapping(values))
 
 
 def read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken]:
