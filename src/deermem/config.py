@@ -872,8 +872,22 @@ def render_store_settings(config: MemoryConfig) -> str:
         value = _get(chosen, location)
         if isinstance(value, str):
             _set(chosen, location, str(Path(value).expanduser().resolve()))
-    body = yaml.safe_dump(chosen, sort_keys=False, allow_unicode=True) if chosen else "{}\n"
+    body = _dump_readably(chosen) if chosen else "{}\n"
     return _HEADER + "\n" + body
+
+
+def _dump_readably(values: dict[str, Any]) -> str:
+    """YAML for ``values`` with non-ASCII text as written, when that reads back the same.
+
+    PyYAML's emitter writes some line-break characters (NEL, U+0085) raw inside
+    a quoted scalar, where its own reader folds them into a space; for such a
+    value the file is written with escapes instead, so it always reads back
+    as it was chosen.
+    """
+    body = yaml.safe_dump(values, sort_keys=False, allow_unicode=True)
+    if yaml.safe_load(body) == values:
+        return body
+    return yaml.safe_dump(values, sort_keys=False, allow_unicode=False)
 
 
 def _include(config: MemoryConfig) -> dict[str, Any]:
