@@ -86,6 +86,7 @@ __all__ = [
     "parse_timestamp",
     "random_fact_id",
     "redact",
+    "redact_fact",
     "redact_value",
     "safe_user_id",
     "was_kept_user_id",
@@ -1921,3 +1922,47 @@ def _redact_leaf(value: object, kinds: set[str]) -> object:
             kinds.add("payment-card")
             return marker("payment-card")
     return value
+
+
+# The fields of a fact that are not text anyone wrote: ids (references break if
+# they change), times, numbers with fixed meanings and the store's scope.
+_NOT_REDACTED: Final = frozenset(
+    {
+        "id",
+        "scope",
+        "consolidatedFrom",
+        "createdAt",
+        "updatedAt",
+        "lastConfirmedAt",
+        "consolidatedAt",
+        "confidence",
+        "revision",
+        "status",
+        "schemaVersion",
+        "confirmationCount",
+    }
+)
+
+
+def redact_fact(fact: Fact) -> tuple[Fact, tuple[str, ...]]:
+    """The fact with every secret in its text replaced, and the kinds replaced.
+
+    Every field a person or a model wrote is covered: content, title,
+    category (and its own label), topics, the source (its unknown keys too),
+    ``sourceError``, ``expected_valid_days`` and every unknown field; ids,
+    times and numbers are not (see :data:`_NOT_REDACTED`). The fact itself
+    comes back when it holds no secret, so the common case costs no copy.
+    """
+    data = fact.to_dict()
+    changed: dict[str, object] = {}
+    kinds: set[str] = set()
+    for key, value in data.items():
+        if key in _NOT_REDACTED:
+            continue
+        new, found = redact_value(value)
+        if found:
+            changed[key] = new
+            kinds.update(found)
+    if not changed:
+        return fact, ()
+    return Fact.from_dict({**data, **changed}), tuple(sorted(kinds))

@@ -26,7 +26,8 @@ def migrate_command(
     Everything is copied: facts, summaries (with their revision), recall
     counts, receipts, the archive, the conversations' marks, regret events
     and shadow marks. Each user is written in one atomic step and read back
-    and compared with the source.
+    and compared with the source. Secrets are replaced by `[redacted: KIND]`
+    on the way (`redact_secrets`, docs/privacy.md); SRC keeps them.
     A user DST already holds identically is skipped, so an interrupted
     migration can be run again; one it holds with other data stops the
     migration before anything is copied. SRC is never changed. A database
@@ -52,6 +53,7 @@ def migrate_command(
                 writer,
                 report,
                 progress=lambda done, total: progress.update(task, completed=done, total=total),
+                redact_secrets=config.redact_secrets,
             )
     if as_json:
         print_json(report.to_dict())
@@ -62,4 +64,5 @@ def migrate_command(
         f"{escape(report.destination)}, each verified"
         + (f" ({escape(counts)})" if counts else "")
         + (f"; {report.skipped} already there, identical" if report.skipped else "")
+        + (f"; secrets redacted: {', '.join(sorted(report.redacted))}" if report.redacted else "")
     )

@@ -65,7 +65,7 @@ from deermem.memory.results import (
     ScopeSummary,
     SearchResult,
 )
-from deermem.model import Fact, Scope, category_key, format_timestamp
+from deermem.model import Fact, Scope, category_key, format_timestamp, redact_fact
 from deermem.policy import POLICY_HYBRID_V1
 from deermem.recall.index import SearchIndexHandle
 from deermem.store import (
@@ -467,7 +467,6 @@ class Memory:
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
-            check_not_duplicate(snapshot, text)
             # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
                 "id": self._fresh_id(snapshot, transaction.archived),
@@ -484,6 +483,12 @@ class Memory:
             if tags:
                 data["topics"] = tags
             fact = Fact.from_dict(data)
+            # Redacted before the duplicate rule, so a secret pasted twice is one fact;
+            # the limits were checked on the text as written (a marker may be longer).
+            redacted: tuple[str, ...] = ()
+            if self.config.redact_secrets:
+                fact, redacted = redact_fact(fact)
+            check_not_duplicate(snapshot, fact.content)
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
             )
@@ -499,6 +504,7 @@ class Memory:
             evicted=outcome.evicted,
             receipts=outcome.receipts,
             relearned=fact_id if fact.id in outcome.relearned else None,
+            redacted=redacted,
         )
 
     def import_document(self, document: Mapping[str, object]) -> ImportResult:
@@ -527,6 +533,7 @@ class Memory:
             evicted=outcome.evicted,
             replaced=outcome.removed,
             receipts=outcome.receipts,
+            redacted=outcome.commit.redacted,
         )
 
     def restore(self, fact_id: str) -> RestoreResult:
@@ -559,6 +566,7 @@ class Memory:
             restored=fact_id in outcome.kept_new,
             evicted=outcome.evicted,
             receipts=outcome.receipts,
+            redacted=outcome.commit.redacted,
         )
 
     # --- changing and removing ------------------------------------------------------

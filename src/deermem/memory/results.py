@@ -45,6 +45,8 @@ class CreateResult:
         receipts: the receipts of this commit.
         relearned: the archived fact that came back instead of a new one,
             because it says the same (see docs/regret.md), else ``None``.
+        redacted: the kinds of secret replaced by ``[redacted: KIND]`` before
+            anything was written (never the values; docs/privacy.md).
     """
 
     fact_id: str | None
@@ -52,6 +54,7 @@ class CreateResult:
     evicted: tuple[str, ...]
     receipts: tuple[EvictionReceipt, ...]
     relearned: str | None = None
+    redacted: tuple[str, ...] = ()
 
     @property
     def kept(self) -> bool:
@@ -65,17 +68,23 @@ class CreateResult:
             "relearned": self.relearned,
             "evicted": list(self.evicted),
             "receipts": [receipt.to_dict() for receipt in self.receipts],
+            "redacted": list(self.redacted),
         }
 
 
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
-    """The outcome of :meth:`Memory.restore`: back in the library, or evicted again."""
+    """The outcome of :meth:`Memory.restore`: back in the library, or evicted again.
+
+    ``redacted``: the kinds of secret an entry archived before redaction held,
+    replaced as it came back (never the values).
+    """
 
     fact_id: str
     restored: bool
     evicted: tuple[str, ...]
     receipts: tuple[EvictionReceipt, ...]
+    redacted: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -83,6 +92,7 @@ class RestoreResult:
             "restored": self.restored,
             "evicted": list(self.evicted),
             "receipts": [receipt.to_dict() for receipt in self.receipts],
+            "redacted": list(self.redacted),
         }
 
 
@@ -95,12 +105,14 @@ class ImportResult:
         evicted: ids the capacity gate evicted.
         replaced: ids of stored facts the document did not contain (removed).
         receipts: the receipts of this commit.
+        redacted: the kinds of secret replaced before anything was written.
     """
 
     kept: tuple[str, ...]
     evicted: tuple[str, ...]
     replaced: tuple[str, ...]
     receipts: tuple[EvictionReceipt, ...]
+    redacted: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -108,6 +120,7 @@ class ImportResult:
             "evicted": list(self.evicted),
             "replaced": list(self.replaced),
             "receipts": [receipt.to_dict() for receipt in self.receipts],
+            "redacted": list(self.redacted),
         }
 
 

@@ -6,7 +6,9 @@ user whole, in one atomic write of the destination — and verifies every
 copy by dumping it back from the destination and comparing it with the
 source's dump (summaries with their revision, facts with every field, usage,
 receipts, the archive in arrival order, thread marks, regret events and
-shadow marks). Nothing about the source changes.
+shadow marks). Nothing about the source changes. Secrets in what is copied are
+replaced on the way (``redact_secrets``, :func:`deermem.store.plan.redact_dump`):
+the copy is verified against the source's dump as redacted.
 
 Before anything is written, every source user is looked up in the
 destination: a user the destination already holds with other data stops the
@@ -26,6 +28,7 @@ from deermem.config import MemoryConfig, is_database_url, redact_database_url
 from deermem.errors import ConfigError, MigrationError
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
+from deermem.store.plan import redact_dump
 from deermem.store.protocol import Transfer, UserDump
 
 __all__ = [
@@ -49,6 +52,7 @@ class MigrationReport:
         skipped: users the destination already held, identical.
         counts: facts, usage entries, audit events, archive entries, marks,
             regret events, shadow marks and agents, summed over the users copied.
+        redacted: the kinds of secret replaced in what was copied (never the values).
     """
 
     source: str
@@ -56,6 +60,7 @@ class MigrationReport:
     copied: int = 0
     skipped: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    redacted: set[str] = field(default_factory=set)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -66,6 +71,7 @@ class MigrationReport:
             "skipped": self.skipped,
             "verified": True,
             **self.counts,
+            "redacted": sorted(self.redacted),
         }
 
 
@@ -106,8 +112,12 @@ def migrate(
     report: MigrationReport,
     *,
     progress: Progress | None = None,
+    redact_secrets: bool = True,
 ) -> MigrationReport:
     """Copy every user of ``source`` into ``destination`` and verify each copy.
+
+    With ``redact_secrets``, each user's secrets are replaced before the copy
+    is written (the source keeps them; ``deermem redact`` cleans a store in place).
 
     Raises:
         MigrationError: the destination holds a user with other data (nothing
@@ -120,7 +130,7 @@ def migrate(
     for user in users:
         if user not in held:
             continue
-        mine, there = source.dump_user(user), destination.dump_user(user)
+        mine, there = _dumped(source, user, redact_secrets, report), destination.dump_user(user)
         if mine is None or there is None or there.document() != mine.document():
             raise MigrationError(
                 user,
@@ -135,7 +145,7 @@ def migrate(
     for user in users:
         if user in skipped:
             continue
-        dump = source.dump_user(user)  # one user in memory at a time
+        dump = _dumped(source, user, redact_secrets, report)  # one user in memory at a time
         if dump is not None:
             destination.load_user(dump)
             copy = destination.dump_user(user)
@@ -148,6 +158,18 @@ def migrate(
         if progress is not None:
             progress(done, total)
     return report
+
+
+def _dumped(
+    source: Transfer, user: str | None, redact_secrets: bool, report: MigrationReport
+) -> UserDump | None:
+    """One user of the source, as the destination is to hold it (secrets replaced)."""
+    dump = source.dump_user(user)
+    if dump is None or not redact_secrets:
+        return dump
+    dump, kinds = redact_dump(dump)
+    report.redacted.update(kinds)
+    return dump
 
 
 def _difference(expected: UserDump, found: UserDump | None) -> str:

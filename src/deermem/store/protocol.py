@@ -191,6 +191,8 @@ class CommitResult:
         deleted: ids of the facts deleted.
         changed: whether anything was written at all.
         version: the scope's version token after the commit.
+        redacted: the kinds of secret replaced in what the commit wrote
+            (sorted; never the values), see :func:`deermem.store.plan.redact_changes`.
     """
 
     revision: int
@@ -198,6 +200,7 @@ class CommitResult:
     deleted: tuple[str, ...]
     changed: bool
     version: str
+    redacted: tuple[str, ...] = ()
 
 
 class StoreTransaction(Protocol):

@@ -31,6 +31,7 @@ unchanged. What this class adds on top of the modules it composes:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -87,7 +88,14 @@ from deermem.store.markdown.sidecars import (
     read_entry,
     read_mark,
 )
-from deermem.store.plan import ChangePlan, ScopeCache, patched_snapshot, plan_changes, sort_facts
+from deermem.store.plan import (
+    ChangePlan,
+    ScopeCache,
+    patched_snapshot,
+    plan_changes,
+    redacted_changes,
+    sort_facts,
+)
 from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
 from deermem.store.records import (
     ArchiveEntry,
@@ -132,6 +140,8 @@ class MarkdownStore:
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
         access_half_life_days: half-life of recall heat in the usage sidecar.
         regret_max_events: regret events kept per agent; 0 records none.
+        redact_secrets: replace secrets in what a commit writes
+            (:func:`deermem.store.plan.redact_changes`).
     """
 
     def __init__(
@@ -145,6 +155,7 @@ class MarkdownStore:
         archive_max_age_days: int = 365,
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
         regret_max_events: int = 1000,
+        redact_secrets: bool = True,
     ) -> None:
         self.root = Path(root)
         self.manifest_filename = manifest_filename
@@ -154,6 +165,7 @@ class MarkdownStore:
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
         self.regret_max_events = regret_max_events
+        self.redact_secrets = redact_secrets
         self._cache = ScopeCache()
         self._users: dict[str | None, UserPaths] = {}
         # The ids named by the contents of user directories without an owner
@@ -172,6 +184,7 @@ class MarkdownStore:
             archive_max_age_days=config.archive_max_age_days,
             access_half_life_days=config.eviction_access_half_life_days,
             regret_max_events=config.regret_max_events,
+            redact_secrets=config.redact_secrets,
         )
 
     def __repr__(self) -> str:
@@ -642,11 +655,12 @@ class MarkdownTransaction:
         return sidecars.read_shadow_marks(self._paths.shadow_marks)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
+        changes, redacted = redacted_changes(changes, self._store.redact_secrets)
         archive, self._archive = self._archive, None
         result, self._snapshot = self._store._commit_locked(
             self._scope, self._user, self._snapshot, changes, self._claims, archive
         )
-        return result
+        return dataclasses.replace(result, redacted=redacted) if redacted else result
 
 
 # ---------------------------------------------------------------------------

@@ -63,6 +63,7 @@ from deermem.store.plan import (
     newest_first,
     patched_snapshot,
     plan_changes,
+    redacted_changes,
     sort_facts,
 )
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
@@ -142,6 +143,8 @@ class PostgresStore:
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
         access_half_life_days: half-life of recall heat in the usage table.
         regret_max_events: regret events kept per agent; 0 records none.
+        redact_secrets: replace secrets in what a commit writes
+            (:func:`deermem.store.plan.redact_changes`).
         pool_size: connections this process keeps open at most.
         connect_timeout: seconds to wait for a connection.
 
@@ -161,6 +164,7 @@ class PostgresStore:
         archive_max_age_days: int = 365,
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
         regret_max_events: int = 1000,
+        redact_secrets: bool = True,
         pool_size: int = 10,
         connect_timeout: float = 10.0,
     ) -> None:
@@ -171,6 +175,7 @@ class PostgresStore:
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
         self.regret_max_events = regret_max_events
+        self.redact_secrets = redact_secrets
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
         with connect(url, self.address, timeout=connect_timeout) as connection:
@@ -197,6 +202,7 @@ class PostgresStore:
             archive_max_age_days=config.archive_max_age_days,
             access_half_life_days=config.eviction_access_half_life_days,
             regret_max_events=config.regret_max_events,
+            redact_secrets=config.redact_secrets,
         )
 
     def __repr__(self) -> str:
@@ -725,6 +731,7 @@ class PostgresTransaction:
             return self._store._shadow_marks(self._locked(), self._scope)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
+        changes, redacted = redacted_changes(changes, self._store.redact_secrets)
         with translated(self._store.address):
             connection = self._locked()
             try:
@@ -738,7 +745,7 @@ class PostgresTransaction:
             self._open = False
         if snapshot is not None:
             self._store._cache.put(self._scope, snapshot.version, snapshot)
-        return result
+        return dataclasses.replace(result, redacted=redacted) if redacted else result
 
     def purge(self, fact_id: str) -> None:
         """Delete an archive entry (even one too damaged to read); see :meth:`Store.purge`."""
