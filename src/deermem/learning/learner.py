@@ -437,6 +437,19 @@ class Learner:
                 )
             return self._queue
 
+    def forget_user(self, user_id: str) -> int:
+        """Drop a user's queued conversations and wait for a running update to end.
+
+        Called when the user is erased, so that nothing queued before writes
+        their memory again afterwards. Returns the conversations dropped.
+        """
+        with self._setup:
+            queue = self._queue
+        dropped = 0 if queue is None else queue.drop_user(user_id)
+        with self._running:  # an update under way commits (or fails) before the erase
+            pass
+        return dropped
+
     def _process(self, item: QueueItem[Message]) -> bool:
         """The queue's processing function: one update over the item's new messages."""
         key = item.key

@@ -58,6 +58,7 @@ from deermem.memory._checks import (
 from deermem.memory.documents import export_document, plan_import
 from deermem.memory.results import (
     CreateResult,
+    ErasureResult,
     Explanation,
     ImportResult,
     ReindexReport,
@@ -65,7 +66,14 @@ from deermem.memory.results import (
     ScopeSummary,
     SearchResult,
 )
-from deermem.model import Fact, Scope, category_key, format_timestamp, redact_fact
+from deermem.model import (
+    Fact,
+    Scope,
+    category_key,
+    check_user_id,
+    format_timestamp,
+    redact_fact,
+)
 from deermem.policy import POLICY_HYBRID_V1
 from deermem.recall.index import SearchIndexHandle
 from deermem.store import (
@@ -671,6 +679,32 @@ class Memory:
             empty: dict[SummaryKey, str | Section] = dict.fromkeys(keys, Section())
             self.store.commit(self.scope, ChangeSet(now=self.now(), summaries=empty))
         return tuple(removed)
+
+    def erase_user(self, user_id: str) -> ErasureResult:
+        """Erase a user everywhere, for good: every agent, the summaries, the archive,
+        receipts, usage, regret events, shadow marks, conversation marks, queued
+        conversations, journals and temporary files, and the user's search index rows.
+
+        Works on any memory of the store (an :meth:`open_unscoped` one too): it
+        addresses ``user_id``, not this memory's scope. Crash-safe (a kill
+        leaves the user intact or erased at the next open, never half; see
+        :meth:`deermem.store.Store.erase_user`). Afterwards no file under a
+        Markdown root and no live row of the database holds the user's id or
+        anything they said; the index file is vacuumed with ``secure_delete``.
+        A user the store does not hold is erased of nothing (counts 0).
+
+        Raises:
+            UnsafeIdentifierError: ``user_id`` is not a usable user id.
+        """
+        user_id = check_user_id(user_id)
+        index = self._search_index.get(self.store)
+        # The index first and again last: a search between the two may have
+        # brought rows back; the store erases between, atomically.
+        rows = index.forget_user(user_id)
+        queued = self._updates.forget_user(user_id)
+        counts = self.store.erase_user(user_id)
+        rows += index.forget_user(user_id)
+        return ErasureResult(user_id, {**counts, "searchRows": rows, "queued": queued})
 
     def purge(self, fact_id: str) -> None:
         """Delete an archived fact for good; its content-free receipts stay.

@@ -7,6 +7,7 @@ memory).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +20,7 @@ from deermem.store.records import ArchiveEntry, EvictionReceipt, ReceiptEntry
 
 __all__ = [
     "CreateResult",
+    "ErasureResult",
     "Explanation",
     "FactStatus",
     "ImportResult",
@@ -193,3 +195,27 @@ class ScopeSummary:
             "facts": self.facts,
             "archived": self.archived,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureResult:
+    """The outcome of :meth:`Memory.erase_user` (counts only: no content).
+
+    Attributes:
+        user_id: the user erased.
+        counts: what went, by :data:`deermem.store.protocol.ERASED_COUNTS`, plus
+            ``searchRows`` (rows of the search index) and ``queued``
+            (conversations waiting to be learned from); all 0 for a user the
+            store did not hold.
+    """
+
+    user_id: str
+    counts: Mapping[str, int]
+
+    @property
+    def erased(self) -> bool:
+        """Whether anything was held for the user."""
+        return any(self.counts.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {"userId": self.user_id, "erased": self.erased, "counts": dict(self.counts)}

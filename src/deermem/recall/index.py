@@ -890,6 +890,42 @@ class SearchIndex:
 
         return self._run(remove)
 
+    def forget_user(self, user: str) -> int:
+        """Forget every scope of a user so that no page of the file keeps its text.
+
+        Each scope goes as :meth:`remove_scope` removes one (with whatever the
+        index derives from its rows); then, with ``secure_delete`` on, every
+        full-text table is merged (a deleted row's terms stay in its segments
+        until then), the file vacuumed and the write-ahead log truncated, so
+        no page, free or not, nor the log holds what the rows said. Returns
+        the rows removed.
+        """
+        agents = self._run(
+            lambda db: [
+                str(row[0])
+                for row in db.execute(
+                    "SELECT agent FROM scope WHERE user_key = ?", (user_key(user),)
+                )
+            ]
+        )
+        removed = sum(self.remove_scope(user, agent) for agent in agents)
+
+        def scrub(db: sqlite3.Connection) -> None:
+            db.execute("PRAGMA secure_delete = ON")
+            # A full-text table keeps a deleted row's terms in its segments until they
+            # are merged: merge each into one (every full-text table, whatever the schema).
+            for (table,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5%'"
+            ).fetchall():
+                db.execute(f'INSERT INTO "{table}" ("{table}") VALUES (\'optimize\')')
+            db.execute("VACUUM")
+            if self._path != MEMORY:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        if removed:
+            self._run(scrub)
+        return removed
+
     # --- reading ---------------------------------------------------------------
 
     def search(

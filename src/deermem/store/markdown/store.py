@@ -75,7 +75,16 @@ from deermem.store.markdown.files import (
     search_index_path,
     stored_user_ids,
 )
-from deermem.store.markdown.journal import FileChange, JournalInfo, commit_files, recover
+from deermem.store.markdown.journal import (
+    ERASING_DIRNAME,
+    FileChange,
+    JournalInfo,
+    begin_erasure,
+    commit_files,
+    erasing_lock,
+    finish_erasures,
+    recover,
+)
 from deermem.store.markdown.locks import user_lock
 from deermem.store.markdown.sidecars import (
     ArchiveIndex,
@@ -96,7 +105,7 @@ from deermem.store.plan import (
     redacted_changes,
     sort_facts,
 )
-from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.protocol import ERASED_COUNTS, ChangeSet, CommitResult, ScopeSnapshot
 from deermem.store.records import (
     ArchiveEntry,
     EvictionReceipt,
@@ -171,6 +180,8 @@ class MarkdownStore:
         # The ids named by the contents of user directories without an owner
         # record, read once: until the first commit claims the directory.
         self._stored: dict[tuple[Path, int, int, int], frozenset[str]] = {}
+        if any((self.root / ERASING_DIRNAME).glob("*.json")):  # an erase was interrupted
+            finish_erasures(self.root)
 
     @classmethod
     def from_config(cls, config: MemoryConfig, root: str | Path | None = None) -> MarkdownStore:
@@ -365,6 +376,34 @@ class MarkdownStore:
             problems.extend(found)
             scopes.extend(Scope(user_id, agent) for agent in agents or (DEFAULT_AGENT,))
         return tuple(scopes), problems
+
+    def erase_user(self, user_id: str) -> dict[str, int]:
+        """Erase everything held for a user, crash-safe (see "Erasing a user" below).
+
+        Returns:
+            What was removed, counted as :meth:`UserDump.counts` counts
+            (all 0 for a user the store does not hold).
+        """
+        from deermem.store.markdown.transfer import MarkdownTransfer  # it imports this module
+
+        scope = Scope.of(user_id)
+        counts = dict.fromkeys(ERASED_COUNTS, 0)
+        with erasing_lock(self.root):
+            user = self._user(scope)
+            if user.user_dir.is_dir():
+                with self._locked(scope, user):  # no commit of the user is half-way
+                    dump = MarkdownTransfer(self).dump_user(user_id)
+                    if dump is not None:
+                        counts.update(dump.counts())
+                    tomb = begin_erasure(self.root, user)
+                    user.user_dir.rename(tomb)  # the commit point: erased from here on
+                    fsync_path(user.user_dir.parent)
+                    fsync_path(tomb.parent)
+                finish_erasures(self.root, recovering=False)
+        self._cache.drop_user(user_id)
+        self._users.pop(user_id, None)
+        self._stored.clear()
+        return counts
 
     def search_index_location(self) -> Path:
         """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.

@@ -44,6 +44,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
@@ -68,7 +69,7 @@ from deermem.store.plan import (
 )
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
 from deermem.store.postgres.database import Connection, check_schema, connect, translated
-from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.protocol import ERASED_COUNTS, ChangeSet, CommitResult, ScopeSnapshot
 from deermem.store.records import (
     ArchiveEntry,
     EvictionReceipt,
@@ -286,6 +287,50 @@ class PostgresStore:
     def reload(self, scope: Scope) -> ScopeSnapshot:
         self._cache.drop(scope)
         return self.load(scope)
+
+    def erase_user(self, user_id: str) -> dict[str, int]:
+        """Erase every row of a user, in one transaction under the user's lock.
+
+        Every table with a ``user_id`` column goes (found in the catalogue, so a
+        table a later schema adds — the search vectors — goes too); the user's
+        row last. After the commit no live row names the user; the version
+        token of every scope changes, so each replica's cache and search index
+        let go of it at their next read. Returns the counts of :data:`ERASED_COUNTS`.
+        """
+        scope = Scope.of(user_id)
+        key = rows.user_key(scope)
+        counts = dict.fromkeys(ERASED_COUNTS, 0)
+        agents: set[str] = set()
+        with self._connection() as connection:
+            self._begin_locked(connection, scope)
+            try:
+                tables = [
+                    name
+                    for (name,) in connection.execute(
+                        "SELECT table_name FROM information_schema.columns "
+                        "WHERE table_schema = current_schema() AND column_name = 'user_id' "
+                        "AND table_name LIKE 'deermem\\_%%' AND table_name <> 'deermem_users' "
+                        "ORDER BY table_name"
+                    )
+                ]
+                for table in tables:
+                    gone = connection.execute(
+                        sql.SQL("DELETE FROM {} WHERE user_id = %s RETURNING agent").format(
+                            sql.Identifier(table)
+                        ),
+                        (key,),
+                    ).fetchall()
+                    agents.update(agent for (agent,) in gone)
+                    if table in _ERASED_TABLES:
+                        counts[_ERASED_TABLES[table]] = len(gone)
+                connection.execute("DELETE FROM deermem_users WHERE user_id = %s", (key,))
+                connection.execute("COMMIT")
+            except BaseException:
+                roll_back(connection)
+                raise
+        counts["agents"] = len(agents)
+        self._cache.drop_user(user_id)
+        return counts
 
     def search_index_location(self) -> str:
         """``":memory:"``: each process derives its own index from the database.
@@ -776,6 +821,18 @@ class PostgresTransaction:
         if self._open:
             self._open = False
             roll_back(self._connection)
+
+
+# The tables :meth:`PostgresStore.erase_user` counts, by the count they make.
+_ERASED_TABLES: Final = {
+    "deermem_facts": "facts",
+    "deermem_usage": "usage",
+    "deermem_receipts": "events",
+    "deermem_archive": "archived",
+    "deermem_threads": "marks",
+    "deermem_regret_events": "regretEvents",
+    "deermem_shadow_marks": "shadowMarks",
+}
 
 
 def roll_back(connection: Connection) -> None:
