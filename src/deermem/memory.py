@@ -78,6 +78,7 @@ from deermem.results import (
     RestoreResult,
     ScopeSummary,
     SearchResult,
+    UserImportResult,
 )
 from deermem.store import (
     REASON_DELETED,
@@ -92,6 +93,9 @@ from deermem.store import (
     open_store,
     resolve_root,
 )
+from deermem.store.migrate import read_user_export, transfer_of, user_export
+from deermem.store.plan import redact_dump
+from deermem.store.protocol import UserDump
 from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
@@ -701,6 +705,50 @@ class Memory:
         return ErasureResult(
             user_id=user_id, counts={**counts, "searchRows": rows, "queued": queued}
         )
+
+    def export_user(self, user_id: str) -> dict[str, object]:
+        """Everything held for a user, as one versioned JSON document (docs/privacy.md).
+
+        Every agent's facts, the summaries, the archive with its receipts,
+        usage, regret events, shadow marks and conversation marks — what a
+        person may ask for under a right of access. Works on any memory of
+        the store (it addresses ``user_id``). A user the store does not hold
+        exports as an empty document.
+
+        Raises:
+            UnsafeIdentifierError: ``user_id`` is not a usable user id.
+        """
+        user_id = check_user_id(user_id)
+        dump = transfer_of(self.store).dump_user(user_id)
+        if dump is None:
+            dump = UserDump(user_id, SummaryDocument(), ())
+        return user_export(dump, format_timestamp(self.now()))
+
+    def import_user(self, document: Mapping[str, object]) -> UserImportResult:
+        """Restore a user from :meth:`export_user`'s document, whole, in one atomic write.
+
+        The store must not hold the user yet (erase it first): the document
+        is the user's whole memory, as ``deermem migrate`` copies one. Every
+        part is checked as the store checks its own files, and secrets are
+        replaced as on every write (``redact_secrets``).
+
+        Raises:
+            FactValidationError: the document is not an export, a part of it
+                is invalid (named), or the store already holds the user.
+        """
+        dump = read_user_export(document)
+        redacted: tuple[str, ...] = ()
+        if self.config.redact_secrets:
+            dump, redacted = redact_dump(dump)
+        try:
+            transfer_of(self.store).load_user(dump)
+        except FileExistsError:
+            raise FactValidationError(
+                "userId",
+                dump.user_id,
+                "the store already holds this user; erase it first (deermem users erase)",
+            ) from None
+        return UserImportResult(user_id=str(dump.user_id), counts=dump.counts(), redacted=redacted)
 
     def purge(self, fact_id: str) -> None:
         """Delete an archived fact for good; its content-free receipts stay.

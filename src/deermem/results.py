@@ -107,6 +107,7 @@ __all__ = [
     "SearchResults",
     "Standing",
     "Topics",
+    "UserImportResult",
     "to_json",
 ]
 
@@ -582,3 +583,19 @@ class ErasureResult(BaseModel):
     def erased(self) -> bool:
         """Whether anything was held for the user."""
         return any(self.counts.values())
+
+
+class UserImportResult(BaseModel):
+    """The outcome of :meth:`Memory.import_user`: what the export restored (counts only).
+
+    Attributes:
+        user_id: the user restored.
+        counts: what was written, by :data:`deermem.store.protocol.ERASED_COUNTS`.
+        redacted: the kinds of secret replaced before anything was written.
+    """
+
+    model_config = RESULT_CONFIG
+
+    user_id: str
+    counts: Mapping[str, int]
+    redacted: Ids = ()

@@ -35,7 +35,8 @@ def populate(stores: Stores, user: str, *, agents: tuple[str, ...] = ("coder", "
         for number in range(12):  # two more than the cap: evictions, receipts, archive
             view.create_fact(words(user, number) + f" for {agent}", confidence=0.9)
         view.delete_fact(view.list_facts()[0].id)
-        view.search("quokka001")  # index rows (library and archive) and usage
+        view.search(f"quokka005{user[-6:]}")  # index rows (library and archive)
+        view.store.record_access(view.scope, [f.id for f in view.list_facts()[:2]], NOW)
         stores().commit(
             Scope.of(user, agent), ChangeSet(now=NOW, watermarks={f"thread of {user}": "m-1"})
         )
@@ -62,6 +63,7 @@ def test_erase_removes_every_trace_of_the_user_and_keeps_the_others(stores: Stor
     assert counts["archived"] == 2 * 3
     assert counts["events"] >= 2 * 3
     assert counts["marks"] == 2
+    assert counts["usage"] == 2 * 2
     after = store_text(stores.kind, stores.root, stores.url)
     assert ERIN not in after
     assert ERIN[-6:] not in after, "a word the user said is still stored"

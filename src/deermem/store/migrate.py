@@ -18,23 +18,31 @@ skipped, so a migration that was interrupted can simply be run again.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from deermem.config import MemoryConfig, is_database_url, redact_database_url
-from deermem.errors import ConfigError, MigrationError
+from deermem.errors import ConfigError, CorruptMemoryFile, FactValidationError, MigrationError
+from deermem.model import Fact, Scope, check_user_id, normalise_agent
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.plan import redact_dump
-from deermem.store.protocol import Transfer, UserDump
+from deermem.store.protocol import ScopeDump, Store, Transfer, UserDump
+from deermem.store.records import ThreadMark, UsageEntry, decode_entry, decode_summaries
 
 __all__ = [
+    "USER_EXPORT_FORMAT",
+    "USER_EXPORT_VERSION",
     "MigrationReport",
     "migrate",
     "opened_location",
+    "read_user_export",
+    "transfer_of",
+    "user_export",
 ]
 
 Progress = Callable[[int, int], None]
@@ -191,3 +199,138 @@ def _difference(expected: UserDump, found: UserDump | None) -> str:
             if mine.get(name) != theirs.get(name)
         )
     return "the copy differs from the source in " + (", ".join(parts) or "its shape")
+
+
+# ---------------------------------------------------------------------------
+# One user as a document: ``deermem users export`` and its import (docs/privacy.md)
+#
+# The export is the user's dump (what migrate copies) under a versioned header:
+#
+#   {"format": "deermem.user-export", "version": 1, "exportedAt": "...Z",
+#    "userId": "...", "summaries": {...},
+#    "agents": {"<agent>": {"facts": [...], "usage": {...}, "events": [...],
+#               "archive": [...], "marks": [...], "regret": [...], "shadowMarks": {...}}}}
+#
+# Reading it back checks every part as the stores check their own files and
+# gives the dump, which a store that does not hold the user loads whole.
+# ---------------------------------------------------------------------------
+
+USER_EXPORT_FORMAT = "deermem.user-export"
+USER_EXPORT_VERSION = 1
+
+
+def transfer_of(store: Store) -> Transfer:
+    """The whole-user view (dump, load) of a store opened by :func:`deermem.store.open_store`."""
+    if isinstance(store, MarkdownStore):
+        return MarkdownTransfer(store)
+    from deermem.store.postgres import PostgresStore
+    from deermem.store.postgres.transfer import PostgresTransfer
+
+    if isinstance(store, PostgresStore):
+        return PostgresTransfer(store)
+    raise TypeError(f"{store!r} cannot be seen whole")  # pragma: no cover
+
+
+def user_export(dump: UserDump, exported_at: str) -> dict[str, object]:
+    """The export document of a user (see above)."""
+    return {
+        "format": USER_EXPORT_FORMAT,
+        "version": USER_EXPORT_VERSION,
+        "exportedAt": exported_at,
+        **dump.document(),
+    }
+
+
+def read_user_export(document: object) -> UserDump:
+    """The user an export document holds, every part checked.
+
+    Raises:
+        FactValidationError: the document is not an export of this version,
+            or a part of it is invalid (named: ``agents.coder.archive[3]``).
+    """
+    if not isinstance(document, Mapping) or document.get("format") != USER_EXPORT_FORMAT:
+        raise FactValidationError("format", None, f"expected {USER_EXPORT_FORMAT!r}")
+    if document.get("version") != USER_EXPORT_VERSION:
+        raise FactValidationError(
+            "version", document.get("version"), f"expected {USER_EXPORT_VERSION}"
+        )
+    raw_user = document.get("userId")
+    user_id = check_user_id(raw_user)
+    try:
+        summaries = decode_summaries(
+            json.dumps(document.get("summaries")).encode("utf-8"), "summaries"
+        )
+    except CorruptMemoryFile as error:
+        raise FactValidationError("summaries", None, error.problem) from None
+    agents = document.get("agents")
+    if not isinstance(agents, Mapping):
+        raise FactValidationError("agents", agents, "expected an object of agents")
+    scopes = tuple(
+        _scope_of(user_id, agent, part) for agent, part in sorted(agents.items(), key=str)
+    )
+    return UserDump(user_id, summaries, scopes)
+
+
+def _scope_of(user_id: str, agent: object, part: object) -> ScopeDump:
+    where = f"agents.{agent}"
+    if not isinstance(agent, str) or normalise_agent(agent) != agent:
+        raise FactValidationError(where, agent, "expected an agent name")
+    if not isinstance(part, Mapping):
+        raise FactValidationError(where, part, "expected an object")
+    scope = Scope.of(user_id, agent)
+
+    def listed(name: str) -> list[object]:
+        value = part.get(name, [])
+        if not isinstance(value, list):
+            raise FactValidationError(f"{where}.{name}", value, "expected a list")
+        return value
+
+    def mapped(name: str) -> Mapping[str, object]:
+        value = part.get(name, {})
+        if not isinstance(value, Mapping):
+            raise FactValidationError(f"{where}.{name}", value, "expected an object")
+        return value
+
+    facts = tuple(
+        Fact.from_dict(_object(f"{where}.facts[{n}]", raw)) for n, raw in enumerate(listed("facts"))
+    )
+    usage: dict[str, UsageEntry] = {}
+    for fact_id, raw in mapped("usage").items():
+        entry = UsageEntry.from_dict(raw)
+        if entry is None:
+            raise FactValidationError(f"{where}.usage.{fact_id}", raw, "expected a usage entry")
+        usage[fact_id] = entry
+    archive = []
+    for n, raw in enumerate(listed("archive")):
+        label = f"{where}.archive[{n}]"
+        fact = _object(label, raw).get("fact")
+        archived_id = fact.get("id") if isinstance(fact, Mapping) else None
+        try:
+            archive.append(
+                decode_entry(json.dumps(raw).encode("utf-8"), label, scope, str(archived_id))
+            )
+        except CorruptMemoryFile as error:
+            raise FactValidationError(label, None, error.problem) from None
+    marks = []
+    for n, raw in enumerate(listed("marks")):
+        mark = _object(f"{where}.marks[{n}]", raw)
+        values = (mark.get("thread_id"), mark.get("mark"), mark.get("marked_at"))
+        if not all(isinstance(value, str) for value in values):
+            raise FactValidationError(f"{where}.marks[{n}]", raw, "expected a thread mark")
+        marks.append(ThreadMark(*(str(value) for value in values)))
+    return ScopeDump(
+        agent=agent,
+        facts=facts,
+        usage=usage,
+        events=tuple(listed("events")),
+        archive=tuple(archive),
+        marks=tuple(marks),
+        regret=tuple(listed("regret")),
+        shadow=dict(mapped("shadowMarks")),
+    )
+
+
+def _object(where: str, raw: object) -> Mapping[str, object]:
+    if not isinstance(raw, Mapping):
+        raise FactValidationError(where, raw, "expected an object")
+    return raw
