@@ -25,6 +25,7 @@ reads — is this module's own (:func:`export_document`, :func:`plan_import`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import errno
 import logging
 import os
@@ -60,6 +61,7 @@ from deermem.model import (
     format_timestamp,
     new_fact_id,
     random_fact_id,
+    redact,
     redact_fact,
 )
 from deermem.policy import POLICY_HYBRID_V1, coerce_confidence
@@ -74,6 +76,8 @@ from deermem.results import (
     FactPatch,
     ImportResult,
     NewFact,
+    RedactedItem,
+    RedactionReport,
     ReindexReport,
     RestoreResult,
     ScopeSummary,
@@ -931,6 +935,78 @@ class Memory:
                     _log.warning("search hits are not counted as recalls: %s", error)
         return results
 
+    def redact_stored(self, *, dry_run: bool = False) -> RedactionReport:
+        """Find the secrets already stored (before redaction, or with it off) and replace them.
+
+        Store-wide: every scope's facts and archive entries and every user's
+        summaries are read; each one holding a secret is rewritten with
+        ``[redacted: KIND]`` in its place (a new fact revision), whatever
+        ``redact_secrets`` says, and the search index forgets the scope's rows
+        and is scrubbed (:meth:`SearchIndex.scrub`). With ``dry_run`` nothing
+        changes. The report names kinds and ids only, never a value.
+        """
+        now = self.now()
+        items: list[RedactedItem] = []
+        changed: list[Scope] = []
+        users: set[str | None] = set()
+        for scope in self.store.scopes():
+            summaries = scope.user_id not in users  # a user's summaries: with its first agent
+            users.add(scope.user_id)
+            found = self._redact_scope(scope, now, items, summaries=summaries, dry_run=dry_run)
+            if found and not dry_run:
+                changed.append(scope)
+        if changed:
+            index = self._search_index.get(self.store)
+            for scope in changed:
+                index.remove_scope(scope.user_id, scope.agent)
+            index.scrub()
+        return RedactionReport(dry_run=dry_run, items=tuple(items))
+
+    def _redact_scope(
+        self,
+        scope: Scope,
+        now: datetime,
+        items: list[RedactedItem],
+        *,
+        summaries: bool,
+        dry_run: bool,
+    ) -> bool:
+        """Redact one scope's facts and archive (and, with ``summaries``, the user's)."""
+        with self.store.transaction(scope) as transaction:
+            writes: list[FactWrite] = []
+            for fact in transaction.snapshot.facts:
+                redacted, kinds = redact_fact(fact)
+                if kinds:
+                    writes.append(FactWrite(redacted, create=False))
+                    items.append(_redacted_item(scope, "fact", fact.id, kinds))
+            puts: list[ArchiveEntry] = []
+            for entry in self.store.archive(scope, now):
+                redacted, kinds = redact_fact(entry.fact)
+                if kinds:
+                    puts.append(dataclasses.replace(entry, fact=redacted))
+                    items.append(_redacted_item(scope, "archive", entry.fact_id, kinds))
+            sections: dict[SummaryKey, str | Section] = {}
+            for group, names in SUMMARY_GROUPS.items() if summaries else ():
+                for name in names:
+                    section = transaction.snapshot.summaries.section((group, name))
+                    redaction = redact(section.summary)
+                    if redaction.kinds:
+                        sections[(group, name)] = dataclasses.replace(
+                            section, summary=redaction.text
+                        )
+                        items.append(
+                            _redacted_item(scope, "summary", f"{group}.{name}", redaction.kinds)
+                        )
+            if not (writes or puts or sections):
+                return False
+            if not dry_run:
+                transaction.commit(
+                    ChangeSet(
+                        now=now, writes=tuple(writes), archive_puts=tuple(puts), summaries=sections
+                    )
+                )
+            return True
+
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild the store's search index from every scope's facts (store-wide).
 
@@ -1212,3 +1288,9 @@ def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section
             check_storable(f"{group}.{name}", dict(section.extra), max_size=MAX_KEPT_SIZE)
             sections[(group, name)] = section
     return sections
+
+
+def _redacted_item(scope: Scope, where: str, item_id: str, kinds: tuple[str, ...]) -> RedactedItem:
+    return RedactedItem.model_validate(
+        {"user": scope.user_id, "agent": scope.agent, "where": where, "id": item_id, "kinds": kinds}
+    )

@@ -99,6 +99,8 @@ __all__ = [
     "MatchType",
     "NewFact",
     "ReceiptJson",
+    "RedactedItem",
+    "RedactionReport",
     "ReindexReport",
     "RestoreResult",
     "Revision",
@@ -599,3 +601,30 @@ class UserImportResult(BaseModel):
     user_id: str
     counts: Mapping[str, int]
     redacted: Ids = ()
+
+
+class RedactedItem(BaseModel):
+    """One stored thing that held a secret: where, which id, which kinds (never the value)."""
+
+    model_config = RESULT_CONFIG
+
+    user: str | None
+    agent: str
+    where: Literal["fact", "archive", "summary"]
+    id: str
+    kinds: Ids
+
+
+class RedactionReport(BaseModel):
+    """The outcome of :meth:`Memory.redact_stored` (``deermem redact``)."""
+
+    model_config = RESULT_CONFIG
+
+    dry_run: bool
+    items: tuple[RedactedItem, ...]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def kinds(self) -> Ids:
+        """Every kind found, sorted."""
+        return tuple(sorted({kind for item in self.items for kind in item.kinds}))

@@ -894,11 +894,8 @@ class SearchIndex:
         """Forget every scope of a user so that no page of the file keeps its text.
 
         Each scope goes as :meth:`remove_scope` removes one (with whatever the
-        index derives from its rows); then, with ``secure_delete`` on, every
-        full-text table is merged (a deleted row's terms stay in its segments
-        until then), the file vacuumed and the write-ahead log truncated, so
-        no page, free or not, nor the log holds what the rows said. Returns
-        the rows removed.
+        index derives from its rows); then :meth:`scrub`, so no page, free or
+        not, nor the log holds what the rows said. Returns the rows removed.
         """
         agents = self._run(
             lambda db: [
@@ -909,11 +906,20 @@ class SearchIndex:
             ]
         )
         removed = sum(self.remove_scope(user, agent) for agent in agents)
+        if removed:
+            self.scrub()
+        return removed
+
+    def scrub(self) -> None:
+        """Leave no trace of deleted rows in the file: no free page, segment or log keeps them.
+
+        With ``secure_delete`` on, every full-text table is merged (a deleted
+        row's terms stay in its segments until then), the file vacuumed and
+        the write-ahead log truncated.
+        """
 
         def scrub(db: sqlite3.Connection) -> None:
             db.execute("PRAGMA secure_delete = ON")
-            # A full-text table keeps a deleted row's terms in its segments until they
-            # are merged: merge each into one (every full-text table, whatever the schema).
             for (table,) in db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5%'"
             ).fetchall():
@@ -922,9 +928,7 @@ class SearchIndex:
             if self._path != MEMORY:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-        if removed:
-            self._run(scrub)
-        return removed
+        self._run(scrub)
 
     # --- reading ---------------------------------------------------------------
 
