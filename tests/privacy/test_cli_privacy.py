@@ -5,12 +5,14 @@ from __future__ import annotations
 import io
 import json
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.cli import main
+from deermem.service.tokens import TokenFile
 from tests.privacy.fakes import MAKERS
 from tests.privacy.stored import files_text
 
@@ -40,6 +42,9 @@ def test_erase_refuses_without_yes_off_a_terminal_and_erases_with_it(
 ) -> None:
     seed(tmp_path, "ursula-3c9e")
     seed(tmp_path, "victor-7a1b")
+    tokens = TokenFile(tmp_path / ".server" / "tokens.json")
+    tokens.add(users=["ursula-3c9e"], now=datetime.now(UTC))
+    tokens.add(users=["ursula-3c9e", "victor-7a1b"], now=datetime.now(UTC))
     no_tty(monkeypatch)
     code, out, err = run(capsys, "--root", str(tmp_path), "users", "erase", "ursula-3c9e")
     assert code == 1
@@ -54,6 +59,8 @@ def test_erase_refuses_without_yes_off_a_terminal_and_erases_with_it(
     assert result["counts"]["agents"] == 2
     assert result["counts"]["facts"] == 2
     assert result["counts"]["archived"] == 2
+    assert result["counts"]["tokensRevoked"] == 1
+    assert len(tokens.records()) == 1
     assert "ursula-3c9e" not in files_text(tmp_path)
     assert "victor-7a1b" in files_text(tmp_path)
     # An unknown user: nothing to erase, exit 0, counts 0.

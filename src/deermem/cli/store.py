@@ -333,7 +333,9 @@ def erase_user(
 
     Nothing can bring it back (export it first: `deermem users export`). Asks
     on a terminal; elsewhere `--yes` is required. An unknown user is erased
-    of nothing (exit status 0, counts 0). Prints the counts only.
+    of nothing (exit status 0, counts 0). Prints the counts only. The
+    server's job records of the user go too, and its tokens bound only to
+    the user are revoked (others no longer name the user).
 
     Example: `deermem users erase alice --yes`
     """
@@ -342,7 +344,18 @@ def erase_user(
             fail(f"erasing user {user!r} cannot be undone: confirm with --yes")
         if not typer.confirm(f"Erase user {user!r} and everything they hold, for good?"):
             fail("nothing erased")
-    result = memory_of(ctx, existing=True).erase_user(user)
+    memory = memory_of(ctx, existing=True)
+    result = memory.erase_user(user)
+    state = _state_directory(ctx, memory)
+    if state is not None and state.is_dir():  # the server's: tokens and job records
+        from deermem.service.http.jobs import JobStore
+        from deermem.service.tokens import TokenFile
+
+        jobs = JobStore(state / "jobs", retention_seconds=0).forget_user(user)
+        tokens = TokenFile(state / "tokens.json").forget_user(user)
+        result = result.model_copy(
+            update={"counts": {**result.counts, "jobs": jobs, "tokensRevoked": tokens}}
+        )
     if as_json:
         print_json(to_json(result))
         return
@@ -351,6 +364,19 @@ def erase_user(
         return
     counts = ", ".join(f"{value} {key}" for key, value in result.counts.items() if value)
     out_console.print(f"erased user {escape(user)}: {escape(counts)}")
+
+
+def _state_directory(ctx: typer.Context, memory: Memory) -> Path | None:
+    """The server's state directory of this store: ``.server`` in a Markdown store's
+    root (``None`` for a database, whose state directory only the server is told)."""
+    from deermem.service.settings import ServerSettings
+
+    options = cli_context(ctx)
+    settings = ServerSettings(root=None if options.root is None else str(options.root))
+    try:
+        return settings.state_path(memory.config)
+    except ConfigError:
+        return None
 
 
 @users_app.command("export")
