@@ -392,9 +392,7 @@ class MarkdownStore:
             user = self._user(scope)
             if user.user_dir.is_dir():
                 with self._locked(scope, user):  # no commit of the user is half-way
-                    dump = MarkdownTransfer(self).dump_user(user_id)
-                    if dump is not None:
-                        counts.update(dump.counts())
+                    counts = MarkdownTransfer(self).count_user(user_id)
                     tomb = begin_erasure(self.root, user)
                     user.user_dir.rename(tomb)  # the commit point: erased from here on
                     fsync_path(user.user_dir.parent)
