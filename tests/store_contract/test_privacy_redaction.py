@@ -127,7 +127,7 @@ def test_restoring_an_archive_entry_written_before_redaction_stores_no_secret(
     stores: Stores,
 ) -> None:
     # An archive entry from before redaction existed: written with it off.
-    items = fakes(5)[:3]
+    items = fakes(5)
     old = Fact.from_dict(
         {"id": "fact_old", "content": " ".join(said(f) for f in items), "createdAt": "2026-01-01"}
     )
