@@ -1,10 +1,9 @@
 """A store operation's fsyncs: counted (for the benchmarks' reports), or slowed.
 
 Counted in a separate, untimed run: the wrapper costs time. The store flushes
-in the calling thread, one fsync after another, so the count is also the
-number of device flushes a caller waits for; their order follows from the
-commit protocol (docs/storage.md) and is checked by
-tests/test_store_durability.py.
+the files of one commit step together (on several threads), the steps one
+after another; their order follows from the commit protocol
+(docs/storage.md) and is checked by tests/test_store_durability.py.
 
 Slowed (:func:`slow_fsyncs`): a disk whose flushes are slow, for the lock
 fairness bench and its test. The store flushes while it holds the user's
@@ -14,6 +13,7 @@ lock, so a slow flush lengthens every hold of the lock as a slow device does.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -28,10 +28,12 @@ def count_fsyncs(action: Callable[[], object]) -> int:
     """Run ``action`` once and count the fsyncs it makes."""
     real = os.fsync
     count = 0
+    lock = threading.Lock()
 
-    def counting(fd: FileDescriptorLike) -> None:
+    def counting(fd: FileDescriptorLike) -> None:  # the store flushes on several threads
         nonlocal count
-        count += 1
+        with lock:
+            count += 1
         real(fd)
 
     os.fsync = counting

@@ -10,8 +10,16 @@ every add goes through an eviction) and times, per transport:
 printing p50/p99 in milliseconds. The HTTP server runs with a token, so the
 bearer check is in every request's time.
 
+With ``--startups N`` it times only start-up, N times each, interleaved, from
+spawning to an initialised stdio session through the same client: the
+``deermem`` command, a bare ``mcp`` SDK server with one tool
+(``bench/startup_floor.py mcp``, the floor) started by the same interpreter,
+and ``uv run deermem`` (what ``uv run`` adds). The ratio deermem ÷ floor is
+the result.
+
     uv run python -m bench.bench_mcp                 # 200 calls per tool
     uv run python -m bench.bench_mcp --calls 50
+    uv run python -m bench.bench_mcp --startups 21
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import signal
 import socket
 import statistics
@@ -125,6 +134,55 @@ def run_http(root: Path, calls: int, log: Path) -> dict[str, list[float]]:
         process.wait(timeout=30)
 
 
+async def startup_ms(params: StdioServerParameters, log: Path) -> float:
+    """Spawn to an initialised session, through the client the tool calls use."""
+    started = time.perf_counter()
+    with log.open("w") as stderr:
+        async with Client(stdio_client(params, errlog=stderr), mode="legacy"):
+            return (time.perf_counter() - started) * 1000
+
+
+def compare_startups(root: Path, runs: int, log: Path) -> None:
+    """deermem, the bare SDK server and ``uv run deermem``, interleaved ``runs`` times."""
+    options = ["--root", str(root), "--user", USER, "--agent", AGENT, "mcp"]
+    deermem = str(Path(sys.executable).parent / "deermem")  # the installed command
+    floor = str(Path(__file__).parent / "startup_floor.py")
+    servers = {
+        "deermem mcp": StdioServerParameters(command=deermem, args=options),
+        "bare mcp SDK server (floor)": StdioServerParameters(
+            command=sys.executable, args=[floor, "mcp"]
+        ),
+        "uv run deermem mcp": StdioServerParameters(
+            command="uv", args=["run", "deermem", *options]
+        ),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in servers}
+    cpu: dict[str, list[float]] = {name: [] for name in servers}
+    for params in servers.values():  # warm the page cache and uv's
+        anyio.run(startup_ms, params, log)
+    for run in range(runs):
+        order = list(servers.items())
+        for name, params in order if run % 2 == 0 else reversed(order):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            samples[name].append(anyio.run(startup_ms, params, log))
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            cpu[name].append(used * 1000)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    print(f"start-up to an initialised stdio session, median of {runs}, interleaved:")
+    print("  (CPU: the server process's user + system time, start to exit)")
+    for name, value in medians.items():
+        print(
+            f"  {name:<30} {value:7.0f} ms   (min {min(samples[name]):.0f})   "
+            f"CPU {statistics.median(cpu[name]):6.0f} ms"
+        )
+    deermem_ms, floor_ms = medians["deermem mcp"], medians["bare mcp SDK server (floor)"]
+    deermem_cpu = statistics.median(cpu["deermem mcp"])
+    floor_cpu = statistics.median(cpu["bare mcp SDK server (floor)"])
+    print(f"  deermem / floor: {deermem_ms / floor_ms:.2f}x (CPU {deermem_cpu / floor_cpu:.2f}x)")
+    print(f"  uv run adds: {medians['uv run deermem mcp'] - deermem_ms:.0f} ms")
+
+
 def report(title: str, samples: dict[str, list[float]]) -> None:
     print(title)
     for name, values in samples.items():
@@ -134,10 +192,18 @@ def report(title: str, samples: dict[str, list[float]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per tool")
+    parser.add_argument("--startups", type=int, default=0, help="time start-up only, N runs")
     args = parser.parse_args()
-    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores")
+    print(
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     with tempfile.TemporaryDirectory() as directory:
         base = Path(directory)
+        if args.startups:
+            seed(base / "stdio", 100)
+            compare_startups(base / "stdio", args.startups, base / "startup.log")
+            return
         for transport in ("stdio", "http"):
             root = base / transport
             seed(root, 100)

@@ -18,6 +18,22 @@ and prints p50/p99 latency per operation, requests/s and the load average.
     uv run python -m bench.bench_server                    # the full run, Markdown
     uv run python -m bench.bench_server --store postgres   # the full run, PostgreSQL
     uv run python -m bench.bench_server --duration 10 --clients 8 --users 20
+
+**Open loop** (``--open-loop``): the same mix arrives at a fixed rate, one
+request every 1/rate seconds whatever the server's answers, stepping the rate
+up (``--rates``, ``--step-duration`` each) until context or search p99 passes
+50 ms or the server falls behind; a request's latency runs from its scheduled
+time, so a request the generator could not send on time counts its wait. The
+generator is this process (64 keep-alive connections, threads); its CPU per
+request is reported beside the server's, as the share of the two cores the
+clients took. Before the steps, each kind alone at ``--kind-rate`` gives the
+server's CPU per request by kind (its processes' user + system time, the
+database's too on PostgreSQL, less the idle rate). ``--floor`` runs the same
+steps against a FastAPI route returning ``{"ok": true}`` on the same uvicorn
+settings: the bare framework's cost per request and its highest rate.
+
+    uv run python -m bench.bench_server --open-loop [--store postgres]
+    uv run python -m bench.bench_server --open-loop --floor
 """
 
 from __future__ import annotations
@@ -41,6 +57,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import httpx
@@ -110,42 +127,73 @@ def client_loop(
     rng = random.Random(seed)
     ops = [op for op, weight in MIX for _ in range(weight)]
     counter = 0
-    where = urlsplit(url)
-    connection = http.client.HTTPConnection(where.hostname or "127.0.0.1", where.port, timeout=60)
-    reading = {"Authorization": f"Bearer {token}"}
-    writing = {**reading, "Content-Type": "application/json"}
+    connection = connect(url)
     try:
         while time.monotonic() < stop:
-            user = rng.choice(users)
-            base = f"/v1/users/{user}/agents/bench"
-            op = rng.choice(ops)
             counter += 1
-            content = ""
+            request = Request.draw(rng, ops, users, f"{seed}-{counter}")
             started = time.perf_counter()
-            if op == "context":
-                connection.request("GET", f"{base}/context", headers=reading)
-            elif op == "search":
-                query = urlencode({"q": rng.choice(WORDS)})
-                connection.request("GET", f"{base}/search?{query}", headers=reading)
-            elif op == "create":
-                content = f"client {seed} fact {counter} likes {rng.choice(WORDS)}"
-                body = json.dumps({"content": content, "confidence": round(rng.random(), 3)})
-                connection.request("POST", f"{base}/facts", body=body, headers=writing)
-            else:
-                messages = [
-                    {"role": "user", "content": f"I like {rng.choice(WORDS)} ({counter})."},
-                    {"role": "assistant", "content": "Noted."},
-                ]
-                body = json.dumps({"threadId": f"c{seed}-{counter}", "messages": messages})
-                connection.request("POST", f"{base}/conversations", body=body, headers=writing)
-            response = connection.getresponse()
-            response.read()
-            results.record(op, response.status, time.perf_counter() - started)
-            if op == "create" and response.status == 201:
-                with results.lock:
-                    results.created[user].append(content)
+            status = request.send(connection, token)
+            results.record(request.op, status, time.perf_counter() - started)
+            request.remember(status, results)
     finally:
         connection.close()
+
+
+def connect(url: str) -> http.client.HTTPConnection:
+    where = urlsplit(url)
+    return http.client.HTTPConnection(where.hostname or "127.0.0.1", where.port, timeout=60)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request of the mix: its kind, user, and what it sends."""
+
+    op: str
+    user: str
+    word: str
+    tag: str  # unique per request: the created fact's content, the thread id
+    confidence: float
+
+    @classmethod
+    def draw(cls, rng: random.Random, ops: list[str], users: list[str], tag: str) -> Request:
+        user, op, word = rng.choice(users), rng.choice(ops), rng.choice(WORDS)
+        return cls(op, user, word, tag, round(rng.random(), 3))
+
+    @property
+    def content(self) -> str:
+        return f"client {self.tag} fact likes {self.word}"
+
+    def send(self, connection: http.client.HTTPConnection, token: str) -> int:
+        """Send it on ``connection`` and read the whole answer; return the status."""
+        base = f"/v1/users/{self.user}/agents/bench"
+        reading = {"Authorization": f"Bearer {token}"}
+        writing = {**reading, "Content-Type": "application/json"}
+        if self.op == "context":
+            connection.request("GET", f"{base}/context", headers=reading)
+        elif self.op == "search":
+            query = urlencode({"q": self.word})
+            connection.request("GET", f"{base}/search?{query}", headers=reading)
+        elif self.op == "create":
+            body = json.dumps({"content": self.content, "confidence": self.confidence})
+            connection.request("POST", f"{base}/facts", body=body, headers=writing)
+        elif self.op == "conversation":
+            messages = [
+                {"role": "user", "content": f"I like {self.word} ({self.tag})."},
+                {"role": "assistant", "content": "Noted."},
+            ]
+            body = json.dumps({"threadId": f"c{self.tag}", "messages": messages})
+            connection.request("POST", f"{base}/conversations", body=body, headers=writing)
+        else:  # the floor's route
+            connection.request("GET", "/hello")
+        response = connection.getresponse()
+        response.read()
+        return response.status
+
+    def remember(self, status: int, results: Results) -> None:
+        if self.op == "create" and status == 201:
+            with results.lock:
+                results.created[self.user].append(self.content)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -184,6 +232,7 @@ class ServerStore:
     serve_options: list[str]  # serve's own (--state-dir: a database has no root)
     state_dir: Path
     environ: dict[str, str]
+    database_pids: Path | None = None  # the cluster's postmaster.pid, for its CPU time
 
 
 def start_store(kind: str, stack: contextlib.ExitStack, tmp: Path) -> ServerStore:
@@ -195,7 +244,302 @@ def start_store(kind: str, stack: contextlib.ExitStack, tmp: Path) -> ServerStor
     cluster = stack.enter_context(TemporaryPostgres(fsync=True))
     url = cluster.create_database("bench", migrated=True)
     state = tmp / "state"
-    return ServerStore([], ["--state-dir", str(state)], state, {"DEERMEM_DATABASE_URL": url})
+    return ServerStore(
+        [],
+        ["--state-dir", str(state)],
+        state,
+        {"DEERMEM_DATABASE_URL": url},
+        cluster.data / "postmaster.pid",
+    )
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    token: str
+    process: subprocess.Popen[bytes]
+    store: ServerStore | None
+
+    def cpu_seconds(self) -> float:
+        """User + system time of the server's processes (and the database's), so far."""
+        roots = [self.process.pid]
+        if self.store is not None and self.store.database_pids is not None:
+            roots.append(int(self.store.database_pids.read_text().split()[0]))
+        return tree_cpu_seconds(roots)
+
+
+def start_server(args: argparse.Namespace, stack: contextlib.ExitStack, tmp: Path) -> Server:
+    """``deermem serve`` on the store under test (or the floor's app), answering;
+    stopped when ``stack`` closes."""
+    port = free_port()
+    log = tmp / "server.log"
+    store: ServerStore | None = None
+    token = ""
+    if args.floor:
+        command = [sys.executable, "-m", "bench.bench_server", "--serve-floor", str(port)]
+        command += ["--workers", str(args.workers)]
+        environ = dict(os.environ)
+    else:
+        chat = stack.enter_context(ScriptedChatServer())
+        chat.enqueue(*[answer(n) for n in range(50_000)])
+        store = start_store(args.store, stack, tmp)
+        config = tmp / "deermem.yaml"
+        model = {"model": "scripted", "base_url": chat.url, "api_key_env": None, "max_retries": 0}
+        config.write_text(yaml.safe_dump({"max_facts": MAX_FACTS, "model": model}))
+        tokens = TokenFile(store.state_dir / "tokens.json")
+        token = tokens.add(admin=True, name="bench", now=datetime.now(UTC)).token
+        command = [
+            sys.executable, "-m", "deermem", *store.options, "--config", str(config),
+            "serve", "--port", str(port), "--workers", str(args.workers),
+            "--log-level", "warning", "--max-pending-jobs", "256", *store.serve_options,
+        ]  # fmt: skip
+        environ = {**os.environ, **store.environ}
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(command, stderr=stderr, env=environ)
+
+    def stop() -> None:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+
+    stack.callback(stop)
+    url = f"http://127.0.0.1:{port}"
+    ready = f"{url}/hello" if args.floor else f"{url}/v1/health"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(ready).status_code == 200:
+                break
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                print(log.read_text(), file=sys.stderr)
+                raise
+            time.sleep(0.2)
+    return Server(url, token, process, store)
+
+
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """User + system time of the processes ``roots`` and all their descendants (Linux /proc)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        pid = int(entry.name)
+        children[int(fields[1])].append(pid)
+        times[pid] = (int(fields[11]) + int(fields[12])) / tick
+    total, pending = 0.0, list(roots)
+    while pending:
+        pid = pending.pop()
+        total += times.get(pid, 0.0)
+        pending.extend(children.get(pid, ()))
+    return total
+
+
+# --- the open loop ------------------------------------------------------------------------
+
+
+CONNECTIONS = 64
+P99_LIMIT_MS = 50.0
+
+
+@dataclass
+class Step:
+    """One rate held for a while: what arrived, what it cost, whether it kept up."""
+
+    rate: float
+    seconds: float  # from the first scheduled request to the last answer
+    results: Results
+    server_cpu: float  # seconds, less the idle rate
+    client_cpu: float  # seconds of this process
+
+    @property
+    def sent(self) -> int:
+        return sum(self.results.statuses.values())
+
+    def p99(self, op: str) -> float:
+        values = self.results.latency.get(op)
+        return percentile(values, 0.99) if values else 0.0
+
+    def met(self, ops: tuple[str, ...]) -> bool:
+        """p99 of ``ops`` within the limit, no 5xx, and the server answered in time."""
+        errors = sum(n for status, n in self.results.statuses.items() if status >= 500)
+        kept_up = self.sent >= 0.98 * self.rate * self.seconds  # answered as fast as sent
+        return kept_up and not errors and all(self.p99(op) <= P99_LIMIT_MS for op in ops)
+
+
+def open_loop(
+    server: Server,
+    requests: list[Request],
+    rate: float,
+    results: Results,
+    idle_cpu: float,
+    settle: float = 0.0,
+) -> Step:
+    """Send ``requests`` at ``rate`` per second, request i at i/rate, on CONNECTIONS threads.
+
+    A thread takes the next request in order, waits for its time and sends it;
+    ``settle`` seconds after the last answer are counted in the server's CPU;
+    when every thread is busy the request goes late, and its latency, counted
+    from its scheduled time, holds the wait (no coordinated omission).
+    """
+    lock = threading.Lock()
+    position = 0
+    cpu_before, client_before = server.cpu_seconds(), time.process_time()
+    start = time.perf_counter() + 0.05
+
+    def worker() -> None:
+        nonlocal position
+        connection = connect(server.url)
+        try:
+            while True:
+                with lock:
+                    index = position
+                    position += 1
+                if index >= len(requests):
+                    return
+                due = start + index / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                request = requests[index]
+                try:
+                    status = request.send(connection, server.token)
+                except (OSError, http.client.HTTPException):
+                    connection.close()
+                    connection = connect(server.url)
+                    status = 599
+                results.record(request.op, status, time.perf_counter() - due)
+                request.remember(status, results)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(CONNECTIONS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    client_cpu = time.process_time() - client_before
+    elapsed = time.perf_counter() - start
+    time.sleep(settle)  # work the answers left behind (extraction jobs)
+    server_cpu = server.cpu_seconds() - cpu_before - idle_cpu * (elapsed + settle)
+    return Step(rate, elapsed, results, server_cpu, client_cpu)
+
+
+def schedule(ops: list[str], count: int, users: list[str], seed: int) -> list[Request]:
+    rng = random.Random(seed)
+    return [Request.draw(rng, ops, users, f"{seed}-{n}") for n in range(count)]
+
+
+def idle_cpu_rate(server: Server, seconds: float = 3.0) -> float:
+    """The server's CPU per second with nothing to do (its timers, the database's)."""
+    before = server.cpu_seconds()
+    time.sleep(seconds)
+    return (server.cpu_seconds() - before) / seconds
+
+
+def run_open_loop(args: argparse.Namespace, server: Server) -> list[str]:
+    """Cost by kind, then the rate steps; print them; return the invariants' problems."""
+    users = [f"user{n:03d}" for n in range(args.users)]
+    every = Results()
+    kinds = ("hello",) if args.floor else tuple(op for op, _ in MIX)
+    mix = ["hello"] if args.floor else [op for op, weight in MIX for _ in range(weight)]
+    # Warm-up (both workers up, every user with facts), then the idle rate.
+    warm = schedule(["hello"] if args.floor else ["create"], 2 * len(users), users, seed=1)
+    open_loop(server, warm, args.kind_rate, every, 0.0)
+    time.sleep(1.0)
+    idle = idle_cpu_rate(server)
+    print(f"server idle CPU: {idle * 1000:.1f} ms/s")
+    print(f"per request, each kind alone at {args.kind_rate:.0f}/s for {args.kind_seconds:.0f} s:")
+    for number, kind in enumerate(kinds):
+        requests = schedule([kind], int(args.kind_rate * args.kind_seconds), users, 10 + number)
+        results = Results()
+        # A conversation's extraction runs after its answer: its CPU counts once it settled.
+        settle = 3.0 if kind == "conversation" else 0.0
+        step = open_loop(server, requests, args.kind_rate, results, idle, settle)
+        print(
+            f"  {kind:<13} server CPU {1000 * step.server_cpu / step.sent:6.2f} ms  "
+            f"client CPU {1000 * step.client_cpu / step.sent:5.2f} ms  "
+            f"p50 {statistics.median(results.latency[kind]):6.1f} ms  p99 {step.p99(kind):6.1f} ms"
+        )
+        _merge(every, results)
+    gated = ("hello",) if args.floor else ("context", "search")
+    best: Step | None = None
+    print(f"steps of {args.step_duration:.0f} s, p99 limit {P99_LIMIT_MS:.0f} ms on {gated}:")
+    for number, rate in enumerate(float(r) for r in args.rates.split(",")):
+        requests = schedule(mix, int(rate * args.step_duration), users, 100 + number)
+        results = Results()
+        step = open_loop(server, requests, rate, results, idle)
+        _merge(every, results)
+        latencies = "  ".join(
+            f"{op} {statistics.median(results.latency[op]):.1f}/{step.p99(op):.1f}"
+            for op in kinds
+            if results.latency[op]
+        )
+        statuses = dict(sorted(results.statuses.items()))
+        cores = step.server_cpu / step.seconds
+        verdict = "met" if step.met(gated) else "MISSED"
+        print(
+            f"  {rate:5.0f}/s  answered {step.sent / step.seconds:5.0f}/s  server CPU "
+            f"{1000 * step.server_cpu / step.sent:5.2f} ms/req ({cores:4.2f} cores)  "
+            f"client CPU {1000 * step.client_cpu / step.sent:4.2f} ms/req  "
+            f"p50/p99 ms: {latencies}  {statuses}  {verdict}",
+            flush=True,
+        )
+        if not step.met(gated):
+            break
+        best = step
+    print(f"highest rate met: {best.rate:.0f}/s" if best else "highest rate met: none")
+    if args.floor:
+        return []
+    return check_invariants(server.url, server.token, every)
+
+
+def _merge(into: Results, results: Results) -> None:
+    for op, values in results.latency.items():
+        into.latency[op] += values
+    for status, count in results.statuses.items():
+        into.statuses[status] += count
+    for user, contents in results.created.items():
+        into.created[user] += contents
+
+
+def hello_app() -> Any:
+    """The floor: FastAPI's cost per request, one route answering ``{"ok": true}``."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/hello")
+    def hello() -> dict[str, bool]:
+        return {"ok": True}
+
+    return app
+
+
+def serve_floor(port: int, workers: int) -> None:
+    """The floor's app on the uvicorn settings ``deermem serve`` uses."""
+    import uvicorn
+
+    from deermem.service.http.run import ServerHTTPProtocol
+
+    uvicorn.run(
+        "bench.bench_server:hello_app",
+        factory=True,
+        host="127.0.0.1",
+        port=port,
+        workers=workers,
+        http=ServerHTTPProtocol,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+    )
 
 
 def main() -> int:
@@ -205,80 +549,55 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--open-loop", action="store_true", help="fixed arrival rates, stepped")
+    parser.add_argument("--rates", default="50,100,150,200,250,300,350,400,450,500")
+    parser.add_argument("--step-duration", type=float, default=20.0)
+    parser.add_argument("--kind-rate", type=float, default=40.0)
+    parser.add_argument("--kind-seconds", type=float, default=10.0)
+    parser.add_argument("--floor", action="store_true", help="the bare FastAPI route instead")
+    parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_floor:
+        serve_floor(args.serve_floor, args.workers)
+        return 0
+    if args.floor:
+        args.open_loop = True
 
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        chat = stack.enter_context(ScriptedChatServer())
-        chat.enqueue(*[answer(n) for n in range(50_000)])
-        store = start_store(args.store, stack, tmp)
-        config = tmp / "deermem.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "max_facts": MAX_FACTS,
-                    "model": {
-                        "model": "scripted",
-                        "base_url": chat.url,
-                        "api_key_env": None,
-                        "max_retries": 0,
-                    },
-                }
-            )
+        server = start_server(args, stack, tmp)
+        print(
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+            f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start; "
+            f"{'the floor (FastAPI hello)' if args.floor else args.store + ' store'}, "
+            f"{args.workers} workers, {args.users} users",
+            flush=True,
         )
-        token = (
-            TokenFile(store.state_dir / "tokens.json")
-            .add(admin=True, name="bench", now=datetime.now(UTC))
-            .token
-        )
-        port = free_port()
-        log = tmp / "server.log"
-        with log.open("wb") as stderr:
-            server = subprocess.Popen(
-                [
-                    sys.executable, "-m", "deermem", *store.options, "--config", str(config),
-                    "serve", "--port", str(port), "--workers", str(args.workers),
-                    "--log-level", "warning", "--max-pending-jobs", "256", *store.serve_options,
-                ],
-                stderr=stderr,
-                env={**os.environ, **store.environ},
-            )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/v1/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        print(log.read_text(), file=sys.stderr)
-                        raise
-                    time.sleep(0.2)
-            users = [f"user{n:03d}" for n in range(args.users)]
-            results = Results()
-            started = time.monotonic()
-            stop = started + args.duration
-            threads = [
-                threading.Thread(target=client_loop, args=(url, token, users, seed, stop, results))
-                for seed in range(args.clients)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            elapsed = time.monotonic() - started
+        if args.open_loop:
+            problems = run_open_loop(args, server)
             load = os.getloadavg()
-            problems = check_invariants(url, token, results)
-        finally:
-            server.send_signal(signal.SIGINT)
-            server.wait(timeout=120)
+            print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
+            return report_problems(problems, None) if not args.floor else 0
+        users = [f"user{n:03d}" for n in range(args.users)]
+        results = Results()
+        started = time.monotonic()
+        stop = started + args.duration
+        threads = [
+            threading.Thread(
+                target=client_loop, args=(server.url, server.token, users, seed, stop, results)
+            )
+            for seed in range(args.clients)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.monotonic() - started
+        load = os.getloadavg()
+        problems = check_invariants(server.url, server.token, results)
 
     total = sum(results.statuses.values())
-    print(
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
-        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end of the run"
-    )
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end of the run")
     print(
         f"{args.store} store, {args.clients} clients, {args.users} users, {args.workers} "
         f"workers, {args.duration:.0f} s: {total} requests, {total / elapsed:.0f} requests/s"
@@ -291,9 +610,14 @@ def main() -> int:
                 f"  {op:<13} n={len(values):>6}  p50 {statistics.median(values):7.1f} ms  "
                 f"p99 {percentile(values, 0.99):7.1f} ms"
             )
-    server_errors = sum(n for status, n in results.statuses.items() if status >= 500)
-    if server_errors:
-        problems.append(f"{server_errors} responses were 5xx")
+    return report_problems(problems, results)
+
+
+def report_problems(problems: list[str], results: Results | None) -> int:
+    if results is not None:
+        server_errors = sum(n for status, n in results.statuses.items() if status >= 500)
+        if server_errors:
+            problems.append(f"{server_errors} responses were 5xx")
     for problem in problems:
         print(f"FAIL: {problem}")
     if not problems:

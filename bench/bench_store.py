@@ -9,7 +9,9 @@ machine-readable dump, ``--dir`` to choose the file system). Cases:
   and a cold one (a fresh store: the commit reads only the fact it touches);
 * **create** — ``Memory.create_fact`` at a full cap of 100: duplicate
   check, capacity gate, eviction to the archive, receipt;
-* **cold load** — a fresh ``MarkdownStore`` loading a 100-fact scope;
+* **cold load** — a fresh ``MarkdownStore`` loading a 100-fact scope (files this
+  process decoded before are not parsed again); **first load**: the same with
+  that memory emptied, as in a new process;
 * **fsync floor** — one write + fsync + rename + directory fsync on the same
   file system (``atomic_write``): two fsyncs, where a journaled single-fact
   commit makes seven or eight (journal and its directory entry, the fact,
@@ -44,7 +46,12 @@ from bench._fsyncs import count_fsyncs
 from deermem import Fact, Memory, MemoryConfig
 from deermem.model import Scope
 from deermem.store import ChangeSet, FactWrite, MarkdownStore
-from deermem.store.markdown.files import UserPaths, atomic_write, encode_fact
+from deermem.store.markdown.files import (
+    UserPaths,
+    atomic_write,
+    encode_fact,
+    forget_decoded_facts,
+)
 from deermem.store.records import SummaryDocument, encode_summaries
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -100,9 +107,13 @@ def time_commits(root: Path, *, warm: bool, repeat: int) -> float:
     return median_ms(samples)
 
 
-def time_cold_loads(root: Path, repeat: int) -> float:
+def time_cold_loads(root: Path, repeat: int, *, first_in_process: bool = False) -> float:
+    """A new store loading the scope; ``first_in_process``: with the process's decoded
+    facts forgotten before each load, as a new process's first load finds them."""
     samples = []
     for _ in range(repeat):
+        if first_in_process:
+            forget_decoded_facts()
         started = time.perf_counter()
         MarkdownStore(root).load(SCOPE)
         samples.append(time.perf_counter() - started)
@@ -172,6 +183,9 @@ def run_on(base: Path, repeat: int) -> dict[str, float]:
         "commit_10000_cold": fresh(10_000, lambda r: time_commits(r, warm=False, repeat=repeat)),
         "create_at_cap_100": fresh(100, lambda r: time_creates(r, repeat)),
         "cold_load_100": fresh(100, lambda r: time_cold_loads(r, repeat * 2)),
+        "first_load_100": fresh(
+            100, lambda r: time_cold_loads(r, repeat * 2, first_in_process=True)
+        ),
         "fsync_floor": time_fsync_floor(base, repeat),
     }
 

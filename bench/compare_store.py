@@ -43,8 +43,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 DEFAULT_CASES = (
     "load:tmpfs:300,load:disk:300,commit:disk:300,commit:tmpfs:300,update:disk:100,"
@@ -81,12 +83,10 @@ class Fixtures:
 def _make(case: str, root: Path) -> Callable[[int], float]:
     if case in ("open", "context", "search", "facts", "create", "hybrid", "shadow"):
         return _public(case, root)
-    from bench import bench_store, bench_update
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
 
-    scope, now = bench_store.SCOPE, bench_store.NOW
     if case in ("load", "commit"):
-        bench_store.build_scope(root, 100)
+        scope, make_fact, now = _store_fixture(root, 100)
     if case == "load":
         return lambda _: _timed(lambda: MarkdownStore(root).load(scope))
     if case == "commit":
@@ -94,11 +94,13 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
         store.load(scope)
 
         def commit(number: int) -> float:
-            write = FactWrite(bench_store.make_fact(number, "new"), create=True)
+            write = FactWrite(make_fact(number, "new"), create=True)
             changes = ChangeSet(now=now, writes=(write,))
             return _timed(lambda: store.commit(scope, changes))
 
         return commit
+    from bench import bench_update
+
     if case == "update":
         bench_update.build_store(root / "template", bench_update.library())
         text = bench_update.answer()
@@ -117,13 +119,50 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
     raise SystemExit(f"unknown case {case!r}")
 
 
+_NOW = datetime(2026, 8, 13, tzinfo=UTC)
+_CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity")
+
+
+def _store_fixture(root: Path, size: int) -> tuple[Any, Callable[[int, str], Any], Any]:
+    """A scope of ``size`` facts, committed through the store contract both trees share
+    (``MarkdownStore.commit`` of one change set), so ``load`` and ``commit`` compare
+    the tree of issue 11 too; ``Scope`` moved to ``deermem.model`` in issue 21."""
+    from deermem.store import ChangeSet, FactWrite, MarkdownStore
+
+    try:
+        from deermem.model import Scope
+    except ImportError:
+        from deermem.store import Scope  # type: ignore[attr-defined,no-redef,unused-ignore]
+    scope = Scope.of("bench-user", "bench-agent")
+    writes = tuple(FactWrite(_make_fact(n, "fact"), create=True) for n in range(size))
+    MarkdownStore(root).commit(scope, ChangeSet(now=_NOW, writes=writes))
+    return scope, _make_fact, _NOW
+
+
+def _make_fact(number: int, prefix: str) -> Any:
+    """bench_store's fact, built here because bench_store imports this tree's internals."""
+
+    from deermem import Fact
+
+    return Fact.from_dict(
+        {
+            "id": f"{prefix}_{number:08x}",
+            "content": f"The user prefers option {number} when choosing between similar tools.",
+            "category": _CATEGORIES[number % len(_CATEGORIES)],
+            "confidence": round(0.5 + (number % 50) / 100, 2),
+            "source": "thread-1",
+            "topics": ["tools"],
+            "createdAt": _NOW - timedelta(minutes=number),
+        }
+    )
+
+
 _USER, _AGENT = "bench", "coder"
 _TOPICS = ("python", "rust", "travel", "music", "cooking", "running", "chess", "gardening")
 
 
 def _public(case: str, root: Path) -> Callable[[int], float]:
     """The cases every version can run: fixtures and operations through ``Memory`` only."""
-    from datetime import UTC, datetime
 
     from deermem import Memory, MemoryConfig
 

@@ -13,6 +13,10 @@ bound: what the command would cost if deermem's code took no time at all.
   same rich table ``deermem facts list`` prints, to standard output.
 * ``startup_floor.py memory``: pydantic with that model, and PyYAML — what
   ``import deermem; deermem.Memory`` needs from its dependencies.
+* ``startup_floor.py mcp``: a bare ``mcp`` SDK server with one tool over
+  stdio — what ``deermem mcp`` is compared with (``bench_mcp --startups``).
+
+Each mode imports only what it uses.
 
 Run by path (``python bench/startup_floor.py``), without ``-m``: the floor
 then leaves out even ``runpy``, which ``python -m deermem`` imports.
@@ -21,9 +25,6 @@ then leaves out even ``runpy``, which ``python -m deermem`` imports.
 import sys
 from pathlib import Path
 from typing import Annotated, Any
-
-import yaml
-from pydantic import BeforeValidator, ConfigDict, Field, create_model
 
 MEMORY_FIELDS = 39
 SECTION_FIELDS = 15
@@ -37,6 +38,8 @@ def _number(value: object) -> object:
 
 def build_config() -> None:
     """A frozen, strict model shaped like ``MemoryConfig``, validated once."""
+    from pydantic import BeforeValidator, ConfigDict, Field, create_model
+
     config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
     number = Annotated[int, BeforeValidator(_number), Field(ge=0, le=1_000_000)]
     numbers: dict[str, Any] = {
@@ -52,6 +55,7 @@ def build_config() -> None:
 
 def facts_list() -> None:
     import typer
+    import yaml
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -102,13 +106,31 @@ def facts_list() -> None:
     app(args=sys.argv[2:], prog_name="deermem")
 
 
+def mcp_server() -> None:
+    """The MCP SDK's server with one tool, over stdio until the client leaves."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("floor")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text."""
+        return text
+
+    server.run("stdio")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["memory"]:
+        import yaml  # noqa: F401  (what deermem.Memory imports besides pydantic)
+
         build_config()
+    elif sys.argv[1:2] == ["mcp"]:
+        mcp_server()
     elif sys.argv[1:2] == ["facts-list"]:
         facts_list()
     else:
-        raise SystemExit("usage: startup_floor.py memory | facts-list --root ROOT facts list")
+        raise SystemExit("usage: startup_floor.py memory | mcp | facts-list --root ROOT facts list")
 
 
 if __name__ == "__main__":

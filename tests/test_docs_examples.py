@@ -25,7 +25,7 @@ BLOCKS = runnable_blocks()
 
 def test_the_marked_examples_are_found() -> None:
     names = {name.split("#")[0] for name, _ in BLOCKS}
-    assert {"context.md", "llm.md", "mcp.md", "signals.md"} <= names
+    assert {"context.md", "integrations.md", "llm.md", "mcp.md", "signals.md"} <= names
 
 
 @pytest.mark.parametrize(("name", "code"), BLOCKS, ids=[name for name, _ in BLOCKS])

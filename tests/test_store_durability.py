@@ -12,6 +12,7 @@ written after the journal's removal, which is the commit.
 from __future__ import annotations
 
 import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -185,3 +186,55 @@ def test_a_commit_that_changes_no_file_still_writes_its_receipt_durably(
     [audit_in] = recorder.renames_into(audit)
     assert recorder.index("fsync", Path(recorder.events[audit_in][1])) < audit_in
     assert recorder.fsyncs_of(audit.parent)[-1] > audit_in
+
+
+def test_a_commit_flushes_the_files_of_its_second_step_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 23: flushes one after another cost one device flush each; the files
+    # and directories of step 2 are independent, so they are flushed at once.
+    memory = full_memory(tmp_path)
+    real_fsync = os.fsync
+    lock = threading.Lock()
+    in_flight = most = 0
+    # Each flush holds its place until a second one arrives (or a while passes):
+    # flushed one after another, no two are ever in flight together.
+    arrived = threading.Event()
+
+    def fsync(fd: int) -> None:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+            if in_flight > 1:
+                arrived.set()
+        try:
+            arrived.wait(0.5)
+            real_fsync(fd)
+        finally:
+            with lock:
+                in_flight -= 1
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    memory.create_fact("One more fact.", confidence=0.95)
+    assert most > 1
+
+
+def test_flushing_together_raises_the_first_failure_after_all_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = [tmp_path / f"f{number}" for number in range(5)]
+    for path in paths:
+        path.write_bytes(b"x")
+    missing = tmp_path / "missing"
+    flushed: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))  # noqa: PTH115 - the descriptor's file
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(FileNotFoundError, match="missing"):
+        atomic.flush_together([paths[0], missing, *paths[1:]])
+    assert sorted(flushed) == sorted(map(str, paths))

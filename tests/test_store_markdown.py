@@ -225,6 +225,46 @@ def test_reload_sees_files_edited_by_hand(store: MarkdownStore) -> None:
     assert store.reload(ALICE).facts[0].content == "New text."
 
 
+def test_a_cold_load_reuses_facts_decoded_from_the_same_bytes(tmp_path: Path) -> None:
+    # Issue 23: a new store (a new command, another replica) does not parse again
+    # the files this process has decoded already; the facts are frozen, so shared.
+    create(MarkdownStore(tmp_path), ALICE, fact("fact_a"), fact("fact_b"))
+    first = MarkdownStore(tmp_path).load(ALICE).facts
+    second = MarkdownStore(tmp_path).load(ALICE).facts
+    assert first == second
+    assert all(a is b for a, b in zip(first, second, strict=True))
+
+
+def test_a_cold_load_sees_a_same_size_same_stamp_edit(tmp_path: Path) -> None:
+    # The decoded facts are keyed by the file's bytes, not its stamp: an edit
+    # that keeps the inode, the size and the modification time is still seen.
+    create(MarkdownStore(tmp_path), ALICE, fact("fact_a", "Old text."))
+    assert MarkdownStore(tmp_path).load(ALICE).facts[0].content == "Old text."
+    path = next(tmp_path.rglob("fact_a.md"))
+    status = path.stat()
+    with path.open("r+b") as handle:
+        handle.write(path.read_bytes().replace(b"Old text.", b"New text."))
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        status.st_ino,
+        status.st_size,
+        status.st_mtime_ns,
+    )
+    assert MarkdownStore(tmp_path).load(ALICE).facts[0].content == "New text."
+
+
+def test_a_cold_load_refuses_a_file_broken_after_it_was_decoded(tmp_path: Path) -> None:
+    # Errors are not cached, and a decoded fact never stands in for broken bytes.
+    create(MarkdownStore(tmp_path), ALICE, fact("fact_a"))
+    MarkdownStore(tmp_path).load(ALICE)
+    path = next(tmp_path.rglob("fact_a.md"))
+    path.write_bytes(path.read_bytes().replace(b"id: fact_a", b"id: [fact_a"))
+    for _ in range(2):
+        with pytest.raises(CorruptMemoryFile, match="not valid YAML"):
+            MarkdownStore(tmp_path).load(ALICE)
+
+
 # --- corruption is an error, and nothing is overwritten -----------------------------------
 
 

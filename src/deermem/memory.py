@@ -18,8 +18,9 @@ The work is done by collaborators with one job each: the store, the gate,
 :class:`~deermem.recall.index.SearchIndexHandle` and the pure functions of
 :mod:`deermem.recall.injection`, :mod:`deermem.recall.search` and
 :func:`deermem.library.gate.standing_of`; ``Memory`` holds them and binds them
-to one scope. The memory document — what ``export`` writes and ``import``
-reads — is this module's own (:func:`export_document`, :func:`plan_import`).
+to one scope (the learner is made on first use: see :class:`_LearnerSlot`). The
+memory document — what ``export`` writes and ``import`` reads — is this
+module's own (:func:`export_document`, :func:`plan_import`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import dataclasses
 import errno
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Self
 
 from deermem.config import MemoryConfig, load_config, with_store_settings
 from deermem.errors import (
+    ArchivedFactError,
     CorruptMemoryFile,
     DuplicateFactError,
     FactNotFoundError,
@@ -44,7 +47,6 @@ from deermem.errors import (
     FactValidationError,
     UnsafeIdentifierError,
 )
-from deermem.learning import Learner
 from deermem.library import CapacityGate, Proposal, Removal
 from deermem.library.gate import standing_of
 from deermem.library.regret import Found, RegretReport, build_report, search_regret
@@ -54,6 +56,7 @@ from deermem.model import (
     Fact,
     Scope,
     category_key,
+    check_fact_id,
     check_line,
     check_storable,
     check_user_id,
@@ -103,7 +106,7 @@ from deermem.store.protocol import UserDump
 from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
-    from deermem.learning import FlushReport, UpdateResult
+    from deermem.learning import FlushReport, Learner, UpdateResult
     from deermem.learning.messages import KeepHidden
     from deermem.llm import ChatModel
     from deermem.store.records import RegretEvent
@@ -172,9 +175,16 @@ class Memory:
         self.gate = CapacityGate.from_config(config)
         self._clock = clock or wall_clock
         self._new_id = id_factory or random_fact_id
-        self._updates = Learner(
-            store, config, clock=self.now, new_id=self._new_id, model=model, keep_hidden=keep_hidden
-        )
+
+        def new_learner() -> Learner:
+            from deermem.learning import Learner
+
+            return Learner(
+                store, config, clock=self.now, new_id=self._new_id, model=model,
+                keep_hidden=keep_hidden,
+            )  # fmt: skip
+
+        self._learner = _LearnerSlot(new_learner)
         self._search_index = SearchIndexHandle()
         self._unrecorded_said = False
 
@@ -285,6 +295,10 @@ class Memory:
         view = copy.copy(self)  # every part is shared; only the scope differs
         view._scope = scope
         return view
+
+    @property
+    def _updates(self) -> Learner:
+        return self._learner.get()
 
     @property
     def scope(self) -> Scope:
@@ -447,6 +461,7 @@ class Memory:
         topics: Iterable[str] = (),
         source_error: str | None = None,
         expected_valid_days: int | None = None,
+        fact_id: str | None = None,
     ) -> CreateResult:
         """Add a fact by hand (or from a tool) through the capacity gate.
 
@@ -463,13 +478,22 @@ class Memory:
         category and up to 32 topics of one line and 64 characters each, a
         ``source_error`` of at most 2,000.
 
+        ``fact_id`` gives the new fact its id instead of a fresh one (a host
+        whose keys are its own, such as a LangGraph store): the fact-id rule
+        applies, and an id in use — active or archived — is refused, never
+        reused. A relearned fact keeps its archived id all the same.
+
         Raises:
             InvalidTextError: text that is not valid Unicode (an undecodable
                 byte), or a control character where it does not belong.
             FactValidationError: empty content, text over its limit, a
-                confidence outside [0, 1] ...
+                confidence outside [0, 1], a ``fact_id`` outside the fact-id rule ...
             DuplicateFactError: an equal fact is already stored.
+            FactRevisionConflict: an active fact has the id ``fact_id``.
+            ArchivedFactError: an archived fact has the id ``fact_id``.
         """
+        if fact_id is not None:
+            check_fact_id(fact_id)
         checked = NewFact.checked(
             content=content,
             category=category,
@@ -481,9 +505,17 @@ class Memory:
         now = self.now()
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
+            if fact_id is None:
+                fact_id = self._fresh_id(snapshot, transaction.archived)
+            elif fact_id in snapshot:
+                raise FactRevisionConflict(
+                    fact_id, expected=None, actual=snapshot.by_id[fact_id].revision
+                )
+            elif transaction.archived(fact_id) is not None:
+                raise ArchivedFactError(fact_id)
             # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
-                "id": self._fresh_id(snapshot, transaction.archived),
+                "id": fact_id,
                 "content": checked.content,
                 "category": checked.category,
                 "confidence": checked.confidence,
@@ -506,18 +538,18 @@ class Memory:
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
             )
-            fact_id = outcome.relearned.get(fact.id, fact.id)
-            kept = fact_id in outcome.kept_new
-            stored = next((f for f in outcome.commit.written if f.id == fact_id), None)
+            stored_id = outcome.relearned.get(fact.id, fact.id)
+            kept = stored_id in outcome.kept_new
+            stored = next((f for f in outcome.commit.written if f.id == stored_id), None)
             if stored is None:  # evicted at once: it is in the archive
-                entry = transaction.archived(fact_id)
+                entry = transaction.archived(stored_id)
                 stored = fact if entry is None else entry.fact
         return CreateResult(
-            fact_id=fact_id if kept else None,
+            fact_id=stored_id if kept else None,
             fact=stored,
             evicted=outcome.evicted,
             receipts=outcome.receipts,
-            relearned=fact_id if fact.id in outcome.relearned else None,
+            relearned=stored_id if fact.id in outcome.relearned else None,
             redacted=redacted,
         )
 
@@ -1294,3 +1326,26 @@ def _redacted_item(scope: Scope, where: str, item_id: str, kinds: tuple[str, ...
     return RedactedItem.model_validate(
         {"user": scope.user_id, "agent": scope.agent, "where": where, "id": item_id, "kinds": kinds}
     )
+
+
+class _LearnerSlot:
+    """A memory's :class:`~deermem.learning.Learner`, made on first use and shared by
+    every view of the memory (:meth:`Memory.scoped` copies the slot, not the learner).
+
+    Made late because the learning pipeline's imports (the model answer's pydantic
+    models, the prompt, the signals) were ≈ a quarter of deermem's own start-up
+    in ``deermem mcp``, which learns nothing until a conversation arrives.
+    """
+
+    __slots__ = ("_learner", "_lock", "_make")
+
+    def __init__(self, make: Callable[[], Learner]) -> None:
+        self._make = make
+        self._learner: Learner | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Learner:
+        with self._lock:
+            if self._learner is None:
+                self._learner = self._make()
+            return self._learner

@@ -92,6 +92,7 @@ __all__ = [
     "agent_directory",
     "canonical_category",
     "category_key",
+    "check_fact_id",
     "check_line",
     "check_lines",
     "check_storable",
@@ -854,7 +855,7 @@ class Fact:
             if isinstance(stored, str) and not stored.strip():
                 extra[name] = stored  # blank: read as absent, written back as it was
         return cls(
-            id=_fact_id(data.get("id")),
+            id=check_fact_id(data.get("id")),
             content=content,
             title=_title(data.get("title"), content),
             category=category,
@@ -965,7 +966,12 @@ def derived_heading(content: str) -> str:
     return (lines[0].strip() if lines else "")[:MAX_TITLE_LENGTH].rstrip()
 
 
-def _fact_id(value: object) -> str:
+def check_fact_id(value: object) -> str:
+    """Apply the fact-id rule (``[A-Za-z0-9_-]``, 1 to 250 characters); return the id unchanged.
+
+    Raises:
+        FactValidationError: the field ``id`` breaks the rule.
+    """
     allowed = (
         f"expected a non-empty string of letters, digits, '_' or '-' "
         f"of at most {MAX_FACT_ID_LENGTH} characters"

@@ -89,3 +89,29 @@ def test_a_bad_scope_stops_the_server_with_one_line_and_no_traceback(tmp_path: P
     assert "agent name" in done.stderr
     assert "Traceback" not in done.stderr
     assert not list(tmp_path.rglob("*.md"))
+
+
+def test_a_stdio_server_does_not_load_what_it_does_not_use_until_it_needs_it(
+    tmp_path: Path,
+) -> None:
+    # Issue 23: an agent starts `deermem mcp` per session and waits for it. Up to a
+    # running stdio server (the CLI, the memory, the tools) the learning pipeline
+    # and rich's progress bar are not loaded; the first use of the queue loads the
+    # former, and every view of the memory shares the one learner.
+    script = f"""
+import sys
+from deermem.cli.app import app
+from deermem.memory import Memory
+from deermem.service.mcp.server import create_mcp_server
+
+memory = Memory.open({str(tmp_path)!r}, user="alice", agent="coder")
+create_mcp_server(memory)
+print(sorted(m for m in sys.modules if m.startswith(("deermem.learning", "rich.progress"))))
+view = memory.scoped(user="bob", agent="coder")
+view.flush_queue()
+print("deermem.learning" in sys.modules, view._updates is memory._updates)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.splitlines() == ["[]", "True True"]

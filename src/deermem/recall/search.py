@@ -310,6 +310,16 @@ class SearchResult(BaseModel):
     def confidence(self) -> float:
         return self.fact.confidence
 
+    @property
+    def relevance(self) -> float:
+        """The score on a scale of [0, 1): ``score / (1 + score)``.
+
+        For hosts whose contract wants a fraction (a LangGraph ``SearchItem``,
+        a mem0 result): the same order as ``score``, comparable across scopes
+        (unlike a score divided by the best of its own results).
+        """
+        return self.score / (1.0 + self.score) if self.score > 0 else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class SearchFindings:

@@ -190,7 +190,7 @@ def origin_not_allowed() -> Problem:
 
 _UNAUTHORIZED: Final = {
     "missing": "send Authorization: Bearer <token>",
-    "malformed": "the Authorization header is not 'Bearer <token>'",
+    "malformed": "the Authorization header is not 'Bearer <token>' (or mem0's 'Token <token>')",
     "invalid": "the bearer token is not valid (unknown or revoked)",
     "expired": "the bearer token has expired; make a new one with `deermem token add`",
 }

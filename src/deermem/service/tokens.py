@@ -64,7 +64,8 @@ _TOKEN: Final = re.compile(r"dmt_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 _TOKEN_ID: Final = re.compile(r"[0-9a-f]{12}")
 _DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 _LOCK_TIMEOUT: Final = 10.0
-_SCHEME: Final = "bearer"
+# mem0's clients send "Token <token>" (the mem0-compatible routes): the same tokens, checked alike.
+_SCHEMES: Final = frozenset({"bearer", "token"})
 
 
 def _digest(token: str) -> str:
@@ -408,7 +409,8 @@ def principal_for_header(
 
     Raises:
         ProblemError: 401 — a token is required and none was sent (``missing``),
-            the header is not ``Bearer <token>`` (``malformed``: also a bare
+            the header is not ``Bearer <token>`` or mem0's ``Token <token>``
+            (``malformed``: also a bare
             token, or ``Bearer`` alone), the token is unknown or revoked
             (``invalid``), or its expiry time has come (``expired``).
         TokenFileError: the tokens file became unreadable.
@@ -419,7 +421,7 @@ def principal_for_header(
         raise ProblemError(unauthorized("missing"))
     scheme, _, credentials = authorization.strip().partition(" ")
     token = credentials.strip()
-    if scheme.lower() != _SCHEME or not token:
+    if scheme.lower() not in _SCHEMES or not token:
         raise ProblemError(unauthorized("malformed"))
     record = tokens.find(token)
     if record is None:

@@ -33,6 +33,7 @@ from deermem import __version__
 from deermem.errors import CorruptMemoryFile, DeerMemError
 from deermem.memory import Memory
 from deermem.model import MAX_NESTING
+from deermem.service.http import mem0
 from deermem.service.http.jobs import Job, JobRunner, JobStore
 from deermem.service.http.routes import ServerContext, problem_response, routers
 from deermem.service.middleware import (
@@ -123,7 +124,7 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
         lifespan=lifespan,
     )
     app.state.deermem = context
-    for router in routers(context):
+    for router in [*routers(context), mem0.router(context)]:
         app.include_router(router)
     _add_problem_handlers(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -1,0 +1,431 @@
+"""mem0's REST API, the subset ``mem0ai``'s ``MemoryClient`` uses, on ``deermem serve``.
+
+The wrappers built on mem0's client (CrewAI, Google ADK, LlamaIndex, Vercel's
+provider …) reach deermem with ``MemoryClient(api_key=<a deermem token>,
+host=<the server's URL>)``. Same process, same tokens, same users as the
+native API: a token is sent as ``Authorization: Token <token>`` (mem0's
+scheme, accepted beside ``Bearer``), and a token reaches only the users it may
+address — any other user id, in a body, a filter or a query, is the 404 an
+unknown path gets, with no data.
+
+What maps to what:
+
+* ``user_id`` is the deermem user, ``agent_id`` the agent bucket (default
+  ``__default__``); ``app_id`` and ``run_id`` have no deermem counterpart and
+  are refused, as is ``metadata`` (a fact holds none), rather than dropped.
+* A memory is a fact: ``id`` is the fact id, ``memory`` its content,
+  ``categories`` its category, ``score`` deermem's search score in [0, 1).
+* ``add`` with ``infer`` (mem0's default) queues the messages for extraction
+  by the configured model, as ``POST …/conversations`` does (501 naming the
+  setting when no model is configured), under the thread ``mem0`` of the
+  scope (each add's messages are new ones, learned whole); its ``event_id``
+  is the job, read at ``GET /v1/event/{id}/``. ``infer: false`` stores each user message as a
+  fact through the capacity gate, at once: the results say ``ADD`` for each
+  kept fact and ``EVICT`` (with the receipt) for each fact the gate evicted,
+  a new one included.
+* ``history`` lists ``ADD``, ``UPDATE`` (the latest; deermem keeps no older
+  text), and a ``DELETE`` or ``EVICT`` for each receipt that names the fact,
+  with the receipt. ``EVICT`` is not in mem0's vocabulary: it is deermem's.
+* ``delete_all`` takes ``user_id`` (and ``agent_id``) as query parameters.
+  mem0's client sends ``delete_all(filters=…)`` as the Python repr of the
+  dict, which is not a format: it is refused (400) with what to send instead.
+
+Every route ends with ``/``, as the client sends it (it does not follow
+redirects). The routes are not in deermem's OpenAPI document: mem0's describes them.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the parameter annotations.
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Final, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from deermem.errors import FactNotFoundError
+from deermem.learning.messages import parse_messages
+from deermem.memory import Memory
+from deermem.model import Fact, Scope, to_json
+from deermem.service.http.jobs import Job
+from deermem.service.http.routes import Dependencies, ServerContext
+from deermem.service.problems import Problem, ProblemError, not_found
+from deermem.service.tokens import Principal
+from deermem.store import EvictionReceipt
+from deermem.store.records import ReceiptJson
+
+__all__ = ["router"]
+
+_log = logging.getLogger("deermem.service.http")
+
+ORG_ID: Final = "deermem"
+"""What the ping answers for mem0's organisation and project (the client needs both)."""
+
+MEM0_THREAD: Final = "mem0"
+"""The thread an ``add`` with ``infer`` is learned under (the facts' source)."""
+
+_EVENT_STATUS: Final[Mapping[str, str]] = {
+    "queued": "PENDING",
+    "running": "RUNNING",
+    "done": "SUCCEEDED",
+    "failed": "FAILED",
+    "abandoned": "FAILED",
+}
+
+_Strict = ConfigDict(extra="forbid")
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: Any = None
+
+
+class Filters(BaseModel):
+    model_config = _Strict
+
+    user_id: str | None = None
+    agent_id: str | None = None
+
+
+class AddBody(BaseModel):
+    model_config = _Strict
+
+    messages: Annotated[list[Message], Field(min_length=1, max_length=2000)]
+    user_id: str | None = None
+    agent_id: str | None = None
+    filters: Filters | None = None
+    infer: bool = True
+    metadata: dict[str, Any] | None = None
+    app_id: None = Field(None, description="refused: deermem has no apps")
+    run_id: None = Field(None, description="refused: deermem has no runs")
+
+
+class SearchBody(BaseModel):
+    model_config = _Strict
+
+    query: Annotated[str, Field(min_length=1, max_length=4000)]
+    filters: Filters
+    top_k: Annotated[int, Field(ge=1, le=1000)] = 10
+    threshold: Annotated[float, Field(ge=0, le=1)] | None = None
+
+
+class ListBody(BaseModel):
+    model_config = _Strict
+
+    filters: Filters
+
+
+class UpdateBody(BaseModel):
+    model_config = _Strict
+
+    text: Annotated[str, Field(min_length=1)]
+    metadata: None = Field(None, description="refused: a fact holds no metadata")
+    timestamp: None = Field(None, description="refused: deermem's clock sets the time")
+    expiration_date: None = Field(None, description="refused: facts do not expire by date")
+
+
+def router(context: ServerContext) -> APIRouter:
+    """The mem0-compatible routes of one server (module docstring)."""
+    deps = Dependencies(context)
+    # mem0's API is described by mem0 (its OpenAPI document): deermem's own leaves it out.
+    api = APIRouter(tags=["mem0"], include_in_schema=False)
+    Who = Annotated[Principal, Depends(deps.principal)]
+
+    def scoped(who: Principal, user: str | None, agent: str | None) -> Memory:
+        if user is None:
+            raise _bad("user_id is required: deermem keeps one memory per user")
+        return context.memory_for(who, user, agent)
+
+    def found(who: Principal, fact_id: str) -> tuple[Memory, Fact | None]:
+        """The scope holding ``fact_id`` (active, else archived) among those ``who`` may read."""
+        store = context.memory.store
+        if who.admin:
+            scopes: Iterable[Scope] = store.scopes()
+        else:
+            scopes = (
+                Scope.of(user, agent) for user in sorted(who.users) for agent in store.agents(user)
+            )
+        archived: Memory | None = None
+        for scope in scopes:
+            if scope.user_id is None:
+                continue
+            memory = context.memory.scoped(user=scope.user_id, agent=scope.agent)
+            fact = memory.snapshot().get(fact_id)
+            if fact is not None:
+                return memory, fact
+            if archived is None and store.archived(scope, fact_id) is not None:
+                archived = memory
+        if archived is not None:
+            return archived, None
+        raise ProblemError(not_found())
+
+    @api.get("/v1/ping/")
+    def ping(who: Who) -> JSONResponse:
+        """What mem0's client asks at construction: the token works, and org and project ids."""
+        return JSONResponse(
+            {"status": "ok", "org_id": ORG_ID, "project_id": ORG_ID, "user_email": None}
+        )
+
+    @api.post("/v3/memories/add/")
+    async def add(who: Who, body: AddBody) -> JSONResponse:
+        """Add memories: extraction by the model (``infer``), or each user message as a fact."""
+        user, agent = _scope_of(body.user_id, body.agent_id, body.filters)
+        if body.metadata:
+            raise _bad("metadata: a deermem fact holds no metadata; send it without")
+        memory = scoped(who, user, agent)
+        if body.infer:
+            job = await run_in_threadpool(_submit, context, memory, body)
+            return JSONResponse(
+                {
+                    "message": "queued for extraction; poll the event",
+                    "status": _EVENT_STATUS[job.status],
+                    "event_id": job.job_id,
+                    "results": [],
+                }
+            )
+        results = await run_in_threadpool(_store_messages, memory, body)
+        return JSONResponse(
+            {"message": "stored", "status": "SUCCEEDED", "event_id": None, "results": results}
+        )
+
+    @api.post("/v3/memories/search/")
+    def search(who: Who, body: SearchBody) -> JSONResponse:
+        """The facts that best match a query, best first, with ``score`` in [0, 1)."""
+        memory = scoped(who, *_scope_of(body.filters.user_id, body.filters.agent_id, None))
+        hits = memory.search(body.query, top_k=body.top_k)
+        results = [
+            {**_memory_json(memory, hit.fact), "score": hit.relevance}
+            for hit in hits
+            if body.threshold is None or hit.relevance >= body.threshold
+        ]
+        return JSONResponse({"results": results})
+
+    @api.post("/v3/memories/")
+    def list_memories(
+        who: Who,
+        body: ListBody,
+        request: Request,
+        page: Annotated[int, Query(ge=1)] = 1,
+        page_size: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> JSONResponse:
+        """Every active fact of a user (and agent), oldest first, a page at a time."""
+        memory = scoped(who, *_scope_of(body.filters.user_id, body.filters.agent_id, None))
+        facts = memory.list_facts()
+        start = (page - 1) * page_size
+        chosen = facts[start : start + page_size]
+
+        def link(number: int) -> str:
+            return str(request.url.include_query_params(page=number, page_size=page_size))
+
+        return JSONResponse(
+            {
+                "count": len(facts),
+                "next": link(page + 1) if start + page_size < len(facts) else None,
+                "previous": link(page - 1) if page > 1 else None,
+                "results": [_memory_json(memory, fact) for fact in chosen],
+            }
+        )
+
+    @api.get("/v1/memories/{memory_id}/")
+    def get_memory(who: Who, memory_id: str) -> JSONResponse:
+        """One active fact, by id, among the users the token may address."""
+        memory, fact = found(who, memory_id)
+        if fact is None:
+            raise ProblemError(not_found())
+        return JSONResponse(_memory_json(memory, fact))
+
+    @api.put("/v1/memories/{memory_id}/")
+    def update_memory(who: Who, memory_id: str, body: UpdateBody) -> JSONResponse:
+        """Change a fact's text (never trims the library)."""
+        memory, fact = found(who, memory_id)
+        if fact is None:
+            raise ProblemError(not_found())
+        updated = memory.update_fact(memory_id, content=body.text, expected_revision=fact.revision)
+        return JSONResponse(_memory_json(memory, updated))
+
+    @api.delete("/v1/memories/{memory_id}/")
+    def delete_memory(
+        who: Who, memory_id: str, delete_linked: Annotated[bool, Query()] = False
+    ) -> JSONResponse:
+        """Archive a fact with a receipt (facts have no links: ``delete_linked`` is moot)."""
+        memory, fact = found(who, memory_id)
+        if fact is None:
+            raise ProblemError(not_found())
+        memory.delete_fact(memory_id, expected_revision=fact.revision)
+        receipt = _last_receipt(memory.audit(), memory_id)
+        return JSONResponse(
+            {"message": "Memory deleted successfully!", "cascade_count": 0, "receipt": receipt}
+        )
+
+    @api.delete("/v1/memories/")
+    def delete_all(
+        who: Who,
+        user_id: Annotated[str | None, Query(max_length=256)] = None,
+        agent_id: Annotated[str | None, Query(max_length=1024)] = None,
+        filters: Annotated[str | None, Query(max_length=4096)] = None,
+    ) -> JSONResponse:
+        """Archive every fact of a user (every agent's, and the summaries), or of one agent."""
+        if filters is not None:
+            raise _bad(
+                "filters: mem0's client sends this dict as Python text, which is no format; "
+                "call delete_all(user_id=..., agent_id=...) instead"
+            )
+        memory = scoped(who, user_id, agent_id)
+        removed = memory.clear() if agent_id is not None else memory.clear_user()
+        return JSONResponse({"message": "Memories deleted successfully!", "deleted": removed})
+
+    @api.get("/v1/memories/{memory_id}/history/")
+    def history(who: Who, memory_id: str) -> JSONResponse:
+        """What happened to a fact: added, changed, deleted or evicted (with receipts)."""
+        memory, _ = found(who, memory_id)
+        try:
+            explanation = memory.why(memory_id)
+        except FactNotFoundError:
+            raise ProblemError(not_found()) from None
+        return JSONResponse(_history(memory, memory_id, explanation.fact, explanation.receipts))
+
+    @api.get("/v1/event/{event_id}/")
+    def event(who: Who, event_id: str) -> JSONResponse:
+        """An ``add`` queued for extraction: its status, and the update report once done."""
+        job = context.job_for(who, event_id)
+        return JSONResponse(_event_json(job))
+
+    return api
+
+
+# --- what the routes answer ----------------------------------------------------------------
+
+
+def _bad(detail: str) -> ProblemError:
+    return ProblemError(Problem(400, "invalid-request", "Invalid request", detail))
+
+
+def _scope_of(
+    user_id: str | None, agent_id: str | None, filters: Filters | None
+) -> tuple[str | None, str | None]:
+    """The user and agent a request names, top-level or in ``filters`` (never two different)."""
+    pairs = (("user_id", user_id), ("agent_id", agent_id))
+    chosen: list[str | None] = []
+    for name, given in pairs:
+        filtered = getattr(filters, name) if filters is not None else None
+        if given is not None and filtered is not None and given != filtered:
+            raise _bad(f"{name} and filters.{name} name different ids")
+        chosen.append(given if given is not None else filtered)
+    return chosen[0], chosen[1]
+
+
+def _submit(context: ServerContext, memory: Memory, body: AddBody) -> Job:
+    if not memory.config.model.configured:
+        raise ProblemError(
+            Problem(
+                501,
+                "extraction-off",
+                "Extraction is off",
+                "add with infer needs a model, and this server has none configured "
+                "(model.model and model.base_url); send infer: false to store the messages as "
+                "they are",
+            )
+        )
+    messages: list[object] = [m.model_dump() for m in body.messages]
+    parse_messages(messages)
+    scope = memory.scope
+    # One thread per scope: an add sends new messages, not the thread so far, and a batch
+    # that does not hold the thread's mark is learned whole (deermem.learning.queue).
+    return context.jobs.submit(scope.user_id or "", scope.agent, MEM0_THREAD, messages)
+
+
+def _store_messages(memory: Memory, body: AddBody) -> list[dict[str, object]]:
+    """Each user message as a fact through the gate; what was added and what was evicted."""
+    results: list[dict[str, object]] = []
+    for message in body.messages:
+        if message.role not in ("user", "human"):
+            continue
+        parsed = parse_messages([message.model_dump()])[0]
+        if not parsed.text.strip():
+            continue
+        outcome = memory.create_fact(parsed.text)
+        for fact_id in outcome.evicted:
+            receipt = next((r for r in outcome.receipts if fact_id in r.fact_ids), None)
+            results.append({"id": fact_id, "event": "EVICT", "receipt": _receipt_json(receipt)})
+        if outcome.fact_id is not None:
+            results.append(
+                {"id": outcome.fact_id, "data": {"memory": outcome.fact.content}, "event": "ADD"}
+            )
+    return results
+
+
+def _memory_json(memory: Memory, fact: Fact) -> dict[str, object]:
+    scope = memory.scope
+    return {
+        "id": fact.id,
+        "memory": fact.content,
+        "user_id": scope.user_id,
+        "agent_id": scope.agent,
+        "metadata": {},
+        "categories": [fact.categoryExtension or fact.category],
+        "created_at": fact.createdAt,
+        "updated_at": fact.updatedAt or fact.createdAt,
+    }
+
+
+def _receipt_json(receipt: EvictionReceipt | None) -> object:
+    return None if receipt is None else to_json(receipt, ReceiptJson)
+
+
+def _last_receipt(receipts: Iterable[EvictionReceipt], fact_id: str) -> object:
+    named = [r for r in receipts if fact_id in r.fact_ids]
+    return _receipt_json(named[-1] if named else None)
+
+
+def _history(
+    memory: Memory, fact_id: str, fact: Fact | None, receipts: Iterable[EvictionReceipt]
+) -> list[dict[str, object]]:
+    user = memory.scope.user_id
+    events: list[dict[str, object]] = []
+
+    def event(kind: str, at: str, text: str | None, **extra: object) -> None:
+        events.append(
+            {
+                "id": f"{fact_id}-{len(events) + 1}",
+                "memory_id": fact_id,
+                "input": [],
+                "old_memory": None,
+                "new_memory": text,
+                "user_id": user,
+                "event": kind,
+                "metadata": None,
+                "created_at": at,
+                "updated_at": at,
+                **extra,
+            }
+        )
+
+    if fact is not None:
+        event("ADD", fact.createdAt, fact.content)
+        if fact.revision > 1 and fact.updatedAt and fact.updatedAt != fact.createdAt:
+            event("UPDATE", fact.updatedAt, fact.content)
+    for receipt in receipts:
+        kind: Literal["DELETE", "EVICT"] = "DELETE" if receipt.reason == "deleted" else "EVICT"
+        event(kind, receipt.occurred_at, None, receipt=_receipt_json(receipt))
+    return events
+
+
+def _event_json(job: Job) -> dict[str, object]:
+    return {
+        "id": job.job_id,
+        "event_type": "ADD",
+        "status": _EVENT_STATUS[job.status],
+        "payload": None,
+        "metadata": None,
+        "results": None if job.report is None else dict(job.report),
+        "error": None if job.error is None else dict(job.error),
+        "created_at": job.created_at,
+        "updated_at": job.finished_at or job.started_at or job.created_at,
+        "started_at": job.started_at,
+        "completed_at": job.finished_at,
+        "latency": None,
+    }

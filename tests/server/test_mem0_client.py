@@ -1,0 +1,195 @@
+"""mem0's own ``MemoryClient`` against a real ``deermem serve`` (uvicorn on 127.0.0.1), every
+method the mem0-compatible routes serve, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+# mem0 phones PostHog and writes ~/.mem0 unless told otherwise before it is imported.
+os.environ["MEM0_TELEMETRY"] = "False"
+os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="deermem-mem0-")
+
+from mem0 import AsyncMemoryClient, MemoryClient
+from mem0.exceptions import MemoryError as Mem0Error
+from mem0.exceptions import MemoryNotFoundError, ValidationError
+
+from deermem.testing import ScriptedChatServer
+
+from ..integrations.conftest import loopback_only as loopback_only
+from ..served_store import ServedStore, on_both_stores
+from ..server.conftest import LiveServer, start_server
+from ..server.conftest import store as store
+from ..wire_support import answer, model_settings, new_fact
+
+ALICE = {"user_id": "alice"}
+
+
+@pytest.fixture
+def live(store: ServedStore) -> Iterator[LiveServer]:
+    server, _ = start_server(store, max_facts=10)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(live: LiveServer) -> Iterator[MemoryClient]:
+    client = MemoryClient(api_key="no-token-needed-on-loopback", host=live.url)
+    yield client
+    client.client.close()
+
+
+def add(client: MemoryClient, *texts: str, **ids: str) -> dict[str, Any]:
+    messages = [{"role": "user", "content": text} for text in texts]
+    result: dict[str, Any] = client.add(messages, infer=False, **(ids or ALICE))
+    return result
+
+
+@on_both_stores
+def test_add_search_list_get_update_delete_history(client: MemoryClient, live: LiveServer) -> None:
+    added = add(client, "Prefers uv over pip", "Works on the billing service")
+    assert added["status"] == "SUCCEEDED"
+    ids = [r["id"] for r in added["results"] if r["event"] == "ADD"]
+    assert len(ids) == 2
+
+    found = client.search("uv", filters=ALICE, top_k=5)["results"]
+    assert [r["id"] for r in found] == [ids[0]]
+    assert found[0]["memory"] == "Prefers uv over pip"
+    assert 0 < found[0]["score"] < 1
+    assert set(found[0]) >= {"id", "memory", "score", "metadata", "created_at", "updated_at"}
+
+    listed = client.get_all(filters=ALICE, page=1, page_size=1)
+    assert listed["count"] == 2
+    assert [r["id"] for r in listed["results"]] == [ids[0]]
+    assert listed["next"] is not None
+    assert listed["previous"] is None
+
+    one = client.get(ids[1])
+    assert (one["memory"], one["user_id"]) == ("Works on the billing service", "alice")
+    client.update(ids[1], text="Works on the payments service")
+    assert client.get(ids[1])["memory"] == "Works on the payments service"
+
+    deleted = client.delete(ids[0])
+    assert deleted["receipt"]["reason"] == "deleted"
+    with pytest.raises(MemoryNotFoundError):
+        client.get(ids[0])
+    history = client.history(ids[0])
+    assert [e["event"] for e in history] == ["ADD", "DELETE"]
+    assert history[1]["receipt"]["receiptId"] == deleted["receipt"]["receiptId"]
+    assert [e["event"] for e in client.history(ids[1])] == ["ADD", "UPDATE"]
+
+    cleared = client.delete_all(user_id="alice")
+    assert cleared["deleted"] == [ids[1]]
+    assert client.get_all(filters=ALICE)["results"] == []
+
+
+@on_both_stores
+def test_an_add_the_gate_trims_names_the_evictions(client: MemoryClient) -> None:
+    first = add(client, *(f"Fact number {n} about the project" for n in range(10)))
+    assert [r["event"] for r in first["results"]] == ["ADD"] * 10
+    more = add(client, "One more fact about the project")
+    events = [(r["event"], r.get("receipt", {}) or {}) for r in more["results"]]
+    assert [kind for kind, _ in events].count("EVICT") == 1
+    evicted = next(r["id"] for r in more["results"] if r["event"] == "EVICT")
+    receipt = next(receipt for kind, receipt in events if kind == "EVICT")
+    assert receipt["reason"] == "capacity"
+    assert [e["event"] for e in client.history(evicted)][-1] == "EVICT"
+    assert "memory" not in str(receipt)
+
+
+def finished(url: str, event_id: str) -> dict[str, Any]:
+    """The event of a queued add, once it is no longer pending or running (polled)."""
+    with httpx.Client(base_url=url) as http:
+        for _ in range(400):
+            event: dict[str, Any] = http.get(f"/v1/event/{event_id}/").json()
+            if event["status"] in ("SUCCEEDED", "FAILED"):
+                return event
+            time.sleep(0.05)
+    raise AssertionError(f"event {event_id} did not finish")
+
+
+def test_add_with_infer_queues_extraction_and_the_event_tells(store: ServedStore) -> None:
+    with ScriptedChatServer() as chat:
+        live, _ = start_server(store, model=model_settings(chat, max_retries=0), max_facts=10)
+        try:
+            chat.enqueue(answer(newFacts=[new_fact("Prefers uv over pip")]))
+            client = MemoryClient(api_key="x", host=live.url)
+            added = client.add(
+                [
+                    {"role": "user", "content": "I always use uv, never pip."},
+                    {"role": "assistant", "content": "Noted."},
+                ],
+                user_id="alice",
+            )
+            assert added["status"] in ("PENDING", "RUNNING", "SUCCEEDED")
+            event = finished(live.url, added["event_id"])
+            assert event["status"] == "SUCCEEDED", event
+            assert event["results"]["added"]
+            memories = client.get_all(filters=ALICE)["results"]
+            assert [m["memory"] for m in memories] == ["Prefers uv over pip"]
+            assert memories[0]["id"] in str(event["results"])
+
+            # the next add sends new messages only: they are learned whole
+            chat.enqueue(answer(newFacts=[new_fact("Works on the billing service")]))
+            second = client.add(
+                [
+                    {"role": "user", "content": "I work on the billing service."},
+                    {"role": "assistant", "content": "Got it."},
+                ],
+                user_id="alice",
+            )
+            assert finished(live.url, second["event_id"])["status"] == "SUCCEEDED"
+            assert "I work on the billing service." in str(chat.requests[-1].messages)
+            memories = client.get_all(filters=ALICE)["results"]
+            assert len(memories) == 2
+            client.client.close()
+        finally:
+            live.stop()
+
+
+def test_add_with_infer_and_no_model_names_the_setting(client: MemoryClient) -> None:
+    with pytest.raises(Mem0Error, match=r"model\.model and model\.base_url"):
+        client.add("I use uv", user_id="alice")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # mem0's client sends filters= as the dict's Python repr
+        (lambda c: c.delete_all(filters=ALICE), "filters: mem0's client sends"),
+        (lambda c: c.add("x", user_id="alice", infer=False, metadata={"a": 1}), "metadata"),
+        (lambda c: c.add("x", user_id="alice", infer=False, run_id="r1"), "run_id"),
+        (
+            lambda c: c.add("x", infer=False, filters={"user_id": "bob"}, user_id="alice"),
+            "different ids",
+        ),
+        (lambda c: c.add("x", infer=False), "user_id is required"),
+        (lambda c: c.update("fact_00000000", text="x", metadata={"a": 1}), "metadata"),
+    ],
+    ids=["delete-all-filters", "metadata", "run-id", "two-users", "no-user", "update-metadata"],
+)
+def test_what_deermem_cannot_represent_is_refused(
+    client: MemoryClient, call: Any, message: str
+) -> None:
+    add(client, "Prefers uv over pip")
+    with pytest.raises(ValidationError, match=message):
+        call(client)
+    assert len(client.get_all(filters=ALICE)["results"]) == 1
+
+
+def test_the_async_client_works_too(live: LiveServer) -> None:
+    async def session() -> list[str]:
+        client = AsyncMemoryClient(api_key="x", host=live.url)
+        await client.add("Prefers uv", user_id="alice", infer=False)
+        found = await client.search("uv", filters=ALICE)
+        await client.async_client.aclose()
+        return [r["memory"] for r in found["results"]]
+
+    assert asyncio.run(session()) == ["Prefers uv"]
