@@ -85,6 +85,7 @@ def test_a_result_is_written_by_its_description(memory: Memory) -> None:
         "evicted": [],
         "receipts": [],
         "relearned": None,
+        "redacted": [],  # issue 26: the kinds of secret replaced (none here)
         "kept": True,
         "proposedFactId": result.fact_id,
         "message": f"stored as {result.fact_id}",  # in plain words too (issue 24)

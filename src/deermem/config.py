@@ -480,6 +480,11 @@ class MemoryConfig(BaseModel):
     """Root directory of the Markdown store; empty means ``$DEERMEM_DATA_DIR``,
     else ``~/.deermem``."""
 
+    redact_secrets: bool = True
+    """Replace every credential (API keys, tokens, private keys, passwords,
+    payment cards: docs/privacy.md) by ``[redacted: KIND]`` before anything is
+    written, on every path, and before a conversation is sent to the model."""
+
     strict_user_scope: bool = False
     """Refuse operations without a user id instead of using the root's own
     single-user document."""

@@ -26,6 +26,7 @@ module's own (:func:`export_document`, :func:`plan_import`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import errno
 import logging
 import os
@@ -58,10 +59,13 @@ from deermem.model import (
     check_fact_id,
     check_line,
     check_storable,
+    check_user_id,
     duplicate_key,
     format_timestamp,
     new_fact_id,
     random_fact_id,
+    redact,
+    redact_fact,
 )
 from deermem.policy import coerce_confidence
 from deermem.recall import Injection, warm_tokenizer
@@ -70,14 +74,18 @@ from deermem.recall.injection import memory_injection
 from deermem.recall.search import SearchFindings, rebuild_search_index, search_scope
 from deermem.results import (
     CreateResult,
+    ErasureResult,
     Explanation,
     FactPatch,
     ImportResult,
     NewFact,
+    RedactedItem,
+    RedactionReport,
     ReindexReport,
     RestoreResult,
     ScopeSummary,
     SearchResult,
+    UserImportResult,
 )
 from deermem.store import (
     REASON_DELETED,
@@ -92,7 +100,9 @@ from deermem.store import (
     open_store,
     resolve_root,
 )
-from deermem.store.plan import newest_first_ids
+from deermem.store.migrate import read_user_export, transfer_of, user_export
+from deermem.store.plan import newest_first_ids, redact_dump
+from deermem.store.protocol import UserDump
 from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
@@ -520,7 +530,6 @@ class Memory:
                 )
             elif transaction.archived(fact_id) is not None:
                 raise ArchivedFactError(fact_id)
-            _check_not_duplicate(snapshot, checked.content)
             # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
                 "id": fact_id,
@@ -537,6 +546,12 @@ class Memory:
             if checked.topics:
                 data["topics"] = checked.topics
             fact = Fact.from_dict(data)
+            # Redacted before the duplicate rule, so a secret pasted twice is one fact;
+            # the limits were checked on the text as written (a marker may be longer).
+            redacted: tuple[str, ...] = ()
+            if self.config.redact_secrets:
+                fact, redacted = redact_fact(fact)
+            _check_not_duplicate(snapshot, fact.content)
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
             )
@@ -552,6 +567,7 @@ class Memory:
             evicted=outcome.evicted,
             receipts=outcome.receipts,
             relearned=stored_id if fact.id in outcome.relearned else None,
+            redacted=redacted,
         )
 
     def import_document(self, document: Mapping[str, object]) -> ImportResult:
@@ -580,6 +596,7 @@ class Memory:
             evicted=outcome.evicted,
             replaced=outcome.removed,
             receipts=outcome.receipts,
+            redacted=outcome.commit.redacted,
         )
 
     def restore(self, fact_id: str) -> RestoreResult:
@@ -612,6 +629,7 @@ class Memory:
             restored=fact_id in outcome.kept_new,
             evicted=outcome.evicted,
             receipts=outcome.receipts,
+            redacted=outcome.commit.redacted,
         )
 
     # --- changing and removing ------------------------------------------------------
@@ -716,6 +734,78 @@ class Memory:
             empty: dict[SummaryKey, str | Section] = dict.fromkeys(keys, Section())
             self.store.commit(self.scope, ChangeSet(now=self.now(), summaries=empty))
         return tuple(removed)
+
+    def erase_user(self, user_id: str) -> ErasureResult:
+        """Erase a user everywhere, for good: every agent, the summaries, the archive,
+        receipts, usage, regret events, shadow marks, conversation marks, queued
+        conversations, journals and temporary files, and the user's search index rows.
+
+        Works on any memory of the store (an :meth:`open_unscoped` one too): it
+        addresses ``user_id``, not this memory's scope. Crash-safe (a kill
+        leaves the user intact or erased at the next open, never half; see
+        :meth:`deermem.store.Store.erase_user`). Afterwards no file under a
+        Markdown root and no live row of the database holds the user's id or
+        anything they said; the index file is vacuumed with ``secure_delete``.
+        A user the store does not hold is erased of nothing (counts 0).
+
+        Raises:
+            UnsafeIdentifierError: ``user_id`` is not a usable user id.
+        """
+        user_id = check_user_id(user_id)
+        index = self._search_index.get(self.store)
+        # The index first and again last: a search between the two may have
+        # brought rows back; the store erases between, atomically.
+        rows = index.forget_user(user_id)
+        queued = self._updates.forget_user(user_id)
+        counts = self.store.erase_user(user_id)
+        rows += index.forget_user(user_id)
+        return ErasureResult(
+            user_id=user_id, counts={**counts, "searchRows": rows, "queued": queued}
+        )
+
+    def export_user(self, user_id: str) -> dict[str, object]:
+        """Everything held for a user, as one versioned JSON document (docs/privacy.md).
+
+        Every agent's facts, the summaries, the archive with its receipts,
+        usage, regret events, shadow marks and conversation marks — what a
+        person may ask for under a right of access. Works on any memory of
+        the store (it addresses ``user_id``). A user the store does not hold
+        exports as an empty document.
+
+        Raises:
+            UnsafeIdentifierError: ``user_id`` is not a usable user id.
+        """
+        user_id = check_user_id(user_id)
+        dump = transfer_of(self.store).dump_user(user_id)
+        if dump is None:
+            dump = UserDump(user_id, SummaryDocument(), ())
+        return user_export(dump, format_timestamp(self.now()))
+
+    def import_user(self, document: Mapping[str, object]) -> UserImportResult:
+        """Restore a user from :meth:`export_user`'s document, whole, in one atomic write.
+
+        The store must not hold the user yet (erase it first): the document
+        is the user's whole memory, as ``deermem migrate`` copies one. Every
+        part is checked as the store checks its own files, and secrets are
+        replaced as on every write (``redact_secrets``).
+
+        Raises:
+            FactValidationError: the document is not an export, a part of it
+                is invalid (named), or the store already holds the user.
+        """
+        dump = read_user_export(document)
+        redacted: tuple[str, ...] = ()
+        if self.config.redact_secrets:
+            dump, redacted = redact_dump(dump)
+        try:
+            transfer_of(self.store).load_user(dump)
+        except FileExistsError:
+            raise FactValidationError(
+                "userId",
+                dump.user_id,
+                "the store already holds this user; erase it first (deermem users erase)",
+            ) from None
+        return UserImportResult(user_id=str(dump.user_id), counts=dump.counts(), redacted=redacted)
 
     def purge(self, fact_id: str) -> None:
         """Delete an archived fact for good; its content-free receipts stay.
@@ -937,6 +1027,78 @@ class Memory:
                     self._unrecorded_said = True
                     _log.warning("search hits are not counted as recalls: %s", error)
         return results
+
+    def redact_stored(self, *, dry_run: bool = False) -> RedactionReport:
+        """Find the secrets already stored (before redaction, or with it off) and replace them.
+
+        Store-wide: every scope's facts and archive entries and every user's
+        summaries are read; each one holding a secret is rewritten with
+        ``[redacted: KIND]`` in its place (a new fact revision), whatever
+        ``redact_secrets`` says, and the search index forgets the scope's rows
+        and is scrubbed (:meth:`SearchIndex.scrub`). With ``dry_run`` nothing
+        changes. The report names kinds and ids only, never a value.
+        """
+        now = self.now()
+        items: list[RedactedItem] = []
+        changed: list[Scope] = []
+        users: set[str | None] = set()
+        for scope in self.store.scopes():
+            summaries = scope.user_id not in users  # a user's summaries: with its first agent
+            users.add(scope.user_id)
+            found = self._redact_scope(scope, now, items, summaries=summaries, dry_run=dry_run)
+            if found and not dry_run:
+                changed.append(scope)
+        if changed:
+            index = self._search_index.get(self.store)
+            for scope in changed:
+                index.remove_scope(scope.user_id, scope.agent)
+            index.scrub()
+        return RedactionReport(dry_run=dry_run, items=tuple(items))
+
+    def _redact_scope(
+        self,
+        scope: Scope,
+        now: datetime,
+        items: list[RedactedItem],
+        *,
+        summaries: bool,
+        dry_run: bool,
+    ) -> bool:
+        """Redact one scope's facts and archive (and, with ``summaries``, the user's)."""
+        with self.store.transaction(scope) as transaction:
+            writes: list[FactWrite] = []
+            for fact in transaction.snapshot.facts:
+                redacted, kinds = redact_fact(fact)
+                if kinds:
+                    writes.append(FactWrite(redacted, create=False))
+                    items.append(_redacted_item(scope, "fact", fact.id, kinds))
+            puts: list[ArchiveEntry] = []
+            for entry in self.store.archive(scope, now):
+                redacted, kinds = redact_fact(entry.fact)
+                if kinds:
+                    puts.append(dataclasses.replace(entry, fact=redacted))
+                    items.append(_redacted_item(scope, "archive", entry.fact_id, kinds))
+            sections: dict[SummaryKey, str | Section] = {}
+            for group, names in SUMMARY_GROUPS.items() if summaries else ():
+                for name in names:
+                    section = transaction.snapshot.summaries.section((group, name))
+                    redaction = redact(section.summary)
+                    if redaction.kinds:
+                        sections[(group, name)] = dataclasses.replace(
+                            section, summary=redaction.text
+                        )
+                        items.append(
+                            _redacted_item(scope, "summary", f"{group}.{name}", redaction.kinds)
+                        )
+            if not (writes or puts or sections):
+                return False
+            if not dry_run:
+                transaction.commit(
+                    ChangeSet(
+                        now=now, writes=tuple(writes), archive_puts=tuple(puts), summaries=sections
+                    )
+                )
+            return True
 
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild the store's search index from every scope's facts (store-wide).
@@ -1219,6 +1381,12 @@ def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section
             check_storable(f"{group}.{name}", dict(section.extra), max_size=MAX_KEPT_SIZE)
             sections[(group, name)] = section
     return sections
+
+
+def _redacted_item(scope: Scope, where: str, item_id: str, kinds: tuple[str, ...]) -> RedactedItem:
+    return RedactedItem.model_validate(
+        {"user": scope.user_id, "agent": scope.agent, "where": where, "id": item_id, "kinds": kinds}
+    )
 
 
 class _LearnerSlot:

@@ -17,7 +17,9 @@ Everything every layer agrees on about a fact, written once:
 * **the JSON form of records** — one way to write a record as the wire carries
   it (:func:`to_json`), the configuration every result model shares, and the
   fact's own wire description (:data:`FactJson`), low enough for every layer
-  that hands a record to an interface.
+  that hands a record to an interface;
+* **secrets** — which credentials never reach a file: :func:`redact` replaces
+  each by ``[redacted: KIND]`` and says which kinds it found, never the value.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_PROTECTED_CATEGORIES",
     "FACT_ID_PATTERN",
+    "KINDS",
     "MAX_AGENT_NAME_LENGTH",
     "MAX_CATEGORY_CHARS",
     "MAX_CONTENT_CHARS",
@@ -85,6 +88,7 @@ __all__ = [
     "FactScope",
     "FactSource",
     "IdFactory",
+    "Redaction",
     "Scope",
     "agent_directory",
     "canonical_category",
@@ -101,11 +105,15 @@ __all__ = [
     "instance_of",
     "is_bucket",
     "is_derived_agent_directory",
+    "marker",
     "new_fact_id",
     "normalise_agent",
     "parse_moment",
     "parse_timestamp",
     "random_fact_id",
+    "redact",
+    "redact_fact",
+    "redact_value",
     "safe_user_id",
     "to_json",
     "was_kept_user_id",
@@ -1451,3 +1459,682 @@ FactJson = Annotated[
     DescribedBy(FactOut),
 ]
 """A :class:`Fact` on the wire: its stored form, every field."""
+
+
+# ---------------------------------------------------------------------------
+# Secrets: the text a memory keeps never holds a credential
+#
+# Secret redaction: the text a memory keeps never holds a credential.
+#
+# People paste credentials into chats ("here's my token: ghp_…"), and a memory
+# that learns from chats would otherwise keep them verbatim, in files, indexes,
+# exports and prompts, for years. :func:`redact` replaces each secret it finds
+# by ``[redacted: KIND]`` before anything is written, and says which kinds it
+# found — never the value — so a write's result (and a receipt) can report that
+# a redaction happened.
+#
+# What counts as a secret is a fixed table of shapes (:data:`KINDS`), chosen for
+# precision: a memory is mostly prose, code identifiers, ids, hashes, times and
+# numbers, and each of those must pass unchanged, because a false positive
+# destroys a fact the user wanted kept. So:
+#
+# * provider keys are recognised by their documented prefix (``ghp_``,
+#   ``sk-ant-``, ``AKIA`` …) followed by a body that looks random (it mixes
+#   letters and digits or letter cases), so ``ghp_`` in a sentence about
+#   GitHub, or a kebab-case identifier after ``sk-``, is left alone;
+# * assignments (``password=…``, ``"password": "…"``, ``Authorization: …``,
+#   ``aws_secret_access_key = …``, a password in a URL) lose their value and keep
+#   their key, so the fact still says *what* was there; obvious placeholders
+#   (``${DB_PASSWORD}``, ``<token>``, ``****``, a type annotation, a variable)
+#   are not values and stay;
+# * a payment card is 13 to 19 digits, in one run or in groups separated by
+#   single spaces or dashes, that start like a card network's numbers, have
+#   that network's length and pass the Luhn check — dates, phone numbers,
+#   timestamps and ids fail one of these; the public test numbers of card
+#   networks' documentation (``4242 4242 4242 4242``) are not secrets;
+# * a PEM private key goes as a whole block, armour lines included.
+#
+# Whatever is not in the table passes: a secret of a shape the table does not
+# know (a password said in prose, a key of an unlisted provider) is a known
+# miss, listed in the privacy documentation. The function is pure and
+# deterministic: the same text gives the same result, byte for byte, and
+# redacting a redacted text changes nothing.
+# ---------------------------------------------------------------------------
+
+KINDS: Final = (
+    "anthropic-key",
+    "aws-access-key",
+    "bearer-token",
+    "github-token",
+    "gitlab-token",
+    "google-api-key",
+    "jwt",
+    "npm-token",
+    "openai-key",
+    "password",
+    "payment-card",
+    "private-key",
+    "slack-token",
+    "stripe-key",
+)
+"""Every kind :func:`redact` reports, sorted; the names are stable (they are
+written in results and receipts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """The text with every secret replaced, and what was replaced.
+
+    Attributes:
+        text: the text, each secret replaced by ``[redacted: KIND]``;
+            the input itself (the same object) when nothing was found.
+        kinds: the distinct kinds replaced, sorted; empty when none.
+    """
+
+    text: str
+    kinds: tuple[str, ...]
+
+
+def marker(kind: str) -> str:
+    """The text that stands where a secret of ``kind`` was."""
+    return f"[redacted: {kind}]"
+
+
+# What a secret looks like.
+
+# A match's secret is its group named ``secret`` (or ``secret2`` … when a rule
+# has alternatives), else the whole match. A check, when a rule has one, sees
+# that secret and may refuse it (a placeholder, a body that is not random).
+_Check = Callable[[str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    check: _Check | None = None
+
+
+def _classes(token: str) -> int:
+    """How many of digits, lower-case and upper-case letters ``token`` holds."""
+    return (
+        any(c.isdigit() for c in token)
+        + any(c.islower() for c in token)
+        + any(c.isupper() for c in token)
+    )
+
+
+def _random(token: str) -> bool:
+    # A generated key's body mixes at least two of digits, lower and upper
+    # case (a 20-character base62 body lacks two of them with probability
+    # below 1e-7); a word, an identifier or a placeholder rarely does.
+    return _classes(token) >= 2
+
+
+def _very_random(token: str) -> bool:
+    # For a prefix as short and common as ``sk-``: all three classes.
+    return _classes(token) == 3
+
+
+_OPENAI_TYPED: Final = re.compile(r"sk-(?:proj|svcacct|admin|None)-")
+
+
+def _openai_check(token: str) -> bool:
+    # ``sk-proj-…`` and its kin name their type; a bare ``sk-…`` is a short,
+    # common prefix, so its body must hold all three classes.
+    typed = _OPENAI_TYPED.match(token)
+    return _random(token[typed.end() :]) if typed else _very_random(token[3:])
+
+
+def _random_after(prefix: str) -> _Check:
+    """A check that the body after ``prefix`` (a regex) looks random: the
+    prefix, with its letters and version digits, is no evidence."""
+    pattern = re.compile(prefix)
+
+    def check(token: str) -> bool:
+        found = pattern.match(token)
+        return _random(token[found.end() if found else 0 :])
+
+    return check
+
+
+# Left edge of a token: not glued to a letter or digit before it.
+_EDGE: Final = r"(?<![A-Za-z0-9])"
+# The characters of a token after its prefix; the quantifiers are greedy, so a
+# token is taken to its end and no tail of it stays in the text.
+_T: Final = r"[A-Za-z0-9_\-]"
+
+_PEM_BEGIN: Final = r"-{4,5} ?BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)? ?-{4,5}"
+_PEM_END: Final = r"-{4,5} ?END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)? ?-{4,5}"
+_PRIVATE_KEY: Final = re.compile(
+    _PEM_BEGIN
+    + "(?:"
+    # The whole block, up to its end line (never across another block's start) ...
+    + rf"(?:(?!-{{4,5}} ?BEGIN )[\s\S])*?{_PEM_END}"
+    # ... or, when the paste was cut, the armour headers and base64 lines that
+    # follow (separated by line breaks, or by ``\n`` escapes in a JSON string).
+    + r"|(?:(?:\s|\\[nr])+(?:[A-Za-z0-9+/=]{16,}|(?:Proc-Type|DEK-Info|Comment):[^\r\n\\]*))*"
+    + ")"
+)
+
+_PLACEHOLDER_WORDS: Final = frozenset(
+    {
+        # Absent values and the words used in their place.
+        "",
+        "null",
+        "none",
+        "nil",
+        "undefined",
+        "true",
+        "false",
+        "empty",
+        "redacted",
+        "hidden",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "your_password",
+        "yourpassword",
+        "your-password",
+        "mypassword",
+        # Type annotations: ``password: str`` in a signature.
+        "str",
+        "string",
+        "bytes",
+        "secretstr",
+        "optional",
+        "any",
+        "int",
+    }
+)
+# ``${X}``, ``$X``, ``%s``, ``%(x)s``, ``{{ x }}``, ``{x}``, ``<x>``, ``****``,
+# ``xxxx``, ``...``, ``…`` and a marker a redaction left.
+_PLACEHOLDER: Final = re.compile(
+    r"[$%{<]|\*+$|[xX]{3,}$|\.{3}|…|\[redacted\b|"
+    # Code: a call, an index, an attribute of a well-known object.
+    r"[A-Za-z_][A-Za-z0-9_.]*(?:\(.*\)|\[.*\])$|"
+    r"(?:self|this|os|env|process|settings|config|cfg|args|opts|options|params|kwargs|"
+    r"request|req|ctx|environ)\."
+)
+
+
+def _is_value(value: str) -> bool:
+    """Whether an assigned value is a value, not a placeholder standing for one."""
+    return value.lower() not in _PLACEHOLDER_WORDS and _PLACEHOLDER.match(value) is None
+
+
+_KEY_QUOTE: Final = r"(?:\\?[\"'])?"
+_ASSIGN: Final = r"[ \t]*(?:=>|:=|=|:)[ \t]*"
+# A quoted value (as in JSON, YAML, code, or JSON inside a JSON string: ``\"``),
+# else an unquoted one up to a space, a quote or ``&`` (the next query field).
+_VALUE: Final = (
+    r"(?:\\\"(?P<secret>(?:(?!\\\")[^\r\n]){1,256}+)\\\""
+    r"|\"(?P<secret2>(?:[^\"\\\r\n]|\\.){1,256}+)\""
+    r"|'(?P<secret3>(?:[^'\\\r\n]|\\.){1,256}+)'"
+    r"|(?P<secret4>[^\s\"'`<>&]+))"
+)
+# Password keys: ``password``, ``passwd``, ``passphrase``, ``pwd``, alone or at
+# the end of a longer name (``db_password``, ``DB-PASSWORD``, ``user.password``,
+# ``dbPassword``, ``PGPASSWORD``); never ``passwords`` or ``password_hash``.
+# What comes before the key word does not matter: only its value is replaced.
+_PASSWORD_KEY: Final = r"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd)(?![A-Za-z0-9_])"
+_PASSWORD: Final = re.compile(
+    _PASSWORD_KEY
+    + _KEY_QUOTE
+    + r"[ \t]*(?:=>|:=|=|(?P<colon>:))[ \t]*"
+    # Prose, not an assignment: after a colon, an unquoted word of letters
+    # that a sentence continues (``Password: changed yesterday by the admin``).
+    + r"(?(colon)(?![A-Za-z][a-z]*[ \t]+[a-z]))"
+    + _VALUE
+)
+# ``scheme://user:password@host`` (a database URL, a proxy): the password only.
+_URL_PASSWORD: Final = re.compile(
+    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}+://[^\s:/?#@\"'<>]{0,256}+:"
+    # A raw ``#`` or ``?`` is not valid there, but a pasted password holds them.
+    r"(?P<secret>[^\s/@\"'<>]{1,256}+)@"
+)
+
+
+def _password_check(value: str) -> bool:
+    return _is_value(_trim(value))
+
+
+def _trim(value: str) -> str:
+    """An unquoted value without the punctuation of the sentence around it: a
+    final ``.``, ``,``, ``;`` or ``:``, and a closing bracket it did not open.
+    (``!`` and ``?`` stay: passwords end with them more often than sentences
+    end right after one.)"""
+    while value:
+        last = value[-1]
+        opener = _OPENERS.get(last)
+        if last in ".,;:" or (opener is not None and value.count(opener) < value.count(last)):
+            value = value[:-1]
+        else:
+            break
+    return value
+
+
+_OPENERS: Final = {")": "(", "]": "[", "}": "{"}
+
+
+_AWS_SECRET: Final = re.compile(
+    # A name that says AWS and secret/key/token (``aws_secret_access_key``,
+    # ``AWS_SESSION_TOKEN``, ``awsSecretKey``), or ``secret_access_key`` itself ...
+    # (the match starts at the key word: what precedes it is kept anyway; the
+    # name is bounded and never given back, so no text makes the search slow) ...
+    r"(?:aws(?=[A-Za-z0-9_.\-]{0,40}?(?:secret|key|token))|secret_?access_?key)"
+    r"[A-Za-z0-9_.\-]{0,60}+"
+    + _KEY_QUOTE
+    + _ASSIGN
+    + r"(?:\\?[\"'])?"
+    # ... assigned 40 or more base64 characters (a secret key is 40).
+    + r"(?P<secret>[A-Za-z0-9/+]{40,}={0,2})(?![A-Za-z0-9/+=])",
+    re.IGNORECASE,
+)
+
+# An HTTP credential (RFC 9110's token68), taken whole (greedy); a full stop
+# at its end ends the sentence, not the token.
+_TOKEN68: Final = r"[A-Za-z0-9\-._~+/]{{{min},}}[A-Za-z0-9\-_~+/]=*"
+_BEARER: Final = re.compile(_EDGE + r"[Bb]earer[ \t]+(?P<secret>" + _TOKEN68.format(min=11) + ")")
+_AUTHORIZATION: Final = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:proxy-)?authorization"
+    + _KEY_QUOTE
+    + _ASSIGN
+    + r"(?:\\?[\"'])?(?:(?:bearer|basic|token|bot|apikey|api-key|oauth)[ \t]+)?"
+    + r"(?P<secret>"
+    + _TOKEN68.format(min=7)
+    + ")",
+    re.IGNORECASE,
+)
+
+# The order is the preference when two rules find the same span: the most
+# specific kind names it (a JWT sent as a bearer token is a ``jwt``; a GitHub
+# token assigned to ``password`` is a ``github-token``).
+_RULES: Final = (
+    _Rule("private-key", _PRIVATE_KEY),
+    _Rule(
+        "anthropic-key",
+        re.compile(_EDGE + rf"sk-ant-{_T}{{20,}}"),
+        _random_after(r"sk-ant-(?:[a-z]+[0-9]+-)?"),
+    ),
+    _Rule(
+        "openai-key",
+        re.compile(_EDGE + rf"sk-(?:(?:proj|svcacct|admin|None)-{_T}{{20,}}|(?!ant-){_T}{{32,}})"),
+        _openai_check,
+    ),
+    _Rule(
+        "aws-access-key",
+        re.compile(_EDGE + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    ),
+    _Rule("aws-access-key", _AWS_SECRET, _random),
+    _Rule(
+        "github-token",
+        re.compile(_EDGE + r"(?:gh[pousr]_[A-Za-z0-9_]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+        _random_after(r"github_pat_|gh._"),
+    ),
+    _Rule(
+        "gitlab-token",
+        re.compile(
+            _EDGE + r"(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-"
+            rf"{_T}{{20,}}|GR1348941{_T}{{20,}})"
+        ),
+        _random_after(r"[a-z]+-|GR1348941"),
+    ),
+    _Rule(
+        "slack-token",
+        re.compile(
+            _EDGE + r"(?:(?:xoxe\.)?xox[abeoprs]-[A-Za-z0-9\-]{10,}|xapp-[0-9]-[A-Za-z0-9\-]{10,})"
+        ),
+        lambda token: any(c.isdigit() for c in token[5:]),
+    ),
+    _Rule(
+        "slack-token",
+        re.compile(
+            r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/"
+            r"[A-Za-z0-9_\-]+/[A-Za-z0-9_/\-]+"
+        ),
+    ),
+    _Rule(
+        "stripe-key",
+        re.compile(_EDGE + r"(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})"),
+        _random_after(r"[a-z]+_(?:live_|test_)?"),
+    ),
+    _Rule(
+        "google-api-key",
+        re.compile(_EDGE + rf"(?:AIza{_T}{{35,}}|GOCSPX-{_T}{{20,}}|ya29\.{_T}{{20,}})"),
+        _random_after(r"AIza|GOCSPX-|ya29\."),
+    ),
+    _Rule("npm-token", re.compile(_EDGE + r"npm_[A-Za-z0-9]{36,}"), _random_after("npm_")),
+    _Rule(
+        "npm-token",
+        re.compile(r"_authToken[ \t]*=[ \t]*(?:[\"'])?(?P<secret>[^\s\"']+)"),
+        _password_check,
+    ),
+    _Rule(
+        "jwt",
+        re.compile(
+            r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]+){0,3}"
+        ),
+    ),
+    _Rule("bearer-token", _BEARER, _random),
+    _Rule("bearer-token", _AUTHORIZATION, _random),
+    _Rule("password", _PASSWORD, _password_check),
+    _Rule("password", _URL_PASSWORD, _password_check),
+)
+
+# A kind's rank: the position of its first rule; payment cards come last.
+_PRIORITY: Final = {
+    kind: n for n, kind in reversed(list(enumerate([*(r.kind for r in _RULES), "payment-card"])))
+}
+
+
+# --- payment cards ------------------------------------------------------------
+
+# A run of digit groups joined by single spaces or dashes, not glued to a
+# word, nor part of a decimal number, a version or a time.
+_DIGIT_RUN: Final = re.compile(
+    r"(?<![0-9A-Za-z_])(?<![0-9][.:/+\-])[0-9]+(?:[ \-][0-9]+)*(?![0-9A-Za-z_]|\.[0-9])"
+)
+_GROUP: Final = re.compile(r"[0-9]+")
+
+# (first digits, lowest and highest, as text of one length) -> allowed lengths.
+_NETWORKS: Final = (
+    # Visa: 16 and 19 digits (13-digit Visa cards are no longer issued, and a
+    # 13-digit id starting with 4 would pass the Luhn check one time in ten).
+    (("4", "4"), frozenset({16, 19})),
+    (("51", "55"), frozenset({16})),  # Mastercard
+    (("2221", "2720"), frozenset({16})),  # Mastercard, 2-series
+    (("34", "34"), frozenset({15})),  # American Express
+    (("37", "37"), frozenset({15})),
+    (("300", "305"), frozenset({14, 15, 16, 17, 18, 19})),  # Diners Club
+    (("36", "36"), frozenset({14, 15, 16, 17, 18, 19})),
+    (("38", "39"), frozenset({14, 15, 16, 17, 18, 19})),
+    (("3528", "3589"), frozenset({16, 17, 18, 19})),  # JCB
+    (("50", "50"), frozenset(range(13, 20))),  # Maestro
+    (("56", "69"), frozenset(range(13, 20))),  # Maestro, Discover, UnionPay, RuPay
+)
+# Numbers printed in card networks' and payment providers' documentation for
+# tests: public, and worth remembering for a developer.
+_TEST_CARDS: Final = frozenset(
+    {
+        "4242424242424242",
+        "4000056655665556",
+        "4111111111111111",
+        "4012888888881881",
+        "4000000000000002",
+        "4000000000009995",
+        "5555555555554444",
+        "5200828282828210",
+        "5105105105105100",
+        "2223003122003222",
+        "378282246310005",
+        "371449635398431",
+        "6011111111111117",
+        "6011000990139424",
+        "3056930009020004",
+        "36227206271667",
+        "3566002020360505",
+        "6200000000000005",
+    }
+)
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for n, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if n % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _is_card(digits: str) -> bool:
+    """Whether ``digits`` (13 to 19 of them) is a card number, not a public test one."""
+    for (low, high), lengths in _NETWORKS:
+        if low <= digits[: len(low)] <= high and len(digits) in lengths:
+            return _luhn(digits) and digits not in _TEST_CARDS
+    return False
+
+
+def _card_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of card numbers: within each run of digit groups, from its
+    leftmost group, the longest card-shaped sequence of whole groups."""
+    spans: list[tuple[int, int]] = []
+    for run in _DIGIT_RUN.finditer(text):
+        if run.end() - run.start() < 13:
+            continue
+        groups = [(g.start(), g.end()) for g in _GROUP.finditer(text, run.start(), run.end())]
+        first = 0
+        while first < len(groups):
+            found = _longest_card(text, groups, first)
+            if found is None:
+                first += 1
+            else:
+                spans.append((groups[first][0], groups[found][1]))
+                first = found + 1
+    return spans
+
+
+def _longest_card(text: str, groups: list[tuple[int, int]], first: int) -> int | None:
+    """The last group of the longest card number that starts at group ``first``.
+
+    Only windows of at most 19 digits are tried, so a run of any length
+    costs at most 19 windows per group.
+    """
+    found = None
+    digits = ""
+    start, end = groups[first]
+    # A number printed in groups starts with a group of four digits; from any
+    # other group only the group alone can be a card.
+    stop = len(groups) if end - start == 4 else first + 1
+    for last in range(first, stop):
+        start, end = groups[last]
+        digits += text[start:end]
+        if len(digits) > 19:
+            break
+        if len(digits) < 13:
+            continue
+        if last > first:
+            # Printed in groups: the first of four digits, then groups of four
+            # to six (the last may be shorter), one separator throughout.
+            window = groups[first : last + 1]
+            sizes = [end - start for start, end in window]
+            separators = {text[end] for _, end in window[:-1]}
+            if sizes[0] != 4 or any(not 4 <= size <= 6 for size in sizes[1:-1]):
+                continue
+            if sizes[-1] > 6 or len(separators) != 1:
+                continue
+        if _is_card(digits):
+            found = last
+    return found
+
+
+# Redaction.
+
+
+def _secret_span(match: re.Match[str]) -> tuple[int, int]:
+    groups = match.groupdict()
+    for name in ("secret", "secret2", "secret3", "secret4"):
+        if groups.get(name) is not None:
+            return match.span(name)
+    return match.span()
+
+
+def _findings(text: str) -> list[tuple[int, int, str]]:
+    """Every secret any rule finds, as (start, end, kind); they may overlap."""
+    found: list[tuple[int, int, str]] = []
+    for rule in _RULES:
+        for match in rule.pattern.finditer(text):
+            start, end = _secret_span(match)
+            if match.lastgroup == "secret4":
+                end = start + len(_trim(text[start:end]))
+            if start < end and (rule.check is None or rule.check(text[start:end])):
+                found.append((start, end, rule.kind))
+    found.extend((start, end, "payment-card") for start, end in _card_spans(text))
+    return found
+
+
+def redact(text: str) -> Redaction:
+    """Replace every secret in ``text`` by ``[redacted: KIND]``.
+
+    Overlapping findings become one replacement that covers them all (no
+    character of a secret stays), named by the most specific kind.
+
+    Returns:
+        The redacted text and the sorted distinct kinds replaced; ``text``
+        itself and no kinds when there is nothing to replace.
+    """
+    found = _findings(text)
+    if not found:
+        return Redaction(text, ())
+    # Leftmost first; at one start the longest, then the most specific kind.
+    found.sort(key=lambda finding: (finding[0], -finding[1], _PRIORITY[finding[2]]))
+    merged: list[tuple[int, int, str]] = []
+    for start, end, kind in found:
+        if merged and start < merged[-1][1]:
+            first, last, first_kind = merged[-1]
+            merged[-1] = (first, max(last, end), first_kind)
+        else:
+            merged.append((start, end, kind))
+    parts: list[str] = []
+    position = 0
+    for start, end, kind in merged:
+        parts += (text[position:start], marker(kind))
+        position = end
+    parts.append(text[position:])
+    return Redaction("".join(parts), tuple(sorted({kind for _, _, kind in merged})))
+
+
+class _Frame:
+    """A list or mapping being rebuilt: its items, and their redacted values so far."""
+
+    __slots__ = ("changed", "items", "node", "values")
+
+    def __init__(self, node: Mapping[object, object] | list[object] | tuple[object, ...]) -> None:
+        self.node = node
+        self.items: list[object] = list(node.values() if isinstance(node, Mapping) else node)
+        self.values: list[object] = []
+        self.changed = False
+
+    def add(self, old: object, new: object) -> None:
+        self.values.append(new)
+        self.changed = self.changed or new is not old
+
+    def build(self) -> object:
+        if not self.changed:
+            return self.node  # nothing redacted: the very same value
+        if isinstance(self.node, Mapping):
+            return dict(zip(self.node.keys(), self.values, strict=True))
+        return type(self.node)(self.values)
+
+
+def redact_value(value: object) -> tuple[object, tuple[str, ...]]:
+    """Redact every string inside a JSON-like value; mapping keys stay as they are.
+
+    A value is what a JSON or YAML reader builds (and what a fact holds):
+    strings, numbers, booleans, ``None``, lists, tuples and mappings of
+    those. Strings are redacted with :func:`redact`; an integer that is a
+    payment card number (a JSON number, not text) becomes the text
+    ``[redacted: payment-card]``; everything else is kept. Lists stay lists,
+    tuples stay tuples, mappings become dicts with the same keys in the same
+    order — and a list or mapping with nothing to redact is returned itself,
+    not a copy. The walk keeps its own stack, so no nesting makes it recurse.
+
+    Returns:
+        The redacted value and the sorted distinct kinds replaced anywhere in it.
+
+    Raises:
+        ValueError: the value contains itself (a JSON-like value is a tree).
+    """
+    kinds: set[str] = set()
+    root = _redact_leaf(value, kinds)
+    if root is not _CONTAINER:
+        return root, tuple(sorted(kinds))
+    assert isinstance(value, Mapping | list | tuple)
+    stack = [_Frame(value)]
+    on_path = {id(value)}
+    while True:
+        frame = stack[-1]
+        if len(frame.values) < len(frame.items):
+            child = frame.items[len(frame.values)]
+            new = _redact_leaf(child, kinds)
+            if new is not _CONTAINER:
+                frame.add(child, new)
+                continue
+            assert isinstance(child, Mapping | list | tuple)
+            if id(child) in on_path:
+                raise ValueError("a value that contains itself cannot be redacted")
+            on_path.add(id(child))
+            stack.append(_Frame(child))
+            continue
+        stack.pop()
+        on_path.discard(id(frame.node))
+        built = frame.build()
+        if not stack:
+            return built, tuple(sorted(kinds))
+        stack[-1].add(frame.node, built)
+
+
+_CONTAINER: Final = object()
+
+
+def _redact_leaf(value: object, kinds: set[str]) -> object:
+    """The redacted scalar, or :data:`_CONTAINER` for a list, tuple or mapping."""
+    if isinstance(value, str):
+        result = redact(value)
+        kinds.update(result.kinds)
+        return result.text
+    if isinstance(value, Mapping | list | tuple):
+        return _CONTAINER
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        digits = str(value)
+        if 13 <= len(digits) <= 19 and _is_card(digits):
+            kinds.add("payment-card")
+            return marker("payment-card")
+    return value
+
+
+# The fields of a fact that are not text anyone wrote: ids (references break if
+# they change), times, numbers with fixed meanings and the store's scope.
+_NOT_REDACTED: Final = frozenset(
+    {
+        "id",
+        "scope",
+        "consolidatedFrom",
+        "createdAt",
+        "updatedAt",
+        "lastConfirmedAt",
+        "consolidatedAt",
+        "confidence",
+        "revision",
+        "status",
+        "schemaVersion",
+        "confirmationCount",
+    }
+)
+
+
+def redact_fact(fact: Fact) -> tuple[Fact, tuple[str, ...]]:
+    """The fact with every secret in its text replaced, and the kinds replaced.
+
+    Every field a person or a model wrote is covered: content, title,
+    category (and its own label), topics, the source (its unknown keys too),
+    ``sourceError``, ``expected_valid_days`` and every unknown field; ids,
+    times and numbers are not (see :data:`_NOT_REDACTED`). The fact itself
+    comes back when it holds no secret, so the common case costs no copy.
+    """
+    data = fact.to_dict()
+    changed: dict[str, object] = {}
+    kinds: set[str] = set()
+    for key, value in data.items():
+        if key in _NOT_REDACTED:
+            continue
+        new, found = redact_value(value)
+        if found:
+            changed[key] = new
+            kinds.update(found)
+    if not changed:
+        return fact, ()
+    return Fact.from_dict({**data, **changed}), tuple(sorted(kinds))

@@ -90,6 +90,7 @@ __all__ = [
     "Confidence",
     "Content",
     "CreateResult",
+    "ErasureResult",
     "Explanation",
     "FactJson",
     "FactOut",
@@ -99,6 +100,8 @@ __all__ = [
     "MatchType",
     "NewFact",
     "ReceiptJson",
+    "RedactedItem",
+    "RedactionReport",
     "ReindexReport",
     "RestoreResult",
     "Revision",
@@ -107,6 +110,7 @@ __all__ = [
     "SearchResults",
     "Standing",
     "Topics",
+    "UserImportResult",
     "to_json",
 ]
 
@@ -395,6 +399,7 @@ class CreateResult(BaseModel):
         receipts: the receipts of this commit.
         relearned: the archived fact that came back instead of a new one,
             because it says the same (see docs/regret.md), else ``None``.
+        redacted: the kinds of secret replaced before anything was written.
     """
 
     model_config = RESULT_CONFIG
@@ -410,6 +415,13 @@ class CreateResult(BaseModel):
         description="the archived fact that came back instead of a new copy "
         "(it says the same; a regret event records it), else null",
     )
+    redacted: Annotated[
+        Ids,
+        Field(
+            description="the kinds of secret replaced by [redacted: KIND] before anything "
+            "was written (never the values; docs/privacy.md)"
+        ),
+    ] = ()
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -464,6 +476,13 @@ class RestoreResult(BaseModel):
     ]
     evicted: Ids
     receipts: Receipts
+    redacted: Annotated[
+        Ids,
+        Field(
+            description="the kinds of secret replaced by [redacted: KIND] before anything "
+            "was written (never the values; docs/privacy.md)"
+        ),
+    ] = ()
 
 
 class ImportResult(BaseModel):
@@ -474,6 +493,7 @@ class ImportResult(BaseModel):
         evicted: ids the capacity gate evicted.
         replaced: ids of stored facts the document did not contain (removed).
         receipts: the receipts of this commit.
+        redacted: the kinds of secret replaced before anything was written.
     """
 
     model_config = RESULT_CONFIG
@@ -482,6 +502,13 @@ class ImportResult(BaseModel):
     evicted: Ids
     replaced: Ids
     receipts: Receipts
+    redacted: Annotated[
+        Ids,
+        Field(
+            description="the kinds of secret replaced by [redacted: KIND] before anything "
+            "was written (never the values; docs/privacy.md)"
+        ),
+    ] = ()
 
 
 class Explanation(BaseModel):
@@ -568,3 +595,69 @@ class Forgotten(BaseModel):
             "(the memory runs with eviction_mode: delete)"
         ),
     ]
+
+
+class ErasureResult(BaseModel):
+    """The outcome of :meth:`Memory.erase_user` (counts only: no content).
+
+    Attributes:
+        user_id: the user erased.
+        counts: what went, by :data:`deermem.store.protocol.ERASED_COUNTS`, plus
+            ``searchRows`` (rows of the search index) and ``queued``
+            (conversations waiting to be learned from); all 0 for a user the
+            store did not hold.
+    """
+
+    model_config = RESULT_CONFIG
+
+    user_id: str
+    counts: Mapping[str, int]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def erased(self) -> bool:
+        """Whether anything was held for the user."""
+        return any(self.counts.values())
+
+
+class UserImportResult(BaseModel):
+    """The outcome of :meth:`Memory.import_user`: what the export restored (counts only).
+
+    Attributes:
+        user_id: the user restored.
+        counts: what was written, by :data:`deermem.store.protocol.ERASED_COUNTS`.
+        redacted: the kinds of secret replaced before anything was written.
+    """
+
+    model_config = RESULT_CONFIG
+
+    user_id: str
+    counts: Mapping[str, int]
+    redacted: Ids = ()
+
+
+class RedactedItem(BaseModel):
+    """One stored thing that held a secret: where, which id, which kinds (never the value)."""
+
+    model_config = RESULT_CONFIG
+
+    user: str | None
+    agent: str
+    where: Literal["fact", "archive", "summary"]
+    id: str
+    kinds: Ids
+
+
+class RedactionReport(BaseModel):
+    """The outcome of :meth:`Memory.redact_stored` (``deermem redact``)."""
+
+    model_config = RESULT_CONFIG
+
+    dry_run: bool
+    items: tuple[RedactedItem, ...]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def kinds(self) -> Ids:
+        """Every kind found, sorted."""
+        return tuple(sorted({kind for item in self.items for kind in item.kinds}))

@@ -336,7 +336,13 @@ def test_forget_archives_why_explains_restore_brings_back(store: ServedStore) ->
         assert [r["reason"] for r in archived["receipts"]] == ["deleted"]
 
         restored = await call(client, "memory_restore", fact_id=fact_id)
-        assert restored == {"factId": fact_id, "restored": True, "evicted": [], "receipts": []}
+        assert restored == {
+            "factId": fact_id,
+            "restored": True,
+            "evicted": [],
+            "receipts": [],
+            "redacted": [],  # issue 26: the kinds of secret replaced (none here)
+        }
         assert fact_id in fact_files(store)
         assert fact_id not in archive_ids(store)
         not_archived = await failed(client, "memory_restore", fact_id=fact_id)

@@ -339,6 +339,8 @@ def test_the_openapi_document_is_served(live: LiveServer) -> None:
         f"{scope}/archive/{{fact_id}}": {"delete"},
         f"{scope}/document": {"get", "put"},
         "/v1/users/{user}/summaries": {"get"},
+        "/v1/users/{user}/export": {"get"},  # issue 26
+        "/v1/users/{user}": {"delete"},  # issue 26
     }
     assert {path: set(ops) for path, ops in paths.items()} == expected
     search = paths[f"{scope}/search"]["get"]

@@ -40,7 +40,17 @@ from deermem.cli.output import CliContext, print_error
 from deermem.cli.recall import context, search
 from deermem.cli.regret import regret
 from deermem.cli.service import mcp, serve, token_app
-from deermem.cli.store import db_app, export, import_, init, migrate_command, reindex, scopes
+from deermem.cli.store import (
+    db_app,
+    export,
+    import_,
+    init,
+    migrate_command,
+    redact_command,
+    reindex,
+    scopes,
+    users_app,
+)
 from deermem.errors import DeerMemError
 
 __all__ = ["Command", "app", "main", "run"]
@@ -136,6 +146,8 @@ app.command(name="mcp")(mcp)
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 app.command(name="migrate")(migrate_command)
+app.add_typer(users_app, name="users")
+app.command(name="redact")(redact_command)
 app.add_typer(eval_app, name="eval")
 use_command_classes(app)
 

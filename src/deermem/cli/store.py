@@ -1,9 +1,11 @@
 """The store as a whole: ``init``, ``scopes``, ``reindex``, ``export``/``import``,
-``migrate`` and ``db`` (the PostgreSQL store's schema)."""
+``users`` (erase and export one user), ``redact``, ``migrate`` and ``db`` (the
+PostgreSQL store's schema)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,12 +40,28 @@ from deermem.errors import ConfigError
 from deermem.results import ScopeSummary, to_json
 from deermem.store import resolve_root
 from deermem.store.markdown.files import atomic_write, holds_store, write_store_settings
-from deermem.store.migrate import MigrationReport, carry_settings, migrate, opened_location
+from deermem.store.migrate import (
+    USER_EXPORT_FORMAT,
+    MigrationReport,
+    carry_settings,
+    migrate,
+    opened_location,
+)
 
 if TYPE_CHECKING:
     from deermem.memory import Memory
 
-__all__ = ["db_app", "export", "import_", "init", "migrate_command", "reindex", "scopes"]
+__all__ = [
+    "db_app",
+    "export",
+    "import_",
+    "init",
+    "migrate_command",
+    "redact_command",
+    "reindex",
+    "scopes",
+    "users_app",
+]
 
 
 def init(
@@ -208,7 +226,11 @@ def export(
     Examples: `deermem --user alice export alice.json`,
     `deermem --user alice export | jq '.facts | length'`
     """
-    document = memory_of(ctx, existing=True).export_document()
+    _write_document(memory_of(ctx, existing=True).export_document(), file)
+
+
+def _write_document(document: dict[str, object], file: str) -> None:
+    """Write a document to FILE atomically, or to standard output for ``-``."""
     try:
         text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
         data = text.encode("utf-8")
@@ -242,11 +264,23 @@ def import_(
     `deermem audit`. A fact whose id is in the archive is refused (restore
     or purge it first); nothing is imported then.
 
+    A document `deermem users export` wrote restores that user whole (every
+    agent, the archive, receipts, usage ...) into a store that does not hold
+    the user yet (`deermem users erase` first), whatever `--user` says.
+
     Examples: `deermem --user alice import alice.json`,
     `deermem --user alice export | deermem --user bob import`
     """
     document = _parse(file)
     memory = memory_of(ctx)
+    if document.get("format") == USER_EXPORT_FORMAT:  # a whole user (deermem users export)
+        restored = memory.import_user(document)
+        if as_json:
+            print_json(to_json(restored))
+            return
+        counts = ", ".join(f"{value} {key}" for key, value in restored.counts.items())
+        out_console.print(f"restored user {escape(restored.user_id)}: {escape(counts)}")
+        return
     result = memory.import_document(document)
     if as_json:
         print_json(to_json(result))
@@ -290,6 +324,121 @@ def _read_document(file: str) -> str:
         fail(f"{file}: not UTF-8 text (byte {error.start})")
 
 
+# --- one user: erase and export (docs/privacy.md) ---------------------------------------
+
+users_app = typer.Typer(
+    help="One user everywhere: erase them, or export all they hold.", no_args_is_help=True
+)
+
+
+@users_app.command("erase")
+def erase_user(
+    ctx: typer.Context,
+    user: str = typer.Argument(..., metavar="USER", help="The user id to erase."),
+    yes: bool = typer.Option(False, "--yes", help="Erase without asking (required off a TTY)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Erase a user for good: every agent, the summaries, the archive, receipts,
+    usage, regret events, marks and the search index rows.
+
+    Nothing can bring it back (export it first: `deermem users export`). Asks
+    on a terminal; elsewhere `--yes` is required. An unknown user is erased
+    of nothing (exit status 0, counts 0). Prints the counts only. The
+    server's job records of the user go too, and its tokens bound only to
+    the user are revoked (others no longer name the user).
+
+    Example: `deermem users erase alice --yes`
+    """
+    if not yes:
+        if not sys.stdin.isatty():
+            fail(f"erasing user {user!r} cannot be undone: confirm with --yes")
+        if not typer.confirm(f"Erase user {user!r} and everything they hold, for good?"):
+            fail("nothing erased")
+    memory = memory_of(ctx, existing=True)
+    result = memory.erase_user(user)
+    state = _state_directory(ctx, memory)
+    if state is not None and state.is_dir():  # the server's: tokens and job records
+        from deermem.service.http.jobs import JobStore
+        from deermem.service.tokens import TokenFile
+
+        jobs = JobStore(state / "jobs", retention_seconds=0).forget_user(user)
+        tokens = TokenFile(state / "tokens.json").forget_user(user)
+        result = result.model_copy(
+            update={"counts": {**result.counts, "jobs": jobs, "tokensRevoked": tokens}}
+        )
+    if as_json:
+        print_json(to_json(result))
+        return
+    if not result.erased:
+        out_console.print(f"user {escape(user)}: nothing held, nothing erased")
+        return
+    counts = ", ".join(f"{value} {key}" for key, value in result.counts.items() if value)
+    out_console.print(f"erased user {escape(user)}: {escape(counts)}")
+
+
+def _state_directory(ctx: typer.Context, memory: Memory) -> Path | None:
+    """The server's state directory of this store: ``.server`` in a Markdown store's
+    root (``None`` for a database, whose state directory only the server is told)."""
+    from deermem.service.settings import ServerSettings
+
+    options = cli_context(ctx)
+    settings = ServerSettings(root=None if options.root is None else str(options.root))
+    try:
+        return settings.state_path(memory.config)
+    except ConfigError:
+        return None
+
+
+@users_app.command("export")
+def export_user(
+    ctx: typer.Context,
+    user: str = typer.Argument(..., metavar="USER", help="The user id to export."),
+    file: str = typer.Argument(
+        _STDIO, metavar="[FILE]", help="Where to write the document [default: - (standard output)]."
+    ),
+) -> None:
+    """Write everything held for a user as one JSON document (schema: docs/privacy.md).
+
+    Every agent's facts, the summaries, the archive with its receipts, usage,
+    regret events and marks. `deermem import FILE` restores it (into a store
+    that does not hold the user). FILE is replaced atomically.
+
+    Example: `deermem users export alice alice-export.json`
+    """
+    _write_document(memory_of(ctx, existing=True).export_user(user), file)
+
+
+def redact_command(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="List what holds a secret (kinds and ids only); change nothing."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Find secrets already stored and replace them by `[redacted: KIND]`, store-wide.
+
+    For memory written before redaction existed or with `redact_secrets`
+    off: every fact, archive entry and summary is checked; each that holds
+    an API key, token, private key, password or card number is rewritten.
+    Prints kinds and ids, never a value.
+
+    Example: `deermem redact --dry-run`
+    """
+    report = memory_of(ctx, existing=True).redact_stored(dry_run=dry_run)
+    if as_json:
+        print_json(to_json(report))
+        return
+    verb = "holds" if dry_run else "redacted"
+    for item in report.items:
+        user = "-" if item.user is None else item.user
+        out_console.print(
+            f"{escape(user)}/{escape(item.agent)} {item.where} {escape(item.id)} {verb}: "
+            + ", ".join(item.kinds)
+        )
+    if not report.items:
+        out_console.print("no secret found")
+
+
 # --- moving a memory, and the database's schema -----------------------------------------
 
 
@@ -312,7 +461,8 @@ def migrate_command(
     with it into a directory; a database keeps none, so a store with
     settings migrates into one only when the configuration (`--config`,
     `DEERMEM_*`) gives each of them the same value — else the command stops,
-    naming them, before anything is copied.
+    naming them, before anything is copied. Secrets are replaced by
+    `[redacted: KIND]` on the way (`redact_secrets`, docs/privacy.md); SRC keeps them.
     A user DST already holds identically is skipped, so an interrupted
     migration can be run again; one it holds with other data stops the
     migration before anything is copied. SRC is never changed. A database
@@ -337,6 +487,7 @@ def migrate_command(
                 writer,
                 report,
                 progress=lambda done, total: progress.update(task, completed=done, total=total),
+                redact_secrets=config.redact_secrets,
             )
     if as_json:
         print_json(report.to_dict())
@@ -348,6 +499,7 @@ def migrate_command(
         + (f" ({escape(counts)})" if counts else "")
         + (f"; {report.skipped} already there, identical" if report.skipped else "")
         + (f"; settings kept: {escape(', '.join(report.settings))}" if report.settings else "")
+        + (f"; secrets redacted: {', '.join(sorted(report.redacted))}" if report.redacted else "")
     )
 
 

@@ -108,7 +108,7 @@ from deermem.learning.report import (
 )
 from deermem.learning.signals import PatternSet, detect_signals, learnable, load_patterns
 from deermem.library.gate import CapacityGate, GateOutcome, Proposal, Removal
-from deermem.model import Fact, Scope
+from deermem.model import Fact, Scope, redact
 from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, Store, StoreTransaction
 from deermem.store.records import (
     REASON_CAPACITY,
@@ -296,9 +296,18 @@ class Learner:
             RevisionConflict: the store kept changing under three attempts.
             PromptTemplateError: the agent's prompt override is invalid.
         """
-        spoken = [
-            (m, ConversationTurn(m.role, m.text, m.id)) for m in feed if m.role in ("human", "ai")
-        ]
+        # The model never sees a secret: each turn is redacted before the prompt is built
+        # (the signals are detected on the messages as said; they are not sent).
+        redacted: set[str] = set()
+        spoken: list[tuple[Message, ConversationTurn]] = []
+        for m in feed:
+            if m.role in ("human", "ai"):
+                text = m.text
+                if self._config.redact_secrets:
+                    redaction = redact(text)
+                    text = redaction.text
+                    redacted.update(redaction.kinds)
+                spoken.append((m, ConversationTurn(m.role, text, m.id)))
         window = fit_conversation(
             [turn for _, turn in spoken], self.settings.max_conversation_chars
         )
@@ -319,6 +328,7 @@ class Learner:
             signals=tuple(name for name in SIGNAL_ORDER if name in signals),
             messages_sent=window.sent,
             messages_left_out=window.left_out,
+            redacted=tuple(sorted(redacted)),
         )
         if prompt is None:
             return UpdateResult(base)
@@ -426,6 +436,19 @@ class Learner:
                     watermark=self.watermark,  # shared with learn
                 )
             return self._queue
+
+    def forget_user(self, user_id: str) -> int:
+        """Drop a user's queued conversations and wait for a running update to end.
+
+        Called when the user is erased, so that nothing queued before writes
+        their memory again afterwards. Returns the conversations dropped.
+        """
+        with self._setup:
+            queue = self._queue
+        dropped = 0 if queue is None else queue.drop_user(user_id)
+        with self._running:  # an update under way commits (or fails) before the erase
+            pass
+        return dropped
 
     def _process(self, item: QueueItem[Message]) -> bool:
         """The queue's processing function: one update over the item's new messages."""
@@ -537,6 +560,7 @@ def _result(
         revision=commit.revision if commit.changed and not base.dry_run else None,
         commit_attempts=attempts,
         metrics=applied.metrics,
+        redacted=tuple(sorted({*base.redacted, *commit.redacted})),
     )
     return UpdateResult(report, applied.facts(before))
 

@@ -341,6 +341,14 @@ class UpdateQueue(Generic[M]):
             if not self._draining:
                 self._schedule(delay)
 
+    def drop_user(self, user_id: str) -> int:
+        """Forget every waiting conversation of a user (its erasure); return how many."""
+        with self._lock:
+            keys = [key for key in self._pending if key.user_id == user_id]
+            for key in keys:
+                del self._pending[key]
+            return len(keys)
+
     # --- state -------------------------------------------------------------------
 
     @property

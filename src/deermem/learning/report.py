@@ -243,6 +243,9 @@ class UpdateReport:
         over_limits: entries of the model's answer dropped for exceeding a
             limit of the answer (:mod:`deermem.learning.answer`), by limit (also when the
             answer was refused whole).
+        redacted: the kinds of secret replaced (never the values) in the
+            conversation before it was sent to the model, and in what the
+            update wrote (``redact_secrets``; docs/privacy.md).
     """
 
     thread_id: str
@@ -265,6 +268,7 @@ class UpdateReport:
     model_call: ModelCall | None = None
     metrics: UpdateMetrics = field(default_factory=UpdateMetrics)
     over_limits: OverLimits = field(default_factory=OverLimits)
+    redacted: tuple[str, ...] = ()
 
     @property
     def committed(self) -> bool:
@@ -338,6 +342,7 @@ class UpdateReport:
             "counts": self.counts(),
             "metrics": self.metrics.to_dict(),
             "overLimits": self.over_limits.to_dict(),
+            "redacted": list(self.redacted),
         }
 
 

@@ -890,6 +890,46 @@ class SearchIndex:
 
         return self._run(remove)
 
+    def forget_user(self, user: str) -> int:
+        """Forget every scope of a user so that no page of the file keeps its text.
+
+        Each scope goes as :meth:`remove_scope` removes one (with whatever the
+        index derives from its rows); then :meth:`scrub`, so no page, free or
+        not, nor the log holds what the rows said. Returns the rows removed.
+        """
+        agents = self._run(
+            lambda db: [
+                str(row[0])
+                for row in db.execute(
+                    "SELECT agent FROM scope WHERE user_key = ?", (user_key(user),)
+                )
+            ]
+        )
+        removed = sum(self.remove_scope(user, agent) for agent in agents)
+        if removed:
+            self.scrub()
+        return removed
+
+    def scrub(self) -> None:
+        """Leave no trace of deleted rows in the file: no free page, segment or log keeps them.
+
+        With ``secure_delete`` on, every full-text table is merged (a deleted
+        row's terms stay in its segments until then), the file vacuumed and
+        the write-ahead log truncated.
+        """
+
+        def scrub(db: sqlite3.Connection) -> None:
+            db.execute("PRAGMA secure_delete = ON")
+            for (table,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5%'"
+            ).fetchall():
+                db.execute(f'INSERT INTO "{table}" ("{table}") VALUES (\'optimize\')')
+            db.execute("VACUUM")
+            if self._path != MEMORY:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        self._run(scrub)
+
     # --- reading ---------------------------------------------------------------
 
     def search(

@@ -156,6 +156,16 @@ def not_found() -> Problem:
     return Problem(404, "not-found", "Not found", "nothing is at this path")
 
 
+def admin_required() -> Problem:
+    """A token that may address the user, but not do this: erasing a user takes an admin."""
+    return Problem(
+        403,
+        "admin-required",
+        "Admin token required",
+        "only an admin token (deermem token add --admin) may erase a user",
+    )
+
+
 def host_not_allowed() -> Problem:
     """A ``Host`` this server does not answer for (DNS rebinding, or a misrouted request)."""
     return Problem(

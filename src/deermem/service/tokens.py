@@ -31,6 +31,7 @@ check (:func:`principal_for_header`), and ``deermem token`` the same file.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -359,6 +360,31 @@ class TokenFile:
                 raise UnknownTokenError(token_id, self.path)
             self._write(kept)
         return next(record for record in records if record.token_id == token_id)
+
+    def forget_user(self, user: str) -> int:
+        """Revoke the tokens bound only to ``user``; drop the user from the others.
+
+        For the user's erasure: afterwards the tokens file does not name the
+        user. Returns the tokens revoked. A file that does not exist has none.
+
+        Raises:
+            TokenFileError: the file is malformed (it is not overwritten).
+        """
+        if not self.path.exists():
+            return 0
+        with self._file_lock():
+            records = self._read()
+            kept: list[TokenRecord] = []
+            for record in records:
+                if user not in record.users:
+                    kept.append(record)
+                elif len(record.users) > 1 or record.admin:
+                    users = tuple(u for u in record.users if u != user)
+                    kept.append(dataclasses.replace(record, users=users))
+            revoked = len(records) - len(kept)
+            if kept != list(records):
+                self._write(kept)
+        return revoked
 
     def _file_lock(self) -> UserLock:
         make_directories(self.path.parent)

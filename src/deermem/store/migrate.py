@@ -6,7 +6,9 @@ user whole, in one atomic write of the destination — and verifies every
 copy by dumping it back from the destination and comparing it with the
 source's dump (summaries with their revision, facts with every field, usage,
 receipts, the archive in arrival order, thread marks, regret events and
-shadow marks). Nothing about the source changes.
+shadow marks). Nothing about the source changes. Secrets in what is copied are
+replaced on the way (``redact_secrets``, :func:`deermem.store.plan.redact_dump`):
+the copy is verified against the source's dump as redacted.
 
 Before anything is written, every source user is looked up in the
 destination: a user the destination already holds with other data stops the
@@ -24,8 +26,9 @@ records the configuration's chosen settings and its policy.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,17 +44,25 @@ from deermem.config import (
     render_store_settings,
     store_settings_path,
 )
-from deermem.errors import ConfigError, MigrationError
+from deermem.errors import ConfigError, CorruptMemoryFile, FactValidationError, MigrationError
+from deermem.model import Fact, Scope, check_user_id, normalise_agent
 from deermem.store.markdown.files import write_store_settings
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
-from deermem.store.protocol import Transfer, UserDump
+from deermem.store.plan import redact_dump
+from deermem.store.protocol import ScopeDump, Store, Transfer, UserDump
+from deermem.store.records import ThreadMark, UsageEntry, decode_entry, decode_summaries
 
 __all__ = [
+    "USER_EXPORT_FORMAT",
+    "USER_EXPORT_VERSION",
     "MigrationReport",
     "carry_settings",
     "migrate",
     "opened_location",
+    "read_user_export",
+    "transfer_of",
+    "user_export",
 ]
 
 Progress = Callable[[int, int], None]
@@ -70,6 +81,7 @@ class MigrationReport:
         counts: facts, usage entries, audit events, archive entries, marks,
             regret events, shadow marks and agents, summed over the users copied.
         settings: the settings the destination keeps from the source (names only).
+        redacted: the kinds of secret replaced in what was copied (never the values).
     """
 
     source: str
@@ -78,6 +90,7 @@ class MigrationReport:
     skipped: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     settings: tuple[str, ...] = ()
+    redacted: set[str] = field(default_factory=set)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -89,6 +102,7 @@ class MigrationReport:
             "verified": True,
             "settings": list(self.settings),
             **self.counts,
+            "redacted": sorted(self.redacted),
         }
 
 
@@ -187,8 +201,12 @@ def migrate(
     report: MigrationReport,
     *,
     progress: Progress | None = None,
+    redact_secrets: bool = True,
 ) -> MigrationReport:
     """Copy every user of ``source`` into ``destination`` and verify each copy.
+
+    With ``redact_secrets``, each user's secrets are replaced before the copy
+    is written (the source keeps them; ``deermem redact`` cleans a store in place).
 
     Raises:
         MigrationError: the destination holds a user with other data (nothing
@@ -201,7 +219,7 @@ def migrate(
     for user in users:
         if user not in held:
             continue
-        mine, there = source.dump_user(user), destination.dump_user(user)
+        mine, there = _dumped(source, user, redact_secrets, report), destination.dump_user(user)
         if mine is None or there is None or there.document() != mine.document():
             raise MigrationError(
                 user,
@@ -216,7 +234,7 @@ def migrate(
     for user in users:
         if user in skipped:
             continue
-        dump = source.dump_user(user)  # one user in memory at a time
+        dump = _dumped(source, user, redact_secrets, report)  # one user in memory at a time
         if dump is not None:
             destination.load_user(dump)
             copy = destination.dump_user(user)
@@ -229,6 +247,18 @@ def migrate(
         if progress is not None:
             progress(done, total)
     return report
+
+
+def _dumped(
+    source: Transfer, user: str | None, redact_secrets: bool, report: MigrationReport
+) -> UserDump | None:
+    """One user of the source, as the destination is to hold it (secrets replaced)."""
+    dump = source.dump_user(user)
+    if dump is None or not redact_secrets:
+        return dump
+    dump, kinds = redact_dump(dump)
+    report.redacted.update(kinds)
+    return dump
 
 
 def _difference(expected: UserDump, found: UserDump | None) -> str:
@@ -250,3 +280,138 @@ def _difference(expected: UserDump, found: UserDump | None) -> str:
             if mine.get(name) != theirs.get(name)
         )
     return "the copy differs from the source in " + (", ".join(parts) or "its shape")
+
+
+# ---------------------------------------------------------------------------
+# One user as a document: ``deermem users export`` and its import (docs/privacy.md)
+#
+# The export is the user's dump (what migrate copies) under a versioned header:
+#
+#   {"format": "deermem.user-export", "version": 1, "exportedAt": "...Z",
+#    "userId": "...", "summaries": {...},
+#    "agents": {"<agent>": {"facts": [...], "usage": {...}, "events": [...],
+#               "archive": [...], "marks": [...], "regret": [...], "shadowMarks": {...}}}}
+#
+# Reading it back checks every part as the stores check their own files and
+# gives the dump, which a store that does not hold the user loads whole.
+# ---------------------------------------------------------------------------
+
+USER_EXPORT_FORMAT = "deermem.user-export"
+USER_EXPORT_VERSION = 1
+
+
+def transfer_of(store: Store) -> Transfer:
+    """The whole-user view (dump, load) of a store opened by :func:`deermem.store.open_store`."""
+    if isinstance(store, MarkdownStore):
+        return MarkdownTransfer(store)
+    from deermem.store.postgres import PostgresStore
+    from deermem.store.postgres.transfer import PostgresTransfer
+
+    if isinstance(store, PostgresStore):
+        return PostgresTransfer(store)
+    raise TypeError(f"{store!r} cannot be seen whole")  # pragma: no cover
+
+
+def user_export(dump: UserDump, exported_at: str) -> dict[str, object]:
+    """The export document of a user (see above)."""
+    return {
+        "format": USER_EXPORT_FORMAT,
+        "version": USER_EXPORT_VERSION,
+        "exportedAt": exported_at,
+        **dump.document(),
+    }
+
+
+def read_user_export(document: object) -> UserDump:
+    """The user an export document holds, every part checked.
+
+    Raises:
+        FactValidationError: the document is not an export of this version,
+            or a part of it is invalid (named: ``agents.coder.archive[3]``).
+    """
+    if not isinstance(document, Mapping) or document.get("format") != USER_EXPORT_FORMAT:
+        raise FactValidationError("format", None, f"expected {USER_EXPORT_FORMAT!r}")
+    if document.get("version") != USER_EXPORT_VERSION:
+        raise FactValidationError(
+            "version", document.get("version"), f"expected {USER_EXPORT_VERSION}"
+        )
+    raw_user = document.get("userId")
+    user_id = check_user_id(raw_user)
+    try:
+        summaries = decode_summaries(
+            json.dumps(document.get("summaries")).encode("utf-8"), "summaries"
+        )
+    except CorruptMemoryFile as error:
+        raise FactValidationError("summaries", None, error.problem) from None
+    agents = document.get("agents")
+    if not isinstance(agents, Mapping):
+        raise FactValidationError("agents", agents, "expected an object of agents")
+    scopes = tuple(
+        _scope_of(user_id, agent, part) for agent, part in sorted(agents.items(), key=str)
+    )
+    return UserDump(user_id, summaries, scopes)
+
+
+def _scope_of(user_id: str, agent: object, part: object) -> ScopeDump:
+    where = f"agents.{agent}"
+    if not isinstance(agent, str) or normalise_agent(agent) != agent:
+        raise FactValidationError(where, agent, "expected an agent name")
+    if not isinstance(part, Mapping):
+        raise FactValidationError(where, part, "expected an object")
+    scope = Scope.of(user_id, agent)
+
+    def listed(name: str) -> list[object]:
+        value = part.get(name, [])
+        if not isinstance(value, list):
+            raise FactValidationError(f"{where}.{name}", value, "expected a list")
+        return value
+
+    def mapped(name: str) -> Mapping[str, object]:
+        value = part.get(name, {})
+        if not isinstance(value, Mapping):
+            raise FactValidationError(f"{where}.{name}", value, "expected an object")
+        return value
+
+    facts = tuple(
+        Fact.from_dict(_object(f"{where}.facts[{n}]", raw)) for n, raw in enumerate(listed("facts"))
+    )
+    usage: dict[str, UsageEntry] = {}
+    for fact_id, raw in mapped("usage").items():
+        entry = UsageEntry.from_dict(raw)
+        if entry is None:
+            raise FactValidationError(f"{where}.usage.{fact_id}", raw, "expected a usage entry")
+        usage[fact_id] = entry
+    archive = []
+    for n, raw in enumerate(listed("archive")):
+        label = f"{where}.archive[{n}]"
+        fact = _object(label, raw).get("fact")
+        archived_id = fact.get("id") if isinstance(fact, Mapping) else None
+        try:
+            archive.append(
+                decode_entry(json.dumps(raw).encode("utf-8"), label, scope, str(archived_id))
+            )
+        except CorruptMemoryFile as error:
+            raise FactValidationError(label, None, error.problem) from None
+    marks = []
+    for n, raw in enumerate(listed("marks")):
+        mark = _object(f"{where}.marks[{n}]", raw)
+        values = (mark.get("thread_id"), mark.get("mark"), mark.get("marked_at"))
+        if not all(isinstance(value, str) for value in values):
+            raise FactValidationError(f"{where}.marks[{n}]", raw, "expected a thread mark")
+        marks.append(ThreadMark(*(str(value) for value in values)))
+    return ScopeDump(
+        agent=agent,
+        facts=facts,
+        usage=usage,
+        events=tuple(listed("events")),
+        archive=tuple(archive),
+        marks=tuple(marks),
+        regret=tuple(listed("regret")),
+        shadow=dict(mapped("shadowMarks")),
+    )
+
+
+def _object(where: str, raw: object) -> Mapping[str, object]:
+    if not isinstance(raw, Mapping):
+        raise FactValidationError(where, raw, "expected an object")
+    return raw

@@ -19,6 +19,7 @@ and the audit without removed facts.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,9 +38,12 @@ from deermem.model import (
     Scope,
     format_timestamp,
     parse_timestamp,
+    redact,
+    redact_fact,
+    redact_value,
 )
 from deermem.policy import decay, elapsed_days
-from deermem.store.protocol import ChangeSet, ScopeSnapshot
+from deermem.store.protocol import ChangeSet, FactWrite, ScopeDump, ScopeSnapshot, UserDump
 from deermem.store.records import (
     DOCUMENT_VERSION,
     SUMMARY_GROUPS,
@@ -59,10 +63,117 @@ __all__ = [
     "newest_first_ids",
     "patched_snapshot",
     "plan_changes",
+    "redact_changes",
+    "redact_dump",
+    "redacted_changes",
     "sort_facts",
     "stored_scope",
     "strip_audit_events",
 ]
+
+
+# ---------------------------------------------------------------------------
+# Secrets never reach a store
+#
+# Both stores redact what a commit (and a whole user loaded by ``deermem
+# migrate``) brings, before anything is planned or written: every write path —
+# a fact written by hand, an import, an extraction, a restore from the
+# archive, a summary, a host backend — ends in a commit, so this one place
+# covers them all (see deermem.model's "Secrets"). The authored length limits
+# are checked before (by whoever wrote the text), so a marker longer than the
+# secret it replaces never turns a valid write into a refused one.
+# ---------------------------------------------------------------------------
+
+
+def redact_changes(changes: ChangeSet) -> tuple[ChangeSet, tuple[str, ...]]:
+    """The change set with every secret in its text replaced, and the kinds replaced.
+
+    Facts written, facts archived and summary sections are covered; the
+    change set itself comes back when nothing holds a secret.
+    """
+    kinds: set[str] = set()
+    writes: list[FactWrite] = []
+    for write in changes.writes:
+        fact, found = redact_fact(write.fact)
+        kinds.update(found)
+        writes.append(write if not found else FactWrite(fact, write.create))
+    puts: list[ArchiveEntry] = []
+    for entry in changes.archive_puts:
+        fact, found = redact_fact(entry.fact)
+        kinds.update(found)
+        puts.append(entry if not found else dataclasses.replace(entry, fact=fact))
+    summaries: dict[tuple[str, str], str | Section] = {}
+    for key, value in changes.summaries.items():
+        if isinstance(value, Section):
+            section, found = _redact_section(value)
+            summaries[key] = section
+        else:
+            redaction = redact(value)
+            summaries[key], found = redaction.text, redaction.kinds
+        kinds.update(found)
+    if not kinds:
+        return changes, ()
+    return (
+        dataclasses.replace(
+            changes, writes=tuple(writes), archive_puts=tuple(puts), summaries=summaries
+        ),
+        tuple(sorted(kinds)),
+    )
+
+
+def redacted_changes(changes: ChangeSet, enabled: bool) -> tuple[ChangeSet, tuple[str, ...]]:
+    """:func:`redact_changes` when ``enabled`` (``redact_secrets``); else the change set."""
+    return redact_changes(changes) if enabled else (changes, ())
+
+
+def _redact_section(section: Section) -> tuple[Section, tuple[str, ...]]:
+    value, kinds = redact_value(section.to_dict())
+    if not kinds:
+        return section, ()
+    assert isinstance(value, Mapping)
+    return Section.from_value(value), kinds
+
+
+def redact_dump(dump: UserDump) -> tuple[UserDump, tuple[str, ...]]:
+    """A whole user (``deermem migrate``) with every secret replaced, and the kinds replaced.
+
+    Facts, archived facts and summaries are covered, as in :func:`redact_changes`.
+    """
+    kinds: set[str] = set()
+
+    def section_of(section: Section) -> Section:
+        redacted, found = _redact_section(section)
+        kinds.update(found)
+        return redacted
+
+    def fact_of(fact: Fact) -> Fact:
+        redacted, found = redact_fact(fact)
+        kinds.update(found)
+        return redacted
+
+    summaries = dataclasses.replace(
+        dump.summaries,
+        user={name: section_of(s) for name, s in dump.summaries.user.items()},
+        history={name: section_of(s) for name, s in dump.summaries.history.items()},
+    )
+    scopes = tuple(
+        ScopeDump(
+            agent=scope.agent,
+            facts=tuple(fact_of(fact) for fact in scope.facts),
+            usage=scope.usage,
+            events=scope.events,
+            archive=tuple(
+                dataclasses.replace(entry, fact=fact_of(entry.fact)) for entry in scope.archive
+            ),
+            marks=scope.marks,
+            regret=scope.regret,
+            shadow=scope.shadow,
+        )
+        for scope in dump.scopes
+    )
+    if not kinds:
+        return dump, ()
+    return UserDump(dump.user_id, summaries, scopes), tuple(sorted(kinds))
 
 
 # ---------------------------------------------------------------------------

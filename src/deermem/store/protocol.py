@@ -53,6 +53,7 @@ from deermem.store.records import (
 )
 
 __all__ = [
+    "ERASED_COUNTS",
     "ChangeSet",
     "CommitResult",
     "FactDelete",
@@ -191,6 +192,8 @@ class CommitResult:
         deleted: ids of the facts deleted.
         changed: whether anything was written at all.
         version: the scope's version token after the commit.
+        redacted: the kinds of secret replaced in what the commit wrote
+            (sorted; never the values), see :func:`deermem.store.plan.redact_changes`.
     """
 
     revision: int
@@ -198,6 +201,7 @@ class CommitResult:
     deleted: tuple[str, ...]
     changed: bool
     version: str
+    redacted: tuple[str, ...] = ()
 
 
 class StoreTransaction(Protocol):
@@ -389,6 +393,22 @@ class Store(Protocol):
         """
         ...
 
+    def erase_user(self, user_id: str) -> dict[str, int]:
+        """Erase everything the store holds for a user: every agent's facts, the
+        summaries, the archive, receipts, usage, regret events, shadow marks,
+        conversation marks, journals and temporary files.
+
+        Crash-safe: a process killed at any point leaves the user intact or
+        erased at the next open, never half. Derived data (the search index)
+        is the caller's to forget (:class:`deermem.recall.index.SearchIndex`);
+        nothing of the user stays in the store's own files or rows.
+
+        Returns:
+            What was removed, by :data:`ERASED_COUNTS` (all 0 for a user the
+            store does not hold).
+        """
+        ...
+
     def search_index_location(self) -> str | os.PathLike[str]:
         """Where the search index derived from this store lives, ready to be opened.
 
@@ -416,6 +436,19 @@ class Store(Protocol):
 # A store that can be copied implements Transfer: list its users, dump one, and
 # load one into a store that does not hold that user yet, in one atomic write.
 # ---------------------------------------------------------------------------
+
+
+ERASED_COUNTS = (
+    "agents",
+    "facts",
+    "usage",
+    "events",
+    "archived",
+    "marks",
+    "regretEvents",
+    "shadowMarks",
+)
+"""What :meth:`Store.erase_user` counts: the keys of :meth:`UserDump.counts`."""
 
 
 @dataclass(frozen=True)

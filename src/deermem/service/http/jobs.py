@@ -187,6 +187,25 @@ class JobStore:
                 continue  # another worker pruned it first
         return removed
 
+    def forget_user(self, user: str) -> int:
+        """Delete every record of a user's jobs (the user's erasure); return how many."""
+        removed = 0
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            if not (entry.name.endswith(".json") and is_job_id(entry.name[:-5])):
+                continue
+            try:
+                job = self.load(entry.name[:-5])
+            except CorruptMemoryFile:
+                continue
+            if job is not None and job.user == user:
+                Path(entry.path).unlink(missing_ok=True)
+                removed += 1
+        return removed
+
     def _path(self, job_id: str) -> Path:
         return self.directory / f"{job_id}.json"
 
@@ -310,6 +329,21 @@ class JobRunner:
             raise ProblemError(_queue_full("max_pending_jobs", self.max_pending))
         self.store.prune()
         return job
+
+    def forget_user(self, user: str) -> int:
+        """Drop a user's queued jobs and delete the records of all their jobs (their erasure).
+
+        Returns the job records deleted. A job already running finishes first
+        (the erasure waits for it), so nothing it writes outlives the erasure.
+        """
+        with self._lock:
+            queued = self._turns.pop(user, deque())
+            for pending in queued:
+                self._pending.pop(pending.job.job_id, None)
+            running = [p for p in self._pending.values() if p.job.user == user]
+        for pending in running:
+            pending.done.wait()
+        return self.store.forget_user(user)
 
     def get(self, job_id: str) -> Job | None:
         """The job as recorded, with a dead worker's unfinished job read as ``abandoned``."""

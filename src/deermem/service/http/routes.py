@@ -63,6 +63,7 @@ from deermem.results import (
     ONE_LINE,
     ArchiveEntryJson,
     CreateResult,
+    ErasureResult,
     Explanation,
     FactJson,
     FactPatch,
@@ -81,6 +82,7 @@ from deermem.service.problems import (
     Problem,
     ProblemBody,
     ProblemError,
+    admin_required,
     not_found,
 )
 from deermem.service.settings import ServerLimits, ServerSettings, close_store
@@ -97,6 +99,7 @@ _MAX_PROMPT_TOKENS: Final = 8000
 _DESCRIPTIONS: Final[dict[int | str, str]] = {
     400: "Bad request",
     401: "No valid bearer token",
+    403: "An admin token is required",
     404: "Not found — also for a user the token may not address",
     409: "Conflict: a duplicate fact, or a revision that changed",
     413: "Body larger than max_body_bytes",
@@ -357,6 +360,17 @@ class ServerContext:
         if job is None or not principal.may_address(job.user):
             raise ProblemError(not_found())
         return job
+
+    def erase_user(self, user: str) -> ErasureResult:
+        """Erase a user from the store and from this server: its queued jobs and their
+        records, and its tokens (revoked when bound to it alone). Other worker
+        processes serve the store as it is now: their caches follow its version."""
+        jobs = self.jobs.forget_user(user)
+        result = self.memory.erase_user(user)
+        tokens = self.tokens.forget_user(user)
+        return result.model_copy(
+            update={"counts": {**result.counts, "jobs": jobs, "tokensRevoked": tokens}}
+        )
 
     def close(self) -> None:
         """Finish or abandon the queued jobs, then close the memory (and the store, if owned)."""
@@ -842,5 +856,36 @@ def _records(context: ServerContext, deps: Dependencies) -> APIRouter:
         """The user's summaries (user context and history), shared by all their agents."""
         memory = context.memory_for(who, user, None)
         return _answer(memory.summaries().to_dict())
+
+    @api.get(
+        "/v1/users/{user}/export",
+        response_model=dict[str, Any],
+        responses=_problems(401, 404, 422),
+    )
+    def export_user(user: UserPath, who: Who) -> JSONResponse:
+        """Everything held for the user, as one versioned document (docs/privacy.md):
+        every agent's facts, the summaries, the archive with its receipts, usage,
+        regret events and marks. The user's own token or an admin token."""
+        memory = context.memory_for(who, user, None)
+        return _answer(memory.export_user(user))
+
+    @api.delete(
+        "/v1/users/{user}",
+        response_model=ErasureResult,
+        responses=_problems(401, 403, 404, 422),
+    )
+    def erase_user(user: UserPath, who: Who) -> JSONResponse:
+        """Erase the user everywhere, for good (an admin token only; the user's own gets 403).
+
+        Every agent, the summaries, the archive, receipts, usage, regret
+        events, marks, the search index rows, queued jobs and their records;
+        tokens bound only to the user are revoked, other tokens no longer
+        name them. The answer holds counts only; an unknown user is erased of
+        nothing (200, counts 0).
+        """
+        context.memory_for(who, user, None)  # 404 for a token that may not address the user
+        if not who.admin:
+            raise ProblemError(admin_required())
+        return _answer(to_json(context.erase_user(user)))
 
     return api

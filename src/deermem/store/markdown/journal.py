@@ -47,12 +47,15 @@ prior contents that deermem wrote before its state was its own.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 import re
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -64,14 +67,20 @@ from deermem.store.markdown.files import (
     atomic_write,
     fsync_path,
     is_temporary,
+    make_directories,
     remove_durably,
     replace_files,
+    search_index_path,
 )
 
 __all__ = [
+    "ERASING_DIRNAME",
     "FileChange",
     "JournalInfo",
+    "begin_erasure",
     "commit_files",
+    "erasing_lock",
+    "finish_erasures",
     "recover",
 ]
 
@@ -381,3 +390,104 @@ def _fact_id(value: object, user: UserPaths) -> str:
     if not isinstance(value, str) or not FACT_ID_PATTERN.fullmatch(value):
         raise CorruptMemoryFile(user.journal, f"the journal names an invalid fact id {value!r}")
     return value
+
+
+# ---------------------------------------------------------------------------
+# Erasing a user: gone whole, or still whole, whenever the process dies
+#
+# Everything the store holds for a user lives in the user's directory
+# (``users/<id>/``: summaries, every agent's facts, archive, sidecars, marks,
+# the journal, temporary files, the lock). Erasing it:
+#
+# 1. under the store's erasure lock and the user's lock, write an *intent*
+#    (``.erasing/<token>.json``, naming the user) durably;
+# 2. rename the user's directory to ``.erasing/<token>`` — one atomic rename,
+#    the commit point: before it the user is intact, after it erased (no
+#    reader finds the directory any more);
+# 3. delete that directory, then the search index's files if the erase was
+#    interrupted (below), then the intent.
+#
+# A process killed anywhere leaves an intent behind; the next store opened
+# on the root finishes it (:func:`finish_erasures`): if the user's directory
+# is still there the rename never happened and the intent goes (intact);
+# otherwise what is left of the renamed directory goes (erased). A recovered
+# erase also deletes the search index's files: rows of the user may have
+# stayed in it, and the index is derived data, rebuilt at the next search.
+# (An erase that completes leaves the index to the caller, which deletes the
+# user's rows and vacuums: :meth:`deermem.recall.index.SearchIndex.forget_user`.)
+# ---------------------------------------------------------------------------
+
+ERASING_DIRNAME: Final = ".erasing"
+_ERASING_LOCK: Final = ".lock"
+
+
+@contextmanager
+def erasing_lock(root: Path) -> Iterator[None]:
+    """One erase, or one recovery of erases, at a time in a store (across processes)."""
+    directory = root / ERASING_DIRNAME
+    for parent in make_directories(directory):
+        fsync_path(parent)
+    fd = os.open(directory / _ERASING_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def begin_erasure(root: Path, user: UserPaths) -> Path:
+    """Record the intent to erase ``user`` durably; return where its directory is to go."""
+    token = uuid.uuid4().hex
+    directory = root / ERASING_DIRNAME
+    intent = {"userDirectory": user.user_dir.relative_to(root).as_posix()}
+    atomic_write(directory / f"{token}.json", json.dumps(intent).encode("utf-8"))
+    return directory / token
+
+
+def finish_erasures(root: Path, *, recovering: bool = True) -> int:
+    """Finish every erase recorded under ``root`` (see above); return how many.
+
+    ``recovering``: the erases were interrupted (the store is opening), so
+    the search index may hold rows of their users: its files go too. The
+    erase itself finishes its own with ``recovering=False``, under the lock.
+    Idempotent: a process killed while finishing leaves the rest to the next.
+    A store that cannot be written (read-only) leaves them and says so in the
+    log; an erased user's directory is not readable as a user meanwhile.
+    """
+    if recovering:
+        try:
+            with erasing_lock(root):
+                return _finish_erasures(root, recovering=True)
+        except OSError as error:
+            _log.warning("%s: unfinished erasures left for a writable open: %s", root, error)
+            return 0
+    return _finish_erasures(root, recovering=False)
+
+
+def _finish_erasures(root: Path, *, recovering: bool) -> int:
+    directory = root / ERASING_DIRNAME
+    intents = sorted(directory.glob("*.json"))
+    erased = False
+    for intent in intents:
+        tomb = directory / intent.stem
+        try:
+            recorded = json.loads(intent.read_bytes())
+            user_dir: Path | None = root / str(recorded["userDirectory"])
+        except (ValueError, KeyError, TypeError):
+            user_dir = None  # cut short while being written: before the rename, so intact
+        if tomb.exists():
+            erased = True
+            shutil.rmtree(tomb)
+            fsync_path(directory)
+        elif user_dir is not None and not user_dir.exists():
+            erased = True  # renamed and deleted; the index may still hold rows
+        remove_durably(intent)
+    if recovering and erased:
+        _drop_search_index(root)
+    return len(intents)
+
+
+def _drop_search_index(root: Path) -> None:
+    index = search_index_path(root)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        index.with_name(index.name + suffix).unlink(missing_ok=True)

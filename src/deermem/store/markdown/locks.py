@@ -166,8 +166,16 @@ class UserLock:
             self._wait_for_turn(deadline)
             self._owner = me
         try:
-            fd = self._open(reading)
-            self._fd = None if fd is None else self._lock_file(fd, deadline)
+            while True:
+                fd = self._open(reading)
+                self._fd = None if fd is None else self._lock_file(fd, deadline)
+                if self._fd is None or _still_here(self.path, self._fd):
+                    break
+                # The user was erased while this waited: the directory, and the file
+                # locked, moved away (deermem.store.markdown.journal). Lock it afresh.
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                os.close(self._fd)
+                self._fd = None
         except BaseException:
             with self._condition:
                 self._owner = None
@@ -260,6 +268,16 @@ class UserLock:
         except BaseException:
             os.close(fd)
             raise
+
+
+def _still_here(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (an erase renames it away)."""
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _try_lock(fd: int) -> bool:

@@ -35,6 +35,7 @@ unchanged. What this class adds on top of the modules it composes:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -90,7 +91,16 @@ from deermem.store.markdown.files import (
     stored_user_ids,
     write_store_settings,
 )
-from deermem.store.markdown.journal import FileChange, JournalInfo, commit_files, recover
+from deermem.store.markdown.journal import (
+    ERASING_DIRNAME,
+    FileChange,
+    JournalInfo,
+    begin_erasure,
+    commit_files,
+    erasing_lock,
+    finish_erasures,
+    recover,
+)
 from deermem.store.markdown.locks import user_lock
 from deermem.store.markdown.sidecars import (
     ArchiveIndex,
@@ -103,8 +113,15 @@ from deermem.store.markdown.sidecars import (
     read_entry,
     read_mark,
 )
-from deermem.store.plan import ChangePlan, ScopeCache, patched_snapshot, plan_changes, sort_facts
-from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.plan import (
+    ChangePlan,
+    ScopeCache,
+    patched_snapshot,
+    plan_changes,
+    redacted_changes,
+    sort_facts,
+)
+from deermem.store.protocol import ERASED_COUNTS, ChangeSet, CommitResult, ScopeSnapshot
 from deermem.store.records import (
     ArchiveEntry,
     EvictionReceipt,
@@ -147,6 +164,8 @@ class MarkdownStore:
         creation_settings: the text of the settings file the first write
             records when the root holds no store yet (:meth:`from_config`);
             ``None`` records none.
+        redact_secrets: replace secrets in what a commit writes
+            (:func:`deermem.store.plan.redact_changes`).
     """
 
     def __init__(
@@ -161,6 +180,7 @@ class MarkdownStore:
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
         regret_max_events: int = 1000,
         creation_settings: str | None = None,
+        redact_secrets: bool = True,
     ) -> None:
         self.root = Path(root)
         self._creation_settings = creation_settings
@@ -172,11 +192,14 @@ class MarkdownStore:
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
         self.regret_max_events = regret_max_events
+        self.redact_secrets = redact_secrets
         self._cache = ScopeCache()
         self._users: dict[str | None, UserPaths] = {}
         # The ids named by the contents of user directories without an owner
         # record, read once: until the first commit claims the directory.
         self._stored: dict[tuple[Path, int, int, int], frozenset[str]] = {}
+        if any((self.root / ERASING_DIRNAME).glob("*.json")):  # an erase was interrupted
+            finish_erasures(self.root)
 
     @classmethod
     def from_config(cls, config: MemoryConfig, root: str | Path | None = None) -> MarkdownStore:
@@ -198,6 +221,7 @@ class MarkdownStore:
             access_half_life_days=config.eviction_access_half_life_days,
             regret_max_events=config.regret_max_events,
             creation_settings=_creation_settings(config, directory),
+            redact_secrets=config.redact_secrets,
         )
 
     def __repr__(self) -> str:
@@ -401,6 +425,32 @@ class MarkdownStore:
             problems.extend(found)
             scopes.extend(Scope(user_id, agent) for agent in agents or (DEFAULT_AGENT,))
         return tuple(scopes), problems
+
+    def erase_user(self, user_id: str) -> dict[str, int]:
+        """Erase everything held for a user, crash-safe (see "Erasing a user" below).
+
+        Returns:
+            What was removed, counted as :meth:`UserDump.counts` counts
+            (all 0 for a user the store does not hold).
+        """
+        from deermem.store.markdown.transfer import MarkdownTransfer  # it imports this module
+
+        scope = Scope.of(user_id)
+        counts = dict.fromkeys(ERASED_COUNTS, 0)
+        with erasing_lock(self.root):
+            user = self._user(scope)
+            if user.user_dir.is_dir():
+                with self._locked(scope, user):  # no commit of the user is half-way
+                    counts = MarkdownTransfer(self).count_user(user_id)
+                    tomb = begin_erasure(self.root, user)
+                    user.user_dir.rename(tomb)  # the commit point: erased from here on
+                    fsync_path(user.user_dir.parent)
+                    fsync_path(tomb.parent)
+                finish_erasures(self.root, recovering=False)
+        self._cache.drop_user(user_id)
+        self._users.pop(user_id, None)
+        self._stored.clear()
+        return counts
 
     def search_index_location(self) -> Path:
         """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.
@@ -691,11 +741,12 @@ class MarkdownTransaction:
         return sidecars.read_shadow_marks(self._paths.shadow_marks)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
+        changes, redacted = redacted_changes(changes, self._store.redact_secrets)
         archive, self._archive = self._archive, None
         result, self._snapshot = self._store._commit_locked(
             self._scope, self._user, self._snapshot, changes, self._claims, archive
         )
-        return result
+        return dataclasses.replace(result, redacted=redacted) if redacted else result
 
 
 # ---------------------------------------------------------------------------

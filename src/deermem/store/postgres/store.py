@@ -44,6 +44,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
@@ -63,11 +64,12 @@ from deermem.store.plan import (
     newest_first,
     patched_snapshot,
     plan_changes,
+    redacted_changes,
     sort_facts,
 )
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
 from deermem.store.postgres.database import Connection, check_schema, connect, translated
-from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.protocol import ERASED_COUNTS, ChangeSet, CommitResult, ScopeSnapshot
 from deermem.store.records import (
     ArchiveEntry,
     EvictionReceipt,
@@ -142,6 +144,8 @@ class PostgresStore:
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
         access_half_life_days: half-life of recall heat in the usage table.
         regret_max_events: regret events kept per agent; 0 records none.
+        redact_secrets: replace secrets in what a commit writes
+            (:func:`deermem.store.plan.redact_changes`).
         pool_size: connections this process keeps open at most.
         connect_timeout: seconds to wait for a connection.
 
@@ -161,6 +165,7 @@ class PostgresStore:
         archive_max_age_days: int = 365,
         access_half_life_days: float = DEFAULT_ACCESS_HALF_LIFE_DAYS,
         regret_max_events: int = 1000,
+        redact_secrets: bool = True,
         pool_size: int = 10,
         connect_timeout: float = 10.0,
     ) -> None:
@@ -171,6 +176,7 @@ class PostgresStore:
         self.archive_max_age_days = archive_max_age_days
         self.access_half_life_days = access_half_life_days
         self.regret_max_events = regret_max_events
+        self.redact_secrets = redact_secrets
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
         with connect(url, self.address, timeout=connect_timeout) as connection:
@@ -197,6 +203,7 @@ class PostgresStore:
             archive_max_age_days=config.archive_max_age_days,
             access_half_life_days=config.eviction_access_half_life_days,
             regret_max_events=config.regret_max_events,
+            redact_secrets=config.redact_secrets,
         )
 
     def __repr__(self) -> str:
@@ -280,6 +287,50 @@ class PostgresStore:
     def reload(self, scope: Scope) -> ScopeSnapshot:
         self._cache.drop(scope)
         return self.load(scope)
+
+    def erase_user(self, user_id: str) -> dict[str, int]:
+        """Erase every row of a user, in one transaction under the user's lock.
+
+        Every table with a ``user_id`` column goes (found in the catalogue, so a
+        table a later schema adds — the search vectors — goes too); the user's
+        row last. After the commit no live row names the user; the version
+        token of every scope changes, so each replica's cache and search index
+        let go of it at their next read. Returns the counts of :data:`ERASED_COUNTS`.
+        """
+        scope = Scope.of(user_id)
+        key = rows.user_key(scope)
+        counts = dict.fromkeys(ERASED_COUNTS, 0)
+        agents: set[str] = set()
+        with self._connection() as connection:
+            self._begin_locked(connection, scope)
+            try:
+                tables = [
+                    name
+                    for (name,) in connection.execute(
+                        "SELECT table_name FROM information_schema.columns "
+                        "WHERE table_schema = current_schema() AND column_name = 'user_id' "
+                        "AND table_name LIKE 'deermem\\_%%' AND table_name <> 'deermem_users' "
+                        "ORDER BY table_name"
+                    )
+                ]
+                for table in tables:
+                    gone = connection.execute(
+                        sql.SQL("DELETE FROM {} WHERE user_id = %s RETURNING agent").format(
+                            sql.Identifier(table)
+                        ),
+                        (key,),
+                    ).fetchall()
+                    agents.update(agent for (agent,) in gone)
+                    if table in _ERASED_TABLES:
+                        counts[_ERASED_TABLES[table]] = len(gone)
+                connection.execute("DELETE FROM deermem_users WHERE user_id = %s", (key,))
+                connection.execute("COMMIT")
+            except BaseException:
+                roll_back(connection)
+                raise
+        counts["agents"] = len(agents)
+        self._cache.drop_user(user_id)
+        return counts
 
     def search_index_location(self) -> str:
         """``":memory:"``: each process derives its own index from the database.
@@ -725,6 +776,7 @@ class PostgresTransaction:
             return self._store._shadow_marks(self._locked(), self._scope)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
+        changes, redacted = redacted_changes(changes, self._store.redact_secrets)
         with translated(self._store.address):
             connection = self._locked()
             try:
@@ -738,7 +790,7 @@ class PostgresTransaction:
             self._open = False
         if snapshot is not None:
             self._store._cache.put(self._scope, snapshot.version, snapshot)
-        return result
+        return dataclasses.replace(result, redacted=redacted) if redacted else result
 
     def purge(self, fact_id: str) -> None:
         """Delete an archive entry (even one too damaged to read); see :meth:`Store.purge`."""
@@ -769,6 +821,18 @@ class PostgresTransaction:
         if self._open:
             self._open = False
             roll_back(self._connection)
+
+
+# The tables :meth:`PostgresStore.erase_user` counts, by the count they make.
+_ERASED_TABLES: Final = {
+    "deermem_facts": "facts",
+    "deermem_usage": "usage",
+    "deermem_receipts": "events",
+    "deermem_archive": "archived",
+    "deermem_threads": "marks",
+    "deermem_regret_events": "regretEvents",
+    "deermem_shadow_marks": "shadowMarks",
+}
 
 
 def roll_back(connection: Connection) -> None:

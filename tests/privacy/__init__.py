@@ -1,0 +1,1 @@
+"""Privacy: secrets never stored, a user erased everywhere, a user exported (issue 26)."""

@@ -1,0 +1,118 @@
+"""``deermem users erase``, ``deermem users export`` + ``import``, ``deermem redact`` (issue 26)."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from deermem import Memory, MemoryConfig
+from deermem.cli import main
+from deermem.service.tokens import TokenFile
+from tests.privacy.fakes import MAKERS
+from tests.privacy.stored import files_text
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def no_tty(monkeypatch: pytest.MonkeyPatch, data: bytes = b"") -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def seed(root: Path, user: str) -> None:
+    memory = Memory.open(root, MemoryConfig(), user=user)
+    for agent in ("coder", "writer"):
+        view = memory.scoped(user=user, agent=agent)
+        view.create_fact(f"{user} keeps walrus notes for {agent}")
+        view.create_fact(f"{user} deploys with pelican for {agent}")
+        view.delete_fact(view.list_facts()[0].id)
+    memory.close()
+
+
+def test_erase_refuses_without_yes_off_a_terminal_and_erases_with_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(tmp_path, "ursula-3c9e")
+    seed(tmp_path, "victor-7a1b")
+    tokens = TokenFile(tmp_path / ".server" / "tokens.json")
+    tokens.add(users=["ursula-3c9e"], now=datetime.now(UTC))
+    tokens.add(users=["ursula-3c9e", "victor-7a1b"], now=datetime.now(UTC))
+    no_tty(monkeypatch)
+    code, out, err = run(capsys, "--root", str(tmp_path), "users", "erase", "ursula-3c9e")
+    assert code == 1
+    assert "--yes" in err
+    assert "ursula-3c9e" in files_text(tmp_path)
+    code, out, err = run(
+        capsys, "--root", str(tmp_path), "users", "erase", "ursula-3c9e", "--yes", "--json"
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["erased"] is True
+    assert result["counts"]["agents"] == 2
+    assert result["counts"]["facts"] == 2
+    assert result["counts"]["archived"] == 2
+    assert result["counts"]["tokensRevoked"] == 1
+    assert len(tokens.records()) == 1
+    assert "ursula-3c9e" not in files_text(tmp_path)
+    assert "victor-7a1b" in files_text(tmp_path)
+    # An unknown user: nothing to erase, exit 0, counts 0.
+    code, out, _ = run(capsys, "--root", str(tmp_path), "users", "erase", "ursula-3c9e", "--yes")
+    assert code == 0
+    assert "nothing erased" in out
+
+
+def test_users_export_then_import_restores_an_erased_user(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "store"
+    seed(root, "ursula-3c9e")
+    exported = tmp_path / "ursula.json"
+    code, _, err = run(capsys, "--root", str(root), "users", "export", "ursula-3c9e", str(exported))
+    assert code == 0, err
+    document = json.loads(exported.read_text())
+    assert document["format"] == "deermem.user-export"
+    no_tty(monkeypatch)
+    assert run(capsys, "--root", str(root), "users", "erase", "ursula-3c9e", "--yes")[0] == 0
+    code, out, err = run(capsys, "--root", str(root), "import", str(exported), "--json")
+    assert code == 0, err
+    assert json.loads(out)["counts"]["facts"] == 2
+    code, again, _ = run(capsys, "--root", str(root), "users", "export", "ursula-3c9e")
+    assert {**json.loads(again), "exportedAt": ""} == {**document, "exportedAt": ""}
+    code, _, err = run(capsys, "--root", str(root), "import", str(exported))
+    assert code != 0
+    assert "already holds this user" in err
+
+
+def test_redact_finds_and_replaces_secrets_stored_before(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rng = random.Random(26)
+    fakes = [make(rng) for make in MAKERS.values()]
+    unredacted = Memory.open(tmp_path, MemoryConfig(redact_secrets=False), user="wendy-5f2a")
+    for fake in fakes:
+        unredacted.create_fact(f"the build uses {fake.snippet} now")
+    unredacted.search("build")  # the index holds the text too
+    unredacted.close()
+    code, out, err = run(capsys, "--root", str(tmp_path), "redact", "--dry-run", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert len(report["items"]) == len(fakes)
+    assert report["kinds"] == sorted({fake.kind for fake in fakes})
+    for fake in fakes:
+        assert fake.secret[-12:] not in out
+        assert fake.secret[-12:] in files_text(tmp_path)  # a dry run changes nothing
+    code, out, err = run(capsys, "--root", str(tmp_path), "redact")
+    assert code == 0, err
+    text = files_text(tmp_path)
+    for fake in fakes:
+        assert fake.secret[-12:] not in text, f"a {fake.kind} stays stored"
+    code, out, _ = run(capsys, "--root", str(tmp_path), "redact", "--dry-run")
+    assert "no secret found" in out

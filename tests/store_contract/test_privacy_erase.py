@@ -1,0 +1,103 @@
+"""Erasing a user, on both stores: nothing of them stays anywhere (issue 26, item 1).
+
+After an erase, the whole store is read past deermem — every file under the
+Markdown root (the search index, journals, temporary files included), every
+row of every table and ``pg_dump`` — and neither the user's id nor anything
+they said may be in it; the other users are unchanged and searchable.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from deermem import Memory, MemoryConfig
+from deermem.model import Scope
+from deermem.store import ChangeSet
+from tests.privacy.stored import store_text
+from tests.store_contract.conftest import Stores
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+ERIN = "erin-7f3a9c"  # the user erased: an id no other text contains
+FRANK = "frank-2b8d41"
+
+
+def words(user: str, number: int) -> str:
+    """A fact's content: words that exist nowhere else (a scan finds them or not)."""
+    return f"{user} says quokka{number:03d}{user[-6:]} lives in marmalade{number:03d}{user[-6:]}"
+
+
+def populate(stores: Stores, user: str, *, agents: tuple[str, ...] = ("coder", "writer")) -> Memory:
+    """Facts, summaries, archive entries, receipts, usage, marks and index rows for ``user``."""
+    config = MemoryConfig(max_facts=10)
+    memory = stores.memory(config, user=user, clock=lambda: NOW)
+    for agent in agents:
+        view = memory.scoped(user=user, agent=agent)
+        for number in range(12):  # two more than the cap: evictions, receipts, archive
+            view.create_fact(words(user, number) + f" for {agent}", confidence=0.9)
+        view.delete_fact(view.list_facts()[0].id)
+        view.search(f"quokka005{user[-6:]}")  # index rows (library and archive)
+        view.store.record_access(view.scope, [f.id for f in view.list_facts()[:2]], NOW)
+        stores().commit(
+            Scope.of(user, agent), ChangeSet(now=NOW, watermarks={f"thread of {user}": "m-1"})
+        )
+    memory.store.commit(
+        Scope.of(user),
+        ChangeSet(now=NOW, summaries={("user", "workContext"): f"{user} works on otters{user}"}),
+    )
+    return memory
+
+
+def test_erase_removes_every_trace_of_the_user_and_keeps_the_others(stores: Stores) -> None:
+    erin = populate(stores, ERIN)
+    frank = populate(stores, FRANK, agents=("coder",))
+    before = store_text(stores.kind, stores.root, stores.url)
+    assert ERIN in before
+    assert "quokka003" + ERIN[-6:] in before
+
+    result = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW).erase_user(ERIN)
+
+    assert result.erased
+    counts = result.counts
+    assert counts["agents"] == 2
+    assert counts["facts"] == 2 * 9
+    assert counts["archived"] == 2 * 3
+    assert counts["events"] >= 2 * 3
+    assert counts["marks"] == 2
+    assert counts["usage"] == 2 * 2
+    after = store_text(stores.kind, stores.root, stores.url)
+    assert ERIN not in after
+    assert ERIN[-6:] not in after, "a word the user said is still stored"
+    assert "otters" + ERIN not in after
+    # The others are unchanged and searchable.
+    assert "quokka003" + FRANK[-6:] in after
+    coder = frank.scoped(user=FRANK, agent="coder")
+    assert len(coder.list_facts()) == 9
+    hits = coder.search("quokka003" + FRANK[-6:])
+    assert [hit.fact.content for hit in hits] == [words(FRANK, 3) + " for coder"]
+    # The erased user reads as empty, from this memory and from a new one.
+    assert erin.scoped(user=ERIN, agent="coder").list_facts() == ()
+    assert erin.scoped(user=ERIN, agent="coder").search("quokka003" + ERIN[-6:]) == ()
+    fresh = stores.memory(MemoryConfig(), user=ERIN, agent="writer")
+    assert fresh.list_facts() == ()
+    assert fresh.list_archived() == ()
+    assert fresh.audit() == ()
+
+
+def test_erasing_an_unknown_user_erases_nothing_and_says_so(stores: Stores) -> None:
+    frank = populate(stores, FRANK, agents=("coder",)).scoped(user=FRANK, agent="coder")
+    before = (frank.list_facts(), frank.list_archived(), frank.audit(), frank.summaries())
+    result = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW).erase_user("nobody-here")
+    assert not result.erased
+    assert set(result.counts.values()) == {0}
+    frank.reload()
+    assert (frank.list_facts(), frank.list_archived(), frank.audit(), frank.summaries()) == before
+
+
+def test_a_user_erased_can_start_again_from_nothing(stores: Stores) -> None:
+    populate(stores, ERIN, agents=("coder",))
+    memory = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+    assert memory.erase_user(ERIN).erased
+    again = stores.memory(MemoryConfig(), user=ERIN, agent="coder", clock=lambda: NOW)
+    created = again.create_fact("a new beginning")
+    assert [fact.id for fact in again.list_facts()] == [created.fact_id]
+    assert memory.erase_user(ERIN).counts["facts"] == 1

@@ -1,0 +1,81 @@
+"""Exporting a user, on both stores: export, erase, import gives the user back (issue 26)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from deermem import FactValidationError, Memory, MemoryConfig
+from deermem.store.migrate import USER_EXPORT_FORMAT, USER_EXPORT_VERSION
+from tests.store_contract.conftest import Stores
+from tests.store_contract.test_privacy_erase import ERIN, FRANK, populate
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+
+
+def everything(memory: Memory, user: str) -> list[object]:
+    """Every fact, archive entry and receipt of the user's agents, and the summaries."""
+    views = [memory.scoped(user=user, agent=agent) for agent in ("coder", "writer")]
+    return [
+        memory.scoped(user=user, agent="coder").summaries(),
+        *((v.list_facts(), v.list_archived(), v.audit()) for v in views),
+    ]
+
+
+def test_export_erase_import_gives_back_every_fact_archive_entry_and_receipt(
+    stores: Stores,
+) -> None:
+    erin = populate(stores, ERIN)
+    populate(stores, FRANK, agents=("coder",))
+    before = everything(erin, ERIN)
+    unscoped = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+
+    document = unscoped.export_user(ERIN)
+    wire = json.loads(json.dumps(document))  # it is plain JSON
+    assert wire["format"] == USER_EXPORT_FORMAT
+    assert wire["version"] == USER_EXPORT_VERSION
+    assert wire["userId"] == ERIN
+    assert sorted(wire["agents"]) == ["coder", "writer"]
+    coder = wire["agents"]["coder"]
+    assert len(coder["facts"]) == 9
+    assert len(coder["archive"]) == 3
+    assert coder["events"]
+    assert coder["usage"]
+
+    assert unscoped.erase_user(ERIN).erased
+    assert everything(erin, ERIN) != before
+    restored = unscoped.import_user(wire)
+    assert restored.counts["facts"] == 18
+    assert restored.counts["archived"] == 6
+    erin.store.reload(erin.scoped(user=ERIN, agent="coder").scope)
+    assert everything(stores.memory(MemoryConfig(), user=ERIN), ERIN) == before
+    # The export of the restored user is the same document (its time aside).
+    again = unscoped.export_user(ERIN)
+    assert {**again, "exportedAt": ""} == {**document, "exportedAt": ""}
+
+
+def test_an_import_refuses_a_user_the_store_holds_and_a_document_that_is_not_an_export(
+    stores: Stores,
+) -> None:
+    populate(stores, ERIN, agents=("coder",))
+    memory = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+    document = memory.export_user(ERIN)
+    with pytest.raises(FactValidationError, match="already holds this user"):
+        memory.import_user(document)
+    with pytest.raises(FactValidationError, match="format"):
+        memory.import_user({"facts": []})
+    broken = json.loads(json.dumps(document))
+    broken["agents"]["coder"]["archive"][0]["fact"] = "not a fact"
+    memory.erase_user(ERIN)
+    with pytest.raises(FactValidationError, match=r"agents\.coder\.archive\[0\]"):
+        memory.import_user(broken)
+    assert memory.scoped(user=ERIN, agent="coder").list_facts() == ()
+
+
+def test_an_unknown_user_exports_as_an_empty_document(stores: Stores) -> None:
+    memory = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+    document = memory.export_user("nobody-here")
+    assert document["agents"] == {}
+    assert document["userId"] == "nobody-here"

@@ -1,0 +1,194 @@
+"""No secret is ever stored, on both stores: every write path, every kind (issue 26, item 3).
+
+Each test writes fakes of every shape (tests.privacy.fakes) through one path
+and then reads the whole store past deermem (every file under the root, every
+row of every table and ``pg_dump``): no character run of any secret may be
+there, and the path's result names the kinds redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from deermem import Memory, MemoryConfig
+from deermem.model import Fact, Scope, format_timestamp, marker
+from deermem.store import ChangeSet, Section
+from deermem.store.migrate import MigrationReport, migrate, opened_location
+from deermem.store.records import ArchiveEntry
+from deermem.testing import Reply, ScriptedChatServer
+from tests.privacy.fakes import MAKERS, Fake
+from tests.privacy.stored import store_text
+from tests.store_contract.conftest import Stores
+from tests.wire_support import answer, conversation, model_settings, new_fact
+
+NOW = datetime(2026, 8, 13, tzinfo=UTC)
+
+
+def fakes(seed: int) -> list[Fake]:
+    """One fake of every shape (15), the same for a seed."""
+    rng = random.Random(seed)
+    return [make(rng) for make in MAKERS.values()]
+
+
+def every_kind(items: list[Fake]) -> list[str]:
+    return sorted({fake.kind for fake in items})
+
+
+def said(fake: Fake) -> str:
+    """The fake as a person would write it in a fact (content of at most one line or a block)."""
+    return f"the deploy uses {fake.snippet} today"
+
+
+def assert_nowhere(stores: Stores, items: list[Fake]) -> str:
+    """No secret of ``items`` is anywhere in the store (16 characters of it at most)."""
+    text = store_text(stores.kind, stores.root, stores.url)
+    for fake in items:
+        probe = fake.secret[-16:] if len(fake.secret) >= 16 else fake.secret
+        assert probe not in text, f"a {fake.kind} is stored"
+    return text
+
+
+def open_memory(stores: Stores, **settings: object) -> Memory:
+    return stores.memory(MemoryConfig(**settings), clock=lambda: NOW)
+
+
+def test_create_and_update_store_markers_and_say_which_kinds(stores: Stores) -> None:
+    memory = open_memory(stores)
+    items = fakes(1)
+    kinds: set[str] = set()
+    for fake in items:
+        created = memory.create_fact(said(fake), category="context", topics=["deploy"])
+        assert created.fact_id is not None
+        assert marker(fake.kind) in created.fact.content
+        kinds.update(created.redacted)
+    assert sorted(kinds) == every_kind(items)
+    plain = memory.create_fact("I deploy on Fridays").fact_id
+    assert plain is not None
+    more = fakes(2)
+    for fake in more:
+        updated = memory.update_fact(plain, content=said(fake), category=f"ops {fake.kind}")
+        assert marker(fake.kind) in updated.content
+        memory.update_fact(plain, content="I deploy on Fridays")
+    assert_nowhere(stores, items + more)
+
+
+def test_every_text_field_of_an_import_is_redacted(stores: Stores) -> None:
+    memory = open_memory(stores)
+    items = fakes(3)
+    facts = []
+    for number, fake in enumerate(items):
+        facts.append(
+            {
+                "id": f"fact_{number:04d}",
+                "content": said(fake),
+                "title": fake.snippet,
+                "topics": [fake.snippet[:60]],
+                "source": {"type": "conversation", "threadId": "t-1", "note": fake.snippet},
+                "sourceError": said(fake),
+                "ownField": {"nested": [fake.snippet]},
+            }
+        )
+    document = {
+        "facts": facts,
+        "user": {"workContext": {"summary": said(items[0]), "updatedAt": format_timestamp(NOW)}},
+    }
+    result = memory.import_document(document)
+    assert result.redacted == tuple(every_kind(items))
+    assert len(memory.list_facts()) == len(items)
+    assert marker(items[0].kind) in memory.summaries().user["workContext"].summary
+    assert_nowhere(stores, items)
+
+
+def test_a_summary_committed_to_the_store_is_redacted(stores: Stores) -> None:
+    store = stores()
+    items = fakes(4)
+    result = store.commit(
+        Scope.of("alice"),
+        ChangeSet(
+            now=NOW,
+            summaries={
+                ("user", "workContext"): " and ".join(said(f) for f in items[:7]),
+                ("history", "recentMonths"): Section(
+                    summary=" and ".join(said(f) for f in items[7:]), updatedAt="2026-08-01"
+                ),
+            },
+        ),
+    )
+    assert result.redacted == tuple(every_kind(items))
+    assert_nowhere(stores, items)
+
+
+def test_restoring_an_archive_entry_written_before_redaction_stores_no_secret(
+    stores: Stores,
+) -> None:
+    # An archive entry from before redaction existed: written with it off.
+    items = fakes(5)
+    old = Fact.from_dict(
+        {"id": "fact_old", "content": " ".join(said(f) for f in items), "createdAt": "2026-01-01"}
+    )
+    entry = ArchiveEntry(old, "2026-08-01T00:00:00Z", "capacity", "manual", None)
+    unredacted = stores(MemoryConfig(redact_secrets=False))
+    unredacted.commit(Scope.of("alice"), ChangeSet(now=NOW, archive_puts=(entry,)))
+    memory = open_memory(stores)
+    restored = memory.restore("fact_old")
+    assert restored.restored
+    assert restored.redacted == tuple(every_kind(items))
+    assert marker(items[0].kind) in memory.get_fact("fact_old").content
+    assert_nowhere(stores, items)
+
+
+def test_redact_secrets_off_keeps_the_text_as_written(stores: Stores) -> None:
+    memory = open_memory(stores, redact_secrets=False)
+    (fake,) = fakes(6)[4:5]
+    created = memory.create_fact(said(fake))
+    assert created.redacted == ()
+    assert created.fact.content == said(fake)
+
+
+def test_a_model_that_proposes_a_key_stores_a_marker_and_never_sees_the_conversations_keys(
+    stores: Stores,
+) -> None:
+    items = fakes(7)
+    with ScriptedChatServer() as server:
+        memory = open_memory(stores, model=model_settings(server))
+        proposed = [new_fact(said(fake)) for fake in items]
+        server.enqueue(Reply.text(answer(newFacts=proposed)))
+        chat = conversation(*(f"please remember {said(fake)}" for fake in items))
+        try:
+            report = memory.learn("thread-1", chat).report
+        finally:
+            memory.close(timeout=5)  # its HTTP client holds a connection
+        sent = json.dumps(server.requests[0].messages)
+    assert report.outcome == "applied", report
+    assert report.redacted == tuple(every_kind(items))
+    for fake in items:
+        probe = fake.secret[-16:] if len(fake.secret) >= 16 else fake.secret
+        assert probe not in sent, f"a {fake.kind} was sent to the model"
+    assert len(memory.list_facts()) == len(items)
+    assert_nowhere(stores, items)
+
+
+@pytest.mark.parametrize("direction", ["markdown-to-here"])
+def test_migrate_redacts_what_it_copies(stores: Stores, tmp_path: Path, direction: str) -> None:
+    items = fakes(8)
+    source_root = tmp_path / "source"
+    config = MemoryConfig()
+    source = Memory.open(source_root, MemoryConfig(redact_secrets=False), user="alice")
+    source.import_document({"facts": [{"content": said(fake)} for fake in items]})
+    source.close()
+    destination = stores.url if stores.kind == "postgres" else str(stores.root)
+    assert destination is not None
+    with (
+        opened_location(str(source_root), config, must_exist=True) as (reader, shown),
+        opened_location(destination, config, must_exist=False) as (writer, shown_to),
+    ):
+        report = migrate(reader, writer, MigrationReport(shown, shown_to))
+    assert report.copied == 1
+    assert sorted(report.redacted) == every_kind(items)
+    assert len(open_memory(stores).list_facts()) == len(items)
+    assert_nowhere(stores, items)
