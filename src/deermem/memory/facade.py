@@ -465,6 +465,7 @@ class Memory:
         tags = checked_topics(topics)
         source_error = checked_source_error(source_error)
         now = self.now()
+        self._embed_ahead(text)
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
             check_not_duplicate(snapshot, text)
@@ -589,6 +590,8 @@ class Memory:
         if confidence is not None:
             check_confidence(confidence)
             changes["confidence"] = confidence
+        if "content" in changes:
+            self._embed_ahead(str(changes["content"]))
         with self.store.transaction(self.scope) as transaction:
             stored = transaction.snapshot.get(fact_id)
             if stored is None:
@@ -814,6 +817,7 @@ class Memory:
             top_k=top_k,
             category=category,
             with_archive=record and self._detects_missed_recalls,
+            hybrid=self.config.search_mode == "hybrid",
         )
         results = findings.results
         if record:
@@ -828,12 +832,31 @@ class Memory:
                     _log.warning("search hits are not counted as recalls: %s", error)
         return results
 
+    def _embed_ahead(self, text: str) -> None:
+        """Embed a fact's text before the user's lock is taken, for the next search.
+
+        Only in a process that already searches by meaning (its models are
+        loaded): one that never searches never loads them. The vector is kept
+        in the embedder's memory; the search that next indexes the fact takes
+        it from there, so no embedding ever happens inside a commit.
+        """
+        if self.config.search_mode != "hybrid":
+            return
+        from deermem.recall.embedding import loaded_embedder
+
+        models = loaded_embedder()
+        if models is not None:
+            models.passage(text)
+
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild the store's search index from every scope's facts (store-wide).
 
-        With missed-recall detection on (``regret_missed_recall``, on a
-        store that records regret) every scope's archive is indexed again
-        too, as a search would index it.
+        Under ``search_mode: hybrid`` every fact's text is embedded again
+        with the current model (vectors of another model are dropped), so a
+        store searched by keyword until now — or written with another model —
+        is searched by meaning from here on. With missed-recall detection
+        on (``regret_missed_recall``, on a store that records regret) every
+        scope's archive is indexed again too, as a search would index it.
 
         Args:
             progress: called with (scopes done, scopes in all) after each scope.
@@ -845,8 +868,17 @@ class Memory:
         from deermem.recall.search import rebuild_search_index
 
         self._search_index.close()  # this memory's next search reopens it
+        models = None
+        if self.config.search_mode == "hybrid":
+            from deermem.recall.embedding import embedder
+
+            models = embedder()
         return rebuild_search_index(
-            self.store, now=self.now(), with_archive=self._detects_missed_recalls, progress=progress
+            self.store,
+            now=self.now(),
+            with_archive=self._detects_missed_recalls,
+            progress=progress,
+            models=models,
         )
 
     # --- learning from conversations --------------------------------------------

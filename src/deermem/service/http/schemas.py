@@ -317,7 +317,7 @@ class ContextOut(BaseModel):
 class SearchHitOut(BaseModel):
     fact: FactOut
     score: float
-    matchType: Literal["fts5", "substring"]
+    matchType: Literal["fts5", "hybrid", "substring"]
     bm25: float | None
 
 

@@ -157,7 +157,7 @@ class RestoreView(BaseModel):
 class SearchHitView(BaseModel):
     fact: FactView
     score: float
-    matchType: Literal["fts5", "substring"]
+    matchType: Literal["fts5", "hybrid", "substring"]
     bm25: float | None = None
 
     @classmethod
