@@ -279,3 +279,18 @@ def test_clock_is_the_memorys(tmp_path: Path) -> None:
         tmp_path, memory.config, user="alice", agent="coder", clock=lambda: NOW.replace(year=2027)
     )
     assert later.search("tea")[0].score < memory.search("tea")[0].score
+
+
+def test_a_commit_brings_the_index_up_to_date_in_the_committing_process(memory: Memory) -> None:
+    memory.search("tea", record=False)  # the index exists and is current
+    created = memory.create_fact("Drinks espresso after lunch.", confidence=0.8)
+    index = memory._search_index.get(memory.store)
+    version = memory._search_index.version_of(memory.store.load(memory.scope))
+    user, agent = memory.scope.user_id, memory.scope.agent
+    assert index.is_current(user, agent, version)  # before any search
+    [hit] = index.search(user, agent, "espresso", now=NOW)
+    assert hit.fact_id == created.fact_id
+    memory.delete_fact(created.fact_id or "")
+    version = memory._search_index.version_of(memory.store.load(memory.scope))
+    assert index.is_current(user, agent, version)
+    assert index.search(user, agent, "espresso", now=NOW) == []

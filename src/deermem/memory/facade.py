@@ -494,6 +494,7 @@ class Memory:
             if stored is None:  # evicted at once: it is in the archive
                 entry = transaction.archived(fact_id)
                 stored = fact if entry is None else entry.fact
+        self._index_commit()
         return CreateResult(
             fact_id=fact_id if kept else None,
             fact=stored,
@@ -606,6 +607,7 @@ class Memory:
             result = transaction.commit(
                 ChangeSet(now=self.now(), writes=(FactWrite(updated, create=False),))
             )
+        self._index_commit()
         return result.written[0] if result.written else stored
 
     def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> None:
@@ -624,6 +626,7 @@ class Memory:
                 raise FactNotFoundError(fact_id)
             removal = Removal(fact_id, REASON_DELETED, expected_revision=expected_revision)
             self.gate.remove(transaction, (removal,), trigger="manual", now=now)
+        self._index_commit()
 
     def clear(self) -> tuple[str, ...]:
         """Remove every fact of this scope, as :meth:`delete_fact` removes one.
@@ -831,6 +834,20 @@ class Memory:
                     self._unrecorded_said = True
                     _log.warning("search hits are not counted as recalls: %s", error)
         return results
+
+    def _index_commit(self) -> None:
+        """Bring the scope's search index in step with this process's commit, after it.
+
+        Only the rows of the facts that changed are written (and a vector
+        embedded before the lock is filed), so the next search — the agent's
+        next turn — finds the index current (issue 23). Never fails the
+        commit: a search brings the index in step by itself.
+        """
+        from deermem.recall.search import index_commit
+
+        index_commit(
+            self.store, self.scope, self._search_index, hybrid=self.config.search_mode == "hybrid"
+        )
 
     def _embed_ahead(self, text: str) -> None:
         """Embed a fact's text before the user's lock is taken, for the next search.

@@ -466,6 +466,26 @@ class Document:
 
     @classmethod
     def of(cls, fact: FactLike) -> Document | None:
+        """The fact as the index stores it, ``None`` when it cannot be searched.
+
+        A :class:`Fact` is immutable and a store hands out the same object
+        until the fact changes, so its document is remembered by identity:
+        after a commit, bringing the index in step digests only the facts
+        that changed (issue 23: the first search after a write).
+        """
+        if not isinstance(fact, Fact):
+            return cls._build(fact)
+        known = _DOCUMENTS.get(id(fact))
+        if known is not None and known[0] is fact:
+            return known[1]
+        document = cls._build(fact)
+        if len(_DOCUMENTS) >= _DOCUMENTS_KEPT:
+            _DOCUMENTS.clear()
+        _DOCUMENTS[id(fact)] = (fact, document)  # the fact is held: its id is not reused
+        return document
+
+    @classmethod
+    def _build(cls, fact: FactLike) -> Document | None:
         fields = FactFields.of(fact)
         if fields is None or not fields.content.strip():
             return None
@@ -481,6 +501,11 @@ class Document:
             signature.encode("utf-8", "surrogatepass"), digest_size=16
         ).hexdigest()
         return cls(fields.fact_id, fields.content, category, label, confidence, created_us, digest)
+
+
+_DOCUMENTS_KEPT: Final = 1 << 16
+_DOCUMENTS: dict[int, tuple[Fact, Document | None]] = {}
+"""Documents of the facts lately indexed, by the fact object's identity (see Document.of)."""
 
 
 def content_key(content: str) -> str:

@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Final, Protocol
 from deermem.errors import CorruptMemoryFile, SearchIndexError
 from deermem.model import Fact, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
-from deermem.recall.embedding import NOISE_FLOOR, Embedder, QueryVector, embedder
+from deermem.recall.embedding import (
+    NOISE_FLOOR,
+    Embedder,
+    QueryVector,
+    embedder,
+    loaded_embedder,
+)
 from deermem.recall.index import (
     CONFIDENCE_WEIGHT,
     DECAY_GRACE_DAYS,
@@ -75,6 +81,7 @@ __all__ = [
     "embed_missing",
     "fuse",
     "hybrid_search",
+    "index_commit",
     "rebuild_search_index",
     "search_facts",
     "search_scope",
@@ -353,8 +360,10 @@ def embed_missing(
     *,
     with_archive: bool,
     limit: int | None = None,
+    say: bool = True,
 ) -> bool:
-    """Give every text of the scope's rows a vector; ``False`` when more than ``limit`` lack one.
+    """Give every text of the scope's rows a vector; ``False`` when more than ``limit`` lack one
+    (said in a warning naming ``deermem reindex``, unless ``say`` is false).
 
     Vectors the store keeps, or the embedder made lately (a fact embedded
     before its commit), are taken as they are; the rest are embedded here,
@@ -376,11 +385,12 @@ def embed_missing(
         else:
             made[key] = text
     if limit is not None and len(made) > limit:
-        _memory_log.warning(
-            "%d facts of this scope have no vectors for the embedding model; searching by "
-            "keyword until `deermem reindex` embeds them",
-            len(made),
-        )
+        if say:
+            _memory_log.warning(
+                "%d facts of this scope have no vectors for the embedding model; searching by "
+                "keyword until `deermem reindex` embeds them",
+                len(made),
+            )
         index.put_vectors({**vectors, **fresh})
         meaning.source.store_vectors(meaning.scope, embedder.tag, fresh)
         return False
@@ -715,6 +725,39 @@ def search_scope(
         if entry is not None:
             missed.append((entry, item.rank))
     return SearchFindings(_results(snapshot.by_id, outcome.hits), tuple(missed))
+
+
+def index_commit(store: Store, scope: Scope, handle: SearchIndexHandle, *, hybrid: bool) -> None:
+    """Bring a scope's index rows in step right after this process committed to it.
+
+    What a search would do first, done by the committer: only the rows of
+    changed facts are written (their documents are remembered by identity,
+    so unchanged facts are not digested again). Under ``hybrid``, vectors
+    this process embedded before the commit are filed; nothing is embedded
+    here. A failure is logged, never raised: the next search catches up.
+    """
+    try:
+        snapshot = store.load(scope)
+        index = handle.get(store)
+        version = handle.version_of(snapshot)
+        if not index.is_current(scope.user_id, scope.agent, version):
+            index.sync_scope(scope.user_id, scope.agent, snapshot.facts, version=version)
+        models = loaded_embedder() if hybrid else None
+        if models is not None:
+            index.use_model(models.tag)
+            embed_missing(
+                index,
+                Meaning(models, scope, store),
+                scope.user_id,
+                scope.agent,
+                lambda: snapshot.facts,
+                _no_archive,
+                with_archive=False,
+                limit=0,
+                say=False,
+            )
+    except (SearchIndexError, CorruptMemoryFile, OSError) as error:
+        _memory_log.warning("search index not brought up to date after a commit (%s)", error)
 
 
 def _results(facts: Mapping[str, Fact], hits: Sequence[SearchHit]) -> tuple[SearchResult, ...]:
