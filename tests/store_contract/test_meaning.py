@@ -177,3 +177,29 @@ def test_an_archived_fact_gets_a_vector_and_a_purged_one_loses_it(stores: Stores
         memory.search("anything at all")
         with sqlite3.connect(location) as db:
             assert db.execute("SELECT count(*) FROM vec WHERE key = ?", (key,)).fetchone() == (0,)
+
+
+def test_context_for_a_question_prefers_its_facts_when_over_budget(stores: Stores) -> None:
+    memory = open_memory(stores, max_injection_tokens=100, guaranteed_token_budget=50)
+    notes = [
+        {"id": f"fact_n{n}", "content": f"Quarterly planning note {n}.", "confidence": 0.95}
+        for n in range(12)
+    ]
+    correction = {
+        "id": "fact_fix",
+        "content": "Use uv, not pip.",
+        "category": "correction",
+        "confidence": 0.5,
+    }
+    memory.import_document({"facts": [*LIBRARY, *notes, correction]})
+    plain = memory.context()
+    assert memory.context(query=None) == plain  # byte for byte, without a question
+    assert "left-handed" not in plain  # the least confident: over the budget
+    asked = memory.injection(query="Am I a southpaw?")
+    assert "fact_hand" in asked.manifest.injected_ids
+    assert asked.manifest.injected_ids[0] == "fact_fix"  # the guaranteed pool first, as always
+    assert len(asked.manifest.injected_ids) == len(memory.injection().manifest.injected_ids)
+
+
+def test_context_for_a_question_is_unchanged_when_everything_fits(memory: Memory) -> None:
+    assert memory.context(query="Am I a southpaw?") == memory.context()

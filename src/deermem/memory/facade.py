@@ -739,7 +739,9 @@ class Memory:
 
     # --- the prompt block and search -------------------------------------------
 
-    def injection(self, *, max_tokens: int | None = None, facts: bool = True) -> Injection:
+    def injection(
+        self, *, max_tokens: int | None = None, facts: bool = True, query: str | None = None
+    ) -> Injection:
         """The prompt text of this memory and its manifest.
 
         Summaries and facts within ``max_injection_tokens``; the
@@ -758,23 +760,40 @@ class Memory:
             facts: ``False`` leaves the facts out — the summaries only, for
                 an agent that reaches facts through :meth:`search` instead
                 (they would appear twice otherwise).
+            query: the question the prompt is for. When the facts exceed the
+                budget, those a search for it finds (by keyword and meaning,
+                not counted as recalls) come first within each pool — the
+                guaranteed pool first, as always. Without it, or when every
+                fact fits, the text is exactly the one without a query.
 
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
         from deermem.recall.injection import memory_injection
 
+        relevant: tuple[str, ...] = ()
+        if query is not None and query.strip() and facts and self.config.injection_enabled:
+            found = self.search(query, top_k=self.config.max_facts, record=False)
+            relevant = tuple(result.fact_id for result in found)
         return memory_injection(
-            self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
+            self.store,
+            self.scope,
+            self.config,
+            self.now(),
+            max_tokens=max_tokens,
+            facts=facts,
+            relevant=relevant,
         )
 
-    def context(self, *, max_tokens: int | None = None) -> str:
+    def context(self, *, max_tokens: int | None = None, query: str | None = None) -> str:
         """The ``<memory>`` block for an agent's prompt (``""`` when there is nothing).
 
         :meth:`injection`'s text, wrapped. Stored text is escaped, so it can
-        neither close the block nor start a line of its own.
+        neither close the block nor start a line of its own. With ``query``
+        (the agent's question), facts relevant to it are preferred within
+        each section when not every fact fits (see :meth:`injection`).
         """
-        return self.injection(max_tokens=max_tokens).block
+        return self.injection(max_tokens=max_tokens, query=query).block
 
     def search(
         self,
