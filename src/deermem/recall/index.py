@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 from deermem.errors import SearchIndexError
 from deermem.model import DEFAULT_CATEGORY, Fact, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
+from deermem.store.records import content_key
 
 if TYPE_CHECKING:
     from deermem.model import Scope
@@ -506,11 +507,6 @@ class Document:
 _DOCUMENTS_KEPT: Final = 1 << 16
 _DOCUMENTS: dict[int, tuple[Fact, Document | None]] = {}
 """Documents of the facts lately indexed, by the fact object's identity (see Document.of)."""
-
-
-def content_key(content: str) -> str:
-    """The key a text's vector is kept under: a digest of exactly the text embedded."""
-    return hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def _storable(text: str) -> bool:

@@ -57,10 +57,10 @@ from deermem.recall.index import (
     SearchHit,
     SearchIndex,
     SearchIndexHandle,
-    content_key,
     content_version,
     micros,
 )
+from deermem.store.records import content_key
 
 if TYPE_CHECKING:
     from deermem.model import Scope

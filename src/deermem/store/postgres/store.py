@@ -75,6 +75,7 @@ from deermem.store.records import (
     ShadowMark,
     SummaryDocument,
     UsageEntry,
+    content_key,
 )
 
 if TYPE_CHECKING:
@@ -564,8 +565,18 @@ class PostgresStore:
                 raise
 
     def purge(self, scope: Scope, fact_id: str) -> None:
+        entry = self.archived(scope, fact_id)
         with self.transaction(scope) as transaction:
             transaction.purge(fact_id)
+        if entry is not None:
+            # Nothing of a forgotten fact stays: its search vector goes too (a
+            # fact with the same text, if any, is embedded again when searched).
+            with self._connection() as connection:
+                connection.execute(
+                    "DELETE FROM deermem_vectors WHERE user_id = %s AND agent = %s"
+                    " AND content_key = %s",
+                    (rows.user_key(scope), scope.agent, content_key(entry.fact.content)),
+                )
 
     def _commit_locked(
         self,
