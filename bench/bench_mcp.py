@@ -38,7 +38,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from deermem import Memory, MemoryConfig
-from deermem.service.http.tokens import TokenFile
+from deermem.service.tokens import TokenFile
 
 USER, AGENT = "bench", "coder"
 TOPICS = ["python", "rust", "travel", "music", "cooking", "running", "chess", "gardening"]

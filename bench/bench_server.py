@@ -46,7 +46,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import yaml
 
-from deermem.service.http.tokens import TokenFile
+from deermem.service.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
 
 MAX_FACTS = 20

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from deermem import Memory, MemoryConfig
-from deermem.scenarios import seed_scenarios
+from deermem.cli.demo import seed_scenarios
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 # The tightest budgets the configuration allows.

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from deermem.config import MemoryConfig
 from deermem.model import Fact, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, CapacityPolicy, select_facts_for_capacity
+from deermem.recall import InjectionManifest
 from deermem.recall.injection import InjectionSettings, Summaries, build_injection
 from deermem.recall.tokens import token_counter
+from deermem.results import to_json
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 COUNT = token_counter("tiktoken")
@@ -428,8 +430,8 @@ def test_injection_is_deterministic_and_order_independent(
     random.Random(seed).shuffle(shuffled)
     second = build_injection(shuffled, settings=settings_, now=NOW)
     assert first == second
-    assert json.dumps(first.manifest.to_dict(), sort_keys=True) == json.dumps(
-        second.manifest.to_dict(), sort_keys=True
+    assert json.dumps(to_json(first.manifest, InjectionManifest), sort_keys=True) == json.dumps(
+        to_json(second.manifest, InjectionManifest), sort_keys=True
     )
     assert len(first.manifest.injected) + len(first.manifest.omitted) == len(facts)
 
@@ -440,7 +442,7 @@ def test_manifest_carries_no_content() -> None:
     injection = build_injection(
         facts, settings=budget(200, 50), now=NOW, summaries=Summaries(work=secret)
     )
-    dumped = json.dumps(injection.manifest.to_dict())
+    dumped = json.dumps(to_json(injection.manifest, InjectionManifest))
     assert "PIN" not in dumped
     assert "oops" not in dumped
     assert "x x" not in dumped
@@ -458,7 +460,7 @@ def test_manifest_reports_counts_and_methods() -> None:
     assert sum(i.tokens for i in manifest.injected) == (
         manifest.guaranteed_tokens + manifest.ranked_tokens
     )
-    as_dict = manifest.to_dict()
+    as_dict = to_json(manifest, InjectionManifest)
     assert set(as_dict) >= {"injected", "omitted", "budgetTokens", "tokenCounter", "policy"}
 
 

@@ -20,7 +20,7 @@ SOURCE = Path(deermem.__file__).parent
 
 # The writers allowed to create temporary files: the store's one durable writer,
 # and the evaluation's, until its owner switches it to the store's (issue 21).
-WRITERS = {"store/markdown/files.py", "eval/result_files.py"}
+WRITERS = {"store/markdown/files.py", "eval/files.py"}
 
 
 def _modules(package: str) -> list[Path]:

@@ -16,7 +16,7 @@ from deermem import (
     MemoryConfig,
     UnsafeIdentifierError,
 )
-from deermem.scenarios import seed_scenarios
+from deermem.cli.demo import seed_scenarios
 from deermem.store import MarkdownStore
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

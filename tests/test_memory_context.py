@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from deermem import Memory, UnsafeIdentifierError
 from deermem.recall.injection import InjectionManifest
+from deermem.results import to_json
 
 from .context_support import NOW, TIGHT, files_state, open_memory, seed_document, usage_file
 
@@ -236,7 +237,8 @@ def test_the_same_memory_gives_the_same_bytes(tmp_path: Path) -> None:
     second.import_document({"facts": list(reversed(document["facts"]))})
     texts = {first.context(), first.context(), second.context()}
     manifests = {
-        json.dumps(m.injection().manifest.to_dict(), sort_keys=True) for m in (first, second)
+        json.dumps(to_json(m.injection().manifest, InjectionManifest), sort_keys=True)
+        for m in (first, second)
     }
     assert len(texts) == 1
     assert len(manifests) == 1

@@ -16,8 +16,8 @@ import pytest
 
 from deermem import Memory
 from deermem.errors import SearchIndexError
-from deermem.memory import SearchResult
 from deermem.recall.index import SearchIndex
+from deermem.results import SearchResult
 
 from .context_support import NOW, fact_files, files_state, open_memory, usage_file
 

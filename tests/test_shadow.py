@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from deermem.cli.demo import seed_scenarios
 from deermem.policy import (
     CapacityDecision,
     CapacityPolicy,
@@ -14,7 +15,6 @@ from deermem.policy import (
     select_facts_for_capacity,
     shadow_comparison,
 )
-from deermem.scenarios import seed_scenarios
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 

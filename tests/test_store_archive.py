@@ -20,8 +20,8 @@ from deermem import (
     Memory,
     MemoryConfig,
 )
+from deermem.cli.demo import seed_scenarios
 from deermem.errors import FactRevisionConflict
-from deermem.scenarios import seed_scenarios
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
-from deermem.scenarios import seed_scenarios
+from deermem.cli.demo import seed_scenarios
 from deermem.store import plan
 from deermem.store.markdown import files as atomic
 from deermem.store.markdown import sidecars

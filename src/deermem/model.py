@@ -13,11 +13,16 @@ Everything every layer agrees on about a fact, written once:
   answer to "do these two facts say the same thing";
 * **the fact** — :class:`Fact`, validated in one place (:meth:`Fact.from_dict`);
 * **scopes** — one user's memory for one agent, the identifier rules, and the
-  directory names the Markdown store derives from them.
+  directory names the Markdown store derives from them;
+* **the JSON form of records** — one way to write a record as the wire carries
+  it (:func:`to_json`), the configuration every result model shares, and the
+  fact's own wire description (:data:`FactJson`), low enough for every layer
+  that hands a record to an interface.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -26,7 +31,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    PlainSerializer,
+    PlainValidator,
+    TypeAdapter,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, to_jsonable_python
 
 from deermem.errors import FactValidationError, InvalidTextError, UnsafeIdentifierError
 
@@ -55,10 +73,14 @@ __all__ = [
     "MAX_SUMMARY_CHARS",
     "MAX_TOPICS",
     "MAX_USER_ID_BYTES",
+    "RESULT_CONFIG",
     "TIMESTAMP_FIELDS",
     "USER_ID_PATTERN",
     "WEIGHT_TOLERANCE",
+    "DescribedBy",
     "Fact",
+    "FactJson",
+    "FactOut",
     "FactScope",
     "FactSource",
     "IdFactory",
@@ -73,6 +95,7 @@ __all__ = [
     "duplicate_digest",
     "duplicate_key",
     "format_timestamp",
+    "instance_of",
     "is_bucket",
     "is_derived_agent_directory",
     "new_fact_id",
@@ -81,6 +104,7 @@ __all__ = [
     "parse_timestamp",
     "random_fact_id",
     "safe_user_id",
+    "to_json",
     "was_kept_user_id",
     "weights_sum_to_one",
 ]
@@ -1279,3 +1303,110 @@ class Scope:
     def __str__(self) -> str:
         user = "(no user)" if self.user_id is None else repr(self.user_id)
         return f"user {user}, agent {self.agent!r}"
+
+
+# ---------------------------------------------------------------------------
+# The JSON form of records
+#
+# A record reaches the CLI's --json, the HTTP API and the MCP tools in one form,
+# written by one function: pydantic's dump of the record (a model, or a dataclass
+# that states its pydantic config), camelCase keys. A record whose form is its
+# file's (a fact, a receipt) keeps that form and describes it to pydantic with an
+# annotation (:data:`FactJson`), so the schemas show it without a second writer.
+# ---------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+# defer_build: a result's validator is built when it is first used, not when deermem is
+# imported (a command that lists facts uses none of them).
+RESULT_CONFIG: Final = ConfigDict(
+    defer_build=True,
+    frozen=True,
+    alias_generator=to_camel,
+    validate_by_name=True,
+    validate_by_alias=True,
+    serialize_by_alias=True,
+)
+"""What every result model shares: frozen, snake_case in Python, camelCase on the wire."""
+
+
+@functools.cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def to_json(value: object, kind: Any = None, *, exclude: set[str] | None = None) -> Any:
+    """``value`` as JSON-ready data in its wire form (camelCase keys).
+
+    Args:
+        value: a result model, a list of them, or any value of ``kind``.
+        kind: the type to write ``value`` as, for a record that describes its
+            JSON form to pydantic without being a model (the injection
+            manifest, the server's limits, ``list[ReceiptJson]`` ...).
+        exclude: fields to leave out (their Python names).
+    """
+    if kind is None:
+        return to_jsonable_python(value, exclude=exclude)
+    return _adapter(kind).dump_python(value, mode="json", exclude=exclude)
+
+
+@dataclass(frozen=True)
+class DescribedBy:
+    """Annotation metadata: the JSON schema of a record is that of ``model``."""
+
+    model: type[BaseModel]
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return handler(self.model.__pydantic_core_schema__)
+
+
+def instance_of(kind: type[T]) -> PlainValidator:
+    """Take a record of a lower layer as it is (it was validated where it was built)."""
+
+    def same(value: object) -> T:
+        if isinstance(value, kind):
+            return value
+        raise ValueError(f"expected a {kind.__name__}")
+
+    return PlainValidator(same)
+
+
+class FactOut(BaseModel):
+    """A stored fact with every field (content included: it is the caller's memory).
+
+    The description of :data:`FactJson`: keys are the stored format's; fields
+    a fact does not set are left out, and keys deermem does not know are kept.
+    An MCP tool answers with it directly (:meth:`of`), as the SDK publishes
+    only models.
+    """
+
+    model_config = ConfigDict(defer_build=True, extra="allow")
+
+    id: str
+    content: str
+    category: str
+    categoryExtension: str | None = Field(
+        None, description="the label of an `other` fact, as given"
+    )
+    confidence: float
+    topics: list[str] = []
+    createdAt: str
+    updatedAt: str
+    lastConfirmedAt: str | None = None
+    revision: int = Field(description="grows with every change; pass it as expected_revision")
+
+    @classmethod
+    def of(cls, fact: Fact) -> FactOut:
+        """The fact in its stored form, every key kept."""
+        return cls.model_validate(fact.to_dict())
+
+
+FactJson = Annotated[
+    Fact,
+    instance_of(Fact),
+    PlainSerializer(Fact.to_dict, return_type=Any),
+    DescribedBy(FactOut),
+]
+"""A :class:`Fact` on the wire: its stored form, every field."""

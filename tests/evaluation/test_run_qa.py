@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from deermem.cli import eval as cli_qa
-from deermem.cli._output import err_console
 from deermem.cli.eval import AnswerProgress
+from deermem.cli.output import err_console
 from deermem.eval import files as provenance
 from deermem.eval.qa import (
     ARTIFACT_FILES,

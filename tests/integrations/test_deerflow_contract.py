@@ -7,6 +7,7 @@ call goes through real files, the real search index and the real gate.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import subprocess
 import sys
@@ -495,3 +496,33 @@ def test_outside_deerflow_the_binding_says_what_it_needs() -> None:
         integration.DeerMemManager  # noqa: B018 (the attribute access is the import)
     with pytest.raises(AttributeError):
         integration.NoSuchName  # noqa: B018
+
+
+def test_the_binding_is_the_backend_not_a_second_copy() -> None:
+    """``DeerMemManager`` (which needs DeerFlow to import) subclasses DeerFlowBackend and
+    declares none of the contract's methods: DeerFlow calls the backend's own."""
+    import deermem.integrations.deerflow as integration
+
+    source = Path(integration.__file__).with_name("manager.py").read_text(encoding="utf-8")
+    (binding,) = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef) and node.name == "DeerMemManager"
+    ]
+    assert [ast.unparse(base) for base in binding.bases] == ["DeerFlowBackend", "MemoryManager"]
+    declared = {
+        node.name
+        for node in binding.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    assert declared.isdisjoint(CONTRACT)
+    assert declared <= {"model_post_init", "from_config"}
+
+
+def test_the_memory_behind_a_bucket_takes_the_contracts_defaults(tmp_path: Path) -> None:
+    """``memory()`` is deermem's own (no contract method has it); like the contract's
+    methods it defaults the agent to DeerFlow's global bucket, as the binding always did."""
+    built = backend(tmp_path)
+    fact_id = built.create_fact("Uses uv.", user_id="alice")[1]
+    assert fact_id is not None
+    assert built.memory(user_id="alice").get_fact(fact_id).content == "Uses uv."

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from deermem.cli import main
-from deermem.service.http.tokens import TokenFile
+from deermem.service.tokens import TokenFile
 
 from ..served_store import KINDS, PASSWORD, ServedStore
 from .conftest import HttpServer, call, http_server, http_session, text_of

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deermem.service.http.problems import ProblemError
-from deermem.service.http.tokens import Principal
 from deermem.service.mcp import Caller, caller_for
+from deermem.service.problems import ProblemError
+from deermem.service.tokens import Principal
 
 OPEN = Principal.unauthenticated()
 

@@ -23,8 +23,9 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from deermem import Memory
-from deermem.service.mcp import TOOL_NAMES, ToolLimits, create_mcp_server
-from deermem.service.mcp.app import request_memory
+from deermem.service.mcp import TOOL_NAMES, create_mcp_server
+from deermem.service.mcp.server import request_memory
+from deermem.service.settings import ToolLimits
 
 from ..served_store import ServedStore, files_under, on_both_stores
 from .conftest import call, text_of

@@ -38,9 +38,8 @@ import pytest
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
 from deermem.cli import main
 from deermem.service.http.app import create_app
-from deermem.service.http.context import close_store
-from deermem.service.http.settings import ServerSettings
-from deermem.service.http.tokens import TokenFile
+from deermem.service.settings import ServerSettings, close_store
+from deermem.service.tokens import TokenFile
 
 from ..mcp.conftest import HttpServer, call, http_server, http_session, text_of
 from ..served_store import KINDS, PASSWORD, ServedStore, on_both_stores

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import httpx
 
-from deermem.service.http.tokens import TokenFile
+from deermem.service.tokens import TokenFile
 
 from ..mcp.conftest import call, http_server, http_session
 from ..served_store import ServedStore

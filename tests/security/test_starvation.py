@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 import yaml
 
-from deermem.service.http.limits import ServerLimits
-from deermem.service.http.tokens import TokenFile
+from deermem.service.settings import ServerLimits
+from deermem.service.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
 
 from ..served_store import ServedStore, on_both_stores

@@ -25,9 +25,8 @@ from fastapi import FastAPI
 
 from deermem import Memory
 from deermem.service.http.app import create_app
-from deermem.service.http.limits import ServerLimits
-from deermem.service.http.settings import ServerSettings
-from deermem.service.http.tokens import TokenFile
+from deermem.service.settings import ServerLimits, ServerSettings
+from deermem.service.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
 
 from ..served_store import ServedStore

@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp import Client
 
+from deermem.cli import main
 from deermem.service.http.app import create_app
-from deermem.service.http.limits import ServerLimits
-from deermem.service.http.settings import ServerSettings
+from deermem.service.mcp import create_mcp_server
+from deermem.service.settings import ServerLimits, ServerSettings
 
 from ..served_store import PASSWORD, ServedStore, on_both_stores
 from .conftest import LiveServer, free_port, run_in_thread, start_server
@@ -367,3 +371,57 @@ def test_a_server_that_opened_its_database_closes_it_when_it_stops(
         server.should_exit = True
         thread.join(timeout=30)
     assert connections() == 0
+
+
+def test_http_mcp_and_the_cli_answer_with_one_description(
+    live: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each record is described once (deermem.results): the HTTP API, the MCP tools and
+    ``--json`` give the same JSON for the same answer — every field of the fact, the
+    receipt as the audit file holds it."""
+    client = live.client()
+    fact_id = add(client, "Prefers tabs", category="preference", topics=["style"]).json()["factId"]
+    add(client, "Writes Rust at work", confidence=0.9)
+    assert client.delete(f"{ALICE}/facts/{fact_id}").status_code == 200
+    memory = live.memory.scoped(user="alice", agent="coder")
+
+    async def over_mcp() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(create_mcp_server(memory)) as session:
+            why = await session.call_tool("memory_why", {"fact_id": fact_id})
+            found = await session.call_tool("memory_search", {"query": "rust"})
+            assert why.structured_content is not None
+            assert found.structured_content is not None
+            return why.structured_content, found.structured_content
+
+    def on_the_cli(*args: str) -> Any:
+        root = ["--root", str(live.store.root), "--user", "alice", "--agent", "coder"]
+        assert main([*root, *args, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    why, found = anyio.run(over_mcp)
+    assert why == client.get(f"{ALICE}/facts/{fact_id}/why").json() == on_the_cli("why", fact_id)
+    assert found == client.get(f"{ALICE}/search", params={"q": "rust"}).json()
+    assert found["results"] == on_the_cli("search", "rust", "--no-record")
+    assert why["fact"]["topics"] == ["style"]
+    assert why["fact"]["source"] == {"type": "manual", "threadId": None}  # every field
+    (receipt,) = why["receipts"]
+    assert (receipt["reason"], receipt["trigger"]) == ("deleted", "manual")
+    assert "shadow" not in receipt  # as the audit file holds it: no shadow, no key
+
+
+def test_the_fact_body_is_the_memorys_input_model(live: LiveServer) -> None:
+    """The body of ``POST …/facts`` is NewFact and that of ``PATCH`` FactPatch, the models
+    the memory checks every write with: one rule, stated once."""
+    document = live.client().get("/v1/openapi.json").json()
+    operations = document["paths"]["/v1/users/{user}/agents/{agent}/facts"]
+    post = operations["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert post == {"$ref": "#/components/schemas/NewFact"}
+    patch = document["paths"]["/v1/users/{user}/agents/{agent}/facts/{fact_id}"]["patch"]
+    body = patch["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/FactPatch"}
+    client = live.client()
+    # A blank category means the default, as for the memory (and the CLI's -c "").
+    created = add(client, "Blank category", category="")
+    assert created.status_code == 201, created.text
+    fact = client.get(f"{ALICE}/facts/{created.json()['factId']}").json()
+    assert fact["category"] == "context"

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from deermem.service.http.jobs import Job, JobRunner, JobStore
-from deermem.service.http.limits import ServerLimits
-from deermem.service.http.problems import ProblemError
+from deermem.service.problems import ProblemError
+from deermem.service.settings import ServerLimits
 from deermem.testing import Reply, ScriptedChatServer
 
 from ..served_store import ServedStore, on_both_stores

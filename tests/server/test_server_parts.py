@@ -21,12 +21,11 @@ from uvicorn.server import ServerState
 from deermem import FactValidationError
 from deermem.errors import MessageFormatError
 from deermem.service.errors import TokenFileError, UnknownTokenError
-from deermem.service.http.limits import HostRule, split_host
-from deermem.service.http.pages import InvalidCursor, paginate
-from deermem.service.http.problems import problem_for
-from deermem.service.http.settings import is_loopback
-from deermem.service.http.tcp import ServerHTTPProtocol
-from deermem.service.http.tokens import TokenFile
+from deermem.service.http.routes import InvalidCursor, paginate
+from deermem.service.http.run import ServerHTTPProtocol
+from deermem.service.problems import problem_for
+from deermem.service.settings import HostRule, is_loopback, split_host
+from deermem.service.tokens import TokenFile
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -128,7 +127,7 @@ def test_problems_carry_fields_never_values() -> None:
     message = problem_for(MessageFormatError(3, "content", secret, "expected text"))
     assert message.extensions["index"] == 3
     for problem in (fact, message):
-        assert secret not in json.dumps(problem.to_dict())
+        assert secret not in json.dumps(problem.body())
 
 
 @pytest.mark.parametrize(
@@ -176,7 +175,7 @@ def test_a_host_header_passes_only_as_a_loopback_or_configured_name(host: str) -
     [
         (ServerHTTPProtocol, True),
         # uvicorn's own leaves Nagle on here (its issue #3149); when a release fixes
-        # that, this case fails and deermem.service.http.tcp can go.
+        # that, this case fails and ServerHTTPProtocol can go.
         (AutoHTTPProtocol, False),
     ],
 )

@@ -13,8 +13,8 @@ from deermem import (
     Memory,
     MemoryConfig,
 )
+from deermem.cli.demo import seed_scenarios
 from deermem.library import Proposal
-from deermem.scenarios import seed_scenarios
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from deermem import Memory, MemoryConfig
+from deermem.cli.demo import seed_scenarios
 from deermem.model import Scope
-from deermem.scenarios import seed_scenarios
 from deermem.store import ChangeSet
 from deermem.store.records import UsageEntry
 from tests.store_contract.conftest import Stores

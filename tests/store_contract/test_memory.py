@@ -17,9 +17,9 @@ from deermem import (
     MemoryConfig,
     UnsafeIdentifierError,
 )
+from deermem.cli.demo import seed_scenarios
 from deermem.errors import FactRevisionConflict
 from deermem.model import Scope
-from deermem.scenarios import seed_scenarios
 from tests.store_contract.conftest import Stores
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)

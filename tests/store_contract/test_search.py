@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from deermem import Memory, MemoryConfig
-from deermem.memory import SearchResult
+from deermem.results import SearchResult, to_json
 from tests.context_support import NOW
 from tests.store_contract.conftest import Stores
 
@@ -87,7 +87,7 @@ def test_results_carry_the_fact_and_rank_by_score(memory: Memory) -> None:
     assert best.bm25 is not None
     assert best.bm25 < 0
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
-    as_dict = best.to_dict()
+    as_dict = to_json(best)
     assert as_dict["fact"] == best.fact.to_dict()
     assert (as_dict["matchType"], as_dict["score"]) == ("fts5", best.score)
 

@@ -1,41 +1,106 @@
-"""The root ``deermem`` command and the entry point that runs it."""
+"""The one ``deermem`` command: the root application, its commands, and the entry point.
+
+Each command module holds the commands of one area (:mod:`~deermem.cli.facts`,
+:mod:`~deermem.cli.store`, :mod:`~deermem.cli.learning`, :mod:`~deermem.cli.recall`,
+:mod:`~deermem.cli.service`, :mod:`~deermem.cli.config`,
+:mod:`~deermem.cli.regret`, :mod:`~deermem.cli.demo`, and ``deermem eval``);
+this module puts them under one typer application and runs it.
+
+**Help that reads right.** typer's help panels print a value type beside each
+option, and for a flag (``--json``, ``--yes``, ``--help`` itself) that type is
+``<bool>``, which reads as if the flag took a value. A flag's metavar set to
+``""`` leaves the column empty; :class:`Command` and :class:`Group` do that for
+their own flags and for the help option they create, through click's public
+``metavar`` attribute and ``get_help_option`` method, and
+:func:`use_command_classes` makes every command of the application — the
+sub-applications' too, ``deermem eval``'s included — one of them, through
+typer's public ``cls`` of each registered command and group. ``-h`` works
+beside ``--help`` everywhere: :data:`CONTEXT_SETTINGS` on the root command,
+which every sub-command's context inherits.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, Final, NoReturn
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from deermem import __version__
-from deermem.cli._context import CliContext
-from deermem.cli._output import print_error
-from deermem.cli._typer import CONTEXT_SETTINGS, Group, use_command_classes
-from deermem.cli.archive_cmd import app as archive_app
-from deermem.cli.audit_cmd import audit, why
-from deermem.cli.config_cmd import app as config_app
-from deermem.cli.context_cmd import context
-from deermem.cli.db_cmd import app as db_app
+from deermem.cli.config import config_app
 from deermem.cli.demo import demo
 from deermem.cli.eval import app as eval_app
-from deermem.cli.facts_cmd import app as facts_app
-from deermem.cli.ingest_cmd import ingest
-from deermem.cli.init_cmd import init
-from deermem.cli.mcp_cmd import mcp
-from deermem.cli.migrate_cmd import migrate_command
-from deermem.cli.model_cmd import app as model_app
-from deermem.cli.regret_cmd import regret
-from deermem.cli.search_cmd import search
-from deermem.cli.serve_cmd import serve
-from deermem.cli.store_cmd import reindex, scopes
-from deermem.cli.token_cmd import app as token_app
-from deermem.cli.transfer_cmd import export, import_
+from deermem.cli.facts import archive_app, audit, facts_app, why
+from deermem.cli.learning import ingest, model_app
+from deermem.cli.output import CliContext, print_error
+from deermem.cli.recall import context, search
+from deermem.cli.regret import regret
+from deermem.cli.service import mcp, serve, token_app
+from deermem.cli.store import db_app, export, import_, init, migrate_command, reindex, scopes
 from deermem.errors import DeerMemError
 
-__all__ = ["app", "main", "run"]
+__all__ = ["Command", "app", "main", "run"]
+
+CONTEXT_SETTINGS: Final[dict[str, Any]] = {"help_option_names": ["-h", "--help"]}
+
+
+def _flags_without_type(params: Iterable[Any]) -> None:
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class Command(TyperCommand):
+    """A typer command whose help shows flags as flags."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _flags_without_type(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _flags_without_type([option])
+        return option
+
+
+class Group(TyperGroup):
+    """A typer group (``deermem``, ``deermem facts`` ...) whose help shows flags as flags."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _flags_without_type(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _flags_without_type([option])
+        return option
+
+
+def use_command_classes(app: typer.Typer) -> None:
+    """Build every command and group of ``app``, at any depth, as :class:`Command` / :class:`Group`.
+
+    Commands and groups that chose a class of their own (not typer's
+    default) keep it.
+    """
+    for command in app.registered_commands:
+        if command.cls is None or command.cls is TyperCommand:
+            command.cls = Command
+    for group in app.registered_groups:
+        chosen = group.cls
+        if (
+            not (isinstance(chosen, type) and issubclass(chosen, TyperGroup))
+            or chosen is TyperGroup
+        ):
+            group.cls = Group
+        if group.typer_instance is not None:
+            use_command_classes(group.typer_instance)
+
 
 app = typer.Typer(
     name="deermem",

@@ -1,26 +1,286 @@
-"""``deermem demo``: the seed's two situations through a real memory, side by side."""
+"""``deermem demo``: the seed's two situations through a real memory, side by side.
+
+Both situations (:func:`seed_scenarios`) are libraries one fact over a cap of
+10 in which the ``confidence`` policy evicts the fact a user would most want
+kept:
+
+* **stale-vs-confirmed** — a 0.9 preference nobody has mentioned for 180
+  days against a 0.7 preference the user confirmed a week ago.
+* **correction-vs-preferences** — one 0.7 correction ("don't use pip, use
+  uv") among ten 0.9 preferences.
+
+For each situation and each mode — ``confidence``, ``hybrid-v1`` and shadow
+mode (``confidence`` deciding, ``hybrid-v1`` recorded beside it) — the
+library is imported into its own agent through the capacity gate, which
+evicts one fact with a receipt into the archive (:func:`run_demo`). Then, in
+the ``confidence`` agent, the policy is switched to ``hybrid-v1`` and the
+fact the user cared about is restored from the archive: it comes back, and
+the gate picks another fact to make room.
+
+Timestamps are relative to an injected clock and every id is fixed, so a
+run gives the same result on every run and every machine. The situations
+are data the docs and the tests use too.
+"""
 
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Final
 
 import typer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli._output import JSON_OPTION, out_console, print_json
-from deermem.cli._render import components_text, eviction_sentence, margin_text
-from deermem.model import format_timestamp, parse_timestamp
-from deermem.scenarios import DEMO_CAPACITY, DEMO_CLOCK
+from deermem.cli.output import (
+    JSON_OPTION,
+    components_text,
+    eviction_sentence,
+    margin_text,
+    out_console,
+    print_json,
+)
+from deermem.config import MemoryConfig, render_store_settings
+from deermem.memory import Memory
+from deermem.model import Fact, format_timestamp, parse_timestamp
+from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, elapsed_days
+from deermem.results import Explanation, RestoreResult, to_json
+from deermem.store import EvictionReceipt
+from deermem.store.markdown.files import write_store_settings
 
-if TYPE_CHECKING:
-    from deermem.memory.demo import ScenarioRun
+__all__ = ["demo", "seed_scenarios"]
 
-__all__ = ["demo"]
+# The evaluation's fixed clock; any fixed value would do.
+DEMO_CLOCK: Final = datetime(2026, 8, 13, tzinfo=UTC)
+DEMO_CAPACITY: Final = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A named library over its cap, and the fact the user cares about."""
+
+    name: str
+    title: str
+    max_facts: int
+    facts: tuple[dict[str, object], ...]
+    precious_id: str
+    """The fact the user would want kept; ``confidence`` evicts it."""
+
+
+def seed_scenarios(now: datetime = DEMO_CLOCK) -> tuple[Scenario, Scenario]:
+    """Build both situations with timestamps relative to ``now``."""
+
+    def ago(days: float) -> str:
+        return format_timestamp(now - timedelta(days=days))
+
+    # Nine well-established facts that outrank both contenders under either policy.
+    background = tuple(
+        {
+            "id": f"fact_bg{index:02d}",
+            "content": text,
+            "category": category,
+            "confidence": 0.95,
+            "createdAt": ago(20 + index),
+        }
+        for index, (category, text) in enumerate(
+            [
+                ("identity", "The user is a backend engineer on the payments team."),
+                ("context", "The main service is written in Python 3.11."),
+                ("preference", "The user reads diffs in unified format."),
+                ("constraint", "Production deploys happen only on weekdays."),
+                ("goal", "The user is migrating the billing jobs to a queue."),
+                ("preference", "The user wants answers in English."),
+                ("decision", "The team chose PostgreSQL over MySQL in 2025."),
+                ("behavior", "The user runs the tests before every commit."),
+                ("context", "CI runs on two-core machines."),
+            ],
+            start=1,
+        )
+    )
+    stale_vs_confirmed = Scenario(
+        name="stale-vs-confirmed",
+        title="A 0.9 fact nobody mentioned for 180 days vs a 0.7 fact confirmed last week",
+        max_facts=DEMO_CAPACITY,
+        facts=(
+            *background,
+            {
+                "id": "fact_stale90",
+                "content": "The user prefers tabs over spaces.",
+                "category": "preference",
+                "confidence": 0.9,
+                "createdAt": ago(180),
+            },
+            {
+                "id": "fact_confirm",
+                "content": "The user wants short commit messages in the imperative mood.",
+                "category": "preference",
+                "confidence": 0.7,
+                "createdAt": ago(60),
+                "lastConfirmedAt": ago(7),
+                "confirmationCount": 1,
+            },
+        ),
+        precious_id="fact_confirm",
+    )
+    preferences = tuple(
+        {
+            "id": f"fact_pref{index:02d}",
+            "content": text,
+            "category": "preference",
+            "confidence": 0.9,
+            "createdAt": ago(10 + index),
+        }
+        for index, text in enumerate(
+            [
+                "The user likes type hints everywhere.",
+                "The user prefers pytest over unittest.",
+                "The user prefers dark themes in screenshots.",
+                "The user likes small pull requests.",
+                "The user prefers ruff for linting.",
+                "The user wants examples before theory.",
+                "The user prefers pathlib over os.path.",
+                "The user likes tables for comparisons.",
+                "The user prefers f-strings.",
+                "The user wants error messages that name the file.",
+            ],
+            start=1,
+        )
+    )
+    correction_vs_preferences = Scenario(
+        name="correction-vs-preferences",
+        title="One 0.7 correction among ten 0.9 preferences",
+        max_facts=DEMO_CAPACITY,
+        facts=(
+            {
+                "id": "fact_correct",
+                "content": "Don't use pip in this project; use uv.",
+                "category": "correction",
+                "confidence": 0.7,
+                "createdAt": ago(30),
+                "sourceError": "The assistant suggested 'pip install'.",
+            },
+            *preferences,
+        ),
+        precious_id="fact_correct",
+    )
+    return stale_vs_confirmed, correction_vs_preferences
+
+
+# --- the run -----------------------------------------------------------------------------
+
+DEMO_USER: Final = "demo"
+MODE_SHADOW: Final = "shadow"
+MODES: Final = (POLICY_CONFIDENCE, POLICY_HYBRID_V1, MODE_SHADOW)
+
+
+@dataclass(frozen=True, slots=True)
+class ModeRun:
+    """One situation under one mode.
+
+    Attributes:
+        mode: ``confidence``, ``hybrid-v1`` or ``shadow``.
+        agent: the agent bucket it ran in (``<situation>-<mode>``).
+        kept: the library after the import, oldest first.
+        evicted: ids the gate evicted.
+        receipts: the receipts written.
+    """
+
+    mode: str
+    agent: str
+    kept: tuple[Fact, ...]
+    evicted: tuple[str, ...]
+    receipts: tuple[EvictionReceipt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioRun:
+    """One situation under every mode, ``why`` for its lost fact, and the restore.
+
+    Attributes:
+        hybrid_scores: each fact's ``hybrid-v1`` score in the ``hybrid-v1``
+            agent (kept facts from ``why``, the evicted one from its receipt).
+        why: ``why`` for the precious fact in the ``confidence`` agent.
+        restore: restoring it there after switching the agent to ``hybrid-v1``.
+    """
+
+    scenario: Scenario
+    modes: dict[str, ModeRun]
+    hybrid_scores: dict[str, float]
+    why: Explanation
+    restore: RestoreResult
+
+    def precious_kept(self, mode: str) -> bool:
+        return self.scenario.precious_id in {fact.id for fact in self.modes[mode].kept}
+
+
+def run_demo(root: Path, now: datetime) -> list[ScenarioRun]:
+    """Run both situations in ``root`` (which should be empty) at the clock ``now``."""
+    return [_run_scenario(root, scenario, now) for scenario in seed_scenarios(now)]
+
+
+def _config(scenario: Scenario, mode: str) -> MemoryConfig:
+    return MemoryConfig(
+        max_facts=scenario.max_facts,
+        fact_eviction_policy=POLICY_CONFIDENCE if mode == MODE_SHADOW else mode,
+        fact_eviction_shadow_enabled=mode == MODE_SHADOW,
+    )
+
+
+def _memory(root: Path, scenario: Scenario, mode: str, now: datetime) -> Memory:
+    return Memory.open(
+        root,
+        _config(scenario, mode),
+        user=DEMO_USER,
+        agent=f"{scenario.name}-{mode}",
+        clock=lambda: now,
+        id_factory=_no_new_ids,
+    )
+
+
+def _run_scenario(root: Path, scenario: Scenario, now: datetime) -> ScenarioRun:
+    modes: dict[str, ModeRun] = {}
+    for mode in MODES:
+        memory = _memory(root, scenario, mode, now)
+        result = memory.import_document({"facts": [dict(fact) for fact in scenario.facts]})
+        modes[mode] = ModeRun(
+            mode=mode,
+            agent=memory.scope.agent,
+            kept=memory.list_facts(),
+            evicted=result.evicted,
+            receipts=result.receipts,
+        )
+    scores = _hybrid_scores(_memory(root, scenario, POLICY_HYBRID_V1, now))
+    confidence = _memory(root, scenario, POLICY_CONFIDENCE, now)
+    why = confidence.why(scenario.precious_id)
+    # The user reads the receipt, switches the agent to hybrid-v1 and restores the fact.
+    switched = _memory(root, scenario, POLICY_HYBRID_V1, now).scoped(
+        user=DEMO_USER, agent=confidence.scope.agent
+    )
+    restore = switched.restore(scenario.precious_id)
+    return ScenarioRun(scenario, modes, scores, why, restore)
+
+
+def _hybrid_scores(memory: Memory) -> dict[str, float]:
+    scores: dict[str, float] = {}
+    for fact in memory.list_facts():
+        standing = memory.why(fact.id).standing
+        if standing is not None:
+            scores[fact.id] = standing.score
+    for receipt in memory.audit():
+        for line in receipt.evicted:
+            if line.score is not None:
+                scores[line.fact_id] = line.score
+    return scores
+
+
+def _no_new_ids() -> str:
+    raise AssertionError("the demo's facts all carry ids")
+
+
+# --- the command -------------------------------------------------------------------------
 
 
 def demo(
@@ -51,10 +311,6 @@ def demo(
     Example: `deermem demo --root /tmp/deermem-demo`, then
     `deermem --root /tmp/deermem-demo --user demo --agent stale-vs-confirmed-confidence audit`
     """
-    from deermem.config import MemoryConfig, render_store_settings
-    from deermem.memory.demo import DEMO_USER, MODES, run_demo
-    from deermem.store.markdown.files import write_store_settings
-
     clock = parse_timestamp(now)
     if clock is None:
         raise typer.BadParameter(f"not an ISO 8601 timestamp: {now!r}", param_hint="--now")
@@ -85,9 +341,6 @@ def demo(
 
 
 def _render(run: ScenarioRun, now: datetime) -> None:
-    from deermem.memory.demo import MODES
-    from deermem.policy import elapsed_days
-
     scenario = run.scenario
     out_console.rule(f"[bold]{escape(scenario.title)}[/]")
     table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
@@ -145,8 +398,6 @@ def _render(run: ScenarioRun, now: datetime) -> None:
 
 
 def _as_json(run: ScenarioRun) -> dict[str, object]:
-    from deermem.memory.demo import MODES
-
     scenario = run.scenario
     return {
         "name": scenario.name,
@@ -167,6 +418,6 @@ def _as_json(run: ScenarioRun) -> dict[str, object]:
             (r.shadow.to_dict() for r in run.modes["shadow"].receipts if r.shadow is not None),
             None,
         ),
-        "why": run.why.to_dict() | {"fact": None},
-        "restore": run.restore.to_dict(),
+        "why": to_json(run.why) | {"fact": None},
+        "restore": to_json(run.restore),
     }

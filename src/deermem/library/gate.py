@@ -66,11 +66,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
+
+from pydantic import BaseModel, Field, PlainSerializer
 
 from deermem.errors import ArchivedFactError, FactNotFoundError, FactRevisionConflict
 from deermem.library.regret import shadow_regret
-from deermem.model import Fact, category_key, duplicate_key, format_timestamp
+from deermem.model import RESULT_CONFIG, Fact, category_key, duplicate_key, format_timestamp
 from deermem.policy import (
     POLICY_HYBRID_V1,
     CapacityDecision,
@@ -749,8 +751,11 @@ class RegretLedger:
 # --- where a fact stands ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Standing:
+def _scores(components: Mapping[str, float]) -> dict[str, float]:
+    return dict(components)
+
+
+class Standing(BaseModel):
     """Where an active fact ranks in its library under the current policy.
 
     Attributes:
@@ -763,24 +768,15 @@ class Standing:
             ``hybrid-v1`` holds reserved slots).
     """
 
-    policy: str
-    rank: int
+    model_config = RESULT_CONFIG
+
+    policy: Annotated[str, Field(alias="policyVersion")]
+    rank: Annotated[int, Field(description="1 = kept longest when the library is full")]
     occupancy: int
     max_facts: int
     score: float
-    components: Mapping[str, float]
-    protected: bool
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "policyVersion": self.policy,
-            "rank": self.rank,
-            "occupancy": self.occupancy,
-            "maxFacts": self.max_facts,
-            "score": self.score,
-            "components": dict(self.components),
-            "protected": self.protected,
-        }
+    components: Annotated[Mapping[str, float], PlainSerializer(_scores)]
+    protected: Annotated[bool, Field(description="its category holds reserved slots (hybrid-v1)")]
 
 
 def standing_of(

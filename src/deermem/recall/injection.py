@@ -50,6 +50,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
+
 from deermem.model import Fact, category_key
 from deermem.policy import (
     POLICY_HYBRID_V1,
@@ -255,6 +258,9 @@ POOL_GUARANTEED: Final = "guaranteed"
 POOL_RANKED: Final = "ranked"
 
 OmissionReason = Literal["over-budget", "after-stop", "invalid-content"]
+# The JSON form of the three manifest records below (--json, the HTTP API, the MCP tools):
+# pydantic's dump of their fields, camelCase keys (``factId``); see deermem.model.to_json.
+_JSON: Final = ConfigDict(alias_generator=to_camel, serialize_by_alias=True)
 OMISSION_REASONS: Final[dict[str, str]] = {
     "over-budget": "its line did not fit in the tokens left in its pool",
     "after-stop": "a higher-ranked line in its pool did not fit; selection stops there",
@@ -278,22 +284,14 @@ class InjectedFact:
         tokens: what its line costs, newline included.
     """
 
+    __pydantic_config__ = _JSON
+
     fact_id: str
     category: str
     pool: Pool
     rank: int
     score: float
     tokens: int
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "factId": self.fact_id,
-            "category": self.category,
-            "pool": self.pool,
-            "rank": self.rank,
-            "score": self.score,
-            "tokens": self.tokens,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +309,8 @@ class OmittedFact:
         tokens: what its line would have cost (``None`` for invalid content).
     """
 
+    __pydantic_config__ = _JSON
+
     fact_id: str
     reason: OmissionReason
     category: str | None = None
@@ -318,17 +318,6 @@ class OmittedFact:
     rank: int | None = None
     score: float | None = None
     tokens: int | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "factId": self.fact_id,
-            "reason": self.reason,
-            "category": self.category,
-            "pool": self.pool,
-            "rank": self.rank,
-            "score": self.score,
-            "tokens": self.tokens,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +345,8 @@ class InjectionManifest:
         summaries_truncated: the summaries were cut to keep the facts.
     """
 
+    __pydantic_config__ = _JSON
+
     enabled: bool
     policy: str
     token_counting: str
@@ -379,26 +370,6 @@ class InjectionManifest:
     @property
     def omitted_ids(self) -> tuple[str, ...]:
         return tuple(item.fact_id for item in self.omitted)
-
-    def to_dict(self) -> dict[str, object]:
-        """A JSON-ready mapping with camelCase keys (no fact content)."""
-        return {
-            "enabled": self.enabled,
-            "policy": self.policy,
-            "tokenCounting": self.token_counting,
-            "tokenCounter": self.token_counter,
-            "maxTokens": self.max_tokens,
-            "guaranteedTokenBudget": self.guaranteed_token_budget,
-            "guaranteedCategories": list(self.guaranteed_categories),
-            "sections": list(self.sections),
-            "injected": [item.to_dict() for item in self.injected],
-            "omitted": [item.to_dict() for item in self.omitted],
-            "summaryTokens": self.summary_tokens,
-            "guaranteedTokens": self.guaranteed_tokens,
-            "rankedTokens": self.ranked_tokens,
-            "budgetTokens": self.budget_tokens,
-            "summariesTruncated": self.summaries_truncated,
-        }
 
 
 # --- the injection --------------------------------------------------------------------

@@ -36,8 +36,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol
 
+from pydantic import BaseModel
+
 from deermem.errors import CorruptMemoryFile, SearchIndexError
-from deermem.model import Fact, category_key, parse_timestamp
+from deermem.model import RESULT_CONFIG, Fact, FactJson, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
 from deermem.recall.embedding import (
     NOISE_FLOOR,
@@ -598,9 +600,8 @@ def substring_search(
 # --- the memory's search ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """One search hit with its fact.
+class SearchResult(BaseModel):
+    """One search hit with its fact (its JSON form: :func:`deermem.model.to_json`).
 
     Attributes:
         fact: the fact as stored.
@@ -613,7 +614,9 @@ class SearchResult:
             for substring matches and for facts found by meaning alone.
     """
 
-    fact: Fact
+    model_config = RESULT_CONFIG
+
+    fact: FactJson
     score: float
     match_type: MatchType
     bm25: float | None = None
@@ -634,14 +637,6 @@ class SearchResult:
     @property
     def confidence(self) -> float:
         return self.fact.confidence
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "fact": self.fact.to_dict(),
-            "score": self.score,
-            "matchType": self.match_type,
-            "bm25": self.bm25,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -765,7 +760,9 @@ def _results(facts: Mapping[str, Fact], hits: Sequence[SearchHit]) -> tuple[Sear
     for hit in hits:
         fact = facts.get(hit.fact_id)
         if fact is not None:
-            results.append(SearchResult(fact, hit.score, hit.match_type, hit.bm25))
+            results.append(
+                SearchResult(fact=fact, score=hit.score, match_type=hit.match_type, bm25=hit.bm25)
+            )
     return tuple(results)
 
 
@@ -811,8 +808,7 @@ def _drop_archive(index: SearchIndex, scope: Scope) -> None:
         _memory_log.warning("search index unavailable (%s)", error)
 
 
-@dataclass(frozen=True, slots=True)
-class ReindexReport:
+class ReindexReport(BaseModel):
     """What :meth:`Memory.reindex` rebuilt.
 
     Attributes:
@@ -821,12 +817,11 @@ class ReindexReport:
         location: the index file, or ``None`` for a store whose index lives in memory.
     """
 
+    model_config = RESULT_CONFIG
+
     scopes: int
     facts: int
     location: str | None
-
-    def to_dict(self) -> dict[str, object]:
-        return {"scopes": self.scopes, "facts": self.facts, "location": self.location}
 
 
 def rebuild_search_index(

@@ -36,10 +36,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, Literal, NamedTuple, get_args
+from typing import Annotated, Any, Final, Literal, NamedTuple, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from deermem.errors import CorruptMemoryFile, FactValidationError
-from deermem.model import Fact, Scope, duplicate_key, parse_timestamp
+from deermem.model import (
+    DescribedBy,
+    Fact,
+    FactOut,
+    Scope,
+    duplicate_key,
+    instance_of,
+    parse_timestamp,
+)
 from deermem.policy import EvictedFact, ShadowComparison
 
 __all__ = [
@@ -53,8 +63,11 @@ __all__ = [
     "TRIGGERS",
     "USER_SECTIONS",
     "ArchiveEntry",
+    "ArchiveEntryJson",
+    "ArchivedJson",
     "EvictionReceipt",
     "ReceiptEntry",
+    "ReceiptJson",
     "RegretEvent",
     "RegretKind",
     "RegretRole",
@@ -781,3 +794,90 @@ class ThreadMark(NamedTuple):
     thread_id: str
     mark: str
     marked_at: str
+
+
+# --- the records on the wire -----------------------------------------------------------------
+#
+# An interface hands a receipt or an archive entry out in its file's form (the one
+# its to_dict writes, byte-pinned by the store's tests); these annotations give
+# pydantic that form and describe it for the HTTP and MCP schemas.
+
+_CLOSED = ConfigDict(defer_build=True, extra="forbid")
+
+
+class _ReceiptLineShape(BaseModel):
+    """One fact a receipt accounts for: id, category and the decision's numbers."""
+
+    model_config = _CLOSED
+
+    factId: str
+    category: str
+    score: float | None = None
+    components: dict[str, float] = {}
+    rank: int | None = None
+    margin: float | None = Field(None, description="score gap to the lowest fact that stayed")
+
+
+class _ReceiptShape(BaseModel):
+    """An eviction receipt: why facts left the library (never their content)."""
+
+    model_config = _CLOSED
+
+    occurredAt: str
+    reason: str = Field(description="capacity, deleted, replaced, staleness ...")
+    policyVersion: str
+    maxFacts: int
+    reservedCorrectionSlots: int
+    evicted: list[_ReceiptLineShape]
+    shadow: dict[str, Any] | None = Field(None, description="the shadow policy's view, if on")
+    receiptId: str | None = None
+    trigger: str | None = Field(None, description="manual, extraction, import, restore")
+    occupancy: int | None = None
+
+
+class _ArchivedShape(BaseModel):
+    """Why an archived fact left, and when."""
+
+    model_config = _CLOSED
+
+    archivedAt: str
+    reason: str
+    trigger: str | None
+    receiptId: str | None
+    policyVersion: str | None
+    eviction: _ReceiptLineShape | None
+    usage: dict[str, Any] | None
+    shadow: dict[str, Any] | None = None
+
+
+class _ArchiveEntryShape(_ArchivedShape):
+    """An archived fact and why it left."""
+
+    fact: FactOut
+
+
+def _archived_without_fact(entry: ArchiveEntry) -> dict[str, object]:
+    return {key: value for key, value in entry.to_dict().items() if key != "fact"}
+
+
+ReceiptJson = Annotated[
+    EvictionReceipt,
+    instance_of(EvictionReceipt),
+    PlainSerializer(EvictionReceipt.to_dict, return_type=Any),
+    DescribedBy(_ReceiptShape),
+]
+"""An eviction receipt on the wire: its audit-file form (no content)."""
+ArchiveEntryJson = Annotated[
+    ArchiveEntry,
+    instance_of(ArchiveEntry),
+    PlainSerializer(ArchiveEntry.to_dict, return_type=Any),
+    DescribedBy(_ArchiveEntryShape),
+]
+"""An archive entry on the wire: its file's form, the fact included."""
+ArchivedJson = Annotated[
+    ArchiveEntry,
+    instance_of(ArchiveEntry),
+    PlainSerializer(_archived_without_fact, return_type=Any),
+    DescribedBy(_ArchivedShape),
+]
+"""Why an archived fact left: its archive entry without the fact."""

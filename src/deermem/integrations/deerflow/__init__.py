@@ -5,18 +5,24 @@ In DeerFlow's ``config.yaml``::
     memory:
       manager_class: deermem.integrations.deerflow.DeerMemManager
 
-:class:`DeerMemManager` subclasses DeerFlow's own ``MemoryManager`` (DeerFlow
-accepts nothing else), so it exists only where DeerFlow is installed; it is
-imported on first access, and the import error says so elsewhere. All of its
-logic is :class:`DeerFlowBackend`, which needs no DeerFlow. See docs/deerflow.md.
+:class:`DeerMemManager` is :class:`DeerFlowBackend` bound to DeerFlow's own
+``MemoryManager`` base (DeerFlow accepts nothing else), so it exists only
+where DeerFlow is installed; it is imported on first access, and the import
+error says so elsewhere. :class:`DeerFlowBackend` needs no DeerFlow. See
+docs/deerflow.md.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from deermem.integrations.deerflow.backend import DeerFlowBackend, hidden_message_rule
-from deermem.integrations.deerflow.errors import ErrorTypes, MemoryConflict, MemoryCorruption
+from deermem.integrations.deerflow.backend import (
+    DeerFlowBackend,
+    ErrorTypes,
+    MemoryConflict,
+    MemoryCorruption,
+    hidden_message_rule,
+)
 from deermem.integrations.deerflow.settings import BackendSettings, read_backend_config
 
 if TYPE_CHECKING:

@@ -2,10 +2,12 @@
 
 :class:`DeerFlowBackend` has every method of DeerFlow's ``MemoryManager``
 that deermem can support, with the contract's parameter names and kinds, its
-return shapes and its error mapping. DeerFlow never sees it directly: the
-``DeerMemManager`` binding (``deermem.integrations.deerflow.manager``)
-subclasses DeerFlow's own class and hands every call to one of these. Kept
-apart, the logic runs and is tested without DeerFlow installed.
+return shapes and its error mapping. It is the one class: DeerFlow's
+``memory.manager_class`` names ``DeerMemManager``
+(``deermem.integrations.deerflow.manager``), which is this class bound to
+DeerFlow's own ``MemoryManager`` base (DeerFlow accepts nothing else) — the
+same methods, no second copy. Without DeerFlow installed, this class runs and
+is tested on its own.
 
 What the contract asks, and how it is met:
 
@@ -20,8 +22,31 @@ What the contract asks, and how it is met:
   from the user are dropped unless the host's ``should_keep_hidden_message``
   keeps them, and the host's own injected memory and date reminders are
   dropped whatever it says: memory must not learn from its own echo.
-* **Documents** are DeerFlow's shape (:mod:`.documents`); errors are
-  DeerFlow's (:mod:`.errors`).
+* **Documents** are DeerFlow's shape (:func:`deerflow_document`): DeerFlow's
+  gateway validates every document a backend returns against its
+  ``MemoryResponse`` model, and its settings page checks imports against a
+  stricter type guard — ``version``, ``revision``, ``lastUpdated``, the six
+  summary sections as ``{summary, updatedAt}`` strings, and facts whose
+  ``source`` is a *string*. deermem stores a source as ``{type, threadId}``;
+  DeerFlow shows the thread id of a fact learned from a conversation and the
+  type (``manual``, ``import``) otherwise, which is what
+  :meth:`~deermem.model.FactSource.legacy_string` gives. Everything else a
+  deermem fact carries is passed along: the gateway drops what its model does
+  not know, and tools and the embedded client keep it.
+* **Errors** are DeerFlow's (:func:`contract_errors`). Its gateway, tools and
+  embedded client turn a backend's exceptions into HTTP statuses and tool
+  errors by their class and, for ``ValueError``, by their *first argument*,
+  compared exactly: a lost optimistic-concurrency race → the host's
+  ``MemoryConflictError`` (409); stored data that cannot be read →
+  ``MemoryCorruptionError`` (500, and under ``failure_policy.read:
+  fail_closed`` it fails the agent turn); ``ValueError("confidence")`` (400),
+  ``ValueError("Duplicate fact")`` (409), ``ValueError("content")`` (400,
+  "content cannot be empty"); ``KeyError`` for an unknown fact id (404) —
+  deermem's :class:`~deermem.FactNotFoundError` already is one; ``OSError``
+  for storage failures (500) — a lock timeout already is one. The two host
+  classes exist only inside DeerFlow, so the backend takes them as
+  :class:`ErrorTypes`; outside DeerFlow it raises :class:`MemoryConflict` and
+  :class:`MemoryCorruption`, runtime errors like the host's.
 * **Bounded shutdown.** :meth:`shutdown_flush` drains the queue within its
   timeout and says whether everything was processed; :meth:`close` releases
   connections without waiting again.
@@ -32,19 +57,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal, Self
 
 from deermem.errors import (
     ArchivedFactError,
     ConfigError,
+    CorruptMemoryFile,
+    DuplicateFactError,
+    FactValidationError,
     LLMError,
     QueueClosedError,
     QueueFullError,
+    RevisionConflict,
 )
-from deermem.integrations.deerflow.documents import deerflow_document, deerflow_fact
-from deermem.integrations.deerflow.errors import ErrorTypes, contract_errors
 from deermem.integrations.deerflow.models import HostChatModel, ObservedModel
 from deermem.integrations.deerflow.settings import (
     BackendSettings,
@@ -53,9 +82,18 @@ from deermem.integrations.deerflow.settings import (
     read_backend_config,
 )
 from deermem.learning.messages import KeepHidden, Message, is_clarification_answer
+from deermem.llm import build_chat_model
 from deermem.memory import Memory
+from deermem.model import Fact
+from deermem.store import ScopeSnapshot
 
-__all__ = ["DeerFlowBackend", "Mode", "hidden_message_rule"]
+__all__ = [
+    "DeerFlowBackend",
+    "ErrorTypes",
+    "MemoryConflict",
+    "MemoryCorruption",
+    "hidden_message_rule",
+]
 
 Mode = Literal["middleware", "tool"]
 
@@ -65,6 +103,55 @@ _log = logging.getLogger("deermem.integrations.deerflow")
 _HOST_REMINDER: Final = "dynamic_context_reminder"
 # The variable name under which a literal model.api_key reaches deermem's client.
 _KEY_VARIABLE: Final = "DEERMEM_DEERFLOW_API_KEY"
+# The fields whose errors DeerFlow's callers tell apart by ValueError's first argument.
+_KEYED_FIELDS: Final = frozenset({"confidence", "content"})
+
+
+class MemoryConflict(RuntimeError):
+    """The memory changed under a write (DeerFlow's ``MemoryConflictError`` outside DeerFlow)."""
+
+
+class MemoryCorruption(RuntimeError):
+    """Stored memory cannot be read safely (DeerFlow's ``MemoryCorruptionError`` outside it)."""
+
+
+@dataclass(frozen=True)
+class ErrorTypes:
+    """The exception classes a conflict and a corruption are raised as."""
+
+    conflict: type[Exception] = MemoryConflict
+    corruption: type[Exception] = MemoryCorruption
+
+
+@contextmanager
+def contract_errors(types: ErrorTypes) -> Iterator[None]:
+    """Re-raise deermem's errors as DeerFlow's callers expect them (see the module docstring)."""
+    try:
+        yield
+    except RevisionConflict as error:
+        raise types.conflict(str(error)) from error
+    except CorruptMemoryFile as error:
+        raise types.corruption(str(error)) from error
+    except DuplicateFactError as error:
+        raise ValueError("Duplicate fact") from error
+    except FactValidationError as error:
+        if error.field in _KEYED_FIELDS:
+            raise ValueError(error.field) from error
+        raise
+
+
+def deerflow_fact(fact: Fact) -> dict[str, Any]:
+    """One fact as DeerFlow shows it: every field, the source as a string."""
+    data = fact.to_dict()
+    data["source"] = fact.source.legacy_string()
+    return data
+
+
+def deerflow_document(snapshot: ScopeSnapshot) -> dict[str, Any]:
+    """A scope as DeerFlow's memory document: summaries, then the facts oldest first."""
+    document: dict[str, Any] = snapshot.summaries.to_dict()
+    document["facts"] = [deerflow_fact(fact) for fact in snapshot.facts]
+    return document
 
 
 def hidden_message_rule(host_rule: HiddenMessageRule | None) -> KeepHidden:
@@ -124,8 +211,33 @@ class DeerFlowBackend:
         error_types: ErrorTypes | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        self.settings = settings
         self.mode: Mode = mode
+        self._open(
+            settings,
+            callbacks=callbacks,
+            host_llm_factory=host_llm_factory,
+            should_keep_hidden_message=should_keep_hidden_message,
+            error_types=error_types,
+            clock=clock,
+        )
+
+    def _open(
+        self,
+        settings: BackendSettings,
+        *,
+        callbacks: object | None,
+        host_llm_factory: Callable[[], object] | None,
+        should_keep_hidden_message: HiddenMessageRule | None,
+        error_types: ErrorTypes | None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        """Open the memory the settings name, with the model extraction uses.
+
+        The constructor's work, apart so that ``DeerMemManager`` — built by
+        pydantic, as DeerFlow builds every backend — does the same once its
+        fields are set.
+        """
+        self._settings = settings
         self._errors = error_types or ErrorTypes()
         self._model = _extraction_model(settings, host_llm_factory, callbacks)
         rule = settings.keep_hidden or should_keep_hidden_message
@@ -140,6 +252,11 @@ class DeerFlowBackend:
         )
         self._warned_no_model = threading.Event()
 
+    @property
+    def settings(self) -> BackendSettings:
+        """The ``backend_config`` this backend was built from, as read."""
+        return self._settings
+
     @classmethod
     def from_config(
         cls,
@@ -148,7 +265,7 @@ class DeerFlowBackend:
         mode: Mode = "middleware",
         error_types: ErrorTypes | None = None,
         **host_hooks: Any,
-    ) -> DeerFlowBackend:
+    ) -> Self:
         """Read ``backend_config`` and take the host hooks deermem uses.
 
         Of DeerFlow's hooks, ``callbacks``, ``host_llm_factory`` and
@@ -169,7 +286,7 @@ class DeerFlowBackend:
             error_types=error_types,
         )
 
-    def memory(self, *, user_id: str | None, agent_name: str | None) -> Memory:
+    def memory(self, *, user_id: str | None = None, agent_name: str | None = None) -> Memory:
         """The deermem :class:`~deermem.Memory` behind one user's agent bucket.
 
         What DeerFlow's contract has no method for — ``why`` a fact left, the
@@ -481,8 +598,6 @@ def _extraction_model(
     A model that cannot be built leaves extraction off, with the reason
     logged: memory can still be read, searched and edited.
     """
-    from deermem.llm import build_chat_model  # the HTTP client loads only when needed
-
     config = settings.config
     if config.model.configured:
         environ = None

@@ -1,22 +1,26 @@
 """``DeerMemManager``: the class DeerFlow's ``memory.manager_class`` names.
 
 DeerFlow accepts only subclasses of its own ``MemoryManager`` (a pydantic
-model), so this module imports DeerFlow and exists only inside it. It is a
-binding and nothing more: construction builds a
-:class:`~deermem.integrations.deerflow.DeerFlowBackend` (a ``PrivateAttr``,
-outside validation and serialisation) and every method hands the call to it,
-with the contract's signature — callers pass several parameters by keyword.
-DeerFlow's conflict and corruption errors are the ones the backend raises.
+model), so this module imports DeerFlow and exists only inside it.
+:class:`DeerMemManager` *is* :class:`~deermem.integrations.deerflow.DeerFlowBackend`
+— every method of the contract is the backend's own, inherited — with
+DeerFlow's base class beside it: pydantic builds it from DeerFlow's fields
+(``backend_config``, ``mode``, ``callbacks``) and then opens the memory as the
+backend's constructor would (the memory, its model and its error types are
+private attributes, outside validation and serialisation). DeerFlow's
+conflict and corruption errors are the ones it raises.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final, Literal
+import threading
+from typing import Any, Final, Literal
 
-from pydantic import PrivateAttr
+from pydantic import BaseModel, PrivateAttr
 
-from deermem.integrations.deerflow.backend import DeerFlowBackend
-from deermem.integrations.deerflow.errors import ErrorTypes
+from deermem.integrations.deerflow.backend import DeerFlowBackend, ErrorTypes
+from deermem.integrations.deerflow.models import ObservedModel
+from deermem.integrations.deerflow.settings import BackendSettings, log_unused, read_backend_config
 from deermem.memory import Memory
 
 try:
@@ -36,30 +40,38 @@ __all__ = ["DeerMemManager"]
 _HOOKS: Final = "deermem_host_hooks"  # the validation-context key that carries the hooks
 
 
-class DeerMemManager(MemoryManager):
+class DeerMemManager(DeerFlowBackend, MemoryManager):
     """deermem as a DeerFlow memory backend (``manager_class:
     deermem.integrations.deerflow.DeerMemManager``); see docs/deerflow.md."""
 
-    supports_search: ClassVar[bool] = True
-    requires_passive_writes_in_tool_mode: ClassVar[bool] = False
+    # Built as a pydantic model, as DeerFlow builds every backend (the backend's own
+    # constructor takes read settings; this one takes DeerFlow's fields).
+    __init__ = BaseModel.__init__
 
-    _backend: DeerFlowBackend = PrivateAttr()
+    _settings: BackendSettings = PrivateAttr()
+    _errors: ErrorTypes = PrivateAttr()
+    _model: ObservedModel | None = PrivateAttr()
+    _memory: Memory = PrivateAttr()
+    _warned_no_model: threading.Event = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
-        """Build the backend, with the host hooks :meth:`from_config` passed in ``context``.
+        """Open the memory, with the host hooks :meth:`from_config` passed in ``context``.
 
         Constructed directly (``DeerMemManager(backend_config={...})``) it has no hooks.
         """
         hooks = context.get(_HOOKS, {}) if isinstance(context, dict) else {}
-        self._backend = DeerFlowBackend.from_config(
-            self.backend_config,
-            mode=self.mode,
+        settings = read_backend_config(self.backend_config)
+        log_unused(settings)
+        self._open(
+            settings,
+            callbacks=self.callbacks,
+            host_llm_factory=hooks.get("host_llm_factory"),
+            should_keep_hidden_message=hooks.get("should_keep_hidden_message"),
             error_types=ErrorTypes(MemoryConflictError, MemoryCorruptionError),
-            **{**hooks, "callbacks": self.callbacks},
         )
 
     @classmethod
-    def from_config(
+    def from_config(  # type: ignore[override]  # DeerFlow's classmethod, not the backend's
         cls,
         backend_config: dict[str, Any] | None = None,
         *,
@@ -72,160 +84,3 @@ class DeerMemManager(MemoryManager):
             {"backend_config": dict(backend_config or {}), "mode": mode, "callbacks": callbacks},
             context={_HOOKS: hooks},
         )
-
-    def add(
-        self,
-        thread_id: str,
-        messages: list[Any],
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-        trace_id: str | None = None,
-    ) -> None:
-        self._backend.add(
-            thread_id, messages, agent_name=agent_name, user_id=user_id, trace_id=trace_id
-        )
-
-    async def aadd(
-        self,
-        thread_id: str,
-        messages: list[Any],
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-        trace_id: str | None = None,
-    ) -> None:
-        await self._backend.aadd(
-            thread_id, messages, agent_name=agent_name, user_id=user_id, trace_id=trace_id
-        )
-
-    def add_nowait(
-        self,
-        thread_id: str,
-        messages: list[Any],
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-    ) -> None:
-        self._backend.add_nowait(thread_id, messages, agent_name=agent_name, user_id=user_id)
-
-    def get_context(
-        self,
-        user_id: str | None,
-        *,
-        agent_name: str | None = None,
-        thread_id: str | None = None,
-    ) -> str:
-        return self._backend.get_context(user_id, agent_name=agent_name, thread_id=thread_id)
-
-    async def aget_context(
-        self,
-        user_id: str | None,
-        *,
-        agent_name: str | None = None,
-        thread_id: str | None = None,
-    ) -> str:
-        return await self._backend.aget_context(user_id, agent_name=agent_name, thread_id=thread_id)
-
-    def search(
-        self,
-        query: str,
-        top_k: int = 5,
-        *,
-        user_id: str | None = None,
-        agent_name: str | None = None,
-        category: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return self._backend.search(
-            query, top_k, user_id=user_id, agent_name=agent_name, category=category
-        )
-
-    async def asearch(
-        self,
-        query: str,
-        top_k: int = 5,
-        *,
-        user_id: str | None = None,
-        agent_name: str | None = None,
-        category: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return await self._backend.asearch(
-            query, top_k, user_id=user_id, agent_name=agent_name, category=category
-        )
-
-    def get_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> dict[str, Any]:
-        return self._backend.get_memory(user_id=user_id, agent_name=agent_name)
-
-    def reload_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> dict[str, Any]:
-        return self._backend.reload_memory(user_id=user_id, agent_name=agent_name)
-
-    def export_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> dict[str, Any]:
-        return self._backend.export_memory(user_id=user_id, agent_name=agent_name)
-
-    def import_memory(
-        self,
-        memory_data: dict[str, Any],
-        *,
-        user_id: str | None = None,
-        agent_name: str | None = None,
-    ) -> dict[str, Any]:
-        return self._backend.import_memory(memory_data, user_id=user_id, agent_name=agent_name)
-
-    def clear_memory(
-        self, *, user_id: str | None = None, agent_name: str | None = None
-    ) -> dict[str, Any]:
-        return self._backend.clear_memory(user_id=user_id, agent_name=agent_name)
-
-    def delete_memory(self, *, user_id: str | None = None, agent_name: str | None = None) -> None:
-        self._backend.delete_memory(user_id=user_id, agent_name=agent_name)
-
-    def create_fact(
-        self,
-        content: str,
-        category: str = "context",
-        confidence: float = 0.5,
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-    ) -> tuple[dict[str, Any], str | None]:
-        return self._backend.create_fact(
-            content, category, confidence, agent_name=agent_name, user_id=user_id
-        )
-
-    def update_fact(
-        self,
-        fact_id: str,
-        content: str | None = None,
-        category: str | None = None,
-        confidence: float | None = None,
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-    ) -> dict[str, Any]:
-        return self._backend.update_fact(
-            fact_id, content, category, confidence, agent_name=agent_name, user_id=user_id
-        )
-
-    def delete_fact(
-        self, fact_id: str, *, agent_name: str | None = None, user_id: str | None = None
-    ) -> dict[str, Any]:
-        return self._backend.delete_fact(fact_id, agent_name=agent_name, user_id=user_id)
-
-    def memory(self, *, user_id: str | None = None, agent_name: str | None = None) -> Memory:
-        """The deermem :class:`~deermem.Memory` of a bucket: ``why``, receipts, the archive."""
-        return self._backend.memory(user_id=user_id, agent_name=agent_name)
-
-    def warm(self) -> bool | None:
-        return self._backend.warm()
-
-    def shutdown_flush(self, timeout: float) -> bool:
-        return self._backend.shutdown_flush(timeout)
-
-    def close(self) -> None:
-        self._backend.close()

@@ -1,12 +1,18 @@
 """The FastAPI application: :func:`create_app` builds one, wired to one store.
 
 The application is a thin shell over :class:`~deermem.memory.Memory`: each
-route authorises, calls one method and renders its ``to_dict()``. Around
-the routes, from the outside in: :class:`RequestIdMiddleware` (request ids,
-the access line, and the last word on any failure, so nothing but a
-problem+json 500 and one content-free log line come out of a crash),
-:class:`HostGuardMiddleware` (421/403: DNS rebinding, other sites' pages),
-:class:`BodyLimitMiddleware` (413), then FastAPI with the problem handlers.
+route (:mod:`~deermem.service.http.routes`) authorises, calls one method and
+answers with the result's one description. Around the routes, from the
+outside in: :class:`~deermem.service.middleware.RequestIdMiddleware`
+(request ids, the access line, and the last word on any failure, so nothing
+but a problem+json 500 and one content-free log line come out of a crash),
+:class:`~deermem.service.middleware.HostGuardMiddleware` (421/403: DNS
+rebinding, other sites' pages), :class:`~deermem.service.middleware.BodyLimitMiddleware`
+(413), then FastAPI with the problem handlers: deermem's errors as their
+problems (:func:`~deermem.service.problems.problem_for`), invalid requests as
+``invalid-request`` naming each field — except a fact's text that breaks the
+text boundary, which is the memory's own ``invalid-fact``, as when the memory
+refuses it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -26,11 +33,14 @@ from deermem import __version__
 from deermem.errors import CorruptMemoryFile, DeerMemError
 from deermem.memory import Memory
 from deermem.model import MAX_NESTING
-from deermem.service.http.context import ServerContext
-from deermem.service.http.http import Dependencies, problem_response
 from deermem.service.http.jobs import Job, JobRunner, JobStore
-from deermem.service.http.limits import BodyLimitMiddleware, HostGuardMiddleware
-from deermem.service.http.problems import (
+from deermem.service.http.routes import ServerContext, problem_response, routers
+from deermem.service.middleware import (
+    BodyLimitMiddleware,
+    HostGuardMiddleware,
+    RequestIdMiddleware,
+)
+from deermem.service.problems import (
     PROBLEM_CONTENT_TYPE,
     Problem,
     ProblemError,
@@ -38,10 +48,8 @@ from deermem.service.http.problems import (
     not_found,
     problem_for,
 )
-from deermem.service.http.request_ids import RequestIdMiddleware
-from deermem.service.http.routes import facts, learning, meta, recall, records
-from deermem.service.http.settings import ServerSettings, is_loopback
-from deermem.service.http.tokens import TokenFile
+from deermem.service.settings import ServerSettings, is_loopback
+from deermem.service.tokens import TokenFile
 
 __all__ = ["app_from_environment", "create_app"]
 
@@ -115,9 +123,8 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
         lifespan=lifespan,
     )
     app.state.deermem = context
-    deps = Dependencies(context)
-    for area in (meta, facts, recall, learning, records):
-        app.include_router(area.router(context, deps))
+    for router in routers(context):
+        app.include_router(router)
     _add_problem_handlers(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
@@ -144,7 +151,12 @@ def _add_problem_handlers(app: FastAPI) -> None:
 
     async def invalid_request(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
-        return problem_response(_validation_problem(error.errors()))
+        refused = error.errors()
+        # A fact's text that breaks the memory's own rules: the memory's answer.
+        causes = [detail.get("ctx", {}).get("error") for detail in refused]
+        if causes and all(isinstance(cause, DeerMemError) for cause in causes):
+            return problem_response(problem_for(causes[0]))
+        return problem_response(_validation_problem(refused))
 
     async def http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, HTTPException)
@@ -181,7 +193,7 @@ def _validation_problem(errors: Any) -> Problem:
     listed = [
         {
             "location": ".".join(str(part) for part in error.get("loc", ())),
-            "message": str(error.get("msg", "")),
+            "message": _message(error),
             "rule": str(error.get("type", "")),
         }
         for error in errors
@@ -196,12 +208,18 @@ def _validation_problem(errors: Any) -> Problem:
     )
 
 
+def _message(error: Any) -> str:
+    """What a refusal says: a deermem rule's own words (never the value), else pydantic's."""
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, DeerMemError):
+        return problem_for(cause).detail
+    return str(error.get("msg", ""))
+
+
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's document, with the problem responses under their own media type."""
     if app.openapi_schema is not None:
         return app.openapi_schema
-    from fastapi.openapi.utils import get_openapi
-
     document = get_openapi(
         title=app.title,
         version=app.version,

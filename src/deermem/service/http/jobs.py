@@ -35,23 +35,26 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Final, Literal, get_args
+from typing import Annotated, Final, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
 
 from deermem.errors import CorruptMemoryFile, DeerMemError
 from deermem.model import format_timestamp
-from deermem.service.http.problems import Problem, ProblemError, internal_problem, problem_for
+from deermem.results import to_json
+from deermem.service.problems import Problem, ProblemError, internal_problem, problem_for
 from deermem.store.markdown.files import atomic_write, make_directories
 
-__all__ = ["Job", "JobRunner", "JobStatus", "JobStore", "Learn", "is_job_id"]
+__all__ = ["Job", "JobRunner", "JobStore"]
 
 JobStatus = Literal["queued", "running", "done", "failed", "abandoned"]
-_STATUSES: Final = frozenset(get_args(JobStatus))
 _FINAL: Final = frozenset({"done", "failed", "abandoned"})
 _JOB_ID: Final = re.compile(r"job_[0-9a-f]{32}")
 _PRUNE_EVERY_SECONDS: Final = 60.0
@@ -69,6 +72,9 @@ def is_job_id(text: str) -> bool:
 class Job:
     """One conversation sent for extraction, and what became of it.
 
+    Clients read it with camelCase keys (``jobId``, ``threadId`` ...); its
+    record file holds the same, plus the process that owns the work.
+
     Attributes:
         job_id: ``job_`` + 32 hex digits (random: ids cannot be guessed).
         status: ``queued``, ``running``, ``done``, ``failed`` or ``abandoned``.
@@ -77,8 +83,12 @@ class Job:
         created_at / started_at / finished_at: ISO UTC times.
         report: the update report when ``done`` (content-free).
         error: the problem when ``failed`` or ``abandoned`` (content-free).
-        worker / host: the process that owns the work.
+        worker / host: the process that owns the work (in the record only).
     """
+
+    __pydantic_config__ = ConfigDict(
+        alias_generator=to_camel, serialize_by_alias=True, extra="ignore"
+    )
 
     job_id: str
     status: JobStatus
@@ -88,67 +98,30 @@ class Job:
     created_at: str
     started_at: str | None = None
     finished_at: str | None = None
-    report: Mapping[str, object] | None = None
-    error: Mapping[str, object] | None = None
-    worker: int = 0
-    host: str = ""
+    report: dict[str, object] | None = None
+    error: dict[str, object] | None = None
+    worker: Annotated[int, Field(exclude=True, strict=True)] = 0
+    host: Annotated[str, Field(exclude=True)] = ""
 
     @property
     def finished(self) -> bool:
         return self.status in _FINAL
 
-    def to_dict(self) -> dict[str, object]:
-        """The job as clients see it."""
-        return {
-            "jobId": self.job_id,
-            "status": self.status,
-            "user": self.user,
-            "agent": self.agent,
-            "threadId": self.thread_id,
-            "createdAt": self.created_at,
-            "startedAt": self.started_at,
-            "finishedAt": self.finished_at,
-            "report": None if self.report is None else dict(self.report),
-            "error": None if self.error is None else dict(self.error),
-        }
-
     def to_record(self) -> dict[str, object]:
-        return {**self.to_dict(), "worker": self.worker, "host": self.host}
+        """The record file's content: the job as clients see it, and its owner."""
+        return {**to_json(self, Job), "worker": self.worker, "host": self.host}
 
     @classmethod
     def from_record(cls, data: object) -> Job | None:
         """Read a job file's content; ``None`` when it is not a job record."""
-        if not isinstance(data, dict):
+        try:
+            job: Job = _RECORD.validate_python(data)
+        except ValidationError:
             return None
-        fields = ("jobId", "status", "user", "agent", "threadId", "createdAt")
-        values = [data.get(name) for name in fields]
-        if not all(isinstance(value, str) for value in values) or data["status"] not in _STATUSES:
-            return None
-        report, error = data.get("report"), data.get("error")
-        worker, host = data.get("worker", 0), data.get("host", "")
-        started, finished = data.get("startedAt"), data.get("finishedAt")
-        if not (report is None or isinstance(report, dict)) or not (
-            error is None or isinstance(error, dict)
-        ):
-            return None
-        if not isinstance(worker, int) or not isinstance(host, str):
-            return None
-        if not all(value is None or isinstance(value, str) for value in (started, finished)):
-            return None
-        return cls(
-            job_id=data["jobId"],
-            status=data["status"],
-            user=data["user"],
-            agent=data["agent"],
-            thread_id=data["threadId"],
-            created_at=data["createdAt"],
-            started_at=started,
-            finished_at=finished,
-            report=report,
-            error=error,
-            worker=worker,
-            host=host,
-        )
+        return job
+
+
+_RECORD: Final = TypeAdapter(Job)
 
 
 class JobStore:
@@ -218,8 +191,8 @@ class JobStore:
         return self.directory / f"{job_id}.json"
 
 
-Learn = Callable[[Job, list[object]], Mapping[str, object]]
-"""Learns from a job's conversation and returns the report's ``to_dict()``."""
+Learn = Callable[[Job, list[object]], dict[str, object]]
+"""Learns from a job's conversation and returns the report's JSON form."""
 
 
 @dataclass(slots=True)
@@ -457,12 +430,12 @@ class JobRunner:
         except DeerMemError as error:
             problem = problem_for(error)
             _log.warning("job %s failed: %s (%s)", job.job_id, problem.slug, type(error).__name__)
-            self._finish(running, "failed", error=problem.to_dict())
+            self._finish(running, "failed", error=problem.body())
         except Exception as error:  # the job must end recorded, whatever broke
             _log.error(
                 "job %s failed unexpectedly: %s", job.job_id, type(error).__name__, exc_info=False
             )
-            self._finish(running, "failed", error=internal_problem().to_dict())
+            self._finish(running, "failed", error=internal_problem().body())
         else:
             self._finish(running, "done", report=report)
 
@@ -471,8 +444,8 @@ class JobRunner:
         job: Job,
         status: JobStatus,
         *,
-        report: Mapping[str, object] | None = None,
-        error: Mapping[str, object] | None = None,
+        report: dict[str, object] | None = None,
+        error: dict[str, object] | None = None,
     ) -> None:
         with self._lock:
             pending = self._pending.get(job.job_id)
@@ -541,4 +514,4 @@ def _abandoned(reason: str) -> dict[str, object]:
         "abandoned",
         "Job abandoned",
         f"{reason}; the conversation was not learned from: send it again",
-    ).to_dict()
+    ).body()

@@ -1,88 +1,119 @@
 """``deermem serve``: check the settings, then hand the application to uvicorn.
 
-The check that matters runs here, before a socket is opened: a server that
-would listen beyond loopback while tokens are not in use (no tokens file) refuses to
-start (:class:`~deermem.service.errors.InsecureBindError`). The tokens file is read once
-too, so a damaged one stops start-up instead of the first request, and the
-store is opened once, so a database that cannot be reached or is not
-migrated is one line for the user instead of a traceback from every worker.
-
-Logging: one format for every line — deermem's loggers and uvicorn's —
-with the request id (``-`` outside a request); uvicorn's own access log is
-off, because its line holds the raw path and query (user ids, search text);
-:class:`~deermem.service.http.request_ids.RequestIdMiddleware` writes a route
+The checks that matter run before a socket is opened
+(:func:`~deermem.service.settings.check_startup`,
+:func:`~deermem.service.settings.check_store`). uvicorn starts each worker as
+a fresh process that imports the application factory, so the settings
+travel in one environment variable. uvicorn's own access log is off,
+because its line holds the raw path and query (user ids, search text);
+:class:`~deermem.service.middleware.RequestIdMiddleware` writes a route
 template instead.
+
+Both servers (``deermem serve`` and ``deermem mcp --transport http``) run
+uvicorn's own HTTP protocol with two changes (:class:`ServerHTTPProtocol`):
+
+**Nagle's algorithm off.** With more than one worker, uvicorn binds the
+listening socket itself and hands it to the workers, and that socket does
+not say it is TCP; the event loop turns Nagle's algorithm off only on
+connections it can tell are TCP, so every connection those workers accepted
+kept it on (uvicorn issue #3149). uvicorn writes a response's head and body
+separately, so on a keep-alive connection the body then waited for the
+client's delayed acknowledgement of the head: a fixed stall on every
+request after a connection's first, whatever the request did. Each accepted
+connection is set as the event loop sets the TCP connections it recognises.
+
+**A deadline for a request's headers.** uvicorn waits for headers as long
+as a client cares to send them: its keep-alive timeout starts only after an
+answer and stops at the first byte, so a client that opens connections and
+trickles a header byte now and then (slowloris) holds each of them for
+ever, until the workers run out. Here a connection must deliver a request's
+complete headers within ``header_timeout_seconds``
+(:class:`~deermem.service.settings.ServerLimits`) of opening, or of the
+previous answer on a kept-alive connection; otherwise it is closed. The
+clock stops when the application is called, so a slow body or a long
+answer (``?wait=true``) is not cut off; bounding those, and the number of
+connections one client may open, is a reverse proxy's part (docs/server.md).
+
+The deadline comes from the settings ``deermem serve`` leaves for its
+workers (:data:`~deermem.service.settings.SETTINGS_VARIABLE`); a process
+without them (``deermem mcp``) uses the default.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 from typing import Any, Final
 
-from deermem.config import MemoryConfig
-from deermem.service.errors import InsecureBindError
-from deermem.service.http.context import close_store
-from deermem.service.http.settings import SETTINGS_VARIABLE, ServerSettings, is_loopback
-from deermem.service.http.tokens import TokenFile
-from deermem.store import open_store
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-__all__ = ["LOG_FORMAT", "check_startup", "check_store", "log_config", "serve"]
+from deermem.service.settings import (
+    SETTINGS_VARIABLE,
+    ServerSettings,
+    check_startup,
+    check_store,
+    log_config,
+)
 
-LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s"
+__all__ = ["ServerHTTPProtocol", "serve"]
+
 _FACTORY: Final = "deermem.service.http.app:app_from_environment"
 
 
-def check_startup(settings: ServerSettings) -> TokenFile:
-    """Refuse settings that would expose memories; return the tokens file.
+# AutoHTTPProtocol is the class uvicorn's default `--http auto` picks (httptools when
+# installed, else h11); mypy sees only its declared type, type[asyncio.Protocol]. Both
+# have the attributes used here: app, loop, transport and on_response_complete.
+class ServerHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+    """uvicorn's HTTP protocol with ``TCP_NODELAY`` on every TCP connection it
+    serves, and a deadline for each request's headers."""
 
-    Raises:
-        InsecureBindError: a non-loopback host and tokens not in use (no tokens file).
-        TokenFileError: the tokens file cannot be read.
-        ConfigError: the configuration is invalid, or the store is a
-            database and neither a state directory nor a tokens file is given.
-    """
-    config = settings.load_config()
-    tokens = TokenFile(settings.tokens_path(config))
-    if not tokens.configured() and not is_loopback(settings.host):
-        raise InsecureBindError(settings.host)
-    return tokens
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timeout = ServerSettings.from_environment().limits.header_timeout_seconds
+        self._header_deadline: asyncio.TimerHandle | None = None
+        served: ASGIApp = self.app  # type: ignore[has-type]  # set by uvicorn's __init__
 
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            # The headers are in: the request takes as long as it takes.
+            self._stop_header_clock()
+            await served(scope, receive, send)
 
-def log_config(level: str) -> dict[str, Any]:
-    """A :func:`logging.config.dictConfig` for uvicorn and deermem: one format, request ids."""
-    level = level.upper()
-    handler = {
-        "class": "logging.StreamHandler",
-        "formatter": "plain",
-        "filters": ["request_id"],
-        "stream": "ext://sys.stderr",
-    }
-    quiet = {"handlers": ["stderr"], "level": level, "propagate": False}
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "filters": {"request_id": {"()": "deermem.service.http.request_ids.RequestIdFilter"}},
-        "formatters": {"plain": {"format": LOG_FORMAT}},
-        "handlers": {"stderr": handler},
-        "loggers": {
-            "uvicorn": quiet,
-            "uvicorn.error": {"level": level},
-            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
-            "deermem": quiet,
-        },
-    }
+        self.app = app
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        connection = transport.get_extra_info("socket")
+        if connection is not None and connection.family in (socket.AF_INET, socket.AF_INET6):
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().connection_made(transport)
+        self._start_header_clock()
 
-def check_store(settings: ServerSettings, config: MemoryConfig) -> None:
-    """Open the store once and find the state directory, as every worker will.
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._start_header_clock()  # the next request's headers get the same time
 
-    Raises:
-        ConfigError: no state directory (a database store), or both a root
-            and a database.
-        DatabaseError / DatabaseSchemaError: the database cannot be used.
-    """
-    settings.state_path(config)
-    close_store(open_store(config, settings.root))
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_header_clock()
+        super().connection_lost(exc)
+
+    def _start_header_clock(self) -> None:
+        self._stop_header_clock()
+        if not self.transport.is_closing():
+            self._header_deadline = self.loop.call_later(
+                self._header_timeout, self._headers_too_slow
+            )
+
+    def _stop_header_clock(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
 
 
 def serve(settings: ServerSettings) -> None:
@@ -92,10 +123,6 @@ def serve(settings: ServerSettings) -> None:
         InsecureBindError / TokenFileError / ConfigError: see :func:`check_startup`.
         DatabaseError / DatabaseSchemaError: see :func:`check_store`.
     """
-    import uvicorn
-
-    from deermem.service.http.tcp import ServerHTTPProtocol
-
     check_startup(settings)
     check_store(settings, settings.load_config())
     # Workers are fresh processes: they read the settings from the environment.

@@ -4,7 +4,7 @@ Over stdio the answer is the process's configuration (``--user``,
 ``--agent``): whoever can start the process already owns its files. Over
 streamable HTTP every request passes :class:`McpAuthMiddleware`, which reads
 the bearer token with the HTTP API's own check
-(:func:`~deermem.service.http.context.principal_for_header`) and then applies
+(:func:`~deermem.service.tokens.principal_for_header`) and then applies
 :func:`caller_for`:
 
 * a server started with ``--user U`` serves U; a token may use it only if it
@@ -46,14 +46,14 @@ from mcp.server.streamable_http_manager import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deermem.errors import DeerMemError
-from deermem.service.http.asgi import ASGIApp, Message, Receive, Scope, Send, header
-from deermem.service.http.context import principal_for_header
-from deermem.service.http.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError, problem_for
-from deermem.service.http.request_ids import current_request_id
-from deermem.service.http.tokens import Principal, TokenFile
+from deermem.service.middleware import current_request_id
+from deermem.service.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError, problem_for
+from deermem.service.tokens import Principal, TokenFile, principal_for_header
 
 __all__ = [
     "CALLER_KEY",
@@ -62,8 +62,6 @@ __all__ = [
     "SessionLimitMiddleware",
     "caller_for",
     "open_sessions",
-    "scope_not_allowed",
-    "too_many_sessions",
 ]
 
 CALLER_KEY: Final = "deermem.caller"
@@ -159,7 +157,7 @@ class McpAuthMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        authorization = header(scope, b"authorization")
+        authorization = Headers(scope=scope).get("authorization")
         try:
             principal = principal_for_header(
                 self.tokens, authorization, auth_required=self.auth_required, now=self.clock()
@@ -268,7 +266,7 @@ class SessionLimitMiddleware:
         async def watch(message: Message) -> None:
             nonlocal counted
             if message["type"] == "http.response.start" and counted:
-                session = header(message, MCP_SESSION_ID_HEADER.encode())
+                session = Headers(raw=message.get("headers", [])).get(MCP_SESSION_ID_HEADER)
                 if session is not None and message["status"] < 400:
                     # No await between: the session moves from "opening" to "held" at once.
                     held.add(session)
@@ -287,15 +285,16 @@ class SessionLimitMiddleware:
 
 def _opens(scope: Scope) -> bool:
     """Whether the request may open a session (see :class:`SessionLimitMiddleware`)."""
-    if scope.get("method") != "POST" or header(scope, MCP_SESSION_ID_HEADER.encode()):
+    headers = Headers(scope=scope)
+    if scope.get("method") != "POST" or headers.get(MCP_SESSION_ID_HEADER):
         return False
-    version = header(scope, MCP_PROTOCOL_VERSION_HEADER.encode())
+    version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def _problem_response(problem: Problem) -> JSONResponse:
     return JSONResponse(
-        problem.to_dict(request_id=current_request_id()),
+        problem.body(request_id=current_request_id()),
         status_code=problem.status,
         headers=dict(problem.headers),
         media_type=PROBLEM_CONTENT_TYPE,

@@ -1,4 +1,5 @@
-"""``deermem context``: the memory block an agent sees, and why it holds what it holds."""
+"""What an agent reads: ``deermem context`` (the prompt block, and why it holds what it
+holds) and ``deermem search`` (facts by what they say)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli._context import memory_of
-from deermem.cli._output import JSON_OPTION, err_console, out_console, print_json
+from deermem.cli.output import JSON_OPTION, err_console, memory_of, out_console, print_json
+from deermem.recall import OMISSION_REASONS, InjectionManifest
+from deermem.results import to_json
 
 if TYPE_CHECKING:
-    from deermem.recall import InjectionManifest
+    from deermem.results import SearchResult
 
-__all__ = ["context", "manifest_summary", "manifest_table"]
+__all__ = ["context", "search"]
+
+_PREVIEW = 70
 
 
 def context(
@@ -41,9 +45,8 @@ def context(
     injection = memory_of(ctx, existing=True).injection()
     manifest = injection.manifest
     if as_json:
-        print_json(
-            {"text": injection.text, "block": injection.block, "manifest": manifest.to_dict()}
-        )
+        manifest_json = to_json(manifest, InjectionManifest)
+        print_json({"text": injection.text, "block": injection.block, "manifest": manifest_json})
         return
     if explain:
         out_console.print(manifest_summary(manifest))
@@ -80,8 +83,6 @@ def manifest_table(manifest: InjectionManifest) -> Table:
     order of the text (``Facts, guaranteed`` or ``Facts, ranked``), then the
     facts left out with the reason, which the caption explains.
     """
-    from deermem.recall import OMISSION_REASONS
-
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption_justify="left")
     for column in ("fact id", "category", "rank", "score", "tokens", "section / left out"):
         numeric = column in ("rank", "score", "tokens")
@@ -114,4 +115,61 @@ def manifest_table(manifest: InjectionManifest) -> Table:
     reasons = sorted({left.reason for left in manifest.omitted})
     notes += [f"{reason}: {OMISSION_REASONS[reason]}" for reason in reasons]
     table.caption = escape("; ".join(notes))
+    return table
+
+
+def search(
+    ctx: typer.Context,
+    query: str = typer.Argument(..., help="What to look for, in plain words."),
+    top_k: int = typer.Option(5, "--top-k", "-k", min=1, help="At most this many results."),
+    category: str | None = typer.Option(
+        None, "--category", "-c", help="Only this category (e.g. correction)."
+    ),
+    no_record: bool = typer.Option(
+        False,
+        "--no-record",
+        help="Look without counting the hits as recalls (they matter under hybrid-v1).",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Search the facts of one user and agent, best match first.
+
+    Full-text search (SQLite FTS5: BM25, decayed after 30 days, plus a
+    confidence term), with a substring match when it finds nothing. Hyphens,
+    quotes and operators are safe to type; `"a phrase"` stays a phrase and
+    `word*` a prefix; Chinese, Japanese and Korean text is searchable. Under
+    `hybrid-v1` or shadow mode the hits count as recalls unless `--no-record`.
+
+    Examples: `deermem --user alice search "package manager"`,
+    `deermem --user alice search uv --category correction --top-k 3 --json`
+    """
+    results = memory_of(ctx, existing=True).search(
+        query, top_k=top_k, category=category, record=not no_record
+    )
+    if as_json:
+        print_json(to_json(results))
+        return
+    if not results:
+        out_console.print("no matches")
+        return
+    out_console.print(search_table(results))
+
+
+def search_table(results: tuple[SearchResult, ...]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("#", "id", "category", "conf.", "score", "match"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("content", overflow="fold")
+    for number, result in enumerate(results, start=1):
+        flat = " ".join(result.content.split())
+        preview = flat if len(flat) <= _PREVIEW else flat[: _PREVIEW - 1] + "…"
+        table.add_row(
+            str(number),
+            result.fact_id,
+            escape(result.category),
+            f"{result.confidence:.2f}",
+            f"{result.score:.3f}",
+            result.match_type,
+            escape(preview),
+        )
     return table

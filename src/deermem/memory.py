@@ -8,19 +8,18 @@ goes through the :class:`~deermem.library.CapacityGate`, inside the user's
 lock; nothing else trims a library. Every decision reads the injected clock,
 never the wall clock directly, so tests and demos are reproducible.
 
+What a caller may write is checked by the input models of
+:mod:`deermem.results` (:class:`~deermem.results.NewFact`,
+:class:`~deermem.results.FactPatch`), and what the methods return is
+described there, once for every interface.
+
 The work is done by collaborators with one job each: the store, the gate,
 :class:`~deermem.learning.Learner` (model, queue, watermark),
 :class:`~deermem.recall.index.SearchIndexHandle` and the pure functions of
-:mod:`deermem.recall.injection`, :mod:`deermem.recall.search`,
-:mod:`deermem.memory.documents` and :func:`deermem.library.gate.standing_of`; ``Memory``
-holds them and binds them to one scope.
-
-Opening a memory and reading facts needs only the configuration and the
-store. The prompt and search stack (:mod:`deermem.recall.injection`,
-:mod:`deermem.recall.search`) is imported by the first method that uses it, and
-the model layer by the first extraction (see
-:mod:`deermem.learning.learner`), so a command that lists facts does not wait
-for either.
+:mod:`deermem.recall.injection`, :mod:`deermem.recall.search` and
+:func:`deermem.library.gate.standing_of`; ``Memory`` holds them and binds them
+to one scope. The memory document — what ``export`` writes and ``import``
+reads — is this module's own (:func:`export_document`, :func:`plan_import`).
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ import copy
 import errno
 import logging
 import os
-import uuid
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -38,36 +37,51 @@ from typing import TYPE_CHECKING, Self
 from deermem.config import MemoryConfig, load_config, with_store_settings
 from deermem.errors import (
     CorruptMemoryFile,
+    DuplicateFactError,
     FactNotFoundError,
     FactRevisionConflict,
+    FactValidationError,
     UnsafeIdentifierError,
 )
 from deermem.learning import Learner
 from deermem.library import CapacityGate, Proposal, Removal
 from deermem.library.gate import standing_of
 from deermem.library.regret import Found, RegretReport, build_report, search_regret
-from deermem.memory._checks import (
-    check_confidence,
-    check_not_duplicate,
-    checked_category,
-    checked_content,
-    checked_source_error,
-    checked_thread_id,
-    checked_topics,
+from deermem.model import (
+    MAX_KEPT_SIZE,
+    MAX_LINE_CHARS,
+    Fact,
+    Scope,
+    category_key,
+    check_line,
+    check_storable,
+    duplicate_key,
+    format_timestamp,
+    new_fact_id,
+    random_fact_id,
 )
-from deermem.memory.documents import export_document, plan_import
-from deermem.memory.results import (
+from deermem.policy import POLICY_HYBRID_V1, coerce_confidence
+from deermem.recall import Injection, warm_tokenizer
+from deermem.recall.embedding import embedder, loaded_embedder
+from deermem.recall.index import SearchIndexHandle
+from deermem.recall.injection import memory_injection
+from deermem.recall.search import (
+    SearchFindings,
+    index_commit,
+    rebuild_search_index,
+    search_scope,
+)
+from deermem.results import (
     CreateResult,
     Explanation,
+    FactPatch,
     ImportResult,
+    NewFact,
     ReindexReport,
     RestoreResult,
     ScopeSummary,
     SearchResult,
 )
-from deermem.model import Fact, Scope, category_key, format_timestamp
-from deermem.policy import POLICY_HYBRID_V1
-from deermem.recall.index import SearchIndexHandle
 from deermem.store import (
     REASON_DELETED,
     ArchiveEntry,
@@ -81,22 +95,19 @@ from deermem.store import (
     open_store,
     resolve_root,
 )
-from deermem.store.records import SUMMARY_GROUPS, SummaryKey
+from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
 
 if TYPE_CHECKING:
     from deermem.learning import FlushReport, UpdateResult
     from deermem.learning.messages import KeepHidden
     from deermem.llm import ChatModel
-    from deermem.recall import Injection
-    from deermem.recall.search import SearchFindings
     from deermem.store.records import RegretEvent
 
-__all__ = ["Clock", "Memory", "random_fact_id", "wall_clock"]
+__all__ = ["Clock", "Memory"]
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
-_ID_ATTEMPTS = 20
 _NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 _log = logging.getLogger("deermem.memory")
 
@@ -104,11 +115,6 @@ _log = logging.getLogger("deermem.memory")
 def wall_clock() -> datetime:
     """The default clock: now, as an aware UTC datetime."""
     return datetime.now(UTC)
-
-
-def random_fact_id() -> str:
-    """``fact_`` + 8 lowercase hex digits, as the original's updater makes them."""
-    return f"fact_{uuid.uuid4().hex[:8]}"
 
 
 def _checked_scope(scope: Scope, config: MemoryConfig) -> Scope:
@@ -331,8 +337,6 @@ class Memory:
         Returns:
             Whether both are ready.
         """
-        from deermem.recall import warm_tokenizer
-
         tokens = self.config.token_counting != "tiktoken" or warm_tokenizer()
         index = self._search_index.get(self.store) is not None
         return tokens and index
@@ -380,7 +384,7 @@ class Memory:
         return self.store.reload(self.scope)
 
     def export_document(self) -> dict[str, object]:
-        """Summaries and every fact with every field (see :mod:`deermem.memory.documents`)."""
+        """Summaries and every fact with every field (see :func:`export_document`)."""
         return export_document(self.snapshot())
 
     def audit(self) -> tuple[EvictionReceipt, ...]:
@@ -411,7 +415,9 @@ class Memory:
         now = self.now()
         return tuple(
             ScopeSummary(
-                scope, len(self.store.load(scope).facts), len(self.store.archive(scope, now))
+                scope=scope,
+                facts=len(self.store.load(scope).facts),
+                archived=len(self.store.archive(scope, now)),
             )
             for scope in self.store.scopes()
         )
@@ -459,31 +465,34 @@ class Memory:
                 confidence outside [0, 1] ...
             DuplicateFactError: an equal fact is already stored.
         """
-        text = checked_content(content)
-        category = checked_category(category)
-        check_confidence(confidence)
-        tags = checked_topics(topics)
-        source_error = checked_source_error(source_error)
+        checked = NewFact.checked(
+            content=content,
+            category=category,
+            confidence=confidence,
+            topics=list(topics),
+            source_error=source_error,
+            expected_valid_days=expected_valid_days,
+        )
         now = self.now()
-        self._embed_ahead(text)
+        self._embed_ahead(checked.content)
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
-            check_not_duplicate(snapshot, text)
+            _check_not_duplicate(snapshot, checked.content)
             # The original's order of a new fact's keys (its file is the original's).
             data: dict[str, object] = {
                 "id": self._fresh_id(snapshot, transaction.archived),
-                "content": text,
-                "category": category,
-                "confidence": confidence,
+                "content": checked.content,
+                "category": checked.category,
+                "confidence": checked.confidence,
                 "createdAt": format_timestamp(now),
                 "source": "manual",
             }
-            if source_error:
-                data["sourceError"] = source_error
-            if expected_valid_days is not None:
-                data["expected_valid_days"] = expected_valid_days
-            if tags:
-                data["topics"] = tags
+            if checked.source_error:
+                data["sourceError"] = checked.source_error
+            if checked.expected_valid_days is not None:
+                data["expected_valid_days"] = checked.expected_valid_days
+            if checked.topics:
+                data["topics"] = checked.topics
             fact = Fact.from_dict(data)
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
@@ -552,7 +561,7 @@ class Memory:
                 raise FactRevisionConflict(
                     fact_id, expected=None, actual=snapshot.by_id[fact_id].revision
                 )
-            check_not_duplicate(snapshot, entry.fact.content)
+            _check_not_duplicate(snapshot, entry.fact.content)
             outcome = self.gate.apply(
                 transaction, Proposal(restored=(entry,)), trigger="restore", now=now
             )
@@ -583,15 +592,11 @@ class Memory:
                 :meth:`create_fact` (:class:`~deermem.errors.InvalidTextError` for text
                 that is not valid Unicode or holds a misplaced control character).
         """
+        given = {"content": content, "category": category, "confidence": confidence}
         changes: dict[str, object] = {}
-        if content is not None:
-            changes["content"] = checked_content(content)
-        if category is not None:
-            changes["category"] = checked_category(category)
-        if confidence is not None:
-            check_confidence(confidence)
-            changes["confidence"] = confidence
-        if "content" in changes:
+        if any(value is not None for value in given.values()):  # else: nothing to change
+            changes = FactPatch.checked(**given).changes()
+        if isinstance(changes.get("content"), str):
             self._embed_ahead(str(changes["content"]))
         with self.store.transaction(self.scope) as transaction:
             stored = transaction.snapshot.get(fact_id)
@@ -707,12 +712,33 @@ class Memory:
         if fact is not None:
             usage = self.store.usage(self.scope) if self.gate.policy.uses_usage else {}
             standing = standing_of(self.gate, snapshot.facts, fact_id, usage, self.now())
-            return Explanation(fact_id, "active", fact, receipts, None, standing)
+            return Explanation(
+                fact_id=fact_id,
+                status="active",
+                fact=fact,
+                receipts=receipts,
+                archive_entry=None,
+                standing=standing,
+            )
         entry = self.store.archived(self.scope, fact_id)
         if entry is not None and not entry.expired(self.now(), self.config.archive_max_age_days):
-            return Explanation(fact_id, "archived", entry.fact, receipts, entry, None)
+            return Explanation(
+                fact_id=fact_id,
+                status="archived",
+                fact=entry.fact,
+                receipts=receipts,
+                archive_entry=entry,
+                standing=None,
+            )
         if receipts:
-            return Explanation(fact_id, "gone", None, receipts, None, None)
+            return Explanation(
+                fact_id=fact_id,
+                status="gone",
+                fact=None,
+                receipts=receipts,
+                archive_entry=None,
+                standing=None,
+            )
         raise FactNotFoundError(fact_id)
 
     def regret(self, *, since: datetime | None = None) -> RegretReport:
@@ -769,8 +795,6 @@ class Memory:
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
-        from deermem.recall.injection import memory_injection
-
         relevant: tuple[str, ...] = ()
         if query is not None and query.strip() and facts and self.config.injection_enabled:
             found = self.search(query, top_k=self.config.max_facts, record=False)
@@ -827,8 +851,6 @@ class Memory:
                 searched all the same, without counting (said once, in a
                 warning).
         """
-        from deermem.recall.search import search_scope
-
         now = self.now()
         findings = search_scope(
             self.store,
@@ -862,8 +884,6 @@ class Memory:
         next turn — finds the index current (issue 23). Never fails the
         commit: a search brings the index in step by itself.
         """
-        from deermem.recall.search import index_commit
-
         index_commit(
             self.store, self.scope, self._search_index, hybrid=self.config.search_mode == "hybrid"
         )
@@ -878,8 +898,6 @@ class Memory:
         """
         if self.config.search_mode != "hybrid":
             return
-        from deermem.recall.embedding import loaded_embedder
-
         models = loaded_embedder()
         if models is not None:
             models.passage(text)
@@ -901,14 +919,8 @@ class Memory:
             OSError: the index cannot be written where the store keeps it.
             SearchIndexError: the index file cannot be opened.
         """
-        from deermem.recall.search import rebuild_search_index
-
         self._search_index.close()  # this memory's next search reopens it
-        models = None
-        if self.config.search_mode == "hybrid":
-            from deermem.recall.embedding import embedder
-
-            models = embedder()
+        models = embedder() if self.config.search_mode == "hybrid" else None
         return rebuild_search_index(
             self.store,
             now=self.now(),
@@ -950,7 +962,7 @@ class Memory:
             FactValidationError: the thread id is not one line of at most 256
                 characters of valid Unicode (it is stored as the facts' source).
         """
-        thread_id = checked_thread_id(thread_id)
+        thread_id = _checked_thread_id(thread_id)
         return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)
 
     def queue_conversation(
@@ -983,7 +995,7 @@ class Memory:
             MessageFormatError: a message has an unusable shape.
             FactValidationError: the thread id is unusable (see :meth:`learn`).
         """
-        thread_id = checked_thread_id(thread_id)
+        thread_id = _checked_thread_id(thread_id)
         return self._updates.queue_conversation(
             self.scope, thread_id, messages, immediate=immediate
         )
@@ -1031,8 +1043,151 @@ class Memory:
     def _fresh_id(
         self, snapshot: ScopeSnapshot, archived: Callable[[str], ArchiveEntry | None]
     ) -> str:
-        for _ in range(_ID_ATTEMPTS):
-            candidate = self._new_id()
-            if candidate not in snapshot and archived(candidate) is None:
-                return candidate
-        raise RuntimeError("the fact id factory keeps returning ids that are in use")
+        """A new fact id in use neither in the library nor in the archive (a restore brings
+        an archived id back)."""
+        return new_fact_id(lambda i: i in snapshot or archived(i) is not None, self._new_id)
+
+
+def _check_not_duplicate(snapshot: ScopeSnapshot, text: str) -> None:
+    """No active fact may say the same (the duplicate rule, :func:`deermem.model.duplicate_key`)."""
+    key = duplicate_key(text)
+    for fact in snapshot.facts:
+        if duplicate_key(fact.content) == key:
+            raise DuplicateFactError(fact.id)
+
+
+def _checked_thread_id(thread_id: object) -> str:
+    """A conversation's id — the source of the facts learned from it: one line of
+    at most 256 characters, checked before the model is asked."""
+    if not isinstance(thread_id, str):
+        raise FactValidationError("threadId", thread_id, "expected a string")
+    return check_line("threadId", thread_id, MAX_LINE_CHARS)
+
+
+# --- the memory document: what ``export`` writes and ``import`` reads -----------------------
+#
+# The shape is the original DeerMem's compatibility document
+# (``{version, revision, lastUpdated, user: {...}, history: {...}, facts: [...]}``),
+# but every fact is exported with *all* its fields (``lastConfirmedAt``,
+# ``confirmationCount``, ``expected_valid_days``, ``title`` and unknown keys
+# included), so an export imported again loses nothing — the original's API
+# drops those. Summary sections keep their own ``updatedAt``.
+
+
+def export_document(snapshot: ScopeSnapshot) -> dict[str, object]:
+    """The scope as a document: summaries and every fact with every field."""
+    document = snapshot.summaries.to_dict()
+    document["facts"] = [fact.to_dict() for fact in snapshot.facts]
+    return document
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPlan:
+    """An import as a gate proposal, and the ids of the document's facts."""
+
+    proposal: Proposal
+    fact_ids: tuple[str, ...]
+
+
+def plan_import(
+    document: object,
+    snapshot: ScopeSnapshot,
+    now: datetime,
+    new_id: Callable[[], str],
+) -> ImportPlan:
+    """Turn a document into a proposal that replaces the scope's facts and summaries.
+
+    The document is what ``export`` writes, so it is held to what the store
+    accepts — valid Unicode text, the field types of a fact — not to the
+    length limits of facts written by hand (a fact read from the original's
+    files may exceed them, and must survive an export and an import).
+    Facts without an id get one; a confidence that cannot be read becomes 0.5;
+    the document's facts replace the library (stored facts it does not hold
+    are removed with reason ``replaced``) and its sections replace the
+    summaries (missing ones become empty). A fact that states a ``revision``
+    must match the stored one.
+
+    Raises:
+        InvalidTextError: a string in a fact or a summary is not valid Unicode.
+        FactValidationError: the document is not an object, ``facts`` is
+            missing or not a list of objects, two facts share an id, a fact
+            is invalid, or a summary section is not an object.
+    """
+    if not isinstance(document, Mapping):
+        raise FactValidationError("document", document, "expected a JSON object")
+    if "facts" not in document:
+        # An import replaces the library: a document without the key would
+        # silently archive every fact, so an empty library must be explicit.
+        raise FactValidationError("facts", None, "expected a list of fact objects (may be [])")
+    raw_facts = document["facts"]
+    if not isinstance(raw_facts, list):
+        raise FactValidationError("facts", raw_facts, "expected a list of fact objects")
+    new_facts: list[Fact] = []
+    updates: list[Fact] = []
+    seen: set[str] = set()
+    for position, raw in enumerate(raw_facts):
+        fact = _imported_fact(raw, position, snapshot, now, new_id)
+        if fact.id in seen:
+            raise FactValidationError(
+                f"facts[{position}].id", fact.id, "each fact id may appear only once"
+            )
+        seen.add(fact.id)
+        (updates if fact.id in snapshot else new_facts).append(fact)
+    removals = tuple(
+        Removal(fact.id, REASON_REPLACED, expected_revision=fact.revision)
+        for fact in snapshot.facts
+        if fact.id not in seen
+    )
+    proposal = Proposal(
+        new_facts=tuple(new_facts),
+        updates=tuple(updates),
+        removals=removals,
+        summaries=_summaries(document),
+    )
+    return ImportPlan(proposal=proposal, fact_ids=tuple(f.id for f in new_facts + updates))
+
+
+def _imported_fact(
+    raw: object,
+    position: int,
+    snapshot: ScopeSnapshot,
+    now: datetime,
+    new_id: Callable[[], str],
+) -> Fact:
+    if not isinstance(raw, Mapping):
+        raise FactValidationError(f"facts[{position}]", raw, "expected a fact object")
+    data = dict(raw)
+    if not data.get("id"):
+        data["id"] = new_id()
+    data["confidence"] = coerce_confidence(data.get("confidence"))
+    data.setdefault("source", "import")
+    data.pop("scope", None)
+    stored = snapshot.get(data["id"]) if isinstance(data["id"], str) else None
+    if stored is not None and "revision" not in data:
+        data["revision"] = stored.revision  # no precondition stated: update what is stored
+    return Fact.from_dict(data, now=now)
+
+
+def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section]:
+    sections: dict[SummaryKey, str | Section] = {}
+    for group, names in SUMMARY_GROUPS.items():
+        raw_group = document.get(group)
+        values = raw_group if isinstance(raw_group, Mapping) else {}
+        for name in names:
+            raw = values.get(name)
+            if raw is None:
+                sections[(group, name)] = Section()
+                continue
+            if not isinstance(raw, Mapping):
+                raise FactValidationError(
+                    f"{group}.{name}", raw, "expected an object {'summary': ..., 'updatedAt': ...}"
+                )
+            # Any values, as the store reads them (a summary need not be a string),
+            # but text that can be written, nested as deep as a fact's values may be;
+            # what the section keeps besides its text is bounded as a fact's unknown
+            # fields are.
+            check_storable(f"{group}.{name}", dict(raw))
+            section = Section.from_value(raw)
+            check_storable(f"{group}.{name}", dict(section.extra), max_size=MAX_KEPT_SIZE)
+            sections[(group, name)] = section
+    return sections

@@ -25,7 +25,8 @@ a file with no token in it, which lets nobody in — not everybody. Only an
 operator who deletes the file opens a loopback server again.
 
 Nothing here imports a web framework: the HTTP server and the MCP server's
-HTTP transport use the same :class:`TokenFile` and :class:`Principal`.
+HTTP transport use the same :class:`TokenFile`, :class:`Principal` and bearer
+check (:func:`principal_for_header`), and ``deermem token`` the same file.
 """
 
 from __future__ import annotations
@@ -41,21 +42,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
+
+from pydantic import ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic_core import to_jsonable_python
 
 from deermem.model import format_timestamp, parse_timestamp
 from deermem.service.errors import TokenFileError, UnknownTokenError
+from deermem.service.problems import ProblemError, unauthorized
 from deermem.store.markdown.files import atomic_write, make_directories
 from deermem.store.markdown.locks import UserLock, user_lock
 
-__all__ = [
-    "TOKEN_PREFIX",
-    "IssuedToken",
-    "Principal",
-    "TokenFile",
-    "TokenRecord",
-    "token_id_of",
-]
+__all__ = ["Principal", "TokenFile", "principal_for_header"]
 
 TOKEN_PREFIX: Final = "dmt"
 FILE_VERSION: Final = 1
@@ -63,6 +63,7 @@ _TOKEN: Final = re.compile(r"dmt_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 _TOKEN_ID: Final = re.compile(r"[0-9a-f]{12}")
 _DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 _LOCK_TIMEOUT: Final = 10.0
+_SCHEME: Final = "bearer"
 
 
 def _digest(token: str) -> str:
@@ -99,9 +100,19 @@ class Principal:
         return self.admin or user in self.users
 
 
-@dataclass(frozen=True, slots=True)
+@pydantic_dataclass(
+    frozen=True,
+    slots=True,
+    config=ConfigDict(
+        defer_build=True, alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True
+    ),
+)
 class TokenRecord:
     """One line of the tokens file: a token's id, grants and digest (never the token).
+
+    Its JSON form is the file's (``id``, ``name``, ``users``, ``admin``,
+    ``createdAt``, ``expiresAt``, ``sha256``); ``deermem token list --json``
+    shows it without the digest (:meth:`public`).
 
     Attributes:
         token_id: 12 hex digits, the public name of the token.
@@ -109,18 +120,18 @@ class TokenRecord:
         users: the user ids it may address.
         admin: may address every user.
         created_at: ISO UTC time of ``token add``.
-        sha256: hex SHA-256 of the whole token.
         expires_at: ISO UTC time from which the token is refused; ``None``:
             it never expires.
+        sha256: hex SHA-256 of the whole token.
     """
 
-    token_id: str
+    token_id: Annotated[str, Field(alias="id")]
     name: str
     users: tuple[str, ...]
     admin: bool
     created_at: str
+    expires_at: str | None
     sha256: str
-    expires_at: str | None = None
 
     @property
     def principal(self) -> Principal:
@@ -133,21 +144,9 @@ class TokenRecord:
         expiry = parse_timestamp(self.expires_at)
         return expiry is None or now >= expiry  # from_dict checked it; unreadable = expired
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "id": self.token_id,
-            "name": self.name,
-            "users": list(self.users),
-            "admin": self.admin,
-            "createdAt": self.created_at,
-            "expiresAt": self.expires_at,
-            "sha256": self.sha256,
-        }
-
-    def public_dict(self) -> dict[str, object]:
-        """The record without its digest (for ``token list --json``)."""
-        data = self.to_dict()
-        del data["sha256"]
+    def public(self) -> dict[str, object]:
+        """The record's JSON without its digest (for ``token list --json``)."""
+        data: dict[str, object] = to_jsonable_python(self, exclude={"sha256"})
         return data
 
     @classmethod
@@ -176,7 +175,7 @@ class TokenRecord:
             not isinstance(expires, str) or parse_timestamp(expires) is None
         ):
             raise TokenFileError(path, f"{where}.expiresAt: expected an ISO 8601 time or null")
-        return cls(token_id, name, tuple(users), admin, created, digest, expires)
+        return cls(token_id, name, tuple(users), admin, created, expires, digest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +336,7 @@ class TokenFile:
                 token_id = secrets.token_hex(6)
             token = f"{TOKEN_PREFIX}_{token_id}_{secrets.token_urlsafe(32)}"
             record = TokenRecord(
-                token_id, name, wanted, admin, format_timestamp(now), _digest(token), expiry
+                token_id, name, wanted, admin, format_timestamp(now), expiry, _digest(token)
             )
             self._write((*records, record))
         return IssuedToken(token, record)
@@ -365,6 +364,40 @@ class TokenFile:
         return user_lock(self.path.with_name(f".{self.path.name}.lock"), _LOCK_TIMEOUT)
 
     def _write(self, records: Iterable[TokenRecord]) -> None:
-        document = {"version": FILE_VERSION, "tokens": [r.to_dict() for r in records]}
+        document = {"version": FILE_VERSION, "tokens": to_jsonable_python(list(records))}
         data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
         atomic_write(self.path, data, mode=0o600)  # its owner's only
+
+
+def principal_for_header(
+    tokens: TokenFile, authorization: str | None, *, auth_required: bool, now: datetime
+) -> Principal:
+    """Who sends a request with this ``Authorization`` header value (``None``: no header).
+
+    The one bearer check of every deermem server (the HTTP API and the MCP
+    server's HTTP transport). Without ``auth_required`` and while tokens are
+    not in use (no tokens file) anyone may ask: the open loopback server.
+    Once tokens are in use they stay in use, so revoking the last one lets
+    nobody in rather than everybody.
+
+    Raises:
+        ProblemError: 401 — a token is required and none was sent (``missing``),
+            the header is not ``Bearer <token>`` (``malformed``: also a bare
+            token, or ``Bearer`` alone), the token is unknown or revoked
+            (``invalid``), or its expiry time has come (``expired``).
+        TokenFileError: the tokens file became unreadable.
+    """
+    if not auth_required and not tokens.configured():
+        return Principal.unauthenticated()
+    if authorization is None:
+        raise ProblemError(unauthorized("missing"))
+    scheme, _, credentials = authorization.strip().partition(" ")
+    token = credentials.strip()
+    if scheme.lower() != _SCHEME or not token:
+        raise ProblemError(unauthorized("malformed"))
+    record = tokens.find(token)
+    if record is None:
+        raise ProblemError(unauthorized("invalid"))
+    if record.expired(now):
+        raise ProblemError(unauthorized("expired"))
+    return record.principal

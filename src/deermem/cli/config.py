@@ -4,29 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
+from pydantic import BaseModel
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli._context import cli_context
-from deermem.cli._output import JSON_OPTION, out_console, print_json
+from deermem.cli.output import JSON_OPTION, cli_context, out_console, print_json
+from deermem.config import MemoryConfig, load_config, redact_database_url, resolve_config
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+__all__ = ["config_app"]
 
-__all__ = ["app"]
-
-app = typer.Typer(help="Inspect and validate configuration.", no_args_is_help=True)
+config_app = typer.Typer(help="Inspect and validate configuration.", no_args_is_help=True)
 
 IGNORE_ENV_OPTION = typer.Option(
     False, "--ignore-env", help="Do not apply DEERMEM_* environment variables."
 )
 
 
-@app.command("check")
+@config_app.command("check")
 def check(
     file: Path = typer.Argument(
         ..., exists=True, dir_okay=False, readable=True, help="A .toml, .yaml or .yml file."
@@ -42,8 +39,6 @@ def check(
 
     Example: `deermem config check deermem.toml`
     """
-    from deermem.config import MemoryConfig, load_config
-
     config = load_config(file, environ={} if ignore_env else None)
     defaults = MemoryConfig()
     if as_json:
@@ -60,7 +55,7 @@ def check(
     out_console.print("[green]valid[/]  (* differs from the default)")
 
 
-@app.command("show")
+@config_app.command("show")
 def show(
     ctx: typer.Context, ignore_env: bool = IGNORE_ENV_OPTION, as_json: bool = JSON_OPTION
 ) -> None:
@@ -73,8 +68,6 @@ def show(
     Examples: `deermem --root ./memory config show`,
     `deermem --root ./memory --config team.yaml config show --json`
     """
-    from deermem.config import MemoryConfig, resolve_config
-
     state = cli_context(ctx)
     root = None if state.uses_database() else state.store_root()
     resolved = resolve_config(state.config_file, root=root, environ={} if ignore_env else None)
@@ -123,10 +116,6 @@ def _rows(
     config: BaseModel, defaults: BaseModel, prefix: str = ""
 ) -> Iterator[tuple[str, object, object]]:
     """One row per setting; a section (``model``) gives one row per key, ``model.base_url``."""
-    from pydantic import BaseModel
-
-    from deermem.config import redact_database_url
-
     for key in type(config).model_fields:
         value, default = getattr(config, key), getattr(defaults, key)
         if isinstance(value, BaseModel) and isinstance(default, BaseModel):

@@ -1,4 +1,14 @@
-"""The seven memory tools: each parses, calls one ``Memory`` method, renders a view.
+"""deermem's MCP server: the seven memory tools, and the server that offers them.
+
+Each tool parses, calls one :class:`~deermem.memory.Memory` method and
+answers with the result's one description (:mod:`deermem.results`), which
+the SDK publishes as the tool's ``outputSchema`` and sends as
+``structuredContent``. Arguments take the bounds of the memory's own input
+models (:class:`~deermem.results.NewFact`: content, category, confidence,
+topics); the one bound MCP sets tighter — the content of ``memory_add`` and
+``memory_update`` (:attr:`~deermem.service.settings.ToolLimits.max_content_chars`,
+2,000 characters by default, where the memory takes 4,000) — is stated where
+the argument is declared.
 
 :func:`memory_tools` builds ``memory_search``, ``memory_context``,
 ``memory_add``, ``memory_update``, ``memory_forget``, ``memory_restore`` and
@@ -24,6 +34,27 @@ content-free message — the same words and typed fields the HTTP API puts
 in its problems — never a traceback. The log gets one line per call (tool,
 outcome, time) and, for a failure nobody planned for, the exception's type
 and stack without its message, which may quote stored text.
+
+:func:`create_mcp_server` is the transport-free part: an
+:class:`~mcp.server.mcpserver.MCPServer` named ``deermem`` with the memory
+tools. :func:`create_http_app` puts it behind the HTTP API's own layers,
+from the outside in: :class:`~deermem.service.middleware.RequestIdMiddleware`
+(request ids, one access line, the last word on a crash),
+:class:`~deermem.service.middleware.HostGuardMiddleware` (421/403: the HTTP
+API's own ``Host`` and ``Origin`` rule, in place of the SDK's),
+:class:`~deermem.service.middleware.BodyLimitMiddleware` (413),
+:class:`~deermem.service.mcp.auth.McpAuthMiddleware` (401/403, the caller's
+scope) and :class:`~deermem.service.mcp.auth.SessionLimitMiddleware` (429: the
+sessions of one token). :func:`serve` runs it (``deermem mcp``).
+
+Over stdio, standard output belongs to the protocol: every log line goes
+to standard error (the client's log), in the HTTP server's format. Over HTTP
+the start-up check is the HTTP API's own
+(:func:`~deermem.service.settings.check_startup`): listening beyond loopback while
+tokens are not in use (no tokens file) refuses to start, and a damaged tokens file
+stops start-up instead of the first request; the server runs uvicorn with the
+HTTP API's protocol (:class:`~deermem.service.http.run.ServerHTTPProtocol`:
+Nagle off, a deadline for request headers).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tool signatures at
@@ -31,18 +62,23 @@ and stack without its message, which may quote stored text.
 
 import functools
 import logging
+import logging.config
 import time
 import traceback
 from collections.abc import Callable
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, Final, Literal, ParamSpec, TypeVar
 
-from mcp.server.mcpserver import Context
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp
 
+from deermem import __version__
 from deermem.errors import (
     CorruptMemoryFile,
     DeerMemError,
@@ -50,28 +86,48 @@ from deermem.errors import (
     FactNotFoundError,
 )
 from deermem.memory import Memory
-from deermem.model import CORE_CATEGORIES
-from deermem.service.http.problems import problem_for
-from deermem.service.mcp.settings import ToolLimits
-from deermem.service.mcp.views import (
-    AddResult,
-    ContextResult,
-    FactView,
-    ForgetResult,
-    ManifestView,
-    RestoreView,
-    SearchHitView,
+from deermem.model import Scope
+from deermem.recall import InjectionManifest
+from deermem.results import (
+    Category,
+    Confidence,
+    Content,
+    Explanation,
+    FactOut,
+    Forgotten,
+    ReceiptJson,
+    RestoreResult,
+    Revision,
     SearchResults,
-    WhyResult,
-    receipts_of,
+    Topics,
 )
+from deermem.service.http.run import ServerHTTPProtocol
+from deermem.service.mcp.auth import (
+    CALLER_KEY,
+    Caller,
+    McpAuthMiddleware,
+    SessionLimitMiddleware,
+    open_sessions,
+)
+from deermem.service.middleware import BodyLimitMiddleware, HostGuardMiddleware, RequestIdMiddleware
+from deermem.service.problems import problem_for
+from deermem.service.settings import (
+    McpSettings,
+    ToolLimits,
+    check_startup,
+    close_store,
+    is_loopback,
+    log_config,
+)
+from deermem.service.tokens import TokenFile
 
-__all__ = ["TOOL_NAMES", "MemoryOf", "memory_tools"]
+__all__ = ["INSTRUCTIONS", "TOOL_NAMES", "create_mcp_server", "request_memory", "serve"]
 
 MemoryOf = Callable[[Context[Any, Any]], Memory]
 """Gives the memory a tool call works on, from the call's context."""
 
-TOOL_NAMES = (
+MCP_PATH: Final = "/mcp"
+TOOL_NAMES: Final = (
     "memory_search",
     "memory_context",
     "memory_add",
@@ -81,42 +137,51 @@ TOOL_NAMES = (
     "memory_why",
 )
 
+INSTRUCTIONS: Final = (
+    "deermem is this agent's long-term memory of the user. Call memory_context at the start "
+    "of a conversation and read its text. When the user states something lasting about "
+    "themselves or their work (a preference, a goal, a decision) call memory_add; when they "
+    "correct you, store the correction with category `correction`. Use memory_search to look "
+    "something up, memory_update or memory_forget when something changed or was withdrawn, "
+    "memory_why to explain what is remembered and why, memory_restore to bring back a "
+    "forgotten or evicted fact. Memory has a cap: the answer of every write says what was kept."
+)
+
+AddOutcome = Literal["stored", "duplicate", "evicted"]
+
+
+class AddResult(BaseModel):
+    """What ``memory_add`` did: the capacity gate's decision, never a silent drop."""
+
+    outcome: AddOutcome = Field(
+        description=(
+            "stored: the fact is in memory; duplicate: an equal fact was already stored "
+            "(nothing changed); evicted: the library was full and the new fact ranked "
+            "lowest, so it went straight to the archive (memory_restore can bring it back)"
+        )
+    )
+    factId: str = Field(
+        description="the new fact (stored, evicted) or the equal fact already stored (duplicate)"
+    )
+    evicted: list[str] = Field(description="ids the capacity gate evicted in this change")
+    receipts: list[ReceiptJson]
+
+
+class ContextResult(BaseModel):
+    """The memory block for a prompt, and why each fact is (or is not) in it."""
+
+    text: str = Field(description="the <memory> block to put in the prompt; empty if nothing")
+    manifest: InjectionManifest
+
+
+# --- the tools -------------------------------------------------------------------------------
+
 _log = logging.getLogger("deermem.service.mcp")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 FactId = Annotated[
     str, Field(min_length=1, max_length=128, description="A fact id, e.g. `fact_1a2b3c4d`.")
-]
-Revision = Annotated[
-    int | None,
-    Field(
-        ge=1,
-        description="Refuse the change if the fact's revision is no longer this one "
-        "(someone changed it since you read it).",
-    ),
-]
-Category = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=64,
-        description="One of: " + ", ".join(CORE_CATEGORIES) + ". Another label is kept "
-        "as an `other` fact with that label. Use `correction` when the user corrects you: "
-        "corrections go first into the prompt, and the hybrid-v1 policy reserves room for "
-        "them when memory is full.",
-    ),
-]
-Confidence = Annotated[
-    float,
-    Field(
-        ge=0.0,
-        le=1.0,
-        allow_inf_nan=False,
-        strict=True,  # a number, as over HTTP: never one made from "0.5" or true
-        description="How sure the fact is, 0 to 1 (e.g. 0.9 for what the user said "
-        "explicitly). The capacity policy keeps surer facts longer.",
-    ),
 ]
 
 _READ = ToolAnnotations(
@@ -201,8 +266,7 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             str | None, Field(min_length=1, max_length=64, description="Only this category.")
         ] = None,
     ) -> SearchResults:
-        hits = memory_of(ctx).search(query, top_k=top_k, category=category)
-        return SearchResults(results=[SearchHitView.of(hit) for hit in hits])
+        return SearchResults(results=memory_of(ctx).search(query, top_k=top_k, category=category))
 
     @tool(
         name="memory_context",
@@ -229,7 +293,7 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
         ] = None,
     ) -> ContextResult:
         injection = memory_of(ctx).injection(max_tokens=max_tokens)
-        return ContextResult(text=injection.block, manifest=ManifestView.of(injection.manifest))
+        return ContextResult(text=injection.block, manifest=injection.manifest)
 
     @tool(
         name="memory_add",
@@ -247,20 +311,12 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
     @_contained("memory_add")
     def memory_add(
         ctx: Context[Any, Any],
-        content: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=limits.max_content_chars,
-                description="The fact, as a short statement.",
-            ),
-        ],
+        # MCP's own, tighter bound (ToolLimits.max_content_chars): a fact is a
+        # sentence or two, and a model that tries to store a document is told so.
+        content: Annotated[Content, Field(max_length=limits.max_content_chars)],
         category: Category = "context",
         confidence: Confidence = 0.5,
-        topics: Annotated[
-            tuple[Annotated[str, Field(min_length=1, max_length=64)], ...],
-            Field(max_length=32, description="Keywords for search."),
-        ] = (),
+        topics: Topics = [],  # noqa: B006 (never mutated: the SDK validates a copy)
     ) -> AddResult:
         memory = memory_of(ctx)
         try:
@@ -275,7 +331,7 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             outcome="stored" if result.kept else "evicted",
             factId=result.fact.id,
             evicted=list(result.evicted),
-            receipts=receipts_of(result.receipts),
+            receipts=list(result.receipts),
         )
 
     @tool(
@@ -291,18 +347,12 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
     def memory_update(
         ctx: Context[Any, Any],
         fact_id: FactId,
-        content: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=limits.max_content_chars,
-                description="The new statement.",
-            ),
-        ] = None,
+        # MCP's own, tighter bound, as for memory_add.
+        content: Annotated[Content, Field(max_length=limits.max_content_chars)] | None = None,
         category: Category | None = None,
         confidence: Confidence | None = None,
-        expected_revision: Revision = None,
-    ) -> FactView:
+        expected_revision: Revision | None = None,
+    ) -> FactOut:
         if content is None and category is None and confidence is None:
             raise ToolError("give at least one of content, category, confidence")
         fact = memory_of(ctx).update_fact(
@@ -312,7 +362,7 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             confidence=confidence,
             expected_revision=expected_revision,
         )
-        return FactView.of(fact)
+        return FactOut.of(fact)
 
     @tool(
         name="memory_forget",
@@ -322,11 +372,11 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
     )
     @_contained("memory_forget")
     def memory_forget(
-        ctx: Context[Any, Any], fact_id: FactId, expected_revision: Revision = None
-    ) -> ForgetResult:
+        ctx: Context[Any, Any], fact_id: FactId, expected_revision: Revision | None = None
+    ) -> Forgotten:
         memory = memory_of(ctx)
         memory.delete_fact(fact_id, expected_revision=expected_revision)
-        return ForgetResult(factId=fact_id, archived=archives)
+        return Forgotten(fact_id=fact_id, archived=archives)
 
     @tool(
         name="memory_restore",
@@ -339,8 +389,8 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
         annotations=_writes(idempotent=False),
     )
     @_contained("memory_restore")
-    def memory_restore(ctx: Context[Any, Any], fact_id: FactId) -> RestoreView:
-        return RestoreView.of(memory_of(ctx).restore(fact_id))
+    def memory_restore(ctx: Context[Any, Any], fact_id: FactId) -> RestoreResult:
+        return memory_of(ctx).restore(fact_id)
 
     @tool(
         name="memory_why",
@@ -352,8 +402,8 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
         annotations=_READ,
     )
     @_contained("memory_why")
-    def memory_why(ctx: Context[Any, Any], fact_id: FactId) -> WhyResult:
-        return WhyResult.of(memory_of(ctx).why(fact_id))
+    def memory_why(ctx: Context[Any, Any], fact_id: FactId) -> Explanation:
+        return memory_of(ctx).why(fact_id)
 
     return tools
 
@@ -417,3 +467,152 @@ def _message(tool: str, error: DeerMemError) -> str:
         _log.error("tool %s: %s: %s%s", tool, problem.slug, type(error).__name__, where)
     fields = ", ".join(f"{key}={value!r}" for key, value in problem.extensions.items())
     return f"{problem.title}: {problem.detail}" + (f" ({fields})" if fields else "")
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+def create_mcp_server(
+    memory: Memory, *, memory_of: MemoryOf | None = None, limits: ToolLimits | None = None
+) -> MCPServer:
+    """The MCP server with the memory tools.
+
+    Args:
+        memory: the memory to serve; its configuration decides what the
+            tool descriptions and annotations say (see :func:`memory_tools`).
+        memory_of: the memory of one call; by default ``memory`` itself (the
+            stdio server's fixed scope).
+        limits: bounds on tool arguments.
+    """
+    tools = memory_tools(
+        memory_of or (lambda ctx: memory), memory=memory, limits=limits or ToolLimits()
+    )
+    return MCPServer(
+        "deermem",
+        title="deermem",
+        description="Long-term memory for LLM agents that forgets the right things and can "
+        "say why.",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        tools=tools,
+    )
+
+
+def request_memory(memory: Memory, agent: str | None) -> MemoryOf:
+    """The memory of an HTTP tool call: its caller's user, the server's agent.
+
+    Fails closed: a call without the caller the authentication layer leaves
+    on the request is a bug, and gets an internal error rather than any memory.
+    """
+
+    def memory_of(ctx: Context[Any, Any]) -> Memory:
+        request = ctx.request_context.request
+        caller = getattr(request, "scope", {}).get(CALLER_KEY)
+        if not isinstance(caller, Caller):
+            raise RuntimeError("a tool call reached the server without an authenticated caller")
+        return memory.scoped(user=caller.user, agent=agent)
+
+    return memory_of
+
+
+def create_http_app(
+    memory: Memory, settings: McpSettings, *, tokens: TokenFile, auth_required: bool
+) -> ASGIApp:
+    """The streamable-HTTP application at :data:`MCP_PATH`, with authentication.
+
+    Args:
+        memory: the memory to serve (any scope: each call is re-scoped to its caller).
+        settings: host and allowed hosts (DNS-rebinding protection), limits,
+            user, agent, the sessions one token may hold.
+        tokens: the tokens file.
+        auth_required: whether every request needs a token even while
+            tokens are not in use (the server listens beyond loopback).
+    """
+    server = create_mcp_server(
+        memory, memory_of=request_memory(memory, settings.agent), limits=settings.tools
+    )
+    body_limit = settings.server.limits.max_body_bytes
+    app: ASGIApp = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=settings.server.host,
+        max_request_body_size=body_limit,
+        # Host and Origin are checked outside, by the rule `deermem serve` applies too
+        # (the SDK's would refuse the names given with --allowed-host).
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    app = SessionLimitMiddleware(
+        app,
+        limit=settings.max_sessions_per_token,
+        sessions=open_sessions(server.session_manager),
+    )
+    app = McpAuthMiddleware(
+        app, tokens=tokens, auth_required=auth_required, user=settings.user, clock=memory.now
+    )
+    app = BodyLimitMiddleware(app, limit=body_limit)
+    app = HostGuardMiddleware(app, settings.server.host_rule())
+    return RequestIdMiddleware(app)
+
+
+# --- running it (`deermem mcp`) ---------------------------------------------------------------
+
+
+def configure_logging(level: str) -> None:
+    """All logging to standard error, one format, request ids (``-`` over stdio).
+
+    The root logger gets the handler too (at ``warning``), so the SDK's own
+    loggers never fall back to a handler of their choosing.
+    """
+    config: dict[str, Any] = log_config(level)
+    config["root"] = {"handlers": ["stderr"], "level": "WARNING"}
+    logging.config.dictConfig(config)
+
+
+def serve(settings: McpSettings) -> None:
+    """Run the MCP server until the client disconnects (stdio) or it is interrupted (HTTP).
+
+    Raises:
+        InsecureBindError: HTTP on a non-loopback host and no token.
+        TokenFileError: the tokens file cannot be read (HTTP).
+        ConfigError: the configuration is invalid.
+        UnsafeIdentifierError: an unusable ``--user`` or ``--agent``, or
+            (stdio) no ``--user`` while ``strict_user_scope`` is on.
+    """
+    server_settings = settings.server
+    config = server_settings.load_config()
+    tokens = check_startup(server_settings) if settings.transport == "http" else None
+    if tokens is None:  # stdio: the process serves one scope
+        memory = Memory.open(server_settings.root, config, user=settings.user, agent=settings.agent)
+    else:
+        # Each HTTP call is re-scoped to its caller (--user, or the token's user), so the
+        # server's memory has no scope of its own; a bad --user or --agent still stops start-up.
+        Scope.of(settings.user, settings.agent)
+        memory = Memory.open_unscoped(server_settings.root, config)
+    configure_logging(server_settings.log_level)  # once nothing can refuse to start
+    try:
+        if tokens is None:
+            create_mcp_server(memory, limits=settings.tools).run("stdio")
+            return
+        app = create_http_app(
+            memory,
+            settings,
+            tokens=tokens,
+            auth_required=not is_loopback(server_settings.host) or tokens.configured(),
+        )
+        uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=server_settings.host,
+                port=server_settings.port,
+                http=ServerHTTPProtocol,  # Nagle off, a deadline for request headers
+                log_config=None,  # configured above
+                log_level=server_settings.log_level,
+                access_log=False,  # its line holds the raw path; RequestIdMiddleware writes one
+                server_header=False,
+                proxy_headers=False,
+            )
+        ).run()
+    finally:
+        try:
+            memory.close()
+        finally:
+            close_store(memory.store)

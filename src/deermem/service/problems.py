@@ -13,7 +13,11 @@ Details are built from the typed fields (which field, what is allowed), not
 from the exception's message, which quotes values for people at a terminal.
 
 Types are ``urn:deermem:problem:<slug>`` — stable identifiers that need no
-web site; docs/server.md lists them.
+web site; docs/server.md lists them. :class:`ProblemBody` describes the
+answer once, for the answers themselves and for the OpenAPI document.
+
+Nothing here imports a web framework: the job records and ``deermem token``'s
+errors use it too.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict
 
 from deermem.errors import (
     ConfigError,
@@ -48,8 +54,8 @@ from deermem.service.errors import ServerError, TokenFileError
 
 __all__ = [
     "PROBLEM_CONTENT_TYPE",
-    "PROBLEM_TYPE_PREFIX",
     "Problem",
+    "ProblemBody",
     "ProblemError",
     "host_not_allowed",
     "internal_problem",
@@ -61,6 +67,18 @@ __all__ = [
 
 PROBLEM_CONTENT_TYPE: Final = "application/problem+json"
 PROBLEM_TYPE_PREFIX: Final = "urn:deermem:problem:"
+
+
+class ProblemBody(BaseModel):
+    """An RFC 9457 problem as clients read it; typed members of the error come beside these."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    requestId: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,18 +106,20 @@ class Problem:
     def type(self) -> str:
         return PROBLEM_TYPE_PREFIX + self.slug
 
-    def to_dict(self, *, request_id: str | None = None) -> dict[str, object]:
+    def body(self, *, request_id: str | None = None) -> dict[str, object]:
         """The problem+json body; ``requestId`` ties it to the server's log lines."""
-        body: dict[str, object] = {
-            "type": self.type,
-            "title": self.title,
-            "status": self.status,
-            "detail": self.detail,
-        }
-        body.update(self.extensions)
-        if request_id is not None:
-            body["requestId"] = request_id
-        return body
+        given = {"requestId": request_id} if request_id is not None else {}
+        described = ProblemBody.model_validate(
+            {
+                "type": self.type,
+                "title": self.title,
+                "status": self.status,
+                "detail": self.detail,
+                **self.extensions,
+                **given,
+            }
+        )
+        return described.model_dump(exclude_unset=True)
 
 
 class ProblemError(ServerError):

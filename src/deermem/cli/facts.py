@@ -1,0 +1,329 @@
+"""``deermem facts``, ``archive``, ``audit`` and ``why``: the facts of one user and agent.
+
+Add, list, show, edit and remove facts by hand; list, restore and purge the
+ones that left the library; read the receipts of what left, and why.
+"""
+
+from __future__ import annotations
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from deermem.cli.output import (
+    JSON_OPTION,
+    LIMIT_OPTION,
+    components_text,
+    err_console,
+    eviction_sentence,
+    fact_lines,
+    fact_table,
+    memory_of,
+    out_console,
+    print_json,
+    read_stdin_text,
+    receipt_table,
+)
+from deermem.results import to_json
+
+__all__ = ["archive_app", "audit", "facts_app", "why"]
+
+facts_app = typer.Typer(
+    help="Add, list, show, edit and remove the facts of one user and agent.", no_args_is_help=True
+)
+
+
+@facts_app.command("add")
+def add(
+    ctx: typer.Context,
+    content: str = typer.Argument(
+        ..., help="The fact, in plain words; `-` reads it from standard input."
+    ),
+    category: str = typer.Option(
+        "context", "--category", "-c", help="e.g. preference, correction."
+    ),
+    confidence: float = typer.Option(0.5, "--confidence", help="How sure you are, 0 to 1."),
+    topic: list[str] = typer.Option([], "--topic", "-t", help="A topic tag (repeatable)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Add a fact through the capacity gate.
+
+    When the library is full the configured policy decides what goes — maybe
+    the new fact itself. Evicted facts go to the archive with a receipt
+    (`deermem why ID` explains, `deermem archive restore ID` brings one back).
+    Exits with status 1 if the new fact was not kept.
+
+    Examples: `deermem --user alice facts add "Prefers uv over pip" -c correction --confidence 0.9`,
+    `pbpaste | deermem --user alice facts add -`
+    """
+    if content == "-":
+        content = read_stdin_text("the fact's content")
+    memory = memory_of(ctx)
+    result = memory.create_fact(content, category=category, confidence=confidence, topics=topic)
+    if as_json:
+        print_json(to_json(result))
+    else:
+        if result.relearned is not None:
+            out_console.print(
+                f"relearned [bold]{result.relearned}[/]: the archive held the same fact, and it "
+                "came back with its history (a regret event records it)"
+            )
+        elif result.kept:
+            out_console.print(f"added [bold]{result.fact_id}[/]")
+        for fact_id in result.evicted:
+            if fact_id != result.fact.id:
+                out_console.print(f"evicted {fact_id} to make room (see `deermem why {fact_id}`)")
+    if not result.kept:
+        err_console.print(
+            f"[bold red]not kept:[/] the capacity gate evicted the fact {result.fact.id} "
+            f"itself; see `deermem why {result.fact.id}`"
+        )
+        raise typer.Exit(1)
+
+
+@facts_app.command("list")
+def list_facts(
+    ctx: typer.Context,
+    category: str | None = typer.Option(None, "--category", "-c", help="Only this category."),
+    limit: int = LIMIT_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """List the active facts, oldest first.
+
+    Examples: `deermem --user alice facts list --category correction`,
+    `deermem --user alice facts list --limit 5`
+    """
+    memory = memory_of(ctx, existing=True)
+    facts = memory.list_facts(category=category)
+    shown = facts[:limit] if limit else facts
+    if as_json:
+        print_json([fact.to_dict() for fact in shown])
+        return
+    of = f" (the first {len(shown)} of {len(facts)})" if len(shown) < len(facts) else ""
+    title = f"{len(facts)} facts, {escape(str(memory.scope))}{of}"
+    out_console.print(fact_table(shown, title=title))
+
+
+@facts_app.command("show")
+def show(
+    ctx: typer.Context,
+    fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show every field of one fact.
+
+    Example: `deermem facts show fact_1a2b3c4d --json`
+    """
+    fact = memory_of(ctx, existing=True).get_fact(fact_id)
+    if as_json:
+        print_json(fact.to_dict())
+        return
+    for line in fact_lines(fact):
+        out_console.print(line)
+
+
+@facts_app.command("edit")
+def edit(
+    ctx: typer.Context,
+    fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),
+    content: str | None = typer.Option(None, "--content", help="New content."),
+    category: str | None = typer.Option(None, "--category", "-c", help="New category."),
+    confidence: float | None = typer.Option(None, "--confidence", help="New confidence, 0 to 1."),
+    revision: int | None = typer.Option(
+        None, "--revision", help="Fail unless the fact is still at this revision."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Change a fact; fields you leave out are kept. Editing never evicts.
+
+    Example: `deermem facts edit fact_1a2b3c4d --confidence 0.95 --revision 1`
+    """
+    if content is None and category is None and confidence is None:
+        raise typer.BadParameter("give at least one of --content, --category, --confidence")
+    fact = memory_of(ctx).update_fact(
+        fact_id,
+        content=content,
+        category=category,
+        confidence=confidence,
+        expected_revision=revision,
+    )
+    if as_json:
+        print_json(fact.to_dict())
+        return
+    out_console.print(f"updated [bold]{fact.id}[/] (revision {fact.revision})")
+
+
+@facts_app.command("rm")
+def remove(
+    ctx: typer.Context,
+    fact_id: str = typer.Argument(..., metavar="ID", help="The fact id."),
+    revision: int | None = typer.Option(
+        None, "--revision", help="Fail unless the fact is still at this revision."
+    ),
+) -> None:
+    """Remove a fact: to the archive (restorable), or for good with `eviction_mode = "delete"`.
+
+    Example: `deermem facts rm fact_1a2b3c4d`
+    """
+    memory = memory_of(ctx)
+    memory.delete_fact(fact_id, expected_revision=revision)
+    if memory.config.eviction_mode == "archive":
+        out_console.print(
+            f"removed {fact_id} to the archive (undo: `deermem archive restore {fact_id}`)"
+        )
+    else:
+        out_console.print(f"deleted {fact_id}")
+
+
+# --- the archive ---------------------------------------------------------------------
+
+archive_app = typer.Typer(
+    help="Facts that were evicted or removed: list, restore, purge.", no_args_is_help=True
+)
+
+
+@archive_app.command("list")
+def list_archive(
+    ctx: typer.Context, limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION
+) -> None:
+    """List archived facts, newest first, with why they left.
+
+    Examples: `deermem --user alice archive list --json`,
+    `deermem --user alice archive list --limit 10` (the ten newest)
+    """
+    everything = memory_of(ctx, existing=True).list_archived()
+    entries = everything[:limit] if limit else everything
+    if as_json:
+        print_json([entry.to_dict() for entry in entries])
+        return
+    if not entries:
+        out_console.print("the archive is empty")
+        return
+    if len(entries) < len(everything):
+        out_console.print(f"the newest {len(entries)} of {len(everything)} archived facts")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("id", "archived", "reason", "trigger", "score", "content"):
+        table.add_column(column, no_wrap=column != "content", overflow="fold")
+    for entry in entries:
+        score = entry.eviction.score if entry.eviction is not None else None
+        table.add_row(
+            entry.fact_id,
+            entry.archived_at[:19].replace("T", " "),
+            entry.reason,
+            entry.trigger or "-",
+            "-" if score is None else f"{score:.3f}",
+            escape(" ".join(entry.fact.content.split())[:70]),
+        )
+    out_console.print(table)
+
+
+@archive_app.command("restore")
+def restore(
+    ctx: typer.Context,
+    fact_id: str = typer.Argument(..., metavar="ID", help="An archived fact id."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Send an archived fact back through the capacity gate.
+
+    The gate may keep it (evicting another fact to make room) or evict it
+    again; both get a receipt. Exits with status 1 if it was evicted again.
+
+    Example: `deermem archive restore fact_1a2b3c4d`
+    """
+    result = memory_of(ctx).restore(fact_id)
+    if as_json:
+        print_json(to_json(result))
+    elif result.restored:
+        out_console.print(f"restored [bold]{fact_id}[/]")
+        for other in result.evicted:
+            out_console.print(f"evicted {other} to make room (see `deermem why {other}`)")
+    if not result.restored:
+        err_console.print(
+            f"[bold red]not restored:[/] the capacity gate evicted {fact_id} again; "
+            f"see `deermem why {fact_id}`"
+        )
+        raise typer.Exit(1)
+
+
+@archive_app.command("purge")
+def purge(
+    ctx: typer.Context,
+    fact_id: str = typer.Argument(..., metavar="ID", help="An archived fact id."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete an archived fact for good. Its receipts (no content) stay.
+
+    Example: `deermem archive purge fact_1a2b3c4d --yes`
+    """
+    memory = memory_of(ctx)
+    memory.get_archived(fact_id)  # an unknown id fails before asking
+    if not yes and not typer.confirm(f"Delete the archived fact {fact_id} for good?"):
+        raise typer.Abort()
+    memory.purge(fact_id)
+    out_console.print(f"purged {fact_id}")
+
+
+# --- receipts and explanations ---------------------------------------------------------
+
+
+def audit(
+    ctx: typer.Context,
+    limit: int = typer.Option(
+        20, "--limit", "-n", min=0, metavar="N", help="Show the N newest receipts; 0: all."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show the eviction receipts: what left the library, when, under which policy.
+
+    Receipts hold ids, categories and scores — never fact content.
+
+    Example: `deermem --user alice audit --limit 5`
+    """
+    receipts = memory_of(ctx, existing=True).audit()
+    shown = receipts[-limit:] if limit else receipts
+    if as_json:
+        print_json([receipt.to_dict() for receipt in shown])
+        return
+    if not shown:
+        out_console.print("no receipts: nothing has been evicted or removed")
+        return
+    out_console.print(receipt_table(reversed(shown)))
+
+
+def why(
+    ctx: typer.Context,
+    fact_id: str = typer.Argument(..., metavar="ID", help="A fact id (active, archived or gone)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Explain where a fact is: its rank if active, its receipt if it left.
+
+    Example: `deermem why fact_1a2b3c4d`
+    """
+    explanation = memory_of(ctx, existing=True).why(fact_id)
+    if as_json:
+        print_json(to_json(explanation))
+        return
+    out_console.print(f"[bold]{fact_id}[/] is {explanation.status}")
+    if explanation.fact is not None:
+        out_console.print(f"  {escape(explanation.fact.content)}")
+    standing = explanation.standing
+    if standing is not None:
+        protected = "; its category is protected" if standing.protected else ""
+        out_console.print(
+            f"  rank {standing.rank} of {standing.occupancy} (cap {standing.max_facts}) under "
+            f"{standing.policy}: score {standing.score:.4f} "
+            f"({escape(components_text(standing.components))}){protected}"
+        )
+    receipt, line = explanation.last_eviction
+    if explanation.status != "active":
+        out_console.print(f"  {eviction_sentence(receipt, line)}")
+    if receipt is not None and receipt.shadow is not None and fact_id in receipt.fact_ids:
+        verdict = (
+            "would also have evicted it"
+            if fact_id in receipt.shadow.would_evict
+            else ("would have kept it")
+        )
+        out_console.print(f"  shadow {receipt.shadow.policy} {verdict}")
+    if explanation.status == "archived":
+        out_console.print(f"  restore with `deermem archive restore {fact_id}`")

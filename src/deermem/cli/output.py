@@ -1,0 +1,343 @@
+"""What every ``deermem`` command shares: its global options, its output, its tables.
+
+* **The global options** (``--root``, ``--config``, ``--user``, ``--agent``):
+  the root command stores them in a :class:`CliContext`. Commands that need
+  the memory call :func:`memory_of`, which works out the store root, reads
+  the configuration — the defaults, the store's own settings file,
+  ``--config``, the environment (:func:`deermem.config.resolve_config`) —
+  and opens the store once, on first use, so ``deermem --help`` or
+  ``deermem demo`` never touch a store. A command that only reads passes
+  ``existing=True``: a root that does not exist is then an error, not an
+  empty memory that hides a mistyped path.
+* **Output**: one console for results and one for errors, :func:`print_json`
+  (sorted keys, so scripts and diffs see a stable order), one-line errors
+  (:func:`fail`), one progress display (:func:`progress_bar`).
+* **Tables and sentences** for people: facts, receipts, why a fact left.
+  Everything a user or a model wrote is escaped before rich sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from deermem.config import ResolvedConfig, resolve_config
+from deermem.memory import Memory
+from deermem.model import Fact
+from deermem.store import EvictionReceipt, ReceiptEntry, resolve_root
+
+__all__ = [
+    "JSON_OPTION",
+    "LIMIT_OPTION",
+    "CliContext",
+    "cli_context",
+    "components_text",
+    "err_console",
+    "eviction_sentence",
+    "fact_lines",
+    "fact_table",
+    "fail",
+    "margin_text",
+    "memory_of",
+    "out_console",
+    "print_error",
+    "print_json",
+    "progress_bar",
+    "read_stdin_text",
+    "receipt_table",
+]
+
+out_console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+LIMIT_OPTION = typer.Option(
+    0, "--limit", "-n", min=0, metavar="N", help="Show at most N entries (the first N); 0: all."
+)
+_PREVIEW = 70
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def print_json(data: object) -> None:
+    """Print JSON with sorted keys, so scripts and diffs see a stable order."""
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def print_error(message: str) -> None:
+    """One ``error: ...`` line on stderr (the message is shown as text, never as markup)."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+
+
+def fail(message: str) -> NoReturn:
+    """Stop the command with an error line and exit status 1 (not a usage error)."""
+    print_error(message)
+    raise typer.Exit(1)
+
+
+def read_stdin_text(what: str) -> str:
+    """Everything on standard input, as UTF-8 text (``-`` given for a value).
+
+    Undecodable bytes stop the command with an error naming ``what``: guessing
+    an encoding would store text the user never wrote.
+    """
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        fail(f"standard input: {what} is not UTF-8 text (byte {error.start})")
+
+
+def progress_bar(label: str, *, quiet: bool) -> Progress:
+    """A transient bar on standard error for long whole-store work.
+
+    Hidden when ``quiet`` (``--json`` output) or when standard error is not
+    a terminal, so scripts and logs get no control characters.
+    """
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=quiet or not sys.stderr.isatty(),
+    )
+
+
+# --- the global options -----------------------------------------------------------------
+
+
+@dataclass
+class CliContext:
+    """What the root command's options say, and what they resolved to once asked."""
+
+    root: Path | None = None
+    config_file: Path | None = None
+    user: str | None = None
+    agent: str | None = None
+    _explicit_settings: ResolvedConfig | None = field(default=None, repr=False)
+    _settings: ResolvedConfig | None = field(default=None, repr=False)
+    _root_dir: Path | None = field(default=None, repr=False)
+    _memory: Memory | None = field(default=None, repr=False)
+
+    def _explicit(self) -> ResolvedConfig:
+        """The configuration from ``--config``, the environment and defaults: no store's file."""
+        if self._explicit_settings is None:
+            self._explicit_settings = resolve_config(self.config_file)
+        return self._explicit_settings
+
+    def uses_database(self) -> bool:
+        """Whether the configuration names a database (``store``) and no ``--root`` is given."""
+        return self.root is None and bool(self._explicit().config.store)
+
+    def store_root(self) -> Path:
+        """``--root``, else ``storage_path`` (file, environment), else ``$DEERMEM_DATA_DIR``,
+        else ``~/.deermem``."""
+        if self._root_dir is None:
+            if self.root is not None:
+                self._root_dir = self.root
+            else:
+                self._root_dir = resolve_root(self._explicit().config.storage_path)
+        return self._root_dir
+
+    def root_origin(self) -> str:
+        """Which option or setting chose the store root, for messages."""
+        if self.root is not None:
+            return "--root"
+        if self._explicit().config.storage_path:
+            return "storage_path"
+        return "$DEERMEM_DATA_DIR" if os.environ.get("DEERMEM_DATA_DIR", "").strip() else "default"
+
+    def settings(self) -> ResolvedConfig:
+        """The effective configuration and where each value came from.
+
+        A Markdown store's own settings file counts; a database keeps none.
+        """
+        if self._settings is None:
+            if self.uses_database():
+                self._settings = self._explicit()
+            else:
+                self._settings = resolve_config(self.config_file, root=self.store_root())
+        return self._settings
+
+    def memory(self, *, existing: bool = False) -> Memory:
+        database = self.uses_database()
+        if existing and not database and not self.store_root().exists():
+            fail(
+                f"no store at {self.store_root()} (from {self.root_origin()}): the directory "
+                "does not exist; check the path, or create the store with `deermem init`"
+            )
+        if self._memory is None:
+            self._memory = Memory.open(
+                None if database else self.store_root(),
+                self.settings().config,
+                user=self.user,
+                agent=self.agent,
+            )
+        return self._memory
+
+    def close(self) -> None:
+        """Release the store's connections (a database's pool; a Markdown store holds none).
+
+        Registered when the memory is first opened, to run as the invocation ends:
+        a command run in-process (tests, a host embedding the CLI) leaves no pool
+        behind to be torn down by whichever thread the collector happens to run on.
+        """
+        if self._memory is not None:
+            close = getattr(self._memory.store, "close", None)
+            if callable(close):
+                close()
+
+
+def cli_context(ctx: typer.Context) -> CliContext:
+    """The global options of this invocation (defaults for a sub-app run on its own)."""
+    state = ctx.find_root().obj
+    if not isinstance(state, CliContext):  # a sub-app run on its own (tests)
+        state = CliContext()
+        ctx.find_root().obj = state
+    return state
+
+
+def memory_of(ctx: typer.Context, *, existing: bool = False) -> Memory:
+    """The memory selected by the global options of this invocation.
+
+    Args:
+        ctx: the command's context.
+        existing: the command only reads: a store root that does not exist is
+            an error (exit status 1), not an empty memory.
+    """
+    state = cli_context(ctx)
+    opening = state._memory is None
+    memory = state.memory(existing=existing)
+    if opening:
+        ctx.find_root().call_on_close(state.close)
+    return memory
+
+
+# --- tables and sentences for people ----------------------------------------------------
+
+
+def fact_table(facts: Iterable[Fact], *, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("id", "category", "conf.", "created", "content"):
+        table.add_column(column, no_wrap=column != "content", overflow="fold")
+    for fact in facts:
+        table.add_row(
+            fact.id,
+            escape(_category(fact)),
+            f"{fact.confidence:.2f}",
+            fact.createdAt[:10],
+            escape(_preview(fact.content)),
+        )
+    return table
+
+
+def fact_lines(fact: Fact) -> list[str]:
+    """Every field of a fact, one ``name: value`` line each (markup-safe)."""
+    lines = []
+    for key, value in fact.to_dict().items():
+        if key == "content":
+            continue
+        lines.append(f"[dim]{escape(key)}:[/] {escape(_value(value))}")
+    lines.append("")
+    lines.append(escape(fact.content))
+    return lines
+
+
+def receipt_table(receipts: Iterable[EvictionReceipt]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("when", "why", "policy", "n/cap"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("facts (score)", min_width=13, overflow="fold")
+    table.add_column("shadow", overflow="fold")
+    for receipt in receipts:
+        facts = "\n".join(_line_summary(line) for line in receipt.evicted)
+        shadow = ""
+        if receipt.shadow is not None:
+            verdict = "disagrees" if receipt.shadow.disagrees else "agrees"
+            shadow = f"{receipt.shadow.policy} {verdict}"
+        table.add_row(
+            receipt.occurred_at[:16].replace("T", " "),
+            receipt.reason + (f"\n({receipt.trigger})" if receipt.trigger else ""),
+            receipt.policy_version,
+            f"{receipt.occupancy}/{receipt.max_facts}"
+            if receipt.occupancy
+            else f"cap {receipt.max_facts}",
+            escape(facts),
+            shadow,
+        )
+    return table
+
+
+def eviction_sentence(receipt: EvictionReceipt | None, line: ReceiptEntry | None) -> str:
+    """One sentence on why a fact left, from its receipt line (markup-safe)."""
+    if line is None:
+        return "no receipt records why it left"
+    parts = []
+    if receipt is not None:
+        # Receipts written by the original DeerMem record no trigger, rank or
+        # occupancy: what a receipt does not hold is left out, never shown as "?".
+        when = f"on {receipt.occurred_at[:10]}"
+        if receipt.trigger:
+            when += f" (trigger {receipt.trigger})"
+        if receipt.reason == "capacity":
+            parts.append(f"evicted at capacity {when}")
+            parts.append(f"by {receipt.policy_version} with a cap of {receipt.max_facts}")
+        else:
+            parts.append(f"{receipt.reason} {when}")
+    if line.score is not None:
+        of = f" of {receipt.occupancy}" if receipt is not None and receipt.occupancy else ""
+        rank = f"rank {line.rank}{of}, " if line.rank is not None else ""
+        parts.append(
+            f"{rank}score {line.score:.4f} ({components_text(line.components)})"
+            f"{margin_text(line.margin)}"
+        )
+    return escape("; ".join(parts))
+
+
+def components_text(components: Mapping[str, float]) -> str:
+    return ", ".join(f"{name} {value:.4f}" for name, value in components.items())
+
+
+def margin_text(margin: float | None) -> str:
+    if margin is None:
+        return ""
+    if margin >= 0:
+        return f", {margin:.4f} below the lowest kept"
+    return f", {-margin:.4f} above the lowest kept (a reserved correction held its slot)"
+
+
+def _line_summary(line: ReceiptEntry) -> str:
+    if line.score is None:
+        return line.fact_id
+    return f"{line.fact_id} ({line.score:.3f})"
+
+
+def _category(fact: Fact) -> str:
+    return f"other:{fact.categoryExtension}" if fact.categoryExtension else fact.category
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _PREVIEW else flat[: _PREVIEW - 1] + "…"
+
+
+def _value(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value) or "[]"
+    return str(value)

@@ -1,0 +1,424 @@
+"""The store as a whole: ``init``, ``scopes``, ``reindex``, ``export``/``import``,
+``migrate`` and ``db`` (the PostgreSQL store's schema)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from deermem.cli.output import (
+    JSON_OPTION,
+    cli_context,
+    fail,
+    memory_of,
+    out_console,
+    print_error,
+    print_json,
+    progress_bar,
+    read_stdin_text,
+)
+from deermem.config import (
+    STORE_SETTINGS_FILENAME,
+    MemoryConfig,
+    load_config,
+    read_store_settings,
+    render_store_settings,
+    resolve_config,
+    store_settings_path,
+)
+from deermem.errors import ConfigError
+from deermem.results import ScopeSummary, to_json
+from deermem.store import resolve_root
+from deermem.store.markdown.files import atomic_write, holds_store, write_store_settings
+from deermem.store.migrate import MigrationReport, migrate, opened_location
+
+if TYPE_CHECKING:
+    from deermem.memory import Memory
+
+__all__ = ["db_app", "export", "import_", "init", "migrate_command", "reindex", "scopes"]
+
+
+def init(
+    ctx: typer.Context,
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        exists=True,
+        dir_okay=False,
+        help="The settings to keep [default: the global --config, if any].",
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace settings the store already keeps."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Create a store, or give an existing one its settings (`<root>/deermem.yaml`).
+
+    The settings of `--config` and of `DEERMEM_*` environment variables —
+    the ones they set, not the defaults — are written into the store's root,
+    so every later command and `Memory.open` on it uses them: a store built
+    at a cap of 10 stays at 10 for whoever opens it. A `--config` file or
+    environment variable given later still wins over them (`deermem config
+    show` says where each value came from). Nothing else in the directory is
+    touched: on an existing store, its facts, archive and receipts stay as
+    they are. Settings the store already keeps are replaced only with
+    `--force`. `storage_path` is not written (the file is found at the root);
+    no secret is (the model's key stays an environment variable).
+
+    Examples: `deermem --root ./memory init --config deermem.yaml`,
+    `DEERMEM_MAX_FACTS=10 deermem --root ./memory init`
+    """
+    state = cli_context(ctx)
+    resolved = resolve_config(config or state.config_file)
+    if resolved.config.store and state.root is None:
+        fail(
+            "the configuration names a database (store); a database keeps no settings file — "
+            "`deermem init` is for a Markdown store directory (--root)"
+        )
+    root = state.root if state.root is not None else resolve_root(resolved.config.storage_path)
+    if root.exists() and not root.is_dir():
+        fail(f"{root}: not a directory")
+    manifest = resolved.config.manifest_filename
+    if (
+        root.is_dir()
+        and any(root.iterdir())
+        and not holds_store(root, manifest, settings_filename=STORE_SETTINGS_FILENAME)
+    ):
+        fail(
+            f"{root} is neither empty nor a deermem store; choose an empty or new directory, "
+            "or the root of an existing store"
+        )
+    outcome = write_store_settings(root, render_store_settings(resolved.config), force=force)
+    kept = read_store_settings(root) or {}  # what was written reads back
+    resolve_config(root=root, environ={})  # ... and is a valid configuration
+    path = store_settings_path(root)
+    if as_json:
+        print_json({"root": str(root), "file": str(path), "outcome": outcome, "settings": kept})
+        return
+    what = ", ".join(sorted(kept)) if kept else "none: the defaults apply"
+    done = {
+        "created": "created",
+        "replaced": "replaced the settings in",
+        "unchanged": "already up to date:",
+    }[outcome]
+    out_console.print(f"{done} {escape(str(path))} (settings: {escape(what)})")
+
+
+# --- every user and agent --------------------------------------------------------------
+
+
+def scopes(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """List every user and agent in the store, with their fact and archive counts.
+
+    The user `-` is the store's single-user layout (no `--user`). Use a row's
+    user and agent as `--user` and `--agent` for the other commands.
+
+    A directory holding memory that no user and agent can be read from — two
+    user ids' facts in one directory, a directory whose owner cannot be told
+    — is named on stderr, one line each, and the exit status is 1.
+
+    Example: `deermem --root ./memory scopes --json`
+    """
+    memory = memory_of(ctx, existing=True)
+    found = memory.scopes()
+    problems = memory.store_problems()
+    _show_scopes(memory, found, as_json=as_json)
+    for problem in problems:
+        print_error(problem)
+    if problems:
+        raise typer.Exit(1)
+
+
+def _show_scopes(memory: Memory, found: tuple[ScopeSummary, ...], *, as_json: bool) -> None:
+    if as_json:
+        print_json(to_json(found))
+        return
+    if not found:
+        out_console.print(f"no users in {escape(str(memory.store))}")
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("user", "agent", "facts", "archived"):
+        table.add_column(column, justify="right" if column in ("facts", "archived") else "left")
+    for summary in found:
+        user = "-" if summary.scope.user_id is None else summary.scope.user_id
+        table.add_row(escape(user), summary.scope.agent, str(summary.facts), str(summary.archived))
+    out_console.print(table)
+
+
+def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """Rebuild the search index from the facts of every user and agent, and embed them.
+
+    Search keeps its index in step by itself — also with facts edited by
+    hand — so this is for an index that was deleted, damaged or copied
+    along, or to compact it; and, under search_mode hybrid, to embed every
+    fact with the current model (a store written by keyword only, or with
+    another model, on either store). Searches may run meanwhile. Shows progress on a
+    terminal.
+
+    Example: `deermem --root ./memory reindex`
+    """
+    memory = memory_of(ctx, existing=True)
+    progress = progress_bar("indexing users and agents", quiet=as_json)
+    with progress:
+        task = progress.add_task("scopes", total=None)
+        report = memory.reindex(
+            progress=lambda done, total: progress.update(task, completed=done, total=total)
+        )
+    if as_json:
+        print_json(to_json(report))
+        return
+    if report.location is None and not report.scopes:
+        out_console.print("this store keeps its search index in memory: nothing to rebuild")
+        return
+    if report.location is None:
+        out_console.print(
+            f"embedded {report.facts} facts of {report.scopes} user/agent scope(s) "
+            "(the store keeps their vectors; each process keeps its own index)"
+        )
+        return
+    out_console.print(
+        f"indexed {report.facts} facts of {report.scopes} user/agent scope(s) "
+        f"into {escape(report.location)}"
+    )
+
+
+# --- one scope as a document -----------------------------------------------------------
+
+_STDIO = "-"
+
+
+def export(
+    ctx: typer.Context,
+    file: str = typer.Argument(
+        _STDIO, metavar="[FILE]", help="Where to write the document [default: - (standard output)]."
+    ),
+) -> None:
+    """Write one user's and agent's memory as a JSON document.
+
+    The document holds the summaries and every fact with every field
+    (`lastConfirmedAt`, `confirmationCount`, unknown keys ...), so
+    `deermem import` gives the same memory back. FILE is replaced
+    atomically: it holds the old document or the new one, never half.
+
+    Examples: `deermem --user alice export alice.json`,
+    `deermem --user alice export | jq '.facts | length'`
+    """
+    document = memory_of(ctx, existing=True).export_document()
+    try:
+        text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # text that is no Unicode (a lone surrogate): escape it
+        text = json.dumps(document, indent=2) + "\n"
+        data = text.encode("ascii")
+    if file == _STDIO:
+        typer.echo(text, nl=False)
+        return
+    path = Path(file)
+    if not path.parent.is_dir():
+        fail(f"{file}: its directory does not exist")
+    atomic_write(path, data)
+
+
+def import_(
+    ctx: typer.Context,
+    file: str = typer.Argument(
+        _STDIO, metavar="[FILE]", help="The document to read [default: - (standard input)]."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Replace one user's and agent's memory with a document's, through the capacity gate.
+
+    The document is what `deermem export` writes (the original DeerMem's
+    export shape works too). Its facts and summaries replace the memory's:
+    facts it does not hold leave with reason `replaced`, to the archive
+    (restorable) unless `eviction_mode` is `delete`. When the document holds
+    more facts than the cap, the capacity gate decides what stays, as for
+    every other way in; what it did is printed, with receipts in
+    `deermem audit`. A fact whose id is in the archive is refused (restore
+    or purge it first); nothing is imported then.
+
+    Examples: `deermem --user alice import alice.json`,
+    `deermem --user alice export | deermem --user bob import`
+    """
+    document = _parse(file)
+    memory = memory_of(ctx)
+    result = memory.import_document(document)
+    if as_json:
+        print_json(to_json(result))
+        return
+    parts = [f"kept {len(result.kept)}"]
+    if result.evicted:
+        parts.append(f"evicted {len(result.evicted)} at capacity")
+    if result.replaced:
+        where = "to the archive" if memory.config.eviction_mode == "archive" else "deleted"
+        parts.append(f"replaced {len(result.replaced)} not in the document ({where})")
+    out_console.print(f"imported into {escape(str(memory.scope))}: {', '.join(parts)}")
+    for fact_id in result.evicted:
+        out_console.print(f"  evicted {fact_id} (see `deermem why {fact_id}`)")
+
+
+def _parse(file: str) -> dict[str, object]:
+    shown = "standard input" if file == _STDIO else file
+    text = _read_document(file)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        fail(f"{shown} (line {error.lineno}, column {error.colno}): not JSON: {error.msg}")
+    if not isinstance(document, dict):
+        fail(f"{shown}: expected a JSON object with a 'facts' list, as `deermem export` writes")
+    return document
+
+
+def _read_document(file: str) -> str:
+    if file == _STDIO:
+        return read_stdin_text("the document")
+    path = Path(file)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        fail(f"{file}: no such file")
+    except IsADirectoryError:
+        fail(f"{file}: is a directory, not a document")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        fail(f"{file}: not UTF-8 text (byte {error.start})")
+
+
+# --- moving a memory, and the database's schema -----------------------------------------
+
+
+def migrate_command(
+    ctx: typer.Context,
+    source: str = typer.Option(
+        ..., "--from", metavar="SRC", help="A Markdown store directory or a postgresql:// URL."
+    ),
+    destination: str = typer.Option(
+        ..., "--to", metavar="DST", help="A Markdown store directory or a postgresql:// URL."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Copy every user's memory from SRC to DST and verify each copy.
+
+    Everything is copied: facts, summaries (with their revision), recall
+    counts, receipts, the archive, the conversations' marks, regret events
+    and shadow marks. Each user is written in one atomic step and read back
+    and compared with the source.
+    A user DST already holds identically is skipped, so an interrupted
+    migration can be run again; one it holds with other data stops the
+    migration before anything is copied. SRC is never changed. A database
+    must be migrated first (`deermem db upgrade`).
+
+    Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`
+    """
+    config = config_of(ctx)
+    with (
+        opened_location(source, config, must_exist=True) as (reader, shown_source),
+        opened_location(destination, config, must_exist=False) as (writer, shown_destination),
+    ):
+        if shown_source == shown_destination:
+            raise typer.BadParameter("SRC and DST are the same store", param_hint="--to")
+        report = MigrationReport(shown_source, shown_destination)
+        progress = progress_bar("copying users", quiet=as_json)
+        with progress:
+            task = progress.add_task("users", total=None)
+            migrate(
+                reader,
+                writer,
+                report,
+                progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
+    if as_json:
+        print_json(report.to_dict())
+        return
+    counts = ", ".join(f"{value} {key}" for key, value in sorted(report.counts.items()))
+    out_console.print(
+        f"copied {report.copied} user(s) from {escape(report.source)} to "
+        f"{escape(report.destination)}, each verified"
+        + (f" ({escape(counts)})" if counts else "")
+        + (f"; {report.skipped} already there, identical" if report.skipped else "")
+    )
+
+
+db_app = typer.Typer(
+    help="The PostgreSQL store's schema: status and upgrade.", no_args_is_help=True
+)
+
+_DATABASE_OPTION = typer.Option(
+    None,
+    "--database",
+    metavar="URL",
+    help="postgresql://… [default: the configuration's store, or $DEERMEM_DATABASE_URL].",
+)
+
+
+def config_of(ctx: typer.Context) -> MemoryConfig:
+    """The configuration the global options (``--config``, the environment) name."""
+    return load_config(cli_context(ctx).config_file)
+
+
+def _database(ctx: typer.Context, database: str | None) -> str:
+    url = database or config_of(ctx).store
+    if not url:
+        raise ConfigError(
+            ["no database: pass --database, or set store (or $DEERMEM_DATABASE_URL) to a URL"]
+        )
+    return url
+
+
+@db_app.command("upgrade")
+def upgrade(
+    ctx: typer.Context,
+    database: str | None = _DATABASE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Apply the migrations the database lacks, in one transaction.
+
+    Run it once before the first start, and after upgrading deermem; every
+    replica refuses a database that is behind. Safe to run from several
+    places at once, and again: what is applied is not applied twice.
+
+    Example: `deermem db upgrade --database postgresql://deermem@db/deermem`
+    """
+    from deermem.store.postgres.database import upgrade_database  # the postgres extra
+
+    status = upgrade_database(_database(ctx, database))
+    if as_json:
+        print_json(status.to_dict())
+        return
+    applied = ", ".join(str(version) for version in status.applied)
+    done = f"applied {applied}" if applied else "nothing to apply"
+    out_console.print(f"{escape(status.database)}: schema version {status.found} ({done})")
+
+
+@db_app.command("status")
+def status(
+    ctx: typer.Context,
+    database: str | None = _DATABASE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show the database's schema version and the one this deermem needs.
+
+    Exits with status 1 when they differ.
+
+    Example: `deermem db status --json`
+    """
+    from deermem.store.postgres.database import database_status  # the postgres extra
+
+    found = database_status(_database(ctx, database))
+    if as_json:
+        print_json(found.to_dict())
+    else:
+        version = "not migrated" if found.found is None else f"schema version {found.found}"
+        note = "current" if found.found == found.expected else "run `deermem db upgrade`"
+        if found.found is not None and found.found > found.expected:
+            note = "newer than this deermem: upgrade deermem"
+        out_console.print(
+            f"{escape(found.database)}: {version}; this deermem needs {found.expected} ({note})"
+        )
+    if found.found != found.expected:
+        raise typer.Exit(1)

@@ -1,0 +1,537 @@
+"""What :class:`~deermem.Memory` takes and returns: one description per record.
+
+Every interface reads the same descriptions: the CLI's ``--json`` (through
+:func:`to_json`), the HTTP API (its request bodies and ``response_model``\\ s)
+and the MCP tools (their input bounds and output schemas). So a field is
+named, bounded and documented once, and the three cannot drift apart.
+
+* **Inputs** — :class:`NewFact` and :class:`FactPatch`: what a person, a tool
+  or a client may write. Types are strict (``"0.5"`` or ``true`` is not a
+  confidence), unknown keys are refused, and text keeps to the boundary of
+  :mod:`deermem.model` (the limits of a fact a model extracts). The
+  memory validates every write through them; the HTTP API takes them as its
+  bodies; the MCP tools take their fields (:data:`Content`, :data:`Category`
+  ...) as arguments and leave the text rules to the memory, which reports
+  them in its own words.
+* **Results** — frozen pydantic models. Python reads snake_case
+  attributes; the wire carries the camelCase keys deermem's files and APIs
+  use (``factId``, ``policyVersion``), declared once here by an alias
+  generator (and explicitly where the wire name is another word). They are
+  pydantic models, because that is what FastAPI's ``response_model`` and the
+  MCP SDK's output schemas take as they are.
+
+Records of the layers below travel inside these results — a fact, an
+eviction receipt, an archive entry. They keep the JSON form their own module
+writes (the form of the files they live in); :data:`~deermem.model.FactJson`
+and its siblings in :mod:`deermem.store.records` hand that form to pydantic
+and describe it for the schemas. A record a feature builds is a model in that
+feature's module (:class:`Standing` beside the capacity gate,
+:class:`SearchResult` and :class:`ReindexReport` beside the search), so no
+feature imports this module; it re-exports them, and the interfaces import
+every result from here. (Records that describe their JSON form to pydantic
+themselves — the injection manifest, the server's limits — need no wrapper:
+:func:`~deermem.model.to_json` writes them.)
+
+Receipts, manifests and reports carry no fact content; facts, archive entries
+and search hits do (they are the caller's own memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Final, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    computed_field,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from deermem.errors import FactValidationError
+from deermem.library.gate import Standing
+from deermem.model import (
+    CORE_CATEGORIES,
+    DEFAULT_CATEGORY,
+    MAX_CATEGORY_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_SOURCE_ERROR_CHARS,
+    MAX_TOPICS,
+    RESULT_CONFIG,
+    FactJson,
+    FactOut,
+    Scope,
+    check_line,
+    check_lines,
+    check_storable,
+    to_json,
+)
+from deermem.recall.index import MatchType
+from deermem.recall.search import ReindexReport, SearchResult
+from deermem.store.records import (
+    ArchivedJson,
+    ArchiveEntryJson,
+    EvictionReceipt,
+    ReceiptEntry,
+    ReceiptJson,
+)
+
+__all__ = [
+    "ONE_LINE",
+    "ArchiveEntryJson",
+    "Category",
+    "Confidence",
+    "Content",
+    "CreateResult",
+    "Explanation",
+    "FactJson",
+    "FactOut",
+    "FactPatch",
+    "Forgotten",
+    "ImportResult",
+    "MatchType",
+    "NewFact",
+    "ReceiptJson",
+    "ReindexReport",
+    "RestoreResult",
+    "Revision",
+    "ScopeSummary",
+    "SearchResult",
+    "SearchResults",
+    "Standing",
+    "Topics",
+    "to_json",
+]
+
+FactStatus = Literal["active", "archived", "gone"]
+
+# Python's whitespace (what str.strip removes), spelled out: JSON Schema's \s is not the same set.
+_SPACE: Final = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# The text boundary (deermem.model), stated for clients: one line holds no control
+# character or line break; text no control character but tab, line feed and carriage return.
+ONE_LINE: Final = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+_LINES: Final = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
+
+# --- inputs -------------------------------------------------------------------------------
+
+
+def _a_number(value: object) -> object:
+    """A number, never text or a boolean (which lax parsing would turn into one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("expected a number")
+    return value
+
+
+# With Field(strict=False) before it, an int field takes a whole number as JSON Schema
+# counts them: 30 or 30.0, never "30", true or 30.5. (Strict parsing alone would refuse
+# 30.0, which the schema's "integer" allows.)
+_NUMBER: Final = BeforeValidator(_a_number)
+
+Content = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_CONTENT_CHARS,
+        description="The fact, as a short statement.",
+        json_schema_extra={"pattern": f"[^{_SPACE}]", "allOf": [{"pattern": _LINES}]},
+    ),
+]
+"""A fact's text as a client sends it: the wire's bounds (the memory trims it and
+checks its characters: :class:`NewFact`)."""
+Category = Annotated[
+    str,
+    Field(
+        max_length=MAX_CATEGORY_CHARS,
+        json_schema_extra={"pattern": ONE_LINE},
+        description="One of: " + ", ".join(CORE_CATEGORIES) + ". Another label is kept "
+        "as an `other` fact with that label (a blank one means `context`). Use `correction` "
+        "when the user corrects you: corrections go first into the prompt, and the "
+        "hybrid-v1 policy reserves room for them when memory is full.",
+    ),
+]
+Confidence = Annotated[
+    float,
+    Field(
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        strict=True,  # a number: never one made from "0.5" or true
+        description="How sure the fact is, 0 to 1 (e.g. 0.9 for what the user said "
+        "explicitly). The capacity policy keeps surer facts longer.",
+    ),
+]
+Topic = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_CATEGORY_CHARS, json_schema_extra={"pattern": ONE_LINE}),
+]
+Topics = Annotated[list[Topic], Field(max_length=MAX_TOPICS, description="Keywords for search.")]
+SourceError = Annotated[
+    str,
+    Field(
+        max_length=MAX_SOURCE_ERROR_CHARS,
+        json_schema_extra={"pattern": _LINES},
+        description="What the assistant got wrong (for a correction).",
+    ),
+]
+ValidDays = Annotated[int, Field(ge=1, le=36_500, strict=False), _NUMBER]
+Revision = Annotated[
+    int,
+    Field(
+        ge=1,
+        strict=False,
+        description="Refuse the change if the fact's revision is no longer this one "
+        "(someone changed it since it was read).",
+    ),
+    _NUMBER,
+]
+
+
+def _content(given: str) -> str:
+    text = given.strip()
+    if not text:
+        raise FactValidationError("content", given, "expected text that is not blank")
+    return check_lines("content", text, MAX_CONTENT_CHARS)
+
+
+def _storable(data: object) -> object:
+    """Refuse text that is not valid Unicode before pydantic reads it (naming the field)."""
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            if isinstance(value, str | list | tuple) and isinstance(key, str):
+                check_storable(to_camel(key), value)
+    return data
+
+
+def _category(text: str) -> str:
+    """One line, trimmed; blank means the default category."""
+    return check_line("category", text.strip(), MAX_CATEGORY_CHARS) or DEFAULT_CATEGORY
+
+
+def _topics(tags: list[str]) -> list[str]:
+    return [check_line(f"topics[{n}]", tag, MAX_CATEGORY_CHARS) for n, tag in enumerate(tags)]
+
+
+def _source_error(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return check_lines("sourceError", text.strip(), MAX_SOURCE_ERROR_CHARS) or None
+
+
+# The wire's bounds plus the text rules: what the memory stores.
+_StoredContent = Annotated[Content, AfterValidator(_content)]
+_StoredCategory = Annotated[Category, AfterValidator(_category)]
+
+_INPUT = ConfigDict(
+    extra="forbid",
+    strict=True,
+    frozen=True,
+    alias_generator=to_camel,
+    validate_by_name=True,
+    validate_by_alias=True,
+    serialize_by_alias=True,
+)
+
+
+class NewFact(BaseModel):
+    """A fact to add through the capacity gate.
+
+    The content is trimmed and may not be blank; text keeps to the limits of
+    a fact a model extracts (:mod:`deermem.model`): content of at most
+    4,000 characters, a category and up to 32 topics of one line and 64
+    characters each, a ``sourceError`` of at most 2,000. A rule the text
+    breaks raises :class:`~deermem.FactValidationError` (or
+    :class:`~deermem.InvalidTextError`) inside pydantic's error, and
+    :meth:`checked` turns any refusal into that error, naming the field.
+    """
+
+    model_config = _INPUT
+
+    content: _StoredContent
+    category: _StoredCategory = "context"
+    confidence: Confidence = 0.5
+    topics: Annotated[Topics, AfterValidator(_topics)] = []
+    source_error: Annotated[SourceError | None, AfterValidator(_source_error)] = None
+    expected_valid_days: ValidDays | None = None
+
+    _unicode = model_validator(mode="before")(_storable)
+
+    @classmethod
+    def checked(cls, **fields: object) -> NewFact:
+        """Validate Python values (a caller of :meth:`Memory.create_fact`).
+
+        Raises:
+            FactValidationError: naming the first field refused, with what it accepts.
+        """
+        return _checked(cls, fields)
+
+
+class FactPatch(BaseModel):
+    """Fields of a fact to change (at least one); omitted ones are kept.
+
+    ``expectedRevision`` refuses the change if the fact changed meanwhile.
+    """
+
+    model_config = ConfigDict(
+        **_INPUT,
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name], "properties": {name: {"type": kind}}}
+                for name, kind in (
+                    ("content", "string"),
+                    ("category", "string"),
+                    ("confidence", "number"),
+                )
+            ]
+        },
+    )
+
+    content: _StoredContent | None = None
+    category: _StoredCategory | None = None
+    confidence: Confidence | None = None
+    expected_revision: Revision | None = None
+
+    _unicode = model_validator(mode="before")(_storable)
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> FactPatch:
+        if self.content is None and self.category is None and self.confidence is None:
+            raise ValueError("give at least one of content, category, confidence")
+        return self
+
+    @classmethod
+    def checked(cls, **fields: object) -> FactPatch:
+        """Validate Python values (a caller of :meth:`Memory.update_fact`).
+
+        Raises:
+            FactValidationError: naming the first field refused, with what it accepts.
+        """
+        return _checked(cls, fields)
+
+    def changes(self) -> dict[str, object]:
+        """The fields to change, under the fact's own keys."""
+        changed = {
+            "content": self.content,
+            "category": self.category,
+            "confidence": self.confidence,
+        }
+        return {key: value for key, value in changed.items() if value is not None}
+
+
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
+
+# What a field accepts, for the refusals pydantic's own checks make (types, ranges and
+# sizes); the text rules raise FactValidationError themselves.
+_ACCEPTS: Final[dict[str, str]] = {
+    "content": "expected a string",
+    "category": "expected a string",
+    "confidence": "expected a number between 0 and 1",
+    "topics": f"expected a list of at most {MAX_TOPICS} topics",
+    "sourceError": "expected a string",
+    "expectedValidDays": "expected a whole number of days between 1 and 36500",
+    "expectedRevision": "expected a whole number of at least 1",
+}
+
+
+def _checked(model: type[_ModelT], fields: Mapping[str, object]) -> _ModelT:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as invalid:
+        raise _fact_error(invalid) from None
+
+
+def _fact_error(invalid: ValidationError) -> FactValidationError:
+    """The first refusal of ``invalid`` as deermem's error for a fact field."""
+    detail = invalid.errors(include_url=False)[0]
+    cause = detail.get("ctx", {}).get("error")
+    if isinstance(cause, FactValidationError):
+        return cause  # a text rule's own refusal
+    given = detail.get("input")
+    location = [str(part) for part in detail["loc"]]
+    if not location:  # the model's own rule (FactPatch: change something)
+        return FactValidationError("fact", given, str(detail["msg"]).removeprefix("Value error, "))
+    field = to_camel(location[0]) + "".join(f"[{part}]" for part in location[1:])
+    limit = detail.get("ctx", {}).get("max_length")
+    if detail["type"] == "string_too_long" and isinstance(given, str):
+        return FactValidationError(
+            field, given, f"expected at most {limit:,} characters, found {len(given):,}"
+        )
+    if detail["type"] == "string_too_short":
+        return FactValidationError(field, given, "expected text that is not blank")
+    if len(location) > 1:  # an item of a list (topics)
+        return FactValidationError(field, given, "expected a string")
+    return FactValidationError(field, given, _ACCEPTS.get(field, str(detail["msg"])))
+
+
+# --- records of the layers below, in their own JSON form ----------------------------------
+
+
+# --- results ------------------------------------------------------------------------------
+
+Receipts = tuple[ReceiptJson, ...]
+Ids = tuple[str, ...]
+
+
+class CreateResult(BaseModel):
+    """The outcome of :meth:`Memory.create_fact`.
+
+    Attributes:
+        fact_id: the new fact's id, or ``None`` when the capacity gate evicted
+            the new fact itself (it is then in the archive, restorable). For
+            a relearned fact, the archived fact's id.
+        fact: the fact as proposed (as stored, when it was kept).
+        evicted: every fact the gate evicted, lowest-ranked first.
+        receipts: the receipts of this commit.
+        relearned: the archived fact that came back instead of a new one,
+            because it says the same (see docs/regret.md), else ``None``.
+    """
+
+    model_config = RESULT_CONFIG
+
+    fact_id: Annotated[
+        str | None, Field(description="the new fact's id; null when the gate evicted it")
+    ]
+    fact: Annotated[FactJson, Field(exclude=True)]
+    evicted: Ids
+    receipts: Receipts
+    relearned: str | None = Field(
+        None,
+        description="the archived fact that came back instead of a new copy "
+        "(it says the same; a regret event records it), else null",
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def kept(self) -> bool:
+        """Whether the new fact (or the relearned one) is in the library."""
+        return self.fact_id is not None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def proposed_fact_id(self) -> str:
+        """The id the new fact was given (in the archive when it was not kept)."""
+        return self.fact.id
+
+
+class RestoreResult(BaseModel):
+    """The outcome of :meth:`Memory.restore`: back in the library, or evicted again."""
+
+    model_config = RESULT_CONFIG
+
+    fact_id: str
+    restored: Annotated[
+        bool, Field(description="false when the gate evicted it again (library full)")
+    ]
+    evicted: Ids
+    receipts: Receipts
+
+
+class ImportResult(BaseModel):
+    """The outcome of :meth:`Memory.import_document`.
+
+    Attributes:
+        kept: ids of the document's facts now stored.
+        evicted: ids the capacity gate evicted.
+        replaced: ids of stored facts the document did not contain (removed).
+        receipts: the receipts of this commit.
+    """
+
+    model_config = RESULT_CONFIG
+
+    kept: Ids
+    evicted: Ids
+    replaced: Ids
+    receipts: Receipts
+
+
+class Explanation(BaseModel):
+    """Why a fact is where it is: :meth:`Memory.why`.
+
+    Attributes:
+        fact_id: the id asked about.
+        status: ``active`` (in the library), ``archived`` (evicted or
+            removed, restorable) or ``gone`` (only receipts remain: purged, or
+            deleted with ``eviction_mode: delete``).
+        fact: the fact, when it is active or archived.
+        receipts: the receipts that name the fact, oldest first.
+        archive_entry: its archive entry, when archived (``archive`` on the
+            wire, without the fact, which is ``fact``).
+        standing: its rank under the current policy, when active.
+    """
+
+    model_config = RESULT_CONFIG
+
+    fact_id: str
+    status: FactStatus
+    fact: FactJson | None
+    receipts: Receipts
+    archive_entry: Annotated[ArchivedJson | None, Field(alias="archive")]
+    standing: Standing | None
+
+    @property
+    def last_eviction(self) -> tuple[EvictionReceipt | None, ReceiptEntry | None]:
+        """The latest receipt naming the fact and its line, falling back to the archive's copy."""
+        for receipt in reversed(self.receipts):
+            line = receipt.entry_for(self.fact_id)
+            if line is not None:
+                return receipt, line
+        if self.archive_entry is not None:
+            return None, self.archive_entry.eviction
+        return None, None
+
+
+class ScopeSummary(BaseModel):
+    """One user and agent of a store, and how much it holds (:meth:`Memory.scopes`).
+
+    Attributes:
+        scope: the user (``None``: the single-user layout) and agent.
+        facts: active facts.
+        archived: archived facts (within ``archive_max_age_days``).
+    """
+
+    model_config = RESULT_CONFIG
+
+    scope: Annotated[Scope, PlainValidator(lambda value: value), Field(exclude=True)]
+    facts: int
+    archived: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def user(self) -> str | None:
+        """The user id (``None``: the single-user layout)."""
+        return self.scope.user_id
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def agent(self) -> str:
+        return self.scope.agent
+
+
+class SearchResults(BaseModel):
+    """A search's answer over HTTP and MCP: the best matches, best first."""
+
+    model_config = RESULT_CONFIG
+
+    results: tuple[SearchResult, ...]
+
+
+class Forgotten(BaseModel):
+    """What removing a fact did, as the HTTP API and the MCP tool answer it."""
+
+    model_config = RESULT_CONFIG
+
+    fact_id: str
+    archived: Annotated[
+        bool,
+        Field(
+            description="true: in the archive, restorable; false: deleted for good "
+            "(the memory runs with eviction_mode: delete)"
+        ),
+    ]

@@ -1,0 +1,839 @@
+"""The HTTP API's routes, and what they stand on: one worker's state, its checks, its pages.
+
+Every route authorises, calls one :class:`~deermem.memory.Memory` method and
+answers with the result's one description (:mod:`deermem.results`): the
+``response_model`` documents it, and :func:`~deermem.results.to_json` writes
+it (once, with the result's own serializer; FastAPI does not validate it a
+second time on the way out).
+
+**What one worker holds.** :class:`ServerContext` binds the memory, the tokens
+file and the job runner of one worker process. Its two checks are the whole
+of authorisation, kept free of FastAPI so the MCP server's HTTP transport
+makes the same decisions:
+
+* :meth:`ServerContext.principal_for` — who is asking (a bearer token, or
+  nobody on a loopback server that has no tokens): the one bearer check,
+  :func:`~deermem.service.tokens.principal_for_header`;
+* :meth:`ServerContext.memory_for` — the memory of the user and agent a
+  request names, if the principal may address that user; otherwise the same
+  404 an unknown path gets, so a token never learns whether another user's
+  memory exists.
+
+:class:`Dependencies` turns those checks into FastAPI dependencies.
+
+**Pages.** Lists come a page at a time with keyset cursors (:func:`paginate`):
+a cursor is the sort key of the last item a page held, encoded (URL-safe
+base64 of a JSON list), and the next page holds the items whose keys come
+after it. Unlike an offset, the key survives changes between two requests: a
+fact deleted or evicted meanwhile shifts nothing, and a new fact shows up where
+its key puts it.
+
+**Bodies.** A fact's body is :class:`~deermem.results.NewFact` or
+:class:`~deermem.results.FactPatch`, the memory's own input models: unknown
+keys are refused, so a typo is a 422, not a silently ignored field; types are
+strict, so ``"confidence": "0.5"`` or ``true`` is a 422 too, never a number
+made up from a string or a boolean.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the parameter annotations,
+# which name dependencies bound inside the router functions.
+
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
+from starlette.concurrency import run_in_threadpool
+
+from deermem import __version__
+from deermem.learning.messages import parse_messages
+from deermem.memory import Memory
+from deermem.model import MAX_AGENT_NAME_LENGTH, USER_ID_PATTERN
+from deermem.recall import InjectionManifest
+from deermem.results import (
+    ONE_LINE,
+    ArchiveEntryJson,
+    CreateResult,
+    Explanation,
+    FactJson,
+    FactPatch,
+    Forgotten,
+    ImportResult,
+    NewFact,
+    ReceiptJson,
+    RestoreResult,
+    SearchResults,
+    to_json,
+)
+from deermem.service.http.jobs import Job, JobRunner
+from deermem.service.middleware import current_request_id
+from deermem.service.problems import (
+    PROBLEM_CONTENT_TYPE,
+    Problem,
+    ProblemBody,
+    ProblemError,
+    not_found,
+)
+from deermem.service.settings import ServerLimits, ServerSettings, close_store
+from deermem.service.tokens import Principal, TokenFile, principal_for_header
+
+__all__ = ["InvalidCursor", "ServerContext", "paginate", "problem_response", "routers"]
+
+T = TypeVar("T")
+Key = tuple[str, ...]
+_log = logging.getLogger("deermem.service.http")
+
+# The range max_injection_tokens accepts in the configuration.
+_MAX_PROMPT_TOKENS: Final = 8000
+_DESCRIPTIONS: Final[dict[int | str, str]] = {
+    400: "Bad request",
+    401: "No valid bearer token",
+    404: "Not found — also for a user the token may not address",
+    409: "Conflict: a duplicate fact, or a revision that changed",
+    413: "Body larger than max_body_bytes",
+    422: "Invalid input; the problem names the field or limit",
+    429: "Too many conversations waiting for extraction",
+    501: "No model configured: extraction is off",
+    "default": "Any other problem (RFC 9457 problem details)",
+}
+
+# --- the bodies only the HTTP API has ------------------------------------------------------
+
+_PAGE = ConfigDict(
+    frozen=True, alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True
+)
+
+# The roles deermem.learning.signals reads: OpenAI's (role) and LangChain's (type).
+_ROLES: Final = ["user", "human", "assistant", "ai", "system", "developer", "tool", "function"]
+ChatMessage = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": "A chat message: `role` (OpenAI) or `type` (LangChain) and `content`.",
+            "properties": {
+                "content": {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]},
+                "additional_kwargs": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+            },
+            "anyOf": [
+                {"required": ["role"], "properties": {"role": {"enum": _ROLES}}},
+                {
+                    "required": ["type"],
+                    "properties": {"role": {"type": "null"}, "type": {"enum": _ROLES}},
+                },
+            ],
+        }
+    ),
+]
+
+
+class ConversationIn(BaseModel):
+    """A conversation to learn from: the whole thread so far, oldest message first.
+
+    Messages are objects in the OpenAI chat shape (``role``, ``content``) or
+    the LangChain/DeerFlow shape (``type``, ``content``).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    threadId: Annotated[
+        str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ONE_LINE})
+    ]
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
+
+
+class FactPage(BaseModel):
+    model_config = _PAGE
+
+    facts: tuple[FactJson, ...]
+    next_cursor: str | None
+
+
+class ReceiptPage(BaseModel):
+    model_config = _PAGE
+
+    receipts: tuple[ReceiptJson, ...]
+    next_cursor: str | None
+
+
+class ArchivePage(BaseModel):
+    model_config = _PAGE
+
+    entries: tuple[ArchiveEntryJson, ...]
+    next_cursor: str | None
+
+
+class ContextOut(BaseModel):
+    model_config = _PAGE
+
+    """The prompt block, its text, and (with ``explain``) the injection manifest."""
+
+    text: str
+    block: str
+    manifest: InjectionManifest | None
+
+
+class Purged(BaseModel):
+    model_config = _PAGE
+
+    fact_id: str
+    purged: bool
+
+
+class Health(BaseModel):
+    model_config = _PAGE
+
+    status: Literal["ok"]
+    version: str
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+
+class InvalidCursor(ValueError):
+    """The ``cursor`` parameter is not one this server issued."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of items and the cursor of the next (``None``: this is the last)."""
+
+    items: tuple[T, ...]
+    next_cursor: str | None
+
+
+def paginate(
+    items: Sequence[T],
+    key: Callable[[T], Key],
+    *,
+    limit: int,
+    cursor: str | None,
+    descending: bool = False,
+) -> Page[T]:
+    """The page of ``items`` after ``cursor``, sorted by ``key``.
+
+    Args:
+        items: every item, in any order.
+        key: the sort key; it must be unique per item (end it with an id).
+        limit: the page size (at least 1).
+        cursor: the previous page's ``next_cursor``, ``None`` for the first.
+        descending: newest first, for keys that start with a timestamp.
+
+    Raises:
+        InvalidCursor: the cursor cannot be decoded.
+    """
+    ordered = sorted(items, key=key, reverse=descending)
+    if cursor is not None:
+        after = _decode(cursor)
+        if descending:
+            ordered = [item for item in ordered if key(item) < after]
+        else:
+            ordered = [item for item in ordered if key(item) > after]
+    page = tuple(ordered[:limit])
+    more = len(ordered) > limit
+    return Page(page, _encode(key(page[-1])) if more and page else None)
+
+
+def _encode(key: Key) -> str:
+    raw = json.dumps(list(key), ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _decode(cursor: str) -> Key:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise InvalidCursor(cursor) from None
+    if not isinstance(value, list) or not all(isinstance(part, str) for part in value):
+        raise InvalidCursor(cursor)
+    return tuple(value)
+
+
+def _paged(
+    items: Sequence[T],
+    key: Callable[[T], Key],
+    *,
+    limit: int,
+    cursor: str | None,
+    descending: bool = False,
+) -> Page[T]:
+    """:func:`paginate`, with a bad cursor as a 422 problem."""
+    try:
+        return paginate(items, key, limit=limit, cursor=cursor, descending=descending)
+    except InvalidCursor:
+        raise ProblemError(
+            Problem(
+                422,
+                "invalid-cursor",
+                "Invalid cursor",
+                "the cursor is not one this server issued; start again without it",
+                {"parameter": "cursor"},
+            )
+        ) from None
+
+
+def _key(*parts: str | None) -> Key:
+    return tuple(part or "" for part in parts)
+
+
+# --- one worker's state and its checks --------------------------------------------------------
+
+
+@dataclass
+class ServerContext:
+    """One worker process's memory, tokens and jobs.
+
+    Attributes:
+        settings: what ``deermem serve`` was given.
+        memory: the root memory; requests work on :meth:`Memory.scoped` views.
+        tokens: the tokens file.
+        jobs: this process's extraction queue.
+        auth_required: fixed at start: true when the server listens beyond
+            loopback or tokens are in use (the tokens file exists). A token
+            added later turns it on too; revoking every token never turns it
+            off, as the tokens file stays (:meth:`TokenFile.configured`).
+        owns_store: the server opened the memory's store, so it closes it
+            on :meth:`close` (a memory handed in is its owner's to close).
+    """
+
+    settings: ServerSettings
+    memory: Memory
+    tokens: TokenFile
+    jobs: JobRunner
+    auth_required: bool
+    owns_store: bool = False
+
+    @property
+    def limits(self) -> ServerLimits:
+        return self.settings.limits
+
+    def principal_for(self, authorization: str | None) -> Principal:
+        """Who sends a request with this ``Authorization`` header value.
+
+        Raises:
+            ProblemError: 401 — a token is required and none, or no valid one, was sent.
+            TokenFileError: the tokens file became unreadable.
+        """
+        return principal_for_header(
+            self.tokens, authorization, auth_required=self.auth_required, now=self.memory.now()
+        )
+
+    def memory_for(self, principal: Principal, user: str, agent: str | None) -> Memory:
+        """The memory of ``user`` and ``agent``, if ``principal`` may address the user.
+
+        Raises:
+            ProblemError: 404 — the principal may not address this user.
+            UnsafeIdentifierError: the user id or agent name is unusable.
+        """
+        if not principal.may_address(user):
+            _log.info("token %s asked for a user it may not address", principal.token_id)
+            raise ProblemError(not_found())
+        return self.memory.scoped(user=user, agent=agent)
+
+    def job_for(self, principal: Principal, job_id: str) -> Job:
+        """A job of a user the principal may address.
+
+        Raises:
+            ProblemError: 404 — no such job, or one of another user's.
+        """
+        job = self.jobs.get(job_id)
+        if job is None or not principal.may_address(job.user):
+            raise ProblemError(not_found())
+        return job
+
+    def close(self) -> None:
+        """Finish or abandon the queued jobs, then close the memory (and the store, if owned)."""
+        try:
+            self.jobs.close(self.memory.config.shutdown_flush_timeout_seconds)
+            self.memory.close()
+        finally:
+            if self.owns_store:
+                close_store(self.memory.store)
+
+
+UserPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=256,
+        # Documented, not enforced here: the library refuses such an id (422 invalid-identifier).
+        json_schema_extra={"pattern": USER_ID_PATTERN},
+        description="The user id (no control or bidirectional control characters).",
+    ),
+]
+AgentPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_AGENT_NAME_LENGTH,
+        pattern=r"^(__default__|[A-Za-z0-9-]+)$",
+        description="The agent name (letters, digits, '-'; case-insensitive), or `__default__`.",
+    ),
+]
+FactId = Annotated[str, Path(min_length=1, max_length=128, description="A fact id.")]
+
+
+class Dependencies:
+    """FastAPI dependencies bound to one server context."""
+
+    def __init__(self, context: ServerContext) -> None:
+        self.context = context
+        self.bearer = HTTPBearer(
+            auto_error=False,
+            description="A token made by `deermem token add` (not needed on a loopback "
+            "server without tokens).",
+        )
+
+        def principal(
+            request: Request,
+            _: Annotated[HTTPAuthorizationCredentials | None, Depends(self.bearer)],
+        ) -> Principal:
+            # The header as sent: FastAPI's HTTPBearer (here for the OpenAPI
+            # document's security scheme) reads a malformed one as absent, and
+            # the client is owed the difference (401 `malformed`, not `missing`).
+            return context.principal_for(request.headers.get("authorization"))
+
+        def scoped(
+            user: UserPath,
+            agent: AgentPath,
+            who: Annotated[Principal, Depends(principal)],
+        ) -> Memory:
+            return context.memory_for(who, user, agent)
+
+        self.principal = principal
+        self.scoped = scoped
+
+
+# --- answers --------------------------------------------------------------------------------
+
+
+def _answer(
+    data: object, status: int = 200, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """An answer holding ``data``, which :func:`~deermem.results.to_json` has written."""
+    return JSONResponse(data, status_code=status, headers=dict(headers or {}))
+
+
+def problem_response(problem: Problem) -> JSONResponse:
+    """A problem+json answer; its ``requestId`` ties it to the server's log lines."""
+    return JSONResponse(
+        problem.body(request_id=current_request_id()),
+        status_code=problem.status,
+        headers=dict(problem.headers),
+        media_type=PROBLEM_CONTENT_TYPE,
+    )
+
+
+def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these problem statuses, plus ``default``."""
+    declared: dict[int | str, dict[str, Any]] = {}
+    keys: list[int | str] = [*statuses, "default"]
+    for status in keys:
+        declared[status] = {"model": ProblemBody, "description": _DESCRIPTIONS[status]}
+    return declared
+
+
+def routers(context: ServerContext) -> list[APIRouter]:
+    """Every route of one server, by area: server, facts, recall, learning, records."""
+    deps = Dependencies(context)
+    return [
+        _server(context, deps),
+        _facts(context, deps),
+        _recall(context, deps),
+        _learning(context, deps),
+        _records(context, deps),
+    ]
+
+
+# --- /v1/health and /v1/config ----------------------------------------------------------------
+
+
+def _server(context: ServerContext, deps: Dependencies) -> APIRouter:
+    api = APIRouter(prefix="/v1", tags=["server"])
+    Who = Annotated[Principal, Depends(deps.principal)]
+
+    @api.get("/health", response_model=Health, responses=_problems())
+    async def health() -> JSONResponse:
+        """Whether the server answers (no token needed).
+
+        A coroutine that touches nothing: it needs no worker thread, so it
+        answers even while every thread is busy.
+        """
+        return _answer(to_json(Health(status="ok", version=__version__)))
+
+    @api.get("/config", response_model=dict[str, Any], responses=_problems(401))
+    def config(who: Who) -> JSONResponse:
+        """The effective memory configuration and the server's limits (no secret).
+
+        The model's API key is never part of the configuration (only the name
+        of the variable that holds it); credentials in the model's URL are
+        removed.
+        """
+        memory = context.memory.config.model_dump(mode="json")
+        memory["model"]["base_url"] = _without_credentials(memory["model"]["base_url"])
+        server = {
+            "authRequired": context.auth_required or context.tokens.configured(),
+            "workers": context.settings.workers,
+            "limits": to_json(context.limits, ServerLimits),
+        }
+        return _answer({"memory": memory, "server": server})
+
+    return api
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+# --- /v1/users/{user}/agents/{agent}/facts ------------------------------------------------------
+
+
+def _facts(context: ServerContext, deps: Dependencies) -> APIRouter:
+    api = APIRouter(prefix="/v1/users/{user}/agents/{agent}/facts", tags=["facts"])
+    Scoped = Annotated[Memory, Depends(deps.scoped)]
+    limits = context.limits
+    Limit = Annotated[
+        int, Query(ge=1, le=limits.max_page_size, description="Page size (max_page_size).")
+    ]
+    Cursor = Annotated[str | None, Query(max_length=1024, description="From `nextCursor`.")]
+    Category = Annotated[str | None, Query(min_length=1, max_length=64)]
+
+    @api.get("", response_model=FactPage, responses=_problems(401, 404, 422))
+    def list_facts(
+        memory: Scoped,
+        limit: Limit = limits.default_page_size,
+        cursor: Cursor = None,
+        category: Category = None,
+    ) -> JSONResponse:
+        """Active facts, oldest first, one page at a time."""
+        page = _paged(
+            memory.list_facts(category=category),
+            lambda fact: _key(fact.createdAt, fact.id),
+            limit=limit,
+            cursor=cursor,
+        )
+        return _answer(to_json(FactPage(facts=page.items, next_cursor=page.next_cursor)))
+
+    @api.post(
+        "",
+        status_code=201,
+        response_model=CreateResult,
+        responses=_problems(401, 404, 409, 413, 422),
+    )
+    def create_fact(memory: Scoped, body: NewFact) -> JSONResponse:
+        """Add a fact through the capacity gate; the answer says what the gate did.
+
+        `kept` is false when the gate evicted the new fact itself (it is then in
+        the archive, restorable); `evicted` and `receipts` name every fact that
+        left to make room. Never a silent drop.
+        """
+        result = memory.create_fact(
+            body.content,
+            category=body.category,
+            confidence=body.confidence,
+            topics=body.topics,
+            source_error=body.source_error,
+            expected_valid_days=body.expected_valid_days,
+        )
+        where = "facts" if result.kept else "archive"
+        return _answer(
+            to_json(result),
+            status=201,
+            headers={"Location": f"{_base(memory)}/{where}/{result.fact.id}"},
+        )
+
+    @api.get("/{fact_id}", response_model=FactJson, responses=_problems(401, 404, 422))
+    def get_fact(memory: Scoped, fact_id: FactId) -> JSONResponse:
+        """One active fact with every field."""
+        return _answer(memory.get_fact(fact_id).to_dict())
+
+    @api.patch("/{fact_id}", response_model=FactJson, responses=_problems(401, 404, 409, 413, 422))
+    def update_fact(memory: Scoped, fact_id: FactId, body: FactPatch) -> JSONResponse:
+        """Change fields of a fact; `expectedRevision` refuses a change made meanwhile (409)."""
+        fact = memory.update_fact(
+            fact_id,
+            content=body.content,
+            category=body.category,
+            confidence=body.confidence,
+            expected_revision=body.expected_revision,
+        )
+        return _answer(fact.to_dict())
+
+    @api.delete("/{fact_id}", response_model=Forgotten, responses=_problems(401, 404, 409, 422))
+    def delete_fact(
+        memory: Scoped,
+        fact_id: FactId,
+        expected_revision: Annotated[int | None, Query(alias="expectedRevision", ge=1)] = None,
+    ) -> JSONResponse:
+        """Remove a fact: to the archive (restorable), or for good with `eviction_mode: delete`."""
+        memory.delete_fact(fact_id, expected_revision=expected_revision)
+        archived = memory.config.eviction_mode == "archive"
+        return _answer(to_json(Forgotten(fact_id=fact_id, archived=archived)))
+
+    @api.get("/{fact_id}/why", response_model=Explanation, responses=_problems(401, 404, 422))
+    def why(memory: Scoped, fact_id: FactId) -> JSONResponse:
+        """Why a fact is active (its rank), archived or gone (its receipts)."""
+        return _answer(to_json(memory.why(fact_id)))
+
+    return api
+
+
+def _base(memory: Memory) -> str:
+    scope = memory.scope
+    return f"/v1/users/{quote(scope.user_id or '', safe='')}/agents/{scope.agent}"
+
+
+# --- …/context and …/search ---------------------------------------------------------------------
+
+
+def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
+    api = APIRouter(prefix="/v1/users/{user}/agents/{agent}", tags=["recall"])
+    Scoped = Annotated[Memory, Depends(deps.scoped)]
+    limits = context.limits
+
+    @api.get("/context", response_model=ContextOut, responses=_problems(401, 404, 422))
+    def memory_context(
+        memory: Scoped,
+        max_tokens: Annotated[
+            int | None,
+            Query(ge=1, le=_MAX_PROMPT_TOKENS, description="Budget for this prompt."),
+        ] = None,
+        explain: Annotated[bool, Query(description="Add the injection manifest.")] = False,
+    ) -> JSONResponse:
+        """The `<memory>` block for an agent's prompt, within the token budget.
+
+        Protected categories (`correction` by default) come first within their
+        guaranteed budget, the rest in the capacity policy's order. With
+        `explain=true` the manifest says which facts went in, at what token
+        cost, and which were left out and why (ids only). Reading the context
+        counts as neither a recall nor a confirmation.
+        """
+        injection = memory.injection(max_tokens=max_tokens)
+        answer = ContextOut(
+            text=injection.text,
+            block=injection.block,
+            manifest=injection.manifest if explain else None,
+        )
+        return _answer(to_json(answer))
+
+    @api.get("/search", response_model=SearchResults, responses=_problems(401, 404, 422))
+    def search(
+        memory: Scoped,
+        q: Annotated[str, Query(min_length=1, max_length=1000, description="What to look for.")],
+        top_k: Annotated[
+            int, Query(ge=1, le=limits.max_top_k, description="At most this many (max_top_k).")
+        ] = 5,
+        category: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+        record: Annotated[
+            bool, Query(description="Count the hits as recalls (hybrid-v1 reads them).")
+        ] = True,
+    ) -> JSONResponse:
+        """The facts that best match `q`, best first (SQLite FTS5, then substrings)."""
+        results = memory.search(q, top_k=top_k, category=category, record=record)
+        return _answer(to_json(SearchResults(results=results)))
+
+    return api
+
+
+# --- …/conversations and /v1/jobs/{id} ----------------------------------------------------
+
+
+def _learning(context: ServerContext, deps: Dependencies) -> APIRouter:
+    api = APIRouter(tags=["learning"])
+    Scoped = Annotated[Memory, Depends(deps.scoped)]
+    Who = Annotated[Principal, Depends(deps.principal)]
+    limits = context.limits
+
+    def accept(memory: Memory, body: ConversationIn) -> Job:
+        """Check the conversation and queue it (in a worker thread: it parses and writes)."""
+        if not memory.config.model.configured:
+            raise ProblemError(
+                Problem(
+                    501,
+                    "extraction-off",
+                    "Extraction is off",
+                    "this server has no model configured, so it cannot learn from "
+                    "conversations (configure model.model and model.base_url)",
+                )
+            )
+        parse_messages(body.messages)  # a malformed message is a 422 now, not a failed job
+        scope = memory.scope
+        return context.jobs.submit(
+            scope.user_id or "", scope.agent, body.threadId, list(body.messages)
+        )
+
+    @api.post(
+        "/v1/users/{user}/agents/{agent}/conversations",
+        status_code=202,
+        response_model=Job,
+        responses={
+            200: {"model": Job, "description": "With `wait=true`: the finished job"},
+            **_problems(401, 404, 413, 422, 429, 501),
+        },
+    )
+    async def post_conversation(
+        memory: Scoped,
+        who: Who,
+        body: ConversationIn,
+        wait: Annotated[
+            bool, Query(description="Answer when the job is done (up to max_wait_seconds).")
+        ] = False,
+    ) -> JSONResponse:
+        """Queue a conversation for extraction; 202 at once with the job's URL.
+
+        Send the whole thread each time: only what was not learned from before
+        goes to the model. `GET /v1/jobs/{jobId}` gives the update report (what
+        was added, confirmed, removed and evicted, with receipt ids) once the job
+        is done. With `wait=true` the answer waits for the report (200) — or,
+        after `max_wait_seconds`, is the 202 of a job still running. A token may
+        have `max_waits_per_token` such requests waiting at once (429
+        `too-many-waits` beyond, before anything is queued); a user may hold
+        `max_pending_jobs_per_user` queued conversations (429 `queue-full`).
+        """
+        if not wait:
+            job = await run_in_threadpool(accept, memory, body)
+            return _job_answer(job, accepted=not job.finished)
+        # The wait is a coroutine woken by the job's end: it holds no worker thread.
+        with context.jobs.wait_slot(who.token_id):
+            job = await run_in_threadpool(accept, memory, body)
+            latest = await context.jobs.wait(job.job_id, limits.max_wait_seconds)
+        if latest is None:  # it ended before the wait began: read its record
+            latest = await run_in_threadpool(context.jobs.get, job.job_id)
+        job = latest or job
+        return _job_answer(job, accepted=not job.finished)
+
+    @api.get("/v1/jobs/{job_id}", response_model=Job, responses=_problems(401, 404, 422))
+    def get_job(
+        who: Who,
+        job_id: Annotated[str, Path(min_length=1, max_length=64, description="A job id.")],
+    ) -> JSONResponse:
+        """An extraction job: queued, running, done (with its report), failed or abandoned."""
+        return _job_answer(context.job_for(who, job_id), accepted=False)
+
+    return api
+
+
+def _job_answer(job: Job, *, accepted: bool) -> JSONResponse:
+    headers = {"Location": f"/v1/jobs/{job.job_id}"}
+    return _answer(to_json(job, Job), status=202 if accepted else 200, headers=headers)
+
+
+# --- receipts, the archive, the whole document and the user's summaries -------------------------
+
+
+def _records(context: ServerContext, deps: Dependencies) -> APIRouter:
+    api = APIRouter(tags=["records"])
+    Scoped = Annotated[Memory, Depends(deps.scoped)]
+    Who = Annotated[Principal, Depends(deps.principal)]
+    limits = context.limits
+    Limit = Annotated[
+        int, Query(ge=1, le=limits.max_page_size, description="Page size (max_page_size).")
+    ]
+    Cursor = Annotated[str | None, Query(max_length=1024, description="From `nextCursor`.")]
+    scope_path = "/v1/users/{user}/agents/{agent}"
+
+    @api.get(f"{scope_path}/audit", response_model=ReceiptPage, responses=_problems(401, 404, 422))
+    def audit(
+        memory: Scoped, limit: Limit = limits.default_page_size, cursor: Cursor = None
+    ) -> JSONResponse:
+        """Eviction receipts, newest first: what left the library, when and why (no content)."""
+        page = _paged(
+            memory.audit(),
+            lambda receipt: _key(receipt.occurred_at, receipt.receipt_id),
+            limit=limit,
+            cursor=cursor,
+            descending=True,
+        )
+        return _answer(to_json(ReceiptPage(receipts=page.items, next_cursor=page.next_cursor)))
+
+    @api.get(
+        f"{scope_path}/archive", response_model=ArchivePage, responses=_problems(401, 404, 422)
+    )
+    def archive(
+        memory: Scoped, limit: Limit = limits.default_page_size, cursor: Cursor = None
+    ) -> JSONResponse:
+        """Archived facts, newest first, each with why it left."""
+        page = _paged(
+            memory.list_archived(),
+            lambda entry: _key(entry.archived_at, entry.fact_id),
+            limit=limit,
+            cursor=cursor,
+            descending=True,
+        )
+        return _answer(to_json(ArchivePage(entries=page.items, next_cursor=page.next_cursor)))
+
+    @api.post(
+        f"{scope_path}/archive/{{fact_id}}/restore",
+        response_model=RestoreResult,
+        responses=_problems(401, 404, 409, 422),
+    )
+    def restore(memory: Scoped, fact_id: FactId) -> JSONResponse:
+        """Send an archived fact back through the capacity gate; the answer says what it did."""
+        return _answer(to_json(memory.restore(fact_id)))
+
+    @api.delete(
+        f"{scope_path}/archive/{{fact_id}}",
+        response_model=Purged,
+        responses=_problems(401, 404, 422),
+    )
+    def purge(memory: Scoped, fact_id: FactId) -> JSONResponse:
+        """Delete an archived fact for good; its receipts (no content) stay."""
+        memory.purge(fact_id)
+        return _answer(to_json(Purged(fact_id=fact_id, purged=True)))
+
+    @api.get(
+        f"{scope_path}/document",
+        response_model=dict[str, Any],
+        responses=_problems(401, 404, 422),
+    )
+    def export(memory: Scoped) -> JSONResponse:
+        """The lossless export: summaries and every fact with every field."""
+        return _answer(memory.export_document())
+
+    @api.put(
+        f"{scope_path}/document",
+        response_model=ImportResult,
+        responses=_problems(401, 404, 409, 413, 422),
+    )
+    def import_document(
+        memory: Scoped,
+        document: Annotated[
+            dict[str, Any],
+            Body(
+                description="A document as `GET …/document` returns it; `facts` is required.",
+                json_schema_extra={
+                    "required": ["facts"],
+                    "properties": {"facts": {"type": "array", "items": {"type": "object"}}},
+                },
+            ),
+        ],
+    ) -> JSONResponse:
+        """Replace this scope's facts and summaries with a document's, through the capacity gate."""
+        return _answer(to_json(memory.import_document(document)))
+
+    @api.get(
+        "/v1/users/{user}/summaries",
+        response_model=dict[str, Any],
+        responses=_problems(401, 404, 422),
+    )
+    def summaries(user: UserPath, who: Who) -> JSONResponse:
+        """The user's summaries (user context and history), shared by all their agents."""
+        memory = context.memory_for(who, user, None)
+        return _answer(memory.summaries().to_dict())
+
+    return api

@@ -1,5 +1,0 @@
-"""The API's routes, one module per area; each builds an ``APIRouter`` for one server."""
-
-from deermem.service.http.routes import facts, learning, meta, recall, records
-
-__all__ = ["facts", "learning", "meta", "recall", "records"]
