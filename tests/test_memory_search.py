@@ -290,7 +290,11 @@ def test_a_commit_brings_the_index_up_to_date_in_the_committing_process(memory: 
     assert index.is_current(user, agent, version)  # before any search
     [hit] = index.search(user, agent, "espresso", now=NOW)
     assert hit.fact_id == created.fact_id
-    memory.delete_fact(created.fact_id or "")
-    version = memory._search_index.version_of(memory.store.load(memory.scope))
-    assert index.is_current(user, agent, version)
+    memory.delete_fact(created.fact_id or "")  # to the archive
+    snapshot = memory.store.load(memory.scope)
+    assert index.is_current(user, agent, memory._search_index.version_of(snapshot))
     assert index.search(user, agent, "espresso", now=NOW) == []
+    # With missed-recall detection on, the archive's rows are in step too.
+    assert index.is_archive_current(user, agent, snapshot.version)
+    [archived] = index.search(user, agent, "espresso", now=NOW, with_archive=True)
+    assert (archived.fact_id, archived.archived) == (created.fact_id, True)

@@ -885,7 +885,12 @@ class Memory:
         commit: a search brings the index in step by itself.
         """
         index_commit(
-            self.store, self.scope, self._search_index, hybrid=self.config.search_mode == "hybrid"
+            self.store,
+            self.scope,
+            self._search_index,
+            now=self.now(),
+            hybrid=self.config.search_mode == "hybrid",
+            with_archive=self._detects_missed_recalls,
         )
 
     def _embed_ahead(self, text: str) -> None:

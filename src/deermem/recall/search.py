@@ -722,14 +722,24 @@ def search_scope(
     return SearchFindings(_results(snapshot.by_id, outcome.hits), tuple(missed))
 
 
-def index_commit(store: Store, scope: Scope, handle: SearchIndexHandle, *, hybrid: bool) -> None:
+def index_commit(
+    store: Store,
+    scope: Scope,
+    handle: SearchIndexHandle,
+    *,
+    now: datetime,
+    hybrid: bool,
+    with_archive: bool,
+) -> None:
     """Bring a scope's index rows in step right after this process committed to it.
 
     What a search would do first, done by the committer: only the rows of
     changed facts are written (their documents are remembered by identity,
-    so unchanged facts are not digested again). Under ``hybrid``, vectors
-    this process embedded before the commit are filed; nothing is embedded
-    here. A failure is logged, never raised: the next search catches up.
+    so unchanged facts are not digested again) and, ``with_archive``
+    (missed-recall detection), the archive's rows that changed. Under
+    ``hybrid``, vectors this process embedded before the commit are filed;
+    nothing is embedded here. A failure is logged, never raised: the next
+    search catches up.
     """
     try:
         snapshot = store.load(scope)
@@ -737,6 +747,15 @@ def index_commit(store: Store, scope: Scope, handle: SearchIndexHandle, *, hybri
         version = handle.version_of(snapshot)
         if not index.is_current(scope.user_id, scope.agent, version):
             index.sync_scope(scope.user_id, scope.agent, snapshot.facts, version=version)
+        if with_archive and not index.is_archive_current(
+            scope.user_id, scope.agent, snapshot.version
+        ):
+            source = _archive_source(store, scope, now)
+            listing = source.listing()
+            if listing is not None:
+                index.sync_archive(
+                    scope.user_id, scope.agent, listing, source.load, version=snapshot.version
+                )
         models = loaded_embedder() if hybrid else None
         if models is not None:
             index.use_model(models.tag)
