@@ -888,7 +888,7 @@ class Memory:
             self.store,
             self.scope,
             self._search_index,
-            now=self.now(),
+            clock=self.now,
             hybrid=self.config.search_mode == "hybrid",
             with_archive=self._detects_missed_recalls,
         )

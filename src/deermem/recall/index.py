@@ -1239,6 +1239,11 @@ class SearchIndexHandle:
                 self._closer = weakref.finalize(self, self._index.close)
             return self._index
 
+    def opened(self) -> SearchIndex | None:
+        """The index if a search of this memory opened it, else ``None`` (nothing is opened)."""
+        with self._lock:
+            return self._index
+
     def mark_archive_stale(self, store: Store, scope: Scope) -> None:
         """Make one scope's archive rows re-listed at the next search (after a purge)."""
         try:

@@ -727,7 +727,7 @@ def index_commit(
     scope: Scope,
     handle: SearchIndexHandle,
     *,
-    now: datetime,
+    clock: Callable[[], datetime],
     hybrid: bool,
     with_archive: bool,
 ) -> None:
@@ -738,19 +738,22 @@ def index_commit(
     so unchanged facts are not digested again) and, ``with_archive``
     (missed-recall detection), the archive's rows that changed. Under
     ``hybrid``, vectors this process embedded before the commit are filed;
-    nothing is embedded here. A failure is logged, never raised: the next
-    search catches up.
+    nothing is embedded here. Only an index a search of this memory opened
+    is kept up: a process that never searches never creates one. A failure
+    is logged, never raised: the next search catches up.
     """
+    index = handle.opened()
+    if index is None:
+        return
     try:
         snapshot = store.load(scope)
-        index = handle.get(store)
         version = handle.version_of(snapshot)
         if not index.is_current(scope.user_id, scope.agent, version):
             index.sync_scope(scope.user_id, scope.agent, snapshot.facts, version=version)
         if with_archive and not index.is_archive_current(
             scope.user_id, scope.agent, snapshot.version
         ):
-            source = _archive_source(store, scope, now)
+            source = _archive_source(store, scope, clock())  # the clock: only when needed
             listing = source.listing()
             if listing is not None:
                 index.sync_archive(
