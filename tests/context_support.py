@@ -17,6 +17,9 @@ TIGHT: dict[str, Any] = {"max_injection_tokens": 100, "guaranteed_token_budget":
 def open_memory(
     root: Path, *, user: str | None = "alice", agent: str | None = "coder", **settings: Any
 ) -> Memory:
+    # The tests built on these libraries hold the keyword ranking (exact scores,
+    # the clock's decay, FTS5's fallbacks); search by meaning has its own tests.
+    settings.setdefault("search_mode", "keyword")
     return Memory.open(root, MemoryConfig(**settings), user=user, agent=agent, clock=lambda: NOW)
 
 

@@ -129,12 +129,12 @@ def test_search_table_and_json(cli: Cli, seeded: Path) -> None:
     first = next(line for line in out.splitlines() if line.strip().startswith("1 "))
     assert "fact_correct" in first
     assert "correction" in first
-    assert "fts5" in first
+    assert "hybrid" in first  # keyword and meaning: the default when the models run
     code, out, _ = cli("search", "pytest unittest", "--top-k", "2", "--json")
     results = json.loads(out)
     assert len(results) <= 2
     assert results[0]["fact"]["id"] == "fact_pref02"
-    assert results[0]["matchType"] == "fts5"
+    assert results[0]["matchType"] == "hybrid"
     assert set(results[0]) == {"fact", "score", "matchType", "bm25"}
 
 
@@ -149,7 +149,7 @@ def test_search_category_and_fallback(cli: Cli, seeded: Path) -> None:
 
 
 def test_search_records_recalls_under_hybrid_v1_unless_told_not_to(cli: Cli, seeded: Path) -> None:
-    hybrid = 'fact_eviction_policy = "hybrid-v1"\n'
+    hybrid = 'fact_eviction_policy = "hybrid-v1"\nsearch_mode = "keyword"\n'
     cli("search", "pathlib", "--no-record", config=hybrid)
     assert not usage_file(seeded).exists()
     cli("search", "pathlib")  # confidence: recalls are not recorded

@@ -75,6 +75,9 @@ def open_memory(
     model: dict[str, Any] | None = None,
     **settings: Any,
 ) -> Memory:
+    # These tests hold the keyword ranking (what a search and its regret find
+    # by words); search by meaning has its own tests.
+    settings.setdefault("search_mode", "keyword")
     config = MemoryConfig(model=model_settings(server, **(model or {})), **settings)
     memory = Memory.open(
         root,

@@ -470,6 +470,12 @@ class MemoryConfig(BaseModel):
     the library and ranked with it, and an archived fact that would have been
     among the results is recorded as a regret event."""
 
+    # --- search -------------------------------------------------------------
+    search_mode: Literal["hybrid", "keyword"] = "hybrid"
+    """``hybrid`` ranks by keyword and by meaning together when the ``embed``
+    extra's models can run here (else by keyword, said once per process);
+    ``keyword`` uses the FTS5 ranking alone (docs/search.md)."""
+
     # --- storage ------------------------------------------------------------
     store: str = Field(default="", repr=False)
     """Where facts live: empty for the Markdown store at ``storage_path``, or a

@@ -69,9 +69,15 @@ from deermem.model import (
 )
 from deermem.policy import coerce_confidence
 from deermem.recall import Injection, warm_tokenizer
+from deermem.recall.embedding import embedder, loaded_embedder
 from deermem.recall.index import SearchIndexHandle
 from deermem.recall.injection import memory_injection
-from deermem.recall.search import SearchFindings, rebuild_search_index, search_scope
+from deermem.recall.search import (
+    SearchFindings,
+    index_commit,
+    rebuild_search_index,
+    search_scope,
+)
 from deermem.results import (
     CreateResult,
     ErasureResult,
@@ -520,6 +526,7 @@ class Memory:
             expected_valid_days=expected_valid_days,
         )
         now = self.now()
+        self._embed_ahead(checked.content)
         with self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
             if fact_id is None:
@@ -561,6 +568,7 @@ class Memory:
             if stored is None:  # evicted at once: it is in the archive
                 entry = transaction.archived(stored_id)
                 stored = fact if entry is None else entry.fact
+        self._index_commit()
         return CreateResult(
             fact_id=stored_id if kept else None,
             fact=stored,
@@ -656,6 +664,8 @@ class Memory:
         changes: dict[str, object] = {}
         if any(value is not None for value in given.values()):  # else: nothing to change
             changes = FactPatch.checked(**given).changes()
+        if isinstance(changes.get("content"), str):
+            self._embed_ahead(str(changes["content"]))
         with self.store.transaction(self.scope) as transaction:
             stored = transaction.snapshot.get(fact_id)
             if stored is None:
@@ -670,6 +680,7 @@ class Memory:
             result = transaction.commit(
                 ChangeSet(now=self.now(), writes=(FactWrite(updated, create=False),))
             )
+        self._index_commit()
         return result.written[0] if result.written else stored
 
     def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> EvictionReceipt:
@@ -691,6 +702,7 @@ class Memory:
                 raise FactNotFoundError(fact_id)
             removal = Removal(fact_id, REASON_DELETED, expected_revision=expected_revision)
             _, (receipt,) = self.gate.remove(transaction, (removal,), trigger="manual", now=now)
+        self._index_commit()
         return receipt
 
     def clear(self) -> tuple[str, ...]:
@@ -937,7 +949,9 @@ class Memory:
 
     # --- the prompt block and search -------------------------------------------
 
-    def injection(self, *, max_tokens: int | None = None, facts: bool = True) -> Injection:
+    def injection(
+        self, *, max_tokens: int | None = None, facts: bool = True, query: str | None = None
+    ) -> Injection:
         """The prompt text of this memory and its manifest.
 
         Summaries and facts within ``max_injection_tokens``; the
@@ -956,21 +970,38 @@ class Memory:
             facts: ``False`` leaves the facts out — the summaries only, for
                 an agent that reaches facts through :meth:`search` instead
                 (they would appear twice otherwise).
+            query: the question the prompt is for. When the facts exceed the
+                budget, those a search for it finds (by keyword and meaning,
+                not counted as recalls) come first within each pool — the
+                guaranteed pool first, as always. Without it, or when every
+                fact fits, the text is exactly the one without a query.
 
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
+        relevant: tuple[str, ...] = ()
+        if query is not None and query.strip() and facts and self.config.injection_enabled:
+            found = self.search(query, top_k=self.config.max_facts, record=False)
+            relevant = tuple(result.fact_id for result in found)
         return memory_injection(
-            self.store, self.scope, self.config, self.now(), max_tokens=max_tokens, facts=facts
+            self.store,
+            self.scope,
+            self.config,
+            self.now(),
+            max_tokens=max_tokens,
+            facts=facts,
+            relevant=relevant,
         )
 
-    def context(self, *, max_tokens: int | None = None) -> str:
+    def context(self, *, max_tokens: int | None = None, query: str | None = None) -> str:
         """The ``<memory>`` block for an agent's prompt (``""`` when there is nothing).
 
         :meth:`injection`'s text, wrapped. Stored text is escaped, so it can
-        neither close the block nor start a line of its own.
+        neither close the block nor start a line of its own. With ``query``
+        (the agent's question), facts relevant to it are preferred within
+        each section when not every fact fits (see :meth:`injection`).
         """
-        return self.injection(max_tokens=max_tokens).block
+        return self.injection(max_tokens=max_tokens, query=query).block
 
     def search(
         self,
@@ -1014,6 +1045,7 @@ class Memory:
             top_k=top_k,
             category=category,
             with_archive=record and self._detects_missed_recalls,
+            hybrid=self.config.search_mode == "hybrid",
         )
         results = findings.results
         if record:
@@ -1100,12 +1132,47 @@ class Memory:
                 )
             return True
 
+    def _index_commit(self) -> None:
+        """Bring the scope's search index in step with this process's commit, after it.
+
+        Only the rows of the facts that changed are written (and a vector
+        embedded before the lock is filed), so the next search — the agent's
+        next turn — finds the index current (issue 23). Never fails the
+        commit: a search brings the index in step by itself.
+        """
+        index_commit(
+            self.store,
+            self.scope,
+            self._search_index,
+            clock=self.now,
+            hybrid=self.config.search_mode == "hybrid",
+            with_archive=self._detects_missed_recalls,
+        )
+
+    def _embed_ahead(self, text: str) -> None:
+        """Embed a fact's text before the user's lock is taken, for the next search.
+
+        Only in a process that already searches by meaning (its models are
+        loaded): one that never searches never loads them. The vector is kept
+        in the embedder's memory; the search that next indexes the fact takes
+        it from there, so no embedding ever happens inside a commit.
+        """
+        if self.config.search_mode != "hybrid":
+            return
+        models = loaded_embedder()
+        if models is not None:
+            # The text the store will hold: a secret is never embedded, not even in memory.
+            models.passage(redact(text).text if self.config.redact_secrets else text)
+
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild the store's search index from every scope's facts (store-wide).
 
-        With missed-recall detection on (``regret_missed_recall``, on a
-        store that records regret) every scope's archive is indexed again
-        too, as a search would index it.
+        Under ``search_mode: hybrid`` every fact's text is embedded again
+        with the current model (vectors of another model are dropped), so a
+        store searched by keyword until now — or written with another model —
+        is searched by meaning from here on. With missed-recall detection
+        on (``regret_missed_recall``, on a store that records regret) every
+        scope's archive is indexed again too, as a search would index it.
 
         Args:
             progress: called with (scopes done, scopes in all) after each scope.
@@ -1115,8 +1182,13 @@ class Memory:
             SearchIndexError: the index file cannot be opened.
         """
         self._search_index.close()  # this memory's next search reopens it
+        models = embedder() if self.config.search_mode == "hybrid" else None
         return rebuild_search_index(
-            self.store, now=self.now(), with_archive=self._detects_missed_recalls, progress=progress
+            self.store,
+            now=self.now(),
+            with_archive=self._detects_missed_recalls,
+            progress=progress,
+            models=models,
         )
 
     # --- learning from conversations --------------------------------------------

@@ -67,6 +67,9 @@ class Opened:
         seeded: bool = True,
         **settings: Any,
     ) -> Memory:
+        # These tests hold regret to what a search finds by words (its missed recalls
+        # included); by meaning: tests/store_contract/test_meaning.py.
+        settings.setdefault("search_mode", "keyword")
         config = MemoryConfig(
             model=model_settings(self.server),
             max_facts=10,

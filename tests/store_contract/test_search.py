@@ -55,7 +55,9 @@ LIBRARY: list[dict[str, Any]] = [
 
 
 def open_memory(stores: Stores, **settings: Any) -> Memory:
-    config = MemoryConfig(**settings)
+    # The keyword ranking (search_mode: keyword); tests/store_contract/test_meaning.py
+    # holds both stores to the hybrid one.
+    config = MemoryConfig(**{"search_mode": "keyword", **settings})
     return stores.memory(config, user="alice", agent="coder", clock=lambda: NOW)
 
 

@@ -177,11 +177,13 @@ def _show_scopes(memory: Memory, found: tuple[ScopeSummary, ...], *, as_json: bo
 
 
 def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
-    """Rebuild the search index from the facts of every user and agent.
+    """Rebuild the search index from the facts of every user and agent, and embed them.
 
     Search keeps its index in step by itself — also with facts edited by
     hand — so this is for an index that was deleted, damaged or copied
-    along, or to compact it. Searches may run meanwhile. Shows progress on a
+    along, or to compact it; and, under search_mode hybrid, to embed every
+    fact with the current model (a store written by keyword only, or with
+    another model, on either store). Searches may run meanwhile. Shows progress on a
     terminal.
 
     Example: `deermem --root ./memory reindex`
@@ -196,8 +198,14 @@ def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     if as_json:
         print_json(to_json(report))
         return
-    if report.location is None:
+    if report.location is None and not report.scopes:
         out_console.print("this store keeps its search index in memory: nothing to rebuild")
+        return
+    if report.location is None:
+        out_console.print(
+            f"embedded {report.facts} facts of {report.scopes} user/agent scope(s) "
+            "(the store keeps their vectors; each process keeps its own index)"
+        )
         return
     out_console.print(
         f"indexed {report.facts} facts of {report.scopes} user/agent scope(s) "

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 from deermem.errors import SearchIndexError
 from deermem.model import DEFAULT_CATEGORY, Fact, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
+from deermem.store.records import content_key
 
 if TYPE_CHECKING:
     from deermem.model import Scope
@@ -234,7 +235,7 @@ CONFIDENCE_WEIGHT: Final = 0.2
 _MICROS: Final = 1_000_000
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
-MatchType = Literal["fts5", "substring"]
+MatchType = Literal["fts5", "hybrid", "substring"]
 FactLike = Fact | Mapping[str, Any]
 
 
@@ -245,10 +246,12 @@ class SearchHit:
     Attributes:
         fact_id: the fact's id.
         score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` hits, the
-            confidence for ``substring`` hits; higher is better.
-        match_type: ``fts5`` or ``substring``.
+            fused score in [0, 1] for ``hybrid`` hits (see
+            :func:`deermem.recall.search.fuse`), the confidence for
+            ``substring`` hits; higher is better.
+        match_type: ``fts5``, ``hybrid`` (keyword and meaning) or ``substring``.
         bm25: FTS5's raw BM25 value (negative; more negative matches better),
-            ``None`` for substring hits.
+            ``None`` for substring hits and for hybrid hits no keyword matched.
         archived: the hit is an archived fact (only a search ``with_archive``
             returns those).
     """
@@ -346,7 +349,7 @@ def micros(moment: datetime) -> int:
 
 # --- the schema and its statements ----------------------------------------------------
 
-INDEX_SCHEMA_VERSION: Final = "3"
+INDEX_SCHEMA_VERSION: Final = "4"
 
 # Row ids are allocated per scope in disjoint ranges (scope id × 2**32 + n),
 # so "this scope only" is a row-id range that FTS5 applies inside the
@@ -390,10 +393,16 @@ CREATE TABLE doc (
     created_us INTEGER,
     digest TEXT NOT NULL,
     archived INTEGER NOT NULL DEFAULT 0,
+    content_key TEXT NOT NULL DEFAULT '',
     UNIQUE (scope_id, archived, fact_id)
 )
 """,
     "CREATE INDEX doc_archived ON doc (id) WHERE archived = 1",
+    "CREATE INDEX doc_content ON doc (content_key)",
+    # Vectors by content (content_key), for the model index_meta's 'embedding'
+    # names: a fact archived, restored or relearned with the same words keeps
+    # its vector, and a vector goes when no row holds its text any more.
+    "CREATE TABLE vec (key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
     "CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
     "CREATE VIRTUAL TABLE cf_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
 )
@@ -447,12 +456,37 @@ class Document:
     created_us: int | None
     digest: str
 
+    @property
+    def content_key(self) -> str:
+        """The key of the content's vector (:func:`content_key`)."""
+        return content_key(self.content)
+
     def body(self) -> str:
         """The indexed terms, space-separated."""
         return " ".join(index_terms(self.content))
 
     @classmethod
     def of(cls, fact: FactLike) -> Document | None:
+        """The fact as the index stores it, ``None`` when it cannot be searched.
+
+        A :class:`Fact` is immutable and a store hands out the same object
+        until the fact changes, so its document is remembered by identity:
+        after a commit, bringing the index in step digests only the facts
+        that changed (issue 23: the first search after a write).
+        """
+        if not isinstance(fact, Fact):
+            return cls._build(fact)
+        known = _DOCUMENTS.get(id(fact))
+        if known is not None and known[0] is fact:
+            return known[1]
+        document = cls._build(fact)
+        if len(_DOCUMENTS) >= _DOCUMENTS_KEPT:
+            _DOCUMENTS.clear()
+        _DOCUMENTS[id(fact)] = (fact, document)  # the fact is held: its id is not reused
+        return document
+
+    @classmethod
+    def _build(cls, fact: FactLike) -> Document | None:
         fields = FactFields.of(fact)
         if fields is None or not fields.content.strip():
             return None
@@ -468,6 +502,11 @@ class Document:
             signature.encode("utf-8", "surrogatepass"), digest_size=16
         ).hexdigest()
         return cls(fields.fact_id, fields.content, category, label, confidence, created_us, digest)
+
+
+_DOCUMENTS_KEPT: Final = 1 << 16
+_DOCUMENTS: dict[int, tuple[Fact, Document | None]] = {}
+"""Documents of the facts lately indexed, by the fact object's identity (see Document.of)."""
 
 
 def _storable(text: str) -> bool:
@@ -597,7 +636,7 @@ def _rewrite(
             raise sqlite3.DataError(f"scope {scope_id} ran out of row ids")
         db.execute(
             "INSERT INTO doc (id, scope_id, fact_id, category, label, confidence,"
-            " created_us, digest, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_us, digest, archived, content_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row_id,
                 scope_id,
@@ -608,6 +647,7 @@ def _rewrite(
                 d.created_us,
                 d.digest,
                 int(archived),
+                d.content_key,
             ),
         )
         body = d.body()
@@ -615,6 +655,8 @@ def _rewrite(
             db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, body))
         db.execute("INSERT INTO cf_fts (rowid, body) VALUES (?, ?)", (row_id, body))
         row_id += 1
+    if gone:
+        prune_vectors(db)
 
 
 @contextlib.contextmanager
@@ -634,6 +676,12 @@ def delete_rows(db: sqlite3.Connection, row_ids: list[int]) -> None:
     db.executemany("DELETE FROM doc_fts WHERE rowid = ?", pairs)
     db.executemany("DELETE FROM cf_fts WHERE rowid = ?", pairs)
     db.executemany("DELETE FROM doc WHERE id = ?", pairs)
+
+
+def prune_vectors(db: sqlite3.Connection) -> None:
+    """Delete the vectors of texts no row holds any more: nothing of a forgotten
+    fact stays in the index (called after rows went, once the new rows are in)."""
+    db.execute("DELETE FROM vec WHERE key NOT IN (SELECT content_key FROM doc)")
 
 
 def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None:
@@ -671,6 +719,7 @@ def schema_ok(db: sqlite3.Connection) -> bool:
     db.execute("SELECT count(*) FROM doc").fetchone()
     db.execute("SELECT count(*) FROM doc_fts").fetchone()
     db.execute("SELECT count(*) FROM cf_fts").fetchone()
+    db.execute("SELECT count(*) FROM vec").fetchone()
     return True
 
 
@@ -869,6 +918,7 @@ class SearchIndex:
                 db.execute("DELETE FROM cf_fts")
                 db.execute("DELETE FROM doc")
                 db.execute("DELETE FROM scope")
+                db.execute("DELETE FROM vec")
 
         self._run(clear)
 
@@ -885,6 +935,7 @@ class SearchIndex:
                     for row in db.execute("SELECT id FROM doc WHERE scope_id = ?", (scope_id,))
                 ]
                 delete_rows(db, ids)
+                prune_vectors(db)
                 db.execute("DELETE FROM scope WHERE id = ?", (scope_id,))
                 return len(ids)
 
@@ -979,6 +1030,127 @@ class SearchIndex:
                 SearchHit(str(fact_id), float(score), "fts5", float(raw), row_id >= archived_from)
                 for fact_id, raw, score, row_id in db.execute(
                     _STATEMENTS[(fts, bool(wanted))], parameters
+                )
+            ]
+
+        return self._run(run)
+
+    def idf_mass(self, user: str | None, agent: str, query: str, *, with_archive: bool) -> float:
+        """Σ over the query's alternatives of FTS5's IDF, ``ln((N − n + 0.5) / (n + 0.5))``.
+
+        The ``|bm25|`` a fact of average length would get if it held every
+        alternative once, so ``|bm25| / idf_mass`` says how much of the query
+        a fact matched, weighted by rarity (a match on "my" and "do" is a small
+        part, one on "penicillin" a large one). N and n are counted over the
+        rows a search ranks (the library, or library and archive); each IDF
+        is at least 1e-6, as in FTS5.
+        """
+        groups = tuple(fts_groups(query))
+
+        def run(db: sqlite3.Connection) -> float:
+            scope_id = scope_id_of(db, user_key(user), agent)
+            if scope_id is None or not groups:
+                return 0.0
+            low, high = row_range(scope_id) if with_archive else library_range(scope_id)
+            fts = COUNTERFACTUAL_FTS if with_archive else LIBRARY_FTS
+            (total,) = db.execute(
+                f"SELECT count(*) FROM {fts} WHERE rowid BETWEEN ? AND ?", (low, high)
+            ).fetchone()
+            mass = 0.0
+            for group in groups:
+                (found,) = db.execute(
+                    f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ?",
+                    (group, low, high),
+                ).fetchone()
+                mass += max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
+            return mass
+
+        return self._run(run)
+
+    # --- vectors -----------------------------------------------------------------
+
+    def use_model(self, tag: str) -> bool:
+        """Keep only vectors of the model ``tag``; ``True`` when another model's were dropped.
+
+        Vectors of different models are never compared: when the index holds
+        another model's, they are deleted here and the texts are embedded
+        again as they are searched (or by ``deermem reindex``).
+        """
+
+        def run(db: sqlite3.Connection) -> bool:
+            row = db.execute("SELECT value FROM index_meta WHERE key = 'embedding'").fetchone()
+            if row is not None and row[0] == tag:
+                return False
+            with transaction(db):
+                (held,) = db.execute("SELECT count(*) FROM vec").fetchone()
+                db.execute("DELETE FROM vec")
+                db.execute(
+                    "INSERT OR REPLACE INTO index_meta (key, value) VALUES ('embedding', ?)",
+                    (tag,),
+                )
+            return bool(held)
+
+        return self._run(run)
+
+    def unembedded(
+        self, user: str | None, agent: str, *, with_archive: bool
+    ) -> dict[str, list[tuple[str, bool]]]:
+        """The scope's rows whose text has no vector: content key → [(fact id, archived)]."""
+
+        def run(db: sqlite3.Connection) -> dict[str, list[tuple[str, bool]]]:
+            scope_id = scope_id_of(db, user_key(user), agent)
+            if scope_id is None:
+                return {}
+            low, high = row_range(scope_id) if with_archive else library_range(scope_id)
+            missing: dict[str, list[tuple[str, bool]]] = {}
+            for key, fact_id, archived in db.execute(
+                "SELECT d.content_key, d.fact_id, d.archived FROM doc AS d"
+                " LEFT JOIN vec AS v ON v.key = d.content_key"
+                " WHERE d.id BETWEEN ? AND ? AND v.key IS NULL ORDER BY d.id",
+                (low, high),
+            ):
+                missing.setdefault(str(key), []).append((str(fact_id), bool(archived)))
+            return missing
+
+        return self._run(run)
+
+    def put_vectors(self, vectors: Mapping[str, bytes]) -> None:
+        """Keep these vectors (content key → vector) for the texts some row still holds."""
+
+        def run(db: sqlite3.Connection) -> None:
+            with transaction(db):
+                db.executemany(
+                    "INSERT OR REPLACE INTO vec (key, vector) SELECT ?, ?"
+                    " WHERE EXISTS (SELECT 1 FROM doc WHERE content_key = ?)",
+                    [(key, vector, key) for key, vector in vectors.items()],
+                )
+
+        if vectors:
+            self._run(run)
+
+    def vectors(
+        self, user: str | None, agent: str, *, with_archive: bool, category: str | None = None
+    ) -> list[tuple[str, bool, bytes]]:
+        """Every row of the scope that has a vector: ``(fact id, archived, vector)``, by row.
+
+        The category filter is that of :meth:`search`.
+        """
+        wanted = category_key(category) if category else ""
+
+        def run(db: sqlite3.Connection) -> list[tuple[str, bool, bytes]]:
+            scope_id = scope_id_of(db, user_key(user), agent)
+            if scope_id is None:
+                return []
+            low, high = row_range(scope_id) if with_archive else library_range(scope_id)
+            filtered = " AND ? IN (d.category, d.label)" if wanted else ""
+            parameters: tuple[object, ...] = (low, high, wanted) if wanted else (low, high)
+            return [
+                (str(fact_id), bool(archived), bytes(vector))
+                for fact_id, archived, vector in db.execute(
+                    "SELECT d.fact_id, d.archived, v.vector FROM doc AS d"
+                    " JOIN vec AS v ON v.key = d.content_key"
+                    f" WHERE d.id BETWEEN ? AND ?{filtered} ORDER BY d.id",
+                    parameters,
                 )
             ]
 
@@ -1105,6 +1277,11 @@ class SearchIndexHandle:
                     self._index = SearchIndex(MEMORY)
                 # Closed with the last memory that shares it, if nobody calls close().
                 self._closer = weakref.finalize(self, self._index.close)
+            return self._index
+
+    def opened(self) -> SearchIndex | None:
+        """The index if a search of this memory opened it, else ``None`` (nothing is opened)."""
+        with self._lock:
             return self._index
 
     def mark_archive_stale(self, store: Store, scope: Scope) -> None:

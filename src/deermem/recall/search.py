@@ -33,14 +33,21 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final, Protocol
 
 from pydantic import BaseModel
 
 from deermem.errors import CorruptMemoryFile, SearchIndexError
 from deermem.model import RESULT_CONFIG, Fact, FactJson, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
+from deermem.recall.embedding import (
+    NOISE_FLOOR,
+    Embedder,
+    QueryVector,
+    embedder,
+    loaded_embedder,
+)
 from deermem.recall.index import (
     CONFIDENCE_WEIGHT,
     DECAY_GRACE_DAYS,
@@ -55,18 +62,28 @@ from deermem.recall.index import (
     content_version,
     micros,
 )
+from deermem.store.records import content_key
 
 if TYPE_CHECKING:
     from deermem.model import Scope
     from deermem.store import ArchiveEntry, Store
 
 __all__ = [
+    "EMBED_AT_SEARCH",
+    "MEANING_WEIGHT",
     "ArchiveSource",
+    "Candidate",
+    "Meaning",
     "MissedHit",
     "ReindexReport",
     "SearchFindings",
     "SearchOutcome",
     "SearchResult",
+    "VectorSource",
+    "embed_missing",
+    "fuse",
+    "hybrid_search",
+    "index_commit",
     "rebuild_search_index",
     "search_facts",
     "search_scope",
@@ -78,6 +95,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _memory_log = logging.getLogger("deermem.memory")  # what a memory's search says
 _NO_ARCHIVE = "off"
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)  # fusion reads raw BM25 only, not the decay
 """The archive version of a scope whose archive is not indexed (detection off)."""
 
 
@@ -109,12 +127,14 @@ def search_facts(
     now: datetime,
     top_k: int = 5,
     category: str | None = None,
+    meaning: Meaning | None = None,
 ) -> list[SearchHit]:
     """Search one scope the way ``Memory.search`` does: index first, substring after.
 
     Brings the scope's index up to ``version`` (loading the facts only if it
-    is behind), runs the FTS5 search, and falls back to
-    :func:`substring_search` over the loaded facts when FTS5 finds nothing,
+    is behind), runs the FTS5 search — fused with the search by meaning
+    when ``meaning`` is given (:func:`hybrid_search`) — and falls back to
+    :func:`substring_search` over the loaded facts when it finds nothing,
     when there is no index (``index=None``) or when the index cannot be used
     (logged as a warning; search never fails because of its index).
     """
@@ -125,13 +145,290 @@ def search_facts(
         try:
             if not index.is_current(user, agent, version):
                 index.sync_scope(user, agent, facts(), version=version)
-            hits = index.search(user, agent, query, now=now, top_k=top_k, category=category)
+            found = None
+            if meaning is not None:
+                found = hybrid_search(
+                    index,
+                    meaning,
+                    user,
+                    agent,
+                    query,
+                    facts=facts,
+                    archived=_no_archive,
+                    top_k=top_k,
+                    category=category,
+                    with_archive=False,
+                )
+            hits = (
+                found
+                if found is not None
+                else index.search(user, agent, query, now=now, top_k=top_k, category=category)
+            )
         except SearchIndexError as error:
             _log.warning("search index unavailable (%s); using substring search", error)
         else:
             if hits:
                 return hits
     return substring_search(facts(), query, top_k=top_k, category=category)
+
+
+# --- search by meaning ----------------------------------------------------------------
+
+MEANING_WEIGHT: Final = 0.6
+"""The fused score's weight on meaning (min-max scaled similarity); keyword gets the rest.
+
+Measured on bench/data/recall_set.json (docs/search.md): the largest weight
+that keeps keyword recall@1 at 100 %. Plain reciprocal rank fusion loses a
+third of the paraphrases, because every paraphrase still matches stop words.
+"""
+EMBED_AT_SEARCH: Final = 64
+"""At most this many texts are embedded by one search; more wait for ``deermem reindex``."""
+_ALL: Final = 1 << 31
+
+
+class VectorSource(Protocol):
+    """Where vectors made elsewhere are kept beside the facts (a store's, by content key)."""
+
+    def stored_vectors(self, scope: Scope, model: str, keys: Sequence[str]) -> Mapping[str, bytes]:
+        """The vectors of model ``model`` the store holds for these content keys."""
+        ...
+
+    def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
+        """Keep these vectors (content key → vector) for the scope."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Meaning:
+    """What a search by meaning needs: the embedder, and the store's own vectors.
+
+    Attributes:
+        embedder: the process's models (:func:`deermem.recall.embedding.embedder`).
+        scope: the scope searched (the store keeps vectors per scope).
+        source: the store's vectors, so a process whose index is in memory
+            (PostgreSQL) does not embed every fact again.
+    """
+
+    embedder: Embedder
+    scope: Scope
+    source: VectorSource
+    _queries: dict[str, QueryVector] = field(default_factory=dict, repr=False)
+
+    def query(self, text: str) -> QueryVector:
+        """The query's vectors, embedded once per search (library and archive share them)."""
+        vector = self._queries.get(text)
+        if vector is None:
+            vector = self._queries[text] = self.embedder.query(text)
+        return vector
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One fact as fusion sees it.
+
+    Attributes:
+        fact_id: the fact's id.
+        archived: the fact is in the archive (ids are unique per side only).
+        similarity: its similarity to the query, ``None`` without a vector.
+        bm25: ``|bm25|`` of its keyword match, ``None`` when no keyword matched.
+    """
+
+    fact_id: str
+    archived: bool
+    similarity: float | None
+    bm25: float | None
+
+
+def fuse(
+    candidates: Iterable[Candidate], idf_mass: float, *, weight: float = MEANING_WEIGHT
+) -> list[tuple[Candidate, float]]:
+    """Rank candidates by ``weight · minmax(similarity) + (1 − weight) · min(1, |bm25| / mass)``.
+
+    The similarity is scaled over the candidates that have one (a candidate
+    without a vector gets 0 for meaning). The keyword part divides by the
+    query's IDF mass (:meth:`SearchIndex.idf_mass`), not by the best match,
+    so matching only the query's common words stays small. Ties break by the
+    raw similarity, then the raw BM25, then the fact id (library before
+    archive): the order never depends on the input's.
+    """
+    pool = list(candidates)
+    known = [c.similarity for c in pool if c.similarity is not None]
+    low, high = (min(known), max(known)) if known else (0.0, 0.0)
+    span = high - low
+
+    def scaled(similarity: float | None) -> float:
+        if similarity is None:
+            return 0.0
+        return (similarity - low) / span if span > 0 else 1.0
+
+    def keyword(bm25: float | None) -> float:
+        if bm25 is None or idf_mass <= 0:
+            return 0.0
+        return min(1.0, bm25 / idf_mass)
+
+    scored = [(c, weight * scaled(c.similarity) + (1 - weight) * keyword(c.bm25)) for c in pool]
+    scored.sort(
+        key=lambda item: (
+            -item[1],
+            -(item[0].similarity if item[0].similarity is not None else -math.inf),
+            -(item[0].bm25 or 0.0),
+            item[0].fact_id,
+            item[0].archived,
+        )
+    )
+    return scored
+
+
+def hybrid_search(
+    index: SearchIndex,
+    meaning: Meaning,
+    user: str | None,
+    agent: str,
+    query: str,
+    *,
+    facts: Callable[[], Sequence[FactLike]],
+    archived: Callable[[Sequence[str]], Iterable[FactLike]],
+    top_k: int,
+    category: str | None,
+    with_archive: bool,
+) -> list[SearchHit] | None:
+    """The ``top_k`` best facts by keyword and meaning together, best first.
+
+    The index must be in step with the library (and, ``with_archive``, the
+    archive). Texts without a vector are embedded first — taken from the
+    store or the embedder's memory when they are there — unless there are
+    more than :data:`EMBED_AT_SEARCH`: then ``None`` (the caller searches by
+    keyword) and a warning naming ``deermem reindex``. A fact found only by
+    meaning is kept if its e5 cosine reaches the noise floor; a keyword
+    match always is.
+    """
+    embedder = meaning.embedder
+    if index.use_model(embedder.tag):
+        _memory_log.warning(
+            "the search index held vectors of another embedding model; "
+            "embedding again as searched (or run `deermem reindex`)"
+        )
+    if not embed_missing(
+        index,
+        meaning,
+        user,
+        agent,
+        facts,
+        archived,
+        with_archive=with_archive,
+        limit=EMBED_AT_SEARCH,
+    ):
+        return None
+    rows = index.vectors(user, agent, with_archive=with_archive, category=category)
+    similarity: dict[tuple[str, bool], tuple[float, float]] = {}
+    if rows:
+        mixed, cosine = embedder.similarities(meaning.query(query), [v for _, _, v in rows])
+        for (fact_id, is_archived, _), m, c in zip(rows, mixed, cosine, strict=True):
+            similarity[(fact_id, is_archived)] = (float(m), float(c))
+    keyword: dict[tuple[str, bool], float] = {}
+    for hit in index.search(
+        user, agent, query, now=_EPOCH, top_k=_ALL, category=category, with_archive=with_archive
+    ):
+        keyword[(hit.fact_id, hit.archived)] = abs(hit.bm25 or 0.0)
+    mass = index.idf_mass(user, agent, query, with_archive=with_archive) if keyword else 0.0
+    candidates = [
+        Candidate(
+            key[0],
+            key[1],
+            similarity[key][0] if key in similarity else None,
+            keyword.get(key),
+        )
+        for key in similarity.keys() | keyword.keys()
+    ]
+    hits = []
+    for candidate, score in fuse(candidates, mass):
+        key = (candidate.fact_id, candidate.archived)
+        if candidate.bm25 is None and similarity[key][1] < NOISE_FLOOR:
+            continue
+        bm25 = None if candidate.bm25 is None else -candidate.bm25
+        hits.append(SearchHit(candidate.fact_id, score, "hybrid", bm25, candidate.archived))
+        if len(hits) == top_k:
+            break
+    return hits
+
+
+def embed_missing(
+    index: SearchIndex,
+    meaning: Meaning,
+    user: str | None,
+    agent: str,
+    facts: Callable[[], Sequence[FactLike]],
+    archived: Callable[[Sequence[str]], Iterable[FactLike]],
+    *,
+    with_archive: bool,
+    limit: int | None = None,
+    say: bool = True,
+) -> bool:
+    """Give every text of the scope's rows a vector; ``False`` when more than ``limit`` lack one
+    (said in a warning naming ``deermem reindex``, unless ``say`` is false).
+
+    Vectors the store keeps, or the embedder made lately (a fact embedded
+    before its commit), are taken as they are; the rest are embedded here,
+    one text at a time, and handed to the store too.
+    """
+    missing = index.unembedded(user, agent, with_archive=with_archive)
+    if not missing:
+        return True
+    embedder = meaning.embedder
+    vectors = dict(meaning.source.stored_vectors(meaning.scope, embedder.tag, sorted(missing)))
+    wanted = {key: ids for key, ids in missing.items() if key not in vectors}
+    texts = _texts(wanted, facts, archived)
+    made = {}
+    fresh = {}  # the vectors the store does not hold yet
+    for key, text in texts.items():
+        known = embedder.remembered(text)
+        if known is not None:
+            fresh[key] = known
+        else:
+            made[key] = text
+    if limit is not None and len(made) > limit:
+        if say:
+            _memory_log.warning(
+                "%d facts of this scope have no vectors for the embedding model; searching by "
+                "keyword until `deermem reindex` embeds them",
+                len(made),
+            )
+        index.put_vectors({**vectors, **fresh})
+        meaning.source.store_vectors(meaning.scope, embedder.tag, fresh)
+        return False
+    fresh.update((key, embedder.passage(text)) for key, text in made.items())
+    index.put_vectors({**vectors, **fresh})
+    if fresh:
+        meaning.source.store_vectors(meaning.scope, embedder.tag, fresh)
+    return True
+
+
+def _texts(
+    wanted: Mapping[str, list[tuple[str, bool]]],
+    facts: Callable[[], Sequence[FactLike]],
+    archived: Callable[[Sequence[str]], Iterable[FactLike]],
+) -> dict[str, str]:
+    """The text of each content key, read from the library or the archive."""
+    rows = [row for ids in wanted.values() for row in ids]
+    library = any(not is_archived for _, is_archived in rows)
+    from_archive = sorted({fact_id for fact_id, is_archived in rows if is_archived})
+    texts: dict[str, str] = {}
+    sources = (
+        [f for f in facts() if FactFields.of(f) is not None] if library else [],
+        list(archived(from_archive)) if from_archive else [],
+    )
+    for source in sources:
+        for fact in source:
+            fields = FactFields.of(fact)
+            if fields is not None:
+                key = content_key(fields.content)
+                if key in wanted:
+                    texts[key] = fields.content
+    return texts
+
+
+def _no_archive(_: Sequence[str]) -> list[FactLike]:
+    return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +488,7 @@ def search_with_archive(
     now: datetime,
     top_k: int = 5,
     category: str | None = None,
+    meaning: Meaning | None = None,
 ) -> SearchOutcome:
     """Search the library like :func:`search_facts`, and name the archived facts it missed.
 
@@ -213,6 +511,7 @@ def search_with_archive(
                 now=now,
                 top_k=top_k,
                 category=category,
+                meaning=meaning,
             )
         )
     facts = _once(load)
@@ -223,13 +522,40 @@ def search_with_archive(
         listing = None if current else archive.listing()
         if listing is not None:
             index.sync_archive(user, agent, listing, archive.load, version=archive_version)
-        missed = []
-        if current or listing is not None:
-            ranked = index.search(
-                user, agent, query, now=now, top_k=top_k, category=category, with_archive=True
+        indexed = current or listing is not None
+
+        def ranked(with_archive: bool) -> list[SearchHit]:
+            # The same ranking for both questions: by meaning too when it can.
+            if meaning is not None:
+                found = hybrid_search(
+                    index,
+                    meaning,
+                    user,
+                    agent,
+                    query,
+                    facts=facts,
+                    archived=archive.load,
+                    top_k=top_k,
+                    category=category,
+                    with_archive=with_archive,
+                )
+                if found is not None:
+                    return found
+            return index.search(
+                user,
+                agent,
+                query,
+                now=now,
+                top_k=top_k,
+                category=category,
+                with_archive=with_archive,
             )
-            missed = [MissedHit(hit, rank) for rank, hit in enumerate(ranked, 1) if hit.archived]
-        hits = index.search(user, agent, query, now=now, top_k=top_k, category=category)
+
+        missed = []
+        if indexed:
+            together = enumerate(ranked(True), 1)
+            missed = [MissedHit(hit, rank) for rank, hit in together if hit.archived]
+        hits = ranked(False)
     except SearchIndexError as error:
         _log.warning("search index unavailable (%s); using substring search", error)
         return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category))
@@ -280,10 +606,12 @@ class SearchResult(BaseModel):
     Attributes:
         fact: the fact as stored.
         score: ``|bm25| × decay + 0.2 × confidence`` for ``fts5`` matches,
-            the confidence for ``substring`` matches; higher is better.
-        match_type: ``fts5`` or ``substring`` (the fallback).
+            the fused score in [0, 1] for ``hybrid`` ones (:func:`fuse`), the
+            confidence for ``substring`` matches; higher is better.
+        match_type: ``hybrid`` (keyword and meaning), ``fts5`` (keyword
+            search) or ``substring`` (the fallback).
         bm25: FTS5's raw BM25 (negative; more negative is better), ``None``
-            for substring matches.
+            for substring matches and for facts found by meaning alone.
     """
 
     model_config = RESULT_CONFIG
@@ -346,18 +674,23 @@ def search_scope(
     top_k: int,
     category: str | None,
     with_archive: bool = False,
+    hybrid: bool = False,
 ) -> SearchFindings:
-    """Search one scope: bring its index to the snapshot's content, then FTS5, then substrings.
+    """Search one scope: bring its index to the snapshot's content, then search it, then substrings.
 
     The index is synchronised with exactly the snapshot it is then read
     against, so every hit names a fact of that snapshot. ``with_archive``
     also indexes the scope's archive and reports what the search missed in
     it; without it the archive's rows are dropped from the index, so an
-    index never keeps archived text nobody searches.
+    index never keeps archived text nobody searches. ``hybrid`` searches by
+    meaning too when the embedding models can run here (else by keyword, said
+    once per process).
     """
     snapshot = store.load(scope)
     index = handle.get(store)
     version = handle.version_of(snapshot)
+    models = embedder() if hybrid else None
+    meaning = None if models is None else Meaning(models, scope, store)
     if not with_archive:
         _drop_archive(index, scope)
         hits = search_facts(
@@ -370,6 +703,7 @@ def search_scope(
             now=now,
             top_k=top_k,
             category=category,
+            meaning=meaning,
         )
         return SearchFindings(_results(snapshot.by_id, hits))
     outcome = search_with_archive(
@@ -388,6 +722,7 @@ def search_scope(
         now=now,
         top_k=top_k,
         category=category,
+        meaning=meaning,
     )
     missed = []
     for item in outcome.missed:
@@ -395,6 +730,61 @@ def search_scope(
         if entry is not None:
             missed.append((entry, item.rank))
     return SearchFindings(_results(snapshot.by_id, outcome.hits), tuple(missed))
+
+
+def index_commit(
+    store: Store,
+    scope: Scope,
+    handle: SearchIndexHandle,
+    *,
+    clock: Callable[[], datetime],
+    hybrid: bool,
+    with_archive: bool,
+) -> None:
+    """Bring a scope's index rows in step right after this process committed to it.
+
+    What a search would do first, done by the committer: only the rows of
+    changed facts are written (their documents are remembered by identity,
+    so unchanged facts are not digested again) and, ``with_archive``
+    (missed-recall detection), the archive's rows that changed. Under
+    ``hybrid``, vectors this process embedded before the commit are filed;
+    nothing is embedded here. Only an index a search of this memory opened
+    is kept up: a process that never searches never creates one. A failure
+    is logged, never raised: the next search catches up.
+    """
+    index = handle.opened()
+    if index is None:
+        return
+    try:
+        snapshot = store.load(scope)
+        version = handle.version_of(snapshot)
+        if not index.is_current(scope.user_id, scope.agent, version):
+            index.sync_scope(scope.user_id, scope.agent, snapshot.facts, version=version)
+        if with_archive and not index.is_archive_current(
+            scope.user_id, scope.agent, snapshot.version
+        ):
+            source = _archive_source(store, scope, clock())  # the clock: only when needed
+            listing = source.listing()
+            if listing is not None:
+                index.sync_archive(
+                    scope.user_id, scope.agent, listing, source.load, version=snapshot.version
+                )
+        models = loaded_embedder() if hybrid else None
+        if models is not None:
+            index.use_model(models.tag)
+            embed_missing(
+                index,
+                Meaning(models, scope, store),
+                scope.user_id,
+                scope.agent,
+                lambda: snapshot.facts,
+                _no_archive,
+                with_archive=False,
+                limit=0,
+                say=False,
+            )
+    except (SearchIndexError, CorruptMemoryFile, OSError) as error:
+        _memory_log.warning("search index not brought up to date after a commit (%s)", error)
 
 
 def _results(facts: Mapping[str, Fact], hits: Sequence[SearchHit]) -> tuple[SearchResult, ...]:
@@ -472,8 +862,9 @@ def rebuild_search_index(
     now: datetime,
     with_archive: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    models: Embedder | None = None,
 ) -> ReindexReport:
-    """Rebuild the store's search index from every scope's facts.
+    """Rebuild the store's search index from every scope's facts (and vectors, given ``models``).
 
     Searches keep it in step by themselves; this is for an index that was
     deleted, copied from elsewhere, or should be compacted. Other processes
@@ -486,31 +877,49 @@ def rebuild_search_index(
             with missed-recall detection compares (without it the archive
             rows are gone, as a search without detection leaves them).
         progress: called with (scopes done, scopes in all) after each scope.
+        models: embed every fact's text (the library's, and with
+            ``with_archive`` the archive's) with these models; the vectors the
+            store keeps are reused. For a store whose index lives in memory
+            only the vectors are made (the store keeps them).
 
     Raises:
         OSError: the index cannot be written where the store keeps it.
         SearchIndexError: the index file cannot be opened.
     """
     location = store.search_index_location()
-    if str(location) == MEMORY:
+    in_memory = str(location) == MEMORY
+    if in_memory and models is None:
         return ReindexReport(scopes=0, facts=0, location=None)
     scopes = store.scopes()
     facts = 0
     with SearchIndex(location) as index:
         index.clear()
+        if models is not None:
+            index.use_model(models.tag)
         for done, scope in enumerate(scopes, start=1):
             snapshot = store.load(scope)
             index.sync_scope(
                 scope.user_id, scope.agent, snapshot.facts, version=content_version(snapshot.facts)
             )
-            if with_archive:
-                source = _archive_source(store, scope, now)
-                listing = source.listing()
-                if listing is not None:
-                    index.sync_archive(
-                        scope.user_id, scope.agent, listing, source.load, version=snapshot.version
-                    )
+            source = _archive_source(store, scope, now)
+            listing = source.listing() if with_archive else None
+            if listing is not None:
+                index.sync_archive(
+                    scope.user_id, scope.agent, listing, source.load, version=snapshot.version
+                )
+            if models is not None:
+                embed_missing(
+                    index,
+                    Meaning(models, scope, store),
+                    scope.user_id,
+                    scope.agent,
+                    functools.partial(lambda facts: facts, snapshot.facts),
+                    source.load,
+                    with_archive=listing is not None,
+                )
             facts += len(snapshot.facts)
             if progress is not None:
                 progress(done, len(scopes))
-    return ReindexReport(scopes=len(scopes), facts=facts, location=str(location))
+    return ReindexReport(
+        scopes=len(scopes), facts=facts, location=None if in_memory else str(location)
+    )

@@ -422,6 +422,24 @@ class Store(Protocol):
         """
         ...
 
+    def stored_vectors(self, scope: Scope, model: str, keys: Sequence[str]) -> Mapping[str, bytes]:
+        """The search vectors of model ``model`` the store keeps for these content keys.
+
+        Vectors are derived data: a store whose search index is a file keeps
+        them there and returns ``{}``; a store whose index lives in each
+        process's memory (PostgreSQL) keeps them itself, so a new process
+        does not embed every fact again.
+        """
+        ...
+
+    def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
+        """Keep search vectors (content key → vector) of model ``model`` for the scope.
+
+        Never part of a commit (it is not the facts' data); a store with no
+        place for them ignores them.
+        """
+        ...
+
 
 # ---------------------------------------------------------------------------
 # A user's whole memory as one value: what ``deermem migrate`` copies between stores

@@ -78,6 +78,7 @@ __all__ = [
     "ThreadMark",
     "Trigger",
     "UsageEntry",
+    "content_key",
     "decode_entry",
     "decode_summaries",
     "encode_entry",
@@ -646,6 +647,15 @@ def query_digest(query: str) -> str:
     """
     key = duplicate_key(query).encode("utf-8", "surrogatepass")
     return "sha256:" + hashlib.sha256(key).hexdigest()[:16]
+
+
+def content_key(content: str) -> str:
+    """The key a text's search vector is kept under: a digest of exactly the text embedded.
+
+    Stores keep vectors by it (PostgreSQL's ``deermem_vectors``, the search
+    index's ``vec``), never the text itself.
+    """
+    return hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

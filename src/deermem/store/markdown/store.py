@@ -467,6 +467,13 @@ class MarkdownStore:
                 raise PermissionError(errno.EACCES, "the search index cannot be written", target)
         return path
 
+    def stored_vectors(self, scope: Scope, model: str, keys: Sequence[str]) -> Mapping[str, bytes]:
+        """``{}``: the vectors live in the search index file (derived data, beside it)."""
+        return {}
+
+    def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
+        """Nothing to do: the search index file keeps the vectors."""
+
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
         return sidecars.read_usage(self._settled(scope).agent(scope.agent).usage)
 

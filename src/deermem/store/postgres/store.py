@@ -77,6 +77,7 @@ from deermem.store.records import (
     ShadowMark,
     SummaryDocument,
     UsageEntry,
+    content_key,
 )
 
 if TYPE_CHECKING:
@@ -342,6 +343,33 @@ class PostgresStore:
         """
         return _MEMORY
 
+    def stored_vectors(self, scope: Scope, model: str, keys: Sequence[str]) -> Mapping[str, bytes]:
+        """The scope's search vectors of ``model`` for these content keys (``deermem_vectors``)."""
+        if not keys:
+            return {}
+        with self._connection() as connection:
+            found = connection.execute(
+                "SELECT content_key, vector FROM deermem_vectors WHERE user_id = %s"
+                " AND agent = %s AND model = %s AND content_key = ANY(%s)",
+                (rows.user_key(scope), scope.agent, model, list(keys)),
+            ).fetchall()
+        return {str(key): bytes(vector) for key, vector in found}
+
+    def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
+        """Keep search vectors for the scope; a user not in the database yet keeps none."""
+        if not vectors:
+            return
+        key = rows.user_key(scope)
+        with self._connection() as connection, connection.transaction():
+            connection.cursor().executemany(
+                "INSERT INTO deermem_vectors (user_id, agent, model, content_key, vector)"
+                " SELECT %s, %s, %s, %s, %s"
+                " WHERE EXISTS (SELECT 1 FROM deermem_users WHERE user_id = %s)"
+                " ON CONFLICT (user_id, agent, model, content_key)"
+                " DO UPDATE SET vector = EXCLUDED.vector",
+                [(key, scope.agent, model, k, v, key) for k, v in sorted(vectors.items())],
+            )
+
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
         with self._connection() as connection:
             return self._usage(connection, scope)
@@ -588,8 +616,18 @@ class PostgresStore:
                 raise
 
     def purge(self, scope: Scope, fact_id: str) -> None:
+        entry = self.archived(scope, fact_id)
         with self.transaction(scope) as transaction:
             transaction.purge(fact_id)
+        if entry is not None:
+            # Nothing of a forgotten fact stays: its search vector goes too (a
+            # fact with the same text, if any, is embedded again when searched).
+            with self._connection() as connection:
+                connection.execute(
+                    "DELETE FROM deermem_vectors WHERE user_id = %s AND agent = %s"
+                    " AND content_key = %s",
+                    (rows.user_key(scope), scope.agent, content_key(entry.fact.content)),
+                )
 
     def _commit_locked(
         self,

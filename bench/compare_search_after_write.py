@@ -1,0 +1,252 @@
+"""Benchmark: the first search after a write, deermem beside the original DeerMem (issue 23.1).
+
+The agent's loop in tool mode: it writes a fact, and its next turn searches.
+Each system gets its own copy of the same store (deermem writes the
+original's file format), held open by a worker process of its own, and the
+two are driven in alternation, round by round: a write (untimed), then the
+first search after it (timed): a few content words of the library and the
+written fact's own word, so it should come first; how often it was missed is
+reported, and the same search once more (warm) for scale.
+
+* 500 facts: the write is a create (at the cap of 500 a fact is evicted; the
+  created fact is deleted again after the search, untimed);
+* 10,000 facts: the write is an update of one fact's text (no capacity gate).
+
+deermem runs with its defaults and ``search_mode: keyword`` (the original has
+no search by meaning; ``--hybrid`` adds deermem's hybrid search as a third
+column). The original is imported from a DeerFlow checkout given by path (as
+``scripts/check-deerflow.sh`` takes one), in an interpreter that has its
+dependencies (PyYAML, pydantic, langchain-core: ``--original-python``); none
+of its code is part of this repository.
+
+Run: ``uv run python -m bench.compare_search_after_write --deerflow PATH
+[--original-python PYTHON] [--rounds 40]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+from typing import IO, Any
+
+BACKEND = Path("backend/packages/harness/deerflow/agents/memory/backends/deermem")
+USER, AGENT = "bench", "writer"
+SIZES = (500, 10_000)
+
+# The original's side: its storage and updater, driven as its DeerMem.search and
+# create_fact drive them (retrieval rebuilt for the scope once, at start).
+_ORIGINAL = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from deermem.config import DeerMemConfig
+from deermem.core.storage import create_storage
+from deermem.core.updater import MemoryUpdater
+
+root, size = sys.argv[2], int(sys.argv[3])
+config = DeerMemConfig(storage_path=root, max_facts=500)
+storage = create_storage(config)
+updater = MemoryUpdater(config, storage)
+where = {"agent_name": "AGENT", "user_id": "USER"}
+scope = [{"userId": "USER", "agentName": "AGENT"}]
+storage.rebuild_index(scope)
+ids = sorted(f["id"] for f in updater.get_memory_data(**where)["facts"])
+print("ready", flush=True)
+for line in sys.stdin:
+    number, query = line.rstrip("\n").split("\t")
+    n = int(number)
+    word = f"stakalo{n}"
+    if size <= 500:
+        _, fact_id = updater.create_memory_fact(
+            f"Bench fact {n} about {word}", confidence=0.99, **where
+        )
+    else:
+        fact_id = ids[n % len(ids)]
+        updater.update_memory_fact(fact_id, content=f"Bench fact {n} about {word}", **where)
+    start = time.perf_counter()
+    found = storage.search_facts(query, scopes=scope, top_k=5, mode="hybrid")
+    elapsed = (time.perf_counter() - start) * 1000
+    start = time.perf_counter()
+    storage.search_facts(query, scopes=scope, top_k=5, mode="hybrid")
+    warm = (time.perf_counter() - start) * 1000
+    hit = any((r.get("fact", r).get("id") == fact_id) for r in found)
+    if size <= 500 and fact_id:
+        updater.delete_memory_fact(fact_id, **where)
+    print(json.dumps([elapsed, hit, warm]), flush=True)
+""".replace("USER", USER).replace("AGENT", AGENT)
+
+
+def deermem_worker(root: Path, size: int, mode: str) -> None:
+    """deermem's side, in this process: the same loop through ``Memory``."""
+    import time
+
+    from bench.bench_context import NOW
+    from deermem import Memory, MemoryConfig
+
+    config = MemoryConfig(max_facts=500, search_mode=mode)
+    memory = Memory.open(root, config, user=USER, agent=AGENT, clock=lambda: NOW)
+    memory.search("warm", record=False)
+    ids = sorted(fact.id for fact in memory.list_facts())
+    print("ready", flush=True)
+    for line in sys.stdin:
+        number, query = line.rstrip("\n").split("\t")
+        n = int(number)
+        word = f"stakalo{n}"
+        if size <= 500:
+            fact_id = memory.create_fact(f"Bench fact {n} about {word}", confidence=0.99).fact_id
+        else:
+            fact_id = ids[n % len(ids)]
+            memory.update_fact(fact_id, content=f"Bench fact {n} about {word}")
+        start = time.perf_counter()
+        found = memory.search(query, top_k=5)
+        elapsed = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
+        memory.search(query, top_k=5)
+        warm = (time.perf_counter() - start) * 1000
+        hit = any(result.fact_id == fact_id for result in found)
+        if size <= 500 and fact_id:
+            memory.delete_fact(fact_id)
+        print(json.dumps([elapsed, hit, warm]), flush=True)
+
+
+class Worker:
+    def __init__(self, command: Sequence[str]) -> None:
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).parent.parent,
+        )
+        assert self._line() == "ready", "worker did not start"
+
+    def _line(self) -> str:
+        stdout: IO[str] | None = self.process.stdout
+        assert stdout is not None
+        return stdout.readline().strip()
+
+    def round(self, n: int, query: str) -> tuple[float, bool, float]:
+        stdin: IO[str] | None = self.process.stdin
+        assert stdin is not None
+        stdin.write(f"{n}\t{query}\n")
+        stdin.flush()
+        elapsed, hit, warm = json.loads(self._line())
+        return float(elapsed), bool(hit), float(warm)
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def compare(
+    deerflow: Path, original_python: str, size: int, rounds: int, hybrid: bool
+) -> dict[str, Any]:
+    from bench.bench_context import library, query_sets, write_scope
+    from deermem.model import Scope
+
+    queries = query_sets(random.Random(11))["content words"]
+
+    package = deerflow / BACKEND
+    if not (package / "deermem" / "core" / "retrieval.py").is_file():
+        raise SystemExit(f"{deerflow} holds no original DeerMem at {BACKEND}")
+    with tempfile.TemporaryDirectory() as directory:
+        base = Path(directory) / "base"
+        write_scope(base, Scope.of(USER, AGENT), library(size, seed=7))
+        workers: dict[str, Worker] = {}
+        roots = {"original": "original", "deermem": "keyword"}
+        if hybrid:
+            roots["deermem hybrid"] = "hybrid"
+        for name in roots:
+            shutil.copytree(base, Path(directory) / name)
+        workers["original"] = Worker(
+            [
+                original_python,
+                "-c",
+                _ORIGINAL,
+                str(package),
+                str(Path(directory) / "original"),
+                str(size),
+            ]
+        )
+        for name, mode in roots.items():
+            if name != "original":
+                workers[name] = Worker(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.compare_search_after_write",
+                        "--worker",
+                        str(Path(directory) / name),
+                        "--size",
+                        str(size),
+                        "--mode",
+                        mode,
+                    ]
+                )
+        samples: dict[str, list[float]] = {name: [] for name in workers}
+        missed: dict[str, int] = dict.fromkeys(workers, 0)
+        warm: dict[str, list[float]] = {name: [] for name in workers}
+        try:
+            for n, (words, _) in zip(range(rounds), itertools.cycle(queries), strict=False):
+                query = f"stakalo{n} {words}"  # the fact just written, among content words
+                for name, worker in workers.items():  # alternated, round by round
+                    elapsed, hit, again = worker.round(n, query)
+                    samples[name].append(elapsed)
+                    warm[name].append(again)
+                    missed[name] += not hit
+        finally:
+            for worker in workers.values():
+                worker.close()
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    return {
+        "facts": size,
+        "write": "create" if size <= 500 else "update",
+        "median_ms": medians,
+        "same_search_again_median_ms": {
+            name: statistics.median(values) for name, values in warm.items()
+        },
+        "ratio_original_over_deermem": medians["original"] / medians["deermem"],
+        "missed": missed,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--deerflow", type=Path, help="a DeerFlow checkout")
+    parser.add_argument("--original-python", default=sys.executable)
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--hybrid", action="store_true", help="also deermem's hybrid search")
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="keyword", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker is not None:
+        deermem_worker(args.worker, args.size, args.mode)
+        return
+    if args.deerflow is None:
+        parser.error("--deerflow is required")
+    print(
+        f"{date.today()} · {platform.processor() or platform.machine()} · {os.cpu_count()} CPUs"
+        f" · load {os.getloadavg()[0]:.1f} · {args.rounds} alternated rounds"
+    )
+    for size in map(int, args.sizes.split(",")):
+        print(
+            json.dumps(compare(args.deerflow, args.original_python, size, args.rounds, args.hybrid))
+        )
+
+
+if __name__ == "__main__":
+    main()

