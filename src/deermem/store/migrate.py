@@ -24,6 +24,7 @@ from pathlib import Path
 
 from deermem.config import MemoryConfig, is_database_url, redact_database_url
 from deermem.errors import ConfigError, MigrationError
+from deermem.model import FLATTEN, Record
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.protocol import Transfer, UserDump
@@ -39,7 +40,7 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass
-class MigrationReport:
+class MigrationReport(Record):
     """What a migration did (counts only: no content, no credentials).
 
     Attributes:
@@ -55,18 +56,19 @@ class MigrationReport:
     destination: str
     copied: int = 0
     skipped: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict, metadata=FLATTEN)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "destination": self.destination,
-            "users": self.copied + self.skipped,
-            "copied": self.copied,
-            "skipped": self.skipped,
-            "verified": True,
-            **self.counts,
-        }
+    json_fields = ("source", "destination", "users", "copied", "skipped", "verified", "counts")
+
+    @property
+    def users(self) -> int:
+        """Users the migration went through: copied or already there."""
+        return self.copied + self.skipped
+
+    @property
+    def verified(self) -> bool:
+        """Always true: a report is made only once every user copied was read back equal."""
+        return True
 
 
 @contextmanager
