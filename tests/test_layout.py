@@ -68,7 +68,7 @@ def test_the_dead_twins_stay_gone() -> None:
 
 def _defined(name: str) -> list[str]:
     """``file:line`` of every function called ``name`` defined in the package."""
-    found = []
+    found: list[str] = []
     for path in SOURCE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
@@ -110,3 +110,28 @@ def test_a_record_states_its_json_form_in_its_fields() -> None:
             "kept": [1, {"x": None}],
         }
     )
+
+
+def _local_imports() -> list[str]:
+    """``file:line`` of every import inside a function (a nested function's once)."""
+    found: list[str] = []
+    for path in SOURCE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for inner in node.body:
+                    found.extend(
+                        f"{path.relative_to(SOURCE)}:{child.lineno}"
+                        for child in ast.walk(inner)
+                        if isinstance(child, ast.Import | ast.ImportFrom)
+                    )
+    return sorted(set(found))
+
+
+def test_few_imports_wait_for_first_use() -> None:
+    """Issue 21: at most 25 function-local imports (88 before), each with its reason."""
+    assert len(_local_imports()) <= 25, _local_imports()
+
+
+def test_the_house_has_few_rooms() -> None:
+    """Issue 21: at most 140 modules under src/deermem (243 before)."""
+    assert len(list(SOURCE.rglob("*.py"))) <= 140

@@ -84,17 +84,16 @@ def opened_location(
     """
     if is_database_url(location):
         try:  # the driver is an optional extra: imported only when a database is named
-            from deermem.store.postgres import PostgresStore
             from deermem.store.postgres.transfer import PostgresTransfer
         except ModuleNotFoundError as error:
             raise ConfigError(
                 [f"{redact_database_url(location)}: PostgreSQL needs the postgres extra ({error})"]
             ) from None
-        store = PostgresStore.from_config(config, location)
+        transfer = PostgresTransfer.open(config, location)
         try:
-            yield PostgresTransfer(store), store.address
+            yield transfer, transfer.store.address
         finally:
-            store.close()
+            transfer.store.close()
         return
     root = Path(location).expanduser()
     if must_exist and not root.is_dir():
