@@ -15,8 +15,11 @@ module; ``import a.b`` and ``from a.b import name`` are edges to ``a.b``.
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+from importlinter.cli import lint_imports
 
 import deermem
 
@@ -163,3 +166,15 @@ def test_the_features_do_not_import_the_facade_or_the_interfaces() -> None:
         if target.startswith(above)
     )
     assert upward == []
+
+
+def test_the_layers_are_a_contract_that_holds() -> None:
+    """pyproject.toml states the layers of docs/architecture.md, and import-linter finds
+    no import that points up (type-only imports included)."""
+    pyproject = SOURCE.parent.parent / "pyproject.toml"
+    config = tomllib.loads(pyproject.read_text("utf-8"))["tool"]["importlinter"]
+    (contract,) = config["contracts"]
+    assert contract["type"] == "layers"
+    assert not config.get("exclude_type_checking_imports", False)
+    assert contract["layers"][-3:] == ["config", "model", "errors"]
+    assert lint_imports(config_filename=str(pyproject), no_cache=True, no_logo=True) == 0
