@@ -229,9 +229,9 @@ def _source_error(text: str | None) -> str | None:
 _StoredContent = Annotated[Content, AfterValidator(_content)]
 _StoredCategory = Annotated[Category, AfterValidator(_category)]
 
-# defer_build: validators are built on the first write, not when deermem is imported.
+# Built at import, not deferred: FastAPI takes these as request bodies, and a deferred model
+# rebuilt under FastAPI's body annotation warns (UnsupportedFieldAttributeWarning).
 _INPUT = ConfigDict(
-    defer_build=True,
     extra="forbid",
     strict=True,
     frozen=True,
