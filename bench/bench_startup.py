@@ -10,6 +10,8 @@ interpreter start-up included and bytecode caches on:
 * ``python -c "import deermem; deermem.Memory"``, what a program embedding the
   library pays before its first call.
 
+``deermem --help`` is timed too (issue 21): the first thing a new user runs.
+
 ``import deermem; deermem.Memory.open(root)`` is timed too: the name is a
 proxy for opening a memory, and this row keeps the proxy honest. ``python -c
 pass`` is timed alongside as the floor no command can beat, and
@@ -76,6 +78,7 @@ def commands(root: Path) -> dict[str, list[str]]:
         ],
         "floor: Memory (dependencies only)": [sys.executable, str(FLOOR), "memory"],
         "facts list": [sys.executable, "-m", "deermem", "--root", str(root), "facts", "list"],
+        "deermem --help": [sys.executable, "-m", "deermem", "--help"],
         "floor: facts list (dependencies only)": [
             *(sys.executable, str(FLOOR), "facts-list"),
             *("--root", str(root), "facts", "list"),

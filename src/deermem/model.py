@@ -14,10 +14,12 @@ Everything every layer agrees on about a fact, written once:
 * **the fact** — :class:`Fact`, validated in one place (:meth:`Fact.from_dict`);
 * **scopes** — one user's memory for one agent, the identifier rules, and the
   directory names the Markdown store derives from them;
-* **the JSON form of records** — one way to write a record as the wire carries
-  it (:func:`to_json`), the configuration every result model shares, and the
-  fact's own wire description (:data:`FactJson`), low enough for every layer
-  that hands a record to an interface;
+* **the JSON form of records** — one way to write a record as its file or the
+  wire carries it: :class:`Record` (a dataclass whose ``to_dict`` is
+  :func:`json_form`, driven by its fields' metadata) for the records of the
+  layers below the facade, :func:`to_json` for the pydantic results, the
+  configuration every result model shares, and the fact's own wire
+  description (:data:`FactJson`).
 * **secrets** — which credentials never reach a file: :func:`redact` replaces
   each by ``[redacted: KIND]`` and says which kinds it found, never the value.
 """
@@ -31,10 +33,10 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Annotated, Any, Final, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -88,6 +90,7 @@ __all__ = [
     "FactScope",
     "FactSource",
     "IdFactory",
+    "Record",
     "Redaction",
     "Scope",
     "agent_directory",
@@ -105,6 +108,8 @@ __all__ = [
     "instance_of",
     "is_bucket",
     "is_derived_agent_directory",
+    "json_form",
+    "json_key",
     "marker",
     "new_fact_id",
     "normalise_agent",
@@ -609,6 +614,120 @@ def duplicate_digest(text: str) -> str:
     """
     key = duplicate_key(text).encode("utf-8", "surrogatepass")
     return hashlib.sha256(key).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------
+# Records: one way to write a dataclass in its JSON form
+#
+# A record's file form (a receipt in the audit, an archive entry, a usage entry,
+# a regret event ...) is canonical: tests pin it byte for byte. Rather than each
+# record spelling its mapping out by hand, a record states it once, in its
+# fields: the key (camelCase of the field's name unless ``json_key`` says
+# otherwise), whether an unset value is left out (``OMIT_NONE``), and, on the
+# class, the order when it is not the fields' (``json_fields``, which may also
+# name a property). :func:`json_form` writes every record by those rules.
+# ---------------------------------------------------------------------------
+
+OMIT_NONE: Final = MappingProxyType({"omit": True})
+"""Field metadata: leave the key out while the value is ``None``."""
+
+FLATTEN: Final = MappingProxyType({"flatten": True})
+"""Field metadata: write the mapping's own keys in place of the field's."""
+
+
+def json_key(
+    key: str | None = None, *, omit_none: bool = False, present_with: str | None = None
+) -> Mapping[str, object]:
+    """Field metadata for :func:`json_form`.
+
+    Args:
+        key: the key to write the field under (default: its name in camelCase).
+        omit_none: leave the key out while the value is ``None``.
+        present_with: write the key only while that other field is not ``None``.
+    """
+    return MappingProxyType({"key": key, "omit": omit_none, "with": present_with})
+
+
+# (attribute, key or None to write a mapping's keys in place, omit None, written only with,
+# a method to call)
+_Step = tuple[str, str | None, bool, str | None, bool]
+_PLANS: Final[dict[type, tuple[_Step, ...]]] = {}
+_PLAIN: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _json_plan(kind: type) -> tuple[_Step, ...]:
+    """How ``kind`` is written, key by key, in order (worked out once per class)."""
+    plan = _PLANS.get(kind)
+    if plan is None:
+        plan = _PLANS[kind] = _plan_of(kind)
+    return plan
+
+
+def _plan_of(kind: type) -> tuple[_Step, ...]:
+    declared = {item.name: item for item in fields(kind)}
+    names: tuple[str, ...] = getattr(kind, "json_fields", ()) or tuple(declared)
+    plan: list[_Step] = []
+    for name in names:
+        meta = declared[name].metadata if name in declared else {}
+        key = None if meta.get("flatten") else str(meta.get("key") or to_camel(name))
+        present_with = meta.get("with")
+        method = name not in declared and callable(getattr(kind, name))
+        plan.append((name, key, bool(meta.get("omit")), present_with and str(present_with), method))
+    return tuple(plan)
+
+
+def _json_value(value: object) -> object:
+    if type(value) in _PLAIN:
+        return value
+    own = getattr(value, "to_dict", None)  # a record, a fact, a report's counters
+    if own is not None:
+        return own()
+    if isinstance(value, Mapping):
+        return {key: _json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
+    if isinstance(value, set | frozenset):  # sorted, so the same record writes the same bytes
+        return sorted(_json_value(item) for item in value)  # type: ignore[type-var]
+    return value
+
+
+def json_form(record: object) -> dict[str, object]:
+    """A dataclass record as JSON-ready data, by its fields' rules (see :class:`Record`).
+
+    Nested records, mappings and sequences are written the same way (a
+    sequence as a list); a property named in ``json_fields`` is written like
+    a field, a method called.
+    """
+    out: dict[str, object] = {}
+    for name, key, omit_none, present_with, method in _json_plan(type(record)):
+        if present_with is not None and getattr(record, present_with) is None:
+            continue
+        value = getattr(record, name)
+        if method:
+            value = value()
+        if value is None and omit_none:
+            continue
+        if key is None:  # FLATTEN: the mapping's keys in place of the field's
+            out.update((k, _json_value(v)) for k, v in cast(Mapping[str, object], value).items())
+        else:
+            out[key] = value if type(value) in _PLAIN else _json_value(value)
+    return out
+
+
+class Record:
+    """A dataclass whose JSON form (:meth:`to_dict`) is :func:`json_form`'s.
+
+    Attributes:
+        json_fields: the attributes to write, in order, when that is not the
+            fields' order (a property may be among them); empty: every field.
+    """
+
+    __slots__ = ()
+    json_fields: ClassVar[tuple[str, ...]] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """The record's JSON form: its file's, byte for byte."""
+        return json_form(self)
 
 
 # ---------------------------------------------------------------------------

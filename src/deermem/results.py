@@ -237,6 +237,8 @@ def _source_error(text: str | None) -> str | None:
 _StoredContent = Annotated[Content, AfterValidator(_content)]
 _StoredCategory = Annotated[Category, AfterValidator(_category)]
 
+# Built at import, not deferred: FastAPI takes these as request bodies, and a deferred model
+# rebuilt under FastAPI's body annotation warns (UnsupportedFieldAttributeWarning).
 _INPUT = ConfigDict(
     extra="forbid",
     strict=True,

@@ -50,6 +50,7 @@ from deermem.store.migrate import (
 
 if TYPE_CHECKING:
     from deermem.memory import Memory
+    from deermem.store.postgres.database import SchemaStatus
 
 __all__ = [
     "db_app",
@@ -537,6 +538,14 @@ def _database(ctx: typer.Context, database: str | None) -> str:
     return url
 
 
+def _schema(ctx: typer.Context, database: str | None, *, upgrade: bool) -> SchemaStatus:
+    """The database's schema version, after applying the migrations it lacks if ``upgrade``."""
+    from deermem.store.postgres.database import database_status, upgrade_database  # the extra
+
+    url = _database(ctx, database)
+    return upgrade_database(url) if upgrade else database_status(url)
+
+
 @db_app.command("upgrade")
 def upgrade(
     ctx: typer.Context,
@@ -551,9 +560,7 @@ def upgrade(
 
     Example: `deermem db upgrade --database postgresql://deermem@db/deermem`
     """
-    from deermem.store.postgres.database import upgrade_database  # the postgres extra
-
-    status = upgrade_database(_database(ctx, database))
+    status = _schema(ctx, database, upgrade=True)
     if as_json:
         print_json(status.to_dict())
         return
@@ -574,9 +581,7 @@ def status(
 
     Example: `deermem db status --json`
     """
-    from deermem.store.postgres.database import database_status  # the postgres extra
-
-    found = database_status(_database(ctx, database))
+    found = _schema(ctx, database, upgrade=False)
     if as_json:
         print_json(found.to_dict())
     else:

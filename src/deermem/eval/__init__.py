@@ -91,14 +91,13 @@ def figure_png(width: float, height: float, draw: Callable[[Figure], None]) -> b
     Raises:
         ModuleNotFoundError: matplotlib is not installed (see :func:`missing_chart_module`).
     """
-    import matplotlib.style  # the optional extra: imported only to draw
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib import figure, style  # the optional extra: imported only to draw
+    from matplotlib.backends import backend_agg  # the optional extra, as above
 
-    with matplotlib.style.context("default"):
-        figure = Figure(figsize=(width, height), dpi=100, layout="constrained")
-        FigureCanvasAgg(figure)
-        draw(figure)
+    with style.context("default"):
+        drawing = figure.Figure(figsize=(width, height), dpi=100, layout="constrained")
+        backend_agg.FigureCanvasAgg(drawing)
+        draw(drawing)
         buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", metadata={"Software": None})
+        drawing.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()

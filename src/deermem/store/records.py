@@ -42,12 +42,17 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from deermem.errors import CorruptMemoryFile, FactValidationError
 from deermem.model import (
+    FLATTEN,
+    OMIT_NONE,
     DescribedBy,
     Fact,
     FactOut,
+    Record,
     Scope,
     duplicate_key,
     instance_of,
+    json_form,
+    json_key,
     parse_timestamp,
 )
 from deermem.policy import EvictedFact, ShadowComparison
@@ -109,7 +114,7 @@ SummaryKey = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
-class Section:
+class Section(Record):
     """One summary section of the user-global document.
 
     ``summary`` and ``updatedAt`` are text. ``extra`` holds what a stored
@@ -122,7 +127,7 @@ class Section:
 
     summary: str = ""
     updatedAt: str = ""
-    extra: Mapping[str, object] = field(default_factory=dict)
+    extra: Mapping[str, object] = field(default_factory=dict, metadata=FLATTEN)
 
     @classmethod
     def from_value(cls, value: Mapping[str, object]) -> Section:
@@ -140,16 +145,13 @@ class Section:
             extra=MappingProxyType(extra),
         )
 
-    def to_dict(self) -> dict[str, object]:
-        return {"summary": self.summary, "updatedAt": self.updatedAt, **self.extra}
-
 
 def _empty_sections(names: tuple[str, ...]) -> Mapping[str, Section]:
     return {name: Section() for name in names}
 
 
 @dataclass(frozen=True, slots=True)
-class SummaryDocument:
+class SummaryDocument(Record):
     """The user-global summaries (``memory.json``): never holds facts.
 
     ``revision`` grows by one with every commit of the user (any agent);
@@ -168,15 +170,6 @@ class SummaryDocument:
         group, name = key
         sections = self.user if group == "user" else self.history
         return sections.get(name, Section())
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "version": self.version,
-            "revision": self.revision,
-            "lastUpdated": self.lastUpdated,
-            "user": {name: section.to_dict() for name, section in self.user.items()},
-            "history": {name: section.to_dict() for name, section in self.history.items()},
-        }
 
 
 def encode_summaries(document: SummaryDocument) -> bytes:
@@ -270,19 +263,12 @@ REASON_REPLACED: Final = "replaced"
 
 
 @dataclass(frozen=True, slots=True)
-class UsageEntry:
+class UsageEntry(Record):
     """How often and how recently a fact was recalled (the usage sidecar's value)."""
 
     access_heat: float
     access_count: int
     last_accessed_at: str
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "accessHeat": self.access_heat,
-            "accessCount": self.access_count,
-            "lastAccessedAt": self.last_accessed_at,
-        }
 
     @classmethod
     def from_dict(cls, data: object) -> UsageEntry | None:
@@ -303,8 +289,12 @@ class UsageEntry:
         return cls(access_heat=float(heat), access_count=count, last_accessed_at=accessed)
 
 
+# A receipt line's decision numbers are written only for a ranking (one with a score).
+_WITH_SCORE: Final = json_key(present_with="score")
+
+
 @dataclass(frozen=True, slots=True)
-class ReceiptEntry:
+class ReceiptEntry(Record):
     """One fact a receipt accounts for. No content: id, category and numbers only.
 
     ``score``, ``components``, ``rank`` and ``margin`` are those of the
@@ -314,10 +304,10 @@ class ReceiptEntry:
 
     fact_id: str
     category: str
-    score: float | None = None
-    components: Mapping[str, float] = field(default_factory=dict)
-    rank: int | None = None
-    margin: float | None = None
+    score: float | None = field(default=None, metadata=OMIT_NONE)
+    components: Mapping[str, float] = field(default_factory=dict, metadata=_WITH_SCORE)
+    rank: int | None = field(default=None, metadata=_WITH_SCORE)
+    margin: float | None = field(default=None, metadata=_WITH_SCORE)
 
     @classmethod
     def from_eviction(cls, evicted: EvictedFact) -> ReceiptEntry:
@@ -329,15 +319,6 @@ class ReceiptEntry:
             rank=evicted.rank,
             margin=evicted.margin,
         )
-
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"factId": self.fact_id, "category": self.category}
-        if self.score is not None:
-            out["score"] = self.score
-            out["components"] = dict(self.components)
-            out["rank"] = self.rank
-            out["margin"] = self.margin
-        return out
 
     @classmethod
     def from_dict(cls, data: object) -> ReceiptEntry | None:
@@ -363,7 +344,7 @@ class ReceiptEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class EvictionReceipt:
+class EvictionReceipt(Record):
     """Why facts left a library: written once per commit that removed facts.
 
     Attributes:
@@ -383,16 +364,30 @@ class EvictionReceipt:
         shadow: the shadow policy's view, when shadow mode is on.
     """
 
-    receipt_id: str | None
+    receipt_id: str | None = field(metadata=OMIT_NONE)
     occurred_at: str
     reason: str
-    trigger: str | None
+    trigger: str | None = field(metadata=OMIT_NONE)
     policy_version: str
     max_facts: int
-    occupancy: int | None
+    occupancy: int | None = field(metadata=OMIT_NONE)
     reserved_correction_slots: int
     evicted: tuple[ReceiptEntry, ...]
-    shadow: ShadowComparison | None = None
+    shadow: ShadowComparison | None = field(default=None, metadata=OMIT_NONE)
+
+    # The audit file's order (the original's keys first, deermem's own after).
+    json_fields = (
+        "occurred_at",
+        "reason",
+        "policy_version",
+        "max_facts",
+        "reserved_correction_slots",
+        "evicted",
+        "shadow",
+        "receipt_id",
+        "trigger",
+        "occupancy",
+    )
 
     @property
     def fact_ids(self) -> tuple[str, ...]:
@@ -400,25 +395,6 @@ class EvictionReceipt:
 
     def entry_for(self, fact_id: str) -> ReceiptEntry | None:
         return next((entry for entry in self.evicted if entry.fact_id == fact_id), None)
-
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "occurredAt": self.occurred_at,
-            "reason": self.reason,
-            "policyVersion": self.policy_version,
-            "maxFacts": self.max_facts,
-            "reservedCorrectionSlots": self.reserved_correction_slots,
-            "evicted": [entry.to_dict() for entry in self.evicted],
-        }
-        if self.shadow is not None:
-            out["shadow"] = self.shadow.to_dict()
-        if self.receipt_id is not None:
-            out["receiptId"] = self.receipt_id
-        if self.trigger is not None:
-            out["trigger"] = self.trigger
-        if self.occupancy is not None:
-            out["occupancy"] = self.occupancy
-        return out
 
     @classmethod
     def from_dict(cls, data: object) -> EvictionReceipt | None:
@@ -462,7 +438,7 @@ class EvictionReceipt:
 
 
 @dataclass(frozen=True, slots=True)
-class ArchiveEntry:
+class ArchiveEntry(Record):
     """A fact that left the library, kept so it can be restored.
 
     Attributes:
@@ -488,7 +464,20 @@ class ArchiveEntry:
     eviction: ReceiptEntry | None = None
     policy_version: str | None = None
     usage: UsageEntry | None = None
-    shadow: ShadowMark | None = None
+    shadow: ShadowMark | None = field(default=None, metadata=OMIT_NONE)
+
+    # The entry file's order: why it left first, the fact last.
+    json_fields = (
+        "archived_at",
+        "reason",
+        "trigger",
+        "receipt_id",
+        "policy_version",
+        "eviction",
+        "usage",
+        "shadow",
+        "fact",
+    )
 
     @property
     def fact_id(self) -> str:
@@ -505,21 +494,6 @@ class ArchiveEntry:
             return False
         archived = parse_timestamp(archived_at)
         return archived is not None and now - archived > timedelta(days=max_age_days)
-
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "archivedAt": self.archived_at,
-            "reason": self.reason,
-            "trigger": self.trigger,
-            "receiptId": self.receipt_id,
-            "policyVersion": self.policy_version,
-            "eviction": None if self.eviction is None else self.eviction.to_dict(),
-            "usage": None if self.usage is None else self.usage.to_dict(),
-        }
-        if self.shadow is not None:
-            out["shadow"] = self.shadow.to_dict()
-        out["fact"] = self.fact.to_dict()
-        return out
 
 
 def receipt_id_for(scope_key: str, revision: int, reason: str, fact_ids: Sequence[str]) -> str:
@@ -659,7 +633,7 @@ def content_key(content: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ShadowMark:
+class ShadowMark(Record):
     """The shadow policy would have evicted this fact; the active policy kept it.
 
     Attributes:
@@ -673,14 +647,6 @@ class ShadowMark:
     since: str
     receipt_id: str | None
     category: str
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "policyVersion": self.policy_version,
-            "since": self.since,
-            "receiptId": self.receipt_id,
-            "category": self.category,
-        }
 
     @classmethod
     def from_dict(cls, data: object) -> ShadowMark | None:
@@ -700,7 +666,7 @@ class ShadowMark:
 
 
 @dataclass(frozen=True, slots=True)
-class RegretEvent:
+class RegretEvent(Record):
     """One piece of evidence against one policy's (counterfactual) eviction of one fact.
 
     Attributes:
@@ -732,27 +698,8 @@ class RegretEvent:
     receipt_id: str | None
     reason: str
     trigger: str
-    query_digest: str | None = None
-    rank: int | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "kind": self.kind,
-            "occurredAt": self.occurred_at,
-            "factId": self.fact_id,
-            "category": self.category,
-            "policyVersion": self.policy_version,
-            "role": self.role,
-            "evictedAt": self.evicted_at,
-            "receiptId": self.receipt_id,
-            "reason": self.reason,
-            "trigger": self.trigger,
-        }
-        if self.query_digest is not None:
-            out["queryDigest"] = self.query_digest
-        if self.rank is not None:
-            out["rank"] = self.rank
-        return out
+    query_digest: str | None = field(default=None, metadata=OMIT_NONE)
+    rank: int | None = field(default=None, metadata=OMIT_NONE)
 
     @classmethod
     def from_dict(cls, data: object) -> RegretEvent | None:
@@ -857,20 +804,20 @@ class _ArchiveEntryShape(_ArchivedShape):
 
 
 def _archived_without_fact(entry: ArchiveEntry) -> dict[str, object]:
-    return {key: value for key, value in entry.to_dict().items() if key != "fact"}
+    return {key: value for key, value in json_form(entry).items() if key != "fact"}
 
 
 ReceiptJson = Annotated[
     EvictionReceipt,
     instance_of(EvictionReceipt),
-    PlainSerializer(EvictionReceipt.to_dict, return_type=Any),
+    PlainSerializer(json_form, return_type=Any),
     DescribedBy(_ReceiptShape),
 ]
 """An eviction receipt on the wire: its audit-file form (no content)."""
 ArchiveEntryJson = Annotated[
     ArchiveEntry,
     instance_of(ArchiveEntry),
-    PlainSerializer(ArchiveEntry.to_dict, return_type=Any),
+    PlainSerializer(json_form, return_type=Any),
     DescribedBy(_ArchiveEntryShape),
 ]
 """An archive entry on the wire: its file's form, the fact included."""

@@ -32,7 +32,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
 __all__ = ["PostgresUnavailable", "TemporaryPostgres", "find_binaries"]
 
@@ -169,6 +173,12 @@ class TemporaryPostgres:
         self._running = False
         self.start()
 
+    def _admin(self) -> psycopg.Connection[TupleRow]:
+        """A connection to the server's own database, to create and drop databases."""
+        import psycopg  # the postgres extra: only a test that creates databases needs it
+
+        return psycopg.connect(self.url(), autocommit=True)
+
     def create_database(self, name: str, *, migrated: bool = False, template: str = "") -> str:
         """Create a database; return its address.
 
@@ -177,9 +187,7 @@ class TemporaryPostgres:
             migrated: apply deermem's migrations to it (needs the ``postgres`` extra).
             template: copy this database instead of starting empty.
         """
-        import psycopg  # the postgres extra: only a test that creates databases needs it
-
-        with psycopg.connect(self.url(), autocommit=True) as admin:
+        with self._admin() as admin:
             copy = f" TEMPLATE {template}" if template else ""
             admin.execute(f"CREATE DATABASE {name}{copy}".encode())
         url = self.url(name)
@@ -192,9 +200,7 @@ class TemporaryPostgres:
 
     def drop_database(self, name: str) -> None:
         """Drop a database, closing the connections to it."""
-        import psycopg  # the postgres extra, as above
-
-        with psycopg.connect(self.url(), autocommit=True) as admin:
+        with self._admin() as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)".encode())
 
     def stop(self) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Final, TypeAlias
@@ -31,6 +31,7 @@ from psycopg_pool import PoolTimeout
 
 from deermem.config import redact_database_url
 from deermem.errors import DatabaseError, DatabaseSchemaError, DatabaseUnavailable
+from deermem.model import Record, json_key
 
 __all__ = [
     "Connection",
@@ -214,7 +215,7 @@ def upgrade(connection: Connection, database: str) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True)
-class SchemaStatus:
+class SchemaStatus(Record):
     """Where a database stands: the version it is at and the one this deermem needs.
 
     Attributes:
@@ -225,18 +226,16 @@ class SchemaStatus:
     """
 
     database: str
-    found: int | None
+    found: int | None = field(metadata=json_key("version"))
     expected: int
     applied: tuple[int, ...] = ()
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "database": self.database,
-            "version": self.found,
-            "expected": self.expected,
-            "applied": list(self.applied),
-            "current": self.found == self.expected,
-        }
+    json_fields = ("database", "found", "expected", "applied", "current")
+
+    @property
+    def current(self) -> bool:
+        """Whether the database is at the version this deermem needs."""
+        return self.found == self.expected
 
 
 def database_status(url: str, *, timeout: float = 10.0) -> SchemaStatus:

@@ -13,6 +13,7 @@ store's copy keeps them.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from deermem.errors import CorruptMemoryFile
 from deermem.model import Scope
@@ -23,6 +24,9 @@ from deermem.store.postgres.store import PostgresStore, agents_of, roll_back
 from deermem.store.protocol import ScopeDump, UserDump
 from deermem.store.records import SummaryDocument, ThreadMark, UsageEntry
 
+if TYPE_CHECKING:
+    from deermem.config import MemoryConfig
+
 __all__ = ["PostgresTransfer"]
 
 
@@ -31,6 +35,11 @@ class PostgresTransfer:
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
+
+    @classmethod
+    def open(cls, config: MemoryConfig, url: str) -> PostgresTransfer:
+        """A transfer over the database at ``url``, with a store of its own (close it after)."""
+        return cls(PostgresStore.from_config(config, url))
 
     def users(self) -> tuple[str | None, ...]:
         with self.store._connection() as connection:
