@@ -418,7 +418,12 @@ def verify(
     no dataset, no model and no key. Exit status 1 unless everything matches.
     """
     # The evaluation stack loads with its command only (+27 % on the CLI's start).
-    from deermem.eval.verify import RESULT_FILES, render_verification, verify_results
+    from deermem.eval.verify import (
+        RESULT_FILES,
+        protocol_parameters,
+        render_verification,
+        verify_results,
+    )
 
     if results_dir is not None and published is not None:
         ctx.fail("give a results directory or --published, not both")
@@ -441,10 +446,7 @@ def verify(
         expected[name] = digest.lower()
     parameters = None  # the reproduction protocol's
     if config is not None:
-        # The evaluation stack loads with its command only (+27 % on the CLI's start).
-        from deermem.eval.protocol import load_config
-
-        parameters = load_config(config).statistics.parameters
+        parameters = protocol_parameters(config)
     report = verify_results(results_dir, parameters=parameters, expected_sha256=expected)
     if as_json:
         print_json(report.model_dump())
@@ -623,11 +625,8 @@ def print_retention(table: RetentionTable, stream: TextIO) -> None:
     Piped output (a log, CI, ``| grep``) gets the plain table, which holds the
     same lines without box drawing or control codes.
     """
-    # The evaluation stack loads with its command only (+27 % on the CLI's start).
-    from deermem.eval.policy_run import format_plain, short_policy
-
     if not stream.isatty():
-        stream.write(format_plain(table))
+        stream.write(table.plain())
         return
     rich_table = Table(
         title="Support fact retained (cases kept / cases)",
@@ -638,7 +637,7 @@ def print_retention(table: RetentionTable, stream: TextIO) -> None:
     rich_table.add_column("scenario")
     rich_table.add_column("n", justify="right")
     for capacity, policy in table.columns:
-        rich_table.add_column(f"cap {capacity}\n{short_policy(policy)}", justify="right")
+        rich_table.add_column(table.heading(capacity, policy), justify="right")
     for row, following in zip(table.rows, (*table.rows[1:], None), strict=True):
         rich_table.add_row(
             row.label,

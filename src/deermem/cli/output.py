@@ -24,21 +24,19 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from deermem.config import ResolvedConfig, is_new_root, resolve_config
 from deermem.memory import Memory
 from deermem.model import Fact
 from deermem.store import EvictionReceipt, ReceiptEntry, resolve_root
-
-if TYPE_CHECKING:
-    from rich.progress import Progress
 
 __all__ = [
     "JSON_OPTION",
@@ -106,11 +104,8 @@ def progress_bar(label: str, *, quiet: bool) -> Progress:
     """A transient bar on standard error for long whole-store work.
 
     Hidden when ``quiet`` (``--json`` output) or when standard error is not
-    a terminal, so scripts and logs get no control characters. (rich's progress
-    module is imported here: every command starts, few show a bar.)
+    a terminal, so scripts and logs get no control characters.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     return Progress(
         TextColumn(label),
         BarColumn(),

@@ -38,6 +38,9 @@ from deermem.config import (
 )
 from deermem.errors import ConfigError
 from deermem.results import ScopeSummary, to_json
+from deermem.service.http.jobs import JobStore
+from deermem.service.settings import ServerSettings
+from deermem.service.tokens import TokenFile
 from deermem.store import resolve_root
 from deermem.store.markdown.files import atomic_write, holds_store, write_store_settings
 from deermem.store.migrate import (
@@ -367,9 +370,6 @@ def erase_user(
     result = memory.erase_user(user)
     state = _state_directory(ctx, memory)
     if state is not None and state.is_dir():  # the server's: tokens and job records
-        from deermem.service.http.jobs import JobStore
-        from deermem.service.tokens import TokenFile
-
         jobs = JobStore(state / "jobs", retention_seconds=0).forget_user(user)
         tokens = TokenFile(state / "tokens.json").forget_user(user)
         result = result.model_copy(
@@ -388,8 +388,6 @@ def erase_user(
 def _state_directory(ctx: typer.Context, memory: Memory) -> Path | None:
     """The server's state directory of this store: ``.server`` in a Markdown store's
     root (``None`` for a database, whose state directory only the server is told)."""
-    from deermem.service.settings import ServerSettings
-
     options = cli_context(ctx)
     settings = ServerSettings(root=None if options.root is None else str(options.root))
     try:

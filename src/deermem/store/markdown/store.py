@@ -426,6 +426,32 @@ class MarkdownStore:
             scopes.extend(Scope(user_id, agent) for agent in agents or (DEFAULT_AGENT,))
         return tuple(scopes), problems
 
+    def _count_user(self, user_id: str) -> dict[str, int]:
+        """What the user holds, counted as :meth:`UserDump.counts` counts (an erase
+        reports them), without reading the archive's entries (their index lists them)."""
+        user = self.user_paths(user_id)
+        agents, problems = list_agents(user)
+        if problems:
+            raise CorruptMemoryFile(problems[0].path, problems[0].problem)
+        counts = dict.fromkeys(ERASED_COUNTS, 0)
+        for agent in agents:
+            scope = Scope.of(user_id, agent)
+            paths = user.agent(agent)
+            held = {
+                "facts": len(self.load(scope).facts),
+                "usage": len(self.usage(scope)),
+                "events": len(sidecars.read_events(paths.audit)),
+                "archived": len(sidecars.arrival_order(paths)),
+                "marks": len(sidecars.read_marks(paths)),
+                "regretEvents": len(sidecars.raw_regret_events(paths.regret_events)),
+                "shadowMarks": len(sidecars.raw_shadow_marks(paths.shadow_marks)),
+            }
+            if any(held.values()):
+                counts["agents"] += 1
+                for key, value in held.items():
+                    counts[key] += value
+        return counts
+
     def erase_user(self, user_id: str) -> dict[str, int]:
         """Erase everything held for a user, crash-safe (see "Erasing a user" below).
 
@@ -433,15 +459,13 @@ class MarkdownStore:
             What was removed, counted as :meth:`UserDump.counts` counts
             (all 0 for a user the store does not hold).
         """
-        from deermem.store.markdown.transfer import MarkdownTransfer  # it imports this module
-
         scope = Scope.of(user_id)
         counts = dict.fromkeys(ERASED_COUNTS, 0)
         with erasing_lock(self.root):
             user = self._user(scope)
             if user.user_dir.is_dir():
                 with self._locked(scope, user):  # no commit of the user is half-way
-                    counts = MarkdownTransfer(self).count_user(user_id)
+                    counts = self._count_user(user_id)
                     tomb = begin_erasure(self.root, user)
                     user.user_dir.rename(tomb)  # the commit point: erased from here on
                     fsync_path(user.user_dir.parent)

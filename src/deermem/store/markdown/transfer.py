@@ -41,7 +41,7 @@ from deermem.store.markdown.sidecars import (
     read_marks,
 )
 from deermem.store.markdown.store import MarkdownStore, read_manifest
-from deermem.store.protocol import ERASED_COUNTS, ScopeDump, UserDump
+from deermem.store.protocol import ScopeDump, UserDump
 from deermem.store.records import encode_entry, encode_summaries
 
 __all__ = ["MarkdownTransfer"]
@@ -94,32 +94,6 @@ class MarkdownTransfer:
         if not scopes and not user.manifest.is_file():
             return None
         return UserDump(user_id, summaries, tuple(scopes))
-
-    def count_user(self, user_id: str | None) -> dict[str, int]:
-        """What :meth:`dump_user` would hold, counted as :meth:`UserDump.counts` counts,
-        without reading the archive's entries (their index lists them)."""
-        store = self.store
-        user = store.user_paths(user_id)
-        agents, problems = list_agents(user)
-        _refuse(problems)
-        counts = dict.fromkeys(ERASED_COUNTS, 0)
-        for agent in agents:
-            scope = Scope.of(user_id, agent)
-            paths = user.agent(agent)
-            held = {
-                "facts": len(store.load(scope).facts),
-                "usage": len(store.usage(scope)),
-                "events": len(sidecars.read_events(paths.audit)),
-                "archived": len(arrival_order(paths)),
-                "marks": len(read_marks(paths)),
-                "regretEvents": len(sidecars.raw_regret_events(paths.regret_events)),
-                "shadowMarks": len(sidecars.raw_shadow_marks(paths.shadow_marks)),
-            }
-            if any(held.values()):
-                counts["agents"] += 1
-                for key, value in held.items():
-                    counts[key] += value
-        return counts
 
     def load_user(self, dump: UserDump) -> None:
         store = self.store
