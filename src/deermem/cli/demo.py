@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import typer
 from rich import box
@@ -46,7 +46,6 @@ from deermem.cli.output import (
     print_json,
 )
 from deermem.config import MemoryConfig, render_store_settings
-from deermem.learning import UpdateResult
 from deermem.memory import Memory
 from deermem.model import Fact, format_timestamp, parse_timestamp
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, elapsed_days
@@ -54,6 +53,9 @@ from deermem.results import Explanation, RestoreResult, to_json
 from deermem.store import EvictionReceipt
 from deermem.store.markdown.files import write_store_settings
 from deermem.testing import ScriptedChatServer
+
+if TYPE_CHECKING:
+    from deermem.learning import UpdateResult
 
 __all__ = ["demo", "seed_scenarios"]
 
