@@ -130,7 +130,7 @@ def test_without_matplotlib_the_chart_says_how_to_get_it(
     chart = tmp_path / "regret.png"
     code, _, err = cli("regret", "--chart", str(chart))
     assert code == 1
-    assert "pip install 'deermem[eval]'" in err
+    assert "uv sync --extra eval" in err
     assert not chart.exists()
 
 

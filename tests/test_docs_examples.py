@@ -127,3 +127,20 @@ def test_the_quick_start_puts_deermem_on_path_before_the_first_command() -> None
     assert first.start() < len(text[: text.index("## A five-minute tour")])
     assert "uv run" in quick_start
     assert "uv tool install" in quick_start
+
+
+def test_every_install_hint_works_from_a_checkout() -> None:
+    """deermem is not on PyPI: no doc or message tells a user to `pip install 'deermem[...]'`
+    (issue 24, point 5); the README says how to install an extra from the clone."""
+    root = README.parent
+    quick_start = README.read_text("utf-8").split("## A five-minute tour")[0]
+    assert "uv sync --extra" in quick_start
+    assert "pip install '.[" in quick_start
+    offenders = [
+        str(path.relative_to(root))
+        for folder in ("docs", "src")
+        for path in sorted((root / folder).rglob("*"))
+        if path.suffix in {".md", ".py"}
+        and re.search(r"pip install '?deermem\[", path.read_text("utf-8"))
+    ]
+    assert offenders == []

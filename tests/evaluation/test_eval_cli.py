@@ -382,7 +382,7 @@ def test_report_without_matplotlib_writes_the_markdown_and_says_how_to_get_chart
     assert done.stdout == f"wrote {run_dir / 'report.md'}\n"
     [note] = done.stderr.splitlines()  # one line: what is missing and how to install it
     assert "matplotlib" in note
-    assert "pip install 'deermem[eval]'" in note
+    assert "uv sync --extra eval" in note
     assert sorted(path.name for path in run_dir.iterdir()) == [
         "policy.raw.jsonl",
         "report.md",
@@ -392,7 +392,7 @@ def test_report_without_matplotlib_writes_the_markdown_and_says_how_to_get_chart
     markdown = (run_dir / "report.md").read_text()
     assert "- cap 7: confidence 27/45, hybrid-v1 45/45" in markdown
     assert "retention.png" not in markdown
-    assert "no chart; drawing it needs matplotlib (`pip install 'deermem[eval]'`)" in markdown
+    assert "no chart; drawing it needs matplotlib (`uv sync --extra eval`)" in markdown
 
     # with matplotlib, the same table and the chart
     with_charts = tmp_path / "with-charts"
@@ -402,7 +402,7 @@ def test_report_without_matplotlib_writes_the_markdown_and_says_how_to_get_chart
         charted.replace(
             "![Support facts retained by cap and policy](retention.png)",
             "*Support facts retained by cap and policy: no chart; drawing it needs matplotlib "
-            "(`pip install 'deermem[eval]'`).*",
+            "(`uv sync --extra eval`).*",
         )
         == markdown
     )

@@ -90,7 +90,7 @@ def test_without_charts_the_qa_report_is_the_same_text_without_the_image(
     assert written == (without / "report.md",)
     note = (
         "*Accuracy by scenario and policy: no chart; drawing it needs matplotlib "
-        "(`pip install 'deermem[eval]'`).*"
+        "(`uv sync --extra eval`).*"
     )
     assert (without / "report.md").read_text() == (with_charts / "report.md").read_text().replace(
         "![Accuracy by scenario and policy](qa-accuracy.png)", note

@@ -78,7 +78,7 @@ def serve(
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
 ) -> None:
-    """Serve the memory over HTTP (FastAPI + uvicorn; `pip install 'deermem[server]'`).
+    """Serve the memory over HTTP (FastAPI + uvicorn; `uv sync --extra server`).
 
     Every user and agent is addressable under `/v1/users/{user}/agents/{agent}/...`;
     the OpenAPI document is at `/v1/openapi.json`. Once a token was added
@@ -96,7 +96,7 @@ def serve(
     except ImportError as error:  # fastapi or uvicorn missing
         err_console.print(
             f"[bold red]error:[/] the server needs the `server` extra ({error.name} is not "
-            "installed): pip install 'deermem[server]'"
+            "installed): uv sync --extra server"
         )
         raise typer.Exit(1) from None
     options = cli_context(ctx)
@@ -176,7 +176,7 @@ def mcp(
     token was added (`deermem token add`; revoking every token does not open
     the server again), and a server without tokens listens on loopback only,
     answering loopback host names and `--allowed-host` only. Logs go to stderr. Needs
-    `pip install 'deermem[mcp]'`; see docs/mcp.md.
+    `uv sync --extra mcp`; see docs/mcp.md.
 
     Example: `deermem --root ~/memory --user alice --agent claude mcp`
     """
@@ -192,7 +192,7 @@ def mcp(
     except ImportError as error:  # the mcp SDK missing
         err_console.print(
             f"[bold red]error:[/] `deermem mcp` needs the `mcp` extra ({error.name} is not "
-            "installed): pip install 'deermem[mcp]'"
+            "installed): uv sync --extra mcp"
         )
         raise typer.Exit(1) from None
     options = cli_context(ctx)

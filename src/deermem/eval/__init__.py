@@ -62,7 +62,7 @@ PROVIDER_OPENAI_COMPATIBLE: Final = "openai-compatible"
 """The endpoint a protocol config names (``qa.provider``, the only value it may take)."""
 PROVIDER_LOCAL: Final = "local"
 """``run-qa --provider local``: the embedded model instead of the config's endpoint."""
-CHARTS_EXTRA: Final = "pip install 'deermem[eval]'"
+CHARTS_EXTRA: Final = "uv sync --extra eval"
 """How to install what the charts need (matplotlib, the optional ``eval`` extra)."""
 
 

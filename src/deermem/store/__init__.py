@@ -101,7 +101,7 @@ def open_store(config: MemoryConfig, root: str | os.PathLike[str] | None = None)
         raise ConfigError(
             [
                 f"store = {address}: PostgreSQL needs the postgres extra "
-                f"(pip install 'deermem[postgres]'); {error}"
+                f"(uv sync --extra postgres); {error}"
             ]
         ) from None
     return PostgresStore.from_config(config)

@@ -3,7 +3,7 @@
 :func:`deermem.service.http.app.create_app` builds the application
 (:mod:`~deermem.service.http.routes` its routes, :mod:`~deermem.service.http.jobs`
 the queued extraction every worker can see, :mod:`~deermem.service.http.run`
-the server). It needs the ``server`` extra (``pip install 'deermem[server]'``).
+the server). It needs the ``server`` extra (``uv sync --extra server``).
 What it shares with the MCP server — tokens, problems, the middleware at the
 door, settings — is in :mod:`deermem.service`.
 """

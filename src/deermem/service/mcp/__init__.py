@@ -1,7 +1,7 @@
 """deermem as an MCP server (``deermem mcp``): memory tools for any MCP client.
 
 Built on the official MCP SDK (``mcp`` 2.x, the ``mcp`` extra:
-``pip install 'deermem[mcp]'``). The server offers seven tools —
+``uv sync --extra mcp``). The server offers seven tools —
 ``memory_search``, ``memory_context``, ``memory_add``, ``memory_update``,
 ``memory_forget``, ``memory_restore``, ``memory_why`` — each a thin shell
 over one :class:`~deermem.memory.Memory` method, with typed (structured)
