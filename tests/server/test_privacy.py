@@ -29,7 +29,7 @@ def test_an_admin_erases_a_user_and_no_server_answers_from_memory_afterwards(
         store,
         tokens={
             "erin": {"users": [ERIN]},
-            "shared": {"users": [ERIN, FRANK]},
+            "both": {"users": [ERIN, FRANK]},
             "frank": {"users": [FRANK]},
             "admin": {"admin": True},
         },
@@ -68,7 +68,7 @@ def test_an_admin_erases_a_user_and_no_server_answers_from_memory_afterwards(
         assert body["counts"]["tokensRevoked"] == 1
 
         assert erin.get(f"{scoped(ERIN)}/facts").status_code == 401  # revoked
-        shared = first.client(tokens["shared"])
+        shared = first.client(tokens["both"])
         assert shared.get(f"{scoped(ERIN)}/facts").status_code == 404
         assert shared.get(f"{scoped(FRANK)}/facts").status_code == 200
         for server in (first, second):
