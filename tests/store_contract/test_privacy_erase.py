@@ -73,7 +73,7 @@ def test_erase_removes_every_trace_of_the_user_and_keeps_the_others(stores: Stor
     coder = frank.scoped(user=FRANK, agent="coder")
     assert len(coder.list_facts()) == 9
     hits = coder.search("quokka003" + FRANK[-6:])
-    assert [hit.fact.content for hit in hits] == [words(FRANK, 3) + " for coder"]
+    assert hits[0].fact.content == words(FRANK, 3) + " for coder"  # meaning finds neighbours too
     # The erased user reads as empty, from this memory and from a new one.
     assert erin.scoped(user=ERIN, agent="coder").list_facts() == ()
     assert erin.scoped(user=ERIN, agent="coder").search("quokka003" + ERIN[-6:]) == ()
