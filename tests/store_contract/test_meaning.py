@@ -143,11 +143,11 @@ def test_vectors_are_kept_where_the_store_keeps_derived_data(
         assert count == len(LIBRARY)
 
 
+# The Markdown store only: PostgreSQL keeps vectors per model, so another model's are never read.
+@pytest.mark.parametrize("stores", ["markdown"], indirect=True)
 def test_an_index_written_with_another_model_is_embedded_again(
     stores: Stores, memory: Memory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if stores.kind == "postgres":
-        pytest.skip("PostgreSQL keeps vectors per model: another model's are never read")
     memory.search("Am I a southpaw?", record=False)
     location = memory.store.search_index_location()
     with sqlite3.connect(location) as db:
