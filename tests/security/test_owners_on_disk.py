@@ -275,7 +275,7 @@ def test_a_directory_left_behind_beside_the_users_own_is_reported(
     assert f"{left}: the user's memory is in a directory of its own name too" in err
 
 
-def test_over_http_a_shared_directory_is_a_500_that_names_nothing(
+def test_over_http_a_shared_directory_is_a_409_that_names_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = ServedStore("markdown", tmp_path)
@@ -292,9 +292,9 @@ def test_over_http_a_shared_directory_is_a_500_that_names_nothing(
         )
     finally:
         server.stop()
-    assert response.status_code == 500
+    assert response.status_code == 409
     body = response.json()
-    assert body["type"] == "urn:deermem:problem:corrupt-memory"
+    assert body["type"] == "urn:deermem:problem:owner-conflict"
     for secret in (COLLIDING, BOB, "4711", SUMMARY):
         assert secret not in response.text
     assert any(str(directory) in message for message in caplog.messages)

@@ -19,11 +19,11 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.server import ServerState
 
 from deermem import FactValidationError
-from deermem.errors import MessageFormatError
+from deermem.errors import DuplicateFactError, MessageFormatError, OwnerConflictError
 from deermem.service.errors import TokenFileError, UnknownTokenError
 from deermem.service.http.routes import InvalidCursor, paginate
 from deermem.service.http.run import ServerHTTPProtocol
-from deermem.service.problems import problem_for
+from deermem.service.problems import operator_note, problem_for
 from deermem.service.settings import HostRule, is_loopback, split_host
 from deermem.service.tokens import TokenFile
 
@@ -128,6 +128,18 @@ def test_problems_carry_fields_never_values() -> None:
     assert message.extensions["index"] == 3
     for problem in (fact, message):
         assert secret not in json.dumps(problem.body())
+
+
+def test_a_directory_of_another_owner_is_a_conflict_the_client_sees_and_the_log_names() -> None:
+    error = OwnerConflictError("/store/users/alice", "its owner record names another user id")
+    problem = problem_for(error)
+    assert (problem.status, problem.slug) == (409, "owner-conflict")
+    assert "/store/users/alice" not in json.dumps(problem.body())
+    note = operator_note(error, problem)
+    assert note is not None
+    assert "/store/users/alice" in note
+    duplicate = DuplicateFactError("fact_1")
+    assert operator_note(duplicate, problem_for(duplicate)) is None
 
 
 @pytest.mark.parametrize(

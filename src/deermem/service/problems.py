@@ -42,6 +42,7 @@ from deermem.errors import (
     LLMStatusError,
     LLMTransportError,
     MessageFormatError,
+    OwnerConflictError,
     QueueClosedError,
     QueueFullError,
     RevisionConflict,
@@ -60,6 +61,7 @@ __all__ = [
     "host_not_allowed",
     "internal_problem",
     "not_found",
+    "operator_note",
     "origin_not_allowed",
     "problem_for",
     "unauthorized",
@@ -138,6 +140,20 @@ def problem_for(error: DeerMemError) -> Problem:
         if isinstance(error, kind):
             return build(error)
     return internal_problem()
+
+
+def operator_note(error: DeerMemError, problem: Problem) -> str | None:
+    """What the server's log says about an error the operator must look at, or ``None``.
+
+    Failures a client cannot fix, and a directory another id owns, are logged
+    with the file and the problem; the client's answer names neither.
+    """
+    if not isinstance(error, CorruptMemoryFile) and (
+        problem.status < 500 or isinstance(error, ProblemError)
+    ):
+        return None
+    where = f" ({error.path}: {error.problem})" if isinstance(error, CorruptMemoryFile) else ""
+    return f"{problem.slug}: {type(error).__name__}{where}"
 
 
 def internal_problem() -> Problem:
@@ -281,6 +297,18 @@ def _lock_timeout(error: StoreLockTimeout) -> Problem:
     )
 
 
+def _owner_conflict(error: OwnerConflictError) -> Problem:
+    # Neither the directory nor the other owner reaches the client: the id asked for
+    # may be the one that does not own the directory. The server's log names it.
+    return Problem(
+        409,
+        "owner-conflict",
+        "Memory claimed by another user id",
+        "the directory of this memory belongs to another user id (or to several); nothing "
+        "was read or changed. The operator must resolve it (`deermem scopes` names it)",
+    )
+
+
 def _corrupt(error: CorruptMemoryFile) -> Problem:
     # The path and the problem go to the server's log, not to the client.
     return Problem(
@@ -373,6 +401,7 @@ _BUILDERS: Final[tuple[tuple[type[DeerMemError], Callable[[Any], Problem]], ...]
     (FactNotFoundError, _not_found),
     (RevisionConflict, _revision_conflict),
     (StoreLockTimeout, _lock_timeout),
+    (OwnerConflictError, _owner_conflict),
     (CorruptMemoryFile, _corrupt),
     (DatabaseUnavailable, _unavailable),
     (StorageError, _storage),

@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from deermem import __version__
-from deermem.errors import CorruptMemoryFile, DeerMemError
+from deermem.errors import DeerMemError
 from deermem.memory import Memory
 from deermem.model import MAX_NESTING
 from deermem.service.http import mem0
@@ -45,9 +45,9 @@ from deermem.service.middleware import (
 from deermem.service.problems import (
     PROBLEM_CONTENT_TYPE,
     Problem,
-    ProblemError,
     internal_problem,
     not_found,
+    operator_note,
     problem_for,
 )
 from deermem.service.settings import ServerSettings, is_loopback
@@ -146,11 +146,9 @@ def _add_problem_handlers(app: FastAPI) -> None:
     async def deermem_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, DeerMemError)
         problem = problem_for(error)
-        if problem.status >= 500 and not isinstance(error, ProblemError):
-            where = (
-                f" ({error.path}: {error.problem})" if isinstance(error, CorruptMemoryFile) else ""
-            )
-            _log.error("%s: %s%s", problem.slug, type(error).__name__, where)
+        note = operator_note(error, problem)
+        if note is not None:
+            _log.error("%s", note)
         return problem_response(problem)
 
     async def invalid_request(request: Request, error: Exception) -> JSONResponse:

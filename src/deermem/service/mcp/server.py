@@ -80,7 +80,6 @@ from starlette.types import ASGIApp
 
 from deermem import __version__
 from deermem.errors import (
-    CorruptMemoryFile,
     DeerMemError,
     DuplicateFactError,
     FactNotFoundError,
@@ -110,7 +109,7 @@ from deermem.service.mcp.auth import (
     open_sessions,
 )
 from deermem.service.middleware import BodyLimitMiddleware, HostGuardMiddleware, RequestIdMiddleware
-from deermem.service.problems import problem_for
+from deermem.service.problems import operator_note, problem_for
 from deermem.service.settings import (
     McpSettings,
     ToolLimits,
@@ -500,9 +499,9 @@ def _message(tool: str, error: DeerMemError) -> str:
         place = "the archive" if error.where == "archive" else "memory"
         return f"Fact not found: no fact {error.fact_id!r} in {place}"
     problem = problem_for(error)
-    if problem.status >= 500:
-        where = f" ({error.path}: {error.problem})" if isinstance(error, CorruptMemoryFile) else ""
-        _log.error("tool %s: %s: %s%s", tool, problem.slug, type(error).__name__, where)
+    note = operator_note(error, problem)
+    if note is not None:
+        _log.error("tool %s: %s", tool, note)
     fields = ", ".join(f"{key}={value!r}" for key, value in problem.extensions.items())
     return f"{problem.title}: {problem.detail}" + (f" ({fields})" if fields else "")
 
