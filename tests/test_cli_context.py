@@ -62,6 +62,17 @@ def test_context_keeps_the_correction_under_a_tight_budget(
     assert len(lines) < 3 + 11  # the budget left preferences out, never the correction
 
 
+def test_context_for_a_question_prefers_its_fact_within_the_budget(cli: Cli, seeded: Path) -> None:
+    code, plain, _ = cli("context", config=TIGHT)
+    assert code == 0
+    assert "pathlib" not in plain  # over the budget without a question
+    code, asked, err = cli("context", "--query", "pathlib or os.path?", config=TIGHT)
+    assert (code, err) == (0, "")
+    assert "The user prefers pathlib over os.path." in asked
+    assert asked.splitlines()[2].startswith("- [correction")  # the guaranteed pool first
+    assert len(asked.splitlines()) == len(plain.splitlines())
+
+
 def test_context_explain_lists_what_went_in_and_why_the_rest_did_not(
     cli: Cli, seeded: Path
 ) -> None:

@@ -429,6 +429,22 @@ def test_context_gives_the_block_and_why_each_fact_is_in_it(store: ServedStore) 
     session(open_memory(store), scenario)
 
 
+def test_context_for_a_question_prefers_its_fact_within_the_budget(store: ServedStore) -> None:
+    async def scenario(client: Client) -> None:
+        await call(client, "memory_add", content="Answer in German", category="correction")
+        await call(client, "memory_add", content="Works on compilers", confidence=0.6)
+        await call(client, "memory_add", content="Walks the dog at dawn daily", confidence=0.9)
+        plain = await call(client, "memory_context", max_tokens=40)
+        assert "Walks the dog" in plain["text"]
+        assert "Works on compilers" not in plain["text"]
+        asked = await call(client, "memory_context", max_tokens=40, query="compilers?")
+        assert "Works on compilers" in asked["text"]
+        assert "Walks the dog" not in asked["text"]
+        assert "Answer in German" in asked["text"]  # the guaranteed pool is not displaced
+
+    session(open_memory(store), scenario)
+
+
 def test_an_empty_memory_has_an_empty_block(store: ServedStore) -> None:
     async def scenario(client: Client) -> None:
         context = await call(client, "memory_context")
@@ -452,6 +468,7 @@ def test_an_empty_memory_has_an_empty_block(store: ServedStore) -> None:
         ("memory_search", {"query": "q" * 1001}, "query"),
         ("memory_search", {"query": "q", "top_k": 0}, "top_k"),
         ("memory_context", {"max_tokens": 8001}, "max_tokens"),
+        ("memory_context", {"query": "q" * 1001}, "query"),
         ("memory_update", {"fact_id": "f" * 129, "confidence": 0.5}, "fact_id"),
         ("memory_why", {}, "fact_id"),  # required
     ],

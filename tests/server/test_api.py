@@ -188,6 +188,14 @@ def test_context_and_search(live: LiveServer) -> None:
     assert manifest["maxTokens"] == 30
     assert manifest["omitted"]
     assert manifest["injected"][0]["pool"] == "guaranteed"  # the correction holds its place
+    add(client, "Drinks coffee black in the morning", confidence=0.5)
+    budget = {"max_tokens": 40, "explain": True}
+    assert "coffee" not in client.get(f"{ALICE}/context", params=budget).json()["text"]
+    asked = client.get(f"{ALICE}/context", params={**budget, "query": "coffee"}).json()
+    assert "coffee" in asked["text"]  # the question's fact, preferred within the same budget
+    assert asked["manifest"]["injected"][0]["pool"] == "guaranteed"
+    long_question = client.get(f"{ALICE}/context", params={"query": "q" * 1001})
+    assert "query" in str(assert_problem(long_question, 422, "invalid-request")["detail"])
     hits = client.get(f"{ALICE}/search", params={"q": "pip uv", "top_k": 2}).json()["results"]
     assert hits[0]["fact"]["category"] == "correction"
     assert len(hits) <= 2

@@ -29,6 +29,11 @@ def context(
         "--explain",
         help="Instead of the text, list every fact: in or left out, at what token cost, and why.",
     ),
+    query: str | None = typer.Option(
+        None,
+        "--query",
+        help="The user's question: facts relevant to it are preferred when not every fact fits.",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Print the `<memory>` block deermem puts into the agent's prompt.
@@ -40,9 +45,10 @@ def context(
 
     Examples: `deermem --user alice --agent coder context`,
     `deermem --user alice context --explain`,
+    `deermem --user alice context --query "Which editor do I use?"`,
     `deermem --user alice context --json` (text, block and manifest)
     """
-    injection = memory_of(ctx, existing=True).injection()
+    injection = memory_of(ctx, existing=True).injection(query=query)
     manifest = injection.manifest
     if as_json:
         manifest_json = to_json(manifest, InjectionManifest)

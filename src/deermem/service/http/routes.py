@@ -635,16 +635,27 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
             Query(ge=1, le=_MAX_PROMPT_TOKENS, description="Budget for this prompt."),
         ] = None,
         explain: Annotated[bool, Query(description="Add the injection manifest.")] = False,
+        query: Annotated[
+            str | None,
+            Query(
+                min_length=1,
+                max_length=1000,
+                description="The agent's question: facts relevant to it are preferred "
+                "when not every fact fits.",
+            ),
+        ] = None,
     ) -> JSONResponse:
         """The `<memory>` block for an agent's prompt, within the token budget.
 
         Protected categories (`correction` by default) come first within their
         guaranteed budget, the rest in the capacity policy's order. With
-        `explain=true` the manifest says which facts went in, at what token
+        `query`, facts relevant to the question go first within each section
+        when not every fact fits; without it the block is the same as always.
+        With `explain=true` the manifest says which facts went in, at what token
         cost, and which were left out and why (ids only). Reading the context
         counts as neither a recall nor a confirmation.
         """
-        injection = memory.injection(max_tokens=max_tokens)
+        injection = memory.injection(max_tokens=max_tokens, query=query)
         answer = ContextOut(
             text=injection.text,
             block=injection.block,

@@ -291,8 +291,17 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
                 "max_injection_tokens).",
             ),
         ] = None,
+        query: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="The user's question, when there is one: facts relevant to it "
+                "are preferred when not every fact fits the budget.",
+            ),
+        ] = None,
     ) -> ContextResult:
-        injection = memory_of(ctx).injection(max_tokens=max_tokens)
+        injection = memory_of(ctx).injection(max_tokens=max_tokens, query=query)
         return ContextResult(text=injection.block, manifest=injection.manifest)
 
     @tool(
