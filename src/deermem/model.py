@@ -83,6 +83,7 @@ __all__ = [
     "TIMESTAMP_FIELDS",
     "USER_ID_PATTERN",
     "WEIGHT_TOLERANCE",
+    "WIRE_CONFIG",
     "DescribedBy",
     "Fact",
     "FactJson",
@@ -1485,17 +1486,20 @@ class Scope:
 
 T = TypeVar("T")
 
-# defer_build: a result's validator is built when it is first used, not when deermem is
-# imported (a command that lists facts uses none of them).
-RESULT_CONFIG: Final = ConfigDict(
-    defer_build=True,
+WIRE_CONFIG: Final = ConfigDict(
     frozen=True,
     alias_generator=to_camel,
     validate_by_name=True,
     validate_by_alias=True,
     serialize_by_alias=True,
 )
-"""What every result model shares: frozen, snake_case in Python, camelCase on the wire."""
+"""What every result and input model shares: frozen, snake_case in Python, camelCase on the
+wire (either name accepted on the way in)."""
+
+# defer_build: a result's validator is built when it is first used, not when deermem is
+# imported (a command that lists facts uses none of them).
+RESULT_CONFIG: Final = ConfigDict(**WIRE_CONFIG, defer_build=True)
+"""The config of a result model: :data:`WIRE_CONFIG`, built on first use."""
 
 
 @functools.cache
