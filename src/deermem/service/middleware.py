@@ -40,6 +40,7 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deermem.service.problems import (
@@ -57,6 +58,7 @@ __all__ = [
     "RequestIdFilter",
     "RequestIdMiddleware",
     "current_request_id",
+    "problem_response",
 ]
 
 REQUEST_ID_HEADER: Final = "X-Request-ID"
@@ -266,6 +268,17 @@ class HostGuardMiddleware:
             await send_problem(send, origin_not_allowed())
             return
         await self.app(scope, receive, send)
+
+
+def problem_response(problem: Problem) -> JSONResponse:
+    """A problem+json answer for an application (FastAPI's handlers, the MCP server's
+    middleware); its ``requestId`` ties it to the server's log lines."""
+    return JSONResponse(
+        problem.body(request_id=current_request_id()),
+        status_code=problem.status,
+        headers=dict(problem.headers),
+        media_type=PROBLEM_CONTENT_TYPE,
+    )
 
 
 async def send_problem(send: Send, problem: Problem) -> None:

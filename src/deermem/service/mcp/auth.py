@@ -47,12 +47,11 @@ from mcp.server.streamable_http_manager import (
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deermem.errors import DeerMemError
-from deermem.service.middleware import current_request_id
-from deermem.service.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError, problem_for
+from deermem.service.middleware import problem_response
+from deermem.service.problems import Problem, ProblemError, problem_for
 from deermem.service.tokens import Principal, TokenFile, principal_for_header
 
 __all__ = [
@@ -167,7 +166,7 @@ class McpAuthMiddleware:
             problem = problem_for(error)
             if problem.status >= 500:
                 _log.error("cannot authenticate: %s", error)
-            await _problem_response(problem)(scope, receive, send)
+            await problem_response(problem)(scope, receive, send)
             return
         scope[CALLER_KEY] = caller
         if caller.token_id is not None and authorization is not None:
@@ -258,7 +257,7 @@ class SessionLimitMiddleware:
         # From this check to the count below there is no await: no other request interleaves.
         if len(held) + self._opening[token] >= self.limit:
             _log.info("token %s refused a new MCP session: it holds %d", token, len(held))
-            await _problem_response(too_many_sessions(self.limit))(scope, receive, send)
+            await problem_response(too_many_sessions(self.limit))(scope, receive, send)
             return
         self._opening[token] += 1
         counted = True
@@ -290,12 +289,3 @@ def _opens(scope: Scope) -> bool:
         return False
     version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
-
-
-def _problem_response(problem: Problem) -> JSONResponse:
-    return JSONResponse(
-        problem.body(request_id=current_request_id()),
-        status_code=problem.status,
-        headers=dict(problem.headers),
-        media_type=PROBLEM_CONTENT_TYPE,
-    )
