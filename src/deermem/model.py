@@ -286,11 +286,7 @@ def check_line(field: str, value: str, limit: int) -> str:
         InvalidTextError: a lone surrogate, a control character or a line break.
         FactValidationError: more than ``limit`` characters.
     """
-    _check_unicode(field, value)
-    found = _NOT_IN_A_LINE.search(value)
-    if found is not None:
-        raise _control(field, value, found.start(), "one line of text")
-    return _check_length(field, value, limit)
+    return _check_text(field, value, limit, _NOT_IN_A_LINE, "one line of text")
 
 
 def check_lines(field: str, value: str, limit: int) -> str:
@@ -301,10 +297,16 @@ def check_lines(field: str, value: str, limit: int) -> str:
             tab, line feed and carriage return.
         FactValidationError: more than ``limit`` characters.
     """
+    return _check_text(field, value, limit, _NOT_IN_LINES, "text")
+
+
+def _check_text(field: str, value: str, limit: int, refused: re.Pattern[str], kind: str) -> str:
+    """The checks of :func:`check_line` and :func:`check_lines`: ``refused`` finds a character
+    that ``kind`` of text may not hold."""
     _check_unicode(field, value)
-    found = _NOT_IN_LINES.search(value)
+    found = refused.search(value)
     if found is not None:
-        raise _control(field, value, found.start(), "text")
+        raise _control(field, value, found.start(), kind)
     return _check_length(field, value, limit)
 
 

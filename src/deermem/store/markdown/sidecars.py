@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 from deermem.errors import CorruptMemoryFile
 from deermem.model import (
@@ -95,6 +95,8 @@ __all__ = [
 SidecarChange = tuple[Path, bytes | None]
 
 _log = logging.getLogger("deermem.store")
+_Document = TypeVar("_Document", list[object], dict[str, object])
+_JSON_SHAPES: Final[dict[type, str]] = {list: "a JSON list", dict: "a JSON object"}
 
 
 def read_json(path: Path) -> object | None:
@@ -109,6 +111,24 @@ def read_json(path: Path) -> object | None:
         return None
     value: object = json.loads(data)
     return value
+
+
+def _read_strict(path: Path, what: str, kind: type[_Document]) -> _Document:
+    """A sidecar that must hold a JSON ``kind`` (empty when it is missing); ``what`` names it
+    in the error, with its verb (``"the regret events are"``).
+
+    Raises:
+        CorruptMemoryFile: the file is not JSON, or not a ``kind``.
+    """
+    try:
+        raw = read_json(path)
+    except ValueError as error:
+        raise CorruptMemoryFile(path, f"{what} not valid JSON: {error}") from None
+    if raw is None:
+        return kind()
+    if not isinstance(raw, kind):
+        raise CorruptMemoryFile(path, f"{what} not {_JSON_SHAPES[kind]}")
+    return raw
 
 
 def encode_json(value: list[object] | dict[str, object]) -> bytes:
@@ -197,15 +217,7 @@ def read_events(path: Path) -> list[object]:
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    try:
-        raw = read_json(path)
-    except ValueError as error:
-        raise CorruptMemoryFile(path, f"the eviction audit is not valid JSON: {error}") from None
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise CorruptMemoryFile(path, "the eviction audit is not a JSON list")
-    return raw
+    return _read_strict(path, "the eviction audit is", list)
 
 
 def read_audit(path: Path) -> tuple[EvictionReceipt, ...]:
@@ -365,7 +377,7 @@ def raw_regret_events(path: Path) -> list[object]:
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    return _raw_events(path)
+    return _read_strict(path, "the regret events are", list)
 
 
 def raw_shadow_marks(path: Path) -> dict[str, object]:
@@ -374,7 +386,7 @@ def raw_shadow_marks(path: Path) -> dict[str, object]:
     Raises:
         CorruptMemoryFile: the file is not a JSON object.
     """
-    return _raw_marks(path)
+    return _read_strict(path, "the shadow marks are", dict)
 
 
 def encode_regret_events(events: Sequence[object]) -> bytes:
@@ -387,25 +399,13 @@ def encode_shadow_marks(marks: Mapping[str, object]) -> bytes:
     return encode_json({key: marks[key] for key in sorted(marks)})
 
 
-def _raw_events(path: Path) -> list[object]:
-    try:
-        raw = read_json(path)
-    except ValueError as error:
-        raise CorruptMemoryFile(path, f"the regret events are not valid JSON: {error}") from None
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise CorruptMemoryFile(path, "the regret events are not a JSON list")
-    return raw
-
-
 def read_regret_events(path: Path) -> tuple[RegretEvent, ...]:
     """The recorded events, oldest first; events that cannot be read are skipped.
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    events = (RegretEvent.from_dict(item) for item in _raw_events(path))
+    events = (RegretEvent.from_dict(item) for item in raw_regret_events(path))
     return tuple(event for event in events if event is not None)
 
 
@@ -421,20 +421,8 @@ def regret_after_commit(
     """
     if not events or max_entries <= 0:
         return None
-    kept = [*_raw_events(path), *(event.to_dict() for event in events)]
+    kept = [*raw_regret_events(path), *(event.to_dict() for event in events)]
     return path, encode_regret_events(kept[-max_entries:])
-
-
-def _raw_marks(path: Path) -> dict[str, object]:
-    try:
-        raw = read_json(path)
-    except ValueError as error:
-        raise CorruptMemoryFile(path, f"the shadow marks are not valid JSON: {error}") from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise CorruptMemoryFile(path, "the shadow marks are not a JSON object")
-    return raw
 
 
 def read_shadow_marks(path: Path) -> dict[str, ShadowMark]:
@@ -444,7 +432,7 @@ def read_shadow_marks(path: Path) -> dict[str, ShadowMark]:
         CorruptMemoryFile: the file is not a JSON object.
     """
     marks = {}
-    for fact_id, value in _raw_marks(path).items():
+    for fact_id, value in raw_shadow_marks(path).items():
         mark = ShadowMark.from_dict(value)
         if mark is not None:
             marks[fact_id] = mark
@@ -463,7 +451,7 @@ def shadow_marks_after_commit(
     """
     if not changes:
         return None
-    raw = _raw_marks(path)
+    raw = raw_shadow_marks(path)
     marks = dict(raw)
     for fact_id, mark in changes.items():
         if mark is None:
