@@ -946,13 +946,10 @@ def plan_commit(
     scope: Scope,
     archive_exists: Callable[[str], bool],
 ) -> CommitPlan:
-    """Check preconditions and lay out the files of a commit (see :func:`plan_changes`).
+    """Check preconditions and lay out the files of a commit.
 
-    Raises:
-        ManifestRevisionConflict: ``expected_revision`` is not the current one.
-        FactRevisionConflict: a written or deleted fact is not at the expected revision.
-        FactNotFoundError: a deleted fact or archive entry does not exist.
-        ValueError: the change set addresses one fact twice, or an unknown summary section.
+    The checks are :func:`~deermem.store.plan.plan_changes`'s, and so are the errors
+    raised when one fails.
     """
     changed = plan_changes(lookup, current, changes, scope, archive_exists)
     plan = CommitPlan(changed)
