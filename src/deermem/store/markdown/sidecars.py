@@ -42,7 +42,12 @@ from deermem.model import (
     duplicate_key,
     parse_timestamp,
 )
-from deermem.store.markdown.files import ScopePaths, check_owner_fields, owner_fields
+from deermem.store.markdown.files import (
+    ScopePaths,
+    check_owner_fields,
+    owner_fields,
+    read_if_exists,
+)
 from deermem.store.plan import (
     ArchiveOrder,
     beyond_bounds,
@@ -105,9 +110,8 @@ def read_json(path: Path) -> object | None:
     Raises:
         ValueError: the file is not JSON (``UnicodeDecodeError``, ``JSONDecodeError``).
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_if_exists(path)
+    if data is None:
         return None
     value: object = json.loads(data)
     return value
@@ -296,14 +300,8 @@ def read_marks(paths: ScopePaths) -> list[ThreadMark]:
     Raises:
         CorruptMemoryFile: a mark file that is not a mark, or not named after its thread.
     """
-    try:
-        names = sorted(item.name for item in paths.threads_dir.iterdir())
-    except FileNotFoundError:
-        return []
     marks = []
-    for name in names:
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
+    for name in sorted(_json_names(paths.threads_dir)):
         path = paths.threads_dir / name
         data = path.read_bytes()
         try:
@@ -327,11 +325,8 @@ def read_mark(paths: ScopePaths, thread_id: str) -> str | None:
         OwnerConflictError: the mark names another scope.
     """
     path = paths.thread_mark(thread_id)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    return _decode(data, paths, path, thread_id)
+    data = read_if_exists(path)
+    return None if data is None else _decode(data, paths, path, thread_id)
 
 
 def _decode(data: bytes, paths: ScopePaths, path: Path, thread_id: str) -> str:
@@ -511,11 +506,8 @@ def read_entry(paths: ScopePaths, scope: Scope, fact_id: str) -> ArchiveEntry | 
     if not FACT_ID_PATTERN.fullmatch(fact_id):
         return None
     path = paths.archived(fact_id)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    return decode_entry(data, path, scope, fact_id)
+    data = read_if_exists(path)
+    return None if data is None else decode_entry(data, path, scope, fact_id)
 
 
 def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
@@ -523,11 +515,9 @@ def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
     entries = []
     for fact_id in sorted(_listed_ids(paths)):
         path = paths.archived(fact_id)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:  # restored or pruned since the listing (no lock is held)
-            continue
-        entries.append(decode_entry(data, path, scope, fact_id))
+        data = read_if_exists(path)
+        if data is not None:  # else restored or pruned since the listing (no lock is held)
+            entries.append(decode_entry(data, path, scope, fact_id))
     return newest_first(entries)
 
 
@@ -664,16 +654,20 @@ def _current_order(paths: ScopePaths, leaving: set[str]) -> ArchiveIndex:
     return order
 
 
-def _listed_ids(paths: ScopePaths) -> list[str]:
+def _json_names(directory: Path) -> list[str]:
+    """The names of a directory's JSON files in listing order; hidden ones (temporary files)
+    left out. None when the directory does not exist."""
     try:
-        with os.scandir(paths.archive_dir) as listing:
+        with os.scandir(directory) as listing:
             names = [item.name for item in listing]
     except FileNotFoundError:
         return []
+    return [name for name in names if name.endswith(".json") and not name.startswith(".")]
+
+
+def _listed_ids(paths: ScopePaths) -> list[str]:
     ids = []
-    for name in names:
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
+    for name in _json_names(paths.archive_dir):
         fact_id = name[: -len(".json")]
         if not FACT_ID_PATTERN.fullmatch(fact_id):
             raise CorruptMemoryFile(

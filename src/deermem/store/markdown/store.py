@@ -85,6 +85,7 @@ from deermem.store.markdown.files import (
     holds_store,
     list_agents,
     list_users,
+    read_if_exists,
     read_owner,
     resolve_root,
     search_index_path,
@@ -866,11 +867,8 @@ def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
 def read_fact(paths: ScopePaths, scope: Scope, fact_id: str) -> Fact | None:
     """One fact by id, read from its file alone (``None`` if it does not exist)."""
     path = paths.fact(fact_id)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    return decode_fact(data, path, scope, fact_id)
+    data = read_if_exists(path)
+    return None if data is None else decode_fact(data, path, scope, fact_id)
 
 
 def _check_name(fact_id: str, shard: str, path: Path) -> None:
