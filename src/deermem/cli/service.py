@@ -38,6 +38,23 @@ def _tokens_file_option(help: str) -> Any:
 
 
 TOKENS_FILE_OPTION = _tokens_file_option("The tokens file [default: `<state-dir>/tokens.json`].")
+
+
+def _allowed_host_option(help: str) -> Any:
+    """``--allowed-host``: one flag and variable for both servers."""
+    return typer.Option(
+        [], "--allowed-host", envvar="DEERMEM_ALLOWED_HOSTS", metavar="NAME[:PORT]", help=help
+    )
+
+
+_SERVE_ALLOWED_HOST_OPTION = _allowed_host_option(
+    "A host name requests may use besides localhost, 127.0.0.1 and [::1] "
+    "(repeatable), e.g. the name a reverse proxy forwards; other names get 421."
+)
+_MCP_ALLOWED_HOST_OPTION = _allowed_host_option(
+    "A host name requests may use besides localhost, 127.0.0.1 and [::1] (http; "
+    "repeatable); other names get 421."
+)
 _LOG_LEVEL_OPTION = typer.Option("info", "--log-level", help="debug, info, warning, error.")
 _SERVE_STATE_DIR_OPTION = _state_dir_option(
     "The server's tokens and job records, shared by its workers "
@@ -101,14 +118,7 @@ def serve(
         min=1,
         help="Requests of one token waiting with ?wait=true at once, per worker (429 beyond).",
     ),
-    allowed_host: list[str] = typer.Option(
-        [],
-        "--allowed-host",
-        envvar="DEERMEM_ALLOWED_HOSTS",
-        metavar="NAME[:PORT]",
-        help="A host name requests may use besides localhost, 127.0.0.1 and [::1] "
-        "(repeatable), e.g. the name a reverse proxy forwards; other names get 421.",
-    ),
+    allowed_host: list[str] = _SERVE_ALLOWED_HOST_OPTION,
     header_timeout: float = typer.Option(
         10.0,
         "--header-timeout",
@@ -176,14 +186,7 @@ def mcp(
         min=1,
         help="Open MCP sessions one token may hold (http; 429 beyond).",
     ),
-    allowed_host: list[str] = typer.Option(
-        [],
-        "--allowed-host",
-        envvar="DEERMEM_ALLOWED_HOSTS",
-        metavar="NAME[:PORT]",
-        help="A host name requests may use besides localhost, 127.0.0.1 and [::1] (http; "
-        "repeatable); other names get 421.",
-    ),
+    allowed_host: list[str] = _MCP_ALLOWED_HOST_OPTION,
     log_level: str = _LOG_LEVEL_OPTION,
 ) -> None:
     """Serve the memory to MCP clients (Claude Desktop, Cursor, Claude Code ...).
