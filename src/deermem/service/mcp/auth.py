@@ -50,7 +50,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deermem.errors import DeerMemError
-from deermem.service.middleware import problem_response
+from deermem.service.middleware import HttpMiddleware, problem_response
 from deermem.service.problems import Problem, ProblemError, problem_for
 from deermem.service.tokens import Principal, TokenFile, principal_for_header
 
@@ -118,7 +118,7 @@ def caller_for(principal: Principal, configured_user: str | None) -> Caller:
     return Caller(principal.token_id, user)
 
 
-class McpAuthMiddleware:
+class McpAuthMiddleware(HttpMiddleware):
     """Authenticate each HTTP request and fix its scope before the MCP app sees it.
 
     A refused request gets a problem+json answer (401 or 403) and never
@@ -146,16 +146,13 @@ class McpAuthMiddleware:
         user: str | None,
         clock: Callable[[], datetime],
     ) -> None:
-        self.app = app
+        super().__init__(app)
         self.tokens = tokens
         self.auth_required = auth_required
         self.user = user
         self.clock = clock
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         authorization = Headers(scope=scope).get("authorization")
         try:
             principal = principal_for_header(
