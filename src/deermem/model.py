@@ -83,6 +83,7 @@ __all__ = [
     "TIMESTAMP_FIELDS",
     "USER_ID_PATTERN",
     "WEIGHT_TOLERANCE",
+    "WIRE_CONFIG",
     "DescribedBy",
     "Fact",
     "FactJson",
@@ -285,11 +286,7 @@ def check_line(field: str, value: str, limit: int) -> str:
         InvalidTextError: a lone surrogate, a control character or a line break.
         FactValidationError: more than ``limit`` characters.
     """
-    _check_unicode(field, value)
-    found = _NOT_IN_A_LINE.search(value)
-    if found is not None:
-        raise _control(field, value, found.start(), "one line of text")
-    return _check_length(field, value, limit)
+    return _check_text(field, value, limit, _NOT_IN_A_LINE, "one line of text")
 
 
 def check_lines(field: str, value: str, limit: int) -> str:
@@ -300,10 +297,16 @@ def check_lines(field: str, value: str, limit: int) -> str:
             tab, line feed and carriage return.
         FactValidationError: more than ``limit`` characters.
     """
+    return _check_text(field, value, limit, _NOT_IN_LINES, "text")
+
+
+def _check_text(field: str, value: str, limit: int, refused: re.Pattern[str], kind: str) -> str:
+    """The checks of :func:`check_line` and :func:`check_lines`: ``refused`` finds a character
+    that ``kind`` of text may not hold."""
     _check_unicode(field, value)
-    found = _NOT_IN_LINES.search(value)
+    found = refused.search(value)
     if found is not None:
-        raise _control(field, value, found.start(), "text")
+        raise _control(field, value, found.start(), kind)
     return _check_length(field, value, limit)
 
 
@@ -1485,17 +1488,20 @@ class Scope:
 
 T = TypeVar("T")
 
-# defer_build: a result's validator is built when it is first used, not when deermem is
-# imported (a command that lists facts uses none of them).
-RESULT_CONFIG: Final = ConfigDict(
-    defer_build=True,
+WIRE_CONFIG: Final = ConfigDict(
     frozen=True,
     alias_generator=to_camel,
     validate_by_name=True,
     validate_by_alias=True,
     serialize_by_alias=True,
 )
-"""What every result model shares: frozen, snake_case in Python, camelCase on the wire."""
+"""What every result and input model shares: frozen, snake_case in Python, camelCase on the
+wire (either name accepted on the way in)."""
+
+# defer_build: a result's validator is built when it is first used, not when deermem is
+# imported (a command that lists facts uses none of them).
+RESULT_CONFIG: Final = ConfigDict(**WIRE_CONFIG, defer_build=True)
+"""The config of a result model: :data:`WIRE_CONFIG`, built on first use."""
 
 
 @functools.cache

@@ -64,6 +64,7 @@ from deermem.model import (
     MAX_SOURCE_ERROR_CHARS,
     MAX_TOPICS,
     RESULT_CONFIG,
+    WIRE_CONFIG,
     FactJson,
     FactOut,
     Scope,
@@ -239,15 +240,7 @@ _StoredCategory = Annotated[Category, AfterValidator(_category)]
 
 # Built at import, not deferred: FastAPI takes these as request bodies, and a deferred model
 # rebuilt under FastAPI's body annotation warns (UnsupportedFieldAttributeWarning).
-_INPUT = ConfigDict(
-    extra="forbid",
-    strict=True,
-    frozen=True,
-    alias_generator=to_camel,
-    validate_by_name=True,
-    validate_by_alias=True,
-    serialize_by_alias=True,
-)
+_INPUT = ConfigDict(**WIRE_CONFIG, extra="forbid", strict=True)
 
 
 class NewFact(BaseModel):
@@ -387,6 +380,14 @@ def _fact_error(invalid: ValidationError) -> FactValidationError:
 
 Receipts = tuple[ReceiptJson, ...]
 Ids = tuple[str, ...]
+Redacted = Annotated[
+    Ids,
+    Field(
+        description="the kinds of secret replaced by [redacted: KIND] before anything "
+        "was written (never the values; docs/privacy.md)"
+    ),
+]
+"""The kinds of secret a write replaced: the same field, described once, on every write's result."""
 
 
 class CreateResult(BaseModel):
@@ -417,13 +418,7 @@ class CreateResult(BaseModel):
         description="the archived fact that came back instead of a new copy "
         "(it says the same; a regret event records it), else null",
     )
-    redacted: Annotated[
-        Ids,
-        Field(
-            description="the kinds of secret replaced by [redacted: KIND] before anything "
-            "was written (never the values; docs/privacy.md)"
-        ),
-    ] = ()
+    redacted: Redacted = ()
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -478,13 +473,7 @@ class RestoreResult(BaseModel):
     ]
     evicted: Ids
     receipts: Receipts
-    redacted: Annotated[
-        Ids,
-        Field(
-            description="the kinds of secret replaced by [redacted: KIND] before anything "
-            "was written (never the values; docs/privacy.md)"
-        ),
-    ] = ()
+    redacted: Redacted = ()
 
 
 class ImportResult(BaseModel):
@@ -504,13 +493,7 @@ class ImportResult(BaseModel):
     evicted: Ids
     replaced: Ids
     receipts: Receipts
-    redacted: Annotated[
-        Ids,
-        Field(
-            description="the kinds of secret replaced by [redacted: KIND] before anything "
-            "was written (never the values; docs/privacy.md)"
-        ),
-    ] = ()
+    redacted: Redacted = ()
 
 
 class Explanation(BaseModel):

@@ -266,3 +266,28 @@ def test_the_example_conversation_file_is_taken_as_it_is(
     assert response.status_code == 200, response.text
     assert response.json()["report"]["threadId"] == example["thread_id"]
     assert response.json()["report"]["counts"]["added"] == 1
+
+
+def test_the_job_store_prunes_old_records_and_forgets_a_users_jobs(tmp_path: Path) -> None:
+    # Both walk the same directory listing: only `<job id>.json` files are job records.
+    def job(number: int, user: str) -> Job:
+        return Job(f"job_{number:032x}", "done", user, "coder", f"t-{number}", NOW.isoformat())
+
+    missing = JobStore(tmp_path / "none-yet", retention_seconds=0)
+    assert missing.forget_user("alice") == 0
+    assert missing.prune() == 0
+    store = JobStore(tmp_path / "jobs", retention_seconds=3600)
+    for number, user in enumerate(("alice", "bob", "alice")):
+        store.save(job(number, user))
+    (store.directory / "notes.json").write_text("{}", encoding="utf-8")
+    (store.directory / f"job_{9:032x}.json").write_text("not json", encoding="utf-8")
+    assert store.forget_user("alice") == 2
+    assert sorted(path.name for path in store.directory.iterdir()) == [
+        f"job_{1:032x}.json",
+        f"job_{9:032x}.json",
+        "notes.json",
+    ]
+    assert store.prune() == 0  # every record is younger than the retention
+    time.sleep(0.01)  # the records' modification times are in the past
+    assert JobStore(store.directory, retention_seconds=0).prune() == 2  # never another file
+    assert [path.name for path in store.directory.iterdir()] == ["notes.json"]

@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, cast
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -64,32 +64,29 @@ def _flags_without_type(params: Iterable[Any]) -> None:
             param.metavar = ""
 
 
-class Command(TyperCommand):
+class _FlagsAsFlags:
+    """Shows the flags of a click command, and the help option it creates, as flags.
+
+    A mixin before typer's command or group class: ``super()`` is that class.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _flags_without_type(cast(Any, self).params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = cast(Any, super()).get_help_option(ctx)
+        if option is not None:
+            _flags_without_type([option])
+        return option
+
+
+class Command(_FlagsAsFlags, TyperCommand):
     """A typer command whose help shows flags as flags."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _flags_without_type(self.params)
 
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            _flags_without_type([option])
-        return option
-
-
-class Group(TyperGroup):
+class Group(_FlagsAsFlags, TyperGroup):
     """A typer group (``deermem``, ``deermem facts`` ...) whose help shows flags as flags."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _flags_without_type(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            _flags_without_type([option])
-        return option
 
 
 def use_command_classes(app: typer.Typer) -> None:

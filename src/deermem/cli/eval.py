@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import typer
 from rich import box
@@ -66,26 +66,24 @@ app = typer.Typer(
 DATASET_ENV: Final = "LONGMEMEVAL_ORACLE_PATH"
 _PROTOCOL_PANEL: Final = "Protocol bundle (default: deermem's own, shipped with the package)"
 
-CONFIG_OPTION: Final = typer.Option(
-    None,
-    "--config",
-    metavar="YAML",
-    help="Protocol config [default: the bundled pr4789-reproduction-v1.yaml].",
-    rich_help_panel=_PROTOCOL_PANEL,
+
+def _bundle_file_option(flag: str, metavar: str, help: str) -> Any:
+    """An option naming one file of the protocol bundle (default: the shipped one)."""
+    return typer.Option(None, flag, metavar=metavar, help=help, rich_help_panel=_PROTOCOL_PANEL)
+
+
+CONFIG_OPTION: Final = _bundle_file_option(
+    "--config", "YAML", "Protocol config [default: the bundled pr4789-reproduction-v1.yaml]."
 )
-OFFICIAL_MANIFEST_OPTION: Final = typer.Option(
-    None,
+OFFICIAL_MANIFEST_OPTION: Final = _bundle_file_option(
     "--official-manifest",
-    metavar="JSON",
-    help="The 40 pinned LongMemEval ids [default: the bundled official-pr4789-v1.json].",
-    rich_help_panel=_PROTOCOL_PANEL,
+    "JSON",
+    "The 40 pinned LongMemEval ids [default: the bundled official-pr4789-v1.json].",
 )
-SYNTHETIC_MANIFEST_OPTION: Final = typer.Option(
-    None,
+SYNTHETIC_MANIFEST_OPTION: Final = _bundle_file_option(
     "--synthetic-manifest",
-    metavar="JSON",
-    help="The 5 correction cases [default: the bundled synthetic-corrections-v1.json].",
-    rich_help_panel=_PROTOCOL_PANEL,
+    "JSON",
+    "The 5 correction cases [default: the bundled synthetic-corrections-v1.json].",
 )
 DATASET_OPTION: Final = typer.Option(
     None,

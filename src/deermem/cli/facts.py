@@ -6,6 +6,9 @@ ones that left the library; read the receipts of what left, and why.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import NoReturn
+
 import typer
 from rich import box
 from rich.markup import escape
@@ -77,15 +80,13 @@ def add(
             )
         elif result.kept:
             out_console.print(f"added [bold]{result.fact_id}[/]")
-        for fact_id in result.evicted:
-            if fact_id != result.fact.id:
-                out_console.print(f"evicted {fact_id} to make room (see `deermem why {fact_id}`)")
+        _made_room(fact_id for fact_id in result.evicted if fact_id != result.fact.id)
     if not result.kept:
-        err_console.print(
-            f"[bold red]not kept:[/] the capacity gate evicted the fact {result.fact.id} "
-            f"itself; see `deermem why {result.fact.id}`"
+        _refused(
+            "not kept",
+            f"the capacity gate evicted the fact {result.fact.id} itself",
+            result.fact.id,
         )
-        raise typer.Exit(1)
 
 
 @facts_app.command("list")
@@ -258,14 +259,21 @@ def restore(
         print_json(to_json(result))
     elif result.restored:
         out_console.print(f"restored [bold]{fact_id}[/]")
-        for other in result.evicted:
-            out_console.print(f"evicted {other} to make room (see `deermem why {other}`)")
+        _made_room(result.evicted)
     if not result.restored:
-        err_console.print(
-            f"[bold red]not restored:[/] the capacity gate evicted {fact_id} again; "
-            f"see `deermem why {fact_id}`"
-        )
-        raise typer.Exit(1)
+        _refused("not restored", f"the capacity gate evicted {fact_id} again", fact_id)
+
+
+def _made_room(evicted: Iterable[str]) -> None:
+    """Name each fact the capacity gate evicted to let another in."""
+    for fact_id in evicted:
+        out_console.print(f"evicted {fact_id} to make room (see `deermem why {fact_id}`)")
+
+
+def _refused(outcome: str, detail: str, fact_id: str) -> NoReturn:
+    """Say that the capacity gate evicted the fact the command was about, and exit 1."""
+    err_console.print(f"[bold red]{outcome}:[/] {detail}; see `deermem why {fact_id}`")
+    raise typer.Exit(1)
 
 
 @archive_app.command("purge")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, NoReturn
 
 import typer
 from rich import box
@@ -24,26 +25,81 @@ from deermem.service.tokens import TokenFile
 __all__ = ["mcp", "serve", "token_app"]
 
 
+def _state_dir_option(help: str) -> Any:
+    """``--state-dir``: one flag and variable for every command that finds the tokens file."""
+    return typer.Option(None, "--state-dir", file_okay=False, envvar="DEERMEM_STATE_DIR", help=help)
+
+
+def _tokens_file_option(help: str) -> Any:
+    """``--tokens-file``: one flag and variable for every command that reads the tokens."""
+    return typer.Option(
+        None, "--tokens-file", dir_okay=False, envvar="DEERMEM_TOKENS_FILE", help=help
+    )
+
+
+TOKENS_FILE_OPTION = _tokens_file_option("The tokens file [default: `<state-dir>/tokens.json`].")
+
+
+def _allowed_host_option(help: str) -> Any:
+    """``--allowed-host``: one flag and variable for both servers."""
+    return typer.Option(
+        [], "--allowed-host", envvar="DEERMEM_ALLOWED_HOSTS", metavar="NAME[:PORT]", help=help
+    )
+
+
+_SERVE_ALLOWED_HOST_OPTION = _allowed_host_option(
+    "A host name requests may use besides localhost, 127.0.0.1 and [::1] "
+    "(repeatable), e.g. the name a reverse proxy forwards; other names get 421."
+)
+_MCP_ALLOWED_HOST_OPTION = _allowed_host_option(
+    "A host name requests may use besides localhost, 127.0.0.1 and [::1] (http; "
+    "repeatable); other names get 421."
+)
+_LOG_LEVEL_OPTION = typer.Option("info", "--log-level", help="debug, info, warning, error.")
+_SERVE_STATE_DIR_OPTION = _state_dir_option(
+    "The server's tokens and job records, shared by its workers "
+    "[default: `<root>/.server`; required with a database store]."
+)
+_MCP_STATE_DIR_OPTION = _state_dir_option(
+    "Where the tokens file is (http) [default: ROOT/.server; required with a "
+    "database store unless --tokens-file is given]."
+)
+_MCP_TOKENS_FILE_OPTION = _tokens_file_option(
+    "The tokens file (http) [default: STATE_DIR/tokens.json]."
+)
+
+
+def _settings(
+    ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None, **settings: Any
+) -> ServerSettings:
+    """The settings of a server command: the global store options, where the tokens are, and
+    the command's own ``settings``."""
+    options = cli_context(ctx)
+    return ServerSettings(
+        root=None if options.root is None else str(options.root),
+        config_file=None if options.config_file is None else str(options.config_file),
+        state_dir=None if state_dir is None else str(state_dir),
+        tokens_file=None if tokens_file is None else str(tokens_file),
+        **settings,
+    )
+
+
+def _needs_extra(command: str, extra: str, error: ImportError) -> NoReturn:
+    """Say in one line which extra a server command needs (and which module is missing)."""
+    err_console.print(
+        f"[bold red]error:[/] {command} needs the `{extra}` extra ({error.name} is not "
+        f"installed): uv sync --extra {extra}"
+    )
+    raise typer.Exit(1) from None
+
+
 def serve(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port to listen on."),
     workers: int = typer.Option(1, "--workers", min=1, max=64, help="Worker processes."),
-    state_dir: Path | None = typer.Option(
-        None,
-        "--state-dir",
-        file_okay=False,
-        envvar="DEERMEM_STATE_DIR",
-        help="The server's tokens and job records, shared by its workers "
-        "[default: `<root>/.server`; required with a database store].",
-    ),
-    tokens_file: Path | None = typer.Option(
-        None,
-        "--tokens-file",
-        dir_okay=False,
-        envvar="DEERMEM_TOKENS_FILE",
-        help="The tokens file [default: `<state-dir>/tokens.json`].",
-    ),
+    state_dir: Path | None = _SERVE_STATE_DIR_OPTION,
+    tokens_file: Path | None = TOKENS_FILE_OPTION,
     max_body_bytes: int = typer.Option(
         2 * 1024 * 1024, "--max-body-bytes", min=1024, help="Largest request body (413 beyond)."
     ),
@@ -62,21 +118,14 @@ def serve(
         min=1,
         help="Requests of one token waiting with ?wait=true at once, per worker (429 beyond).",
     ),
-    allowed_host: list[str] = typer.Option(
-        [],
-        "--allowed-host",
-        envvar="DEERMEM_ALLOWED_HOSTS",
-        metavar="NAME[:PORT]",
-        help="A host name requests may use besides localhost, 127.0.0.1 and [::1] "
-        "(repeatable), e.g. the name a reverse proxy forwards; other names get 421.",
-    ),
+    allowed_host: list[str] = _SERVE_ALLOWED_HOST_OPTION,
     header_timeout: float = typer.Option(
         10.0,
         "--header-timeout",
         min=0.1,
         help="Seconds a connection may take to send a request's headers before it is closed.",
     ),
-    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
+    log_level: str = _LOG_LEVEL_OPTION,
 ) -> None:
     """Serve the memory over HTTP (FastAPI + uvicorn; `uv sync --extra server`).
 
@@ -94,20 +143,14 @@ def serve(
         # The `server` extra (FastAPI, uvicorn) may be missing: say so in one line.
         from deermem.service.http.run import serve as run_server
     except ImportError as error:  # fastapi or uvicorn missing
-        err_console.print(
-            f"[bold red]error:[/] the server needs the `server` extra ({error.name} is not "
-            "installed): uv sync --extra server"
-        )
-        raise typer.Exit(1) from None
-    options = cli_context(ctx)
-    settings = ServerSettings(
+        _needs_extra("the server", "server", error)
+    settings = _settings(
+        ctx,
+        state_dir,
+        tokens_file,
         host=host,
         port=port,
         workers=workers,
-        root=None if options.root is None else str(options.root),
-        config_file=None if options.config_file is None else str(options.config_file),
-        state_dir=None if state_dir is None else str(state_dir),
-        tokens_file=None if tokens_file is None else str(tokens_file),
         limits=ServerLimits(
             max_body_bytes=max_body_bytes,
             max_pending_jobs=max_pending_jobs,
@@ -132,21 +175,8 @@ def mcp(
     port: int | None = typer.Option(
         None, "--port", min=1, max=65535, help="Port to listen on (http) [default: 8766]."
     ),
-    state_dir: Path | None = typer.Option(
-        None,
-        "--state-dir",
-        file_okay=False,
-        envvar="DEERMEM_STATE_DIR",
-        help="Where the tokens file is (http) [default: ROOT/.server; required with a "
-        "database store unless --tokens-file is given].",
-    ),
-    tokens_file: Path | None = typer.Option(
-        None,
-        "--tokens-file",
-        dir_okay=False,
-        envvar="DEERMEM_TOKENS_FILE",
-        help="The tokens file (http) [default: STATE_DIR/tokens.json].",
-    ),
+    state_dir: Path | None = _MCP_STATE_DIR_OPTION,
+    tokens_file: Path | None = _MCP_TOKENS_FILE_OPTION,
     max_body_bytes: int = typer.Option(
         2 * 1024 * 1024, "--max-body-bytes", min=1024, help="Largest request body (http)."
     ),
@@ -156,15 +186,8 @@ def mcp(
         min=1,
         help="Open MCP sessions one token may hold (http; 429 beyond).",
     ),
-    allowed_host: list[str] = typer.Option(
-        [],
-        "--allowed-host",
-        envvar="DEERMEM_ALLOWED_HOSTS",
-        metavar="NAME[:PORT]",
-        help="A host name requests may use besides localhost, 127.0.0.1 and [::1] (http; "
-        "repeatable); other names get 421.",
-    ),
-    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
+    allowed_host: list[str] = _MCP_ALLOWED_HOST_OPTION,
+    log_level: str = _LOG_LEVEL_OPTION,
 ) -> None:
     """Serve the memory to MCP clients (Claude Desktop, Cursor, Claude Code ...).
 
@@ -190,21 +213,16 @@ def mcp(
         # The `mcp` extra (the MCP SDK) may be missing: say so in one line.
         from deermem.service.mcp.server import serve as run_server
     except ImportError as error:  # the mcp SDK missing
-        err_console.print(
-            f"[bold red]error:[/] `deermem mcp` needs the `mcp` extra ({error.name} is not "
-            "installed): uv sync --extra mcp"
-        )
-        raise typer.Exit(1) from None
+        _needs_extra("`deermem mcp`", "mcp", error)
     options = cli_context(ctx)
     settings = McpSettings(
         transport="http" if transport == "http" else "stdio",
-        server=ServerSettings(
+        server=_settings(
+            ctx,
+            state_dir,
+            tokens_file,
             host=host or "127.0.0.1",
             port=port or DEFAULT_MCP_PORT,
-            root=None if options.root is None else str(options.root),
-            config_file=None if options.config_file is None else str(options.config_file),
-            state_dir=None if state_dir is None else str(state_dir),
-            tokens_file=None if tokens_file is None else str(tokens_file),
             limits=ServerLimits(max_body_bytes=max_body_bytes),
             log_level=log_level.lower(),
             allowed_hosts=tuple(allowed_host),
@@ -223,31 +241,13 @@ token_app = typer.Typer(
     no_args_is_help=True,
 )
 
-STATE_DIR_OPTION = typer.Option(
-    None,
-    "--state-dir",
-    file_okay=False,
-    envvar="DEERMEM_STATE_DIR",
-    help="The server's state directory "
-    "[default: `<root>/.server`; required with a database store].",
-)
-TOKENS_FILE_OPTION = typer.Option(
-    None,
-    "--tokens-file",
-    dir_okay=False,
-    envvar="DEERMEM_TOKENS_FILE",
-    help="The tokens file [default: `<state-dir>/tokens.json`].",
+STATE_DIR_OPTION = _state_dir_option(
+    "The server's state directory [default: `<root>/.server`; required with a database store]."
 )
 
 
 def _tokens(ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None) -> TokenFile:
-    options = cli_context(ctx)
-    settings = ServerSettings(
-        root=None if options.root is None else str(options.root),
-        config_file=None if options.config_file is None else str(options.config_file),
-        state_dir=None if state_dir is None else str(state_dir),
-        tokens_file=None if tokens_file is None else str(tokens_file),
-    )
+    settings = _settings(ctx, state_dir, tokens_file)
     return TokenFile(settings.tokens_path(settings.load_config()))
 
 

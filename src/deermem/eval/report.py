@@ -77,11 +77,7 @@ def render_retention_markdown(
     """
     dataset = run.get("dataset")
     dataset = dataset if isinstance(dataset, Mapping) else {}
-    git = run.get("git")
-    if isinstance(git, Mapping):
-        code = f"git `{git.get('head')}`" + (" (uncommitted changes)" if git.get("dirty") else "")
-    else:
-        code = "not a git checkout"
+    code = _code_of(run)
     lines = [
         "# Capacity eviction: support facts retained",
         "",
@@ -370,16 +366,20 @@ def _two_by_two(suite: str, comparison: PairedComparison) -> list[str]:
     ]
 
 
+def _code_of(run: Mapping[str, object]) -> str:
+    """The code a run marker says made the results: its git commit, or no checkout."""
+    git = run.get("git")
+    if not isinstance(git, Mapping):
+        return "not a git checkout"
+    return f"git `{git.get('head')}`" + (" (uncommitted changes)" if git.get("dirty") else "")
+
+
 def _run_rows(run: Mapping[str, object] | None) -> list[str]:
     if run is None:
         return ["| run marker | none (qa_run.json absent) |"]
     qa = run.get("qa")
     qa = qa if isinstance(qa, Mapping) else {}
-    git = run.get("git")
-    if isinstance(git, Mapping):
-        code = f"git `{git.get('head')}`" + (" (uncommitted changes)" if git.get("dirty") else "")
-    else:
-        code = "not a git checkout"
+    code = _code_of(run)
     return [
         f"| model | `{qa.get('model')}`, temperature {qa.get('temperature')}, "
         f"max_tokens {qa.get('max_tokens')} |",

@@ -523,19 +523,24 @@ class NewFactProposal(_Entry):
         return self.sourceError
 
 
-class ReinforceEntry(_Entry):
-    """A fact the model says the user just confirmed."""
+class _FactEntry(_Entry):
+    """An entry about a stored fact, named by ``id`` (the first field of every such entry)."""
 
     id: Id
-    scope: Scope
-    reason: Reason
 
     @property
     def fact_id(self) -> str:
         return self.id
 
 
-class RemovalEntry(_Entry):
+class ReinforceEntry(_FactEntry):
+    """A fact the model says the user just confirmed."""
+
+    scope: Scope
+    reason: Reason
+
+
+class RemovalEntry(_FactEntry):
     """A fact the model says the conversation contradicts.
 
     ``replacementFactIndex`` is the index the model gave when it is a whole
@@ -543,7 +548,6 @@ class RemovalEntry(_Entry):
     gave something else, ``None`` when it gave none.
     """
 
-    id: Id
     scope: Scope
     reason: Reason
     replacementFactIndex: Annotated[
@@ -551,10 +555,6 @@ class RemovalEntry(_Entry):
         BeforeValidator(_replacement),
         WithJsonSchema({"type": "integer", "minimum": 0}),
     ] = None
-
-    @property
-    def fact_id(self) -> str:
-        return self.id
 
     @property
     def replacement_index(self) -> int | None:
@@ -568,27 +568,17 @@ class RemovalEntry(_Entry):
         return self.replacementFactIndex is not None
 
 
-class StaleRemoval(_Entry):
+class StaleRemoval(_FactEntry):
     """An aged fact the model proposes to remove."""
 
-    id: Id
     reason: Reason
 
-    @property
-    def fact_id(self) -> str:
-        return self.id
 
-
-class StaleExtension(_Entry):
+class StaleExtension(_FactEntry):
     """An aged fact the model proposes to keep for ``extend_by_days`` more days."""
 
-    id: Id
     extend_by_days: Days
     reason: Reason
-
-    @property
-    def fact_id(self) -> str:
-        return self.id
 
 
 class _Sections(BaseModel):

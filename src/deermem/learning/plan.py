@@ -29,10 +29,11 @@ Everything here is pure: the clock is an argument, the store is never read.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 from deermem.learning.answer import (
     NewFactProposal,
@@ -370,31 +371,35 @@ def _gate_facts(
 def _gate_summaries(
     proposals: Sequence[SummaryProposal],
 ) -> tuple[tuple[SummaryProposal, ...], SummaryRejections]:
-    rejected: dict[str, int] = {"missing": 0, "scope": 0, "authority": 0}
-    accepted: list[SummaryProposal] = []
-    for proposal in proposals:
-        if not proposal.shouldUpdate or not proposal.summary.strip():
-            continue  # nothing asked for: not a refusal
-        reason = summary_label_rejection(proposal.scope, proposal.authority)
-        if reason is None:
-            accepted.append(proposal)
-        else:
-            rejected[reason] += 1
-    return tuple(accepted), SummaryRejections(**rejected)
+    # A section with nothing to say asked for nothing: not a refusal.
+    wanted = (p for p in proposals if p.shouldUpdate and p.summary.strip())
+    accepted, rejected = _split(wanted, lambda p: summary_label_rejection(p.scope, p.authority))
+    return accepted, SummaryRejections(**rejected)
 
 
 def _gate_removals(
     entries: Sequence[RemovalEntry], indices: frozenset[int]
 ) -> tuple[tuple[RemovalEntry, ...], RemovalRejections]:
-    rejected: dict[str, int] = {"missing": 0, "scope": 0, "replacement": 0}
-    accepted: list[RemovalEntry] = []
-    for entry in entries:
-        reason = removal_rejection(entry, indices)
+    accepted, rejected = _split(entries, lambda entry: removal_rejection(entry, indices))
+    return accepted, RemovalRejections(**rejected)
+
+
+_T = TypeVar("_T")
+
+
+def _split(
+    items: Iterable[_T], refusal: Callable[[_T], str | None]
+) -> tuple[tuple[_T, ...], Counter[str]]:
+    """The items a gate passes (``refusal`` gives ``None``), and the others counted by reason."""
+    accepted: list[_T] = []
+    rejected: Counter[str] = Counter()
+    for item in items:
+        reason = refusal(item)
         if reason is None:
-            accepted.append(entry)
+            accepted.append(item)
         else:
             rejected[reason] += 1
-    return tuple(accepted), RemovalRejections(**rejected)
+    return tuple(accepted), rejected
 
 
 def dedupe_new_facts(

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Final, Literal
+from typing import Final, Literal, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -299,6 +299,14 @@ def is_retryable_status(status: int) -> bool:
     return status == 429 or status >= 500
 
 
+class _Where(TypedDict):
+    """What every error of :class:`Failures` says of where it happened."""
+
+    model: str
+    endpoint: str
+    attempts: int
+
+
 @dataclass(frozen=True, slots=True)
 class Failures:
     """Error builders for one model at one endpoint.
@@ -314,6 +322,9 @@ class Failures:
     endpoint: str
     timeout_seconds: float
     secret: str | None
+
+    def _where(self, attempt: int) -> _Where:
+        return _Where(model=self.model, endpoint=self.endpoint, attempts=attempt)
 
     def status(
         self, status: int, headers: httpx.Headers, body: bytes, attempt: int
@@ -334,9 +345,7 @@ class Failures:
             retryable=retryable,
             retry_after=retry_after,
             detail=detail,
-            model=self.model,
-            endpoint=self.endpoint,
-            attempts=attempt,
+            **self._where(attempt),
         )
 
     def invalid(self, reason: str, attempt: int) -> LLMResponseInvalid:
@@ -344,9 +353,7 @@ class Failures:
             f"model {self.model!r} at {self.endpoint} sent an answer deermem cannot "
             f"read: {reason}{_after(attempt)}",
             reason=reason,
-            model=self.model,
-            endpoint=self.endpoint,
-            attempts=attempt,
+            **self._where(attempt),
         )
 
     def timeout(self, cause: str, attempt: int) -> LLMTimeout:
@@ -354,9 +361,7 @@ class Failures:
             f"model {self.model!r} at {self.endpoint} did not answer within "
             f"{self.timeout_seconds:g} s{_after(attempt)}",
             cause=cause,
-            model=self.model,
-            endpoint=self.endpoint,
-            attempts=attempt,
+            **self._where(attempt),
         )
 
     def transport(self, error: httpx.HTTPError, attempt: int) -> LLMTransportError:
@@ -365,9 +370,7 @@ class Failures:
             f"could not reach model {self.model!r} at {self.endpoint}: "
             f"{type(error).__name__} ({text}){_after(attempt)}",
             cause=type(error).__name__,
-            model=self.model,
-            endpoint=self.endpoint,
-            attempts=attempt,
+            **self._where(attempt),
         )
 
 

@@ -197,20 +197,10 @@ class Summaries:
     def sections(self) -> list[list[str]]:
         """The rendered, non-empty summary sections, each a list of lines with its header."""
         user = _section(
-            USER_CONTEXT_HEADER,
-            zip(
-                (label for _, label in _USER_LINES),
-                (self.work, self.personal, self.top_of_mind),
-                strict=True,
-            ),
+            USER_CONTEXT_HEADER, _USER_LINES, (self.work, self.personal, self.top_of_mind)
         )
         history = _section(
-            HISTORY_HEADER,
-            zip(
-                (label for _, label in _HISTORY_LINES),
-                (self.recent, self.earlier, self.background),
-                strict=True,
-            ),
+            HISTORY_HEADER, _HISTORY_LINES, (self.recent, self.earlier, self.background)
         )
         return [lines for lines in (user, history) if lines]
 
@@ -234,9 +224,10 @@ def _summary(document: Mapping[str, object], section: str, key: str) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def _section(header: str, items: Iterable[tuple[str, str]]) -> list[str]:
+def _section(header: str, keys: Iterable[tuple[str, str]], summaries: Iterable[str]) -> list[str]:
+    """A section's lines: the header, then each non-empty summary under its key's label."""
     lines = []
-    for label, raw in items:
+    for (_, label), raw in zip(keys, summaries, strict=True):
         text = inert(raw)
         if text:
             lines.append(f"- {label}: {text}")

@@ -40,6 +40,7 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deermem.service.problems import (
@@ -54,9 +55,11 @@ from deermem.service.settings import HostRule
 __all__ = [
     "BodyLimitMiddleware",
     "HostGuardMiddleware",
+    "HttpMiddleware",
     "RequestIdFilter",
     "RequestIdMiddleware",
     "current_request_id",
+    "problem_response",
 ]
 
 REQUEST_ID_HEADER: Final = "X-Request-ID"
@@ -82,8 +85,9 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
-class RequestIdMiddleware:
-    """Give each HTTP request an id, expose it, log one access line, contain crashes.
+class HttpMiddleware:
+    """A middleware that acts on HTTP requests (:meth:`http`) and passes anything else, the
+    server's lifespan events, to the application untouched.
 
     Args:
         app: the ASGI application to wrap.
@@ -96,6 +100,21 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one HTTP request."""
+        raise NotImplementedError
+
+
+class RequestIdMiddleware(HttpMiddleware):
+    """Give each HTTP request an id, expose it, log one access line, contain crashes.
+
+    Args:
+        app: the ASGI application to wrap.
+    """
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = _incoming_id(scope) or uuid.uuid4().hex
         token = _current.set(request_id)
         started = time.perf_counter()
@@ -176,7 +195,7 @@ class _BodyTooLarge(Exception):
     """Raised into the application when the body stream passes the bound."""
 
 
-class BodyLimitMiddleware:
+class BodyLimitMiddleware(HttpMiddleware):
     """Refuse request bodies larger than ``limit`` bytes with a 413 problem.
 
     A declared ``Content-Length`` over the bound is refused before anything
@@ -185,13 +204,10 @@ class BodyLimitMiddleware:
     """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = _content_length(scope)
         if declared is not None and declared > self.limit:
             await self._refuse(send)
@@ -266,6 +282,17 @@ class HostGuardMiddleware:
             await send_problem(send, origin_not_allowed())
             return
         await self.app(scope, receive, send)
+
+
+def problem_response(problem: Problem) -> JSONResponse:
+    """A problem+json answer for an application (FastAPI's handlers, the MCP server's
+    middleware); its ``requestId`` ties it to the server's log lines."""
+    return JSONResponse(
+        problem.body(request_id=current_request_id()),
+        status_code=problem.status,
+        headers=dict(problem.headers),
+        media_type=PROBLEM_CONTENT_TYPE,
+    )
 
 
 async def send_problem(send: Send, problem: Problem) -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "Problem",
     "ProblemBody",
     "ProblemError",
+    "extraction_off",
     "host_not_allowed",
     "internal_problem",
     "not_found",
@@ -343,14 +344,16 @@ def _search_index(error: SearchIndexError) -> Problem:
     return Problem(500, "search-index-error", "Search index error", "the search index failed")
 
 
+def extraction_off(
+    detail: str = "this server has no model configured, so it cannot learn from conversations "
+    "(configure model.model and model.base_url)",
+) -> Problem:
+    """501: learning needs a model and the server has none (``detail`` says what to do)."""
+    return Problem(501, "extraction-off", "Extraction is off", detail)
+
+
 def _extraction_off(error: LLMNotConfigured) -> Problem:
-    return Problem(
-        501,
-        "extraction-off",
-        "Extraction is off",
-        "this server has no model configured, so it cannot learn from conversations "
-        "(configure model.model and model.base_url)",
-    )
+    return extraction_off()
 
 
 def _model_failed(error: LLMError) -> Problem:

@@ -90,6 +90,7 @@ __all__ = [
     "encode_summaries",
     "query_digest",
     "receipt_id_for",
+    "stored_fact",
 ]
 
 
@@ -512,6 +513,37 @@ def encode_entry(entry: ArchiveEntry) -> bytes:
     return (json.dumps(entry.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def stored_fact(
+    raw: dict[str, object],
+    where: str | Path,
+    scope: Scope,
+    expected_id: str,
+    what: str,
+    elsewhere: str,
+) -> Fact:
+    """A stored fact, checked as every store reads one: valid, of its id and of this scope.
+
+    Args:
+        where: the file or row, for the error.
+        what: the fact's name in the errors (``"fact"``, ``"archived fact"``).
+        elsewhere: what the errors say when the fact carries another id.
+
+    Raises:
+        CorruptMemoryFile: it is not a valid fact, or another id's or another scope's.
+    """
+    try:
+        fact = Fact.from_dict(raw)
+    except FactValidationError as error:
+        raise CorruptMemoryFile(where, f"invalid {what}: {error}") from None
+    if fact.id != expected_id:
+        raise CorruptMemoryFile(where, f"the {what} {fact.id!r} {elsewhere}")
+    if fact.scope is not None and (
+        fact.scope.agentName != scope.agent or fact.scope.userId != scope.user_id
+    ):
+        raise CorruptMemoryFile(where, f"scope mismatch: the {what} belongs to another scope")
+    return fact
+
+
 def decode_entry(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> ArchiveEntry:
     """Read an archive entry strictly.
 
@@ -525,16 +557,9 @@ def decode_entry(data: bytes, path: str | Path, scope: Scope, expected_id: str) 
         raise CorruptMemoryFile(path, f"not valid JSON: {error}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("fact"), dict):
         raise CorruptMemoryFile(path, "an archive entry must be an object with a 'fact' object")
-    try:
-        fact = Fact.from_dict(raw["fact"])
-    except FactValidationError as error:
-        raise CorruptMemoryFile(path, f"invalid archived fact: {error}") from None
-    if fact.id != expected_id:
-        raise CorruptMemoryFile(path, f"the archived fact {fact.id!r} does not match the file name")
-    if fact.scope is not None and (
-        fact.scope.agentName != scope.agent or fact.scope.userId != scope.user_id
-    ):
-        raise CorruptMemoryFile(path, "scope mismatch: the archived fact belongs to another scope")
+    fact = stored_fact(
+        raw["fact"], path, scope, expected_id, "archived fact", "does not match the file name"
+    )
     archived_at = raw.get("archivedAt")
     reason = raw.get("reason")
     if not isinstance(archived_at, str) or not isinstance(reason, str):

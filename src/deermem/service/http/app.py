@@ -35,12 +35,13 @@ from deermem.memory import Memory
 from deermem.model import MAX_NESTING
 from deermem.service.http import mem0
 from deermem.service.http.jobs import Job, JobRunner, JobStore
-from deermem.service.http.routes import ServerContext, problem_response, routers
+from deermem.service.http.routes import ServerContext, routers
 from deermem.service.http.ui import Inspector, SessionStore, inspector_router
 from deermem.service.middleware import (
     BodyLimitMiddleware,
     HostGuardMiddleware,
     RequestIdMiddleware,
+    problem_response,
 )
 from deermem.service.problems import (
     PROBLEM_CONTENT_TYPE,

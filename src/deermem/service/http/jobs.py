@@ -172,13 +172,7 @@ class JobStore:
             return 0
         self._last_prune = now
         removed = 0
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return 0
-        for entry in entries:
-            if not (entry.name.endswith(".json") and is_job_id(entry.name[:-5])):
-                continue
+        for entry in self._records():
             try:
                 if now - entry.stat().st_mtime > self.retention_seconds:
                     Path(entry.path).unlink()
@@ -190,13 +184,7 @@ class JobStore:
     def forget_user(self, user: str) -> int:
         """Delete every record of a user's jobs (the user's erasure); return how many."""
         removed = 0
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return 0
-        for entry in entries:
-            if not (entry.name.endswith(".json") and is_job_id(entry.name[:-5])):
-                continue
+        for entry in self._records():
             try:
                 job = self.load(entry.name[:-5])
             except CorruptMemoryFile:
@@ -208,6 +196,18 @@ class JobStore:
 
     def _path(self, job_id: str) -> Path:
         return self.directory / f"{job_id}.json"
+
+    def _records(self) -> list[os.DirEntry[str]]:
+        """The directory's job records (``<job id>.json``); none when it does not exist yet."""
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return []
+        return [
+            entry
+            for entry in entries
+            if entry.name.endswith(".json") and is_job_id(entry.name[:-5])
+        ]
 
 
 Learn = Callable[[Job, list[object]], dict[str, object]]

@@ -51,7 +51,7 @@ from deermem.memory import Memory
 from deermem.model import Fact, Scope, to_json
 from deermem.service.http.jobs import Job
 from deermem.service.http.routes import Dependencies, ServerContext
-from deermem.service.problems import Problem, ProblemError, not_found
+from deermem.service.problems import Problem, ProblemError, extraction_off, not_found
 from deermem.service.tokens import Principal
 from deermem.store import EvictionReceipt
 from deermem.store.records import ReceiptJson
@@ -321,13 +321,10 @@ def _scope_of(
 def _submit(context: ServerContext, memory: Memory, body: AddBody) -> Job:
     if not memory.config.model.configured:
         raise ProblemError(
-            Problem(
-                501,
-                "extraction-off",
-                "Extraction is off",
+            extraction_off(
                 "add with infer needs a model, and this server has none configured "
                 "(model.model and model.base_url); send infer: false to store the messages as "
-                "they are",
+                "they are"
             )
         )
     messages: list[object] = [m.model_dump() for m in body.messages]

@@ -76,19 +76,18 @@ from deermem.results import (
     to_json,
 )
 from deermem.service.http.jobs import Job, JobRunner
-from deermem.service.middleware import current_request_id
 from deermem.service.problems import (
-    PROBLEM_CONTENT_TYPE,
     Problem,
     ProblemBody,
     ProblemError,
     admin_required,
+    extraction_off,
     not_found,
 )
 from deermem.service.settings import ServerLimits, ServerSettings, close_store
 from deermem.service.tokens import Principal, TokenFile, principal_for_header
 
-__all__ = ["InvalidCursor", "ServerContext", "paginate", "problem_response", "routers"]
+__all__ = ["InvalidCursor", "ServerContext", "paginate", "routers"]
 
 T = TypeVar("T")
 Key = tuple[str, ...]
@@ -445,16 +444,6 @@ def _answer(
     return JSONResponse(data, status_code=status, headers=dict(headers or {}))
 
 
-def problem_response(problem: Problem) -> JSONResponse:
-    """A problem+json answer; its ``requestId`` ties it to the server's log lines."""
-    return JSONResponse(
-        problem.body(request_id=current_request_id()),
-        status_code=problem.status,
-        headers=dict(problem.headers),
-        media_type=PROBLEM_CONTENT_TYPE,
-    )
-
-
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for these problem statuses, plus ``default``."""
     declared: dict[int | str, dict[str, Any]] = {}
@@ -694,15 +683,7 @@ def _learning(context: ServerContext, deps: Dependencies) -> APIRouter:
     def accept(memory: Memory, body: ConversationIn) -> Job:
         """Check the conversation and queue it (in a worker thread: it parses and writes)."""
         if not memory.config.model.configured:
-            raise ProblemError(
-                Problem(
-                    501,
-                    "extraction-off",
-                    "Extraction is off",
-                    "this server has no model configured, so it cannot learn from "
-                    "conversations (configure model.model and model.base_url)",
-                )
-            )
+            raise ProblemError(extraction_off())
         parse_messages(body.messages)  # a malformed message is a 422 now, not a failed job
         scope = memory.scope
         return context.jobs.submit(

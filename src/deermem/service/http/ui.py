@@ -297,6 +297,20 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         )
         return HTMLResponse(body, status_code=status, headers=_HEADERS)
 
+    def scope_page(
+        request: Request,
+        name: str,
+        title: str,
+        user: str,
+        memory: Memory,
+        session: Session,
+        **values: object,
+    ) -> HTMLResponse:
+        """A page about one user's and agent's memory: the title, user and agent every such
+        page shows, and its own ``values``."""
+        context = {"title": title, "user": user, "agent": memory.scope.agent, **values}
+        return page(request, name, context, session=session)
+
     def refusal(request: Request, error: _Refused, session: Session | None) -> HTMLResponse:
         return page(
             request,
@@ -494,24 +508,22 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             shown = ranking.facts[start : start + PAGE_SIZE]
             going = next((item for item in ranking.facts if item.next_out), None)
             below = next((item for item in ranking.facts if not item.kept), None)
-            return page(
+            return scope_page(
                 request,
                 "library.html",
-                {
-                    "title": f"{user} / {memory.scope.agent}",
-                    "user": user,
-                    "agent": memory.scope.agent,
-                    "ranking": ranking,
-                    "shown": shown,
-                    "page": number,
-                    "pages": max(1, -(-len(ranking.facts) // PAGE_SIZE)),
-                    "going": going,
-                    "below": below,
-                    "query": query,
-                    "found": [(result, ranks.get(result.fact_id)) for result in found],
-                    **_regret(memory.regret()),
-                },
-                session=session,
+                f"{user} / {memory.scope.agent}",
+                user,
+                memory,
+                session,
+                ranking=ranking,
+                shown=shown,
+                page=number,
+                pages=max(1, -(-len(ranking.facts) // PAGE_SIZE)),
+                going=going,
+                below=below,
+                query=query,
+                found=[(result, ranks.get(result.fact_id)) for result in found],
+                **_regret(memory.regret()),
             )
 
         return view(request, render)
@@ -524,20 +536,18 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             entries, total = memory.archive_page(
                 (number - 1) * ARCHIVE_PAGE_SIZE, ARCHIVE_PAGE_SIZE
             )
-            return page(
+            return scope_page(
                 request,
                 "archive.html",
-                {
-                    "title": f"Archive of {user} / {memory.scope.agent}",
-                    "user": user,
-                    "agent": memory.scope.agent,
-                    "entries": entries,
-                    "total": total,
-                    "page": number,
-                    "pages": max(1, -(-total // ARCHIVE_PAGE_SIZE)),
-                    "notice": request.query_params.get("purged", "")[:128],
-                },
-                session=session,
+                f"Archive of {user} / {memory.scope.agent}",
+                user,
+                memory,
+                session,
+                entries=entries,
+                total=total,
+                page=number,
+                pages=max(1, -(-total // ARCHIVE_PAGE_SIZE)),
+                notice=request.query_params.get("purged", "")[:128],
             )
 
         return view(request, render)
@@ -548,18 +558,16 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             memory = inspector.scoped(principal, user, agent)
             explanation = memory.why(fact_id)
             receipt, line = explanation.last_eviction
-            return page(
+            return scope_page(
                 request,
                 "why.html",
-                {
-                    "title": f"Why {fact_id}",
-                    "user": user,
-                    "agent": memory.scope.agent,
-                    "why": explanation,
-                    "receipt": receipt,
-                    "line": line,
-                },
-                session=session,
+                f"Why {fact_id}",
+                user,
+                memory,
+                session,
+                why=explanation,
+                receipt=receipt,
+                line=line,
             )
 
         return view(request, render)
@@ -575,17 +583,15 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                     left.append(memory.get_archived(gone))
                 except FactNotFoundError:
                     continue  # eviction_mode: delete — only the receipt names it
-            return page(
+            return scope_page(
                 request,
                 "restored.html",
-                {
-                    "title": f"Restore {fact_id}",
-                    "user": user,
-                    "agent": memory.scope.agent,
-                    "result": result,
-                    "left": left,
-                },
-                session=session,
+                f"Restore {fact_id}",
+                user,
+                memory,
+                session,
+                result=result,
+                left=left,
             )
 
         return await action(request, act)
@@ -595,16 +601,8 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             entry = memory.get_archived(fact_id)
-            return page(
-                request,
-                "purge.html",
-                {
-                    "title": f"Purge {fact_id}",
-                    "user": user,
-                    "agent": memory.scope.agent,
-                    "entry": entry,
-                },
-                session=session,
+            return scope_page(
+                request, "purge.html", f"Purge {fact_id}", user, memory, session, entry=entry
             )
 
         return view(request, render)
@@ -629,17 +627,15 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             memory = inspector.scoped(principal, user, agent)
             result = memory.what_if()
             by_id = {fact.id: fact for fact in result.candidates}
-            return page(
+            return scope_page(
                 request,
                 "what_if.html",
-                {
-                    "title": f"What if — {user} / {memory.scope.agent}",
-                    "user": user,
-                    "agent": memory.scope.agent,
-                    "result": result,
-                    "by_id": by_id,
-                },
-                session=session,
+                f"What if — {user} / {memory.scope.agent}",
+                user,
+                memory,
+                session,
+                result=result,
+                by_id=by_id,
             )
 
         return view(request, render)

@@ -47,12 +47,11 @@ from mcp.server.streamable_http_manager import (
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deermem.errors import DeerMemError
-from deermem.service.middleware import current_request_id
-from deermem.service.problems import PROBLEM_CONTENT_TYPE, Problem, ProblemError, problem_for
+from deermem.service.middleware import HttpMiddleware, problem_response
+from deermem.service.problems import Problem, ProblemError, problem_for
 from deermem.service.tokens import Principal, TokenFile, principal_for_header
 
 __all__ = [
@@ -119,7 +118,7 @@ def caller_for(principal: Principal, configured_user: str | None) -> Caller:
     return Caller(principal.token_id, user)
 
 
-class McpAuthMiddleware:
+class McpAuthMiddleware(HttpMiddleware):
     """Authenticate each HTTP request and fix its scope before the MCP app sees it.
 
     A refused request gets a problem+json answer (401 or 403) and never
@@ -147,16 +146,13 @@ class McpAuthMiddleware:
         user: str | None,
         clock: Callable[[], datetime],
     ) -> None:
-        self.app = app
+        super().__init__(app)
         self.tokens = tokens
         self.auth_required = auth_required
         self.user = user
         self.clock = clock
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         authorization = Headers(scope=scope).get("authorization")
         try:
             principal = principal_for_header(
@@ -167,7 +163,7 @@ class McpAuthMiddleware:
             problem = problem_for(error)
             if problem.status >= 500:
                 _log.error("cannot authenticate: %s", error)
-            await _problem_response(problem)(scope, receive, send)
+            await problem_response(problem)(scope, receive, send)
             return
         scope[CALLER_KEY] = caller
         if caller.token_id is not None and authorization is not None:
@@ -258,7 +254,7 @@ class SessionLimitMiddleware:
         # From this check to the count below there is no await: no other request interleaves.
         if len(held) + self._opening[token] >= self.limit:
             _log.info("token %s refused a new MCP session: it holds %d", token, len(held))
-            await _problem_response(too_many_sessions(self.limit))(scope, receive, send)
+            await problem_response(too_many_sessions(self.limit))(scope, receive, send)
             return
         self._opening[token] += 1
         counted = True
@@ -290,12 +286,3 @@ def _opens(scope: Scope) -> bool:
         return False
     version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
-
-
-def _problem_response(problem: Problem) -> JSONResponse:
-    return JSONResponse(
-        problem.body(request_id=current_request_id()),
-        status_code=problem.status,
-        headers=dict(problem.headers),
-        media_type=PROBLEM_CONTENT_TYPE,
-    )

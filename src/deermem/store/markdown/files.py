@@ -101,6 +101,7 @@ __all__ = [
     "list_users",
     "make_directories",
     "owner_fields",
+    "read_if_exists",
     "read_owner",
     "remove_durably",
     "replace_files",
@@ -1236,15 +1237,23 @@ def encode_owner(owner: Owner) -> bytes:
     return (json.dumps(value, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def read_if_exists(path: Path) -> bytes | None:
+    """The file's bytes, or ``None`` when there is no such file (a missing file is an answer,
+    not an error, for every optional file of a store)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 def read_owner(path: Path) -> Owner | None:
     """The owner record at ``path``, or ``None`` if there is none.
 
     Raises:
         CorruptMemoryFile: the file is not an owner record.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_if_exists(path)
+    if data is None:
         return None
     try:
         raw = json.loads(data)

@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 from deermem.errors import CorruptMemoryFile
 from deermem.model import (
@@ -42,7 +42,12 @@ from deermem.model import (
     duplicate_key,
     parse_timestamp,
 )
-from deermem.store.markdown.files import ScopePaths, check_owner_fields, owner_fields
+from deermem.store.markdown.files import (
+    ScopePaths,
+    check_owner_fields,
+    owner_fields,
+    read_if_exists,
+)
 from deermem.store.plan import (
     ArchiveOrder,
     beyond_bounds,
@@ -95,6 +100,8 @@ __all__ = [
 SidecarChange = tuple[Path, bytes | None]
 
 _log = logging.getLogger("deermem.store")
+_Document = TypeVar("_Document", list[object], dict[str, object])
+_JSON_SHAPES: Final[dict[type, str]] = {list: "a JSON list", dict: "a JSON object"}
 
 
 def read_json(path: Path) -> object | None:
@@ -103,12 +110,29 @@ def read_json(path: Path) -> object | None:
     Raises:
         ValueError: the file is not JSON (``UnicodeDecodeError``, ``JSONDecodeError``).
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_if_exists(path)
+    if data is None:
         return None
     value: object = json.loads(data)
     return value
+
+
+def _read_strict(path: Path, what: str, kind: type[_Document]) -> _Document:
+    """A sidecar that must hold a JSON ``kind`` (empty when it is missing); ``what`` names it
+    in the error, with its verb (``"the regret events are"``).
+
+    Raises:
+        CorruptMemoryFile: the file is not JSON, or not a ``kind``.
+    """
+    try:
+        raw = read_json(path)
+    except ValueError as error:
+        raise CorruptMemoryFile(path, f"{what} not valid JSON: {error}") from None
+    if raw is None:
+        return kind()
+    if not isinstance(raw, kind):
+        raise CorruptMemoryFile(path, f"{what} not {_JSON_SHAPES[kind]}")
+    return raw
 
 
 def encode_json(value: list[object] | dict[str, object]) -> bytes:
@@ -197,15 +221,7 @@ def read_events(path: Path) -> list[object]:
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    try:
-        raw = read_json(path)
-    except ValueError as error:
-        raise CorruptMemoryFile(path, f"the eviction audit is not valid JSON: {error}") from None
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise CorruptMemoryFile(path, "the eviction audit is not a JSON list")
-    return raw
+    return _read_strict(path, "the eviction audit is", list)
 
 
 def read_audit(path: Path) -> tuple[EvictionReceipt, ...]:
@@ -284,14 +300,8 @@ def read_marks(paths: ScopePaths) -> list[ThreadMark]:
     Raises:
         CorruptMemoryFile: a mark file that is not a mark, or not named after its thread.
     """
-    try:
-        names = sorted(item.name for item in paths.threads_dir.iterdir())
-    except FileNotFoundError:
-        return []
     marks = []
-    for name in names:
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
+    for name in sorted(_json_names(paths.threads_dir)):
         path = paths.threads_dir / name
         data = path.read_bytes()
         try:
@@ -315,11 +325,8 @@ def read_mark(paths: ScopePaths, thread_id: str) -> str | None:
         OwnerConflictError: the mark names another scope.
     """
     path = paths.thread_mark(thread_id)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    return _decode(data, paths, path, thread_id)
+    data = read_if_exists(path)
+    return None if data is None else _decode(data, paths, path, thread_id)
 
 
 def _decode(data: bytes, paths: ScopePaths, path: Path, thread_id: str) -> str:
@@ -365,7 +372,7 @@ def raw_regret_events(path: Path) -> list[object]:
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    return _raw_events(path)
+    return _read_strict(path, "the regret events are", list)
 
 
 def raw_shadow_marks(path: Path) -> dict[str, object]:
@@ -374,7 +381,7 @@ def raw_shadow_marks(path: Path) -> dict[str, object]:
     Raises:
         CorruptMemoryFile: the file is not a JSON object.
     """
-    return _raw_marks(path)
+    return _read_strict(path, "the shadow marks are", dict)
 
 
 def encode_regret_events(events: Sequence[object]) -> bytes:
@@ -387,25 +394,13 @@ def encode_shadow_marks(marks: Mapping[str, object]) -> bytes:
     return encode_json({key: marks[key] for key in sorted(marks)})
 
 
-def _raw_events(path: Path) -> list[object]:
-    try:
-        raw = read_json(path)
-    except ValueError as error:
-        raise CorruptMemoryFile(path, f"the regret events are not valid JSON: {error}") from None
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise CorruptMemoryFile(path, "the regret events are not a JSON list")
-    return raw
-
-
 def read_regret_events(path: Path) -> tuple[RegretEvent, ...]:
     """The recorded events, oldest first; events that cannot be read are skipped.
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    events = (RegretEvent.from_dict(item) for item in _raw_events(path))
+    events = (RegretEvent.from_dict(item) for item in raw_regret_events(path))
     return tuple(event for event in events if event is not None)
 
 
@@ -421,20 +416,8 @@ def regret_after_commit(
     """
     if not events or max_entries <= 0:
         return None
-    kept = [*_raw_events(path), *(event.to_dict() for event in events)]
+    kept = [*raw_regret_events(path), *(event.to_dict() for event in events)]
     return path, encode_regret_events(kept[-max_entries:])
-
-
-def _raw_marks(path: Path) -> dict[str, object]:
-    try:
-        raw = read_json(path)
-    except ValueError as error:
-        raise CorruptMemoryFile(path, f"the shadow marks are not valid JSON: {error}") from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise CorruptMemoryFile(path, "the shadow marks are not a JSON object")
-    return raw
 
 
 def read_shadow_marks(path: Path) -> dict[str, ShadowMark]:
@@ -444,7 +427,7 @@ def read_shadow_marks(path: Path) -> dict[str, ShadowMark]:
         CorruptMemoryFile: the file is not a JSON object.
     """
     marks = {}
-    for fact_id, value in _raw_marks(path).items():
+    for fact_id, value in raw_shadow_marks(path).items():
         mark = ShadowMark.from_dict(value)
         if mark is not None:
             marks[fact_id] = mark
@@ -463,7 +446,7 @@ def shadow_marks_after_commit(
     """
     if not changes:
         return None
-    raw = _raw_marks(path)
+    raw = raw_shadow_marks(path)
     marks = dict(raw)
     for fact_id, mark in changes.items():
         if mark is None:
@@ -523,11 +506,8 @@ def read_entry(paths: ScopePaths, scope: Scope, fact_id: str) -> ArchiveEntry | 
     if not FACT_ID_PATTERN.fullmatch(fact_id):
         return None
     path = paths.archived(fact_id)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    return decode_entry(data, path, scope, fact_id)
+    data = read_if_exists(path)
+    return None if data is None else decode_entry(data, path, scope, fact_id)
 
 
 def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
@@ -535,11 +515,9 @@ def read_archive(paths: ScopePaths, scope: Scope) -> list[ArchiveEntry]:
     entries = []
     for fact_id in sorted(_listed_ids(paths)):
         path = paths.archived(fact_id)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:  # restored or pruned since the listing (no lock is held)
-            continue
-        entries.append(decode_entry(data, path, scope, fact_id))
+        data = read_if_exists(path)
+        if data is not None:  # else restored or pruned since the listing (no lock is held)
+            entries.append(decode_entry(data, path, scope, fact_id))
     return newest_first(entries)
 
 
@@ -676,16 +654,20 @@ def _current_order(paths: ScopePaths, leaving: set[str]) -> ArchiveIndex:
     return order
 
 
-def _listed_ids(paths: ScopePaths) -> list[str]:
+def _json_names(directory: Path) -> list[str]:
+    """The names of a directory's JSON files in listing order; hidden ones (temporary files)
+    left out. None when the directory does not exist."""
     try:
-        with os.scandir(paths.archive_dir) as listing:
+        with os.scandir(directory) as listing:
             names = [item.name for item in listing]
     except FileNotFoundError:
         return []
+    return [name for name in names if name.endswith(".json") and not name.startswith(".")]
+
+
+def _listed_ids(paths: ScopePaths) -> list[str]:
     ids = []
-    for name in names:
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
+    for name in _json_names(paths.archive_dir):
         fact_id = name[: -len(".json")]
         if not FACT_ID_PATTERN.fullmatch(fact_id):
             raise CorruptMemoryFile(

@@ -85,6 +85,7 @@ from deermem.store.markdown.files import (
     holds_store,
     list_agents,
     list_users,
+    read_if_exists,
     read_owner,
     resolve_root,
     search_index_path,
@@ -866,11 +867,8 @@ def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
 def read_fact(paths: ScopePaths, scope: Scope, fact_id: str) -> Fact | None:
     """One fact by id, read from its file alone (``None`` if it does not exist)."""
     path = paths.fact(fact_id)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    return decode_fact(data, path, scope, fact_id)
+    data = read_if_exists(path)
+    return None if data is None else decode_fact(data, path, scope, fact_id)
 
 
 def _check_name(fact_id: str, shard: str, path: Path) -> None:
@@ -946,13 +944,10 @@ def plan_commit(
     scope: Scope,
     archive_exists: Callable[[str], bool],
 ) -> CommitPlan:
-    """Check preconditions and lay out the files of a commit (see :func:`plan_changes`).
+    """Check preconditions and lay out the files of a commit.
 
-    Raises:
-        ManifestRevisionConflict: ``expected_revision`` is not the current one.
-        FactRevisionConflict: a written or deleted fact is not at the expected revision.
-        FactNotFoundError: a deleted fact or archive entry does not exist.
-        ValueError: the change set addresses one fact twice, or an unknown summary section.
+    The checks are :func:`~deermem.store.plan.plan_changes`'s, and so are the errors
+    raised when one fails.
     """
     changed = plan_changes(lookup, current, changes, scope, archive_exists)
     plan = CommitPlan(changed)

@@ -15,9 +15,15 @@ import hashlib
 import json
 from typing import Final
 
-from deermem.errors import CorruptMemoryFile, FactValidationError
+from deermem.errors import CorruptMemoryFile
 from deermem.model import Fact, Scope, check_user_id
-from deermem.store.records import ArchiveEntry, SummaryDocument, decode_entry, decode_summaries
+from deermem.store.records import (
+    ArchiveEntry,
+    SummaryDocument,
+    decode_entry,
+    decode_summaries,
+    stored_fact,
+)
 
 __all__ = [
     "NO_USER",
@@ -109,17 +115,7 @@ def decode_fact(document: str, label: str, scope: Scope, fact_id: str) -> Fact:
     raw = _parse(document, label)
     if not isinstance(raw, dict):
         raise CorruptMemoryFile(label, "a fact must be a JSON object")
-    try:
-        fact = Fact.from_dict(raw)
-    except FactValidationError as error:
-        raise CorruptMemoryFile(label, f"invalid fact: {error}") from None
-    if fact.id != fact_id:
-        raise CorruptMemoryFile(label, f"the fact {fact.id!r} is stored under another id")
-    if fact.scope is not None and (
-        fact.scope.userId != scope.user_id or fact.scope.agentName != scope.agent
-    ):
-        raise CorruptMemoryFile(label, "scope mismatch: the fact belongs to another scope")
-    return fact
+    return stored_fact(raw, label, scope, fact_id, "fact", "is stored under another id")
 
 
 def encode_archive_entry(entry: ArchiveEntry) -> str:

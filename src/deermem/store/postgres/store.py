@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, LiteralString
 
 import psycopg
 from psycopg import sql
@@ -110,6 +110,14 @@ _LOCK_NAMESPACE: Final = b"deermem user lock\x1f"
 
 _USER_ROW: Final = "SELECT revision, commit_id, summaries FROM deermem_users WHERE user_id = %s"
 _USER_VERSION: Final = "SELECT revision, commit_id FROM deermem_users WHERE user_id = %s"
+_RECEIPTS_QUERY: Final = (
+    "SELECT position, document FROM deermem_receipts "
+    "WHERE user_id = %s AND agent = %s ORDER BY position"
+)
+_REGRET_EVENTS_QUERY: Final = (
+    "SELECT position, document FROM deermem_regret_events "
+    "WHERE user_id = %s AND agent = %s ORDER BY position"
+)
 # One statement reads one snapshot of the database: the summaries and the
 # facts of a scope always belong together. The user row is the one without a fact id.
 _SCOPE: Final = """
@@ -413,19 +421,27 @@ class PostgresStore:
         return marks
 
     def audit(self, scope: Scope) -> tuple[EvictionReceipt, ...]:
+        events = self._events(scope, _RECEIPTS_QUERY, "receipts")
+        receipts = (EvictionReceipt.from_dict(event) for event in events)
+        # An event it cannot read is skipped, as in an audit file.
+        return tuple(receipt for receipt in receipts if receipt is not None)
+
+    def _events(self, scope: Scope, query: LiteralString, table: str) -> list[object]:
+        """The documents of a scope's event log (receipts, regret events), oldest first.
+
+        Args:
+            query: selects ``position, document`` of one user and agent, in order.
+            table: the table's name in errors.
+
+        Raises:
+            CorruptMemoryFile: a document is not JSON.
+        """
         with self._connection() as connection:
-            found = connection.execute(
-                "SELECT position, document FROM deermem_receipts "
-                "WHERE user_id = %s AND agent = %s ORDER BY position",
-                (rows.user_key(scope), scope.agent),
-            ).fetchall()
-        receipts = []
-        for position, document in found:
-            event = rows.decode_event(document, self._label("receipts", scope, str(position)))
-            receipt = EvictionReceipt.from_dict(event)
-            if receipt is not None:  # an event it cannot read is skipped, as in an audit file
-                receipts.append(receipt)
-        return tuple(receipts)
+            found = connection.execute(query, (rows.user_key(scope), scope.agent)).fetchall()
+        return [
+            rows.decode_event(document, self._label(table, scope, str(position)))
+            for position, document in found
+        ]
 
     def archived(self, scope: Scope, fact_id: str) -> ArchiveEntry | None:
         with self._connection() as connection:
@@ -509,19 +525,10 @@ class PostgresStore:
         }
 
     def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
-        with self._connection() as connection:
-            found = connection.execute(
-                "SELECT position, document FROM deermem_regret_events "
-                "WHERE user_id = %s AND agent = %s ORDER BY position",
-                (rows.user_key(scope), scope.agent),
-            ).fetchall()
-        events = []
-        for position, document in found:
-            label = self._label("regret_events", scope, str(position))
-            event = RegretEvent.from_dict(rows.decode_event(document, label))
-            if event is not None:  # one it cannot read is skipped, as in the events file
-                events.append(event)
-        return tuple(events)
+        documents = self._events(scope, _REGRET_EVENTS_QUERY, "regret_events")
+        events = (RegretEvent.from_dict(document) for document in documents)
+        # One it cannot read is skipped, as in the events file.
+        return tuple(event for event in events if event is not None)
 
     def shadow_marks(self, scope: Scope) -> Mapping[str, ShadowMark]:
         with self._connection() as connection:
