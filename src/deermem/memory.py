@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from deermem.config import MemoryConfig, load_config, with_store_settings
+from deermem.config import MemoryConfig, load_config
 from deermem.errors import (
     ArchivedFactError,
     CorruptMemoryFile,
@@ -105,6 +105,7 @@ from deermem.store import (
     SummaryDocument,
     open_store,
     resolve_root,
+    with_kept_settings,
 )
 from deermem.store.migrate import read_user_export, transfer_of, user_export
 from deermem.store.plan import newest_first_ids, redact_dump
@@ -267,10 +268,9 @@ class Memory:
         The arguments are those of :meth:`open`.
         """
         config = config if config is not None else load_config()
-        if not config.store:  # a Markdown store: the settings it keeps apply
-            directory = Path(root) if root is not None else resolve_root(config.storage_path)
-            config = with_store_settings(config, directory)
-            root = directory
+        if not config.store:
+            root = Path(root) if root is not None else resolve_root(config.storage_path)
+        config = with_kept_settings(config, root)  # the settings the store keeps apply
         store = open_store(config, root)
         return cls(
             store,

@@ -20,8 +20,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from deermem.config import MemoryConfig, redact_database_url
+from deermem.config import (
+    MemoryConfig,
+    redact_database_url,
+    with_recorded_settings,
+    with_store_settings,
+)
 from deermem.errors import ConfigError
 from deermem.store.markdown.files import resolve_root
 from deermem.store.markdown.store import MarkdownStore
@@ -46,6 +52,9 @@ from deermem.store.records import (
     UsageEntry,
 )
 
+if TYPE_CHECKING:
+    from deermem.store.postgres import PostgresStore
+
 __all__ = [
     "HISTORY_SECTIONS",
     "REASON_DELETED",
@@ -64,8 +73,10 @@ __all__ = [
     "StoreTransaction",
     "SummaryDocument",
     "UsageEntry",
+    "database_settings",
     "open_store",
     "resolve_root",
+    "with_kept_settings",
 ]
 
 
@@ -87,7 +98,47 @@ def open_store(config: MemoryConfig, root: str | os.PathLike[str] | None = None)
     """
     if not config.store:
         return MarkdownStore.from_config(config, Path(root) if root is not None else None)
-    address = redact_database_url(config.store)
+    return _postgres(config, root).from_config(config)
+
+
+def with_kept_settings(config: MemoryConfig, root: str | os.PathLike[str] | None) -> MemoryConfig:
+    """``config`` over the settings the store it names keeps — a Markdown store's
+    ``deermem.yaml`` (:func:`~deermem.config.with_store_settings`), a database's
+    ``deermem_settings`` — what a memory opened on the store runs under.
+
+    Args:
+        config: as :func:`open_store` takes it.
+        root: a Markdown store directory (``None``: the configuration's).
+
+    Raises:
+        ConfigError: as :func:`open_store`, or the store's record is invalid.
+        DatabaseError, DatabaseSchemaError: as :func:`open_store`.
+    """
+    if not config.store:
+        return with_store_settings(
+            config, Path(root) if root is not None else resolve_root(config.storage_path)
+        )
+    recorded, origin = database_settings(config)
+    return with_recorded_settings(config, recorded, origin)
+
+
+def database_settings(config: MemoryConfig) -> tuple[dict[str, object], str]:
+    """The settings the database ``config.store`` names records, and the record's name
+    (``deermem_settings of <database>``, for errors and ``deermem config show``).
+
+    Raises:
+        ConfigError, DatabaseError, DatabaseSchemaError: as :func:`open_store`.
+    """
+    return _postgres(config, None).kept_settings(config.store)
+
+
+def _postgres(config: MemoryConfig, root: str | os.PathLike[str] | None) -> type[PostgresStore]:
+    """The PostgreSQL store, for the database ``config.store`` names.
+
+    Raises:
+        ConfigError: ``root`` is given too, or the ``postgres`` extra is not installed.
+    """
+    address = redact_database_url(config.store or "")
     if root is not None:
         raise ConfigError(
             [
@@ -104,4 +155,4 @@ def open_store(config: MemoryConfig, root: str | os.PathLike[str] | None = None)
                 f"(uv sync --extra postgres); {error}"
             ]
         ) from None
-    return PostgresStore.from_config(config)
+    return PostgresStore

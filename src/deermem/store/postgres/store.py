@@ -68,7 +68,14 @@ from deermem.store.plan import (
     sort_facts,
 )
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
-from deermem.store.postgres.database import Connection, check_schema, connect, translated
+from deermem.store.postgres.database import (
+    Connection,
+    check_schema,
+    connect,
+    database_settings,
+    recorded_in,
+    translated,
+)
 from deermem.store.protocol import ERASED_COUNTS, ChangeSet, CommitResult, ScopeSnapshot
 from deermem.store.records import (
     ArchiveEntry,
@@ -206,6 +213,17 @@ class PostgresStore:
             regret_max_events=config.regret_max_events,
             redact_secrets=config.redact_secrets,
         )
+
+    @staticmethod
+    def kept_settings(url: str, *, timeout: float = 10.0) -> tuple[dict[str, object], str]:
+        """The settings the database at ``url`` records (``deermem_settings``), and how
+        to name that record in errors.
+
+        Raises:
+            DatabaseError, DatabaseSchemaError: as opening the store.
+            ConfigError: the record is invalid.
+        """
+        return database_settings(url, timeout=timeout), recorded_in(redact_database_url(url))
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.address!r})"
