@@ -22,12 +22,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deermem.config import (
-    MemoryConfig,
-    redact_database_url,
-    with_recorded_settings,
-    with_store_settings,
-)
+from deermem.config import MemoryConfig, redact_database_url, with_store_settings
 from deermem.errors import ConfigError
 from deermem.store.markdown.files import resolve_root
 from deermem.store.markdown.store import MarkdownStore
@@ -74,9 +69,9 @@ __all__ = [
     "SummaryDocument",
     "UsageEntry",
     "database_settings",
+    "open_configured",
     "open_store",
     "resolve_root",
-    "with_kept_settings",
 ]
 
 
@@ -101,25 +96,23 @@ def open_store(config: MemoryConfig, root: str | os.PathLike[str] | None = None)
     return _postgres(config, root).from_config(config)
 
 
-def with_kept_settings(config: MemoryConfig, root: str | os.PathLike[str] | None) -> MemoryConfig:
-    """``config`` over the settings the store it names keeps — a Markdown store's
-    ``deermem.yaml`` (:func:`~deermem.config.with_store_settings`), a database's
-    ``deermem_settings`` — what a memory opened on the store runs under.
-
-    Args:
-        config: as :func:`open_store` takes it.
-        root: a Markdown store directory (``None``: the configuration's).
+def open_configured(
+    config: MemoryConfig, root: str | os.PathLike[str] | None = None
+) -> tuple[Store, MemoryConfig]:
+    """The store ``config`` names (:func:`open_store`), and what a memory on it runs
+    under: ``config`` over the settings the store keeps — a Markdown store's
+    ``deermem.yaml`` (:func:`~deermem.config.with_store_settings`), a
+    database's ``deermem_settings`` — the store itself built with the result.
 
     Raises:
         ConfigError: as :func:`open_store`, or the store's record is invalid.
         DatabaseError, DatabaseSchemaError: as :func:`open_store`.
     """
     if not config.store:
-        return with_store_settings(
-            config, Path(root) if root is not None else resolve_root(config.storage_path)
-        )
-    recorded, origin = database_settings(config)
-    return with_recorded_settings(config, recorded, origin)
+        directory = Path(root) if root is not None else resolve_root(config.storage_path)
+        configured = with_store_settings(config, directory)
+        return MarkdownStore.from_config(configured, directory), configured
+    return _postgres(config, root).configured(config)
 
 
 def database_settings(config: MemoryConfig) -> tuple[dict[str, object], str]:
