@@ -469,9 +469,10 @@ def migrate_command(
     directory's `deermem.yaml`, a database's own record (`deermem_settings`),
     with the policy the source ran under stated, so a store created before
     new stores ran `hybrid-v1` keeps `confidence` (a database that holds
-    users and other settings stops the command before anything is copied). Secrets are replaced by
-    `[redacted: KIND]` on the way (`redact_secrets`, docs/privacy.md); SRC keeps them.
-    A user DST already holds identically is skipped, so an interrupted
+    users and other settings stops the command before anything is copied).
+    Secrets are replaced by `[redacted: KIND]` on the way (`redact_secrets`,
+    docs/privacy.md); SRC keeps them. A user DST already holds identically
+    is skipped, so an interrupted
     migration can be run again; one it holds with other data stops the
     migration before anything is copied. SRC is never changed. A database
     must be migrated first (`deermem db upgrade`).
