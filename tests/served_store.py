@@ -190,7 +190,7 @@ class ServedStore:
                 for name, data in files_under(self._user_dir(user)).items()
             }
         held: dict[str, str] = {}
-        for table in self._tables():
+        for table in self._tables(per_user=True):
             rows = self._rows(f"SELECT t::text FROM {table} t WHERE user_id = %s", (user,))
             held[table] = "\n".join(sorted(str(row) for (row,) in rows))
         return held
@@ -206,13 +206,22 @@ class ServedStore:
     def _user_dir(self, user: str | None) -> Path:
         return self.root / "users" / user if user is not None else self.root
 
-    def _tables(self) -> list[str]:
+    def _tables(self, *, per_user: bool = False) -> list[str]:
+        """deermem's tables (``per_user``: those whose rows carry a user id, not the
+        database's own settings)."""
         rows = self._rows(
             "SELECT table_name FROM information_schema.tables "
             "WHERE table_schema = 'public' AND table_name LIKE 'deermem\\_%' "
             "AND table_name <> 'deermem_migrations' ORDER BY table_name"
         )
-        return [str(name) for (name,) in rows]
+        tables = [str(name) for (name,) in rows]
+        if per_user:
+            with_users = self._rows(
+                "SELECT table_name FROM information_schema.columns "
+                "WHERE table_schema = 'public' AND column_name = 'user_id'"
+            )
+            tables = [table for table in tables if (table,) in with_users]
+        return tables
 
     def _rows(
         self, query: str, parameters: tuple[object, ...] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,13 @@ from hypothesis import strategies as st
 
 from deermem import MemoryConfig
 from deermem.config import (
+    NEW_STORE_SETTINGS,
+    copied_settings,
     read_store_settings,
+    recorded_settings,
     render_store_settings,
     resolve_config,
+    with_recorded_settings,
     with_store_settings,
 )
 from deermem.errors import StoreSettingsExistError
@@ -80,6 +85,26 @@ def test_what_is_written_reads_back_field_for_field(values: dict[str, Any]) -> N
         assert {key for key, source in resolved.sources.items() if source == file} == chosen
         # Written once more, the same bytes: nothing to do.
         assert write_store_settings(root, render_store_settings(resolved.config)) == "unchanged"
+
+
+@settings(max_examples=60, deadline=None)
+@given(SETTINGS)
+@example({"max_facts": 10, "model": {"model": "\x85"}})
+def test_a_databases_record_reads_back_field_for_field(values: dict[str, Any]) -> None:
+    """A database keeps each setting as JSON text (deermem_settings): read back and laid
+    under an empty configuration, it is the configuration that was recorded; a copy of the
+    record states the policy the store ran under and changes nothing else."""
+    config = MemoryConfig(**values)
+    rows = {
+        name: json.dumps(value, ensure_ascii=False)
+        for name, value in recorded_settings(config).items()
+    }
+    record = {name: json.loads(text) for name, text in rows.items()}
+    read = with_recorded_settings(MemoryConfig(), record, "deermem_settings of db")
+    assert read == config, differences(read, config)
+    copied = copied_settings(record)
+    assert set(NEW_STORE_SETTINGS) <= copied.model_fields_set
+    assert copied == config, differences(copied, config)
 
 
 def test_only_chosen_settings_are_written(tmp_path: Path) -> None:

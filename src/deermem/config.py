@@ -70,17 +70,21 @@ __all__ = [
     "MemoryConfig",
     "ModelConfig",
     "ResolvedConfig",
+    "check_recorded",
     "config_from_mapping",
+    "copied_settings",
     "is_database_url",
     "is_new_root",
     "load_config",
     "new_store_settings",
     "read_store_settings",
+    "recorded_settings",
     "redact_database_url",
     "render_store_settings",
     "resolve_config",
     "settings_to_keep",
     "store_settings_path",
+    "with_recorded_settings",
     "with_store_settings",
 ]
 
@@ -425,9 +429,10 @@ class MemoryConfig(BaseModel):
 
     fact_eviction_policy: Literal["confidence", "hybrid-v1"] = DEFAULT_POLICY
     """How the capacity gate ranks facts. ``confidence`` (the original's) is the
-    value where nothing names one — a store that recorded none, a database, the
-    DeerFlow backend; a Markdown store deermem creates records
-    :data:`NEW_STORE_SETTINGS` (``hybrid-v1``) when it is created."""
+    value where nothing names one — a store that recorded none, the DeerFlow
+    backend; a store deermem creates records :data:`NEW_STORE_SETTINGS`
+    (``hybrid-v1``) when it is created (its ``deermem.yaml``, or a database's
+    ``deermem_settings``)."""
 
     fact_eviction_shadow_enabled: bool = False
     """Also compute the other policy beside the active one and record where it
@@ -758,9 +763,11 @@ _HEADER: Final = """\
 # ``confidence`` in its shadow so ``deermem regret`` weighs both. The store
 # records these two settings in its own file when it is created (``deermem
 # init``, or its first write), so they stay what they were whatever a later
-# deermem's defaults are. A store created before — one that holds anything
-# but recorded no policy — keeps the configuration's default, ``confidence``,
-# and behaves as it always did. An explicit choice (a ``--config`` file, a
+# deermem's defaults are; a database records them in ``deermem_settings`` when
+# ``deermem db upgrade`` creates it (deermem.store.postgres.database). A store
+# created before — one that holds anything but recorded no policy, a database
+# upgraded with users in it — keeps the configuration's default,
+# ``confidence``, and behaves as it always did. An explicit choice (a ``--config`` file, a
 # variable, an argument, DeerFlow's ``backend_config``) wins over both.
 # ---------------------------------------------------------------------------
 
@@ -768,7 +775,9 @@ NEW_STORE_SETTINGS: Final[Mapping[str, object]] = {
     "fact_eviction_policy": "hybrid-v1",
     "fact_eviction_shadow_enabled": True,
 }
-"""What a Markdown store deermem creates records, unless a source chose otherwise."""
+"""What a store deermem creates records (a Markdown store's ``deermem.yaml``, a
+database's ``deermem_settings``: ``deermem db upgrade`` on a database without
+users), unless a source chose otherwise."""
 
 NEW_STORE_SOURCE: Final = "the default for a new store"
 """How ``deermem config show`` names where :data:`NEW_STORE_SETTINGS` came from."""
@@ -845,13 +854,21 @@ def read_store_settings(root: str | os.PathLike[str]) -> dict[str, object] | Non
             raise ConfigError(["expected a settings file, found something else"], source=str(path))
         return None
     values = read_config_file(path)
+    check_recorded(values, str(path))
+    return _resolved_paths(values, Path(root))
+
+
+def check_recorded(values: Mapping[str, object], source: str) -> None:
+    """Refuse a store's record that holds a setting no store may keep (:data:`NOT_IN_STORE_FILE`).
+
+    Raises:
+        ConfigError: naming ``source`` (the file, or the database's table) and each key.
+    """
     refused = sorted(NOT_IN_STORE_FILE & values.keys())
     if refused:
         raise ConfigError(
-            [f"{key} cannot be set in a store's own settings file" for key in refused],
-            source=str(path),
+            [f"{key} cannot be set in a store's own settings" for key in refused], source=source
         )
-    return _resolved_paths(values, Path(root))
 
 
 def explicit_settings(config: MemoryConfig) -> dict[str, object]:
@@ -878,13 +895,41 @@ def render_store_settings(config: MemoryConfig) -> str:
     written absolute. Keys follow the schema's order, so the same
     configuration always gives the same bytes.
     """
+    chosen = recorded_settings(config)
+    body = _dump_readably(chosen) if chosen else "{}\n"
+    return _HEADER + "\n" + body
+
+
+def recorded_settings(config: MemoryConfig) -> dict[str, Any]:
+    """What a store records for ``config``: its chosen settings, as JSON values.
+
+    The one form of a store's record — the body of a Markdown store's file
+    (:func:`render_store_settings`) and the rows of a database's
+    ``deermem_settings``. Settings left at their default stay out (a later
+    deermem's defaults apply to them), as do the :data:`NOT_IN_STORE_FILE`
+    ones; paths are absolute; keys follow the schema's order.
+    """
     chosen = config.model_dump(mode="json", include=_include(config))
     for location in _PATH_SETTINGS:
         value = _get(chosen, location)
         if isinstance(value, str):
             _set(chosen, location, str(Path(value).expanduser().resolve()))
-    body = _dump_readably(chosen) if chosen else "{}\n"
-    return _HEADER + "\n" + body
+    return chosen
+
+
+def copied_settings(recorded: Mapping[str, object] | None) -> MemoryConfig:
+    """The settings a copy of a store records (``deermem migrate``): the source's record,
+    with the policy the source ran under stated.
+
+    A source that recorded no policy was created before new stores ran
+    ``hybrid-v1``, and runs the configuration's default, ``confidence``; its
+    copy, created new, would run :data:`NEW_STORE_SETTINGS` unless it says so.
+
+    Raises:
+        ConfigError: the record holds an invalid value.
+    """
+    ran = {key: MemoryConfig.model_fields[key].default for key in NEW_STORE_SETTINGS}
+    return config_from_mapping({**ran, **(recorded or {})})
 
 
 def _dump_readably(values: dict[str, Any]) -> str:
@@ -1004,6 +1049,7 @@ def resolve_config(
     path: str | os.PathLike[str] | None = None,
     *,
     root: str | os.PathLike[str] | None = None,
+    recorded: tuple[Mapping[str, object], str] | None = None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, object] | None = None,
 ) -> ResolvedConfig:
@@ -1014,6 +1060,8 @@ def resolve_config(
         root: a store root whose own settings file (``deermem.yaml``) is the
             lowest source after the defaults — where the root holds no store
             yet, :data:`NEW_STORE_SETTINGS` are; ``None`` reads no store's file.
+        recorded: a database's record of its settings and the record's name
+            (``PostgresStore.kept_settings``), in the place of a store's file.
         environ: where to read ``DEERMEM_*`` variables; ``os.environ`` by default.
             Pass ``{}`` to ignore the environment.
         overrides: settings that win over every other source (keyword
@@ -1033,6 +1081,8 @@ def resolve_config(
             _merge(values, origins, stored, str(store_file))
         elif is_new_root(root):
             _merge(values, origins, NEW_STORE_SETTINGS, NEW_STORE_SOURCE)
+    if recorded is not None:
+        _merge(values, origins, recorded[0], recorded[1])
     if path is not None:
         _merge(values, origins, read_config_file(path), str(path))
     for location, variable, value in _environment_values(
@@ -1063,14 +1113,28 @@ def with_store_settings(config: MemoryConfig, root: str | os.PathLike[str]) -> M
     stored = read_store_settings(root)
     if stored is None and is_new_root(root):
         return new_store_settings(config)
-    if not stored:
+    return with_recorded_settings(config, stored, str(store_settings_path(root)))
+
+
+def with_recorded_settings(
+    config: MemoryConfig, recorded: Mapping[str, object] | None, origin: str
+) -> MemoryConfig:
+    """``config`` over the settings a store records (its file, a database's ``deermem_settings``).
+
+    What ``config`` was given (:func:`explicit_settings`) wins; the record
+    supplies the rest; defaults the remainder. Without a record, ``config``
+    itself. ``origin`` names the record in errors.
+
+    Raises:
+        ConfigError: a recorded value is invalid (named with ``origin``).
+    """
+    if not recorded:
         return config
     values: dict[str, object] = {}
     origins: dict[str, str] = {}
-    file = str(store_settings_path(root))
-    _merge(values, origins, stored, file)
+    _merge(values, origins, recorded, origin)
     _merge(values, origins, explicit_settings(config), "the configuration given")
-    return config_from_mapping(values, origins=origins, source=file)
+    return config_from_mapping(values, origins=origins, source=origin)
 
 
 def config_from_mapping(

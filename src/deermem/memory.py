@@ -34,10 +34,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from deermem.config import MemoryConfig, load_config, with_store_settings
+from deermem.config import MemoryConfig, load_config
 from deermem.errors import (
     ArchivedFactError,
     CorruptMemoryFile,
@@ -103,8 +102,7 @@ from deermem.store import (
     Section,
     Store,
     SummaryDocument,
-    open_store,
-    resolve_root,
+    open_configured,
 )
 from deermem.store.migrate import read_user_export, transfer_of, user_export
 from deermem.store.plan import newest_first_ids, redact_dump
@@ -210,10 +208,11 @@ class Memory:
         """Open the store the configuration names, or the Markdown store at ``root``.
 
         A Markdown store keeps its settings in ``<root>/deermem.yaml``
-        (``deermem init``; see :mod:`deermem.config`), so a store
+        (``deermem init``; see :mod:`deermem.config`), a database in its
+        ``deermem_settings`` table (``deermem db upgrade``), so a store
         built at a cap of 10 is opened at a cap of 10 whoever opens it. What
         ``config`` was given (by its file, the environment or keyword
-        arguments) wins over that file; the file supplies the rest.
+        arguments) wins over that record; the record supplies the rest.
 
         Args:
             root: a Markdown store directory; default: the configuration's
@@ -267,11 +266,7 @@ class Memory:
         The arguments are those of :meth:`open`.
         """
         config = config if config is not None else load_config()
-        if not config.store:  # a Markdown store: the settings it keeps apply
-            directory = Path(root) if root is not None else resolve_root(config.storage_path)
-            config = with_store_settings(config, directory)
-            root = directory
-        store = open_store(config, root)
+        store, config = open_configured(config, root)  # the settings the store keeps apply
         return cls(
             store,
             config,

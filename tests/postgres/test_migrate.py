@@ -23,14 +23,6 @@ NOW = datetime(2026, 8, 13, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[1] / "store_fixtures"
 
 
-@pytest.fixture(autouse=True)
-def database_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The configuration that opens the database gives the settings build_store's store
-    recorded when it was created (a database keeps no settings file of its own)."""
-    monkeypatch.setenv("DEERMEM_FACT_EVICTION_POLICY", "hybrid-v1")
-    monkeypatch.setenv("DEERMEM_FACT_EVICTION_SHADOW_ENABLED", "true")
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = NOW
@@ -242,19 +234,20 @@ def test_bad_locations_are_one_line_errors(
     assert "the same store" in capsys.readouterr().err
 
 
-def test_the_settings_go_with_the_memory_or_the_migration_stops(
-    tmp_path: Path,
-    postgres_url: str,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+def recorded(url: str) -> dict[str, object]:
+    """The database's own settings, as any SQL client reads them."""
+    with psycopg.connect(url) as connection:
+        rows = connection.execute("SELECT name, value FROM deermem_settings").fetchall()
+    return {name: json.loads(value) for name, value in rows}
+
+
+def test_the_settings_go_with_the_memory_both_ways(
+    tmp_path: Path, postgres_url: str, empty_postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A Markdown store with max_facts 10 and hybrid-v1 ran at 100 under confidence after a
-    migrate to PostgreSQL (issue 24, point 7): into a directory its deermem.yaml goes along;
-    into a database, whose settings come from the configuration, the command stops, naming
-    the settings the configuration does not give, before anything is copied."""
-    for variable in ("DEERMEM_FACT_EVICTION_POLICY", "DEERMEM_FACT_EVICTION_SHADOW_ENABLED"):
-        monkeypatch.delenv(variable)
-    source, copy = tmp_path / "source", tmp_path / "copy"
+    migrate to PostgreSQL (issue 24, point 7): its settings become the database's record,
+    and come back into a directory from it."""
+    source, copy, back = tmp_path / "source", tmp_path / "copy", tmp_path / "back"
     config = MemoryConfig(max_facts=10, fact_eviction_policy="hybrid-v1")
     assert main(["--root", str(source), "init"]) == 0
     (source / "deermem.yaml").write_text("max_facts: 10\nfact_eviction_policy: hybrid-v1\n")
@@ -266,15 +259,72 @@ def test_the_settings_go_with_the_memory_or_the_migration_stops(
     moved = Memory.open(copy, user="alice")
     assert (moved.config.max_facts, moved.config.fact_eviction_policy) == (10, "hybrid-v1")
 
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
+    out = capsys.readouterr().out
+    assert "settings kept: fact_eviction_policy, fact_eviction_shadow_enabled, max_facts" in out
+    # The source recorded no shadow setting: it ran without, and so does the copy.
+    assert recorded(postgres_url) == {
+        "max_facts": 10,
+        "fact_eviction_policy": "hybrid-v1",
+        "fact_eviction_shadow_enabled": False,
+    }
+    on_database = Memory.open(config=MemoryConfig(store=postgres_url), user="alice")
+    try:
+        assert on_database.config.max_facts == 10
+        assert on_database.config.fact_eviction_policy == "hybrid-v1"
+        assert not on_database.config.fact_eviction_shadow_enabled
+    finally:
+        on_database.store.close()  # type: ignore[attr-defined]
+
+    assert main(["migrate", "--from", postgres_url, "--to", str(back), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["settings"] == [
+        "fact_eviction_policy",
+        "fact_eviction_shadow_enabled",
+        "max_facts",
+    ]
+    returned = Memory.open(back, user="alice")
+    assert (returned.config.max_facts, returned.config.fact_eviction_policy) == (10, "hybrid-v1")
+    assert not returned.config.fact_eviction_shadow_enabled
+    assert [fact.content for fact in returned.list_facts()] == ["Uses uv"]
+
+
+def test_a_store_made_before_new_stores_ran_hybrid_v1_keeps_confidence_on_the_move(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory an earlier deermem wrote records no policy and runs confidence; the
+    database it moves into is new (it recorded hybrid-v1 when it was created), and takes
+    the source's policy instead — and gives it back."""
+    source = Path(
+        shutil.copytree(FIXTURES / "written-by-deermem-e1f89b5" / "store", tmp_path / "s")
+    )
+    assert not (source / "deermem.yaml").exists()
+    assert recorded(postgres_url)["fact_eviction_policy"] == "hybrid-v1"
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
+    assert recorded(postgres_url) == {
+        "fact_eviction_policy": "confidence",
+        "fact_eviction_shadow_enabled": False,
+    }
+    assert main(["migrate", "--from", postgres_url, "--to", str(tmp_path / "back")]) == 0
+    back = Memory.open(tmp_path / "back", user="alice@example.com")
+    assert back.config.fact_eviction_policy == "confidence"
+    assert not back.config.fact_eviction_shadow_enabled
+
+
+def test_a_database_with_users_and_other_settings_stops_the_migration(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "source"
+    Memory.open(source, user="alice").create_fact("Uses uv")
+    (source / "deermem.yaml").write_text("max_facts: 10\n", encoding="utf-8")
+    with PostgresStore(postgres_url) as store:
+        Memory(store, MemoryConfig(), Scope.of("bob")).create_fact("Bob, elsewhere")
+    before = recorded(postgres_url)
     assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "max_facts (10; the configuration gives 100)" in err
-    assert "fact_eviction_policy ('hybrid-v1'; the configuration gives 'confidence')" in err
-    with psycopg.connect(postgres_url) as connection:
-        [(users,)] = connection.execute("SELECT count(*) FROM deermem_users").fetchall()
-    assert users == 0  # nothing was copied
-    monkeypatch.setenv("DEERMEM_MAX_FACTS", "10")
-    monkeypatch.setenv("DEERMEM_FACT_EVICTION_POLICY", "hybrid-v1")
-    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
-    assert "settings kept: fact_eviction_policy, max_facts" in capsys.readouterr().out
+    assert "deermem_settings of postgresql://" in err
+    assert "already holds users and keeps other settings; nothing was copied" in err
+    assert recorded(postgres_url) == before
+    with PostgresStore(postgres_url) as store:
+        assert PostgresTransfer(store).users() == ("bob",)

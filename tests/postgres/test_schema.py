@@ -15,7 +15,7 @@ from deermem.model import Scope
 from deermem.store.postgres import PostgresStore, database
 from deermem.store.postgres.database import Migration, database_status, upgrade_database
 
-LATER = Migration(4, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
+LATER = Migration(5, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
 
 
 def tables(url: str) -> set[str]:
@@ -29,13 +29,13 @@ def tables(url: str) -> set[str]:
 def test_a_database_never_migrated_is_refused_with_what_to_do(empty_postgres_url: str) -> None:
     with pytest.raises(DatabaseSchemaError, match="run `deermem db upgrade`") as refused:
         PostgresStore(empty_postgres_url)
-    assert (refused.value.found, refused.value.expected) == (None, 3)
+    assert (refused.value.found, refused.value.expected) == (None, 4)
     assert tables(empty_postgres_url) == set()  # opening never creates anything
 
 
 def test_upgrade_applies_every_migration_once(empty_postgres_url: str) -> None:
     assert database_status(empty_postgres_url).found is None
-    assert upgrade_database(empty_postgres_url).applied == (1, 2, 3)
+    assert upgrade_database(empty_postgres_url).applied == (1, 2, 3, 4)
     assert upgrade_database(empty_postgres_url).applied == ()
     assert {
         "deermem_migrations",
@@ -48,6 +48,7 @@ def test_upgrade_applies_every_migration_once(empty_postgres_url: str) -> None:
         "deermem_regret_events",
         "deermem_shadow_marks",
         "deermem_vectors",
+        "deermem_settings",
     } <= tables(empty_postgres_url)
     PostgresStore(empty_postgres_url).close()
 
@@ -68,7 +69,7 @@ def test_replicas_upgrading_at_once_apply_each_migration_once(empty_postgres_url
     for thread in threads:
         thread.join()
     assert errors == []
-    assert sorted(results) == [(), (), (), (1, 2, 3)]
+    assert sorted(results) == [(), (), (), (1, 2, 3, 4)]
 
 
 def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
@@ -76,9 +77,9 @@ def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
 ) -> None:
     shipped = database.migrations()
     monkeypatch.setattr(database, "migrations", lambda: (*shipped, LATER))
-    with pytest.raises(DatabaseSchemaError, match="at schema version 3 and this deermem needs 4"):
+    with pytest.raises(DatabaseSchemaError, match="at schema version 4 and this deermem needs 5"):
         PostgresStore(postgres_url)
-    assert upgrade_database(postgres_url).applied == (4,)
+    assert upgrade_database(postgres_url).applied == (5,)
     assert "deermem_extra" in tables(postgres_url)
     PostgresStore(postgres_url).close()
 
@@ -86,21 +87,21 @@ def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
 def test_a_failed_migration_applies_nothing(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = Migration(4, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
+    broken = Migration(5, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
     shipped = database.migrations()
     monkeypatch.setattr(database, "migrations", lambda: (*shipped, broken))
     with pytest.raises(DatabaseError, match="nonsense"):
         upgrade_database(postgres_url)
     assert "deermem_half" not in tables(postgres_url)
-    assert database_status(postgres_url).found == 3
+    assert database_status(postgres_url).found == 4
 
 
 def test_a_database_a_newer_deermem_migrated_is_refused(postgres_url: str) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (4, 'future')")
+        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (5, 'future')")
     with pytest.raises(DatabaseSchemaError, match="does not know") as refused:
         PostgresStore(postgres_url)
-    assert refused.value.found == 4
+    assert refused.value.found == 5
     with pytest.raises(DatabaseSchemaError, match="does not know"):
         upgrade_database(postgres_url)
 
@@ -112,7 +113,7 @@ def test_db_commands(
     assert "not migrated" in capsys.readouterr().out
     monkeypatch.setenv("DEERMEM_DATABASE_URL", empty_postgres_url)
     assert main(["db", "upgrade"]) == 0
-    assert "applied 1, 2, 3" in capsys.readouterr().out
+    assert "applied 1, 2, 3, 4" in capsys.readouterr().out
     assert main(["db", "status", "--json"]) == 0
     assert '"current": true' in capsys.readouterr().out
     monkeypatch.delenv("DEERMEM_DATABASE_URL")
@@ -123,11 +124,11 @@ def test_db_commands(
 def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
     empty_postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A database a deermem before regret migrated: 0002 and 0003 add tables, nothing else moves."""
+    """A database a deermem before regret migrated: 0002 to 0004 add tables, nothing else moves."""
     url = empty_postgres_url
     now = datetime(2026, 8, 13, tzinfo=UTC)
     config = MemoryConfig(max_facts=10)
-    assert upgrade_database(url).applied == (1, 2, 3)
+    assert upgrade_database(url).applied == (1, 2, 3, 4)
     with PostgresStore(url) as store:
         memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
         for n in range(11):  # one over the cap: a receipt and an archive entry
@@ -137,16 +138,16 @@ def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
         assert store.regret_events(memory.scope) == ()
         assert store.shadow_marks(memory.scope) == {}
     # As a deermem before regret left it: schema 1, without the (here empty) tables of
-    # 0002 and 0003.
+    # 0002 to 0004.
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("DROP TABLE deermem_regret_events, deermem_shadow_marks")
-        connection.execute("DROP TABLE deermem_vectors")
-        connection.execute("DELETE FROM deermem_migrations WHERE version IN (2, 3)")
+        connection.execute("DROP TABLE deermem_vectors, deermem_settings")
+        connection.execute("DELETE FROM deermem_migrations WHERE version IN (2, 3, 4)")
     assert "deermem_regret_events" not in tables(url)
-    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 3"):
+    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 4"):
         PostgresStore(url)
     assert main(["db", "upgrade", "--database", url]) == 0
-    assert "applied 2, 3" in capsys.readouterr().out
+    assert "applied 2, 3, 4" in capsys.readouterr().out
     assert {"deermem_regret_events", "deermem_shadow_marks", "deermem_vectors"} <= tables(url)
     with PostgresStore(url) as store:
         memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, cli_context, out_console, print_json
 from deermem.config import MemoryConfig, load_config, redact_database_url, resolve_config
+from deermem.store import database_settings
 
 __all__ = ["config_app"]
 
@@ -62,7 +63,8 @@ def show(
     """Show the configuration commands use on this store, and where each value came from.
 
     Sources, later ones winning: the defaults; the store's own settings
-    (`<root>/deermem.yaml`, written by `deermem init`); the `--config`
+    (`<root>/deermem.yaml`, written by `deermem init`; a database's
+    `deermem_settings`, written by `deermem db upgrade`); the `--config`
     file; `DEERMEM_*` environment variables (unless `--ignore-env`).
 
     Examples: `deermem --root ./memory config show`,
@@ -70,7 +72,11 @@ def show(
     """
     state = cli_context(ctx)
     root = None if state.uses_database() else state.store_root()
-    resolved = resolve_config(state.config_file, root=root, environ={} if ignore_env else None)
+    environ: dict[str, str] | None = {} if ignore_env else None
+    recorded = None
+    if root is None:  # a database: its own record is the store's settings
+        recorded = database_settings(resolve_config(state.config_file, environ=environ).config)
+    resolved = resolve_config(state.config_file, root=root, recorded=recorded, environ=environ)
     rows = list(_rows(resolved.config, MemoryConfig()))
     store_file = None if resolved.store_file is None else str(resolved.store_file)
     if as_json:

@@ -164,7 +164,9 @@ class CliContext:
     def settings(self) -> ResolvedConfig:
         """The effective configuration and where each value came from.
 
-        A Markdown store's own settings file counts; a database keeps none.
+        A Markdown store's own settings file counts; a database's record
+        (``deermem_settings``) is laid under this when the memory opens it
+        (:func:`deermem.store.with_kept_settings`), so it is not read twice.
         """
         if self._settings is None:
             if self.uses_database():

@@ -103,8 +103,9 @@ def init(
     resolved = resolve_config(config or state.config_file)
     if resolved.config.store and state.root is None:
         fail(
-            "the configuration names a database (store); a database keeps no settings file — "
-            "`deermem init` is for a Markdown store directory (--root)"
+            "the configuration names a database (store); a database records its settings when "
+            "`deermem db upgrade` creates it — `deermem init` is for a Markdown store directory "
+            "(--root)"
         )
     root = state.root if state.root is not None else resolve_root(resolved.config.storage_path)
     if root.exists() and not root.is_dir():
@@ -464,13 +465,14 @@ def migrate_command(
     Everything is copied: facts, summaries (with their revision), recall
     counts, receipts, the archive, the conversations' marks, regret events
     and shadow marks. Each user is written in one atomic step and read back
-    and compared with the source. The store's settings (`deermem.yaml`) go
-    with it into a directory; a database keeps none, so a store with
-    settings migrates into one only when the configuration (`--config`,
-    `DEERMEM_*`) gives each of them the same value — else the command stops,
-    naming them, before anything is copied. Secrets are replaced by
-    `[redacted: KIND]` on the way (`redact_secrets`, docs/privacy.md); SRC keeps them.
-    A user DST already holds identically is skipped, so an interrupted
+    and compared with the source. The store's settings go with it: a
+    directory's `deermem.yaml`, a database's own record (`deermem_settings`),
+    with the policy the source ran under stated, so a store created before
+    new stores ran `hybrid-v1` keeps `confidence` (a database that holds
+    users and other settings stops the command before anything is copied).
+    Secrets are replaced by `[redacted: KIND]` on the way (`redact_secrets`,
+    docs/privacy.md); SRC keeps them. A user DST already holds identically
+    is skipped, so an interrupted
     migration can be run again; one it holds with other data stops the
     migration before anything is copied. SRC is never changed. A database
     must be migrated first (`deermem db upgrade`).
@@ -485,7 +487,7 @@ def migrate_command(
         if shown_source == shown_destination:
             raise typer.BadParameter("SRC and DST are the same store", param_hint="--to")
         report = MigrationReport(shown_source, shown_destination)
-        report.settings = carry_settings(source, destination, config)
+        report.settings = carry_settings(reader, writer)
         progress = progress_bar("copying users", quiet=as_json)
         with progress:
             task = progress.add_task("users", total=None)
@@ -541,7 +543,7 @@ def _schema(ctx: typer.Context, database: str | None, *, upgrade: bool) -> Schem
     from deermem.store.postgres.database import database_status, upgrade_database  # the extra
 
     url = _database(ctx, database)
-    return upgrade_database(url) if upgrade else database_status(url)
+    return upgrade_database(url, config_of(ctx)) if upgrade else database_status(url)
 
 
 @db_app.command("upgrade")
@@ -556,6 +558,13 @@ def upgrade(
     replica refuses a database that is behind. Safe to run from several
     places at once, and again: what is applied is not applied twice.
 
+    On a database that holds no user yet, it creates the store: the
+    database records a new store's settings (`hybrid-v1` with `confidence`
+    in its shadow, and what `--config` and `DEERMEM_*` chose), as `deermem
+    init` does in a directory. A database that already holds users records
+    none, so it keeps its policy (`confidence` unless a configuration names
+    one; docs/policies.md).
+
     Example: `deermem db upgrade --database postgresql://deermem@db/deermem`
     """
     status = _schema(ctx, database, upgrade=True)
@@ -565,6 +574,14 @@ def upgrade(
     applied = ", ".join(str(version) for version in status.applied)
     done = f"applied {applied}" if applied else "nothing to apply"
     out_console.print(f"{escape(status.database)}: schema version {status.found} ({done})")
+    if status.settings:
+        out_console.print(f"a new store: recorded its settings ({', '.join(status.settings)})")
+    elif status.kept_as_before:
+        out_console.print(
+            "the database holds users and records no settings: it keeps running as before "
+            "(fact_eviction_policy confidence unless a configuration names one; "
+            "docs/policies.md)"
+        )
 
 
 @db_app.command("status")

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from deermem.config import MemoryConfig, redact_database_url
+from deermem.config import MemoryConfig, redact_database_url, with_store_settings
 from deermem.errors import ConfigError
 from deermem.store.markdown.files import resolve_root
 from deermem.store.markdown.store import MarkdownStore
@@ -46,6 +47,9 @@ from deermem.store.records import (
     UsageEntry,
 )
 
+if TYPE_CHECKING:
+    from deermem.store.postgres import PostgresStore
+
 __all__ = [
     "HISTORY_SECTIONS",
     "REASON_DELETED",
@@ -64,6 +68,8 @@ __all__ = [
     "StoreTransaction",
     "SummaryDocument",
     "UsageEntry",
+    "database_settings",
+    "open_configured",
     "open_store",
     "resolve_root",
 ]
@@ -87,7 +93,45 @@ def open_store(config: MemoryConfig, root: str | os.PathLike[str] | None = None)
     """
     if not config.store:
         return MarkdownStore.from_config(config, Path(root) if root is not None else None)
-    address = redact_database_url(config.store)
+    return _postgres(config, root).from_config(config)
+
+
+def open_configured(
+    config: MemoryConfig, root: str | os.PathLike[str] | None = None
+) -> tuple[Store, MemoryConfig]:
+    """The store ``config`` names (:func:`open_store`), and what a memory on it runs
+    under: ``config`` over the settings the store keeps — a Markdown store's
+    ``deermem.yaml`` (:func:`~deermem.config.with_store_settings`), a
+    database's ``deermem_settings`` — the store itself built with the result.
+
+    Raises:
+        ConfigError: as :func:`open_store`, or the store's record is invalid.
+        DatabaseError, DatabaseSchemaError: as :func:`open_store`.
+    """
+    if not config.store:
+        directory = Path(root) if root is not None else resolve_root(config.storage_path)
+        configured = with_store_settings(config, directory)
+        return MarkdownStore.from_config(configured, directory), configured
+    return _postgres(config, root).configured(config)
+
+
+def database_settings(config: MemoryConfig) -> tuple[dict[str, object], str]:
+    """The settings the database ``config.store`` names records, and the record's name
+    (``deermem_settings of <database>``, for errors and ``deermem config show``).
+
+    Raises:
+        ConfigError, DatabaseError, DatabaseSchemaError: as :func:`open_store`.
+    """
+    return _postgres(config, None).kept_settings(config.store)
+
+
+def _postgres(config: MemoryConfig, root: str | os.PathLike[str] | None) -> type[PostgresStore]:
+    """The PostgreSQL store, for the database ``config.store`` names.
+
+    Raises:
+        ConfigError: ``root`` is given too, or the ``postgres`` extra is not installed.
+    """
+    address = redact_database_url(config.store or "")
     if root is not None:
         raise ConfigError(
             [
@@ -104,4 +148,4 @@ def open_store(config: MemoryConfig, root: str | os.PathLike[str] | None = None)
                 f"(uv sync --extra postgres); {error}"
             ]
         ) from None
-    return PostgresStore.from_config(config)
+    return PostgresStore

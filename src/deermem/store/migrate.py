@@ -15,13 +15,15 @@ destination: a user the destination already holds with other data stops the
 migration (:class:`~deermem.errors.MigrationError`); one it holds identically is
 skipped, so a migration that was interrupted can simply be run again.
 
-The store's settings go with it (:func:`carry_settings`): a Markdown store's
-``deermem.yaml`` is copied into a Markdown destination; a database keeps no
-settings file, so a migration into one is refused, naming the settings, unless
-the configuration that opens the database already gives each the same value —
-else a store built at a cap of 10 under ``hybrid-v1`` would run at 100 under
-``confidence`` after the move. From a database into a directory, the new store
-records the configuration's chosen settings and its policy.
+The store's settings go with it (:func:`carry_settings`): between two
+directories, ``deermem.yaml`` is copied as it is; into or out of a database,
+the source's record (a directory's ``deermem.yaml``, a database's
+``deermem_settings``) becomes the destination's, with the policy the source
+ran under stated (:func:`deermem.config.copied_settings`) — a store created
+before new stores ran ``hybrid-v1`` keeps ``confidence`` after the move, and
+one built at a cap of 10 under ``hybrid-v1`` keeps both. A database that
+already holds users and records other settings is refused before anything is
+copied.
 """
 
 from __future__ import annotations
@@ -35,12 +37,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from deermem.config import (
-    NEW_STORE_SETTINGS,
     MemoryConfig,
-    config_from_mapping,
-    explicit_settings,
+    copied_settings,
     is_database_url,
     read_store_settings,
+    recorded_settings,
     redact_database_url,
     render_store_settings,
     store_settings_path,
@@ -150,62 +151,39 @@ def opened_location(
     yield MarkdownTransfer(MarkdownStore.from_config(config, root)), os.fspath(root)
 
 
-def carry_settings(source: str, destination: str, config: MemoryConfig) -> tuple[str, ...]:
-    """Give the destination the source's settings, or refuse before anything is copied.
+def carry_settings(source: Transfer, destination: Transfer) -> tuple[str, ...]:
+    """Give the destination the source's settings, before anything is copied.
 
-    ``source`` and ``destination`` are locations as :func:`opened_location`
-    takes them; ``config`` is the configuration the migration runs with (it
-    opens a database). See the module docstring for the rules.
+    ``source`` and ``destination`` are as :func:`opened_location` opens
+    them. See the module docstring for the rules.
 
     Returns:
         The names of the settings the destination now keeps (or already
         keeps), sorted.
 
     Raises:
-        ConfigError: a database destination and a source that keeps settings
-            the configuration does not give (each named with both values), or
-            a source settings file that cannot be read.
+        ConfigError: a source record that cannot be read, or a database
+            destination that holds users and records other settings.
         StoreSettingsExistError: a Markdown destination already keeps other settings.
     """
-    if is_database_url(source):
-        if is_database_url(destination):
+    if isinstance(source, MarkdownTransfer) and isinstance(destination, MarkdownTransfer):
+        root = source.store.root
+        kept = read_store_settings(root)
+        if not kept:
             return ()
-        # The database ran under the configuration: the new store keeps what it chose,
-        # and its policy whatever it is (a new store's default would change it).
-        values = {key: getattr(config, key) for key in NEW_STORE_SETTINGS}
-        recorded = config_from_mapping({**values, **explicit_settings(config)})
-        write_store_settings(Path(destination).expanduser(), render_store_settings(recorded))
-        return tuple(sorted(recorded.model_fields_set - {"store", "storage_path"}))
-    root = Path(source).expanduser()
-    kept = read_store_settings(root)
-    if not kept:
-        return ()
-    if not is_database_url(destination):
         text = store_settings_path(root).read_text("utf-8")  # as it is: relative paths stay so
-        write_store_settings(Path(destination).expanduser(), text)
+        write_store_settings(destination.store.root, text)
         return tuple(sorted(kept))
-    chosen = explicit_settings(config)
-    laid = {**chosen, **kept}
-    for key, value in kept.items():  # a section (model) is laid key by key
-        section = chosen.get(key)
-        if isinstance(value, dict) and isinstance(section, dict):
-            laid[key] = {**section, **value}
-    merged = config_from_mapping(laid)
-    differ = [
-        f"{key} ({getattr(merged, key)!r}; the configuration gives {getattr(config, key)!r})"
-        for key in kept
-        if getattr(merged, key) != getattr(config, key)
-    ]
-    if differ:
-        raise ConfigError(
-            [
-                f"the store keeps settings a database cannot: {', '.join(differ)}; give them "
-                "to every deermem that opens the database (a --config file or DEERMEM_* "
-                "variables), then migrate again; nothing was copied"
-            ],
-            source=str(store_settings_path(root)),
-        )
-    return tuple(sorted(kept))
+    if isinstance(source, MarkdownTransfer):
+        recorded = read_store_settings(source.store.root)
+    else:
+        recorded = cast("PostgresTransfer", source).settings()
+    copied = copied_settings(recorded)
+    if isinstance(destination, MarkdownTransfer):
+        write_store_settings(destination.store.root, render_store_settings(copied))
+    else:
+        cast("PostgresTransfer", destination).keep_settings(recorded_settings(copied))
+    return tuple(sorted(recorded_settings(copied)))
 
 
 def migrate(

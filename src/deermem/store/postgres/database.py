@@ -17,8 +17,9 @@ serialisation conflict) and a pool with no connection to give — is
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -29,8 +30,14 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import PoolTimeout
 
-from deermem.config import redact_database_url
-from deermem.errors import DatabaseError, DatabaseSchemaError, DatabaseUnavailable
+from deermem.config import (
+    MemoryConfig,
+    check_recorded,
+    new_store_settings,
+    recorded_settings,
+    redact_database_url,
+)
+from deermem.errors import ConfigError, DatabaseError, DatabaseSchemaError, DatabaseUnavailable
 from deermem.model import Record, json_key
 
 __all__ = [
@@ -38,12 +45,17 @@ __all__ = [
     "Migration",
     "check_schema",
     "connect",
+    "database_settings",
     "database_status",
+    "holds_users",
     "latest_version",
     "migrations",
+    "read_settings",
+    "recorded_in",
     "translated",
     "upgrade",
     "upgrade_database",
+    "write_settings",
 ]
 
 Connection: TypeAlias = psycopg.Connection[TupleRow]
@@ -179,8 +191,20 @@ def check_schema(connection: Connection, database: str) -> int:
     return found
 
 
-def upgrade(connection: Connection, database: str) -> list[int]:
-    """Apply the migrations the database lacks, in one transaction; return their versions.
+def upgrade(
+    connection: Connection, database: str, config: MemoryConfig | None = None
+) -> tuple[list[int], tuple[str, ...]]:
+    """Apply the migrations the database lacks, in one transaction.
+
+    The upgrade that adds ``deermem_settings`` (:data:`SETTINGS_VERSION`) to
+    a database holding no user yet creates a store: it records a new store's
+    settings there — ``config``'s chosen ones over
+    :data:`~deermem.config.NEW_STORE_SETTINGS`, as ``deermem init`` does in a
+    new directory. A database that already holds users records none, so it
+    keeps running as it did (``confidence`` unless a configuration names a policy).
+
+    Returns:
+        The versions applied, and the names of the settings recorded (sorted).
 
     Raises:
         DatabaseSchemaError: the database is at a version this deermem does not know.
@@ -211,7 +235,64 @@ def upgrade(connection: Connection, database: str) -> list[int]:
                 (migration.version, migration.name),
             )
             done.append(migration.version)
-        return done
+        recorded: tuple[str, ...] = ()
+        if SETTINGS_VERSION in done and not holds_users(connection):
+            record = recorded_settings(new_store_settings(config or MemoryConfig()))
+            write_settings(connection, record)
+            recorded = tuple(sorted(record))
+        return done, recorded
+
+
+def holds_users(connection: Connection) -> bool:
+    """Whether the database holds any user: one that holds none is a new store."""
+    return connection.execute("SELECT EXISTS (SELECT 1 FROM deermem_users)").fetchone() == (True,)
+
+
+# ---------------------------------------------------------------------------
+# The store's own settings: ``deermem_settings`` (schema version 4)
+#
+# What a Markdown store keeps in its deermem.yaml, one row per setting, its
+# value as JSON text (:func:`deermem.config.recorded_settings`' form). Laid
+# under every explicit source when a memory opens the database
+# (:func:`deermem.config.with_recorded_settings`).
+# ---------------------------------------------------------------------------
+
+SETTINGS_VERSION: Final = 4
+"""The schema version that adds ``deermem_settings``: applying it to a database
+without users is creating a store."""
+
+
+def recorded_in(database: str) -> str:
+    """How errors and ``deermem config show`` name a database's record."""
+    return f"deermem_settings of {database}"
+
+
+def read_settings(connection: Connection, database: str) -> dict[str, object]:
+    """The settings the database records (empty: none — a store created before them).
+
+    Raises:
+        ConfigError: a row is not JSON, or names a setting no store may keep;
+            the error names the table, the database and the setting.
+    """
+    values: dict[str, object] = {}
+    for name, value in connection.execute("SELECT name, value FROM deermem_settings ORDER BY name"):
+        try:
+            values[name] = json.loads(value)
+        except ValueError:
+            raise ConfigError(
+                [f"{name}: the recorded value is not JSON"], source=recorded_in(database)
+            ) from None
+    check_recorded(values, recorded_in(database))
+    return values
+
+
+def write_settings(connection: Connection, settings: Mapping[str, object]) -> None:
+    """Make ``settings`` the database's whole record (inside the caller's transaction)."""
+    connection.execute("DELETE FROM deermem_settings")
+    connection.cursor().executemany(
+        "INSERT INTO deermem_settings (name, value) VALUES (%s, %s)",
+        [(name, json.dumps(value, ensure_ascii=False)) for name, value in settings.items()],
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,19 +304,28 @@ class SchemaStatus(Record):
         found: its version (``None``: never migrated).
         expected: the version this deermem reads and writes.
         applied: the versions an upgrade just applied (empty for a status check).
+        settings: the settings an upgrade that created the store recorded (names only).
     """
 
     database: str
     found: int | None = field(metadata=json_key("version"))
     expected: int
     applied: tuple[int, ...] = ()
+    settings: tuple[str, ...] = ()
 
-    json_fields = ("database", "found", "expected", "applied", "current")
+    json_fields = ("database", "found", "expected", "applied", "settings", "current")
 
     @property
     def current(self) -> bool:
         """Whether the database is at the version this deermem needs."""
         return self.found == self.expected
+
+    @property
+    def kept_as_before(self) -> bool:
+        """Whether this upgrade added ``deermem_settings`` to a database that holds users:
+        it records none, so the store runs as it did (``confidence`` unless a
+        configuration names a policy)."""
+        return SETTINGS_VERSION in self.applied and not self.settings
 
 
 def database_status(url: str, *, timeout: float = 10.0) -> SchemaStatus:
@@ -250,8 +340,11 @@ def database_status(url: str, *, timeout: float = 10.0) -> SchemaStatus:
     return SchemaStatus(database, applied[-1] if applied else None, latest_version())
 
 
-def upgrade_database(url: str, *, timeout: float = 10.0) -> SchemaStatus:
-    """Apply the migrations the database at ``url`` lacks (see :func:`upgrade`).
+def upgrade_database(
+    url: str, config: MemoryConfig | None = None, *, timeout: float = 10.0
+) -> SchemaStatus:
+    """Apply the migrations the database at ``url`` lacks (see :func:`upgrade`;
+    ``config``'s chosen settings go into a new store's record).
 
     Raises:
         DatabaseError: the database cannot be reached, or a migration failed
@@ -260,7 +353,21 @@ def upgrade_database(url: str, *, timeout: float = 10.0) -> SchemaStatus:
     """
     database = redact_database_url(url)
     with connect(url, database, timeout=timeout) as connection, translated(database):
-        applied = upgrade(connection, database)
+        applied, recorded = upgrade(connection, database, config)
         versions = applied_versions(connection)
     found = versions[-1] if versions else None
-    return SchemaStatus(database, found, latest_version(), tuple(applied))
+    return SchemaStatus(database, found, latest_version(), tuple(applied), recorded)
+
+
+def database_settings(url: str, *, timeout: float = 10.0) -> dict[str, object]:
+    """The settings the database at ``url`` records (see :func:`read_settings`).
+
+    Raises:
+        DatabaseError: the database cannot be reached.
+        DatabaseSchemaError: it is not at this deermem's schema version.
+        ConfigError: the record is invalid.
+    """
+    database = redact_database_url(url)
+    with connect(url, database, timeout=timeout) as connection, translated(database):
+        check_schema(connection, database)
+        return read_settings(connection, database)

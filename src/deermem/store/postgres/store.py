@@ -48,7 +48,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
-from deermem.config import redact_database_url
+from deermem.config import redact_database_url, with_recorded_settings
 from deermem.errors import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
 from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
@@ -68,7 +68,15 @@ from deermem.store.plan import (
     sort_facts,
 )
 from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
-from deermem.store.postgres.database import Connection, check_schema, connect, translated
+from deermem.store.postgres.database import (
+    Connection,
+    check_schema,
+    connect,
+    database_settings,
+    read_settings,
+    recorded_in,
+    translated,
+)
 from deermem.store.protocol import ERASED_COUNTS, ChangeSet, CommitResult, ScopeSnapshot
 from deermem.store.records import (
     ArchiveEntry,
@@ -157,6 +165,8 @@ class PostgresStore:
             (:func:`deermem.store.plan.redact_changes`).
         pool_size: connections this process keeps open at most.
         connect_timeout: seconds to wait for a connection.
+        check: check the schema version first; ``False`` only where the
+            caller has just checked it (:meth:`configured`).
 
     Raises:
         DatabaseError: the database cannot be reached, or refuses the login.
@@ -177,6 +187,7 @@ class PostgresStore:
         redact_secrets: bool = True,
         pool_size: int = 10,
         connect_timeout: float = 10.0,
+        check: bool = True,
     ) -> None:
         self.address = redact_database_url(url)
         self.lock_timeout = lock_timeout
@@ -188,8 +199,9 @@ class PostgresStore:
         self.redact_secrets = redact_secrets
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
-        with connect(url, self.address, timeout=connect_timeout) as connection:
-            check_schema(connection, self.address)
+        if check:
+            with connect(url, self.address, timeout=connect_timeout) as connection:
+                check_schema(connection, self.address)
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             url,
             min_size=1,
@@ -202,10 +214,13 @@ class PostgresStore:
         )
 
     @classmethod
-    def from_config(cls, config: MemoryConfig, url: str | None = None) -> PostgresStore:
+    def from_config(
+        cls, config: MemoryConfig, url: str | None = None, *, check: bool = True
+    ) -> PostgresStore:
         """A store with the configuration's settings; ``url`` wins over ``config.store``."""
         return cls(
             url if url is not None else config.store,
+            check=check,
             lock_timeout=config.file_lock_timeout_seconds,
             audit_max_entries=config.eviction_audit_max_entries,
             archive_max_entries=config.archive_max_entries,
@@ -214,6 +229,36 @@ class PostgresStore:
             regret_max_events=config.regret_max_events,
             redact_secrets=config.redact_secrets,
         )
+
+    @classmethod
+    def configured(cls, config: MemoryConfig) -> tuple[PostgresStore, MemoryConfig]:
+        """The store ``config.store`` names, and what a memory on it runs under: ``config``
+        over the settings the database records (:func:`~deermem.config.with_recorded_settings`).
+
+        The record is read in the connection that checks the schema, so opening
+        a configured store costs the connections opening a store always did.
+
+        Raises:
+            DatabaseError, DatabaseSchemaError: as opening the store.
+            ConfigError: the record is invalid.
+        """
+        address = redact_database_url(config.store)
+        with connect(config.store, address, timeout=10.0) as connection, translated(address):
+            check_schema(connection, address)
+            recorded = read_settings(connection, address)
+        configured = with_recorded_settings(config, recorded, recorded_in(address))
+        return cls.from_config(configured, check=False), configured
+
+    @staticmethod
+    def kept_settings(url: str, *, timeout: float = 10.0) -> tuple[dict[str, object], str]:
+        """The settings the database at ``url`` records (``deermem_settings``), and how
+        to name that record in errors.
+
+        Raises:
+            DatabaseError, DatabaseSchemaError: as opening the store.
+            ConfigError: the record is invalid.
+        """
+        return database_settings(url, timeout=timeout), recorded_in(redact_database_url(url))
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.address!r})"

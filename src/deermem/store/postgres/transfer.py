@@ -13,13 +13,20 @@ store's copy keeps them.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from deermem.errors import CorruptMemoryFile
+from deermem.errors import ConfigError, CorruptMemoryFile
 from deermem.model import Scope
 from deermem.store.postgres import rows
 from deermem.store.postgres.commit import insert_archive
-from deermem.store.postgres.database import Connection
+from deermem.store.postgres.database import (
+    Connection,
+    holds_users,
+    read_settings,
+    recorded_in,
+    write_settings,
+)
 from deermem.store.postgres.store import PostgresStore, agents_of, roll_back
 from deermem.store.protocol import ScopeDump, UserDump
 from deermem.store.records import SummaryDocument, ThreadMark, UsageEntry
@@ -40,6 +47,36 @@ class PostgresTransfer:
     def open(cls, config: MemoryConfig, url: str) -> PostgresTransfer:
         """A transfer over the database at ``url``, with a store of its own (close it after)."""
         return cls(PostgresStore.from_config(config, url))
+
+    def settings(self) -> dict[str, object]:
+        """The settings the database records (``deermem_settings``; empty: none)."""
+        with self.store._connection() as connection:
+            return read_settings(connection, self.store.address)
+
+    def keep_settings(self, settings: Mapping[str, object]) -> None:
+        """Make ``settings`` (:func:`deermem.config.recorded_settings`' form) the database's record.
+
+        A database that holds no user yet is a new store: its record is
+        replaced. One that holds users keeps its own; the same settings are
+        fine, others are refused.
+
+        Raises:
+            ConfigError: the database holds users and records other settings;
+                nothing was changed.
+        """
+        address = self.store.address
+        with self.store._connection() as connection, connection.transaction():
+            if read_settings(connection, address) == dict(settings):
+                return
+            if holds_users(connection):
+                raise ConfigError(
+                    [
+                        "the database already holds users and keeps other settings; nothing "
+                        "was copied (migrate into a database that holds no user yet)"
+                    ],
+                    source=recorded_in(address),
+                )
+            write_settings(connection, settings)
 
     def users(self) -> tuple[str | None, ...]:
         with self.store._connection() as connection:
