@@ -345,6 +345,8 @@ def against(root: Path, baseline: Path, searches: int = 120, creates: int = 30) 
     figures: dict[str, Any] = {"imported": {n: w.imported for n, w in workers.items()}}
     for what in ("search", "create", "lock"):
         for mode in MODES:
+            if f"{what} {mode} before" not in samples:  # not timed this run
+                continue
             before, after = samples[f"{what} {mode} before"], samples[f"{what} {mode} after"]
             figures[f"{what}_{mode}_p50_ms"] = {
                 "before": p50(before),
