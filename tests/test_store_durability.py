@@ -117,8 +117,11 @@ def test_a_commit_flushes_journal_then_every_file_then_removes_the_journal(
     assert all(journal_durable < change for change in data_changes)
     assert max(data_changes) == recorder.renames_into(manifest)[0]  # memory.json last
 
+    for path in (manifest, archived, audit, index):  # each content durable, then in place
+        [renamed] = recorder.renames_into(path)
+        assert recorder.index("fsync", Path(recorder.events[renamed][1])) < renamed, path
     removal = recorder.index("unlink", journal_file)
-    for path in (manifest, archived, audit, index, archived.parent, metadata, evicted, user_dir):
+    for path in (archived.parent, metadata, evicted, user_dir):  # every entry before the removal
         assert any(min(data_changes) < n < removal for n in recorder.fsyncs_of(path)), path
     removal_durable = min(n for n in recorder.fsyncs_of(user_dir) if n > removal)
     assert removal_durable == len(recorder.events) - 1  # the commit's last step: nothing after
@@ -218,6 +221,46 @@ def test_a_commit_flushes_the_files_of_its_second_step_together(
     monkeypatch.setattr(os, "fsync", fsync)
     memory.create_fact("One more fact.", confidence=0.95)
     assert most > 1
+
+
+def test_a_commit_stages_its_files_while_the_journal_is_flushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 23: the new contents go to their (invisible) temporaries and are
+    # flushed while step 1 is, instead of after it; nothing is renamed before
+    # the journal is durable (the test above).
+    memory = full_memory(tmp_path)
+    monkeypatch.setattr(atomic, "_last_flush_seconds", 1.0)  # as after a flush of a disk
+    real_fsync = os.fsync
+    lock = threading.Lock()
+    in_flight: set[str] = set()
+    together: list[set[str]] = []
+    # Each flush holds its place until a second one arrives (or a while passes):
+    # a journal flushed before the contents are written is never in flight with them.
+    arrived = threading.Event()
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")  # noqa: PTH115 - the descriptor's file
+        with lock:
+            in_flight.add(path)
+            together.append(set(in_flight))
+            if len(in_flight) > 1:
+                arrived.set()
+        try:
+            arrived.wait(0.5)
+            real_fsync(fd)
+        finally:
+            with lock:
+                in_flight.discard(path)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    memory.create_fact("One more fact.", confidence=0.95)
+    journal_temporary = f"/.{JOURNAL_FILENAME}."
+    assert any(
+        any(journal_temporary in path for path in paths)
+        and any(".memory.json." in path and path.endswith(".tmp") for path in paths)
+        for paths in together
+    ), together
 
 
 def test_flushing_together_raises_the_first_failure_after_all_finished(
