@@ -281,3 +281,30 @@ def test_flushing_together_raises_the_first_failure_after_all_finished(
     with pytest.raises(FileNotFoundError, match="missing"):
         atomic.flush_together([paths[0], missing, *paths[1:]])
     assert sorted(flushed) == sorted(map(str, paths))
+
+
+def test_a_flush_thread_never_waits_for_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A journal is written on a flush thread; had it to wait for flushes queued
+    # behind it, eight commits' journals could hold every flush thread for ever.
+    paths = [tmp_path / f"f{number}" for number in range(3)]
+    for path in paths:
+        path.write_bytes(b"x")
+    monkeypatch.setattr(atomic, "_last_flush_seconds", 1.0)  # as after a flush of a disk
+    flushers: list[threading.Thread] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        flushers.append(threading.current_thread())
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+    def flush() -> threading.Thread:
+        atomic.flush_together(paths)
+        return threading.current_thread()
+
+    flusher = atomic.in_background(flush).result()
+    assert flusher is not threading.current_thread()  # on a flush thread ...
+    assert flushers == [flusher] * len(paths)  # ... which flushed every path itself

@@ -522,7 +522,7 @@ def flush_together(paths: list[Path]) -> None:
     the last flush waited for no device (see ``_QUICK_FLUSH_SECONDS``). If any
     fails, the first error in ``paths``' order is raised, after all finished.
     """
-    if len(paths) < 2 or _last_flush_seconds < _QUICK_FLUSH_SECONDS:
+    if len(paths) < 2 or _last_flush_seconds < _QUICK_FLUSH_SECONDS or _on_flush_thread():
         for path in paths:
             fsync_path(path)
         return
@@ -548,7 +548,7 @@ def in_background(action: Callable[[], object]) -> Future[object]:
     (tmpfs), the hand-off would cost more than the overlap gains, so
     ``action`` runs before this returns; its failure is the future's either way.
     """
-    if _last_flush_seconds >= _QUICK_FLUSH_SECONDS:
+    if _last_flush_seconds >= _QUICK_FLUSH_SECONDS and not _on_flush_thread():
         return _pool().submit(action)
     done: Future[object] = Future()
     try:
@@ -556,6 +556,21 @@ def in_background(action: Callable[[], object]) -> Future[object]:
     except BaseException as error:  # the caller collects it from the future
         done.set_exception(error)
     return done
+
+
+# Set on the flush threads. A flush thread never waits for another one (its
+# flushes run in it, one after another): were all of them busy waiting for
+# flushes queued behind them (a journal written on one while seven other
+# commits' journals hold the rest), none would ever finish.
+_flush_thread: Final = threading.local()
+
+
+def _on_flush_thread() -> bool:
+    return getattr(_flush_thread, "marked", False)
+
+
+def _mark_flush_thread() -> None:
+    _flush_thread.marked = True
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -568,7 +583,9 @@ def _pool() -> ThreadPoolExecutor:
     global _flush_pool, _flush_pool_pid
     with _flush_pool_lock:
         if _flush_pool is None or _flush_pool_pid != os.getpid():
-            pool = ThreadPoolExecutor(_FLUSH_THREADS, thread_name_prefix="deermem-fsync")
+            pool = ThreadPoolExecutor(
+                _FLUSH_THREADS, thread_name_prefix="deermem-fsync", initializer=_mark_flush_thread
+            )
             started = threading.Barrier(_FLUSH_THREADS + 1)
             for _ in range(_FLUSH_THREADS):  # each waits until all are running
                 pool.submit(started.wait)
