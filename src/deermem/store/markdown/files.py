@@ -409,9 +409,8 @@ def replace_files(changes: Iterable[tuple[Path, bytes | None]], *, mode: int = F
     journal (:func:`stage_files`). Every new content is flushed before it is
     renamed into place.
     """
-    staged = stage_files(changes, mode=mode)
+    staged = stage_files(changes, flush=True, mode=mode)
     try:
-        staged.flush_contents()
         staged.put_in_place()
     finally:
         staged.discard()
@@ -476,20 +475,22 @@ class StagedFiles:
 
 
 def stage_files(
-    changes: Iterable[tuple[Path, bytes | None]], *, mode: int = FILE_MODE
+    changes: Iterable[tuple[Path, bytes | None]], *, flush: bool = False, mode: int = FILE_MODE
 ) -> StagedFiles:
     """Write each new content to a temporary beside its target (see :class:`StagedFiles`).
 
-    On failure every temporary written is removed again.
+    ``flush`` flushes each content as it is written, one after another (one
+    file: no second opening); :meth:`StagedFiles.flush_contents` flushes them
+    all together later. On failure every temporary written is removed again.
     """
-    staged = StagedFiles([], set())
+    staged = StagedFiles([], set(), flushed=flush)
     try:
         for path, data in changes:
             if data is None:
                 staged.changes.append((path, None))
                 continue
             staged.created.update(make_directories(path.parent))
-            staged.changes.append((path, write_temporary(path, data, flush=False, mode=mode)))
+            staged.changes.append((path, write_temporary(path, data, flush=flush, mode=mode)))
     except BaseException:
         staged.discard()
         raise
