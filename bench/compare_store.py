@@ -23,7 +23,10 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``open`` — ``Memory.open`` and a cold ``list_facts`` of a 100-fact scope;
 * ``context`` / ``search`` — ``Memory.context()`` and ``Memory.search`` of two
   words on that scope (one memory, warm);
-* ``facts`` — the whole command ``deermem facts list`` on it, start-up included.
+* ``facts`` — the whole command ``deermem facts list`` on it, start-up included;
+* ``floor`` — no deermem at all: the commit protocol's four dependent flush
+  rounds (a journal's content, its name, a file's name, the journal's removal),
+  one fsync each, on the same file system: what a commit cannot go below.
 
 Every case but ``load``, ``commit`` and ``update`` uses only the public API
 (``deermem.Memory``), so it compares any two versions; those three build their
@@ -83,6 +86,8 @@ class Fixtures:
 
 
 def _make(case: str, root: Path) -> Callable[[int], float]:
+    if case == "floor":
+        return lambda _: _timed(partial(_four_rounds, root))
     if case in ("open", "context", "search", "facts", "create", "hybrid", "shadow"):
         return _public(case, root)
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
@@ -119,6 +124,28 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
 
         return update
     raise SystemExit(f"unknown case {case!r}")
+
+
+def _four_rounds(directory: Path) -> None:
+    """Four flushes, each waiting for the one before, as a journaled commit's steps do."""
+
+    def flush(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    journal, temporary = directory / "journal", directory / "journal.tmp"
+    temporary.write_bytes(b"{}")
+    flush(temporary)  # the journal's content
+    temporary.replace(journal)
+    flush(directory)  # its name
+    (directory / "file.tmp").write_bytes(b"data")
+    (directory / "file.tmp").replace(directory / "file")
+    flush(directory)  # the file's name (its content is left to the page cache)
+    journal.unlink()
+    flush(directory)  # the journal's removal
 
 
 _NOW = datetime(2026, 8, 13, tzinfo=UTC)
