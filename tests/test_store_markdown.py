@@ -412,7 +412,9 @@ def test_a_failed_commit_rolls_back_at_once(
 
     def fsync(fd: int) -> None:
         path = Path(os.readlink(f"/proc/self/fd/{fd}"))  # noqa: PTH115 - the descriptor's file
-        if failing == "flush" and path.name.startswith(".fact_a.md."):  # its temporary
+        # Its content is flushed in its temporary, or (a new directory) once in place.
+        flushing_fact = path.name == "fact_a.md" or path.name.startswith(".fact_a.md.")
+        if failing == "flush" and flushing_fact:
             disk_full(path)
         if failing == "directory" and path.name == fact_shard("fact_a"):
             disk_full(path)

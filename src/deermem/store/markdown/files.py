@@ -409,7 +409,7 @@ def replace_files(changes: Iterable[tuple[Path, bytes | None]], *, mode: int = F
     journal (:func:`stage_files`). Every new content is flushed before it is
     renamed into place.
     """
-    staged = stage_files(changes, flush=True, mode=mode)
+    staged = stage_files(changes, mode=mode)
     try:
         staged.put_in_place()
     finally:
@@ -420,77 +420,95 @@ def replace_files(changes: Iterable[tuple[Path, bytes | None]], *, mode: int = F
 class StagedFiles:
     """A set of replacements and removals, written to temporaries but not yet in place.
 
-    Staging changes nothing a reader sees (at most a new, empty directory
-    appears), so it may run before whatever must be durable first — a
-    commit's journal — is. :meth:`put_in_place` then renames and removes, in
-    the order the changes were given, and makes all of it durable.
+    :meth:`put_in_place` renames and removes, in the order the changes were
+    given, and makes all of it durable. A journal's files are staged before
+    the journal is durable: then staging changes nothing a reader or a power
+    cut can see (hidden temporaries in existing directories only).
     """
 
-    # (target, its temporary) in the given order; no temporary: a removal.
-    changes: list[tuple[Path, Path | None]]
+    # In the given order: (target, its temporary, None); (target, None, the
+    # content) for a file whose directory does not exist yet, written when put
+    # in place; (target, None, None) for a removal.
+    changes: list[tuple[Path, Path | None, bytes | None]]
     # Directories whose entries staging changed (the parents of directories it created).
     created: set[Path]
-    # Whether every temporary's content is durable already (flush_contents).
-    flushed: bool = False
+    mode: int
+    # Whether every temporary's content is durable already.
+    flushed: bool
 
     def flush_contents(self) -> None:
         """Make the temporaries' contents durable, together; nothing a reader sees changes."""
-        flush_together([temporary for _, temporary in self.changes if temporary is not None])
+        flush_together([temporary for _, temporary, _ in self.changes if temporary is not None])
         self.flushed = True
 
     def put_in_place(self) -> None:
         """Rename the temporaries into place and remove; all durable on return.
 
-        The contents not flushed yet are flushed with the directories, in one
-        round: only a caller whose journal puts every file back after a crash
-        may leave them to this (a file renamed into place before its content
-        is durable may be empty after a power cut).
+        A content not flushed yet (one written only now, or all when the
+        caller flushed none) is flushed with the directories, in one round:
+        only a caller whose journal puts every file back after a crash may
+        leave it to this (a file renamed into place before its content is
+        durable may be empty after a power cut).
         """
         directories = set(self.created)
         written: list[Path] = []
         changes, self.changes = self.changes, []
-        for number, (path, temporary) in enumerate(changes):
-            if temporary is None:
+        for number, (path, temporary, data) in enumerate(changes):
+            if temporary is None and data is None:
                 try:
                     path.unlink()
                 except FileNotFoundError:
                     continue
-            else:
-                try:
-                    temporary.replace(path)
-                except BaseException:
-                    self.changes = changes[number:]  # what discard() removes
-                    raise
-                if not self.flushed:
+                directories.add(path.parent)
+                continue
+            try:
+                if data is not None:  # its directory is new: created only now
+                    directories.update(make_directories(path.parent))
+                    temporary = write_temporary(path, data, flush=False, mode=self.mode)
                     written.append(path)
+                elif not self.flushed:
+                    written.append(path)
+                if temporary is not None:
+                    temporary.replace(path)
+            except BaseException:
+                self.changes = changes[number + 1 :]  # what discard() removes
+                if temporary is not None:
+                    temporary.unlink(missing_ok=True)
+                raise
             directories.add(path.parent)
         flush_together([*written, *sorted(directories)])
 
     def discard(self) -> None:
         """Remove the temporaries not renamed into place (after a failure)."""
         changes, self.changes = self.changes, []
-        for _, temporary in changes:
+        for _, temporary, _ in changes:
             if temporary is not None:
                 temporary.unlink(missing_ok=True)
 
 
 def stage_files(
-    changes: Iterable[tuple[Path, bytes | None]], *, flush: bool = False, mode: int = FILE_MODE
+    changes: Iterable[tuple[Path, bytes | None]], *, journaled: bool = False, mode: int = FILE_MODE
 ) -> StagedFiles:
     """Write each new content to a temporary beside its target (see :class:`StagedFiles`).
 
-    ``flush`` flushes each content as it is written, one after another (one
-    file: no second opening); :meth:`StagedFiles.flush_contents` flushes them
-    all together later. On failure every temporary written is removed again.
+    Without ``journaled``, missing directories are created and each content
+    is flushed as it is written. ``journaled``: the caller's journal is not
+    durable yet, so no directory is created (a file whose directory is
+    missing is written when put in place) and no content is flushed here
+    (:meth:`StagedFiles.flush_contents` flushes them together). On failure
+    every temporary written is removed again.
     """
-    staged = StagedFiles([], set(), flushed=flush)
+    staged = StagedFiles([], set(), mode, flushed=not journaled)
     try:
         for path, data in changes:
             if data is None:
-                staged.changes.append((path, None))
-                continue
-            staged.created.update(make_directories(path.parent))
-            staged.changes.append((path, write_temporary(path, data, flush=flush, mode=mode)))
+                staged.changes.append((path, None, None))
+            elif journaled and not path.parent.is_dir():
+                staged.changes.append((path, None, data))
+            else:
+                staged.created.update(make_directories(path.parent))
+                temporary = write_temporary(path, data, flush=not journaled, mode=mode)
+                staged.changes.append((path, temporary, None))
     except BaseException:
         staged.discard()
         raise

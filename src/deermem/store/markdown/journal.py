@@ -159,18 +159,20 @@ def _stage_while_journaling(
 
     The staged temporaries are invisible and their contents made durable
     while the journal and its directory entry are flushed; nothing is
-    renamed or removed before this returns, that is before the journal is
-    durable — step 1 still precedes every change a reader or a power cut can
-    see. If staging fails once the journal exists, the journal is rolled
-    back (nothing changed); if the journal fails, the temporaries go and its
-    error is raised. A crash before the journal exists can leave temporaries
-    behind with no journal to find them by: hidden files every listing
-    skips, as the temporary of any interrupted atomic write.
+    renamed or removed, and no directory created, before this returns, that
+    is before the journal is durable — step 1 still precedes every change a
+    reader or a power cut can see (a file whose directory is new is written
+    in step 2, and its content flushed there). If staging fails once the
+    journal exists, the journal is rolled back (nothing changed); if the
+    journal fails, the temporaries go and its error is raised. A crash
+    before the journal exists can leave temporaries behind with no journal
+    to find them by: hidden files every listing skips, as the temporary of
+    any interrupted atomic write.
     """
     journal = _journal_bytes(user, changes, info)
     written = in_background(lambda: atomic_write(user.journal, journal))
     try:
-        staged = stage_files((change.path, change.data) for change in changes)
+        staged = stage_files(((change.path, change.data) for change in changes), journaled=True)
         try:
             staged.flush_contents()
         except BaseException:
