@@ -21,12 +21,14 @@ the journal is there whenever any file may have changed. A commit of a single
 file needs no journal: its one atomic replacement is all or nothing already.
 
 Step 2's new contents are written to temporary files beside their targets,
-and flushed, while step 1 is being flushed on a flush thread: a temporary
-changes nothing a reader or a power cut can see, and none is renamed before
-step 1 is durable. On a disk this takes the writing and the content flushes
-out of the wait between steps 1 and 3 (four flush rounds, as before, but
-step 2's round flushes only directories); the fsyncs are the same seven for a
-single-fact commit.
+and flushed, while step 1 is being flushed on a flush thread: a hidden
+temporary in an existing directory changes nothing a reader or a power cut
+can see, and none is renamed before step 1 is durable. (A file whose
+directory does not exist yet is written in step 2: no directory is made
+before the journal is durable.) On a disk this takes the writing and most
+content flushes out of the wait between steps 1 and 3 — four flush rounds, as
+before, but step 2's flushes only directories; a single-fact commit makes the
+same seven fsyncs (eight when its fact opens a new shard directory).
 
 A crash before step 3 leaves the journal behind. :func:`recover`, which the
 store runs before every locked operation and every read that sees a journal,
