@@ -503,12 +503,17 @@ def stage_files(
         for path, data in changes:
             if data is None:
                 staged.changes.append((path, None, None))
-            elif journaled and not path.parent.is_dir():
-                staged.changes.append((path, None, data))
-            else:
+                continue
+            if not journaled:
                 staged.created.update(make_directories(path.parent))
+            try:
                 temporary = write_temporary(path, data, flush=not journaled, mode=mode)
-                staged.changes.append((path, temporary, None))
+            except FileNotFoundError:
+                if not journaled:
+                    raise
+                staged.changes.append((path, None, data))  # its directory is new
+                continue
+            staged.changes.append((path, temporary, None))
     except BaseException:
         staged.discard()
         raise
