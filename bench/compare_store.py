@@ -6,7 +6,9 @@ import deermem from the two source trees; the driver asks them for one timed
 operation at a time, alternating (ABBA), so both see the same machine: this
 VM's CPU switches between two speeds every few seconds and its disk is shared,
 which makes separate runs incomparable. Reported per case: both medians, their
-ratio (after / before) and in how many pairs ``after`` was faster.
+ratio (after / before) and in how many pairs ``after`` was faster. ``--also``
+adds further trees to the same rounds (the order reversed every round), each
+reported by its median and its ratio to ``before``.
 
 Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 
@@ -21,7 +23,10 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``open`` — ``Memory.open`` and a cold ``list_facts`` of a 100-fact scope;
 * ``context`` / ``search`` — ``Memory.context()`` and ``Memory.search`` of two
   words on that scope (one memory, warm);
-* ``facts`` — the whole command ``deermem facts list`` on it, start-up included.
+* ``facts`` — the whole command ``deermem facts list`` on it, start-up included;
+* ``floor`` — no deermem at all: the commit protocol's four dependent flush
+  rounds (a journal's content, its name, a file's name, the journal's removal),
+  one fsync each, on the same file system: what a commit cannot go below.
 
 Every case but ``load``, ``commit`` and ``update`` uses only the public API
 (``deermem.Memory``), so it compares any two versions; those three build their
@@ -81,6 +86,8 @@ class Fixtures:
 
 
 def _make(case: str, root: Path) -> Callable[[int], float]:
+    if case == "floor":
+        return lambda _: _timed(partial(_four_rounds, root))
     if case in ("open", "context", "search", "facts", "create", "hybrid", "shadow"):
         return _public(case, root)
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
@@ -117,6 +124,28 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
 
         return update
     raise SystemExit(f"unknown case {case!r}")
+
+
+def _four_rounds(directory: Path) -> None:
+    """Four flushes, each waiting for the one before, as a journaled commit's steps do."""
+
+    def flush(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    journal, temporary = directory / "journal", directory / "journal.tmp"
+    temporary.write_bytes(b"{}")
+    flush(temporary)  # the journal's content
+    temporary.replace(journal)
+    flush(directory)  # its name
+    (directory / "file.tmp").write_bytes(b"data")
+    (directory / "file.tmp").replace(directory / "file")
+    flush(directory)  # the file's name (its content is left to the page cache)
+    journal.unlink()
+    flush(directory)  # the journal's removal
 
 
 _NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -258,18 +287,22 @@ class Worker:
         self.process.wait()
 
 
-def compare(before: Worker, after: Worker, case: str, fs: str, pairs: int) -> dict[str, object]:
-    for worker in (before, after):  # the fixture, and one warm-up
+def compare(
+    before: Worker, after: Worker, case: str, fs: str, pairs: int, others: tuple[Worker, ...] = ()
+) -> dict[str, object]:
+    """Time ``case`` on each tree in turn, the order reversed every round (ABC, CBA)."""
+    workers = (before, after, *others)
+    for worker in workers:  # the fixture, and one warm-up
         worker.ask(case, fs)
         worker.ask(case, fs)
-    first: list[float] = []
-    second: list[float] = []
+    samples: list[list[float]] = [[] for _ in workers]
     for number in range(pairs):
-        order = ((before, first), (after, second))
-        for worker, samples in order if number % 2 == 0 else reversed(order):
-            samples.append(worker.ask(case, fs))
+        order = list(zip(workers, samples, strict=True))
+        for worker, taken in order if number % 2 == 0 else reversed(order):
+            taken.append(worker.ask(case, fs))
+    first, second = samples[0], samples[1]
     median_before, median_after = statistics.median(first), statistics.median(second)
-    return {
+    row: dict[str, object] = {
         "case": case,
         "fs": fs,
         "before_ms": round(median_before, 3),
@@ -278,12 +311,23 @@ def compare(before: Worker, after: Worker, case: str, fs: str, pairs: int) -> di
         "after_faster_pairs": sum(b < a for a, b in zip(first, second, strict=True)),
         "pairs": pairs,
     }
+    for number, taken in enumerate(samples[2:], start=1):  # each against ``before`` too
+        row[f"also{number}_ms"] = round(statistics.median(taken), 3)
+        row[f"also{number}_ratio"] = round(statistics.median(taken) / median_before, 3)
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="the other tree's src directory")
     parser.add_argument("--after", type=Path, default=Path(__file__).parents[1] / "src")
+    parser.add_argument(
+        "--also",
+        type=Path,
+        action="append",
+        default=[],
+        help="a further tree's src directory, timed in the same rounds (repeatable)",
+    )
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="file system for 'disk'")
     parser.add_argument("--cases", default=DEFAULT_CASES)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -294,15 +338,18 @@ def main() -> None:
     if args.before is None:
         parser.error("--before is required")
     before, after = Worker(args.before, args.dir), Worker(args.after, args.dir)
+    others = tuple(Worker(source, args.dir) for source in args.also)
     print(f"before: {before.imported}\nafter:  {after.imported}", flush=True)
+    for number, other in enumerate(others, start=1):
+        print(f"also{number}:  {other.imported}", flush=True)
     try:
         for item in args.cases.split(","):
             case, fs, pairs = item.split(":")
-            row = compare(before, after, case, fs, int(pairs))
+            row = compare(before, after, case, fs, int(pairs), others)
             print(json.dumps(row), flush=True)
     finally:
-        before.close()
-        after.close()
+        for worker in (before, after, *others):
+            worker.close()
 
 
 if __name__ == "__main__":

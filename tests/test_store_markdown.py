@@ -387,11 +387,12 @@ def test_an_interrupted_commit_is_rolled_back_at_the_next_load(
     assert files(tmp_path) == before
 
 
-@pytest.mark.parametrize("failing", ["write", "flush"])
+@pytest.mark.parametrize("failing", ["write", "flush", "directory"])
 def test_a_failed_commit_rolls_back_at_once(
     store: MarkdownStore, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
-    """Writing the second file fails (the first is in place), or flushing the files does."""
+    """Writing the second file fails, or flushing a file's content does (before anything is
+    in place), or flushing a directory does (after the files are in place)."""
     store.commit(ALICE, ChangeSet(now=NOW, summaries={("user", "workContext"): "Old"}))
     store.load(ALICE)
     real_write, real_fsync = atomic.write_temporary, os.fsync
@@ -411,7 +412,11 @@ def test_a_failed_commit_rolls_back_at_once(
 
     def fsync(fd: int) -> None:
         path = Path(os.readlink(f"/proc/self/fd/{fd}"))  # noqa: PTH115 - the descriptor's file
-        if path.name == "fact_a.md":
+        # Its content is flushed in its temporary, or (a new directory) once in place.
+        flushing_fact = path.name == "fact_a.md" or path.name.startswith(".fact_a.md.")
+        if failing == "flush" and flushing_fact:
+            disk_full(path)
+        if failing == "directory" and path.name == fact_shard("fact_a"):
             disk_full(path)
         real_fsync(fd)
 
