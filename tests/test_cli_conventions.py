@@ -7,8 +7,11 @@ later is walked too.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,8 @@ import pytest
 import typer
 
 from deermem.cli import app, main
+from deermem.cli.app import COMMANDS as TABLE
+from deermem.cli.app import build_command
 from deermem.memory import Memory
 
 
@@ -57,6 +62,68 @@ def test_the_walk_sees_every_command() -> None:
         "eval",
     ):
         assert expected in names
+
+
+def _listed(help_text: str) -> str:
+    """The line a group's help listing shows for a command: its help's first paragraph."""
+    return inspect.cleandoc(help_text).split("\n\n")[0].replace("\n", " ").strip()
+
+
+def test_the_command_table_says_what_each_command_says() -> None:
+    """``deermem --help`` lists the table's lines; each must be its command's own."""
+    group: Any = typer.main.get_command(app)
+    assert list(group.list_commands(None)) == list(TABLE)
+    for name, entry in TABLE.items():
+        command = build_command(name)
+        assert command.name == name
+        assert _listed(command.short_help or command.help or "") == entry.help, name
+
+
+def test_the_help_listing_is_the_one_of_the_loaded_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shown = []
+    for load in (False, True):
+        group: Any = typer.main.get_command(app)
+        if load:  # every command built, as when all were registered at start
+            for name in TABLE:
+                group.commands[name]
+        group.get_help(typer.Context(group, info_name="deermem"))
+        shown.append(capsys.readouterr().out)
+    assert shown[0] == shown[1]
+    assert "│ facts " in shown[0]
+    assert "│ eval " in shown[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "loaded"),
+    [
+        (["--help"], []),
+        (["facts", "list", "--help"], ["facts"]),
+        (["facts", "list"], ["facts"]),
+        (["mcp", "--help"], ["service"]),
+        (["eval", "--help"], ["eval"]),
+    ],
+)
+def test_a_command_imports_its_own_module_only(
+    args: list[str], loaded: list[str], tmp_path: Path
+) -> None:
+    """Issue 21: start-up pays for the command that runs, not for every command."""
+    Memory.open(tmp_path).create_fact("Uses uv", category="preference")
+    script = (
+        "import contextlib, io, sys\n"
+        "from deermem.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['--root', {str(tmp_path)!r}, *{args!r}])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('deermem.cli.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    expected = sorted(
+        ["deermem.cli.app", "deermem.cli.output", *(f"deermem.cli.{m}" for m in loaded)]
+    )
+    assert done.stdout.strip() == repr(expected)
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "deermem")

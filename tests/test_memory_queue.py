@@ -8,6 +8,8 @@ tested with hand-driven timers in test_update_queue.py.)
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -194,3 +196,24 @@ def test_learn_still_works_after_close(tmp_path: Path, server: ScriptedChatServe
     memory.learn("t1", CHAT)
     assert memory.close().ok
     assert memory.learn("t2", CHAT).report.added == ("fact_00000002",)
+
+
+def test_closing_a_memory_that_never_learned_loads_no_learning(tmp_path: Path) -> None:
+    """Issue 23: ``deermem mcp`` closes its memory as the client leaves, and the client
+    waits for that exit; a memory that learned nothing has nothing to flush."""
+    script = f"""
+import sys
+from deermem import Memory
+
+memory = Memory.open({str(tmp_path)!r})
+memory.create_fact("Uses uv", category="preference")
+print(memory.close(), "deermem.learning" in sys.modules)
+print(memory.flush_queue().ok, "deermem.learning" in sys.modules)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.splitlines() == [
+        "FlushReport(completed=True, processed=0, failed=(), unflushed=()) False",
+        "True True",  # the queue's first use loads the pipeline, as before
+    ]

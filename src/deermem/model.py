@@ -90,10 +90,13 @@ __all__ = [
     "FactOut",
     "FactScope",
     "FactSource",
+    "FlushReport",
     "IdFactory",
+    "QueueKey",
     "Record",
     "Redaction",
     "Scope",
+    "WatermarkKey",
     "agent_directory",
     "canonical_category",
     "category_key",
@@ -1474,6 +1477,52 @@ class Scope:
     def __str__(self) -> str:
         user = "(no user)" if self.user_id is None else repr(self.user_id)
         return f"user {user}, agent {self.agent!r}"
+
+
+# ---------------------------------------------------------------------------
+# Queued conversations: their key and what a flush of the queue achieved
+#
+# Defined here, below the learning pipeline, so that closing a memory that never
+# learned (Memory.close) can report an empty flush without loading the pipeline.
+
+WatermarkKey = tuple[str, str | None, str]
+"""``(thread_id, user_id, agent)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKey:
+    """What makes two queued conversations the same item."""
+
+    thread_id: str
+    user_id: str | None
+    agent: str
+    emergency: bool = False
+
+    @property
+    def watermark_key(self) -> WatermarkKey:
+        return (self.thread_id, self.user_id, self.agent)
+
+
+@dataclass(frozen=True, slots=True)
+class FlushReport:
+    """What a flush achieved.
+
+    Attributes:
+        completed: every item was attempted within the time budget.
+        processed: items processed successfully (or with nothing new) by the flush.
+        failed: items attempted whose processing failed or raised.
+        unflushed: items not attempted in time (still queued or still running).
+    """
+
+    completed: bool
+    processed: int = 0
+    failed: tuple[QueueKey, ...] = ()
+    unflushed: tuple[QueueKey, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Completed in time with no failure: nothing admitted was lost."""
+        return self.completed and not self.failed and not self.unflushed
 
 
 # ---------------------------------------------------------------------------

@@ -6,6 +6,15 @@ Each command module holds the commands of one area (:mod:`~deermem.cli.facts`,
 :mod:`~deermem.cli.regret`, :mod:`~deermem.cli.demo`, and ``deermem eval``);
 this module puts them under one typer application and runs it.
 
+**A command loads its own module only.** :data:`COMMANDS` names every
+command, the module that implements it and the line ``deermem --help``
+shows for it; :class:`RootGroup` lists the names from there and imports a
+command's module when the command is looked up. ``deermem --help`` so
+imports no command module and ``deermem facts list`` only
+:mod:`~deermem.cli.facts` (before, every command started by importing all
+nine: ``deermem --help`` took twice its time). A test keeps each line of the
+table equal to its command's own help.
+
 **Help that reads right.** typer's help panels print a value type beside each
 option, and for a flag (``--json``, ``--yes``, ``--help`` itself) that type is
 ``<bool>``, which reads as if the flag took a value. A flag's metavar set to
@@ -21,36 +30,20 @@ which every sub-command's context inherits.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn, cast
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+from typer.models import CommandInfo, TyperInfo
 
 from deermem import __version__
-from deermem.cli.config import config_app
-from deermem.cli.demo import demo
-from deermem.cli.eval import app as eval_app
-from deermem.cli.facts import archive_app, audit, facts_app, why
-from deermem.cli.learning import ingest, model_app
 from deermem.cli.output import CliContext, print_error
-from deermem.cli.recall import context, search
-from deermem.cli.regret import regret
-from deermem.cli.service import mcp, serve, token_app
-from deermem.cli.store import (
-    db_app,
-    export,
-    import_,
-    init,
-    migrate_command,
-    redact_command,
-    reindex,
-    scopes,
-    users_app,
-)
 from deermem.errors import DeerMemError
 
 __all__ = ["Command", "app", "main", "run"]
@@ -109,44 +102,224 @@ def use_command_classes(app: typer.Typer) -> None:
             use_command_classes(group.typer_instance)
 
 
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One command of ``deermem``: the module that implements it, and its line in the help.
+
+    ``help`` is the first paragraph of the command's own help, as the
+    listing of ``deermem --help`` shows it; tests/test_cli_conventions.py
+    keeps the two equal.
+    """
+
+    module: str  # under deermem.cli
+    attribute: str  # a function (one command) or a typer.Typer (a group of commands)
+    help: str
+
+
+COMMANDS: Final[Mapping[str, Entry]] = {
+    # The order of the help listing: the single commands, then the groups.
+    "init": Entry(
+        "store",
+        "init",
+        "Create a store, or give an existing one its settings (`<root>/deermem.yaml`).",
+    ),
+    "ingest": Entry(
+        "learning",
+        "ingest",
+        "Turn a conversation into facts, confirmations and removals (one model call).",
+    ),
+    "audit": Entry(
+        "facts",
+        "audit",
+        "Show the eviction receipts: what left the library, when, under which policy.",
+    ),
+    "why": Entry(
+        "facts", "why", "Explain where a fact is: its rank if active, its receipt if it left."
+    ),
+    "regret": Entry(
+        "regret",
+        "regret",
+        "Per policy: evictions, regret events by kind, regret rate, the most regretted facts.",
+    ),
+    "context": Entry(
+        "recall", "context", "Print the `<memory>` block deermem puts into the agent's prompt."
+    ),
+    "search": Entry(
+        "recall", "search", "Search the facts of one user and agent, best match first."
+    ),
+    "export": Entry("store", "export", "Write one user's and agent's memory as a JSON document."),
+    "import": Entry(
+        "store",
+        "import_",
+        "Replace one user's and agent's memory with a document's, through the capacity gate.",
+    ),
+    "scopes": Entry(
+        "store",
+        "scopes",
+        "List every user and agent in the store, with their fact and archive counts.",
+    ),
+    "reindex": Entry(
+        "store",
+        "reindex",
+        "Rebuild the search index from the facts of every user and agent, and embed them.",
+    ),
+    "demo": Entry(
+        "demo",
+        "demo",
+        "Show what each capacity policy forgets in the seed's two situations, and why.",
+    ),
+    "serve": Entry(
+        "service",
+        "serve",
+        "Serve the memory over HTTP (FastAPI + uvicorn; `uv sync --extra server`).",
+    ),
+    "mcp": Entry(
+        "service",
+        "mcp",
+        "Serve the memory to MCP clients (Claude Desktop, Cursor, Claude Code ...).",
+    ),
+    "migrate": Entry(
+        "store",
+        "migrate_command",
+        "Copy every user's memory from SRC to DST and verify each copy.",
+    ),
+    "redact": Entry(
+        "store",
+        "redact_command",
+        "Find secrets already stored and replace them by `[redacted: KIND]`, store-wide.",
+    ),
+    "facts": Entry(
+        "facts",
+        "facts_app",
+        "Add, list, show, edit and remove the facts of one user and agent.",
+    ),
+    "archive": Entry(
+        "facts", "archive_app", "Facts that were evicted or removed: list, restore, purge."
+    ),
+    "config": Entry("config", "config_app", "Inspect and validate configuration."),
+    "model": Entry("learning", "model_app", "Check the language model used for extraction."),
+    "token": Entry(
+        "service",
+        "token_app",
+        "Bearer tokens for `deermem serve` and `deermem mcp --transport http`: add, list, revoke.",
+    ),
+    "db": Entry("store", "db_app", "The PostgreSQL store's schema: status and upgrade."),
+    "users": Entry(
+        "store", "users_app", "One user everywhere: erase them, or export all they hold."
+    ),
+    "eval": Entry(
+        "eval",
+        "app",
+        "Reproduce the capacity-eviction evaluation: the LongMemEval pools of the original "
+        "DeerMem study, the production capacity gate, confidence vs hybrid-v1.",
+    ),
+}
+"""Every command of ``deermem`` by name, in the order ``deermem --help`` lists them."""
+
+
+def build_command(name: str) -> Any:
+    """The click command (or group) ``name`` of :data:`COMMANDS`, its module imported now.
+
+    Built as ``app.command`` and ``app.add_typer`` would have built it, with
+    the application's markup and exception settings and :class:`Command` /
+    :class:`Group` as the classes.
+    """
+    entry = COMMANDS[name]
+    target = getattr(importlib.import_module(f"deermem.cli.{entry.module}"), entry.attribute)
+    if isinstance(target, typer.Typer):
+        use_command_classes(target)
+        return typer.main.get_group_from_info(
+            TyperInfo(target, name=name, cls=Group),
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            suggest_commands=app.suggest_commands,
+            rich_markup_mode=app.rich_markup_mode,
+        )
+    return typer.main.get_command_from_info(
+        CommandInfo(name=name, cls=Command, callback=target),
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        rich_markup_mode=app.rich_markup_mode,
+    )
+
+
+class CommandTable(MutableMapping[str, Any]):
+    """The root's commands by name, each built (its module imported) when first looked up.
+
+    Iterating gives every name of :data:`COMMANDS` without importing
+    anything; looking one up (``table[name]``, ``table.get(name)``) imports
+    that command's module only. ``deermem facts list`` so loads
+    :mod:`deermem.cli.facts` and none of the other command modules.
+    """
+
+    def __init__(self, built: Mapping[str, Any]) -> None:
+        self._built: dict[str, Any] = dict(built)
+
+    def is_built(self, name: str) -> bool:
+        return name in self._built
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._built[name] = build_command(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*COMMANDS, *self._built]))
+
+    def __len__(self) -> int:
+        return len(set(COMMANDS) | set(self._built))
+
+
+class RootGroup(Group):
+    """``deermem`` itself: its commands come from :class:`CommandTable`, loaded on first use.
+
+    Its help lists every command from the table's one-line help, so
+    ``deermem --help`` imports no command module.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = CommandTable(self.commands)
+        self._listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names only: typer's own reads every command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        table = self.commands
+        if self._listing and isinstance(table, CommandTable) and not table.is_built(cmd_name):
+            entry = COMMANDS.get(cmd_name)
+            if entry is not None:  # a stand-in carrying the line the listing shows
+                return Command(name=cmd_name, help=entry.help)
+        return super().get_command(ctx, cmd_name)
+
+
 app = typer.Typer(
     name="deermem",
     help=(
         "Long-term memory for LLM agents that forgets the right things and can say why.\n\n"
         "Start with `deermem demo` to see the capacity policies at work."
     ),
-    cls=Group,
+    cls=RootGroup,
     context_settings=CONTEXT_SETTINGS,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-app.command(name="init")(init)
-app.add_typer(facts_app, name="facts")
-app.command(name="ingest")(ingest)
-app.command(name="audit")(audit)
-app.command(name="why")(why)
-app.add_typer(archive_app, name="archive")
-app.command(name="regret")(regret)
-app.command(name="context")(context)
-app.command(name="search")(search)
-app.command(name="export")(export)
-app.command(name="import")(import_)
-app.command(name="scopes")(scopes)
-app.command(name="reindex")(reindex)
-app.add_typer(config_app, name="config")
-app.add_typer(model_app, name="model")
-app.command(name="demo")(demo)
-app.command(name="serve")(serve)
-app.command(name="mcp")(mcp)
-app.add_typer(token_app, name="token")
-app.add_typer(db_app, name="db")
-app.command(name="migrate")(migrate_command)
-app.add_typer(users_app, name="users")
-app.command(name="redact")(redact_command)
-app.add_typer(eval_app, name="eval")
-use_command_classes(app)
 
 
 def _version(value: bool) -> None:

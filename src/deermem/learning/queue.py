@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
 
 from deermem.errors import QueueClosedError, QueueFullError
-from deermem.model import DEFAULT_AGENT
+from deermem.model import DEFAULT_AGENT, FlushReport, QueueKey, WatermarkKey
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -79,9 +79,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 # --- marks ------------------------------------------------------------------------------
-
-WatermarkKey = tuple[str, str | None, str]
-"""``(thread_id, user_id, agent)``."""
 
 
 class Identifiable(Protocol):
@@ -128,20 +125,6 @@ class Marks(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class QueueKey:
-    """What makes two queued conversations the same item."""
-
-    thread_id: str
-    user_id: str | None
-    agent: str
-    emergency: bool = False
-
-    @property
-    def watermark_key(self) -> WatermarkKey:
-        return (self.thread_id, self.user_id, self.agent)
-
-
-@dataclass(frozen=True, slots=True)
 class QueueItem(Generic[M]):
     """A queued conversation. When processed, ``messages`` holds only what is new."""
 
@@ -183,28 +166,6 @@ class QueueStats:
     processed: int = 0
     failed: int = 0
     nothing_new: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FlushReport:
-    """What a flush achieved.
-
-    Attributes:
-        completed: every item was attempted within the time budget.
-        processed: items processed successfully (or with nothing new) by the flush.
-        failed: items attempted whose processing failed or raised.
-        unflushed: items not attempted in time (still queued or still running).
-    """
-
-    completed: bool
-    processed: int = 0
-    failed: tuple[QueueKey, ...] = ()
-    unflushed: tuple[QueueKey, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Completed in time with no failure: nothing admitted was lost."""
-        return self.completed and not self.failed and not self.unflushed
 
 
 # --- the queue --------------------------------------------------------------------------
