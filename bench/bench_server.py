@@ -32,7 +32,7 @@ database's too on PostgreSQL, less the idle rate). ``--floor`` runs the same
 steps against a FastAPI route returning ``{"ok": true}`` on the same uvicorn
 settings: the bare framework's cost per request and its highest rate.
 
-    uv run python -m bench.bench_server --open-loop [--store postgres]
+    uv run python -m bench.bench_server --open-loop [--store postgres] [--search-mode keyword]
     uv run python -m bench.bench_server --open-loop --floor
 """
 
@@ -285,7 +285,8 @@ def start_server(args: argparse.Namespace, stack: contextlib.ExitStack, tmp: Pat
         store = start_store(args.store, stack, tmp)
         config = tmp / "deermem.yaml"
         model = {"model": "scripted", "base_url": chat.url, "api_key_env": None, "max_retries": 0}
-        config.write_text(yaml.safe_dump({"max_facts": MAX_FACTS, "model": model}))
+        settings = {"max_facts": MAX_FACTS, "model": model, "search_mode": args.search_mode}
+        config.write_text(yaml.safe_dump(settings))
         tokens = TokenFile(store.state_dir / "tokens.json")
         token = tokens.add(admin=True, name="bench", now=datetime.now(UTC)).token
         command = [
@@ -554,6 +555,13 @@ def main() -> int:
     parser.add_argument("--step-duration", type=float, default=20.0)
     parser.add_argument("--kind-rate", type=float, default=40.0)
     parser.add_argument("--kind-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--search-mode",
+        choices=("hybrid", "keyword"),
+        default="hybrid",
+        help="the store's search (hybrid, the default, embeds each query when the models "
+        "are installed: ~25 ms of CPU per search; keyword is FTS5 alone)",
+    )
     parser.add_argument("--floor", action="store_true", help="the bare FastAPI route instead")
     parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -570,7 +578,8 @@ def main() -> int:
             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
             f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start; "
             f"{'the floor (FastAPI hello)' if args.floor else args.store + ' store'}, "
-            f"{args.workers} workers, {args.users} users",
+            f"{args.workers} workers, {args.users} users"
+            f"{'' if args.floor else ', search ' + args.search_mode}",
             flush=True,
         )
         if args.open_loop:

@@ -14,13 +14,18 @@ reported, and the same search once more (warm) for scale.
 
 deermem runs with its defaults and ``search_mode: keyword`` (the original has
 no search by meaning; ``--hybrid`` adds deermem's hybrid search as a third
-column). The original is imported from a DeerFlow checkout given by path (as
+column). ``--floor`` adds the floor of any keyword search of deermem's: a
+worker that writes through deermem the same way, then times only FTS5's
+ranking statement (the one a search runs: BM25, decay and confidence over
+every match, the top 5) over the same rows, on a connection of its own.
+
+The original is imported from a DeerFlow checkout given by path (as
 ``scripts/check-deerflow.sh`` takes one), in an interpreter that has its
 dependencies (PyYAML, pydantic, langchain-core: ``--original-python``); none
 of its code is part of this repository.
 
 Run: ``uv run python -m bench.compare_search_after_write --deerflow PATH
-[--original-python PYTHON] [--rounds 40]``.
+[--original-python PYTHON] [--rounds 40] [--floor]``.
 """
 
 from __future__ import annotations
@@ -88,16 +93,48 @@ for line in sys.stdin:
 
 
 def deermem_worker(root: Path, size: int, mode: str) -> None:
-    """deermem's side, in this process: the same loop through ``Memory``."""
+    """deermem's side, in this process: the same loop through ``Memory``.
+
+    In ``floor`` mode the search is FTS5's ranking statement alone, as
+    :meth:`SearchIndex.search` runs it, on a connection of this worker's own.
+    """
+    import sqlite3
     import time
 
     from bench.bench_context import NOW
     from deermem import Memory, MemoryConfig
+    from deermem.recall import index as fts
 
-    config = MemoryConfig(max_facts=500, search_mode=mode)
+    floor = mode == "floor"
+    config = MemoryConfig(max_facts=500, search_mode="keyword" if floor else mode)
     memory = Memory.open(root, config, user=USER, agent=AGENT, clock=lambda: NOW)
     memory.search("warm", record=False)
     ids = sorted(fact.id for fact in memory.list_facts())
+    bare = sqlite3.connect(memory.store.search_index_location(), isolation_level=None)
+    scope_id = fts.scope_id_of(bare, fts.user_key(USER), AGENT)
+    assert scope_id is not None
+    low, high = fts.library_range(scope_id)
+
+    def ranking(query: str) -> list[Any]:
+        parameters = {
+            "query": fts.fts_query(query),
+            "category": "",
+            "now": fts.micros(NOW),
+            "grace": fts.DECAY_GRACE_DAYS,
+            "rate": fts.DECAY_RATE,
+            "weight": fts.CONFIDENCE_WEIGHT,
+            "limit": 5,
+            "low": low,
+            "high": high,
+        }
+        statement = fts.SEARCH_SQL.format(fts=fts.LIBRARY_FTS, category="")
+        return [str(row[0]) for row in bare.execute(statement, parameters)]
+
+    def search(query: str) -> list[str]:
+        if floor:
+            return ranking(query)
+        return [result.fact_id for result in memory.search(query, top_k=5)]
+
     print("ready", flush=True)
     for line in sys.stdin:
         number, query = line.rstrip("\n").split("\t")
@@ -109,12 +146,12 @@ def deermem_worker(root: Path, size: int, mode: str) -> None:
             fact_id = ids[n % len(ids)]
             memory.update_fact(fact_id, content=f"Bench fact {n} about {word}")
         start = time.perf_counter()
-        found = memory.search(query, top_k=5)
+        found = search(query)
         elapsed = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
-        memory.search(query, top_k=5)
+        search(query)
         warm = (time.perf_counter() - start) * 1000
-        hit = any(result.fact_id == fact_id for result in found)
+        hit = fact_id in found
         if size <= 500 and fact_id:
             memory.delete_fact(fact_id)
         print(json.dumps([elapsed, hit, warm]), flush=True)
@@ -151,7 +188,7 @@ class Worker:
 
 
 def compare(
-    deerflow: Path, original_python: str, size: int, rounds: int, hybrid: bool
+    deerflow: Path, original_python: str, size: int, rounds: int, hybrid: bool, floor: bool
 ) -> dict[str, Any]:
     from bench.bench_context import library, query_sets, write_scope
     from deermem.model import Scope
@@ -168,6 +205,8 @@ def compare(
         roots = {"original": "original", "deermem": "keyword"}
         if hybrid:
             roots["deermem hybrid"] = "hybrid"
+        if floor:
+            roots["FTS5 ranking alone"] = "floor"
         for name in roots:
             shutil.copytree(base, Path(directory) / name)
         workers["original"] = Worker(
@@ -229,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--hybrid", action="store_true", help="also deermem's hybrid search")
+    parser.add_argument("--floor", action="store_true", help="also FTS5's ranking statement alone")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="keyword", help=argparse.SUPPRESS)
@@ -244,7 +284,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     for size in map(int, args.sizes.split(",")):
         print(
-            json.dumps(compare(args.deerflow, args.original_python, size, args.rounds, args.hybrid))
+            json.dumps(
+                compare(
+                    args.deerflow, args.original_python, size, args.rounds, args.hybrid, args.floor
+                )
+            )
         )
 
 

@@ -150,3 +150,61 @@ def test_search_with_archive_returns_the_library_results_and_what_was_missed() -
     )
     assert [hit.fact_id for hit in outcome.hits] == ["fact_tea"]  # no index: substrings only
     assert outcome.missed == []
+
+
+def rankings(index: SearchIndex) -> list[str]:
+    """Which full-text tables the index ranks (BM25) from now on, one entry per statement."""
+    ranked: list[str] = []
+
+    def seen(statement: str) -> None:
+        ranked.extend(table for table in ("doc_fts", "cf_fts") if f"bm25({table})" in statement)
+
+    index._connection.set_trace_callback(seen)
+    return ranked
+
+
+def test_an_archive_without_a_match_is_not_ranked_with_the_library() -> None:
+    """Issue 23: by keyword, only an archived fact that matches the query can be missed;
+    when none does, the search ranks the library alone (half the work), and says the same."""
+    with SearchIndex() as index:
+        loader = Loader(ARCHIVE)
+        source = ArchiveSource(lambda: {f["id"]: "t1" for f in ARCHIVE}, loader)
+
+        def search(query: str) -> list[tuple[str, int]]:
+            outcome = search_with_archive(
+                index,
+                "u",
+                "a",
+                query,
+                version="v1",
+                archive_version="a1",
+                load=lambda: LIBRARY,
+                archive=source,
+                now=NOW,
+            )
+            assert outcome.hits == search_facts(
+                index, "u", "a", query, version="v1", load=lambda: LIBRARY, now=NOW
+            )
+            return [(m.hit.fact_id, m.rank) for m in outcome.missed]
+
+        assert search("tea") == [("fact_oolong", 1)]  # warms the index up
+        ranked = rankings(index)
+        assert search("jazz coding") == []  # no archived fact says either word
+        assert ranked == ["doc_fts", "doc_fts"]  # this search's, and search_facts'
+        ranked.clear()
+        assert search("chess or jazz") == [("fact_chess", 1)]
+        assert "cf_fts" in ranked
+        assert index.archive_matches("u", "a", "Sundays")
+        assert not index.archive_matches("u", "a", "rust")
+        assert not index.archive_matches("u", "nobody", "tea")
+        assert not index.archive_matches("u", "a", "?!")
+
+
+def test_an_empty_archive_is_not_searched_at_all() -> None:
+    with SearchIndex() as index:
+        index.sync_scope("u", "a", LIBRARY, version="v1")
+        index.sync_archive("u", "a", {}, Loader([]), version="a1")
+        statements: list[str] = []
+        index._connection.set_trace_callback(statements.append)
+        assert not index.archive_matches("u", "a", "tea")
+        assert not any("MATCH" in statement for statement in statements)

@@ -685,6 +685,14 @@ def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None
     return None if row is None else int(row[0])
 
 
+def _none_between(db: sqlite3.Connection, low: int, high: int) -> bool:
+    """Whether no row's id lies in ``[low, high]`` (a primary-key range: one seek)."""
+    return (
+        db.execute("SELECT 1 FROM doc WHERE id BETWEEN ? AND ? LIMIT 1", (low, high)).fetchone()
+        is None
+    )
+
+
 def schema_ok(db: sqlite3.Connection) -> bool:
     """Whether the database holds our schema; creates it in an empty database.
 
@@ -1026,6 +1034,36 @@ class SearchIndex:
                     _STATEMENTS[(fts, bool(wanted))], parameters
                 )
             ]
+
+        return self._run(run)
+
+    def archive_matches(self, user: str | None, agent: str, query: str) -> bool:
+        """Whether any archived fact of the scope matches ``query`` by keyword.
+
+        An archived fact that matches nothing cannot be among the results of
+        a keyword search of library and archive together, so when none
+        matches that ranking need not run (issue 23: it is half of a search's
+        work). An empty archive is seen from its rows alone; otherwise one
+        ``MATCH`` over the archive's row range, stopped at the first row: no
+        BM25 is computed.
+        """
+        groups = fts_groups(query)
+        if not groups:
+            return False
+
+        def run(db: sqlite3.Connection) -> bool:
+            scope_id = scope_id_of(db, user_key(user), agent)
+            if scope_id is None:
+                return False
+            low, high = archive_range(scope_id)
+            if _none_between(db, low, high):
+                return False
+            row = db.execute(
+                f"SELECT 1 FROM {COUNTERFACTUAL_FTS} WHERE {COUNTERFACTUAL_FTS} MATCH ?"
+                " AND rowid BETWEEN ? AND ? LIMIT 1",
+                (" OR ".join(groups), low, high),
+            ).fetchone()
+            return row is not None
 
         return self._run(run)
 

@@ -552,7 +552,9 @@ def search_with_archive(
             )
 
         missed = []
-        if indexed:
+        # By keyword alone, an archive without a match for the query cannot
+        # place a fact among the results: the ranking of both is not run.
+        if indexed and (meaning is not None or index.archive_matches(user, agent, query)):
             together = enumerate(ranked(True), 1)
             missed = [MissedHit(hit, rank) for rank, hit in together if hit.archived]
         hits = ranked(False)
