@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
-import anyio
-import anyio.to_thread
 import httpx
 import pytest
 
@@ -142,28 +139,3 @@ def test_a_token_added_to_an_open_loopback_server_closes_it(live: LiveServer) ->
     issued = live.tokens.add(users=["alice"], now=live.memory.now())
     assert open_client.get(f"{ALICE}/facts").status_code == 401
     assert live.client(issued.token).get(f"{ALICE}/facts").status_code == 200
-
-
-def test_a_reading_request_hands_one_call_to_the_thread_pool(
-    guarded: tuple[LiveServer, dict[str, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 23, point 5: the bearer check and the scope run on the event loop; only the
-    route's own work (which reads files) goes to a worker thread, and a hop there and
-    back costs more server CPU than either check."""
-    server, tokens = guarded
-    client = server.client(tokens["alice"])
-    assert client.post(f"{ALICE}/facts", json={"content": "Uses uv"}).status_code == 201
-    hops: list[str] = []
-    run_sync = anyio.to_thread.run_sync
-
-    async def counted(function: Callable[..., object], *args: object, **options: Any) -> object:
-        hops.append(getattr(function, "__name__", repr(function)))
-        return await run_sync(function, *args, **options)
-
-    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
-    assert client.get(f"{ALICE}/context").status_code == 200
-    assert client.get(f"{ALICE}/search", params={"q": "uv"}).status_code == 200
-    assert len(hops) == 2, hops
-    # And the checks still answer as before: another user's scope, no token.
-    assert client.get(f"{BOB}/context").status_code == 404
-    assert server.client().get(f"{ALICE}/search", params={"q": "uv"}).status_code == 401

@@ -414,11 +414,7 @@ class Dependencies:
             "server without tokens).",
         )
 
-        # Both run on the event loop, not in the thread pool: each does a dict
-        # lookup and at most a stat() of the tokens file (a changed file, a few
-        # hundred bytes, is read again), and a hop to a worker thread and back
-        # costs more CPU than that.
-        async def principal(
+        def principal(
             request: Request,
             _: Annotated[HTTPAuthorizationCredentials | None, Depends(self.bearer)],
         ) -> Principal:
@@ -427,7 +423,7 @@ class Dependencies:
             # the client is owed the difference (401 `malformed`, not `missing`).
             return context.principal_for(request.headers.get("authorization"))
 
-        async def scoped(
+        def scoped(
             user: UserPath,
             agent: AgentPath,
             who: Annotated[Principal, Depends(principal)],
