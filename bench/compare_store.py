@@ -195,10 +195,14 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
 
     from deermem import Memory, MemoryConfig
 
+    # Search by keyword in every version: a tree from before search by meaning has no other
+    # mode, and this bench compares the store's paths, not the embedding models (bench_recall).
+    keyword = {"search_mode": "keyword"} if "search_mode" in MemoryConfig.model_fields else {}
     config = MemoryConfig(
         max_facts=100,
         fact_eviction_policy="hybrid-v1" if case == "hybrid" else "confidence",
         fact_eviction_shadow_enabled=case == "shadow",
+        **keyword,
     )
     clock = lambda: datetime(2026, 1, 1, tzinfo=UTC)  # noqa: E731
 
