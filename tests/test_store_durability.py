@@ -95,12 +95,11 @@ def test_a_commit_flushes_journal_then_every_file_then_removes_the_journal(
     tmp_path: Path, recorder: Recorder
 ) -> None:
     memory = full_memory(tmp_path)
-    user_dir = tmp_path / "users" / "alice"
-    metadata = user_dir / "agents" / "coder" / ".metadata"
-    assert not metadata.exists()  # the eviction's receipt and archive entry make it
     recorder.events.clear()
     result = memory.create_fact("One more fact.", confidence=0.95)  # evicts: archive + receipt
     assert result.evicted
+    user_dir = tmp_path / "users" / "alice"
+    metadata = user_dir / "agents" / "coder" / ".metadata"
     journal_file = user_dir / JOURNAL_FILENAME
     audit = metadata / "eviction-audit.json"
     index = metadata / "archive-index.json"
@@ -118,16 +117,8 @@ def test_a_commit_flushes_journal_then_every_file_then_removes_the_journal(
     assert all(journal_durable < change for change in data_changes)
     assert max(data_changes) == recorder.renames_into(manifest)[0]  # memory.json last
 
-    # memory.json's content is durable before it is in place (staged while the
-    # journal was flushed); files in the new .metadata directory, written in
-    # step 2 only, are flushed once in place, before the journal's removal.
-    [manifest_in] = recorder.renames_into(manifest)
-    assert recorder.index("fsync", Path(recorder.events[manifest_in][1])) < manifest_in
     removal = recorder.index("unlink", journal_file)
-    for path in (archived, audit, index):
-        [renamed] = recorder.renames_into(path)
-        assert any(renamed < n < removal for n in recorder.fsyncs_of(path)), path
-    for path in (archived.parent, metadata, evicted, user_dir):  # every entry before the removal
+    for path in (manifest, archived, audit, index, archived.parent, metadata, evicted, user_dir):
         assert any(min(data_changes) < n < removal for n in recorder.fsyncs_of(path)), path
     removal_durable = min(n for n in recorder.fsyncs_of(user_dir) if n > removal)
     assert removal_durable == len(recorder.events) - 1  # the commit's last step: nothing after
@@ -168,42 +159,6 @@ def test_a_crash_before_the_journal_is_removed_undoes_receipts_and_archive_too(
     assert reopened.list_archived() == archive_before  # ... and its archive entry
     assert {p: p.read_bytes() for p in metadata.glob("*.json")} == bookkeeping
     assert not [p for p in tmp_path.rglob("*") if atomic.is_temporary(p.name)]
-
-
-def test_a_commit_creates_no_directory_before_its_journal_is_durable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Files are staged while the journal is flushed; a new directory would
-    # outlive a crash before the journal (an agent directory without its owner
-    # record is a problem every listing reports), so none is made then.
-    store = MarkdownStore(tmp_path)
-    store.commit(
-        Scope.of("alice", "coder"),
-        ChangeSet(now=NOW, summaries={("user", "workContext"): "Works."}),
-    )
-    before = sorted(tmp_path.rglob("*"))
-
-    class Crash(BaseException):
-        pass
-
-    def journal_fails(path: Path, data: bytes, *, mode: int = atomic.FILE_MODE) -> None:
-        raise Crash
-
-    monkeypatch.setattr(journal, "atomic_write", journal_fails)
-    long_agent = Scope.of("alice", "a" * 300)  # a directory of its own, with an owner record
-    new = Fact.from_dict(
-        {
-            "id": "fact_0001",
-            "content": "A fact.",
-            "category": "context",
-            "confidence": 0.9,
-            "createdAt": NOW,
-        }
-    )
-    changes = ChangeSet(now=NOW, writes=(FactWrite(new, create=True),))
-    with pytest.raises(Crash):
-        store.commit(long_agent, changes)
-    assert sorted(tmp_path.rglob("*")) == before
 
 
 def test_a_commit_that_changes_no_file_still_writes_its_receipt_durably(
@@ -265,46 +220,6 @@ def test_a_commit_flushes_the_files_of_its_second_step_together(
     assert most > 1
 
 
-def test_a_commit_stages_its_files_while_the_journal_is_flushed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Issue 23: the new contents go to their (invisible) temporaries and are
-    # flushed while step 1 is, instead of after it; nothing is renamed before
-    # the journal is durable (the test above).
-    memory = full_memory(tmp_path)
-    monkeypatch.setattr(atomic, "_last_flush_seconds", 1.0)  # as after a flush of a disk
-    real_fsync = os.fsync
-    lock = threading.Lock()
-    in_flight: set[str] = set()
-    together: list[set[str]] = []
-    # Each flush holds its place until a second one arrives (or a while passes):
-    # a journal flushed before the contents are written is never in flight with them.
-    arrived = threading.Event()
-
-    def fsync(fd: int) -> None:
-        path = os.readlink(f"/proc/self/fd/{fd}")  # noqa: PTH115 - the descriptor's file
-        with lock:
-            in_flight.add(path)
-            together.append(set(in_flight))
-            if len(in_flight) > 1:
-                arrived.set()
-        try:
-            arrived.wait(2)
-            real_fsync(fd)
-        finally:
-            with lock:
-                in_flight.discard(path)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    memory.create_fact("One more fact.", confidence=0.95)
-    journal_temporary = f"/.{JOURNAL_FILENAME}."
-    assert any(
-        any(journal_temporary in path for path in paths)
-        and any(journal_temporary not in path and path.endswith(".tmp") for path in paths)
-        for paths in together
-    ), together
-
-
 def test_flushing_together_raises_the_first_failure_after_all_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -325,28 +240,37 @@ def test_flushing_together_raises_the_first_failure_after_all_finished(
     assert sorted(flushed) == sorted(map(str, paths))
 
 
-def test_a_flush_thread_never_waits_for_another(
+def test_a_commit_creates_no_directory_before_its_journal_is_durable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A journal is written on a flush thread; had it to wait for flushes queued
-    # behind it, eight commits' journals could hold every flush thread for ever.
-    paths = [tmp_path / f"f{number}" for number in range(3)]
-    for path in paths:
-        path.write_bytes(b"x")
-    monkeypatch.setattr(atomic, "_last_flush_seconds", 1.0)  # as after a flush of a disk
-    flushers: list[threading.Thread] = []
-    real_fsync = os.fsync
+    # A new directory made before the journal is durable would outlive a crash
+    # (an agent directory without its owner record is a problem every listing
+    # reports), so none is made then.
+    store = MarkdownStore(tmp_path)
+    store.commit(
+        Scope.of("alice", "coder"),
+        ChangeSet(now=NOW, summaries={("user", "workContext"): "Works."}),
+    )
+    before = sorted(tmp_path.rglob("*"))
 
-    def fsync(fd: int) -> None:
-        flushers.append(threading.current_thread())
-        real_fsync(fd)
+    class Crash(BaseException):
+        pass
 
-    monkeypatch.setattr(os, "fsync", fsync)
+    def journal_fails(path: Path, data: bytes, *, mode: int = atomic.FILE_MODE) -> None:
+        raise Crash
 
-    def flush() -> threading.Thread:
-        atomic.flush_together(paths)
-        return threading.current_thread()
-
-    flusher = atomic.in_background(flush).result()
-    assert flusher is not threading.current_thread()  # on a flush thread ...
-    assert flushers == [flusher] * len(paths)  # ... which flushed every path itself
+    monkeypatch.setattr(journal, "atomic_write", journal_fails)
+    long_agent = Scope.of("alice", "a" * 300)  # a directory of its own, with an owner record
+    new = Fact.from_dict(
+        {
+            "id": "fact_0001",
+            "content": "A fact.",
+            "category": "context",
+            "confidence": 0.9,
+            "createdAt": NOW,
+        }
+    )
+    changes = ChangeSet(now=NOW, writes=(FactWrite(new, create=True),))
+    with pytest.raises(Crash):
+        store.commit(long_agent, changes)
+    assert sorted(tmp_path.rglob("*")) == before

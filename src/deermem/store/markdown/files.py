@@ -44,7 +44,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -82,7 +82,6 @@ __all__ = [
     "Owner",
     "Problem",
     "ScopePaths",
-    "StagedFiles",
     "UnsupportedByWriter",
     "UserPaths",
     "atomic_write",
@@ -97,7 +96,6 @@ __all__ = [
     "forget_decoded_facts",
     "fsync_path",
     "holds_store",
-    "in_background",
     "is_temporary",
     "list_agents",
     "list_users",
@@ -109,7 +107,6 @@ __all__ = [
     "replace_files",
     "resolve_root",
     "search_index_path",
-    "stage_files",
     "stored_user_ids",
     "write_store_settings",
     "write_temporary",
@@ -280,11 +277,9 @@ class ScopePaths:
 # (a rename is atomic only within one file system), created exclusively with
 # the permissions the umask gives (usually 0644) — as the original DeerMem
 # creates its files, so a directory both share stays readable to each.
-# Temporary files are hidden from every listing the store makes. A set of
-# changes is staged (every temporary written), its contents flushed, then put
-# in place (renamed, removed, the directories flushed): a journaled commit
-# stages and flushes while its journal is being flushed (StagedFiles). The
-# flushes of one round run together (flush_together).
+# Temporary files are hidden from every listing the store makes. The fsyncs
+# of one step of a journaled commit run together (flush_together); the others
+# one after another, in the caller's thread.
 # ---------------------------------------------------------------------------
 
 
@@ -402,123 +397,39 @@ def remove_durably(path: Path) -> bool:
     return True
 
 
-def replace_files(changes: Iterable[tuple[Path, bytes | None]], *, mode: int = FILE_MODE) -> None:
+def replace_files(
+    changes: Iterable[tuple[Path, bytes | None]], *, journaled: bool = False, mode: int = FILE_MODE
+) -> None:
     """Replace (or, for ``None``, remove) each file atomically; all are durable on return.
 
     Each file is old or new after a crash, never a mix, but the set is not
-    atomic as a whole: a commit that needs that stages its files under its
-    journal (:func:`stage_files`). Every new content is flushed before it is
-    renamed into place.
+    atomic as a whole: a commit that needs that runs this under its journal.
+    Every new content is flushed before it is renamed into place — unless
+    ``journaled``: then the caller's journal puts every file back after a
+    crash, so the contents are renamed first and flushed with the
+    directories at the end, as the commit protocol states.
     """
-    staged = stage_files(changes, mode=mode)
-    try:
-        staged.put_in_place()
-    finally:
-        staged.discard()
-
-
-@dataclass(slots=True)
-class StagedFiles:
-    """A set of replacements and removals, written to temporaries but not yet in place.
-
-    :meth:`put_in_place` renames and removes, in the order the changes were
-    given, and makes all of it durable. A journal's files are staged before
-    the journal is durable: then staging changes nothing a reader or a power
-    cut can see (hidden temporaries in existing directories only).
-    """
-
-    # In the given order: (target, its temporary, None); (target, None, the
-    # content) for a file whose directory does not exist yet, written when put
-    # in place; (target, None, None) for a removal.
-    changes: list[tuple[Path, Path | None, bytes | None]]
-    # Directories whose entries staging changed (the parents of directories it created).
-    created: set[Path]
-    mode: int
-    # Whether every temporary's content is durable already.
-    flushed: bool
-
-    def flush_contents(self) -> None:
-        """Make the temporaries' contents durable, together; nothing a reader sees changes."""
-        flush_together([temporary for _, temporary, _ in self.changes if temporary is not None])
-        self.flushed = True
-
-    def put_in_place(self) -> None:
-        """Rename the temporaries into place and remove; all durable on return.
-
-        A content not flushed yet (one written only now, or all when the
-        caller flushed none) is flushed with the directories, in one round:
-        only a caller whose journal puts every file back after a crash may
-        leave it to this (a file renamed into place before its content is
-        durable may be empty after a power cut).
-        """
-        directories = set(self.created)
-        written: list[Path] = []
-        changes, self.changes = self.changes, []
-        for number, (path, temporary, data) in enumerate(changes):
-            if temporary is None and data is None:
-                try:
-                    path.unlink()
-                except FileNotFoundError:
-                    continue
-                directories.add(path.parent)
-                continue
+    written: list[Path] = []
+    directories: set[Path] = set()
+    for path, data in changes:
+        if data is None:
             try:
-                if data is not None:  # its directory is new: created only now
-                    directories.update(make_directories(path.parent))
-                    temporary = write_temporary(path, data, flush=False, mode=self.mode)
-                    written.append(path)
-                elif not self.flushed:
-                    written.append(path)
-                if temporary is not None:
-                    temporary.replace(path)
-            except BaseException:
-                self.changes = changes[number + 1 :]  # what discard() removes
-                if temporary is not None:
-                    temporary.unlink(missing_ok=True)
-                raise
-            directories.add(path.parent)
-        flush_together([*written, *sorted(directories)])
-
-    def discard(self) -> None:
-        """Remove the temporaries not renamed into place (after a failure)."""
-        changes, self.changes = self.changes, []
-        for _, temporary, _ in changes:
-            if temporary is not None:
-                temporary.unlink(missing_ok=True)
-
-
-def stage_files(
-    changes: Iterable[tuple[Path, bytes | None]], *, journaled: bool = False, mode: int = FILE_MODE
-) -> StagedFiles:
-    """Write each new content to a temporary beside its target (see :class:`StagedFiles`).
-
-    Without ``journaled``, missing directories are created and each content
-    is flushed as it is written. ``journaled``: the caller's journal is not
-    durable yet, so no directory is created (a file whose directory is
-    missing is written when put in place) and no content is flushed here
-    (:meth:`StagedFiles.flush_contents` flushes them together). On failure
-    every temporary written is removed again.
-    """
-    staged = StagedFiles([], set(), mode, flushed=not journaled)
-    try:
-        for path, data in changes:
-            if data is None:
-                staged.changes.append((path, None, None))
-                continue
-            if not journaled:
-                staged.created.update(make_directories(path.parent))
-            try:
-                temporary = write_temporary(path, data, flush=not journaled, mode=mode)
+                path.unlink()
             except FileNotFoundError:
-                if not journaled:
-                    raise
-                staged.changes.append((path, None, data))  # its directory is new
                 continue
-            staged.changes.append((path, temporary, None))
-    except BaseException:
-        staged.discard()
-        raise
-    return staged
+            directories.add(path.parent)
+            continue
+        directories.update(make_directories(path.parent))
+        temporary = write_temporary(path, data, flush=not journaled, mode=mode)
+        try:
+            temporary.replace(path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        directories.add(path.parent)
+        if journaled:
+            written.append(path)
+    flush_together([*written, *sorted(directories)])
 
 
 # At most this many fsyncs of one commit run at once (a commit at the cap flushes
@@ -547,7 +458,7 @@ def flush_together(paths: list[Path]) -> None:
     the last flush waited for no device (see ``_QUICK_FLUSH_SECONDS``). If any
     fails, the first error in ``paths``' order is raised, after all finished.
     """
-    if len(paths) < 2 or _last_flush_seconds < _QUICK_FLUSH_SECONDS or _on_flush_thread():
+    if len(paths) < 2 or _last_flush_seconds < _QUICK_FLUSH_SECONDS:
         for path in paths:
             fsync_path(path)
         return
@@ -565,39 +476,6 @@ def flush_together(paths: list[Path]) -> None:
         raise errors[0]
 
 
-def in_background(action: Callable[[], object]) -> Future[object]:
-    """Run ``action`` on a flush thread, or at once here when flushes wait for no device.
-
-    For a flush that work in this thread can overlap (a commit's journal while
-    its files are staged). On a file system whose last flush was quick
-    (tmpfs), the hand-off would cost more than the overlap gains, so
-    ``action`` runs before this returns; its failure is the future's either way.
-    """
-    if _last_flush_seconds >= _QUICK_FLUSH_SECONDS and not _on_flush_thread():
-        return _pool().submit(action)
-    done: Future[object] = Future()
-    try:
-        done.set_result(action())
-    except BaseException as error:  # the caller collects it from the future
-        done.set_exception(error)
-    return done
-
-
-# Set on the flush threads. A flush thread never waits for another one (its
-# flushes run in it, one after another): were all of them busy waiting for
-# flushes queued behind them (a journal written on one while seven other
-# commits' journals hold the rest), none would ever finish.
-_flush_thread: Final = threading.local()
-
-
-def _on_flush_thread() -> bool:
-    return getattr(_flush_thread, "marked", False)
-
-
-def _mark_flush_thread() -> None:
-    _flush_thread.marked = True
-
-
 def _pool() -> ThreadPoolExecutor:
     """This process's flush threads (a forked child makes its own: threads do not fork).
 
@@ -608,9 +486,7 @@ def _pool() -> ThreadPoolExecutor:
     global _flush_pool, _flush_pool_pid
     with _flush_pool_lock:
         if _flush_pool is None or _flush_pool_pid != os.getpid():
-            pool = ThreadPoolExecutor(
-                _FLUSH_THREADS, thread_name_prefix="deermem-fsync", initializer=_mark_flush_thread
-            )
+            pool = ThreadPoolExecutor(_FLUSH_THREADS, thread_name_prefix="deermem-fsync")
             started = threading.Barrier(_FLUSH_THREADS + 1)
             for _ in range(_FLUSH_THREADS):  # each waits until all are running
                 pool.submit(started.wait)

@@ -20,16 +20,6 @@ Each step starts only when the one before it is durable, so after a power cut
 the journal is there whenever any file may have changed. A commit of a single
 file needs no journal: its one atomic replacement is all or nothing already.
 
-Step 2's new contents are written to temporary files beside their targets,
-and flushed, while step 1 is being flushed on a flush thread: a hidden
-temporary in an existing directory changes nothing a reader or a power cut
-can see, and none is renamed before step 1 is durable. (A file whose
-directory does not exist yet is written in step 2: no directory is made
-before the journal is durable.) On a disk this takes the writing and most
-content flushes out of the wait between steps 1 and 3 — four flush rounds, as
-before, but step 2's flushes only directories; a single-fact commit makes the
-same seven fsyncs (eight when its fact opens a new shard directory).
-
 A crash before step 3 leaves the journal behind. :func:`recover`, which the
 store runs before every locked operation and every read that sees a journal,
 puts back every file that differs from its prior content — and rewrites no
@@ -73,17 +63,14 @@ from typing import Final
 from deermem.errors import CorruptMemoryFile, StoreNeedsRecovery, UnsafeIdentifierError
 from deermem.model import FACT_ID_PATTERN, normalise_agent
 from deermem.store.markdown.files import (
-    StagedFiles,
     UserPaths,
     atomic_write,
     fsync_path,
-    in_background,
     is_temporary,
     make_directories,
     remove_durably,
     replace_files,
     search_index_path,
-    stage_files,
 )
 
 __all__ = [
@@ -132,12 +119,11 @@ def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalIn
     if len(changes) == 1:
         replace_files([(changes[0].path, changes[0].data)])
         return
-    staged = _stage_while_journaling(user, changes, info)
+    atomic_write(user.journal, _journal_bytes(user, changes, info))
     try:
-        staged.put_in_place()
+        replace_files(((change.path, change.data) for change in changes), journaled=True)
         remove_durably(user.journal)
     except OSError as error:
-        staged.discard()
         if user.journal.exists():
             _roll_back_now(user)
             raise
@@ -149,47 +135,8 @@ def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalIn
             error,
         )
     except BaseException:
-        staged.discard()
         _roll_back_now(user)
         raise
-
-
-def _stage_while_journaling(
-    user: UserPaths, changes: Sequence[FileChange], info: JournalInfo
-) -> StagedFiles:
-    """Step 1 on a flush thread while this one stages the new contents; return them staged.
-
-    The staged temporaries are invisible and their contents made durable
-    while the journal and its directory entry are flushed; nothing is
-    renamed or removed, and no directory created, before this returns, that
-    is before the journal is durable — step 1 still precedes every change a
-    reader or a power cut can see (a file whose directory is new is written
-    in step 2, and its content flushed there). If staging fails once the
-    journal exists, the journal is rolled back (nothing changed); if the
-    journal fails, the temporaries go and its error is raised. A crash
-    before the journal exists can leave temporaries behind with no journal
-    to find them by: hidden files every listing skips, as the temporary of
-    any interrupted atomic write.
-    """
-    journal = _journal_bytes(user, changes, info)
-    written = in_background(lambda: atomic_write(user.journal, journal))
-    try:
-        staged = stage_files(((change.path, change.data) for change in changes), journaled=True)
-        try:
-            staged.flush_contents()
-        except BaseException:
-            staged.discard()
-            raise
-    except BaseException:
-        if written.exception() is None:  # waits: the journal exists, take it away
-            _roll_back_now(user)
-        raise
-    try:
-        written.result()  # waits for step 1; raises its failure
-    except BaseException:
-        staged.discard()
-        raise
-    return staged
 
 
 def _journal_bytes(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> bytes:
