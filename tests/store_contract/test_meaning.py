@@ -123,6 +123,10 @@ def test_a_store_without_vectors_is_searched_by_keyword_until_reindexed(
         results = memory.search("Am I a southpaw?", record=False)
     assert all(result.match_type != "hybrid" for result in results)
     assert "`deermem reindex`" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="deermem.memory"):
+        memory.search("Which hand do I write with?", record=False)
+    assert "`deermem reindex`" not in caplog.text  # said once, not at every search
     report = memory.reindex()
     assert report.facts == len(LIBRARY) + len(many)
     again = open_memory(stores)  # another process: the index or the store has the vectors

@@ -803,6 +803,16 @@ class SearchIndex:
         self._path = MEMORY if str(path) == MEMORY else Path(path)
         self._lock = threading.RLock()
         self._connection = self._open()
+        self._told: set[tuple[str | None, str]] = set()
+
+    def first_notice(self, user: str | None, agent: str) -> bool:
+        """``True`` the first time it is asked for a scope: a notice about the scope's
+        index (facts waiting for ``deermem reindex``) is said once, not at every search."""
+        with self._lock:
+            if (user, agent) in self._told:
+                return False
+            self._told.add((user, agent))
+            return True
 
     @property
     def path(self) -> Path | None:

@@ -365,7 +365,8 @@ def embed_missing(
     say: bool = True,
 ) -> bool:
     """Give every text of the scope's rows a vector; ``False`` when more than ``limit`` lack one
-    (said in a warning naming ``deermem reindex``, unless ``say`` is false).
+    (said once per scope and index in a warning naming ``deermem reindex``, unless ``say`` is
+    false).
 
     Vectors the store keeps, or the embedder made lately (a fact embedded
     during its commit), are taken as they are; the rest are embedded here,
@@ -387,7 +388,7 @@ def embed_missing(
         else:
             made[key] = text
     if limit is not None and len(made) > limit:
-        if say:
+        if say and index.first_notice(user, agent):
             _memory_log.warning(
                 "%d facts of this scope have no vectors for the embedding model; searching by "
                 "keyword until `deermem reindex` embeds them",
