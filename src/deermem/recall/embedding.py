@@ -168,9 +168,15 @@ class Embedder:
             return self._memo.get(text)
 
     def query(self, text: str) -> QueryVector:
-        """A query's vectors (not remembered: each search embeds its query)."""
+        """A query's vectors (not remembered: each search embeds its query).
+
+        A query may hold what no stored text can — a lone surrogate, from a
+        command-line argument that is not UTF-8 or a JSON escape — and the
+        models read UTF-8 only: such code points are embedded as U+FFFD.
+        """
         models = self._loaded()
-        return QueryVector(_row(models, models.e5.query(text)), self._use(models, text))
+        readable = _readable(text)
+        return QueryVector(_row(models, models.e5.query(readable)), self._use(models, readable))
 
     def similarities(self, query: QueryVector, vectors: Sequence[bytes]) -> tuple[Floats, Floats]:
         """The ensemble's similarity of ``query`` to each vector, and e5's cosine to each.
@@ -218,6 +224,15 @@ class _Models:
     e5: Any
     use: Any
     np: Any
+
+
+def _readable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (the rest unchanged)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 def _row(models: _Models, row: Any) -> npt.NDArray[np.float32]:
