@@ -73,8 +73,11 @@ def test_erase_removes_every_trace_of_the_user_and_keeps_the_others(stores: Stor
     assert "quokka003" + FRANK[-6:] in after
     coder = frank.scoped(user=FRANK, agent="coder")
     assert len(coder.list_facts()) == 9
-    hits = coder.search("quokka003" + FRANK[-6:])
-    assert words(FRANK, 3) + " for coder" in [hit.fact.content for hit in hits]  # with neighbours
+    # A fact the gate kept (which ones it kept depends on the random ids' tie-break), found by
+    # the word only it holds among its near-identical neighbours, all of which may rank too.
+    kept = coder.list_facts()[0]
+    hits = coder.search(kept.content.split()[2], top_k=len(coder.list_facts()), record=False)
+    assert kept.content in [hit.fact.content for hit in hits]
     # The erased user reads as empty, from this memory and from a new one.
     assert erin.scoped(user=ERIN, agent="coder").list_facts() == ()
     assert erin.scoped(user=ERIN, agent="coder").search("quokka003" + ERIN[-6:]) == ()
