@@ -441,6 +441,11 @@ def test_context_for_a_question_prefers_its_fact_within_the_budget(store: Served
         assert "Works on compilers" in asked["text"]
         assert "Walks the dog" not in asked["text"]
         assert "Answer in German" in asked["text"]  # the guaranteed pool is not displaced
+        hostile = await call(client, "memory_context", query="' OR 1=1 -- * NEAR(")
+        assert "Answer in German" in hostile["text"]  # query syntax is just a question
+        surrogate = await failed(client, "memory_context", query="\ud800")
+        assert "query" in surrogate  # one line naming the argument
+        assert "\n" not in surrogate
 
     session(open_memory(store), scenario)
 

@@ -194,6 +194,8 @@ def test_context_and_search(live: LiveServer) -> None:
     asked = client.get(f"{ALICE}/context", params={**budget, "query": "coffee"}).json()
     assert "coffee" in asked["text"]  # the question's fact, preferred within the same budget
     assert asked["manifest"]["injected"][0]["pool"] == "guaranteed"
+    hostile = client.get(f"{ALICE}/context?query=%FF%27%20OR%201%3D1%20%2A")  # not UTF-8, SQL
+    assert hostile.status_code == 200
     long_question = client.get(f"{ALICE}/context", params={"query": "q" * 1001})
     assert "query" in str(assert_problem(long_question, 422, "invalid-request")["detail"])
     hits = client.get(f"{ALICE}/search", params={"q": "pip uv", "top_k": 2}).json()["results"]
