@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import gc
 import os
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from ..mem0_env import MEM0_DIR
+
 os.environ["MEM0_TELEMETRY"] = "False"  # before mem0 is imported: no PostHog
-os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="deermem-mem0-")
+os.environ["MEM0_DIR"] = MEM0_DIR
 
 from mem0 import MemoryClient
 from mem0.exceptions import MemoryNotFoundError

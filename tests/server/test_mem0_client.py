@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,9 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
+from ..mem0_env import MEM0_DIR
+
 # mem0 phones PostHog and writes ~/.mem0 unless told otherwise before it is imported.
 os.environ["MEM0_TELEMETRY"] = "False"
-os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="deermem-mem0-")
+os.environ["MEM0_DIR"] = MEM0_DIR
 
 from mem0 import AsyncMemoryClient, MemoryClient
 from mem0.exceptions import MemoryError as Mem0Error
