@@ -15,9 +15,10 @@ reported, and the same search once more (warm) for scale.
 deermem runs with its defaults and ``search_mode: keyword`` (the original has
 no search by meaning; ``--hybrid`` adds deermem's hybrid search as a third
 column). ``--floor`` adds the floor of any keyword search of deermem's: a
-worker that writes through deermem the same way, then times only FTS5's
-ranking statement (the one a search runs: BM25, decay and confidence over
-every match, the top 5) over the same rows, on a connection of its own.
+worker that writes through deermem the same way, then times only the
+index's ranking (``SearchIndex.search``: the scope's row range and FTS5's
+ranking statement — BM25, decay and confidence over every match, the top
+5) on the memory's own connection, the one its write brought up to date.
 
 The original is imported from a DeerFlow checkout given by path (as
 ``scripts/check-deerflow.sh`` takes one), in an interpreter that has its
@@ -95,44 +96,26 @@ for line in sys.stdin:
 def deermem_worker(root: Path, size: int, mode: str) -> None:
     """deermem's side, in this process: the same loop through ``Memory``.
 
-    In ``floor`` mode the search is FTS5's ranking statement alone, as
-    :meth:`SearchIndex.search` runs it, on a connection of this worker's own.
+    In ``floor`` mode the search is the index's ranking alone
+    (:meth:`SearchIndex.search`) on the memory's own index connection, which
+    the memory's write has just brought up to date: no freshness checks, no
+    archive, no recording.
     """
-    import sqlite3
     import time
 
     from bench.bench_context import NOW
     from deermem import Memory, MemoryConfig
-    from deermem.recall import index as fts
 
     floor = mode == "floor"
     config = MemoryConfig(max_facts=500, search_mode="keyword" if floor else mode)
     memory = Memory.open(root, config, user=USER, agent=AGENT, clock=lambda: NOW)
     memory.search("warm", record=False)
     ids = sorted(fact.id for fact in memory.list_facts())
-    bare = sqlite3.connect(memory.store.search_index_location(), isolation_level=None)
-    scope_id = fts.scope_id_of(bare, fts.user_key(USER), AGENT)
-    assert scope_id is not None
-    low, high = fts.library_range(scope_id)
-
-    def ranking(query: str) -> list[Any]:
-        parameters = {
-            "query": fts.fts_query(query),
-            "category": "",
-            "now": fts.micros(NOW),
-            "grace": fts.DECAY_GRACE_DAYS,
-            "rate": fts.DECAY_RATE,
-            "weight": fts.CONFIDENCE_WEIGHT,
-            "limit": 5,
-            "low": low,
-            "high": high,
-        }
-        statement = fts.SEARCH_SQL.format(fts=fts.LIBRARY_FTS, category="")
-        return [str(row[0]) for row in bare.execute(statement, parameters)]
+    index = memory._search_index.get(memory.store)  # the connection the memory's writes update
 
     def search(query: str) -> list[str]:
         if floor:
-            return ranking(query)
+            return [hit.fact_id for hit in index.search(USER, AGENT, query, now=NOW, top_k=5)]
         return [result.fact_id for result in memory.search(query, top_k=5)]
 
     print("ready", flush=True)
