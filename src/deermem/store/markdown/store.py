@@ -195,6 +195,7 @@ class MarkdownStore:
         self.regret_max_events = regret_max_events
         self.redact_secrets = redact_secrets
         self._cache = ScopeCache()
+        self._documents: KnownDocuments = {}
         self._users: dict[str | None, UserPaths] = {}
         # The ids named by the contents of user directories without an owner
         # record, read once: until the first commit claims the directory.
@@ -346,7 +347,7 @@ class MarkdownStore:
             return ScopeSnapshot(scope, SummaryDocument(), (), ABSENT.version())
         if not user.journal.exists():
             self._check(scope, user)
-            _, token = read_manifest(user)
+            _, token = read_manifest(user, self._documents)
             cached = self._cache.get(scope, token)
             if cached is not None:
                 return cached
@@ -355,7 +356,7 @@ class MarkdownStore:
 
     def _snapshot(self, scope: Scope, user: UserPaths) -> ScopeSnapshot:
         """The scope, from the cache if still valid; the caller holds the lock."""
-        document, token = read_manifest(user)
+        document, token = read_manifest(user, self._documents)
         cached = self._cache.get(scope, token)
         if cached is not None:
             return cached
@@ -390,7 +391,7 @@ class MarkdownStore:
         return self._settled(Scope.of(user_id))
 
     def version(self, scope: Scope) -> str:
-        _, token = read_manifest(self._settled(scope))
+        _, token = read_manifest(self._settled(scope), self._documents)
         return token.version()
 
     def reload(self, scope: Scope) -> ScopeSnapshot:
@@ -573,7 +574,7 @@ class MarkdownStore:
                     )
                     files.append(FileChange(*usage))
             if files:
-                revision = read_manifest(user)[0].revision
+                revision = read_manifest(user, self._documents)[0].revision
                 self._commit_files(
                     user, files, claims, JournalInfo(scope.agent, revision, revision, ())
                 )
@@ -588,7 +589,7 @@ class MarkdownStore:
             index, _ = archive_changes(paths, puts=(), deletes=(fact_id,))
             files = [FileChange(paths.archived(fact_id), None)]
             files.extend(FileChange(path, data) for path, data in index)
-            revision = read_manifest(user)[0].revision
+            revision = read_manifest(user, self._documents)[0].revision
             self._commit_files(
                 user, files, claims, JournalInfo(scope.agent, revision, revision, ())
             )
@@ -620,7 +621,7 @@ class MarkdownStore:
         caller has read it already.
         """
         paths = user.agent(scope.agent)
-        document, token = read_manifest(user)
+        document, token = read_manifest(user, self._documents)
         if snapshot is None or snapshot.version != token.version():
             snapshot = self._cache.get(scope, token)
         lookup = snapshot.get if snapshot is not None else partial(read_fact, paths, scope)
@@ -643,6 +644,9 @@ class MarkdownStore:
             )
             self._commit_files(user, files, claims, info)
         if plan.manifest is not None:
+            assert plan.manifest.data is not None
+            # What the next read finds there, unless someone else commits first.
+            remember_document(self._documents, user, plan.manifest.data, plan.change.summaries)
             token = manifest_token(user, plan.change.summaries.revision)
             if snapshot is not None:
                 removed = [*plan.change.deleted, *plan.change.replaced.values()]
@@ -808,17 +812,43 @@ def _creation_settings(config: MemoryConfig, root: Path) -> str | None:
     return render_store_settings(config_from_mapping(values))
 
 
-def read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken]:
-    """The user's summary document and its signature (defaults when absent)."""
+#: The last document read or written at each ``memory.json`` path, with its exact bytes.
+KnownDocuments = dict[Path, tuple[bytes, SummaryDocument]]
+
+
+def read_manifest(
+    user: UserPaths, known: KnownDocuments | None = None
+) -> tuple[SummaryDocument, ManifestToken]:
+    """The user's summary document and its signature (defaults when absent).
+
+    With ``known`` (a store's), a file holding exactly the bytes last read or
+    written there is not decoded again: every load and commit reads the file,
+    but it changes only when a summary does or someone else commits.
+    """
     try:
         with user.manifest.open("rb") as handle:
             status = os.fstat(handle.fileno())
             data = handle.read()
     except FileNotFoundError:
         return SummaryDocument(), ABSENT
-    document = decode_summaries(data, user.manifest)
+    last = None if known is None else known.get(user.manifest)
+    if last is not None and last[0] == data:
+        document = last[1]
+    else:
+        document = decode_summaries(data, user.manifest)
+        if known is not None:
+            remember_document(known, user, data, document)
     token = ManifestToken(status.st_mtime_ns, status.st_size, status.st_ino, document.revision)
     return document, token
+
+
+def remember_document(
+    known: KnownDocuments, user: UserPaths, data: bytes, document: SummaryDocument
+) -> None:
+    """Keep ``document`` as what ``data`` at the user's ``memory.json`` decodes to."""
+    if len(known) >= _PATHS_MEMO_LIMIT and user.manifest not in known:
+        known.clear()
+    known[user.manifest] = (data, document)
 
 
 def manifest_token(user: UserPaths, revision: int) -> ManifestToken:
