@@ -159,12 +159,13 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
     assert len(fresh.load(ALICE).facts) == 50  # the untouched siblings are all there
 
 
-def test_a_commit_into_a_cached_scope_builds_and_decodes_nothing_it_holds(
+def test_a_commit_into_a_cached_scope_builds_decodes_and_reads_nothing_it_holds(
     store: MarkdownStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 23: the new fact is checked once, when it is built; the store sets its scope
-    without building it again, and ``memory.json`` is decoded only when its bytes are
-    not those this store last read or wrote — another writer's are."""
+    without building it again, and ``memory.json`` is read once per commit and decoded
+    only when its bytes are not those this store last read or wrote — another
+    writer's are."""
     create(store, ALICE, fact("fact_a"))
     store.load(ALICE)
     new = fact("fact_new", topics=["tools"], note="kept")
@@ -182,10 +183,21 @@ def test_a_commit_into_a_cached_scope_builds_and_decodes_nothing_it_holds(
         decoded.append(path)
         return real_decode(data, path)
 
+    journal_read: list[Path] = []
+    real_read = journal._read
+
+    def recording_read(path: Path) -> bytes | None:
+        journal_read.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(journal, "_read", recording_read)
     monkeypatch.setattr(Fact, "_build", classmethod(counting_build))
     monkeypatch.setattr("deermem.store.markdown.store.decode_summaries", counting_decode)
     result = store.commit(ALICE, ChangeSet(now=NOW, writes=(FactWrite(new, create=True),)))
     assert (built, decoded) == ([], [])
+    # The journal takes memory.json's prior content from the read the commit made.
+    assert "memory.json" not in [path.name for path in journal_read]
+    assert "fact_new.md" in [path.name for path in journal_read]
     assert result.written == (expected,)
     assert list(result.written[0].to_dict().items()) == list(expected.to_dict().items())
     assert store.load(ALICE).by_id["fact_new"] is result.written[0]

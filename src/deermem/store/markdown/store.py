@@ -595,10 +595,16 @@ class MarkdownStore:
             )
 
     def _commit_files(
-        self, user: UserPaths, files: list[FileChange], claims: _Claims, info: JournalInfo
+        self,
+        user: UserPaths,
+        files: list[FileChange],
+        claims: _Claims,
+        info: JournalInfo,
+        prior: Mapping[Path, bytes] | None = None,
     ) -> None:
-        """Commit ``files`` and, with them, the owner records the directories lack."""
-        commit_files(user, [*claims, *files], info)
+        """Commit ``files`` and, with them, the owner records the directories lack
+        (``prior``: see :func:`~deermem.store.markdown.journal.commit_files`)."""
+        commit_files(user, [*claims, *files], info, prior)
         claims.clear()  # written: the next commit of this transaction needs none
 
     # --- the commit, for MarkdownTransaction -------------------------------------
@@ -621,7 +627,7 @@ class MarkdownStore:
         caller has read it already.
         """
         paths = user.agent(scope.agent)
-        document, token = read_manifest(user, self._documents)
+        document, token, data = _read_manifest(user, self._documents)
         if snapshot is None or snapshot.version != token.version():
             snapshot = self._cache.get(scope, token)
         lookup = snapshot.get if snapshot is not None else partial(read_fact, paths, scope)
@@ -642,7 +648,9 @@ class MarkdownStore:
                 next_revision=plan.change.summaries.revision,
                 fact_ids=tuple(f.id for f in plan.change.written) + tuple(deleted),
             )
-            self._commit_files(user, files, claims, info)
+            # memory.json as just read, under this lock: the journal need not read it again.
+            prior = {} if data is None else {user.manifest: data}
+            self._commit_files(user, files, claims, info, prior)
         if plan.manifest is not None:
             assert plan.manifest.data is not None
             # What the next read finds there, unless someone else commits first.
@@ -825,12 +833,20 @@ def read_manifest(
     written there is not decoded again: every load and commit reads the file,
     but it changes only when a summary does or someone else commits.
     """
+    document, token, _ = _read_manifest(user, known)
+    return document, token
+
+
+def _read_manifest(
+    user: UserPaths, known: KnownDocuments | None
+) -> tuple[SummaryDocument, ManifestToken, bytes | None]:
+    """:func:`read_manifest`, and the file's bytes (``None``: there is no file)."""
     try:
         with user.manifest.open("rb") as handle:
             status = os.fstat(handle.fileno())
             data = handle.read()
     except FileNotFoundError:
-        return SummaryDocument(), ABSENT
+        return SummaryDocument(), ABSENT, None
     last = None if known is None else known.get(user.manifest)
     if last is not None and last[0] == data:
         document = last[1]
@@ -839,7 +855,7 @@ def read_manifest(
         if known is not None:
             remember_document(known, user, data, document)
     token = ManifestToken(status.st_mtime_ns, status.st_size, status.st_ino, document.revision)
-    return document, token
+    return document, token, data
 
 
 def remember_document(
