@@ -933,7 +933,10 @@ def _check_name(fact_id: str, shard: str, path: Path) -> None:
 # a rename, so the file's signature — modification time, size, inode and the
 # revision inside — changes with every commit by any process. A cached scope is
 # served only while that signature is the one it was loaded at; checking costs
-# one small read, against a scan of every fact file for a cold load.
+# one small read, against a scan of every fact file for a cold load. The
+# document is decoded only when the bytes read are not those the store last
+# read or wrote there (KnownDocuments): its own commits seed them, so the next
+# commit or load decodes nothing.
 #
 # Edits to fact files made behind the store's back do not change the signature;
 # MarkdownStore.reload drops the cached scope. (The cache itself is
