@@ -14,6 +14,8 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 
 * ``load`` — a cold load of a 100-fact scope (a fresh store each time);
 * ``commit`` — a durable single-fact commit into a cached 100-fact scope;
+  ``commit-unredacted`` — the same with secret redaction turned off (a tree
+  from before issue 26 has none to turn off): what the redaction costs;
 * ``update`` — the update apply path of :mod:`bench.bench_update` (fresh copy
   of its scope each time, flushed before timing);
 * ``create`` / ``hybrid`` / ``shadow`` — ``Memory.create_fact`` at a cap of
@@ -28,7 +30,7 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
   rounds (a journal's content, its name, a file's name, the journal's removal),
   one fsync each, on the same file system: what a commit cannot go below.
 
-Every case but ``load``, ``commit`` and ``update`` uses only the public API
+Every case but ``load``, the commits and ``update`` uses only the public API
 (``deermem.Memory``), so it compares any two versions; those three build their
 fixtures with the store's internals, through this checkout's ``bench`` modules.
 
@@ -44,6 +46,7 @@ where a flush waits for no device, what a commit costs beyond the floor.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -97,12 +100,16 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
         return _public(case, root)
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
 
-    if case in ("load", "commit"):
+    if case in ("load", "commit", "commit-unredacted"):
         scope, make_fact, now = _store_fixture(root, 100)
     if case == "load":
         return lambda _: _timed(lambda: MarkdownStore(root).load(scope))
-    if case == "commit":
-        store = MarkdownStore(root)
+    if case in ("commit", "commit-unredacted"):
+        redacting = "redact_secrets" in inspect.signature(MarkdownStore).parameters
+        if case == "commit-unredacted" and redacting:
+            store = MarkdownStore(root, redact_secrets=False)
+        else:
+            store = MarkdownStore(root)
         store.load(scope)
 
         def commit(number: int) -> float:
