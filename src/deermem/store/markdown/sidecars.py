@@ -67,6 +67,7 @@ from deermem.store.records import (
 
 __all__ = [
     "ArchiveIndex",
+    "KnownLines",
     "archive_changes",
     "archive_index",
     "archive_listing",
@@ -124,12 +125,17 @@ def _read_strict(path: Path, what: str, kind: type[_Document]) -> _Document:
     Raises:
         CorruptMemoryFile: the file is not JSON, or not a ``kind``.
     """
+    return _parse_strict(read_if_exists(path), path, what, kind)
+
+
+def _parse_strict(data: bytes | None, path: Path, what: str, kind: type[_Document]) -> _Document:
+    """:func:`_read_strict` of the file's bytes (``None``: there is no file)."""
+    if data is None:
+        return kind()
     try:
-        raw = read_json(path)
+        raw: object = json.loads(data)
     except ValueError as error:
         raise CorruptMemoryFile(path, f"{what} not valid JSON: {error}") from None
-    if raw is None:
-        return kind()
     if not isinstance(raw, kind):
         raise CorruptMemoryFile(path, f"{what} not {_JSON_SHAPES[kind]}")
     return raw
@@ -139,11 +145,53 @@ def encode_json(value: list[object] | dict[str, object]) -> bytes:
     """One receipt (or one fact's usage) per line, so the files read and diff line by line."""
     if isinstance(value, dict):
         items = [f"{json.dumps(k, ensure_ascii=False)}: {_compact(v)}" for k, v in value.items()]
-        text = "{\n" + ",\n".join(items) + "\n}\n" if items else "{}\n"
+        return ("{\n" + ",\n".join(items) + "\n}\n" if items else "{}\n").encode("utf-8")
+    return _list_bytes([_compact(item) for item in value])
+
+
+def _list_bytes(lines: Sequence[str]) -> bytes:
+    """A JSON list of the items written as ``lines``, one per line."""
+    return ("[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n").encode("utf-8")
+
+
+#: What a store last read or wrote at each list sidecar it appends to (the audit,
+#: the regret events): the file's exact bytes, and its items as their lines.
+KnownLines = dict[Path, tuple[bytes, tuple[str, ...]]]
+
+# At most this many files are remembered (each up to its sidecar's bound of items).
+_KNOWN_LINES_LIMIT: Final = 64
+
+
+def _appended(
+    path: Path,
+    what: str,
+    items: Iterable[object],
+    max_entries: int,
+    known: KnownLines | None,
+) -> SidecarChange:
+    """The list sidecar with ``items`` appended and the newest ``max_entries`` kept.
+
+    The content is ``encode_json`` of the items kept. A file holding exactly
+    the bytes this store last read or wrote there (``known``) is not decoded,
+    nor its items encoded, again: an audit at its bound is a few hundred
+    receipts, and a commit appends one.
+
+    Raises:
+        CorruptMemoryFile: the file is not a JSON list: it is not overwritten.
+    """
+    data = read_if_exists(path)
+    last = None if known is None or data is None else known.get(path)
+    if last is not None and last[0] == data:
+        lines = last[1]
     else:
-        lines = [_compact(item) for item in value]
-        text = "[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n"
-    return text.encode("utf-8")
+        lines = tuple(_compact(item) for item in _parse_strict(data, path, what, list))
+    kept = (*lines, *(_compact(item) for item in items))[-max_entries:]
+    content = _list_bytes(kept)
+    if known is not None:
+        if len(known) >= _KNOWN_LINES_LIMIT and path not in known:
+            known.clear()
+        known[path] = (content, kept)
+    return path, content
 
 
 def encode_usage(usage: Mapping[str, UsageEntry]) -> bytes:
@@ -215,13 +263,16 @@ def usage_after_commit(
     return _usage_change(path, usage)
 
 
+_AUDIT: Final = "the eviction audit is"
+
+
 def read_events(path: Path) -> list[object]:
     """The audit's events as stored, oldest first (``[]`` when there is no audit yet).
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    return _read_strict(path, "the eviction audit is", list)
+    return _read_strict(path, _AUDIT, list)
 
 
 def read_audit(path: Path) -> tuple[EvictionReceipt, ...]:
@@ -246,13 +297,14 @@ def audit_after_commit(
     max_entries: int,
     *,
     forget: Iterable[str],
+    known: KnownLines | None = None,
 ) -> SidecarChange | None:
     """The audit after a commit: ``receipts`` appended, the newest ``max_entries`` kept.
 
     ``max_entries`` 0 appends nothing. ``forget`` ids are first removed from
     every earlier receipt (the original's behaviour when it deletes facts
     physically). ``None`` when nothing changes; a removal when stripping
-    leaves no receipt and none is appended.
+    leaves no receipt and none is appended. ``known``: see :func:`_appended`.
 
     Raises:
         CorruptMemoryFile: the audit is not a JSON list: it is not overwritten.
@@ -261,6 +313,8 @@ def audit_after_commit(
     appending = max_entries > 0 and bool(receipts)
     if not appending and not (ids and path.exists()):
         return None
+    if not ids:
+        return _appended(path, _AUDIT, (r.to_dict() for r in receipts), max_entries, known)
     events = read_events(path)
     kept = strip_audit_events(events, ids) if ids else events
     if not appending:
@@ -366,13 +420,16 @@ def _decode(data: bytes, paths: ScopePaths, path: Path, thread_id: str) -> str:
 # ---------------------------------------------------------------------------
 
 
+_REGRET_EVENTS: Final = "the regret events are"
+
+
 def raw_regret_events(path: Path) -> list[object]:
     """The events as stored, unread ones included (for a copy of the store).
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    return _read_strict(path, "the regret events are", list)
+    return _read_strict(path, _REGRET_EVENTS, list)
 
 
 def raw_shadow_marks(path: Path) -> dict[str, object]:
@@ -405,19 +462,24 @@ def read_regret_events(path: Path) -> tuple[RegretEvent, ...]:
 
 
 def regret_after_commit(
-    path: Path, events: Sequence[RegretEvent], max_entries: int
+    path: Path,
+    events: Sequence[RegretEvent],
+    max_entries: int,
+    known: KnownLines | None = None,
 ) -> SidecarChange | None:
     """The file after ``events`` are appended and the newest ``max_entries`` kept.
 
     ``None`` when there is nothing to append (or ``max_entries`` is 0).
+    ``known``: see :func:`_appended`.
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list: it is not overwritten.
     """
     if not events or max_entries <= 0:
         return None
-    kept = [*raw_regret_events(path), *(event.to_dict() for event in events)]
-    return path, encode_regret_events(kept[-max_entries:])
+    return _appended(
+        path, _REGRET_EVENTS, (event.to_dict() for event in events), max_entries, known
+    )
 
 
 def read_shadow_marks(path: Path) -> dict[str, ShadowMark]:

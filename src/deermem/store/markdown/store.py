@@ -196,6 +196,7 @@ class MarkdownStore:
         self.redact_secrets = redact_secrets
         self._cache = ScopeCache()
         self._documents: KnownDocuments = {}
+        self._lines: sidecars.KnownLines = {}
         self._users: dict[str | None, UserPaths] = {}
         # The ids named by the contents of user directories without an owner
         # record, read once: until the first commit claims the directory.
@@ -561,7 +562,7 @@ class MarkdownStore:
         with self._locked(scope, user) as claims:
             files: list[FileChange] = []
             events = sidecars.regret_after_commit(
-                paths.regret_events, regret, self.regret_max_events
+                paths.regret_events, regret, self.regret_max_events, self._lines
             )
             if events is not None:
                 files.append(FileChange(*events))
@@ -699,9 +700,13 @@ class MarkdownStore:
                     changes.receipts,
                     self.audit_max_entries,
                     forget=deleted if changes.forget_in_audit else [],
+                    known=self._lines,
                 ),
                 sidecars.regret_after_commit(
-                    paths.regret_events, changes.regret_events, self.regret_max_events
+                    paths.regret_events,
+                    changes.regret_events,
+                    self.regret_max_events,
+                    self._lines,
                 ),
                 sidecars.shadow_marks_after_commit(paths.shadow_marks, changes.shadow_marks),
             )
