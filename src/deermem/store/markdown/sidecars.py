@@ -629,7 +629,8 @@ def archive_changes(
         doomed = beyond_bounds(pairs, now, max_entries, max_age_days)
     kept = [item for item in order if item.fact_id not in doomed]
     changes: list[tuple[Path, bytes | None]] = [(paths.archived(i), None) for i in sorted(doomed)]
-    changes.append((paths.archive_index, _encode_index(kept) if kept else None))
+    index = _encode_index(paths.archive_index, kept) if kept else None
+    changes.append((paths.archive_index, index))
     return changes, doomed
 
 
@@ -777,6 +778,23 @@ def _content_digest(raw: object) -> str | None:
     return duplicate_digest(content) if isinstance(content, str) else None
 
 
+# The index this process last read or wrote at each path: its exact bytes, its
+# entries, and the line of each entry it wrote. An archive at its bound lists a
+# thousand entries and a commit that archives a fact changes one or two, so an
+# index that still holds those bytes is neither parsed nor encoded again (both
+# are pure functions of the bytes and of the entries).
+_known_indexes: dict[Path, tuple[bytes, tuple[_Item, ...], Mapping[_Item, str]]] = {}
+_KNOWN_INDEXES_LIMIT: Final = 64
+
+
+def _remember_index(
+    path: Path, data: bytes, items: Sequence[_Item], lines: Mapping[_Item, str]
+) -> None:
+    if len(_known_indexes) >= _KNOWN_INDEXES_LIMIT and path not in _known_indexes:
+        _known_indexes.clear()
+    _known_indexes[path] = (data, tuple(items), lines)
+
+
 def _read_index(path: Path) -> ArchiveIndex:
     """The index's entries; an unreadable index reads as empty (it is rebuilt).
 
@@ -784,9 +802,14 @@ def _read_index(path: Path) -> ArchiveIndex:
     written before digests.
     """
     try:
-        raw = json.loads(path.read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError:
         return []
+    known = _known_indexes.get(path)
+    if known is not None and known[0] == data:
+        return list(known[1])
+    try:
+        raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         _log.warning("rebuilding the malformed archive index %s: %s", path, error)
         return []
@@ -796,13 +819,21 @@ def _read_index(path: Path) -> ArchiveIndex:
     ):
         _log.warning("rebuilding the malformed archive index %s", path)
         return []
-    return [_Item(item[0], item[1], item[2] if len(item) == 3 else None) for item in raw]
+    items = [_Item(item[0], item[1], item[2] if len(item) == 3 else None) for item in raw]
+    _remember_index(path, data, items, {})
+    return items
 
 
-def _encode_index(order: ArchiveIndex) -> bytes:
-    """One entry per line, oldest arrival first."""
-    lines = [
-        json.dumps(list(item) if item.digest is not None else [item.fact_id, item.archived_at])
-        for item in order
-    ]
-    return ("[\n" + ",\n".join(lines) + "\n]\n").encode("utf-8")
+def _encode_index(path: Path, order: ArchiveIndex) -> bytes:
+    """One entry per line, oldest arrival first (the lines of entries this process wrote
+    at ``path`` last are not encoded again)."""
+    known = _known_indexes.get(path)
+    written = {} if known is None else known[2]
+    lines = [written.get(item) or _index_line(item) for item in order]
+    data = ("[\n" + ",\n".join(lines) + "\n]\n").encode("utf-8")
+    _remember_index(path, data, order, dict(zip(order, lines, strict=True)))
+    return data
+
+
+def _index_line(item: _Item) -> str:
+    return json.dumps(list(item) if item.digest is not None else [item.fact_id, item.archived_at])
