@@ -43,6 +43,7 @@ from deermem.model import (
     parse_timestamp,
 )
 from deermem.store.markdown.files import (
+    KnownFiles,
     ScopePaths,
     check_owner_fields,
     owner_fields,
@@ -67,7 +68,6 @@ from deermem.store.records import (
 
 __all__ = [
     "ArchiveIndex",
-    "KnownLines",
     "archive_changes",
     "archive_index",
     "archive_listing",
@@ -154,43 +154,30 @@ def _list_bytes(lines: Sequence[str]) -> bytes:
     return ("[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n").encode("utf-8")
 
 
-#: What a store last read or wrote at each list sidecar it appends to (the audit,
-#: the regret events): the file's exact bytes, and its items as their lines.
-KnownLines = dict[Path, tuple[bytes, tuple[str, ...]]]
-
-# At most this many files are remembered (each up to its sidecar's bound of items).
-_KNOWN_LINES_LIMIT: Final = 64
+# The list sidecars commits append to (the audits, the regret events) as this
+# process last read or wrote them: each item as its line. At most this many
+# files (each up to its sidecar's bound of items).
+_KNOWN_LISTS: Final = KnownFiles[tuple[str, ...]](64)
 
 
-def _appended(
-    path: Path,
-    what: str,
-    items: Iterable[object],
-    max_entries: int,
-    known: KnownLines | None,
-) -> SidecarChange:
+def _appended(path: Path, what: str, items: Iterable[object], max_entries: int) -> SidecarChange:
     """The list sidecar with ``items`` appended and the newest ``max_entries`` kept.
 
     The content is ``encode_json`` of the items kept. A file holding exactly
-    the bytes this store last read or wrote there (``known``) is not decoded,
-    nor its items encoded, again: an audit at its bound is a few hundred
-    receipts, and a commit appends one.
+    the bytes this process last read or wrote there is not decoded, nor its
+    items encoded, again: an audit at its bound is a few hundred receipts,
+    and a commit appends one.
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list: it is not overwritten.
     """
     data = read_if_exists(path)
-    last = None if known is None or data is None else known.get(path)
-    if last is not None and last[0] == data:
-        lines = last[1]
-    else:
+    lines = _KNOWN_LISTS.get(path, data)
+    if lines is None:
         lines = tuple(_compact(item) for item in _parse_strict(data, path, what, list))
     kept = (*lines, *(_compact(item) for item in items))[-max_entries:]
     content = _list_bytes(kept)
-    if known is not None:
-        if len(known) >= _KNOWN_LINES_LIMIT and path not in known:
-            known.clear()
-        known[path] = (content, kept)
+    _KNOWN_LISTS.put(path, content, kept)
     return path, content
 
 
@@ -297,14 +284,13 @@ def audit_after_commit(
     max_entries: int,
     *,
     forget: Iterable[str],
-    known: KnownLines | None = None,
 ) -> SidecarChange | None:
     """The audit after a commit: ``receipts`` appended, the newest ``max_entries`` kept.
 
     ``max_entries`` 0 appends nothing. ``forget`` ids are first removed from
     every earlier receipt (the original's behaviour when it deletes facts
     physically). ``None`` when nothing changes; a removal when stripping
-    leaves no receipt and none is appended. ``known``: see :func:`_appended`.
+    leaves no receipt and none is appended.
 
     Raises:
         CorruptMemoryFile: the audit is not a JSON list: it is not overwritten.
@@ -314,7 +300,7 @@ def audit_after_commit(
     if not appending and not (ids and path.exists()):
         return None
     if not ids:
-        return _appended(path, _AUDIT, (r.to_dict() for r in receipts), max_entries, known)
+        return _appended(path, _AUDIT, (r.to_dict() for r in receipts), max_entries)
     events = read_events(path)
     kept = strip_audit_events(events, ids) if ids else events
     if not appending:
@@ -462,24 +448,18 @@ def read_regret_events(path: Path) -> tuple[RegretEvent, ...]:
 
 
 def regret_after_commit(
-    path: Path,
-    events: Sequence[RegretEvent],
-    max_entries: int,
-    known: KnownLines | None = None,
+    path: Path, events: Sequence[RegretEvent], max_entries: int
 ) -> SidecarChange | None:
     """The file after ``events`` are appended and the newest ``max_entries`` kept.
 
     ``None`` when there is nothing to append (or ``max_entries`` is 0).
-    ``known``: see :func:`_appended`.
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list: it is not overwritten.
     """
     if not events or max_entries <= 0:
         return None
-    return _appended(
-        path, _REGRET_EVENTS, (event.to_dict() for event in events), max_entries, known
-    )
+    return _appended(path, _REGRET_EVENTS, (event.to_dict() for event in events), max_entries)
 
 
 def read_shadow_marks(path: Path) -> dict[str, ShadowMark]:
@@ -778,21 +758,10 @@ def _content_digest(raw: object) -> str | None:
     return duplicate_digest(content) if isinstance(content, str) else None
 
 
-# The index this process last read or wrote at each path: its exact bytes, its
-# entries, and the line of each entry it wrote. An archive at its bound lists a
-# thousand entries and a commit that archives a fact changes one or two, so an
-# index that still holds those bytes is neither parsed nor encoded again (both
-# are pure functions of the bytes and of the entries).
-_known_indexes: dict[Path, tuple[bytes, tuple[_Item, ...], Mapping[_Item, str]]] = {}
-_KNOWN_INDEXES_LIMIT: Final = 64
-
-
-def _remember_index(
-    path: Path, data: bytes, items: Sequence[_Item], lines: Mapping[_Item, str]
-) -> None:
-    if len(_known_indexes) >= _KNOWN_INDEXES_LIMIT and path not in _known_indexes:
-        _known_indexes.clear()
-    _known_indexes[path] = (data, tuple(items), lines)
+# The archive indexes as this process last read or wrote them: their entries,
+# and the line of each entry it wrote. An archive at its bound lists a thousand
+# entries and a commit that archives a fact changes one or two.
+_KNOWN_INDEXES: Final = KnownFiles[tuple[tuple[_Item, ...], Mapping[_Item, str]]](64)
 
 
 def _read_index(path: Path) -> ArchiveIndex:
@@ -805,9 +774,9 @@ def _read_index(path: Path) -> ArchiveIndex:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    known = _known_indexes.get(path)
-    if known is not None and known[0] == data:
-        return list(known[1])
+    known = _KNOWN_INDEXES.get(path, data)
+    if known is not None:
+        return list(known[0])
     try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -820,18 +789,20 @@ def _read_index(path: Path) -> ArchiveIndex:
         _log.warning("rebuilding the malformed archive index %s", path)
         return []
     items = [_Item(item[0], item[1], item[2] if len(item) == 3 else None) for item in raw]
-    _remember_index(path, data, items, {})
+    _KNOWN_INDEXES.put(path, data, (tuple(items), {}))
     return items
 
 
 def _encode_index(path: Path, order: ArchiveIndex) -> bytes:
     """One entry per line, oldest arrival first (the lines of entries this process wrote
     at ``path`` last are not encoded again)."""
-    known = _known_indexes.get(path)
-    written = {} if known is None else known[2]
+    # An entry's line depends on the entry alone: those written last serve whatever
+    # the file holds now.
+    known = _KNOWN_INDEXES.latest(path)
+    written = {} if known is None else known[1]
     lines = [written.get(item) or _index_line(item) for item in order]
     data = ("[\n" + ",\n".join(lines) + "\n]\n").encode("utf-8")
-    _remember_index(path, data, order, dict(zip(order, lines, strict=True)))
+    _KNOWN_INDEXES.put(path, data, (tuple(order), dict(zip(order, lines, strict=True))))
     return data
 
 

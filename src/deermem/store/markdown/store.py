@@ -71,6 +71,7 @@ from deermem.model import (
 )
 from deermem.store.markdown import sidecars
 from deermem.store.markdown.files import (
+    KnownFiles,
     Owner,
     Problem,
     ScopePaths,
@@ -195,8 +196,6 @@ class MarkdownStore:
         self.regret_max_events = regret_max_events
         self.redact_secrets = redact_secrets
         self._cache = ScopeCache()
-        self._documents: KnownDocuments = {}
-        self._lines: sidecars.KnownLines = {}
         self._users: dict[str | None, UserPaths] = {}
         # The ids named by the contents of user directories without an owner
         # record, read once: until the first commit claims the directory.
@@ -348,7 +347,7 @@ class MarkdownStore:
             return ScopeSnapshot(scope, SummaryDocument(), (), ABSENT.version())
         if not user.journal.exists():
             self._check(scope, user)
-            _, token = read_manifest(user, self._documents)
+            _, token = read_manifest(user)
             cached = self._cache.get(scope, token)
             if cached is not None:
                 return cached
@@ -357,7 +356,7 @@ class MarkdownStore:
 
     def _snapshot(self, scope: Scope, user: UserPaths) -> ScopeSnapshot:
         """The scope, from the cache if still valid; the caller holds the lock."""
-        document, token = read_manifest(user, self._documents)
+        document, token = read_manifest(user)
         cached = self._cache.get(scope, token)
         if cached is not None:
             return cached
@@ -392,7 +391,7 @@ class MarkdownStore:
         return self._settled(Scope.of(user_id))
 
     def version(self, scope: Scope) -> str:
-        _, token = read_manifest(self._settled(scope), self._documents)
+        _, token = read_manifest(self._settled(scope))
         return token.version()
 
     def reload(self, scope: Scope) -> ScopeSnapshot:
@@ -562,7 +561,7 @@ class MarkdownStore:
         with self._locked(scope, user) as claims:
             files: list[FileChange] = []
             events = sidecars.regret_after_commit(
-                paths.regret_events, regret, self.regret_max_events, self._lines
+                paths.regret_events, regret, self.regret_max_events
             )
             if events is not None:
                 files.append(FileChange(*events))
@@ -575,7 +574,7 @@ class MarkdownStore:
                     )
                     files.append(FileChange(*usage))
             if files:
-                revision = read_manifest(user, self._documents)[0].revision
+                revision = read_manifest(user)[0].revision
                 self._commit_files(
                     user, files, claims, JournalInfo(scope.agent, revision, revision, ())
                 )
@@ -590,7 +589,7 @@ class MarkdownStore:
             index, _ = archive_changes(paths, puts=(), deletes=(fact_id,))
             files = [FileChange(paths.archived(fact_id), None)]
             files.extend(FileChange(path, data) for path, data in index)
-            revision = read_manifest(user, self._documents)[0].revision
+            revision = read_manifest(user)[0].revision
             self._commit_files(
                 user, files, claims, JournalInfo(scope.agent, revision, revision, ())
             )
@@ -628,7 +627,7 @@ class MarkdownStore:
         caller has read it already.
         """
         paths = user.agent(scope.agent)
-        document, token, data = _read_manifest(user, self._documents)
+        document, token, data = _read_manifest(user)
         if snapshot is None or snapshot.version != token.version():
             snapshot = self._cache.get(scope, token)
         lookup = snapshot.get if snapshot is not None else partial(read_fact, paths, scope)
@@ -655,7 +654,7 @@ class MarkdownStore:
         if plan.manifest is not None:
             assert plan.manifest.data is not None
             # What the next read finds there, unless someone else commits first.
-            remember_document(self._documents, user, plan.manifest.data, plan.change.summaries)
+            _DOCUMENTS.put(user.manifest, plan.manifest.data, plan.change.summaries)
             token = manifest_token(user, plan.change.summaries.revision)
             if snapshot is not None:
                 removed = [*plan.change.deleted, *plan.change.replaced.values()]
@@ -700,13 +699,9 @@ class MarkdownStore:
                     changes.receipts,
                     self.audit_max_entries,
                     forget=deleted if changes.forget_in_audit else [],
-                    known=self._lines,
                 ),
                 sidecars.regret_after_commit(
-                    paths.regret_events,
-                    changes.regret_events,
-                    self.regret_max_events,
-                    self._lines,
+                    paths.regret_events, changes.regret_events, self.regret_max_events
                 ),
                 sidecars.shadow_marks_after_commit(paths.shadow_marks, changes.shadow_marks),
             )
@@ -825,26 +820,22 @@ def _creation_settings(config: MemoryConfig, root: Path) -> str | None:
     return render_store_settings(config_from_mapping(values))
 
 
-#: The last document read or written at each ``memory.json`` path, with its exact bytes.
-KnownDocuments = dict[Path, tuple[bytes, SummaryDocument]]
+# memory.json as this process last read or wrote it (see KnownFiles): a commit
+# seeds it with the document it wrote, so the next commit or load decodes nothing.
+_DOCUMENTS: Final = KnownFiles[SummaryDocument](_PATHS_MEMO_LIMIT)
 
 
-def read_manifest(
-    user: UserPaths, known: KnownDocuments | None = None
-) -> tuple[SummaryDocument, ManifestToken]:
+def read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken]:
     """The user's summary document and its signature (defaults when absent).
 
-    With ``known`` (a store's), a file holding exactly the bytes last read or
-    written there is not decoded again: every load and commit reads the file,
-    but it changes only when a summary does or someone else commits.
+    The file is read every time; it is decoded only when its bytes are not
+    those this process last read or wrote there.
     """
-    document, token, _ = _read_manifest(user, known)
+    document, token, _ = _read_manifest(user)
     return document, token
 
 
-def _read_manifest(
-    user: UserPaths, known: KnownDocuments | None
-) -> tuple[SummaryDocument, ManifestToken, bytes | None]:
+def _read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken, bytes | None]:
     """:func:`read_manifest`, and the file's bytes (``None``: there is no file)."""
     try:
         with user.manifest.open("rb") as handle:
@@ -852,24 +843,12 @@ def _read_manifest(
             data = handle.read()
     except FileNotFoundError:
         return SummaryDocument(), ABSENT, None
-    last = None if known is None else known.get(user.manifest)
-    if last is not None and last[0] == data:
-        document = last[1]
-    else:
+    document = _DOCUMENTS.get(user.manifest, data)
+    if document is None:
         document = decode_summaries(data, user.manifest)
-        if known is not None:
-            remember_document(known, user, data, document)
+        _DOCUMENTS.put(user.manifest, data, document)
     token = ManifestToken(status.st_mtime_ns, status.st_size, status.st_ino, document.revision)
     return document, token, data
-
-
-def remember_document(
-    known: KnownDocuments, user: UserPaths, data: bytes, document: SummaryDocument
-) -> None:
-    """Keep ``document`` as what ``data`` at the user's ``memory.json`` decodes to."""
-    if len(known) >= _PATHS_MEMO_LIMIT and user.manifest not in known:
-        known.clear()
-    known[user.manifest] = (data, document)
 
 
 def manifest_token(user: UserPaths, revision: int) -> ManifestToken:
@@ -939,8 +918,8 @@ def _check_name(fact_id: str, shard: str, path: Path) -> None:
 # revision inside — changes with every commit by any process. A cached scope is
 # served only while that signature is the one it was loaded at; checking costs
 # one small read, against a scan of every fact file for a cold load. The
-# document is decoded only when the bytes read are not those the store last
-# read or wrote there (KnownDocuments): its own commits seed them, so the next
+# document is decoded only when the bytes read are not those this process last
+# read or wrote there (_DOCUMENTS): its own commits seed them, so the next
 # commit or load decodes nothing.
 #
 # Edits to fact files made behind the store's back do not change the signature;
