@@ -155,9 +155,9 @@ def _list_bytes(lines: Sequence[str]) -> bytes:
 
 
 # The list sidecars commits append to (the audits, the regret events) as this
-# process last read or wrote them: each item as its line. At most this many
-# files (each up to its sidecar's bound of items).
-_KNOWN_LISTS: Final = KnownFiles[tuple[str, ...]](64)
+# process last read or wrote them: each item as its line. At most 32 files (an
+# audit at its bound of 200 receipts keeps ≈ 0.2 MB).
+_KNOWN_LISTS: Final = KnownFiles[tuple[str, ...]](32)
 
 
 def _appended(path: Path, what: str, items: Iterable[object], max_entries: int) -> SidecarChange:
@@ -760,8 +760,9 @@ def _content_digest(raw: object) -> str | None:
 
 # The archive indexes as this process last read or wrote them: their entries,
 # and the line of each entry it wrote. An archive at its bound lists a thousand
-# entries and a commit that archives a fact changes one or two.
-_KNOWN_INDEXES: Final = KnownFiles[tuple[tuple[_Item, ...], Mapping[_Item, str]]](64)
+# entries and a commit that archives a fact changes one or two. At most 32
+# indexes (≈ 0.5 MB each at that bound).
+_KNOWN_INDEXES: Final = KnownFiles[tuple[tuple[_Item, ...], Mapping[_Item, str]]](32)
 
 
 def _read_index(path: Path) -> ArchiveIndex:
