@@ -14,6 +14,8 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 
 * ``load`` — a cold load of a 100-fact scope (a fresh store each time);
 * ``commit`` — a durable single-fact commit into a cached 100-fact scope;
+  ``commit-unredacted`` — the same with secret redaction turned off (a tree
+  from before issue 26 has none to turn off): what the redaction costs;
 * ``update`` — the update apply path of :mod:`bench.bench_update` (fresh copy
   of its scope each time, flushed before timing);
 * ``create`` / ``hybrid`` / ``shadow`` — ``Memory.create_fact`` at a cap of
@@ -28,17 +30,23 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
   rounds (a journal's content, its name, a file's name, the journal's removal),
   one fsync each, on the same file system: what a commit cannot go below.
 
-Every case but ``load``, ``commit`` and ``update`` uses only the public API
+Every case but ``load``, the commits and ``update`` uses only the public API
 (``deermem.Memory``), so it compares any two versions; those three build their
 fixtures with the store's internals, through this checkout's ``bench`` modules.
 
 The fixtures live on ``--dir`` (disk) and ``/dev/shm`` (tmpfs) and persist
 across one case, so ``create``'s audit and archive grow as it runs.
+
+``--clock cpu`` times the CPU each operation costs instead of its wall time:
+the worker process's user and system time (``time.process_time``, its flush
+threads included; not a child process's, so not for ``facts``) — on tmpfs,
+where a flush waits for no device, what a commit costs beyond the floor.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -92,12 +100,16 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
         return _public(case, root)
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
 
-    if case in ("load", "commit"):
+    if case in ("load", "commit", "commit-unredacted"):
         scope, make_fact, now = _store_fixture(root, 100)
     if case == "load":
         return lambda _: _timed(lambda: MarkdownStore(root).load(scope))
-    if case == "commit":
-        store = MarkdownStore(root)
+    if case in ("commit", "commit-unredacted"):
+        redacting = "redact_secrets" in inspect.signature(MarkdownStore).parameters
+        if case == "commit-unredacted" and redacting:
+            store = MarkdownStore(root, redact_secrets=False)
+        else:
+            store = MarkdownStore(root)
         store.load(scope)
 
         def commit(number: int) -> float:
@@ -246,15 +258,22 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
     return lambda n: _timed(lambda: warm.search(f"{_TOPICS[n % len(_TOPICS)]} number"))
 
 
+# The clock _timed reads: wall time, or the worker's CPU time (--clock cpu).
+_clock: Callable[[], float] = time.perf_counter
+
+
 def _timed(operation: Callable[[], object]) -> float:
-    started = time.perf_counter()
+    started = _clock()
     operation()
-    return (time.perf_counter() - started) * 1000
+    return (_clock() - started) * 1000
 
 
-def serve(disk: Path) -> None:
+def serve(disk: Path, clock: str = "wall") -> None:
     """Worker: read ``case fs`` lines, answer each with one timing in ms."""
+    global _clock
     import deermem
+
+    _clock = time.process_time if clock == "cpu" else time.perf_counter
 
     print(json.dumps(deermem.__file__), flush=True)
     fixtures = Fixtures(disk)
@@ -267,9 +286,10 @@ def serve(disk: Path) -> None:
 
 
 class Worker:
-    def __init__(self, source: Path, disk: Path) -> None:
+    def __init__(self, source: Path, disk: Path, clock: str = "wall") -> None:
         environment = dict(os.environ, PYTHONPATH=str(source))
         command = [sys.executable, "-m", "bench.compare_store", "--serve", "--dir", str(disk)]
+        command += ["--clock", clock]
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
         )
@@ -334,16 +354,20 @@ def main() -> None:
     )
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="file system for 'disk'")
     parser.add_argument("--cases", default=DEFAULT_CASES)
+    parser.add_argument(
+        "--clock", choices=("wall", "cpu"), default="wall", help="what each timing measures"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.dir)
+        serve(args.dir, args.clock)
         return
     if args.before is None:
         parser.error("--before is required")
-    before, after = Worker(args.before, args.dir), Worker(args.after, args.dir)
-    others = tuple(Worker(source, args.dir) for source in args.also)
-    print(f"before: {before.imported}\nafter:  {after.imported}", flush=True)
+    before = Worker(args.before, args.dir, args.clock)
+    after = Worker(args.after, args.dir, args.clock)
+    others = tuple(Worker(source, args.dir, args.clock) for source in args.also)
+    print(f"clock: {args.clock}\nbefore: {before.imported}\nafter:  {after.imported}", flush=True)
     for number, other in enumerate(others, start=1):
         print(f"also{number}:  {other.imported}", flush=True)
     try:

@@ -14,6 +14,7 @@ from deermem.model import (
     CORE_CATEGORIES,
     ID_ATTEMPTS,
     Fact,
+    FactScope,
     FactSource,
     canonical_category,
     category_key,
@@ -265,6 +266,38 @@ def test_round_trip_is_identity(
         }
     )
     assert Fact.from_dict(fact.to_dict()) == fact
+
+
+facts = st.fixed_dictionaries(
+    {"id": ids, "content": texts, "createdAt": stamps},
+    optional={
+        "category": st.text(max_size=20),
+        "categoryExtension": st.text(max_size=5),
+        "title": st.text(max_size=20),
+        "source": st.one_of(st.text(max_size=8), st.just({"type": "import", "x": [1]})),
+        "scope": st.builds(FactScope, st.one_of(st.none(), st.text(max_size=5)), st.text()),
+        "topics": st.lists(st.text(max_size=10), max_size=3),
+        "consolidatedFrom": st.lists(ids, max_size=2),
+        "lastConfirmedAt": st.one_of(st.none(), st.just(" "), stamps),
+        "x_note": st.text(max_size=5),
+    },
+).map(lambda data: Fact.from_dict(dict(sorted(data.items(), key=lambda kv: hash(kv[0])))))
+
+
+@given(fact=facts, user=st.one_of(st.none(), st.text(max_size=5)), agent=st.text(max_size=5))
+def test_with_scope_is_replace_without_building_the_fact_again(
+    fact: Fact, user: str | None, agent: str
+) -> None:
+    """What a store does to every fact it writes: the same fact, key order and all,
+    as ``replace(scope=...)`` gives, without checking its fields again."""
+    scope = FactScope(userId=user, agentName=agent)
+    moved, rebuilt = fact.with_scope(scope), fact.replace(scope=scope)
+    assert moved == rebuilt
+    assert list(moved.to_dict().items()) == list(rebuilt.to_dict().items())
+    # The keys it gains later go where they would have gone.
+    gained = {"lastConfirmedAt": "2026-08-20T00:00:00Z", "title": "A title", "x_new": 1}
+    assert list(moved.replace(**gained).to_dict()) == list(rebuilt.replace(**gained).to_dict())
+    assert moved.with_scope(scope) is moved
 
 
 def test_a_fact_keeps_the_order_of_its_keys_and_appends_what_it_gains() -> None:

@@ -136,6 +136,61 @@ def test_the_archive_is_bounded_by_count(tmp_path: Path) -> None:
     assert len(memory.audit()) == 5  # receipts outlive their archive entries
 
 
+def test_an_index_this_process_wrote_is_neither_parsed_nor_encoded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: a commit that archives a fact rewrites the index of up to
+    ``archive_max_entries``; the entries of an index that still holds the bytes this
+    process wrote are not parsed again, nor their lines encoded — the new one's is. The
+    file is what encoding every entry gives, and one another writer changed is read
+    afresh."""
+    clock = Clock()
+    memory = open_memory(tmp_path, clock)
+    for number in range(15):
+        clock.now = NOW + timedelta(minutes=number)
+        memory.create_fact(f"Fact {number}", confidence=0.5 + number / 100)
+    index = archive_dir(tmp_path).parent / "archive-index.json"
+
+    def canonical(data: bytes) -> bytes:
+        lines = [json.dumps(entry) for entry in json.loads(data)]
+        return ("[\n" + ",\n".join(lines) + "\n]\n").encode("utf-8")
+
+    assert len(json.loads(index.read_bytes())) == 5
+    parsed: list[object] = []
+    encoded: list[object] = []
+    real_loads, real_dumps = json.loads, json.dumps
+
+    def counting_loads(data: str | bytes, **options: object) -> object:
+        if data == index.read_bytes():
+            parsed.append(data)
+        return real_loads(data, **options)  # type: ignore[arg-type]
+
+    def counting_dumps(value: object, **options: object) -> str:
+        if isinstance(value, list):  # an index entry (receipts and entries are objects)
+            encoded.append(value)
+        return real_dumps(value, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(json, "loads", counting_loads)
+    monkeypatch.setattr(json, "dumps", counting_dumps)
+    clock.now = NOW + timedelta(hours=1)
+    memory.create_fact("Fact 15", confidence=0.99)
+    assert (parsed, len(encoded)) == ([], 1)
+    data = index.read_bytes()
+    assert len(real_loads(data)) == 6
+    assert data == canonical(data)
+    # Another writer's index (the same entries, written otherwise) is read and rewritten.
+    index.write_text(real_dumps(real_loads(data), indent=4), "utf-8")
+    encoded.clear()
+    clock.now = NOW + timedelta(hours=2)
+    memory.create_fact("Fact 16", confidence=0.99)
+    assert len(encoded) == 7
+    data = index.read_bytes()
+    assert data == canonical(data)
+    assert {entry[0] for entry in real_loads(data)} == {
+        entry.fact_id for entry in memory.list_archived()
+    }
+
+
 def test_the_archive_is_bounded_by_age(tmp_path: Path) -> None:
     clock = Clock()
     memory = open_memory(tmp_path, clock, archive_max_age_days=30)

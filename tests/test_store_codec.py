@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from deermem import CorruptMemoryFile, Fact, Memory, MemoryConfig
 from deermem.model import CORE_CATEGORIES, FactScope, Scope, format_timestamp
-from deermem.store import Section, SummaryDocument
+from deermem.store import ChangeSet, Section, SummaryDocument
 from deermem.store.markdown import files
 from deermem.store.markdown.files import UserPaths, decode_fact, encode_fact
+from deermem.store.plan import plan_changes
 from deermem.store.records import decode_summaries, encode_summaries
 
 SCOPE = Scope.of("alice", "coder")
@@ -218,6 +219,47 @@ def test_summary_document_round_trip_and_keys() -> None:
     data = encode_summaries(document)
     assert list(json.loads(data)) == ["version", "revision", "lastUpdated", "user", "history"]
     assert decode_summaries(data, PATH) == document
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=6,
+)
+_SECTIONS = st.one_of(
+    st.text(alphabet=st.characters(blacklist_categories=())),  # lone surrogates too
+    st.builds(
+        lambda summary, updated, extra: Section(summary, updated, extra),
+        st.text(),
+        st.text(),
+        st.dictionaries(
+            st.text(max_size=5).filter(lambda key: key not in ("summary", "updatedAt")),
+            _JSON_VALUES,
+            max_size=2,
+        ),
+    ),
+)
+
+
+@settings(max_examples=200)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [("user", "workContext"), ("user", "topOfMind"), ("history", "recentMonths")]
+        ),
+        _SECTIONS,
+        max_size=3,
+    )
+)
+def test_the_document_a_commit_writes_reads_back_as_planned(
+    summaries: dict[tuple[str, str], str | Section],
+) -> None:
+    """The Markdown store keeps the document it wrote as what its bytes read back as
+    (a commit then decodes nothing): that holds for every document a commit plans."""
+    current = decode_summaries(encode_summaries(SummaryDocument()), PATH)
+    changes = ChangeSet(now=datetime(2026, 1, 1, tzinfo=UTC), summaries=summaries)
+    plan = plan_changes(lambda _: None, current, changes, Scope.of("alice"), lambda _: False)
+    assert decode_summaries(encode_summaries(plan.summaries), PATH) == plan.summaries
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,12 @@ import pytest
 
 from deermem import CorruptMemoryFile, Fact, StoreLockTimeout
 from deermem.errors import FactRevisionConflict, ManifestRevisionConflict
-from deermem.model import Scope
+from deermem.model import FactScope, Scope
 from deermem.store import ChangeSet, FactDelete, FactWrite, MarkdownStore, Store
 from deermem.store.markdown import files as atomic
 from deermem.store.markdown import journal, locks
 from deermem.store.markdown.files import decode_fact, fact_shard
+from deermem.store.records import SummaryDocument, decode_summaries
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 ALICE = Scope.of("alice", "coder")
@@ -156,6 +157,57 @@ def test_a_commit_writes_and_reads_only_the_facts_it_touches(
     assert decoded == ["fact_0007"]  # read to check it exists, nothing else
     assert [f.id for f in result.written] == ["fact_new"]
     assert len(fresh.load(ALICE).facts) == 50  # the untouched siblings are all there
+
+
+def test_a_commit_into_a_cached_scope_builds_decodes_and_reads_nothing_it_holds(
+    store: MarkdownStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: the new fact is checked once, when it is built; the store sets its scope
+    without building it again, and ``memory.json`` is read once per commit and decoded
+    only when its bytes are not those this store last read or wrote — another
+    writer's are."""
+    create(store, ALICE, fact("fact_a"))
+    store.load(ALICE)
+    new = fact("fact_new", topics=["tools"], note="kept")
+    expected = new.replace(scope=FactScope("alice", "coder"))
+    built: list[object] = []
+    decoded: list[object] = []
+    real_build = Fact._build.__func__  # type: ignore[attr-defined]
+    real_decode = decode_summaries
+
+    def counting_build(cls: type[Fact], data: object, now: object) -> Fact:
+        built.append(data)
+        return real_build(cls, data, now)  # type: ignore[no-any-return]
+
+    def counting_decode(data: bytes, path: Path) -> SummaryDocument:
+        decoded.append(path)
+        return real_decode(data, path)
+
+    journal_read: list[Path] = []
+    real_read = journal._read
+
+    def recording_read(path: Path) -> bytes | None:
+        journal_read.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(journal, "_read", recording_read)
+    monkeypatch.setattr(Fact, "_build", classmethod(counting_build))
+    monkeypatch.setattr("deermem.store.markdown.store.decode_summaries", counting_decode)
+    result = store.commit(ALICE, ChangeSet(now=NOW, writes=(FactWrite(new, create=True),)))
+    assert (built, decoded) == ([], [])
+    # The journal takes memory.json's prior content from the read the commit made.
+    assert "memory.json" not in [path.name for path in journal_read]
+    assert "fact_new.md" in [path.name for path in journal_read]
+    assert result.written == (expected,)
+    assert list(result.written[0].to_dict().items()) == list(expected.to_dict().items())
+    assert store.load(ALICE).by_id["fact_new"] is result.written[0]
+    assert (built, decoded) == ([], [])
+    # Another writer's memory.json is read afresh, once.
+    manifest = store.root / "users/alice/memory.json"
+    manifest.write_bytes(manifest.read_bytes().replace(b'"revision": 2', b'"revision": 5'))
+    assert store.load(ALICE).revision == 5
+    assert store.load(ALICE).revision == 5
+    assert decoded == [manifest]
 
 
 def test_a_deleted_fact_leaves_no_file(store: MarkdownStore) -> None:

@@ -168,6 +168,44 @@ def test_original_audit_events_are_kept_when_receipts_are_appended(tmp_path: Pat
     assert receipts[1].receipt_id is not None
 
 
+def test_a_receipt_is_appended_without_reading_the_receipts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: at the cap every create appends a receipt to an audit of up to
+    ``eviction_audit_max_entries``; an audit this store last wrote (the same bytes)
+    is neither decoded nor encoded again — one receipt is. The file is what
+    encoding every receipt gives, byte for byte, and one changed by another
+    writer is read afresh."""
+    memory = open_memory(tmp_path, max_facts=10, eviction_audit_max_entries=5)
+    for number in range(15):
+        memory.create_fact(f"Fact {number}", confidence=0.5 + number / 100)
+    audit = metadata(tmp_path) / "eviction-audit.json"
+    assert len(json.loads(audit.read_bytes())) == 5
+    encoded: list[object] = []
+    real = sidecars._compact
+
+    def counting(value: object) -> str:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(sidecars, "_compact", counting)
+    memory.create_fact("Fact 15", confidence=0.9)
+    assert len(encoded) == 1  # the new receipt only
+    events = json.loads(audit.read_bytes())
+    assert len(events) == 5
+    assert audit.read_bytes() == sidecars.encode_events(events)
+    # Another writer's audit (the same receipts, written otherwise) is read and rewritten.
+    audit.write_text(json.dumps(events, indent=4), "utf-8")
+    encoded.clear()
+    memory.create_fact("Fact 16", confidence=0.95)
+    assert len(encoded) == 6
+    events = json.loads(audit.read_bytes())
+    assert audit.read_bytes() == sidecars.encode_events(events)
+    assert [receipt.receipt_id for receipt in memory.audit()] == [
+        event["receiptId"] for event in events
+    ]
+
+
 # --- stripping ids (eviction_mode: delete, as the original) -----------------------------
 
 

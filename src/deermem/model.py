@@ -26,6 +26,7 @@ Everything every layer agrees on about a fact, written once:
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -223,9 +224,11 @@ def check_storable(field: str, value: object, *, max_size: int | None = None) ->
         FactValidationError: a value of another type (a tuple, an object),
             nested too deep, or larger than ``max_size``.
     """
-    if isinstance(value, str):  # the common case, without a walk
+    if isinstance(value, str):  # the common cases, without a walk
         _check_unicode(field, value)
         size = 1 + len(value)
+    elif isinstance(value, _SCALARS):
+        size = 1
     else:
         size = _walk(field, value, max_size)
     if max_size is not None and size > max_size:
@@ -1113,6 +1116,21 @@ class Fact:
                 raise TypeError(f"change extra keys by name, not through {key!r}")
             data[key] = value.to_dict() if isinstance(value, FactSource | FactScope) else value
         return Fact.from_dict(data)
+
+    def with_scope(self, scope: FactScope) -> Fact:
+        """The fact in ``scope``: what ``replace(scope=scope)`` returns, key order included.
+
+        Nothing is checked again: the other fields were checked when the fact
+        was built (``from_dict(fact.to_dict()) == fact``), and a scope holds
+        no text a fact's rules apply to — a store sets it from its own
+        :class:`Scope`, on every fact it writes, so it is not built twice.
+        """
+        if self.scope == scope:
+            return self
+        # The order replace() gives: the fact's keys as written, then the scope's
+        # (appended when it was unset), then the keys it lacks.
+        order = dict.fromkeys([*self.to_dict(), "scope", *_APPEND_ORDER])
+        return dataclasses.replace(self, scope=scope, key_order=tuple(order))
 
 
 def derived_heading(content: str) -> str:

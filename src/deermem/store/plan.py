@@ -320,8 +320,7 @@ def _changed_sections(
 
 def stored_scope(fact: Fact, scope: Scope) -> Fact:
     """The fact with its scope set to the store's (what :func:`encode_fact` writes)."""
-    wanted = FactScope(userId=scope.user_id, agentName=scope.agent)
-    return fact if fact.scope == wanted else fact.replace(scope=wanted)
+    return fact.with_scope(FactScope(userId=scope.user_id, agentName=scope.agent))
 
 
 # ---------------------------------------------------------------------------

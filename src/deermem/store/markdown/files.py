@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar
 
 import yaml
 from yaml.emitter import Emitter
@@ -79,6 +79,7 @@ __all__ = [
     "FILE_MODE",
     "JOURNAL_FILENAME",
     "FrontMatterWriter",
+    "KnownFiles",
     "Owner",
     "Problem",
     "ScopePaths",
@@ -603,6 +604,44 @@ def _dump_front_matter(front: Mapping[str, object]) -> str:
     if "\x85" in text:
         text = yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=False, sort_keys=False)
     return text
+
+
+_Value = TypeVar("_Value")
+
+
+class KnownFiles(Generic[_Value]):
+    """What this process last read or wrote at each of a kind of file: its exact bytes
+    and what they decode to (or were encoded from).
+
+    A commit rewrites a few files whole — ``memory.json``, the audit, the archive
+    index — though it changes little in them; a file that still holds the bytes
+    this process last read or wrote there is neither decoded nor encoded again.
+    The value must be a pure function of the bytes (any edit, by anyone, is
+    other bytes). At most ``limit`` files are kept: when full, all are forgotten.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._entries: dict[Path, tuple[bytes, _Value]] = {}
+
+    def get(self, path: Path, data: bytes | None) -> _Value | None:
+        """What ``data`` at ``path`` is, if this process last read or wrote those bytes there."""
+        entry = self._entries.get(path)
+        if entry is None or data is None or entry[0] != data:
+            return None
+        return entry[1]
+
+    def latest(self, path: Path) -> _Value | None:
+        """The value last kept for ``path``, whatever the file holds now (for the parts of
+        a value that do not depend on the bytes)."""
+        entry = self._entries.get(path)
+        return None if entry is None else entry[1]
+
+    def put(self, path: Path, data: bytes, value: _Value) -> None:
+        """Remember that ``data`` at ``path`` is ``value``."""
+        if len(self._entries) >= self._limit and path not in self._entries:
+            self._entries.clear()
+        self._entries[path] = (data, value)
 
 
 # Facts already decoded in this process, by the exact bytes of their file.

@@ -109,17 +109,24 @@ class JournalInfo:
     fact_ids: tuple[str, ...]
 
 
-def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> None:
+def commit_files(
+    user: UserPaths,
+    changes: Sequence[FileChange],
+    info: JournalInfo,
+    prior: Mapping[Path, bytes] | None = None,
+) -> None:
     """Steps 1 to 3: apply ``changes`` atomically, journaled when there are several.
 
     The caller holds the user's lock. If a step fails without a crash (a
     full disk), what was done is rolled back at once and the error raised:
-    a call that raises did not commit.
+    a call that raises did not commit. ``prior`` holds files' current
+    contents the caller has read under the same lock (the journal reads the
+    others).
     """
     if len(changes) == 1:
         replace_files([(changes[0].path, changes[0].data)])
         return
-    atomic_write(user.journal, _journal_bytes(user, changes, info))
+    atomic_write(user.journal, _journal_bytes(user, changes, info, prior or {}))
     try:
         replace_files(((change.path, change.data) for change in changes), journaled=True)
         remove_durably(user.journal)
@@ -139,13 +146,18 @@ def commit_files(user: UserPaths, changes: Sequence[FileChange], info: JournalIn
         raise
 
 
-def _journal_bytes(user: UserPaths, changes: Sequence[FileChange], info: JournalInfo) -> bytes:
+def _journal_bytes(
+    user: UserPaths,
+    changes: Sequence[FileChange],
+    info: JournalInfo,
+    prior: Mapping[Path, bytes],
+) -> bytes:
     """The prepared journal: every file the commit touches, with its prior content."""
     files: list[dict[str, object]] = []
     old_entries: dict[str, dict[str, str]] = {}
     for change in changes:
         relative = user.relative(change.path)
-        before = _read(change.path)
+        before = prior[change.path] if change.path in prior else _read(change.path)
         files.append({"path": relative, "before": None if before is None else _text(before)})
         if change.path.suffix == ".md" and before is not None:
             old_entries[change.path.stem] = {"path": relative}

@@ -43,6 +43,7 @@ from deermem.model import (
     parse_timestamp,
 )
 from deermem.store.markdown.files import (
+    KnownFiles,
     ScopePaths,
     check_owner_fields,
     owner_fields,
@@ -124,12 +125,17 @@ def _read_strict(path: Path, what: str, kind: type[_Document]) -> _Document:
     Raises:
         CorruptMemoryFile: the file is not JSON, or not a ``kind``.
     """
+    return _parse_strict(read_if_exists(path), path, what, kind)
+
+
+def _parse_strict(data: bytes | None, path: Path, what: str, kind: type[_Document]) -> _Document:
+    """:func:`_read_strict` of the file's bytes (``None``: there is no file)."""
+    if data is None:
+        return kind()
     try:
-        raw = read_json(path)
+        raw: object = json.loads(data)
     except ValueError as error:
         raise CorruptMemoryFile(path, f"{what} not valid JSON: {error}") from None
-    if raw is None:
-        return kind()
     if not isinstance(raw, kind):
         raise CorruptMemoryFile(path, f"{what} not {_JSON_SHAPES[kind]}")
     return raw
@@ -139,11 +145,40 @@ def encode_json(value: list[object] | dict[str, object]) -> bytes:
     """One receipt (or one fact's usage) per line, so the files read and diff line by line."""
     if isinstance(value, dict):
         items = [f"{json.dumps(k, ensure_ascii=False)}: {_compact(v)}" for k, v in value.items()]
-        text = "{\n" + ",\n".join(items) + "\n}\n" if items else "{}\n"
-    else:
-        lines = [_compact(item) for item in value]
-        text = "[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n"
-    return text.encode("utf-8")
+        return ("{\n" + ",\n".join(items) + "\n}\n" if items else "{}\n").encode("utf-8")
+    return _list_bytes([_compact(item) for item in value])
+
+
+def _list_bytes(lines: Sequence[str]) -> bytes:
+    """A JSON list of the items written as ``lines``, one per line."""
+    return ("[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n").encode("utf-8")
+
+
+# The list sidecars commits append to (the audits, the regret events) as this
+# process last read or wrote them: each item as its line. At most 32 files (an
+# audit at its bound of 200 receipts keeps ≈ 0.2 MB).
+_KNOWN_LISTS: Final = KnownFiles[tuple[str, ...]](32)
+
+
+def _appended(path: Path, what: str, items: Iterable[object], max_entries: int) -> SidecarChange:
+    """The list sidecar with ``items`` appended and the newest ``max_entries`` kept.
+
+    The content is ``encode_json`` of the items kept. A file holding exactly
+    the bytes this process last read or wrote there is not decoded, nor its
+    items encoded, again: an audit at its bound is a few hundred receipts,
+    and a commit appends one.
+
+    Raises:
+        CorruptMemoryFile: the file is not a JSON list: it is not overwritten.
+    """
+    data = read_if_exists(path)
+    lines = _KNOWN_LISTS.get(path, data)
+    if lines is None:
+        lines = tuple(_compact(item) for item in _parse_strict(data, path, what, list))
+    kept = (*lines, *(_compact(item) for item in items))[-max_entries:]
+    content = _list_bytes(kept)
+    _KNOWN_LISTS.put(path, content, kept)
+    return path, content
 
 
 def encode_usage(usage: Mapping[str, UsageEntry]) -> bytes:
@@ -215,13 +250,16 @@ def usage_after_commit(
     return _usage_change(path, usage)
 
 
+_AUDIT: Final = "the eviction audit is"
+
+
 def read_events(path: Path) -> list[object]:
     """The audit's events as stored, oldest first (``[]`` when there is no audit yet).
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    return _read_strict(path, "the eviction audit is", list)
+    return _read_strict(path, _AUDIT, list)
 
 
 def read_audit(path: Path) -> tuple[EvictionReceipt, ...]:
@@ -261,6 +299,8 @@ def audit_after_commit(
     appending = max_entries > 0 and bool(receipts)
     if not appending and not (ids and path.exists()):
         return None
+    if not ids:
+        return _appended(path, _AUDIT, (r.to_dict() for r in receipts), max_entries)
     events = read_events(path)
     kept = strip_audit_events(events, ids) if ids else events
     if not appending:
@@ -366,13 +406,16 @@ def _decode(data: bytes, paths: ScopePaths, path: Path, thread_id: str) -> str:
 # ---------------------------------------------------------------------------
 
 
+_REGRET_EVENTS: Final = "the regret events are"
+
+
 def raw_regret_events(path: Path) -> list[object]:
     """The events as stored, unread ones included (for a copy of the store).
 
     Raises:
         CorruptMemoryFile: the file is not a JSON list.
     """
-    return _read_strict(path, "the regret events are", list)
+    return _read_strict(path, _REGRET_EVENTS, list)
 
 
 def raw_shadow_marks(path: Path) -> dict[str, object]:
@@ -416,8 +459,7 @@ def regret_after_commit(
     """
     if not events or max_entries <= 0:
         return None
-    kept = [*raw_regret_events(path), *(event.to_dict() for event in events)]
-    return path, encode_regret_events(kept[-max_entries:])
+    return _appended(path, _REGRET_EVENTS, (event.to_dict() for event in events), max_entries)
 
 
 def read_shadow_marks(path: Path) -> dict[str, ShadowMark]:
@@ -567,7 +609,8 @@ def archive_changes(
         doomed = beyond_bounds(pairs, now, max_entries, max_age_days)
     kept = [item for item in order if item.fact_id not in doomed]
     changes: list[tuple[Path, bytes | None]] = [(paths.archived(i), None) for i in sorted(doomed)]
-    changes.append((paths.archive_index, _encode_index(kept) if kept else None))
+    index = _encode_index(paths.archive_index, kept) if kept else None
+    changes.append((paths.archive_index, index))
     return changes, doomed
 
 
@@ -715,6 +758,13 @@ def _content_digest(raw: object) -> str | None:
     return duplicate_digest(content) if isinstance(content, str) else None
 
 
+# The archive indexes as this process last read or wrote them: their entries,
+# and the line of each entry it wrote. An archive at its bound lists a thousand
+# entries and a commit that archives a fact changes one or two. At most 32
+# indexes (≈ 0.5 MB each at that bound).
+_KNOWN_INDEXES: Final = KnownFiles[tuple[tuple[_Item, ...], Mapping[_Item, str]]](32)
+
+
 def _read_index(path: Path) -> ArchiveIndex:
     """The index's entries; an unreadable index reads as empty (it is rebuilt).
 
@@ -722,9 +772,14 @@ def _read_index(path: Path) -> ArchiveIndex:
     written before digests.
     """
     try:
-        raw = json.loads(path.read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError:
         return []
+    known = _KNOWN_INDEXES.get(path, data)
+    if known is not None:
+        return list(known[0])
+    try:
+        raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         _log.warning("rebuilding the malformed archive index %s: %s", path, error)
         return []
@@ -734,13 +789,23 @@ def _read_index(path: Path) -> ArchiveIndex:
     ):
         _log.warning("rebuilding the malformed archive index %s", path)
         return []
-    return [_Item(item[0], item[1], item[2] if len(item) == 3 else None) for item in raw]
+    items = [_Item(item[0], item[1], item[2] if len(item) == 3 else None) for item in raw]
+    _KNOWN_INDEXES.put(path, data, (tuple(items), {}))
+    return items
 
 
-def _encode_index(order: ArchiveIndex) -> bytes:
-    """One entry per line, oldest arrival first."""
-    lines = [
-        json.dumps(list(item) if item.digest is not None else [item.fact_id, item.archived_at])
-        for item in order
-    ]
-    return ("[\n" + ",\n".join(lines) + "\n]\n").encode("utf-8")
+def _encode_index(path: Path, order: ArchiveIndex) -> bytes:
+    """One entry per line, oldest arrival first (the lines of entries this process wrote
+    at ``path`` last are not encoded again)."""
+    # An entry's line depends on the entry alone: those written last serve whatever
+    # the file holds now.
+    known = _KNOWN_INDEXES.latest(path)
+    written = {} if known is None else known[1]
+    lines = [written.get(item) or _index_line(item) for item in order]
+    data = ("[\n" + ",\n".join(lines) + "\n]\n").encode("utf-8")
+    _KNOWN_INDEXES.put(path, data, (tuple(order), dict(zip(order, lines, strict=True))))
+    return data
+
+
+def _index_line(item: _Item) -> str:
+    return json.dumps(list(item) if item.digest is not None else [item.fact_id, item.archived_at])

@@ -71,6 +71,7 @@ from deermem.model import (
 )
 from deermem.store.markdown import sidecars
 from deermem.store.markdown.files import (
+    KnownFiles,
     Owner,
     Problem,
     ScopePaths,
@@ -594,10 +595,16 @@ class MarkdownStore:
             )
 
     def _commit_files(
-        self, user: UserPaths, files: list[FileChange], claims: _Claims, info: JournalInfo
+        self,
+        user: UserPaths,
+        files: list[FileChange],
+        claims: _Claims,
+        info: JournalInfo,
+        prior: Mapping[Path, bytes] | None = None,
     ) -> None:
-        """Commit ``files`` and, with them, the owner records the directories lack."""
-        commit_files(user, [*claims, *files], info)
+        """Commit ``files`` and, with them, the owner records the directories lack
+        (``prior``: see :func:`~deermem.store.markdown.journal.commit_files`)."""
+        commit_files(user, [*claims, *files], info, prior)
         claims.clear()  # written: the next commit of this transaction needs none
 
     # --- the commit, for MarkdownTransaction -------------------------------------
@@ -620,7 +627,7 @@ class MarkdownStore:
         caller has read it already.
         """
         paths = user.agent(scope.agent)
-        document, token = read_manifest(user)
+        document, token, data = _read_manifest(user)
         if snapshot is None or snapshot.version != token.version():
             snapshot = self._cache.get(scope, token)
         lookup = snapshot.get if snapshot is not None else partial(read_fact, paths, scope)
@@ -641,8 +648,13 @@ class MarkdownStore:
                 next_revision=plan.change.summaries.revision,
                 fact_ids=tuple(f.id for f in plan.change.written) + tuple(deleted),
             )
-            self._commit_files(user, files, claims, info)
+            # memory.json as just read, under this lock: the journal need not read it again.
+            prior = {} if data is None else {user.manifest: data}
+            self._commit_files(user, files, claims, info, prior)
         if plan.manifest is not None:
+            assert plan.manifest.data is not None
+            # What the next read finds there, unless someone else commits first.
+            _DOCUMENTS.put(user.manifest, plan.manifest.data, plan.change.summaries)
             token = manifest_token(user, plan.change.summaries.revision)
             if snapshot is not None:
                 removed = [*plan.change.deleted, *plan.change.replaced.values()]
@@ -808,17 +820,35 @@ def _creation_settings(config: MemoryConfig, root: Path) -> str | None:
     return render_store_settings(config_from_mapping(values))
 
 
+# memory.json as this process last read or wrote it (see KnownFiles): a commit
+# seeds it with the document it wrote, so the next commit or load decodes nothing.
+_DOCUMENTS: Final = KnownFiles[SummaryDocument](_PATHS_MEMO_LIMIT)
+
+
 def read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken]:
-    """The user's summary document and its signature (defaults when absent)."""
+    """The user's summary document and its signature (defaults when absent).
+
+    The file is read every time; it is decoded only when its bytes are not
+    those this process last read or wrote there.
+    """
+    document, token, _ = _read_manifest(user)
+    return document, token
+
+
+def _read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken, bytes | None]:
+    """:func:`read_manifest`, and the file's bytes (``None``: there is no file)."""
     try:
         with user.manifest.open("rb") as handle:
             status = os.fstat(handle.fileno())
             data = handle.read()
     except FileNotFoundError:
-        return SummaryDocument(), ABSENT
-    document = decode_summaries(data, user.manifest)
+        return SummaryDocument(), ABSENT, None
+    document = _DOCUMENTS.get(user.manifest, data)
+    if document is None:
+        document = decode_summaries(data, user.manifest)
+        _DOCUMENTS.put(user.manifest, data, document)
     token = ManifestToken(status.st_mtime_ns, status.st_size, status.st_ino, document.revision)
-    return document, token
+    return document, token, data
 
 
 def manifest_token(user: UserPaths, revision: int) -> ManifestToken:
@@ -887,7 +917,10 @@ def _check_name(fact_id: str, shard: str, path: Path) -> None:
 # a rename, so the file's signature — modification time, size, inode and the
 # revision inside — changes with every commit by any process. A cached scope is
 # served only while that signature is the one it was loaded at; checking costs
-# one small read, against a scan of every fact file for a cold load.
+# one small read, against a scan of every fact file for a cold load. The
+# document is decoded only when the bytes read are not those this process last
+# read or wrote there (_DOCUMENTS): its own commits seed them, so the next
+# commit or load decodes nothing.
 #
 # Edits to fact files made behind the store's back do not change the signature;
 # MarkdownStore.reload drops the cached scope. (The cache itself is
