@@ -66,7 +66,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, PlainSerializer
 
@@ -126,8 +126,7 @@ EvictionMode = Literal["archive", "delete"]
 _MODES: Final = ("archive", "delete")
 
 
-@dataclass(frozen=True, slots=True)
-class Removal:
+class Removal(NamedTuple):
     """A fact the caller wants gone, and why.
 
     Attributes:
@@ -398,7 +397,7 @@ def _relearn(
     if not relearned:
         return proposal, relearned
     removals = tuple(
-        replace(r, needs_kept=relearned[r.needs_kept]) if r.needs_kept in relearned else r
+        r._replace(needs_kept=relearned[r.needs_kept]) if r.needs_kept in relearned else r
         for r in proposal.removals
     )
     restored = (*returned, *proposal.restored)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from types import MappingProxyType
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from deermem.model import Fact, Scope
 from deermem.store.records import (
@@ -97,8 +97,7 @@ class ScopeSnapshot:
         return fact_id in self.by_id
 
 
-@dataclass(frozen=True, slots=True)
-class FactWrite:
+class FactWrite(NamedTuple):
     """Write one fact.
 
     Attributes:
@@ -115,8 +114,7 @@ class FactWrite:
     create: bool
 
 
-@dataclass(frozen=True, slots=True)
-class FactDelete:
+class FactDelete(NamedTuple):
     """Delete one fact; ``expected_revision`` (if given) must be its stored revision."""
 
     fact_id: str
