@@ -887,8 +887,7 @@ class FactSource:
         return self.type or self.threadId or "unknown"
 
 
-@dataclass(frozen=True, slots=True)
-class FactScope:
+class FactScope(NamedTuple):
     """The storage bucket a fact lives in: the raw user id and the agent name."""
 
     userId: str | None
@@ -1489,8 +1488,7 @@ WatermarkKey = tuple[str, str | None, str]
 """``(thread_id, user_id, agent)``."""
 
 
-@dataclass(frozen=True, slots=True)
-class QueueKey:
+class QueueKey(NamedTuple):
     """What makes two queued conversations the same item."""
 
     thread_id: str
@@ -1695,8 +1693,7 @@ KINDS: Final = (
 written in results and receipts)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Redaction:
+class Redaction(NamedTuple):
     """The text with every secret replaced, and what was replaced.
 
     Attributes:

@@ -48,7 +48,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
@@ -169,8 +169,7 @@ def fact_line(category: str, confidence: float, content: str, avoid: str | None 
     return line
 
 
-@dataclass(frozen=True, slots=True)
-class Summaries:
+class Summaries(NamedTuple):
     """The six user-global summaries, as plain text (empty when unknown)."""
 
     work: str = ""

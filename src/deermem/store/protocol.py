@@ -180,8 +180,7 @@ class ChangeSet:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class CommitResult:
+class CommitResult(NamedTuple):
     """What a commit did.
 
     Attributes:
