@@ -45,7 +45,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple
@@ -1203,8 +1202,7 @@ class Owner(NamedTuple):
     agent: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(NamedTuple):
     """A directory that holds data no scope can be read from, and why (names no owner)."""
 
     path: Path
