@@ -1571,11 +1571,13 @@ def to_json(value: object, kind: Any = None, *, exclude: set[str] | None = None)
     return _adapter(kind).dump_python(value, mode="json", exclude=exclude)
 
 
-@dataclass(frozen=True)
 class DescribedBy:
     """Annotation metadata: the JSON schema of a record is that of ``model``."""
 
-    model: type[BaseModel]
+    __slots__ = ("model",)
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self.model = model
 
     def __get_pydantic_json_schema__(
         self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
@@ -1746,13 +1748,15 @@ def _very_random(token: str) -> bool:
     return _classes(token) == 3
 
 
-_OPENAI_TYPED: Final = re.compile(r"sk-(?:proj|svcacct|admin|None)-")
+# The patterns below are only ever used while redacting: they are kept as text
+# and compiled on first use (by _rules(), or by re's own cache), not at import.
+_OPENAI_TYPED: Final = r"sk-(?:proj|svcacct|admin|None)-"
 
 
 def _openai_check(token: str) -> bool:
     # ``sk-proj-…`` and its kin name their type; a bare ``sk-…`` is a short,
     # common prefix, so its body must hold all three classes.
-    typed = _OPENAI_TYPED.match(token)
+    typed = re.match(_OPENAI_TYPED, token)
     return _random(token[typed.end() :]) if typed else _very_random(token[3:])
 
 
@@ -1820,7 +1824,7 @@ _PLACEHOLDER_WORDS: Final = frozenset(
 )
 # ``${X}``, ``$X``, ``%s``, ``%(x)s``, ``{{ x }}``, ``{x}``, ``<x>``, ``****``,
 # ``xxxx``, ``...``, ``…`` and a marker a redaction left.
-_PLACEHOLDER: Final = re.compile(
+_PLACEHOLDER: Final = (
     r"[$%{<]|\*+$|[xX]{3,}$|\.{3}|…|\[redacted\b|"
     # Code: a call, an index, an attribute of a well-known object.
     r"[A-Za-z_][A-Za-z0-9_.]*(?:\(.*\)|\[.*\])$|"
@@ -1831,7 +1835,7 @@ _PLACEHOLDER: Final = re.compile(
 
 def _is_value(value: str) -> bool:
     """Whether an assigned value is a value, not a placeholder standing for one."""
-    return value.lower() not in _PLACEHOLDER_WORDS and _PLACEHOLDER.match(value) is None
+    return value.lower() not in _PLACEHOLDER_WORDS and re.match(_PLACEHOLDER, value) is None
 
 
 _KEY_QUOTE: Final = r"(?:\\?[\"'])?"
@@ -2016,7 +2020,7 @@ def _priority() -> dict[str, int]:
 
 # A run of digit groups joined by single spaces or dashes, not glued to a
 # word, nor part of a decimal number, a version or a time.
-_DIGIT_RUN: Final = re.compile(
+_DIGIT_RUN: Final = (
     r"(?<![0-9A-Za-z_])(?<![0-9][.:/+\-])[0-9]+(?:[ \-][0-9]+)*(?![0-9A-Za-z_]|\.[0-9])"
 )
 _GROUP: Final = re.compile(r"[0-9]+")
@@ -2085,7 +2089,7 @@ def _card_spans(text: str) -> list[tuple[int, int]]:
     """The spans of card numbers: within each run of digit groups, from its
     leftmost group, the longest card-shaped sequence of whole groups."""
     spans: list[tuple[int, int]] = []
-    for run in _DIGIT_RUN.finditer(text):
+    for run in re.finditer(_DIGIT_RUN, text):
         if run.end() - run.start() < 13:
             continue
         groups = [(g.start(), g.end()) for g in _GROUP.finditer(text, run.start(), run.end())]

@@ -448,16 +448,25 @@ class Injection:
         return wrap_memory_block(self.text)
 
 
-@dataclass(slots=True)
 class _Candidate:
-    fact_id: str
-    category: str
-    protected: bool
-    line: str
-    fields: dict[str, object]  # what the policy reads, under a positional id
-    rank: int = 0
-    score: float = 0.0
-    tokens: int = 0
+    __slots__ = ("category", "fact_id", "fields", "line", "protected", "rank", "score", "tokens")
+
+    def __init__(
+        self,
+        fact_id: str,
+        category: str,
+        protected: bool,
+        line: str,
+        fields: dict[str, object],  # what the policy reads, under a positional id
+    ) -> None:
+        self.fact_id = fact_id
+        self.category = category
+        self.protected = protected
+        self.line = line
+        self.fields = fields
+        self.rank = 0
+        self.score = 0.0
+        self.tokens = 0
 
 
 def build_injection(

@@ -198,7 +198,6 @@ class VectorSource(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
 class Meaning:
     """What a search by meaning needs: the embedder, and the store's own vectors.
 
@@ -209,10 +208,13 @@ class Meaning:
             (PostgreSQL) does not embed every fact again.
     """
 
-    embedder: Embedder
-    scope: Scope
-    source: VectorSource
-    _queries: dict[str, QueryVector] = field(default_factory=dict, repr=False)
+    __slots__ = ("_queries", "embedder", "scope", "source")
+
+    def __init__(self, embedder: Embedder, scope: Scope, source: VectorSource) -> None:
+        self.embedder = embedder
+        self.scope = scope
+        self.source = source
+        self._queries: dict[str, QueryVector] = {}
 
     def query(self, text: str) -> QueryVector:
         """The query's vectors, embedded once per search (library and archive share them)."""
