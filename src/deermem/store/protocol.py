@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from types import MappingProxyType
-from typing import NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from deermem.model import Fact, Scope
 from deermem.store.records import (
@@ -466,8 +466,11 @@ ERASED_COUNTS = (
 """What :meth:`Store.erase_user` counts: the keys of :meth:`UserDump.counts`."""
 
 
-@dataclass(frozen=True)
-class ScopeDump:
+# The default of a dump's mapping fields: empty, and shared, so never changed.
+_NONE: Final[Mapping[Any, Any]] = MappingProxyType({})
+
+
+class ScopeDump(NamedTuple):
     """Everything one agent of a user holds.
 
     Attributes:
@@ -484,12 +487,12 @@ class ScopeDump:
 
     agent: str
     facts: tuple[Fact, ...] = ()
-    usage: Mapping[str, UsageEntry] = field(default_factory=dict)
+    usage: Mapping[str, UsageEntry] = _NONE
     events: tuple[object, ...] = ()
     archive: tuple[ArchiveEntry, ...] = ()
     marks: tuple[ThreadMark, ...] = ()
     regret: tuple[object, ...] = ()
-    shadow: Mapping[str, object] = field(default_factory=dict)
+    shadow: Mapping[str, object] = _NONE
 
     @property
     def empty(self) -> bool:
@@ -515,8 +518,7 @@ class ScopeDump:
         }
 
 
-@dataclass(frozen=True)
-class UserDump:
+class UserDump(NamedTuple):
     """Everything a store holds for one user (``None``: the single-user layout)."""
 
     user_id: str | None
