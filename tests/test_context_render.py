@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import UTC, datetime
 
@@ -188,6 +189,11 @@ def test_benign_text_is_byte_identical(benign: str) -> None:
 def test_escaping_is_html_without_quotes() -> None:
     assert inert("a < b && c > d") == "a &lt; b &amp;&amp; c &gt; d"
     assert inert("line one\n\n  line two") == "line one line two"
+
+
+@given(st.text(alphabet="&<>;#amp ltg\"'x0"))
+def test_escaping_is_what_html_escape_writes_without_quotes(text: str) -> None:
+    assert inert(text) == html.escape(text, quote=False).strip()
 
 
 def test_summaries_from_a_document() -> None:

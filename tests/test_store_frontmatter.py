@@ -18,12 +18,14 @@ from __future__ import annotations
 import collections
 import datetime
 import os
+import re
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from deermem.store.markdown import files
 from deermem.store.markdown.files import (
     FrontMatterWriter,
     UnsupportedByWriter,
@@ -398,3 +400,22 @@ def test_a_long_key_moves_the_value_past_the_width(key_size: int) -> None:
     for value in (" x", " x y", "  x y", " 'x' y", "x y", "'x y", "x ", "x\ny z", "\x07 x y", " "):
         data: dict[object, object] = {"k" * key_size: value, "l": [{"k" * key_size: value}]}
         assert dump_front_matter(data) == pyyaml(data), (key_size, value)
+
+
+def test_the_listed_character_classes_are_the_complements_of_the_printable_ranges() -> None:
+    # The writer lists the characters YAML does not print rather than
+    # negating the printable ranges (far cheaper to compile); on every code
+    # point, each list must decide as the negated ranges (YAML 1.1's
+    # printable set, the emitter's spelling) do.
+    special = re.compile(
+        "[^\n\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe]"
+    )
+    escaped = re.compile('["\\\\\x85\u2028\u2029\ufeff]|[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]')
+    listed_special = re.compile(files._SPECIAL)
+    differ = [
+        hex(point)
+        for point in range(0x110000)
+        if (listed_special.fullmatch(chr(point)) is None) != (special.fullmatch(chr(point)) is None)
+        or (files._ESCAPED.fullmatch(chr(point)) is None) != (escaped.fullmatch(chr(point)) is None)
+    ]
+    assert differ == []

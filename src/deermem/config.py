@@ -27,10 +27,9 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, NamedTuple, Union, get_args, get_origin
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
@@ -995,8 +994,7 @@ DEFAULT_SOURCE: Final = "default"
 _ARGUMENT: Final = "keyword argument"
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedConfig:
+class ResolvedConfig(NamedTuple):
     """A configuration, and where each of its values came from.
 
     Attributes:

@@ -33,9 +33,8 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, NamedTuple, Self
 
 from deermem.config import MemoryConfig, load_config
 from deermem.errors import (
@@ -1357,8 +1356,7 @@ def export_document(snapshot: ScopeSnapshot) -> dict[str, object]:
     return document
 
 
-@dataclass(frozen=True, slots=True)
-class ImportPlan:
+class ImportPlan(NamedTuple):
     """An import as a gate proposal, and the ids of the document's facts."""
 
     proposal: Proposal

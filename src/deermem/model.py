@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -890,8 +890,7 @@ class FactSource:
         return self.type or self.threadId or "unknown"
 
 
-@dataclass(frozen=True, slots=True)
-class FactScope:
+class FactScope(NamedTuple):
     """The storage bucket a fact lives in: the raw user id and the agent name."""
 
     userId: str | None
@@ -1507,8 +1506,7 @@ WatermarkKey = tuple[str, str | None, str]
 """``(thread_id, user_id, agent)``."""
 
 
-@dataclass(frozen=True, slots=True)
-class QueueKey:
+class QueueKey(NamedTuple):
     """What makes two queued conversations the same item."""
 
     thread_id: str
@@ -1591,11 +1589,13 @@ def to_json(value: object, kind: Any = None, *, exclude: set[str] | None = None)
     return _adapter(kind).dump_python(value, mode="json", exclude=exclude)
 
 
-@dataclass(frozen=True)
 class DescribedBy:
     """Annotation metadata: the JSON schema of a record is that of ``model``."""
 
-    model: type[BaseModel]
+    __slots__ = ("model",)
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self.model = model
 
     def __get_pydantic_json_schema__(
         self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
@@ -1713,8 +1713,7 @@ KINDS: Final = (
 written in results and receipts)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Redaction:
+class Redaction(NamedTuple):
     """The text with every secret replaced, and what was replaced.
 
     Attributes:
@@ -1740,8 +1739,7 @@ def marker(kind: str) -> str:
 _Check = Callable[[str], bool]
 
 
-@dataclass(frozen=True, slots=True)
-class _Rule:
+class _Rule(NamedTuple):
     kind: str
     pattern: re.Pattern[str]
     check: _Check | None = None
@@ -1768,13 +1766,15 @@ def _very_random(token: str) -> bool:
     return _classes(token) == 3
 
 
-_OPENAI_TYPED: Final = re.compile(r"sk-(?:proj|svcacct|admin|None)-")
+# The patterns below are only ever used while redacting: they are kept as text
+# and compiled on first use (by _rules(), or by re's own cache), not at import.
+_OPENAI_TYPED: Final = r"sk-(?:proj|svcacct|admin|None)-"
 
 
 def _openai_check(token: str) -> bool:
     # ``sk-proj-…`` and its kin name their type; a bare ``sk-…`` is a short,
     # common prefix, so its body must hold all three classes.
-    typed = _OPENAI_TYPED.match(token)
+    typed = re.match(_OPENAI_TYPED, token)
     return _random(token[typed.end() :]) if typed else _very_random(token[3:])
 
 
@@ -1798,7 +1798,7 @@ _T: Final = r"[A-Za-z0-9_\-]"
 
 _PEM_BEGIN: Final = r"-{4,5} ?BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)? ?-{4,5}"
 _PEM_END: Final = r"-{4,5} ?END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)? ?-{4,5}"
-_PRIVATE_KEY: Final = re.compile(
+_PRIVATE_KEY: Final = (
     _PEM_BEGIN
     + "(?:"
     # The whole block, up to its end line (never across another block's start) ...
@@ -1842,7 +1842,7 @@ _PLACEHOLDER_WORDS: Final = frozenset(
 )
 # ``${X}``, ``$X``, ``%s``, ``%(x)s``, ``{{ x }}``, ``{x}``, ``<x>``, ``****``,
 # ``xxxx``, ``...``, ``…`` and a marker a redaction left.
-_PLACEHOLDER: Final = re.compile(
+_PLACEHOLDER: Final = (
     r"[$%{<]|\*+$|[xX]{3,}$|\.{3}|…|\[redacted\b|"
     # Code: a call, an index, an attribute of a well-known object.
     r"[A-Za-z_][A-Za-z0-9_.]*(?:\(.*\)|\[.*\])$|"
@@ -1853,7 +1853,7 @@ _PLACEHOLDER: Final = re.compile(
 
 def _is_value(value: str) -> bool:
     """Whether an assigned value is a value, not a placeholder standing for one."""
-    return value.lower() not in _PLACEHOLDER_WORDS and _PLACEHOLDER.match(value) is None
+    return value.lower() not in _PLACEHOLDER_WORDS and re.match(_PLACEHOLDER, value) is None
 
 
 _KEY_QUOTE: Final = r"(?:\\?[\"'])?"
@@ -1871,7 +1871,7 @@ _VALUE: Final = (
 # ``dbPassword``, ``PGPASSWORD``); never ``passwords`` or ``password_hash``.
 # What comes before the key word does not matter: only its value is replaced.
 _PASSWORD_KEY: Final = r"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd)(?![A-Za-z0-9_])"
-_PASSWORD: Final = re.compile(
+_PASSWORD: Final = (
     _PASSWORD_KEY
     + _KEY_QUOTE
     + r"[ \t]*(?:=>|:=|=|(?P<colon>:))[ \t]*"
@@ -1881,7 +1881,7 @@ _PASSWORD: Final = re.compile(
     + _VALUE
 )
 # ``scheme://user:password@host`` (a database URL, a proxy): the password only.
-_URL_PASSWORD: Final = re.compile(
+_URL_PASSWORD: Final = (
     r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}+://[^\s:/?#@\"'<>]{0,256}+:"
     # A raw ``#`` or ``?`` is not valid there, but a pasted password holds them.
     r"(?P<secret>[^\s/@\"'<>]{1,256}+)@"
@@ -1910,7 +1910,7 @@ def _trim(value: str) -> str:
 _OPENERS: Final = {")": "(", "]": "[", "}": "{"}
 
 
-_AWS_SECRET: Final = re.compile(
+_AWS_SECRET: Final = (
     # A name that says AWS and secret/key/token (``aws_secret_access_key``,
     # ``AWS_SESSION_TOKEN``, ``awsSecretKey``), or ``secret_access_key`` itself ...
     # (the match starts at the key word: what precedes it is kept anyway; the
@@ -1921,111 +1921,124 @@ _AWS_SECRET: Final = re.compile(
     + _ASSIGN
     + r"(?:\\?[\"'])?"
     # ... assigned 40 or more base64 characters (a secret key is 40).
-    + r"(?P<secret>[A-Za-z0-9/+]{40,}={0,2})(?![A-Za-z0-9/+=])",
-    re.IGNORECASE,
-)
+    + r"(?P<secret>[A-Za-z0-9/+]{40,}={0,2})(?![A-Za-z0-9/+=])"
+)  # compiled with re.IGNORECASE
 
 # An HTTP credential (RFC 9110's token68), taken whole (greedy); a full stop
 # at its end ends the sentence, not the token.
 _TOKEN68: Final = r"[A-Za-z0-9\-._~+/]{{{min},}}[A-Za-z0-9\-_~+/]=*"
-_BEARER: Final = re.compile(_EDGE + r"[Bb]earer[ \t]+(?P<secret>" + _TOKEN68.format(min=11) + ")")
-_AUTHORIZATION: Final = re.compile(
+_BEARER: Final = _EDGE + r"[Bb]earer[ \t]+(?P<secret>" + _TOKEN68.format(min=11) + ")"
+_AUTHORIZATION: Final = (
     r"(?<![A-Za-z0-9_\-])(?:proxy-)?authorization"
     + _KEY_QUOTE
     + _ASSIGN
     + r"(?:\\?[\"'])?(?:(?:bearer|basic|token|bot|apikey|api-key|oauth)[ \t]+)?"
     + r"(?P<secret>"
     + _TOKEN68.format(min=7)
-    + ")",
-    re.IGNORECASE,
-)
+    + ")"
+)  # compiled with re.IGNORECASE
 
-# The order is the preference when two rules find the same span: the most
-# specific kind names it (a JWT sent as a bearer token is a ``jwt``; a GitHub
-# token assigned to ``password`` is a ``github-token``).
-_RULES: Final = (
-    _Rule("private-key", _PRIVATE_KEY),
-    _Rule(
-        "anthropic-key",
-        re.compile(_EDGE + rf"sk-ant-{_T}{{20,}}"),
-        _random_after(r"sk-ant-(?:[a-z]+[0-9]+-)?"),
-    ),
-    _Rule(
-        "openai-key",
-        re.compile(_EDGE + rf"sk-(?:(?:proj|svcacct|admin|None)-{_T}{{20,}}|(?!ant-){_T}{{32,}})"),
-        _openai_check,
-    ),
-    _Rule(
-        "aws-access-key",
-        re.compile(_EDGE + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ),
-    _Rule("aws-access-key", _AWS_SECRET, _random),
-    _Rule(
-        "github-token",
-        re.compile(_EDGE + r"(?:gh[pousr]_[A-Za-z0-9_]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
-        _random_after(r"github_pat_|gh._"),
-    ),
-    _Rule(
-        "gitlab-token",
-        re.compile(
-            _EDGE + r"(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-"
-            rf"{_T}{{20,}}|GR1348941{_T}{{20,}})"
-        ),
-        _random_after(r"[a-z]+-|GR1348941"),
-    ),
-    _Rule(
-        "slack-token",
-        re.compile(
-            _EDGE + r"(?:(?:xoxe\.)?xox[abeoprs]-[A-Za-z0-9\-]{10,}|xapp-[0-9]-[A-Za-z0-9\-]{10,})"
-        ),
-        lambda token: any(c.isdigit() for c in token[5:]),
-    ),
-    _Rule(
-        "slack-token",
-        re.compile(
-            r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/"
-            r"[A-Za-z0-9_\-]+/[A-Za-z0-9_/\-]+"
-        ),
-    ),
-    _Rule(
-        "stripe-key",
-        re.compile(_EDGE + r"(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})"),
-        _random_after(r"[a-z]+_(?:live_|test_)?"),
-    ),
-    _Rule(
-        "google-api-key",
-        re.compile(_EDGE + rf"(?:AIza{_T}{{35,}}|GOCSPX-{_T}{{20,}}|ya29\.{_T}{{20,}})"),
-        _random_after(r"AIza|GOCSPX-|ya29\."),
-    ),
-    _Rule("npm-token", re.compile(_EDGE + r"npm_[A-Za-z0-9]{36,}"), _random_after("npm_")),
-    _Rule(
-        "npm-token",
-        re.compile(r"_authToken[ \t]*=[ \t]*(?:[\"'])?(?P<secret>[^\s\"']+)"),
-        _password_check,
-    ),
-    _Rule(
-        "jwt",
-        re.compile(
-            r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]+){0,3}"
-        ),
-    ),
-    _Rule("bearer-token", _BEARER, _random),
-    _Rule("bearer-token", _AUTHORIZATION, _random),
-    _Rule("password", _PASSWORD, _password_check),
-    _Rule("password", _URL_PASSWORD, _password_check),
-)
 
-# A kind's rank: the position of its first rule; payment cards come last.
-_PRIORITY: Final = {
-    kind: n for n, kind in reversed(list(enumerate([*(r.kind for r in _RULES), "payment-card"])))
-}
+@functools.cache
+def _rules() -> tuple[_Rule, ...]:
+    """The rules, compiled on the first redaction rather than at import: a
+    process that only reads (a listing, a search, a context) never needs
+    them, and re takes a few milliseconds to compile them all.
+
+    The order is the preference when two rules find the same span: the most
+    specific kind names it (a JWT sent as a bearer token is a ``jwt``; a GitHub
+    token assigned to ``password`` is a ``github-token``).
+    """
+    return (
+        _Rule("private-key", re.compile(_PRIVATE_KEY)),
+        _Rule(
+            "anthropic-key",
+            re.compile(_EDGE + rf"sk-ant-{_T}{{20,}}"),
+            _random_after(r"sk-ant-(?:[a-z]+[0-9]+-)?"),
+        ),
+        _Rule(
+            "openai-key",
+            re.compile(
+                _EDGE + rf"sk-(?:(?:proj|svcacct|admin|None)-{_T}{{20,}}|(?!ant-){_T}{{32,}})"
+            ),
+            _openai_check,
+        ),
+        _Rule(
+            "aws-access-key",
+            re.compile(_EDGE + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        ),
+        _Rule("aws-access-key", re.compile(_AWS_SECRET, re.IGNORECASE), _random),
+        _Rule(
+            "github-token",
+            re.compile(_EDGE + r"(?:gh[pousr]_[A-Za-z0-9_]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+            _random_after(r"github_pat_|gh._"),
+        ),
+        _Rule(
+            "gitlab-token",
+            re.compile(
+                _EDGE + r"(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-"
+                rf"{_T}{{20,}}|GR1348941{_T}{{20,}})"
+            ),
+            _random_after(r"[a-z]+-|GR1348941"),
+        ),
+        _Rule(
+            "slack-token",
+            re.compile(
+                _EDGE
+                + r"(?:(?:xoxe\.)?xox[abeoprs]-[A-Za-z0-9\-]{10,}|xapp-[0-9]-[A-Za-z0-9\-]{10,})"
+            ),
+            lambda token: any(c.isdigit() for c in token[5:]),
+        ),
+        _Rule(
+            "slack-token",
+            re.compile(
+                r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/"
+                r"[A-Za-z0-9_\-]+/[A-Za-z0-9_/\-]+"
+            ),
+        ),
+        _Rule(
+            "stripe-key",
+            re.compile(
+                _EDGE + r"(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})"
+            ),
+            _random_after(r"[a-z]+_(?:live_|test_)?"),
+        ),
+        _Rule(
+            "google-api-key",
+            re.compile(_EDGE + rf"(?:AIza{_T}{{35,}}|GOCSPX-{_T}{{20,}}|ya29\.{_T}{{20,}})"),
+            _random_after(r"AIza|GOCSPX-|ya29\."),
+        ),
+        _Rule("npm-token", re.compile(_EDGE + r"npm_[A-Za-z0-9]{36,}"), _random_after("npm_")),
+        _Rule(
+            "npm-token",
+            re.compile(r"_authToken[ \t]*=[ \t]*(?:[\"'])?(?P<secret>[^\s\"']+)"),
+            _password_check,
+        ),
+        _Rule(
+            "jwt",
+            re.compile(
+                r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{2,}(?:\.[A-Za-z0-9_\-]+){0,3}"
+            ),
+        ),
+        _Rule("bearer-token", re.compile(_BEARER), _random),
+        _Rule("bearer-token", re.compile(_AUTHORIZATION, re.IGNORECASE), _random),
+        _Rule("password", re.compile(_PASSWORD), _password_check),
+        _Rule("password", re.compile(_URL_PASSWORD), _password_check),
+    )
+
+
+@functools.cache
+def _priority() -> dict[str, int]:
+    """A kind's rank: the position of its first rule; payment cards come last."""
+    kinds = [*(rule.kind for rule in _rules()), "payment-card"]
+    return {kind: n for n, kind in reversed(list(enumerate(kinds)))}
 
 
 # --- payment cards ------------------------------------------------------------
 
 # A run of digit groups joined by single spaces or dashes, not glued to a
 # word, nor part of a decimal number, a version or a time.
-_DIGIT_RUN: Final = re.compile(
+_DIGIT_RUN: Final = (
     r"(?<![0-9A-Za-z_])(?<![0-9][.:/+\-])[0-9]+(?:[ \-][0-9]+)*(?![0-9A-Za-z_]|\.[0-9])"
 )
 _GROUP: Final = re.compile(r"[0-9]+")
@@ -2094,7 +2107,7 @@ def _card_spans(text: str) -> list[tuple[int, int]]:
     """The spans of card numbers: within each run of digit groups, from its
     leftmost group, the longest card-shaped sequence of whole groups."""
     spans: list[tuple[int, int]] = []
-    for run in _DIGIT_RUN.finditer(text):
+    for run in re.finditer(_DIGIT_RUN, text):
         if run.end() - run.start() < 13:
             continue
         groups = [(g.start(), g.end()) for g in _GROUP.finditer(text, run.start(), run.end())]
@@ -2157,7 +2170,7 @@ def _secret_span(match: re.Match[str]) -> tuple[int, int]:
 def _findings(text: str) -> list[tuple[int, int, str]]:
     """Every secret any rule finds, as (start, end, kind); they may overlap."""
     found: list[tuple[int, int, str]] = []
-    for rule in _RULES:
+    for rule in _rules():
         for match in rule.pattern.finditer(text):
             start, end = _secret_span(match)
             if match.lastgroup == "secret4":
@@ -2182,7 +2195,8 @@ def redact(text: str) -> Redaction:
     if not found:
         return Redaction(text, ())
     # Leftmost first; at one start the longest, then the most specific kind.
-    found.sort(key=lambda finding: (finding[0], -finding[1], _PRIORITY[finding[2]]))
+    priority = _priority()
+    found.sort(key=lambda finding: (finding[0], -finding[1], priority[finding[2]]))
     merged: list[tuple[int, int, str]] = []
     for start, end, kind in found:
         if merged and start < merged[-1][1]:

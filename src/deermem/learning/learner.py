@@ -709,7 +709,7 @@ def apply_response(
     request = gate_request(plan)
     proposal = request.proposal
     if mark is not None and thread_id is not None:
-        proposal = replace(proposal, watermarks={thread_id: mark})
+        proposal = proposal._replace(watermarks={thread_id: mark})
     outcome = gate.apply(transaction, proposal, trigger=TRIGGER, now=now)
     return _applied(plan, request, outcome, snapshot)
 

@@ -64,9 +64,10 @@ no content), so :meth:`~deermem.Memory.why` can say what became of it.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Final, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, PlainSerializer
 
@@ -124,10 +125,11 @@ __all__ = [
 
 EvictionMode = Literal["archive", "delete"]
 _MODES: Final = ("archive", "delete")
+# The default of a record's mapping field: empty, and shared, so never changed.
+_NONE: Final[Mapping[Any, Any]] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class Removal:
+class Removal(NamedTuple):
     """A fact the caller wants gone, and why.
 
     Attributes:
@@ -145,8 +147,7 @@ class Removal:
     needs_kept: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Proposal:
+class Proposal(NamedTuple):
     """What a caller would like to change; the gate decides what happens.
 
     Attributes:
@@ -171,16 +172,15 @@ class Proposal:
     new_facts: tuple[Fact, ...] = ()
     updates: tuple[Fact, ...] = ()
     removals: tuple[Removal, ...] = ()
-    summaries: Mapping[SummaryKey, str | Section] = field(default_factory=dict)
+    summaries: Mapping[SummaryKey, str | Section] = _NONE
     restored: tuple[ArchiveEntry, ...] = ()
-    watermarks: Mapping[str, str] = field(default_factory=dict)
+    watermarks: Mapping[str, str] = _NONE
     confirmed: tuple[str, ...] = ()
     repeated: tuple[str, ...] = ()
     corrected: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class GateOutcome:
+class GateOutcome(NamedTuple):
     """What the gate decided and committed.
 
     Attributes:
@@ -208,7 +208,7 @@ class GateOutcome:
     skipped_removals: tuple[Removal, ...]
     receipts: tuple[EvictionReceipt, ...]
     archived: tuple[str, ...]
-    relearned: Mapping[str, str] = field(default_factory=dict)
+    relearned: Mapping[str, str] = _NONE
     regret: tuple[RegretEvent, ...] = ()
 
 
@@ -398,12 +398,12 @@ def _relearn(
     if not relearned:
         return proposal, relearned
     removals = tuple(
-        replace(r, needs_kept=relearned[r.needs_kept]) if r.needs_kept in relearned else r
+        r._replace(needs_kept=relearned[r.needs_kept]) if r.needs_kept in relearned else r
         for r in proposal.removals
     )
     restored = (*returned, *proposal.restored)
-    return replace(
-        proposal, new_facts=tuple(new_facts), restored=restored, removals=removals
+    return proposal._replace(
+        new_facts=tuple(new_facts), restored=restored, removals=removals
     ), relearned
 
 
@@ -836,8 +836,7 @@ def _ranked(
 # --- the library as the policy ranks it, and what the other policy would keep ------------
 
 
-@dataclass(frozen=True, slots=True)
-class RankedFact:
+class RankedFact(NamedTuple):
     """One active fact in its library's ranking (:func:`rank_library`).
 
     Attributes:
@@ -859,8 +858,7 @@ class RankedFact:
     next_out: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Ranking:
+class Ranking(NamedTuple):
     """A library ranked as its policy ranks it now, with the line where the cap cuts.
 
     Attributes:
@@ -933,8 +931,7 @@ def rank_library(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class WhatIf:
+class WhatIf(NamedTuple):
     """Each policy's choice over the same facts at the same cap (:func:`what_if`).
 
     Attributes:

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import Final, NamedTuple
 
 from deermem.model import Record, format_timestamp, json_key, parse_moment, parse_timestamp
 from deermem.store.records import (
@@ -91,8 +91,7 @@ def shadow_regret(
 TRIGGER_SEARCH: Final = "search"
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(NamedTuple):
     """A fact a search found, at its rank (1 = first)."""
 
     fact_id: str

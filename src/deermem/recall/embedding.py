@@ -51,9 +51,8 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,8 +98,7 @@ _WEIGHTS: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class QueryVector:
+class QueryVector(NamedTuple):
     """A query, embedded by both models (unit vectors)."""
 
     e5: npt.NDArray[np.float32]
@@ -217,8 +215,7 @@ class Embedder:
             return self._models
 
 
-@dataclass(frozen=True, slots=True)
-class _Models:
+class _Models(NamedTuple):
     """The loaded models, and numpy (imported with them, after its thread count is set)."""
 
     e5: Any

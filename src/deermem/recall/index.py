@@ -67,10 +67,10 @@ import threading
 import unicodedata
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar
 
 from deermem.errors import SearchIndexError
 from deermem.model import DEFAULT_CATEGORY, Fact, Record, category_key, parse_timestamp
@@ -265,8 +265,7 @@ class SearchHit(Record):
     json_fields = ("fact_id", "score", "match_type", "bm25")
 
 
-@dataclass(frozen=True, slots=True)
-class SyncReport:
+class SyncReport(NamedTuple):
     """What a :meth:`SearchIndex.sync_scope` changed.
 
     Attributes:
@@ -282,8 +281,7 @@ class SyncReport:
     skipped: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class FactFields:
+class FactFields(NamedTuple):
     """The fields search reads from a fact or a fact mapping.
 
     ``None`` from :meth:`of` means the fact cannot be searched at all (a
@@ -433,8 +431,7 @@ _STATEMENTS: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
+class Document(NamedTuple):
     """One fact as the index stores it.
 
     The digest covers everything that affects a search (content, category
@@ -566,7 +563,7 @@ def sync_archive_rows(
         existing = _existing(db, low, high)
         gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in tokens]
         changed = [
-            replace(documents[fact_id], digest=token)
+            documents[fact_id]._replace(digest=token)
             for fact_id, token in tokens.items()
             if existing.get(fact_id, (0, ""))[1] != token and fact_id in documents
         ]

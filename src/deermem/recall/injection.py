@@ -43,12 +43,11 @@ lays it out.
 from __future__ import annotations
 
 import dataclasses
-import html
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
@@ -145,7 +144,9 @@ def inert(text: str) -> str:
     if not text.isprintable():  # line breaks, controls and tabs are "not printable"
         text = _BREAKS.sub(" ", text)
     if "&" in text or "<" in text or ">" in text:
-        text = html.escape(text, quote=False)
+        # html.escape(text, quote=False), spelled out: the html module loads
+        # its table of 2,000 entities, which nothing here needs.
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.strip()
 
 
@@ -169,8 +170,7 @@ def fact_line(category: str, confidence: float, content: str, avoid: str | None 
     return line
 
 
-@dataclass(frozen=True, slots=True)
-class Summaries:
+class Summaries(NamedTuple):
     """The six user-global summaries, as plain text (empty when unknown)."""
 
     work: str = ""
@@ -448,16 +448,25 @@ class Injection:
         return wrap_memory_block(self.text)
 
 
-@dataclass(slots=True)
 class _Candidate:
-    fact_id: str
-    category: str
-    protected: bool
-    line: str
-    fields: dict[str, object]  # what the policy reads, under a positional id
-    rank: int = 0
-    score: float = 0.0
-    tokens: int = 0
+    __slots__ = ("category", "fact_id", "fields", "line", "protected", "rank", "score", "tokens")
+
+    def __init__(
+        self,
+        fact_id: str,
+        category: str,
+        protected: bool,
+        line: str,
+        fields: dict[str, object],  # what the policy reads, under a positional id
+    ) -> None:
+        self.fact_id = fact_id
+        self.category = category
+        self.protected = protected
+        self.line = line
+        self.fields = fields
+        self.rank = 0
+        self.score = 0.0
+        self.tokens = 0
 
 
 def build_injection(

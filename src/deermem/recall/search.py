@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 from pydantic import BaseModel
 
@@ -198,7 +198,6 @@ class VectorSource(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
 class Meaning:
     """What a search by meaning needs: the embedder, and the store's own vectors.
 
@@ -209,10 +208,13 @@ class Meaning:
             (PostgreSQL) does not embed every fact again.
     """
 
-    embedder: Embedder
-    scope: Scope
-    source: VectorSource
-    _queries: dict[str, QueryVector] = field(default_factory=dict, repr=False)
+    __slots__ = ("_queries", "embedder", "scope", "source")
+
+    def __init__(self, embedder: Embedder, scope: Scope, source: VectorSource) -> None:
+        self.embedder = embedder
+        self.scope = scope
+        self.source = source
+        self._queries: dict[str, QueryVector] = {}
 
     def query(self, text: str) -> QueryVector:
         """The query's vectors, embedded once per search (library and archive share them)."""
@@ -222,8 +224,7 @@ class Meaning:
         return vector
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One fact as fusion sees it.
 
     Attributes:
@@ -432,8 +433,7 @@ def _no_archive(_: Sequence[str]) -> list[FactLike]:
     return []
 
 
-@dataclass(frozen=True, slots=True)
-class ArchiveSource:
+class ArchiveSource(NamedTuple):
     """A scope's archive, as the index follows it.
 
     Attributes:
@@ -449,8 +449,7 @@ class ArchiveSource:
     load: Callable[[Sequence[str]], Iterable[FactLike]]
 
 
-@dataclass(frozen=True, slots=True)
-class MissedHit:
+class MissedHit(NamedTuple):
     """An archived fact that would have been among a search's results.
 
     Attributes:
@@ -652,8 +651,7 @@ class SearchResult(BaseModel):
         return self.score / (1.0 + self.score) if self.score > 0 else 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class SearchFindings:
+class SearchFindings(NamedTuple):
     """A search's results, and the archived facts it missed.
 
     Attributes:

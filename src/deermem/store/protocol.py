@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from deermem.model import Fact, Scope
 from deermem.store.records import (
@@ -97,8 +97,7 @@ class ScopeSnapshot:
         return fact_id in self.by_id
 
 
-@dataclass(frozen=True, slots=True)
-class FactWrite:
+class FactWrite(NamedTuple):
     """Write one fact.
 
     Attributes:
@@ -115,8 +114,7 @@ class FactWrite:
     create: bool
 
 
-@dataclass(frozen=True, slots=True)
-class FactDelete:
+class FactDelete(NamedTuple):
     """Delete one fact; ``expected_revision`` (if given) must be its stored revision."""
 
     fact_id: str
@@ -182,8 +180,7 @@ class ChangeSet:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class CommitResult:
+class CommitResult(NamedTuple):
     """What a commit did.
 
     Attributes:
@@ -469,8 +466,11 @@ ERASED_COUNTS = (
 """What :meth:`Store.erase_user` counts: the keys of :meth:`UserDump.counts`."""
 
 
-@dataclass(frozen=True)
-class ScopeDump:
+# The default of a dump's mapping fields: empty, and shared, so never changed.
+_NONE: Final[Mapping[Any, Any]] = MappingProxyType({})
+
+
+class ScopeDump(NamedTuple):
     """Everything one agent of a user holds.
 
     Attributes:
@@ -487,12 +487,12 @@ class ScopeDump:
 
     agent: str
     facts: tuple[Fact, ...] = ()
-    usage: Mapping[str, UsageEntry] = field(default_factory=dict)
+    usage: Mapping[str, UsageEntry] = _NONE
     events: tuple[object, ...] = ()
     archive: tuple[ArchiveEntry, ...] = ()
     marks: tuple[ThreadMark, ...] = ()
     regret: tuple[object, ...] = ()
-    shadow: Mapping[str, object] = field(default_factory=dict)
+    shadow: Mapping[str, object] = _NONE
 
     @property
     def empty(self) -> bool:
@@ -518,8 +518,7 @@ class ScopeDump:
         }
 
 
-@dataclass(frozen=True)
-class UserDump:
+class UserDump(NamedTuple):
     """Everything a store holds for one user (``None``: the single-user layout)."""
 
     user_id: str | None

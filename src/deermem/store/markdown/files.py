@@ -45,7 +45,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar
@@ -847,8 +846,12 @@ _BREAKS: Final = "\n\x85\u2028\u2029"
 _BLANKS: Final = "\0 \t\r\n\x85\u2028\u2029"
 # Characters only double quotes can hold (with allow_unicode): not printable
 # in YAML's sense — controls, DEL..U+009F but U+0085, surrogates, U+FEFF,
-# U+FFFE, U+FFFF and U+10FFFF (the emitter's range stops one short).
-_SPECIAL: Final = "[^\n\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe]"
+# U+FFFE, U+FFFF and U+10FFFF (the emitter's range stops one short). Written
+# as that list rather than as the complement of the printable ranges: the same
+# characters, but the complement's tens of thousands of code points cost
+# milliseconds to compile at every start-up (tests/test_store_frontmatter.py
+# compares both spellings on every code point).
+_SPECIAL: Final = "[\x00-\x09\x0b-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufeff\ufffe\uffff\U0010ffff]"
 # Double quotes: a special character, or a space next to a line break.
 _NEEDS_DOUBLE: Final = re.compile(f"{_SPECIAL}|[{_BREAKS}] | [{_BREAKS}]")
 # Not plain (given no special character): a leading indicator or space, a
@@ -862,8 +865,12 @@ _NOT_PLAIN: Final = re.compile(
     "| \\Z"
     f"|[{_BREAKS}]"
 )
-# Characters a double-quoted scalar escapes (astral ones too, unlike the others).
-_ESCAPED: Final = re.compile('["\\\\\x85\u2028\u2029\ufeff]|[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]')
+# Characters a double-quoted scalar escapes (astral ones too, unlike the
+# others): ``"``, ``\\``, U+2028, U+2029, U+FEFF and everything outside
+# U+0020..U+007E, U+00A0..U+D7FF and U+E000..U+FFFD (listed, as above).
+_ESCAPED: Final = re.compile(
+    '["\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe-\U0010ffff]'
+)
 # Single-quoted text, cut where the writer may act: quotes, space runs, break runs, words.
 _SINGLE_TOKENS: Final = re.compile(f"'|[ ]+|[{_BREAKS}]+|[^' {_BREAKS}]+")
 _SPACE_RUNS: Final = re.compile("( +)")
@@ -1234,8 +1241,7 @@ class Owner(NamedTuple):
     agent: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(NamedTuple):
     """A directory that holds data no scope can be read from, and why (names no owner)."""
 
     path: Path

@@ -56,9 +56,8 @@ import shutil
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from deermem.errors import CorruptMemoryFile, StoreNeedsRecovery, UnsafeIdentifierError
 from deermem.model import FACT_ID_PATTERN, normalise_agent
@@ -91,16 +90,14 @@ STATE_PREPARED: Final = "deermem-prepared"
 _STATE_COMMITTED: Final = "committed"
 
 
-@dataclass(frozen=True, slots=True)
-class FileChange:
+class FileChange(NamedTuple):
     """One file a commit replaces (``data``) or removes (``data is None``)."""
 
     path: Path
     data: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
-class JournalInfo:
+class JournalInfo(NamedTuple):
     """What the journal says about the commit, for people and for recovery tools."""
 
     agent: str

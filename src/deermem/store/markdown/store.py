@@ -35,7 +35,6 @@ unchanged. What this class adds on top of the modules it composes:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -790,7 +789,7 @@ class MarkdownTransaction:
         result, self._snapshot = self._store._commit_locked(
             self._scope, self._user, self._snapshot, changes, self._claims, archive
         )
-        return dataclasses.replace(result, redacted=redacted) if redacted else result
+        return result._replace(redacted=redacted) if redacted else result
 
 
 # ---------------------------------------------------------------------------

@@ -880,7 +880,7 @@ class PostgresTransaction:
             self._open = False
         if snapshot is not None:
             self._store._cache.put(self._scope, snapshot.version, snapshot)
-        return dataclasses.replace(result, redacted=redacted) if redacted else result
+        return result._replace(redacted=redacted) if redacted else result
 
     def purge(self, fact_id: str) -> None:
         """Delete an archive entry (even one too damaged to read); see :meth:`Store.purge`."""
