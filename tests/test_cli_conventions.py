@@ -102,13 +102,15 @@ def test_the_help_listing_is_the_one_of_the_loaded_commands(
         (["facts", "list", "--help"], ["facts"]),
         (["facts", "list"], ["facts"]),
         (["mcp", "--help"], ["service"]),
-        (["eval", "--help"], ["eval"]),
+        (["eval", "--help"], ["eval", "progress"]),
+        (["reindex", "--help"], ["progress", "store"]),
     ],
 )
 def test_a_command_imports_its_own_module_only(
     args: list[str], loaded: list[str], tmp_path: Path
 ) -> None:
-    """Issue 21: start-up pays for the command that runs, not for every command."""
+    """Issue 21: start-up pays for the command that runs, not for every command — rich's
+    progress display too, which only whole-store work and the evaluation show."""
     Memory.open(tmp_path).create_fact("Uses uv", category="preference")
     script = (
         "import contextlib, io, sys\n"
@@ -116,6 +118,7 @@ def test_a_command_imports_its_own_module_only(
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    main(['--root', {str(tmp_path)!r}, *{args!r}])\n"
         "print(sorted(m for m in sys.modules if m.startswith('deermem.cli.')))\n"
+        "print('rich.progress' in sys.modules)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
@@ -123,7 +126,9 @@ def test_a_command_imports_its_own_module_only(
     expected = sorted(
         ["deermem.cli.app", "deermem.cli.output", *(f"deermem.cli.{m}" for m in loaded)]
     )
-    assert done.stdout.strip() == repr(expected)
+    modules, progress = done.stdout.splitlines()
+    assert modules == repr(expected)
+    assert progress == repr("progress" in loaded)
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "deermem")

@@ -27,7 +27,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli.output import err_console, out_console, print_json, progress_bar
+from deermem.cli.output import err_console, out_console, print_json
+from deermem.cli.progress import progress_bar
 from deermem.eval import (
     CHARTS_EXTRA,
     PROVIDER_LOCAL,
@@ -651,7 +652,7 @@ class AnswerProgress:
     """Shows how far a ``run-qa`` has got, on standard error.
 
     A terminal gets the command line's one progress bar
-    (:func:`~deermem.cli.output.progress_bar`); a run in CI or with its
+    (:func:`~deermem.cli.progress.progress_bar`); a run in CI or with its
     output redirected gets one line when the calls start and one per finished
     call, so a log holds no control codes. Use it as a context manager; pass
     :meth:`start` and :meth:`advance` to :func:`deermem.eval.qa.run_qa`.

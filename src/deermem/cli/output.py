@@ -11,7 +11,7 @@
   empty memory that hides a mistyped path.
 * **Output**: one console for results and one for errors, :func:`print_json`
   (sorted keys, so scripts and diffs see a stable order), one-line errors
-  (:func:`fail`), one progress display (:func:`progress_bar`).
+  (:func:`fail`); the progress display is :mod:`deermem.cli.progress`.
 * **Tables and sentences** for people: facts, receipts, why a fact left.
   Everything a user or a model wrote is escaped before rich sees it.
 """
@@ -30,7 +30,6 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from deermem.config import ResolvedConfig, is_new_root, resolve_config
@@ -54,7 +53,6 @@ __all__ = [
     "out_console",
     "print_error",
     "print_json",
-    "progress_bar",
     "read_stdin_text",
     "receipt_table",
 ]
@@ -98,23 +96,6 @@ def read_stdin_text(what: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         fail(f"standard input: {what} is not UTF-8 text (byte {error.start})")
-
-
-def progress_bar(label: str, *, quiet: bool) -> Progress:
-    """A transient bar on standard error for long whole-store work.
-
-    Hidden when ``quiet`` (``--json`` output) or when standard error is not
-    a terminal, so scripts and logs get no control characters.
-    """
-    return Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=quiet or not sys.stderr.isatty(),
-    )
 
 
 # --- the global options -----------------------------------------------------------------

@@ -23,9 +23,9 @@ from deermem.cli.output import (
     out_console,
     print_error,
     print_json,
-    progress_bar,
     read_stdin_text,
 )
+from deermem.cli.progress import progress_bar
 from deermem.config import (
     STORE_SETTINGS_FILENAME,
     MemoryConfig,
