@@ -26,6 +26,10 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``context`` / ``search`` — ``Memory.context()`` and ``Memory.search`` of two
   words on that scope (one memory, warm);
 * ``facts`` — the whole command ``deermem facts list`` on it, start-up included;
+* ``learn`` — ``Memory.learn`` of a new two-message conversation on it: the
+  model (a scripted OpenAI-compatible server on 127.0.0.1, in the worker)
+  answers two new facts, so each learn admits them at the cap (evictions,
+  receipts) in one commit;
 * ``floor`` — no deermem at all: the commit protocol's four dependent flush
   rounds (a journal's content, its name, a file's name, the journal's removal),
   one fsync each, on the same file system: what a commit cannot go below.
@@ -96,7 +100,7 @@ class Fixtures:
 def _make(case: str, root: Path) -> Callable[[int], float]:
     if case == "floor":
         return lambda _: _timed(partial(_four_rounds, root))
-    if case in ("open", "context", "search", "facts", "create", "hybrid", "shadow"):
+    if case in ("open", "context", "search", "facts", "create", "hybrid", "shadow", "learn"):
         return _public(case, root)
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
 
@@ -210,11 +214,18 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
     # Search by keyword in every version: a tree from before search by meaning has no other
     # mode, and this bench compares the store's paths, not the embedding models (bench_recall).
     keyword = {"search_mode": "keyword"} if "search_mode" in MemoryConfig.model_fields else {}
+    model: dict[str, object] = {}
+    if case == "learn":
+        from deermem.testing import ScriptedChatServer
+
+        server = ScriptedChatServer().start()  # lives as long as the worker
+        model = {"model": {"model": "scripted", "base_url": server.url, "api_key_env": None}}
     config = MemoryConfig(
         max_facts=100,
         fact_eviction_policy="hybrid-v1" if case == "hybrid" else "confidence",
         fact_eviction_shadow_enabled=case == "shadow",
         **keyword,
+        **model,
     )
     clock = lambda: datetime(2026, 1, 1, tzinfo=UTC)  # noqa: E731
 
@@ -255,6 +266,27 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
         return create
     if case == "context":
         return lambda _: _timed(warm.context)
+    if case == "learn":
+
+        def learn(number: int) -> float:
+            new = [
+                {
+                    "content": f"The user now prefers option {number}{part}.",
+                    "category": "preference",
+                    "confidence": 0.9,
+                    # What the scope gate asks of a fact it keeps (docs/update.md).
+                    "scope": "user",
+                    "durability": "durable",
+                    "authority": "descriptive",
+                }
+                for part in ("a", "b")
+            ]
+            server.enqueue(json.dumps({"user": {}, "history": {}, "newFacts": new}))
+            said = f"I switched to option {number} for my projects."
+            talk = [{"role": "user", "content": said}, {"role": "assistant", "content": "Noted."}]
+            return _timed(lambda: warm.learn(f"thread-{number}", talk))
+
+        return learn
     return lambda n: _timed(lambda: warm.search(f"{_TOPICS[n % len(_TOPICS)]} number"))
 
 
