@@ -11,8 +11,10 @@ server whose script is empty, so their jobs fail fast without a network.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 import schemathesis
@@ -24,6 +26,7 @@ from schemathesis.specs.openapi.checks import (
     positive_data_acceptance,
 )
 
+from deermem.model import USER_ID_PATTERN
 from deermem.testing import ScriptedChatServer
 
 from ..served_store import KINDS, ServedStore
@@ -35,6 +38,11 @@ from .conftest import LiveServer, start_server
 # stores; the PostgreSQL run is a short one, for what only a database refuses (a
 # user id with a NUL character, say) and for its errors' mapping to problems.
 EXAMPLES = {"markdown": 25, "postgres": 5}
+
+
+def _documented_user_id(value: object) -> bool:
+    """Whether a drawn path's user id (percent-encoded) matches the documented pattern."""
+    return not isinstance(value, str) or re.fullmatch(USER_ID_PATTERN, unquote(value)) is not None
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -81,7 +89,12 @@ def test_every_operation_answers_as_documented(
             # document (each fact passes the memory's full validation).
             drawn_cursor = bool(case.query) and "cursor" in case.query
             document = case.method == "PUT" and case.path.endswith("/document")
-            excluded: list[Any] = [positive_data_acceptance] if drawn_cursor or document else []
+            # schemathesis now and then draws a "valid" user id outside the documented
+            # pattern (a control character, seen with --hypothesis-seed=22326909911199006
+            # 162308029901606822749): not schema-valid data, so its 422 is right.
+            off_pattern = not _documented_user_id((case.path_parameters or {}).get("user"))
+            refusable = drawn_cursor or document or off_pattern
+            excluded: list[Any] = [positive_data_acceptance] if refusable else []
             # Unknown query parameters are ignored, as HTTP APIs do; schemathesis counts
             # them as invalid data, so invalid input is checked for no 5xx and a
             # documented problem answer rather than for a 4xx.
