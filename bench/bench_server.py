@@ -34,17 +34,34 @@ settings: the bare framework's cost per request and its highest rate.
 
     uv run python -m bench.bench_server --open-loop [--store postgres] [--search-mode keyword]
     uv run python -m bench.bench_server --open-loop --floor
+
+**In process** (``--in-process``): the application's own CPU per context and
+search request, without sockets or uvicorn — the HTTP API's ASGI application
+(:func:`deermem.service.http.app.create_app`) called in this process as
+uvicorn calls it, on an event loop, its synchronous parts in the thread pool,
+for ``--users`` users of 10 facts each in a Markdown store, every user warm.
+A sample is the process's CPU time (every thread's) over ``--requests``
+requests of one kind, back to back or ``--pace-ms`` apart (a request to an
+idle server, as the open loop's kinds alone at 40/s, costs ≈ 2× the CPU of
+one among many: the caches are cold). With ``--baseline SRC`` a second
+process runs the same requests with deermem imported from another tree's
+``src`` (each on its own copy of the store), sample by sample in
+alternation; the ratio of the medians is the result.
+
+    uv run python -m bench.bench_server --in-process --search-mode keyword --baseline ../main/src
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import json
 import os
 import platform
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -62,6 +79,7 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 import yaml
+from starlette.types import Message
 
 from deermem.service.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
@@ -543,6 +561,197 @@ def serve_floor(port: int, workers: int) -> None:
     )
 
 
+# --- in process: the application's own CPU per request ------------------------------------
+
+
+IN_PROCESS_KINDS = ("context", "search")
+FACTS_PER_USER = 10
+
+
+def seed_store(root: Path, config_file: Path, users: list[str]) -> str:
+    """A Markdown store of ``users`` with FACTS_PER_USER facts each, and an admin token."""
+    from deermem.config import load_config
+    from deermem.memory import Memory
+
+    memory = Memory.open_unscoped(root, load_config(config_file))
+    try:
+        for user in users:
+            facts = [
+                {"content": f"seed fact {n} about {WORDS[n % len(WORDS)]}", "confidence": 0.8}
+                for n in range(FACTS_PER_USER)
+            ]
+            memory.scoped(user=user, agent="bench").import_document({"facts": facts})
+    finally:
+        memory.close()
+    tokens = TokenFile(root / ".server" / "tokens.json")
+    return tokens.add(admin=True, name="bench", now=datetime.now(UTC)).token
+
+
+class InProcessApp:
+    """The HTTP API's ASGI application over a store, called as uvicorn calls it."""
+
+    def __init__(self, root: Path, config_file: Path, users: list[str], token: str) -> None:
+        from deermem.service.http.app import create_app
+        from deermem.service.settings import ServerSettings
+
+        settings = ServerSettings(root=str(root), config_file=str(config_file))
+        self.app = create_app(settings)
+        self.users = users
+        self.headers = [
+            (b"host", b"127.0.0.1:8765"),
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"accept", b"*/*"),
+        ]
+
+    async def get(self, path: str, query: str = "") -> int:
+        """One GET answered in full; its status."""
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": self.headers,
+            "client": ("127.0.0.1", 40000),
+            "server": ("127.0.0.1", 8765),
+        }
+        status = 0
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+
+        await self.app(scope, receive, send)
+        return status
+
+    async def run(self, kind: str, count: int, pace: float) -> float:
+        """CPU milliseconds per request over ``count`` requests of ``kind``, ``pace`` s apart."""
+        started = time.process_time()
+        for n in range(count):
+            if pace:
+                await asyncio.sleep(pace)
+            base = f"/v1/users/{self.users[n % len(self.users)]}/agents/bench"
+            if kind == "context":
+                status = await self.get(f"{base}/context")
+            else:
+                status = await self.get(f"{base}/search", urlencode({"q": WORDS[n % len(WORDS)]}))
+            if status != 200:
+                raise RuntimeError(f"{kind}: answered {status}")
+        return 1000 * (time.process_time() - started) / count
+
+
+def in_process_worker(root: Path, users: int) -> None:
+    """Serve the store at ``root`` (``deermem.yaml`` and the token beside it): answer
+    ``kind count pace`` lines on stdin with the CPU ms per request, as JSON."""
+    import deermem
+
+    names = [f"user{n:03d}" for n in range(users)]
+    token = (root.parent / "token").read_text()
+    served = InProcessApp(root, root.parent / "deermem.yaml", names, token)
+
+    async def serve() -> None:
+        for kind in IN_PROCESS_KINDS:  # every user warm in every kind
+            await served.run(kind, len(names), 0.0)
+        print(json.dumps(deermem.__file__), flush=True)
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            kind, count, pace = line.split()
+            cpu = await served.run(kind, int(count), float(pace))
+            print(json.dumps(cpu), flush=True)
+
+    asyncio.run(serve())
+
+
+class InProcessWorker:
+    """A process serving requests in-process with deermem imported from one source tree."""
+
+    def __init__(self, source: Path, root: Path, users: int) -> None:
+        command = [sys.executable, "-m", "bench.bench_server", "--in-process-worker", str(root)]
+        self._process = subprocess.Popen(
+            [*command, "--users", str(users)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(source)},
+            cwd=Path(__file__).parent.parent,  # this checkout's bench package
+        )
+        self.imported = json.loads(self._line())
+
+    def _line(self) -> str:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError("an in-process worker ended early")
+        return line
+
+    def ask(self, kind: str, count: int, pace: float) -> float:
+        assert self._process.stdin is not None
+        self._process.stdin.write(f"{kind} {count} {pace}\n")
+        self._process.stdin.flush()
+        return float(json.loads(self._line()))
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait()
+
+
+def run_in_process(args: argparse.Namespace, tmp: Path) -> None:
+    """CPU per context and search request in-process, this tree (and ``--baseline``'s),
+    alternated sample by sample; print the medians and their ratio."""
+    users = [f"user{n:03d}" for n in range(args.users)]
+    seed = tmp / "seed"
+    seed.mkdir()
+    config = {"max_facts": MAX_FACTS, "search_mode": args.search_mode}
+    (seed / "deermem.yaml").write_text(yaml.safe_dump(config))
+    (seed / "token").write_text(seed_store(seed / "store", seed / "deermem.yaml", users))
+    sources = {"this": Path(__file__).resolve().parents[1] / "src"}
+    if args.baseline is not None:
+        sources = {"baseline": args.baseline.resolve(), **sources}
+    workers: dict[str, InProcessWorker] = {}
+    try:
+        for name, source in sources.items():
+            shutil.copytree(seed, tmp / name)
+            workers[name] = InProcessWorker(source, tmp / name / "store", args.users)
+            print(f"{name}: deermem from {workers[name].imported}")
+        pace = args.pace_ms / 1000
+        samples: dict[tuple[str, str], list[float]] = defaultdict(list)
+        loads = [os.getloadavg()[0]]
+        for number in range(args.rounds):
+            order = list(workers) if number % 2 == 0 else list(reversed(workers))
+            for kind in IN_PROCESS_KINDS:
+                for name in order:
+                    samples[kind, name].append(workers[name].ask(kind, args.requests, pace))
+            loads.append(os.getloadavg()[0])
+    finally:
+        for worker in workers.values():
+            worker.close()
+    print(
+        f"{args.rounds} rounds of {args.requests} requests per kind, "
+        f"{'back to back' if not pace else f'{args.pace_ms:g} ms apart'}, "
+        f"load average {min(loads):.2f}-{max(loads):.2f}:"
+    )
+    for kind in IN_PROCESS_KINDS:
+        medians = {name: statistics.median(samples[kind, name]) for name in workers}
+        line = "  ".join(f"{name} {value:.3f} ms" for name, value in medians.items())
+        if args.baseline is not None:
+            this, other = samples[kind, "this"], samples[kind, "baseline"]
+            fewer = sum(a < b for a, b in zip(this, other, strict=True))
+            line += (
+                f"  ratio this/baseline {medians['this'] / medians['baseline']:.2f} "
+                f"(this cheaper in {fewer}/{len(this)} rounds)"
+            )
+        print(f"  {kind:<8} CPU per request: {line}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", choices=("markdown", "postgres"), default="markdown")
@@ -563,10 +772,31 @@ def main() -> int:
         "are installed: ~25 ms of CPU per search; keyword is FTS5 alone)",
     )
     parser.add_argument("--floor", action="store_true", help="the bare FastAPI route instead")
+    parser.add_argument(
+        "--in-process", action="store_true", help="the application's CPU per request, no sockets"
+    )
+    parser.add_argument("--baseline", type=Path, help="with --in-process: alternate with this src")
+    parser.add_argument("--rounds", type=int, default=10, help="with --in-process")
+    parser.add_argument("--requests", type=int, default=400, help="with --in-process, per sample")
+    parser.add_argument("--pace-ms", type=float, default=0.0, help="with --in-process")
     parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--in-process-worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_floor:
         serve_floor(args.serve_floor, args.workers)
+        return 0
+    if args.in_process_worker:
+        in_process_worker(args.in_process_worker, args.users)
+        return 0
+    if args.in_process:
+        with tempfile.TemporaryDirectory() as scratch:
+            print(
+                f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+                f"{os.cpu_count()} cores; in process, {args.users} users of "
+                f"{FACTS_PER_USER} facts, search {args.search_mode}",
+                flush=True,
+            )
+            run_in_process(args, Path(scratch))
         return 0
     if args.floor:
         args.open_loop = True
