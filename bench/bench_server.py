@@ -35,6 +35,13 @@ settings: the bare framework's cost per request and its highest rate.
     uv run python -m bench.bench_server --open-loop [--store postgres] [--search-mode keyword]
     uv run python -m bench.bench_server --open-loop --floor
 
+``--kinds-only`` runs the kinds alone only (``--kinds``, by default context
+and search), ``--rounds`` times; with ``--baseline SRC`` a second server,
+deermem imported from another tree's ``src``, gets the same requests, the two
+in alternation: the ratio of the medians is the result.
+
+    uv run python -m bench.bench_server --kinds-only --search-mode keyword --baseline ../main/src
+
 **In process** (``--in-process``): the application's own CPU per context and
 search request, without sockets or uvicorn — the HTTP API's ASGI application
 (:func:`deermem.service.http.app.create_app`) called in this process as
@@ -286,9 +293,12 @@ class Server:
         return tree_cpu_seconds(roots)
 
 
-def start_server(args: argparse.Namespace, stack: contextlib.ExitStack, tmp: Path) -> Server:
+def start_server(
+    args: argparse.Namespace, stack: contextlib.ExitStack, tmp: Path, source: Path | None = None
+) -> Server:
     """``deermem serve`` on the store under test (or the floor's app), answering;
-    stopped when ``stack`` closes."""
+    stopped when ``stack`` closes. ``source``: import deermem from this ``src`` instead."""
+    tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = tmp / "server.log"
     store: ServerStore | None = None
@@ -313,6 +323,8 @@ def start_server(args: argparse.Namespace, stack: contextlib.ExitStack, tmp: Pat
             "--log-level", "warning", "--max-pending-jobs", "256", *store.serve_options,
         ]  # fmt: skip
         environ = {**os.environ, **store.environ}
+        if source is not None:
+            environ["PYTHONPATH"] = str(source)
     with log.open("wb") as stderr:
         process = subprocess.Popen(command, stderr=stderr, env=environ)
 
@@ -468,11 +480,7 @@ def run_open_loop(args: argparse.Namespace, server: Server) -> list[str]:
     every = Results()
     kinds = ("hello",) if args.floor else tuple(op for op, _ in MIX)
     mix = ["hello"] if args.floor else [op for op, weight in MIX for _ in range(weight)]
-    # Warm-up (both workers up, every user with facts), then the idle rate.
-    warm = schedule(["hello"] if args.floor else ["create"], 2 * len(users), users, seed=1)
-    open_loop(server, warm, args.kind_rate, every, 0.0)
-    time.sleep(1.0)
-    idle = idle_cpu_rate(server)
+    idle = warm_up(args, server, users, every)
     print(f"server idle CPU: {idle * 1000:.1f} ms/s")
     print(f"per request, each kind alone at {args.kind_rate:.0f}/s for {args.kind_seconds:.0f} s:")
     for number, kind in enumerate(kinds):
@@ -517,6 +525,58 @@ def run_open_loop(args: argparse.Namespace, server: Server) -> list[str]:
     if args.floor:
         return []
     return check_invariants(server.url, server.token, every)
+
+
+def warm_up(args: argparse.Namespace, server: Server, users: list[str], every: Results) -> float:
+    """Both workers up, every user with facts; then the server's idle CPU rate."""
+    warm = schedule(["hello"] if args.floor else ["create"], 2 * len(users), users, seed=1)
+    open_loop(server, warm, args.kind_rate, every, 0.0)
+    time.sleep(1.0)
+    return idle_cpu_rate(server)
+
+
+def run_kinds_only(args: argparse.Namespace, servers: dict[str, Server]) -> None:
+    """Each of ``--kinds`` alone at ``--kind-rate``, as the open loop measures them, on each
+    server in turn (the order alternating), ``--rounds`` times; print the server CPU per
+    request by kind, its median per server and, with two servers, the ratio."""
+    users = [f"user{n:03d}" for n in range(args.users)]
+    kinds = args.kinds.split(",")
+    idle = {name: warm_up(args, server, users, Results()) for name, server in servers.items()}
+    cpu: dict[tuple[str, str], list[float]] = defaultdict(list)
+    loads = [os.getloadavg()[0]]
+    for number in range(args.rounds):
+        order = list(servers) if number % 2 == 0 else list(reversed(servers))
+        for index, kind in enumerate(kinds):
+            count = int(args.kind_rate * args.kind_seconds)
+            for name in order:
+                # The same requests on each server.
+                requests = schedule([kind], count, users, 1000 * number + 10 + index)
+                settle = 3.0 if kind == "conversation" else 0.0
+                step = open_loop(
+                    servers[name], requests, args.kind_rate, Results(), idle[name], settle
+                )
+                cpu[kind, name].append(1000 * step.server_cpu / step.sent)
+                print(
+                    f"  round {number + 1} {kind:<13} {name:<8} {cpu[kind, name][-1]:6.2f} ms",
+                    flush=True,
+                )
+        loads.append(os.getloadavg()[0])
+    print(
+        f"server CPU per request, each kind alone at {args.kind_rate:.0f}/s for "
+        f"{args.kind_seconds:.0f} s, median of {args.rounds} rounds, "
+        f"load average {min(loads):.2f}-{max(loads):.2f}:"
+    )
+    for kind in kinds:
+        medians = {name: statistics.median(cpu[kind, name]) for name in servers}
+        line = "  ".join(f"{name} {value:.2f} ms" for name, value in medians.items())
+        if "baseline" in servers:
+            this, other = cpu[kind, "this"], cpu[kind, "baseline"]
+            fewer = sum(a < b for a, b in zip(this, other, strict=True))
+            line += (
+                f"  ratio this/baseline {medians['this'] / medians['baseline']:.2f} "
+                f"(this cheaper in {fewer}/{len(this)} rounds)"
+            )
+        print(f"  {kind:<13} {line}")
 
 
 def _merge(into: Results, results: Results) -> None:
@@ -775,8 +835,18 @@ def main() -> int:
     parser.add_argument(
         "--in-process", action="store_true", help="the application's CPU per request, no sockets"
     )
-    parser.add_argument("--baseline", type=Path, help="with --in-process: alternate with this src")
-    parser.add_argument("--rounds", type=int, default=10, help="with --in-process")
+    parser.add_argument(
+        "--kinds-only",
+        action="store_true",
+        help="the open loop's kinds alone, --rounds times (against --baseline's server too)",
+    )
+    parser.add_argument("--kinds", default="context,search", help="with --kinds-only")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="with --in-process or --kinds-only: alternate with deermem imported from this src",
+    )
+    parser.add_argument("--rounds", type=int, default=10, help="with --in-process/--kinds-only")
     parser.add_argument("--requests", type=int, default=400, help="with --in-process, per sample")
     parser.add_argument("--pace-ms", type=float, default=0.0, help="with --in-process")
     parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
@@ -803,6 +873,21 @@ def main() -> int:
 
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        if args.kinds_only:
+            servers = {}
+            if args.baseline is not None:
+                servers["baseline"] = start_server(
+                    args, stack, tmp / "baseline", args.baseline.resolve()
+                )
+            servers["this"] = start_server(args, stack, tmp / "this")
+            print(
+                f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+                f"{os.cpu_count()} cores; {args.store} store, {args.workers} workers, "
+                f"{args.users} users, search {args.search_mode}; servers: {', '.join(servers)}",
+                flush=True,
+            )
+            run_kinds_only(args, servers)
+            return 0
         server = start_server(args, stack, tmp)
         print(
             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
