@@ -182,6 +182,9 @@ def test_a_request_hands_the_thread_pool_only_its_routes_work(
     assert server.client().get(f"{ALICE}/search", params={"q": "uv"}).status_code == 401
     forged = server.client(tokens["alice"][:-4] + "AAAA")
     assert forged.get(f"{ALICE}/context").json()["reason"] == "invalid"
+    for header in ("Bearer", f"Basic {tokens['alice']}", tokens["alice"]):
+        refused = server.client().get(f"{ALICE}/context", headers={"Authorization": header})
+        assert (refused.status_code, refused.json()["reason"]) == (401, "malformed"), header
 
 
 def test_every_route_of_a_scope_declares_the_bearer_scheme(tmp_path: Path) -> None:
