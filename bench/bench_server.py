@@ -45,7 +45,7 @@ in alternation: the ratio of the medians is the result.
 **In process** (``--in-process``): the application's own CPU per context and
 search request, without sockets or uvicorn — the HTTP API's ASGI application
 (:func:`deermem.service.http.app.create_app`) called in this process as
-uvicorn calls it, on an event loop, its synchronous parts in the thread pool,
+uvicorn calls it, on uvloop, its synchronous parts in the thread pool,
 for ``--users`` users of 10 facts each in a Markdown store, every user warm.
 A sample is the process's CPU time (every thread's) over ``--requests``
 requests of one kind, back to back or ``--pace-ms`` apart (a request to an
@@ -87,6 +87,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import yaml
 from starlette.types import Message
+from uvloop import new_event_loop
 
 from deermem.service.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
@@ -727,7 +728,9 @@ def in_process_worker(root: Path, users: int) -> None:
             cpu = await served.run(kind, int(count), float(pace))
             print(json.dumps(cpu), flush=True)
 
-    asyncio.run(serve())
+    # uvloop, as uvicorn's `--loop auto` picks it (the server extra installs it).
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(serve())
 
 
 class InProcessWorker:
