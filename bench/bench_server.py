@@ -34,17 +34,41 @@ settings: the bare framework's cost per request and its highest rate.
 
     uv run python -m bench.bench_server --open-loop [--store postgres] [--search-mode keyword]
     uv run python -m bench.bench_server --open-loop --floor
+
+``--kinds-only`` runs the kinds alone only (``--kinds``, by default context
+and search), ``--rounds`` times; with ``--baseline SRC`` a second server,
+deermem imported from another tree's ``src``, gets the same requests, the two
+in alternation: the ratio of the medians is the result.
+
+    uv run python -m bench.bench_server --kinds-only --search-mode keyword --baseline ../main/src
+
+**In process** (``--in-process``): the application's own CPU per context and
+search request, without sockets or uvicorn — the HTTP API's ASGI application
+(:func:`deermem.service.http.app.create_app`) called in this process as
+uvicorn calls it, on uvloop, its synchronous parts in the thread pool,
+for ``--users`` users of 10 facts each in a Markdown store, every user warm.
+A sample is the process's CPU time (every thread's) over ``--requests``
+requests of one kind, back to back or ``--pace-ms`` apart (a request to an
+idle server, as the open loop's kinds alone at 40/s, costs ≈ 2× the CPU of
+one among many: the caches are cold). With ``--baseline SRC`` a second
+process runs the same requests with deermem imported from another tree's
+``src`` (each on its own copy of the store), sample by sample in
+alternation; the ratio of the medians is the result.
+
+    uv run python -m bench.bench_server --in-process --search-mode keyword --baseline ../main/src
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import json
 import os
 import platform
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -62,6 +86,8 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 import yaml
+from starlette.types import Message
+from uvloop import new_event_loop
 
 from deermem.service.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
@@ -268,9 +294,12 @@ class Server:
         return tree_cpu_seconds(roots)
 
 
-def start_server(args: argparse.Namespace, stack: contextlib.ExitStack, tmp: Path) -> Server:
+def start_server(
+    args: argparse.Namespace, stack: contextlib.ExitStack, tmp: Path, source: Path | None = None
+) -> Server:
     """``deermem serve`` on the store under test (or the floor's app), answering;
-    stopped when ``stack`` closes."""
+    stopped when ``stack`` closes. ``source``: import deermem from this ``src`` instead."""
+    tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = tmp / "server.log"
     store: ServerStore | None = None
@@ -295,6 +324,8 @@ def start_server(args: argparse.Namespace, stack: contextlib.ExitStack, tmp: Pat
             "--log-level", "warning", "--max-pending-jobs", "256", *store.serve_options,
         ]  # fmt: skip
         environ = {**os.environ, **store.environ}
+        if source is not None:
+            environ["PYTHONPATH"] = str(source)
     with log.open("wb") as stderr:
         process = subprocess.Popen(command, stderr=stderr, env=environ)
 
@@ -450,11 +481,7 @@ def run_open_loop(args: argparse.Namespace, server: Server) -> list[str]:
     every = Results()
     kinds = ("hello",) if args.floor else tuple(op for op, _ in MIX)
     mix = ["hello"] if args.floor else [op for op, weight in MIX for _ in range(weight)]
-    # Warm-up (both workers up, every user with facts), then the idle rate.
-    warm = schedule(["hello"] if args.floor else ["create"], 2 * len(users), users, seed=1)
-    open_loop(server, warm, args.kind_rate, every, 0.0)
-    time.sleep(1.0)
-    idle = idle_cpu_rate(server)
+    idle = warm_up(args, server, users, every)
     print(f"server idle CPU: {idle * 1000:.1f} ms/s")
     print(f"per request, each kind alone at {args.kind_rate:.0f}/s for {args.kind_seconds:.0f} s:")
     for number, kind in enumerate(kinds):
@@ -501,6 +528,58 @@ def run_open_loop(args: argparse.Namespace, server: Server) -> list[str]:
     return check_invariants(server.url, server.token, every)
 
 
+def warm_up(args: argparse.Namespace, server: Server, users: list[str], every: Results) -> float:
+    """Both workers up, every user with facts; then the server's idle CPU rate."""
+    warm = schedule(["hello"] if args.floor else ["create"], 2 * len(users), users, seed=1)
+    open_loop(server, warm, args.kind_rate, every, 0.0)
+    time.sleep(1.0)
+    return idle_cpu_rate(server)
+
+
+def run_kinds_only(args: argparse.Namespace, servers: dict[str, Server]) -> None:
+    """Each of ``--kinds`` alone at ``--kind-rate``, as the open loop measures them, on each
+    server in turn (the order alternating), ``--rounds`` times; print the server CPU per
+    request by kind, its median per server and, with two servers, the ratio."""
+    users = [f"user{n:03d}" for n in range(args.users)]
+    kinds = args.kinds.split(",")
+    idle = {name: warm_up(args, server, users, Results()) for name, server in servers.items()}
+    cpu: dict[tuple[str, str], list[float]] = defaultdict(list)
+    loads = [os.getloadavg()[0]]
+    for number in range(args.rounds):
+        order = list(servers) if number % 2 == 0 else list(reversed(servers))
+        for index, kind in enumerate(kinds):
+            count = int(args.kind_rate * args.kind_seconds)
+            for name in order:
+                # The same requests on each server.
+                requests = schedule([kind], count, users, 1000 * number + 10 + index)
+                settle = 3.0 if kind == "conversation" else 0.0
+                step = open_loop(
+                    servers[name], requests, args.kind_rate, Results(), idle[name], settle
+                )
+                cpu[kind, name].append(1000 * step.server_cpu / step.sent)
+                print(
+                    f"  round {number + 1} {kind:<13} {name:<8} {cpu[kind, name][-1]:6.2f} ms",
+                    flush=True,
+                )
+        loads.append(os.getloadavg()[0])
+    print(
+        f"server CPU per request, each kind alone at {args.kind_rate:.0f}/s for "
+        f"{args.kind_seconds:.0f} s, median of {args.rounds} rounds, "
+        f"load average {min(loads):.2f}-{max(loads):.2f}:"
+    )
+    for kind in kinds:
+        medians = {name: statistics.median(cpu[kind, name]) for name in servers}
+        line = "  ".join(f"{name} {value:.2f} ms" for name, value in medians.items())
+        if "baseline" in servers:
+            this, other = cpu[kind, "this"], cpu[kind, "baseline"]
+            fewer = sum(a < b for a, b in zip(this, other, strict=True))
+            line += (
+                f"  ratio this/baseline {medians['this'] / medians['baseline']:.2f} "
+                f"(this cheaper in {fewer}/{len(this)} rounds)"
+            )
+        print(f"  {kind:<13} {line}")
+
+
 def _merge(into: Results, results: Results) -> None:
     for op, values in results.latency.items():
         into.latency[op] += values
@@ -543,6 +622,199 @@ def serve_floor(port: int, workers: int) -> None:
     )
 
 
+# --- in process: the application's own CPU per request ------------------------------------
+
+
+IN_PROCESS_KINDS = ("context", "search")
+FACTS_PER_USER = 10
+
+
+def seed_store(root: Path, config_file: Path, users: list[str]) -> str:
+    """A Markdown store of ``users`` with FACTS_PER_USER facts each, and an admin token."""
+    from deermem.config import load_config
+    from deermem.memory import Memory
+
+    memory = Memory.open_unscoped(root, load_config(config_file))
+    try:
+        for user in users:
+            facts = [
+                {"content": f"seed fact {n} about {WORDS[n % len(WORDS)]}", "confidence": 0.8}
+                for n in range(FACTS_PER_USER)
+            ]
+            memory.scoped(user=user, agent="bench").import_document({"facts": facts})
+    finally:
+        memory.close()
+    tokens = TokenFile(root / ".server" / "tokens.json")
+    return tokens.add(admin=True, name="bench", now=datetime.now(UTC)).token
+
+
+class InProcessApp:
+    """The HTTP API's ASGI application over a store, called as uvicorn calls it."""
+
+    def __init__(self, root: Path, config_file: Path, users: list[str], token: str) -> None:
+        from deermem.service.http.app import create_app
+        from deermem.service.settings import ServerSettings
+
+        settings = ServerSettings(root=str(root), config_file=str(config_file))
+        self.app = create_app(settings)
+        self.users = users
+        self.headers = [
+            (b"host", b"127.0.0.1:8765"),
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"accept", b"*/*"),
+        ]
+
+    async def get(self, path: str, query: str = "") -> int:
+        """One GET answered in full; its status."""
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": self.headers,
+            "client": ("127.0.0.1", 40000),
+            "server": ("127.0.0.1", 8765),
+        }
+        status = 0
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+
+        await self.app(scope, receive, send)
+        return status
+
+    async def run(self, kind: str, count: int, pace: float) -> float:
+        """CPU milliseconds per request over ``count`` requests of ``kind``, ``pace`` s apart."""
+        started = time.process_time()
+        for n in range(count):
+            if pace:
+                await asyncio.sleep(pace)
+            base = f"/v1/users/{self.users[n % len(self.users)]}/agents/bench"
+            if kind == "context":
+                status = await self.get(f"{base}/context")
+            else:
+                status = await self.get(f"{base}/search", urlencode({"q": WORDS[n % len(WORDS)]}))
+            if status != 200:
+                raise RuntimeError(f"{kind}: answered {status}")
+        return 1000 * (time.process_time() - started) / count
+
+
+def in_process_worker(root: Path, users: int) -> None:
+    """Serve the store at ``root`` (``deermem.yaml`` and the token beside it): answer
+    ``kind count pace`` lines on stdin with the CPU ms per request, as JSON."""
+    import deermem
+
+    names = [f"user{n:03d}" for n in range(users)]
+    token = (root.parent / "token").read_text()
+    served = InProcessApp(root, root.parent / "deermem.yaml", names, token)
+
+    async def serve() -> None:
+        for kind in IN_PROCESS_KINDS:  # every user warm in every kind
+            await served.run(kind, len(names), 0.0)
+        print(json.dumps(deermem.__file__), flush=True)
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            kind, count, pace = line.split()
+            cpu = await served.run(kind, int(count), float(pace))
+            print(json.dumps(cpu), flush=True)
+
+    # uvloop, as uvicorn's `--loop auto` picks it (the server extra installs it).
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(serve())
+
+
+class InProcessWorker:
+    """A process serving requests in-process with deermem imported from one source tree."""
+
+    def __init__(self, source: Path, root: Path, users: int) -> None:
+        command = [sys.executable, "-m", "bench.bench_server", "--in-process-worker", str(root)]
+        self._process = subprocess.Popen(
+            [*command, "--users", str(users)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(source)},
+            cwd=Path(__file__).parent.parent,  # this checkout's bench package
+        )
+        self.imported = json.loads(self._line())
+
+    def _line(self) -> str:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError("an in-process worker ended early")
+        return line
+
+    def ask(self, kind: str, count: int, pace: float) -> float:
+        assert self._process.stdin is not None
+        self._process.stdin.write(f"{kind} {count} {pace}\n")
+        self._process.stdin.flush()
+        return float(json.loads(self._line()))
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait()
+
+
+def run_in_process(args: argparse.Namespace, tmp: Path) -> None:
+    """CPU per context and search request in-process, this tree (and ``--baseline``'s),
+    alternated sample by sample; print the medians and their ratio."""
+    users = [f"user{n:03d}" for n in range(args.users)]
+    seed = tmp / "seed"
+    seed.mkdir()
+    config = {"max_facts": MAX_FACTS, "search_mode": args.search_mode}
+    (seed / "deermem.yaml").write_text(yaml.safe_dump(config))
+    (seed / "token").write_text(seed_store(seed / "store", seed / "deermem.yaml", users))
+    sources = {"this": Path(__file__).resolve().parents[1] / "src"}
+    if args.baseline is not None:
+        sources = {"baseline": args.baseline.resolve(), **sources}
+    workers: dict[str, InProcessWorker] = {}
+    try:
+        for name, source in sources.items():
+            shutil.copytree(seed, tmp / name)
+            workers[name] = InProcessWorker(source, tmp / name / "store", args.users)
+            print(f"{name}: deermem from {workers[name].imported}")
+        pace = args.pace_ms / 1000
+        samples: dict[tuple[str, str], list[float]] = defaultdict(list)
+        loads = [os.getloadavg()[0]]
+        for number in range(args.rounds):
+            order = list(workers) if number % 2 == 0 else list(reversed(workers))
+            for kind in IN_PROCESS_KINDS:
+                for name in order:
+                    samples[kind, name].append(workers[name].ask(kind, args.requests, pace))
+            loads.append(os.getloadavg()[0])
+    finally:
+        for worker in workers.values():
+            worker.close()
+    print(
+        f"{args.rounds} rounds of {args.requests} requests per kind, "
+        f"{'back to back' if not pace else f'{args.pace_ms:g} ms apart'}, "
+        f"load average {min(loads):.2f}-{max(loads):.2f}:"
+    )
+    for kind in IN_PROCESS_KINDS:
+        medians = {name: statistics.median(samples[kind, name]) for name in workers}
+        line = "  ".join(f"{name} {value:.3f} ms" for name, value in medians.items())
+        if args.baseline is not None:
+            this, other = samples[kind, "this"], samples[kind, "baseline"]
+            fewer = sum(a < b for a, b in zip(this, other, strict=True))
+            line += (
+                f"  ratio this/baseline {medians['this'] / medians['baseline']:.2f} "
+                f"(this cheaper in {fewer}/{len(this)} rounds)"
+            )
+        print(f"  {kind:<8} CPU per request: {line}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", choices=("markdown", "postgres"), default="markdown")
@@ -563,16 +835,62 @@ def main() -> int:
         "are installed: ~25 ms of CPU per search; keyword is FTS5 alone)",
     )
     parser.add_argument("--floor", action="store_true", help="the bare FastAPI route instead")
+    parser.add_argument(
+        "--in-process", action="store_true", help="the application's CPU per request, no sockets"
+    )
+    parser.add_argument(
+        "--kinds-only",
+        action="store_true",
+        help="the open loop's kinds alone, --rounds times (against --baseline's server too)",
+    )
+    parser.add_argument("--kinds", default="context,search", help="with --kinds-only")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="with --in-process or --kinds-only: alternate with deermem imported from this src",
+    )
+    parser.add_argument("--rounds", type=int, default=10, help="with --in-process/--kinds-only")
+    parser.add_argument("--requests", type=int, default=400, help="with --in-process, per sample")
+    parser.add_argument("--pace-ms", type=float, default=0.0, help="with --in-process")
     parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--in-process-worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_floor:
         serve_floor(args.serve_floor, args.workers)
+        return 0
+    if args.in_process_worker:
+        in_process_worker(args.in_process_worker, args.users)
+        return 0
+    if args.in_process:
+        with tempfile.TemporaryDirectory() as scratch:
+            print(
+                f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+                f"{os.cpu_count()} cores; in process, {args.users} users of "
+                f"{FACTS_PER_USER} facts, search {args.search_mode}",
+                flush=True,
+            )
+            run_in_process(args, Path(scratch))
         return 0
     if args.floor:
         args.open_loop = True
 
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        if args.kinds_only:
+            servers = {}
+            if args.baseline is not None:
+                servers["baseline"] = start_server(
+                    args, stack, tmp / "baseline", args.baseline.resolve()
+                )
+            servers["this"] = start_server(args, stack, tmp / "this")
+            print(
+                f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+                f"{os.cpu_count()} cores; {args.store} store, {args.workers} workers, "
+                f"{args.users} users, search {args.search_mode}; servers: {', '.join(servers)}",
+                flush=True,
+            )
+            run_kinds_only(args, servers)
+            return 0
         server = start_server(args, stack, tmp)
         print(
             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
+import anyio.to_thread
 import httpx
 import pytest
+
+from deermem.service.http.app import create_app
+from deermem.service.settings import ServerSettings
 
 from ..served_store import ServedStore, on_both_stores
 from .conftest import LiveServer, start_server
@@ -140,3 +146,59 @@ def test_a_token_added_to_an_open_loopback_server_closes_it(live: LiveServer) ->
     issued = live.tokens.add(users=["alice"], now=live.memory.now())
     assert open_client.get(f"{ALICE}/facts").status_code == 401
     assert live.client(issued.token).get(f"{ALICE}/facts").status_code == 200
+
+
+def test_a_request_hands_the_thread_pool_only_its_routes_work(
+    guarded: tuple[LiveServer, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23, point 5: the bearer check and the scope run on the event loop, as the MCP
+    server's bearer check does; only the route's own work, which reads and writes files,
+    goes to a worker thread (a hop there and back costs more CPU than either check)."""
+    server, tokens = guarded
+    alice = server.client(tokens["alice"])
+    hops: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(function: Callable[..., object], *args: object, **options: Any) -> object:
+        hops.append(getattr(function, "__name__", type(function).__name__))
+        return await run_sync(function, *args, **options)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    requests = [
+        lambda: alice.post(f"{ALICE}/facts", json={"content": "Uses uv"}),
+        lambda: alice.get(f"{ALICE}/context"),
+        lambda: alice.get(f"{ALICE}/search", params={"q": "uv"}),
+        lambda: alice.get(f"{ALICE}/facts"),
+    ]
+    for send in requests:
+        hops.clear()
+        response = send()
+        assert response.status_code in (200, 201), response.text
+        assert len(hops) == 1, (response.request.url, hops)
+    # The checks answer as before, from the event loop: another user's scope, no token,
+    # a forged one.
+    nowhere = without_request_id(alice.get("/v1/nowhere"))
+    assert without_request_id(alice.get(f"{BOB}/context")) == nowhere
+    assert server.client().get(f"{ALICE}/search", params={"q": "uv"}).status_code == 401
+    forged = server.client(tokens["alice"][:-4] + "AAAA")
+    assert forged.get(f"{ALICE}/context").json()["reason"] == "invalid"
+    for header in ("Bearer", f"Basic {tokens['alice']}", tokens["alice"]):
+        refused = server.client().get(f"{ALICE}/context", headers={"Authorization": header})
+        assert (refused.status_code, refused.json()["reason"]) == (401, "malformed"), header
+
+
+def test_every_route_of_a_scope_declares_the_bearer_scheme(tmp_path: Path) -> None:
+    """The bearer check is the OpenAPI document's security scheme, on every route that needs
+    a token (all but health)."""
+    document = create_app(ServerSettings(root=str(tmp_path))).openapi()
+    scheme = document["components"]["securitySchemes"]["HTTPBearer"]
+    assert scheme["type"] == "http"
+    assert scheme["scheme"] == "bearer"
+    assert "deermem token add" in scheme["description"]
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            declared = operation.get("security")
+            if path == "/v1/health":
+                assert declared is None
+            else:
+                assert declared == [{"HTTPBearer": []}], (method, path)

@@ -49,7 +49,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
@@ -403,27 +403,47 @@ AgentPath = Annotated[
 FactId = Annotated[str, Path(min_length=1, max_length=128, description="A fact id.")]
 
 
-class Dependencies:
-    """FastAPI dependencies bound to one server context."""
+class _BearerCheck(HTTPBearer):
+    """The bearer check as a FastAPI dependency: the request's principal.
+
+    An :class:`HTTPBearer`, so the OpenAPI document declares the security
+    scheme (``HTTPBearer``) on every route that depends on it, but one
+    dependency, not HTTPBearer's beside the check: it reads the header as
+    sent — HTTPBearer's own reading takes a malformed one as absent, and the
+    client is owed the difference (401 ``malformed``, not ``missing``) — and
+    answers with :meth:`ServerContext.principal_for`.
+    """
 
     def __init__(self, context: ServerContext) -> None:
-        self.context = context
-        self.bearer = HTTPBearer(
+        super().__init__(
             auto_error=False,
+            scheme_name="HTTPBearer",
             description="A token made by `deermem token add` (not needed on a loopback "
             "server without tokens).",
         )
+        self.context = context
 
-        def principal(
-            request: Request,
-            _: Annotated[HTTPAuthorizationCredentials | None, Depends(self.bearer)],
-        ) -> Principal:
-            # The header as sent: FastAPI's HTTPBearer (here for the OpenAPI
-            # document's security scheme) reads a malformed one as absent, and
-            # the client is owed the difference (401 `malformed`, not `missing`).
-            return context.principal_for(request.headers.get("authorization"))
+    # HTTPBearer's __call__ returns the credentials; this one, what they grant.
+    async def __call__(self, request: Request) -> Principal:  # type: ignore[override]
+        return self.context.principal_for(request.headers.get("authorization"))
 
-        def scoped(
+
+class Dependencies:
+    """FastAPI dependencies bound to one server context.
+
+    Both checks run on every request, on the event loop, as the MCP server's
+    bearer check does (:mod:`deermem.service.mcp.auth`): the principal is a
+    ``stat`` of the tokens file (a changed file, a few hundred bytes, is read
+    again) and a digest, the scope a copy of the root memory, and a hop to a
+    worker thread and back costs more CPU than either. Only the route's own
+    work, which reads and writes the store, goes to the thread pool.
+    """
+
+    def __init__(self, context: ServerContext) -> None:
+        self.context = context
+        principal = _BearerCheck(context)
+
+        async def scoped(
             user: UserPath,
             agent: AgentPath,
             who: Annotated[Principal, Depends(principal)],
