@@ -80,6 +80,7 @@ __all__ = [
     "MAX_SUMMARY_CHARS",
     "MAX_TOPICS",
     "MAX_USER_ID_BYTES",
+    "NO_ENTRIES",
     "RESULT_CONFIG",
     "TIMESTAMP_FIELDS",
     "USER_ID_PATTERN",
@@ -642,6 +643,9 @@ OMIT_NONE: Final = MappingProxyType({"omit": True})
 
 FLATTEN: Final = MappingProxyType({"flatten": True})
 """Field metadata: write the mapping's own keys in place of the field's."""
+
+NO_ENTRIES: Final[Mapping[Any, Any]] = MappingProxyType({})
+"""The default of an immutable record's mapping field: empty, read-only, so one serves all."""
 
 
 def json_key(

@@ -66,14 +66,20 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, PlainSerializer
 
 from deermem.errors import ArchivedFactError, FactNotFoundError, FactRevisionConflict
 from deermem.library.regret import shadow_regret
-from deermem.model import RESULT_CONFIG, Fact, category_key, duplicate_key, format_timestamp
+from deermem.model import (
+    NO_ENTRIES,
+    RESULT_CONFIG,
+    Fact,
+    category_key,
+    duplicate_key,
+    format_timestamp,
+)
 from deermem.policy import (
     POLICY_CONFIDENCE,
     POLICY_HYBRID_V1,
@@ -125,8 +131,6 @@ __all__ = [
 
 EvictionMode = Literal["archive", "delete"]
 _MODES: Final = ("archive", "delete")
-# The default of a record's mapping field: empty, and shared, so never changed.
-_NONE: Final[Mapping[Any, Any]] = MappingProxyType({})
 
 
 class Removal(NamedTuple):
@@ -172,9 +176,9 @@ class Proposal(NamedTuple):
     new_facts: tuple[Fact, ...] = ()
     updates: tuple[Fact, ...] = ()
     removals: tuple[Removal, ...] = ()
-    summaries: Mapping[SummaryKey, str | Section] = _NONE
+    summaries: Mapping[SummaryKey, str | Section] = NO_ENTRIES
     restored: tuple[ArchiveEntry, ...] = ()
-    watermarks: Mapping[str, str] = _NONE
+    watermarks: Mapping[str, str] = NO_ENTRIES
     confirmed: tuple[str, ...] = ()
     repeated: tuple[str, ...] = ()
     corrected: tuple[str, ...] = ()
@@ -208,7 +212,7 @@ class GateOutcome(NamedTuple):
     skipped_removals: tuple[Removal, ...]
     receipts: tuple[EvictionReceipt, ...]
     archived: tuple[str, ...]
-    relearned: Mapping[str, str] = _NONE
+    relearned: Mapping[str, str] = NO_ENTRIES
     regret: tuple[RegretEvent, ...] = ()
 
 

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Final, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
-from deermem.model import Fact, Scope
+from deermem.model import NO_ENTRIES, Fact, Scope
 from deermem.store.records import (
     ArchiveEntry,
     EvictionReceipt,
@@ -466,10 +466,6 @@ ERASED_COUNTS = (
 """What :meth:`Store.erase_user` counts: the keys of :meth:`UserDump.counts`."""
 
 
-# The default of a dump's mapping fields: empty, and shared, so never changed.
-_NONE: Final[Mapping[Any, Any]] = MappingProxyType({})
-
-
 class ScopeDump(NamedTuple):
     """Everything one agent of a user holds.
 
@@ -487,12 +483,12 @@ class ScopeDump(NamedTuple):
 
     agent: str
     facts: tuple[Fact, ...] = ()
-    usage: Mapping[str, UsageEntry] = _NONE
+    usage: Mapping[str, UsageEntry] = NO_ENTRIES
     events: tuple[object, ...] = ()
     archive: tuple[ArchiveEntry, ...] = ()
     marks: tuple[ThreadMark, ...] = ()
     regret: tuple[object, ...] = ()
-    shadow: Mapping[str, object] = _NONE
+    shadow: Mapping[str, object] = NO_ENTRIES
 
     @property
     def empty(self) -> bool:
