@@ -8,11 +8,16 @@ the odd collector pause and a neighbour's burst better than means.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
-__all__ = ["interleaved_ms", "median_ms"]
+__all__ = ["LineWorker", "interleaved_ms", "median_ms"]
 
 
 def median_ms(
@@ -63,3 +68,49 @@ def interleaved_ms(
                 run()
             samples[name].append((time.perf_counter() - start) / count)
     return {name: statistics.median(values) * 1000 for name, values in samples.items()}
+
+
+class LineWorker:
+    """A worker process a comparison drives one line at a time.
+
+    The benchmarks that compare source trees (or deermem with the original)
+    run each side in a process of its own and alternate them request by
+    request: a request is one line on the worker's standard input, its answer
+    one JSON line on its standard output. The worker's first line (``first``)
+    says what it imported, or that it is ready. ``source``, when given, is the
+    tree put first on ``PYTHONPATH``; the worker runs in this checkout, so it
+    finds its ``bench`` package.
+    """
+
+    def __init__(self, command: Sequence[str], *, source: Path | None = None) -> None:
+        environment = dict(os.environ)
+        if source is not None:
+            environment["PYTHONPATH"] = str(source)
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=environment,
+            cwd=Path(__file__).parent.parent,
+        )
+        self.first = self._line()
+
+    def _line(self) -> str:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"a benchmark worker ended early: {self._process.args!r}")
+        return line.strip()
+
+    def ask(self, request: str) -> Any:
+        """Send one request line; its answer, decoded."""
+        assert self._process.stdin is not None
+        self._process.stdin.write(request + "\n")
+        self._process.stdin.flush()
+        return json.loads(self._line())
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait(timeout=60)

@@ -47,6 +47,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from bench._timing import LineWorker
 from bench.bench_context import NOW
 from deermem import Memory, MemoryConfig
 
@@ -284,39 +285,16 @@ for line in sys.stdin:
 """
 
 
-class Worker:
+class Worker(LineWorker):
     """A process timing operations with deermem imported from one source tree."""
 
     def __init__(self, source: Path, root: Path) -> None:
-        environment = {**os.environ, "PYTHONPATH": str(source)}
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(root)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=environment,
-            cwd=Path(__file__).parent.parent,  # this checkout's bench package
-        )
-        self.imported = json.loads(self._line())
+        super().__init__([sys.executable, "-c", _WORKER, str(root)], source=source)
+        self.imported = json.loads(self.first)
 
-    def _line(self) -> str:
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline()
-        if not line:
-            raise RuntimeError("a benchmark worker ended early")
-        return line
-
-    def ask(self, kind: str, mode: str, n: int) -> tuple[float, float | None]:
-        assert self._process.stdin is not None
-        self._process.stdin.write(f"{kind} {mode} {n}\n")
-        self._process.stdin.flush()
-        took, held = json.loads(self._line())
+    def time(self, kind: str, mode: str, n: int) -> tuple[float, float | None]:
+        took, held = self.ask(f"{kind} {mode} {n}")
         return float(took), held
-
-    def close(self) -> None:
-        assert self._process.stdin is not None
-        self._process.stdin.close()
-        self._process.wait()
 
 
 def against(root: Path, baseline: Path, searches: int = 120, creates: int = 30) -> dict[str, Any]:
@@ -334,7 +312,7 @@ def against(root: Path, baseline: Path, searches: int = 120, creates: int = 30) 
                 order = ("before", "after") if n % 2 == 0 else ("after", "before")
                 for name in order:
                     for mode in MODES:
-                        took, held = workers[name].ask(kind, mode, n)
+                        took, held = workers[name].time(kind, mode, n)
                         samples.setdefault(f"{kind} {mode} {name}", []).append(took)
                         if kind == "create" and held is not None:
                             samples.setdefault(f"lock {mode} {name}", []).append(held)

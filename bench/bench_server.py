@@ -89,6 +89,7 @@ import yaml
 from starlette.types import Message
 from uvloop import new_event_loop
 
+from bench._timing import LineWorker
 from deermem.service.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
 
@@ -568,16 +569,7 @@ def run_kinds_only(args: argparse.Namespace, servers: dict[str, Server]) -> None
         f"load average {min(loads):.2f}-{max(loads):.2f}:"
     )
     for kind in kinds:
-        medians = {name: statistics.median(cpu[kind, name]) for name in servers}
-        line = "  ".join(f"{name} {value:.2f} ms" for name, value in medians.items())
-        if "baseline" in servers:
-            this, other = cpu[kind, "this"], cpu[kind, "baseline"]
-            fewer = sum(a < b for a, b in zip(this, other, strict=True))
-            line += (
-                f"  ratio this/baseline {medians['this'] / medians['baseline']:.2f} "
-                f"(this cheaper in {fewer}/{len(this)} rounds)"
-            )
-        print(f"  {kind:<13} {line}")
+        print(f"  {kind:<13} {_medians_line({n: cpu[kind, n] for n in servers}, digits=2)}")
 
 
 def _merge(into: Results, results: Results) -> None:
@@ -733,38 +725,16 @@ def in_process_worker(root: Path, users: int) -> None:
         runner.run(serve())
 
 
-class InProcessWorker:
+class InProcessWorker(LineWorker):
     """A process serving requests in-process with deermem imported from one source tree."""
 
     def __init__(self, source: Path, root: Path, users: int) -> None:
         command = [sys.executable, "-m", "bench.bench_server", "--in-process-worker", str(root)]
-        self._process = subprocess.Popen(
-            [*command, "--users", str(users)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(source)},
-            cwd=Path(__file__).parent.parent,  # this checkout's bench package
-        )
-        self.imported = json.loads(self._line())
+        super().__init__([*command, "--users", str(users)], source=source)
+        self.imported = json.loads(self.first)
 
-    def _line(self) -> str:
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline()
-        if not line:
-            raise RuntimeError("an in-process worker ended early")
-        return line
-
-    def ask(self, kind: str, count: int, pace: float) -> float:
-        assert self._process.stdin is not None
-        self._process.stdin.write(f"{kind} {count} {pace}\n")
-        self._process.stdin.flush()
-        return float(json.loads(self._line()))
-
-    def close(self) -> None:
-        assert self._process.stdin is not None
-        self._process.stdin.close()
-        self._process.wait()
+    def time(self, kind: str, count: int, pace: float) -> float:
+        return float(self.ask(f"{kind} {count} {pace}"))
 
 
 def run_in_process(args: argparse.Namespace, tmp: Path) -> None:
@@ -792,7 +762,7 @@ def run_in_process(args: argparse.Namespace, tmp: Path) -> None:
             order = list(workers) if number % 2 == 0 else list(reversed(workers))
             for kind in IN_PROCESS_KINDS:
                 for name in order:
-                    samples[kind, name].append(workers[name].ask(kind, args.requests, pace))
+                    samples[kind, name].append(workers[name].time(kind, args.requests, pace))
             loads.append(os.getloadavg()[0])
     finally:
         for worker in workers.values():
@@ -803,16 +773,23 @@ def run_in_process(args: argparse.Namespace, tmp: Path) -> None:
         f"load average {min(loads):.2f}-{max(loads):.2f}:"
     )
     for kind in IN_PROCESS_KINDS:
-        medians = {name: statistics.median(samples[kind, name]) for name in workers}
-        line = "  ".join(f"{name} {value:.3f} ms" for name, value in medians.items())
-        if args.baseline is not None:
-            this, other = samples[kind, "this"], samples[kind, "baseline"]
-            fewer = sum(a < b for a, b in zip(this, other, strict=True))
-            line += (
-                f"  ratio this/baseline {medians['this'] / medians['baseline']:.2f} "
-                f"(this cheaper in {fewer}/{len(this)} rounds)"
-            )
+        line = _medians_line({name: samples[kind, name] for name in workers}, digits=3)
         print(f"  {kind:<8} CPU per request: {line}")
+
+
+def _medians_line(samples: dict[str, list[float]], *, digits: int) -> str:
+    """Each side's median (ms) and, beside a ``baseline``, the ratio and in how many
+    rounds ``this`` was cheaper (the samples are paired round by round)."""
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    line = "  ".join(f"{name} {value:.{digits}f} ms" for name, value in medians.items())
+    if "baseline" in samples:
+        this, other = samples["this"], samples["baseline"]
+        fewer = sum(a < b for a, b in zip(this, other, strict=True))
+        line += (
+            f"  ratio this/baseline {medians['this'] / medians['baseline']:.2f} "
+            f"(this cheaper in {fewer}/{len(this)} rounds)"
+        )
+    return line
 
 
 def main() -> int:

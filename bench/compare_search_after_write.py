@@ -39,13 +39,14 @@ import platform
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from bench._timing import LineWorker
 
 BACKEND = Path("backend/packages/harness/deerflow/agents/memory/backends/deermem")
 USER, AGENT = "bench", "writer"
@@ -140,34 +141,16 @@ def deermem_worker(root: Path, size: int, mode: str) -> None:
         print(json.dumps([elapsed, hit, warm]), flush=True)
 
 
-class Worker:
-    def __init__(self, command: Sequence[str]) -> None:
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=Path(__file__).parent.parent,
-        )
-        assert self._line() == "ready", "worker did not start"
+class Worker(LineWorker):
+    """One system's side, answering a round per line (see the module docstring)."""
 
-    def _line(self) -> str:
-        stdout: IO[str] | None = self.process.stdout
-        assert stdout is not None
-        return stdout.readline().strip()
+    def __init__(self, command: Sequence[str]) -> None:
+        super().__init__(command)
+        assert self.first == "ready", "worker did not start"
 
     def round(self, n: int, query: str) -> tuple[float, bool, float]:
-        stdin: IO[str] | None = self.process.stdin
-        assert stdin is not None
-        stdin.write(f"{n}\t{query}\n")
-        stdin.flush()
-        elapsed, hit, warm = json.loads(self._line())
+        elapsed, hit, warm = self.ask(f"{n}\t{query}")
         return float(elapsed), bool(hit), float(warm)
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        self.process.wait(timeout=60)
 
 
 def compare(

@@ -65,6 +65,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench._timing import LineWorker
+
 DEFAULT_CASES = (
     "load:tmpfs:300,load:disk:300,commit:disk:300,commit:tmpfs:300,update:disk:100,"
     "update:tmpfs:100,create:disk:200,create:tmpfs:200,hybrid:disk:200,hybrid:tmpfs:200"
@@ -317,30 +319,16 @@ def serve(disk: Path, clock: str = "wall") -> None:
         fixtures.close()
 
 
-class Worker:
+class Worker(LineWorker):
+    """One tree's side of the comparison (``serve`` in a process of its own)."""
+
     def __init__(self, source: Path, disk: Path, clock: str = "wall") -> None:
-        environment = dict(os.environ, PYTHONPATH=str(source))
         command = [sys.executable, "-m", "bench.compare_store", "--serve", "--dir", str(disk)]
-        command += ["--clock", clock]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
-        )
-        self.imported = json.loads(self._line())
+        super().__init__([*command, "--clock", clock], source=source)
+        self.imported = json.loads(self.first)
 
-    def _line(self) -> str:
-        assert self.process.stdout is not None
-        return self.process.stdout.readline()
-
-    def ask(self, case: str, fs: str) -> float:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{case} {fs}\n")
-        self.process.stdin.flush()
-        return float(json.loads(self._line()))
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
+    def time(self, case: str, fs: str) -> float:
+        return float(self.ask(f"{case} {fs}"))
 
 
 def compare(
@@ -349,13 +337,13 @@ def compare(
     """Time ``case`` on each tree in turn, the order reversed every round (ABC, CBA)."""
     workers = (before, after, *others)
     for worker in workers:  # the fixture, and one warm-up
-        worker.ask(case, fs)
-        worker.ask(case, fs)
+        worker.time(case, fs)
+        worker.time(case, fs)
     samples: list[list[float]] = [[] for _ in workers]
     for number in range(pairs):
         order = list(zip(workers, samples, strict=True))
         for worker, taken in order if number % 2 == 0 else reversed(order):
-            taken.append(worker.ask(case, fs))
+            taken.append(worker.time(case, fs))
     first, second = samples[0], samples[1]
     median_before, median_after = statistics.median(first), statistics.median(second)
     row: dict[str, object] = {
