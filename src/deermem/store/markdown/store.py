@@ -85,6 +85,7 @@ from deermem.store.markdown.files import (
     holds_store,
     list_agents,
     list_users,
+    read_file,
     read_if_exists,
     read_owner,
     resolve_root,
@@ -889,7 +890,7 @@ def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
                 continue
             fact_id = path.stem
             _check_name(fact_id, shard.name, path)
-            facts[fact_id] = decode_fact(path.read_bytes(), path, scope, fact_id)
+            facts[fact_id] = decode_fact(read_file(path), path, scope, fact_id)
     return facts
 
 
