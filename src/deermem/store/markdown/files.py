@@ -1323,16 +1323,33 @@ def read_owner(path: Path) -> Owner | None:
     if data is None:
         return None
     try:
+        return _decode_owner(data)
+    except ValueError as error:
+        raise CorruptMemoryFile(path, str(error)) from None
+
+
+_OWNERS_KEPT: Final = 1024
+
+
+@functools.lru_cache(maxsize=_OWNERS_KEPT)
+def _decode_owner(data: bytes) -> Owner:
+    """What an owner record's bytes say; a pure function of them, so each distinct record
+    is decoded once per process (every read of a scope checks its user's record).
+
+    Raises:
+        ValueError: the bytes are not an owner record (never cached).
+    """
+    try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CorruptMemoryFile(path, f"the owner record is not valid JSON: {error}") from None
+        raise ValueError(f"the owner record is not valid JSON: {error}") from None
     if not isinstance(raw, dict) or "userId" not in raw:
-        raise CorruptMemoryFile(path, "an owner record must be an object with 'userId'")
+        raise ValueError("an owner record must be an object with 'userId'")
     user_id, agent = raw["userId"], raw.get("agentName")
     if not (user_id is None or isinstance(user_id, str)) or not (
         agent is None or isinstance(agent, str)
     ):
-        raise CorruptMemoryFile(path, "an owner record holds text (or null) only")
+        raise ValueError("an owner record holds text (or null) only")
     return Owner(user_id, agent)
 
 
