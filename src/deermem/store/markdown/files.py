@@ -102,6 +102,7 @@ __all__ = [
     "make_directories",
     "owner_fields",
     "read_file",
+    "read_file_status",
     "read_if_exists",
     "read_owner",
     "remove_durably",
@@ -1293,12 +1294,31 @@ def read_file(path: Path) -> bytes:
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = []
-        while chunk := os.read(fd, _READ_CHUNK):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return _read_all(fd)
     finally:
         os.close(fd)
+
+
+def read_file_status(path: Path) -> tuple[bytes, os.stat_result]:
+    """:func:`read_file`, with the status of the open file taken before it is read.
+
+    Before, so that a write in between makes the status newer than the bytes
+    never older: a cache keyed by the status then misses rather than keeping
+    old bytes under a new key.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        status = os.fstat(fd)
+        return _read_all(fd), status
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, _READ_CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 _READ_CHUNK: Final = 1 << 16

@@ -86,6 +86,7 @@ from deermem.store.markdown.files import (
     list_agents,
     list_users,
     read_file,
+    read_file_status,
     read_if_exists,
     read_owner,
     resolve_root,
@@ -838,9 +839,7 @@ def read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken]:
 def _read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken, bytes | None]:
     """:func:`read_manifest`, and the file's bytes (``None``: there is no file)."""
     try:
-        with user.manifest.open("rb") as handle:
-            status = os.fstat(handle.fileno())
-            data = handle.read()
+        data, status = read_file_status(user.manifest)
     except FileNotFoundError:
         return SummaryDocument(), ABSENT, None
     document = _DOCUMENTS.get(user.manifest, data)
