@@ -56,6 +56,7 @@ indexed and what is asked for always agree. Two things need care:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -110,6 +111,7 @@ _VERSIONS_KEPT: Final = 1024
 # At most this many alternatives in one query: a pasted essay must not turn
 # into a 5,000-way OR.
 MAX_QUERY_GROUPS: Final = 64
+_QUERIES_KEPT: Final = 64
 
 _CJK: Final = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7a3"
 _CJK_RUN: Final = re.compile(f"[{_CJK}]+")
@@ -145,12 +147,15 @@ def fts_query(query: str) -> str | None:
     return " OR ".join(groups) if groups else None
 
 
-def fts_groups(query: str) -> list[str]:
+@functools.lru_cache(maxsize=_QUERIES_KEPT)
+def fts_groups(query: str) -> tuple[str, ...]:
     """The alternatives :func:`fts_query` joins with ``OR``, in query order.
 
     Each is a valid FTS5 expression on its own (a quoted string, a quoted
     phrase, or a prefix); duplicates are dropped and at most
-    :data:`MAX_QUERY_GROUPS` are kept.
+    :data:`MAX_QUERY_GROUPS` are kept. A pure function of the query, kept
+    for the last few: one search asks for it up to three times (the archive
+    check, the ranking, the ranking with the archive).
     """
     groups: list[str] = []
     for phrase, chunk in _QUERY_PART.findall(normalise(query)):
@@ -160,7 +165,7 @@ def fts_groups(query: str) -> list[str]:
                 groups.append(group)
         else:
             groups.extend(_chunk_groups(chunk))
-    return list(dict.fromkeys(groups))[:MAX_QUERY_GROUPS]
+    return tuple(dict.fromkeys(groups))[:MAX_QUERY_GROUPS]
 
 
 def _words(text: str) -> list[str]:
@@ -1043,7 +1048,7 @@ class SearchIndex:
         facts with its library, in one statement — the hits that are archived
         facts say so (:attr:`SearchHit.archived`).
         """
-        groups = tuple(fts_groups(query))
+        groups = fts_groups(query)
         if not groups or top_k <= 0:
             return []
         wanted = category_key(category) if category else ""
@@ -1115,7 +1120,7 @@ class SearchIndex:
         rows a search ranks (the library, or library and archive); each IDF
         is at least 1e-6, as in FTS5.
         """
-        groups = tuple(fts_groups(query))
+        groups = fts_groups(query)
 
         def run(db: sqlite3.Connection) -> float:
             scope_id = scope_id_of(db, user_key(user), agent)
