@@ -8,7 +8,7 @@ after another; their order follows from the commit protocol
 Timed (:func:`time_fsyncs`, :func:`flush_phases`): an operation's wall time
 split at its flush rounds — the time before the first, each round, the time
 between rounds — so two versions' commits can be compared round by round
-(``bench.compare_store --phases``). A round is a set of fsyncs that overlap
+(``bench.compare_store --clock phases``). A round is a set of fsyncs that overlap
 in time, as the files of one commit step do on a disk; on tmpfs, where a
 flush waits for no device, a step's fsyncs run one after another and each
 counts as a round of its own, so the split is meant for a disk.
