@@ -45,6 +45,12 @@ across one case, so ``create``'s audit and archive grow as it runs.
 the worker process's user and system time (``time.process_time``, its flush
 threads included; not a child process's, so not for ``facts``) — on tmpfs,
 where a flush waits for no device, what a commit costs beyond the floor.
+
+``--clock phases`` splits each operation's wall time at its flush rounds
+(:func:`bench._fsyncs.flush_phases`): the time before the first round, each
+round, the time between rounds and after the last, each tree's median per
+phase — where two versions of a commit on a disk differ: in the flushes, or
+in the work between them.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench._fsyncs import flush_phases, time_fsyncs
 from bench._timing import LineWorker
 
 DEFAULT_CASES = (
@@ -294,27 +301,38 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
 
 # The clock _timed reads: wall time, or the worker's CPU time (--clock cpu).
 _clock: Callable[[], float] = time.perf_counter
+# The start and end, on that clock, of the operation _timed timed last.
+_span = (0.0, 0.0)
 
 
 def _timed(operation: Callable[[], object]) -> float:
+    global _span
     started = _clock()
     operation()
-    return (_clock() - started) * 1000
+    _span = (started, _clock())
+    return (_span[1] - started) * 1000
 
 
 def serve(disk: Path, clock: str = "wall") -> None:
-    """Worker: read ``case fs`` lines, answer each with one timing in ms."""
+    """Worker: read ``case fs`` lines, answer each with one timing in ms
+    (``phases``: the wall time split at the flush rounds, by phase)."""
     global _clock
     import deermem
 
     _clock = time.process_time if clock == "cpu" else time.perf_counter
+    spans: list[tuple[float, float]] = []
+    if clock == "phases":
+        time_fsyncs(spans)
 
     print(json.dumps(deermem.__file__), flush=True)
     fixtures = Fixtures(disk)
     try:
         for line in sys.stdin:
             case, fs = line.split()
-            print(json.dumps(fixtures.run(case, fs)), flush=True)
+            spans.clear()
+            elapsed = fixtures.run(case, fs)
+            answer = flush_phases(*_span, spans) if clock == "phases" else elapsed
+            print(json.dumps(answer), flush=True)
     finally:
         fixtures.close()
 
@@ -329,6 +347,11 @@ class Worker(LineWorker):
 
     def time(self, case: str, fs: str) -> float:
         return float(self.ask(f"{case} {fs}"))
+
+    def phases(self, case: str, fs: str) -> dict[str, float]:
+        """One operation's wall time by phase (a worker of ``--clock phases``)."""
+        answer: dict[str, float] = self.ask(f"{case} {fs}")
+        return answer
 
 
 def compare(
@@ -361,6 +384,39 @@ def compare(
     return row
 
 
+def compare_phases(
+    workers: tuple[Worker, ...], case: str, fs: str, pairs: int
+) -> dict[str, object]:
+    """Time ``case`` on each tree in turn (ABC, CBA), split at the flush rounds.
+
+    Each phase: every tree's median and the second's difference from the
+    first. A phase some operations lack (a commit with fewer rounds) has its
+    median over those that have it (``null``: none has it); ``rounds`` says
+    how many rounds each tree made most often.
+    """
+    for worker in workers:  # the fixture, and one warm-up
+        worker.phases(case, fs)
+        worker.phases(case, fs)
+    samples: list[list[dict[str, float]]] = [[] for _ in workers]
+    for number in range(pairs):
+        order = list(zip(workers, samples, strict=True))
+        for worker, taken in order if number % 2 == 0 else reversed(order):
+            taken.append(worker.phases(case, fs))
+    names = list(dict.fromkeys(name for taken in samples for sample in taken for name in sample))
+    phases: dict[str, list[float | None]] = {}
+    for name in sorted(names, key=lambda name: name == "total"):  # total last
+        values = [[s[name] for s in taken if name in s] for taken in samples]
+        medians = [round(statistics.median(v), 3) if v else None for v in values]
+        first, second = medians[:2]
+        difference = None if first is None or second is None else round(second - first, 3)
+        phases[name] = [*medians, difference]
+    rounds = [
+        statistics.mode(sum(name.startswith("flush") for name in s) for s in taken)
+        for taken in samples
+    ]
+    return {"case": case, "fs": fs, "pairs": pairs, "rounds": rounds, "phases": phases}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="the other tree's src directory")
@@ -375,7 +431,10 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="file system for 'disk'")
     parser.add_argument("--cases", default=DEFAULT_CASES)
     parser.add_argument(
-        "--clock", choices=("wall", "cpu"), default="wall", help="what each timing measures"
+        "--clock",
+        choices=("wall", "cpu", "phases"),
+        default="wall",
+        help="what each timing measures (phases: wall time split at the flush rounds)",
     )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -393,7 +452,10 @@ def main() -> None:
     try:
         for item in args.cases.split(","):
             case, fs, pairs = item.split(":")
-            row = compare(before, after, case, fs, int(pairs), others)
+            if args.clock == "phases":
+                row = compare_phases((before, after, *others), case, fs, int(pairs))
+            else:
+                row = compare(before, after, case, fs, int(pairs), others)
             print(json.dumps(row), flush=True)
     finally:
         for worker in (before, after, *others):
