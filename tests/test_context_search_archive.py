@@ -208,3 +208,78 @@ def test_an_empty_archive_is_not_searched_at_all() -> None:
         index._connection.set_trace_callback(statements.append)
         assert not index.archive_matches("u", "a", "tea")
         assert not any("MATCH" in statement for statement in statements)
+
+
+def full_text_rows(index: SearchIndex) -> dict[str, set[int]]:
+    """The row ids each full-text table holds, and the index's rows by where they live."""
+    db = index._connection
+    rows = {
+        table: {row[0] for row in db.execute(f"SELECT rowid FROM {table}")}
+        for table in ("doc_fts", "arc_fts", "cf_fts")
+    }
+    rows["library"] = {row[0] for row in db.execute("SELECT id FROM doc WHERE archived = 0")}
+    rows["archive"] = {row[0] for row in db.execute("SELECT id FROM doc WHERE archived = 1")}
+    return rows
+
+
+def test_the_archive_has_a_full_text_table_of_its_own() -> None:
+    """Issue 23: whether an archived fact matches is asked of the archive's own table, so
+    the check reads no library's posting list. Each table holds exactly its rows, through
+    archiving, restoring and removing."""
+    index, loader = indexed()
+    with index:
+        rows = full_text_rows(index)
+        assert rows["arc_fts"] == rows["archive"]
+        assert len(rows["archive"]) == 2
+        assert rows["doc_fts"] == rows["library"]
+        assert len(rows["library"]) == 3
+        assert rows["cf_fts"] == rows["library"] | rows["archive"]
+        # fact_chess restored to the library, fact_rust archived.
+        restored = [*LIBRARY[:2], ARCHIVE[1]]
+        index.sync_scope("u", "a", restored, version="v2")
+        loader.facts["fact_rust"] = LIBRARY[2]
+        index.sync_archive("u", "a", {"fact_oolong": "t1", "fact_rust": "t2"}, loader, version="v2")
+        rows = full_text_rows(index)
+        assert rows["arc_fts"] == rows["archive"]
+        assert len(rows["archive"]) == 2
+        assert rows["doc_fts"] == rows["library"]
+        assert len(rows["library"]) == 3
+        assert rows["cf_fts"] == rows["library"] | rows["archive"]
+        assert index.archive_matches("u", "a", "Rust")
+        assert not index.archive_matches("u", "a", "chess")
+
+        statements: list[str] = []
+        index._connection.set_trace_callback(statements.append)
+        assert index.archive_matches("u", "a", "oolong")
+        matched = [statement for statement in statements if "MATCH" in statement]
+        assert len(matched) == 1
+        assert "arc_fts" in matched[0]
+        assert "cf_fts" not in matched[0]
+
+        index.remove_scope("u", "a")
+        assert full_text_rows(index) == {name: set() for name in rows}
+
+
+def test_full_text_tables_stay_few_segments_under_writes_one_fact_at_a_time() -> None:
+    """Issue 23: every write transaction adds a segment, and a query looks its terms up in
+    each; the tables merge as soon as two segments share a level and after each write, so
+    a library written a fact at a time stays compact (FTS5's default, four a level, leaves
+    several times the segments, and a search slower)."""
+    library = [
+        {"id": f"fact_{n:04d}", "content": f"Fact {n} about topic{n % 37} and word{n % 11}"}
+        for n in range(200)
+    ]
+    with SearchIndex() as index:
+        index.sync_scope("u", "a", library, version="v0")
+        db = index._connection
+        options = dict(db.execute("SELECT k, v FROM doc_fts_config WHERE k LIKE '%merge'"))
+        assert options == {"automerge": 2, "usermerge": 2}
+        for n in range(200):  # one fact rewritten per write transaction, as a commit does
+            library[n] = {**library[n], "content": f"Rewritten {n} about topic{n % 13}"}
+            index.sync_scope("u", "a", library, version=f"v{n + 1}")
+        pages = {
+            table: db.execute(f"SELECT count(*) FROM {table}_data").fetchone()[0]
+            for table in ("doc_fts", "cf_fts")
+        }
+        # 6 each; the same writes with FTS5's defaults leave 17 (10 with the merge step alone).
+        assert all(count <= 8 for count in pages.values()), pages

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from deermem import CorruptMemoryFile, Memory, MemoryConfig
+from deermem.library import regret
+from deermem.library.regret import Found, search_regret
 from deermem.model import Scope
 from deermem.recall.index import SearchIndex
 from deermem.store.markdown import journal
@@ -206,3 +208,18 @@ def test_a_damaged_regret_log_never_fails_a_search(
     assert memory.search(f"fact number {number}")  # the library's results, all the same
     assert log.read_text("utf-8") == "[ not json"
     assert "regret-events.json" in caplog.text
+
+
+def test_a_search_with_nothing_to_record_computes_no_digest_nor_stamp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 23: most searches record no regret; they pay for neither the query's digest
+    nor the formatted stamp, which only an event carries."""
+
+    def refused(*_: object) -> str:
+        raise AssertionError("computed for a search that records nothing")
+
+    monkeypatch.setattr(regret, "query_digest", refused)
+    monkeypatch.setattr(regret, "format_timestamp", refused)
+    found = [Found("fact_00000001", 1), Found("fact_00000002", 2)]
+    assert search_regret("tea", now=NOW, missed=(), results=found, marks={}) == ()

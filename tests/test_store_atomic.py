@@ -9,9 +9,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deermem import Memory, MemoryConfig
-from deermem.store.markdown.files import atomic_write, is_temporary, write_temporary
+from deermem.store.markdown.files import (
+    atomic_write,
+    is_temporary,
+    read_file,
+    read_file_status,
+    read_if_exists,
+    write_temporary,
+)
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -91,3 +100,26 @@ def test_a_file_for_its_owner_only_says_so(tmp_path: Path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     atomic_write(tmp_path / "shared.json", b"{}")
     assert stat.S_IMODE((tmp_path / "shared.json").stat().st_mode) == 0o664
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    size=st.sampled_from([0, 1, 4095, 65_535, 65_536, 65_537, 200_001]),
+    seed=st.binary(min_size=1, max_size=64),
+)
+def test_a_store_file_is_read_whole_through_its_descriptor(
+    tmp_path_factory: pytest.TempPathFactory, size: int, seed: bytes
+) -> None:
+    """Issue 23: reads go through the file descriptor (no buffered file object), in
+    chunks: every byte of a file of any size comes back, with the status of that file."""
+    path = tmp_path_factory.mktemp("read") / "file.json"
+    data = (seed * (size // len(seed) + 1))[:size]
+    path.write_bytes(data)
+    assert read_file(path) == data
+    assert read_if_exists(path) == data
+    read, status = read_file_status(path)
+    assert read == data
+    assert (status.st_size, status.st_ino) == (size, path.stat().st_ino)
+    assert read_if_exists(path.with_name("absent.json")) is None
+    with pytest.raises(FileNotFoundError):
+        read_file(path.with_name("absent.json"))

@@ -184,13 +184,13 @@ def test_a_commit_into_a_cached_scope_builds_decodes_and_reads_nothing_it_holds(
         return real_decode(data, path)
 
     journal_read: list[Path] = []
-    real_read = journal._read
+    real_read = journal.read_if_exists
 
     def recording_read(path: Path) -> bytes | None:
         journal_read.append(path)
         return real_read(path)
 
-    monkeypatch.setattr(journal, "_read", recording_read)
+    monkeypatch.setattr(journal, "read_if_exists", recording_read)
     monkeypatch.setattr(Fact, "_build", classmethod(counting_build))
     monkeypatch.setattr("deermem.store.markdown.store.decode_summaries", counting_decode)
     result = store.commit(ALICE, ChangeSet(now=NOW, writes=(FactWrite(new, create=True),)))

@@ -1305,7 +1305,7 @@ class Memory:
             marks = self.store.shadow_marks(self.scope) if findings.results else {}
             events = search_regret(
                 query,
-                stamp=format_timestamp(now),
+                now=now,
                 missed=findings.missed,
                 results=(Found(r.fact_id, n) for n, r in enumerate(findings.results, 1)),
                 marks=marks,

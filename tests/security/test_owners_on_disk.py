@@ -22,7 +22,7 @@ import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.cli import main
-from deermem.errors import OwnerConflictError
+from deermem.errors import CorruptMemoryFile, OwnerConflictError
 from deermem.model import safe_user_id
 from deermem.store import ChangeSet
 
@@ -199,6 +199,32 @@ def test_a_directory_whose_owner_record_is_another_ids_is_refused(tmp_path: Path
     with pytest.raises(OwnerConflictError):
         other.create_fact("written into another's directory")
     assert files_under(twin) == before
+
+
+def test_an_owner_record_rewritten_in_place_is_read_again_at_the_next_search(
+    tmp_path: Path,
+) -> None:
+    """Issue 23: an owner record's bytes are decoded once per process, but the file is
+    read at every check: a record changed by hand (same size, same file) between two
+    searches is seen at the second, and a damaged one is named by its own path."""
+    first = open_memory(tmp_path, "amy-0001")
+    first.create_fact("Amy's fact about tea.")
+    assert first.search("tea")
+    record = tmp_path / "users" / "amy-0001" / ".memory.owner.json"
+    original = record.read_bytes()
+    with record.open("r+b") as handle:  # in place: same inode, same size
+        handle.write(original.replace(b"amy-0001", b"amy-0002"))
+    with pytest.raises(OwnerConflictError, match="owner record"):
+        first.search("tea")
+    twin = open_memory(tmp_path, "amy-0003")
+    twin.create_fact("Amy three's fact.")
+    damaged = b'{"userId": 3}\n'
+    for path in (record, tmp_path / "users" / "amy-0003" / ".memory.owner.json"):
+        path.write_bytes(damaged)
+    for memory, path in ((first, record), (twin, tmp_path / "users" / "amy-0003")):
+        with pytest.raises(CorruptMemoryFile) as refused:
+            memory.search("tea")
+        assert str(path) in str(refused.value)
 
 
 def test_the_first_commit_records_the_owner_and_reading_writes_nothing(tmp_path: Path) -> None:

@@ -101,21 +101,29 @@ class Found(NamedTuple):
 def search_regret(
     query: str,
     *,
-    stamp: str,
-    missed: Iterable[tuple[ArchiveEntry, int]],
+    now: datetime,
+    missed: Sequence[tuple[ArchiveEntry, int]],
     results: Iterable[Found],
     marks: Mapping[str, ShadowMark],
 ) -> tuple[RegretEvent, ...]:
     """The regret events of one search.
 
+    Most searches have none (nothing archived among the top results, no
+    result the shadow policy marked): then neither the query's digest nor
+    the stamp is computed, as every search pays for what it records.
+
     Args:
         query: what was searched for (only its digest is kept).
-        stamp: the search's clock, formatted.
+        now: the search's clock.
         missed: the archived facts among the top results, with their ranks.
         results: the library's results, with their ranks.
         marks: the shadow policy's marks on library facts.
     """
+    marked = [found for found in results if found.fact_id in marks]
+    if not missed and not marked:
+        return ()
     digest = query_digest(query)
+    stamp = format_timestamp(now)
     events: list[RegretEvent] = []
     for entry, rank in missed:
         category = entry.eviction.category if entry.eviction else entry.fact.category
@@ -147,20 +155,18 @@ def search_regret(
                     rank=rank,
                 )
             )
-    for found in results:
-        mark = marks.get(found.fact_id)
-        if mark is not None:
-            events.append(
-                shadow_regret(
-                    mark,
-                    "recalled",
-                    found.fact_id,
-                    occurred_at=stamp,
-                    trigger=TRIGGER_SEARCH,
-                    query_digest=digest,
-                    rank=found.rank,
-                )
+    for found in marked:
+        events.append(
+            shadow_regret(
+                marks[found.fact_id],
+                "recalled",
+                found.fact_id,
+                occurred_at=stamp,
+                trigger=TRIGGER_SEARCH,
+                query_digest=digest,
+                rank=found.rank,
             )
+        )
     return tuple(events)
 
 

@@ -56,6 +56,7 @@ indexed and what is asked for always agree. Two things need care:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -110,6 +111,7 @@ _VERSIONS_KEPT: Final = 1024
 # At most this many alternatives in one query: a pasted essay must not turn
 # into a 5,000-way OR.
 MAX_QUERY_GROUPS: Final = 64
+_QUERIES_KEPT: Final = 64
 
 _CJK: Final = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7a3"
 _CJK_RUN: Final = re.compile(f"[{_CJK}]+")
@@ -145,12 +147,15 @@ def fts_query(query: str) -> str | None:
     return " OR ".join(groups) if groups else None
 
 
-def fts_groups(query: str) -> list[str]:
+@functools.lru_cache(maxsize=_QUERIES_KEPT)
+def fts_groups(query: str) -> tuple[str, ...]:
     """The alternatives :func:`fts_query` joins with ``OR``, in query order.
 
     Each is a valid FTS5 expression on its own (a quoted string, a quoted
     phrase, or a prefix); duplicates are dropped and at most
-    :data:`MAX_QUERY_GROUPS` are kept.
+    :data:`MAX_QUERY_GROUPS` are kept. A pure function of the query, kept
+    for the last few: one search asks for it up to three times (the archive
+    check, the ranking, the ranking with the archive).
     """
     groups: list[str] = []
     for phrase, chunk in _QUERY_PART.findall(normalise(query)):
@@ -160,7 +165,7 @@ def fts_groups(query: str) -> list[str]:
                 groups.append(group)
         else:
             groups.extend(_chunk_groups(chunk))
-    return list(dict.fromkeys(groups))[:MAX_QUERY_GROUPS]
+    return tuple(dict.fromkeys(groups))[:MAX_QUERY_GROUPS]
 
 
 def _words(text: str) -> list[str]:
@@ -341,7 +346,7 @@ def micros(moment: datetime) -> int:
 
 # --- the schema and its statements ----------------------------------------------------
 
-INDEX_SCHEMA_VERSION: Final = "4"
+INDEX_SCHEMA_VERSION: Final = "5"
 
 # Row ids are allocated per scope in disjoint ranges (scope id × 2**32 + n),
 # so "this scope only" is a row-id range that FTS5 applies inside the
@@ -349,18 +354,22 @@ INDEX_SCHEMA_VERSION: Final = "4"
 # lower half of a scope's range holds its library, the upper half its
 # archive.
 #
-# Two full-text tables share those row ids. ``doc_fts`` holds the libraries
+# Three full-text tables share those row ids. ``doc_fts`` holds the libraries
 # only, so a search's BM25 statistics never count an archived fact.
 # ``cf_fts`` — the counterfactual — holds the libraries and the archives, so
 # ranking one scope's whole range there ranks its archive exactly as if it
 # were still in the library; ``doc.archived`` marks the rows ``doc_fts``
-# lacks. A fact id is unique within a scope's library and within its archive,
-# not across them: a fact restored or relearned is in the library's rows
-# before the archive's rows are brought in step and lose it.
+# lacks. ``arc_fts`` holds the archives only: whether an archived fact matches
+# a query at all is asked there, over the archive's own short posting lists,
+# not over the libraries' in ``cf_fts``. A fact id is unique within a scope's
+# library and within its archive, not across them: a fact restored or
+# relearned is in the library's rows before the archive's rows are brought in
+# step and lose it.
 SCOPE_SHIFT: Final = 32
 _HALF: Final = 1 << (SCOPE_SHIFT - 1)
 LIBRARY_FTS: Final = "doc_fts"
 COUNTERFACTUAL_FTS: Final = "cf_fts"
+ARCHIVE_FTS: Final = "arc_fts"
 # One statement each: created one by one inside a single write transaction.
 SCHEMA: Final[tuple[str, ...]] = (
     "CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -397,7 +406,21 @@ CREATE TABLE doc (
     "CREATE TABLE vec (key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
     "CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
     "CREATE VIRTUAL TABLE cf_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE arc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+    *(
+        f"INSERT INTO {fts} ({fts}, rank) VALUES ('{option}', 2)"
+        for fts in ("doc_fts", "cf_fts", "arc_fts")
+        for option in ("automerge", "usermerge")
+    ),
 )
+# Each write transaction adds a segment to a full-text table, and a query
+# looks a term up in every segment: a library that a process keeps writing a
+# fact at a time (learn, then search) would be searched through dozens of
+# small segments. So every table merges as soon as two segments share a
+# level (``automerge``, ``usermerge``: 2; FTS5's default is 4), and each write
+# ends with a merge step of at most MERGE_PAGES pages (:func:`_rewrite`):
+# a table stays within a few segments, whatever its history.
+MERGE_PAGES: Final = 100
 
 # BM25 is computed once per match (the CTE is materialised) and combined with
 # decay and confidence; the age arithmetic is (now_us − created_us) / 10**6 /
@@ -615,8 +638,8 @@ def _rewrite(
 ) -> None:
     """Delete the rows that went or changed, and write the changed documents in ``span``.
 
-    Library rows go into both full-text tables, archive rows into the
-    counterfactual one only.
+    Library rows go into the library's and the counterfactual full-text
+    tables, archive rows into the archive's and the counterfactual one.
     """
     delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
     low, high = span
@@ -642,12 +665,15 @@ def _rewrite(
             ),
         )
         body = d.body()
-        if not archived:
-            db.execute("INSERT INTO doc_fts (rowid, body) VALUES (?, ?)", (row_id, body))
+        own = ARCHIVE_FTS if archived else LIBRARY_FTS
+        db.execute(f"INSERT INTO {own} (rowid, body) VALUES (?, ?)", (row_id, body))
         db.execute("INSERT INTO cf_fts (rowid, body) VALUES (?, ?)", (row_id, body))
         row_id += 1
     if gone:
         prune_vectors(db)
+    if changed or gone:
+        for fts in (ARCHIVE_FTS if archived else LIBRARY_FTS, COUNTERFACTUAL_FTS):
+            db.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('merge', ?)", (MERGE_PAGES,))
 
 
 @contextlib.contextmanager
@@ -664,7 +690,10 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
 
 def delete_rows(db: sqlite3.Connection, row_ids: list[int]) -> None:
     pairs = [(row_id,) for row_id in row_ids]
-    db.executemany("DELETE FROM doc_fts WHERE rowid = ?", pairs)
+    library = [pair for pair in pairs if not is_archive_row(pair[0])]
+    archive = [pair for pair in pairs if is_archive_row(pair[0])]
+    db.executemany("DELETE FROM doc_fts WHERE rowid = ?", library)
+    db.executemany("DELETE FROM arc_fts WHERE rowid = ?", archive)
     db.executemany("DELETE FROM cf_fts WHERE rowid = ?", pairs)
     db.executemany("DELETE FROM doc WHERE id = ?", pairs)
 
@@ -718,6 +747,7 @@ def schema_ok(db: sqlite3.Connection) -> bool:
     db.execute("SELECT count(*) FROM doc").fetchone()
     db.execute("SELECT count(*) FROM doc_fts").fetchone()
     db.execute("SELECT count(*) FROM cf_fts").fetchone()
+    db.execute("SELECT count(*) FROM arc_fts").fetchone()
     db.execute("SELECT count(*) FROM vec").fetchone()
     return True
 
@@ -750,6 +780,11 @@ def archive_range(scope_id: int) -> tuple[int, int]:
     """The rows of a scope's archive (the upper half of its range)."""
     low = (scope_id << SCOPE_SHIFT) + _HALF
     return low, low + _HALF - 1
+
+
+def is_archive_row(row_id: int) -> bool:
+    """Whether a row id lies in the archive's half of its scope's range."""
+    return bool(row_id & _HALF)
 
 
 def user_key(user: str | None) -> str:
@@ -925,6 +960,7 @@ class SearchIndex:
             with transaction(db):
                 db.execute("DELETE FROM doc_fts")
                 db.execute("DELETE FROM cf_fts")
+                db.execute("DELETE FROM arc_fts")
                 db.execute("DELETE FROM doc")
                 db.execute("DELETE FROM scope")
                 db.execute("DELETE FROM vec")
@@ -1012,7 +1048,7 @@ class SearchIndex:
         facts with its library, in one statement — the hits that are archived
         facts say so (:attr:`SearchHit.archived`).
         """
-        groups = tuple(fts_groups(query))
+        groups = fts_groups(query)
         if not groups or top_k <= 0:
             return []
         wanted = category_key(category) if category else ""
@@ -1051,8 +1087,8 @@ class SearchIndex:
         a keyword search of library and archive together, so when none
         matches that ranking need not run (issue 23: it is half of a search's
         work). An empty archive is seen from its rows alone; otherwise one
-        ``MATCH`` over the archive's row range, stopped at the first row: no
-        BM25 is computed.
+        ``MATCH`` over the archive's own table (no library's posting list is
+        read) and its row range, stopped at the first row: no BM25 is computed.
         """
         groups = fts_groups(query)
         if not groups:
@@ -1066,7 +1102,7 @@ class SearchIndex:
             if _none_between(db, low, high):
                 return False
             row = db.execute(
-                f"SELECT 1 FROM {COUNTERFACTUAL_FTS} WHERE {COUNTERFACTUAL_FTS} MATCH ?"
+                f"SELECT 1 FROM {ARCHIVE_FTS} WHERE {ARCHIVE_FTS} MATCH ?"
                 " AND rowid BETWEEN ? AND ? LIMIT 1",
                 (" OR ".join(groups), low, high),
             ).fetchone()
@@ -1084,7 +1120,7 @@ class SearchIndex:
         rows a search ranks (the library, or library and archive); each IDF
         is at least 1e-6, as in FTS5.
         """
-        groups = tuple(fts_groups(query))
+        groups = fts_groups(query)
 
         def run(db: sqlite3.Connection) -> float:
             scope_id = scope_id_of(db, user_key(user), agent)

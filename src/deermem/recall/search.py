@@ -569,7 +569,14 @@ def search_with_archive(
 def _once(load: Callable[[], Iterable[FactLike]]) -> Callable[[], list[FactLike]]:
     """``load``'s facts, read by the first call only (a search that the index answers
     never reads them)."""
-    return functools.cache(lambda: list(load()))
+    read: list[list[FactLike]] = []
+
+    def facts() -> list[FactLike]:
+        if not read:
+            read.append(list(load()))
+        return read[0]
+
+    return facts
 
 
 def substring_search(

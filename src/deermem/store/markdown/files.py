@@ -101,6 +101,8 @@ __all__ = [
     "list_users",
     "make_directories",
     "owner_fields",
+    "read_file",
+    "read_file_status",
     "read_if_exists",
     "read_owner",
     "remove_durably",
@@ -1282,11 +1284,51 @@ def encode_owner(owner: Owner) -> bytes:
     return (json.dumps(value, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def read_file(path: Path) -> bytes:
+    """The file's bytes, read through the file descriptor alone.
+
+    Every read of a store's files comes here: a search reads the owner record
+    and ``memory.json`` each time, a cold load every fact file. Without
+    Python's buffered file object a small file costs an open, two reads and a
+    close (``Path.read_bytes`` also builds two objects and asks ``fstat``).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return _read_all(fd)
+    finally:
+        os.close(fd)
+
+
+def read_file_status(path: Path) -> tuple[bytes, os.stat_result]:
+    """:func:`read_file`, with the status of the open file taken before it is read.
+
+    Before, so that a write in between makes the status newer than the bytes
+    never older: a cache keyed by the status then misses rather than keeping
+    old bytes under a new key.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        status = os.fstat(fd)
+        return _read_all(fd), status
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, _READ_CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_READ_CHUNK: Final = 1 << 16
+
+
 def read_if_exists(path: Path) -> bytes | None:
     """The file's bytes, or ``None`` when there is no such file (a missing file is an answer,
     not an error, for every optional file of a store)."""
     try:
-        return path.read_bytes()
+        return read_file(path)
     except FileNotFoundError:
         return None
 
@@ -1301,16 +1343,33 @@ def read_owner(path: Path) -> Owner | None:
     if data is None:
         return None
     try:
+        return _decode_owner(data)
+    except ValueError as error:
+        raise CorruptMemoryFile(path, str(error)) from None
+
+
+_OWNERS_KEPT: Final = 1024
+
+
+@functools.lru_cache(maxsize=_OWNERS_KEPT)
+def _decode_owner(data: bytes) -> Owner:
+    """What an owner record's bytes say; a pure function of them, so each distinct record
+    is decoded once per process (every read of a scope checks its user's record).
+
+    Raises:
+        ValueError: the bytes are not an owner record (never cached).
+    """
+    try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CorruptMemoryFile(path, f"the owner record is not valid JSON: {error}") from None
+        raise ValueError(f"the owner record is not valid JSON: {error}") from None
     if not isinstance(raw, dict) or "userId" not in raw:
-        raise CorruptMemoryFile(path, "an owner record must be an object with 'userId'")
+        raise ValueError("an owner record must be an object with 'userId'")
     user_id, agent = raw["userId"], raw.get("agentName")
     if not (user_id is None or isinstance(user_id, str)) or not (
         agent is None or isinstance(agent, str)
     ):
-        raise CorruptMemoryFile(path, "an owner record holds text (or null) only")
+        raise ValueError("an owner record holds text (or null) only")
     return Owner(user_id, agent)
 
 
@@ -1406,7 +1465,7 @@ def stored_user_ids(user_dir: Path) -> frozenset[str]:
 
 def _fact_user_id(path: Path) -> str | None:
     try:
-        data = path.read_bytes()
+        data = read_file(path)
     except OSError:
         return None
     return _user_id_in(data)

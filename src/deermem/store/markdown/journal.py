@@ -67,6 +67,7 @@ from deermem.store.markdown.files import (
     fsync_path,
     is_temporary,
     make_directories,
+    read_if_exists,
     remove_durably,
     replace_files,
     search_index_path,
@@ -154,7 +155,7 @@ def _journal_bytes(
     old_entries: dict[str, dict[str, str]] = {}
     for change in changes:
         relative = user.relative(change.path)
-        before = prior[change.path] if change.path in prior else _read(change.path)
+        before = prior[change.path] if change.path in prior else read_if_exists(change.path)
         files.append({"path": relative, "before": None if before is None else _text(before)})
         if change.path.suffix == ".md" and before is not None:
             old_entries[change.path.stem] = {"path": relative}
@@ -193,7 +194,7 @@ def recover(user: UserPaths) -> bool:
         StoreNeedsRecovery: a file (or the journal) cannot be written: the
             store stays as it is, and its next writable opening recovers it.
     """
-    raw = _read(user.journal)
+    raw = read_if_exists(user.journal)
     if raw is None:
         return False
     journal = _parse(raw, user.journal)
@@ -258,7 +259,7 @@ def _restore(user: UserPaths, undo: Mapping[Path, bytes | None]) -> int:
     count = 0
     for path, before in undo.items():
         try:
-            if _read(path) == before:
+            if read_if_exists(path) == before:
                 continue
             replace_files([(path, before)])
         except OSError as error:
@@ -293,13 +294,6 @@ def _finish(user: UserPaths, operation: object, directories: set[Path]) -> None:
     # the original leaves an empty .recovery/ behind too.
     if isinstance(operation, str) and OPERATION_ID.fullmatch(operation):
         shutil.rmtree(user.recovery / operation, ignore_errors=True)
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
 
 
 def _text(data: bytes) -> str:
@@ -354,7 +348,7 @@ def original_undo(journal: Mapping[str, object], user: UserPaths) -> dict[Path, 
     if not isinstance(old_entries, dict) or not isinstance(fact_ids, list):
         raise CorruptMemoryFile(user.journal, "'oldEntries' or 'factIds' is malformed")
     undo: dict[Path, bytes | None] = {}
-    manifest_backup = _read(backups / _MANIFEST_BACKUP)
+    manifest_backup = read_if_exists(backups / _MANIFEST_BACKUP)
     if manifest_backup is not None:
         undo[user.manifest] = manifest_backup
     elif _expected_revision(journal, user) == 0:
@@ -365,7 +359,7 @@ def original_undo(journal: Mapping[str, object], user: UserPaths) -> dict[Path, 
         for fact_id in created:
             undo[paths.fact(_fact_id(fact_id, user))] = None
     for fact_id, entry in old_entries.items():
-        backup = _read(backups / f"{_fact_id(fact_id, user)}.md")
+        backup = read_if_exists(backups / f"{_fact_id(fact_id, user)}.md")
         relative = entry.get("path") if isinstance(entry, dict) else None
         if backup is None or not isinstance(relative, str):
             continue  # the original restores nothing without both

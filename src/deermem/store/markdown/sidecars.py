@@ -771,9 +771,8 @@ def _read_index(path: Path) -> ArchiveIndex:
     An entry is ``[id, archivedAt, digest]``, or ``[id, archivedAt]`` as
     written before digests.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_if_exists(path)
+    if data is None:
         return []
     known = _KNOWN_INDEXES.get(path, data)
     if known is not None:

@@ -85,6 +85,8 @@ from deermem.store.markdown.files import (
     holds_store,
     list_agents,
     list_users,
+    read_file,
+    read_file_status,
     read_if_exists,
     read_owner,
     resolve_root,
@@ -837,9 +839,7 @@ def read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken]:
 def _read_manifest(user: UserPaths) -> tuple[SummaryDocument, ManifestToken, bytes | None]:
     """:func:`read_manifest`, and the file's bytes (``None``: there is no file)."""
     try:
-        with user.manifest.open("rb") as handle:
-            status = os.fstat(handle.fileno())
-            data = handle.read()
+        data, status = read_file_status(user.manifest)
     except FileNotFoundError:
         return SummaryDocument(), ABSENT, None
     document = _DOCUMENTS.get(user.manifest, data)
@@ -889,7 +889,7 @@ def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
                 continue
             fact_id = path.stem
             _check_name(fact_id, shard.name, path)
-            facts[fact_id] = decode_fact(path.read_bytes(), path, scope, fact_id)
+            facts[fact_id] = decode_fact(read_file(path), path, scope, fact_id)
     return facts
 
 
