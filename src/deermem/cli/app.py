@@ -34,9 +34,8 @@ import importlib
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NoReturn, cast
+from typing import Any, Final, NamedTuple, NoReturn, cast
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -102,8 +101,7 @@ def use_command_classes(app: typer.Typer) -> None:
             use_command_classes(group.typer_instance)
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One command of ``deermem``: the module that implements it, and its line in the help.
 
     ``help`` is the first paragraph of the command's own help, as the
