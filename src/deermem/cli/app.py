@@ -364,15 +364,16 @@ GLOBAL_OPTIONS: Final = ("--root", "--config", "--user", "--agent")
 """The root command's options that take a value, accepted after the sub-command too."""
 
 
-def global_options_first(args: Sequence[str]) -> list[str]:
+def global_options_first(group: Any, args: Sequence[str]) -> list[str]:
     """``args`` with the root's options moved before the command, wherever they were given.
 
     ``deermem facts list --user alice`` reads as ``deermem --user alice facts
     list``: a user should not have to know which options belong to the root.
     An option the sub-command has itself (``token add --user``, ``init
     --config``) stays the sub-command's, and nothing after ``--`` moves.
+    ``group`` is the root command that then runs ``args``: the commands
+    looked up here are built once, for both.
     """
-    group: Any = typer.main.get_command(app)
     front: list[str] = []
     rest = list(args)
     index = 0
@@ -418,7 +419,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        app(args=global_options_first(args), prog_name="deermem")
+        # What `app(...)` runs, built once: through `app` typer would build the root and
+        # the command a second time after `global_options_first` looked them up.
+        group: Any = typer.main.get_command(app)
+        group(args=global_options_first(group, args), prog_name="deermem")
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:
