@@ -15,11 +15,14 @@ spawning to an initialised stdio session through the same client: the
 ``deermem`` command, a bare ``mcp`` SDK server with one tool
 (``bench/startup_floor.py mcp``, the floor) started by the same interpreter,
 and ``uv run deermem`` (what ``uv run`` adds). The ratio deermem ÷ floor is
-the result.
+the result. With ``--baseline SRC`` the same command also runs another
+tree's code (``PYTHONPATH=SRC``, e.g. ``../main/src``) in the same rotation,
+and its ratio to the floor is printed beside this tree's.
 
     uv run python -m bench.bench_mcp                 # 200 calls per tool
     uv run python -m bench.bench_mcp --calls 50
     uv run python -m bench.bench_mcp --startups 21
+    uv run python -m bench.bench_mcp --startups 21 --baseline ../main/src
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from deermem import Memory, MemoryConfig
 from deermem.service.tokens import TokenFile
 
 USER, AGENT = "bench", "coder"
+BASELINE = "deermem mcp, --baseline"
 TOPICS = ["python", "rust", "travel", "music", "cooking", "running", "chess", "gardening"]
 
 
@@ -142,8 +146,9 @@ async def startup_ms(params: StdioServerParameters, log: Path) -> float:
             return (time.perf_counter() - started) * 1000
 
 
-def compare_startups(root: Path, runs: int, log: Path) -> None:
-    """deermem, the bare SDK server and ``uv run deermem``, interleaved ``runs`` times."""
+def compare_startups(root: Path, runs: int, log: Path, baseline: Path | None = None) -> None:
+    """deermem, the bare SDK server and ``uv run deermem`` (and deermem on ``baseline``'s
+    code), interleaved ``runs`` times."""
     options = ["--root", str(root), "--user", USER, "--agent", AGENT, "mcp"]
     deermem = str(Path(sys.executable).parent / "deermem")  # the installed command
     floor = str(Path(__file__).parent / "startup_floor.py")
@@ -156,6 +161,10 @@ def compare_startups(root: Path, runs: int, log: Path) -> None:
             command="uv", args=["run", "deermem", *options]
         ),
     }
+    if baseline is not None:
+        servers[BASELINE] = StdioServerParameters(
+            command=deermem, args=options, env={"PYTHONPATH": str(baseline.resolve())}
+        )
     samples: dict[str, list[float]] = {name: [] for name in servers}
     cpu: dict[str, list[float]] = {name: [] for name in servers}
     for params in servers.values():  # warm the page cache and uv's
@@ -181,6 +190,13 @@ def compare_startups(root: Path, runs: int, log: Path) -> None:
     floor_cpu = statistics.median(cpu["bare mcp SDK server (floor)"])
     print(f"  deermem / floor: {deermem_ms / floor_ms:.2f}x (CPU {deermem_cpu / floor_cpu:.2f}x)")
     print(f"  uv run adds: {medians['uv run deermem mcp'] - deermem_ms:.0f} ms")
+    if baseline is not None:
+        baseline_cpu = statistics.median(cpu[BASELINE])
+        print(
+            f"  baseline / floor: {medians[BASELINE] / floor_ms:.2f}x "
+            f"(CPU {baseline_cpu / floor_cpu:.2f}x); this / baseline: "
+            f"{deermem_ms / medians[BASELINE]:.2f}x (CPU {deermem_cpu / baseline_cpu:.2f}x)"
+        )
 
 
 def report(title: str, samples: dict[str, list[float]]) -> None:
@@ -193,7 +209,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per tool")
     parser.add_argument("--startups", type=int, default=0, help="time start-up only, N runs")
+    parser.add_argument(
+        "--baseline", type=Path, help="with --startups: also run this tree's src (PYTHONPATH)"
+    )
     args = parser.parse_args()
+    if args.baseline is not None and not args.startups:
+        parser.error("--baseline needs --startups")
     print(
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f}"
@@ -202,7 +223,7 @@ def main() -> None:
         base = Path(directory)
         if args.startups:
             seed(base / "stdio", 100)
-            compare_startups(base / "stdio", args.startups, base / "startup.log")
+            compare_startups(base / "stdio", args.startups, base / "startup.log", args.baseline)
             return
         for transport in ("stdio", "http"):
             root = base / transport

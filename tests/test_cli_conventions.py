@@ -391,6 +391,24 @@ def test_the_roots_options_work_after_the_command_too(
     assert token["users"] == ["alice"]
 
 
+def test_a_command_is_built_once_per_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moving the root's options first looks the command up; the run then uses that
+    command, not a second one built for it (issue 23: every command's start-up)."""
+    built: list[str] = []
+
+    def counted(name: str) -> Any:
+        built.append(name)
+        return build_command(name)
+
+    monkeypatch.setattr(sys.modules["deermem.cli.app"], "build_command", counted)
+    root = str(tmp_path / "memory")
+    assert main(["init", "--root", root]) == 0
+    assert main(["facts", "list", "--root", root, "--user", "alice"]) == 0
+    assert built == ["init", "facts"]
+
+
 def test_demo_learn_shows_extraction_confirmation_and_the_gate_without_a_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,16 +9,19 @@ interfaces keep no hand-written JSON of their own.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import pytest
 from mcp import Client
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 import deermem
 from deermem import FactValidationError, Memory, MemoryConfig
+from deermem.model import WireForm
 from deermem.results import FactPatch, NewFact, to_json
 from deermem.service.mcp import create_mcp_server
 from deermem.service.settings import ToolLimits
@@ -110,3 +113,36 @@ def test_the_facade_and_the_interfaces_write_no_json_by_hand() -> None:
     ]
     assert len(interface_modules()) > 20
     assert hand_written == []
+
+
+class _Unbuildable:
+    """A type whose pydantic schema nobody may ask for."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        raise AssertionError("the schema of the record's own class was built")
+
+
+@dataclass(frozen=True)
+class _Record:
+    value: _Unbuildable
+
+
+class _RecordOut(BaseModel):
+    value: str
+
+
+def test_a_record_on_the_wire_is_described_without_building_its_own_schema() -> None:
+    """``WireForm`` takes the record as it is, writes it with its function and shows its
+    model's schema; the schema of the record's class (a fact, a receipt: dataclasses of many
+    fields) is never built. ``PlainValidator`` and ``PlainSerializer`` built it and threw it
+    away, on every model and tool that returns a fact or a receipt."""
+    adapter: TypeAdapter[_Record] = TypeAdapter(
+        Annotated[_Record, WireForm(lambda record: {"value": "written"}, _RecordOut)]
+    )
+    record = _Record(_Unbuildable())
+    assert adapter.validate_python(record) is record
+    assert adapter.dump_python(record, mode="json") == {"value": "written"}
+    with pytest.raises(ValidationError, match="expected a _Record"):
+        adapter.validate_python({"value": "written"})
+    assert adapter.json_schema() == _RecordOut.model_json_schema()

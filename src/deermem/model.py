@@ -37,20 +37,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, cast
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     GetJsonSchemaHandler,
-    PlainSerializer,
-    PlainValidator,
     TypeAdapter,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, to_jsonable_python
+from pydantic_core import CoreSchema, core_schema, to_jsonable_python
 
 from deermem.errors import FactValidationError, InvalidTextError, UnsafeIdentifierError
 
@@ -86,7 +85,6 @@ __all__ = [
     "USER_ID_PATTERN",
     "WEIGHT_TOLERANCE",
     "WIRE_CONFIG",
-    "DescribedBy",
     "Fact",
     "FactJson",
     "FactOut",
@@ -99,6 +97,7 @@ __all__ = [
     "Redaction",
     "Scope",
     "WatermarkKey",
+    "WireForm",
     "agent_directory",
     "canonical_category",
     "category_key",
@@ -111,7 +110,6 @@ __all__ = [
     "duplicate_digest",
     "duplicate_key",
     "format_timestamp",
-    "instance_of",
     "is_bucket",
     "is_derived_agent_directory",
     "json_form",
@@ -1555,7 +1553,6 @@ class FlushReport:
 # annotation (:data:`FactJson`), so the schemas show it without a second writer.
 # ---------------------------------------------------------------------------
 
-T = TypeVar("T")
 
 WIRE_CONFIG: Final = ConfigDict(
     frozen=True,
@@ -1593,29 +1590,45 @@ def to_json(value: object, kind: Any = None, *, exclude: set[str] | None = None)
     return _adapter(kind).dump_python(value, mode="json", exclude=exclude)
 
 
-class DescribedBy:
-    """Annotation metadata: the JSON schema of a record is that of ``model``."""
+class WireForm:
+    """Annotation metadata: a record of a lower layer on the wire, in its own JSON form.
 
-    __slots__ = ("model",)
+    ``Annotated[Fact, WireForm(Fact.to_dict, FactOut)]`` takes a :class:`Fact`
+    as it is (it was validated where it was built; anything else is refused
+    with "expected a Fact"), writes it with ``dump`` and shows ``model``'s JSON
+    schema. The core schema is made of these three alone: pydantic's
+    ``PlainValidator`` and ``PlainSerializer`` would each first build a schema of
+    the record's class itself (a dataclass of many fields), only to replace it.
+    """
 
-    def __init__(self, model: type[BaseModel]) -> None:
+    __slots__ = ("dump", "model")
+
+    def __init__(self, dump: Callable[[Any], object], model: type[BaseModel]) -> None:
+        self.dump = dump
         self.model = model
 
+    def __get_pydantic_core_schema__(
+        self, source_type: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        kind: type[Any] = source_type
+
+        def same(value: object) -> Any:
+            if isinstance(value, kind):
+                return value
+            raise ValueError(f"expected a {kind.__name__}")
+
+        return core_schema.no_info_plain_validator_function(
+            same,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                self.dump, info_arg=False, return_schema=core_schema.any_schema()
+            ),
+            json_schema_input_schema=core_schema.any_schema(),
+        )
+
     def __get_pydantic_json_schema__(
-        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         return handler(self.model.__pydantic_core_schema__)
-
-
-def instance_of(kind: type[T]) -> PlainValidator:
-    """Take a record of a lower layer as it is (it was validated where it was built)."""
-
-    def same(value: object) -> T:
-        if isinstance(value, kind):
-            return value
-        raise ValueError(f"expected a {kind.__name__}")
-
-    return PlainValidator(same)
 
 
 class FactOut(BaseModel):
@@ -1648,12 +1661,7 @@ class FactOut(BaseModel):
         return cls.model_validate(fact.to_dict())
 
 
-FactJson = Annotated[
-    Fact,
-    instance_of(Fact),
-    PlainSerializer(Fact.to_dict, return_type=Any),
-    DescribedBy(FactOut),
-]
+FactJson = Annotated[Fact, WireForm(Fact.to_dict, FactOut)]
 """A :class:`Fact` on the wire: its stored form, every field."""
 
 

@@ -24,7 +24,7 @@ from mcp.types import CallToolResult
 
 from deermem import Memory
 from deermem.service.mcp import TOOL_NAMES, create_mcp_server
-from deermem.service.mcp.server import request_memory
+from deermem.service.mcp.server import memory_tools, request_memory
 from deermem.service.settings import ToolLimits
 
 from ..served_store import ServedStore, files_under, on_both_stores
@@ -131,6 +131,18 @@ def test_no_tool_takes_a_user_or_an_agent(store: ServedStore) -> None:
 def test_every_input_schema_refuses_arguments_it_does_not_name(store: ServedStore) -> None:
     for tool in tools_listed(open_memory(store)).values():
         assert tool.input_schema["additionalProperties"] is False, tool.name
+
+
+def test_an_input_schema_is_what_pydantic_writes_for_the_arguments_it_validates(
+    store: ServedStore,
+) -> None:
+    """A tool's schema is the SDK's, closed; pydantic's own schema of the closed argument
+    model is the same, key for key and in the same order."""
+    for tool in memory_tools(
+        lambda ctx: open_memory(store), memory=open_memory(store), limits=ToolLimits()
+    ):
+        own = tool.fn_metadata.arg_model.model_json_schema(by_alias=True)
+        assert json.dumps(tool.parameters) == json.dumps(own), tool.name
 
 
 @pytest.mark.parametrize(

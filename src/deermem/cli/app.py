@@ -34,9 +34,8 @@ import importlib
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NoReturn, cast
+from typing import Any, Final, NamedTuple, NoReturn, cast
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -102,8 +101,7 @@ def use_command_classes(app: typer.Typer) -> None:
             use_command_classes(group.typer_instance)
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One command of ``deermem``: the module that implements it, and its line in the help.
 
     ``help`` is the first paragraph of the command's own help, as the
@@ -366,15 +364,16 @@ GLOBAL_OPTIONS: Final = ("--root", "--config", "--user", "--agent")
 """The root command's options that take a value, accepted after the sub-command too."""
 
 
-def global_options_first(args: Sequence[str]) -> list[str]:
+def global_options_first(group: Any, args: Sequence[str]) -> list[str]:
     """``args`` with the root's options moved before the command, wherever they were given.
 
     ``deermem facts list --user alice`` reads as ``deermem --user alice facts
     list``: a user should not have to know which options belong to the root.
     An option the sub-command has itself (``token add --user``, ``init
     --config``) stays the sub-command's, and nothing after ``--`` moves.
+    ``group`` is the root command that then runs ``args``: the commands
+    looked up here are built once, for both.
     """
-    group: Any = typer.main.get_command(app)
     front: list[str] = []
     rest = list(args)
     index = 0
@@ -420,7 +419,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        app(args=global_options_first(args), prog_name="deermem")
+        # What `app(...)` runs, built once: through `app` typer would build the root and
+        # the command a second time after `global_options_first` looked them up.
+        group: Any = typer.main.get_command(app)
+        group(args=global_options_first(group, args), prog_name="deermem")
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:

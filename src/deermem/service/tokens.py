@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Final, NamedTuple
 
 from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -180,8 +180,7 @@ class TokenRecord:
         return cls(token_id, name, tuple(users), admin, created, expires, digest)
 
 
-@dataclass(frozen=True, slots=True)
-class IssuedToken:
+class IssuedToken(NamedTuple):
     """A token just made: the secret (shown once) and its record."""
 
     token: str

@@ -38,19 +38,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal, NamedTuple, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from deermem.errors import CorruptMemoryFile, FactValidationError
 from deermem.model import (
     FLATTEN,
     OMIT_NONE,
-    DescribedBy,
     Fact,
     FactOut,
     Record,
     Scope,
+    WireForm,
     duplicate_key,
-    instance_of,
     json_form,
     json_key,
     parse_timestamp,
@@ -832,24 +831,9 @@ def _archived_without_fact(entry: ArchiveEntry) -> dict[str, object]:
     return {key: value for key, value in json_form(entry).items() if key != "fact"}
 
 
-ReceiptJson = Annotated[
-    EvictionReceipt,
-    instance_of(EvictionReceipt),
-    PlainSerializer(json_form, return_type=Any),
-    DescribedBy(_ReceiptShape),
-]
+ReceiptJson = Annotated[EvictionReceipt, WireForm(json_form, _ReceiptShape)]
 """An eviction receipt on the wire: its audit-file form (no content)."""
-ArchiveEntryJson = Annotated[
-    ArchiveEntry,
-    instance_of(ArchiveEntry),
-    PlainSerializer(json_form, return_type=Any),
-    DescribedBy(_ArchiveEntryShape),
-]
+ArchiveEntryJson = Annotated[ArchiveEntry, WireForm(json_form, _ArchiveEntryShape)]
 """An archive entry on the wire: its file's form, the fact included."""
-ArchivedJson = Annotated[
-    ArchiveEntry,
-    instance_of(ArchiveEntry),
-    PlainSerializer(_archived_without_fact, return_type=Any),
-    DescribedBy(_ArchivedShape),
-]
+ArchivedJson = Annotated[ArchiveEntry, WireForm(_archived_without_fact, _ArchivedShape)]
 """Why an archived fact left: its archive entry without the fact."""

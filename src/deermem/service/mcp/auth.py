@@ -33,9 +33,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Container
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, NamedTuple
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -69,8 +68,7 @@ CALLER_KEY: Final = "deermem.caller"
 _log = logging.getLogger("deermem.service.mcp")
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(NamedTuple):
     """Who an HTTP request acts for and whose memory it reaches.
 
     Attributes:

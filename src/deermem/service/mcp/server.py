@@ -464,7 +464,9 @@ def _closed(tool: Tool) -> Tool:
     )
     assert issubclass(closed, ArgModelBase)
     tool.fn_metadata.arg_model = closed
-    tool.parameters = closed.model_json_schema(by_alias=True)
+    # The SDK's schema of the same fields, closed: what pydantic writes for `closed` (it
+    # sorts the keys, and `additionalProperties` comes first), without writing it again.
+    tool.parameters = {"additionalProperties": False, **tool.parameters}
     return _OneLineTool.model_construct(**dict(tool))
 
 
