@@ -25,7 +25,7 @@ from deermem.model import FactScope, Scope
 from deermem.store import ChangeSet, FactDelete, FactWrite, MarkdownStore, Store
 from deermem.store.markdown import files as atomic
 from deermem.store.markdown import journal, locks
-from deermem.store.markdown.files import decode_fact, fact_shard
+from deermem.store.markdown.files import decode_fact, fact_shard, read_if_exists
 from deermem.store.records import SummaryDocument, decode_summaries
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -184,7 +184,7 @@ def test_a_commit_into_a_cached_scope_builds_decodes_and_reads_nothing_it_holds(
         return real_decode(data, path)
 
     journal_read: list[Path] = []
-    real_read = journal.read_if_exists
+    real_read = read_if_exists
 
     def recording_read(path: Path) -> bytes | None:
         journal_read.append(path)
