@@ -1287,8 +1287,8 @@ def encode_owner(owner: Owner) -> bytes:
 def read_file(path: Path) -> bytes:
     """The file's bytes, read through the file descriptor alone.
 
-    Every read of a store's files comes here: a search reads the owner record
-    and ``memory.json`` each time, a cold load every fact file. Without
+    The reads on every search's and load's path come here (the owner record,
+    ``memory.json``, the sidecars; every fact file on a cold load). Without
     Python's buffered file object a small file costs an open, two reads and a
     close (``Path.read_bytes`` also builds two objects and asks ``fstat``).
     """
