@@ -283,3 +283,34 @@ def test_full_text_tables_stay_few_segments_under_writes_one_fact_at_a_time() ->
         }
         # 6 each; the same writes with FTS5's defaults leave 17 (10 with the merge step alone).
         assert all(count <= 8 for count in pages.values()), pages
+
+
+def test_a_keyword_search_reads_the_scope_row_once_for_its_versions_and_once_to_rank() -> None:
+    """Issue 23: the first search after a write does no lookup twice. With its rows current,
+    a keyword search with missed-recall detection that the archive cannot change reads
+    the scope's row once for both versions and once more for the ranking and the archive
+    check together (it read it four times: two version checks, the archive check, the
+    ranking)."""
+    with SearchIndex() as index:
+        loader = Loader(ARCHIVE)
+        source = ArchiveSource(lambda: {f["id"]: "t1" for f in ARCHIVE}, loader)
+
+        def search(query: str) -> list[str]:
+            outcome = search_with_archive(
+                index,
+                "u",
+                "a",
+                query,
+                version="v1",
+                archive_version="a1",
+                load=lambda: LIBRARY,
+                archive=source,
+                now=NOW,
+            )
+            return [hit.fact_id for hit in outcome.hits]
+
+        assert search("tea") == ["fact_tea"]  # brings the rows in step
+        statements: list[str] = []
+        index._connection.set_trace_callback(statements.append)
+        assert search("jazz") == ["fact_jazz"]  # no archived fact says it
+        assert sum("FROM scope" in statement for statement in statements) == 2

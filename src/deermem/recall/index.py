@@ -719,6 +719,52 @@ def _none_between(db: sqlite3.Connection, low: int, high: int) -> bool:
     )
 
 
+def _ranked(
+    db: sqlite3.Connection,
+    scope_id: int,
+    groups: Sequence[str],
+    wanted: str,
+    now: datetime,
+    top_k: int,
+    *,
+    with_archive: bool,
+) -> list[SearchHit]:
+    """The ranking statement over the scope's library, or its library and archive."""
+    if top_k <= 0:
+        return []
+    low, high = row_range(scope_id) if with_archive else library_range(scope_id)
+    archived_from = archive_range(scope_id)[0]
+    fts = COUNTERFACTUAL_FTS if with_archive else LIBRARY_FTS
+    parameters = {
+        "query": " OR ".join(groups),
+        "category": wanted,
+        "now": micros(now),
+        "grace": DECAY_GRACE_DAYS,
+        "rate": DECAY_RATE,
+        "weight": CONFIDENCE_WEIGHT,
+        "limit": top_k,
+        "low": low,
+        "high": high,
+    }
+    return [
+        SearchHit(str(fact_id), float(score), "fts5", float(raw), row_id >= archived_from)
+        for fact_id, raw, score, row_id in db.execute(_STATEMENTS[(fts, bool(wanted))], parameters)
+    ]
+
+
+def _archive_matches(db: sqlite3.Connection, scope_id: int, groups: Sequence[str]) -> bool:
+    """Whether an archived fact of the scope matches any of ``groups`` (see archive_matches)."""
+    low, high = archive_range(scope_id)
+    if _none_between(db, low, high):
+        return False
+    row = db.execute(
+        f"SELECT 1 FROM {ARCHIVE_FTS} WHERE {ARCHIVE_FTS} MATCH ?"
+        " AND rowid BETWEEN ? AND ? LIMIT 1",
+        (" OR ".join(groups), low, high),
+    ).fetchone()
+    return row is not None
+
+
 def schema_ok(db: sqlite3.Connection) -> bool:
     """Whether the database holds our schema; creates it in an empty database.
 
@@ -873,19 +919,25 @@ class SearchIndex:
         )
         return None if row is None else str(row[0])
 
+    def versions(self, user: str | None, agent: str) -> tuple[str, str] | None:
+        """The versions the scope's library and archive rows were last synchronised at
+        (``""``: the archive never), in one read; ``None`` if the scope never was."""
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT version, archive_version FROM scope WHERE user_key = ? AND agent = ?",
+                (user_key(user), agent),
+            ).fetchone()
+        )
+        return None if row is None else (str(row[0]), str(row[1]))
+
     def is_current(self, user: str | None, agent: str, version: str) -> bool:
         """Whether the scope was synchronised at exactly ``version`` (never for ``""``)."""
         return bool(version) and self.version(user, agent) == version
 
     def is_archive_current(self, user: str | None, agent: str, version: str) -> bool:
         """Whether the scope's archive rows were synchronised at exactly ``version``."""
-        row = self._run(
-            lambda db: db.execute(
-                "SELECT archive_version FROM scope WHERE user_key = ? AND agent = ?",
-                (user_key(user), agent),
-            ).fetchone()
-        )
-        return bool(version) and row is not None and row[0] == version
+        synced = self.versions(user, agent)
+        return bool(version) and synced is not None and synced[1] == version
 
     def mark_archive_stale(self, user: str | None, agent: str) -> None:
         """Make the scope's archive rows read as out of date, whatever token a caller holds.
@@ -1057,26 +1109,7 @@ class SearchIndex:
             scope_id = scope_id_of(db, user_key(user), agent)
             if scope_id is None:
                 return []
-            low, high = row_range(scope_id) if with_archive else library_range(scope_id)
-            archived_from = archive_range(scope_id)[0]
-            fts = COUNTERFACTUAL_FTS if with_archive else LIBRARY_FTS
-            parameters = {
-                "query": " OR ".join(groups),
-                "category": wanted,
-                "now": micros(now),
-                "grace": DECAY_GRACE_DAYS,
-                "rate": DECAY_RATE,
-                "weight": CONFIDENCE_WEIGHT,
-                "limit": top_k,
-                "low": low,
-                "high": high,
-            }
-            return [
-                SearchHit(str(fact_id), float(score), "fts5", float(raw), row_id >= archived_from)
-                for fact_id, raw, score, row_id in db.execute(
-                    _STATEMENTS[(fts, bool(wanted))], parameters
-                )
-            ]
+            return _ranked(db, scope_id, groups, wanted, now, top_k, with_archive=with_archive)
 
         return self._run(run)
 
@@ -1096,17 +1129,36 @@ class SearchIndex:
 
         def run(db: sqlite3.Connection) -> bool:
             scope_id = scope_id_of(db, user_key(user), agent)
+            return scope_id is not None and _archive_matches(db, scope_id, groups)
+
+        return self._run(run)
+
+    def search_library(
+        self,
+        user: str | None,
+        agent: str,
+        query: str,
+        *,
+        now: datetime,
+        top_k: int = 5,
+        category: str | None = None,
+    ) -> tuple[list[SearchHit], bool]:
+        """:meth:`search` of the library and :meth:`archive_matches`, the scope looked up once.
+
+        What a keyword search with missed-recall detection asks first: the
+        library's results, and whether the archive could hold a missed one.
+        """
+        groups = fts_groups(query)
+        if not groups:
+            return [], False
+        wanted = category_key(category) if category else ""
+
+        def run(db: sqlite3.Connection) -> tuple[list[SearchHit], bool]:
+            scope_id = scope_id_of(db, user_key(user), agent)
             if scope_id is None:
-                return False
-            low, high = archive_range(scope_id)
-            if _none_between(db, low, high):
-                return False
-            row = db.execute(
-                f"SELECT 1 FROM {ARCHIVE_FTS} WHERE {ARCHIVE_FTS} MATCH ?"
-                " AND rowid BETWEEN ? AND ? LIMIT 1",
-                (" OR ".join(groups), low, high),
-            ).fetchone()
-            return row is not None
+                return [], False
+            hits = _ranked(db, scope_id, groups, wanted, now, top_k, with_archive=False)
+            return hits, _archive_matches(db, scope_id, groups)
 
         return self._run(run)
 

@@ -516,9 +516,10 @@ def search_with_archive(
         )
     facts = _once(load)
     try:
-        if not index.is_current(user, agent, version):
+        synced = index.versions(user, agent)  # the library's and the archive's, one read
+        if not version or synced is None or synced[0] != version:
             index.sync_scope(user, agent, facts(), version=version)
-        current = index.is_archive_current(user, agent, archive_version)
+        current = bool(archive_version) and synced is not None and synced[1] == archive_version
         listing = None if current else archive.listing()
         if listing is not None:
             index.sync_archive(user, agent, listing, archive.load, version=archive_version)
@@ -551,13 +552,18 @@ def search_with_archive(
                 with_archive=with_archive,
             )
 
+        if meaning is None:
+            hits, matched = index.search_library(
+                user, agent, query, now=now, top_k=top_k, category=category
+            )
+        else:
+            hits, matched = ranked(False), True
         missed = []
         # By keyword alone, an archive without a match for the query cannot
         # place a fact among the results: the ranking of both is not run.
-        if indexed and (meaning is not None or index.archive_matches(user, agent, query)):
+        if indexed and matched:
             together = enumerate(ranked(True), 1)
             missed = [MissedHit(hit, rank) for rank, hit in together if hit.archived]
-        hits = ranked(False)
     except SearchIndexError as error:
         _log.warning("search index unavailable (%s); using substring search", error)
         return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category))
