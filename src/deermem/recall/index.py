@@ -753,7 +753,7 @@ def _ranked(
 
 
 def _archive_matches(db: sqlite3.Connection, scope_id: int, groups: Sequence[str]) -> bool:
-    """Whether an archived fact of the scope matches any of ``groups`` (see archive_matches)."""
+    """Whether an archived fact of the scope matches any of ``groups`` (see search_library)."""
     low, high = archive_range(scope_id)
     if _none_between(db, low, high):
         return False
@@ -1113,26 +1113,6 @@ class SearchIndex:
 
         return self._run(run)
 
-    def archive_matches(self, user: str | None, agent: str, query: str) -> bool:
-        """Whether any archived fact of the scope matches ``query`` by keyword.
-
-        An archived fact that matches nothing cannot be among the results of
-        a keyword search of library and archive together, so when none
-        matches that ranking need not run (issue 23: it is half of a search's
-        work). An empty archive is seen from its rows alone; otherwise one
-        ``MATCH`` over the archive's own table (no library's posting list is
-        read) and its row range, stopped at the first row: no BM25 is computed.
-        """
-        groups = fts_groups(query)
-        if not groups:
-            return False
-
-        def run(db: sqlite3.Connection) -> bool:
-            scope_id = scope_id_of(db, user_key(user), agent)
-            return scope_id is not None and _archive_matches(db, scope_id, groups)
-
-        return self._run(run)
-
     def search_library(
         self,
         user: str | None,
@@ -1143,10 +1123,16 @@ class SearchIndex:
         top_k: int = 5,
         category: str | None = None,
     ) -> tuple[list[SearchHit], bool]:
-        """:meth:`search` of the library and :meth:`archive_matches`, the scope looked up once.
+        """:meth:`search` of the library, and whether any archived fact matches ``query``.
 
-        What a keyword search with missed-recall detection asks first: the
-        library's results, and whether the archive could hold a missed one.
+        What a keyword search with missed-recall detection asks first, the
+        scope looked up once. An archived fact that matches nothing cannot be
+        among the results of a keyword search of library and archive
+        together, so when none matches that ranking need not run (issue 23:
+        it is half of a search's work). An empty archive is seen from its rows
+        alone; otherwise one ``MATCH`` over the archive's own table (no
+        library's posting list is read) and its row range, stopped at the
+        first row: no BM25 is computed.
         """
         groups = fts_groups(query)
         if not groups:
