@@ -7,7 +7,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from deermem.recall.index import SearchIndex
-from deermem.recall.search import ArchiveSource, search_facts, search_with_archive
+from deermem.recall.search import (
+    ArchiveSource,
+    SearchOutcome,
+    search_facts,
+    search_with_archive,
+)
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -168,25 +173,30 @@ def rankings(index: SearchIndex) -> list[str]:
     return ranked
 
 
+def searched(index: SearchIndex, query: str) -> SearchOutcome:
+    """``search_with_archive`` of scope ``u``/``a`` at versions ``v1``/``a1``, over LIBRARY
+    and ARCHIVE (every archived fact at token ``t1``)."""
+    source = ArchiveSource(lambda: {f["id"]: "t1" for f in ARCHIVE}, Loader(ARCHIVE))
+    return search_with_archive(
+        index,
+        "u",
+        "a",
+        query,
+        version="v1",
+        archive_version="a1",
+        load=lambda: LIBRARY,
+        archive=source,
+        now=NOW,
+    )
+
+
 def test_an_archive_without_a_match_is_not_ranked_with_the_library() -> None:
     """Issue 23: by keyword, only an archived fact that matches the query can be missed;
     when none does, the search ranks the library alone (half the work), and says the same."""
     with SearchIndex() as index:
-        loader = Loader(ARCHIVE)
-        source = ArchiveSource(lambda: {f["id"]: "t1" for f in ARCHIVE}, loader)
 
         def search(query: str) -> list[tuple[str, int]]:
-            outcome = search_with_archive(
-                index,
-                "u",
-                "a",
-                query,
-                version="v1",
-                archive_version="a1",
-                load=lambda: LIBRARY,
-                archive=source,
-                now=NOW,
-            )
+            outcome = searched(index, query)
             assert outcome.hits == search_facts(
                 index, "u", "a", query, version="v1", load=lambda: LIBRARY, now=NOW
             )
@@ -297,22 +307,9 @@ def test_a_keyword_search_reads_the_scope_row_once_for_its_versions_and_once_to_
     check together (it read it four times: two version checks, the archive check, the
     ranking)."""
     with SearchIndex() as index:
-        loader = Loader(ARCHIVE)
-        source = ArchiveSource(lambda: {f["id"]: "t1" for f in ARCHIVE}, loader)
 
         def search(query: str) -> list[str]:
-            outcome = search_with_archive(
-                index,
-                "u",
-                "a",
-                query,
-                version="v1",
-                archive_version="a1",
-                load=lambda: LIBRARY,
-                archive=source,
-                now=NOW,
-            )
-            return [hit.fact_id for hit in outcome.hits]
+            return [hit.fact_id for hit in searched(index, query).hits]
 
         assert search("tea") == ["fact_tea"]  # brings the rows in step
         statements: list[str] = []
