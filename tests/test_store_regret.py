@@ -6,6 +6,7 @@ import json
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,6 +123,49 @@ def test_a_search_records_its_events_and_recalls_in_one_change(tmp_path: Path) -
     assert memory.store.usage(memory.scope)[fact_id].access_count == 1
     assert [e.fact_id for e in memory.store.regret_events(memory.scope)] == ["fact_00000001"]
     assert not (tmp_path / "users/alice/.memory.journal.json").exists()
+
+
+def test_damaged_shadow_marks_never_fail_a_search(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The marks are read with the facts a search ranks (one read of the scope): marks
+    that cannot be read come back as their error, and the search answers all the same,
+    unrecorded, naming the file in the log; the file is left as it is."""
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", clock=lambda: NOW)
+    fact_id = memory.create_fact("Likes oolong tea").fact_id
+    marks = metadata(tmp_path) / "shadow-evictions.json"
+    marks.parent.mkdir(parents=True, exist_ok=True)
+    marks.write_text("{ broken", "utf-8")
+    snapshot, read = memory.store.load_with_marks(memory.scope)
+    assert [fact.id for fact in snapshot.facts] == [fact_id]
+    assert isinstance(read, CorruptMemoryFile)
+    with caplog.at_level(logging.WARNING):
+        assert [result.fact_id for result in memory.search("oolong")] == [fact_id]
+    assert "shadow-evictions.json" in caplog.text
+    assert marks.read_text("utf-8") == "{ broken"
+
+
+def test_a_recorded_search_checks_the_scope_s_directories_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: the facts a search ranks and the shadow marks its results are checked
+    against are read after one check of the directories (an interrupted commit rolled
+    back, the owner records read); it checked them twice, once per read. (Under a policy
+    that counts recalls, the write that counts them checks once more, under the lock.)"""
+    config = MemoryConfig(fact_eviction_policy="confidence", fact_eviction_shadow_enabled=False)
+    memory = Memory.open(tmp_path, config, user="alice", clock=lambda: NOW)
+    memory.create_fact("Likes oolong tea")
+    assert memory.search("oolong")  # the first search brings the index in step
+    checks: list[Scope] = []
+    check = MarkdownStore._check
+
+    def counted(store: MarkdownStore, scope: Scope, *rest: Any) -> Any:
+        checks.append(scope)
+        return check(store, scope, *rest)
+
+    monkeypatch.setattr(MarkdownStore, "_check", counted)
+    assert memory.search("oolong")
+    assert checks == [memory.scope]
 
 
 # --- the archive index ------------------------------------------------------------------

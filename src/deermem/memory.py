@@ -1043,6 +1043,7 @@ class Memory:
             top_k=top_k,
             category=category,
             with_archive=record and self._detects_missed_recalls,
+            with_marks=record,
             hybrid=self.config.search_mode == "hybrid",
         )
         results = findings.results
@@ -1302,7 +1303,11 @@ class Memory:
         )
         events: tuple[RegretEvent, ...] = ()
         try:
-            marks = self.store.shadow_marks(self.scope) if findings.results else {}
+            marks = findings.marks
+            if isinstance(marks, Exception):
+                if findings.results:
+                    raise marks  # read with the facts; it stops the recording here
+                marks = {}
             events = search_regret(
                 query,
                 now=now,

@@ -385,6 +385,18 @@ def test_a_search_recall_of_a_fact_the_shadow_would_have_evicted_counts_against_
     assert OLD in memory.store.shadow_marks(memory.scope)  # a recall settles nothing
 
 
+def test_a_scope_and_its_shadow_marks_read_together_are_what_each_read_alone_is(
+    opened: Opened,
+) -> None:
+    """Issue 23: a recorded search reads the scope and its marks in one read
+    (``load_with_marks``: one check of the scope, one pooled connection)."""
+    memory = shadowed(opened, Clock())
+    snapshot, marks = memory.store.load_with_marks(memory.scope)
+    assert snapshot == memory.store.load(memory.scope)
+    assert marks == memory.store.shadow_marks(memory.scope)
+    assert set(marks) == {OLD}
+
+
 def test_a_correction_of_a_fact_the_shadow_would_have_evicted_counts_against_it(
     opened: Opened, server: ScriptedChatServer
 ) -> None:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 from pydantic import BaseModel
 
 from deermem.errors import CorruptMemoryFile, SearchIndexError
-from deermem.model import RESULT_CONFIG, Fact, FactJson, category_key, parse_timestamp
+from deermem.model import NO_ENTRIES, RESULT_CONFIG, Fact, FactJson, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
 from deermem.recall.embedding import (
     NOISE_FLOOR,
@@ -62,7 +62,7 @@ from deermem.recall.index import (
     content_version,
     micros,
 )
-from deermem.store.records import content_key
+from deermem.store.records import ShadowMark, content_key
 
 if TYPE_CHECKING:
     from deermem.model import Scope
@@ -672,10 +672,13 @@ class SearchFindings(NamedTuple):
         missed: archived facts that would have been among the results had
             they still been in the library, each with its archive entry and
             its rank among library and archive ranked together (1 = first).
+        marks: the scope's shadow marks, read with the facts searched
+            (``with_marks``), or the error reading them raised; else none.
     """
 
     results: tuple[SearchResult, ...]
     missed: tuple[tuple[ArchiveEntry, int], ...] = ()
+    marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError = NO_ENTRIES
 
 
 def search_scope(
@@ -688,6 +691,7 @@ def search_scope(
     top_k: int,
     category: str | None,
     with_archive: bool = False,
+    with_marks: bool = False,
     hybrid: bool = False,
 ) -> SearchFindings:
     """Search one scope: bring its index to the snapshot's content, then search it, then substrings.
@@ -698,9 +702,14 @@ def search_scope(
     it; without it the archive's rows are dropped from the index, so an
     index never keeps archived text nobody searches. ``hybrid`` searches by
     meaning too when the embedding models can run here (else by keyword, said
-    once per process).
+    once per process). ``with_marks`` reads the scope's shadow marks with its
+    facts (one read of the scope; recording the search needs them).
     """
-    snapshot = store.load(scope)
+    marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError = NO_ENTRIES
+    if with_marks:
+        snapshot, marks = store.load_with_marks(scope)
+    else:
+        snapshot = store.load(scope)
     index = handle.get(store)
     version = handle.version_of(snapshot)
     models = embedder() if hybrid else None
@@ -719,7 +728,7 @@ def search_scope(
             category=category,
             meaning=meaning,
         )
-        return SearchFindings(_results(snapshot.by_id, hits))
+        return SearchFindings(_results(snapshot.by_id, hits), marks=marks)
     outcome = search_with_archive(
         index,
         scope.user_id,
@@ -743,7 +752,7 @@ def search_scope(
         entry = _archived(store, scope, item.hit.fact_id)
         if entry is not None:
             missed.append((entry, item.rank))
-    return SearchFindings(_results(snapshot.by_id, outcome.hits), tuple(missed))
+    return SearchFindings(_results(snapshot.by_id, outcome.hits), tuple(missed), marks)
 
 
 def index_commit(
@@ -802,12 +811,20 @@ def index_commit(
 
 
 def _results(facts: Mapping[str, Fact], hits: Sequence[SearchHit]) -> tuple[SearchResult, ...]:
+    """The hits whose facts the snapshot holds, as results.
+
+    Built without validation: every field comes typed from the snapshot and
+    the index (a ``Fact``, floats, a ``MatchType``), so pydantic would only
+    check what the types already say.
+    """
     results = []
     for hit in hits:
         fact = facts.get(hit.fact_id)
         if fact is not None:
             results.append(
-                SearchResult(fact=fact, score=hit.score, match_type=hit.match_type, bm25=hit.bm25)
+                SearchResult.model_construct(
+                    fact=fact, score=hit.score, match_type=hit.match_type, bm25=hit.bm25
+                )
             )
     return tuple(results)
 

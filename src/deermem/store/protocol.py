@@ -39,6 +39,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
+from deermem.errors import CorruptMemoryFile
 from deermem.model import NO_ENTRIES, Fact, Scope
 from deermem.store.records import (
     ArchiveEntry,
@@ -58,6 +59,7 @@ __all__ = [
     "CommitResult",
     "FactDelete",
     "FactWrite",
+    "MarkedSnapshot",
     "ScopeDump",
     "ScopeSnapshot",
     "Store",
@@ -95,6 +97,19 @@ class ScopeSnapshot:
 
     def __contains__(self, fact_id: object) -> bool:
         return fact_id in self.by_id
+
+
+class MarkedSnapshot(NamedTuple):
+    """A scope's snapshot and its shadow marks, read together (:meth:`Store.load_with_marks`).
+
+    Attributes:
+        snapshot: the scope, as :meth:`Store.load` reads it.
+        marks: fact id → the shadow policy's mark, as :meth:`Store.shadow_marks`
+            reads them; or the error that reading them raised.
+    """
+
+    snapshot: ScopeSnapshot
+    marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError
 
 
 class FactWrite(NamedTuple):
@@ -258,6 +273,19 @@ class Store(Protocol):
         Raises:
             CorruptMemoryFile: a canonical file cannot be read; nothing is
                 treated as empty and nothing is overwritten.
+        """
+        ...
+
+    def load_with_marks(self, scope: Scope) -> MarkedSnapshot:
+        """:meth:`load` and :meth:`shadow_marks` in one read of the scope: what a
+        search that is recorded needs (its results are checked against the marks).
+
+        The scope's checks (an interrupted commit rolled back, directories that
+        are another's refused) are made once for both.
+
+        Raises:
+            CorruptMemoryFile: as :meth:`load`; marks that cannot be read are
+                returned as their error instead (a search goes on without them).
         """
         ...
 

@@ -124,7 +124,13 @@ from deermem.store.plan import (
     redacted_changes,
     sort_facts,
 )
-from deermem.store.protocol import ERASED_COUNTS, ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.protocol import (
+    ERASED_COUNTS,
+    ChangeSet,
+    CommitResult,
+    MarkedSnapshot,
+    ScopeSnapshot,
+)
 from deermem.store.records import (
     ArchiveEntry,
     EvictionReceipt,
@@ -343,7 +349,23 @@ class MarkdownStore:
     # --- reading --------------------------------------------------------------
 
     def load(self, scope: Scope) -> ScopeSnapshot:
+        return self._load(scope, self._user(scope))
+
+    def load_with_marks(self, scope: Scope) -> MarkedSnapshot:
         user = self._user(scope)
+        snapshot = self._load(scope, user)
+        # _load settled the directory (rolled back an interrupted commit, checked
+        # the owners): the marks are read as _settled would have left them.
+        marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError
+        try:
+            marks = sidecars.read_shadow_marks(user.agent(scope.agent).shadow_marks)
+        except (CorruptMemoryFile, OSError) as error:
+            marks = error
+        return MarkedSnapshot(snapshot, marks)
+
+    def _load(self, scope: Scope, user: UserPaths) -> ScopeSnapshot:
+        """:meth:`load`, once :meth:`_user` has named the directory; settles it as
+        :meth:`_settled` does."""
         if not user.user_dir.is_dir():
             return ScopeSnapshot(scope, SummaryDocument(), (), ABSENT.version())
         if not user.journal.exists():

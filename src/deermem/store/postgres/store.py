@@ -77,7 +77,13 @@ from deermem.store.postgres.database import (
     recorded_in,
     translated,
 )
-from deermem.store.protocol import ERASED_COUNTS, ChangeSet, CommitResult, ScopeSnapshot
+from deermem.store.protocol import (
+    ERASED_COUNTS,
+    ChangeSet,
+    CommitResult,
+    MarkedSnapshot,
+    ScopeSnapshot,
+)
 from deermem.store.records import (
     ArchiveEntry,
     EvictionReceipt,
@@ -305,6 +311,16 @@ class PostgresStore:
     def load(self, scope: Scope) -> ScopeSnapshot:
         with self._connection() as connection:
             return self._snapshot(connection, scope)
+
+    def load_with_marks(self, scope: Scope) -> MarkedSnapshot:
+        with self._connection() as connection:  # one connection from the pool for both
+            snapshot = self._snapshot(connection, scope)
+            marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError
+            try:
+                marks = self._shadow_marks(connection, scope)
+            except CorruptMemoryFile as error:
+                marks = error
+        return MarkedSnapshot(snapshot, marks)
 
     def _snapshot(self, connection: Connection, scope: Scope) -> ScopeSnapshot:
         """The scope: from the cache while its token is current, else read in one statement."""
