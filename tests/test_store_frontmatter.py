@@ -437,6 +437,7 @@ def test_a_text_written_again_at_another_place_is_written_as_pyyaml_writes_it(
             {key: text, text if text else "k": key},
             {"k" * data.draw(st.integers(1, 90)): text, "l": [text, {key: text}]},
             {key: {key: [[text]], "m": {text if text else "k": text}}},
+            {key: text * 9, "n": [text * 9]},  # past the length kept
         ):
             assert dump_front_matter(document) == pyyaml(document)
 

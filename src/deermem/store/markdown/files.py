@@ -947,7 +947,10 @@ class FrontMatterWriter:
         if kind is str:
             assert isinstance(value, str)
             self.parts.append(" ")
-            self.parts.append(_str_value(value, column + 1, indent + _INDENT))
+            if len(value) <= _MEMO_LENGTH:
+                self.parts.append(_str_value(value, column + 1, indent + _INDENT))
+            else:
+                self.parts.append(_value(value, _STR_TAG, column + 1, indent + _INDENT))
             return
         if kind in _SCALAR_TYPES:
             text, tag = _yaml_scalar(value)
@@ -983,10 +986,12 @@ class FrontMatterWriter:
 # tag, its position and PyYAML's implicit resolvers alone (nothing in deermem
 # changes those), and a fact's files repeat most of their keys and many of their
 # values (its category, the source's type, the scope, the times of one commit):
-# the texts of exact ``str`` keys and values are kept for the last few hundred,
-# and each is worked out once, not once per file. (Other scalars are cheap to
-# write, and ``0.0 == -0.0`` and ``1 == True`` would share an entry.)
+# the texts of exact ``str`` keys and short ``str`` values are kept for the last
+# few hundred, and each is worked out once, not once per file. (Other scalars
+# are cheap to write, and ``0.0 == -0.0`` and ``1 == True`` would share an
+# entry; a long value is rarely repeated, and would make the memo large.)
 _MEMO_SIZE: Final = 512
+_MEMO_LENGTH: Final = 256  # keys are shorter (_SIMPLE_KEY_LIMIT)
 
 
 def _implicit(text: str, tag: str) -> bool:
