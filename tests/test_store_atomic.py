@@ -123,3 +123,45 @@ def test_a_store_file_is_read_whole_through_its_descriptor(
     assert read_if_exists(path.with_name("absent.json")) is None
     with pytest.raises(FileNotFoundError):
         read_file(path.with_name("absent.json"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    size=st.sampled_from([0, 1, 4095, 65_536, 200_001]),
+    most=st.sampled_from([None, 1, 7, 4096]),
+    flush=st.booleans(),
+)
+def test_a_file_is_written_whole_through_its_descriptor(
+    tmp_path_factory: pytest.TempPathFactory, size: int, most: int | None, flush: bool
+) -> None:
+    """Issue 23: a file is written straight to its descriptor (no buffered file
+    object, which costs a stat, an ioctl and a seek), every byte of it, even when
+    the system writes fewer bytes per call than asked."""
+    directory = tmp_path_factory.mktemp("write")
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    real_write = os.write
+
+    def short_write(fd: int, chunk: bytes | memoryview) -> int:
+        return real_write(fd, chunk if most is None else chunk[:most])
+
+    def refused(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a buffered file object was opened")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "write", short_write)
+        patch.setattr(os, "fdopen", refused)
+        temporary = write_temporary(directory / "file.json", data, flush=flush)
+    assert temporary.read_bytes() == data
+    assert [p.name for p in directory.iterdir()] == [temporary.name]
+
+
+def test_a_write_that_fails_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(fd: int, chunk: bytes | memoryview) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError, match="No space left"):
+        write_temporary(tmp_path / "file.json", b"{}")
+    assert list(tmp_path.iterdir()) == []

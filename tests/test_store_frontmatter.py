@@ -419,3 +419,51 @@ def test_the_listed_character_classes_are_the_complements_of_the_printable_range
         or (files._ESCAPED.fullmatch(chr(point)) is None) != (escaped.fullmatch(chr(point)) is None)
     ]
     assert differ == []
+
+
+# --- Texts kept for the keys and values written last.
+
+
+@many
+@given(st.lists(st.tuples(texts, simple_keys), min_size=1, max_size=4), st.data())
+def test_a_text_written_again_at_another_place_is_written_as_pyyaml_writes_it(
+    pairs: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    # The writer keeps what it wrote for a text; written again as a key or a
+    # value, after keys of other lengths, at other depths, in a list or a
+    # mapping, one document after another, each is still PyYAML's.
+    for text, key in pairs:
+        for document in (
+            {key: text, text if text else "k": key},
+            {"k" * data.draw(st.integers(1, 90)): text, "l": [text, {key: text}]},
+            {key: {key: [[text]], "m": {text if text else "k": text}}},
+            {key: text * 9, "n": [text * 9]},  # past the length kept
+        ):
+            assert dump_front_matter(document) == pyyaml(document)
+
+
+def test_a_fact_written_again_works_out_none_of_its_text_keys_and_values_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    front: dict[object, object] = {
+        "id": "fact_5e6f7a8b",
+        "category": "preference",
+        "source": {"type": "conversation", "threadId": "thread-7"},
+        "topics": ["tools", "editor"],
+        "status": "active",
+        "createdAt": "2026-08-13T00:00:00Z",
+        "user_id": "alice",
+        "agent_name": "coder",
+    }
+    expected = pyyaml(front)
+    assert written_by_writer(front) == expected
+    resolved: list[str] = []
+    real = files._implicit
+
+    def counting(text: str, tag: str) -> bool:
+        resolved.append(text)
+        return real(text, tag)
+
+    monkeypatch.setattr(files, "_implicit", counting)
+    assert written_by_writer(front) == expected
+    assert resolved == []

@@ -2039,6 +2039,45 @@ def _rules() -> tuple[_Rule, ...]:
     )
 
 
+# What every rule's match and every card number holds (a necessary condition,
+# far from sufficient): a text without any of these has nothing to redact, so
+# the rules and the card scan are not run on it — most text a memory
+# keeps (its words, categories, topics, thread ids) is such text. Each
+# alternative is a part every match of its rule contains: a literal prefix or
+# key word (matched with the rule's own case folding), or, for a card, 13
+# digits with at most one space or dash between two. It has no anchor nor
+# lookaround, so it also finds what it finds in any part of a text. Keep it in
+# step with the rules: tests/privacy/test_redaction.py checks, for text each
+# rule's pattern matches, that it is found.
+_MAY_HOLD_SECRET: Final = (
+    r"PRIVATE KEY"  # private-key
+    r"|sk-"  # anthropic-key, openai-key
+    r"|AKIA|ASIA|ABIA|ACCA|A3T"  # aws-access-key (a key id)
+    r"|(?i:aws|secret)"  # aws-access-key (a secret key, IGNORECASE like its rule)
+    r"|gh[pousr]_|github_pat_"  # github-token
+    r"|gl[a-z]+-|GR1348941"  # gitlab-token
+    r"|xox|xapp-|hooks\.slack\.com/"  # slack-token
+    r"|[rs]k_|whsec_"  # stripe-key
+    r"|AIza|GOCSPX-|ya29\."  # google-api-key
+    r"|npm_|_authToken"  # npm-token
+    r"|eyJ"  # jwt
+    r"|[Bb]earer|(?i:authorization)"  # bearer-token
+    r"|(?i:pass|pwd)|://"  # password
+    r"|[0-9](?:[ \-]?[0-9]){12}"  # payment-card
+)
+
+
+@functools.cache
+def _pre_screen() -> re.Pattern[str]:
+    """:data:`_MAY_HOLD_SECRET`, compiled on the first redaction as the rules are."""
+    return re.compile(_MAY_HOLD_SECRET)
+
+
+def _may_hold_secret(text: str) -> bool:
+    """Whether :func:`redact` could find anything in ``text``; ``False`` is certain."""
+    return _pre_screen().search(text) is not None
+
+
 @functools.cache
 def _priority() -> dict[str, int]:
     """A kind's rank: the position of its first rule; payment cards come last."""
@@ -2203,6 +2242,8 @@ def redact(text: str) -> Redaction:
         The redacted text and the sorted distinct kinds replaced; ``text``
         itself and no kinds when there is nothing to replace.
     """
+    if not _may_hold_secret(text):
+        return Redaction(text, ())
     found = _findings(text)
     if not found:
         return Redaction(text, ())

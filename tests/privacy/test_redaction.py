@@ -17,6 +17,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from deermem import model
 from deermem.model import KINDS, Redaction, marker, redact, redact_value
 from tests.privacy.corpus import NON_SECRET_FACTS
 from tests.privacy.fakes import MAKERS, card_number, luhn_complete
@@ -603,3 +604,75 @@ def test_redact_value_agrees_with_redact_on_every_string(value: object) -> None:
     walk(value, redacted)
     assert kinds == tuple(sorted(expected_kinds))
     assert redact_value(redacted) == (redacted, ())
+
+
+# --- the pre-screen: text that cannot hold a secret is not searched -------------
+
+
+@pytest.mark.parametrize("number", range(len(model._rules())))
+@given(data=st.data())
+def test_every_text_a_rule_matches_passes_the_pre_screen(number: int, data: st.DataObject) -> None:
+    # from_regex draws text that contains a match of the rule's pattern, with
+    # anything (any code point) around it; the pre-screen must let it through.
+    rule = model._rules()[number]
+    text = data.draw(st.from_regex(rule.pattern), label=rule.kind)
+    assert rule.pattern.search(text)
+    assert model._may_hold_secret(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # re's case folding, which the rules compiled with it share: U+017F
+        # (long s) matches "s", U+212A (Kelvin) "k", U+0131 (dotless i) "i".
+        "pa\u017f\u017fword=Xy9zq1",
+        "AWS_\u017fECRET_ACCESS_KEY=" + _AWS_SECRET,
+        "Authorızation: Basic dXNlcjpzM2NyM3RQYXNz",
+        # A card in groups, with each separator a rule allows.
+        f"card {_CARD_SPACED}",
+        "card " + "-".join(_CARD[n : n + 4] for n in range(0, 16, 4)),
+    ],
+)
+def test_secrets_in_folded_or_grouped_spellings_pass_the_pre_screen(text: str) -> None:
+    assert redact(text).kinds
+    assert model._may_hold_secret(text)
+
+
+@given(
+    digits=st.sampled_from([_CARD]) | st.from_regex(r"[0-9]{13,19}", fullmatch=True),
+    cuts=st.lists(st.integers(1, 18), max_size=5),
+    separator=st.sampled_from([" ", "-"]),
+    before=st.text(max_size=8),
+    after=st.text(max_size=8),
+)
+def test_every_card_number_passes_the_pre_screen(
+    digits: str, cuts: list[int], separator: str, before: str, after: str
+) -> None:
+    # Card numbers printed whole or in groups of any sizes; where the card scan
+    # finds one, the pre-screen lets the text through.
+    pieces, last = [], 0
+    for cut in sorted({c for c in cuts if c < len(digits)}):
+        pieces.append(digits[last:cut])
+        last = cut
+    pieces.append(digits[last:])
+    text = before + separator.join(pieces) + after
+    assert not model._card_spans(text) or model._may_hold_secret(text)
+
+
+@given(TEXTS)
+@example(f"password={_GH} and {_JWT}")
+def test_whatever_redaction_finds_passes_the_pre_screen(text: str) -> None:
+    assert not model._findings(text) or model._may_hold_secret(text)
+
+
+def test_text_that_cannot_hold_a_secret_is_not_run_through_the_rules() -> None:
+    # The common case of a commit: a fact's words, category, topics and thread
+    # id go through one pre-screen search, not eighteen patterns and a card scan.
+    model._rules()
+    before = model._rules.cache_info()
+    plain = ["The user prefers option 5 when choosing between similar tools.", "tools"]
+    for text in plain:
+        assert redact(text) == Redaction(text, ())
+    value = {"type": "conversation", "threadId": "thread-1", "topics": ["identity"]}
+    assert redact_value(value) == (value, ())
+    assert model._rules.cache_info() == before

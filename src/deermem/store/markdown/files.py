@@ -329,11 +329,16 @@ def write_temporary(path: Path, data: bytes, *, flush: bool = True, mode: int = 
     else:
         raise FileExistsError(f"{path.parent}: no free temporary file name for {path.name}")
     try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
+        try:
+            # Straight to the descriptor: a buffered file object would add a
+            # stat, an ioctl and a seek per file, and buffer nothing.
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             if flush:
-                stream.flush()
-                os.fsync(stream.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
@@ -908,16 +913,11 @@ class FrontMatterWriter:
     not cover; :func:`dump_front_matter` then hands the value to PyYAML.
     """
 
-    __slots__ = ("parts", "resolvers", "seen", "wildcards")
+    __slots__ = ("parts", "seen")
 
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.seen: set[int] = set()
-        # PyYAML's implicit resolvers, as the safe dumper holds them now.
-        self.resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = (
-            yaml.SafeDumper.yaml_implicit_resolvers
-        )
-        self.wildcards = self.resolvers.get(None, [])
 
     def document(self, mapping: dict[object, object]) -> str:
         self.seen.add(id(mapping))
@@ -933,7 +933,7 @@ class FrontMatterWriter:
         newline = "\n" + " " * indent
         for number, (key, value) in enumerate(mapping.items()):
             parts.append(newline if number else first)
-            text = self.key(key)
+            text = _str_key(key) if type(key) is str else _key(key)
             parts.append(text)
             parts.append(":")
             self.node(value, indent, indent + len(text) + 1, True, depth + 1)
@@ -949,10 +949,18 @@ class FrontMatterWriter:
     def node(self, value: object, indent: int, column: int, in_mapping: bool, depth: int) -> None:
         """A value after ``key:`` (``in_mapping``) or ``-``, which end at ``column``."""
         kind = type(value)
-        if kind is str or kind in _SCALAR_TYPES:
+        if kind is str:
+            assert isinstance(value, str)
+            self.parts.append(" ")
+            if len(value) <= _MEMO_LENGTH:
+                self.parts.append(_str_value(value, column + 1, indent + _INDENT))
+            else:
+                self.parts.append(_value(value, _STR_TAG, column + 1, indent + _INDENT))
+            return
+        if kind in _SCALAR_TYPES:
             text, tag = _yaml_scalar(value)
             self.parts.append(" ")
-            self.parts.append(self.value(text, tag, column + 1, indent + _INDENT))
+            self.parts.append(_value(text, tag, column + 1, indent + _INDENT))
             return
         if kind is not dict and kind is not list:
             raise UnsupportedByWriter
@@ -978,52 +986,80 @@ class FrontMatterWriter:
             else:
                 self.sequence(value, indent + _INDENT, " -", depth)
 
-    # Scalars.
 
-    def implicit(self, text: str, tag: str) -> bool:
-        """Whether ``text`` written plain reads back with ``tag`` (PyYAML's resolver)."""
-        for found, pattern in self.resolvers.get(text[0] if text else "", ()):
-            if pattern.match(text):
-                return found == tag
-        for found, pattern in self.wildcards:
-            if pattern.match(text):
-                return found == tag
-        return tag == _STR_TAG
+# Scalars. What a key or a scalar value is written as depends on its text, its
+# tag, its position and PyYAML's implicit resolvers alone (nothing in deermem
+# changes those), and a fact's files repeat most of their keys and many of their
+# values (its category, the source's type, the scope, the times of one commit):
+# the texts of exact ``str`` keys and short ``str`` values are kept for the last
+# few hundred, and each is worked out once, not once per file. (Other scalars
+# are cheap to write, and ``0.0 == -0.0`` and ``1 == True`` would share an
+# entry; a long value is rarely repeated, and would make the memo large.)
+_MEMO_SIZE: Final = 512
+_MEMO_LENGTH: Final = 256  # keys are shorter (_SIMPLE_KEY_LIMIT)
 
-    def key(self, key: object) -> str:
-        """A key written ``key:``, never folded; other keys are PyYAML's."""
-        if type(key) is not str and type(key) not in _SCALAR_TYPES:
-            raise UnsupportedByWriter
-        text, tag = _yaml_scalar(key)
-        tag_length = len(tag) - len(_TAG_PREFIX) + 2  # "!!str"
-        if not text or tag_length + len(text) >= _SIMPLE_KEY_LIMIT or _BREAK.search(text):
-            raise UnsupportedByWriter
-        style = _scalar_style(text, self.implicit(text, tag))
-        if style == "":
+
+def _implicit(text: str, tag: str) -> bool:
+    """Whether ``text`` written plain reads back with ``tag`` (PyYAML's resolver)."""
+    resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = (
+        yaml.SafeDumper.yaml_implicit_resolvers
+    )
+    for found, pattern in resolvers.get(text[0] if text else "", ()):
+        if pattern.match(text):
+            return found == tag
+    for found, pattern in resolvers.get(None, ()):
+        if pattern.match(text):
+            return found == tag
+    return tag == _STR_TAG
+
+
+@functools.lru_cache(maxsize=_MEMO_SIZE)
+def _str_key(key: str) -> str:
+    """:func:`_key` of a ``str`` key, kept for the keys written last."""
+    return _key(key)
+
+
+def _key(key: object) -> str:
+    """A key written ``key:``, never folded; other keys are PyYAML's."""
+    if type(key) is not str and type(key) not in _SCALAR_TYPES:
+        raise UnsupportedByWriter
+    text, tag = _yaml_scalar(key)
+    tag_length = len(tag) - len(_TAG_PREFIX) + 2  # "!!str"
+    if not text or tag_length + len(text) >= _SIMPLE_KEY_LIMIT or _BREAK.search(text):
+        raise UnsupportedByWriter
+    style = _scalar_style(text, _implicit(text, tag))
+    if style == "":
+        return text
+    if tag != _STR_TAG:
+        raise UnsupportedByWriter  # quoted, it would carry its tag
+    if style == "'":
+        return "'" + text.replace("'", "''") + "'"
+    return _double_quoted(text, 0, 0, split=False)
+
+
+@functools.lru_cache(maxsize=_MEMO_SIZE)
+def _str_value(text: str, column: int, indent: int) -> str:
+    """:func:`_value` of a ``str`` value, kept for the values written last."""
+    return _value(text, _STR_TAG, column, indent)
+
+
+def _value(text: str, tag: str, column: int, indent: int) -> str:
+    """A scalar value whose first character goes at ``column``; continuation lines
+    (when it folds or holds line breaks) start at ``indent``."""
+    if not text:
+        if _implicit(text, tag):
+            raise UnsupportedByWriter  # plain and empty: PyYAML writes no space either
+        return "''"
+    style = _scalar_style(text, _implicit(text, tag))
+    if style == "":
+        if column + len(text) <= _WIDTH:  # no word ends past the width
             return text
-        if tag != _STR_TAG:
-            raise UnsupportedByWriter  # quoted, it would carry its tag
-        if style == "'":
-            return "'" + text.replace("'", "''") + "'"
-        return _double_quoted(text, 0, 0, split=False)
-
-    def value(self, text: str, tag: str, column: int, indent: int) -> str:
-        """A scalar value whose first character goes at ``column``; continuation lines
-        (when it folds or holds line breaks) start at ``indent``."""
-        if not text:
-            if self.implicit(text, tag):
-                raise UnsupportedByWriter  # plain and empty: PyYAML writes no space either
-            return "''"
-        style = _scalar_style(text, self.implicit(text, tag))
-        if style == "":
-            if column + len(text) <= _WIDTH:  # no word ends past the width
-                return text
-            return _plain(text, column, indent)
-        if tag != _STR_TAG:
-            raise UnsupportedByWriter
-        if style == "'":
-            return _single_quoted(text, column, indent)
-        return _double_quoted(text, column, indent, split=True)
+        return _plain(text, column, indent)
+    if tag != _STR_TAG:
+        raise UnsupportedByWriter
+    if style == "'":
+        return _single_quoted(text, column, indent)
+    return _double_quoted(text, column, indent, split=True)
 
 
 def _yaml_scalar(value: object) -> tuple[str, str]:
