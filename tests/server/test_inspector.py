@@ -227,3 +227,62 @@ def test_sessions_expire_are_pruned_and_hold_no_token(tmp_path: Path) -> None:
     again = SessionStore(tmp_path, clock)
     assert again.pre_session_token("nonce") == sessions.pre_session_token("nonce")
     assert sessions.pre_session_token("nonce") != sessions.pre_session_token("other")
+
+
+# Markup in everything a user or a model wrote that the inspector shows: the
+# content, an `other` category's label, topics, the correction a fact carries,
+# and the search box's own query.
+_HOSTILE = (
+    '<script>alert("content")</script>',
+    "<img src=x onerror=alert(1)>",
+    '"><svg onload=alert(2)>',
+)
+
+
+@on_both_stores
+def test_markup_a_user_or_a_model_wrote_is_shown_as_text_on_every_page(
+    store: ServedStore,
+) -> None:
+    live, issued = start_server(store, tokens=TOKENS, max_facts=10)
+    try:
+        memory = live.memory.scoped(user="alice", agent="coder")
+        made = [
+            memory.create_fact(
+                f"{_HOSTILE[0]} number {n}",
+                category=_HOSTILE[1] if n else "preference",
+                confidence=0.9 - n / 20,
+                topics=[_HOSTILE[2]],
+                source_error=_HOSTILE[2] if n == 0 else None,
+            )
+            for n in range(11)  # one over the cap: the lowest goes to the archive
+        ]
+        active = made[0].fact_id
+        assert active is not None
+        assert made[10].fact_id is None  # the last one was refused entry
+        archived = memory.list_archived()[0].fact_id
+        client = signed_in(live, issued["alice"])
+        scope = "/ui/users/alice/agents/coder"
+        pages = [
+            "/ui/",
+            "/ui/users/alice",
+            scope,
+            f"{scope}?q={_HOSTILE[1]}",
+            f"{scope}?q={_HOSTILE[0]}",
+            f"{scope}/archive",
+            f"{scope}/archive?purged={_HOSTILE[2]}",
+            f"{scope}/facts/{active}",
+            f"{scope}/facts/{archived}",
+            f"{scope}/archive/{archived}/purge",
+            f"{scope}/what-if",
+        ]
+        for path in pages:
+            page = client.get(path)
+            assert page.status_code == 200, path
+            for text in _HOSTILE:
+                assert text not in page.text, (path, text)
+            assert "<script" not in page.text, path
+            assert "<img" not in page.text, path
+        shown = client.get(f"{scope}/facts/{active}").text
+        assert "&lt;script&gt;" in shown  # shown, as text
+    finally:
+        live.stop()
