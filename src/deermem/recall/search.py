@@ -62,7 +62,8 @@ from deermem.recall.index import (
     content_version,
     micros,
 )
-from deermem.store.records import ShadowMark, content_key
+from deermem.store.protocol import ShadowMarksRead
+from deermem.store.records import content_key
 
 if TYPE_CHECKING:
     from deermem.model import Scope
@@ -678,7 +679,7 @@ class SearchFindings(NamedTuple):
 
     results: tuple[SearchResult, ...]
     missed: tuple[tuple[ArchiveEntry, int], ...] = ()
-    marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError = NO_ENTRIES
+    marks: ShadowMarksRead = NO_ENTRIES
 
 
 def search_scope(
@@ -705,7 +706,7 @@ def search_scope(
     once per process). ``with_marks`` reads the scope's shadow marks with its
     facts (one read of the scope; recording the search needs them).
     """
-    marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError = NO_ENTRIES
+    marks: ShadowMarksRead = NO_ENTRIES
     if with_marks:
         snapshot, marks = store.load_with_marks(scope)
     else:

@@ -62,6 +62,7 @@ __all__ = [
     "MarkedSnapshot",
     "ScopeDump",
     "ScopeSnapshot",
+    "ShadowMarksRead",
     "Store",
     "StoreTransaction",
     "Transfer",
@@ -99,6 +100,10 @@ class ScopeSnapshot:
         return fact_id in self.by_id
 
 
+ShadowMarksRead = Mapping[str, ShadowMark] | CorruptMemoryFile | OSError
+"""A scope's shadow marks (fact id → mark) as a read found them, or the error the read raised."""
+
+
 class MarkedSnapshot(NamedTuple):
     """A scope's snapshot and its shadow marks, read together (:meth:`Store.load_with_marks`).
 
@@ -109,7 +114,7 @@ class MarkedSnapshot(NamedTuple):
     """
 
     snapshot: ScopeSnapshot
-    marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError
+    marks: ShadowMarksRead
 
 
 class FactWrite(NamedTuple):

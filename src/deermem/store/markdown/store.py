@@ -130,6 +130,7 @@ from deermem.store.protocol import (
     CommitResult,
     MarkedSnapshot,
     ScopeSnapshot,
+    ShadowMarksRead,
 )
 from deermem.store.records import (
     ArchiveEntry,
@@ -356,7 +357,7 @@ class MarkdownStore:
         snapshot = self._load(scope, user)
         # _load settled the directory (rolled back an interrupted commit, checked
         # the owners): the marks are read as _settled would have left them.
-        marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError
+        marks: ShadowMarksRead
         try:
             marks = sidecars.read_shadow_marks(user.agent(scope.agent).shadow_marks)
         except (CorruptMemoryFile, OSError) as error:

@@ -83,6 +83,7 @@ from deermem.store.protocol import (
     CommitResult,
     MarkedSnapshot,
     ScopeSnapshot,
+    ShadowMarksRead,
 )
 from deermem.store.records import (
     ArchiveEntry,
@@ -315,7 +316,7 @@ class PostgresStore:
     def load_with_marks(self, scope: Scope) -> MarkedSnapshot:
         with self._connection() as connection:  # one connection from the pool for both
             snapshot = self._snapshot(connection, scope)
-            marks: Mapping[str, ShadowMark] | CorruptMemoryFile | OSError
+            marks: ShadowMarksRead
             try:
                 marks = self._shadow_marks(connection, scope)
             except CorruptMemoryFile as error:
