@@ -25,6 +25,9 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``open`` — ``Memory.open`` and a cold ``list_facts`` of a 100-fact scope;
 * ``context`` / ``search`` — ``Memory.context()`` and ``Memory.search`` of two
   words on that scope (one memory, warm);
+* ``turn`` — an agent's turn after it learned a fact: a create (untimed; at the
+  cap, so the archive grows), then, timed, the prompt built for a question
+  (``Memory.context(query=…)``) and the search the model asks for with it;
 * ``facts`` — the whole command ``deermem facts list`` on it, start-up included;
 * ``learn`` — ``Memory.learn`` of a new two-message conversation on it: the
   model (a scripted OpenAI-compatible server on 127.0.0.1, in the worker)
@@ -109,7 +112,17 @@ class Fixtures:
 def _make(case: str, root: Path) -> Callable[[int], float]:
     if case == "floor":
         return lambda _: _timed(partial(_four_rounds, root))
-    if case in ("open", "context", "search", "facts", "create", "hybrid", "shadow", "learn"):
+    if case in (
+        "open",
+        "context",
+        "search",
+        "turn",
+        "facts",
+        "create",
+        "hybrid",
+        "shadow",
+        "learn",
+    ):
         return _public(case, root)
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
 
@@ -275,6 +288,14 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
         return create
     if case == "context":
         return lambda _: _timed(warm.context)
+    if case == "turn":
+
+        def turn(number: int) -> float:
+            warm.create_fact(f"A new fact number {number} about {_TOPICS[number % 8]}.")
+            query = f"{_TOPICS[number % len(_TOPICS)]} number {number}"
+            return _timed(lambda: (warm.context(query=query), warm.search(query)))
+
+        return turn
     if case == "learn":
 
         def learn(number: int) -> float:

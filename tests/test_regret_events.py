@@ -131,6 +131,28 @@ def test_switching_detection_off_drops_the_archive_from_the_index(
     assert not [hit for hit in hits if hit.archived]
 
 
+def test_a_search_that_only_looks_keeps_the_archive_indexed_while_detection_is_on(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """A prompt's search (``context(query=…)``) and an operator's (``record=False``) ask
+    nothing of the archive; while the memory detects missed recalls they leave its rows,
+    so the agent's next recorded search does not index the whole archive again."""
+    clock = Clock()
+    memory = opened(tmp_path, server, clock)
+    evicted = evict_one(memory, clock)
+    number = memory.get_archived(evicted).fact.content.split()[-1]
+    memory.search("anything")  # indexes the archive
+    index = memory._search_index.get(memory.store)
+    synced = index.versions("alice", "__default__")
+    assert synced is not None
+    assert synced[1]  # the archive is indexed
+    memory.context(query=f"fact number {number}")
+    memory.search(f"fact number {number}", record=False)
+    assert index.versions("alice", "__default__") == synced
+    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
+    assert [hit.fact_id for hit in hits if hit.archived] == [evicted]
+
+
 def test_a_purged_fact_leaves_the_index_at_the_next_search(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:

@@ -1043,6 +1043,7 @@ class Memory:
             top_k=top_k,
             category=category,
             with_archive=record and self._detects_missed_recalls,
+            archive_indexed=self._detects_missed_recalls,
             with_marks=record,
             hybrid=self.config.search_mode == "hybrid",
         )

@@ -692,6 +692,7 @@ def search_scope(
     top_k: int,
     category: str | None,
     with_archive: bool = False,
+    archive_indexed: bool = False,
     with_marks: bool = False,
     hybrid: bool = False,
 ) -> SearchFindings:
@@ -700,8 +701,12 @@ def search_scope(
     The index is synchronised with exactly the snapshot it is then read
     against, so every hit names a fact of that snapshot. ``with_archive``
     also indexes the scope's archive and reports what the search missed in
-    it; without it the archive's rows are dropped from the index, so an
-    index never keeps archived text nobody searches. ``hybrid`` searches by
+    it. ``archive_indexed`` says the memory keeps the archive indexed (it
+    detects missed recalls) even when this search does not ask: a search
+    that only looks (an operator's, a prompt's) then leaves the archive's
+    rows as they are, for the next search that asks. Without either, the
+    archive's rows are dropped, so an index never keeps archived text nobody
+    searches. ``hybrid`` searches by
     meaning too when the embedding models can run here (else by keyword, said
     once per process). ``with_marks`` reads the scope's shadow marks with its
     facts (one read of the scope; recording the search needs them).
@@ -716,7 +721,8 @@ def search_scope(
     models = embedder() if hybrid else None
     meaning = None if models is None else Meaning(models, scope, store)
     if not with_archive:
-        _drop_archive(index, scope)
+        if not archive_indexed:
+            _drop_archive(index, scope)
         hits = search_facts(
             index,
             scope.user_id,
