@@ -73,6 +73,21 @@ def test_context_for_a_question_prefers_its_fact_within_the_budget(cli: Cli, see
     assert len(asked.splitlines()) == len(plain.splitlines())
 
 
+def test_a_question_runs_a_search_only_when_not_every_fact_fits(cli: Cli, seeded: Path) -> None:
+    """The search only orders what is left out; with room for every fact its result could
+    not change the text, so it never runs (no search index is even opened)."""
+    index = seeded / ".retrieval"
+    code, plain, _ = cli("context")
+    code, asked, err = cli("context", "--query", "pathlib or os.path?")
+    assert (code, err) == (0, "")
+    assert asked == plain
+    assert "The user prefers pathlib over os.path." in asked
+    assert not index.exists()
+    code, _, err = cli("context", "--query", "pathlib or os.path?", config=TIGHT)
+    assert (code, err) == (0, "")
+    assert index.is_dir()  # over the budget: the search ran
+
+
 def test_context_explain_lists_what_went_in_and_why_the_rest_did_not(
     cli: Cli, seeded: Path
 ) -> None:

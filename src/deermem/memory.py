@@ -977,10 +977,13 @@ class Memory:
         Raises:
             ValueError: ``max_tokens`` is negative.
         """
-        relevant: tuple[str, ...] = ()
-        if query is not None and query.strip() and facts and self.config.injection_enabled:
-            found = self.search(query, top_k=self.config.max_facts, record=False)
-            relevant = tuple(result.fact_id for result in found)
+
+        def relevant() -> tuple[str, ...]:
+            # Asked only when not every fact fits: a search the layout cannot use never runs.
+            found = self.search(query or "", top_k=self.config.max_facts, record=False)
+            return tuple(result.fact_id for result in found)
+
+        asked = query is not None and bool(query.strip()) and facts
         return memory_injection(
             self.store,
             self.scope,
@@ -988,7 +991,7 @@ class Memory:
             self.now(),
             max_tokens=max_tokens,
             facts=facts,
-            relevant=relevant,
+            relevant=relevant if asked else None,
         )
 
     def context(self, *, max_tokens: int | None = None, query: str | None = None) -> str:

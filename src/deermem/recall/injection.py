@@ -477,7 +477,7 @@ def build_injection(
     summaries: Summaries | None = None,
     usage: Mapping[str, Mapping[str, object]] | None = None,
     counter: TokenCounter | None = None,
-    relevant: Sequence[str] = (),
+    relevant: Callable[[], Sequence[str]] | None = None,
 ) -> Injection:
     """Lay out summaries and facts for the prompt, within the token budgets.
 
@@ -492,8 +492,9 @@ def build_injection(
         usage: fact id → usage-sidecar entry, read by ``hybrid-v1``.
         counter: the token counter; by default the shared one for
             ``settings.token_counting``.
-        relevant: fact ids relevant to the agent's question, most relevant
-            first (a search's results). Only when not every fact fits: within
+        relevant: gives the fact ids relevant to the agent's question, most
+            relevant first (a search's results). Called only when not every
+            fact fits — a search the layout cannot use is never run: within
             each pool (the guaranteed one first, as always) these come first,
             in this order, then the rest in the policy's order. When every
             fact fits, or with none, the text is exactly what it is without.
@@ -526,8 +527,9 @@ def build_injection(
     separator = cost("") if summary_lines else 0
     overhead = sum(map(cost, summary_lines)) + separator + cost(FACTS_HEADER)
     guaranteed, chosen, left_out = _select(ranked, settings, overhead)
-    if relevant and left_out:
-        place = {fact_id: position for position, fact_id in enumerate(relevant)}
+    order = relevant() if relevant is not None and left_out else ()
+    if order:
+        place = {fact_id: position for position, fact_id in enumerate(order)}
         # Stable: the relevant facts first by relevance, the others keep the policy's order.
         preferred = sorted(ranked, key=lambda c: place.get(c.fact_id, len(place)))
         guaranteed, chosen, left_out = _select(preferred, settings, overhead)
@@ -727,7 +729,7 @@ def memory_injection(
     *,
     max_tokens: int | None = None,
     facts: bool = True,
-    relevant: Sequence[str] = (),
+    relevant: Callable[[], Sequence[str]] | None = None,
 ) -> Injection:
     """Lay out one scope's summaries and (unless ``facts`` is off) facts for the prompt
     (see ``build_injection``; ``relevant`` is passed on to it).
