@@ -28,6 +28,8 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``turn`` — an agent's turn after it learned a fact: a create (untimed; at the
   cap, so the archive grows), then, timed, the prompt built for a question
   (``Memory.context(query=…)``) and the search the model asks for with it;
+* ``prompt`` — ``Memory.context(query=…)`` of a 20-fact scope, where every fact
+  fits the budget (a new user's memory);
 * ``facts`` — the whole command ``deermem facts list`` on it, start-up included;
 * ``learn`` — ``Memory.learn`` of a new two-message conversation on it: the
   model (a scripted OpenAI-compatible server on 127.0.0.1, in the worker)
@@ -117,6 +119,7 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
         "context",
         "search",
         "turn",
+        "prompt",
         "facts",
         "create",
         "hybrid",
@@ -255,7 +258,7 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
         return Memory.open(root, config, user=_USER, agent=_AGENT, clock=clock)
 
     seeding = memory()
-    for n in range(100):
+    for n in range(20 if case == "prompt" else 100):
         topic = _TOPICS[n % len(_TOPICS)]
         seeding.create_fact(
             f"Fact {n}: the user has an opinion about {topic} number {n}",
@@ -296,6 +299,8 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
             return _timed(lambda: (warm.context(query=query), warm.search(query)))
 
         return turn
+    if case == "prompt":
+        return lambda n: _timed(lambda: warm.context(query=f"{_TOPICS[n % 8]} number {n % 20}"))
     if case == "learn":
 
         def learn(number: int) -> float:
