@@ -113,22 +113,33 @@ def test_a_damaged_regret_log_stops_the_commit_and_is_not_overwritten(
 # --- the archive in the search index --------------------------------------------
 
 
-def test_switching_detection_off_drops_the_archive_from_the_index(
-    tmp_path: Path, server: ScriptedChatServer
-) -> None:
+def indexed_archive(root: Path, server: ScriptedChatServer) -> tuple[Memory, str, str]:
+    """A memory with one evicted fact whose archive a search has indexed: the memory,
+    the evicted fact's id and the number its content ends with."""
     clock = Clock()
-    memory = opened(tmp_path, server, clock)
+    memory = opened(root, server, clock)
     evicted = evict_one(memory, clock)
     number = memory.get_archived(evicted).fact.content.split()[-1]
     memory.search("anything")  # indexes the archive
+    return memory, evicted, number
+
+
+def archived_hits(memory: Memory, number: str) -> list[str]:
+    """The archived facts the index ranks for ``number {number}``, library and archive together."""
     index = memory._search_index.get(memory.store)
     hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
-    assert [hit.fact_id for hit in hits if hit.archived] == [evicted]
+    return [hit.fact_id for hit in hits if hit.archived]
+
+
+def test_switching_detection_off_drops_the_archive_from_the_index(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory, evicted, number = indexed_archive(tmp_path, server)
+    assert archived_hits(memory, number) == [evicted]
     off = Memory(memory.store, MemoryConfig(max_facts=10, regret_missed_recall=False), memory.scope)
     off._search_index = memory._search_index
     off.search("anything")
-    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
-    assert not [hit for hit in hits if hit.archived]
+    assert archived_hits(memory, number) == []
 
 
 def test_a_search_that_only_looks_keeps_the_archive_indexed_while_detection_is_on(
@@ -137,11 +148,7 @@ def test_a_search_that_only_looks_keeps_the_archive_indexed_while_detection_is_o
     """A prompt's search (``context(query=…)``) and an operator's (``record=False``) ask
     nothing of the archive; while the memory detects missed recalls they leave its rows,
     so the agent's next recorded search does not index the whole archive again."""
-    clock = Clock()
-    memory = opened(tmp_path, server, clock)
-    evicted = evict_one(memory, clock)
-    number = memory.get_archived(evicted).fact.content.split()[-1]
-    memory.search("anything")  # indexes the archive
+    memory, evicted, number = indexed_archive(tmp_path, server)
     index = memory._search_index.get(memory.store)
     synced = index.versions("alice", "__default__")
     assert synced is not None
@@ -149,8 +156,7 @@ def test_a_search_that_only_looks_keeps_the_archive_indexed_while_detection_is_o
     memory.context(query=f"fact number {number}")
     memory.search(f"fact number {number}", record=False)
     assert index.versions("alice", "__default__") == synced
-    hits = index.search("alice", "__default__", f"number {number}", now=NOW, with_archive=True)
-    assert [hit.fact_id for hit in hits if hit.archived] == [evicted]
+    assert archived_hits(memory, number) == [evicted]
 
 
 def test_a_purged_fact_leaves_the_index_at_the_next_search(
