@@ -972,7 +972,8 @@ class Memory:
                 budget, those a search for it finds (by keyword and meaning,
                 not counted as recalls) come first within each pool — the
                 guaranteed pool first, as always. Without it, or when every
-                fact fits, the text is exactly the one without a query.
+                fact fits, the text is exactly the one without a query (and
+                no search runs: its order could change nothing).
 
         Raises:
             ValueError: ``max_tokens`` is negative.
