@@ -30,6 +30,9 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
   (``Memory.context(query=…)``) and the search the model asks for with it;
 * ``prompt`` — ``Memory.context(query=…)`` of a 20-fact scope, where every fact
   fits the budget (a new user's memory);
+* ``archived`` — ``create`` in a memory that searches (so its search index
+  follows each commit, the archive's rows included) and whose archive is full:
+  1,000 entries, the default bound, so each create archives one and drops one;
 * ``facts`` — the whole command ``deermem facts list`` on it, start-up included;
 * ``learn`` — ``Memory.learn`` of a new two-message conversation on it: the
   model (a scripted OpenAI-compatible server on 127.0.0.1, in the worker)
@@ -120,6 +123,7 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
         "search",
         "turn",
         "prompt",
+        "archived",
         "facts",
         "create",
         "hybrid",
@@ -265,6 +269,9 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
             category="correction" if n % 10 == 0 else "preference",
             confidence=0.5 + (n % 5) / 10,
         )
+    if case == "archived":  # each evicts one: the archive fills to its bound
+        for n in range(1000):
+            seeding.create_fact(f"An older fact number {n}.", confidence=0.95)
     seeding.close()
     if case == "open":
         return lambda _: _timed(lambda: memory().list_facts())
@@ -278,7 +285,9 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
         return lambda _: _timed(run)
     warm = memory()
     warm.list_facts()
-    if case in ("create", "hybrid", "shadow"):
+    if case == "archived":
+        warm.search("fact number")  # opens the search index, which then follows each commit
+    if case in ("create", "hybrid", "shadow", "archived"):
         if case == "hybrid":
             warm.record_access([fact.id for fact in warm.list_facts()])
 

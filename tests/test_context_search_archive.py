@@ -6,6 +6,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from deermem.recall.index import SearchIndex
 from deermem.recall.search import (
     ArchiveSource,
@@ -80,6 +83,81 @@ def test_the_archive_is_read_only_where_it_changed() -> None:
     report = index.sync_archive("u", "a", {"fact_chess": "t2"}, loader, version="v3")
     assert report.removed == 1  # oolong purged or restored: its row goes
     assert index.search("u", "a", "oolong", now=NOW, with_archive=True) == []
+    index.close()
+
+
+# --- following a commit's change instead of the archive's listing ------------------
+
+IDS = [f"fact_{n}" for n in range(6)]
+#: An archive as its listing says it: fact id → token (the entry's archivedAt).
+archives = st.dictionaries(st.sampled_from(IDS), st.sampled_from(["t1", "t2", "t3"]), max_size=6)
+
+
+def entries(listing: dict[str, str]) -> Loader:
+    """The entries of ``listing``: a text per id and token, so an entry archived anew
+    has words of its own, with a word every entry shares."""
+    return Loader(
+        [
+            {"id": fact_id, "content": f"archived {fact_id} {fact_id}{token}", "confidence": 0.5}
+            for fact_id, token in listing.items()
+        ]
+    )
+
+
+def archived_rows(index: SearchIndex, listing: dict[str, str]) -> list[list[Any]]:
+    """What searches of the archive find: by the shared word, and by each entry's own."""
+    queries = ["archived", *(f"{fact_id}{token}" for fact_id, token in listing.items())]
+    return [
+        [(hit.fact_id, hit.archived, hit.score) for hit in found]
+        for found in (
+            index.search("u", "a", query, now=NOW, top_k=10, with_archive=True) for query in queries
+        )
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(before=archives, after=archives, extra=st.sets(st.sampled_from(IDS)))
+def test_following_a_commits_change_gives_the_rows_its_listing_gives(
+    before: dict[str, str], after: dict[str, str], extra: set[str]
+) -> None:
+    """A commit reports the entries it wrote and the ids it removed — some it did not
+    hold, some written again with the same token. Applied to rows current before it,
+    that leaves rows a full listing after it would have left, asking only for what it wrote."""
+    added = {fact_id: token for fact_id, token in after.items() if before.get(fact_id) != token}
+    added.update({fact_id: after[fact_id] for fact_id in extra if fact_id in after})
+    removed = (before.keys() - after.keys()) | {i for i in extra if i not in after}
+    loader = entries({**before, **after})
+    with SearchIndex() as followed, SearchIndex() as listed:
+        for index in (followed, listed):
+            index.sync_scope("u", "a", LIBRARY, version="v1")
+        followed.sync_archive("u", "a", before, entries(before), version="v1")
+        assert followed.follow_archive(
+            "u", "a", after="v1", added=added, removed=removed, load=loader, version="v2"
+        )
+        listed.sync_archive("u", "a", after, entries(after), version="v2")
+        assert followed.is_archive_current("u", "a", "v2")
+        assert archived_rows(followed, after) == archived_rows(listed, after)
+        assert set(loader.asked) <= set(added)
+
+
+def test_a_change_made_on_another_version_than_the_rows_is_not_applied() -> None:
+    index, loader = indexed()
+    oolong = {"fact_oolong": "t2"}
+    for after in ("v0", "", "v2"):  # older, never synchronised, newer
+        assert not index.follow_archive(
+            "u", "a", after=after, added=oolong, removed={"fact_chess"}, load=loader, version="v3"
+        )
+    assert index.is_archive_current("u", "a", "v1")
+    assert {hit.fact_id for hit in index.search("u", "a", "chess", now=NOW, with_archive=True)} == {
+        "fact_chess"
+    }
+    index.mark_archive_stale("u", "a")  # a purge: the rows must be listed again
+    assert not index.follow_archive(
+        "u", "a", after="v1", added={}, removed=(), load=loader, version="v2"
+    )
+    assert not index.follow_archive(
+        "u", "nobody", after="v1", added={}, removed=(), load=loader, version="v2"
+    )
     index.close()
 
 

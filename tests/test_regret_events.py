@@ -159,6 +159,22 @@ def test_a_search_that_only_looks_keeps_the_archive_indexed_while_detection_is_o
     assert archived_hits(memory, number) == [evicted]
 
 
+def test_an_archive_entry_removed_by_hand_leaves_the_index_after_a_reload(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """The archive's rows follow this process's commits by what each did, so a hand edit
+    of the archive is not seen by them; a reload, as for a fact file edited by hand, has
+    the next search list the archive again."""
+    memory, evicted, number = indexed_archive(tmp_path, server)
+    entry = tmp_path / f"users/alice/agents/__default__/.metadata/archive/{evicted}.json"
+    entry.unlink()
+    memory.search("anything")
+    assert archived_hits(memory, number) == [evicted]  # the rows are current by version
+    memory.reload()
+    memory.search("anything")
+    assert archived_hits(memory, number) == []
+
+
 def test_a_purged_fact_leaves_the_index_at_the_next_search(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:

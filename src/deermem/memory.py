@@ -44,6 +44,7 @@ from deermem.errors import (
     FactNotFoundError,
     FactRevisionConflict,
     FactValidationError,
+    SearchIndexError,
     UnsafeIdentifierError,
 )
 from deermem.library import CapacityGate, Proposal, Removal
@@ -97,6 +98,7 @@ from deermem.store import (
     REASON_DELETED,
     ArchiveEntry,
     ChangeSet,
+    CommitResult,
     EvictionReceipt,
     FactWrite,
     ScopeSnapshot,
@@ -400,8 +402,17 @@ class Memory:
 
         A process keeps a scope cached while the user's ``memory.json`` is
         unchanged, which a hand edit does not change. Search needs nothing
-        more: its index follows the content of the facts it is given.
+        more for the facts: its index follows the content of the facts it is
+        given. The archive's rows follow this process's commits by what
+        each did, so an index this process opened lists the archive again
+        at its next search, in case an entry was added or removed by hand.
         """
+        index = self._search_index.opened()
+        if index is not None:
+            try:
+                index.mark_archive_stale(self.scope.user_id, self.scope.agent)
+            except SearchIndexError as error:
+                _log.warning("search index unavailable (%s); not marked stale", error)
         return self.store.reload(self.scope)
 
     def export_document(self) -> dict[str, object]:
@@ -564,7 +575,7 @@ class Memory:
             if stored is None:  # evicted at once: it is in the archive
                 entry = transaction.archived(stored_id)
                 stored = fact if entry is None else entry.fact
-        self._index_commit()
+        self._index_commit(outcome.commit)
         return CreateResult(
             fact_id=stored_id if kept else None,
             fact=stored,
@@ -678,7 +689,7 @@ class Memory:
             result = transaction.commit(
                 ChangeSet(now=self.now(), writes=(FactWrite(updated, create=False),))
             )
-        self._index_commit()
+        self._index_commit(result)
         return result.written[0] if result.written else stored
 
     def delete_fact(self, fact_id: str, *, expected_revision: int | None = None) -> EvictionReceipt:
@@ -699,8 +710,10 @@ class Memory:
             if fact_id not in transaction.snapshot:
                 raise FactNotFoundError(fact_id)
             removal = Removal(fact_id, REASON_DELETED, expected_revision=expected_revision)
-            _, (receipt,) = self.gate.remove(transaction, (removal,), trigger="manual", now=now)
-        self._index_commit()
+            commit, (receipt,) = self.gate.remove(
+                transaction, (removal,), trigger="manual", now=now
+            )
+        self._index_commit(commit)
         return receipt
 
     def clear(self) -> tuple[str, ...]:
@@ -1136,18 +1149,20 @@ class Memory:
                 )
             return True
 
-    def _index_commit(self) -> None:
-        """Bring the scope's search index in step with this process's commit, after it.
+    def _index_commit(self, commit: CommitResult) -> None:
+        """Bring the scope's search index in step with this process's ``commit``, after it.
 
         Only the rows of the facts that changed are written (and a vector
-        embedded during the commit is filed), so the next search — the agent's
-        next turn — finds the index current (issue 23). Never fails the
-        commit: a search brings the index in step by itself.
+        embedded during the commit is filed), and only the archive's rows the
+        commit changed, so the next search — the agent's next turn — finds the
+        index current (issue 23). Never fails the commit: a search brings the
+        index in step by itself.
         """
         index_commit(
             self.store,
             self.scope,
             self._search_index,
+            commit=commit,
             clock=self.now,
             hybrid=self.config.search_mode == "hybrid",
             with_archive=self._detects_missed_recalls,

@@ -604,6 +604,59 @@ def sync_archive_rows(
     )
 
 
+def follow_archive_rows(
+    db: sqlite3.Connection,
+    user_key: str,
+    agent: str,
+    after: str,
+    removed: Iterable[str],
+    tokens: Mapping[str, str],
+    documents: Mapping[str, Document],
+    version: str,
+) -> bool:
+    """Apply one commit's change to a scope's archive rows, if they are current at ``after``.
+
+    ``after`` is the version the commit was made on, ``version`` the one it
+    made; ``removed`` and ``tokens`` (the entries added, id → token) are what
+    it did to the archive, and ``documents`` holds the added entries as
+    loaded. Returns ``False``, writing nothing, when the rows were
+    synchronised at another version: a change made on top of a state the
+    rows never saw cannot be applied to them.
+    """
+    with transaction(db):
+        row = db.execute(
+            "SELECT id, archive_version FROM scope WHERE user_key = ? AND agent = ?",
+            (user_key, agent),
+        ).fetchone()
+        if not after or row is None or row[1] != after:
+            return False
+        scope_id = int(row[0])
+        touched = json.dumps(sorted({*removed, *tokens}))
+        existing = {
+            fact_id: (row_id, digest)
+            for row_id, fact_id, digest in db.execute(
+                "SELECT id, fact_id, digest FROM doc WHERE scope_id = ? AND archived = 1"
+                " AND fact_id IN (SELECT value FROM json_each(?))",
+                (scope_id, touched),
+            )
+        }
+        # As sync_archive_rows: a row whose token is current stays; one whose entry
+        # could not be loaded goes rather than stay stale.
+        changed = [
+            documents[fact_id]._replace(digest=token)
+            for fact_id, token in tokens.items()
+            if existing.get(fact_id, (0, ""))[1] != token and fact_id in documents
+        ]
+        gone = [
+            row_id
+            for fact_id, (row_id, token) in existing.items()
+            if fact_id not in tokens or (tokens[fact_id] != token and fact_id not in documents)
+        ]
+        _rewrite(db, scope_id, archive_range(scope_id), existing, changed, gone, archived=True)
+        db.execute("UPDATE scope SET archive_version = ? WHERE id = ?", (version, scope_id))
+    return True
+
+
 def _scope_at(db: sqlite3.Connection, user_key: str, agent: str, column: str, version: str) -> int:
     """The scope's id (created if new), with ``column`` set to ``version``."""
     scope_id = scope_id_of(db, user_key, agent)
@@ -1004,6 +1057,42 @@ class SearchIndex:
             if document is not None and document.fact_id in listing:
                 documents[document.fact_id] = document
         return self._run(lambda db: sync_archive_rows(db, key, agent, listing, documents, version))
+
+    def follow_archive(
+        self,
+        user: str | None,
+        agent: str,
+        *,
+        after: str,
+        added: Mapping[str, str],
+        removed: Iterable[str],
+        load: Callable[[Sequence[str]], Iterable[FactLike]],
+        version: str,
+    ) -> bool:
+        """Bring the scope's archive rows from ``after`` to ``version`` by one commit's change.
+
+        What :meth:`sync_archive` does with the archive's whole listing, done
+        with only what the commit changed — ``added`` (id → token, as in a
+        listing) and ``removed`` — so a commit costs the entries it touched,
+        however large the archive. Only rows synchronised at exactly
+        ``after`` are changed; otherwise nothing is and ``False`` says the
+        caller must list the archive.
+        """
+        key = user_key(user)
+        synced = self.versions(user, agent)
+        if not after or synced is None or synced[1] != after:
+            return False
+        documents: dict[str, Document] = {}
+        for fact in load(list(added)) if added else ():
+            document = Document.of(fact)
+            if document is not None and document.fact_id in added:
+                documents[document.fact_id] = document
+        removed = list(removed)
+        return self._run(
+            lambda db: follow_archive_rows(
+                db, key, agent, after, removed, added, documents, version
+            )
+        )
 
     def clear(self) -> None:
         """Forget every scope, its library and its archive: a full rebuild starts here."""

@@ -62,7 +62,7 @@ from deermem.recall.index import (
     content_version,
     micros,
 )
-from deermem.store.protocol import ShadowMarksRead
+from deermem.store.protocol import CommitResult, ShadowMarksRead
 from deermem.store.records import content_key
 
 if TYPE_CHECKING:
@@ -767,6 +767,7 @@ def index_commit(
     scope: Scope,
     handle: SearchIndexHandle,
     *,
+    commit: CommitResult | None,
     clock: Callable[[], datetime],
     hybrid: bool,
     with_archive: bool,
@@ -776,7 +777,11 @@ def index_commit(
     What a search would do first, done by the committer: only the rows of
     changed facts are written (their documents are remembered by identity,
     so unchanged facts are not digested again) and, ``with_archive``
-    (missed-recall detection), the archive's rows that changed. Under
+    (missed-recall detection), the archive's rows that changed. When
+    ``commit`` archived something (so it applied the archive's bounds), no
+    other commit came between and the rows were current before it, they
+    follow what it says it did to the archive, which is then not listed;
+    otherwise they follow the archive's listing, as a search's do. Under
     ``hybrid``, vectors this process embedded during the commit are filed;
     nothing is embedded here. Only an index a search of this memory opened
     is kept up: a process that never searches never creates one. A failure
@@ -794,7 +799,23 @@ def index_commit(
             scope.user_id, scope.agent, snapshot.version
         ):
             source = _archive_source(store, scope, clock())  # the clock: only when needed
-            listing = source.listing()
+            change = None if commit is None else commit.archive
+            followed = (
+                change is not None
+                and change.bounded
+                and commit is not None
+                and commit.version == snapshot.version
+                and index.follow_archive(
+                    scope.user_id,
+                    scope.agent,
+                    after=change.previous_version,
+                    added=change.added,
+                    removed=change.removed,
+                    load=source.load,
+                    version=snapshot.version,
+                )
+            )
+            listing = None if followed else source.listing()
             if listing is not None:
                 index.sync_archive(
                     scope.user_id, scope.agent, listing, source.load, version=snapshot.version

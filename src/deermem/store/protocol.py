@@ -55,6 +55,7 @@ from deermem.store.records import (
 
 __all__ = [
     "ERASED_COUNTS",
+    "ArchiveChange",
     "ChangeSet",
     "CommitResult",
     "FactDelete",
@@ -200,6 +201,46 @@ class ChangeSet:
         )
 
 
+class ArchiveChange(NamedTuple):
+    """What one commit did to its scope's archive: all that data derived from the
+    archive (the search index's archive rows) needs to follow it without listing it.
+
+    Attributes:
+        previous_version: the scope's version token the commit was made on.
+        added: the entries the commit wrote and kept, id → ``archivedAt``
+            (an entry the archive's bounds dropped at once is not added).
+        removed: the ids whose entries the commit removed — restored,
+            deleted, or dropped by the archive's bounds — and did not write
+            again. An id the archive did not hold may be named.
+        bounded: whether the commit applied the archive's bounds at its time
+            (every commit that archives something does). Only then is the
+            archive after it what a listing shows, which leaves out entries
+            past the age limit: without the bounds, an entry may have aged
+            out since the last commit that applied them.
+    """
+
+    previous_version: str
+    added: Mapping[str, str]
+    removed: frozenset[str]
+    bounded: bool
+
+    @classmethod
+    def of(
+        cls,
+        previous_version: str,
+        puts: Sequence[ArchiveEntry],
+        deletes: Iterable[str],
+        dropped: Iterable[str],
+    ) -> ArchiveChange:
+        """The change of a commit that wrote ``puts``, removed ``deletes`` and whose
+        bounds dropped ``dropped`` (the same rule on every store: the bounds
+        apply when a commit archives something)."""
+        dropped = set(dropped)
+        added = {e.fact_id: e.archived_at for e in puts if e.fact_id not in dropped}
+        removed = frozenset((set(deletes) | dropped) - added.keys())
+        return cls(previous_version, added, removed, bounded=bool(puts))
+
+
 class CommitResult(NamedTuple):
     """What a commit did.
 
@@ -211,6 +252,8 @@ class CommitResult(NamedTuple):
         version: the scope's version token after the commit.
         redacted: the kinds of secret replaced in what the commit wrote
             (sorted; never the values), see :func:`deermem.store.plan.redact_changes`.
+        archive: what the commit did to the archive; ``None`` where the
+            committer does not say (a follower then lists the archive).
     """
 
     revision: int
@@ -219,6 +262,7 @@ class CommitResult(NamedTuple):
     changed: bool
     version: str
     redacted: tuple[str, ...] = ()
+    archive: ArchiveChange | None = None
 
 
 class StoreTransaction(Protocol):

@@ -126,6 +126,7 @@ from deermem.store.plan import (
 )
 from deermem.store.protocol import (
     ERASED_COUNTS,
+    ArchiveChange,
     ChangeSet,
     CommitResult,
     MarkedSnapshot,
@@ -664,7 +665,8 @@ class MarkdownStore:
             lambda fact_id: paths.archived(fact_id).is_file(),
         )
         deleted = [fact.id for fact in plan.change.deleted]
-        files = self._files_of(scope, paths, changes, plan, deleted, archive)
+        files, dropped = self._files_of(scope, paths, changes, plan, deleted, archive)
+        previous_version = token.version()
         if files:
             info = JournalInfo(
                 agent=scope.agent,
@@ -692,6 +694,13 @@ class MarkdownStore:
             deleted=tuple(deleted),
             changed=plan.manifest is not None,
             version=token.version(),
+            archive=(
+                ArchiveChange.of(
+                    previous_version, changes.archive_puts, changes.archive_deletes, dropped
+                )
+                if files
+                else ArchiveChange(previous_version, {}, frozenset(), bounded=False)
+            ),
         )
         return result, snapshot
 
@@ -703,8 +712,9 @@ class MarkdownStore:
         plan: CommitPlan,
         deleted: list[str],
         archive: ArchiveIndex | None,
-    ) -> list[FileChange]:
-        """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``.
+    ) -> tuple[list[FileChange], set[str]]:
+        """Every file of one commit: facts and archive entries, the bookkeeping, ``memory.json``;
+        and the ids of the archive entries its bounds drop.
 
         The bookkeeping — the audit, the usage sidecar, the regret sidecars,
         the archive's index and bounds, the thread marks — is computed before
@@ -737,7 +747,7 @@ class MarkdownStore:
                 book.append(
                     (paths.thread_mark(thread_id), encode_mark(paths, thread_id, mark, stamp))
                 )
-        doomed: set[Path] = set()
+        pruned: set[str] = set()
         if changes.archive_puts or changes.archive_deletes:
             index, pruned = archive_changes(
                 paths,
@@ -749,12 +759,12 @@ class MarkdownStore:
                 order=archive,
             )
             book.extend(index)
-            doomed = {paths.archived(fact_id) for fact_id in pruned}
+        doomed = {paths.archived(fact_id) for fact_id in pruned}
         files = [change for change in plan.files if change.path not in doomed]
         files.extend(FileChange(path, data) for path, data in book)
         if plan.manifest is not None:
             files.append(plan.manifest)
-        return files
+        return files, pruned
 
 
 class MarkdownTransaction:

@@ -60,6 +60,7 @@ class CommitWriter:
         self.plan = plan
         self.deleted = [fact.id for fact in plan.deleted]
         self.marks: dict[str, str] = {}
+        self.dropped: set[str] = set()  # the archive entries its bounds removed
 
     def anything(self, stored_marks: Mapping[str, str]) -> bool:
         """Whether the commit writes anything at all (remembering which marks moved)."""
@@ -249,6 +250,7 @@ class CommitWriter:
         doomed = beyond_bounds(
             order, changes.now, self.bounds.archive_max_entries, self.bounds.archive_max_age_days
         )
+        self.dropped = doomed
         if doomed:
             self.connection.execute(
                 "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s "

@@ -79,6 +79,7 @@ from deermem.store.postgres.database import (
 )
 from deermem.store.protocol import (
     ERASED_COUNTS,
+    ArchiveChange,
     ChangeSet,
     CommitResult,
     MarkedSnapshot,
@@ -728,6 +729,7 @@ class PostgresStore:
             version = _token(row[0], row[1])
         if snapshot is None or snapshot.version != version:
             snapshot = self._cache.get(scope, version)
+        previous_version = version
         lookup: Callable[[str], Fact | None]
         if snapshot is not None:
             lookup = snapshot.get
@@ -745,10 +747,15 @@ class PostgresStore:
         writer = CommitWriter(
             connection, scope, changes, plan, bounds=bounds, database=self.address
         )
+        archive = ArchiveChange(previous_version, {}, frozenset(), bounded=False)
         if writer.anything(self._marks(connection, scope, list(changes.watermarks))):
             if row is None:
                 version = _token(0, writer.new_user_row())
             writer.write()
+            if changes.archive_puts or changes.archive_deletes:
+                archive = ArchiveChange.of(
+                    previous_version, changes.archive_puts, changes.archive_deletes, writer.dropped
+                )
             if plan.changed:
                 commit_id = uuid.uuid4()
                 connection.execute(
@@ -769,6 +776,7 @@ class PostgresStore:
             deleted=deleted,
             changed=plan.changed,
             version=version,
+            archive=archive,
         )
         if snapshot is not None and snapshot.version != version:
             if plan.changed:
