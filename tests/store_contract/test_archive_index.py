@@ -3,8 +3,8 @@
 While missed-recall detection is on, the archive is indexed beside the library.
 A commit reports what it did to the archive (the entries it wrote, the ids it
 removed, the bounds' drops among them), and the committer applies just that
-to rows that were current before it, so a create at the cap costs the entries
-it touched however large the archive is. The rows must then be what a full
+to rows that were current before it, so the index's part of a create at the
+cap grows with what the commit touched, not with the archive. The rows must then be what a full
 listing of the archive would have made them; when another commit came
 between, the archive is listed as before.
 """
@@ -32,7 +32,15 @@ class Clock:
         return self.now
 
 
-def open_memory(stores: Stores, clock: Clock) -> Memory:
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def memory(stores: Stores, clock: Clock) -> Memory:
+    """Ten facts at a cap of ten, an archive of at most three entries for at most 30 days,
+    and a search that opened the index."""
     config = MemoryConfig(
         max_facts=10, archive_max_entries=3, archive_max_age_days=30, search_mode="keyword"
     )
@@ -56,6 +64,11 @@ class CountedListing:
         return self.listing(scope, now)
 
 
+@pytest.fixture
+def listed(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> CountedListing:
+    return CountedListing(memory, monkeypatch)
+
+
 def assert_rows_follow_the_archive(memory: Memory, listed: CountedListing) -> None:
     """The index's archive rows are current at the store's version and hold exactly the
     listed entries."""
@@ -69,11 +82,8 @@ def assert_rows_follow_the_archive(memory: Memory, listed: CountedListing) -> No
 
 
 def test_the_archive_rows_follow_each_commit_that_archives_without_listing_the_archive(
-    stores: Stores, monkeypatch: pytest.MonkeyPatch
+    memory: Memory, listed: CountedListing
 ) -> None:
-    clock = Clock()
-    memory = open_memory(stores, clock)
-    listed = CountedListing(memory, monkeypatch)
     for n in range(10, 14):  # each evicts one; beyond three entries the oldest are dropped
         memory.create_fact(f"A note number {n}", confidence=0.9)
         assert_rows_follow_the_archive(memory, listed)
@@ -85,33 +95,27 @@ def test_the_archive_rows_follow_each_commit_that_archives_without_listing_the_a
 
 
 def test_a_commit_that_archives_nothing_lists_the_archive_whose_entries_may_have_aged_out(
-    stores: Stores, monkeypatch: pytest.MonkeyPatch
+    memory: Memory, listed: CountedListing, clock: Clock
 ) -> None:
     """Only a commit that archives something applies the archive's bounds; after any
     other, an entry may have aged out since, which the listing leaves out."""
-    clock = Clock()
-    memory = open_memory(stores, clock)
-    listed = CountedListing(memory, monkeypatch)
-    memory.create_fact("A note that evicts", confidence=0.9)
-    assert len(memory.list_archived()) == 1
+    aged = memory.create_fact("A note that evicts", confidence=0.9).evicted
+    assert [entry.fact_id for entry in memory.list_archived()] == list(aged)
     assert listed.calls == 0
     clock.now += timedelta(days=31)  # past the age limit
     kept = memory.list_facts()[-1].id
     memory.update_fact(kept, content="A note changed a month later")  # the archive untouched
     assert listed.calls == 1
     assert_rows_follow_the_archive(memory, listed)  # the aged-out entry is not in the rows
-    memory.create_fact("A note a month later", confidence=0.95)  # evicts; the bounds drop it
+    evicted = memory.create_fact("A note a month later", confidence=0.95).evicted
+    assert [entry.fact_id for entry in memory.list_archived()] == list(evicted)  # aged: dropped
     assert listed.calls == 1
-    assert [entry.fact.content for entry in memory.list_archived()] != []
     assert_rows_follow_the_archive(memory, listed)
 
 
 def test_a_commit_by_another_process_between_lists_the_archive_again(
-    stores: Stores, monkeypatch: pytest.MonkeyPatch
+    memory: Memory, listed: CountedListing, stores: Stores, clock: Clock
 ) -> None:
-    clock = Clock()
-    memory = open_memory(stores, clock)
-    listed = CountedListing(memory, monkeypatch)
     other = Memory(
         stores(memory.config), memory.config, memory.scope, clock=clock
     )  # another process or replica, which never searched
@@ -125,11 +129,8 @@ def test_a_commit_by_another_process_between_lists_the_archive_again(
 
 
 def test_a_purge_between_makes_the_next_commit_list_the_archive(
-    stores: Stores, monkeypatch: pytest.MonkeyPatch
+    memory: Memory, listed: CountedListing
 ) -> None:
-    clock = Clock()
-    memory = open_memory(stores, clock)
-    listed = CountedListing(memory, monkeypatch)
     evicted = memory.create_fact("A note that evicts", confidence=0.9).evicted
     assert evicted
     memory.purge(evicted[0])

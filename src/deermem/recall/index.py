@@ -582,26 +582,42 @@ def sync_archive_rows(
     """
     with transaction(db):
         scope_id = _scope_at(db, user_key, agent, "archive_version", version)
-        low, high = archive_range(scope_id)
-        existing = _existing(db, low, high)
-        gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in tokens]
-        changed = [
-            documents[fact_id]._replace(digest=token)
-            for fact_id, token in tokens.items()
-            if existing.get(fact_id, (0, ""))[1] != token and fact_id in documents
-        ]
-        gone.extend(
-            row_id
-            for fact_id, (row_id, token) in existing.items()
-            if fact_id in tokens and tokens[fact_id] != token and fact_id not in documents
-        )
-        _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=True)
+        existing = _existing(db, *archive_range(scope_id))
+        changed, gone = _rewrite_archive(db, scope_id, existing, tokens, documents)
     return SyncReport(
-        indexed=len(changed),
-        removed=len(gone),
-        unchanged=len(tokens) - len(changed),
+        indexed=changed,
+        removed=gone,
+        unchanged=len(tokens) - changed,
         skipped=sum(1 for fact_id in tokens if fact_id not in documents),
     )
+
+
+def _rewrite_archive(
+    db: sqlite3.Connection,
+    scope_id: int,
+    existing: Mapping[str, tuple[int, str]],
+    tokens: Mapping[str, str],
+    documents: Mapping[str, Document],
+) -> tuple[int, int]:
+    """Make the archive rows ``existing`` names exactly the ids of ``tokens`` among them.
+
+    A row whose token is current stays; one whose entry changed is written
+    anew from ``documents``, or goes when its entry could not be loaded
+    (rather than stay stale); a row ``tokens`` does not name goes. Returns
+    how many rows were written and how many went.
+    """
+    changed = [
+        documents[fact_id]._replace(digest=token)
+        for fact_id, token in tokens.items()
+        if existing.get(fact_id, (0, ""))[1] != token and fact_id in documents
+    ]
+    gone = [
+        row_id
+        for fact_id, (row_id, token) in existing.items()
+        if fact_id not in tokens or (tokens[fact_id] != token and fact_id not in documents)
+    ]
+    _rewrite(db, scope_id, archive_range(scope_id), existing, changed, gone, archived=True)
+    return len(changed), len(gone)
 
 
 def follow_archive_rows(
@@ -640,19 +656,7 @@ def follow_archive_rows(
                 (scope_id, touched),
             )
         }
-        # As sync_archive_rows: a row whose token is current stays; one whose entry
-        # could not be loaded goes rather than stay stale.
-        changed = [
-            documents[fact_id]._replace(digest=token)
-            for fact_id, token in tokens.items()
-            if existing.get(fact_id, (0, ""))[1] != token and fact_id in documents
-        ]
-        gone = [
-            row_id
-            for fact_id, (row_id, token) in existing.items()
-            if fact_id not in tokens or (tokens[fact_id] != token and fact_id not in documents)
-        ]
-        _rewrite(db, scope_id, archive_range(scope_id), existing, changed, gone, archived=True)
+        _rewrite_archive(db, scope_id, existing, tokens, documents)  # only the rows touched
         db.execute("UPDATE scope SET archive_version = ? WHERE id = ?", (version, scope_id))
     return True
 
