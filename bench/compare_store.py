@@ -38,6 +38,9 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
   model (a scripted OpenAI-compatible server on 127.0.0.1, in the worker)
   answers two new facts, so each learn admits them at the cap (evictions,
   receipts) in one commit;
+* ``recall`` — the search an agent makes on its next turn after ``learn`` (the
+  learn untimed): what the first search after an update learned from a
+  conversation waits for;
 * ``floor`` — no deermem at all: the commit protocol's four dependent flush
   rounds (a journal's content, its name, a file's name, the journal's removal),
   one fsync each, on the same file system: what a commit cannot go below.
@@ -129,6 +132,7 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
         "hybrid",
         "shadow",
         "learn",
+        "recall",
     ):
         return _public(case, root)
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
@@ -244,7 +248,7 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
     # mode, and this bench compares the store's paths, not the embedding models (bench_recall).
     keyword = {"search_mode": "keyword"} if "search_mode" in MemoryConfig.model_fields else {}
     model: dict[str, object] = {}
-    if case == "learn":
+    if case in ("learn", "recall"):
         from deermem.testing import ScriptedChatServer
 
         server = ScriptedChatServer().start()  # lives as long as the worker
@@ -310,7 +314,7 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
         return turn
     if case == "prompt":
         return lambda n: _timed(lambda: warm.context(query=f"{_TOPICS[n % 8]} number {n % 20}"))
-    if case == "learn":
+    if case in ("learn", "recall"):
 
         def learn(number: int) -> float:
             new = [
@@ -328,8 +332,13 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
             server.enqueue(json.dumps({"user": {}, "history": {}, "newFacts": new}))
             said = f"I switched to option {number} for my projects."
             talk = [{"role": "user", "content": said}, {"role": "assistant", "content": "Noted."}]
-            return _timed(lambda: warm.learn(f"thread-{number}", talk))
+            if case == "learn":
+                return _timed(lambda: warm.learn(f"thread-{number}", talk))
+            warm.learn(f"thread-{number}", talk)
+            return _timed(lambda: warm.search(f"option {number}"))
 
+        if case == "recall":
+            warm.search("option")  # opens the search index, as an agent that searches has
         return learn
     return lambda n: _timed(lambda: warm.search(f"{_TOPICS[n % len(_TOPICS)]} number"))
 

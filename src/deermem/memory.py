@@ -188,7 +188,7 @@ class Memory:
 
             return Learner(
                 store, config, clock=self.now, new_id=self._new_id, model=model,
-                keep_hidden=keep_hidden,
+                keep_hidden=keep_hidden, committed=self._index_commit,
             )  # fmt: skip
 
         self._learner = _LearnerSlot(new_learner)
@@ -604,6 +604,7 @@ class Memory:
                 document, snapshot, now, lambda: self._fresh_id(snapshot, transaction.archived)
             )
             outcome = self.gate.apply(transaction, plan.proposal, trigger="import", now=now)
+        self._index_commit(outcome.commit)
         evicted = set(outcome.evicted)
         stored_ids = (outcome.relearned.get(i, i) for i in plan.fact_ids)
         return ImportResult(
@@ -639,6 +640,7 @@ class Memory:
             outcome = self.gate.apply(
                 transaction, Proposal(restored=(entry,)), trigger="restore", now=now
             )
+        self._index_commit(outcome.commit)
         return RestoreResult(
             fact_id=fact_id,
             restored=fact_id in outcome.kept_new,
@@ -733,8 +735,11 @@ class Memory:
                 Removal(fact.id, REASON_DELETED, expected_revision=fact.revision)
                 for fact in transaction.snapshot.facts
             )
+            commit = None
             if removals:
-                self.gate.remove(transaction, removals, trigger="manual", now=now)
+                commit, _ = self.gate.remove(transaction, removals, trigger="manual", now=now)
+        if commit is not None:
+            self._index_commit(commit)
         return tuple(removal.fact_id for removal in removals)
 
     def clear_user(self) -> tuple[str, ...]:
@@ -1149,18 +1154,21 @@ class Memory:
                 )
             return True
 
-    def _index_commit(self, commit: CommitResult) -> None:
-        """Bring the scope's search index in step with this process's ``commit``, after it.
+    def _index_commit(self, commit: CommitResult, scope: Scope | None = None) -> None:
+        """Bring the search index in step with this process's ``commit`` to ``scope``
+        (this memory's by default; the learner names the scope it learned for), after it.
 
         Only the rows of the facts that changed are written (and a vector
         embedded during the commit is filed), and only the archive's rows the
         commit changed, so the next search — the agent's next turn — finds the
-        index current (issue 23). Never fails the commit: a search brings the
-        index in step by itself.
+        index current (issue 23). Every commit this memory makes is followed so:
+        a create, an update, a delete, a restore, an import, a clear and an
+        update learned from a conversation. Never fails the commit: a search
+        brings the index in step by itself.
         """
         index_commit(
             self.store,
-            self.scope,
+            self.scope if scope is None else scope,
             self._search_index,
             commit=commit,
             clock=self.now,

@@ -11,14 +11,16 @@ between, the archive is listed as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.model import Scope
+from deermem.testing import ScriptedChatServer
 from tests.store_contract.conftest import Stores
+from tests.wire_support import CHAT, answer, model_settings, new_fact
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -38,17 +40,28 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def memory(stores: Stores, clock: Clock) -> Memory:
+def server() -> Iterator[ScriptedChatServer]:
+    with ScriptedChatServer() as running:
+        yield running
+
+
+@pytest.fixture
+def memory(stores: Stores, clock: Clock, server: ScriptedChatServer) -> Iterator[Memory]:
     """Ten facts at a cap of ten, an archive of at most three entries for at most 30 days,
-    and a search that opened the index."""
+    a scripted model to learn from, and a search that opened the index."""
     config = MemoryConfig(
-        max_facts=10, archive_max_entries=3, archive_max_age_days=30, search_mode="keyword"
+        max_facts=10,
+        archive_max_entries=3,
+        archive_max_age_days=30,
+        search_mode="keyword",
+        model=model_settings(server),
     )
     memory = stores.memory(config, clock=clock)
     for n in range(10):
         memory.create_fact(f"A note number {n}", confidence=0.5 + n / 100)
     memory.search("note")  # opens the index, with the archive's rows
-    return memory
+    yield memory
+    memory.close()  # the model's client, if a test learned
 
 
 class CountedListing:
@@ -137,3 +150,35 @@ def test_a_purge_between_makes_the_next_commit_list_the_archive(
     memory.create_fact("A note after the purge", confidence=0.91)
     assert listed.calls == 1
     assert_rows_follow_the_archive(memory, listed)
+
+
+def assert_in_step(memory: Memory) -> None:
+    """The index's library and archive rows are current at the store's state: the next
+    search syncs nothing."""
+    index = memory._search_index.opened()
+    assert index is not None
+    snapshot = memory.store.load(memory.scope)
+    user, agent = memory.scope.user_id, memory.scope.agent
+    assert index.is_current(user, agent, memory._search_index.version_of(snapshot))
+    assert index.is_archive_current(user, agent, snapshot.version)
+
+
+@pytest.mark.parametrize("change", ["restore", "import", "clear", "learn"])
+def test_every_commit_of_the_memory_leaves_the_index_in_step(
+    memory: Memory, server: ScriptedChatServer, change: str
+) -> None:
+    """Not only a create, an update and a delete: each way a memory commits keeps the
+    index of the process that committed in step, so the agent's next search finds it so."""
+    [evicted] = memory.create_fact("A note that evicts", confidence=0.9).evicted
+    assert_in_step(memory)
+    if change == "restore":
+        memory.restore(evicted)
+    elif change == "import":
+        document = memory.export_document()
+        memory.import_document({**document, "facts": list(document["facts"])[:5]})
+    elif change == "clear":
+        memory.clear()
+    else:
+        server.enqueue(answer(newFacts=[new_fact("The user writes notes in Markdown.")]))
+        assert memory.learn("thread-1", CHAT).report.outcome == "applied"
+    assert_in_step(memory)

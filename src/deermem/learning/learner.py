@@ -174,6 +174,9 @@ class Learner:
         model: the chat model; built from ``config.model`` on first use when ``None``.
         keep_hidden: the host's rule for hidden human messages (default: only a
             clarification answer is kept).
+        committed: called with the commit and its scope after each update that
+            committed, once the user's lock is let go (the memory keeps its
+            search index in step with it); never for a dry run.
     """
 
     def __init__(
@@ -185,8 +188,10 @@ class Learner:
         new_id: Callable[[], str],
         model: ChatModel | None = None,
         keep_hidden: KeepHidden | None = None,
+        committed: Callable[[CommitResult, Scope], None] | None = None,
     ) -> None:
         self._store = store
+        self._committed = committed
         self._config = config
         self._clock = clock
         self._new_id = new_id
@@ -392,6 +397,8 @@ class Learner:
                 with store.transaction(scope) as transaction:
                     before = transaction.snapshot
                     applied = apply(transaction)
+                if self._committed is not None:
+                    self._committed(applied.gate.commit, scope)
                 return _result(base, applied, attempt, before)
             except RevisionConflict:
                 if attempt == MAX_COMMIT_ATTEMPTS:
