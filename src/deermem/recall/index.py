@@ -1091,11 +1091,9 @@ class SearchIndex:
             document = Document.of(fact)
             if document is not None and document.fact_id in added:
                 documents[document.fact_id] = document
-        removed = list(removed)
+        gone = list(removed)  # read once: the operation may be retried on a rebuilt index
         return self._run(
-            lambda db: follow_archive_rows(
-                db, key, agent, after, removed, added, documents, version
-            )
+            lambda db: follow_archive_rows(db, key, agent, after, gone, added, documents, version)
         )
 
     def clear(self) -> None:
