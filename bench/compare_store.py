@@ -41,6 +41,12 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``recall`` — the search an agent makes on its next turn after ``learn`` (the
   learn untimed): what the first search after an update learned from a
   conversation waits for;
+* ``recall-meaning`` — ``recall`` under search by meaning, the default (needs
+  the ``embed`` extra): the seeded facts are embedded (``Memory.reindex``),
+  the models loaded by a search, and 300 other texts embedded so that the
+  seeded ones are only in the index, as in a long-running agent. Keep it to
+  40 pairs: from its 41st round the new facts tie with one another and one
+  is evicted as it arrives, a fact no version has a vector for;
 * ``floor`` — no deermem at all: the commit protocol's four dependent flush
   rounds (a journal's content, its name, a file's name, the journal's removal),
   one fsync each, on the same file system: what a commit cannot go below.
@@ -133,6 +139,7 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
         "shadow",
         "learn",
         "recall",
+        "recall-meaning",
     ):
         return _public(case, root)
     from deermem.store import ChangeSet, FactWrite, MarkdownStore
@@ -244,9 +251,14 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
 
     from deermem import Memory, MemoryConfig
 
-    # Search by keyword in every version: a tree from before search by meaning has no other
-    # mode, and this bench compares the store's paths, not the embedding models (bench_recall).
+    meaning = case.endswith("-meaning")
+    case = case.removesuffix("-meaning")
+    # Search by keyword in every version but the -meaning cases: a tree from before search by
+    # meaning has no other mode, and this bench compares the store's paths, not the embedding
+    # models (bench_recall).
     keyword = {"search_mode": "keyword"} if "search_mode" in MemoryConfig.model_fields else {}
+    if meaning:
+        keyword = {}  # the default: search by meaning
     model: dict[str, object] = {}
     if case in ("learn", "recall"):
         from deermem.testing import ScriptedChatServer
@@ -289,6 +301,15 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
         return lambda _: _timed(run)
     warm = memory()
     warm.list_facts()
+    if meaning:
+        from deermem.recall.embedding import embedder
+
+        warm.reindex()  # the seeded facts' vectors, as `deermem reindex` gives them
+        warm.search("number")  # loads the models
+        models = embedder()
+        assert models is not None
+        for n in range(300):  # ... and pushes the seeded texts out of their recent memory,
+            models.passage(f"An unrelated text number {n}.")  # as in a long-running agent
     if case == "archived":
         warm.search("fact number")  # opens the search index, which then follows each commit
     if case in ("create", "hybrid", "shadow", "archived"):
@@ -338,7 +359,7 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
             return _timed(lambda: warm.search(f"option {number}"))
 
         if case == "recall":
-            warm.search("option")  # opens the search index, as an agent that searches has
+            warm.search("option")  # opens the search index, as an agent's
         return learn
     return lambda n: _timed(lambda: warm.search(f"{_TOPICS[n % len(_TOPICS)]} number"))
 

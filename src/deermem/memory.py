@@ -188,7 +188,7 @@ class Memory:
 
             return Learner(
                 store, config, clock=self.now, new_id=self._new_id, model=model,
-                keep_hidden=keep_hidden, committed=self._index_commit,
+                keep_hidden=keep_hidden, committed=self._index_learned,
             )  # fmt: skip
 
         self._learner = _LearnerSlot(new_learner)
@@ -1154,9 +1154,21 @@ class Memory:
                 )
             return True
 
-    def _index_commit(self, commit: CommitResult, scope: Scope | None = None) -> None:
+    def _index_learned(self, commit: CommitResult, scope: Scope) -> None:
+        """:meth:`_index_commit` for an update the learner committed to ``scope``.
+
+        Its new facts were not embedded during the commit (a create's are), so
+        a process that searches by meaning embeds them now — off the user's
+        path when the update came from the queue — rather than at the next
+        search, which would wait for them.
+        """
+        self._index_commit(commit, scope, embed=True)
+
+    def _index_commit(
+        self, commit: CommitResult, scope: Scope | None = None, *, embed: bool = False
+    ) -> None:
         """Bring the search index in step with this process's ``commit`` to ``scope``
-        (this memory's by default; the learner names the scope it learned for), after it.
+        (this memory's by default), after it; ``embed``: see :func:`index_commit`.
 
         Only the rows of the facts that changed are written (and a vector
         embedded during the commit is filed), and only the archive's rows the
@@ -1174,6 +1186,7 @@ class Memory:
             clock=self.now,
             hybrid=self.config.search_mode == "hybrid",
             with_archive=self._detects_missed_recalls,
+            embed=embed,
         )
 
     @contextlib.contextmanager

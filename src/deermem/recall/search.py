@@ -518,12 +518,19 @@ def search_with_archive(
     facts = _once(load)
     try:
         synced = index.versions(user, agent)  # the library's and the archive's, one read
+        went = 0
         if not version or synced is None or synced[0] != version:
-            index.sync_scope(user, agent, facts(), version=version)
+            # Vectors are pruned once the archive's rows are in too: a fact that moved
+            # there keeps its vector.
+            went += index.sync_scope(user, agent, facts(), version=version, prune=False).removed
         current = bool(archive_version) and synced is not None and synced[1] == archive_version
         listing = None if current else archive.listing()
         if listing is not None:
-            index.sync_archive(user, agent, listing, archive.load, version=archive_version)
+            went += index.sync_archive(
+                user, agent, listing, archive.load, version=archive_version, prune=False
+            ).removed
+        if went:
+            index.prune_vectors()
         indexed = current or listing is not None
 
         def ranked(with_archive: bool) -> list[SearchHit]:
@@ -771,6 +778,7 @@ def index_commit(
     clock: Callable[[], datetime],
     hybrid: bool,
     with_archive: bool,
+    embed: bool = False,
 ) -> None:
     """Bring a scope's index rows in step right after this process committed to it.
 
@@ -783,9 +791,13 @@ def index_commit(
     follow what it says it did to the archive, which is then not listed;
     otherwise they follow the archive's listing, as a search's do. Under
     ``hybrid``, vectors this process embedded during the commit are filed;
-    nothing is embedded here. Only an index a search of this memory opened
-    is kept up: a process that never searches never creates one. A failure
-    is logged, never raised: the next search catches up.
+    nothing is embedded here unless ``embed`` asks for the library's texts
+    that lack a vector to be embedded now, as a search would (at most
+    :data:`EMBED_AT_SEARCH`) — for a committer off the user's path, such as
+    the learner's queue, so the next search does not wait for them. Only an
+    index a search of this memory opened is kept up: a process that never
+    searches never creates one. A failure is logged, never raised: the next
+    search catches up.
     """
     index = handle.opened()
     if index is None:
@@ -793,19 +805,25 @@ def index_commit(
     try:
         snapshot = store.load(scope)
         version = handle.version_of(snapshot)
+        went = 0
         if not index.is_current(scope.user_id, scope.agent, version):
-            index.sync_scope(scope.user_id, scope.agent, snapshot.facts, version=version)
+            # Vectors are pruned once the archive's rows are in too (as a search does).
+            went += index.sync_scope(
+                scope.user_id, scope.agent, snapshot.facts, version=version, prune=False
+            ).removed
         if with_archive and not index.is_archive_current(
             scope.user_id, scope.agent, snapshot.version
         ):
             source = _archive_source(store, scope, clock())  # the clock: only when needed
             change = None if commit is None else commit.archive
-            followed = (
+            report = None
+            if (
                 change is not None
                 and change.bounded
                 and commit is not None
                 and commit.version == snapshot.version
-                and index.follow_archive(
+            ):
+                report = index.follow_archive(
                     scope.user_id,
                     scope.agent,
                     after=change.previous_version,
@@ -813,13 +831,21 @@ def index_commit(
                     removed=change.removed,
                     load=source.load,
                     version=snapshot.version,
+                    prune=False,
                 )
-            )
-            listing = None if followed else source.listing()
+            listing = None if report is not None else source.listing()
             if listing is not None:
-                index.sync_archive(
-                    scope.user_id, scope.agent, listing, source.load, version=snapshot.version
+                report = index.sync_archive(
+                    scope.user_id,
+                    scope.agent,
+                    listing,
+                    source.load,
+                    version=snapshot.version,
+                    prune=False,
                 )
+            went += 0 if report is None else report.removed
+        if went:
+            index.prune_vectors()
         models = loaded_embedder() if hybrid else None
         if models is not None:
             index.use_model(models.tag)
@@ -831,7 +857,7 @@ def index_commit(
                 lambda: snapshot.facts,
                 _no_archive,
                 with_archive=False,
-                limit=0,
+                limit=EMBED_AT_SEARCH if embed else 0,
                 say=False,
             )
     except (SearchIndexError, CorruptMemoryFile, OSError) as error:
