@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -109,3 +110,26 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             "(set DEERMEM_REQUIRE_POSTGRES=1 to make this a failure)",
             yellow=True,
         )
+
+
+def client_connections(url: str, *, settle: float = 0.0) -> int:
+    """The client connections to ``url``'s database, this probe's left out.
+
+    With ``settle``, waits up to that many seconds for the count to reach 0 and
+    returns the last count: a server process leaves ``pg_stat_activity`` a moment
+    after its client closed the connection, so a count taken at once may still
+    hold one that is closing. A connection left open stays counted.
+    """
+    import psycopg  # the postgres extra: a test given postgres_url has it
+
+    deadline = time.monotonic() + settle
+    while True:
+        with psycopg.connect(url) as probe:
+            row = probe.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            ).fetchone()
+        count = 0 if row is None else int(row[0])
+        if count == 0 or time.monotonic() >= deadline:
+            return count
+        time.sleep(0.05)

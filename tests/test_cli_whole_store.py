@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from deermem.cli import main
+from tests.postgres_plugin import client_connections
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -268,15 +269,7 @@ def test_a_command_on_a_database_closes_its_connections_when_it_ends(
     capsys: pytest.CaptureFixture[str], postgres_url: str, tmp_path: Path
 ) -> None:
     """Run in-process, a command leaves no connection pool behind (nothing for the collector)."""
-    import psycopg
-
     config = tmp_path / "db.yaml"
     config.write_text(f"store: {postgres_url}\n", "utf-8")
     assert run(capsys, "--config", str(config), "--user", "bob", "facts", "add", "Tea")[0] == 0
-    with psycopg.connect(postgres_url) as connection:
-        others = connection.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            " AND backend_type = 'client backend'"
-        ).fetchone()
-    assert others == (0,)
+    assert client_connections(postgres_url, settle=10) == 0

@@ -18,6 +18,7 @@ from deermem.service.http.app import create_app
 from deermem.service.mcp import create_mcp_server
 from deermem.service.settings import ServerLimits, ServerSettings
 
+from ..postgres_plugin import client_connections
 from ..served_store import PASSWORD, ServedStore, on_both_stores
 from .conftest import LiveServer, free_port, run_in_thread, start_server
 
@@ -365,29 +366,17 @@ def test_a_server_that_opened_its_database_closes_it_when_it_stops(
     """A worker opens the store its configuration names, and releases its connections on
     shutdown (a memory handed in is its owner's to close: see ``start_server``)."""
 
-    import psycopg  # the postgres extra; postgres_url has skipped the test without it
-
-    def connections() -> int:
-        with psycopg.connect(postgres_url) as probe:
-            query = (
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            row = probe.execute(query).fetchone()
-            assert row is not None
-            return int(row[0])
-
     monkeypatch.setenv("DEERMEM_DATABASE_URL", postgres_url)
     settings = ServerSettings(port=free_port(), state_dir=str(tmp_path / "state"))
     server, thread = run_in_thread(create_app(settings), settings.port)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{settings.port}") as client:
             assert client.post(f"{ALICE}/facts", json={"content": "kept"}).status_code == 201
-        assert connections() >= 1  # the worker's pool
+        assert client_connections(postgres_url) >= 1  # the worker's pool
     finally:
         server.should_exit = True
         thread.join(timeout=30)
-    assert connections() == 0
+    assert client_connections(postgres_url, settle=10) == 0
 
 
 def test_http_mcp_and_the_cli_answer_with_one_description(
