@@ -815,14 +815,16 @@ def index_commit(
             scope.user_id, scope.agent, snapshot.version
         ):
             source = _archive_source(store, scope, clock())  # the clock: only when needed
-            change = None if commit is None else commit.archive
+            # The commit's own account of the archive, used only when it is the latest
+            # commit and applied the archive's bounds: only then does it account for the
+            # entries that aged out, which a listing leaves out.
+            change = (
+                commit.archive
+                if commit is not None and commit.version == snapshot.version
+                else None
+            )
             report = None
-            if (
-                change is not None
-                and change.bounded
-                and commit is not None
-                and commit.version == snapshot.version
-            ):
+            if change is not None and change.bounded:
                 report = index.follow_archive(
                     scope.user_id,
                     scope.agent,
