@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem.recall.index import SearchIndex
+from deermem.recall.index import SearchIndex, SyncReport, library_rows
 from deermem.recall.search import (
     ArchiveSource,
     SearchOutcome,
+    _bring_up,
     search_facts,
     search_with_archive,
 )
+from deermem.store.protocol import ArchiveChange
+from deermem.store.records import content_key
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -161,6 +168,127 @@ def test_a_change_made_on_another_version_than_the_rows_is_not_applied() -> None
             user, "a", after="v1", added={}, removed=(), load=loader, version="v2"
         )
         assert report is None
+    index.close()
+
+
+def test_an_archive_report_counts_as_skipped_only_the_entries_it_could_not_load() -> None:
+    index, loader = indexed()
+    listing = {"fact_oolong": "t1", "fact_chess": "t1", "fact_ghost": "t1"}
+    report = index.sync_archive("u", "a", listing, loader, version="v2")
+    assert report == SyncReport(indexed=0, removed=0, unchanged=2, skipped=1)
+    index.close()
+
+
+def test_a_change_whose_base_moved_writes_nothing_of_either_part() -> None:
+    """The library and the archive are one write: when the archive part cannot apply
+    (another process synchronised the rows after the change was prepared), the
+    library part is not written either."""
+    index, loader = indexed()
+    change = index.archive_change(
+        "u", "a", after="v1", added={}, removed={"fact_chess"}, load=loader, version="v2"
+    )
+    assert change is not None
+    index.sync_archive("u", "a", {"fact_oolong": "t1"}, loader, version="v9")  # the other one
+    library = library_rows(LIBRARY[:1], "v2")
+    assert index.write("u", "a", library=library, archive=change) is None
+    assert index.versions("u", "a") == ("v1", "v9")
+    assert {hit.fact_id for hit in index.search("u", "a", "jazz rust", now=NOW)} == {
+        "fact_jazz",
+        "fact_rust",
+    }
+    index.close()
+
+
+def orphan_vectors(path: Path) -> set[str]:
+    """The keys of the vectors in the index file that no row holds, read by another connection."""
+    with sqlite3.connect(path) as db:
+        return {
+            key
+            for (key,) in db.execute(
+                "SELECT key FROM vec WHERE key NOT IN (SELECT content_key FROM doc)"
+            )
+        }
+
+
+def stored_vectors(path: Path) -> set[str]:
+    with sqlite3.connect(path) as db:
+        return {key for (key,) in db.execute("SELECT key FROM vec")}
+
+
+def test_a_search_that_fails_while_reading_the_archive_leaves_the_index_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """A search writes the library's rows, the archive's and the pruning of vectors
+    in one transaction: interrupted while it reads the archive, it leaves the rows
+    where they were and no vector that no row holds; the next search brings all
+    of it in, and the vector of the fact that went, and only that one, goes."""
+    path = tmp_path / "index.sqlite3"
+    keys = {fact["id"]: content_key(fact["content"]) for fact in LIBRARY}
+    with SearchIndex(path) as index:
+        index.sync_scope("u", "a", LIBRARY, version="v1")
+        index.sync_archive("u", "a", {}, Loader([]), version="a1")
+        index.put_vectors(dict.fromkeys(keys.values(), b"vector"))
+
+        def dies(ids: Sequence[str]) -> list[dict[str, Any]]:
+            raise RuntimeError("the process dies here")
+
+        remaining = LIBRARY[:2]  # fact_rust deleted; fact_chess newly archived
+        for load, error in ((dies, RuntimeError), (Loader(ARCHIVE), None)):
+            source = ArchiveSource(lambda: {"fact_chess": "t1"}, load)
+            with pytest.raises(RuntimeError) if error else nullcontext():
+                search_with_archive(
+                    index,
+                    "u",
+                    "a",
+                    "tea",
+                    version="v2",
+                    archive_version="a2",
+                    load=lambda: remaining,
+                    archive=source,
+                    now=NOW,
+                )
+            assert orphan_vectors(path) == set()
+            if error:
+                assert index.versions("u", "a") == ("v1", "a1")
+                assert stored_vectors(path) == set(keys.values())
+        assert index.versions("u", "a") == ("v2", "a2")
+        assert stored_vectors(path) == {keys["fact_tea"], keys["fact_jazz"]}
+
+
+def test_a_committer_whose_change_was_overtaken_lists_the_archive() -> None:
+    """Between preparing a commit's archive change and writing it, another process
+    brought the rows to a later version: the change is not applied on top of a
+    state it never saw; the archive's listing is, with the library, in one write."""
+    index, loader = indexed()
+    listed: list[dict[str, str]] = []
+
+    def listing() -> dict[str, str]:
+        listed.append({"fact_oolong": "t1"})  # chess restored by the commit
+        return listed[-1]
+
+    def overtaken(ids: Sequence[str]) -> list[dict[str, Any]]:
+        index.mark_archive_stale("u", "a")  # the other process, mid-preparation
+        return loader(ids)
+
+    change = ArchiveChange("v1", {}, frozenset({"fact_chess"}), bounded=True)
+    archived = _bring_up(
+        index,
+        "u",
+        "a",
+        lambda: [*LIBRARY, ARCHIVE[1]],
+        version="v2",
+        archive=ArchiveSource(listing, overtaken),
+        archive_version="v2",
+        change=change._replace(added={"fact_oolong": "t1"}),
+    )
+    assert archived
+    assert len(listed) == 1
+    assert index.versions("u", "a") == ("v2", "v2")
+    hits = index.search("u", "a", "chess oolong", now=NOW, with_archive=True)
+    assert {(hit.fact_id, hit.archived) for hit in hits} == {
+        ("fact_oolong", True),
+        ("fact_chess", False),
+    }
     index.close()
 
 

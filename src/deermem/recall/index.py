@@ -89,7 +89,9 @@ __all__ = [
     "INDEX_SCHEMA_VERSION",
     "MAX_QUERY_GROUPS",
     "MEMORY",
+    "ArchiveRows",
     "FactLike",
+    "LibraryRows",
     "MatchType",
     "SearchHit",
     "SearchIndex",
@@ -98,6 +100,7 @@ __all__ = [
     "content_version",
     "fts_query",
     "index_terms",
+    "library_rows",
     "micros",
     "normalise",
 ]
@@ -271,7 +274,8 @@ class SearchHit(Record):
 
 
 class SyncReport(NamedTuple):
-    """What a :meth:`SearchIndex.sync_scope` changed.
+    """What a write changed in a scope's library rows or in its archive rows
+    (:meth:`SearchIndex.write`).
 
     Attributes:
         indexed: rows written (new or changed facts).
@@ -531,31 +535,113 @@ def _storable(text: str) -> bool:
     return True
 
 
-def sync_rows(
+class LibraryRows(NamedTuple):
+    """A scope's library as the index is to hold it (:func:`library_rows`).
+
+    Attributes:
+        documents: the indexable facts, by id.
+        skipped: facts not indexable (no string id, no text content).
+        version: the library version the rows are to be at.
+    """
+
+    documents: dict[str, Document]
+    skipped: int
+    version: str
+
+
+def library_rows(facts: Iterable[FactLike], version: str) -> LibraryRows:
+    """``facts`` as library rows: without a string id or text content a fact is
+    skipped; with duplicate ids the last one wins."""
+    documents: dict[str, Document] = {}
+    skipped = 0
+    for fact in facts:
+        document = Document.of(fact)
+        if document is None:
+            skipped += 1
+        else:
+            documents[document.fact_id] = document
+    return LibraryRows(documents, skipped, version)
+
+
+class ArchiveRows(NamedTuple):
+    """A change to a scope's archive rows (:meth:`SearchIndex.archive_rows`,
+    :meth:`SearchIndex.archive_change`).
+
+    Attributes:
+        tokens: for a listing (``after`` is ``None``), every archived fact's
+            id and token, and the rows become exactly these; for one commit's
+            change, the entries it added.
+        documents: the entries whose rows are to be written, by id, under
+            their token as digest.
+        skipped: entries asked for that could not be loaded or indexed.
+        version: the archive version the rows are to be at.
+        after: for one commit's change, the version it was made on: it
+            applies only to rows synchronised at exactly that one.
+        removed: the entries the commit removed (a change only).
+    """
+
+    tokens: Mapping[str, str]
+    documents: dict[str, Document]
+    skipped: int
+    version: str
+    after: str | None = None
+    removed: tuple[str, ...] = ()
+
+
+def write_rows(
     db: sqlite3.Connection,
     user_key: str,
     agent: str,
-    documents: dict[str, Document],
-    version: str,
-    skipped: int,
-    prune: bool = True,
-) -> SyncReport:
-    """Make a scope's library rows exactly ``documents``; only rows whose digest differs change.
-
-    ``prune``: see :meth:`SearchIndex.sync_scope`."""
+    library: LibraryRows | None,
+    archive: ArchiveRows | None,
+) -> tuple[SyncReport, SyncReport] | None:
+    """:meth:`SearchIndex.write` on the connection: one transaction."""
     with transaction(db):
-        scope_id = _scope_at(db, user_key, agent, "version", version)
-        low, high = library_range(scope_id)
-        existing = _existing(db, low, high)
-        gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in documents]
-        changed = [d for d in documents.values() if existing.get(d.fact_id, (0, ""))[1] != d.digest]
-        _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=False, prune=prune)
+        scope_id = None
+        if archive is not None and archive.after is not None:
+            scope_id = _scope_with_archive_at(db, user_key, agent, archive.after)
+            if scope_id is None:
+                return None  # nothing written
+        library_report = SyncReport() if library is None else _library(db, user_key, agent, library)
+        archive_report = SyncReport()
+        if archive is not None:
+            if scope_id is None:
+                scope_id = _scope_at(db, user_key, agent, "archive_version", archive.version)
+            archive_report = _archive(db, scope_id, archive)
+        # Only now that both parts are in: a fact that moved to the archive keeps its vector.
+        if library_report.removed or archive_report.removed:
+            prune_vectors(db)
+    return library_report, archive_report
+
+
+def _library(db: sqlite3.Connection, user_key: str, agent: str, rows: LibraryRows) -> SyncReport:
+    """Make a scope's library rows exactly ``rows``; only rows whose digest differs change."""
+    scope_id = _scope_at(db, user_key, agent, "version", rows.version)
+    low, high = library_range(scope_id)
+    existing = _existing(db, low, high)
+    documents = rows.documents
+    gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in documents]
+    changed = [d for d in documents.values() if existing.get(d.fact_id, (0, ""))[1] != d.digest]
+    _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=False)
     return SyncReport(
         indexed=len(changed),
         removed=len(gone),
         unchanged=len(documents) - len(changed),
-        skipped=skipped,
+        skipped=rows.skipped,
     )
+
+
+def _scope_with_archive_at(
+    db: sqlite3.Connection, user_key: str, agent: str, version: str
+) -> int | None:
+    """The scope's id if its archive rows were synchronised at exactly ``version``."""
+    row = db.execute(
+        "SELECT id, archive_version FROM scope WHERE user_key = ? AND agent = ?",
+        (user_key, agent),
+    ).fetchone()
+    if not version or row is None or row[1] != version:
+        return None
+    return int(row[0])
 
 
 def archive_tokens(db: sqlite3.Connection, user_key: str, agent: str) -> dict[str, str]:
@@ -567,50 +653,44 @@ def archive_tokens(db: sqlite3.Connection, user_key: str, agent: str) -> dict[st
     return {fact_id: token for fact_id, (_, token) in _existing(db, low, high).items()}
 
 
-def sync_archive_rows(
-    db: sqlite3.Connection,
-    user_key: str,
-    agent: str,
-    tokens: Mapping[str, str],
-    documents: Mapping[str, Document],
-    version: str,
-    prune: bool = True,
-) -> SyncReport:
-    """Make a scope's archive rows exactly the ids of ``tokens``.
+def _loaded(
+    load: Callable[[Sequence[str]], Iterable[FactLike]],
+    fact_ids: Sequence[str],
+    wanted: Mapping[str, str],
+) -> dict[str, Document]:
+    """The documents of the entries ``load`` gives for ``fact_ids``, those ``wanted`` names."""
+    documents: dict[str, Document] = {}
+    for fact in load(fact_ids) if fact_ids else ():
+        document = Document.of(fact)
+        if document is not None and document.fact_id in wanted:
+            documents[document.fact_id] = document
+    return documents
+
+
+def _archive(db: sqlite3.Connection, scope_id: int, rows: ArchiveRows) -> SyncReport:
+    """Apply ``rows`` to the scope's archive rows and record their version.
 
     An archive entry does not change once written (archiving a fact again
     writes a new one, at a new time), so a row is identified by a token — the
-    entry's ``archivedAt`` — instead of a digest of its content: rows whose
-    token is current stay, and ``documents`` needs to hold only the others
-    (under their token as digest). Ids without a document are left out.
+    entry's ``archivedAt`` — instead of a digest of its content. A listing
+    compares every row with it; a commit's change reads only the rows it
+    touched. A row whose token is current stays; one whose entry changed is
+    written anew from ``documents``, or goes when its entry could not be
+    loaded (rather than stay stale); a row ``tokens`` does not name goes.
     """
-    with transaction(db):
-        scope_id = _scope_at(db, user_key, agent, "archive_version", version)
+    tokens, documents = rows.tokens, rows.documents
+    if rows.after is None:
         existing = _existing(db, *archive_range(scope_id))
-        changed, gone = _rewrite_archive(db, scope_id, existing, tokens, documents, prune)
-    return SyncReport(
-        indexed=changed,
-        removed=gone,
-        unchanged=len(tokens) - changed,
-        skipped=sum(1 for fact_id in tokens if fact_id not in documents),
-    )
-
-
-def _rewrite_archive(
-    db: sqlite3.Connection,
-    scope_id: int,
-    existing: Mapping[str, tuple[int, str]],
-    tokens: Mapping[str, str],
-    documents: Mapping[str, Document],
-    prune: bool,
-) -> tuple[int, int]:
-    """Make the archive rows ``existing`` names exactly the ids of ``tokens`` among them.
-
-    A row whose token is current stays; one whose entry changed is written
-    anew from ``documents``, or goes when its entry could not be loaded
-    (rather than stay stale); a row ``tokens`` does not name goes. Returns
-    how many rows were written and how many went.
-    """
+    else:
+        touched = json.dumps(sorted({*rows.removed, *tokens}))
+        existing = {
+            fact_id: (row_id, digest)
+            for row_id, fact_id, digest in db.execute(
+                "SELECT id, fact_id, digest FROM doc WHERE scope_id = ? AND archived = 1"
+                " AND fact_id IN (SELECT value FROM json_each(?))",
+                (scope_id, touched),
+            )
+        }
     changed = [
         documents[fact_id]._replace(digest=token)
         for fact_id, token in tokens.items()
@@ -621,52 +701,12 @@ def _rewrite_archive(
         for fact_id, (row_id, token) in existing.items()
         if fact_id not in tokens or (tokens[fact_id] != token and fact_id not in documents)
     ]
-    span = archive_range(scope_id)
-    _rewrite(db, scope_id, span, existing, changed, gone, archived=True, prune=prune)
-    return len(changed), len(gone)
-
-
-def follow_archive_rows(
-    db: sqlite3.Connection,
-    user_key: str,
-    agent: str,
-    after: str,
-    removed: Iterable[str],
-    tokens: Mapping[str, str],
-    documents: Mapping[str, Document],
-    version: str,
-    prune: bool = True,
-) -> SyncReport | None:
-    """Apply one commit's change to a scope's archive rows, if they are current at ``after``.
-
-    ``after`` is the version the commit was made on, ``version`` the one it
-    made; ``removed`` and ``tokens`` (the entries added, id → token) are what
-    it did to the archive, and ``documents`` holds the added entries as
-    loaded. Returns what changed, or ``None``, writing nothing, when the
-    rows were synchronised at another version: a change made on top of a
-    state the rows never saw cannot be applied to them.
-    """
-    with transaction(db):
-        row = db.execute(
-            "SELECT id, archive_version FROM scope WHERE user_key = ? AND agent = ?",
-            (user_key, agent),
-        ).fetchone()
-        if not after or row is None or row[1] != after:
-            return None
-        scope_id = int(row[0])
-        touched = json.dumps(sorted({*removed, *tokens}))
-        existing = {
-            fact_id: (row_id, digest)
-            for row_id, fact_id, digest in db.execute(
-                "SELECT id, fact_id, digest FROM doc WHERE scope_id = ? AND archived = 1"
-                " AND fact_id IN (SELECT value FROM json_each(?))",
-                (scope_id, touched),
-            )
-        }
-        # Only the rows the change touched.
-        changed, gone = _rewrite_archive(db, scope_id, existing, tokens, documents, prune)
-        db.execute("UPDATE scope SET archive_version = ? WHERE id = ?", (version, scope_id))
-    return SyncReport(indexed=changed, removed=gone, skipped=len(tokens.keys() - documents.keys()))
+    _rewrite(db, scope_id, archive_range(scope_id), existing, changed, gone, archived=True)
+    db.execute("UPDATE scope SET archive_version = ? WHERE id = ?", (rows.version, scope_id))
+    unchanged = 0 if rows.after is not None else len(tokens) - len(changed) - rows.skipped
+    return SyncReport(
+        indexed=len(changed), removed=len(gone), unchanged=unchanged, skipped=rows.skipped
+    )
 
 
 def _scope_at(db: sqlite3.Connection, user_key: str, agent: str, column: str, version: str) -> int:
@@ -700,13 +740,13 @@ def _rewrite(
     gone: list[int],
     *,
     archived: bool,
-    prune: bool = True,
 ) -> None:
     """Delete the rows that went or changed, and write the changed documents in ``span``.
 
     Library rows go into the library's and the counterfactual full-text
     tables, archive rows into the archive's and the counterfactual one.
-    With ``prune``, the vectors no row holds any more go when rows went.
+    Vectors are the caller's: :func:`write_rows` prunes them once every
+    part of its transaction is in.
     """
     delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
     low, high = span
@@ -736,8 +776,6 @@ def _rewrite(
         db.execute(f"INSERT INTO {own} (rowid, body) VALUES (?, ?)", (row_id, body))
         db.execute("INSERT INTO cf_fts (rowid, body) VALUES (?, ?)", (row_id, body))
         row_id += 1
-    if gone and prune:
-        prune_vectors(db)
     if changed or gone:
         for fts in (ARCHIVE_FTS if archived else LIBRARY_FTS, COUNTERFACTUAL_FTS):
             db.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('merge', ?)", (MERGE_PAGES,))
@@ -769,11 +807,6 @@ def prune_vectors(db: sqlite3.Connection) -> None:
     """Delete the vectors of texts no row holds any more: nothing of a forgotten
     fact stays in the index (called after rows went, once the new rows are in)."""
     db.execute("DELETE FROM vec WHERE key NOT IN (SELECT content_key FROM doc)")
-
-
-def _pruned(db: sqlite3.Connection) -> None:
-    with transaction(db):
-        prune_vectors(db)
 
 
 def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None:
@@ -1028,36 +1061,91 @@ class SearchIndex:
 
     # --- writing ---------------------------------------------------------------
 
-    def sync_scope(
+    def write(
         self,
         user: str | None,
         agent: str,
-        facts: Iterable[FactLike],
+        *,
+        library: LibraryRows | None = None,
+        archive: ArchiveRows | None = None,
+    ) -> tuple[SyncReport, SyncReport] | None:
+        """Write a scope's library rows, its archive rows or both, in one transaction.
+
+        A reader sees the scope before or after, never in between. The
+        vectors no row holds any more are pruned in the same transaction,
+        once both parts are in: a fact that moved from the library to the
+        archive keeps its vector, and a failure part-way leaves nothing,
+        not even a vector of a fact that is gone. Returns what changed in
+        the library and in the archive (zeros for a part not given), or
+        ``None``, having written nothing, when ``archive`` is one commit's
+        change and the rows are no longer at the version it was made on.
+        """
+        key = user_key(user)
+        return self._run(lambda db: write_rows(db, key, agent, library, archive))
+
+    def archive_rows(
+        self,
+        user: str | None,
+        agent: str,
+        listing: Mapping[str, str],
+        load: Callable[[Sequence[str]], Iterable[FactLike]],
         *,
         version: str,
-        prune: bool = True,
+    ) -> ArchiveRows:
+        """The archive rows that make the scope's exactly the entries of ``listing``.
+
+        ``listing`` maps each archived fact's id to a token that changes
+        when it is archived anew (its ``archivedAt``); ``load`` is asked only
+        for the facts whose rows are missing or older, so following a large
+        archive costs a read of the entries that changed.
+        """
+        key = user_key(user)
+        tokens = self._run(lambda db: archive_tokens(db, key, agent))
+        wanted = [fact_id for fact_id, token in listing.items() if tokens.get(fact_id) != token]
+        documents = _loaded(load, wanted, listing)
+        return ArchiveRows(listing, documents, len(wanted) - len(documents), version)
+
+    def archive_change(
+        self,
+        user: str | None,
+        agent: str,
+        *,
+        after: str,
+        added: Mapping[str, str],
+        removed: Iterable[str],
+        load: Callable[[Sequence[str]], Iterable[FactLike]],
+        version: str,
+    ) -> ArchiveRows | None:
+        """The archive rows that bring the scope's from ``after`` to ``version`` by one
+        commit's change.
+
+        What :meth:`archive_rows` does with the archive's whole listing, done
+        with only what the commit changed — ``added`` (id → token, as in a
+        listing) and ``removed`` — so a commit costs the entries it touched,
+        however large the archive. ``None`` when the rows are not at exactly
+        ``after``: a change made on top of a state the rows never saw cannot
+        be applied to them, and the caller must list the archive.
+        """
+        synced = self.versions(user, agent)
+        if not after or synced is None or synced[1] != after:
+            return None
+        documents = _loaded(load, list(added), added)
+        gone = tuple(removed)  # read once: the write may be retried on a rebuilt index
+        skipped = len(added) - len(documents)
+        return ArchiveRows(added, documents, skipped, version, after=after, removed=gone)
+
+    def sync_scope(
+        self, user: str | None, agent: str, facts: Iterable[FactLike], *, version: str
     ) -> SyncReport:
-        """Make the scope's rows exactly ``facts`` and record ``version``.
+        """Make the scope's library rows exactly ``facts`` and record ``version``.
 
         Only rows whose fact changed (content, category, confidence or
-        creation time) are rewritten. Facts without a string id or without
-        text content are skipped; with duplicate ids the last one wins. All
-        of it is one transaction: a reader sees the old scope or the new one.
-        Without ``prune`` the vectors of rows that went stay until the
-        caller's :meth:`prune_vectors`: a caller bringing the archive's rows
-        in step next keeps the vector of a fact that moved there.
+        creation time) are rewritten; facts are skipped as by
+        :func:`library_rows`. One transaction, as :meth:`write`.
         """
-        documents: dict[str, Document] = {}
-        skipped = 0
-        for fact in facts:
-            document = Document.of(fact)
-            if document is None:
-                skipped += 1
-            else:
-                documents[document.fact_id] = document
-        return self._run(
-            lambda db: sync_rows(db, user_key(user), agent, documents, version, skipped, prune)
-        )
+        written = self.write(user, agent, library=library_rows(facts, version))
+        assert written is not None  # only a commit's archive change can find its base moved
+        return written[0]
 
     def sync_archive(
         self,
@@ -1067,27 +1155,14 @@ class SearchIndex:
         load: Callable[[Sequence[str]], Iterable[FactLike]],
         *,
         version: str,
-        prune: bool = True,
     ) -> SyncReport:
-        """Make the scope's archive rows exactly the entries of ``listing`` and record ``version``.
-
-        ``listing`` maps each archived fact's id to a token that changes
-        when it is archived anew (its ``archivedAt``); ``load`` is asked only
-        for the facts whose rows are missing or older, so following a large
-        archive costs a read of the entries that changed. An empty listing
-        removes every archive row. ``prune`` as for :meth:`sync_scope`.
-        """
-        key = user_key(user)
-        tokens = self._run(lambda db: archive_tokens(db, key, agent))
-        wanted = [fact_id for fact_id, token in listing.items() if tokens.get(fact_id) != token]
-        documents: dict[str, Document] = {}
-        for fact in load(wanted) if wanted else ():
-            document = Document.of(fact)
-            if document is not None and document.fact_id in listing:
-                documents[document.fact_id] = document
-        return self._run(
-            lambda db: sync_archive_rows(db, key, agent, listing, documents, version, prune)
-        )
+        """Make the scope's archive rows exactly the entries of ``listing`` (as
+        :meth:`archive_rows` prepares them) and record ``version``. An empty
+        listing removes every archive row."""
+        rows = self.archive_rows(user, agent, listing, load, version=version)
+        written = self.write(user, agent, archive=rows)
+        assert written is not None  # a listing applies to rows at any version
+        return written[1]
 
     def follow_archive(
         self,
@@ -1099,36 +1174,15 @@ class SearchIndex:
         removed: Iterable[str],
         load: Callable[[Sequence[str]], Iterable[FactLike]],
         version: str,
-        prune: bool = True,
     ) -> SyncReport | None:
-        """Bring the scope's archive rows from ``after`` to ``version`` by one commit's change.
-
-        What :meth:`sync_archive` does with the archive's whole listing, done
-        with only what the commit changed — ``added`` (id → token, as in a
-        listing) and ``removed`` — so a commit costs the entries it touched,
-        however large the archive. Only rows synchronised at exactly
-        ``after`` are changed; otherwise nothing is and ``None`` says the
-        caller must list the archive. ``prune`` as for :meth:`sync_archive`.
-        """
-        key = user_key(user)
-        synced = self.versions(user, agent)
-        if not after or synced is None or synced[1] != after:
-            return None
-        documents: dict[str, Document] = {}
-        for fact in load(list(added)) if added else ():
-            document = Document.of(fact)
-            if document is not None and document.fact_id in added:
-                documents[document.fact_id] = document
-        gone = list(removed)  # read once: the operation may be retried on a rebuilt index
-        return self._run(
-            lambda db: follow_archive_rows(
-                db, key, agent, after, gone, added, documents, version, prune
-            )
+        """Bring the scope's archive rows from ``after`` to ``version`` by one commit's
+        change (:meth:`archive_change`); ``None``, changing nothing, when they are
+        not at exactly ``after``."""
+        rows = self.archive_change(
+            user, agent, after=after, added=added, removed=removed, load=load, version=version
         )
-
-    def prune_vectors(self) -> None:
-        """Delete the vectors no row holds any more (after syncs told not to prune)."""
-        self._run(_pruned)
+        written = None if rows is None else self.write(user, agent, archive=rows)
+        return None if written is None else written[1]
 
     def clear(self) -> None:
         """Forget every scope, its library and its archive: a full rebuild starts here."""

@@ -53,6 +53,7 @@ from deermem.recall.index import (
     DECAY_GRACE_DAYS,
     DECAY_RATE,
     MEMORY,
+    ArchiveRows,
     FactFields,
     FactLike,
     MatchType,
@@ -60,9 +61,10 @@ from deermem.recall.index import (
     SearchIndex,
     SearchIndexHandle,
     content_version,
+    library_rows,
     micros,
 )
-from deermem.store.protocol import CommitResult, ShadowMarksRead
+from deermem.store.protocol import ArchiveChange, CommitResult, ShadowMarksRead
 from deermem.store.records import content_key
 
 if TYPE_CHECKING:
@@ -517,21 +519,15 @@ def search_with_archive(
         )
     facts = _once(load)
     try:
-        synced = index.versions(user, agent)  # the library's and the archive's, one read
-        went = 0
-        if not version or synced is None or synced[0] != version:
-            # Vectors are pruned once the archive's rows are in too: a fact that moved
-            # there keeps its vector.
-            went += index.sync_scope(user, agent, facts(), version=version, prune=False).removed
-        current = bool(archive_version) and synced is not None and synced[1] == archive_version
-        listing = None if current else archive.listing()
-        if listing is not None:
-            went += index.sync_archive(
-                user, agent, listing, archive.load, version=archive_version, prune=False
-            ).removed
-        if went:
-            index.prune_vectors()
-        indexed = current or listing is not None
+        indexed = _bring_up(
+            index,
+            user,
+            agent,
+            facts,
+            version=version,
+            archive=archive,
+            archive_version=archive_version,
+        )
 
         def ranked(with_archive: bool) -> list[SearchHit]:
             # The same ranking for both questions: by meaning too when it can.
@@ -578,6 +574,68 @@ def search_with_archive(
     if hits:
         return SearchOutcome(hits, missed)
     return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category), missed)
+
+
+def _bring_up(
+    index: SearchIndex,
+    user: str | None,
+    agent: str,
+    facts: Callable[[], Iterable[FactLike]],
+    *,
+    version: str,
+    archive: ArchiveSource | None,
+    archive_version: str,
+    change: ArchiveChange | None = None,
+) -> bool:
+    """Bring a scope's rows to ``version`` and, given its ``archive``, its archive
+    rows to ``archive_version``: what a search and a committer do first.
+
+    Only what is behind is prepared — ``facts`` is called only when the
+    library's rows are — and all of it is written in one index transaction
+    (:meth:`SearchIndex.write`), so a fact moving to the archive keeps its
+    vector and no failure part-way leaves a vector that no row holds. The
+    archive's rows follow ``change``, one commit's account of the archive,
+    when they are at the version it was made on, and the archive's listing
+    otherwise. Returns whether the archive's rows are current: ``False``
+    without an archive, or when it cannot be listed.
+    """
+    synced = index.versions(user, agent)  # the library's and the archive's, one read
+    library = None
+    if not version or synced is None or synced[0] != version:
+        library = library_rows(facts(), version)
+    current = bool(archive_version) and synced is not None and synced[1] == archive_version
+    if archive is None or current:
+        if library is not None:
+            index.write(user, agent, library=library)
+        return archive is not None
+
+    def listed() -> ArchiveRows | None:
+        listing = archive.listing()
+        if listing is None:
+            return None
+        return index.archive_rows(user, agent, listing, archive.load, version=archive_version)
+
+    rows = None
+    if change is not None:
+        rows = index.archive_change(
+            user,
+            agent,
+            after=change.previous_version,
+            added=change.added,
+            removed=change.removed,
+            load=archive.load,
+            version=archive_version,
+        )
+    if rows is None:
+        rows = listed()
+    if library is None and rows is None:
+        return False
+    if index.write(user, agent, library=library, archive=rows) is None:
+        # Another process moved the archive's rows on since the change was
+        # prepared: a listing applies whatever they are at.
+        rows = listed()
+        index.write(user, agent, library=library, archive=rows)
+    return rows is not None
 
 
 def _once(load: Callable[[], Iterable[FactLike]]) -> Callable[[], list[FactLike]]:
@@ -755,7 +813,7 @@ def search_scope(
         # marks the archive rows stale.
         archive_version=snapshot.version,
         load=lambda: snapshot.facts,
-        archive=_archive_source(store, scope, now),
+        archive=_archive_source(store, scope, lambda: now),
         now=now,
         top_k=top_k,
         category=category,
@@ -804,50 +862,22 @@ def index_commit(
         return
     try:
         snapshot = store.load(scope)
-        version = handle.version_of(snapshot)
-        went = 0
-        if not index.is_current(scope.user_id, scope.agent, version):
-            # Vectors are pruned once the archive's rows are in too (as a search does).
-            went += index.sync_scope(
-                scope.user_id, scope.agent, snapshot.facts, version=version, prune=False
-            ).removed
-        if with_archive and not index.is_archive_current(
-            scope.user_id, scope.agent, snapshot.version
-        ):
-            source = _archive_source(store, scope, clock())  # the clock: only when needed
-            # The commit's own account of the archive, used only when it is the latest
-            # commit and applied the archive's bounds: only then does it account for the
-            # entries that aged out, which a listing leaves out.
-            change = (
-                commit.archive
-                if commit is not None and commit.version == snapshot.version
-                else None
-            )
-            report = None
-            if change is not None and change.bounded:
-                report = index.follow_archive(
-                    scope.user_id,
-                    scope.agent,
-                    after=change.previous_version,
-                    added=change.added,
-                    removed=change.removed,
-                    load=source.load,
-                    version=snapshot.version,
-                    prune=False,
-                )
-            listing = None if report is not None else source.listing()
-            if listing is not None:
-                report = index.sync_archive(
-                    scope.user_id,
-                    scope.agent,
-                    listing,
-                    source.load,
-                    version=snapshot.version,
-                    prune=False,
-                )
-            went += 0 if report is None else report.removed
-        if went:
-            index.prune_vectors()
+        # The commit's own account of the archive, used only when it is the latest
+        # commit and applied the archive's bounds: only then does it account for the
+        # entries that aged out, which a listing leaves out.
+        change = None
+        if commit is not None and commit.version == snapshot.version:
+            change = commit.archive
+        _bring_up(
+            index,
+            scope.user_id,
+            scope.agent,
+            lambda: snapshot.facts,
+            version=handle.version_of(snapshot),
+            archive=_archive_source(store, scope, clock) if with_archive else None,
+            archive_version=snapshot.version,
+            change=change if change is not None and change.bounded else None,
+        )
         models = loaded_embedder() if hybrid else None
         if models is not None:
             index.use_model(models.tag)
@@ -885,8 +915,8 @@ def _results(facts: Mapping[str, Fact], hits: Sequence[SearchHit]) -> tuple[Sear
     return tuple(results)
 
 
-def _archive_source(store: Store, scope: Scope, now: datetime) -> ArchiveSource:
-    """The scope's archive as the index follows it.
+def _archive_source(store: Store, scope: Scope, clock: Callable[[], datetime]) -> ArchiveSource:
+    """The scope's archive as the index follows it; the clock is read only to list it.
 
     A damaged archive never fails a search: it is searched without its
     archive, and the damage is logged (listing or restoring names the file).
@@ -894,7 +924,7 @@ def _archive_source(store: Store, scope: Scope, now: datetime) -> ArchiveSource:
 
     def listing() -> Mapping[str, str] | None:
         try:
-            return store.archive_listing(scope, now)
+            return store.archive_listing(scope, clock())
         except (CorruptMemoryFile, OSError) as error:
             _memory_log.warning("not looking for missed recalls in the archive: %s", error)
             return None
@@ -985,24 +1015,26 @@ def rebuild_search_index(
             index.use_model(models.tag)
         for done, scope in enumerate(scopes, start=1):
             snapshot = store.load(scope)
-            index.sync_scope(
-                scope.user_id, scope.agent, snapshot.facts, version=content_version(snapshot.facts)
+            known = functools.partial(lambda facts: facts, snapshot.facts)
+            source = _archive_source(store, scope, lambda: now)
+            archived = _bring_up(
+                index,
+                scope.user_id,
+                scope.agent,
+                known,
+                version=content_version(snapshot.facts),
+                archive=source if with_archive else None,
+                archive_version=snapshot.version,
             )
-            source = _archive_source(store, scope, now)
-            listing = source.listing() if with_archive else None
-            if listing is not None:
-                index.sync_archive(
-                    scope.user_id, scope.agent, listing, source.load, version=snapshot.version
-                )
             if models is not None:
                 embed_missing(
                     index,
                     Meaning(models, scope, store),
                     scope.user_id,
                     scope.agent,
-                    functools.partial(lambda facts: facts, snapshot.facts),
+                    known,
                     source.load,
-                    with_archive=listing is not None,
+                    with_archive=archived,
                 )
             facts += len(snapshot.facts)
             if progress is not None:
