@@ -5,8 +5,10 @@ Everything else about Memory runs on both stores: tests/store_contract/test_memo
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,8 +19,10 @@ from deermem import (
     UnsafeIdentifierError,
 )
 from deermem.cli.demo import seed_scenarios
+from deermem.config import STORE_SETTINGS_FILENAME
 from deermem.errors import NotAStoreError
 from deermem.store import MarkdownStore
+from deermem.store.markdown import files as store_files
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -161,6 +165,35 @@ def test_a_write_never_makes_a_store_among_other_files(tmp_path: Path) -> None:
     with pytest.raises(NotAStoreError, match="neither empty nor a deermem store"):
         memory.create_fact("A fact")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["pyproject.toml"]
+
+
+def test_a_store_being_created_by_another_process_is_a_store_while_it_renames_its_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process creating the store writes its settings to a temporary file and
+    renames it into place. A writer that looked for the settings before the rename and
+    listed the directory after it saw neither, and refused the store (four processes
+    creating facts in a new directory at once: one failed with NotAStoreError)."""
+    root = tmp_path / "memory"
+    root.mkdir()
+    temporary = root / f".{STORE_SETTINGS_FILENAME}.creator.tmp"
+    temporary.write_text("fact_eviction_policy: hybrid-v1\n", "utf-8")
+
+    class RenamedWhileListed:
+        """``os`` for the store's files, whose listing comes just after the rename."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def scandir(self, path: Any) -> Any:
+            if temporary.exists():
+                temporary.replace(root / STORE_SETTINGS_FILENAME)
+            return os.scandir(path)
+
+    monkeypatch.setattr(store_files, "os", RenamedWhileListed())
+    memory = Memory.open(root, user="alice")
+    memory.create_fact("A fact")
+    assert [fact.content for fact in memory.list_facts()] == ["A fact"]
 
 
 # --- a misspelled core category (issue 24, point 3) ---------------------------------

@@ -1307,9 +1307,13 @@ def holds_store(root: Path, manifest_filename: str, *, settings_filename: str) -
     # Another process creating the store: its settings file is still a temporary one.
     pending = f".{settings_filename}."
     with os.scandir(root) as entries:
-        return any(
+        if any(
             entry.name.startswith(pending) and entry.name.endswith(_TMP_SUFFIX) for entry in entries
-        )
+        ):
+            return True
+    # ... or was renamed into place between the names' check and the listing: the
+    # listing no longer shows the temporary, and the settings file is there now.
+    return (root / settings_filename).exists()
 
 
 def encode_owner(owner: Owner) -> bytes:
