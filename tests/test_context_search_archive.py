@@ -255,6 +255,26 @@ def test_a_search_that_fails_while_reading_the_archive_leaves_the_index_as_it_wa
         assert stored_vectors(path) == {keys["fact_tea"], keys["fact_jazz"]}
 
 
+def test_an_edited_fact_keeps_nothing_of_its_old_text(tmp_path: Path) -> None:
+    """Rewriting a row releases the vector of the text it held: an edited fact's old
+    text leaves no vector, unless another row (another scope) holds the same text."""
+    path = tmp_path / "index.sqlite3"
+    keys = {fact["id"]: content_key(fact["content"]) for fact in LIBRARY}
+    edited = [{**LIBRARY[0], "content": "Drinks black coffee every morning"}, *LIBRARY[1:]]
+    with SearchIndex(path) as index:
+        index.sync_scope("u", "a", LIBRARY, version="v1")
+        index.sync_scope("u", "b", LIBRARY[1:2], version="v1")  # jazz's text, another scope
+        index.put_vectors(dict.fromkeys(keys.values(), b"vector"))
+        index.sync_scope("u", "a", edited, version="v2")
+        assert stored_vectors(path) == {keys["fact_jazz"], keys["fact_rust"]}
+        jazz = {**LIBRARY[1], "content": "Listens to jazz while cooking"}
+        index.sync_scope("u", "a", [edited[0], jazz, LIBRARY[2]], version="v3")
+        assert stored_vectors(path) == {keys["fact_jazz"], keys["fact_rust"]}  # "b" holds it
+        index.sync_scope("u", "b", [], version="v2")
+        assert stored_vectors(path) == {keys["fact_rust"]}
+        assert orphan_vectors(path) == set()
+
+
 def test_a_committer_whose_change_was_overtaken_lists_the_archive() -> None:
     """Between preparing a commit's archive change and writing it, another process
     brought the rows to a later version: the change is not applied on top of a

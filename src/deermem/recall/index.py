@@ -67,7 +67,7 @@ import sqlite3
 import threading
 import unicodedata
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -602,27 +602,33 @@ def write_rows(
             scope_id = _scope_with_archive_at(db, user_key, agent, archive.after)
             if scope_id is None:
                 return None  # nothing written
-        library_report = SyncReport() if library is None else _library(db, user_key, agent, library)
+        released: list[str] = []
+        library_report = SyncReport()
+        if library is not None:
+            library_report = _library(db, user_key, agent, library, released)
         archive_report = SyncReport()
         if archive is not None:
             if scope_id is None:
                 scope_id = _scope_at(db, user_key, agent, "archive_version", archive.version)
-            archive_report = _archive(db, scope_id, archive)
+            archive_report = _archive(db, scope_id, archive, released)
         # Only now that both parts are in: a fact that moved to the archive keeps its vector.
-        if library_report.removed or archive_report.removed:
-            prune_vectors(db)
+        release_vectors(db, released)
     return library_report, archive_report
 
 
-def _library(db: sqlite3.Connection, user_key: str, agent: str, rows: LibraryRows) -> SyncReport:
-    """Make a scope's library rows exactly ``rows``; only rows whose digest differs change."""
+def _library(
+    db: sqlite3.Connection, user_key: str, agent: str, rows: LibraryRows, released: list[str]
+) -> SyncReport:
+    """Make a scope's library rows exactly ``rows``; only rows whose digest differs change.
+
+    The content keys of the rows deleted or replaced are added to ``released``."""
     scope_id = _scope_at(db, user_key, agent, "version", rows.version)
     low, high = library_range(scope_id)
     existing = _existing(db, low, high)
     documents = rows.documents
     gone = [row_id for fact_id, (row_id, _) in existing.items() if fact_id not in documents]
     changed = [d for d in documents.values() if existing.get(d.fact_id, (0, ""))[1] != d.digest]
-    _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=False)
+    released += _rewrite(db, scope_id, (low, high), existing, changed, gone, archived=False)
     return SyncReport(
         indexed=len(changed),
         removed=len(gone),
@@ -667,8 +673,11 @@ def _loaded(
     return documents
 
 
-def _archive(db: sqlite3.Connection, scope_id: int, rows: ArchiveRows) -> SyncReport:
-    """Apply ``rows`` to the scope's archive rows and record their version.
+def _archive(
+    db: sqlite3.Connection, scope_id: int, rows: ArchiveRows, released: list[str]
+) -> SyncReport:
+    """Apply ``rows`` to the scope's archive rows and record their version; the
+    content keys of the rows deleted or replaced are added to ``released``.
 
     An archive entry does not change once written (archiving a fact again
     writes a new one, at a new time), so a row is identified by a token — the
@@ -701,7 +710,8 @@ def _archive(db: sqlite3.Connection, scope_id: int, rows: ArchiveRows) -> SyncRe
         for fact_id, (row_id, token) in existing.items()
         if fact_id not in tokens or (tokens[fact_id] != token and fact_id not in documents)
     ]
-    _rewrite(db, scope_id, archive_range(scope_id), existing, changed, gone, archived=True)
+    span = archive_range(scope_id)
+    released += _rewrite(db, scope_id, span, existing, changed, gone, archived=True)
     db.execute("UPDATE scope SET archive_version = ? WHERE id = ?", (rows.version, scope_id))
     unchanged = 0 if rows.after is not None else len(tokens) - len(changed) - rows.skipped
     return SyncReport(
@@ -740,15 +750,18 @@ def _rewrite(
     gone: list[int],
     *,
     archived: bool,
-) -> None:
+) -> list[str]:
     """Delete the rows that went or changed, and write the changed documents in ``span``.
 
     Library rows go into the library's and the counterfactual full-text
     tables, archive rows into the archive's and the counterfactual one.
-    Vectors are the caller's: :func:`write_rows` prunes them once every
-    part of its transaction is in.
+    Returns the content keys of the rows deleted; their vectors are the
+    caller's (:func:`write_rows` releases them once every part of its
+    transaction is in).
     """
-    delete_rows(db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing])
+    released = delete_rows(
+        db, gone + [existing[d.fact_id][0] for d in changed if d.fact_id in existing]
+    )
     low, high = span
     last = db.execute("SELECT max(id) FROM doc WHERE id BETWEEN ? AND ?", (low, high)).fetchone()[0]
     row_id = low if last is None else last + 1
@@ -779,6 +792,7 @@ def _rewrite(
     if changed or gone:
         for fts in (ARCHIVE_FTS if archived else LIBRARY_FTS, COUNTERFACTUAL_FTS):
             db.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('merge', ?)", (MERGE_PAGES,))
+    return released
 
 
 @contextlib.contextmanager
@@ -793,7 +807,15 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-def delete_rows(db: sqlite3.Connection, row_ids: list[int]) -> None:
+def delete_rows(db: sqlite3.Connection, row_ids: list[int]) -> list[str]:
+    """Delete these rows from every table; returns the content keys they held."""
+    if not row_ids:
+        return []
+    held = db.execute(
+        "SELECT content_key FROM doc WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(row_ids),),
+    )
+    keys = [str(key) for (key,) in held]
     pairs = [(row_id,) for row_id in row_ids]
     library = [pair for pair in pairs if not is_archive_row(pair[0])]
     archive = [pair for pair in pairs if is_archive_row(pair[0])]
@@ -801,12 +823,25 @@ def delete_rows(db: sqlite3.Connection, row_ids: list[int]) -> None:
     db.executemany("DELETE FROM arc_fts WHERE rowid = ?", archive)
     db.executemany("DELETE FROM cf_fts WHERE rowid = ?", pairs)
     db.executemany("DELETE FROM doc WHERE id = ?", pairs)
+    return keys
 
 
 def prune_vectors(db: sqlite3.Connection) -> None:
     """Delete the vectors of texts no row holds any more: nothing of a forgotten
     fact stays in the index (called after rows went, once the new rows are in)."""
     db.execute("DELETE FROM vec WHERE key NOT IN (SELECT content_key FROM doc)")
+
+
+def release_vectors(db: sqlite3.Connection, keys: Collection[str]) -> None:
+    """:func:`prune_vectors` for the texts of rows just deleted or replaced, the only
+    vectors a write can leave unheld: a fact deleted, purged or edited keeps nothing
+    of its text here, and a write costs the rows it changed, not the whole index."""
+    if keys:
+        db.execute(
+            "DELETE FROM vec WHERE key IN (SELECT value FROM json_each(?))"
+            " AND NOT EXISTS (SELECT 1 FROM doc WHERE doc.content_key = vec.key)",
+            (json.dumps(sorted(set(keys))),),
+        )
 
 
 def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None:
