@@ -10,7 +10,9 @@ ratio (after / before) and in how many pairs ``after`` was faster. ``--also``
 adds further trees to the same rounds (the order reversed every round), each
 reported by its median and its ratio to ``before``.
 
-Cases (``--cases``, each ``name:fs:pairs``, fs ``disk`` or ``tmpfs``):
+Cases (``--cases``, each ``name:fs:pairs``, fs ``disk``, ``tmpfs`` or ``postgres`` — a
+throwaway PostgreSQL server per worker, :class:`~deermem.testing.postgres.TemporaryPostgres`,
+a database per case; the cases through ``deermem.Memory`` only):
 
 * ``load`` — a cold load of a 100-fact scope (a fresh store each time);
 * ``commit`` — a durable single-fact commit into a cached 100-fact scope;
@@ -87,10 +89,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench._fsyncs import flush_phases, time_fsyncs
 from bench._timing import LineWorker
+
+if TYPE_CHECKING:
+    from deermem.testing.postgres import TemporaryPostgres
 
 DEFAULT_CASES = (
     "load:tmpfs:300,load:disk:300,commit:disk:300,commit:tmpfs:300,update:disk:100,"
@@ -108,17 +113,29 @@ class Fixtures:
         }
         self._made: dict[tuple[str, str], Callable[[int], float]] = {}
         self._count = 0
+        self._server: TemporaryPostgres | None = None
 
     def close(self) -> None:
         for base in self._bases.values():
             shutil.rmtree(base, ignore_errors=True)
+        if self._server is not None:
+            self._server.stop()
 
     def run(self, case: str, fs: str) -> float:
         operation = self._made.get((case, fs))
         if operation is None:
-            root = self._bases[fs] / case
+            root = self._bases["tmpfs" if fs == "postgres" else fs] / f"{case}-{fs}"
             root.mkdir()
-            operation = self._made[(case, fs)] = _make(case, root)
+            if fs == "postgres":
+                if self._server is None:
+                    from deermem.testing.postgres import TemporaryPostgres
+
+                    self._server = TemporaryPostgres()
+                url = self._server.create_database("case_" + case.replace("-", "_"), migrated=True)
+                operation = _public(case, root, store=url)
+            else:
+                operation = _make(case, root)
+            self._made[(case, fs)] = operation
             os.sync()  # the setup's writes must not compete with the measured fsyncs
         self._count += 1
         return operation(self._count)
@@ -248,8 +265,10 @@ _USER, _AGENT = "bench", "coder"
 _TOPICS = ("python", "rust", "travel", "music", "cooking", "running", "chess", "gardening")
 
 
-def _public(case: str, root: Path) -> Callable[[int], float]:
-    """The cases every version can run: fixtures and operations through ``Memory`` only."""
+def _public(case: str, root: Path, store: str = "") -> Callable[[int], float]:
+    """The cases every version can run: fixtures and operations through ``Memory`` only
+    (on the PostgreSQL database ``store`` names, if given, else the Markdown store at ``root``).
+    """
 
     from deermem import Memory, MemoryConfig
 
@@ -273,11 +292,12 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
         fact_eviction_shadow_enabled=case == "shadow",
         **keyword,
         **model,
+        **({"store": store} if store else {}),
     )
     clock = lambda: datetime(2026, 1, 1, tzinfo=UTC)  # noqa: E731
 
     def memory() -> Memory:
-        return Memory.open(root, config, user=_USER, agent=_AGENT, clock=clock)
+        return Memory.open(None if store else root, config, user=_USER, agent=_AGENT, clock=clock)
 
     seeding = memory()
     for n in range(20 if case == "prompt" else 100):
@@ -294,6 +314,8 @@ def _public(case: str, root: Path) -> Callable[[int], float]:
     if case == "open":
         return lambda _: _timed(lambda: memory().list_facts())
     if case == "facts":
+        if store:
+            raise SystemExit("compare_store: the facts case runs on a Markdown store only")
         import deermem
 
         environment = dict(os.environ, PYTHONPATH=str(Path(deermem.__file__).parents[1]))

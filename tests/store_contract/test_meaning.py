@@ -187,6 +187,48 @@ def test_an_archived_fact_gets_a_vector_and_a_purged_one_loses_it(stores: Stores
     assert vectors_held(stores, memory, key) == []
 
 
+def test_a_text_the_scope_gave_up_keeps_no_vector(stores: Stores) -> None:
+    """Where the store keeps vectors, nothing stays of a text the scope no longer holds:
+    an edited fact's old words, an archived fact its archive's bounds dropped. A fact
+    moving to the archive keeps its vector."""
+    memory = open_memory(stores, max_facts=10, archive_max_entries=1)
+    filler = [
+        {"id": f"fact_f{n}", "content": f"Project note number {n}", "confidence": 0.9}
+        for n in range(2)
+    ]
+    memory.import_document({"facts": LIBRARY + filler})
+    memory.search("Am I a southpaw?")  # every text embedded
+    hand = content_key("I am left-handed.")
+    coffee = content_key("I drink a double espresso every morning.")
+    memory.update_fact("fact_coffee", content="I drink green tea every morning.")
+    memory.search("What do I drink?")
+    assert vectors_held(stores, memory, coffee) == []
+    assert memory.create_fact("Tea is better than coffee.", confidence=0.95).evicted == (
+        "fact_hand",
+    )
+    memory.search("Which hand do I write with?")
+    assert len(vectors_held(stores, memory, hand)) == 1  # in the archive now
+    memory.create_fact("Cats are better than dogs.", confidence=0.95)  # the bounds drop it
+    assert "fact_hand" not in {entry.fact.id for entry in memory.list_archived()}
+    memory.search("Which hand do I write with?")
+    assert vectors_held(stores, memory, hand) == []
+
+
+def test_a_purged_entry_whose_words_a_fact_still_holds_leaves_the_vector(stores: Stores) -> None:
+    memory = open_memory(stores, max_facts=10)
+    filler = [
+        {"id": f"fact_f{n}", "content": f"Project note number {n}", "confidence": 0.9}
+        for n in range(2)
+    ]
+    memory.import_document({"facts": LIBRARY + filler})
+    memory.create_fact("Tea is better than coffee.", confidence=0.95)  # evicts fact_hand
+    memory.update_fact("fact_editor", content="I am left-handed.")  # the same words, anew
+    memory.search("Which hand do I write with?")
+    memory.purge("fact_hand")
+    memory.search("Which hand do I write with?")
+    assert len(vectors_held(stores, memory, content_key("I am left-handed."))) == 1
+
+
 def vectors_held(stores: Stores, memory: Memory, key: str) -> list[bytes]:
     """The vectors kept for a text (by its content key) where the store keeps derived data."""
     models = embedder()

@@ -6,23 +6,40 @@ sidecars — recall counts dropped and restored, receipts appended (and, in
 delete mode, deleted ids stripped from earlier ones) and trimmed to their
 bound, regret events appended and trimmed to theirs, shadow marks set and
 cleared, thread marks — then the archive with its bounds. The caller updates
-the user's row and commits; until then nothing is visible to anyone.
+the user's row and commits; until then nothing is visible to anyone. Last,
+the search vectors of the texts the commit took out of the scope go.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import deermem.store.postgres.rows as rows
-from deermem.model import Scope, format_timestamp
+from deermem.errors import CorruptMemoryFile
+from deermem.model import Fact, Scope, format_timestamp
 from deermem.store.plan import ChangePlan, beyond_bounds, strip_audit_events
 from deermem.store.postgres.database import Connection
 from deermem.store.protocol import ChangeSet
-from deermem.store.records import ArchiveEntry, RegretEvent, SummaryDocument, UsageEntry
+from deermem.store.records import (
+    ArchiveEntry,
+    RegretEvent,
+    SummaryDocument,
+    UsageEntry,
+    content_key,
+)
 
-__all__ = ["Bounds", "CommitWriter", "append_regret", "insert_archive", "put_usage"]
+__all__ = [
+    "Bounds",
+    "CommitWriter",
+    "append_regret",
+    "archived_contents",
+    "insert_archive",
+    "library_holds",
+    "put_usage",
+    "release_vectors",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +67,12 @@ class CommitWriter:
         *,
         bounds: Bounds,
         database: str,
+        library: Sequence[Fact] | None = None,
     ) -> None:
+        """``library``: the scope's facts before the commit, when the caller has them
+        (else the texts still held are asked of the database)."""
         self.bounds = bounds
+        self.library = library
         self.database = database
         self.connection = connection
         self.scope = scope
@@ -61,6 +82,7 @@ class CommitWriter:
         self.deleted = [fact.id for fact in plan.deleted]
         self.marks: dict[str, str] = {}
         self.dropped: set[str] = set()  # the archive entries its bounds removed
+        self.unarchived: list[str] = []  # the texts of the archive entries it removed
 
     def anything(self, stored_marks: Mapping[str, str]) -> bool:
         """Whether the commit writes anything at all (remembering which marks moved)."""
@@ -106,6 +128,7 @@ class CommitWriter:
         self._shadow_marks()
         self._marks()
         self._archive()
+        self._vectors()
 
     def _scope_params(self) -> tuple[str, str]:
         return self.key, self.scope.agent
@@ -232,10 +255,12 @@ class CommitWriter:
         if not (changes.archive_puts or changes.archive_deletes):
             return
         leaving = [entry.fact_id for entry in changes.archive_puts] + list(changes.archive_deletes)
-        self.connection.execute(
-            "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)",
+        gone = self.connection.execute(
+            "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s AND fact_id = ANY(%s)"
+            " RETURNING fact_id, document",
             (*self._scope_params(), leaving),
-        )
+        ).fetchall()
+        self.unarchived += archived_contents(self.database, self.scope, gone)
         if not changes.archive_puts:
             return
         insert_archive(self.connection, self.key, self.scope.agent, changes.archive_puts)
@@ -252,11 +277,74 @@ class CommitWriter:
         )
         self.dropped = doomed
         if doomed:
-            self.connection.execute(
+            gone = self.connection.execute(
                 "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s "
-                "AND fact_id = ANY(%s)",
+                "AND fact_id = ANY(%s) RETURNING fact_id, document",
                 (*self._scope_params(), sorted(doomed)),
-            )
+            ).fetchall()
+            self.unarchived += archived_contents(self.database, self.scope, gone)
+
+    def _vectors(self) -> None:
+        """Release the vectors of the texts the commit took out of the scope.
+
+        A text goes with an edited fact's old version, a fact deleted, an
+        archive entry removed (restored, deleted, replaced or dropped by the
+        bounds) — unless the commit wrote it again (an evicted fact is in its
+        archive entry) or a fact the commit left alone holds it. An archive
+        entry it left alone is not asked: reading every entry at each commit
+        would cost more than embedding again the rare entry whose text
+        another one just gave up.
+        """
+        plan = self.plan
+        gone = {fact.content for fact in (*plan.deleted, *plan.replaced.values())}
+        gone.update(self.unarchived)
+        gone.difference_update(fact.content for fact in plan.written)
+        gone.difference_update(entry.fact.content for entry in self.changes.archive_puts)
+        if not gone:
+            return
+        if self.library is None:
+            held = library_holds(self.connection, self.key, self.scope.agent, gone)
+        else:
+            touched = {fact.id for fact in (*plan.written, *plan.deleted)}
+            held = {fact.content for fact in self.library if fact.id not in touched}
+        release_vectors(self.connection, self.key, self.scope.agent, gone - held)
+
+
+def archived_contents(database: str, scope: Scope, found: Iterable[tuple[str, str]]) -> list[str]:
+    """The texts of archive rows (fact id, document) read back; a row too damaged to
+    read has none to give (its vector, if any, stays until the scope is erased)."""
+    contents = []
+    for fact_id, document in found:
+        label = rows.row_label(database, "deermem_archive", scope, fact_id)
+        try:
+            contents.append(rows.decode_archive_entry(document, label, scope, fact_id).fact.content)
+        except CorruptMemoryFile:
+            continue
+    return contents
+
+
+def library_holds(
+    connection: Connection, user: str, agent: str, texts: Collection[str]
+) -> set[str]:
+    """Which of ``texts`` a fact of the scope holds now (each fact's document read)."""
+    found = connection.execute(
+        "SELECT document::json->>'content' FROM deermem_facts"
+        " WHERE user_id = %s AND agent = %s AND document::json->>'content' = ANY(%s)",
+        (user, agent, sorted(texts)),
+    )
+    return {str(text) for (text,) in found}
+
+
+def release_vectors(connection: Connection, user: str, agent: str, texts: Iterable[str]) -> None:
+    """Delete the scope's search vectors of ``texts``, whatever model made them: a
+    text the scope no longer holds keeps nothing in ``deermem_vectors``."""
+    keys = sorted({content_key(text) for text in texts})
+    if keys:
+        connection.execute(
+            "DELETE FROM deermem_vectors WHERE user_id = %s AND agent = %s"
+            " AND content_key = ANY(%s)",
+            (user, agent, keys),
+        )
 
 
 def insert_archive(

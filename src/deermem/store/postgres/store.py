@@ -67,7 +67,15 @@ from deermem.store.plan import (
     redacted_changes,
     sort_facts,
 )
-from deermem.store.postgres.commit import Bounds, CommitWriter, append_regret, put_usage
+from deermem.store.postgres.commit import (
+    Bounds,
+    CommitWriter,
+    append_regret,
+    archived_contents,
+    library_holds,
+    put_usage,
+    release_vectors,
+)
 from deermem.store.postgres.database import (
     Connection,
     check_schema,
@@ -93,7 +101,6 @@ from deermem.store.records import (
     ShadowMark,
     SummaryDocument,
     UsageEntry,
-    content_key,
 )
 
 if TYPE_CHECKING:
@@ -686,18 +693,8 @@ class PostgresStore:
                 raise
 
     def purge(self, scope: Scope, fact_id: str) -> None:
-        entry = self.archived(scope, fact_id)
         with self.transaction(scope) as transaction:
             transaction.purge(fact_id)
-        if entry is not None:
-            # Nothing of a forgotten fact stays: its search vector goes too (a
-            # fact with the same text, if any, is embedded again when searched).
-            with self._connection() as connection:
-                connection.execute(
-                    "DELETE FROM deermem_vectors WHERE user_id = %s AND agent = %s"
-                    " AND content_key = %s",
-                    (rows.user_key(scope), scope.agent, content_key(entry.fact.content)),
-                )
 
     def _commit_locked(
         self,
@@ -745,7 +742,13 @@ class PostgresStore:
             self.regret_max_events,
         )
         writer = CommitWriter(
-            connection, scope, changes, plan, bounds=bounds, database=self.address
+            connection,
+            scope,
+            changes,
+            plan,
+            bounds=bounds,
+            database=self.address,
+            library=None if snapshot is None else snapshot.facts,
         )
         archive = ArchiveChange(previous_version, {}, frozenset(), bounded=False)
         if writer.anything(self._marks(connection, scope, list(changes.watermarks))):
@@ -915,13 +918,19 @@ class PostgresTransaction:
             raise FactNotFoundError(fact_id, where="archive")
         with translated(self._store.address):
             connection = self._locked()
+            key = rows.user_key(self._scope)
             gone = connection.execute(
                 "DELETE FROM deermem_archive WHERE user_id = %s AND agent = %s AND fact_id = %s "
-                "RETURNING fact_id",
-                (rows.user_key(self._scope), self._scope.agent, fact_id),
+                "RETURNING fact_id, document",
+                (key, self._scope.agent, fact_id),
             ).fetchone()
             if gone is None:
                 raise FactNotFoundError(fact_id, where="archive")
+            # Nothing of a forgotten fact stays: its search vector goes too, unless
+            # a fact of the scope holds the same text.
+            texts = set(archived_contents(self._store.address, self._scope, [gone]))
+            held = library_holds(connection, key, self._scope.agent, texts) if texts else set()
+            release_vectors(connection, key, self._scope.agent, texts - held)
             # The archive changed: a new token, so that every replica's search
             # index lists it again (the revision counts commits of facts only).
             connection.execute(
