@@ -11,11 +11,14 @@ import pytest
 from deermem import DatabaseError, Memory, MemoryConfig
 from deermem.cli.app import main
 from deermem.errors import DatabaseSchemaError
-from deermem.model import Scope
+from deermem.model import Fact, Scope
 from deermem.store.postgres import PostgresStore, database
+from deermem.store.postgres.commit import insert_archive
 from deermem.store.postgres.database import Migration, database_status, upgrade_database
+from deermem.store.postgres.store import ARCHIVED_TEXT
+from deermem.store.records import ArchiveEntry
 
-LATER = Migration(5, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
+LATER = Migration(6, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
 
 
 def tables(url: str) -> set[str]:
@@ -29,13 +32,13 @@ def tables(url: str) -> set[str]:
 def test_a_database_never_migrated_is_refused_with_what_to_do(empty_postgres_url: str) -> None:
     with pytest.raises(DatabaseSchemaError, match="run `deermem db upgrade`") as refused:
         PostgresStore(empty_postgres_url)
-    assert (refused.value.found, refused.value.expected) == (None, 4)
+    assert (refused.value.found, refused.value.expected) == (None, 5)
     assert tables(empty_postgres_url) == set()  # opening never creates anything
 
 
 def test_upgrade_applies_every_migration_once(empty_postgres_url: str) -> None:
     assert database_status(empty_postgres_url).found is None
-    assert upgrade_database(empty_postgres_url).applied == (1, 2, 3, 4)
+    assert upgrade_database(empty_postgres_url).applied == (1, 2, 3, 4, 5)
     assert upgrade_database(empty_postgres_url).applied == ()
     assert {
         "deermem_migrations",
@@ -69,7 +72,7 @@ def test_replicas_upgrading_at_once_apply_each_migration_once(empty_postgres_url
     for thread in threads:
         thread.join()
     assert errors == []
-    assert sorted(results) == [(), (), (), (1, 2, 3, 4)]
+    assert sorted(results) == [(), (), (), (1, 2, 3, 4, 5)]
 
 
 def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
@@ -77,9 +80,9 @@ def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
 ) -> None:
     shipped = database.migrations()
     monkeypatch.setattr(database, "migrations", lambda: (*shipped, LATER))
-    with pytest.raises(DatabaseSchemaError, match="at schema version 4 and this deermem needs 5"):
+    with pytest.raises(DatabaseSchemaError, match="at schema version 5 and this deermem needs 6"):
         PostgresStore(postgres_url)
-    assert upgrade_database(postgres_url).applied == (5,)
+    assert upgrade_database(postgres_url).applied == (6,)
     assert "deermem_extra" in tables(postgres_url)
     PostgresStore(postgres_url).close()
 
@@ -87,21 +90,21 @@ def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
 def test_a_failed_migration_applies_nothing(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = Migration(5, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
+    broken = Migration(6, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
     shipped = database.migrations()
     monkeypatch.setattr(database, "migrations", lambda: (*shipped, broken))
     with pytest.raises(DatabaseError, match="nonsense"):
         upgrade_database(postgres_url)
     assert "deermem_half" not in tables(postgres_url)
-    assert database_status(postgres_url).found == 4
+    assert database_status(postgres_url).found == 5
 
 
 def test_a_database_a_newer_deermem_migrated_is_refused(postgres_url: str) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (5, 'future')")
+        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (6, 'future')")
     with pytest.raises(DatabaseSchemaError, match="does not know") as refused:
         PostgresStore(postgres_url)
-    assert refused.value.found == 5
+    assert refused.value.found == 6
     with pytest.raises(DatabaseSchemaError, match="does not know"):
         upgrade_database(postgres_url)
 
@@ -113,7 +116,7 @@ def test_db_commands(
     assert "not migrated" in capsys.readouterr().out
     monkeypatch.setenv("DEERMEM_DATABASE_URL", empty_postgres_url)
     assert main(["db", "upgrade"]) == 0
-    assert "applied 1, 2, 3, 4" in capsys.readouterr().out
+    assert "applied 1, 2, 3, 4, 5" in capsys.readouterr().out
     assert main(["db", "status", "--json"]) == 0
     assert '"current": true' in capsys.readouterr().out
     monkeypatch.delenv("DEERMEM_DATABASE_URL")
@@ -124,11 +127,12 @@ def test_db_commands(
 def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
     empty_postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A database a deermem before regret migrated: 0002 to 0004 add tables, nothing else moves."""
+    """A database a deermem before regret migrated: 0002 to 0004 add tables, 0005 an index,
+    nothing else moves."""
     url = empty_postgres_url
     now = datetime(2026, 8, 13, tzinfo=UTC)
     config = MemoryConfig(max_facts=10)
-    assert upgrade_database(url).applied == (1, 2, 3, 4)
+    assert upgrade_database(url).applied == (1, 2, 3, 4, 5)
     with PostgresStore(url) as store:
         memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
         for n in range(11):  # one over the cap: a receipt and an archive entry
@@ -138,16 +142,17 @@ def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
         assert store.regret_events(memory.scope) == ()
         assert store.shadow_marks(memory.scope) == {}
     # As a deermem before regret left it: schema 1, without the (here empty) tables of
-    # 0002 to 0004.
+    # 0002 to 0004 and the index of 0005.
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("DROP TABLE deermem_regret_events, deermem_shadow_marks")
         connection.execute("DROP TABLE deermem_vectors, deermem_settings")
-        connection.execute("DELETE FROM deermem_migrations WHERE version IN (2, 3, 4)")
+        connection.execute("DROP INDEX deermem_archive_by_text")
+        connection.execute("DELETE FROM deermem_migrations WHERE version IN (2, 3, 4, 5)")
     assert "deermem_regret_events" not in tables(url)
-    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 4"):
+    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 5"):
         PostgresStore(url)
     assert main(["db", "upgrade", "--database", url]) == 0
-    assert "applied 2, 3, 4" in capsys.readouterr().out
+    assert "applied 2, 3, 4, 5" in capsys.readouterr().out
     assert {"deermem_regret_events", "deermem_shadow_marks", "deermem_vectors"} <= tables(url)
     with PostgresStore(url) as store:
         memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
@@ -170,3 +175,47 @@ def test_an_unreachable_database_is_one_line_and_no_traceback(
     assert err.startswith("error: postgresql://someone:***@127.0.0.1:1/nowhere:")
     assert "hunter2" not in err
     assert "Traceback" not in err
+
+
+def test_the_duplicate_check_reads_the_archive_by_its_index(postgres_url: str) -> None:
+    """Schema version 5 indexes an archived fact's text by the very expression the
+    duplicate check compares: with the archive at its default bound (1,000 entries) the
+    check reads the index, where it parsed every entry; and it finds the same entry."""
+    [index] = [m for m in database.migrations() if m.version == 5]
+    assert ARCHIVED_TEXT in " ".join(index.sql.split())
+    scope = Scope.of("alice", "coder")
+    entries = [
+        ArchiveEntry(
+            Fact.from_dict(
+                {
+                    "id": f"fact_{n:08x}",
+                    "content": f"Archived note number {n} about an older preference.",
+                    "confidence": 0.5,
+                    "createdAt": "2026-08-01T00:00:00Z",
+                }
+            ),
+            "2026-08-10T00:00:00Z",
+            "capacity",
+            "manual",
+            f"rcpt_{n}",
+        )
+        for n in range(1000)
+    ]
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO deermem_users (user_id, revision, commit_id, summaries)"
+            " VALUES ('alice', 1, gen_random_uuid(), '{}')"
+        )
+        insert_archive(connection, "alice", "coder", entries)
+        connection.execute("ANALYZE deermem_archive")
+        plan = connection.execute(
+            "EXPLAIN SELECT fact_id, document FROM deermem_archive"
+            f" WHERE user_id = %s AND agent = %s AND {ARCHIVED_TEXT} = ANY(%s) ORDER BY arrival",
+            ("alice", "coder", ["archived note number 7 about an older preference."]),
+        ).fetchall()
+    assert "deermem_archive_by_text" in "\n".join(line for (line,) in plan)
+    with PostgresStore(postgres_url) as store:
+        now = datetime(2026, 8, 13, tzinfo=UTC)
+        said = "  ARCHIVED note number 7 about an older preference. "
+        [found] = store.archived_matches(scope, [said], now).values()
+    assert found.fact.id == "fact_00000007"

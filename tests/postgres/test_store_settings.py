@@ -57,7 +57,7 @@ def test_a_database_deermem_creates_runs_hybrid_v1_with_confidence_in_its_shadow
     equal facts keeps learning (under confidence the newest fact was evicted at once)."""
     assert main(["db", "upgrade", "--database", empty_postgres_url]) == 0
     out = capsys.readouterr().out
-    assert "applied 1, 2, 3, 4" in out
+    assert "applied 1, 2, 3, 4, 5" in out
     assert "a new store: recorded its settings" in out
     assert recorded(empty_postgres_url) == {
         "fact_eviction_policy": "hybrid-v1",
@@ -74,6 +74,14 @@ def test_a_database_deermem_creates_runs_hybrid_v1_with_confidence_in_its_shadow
         assert "Equal fact number 0" not in kept
 
 
+def as_version_3_left_it(url: str) -> None:
+    """Take the database back to schema version 3: no settings table, no text index."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("DROP TABLE deermem_settings")
+        connection.execute("DROP INDEX deermem_archive_by_text")
+        connection.execute("DELETE FROM deermem_migrations WHERE version IN (4, 5)")
+
+
 def test_a_database_that_holds_users_keeps_confidence_when_upgraded(
     empty_postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -83,15 +91,11 @@ def test_a_database_that_holds_users_keeps_confidence_when_upgraded(
     upgrade_database(url)
     with opened(MemoryConfig(store=url)) as memory:
         memory.create_fact("Uses uv")
-    with psycopg.connect(url, autocommit=True) as connection:  # as version 3 left it
-        connection.execute("DROP TABLE deermem_settings")
-        connection.execute("DELETE FROM deermem_migrations WHERE version = 4")
+    as_version_3_left_it(url)
     assert main(["db", "upgrade", "--database", url, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert (status["applied"], status["settings"]) == ([4], [])
-    with psycopg.connect(url, autocommit=True) as connection:  # once more, for the sentence
-        connection.execute("DROP TABLE deermem_settings")
-        connection.execute("DELETE FROM deermem_migrations WHERE version = 4")
+    assert (status["applied"], status["settings"]) == ([4, 5], [])
+    as_version_3_left_it(url)  # once more, for the sentence
     assert main(["db", "upgrade", "--database", url]) == 0
     out = capsys.readouterr().out
     assert "holds users and records no settings: it keeps running as before" in out

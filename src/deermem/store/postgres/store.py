@@ -131,6 +131,11 @@ _WRITTEN: Final = frozenset(
 _MEMORY: Final = ":memory:"
 _LOCK_NAMESPACE: Final = b"deermem user lock\x1f"
 
+ARCHIVED_TEXT: Final = "lower(btrim((document::jsonb) -> 'fact' ->> 'content'))"
+"""An archive row's text as the duplicate check compares it, and as migration 0005
+indexes it: the two must be the same expression for the index to serve."""
+
+
 _USER_ROW: Final = "SELECT revision, commit_id, summaries FROM deermem_users WHERE user_id = %s"
 _USER_VERSION: Final = "SELECT revision, commit_id FROM deermem_users WHERE user_id = %s"
 _RECEIPTS_QUERY: Final = (
@@ -550,16 +555,16 @@ class PostgresStore:
         """Archived facts that say what one of ``contents`` says (see the protocol).
 
         The database narrows the archive to entries whose text matches in
-        lower case; the duplicate rule itself (stripped, case-folded) is
-        applied here to what it found.
+        lower case (by the index of schema version 5 on that expression); the
+        duplicate rule itself (stripped, case-folded) is applied here to what
+        it found.
         """
         keys = {duplicate_key(text) for text in contents}
         if not keys:
             return {}
         found = connection.execute(
             "SELECT fact_id, document FROM deermem_archive WHERE user_id = %s AND agent = %s "
-            "AND lower(btrim((document::jsonb) -> 'fact' ->> 'content')) = ANY(%s) "
-            "ORDER BY arrival",
+            f"AND {ARCHIVED_TEXT} = ANY(%s) ORDER BY arrival",
             (rows.user_key(scope), scope.agent, sorted({key.lower() for key in keys})),
         ).fetchall()
         matches: dict[str, ArchiveEntry] = {}
