@@ -138,12 +138,11 @@ def test_following_a_commits_change_gives_the_rows_its_listing_gives(
         for index in (followed, listed):
             index.sync_scope("u", "a", LIBRARY, version="v1")
         followed.sync_archive("u", "a", before, entries(before), version="v1")
-        assert (
-            followed.follow_archive(
-                "u", "a", after="v1", added=added, removed=removed, load=loader, version="v2"
-            )
-            is not None
+        change = followed.archive_change(
+            "u", "a", after="v1", added=added, removed=removed, load=loader, version="v2"
         )
+        assert change is not None
+        assert followed.write("u", "a", archive=change) is not None
         listed.sync_archive("u", "a", after, entries(after), version="v2")
         assert followed.is_archive_current("u", "a", "v2")
         assert archived_rows(followed, after) == archived_rows(listed, after)
@@ -154,20 +153,20 @@ def test_a_change_made_on_another_version_than_the_rows_is_not_applied() -> None
     index, loader = indexed()
     oolong = {"fact_oolong": "t2"}
     for after in ("v0", "", "v2"):  # older, never synchronised, newer
-        report = index.follow_archive(
+        change = index.archive_change(
             "u", "a", after=after, added=oolong, removed={"fact_chess"}, load=loader, version="v3"
         )
-        assert report is None
+        assert change is None
     assert index.is_archive_current("u", "a", "v1")
     assert {hit.fact_id for hit in index.search("u", "a", "chess", now=NOW, with_archive=True)} == {
         "fact_chess"
     }
     index.mark_archive_stale("u", "a")  # a purge: the rows must be listed again
     for user in ("u", "nobody"):  # the rows stale; a scope never synchronised
-        report = index.follow_archive(
+        change = index.archive_change(
             user, "a", after="v1", added={}, removed=(), load=loader, version="v2"
         )
-        assert report is None
+        assert change is None
     index.close()
 
 

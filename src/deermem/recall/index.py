@@ -1199,26 +1199,6 @@ class SearchIndex:
         assert written is not None  # a listing applies to rows at any version
         return written[1]
 
-    def follow_archive(
-        self,
-        user: str | None,
-        agent: str,
-        *,
-        after: str,
-        added: Mapping[str, str],
-        removed: Iterable[str],
-        load: Callable[[Sequence[str]], Iterable[FactLike]],
-        version: str,
-    ) -> SyncReport | None:
-        """Bring the scope's archive rows from ``after`` to ``version`` by one commit's
-        change (:meth:`archive_change`); ``None``, changing nothing, when they are
-        not at exactly ``after``."""
-        rows = self.archive_change(
-            user, agent, after=after, added=added, removed=removed, load=load, version=version
-        )
-        written = None if rows is None else self.write(user, agent, archive=rows)
-        return None if written is None else written[1]
-
     def clear(self) -> None:
         """Forget every scope, its library and its archive: a full rebuild starts here."""
 
