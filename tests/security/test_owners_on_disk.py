@@ -321,6 +321,6 @@ def test_over_http_a_shared_directory_is_a_409_that_names_nothing(
     assert response.status_code == 409
     body = response.json()
     assert body["type"] == "urn:deermem:problem:owner-conflict"
-    for secret in (COLLIDING, BOB, "4711", SUMMARY):
+    for secret in (COLLIDING, BOB, "code is 4711", SUMMARY):  # not "4711": hex ids hold it
         assert secret not in response.text
     assert any(str(directory) in message for message in caplog.messages)
