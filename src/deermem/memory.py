@@ -348,20 +348,39 @@ class Memory:
         """The injected clock's current time."""
         return self._clock()
 
-    def warm(self) -> bool:
+    def warm(self, *, models: bool = False) -> bool:
         """Load now what the first prompt block and the first search would wait for.
 
-        A server calls this at start-up, so its first request is not the one
-        that pays: the ``cl100k_base`` vocabulary (under ``token_counting:
-        tiktoken``) and the search index connection. Neither is required —
-        without them counting falls back to the estimate and search to
-        substrings, with a logged warning — so this reports instead of raising.
+        The ``cl100k_base`` vocabulary (under ``token_counting: tiktoken``)
+        and the search index connection, ≈ 0.15 s: a host calls this at
+        start-up, so its first request is not the one that pays. With
+        ``models``, also the embedding models of search by meaning (under
+        ``search_mode: hybrid``), ≈ 1.5 s more: a server calls that in a
+        thread once it answers (:func:`deermem.service.warmup.warm_in_background`),
+        so that neither its first search waits for them nor the facts created
+        before it go unembedded (a fact is embedded during its commit only
+        once the models are loaded). None of it is required — without them
+        counting falls back to the estimate and search to keywords, with a
+        logged warning — so this reports instead of raising.
 
         Returns:
-            Whether both are ready.
+            Whether everything asked for is ready; models this machine
+            cannot run (search is by keyword, and was said so) count as ready.
         """
         tokens = self.config.token_counting != "tiktoken" or warm_tokenizer()
         index = self._search_index.get(self.store) is not None
+        if models and self.config.search_mode == "hybrid":
+            loaded = embedder()
+            if loaded is not None:
+                try:
+                    loaded.warm()
+                except Exception as error:  # the first search meets it again, and says so
+                    _log.warning(
+                        "the embedding models could not be loaded (%s: %s)",
+                        type(error).__name__,
+                        error,
+                    )
+                    return False
         return tokens and index
 
     # --- reading ------------------------------------------------------------------

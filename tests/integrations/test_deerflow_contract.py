@@ -26,6 +26,7 @@ from deermem.integrations.deerflow import (
     MemoryConflict,
     MemoryCorruption,
 )
+from deermem.recall.embedding import loaded_embedder
 from tests.integrations.deerflow_support import (
     assert_deerflow_document,
     assert_deerflow_fact,
@@ -449,6 +450,20 @@ def test_shutdown_flush_with_nothing_queued_is_immediately_true(tmp_path: Path) 
     assert manager.shutdown_flush(5.0) is True
     assert time.monotonic() - started < 1.0
     assert manager.warm() is True
+
+
+def test_warm_retrieval_loads_the_models_deerflows_first_memory_search_would_wait_for(
+    tmp_path: Path,
+) -> None:
+    # DeerFlow's gateway calls it, when present, in a thread at start-up (contract §3,
+    # the duck-typed `warm_retrieval`) and does not wait for it; True means ready.
+    manager = backend(tmp_path)
+    manager.create_fact("Drinks oolong in the afternoon.", category="preference", user_id="ann")
+    assert manager.warm_retrieval() is True
+    assert loaded_embedder() is not None
+    [hit] = manager.search("oolong", user_id="ann")
+    assert hit["content"] == "Drinks oolong in the afternoon."
+    manager.close()
 
 
 def test_under_strict_user_scope_a_call_without_a_user_is_refused_and_nothing_else_touched(

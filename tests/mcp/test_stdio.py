@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 
 from ..served_store import ServedStore, on_both_stores
 from .conftest import call, deermem_args, stdio_session, text_of
@@ -89,6 +90,31 @@ def test_a_bad_scope_stops_the_server_with_one_line_and_no_traceback(tmp_path: P
     assert "agent name" in done.stderr
     assert "Traceback" not in done.stderr
     assert not list(tmp_path.rglob("*.md"))
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_once_a_session_is_ready_the_server_loads_what_its_first_calls_need(
+    tmp_path: Path, mode: str
+) -> None:
+    # The vocabulary and the embedding models (≈ 1.5 s in a new process) are loaded in
+    # the background once the client's session is ready — after the 2025 handshake, or
+    # the first request of a version without one — not by the agent's first search.
+    store = ServedStore("markdown", tmp_path)
+    log = tmp_path / "stderr.log"
+
+    async def scenario() -> None:
+        async with stdio_session(store, "--user", "alice", "mcp", log=log, mode=mode) as client:
+            assert len((await client.list_tools()).tools) == 7
+            with anyio.fail_after(120):
+                while "warmed up in" not in log.read_text(encoding="utf-8"):
+                    await anyio.sleep(0.1)
+            found = await call(client, "memory_search", query="tea")
+            assert found["results"] == []
+
+    anyio.run(scenario)
+    lines = [line for line in log.read_text(encoding="utf-8").splitlines() if "warmed up" in line]
+    assert len(lines) == 1
+    assert "what the first requests need is loaded" in lines[0]
 
 
 def test_a_stdio_server_does_not_load_what_it_does_not_use_until_it_needs_it(

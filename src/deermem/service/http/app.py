@@ -53,6 +53,7 @@ from deermem.service.problems import (
 )
 from deermem.service.settings import ServerSettings, is_loopback
 from deermem.service.tokens import TokenFile
+from deermem.service.warmup import WarmUp
 
 __all__ = ["app_from_environment", "create_app"]
 
@@ -62,6 +63,9 @@ OPENAPI_PATH = "/v1/openapi.json"
 
 def create_app(settings: ServerSettings | None = None, *, memory: Memory | None = None) -> FastAPI:
     """Build the HTTP API over one store.
+
+    Once the application starts, it loads in a thread what its first
+    requests would wait for (:class:`~deermem.service.warmup.WarmUp`).
 
     Args:
         settings: host, limits, state directory ...; the store root and
@@ -111,9 +115,13 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
         owns_store=owns_store,
     )
 
+    warm_up = WarmUp(memory)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        warm_up.start()  # in a thread: the worker answers meanwhile
         yield
+        await run_in_threadpool(warm_up.join)
         await run_in_threadpool(context.close)
 
     app = FastAPI(

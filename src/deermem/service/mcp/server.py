@@ -69,6 +69,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal, ParamSpec, TypeVar
 
 import uvicorn
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -119,6 +120,7 @@ from deermem.service.settings import (
     log_config,
 )
 from deermem.service.tokens import TokenFile
+from deermem.service.warmup import WarmUp
 
 __all__ = ["INSTRUCTIONS", "TOOL_NAMES", "create_mcp_server", "request_memory", "serve"]
 
@@ -521,7 +523,11 @@ def _message(tool: str, error: DeerMemError) -> str:
 
 
 def create_mcp_server(
-    memory: Memory, *, memory_of: MemoryOf | None = None, limits: ToolLimits | None = None
+    memory: Memory,
+    *,
+    memory_of: MemoryOf | None = None,
+    limits: ToolLimits | None = None,
+    warm_up: WarmUp | None = None,
 ) -> MCPServer:
     """The MCP server with the memory tools.
 
@@ -531,6 +537,7 @@ def create_mcp_server(
         memory_of: the memory of one call; by default ``memory`` itself (the
             stdio server's fixed scope).
         limits: bounds on tool arguments.
+        warm_up: started once the first client's session is ready.
     """
     tools = memory_tools(
         memory_of or (lambda ctx: memory), memory=memory, limits=limits or ToolLimits()
@@ -543,7 +550,27 @@ def create_mcp_server(
         instructions=INSTRUCTIONS,
         version=__version__,
         tools=tools,
+        middleware=[] if warm_up is None else [_warm_up_when_initialized(warm_up)],
     )
+
+
+def _warm_up_when_initialized(warm_up: WarmUp) -> ServerMiddleware[Any]:
+    """Start ``warm_up`` once a client's session is ready.
+
+    That is at the first message after the handshake: the client's
+    ``notifications/initialized`` after ``initialize`` (the protocol versions
+    of 2025), or the first request of a version without a handshake
+    (``server/discover``). Not before: the process's start-up and the
+    handshake never share the CPU with the loads.
+    """
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "initialize":
+            warm_up.start()
+        return result
+
+    return middleware
 
 
 def request_memory(memory: Memory, agent: str | None) -> MemoryOf:
@@ -564,7 +591,12 @@ def request_memory(memory: Memory, agent: str | None) -> MemoryOf:
 
 
 def create_http_app(
-    memory: Memory, settings: McpSettings, *, tokens: TokenFile, auth_required: bool
+    memory: Memory,
+    settings: McpSettings,
+    *,
+    tokens: TokenFile,
+    auth_required: bool,
+    warm_up: WarmUp | None = None,
 ) -> ASGIApp:
     """The streamable-HTTP application at :data:`MCP_PATH`, with authentication.
 
@@ -575,9 +607,13 @@ def create_http_app(
         tokens: the tokens file.
         auth_required: whether every request needs a token even while
             tokens are not in use (the server listens beyond loopback).
+        warm_up: started once the first client's session is ready.
     """
     server = create_mcp_server(
-        memory, memory_of=request_memory(memory, settings.agent), limits=settings.tools
+        memory,
+        memory_of=request_memory(memory, settings.agent),
+        limits=settings.tools,
+        warm_up=warm_up,
     )
     body_limit = settings.server.limits.max_body_bytes
     app: ASGIApp = server.streamable_http_app(
@@ -636,15 +672,17 @@ def serve(settings: McpSettings) -> None:
         Scope.of(settings.user, settings.agent)
         memory = Memory.open_unscoped(server_settings.root, config)
     configure_logging(server_settings.log_level)  # once nothing can refuse to start
+    warm_up = WarmUp(memory)
     try:
         if tokens is None:
-            create_mcp_server(memory, limits=settings.tools).run("stdio")
+            create_mcp_server(memory, limits=settings.tools, warm_up=warm_up).run("stdio")
             return
         app = create_http_app(
             memory,
             settings,
             tokens=tokens,
             auth_required=not is_loopback(server_settings.host) or tokens.configured(),
+            warm_up=warm_up,
         )
         uvicorn.Server(
             uvicorn.Config(
@@ -661,6 +699,7 @@ def serve(settings: McpSettings) -> None:
         ).run()
     finally:
         try:
+            warm_up.join()
             memory.close()
         finally:
             close_store(memory.store)
