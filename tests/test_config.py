@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deermem import ConfigError, MemoryConfig
-from deermem.config import load_config
+from deermem.config import load_config, redact_url
 from deermem.library import CapacityGate
 from deermem.policy import CapacityPolicy
+from deermem.service.settings import ServerSettings, startup_line
 
 
 def test_defaults_are_the_originals() -> None:
@@ -196,3 +200,36 @@ def test_the_default_configuration_gives_the_default_policy() -> None:
         correction_reserved_fraction=0.2,
         correction_reserved_max=4,
     )
+
+
+# --- URLs shown without their secrets -----------------------------------------------------
+
+_SECRET = st.text("ABCDEFGHJKLMNPQRSTUVWXYZ", min_size=12, max_size=30).map(lambda s: "Zq" + s)
+
+
+@given(
+    password=_SECRET,
+    key=_SECRET,
+    name=st.sampled_from(["api-key", "Api-Key", "key", "token", "access_token", "password"]),
+)
+def test_a_url_is_shown_without_its_password_or_key(password: str, key: str, name: str) -> None:
+    url = f"https://bob:{password}@models.example:8443/v1?api-version=2024-06-01&{name}={key}"
+    shown = redact_url(url)
+    assert password not in shown
+    assert key not in shown
+    assert shown == f"https://bob:***@models.example:8443/v1?api-version=2024-06-01&{name}=***"
+    assert redact_url("https://api.openai.com/v1") == "https://api.openai.com/v1"
+
+
+def test_the_models_url_is_shown_without_secrets_wherever_deermem_shows_it() -> None:
+    url = "http://bob:Sup3rS3cretPw@127.0.0.1:18799/v1?api-key=QUERYSECRET123"
+    config = MemoryConfig.model_validate({"model": {"model": "m", "base_url": url}})
+    assert config.model.base_url == url  # kept whole for the calls
+    shown = json.dumps(config.model_dump(mode="json"))  # config check --json, /v1/config
+    line = startup_line(ServerSettings(), config)  # the server's first log line
+    with pytest.raises(ConfigError) as caught:  # a refused URL is echoed without them too
+        MemoryConfig(model={"base_url": url.replace("http://", "ftp://")})
+    for text in (shown, line, str(caught.value)):
+        assert "Sup3rS3cretPw" not in text
+        assert "QUERYSECRET123" not in text
+    assert "http://bob:***@127.0.0.1:18799/v1?api-key=***" in line

@@ -251,7 +251,8 @@ def test_credentials_in_the_base_url_are_not_shown(
         model.complete(HELLO)
     assert "hunter2" not in str(caught.value)
     assert "hunter2" not in repr(model)
-    assert caught.value.endpoint == server.url + "/chat/completions"
+    shown = server.url.replace("http://", "http://alice:***@")
+    assert caught.value.endpoint == shown + "/chat/completions"
 
 
 # --- lenient parsing ----------------------------------------------------------------

@@ -78,7 +78,7 @@ __all__ = [
     "new_store_settings",
     "read_store_settings",
     "recorded_settings",
-    "redact_database_url",
+    "redact_url",
     "render_store_settings",
     "resolve_config",
     "settings_to_keep",
@@ -89,19 +89,35 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------
-# Database addresses: recognised, and printable without the password
+# Database addresses: recognised; and every URL printable without its secrets
 #
-# The ``store`` setting holds a PostgreSQL URL (``postgresql://user:password@host:5432/db``).
-# A URL is a credential when it holds a password, so every place that shows
+# The ``store`` setting holds a PostgreSQL URL (``postgresql://user:password@host:5432/db``),
+# ``model.base_url`` a model's (which may hold ``user:password@`` or a ``?api-key=``).
+# A URL is a credential when it holds a password or a key, so every place that shows
 # one — ``deermem config check``, configuration errors, logs, reprs, error
-# messages — shows :func:`redact_database_url`'s form instead, which keeps
-# everything but the password (and ``sslpassword``) so a person can still tell
-# which database is meant.
+# messages, the server's ``/v1/config`` — shows :func:`redact_url`'s form instead,
+# which keeps everything but the secrets so a person can still tell which one is meant.
 # ---------------------------------------------------------------------------
 
 DATABASE_URL_SCHEMES: Final = ("postgresql://", "postgres://")
 REDACTED: Final = "***"
-_SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
+# Query parameters whose value is a secret: a database's passwords, and the key or token
+# some model endpoints take in the URL (``?api-key=``, ``?key=``). Compared case-blind.
+_SECRET_PARAMETERS: Final = frozenset(
+    {
+        "password",
+        "sslpassword",
+        "key",
+        "api-key",
+        "api_key",
+        "apikey",
+        "token",
+        "access_token",
+        "secret",
+        "sig",
+        "signature",
+    }
+)
 
 
 def is_database_url(value: str) -> bool:
@@ -109,11 +125,12 @@ def is_database_url(value: str) -> bool:
     return value.strip().lower().startswith(DATABASE_URL_SCHEMES)
 
 
-def redact_database_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (in the user part and the query).
+def redact_url(url: str) -> str:
+    """The URL with its password, and any key or token in its query, replaced by ``***``.
 
-    A URL that cannot be taken apart is hidden whole: showing it could show
-    the password.
+    For a database's URL and a model's: a person can still tell which one is
+    meant. A URL that cannot be taken apart is hidden whole: showing it
+    could show the password.
     """
     try:
         parts = urlsplit(url.strip())
@@ -125,8 +142,10 @@ def redact_database_url(url: str) -> str:
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
-            if any(key in _SECRET_PARAMETERS for key, _ in pairs):
-                redacted = [(k, REDACTED if k in _SECRET_PARAMETERS else v) for k, v in pairs]
+            if any(key.lower() in _SECRET_PARAMETERS for key, _ in pairs):
+                redacted = [
+                    (k, REDACTED if k.lower() in _SECRET_PARAMETERS else v) for k, v in pairs
+                ]
                 query = urlencode(redacted, safe="*")
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     except ValueError:
@@ -153,7 +172,7 @@ _ORIGINS: ContextVar[tuple[Mapping[str, str], str | None]] = ContextVar(
 # where the name of its environment variable belongs must not end up in a log.
 _UNECHOED: Final = frozenset({"model.api_key_env"})
 # Settings whose rejected value is echoed only with its secrets taken out.
-_REDACTED: Final = {"store": redact_database_url}
+_REDACTED: Final = {"store": redact_url, "model.base_url": redact_url}
 
 
 @contextmanager
@@ -392,6 +411,11 @@ class ModelConfig(BaseModel):
             raise ValueError("expected an http:// or https:// URL")
         return url
 
+    @field_serializer("base_url", when_used="json")
+    def _redacted_url(self, value: str) -> str:
+        # JSON is what gets shown (config check --json, the server's /config): no secret.
+        return redact_url(value)
+
     @field_validator("api_key_env")
     @classmethod
     def _variable_name(cls, value: str | None) -> str | None:
@@ -603,7 +627,7 @@ class MemoryConfig(BaseModel):
     @field_serializer("store", when_used="json")
     def _redacted_store(self, value: str) -> str:
         # JSON is what gets shown (config check --json, the server's /config): no password.
-        return redact_database_url(value) if value else value
+        return redact_url(value) if value else value
 
     @field_validator("storage_path")
     @classmethod

@@ -63,7 +63,9 @@ callers never parse messages; the message is for people.
 
 from __future__ import annotations
 
-from typing import Self
+import re
+from collections.abc import Mapping
+from typing import Final, Self
 
 __all__ = [
     "ArchivedFactError",
@@ -104,6 +106,7 @@ __all__ = [
     "StoreSettingsExistError",
     "UnsafeIdentifierError",
     "UpdateQueueError",
+    "Withheld",
 ]
 
 
@@ -173,7 +176,7 @@ class FactValidationError(DeerMemError, ValueError):
 
     def _describe(self) -> str:
         where = f"fact {self.fact_id!r}: " if self.fact_id else ""
-        return f"{where}field {self.field!r} has value {_preview(self.value)}; {self.allowed}"
+        return f"{where}field {self.field!r} has {_shown(self.field, self.value)}; {self.allowed}"
 
     def naming(self, fact_id: str) -> Self:
         """The same error (of the same class), naming the fact it concerns."""
@@ -588,7 +591,7 @@ class MessageFormatError(DeerMemError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"message {index}: field {field!r} has value {_preview(value)}; {allowed}")
+        super().__init__(f"message {index}: field {field!r} has {_shown(field, value)}; {allowed}")
 
 
 class ConversationFileError(DeerMemError, ValueError):
@@ -744,3 +747,59 @@ def _preview(value: object, limit: int = 80) -> str:
     """Render a rejected value briefly, so a huge string cannot flood a message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Withheld:
+    """What an error says of a value in its place: ``<too large>``, ``<dict>``."""
+
+    __slots__ = ("description",)
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"<{self.description}>"
+
+
+# The fields whose text an error may quote: names, codes and times, which hold nothing a
+# person wrote. Any other text — a fact's content or title, an ``other`` category's own
+# label, a summary, a message, a field deermem does not know — is described by its length,
+# and a list or a mapping by its size: an error's message reaches logs, tool results and
+# models, and that text may hold a secret or someone's private life.
+_QUOTED_FIELDS: Final = frozenset(
+    {
+        "id",
+        "category",
+        "status",
+        "scope",
+        "role",
+        "type",
+        "source",
+        "userId",
+        "agentName",
+        "threadId",
+        "createdAt",
+        "updatedAt",
+        "consolidatedAt",
+        "lastConfirmedAt",
+        "revision",
+        "confidence",
+        "confirmationCount",
+    }
+)
+
+
+def _shown(field: str, value: object) -> str:
+    """A rejected value as a message names it, without the text of what a person wrote."""
+    if value is None or isinstance(value, bool | int | float | Withheld):
+        return f"value {_preview(value)}"
+    if isinstance(value, str):
+        leaf = re.sub(r"\[\d+\]", "", field).rsplit(".", 1)[-1]
+        if leaf in _QUOTED_FIELDS:
+            return f"value {_preview(value)}"
+        return f"a text of {len(value):,} characters"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value):,} items"
+    if isinstance(value, Mapping):
+        return f"a mapping of {len(value):,} keys"
+    return f"a value of type {type(value).__name__}"

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeGuard, cast
 
 from pydantic import (
     BaseModel,
@@ -51,7 +51,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema, to_jsonable_python
 
-from deermem.errors import FactValidationError, InvalidTextError, UnsafeIdentifierError
+from deermem.errors import FactValidationError, InvalidTextError, UnsafeIdentifierError, Withheld
 
 __all__ = [
     "CORE_CATEGORIES",
@@ -112,6 +112,7 @@ __all__ = [
     "format_timestamp",
     "is_bucket",
     "is_derived_agent_directory",
+    "is_fact_id",
     "json_form",
     "json_key",
     "marker",
@@ -249,7 +250,7 @@ def _walk(field: str, value: object, max_size: int | None) -> int:
             if depth >= MAX_NESTING:
                 raise FactValidationError(
                     where,
-                    f"<{type(item).__name__} nested {depth + 1} deep>",  # never the value itself
+                    Withheld(f"{type(item).__name__} nested {depth + 1} deep"),
                     f"expected lists and mappings nested at most {MAX_NESTING} deep",
                 )
             children: list[tuple[str, object, int]] = []
@@ -278,7 +279,7 @@ def _walk(field: str, value: object, max_size: int | None) -> int:
 def _too_large(field: str, max_size: int) -> FactValidationError:
     return FactValidationError(
         field,
-        "<too large>",  # never the value itself: it may be megabytes
+        Withheld("too large"),  # never the value itself: it may be megabytes
         f"expected at most {max_size:,} characters (and values) in what deermem keeps "
         "without knowing it",
     )
@@ -993,7 +994,7 @@ class Fact:
                 if unknown_budget < 0:
                     raise FactValidationError(
                         key,
-                        "<too large>",
+                        Withheld("too large"),
                         f"expected the fields deermem does not know to hold at most "
                         f"{MAX_KEPT_SIZE:,} characters (and values) together",
                     )
@@ -1145,20 +1146,32 @@ def derived_heading(content: str) -> str:
     return (lines[0].strip() if lines else "")[:MAX_TITLE_LENGTH].rstrip()
 
 
+def is_fact_id(value: object) -> TypeGuard[str]:
+    """Whether ``value`` follows the fact-id rule: ``[A-Za-z0-9_-]``, 1 to 250 characters.
+
+    A store asks before it names a file or a row by an id it was given: any
+    other string can be no fact's (and a longer one no file's) id.
+    """
+    return (
+        isinstance(value, str)
+        and len(value) <= MAX_FACT_ID_LENGTH
+        and FACT_ID_PATTERN.fullmatch(value) is not None
+    )
+
+
 def check_fact_id(value: object) -> str:
-    """Apply the fact-id rule (``[A-Za-z0-9_-]``, 1 to 250 characters); return the id unchanged.
+    """Apply the fact-id rule (:func:`is_fact_id`); return the id unchanged.
 
     Raises:
         FactValidationError: the field ``id`` breaks the rule.
     """
-    allowed = (
-        f"expected a non-empty string of letters, digits, '_' or '-' "
-        f"of at most {MAX_FACT_ID_LENGTH} characters"
-    )
-    if not isinstance(value, str) or not FACT_ID_PATTERN.fullmatch(value):
-        raise FactValidationError("id", value, allowed)
-    if len(value) > MAX_FACT_ID_LENGTH:
-        raise FactValidationError("id", value, allowed)
+    if not is_fact_id(value):
+        raise FactValidationError(
+            "id",
+            value,
+            f"expected a non-empty string of letters, digits, '_' or '-' "
+            f"of at most {MAX_FACT_ID_LENGTH} characters",
+        )
     return value
 
 

@@ -159,6 +159,16 @@ def test_lines_the_memory_cannot_represent_are_refused_and_change_nothing(
     assert memory.snapshot() == before
 
 
+def test_a_refused_line_is_named_without_its_text(tool: DeerMemMemoryTool, memory: Memory) -> None:
+    # The tool's errors go back to the model, and often to a log (docs/privacy.md).
+    secret = "my key ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5 \x07 end"
+    with pytest.raises(ToolError) as caught:
+        tool.call({"command": "create", "path": "/memories/keys.md", "file_text": secret})
+    assert "ghp_" not in str(caught.value)
+    assert "field 'content' has a text of" in str(caught.value)
+    assert contents(memory) == []
+
+
 def test_insert_adds_a_fact_at_a_line(tool: DeerMemMemoryTool, memory: Memory) -> None:
     tool.call({"command": "create", "path": "/memories/goal.md", "file_text": "Ship v1\n"})
     insert = {

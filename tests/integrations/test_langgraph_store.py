@@ -242,6 +242,17 @@ def test_a_value_that_is_not_one_fact_is_refused(
     assert store.search(()) == []
 
 
+def test_a_refused_value_is_named_without_its_text(store: DeerMemStore) -> None:
+    # Its message reaches the model through ToolErrorMiddleware, and logs (docs/privacy.md).
+    secret = "key ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5 \x00"
+    for value in ({"content": secret}, {"content": secret[:-1] * 100}):
+        with pytest.raises(FactValidationError) as caught:
+            store.put(ALICE, "k1", value)
+        assert "ghp_" not in str(caught.value)
+        assert "field 'content' has a text of" in str(caught.value)
+    assert store.search(()) == []
+
+
 @pytest.mark.parametrize("key", ["a.b", "has space", "", "x" * 251, "a/b"])
 def test_a_key_outside_the_fact_id_rule_is_refused(store: DeerMemStore, key: str) -> None:
     with pytest.raises(FactValidationError, match="letters, digits"):

@@ -92,6 +92,21 @@ def test_add_search_list_get_update_delete_history(client: MemoryClient, live: L
 
 
 @on_both_stores
+def test_an_id_no_fact_can_have_is_not_found_on_every_route_that_takes_one(
+    client: MemoryClient,
+) -> None:
+    # 251 characters: past the fact-id rule, and past a file name's limit (issue 23 hunt).
+    [gone] = [r["id"] for r in add(client, "Prefers uv over pip")["results"]]
+    client.delete(gone)  # the archive exists
+    long_id = "a" * 251
+    for call in (client.get, client.history, client.delete):
+        with pytest.raises(MemoryNotFoundError):
+            call(long_id)
+    with pytest.raises(MemoryNotFoundError):
+        client.update(long_id, text="anything")
+
+
+@on_both_stores
 def test_an_add_the_gate_trims_names_the_evictions(client: MemoryClient) -> None:
     first = add(client, *(f"Fact number {n} about the project" for n in range(10)))
     assert [r["event"] for r in first["results"]] == ["ADD"] * 10

@@ -245,3 +245,22 @@ def test_a_page_of_the_archive_is_the_listing_order_and_reads_only_that_page(
     clock.now = NOW + timedelta(days=31)  # expired entries are neither listed nor counted
     assert memory.archive_page(0, 10) == ((), 0)
     assert memory.scopes()[0].archived == 0
+
+
+@pytest.mark.parametrize("fact_id", ["a" * 251, "a" * 4096, "../fact_1", "fact 1", ""])
+def test_an_id_no_fact_can_have_is_not_found_by_every_call_that_takes_one(
+    stores: Stores, fact_id: str
+) -> None:
+    # A Markdown store names files by ids: one past the rule's 250 characters is past the
+    # file system's name limit too, and must be "not found", never the OSError of a name.
+    memory = open_memory(stores)
+    kept = memory.create_fact("Lives in Lisbon").fact_id
+    assert kept is not None
+    memory.delete_fact(kept)  # the archive exists
+    before = state(memory)
+    for call in (memory.why, memory.restore, memory.get_archived, memory.purge, memory.get_fact):
+        with pytest.raises(FactNotFoundError):
+            call(fact_id)
+    with pytest.raises(FactNotFoundError):
+        memory.delete_fact(fact_id)
+    assert state(memory) == before

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, cli_context, out_console, print_json
-from deermem.config import MemoryConfig, load_config, redact_database_url, resolve_config
+from deermem.config import MemoryConfig, load_config, redact_url, resolve_config
 from deermem.store import database_settings
 
 __all__ = ["config_app"]
@@ -126,8 +126,8 @@ def _rows(
         value, default = getattr(config, key), getattr(defaults, key)
         if isinstance(value, BaseModel) and isinstance(default, BaseModel):
             yield from _rows(value, default, f"{prefix}{key}.")
-        elif key == "store" and isinstance(value, str):
-            yield f"{prefix}{key}", redact_database_url(value) if value else value, default
+        elif key in ("store", "base_url") and isinstance(value, str):
+            yield f"{prefix}{key}", redact_url(value) if value else value, default
         else:
             yield f"{prefix}{key}", value, default
 

@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Final, Literal, TypedDict
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from deermem.config import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, ModelConfig
+from deermem.config import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, ModelConfig, redact_url
 from deermem.errors import (
     ConfigError,
     LLMError,
@@ -385,17 +384,6 @@ def short_reason(error: LLMError) -> str:
     return type(error).__name__
 
 
-def without_credentials(url: str) -> str:
-    """``url`` without any ``user:password@`` part, for showing it."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-
-
 def _retry_after(headers: httpx.Headers) -> float | None:
     """The wait a server asked for: ``retry-after-ms`` (OpenAI) first, then ``Retry-After``."""
     milliseconds = parse_retry_after(headers.get("retry-after-ms"))
@@ -492,7 +480,7 @@ class OpenAICompatibleModel:
         self._http = http if http is not None else httpx.Client()
         self._sleep = sleep
         # Shown in errors and logs: the endpoint without any user:password in it.
-        self._shown_endpoint = without_credentials(self.endpoint)
+        self._shown_endpoint = redact_url(self.endpoint)
         self._failures = Failures(model, self._shown_endpoint, timeout_seconds, self._api_key)
 
     @classmethod
@@ -531,7 +519,7 @@ class OpenAICompatibleModel:
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(model={self.model!r}, "
-            f"base_url={without_credentials(self.base_url)!r}, "
+            f"base_url={redact_url(self.base_url)!r}, "
             f"api_key_env={self.api_key_env!r})"
         )
 

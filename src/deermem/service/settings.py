@@ -48,7 +48,7 @@ from typing import Any, Final, Literal
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
-from deermem.config import MemoryConfig, load_config, redact_database_url
+from deermem.config import MemoryConfig, load_config, redact_url
 from deermem.errors import ConfigError
 from deermem.service.errors import InsecureBindError
 from deermem.service.tokens import TokenFile
@@ -287,7 +287,7 @@ class ServerSettings:
         if config.store and self.root is None:
             raise ConfigError(
                 [
-                    f"store = {redact_database_url(config.store)} is a database, which has no "
+                    f"store = {redact_url(config.store)} is a database, which has no "
                     "directory for the server's tokens file and job records: give --state-dir "
                     "DIR (or set DEERMEM_STATE_DIR); see docs/server.md"
                 ]
@@ -445,7 +445,7 @@ def startup_line(settings: ServerSettings, config: MemoryConfig) -> str:
     """What a starting server serves, in one line for its log: the store, the tokens
     file and the model — a database without its password, a model without its key."""
     store = (
-        redact_database_url(config.store)
+        redact_url(config.store)
         if config.store and settings.root is None
         else (
             str(
@@ -461,7 +461,7 @@ def startup_line(settings: ServerSettings, config: MemoryConfig) -> str:
     elif model.provider == "local":
         extraction = "the local model"
     else:
-        extraction = f"model {model.model} at {model.base_url}"
+        extraction = f"model {model.model} at {redact_url(model.base_url)}"
     return f"serving the store {store}; tokens file {settings.tokens_path(config)}; {extraction}"
 
 

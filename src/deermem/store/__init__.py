@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deermem.config import MemoryConfig, redact_database_url, with_store_settings
+from deermem.config import MemoryConfig, redact_url, with_store_settings
 from deermem.errors import ConfigError
 from deermem.store.markdown.files import resolve_root
 from deermem.store.markdown.store import MarkdownStore
@@ -131,7 +131,7 @@ def _postgres(config: MemoryConfig, root: str | os.PathLike[str] | None) -> type
     Raises:
         ConfigError: ``root`` is given too, or the ``postgres`` extra is not installed.
     """
-    address = redact_database_url(config.store or "")
+    address = redact_url(config.store or "")
     if root is not None:
         raise ConfigError(
             [

@@ -42,7 +42,7 @@ from deermem.config import (
     is_database_url,
     read_store_settings,
     recorded_settings,
-    redact_database_url,
+    redact_url,
     render_store_settings,
     store_settings_path,
 )
@@ -137,7 +137,7 @@ def opened_location(
             opened = _postgres_transfer()
         except ModuleNotFoundError as error:
             raise ConfigError(
-                [f"{redact_database_url(location)}: PostgreSQL needs the postgres extra ({error})"]
+                [f"{redact_url(location)}: PostgreSQL needs the postgres extra ({error})"]
             ) from None
         transfer = opened.open(config, location)
         try:

@@ -62,7 +62,7 @@ from langgraph.store.base import (
 )
 
 from deermem.config import MemoryConfig
-from deermem.errors import DeerMemError, FactValidationError
+from deermem.errors import DeerMemError, FactValidationError, Withheld
 from deermem.memory import Memory
 from deermem.model import DEFAULT_AGENT, Fact, Scope, check_fact_id, parse_timestamp
 from deermem.store import EvictionReceipt
@@ -354,7 +354,7 @@ def _is_fact_id(key: object) -> bool:
 def _fields(value: Mapping[str, Any]) -> tuple[str, str | None, float | None]:
     """``(content, category, confidence)`` of a put's value; anything else is refused."""
     if not isinstance(value, Mapping):
-        raise FactValidationError("value", type(value).__name__, "expected a mapping")
+        raise FactValidationError("value", Withheld(type(value).__name__), "expected a mapping")
     unknown = sorted(str(k) for k in value if k not in _VALUE_KEYS)
     if unknown:
         raise FactValidationError(
@@ -365,7 +365,7 @@ def _fields(value: Mapping[str, Any]) -> tuple[str, str | None, float | None]:
     content = value.get("content")
     if not isinstance(content, str):
         raise FactValidationError(
-            "value.content", type(content).__name__, "expected a string (one fact's text)"
+            "value.content", Withheld(type(content).__name__), "expected a string (one fact's text)"
         )
     category = value.get("category")
     if category is not None and not isinstance(category, str):

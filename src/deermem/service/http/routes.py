@@ -45,7 +45,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Generic, Literal, TypeVar
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -506,11 +506,10 @@ def _server(context: ServerContext, deps: Dependencies) -> APIRouter:
         """The effective memory configuration and the server's limits (no secret).
 
         The model's API key is never part of the configuration (only the name
-        of the variable that holds it); credentials in the model's URL are
-        removed.
+        of the variable that holds it); a password, key or token in a URL is
+        replaced by ``***``.
         """
         memory = context.memory.config.model_dump(mode="json")
-        memory["model"]["base_url"] = _without_credentials(memory["model"]["base_url"])
         server = {
             "authRequired": context.auth_required or context.tokens.configured(),
             "workers": context.settings.workers,
@@ -519,15 +518,6 @@ def _server(context: ServerContext, deps: Dependencies) -> APIRouter:
         return _answer({"memory": memory, "server": server})
 
     return api
-
-
-def _without_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 # --- /v1/users/{user}/agents/{agent}/facts ------------------------------------------------------

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from deermem.errors import CorruptMemoryFile, StoreNeedsRecovery, UnsafeIdentifierError
-from deermem.model import FACT_ID_PATTERN, normalise_agent
+from deermem.model import is_fact_id, normalise_agent
 from deermem.store.markdown.files import (
     UserPaths,
     atomic_write,
@@ -390,7 +390,7 @@ def _agent(journal: Mapping[str, object], user: UserPaths) -> str:
 
 
 def _fact_id(value: object, user: UserPaths) -> str:
-    if not isinstance(value, str) or not FACT_ID_PATTERN.fullmatch(value):
+    if not is_fact_id(value):
         raise CorruptMemoryFile(user.journal, f"the journal names an invalid fact id {value!r}")
     return value
 

@@ -36,10 +36,10 @@ from typing import Final, NamedTuple, TypeVar
 
 from deermem.errors import CorruptMemoryFile
 from deermem.model import (
-    FACT_ID_PATTERN,
     Scope,
     duplicate_digest,
     duplicate_key,
+    is_fact_id,
     parse_timestamp,
 )
 from deermem.store.markdown.files import (
@@ -545,7 +545,7 @@ ArchiveIndex = list[_Item]
 
 def read_entry(paths: ScopePaths, scope: Scope, fact_id: str) -> ArchiveEntry | None:
     """The archive entry of one fact, or ``None``."""
-    if not FACT_ID_PATTERN.fullmatch(fact_id):
+    if not is_fact_id(fact_id):
         return None
     path = paths.archived(fact_id)
     data = read_if_exists(path)
@@ -712,7 +712,7 @@ def _listed_ids(paths: ScopePaths) -> list[str]:
     ids = []
     for name in _json_names(paths.archive_dir):
         fact_id = name[: -len(".json")]
-        if not FACT_ID_PATTERN.fullmatch(fact_id):
+        if not is_fact_id(fact_id):
             raise CorruptMemoryFile(
                 paths.archive_dir / name, "the file name is not a valid fact id"
             )

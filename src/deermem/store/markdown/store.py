@@ -62,10 +62,10 @@ from deermem.errors import (
 from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
     DEFAULT_AGENT,
-    FACT_ID_PATTERN,
     Fact,
     Scope,
     format_timestamp,
+    is_fact_id,
     was_kept_user_id,
 )
 from deermem.store.markdown import sidecars
@@ -578,7 +578,7 @@ class MarkdownStore:
         *,
         regret: Sequence[RegretEvent] = (),
     ) -> None:
-        wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
+        wanted = [fact_id for fact_id in fact_ids if is_fact_id(fact_id)]
         if not wanted and not regret:
             return
         user = self._writable(scope)
@@ -609,7 +609,7 @@ class MarkdownStore:
         paths = user.agent(scope.agent)
         with self._locked(scope, user) as claims:
             # No decoding: an entry too damaged to read can still be purged.
-            if not FACT_ID_PATTERN.fullmatch(fact_id) or not paths.archived(fact_id).is_file():
+            if not is_fact_id(fact_id) or not paths.archived(fact_id).is_file():
                 raise FactNotFoundError(fact_id, where="archive")
             index, _ = archive_changes(paths, puts=(), deletes=(fact_id,))
             files = [FileChange(paths.archived(fact_id), None)]
@@ -928,13 +928,15 @@ def scan_facts(paths: ScopePaths, scope: Scope) -> dict[str, Fact]:
 
 def read_fact(paths: ScopePaths, scope: Scope, fact_id: str) -> Fact | None:
     """One fact by id, read from its file alone (``None`` if it does not exist)."""
+    if not is_fact_id(fact_id):
+        return None
     path = paths.fact(fact_id)
     data = read_if_exists(path)
     return None if data is None else decode_fact(data, path, scope, fact_id)
 
 
 def _check_name(fact_id: str, shard: str, path: Path) -> None:
-    if not FACT_ID_PATTERN.fullmatch(fact_id):
+    if not is_fact_id(fact_id):
         raise CorruptMemoryFile(path, "the file name is not a valid fact id")
     if len(shard) != _SHARD_NAME_LENGTH or fact_shard(fact_id) != shard:
         raise CorruptMemoryFile(

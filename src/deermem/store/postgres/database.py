@@ -35,7 +35,7 @@ from deermem.config import (
     check_recorded,
     new_store_settings,
     recorded_settings,
-    redact_database_url,
+    redact_url,
 )
 from deermem.errors import ConfigError, DatabaseError, DatabaseSchemaError, DatabaseUnavailable
 from deermem.model import Record, json_key
@@ -334,7 +334,7 @@ def database_status(url: str, *, timeout: float = 10.0) -> SchemaStatus:
     Raises:
         DatabaseError: the database cannot be reached.
     """
-    database = redact_database_url(url)
+    database = redact_url(url)
     with connect(url, database, timeout=timeout) as connection, translated(database):
         applied = applied_versions(connection)
     return SchemaStatus(database, applied[-1] if applied else None, latest_version())
@@ -351,7 +351,7 @@ def upgrade_database(
             (nothing was applied).
         DatabaseSchemaError: the database is at a version this deermem does not know.
     """
-    database = redact_database_url(url)
+    database = redact_url(url)
     with connect(url, database, timeout=timeout) as connection, translated(database):
         applied, recorded = upgrade(connection, database, config)
         versions = applied_versions(connection)
@@ -367,7 +367,7 @@ def database_settings(url: str, *, timeout: float = 10.0) -> dict[str, object]:
         DatabaseSchemaError: it is not at this deermem's schema version.
         ConfigError: the record is invalid.
     """
-    database = redact_database_url(url)
+    database = redact_url(url)
     with connect(url, database, timeout=timeout) as connection, translated(database):
         check_schema(connection, database)
         return read_settings(connection, database)

@@ -48,15 +48,15 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
-from deermem.config import redact_database_url, with_recorded_settings
+from deermem.config import redact_url, with_recorded_settings
 from deermem.errors import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
 from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
     DEFAULT_AGENT,
-    FACT_ID_PATTERN,
     Fact,
     Scope,
     duplicate_key,
+    is_fact_id,
 )
 from deermem.store.plan import (
     ScopeCache,
@@ -209,7 +209,7 @@ class PostgresStore:
         connect_timeout: float = 10.0,
         check: bool = True,
     ) -> None:
-        self.address = redact_database_url(url)
+        self.address = redact_url(url)
         self.lock_timeout = lock_timeout
         self.audit_max_entries = audit_max_entries
         self.archive_max_entries = archive_max_entries
@@ -262,7 +262,7 @@ class PostgresStore:
             DatabaseError, DatabaseSchemaError: as opening the store.
             ConfigError: the record is invalid.
         """
-        address = redact_database_url(config.store)
+        address = redact_url(config.store)
         with connect(config.store, address, timeout=10.0) as connection, translated(address):
             check_schema(connection, address)
             recorded = read_settings(connection, address)
@@ -278,7 +278,7 @@ class PostgresStore:
             DatabaseError, DatabaseSchemaError: as opening the store.
             ConfigError: the record is invalid.
         """
-        return database_settings(url, timeout=timeout), recorded_in(redact_database_url(url))
+        return database_settings(url, timeout=timeout), recorded_in(redact_url(url))
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.address!r})"
@@ -523,7 +523,7 @@ class PostgresStore:
             return self._archived(connection, scope, fact_id)
 
     def _archived(self, connection: Connection, scope: Scope, fact_id: str) -> ArchiveEntry | None:
-        if not FACT_ID_PATTERN.fullmatch(fact_id):
+        if not is_fact_id(fact_id):
             return None
         row = connection.execute(
             "SELECT document FROM deermem_archive "
@@ -671,7 +671,7 @@ class PostgresStore:
         *,
         regret: Sequence[RegretEvent] = (),
     ) -> None:
-        wanted = [fact_id for fact_id in fact_ids if FACT_ID_PATTERN.fullmatch(fact_id)]
+        wanted = [fact_id for fact_id in fact_ids if is_fact_id(fact_id)]
         if not wanted and not regret:
             return
         key = rows.user_key(scope)
@@ -919,7 +919,7 @@ class PostgresTransaction:
         """Delete an archive entry (even one too damaged to read); see :meth:`Store.purge`."""
         # An id that no fact can have is not found, as on Markdown; it never
         # reaches the database, which refuses some (a NUL) with an error of its own.
-        if not FACT_ID_PATTERN.fullmatch(fact_id):
+        if not is_fact_id(fact_id):
             raise FactNotFoundError(fact_id, where="archive")
         with translated(self._store.address):
             connection = self._locked()
