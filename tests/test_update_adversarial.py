@@ -163,6 +163,20 @@ def test_no_update_reasons_are_reported(tmp_path: Path, server: ScriptedChatServ
     assert details == ["empty", "no-update-object", "too-large"]
 
 
+def test_the_log_of_an_update_names_the_thread_and_the_agent_never_the_user(
+    tmp_path: Path, server: ScriptedChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = open_memory(tmp_path, server, user="ann@example.org", agent="coder")
+    server.enqueue(answer(newFacts=[new_fact("Likes tea.")]))
+    caplog.set_level("INFO", logger="deermem")
+    assert memory.learn("t1", CHAT).report.outcome == "applied"
+    [line] = [r.getMessage() for r in caplog.records if "memory update" in r.getMessage()]
+    assert "'t1'" in line
+    assert "'coder'" in line
+    assert "ann@example.org" not in caplog.text
+    assert "Likes tea" not in caplog.text
+
+
 def test_a_huge_list_is_cut_to_its_limit_before_the_gate(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:

@@ -200,6 +200,32 @@ def test_what_deermem_cannot_represent_is_refused(
     assert len(client.get_all(filters=ALICE)["results"]) == 1
 
 
+@on_both_stores
+@pytest.mark.parametrize(
+    ("texts", "status", "names"),
+    [
+        (["A new thing I like", "bad \x00 one"], 422, "messages[1].content"),
+        (["A new thing I like", "a NEW thing i like "], 422, "message 0 does not already say"),
+        (["A new thing I like", "prefers UV over pip"], 409, "fact_"),
+    ],
+    ids=["invalid-text", "said-twice", "already-stored"],
+)
+def test_an_add_refused_for_one_message_stores_none(
+    client: MemoryClient, live: LiveServer, texts: list[str], status: int, names: str
+) -> None:
+    add(client, "Prefers uv over pip")
+    before = client.get_all(filters=ALICE)["results"]
+    body = {
+        "messages": [{"role": "user", "content": text} for text in texts],
+        "user_id": "alice",
+        "infer": False,
+    }
+    refused = httpx.post(f"{live.url}/v3/memories/add/", json=body)
+    assert refused.status_code == status
+    assert names in refused.text
+    assert client.get_all(filters=ALICE)["results"] == before
+
+
 def test_the_async_client_works_too(live: LiveServer) -> None:
     async def session() -> list[str]:
         client = AsyncMemoryClient(api_key="x", host=live.url)

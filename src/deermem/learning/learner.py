@@ -274,10 +274,12 @@ class Learner:
             report = result.report
             if mark is not None and report.outcome == "no-conversation":
                 self._store.commit(scope, ChangeSet(now=now, watermarks={thread_id: mark}))
+        # The agent, never the user: a user id (often an e-mail address) stays out of
+        # logs, which outlive an erased user (docs/privacy.md).
         _log.info(
-            "memory update for thread %r (%s): %s; %s",
+            "memory update for thread %r (agent %r): %s; %s",
             thread_id,
-            scope,
+            scope.agent,
             report.outcome,
             ", ".join(f"{name} {count}" for name, count in report.counts().items()),
         )

@@ -22,7 +22,9 @@ What maps to what:
   is the job, read at ``GET /v1/event/{id}/``. ``infer: false`` stores each user message as a
   fact through the capacity gate, at once: the results say ``ADD`` for each
   kept fact and ``EVICT`` (with the receipt) for each fact the gate evicted,
-  a new one included.
+  a new one included. Every message is checked before the first is stored: an
+  add refused (a text a fact cannot hold, one a stored fact or another message
+  already says) stores none, and the problem names the message.
 * ``history`` lists ``ADD``, ``UPDATE`` (the latest; deermem keeps no older
   text), and a ``DELETE`` or ``EVICT`` for each receipt that names the fact,
   with the receipt. ``EVICT`` is not in mem0's vocabulary: it is deermem's.
@@ -45,10 +47,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from deermem.errors import FactNotFoundError
+from deermem.errors import DuplicateFactError, FactNotFoundError, FactValidationError
 from deermem.learning.messages import parse_messages
 from deermem.memory import Memory
-from deermem.model import Fact, Scope, to_json
+from deermem.model import Fact, Scope, duplicate_key, to_json
+from deermem.results import NewFact
 from deermem.service.http.jobs import Job
 from deermem.service.http.routes import Dependencies, ServerContext
 from deermem.service.problems import Problem, ProblemError, extraction_off, not_found
@@ -336,15 +339,14 @@ def _submit(context: ServerContext, memory: Memory, body: AddBody) -> Job:
 
 
 def _store_messages(memory: Memory, body: AddBody) -> list[dict[str, object]]:
-    """Each user message as a fact through the gate; what was added and what was evicted."""
+    """Each user message as a fact through the gate; what was added and what was evicted.
+
+    Every text is checked before the first is stored — against the fact rules,
+    the library and the other messages — so a refused add stores nothing.
+    """
     results: list[dict[str, object]] = []
-    for message in body.messages:
-        if message.role not in ("user", "human"):
-            continue
-        parsed = parse_messages([message.model_dump()])[0]
-        if not parsed.text.strip():
-            continue
-        outcome = memory.create_fact(parsed.text)
+    for text in _texts_to_store(memory, body):
+        outcome = memory.create_fact(text)
         for fact_id in outcome.evicted:
             receipt = next((r for r in outcome.receipts if fact_id in r.fact_ids), None)
             results.append({"id": fact_id, "event": "EVICT", "receipt": _receipt_json(receipt)})
@@ -353,6 +355,43 @@ def _store_messages(memory: Memory, body: AddBody) -> list[dict[str, object]]:
                 {"id": outcome.fact_id, "data": {"memory": outcome.fact.content}, "event": "ADD"}
             )
     return results
+
+
+def _texts_to_store(memory: Memory, body: AddBody) -> list[str]:
+    """The user messages' texts, each a fact the library does not hold yet.
+
+    Raises:
+        FactValidationError: a message's text breaks a fact rule, or says what an
+            earlier message says; its field names the message (``messages[2].content``).
+        DuplicateFactError: a message says what a stored fact says.
+    """
+    held = {duplicate_key(fact.content): fact.id for fact in memory.list_facts()}
+    texts: list[str] = []
+    said: dict[str, int] = {}
+    for index, message in enumerate(body.messages):
+        if message.role not in ("user", "human"):
+            continue
+        text = parse_messages([message.model_dump()])[0].text
+        if not text.strip():
+            continue
+        try:
+            NewFact.checked(content=text)
+        except FactValidationError as error:
+            raise FactValidationError(
+                f"messages[{index}].{error.field}", error.value, error.allowed
+            ) from None
+        key = duplicate_key(text)
+        if key in held:
+            raise DuplicateFactError(held[key])
+        if key in said:
+            raise FactValidationError(
+                f"messages[{index}].content",
+                text,
+                f"expected a text that message {said[key]} does not already say",
+            )
+        said[key] = index
+        texts.append(text)
+    return texts
 
 
 def _memory_json(memory: Memory, fact: Fact) -> dict[str, object]:
