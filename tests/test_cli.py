@@ -122,3 +122,131 @@ def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--version")
     assert code == 0
     assert out.startswith("deermem ")
+
+
+def test_what_a_fact_says_is_shown_never_sent_to_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An imported fact may hold an ESC sequence (clear the screen, retitle the window) or
+    # a bidirectional override; the tables and sentences show them as escapes.
+    document = tmp_path / "evil.json"
+    evil = "evil \x1b[2J\x1b]0;pwned\x07 and \u202eright-to-left"
+    document.write_text(json.dumps({"facts": [{"id": "fact_evil0001", "content": evil}]}))
+    root = ["--root", str(tmp_path / "store"), "--user", "ann"]
+    assert run(capsys, "--root", str(tmp_path / "store"), "init")[0] == 0
+    assert run(capsys, *root, "import", str(document))[0] == 0
+    for command in (["facts", "list"], ["facts", "show", "fact_evil0001"], ["search", "evil"]):
+        code, out, _ = run(capsys, *root, *command)
+        assert code == 0
+        assert "\x1b" not in out
+        assert "\x07" not in out
+        assert "\u202e" not in out
+        assert "\\x1b" in out
+
+
+def test_a_file_a_command_writes_never_lands_inside_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Exporting alice "to" bob's memory.json, or to the store's settings, would replace them.
+    store = tmp_path / "store"
+    assert run(capsys, "--root", str(store), "init")[0] == 0
+    for user in ("alice", "bob"):
+        assert run(capsys, "--root", str(store), "--user", user, "facts", "add", "x")[0] == 0
+    before = {path: path.read_bytes() for path in store.rglob("*") if path.is_file()}
+    alice = ["--root", str(store), "--user", "alice"]
+    for command in (
+        ["export", str(store / "users" / "bob" / "memory.json")],
+        ["export", str(store / "deermem.yaml")],
+        ["users", "export", "alice", str(store / "users" / "alice" / "export.json")],
+        ["regret", "--chart", str(store / "chart.png")],
+    ):
+        code, _, err = run(capsys, *alice, *command)
+        assert code == 1, command
+        assert "inside the store" in err
+    after = {path: path.read_bytes() for path in store.rglob("*") if path.is_file()}
+    assert after == before
+    code, _, _ = run(capsys, *alice, "export", str(tmp_path / "alice.json"))
+    assert code == 0
+
+
+def test_migrate_refuses_a_destination_that_would_write_into_its_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "m"
+    assert run(capsys, "--root", str(source), "init")[0] == 0
+    assert run(capsys, "--root", str(source), "--user", "u", "facts", "add", "x")[0] == 0
+    (tmp_path / "afile").write_text("not a store")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for destination, said in (
+        (source / "users" / "u", "DST is inside SRC"),
+        (source / "sub", "DST is inside SRC"),
+        (tmp_path, "SRC is inside DST"),
+        (tmp_path / "afile", "is a file"),
+        ("http://x", "neither a directory nor a postgresql:// URL"),
+    ):
+        code, _, err = run(capsys, "migrate", "--from", str(source), "--to", str(destination))
+        assert code == 2, destination
+        assert said in " ".join(err.replace("│", " ").split()), err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+_DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "import",
+        "ingest",
+        "config.toml",
+        "config.yaml",
+        "environment",
+        "users/u/.memory.owner.json",
+        "users/u/agents/__default__/.metadata/archive-index.json",
+        "users/u/agents/__default__/.metadata/eviction-audit.json",
+        "deermem.yaml",
+    ],
+)
+def test_a_document_nested_past_the_parsers_depth_is_an_error_not_a_traceback(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    store = tmp_path / "s"
+    root = ["--root", str(store), "--user", "u"]
+    assert run(capsys, "--root", str(store), "init")[0] == 0
+    assert run(capsys, *root, "facts", "add", "hello")[0] == 0
+    [fact_id] = [
+        fact["id"] for fact in json.loads(run(capsys, *root, "facts", "list", "--json")[1])
+    ]
+    assert run(capsys, *root, "facts", "rm", fact_id)[0] == 0  # an archive and an audit
+    deep = tmp_path / "deep.json"
+    deep.write_text(_DEEP_JSON)
+    commands: list[list[str]] = [[*root, "facts", "list"], [*root, "search", "hello"]]
+    if where == "import":
+        commands = [[*root, "import", str(deep)]]
+    elif where == "ingest":
+        commands = [[*root, "ingest", str(deep)]]
+    elif where.startswith("config."):
+        config = tmp_path / where
+        nested = "[" * 5000 + "]" * 5000
+        config.write_text(
+            f"max_facts = {nested}" if where.endswith("toml") else f"max_facts: {nested}"
+        )
+        commands = [
+            ["config", "check", str(config)],
+            ["--config", str(config), *root, "facts", "list"],
+        ]
+    elif where == "environment":
+        monkeypatch.setenv("DEERMEM_PROTECTED_CATEGORIES", _DEEP_JSON)
+    elif where == "deermem.yaml":
+        (store / where).write_text("max_facts: " + "[" * 5000 + "]" * 5000)
+    else:
+        (store / where).write_text(_DEEP_JSON)
+    for command in commands:
+        code, _, err = run(capsys, *command)  # a traceback would raise out of main
+        assert code in (0, 1, 2), command
+        assert "Traceback" not in err
+        if code:
+            assert err.startswith(("error:", "Usage:")) or "Error" in err, err

@@ -57,6 +57,7 @@ from deermem.model import (
     DEFAULT_CORRECTION_RESERVED_MAX,
     DEFAULT_POLICY,
     DEFAULT_PROTECTED_CATEGORIES,
+    parse_json,
     weights_sum_to_one,
 )
 
@@ -715,6 +716,8 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
             [f"unsupported file type {suffix or '(none)'!r}; use .toml, .yaml or .yml"],
             source=str(file),
         )
+    if file.exists() and not file.is_file():  # a device or a pipe would never end
+        raise ConfigError(["not a regular file"], source=str(file))
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -723,6 +726,10 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
         document: object = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as error:
         raise ConfigError([f"cannot parse the file: {error}"], source=str(file)) from error
+    except RecursionError:  # both parsers recurse once per nested list or table
+        raise ConfigError(
+            ["cannot parse the file: lists and tables nested too deeply"], source=str(file)
+        ) from None
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -1232,7 +1239,7 @@ def _section_model(info: FieldInfo) -> type[BaseModel] | None:
 def _parse_json_object(raw: str) -> object:
     """A whole section in one variable is a JSON object; anything else is left to fail."""
     try:
-        parsed: object = json.loads(raw)
+        parsed: object = parse_json(raw)
     except json.JSONDecodeError:
         return raw
     return parsed
@@ -1248,7 +1255,7 @@ def _parse_env_value(raw: str, info: FieldInfo) -> object:
         text = raw.strip()
         if text.startswith("["):
             try:
-                parsed: object = json.loads(text)
+                parsed: object = parse_json(text)
             except json.JSONDecodeError:
                 return raw
             return parsed

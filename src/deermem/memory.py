@@ -1109,7 +1109,9 @@ class Memory:
         ``[redacted: KIND]`` in its place (a new fact revision), whatever
         ``redact_secrets`` says, and the search index forgets the scope's rows
         and is scrubbed (:meth:`SearchIndex.scrub`). With ``dry_run`` nothing
-        changes. The report names kinds and ids only, never a value.
+        changes. The report names kinds and ids only, never a value, and the
+        places of the store it could not read (:meth:`store_problems`): those
+        were not checked.
         """
         now = self.now()
         items: list[RedactedItem] = []
@@ -1126,7 +1128,7 @@ class Memory:
             for scope in changed:
                 index.remove_scope(scope.user_id, scope.agent)
             index.scrub()
-        return RedactionReport(dry_run=dry_run, items=tuple(items))
+        return RedactionReport(dry_run=dry_run, items=tuple(items), problems=self.store_problems())
 
     def _redact_scope(
         self,

@@ -30,6 +30,7 @@ import dataclasses
 import difflib
 import functools
 import hashlib
+import json
 import math
 import re
 import uuid
@@ -118,6 +119,7 @@ __all__ = [
     "marker",
     "new_fact_id",
     "normalise_agent",
+    "parse_json",
     "parse_moment",
     "parse_timestamp",
     "random_fact_id",
@@ -1581,6 +1583,21 @@ wire (either name accepted on the way in)."""
 # imported (a command that lists facts uses none of them).
 RESULT_CONFIG: Final = ConfigDict(**WIRE_CONFIG, defer_build=True)
 """The config of a result model: :data:`WIRE_CONFIG`, built on first use."""
+
+
+def parse_json(data: str | bytes) -> Any:
+    """``json.loads``, with a document nested past the decoder's depth refused as malformed.
+
+    CPython's decoder recurses once per list or object and raises
+    ``RecursionError`` past the interpreter's limit, and a file, a variable
+    or a request can nest that deep on purpose. Every reader of JSON from
+    outside calls this, so such a document is the malformed input it is —
+    a ``json.JSONDecodeError``, reported as any other — never a traceback.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise json.JSONDecodeError("lists and objects nested too deeply", "", 0) from None
 
 
 @functools.cache

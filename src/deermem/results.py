@@ -640,6 +640,11 @@ class RedactionReport(BaseModel):
 
     dry_run: bool
     items: tuple[RedactedItem, ...]
+    problems: tuple[str, ...] = Field(
+        default=(),
+        description="each place in the store that holds memory no scope can be read from, "
+        "so that was not checked (Memory.store_problems): a secret may remain there",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

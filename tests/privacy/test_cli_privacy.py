@@ -116,3 +116,27 @@ def test_redact_finds_and_replaces_secrets_stored_before(
         assert fake.secret[-12:] not in text, f"a {fake.kind} stays stored"
     code, out, _ = run(capsys, "--root", str(tmp_path), "redact", "--dry-run")
     assert "no secret found" in out
+
+
+def test_redact_names_what_it_could_not_read_and_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A user directory whose owner record is damaged cannot be read: its secrets cannot be
+    # found, so "no secret found" with status 0 would be a false all-clear.
+    secret = "sk-proj-AbCdEf1234567890AbCdEf1234567890AbCdEf12"
+    for user in ("ulla-1", "ulla-2"):
+        memory = Memory.open(tmp_path, MemoryConfig(redact_secrets=False), user=user)
+        memory.create_fact(f"the key is {secret} for now")
+        memory.close()
+    damaged = tmp_path / "users" / "ulla-2" / ".memory.owner.json"
+    assert damaged.is_file()
+    damaged.write_text("garbage")
+    code, out, err = run(capsys, "--root", str(tmp_path), "redact")
+    assert code == 1
+    assert "ulla-1" in out  # the readable user was redacted all the same
+    assert "not checked:" in err
+    assert "ulla-2" in err
+    assert secret not in out + err
+    code, out, _ = run(capsys, "--root", str(tmp_path), "redact", "--json")
+    assert code == 1
+    assert json.loads(out)["problems"]

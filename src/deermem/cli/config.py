@@ -8,10 +8,9 @@ from pathlib import Path
 import typer
 from pydantic import BaseModel
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli.output import JSON_OPTION, cli_context, out_console, print_json
+from deermem.cli.output import JSON_OPTION, cli_context, escape, out_console, print_json
 from deermem.config import MemoryConfig, load_config, redact_url, resolve_config
 from deermem.store import database_settings
 

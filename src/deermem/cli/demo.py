@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Final
 
 import typer
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli.learning import render_update
 from deermem.cli.output import (
     JSON_OPTION,
     components_text,
+    escape,
     eviction_sentence,
     margin_text,
     out_console,

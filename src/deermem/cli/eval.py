@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli.output import err_console, out_console, print_json
+from deermem.cli.output import err_console, escape, out_console, print_json
 from deermem.cli.progress import progress_bar
 from deermem.eval import (
     CHARTS_EXTRA,

@@ -11,7 +11,6 @@ from typing import NoReturn
 
 import typer
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli.output import (
@@ -19,6 +18,7 @@ from deermem.cli.output import (
     LIMIT_OPTION,
     components_text,
     err_console,
+    escape,
     eviction_sentence,
     fact_lines,
     fact_table,

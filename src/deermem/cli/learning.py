@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 
-from deermem.cli.output import JSON_OPTION, err_console, memory_of, out_console, print_json
+from deermem.cli.output import JSON_OPTION, err_console, escape, memory_of, out_console, print_json
 from deermem.config import load_config
 from deermem.errors import ConversationFileError, MessageFormatError
+from deermem.model import parse_json
 
 if TYPE_CHECKING:
     from deermem.learning.report import FactChange, UpdateReport, UpdateResult
@@ -61,7 +61,7 @@ def read_conversation(path: Path) -> tuple[str | None, list[object]]:
     except IsADirectoryError:
         raise ConversationFileError(shown, "is a directory, not a conversation file") from None
     try:
-        data = json.loads(raw)
+        data = parse_json(raw)
     except json.JSONDecodeError as error:
         raise ConversationFileError(
             shown, f"invalid JSON: {error.msg}", line=error.lineno, column=error.colno

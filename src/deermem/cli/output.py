@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Final, NoReturn
 
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.table import Table
 
 from deermem.config import ResolvedConfig, is_new_root, resolve_config
@@ -44,6 +45,7 @@ __all__ = [
     "cli_context",
     "components_text",
     "err_console",
+    "escape",
     "eviction_sentence",
     "fact_lines",
     "fact_table",
@@ -51,6 +53,7 @@ __all__ = [
     "margin_text",
     "memory_of",
     "out_console",
+    "output_path",
     "print_error",
     "print_json",
     "read_stdin_text",
@@ -68,6 +71,26 @@ _PREVIEW = 70
 
 # --- output ---------------------------------------------------------------------------------
 
+# What a terminal would act on rather than show: C0 and C1 control characters but the
+# line feed and the tab (an ESC sequence can clear the screen, retitle the window or
+# hide what follows), and the bidirectional overrides and isolates (which reorder what
+# is shown).
+_CONTROLS: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape(text: str) -> str:
+    """``text`` as rich prints it literally: markup escaped, controls shown as ``\\x1b``.
+
+    Every text a user or a model wrote goes through this before a console
+    prints it; a stored fact must not be able to drive the reader's terminal.
+    """
+    return escape_markup(_CONTROLS.sub(_visible, text))
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
 
 def print_json(data: object) -> None:
     """Print JSON with sorted keys, so scripts and diffs see a stable order."""
@@ -83,6 +106,24 @@ def fail(message: str) -> NoReturn:
     """Stop the command with an error line and exit status 1 (not a usage error)."""
     print_error(message)
     raise typer.Exit(1)
+
+
+def output_path(memory: Memory, file: str | Path) -> Path:
+    """Where a command may write a file it was given (an export, a chart), or exit 1.
+
+    Never inside a Markdown store's root: a file there could replace one of
+    the store's own — another user's ``memory.json``, the store's settings.
+
+    Raises:
+        typer.Exit: the directory does not exist, or the path is inside the store.
+    """
+    path = Path(file)
+    if not path.parent.is_dir():
+        fail(f"{file}: its directory does not exist")
+    root = getattr(memory.store, "root", None)
+    if isinstance(root, Path) and path.resolve().is_relative_to(root.resolve()):
+        fail(f"{file}: that is inside the store at {root}; write it outside the store")
+    return path
 
 
 def read_stdin_text(what: str) -> str:

@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli.output import JSON_OPTION, err_console, memory_of, out_console, print_json
+from deermem.cli.output import JSON_OPTION, err_console, escape, memory_of, out_console, print_json
 from deermem.recall import OMISSION_REASONS, InjectionManifest
 from deermem.results import to_json
 

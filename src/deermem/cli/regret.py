@@ -14,10 +14,17 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli.output import JSON_OPTION, err_console, memory_of, out_console, print_json
+from deermem.cli.output import (
+    JSON_OPTION,
+    err_console,
+    escape,
+    memory_of,
+    out_console,
+    output_path,
+    print_json,
+)
 from deermem.eval import CHARTS_EXTRA, POLICY_COLOURS, figure_png, missing_chart_module
 from deermem.library.regret import PolicyRegret, RegretReport, parse_since
 from deermem.store.markdown.files import atomic_write
@@ -71,7 +78,7 @@ def regret(
             raise typer.Exit(1)
     report = memory.regret(since=start)
     if chart is not None:
-        atomic_write(chart, render_regret_chart(report))
+        atomic_write(output_path(memory, chart), render_regret_chart(report))
     if as_json:
         print_json(report.to_dict())
     else:

@@ -14,10 +14,16 @@ from typing import Any, NoReturn
 
 import typer
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
-from deermem.cli.output import JSON_OPTION, cli_context, err_console, out_console, print_json
+from deermem.cli.output import (
+    JSON_OPTION,
+    cli_context,
+    err_console,
+    escape,
+    out_console,
+    print_json,
+)
 from deermem.model import parse_moment
 from deermem.service.settings import DEFAULT_MCP_PORT, McpSettings, ServerLimits, ServerSettings
 from deermem.service.tokens import TokenFile

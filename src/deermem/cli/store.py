@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING
 import typer
 import yaml
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from deermem.cli.output import (
     JSON_OPTION,
     cli_context,
+    escape,
     fail,
     memory_of,
     out_console,
+    output_path,
     print_error,
     print_json,
     read_stdin_text,
@@ -29,6 +30,7 @@ from deermem.cli.progress import progress_bar
 from deermem.config import (
     STORE_SETTINGS_FILENAME,
     MemoryConfig,
+    is_database_url,
     load_config,
     read_store_settings,
     render_store_settings,
@@ -37,7 +39,8 @@ from deermem.config import (
     store_settings_path,
 )
 from deermem.errors import ConfigError
-from deermem.results import ScopeSummary, to_json
+from deermem.model import parse_json
+from deermem.results import RedactionReport, ScopeSummary, to_json
 from deermem.service.http.jobs import JobStore
 from deermem.service.settings import ServerSettings
 from deermem.service.tokens import TokenFile
@@ -239,11 +242,13 @@ def export(
     Examples: `deermem --user alice export alice.json`,
     `deermem --user alice export | jq '.facts | length'`
     """
-    _write_document(memory_of(ctx, existing=True).export_document(), file)
+    memory = memory_of(ctx, existing=True)
+    _write_document(memory, memory.export_document(), file)
 
 
-def _write_document(document: dict[str, object], file: str) -> None:
-    """Write a document to FILE atomically, or to standard output for ``-``."""
+def _write_document(memory: Memory, document: dict[str, object], file: str) -> None:
+    """Write a document to FILE atomically (never into ``memory``'s store), or to
+    standard output for ``-``."""
     try:
         text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
         data = text.encode("utf-8")
@@ -253,10 +258,7 @@ def _write_document(document: dict[str, object], file: str) -> None:
     if file == _STDIO:
         typer.echo(text, nl=False)
         return
-    path = Path(file)
-    if not path.parent.is_dir():
-        fail(f"{file}: its directory does not exist")
-    atomic_write(path, data)
+    atomic_write(output_path(memory, file), data)
 
 
 def import_(
@@ -313,7 +315,7 @@ def _parse(file: str) -> dict[str, object]:
     shown = "standard input" if file == _STDIO else file
     text = _read_document(file)
     try:
-        document = json.loads(text)
+        document = parse_json(text)
     except json.JSONDecodeError as error:
         fail(f"{shown} (line {error.lineno}, column {error.colno}): not JSON: {error.msg}")
     if not isinstance(document, dict):
@@ -413,7 +415,8 @@ def export_user(
 
     Example: `deermem users export alice alice-export.json`
     """
-    _write_document(memory_of(ctx, existing=True).export_user(user), file)
+    memory = memory_of(ctx, existing=True)
+    _write_document(memory, memory.export_user(user), file)
 
 
 def redact_command(
@@ -428,15 +431,25 @@ def redact_command(
     For memory written before redaction existed or with `redact_secrets`
     off: every fact, archive entry and summary is checked; each that holds
     an API key, token, private key, password or card number is rewritten.
-    Prints kinds and ids, never a value.
+    Prints kinds and ids, never a value. A directory holding memory that no
+    user and agent can be read from (as `deermem scopes` names them) cannot
+    be checked: it is named on stderr, and the exit status is 1.
 
     Example: `deermem redact --dry-run`
     """
     report = memory_of(ctx, existing=True).redact_stored(dry_run=dry_run)
     if as_json:
         print_json(to_json(report))
-        return
-    verb = "holds" if dry_run else "redacted"
+    else:
+        _show_redaction(report)
+    for problem in report.problems:
+        print_error(f"not checked: {problem}")
+    if report.problems:
+        raise typer.Exit(1)
+
+
+def _show_redaction(report: RedactionReport) -> None:
+    verb = "holds" if report.dry_run else "redacted"
     for item in report.items:
         user = "-" if item.user is None else item.user
         out_console.print(
@@ -444,7 +457,9 @@ def redact_command(
             + ", ".join(item.kinds)
         )
     if not report.items:
-        out_console.print("no secret found")
+        out_console.print(
+            "no secret found" + (" where the store could be read" if report.problems else "")
+        )
 
 
 # --- moving a memory, and the database's schema -----------------------------------------
@@ -480,6 +495,7 @@ def migrate_command(
     Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`
     """
     config = config_of(ctx)
+    _check_locations(source, destination)
     with (
         opened_location(source, config, must_exist=True) as (reader, shown_source),
         opened_location(destination, config, must_exist=False) as (writer, shown_destination),
@@ -510,6 +526,33 @@ def migrate_command(
         + (f"; settings kept: {escape(', '.join(report.settings))}" if report.settings else "")
         + (f"; secrets redacted: {', '.join(sorted(report.redacted))}" if report.redacted else "")
     )
+
+
+def _check_locations(source: str, destination: str) -> None:
+    """Refuse, before either is opened, a pair of locations a copy would damage.
+
+    A directory inside the other would be written into (SRC must not change,
+    and a copy inside its own source copies itself); a DST that is a file
+    cannot be a store; a URL that is not a database's would be taken for a
+    directory named like it.
+
+    Raises:
+        typer.BadParameter: naming the option.
+    """
+    for value, hint in ((source, "--from"), (destination, "--to")):
+        if "://" in value and not is_database_url(value):
+            raise typer.BadParameter(
+                f"{value!r} is neither a directory nor a postgresql:// URL", param_hint=hint
+            )
+    if is_database_url(source) or is_database_url(destination):
+        return
+    src, dst = Path(source).expanduser().resolve(), Path(destination).expanduser().resolve()
+    if dst.exists() and not dst.is_dir():
+        raise typer.BadParameter(f"{destination} is a file, not a directory", param_hint="--to")
+    if dst != src and dst.is_relative_to(src):
+        raise typer.BadParameter("DST is inside SRC, which must not change", param_hint="--to")
+    if dst != src and src.is_relative_to(dst):
+        raise typer.BadParameter("SRC is inside DST: DST would copy into itself", param_hint="--to")
 
 
 db_app = typer.Typer(

@@ -52,6 +52,7 @@ from deermem.model import (
     duplicate_key,
     json_form,
     json_key,
+    parse_json,
     parse_timestamp,
 )
 from deermem.policy import EvictedFact, ShadowComparison
@@ -195,7 +196,7 @@ def decode_summaries(data: bytes, path: str | Path) -> SummaryDocument:
             migrate those; the original's migration tool does).
     """
     try:
-        document = json.loads(data)
+        document = parse_json(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CorruptMemoryFile(path, f"not valid JSON: {error}") from None
     except RecursionError:  # the C decoder's own depth guard; nothing deermem writes
@@ -551,7 +552,7 @@ def decode_entry(data: bytes, path: str | Path, scope: Scope, expected_id: str) 
             is not the file name or whose scope is another scope's.
     """
     try:
-        raw = json.loads(data)
+        raw = parse_json(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CorruptMemoryFile(path, f"not valid JSON: {error}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("fact"), dict):

@@ -70,6 +70,7 @@ from deermem.model import (
     is_bucket,
     is_derived_agent_directory,
     normalise_agent,
+    parse_json,
     safe_user_id,
     was_kept_user_id,
 )
@@ -1400,7 +1401,7 @@ def _decode_owner(data: bytes) -> Owner:
         ValueError: the bytes are not an owner record (never cached).
     """
     try:
-        raw = json.loads(data)
+        raw = parse_json(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"the owner record is not valid JSON: {error}") from None
     if not isinstance(raw, dict) or "userId" not in raw:
@@ -1527,7 +1528,7 @@ def _user_id_in(data: bytes) -> str | None:
 
 def _archived_user_id(path: Path) -> str | None:
     try:
-        entry = json.loads(path.read_bytes())
+        entry = parse_json(path.read_bytes())
         user_id = entry["fact"]["scope"]["userId"]
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from deermem.errors import CorruptMemoryFile, StoreNeedsRecovery, UnsafeIdentifierError
-from deermem.model import is_fact_id, normalise_agent
+from deermem.model import is_fact_id, normalise_agent, parse_json
 from deermem.store.markdown.files import (
     UserPaths,
     atomic_write,
@@ -221,7 +221,7 @@ def recover(user: UserPaths) -> bool:
 
 def _parse(raw: bytes, path: Path) -> dict[str, object]:
     try:
-        journal = json.loads(raw)
+        journal = parse_json(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CorruptMemoryFile(path, f"the commit journal is not valid JSON: {error}") from None
     if not isinstance(journal, dict):
@@ -474,7 +474,7 @@ def _finish_erasures(root: Path, *, recovering: bool) -> int:
     for intent in intents:
         tomb = directory / intent.stem
         try:
-            recorded = json.loads(intent.read_bytes())
+            recorded = parse_json(intent.read_bytes())
             user_dir: Path | None = root / str(recorded["userDirectory"])
         except (ValueError, KeyError, TypeError):
             user_dir = None  # cut short while being written: before the rename, so intact

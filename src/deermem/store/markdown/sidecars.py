@@ -40,6 +40,7 @@ from deermem.model import (
     duplicate_digest,
     duplicate_key,
     is_fact_id,
+    parse_json,
     parse_timestamp,
 )
 from deermem.store.markdown.files import (
@@ -114,7 +115,7 @@ def read_json(path: Path) -> object | None:
     data = read_if_exists(path)
     if data is None:
         return None
-    value: object = json.loads(data)
+    value: object = parse_json(data)
     return value
 
 
@@ -133,7 +134,7 @@ def _parse_strict(data: bytes | None, path: Path, what: str, kind: type[_Documen
     if data is None:
         return kind()
     try:
-        raw: object = json.loads(data)
+        raw: object = parse_json(data)
     except ValueError as error:
         raise CorruptMemoryFile(path, f"{what} not valid JSON: {error}") from None
     if not isinstance(raw, kind):
@@ -345,7 +346,7 @@ def read_marks(paths: ScopePaths) -> list[ThreadMark]:
         path = paths.threads_dir / name
         data = path.read_bytes()
         try:
-            raw = json.loads(data.decode("utf-8", "surrogatepass"))
+            raw = parse_json(data.decode("utf-8", "surrogatepass"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             raw = None  # _decode names the problem
         thread_id = raw.get("threadId") if isinstance(raw, dict) else None
@@ -371,7 +372,7 @@ def read_mark(paths: ScopePaths, thread_id: str) -> str | None:
 
 def _decode(data: bytes, paths: ScopePaths, path: Path, thread_id: str) -> str:
     try:
-        raw = json.loads(data.decode("utf-8", "surrogatepass"))
+        raw = parse_json(data.decode("utf-8", "surrogatepass"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CorruptMemoryFile(path, f"a thread mark that is not valid JSON: {error}") from None
     mark = raw.get("mark") if isinstance(raw, dict) else None
@@ -728,7 +729,7 @@ def _unindexed(paths: ScopePaths, fact_id: str) -> _Item:
     """
     path = paths.archived(fact_id)
     try:
-        raw = json.loads(path.read_bytes())
+        raw = parse_json(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CorruptMemoryFile(path, f"not valid JSON: {error}") from None
     archived_at = raw.get("archivedAt") if isinstance(raw, dict) else None
@@ -746,7 +747,7 @@ def _with_digest(paths: ScopePaths, item: _Item) -> _Item:
     if item.digest is not None:
         return item
     try:
-        raw = json.loads(paths.archived(item.fact_id).read_bytes())
+        raw = parse_json(paths.archived(item.fact_id).read_bytes())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return item
     return item._replace(digest=_content_digest(raw))
@@ -778,7 +779,7 @@ def _read_index(path: Path) -> ArchiveIndex:
     if known is not None:
         return list(known[0])
     try:
-        raw = json.loads(data)
+        raw = parse_json(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         _log.warning("rebuilding the malformed archive index %s: %s", path, error)
         return []
