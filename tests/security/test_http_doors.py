@@ -205,6 +205,20 @@ def test_a_browser_request_from_another_origin_changes_nothing(open_server: Live
         for response in attempts:
             assert_problem(response, 403, "origin-not-allowed")
     assert open_server.store.facts("alice", "coder") == before
+    # An image or a script another site's page loads carries no Origin, but says where it
+    # comes from: it cannot count a search's results as recalls either.
+    why = client.get(f"{ALICE}/facts/{fact_id}/why")
+    assert why.status_code == 200
+    heat = why.json()
+    for mode in ("no-cors", "cors"):
+        foreign = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": mode}
+        response = client.get(f"{ALICE}/search", params={"q": "uv"}, headers=foreign)
+        assert_problem(response, 403, "origin-not-allowed")
+    assert client.get(f"{ALICE}/facts/{fact_id}/why").json() == heat
+    followed = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}  # a link
+    assert client.get(f"{ALICE}/facts", headers=followed).status_code == 200
+    local = {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors"}  # localhost:3000
+    assert client.get(f"{ALICE}/facts", headers=local).status_code == 200
     # The OpenAPI page (/docs) and local tools send the server's own origin.
     for origin in (open_server.url, "http://localhost:3000", "https://[::1]"):
         response = client.post(

@@ -431,3 +431,23 @@ def test_the_fact_body_is_the_memorys_input_model(live: LiveServer) -> None:
     assert created.status_code == 201, created.text
     fact = client.get(f"{ALICE}/facts/{created.json()['factId']}").json()
     assert fact["category"] == "context"
+
+
+@on_both_stores
+def test_every_user_id_and_fact_id_the_library_takes_is_reachable(live: LiveServer) -> None:
+    # A user id may have up to 1,024 bytes and a fact id 250 characters (a LangGraph key):
+    # what the CLI and the library can write, the API can read and erase.
+    client = live.client()
+    user = "u" * 1000
+    created = client.post(f"/v1/users/{user}/agents/coder/facts", json={"content": "Likes tea"})
+    assert created.status_code == 201, created.text
+    keyed = live.memory.scoped(user=user, agent="coder")
+    fact_id = "k" * 250
+    keyed.create_fact("Named by its host", fact_id=fact_id)
+    fact = client.get(f"/v1/users/{user}/agents/coder/facts/{fact_id}")
+    assert fact.status_code == 200, fact.text
+    assert fact.json()["content"] == "Named by its host"
+    assert client.delete(f"/v1/users/{user}").status_code == 200
+    assert live.memory.scoped(user=user, agent="coder").list_facts() == ()
+    too_long = client.get(f"/v1/users/{'u' * 1025}/agents/coder/facts")
+    assert too_long.status_code == 422

@@ -258,7 +258,12 @@ class HostGuardMiddleware:
     Every request is checked, health included: a page that rebinds its name
     to 127.0.0.1 learns nothing, not even that a server listens. ``Origin``
     is checked whenever a browser sends one — on every state-changing
-    request, and on a cross-origin read.
+    request, and on a cross-origin read. A browser sends none with an image
+    or a script another site's page loads (a "no-cors" read, which can still
+    count a search's results as recalls), but it says where the request
+    comes from in ``Sec-Fetch-Site``: another site's (``cross-site``; a page
+    on this machine is ``same-site``, as its ``Origin`` would be allowed) is
+    refused too, but for a person following a link (a top-level navigation).
 
     Args:
         app: the ASGI application to wrap.
@@ -279,6 +284,13 @@ class HostGuardMiddleware:
             return
         origin = headers.get("origin")
         if origin is not None and not self.rule.allows_origin(origin):
+            await send_problem(send, origin_not_allowed())
+            return
+        if (
+            origin is None
+            and headers.get("sec-fetch-site") == "cross-site"
+            and headers.get("sec-fetch-mode") != "navigate"
+        ):
             await send_problem(send, origin_not_allowed())
             return
         await self.app(scope, receive, send)

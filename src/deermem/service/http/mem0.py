@@ -50,7 +50,7 @@ from starlette.concurrency import run_in_threadpool
 from deermem.errors import DuplicateFactError, FactNotFoundError, FactValidationError
 from deermem.learning.messages import parse_messages
 from deermem.memory import Memory
-from deermem.model import Fact, Scope, duplicate_key, to_json
+from deermem.model import MAX_USER_ID_BYTES, Fact, Scope, duplicate_key, to_json
 from deermem.results import NewFact
 from deermem.service.http.jobs import Job
 from deermem.service.http.routes import Dependencies, ServerContext
@@ -267,7 +267,7 @@ def router(context: ServerContext) -> APIRouter:
     @api.delete("/v1/memories/")
     def delete_all(
         who: Who,
-        user_id: Annotated[str | None, Query(max_length=256)] = None,
+        user_id: Annotated[str | None, Query(max_length=MAX_USER_ID_BYTES)] = None,
         agent_id: Annotated[str | None, Query(max_length=1024)] = None,
         filters: Annotated[str | None, Query(max_length=4096)] = None,
     ) -> JSONResponse:

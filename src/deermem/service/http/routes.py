@@ -57,7 +57,12 @@ from starlette.concurrency import run_in_threadpool
 from deermem import __version__
 from deermem.learning.messages import parse_messages
 from deermem.memory import Memory
-from deermem.model import MAX_AGENT_NAME_LENGTH, USER_ID_PATTERN
+from deermem.model import (
+    MAX_AGENT_NAME_LENGTH,
+    MAX_FACT_ID_LENGTH,
+    MAX_USER_ID_BYTES,
+    USER_ID_PATTERN,
+)
 from deermem.recall import InjectionManifest
 from deermem.results import (
     ONE_LINE,
@@ -385,7 +390,7 @@ UserPath = Annotated[
     str,
     Path(
         min_length=1,
-        max_length=256,
+        max_length=MAX_USER_ID_BYTES,  # characters; the library counts its bytes
         # Documented, not enforced here: the library refuses such an id (422 invalid-identifier).
         json_schema_extra={"pattern": USER_ID_PATTERN},
         description="The user id (no control or bidirectional control characters).",
@@ -400,7 +405,7 @@ AgentPath = Annotated[
         description="The agent name (letters, digits, '-'; case-insensitive), or `__default__`.",
     ),
 ]
-FactId = Annotated[str, Path(min_length=1, max_length=128, description="A fact id.")]
+FactId = Annotated[str, Path(min_length=1, max_length=MAX_FACT_ID_LENGTH, description="A fact id.")]
 
 
 class _BearerCheck(HTTPBearer):
