@@ -89,3 +89,23 @@ def test_an_unset_key_variable_is_named(tmp_path: Path, capsys: pytest.CaptureFi
         code = main(["model", "check", str(config_file(tmp_path, server))])
     assert code == 1
     assert "CLI_TEST_KEY" in capsys.readouterr().err
+
+
+def test_without_a_file_the_check_uses_the_configuration_every_command_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store's own deermem.yaml (written by init) and --config name the model too.
+    monkeypatch.setenv("CLI_TEST_KEY", KEY)
+    with ScriptedChatServer() as server:
+        store = tmp_path / "store"
+        store.mkdir()
+        config_file(store, server)  # store/deermem.yaml: the store's own settings
+        server.enqueue(Reply.text("from the store's settings"))
+        assert main(["--root", str(store), "model", "check"]) == 0
+        assert "from the store's settings" in capsys.readouterr().out
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        server.enqueue(Reply.text("from --config"))
+        given = ["--root", str(tmp_path / "none"), "--config", str(config_file(elsewhere, server))]
+        assert main([*given, "model", "check"]) == 0
+        assert "from --config" in capsys.readouterr().out

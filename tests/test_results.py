@@ -146,3 +146,9 @@ def test_a_record_on_the_wire_is_described_without_building_its_own_schema() -> 
     with pytest.raises(ValidationError, match="expected a _Record"):
         adapter.validate_python({"value": "written"})
     assert adapter.json_schema() == _RecordOut.model_json_schema()
+
+
+@pytest.mark.parametrize("topic", [" ", "\u3000", "  \u00a0 "])
+def test_a_blank_topic_is_refused_like_blank_content(topic: str) -> None:
+    with pytest.raises(FactValidationError, match=r"topics\[1\].*not blank"):
+        NewFact.checked(content="Uses uv", topics=["tools", topic])

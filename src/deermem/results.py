@@ -176,7 +176,11 @@ Confidence = Annotated[
 ]
 Topic = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_CATEGORY_CHARS, json_schema_extra={"pattern": ONE_LINE}),
+    Field(
+        min_length=1,
+        max_length=MAX_CATEGORY_CHARS,
+        json_schema_extra={"pattern": f"[^{_SPACE}]", "allOf": [{"pattern": ONE_LINE}]},
+    ),
 ]
 Topics = Annotated[list[Topic], Field(max_length=MAX_TOPICS, description="Keywords for search.")]
 SourceError = Annotated[
@@ -225,7 +229,11 @@ def _category(text: str) -> str:
 
 
 def _topics(tags: list[str]) -> list[str]:
-    return [check_line(f"topics[{n}]", tag, MAX_CATEGORY_CHARS) for n, tag in enumerate(tags)]
+    for n, tag in enumerate(tags):
+        check_line(f"topics[{n}]", tag, MAX_CATEGORY_CHARS)
+        if not tag.strip():
+            raise FactValidationError(f"topics[{n}]", tag, "expected text that is not blank")
+    return tags
 
 
 def _source_error(text: str | None) -> str | None:

@@ -11,8 +11,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from deermem.cli.output import JSON_OPTION, err_console, escape, memory_of, out_console, print_json
-from deermem.config import load_config
+from deermem.cli.output import (
+    JSON_OPTION,
+    cli_context,
+    err_console,
+    escape,
+    memory_of,
+    out_console,
+    print_json,
+)
+from deermem.config import load_config, resolve_config
 from deermem.errors import ConversationFileError, MessageFormatError
 from deermem.model import parse_json
 
@@ -234,6 +242,7 @@ model_app = typer.Typer(help="Check the language model used for extraction.", no
 
 @model_app.command("check")
 def check(
+    ctx: typer.Context,
     file: Path | None = typer.Argument(
         None,
         exists=True,
@@ -249,7 +258,9 @@ def check(
 ) -> None:
     """Send one short request to the configured model and show what came back.
 
-    Reads the `model:` section (FILE, then `DEERMEM_MODEL__*` variables), builds
+    Reads the `model:` section (FILE, then `DEERMEM_MODEL__*` variables; without
+    FILE, the configuration every other command uses: the store's `deermem.yaml`,
+    `--config`, the variables), builds
     the client extraction would use, and asks it PROMPT once, with the configured
     retries and timeout. Prints the model that answered, the time taken, the
     token usage and the answer; a failure is one line naming the model, the
@@ -260,7 +271,14 @@ def check(
     # The HTTP client (httpx) loads with this command only: +15 % on facts list otherwise.
     from deermem.llm import ChatMessage, OpenAICompatibleModel, require_chat_model
 
-    config = load_config(file, environ={} if ignore_env else None)
+    if file is None:
+        state = cli_context(ctx)
+        root = None if state.uses_database() else state.store_root()
+        config = resolve_config(
+            state.config_file, root=root, environ={} if ignore_env else None
+        ).config
+    else:
+        config = load_config(file, environ={} if ignore_env else None)
     model = require_chat_model(config)
     endpoint = model.endpoint if isinstance(model, OpenAICompatibleModel) else None
     try:
