@@ -250,3 +250,26 @@ def test_a_document_nested_past_the_parsers_depth_is_an_error_not_a_traceback(
         assert "Traceback" not in err
         if code:
             assert err.startswith(("error:", "Usage:")) or "Error" in err, err
+
+
+def test_importing_an_export_older_than_a_fact_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--root", str(tmp_path / "s"), "--user", "ann"]
+    assert run(capsys, "--root", str(tmp_path / "s"), "init")[0] == 0
+    assert run(capsys, *store, "facts", "add", "Lives in Lyon")[0] == 0
+    backup = tmp_path / "backup.json"
+    assert run(capsys, *store, "export", str(backup))[0] == 0
+    [fact] = json.loads(backup.read_text())["facts"]
+    assert run(capsys, *store, "facts", "edit", fact["id"], "-c", "Lives in Lille")[0] == 0
+    code, _, err = run(capsys, *store, "import", str(backup))
+    assert code == 1
+    message = " ".join(err.split())
+    assert "is at revision 2 in the store and 1 in the document" in message
+    assert "remove the fact's `revision`" in message
+    document = json.loads(backup.read_text())
+    del document["facts"][0]["revision"]
+    backup.write_text(json.dumps(document))
+    assert run(capsys, *store, "import", str(backup))[0] == 0  # as the message says
+    code, out, _ = run(capsys, *store, "facts", "list", "--json")
+    assert [f["content"] for f in json.loads(out)] == ["Lives in Lyon"]

@@ -38,7 +38,7 @@ from deermem.config import (
     settings_to_keep,
     store_settings_path,
 )
-from deermem.errors import ConfigError
+from deermem.errors import ConfigError, FactRevisionConflict
 from deermem.model import parse_json
 from deermem.results import RedactionReport, ScopeSummary, to_json
 from deermem.service.http.jobs import JobStore
@@ -277,7 +277,9 @@ def import_(
     more facts than the cap, the capacity gate decides what stays, as for
     every other way in; what it did is printed, with receipts in
     `deermem audit`. A fact whose id is in the archive is refused (restore
-    or purge it first); nothing is imported then.
+    or purge it first); nothing is imported then. So is a fact whose
+    `revision` is not the stored one (it changed since the export): export
+    again, or remove its `revision` to replace it all the same.
 
     A document `deermem users export` wrote restores that user whole (every
     agent, the archive, receipts, usage ...) into a store that does not hold
@@ -296,7 +298,17 @@ def import_(
         counts = ", ".join(f"{value} {key}" for key, value in restored.counts.items())
         out_console.print(f"restored user {escape(restored.user_id)}: {escape(counts)}")
         return
-    result = memory.import_document(document)
+    try:
+        result = memory.import_document(document)
+    except FactRevisionConflict as conflict:
+        if conflict.expected is None or conflict.actual is None:
+            raise
+        fail(
+            f"{file}: fact {conflict.fact_id!r} is at revision {conflict.actual} in the store "
+            f"and {conflict.expected} in the document (it changed since the document was "
+            "written); nothing was imported: export again, or remove the fact's `revision` "
+            "to replace it all the same"
+        )
     if as_json:
         print_json(to_json(result))
         return
