@@ -273,3 +273,11 @@ def test_importing_an_export_older_than_a_fact_says_what_to_do(
     assert run(capsys, *store, "import", str(backup))[0] == 0  # as the message says
     code, out, _ = run(capsys, *store, "facts", "list", "--json")
     assert [f["content"] for f in json.loads(out)] == ["Lives in Lyon"]
+
+
+def test_a_root_that_exists_and_is_no_directory_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(capsys, "--root", "/dev/null", "facts", "list")
+    assert code == 2
+    assert "/dev/null exists and is not a directory" in " ".join(err.replace("│", " ").split())

@@ -326,6 +326,16 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _store_directory(value: Path | None) -> Path | None:
+    """``--root`` as given, unless it exists as something other than a directory: a
+    device such as ``/dev/null`` or a pipe (a regular file ``file_okay`` refuses)."""
+    if value is None:
+        return None
+    if value.exists() and not value.is_dir():
+        raise typer.BadParameter(f"{value} exists and is not a directory")
+    return value
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -333,6 +343,7 @@ def _root(
         None,
         "--root",
         file_okay=False,
+        callback=_store_directory,
         help="Store directory [default: storage_path, else $DEERMEM_DATA_DIR, else ~/.deermem].",
     ),
     config: Path | None = typer.Option(
