@@ -1073,7 +1073,14 @@ class Memory:
                 operator's inspection). A store this process may not write is
                 searched all the same, without counting (said once, in a
                 warning).
+
+        Raises:
+            FactValidationError: a blank ``category`` (which would filter nothing).
         """
+        if category is not None and not category.strip():
+            raise FactValidationError(
+                "category", category, "expected a category to filter by, not blank"
+            )
         now = self.now()
         findings = search_scope(
             self.store,

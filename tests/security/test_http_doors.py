@@ -737,3 +737,27 @@ def test_a_client_that_trickles_its_headers_is_cut_off(tmp_path: Path) -> None:
         # ... and a client that sends its request at once is served as before.
         assert httpx.get(f"{url}/v1/health", timeout=30).status_code == 200
         assert "Traceback" not in log.read_text()
+
+
+def test_a_body_that_is_not_utf8_is_an_invalid_request_naming_the_rule(
+    open_server: LiveServer,
+) -> None:
+    client = open_server.client()
+    response = client.post(
+        f"{ALICE}/facts",
+        content=b'{"content": "caf\xe9"}',  # Latin-1, not UTF-8
+        headers={"content-type": "application/json"},
+    )
+    problem = assert_problem(response, 422, "invalid-request")
+    assert "UTF-8" in str(problem["detail"])
+    assert open_server.store.facts("alice", "coder") == {}
+
+
+def test_a_blank_category_filter_is_refused_not_ignored(open_server: LiveServer) -> None:
+    client = open_server.client()
+    assert client.post(f"{ALICE}/facts", json={"content": "Alice uses uv"}).status_code == 201
+    response = client.get(f"{ALICE}/search", params={"q": "uv", "category": "\n"})
+    problem = assert_problem(response, 422, "invalid-fact")
+    assert problem["field"] == "category"
+    infer = {"messages": [{"role": "user", "content": "hi"}], "user_id": "alice", "infer": "yes"}
+    assert client.post("/v3/memories/add/", json=infer).status_code == 422

@@ -177,6 +177,8 @@ def _add_problem_handlers(app: FastAPI) -> None:
             # A body nested past the JSON decoder's own depth guard: the same answer
             # as a value nested past what a fact may hold (deermem.model.MAX_NESTING).
             return problem_response(_validation_problem([_TOO_DEEP]))
+        if isinstance(error.__cause__, UnicodeDecodeError):  # JSON is UTF-8 (RFC 8259)
+            return problem_response(_validation_problem([_NOT_UTF8]))
         title = {405: "Method not allowed", 400: "Bad request"}.get(error.status_code, "Error")
         headers = dict(error.headers or {})
         return problem_response(
@@ -192,6 +194,11 @@ def _add_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
+_NOT_UTF8: Final = {
+    "loc": ("body",),
+    "msg": "the body is not UTF-8 text; JSON must be sent as UTF-8",
+    "type": "json_not_utf8",
+}
 _TOO_DEEP: Final = {
     "loc": ("body",),
     "msg": f"lists and objects are nested too deeply (a value may nest {MAX_NESTING} deep)",

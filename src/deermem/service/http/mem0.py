@@ -44,7 +44,7 @@ from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
 from deermem.errors import DuplicateFactError, FactNotFoundError, FactValidationError
@@ -101,7 +101,7 @@ class AddBody(BaseModel):
     user_id: str | None = None
     agent_id: str | None = None
     filters: Filters | None = None
-    infer: bool = True
+    infer: StrictBool = True  # as the native API: "yes" is no boolean
     metadata: dict[str, Any] | None = None
     app_id: None = Field(None, description="refused: deermem has no apps")
     run_id: None = Field(None, description="refused: deermem has no runs")
