@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from deermem import Fact, Memory, MemoryConfig
+from deermem.cli import main
 from deermem.model import Scope
 from deermem.store import ChangeSet, EvictionReceipt, FactWrite, MarkdownStore, ReceiptEntry
 from deermem.store.markdown import files as atomic
@@ -274,3 +275,46 @@ def test_a_commit_creates_no_directory_before_its_journal_is_durable(
     with pytest.raises(Crash):
         store.commit(long_agent, changes)
     assert sorted(tmp_path.rglob("*")) == before
+
+
+_DIES_MID_COPY = """
+import os, sys
+from deermem.store.markdown import journal
+replace = journal.replace_files
+
+def dying(changes, *, journaled=False, **options):
+    if journaled:  # the user's copy: all but its last file replaced, then the process dies
+        changes = list(changes)
+        replace(changes[:-1], journaled=True)
+        os._exit(9)
+    return replace(changes, journaled=journaled, **options)
+
+journal.replace_files = dying
+from deermem.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("how", ["migrate", "import"])
+def test_a_copy_of_a_user_killed_part_way_runs_again(tmp_path: Path, how: str) -> None:
+    # Rolled back, the copy leaves no file but the directories it made: "the destination
+    # already holds this user" would refuse the copy for ever.
+    import subprocess
+    import sys
+
+    source, destination = tmp_path / "source", tmp_path / "destination"
+    memory = Memory.open(source, MemoryConfig(search_mode="keyword"), user="alice")
+    for n in range(3):
+        memory.create_fact(f"Fact number {n}")
+    export = tmp_path / "alice.json"
+    if how == "migrate":
+        command = ["migrate", "--from", str(source), "--to", str(destination)]
+    else:
+        assert main(["--root", str(source), "users", "export", "alice", str(export)]) == 0
+        Memory.open(destination, MemoryConfig(), user="bob").create_fact("Bob's")
+        command = ["--root", str(destination), "import", str(export)]
+    killed = subprocess.run([sys.executable, "-c", _DIES_MID_COPY, *command], check=False)
+    assert killed.returncode == 9
+    assert main(command) == 0  # runs again, and copies the user whole
+    copied = Memory.open(destination, MemoryConfig(search_mode="keyword"), user="alice")
+    assert sorted(f.content for f in copied.list_facts()) == [f"Fact number {n}" for n in range(3)]

@@ -12,14 +12,16 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from deermem import CorruptMemoryFile, Fact, StoreLockTimeout
+from deermem import CorruptMemoryFile, Fact, Memory, MemoryConfig, StoreLockTimeout
 from deermem.errors import FactRevisionConflict, ManifestRevisionConflict
 from deermem.model import FactScope, Scope
 from deermem.store import ChangeSet, FactDelete, FactWrite, MarkdownStore, Store
@@ -674,3 +676,40 @@ def test_recovery_rewrites_only_what_the_interrupted_commit_changed(
     after = manifest.stat()
     assert (after.st_ino, after.st_mtime_ns) == (untouched.st_ino, untouched.st_mtime_ns)
     assert not list(tmp_path.rglob("fact_new.md"))
+
+
+def test_a_user_export_is_one_view_though_commits_keep_coming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The export reads the library, then the receipts, then the archive. A commit landing
+    # between two reads showed a fact in both the library and the archive, or an archive
+    # entry without its receipt; with the user's lock held, the commit waits for the export.
+    from deermem.store.markdown import sidecars
+
+    memory = Memory.open(tmp_path, MemoryConfig(max_facts=10), user="ann")
+    for n in range(10):
+        memory.create_fact(f"Fact number {n} about the user", confidence=0.5 + n / 100)
+    writer = Memory.open(tmp_path, MemoryConfig(max_facts=10), user="ann")
+    read_events = sidecars.read_events
+    started: list[threading.Thread] = []
+
+    def read_events_while_a_commit_runs(path: Path) -> object:
+        if not started:  # a create at the cap: a fact goes to the archive, with a receipt
+            thread = threading.Thread(
+                target=writer.create_fact, args=("A sure new fact",), kwargs={"confidence": 0.99}
+            )
+            started.append(thread)
+            thread.start()
+            thread.join(0.5)  # time enough to commit, unless the export holds the lock
+        return read_events(path)
+
+    monkeypatch.setattr(sidecars, "read_events", read_events_while_a_commit_runs)
+    document: Any = memory.export_user("ann")
+    started[0].join()
+    [agent] = document["agents"].values()
+    library = {fact["id"] for fact in agent["facts"]}
+    archived = {entry["fact"]["id"] for entry in agent["archive"]}
+    receipted = {fact_id for event in agent["events"] for fact_id in event["factIds"]}
+    assert not library & archived
+    assert archived <= receipted
+    assert "A sure new fact" in {f.content for f in memory.list_facts()}  # it landed, after

@@ -407,6 +407,22 @@ class MarkdownStore:
             self._check(scope, user)
         return user
 
+    @contextmanager
+    def holding(self, user_id: str | None) -> Iterator[None]:
+        """Hold a user's lock (to read) across several reads, so no commit lands between them.
+
+        The store's readers called meanwhile by the same thread take the lock
+        again (it is re-entrant within a thread); another thread's or
+        process's commit waits until the block ends.
+        """
+        scope = Scope.of(user_id)
+        user = self._user(scope)
+        if not user.user_dir.is_dir():  # nothing to hold still: no lock file is created
+            yield
+            return
+        with self._locked(scope, user, reading=True):
+            yield
+
     def user_paths(self, user_id: str | None) -> UserPaths:
         """The files of a user's directory, checked as the user's (to copy a user whole).
 

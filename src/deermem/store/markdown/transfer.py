@@ -19,6 +19,7 @@ written: a migration never leaves a memory behind silently.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from deermem.errors import CorruptMemoryFile
 from deermem.model import DEFAULT_AGENT, Scope
@@ -65,6 +66,13 @@ class MarkdownTransfer:
         return tuple(users)
 
     def dump_user(self, user_id: str | None) -> UserDump | None:
+        # One view of the user, as a commit leaves it: the library, the receipts and the
+        # archive are read one after another, and a commit between two reads would show a
+        # fact in both the library and the archive, or an entry without its receipt.
+        with self.store.holding(user_id):
+            return self._dump_user(user_id)
+
+    def _dump_user(self, user_id: str | None) -> UserDump | None:
         store = self.store
         user = store.user_paths(user_id)
         agents, problems = list_agents(user)
@@ -100,7 +108,10 @@ class MarkdownTransfer:
         with store.transaction(Scope.of(dump.user_id)) as transaction:  # lock and owner
             user = transaction.user
             agents, problems = list_agents(user)
-            if user.manifest.exists() or agents or problems:
+            # A copy killed part-way is rolled back to no file, but leaves the directories
+            # it made: a user of empty directories is not held, and the copy runs again.
+            holds = any(_holds_a_file(user.agent(agent).agent_dir) for agent in agents)
+            if user.manifest.exists() or holds or problems:
                 raise FileExistsError(
                     f"{user.user_dir}: the destination already holds this user; "
                     "migrate into an empty store"
@@ -138,6 +149,10 @@ def _scope_files(user: UserPaths, scope: Scope, dump: ScopeDump) -> list[FileCha
     if dump.shadow:
         files.append(FileChange(paths.shadow_marks, sidecars.encode_shadow_marks(dump.shadow)))
     return files
+
+
+def _holds_a_file(directory: Path) -> bool:
+    return any(path.is_file() for path in directory.rglob("*"))
 
 
 def _refuse(problems: Sequence[Problem]) -> None:
