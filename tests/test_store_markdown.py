@@ -713,3 +713,20 @@ def test_a_user_export_is_one_view_though_commits_keep_coming(
     assert not library & archived
     assert archived <= receipted
     assert "A sure new fact" in {f.content for f in memory.list_facts()}  # it landed, after
+
+
+def test_a_place_in_line_whose_directory_moves_away_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An erase (or the first write moving a directory an earlier version named) renames the
+    # user's directory between the line's directory being made and the ticket being opened.
+    user = tmp_path / "users" / "ann"
+    queue = user / ".memory.lock.queue"
+    make_directories = locks.make_directories
+
+    def made_then_moved(path: Path) -> None:
+        make_directories(path)
+        user.rename(tmp_path / "users" / "erasing")
+
+    monkeypatch.setattr(locks, "make_directories", made_then_moved)
+    assert locks._Ticket.join(queue) is None  # no place: the caller locks and looks again

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from deermem import Memory, MemoryConfig
 from deermem.model import Scope
 from deermem.store import ChangeSet
+from deermem.store.records import RegretEvent
 from tests.privacy.stored import store_text
 from tests.store_contract.conftest import Stores
 
@@ -105,3 +106,29 @@ def test_a_user_erased_can_start_again_from_nothing(stores: Stores) -> None:
     created = again.create_fact("a new beginning")
     assert [fact.id for fact in again.list_facts()] == [created.fact_id]
     assert memory.erase_user(ERIN).counts["facts"] == 1
+
+
+def test_a_search_recorded_after_its_user_was_erased_records_nothing(stores: Stores) -> None:
+    # A search reads, then counts its recalls and missed recalls under the user's lock; an
+    # erase that lands between the two leaves nothing to count, nor to bring back.
+    erin = populate(stores, ERIN, agents=("coder",))
+    coder = erin.scoped(user=ERIN, agent="coder")
+    recalled = [fact.id for fact in coder.list_facts()[:2]]
+    [entry, *_] = coder.list_archived()
+    missed = RegretEvent(
+        kind="missed_recall",
+        occurred_at="2026-08-13T00:00:00Z",
+        fact_id=entry.fact_id,
+        category=entry.fact.category,
+        policy_version="confidence-v1",
+        role="active",
+        evicted_at=entry.archived_at,
+        receipt_id=None,
+        reason="capacity",
+        trigger="search",
+        query_digest="sha256:0000000000000000",
+        rank=1,
+    )
+    assert Memory(stores(), MemoryConfig(), None, clock=lambda: NOW).erase_user(ERIN).erased
+    stores().record_access(Scope.of(ERIN, "coder"), recalled, NOW, regret=[missed])
+    assert ERIN not in store_text(stores.kind, stores.root, stores.url)

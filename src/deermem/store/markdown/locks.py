@@ -329,6 +329,11 @@ class _Ticket:
                 place = 1 + max((int(name[:_PLACE_DIGITS]) for name in _tickets(queue)), default=-1)
                 path = queue / f"{place:0{_PLACE_DIGITS}d}.{unique}"
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileNotFoundError:
+                # The user's directory moved away meanwhile (an erase; the first write
+                # moving a directory an earlier version named): the caller takes the lock
+                # without a place, finds the file it holds gone, and locks it afresh.
+                return None
             except OSError as error:
                 if error.errno in _NOT_WRITABLE:
                     return None

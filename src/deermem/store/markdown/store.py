@@ -599,7 +599,13 @@ class MarkdownStore:
             return
         user = self._writable(scope)
         paths = user.agent(scope.agent)
+        # What a search counts is of facts it read: a scope with nothing stored was
+        # erased since (or never held them), and counting would bring the user back.
+        if not paths.agent_dir.is_dir():
+            return
         with self._locked(scope, user) as claims:
+            if not paths.agent_dir.is_dir():  # erased while this waited for the lock
+                return
             files: list[FileChange] = []
             events = sidecars.regret_after_commit(
                 paths.regret_events, regret, self.regret_max_events

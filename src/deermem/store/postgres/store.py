@@ -678,6 +678,11 @@ class PostgresStore:
         with self._connection() as connection:
             self._begin_locked(connection, scope)
             try:
+                if connection.execute(_USER_VERSION, (key,)).fetchone() is None:
+                    # Erased since the search read it (the lock orders the two): nothing
+                    # of the user is left to count, and no row for an event to belong to.
+                    connection.execute("COMMIT")
+                    return
                 present = {
                     fact_id
                     for (fact_id,) in connection.execute(
