@@ -722,6 +722,7 @@ def test_a_place_in_line_whose_directory_moves_away_is_no_error(
     # user's directory between the line's directory being made and the ticket being opened.
     user = tmp_path / "users" / "ann"
     queue = user / ".memory.lock.queue"
+
     def made_then_moved(path: Path) -> None:
         atomic.make_directories(path)
         user.rename(tmp_path / "users" / "erasing")

@@ -774,7 +774,6 @@ _QUOTED_FIELDS: Final = frozenset(
         "scope",
         "role",
         "type",
-        "source",
         "userId",
         "agentName",
         "threadId",

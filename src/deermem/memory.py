@@ -356,8 +356,8 @@ class Memory:
         start-up, so its first request is not the one that pays. With
         ``models``, also the embedding models of search by meaning (under
         ``search_mode: hybrid``), ≈ 1.5 s more: a server calls that in a
-        thread once it answers (:func:`deermem.service.warmup.warm_in_background`),
-        so that neither its first search waits for them nor the facts created
+        thread once it answers (:class:`deermem.service.warmup.WarmUp`), so
+        that neither its first search waits for them nor the facts created
         before it go unembedded (a fact is embedded during its commit only
         once the models are loaded). None of it is required — without them
         counting falls back to the estimate and search to keywords, with a
