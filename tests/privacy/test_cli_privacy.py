@@ -140,3 +140,16 @@ def test_redact_names_what_it_could_not_read_and_fails(
     code, out, _ = run(capsys, "--root", str(tmp_path), "redact", "--json")
     assert code == 1
     assert json.loads(out)["problems"]
+
+
+def test_reindex_names_what_it_could_not_read_and_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for user in ("ulla-1", "ulla-2"):
+        Memory.open(tmp_path, MemoryConfig(), user=user).create_fact("Uses uv")
+    (tmp_path / "users" / "ulla-2" / ".memory.owner.json").write_text("garbage")
+    code, out, err = run(capsys, "--root", str(tmp_path), "reindex", "--json")
+    assert code == 1
+    assert json.loads(out)["scopes"] == 1
+    assert "not indexed:" in err
+    assert "ulla-2" in err

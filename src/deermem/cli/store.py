@@ -56,6 +56,7 @@ from deermem.store.migrate import (
 
 if TYPE_CHECKING:
     from deermem.memory import Memory
+    from deermem.recall.search import ReindexReport
     from deermem.store.postgres.database import SchemaStatus
 
 __all__ = [
@@ -192,7 +193,9 @@ def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     along, or to compact it; and, under search_mode hybrid, to embed every
     fact with the current model (a store written by keyword only, or with
     another model, on either store). Searches may run meanwhile. Shows progress on a
-    terminal.
+    terminal. A directory holding memory that no user and agent can be read from
+    (as `deermem scopes` names them) is not indexed: it is named on stderr, and
+    the exit status is 1.
 
     Example: `deermem --root ./memory reindex`
     """
@@ -203,6 +206,15 @@ def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         report = memory.reindex(
             progress=lambda done, total: progress.update(task, completed=done, total=total)
         )
+    _show_reindex(report, as_json=as_json)
+    problems = memory.store_problems()
+    for problem in problems:
+        print_error(f"not indexed: {problem}")
+    if problems:
+        raise typer.Exit(1)
+
+
+def _show_reindex(report: ReindexReport, *, as_json: bool) -> None:
     if as_json:
         print_json(to_json(report))
         return
