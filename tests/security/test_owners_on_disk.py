@@ -149,7 +149,7 @@ def test_scopes_and_migrate_report_the_shared_directory(
     assert code == 1
     assert [row["user"] for row in json.loads(out)] == ["alice"]
     assert f"{shared / 'users' / COLLIDING}: facts of several user ids" in err
-    destination = tmp_path / "copy"
+    destination = shared.parent / f"{shared.name}-copy"  # beside the source, not inside it
     code, out, err = run(capsys, "migrate", "--from", str(shared), "--to", str(destination))
     assert code == 1
     assert str(shared / "users" / COLLIDING) in err
