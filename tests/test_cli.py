@@ -158,7 +158,7 @@ def test_a_file_a_command_writes_never_lands_inside_the_store(
         ["export", str(store / "users" / "bob" / "memory.json")],
         ["export", str(store / "deermem.yaml")],
         ["users", "export", "alice", str(store / "users" / "alice" / "export.json")],
-        ["regret", "--chart", str(store / "chart.png")],
+        ["regret", "--chart", str(store / "users" / "chart.png")],
     ):
         code, _, err = run(capsys, *alice, *command)
         assert code == 1, command
@@ -167,6 +167,8 @@ def test_a_file_a_command_writes_never_lands_inside_the_store(
     assert after == before
     code, _, _ = run(capsys, *alice, "export", str(tmp_path / "alice.json"))
     assert code == 0
+    # A new file of its own directly in the root is no file of the store's (cd ROOT; export).
+    assert run(capsys, *alice, "export", str(store / "alice-backup.json"))[0] == 0
 
 
 def test_migrate_refuses_a_destination_that_would_write_into_its_source(

@@ -33,10 +33,10 @@ from rich.console import Console
 from rich.markup import escape as escape_markup
 from rich.table import Table
 
-from deermem.config import ResolvedConfig, is_new_root, resolve_config
+from deermem.config import STORE_SETTINGS_FILENAME, ResolvedConfig, is_new_root, resolve_config
 from deermem.memory import Memory
 from deermem.model import Fact
-from deermem.store import EvictionReceipt, ReceiptEntry, resolve_root
+from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
 
 __all__ = [
     "JSON_OPTION",
@@ -111,18 +111,29 @@ def fail(message: str) -> NoReturn:
 def output_path(memory: Memory, file: str | Path) -> Path:
     """Where a command may write a file it was given (an export, a chart), or exit 1.
 
-    Never inside a Markdown store's root: a file there could replace one of
-    the store's own — another user's ``memory.json``, the store's settings.
+    Inside a Markdown store's root, only a new file directly in the root, named
+    as none of the store's own: anything else could replace one of the store's
+    files — another user's ``memory.json``, the store's settings — or put one
+    where the store reads its users.
 
     Raises:
-        typer.Exit: the directory does not exist, or the path is inside the store.
+        typer.Exit: the directory does not exist, or the path is the store's.
     """
     path = Path(file)
     if not path.parent.is_dir():
         fail(f"{file}: its directory does not exist")
-    root = getattr(memory.store, "root", None)
-    if isinstance(root, Path) and path.resolve().is_relative_to(root.resolve()):
-        fail(f"{file}: that is inside the store at {root}; write it outside the store")
+    store = memory.store
+    if isinstance(store, MarkdownStore):
+        target, root = path.resolve(), store.root.resolve()
+        own = (STORE_SETTINGS_FILENAME, store.manifest_filename)
+        loose = (
+            target.parent == root
+            and not target.exists()
+            and not target.name.startswith(".")
+            and target.name not in own
+        )
+        if target.is_relative_to(root) and not loose:
+            fail(f"{file}: that is inside the store at {store.root}; write it outside the store")
     return path
 
 
