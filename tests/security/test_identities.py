@@ -349,6 +349,43 @@ def test_over_http_a_control_character_in_the_path_is_invalid_input(
     assert not (store.root / "users").exists()
 
 
+SLASHED = "org/alice"  # its path segment: org%2Falice
+SLASHED_SPELLED = "org%2Falice"  # another id: its segment is org%252Falice
+
+
+@on_both_stores
+def test_over_http_an_id_holding_a_slash_is_one_segment(store: ServedStore) -> None:
+    memory_of(store, SLASHED).create_fact(SECRET_FACT)
+    grants = {"slashed": {"users": [SLASHED]}, "spelled": {"users": [SLASHED_SPELLED]}}
+    grants |= {"org": {"users": ["org"]}, "admin": {"admin": True}}
+    server, tokens = start_server(store, tokens=grants)
+    try:
+        slashed = server.client(tokens["slashed"])
+        listed = slashed.get(f"{scope_url(SLASHED)}/facts")
+        assert listed.status_code == 200, listed.text
+        assert [f["content"] for f in listed.json()["facts"]] == [SECRET_FACT]
+        created = slashed.post(f"{scope_url(SLASHED)}/facts", json={"content": "Alice rows."})
+        assert created.status_code == 201, created.text
+        assert created.json()["kept"] is True
+        assert slashed.get(f"/v1/users/{quote(SLASHED, safe='')}/summaries").status_code == 200
+        # The id written with its escape is another user, who sees nothing of org/alice.
+        spelled = server.client(tokens["spelled"])
+        assert spelled.get(f"{scope_url(SLASHED_SPELLED)}/facts").json()["facts"] == []
+        assert spelled.get(f"{scope_url(SLASHED)}/facts").status_code == 404
+        # The path's segments are not users: the token of "org" reaches nothing of hers.
+        org = server.client(tokens["org"])
+        assert org.get(f"{scope_url(SLASHED)}/facts").status_code == 404
+        assert org.get("/v1/users/org/alice/agents/__default__/facts").status_code == 404
+        # And she can be erased over HTTP.
+        erased = server.client(tokens["admin"]).delete(f"/v1/users/{quote(SLASHED, safe='')}")
+        assert erased.status_code == 200, erased.text
+        assert erased.json()["userId"] == SLASHED
+        assert erased.json()["counts"]["facts"] == 2
+    finally:
+        server.stop()
+    assert memory_of(store, SLASHED).list_facts() == ()
+
+
 # --- MCP: memory_context of a real ``deermem mcp`` process -------------------------------------
 
 

@@ -87,6 +87,19 @@ def test_a_token_signs_in_and_sees_its_scopes_only(
     assert client.get("/ui/users/bob/agents/coder/what-if").status_code == 404
 
 
+def test_the_links_to_a_user_id_holding_a_slash_open_her_pages(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    live.memory.scoped(user="org/alice", agent="coder").create_fact("org/alice's one fact")
+    admin = signed_in(live, issued["admin"])
+    link = "/ui/users/org%2Falice/agents/coder"
+    assert link in admin.get("/ui/").text
+    for path in ("/ui/users/org%2Falice", link, f"{link}/archive", f"{link}/what-if"):
+        assert admin.get(path).status_code == 200, path
+    assert "org/alice&#39;s one fact" in admin.get(link).text
+
+
 def test_the_session_cookie_is_http_only_and_same_site_strict(
     server: tuple[LiveServer, dict[str, str]],
 ) -> None:

@@ -10,6 +10,7 @@ import socket
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pytest
 import uvicorn
@@ -21,7 +22,12 @@ from uvicorn.server import ServerState
 from deermem import FactValidationError
 from deermem.errors import DuplicateFactError, MessageFormatError, OwnerConflictError
 from deermem.service.errors import TokenFileError, UnknownTokenError
-from deermem.service.http.routes import InvalidCursor, paginate
+from deermem.service.http.routes import (
+    USER_PATH_PREFIXES,
+    InvalidCursor,
+    UserSegmentMiddleware,
+    paginate,
+)
 from deermem.service.http.run import ServerHTTPProtocol
 from deermem.service.problems import operator_note, problem_for
 from deermem.service.settings import HostRule, is_loopback, split_host
@@ -224,3 +230,43 @@ def test_connections_to_a_socket_bound_for_workers_have_nagle_off(
         return option
 
     assert bool(asyncio.run(accepted_nodelay())) is nodelay
+
+
+# --- a user id as one path segment -----------------------------------------------------------
+
+_ids = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1)
+_rests = st.sampled_from(["", "/agents/coder/facts", "/summaries", "/agents/a/facts/fact_1"])
+
+
+def _routed_path(raw: str, *, with_raw: bool = True) -> str:
+    """The path the routing sees for a request sent as ``raw``, as uvicorn decodes it."""
+    seen: list[str] = []
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        seen.append(str(scope["path"]))
+
+    scope: dict[str, object] = {"type": "http", "path": unquote(raw)}
+    if with_raw:
+        scope["raw_path"] = raw.encode("ascii")
+    asyncio.run(UserSegmentMiddleware(app)(scope, None, None))  # type: ignore[arg-type]
+    return seen[0]
+
+
+@given(st.sampled_from(USER_PATH_PREFIXES), _ids, _rests)
+def test_the_routing_sees_a_user_id_as_one_segment_that_decodes_to_it(
+    prefix: str, user: str, rest: str
+) -> None:
+    sent = prefix + quote(user, safe="") + rest
+    assert _routed_path(sent) == sent  # so `/` in the id is %2F, `%` is %25: one segment
+
+
+@given(st.sampled_from(USER_PATH_PREFIXES), _ids.filter(lambda u: "/" not in u), _rests)
+def test_without_the_path_as_sent_the_decoded_segment_is_the_user(
+    prefix: str, user: str, rest: str
+) -> None:
+    sent = prefix + quote(user, safe="") + rest
+    assert _routed_path(sent, with_raw=False) == sent
+
+
+def test_other_paths_are_left_as_they_are() -> None:
+    assert _routed_path("/v1/health%2Fx") == "/v1/health/x"

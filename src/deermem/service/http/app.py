@@ -35,7 +35,7 @@ from deermem.memory import Memory
 from deermem.model import MAX_NESTING
 from deermem.service.http import mem0
 from deermem.service.http.jobs import Job, JobRunner, JobStore
-from deermem.service.http.routes import ServerContext, routers
+from deermem.service.http.routes import ServerContext, UserSegmentMiddleware, routers
 from deermem.service.http.ui import Inspector, SessionStore, inspector_router
 from deermem.service.middleware import (
     BodyLimitMiddleware,
@@ -140,6 +140,7 @@ def create_app(settings: ServerSettings | None = None, *, memory: Memory | None 
     app.include_router(inspector_router(Inspector(context, SessionStore(state, memory.now))))
     _add_problem_handlers(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.add_middleware(UserSegmentMiddleware)  # innermost: next to the routing it serves
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     app.add_middleware(HostGuardMiddleware, rule=settings.host_rule())
     app.add_middleware(RequestIdMiddleware)  # added last: the outermost layer

@@ -45,7 +45,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Generic, Literal, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -53,6 +53,7 @@ from fastapi.security import HTTPBearer
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deermem import __version__
 from deermem.learning.messages import parse_messages
@@ -92,7 +93,15 @@ from deermem.service.problems import (
 from deermem.service.settings import ServerLimits, ServerSettings, close_store
 from deermem.service.tokens import Principal, TokenFile, principal_for_header
 
-__all__ = ["InvalidCursor", "ServerContext", "paginate", "routers"]
+__all__ = [
+    "USER_PATH_PREFIXES",
+    "InvalidCursor",
+    "ServerContext",
+    "UserPath",
+    "UserSegmentMiddleware",
+    "paginate",
+    "routers",
+]
 
 T = TypeVar("T")
 Key = tuple[str, ...]
@@ -386,16 +395,70 @@ class ServerContext:
                 close_store(self.memory.store)
 
 
-UserPath = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=MAX_USER_ID_BYTES,  # characters; the library counts its bytes
-        # Documented, not enforced here: the library refuses such an id (422 invalid-identifier).
-        json_schema_extra={"pattern": USER_ID_PATTERN},
-        description="The user id (no control or bidirectional control characters).",
-    ),
-]
+USER_PATH_PREFIXES: Final = ("/v1/users/", "/ui/users/")
+"""The paths whose next segment is a user id (the HTTP API's and the inspector's)."""
+
+
+class UserSegmentMiddleware:
+    """Route a user id that holds ``/`` as the one path segment it was sent as.
+
+    A client writes a user id into a path percent-encoded (``org%2Falice``),
+    but the server decodes the path before routing, and the id's ``/`` would
+    split it: the id could not be read, changed or erased over HTTP. Under
+    :data:`USER_PATH_PREFIXES`, this puts the user's segment back into the
+    path encoded — read from the path as sent (``raw_path``), or from the
+    decoded segment when that is missing or does not match — and
+    :data:`UserPath` decodes it. Every id takes that one way, so no two
+    spellings meet: ``org%252Falice`` is the id ``org%2Falice``, not ``org/alice``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            for prefix in USER_PATH_PREFIXES:
+                if path.startswith(prefix):
+                    # In place: the layers outside read the route the router sets on it.
+                    scope["path"] = prefix + _encoded_user(scope, prefix)
+                    break
+        await self.app(scope, receive, send)
+
+
+def _encoded_user(scope: Scope, prefix: str) -> str:
+    """The rest of the path after ``prefix``: the user's segment encoded, the rest decoded."""
+    path: str = scope["path"]
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes):
+        sent = raw.decode("latin-1")
+        if sent.startswith(prefix) and unquote(sent) == path:
+            segment, slash, rest = sent[len(prefix) :].partition("/")
+            return quote(unquote(segment), safe="") + slash + unquote(rest)
+    segment, slash, rest = path[len(prefix) :].partition("/")
+    return quote(segment, safe="") + slash + rest
+
+
+async def _user_id(
+    user: Annotated[
+        str,
+        Path(
+            min_length=1,
+            # Percent-encoded: at most three characters for each byte of the id, which
+            # the library bounds (422 invalid-identifier).
+            max_length=3 * MAX_USER_ID_BYTES,
+            json_schema_extra={"pattern": USER_ID_PATTERN},
+            description="The user id, percent-encoded as one segment ('/' as %2F; no control "
+            "or bidirectional control characters).",
+        ),
+    ],
+) -> str:
+    # Async: a plain function would be a hop to the thread pool (see Dependencies).
+    return unquote(user)  # UserSegmentMiddleware encoded it
+
+
+UserPath = Annotated[str, Depends(_user_id)]
+"""The user id of a path under :data:`USER_PATH_PREFIXES`, as the client wrote it."""
 AgentPath = Annotated[
     str,
     Path(

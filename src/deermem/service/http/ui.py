@@ -57,7 +57,7 @@ from deermem.errors import DeerMemError, FactNotFoundError, UnsafeIdentifierErro
 from deermem.library.regret import RegretReport
 from deermem.memory import Memory
 from deermem.model import format_timestamp, parse_timestamp
-from deermem.service.http.routes import ServerContext
+from deermem.service.http.routes import ServerContext, UserPath
 from deermem.service.problems import ProblemError, problem_for
 from deermem.service.tokens import Principal
 from deermem.store.markdown.files import atomic_write, make_directories
@@ -474,7 +474,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.get("/users/{user}")
-    def user_page(request: Request, user: str) -> Response:
+    def user_page(request: Request, user: UserPath) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, None)
             agents = memory.store.agents(user)
@@ -493,7 +493,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     scope_path = "/users/{user}/agents/{agent}"
 
     @ui.get(scope_path)
-    def library(request: Request, user: str, agent: str) -> Response:
+    def library(request: Request, user: UserPath, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             query = request.query_params.get("q", "").strip()[:500]
@@ -529,7 +529,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.get(f"{scope_path}/archive")
-    def archive(request: Request, user: str, agent: str) -> Response:
+    def archive(request: Request, user: UserPath, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             number = _page_number(request)
@@ -553,7 +553,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.get(f"{scope_path}/facts/{{fact_id}}")
-    def why(request: Request, user: str, agent: str, fact_id: str) -> Response:
+    def why(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             explanation = memory.why(fact_id)
@@ -573,7 +573,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.post(f"{scope_path}/archive/{{fact_id}}/restore")
-    async def restore(request: Request, user: str, agent: str, fact_id: str) -> Response:
+    async def restore(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
         def act(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             result = memory.restore(fact_id)
@@ -597,7 +597,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return await action(request, act)
 
     @ui.get(f"{scope_path}/archive/{{fact_id}}/purge")
-    def purge_form(request: Request, user: str, agent: str, fact_id: str) -> Response:
+    def purge_form(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             entry = memory.get_archived(fact_id)
@@ -608,7 +608,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.post(f"{scope_path}/archive/{{fact_id}}/purge")
-    async def purge(request: Request, user: str, agent: str, fact_id: str) -> Response:
+    async def purge(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
         def act(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             memory.purge(fact_id)
@@ -622,7 +622,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return await action(request, act)
 
     @ui.get(f"{scope_path}/what-if")
-    def what_if(request: Request, user: str, agent: str) -> Response:
+    def what_if(request: Request, user: UserPath, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             result = memory.what_if()
