@@ -356,8 +356,12 @@ SLASHED_SPELLED = "org%2Falice"  # another id: its segment is org%252Falice
 @on_both_stores
 def test_over_http_an_id_holding_a_slash_is_one_segment(store: ServedStore) -> None:
     memory_of(store, SLASHED).create_fact(SECRET_FACT)
-    grants = {"slashed": {"users": [SLASHED]}, "spelled": {"users": [SLASHED_SPELLED]}}
-    grants |= {"org": {"users": ["org"]}, "admin": {"admin": True}}
+    grants: dict[str, dict[str, object]] = {
+        "slashed": {"users": [SLASHED]},
+        "spelled": {"users": [SLASHED_SPELLED]},
+        "org": {"users": ["org"]},
+        "admin": {"admin": True},
+    }
     server, tokens = start_server(store, tokens=grants)
     try:
         slashed = server.client(tokens["slashed"])
