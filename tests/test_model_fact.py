@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deermem import FactValidationError
+from deermem import FactValidationError, Memory, MemoryConfig
 from deermem.model import (
     CORE_CATEGORIES,
     ID_ATTEMPTS,
@@ -22,6 +23,7 @@ from deermem.model import (
     duplicate_key,
     format_timestamp,
     new_fact_id,
+    parse_moment,
     parse_timestamp,
     random_fact_id,
 )
@@ -236,6 +238,29 @@ def test_timestamps_parse_leniently() -> None:
     for bad in ("yesterday", "", None, 12, True, []):
         assert parse_timestamp(bad) is None
     assert format_timestamp(datetime(2026, 1, 2, 3, 4, 5, 6)) == "2026-01-02T03:04:05.000006Z"
+
+
+_offsets = st.integers(-1439, 1439).map(lambda minutes: timedelta(minutes=minutes))
+
+
+@given(st.datetimes(timezones=st.builds(timezone, _offsets)))
+def test_any_iso_8601_time_parses_or_is_unreadable_never_raises(moment: datetime) -> None:
+    """``0001-01-01T00:00:00+01:00`` is valid ISO 8601, before year 1 in UTC: unreadable."""
+    parsed = parse_timestamp(moment.isoformat())
+    assert parsed is None or parsed == moment
+    with pytest.raises(ValueError, match="between years 1 and 9999"):
+        parse_moment("0001-01-01T00:00:00+01:00", NOW, option="--since")
+
+
+def test_a_fact_dated_before_year_one_in_utc_is_kept_and_ranked_as_undated(tmp_path: Path) -> None:
+    config = MemoryConfig(max_facts=10)
+    memory = Memory.open(tmp_path, config, user="u", clock=lambda: NOW)
+    edge = {"content": "odd clock", "createdAt": "0001-01-01T00:00:00+01:00"}
+    memory.import_document({"facts": [*({"content": f"fact {n}"} for n in range(9)), edge]})
+    reopened = Memory.open(tmp_path, config, user="u", clock=lambda: NOW)
+    assert "odd clock" in {f.content for f in reopened.list_facts()}
+    reopened.create_fact("one over the cap")  # the gate ranks them all
+    assert len(reopened.list_facts()) == 10
 
 
 ids = st.from_regex(r"[A-Za-z0-9_-]{1,40}", fullmatch=True)

@@ -404,9 +404,18 @@ def parse_timestamp(value: object) -> datetime | None:
             return None
     else:
         return None
+    return _in_utc(moment)
+
+
+def _in_utc(moment: datetime) -> datetime | None:
+    """``moment`` in UTC (naive: taken to be UTC), or ``None`` if UTC's calendar cannot
+    hold it: ``0001-01-01T00:00:00+01:00`` is a valid ISO 8601 time before year 1 in UTC."""
     if moment.tzinfo is None:
         return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return None
 
 
 def parse_moment(text: str, now: datetime, *, option: str, ahead: bool = False) -> datetime:
@@ -432,16 +441,17 @@ def parse_moment(text: str, now: datetime, *, option: str, ahead: bool = False) 
         delta = timedelta(hours=int(span.group(1)) * _SPAN_HOURS[span.group(2)])
         return now + delta if ahead else now - delta
     try:
-        moment = datetime.fromisoformat(value)
+        moment = _in_utc(datetime.fromisoformat(value))
     except ValueError:
+        moment = None
+    if moment is None:
         direction = "ahead of" if ahead else "back from"
         raise ValueError(
             f"{option} {text!r}: expected an ISO 8601 date or time (2026-01-31, "
-            f"2026-01-31T12:00:00Z) or a span {direction} now (12h, 30d, 4w)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+            f"2026-01-31T12:00:00Z) between years 1 and 9999 in UTC, or a span "
+            f"{direction} now (12h, 30d, 4w)"
+        )
+    return moment
 
 
 # ---------------------------------------------------------------------------

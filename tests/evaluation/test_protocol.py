@@ -303,6 +303,7 @@ CONFIG_CASES = [
     (_set("statistics", "alpha", value=1.0), "statistics.alpha", "strictly between"),
     (_set("evaluation_time", value="2026-08-13T00:00:00"), "evaluation_time", "time zone"),
     (_set("evaluation_time", value=datetime(2026, 8, 13)), "evaluation_time", "time zone"),
+    (_set("evaluation_time", value="0001-01-01T00:00:00+01:00"), "evaluation_time", "years 1"),
     (_set("evaluation_time", value="soon"), "evaluation_time", "ISO 8601"),
     (_set("dataset", "revision", value="main"), "dataset.revision", "40 lowercase hex"),
     (_set("dataset", "sha256", value=PINNED_SHA256.upper()), "dataset.sha256", "64 lowercase"),

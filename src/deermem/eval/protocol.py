@@ -282,7 +282,10 @@ def _timestamp(value: object) -> datetime:
         raise _Refusal(f"must be a timestamp, got {preview(value)}")
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise _Refusal(f"must include a time zone, got {preview(value)}")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise _Refusal(f"must lie between years 1 and 9999 in UTC, got {preview(value)}") from None
 
 
 # Values as a strict schema reads them: no coercion between types.
