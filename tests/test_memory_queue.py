@@ -147,6 +147,31 @@ def test_a_failed_update_is_reported_and_logged_without_content(
     assert "thread-9" in logged
     assert "LLMStatusError" in logged
     assert "4321" not in logged
+    assert "alice" not in logged + caplog.text  # a log outlives an erased user
+
+
+def test_an_erasure_drops_the_conversations_a_running_batch_has_taken(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """The queue takes every waiting conversation into one run; an erasure during that run
+    drops the erased user's, not only those still waiting, and the user stays erased."""
+    unscoped = open_memory(tmp_path, server, user=None, debounce_seconds=1.0)
+    ben, anna = (unscoped.scoped(user=u, agent=None) for u in ("ben", "anna"))
+    anna.create_fact("Anna has a cat.")
+    server.enqueue(
+        Reply.text(answer(newFacts=[new_fact("Ben lives in Oslo.")]), delay=2.0),
+        answer(newFacts=[new_fact("Anna lives in Lyon.")]),
+    )
+    ben.queue_conversation("tb", CHAT)
+    anna.queue_conversation("ta", CHAT)
+    wait_for(lambda: bool(server.requests))  # the run has both; ben's update is under way
+    erased = unscoped.erase_user("anna")
+    assert erased.counts["queued"] == 1
+    assert unscoped.flush_queue(15).ok
+    assert len(server.requests) == 1
+    assert anna.list_facts() == ()
+    assert not any("anna" in path.name for path in tmp_path.rglob("*"))
+    assert [f.content for f in ben.list_facts()] == ["Ben lives in Oslo."]
 
 
 def test_close_reports_what_it_could_not_flush_in_time(

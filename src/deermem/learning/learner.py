@@ -534,7 +534,7 @@ def _log_unflushed(report: FlushReport) -> None:
             len(report.failed),
             len(report.unflushed),
             ", ".join(
-                f"thread {key.thread_id!r} (user {key.user_id!r}, agent {key.agent!r})"
+                f"thread {key.thread_id!r} (agent {key.agent!r})"  # no user id: logs outlive one
                 for key in (*report.failed, *report.unflushed)
             ),
         )

@@ -219,6 +219,11 @@ class UpdateQueue(Generic[M]):
         self._worker = threading.Lock()  # held while items are processed
         self._pending: dict[QueueKey, QueueItem[M]] = {}
         self._taken: list[QueueKey] = []  # taken for processing, not finished yet
+        # Taken items of an erased user, skipped when their turn comes; and the item being
+        # processed now, which an erasure waits for (``_idle`` is told when it ends).
+        self._dropped: set[QueueKey] = set()
+        self._current: QueueKey | None = None
+        self._idle = threading.Condition(self._lock)
         self._timer: TimerHandle | None = None
         self._rerun = False
         self._draining = False
@@ -303,12 +308,21 @@ class UpdateQueue(Generic[M]):
                 self._schedule(delay)
 
     def drop_user(self, user_id: str) -> int:
-        """Forget every waiting conversation of a user (its erasure); return how many."""
+        """Forget every waiting conversation of a user (its erasure); return how many.
+
+        Waiting includes the items a run has already taken but not reached: they are
+        skipped when their turn comes. If one of the user's items is being processed,
+        this returns once it has ended, so nothing queued before writes afterwards.
+        """
         with self._lock:
             keys = [key for key in self._pending if key.user_id == user_id]
             for key in keys:
                 del self._pending[key]
-            return len(keys)
+            taken = {k for k in self._taken if k.user_id == user_id and k != self._current}
+            self._dropped |= taken
+            while self._current is not None and self._current.user_id == user_id:
+                self._idle.wait()
+            return len(keys) + len(taken)
 
     # --- state -------------------------------------------------------------------
 
@@ -380,6 +394,11 @@ class UpdateQueue(Generic[M]):
             try:
                 if pause and position and self._item_delay:
                     self._sleep(self._item_delay)
+                with self._lock:
+                    if item.key in self._dropped:  # its user was erased meanwhile
+                        self._dropped.discard(item.key)
+                        continue
+                    self._current = item.key
                 self._process_one(item)
             except BaseException:
                 # Interpreter shutdown or a signal: what was not attempted goes
@@ -389,11 +408,16 @@ class UpdateQueue(Generic[M]):
             finally:
                 with self._lock:
                     self._taken.remove(item.key)
+                    self._current = None
+                    self._idle.notify_all()
 
     def _requeue(self, items: list[QueueItem[M]]) -> None:
         with self._lock:
             for item in items:
                 self._taken.remove(item.key)
+                if item.key in self._dropped:
+                    self._dropped.discard(item.key)
+                    continue
                 newer = self._pending.get(item.key)
                 if newer is None:
                     self._pending[item.key] = item
@@ -412,11 +436,11 @@ class UpdateQueue(Generic[M]):
         try:
             ok = bool(self._process(replace(item, messages=feed)))
         except Exception as error:  # the processor is foreign code: isolate its failure
-            # The error's type only: its message may quote what the user said.
+            # The error's type only: its message may quote what the user said. No user
+            # id: the log outlives an erased user.
             _log.error(
-                "memory update failed for thread %r (user %r, agent %r): %s",
+                "memory update failed for thread %r (agent %r): %s",
                 key.thread_id,
-                key.user_id,
                 key.agent,
                 type(error).__name__,
             )
