@@ -806,6 +806,9 @@ class Memory:
         queued = self._updates.forget_user(user_id)
         counts = self.store.erase_user(user_id)
         rows += index.forget_user(user_id)
+        # Always, not only when rows went now: the text of the user's facts deleted or
+        # purged before stays in the file's free pages and log until a scrub.
+        index.scrub()
         return ErasureResult(
             user_id=user_id, counts={**counts, "searchRows": rows, "queued": queued}
         )

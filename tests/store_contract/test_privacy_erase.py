@@ -88,6 +88,22 @@ def test_erase_removes_every_trace_of_the_user_and_keeps_the_others(stores: Stor
     assert fresh.audit() == ()
 
 
+def test_the_text_of_facts_deleted_before_the_erase_is_scrubbed_too(stores: Stores) -> None:
+    """The index's rows of facts deleted and purged before were gone already, but their text
+    stayed in the file's free pages and log: the erase scrubs the file even so."""
+    erin = stores.memory(MemoryConfig(max_facts=20), user=ERIN, clock=lambda: NOW)
+    made = [erin.create_fact(words(ERIN, number)).fact_id for number in range(12)]
+    erin.search("quokka003" + ERIN[-6:])  # the index holds her rows
+    for fact_id in made:
+        assert fact_id is not None
+        erin.delete_fact(fact_id)
+        erin.purge(fact_id)
+    erin.search("quokka003" + ERIN[-6:])  # the index follows: her rows go, not their text
+    result = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW).erase_user(ERIN)
+    assert result.counts["searchRows"] == 0
+    assert ERIN[-6:] not in store_text(stores.kind, stores.root, stores.url)
+
+
 def test_erasing_an_unknown_user_erases_nothing_and_says_so(stores: Stores) -> None:
     frank = populate(stores, FRANK, agents=("coder",)).scoped(user=FRANK, agent="coder")
     before = (frank.list_facts(), frank.list_archived(), frank.audit(), frank.summaries())

@@ -1233,11 +1233,11 @@ class SearchIndex:
         return self._run(remove)
 
     def forget_user(self, user: str) -> int:
-        """Forget every scope of a user so that no page of the file keeps its text.
+        """Forget every scope of a user; return the rows removed.
 
         Each scope goes as :meth:`remove_scope` removes one (with whatever the
-        index derives from its rows); then :meth:`scrub`, so no page, free or
-        not, nor the log holds what the rows said. Returns the rows removed.
+        index derives from its rows). The rows' text stays in free pages and the
+        log until :meth:`scrub`, which an erasure runs once it is done.
         """
         agents = self._run(
             lambda db: [
@@ -1247,10 +1247,7 @@ class SearchIndex:
                 )
             ]
         )
-        removed = sum(self.remove_scope(user, agent) for agent in agents)
-        if removed:
-            self.scrub()
-        return removed
+        return sum(self.remove_scope(user, agent) for agent in agents)
 
     def scrub(self) -> None:
         """Leave no trace of deleted rows in the file: no free page, segment or log keeps them.

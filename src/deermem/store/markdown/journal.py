@@ -417,7 +417,7 @@ def _fact_id(value: object, user: UserPaths) -> str:
 # erase also deletes the search index's files: rows of the user may have
 # stayed in it, and the index is derived data, rebuilt at the next search.
 # (An erase that completes leaves the index to the caller, which deletes the
-# user's rows and vacuums: :meth:`deermem.recall.index.SearchIndex.forget_user`.)
+# user's rows and scrubs the file: :meth:`deermem.memory.Memory.erase_user`.)
 # ---------------------------------------------------------------------------
 
 ERASING_DIRNAME: Final = ".erasing"
