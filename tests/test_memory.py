@@ -221,3 +221,15 @@ def test_a_label_of_ones_own_is_still_kept_as_other(tmp_path: Path) -> None:
     memory = Memory.open(tmp_path / "memory", user="alice")
     fact = memory.create_fact("Plays the cello", category="hobby").fact
     assert (fact.category, fact.categoryExtension) == ("other", "hobby")
+
+
+def test_a_naive_clock_is_taken_to_be_utc_at_the_cap_too(tmp_path: Path) -> None:
+    """A naive clock wrote facts fine and then failed every write at the cap: the archive's
+    age bound compared an aware stored time with it."""
+    naive = datetime(2026, 8, 13, 12, 0)
+    memory = Memory.open(tmp_path, MemoryConfig(max_facts=10), user="u", clock=lambda: naive)
+    for number in range(12):
+        memory.create_fact(f"fact number {number}", confidence=0.5 + number / 100)
+    assert len(memory.list_facts()) == 10
+    assert len(memory.list_archived()) == 2
+    assert memory.now() == naive.replace(tzinfo=UTC)

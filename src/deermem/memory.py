@@ -226,7 +226,7 @@ class Memory:
                 store's own settings.
             user: the user id (``None``: the single-user layout).
             agent: the agent name (``None``: the ``__default__`` bucket).
-            clock: the time source of every decision (aware UTC datetimes).
+            clock: the time source of every decision (a naive time is taken to be UTC).
             id_factory: makes new fact ids (for reproducible runs).
             model: the chat model extraction uses; by default the one
                 ``config.model`` describes, built on first use.
@@ -345,8 +345,10 @@ class Memory:
         return f"Memory({self.store!r}, {self._scope or 'no scope of its own'})"
 
     def now(self) -> datetime:
-        """The injected clock's current time."""
-        return self._clock()
+        """The injected clock's current time, in UTC (a naive time is taken to be UTC, as the
+        policies take it: every time a decision compares must be aware)."""
+        moment = self._clock()
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
     def warm(self, *, models: bool = False) -> bool:
         """Load now what the first prompt block and the first search would wait for.
