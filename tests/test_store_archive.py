@@ -81,6 +81,30 @@ def test_restore_under_hybrid_brings_the_fact_back_and_evicts_another(tmp_path: 
     assert not (archive_dir(tmp_path) / "fact_confirm.json").exists()
 
 
+@pytest.mark.parametrize("back", ["restore", "relearn"])
+def test_a_fact_back_from_the_archive_is_ranked_with_its_recall_counts(
+    tmp_path: Path, back: str
+) -> None:
+    """Its heat went to the archive with it and comes back with it: the gate ranks it so."""
+    memory = open_memory(tmp_path, fact_eviction_policy="hybrid-v1", search_mode="keyword")
+    memory.create_fact("zebra crossing rule", fact_id="hot")
+    for number in range(9):
+        memory.create_fact(f"filler {number}", fact_id=f"c{number}")
+    for _ in range(8):
+        memory.search("zebra")  # eight recalls: the heat saturates
+    memory.delete_fact("hot")
+    assert memory.get_archived("hot").usage is not None
+    memory.create_fact("filler 9", fact_id="c9")  # the library is full again
+    if back == "restore":
+        result = memory.restore("hot")
+    else:
+        result = memory.create_fact("zebra crossing rule")
+    [receipt] = [r for r in result.receipts if r.reason == "capacity"]
+    # Equal but for the heat: the fillers go (0.45 each), the recalled fact stays (0.55).
+    assert receipt.evicted[0].fact_id != "hot"
+    assert memory.get_fact("hot").content == "zebra crossing rule"
+
+
 def test_restore_refuses_unknown_active_and_duplicate_facts(tmp_path: Path) -> None:
     memory = open_memory(tmp_path)
     fact_id = memory.create_fact("Lives in Lisbon").fact_id

@@ -270,7 +270,12 @@ class CapacityGate:
         ledger = RegretLedger(transaction, trigger, format_timestamp(now))
         proposal, relearned = _relearn(transaction, proposal, now, ledger)
         library, incoming = _proposed_library(transaction, proposal, trigger)
-        usage = transaction.usage() if self.policy.uses_usage else None
+        usage = None
+        if self.policy.uses_usage:
+            # A fact coming back from the archive is ranked with the recall counts it took
+            # there (the change set writes them back), not as a fact never recalled.
+            back = {e.fact_id: e.usage for e in proposal.restored if e.usage is not None}
+            usage = {**transaction.usage(), **back}
         entries = None if usage is None else {k: v.to_dict() for k, v in usage.items()}
         decision = select_facts_for_capacity(
             library, max_facts=self.max_facts, policy=self.policy, usage=entries, now=now
