@@ -95,11 +95,12 @@ def test_a_fact_back_from_the_archive_is_ranked_with_its_recall_counts(
     memory.delete_fact("hot")
     assert memory.get_archived("hot").usage is not None
     memory.create_fact("filler 9", fact_id="c9")  # the library is full again
-    if back == "restore":
-        result = memory.restore("hot")
-    else:
-        result = memory.create_fact("zebra crossing rule")
-    [receipt] = [r for r in result.receipts if r.reason == "capacity"]
+    receipts = (
+        memory.restore("hot").receipts
+        if back == "restore"
+        else memory.create_fact("zebra crossing rule").receipts
+    )
+    [receipt] = [r for r in receipts if r.reason == "capacity"]
     # Equal but for the heat: the fillers go (0.45 each), the recalled fact stays (0.55).
     assert receipt.evicted[0].fact_id != "hot"
     assert memory.get_fact("hot").content == "zebra crossing rule"
