@@ -221,6 +221,31 @@ def test_a_url_is_shown_without_its_password_or_key(password: str, key: str, nam
     assert redact_url("https://api.openai.com/v1") == "https://api.openai.com/v1"
 
 
+@given(
+    password=_SECRET,
+    inside=st.sampled_from(["", "/", "@", "/x@", ":", "?"]),
+    shape=st.sampled_from(
+        [
+            "postgresql://app:{pw}@db.example:5432/memory",
+            "postgresql://app:{pw}@db.example:5432/memory?sslmode=require",
+            "host=db.example port=5432 user=app password={pw} dbname=memory",
+            "host=db.example password = '{pw}' dbname=memory",
+            "app:{pw}@db.example:5432/memory",
+        ]
+    ),
+)
+def test_no_spelling_of_a_database_url_shows_its_password(
+    password: str, inside: str, shape: str
+) -> None:
+    """A password may hold `/` or `@`, which end a URL's authority; a libpq string is no URL."""
+    secret = password[:6] + inside + password[6:]
+    shown = redact_url(shape.format(pw=secret))
+    assert password[:6] not in shown
+    assert password[6:] not in shown
+    if shape.startswith("postgresql") and inside in ("", ":"):
+        assert shown.startswith("postgresql://app:***@db.example:5432/memory"), shown
+
+
 def test_the_models_url_is_shown_without_secrets_wherever_deermem_shows_it() -> None:
     url = "http://bob:Sup3rS3cretPw@127.0.0.1:18799/v1?api-key=QUERYSECRET123"
     config = MemoryConfig.model_validate({"model": {"model": "m", "base_url": url}})

@@ -130,16 +130,26 @@ def redact_url(url: str) -> str:
     """The URL with its password, and any key or token in its query, replaced by ``***``.
 
     For a database's URL and a model's: a person can still tell which one is
-    meant. A URL that cannot be taken apart is hidden whole: showing it
-    could show the password.
+    meant. The password is whatever lies between the user's ``:`` and the last
+    ``@`` — a password may hold ``/``, ``?`` or ``@``, which end the authority
+    for a URL parser (an ``@`` in a query hides more than it must, never
+    less). A libpq connection string
+    (``host=… password=…``) loses its ``password``'s value. Anything else that
+    holds an ``@``, or a URL that cannot be taken apart, is hidden whole:
+    showing it could show the password.
     """
+    text = url.strip()
+    scheme, separator, rest = text.partition("://")
+    if not separator:
+        if "@" in text:
+            return _HIDDEN
+        return _KEYWORD_PASSWORD.sub(rf"\g<1>{REDACTED}", text)
+    if "@" in rest:
+        userinfo = rest.rpartition("@")[0]
+        user, colon, _password = userinfo.partition(":")
+        rest = (f"{user}:{REDACTED}" if colon else user) + rest[len(userinfo) :]
     try:
-        parts = urlsplit(url.strip())
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hosts = netloc.rpartition("@")
-            user, colon, _password = userinfo.partition(":")
-            netloc = f"{user}:{REDACTED}@{hosts}" if colon else f"{user}@{hosts}"
+        parts = urlsplit(f"{scheme}://{rest}")
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
@@ -148,10 +158,14 @@ def redact_url(url: str) -> str:
                     (k, REDACTED if k.lower() in _SECRET_PARAMETERS else v) for k, v in pairs
                 ]
                 query = urlencode(redacted, safe="*")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
     except ValueError:
-        scheme = url.strip().partition("://")[0] or "postgresql"
-        return f"{scheme}://(address hidden: it cannot be parsed)"
+        return f"{scheme or 'postgresql'}://{_HIDDEN}"
+
+
+_HIDDEN: Final = "(address hidden: it cannot be parsed)"
+# A libpq connection string's password: a bare word, or single-quoted with backslash escapes.
+_KEYWORD_PASSWORD: Final = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------
