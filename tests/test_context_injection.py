@@ -16,7 +16,7 @@ from deermem.model import Fact, format_timestamp
 from deermem.policy import POLICY_HYBRID_V1, CapacityPolicy, select_facts_for_capacity
 from deermem.recall import InjectionManifest
 from deermem.recall.injection import InjectionSettings, Summaries, build_injection
-from deermem.recall.tokens import token_counter
+from deermem.recall.tokens import count_tokens, token_counter
 from deermem.results import to_json
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -469,7 +469,48 @@ def test_char_counting_is_reported() -> None:
     manifest = build_injection(seed_library(), settings=settings_, now=NOW).manifest
     assert manifest.token_counter == "char"
     line = "- [correction | 0.70] Do not use pip; use uv for every install (avoid: ran pip install)"
-    assert manifest.injected[0].tokens == (len(line) + 1) // 4
+    assert manifest.injected[0].tokens == math.ceil((len(line) + 1) / 4)  # rounded up
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    max_tokens=st.integers(0, 1500),
+    guaranteed=st.integers(0, 600),
+    data=st.lists(
+        st.tuples(
+            st.sampled_from(["preference", "correction"]),
+            st.floats(0, 1),
+            st.text(st.sampled_from("ab 机器한"), min_size=1, max_size=60),
+        ),
+        max_size=40,
+    ),
+    summary=st.text(st.sampled_from("ab 机器한\n"), max_size=400),
+)
+def test_char_counted_text_stays_within_the_budget(
+    max_tokens: int,
+    guaranteed: int,
+    data: list[tuple[str, float, str]],
+    summary: str,
+) -> None:
+    """The budget counts line by line; the whole text, estimated at once, never counts more."""
+    facts = [
+        fact(f"f{n:02d}", f"x{content}", category, round(confidence, 2))
+        for n, (category, confidence, content) in enumerate(data)
+    ]
+    settings_ = budget(max_tokens, guaranteed, token_counting="char")
+    injection = build_injection(facts, settings=settings_, now=NOW, summaries=Summaries(summary))
+    manifest = injection.manifest
+    assert injection.exact_tokens() == count_tokens(injection.text, "char")
+    assert injection.exact_tokens() <= manifest.budget_tokens
+    assert manifest.budget_tokens <= max_tokens + manifest.guaranteed_tokens
+
+
+def test_char_counting_of_many_short_lines_keeps_the_budget() -> None:
+    # 30-character lines: 7.75 estimated tokens each, 7 when rounded down line by line
+    facts = [fact(f"p{n:02d}", f"abc{n:02d}xyz") for n in range(40)]
+    injection = build_injection(facts, settings=budget(100, token_counting="char"), now=NOW)
+    assert count_tokens(injection.text, "char") <= 100
+    assert injection.exact_tokens() <= injection.manifest.budget_tokens <= 100
 
 
 def test_disabled_injection_is_empty() -> None:

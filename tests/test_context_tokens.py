@@ -23,6 +23,7 @@ from deermem.recall.tokens import (
     CL100K_SPECIAL_TOKENS,
     cl100k_encoding,
     count_tokens,
+    estimate_part_tokens,
     estimate_tokens,
     load_cl100k,
     reset_tokenizer_cache,
@@ -169,6 +170,23 @@ def test_lone_surrogate_is_counted() -> None:
 )
 def test_estimate(text: str, expected: int) -> None:
     assert estimate_tokens(text) == expected
+
+
+@given(st.lists(st.text(st.sampled_from("ab 机器한\t"), max_size=40), max_size=30))
+def test_char_line_costs_sum_to_at_least_the_whole_texts_estimate(lines: list[str]) -> None:
+    """A prompt budget sums its lines' costs: the sum must bound the text they make up."""
+    counter = token_counter("char")
+    costs = [counter.line(line) for line in lines]
+    assert count_tokens("\n".join(lines), "char") <= sum(costs)
+    for line, line_cost in zip(lines, costs, strict=True):
+        # each line is its estimate rounded up, never more than a token over per script
+        estimate = estimate_tokens(line + "\n")
+        assert estimate <= line_cost == estimate_part_tokens(line + "\n") <= estimate + 2
+
+
+def test_a_tiktoken_line_costs_its_count_with_the_newline() -> None:
+    counter = token_counter("tiktoken")
+    assert counter.line("- [preference | 0.90] tea") == counter("- [preference | 0.90] tea\n")
 
 
 def test_cjk_estimate_is_denser_than_a_quarter_of_the_length() -> None:

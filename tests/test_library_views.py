@@ -7,13 +7,18 @@ selection, so what they say is what the gate would do.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import tempfile
+from datetime import UTC, datetime, timedelta
 
-from deermem import Fact
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deermem import Fact, Memory, MemoryConfig
 from deermem.library import CapacityGate
 from deermem.library.gate import other_policy, rank_library, what_if
+from deermem.model import format_timestamp
 from deermem.policy import CapacityPolicy, select_facts_for_capacity
-from deermem.store import ArchiveEntry
+from deermem.store import ArchiveEntry, UsageEntry
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 
@@ -71,6 +76,131 @@ def test_a_reserved_correction_keeps_its_place_and_the_next_to_go_is_above_it() 
         "confirmationFreshness",
         "accessHeat",
     }
+
+
+def test_at_the_cap_the_reserve_is_the_caps_and_the_next_to_go_is_what_the_gate_evicts() -> None:
+    # cap 11 holds ceil(10 % of 11) = 2 slots for corrections; at a cap of 10 it would be 1
+    gate = CapacityGate(CapacityPolicy(name="hybrid-v1"), max_facts=11)
+    corrections = [fact(f"corr{n}", 0.1, "correction") for n in (1, 2)]
+    facts = [*corrections, *(fact(f"p{n}", 0.8, "preference") for n in range(9))]
+    ranking = rank_library(gate, facts, {}, NOW)
+    assert ranking.reserved_slots == 2
+    assert [r.fact.id for r in ranking.facts if r.reserved] == ["corr1", "corr2"]
+    assert [r.fact.id for r in ranking.facts if r.next_out] == ["p8"]
+    newcomer = fact("new", 0.95, "preference")
+    decision = select_facts_for_capacity(
+        [*facts, newcomer], max_facts=11, policy=gate.policy, now=NOW
+    )
+    assert decision.evicted_ids == ("p8",)
+    assert decision.reserved_correction_slots == 2
+
+
+def test_when_the_reserve_holds_every_fact_nothing_goes_next() -> None:
+    # a full library of corrections, all reserved: a newcomer would itself be let go
+    policy = CapacityPolicy(name="hybrid-v1", correction_reserved_fraction=1.0)
+    gate = CapacityGate(policy, max_facts=2)
+    facts = [fact("c1", 0.4, "correction"), fact("c2", 0.3, "correction")]
+    ranking = rank_library(gate, facts, {}, NOW)
+    assert ranking.reserved_slots == 2
+    assert not any(r.next_out for r in ranking.facts)
+    newcomer = fact("new", 0.95)
+    decision = select_facts_for_capacity(
+        [*facts, newcomer], max_facts=2, policy=gate.policy, now=NOW
+    )
+    assert decision.evicted_ids == ("new",)
+
+
+_CATEGORIES = st.sampled_from(["correction", "preference", "context"])
+_CONFIDENCES = st.sampled_from([0.1, 0.3, 0.5, 0.5, 0.8, 0.9])  # repeats: ties
+_POLICIES = st.builds(
+    CapacityPolicy,
+    name=st.sampled_from(["confidence", "hybrid-v1"]),
+    correction_reserved_fraction=st.sampled_from([0.0, 0.1, 0.25, 0.3, 0.5, 1.0]),
+    correction_reserved_max=st.integers(0, 6),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    policy=_POLICIES,
+    library=st.lists(
+        st.tuples(
+            _CATEGORIES,
+            _CONFIDENCES,
+            st.one_of(st.none(), st.integers(0, 400)),  # days since confirmed
+            st.one_of(st.none(), st.floats(0, 20)),  # access heat
+        ),
+        max_size=12,
+    ),
+    free=st.integers(0, 4),
+)
+def test_the_next_to_go_is_what_the_gate_evicts_when_a_better_fact_arrives(
+    policy: CapacityPolicy,
+    library: list[tuple[str, float, int | None, float | None]],
+    free: int,
+) -> None:
+    """Fill the library to its cap with facts that outrank it, add one more: the gate's
+    eviction is the ranking's next to go (nothing when it lets the newcomer go)."""
+    facts, usage = [], {}
+    for n, (category, confidence, confirmed, heat) in enumerate(library):
+        extra = {}
+        if confirmed is not None:
+            extra["lastConfirmedAt"] = format_timestamp(NOW - timedelta(days=confirmed))
+        facts.append(fact(f"f{n:02d}", confidence, category, **extra))
+        if heat is not None:
+            usage[f"f{n:02d}"] = UsageEntry(heat, 1, format_timestamp(NOW - timedelta(days=1)))
+    gate = CapacityGate(policy, max_facts=len(facts) + free)
+    ranking = rank_library(gate, facts, usage, NOW)
+    # the newcomers score 1 on every signal, above any fact of confidence 0.9 or less
+    newcomers = [
+        fact(f"new{n}", 1.0, "preference", lastConfirmedAt=format_timestamp(NOW))
+        for n in range(free + 1)
+    ]
+    usage |= {f.id: UsageEntry(1e6, 100, format_timestamp(NOW)) for f in newcomers}
+    entries = {key: entry.to_dict() for key, entry in usage.items()}
+    decision = select_facts_for_capacity(
+        [*facts, *newcomers], max_facts=gate.max_facts, policy=policy, usage=entries, now=NOW
+    )
+    evicted = [i for i in decision.evicted_ids if not i.startswith("new")]
+    assert [r.fact.id for r in ranking.facts if r.next_out] == evicted
+    held = [r.fact.id for r in ranking.facts if r.reserved]
+    assert ranking.reserved_slots == len(held) == decision.reserved_correction_slots
+    assert all(r.kept for r in ranking.facts)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    policy=st.sampled_from(["confidence", "hybrid-v1"]),
+    fraction=st.sampled_from([0.1, 0.25, 0.3, 0.5]),
+    library=st.lists(st.tuples(_CATEGORIES, _CONFIDENCES), min_size=8, max_size=13),
+    free=st.integers(0, 2),
+)
+def test_memory_ranking_names_the_fact_the_next_create_evicts(
+    policy: str, fraction: float, library: list[tuple[str, float]], free: int
+) -> None:
+    """Memory.ranking() at or below the cap, then creates of a top-scoring fact until one
+    evicts: the first fact that leaves is the one the ranking said goes next."""
+    cap = max(10, len(library) + free)
+    config = MemoryConfig(
+        max_facts=cap,
+        fact_eviction_policy=policy,
+        eviction_correction_reserved_fraction=fraction,
+    )
+    clock = [NOW - timedelta(days=400)]  # the library is old, the newcomers fresh
+    with tempfile.TemporaryDirectory() as root:
+        memory = Memory.open(root, config, user="u", agent="a", clock=lambda: clock[0])
+        for n, (category, confidence) in enumerate(library):
+            memory.create_fact(f"fact {n}", category=category, confidence=confidence)
+        clock[0] = NOW
+        ranking = memory.ranking()
+        going = [r.fact.id for r in ranking.facts if r.next_out]
+        for n in range(cap - len(library) + 1):
+            result = memory.create_fact(f"newcomer {n}", category="preference", confidence=1.0)
+            if result.evicted:
+                break
+        # (at these caps the reserve never holds every fact, so one of them goes)
+        assert list(result.evicted) == going
+        assert [x.reserved_correction_slots for x in result.receipts] == [ranking.reserved_slots]
 
 
 def test_a_library_over_a_lowered_cap_shows_what_falls_below_the_line() -> None:

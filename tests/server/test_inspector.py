@@ -299,3 +299,34 @@ def test_markup_a_user_or_a_model_wrote_is_shown_as_text_on_every_page(
         assert "&lt;script&gt;" in shown  # shown, as text
     finally:
         live.stop()
+
+
+@on_both_stores
+def test_at_a_full_library_the_page_names_what_the_gate_evicts_next(store: ServedStore) -> None:
+    # cap 11 holds ceil(10 % of 11) = 2 slots for corrections, both taken
+    live, issued = start_server(
+        store, tokens=TOKENS, max_facts=11, fact_eviction_policy="hybrid-v1"
+    )
+    try:
+        memory = live.memory.scoped(user="alice", agent="coder")
+        for n in (1, 2):
+            memory.create_fact(
+                f"correction {n}", category="correction", confidence=0.1, fact_id=f"corr{n}"
+            )
+        for n in range(9):
+            memory.create_fact(
+                f"preference {n}", category="preference", confidence=0.8, fact_id=f"p{n}"
+            )
+        page = signed_in(live, issued["alice"]).get("/ui/users/alice/agents/coder").text
+        assert "2 slots reserved for corrections" in page
+        assert page.count(">reserved</strong>") == 2
+        going = re.search(r"Goes next when a fact needs room: <a [^>]*>(\w+)</a>", page)
+        assert going is not None
+        assert going[1].startswith("p")  # a preference, above the reserved corrections
+        made = memory.create_fact("a new strong fact", category="preference", confidence=0.95)
+        assert made.evicted == (going[1],)
+        assert [receipt.reserved_correction_slots for receipt in made.receipts] == [2]
+        keeps = memory.what_if().active_keeps  # the what-if keeps what the gate kept
+        assert set(keeps) == {fact.id for fact in memory.list_facts()}
+    finally:
+        live.stop()

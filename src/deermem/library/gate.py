@@ -87,6 +87,7 @@ from deermem.policy import (
     CapacityPolicy,
     EvictedFact,
     ShadowComparison,
+    reserved_slots,
     select_facts_for_capacity,
     shadow_comparison,
 )
@@ -855,7 +856,9 @@ class RankedFact(NamedTuple):
         reserved: it holds one of the slots ``hybrid-v1`` reserves for corrections.
         kept: the policy keeps it at the cap; ``False`` below the cap's line
             (a library over a lowered cap, until the next decision trims it).
-        next_out: the fact the gate lets go next when a fact needs room.
+        next_out: the fact the gate lets go next when a fact needs room: the
+            one it evicts when the library is full and a fact that outranks
+            it arrives.
     """
 
     fact: Fact
@@ -874,7 +877,8 @@ class Ranking(NamedTuple):
         policy: the policy version.
         max_facts: the cap.
         facts: every active fact, best first.
-        reserved_slots: slots held for corrections at the cap (0 under ``confidence``).
+        reserved_slots: reserved slots the corrections hold at the cap, as the
+            gate's decision counts them (0 under ``confidence``).
     """
 
     policy: str
@@ -897,30 +901,36 @@ def rank_library(
     """Rank every active fact with the gate's policy and mark the cap's cut.
 
     The ranks and scores are the policy's own (a cap of 0 ranks the whole
-    library, as :func:`standing_of` does). What the cap keeps is the policy's
-    decision at the cap; the fact that goes next is the one the policy lets go
-    when the library must make one slot: so reserved corrections keep their
-    place above facts that outscore them, exactly as the gate would decide.
+    library, as :func:`standing_of` does). Over the cap, what the cap keeps
+    is the policy's decision at the cap, and the next decision carries it
+    out. At or below it, the fact that goes next is the one the gate lets go
+    when the library is full and a fact that outranks it arrives: the
+    reserved slots are the cap's (the gate decides at the cap, over the
+    library and the newcomer), so reserved corrections keep their place
+    above facts that outscore them, and the lowest-ranked fact outside the
+    reserve goes — exactly as the gate would decide. When the reserve holds
+    every fact, nothing goes: the newcomer itself would not be kept.
     """
     policy = gate.policy
     usage_data = _usage_data(usage)
     ranked = _ranked(policy, facts, usage_data, now)
     by_id = {fact.id: fact for fact in facts}
-    over = len(facts) > gate.max_facts
-    cut = select_facts_for_capacity(
-        facts,
-        max_facts=gate.max_facts if over else max(0, len(facts) - 1),
-        policy=policy,
-        usage=usage_data,
-        now=now,
-    )
-    below = set(cut.evicted_ids) if over else set()
-    going = cut.evicted_ids[:1] if not over else ()
     reserved_categories = {category_key(name) for name in policy.reserved_categories}
     corrections = [
         item.fact_id for item in ranked if category_key(item.category) in reserved_categories
     ]
-    holding = set(corrections[: cut.reserved_correction_slots])
+    below: set[str] = set()
+    going: str | None = None
+    if len(facts) > gate.max_facts:
+        cut = select_facts_for_capacity(
+            facts, max_facts=gate.max_facts, policy=policy, usage=usage_data, now=now
+        )
+        below = set(cut.evicted_ids)
+        holding = set(corrections[: cut.reserved_correction_slots])
+    else:
+        holding = set(corrections[: reserved_slots(policy, gate.max_facts)])
+        outside = [item.fact_id for item in ranked if item.fact_id not in holding]
+        going = outside[-1] if outside else None
     return Ranking(
         policy=policy.name,
         max_facts=gate.max_facts,
@@ -932,11 +942,11 @@ def rank_library(
                 components=item.components,
                 reserved=item.fact_id in holding,
                 kept=item.fact_id not in below,
-                next_out=item.fact_id in going,
+                next_out=item.fact_id == going,
             )
             for item in ranked
         ),
-        reserved_slots=cut.reserved_correction_slots,
+        reserved_slots=len(holding),
     )
 
 

@@ -14,7 +14,11 @@ from deermem.policy.scoring import (
     decay,
     elapsed_days,
 )
-from deermem.policy.selection import reserved_slot_count, select_facts_for_capacity
+from deermem.policy.selection import (
+    reserved_slot_count,
+    reserved_slots,
+    select_facts_for_capacity,
+)
 from deermem.policy.shadow import ShadowComparison, compare_evictions, shadow_comparison
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "decay",
     "elapsed_days",
     "reserved_slot_count",
+    "reserved_slots",
     "select_facts_for_capacity",
     "shadow_comparison",
 ]

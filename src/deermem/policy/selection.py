@@ -22,7 +22,7 @@ from deermem.policy.decision import CapacityDecision, EvictedFact, F
 from deermem.policy.names import POLICY_HYBRID_V1
 from deermem.policy.scoring import Scores, fact_id_of, score_facts
 
-__all__ = ["reserved_slot_count", "select_facts_for_capacity"]
+__all__ = ["reserved_slot_count", "reserved_slots", "select_facts_for_capacity"]
 
 _DEFAULT_POLICY: Final = CapacityPolicy()
 
@@ -124,6 +124,21 @@ def reserved_slot_count(max_facts: int, fraction: float, maximum: int) -> int:
     return min(maximum, math.ceil(max_facts * Fraction(repr(float(fraction)))))
 
 
+def reserved_slots(policy: CapacityPolicy, max_facts: int) -> int:
+    """Slots ``policy`` holds for its reserved categories at a cap of ``max_facts``.
+
+    ``hybrid-v1`` holds :func:`reserved_slot_count`, never more than the cap;
+    ``confidence`` holds none. A decision fills them with the best-ranked
+    facts of those categories, as many as there are.
+    """
+    if policy.name != POLICY_HYBRID_V1:
+        return 0
+    count = reserved_slot_count(
+        max_facts, policy.correction_reserved_fraction, policy.correction_reserved_max
+    )
+    return min(count, max_facts)
+
+
 def _policy_of(policy: str | CapacityPolicy, **parameters: Any) -> CapacityPolicy:
     """The policy to decide with: the one given, or a name with its keyword parameters."""
     given = {key: value for key, value in parameters.items() if value is not None}
@@ -141,14 +156,7 @@ def _reserved_ranks(
     facts: Sequence[F], order: list[int], policy: CapacityPolicy, max_facts: int
 ) -> list[int]:
     """Ranks of the best-ranked facts of the reserved categories, as many as the reserve holds."""
-    if policy.name != POLICY_HYBRID_V1:
-        return []
-    slots = min(
-        reserved_slot_count(
-            max_facts, policy.correction_reserved_fraction, policy.correction_reserved_max
-        ),
-        max_facts,
-    )
+    slots = reserved_slots(policy, max_facts)
     wanted = {category_key(name) for name in policy.reserved_categories}
     ranks: list[int] = []
     for rank, index in enumerate(order):

@@ -25,13 +25,18 @@ lower-ranked line never slips in behind a longer, better one, so the ranking
 the policy chose is the ranking the model sees. The guaranteed pool can never
 take more than its own budget from the rest.
 
-Costs are counted per line, newline included, and summed. Lines begin with
-a non-blank character, so the sum is the count of the whole text give or
-take a token where a line end merges with a blank separator
-(:meth:`Injection.exact_tokens` counts the text itself). If the summaries
-are so long that the text would exceed ``max_injection_tokens`` plus the
-guaranteed lines, the summaries are cut (ending in ``...``) and the facts
-are kept.
+Costs are counted per line, newline included, and summed
+(:meth:`~deermem.recall.tokens.TokenCounter.line`), and the sum is never
+below the count of the whole text (:meth:`Injection.exact_tokens` counts
+the text itself), so a text within the budget as summed is within it as
+counted. With ``tiktoken`` lines begin with a non-blank character, so the
+sum is the whole text's count give or take a token where a line end merges
+with a blank separator; the ``char`` estimate rounds each line up, so its
+sum may exceed the whole text's estimate by up to a token a line.
+
+If the summaries are so long that the text would exceed
+``max_injection_tokens`` plus the guaranteed lines, the summaries are cut
+(ending in ``...``) and the facts are kept.
 
 The text is laid out as the original lays it out (:class:`Summaries`,
 :func:`fact_line`) and every piece of stored text is made inert before it is
@@ -272,7 +277,8 @@ class InjectedFact:
         rank: 1-based position in the policy's ranking of all valid facts.
         score: the policy score it was ranked by (its confidence under
             ``confidence``).
-        tokens: what its line costs, newline included.
+        tokens: what its line costs, newline included (the ``char``
+            estimate rounded up).
     """
 
     __pydantic_config__ = _JSON
@@ -436,9 +442,10 @@ class Injection:
         """The exact token count of :attr:`text`, with the counter the budget used.
 
         The manifest's ``budget_tokens`` sums the lines, each with its
-        newline; the exact count of the joined text is the same or slightly
-        lower. It is computed on request only: the budget already counted
-        every line, and encoding the joined text would do that work again.
+        newline (the ``char`` estimate of each rounded up); the exact count
+        of the joined text is never higher. It is computed on request only:
+        the budget already counted every line, and encoding the joined text
+        would do that work again.
         """
         return self.counter(self.text)
 
@@ -516,9 +523,7 @@ def build_injection(
     if not settings.enabled:
         return Injection("", count, manifest)
 
-    def cost(line: str) -> int:
-        return count(line + "\n")
-
+    cost = count.line  # a line with its newline; the sum bounds the whole text's count
     candidates, invalid = _candidates(facts, settings.guaranteed_categories)
     ranked = _rank(candidates, settings.ranking, usage, now)
     for candidate in ranked:

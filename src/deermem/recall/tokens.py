@@ -9,7 +9,9 @@ the count tiktoken gives, id for id (the tests prove it on a varied corpus).
 
 The second mode, ``char``, estimates ``(len − cjk) // 4 + cjk // 2``: about
 four characters per token for alphabetic text, two for CJK, which packs far
-more meaning into each character.
+more meaning into each character. A prompt's lines are counted one by one and
+summed (:meth:`TokenCounter.line`); there the estimate of each line is rounded
+up, so the sum is never below the estimate of the whole text.
 
 Loading is lazy, happens once per process and is thread-safe: concurrent
 first callers wait for the one load rather than each parsing 100,000 ranks,
@@ -44,6 +46,7 @@ __all__ = [
     "TokenCountingMode",
     "cl100k_encoding",
     "count_tokens",
+    "estimate_part_tokens",
     "estimate_tokens",
     "load_cl100k",
     "reset_tokenizer_cache",
@@ -92,12 +95,30 @@ def estimate_tokens(text: str) -> int:
     CJK characters (U+4E00–9FFF, U+3040–30FF, U+AC00–D7A3) count at about two
     per token, every other character at about four.
     """
+    cjk = _cjk_count(text)
+    return (len(text) - cjk) // 4 + cjk // 2
+
+
+def estimate_part_tokens(text: str) -> int:
+    """The estimate rounded up: ``ceil((len − cjk) / 4) + ceil(cjk / 2)``.
+
+    For a part of a longer text that is counted piece by piece and summed (a
+    prompt's lines). :func:`estimate_tokens` rounds down, so summed over
+    pieces it would lose up to three quarters of a token on each and the
+    whole text could count more than the sum; rounded up, the sum over the
+    pieces is never below the estimate of the text they make up.
+    """
+    cjk = _cjk_count(text)
+    return -(-(len(text) - cjk) // 4) + -(-cjk // 2)
+
+
+def _cjk_count(text: str) -> int:
     cjk = 0
     for char in text:
         code = ord(char)
         if code >= 0x3040 and any(low <= code <= high for low, high in _CJK_RANGES):
             cjk += 1
-    return (len(text) - cjk) // 4 + cjk // 2
+    return cjk
 
 
 def load_cl100k(source: Path | None = None) -> tiktoken.Encoding:
@@ -245,6 +266,19 @@ class TokenCounter:
                     memo.clear()
                 memo[text] = count
         return count
+
+    def line(self, text: str) -> int:
+        """What one line of a longer text costs, its newline included.
+
+        A prompt budget adds up its lines' costs, so the sum must never be
+        below the count of the text the lines make: ``tiktoken`` counts the
+        line with its newline as it is; the ``char`` estimate rounds each
+        line up (:func:`estimate_part_tokens`), since rounded down, line by
+        line, it loses up to three quarters of a token on each.
+        """
+        if self.method == "char":
+            return estimate_part_tokens(text + "\n")
+        return self(text + "\n")
 
 
 _COUNTERS: dict[TokenCountingMode, TokenCounter] = {}
