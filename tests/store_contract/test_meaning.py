@@ -229,6 +229,28 @@ def test_a_purged_entry_whose_words_a_fact_still_holds_leaves_the_vector(stores:
     assert len(vectors_held(stores, memory, content_key("I am left-handed."))) == 1
 
 
+# PostgreSQL only: the Markdown store keeps vectors in its index file, beside the rows.
+@pytest.mark.parametrize("stores", ["postgres"], indirect=True)
+def test_a_vector_made_while_its_text_left_the_scope_is_not_kept(stores: Stores) -> None:
+    """A search embeds outside the user's lock; a commit (or an erase) meanwhile took the
+    text out of the scope and released its vector. The search's write keeps only the
+    vectors of texts the scope holds when it writes them."""
+    memory = open_memory(stores, max_facts=10)
+    memory.import_document({"facts": LIBRARY})
+    models = embedder()
+    assert models is not None
+    gone, kept = content_key("I am left-handed."), content_key(str(LIBRARY[1]["content"]))
+    memory.delete_fact("fact_hand")
+    memory.purge("fact_hand")  # the scope holds its words no more
+    vector = bytes(VECTOR_BYTES)
+    memory.store.store_vectors(memory.scope, models.tag, {gone: vector, kept: vector})
+    assert vectors_held(stores, memory, gone) == []
+    assert vectors_held(stores, memory, kept) == [vector]
+    memory.erase_user("alice")
+    memory.store.store_vectors(memory.scope, models.tag, {kept: vector})
+    assert vectors_held(stores, memory, kept) == []
+
+
 def vectors_held(stores: Stores, memory: Memory, key: str) -> list[bytes]:
     """The vectors kept for a text (by its content key) where the store keeps derived data."""
     models = embedder()

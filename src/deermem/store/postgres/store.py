@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -101,6 +102,7 @@ from deermem.store.records import (
     ShadowMark,
     SummaryDocument,
     UsageEntry,
+    content_key,
 )
 
 if TYPE_CHECKING:
@@ -439,19 +441,63 @@ class PostgresStore:
         return {str(key): bytes(vector) for key, vector in found}
 
     def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
-        """Keep search vectors for the scope; a user not in the database yet keeps none."""
+        """Keep search vectors of texts the scope holds now; a user not in the database keeps none.
+
+        A search embeds outside the user's lock, and meanwhile a commit may take a
+        text out of the scope and release its vector, or an erase take the user:
+        under the lock, as a commit, only the vectors of texts a fact or an archive
+        entry still holds are written. They are a cache: a lock not had in time
+        writes none, and the next search embeds again.
+        """
         if not vectors:
             return
         key = rows.user_key(scope)
-        with self._connection() as connection, connection.transaction():
-            connection.cursor().executemany(
-                "INSERT INTO deermem_vectors (user_id, agent, model, content_key, vector)"
-                " SELECT %s, %s, %s, %s, %s"
-                " WHERE EXISTS (SELECT 1 FROM deermem_users WHERE user_id = %s)"
-                " ON CONFLICT (user_id, agent, model, content_key)"
-                " DO UPDATE SET vector = EXCLUDED.vector",
-                [(key, scope.agent, model, k, v, key) for k, v in sorted(vectors.items())],
-            )
+        with self._connection() as connection:
+            try:
+                self._begin_locked(connection, scope)
+            except StoreLockTimeout:
+                return
+            try:
+                held = self._held_keys(connection, scope)
+                connection.cursor().executemany(
+                    "INSERT INTO deermem_vectors (user_id, agent, model, content_key, vector)"
+                    " SELECT %s, %s, %s, %s, %s"
+                    " WHERE EXISTS (SELECT 1 FROM deermem_users WHERE user_id = %s)"
+                    " ON CONFLICT (user_id, agent, model, content_key)"
+                    " DO UPDATE SET vector = EXCLUDED.vector",
+                    [
+                        (key, scope.agent, model, k, v, key)
+                        for k, v in sorted(vectors.items())
+                        if k in held
+                    ],
+                )
+                connection.execute("COMMIT")
+            except BaseException:
+                roll_back(connection)
+                raise
+
+    def _held_keys(self, connection: Connection, scope: Scope) -> set[str]:
+        """The content keys of the texts the scope's facts and archive entries hold.
+
+        The documents are read whole and parsed here: PostgreSQL's JSON operators
+        refuse a text holding U+0000, which a fact may hold.
+        """
+        found = connection.execute(
+            "SELECT document, false FROM deermem_facts WHERE user_id = %s AND agent = %s"
+            " UNION ALL "
+            "SELECT document, true FROM deermem_archive WHERE user_id = %s AND agent = %s",
+            (*(rows.user_key(scope), scope.agent) * 2,),
+        )
+        held = set()
+        for document, archived in found:
+            try:
+                data = json.loads(document)
+                text = data["fact"]["content"] if archived else data["content"]
+            except (ValueError, TypeError, KeyError):
+                continue  # a row too damaged to read holds no text a search embeds
+            if isinstance(text, str):
+                held.add(content_key(text))
+        return held
 
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
         with self._connection() as connection:
