@@ -185,10 +185,13 @@ def test_migrate_refuses_a_destination_that_would_write_into_its_source(
         (tmp_path, "SRC is inside DST"),
         (tmp_path / "afile", "is a file"),
         ("http://x", "neither a directory nor a postgresql:// URL"),
+        ("https://bob:Hunter2pw@x", "neither a directory nor a postgresql:// URL"),
+        ("host=db user=app password=Hunter2pw", "reads as a libpq connection string"),
     ):
         code, _, err = run(capsys, "migrate", "--from", str(source), "--to", str(destination))
         assert code == 2, destination
         assert said in " ".join(err.replace("│", " ").split()), err
+        assert "Hunter2pw" not in err
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 

@@ -5,9 +5,10 @@ PostgreSQL store's schema)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import typer
 import yaml
@@ -33,6 +34,7 @@ from deermem.config import (
     is_database_url,
     load_config,
     read_store_settings,
+    redact_url,
     render_store_settings,
     resolve_config,
     settings_to_keep,
@@ -552,6 +554,10 @@ def migrate_command(
     )
 
 
+# ``host=… dbname=…``: what libpq takes besides a URL, and no directory name anyone means.
+_LIBPQ_KEYWORDS: Final = re.compile(r"\b(?:host|hostaddr|dbname|user|password|port)\s*=\S")
+
+
 def _check_locations(source: str, destination: str) -> None:
     """Refuse, before either is opened, a pair of locations a copy would damage.
 
@@ -566,7 +572,14 @@ def _check_locations(source: str, destination: str) -> None:
     for value, hint in ((source, "--from"), (destination, "--to")):
         if "://" in value and not is_database_url(value):
             raise typer.BadParameter(
-                f"{value!r} is neither a directory nor a postgresql:// URL", param_hint=hint
+                f"{redact_url(value)} is neither a directory nor a postgresql:// URL",
+                param_hint=hint,
+            )
+        if _LIBPQ_KEYWORDS.search(value):
+            raise typer.BadParameter(
+                f"{redact_url(value)} reads as a libpq connection string, which would be taken "
+                "for a directory named like it; give the database as a postgresql:// URL",
+                param_hint=hint,
             )
     if is_database_url(source) or is_database_url(destination):
         return
