@@ -712,16 +712,23 @@ class MemoryConfig(BaseModel):
 # ---------------------------------------------------------------------------
 
 # A file may hold the settings at top level or under one ``deermem`` table, so
-# deermem can share a file with the application that embeds it.
+# deermem can share a file with the application that embeds it: a file with
+# that table gives deermem the table alone (the rest is the application's); a
+# file without one is all deermem's, and a key it does not know is an error.
 _SECTION: Final = "deermem"
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
     """Parse a TOML or YAML configuration file into a flat mapping of settings.
 
+    A file with a ``deermem`` table gives that table's settings; every other
+    key of it belongs to the application sharing the file. A file without one
+    holds deermem's settings at top level.
+
     Raises:
         ConfigError: the file has another suffix, cannot be read or parsed, or
-            does not hold a mapping; the error names the file.
+            does not hold a mapping (or its ``deermem`` table is not one); the
+            error names the file.
     """
     file = Path(path)
     suffix = file.suffix.lower()
@@ -751,8 +758,16 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
             [f"expected a mapping of settings at the top level, found {type(document).__name__}"],
             source=str(file),
         )
-    section = document.get(_SECTION)
-    if isinstance(section, dict) and len(document) == 1:
+    if _SECTION in document:
+        section: object = document[_SECTION]
+        if section is None:  # YAML's ``deermem:`` with nothing under it
+            return {}
+        if not isinstance(section, dict):
+            found = type(section).__name__
+            raise ConfigError(
+                [f"expected a table of settings under {_SECTION!r}, found {found}"],
+                source=str(file),
+            )
         document = section
     return {str(key): value for key, value in document.items()}
 
