@@ -877,22 +877,28 @@ def new_store_settings(config: MemoryConfig) -> MemoryConfig:
 def settings_to_keep(config: MemoryConfig, root: str | os.PathLike[str]) -> MemoryConfig:
     """The settings ``deermem init`` writes for ``config`` into the store at ``root``.
 
-    ``config``'s chosen settings; where it chose no policy, the policy the
-    store already recorded, or — in a root that holds no store yet — the
-    :data:`NEW_STORE_SETTINGS`. A store created before (data, no recorded
-    policy) gets none, so it keeps behaving as it did.
+    In a root that holds no store yet, ``config``'s chosen settings and, where
+    it chose no policy, the :data:`NEW_STORE_SETTINGS`. In an existing store,
+    the settings it already keeps with ``config``'s chosen ones laid over them
+    (a section key by key): ``init`` adds settings and changes the ones it is
+    given, and never drops one it was not given — so ``init`` with no setting
+    keeps the store's settings as they are. A store created before (data, no
+    recorded policy) gets no policy, so it keeps behaving as it did.
 
     Raises:
-        ConfigError: the store's settings file is unreadable or invalid.
+        ConfigError: the store's settings file is unreadable or invalid, or
+            the settings given do not fit with those it keeps.
     """
     if is_new_root(root):
         return new_store_settings(config)
-    stored = read_store_settings(root) or {}
-    recorded = {key: stored[key] for key in NEW_STORE_SETTINGS if key in stored}
-    chosen = explicit_settings(config)
-    if all(key in chosen for key in recorded):
+    stored = read_store_settings(root)
+    if not stored:
         return config
-    return config_from_mapping({**recorded, **chosen})
+    values: dict[str, object] = {}
+    origins: dict[str, str] = {}
+    _merge(values, origins, stored, str(store_settings_path(root)))
+    _merge(values, origins, explicit_settings(config), "the settings given to init")
+    return config_from_mapping(values, origins=origins)
 
 
 def store_settings_path(root: str | os.PathLike[str]) -> Path:
