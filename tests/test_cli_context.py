@@ -198,6 +198,16 @@ def test_search_and_context_errors_are_one_line(cli: Cli, seeded: Path) -> None:
     assert code == 2  # a usage error
 
 
+def test_search_help_says_the_default_ranks_by_meaning_too(cli: Cli) -> None:
+    """The default search_mode is hybrid: the help does not describe keyword search alone."""
+    code, out, _ = cli("search", "--help")
+    text = " ".join(out.split())
+    assert code == 0
+    assert "By keyword and by meaning together (search_mode: hybrid, the default" in text
+    assert "match hybrid" in text
+    assert "search_mode: keyword" in text  # and when it is keyword alone
+
+
 @pytest.mark.parametrize("command", ["context", "search"])
 def test_help_explains_with_an_example(cli: Cli, command: str) -> None:
     code, out, _ = cli(command, "--help")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +68,34 @@ def test_the_report_as_a_table(cli: Cli) -> None:
     assert "recall 1" in out  # "missed recall 1", folded to the terminal's width
     assert f"most regretted under confidence (active): {evicted} (context, 2)" in out
     assert "Remembered thing" not in out  # ids and categories only
+
+
+REGRET_DOC = Path(__file__).resolve().parent.parent / "docs" / "regret.md"
+
+
+def shape(line: str) -> str:
+    """A printed line with its times (or the doc's placeholders for them) as ``T``."""
+    line = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z", "T", line)
+    return re.sub(r"<[a-z ]+>", "T", line)
+
+
+def test_the_docs_example_prints_what_the_command_prints(cli: Cli) -> None:
+    """docs/regret.md's example: its header and notes are the command's, times aside."""
+    regretful(cli)
+    code, out, _ = cli("regret", "--since", "30d")
+    assert code == 0
+    doc = REGRET_DOC.read_text("utf-8")
+    example = re.search(r"\$ deermem --user alice regret --since 30d\n(.*?)\n```", doc, re.S)
+    assert example is not None
+    shown = [shape(line) for line in example.group(1).splitlines()]
+    printed = shape(" ".join(out.split()))  # lines folded to the terminal's width, unfolded
+    assert shown[0] == shape(out.splitlines()[0]) == "regret from T to T"
+    note = "note: the audit reaches back to T only (raise eviction_audit_max_entries to keep more)"
+    assert shown[-1] == note
+    assert note in printed  # the store is younger than the window
+    prefix = "most regretted under confidence (active): "
+    assert any(line.startswith(prefix) for line in shown)
+    assert prefix in printed
 
 
 def test_the_report_as_json_follows_the_documented_schema(cli: Cli) -> None:

@@ -108,6 +108,42 @@ def test_init_is_idempotent_and_refuses_other_settings_without_force(
     assert Memory.open(root).config.max_facts == 50
 
 
+def test_init_with_no_setting_keeps_the_stores_settings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    """docs/configuration.md: running init again changes nothing — also without the file it
+    was run with the first time; `--force`, which changes the settings given, drops none."""
+    root = tmp_path / "store"
+    run(capsys, "--root", str(root), "init", "--config", str(cap10))
+    written = (root / "deermem.yaml").read_bytes()
+    for force in ((), ("--force",)):
+        code, out, err = run(capsys, "--root", str(root), "init", *force)
+        assert (code, err) == (0, "")
+        assert "already up to date" in out
+        assert "max_facts" in out  # the settings it keeps
+        assert (root / "deermem.yaml").read_bytes() == written
+    assert Memory.open(root).config.max_facts == 10
+
+
+def test_init_adds_settings_beside_those_kept_and_force_changes_only_those_given(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    root = tmp_path / "store"
+    run(capsys, "--root", str(root), "init", "--config", str(cap10))
+    beside = tmp_path / "beside.yaml"
+    beside.write_text("token_counting: char\n", "utf-8")
+    assert run(capsys, "--root", str(root), "init", "--config", str(beside))[0] == 0
+    config = Memory.open(root).config
+    assert (config.max_facts, config.token_counting) == (10, "char")
+    other = tmp_path / "other.yaml"
+    other.write_text("max_facts: 50\n", "utf-8")
+    assert run(capsys, "--root", str(root), "init", "--config", str(other))[0] == 1
+    assert run(capsys, "--root", str(root), "init", "--config", str(other), "--force")[0] == 0
+    config = Memory.open(root).config
+    assert (config.max_facts, config.token_counting) == (50, "char")
+    assert config.fact_eviction_policy == "hybrid-v1"
+
+
 def test_init_on_an_existing_store_touches_none_of_its_data(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
 ) -> None:

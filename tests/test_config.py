@@ -101,6 +101,44 @@ def test_toml_and_yaml_files(tmp_path: Path) -> None:
     assert load_config(yaml_file, environ={}).fact_eviction_policy == "hybrid-v1"
 
 
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        # the application's keys beside deermem's table, in either format
+        ("shared.yaml", "app_name: my-agent\ndeermem:\n  max_facts: 20\n"),
+        ("shared.toml", 'app_name = "my-agent"\n[deermem]\nmax_facts = 20\n'),
+        # the application's own tables too, before and after deermem's
+        ("shared.toml", "[app]\nmax_facts = 99\n[deermem]\nmax_facts = 20\n[other]\nx = 1\n"),
+    ],
+)
+def test_a_deermem_table_shares_its_file_with_the_application(
+    tmp_path: Path, name: str, content: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content, "utf-8")
+    assert load_config(path, environ={}).max_facts == 20
+
+
+def test_a_file_without_a_deermem_table_is_all_deermems(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text("app_name: my-agent\nmax_facts: 20\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"unknown setting 'app_name'"):
+        load_config(path, environ={})
+
+
+def test_a_deermem_key_that_is_not_a_table_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "odd.yaml"
+    path.write_text("app_name: my-agent\ndeermem: 5\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"expected a table of settings under 'deermem'"):
+        load_config(path, environ={})
+
+
+def test_an_empty_deermem_table_gives_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("app_name: my-agent\ndeermem:\n", "utf-8")
+    assert load_config(path, environ={}) == MemoryConfig()
+
+
 def test_empty_yaml_file_gives_defaults(tmp_path: Path) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text("", "utf-8")

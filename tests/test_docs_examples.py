@@ -140,7 +140,37 @@ def test_every_install_hint_works_from_a_checkout() -> None:
         str(path.relative_to(root))
         for folder in ("docs", "src")
         for path in sorted((root / folder).rglob("*"))
-        if path.suffix in {".md", ".py"}
-        and re.search(r"pip install '?deermem\[", path.read_text("utf-8"))
+        if path.suffix in {".md", ".py"} and _PYPI_INSTALL.search(path.read_text("utf-8"))
     ]
     assert offenders == []
+
+
+# `pip install deermem[x]`, quoted either way, `uv pip install`, `uv add`: all from PyPI.
+_PYPI_INSTALL = re.compile(r"""(?:pip install|uv add)\s+['"]?deermem\b""")
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "pip install 'deermem[server]'",
+        'pip install "deermem[langgraph]" langmem',  # docs/integrations.md had this one
+        "pip install deermem[mcp]",
+        "uv pip install deermem",
+        "uv add 'deermem[anthropic]'",
+    ],
+)
+def test_a_pypi_install_hint_is_caught(hint: str) -> None:
+    assert _PYPI_INSTALL.search(hint)
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "pip install '.[server]'",
+        "pip install '/absolute/path/to/deermem[mcp]'",
+        "uv add --group extensions /path/to/deermem",
+        "uv sync --extra langgraph",
+    ],
+)
+def test_an_install_from_the_clone_is_not_a_pypi_hint(hint: str) -> None:
+    assert not _PYPI_INSTALL.search(hint)

@@ -712,16 +712,23 @@ class MemoryConfig(BaseModel):
 # ---------------------------------------------------------------------------
 
 # A file may hold the settings at top level or under one ``deermem`` table, so
-# deermem can share a file with the application that embeds it.
+# deermem can share a file with the application that embeds it: a file with
+# that table gives deermem the table alone (the rest is the application's); a
+# file without one is all deermem's, and a key it does not know is an error.
 _SECTION: Final = "deermem"
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
     """Parse a TOML or YAML configuration file into a flat mapping of settings.
 
+    A file with a ``deermem`` table gives that table's settings; every other
+    key of it belongs to the application sharing the file. A file without one
+    holds deermem's settings at top level.
+
     Raises:
         ConfigError: the file has another suffix, cannot be read or parsed, or
-            does not hold a mapping; the error names the file.
+            does not hold a mapping (or its ``deermem`` table is not one); the
+            error names the file.
     """
     file = Path(path)
     suffix = file.suffix.lower()
@@ -751,8 +758,16 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
             [f"expected a mapping of settings at the top level, found {type(document).__name__}"],
             source=str(file),
         )
-    section = document.get(_SECTION)
-    if isinstance(section, dict) and len(document) == 1:
+    if _SECTION in document:
+        section: object = document[_SECTION]
+        if section is None:  # YAML's ``deermem:`` with nothing under it
+            return {}
+        if not isinstance(section, dict):
+            found = type(section).__name__
+            raise ConfigError(
+                [f"expected a table of settings under {_SECTION!r}, found {found}"],
+                source=str(file),
+            )
         document = section
     return {str(key): value for key, value in document.items()}
 
@@ -862,22 +877,28 @@ def new_store_settings(config: MemoryConfig) -> MemoryConfig:
 def settings_to_keep(config: MemoryConfig, root: str | os.PathLike[str]) -> MemoryConfig:
     """The settings ``deermem init`` writes for ``config`` into the store at ``root``.
 
-    ``config``'s chosen settings; where it chose no policy, the policy the
-    store already recorded, or — in a root that holds no store yet — the
-    :data:`NEW_STORE_SETTINGS`. A store created before (data, no recorded
-    policy) gets none, so it keeps behaving as it did.
+    In a root that holds no store yet, ``config``'s chosen settings and, where
+    it chose no policy, the :data:`NEW_STORE_SETTINGS`. In an existing store,
+    the settings it already keeps with ``config``'s chosen ones laid over them
+    (a section key by key): ``init`` adds settings and changes the ones it is
+    given, and never drops one it was not given — so ``init`` with no setting
+    keeps the store's settings as they are. A store created before (data, no
+    recorded policy) gets no policy, so it keeps behaving as it did.
 
     Raises:
-        ConfigError: the store's settings file is unreadable or invalid.
+        ConfigError: the store's settings file is unreadable or invalid, or
+            the settings given do not fit with those it keeps.
     """
     if is_new_root(root):
         return new_store_settings(config)
-    stored = read_store_settings(root) or {}
-    recorded = {key: stored[key] for key in NEW_STORE_SETTINGS if key in stored}
-    chosen = explicit_settings(config)
-    if all(key in chosen for key in recorded):
+    stored = read_store_settings(root)
+    if not stored:
         return config
-    return config_from_mapping({**recorded, **chosen})
+    values: dict[str, object] = {}
+    origins: dict[str, str] = {}
+    _merge(values, origins, stored, str(store_settings_path(root)))
+    _merge(values, origins, explicit_settings(config), "the settings given to init")
+    return config_from_mapping(values, origins=origins)
 
 
 def store_settings_path(root: str | os.PathLike[str]) -> Path:

@@ -139,11 +139,15 @@ def search(
 ) -> None:
     """Search the facts of one user and agent, best match first.
 
-    Full-text search (SQLite FTS5: BM25, decayed after 30 days, plus a
-    confidence term), with a substring match when it finds nothing. Hyphens,
-    quotes and operators are safe to type; `"a phrase"` stays a phrase and
-    `word*` a prefix; Chinese, Japanese and Korean text is searchable. Under
-    `hybrid-v1` or shadow mode the hits count as recalls unless `--no-record`.
+    By keyword and by meaning together (`search_mode: hybrid`, the default;
+    match `hybrid`): "Am I a southpaw?" finds "I am left-handed.". By keyword
+    alone (SQLite FTS5: BM25, decayed after 30 days, plus a confidence term;
+    match `fts5`) under `search_mode: keyword`, or where the `embed` extra's
+    models cannot run (said once). A substring match (`substring`) when
+    neither finds anything. Hyphens, quotes and operators are safe to type;
+    `"a phrase"` stays a phrase and `word*` a prefix; Chinese, Japanese and
+    Korean text is searchable. Under `hybrid-v1` or shadow mode the hits
+    count as recalls unless `--no-record`. Details: docs/search.md.
 
     Examples: `deermem --user alice search "package manager"`,
     `deermem --user alice search uv --category correction --top-k 3 --json`

@@ -742,7 +742,7 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
             bool, Query(description="Count the hits as recalls (hybrid-v1 reads them).")
         ] = True,
     ) -> JSONResponse:
-        """The facts that best match `q`, best first (SQLite FTS5, then substrings)."""
+        """The facts that best match `q`, best first (by keyword and meaning, then substrings)."""
         results = memory.search(q, top_k=top_k, category=category, record=record)
         return _answer(to_json(SearchResults(results=results)))
 

@@ -236,7 +236,7 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
         title="Search memory",
         description=(
             "Find stored facts about the user that match a query, best first "
-            "(full-text search, then substrings)."
+            "(by its words and by its meaning, then substrings)."
             + (
                 " Each hit counts as a recall, which helps the fact stay when memory is full."
                 if records_recalls
