@@ -1057,10 +1057,13 @@ class Memory:
     ) -> tuple[SearchResult, ...]:
         """The facts that best match a query, best first.
 
-        Ranked by ``|bm25| × decay + 0.2 × confidence`` over the store's
-        SQLite FTS5 index, which is brought up to date first (a missing,
-        damaged or stale index is rebuilt, never an error); when FTS5 finds
-        nothing, by a case-insensitive substring match. The category filter
+        By keyword and by meaning (``search_mode: hybrid``, the default: the
+        FTS5 ranking fused with the embedding models' similarity, docs/search.md),
+        or by keyword alone (``|bm25| × decay + 0.2 × confidence``) under
+        ``search_mode: keyword`` or where the models cannot run. The store's
+        SQLite FTS5 index is brought up to date first (a missing, damaged or
+        stale index is rebuilt, never an error); when neither finds anything,
+        a case-insensitive substring match. The category filter
         applies before the cut. Under ``hybrid-v1`` or shadow mode the hits
         count as recalls in the usage sidecar; a search never changes a fact
         and never counts as a confirmation. With ``regret_missed_recall`` the
