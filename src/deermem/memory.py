@@ -108,7 +108,7 @@ from deermem.store import (
     open_configured,
 )
 from deermem.store.migrate import read_user_export, transfer_of, user_export
-from deermem.store.plan import newest_first_ids, redact_dump
+from deermem.store.plan import newest_first_ids, redact_dump, redact_section
 from deermem.store.protocol import UserDump
 from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
 
@@ -1164,14 +1164,10 @@ class Memory:
             for group, names in SUMMARY_GROUPS.items() if summaries else ():
                 for name in names:
                     section = transaction.snapshot.summaries.section((group, name))
-                    redaction = redact(section.summary)
-                    if redaction.kinds:
-                        sections[(group, name)] = dataclasses.replace(
-                            section, summary=redaction.text
-                        )
-                        items.append(
-                            _redacted_item(scope, "summary", f"{group}.{name}", redaction.kinds)
-                        )
+                    redacted_section, kinds = redact_section(section)
+                    if kinds:
+                        sections[(group, name)] = redacted_section
+                        items.append(_redacted_item(scope, "summary", f"{group}.{name}", kinds))
             if not (writes or puts or sections):
                 return False
             if not dry_run:

@@ -65,6 +65,7 @@ __all__ = [
     "plan_changes",
     "redact_changes",
     "redact_dump",
+    "redact_section",
     "redacted_changes",
     "sort_facts",
     "stored_scope",
@@ -105,7 +106,7 @@ def redact_changes(changes: ChangeSet) -> tuple[ChangeSet, tuple[str, ...]]:
     summaries: dict[tuple[str, str], str | Section] = {}
     for key, value in changes.summaries.items():
         if isinstance(value, Section):
-            section, found = _redact_section(value)
+            section, found = redact_section(value)
             summaries[key] = section
         else:
             redaction = redact(value)
@@ -126,7 +127,15 @@ def redacted_changes(changes: ChangeSet, enabled: bool) -> tuple[ChangeSet, tupl
     return redact_changes(changes) if enabled else (changes, ())
 
 
-def _redact_section(section: Section) -> tuple[Section, tuple[str, ...]]:
+def redact_section(section: Section) -> tuple[Section, tuple[str, ...]]:
+    """The section with every secret replaced, and the kinds replaced.
+
+    The whole stored object counts — the summary, and the keys the original
+    DeerMem (or a person) put beside it — because a section keeps every key
+    it is given; the section itself comes back when nothing holds a secret.
+    Every path that redacts a section (a commit, an import, a migration,
+    ``deermem redact``) uses this one function, so none covers less.
+    """
     value, kinds = redact_value(section.to_dict())
     if not kinds:
         return section, ()
@@ -142,7 +151,7 @@ def redact_dump(dump: UserDump) -> tuple[UserDump, tuple[str, ...]]:
     kinds: set[str] = set()
 
     def section_of(section: Section) -> Section:
-        redacted, found = _redact_section(section)
+        redacted, found = redact_section(section)
         kinds.update(found)
         return redacted
 
