@@ -62,6 +62,7 @@ __all__ = [
     "FactWrite",
     "MarkedSnapshot",
     "ScopeDump",
+    "ScopeRecords",
     "ScopeSnapshot",
     "ShadowMarksRead",
     "Store",
@@ -541,6 +542,25 @@ ERASED_COUNTS = (
     "shadowMarks",
 )
 """What :meth:`Store.erase_user` counts: the keys of :meth:`UserDump.counts`."""
+
+
+class ScopeRecords(NamedTuple):
+    """A scope's receipts, regret events and shadow marks, as stored.
+
+    As stored means every event and mark as the store holds it, unreadable
+    ones and unknown keys included (the original DeerMem's events keep keys
+    deermem does not read): what :meth:`Store.records` reads and a
+    :attr:`ChangeSet.records` writes back.
+
+    Attributes:
+        events: the audit's events, oldest first.
+        regret: the regret events, oldest first.
+        shadow: the shadow policy's marks, by fact id.
+    """
+
+    events: tuple[object, ...] = ()
+    regret: tuple[object, ...] = ()
+    shadow: Mapping[str, object] = NO_ENTRIES
 
 
 class ScopeDump(NamedTuple):
