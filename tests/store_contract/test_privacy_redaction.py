@@ -358,3 +358,32 @@ def test_the_records_a_commit_brings_are_redacted(stores: Stores) -> None:
     )
     assert result.redacted == tuple(every_kind(items[:7]))
     assert_nowhere(stores, items[:7])
+
+
+def test_redact_stored_finds_and_replaces_secrets_in_every_record(stores: Stores) -> None:
+    # A store written before this redaction (or with it off): `deermem redact` must look
+    # where an import looks — receipts, regret events, shadow marks, usage, archive lines.
+    config = MemoryConfig(max_facts=10, redact_secrets=False)
+    memory = stores.memory(config, user="alice", clock=lambda: NOW)
+    document = with_records(memory)
+    used = taint(document, fakes(12))
+    memory.erase_user("alice")
+    assert memory.import_user(document).redacted == ()
+    before = memory.export_user("alice")
+
+    found = memory.redact_stored(dry_run=True)
+
+    places = {(item.where, item.id) for item in found.items}
+    assert ("records", "receipts+regret-events+shadow-marks") in places
+    assert {where for where, _ in places} == {"archive", "usage", "records"}
+    assert sorted({kind for item in found.items for kind in item.kinds}) == every_kind(used)
+    assert memory.export_user("alice") == before  # a dry run changes nothing
+
+    done = memory.redact_stored()
+
+    assert {(item.where, item.id) for item in done.items} == places
+    assert_nowhere(stores, used)
+    coder = memory.scoped(user="alice", agent="coder")
+    assert len(coder.audit()) == len(document["agents"]["coder"]["events"])  # type: ignore[index]
+    assert len(coder.list_archived()) == 2
+    assert not memory.redact_stored(dry_run=True).items

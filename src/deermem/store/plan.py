@@ -106,8 +106,9 @@ def redact_changes(changes: ChangeSet) -> tuple[ChangeSet, tuple[str, ...]]:
     """The change set with every secret in its text replaced, and the kinds replaced.
 
     Facts written, archive entries (the fact and its receipt line), summary
-    sections, receipts, regret events, shadow marks and usage entries are
-    covered; the change set itself comes back when nothing holds a secret.
+    sections, receipts, regret events, shadow marks, usage entries and
+    records written back are covered; the change set itself comes back when
+    nothing holds a secret.
     """
     kinds: set[str] = set()
     writes: list[FactWrite] = []
@@ -124,24 +125,36 @@ def redact_changes(changes: ChangeSet) -> tuple[ChangeSet, tuple[str, ...]]:
             redaction = redact(value)
             summaries[key], found = redaction.text, redaction.kinds
         kinds.update(found)
-    redacted = dataclasses.replace(
-        changes,
-        writes=tuple(writes),
-        summaries=summaries,
-        archive_puts=_records(changes.archive_puts, kinds),
-        receipts=_records(changes.receipts, kinds),
-        regret_events=_records(changes.regret_events, kinds),
-        shadow_marks={
-            fact_id: None if mark is None else _record(mark, kinds)
-            for fact_id, mark in changes.shadow_marks.items()
-        },
-        usage_restores={
-            fact_id: _record(entry, kinds) for fact_id, entry in changes.usage_restores.items()
-        },
-    )
+    archive_puts = _each_record(changes.archive_puts, kinds)
+    receipts = _each_record(changes.receipts, kinds)
+    regret_events = _each_record(changes.regret_events, kinds)
+    shadow_marks = {
+        fact_id: None if mark is None else _record(mark, kinds)
+        for fact_id, mark in changes.shadow_marks.items()
+    }
+    usage_restores = {
+        fact_id: _record(entry, kinds) for fact_id, entry in changes.usage_restores.items()
+    }
+    records = changes.records
+    if records is not None:
+        records, found = redact_records(records)
+        kinds.update(found)
     if not kinds:
         return changes, ()
-    return redacted, tuple(sorted(kinds))
+    return (
+        dataclasses.replace(
+            changes,
+            writes=tuple(writes),
+            summaries=summaries,
+            archive_puts=archive_puts,
+            receipts=receipts,
+            regret_events=regret_events,
+            shadow_marks=shadow_marks,
+            usage_restores=usage_restores,
+            records=records,
+        ),
+        tuple(sorted(kinds)),
+    )
 
 
 def redacted_changes(changes: ChangeSet, enabled: bool) -> tuple[ChangeSet, tuple[str, ...]]:
@@ -205,7 +218,7 @@ def redact_dump(dump: UserDump) -> tuple[UserDump, tuple[str, ...]]:
                 facts=tuple(fact_of(fact) for fact in scope.facts),
                 usage={key: _record(entry, kinds) for key, entry in scope.usage.items()},
                 events=records.events,
-                archive=_records(scope.archive, kinds),
+                archive=_each_record(scope.archive, kinds),
                 marks=scope.marks,
                 regret=records.regret,
                 shadow=records.shadow,
@@ -266,7 +279,7 @@ def _record(record: _R, kinds: set[str]) -> _R:
     return cast("_R", dataclasses.replace(instance, **changed)) if changed else record
 
 
-def _records(records: tuple[_R, ...], kinds: set[str]) -> tuple[_R, ...]:
+def _each_record(records: tuple[_R, ...], kinds: set[str]) -> tuple[_R, ...]:
     return tuple(_record(record, kinds) for record in records)
 
 
@@ -408,6 +421,9 @@ def _check_distinct(changes: ChangeSet) -> None:
     archived = [e.fact_id for e in changes.archive_puts] + list(changes.archive_deletes)
     if len(set(archived)) != len(archived):
         raise ValueError("the change set addresses one archive entry more than once")
+    appends = changes.receipts or changes.regret_events or changes.shadow_marks
+    if changes.records is not None and (appends or changes.forget_in_audit):
+        raise ValueError("the change set replaces the scope's records and changes them too")
 
 
 def _changed_sections(
