@@ -387,3 +387,22 @@ def test_redact_stored_finds_and_replaces_secrets_in_every_record(stores: Stores
     assert len(coder.audit()) == len(document["agents"]["coder"]["events"])  # type: ignore[index]
     assert len(coder.list_archived()) == 2
     assert not memory.redact_stored(dry_run=True).items
+
+
+def test_records_written_back_replace_only_the_parts_that_differ_and_never_with_appends(
+    stores: Stores,
+) -> None:
+    store = stores()
+    scope = Scope.of("alice", "coder")
+    memory = stores.memory(MemoryConfig(max_facts=10), user="alice", agent="coder")
+    for number in range(11):  # one more than the cap: a receipt
+        memory.create_fact(f"alice keeps note {number} about herons", confidence=0.9)
+    stored = store.records(scope)
+    assert len(stored.events) == 1
+    assert stored.regret == ()
+    event = {"kind": "restored", "note": "an event deermem cannot read is kept"}
+    store.commit(scope, ChangeSet(now=NOW, records=stored._replace(regret=(event,))))
+    assert store.records(scope) == stored._replace(regret=(event,))
+    assert store.regret_events(scope) == ()  # unreadable: skipped, as in any log
+    with pytest.raises(ValueError, match="replaces the scope's records"):
+        store.commit(scope, ChangeSet(now=NOW, records=stored, forget_in_audit=True))
