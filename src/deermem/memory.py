@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import errno
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple, Self
+from typing import TYPE_CHECKING, Final, NamedTuple, Self
 
 from deermem.config import MemoryConfig, load_config
 from deermem.errors import (
@@ -108,9 +107,15 @@ from deermem.store import (
     open_configured,
 )
 from deermem.store.migrate import read_user_export, transfer_of, user_export
-from deermem.store.plan import newest_first_ids, redact_dump
+from deermem.store.plan import (
+    newest_first_ids,
+    redact_dump,
+    redact_record,
+    redact_records,
+    redact_section,
+)
 from deermem.store.protocol import UserDump
-from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey
+from deermem.store.records import REASON_REPLACED, SUMMARY_GROUPS, SummaryKey, UsageEntry
 
 if TYPE_CHECKING:
     from deermem.learning import Learner, UpdateResult
@@ -1154,7 +1159,8 @@ class Memory:
         summaries: bool,
         dry_run: bool,
     ) -> bool:
-        """Redact one scope's facts and archive (and, with ``summaries``, the user's)."""
+        """Redact one scope's facts, archive, usage, receipts, regret events and shadow
+        marks (and, with ``summaries``, the user's): every part an import redacts."""
         with self.store.transaction(scope) as transaction:
             writes: list[FactWrite] = []
             for fact in transaction.snapshot.facts:
@@ -1164,28 +1170,41 @@ class Memory:
                     items.append(_redacted_item(scope, "fact", fact.id, kinds))
             puts: list[ArchiveEntry] = []
             for entry in self.store.archive(scope, now):
-                redacted, kinds = redact_fact(entry.fact)
+                redacted_entry, kinds = redact_record(entry)  # the fact and its receipt line
                 if kinds:
-                    puts.append(dataclasses.replace(entry, fact=redacted))
+                    puts.append(redacted_entry)
                     items.append(_redacted_item(scope, "archive", entry.fact_id, kinds))
+            usage: dict[str, UsageEntry] = {}
+            for fact_id, used in transaction.usage().items():
+                redacted_usage, kinds = redact_record(used)
+                if kinds:
+                    usage[fact_id] = redacted_usage
+                    items.append(_redacted_item(scope, "usage", fact_id, kinds))
+            stored = self.store.records(scope)
+            records, in_records = redact_records(stored)
+            if in_records:
+                parts = zip(_RECORD_PARTS, stored, records, strict=True)
+                changed = "+".join(name for name, before, after in parts if after is not before)
+                items.append(_redacted_item(scope, "records", changed, in_records))
             sections: dict[SummaryKey, str | Section] = {}
             for group, names in SUMMARY_GROUPS.items() if summaries else ():
                 for name in names:
                     section = transaction.snapshot.summaries.section((group, name))
-                    redaction = redact(section.summary)
-                    if redaction.kinds:
-                        sections[(group, name)] = dataclasses.replace(
-                            section, summary=redaction.text
-                        )
-                        items.append(
-                            _redacted_item(scope, "summary", f"{group}.{name}", redaction.kinds)
-                        )
-            if not (writes or puts or sections):
+                    redacted_section, kinds = redact_section(section)
+                    if kinds:
+                        sections[(group, name)] = redacted_section
+                        items.append(_redacted_item(scope, "summary", f"{group}.{name}", kinds))
+            if not (writes or puts or sections or usage or in_records):
                 return False
             if not dry_run:
                 transaction.commit(
                     ChangeSet(
-                        now=now, writes=tuple(writes), archive_puts=tuple(puts), summaries=sections
+                        now=now,
+                        writes=tuple(writes),
+                        archive_puts=tuple(puts),
+                        summaries=sections,
+                        usage_restores=usage,
+                        records=records if in_records else None,
                     )
                 )
             return True
@@ -1547,6 +1566,10 @@ def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section
             check_storable(f"{group}.{name}", dict(section.extra), max_size=MAX_KEPT_SIZE)
             sections[(group, name)] = section
     return sections
+
+
+# How a report names the parts of a scope's records (deermem.store.ScopeRecords's order).
+_RECORD_PARTS: Final = ("receipts", "regret-events", "shadow-marks")
 
 
 def _redacted_item(scope: Scope, where: str, item_id: str, kinds: tuple[str, ...]) -> RedactedItem:

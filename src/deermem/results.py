@@ -636,8 +636,12 @@ class RedactedItem(BaseModel):
 
     user: str | None
     agent: str
-    where: Literal["fact", "archive", "summary"]
-    id: str
+    where: Literal["fact", "archive", "summary", "usage", "records"]
+    id: str = Field(
+        description="the fact id (fact, archive, usage), the section (summary, e.g. "
+        "user.workContext), or the records that held it (records: receipts, regret-events, "
+        "shadow-marks, joined by +)"
+    )
     kinds: Ids
 
 

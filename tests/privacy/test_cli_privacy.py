@@ -118,6 +118,42 @@ def test_redact_finds_and_replaces_secrets_stored_before(
     assert "no secret found" in out
 
 
+def test_redact_finds_secrets_in_every_key_of_a_summary_section(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The original DeerMem keeps any key in a section, and deermem keeps it too: a
+    # secret beside the summary must be found as the import finds it.
+    rng = random.Random(41)
+    stripe, github = MAKERS["stripe-key"](rng), MAKERS["github-token"](rng)
+    memory = Memory.open(tmp_path, MemoryConfig(redact_secrets=False), user="dora-8b1c")
+    memory.create_fact("dora uses the staging server")
+    memory.close()
+    manifest = tmp_path / "users" / "dora-8b1c" / "memory.json"
+    document = json.loads(manifest.read_text())
+    document["user"]["personalContext"] = {
+        "summary": "likes hiking",
+        "updatedAt": "",
+        "note": f"stripe {stripe.snippet}",
+    }
+    document["history"]["recentMonths"] = {"summary": [f"token {github.snippet}"]}
+    manifest.write_text(json.dumps(document))
+    code, out, err = run(capsys, "--root", str(tmp_path), "redact", "--dry-run", "--json")
+    assert code == 0, err
+    found = {(item["where"], item["id"]): item["kinds"] for item in json.loads(out)["items"]}
+    assert found == {
+        ("summary", "user.personalContext"): ["stripe-key"],
+        ("summary", "history.recentMonths"): ["github-token"],
+    }
+    code, out, err = run(capsys, "--root", str(tmp_path), "redact")
+    assert code == 0, err
+    text = files_text(tmp_path)
+    assert stripe.secret not in text
+    assert github.secret not in text
+    kept = json.loads(manifest.read_text())["user"]["personalContext"]
+    assert kept["summary"] == "likes hiking"
+    assert kept["note"] == "stripe [redacted: stripe-key]"
+
+
 def test_redact_names_what_it_could_not_read_and_fails(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

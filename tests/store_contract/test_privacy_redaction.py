@@ -17,9 +17,16 @@ import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.model import Fact, Scope, format_timestamp, marker
-from deermem.store import ChangeSet, Section
+from deermem.store import ChangeSet, FactWrite, Section
 from deermem.store.migrate import MigrationReport, migrate, opened_location
-from deermem.store.records import ArchiveEntry
+from deermem.store.records import (
+    ArchiveEntry,
+    EvictionReceipt,
+    ReceiptEntry,
+    RegretEvent,
+    ShadowMark,
+    UsageEntry,
+)
 from deermem.testing import Reply, ScriptedChatServer
 from tests.privacy.fakes import MAKERS, Fake
 from tests.privacy.stored import store_text
@@ -192,3 +199,210 @@ def test_migrate_redacts_what_it_copies(stores: Stores, tmp_path: Path, directio
     assert sorted(report.redacted) == every_kind(items)
     assert len(open_memory(stores).list_facts()) == len(items)
     assert_nowhere(stores, items)
+
+
+# --- the records a whole user carries: receipts, regret events, shadow marks, usage ----------
+
+
+def with_records(memory: Memory) -> dict[str, object]:
+    """An export of ``alice`` with receipts, archive entries, usage, a regret event and a
+    shadow mark (as plain JSON)."""
+    view = memory.scoped(user="alice", agent="coder")
+    for number in range(12):  # two more than the cap: receipts and archive entries
+        view.create_fact(f"alice keeps note {number} about herons", confidence=0.9)
+    kept = [fact.id for fact in view.list_facts()]
+    view.store.record_access(view.scope, kept[:2], NOW)
+    document: dict[str, object] = json.loads(json.dumps(memory.export_user("alice")))
+    coder = document["agents"]["coder"]  # type: ignore[index]
+    coder["regret"] = [
+        {
+            "kind": "restored",
+            "occurredAt": format_timestamp(NOW),
+            "factId": kept[0],
+            "category": "context",
+            "policyVersion": "confidence-v1",
+            "role": "active",
+            "evictedAt": format_timestamp(NOW),
+            "receiptId": "rcpt_0123456789abcdef",
+            "reason": "capacity",
+            "trigger": "restore",
+        }
+    ]
+    coder["shadowMarks"] = {
+        kept[1]: {
+            "policyVersion": "hybrid-v1",
+            "since": format_timestamp(NOW),
+            "receiptId": "rcpt_0123456789abcdef",
+            "category": "context",
+        }
+    }
+    return document
+
+
+def taint(document: dict[str, object], items: list[Fake]) -> list[Fake]:
+    """Append a fake to every string of the document's records (not to facts or sections),
+    each string its own fake in turn; returns the fakes used."""
+    used: list[Fake] = []
+
+    def tainted(value: object) -> object:
+        if isinstance(value, str):
+            fake = items[len(used) % len(items)]
+            used.append(fake)
+            return f"{value} {fake.snippet}"
+        if isinstance(value, list):
+            return [tainted(item) for item in value]
+        if isinstance(value, dict):
+            return {key: tainted(item) for key, item in value.items()}
+        return value
+
+    summaries = document["summaries"]
+    assert isinstance(summaries, dict)
+    summaries["lastUpdated"] = tainted(summaries["lastUpdated"])
+    agents = document["agents"]
+    assert isinstance(agents, dict)
+    for part in agents.values():
+        for name in ("events", "usage", "regret", "shadowMarks"):
+            assert part[name], f"the export has no {name} to taint"
+            part[name] = tainted(part[name])
+        part["archive"] = [
+            {key: value if key == "fact" else tainted(value) for key, value in entry.items()}
+            for entry in part["archive"]
+        ]
+    return used
+
+
+def test_every_record_a_user_export_carries_is_redacted_on_import(stores: Stores) -> None:
+    memory = stores.memory(MemoryConfig(max_facts=10), user="alice", clock=lambda: NOW)
+    document = with_records(memory)
+    used = taint(document, fakes(9))
+    assert len(used) > len(MAKERS)  # every kind, in more than one field
+    unscoped = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+    unscoped.erase_user("alice")
+
+    result = unscoped.import_user(document)
+
+    assert result.redacted == tuple(every_kind(used))
+    assert_nowhere(stores, used)
+    coder = memory.scoped(user="alice", agent="coder")
+    assert len(coder.list_archived()) == 2  # the entries are whole, their fields redacted
+    exported = json.loads(json.dumps(unscoped.export_user("alice")))
+    assert marker(used[0].kind) in exported["summaries"]["lastUpdated"]
+
+
+def test_migrate_redacts_the_records_it_copies(stores: Stores, tmp_path: Path) -> None:
+    source_root = tmp_path / "source"
+    unredacted = MemoryConfig(max_facts=10, redact_secrets=False)
+    source = Memory.open(source_root, unredacted, user="alice")
+    document = with_records(source)
+    used = taint(document, fakes(10))
+    source.erase_user("alice")
+    assert source.import_user(document).redacted == ()  # the source holds the secrets
+    source.close()
+    destination = stores.url if stores.kind == "postgres" else str(stores.root)
+    assert destination is not None
+    config = MemoryConfig()
+    with (
+        opened_location(str(source_root), config, must_exist=True) as (reader, shown),
+        opened_location(destination, config, must_exist=False) as (writer, shown_to),
+    ):
+        report = migrate(reader, writer, MigrationReport(shown, shown_to))
+    assert report.copied == 1
+    assert sorted(report.redacted) == every_kind(used)
+    assert_nowhere(stores, used)
+
+
+def test_the_records_a_commit_brings_are_redacted(stores: Stores) -> None:
+    # deermem writes no secret into a record itself; a caller's reason or a
+    # host's change set is text like any other, and the commit redacts it.
+    items = fakes(11)
+    fact = Fact.from_dict({"id": "fact_kept", "content": "alice likes herons"})
+    line = ReceiptEntry(fact_id="fact_gone", category=f"ops {items[0].snippet}")
+    receipt = EvictionReceipt(
+        receipt_id="rcpt_0123456789abcdef",
+        occurred_at=format_timestamp(NOW),
+        reason=f"staleness {items[1].snippet}",
+        trigger="manual",
+        policy_version=f"confidence-v1 {items[2].snippet}",
+        max_facts=10,
+        occupancy=11,
+        reserved_correction_slots=0,
+        evicted=(line,),
+    )
+    gone = Fact.from_dict({"id": "fact_gone", "content": "alice liked owls"})
+    entry = ArchiveEntry(gone, format_timestamp(NOW), receipt.reason, "manual", None, line)
+    event = RegretEvent(
+        kind="restored",
+        occurred_at=format_timestamp(NOW),
+        fact_id="fact_gone",
+        category=f"ops {items[3].snippet}",
+        policy_version="confidence-v1",
+        role="active",
+        evicted_at=format_timestamp(NOW),
+        receipt_id=None,
+        reason=f"staleness {items[4].snippet}",
+        trigger="manual",
+    )
+    mark = ShadowMark("hybrid-v1", format_timestamp(NOW), None, f"ops {items[5].snippet}")
+    usage = UsageEntry(1.0, 1, f"{format_timestamp(NOW)} {items[6].snippet}")
+    result = stores().commit(
+        Scope.of("alice"),
+        ChangeSet(
+            now=NOW,
+            writes=(FactWrite(fact, create=True),),
+            archive_puts=(entry,),
+            receipts=(receipt,),
+            regret_events=(event,),
+            shadow_marks={"fact_kept": mark},
+            usage_restores={"fact_kept": usage},
+        ),
+    )
+    assert result.redacted == tuple(every_kind(items[:7]))
+    assert_nowhere(stores, items[:7])
+
+
+def test_redact_stored_finds_and_replaces_secrets_in_every_record(stores: Stores) -> None:
+    # A store written before this redaction (or with it off): `deermem redact` must look
+    # where an import looks — receipts, regret events, shadow marks, usage, archive lines.
+    config = MemoryConfig(max_facts=10, redact_secrets=False)
+    memory = stores.memory(config, user="alice", clock=lambda: NOW)
+    document = with_records(memory)
+    used = taint(document, fakes(12))
+    memory.erase_user("alice")
+    assert memory.import_user(document).redacted == ()
+    before = memory.export_user("alice")
+
+    found = memory.redact_stored(dry_run=True)
+
+    places = {(item.where, item.id) for item in found.items}
+    assert ("records", "receipts+regret-events+shadow-marks") in places
+    assert {where for where, _ in places} == {"archive", "usage", "records"}
+    assert sorted({kind for item in found.items for kind in item.kinds}) == every_kind(used)
+    assert memory.export_user("alice") == before  # a dry run changes nothing
+
+    done = memory.redact_stored()
+
+    assert {(item.where, item.id) for item in done.items} == places
+    assert_nowhere(stores, used)
+    coder = memory.scoped(user="alice", agent="coder")
+    assert len(coder.audit()) == len(document["agents"]["coder"]["events"])  # type: ignore[index]
+    assert len(coder.list_archived()) == 2
+    assert not memory.redact_stored(dry_run=True).items
+
+
+def test_records_written_back_replace_only_the_parts_that_differ_and_never_with_appends(
+    stores: Stores,
+) -> None:
+    store = stores()
+    scope = Scope.of("alice", "coder")
+    memory = stores.memory(MemoryConfig(max_facts=10), user="alice", agent="coder")
+    for number in range(11):  # one more than the cap: a receipt
+        memory.create_fact(f"alice keeps note {number} about herons", confidence=0.9)
+    stored = store.records(scope)
+    assert len(stored.events) == 1
+    assert stored.regret == ()
+    event = {"kind": "restored", "note": "an event deermem cannot read is kept"}
+    store.commit(scope, ChangeSet(now=NOW, records=stored._replace(regret=(event,))))
+    assert store.records(scope) == stored._replace(regret=(event,))
+    assert store.regret_events(scope) == ()  # unreadable: skipped, as in any log
+    with pytest.raises(ValueError, match="replaces the scope's records"):
+        store.commit(scope, ChangeSet(now=NOW, records=stored, forget_in_audit=True))

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from deermem.errors import (
     FactNotFoundError,
@@ -35,6 +36,7 @@ from deermem.errors import (
 from deermem.model import (
     Fact,
     FactScope,
+    Record,
     Scope,
     format_timestamp,
     parse_timestamp,
@@ -43,7 +45,14 @@ from deermem.model import (
     redact_value,
 )
 from deermem.policy import decay, elapsed_days
-from deermem.store.protocol import ChangeSet, FactWrite, ScopeDump, ScopeSnapshot, UserDump
+from deermem.store.protocol import (
+    ChangeSet,
+    FactWrite,
+    ScopeDump,
+    ScopeRecords,
+    ScopeSnapshot,
+    UserDump,
+)
 from deermem.store.records import (
     DOCUMENT_VERSION,
     SUMMARY_GROUPS,
@@ -65,11 +74,19 @@ __all__ = [
     "plan_changes",
     "redact_changes",
     "redact_dump",
+    "redact_record",
+    "redact_records",
+    "redact_section",
     "redacted_changes",
     "sort_facts",
     "stored_scope",
     "strip_audit_events",
 ]
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_R = TypeVar("_R", bound=Record)
 
 
 # ---------------------------------------------------------------------------
@@ -88,8 +105,10 @@ __all__ = [
 def redact_changes(changes: ChangeSet) -> tuple[ChangeSet, tuple[str, ...]]:
     """The change set with every secret in its text replaced, and the kinds replaced.
 
-    Facts written, facts archived and summary sections are covered; the
-    change set itself comes back when nothing holds a secret.
+    Facts written, archive entries (the fact and its receipt line), summary
+    sections, receipts, regret events, shadow marks, usage entries and
+    records written back are covered; the change set itself comes back when
+    nothing holds a secret.
     """
     kinds: set[str] = set()
     writes: list[FactWrite] = []
@@ -97,25 +116,42 @@ def redact_changes(changes: ChangeSet) -> tuple[ChangeSet, tuple[str, ...]]:
         fact, found = redact_fact(write.fact)
         kinds.update(found)
         writes.append(write if not found else FactWrite(fact, write.create))
-    puts: list[ArchiveEntry] = []
-    for entry in changes.archive_puts:
-        fact, found = redact_fact(entry.fact)
-        kinds.update(found)
-        puts.append(entry if not found else dataclasses.replace(entry, fact=fact))
     summaries: dict[tuple[str, str], str | Section] = {}
     for key, value in changes.summaries.items():
         if isinstance(value, Section):
-            section, found = _redact_section(value)
+            section, found = redact_section(value)
             summaries[key] = section
         else:
             redaction = redact(value)
             summaries[key], found = redaction.text, redaction.kinds
         kinds.update(found)
+    archive_puts = _each_record(changes.archive_puts, kinds)
+    receipts = _each_record(changes.receipts, kinds)
+    regret_events = _each_record(changes.regret_events, kinds)
+    shadow_marks = {
+        fact_id: None if mark is None else _record(mark, kinds)
+        for fact_id, mark in changes.shadow_marks.items()
+    }
+    usage_restores = {
+        fact_id: _record(entry, kinds) for fact_id, entry in changes.usage_restores.items()
+    }
+    records = changes.records
+    if records is not None:
+        records, found = redact_records(records)
+        kinds.update(found)
     if not kinds:
         return changes, ()
     return (
         dataclasses.replace(
-            changes, writes=tuple(writes), archive_puts=tuple(puts), summaries=summaries
+            changes,
+            writes=tuple(writes),
+            summaries=summaries,
+            archive_puts=archive_puts,
+            receipts=receipts,
+            regret_events=regret_events,
+            shadow_marks=shadow_marks,
+            usage_restores=usage_restores,
+            records=records,
         ),
         tuple(sorted(kinds)),
     )
@@ -126,7 +162,15 @@ def redacted_changes(changes: ChangeSet, enabled: bool) -> tuple[ChangeSet, tupl
     return redact_changes(changes) if enabled else (changes, ())
 
 
-def _redact_section(section: Section) -> tuple[Section, tuple[str, ...]]:
+def redact_section(section: Section) -> tuple[Section, tuple[str, ...]]:
+    """The section with every secret replaced, and the kinds replaced.
+
+    The whole stored object counts — the summary, and the keys the original
+    DeerMem (or a person) put beside it — because a section keeps every key
+    it is given; the section itself comes back when nothing holds a secret.
+    Every path that redacts a section (a commit, an import, a migration,
+    ``deermem redact``) uses this one function, so none covers less.
+    """
     value, kinds = redact_value(section.to_dict())
     if not kinds:
         return section, ()
@@ -135,14 +179,18 @@ def _redact_section(section: Section) -> tuple[Section, tuple[str, ...]]:
 
 
 def redact_dump(dump: UserDump) -> tuple[UserDump, tuple[str, ...]]:
-    """A whole user (``deermem migrate``) with every secret replaced, and the kinds replaced.
+    """A whole user (``deermem migrate``, an import) with every secret replaced, and the kinds.
 
-    Facts, archived facts and summaries are covered, as in :func:`redact_changes`.
+    Everything a user carries into a store is covered: facts, archive entries
+    (the fact and its receipt line), summary sections, usage entries, and the
+    receipts, regret events and shadow marks as stored (every string in
+    them; see :func:`redact_records`). Thread marks are not: a mark is the
+    host's id of a conversation and a digest, kept as every commit keeps them.
     """
     kinds: set[str] = set()
 
     def section_of(section: Section) -> Section:
-        redacted, found = _redact_section(section)
+        redacted, found = redact_section(section)
         kinds.update(found)
         return redacted
 
@@ -151,29 +199,106 @@ def redact_dump(dump: UserDump) -> tuple[UserDump, tuple[str, ...]]:
         kinds.update(found)
         return redacted
 
+    def records_of(scope: ScopeDump) -> ScopeRecords:
+        redacted, found = redact_records(ScopeRecords(scope.events, scope.regret, scope.shadow))
+        kinds.update(found)
+        return redacted
+
     summaries = dataclasses.replace(
-        dump.summaries,
+        _record(dump.summaries, kinds),  # its version and lastUpdated; the sections below
         user={name: section_of(s) for name, s in dump.summaries.user.items()},
         history={name: section_of(s) for name, s in dump.summaries.history.items()},
     )
-    scopes = tuple(
-        ScopeDump(
-            agent=scope.agent,
-            facts=tuple(fact_of(fact) for fact in scope.facts),
-            usage=scope.usage,
-            events=scope.events,
-            archive=tuple(
-                dataclasses.replace(entry, fact=fact_of(entry.fact)) for entry in scope.archive
-            ),
-            marks=scope.marks,
-            regret=scope.regret,
-            shadow=scope.shadow,
+    scopes = []
+    for scope in dump.scopes:
+        records = records_of(scope)
+        scopes.append(
+            ScopeDump(
+                agent=scope.agent,
+                facts=tuple(fact_of(fact) for fact in scope.facts),
+                usage={key: _record(entry, kinds) for key, entry in scope.usage.items()},
+                events=records.events,
+                archive=_each_record(scope.archive, kinds),
+                marks=scope.marks,
+                regret=records.regret,
+                shadow=records.shadow,
+            )
         )
-        for scope in dump.scopes
-    )
     if not kinds:
         return dump, ()
-    return UserDump(dump.user_id, summaries, scopes), tuple(sorted(kinds))
+    return UserDump(dump.user_id, summaries, tuple(scopes)), tuple(sorted(kinds))
+
+
+def redact_records(records: ScopeRecords) -> tuple[ScopeRecords, tuple[str, ...]]:
+    """A scope's receipts, regret events and shadow marks, as stored, with every secret replaced.
+
+    They hold no text anyone wrote — ids, categories, reasons, policy names,
+    times, kinds — so every string in them is redacted, ids and times
+    included: they are read leniently, never checked to be well formed, so a
+    value holding a secret is no working id or time, and replacing it breaks
+    no reference (an event it makes unreadable is skipped, as any malformed
+    one). Mapping keys (a shadow mark's fact id) stay, as in
+    :func:`~deermem.model.redact_value`. The records themselves come back
+    when nothing holds a secret.
+    """
+    events, found_events = redact_value(records.events)
+    regret, found_regret = redact_value(records.regret)
+    shadow, found_shadow = redact_value(records.shadow)
+    kinds = tuple(sorted({*found_events, *found_regret, *found_shadow}))
+    if not kinds:
+        return records, ()
+    assert isinstance(events, tuple)
+    assert isinstance(regret, tuple)
+    assert isinstance(shadow, Mapping)
+    return ScopeRecords(events, regret, shadow), kinds
+
+
+def redact_record(record: _R) -> tuple[_R, tuple[str, ...]]:
+    """One of deermem's records (an archive entry, a receipt, a usage entry ...) with
+    every secret in its strings replaced, and the kinds replaced.
+
+    A record holds no text anyone wrote but the fact an archive entry keeps
+    (redacted as every fact, :func:`~deermem.model.redact_fact`), so every
+    other string counts, as in :func:`redact_records`; numbers stay. The
+    record itself comes back when nothing holds a secret.
+    """
+    kinds: set[str] = set()
+    redacted = _record(record, kinds)
+    return redacted, tuple(sorted(kinds))
+
+
+def _record(record: _R, kinds: set[str]) -> _R:
+    """:func:`redact_record`, adding the kinds replaced to ``kinds``."""
+    instance = cast("DataclassInstance", record)  # every Record is a dataclass
+    changed = {}
+    for part in dataclasses.fields(instance):
+        value = getattr(record, part.name)
+        new = _redacted(value, kinds)
+        if new is not value:
+            changed[part.name] = new
+    return cast("_R", dataclasses.replace(instance, **changed)) if changed else record
+
+
+def _each_record(records: tuple[_R, ...], kinds: set[str]) -> tuple[_R, ...]:
+    return tuple(_record(record, kinds) for record in records)
+
+
+def _redacted(value: object, kinds: set[str]) -> object:
+    """A field's value with every secret replaced; the value itself when it holds none."""
+    if isinstance(value, str):
+        redaction = redact(value)
+        kinds.update(redaction.kinds)
+        return redaction.text
+    if isinstance(value, Fact):
+        fact, found = redact_fact(value)
+        kinds.update(found)
+        return fact
+    if isinstance(value, Record):
+        return _record(value, kinds)
+    if isinstance(value, tuple):
+        items = tuple(_redacted(item, kinds) for item in value)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value  # numbers, booleans, None, and mappings of numbers (a receipt's components)
 
 
 # ---------------------------------------------------------------------------
@@ -296,6 +421,9 @@ def _check_distinct(changes: ChangeSet) -> None:
     archived = [e.fact_id for e in changes.archive_puts] + list(changes.archive_deletes)
     if len(set(archived)) != len(archived):
         raise ValueError("the change set addresses one archive entry more than once")
+    appends = changes.receipts or changes.regret_events or changes.shadow_marks
+    if changes.records is not None and (appends or changes.forget_in_audit):
+        raise ValueError("the change set replaces the scope's records and changes them too")
 
 
 def _changed_sections(

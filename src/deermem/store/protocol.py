@@ -62,6 +62,7 @@ __all__ = [
     "FactWrite",
     "MarkedSnapshot",
     "ScopeDump",
+    "ScopeRecords",
     "ScopeSnapshot",
     "ShadowMarksRead",
     "Store",
@@ -170,6 +171,12 @@ class ChangeSet:
             :mod:`deermem.store.records`), with what caused them.
         shadow_marks: fact id → the shadow policy's mark to set on a fact
             of the library, or ``None`` to clear it.
+        records: the scope's receipts, regret events and shadow marks as
+            stored, replacing the ones the store holds (``deermem redact``
+            writes them back with their secrets replaced); a part equal to
+            the stored one is not written. ``None`` keeps them. A change set
+            with records appends no receipt, regret event or mark and
+            forgets nothing in the audit (the two would disagree on the result).
     """
 
     now: datetime
@@ -185,10 +192,11 @@ class ChangeSet:
     watermarks: Mapping[str, str] = field(default_factory=dict)
     regret_events: tuple[RegretEvent, ...] = ()
     shadow_marks: Mapping[str, ShadowMark | None] = field(default_factory=dict)
+    records: ScopeRecords | None = None
 
     @property
     def empty(self) -> bool:
-        return not (
+        return self.records is None and not (
             self.writes
             or self.deletes
             or self.summaries
@@ -414,6 +422,19 @@ class Store(Protocol):
         """
         ...
 
+    def records(self, scope: Scope) -> ScopeRecords:
+        """The scope's receipts, regret events and shadow marks as stored.
+
+        Unreadable events and marks and unknown keys included, which
+        :meth:`audit`, :meth:`regret_events` and :meth:`shadow_marks` skip:
+        what ``deermem redact`` must look through.
+
+        Raises:
+            CorruptMemoryFile: a part is not what it must be (an audit that is
+                not a list, a row that is not JSON).
+        """
+        ...
+
     def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
         """The scope's regret events, oldest first.
 
@@ -541,6 +562,25 @@ ERASED_COUNTS = (
     "shadowMarks",
 )
 """What :meth:`Store.erase_user` counts: the keys of :meth:`UserDump.counts`."""
+
+
+class ScopeRecords(NamedTuple):
+    """A scope's receipts, regret events and shadow marks, as stored.
+
+    As stored means every event and mark as the store holds it, unreadable
+    ones and unknown keys included (the original DeerMem's events keep keys
+    deermem does not read): what :meth:`Store.records` reads and a
+    :attr:`ChangeSet.records` writes back.
+
+    Attributes:
+        events: the audit's events, oldest first.
+        regret: the regret events, oldest first.
+        shadow: the shadow policy's marks, by fact id.
+    """
+
+    events: tuple[object, ...] = ()
+    regret: tuple[object, ...] = ()
+    shadow: Mapping[str, object] = NO_ENTRIES
 
 
 class ScopeDump(NamedTuple):

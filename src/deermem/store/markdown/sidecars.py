@@ -57,6 +57,7 @@ from deermem.store.plan import (
     newest_first,
     strip_audit_events,
 )
+from deermem.store.protocol import ScopeRecords
 from deermem.store.records import (
     ArchiveEntry,
     EvictionReceipt,
@@ -88,9 +89,11 @@ __all__ = [
     "read_events",
     "read_mark",
     "read_marks",
+    "read_records",
     "read_regret_events",
     "read_shadow_marks",
     "read_usage",
+    "records_after_commit",
     "regret_after_commit",
     "shadow_marks_after_commit",
     "usage_after_access",
@@ -809,3 +812,43 @@ def _encode_index(path: Path, order: ArchiveIndex) -> bytes:
 
 def _index_line(item: _Item) -> str:
     return json.dumps(list(item) if item.digest is not None else [item.fact_id, item.archived_at])
+
+
+# ---------------------------------------------------------------------------
+# The three logs together, as stored: what ``deermem redact`` reads and writes back
+# ---------------------------------------------------------------------------
+
+
+def read_records(paths: ScopePaths) -> ScopeRecords:
+    """The scope's audit events, regret events and shadow marks as stored.
+
+    Raises:
+        CorruptMemoryFile: a file that is not a JSON list (or object, for the marks).
+    """
+    return ScopeRecords(
+        events=tuple(read_events(paths.audit)),
+        regret=tuple(raw_regret_events(paths.regret_events)),
+        shadow=raw_shadow_marks(paths.shadow_marks),
+    )
+
+
+def records_after_commit(paths: ScopePaths, records: ScopeRecords) -> list[SidecarChange]:
+    """The files that change when the scope's records become ``records``.
+
+    Only a file whose records differ from the stored ones is written; one
+    left with no record is removed.
+
+    Raises:
+        CorruptMemoryFile: a file that is not what it must be: it is not overwritten.
+    """
+    stored = read_records(paths)
+    changes: list[SidecarChange] = []
+    if list(records.events) != list(stored.events):
+        changes.append((paths.audit, encode_events(records.events) if records.events else None))
+    if list(records.regret) != list(stored.regret):
+        data = encode_regret_events(records.regret) if records.regret else None
+        changes.append((paths.regret_events, data))
+    if dict(records.shadow) != dict(stored.shadow):
+        data = encode_shadow_marks(records.shadow) if records.shadow else None
+        changes.append((paths.shadow_marks, data))
+    return changes

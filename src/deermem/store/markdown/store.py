@@ -130,6 +130,7 @@ from deermem.store.protocol import (
     ChangeSet,
     CommitResult,
     MarkedSnapshot,
+    ScopeRecords,
     ScopeSnapshot,
     ShadowMarksRead,
 )
@@ -568,6 +569,9 @@ class MarkdownStore:
         paths = self._settled(scope).agent(scope.agent)
         return archive_listing(paths, now, self.archive_max_age_days)
 
+    def records(self, scope: Scope) -> ScopeRecords:
+        return sidecars.read_records(self._settled(scope).agent(scope.agent))
+
     def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
         return sidecars.read_regret_events(self._settled(scope).agent(scope.agent).regret_events)
 
@@ -763,6 +767,8 @@ class MarkdownStore:
             )
             if change is not None
         ]
+        if changes.records is not None:  # never with the appends above (plan_changes refuses)
+            book.extend(sidecars.records_after_commit(paths, changes.records))
         stamp = format_timestamp(changes.now)
         for thread_id, mark in changes.watermarks.items():
             if read_mark(paths, thread_id) != mark:

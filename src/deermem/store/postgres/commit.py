@@ -15,13 +15,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import LiteralString
 
 import deermem.store.postgres.rows as rows
 from deermem.errors import CorruptMemoryFile
 from deermem.model import Fact, Scope, format_timestamp
 from deermem.store.plan import ChangePlan, beyond_bounds, strip_audit_events
 from deermem.store.postgres.database import Connection
-from deermem.store.protocol import ChangeSet
+from deermem.store.protocol import ChangeSet, ScopeRecords
 from deermem.store.records import (
     ArchiveEntry,
     RegretEvent,
@@ -39,6 +40,7 @@ __all__ = [
     "library_holds",
     "put_usage",
     "release_vectors",
+    "stored_records",
 ]
 
 
@@ -102,6 +104,7 @@ class CommitWriter:
             or self.marks
             or changes.usage_restores
             or (changes.forget_in_audit and self.deleted)
+            or changes.records is not None
         )
 
     def new_user_row(self) -> uuid.UUID:
@@ -126,6 +129,7 @@ class CommitWriter:
             self.bounds.regret_max_events,
         )
         self._shadow_marks()
+        self._records()
         self._marks()
         self._archive()
         self._vectors()
@@ -229,6 +233,45 @@ class CommitWriter:
                     for fact_id, mark in marks
                 ],
             )
+
+    def _records(self) -> None:
+        """Replace the scope's receipts, regret events and shadow marks, each only if it differs.
+
+        Never with appends to them in the same change set (plan_changes refuses).
+        """
+        records = self.changes.records
+        if records is None:
+            return
+        stored = stored_records(self.connection, self.database, self.scope)
+        logs = (
+            ("deermem_receipts", records.events, stored.events),
+            ("deermem_regret_events", records.regret, stored.regret),
+        )
+        for table, new, old in logs:
+            if list(new) == list(old):
+                continue
+            self.connection.execute(
+                f"DELETE FROM {table} WHERE user_id = %s AND agent = %s", self._scope_params()
+            )
+            for event in new:  # one by one: the positions follow the order given
+                self.connection.execute(
+                    f"INSERT INTO {table} (user_id, agent, document) VALUES (%s, %s, %s)",
+                    (*self._scope_params(), rows.encode_json(event)),
+                )
+        if dict(records.shadow) != dict(stored.shadow):
+            self.connection.execute(
+                "DELETE FROM deermem_shadow_marks WHERE user_id = %s AND agent = %s",
+                self._scope_params(),
+            )
+            with self.connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO deermem_shadow_marks (user_id, agent, fact_id, document) "
+                    "VALUES (%s, %s, %s, %s)",
+                    [
+                        (*self._scope_params(), fact_id, rows.encode_json(mark))
+                        for fact_id, mark in sorted(records.shadow.items())
+                    ],
+                )
 
     def _marks(self) -> None:
         if not self.marks:
@@ -357,6 +400,40 @@ def insert_archive(
             "VALUES (%s, %s, %s, %s, %s)",
             (user, agent, entry.fact_id, entry.archived_at, rows.encode_archive_entry(entry)),
         )
+
+
+def stored_records(connection: Connection, database: str, scope: Scope) -> ScopeRecords:
+    """The scope's receipts, regret events and shadow marks as stored.
+
+    Raises:
+        CorruptMemoryFile: a row that is not JSON (named).
+    """
+    params = (rows.user_key(scope), scope.agent)
+
+    def log(table: LiteralString) -> tuple[object, ...]:
+        return tuple(
+            rows.decode_event(document, rows.row_label(database, table, scope, str(position)))
+            for position, document in connection.execute(
+                f"SELECT position, document FROM {table} "
+                "WHERE user_id = %s AND agent = %s ORDER BY position",
+                params,
+            )
+        )
+
+    shadow = {
+        fact_id: rows.decode_event(
+            document, rows.row_label(database, "deermem_shadow_marks", scope, fact_id)
+        )
+        for fact_id, document in connection.execute(
+            "SELECT fact_id, document FROM deermem_shadow_marks WHERE user_id = %s AND agent = %s",
+            params,
+        )
+    }
+    # By fact id in Python's order, as the Markdown store's file holds them (not the
+    # database's collation).
+    return ScopeRecords(
+        log("deermem_receipts"), log("deermem_regret_events"), dict(sorted(shadow.items()))
+    )
 
 
 def append_regret(

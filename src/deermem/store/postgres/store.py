@@ -76,6 +76,7 @@ from deermem.store.postgres.commit import (
     library_holds,
     put_usage,
     release_vectors,
+    stored_records,
 )
 from deermem.store.postgres.database import (
     Connection,
@@ -92,6 +93,7 @@ from deermem.store.protocol import (
     ChangeSet,
     CommitResult,
     MarkedSnapshot,
+    ScopeRecords,
     ScopeSnapshot,
     ShadowMarksRead,
 )
@@ -128,6 +130,7 @@ _WRITTEN: Final = frozenset(
         "watermarks",
         "regret_events",
         "shadow_marks",
+        "records",
     }
 )
 _MEMORY: Final = ":memory:"
@@ -644,6 +647,10 @@ class PostgresStore:
             for fact_id, archived_at in found
             if not ArchiveEntry.stamp_expired(archived_at, now, limit)
         }
+
+    def records(self, scope: Scope) -> ScopeRecords:
+        with self._connection() as connection:
+            return stored_records(connection, self.address, scope)
 
     def regret_events(self, scope: Scope) -> tuple[RegretEvent, ...]:
         documents = self._events(scope, _REGRET_EVENTS_QUERY, "regret_events")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from deermem.errors import ConfigError, CorruptMemoryFile
 from deermem.model import Scope
 from deermem.store.postgres import rows
-from deermem.store.postgres.commit import insert_archive
+from deermem.store.postgres.commit import insert_archive, stored_records
 from deermem.store.postgres.database import (
     Connection,
     holds_users,
@@ -107,13 +107,7 @@ class PostgresTransfer:
         params = (rows.user_key(scope), scope.agent)
         where = "WHERE user_id = %s AND agent = %s"
         snapshot = store._read_scope(connection, scope)
-        events = tuple(
-            rows.decode_event(document, store._label("receipts", scope, str(position)))
-            for position, document in connection.execute(
-                f"SELECT position, document FROM deermem_receipts {where} ORDER BY position",
-                params,
-            )
-        )
+        records = stored_records(connection, store.address, scope)
         archive = tuple(
             rows.decode_archive_entry(document, store._label("archive", scope, i), scope, i)
             for i, document in connection.execute(
@@ -139,28 +133,15 @@ class PostgresTransfer:
                     stamp if isinstance(stamp, str) else "",
                 )
             )
-        regret = tuple(
-            rows.decode_event(document, store._label("regret_events", scope, str(position)))
-            for position, document in connection.execute(
-                f"SELECT position, document FROM deermem_regret_events {where} ORDER BY position",
-                params,
-            )
-        )
-        shadow = {
-            fact_id: rows.decode_event(document, store._label("shadow_marks", scope, fact_id))
-            for fact_id, document in connection.execute(
-                f"SELECT fact_id, document FROM deermem_shadow_marks {where}", params
-            )
-        }
         return ScopeDump(
             agent=scope.agent,
             facts=snapshot.facts,
             usage=store._usage(connection, scope),
-            events=events,
+            events=records.events,
             archive=archive,
             marks=tuple(sorted(marks)),
-            regret=regret,
-            shadow=dict(sorted(shadow.items())),
+            regret=records.regret,
+            shadow=records.shadow,
         )
 
     def load_user(self, dump: UserDump) -> None:
