@@ -810,12 +810,16 @@ class Memory:
         # The index first and again last: a search between the two may have
         # brought rows back; the store erases between, atomically.
         rows = index.forget_user(user_id)
+        # Always, not only when rows went now (the text of facts deleted or purged before
+        # stays in the file's free pages and log until a scrub), and before the store's
+        # erase: a process killed after that leaves no text in the index.
+        index.scrub()
         queued = self._updates.forget_user(user_id)
         counts = self.store.erase_user(user_id)
-        rows += index.forget_user(user_id)
-        # Always, not only when rows went now: the text of the user's facts deleted or
-        # purged before stays in the file's free pages and log until a scrub.
-        index.scrub()
+        back = index.forget_user(user_id)
+        if back:
+            index.scrub()
+        rows += back
         return ErasureResult(
             user_id=user_id, counts={**counts, "searchRows": rows, "queued": queued}
         )
