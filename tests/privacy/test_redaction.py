@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
+import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -489,6 +491,71 @@ def test_the_result_is_frozen() -> None:
     result = redact("x")
     with pytest.raises(AttributeError):
         result.text = "y"  # type: ignore[misc]
+
+
+# --- invisible characters inside a secret -------------------------------------
+
+# Format characters (Unicode category Cf, U+00AD included): zero-width spaces and
+# joiners, the byte order mark, the soft hyphen, bidirectional controls, tags.
+FORMAT_CHARACTERS = st.characters(categories=["Cf"])
+
+
+def visible(text: str) -> str:
+    """``text`` as it is seen: without its format characters."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def test_the_format_characters_redaction_skips_are_every_cf_character() -> None:
+    every = "".join(
+        chr(n) for n in range(sys.maxunicode + 1) if unicodedata.category(chr(n)) == "Cf"
+    )
+    assert "\u00ad" in every
+    assert model._format_characters().sub("", every) == ""
+
+
+@given(
+    name=st.sampled_from(sorted(MAKERS)),
+    rng=st.randoms(use_true_random=False),
+    inserted=st.lists(st.tuples(st.integers(min_value=0), FORMAT_CHARACTERS), min_size=1),
+    # (Not in JSON escaped to ASCII: ``\\u200b`` there is six visible characters.)
+    context=st.sampled_from(sorted(set(CONTEXTS) - {"json", "json-ascii"})),
+)
+@example(name="github-token", rng=random.Random(0), inserted=[(8, "\u200b")], context="sentence")
+@example(name="aws-access-key", rng=random.Random(0), inserted=[(4, "\u200d")], context="alone")
+def test_a_secret_with_invisible_characters_inside_is_found_and_removed(
+    name: str, rng: random.Random, inserted: list[tuple[int, str]], context: str
+) -> None:
+    # Pasted from a chat or a PDF, a key may hold a zero-width space or a soft
+    # hyphen: invisible, and deleting it gives the key back.
+    fake = MAKERS[name](rng)
+    snippet = fake.snippet
+    for position, character in inserted:
+        cut = position % (len(snippet) + 1)
+        snippet = snippet[:cut] + character + snippet[cut:]
+
+    result = redact(CONTEXTS[context](snippet))
+
+    assert fake.kind in result.kinds
+    assert not leaks(visible(result.text), fake.secret)
+
+
+@given(
+    texts=TEXTS,
+    inserted=st.lists(st.tuples(st.integers(min_value=0), FORMAT_CHARACTERS), max_size=8),
+)
+def test_redaction_sees_text_as_it_is_seen(texts: str, inserted: list[tuple[int, str]]) -> None:
+    # Format characters anywhere change nothing but themselves: those outside
+    # a secret stay where they were, those inside go with it.
+    text = texts
+    for position, character in inserted:
+        cut = position % (len(text) + 1)
+        text = text[:cut] + character + text[cut:]
+
+    result = redact(text)
+
+    assert visible(result.text) == redact(visible(text)).text
+    assert result.kinds == redact(visible(text)).kinds
+    assert redact(result.text).kinds == ()
 
 
 # --- JSON-like values -----------------------------------------------------
