@@ -1911,7 +1911,11 @@ def _is_value(value: str) -> bool:
 
 
 _KEY_QUOTE: Final = r"(?:\\?[\"'])?"
-_ASSIGN: Final = r"[ \t]*(?:=>|:=|=|:)[ \t]*"
+# After an assignment's sign: spaces on its line, or a line break and the
+# indent of a quoted value on the next line (pretty-printed JSON, YAML). An
+# unquoted word on the next line is the next line's, not a value.
+_AFTER_SIGN: Final = r"(?:[ \t]*\r?\n[ \t]*(?=\\?[\"'])|[ \t]*)"
+_ASSIGN: Final = r"[ \t]*(?:=>|:=|=|:)" + _AFTER_SIGN
 # A quoted value (as in JSON, YAML, code, or JSON inside a JSON string: ``\"``),
 # else an unquoted one up to a space, a quote or ``&`` (the next query field).
 _VALUE: Final = (
@@ -1928,7 +1932,8 @@ _PASSWORD_KEY: Final = r"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd)(?![A-Za-z0-
 _PASSWORD: Final = (
     _PASSWORD_KEY
     + _KEY_QUOTE
-    + r"[ \t]*(?:=>|:=|=|(?P<colon>:))[ \t]*"
+    + r"[ \t]*(?:=>|:=|=|(?P<colon>:))"
+    + _AFTER_SIGN
     # Prose, not an assignment: after a colon, an unquoted word of letters
     # that a sentence continues (``Password: changed yesterday by the admin``).
     + r"(?(colon)(?![A-Za-z][a-z]*[ \t]+[a-z]))"
@@ -1937,8 +1942,12 @@ _PASSWORD: Final = (
 # ``scheme://user:password@host`` (a database URL, a proxy): the password only.
 _URL_PASSWORD: Final = (
     r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}+://[^\s:/?#@\"'<>]{0,256}+:"
-    # A raw ``#`` or ``?`` is not valid there, but a pasted password holds them.
-    r"(?P<secret>[^\s/@\"'<>]{1,256}+)@"
+    # Raw ``/``, ``?``, ``#`` and ``@`` are not valid there, but a pasted password
+    # (a generated one, base64) holds them: it runs to the first ``@`` whose host
+    # ends the authority, with no ``@`` in it (``app:Xy7@Q9z@db/app`` -> ``Xy7@Q9z``).
+    # A port followed by a path, query or fragment (``host:8080/u/@ann``) is not one.
+    r"(?![0-9]*[/?#])(?P<secret>[^\s\"'<>]{1,256}?)"
+    r"@[^\s/?#@\"'<>]{0,256}+(?!@)"
 )
 
 
@@ -1981,7 +1990,8 @@ _AWS_SECRET: Final = (
 # An HTTP credential (RFC 9110's token68), taken whole (greedy); a full stop
 # at its end ends the sentence, not the token.
 _TOKEN68: Final = r"[A-Za-z0-9\-._~+/]{{{min},}}[A-Za-z0-9\-_~+/]=*"
-_BEARER: Final = _EDGE + r"[Bb]earer[ \t]+(?P<secret>" + _TOKEN68.format(min=11) + ")"
+# The scheme's name is case-insensitive (RFC 9110): ``Bearer``, ``bearer``, ``BEARER``.
+_BEARER: Final = _EDGE + r"(?i:bearer)[ \t]+(?P<secret>" + _TOKEN68.format(min=11) + ")"
 _AUTHORIZATION: Final = (
     r"(?<![A-Za-z0-9_\-])(?:proxy-)?authorization"
     + _KEY_QUOTE
@@ -2103,7 +2113,7 @@ _MAY_HOLD_SECRET: Final = (
     r"|AIza|GOCSPX-|ya29\."  # google-api-key
     r"|npm_|_authToken"  # npm-token
     r"|eyJ"  # jwt
-    r"|[Bb]earer|(?i:authorization)"  # bearer-token
+    r"|(?i:bearer|authorization)"  # bearer-token
     r"|(?i:pass|pwd)|://"  # password
     r"|[0-9](?:[ \-]?[0-9]){12}"  # payment-card
 )
