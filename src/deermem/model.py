@@ -2308,7 +2308,9 @@ def _format_characters() -> re.Pattern[str]:
 def _visible(text: str) -> tuple[str, list[int] | None]:
     """``text`` without its format characters, and for each character left its
     position in ``text``; ``None`` when there were none (the same text)."""
-    if text.isascii():
+    # A format character is never printable (str.isprintable: category "Other"),
+    # so one-line text that is all printable, ASCII or not, skips the search.
+    if text.isascii() or text.isprintable():
         return text, None
     runs = list(_format_characters().finditer(text))
     if not runs:
@@ -2319,7 +2321,7 @@ def _visible(text: str) -> tuple[str, list[int] | None]:
         positions.extend(range(kept_from, run.start()))
         kept_from = run.end()
     positions.extend(range(kept_from, len(text)))
-    return "".join(text[n] for n in positions), positions
+    return _format_characters().sub("", text), positions
 
 
 def redact(text: str) -> Redaction:

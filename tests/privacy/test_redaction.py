@@ -608,6 +608,8 @@ def test_the_format_characters_redaction_skips_are_every_cf_character() -> None:
     )
     assert "\u00ad" in every
     assert model._format_characters().sub("", every) == ""
+    # Printable text skips the search: no format character is printable.
+    assert not any(character.isprintable() for character in every)
 
 
 @given(
