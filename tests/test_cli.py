@@ -286,3 +286,15 @@ def test_a_root_that_exists_and_is_no_directory_is_refused(
     code, _, err = run(capsys, "--root", "/dev/null", "facts", "list")
     assert code == 2
     assert "/dev/null exists and is not a directory" in " ".join(err.replace("│", " ").split())
+
+
+def test_a_category_too_long_is_refused_without_its_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    category = "ci sk" + "-proj-Ab3dEf7hIjKlMn0pQrStUvWxYz12345678 " + "y" * 40
+    assert run(capsys, "--root", str(tmp_path / "s"), "init")[0] == 0
+    root = ["--root", str(tmp_path / "s"), "--user", "gus"]
+    code, out, err = run(capsys, *root, "facts", "add", "Gus likes tea.", "-c", category)
+    assert code == 1
+    assert "Ab3dEf7hIjKl" not in out + err
+    assert f"field 'category' has a text of {len(category)} characters" in err

@@ -102,9 +102,9 @@ def test_invalid_fields_name_field_value_and_rule(field: str, value: object) -> 
     assert error.field == field
     assert error.value == value or (isinstance(value, float) and math.isnan(value))
     message = str(error)
-    # Numbers, booleans and the text of names, codes and times are quoted; any other text,
+    # Numbers, booleans and the text of ids, codes and times are quoted; any other text,
     # list or mapping is described by its size (it may be what a person wrote).
-    if isinstance(value, str) and field in ("content", "topics"):
+    if isinstance(value, str) and field in ("content", "topics", "confidence"):
         assert f"a text of {len(value)} characters" in message
     elif isinstance(value, list | dict):
         assert f"of {len(value)} " in message
@@ -127,6 +127,61 @@ def test_an_error_never_quotes_what_a_fact_says() -> None:
     with pytest.raises(FactValidationError) as caught:
         Fact.from_dict(minimal(topics=[secret, 5]))
     assert "ghp_" not in str(caught.value)
+
+
+# A key of a long category, written split so no scanner takes this file for a leak.
+_KEY = "sk" + "-proj-" + "Ab3dEf7hIjKlMn0pQrStUvWxYz12345678"
+
+
+@given(
+    text=st.text(min_size=1, max_size=200),
+    field=st.sampled_from(
+        [
+            # A category is a label anyone may write (an ``other`` fact keeps it).
+            "category",
+            "value.category",  # the LangGraph store's value
+            "facts[2].category",  # a user document's fact
+            # A name deeper in a value, or a fact's unknown field, is a key of text
+            # deermem does not know, even when it is named like a code field.
+            "source.note.id",
+            "extra[0].status",
+            "role",
+            "type",
+            "userId",
+            "agentName",
+            # Text where a number belongs is whatever its writer typed.
+            "confidence",
+            "revision",
+        ]
+    ),
+)
+def test_an_error_describes_free_text_by_its_length(text: str, field: str) -> None:
+    message = str(FactValidationError(field, text, "expected at most 64 characters"))
+    assert f"field {field!r} has a text of {len(text):,} characters;" in message
+    assert repr(text) not in message
+
+
+@given(field=st.sampled_from(["id", "facts[3].id", "status", "threadId", "createdAt"]))
+def test_an_error_quotes_ids_codes_and_times(field: str) -> None:
+    message = str(FactValidationError(field, "not-a-thing", "expected something else"))
+    assert f"field {field!r} has value 'not-a-thing';" in message
+
+
+def test_a_category_too_long_is_refused_by_its_length(tmp_path: Path) -> None:
+    # A long category holding a key: the refusal reaches logs, tool results and models.
+    memory = Memory.open(tmp_path, user="gus")
+    category = f"ci {_KEY} " + "y" * 40
+    kept = memory.create_fact("Gus deploys on Fridays.").fact_id
+    assert kept is not None
+    for write in (
+        lambda: memory.create_fact("Gus likes tea.", category=category),
+        lambda: memory.update_fact(kept, category=category),
+    ):
+        with pytest.raises(FactValidationError) as caught:
+            write()
+        message = str(caught.value)
+        assert "Ab3dEf7hIjKl" not in message
+        assert f"field 'category' has a text of {len(category)} characters" in message
 
 
 def test_errors_name_the_fact_when_its_id_is_known() -> None:

@@ -591,7 +591,8 @@ class MessageFormatError(DeerMemError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"message {index}: field {field!r} has {_shown(field, value)}; {allowed}")
+        shown = _shown(field, value, _QUOTED_MESSAGE_FIELDS)
+        super().__init__(f"message {index}: field {field!r} has {shown}; {allowed}")
 
 
 class ConversationFileError(DeerMemError, ValueError):
@@ -761,40 +762,40 @@ class Withheld:
         return f"<{self.description}>"
 
 
-# The fields whose text an error may quote: names, codes and times, which hold nothing a
-# person wrote. Any other text — a fact's content or title, an ``other`` category's own
-# label, a summary, a message, a field deermem does not know — is described by its length,
-# and a list or a mapping by its size: an error's message reaches logs, tool results and
-# models, and that text may hold a secret or someone's private life.
-_QUOTED_FIELDS: Final = frozenset(
+# The fields of a fact whose text an error may quote: ids, codes and times, which hold
+# nothing a person wrote. Any other text — a fact's content or title, its category (a
+# label anyone may write: ``other`` keeps it as its own), text where a number belongs
+# (a confidence, a revision), a summary, a message, a field deermem does not know — is
+# described by its length, and a list or a mapping by its size (a number is quoted):
+# an error's message reaches logs, tool results and models, and that text may hold a
+# secret or someone's private life.
+_QUOTED_FACT_FIELDS: Final = frozenset(
     {
         "id",
-        "category",
         "status",
         "scope",
-        "role",
-        "type",
-        "userId",
-        "agentName",
         "threadId",
         "createdAt",
         "updatedAt",
         "consolidatedAt",
         "lastConfirmedAt",
-        "revision",
-        "confidence",
-        "confirmationCount",
     }
 )
+# The fields of a chat message whose text an error may quote: its role's codes.
+_QUOTED_MESSAGE_FIELDS: Final = frozenset({"role", "type"})
+# A fact in a user document's list is named by its position first (``facts[3].id``).
+# Only that prefix is passed over: a name deeper in a value (``source.note.id``,
+# ``extra[0].status``) is a key of text deermem does not know, never a field of these.
+_IN_A_LIST: Final = r"^facts\[\d+\]\."
 
 
-def _shown(field: str, value: object) -> str:
-    """A rejected value as a message names it, without the text of what a person wrote."""
+def _shown(field: str, value: object, quoted: frozenset[str] = _QUOTED_FACT_FIELDS) -> str:
+    """A rejected value as a message names it, without the text of what a person wrote:
+    text only when ``field`` is one of ``quoted``."""
     if value is None or isinstance(value, bool | int | float | Withheld):
         return f"value {_preview(value)}"
     if isinstance(value, str):
-        leaf = re.sub(r"\[\d+\]", "", field).rsplit(".", 1)[-1]
-        if leaf in _QUOTED_FIELDS:
+        if re.sub(_IN_A_LIST, "", field) in quoted:
             return f"value {_preview(value)}"
         return f"a text of {len(value):,} characters"
     if isinstance(value, list | tuple):

@@ -1736,7 +1736,9 @@ FactJson = Annotated[Fact, WireForm(Fact.to_dict, FactOut)]
 #   that network's length and pass the Luhn check — dates, phone numbers,
 #   timestamps and ids fail one of these; the public test numbers of card
 #   networks' documentation (``4242 4242 4242 4242``) are not secrets;
-# * a PEM private key goes as a whole block, armour lines included.
+# * a PEM private key goes as a whole block, armour lines included;
+# * invisible format characters (a zero-width space, a soft hyphen) inside a
+#   secret do not hide it: the rules read the text without them.
 #
 # Whatever is not in the table passes: a secret of a shape the table does not
 # know (a password said in prose, a key of an unlisted provider) is a known
@@ -1909,7 +1911,11 @@ def _is_value(value: str) -> bool:
 
 
 _KEY_QUOTE: Final = r"(?:\\?[\"'])?"
-_ASSIGN: Final = r"[ \t]*(?:=>|:=|=|:)[ \t]*"
+# After an assignment's sign: spaces on its line, or a line break and the
+# indent of a quoted value on the next line (pretty-printed JSON, YAML). An
+# unquoted word on the next line is the next line's, not a value.
+_AFTER_SIGN: Final = r"(?:[ \t]*\r?\n[ \t]*(?=\\?[\"'])|[ \t]*)"
+_ASSIGN: Final = r"[ \t]*(?:=>|:=|=|:)" + _AFTER_SIGN
 # A quoted value (as in JSON, YAML, code, or JSON inside a JSON string: ``\"``),
 # else an unquoted one up to a space, a quote or ``&`` (the next query field).
 _VALUE: Final = (
@@ -1926,7 +1932,8 @@ _PASSWORD_KEY: Final = r"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd)(?![A-Za-z0-
 _PASSWORD: Final = (
     _PASSWORD_KEY
     + _KEY_QUOTE
-    + r"[ \t]*(?:=>|:=|=|(?P<colon>:))[ \t]*"
+    + r"[ \t]*(?:=>|:=|=|(?P<colon>:))"
+    + _AFTER_SIGN
     # Prose, not an assignment: after a colon, an unquoted word of letters
     # that a sentence continues (``Password: changed yesterday by the admin``).
     + r"(?(colon)(?![A-Za-z][a-z]*[ \t]+[a-z]))"
@@ -1935,8 +1942,12 @@ _PASSWORD: Final = (
 # ``scheme://user:password@host`` (a database URL, a proxy): the password only.
 _URL_PASSWORD: Final = (
     r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}+://[^\s:/?#@\"'<>]{0,256}+:"
-    # A raw ``#`` or ``?`` is not valid there, but a pasted password holds them.
-    r"(?P<secret>[^\s/@\"'<>]{1,256}+)@"
+    # Raw ``/``, ``?``, ``#`` and ``@`` are not valid there, but a pasted password
+    # (a generated one, base64) holds them: it runs to the first ``@`` whose host
+    # ends the authority, with no ``@`` in it (``app:Xy7@Q9z@db/app`` -> ``Xy7@Q9z``).
+    # A port followed by a path, query or fragment (``host:8080/u/@ann``) is not one.
+    r"(?![0-9]*[/?#])(?P<secret>[^\s\"'<>]{1,256}?)"
+    r"@[^\s/?#@\"'<>]{0,256}+(?!@)"
 )
 
 
@@ -1979,7 +1990,8 @@ _AWS_SECRET: Final = (
 # An HTTP credential (RFC 9110's token68), taken whole (greedy); a full stop
 # at its end ends the sentence, not the token.
 _TOKEN68: Final = r"[A-Za-z0-9\-._~+/]{{{min},}}[A-Za-z0-9\-_~+/]=*"
-_BEARER: Final = _EDGE + r"[Bb]earer[ \t]+(?P<secret>" + _TOKEN68.format(min=11) + ")"
+# The scheme's name is case-insensitive (RFC 9110): ``Bearer``, ``bearer``, ``BEARER``.
+_BEARER: Final = _EDGE + r"(?i:bearer)[ \t]+(?P<secret>" + _TOKEN68.format(min=11) + ")"
 _AUTHORIZATION: Final = (
     r"(?<![A-Za-z0-9_\-])(?:proxy-)?authorization"
     + _KEY_QUOTE
@@ -2101,7 +2113,7 @@ _MAY_HOLD_SECRET: Final = (
     r"|AIza|GOCSPX-|ya29\."  # google-api-key
     r"|npm_|_authToken"  # npm-token
     r"|eyJ"  # jwt
-    r"|[Bb]earer|(?i:authorization)"  # bearer-token
+    r"|(?i:bearer|authorization)"  # bearer-token
     r"|(?i:pass|pwd)|://"  # password
     r"|[0-9](?:[ \-]?[0-9]){12}"  # payment-card
 )
@@ -2272,21 +2284,68 @@ def _findings(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
+# Format characters (Unicode category Cf: zero-width spaces and joiners, the word
+# joiner, the byte order mark, the soft hyphen, bidirectional controls, tags …) are
+# invisible. Pasted inside a key from a chat or a PDF, one breaks every pattern, yet
+# whoever deletes it has the key back: so the rules read the text as it is seen,
+# without them, and a secret's replacement covers those inside it. The class is
+# every Cf code point of Unicode 15.1 (tests/privacy/test_redaction.py checks that
+# it holds every one the running Python knows).
+_FORMAT_CHARACTERS: Final = (
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]+"
+)
+
+
+@functools.cache
+def _format_characters() -> re.Pattern[str]:
+    """:data:`_FORMAT_CHARACTERS`, compiled on the first redaction as the rules are."""
+    return re.compile(_FORMAT_CHARACTERS)
+
+
+def _visible(text: str) -> tuple[str, list[int] | None]:
+    """``text`` without its format characters, and for each character left its
+    position in ``text``; ``None`` when there were none (the same text)."""
+    # A format character is never printable (str.isprintable: category "Other"),
+    # so one-line text that is all printable, ASCII or not, skips the search.
+    if text.isascii() or text.isprintable():
+        return text, None
+    runs = list(_format_characters().finditer(text))
+    if not runs:
+        return text, None
+    positions: list[int] = []
+    kept_from = 0
+    for run in runs:
+        positions.extend(range(kept_from, run.start()))
+        kept_from = run.end()
+    positions.extend(range(kept_from, len(text)))
+    return _format_characters().sub("", text), positions
+
+
 def redact(text: str) -> Redaction:
     """Replace every secret in ``text`` by ``[redacted: KIND]``.
 
     Overlapping findings become one replacement that covers them all (no
-    character of a secret stays), named by the most specific kind.
+    character of a secret stays), named by the most specific kind. Format
+    characters (``U+200B``, ``U+00AD`` …) do not hide a secret: the rules
+    match the text without them, and a replacement covers those inside it.
 
     Returns:
         The redacted text and the sorted distinct kinds replaced; ``text``
         itself and no kinds when there is nothing to replace.
     """
-    if not _may_hold_secret(text):
+    seen, positions = _visible(text)
+    if not _may_hold_secret(seen):
         return Redaction(text, ())
-    found = _findings(text)
+    found = _findings(seen)
     if not found:
         return Redaction(text, ())
+    if positions is not None:
+        # Back in ``text``, a secret runs from its first visible character to
+        # its last: the format characters between them go with it.
+        found = [(positions[start], positions[end - 1] + 1, kind) for start, end, kind in found]
     # Leftmost first; at one start the longest, then the most specific kind.
     priority = _priority()
     found.sort(key=lambda finding: (finding[0], -finding[1], priority[finding[2]]))

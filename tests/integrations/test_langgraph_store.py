@@ -253,6 +253,15 @@ def test_a_refused_value_is_named_without_its_text(store: DeerMemStore) -> None:
     assert store.search(()) == []
 
 
+def test_a_refused_category_is_named_without_its_text(store: DeerMemStore) -> None:
+    category = "ci sk" + "-proj-Ab3dEf7hIjKlMn0pQrStUvWxYz12345678 " + "y" * 40
+    with pytest.raises(FactValidationError) as caught:
+        store.put(ALICE, "k1", {"content": "alice likes jazz", "category": category})
+    assert "Ab3dEf7hIjKl" not in str(caught.value)
+    assert f"field 'category' has a text of {len(category)} characters" in str(caught.value)
+    assert store.search(()) == []
+
+
 @pytest.mark.parametrize("key", ["a.b", "has space", "", "x" * 251, "a/b"])
 def test_a_key_outside_the_fact_id_rule_is_refused(store: DeerMemStore, key: str) -> None:
     with pytest.raises(FactValidationError, match="letters, digits"):
