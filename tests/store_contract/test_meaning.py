@@ -239,16 +239,20 @@ def test_a_vector_made_while_its_text_left_the_scope_is_not_kept(stores: Stores)
     memory.import_document({"facts": LIBRARY})
     models = embedder()
     assert models is not None
-    gone, kept = content_key("I am left-handed."), content_key(str(LIBRARY[1]["content"]))
+    gone, kept = "I am left-handed.", str(LIBRARY[1]["content"])
     memory.delete_fact("fact_hand")
     memory.purge("fact_hand")  # the scope holds its words no more
+    memory.delete_fact("fact_drug")  # in the archive: its words are held
+    archived = "I am allergic to penicillin."
     vector = bytes(VECTOR_BYTES)
-    memory.store.store_vectors(memory.scope, models.tag, {gone: vector, kept: vector})
-    assert vectors_held(stores, memory, gone) == []
-    assert vectors_held(stores, memory, kept) == [vector]
+    by_text = {gone: vector, kept: vector, archived: vector}
+    memory.store.store_vectors(memory.scope, models.tag, by_text)
+    assert vectors_held(stores, memory, content_key(gone)) == []
+    assert vectors_held(stores, memory, content_key(kept)) == [vector]
+    assert vectors_held(stores, memory, content_key(archived)) == [vector]
     memory.erase_user("alice")
     memory.store.store_vectors(memory.scope, models.tag, {kept: vector})
-    assert vectors_held(stores, memory, kept) == []
+    assert vectors_held(stores, memory, content_key(kept)) == []
 
 
 def vectors_held(stores: Stores, memory: Memory, key: str) -> list[bytes]:

@@ -197,7 +197,7 @@ class VectorSource(Protocol):
         ...
 
     def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
-        """Keep these vectors (content key → vector) for the scope."""
+        """Keep these vectors (text → vector) for the scope, where it still holds the texts."""
         ...
 
 
@@ -399,13 +399,19 @@ def embed_missing(
                 len(made),
             )
         index.put_vectors({**vectors, **fresh})
-        meaning.source.store_vectors(meaning.scope, embedder.tag, fresh)
+        _hand_over(meaning, fresh, texts)
         return False
     fresh.update((key, embedder.passage(text)) for key, text in made.items())
     index.put_vectors({**vectors, **fresh})
-    if fresh:
-        meaning.source.store_vectors(meaning.scope, embedder.tag, fresh)
+    _hand_over(meaning, fresh, texts)
     return True
+
+
+def _hand_over(meaning: Meaning, fresh: Mapping[str, bytes], texts: Mapping[str, str]) -> None:
+    """Give the store the vectors it does not hold yet, by text (it checks them under its lock)."""
+    if fresh:
+        by_text = {texts[key]: vector for key, vector in fresh.items()}
+        meaning.source.store_vectors(meaning.scope, meaning.embedder.tag, by_text)
 
 
 def _texts(

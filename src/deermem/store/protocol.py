@@ -528,10 +528,13 @@ class Store(Protocol):
         ...
 
     def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
-        """Keep search vectors (content key → vector) of model ``model`` for the scope.
+        """Keep search vectors (text → vector) of model ``model`` for the scope, by the
+        texts' content keys (:func:`~deermem.store.records.content_key`).
 
-        Never part of a commit (it is not the facts' data); a store with no
-        place for them ignores them.
+        Never part of a commit (it is not the facts' data), and only for texts
+        the scope still holds: a search embeds outside the user's lock, and a
+        commit meanwhile may have taken a text out. A store with no place for
+        them ignores them.
         """
         ...
 

@@ -444,7 +444,7 @@ class PostgresStore:
         return {str(key): bytes(vector) for key, vector in found}
 
     def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
-        """Keep search vectors of texts the scope holds now; a user not in the database keeps none.
+        """Keep search vectors (text → vector) of texts the scope holds now, by content key.
 
         A search embeds outside the user's lock, and meanwhile a commit may take a
         text out of the scope and release its vector, or an erase take the user:
@@ -461,7 +461,7 @@ class PostgresStore:
             except StoreLockTimeout:
                 return
             try:
-                held = self._held_keys(connection, scope)
+                held = self._held_texts(connection, scope, list(vectors))
                 connection.cursor().executemany(
                     "INSERT INTO deermem_vectors (user_id, agent, model, content_key, vector)"
                     " SELECT %s, %s, %s, %s, %s"
@@ -469,9 +469,9 @@ class PostgresStore:
                     " ON CONFLICT (user_id, agent, model, content_key)"
                     " DO UPDATE SET vector = EXCLUDED.vector",
                     [
-                        (key, scope.agent, model, k, v, key)
-                        for k, v in sorted(vectors.items())
-                        if k in held
+                        (key, scope.agent, model, content_key(text), vector, key)
+                        for text, vector in sorted(vectors.items())
+                        if text in held
                     ],
                 )
                 connection.execute("COMMIT")
@@ -479,27 +479,31 @@ class PostgresStore:
                 roll_back(connection)
                 raise
 
-    def _held_keys(self, connection: Connection, scope: Scope) -> set[str]:
-        """The content keys of the texts the scope's facts and archive entries hold.
+    def _held_texts(self, connection: Connection, scope: Scope, texts: list[str]) -> set[str]:
+        """Which of ``texts`` a fact or an archive entry of the scope holds now.
 
-        The documents are read whole and parsed here: PostgreSQL's JSON operators
-        refuse a text holding U+0000, which a fact may hold.
+        The rows whose document holds a text's JSON form are read and checked
+        whole in Python: PostgreSQL's JSON operators refuse a text holding U+0000,
+        which a fact may hold. (A row written in another JSON spelling is not
+        found: its text's vector is not kept, and is embedded again.)
         """
         found = connection.execute(
             "SELECT document, false FROM deermem_facts WHERE user_id = %s AND agent = %s"
+            " AND EXISTS (SELECT 1 FROM unnest(%s::text[]) t WHERE strpos(document, t) > 0)"
             " UNION ALL "
-            "SELECT document, true FROM deermem_archive WHERE user_id = %s AND agent = %s",
-            (*(rows.user_key(scope), scope.agent) * 2,),
+            "SELECT document, true FROM deermem_archive WHERE user_id = %s AND agent = %s"
+            " AND EXISTS (SELECT 1 FROM unnest(%s::text[]) t WHERE strpos(document, t) > 0)",
+            (*(rows.user_key(scope), scope.agent, [rows.encode_json(t) for t in texts]) * 2,),
         )
-        held = set()
+        wanted, held = set(texts), set()
         for document, archived in found:
             try:
                 data = json.loads(document)
                 text = data["fact"]["content"] if archived else data["content"]
             except (ValueError, TypeError, KeyError):
                 continue  # a row too damaged to read holds no text a search embeds
-            if isinstance(text, str):
-                held.add(content_key(text))
+            if isinstance(text, str) and text in wanted:
+                held.add(text)
         return held
 
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:
