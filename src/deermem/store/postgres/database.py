@@ -87,8 +87,14 @@ def translated(database: str) -> Iterator[None]:
 
 
 def _one_line(error: BaseException) -> str:
-    """The driver's message on one line (libpq's span several)."""
-    return " ".join(str(error).split()) or type(error).__name__
+    """The driver's message on one line (libpq's span several).
+
+    Of an error the server sent, only its primary message: the DETAIL and
+    CONTEXT lines that follow it may quote the data of the statement (the
+    text of a fact, a key's values), which is no error message's to show.
+    """
+    primary = error.diag.message_primary if isinstance(error, psycopg.Error) else None
+    return " ".join((primary or str(error)).split()) or type(error).__name__
 
 
 # ---------------------------------------------------------------------------
