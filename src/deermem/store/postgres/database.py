@@ -30,6 +30,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import PoolTimeout
 
+import deermem.store.postgres.rows as rows
 from deermem.config import (
     MemoryConfig,
     check_recorded,
@@ -240,6 +241,8 @@ def upgrade(
                 f"INSERT INTO {MIGRATIONS_TABLE} (version, name) VALUES (%s, %s)",
                 (migration.version, migration.name),
             )
+            if migration.version == ARCHIVE_DIGEST_VERSION:
+                fill_archive_digests(connection)
             done.append(migration.version)
         recorded: tuple[str, ...] = ()
         if SETTINGS_VERSION in done and not holds_users(connection):
@@ -247,6 +250,47 @@ def upgrade(
             write_settings(connection, record)
             recorded = tuple(sorted(record))
         return done, recorded
+
+
+ARCHIVE_DIGEST_VERSION: Final = 6
+"""The schema version that adds ``deermem_archive.content_digest``: applying it
+computes the digest of every row already there (:func:`fill_archive_digests`)."""
+
+
+def fill_archive_digests(connection: Connection) -> int:
+    """Give every archive row without a ``content_digest`` its digest (inside the
+    caller's transaction); return how many rows got one.
+
+    The digest is deermem's duplicate rule (:func:`~deermem.model.duplicate_digest`),
+    which SQL cannot compute (Python's ``casefold``), so the rows are read here,
+    a batch at a time. A row that does not read keeps none: it is reported where
+    it is read for itself.
+    """
+    filled = 0
+    with connection.cursor(name="deermem_archive_digests") as cursor:
+        cursor.itersize = _DIGEST_BATCH
+        cursor.execute(
+            "SELECT user_id, agent, fact_id, document FROM deermem_archive "
+            "WHERE content_digest IS NULL"
+        )
+        while batch := cursor.fetchmany(_DIGEST_BATCH):
+            found = [
+                (digest, user, agent, fact_id)
+                for user, agent, fact_id, document in batch
+                if (digest := rows.archive_digest(document)) is not None
+            ]
+            if not found:
+                continue
+            connection.cursor().executemany(
+                "UPDATE deermem_archive SET content_digest = %s "
+                "WHERE user_id = %s AND agent = %s AND fact_id = %s",
+                found,
+            )
+            filled += len(found)
+    return filled
+
+
+_DIGEST_BATCH: Final = 1_000
 
 
 def holds_users(connection: Connection) -> bool:

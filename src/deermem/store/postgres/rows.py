@@ -16,7 +16,7 @@ import json
 from typing import Final
 
 from deermem.errors import CorruptMemoryFile
-from deermem.model import Fact, Scope, check_user_id
+from deermem.model import Fact, Scope, check_user_id, duplicate_digest
 from deermem.store.records import (
     ArchiveEntry,
     SummaryDocument,
@@ -27,6 +27,7 @@ from deermem.store.records import (
 
 __all__ = [
     "NO_USER",
+    "archive_digest",
     "decode_archive_entry",
     "decode_event",
     "decode_fact",
@@ -37,6 +38,7 @@ __all__ = [
     "encode_json",
     "encode_mark",
     "encode_summary_document",
+    "fact_content",
     "row_label",
     "thread_key",
     "user_key",
@@ -116,6 +118,29 @@ def decode_fact(document: str, label: str, scope: Scope, fact_id: str) -> Fact:
     if not isinstance(raw, dict):
         raise CorruptMemoryFile(label, "a fact must be a JSON object")
     return stored_fact(raw, label, scope, fact_id, "fact", "is stored under another id")
+
+
+def fact_content(document: str) -> str | None:
+    """The content of a fact row, read leniently (``None``: the row does not read)."""
+    try:
+        raw: object = json.loads(document)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    content = raw.get("content") if isinstance(raw, dict) else None
+    return content if isinstance(content, str) else None
+
+
+def archive_digest(document: str) -> str | None:
+    """The ``content_digest`` of an archive row: the digest of its fact's duplicate key
+    (:func:`~deermem.model.duplicate_digest`), read leniently (``None``: the row does
+    not read; it is reported where it is read for itself)."""
+    try:
+        raw: object = json.loads(document)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    fact = raw.get("fact") if isinstance(raw, dict) else None
+    content = fact.get("content") if isinstance(fact, dict) else None
+    return duplicate_digest(content) if isinstance(content, str) else None
 
 
 def encode_archive_entry(entry: ArchiveEntry) -> str:
