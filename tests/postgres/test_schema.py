@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -179,6 +180,35 @@ def test_an_unreachable_database_is_one_line_and_no_traceback(
     assert err.startswith("error: postgresql://someone:***@127.0.0.1:1/nowhere:")
     assert "hunter2" not in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://deermem:Hunter2Secret@[::1",
+        "postgresql://deermem:Hunter2Secret@[::1]x/db",
+        "postgresql://deermem:Hunter2%zzSecret@host/db",
+        "postgresql://deermem:Hunter2Secret@host/db?sslmode",
+    ],
+)
+def test_an_address_libpq_cannot_parse_is_refused_without_quoting_it(
+    url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """libpq's parse error quotes the whole address, password included: the error says
+    the address cannot be parsed and what is wrong with it, never the address."""
+    assert main(["db", "status", "--database", url]) == 1
+    assert main(["migrate", "--from", str(tmp_path), "--to", url]) == 1
+    monkeypatch.setenv("DEERMEM_STORE", url)
+    assert main(["--user", "alice", "facts", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("the address cannot be parsed") == 3, err
+    assert "Hunter2" not in err
+    with pytest.raises(DatabaseError, match="the address cannot be parsed") as refused:
+        PostgresStore(url, check=False)  # before the pool, which would log libpq's message
+    assert "Hunter2" not in str(refused.value)
 
 
 def test_the_duplicate_check_reads_the_archive_by_its_index(postgres_url: str) -> None:

@@ -27,6 +27,7 @@ from importlib import resources
 from typing import Final, TypeAlias
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import PoolTimeout
 
@@ -44,6 +45,7 @@ from deermem.model import Record, json_key
 __all__ = [
     "Connection",
     "Migration",
+    "check_address",
     "check_schema",
     "connect",
     "database_settings",
@@ -68,8 +70,28 @@ def connect(url: str, database: str, *, timeout: float) -> Connection:
     Raises:
         DatabaseError: the server cannot be reached or refuses the login.
     """
+    check_address(url, database)
     with translated(database):
         return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+
+
+def check_address(url: str, database: str) -> None:
+    """Refuse an address libpq cannot parse, before anything connects with it.
+
+    libpq's own message quotes the whole address, password included
+    (``… in URI: "postgresql://user:secret@[::1"``); the error keeps what
+    comes before the first quotation mark — what is wrong, never where.
+
+    Raises:
+        DatabaseError: the address is neither a connection URI nor a
+            ``key=value`` string libpq reads.
+    """
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error as error:
+        what = str(error).split('"', 1)[0].strip().rstrip(":").strip()
+        reason = f" ({' '.join(what.split())})" if what else ""
+        raise DatabaseError(database, f"the address cannot be parsed{reason}") from None
 
 
 @contextmanager

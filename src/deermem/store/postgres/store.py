@@ -79,6 +79,7 @@ from deermem.store.postgres.commit import (
 )
 from deermem.store.postgres.database import (
     Connection,
+    check_address,
     check_schema,
     connect,
     database_settings,
@@ -215,6 +216,7 @@ class PostgresStore:
         check: bool = True,
     ) -> None:
         self.address = redact_url(url)
+        check_address(url, self.address)  # the pool would log libpq's message, which quotes it
         self.lock_timeout = lock_timeout
         self.audit_max_entries = audit_max_entries
         self.archive_max_entries = archive_max_entries
