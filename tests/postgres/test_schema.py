@@ -129,8 +129,9 @@ def test_db_commands(
 def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
     empty_postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A database a deermem before regret migrated: 0002 to 0004 add tables, 0005 an index,
-    0006 the archive's digests (computed for the rows there), nothing else moves."""
+    """A database a deermem before regret migrated: 0002 to 0004 add tables, 0006 the
+    archive's digests (computed for the rows there; 0005 builds nothing any more), nothing
+    else moves."""
     url = empty_postgres_url
     now = datetime(2026, 8, 13, tzinfo=UTC)
     config = MemoryConfig(max_facts=10)
@@ -169,6 +170,39 @@ def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
         memory.restore(archived.fact.id)  # regret is recorded from now on
         [event] = store.regret_events(memory.scope)
         assert (event.kind, event.fact_id) == ("restored", archived.fact.id)
+
+
+def test_db_upgrade_brings_an_archive_holding_nul_or_a_damaged_row_to_version_6(
+    empty_postgres_url: str,
+) -> None:
+    """A database at version 4 whose archive holds a fact with U+0000 (stored escaped)
+    and a row that does not read: the upgrade applies 5 and 6 (building no index on
+    the text, which jsonb would refuse), gives each readable row its digest, and the
+    duplicate rule finds the fact."""
+    url = empty_postgres_url
+    now = datetime(2026, 8, 13, tzinfo=UTC)
+    upgrade_database(url)
+    with PostgresStore(url) as store:
+        memory = Memory(store, MemoryConfig(), Scope.of("alice"), clock=lambda: now)
+        secret = "My diagnosis is confidential\x00"
+        memory.import_document({"facts": [{"id": "fact_nul", "content": secret}]})
+        memory.delete_fact("fact_nul")
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO deermem_archive (user_id, agent, fact_id, archived_at, document)"
+            " VALUES ('alice', '__default__', 'fact_bad', '2026-08-13T00:00:00Z', 'not json')"
+        )
+        connection.execute("ALTER TABLE deermem_archive DROP COLUMN content_digest")
+        connection.execute("DELETE FROM deermem_migrations WHERE version IN (5, 6)")
+    assert upgrade_database(url).applied == (5, 6)
+    with psycopg.connect(url) as connection:
+        found = connection.execute("SELECT fact_id, content_digest FROM deermem_archive")
+        digests: dict[str, str | None] = dict(found.fetchall())
+    assert digests == {"fact_nul": duplicate_digest(secret), "fact_bad": None}
+    with PostgresStore(url) as store:
+        memory = Memory(store, MemoryConfig(), Scope.of("alice"), clock=lambda: now)
+        memory.import_document({"facts": [{"id": "fact_again", "content": secret.upper()}]})
+        assert [fact.id for fact in memory.list_facts()] == ["fact_nul"]  # relearned
 
 
 def test_an_unreachable_database_is_one_line_and_no_traceback(

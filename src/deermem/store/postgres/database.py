@@ -129,7 +129,9 @@ def _one_line(error: BaseException) -> str:
 # missing ones in order, all in one transaction under an advisory lock, so two
 # replicas upgrading at once apply each migration once and a failed migration
 # leaves the database as it was. A later change (a new table, a new column)
-# is a new file: existing files never change.
+# is a new file: existing files never change. (The one exception, 0005, now
+# builds nothing: its index could not be built over an archive holding U+0000,
+# which stopped the upgrade; version 6, applied with it, replaces that index.)
 #
 # :func:`check_schema` runs when a store opens: a database that was never
 # migrated, one behind this deermem, or one at a version this deermem does not
