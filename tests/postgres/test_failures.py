@@ -29,6 +29,7 @@ from deermem.library import Proposal
 from deermem.model import Fact, Scope
 from deermem.store import ChangeSet
 from deermem.store.postgres import PostgresStore
+from deermem.store.postgres.database import translated
 from deermem.testing.postgres import TemporaryPostgres
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -147,6 +148,27 @@ def test_a_statement_failing_half_way_rolls_back_the_whole_commit(
         assert state(memory) == before
         admin.execute("ALTER TABLE deermem_receipts DROP CONSTRAINT refuse")
     assert memory.create_fact("Evicts one", confidence=0.9).evicted
+
+
+def test_a_refused_statement_is_named_without_the_data_it_carried(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    """The server's DETAIL ("Failing row contains …") and CONTEXT ("JSON data, line 1:
+    …") quote the statement's data — a fact's text; the error keeps the primary message."""
+    memory = memory_on(store)
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("ALTER TABLE deermem_facts ADD CONSTRAINT refuse CHECK (false)")
+        with pytest.raises(DatabaseError, match="refuse") as refused:
+            memory.create_fact("My diagnosis is confidential", confidence=0.9)
+        admin.execute("ALTER TABLE deermem_facts DROP CONSTRAINT refuse")
+    assert "diagnosis" not in str(refused.value)
+    with (
+        pytest.raises(DatabaseError, match="unsupported Unicode escape sequence") as refused,
+        psycopg.connect(postgres_url, autocommit=True) as connection,
+        translated("the database"),
+    ):
+        connection.execute("""SELECT '{"content": "confidential\\u0000"}'::jsonb""")
+    assert str(refused.value) == "the database: unsupported Unicode escape sequence"
 
 
 def test_a_writer_on_another_replica_holds_the_users_lock(postgres_url: str) -> None:

@@ -139,6 +139,96 @@ def test_markdown_to_postgres_to_markdown_is_byte_identical(
     assert tree(back) == before  # fact files, memory.json, sidecars (regret too), archive, marks
 
 
+def build_database(url: str) -> Memory:
+    """A memory deermem wrote on PostgreSQL itself: facts created (``content`` second
+    as they were made), imported with a title and unknown fields, evicted, restored."""
+    clock = Clock()
+    config = MemoryConfig(max_facts=10, archive_max_entries=4)
+    memory = Memory(PostgresStore(url), config, Scope.of("alice", "coder"), clock=clock)
+    memory.import_document(
+        {
+            "facts": [
+                {
+                    "customField": [1, "ünï"],
+                    "id": "fact_rich",
+                    "title": "Coffee",
+                    "content": "Prefers café ☕.\nSecond line.",
+                    "confidence": 0.95,
+                }
+            ]
+        }
+    )
+    for number in range(12):
+        memory.create_fact(f"Native fact {number}", confidence=0.5 + number / 40)
+    memory.restore(memory.list_archived()[0].fact_id)
+    memory.update_fact(memory.list_facts()[-1].id, content="An edited native fact")
+    return memory
+
+
+def database_rows(url: str) -> dict[str, list[tuple[object, ...]]]:
+    """Every deermem row of a database, but the arrival and position numbers."""
+    columns = {
+        "deermem_users": "user_id, revision, summaries",
+        "deermem_facts": "*",
+        "deermem_archive": "user_id, agent, fact_id, archived_at, document, content_digest",
+        "deermem_receipts": "user_id, agent, document",
+        "deermem_usage": "*",
+        "deermem_threads": "*",
+        "deermem_regret_events": "user_id, agent, document",
+        "deermem_shadow_marks": "*",
+        "deermem_settings": "*",
+    }
+    with psycopg.connect(url) as connection:
+        return {
+            table: sorted(connection.execute(f"SELECT {cols} FROM {table}").fetchall())
+            for table, cols in columns.items()
+        }
+
+
+def test_postgres_to_markdown_to_postgres_is_byte_identical(
+    tmp_path: Path, postgres_url: str, empty_postgres_url: str
+) -> None:
+    """A fact PostgreSQL wrote is stored in the key order a fact file gives back, so the
+    copy through Markdown is the rows it started from, and both stores read (and export)
+    it alike. (Within the process that wrote a fact, either store exports it as it was
+    made, from its cache.)"""
+    build_database(postgres_url).store.close()  # type: ignore[attr-defined]
+    assert main(["db", "upgrade", "--database", empty_postgres_url]) == 0
+    assert main(["migrate", "--from", postgres_url, "--to", str(tmp_path / "md")]) == 0
+    assert main(["migrate", "--from", str(tmp_path / "md"), "--to", empty_postgres_url]) == 0
+    assert database_rows(empty_postgres_url) == database_rows(postgres_url)
+    exports = []
+    for location in (postgres_url, str(tmp_path / "md"), empty_postgres_url):
+        config = MemoryConfig(store=location) if location.startswith("postgresql:") else None
+        with Memory.open(
+            location if config is None else None, config, user="alice", agent="coder"
+        ) as memory:
+            exports.append(json.dumps(memory.export_document(), ensure_ascii=False))
+    assert exports[0] == exports[1] == exports[2]
+
+
+def test_a_fact_row_in_an_earlier_order_reads_in_a_fact_files_order(postgres_url: str) -> None:
+    """An earlier deermem stored a created fact with ``content`` second: it reads (and
+    exports) as the Markdown store reads the same fact, and is written so again."""
+    memory = build_database(postgres_url)
+    fact = memory.get_fact("fact_rich")
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(
+            "UPDATE deermem_facts SET document = %s WHERE fact_id = %s",
+            (json.dumps(fact.to_dict()), fact.id),
+        )
+        connection.execute("UPDATE deermem_users SET commit_id = gen_random_uuid()")
+    [read] = [f for f in memory.export_document()["facts"] if f["id"] == fact.id]  # type: ignore[attr-defined]
+    assert list(read)[-3:] == ["scope", "content", "title"]
+    memory.update_fact(fact.id, confidence=0.99)
+    with psycopg.connect(postgres_url) as connection:
+        [(document,)] = connection.execute(
+            "SELECT document FROM deermem_facts WHERE fact_id = %s", (fact.id,)
+        ).fetchall()
+    assert list(json.loads(document))[-3:] == ["scope", "content", "title"]
+    memory.store.close()  # type: ignore[attr-defined]
+
+
 def test_the_copy_works_as_the_original_does(tmp_path: Path, postgres_url: str) -> None:
     source = tmp_path / "source"
     build_store(source)

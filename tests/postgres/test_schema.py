@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -11,14 +12,15 @@ import pytest
 from deermem import DatabaseError, Memory, MemoryConfig
 from deermem.cli.app import main
 from deermem.errors import DatabaseSchemaError
-from deermem.model import Fact, Scope
+from deermem.model import Fact, Scope, duplicate_digest
 from deermem.store.postgres import PostgresStore, database
 from deermem.store.postgres.commit import insert_archive
 from deermem.store.postgres.database import Migration, database_status, upgrade_database
-from deermem.store.postgres.store import ARCHIVED_TEXT
+from deermem.store.postgres.store import ARCHIVED_MATCHES
 from deermem.store.records import ArchiveEntry
+from deermem.testing.postgres import TemporaryPostgres
 
-LATER = Migration(6, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
+LATER = Migration(7, "extra", "CREATE TABLE deermem_extra (user_id text NOT NULL);")
 
 
 def tables(url: str) -> set[str]:
@@ -32,13 +34,13 @@ def tables(url: str) -> set[str]:
 def test_a_database_never_migrated_is_refused_with_what_to_do(empty_postgres_url: str) -> None:
     with pytest.raises(DatabaseSchemaError, match="run `deermem db upgrade`") as refused:
         PostgresStore(empty_postgres_url)
-    assert (refused.value.found, refused.value.expected) == (None, 5)
+    assert (refused.value.found, refused.value.expected) == (None, 6)
     assert tables(empty_postgres_url) == set()  # opening never creates anything
 
 
 def test_upgrade_applies_every_migration_once(empty_postgres_url: str) -> None:
     assert database_status(empty_postgres_url).found is None
-    assert upgrade_database(empty_postgres_url).applied == (1, 2, 3, 4, 5)
+    assert upgrade_database(empty_postgres_url).applied == (1, 2, 3, 4, 5, 6)
     assert upgrade_database(empty_postgres_url).applied == ()
     assert {
         "deermem_migrations",
@@ -72,7 +74,7 @@ def test_replicas_upgrading_at_once_apply_each_migration_once(empty_postgres_url
     for thread in threads:
         thread.join()
     assert errors == []
-    assert sorted(results) == [(), (), (), (1, 2, 3, 4, 5)]
+    assert sorted(results) == [(), (), (), (1, 2, 3, 4, 5, 6)]
 
 
 def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
@@ -80,9 +82,9 @@ def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
 ) -> None:
     shipped = database.migrations()
     monkeypatch.setattr(database, "migrations", lambda: (*shipped, LATER))
-    with pytest.raises(DatabaseSchemaError, match="at schema version 5 and this deermem needs 6"):
+    with pytest.raises(DatabaseSchemaError, match="at schema version 6 and this deermem needs 7"):
         PostgresStore(postgres_url)
-    assert upgrade_database(postgres_url).applied == (6,)
+    assert upgrade_database(postgres_url).applied == (7,)
     assert "deermem_extra" in tables(postgres_url)
     PostgresStore(postgres_url).close()
 
@@ -90,21 +92,21 @@ def test_a_later_migration_extends_the_schema_and_a_store_behind_it_is_refused(
 def test_a_failed_migration_applies_nothing(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = Migration(6, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
+    broken = Migration(7, "broken", "CREATE TABLE deermem_half (x int); SELECT nonsense();")
     shipped = database.migrations()
     monkeypatch.setattr(database, "migrations", lambda: (*shipped, broken))
     with pytest.raises(DatabaseError, match="nonsense"):
         upgrade_database(postgres_url)
     assert "deermem_half" not in tables(postgres_url)
-    assert database_status(postgres_url).found == 5
+    assert database_status(postgres_url).found == 6
 
 
 def test_a_database_a_newer_deermem_migrated_is_refused(postgres_url: str) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (6, 'future')")
+        admin.execute("INSERT INTO deermem_migrations (version, name) VALUES (7, 'future')")
     with pytest.raises(DatabaseSchemaError, match="does not know") as refused:
         PostgresStore(postgres_url)
-    assert refused.value.found == 6
+    assert refused.value.found == 7
     with pytest.raises(DatabaseSchemaError, match="does not know"):
         upgrade_database(postgres_url)
 
@@ -116,7 +118,7 @@ def test_db_commands(
     assert "not migrated" in capsys.readouterr().out
     monkeypatch.setenv("DEERMEM_DATABASE_URL", empty_postgres_url)
     assert main(["db", "upgrade"]) == 0
-    assert "applied 1, 2, 3, 4, 5" in capsys.readouterr().out
+    assert "applied 1, 2, 3, 4, 5, 6" in capsys.readouterr().out
     assert main(["db", "status", "--json"]) == 0
     assert '"current": true' in capsys.readouterr().out
     monkeypatch.delenv("DEERMEM_DATABASE_URL")
@@ -127,12 +129,13 @@ def test_db_commands(
 def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
     empty_postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A database a deermem before regret migrated: 0002 to 0004 add tables, 0005 an index,
-    nothing else moves."""
+    """A database a deermem before regret migrated: 0002 to 0004 add tables, 0006 the
+    archive's digests (computed for the rows there; 0005 builds nothing any more), nothing
+    else moves."""
     url = empty_postgres_url
     now = datetime(2026, 8, 13, tzinfo=UTC)
     config = MemoryConfig(max_facts=10)
-    assert upgrade_database(url).applied == (1, 2, 3, 4, 5)
+    assert upgrade_database(url).applied == (1, 2, 3, 4, 5, 6)
     with PostgresStore(url) as store:
         memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
         for n in range(11):  # one over the cap: a receipt and an archive entry
@@ -142,18 +145,21 @@ def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
         assert store.regret_events(memory.scope) == ()
         assert store.shadow_marks(memory.scope) == {}
     # As a deermem before regret left it: schema 1, without the (here empty) tables of
-    # 0002 to 0004 and the index of 0005.
+    # 0002 to 0004, and the archive as it was before 0006.
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("DROP TABLE deermem_regret_events, deermem_shadow_marks")
         connection.execute("DROP TABLE deermem_vectors, deermem_settings")
-        connection.execute("DROP INDEX deermem_archive_by_text")
-        connection.execute("DELETE FROM deermem_migrations WHERE version IN (2, 3, 4, 5)")
+        connection.execute("ALTER TABLE deermem_archive DROP COLUMN content_digest")
+        connection.execute("DELETE FROM deermem_migrations WHERE version IN (2, 3, 4, 5, 6)")
     assert "deermem_regret_events" not in tables(url)
-    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 5"):
+    with pytest.raises(DatabaseSchemaError, match="at schema version 1 and this deermem needs 6"):
         PostgresStore(url)
     assert main(["db", "upgrade", "--database", url]) == 0
-    assert "applied 2, 3, 4, 5" in capsys.readouterr().out
+    assert "applied 2, 3, 4, 5, 6" in capsys.readouterr().out
     assert {"deermem_regret_events", "deermem_shadow_marks", "deermem_vectors"} <= tables(url)
+    with psycopg.connect(url, autocommit=True) as connection:
+        digests = connection.execute("SELECT content_digest FROM deermem_archive").fetchall()
+    assert digests == [(duplicate_digest(archived.fact.content),)]
     with PostgresStore(url) as store:
         memory = Memory(store, config, Scope.of("alice"), clock=lambda: now)
         assert (memory.export_document(), memory.audit()) == (document, receipts)
@@ -164,6 +170,39 @@ def test_db_upgrade_brings_a_schema_1_database_to_regret_and_keeps_its_data(
         memory.restore(archived.fact.id)  # regret is recorded from now on
         [event] = store.regret_events(memory.scope)
         assert (event.kind, event.fact_id) == ("restored", archived.fact.id)
+
+
+def test_db_upgrade_brings_an_archive_holding_nul_or_a_damaged_row_to_version_6(
+    empty_postgres_url: str,
+) -> None:
+    """A database at version 4 whose archive holds a fact with U+0000 (stored escaped)
+    and a row that does not read: the upgrade applies 5 and 6 (building no index on
+    the text, which jsonb would refuse), gives each readable row its digest, and the
+    duplicate rule finds the fact."""
+    url = empty_postgres_url
+    now = datetime(2026, 8, 13, tzinfo=UTC)
+    upgrade_database(url)
+    with PostgresStore(url) as store:
+        memory = Memory(store, MemoryConfig(), Scope.of("alice"), clock=lambda: now)
+        secret = "My diagnosis is confidential\x00"
+        memory.import_document({"facts": [{"id": "fact_nul", "content": secret}]})
+        memory.delete_fact("fact_nul")
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO deermem_archive (user_id, agent, fact_id, archived_at, document)"
+            " VALUES ('alice', '__default__', 'fact_bad', '2026-08-13T00:00:00Z', 'not json')"
+        )
+        connection.execute("ALTER TABLE deermem_archive DROP COLUMN content_digest")
+        connection.execute("DELETE FROM deermem_migrations WHERE version IN (5, 6)")
+    assert upgrade_database(url).applied == (5, 6)
+    with psycopg.connect(url) as connection:
+        found = connection.execute("SELECT fact_id, content_digest FROM deermem_archive")
+        digests: dict[str, str | None] = dict(found.fetchall())
+    assert digests == {"fact_nul": duplicate_digest(secret), "fact_bad": None}
+    with PostgresStore(url) as store:
+        memory = Memory(store, MemoryConfig(), Scope.of("alice"), clock=lambda: now)
+        memory.import_document({"facts": [{"id": "fact_again", "content": secret.upper()}]})
+        assert [fact.id for fact in memory.list_facts()] == ["fact_nul"]  # relearned
 
 
 def test_an_unreachable_database_is_one_line_and_no_traceback(
@@ -177,12 +216,39 @@ def test_an_unreachable_database_is_one_line_and_no_traceback(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://deermem:Hunter2Secret@[::1",
+        "postgresql://deermem:Hunter2Secret@[::1]x/db",
+        "postgresql://deermem:Hunter2%zzSecret@host/db",
+        "postgresql://deermem:Hunter2Secret@host/db?sslmode",
+    ],
+)
+def test_an_address_libpq_cannot_parse_is_refused_without_quoting_it(
+    url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """libpq's parse error quotes the whole address, password included: the error says
+    the address cannot be parsed and what is wrong with it, never the address."""
+    assert main(["db", "status", "--database", url]) == 1
+    assert main(["migrate", "--from", str(tmp_path), "--to", url]) == 1
+    monkeypatch.setenv("DEERMEM_STORE", url)
+    assert main(["--user", "alice", "facts", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("the address cannot be parsed") == 3, err
+    assert "Hunter2" not in err
+    with pytest.raises(DatabaseError, match="the address cannot be parsed") as refused:
+        PostgresStore(url, check=False)  # before the pool, which would log libpq's message
+    assert "Hunter2" not in str(refused.value)
+
+
 def test_the_duplicate_check_reads_the_archive_by_its_index(postgres_url: str) -> None:
-    """Schema version 5 indexes an archived fact's text by the very expression the
-    duplicate check compares: with the archive at its default bound (1,000 entries) the
-    check reads the index, where it parsed every entry; and it finds the same entry."""
-    [index] = [m for m in database.migrations() if m.version == 5]
-    assert ARCHIVED_TEXT in " ".join(index.sql.split())
+    """Schema version 6 indexes the digest of each archived fact's duplicate key: with
+    the archive at its default bound (1,000 entries) the check reads the index, and it
+    finds the entry the rule finds."""
     scope = Scope.of("alice", "coder")
     entries = [
         ArchiveEntry(
@@ -201,6 +267,7 @@ def test_the_duplicate_check_reads_the_archive_by_its_index(postgres_url: str) -
         )
         for n in range(1000)
     ]
+    said = "  ARCHIVED note number 7 about an older preference. "
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute(
             "INSERT INTO deermem_users (user_id, revision, commit_id, summaries)"
@@ -209,13 +276,39 @@ def test_the_duplicate_check_reads_the_archive_by_its_index(postgres_url: str) -
         insert_archive(connection, "alice", "coder", entries)
         connection.execute("ANALYZE deermem_archive")
         plan = connection.execute(
-            "EXPLAIN SELECT fact_id, document FROM deermem_archive"
-            f" WHERE user_id = %s AND agent = %s AND {ARCHIVED_TEXT} = ANY(%s) ORDER BY arrival",
-            ("alice", "coder", ["archived note number 7 about an older preference."]),
+            f"EXPLAIN {ARCHIVED_MATCHES}", ("alice", "coder", [duplicate_digest(said)])
         ).fetchall()
-    assert "deermem_archive_by_text" in "\n".join(line for (line,) in plan)
+    assert "deermem_archive_by_digest" in "\n".join(line for (line,) in plan)
     with PostgresStore(postgres_url) as store:
         now = datetime(2026, 8, 13, tzinfo=UTC)
-        said = "  ARCHIVED note number 7 about an older preference. "
         [found] = store.archived_matches(scope, [said], now).values()
     assert found.fact.id == "fact_00000007"
+
+
+def test_the_duplicate_check_is_the_rule_whatever_the_databases_locale(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """Under LOCALE 'C' PostgreSQL's lower() leaves every letter outside ASCII as it
+    is; the check compares digests deermem computed, so it finds what Python's
+    strip() and casefold() find there too."""
+    name = "locale_c_duplicates"
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE 'C' ENCODING 'UTF8'")
+    try:
+        url = postgres_server.url(name)
+        upgrade_database(url)
+        pairs = [
+            ("Lives in Straße 5", "LIVES IN STRASSE 5"),
+            ("Studied at ÉCOLE Normale", "studied at école normale"),
+            ("Likes ΟΔΟΣ walks", "likes οδος walks"),
+            ("Uses Ǆ digraph", "uses ǆ digraph"),
+        ]
+        with PostgresStore(url) as store:
+            for n, (first, again) in enumerate(pairs):
+                memory = Memory(store, MemoryConfig(), Scope.of(f"user{n}", "coder"))
+                fact_id = memory.create_fact(first).fact_id
+                assert fact_id is not None
+                memory.delete_fact(fact_id)
+                assert memory.create_fact(again).relearned == fact_id
+    finally:
+        postgres_server.drop_database(name)

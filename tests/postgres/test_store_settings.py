@@ -57,7 +57,7 @@ def test_a_database_deermem_creates_runs_hybrid_v1_with_confidence_in_its_shadow
     equal facts keeps learning (under confidence the newest fact was evicted at once)."""
     assert main(["db", "upgrade", "--database", empty_postgres_url]) == 0
     out = capsys.readouterr().out
-    assert "applied 1, 2, 3, 4, 5" in out
+    assert "applied 1, 2, 3, 4, 5, 6" in out
     assert "a new store: recorded its settings" in out
     assert recorded(empty_postgres_url) == {
         "fact_eviction_policy": "hybrid-v1",
@@ -75,11 +75,11 @@ def test_a_database_deermem_creates_runs_hybrid_v1_with_confidence_in_its_shadow
 
 
 def as_version_3_left_it(url: str) -> None:
-    """Take the database back to schema version 3: no settings table, no text index."""
+    """Take the database back to schema version 3: no settings table, no archive digests."""
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("DROP TABLE deermem_settings")
-        connection.execute("DROP INDEX deermem_archive_by_text")
-        connection.execute("DELETE FROM deermem_migrations WHERE version IN (4, 5)")
+        connection.execute("ALTER TABLE deermem_archive DROP COLUMN content_digest")
+        connection.execute("DELETE FROM deermem_migrations WHERE version IN (4, 5, 6)")
 
 
 def test_a_database_that_holds_users_keeps_confidence_when_upgraded(
@@ -94,7 +94,7 @@ def test_a_database_that_holds_users_keeps_confidence_when_upgraded(
     as_version_3_left_it(url)
     assert main(["db", "upgrade", "--database", url, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert (status["applied"], status["settings"]) == ([4, 5], [])
+    assert (status["applied"], status["settings"]) == ([4, 5, 6], [])
     as_version_3_left_it(url)  # once more, for the sentence
     assert main(["db", "upgrade", "--database", url]) == 0
     out = capsys.readouterr().out

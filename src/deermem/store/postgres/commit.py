@@ -19,7 +19,7 @@ from typing import LiteralString
 
 import deermem.store.postgres.rows as rows
 from deermem.errors import CorruptMemoryFile
-from deermem.model import Fact, Scope, format_timestamp
+from deermem.model import Fact, Scope, duplicate_digest, format_timestamp
 from deermem.store.plan import ChangePlan, beyond_bounds, strip_audit_events
 from deermem.store.postgres.database import Connection
 from deermem.store.protocol import ChangeSet, ScopeRecords
@@ -369,13 +369,21 @@ def archived_contents(database: str, scope: Scope, found: Iterable[tuple[str, st
 def library_holds(
     connection: Connection, user: str, agent: str, texts: Collection[str]
 ) -> set[str]:
-    """Which of ``texts`` a fact of the scope holds now (each fact's document read)."""
+    """Which of ``texts`` a fact of the scope holds now (each fact's document read).
+
+    The documents are read here, not by the database: PostgreSQL's JSON
+    operators refuse a text holding U+0000 (``\\u0000``), which a fact may hold.
+    A document that does not read holds none of them.
+    """
     found = connection.execute(
-        "SELECT document::json->>'content' FROM deermem_facts"
-        " WHERE user_id = %s AND agent = %s AND document::json->>'content' = ANY(%s)",
-        (user, agent, sorted(texts)),
+        "SELECT document FROM deermem_facts WHERE user_id = %s AND agent = %s", (user, agent)
     )
-    return {str(text) for (text,) in found}
+    held = set()
+    for (document,) in found:
+        content = rows.fact_content(document)
+        if content is not None and content in texts:
+            held.add(content)
+    return held
 
 
 def release_vectors(connection: Connection, user: str, agent: str, texts: Iterable[str]) -> None:
@@ -396,9 +404,17 @@ def insert_archive(
     """Add archive entries in this order: each arrives after the ones before it."""
     for entry in entries:  # one by one: the arrival numbers follow the order given
         connection.execute(
-            "INSERT INTO deermem_archive (user_id, agent, fact_id, archived_at, document) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            (user, agent, entry.fact_id, entry.archived_at, rows.encode_archive_entry(entry)),
+            "INSERT INTO deermem_archive "
+            "(user_id, agent, fact_id, archived_at, document, content_digest) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            (
+                user,
+                agent,
+                entry.fact_id,
+                entry.archived_at,
+                rows.encode_archive_entry(entry),
+                duplicate_digest(entry.fact.content),
+            ),
         )
 
 

@@ -27,9 +27,11 @@ from importlib import resources
 from typing import Final, TypeAlias
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import PoolTimeout
 
+import deermem.store.postgres.rows as rows
 from deermem.config import (
     MemoryConfig,
     check_recorded,
@@ -43,6 +45,7 @@ from deermem.model import Record, json_key
 __all__ = [
     "Connection",
     "Migration",
+    "check_address",
     "check_schema",
     "connect",
     "database_settings",
@@ -67,8 +70,28 @@ def connect(url: str, database: str, *, timeout: float) -> Connection:
     Raises:
         DatabaseError: the server cannot be reached or refuses the login.
     """
+    check_address(url, database)
     with translated(database):
         return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+
+
+def check_address(url: str, database: str) -> None:
+    """Refuse an address libpq cannot parse, before anything connects with it.
+
+    libpq's own message quotes the whole address, password included
+    (``… in URI: "postgresql://user:secret@[::1"``); the error keeps what
+    comes before the first quotation mark — what is wrong, never where.
+
+    Raises:
+        DatabaseError: the address is neither a connection URI nor a
+            ``key=value`` string libpq reads.
+    """
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error as error:
+        what = str(error).split('"', 1)[0].strip().rstrip(":").strip()
+        reason = f" ({' '.join(what.split())})" if what else ""
+        raise DatabaseError(database, f"the address cannot be parsed{reason}") from None
 
 
 @contextmanager
@@ -87,8 +110,14 @@ def translated(database: str) -> Iterator[None]:
 
 
 def _one_line(error: BaseException) -> str:
-    """The driver's message on one line (libpq's span several)."""
-    return " ".join(str(error).split()) or type(error).__name__
+    """The driver's message on one line (libpq's span several).
+
+    Of an error the server sent, only its primary message: the DETAIL and
+    CONTEXT lines that follow it may quote the data of the statement (the
+    text of a fact, a key's values), which is no error message's to show.
+    """
+    primary = error.diag.message_primary if isinstance(error, psycopg.Error) else None
+    return " ".join((primary or str(error)).split()) or type(error).__name__
 
 
 # ---------------------------------------------------------------------------
@@ -100,7 +129,9 @@ def _one_line(error: BaseException) -> str:
 # missing ones in order, all in one transaction under an advisory lock, so two
 # replicas upgrading at once apply each migration once and a failed migration
 # leaves the database as it was. A later change (a new table, a new column)
-# is a new file: existing files never change.
+# is a new file: existing files never change. (The one exception, 0005, now
+# builds nothing: its index could not be built over an archive holding U+0000,
+# which stopped the upgrade; version 6, applied with it, replaces that index.)
 #
 # :func:`check_schema` runs when a store opens: a database that was never
 # migrated, one behind this deermem, or one at a version this deermem does not
@@ -234,6 +265,8 @@ def upgrade(
                 f"INSERT INTO {MIGRATIONS_TABLE} (version, name) VALUES (%s, %s)",
                 (migration.version, migration.name),
             )
+            if migration.version == ARCHIVE_DIGEST_VERSION:
+                fill_archive_digests(connection)
             done.append(migration.version)
         recorded: tuple[str, ...] = ()
         if SETTINGS_VERSION in done and not holds_users(connection):
@@ -241,6 +274,47 @@ def upgrade(
             write_settings(connection, record)
             recorded = tuple(sorted(record))
         return done, recorded
+
+
+ARCHIVE_DIGEST_VERSION: Final = 6
+"""The schema version that adds ``deermem_archive.content_digest``: applying it
+computes the digest of every row already there (:func:`fill_archive_digests`)."""
+
+
+def fill_archive_digests(connection: Connection) -> int:
+    """Give every archive row without a ``content_digest`` its digest (inside the
+    caller's transaction); return how many rows got one.
+
+    The digest is deermem's duplicate rule (:func:`~deermem.model.duplicate_digest`),
+    which SQL cannot compute (Python's ``casefold``), so the rows are read here,
+    a batch at a time. A row that does not read keeps none: it is reported where
+    it is read for itself.
+    """
+    filled = 0
+    with connection.cursor(name="deermem_archive_digests") as cursor:
+        cursor.itersize = _DIGEST_BATCH
+        cursor.execute(
+            "SELECT user_id, agent, fact_id, document FROM deermem_archive "
+            "WHERE content_digest IS NULL"
+        )
+        while batch := cursor.fetchmany(_DIGEST_BATCH):
+            found = [
+                (digest, user, agent, fact_id)
+                for user, agent, fact_id, document in batch
+                if (digest := rows.archive_digest(document)) is not None
+            ]
+            if not found:
+                continue
+            connection.cursor().executemany(
+                "UPDATE deermem_archive SET content_digest = %s "
+                "WHERE user_id = %s AND agent = %s AND fact_id = %s",
+                found,
+            )
+            filled += len(found)
+    return filled
+
+
+_DIGEST_BATCH: Final = 1_000
 
 
 def holds_users(connection: Connection) -> bool:

@@ -16,7 +16,7 @@ import json
 from typing import Final
 
 from deermem.errors import CorruptMemoryFile
-from deermem.model import Fact, Scope, check_user_id
+from deermem.model import Fact, Scope, check_user_id, duplicate_digest
 from deermem.store.records import (
     ArchiveEntry,
     SummaryDocument,
@@ -27,6 +27,7 @@ from deermem.store.records import (
 
 __all__ = [
     "NO_USER",
+    "archive_digest",
     "decode_archive_entry",
     "decode_event",
     "decode_fact",
@@ -37,6 +38,8 @@ __all__ = [
     "encode_json",
     "encode_mark",
     "encode_summary_document",
+    "fact_content",
+    "in_file_order",
     "row_label",
     "thread_key",
     "user_key",
@@ -102,12 +105,33 @@ def decode_mark(document: str, label: str, thread_id: str) -> str:
     return mark
 
 
+# A fact file's body holds these keys, in this order, after its front matter;
+# the Markdown store reads them back there, wherever the fact held them.
+_BODY_KEYS: Final = ("scope", "content", "title")
+
+
+def in_file_order(fact: dict[str, object]) -> dict[str, object]:
+    """A fact's keys in the order a Markdown fact file gives them back: those of its
+    front matter as they come, then ``scope``, ``content`` and ``title``.
+
+    Rows hold every fact in this order, and a row is read in it whatever order
+    it holds (an earlier deermem wrote ``content`` second, as a fact is created):
+    a fact reads alike from either store, and a copy from one store to the
+    other and back is the rows it started from, byte for byte.
+    """
+    ordered = {key: value for key, value in fact.items() if key not in _BODY_KEYS}
+    ordered.update((key, fact[key]) for key in _BODY_KEYS if key in fact)
+    return ordered
+
+
 def encode_fact(fact: Fact) -> str:
-    return encode_json(fact.to_dict())
+    """A fact row: the fact's JSON, its keys in a fact file's order (:func:`in_file_order`)."""
+    return encode_json(in_file_order(fact.to_dict()))
 
 
 def decode_fact(document: str, label: str, scope: Scope, fact_id: str) -> Fact:
-    """A fact row, checked as a fact file is: valid, of this id and this scope.
+    """A fact row, checked as a fact file is: valid, of this id and this scope; its keys
+    in a fact file's order (:func:`in_file_order`).
 
     Raises:
         CorruptMemoryFile: anything else.
@@ -115,7 +139,32 @@ def decode_fact(document: str, label: str, scope: Scope, fact_id: str) -> Fact:
     raw = _parse(document, label)
     if not isinstance(raw, dict):
         raise CorruptMemoryFile(label, "a fact must be a JSON object")
-    return stored_fact(raw, label, scope, fact_id, "fact", "is stored under another id")
+    return stored_fact(
+        in_file_order(raw), label, scope, fact_id, "fact", "is stored under another id"
+    )
+
+
+def fact_content(document: str) -> str | None:
+    """The content of a fact row, read leniently (``None``: the row does not read)."""
+    try:
+        raw: object = json.loads(document)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    content = raw.get("content") if isinstance(raw, dict) else None
+    return content if isinstance(content, str) else None
+
+
+def archive_digest(document: str) -> str | None:
+    """The ``content_digest`` of an archive row: the digest of its fact's duplicate key
+    (:func:`~deermem.model.duplicate_digest`), read leniently (``None``: the row does
+    not read; it is reported where it is read for itself)."""
+    try:
+        raw: object = json.loads(document)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    fact = raw.get("fact") if isinstance(raw, dict) else None
+    content = fact.get("content") if isinstance(fact, dict) else None
+    return duplicate_digest(content) if isinstance(content, str) else None
 
 
 def encode_archive_entry(entry: ArchiveEntry) -> str:

@@ -56,6 +56,7 @@ from deermem.model import (
     DEFAULT_AGENT,
     Fact,
     Scope,
+    duplicate_digest,
     duplicate_key,
     is_fact_id,
 )
@@ -80,6 +81,7 @@ from deermem.store.postgres.commit import (
 )
 from deermem.store.postgres.database import (
     Connection,
+    check_address,
     check_schema,
     connect,
     database_settings,
@@ -136,9 +138,13 @@ _WRITTEN: Final = frozenset(
 _MEMORY: Final = ":memory:"
 _LOCK_NAMESPACE: Final = b"deermem user lock\x1f"
 
-ARCHIVED_TEXT: Final = "lower(btrim((document::jsonb) -> 'fact' ->> 'content'))"
-"""An archive row's text as the duplicate check compares it, and as migration 0005
-indexes it: the two must be the same expression for the index to serve."""
+ARCHIVED_MATCHES: Final = (
+    "SELECT fact_id, document FROM deermem_archive WHERE user_id = %s AND agent = %s "
+    "AND (content_digest = ANY(%s) OR content_digest IS NULL) ORDER BY arrival"
+)
+"""The archive rows that may say what a new fact says: those with the digest of its
+duplicate key (the index of schema version 6), and those an earlier deermem wrote
+without one."""
 
 
 _USER_ROW: Final = "SELECT revision, commit_id, summaries FROM deermem_users WHERE user_id = %s"
@@ -215,6 +221,7 @@ class PostgresStore:
         check: bool = True,
     ) -> None:
         self.address = redact_url(url)
+        check_address(url, self.address)  # the pool would log libpq's message, which quotes it
         self.lock_timeout = lock_timeout
         self.audit_max_entries = audit_max_entries
         self.archive_max_entries = archive_max_entries
@@ -607,18 +614,19 @@ class PostgresStore:
     ) -> dict[str, ArchiveEntry]:
         """Archived facts that say what one of ``contents`` says (see the protocol).
 
-        The database narrows the archive to entries whose text matches in
-        lower case (by the index of schema version 5 on that expression); the
-        duplicate rule itself (stripped, case-folded) is applied here to what
-        it found.
+        The database narrows the archive to entries whose digest of the
+        duplicate key (:func:`~deermem.model.duplicate_digest`, computed here
+        and stored with each entry) is one of theirs, by the index of schema
+        version 6: whatever the database's collation, it finds what the rule
+        finds, and no text is sent to it. The rule itself (stripped,
+        case-folded) is applied here to what it found.
         """
         keys = {duplicate_key(text) for text in contents}
         if not keys:
             return {}
+        digests = sorted({duplicate_digest(text) for text in contents})
         found = connection.execute(
-            "SELECT fact_id, document FROM deermem_archive WHERE user_id = %s AND agent = %s "
-            f"AND {ARCHIVED_TEXT} = ANY(%s) ORDER BY arrival",
-            (rows.user_key(scope), scope.agent, sorted({key.lower() for key in keys})),
+            ARCHIVED_MATCHES, (rows.user_key(scope), scope.agent, digests)
         ).fetchall()
         matches: dict[str, ArchiveEntry] = {}
         for fact_id, document in found:

@@ -1,12 +1,13 @@
 -- deermem schema version 5: the archive found by what its facts say.
 --
--- A new fact is compared with the archive before it is added (a fact said
--- again after it was forgotten is relearned, not duplicated): the store asks
--- for the entries whose text, trimmed and in lower case, is the new fact's.
--- Without an index on that text the database parsed every entry of the
--- scope's archive at each new fact. The expression is exactly the one the
--- store's query compares (PostgresStore._archived_matches). A hash index:
--- a fact's text has no length a B-tree entry could hold in every case.
+-- This version created an index on each archived fact's text, trimmed and in
+-- lower case, read through jsonb: lower(btrim((document::jsonb) -> 'fact' ->>
+-- 'content')). Version 6 drops it and indexes a digest deermem computes
+-- instead (see 0006_archive_digest.sql): the expression was not the duplicate
+-- rule, and jsonb refuses a text holding U+0000, which an archived fact may
+-- hold — so building the index stopped the upgrade of a database whose
+-- archive held one. A database upgraded from here applies version 6 in the
+-- same transaction, so the index is no longer built; a database at version 5
+-- keeps it until version 6 drops it.
 
-CREATE INDEX deermem_archive_by_text ON deermem_archive
-    USING hash (lower(btrim((document::jsonb) -> 'fact' ->> 'content')));
+SELECT 1;
