@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -223,5 +224,31 @@ def test_a_file_system_error_is_one_line_too(
     code, _, err = run(capsys, "--root", str(blocker / "store"), "facts", "add", "Hello")
     assert code == 1
     assert "a-file" in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def without_the_postgres_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if the ``postgres`` extra (psycopg) were not installed."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    for name in [name for name in sys.modules if name.startswith("deermem.store.postgres")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("db", "status"),
+        ("db", "status", "--database", "postgresql://x@127.0.0.1:1/db"),
+        ("db", "upgrade", "--database", "postgresql://x@127.0.0.1:1/db"),
+    ],
+)
+def test_db_without_the_postgres_extra_is_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    without_the_postgres_extra(monkeypatch)
+    code, _, err = run(capsys, *args)
+    assert code == 1
+    assert "PostgreSQL needs the postgres extra (uv sync --extra postgres)" in err
     assert err.count("\n") == 1
     assert "Traceback" not in err

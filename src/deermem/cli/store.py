@@ -606,9 +606,17 @@ def _database(ctx: typer.Context, database: str | None) -> str:
 
 
 def _schema(ctx: typer.Context, database: str | None, *, upgrade: bool) -> SchemaStatus:
-    """The database's schema version, after applying the migrations it lacks if ``upgrade``."""
-    from deermem.store.postgres.database import database_status, upgrade_database  # the extra
+    """The database's schema version, after applying the migrations it lacks if ``upgrade``.
 
+    Raises:
+        ConfigError: the ``postgres`` extra is not installed, or no database is named.
+    """
+    try:  # the driver is an optional extra, as for every command that opens a database
+        from deermem.store.postgres.database import database_status, upgrade_database
+    except ModuleNotFoundError as error:
+        raise ConfigError(
+            [f"PostgreSQL needs the postgres extra (uv sync --extra postgres); {error}"]
+        ) from None
     url = _database(ctx, database)
     return upgrade_database(url, config_of(ctx)) if upgrade else database_status(url)
 
