@@ -72,6 +72,31 @@ def test_listening_beyond_loopback_without_tokens_refuses_to_start(tmp_path: Pat
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve",),
+        ("mcp",),  # stdio
+        ("mcp", "--transport", "http"),
+    ],
+)
+def test_a_mistyped_log_level_is_a_usage_error_naming_the_levels(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    assert main(["--root", str(tmp_path), "init"]) == 0
+    result = subprocess.run(
+        deermem("--root", str(tmp_path), *command, "--log-level", "VERBOSE"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert "--log-level" in result.stderr
+    assert "'VERBOSE': expected debug, info, warning" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = ["--root", str(tmp_path)]
     assert main([*root, "token", "add", "--user", "alice", "--name", "ci", "--json"]) == 0
