@@ -61,6 +61,7 @@ def serving(args: list[str], log: Path, env: Mapping[str, str] | None = None) ->
 
 
 def test_listening_beyond_loopback_without_tokens_refuses_to_start(tmp_path: Path) -> None:
+    assert main(["--root", str(tmp_path), "init"]) == 0
     result = subprocess.run(
         deermem("--root", str(tmp_path), "serve", "--host", "0.0.0.0", "--port", "1"),
         capture_output=True,
@@ -97,8 +98,50 @@ def test_a_mistyped_log_level_is_a_usage_error_naming_the_levels(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve",),
+        ("mcp",),  # stdio
+        ("mcp", "--transport", "http"),
+        ("token", "add", "--user", "alice"),
+        ("token", "list"),
+    ],
+)
+def test_a_mistyped_root_is_an_error_not_a_new_store(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """README: a mistyped --root is an error, not a new, empty memory (nor a tokens file)."""
+    typo = tmp_path / "memroy"
+    result = subprocess.run(
+        deermem("--root", str(typo), *command),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 1
+    assert f"no store at {typo} (from --root)" in result.stderr
+    assert f"deermem --root {typo} init" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not typo.exists()
+
+
+def test_token_add_with_its_own_state_directory_needs_no_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tokens file named by --state-dir is not the store's: the root is not read."""
+    state = tmp_path / "state"
+    args = ["--root", str(tmp_path / "unused"), "token", "add", "--user", "alice"]
+    assert main([*args, "--state-dir", str(state)]) == 0
+    assert (state / "tokens.json").is_file()
+    assert not (tmp_path / "unused").exists()
+
+
 def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = ["--root", str(tmp_path)]
+    assert main([*root, "init"]) == 0
+    capsys.readouterr()
     assert main([*root, "token", "add", "--user", "alice", "--name", "ci", "--json"]) == 0
     added = json.loads(capsys.readouterr().out)
     assert added["users"] == ["alice"]

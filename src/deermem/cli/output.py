@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -208,6 +209,19 @@ class CliContext:
                 self._settings = resolve_config(self.config_file, root=self.store_root())
         return self._settings
 
+    def require_store(self) -> None:
+        """Stop with an error unless the store root holds a store (or a database is named).
+
+        A command that writes, or serves the memory to others, calls this before it
+        opens anything: a mistyped ``--root`` must not become a new, empty memory.
+        """
+        if not self.uses_database() and is_new_root(self.store_root()):
+            root = self.store_root()
+            fail(
+                f"no store at {root} (from {self.root_origin()}); check the path, or create "
+                f"the store first: deermem --root {shlex.quote(str(root))} init"
+            )
+
     def memory(self, *, existing: bool = False) -> Memory:
         database = self.uses_database()
         if existing and not database and not self.store_root().exists():
@@ -215,13 +229,8 @@ class CliContext:
                 f"no store at {self.store_root()} (from {self.root_origin()}): the directory "
                 "does not exist; check the path, or create the store with `deermem init`"
             )
-        if not existing and not database and is_new_root(self.store_root()):
-            # A mistyped --root must not become a new, empty memory on the first write.
-            root = self.store_root()
-            fail(
-                f"no store at {root} (from {self.root_origin()}); check the path, or create "
-                f"the store first: deermem --root {root} init"
-            )
+        if not existing:
+            self.require_store()
         if self._memory is None:
             self._memory = Memory.open(
                 None if database else self.store_root(),

@@ -94,6 +94,10 @@ def _settings(
     """The settings of a server command: the global store options, where the tokens are, and
     the command's own ``settings``."""
     options = cli_context(ctx)
+    if settings or (state_dir is None and tokens_file is None):
+        # The store is served, or its root holds the tokens: a mistyped --root is
+        # an error, not a new, empty memory (nor a tokens file beside none).
+        options.require_store()
     return ServerSettings(
         root=None if options.root is None else str(options.root),
         config_file=None if options.config_file is None else str(options.config_file),
