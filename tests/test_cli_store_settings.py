@@ -239,6 +239,20 @@ def test_config_show_says_when_a_store_keeps_no_settings(
     assert "deermem init" in out
 
 
+@pytest.mark.parametrize("json_option", [(), ("--json",)])
+def test_config_show_on_a_root_that_does_not_exist_is_an_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, json_option: tuple[str, ...]
+) -> None:
+    """A read on a store that does not exist: the defaults must not pass for its settings."""
+    typo = tmp_path / "memroy"
+    code, out, err = run(capsys, "--root", str(typo), "config", "show", *json_option)
+    assert code == 1
+    assert out == ""
+    assert f"no store at {typo} (from --root): the directory does not exist" in err
+    assert "Traceback" not in err
+    assert not typo.exists()
+
+
 def test_memory_open_uses_the_store_settings_under_an_explicit_config(tmp_path: Path) -> None:
     (tmp_path / "deermem.yaml").write_text(CAP_10 + "eviction_mode: delete\n", "utf-8")
     assert Memory.open(tmp_path).config.max_facts == 10

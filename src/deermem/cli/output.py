@@ -222,18 +222,26 @@ class CliContext:
                 f"the store first: deermem --root {shlex.quote(str(root))} init"
             )
 
-    def memory(self, *, existing: bool = False) -> Memory:
-        database = self.uses_database()
-        if existing and not database and not self.store_root().exists():
+    def require_root(self) -> None:
+        """Stop with an error if the store root does not exist (a database needs none).
+
+        A command that only reads calls this: a mistyped ``--root`` is an error,
+        not an empty memory (nor the defaults shown as a store's settings).
+        """
+        if not self.uses_database() and not self.store_root().exists():
             fail(
                 f"no store at {self.store_root()} (from {self.root_origin()}): the directory "
                 "does not exist; check the path, or create the store with `deermem init`"
             )
-        if not existing:
+
+    def memory(self, *, existing: bool = False) -> Memory:
+        if existing:
+            self.require_root()
+        else:
             self.require_store()
         if self._memory is None:
             self._memory = Memory.open(
-                None if database else self.store_root(),
+                None if self.uses_database() else self.store_root(),
                 self.settings().config,
                 user=self.user,
                 agent=self.agent,
