@@ -139,6 +139,25 @@ def test_init_refuses_a_directory_that_is_not_a_store(
     assert not (tmp_path / "deermem.yaml").exists()
 
 
+@pytest.mark.parametrize("variable", ["DEERMEM_DATABASE_URL", "DEERMEM_STORE"])
+def test_init_refuses_a_root_and_a_database_together(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+) -> None:
+    """As every later command would: a store made here could not be used."""
+    monkeypatch.setenv(variable, "postgresql://deermem:secret@127.0.0.1:1/deermem")
+    root = tmp_path / "store"
+    code, _, err = run(capsys, "--root", str(root), "init")
+    assert code == 1
+    said = " ".join(err.split())
+    assert f"a store directory ({root}) and a database" in said
+    assert "are both given; use one of them" in said
+    assert "secret" not in err
+    assert not root.exists()
+
+
 def test_init_opens_an_original_deermem_directory_as_a_store(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
 ) -> None:
@@ -303,10 +322,14 @@ def test_a_database_keeps_no_settings_file(
     assert "names a database" in err
     assert "hunter2" not in err
     assert list(tmp_path.iterdir()) == [config]
-    # With a directory named, the file is written for it, and never names the database.
+    # With a directory named too, init refuses the two as every later command would.
     root = tmp_path / "store"
-    assert run(capsys, "--root", str(root), "--config", str(config), "init")[0] == 0
-    assert "postgresql" not in (root / "deermem.yaml").read_text("utf-8")
+    code, _, err = run(capsys, "--root", str(root), "--config", str(config), "init")
+    assert code == 1
+    assert "are both given" in err
+    assert "hunter2" not in err
+    assert not root.exists()
+    root.mkdir()
     (root / "deermem.yaml").write_text("store: postgresql://x@127.0.0.1:1/db\n", "utf-8")
     with pytest.raises(ConfigError, match="store cannot be set"):
         Memory.open(root)

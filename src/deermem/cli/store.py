@@ -33,6 +33,7 @@ from deermem.config import (
     is_database_url,
     load_config,
     read_store_settings,
+    redact_url,
     render_store_settings,
     resolve_config,
     settings_to_keep,
@@ -110,6 +111,14 @@ def init(
             "the configuration names a database (store); a database records its settings when "
             "`deermem db upgrade` creates it — `deermem init` is for a Markdown store directory "
             "(--root)"
+        )
+    if resolved.config.store and state.root is not None:
+        # Every later command refuses the two together: a store made here would be unusable.
+        raise ConfigError(
+            [
+                f"a store directory ({state.root}) and a database (store = "
+                f"{redact_url(resolved.config.store)}) are both given; use one of them"
+            ]
         )
     root = state.root if state.root is not None else resolve_root(resolved.config.storage_path)
     if root.exists() and not root.is_dir():
