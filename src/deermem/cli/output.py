@@ -118,11 +118,14 @@ def output_path(memory: Memory, file: str | Path) -> Path:
     where the store reads its users.
 
     Raises:
-        typer.Exit: the directory does not exist, or the path is the store's.
+        typer.Exit: the directory does not exist, the path is a directory, or it is the
+            store's.
     """
     path = Path(file)
     if not path.parent.is_dir():
         fail(f"{file}: its directory does not exist")
+    if path.is_dir():  # else the error would name the temporary file written beside it
+        fail(f"{file}: is a directory; give a file name")
     store = memory.store
     if isinstance(store, MarkdownStore):
         target, root = path.resolve(), store.root.resolve()
