@@ -252,3 +252,45 @@ def test_db_without_the_postgres_extra_is_one_line_naming_it(
     assert "PostgreSQL needs the postgres extra (uv sync --extra postgres)" in err
     assert err.count("\n") == 1
     assert "Traceback" not in err
+
+
+OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+GITHUB_TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+REDACTED_NOTE = "secrets redacted before writing: "
+
+
+def test_facts_add_and_edit_say_what_they_redacted_never_the_secret(cli: Cli) -> None:
+    code, out, err = cli("facts", "add", f"My key is {OPENAI_KEY}")
+    assert code == 0, err
+    assert f"{REDACTED_NOTE}openai-key (stored as [redacted: KIND]" in out
+    assert OPENAI_KEY not in out + err
+    code, out, err = cli("facts", "add", f"Also {GITHUB_TOKEN}", "--quiet")
+    assert code == 0, err
+    fact_id = out.strip()  # --quiet: only the id on stdout, the note on stderr
+    assert fact_id.startswith("fact_")
+    assert f"{REDACTED_NOTE}github-token" in err
+    code, out, _ = cli("facts", "edit", fact_id, "--content", f"Now {OPENAI_KEY}")
+    assert code == 0
+    assert f"{REDACTED_NOTE}openai-key" in out
+    assert OPENAI_KEY not in out
+    code, out, _ = cli("facts", "edit", fact_id, "--confidence", "0.9")
+    assert code == 0
+    assert REDACTED_NOTE not in out  # nothing was redacted this time
+    code, out, _ = cli("facts", "add", "A plain fact")
+    assert REDACTED_NOTE not in out
+    code, out, _ = cli("facts", "add", f"Key {OPENAI_KEY} again", "--json")
+    assert json.loads(out)["redacted"] == ["openai-key"]  # the JSON said it already
+
+
+def test_import_says_what_it_redacted(cli: Cli, tmp_path: Path) -> None:
+    add(cli, "Something plain")
+    code, out, _ = cli("export")
+    document = json.loads(out)
+    document["facts"][0]["content"] = f"The deploy key is {GITHUB_TOKEN}"
+    path = tmp_path.parent / f"{tmp_path.name}-doc.json"
+    path.write_text(json.dumps(document), "utf-8")
+    code, out, err = cli("import", str(path))
+    assert code == 0, err
+    assert "imported into" in out
+    assert f"{REDACTED_NOTE}github-token" in out
+    assert GITHUB_TOKEN not in out + err

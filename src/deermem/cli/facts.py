@@ -25,9 +25,11 @@ from deermem.cli.output import (
     memory_of,
     out_console,
     print_json,
+    print_redaction,
     read_stdin_text,
     receipt_table,
 )
+from deermem.model import redact
 from deermem.results import to_json
 
 __all__ = ["archive_app", "audit", "facts_app", "why"]
@@ -72,6 +74,7 @@ def add(
     elif quiet:
         if result.kept:
             typer.echo(result.fact_id)
+        print_redaction(result.redacted, console=err_console)
     else:
         if result.relearned is not None:
             out_console.print(
@@ -81,6 +84,7 @@ def add(
         elif result.kept:
             out_console.print(f"added [bold]{result.fact_id}[/]")
         _made_room(fact_id for fact_id in result.evicted if fact_id != result.fact.id)
+        print_redaction(result.redacted)
     if not result.kept:
         _refused(
             "not kept",
@@ -158,7 +162,8 @@ def edit(
     """
     if content is None and category is None and confidence is None:
         raise typer.BadParameter("give at least one of --content, --category, --confidence")
-    fact = memory_of(ctx).update_fact(
+    memory = memory_of(ctx)
+    fact = memory.update_fact(
         fact_id,
         content=content,
         category=category,
@@ -169,6 +174,8 @@ def edit(
         print_json(fact.to_dict())
         return
     out_console.print(f"updated [bold]{fact.id}[/] (revision {fact.revision})")
+    if memory.config.redact_secrets:  # the commit redacted the new values as this does
+        print_redaction(kind for text in (content, category) if text for kind in redact(text).kinds)
 
 
 @facts_app.command("rm")
@@ -260,6 +267,8 @@ def restore(
     elif result.restored:
         out_console.print(f"restored [bold]{fact_id}[/]")
         _made_room(result.evicted)
+    if not as_json:
+        print_redaction(result.redacted)
     if not result.restored:
         _refused("not restored", f"the capacity gate evicted {fact_id} again", fact_id)
 

@@ -57,6 +57,7 @@ __all__ = [
     "output_path",
     "print_error",
     "print_json",
+    "print_redaction",
     "read_stdin_text",
     "receipt_table",
 ]
@@ -96,6 +97,22 @@ def _visible(match: re.Match[str]) -> str:
 def print_json(data: object) -> None:
     """Print JSON with sorted keys, so scripts and diffs see a stable order."""
     typer.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def print_redaction(kinds: Iterable[str], *, console: Console | None = None) -> None:
+    """Say that secrets were replaced before a write, and of which kinds (never the values).
+
+    Nothing is printed when ``kinds`` is empty. ``console`` is the results' unless
+    given (``--quiet`` prints only an id on standard output: the note goes to stderr).
+    """
+    found = sorted(set(kinds))
+    if found:
+        (console or out_console).print(
+            escape(
+                f"secrets redacted before writing: {', '.join(found)} (stored as "
+                "[redacted: KIND]; docs/privacy.md)"
+            )
+        )
 
 
 def print_error(message: str) -> None:

@@ -24,6 +24,7 @@ from deermem.cli.output import (
     output_path,
     print_error,
     print_json,
+    print_redaction,
     read_stdin_text,
 )
 from deermem.cli.progress import progress_bar
@@ -318,6 +319,7 @@ def import_(
             return
         counts = ", ".join(f"{value} {key}" for key, value in restored.counts.items())
         out_console.print(f"restored user {escape(restored.user_id)}: {escape(counts)}")
+        print_redaction(restored.redacted)
         return
     try:
         result = memory.import_document(document)
@@ -340,6 +342,7 @@ def import_(
         where = "to the archive" if memory.config.eviction_mode == "archive" else "deleted"
         parts.append(f"replaced {len(result.replaced)} not in the document ({where})")
     out_console.print(f"imported into {escape(str(memory.scope))}: {', '.join(parts)}")
+    print_redaction(result.redacted)
     for fact_id in result.evicted:
         out_console.print(f"  evicted {fact_id} (see `deermem why {fact_id}`)")
 
