@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -91,7 +92,7 @@ def test_an_add_evicted_at_once_exits_with_status_1(
     )
     assert code == 1
     assert "not kept" in err
-    assert "deermem why fact_" in err
+    assert f"--config {config} --user alice why fact_" in err
     code, out, _ = cli(
         "--config", str(config), "facts", "add", "A strong fact", "--confidence", "0.95"
     )
@@ -105,7 +106,7 @@ def test_rm_audit_why_and_the_archive(cli: Cli) -> None:
     fact_id = add(cli, "Lives in Lisbon", "-c", "identity")
     code, out, _ = cli("facts", "rm", fact_id)
     assert code == 0
-    assert f"deermem archive restore {fact_id}" in out
+    assert f"--user alice archive restore {fact_id}`" in out
     code, out, _ = cli("audit", "--json")
     [receipt] = json.loads(out)
     assert (receipt["reason"], receipt["trigger"]) == ("deleted", "manual")
@@ -294,3 +295,38 @@ def test_import_says_what_it_redacted(cli: Cli, tmp_path: Path) -> None:
     assert "imported into" in out
     assert f"{REDACTED_NOTE}github-token" in out
     assert GITHUB_TOKEN not in out + err
+
+
+def hint_in(text: str) -> list[str]:
+    """The words of the last `deermem ...` hint in ``text``, as a shell would split them."""
+    hint = text.rsplit("`deermem ", 1)[1].split("`", 1)[0]
+    return shlex.split(hint)
+
+
+def test_hints_run_as_printed_on_the_same_memory(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The undo and why hints carry --root, --config, --user and --agent, quoted for a shell."""
+    root = tmp_path_factory.mktemp("hints") / "my store"
+    config = tmp_path_factory.mktemp("config") / "cap 10.toml"
+    config.write_text("max_facts = 10\n", "utf-8")
+    assert run(capsys, "--root", str(root), "init")[0] == 0
+    scope = ["--root", str(root), "--config", str(config), "--user", "al'ice", "--agent", "coder"]
+    code, out, _ = run(capsys, *scope, "facts", "add", "Lives in Lisbon", "-q")
+    fact_id = out.strip()
+    code, out, _ = run(capsys, *scope, "facts", "rm", fact_id)
+    assert code == 0
+    undo = hint_in(out)
+    assert undo == [*scope, "archive", "restore", fact_id]
+    code, out, _ = run(capsys, *undo)
+    assert (code, out.strip()) == (0, f"restored {fact_id}")
+    for number in range(9):
+        run(capsys, *scope, "facts", "add", f"Strong fact {number}", "--confidence", "0.9")
+    code, _, err = run(capsys, *scope, "facts", "add", "A weak guess", "--confidence", "0.1")
+    assert code == 1
+    why = hint_in(" ".join(err.split()))
+    assert why[:-1] == [*scope, "why"]
+    code, out, _ = run(capsys, *why)
+    assert code == 0
+    assert f"{why[-1]} is archived" in out
+    assert hint_in(out) == [*scope, "archive", "restore", why[-1]]

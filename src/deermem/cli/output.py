@@ -44,6 +44,7 @@ __all__ = [
     "LIMIT_OPTION",
     "CliContext",
     "cli_context",
+    "command_hint",
     "components_text",
     "err_console",
     "escape",
@@ -279,6 +280,26 @@ class CliContext:
             close = getattr(self._memory.store, "close", None)
             if callable(close):
                 close()
+
+
+def command_hint(ctx: typer.Context, *args: str) -> str:
+    """A ``deermem`` command line to suggest, with the global options this one was given.
+
+    ``--root``, ``--config``, ``--user`` and ``--agent`` as this invocation has
+    them, every word quoted for the shell: a hint copied from the output runs on
+    the same memory. Shown through rich, it still needs :func:`escape`.
+    """
+    state = cli_context(ctx)
+    words = ["deermem"]
+    for option, value in (
+        ("--root", state.root),
+        ("--config", state.config_file),
+        ("--user", state.user),
+        ("--agent", state.agent),
+    ):
+        if value is not None:
+            words += [option, str(value)]
+    return " ".join(shlex.quote(word) for word in [*words, *args])
 
 
 def cli_context(ctx: typer.Context) -> CliContext:

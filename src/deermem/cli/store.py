@@ -17,6 +17,7 @@ from rich.table import Table
 from deermem.cli.output import (
     JSON_OPTION,
     cli_context,
+    command_hint,
     escape,
     fail,
     memory_of,
@@ -344,7 +345,9 @@ def import_(
     out_console.print(f"imported into {escape(str(memory.scope))}: {', '.join(parts)}")
     print_redaction(result.redacted)
     for fact_id in result.evicted:
-        out_console.print(f"  evicted {fact_id} (see `deermem why {fact_id}`)")
+        out_console.print(
+            f"  evicted {fact_id} (see `{escape(command_hint(ctx, 'why', fact_id))}`)"
+        )
 
 
 def _parse(file: str) -> dict[str, object]:
