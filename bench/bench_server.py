@@ -265,7 +265,11 @@ class ServerStore:
 def start_store(kind: str, stack: contextlib.ExitStack, tmp: Path) -> ServerStore:
     """A Markdown directory, or a migrated database of a temporary cluster (closed by ``stack``)."""
     if kind == "markdown":
-        return ServerStore(["--root", str(tmp / "store")], [], tmp / "store" / ".server", {})
+        root = tmp / "store"
+        # `deermem serve` refuses a root that holds no store: make it as a user would.
+        init = [sys.executable, "-m", "deermem", "--root", str(root), "init"]
+        subprocess.run(init, check=True, stdout=subprocess.DEVNULL)
+        return ServerStore(["--root", str(root)], [], root / ".server", {})
     from deermem.testing.postgres import TemporaryPostgres
 
     cluster = stack.enter_context(TemporaryPostgres(fsync=True))

@@ -15,6 +15,8 @@ login from 127.0.0.1, so any password works): the tests that look at logs,
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +27,7 @@ from typing import Any, Final
 import pytest
 
 from deermem import Memory, MemoryConfig
+from deermem.cli import main
 
 __all__ = ["KINDS", "PASSWORD", "ServedStore", "files_under", "on_both_stores"]
 
@@ -83,6 +86,12 @@ class ServedStore:
         """The store of a ``store`` fixture: Markdown, or the kind :data:`on_both_stores` gives."""
         return cls.make(getattr(request, "param", "markdown"), base, request)
 
+    def __post_init__(self) -> None:
+        if self.kind == "markdown" and not self.root.exists():
+            # As a user makes one: a server refuses a --root that holds no store.
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert main(["--root", str(self.root), "init"]) == 0
+
     def __enter__(self) -> ServedStore:
         return self
 
@@ -96,7 +105,8 @@ class ServedStore:
 
     @property
     def root(self) -> Path:
-        """The Markdown store's directory (on PostgreSQL: where it would be, never created)."""
+        """The Markdown store's directory, made by ``deermem init`` (on PostgreSQL: where it
+        would be, never created)."""
         return self.base / "store"
 
     @property

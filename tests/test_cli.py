@@ -75,6 +75,38 @@ def test_demo_keeps_its_store_for_exploring(
     assert "is not empty" in " ".join(err.replace("│", " ").split())
 
 
+def test_demo_keeps_its_store_at_the_global_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`deermem --root DIR demo`, as every other command takes --root, keeps the store there."""
+    root = tmp_path / "demo"
+    code, out, _ = run(capsys, "--root", str(root), "demo")
+    assert code == 0
+    assert f"The store is in {root}" in out
+    code, out, _ = run(
+        capsys, "--root", str(root), "--user", "demo", "--agent",
+        "stale-vs-confirmed-confidence", "audit", "--json",
+    )  # fmt: skip
+    assert code == 0
+    assert [r["trigger"] for r in json.loads(out)] == ["import", "restore"]
+    same = run(capsys, "--root", str(root), "demo", "--root", f"{tmp_path}/./demo")
+    assert same[0] == 2  # the same directory both ways is fine; this one is not empty
+    assert "is not empty" in " ".join(same[2].replace("│", " ").split())
+
+
+def test_demo_refuses_two_different_roots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(
+        capsys, "--root", str(tmp_path / "one"), "demo", "--root", str(tmp_path / "two")
+    )
+    assert code == 2
+    said = " ".join(err.replace("│", " ").split())
+    assert f"{tmp_path / 'two'} differs from the global --root {tmp_path / 'one'}" in said
+    assert not (tmp_path / "one").exists()
+    assert not (tmp_path / "two").exists()
+
+
 def test_demo_rejects_a_bad_clock(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "demo", "--now", "tomorrow")
     assert code == 2

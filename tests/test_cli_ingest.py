@@ -432,3 +432,20 @@ def test_ingesting_a_conversation_twice_extracts_and_confirms_it_once(
     assert len(server.requests) == 1
     memory = Memory.open(root, load_config(config_file), user="alice")
     assert memory.get_fact("fact_format").confirmationCount == 1
+
+
+def test_ingest_says_what_it_redacted_never_the_secret(
+    cli: Cli, tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    server.enqueue(answer(newFacts=[new_fact(f"Deploys with the key {key}.", confidence=0.9)]))
+    chat = {
+        "thread_id": "thread-7",
+        "messages": conversation(f"My key is {key}, deploy with it.", "Noted."),
+    }
+    code, out, err = cli("ingest", str(write(tmp_path / "chat.json", chat)))
+    assert code == 0, err
+    assert "secrets redacted before the model saw them or anything was written: openai-key" in (
+        " ".join(out.split())
+    )
+    assert key not in out + err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,7 +92,7 @@ def test_an_add_evicted_at_once_exits_with_status_1(
     )
     assert code == 1
     assert "not kept" in err
-    assert "deermem why fact_" in err
+    assert f"--config {config} --user alice why fact_" in err
     code, out, _ = cli(
         "--config", str(config), "facts", "add", "A strong fact", "--confidence", "0.95"
     )
@@ -104,7 +106,7 @@ def test_rm_audit_why_and_the_archive(cli: Cli) -> None:
     fact_id = add(cli, "Lives in Lisbon", "-c", "identity")
     code, out, _ = cli("facts", "rm", fact_id)
     assert code == 0
-    assert f"deermem archive restore {fact_id}" in out
+    assert f"--user alice archive restore {fact_id}`" in out
     code, out, _ = cli("audit", "--json")
     [receipt] = json.loads(out)
     assert (receipt["reason"], receipt["trigger"]) == ("deleted", "manual")
@@ -225,3 +227,106 @@ def test_a_file_system_error_is_one_line_too(
     assert "a-file" in err
     assert err.count("\n") == 1
     assert "Traceback" not in err
+
+
+def without_the_postgres_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if the ``postgres`` extra (psycopg) were not installed."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    for name in [name for name in sys.modules if name.startswith("deermem.store.postgres")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("db", "status"),
+        ("db", "status", "--database", "postgresql://x@127.0.0.1:1/db"),
+        ("db", "upgrade", "--database", "postgresql://x@127.0.0.1:1/db"),
+    ],
+)
+def test_db_without_the_postgres_extra_is_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    without_the_postgres_extra(monkeypatch)
+    code, _, err = run(capsys, *args)
+    assert code == 1
+    assert "PostgreSQL needs the postgres extra (uv sync --extra postgres)" in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+GITHUB_TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+REDACTED_NOTE = "secrets redacted before writing: "
+
+
+def test_facts_add_and_edit_say_what_they_redacted_never_the_secret(cli: Cli) -> None:
+    code, out, err = cli("facts", "add", f"My key is {OPENAI_KEY}")
+    assert code == 0, err
+    assert f"{REDACTED_NOTE}openai-key (stored as [redacted: KIND]" in out
+    assert OPENAI_KEY not in out + err
+    code, out, err = cli("facts", "add", f"Also {GITHUB_TOKEN}", "--quiet")
+    assert code == 0, err
+    fact_id = out.strip()  # --quiet: only the id on stdout, the note on stderr
+    assert fact_id.startswith("fact_")
+    assert f"{REDACTED_NOTE}github-token" in err
+    code, out, _ = cli("facts", "edit", fact_id, "--content", f"Now {OPENAI_KEY}")
+    assert code == 0
+    assert f"{REDACTED_NOTE}openai-key" in out
+    assert OPENAI_KEY not in out
+    code, out, _ = cli("facts", "edit", fact_id, "--confidence", "0.9")
+    assert code == 0
+    assert REDACTED_NOTE not in out  # nothing was redacted this time
+    code, out, _ = cli("facts", "add", "A plain fact")
+    assert REDACTED_NOTE not in out
+    code, out, _ = cli("facts", "add", f"Key {OPENAI_KEY} again", "--json")
+    assert json.loads(out)["redacted"] == ["openai-key"]  # the JSON said it already
+
+
+def test_import_says_what_it_redacted(cli: Cli, tmp_path: Path) -> None:
+    add(cli, "Something plain")
+    code, out, _ = cli("export")
+    document = json.loads(out)
+    document["facts"][0]["content"] = f"The deploy key is {GITHUB_TOKEN}"
+    path = tmp_path.parent / f"{tmp_path.name}-doc.json"
+    path.write_text(json.dumps(document), "utf-8")
+    code, out, err = cli("import", str(path))
+    assert code == 0, err
+    assert "imported into" in out
+    assert f"{REDACTED_NOTE}github-token" in out
+    assert GITHUB_TOKEN not in out + err
+
+
+def hint_in(text: str) -> list[str]:
+    """The words of the last `deermem ...` hint in ``text``, as a shell would split them."""
+    hint = text.rsplit("`deermem ", 1)[1].split("`", 1)[0]
+    return shlex.split(hint)
+
+
+def test_hints_run_as_printed_on_the_same_memory(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The undo and why hints carry --root, --config, --user and --agent, quoted for a shell."""
+    root = tmp_path_factory.mktemp("hints") / "my store"
+    config = tmp_path_factory.mktemp("config") / "cap 10.toml"
+    config.write_text("max_facts = 10\n", "utf-8")
+    assert run(capsys, "--root", str(root), "init")[0] == 0
+    scope = ["--root", str(root), "--config", str(config), "--user", "al'ice", "--agent", "coder"]
+    code, out, _ = run(capsys, *scope, "facts", "add", "Lives in Lisbon", "-q")
+    fact_id = out.strip()
+    code, out, _ = run(capsys, *scope, "facts", "rm", fact_id)
+    assert code == 0
+    undo = hint_in(out)
+    assert undo == [*scope, "archive", "restore", fact_id]
+    code, out, _ = run(capsys, *undo)
+    assert (code, out.strip()) == (0, f"restored {fact_id}")
+    for number in range(9):
+        run(capsys, *scope, "facts", "add", f"Strong fact {number}", "--confidence", "0.9")
+    code, _, err = run(capsys, *scope, "facts", "add", "A weak guess", "--confidence", "0.1")
+    assert code == 1
+    why = hint_in(" ".join(err.split()))
+    assert why[:-1] == [*scope, "why"]
+    code, out, _ = run(capsys, *why)
+    assert code == 0
+    assert f"{why[-1]} is archived" in out
+    assert hint_in(out) == [*scope, "archive", "restore", why[-1]]

@@ -175,6 +175,25 @@ def test_init_refuses_a_directory_that_is_not_a_store(
     assert not (tmp_path / "deermem.yaml").exists()
 
 
+@pytest.mark.parametrize("variable", ["DEERMEM_DATABASE_URL", "DEERMEM_STORE"])
+def test_init_refuses_a_root_and_a_database_together(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+) -> None:
+    """As every later command would: a store made here could not be used."""
+    monkeypatch.setenv(variable, "postgresql://deermem:secret@127.0.0.1:1/deermem")
+    root = tmp_path / "store"
+    code, _, err = run(capsys, "--root", str(root), "init")
+    assert code == 1
+    said = " ".join(err.split())
+    assert f"a store directory ({root}) and a database" in said
+    assert "are both given; use one of them" in said
+    assert "secret" not in err
+    assert not root.exists()
+
+
 def test_init_opens_an_original_deermem_directory_as_a_store(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
 ) -> None:
@@ -275,6 +294,20 @@ def test_config_show_says_when_a_store_keeps_no_settings(
     assert "deermem init" in out
 
 
+@pytest.mark.parametrize("json_option", [(), ("--json",)])
+def test_config_show_on_a_root_that_does_not_exist_is_an_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, json_option: tuple[str, ...]
+) -> None:
+    """A read on a store that does not exist: the defaults must not pass for its settings."""
+    typo = tmp_path / "memroy"
+    code, out, err = run(capsys, "--root", str(typo), "config", "show", *json_option)
+    assert code == 1
+    assert out == ""
+    assert f"no store at {typo} (from --root): the directory does not exist" in err
+    assert "Traceback" not in err
+    assert not typo.exists()
+
+
 def test_memory_open_uses_the_store_settings_under_an_explicit_config(tmp_path: Path) -> None:
     (tmp_path / "deermem.yaml").write_text(CAP_10 + "eviction_mode: delete\n", "utf-8")
     assert Memory.open(tmp_path).config.max_facts == 10
@@ -325,10 +358,14 @@ def test_a_database_keeps_no_settings_file(
     assert "names a database" in err
     assert "hunter2" not in err
     assert list(tmp_path.iterdir()) == [config]
-    # With a directory named, the file is written for it, and never names the database.
+    # With a directory named too, init refuses the two as every later command would.
     root = tmp_path / "store"
-    assert run(capsys, "--root", str(root), "--config", str(config), "init")[0] == 0
-    assert "postgresql" not in (root / "deermem.yaml").read_text("utf-8")
+    code, _, err = run(capsys, "--root", str(root), "--config", str(config), "init")
+    assert code == 1
+    assert "are both given" in err
+    assert "hunter2" not in err
+    assert not root.exists()
+    root.mkdir()
     (root / "deermem.yaml").write_text("store: postgresql://x@127.0.0.1:1/db\n", "utf-8")
     with pytest.raises(ConfigError, match="store cannot be set"):
         Memory.open(root)

@@ -140,6 +140,27 @@ def test_export_into_a_missing_directory_fails_cleanly(
     assert "its directory does not exist" in err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("--user", "alice", "export"),
+        ("users", "export", "alice"),
+    ],
+)
+def test_writing_to_a_directory_names_the_directory(
+    capsys: pytest.CaptureFixture[str],
+    alice: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    command: tuple[str, ...],
+) -> None:
+    """Not the temporary file that would have been written beside it."""
+    outdir = tmp_path_factory.mktemp("outdir")
+    code, _, err = run(capsys, "--root", str(alice), *command, str(outdir))
+    assert code == 1
+    assert err == f"error: {outdir}: is a directory; give a file name\n"
+    assert list(outdir.iterdir()) == []
+
+
 # --- scopes ---------------------------------------------------------------------------------
 
 

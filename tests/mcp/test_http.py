@@ -353,6 +353,8 @@ def test_the_command_refuses_what_it_cannot_do_safely(
     status: int,
     message: str,
 ) -> None:
+    assert main(["--root", str(tmp_path), "init"]) == 0
+    capsys.readouterr()
     assert main(["--root", str(tmp_path), *arguments]) == status
     captured = capsys.readouterr()
     assert message in " ".join((captured.out + captured.err).split())

@@ -230,6 +230,7 @@ def test_a_browser_request_from_another_origin_changes_nothing(open_server: Live
 def test_an_allowed_host_that_is_not_a_host_name_stops_the_server(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert main(["--root", str(tmp_path), "init"]) == 0
     for wrong in ("http://memory.example.com", "*", "memory.example.com/path", "host:99999"):
         code = main(["--root", str(tmp_path), "serve", "--allowed-host", wrong, "--port", "1"])
         assert code == 1, wrong
@@ -649,6 +650,8 @@ def test_token_add_expires_and_list_says_when(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = ["--root", str(tmp_path)]
+    assert main([*root, "init"]) == 0
+    capsys.readouterr()
     for when, delta in (("12h", timedelta(hours=12)), ("30d", timedelta(days=30))):
         assert main([*root, "token", "add", "--user", "alice", "--expires", when, "--json"]) == 0
         added = json.loads(capsys.readouterr().out)
@@ -717,6 +720,7 @@ def closed_by_server(connection: socket.socket, *, trickle: bytes, rounds: int) 
 def test_a_client_that_trickles_its_headers_is_cut_off(tmp_path: Path) -> None:
     """Slowloris: a header byte now and then would hold a connection for ever."""
     log = tmp_path / "serve.log"
+    assert main(["--root", str(tmp_path / "store"), "init"]) == 0
     args = deermem("--root", str(tmp_path / "store"), "serve", "--header-timeout", "1")
     with serving(args, log) as url:
         address = (urlsplit(url).hostname or "", urlsplit(url).port or 0)

@@ -413,6 +413,7 @@ def test_mcp_memory_context_of_the_colliding_id_holds_nothing_of_bob(
 
 def test_an_mcp_server_for_such_an_id_does_not_start(tmp_path: Path) -> None:
     """``deermem mcp --user`` is checked by the same rule, before it serves anything."""
+    assert main(["--root", str(tmp_path), "init"]) == 0
     started = subprocess.run(
         [sys.executable, "-m", "deermem", "--root", str(tmp_path), "--user", "eve\u202e", "mcp"],
         stdin=subprocess.DEVNULL,

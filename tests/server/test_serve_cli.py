@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,8 @@ import pytest
 import yaml
 
 from deermem.cli import main
+from deermem.service.errors import ListenError
+from deermem.service.http.run import started
 from deermem.testing import ScriptedChatServer
 
 from ..served_store import PASSWORD, ServedStore, on_both_stores
@@ -61,6 +64,7 @@ def serving(args: list[str], log: Path, env: Mapping[str, str] | None = None) ->
 
 
 def test_listening_beyond_loopback_without_tokens_refuses_to_start(tmp_path: Path) -> None:
+    assert main(["--root", str(tmp_path), "init"]) == 0
     result = subprocess.run(
         deermem("--root", str(tmp_path), "serve", "--host", "0.0.0.0", "--port", "1"),
         capture_output=True,
@@ -72,8 +76,108 @@ def test_listening_beyond_loopback_without_tokens_refuses_to_start(tmp_path: Pat
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve",),
+        ("mcp",),  # stdio
+        ("mcp", "--transport", "http"),
+    ],
+)
+def test_a_mistyped_log_level_is_a_usage_error_naming_the_levels(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    assert main(["--root", str(tmp_path), "init"]) == 0
+    result = subprocess.run(
+        deermem("--root", str(tmp_path), *command, "--log-level", "VERBOSE"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert "--log-level" in result.stderr
+    assert "'VERBOSE': expected debug, info, warning" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve",),
+        ("mcp",),  # stdio
+        ("mcp", "--transport", "http"),
+        ("token", "add", "--user", "alice"),
+        ("token", "list"),
+    ],
+)
+def test_a_mistyped_root_is_an_error_not_a_new_store(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """README: a mistyped --root is an error, not a new, empty memory (nor a tokens file)."""
+    typo = tmp_path / "memroy"
+    result = subprocess.run(
+        deermem("--root", str(typo), *command),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 1
+    assert f"no store at {typo} (from --root)" in result.stderr
+    assert f"deermem --root {typo} init" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not typo.exists()
+
+
+def test_token_add_with_its_own_state_directory_needs_no_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tokens file named by --state-dir is not the store's: the root is not read."""
+    state = tmp_path / "state"
+    args = ["--root", str(tmp_path / "unused"), "token", "add", "--user", "alice"]
+    assert main([*args, "--state-dir", str(state)]) == 0
+    assert (state / "tokens.json").is_file()
+    assert not (tmp_path / "unused").exists()
+
+
+@pytest.mark.parametrize("command", [("serve",), ("mcp", "--transport", "http")])
+def test_a_port_in_use_is_one_error_line_and_status_1(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """README keeps exit status 3 for `ingest`: uvicorn's own start-up failure must not show."""
+    assert main(["--root", str(tmp_path), "init"]) == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            deermem("--root", str(tmp_path), "--user", "alice", *command, "--port", str(port)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: 127.0.0.1:{port} is in use")
+    assert result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_a_start_up_uvicorn_gives_up_on_is_a_listen_error() -> None:
+    """A port taken between the check and uvicorn's bind: uvicorn's exit 3 becomes an error."""
+
+    def gives_up() -> None:
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE
+
+    with pytest.raises(ListenError, match=r"^\[::1\]:8765 could not be listened on"):
+        started(gives_up, "::1", 8765)
+
+
 def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = ["--root", str(tmp_path)]
+    assert main([*root, "init"]) == 0
+    capsys.readouterr()
     assert main([*root, "token", "add", "--user", "alice", "--name", "ci", "--json"]) == 0
     added = json.loads(capsys.readouterr().out)
     assert added["users"] == ["alice"]

@@ -70,6 +70,7 @@ def show(
     `deermem --root ./memory --config team.yaml config show --json`
     """
     state = cli_context(ctx)
+    state.require_root()  # a mistyped --root would show the defaults as its settings
     root = None if state.uses_database() else state.store_root()
     environ: dict[str, str] | None = {} if ignore_env else None
     recorded = None

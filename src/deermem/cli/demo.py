@@ -25,6 +25,7 @@ are data the docs and the tests use too.
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,6 +39,7 @@ from rich.table import Table
 from deermem.cli.learning import render_update
 from deermem.cli.output import (
     JSON_OPTION,
+    cli_context,
     components_text,
     escape,
     eviction_sentence,
@@ -389,12 +391,13 @@ def _messages(texts: tuple[str, ...]) -> list[dict[str, str]]:
 
 
 def demo(
+    ctx: typer.Context,
     root: Path | None = typer.Option(
         None,
         "--root",
         file_okay=False,
         help="Keep the demo's store here (an empty or new directory) to explore it afterwards "
-        "[default: a temporary directory].",
+        "[default: the global --root, else a temporary directory].",
     ),
     now: str = typer.Option(
         format_timestamp(DEMO_CLOCK),
@@ -431,6 +434,7 @@ def demo(
     clock = parse_timestamp(now)
     if clock is None:
         raise typer.BadParameter(f"not an ISO 8601 timestamp: {now!r}", param_hint="--now")
+    root = _demo_root(cli_context(ctx).root, root)
     if root is not None and root.is_dir() and any(root.iterdir()):
         # The demo writes a user and receipts of its own: never into a store in use.
         raise typer.BadParameter(
@@ -455,9 +459,25 @@ def demo(
     if root is not None:
         out_console.print(
             f"The store is in {escape(str(root))}; explore it with "
-            f"`deermem --root {escape(str(root))} --user {DEMO_USER} --agent "
+            f"`deermem --root {escape(shlex.quote(str(root)))} --user {DEMO_USER} --agent "
             f"{runs[0].modes[MODES[0]].agent} audit` (or `facts list`, `archive list`, `why ID`)."
         )
+
+
+def _demo_root(global_root: Path | None, own_root: Path | None) -> Path | None:
+    """Where the demo keeps its store: ``demo --root`` or the global ``--root`` (one place).
+
+    Raises:
+        typer.BadParameter: the two are given and name different directories.
+    """
+    if global_root is None or own_root is None:
+        return own_root or global_root
+    if own_root.resolve() != global_root.resolve():
+        raise typer.BadParameter(
+            f"{own_root} differs from the global --root {global_root}; give one of them",
+            param_hint="--root",
+        )
+    return own_root
 
 
 def _learning(root: Path | None, clock: datetime, *, as_json: bool) -> None:

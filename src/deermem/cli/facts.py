@@ -16,6 +16,7 @@ from rich.table import Table
 from deermem.cli.output import (
     JSON_OPTION,
     LIMIT_OPTION,
+    command_hint,
     components_text,
     err_console,
     escape,
@@ -25,9 +26,11 @@ from deermem.cli.output import (
     memory_of,
     out_console,
     print_json,
+    print_redaction,
     read_stdin_text,
     receipt_table,
 )
+from deermem.model import redact
 from deermem.results import to_json
 
 __all__ = ["archive_app", "audit", "facts_app", "why"]
@@ -72,6 +75,7 @@ def add(
     elif quiet:
         if result.kept:
             typer.echo(result.fact_id)
+        print_redaction(result.redacted, console=err_console)
     else:
         if result.relearned is not None:
             out_console.print(
@@ -80,9 +84,11 @@ def add(
             )
         elif result.kept:
             out_console.print(f"added [bold]{result.fact_id}[/]")
-        _made_room(fact_id for fact_id in result.evicted if fact_id != result.fact.id)
+        _made_room(ctx, (fact_id for fact_id in result.evicted if fact_id != result.fact.id))
+        print_redaction(result.redacted)
     if not result.kept:
         _refused(
+            ctx,
             "not kept",
             f"the capacity gate evicted the fact {result.fact.id} itself",
             result.fact.id,
@@ -158,7 +164,8 @@ def edit(
     """
     if content is None and category is None and confidence is None:
         raise typer.BadParameter("give at least one of --content, --category, --confidence")
-    fact = memory_of(ctx).update_fact(
+    memory = memory_of(ctx)
+    fact = memory.update_fact(
         fact_id,
         content=content,
         category=category,
@@ -169,6 +176,8 @@ def edit(
         print_json(fact.to_dict())
         return
     out_console.print(f"updated [bold]{fact.id}[/] (revision {fact.revision})")
+    if memory.config.redact_secrets:  # the commit redacted the new values as this does
+        print_redaction(kind for text in (content, category) if text for kind in redact(text).kinds)
 
 
 @facts_app.command("rm")
@@ -188,7 +197,7 @@ def remove(
     if memory.config.eviction_mode == "archive":
         out_console.print(
             f"removed {fact_id} to the archive, receipt {receipt.receipt_id} "
-            f"(undo: `deermem archive restore {fact_id}`)"
+            f"(undo: `{escape(command_hint(ctx, 'archive', 'restore', fact_id))}`)"
         )
     else:
         out_console.print(f"deleted {fact_id}, receipt {receipt.receipt_id}")
@@ -259,20 +268,24 @@ def restore(
         print_json(to_json(result))
     elif result.restored:
         out_console.print(f"restored [bold]{fact_id}[/]")
-        _made_room(result.evicted)
+        _made_room(ctx, result.evicted)
+    if not as_json:
+        print_redaction(result.redacted)
     if not result.restored:
-        _refused("not restored", f"the capacity gate evicted {fact_id} again", fact_id)
+        _refused(ctx, "not restored", f"the capacity gate evicted {fact_id} again", fact_id)
 
 
-def _made_room(evicted: Iterable[str]) -> None:
+def _made_room(ctx: typer.Context, evicted: Iterable[str]) -> None:
     """Name each fact the capacity gate evicted to let another in."""
     for fact_id in evicted:
-        out_console.print(f"evicted {fact_id} to make room (see `deermem why {fact_id}`)")
+        hint = escape(command_hint(ctx, "why", fact_id))
+        out_console.print(f"evicted {fact_id} to make room (see `{hint}`)")
 
 
-def _refused(outcome: str, detail: str, fact_id: str) -> NoReturn:
+def _refused(ctx: typer.Context, outcome: str, detail: str, fact_id: str) -> NoReturn:
     """Say that the capacity gate evicted the fact the command was about, and exit 1."""
-    err_console.print(f"[bold red]{outcome}:[/] {detail}; see `deermem why {fact_id}`")
+    hint = escape(command_hint(ctx, "why", fact_id))
+    err_console.print(f"[bold red]{outcome}:[/] {detail}; see `{hint}`")
     raise typer.Exit(1)
 
 
@@ -356,4 +369,6 @@ def why(
         )
         out_console.print(f"  shadow {receipt.shadow.policy} {verdict}")
     if explanation.status == "archived":
-        out_console.print(f"  restore with `deermem archive restore {fact_id}`")
+        out_console.print(
+            f"  restore with `{escape(command_hint(ctx, 'archive', 'restore', fact_id))}`"
+        )

@@ -167,6 +167,13 @@ def render_update(result: UpdateResult, scope: str, max_conversation_chars: int)
         )
     if report.signals:
         out_console.print(f"  signals: {', '.join(report.signals)}")
+    if report.redacted:
+        out_console.print(
+            escape(
+                f"  secrets redacted before the model saw them or anything was written: "
+                f"{', '.join(report.redacted)} (stored as [redacted: KIND])"
+            )
+        )
     for line in _change_lines(report, result.facts):
         out_console.print(line)
     if report.rejected or report.metrics.duplicate_facts:

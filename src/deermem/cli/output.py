@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ __all__ = [
     "LIMIT_OPTION",
     "CliContext",
     "cli_context",
+    "command_hint",
     "components_text",
     "err_console",
     "escape",
@@ -56,6 +58,7 @@ __all__ = [
     "output_path",
     "print_error",
     "print_json",
+    "print_redaction",
     "read_stdin_text",
     "receipt_table",
 ]
@@ -97,6 +100,22 @@ def print_json(data: object) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
 
 
+def print_redaction(kinds: Iterable[str], *, console: Console | None = None) -> None:
+    """Say that secrets were replaced before a write, and of which kinds (never the values).
+
+    Nothing is printed when ``kinds`` is empty. ``console`` is the results' unless
+    given (``--quiet`` prints only an id on standard output: the note goes to stderr).
+    """
+    found = sorted(set(kinds))
+    if found:
+        (console or out_console).print(
+            escape(
+                f"secrets redacted before writing: {', '.join(found)} (stored as "
+                "[redacted: KIND]; docs/privacy.md)"
+            )
+        )
+
+
 def print_error(message: str) -> None:
     """One ``error: ...`` line on stderr (the message is shown as text, never as markup)."""
     err_console.print(f"[bold red]error:[/] {escape(message)}")
@@ -117,11 +136,14 @@ def output_path(memory: Memory, file: str | Path) -> Path:
     where the store reads its users.
 
     Raises:
-        typer.Exit: the directory does not exist, or the path is the store's.
+        typer.Exit: the directory does not exist, the path is a directory, or it is the
+            store's.
     """
     path = Path(file)
     if not path.parent.is_dir():
         fail(f"{file}: its directory does not exist")
+    if path.is_dir():  # else the error would name the temporary file written beside it
+        fail(f"{file}: is a directory; give a file name")
     store = memory.store
     if isinstance(store, MarkdownStore):
         target, root = path.resolve(), store.root.resolve()
@@ -208,23 +230,39 @@ class CliContext:
                 self._settings = resolve_config(self.config_file, root=self.store_root())
         return self._settings
 
-    def memory(self, *, existing: bool = False) -> Memory:
-        database = self.uses_database()
-        if existing and not database and not self.store_root().exists():
+    def require_store(self) -> None:
+        """Stop with an error unless the store root holds a store (or a database is named).
+
+        A command that writes, or serves the memory to others, calls this before it
+        opens anything: a mistyped ``--root`` must not become a new, empty memory.
+        """
+        if not self.uses_database() and is_new_root(self.store_root()):
+            root = self.store_root()
+            fail(
+                f"no store at {root} (from {self.root_origin()}); check the path, or create "
+                f"the store first: deermem --root {shlex.quote(str(root))} init"
+            )
+
+    def require_root(self) -> None:
+        """Stop with an error if the store root does not exist (a database needs none).
+
+        A command that only reads calls this: a mistyped ``--root`` is an error,
+        not an empty memory (nor the defaults shown as a store's settings).
+        """
+        if not self.uses_database() and not self.store_root().exists():
             fail(
                 f"no store at {self.store_root()} (from {self.root_origin()}): the directory "
                 "does not exist; check the path, or create the store with `deermem init`"
             )
-        if not existing and not database and is_new_root(self.store_root()):
-            # A mistyped --root must not become a new, empty memory on the first write.
-            root = self.store_root()
-            fail(
-                f"no store at {root} (from {self.root_origin()}); check the path, or create "
-                f"the store first: deermem --root {root} init"
-            )
+
+    def memory(self, *, existing: bool = False) -> Memory:
+        if existing:
+            self.require_root()
+        else:
+            self.require_store()
         if self._memory is None:
             self._memory = Memory.open(
-                None if database else self.store_root(),
+                None if self.uses_database() else self.store_root(),
                 self.settings().config,
                 user=self.user,
                 agent=self.agent,
@@ -242,6 +280,26 @@ class CliContext:
             close = getattr(self._memory.store, "close", None)
             if callable(close):
                 close()
+
+
+def command_hint(ctx: typer.Context, *args: str) -> str:
+    """A ``deermem`` command line to suggest, with the global options this one was given.
+
+    ``--root``, ``--config``, ``--user`` and ``--agent`` as this invocation has
+    them, every word quoted for the shell: a hint copied from the output runs on
+    the same memory. Shown through rich, it still needs :func:`escape`.
+    """
+    state = cli_context(ctx)
+    words = ["deermem"]
+    for option, value in (
+        ("--root", state.root),
+        ("--config", state.config_file),
+        ("--user", state.user),
+        ("--agent", state.agent),
+    ):
+        if value is not None:
+            words += [option, str(value)]
+    return " ".join(shlex.quote(word) for word in [*words, *args])
 
 
 def cli_context(ctx: typer.Context) -> CliContext:

@@ -61,7 +61,20 @@ _MCP_ALLOWED_HOST_OPTION = _allowed_host_option(
     "A host name requests may use besides localhost, 127.0.0.1 and [::1] (http; "
     "repeatable); other names get 421."
 )
-_LOG_LEVEL_OPTION = typer.Option("info", "--log-level", help="debug, info, warning, error.")
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _log_level(value: str) -> str:
+    """``--log-level`` in lower case, or a usage error naming the levels there are."""
+    level = value.lower()
+    if level not in _LOG_LEVELS:
+        raise typer.BadParameter(f"{value!r}: expected debug, info, warning or error")
+    return level
+
+
+_LOG_LEVEL_OPTION = typer.Option(
+    "info", "--log-level", callback=_log_level, help="debug, info, warning, error."
+)
 _SERVE_STATE_DIR_OPTION = _state_dir_option(
     "The server's tokens and job records, shared by its workers "
     "[default: `<root>/.server`; required with a database store]."
@@ -81,6 +94,10 @@ def _settings(
     """The settings of a server command: the global store options, where the tokens are, and
     the command's own ``settings``."""
     options = cli_context(ctx)
+    if settings or (state_dir is None and tokens_file is None):
+        # The store is served, or its root holds the tokens: a mistyped --root is
+        # an error, not a new, empty memory (nor a tokens file beside none).
+        options.require_store()
     return ServerSettings(
         root=None if options.root is None else str(options.root),
         config_file=None if options.config_file is None else str(options.config_file),

@@ -18,6 +18,7 @@ from rich.table import Table
 from deermem.cli.output import (
     JSON_OPTION,
     cli_context,
+    command_hint,
     escape,
     fail,
     memory_of,
@@ -25,6 +26,7 @@ from deermem.cli.output import (
     output_path,
     print_error,
     print_json,
+    print_redaction,
     read_stdin_text,
 )
 from deermem.cli.progress import progress_bar
@@ -112,6 +114,14 @@ def init(
             "the configuration names a database (store); a database records its settings when "
             "`deermem db upgrade` creates it — `deermem init` is for a Markdown store directory "
             "(--root)"
+        )
+    if resolved.config.store and state.root is not None:
+        # Every later command refuses the two together: a store made here would be unusable.
+        raise ConfigError(
+            [
+                f"a store directory ({state.root}) and a database (store = "
+                f"{redact_url(resolved.config.store)}) are both given; use one of them"
+            ]
         )
     root = state.root if state.root is not None else resolve_root(resolved.config.storage_path)
     if root.exists() and not root.is_dir():
@@ -311,6 +321,7 @@ def import_(
             return
         counts = ", ".join(f"{value} {key}" for key, value in restored.counts.items())
         out_console.print(f"restored user {escape(restored.user_id)}: {escape(counts)}")
+        print_redaction(restored.redacted)
         return
     try:
         result = memory.import_document(document)
@@ -333,8 +344,11 @@ def import_(
         where = "to the archive" if memory.config.eviction_mode == "archive" else "deleted"
         parts.append(f"replaced {len(result.replaced)} not in the document ({where})")
     out_console.print(f"imported into {escape(str(memory.scope))}: {', '.join(parts)}")
+    print_redaction(result.redacted)
     for fact_id in result.evicted:
-        out_console.print(f"  evicted {fact_id} (see `deermem why {fact_id}`)")
+        out_console.print(
+            f"  evicted {fact_id} (see `{escape(command_hint(ctx, 'why', fact_id))}`)"
+        )
 
 
 def _parse(file: str) -> dict[str, object]:
@@ -619,9 +633,17 @@ def _database(ctx: typer.Context, database: str | None) -> str:
 
 
 def _schema(ctx: typer.Context, database: str | None, *, upgrade: bool) -> SchemaStatus:
-    """The database's schema version, after applying the migrations it lacks if ``upgrade``."""
-    from deermem.store.postgres.database import database_status, upgrade_database  # the extra
+    """The database's schema version, after applying the migrations it lacks if ``upgrade``.
 
+    Raises:
+        ConfigError: the ``postgres`` extra is not installed, or no database is named.
+    """
+    try:  # the driver is an optional extra, as for every command that opens a database
+        from deermem.store.postgres.database import database_status, upgrade_database
+    except ModuleNotFoundError as error:
+        raise ConfigError(
+            [f"PostgreSQL needs the postgres extra (uv sync --extra postgres); {error}"]
+        ) from None
     url = _database(ctx, database)
     return upgrade_database(url, config_of(ctx)) if upgrade else database_status(url)
 

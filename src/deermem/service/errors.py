@@ -9,7 +9,8 @@ Errors that stand for bad input also derive from :class:`ValueError` (or
     └── ServerError                 the HTTP or MCP server cannot start or serve as configured
         ├── TokenFileError          (ValueError) the tokens file is unreadable or malformed
         ├── UnknownTokenError       (KeyError)   no token with that id in the tokens file
-        └── InsecureBindError                    a non-loopback address without tokens
+        ├── InsecureBindError                    a non-loopback address without tokens
+        └── ListenError                          the address cannot be listened on (in use ...)
 
 Their messages never hold a token or its digest.
 """
@@ -18,7 +19,13 @@ from __future__ import annotations
 
 from deermem.errors import DeerMemError
 
-__all__ = ["InsecureBindError", "ServerError", "TokenFileError", "UnknownTokenError"]
+__all__ = [
+    "InsecureBindError",
+    "ListenError",
+    "ServerError",
+    "TokenFileError",
+    "UnknownTokenError",
+]
 
 
 class ServerError(DeerMemError):
@@ -73,3 +80,20 @@ class InsecureBindError(ServerError):
             "it could read every memory. Add a token first (`deermem token add --user NAME`) "
             "or bind to 127.0.0.1"
         )
+
+
+class ListenError(ServerError):
+    """The server cannot listen on its address: the port is in use, or not ours to take.
+
+    Attributes:
+        host: the address it was asked to bind.
+        port: the port.
+        problem: what the system said, for people.
+    """
+
+    def __init__(self, host: str, port: int, problem: str) -> None:
+        self.host = host
+        self.port = port
+        self.problem = problem
+        shown = f"[{host}]" if ":" in host else host
+        super().__init__(f"{shown}:{port} {problem}")

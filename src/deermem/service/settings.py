@@ -36,10 +36,12 @@ Nothing here imports a web framework: ``deermem token`` reads these settings too
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import os
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,7 +52,7 @@ from pydantic.alias_generators import to_camel
 
 from deermem.config import MemoryConfig, load_config, redact_url
 from deermem.errors import ConfigError
-from deermem.service.errors import InsecureBindError
+from deermem.service.errors import InsecureBindError, ListenError
 from deermem.service.tokens import TokenFile
 from deermem.store import open_store, resolve_root
 
@@ -63,6 +65,7 @@ __all__ = [
     "ServerSettings",
     "ToolLimits",
     "Transport",
+    "check_listen",
     "check_startup",
     "check_store",
     "close_store",
@@ -402,6 +405,30 @@ def check_startup(settings: ServerSettings) -> TokenFile:
     if not tokens.configured() and not is_loopback(settings.host):
         raise InsecureBindError(settings.host)
     return tokens
+
+
+def check_listen(host: str, port: int) -> None:
+    """Refuse an address the server could not listen on, before anything starts.
+
+    uvicorn would say so only after the application started, in its own log
+    line, and exit with status 3 (which ``deermem`` keeps for ``ingest``).
+
+    Raises:
+        ListenError: the port is in use, or the address cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ListenError(
+                    host, port, "is in use (another server listens there); choose another --port"
+                ) from None
+            raise ListenError(
+                host, port, f"cannot be listened on: {error.strerror or error}"
+            ) from None
 
 
 def log_config(level: str) -> dict[str, Any]:

@@ -46,22 +46,26 @@ import logging
 import logging.config
 import os
 import socket
+from collections.abc import Callable
 from typing import Any, Final
 
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from deermem.service.errors import ListenError
 from deermem.service.settings import (
     SETTINGS_VARIABLE,
     ServerSettings,
+    check_listen,
     check_startup,
     check_store,
     log_config,
     startup_line,
 )
 
-__all__ = ["ServerHTTPProtocol", "serve"]
+__all__ = ["ServerHTTPProtocol", "serve", "started"]
 
 _FACTORY: Final = "deermem.service.http.app:app_from_environment"
 
@@ -125,26 +129,48 @@ def serve(settings: ServerSettings) -> None:
     Raises:
         InsecureBindError / TokenFileError / ConfigError: see :func:`check_startup`.
         DatabaseError / DatabaseSchemaError: see :func:`check_store`.
+        ListenError: the port is in use, or the address cannot be bound.
     """
     check_startup(settings)
     config = settings.load_config()
     check_store(settings, config)
+    check_listen(settings.host, settings.port)
     # The operator sees what is served (no secret), in the server log's format; uvicorn
     # applies the same configuration again as it starts.
     logging.config.dictConfig(log_config(settings.log_level))
     logging.getLogger("deermem.service.http").info("%s", startup_line(settings, config))
     # Workers are fresh processes: they read the settings from the environment.
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
-    uvicorn.run(
-        _FACTORY,
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        http=ServerHTTPProtocol,
-        log_config=log_config(settings.log_level),
-        log_level=settings.log_level,
-        access_log=False,
-        server_header=False,
-        proxy_headers=False,
+    started(
+        lambda: uvicorn.run(
+            _FACTORY,
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            http=ServerHTTPProtocol,
+            log_config=log_config(settings.log_level),
+            log_level=settings.log_level,
+            access_log=False,
+            server_header=False,
+            proxy_headers=False,
+        ),
+        settings.host,
+        settings.port,
     )
+
+
+def started(run: Callable[[], object], host: str, port: int) -> None:
+    """Run uvicorn (``run``); a start-up it gave up on is a :class:`ListenError`, not exit 3.
+
+    :func:`check_listen` catches a port in use before the start; this catches the
+    same failure should another process take the port in between.
+    """
+    try:
+        run()
+    except SystemExit as stop:
+        if stop.code == STARTUP_FAILURE:
+            raise ListenError(
+                host, port, "could not be listened on (see the lines above)"
+            ) from None
+        raise

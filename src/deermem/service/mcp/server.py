@@ -101,7 +101,7 @@ from deermem.results import (
     SearchResults,
     Topics,
 )
-from deermem.service.http.run import ServerHTTPProtocol
+from deermem.service.http.run import ServerHTTPProtocol, started
 from deermem.service.mcp.auth import (
     CALLER_KEY,
     Caller,
@@ -114,6 +114,7 @@ from deermem.service.problems import operator_note, problem_for
 from deermem.service.settings import (
     McpSettings,
     ToolLimits,
+    check_listen,
     check_startup,
     close_store,
     is_loopback,
@@ -660,6 +661,7 @@ def serve(settings: McpSettings) -> None:
         ConfigError: the configuration is invalid.
         UnsafeIdentifierError: an unusable ``--user`` or ``--agent``, or
             (stdio) no ``--user`` while ``strict_user_scope`` is on.
+        ListenError: the port is in use, or the address cannot be bound (HTTP).
     """
     server_settings = settings.server
     config = server_settings.load_config()
@@ -670,6 +672,7 @@ def serve(settings: McpSettings) -> None:
         # Each HTTP call is re-scoped to its caller (--user, or the token's user), so the
         # server's memory has no scope of its own; a bad --user or --agent still stops start-up.
         Scope.of(settings.user, settings.agent)
+        check_listen(server_settings.host, server_settings.port)
         memory = Memory.open_unscoped(server_settings.root, config)
     configure_logging(server_settings.log_level)  # once nothing can refuse to start
     warm_up = WarmUp(memory)
@@ -684,7 +687,7 @@ def serve(settings: McpSettings) -> None:
             auth_required=not is_loopback(server_settings.host) or tokens.configured(),
             warm_up=warm_up,
         )
-        uvicorn.Server(
+        server = uvicorn.Server(
             uvicorn.Config(
                 app,
                 host=server_settings.host,
@@ -696,7 +699,8 @@ def serve(settings: McpSettings) -> None:
                 server_header=False,
                 proxy_headers=False,
             )
-        ).run()
+        )
+        started(server.run, server_settings.host, server_settings.port)
     finally:
         try:
             warm_up.join()
