@@ -76,14 +76,11 @@ def test_listening_beyond_loopback_without_tokens_refuses_to_start(tmp_path: Pat
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ("serve",),
-        ("mcp",),  # stdio
-        ("mcp", "--transport", "http"),
-    ],
-)
+# The commands that start a server: HTTP, MCP over stdio, MCP over HTTP.
+SERVERS: list[tuple[str, ...]] = [("serve",), ("mcp",), ("mcp", "--transport", "http")]
+
+
+@pytest.mark.parametrize("command", SERVERS)
 def test_a_mistyped_log_level_is_a_usage_error_naming_the_levels(
     tmp_path: Path, command: tuple[str, ...]
 ) -> None:
@@ -102,14 +99,7 @@ def test_a_mistyped_log_level_is_a_usage_error_naming_the_levels(
 
 
 @pytest.mark.parametrize(
-    "command",
-    [
-        ("serve",),
-        ("mcp",),  # stdio
-        ("mcp", "--transport", "http"),
-        ("token", "add", "--user", "alice"),
-        ("token", "list"),
-    ],
+    "command", [*SERVERS, ("token", "add", "--user", "alice"), ("token", "list")]
 )
 def test_a_mistyped_root_is_an_error_not_a_new_store(
     tmp_path: Path, command: tuple[str, ...]
