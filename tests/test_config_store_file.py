@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from deermem.config import (
     with_recorded_settings,
     with_store_settings,
 )
-from deermem.errors import StoreSettingsExistError
+from deermem.errors import ConfigError, StoreSettingsExistError
 from deermem.model import CORE_CATEGORIES
 from deermem.store.markdown.files import write_store_settings
 
@@ -137,3 +138,39 @@ def test_explicit_settings_win_and_defaults_do_not(tmp_path: Path) -> None:
     existing = tmp_path / "existing"  # a store without a settings file
     (existing / "users").mkdir(parents=True)
     assert with_store_settings(MemoryConfig(), existing) == MemoryConfig()
+
+
+def test_a_settings_file_renamed_into_place_while_it_is_read_is_read(tmp_path: Path) -> None:
+    """Processes creating one store at once: one renames the file into place while another
+    looks. Two checks ("not a file", then "something is there") refused the store as holding
+    something else; one stat sees the file, or nothing."""
+    roots = [tmp_path / f"store{n}" for n in range(500)]
+    for root in roots:
+        root.mkdir()
+
+    def create_them() -> None:  # as `deermem init` writes it: a temporary renamed into place
+        for root in roots:
+            (root / "next.tmp").write_text("max_facts: 42\n")
+            (root / "next.tmp").replace(root / "deermem.yaml")
+
+    writer = threading.Thread(target=create_them)
+    writer.start()
+    try:
+        for root in roots:  # each looked at until its file is there
+            while read_store_settings(root) is None:
+                pass
+    finally:
+        writer.join()
+    assert read_store_settings(roots[-1]) == {"max_facts": 42}
+
+
+def test_a_settings_path_that_is_no_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "deermem.yaml").mkdir()
+    with pytest.raises(ConfigError, match="expected a settings file"):
+        read_store_settings(tmp_path)
+    dangling = tmp_path / "dangling"
+    dangling.mkdir()
+    (dangling / "deermem.yaml").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="expected a settings file"):
+        read_store_settings(dangling)
+    assert read_store_settings(tmp_path / "empty-dir-of-no-store") is None

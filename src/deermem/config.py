@@ -23,6 +23,7 @@ import difflib
 import json
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -914,10 +915,18 @@ def read_store_settings(root: str | os.PathLike[str]) -> dict[str, object] | Non
             ``storage_path``; the error names the file.
     """
     path = store_settings_path(root)
-    if not path.is_file():
-        if path.exists() or path.is_symlink():
-            raise ConfigError(["expected a settings file, found something else"], source=str(path))
+    # One stat: a process creating the store may rename the file into place between two
+    # checks, and "not a file, but something is there" would then be wrong.
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():  # pointing nowhere
+            raise ConfigError(
+                ["expected a settings file, found something else"], source=str(path)
+            ) from None
         return None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(["expected a settings file, found something else"], source=str(path))
     values = read_config_file(path)
     check_recorded(values, str(path))
     return _resolved_paths(values, Path(root))
