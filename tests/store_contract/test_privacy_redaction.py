@@ -180,21 +180,26 @@ def test_a_model_that_proposes_a_key_stores_a_marker_and_never_sees_the_conversa
     assert_nowhere(stores, items)
 
 
-@pytest.mark.parametrize("direction", ["markdown-to-here"])
-def test_migrate_redacts_what_it_copies(stores: Stores, tmp_path: Path, direction: str) -> None:
-    items = fakes(8)
-    source_root = tmp_path / "source"
-    config = MemoryConfig()
-    source = Memory.open(source_root, MemoryConfig(redact_secrets=False), user="alice")
-    source.import_document({"facts": [{"content": said(fake)} for fake in items]})
-    source.close()
+def migrate_here(stores: Stores, source_root: Path) -> MigrationReport:
+    """``deermem migrate`` of the Markdown store at ``source_root`` into the store under test."""
     destination = stores.url if stores.kind == "postgres" else str(stores.root)
     assert destination is not None
+    config = MemoryConfig()
     with (
         opened_location(str(source_root), config, must_exist=True) as (reader, shown),
         opened_location(destination, config, must_exist=False) as (writer, shown_to),
     ):
-        report = migrate(reader, writer, MigrationReport(shown, shown_to))
+        return migrate(reader, writer, MigrationReport(shown, shown_to))
+
+
+@pytest.mark.parametrize("direction", ["markdown-to-here"])
+def test_migrate_redacts_what_it_copies(stores: Stores, tmp_path: Path, direction: str) -> None:
+    items = fakes(8)
+    source_root = tmp_path / "source"
+    source = Memory.open(source_root, MemoryConfig(redact_secrets=False), user="alice")
+    source.import_document({"facts": [{"content": said(fake)} for fake in items]})
+    source.close()
+    report = migrate_here(stores, source_root)
     assert report.copied == 1
     assert sorted(report.redacted) == every_kind(items)
     assert len(open_memory(stores).list_facts()) == len(items)
@@ -298,14 +303,7 @@ def test_migrate_redacts_the_records_it_copies(stores: Stores, tmp_path: Path) -
     source.erase_user("alice")
     assert source.import_user(document).redacted == ()  # the source holds the secrets
     source.close()
-    destination = stores.url if stores.kind == "postgres" else str(stores.root)
-    assert destination is not None
-    config = MemoryConfig()
-    with (
-        opened_location(str(source_root), config, must_exist=True) as (reader, shown),
-        opened_location(destination, config, must_exist=False) as (writer, shown_to),
-    ):
-        report = migrate(reader, writer, MigrationReport(shown, shown_to))
+    report = migrate_here(stores, source_root)
     assert report.copied == 1
     assert sorted(report.redacted) == every_kind(used)
     assert_nowhere(stores, used)
