@@ -88,6 +88,27 @@ def test_erase_removes_every_trace_of_the_user_and_keeps_the_others(stores: Stor
     assert fresh.audit() == ()
 
 
+def test_searching_an_erased_user_leaves_no_trace_of_them(stores: Stores) -> None:
+    """A search names its user; of a user with no memory — erased, or never seen — the
+    search index keeps no row: it is not a list of who was asked about."""
+    erin = populate(stores, ERIN, agents=("coder",))
+    assert Memory(stores(), MemoryConfig(), None, clock=lambda: NOW).erase_user(ERIN).erased
+    for memory in (
+        erin.scoped(user=ERIN, agent="coder"),
+        stores.memory(MemoryConfig(), user=ERIN, agent="writer", clock=lambda: NOW),
+    ):
+        assert memory.search("quokka003" + ERIN[-6:]) == ()
+        assert memory.search("quokka003" + ERIN[-6:]) == ()  # the second search as the first
+        assert memory.context() is not None
+    assert ERIN not in store_text(stores.kind, stores.root, stores.url)
+    # A user's first fact still makes its scope, and a search finds it.
+    again = stores.memory(MemoryConfig(), user=ERIN, agent="coder", clock=lambda: NOW)
+    again.create_fact("quokka777 lives in a new burrow")
+    assert [hit.fact.content for hit in again.search("quokka777")] == [
+        "quokka777 lives in a new burrow"
+    ]
+
+
 def test_the_text_of_facts_deleted_before_the_erase_is_scrubbed_too(stores: Stores) -> None:
     """The index's rows of facts deleted and purged before were gone already, but their text
     stayed in the file's free pages and log: the erase scrubs the file even so."""

@@ -613,7 +613,35 @@ def write_rows(
             archive_report = _archive(db, scope_id, archive, released)
         # Only now that both parts are in: a fact that moved to the archive keeps its vector.
         release_vectors(db, released)
+        _drop_if_empty(db, user_key, agent, library, archive)
     return library_report, archive_report
+
+
+def _drop_if_empty(
+    db: sqlite3.Connection,
+    user_key: str,
+    agent: str,
+    library: LibraryRows | None,
+    archive: ArchiveRows | None,
+) -> None:
+    """Keep no scope row for a scope with nothing in it.
+
+    Invariant: a scope row exists only while the scope holds a row, or facts
+    or entries the index had to skip (those are not read again at every
+    search). A search of a user with no memory — one never seen, or one just
+    erased — must leave no row naming the user: the index is not a list of
+    who was asked about. Such a scope reads as never synchronised, and the
+    next search synchronises its nothing again.
+    """
+    if any(part is not None and (part.skipped or part.documents) for part in (library, archive)):
+        return  # it holds (or skipped) what it was just given
+    scope_id = scope_id_of(db, user_key, agent)
+    if scope_id is None:
+        return
+    low, high = row_range(scope_id)
+    if db.execute("SELECT 1 FROM doc WHERE id BETWEEN ? AND ? LIMIT 1", (low, high)).fetchone():
+        return
+    db.execute("DELETE FROM scope WHERE id = ?", (scope_id,))
 
 
 def _library(
