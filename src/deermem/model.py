@@ -2455,16 +2455,15 @@ def _redact_leaf(value: object, kinds: set[str]) -> object:
 
 
 # The fields of a fact that are not text anyone wrote: ids (references break if
-# they change), times, numbers with fixed meanings and the store's scope.
+# they change), numbers with fixed meanings and the store's scope. Times are
+# redacted like text: a time that reads as one holds nothing a rule matches
+# (tests/privacy/test_redaction.py), and one that does not is kept as written —
+# text, which may be anything a person pasted.
 _NOT_REDACTED: Final = frozenset(
     {
         "id",
         "scope",
         "consolidatedFrom",
-        "createdAt",
-        "updatedAt",
-        "lastConfirmedAt",
-        "consolidatedAt",
         "confidence",
         "revision",
         "status",
@@ -2479,8 +2478,8 @@ def redact_fact(fact: Fact) -> tuple[Fact, tuple[str, ...]]:
 
     Every field a person or a model wrote is covered: content, title,
     category (and its own label), topics, the source (its unknown keys too),
-    ``sourceError``, ``expected_valid_days`` and every unknown field; ids,
-    times and numbers are not (see :data:`_NOT_REDACTED`). The fact itself
+    ``sourceError``, ``expected_valid_days``, a time that does not read as one
+    and every unknown field; ids and numbers are not (see :data:`_NOT_REDACTED`). The fact itself
     comes back when it holds no secret, so the common case costs no copy.
     """
     data = fact.to_dict()

@@ -14,14 +14,23 @@ import re
 import sys
 import unicodedata
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from deermem import model
-from deermem.model import KINDS, Redaction, marker, redact, redact_value
+from deermem.model import (
+    KINDS,
+    Fact,
+    Redaction,
+    format_timestamp,
+    marker,
+    redact,
+    redact_fact,
+    redact_value,
+)
 from tests.privacy.corpus import NON_SECRET_FACTS
 from tests.privacy.fakes import MAKERS, card_number, luhn_complete
 
@@ -456,6 +465,30 @@ def test_ids_hashes_times_and_numbers_are_unchanged(values: list[str]) -> None:
     result = redact(text)
     assert result.text == text
     assert result.kinds == ()
+
+
+OFFSETS = st.integers(min_value=-1439, max_value=1439).map(
+    lambda minutes: timezone(timedelta(minutes=minutes))
+)
+
+
+@given(st.datetimes(timezones=st.one_of(st.none(), st.just(UTC), OFFSETS)))
+def test_a_fact_s_times_are_never_redacted(moment: datetime) -> None:
+    # A fact's times are redacted like text (a time that does not read as one is text a
+    # person may have pasted a key into); every time that reads as one must pass unchanged.
+    written = (format_timestamp(moment), moment.isoformat(), moment.date().isoformat())
+    for text in written:
+        assert redact(text).text == text
+    fact = Fact.from_dict(
+        {
+            "id": "fact_1",
+            "content": "likes tea",
+            "createdAt": written[0],
+            "updatedAt": written[1],
+            "lastConfirmedAt": written[2],
+        }
+    )
+    assert redact_fact(fact) == (fact, ())
 
 
 # --- payment cards ---------------------------------------------------------

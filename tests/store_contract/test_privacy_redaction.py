@@ -98,6 +98,11 @@ def test_every_text_field_of_an_import_is_redacted(stores: Stores) -> None:
                 "source": {"type": "conversation", "threadId": "t-1", "note": fake.snippet},
                 "sourceError": said(fake),
                 "ownField": {"nested": [fake.snippet]},
+                # Times are kept as written when they do not read as times (the original's
+                # files hold such): then they are text like any other.
+                "createdAt": said(fake),
+                "updatedAt": fake.snippet,
+                "lastConfirmedAt": said(fake),
             }
         )
     document = {
