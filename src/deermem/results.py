@@ -139,7 +139,7 @@ def _a_number(value: object) -> object:
 # With Field(strict=False) before it, an int field takes a whole number as JSON Schema
 # counts them: 30 or 30.0, never "30", true or 30.5. (Strict parsing alone would refuse
 # 30.0, which the schema's "integer" allows.)
-_NUMBER: Final = BeforeValidator(_a_number)
+WHOLE_NUMBER: Final = BeforeValidator(_a_number)
 
 Content = Annotated[
     str,
@@ -191,7 +191,7 @@ SourceError = Annotated[
         description="What the assistant got wrong (for a correction).",
     ),
 ]
-ValidDays = Annotated[int, Field(ge=1, le=36_500, strict=False), _NUMBER]
+ValidDays = Annotated[int, Field(ge=1, le=36_500, strict=False), WHOLE_NUMBER]
 Revision = Annotated[
     int,
     Field(
@@ -200,7 +200,7 @@ Revision = Annotated[
         description="Refuse the change if the fact's revision is no longer this one "
         "(someone changed it since it was read).",
     ),
-    _NUMBER,
+    WHOLE_NUMBER,
 ]
 
 

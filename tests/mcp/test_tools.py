@@ -488,6 +488,12 @@ def test_an_empty_memory_has_an_empty_block(store: ServedStore) -> None:
         ("memory_context", {"query": "q" * 1001}, "query"),
         ("memory_update", {"fact_id": "f" * 129, "confidence": 0.5}, "fact_id"),
         ("memory_why", {}, "fact_id"),  # required
+        # The schema says "integer": no text, no boolean (as for confidence and revisions).
+        ("memory_search", {"query": "q", "top_k": "3"}, "top_k"),
+        ("memory_search", {"query": "q", "top_k": True}, "top_k"),
+        ("memory_context", {"max_tokens": "100"}, "max_tokens"),
+        ("memory_context", {"max_tokens": True}, "max_tokens"),
+        ("memory_add", {"content": "ok", "confidence": "0.5"}, "confidence"),
     ],
 )
 def test_out_of_bounds_arguments_are_tool_errors_that_name_the_field(

@@ -45,7 +45,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Generic, Literal, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, unquote_to_bytes
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -434,7 +434,9 @@ def _encoded_user(scope: Scope, prefix: str) -> str:
         sent = raw.decode("latin-1")
         if sent.startswith(prefix) and unquote(sent) == path:
             segment, slash, rest = sent[len(prefix) :].partition("/")
-            return quote(unquote(segment), safe="") + slash + unquote(rest)
+            # The segment's bytes as sent: a byte that is no UTF-8 stays one (the id is
+            # refused), never a U+FFFD several spellings would share.
+            return quote(unquote_to_bytes(segment), safe="") + slash + unquote(rest)
     segment, slash, rest = path[len(prefix) :].partition("/")
     return quote(segment, safe="") + slash + rest
 
@@ -454,7 +456,9 @@ async def _user_id(
     ],
 ) -> str:
     # Async: a plain function would be a hop to the thread pool (see Dependencies).
-    return unquote(user)  # UserSegmentMiddleware encoded it
+    # UserSegmentMiddleware encoded it. A byte that is no UTF-8 becomes a lone surrogate,
+    # which the library refuses as it refuses one from the command line (422).
+    return unquote(user, errors="surrogateescape")
 
 
 UserPath = Annotated[str, Depends(_user_id)]

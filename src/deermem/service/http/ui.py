@@ -645,7 +645,8 @@ def inspector_router(inspector: Inspector) -> APIRouter:
 
 def _page_number(request: Request) -> int:
     text = request.query_params.get("page", "1")
-    number = int(text) if text.isdigit() and len(text) < 7 else 1
+    # ASCII digits only: str.isdigit also takes '²', which int() refuses.
+    number = int(text) if text.isascii() and text.isdigit() and len(text) < 7 else 1
     return max(1, number)
 
 

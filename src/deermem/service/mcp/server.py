@@ -100,6 +100,7 @@ from deermem.results import (
     Revision,
     SearchResults,
     Topics,
+    WHOLE_NUMBER,
 )
 from deermem.service.http.run import ServerHTTPProtocol, started
 from deermem.service.mcp.auth import (
@@ -263,7 +264,11 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             Field(min_length=1, max_length=limits.max_query_chars, description="What to look for."),
         ],
         top_k: Annotated[
-            int, Field(ge=1, le=limits.max_top_k, description="At most this many results.")
+            int,
+            Field(
+                ge=1, le=limits.max_top_k, strict=False, description="At most this many results."
+            ),
+            WHOLE_NUMBER,
         ] = 5,
         category: Annotated[
             str | None, Field(min_length=1, max_length=64, description="Only this category.")
@@ -290,9 +295,11 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             Field(
                 ge=1,
                 le=limits.max_prompt_tokens,
+                strict=False,
                 description="Token budget for the block (default: the server's "
                 "max_injection_tokens).",
             ),
+            WHOLE_NUMBER,
         ] = None,
         query: Annotated[
             str | None,
