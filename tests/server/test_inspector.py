@@ -100,6 +100,20 @@ def test_the_links_to_a_user_id_holding_a_slash_open_her_pages(
     assert "org/alice&#39;s one fact" in admin.get(link).text
 
 
+@pytest.mark.parametrize("page", ["%C2%B2", "x", "-1", "9" * 12])
+def test_a_page_number_that_is_no_number_shows_the_first_page(
+    server: tuple[LiveServer, dict[str, str]], page: str
+) -> None:
+    # '²' is a digit to str.isdigit, not to int(): the page shows page 1, as for 'x'.
+    live, issued = server
+    admin = signed_in(live, issued["admin"])
+    scope = "/ui/users/alice/agents/coder"
+    for path in (scope, f"{scope}/archive"):
+        answer = admin.get(f"{path}?page={page}")
+        assert answer.status_code == 200, (path, answer.text[:200])
+        assert answer.text == admin.get(path).text, path
+
+
 def test_the_session_cookie_is_http_only_and_same_site_strict(
     server: tuple[LiveServer, dict[str, str]],
 ) -> None:
