@@ -89,6 +89,7 @@ from deermem.memory import Memory
 from deermem.model import Scope
 from deermem.recall import InjectionManifest
 from deermem.results import (
+    WHOLE_NUMBER,
     Category,
     Confidence,
     Content,
@@ -100,7 +101,6 @@ from deermem.results import (
     Revision,
     SearchResults,
     Topics,
-    WHOLE_NUMBER,
 )
 from deermem.service.http.run import ServerHTTPProtocol, started
 from deermem.service.mcp.auth import (
