@@ -235,3 +235,172 @@ def test_the_async_client_works_too(live: LiveServer) -> None:
         return [r["memory"] for r in found["results"]]
 
     assert asyncio.run(session()) == ["Prefers uv"]
+
+
+# --- an id more than one scope holds --------------------------------------------------------
+
+SHARED = "Prefers short answers"
+
+
+def id_routes(client: MemoryClient, fact_id: str) -> list[Any]:
+    """Every mem0 route that takes a memory id alone, as the client calls it."""
+    return [
+        lambda: client.get(fact_id),
+        lambda: client.update(fact_id, text="Prefers long, detailed answers"),
+        lambda: client.delete(fact_id),
+        lambda: client.history(fact_id),
+    ]
+
+
+@on_both_stores
+def test_an_id_two_users_hold_is_refused_on_every_id_route_and_changes_nothing(
+    store: ServedStore,
+) -> None:
+    # bob's memory starts as a copy of alice's: an import keeps the fact ids.
+    live, tokens = start_server(store, tokens={"admin": {"admin": True}, "bob": {"users": ["bob"]}})
+    admin = MemoryClient(api_key=tokens["admin"], host=live.url)
+    bob = MemoryClient(api_key=tokens["bob"], host=live.url)
+    try:
+        alice_memory = live.memory.scoped(user="alice", agent=None)
+        fact_id = alice_memory.create_fact(SHARED).fact_id
+        assert fact_id is not None
+        live.memory.scoped(user="bob", agent=None).import_document(alice_memory.export_document())
+        assert admin.get_all(filters={"user_id": "bob"})["results"][0]["id"] == fact_id
+        before = store.everything()
+
+        for call in id_routes(admin, fact_id):
+            with pytest.raises(ValidationError, match="2 memories this token may address"):
+                call()
+        assert store.everything() == before  # neither user's memory changed
+
+        with httpx.Client(base_url=live.url) as http:
+            answer = http.get(
+                f"/v1/memories/{fact_id}/", headers={"Authorization": f"Token {tokens['admin']}"}
+            )
+        problem = answer.json()
+        assert answer.status_code == 409
+        assert problem["type"] == "urn:deermem:problem:ambiguous-memory-id"
+        assert (problem["factId"], problem["count"]) == (fact_id, 2)
+        assert problem["scopes"] == [
+            {"userId": "alice", "agentId": "__default__"},
+            {"userId": "bob", "agentId": "__default__"},
+        ]
+
+        # A token that reaches bob alone: the id names one memory it may address, bob's.
+        bob.update(fact_id, text="Prefers long, detailed answers")
+        assert bob.get(fact_id)["memory"] == "Prefers long, detailed answers"
+        bob.delete(fact_id)
+        assert [e["event"] for e in bob.history(fact_id)][-1] == "DELETE"
+        assert [m["memory"] for m in admin.get_all(filters=ALICE)["results"]] == [SHARED]
+    finally:
+        admin.client.close()
+        bob.client.close()
+        live.stop()
+
+
+@on_both_stores
+def test_an_id_two_agents_of_one_user_hold_is_ambiguous_even_once_one_is_archived(
+    store: ServedStore,
+) -> None:
+    # Ids a host chooses (a LangGraph key) repeat across agents of one user.
+    live, tokens = start_server(store, tokens={"alice": {"users": ["alice"]}})
+    alice = MemoryClient(api_key=tokens["alice"], host=live.url)
+    try:
+        default = live.memory.scoped(user="alice", agent=None)
+        coder = live.memory.scoped(user="alice", agent="coder")
+        default.create_fact(SHARED, fact_id="prefs")
+        coder.create_fact("Prefers tabs", fact_id="prefs")
+        coder.delete_fact("prefs")  # archived: its history is still reached by the id
+        before = store.everything()
+        for call in id_routes(alice, "prefs"):
+            with pytest.raises(ValidationError, match="2 memories this token may address"):
+                call()
+        assert store.everything() == before
+        assert default.snapshot().get("prefs") is not None
+    finally:
+        alice.client.close()
+        live.stop()
+
+
+# --- an add whose messages differ only in a secret -----------------------------------------
+
+KEY_A = "My OpenAI key is sk-proj-AAAAbcdefghijklmnopqrstuvwxyz0123456789ABCD"
+KEY_B = "My OpenAI key is sk-proj-BBBBbcdefghijklmnopqrstuvwxyz0123456789ABCD"
+
+
+@on_both_stores
+@pytest.mark.parametrize(
+    ("held", "texts", "status", "names"),
+    [
+        ([], ["A new thing I like", KEY_A, KEY_B], 422, "message 1 does not already say"),
+        ([KEY_A], ["A new thing I like", KEY_B], 409, "fact_"),
+    ],
+    ids=["said-twice-once-redacted", "stored-once-redacted"],
+)
+def test_an_add_whose_messages_match_once_redacted_stores_none(
+    client: MemoryClient,
+    live: LiveServer,
+    held: list[str],
+    texts: list[str],
+    status: int,
+    names: str,
+) -> None:
+    # The store redacts before its duplicate rule: two keys are one "[redacted: openai-key]".
+    if held:
+        add(client, *held)
+    before = client.get_all(filters=ALICE)["results"]
+    body = {
+        "messages": [{"role": "user", "content": text} for text in texts],
+        "user_id": "alice",
+        "infer": False,
+    }
+    refused = httpx.post(f"{live.url}/v3/memories/add/", json=body)
+    assert refused.status_code == status, refused.text
+    assert names in refused.text
+    assert client.get_all(filters=ALICE)["results"] == before
+
+
+# --- history --------------------------------------------------------------------------------
+
+
+@on_both_stores
+def test_history_never_gives_the_add_a_text_it_did_not_have(client: MemoryClient) -> None:
+    [changed, kept] = [r["id"] for r in add(client, "Lives in Berlin", "Works remotely")["results"]]
+    client.update(changed, text="Lives in Oslo")
+    history = client.history(changed)
+    # mem0's shape: ADD (old None, new the text added), UPDATE (old, new). deermem keeps the
+    # current text only: the added text is unknown, so ADD says none.
+    assert [(e["event"], e["old_memory"], e["new_memory"]) for e in history] == [
+        ("ADD", None, None),
+        ("UPDATE", None, "Lives in Oslo"),
+    ]
+    assert [(e["event"], e["new_memory"]) for e in client.history(kept)] == [
+        ("ADD", "Works remotely")
+    ]
+
+
+# --- search's numbers -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("top_k", "3"), ("top_k", True), ("top_k", 2.5), ("threshold", "0.5"), ("threshold", True)],
+)
+def test_search_numbers_are_the_types_the_schema_says(
+    live: LiveServer, field: str, value: object
+) -> None:
+    body = {"query": "uv", "filters": ALICE, field: value}
+    refused = httpx.post(f"{live.url}/v3/memories/search/", json=body)
+    assert refused.status_code == 422
+    assert f"body.{field}" in str(refused.json()["errors"])
+
+
+def test_search_takes_whole_numbers_as_json_writes_them(
+    client: MemoryClient, live: LiveServer
+) -> None:
+    add(client, "Prefers uv over pip")
+    for extra in ({"top_k": 3.0}, {"top_k": 3, "threshold": 0}, {"threshold": 0.01}):
+        body = {"query": "uv", "filters": ALICE, **extra}
+        answer = httpx.post(f"{live.url}/v3/memories/search/", json=body)
+        assert answer.status_code == 200, answer.text
+        assert [r["memory"] for r in answer.json()["results"]] == ["Prefers uv over pip"]

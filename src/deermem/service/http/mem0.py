@@ -15,6 +15,11 @@ What maps to what:
   are refused, as is ``metadata`` (a fact holds none), rather than dropped.
 * A memory is a fact: ``id`` is the fact id, ``memory`` its content,
   ``categories`` its category, ``score`` deermem's search score in [0, 1).
+* The routes that take an id alone (``get``, ``update``, ``delete``,
+  ``history``) look in every scope the token may address. mem0's ids are
+  unique in its store; a fact id is unique within one user and agent only, so
+  when more than one such scope holds the id (active or archived) the answer
+  is 409 ``ambiguous-memory-id``, naming those scopes, and nothing changes.
 * ``add`` with ``infer`` (mem0's default) queues the messages for extraction
   by the configured model, as ``POST …/conversations`` does (501 naming the
   setting when no model is configured), under the thread ``mem0`` of the
@@ -24,10 +29,13 @@ What maps to what:
   kept fact and ``EVICT`` (with the receipt) for each fact the gate evicted,
   a new one included. Every message is checked before the first is stored: an
   add refused (a text a fact cannot hold, one a stored fact or another message
-  already says) stores none, and the problem names the message.
+  already says, compared as stored: redacted with ``redact_secrets``) stores
+  none, and the problem names the message.
 * ``history`` lists ``ADD``, ``UPDATE`` (the latest; deermem keeps no older
   text), and a ``DELETE`` or ``EVICT`` for each receipt that names the fact,
-  with the receipt. ``EVICT`` is not in mem0's vocabulary: it is deermem's.
+  with the receipt. ``ADD`` carries the text only while the fact is unchanged
+  (``null`` once changed: the added text is not kept), ``UPDATE`` the current
+  one. ``EVICT`` is not in mem0's vocabulary: it is deermem's.
 * ``delete_all`` takes ``user_id`` (and ``agent_id``) as query parameters.
   mem0's client sends ``delete_all(filters=…)`` as the Python repr of the
   dict, which is not a format: it is refused (400) with what to send instead.
@@ -50,8 +58,8 @@ from starlette.concurrency import run_in_threadpool
 from deermem.errors import DuplicateFactError, FactNotFoundError, FactValidationError
 from deermem.learning.messages import parse_messages
 from deermem.memory import Memory
-from deermem.model import MAX_USER_ID_BYTES, Fact, Scope, duplicate_key, to_json
-from deermem.results import NewFact
+from deermem.model import MAX_USER_ID_BYTES, Fact, Scope, duplicate_key, redact, to_json
+from deermem.results import WHOLE_NUMBER, NewFact
 from deermem.service.http.jobs import Job
 from deermem.service.http.routes import Dependencies, ServerContext
 from deermem.service.problems import Problem, ProblemError, extraction_off, not_found
@@ -112,8 +120,9 @@ class SearchBody(BaseModel):
 
     query: Annotated[str, Field(min_length=1, max_length=4000)]
     filters: Filters
-    top_k: Annotated[int, Field(ge=1, le=1000)] = 10
-    threshold: Annotated[float, Field(ge=0, le=1)] | None = None
+    # The types the schema states, nothing lax parsing would make one of ("3", true, "0.5").
+    top_k: Annotated[int, Field(ge=1, le=1000, strict=False), WHOLE_NUMBER] = 10
+    threshold: Annotated[float, Field(ge=0, le=1, strict=True)] | None = None
 
 
 class ListBody(BaseModel):
@@ -144,7 +153,22 @@ def router(context: ServerContext) -> APIRouter:
         return context.memory_for(who, user, agent)
 
     def found(who: Principal, fact_id: str) -> tuple[Memory, Fact | None]:
-        """The scope holding ``fact_id`` (active, else archived) among those ``who`` may read."""
+        """The one scope ``who`` may address that holds ``fact_id``, with the active fact.
+
+        mem0's id routes take the id alone because mem0's ids are unique in its
+        whole store. A deermem fact id is unique only within one user and agent
+        (an import keeps its ids, a LangGraph key is the caller's), so the id may
+        name several memories: then no guess is made — the first in some order
+        would act on another user's or agent's memory — and the answer is 409.
+
+        Returns:
+            The scope's memory, and its active fact (``None``: only its archive
+            holds the id).
+
+        Raises:
+            ProblemError: 404 when no addressable scope holds the id, active or
+                archived; 409 ``ambiguous-memory-id`` when more than one does.
+        """
         store = context.memory.store
         if who.admin:
             scopes: Iterable[Scope] = store.scopes()
@@ -152,19 +176,20 @@ def router(context: ServerContext) -> APIRouter:
             scopes = (
                 Scope.of(user, agent) for user in sorted(who.users) for agent in store.agents(user)
             )
-        archived: Memory | None = None
+        # Every scope is looked at, not the first match: one holder is the only safe answer.
+        holders: list[tuple[Memory, Fact | None]] = []
         for scope in scopes:
             if scope.user_id is None:
                 continue
             memory = context.memory.scoped(user=scope.user_id, agent=scope.agent)
             fact = memory.snapshot().get(fact_id)
-            if fact is not None:
-                return memory, fact
-            if archived is None and store.archived(scope, fact_id) is not None:
-                archived = memory
-        if archived is not None:
-            return archived, None
-        raise ProblemError(not_found())
+            if fact is not None or store.archived(scope, fact_id) is not None:
+                holders.append((memory, fact))
+        if not holders:
+            raise ProblemError(not_found())
+        if len(holders) > 1:
+            raise ProblemError(_ambiguous(fact_id, [memory.scope for memory, _ in holders]))
+        return holders[0]
 
     @api.get("/v1/ping/")
     def ping(who: Who) -> JSONResponse:
@@ -307,6 +332,28 @@ def _bad(detail: str) -> ProblemError:
     return ProblemError(Problem(400, "invalid-request", "Invalid request", detail))
 
 
+MAX_NAMED_SCOPES: Final = 20
+"""How many of the scopes holding an ambiguous id its problem names (it counts them all)."""
+
+
+def _ambiguous(fact_id: str, scopes: list[Scope]) -> Problem:
+    """409: ``fact_id`` names a memory in more than one scope the token may address.
+
+    Every scope named is one the token may address (``found`` looks at no
+    other), so the problem tells the caller nothing it could not list itself.
+    """
+    named = [{"userId": scope.user_id, "agentId": scope.agent} for scope in scopes]
+    return Problem(
+        409,
+        "ambiguous-memory-id",
+        "Ambiguous memory id",
+        f"{len(scopes)} memories this token may address have this id (a deermem fact id is "
+        "unique within one user and agent only); nothing was changed. Reach the one meant "
+        "by its scope: /v1/users/{user}/agents/{agent}/facts/{id}",
+        {"factId": fact_id, "count": len(scopes), "scopes": named[:MAX_NAMED_SCOPES]},
+    )
+
+
 def _scope_of(
     user_id: str | None, agent_id: str | None, filters: Filters | None
 ) -> tuple[str | None, str | None]:
@@ -360,6 +407,11 @@ def _store_messages(memory: Memory, body: AddBody) -> list[dict[str, object]]:
 def _texts_to_store(memory: Memory, body: AddBody) -> list[str]:
     """The user messages' texts, each a fact the library does not hold yet.
 
+    The duplicate rule is applied to each text as :meth:`Memory.create_fact`
+    will store it — trimmed and, with ``redact_secrets``, redacted — since the
+    store applies it to that text too: two messages that differ only in a
+    secret are one fact, and must be refused here, before the first is stored.
+
     Raises:
         FactValidationError: a message's text breaks a fact rule, or says what an
             earlier message says; its field names the message (``messages[2].content``).
@@ -375,12 +427,14 @@ def _texts_to_store(memory: Memory, body: AddBody) -> list[str]:
         if not text.strip():
             continue
         try:
-            NewFact.checked(content=text)
+            content = NewFact.checked(content=text).content
         except FactValidationError as error:
             raise FactValidationError(
                 f"messages[{index}].{error.field}", error.value, error.allowed
             ) from None
-        key = duplicate_key(text)
+        if memory.config.redact_secrets:
+            content = redact(content).text
+        key = duplicate_key(content)
         if key in held:
             raise DuplicateFactError(held[key])
         if key in said:
@@ -441,9 +495,13 @@ def _history(
         )
 
     if fact is not None:
-        event("ADD", fact.createdAt, fact.content)
-        if fact.revision > 1 and fact.updatedAt and fact.updatedAt != fact.createdAt:
-            event("UPDATE", fact.updatedAt, fact.content)
+        # deermem keeps a fact's current text only. Revision 1 is the fact as added, so
+        # its text is the added text; after any change the added text is unknown: ADD
+        # then says none (never a later text), and the UPDATE carries the current one.
+        changed = fact.revision > 1
+        event("ADD", fact.createdAt, None if changed else fact.content)
+        if changed:
+            event("UPDATE", fact.updatedAt or fact.createdAt, fact.content)
     for receipt in receipts:
         kind: Literal["DELETE", "EVICT"] = "DELETE" if receipt.reason == "deleted" else "EVICT"
         event(kind, receipt.occurred_at, None, receipt=_receipt_json(receipt))
