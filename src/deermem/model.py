@@ -81,6 +81,7 @@ __all__ = [
     "MAX_TOPICS",
     "MAX_USER_ID_BYTES",
     "NO_ENTRIES",
+    "RANDOM_FACT_ID_PATTERN",
     "RESULT_CONFIG",
     "TIMESTAMP_FIELDS",
     "USER_ID_PATTERN",
@@ -596,8 +597,15 @@ ID_ATTEMPTS: Final = 20
 """How many candidates :func:`new_fact_id` tries before it calls the factory broken."""
 
 
+RANDOM_FACT_ID_PATTERN: Final = re.compile(r"fact_[0-9a-f]{8}")
+"""The shape of the ids :func:`random_fact_id` makes (a fullmatch). Text that
+shows a fact's id for editing reads a string of this shape as an id even when
+no fact has it: a model that wrote one meant a fact, not new text."""
+
+
 def random_fact_id() -> str:
-    """``fact_`` and 8 random lowercase hex digits, as the original DeerMem makes ids."""
+    """``fact_`` and 8 random lowercase hex digits, as the original DeerMem makes ids
+    (:data:`RANDOM_FACT_ID_PATTERN`)."""
     return f"fact_{uuid.uuid4().hex[:8]}"
 
 

@@ -15,7 +15,8 @@ import anthropic
 import pytest
 from anthropic.lib.tools import ToolError
 
-from deermem import Memory, MemoryConfig, UnsafeIdentifierError
+from deermem import Fact, Memory, MemoryConfig, UnsafeIdentifierError
+from deermem.errors import FactRevisionConflict
 from deermem.integrations.anthropic import DeerMemAsyncMemoryTool, DeerMemMemoryTool
 from tests.wire_support import NOW, counting_ids, seed, stored_fact
 
@@ -320,10 +321,189 @@ def test_bad_input_is_a_one_line_tool_error(
     assert "\n" not in str(raised.value)
 
 
-def test_a_refusal_of_the_memory_is_a_tool_error(tool: DeerMemMemoryTool) -> None:
+def test_a_refusal_of_the_memory_is_a_tool_error(
+    tool: DeerMemMemoryTool, memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool.call({"command": "create", "path": "/memories/goal.md", "file_text": "A\nB\n"})
+
+    def changed_meanwhile(fact_id: str, **_: object) -> Fact:
+        raise FactRevisionConflict(fact_id, expected=1, actual=2)
+
+    # Another writer changes a fact while the edit is written: no check can foresee it.
+    monkeypatch.setattr(memory, "update_fact", changed_meanwhile)
+    edit = {"command": "str_replace", "path": "/memories/goal.md", "old_str": "A\n["}
+    with pytest.raises(ToolError) as raised:
+        tool.call({**edit, "new_str": "A2\n["})
+    assert "fact_00000001" in str(raised.value)
+    assert str(raised.value).endswith("(done before it: nothing changed)")
+    assert "\n" not in str(raised.value)
+
+
+# --- a create without a line --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "\n", " \n\n  "], ids=["empty", "newline", "blank"])
+def test_create_without_a_line_is_refused_and_creating_with_one_works(
+    tool: DeerMemMemoryTool, memory: Memory, text: str
+) -> None:
+    # A file is its category's active facts: an empty one cannot exist, so it is not reported.
+    path = "/memories/notes.md"
+    with pytest.raises(ToolError, match=r"^No file was created at /memories/notes\.md: the text"):
+        tool.call({"command": "create", "path": path, "file_text": text})
+    with pytest.raises(ToolError, match="does not exist"):
+        tool.call({"command": "view", "path": path})
+    assert tool.call({"command": "create", "path": path, "file_text": "Likes tea\n"}).startswith(
+        "File created successfully at: /memories/notes.md\n"
+    )
+    insert = {"command": "insert", "path": path, "insert_line": 1, "insert_text": "Likes jazz"}
+    assert tool.call(insert).endswith("memory: added fact_00000002")
+    assert contents(memory, "notes") == ["Likes tea", "Likes jazz"]
+
+
+def test_a_create_the_gate_keeps_no_line_of_says_no_file_was_created(tmp_path: Path) -> None:
+    memory = open_memory(tmp_path, max_facts=10)
+    seed(memory, *(stored_fact(f"fact_old{n}", confidence=0.9, category="goal") for n in range(10)))
+    tool = DeerMemMemoryTool(memory)
+    result = tool.call({"command": "create", "path": "/memories/idea.md", "file_text": "xxx\n"})
+    assert result.startswith(
+        "No file was created at /memories/idea.md: no line was kept\n"
+        "memory: not kept (the capacity gate archived the new fact at once) fact_00000001"
+    )
+    with pytest.raises(ToolError, match="does not exist"):
+        tool.call({"command": "view", "path": "/memories/idea.md"})
+
+
+# --- every listed file is reachable ---------------------------------------------------------
+
+
+def test_every_listed_file_can_be_viewed_edited_and_deleted(memory: Memory) -> None:
+    # Categories a host writes through create_fact (or the LangGraph store): the tool's own
+    # file names cannot hold "/" or start with ".", so the names encode them.
+    for content, category in [
+        ("Leads the billing migration", "work/projects"),
+        ("Keeps a spare key under the mat", ".private"),
+        ("Gives 100 percent", "100%"),
+        ("A literal escape", "a%2Fb"),
+    ]:
+        memory.create_fact(content, category=category)
+    tool = DeerMemMemoryTool(memory)
+    listing = tool.call({"command": "view", "path": "/memories"}).splitlines()[2:]
+    paths = [line.split("\t", 1)[1] for line in listing]
+    assert paths == [
+        "/memories/%2Eprivate.md",
+        "/memories/100%25.md",
+        "/memories/a%252fb.md",  # a file name is its category's key: lower case
+        "/memories/work%2Fprojects.md",
+    ]
+    for path, fact_id in zip(
+        paths, ["fact_00000002", "fact_00000003", "fact_00000004", "fact_00000001"], strict=True
+    ):
+        view = tool.call({"command": "view", "path": path}).splitlines()
+        assert view[1].startswith(f"     1\t[{fact_id}] ")
+        edit = {"command": "str_replace", "path": path, "old_str": "]", "new_str": "] Now:"}
+        assert tool.call(edit).endswith(f"memory: changed {fact_id}")
+        assert memory.get_fact(fact_id).content.startswith("Now:")
+        assert tool.call({"command": "delete", "path": path}).startswith("Successfully deleted")
+    assert memory.list_facts() == ()
+
+
+def test_a_created_name_is_decoded_into_its_category(
+    tool: DeerMemMemoryTool, memory: Memory
+) -> None:
+    path = "/memories/team%2Fplans.md"
+    tool.call({"command": "create", "path": path, "file_text": "Ship v1\n"})
+    assert memory.get_fact("fact_00000001").categoryExtension == "team/plans"
+    assert tool.call({"command": "view", "path": "/memories"}).endswith(f"\t{path}")
+
+
+# --- a refused line stores nothing --------------------------------------------------------------
+
+SECRET_A = "token ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+SECRET_B = "token ghp_zZ9yX8wV7uT6sR5qP4oN3mL2kJ1iH0gF9eD8"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("Lives in Oslo\nNotes: " + "x" * 4100, r"^line 2: .*content.*4,000"),
+        ("Lives in Oslo\nlives in OSLO", r"^line 2 says what line 1 says"),
+        (f"Lives in Oslo\n{SECRET_A}\n{SECRET_B}", r"^line 3 says what line 2 says"),
+        ("Lives in Oslo\nShip V1", r"^line 2 says what fact_00000001 says"),
+    ],
+    ids=["too-long", "repeated", "equal-once-redacted", "in-another-file"],
+)
+def test_a_refused_create_stores_nothing_and_the_retry_works(
+    tool: DeerMemMemoryTool, memory: Memory, text: str, message: str
+) -> None:
     tool.call({"command": "create", "path": "/memories/goal.md", "file_text": "Ship v1\n"})
-    with pytest.raises(ToolError, match=r"fact_00000001.*\(done before it: nothing changed\)"):
-        tool.call({"command": "create", "path": "/memories/other.md", "file_text": "ship V1\n"})
+    before = memory.snapshot()
+    path = "/memories/profile.md"
+    with pytest.raises(ToolError, match=message) as raised:
+        tool.call({"command": "create", "path": path, "file_text": text})
+    assert "ghp_" not in str(raised.value)
+    assert memory.snapshot() == before
+    retry = {"command": "create", "path": path, "file_text": "Lives in Oslo\nLikes tea\n"}
+    assert tool.call(retry).startswith("File created successfully")
+    assert contents(memory, "profile") == ["Lives in Oslo", "Likes tea"]
+
+
+def test_a_refused_insert_changes_nothing(tool: DeerMemMemoryTool, memory: Memory) -> None:
+    tool.call({"command": "create", "path": "/memories/goal.md", "file_text": "Ship v1\nHire\n"})
+    before = memory.snapshot()
+    insert = {"command": "insert", "path": "/memories/goal.md", "insert_line": 0}
+    with pytest.raises(ToolError, match=r"^line 2 says what fact_00000002 says"):
+        tool.call({**insert, "insert_text": "Ship v2\nHIRE"})
+    edit = {"command": "str_replace", "path": "/memories/goal.md", "old_str": "Ship v1"}
+    with pytest.raises(ToolError, match=r"^line 1: .*content"):
+        tool.call({**edit, "new_str": "y" * 4100 + "\nShip v3"})
+    assert memory.snapshot() == before
+
+
+def test_a_category_the_memory_refuses_is_refused_before_any_line(
+    tool: DeerMemMemoryTool, memory: Memory
+) -> None:
+    with pytest.raises(ToolError, match="category"):
+        tool.call({"command": "create", "path": f"/memories/{'c' * 65}.md", "file_text": "A\nB"})
+    assert memory.list_facts() == ()
+
+
+# --- brackets that are no fact id ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "stored"),
+    [
+        ("[2026-01-05] Moved to Oslo", "[2026-01-05] Moved to Oslo"),
+        ("[Important] Allergic to peanuts", "[Important] Allergic to peanuts"),
+        ("- [x] Renewed passport", "[x] Renewed passport"),
+        ("[fact_1234] Not deermem's id shape", "[fact_1234] Not deermem's id shape"),
+    ],
+)
+def test_a_bracket_that_names_no_fact_of_the_file_is_text(
+    tool: DeerMemMemoryTool, memory: Memory, line: str, stored: str
+) -> None:
+    path = "/memories/journal.md"
+    result = tool.call({"command": "create", "path": path, "file_text": line + "\n"})
+    assert result.endswith("memory: added fact_00000001")
+    assert contents(memory, "journal") == [stored]
+    view = tool.call({"command": "view", "path": path}).splitlines()
+    assert view[1] == f"     1\t[fact_00000001] {stored}"
+    # the line as view shows it names its fact: an edit, not a new fact
+    edit = {"command": "str_replace", "path": path, "old_str": stored, "new_str": stored + "!"}
+    assert tool.call(edit).endswith("memory: changed fact_00000001")
+    assert contents(memory, "journal") == [stored + "!"]
+
+
+def test_an_id_of_deermems_shape_from_another_file_is_refused(
+    tool: DeerMemMemoryTool, memory: Memory
+) -> None:
+    tool.call({"command": "create", "path": "/memories/goal.md", "file_text": "Ship v1\n"})
+    before = memory.snapshot()
+    with pytest.raises(ToolError, match=r"line 1 names \[fact_00000001\], which is not a fact"):
+        tool.call(
+            {"command": "create", "path": "/memories/todo.md", "file_text": "[fact_00000001] X\n"}
+        )
+    assert memory.snapshot() == before
 
 
 def test_an_unscoped_memory_is_refused(tmp_path: Path) -> None:

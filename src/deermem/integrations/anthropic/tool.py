@@ -3,10 +3,16 @@
 The model sees a directory, ``/memories``, holding one file per category:
 ``/memories/<category>.md``. Each line of a file is one active fact and
 carries its id, ``[fact_1a2b3c4d] The user prefers uv``; a fact written on
-several lines is shown on one. Editing a file edits the facts:
+several lines is shown on one. A file exists while its category has an active
+fact, so there is no empty file (a ``create`` without a line is refused). A
+file's name is its category's key with ``%``, ``/``, control characters and a
+leading ``.`` percent-encoded, so every listed file can be opened. Editing a
+file edits the facts:
 
 * a new line without an id is a new fact of the file's category, through the
-  capacity gate (which may evict another fact, or the new one at once);
+  capacity gate (which may evict another fact, or the new one at once); a
+  leading ``[…]`` is an id only when it names a fact of the file or has
+  deermem's id shape, so ``[2026-01-05] …`` is text;
 * a line whose text changes is an update of that fact (the id stays);
 * a line that disappears is a deletion: the fact goes to the archive with a
   receipt;
@@ -18,8 +24,10 @@ receipt ids only), so the model learns of an eviction when it happens. What the
 tool cannot represent is refused with the SDK's :class:`ToolError` (the runner
 sends it to the model as an error result): a path outside ``/memories``
 (``/memories-evil/…`` included), ``..``, anything but a ``<category>.md`` file
-directly in ``/memories``, a line naming an id that is not in the file, an id
-written twice. There are no real files, so no link can lead anywhere.
+directly in ``/memories``, a line naming an id of deermem's shape that is not
+in the file, an id written twice, a line the memory would refuse (checked for
+the whole text before anything is written, so a refusal changes nothing).
+There are no real files, so no link can lead anywhere.
 Commands the SDK's own tool refuses are refused with its wording (``create`` of
 an existing file, ``str_replace`` of text found twice or not at all, …).
 
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -50,7 +59,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from deermem.errors import DeerMemError
 from deermem.memory import Memory
-from deermem.model import MAX_CATEGORY_CHARS, Fact, category_key
+from deermem.model import RANDOM_FACT_ID_PATTERN, Fact, category_key, duplicate_key, redact
+from deermem.results import FactPatch, NewFact
 from deermem.store import EvictionReceipt
 
 __all__ = ["ROOT", "DeerMemAsyncMemoryTool", "DeerMemMemoryTool", "MemoryFiles"]
@@ -67,9 +77,16 @@ _COMMANDS: Final[Mapping[str, type[Any]]] = {
     "delete": BetaMemoryTool20250818DeleteCommand,
     "rename": BetaMemoryTool20250818RenameCommand,
 }
-# A line of a file: an optional list marker, then "[<fact id>] <text>" or just text.
-_LINE: Final = re.compile(r"(?:[-*]\s+)?(?:\[(?P<id>[A-Za-z0-9_-]{1,250})\]\s*)?(?P<text>.*)")
+# A stripped line of a file: an optional list marker, then the line proper. The line proper may
+# start as `view` shows a fact, "[<fact id>]" then a space or the end of the line; whether that
+# bracket is an id or the start of the text is decided against the file (_read_lines).
+_LINE: Final = re.compile(
+    r"(?:[-*]\s+)?(?P<line>(?:\[(?P<id>[A-Za-z0-9_-]{1,250})\](?=\s|$))?(?P<text>.*))"
+)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+# What a file name may not hold as itself (percent-encoded instead, _name_of): "%" (so that
+# decoding gives back exactly the label), "/" (there are no directories), control characters.
+_ENCODED: Final = re.compile(r"[%/\x00-\x1f\x7f]")
 
 
 @dataclass
@@ -161,7 +178,20 @@ class MemoryFiles:
         key = _file_key(command.path)
         if key in self._files():
             raise ToolError(f"File {command.path} already exists")
-        changes = self._apply(key, _label(command.path), {}, command.file_text)
+        label = _label(command.path)
+        _check_category(label)
+        if not command.file_text.strip():
+            # A file is its category's active facts: without a line there is nothing to hold
+            # it, so "created" would be untrue and the next command would find no file.
+            raise ToolError(
+                f"No file was created at {command.path}: the text holds no line. A memory "
+                "file exists while it holds a line (each line is a fact): create it with "
+                "its first line as file_text"
+            )
+        changes = self._apply(key, label, {}, command.file_text)
+        if key not in self._files():
+            # Every line was archived at once by the capacity gate: the memory line says so.
+            return f"No file was created at {command.path}: no line was kept\n{changes.line()}"
         return f"File created successfully at: {command.path}\n{changes.line()}"
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
@@ -218,6 +248,7 @@ class MemoryFiles:
             raise ToolError(f"The path {command.old_path} does not exist")
         if target in files:
             raise ToolError(f"The destination {command.new_path} already exists")
+        _check_category(_label(command.new_path))
         changes = _Changes()
         for fact in files[source]:
             self.memory.update_fact(
@@ -252,46 +283,26 @@ class MemoryFiles:
     def _apply(self, key: str, label: str, facts: Mapping[str, Fact], new_text: str) -> _Changes:
         """Make the file ``key`` say ``new_text``: removals, then edits, then additions.
 
-        The whole text is checked before anything is written, so a refused line
-        changes nothing; a refusal by the memory itself (a duplicate of a fact
-        in another file, say) stops there, and the error says what was done.
+        The whole text is checked before anything is written (:meth:`_check_writes`),
+        so a refused line changes nothing and the model can send the text again,
+        fixed. Only what no check can foresee (another writer changing a fact
+        meanwhile) stops the writing part-way, and the error says what was done.
         """
-        edits: dict[str, str] = {}
-        additions: list[str] = []
-        for number, raw in enumerate(new_text.split("\n"), 1):
-            match = _LINE.fullmatch(raw.strip())
-            if match is None or not raw.strip():
-                continue  # blank lines separate, they say nothing
-            fact_id, text = match["id"], match["text"].strip()
-            if fact_id is None:
-                additions.append(text)
-                continue
-            if fact_id not in facts:
-                raise ToolError(
-                    f"line {number} names [{fact_id}], which is not a fact of this file "
-                    "(a new line carries no id: memory gives it one)"
-                )
-            if fact_id in edits:
-                raise ToolError(f"line {number} names [{fact_id}] a second time")
-            if not text:
-                raise ToolError(
-                    f"line {number} keeps [{fact_id}] without text: to delete a fact, "
-                    "remove its whole line"
-                )
-            edits[fact_id] = text
+        edits, additions = _read_lines(new_text, facts)
+        self._check_writes(label, facts, edits, additions)
         changes = _Changes()
         try:
             for fact_id, fact in facts.items():
                 if fact_id not in edits:
                     self.memory.delete_fact(fact_id, expected_revision=fact.revision)
                     changes.archived.append(fact_id)
-            for fact_id, text in edits.items():
+            for fact_id, (_, text) in edits.items():
                 if text != _one_line(facts[fact_id].content):
                     self.memory.update_fact(
                         fact_id, content=text, expected_revision=facts[fact_id].revision
                     )
                     changes.changed.append(fact_id)
-            for text in additions:
+            for _, text in additions:
                 result = self.memory.create_fact(text, category=label)
                 changes.evicted.extend(i for i in result.evicted if i != result.fact.id)
                 changes.take(result.receipts)
@@ -307,6 +318,50 @@ class MemoryFiles:
         if changes.archived:
             self._receipts_of(changes)
         return changes
+
+    def _check_writes(
+        self,
+        label: str,
+        facts: Mapping[str, Fact],
+        edits: Mapping[str, tuple[int, str]],
+        additions: Iterable[tuple[int, str]],
+    ) -> None:
+        """Refuse every line the memory would refuse while writing, before anything is written.
+
+        The memory commits one fact per call, so a line it refused half-way would
+        leave the lines before it stored (and a created file existing, which
+        blocks the model's retry). The checks are the memory's own: the text
+        rules of :class:`NewFact` and :class:`FactPatch`, and the duplicate rule
+        (:func:`duplicate_key`) applied to the text as it will be stored, with
+        its secrets redacted, against the facts that stay and the other lines.
+        """
+        redacting = self.memory.config.redact_secrets
+
+        def stored(text: str) -> str:
+            return redact(text).text if redacting else text
+
+        # Invariant: every text the memory will hold after the edits, by duplicate key, to
+        # who holds it (a fact id, or "line N" of this text); removed facts are not in it.
+        held: dict[str, str] = {
+            duplicate_key(fact.content): fact.id
+            for fact in self.memory.list_facts()
+            if fact.id not in facts
+        }
+        for fact_id, (number, text) in edits.items():
+            if text == _one_line(facts[fact_id].content):
+                held.setdefault(duplicate_key(facts[fact_id].content), fact_id)
+                continue
+            _check_line(number, FactPatch.checked, content=text)
+            held.setdefault(duplicate_key(stored(text)), fact_id)
+        for number, text in additions:
+            _check_line(number, NewFact.checked, content=text, category=label)
+            key = duplicate_key(stored(text))
+            if key in held:
+                raise ToolError(
+                    f"line {number} says what {held[key]} says (compared ignoring case, "
+                    "secrets redacted): a fact is stored once. Nothing was changed"
+                )
+            held[key] = f"line {number}"
 
     def _receipts_of(self, changes: _Changes) -> None:
         """Add the receipts that name the archived facts (deletions return none)."""
@@ -396,6 +451,67 @@ class DeerMemAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
         return await asyncio.to_thread(self.files.clear_all_memory)
 
 
+# --- lines ------------------------------------------------------------------------------
+
+
+def _read_lines(
+    new_text: str, facts: Mapping[str, Fact]
+) -> tuple[dict[str, tuple[int, str]], list[tuple[int, str]]]:
+    """The edits (fact id to line number and text) and additions (line number, text) of a text.
+
+    A leading ``[…]`` is a fact id only when it names a fact of this file, as
+    ``view`` shows it, or has the shape of the ids deermem makes
+    (:data:`RANDOM_FACT_ID_PATTERN`): such an id that is not in the file is
+    refused, since the model meant a fact (one of another file, or one made
+    up). Any other bracket, ``[2026-01-05] …``, ``[Important] …``,
+    ``- [x] …``, starts the text of a new fact, as in any notes file.
+    """
+    edits: dict[str, tuple[int, str]] = {}
+    additions: list[tuple[int, str]] = []
+    for number, raw in enumerate(new_text.split("\n"), 1):
+        match = _LINE.fullmatch(raw.strip())
+        if match is None or not raw.strip():
+            continue  # blank lines separate, they say nothing
+        fact_id: str | None = match["id"]
+        if fact_id is not None and fact_id not in facts:
+            if RANDOM_FACT_ID_PATTERN.fullmatch(fact_id) is not None:
+                raise ToolError(
+                    f"line {number} names [{fact_id}], which is not a fact of this file "
+                    "(a new line carries no id: memory gives it one)"
+                )
+            fact_id = None
+        if fact_id is None:
+            additions.append((number, match["line"].strip()))
+            continue
+        text = match["text"].strip()
+        if fact_id in edits:
+            raise ToolError(f"line {number} names [{fact_id}] a second time")
+        if not text:
+            raise ToolError(
+                f"line {number} keeps [{fact_id}] without text: to delete a fact, "
+                "remove its whole line"
+            )
+        edits[fact_id] = (number, text)
+    return edits, additions
+
+
+def _check_line(number: int, check: Callable[..., object], **fields: object) -> None:
+    """Run one of the memory's checks on line ``number``; a refusal names the line."""
+    try:
+        check(**fields)
+    except DeerMemError as error:
+        raise ToolError(_one_line(f"line {number}: {error}. Nothing was changed")) from error
+
+
+def _check_category(label: str) -> None:
+    """The memory's rule for a category a tool gives (length, one line, no near miss of a
+    core one), applied before a file is created or renamed so no fact is written first."""
+    try:
+        FactPatch.checked(category=label)
+    except DeerMemError as error:
+        raise ToolError(_one_line(str(error))) from error
+
+
 # --- input and paths -------------------------------------------------------------------
 
 
@@ -433,7 +549,13 @@ def _check_inside(path: str) -> None:
 
 
 def _file_name(path: str) -> str:
-    """The name of ``/memories/<name>.md``; anything else is refused."""
+    """The category label of ``/memories/<name>.md`` (the name decoded); anything else is refused.
+
+    The name is the label as :func:`_name_of` encodes it, so every file the
+    listing shows leads back to its facts. The length and the other rules of a
+    category are the memory's, checked where a label is written
+    (:func:`_check_category`): a file that exists is always reachable.
+    """
     _check_inside(path)
     name = path.removeprefix(ROOT + "/")
     if "/" in name.rstrip("/"):
@@ -441,18 +563,33 @@ def _file_name(path: str) -> str:
             f"{path}: {ROOT} holds no directories, only one <category>{_SUFFIX} file per category"
         )
     stem = name.removesuffix(_SUFFIX)
-    if (
-        not name.endswith(_SUFFIX)
-        or not stem.strip()
-        or stem.startswith(".")
-        or len(stem) > MAX_CATEGORY_CHARS
-        or _CONTROL.search(stem)
-    ):
-        raise ToolError(
-            f"{path}: each file is {ROOT}/<category>{_SUFFIX}, a category of one line of "
-            f"at most {MAX_CATEGORY_CHARS} characters"
-        )
-    return stem
+    refused = ToolError(
+        f"{path}: each file is {ROOT}/<category>{_SUFFIX}: a name of one line that does not "
+        f"start with '.'; in it %2F stands for '/', %2E for a leading '.', %25 for '%'"
+    )
+    if not name.endswith(_SUFFIX) or stem.startswith(".") or _CONTROL.search(stem):
+        raise refused
+    try:
+        label = urllib.parse.unquote(stem, errors="strict")
+    except UnicodeDecodeError:
+        raise refused from None
+    if not label.strip():
+        raise refused
+    return label
+
+
+def _name_of(key: str) -> str:
+    """The file name of a category (its key): what a name may not hold percent-encoded,
+    a leading '.' too (a hidden file, which the listing's header says it leaves out).
+
+    Invariant: ``category_key(_file_name(f"/memories/{_name_of(key)}.md")) == key``.
+    """
+    name = _ENCODED.sub(lambda found: _percent(found[0]), key)
+    return _percent(".") + name[1:] if name.startswith(".") else name
+
+
+def _percent(character: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in character.encode())
 
 
 def _file_key(path: str) -> str:
@@ -488,7 +625,7 @@ def _missing(path: str) -> str:
 
 
 def _listing(path: str, files: Mapping[str, list[Fact]]) -> str:
-    sizes = {_fact_label(facts[0]).lower(): len(_text(facts).encode()) for facts in files.values()}
+    sizes = {_name_of(key): len(_text(facts).encode()) for key, facts in files.items()}
     lines = [
         f"Here're the files and directories up to 2 levels deep in {path}, excluding hidden items:",
         f"{_size(sum(sizes.values()))}\t{ROOT}",
