@@ -816,10 +816,11 @@ class Memory:
         index.scrub()
         queued = self._updates.forget_user(user_id)
         counts = self.store.erase_user(user_id)
-        back = index.forget_user(user_id)
-        if back:
-            index.scrub()
-        rows += back
+        # Always again: another process may have written the user's rows, or deleted them
+        # (their text stays until a scrub), since the first. A write after this sweep
+        # sees the erase and sweeps itself (SearchIndex's holds_user).
+        rows += index.forget_user(user_id)
+        index.scrub()
         return ErasureResult(
             user_id=user_id, counts={**counts, "searchRows": rows, "queued": queued}
         )

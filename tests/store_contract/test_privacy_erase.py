@@ -88,6 +88,16 @@ def test_erase_removes_every_trace_of_the_user_and_keeps_the_others(stores: Stor
     assert fresh.audit() == ()
 
 
+def test_the_store_holds_a_user_from_the_first_write_until_the_erase(stores: Stores) -> None:
+    store = stores()
+    assert not store.holds_user(ERIN)
+    populate(stores, ERIN, agents=("coder",))
+    assert store.holds_user(ERIN)
+    assert not store.holds_user(FRANK)
+    Memory(store, MemoryConfig(), None, clock=lambda: NOW).erase_user(ERIN)
+    assert not store.holds_user(ERIN)
+
+
 def test_searching_an_erased_user_leaves_no_trace_of_them(stores: Stores) -> None:
     """A search names its user; of a user with no memory — erased, or never seen — the
     search index keeps no row: it is not a list of who was asked about."""

@@ -1043,10 +1043,26 @@ class SearchIndex:
 
     Thread-safe: one connection, used under a lock. Use it as a context
     manager or call :meth:`close`.
+
+    ``holds_user`` (the store's :meth:`~deermem.store.Store.holds_user`) is
+    asked after a write that changed rows of a user. A search or a commit in
+    this process reads the facts, then writes their rows; an erase in another
+    process may land in between — after its own last sweep of the index — and
+    the rows written, or the text of the rows deleted (which stays in
+    full-text segments and free pages until a scrub), would keep the erased
+    user's words in this file. When the store no longer holds the user, the
+    rows go again and the file is scrubbed (:meth:`scrub`): of the two, the
+    write or the erase's last sweep, the later one leaves nothing.
     """
 
-    def __init__(self, path: str | os.PathLike[str] = MEMORY) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = MEMORY,
+        *,
+        holds_user: Callable[[str], bool] | None = None,
+    ) -> None:
         self._path = MEMORY if str(path) == MEMORY else Path(path)
+        self._holds_user = holds_user
         self._lock = threading.RLock()
         self._connection = self._open()
         self._told: set[tuple[str | None, str]] = set()
@@ -1144,7 +1160,17 @@ class SearchIndex:
         change and the rows are no longer at the version it was made on.
         """
         key = user_key(user)
-        return self._run(lambda db: write_rows(db, key, agent, library, archive))
+        written = self._run(lambda db: write_rows(db, key, agent, library, archive))
+        if (
+            written is not None
+            and user is not None
+            and self._holds_user is not None
+            and any(report.indexed or report.removed for report in written)
+            and not self._holds_user(user)
+        ):
+            self.forget_user(user)  # erased meanwhile (see the class docstring)
+            self.scrub()
+        return written
 
     def archive_rows(
         self,
@@ -1599,7 +1625,10 @@ class SearchIndexHandle:
         with self._lock:
             if self._index is None:
                 try:
-                    self._index = SearchIndex(store.search_index_location())
+                    location = store.search_index_location()
+                    # Only a file outlives the process: an index in memory needs no guard.
+                    guard = None if str(location) == MEMORY else store.holds_user
+                    self._index = SearchIndex(location, holds_user=guard)
                 except (OSError, SearchIndexError) as error:
                     _memory_log.warning(
                         "the search index cannot be kept on disk (%s); searching with an "

@@ -1015,7 +1015,7 @@ def rebuild_search_index(
         return ReindexReport(scopes=0, facts=0, location=None)
     scopes = store.scopes()
     facts = 0
-    with SearchIndex(location) as index:
+    with SearchIndex(location, holds_user=None if in_memory else store.holds_user) as index:
         index.clear()
         if models is not None:
             index.use_model(models.tag)

@@ -504,6 +504,15 @@ class Store(Protocol):
         """
         ...
 
+    def holds_user(self, user_id: str) -> bool:
+        """Whether the store holds anything of a user: ``False`` once the user is erased.
+
+        Cheap (a stat or one indexed row): a search index that has just written
+        a user's rows asks it, to undo rows an erase in another process raced
+        past (:class:`deermem.recall.index.SearchIndex`).
+        """
+        ...
+
     def search_index_location(self) -> str | os.PathLike[str]:
         """Where the search index derived from this store lives, ready to be opened.
 

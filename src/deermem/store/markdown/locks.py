@@ -80,6 +80,8 @@ _PLACE_DIGITS: Final = 12
 _TICKET: Final = re.compile(rf"[0-9]{{{_PLACE_DIGITS}}}\.", re.ASCII)
 # Where these refuse the lock file (to a reader) or a ticket, go on without it.
 _NOT_WRITABLE: Final = (errno.EACCES, errno.EPERM, errno.EROFS)
+# Tries at creating the lock file whose directory another holder keeps taking back.
+_OPEN_ATTEMPTS: Final = 100
 
 _registry: weakref.WeakValueDictionary[str, UserLock] = weakref.WeakValueDictionary()
 _registry_lock = threading.Lock()
@@ -126,6 +128,8 @@ class UserLock:
         self._depth = 0
         self._line: deque[object] = deque()
         self._fd: int | None = None
+        # Whether this holding made the lock file's directory (see _take_back_directory).
+        self._made_directory = False
 
     def __enter__(self) -> UserLock:
         self.acquire()
@@ -191,15 +195,44 @@ class UserLock:
             if self._depth:
                 return
             fd, self._fd = self._fd, None
+            made, self._made_directory = self._made_directory, False
             try:
                 if fd is not None:
                     try:
+                        if made:
+                            self._take_back_directory()
                         fcntl.flock(fd, fcntl.LOCK_UN)
                     finally:
                         os.close(fd)
             finally:
                 self._owner = None
                 self._condition.notify_all()
+
+    def _take_back_directory(self) -> None:
+        """Remove the directory this holding made, if nothing but the lock is in it.
+
+        Invariant: a user's directory exists only while it holds something
+        besides its lock. A write that changed nothing — a fact not found for
+        a user who has none, a search's count that found its user erased while
+        it waited — must not leave a directory named after the user: an
+        erased user would be back in name, and the root a list of who was
+        asked about. Done under the lock, as an erase moves a directory away:
+        a process holding the old file finds it gone and locks afresh
+        (``_still_here``), one creating the file meanwhile makes the directory
+        again (``_open``), one waiting in line keeps the line's directory, and
+        so the whole directory, in place.
+        """
+        directory = self.path.parent
+        try:
+            names = {entry.name for entry in directory.iterdir()}
+            if names - {self.path.name, self.queue.name}:
+                return  # memory was written: the directory stays
+            if self.queue.name in names:
+                self.queue.rmdir()  # refused while a ticket waits in it
+            self.path.unlink()
+            directory.rmdir()
+        except OSError:
+            pass  # in use by another process: it stays, as it would have
 
     def _wait_for_turn(self, deadline: float) -> None:
         """Wait until no thread holds the lock and none asked before this one.
@@ -223,7 +256,12 @@ class UserLock:
         self._line.popleft()
 
     def _open(self, reading: bool) -> int | None:
-        """The lock file, opened afresh; ``None`` for a reader that may not create it."""
+        """The lock file, opened afresh; ``None`` for a reader that may not create it.
+
+        The directory is made when missing, and made again when it goes
+        between the two steps (its last holder took it back, or an erase
+        moved it): then this holding made it (see :meth:`_take_back_directory`).
+        """
         if reading:
             try:
                 return os.open(self.path, os.O_RDONLY)
@@ -231,13 +269,24 @@ class UserLock:
                 pass
             except PermissionError:
                 return None
-        try:
-            make_directories(self.path.parent)
-            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as error:
-            if reading and error.errno in _NOT_WRITABLE:
-                return None
-            raise
+        for attempt in range(_OPEN_ATTEMPTS):
+            try:
+                return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                if attempt == _OPEN_ATTEMPTS - 1:
+                    raise
+            except OSError as error:
+                if reading and error.errno in _NOT_WRITABLE:
+                    return None
+                raise
+            try:
+                if make_directories(self.path.parent):
+                    self._made_directory = True
+            except OSError as error:
+                if reading and error.errno in _NOT_WRITABLE:
+                    return None
+                raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _lock_file(self, fd: int, deadline: float) -> int:
         """``fd`` holding the file lock, taken in turn (see the module docstring)."""

@@ -520,6 +520,10 @@ class MarkdownStore:
         self._stored.clear()
         return counts
 
+    def holds_user(self, user_id: str) -> bool:
+        """Whether the user's directory exists (an erase renames it away first)."""
+        return self._user(Scope.of(user_id)).user_dir.is_dir()
+
     def search_index_location(self) -> Path:
         """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.
 

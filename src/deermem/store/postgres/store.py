@@ -428,6 +428,15 @@ class PostgresStore:
         self._cache.drop_user(user_id)
         return counts
 
+    def holds_user(self, user_id: str) -> bool:
+        """Whether the user has a row in ``deermem_users`` (an erase deletes it last)."""
+        key = rows.user_key(Scope.of(user_id))
+        with self._connection() as connection:
+            found = connection.execute(
+                "SELECT 1 FROM deermem_users WHERE user_id = %s", (key,)
+            ).fetchone()
+        return found is not None
+
     def search_index_location(self) -> str:
         """``":memory:"``: each process derives its own index from the database.
 
