@@ -507,6 +507,34 @@ def test_search_facts_syncs_a_stale_scope_once() -> None:
         assert load.calls == 2
 
 
+class MovedMeanwhile(SearchIndex):
+    """An index whose rows another process brings to its own, older snapshot between a
+    search's bringing them up and its first ``times`` queries."""
+
+    def __init__(self, older: list[dict[str, Any]], times: int) -> None:
+        super().__init__()
+        self.older, self.times = older, times
+
+    def search(self, *args: Any, **kwargs: Any) -> list[SearchHit]:
+        if self.times:
+            self.times -= 1
+            self.sync_scope(USER, AGENT, self.older, version="another process's")
+        return super().search(*args, **kwargs)
+
+
+@pytest.mark.parametrize("times", [1, 2])
+def test_a_search_never_answers_from_rows_another_process_moved_meanwhile(times: int) -> None:
+    # The fact "tea" now says something else; the rows queried still say green tea.
+    now = [fact("tea", "Drinks black coffee every morning", confidence=0.9), *LIBRARY[2:4]]
+    with MovedMeanwhile(LIBRARY, times) as index:
+        found = search_facts(
+            index, USER, AGENT, "green tea", version="r2", load=Loader(now), now=NOW
+        )
+        assert found == []  # once in step (asked again), or by substring: no fact says it
+        hits = search_facts(index, USER, AGENT, "coffee", version="r2", load=Loader(now), now=NOW)
+        assert ids(hits) == ["tea"]
+
+
 def test_search_facts_falls_back_to_substrings() -> None:
     facts = [
         fact("html", "Writes HTML templates", confidence=0.4),

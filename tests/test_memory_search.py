@@ -202,6 +202,32 @@ def test_a_hand_edit_is_found_by_the_next_process_without_reload(
     assert {result.match_type for result in results} == {"fts5"}
 
 
+def test_a_search_never_answers_from_rows_a_stale_process_brought_back(
+    memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process still holds the snapshot from before a hand edit (it needs reload())
+    # and searches too: it brings the index's rows back to its own between this search's
+    # bringing them up and its query — with the archive, as Memory.search does by default.
+    stale = open_memory(tmp_path)
+    assert ids(stale.search("tea")) == ["fact_tea"]
+    [path] = tmp_path.glob("users/alice/agents/coder/facts/*/fact_tea.md")
+    path.write_text(path.read_text("utf-8").replace("green tea", "black coffee"), "utf-8")
+    fresh = open_memory(tmp_path)
+    query = SearchIndex.search_library
+    interleaved: list[bool] = []
+
+    def the_stale_process_searches_first(index: SearchIndex, *args: Any, **kwargs: Any) -> Any:
+        if not interleaved:
+            interleaved.append(True)
+            stale.search("tea", record=False)
+        return query(index, *args, **kwargs)
+
+    monkeypatch.setattr(SearchIndex, "search_library", the_stale_process_searches_first)
+    assert fresh.search("green tea") == ()  # the stale rows still said it
+    assert interleaved
+    assert ids(fresh.search("black coffee")) == ["fact_tea"]
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "deleted", "foreign"])
 def test_a_damaged_or_missing_index_is_rebuilt(
     memory: Memory, tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str

@@ -617,6 +617,15 @@ def write_rows(
     return library_report, archive_report
 
 
+def _nothing_to_hold(library: LibraryRows | None, archive: ArchiveRows | None) -> bool:
+    """Whether rows written at these would leave the scope empty, and so without a row."""
+    library_empty = library is None or not (library.documents or library.skipped)
+    archive_empty = archive is None or (
+        archive.after is None and not (archive.tokens or archive.skipped)
+    )
+    return library_empty and archive_empty
+
+
 def _drop_if_empty(
     db: sqlite3.Connection,
     user_key: str,
@@ -831,6 +840,19 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
         yield
     except BaseException:
         db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def reading(db: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction: every statement in it sees the same state of the file."""
+    db.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):  # the statement's error is the one to tell
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
 
@@ -1160,6 +1182,8 @@ class SearchIndex:
         change and the rows are no longer at the version it was made on.
         """
         key = user_key(user)
+        if _nothing_to_hold(library, archive) and self.versions(user, agent) is None:
+            return SyncReport(), SyncReport()  # an empty scope keeps no row: nothing to write
         written = self._run(lambda db: write_rows(db, key, agent, library, archive))
         if (
             written is not None
@@ -1367,8 +1391,9 @@ class SearchIndex:
         now: datetime,
         top_k: int = 5,
         category: str | None = None,
-    ) -> tuple[list[SearchHit], bool]:
-        """:meth:`search` of the library, and whether any archived fact matches ``query``.
+    ) -> tuple[list[SearchHit], bool, tuple[str, str] | None]:
+        """:meth:`search` of the library, whether any archived fact matches ``query``,
+        and the versions the scope's rows were at (as :meth:`versions`).
 
         What a keyword search with missed-recall detection asks first, the
         scope looked up once. An archived fact that matches nothing cannot be
@@ -1377,19 +1402,27 @@ class SearchIndex:
         it is half of a search's work). An empty archive is seen from its rows
         alone; otherwise one ``MATCH`` over the archive's own table (no
         library's posting list is read) and its row range, stopped at the
-        first row: no BM25 is computed.
+        first row: no BM25 is computed. One read transaction: the versions
+        are those of the rows ranked, whatever another process writes
+        meanwhile (a search checks them, see ``deermem.recall.search``).
         """
         groups = fts_groups(query)
         if not groups:
-            return [], False
+            return [], False, self.versions(user, agent)
         wanted = category_key(category) if category else ""
 
-        def run(db: sqlite3.Connection) -> tuple[list[SearchHit], bool]:
-            scope_id = scope_id_of(db, user_key(user), agent)
-            if scope_id is None:
-                return [], False
-            hits = _ranked(db, scope_id, groups, wanted, now, top_k, with_archive=False)
-            return hits, _archive_matches(db, scope_id, groups)
+        def run(db: sqlite3.Connection) -> tuple[list[SearchHit], bool, tuple[str, str] | None]:
+            with reading(db):
+                scope = db.execute(
+                    "SELECT id, version, archive_version FROM scope"
+                    " WHERE user_key = ? AND agent = ?",
+                    (user_key(user), agent),
+                ).fetchone()
+                if scope is None:
+                    return [], False, None
+                scope_id, versions = int(scope[0]), (str(scope[1]), str(scope[2]))
+                hits = _ranked(db, scope_id, groups, wanted, now, top_k, with_archive=False)
+                return hits, _archive_matches(db, scope_id, groups), versions
 
         return self._run(run)
 

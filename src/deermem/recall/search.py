@@ -146,27 +146,31 @@ def search_facts(
     facts = _once(load)
     if index is not None:
         try:
-            if not index.is_current(user, agent, version):
-                index.sync_scope(user, agent, facts(), version=version)
-            found = None
-            if meaning is not None:
-                found = hybrid_search(
-                    index,
-                    meaning,
-                    user,
-                    agent,
-                    query,
-                    facts=facts,
-                    archived=_no_archive,
-                    top_k=top_k,
-                    category=category,
-                    with_archive=False,
-                )
-            hits = (
-                found
-                if found is not None
-                else index.search(user, agent, query, now=now, top_k=top_k, category=category)
-            )
+            hits: list[SearchHit] = []
+            for _ in range(_QUERY_ATTEMPTS):
+                if not index.is_current(user, agent, version):
+                    index.sync_scope(user, agent, facts(), version=version)
+                found = None
+                if meaning is not None:
+                    found = hybrid_search(
+                        index,
+                        meaning,
+                        user,
+                        agent,
+                        query,
+                        facts=facts,
+                        archived=_no_archive,
+                        top_k=top_k,
+                        category=category,
+                        with_archive=False,
+                    )
+                if found is None:
+                    found = index.search(
+                        user, agent, query, now=now, top_k=top_k, category=category
+                    )
+                if _read_in_step(index, user, agent, facts, version=version):
+                    hits = found
+                    break
         except SearchIndexError as error:
             _log.warning("search index unavailable (%s); using substring search", error)
         else:
@@ -524,56 +528,65 @@ def search_with_archive(
             )
         )
     facts = _once(load)
-    try:
-        indexed = _bring_up(
-            index,
-            user,
-            agent,
-            facts,
-            version=version,
-            archive=archive,
-            archive_version=archive_version,
-        )
 
-        def ranked(with_archive: bool) -> list[SearchHit]:
-            # The same ranking for both questions: by meaning too when it can.
-            if meaning is not None:
-                found = hybrid_search(
-                    index,
-                    meaning,
-                    user,
-                    agent,
-                    query,
-                    facts=facts,
-                    archived=archive.load,
-                    top_k=top_k,
-                    category=category,
-                    with_archive=with_archive,
-                )
-                if found is not None:
-                    return found
-            return index.search(
+    def ranked(with_archive: bool) -> list[SearchHit]:
+        # The same ranking for both questions: by meaning too when it can.
+        if meaning is not None:
+            found = hybrid_search(
+                index,
+                meaning,
                 user,
                 agent,
                 query,
-                now=now,
+                facts=facts,
+                archived=archive.load,
                 top_k=top_k,
                 category=category,
                 with_archive=with_archive,
             )
+            if found is not None:
+                return found
+        return index.search(
+            user,
+            agent,
+            query,
+            now=now,
+            top_k=top_k,
+            category=category,
+            with_archive=with_archive,
+        )
 
-        if meaning is None:
-            hits, matched = index.search_library(
-                user, agent, query, now=now, top_k=top_k, category=category
+    try:
+        for _ in range(_QUERY_ATTEMPTS):
+            indexed = _bring_up(
+                index,
+                user,
+                agent,
+                facts,
+                version=version,
+                archive=archive,
+                archive_version=archive_version,
             )
+            ranked_at = None
+            if meaning is None:
+                hits, matched, ranked_at = index.search_library(
+                    user, agent, query, now=now, top_k=top_k, category=category
+                )
+            else:
+                hits, matched = ranked(False), True
+            missed = []
+            # By keyword alone, an archive without a match for the query cannot
+            # place a fact among the results: the ranking of both is not run.
+            if indexed and matched:
+                together = enumerate(ranked(True), 1)
+                missed = [MissedHit(hit, rank) for rank, hit in together if hit.archived]
+            archived_at = archive_version if indexed else None
+            if _read_in_step(
+                index, user, agent, facts, version=version, archive=archived_at, synced=ranked_at
+            ):
+                break
         else:
-            hits, matched = ranked(False), True
-        missed = []
-        # By keyword alone, an archive without a match for the query cannot
-        # place a fact among the results: the ranking of both is not run.
-        if indexed and matched:
-            together = enumerate(ranked(True), 1)
-            missed = [MissedHit(hit, rank) for rank, hit in together if hit.archived]
+            return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category))
     except SearchIndexError as error:
         _log.warning("search index unavailable (%s); using substring search", error)
         return SearchOutcome(substring_search(facts(), query, top_k=top_k, category=category))
@@ -642,6 +655,39 @@ def _bring_up(
         rows = listed()
         index.write(user, agent, library=library, archive=rows)
     return rows is not None
+
+
+# Bringing a scope's rows up and querying them are two index transactions; how often a
+# search tries both before it searches its facts by substring (see _read_in_step).
+_QUERY_ATTEMPTS: Final = 2
+
+
+def _read_in_step(
+    index: SearchIndex,
+    user: str | None,
+    agent: str,
+    facts: Callable[[], list[FactLike]],
+    *,
+    version: str,
+    archive: str | None = None,
+    synced: tuple[str, str] | None = None,
+) -> bool:
+    """Whether the scope's rows are still at the versions a search brought them to.
+
+    Another process searching an older or a newer snapshot of the scope may
+    bring the rows to its own between a search's two steps, and the query
+    would read them: a fact of this snapshot missed, or ranked by another's
+    text. So a search checks once it has queried, and asks again; after
+    :data:`_QUERY_ATTEMPTS` it searches its own facts by substring, which is
+    never out of step. ``archive``: the archive's version too, when the
+    search read the archive's rows. ``synced``: the versions the query itself
+    read with its rows (:meth:`SearchIndex.search_library`), else read now.
+    """
+    if synced is None:
+        synced = index.versions(user, agent)
+    if synced is None:
+        return not facts()  # an empty scope keeps no row: there was nothing to read
+    return synced[0] == version and (archive is None or synced[1] == archive)
 
 
 def _once(load: Callable[[], Iterable[FactLike]]) -> Callable[[], list[FactLike]]:
