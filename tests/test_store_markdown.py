@@ -353,6 +353,37 @@ def test_a_corrupt_fact_fails_the_whole_scope_and_is_not_overwritten(
     assert path.read_bytes() == b"---\nid: fact_a\nconfidence: [\n---\n\nbroken\n"
 
 
+@pytest.mark.parametrize("name", ["facts/??/fact_a.md", "memory.json"])
+def test_a_file_replaced_by_a_directory_is_corruption_naming_it(
+    store: MarkdownStore, name: str
+) -> None:
+    # os.read answers a directory with "[Errno 21] Is a directory" and no file name.
+    create(store, ALICE, fact("fact_a"))
+    (path,) = store.root.glob(f"users/alice/{'agents/coder/' if '/' in name else ''}{name}")
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(CorruptMemoryFile) as caught:
+        MarkdownStore(store.root).load(ALICE)
+    assert caught.value.path == str(path)
+    assert "is a directory" in str(caught.value)
+    assert path.is_dir()
+
+
+def test_a_read_error_without_a_file_name_gets_the_files_name(
+    store: MarkdownStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(store, ALICE, fact("fact_a"))
+    (path,) = store.root.rglob("fact_a.md")
+
+    def failing(fd: int, size: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "read", failing)
+    with pytest.raises(OSError, match="Input/output error") as caught:
+        atomic.read_file(path)
+    assert caught.value.filename == str(path)
+
+
 @pytest.mark.parametrize(
     ("relative", "problem"),
     [

@@ -1335,7 +1335,7 @@ def read_file(path: Path) -> bytes:
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return _read_all(fd)
+        return _read_all(fd, path)
     finally:
         os.close(fd)
 
@@ -1350,15 +1350,33 @@ def read_file_status(path: Path) -> tuple[bytes, os.stat_result]:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         status = os.fstat(fd)
-        return _read_all(fd), status
+        return _read_all(fd, path), status
     finally:
         os.close(fd)
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, path: Path) -> bytes:
+    """Everything ``fd`` holds; an error names ``path``.
+
+    ``os.read`` raises without a file name (``[Errno 21] Is a directory``),
+    and ``os.open`` opens a directory without complaint, so a file replaced by
+    a directory (a sync tool, a hand edit) would reach the user as an error
+    that names nothing.
+
+    Raises:
+        CorruptMemoryFile: ``path`` is a directory.
+        OSError: the read failed (with ``path`` as its file name).
+    """
     chunks = []
-    while chunk := os.read(fd, _READ_CHUNK):
-        chunks.append(chunk)
+    try:
+        while chunk := os.read(fd, _READ_CHUNK):
+            chunks.append(chunk)
+    except IsADirectoryError:
+        raise CorruptMemoryFile(path, "is a directory where a file belongs") from None
+    except OSError as error:
+        if error.filename is not None:
+            raise
+        raise type(error)(error.errno, error.strerror, str(path)) from error
     return b"".join(chunks)
 
 
