@@ -384,6 +384,33 @@ def test_a_read_error_without_a_file_name_gets_the_files_name(
     assert caught.value.filename == str(path)
 
 
+def test_a_fact_file_saved_with_crlf_line_ends_is_read_and_rewritten_with_lf(
+    tmp_path: Path,
+) -> None:
+    # A hand edit on Windows: the original reads it (Python's text mode), so does
+    # deermem; the file stays as it is until a commit changes the fact.
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder", clock=lambda: NOW)
+    fact_id = memory.create_fact("Alpha likes apples.\nAnd pears.", confidence=0.8).fact_id
+    other_id = memory.create_fact("Bravo.", confidence=0.8).fact_id
+    assert fact_id is not None
+    assert other_id is not None
+    (path,) = tmp_path.rglob(f"{fact_id}.md")
+    written = path.read_bytes()
+    crlf = written.replace(b"\n", b"\r\n")
+    path.write_bytes(crlf)
+    fresh = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder", clock=lambda: NOW)
+    assert fresh.snapshot().get(fact_id) == memory.snapshot().get(fact_id)
+    fresh.update_fact(other_id, confidence=0.5)
+    assert path.read_bytes() == crlf  # a commit of another fact leaves it alone
+    fresh.update_fact(fact_id, confidence=0.8)  # no change: nothing written
+    assert path.read_bytes() == crlf
+    changed = fresh.update_fact(fact_id, confidence=0.9)
+    assert path.read_bytes() == atomic.encode_fact(changed, Scope.of("alice", "coder"))
+    assert path.read_bytes() == written.replace(b"confidence: 0.8", b"confidence: 0.9").replace(
+        b"revision: 1", b"revision: 2"
+    )
+
+
 @pytest.mark.parametrize(
     ("relative", "problem"),
     [

@@ -701,11 +701,11 @@ def forget_decoded_facts() -> None:
 
 def _decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> Fact:
     try:
-        text = data.decode("utf-8")
+        text = _fact_text(data)
     except UnicodeDecodeError as error:
         raise CorruptMemoryFile(path, f"not UTF-8 text ({error.reason})") from None
     if not text.startswith(_OPEN):
-        raise CorruptMemoryFile(path, "does not start with YAML front matter ('---')")
+        raise CorruptMemoryFile(path, _not_front_matter(text))
     end = text.find(_CLOSE, len(_OPEN) - 1)
     if end < 0:
         raise CorruptMemoryFile(path, "the front matter is not closed by a '---' line")
@@ -727,6 +727,44 @@ def _decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) 
         return Fact.from_dict(meta)
     except FactValidationError as error:
         raise CorruptMemoryFile(path, f"invalid fact: {error}") from None
+
+
+_CRLF_OPEN: Final = "---\r\n"
+
+
+def _fact_text(data: bytes) -> str:
+    """A fact file's text, with a file saved with Windows line ends (CRLF) read as LF.
+
+    The original DeerMem reads fact files in Python's text mode, which turns
+    ``\r\n`` and a lone ``\r`` into ``\n``, so a file a Windows editor saved
+    is a fact to it; deermem reads such a file — one whose opening line ends
+    in CRLF — the same way. A file that opens with ``---\n`` (every file
+    deermem or the original writes) is read byte for byte as before, so a
+    ``\r`` in its content stays. Nothing is rewritten on reading: the file
+    keeps its CRLF until a commit changes the fact, which writes it as every
+    fact is written (LF).
+
+    Raises:
+        UnicodeDecodeError: the bytes are not UTF-8.
+    """
+    text = data.decode("utf-8")
+    if text.startswith(_CRLF_OPEN):
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _not_front_matter(text: str) -> str:
+    """Why a fact file's text does not open with the ``---`` line, naming the real cause."""
+    if text.startswith("\ufeff"):
+        # The original reads the mark as text and refuses the file too; a file that
+        # one of the two refuses would stop being the other's after the next commit.
+        return (
+            "starts with a UTF-8 byte-order mark (BOM), which neither deermem nor the "
+            "original DeerMem reads: save the file as UTF-8 without a BOM"
+        )
+    if text.startswith("---\r"):
+        return "the opening '---' line ends in a carriage return alone: save with LF line ends"
+    return "does not start with YAML front matter ('---')"
 
 
 def _front_matter(text: str, path: str | Path) -> dict[str, object]:
@@ -1535,7 +1573,7 @@ def _user_id_in(data: bytes) -> str | None:
     """The ``user_id`` a fact file's bytes name; cached by the bytes, as decode_fact is
     (a directory without an owner record is checked this way at every cold load)."""
     try:
-        text = data.decode("utf-8")
+        text = _fact_text(data)
         front = text.removeprefix("---\n").split("\n---\n", 1)[0]
         meta = yaml.load(front, Loader=_LOADER)  # a safe loader (C or Python)
     except (UnicodeDecodeError, yaml.YAMLError):
