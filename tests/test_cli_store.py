@@ -184,6 +184,20 @@ def test_a_corrupt_store_is_reported_with_the_file(cli: Cli, tmp_path: Path) -> 
     assert manifest.read_text("utf-8") == "[]"
 
 
+def test_a_fact_file_replaced_by_a_directory_is_one_line_naming_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    fact_id = add(cli, "Something")
+    (path,) = tmp_path.rglob(f"{fact_id}.md")
+    path.unlink()
+    path.mkdir()
+    code, _, err = cli("facts", "list")
+    assert code == 1
+    assert f"{path}: is a directory where a file belongs" in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from deermem import CorruptMemoryFile, Fact, Memory, MemoryConfig
@@ -169,6 +169,27 @@ GOOD = encode_fact(a_fact(), SCOPE)
         (GOOD.replace(b"id: fact_1a2b3c4d\n", b"id: fact_1a2b3c4d\ncontent: x\n"), "'content'"),
         (GOOD.split(b"# Use")[0], "invalid fact"),  # no content
         (b"\xff\xfe" + GOOD, "not UTF-8"),
+        (b"\xef\xbb\xbf" + GOOD, "starts with a UTF-8 byte-order mark (BOM)"),
+        (b"\xef\xbb\xbf" + GOOD.replace(b"\n", b"\r\n"), "byte-order mark"),
+        (GOOD.replace(b"\n", b"\r"), "ends in a carriage return alone"),
+        (
+            GOOD.replace(b"confidence: 0.9\n", b"confidence: 0.9\nconfidence: 0.1\n"),
+            "front-matter key 'confidence' appears twice (again on line 5)",
+        ),
+        (
+            GOOD.replace(b"  type: conversation\n", b"  type: conversation\n  type: manual\n"),
+            "front-matter key 'type' appears twice",
+        ),
+        (
+            GOOD.replace(b"revision: 1\n", b"revision: 1\nextra: {a: 1, a: 2}\n"),
+            "front-matter key 'a' appears twice",
+        ),
+        (
+            GOOD.replace(
+                b"revision: 1\n", b"revision: 1\nbase: &b {a: 1}\nx: {<<: *b, y: 1, y: 2}\n"
+            ),
+            "front-matter key 'y' appears twice",
+        ),
     ],
 )
 def test_a_malformed_fact_file_is_an_error_that_names_it(data: bytes, problem: str) -> None:
@@ -177,6 +198,49 @@ def test_a_malformed_fact_file_is_an_error_that_names_it(data: bytes, problem: s
     assert caught.value.path == str(PATH)
     assert problem in str(caught.value)
     assert str(PATH) in str(caught.value)
+
+
+# Files as deermem writes them (every field but a raw carriage return, which a
+# Windows editor's CRLF cannot be told from).
+lf_files = facts.map(lambda fact: (fact, encode_fact(fact, SCOPE))).filter(
+    lambda pair: b"\r" not in pair[1]
+)
+
+
+@settings(max_examples=150)
+@given(pair=lf_files)
+def test_a_fact_file_saved_with_crlf_reads_as_the_file_deermem_wrote(
+    pair: tuple[Fact, bytes],
+) -> None:
+    fact, written = pair
+    expected = decode_fact(written, PATH, SCOPE, fact.id)
+    crlf = written.replace(b"\n", b"\r\n")
+    assert decode_fact(crlf, PATH, SCOPE, fact.id) == expected
+    # The next commit of the fact writes what deermem writes, whichever file it read.
+    assert encode_fact(decode_fact(crlf, PATH, SCOPE, fact.id), SCOPE) == encode_fact(
+        expected, SCOPE
+    )
+
+
+@settings(max_examples=150)
+@given(fact=facts)
+@example(fact=a_fact(content="one\rtwo\r\nthree", sourceError="x\ry"))
+def test_a_file_deermem_wrote_reads_byte_for_byte_carriage_returns_included(fact: Fact) -> None:
+    # Only a file whose opening line ends in CRLF has its line ends read as LF.
+    written = encode_fact(fact, SCOPE)
+    assert decode_fact(written, PATH, SCOPE, fact.id).content == fact.content
+
+
+def test_repeated_keys_are_refused_and_merge_keys_still_read() -> None:
+    merged = GOOD.replace(
+        b"revision: 1\n", b"revision: 1\nbase: &b {a: 1, y: 0}\nx: {<<: *b, y: 2}\n"
+    )
+    fact = decode_fact(merged, PATH, SCOPE, "fact_1a2b3c4d")
+    assert fact.to_dict()["x"] == {"a": 1, "y": 2}
+    assert (
+        files._user_id_in(GOOD.replace(b"user_id: alice\n", b"user_id: alice\nuser_id: bob\n"))
+        is None
+    )
 
 
 def test_a_hand_written_file_without_scope_keys_belongs_to_its_directory() -> None:

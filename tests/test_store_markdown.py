@@ -353,6 +353,64 @@ def test_a_corrupt_fact_fails_the_whole_scope_and_is_not_overwritten(
     assert path.read_bytes() == b"---\nid: fact_a\nconfidence: [\n---\n\nbroken\n"
 
 
+@pytest.mark.parametrize("name", ["facts/??/fact_a.md", "memory.json"])
+def test_a_file_replaced_by_a_directory_is_corruption_naming_it(
+    store: MarkdownStore, name: str
+) -> None:
+    # os.read answers a directory with "[Errno 21] Is a directory" and no file name.
+    create(store, ALICE, fact("fact_a"))
+    (path,) = store.root.glob(f"users/alice/{'agents/coder/' if '/' in name else ''}{name}")
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(CorruptMemoryFile) as caught:
+        MarkdownStore(store.root).load(ALICE)
+    assert caught.value.path == str(path)
+    assert "is a directory" in str(caught.value)
+    assert path.is_dir()
+
+
+def test_a_read_error_without_a_file_name_gets_the_files_name(
+    store: MarkdownStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(store, ALICE, fact("fact_a"))
+    (path,) = store.root.rglob("fact_a.md")
+
+    def failing(fd: int, size: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "read", failing)
+    with pytest.raises(OSError, match="Input/output error") as caught:
+        atomic.read_file(path)
+    assert caught.value.filename == str(path)
+
+
+def test_a_fact_file_saved_with_crlf_line_ends_is_read_and_rewritten_with_lf(
+    tmp_path: Path,
+) -> None:
+    # A hand edit on Windows: the original reads it (Python's text mode), so does
+    # deermem; the file stays as it is until a commit changes the fact.
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder", clock=lambda: NOW)
+    fact_id = memory.create_fact("Alpha likes apples.\nAnd pears.", confidence=0.8).fact_id
+    other_id = memory.create_fact("Bravo.", confidence=0.8).fact_id
+    assert fact_id is not None
+    assert other_id is not None
+    (path,) = tmp_path.rglob(f"{fact_id}.md")
+    written = path.read_bytes()
+    crlf = written.replace(b"\n", b"\r\n")
+    path.write_bytes(crlf)
+    fresh = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder", clock=lambda: NOW)
+    assert fresh.snapshot().get(fact_id) == memory.snapshot().get(fact_id)
+    fresh.update_fact(other_id, confidence=0.5)
+    assert path.read_bytes() == crlf  # a commit of another fact leaves it alone
+    fresh.update_fact(fact_id, confidence=0.8)  # no change: nothing written
+    assert path.read_bytes() == crlf
+    changed = fresh.update_fact(fact_id, confidence=0.9)
+    assert path.read_bytes() == atomic.encode_fact(changed, Scope.of("alice", "coder"))
+    assert path.read_bytes() == written.replace(b"confidence: 0.8", b"confidence: 0.9").replace(
+        b"revision: 1", b"revision: 2"
+    )
+
+
 @pytest.mark.parametrize(
     ("relative", "problem"),
     [

@@ -217,15 +217,27 @@ class InvalidTextError(FactValidationError):
 
 
 class DuplicateFactError(DeerMemError, ValueError):
-    """A new fact repeats one already stored (compared stripped and case-folded).
+    """A fact would say what another active fact says (compared stripped and case-folded).
+
+    Raised by a create, a restore, an update of a fact's content and an
+    import; nothing is changed. An import compares the document's facts with
+    each other (they replace the library), so ``where`` names the fact of
+    the document that repeats an earlier one.
 
     Attributes:
-        existing_id: the id of the stored fact it repeats.
+        existing_id: the id of the fact it repeats (stored, or earlier in the document).
+        where: the repeating fact's place in an imported document
+            (``facts[3]``), else ``None``.
     """
 
-    def __init__(self, existing_id: str) -> None:
+    def __init__(self, existing_id: str, *, where: str | None = None) -> None:
         self.existing_id = existing_id
-        super().__init__(f"an equal fact is already stored as {existing_id!r}")
+        self.where = where
+        if where is None:
+            message = f"an equal fact is already stored as {existing_id!r}"
+        else:
+            message = f"{where} says what fact {existing_id!r} of the same document says"
+        super().__init__(message)
 
 
 class ArchivedFactError(DeerMemError, ValueError):

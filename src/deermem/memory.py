@@ -611,11 +611,21 @@ class Memory:
             redacted=redacted,
         )
 
-    def import_document(self, document: Mapping[str, object]) -> ImportResult:
+    def import_document(
+        self, document: Mapping[str, object], *, allow_duplicates: bool = False
+    ) -> ImportResult:
         """Replace this scope's facts and summaries with a document's, through the gate.
+
+        The document's facts become the library, so two of them that say the
+        same (the duplicate rule of :meth:`create_fact`) are refused.
+        ``allow_duplicates`` imports them as they are, for a host whose
+        contract does (the original DeerMem's import, and so DeerFlow's
+        backend, has no duplicate check).
 
         Raises:
             FactValidationError: the document or one of its facts is invalid.
+            DuplicateFactError: two facts of the document say the same;
+                nothing is imported.
             FactRevisionConflict: a fact states a revision other than the stored one.
             ArchivedFactError: a fact of the document has the id of an
                 archived fact but another text: restore or purge it first.
@@ -629,6 +639,8 @@ class Memory:
             plan = plan_import(
                 document, snapshot, now, lambda: self._fresh_id(snapshot, transaction.archived)
             )
+            if not allow_duplicates:
+                _check_import_not_duplicate(plan, redact=self.config.redact_secrets)
             outcome = self.gate.apply(transaction, plan.proposal, trigger="import", now=now)
         self._index_commit(outcome.commit)
         evicted = set(outcome.evicted)
@@ -685,8 +697,18 @@ class Memory:
         category: str | None = None,
         confidence: float | None = None,
         expected_revision: int | None = None,
+        allow_duplicates: bool = False,
     ) -> Fact:
         """Change fields of a fact; omitted fields are kept. Never trims the library.
+
+        New content that says what another active fact says (the duplicate
+        rule of :meth:`create_fact`) is refused, as a create of it would be:
+        otherwise an edit could leave two facts saying one thing. A change of
+        a fact's own text that the rule cannot tell apart from it (its case,
+        spaces around it) is no duplicate. ``allow_duplicates`` skips the
+        check, for a host whose contract lets an update repeat a fact (the
+        original DeerMem's update, and so DeerFlow's backend, has no
+        duplicate check).
 
         Raises:
             FactNotFoundError: no active fact has this id.
@@ -694,6 +716,7 @@ class Memory:
             FactValidationError: a new value is invalid or over the limits of
                 :meth:`create_fact` (:class:`~deermem.errors.InvalidTextError` for text
                 that is not valid Unicode or holds a misplaced control character).
+            DuplicateFactError: another active fact says what the new content says.
         """
         given = {"content": content, "category": category, "confidence": confidence}
         changes: dict[str, object] = {}
@@ -714,6 +737,11 @@ class Memory:
             if "category" in changes:
                 changes["categoryExtension"] = None
             updated = stored.replace(**changes)
+            if "content" in changes and not allow_duplicates:
+                # Compared as the commit will store it (redacted), as create compares.
+                said = redact_fact(updated)[0] if self.config.redact_secrets else updated
+                if duplicate_key(said.content) != duplicate_key(stored.content):
+                    _check_not_duplicate(transaction.snapshot, said.content, besides=fact_id)
             result = transaction.commit(
                 ChangeSet(now=self.now(), writes=(FactWrite(updated, create=False),))
             )
@@ -1429,12 +1457,33 @@ class Memory:
         return new_fact_id(lambda i: i in snapshot or archived(i) is not None, self._new_id)
 
 
-def _check_not_duplicate(snapshot: ScopeSnapshot, text: str) -> None:
-    """No active fact may say the same (the duplicate rule, :func:`deermem.model.duplicate_key`)."""
+def _check_not_duplicate(snapshot: ScopeSnapshot, text: str, *, besides: str | None = None) -> None:
+    """No active fact may say the same (the duplicate rule, :func:`deermem.model.duplicate_key`).
+
+    ``besides``: the fact whose text this is to become (an update), which
+    may say it.
+    """
     key = duplicate_key(text)
     for fact in snapshot.facts:
-        if duplicate_key(fact.content) == key:
+        if fact.id != besides and duplicate_key(fact.content) == key:
             raise DuplicateFactError(fact.id)
+
+
+def _check_import_not_duplicate(plan: ImportPlan, *, redact: bool) -> None:
+    """No two facts of an imported document may say the same: they become the library.
+
+    Compared as the commit stores them (redacted when ``redact``), as create
+    compares. Before the gate, so a refused document changes nothing.
+    """
+    seen: dict[str, str] = {}
+    facts = {fact.id: fact for fact in (*plan.proposal.new_facts, *plan.proposal.updates)}
+    for position, fact_id in sorted(zip(plan.positions, plan.fact_ids, strict=True)):
+        fact = facts[fact_id]
+        said = redact_fact(fact)[0] if redact else fact
+        key = duplicate_key(said.content)
+        earlier = seen.setdefault(key, fact_id)
+        if earlier != fact_id:
+            raise DuplicateFactError(earlier, where=f"facts[{position}]")
 
 
 def _checked_thread_id(thread_id: object) -> str:
@@ -1463,10 +1512,15 @@ def export_document(snapshot: ScopeSnapshot) -> dict[str, object]:
 
 
 class ImportPlan(NamedTuple):
-    """An import as a gate proposal, and the ids of the document's facts."""
+    """An import as a gate proposal, and the ids of the document's facts.
+
+    ``fact_ids`` lists new facts first, then updates; ``positions`` gives
+    each of them its index in the document's ``facts`` (for errors).
+    """
 
     proposal: Proposal
     fact_ids: tuple[str, ...]
+    positions: tuple[int, ...] = ()
 
 
 def plan_import(
@@ -1504,6 +1558,8 @@ def plan_import(
         raise FactValidationError("facts", raw_facts, "expected a list of fact objects")
     new_facts: list[Fact] = []
     updates: list[Fact] = []
+    new_positions: list[int] = []
+    update_positions: list[int] = []
     seen: set[str] = set()
     for position, raw in enumerate(raw_facts):
         fact = _imported_fact(raw, position, snapshot, now, new_id)
@@ -1512,7 +1568,9 @@ def plan_import(
                 f"facts[{position}].id", fact.id, "each fact id may appear only once"
             )
         seen.add(fact.id)
-        (updates if fact.id in snapshot else new_facts).append(fact)
+        stored = fact.id in snapshot
+        (updates if stored else new_facts).append(fact)
+        (update_positions if stored else new_positions).append(position)
     removals = tuple(
         Removal(fact.id, REASON_REPLACED, expected_revision=fact.revision)
         for fact in snapshot.facts
@@ -1524,7 +1582,11 @@ def plan_import(
         removals=removals,
         summaries=_summaries(document),
     )
-    return ImportPlan(proposal=proposal, fact_ids=tuple(f.id for f in new_facts + updates))
+    return ImportPlan(
+        proposal=proposal,
+        fact_ids=tuple(f.id for f in new_facts + updates),
+        positions=(*new_positions, *update_positions),
+    )
 
 
 def _imported_fact(

@@ -227,6 +227,21 @@ def test_a_duplicate_is_refused_with_the_gateways_code(tmp_path: Path) -> None:
     assert caught.value.args == ("Duplicate fact",)
 
 
+def test_update_and_import_repeat_a_fact_as_the_original_does(tmp_path: Path) -> None:
+    # The original's update and import have no duplicate check (only its create
+    # answers "Duplicate fact"); deermem's own update and import refuse.
+    manager = backend(tmp_path)
+    _, uv = manager.create_fact("Uses uv.", user_id="alice")
+    _, pip = manager.create_fact("Uses pip.", user_id="alice")
+    assert uv is not None
+    assert pip is not None
+    document = manager.update_fact(pip, content="USES UV.", user_id="alice")
+    assert sorted(f["content"] for f in document["facts"]) == ["USES UV.", "Uses uv."]
+    twice = {"facts": [{"content": "Use uv."}, {"content": "use uv."}]}
+    imported = manager.import_memory(twice, user_id="alice")
+    assert sorted(f["content"] for f in imported["facts"]) == ["Use uv.", "use uv."]
+
+
 def test_unknown_fact_ids_are_key_errors(tmp_path: Path) -> None:
     manager = backend(tmp_path)
     with pytest.raises(KeyError):

@@ -156,7 +156,10 @@ def test_importing_an_export_whose_fact_was_evicted_relearns_it(stores: Stores) 
     assert evicted <= exported
     facts = export["facts"]
     assert isinstance(facts, list)
-    changed = [{**f, "content": "Another text"} if f["id"] in evicted else f for f in facts]
+    # Another text for each (one text for all would be refused as a duplicate first).
+    changed = [
+        {**f, "content": f"Another text {f['id']}"} if f["id"] in evicted else f for f in facts
+    ]
     before = state(memory)
     with pytest.raises(ArchivedFactError, match="is in the archive") as refused:
         memory.import_document({**export, "facts": changed})  # an archived id, another text

@@ -199,6 +199,43 @@ def test_update_keeps_omitted_fields_and_bumps_the_revision(stores: Stores) -> N
         memory.update_fact(fact_id, content="  ")
 
 
+def test_update_refuses_content_another_fact_says_and_changes_nothing(stores: Stores) -> None:
+    memory = open_memory(stores)
+    uv = memory.create_fact("Use uv.", confidence=0.8).fact_id
+    pip = memory.create_fact("Use pip.", confidence=0.8).fact_id
+    assert uv is not None
+    assert pip is not None
+    before = memory.export_document()
+    with pytest.raises(DuplicateFactError) as caught:
+        memory.update_fact(pip, content="  use UV. ", category="goal", confidence=0.2)
+    assert caught.value.existing_id == uv
+    assert memory.export_document() == before
+    assert memory.audit() == ()
+
+
+def test_an_update_of_a_fact_to_its_own_text_in_another_case_is_no_duplicate(
+    stores: Stores,
+) -> None:
+    memory = open_memory(stores)
+    fact_id = memory.create_fact("Use uv.").fact_id
+    assert fact_id is not None
+    assert memory.update_fact(fact_id, content="Use uv.").content == "Use uv."
+    assert memory.update_fact(fact_id, content="USE UV.").content == "USE UV."
+    assert [f.content for f in memory.list_facts()] == ["USE UV."]
+
+
+def test_an_update_compares_the_text_the_commit_stores(stores: Stores) -> None:
+    # Two secrets differ as written and are one text once redacted, as a create compares.
+    memory = open_memory(stores)
+    first = memory.create_fact("The deploy key is ghp_" + "aB3" * 12).fact_id
+    other = memory.create_fact("Something else").fact_id
+    assert first is not None
+    assert other is not None
+    with pytest.raises(DuplicateFactError) as caught:
+        memory.update_fact(other, content="The deploy key is ghp_" + "xY7" * 12)
+    assert caught.value.existing_id == first
+
+
 def test_update_never_trims_the_library(stores: Stores) -> None:
     ids = fill(open_memory(stores, max_facts=20), 12)
     smaller = open_memory(stores, max_facts=10)
@@ -370,6 +407,39 @@ def test_a_bad_import_changes_nothing(stores: Stores, document: dict[str, object
     with pytest.raises(FactValidationError):
         memory.import_document(document)
     assert memory.export_document() == before
+
+
+def test_an_import_refuses_two_facts_that_say_the_same_and_changes_nothing(
+    stores: Stores,
+) -> None:
+    memory = open_memory(stores)
+    memory.import_document(RICH_DOCUMENT)
+    before = memory.export_document()
+    document = {
+        "facts": [
+            {"id": "fact_first", "content": "Use uv."},
+            {"content": "Something else"},
+            {"id": "fact_again", "content": "  USE UV. "},
+        ]
+    }
+    with pytest.raises(DuplicateFactError) as caught:
+        memory.import_document(document)
+    assert (caught.value.existing_id, caught.value.where) == ("fact_first", "facts[2]")
+    assert "facts[2]" in str(caught.value)
+    assert memory.export_document() == before
+    # A stored fact the document updates counts as the document's, wherever it is listed.
+    stored_id = memory.list_facts()[0].id
+    clash = {"facts": [{"content": "New text"}, {"id": stored_id, "content": "new TEXT"}]}
+    with pytest.raises(DuplicateFactError):
+        memory.import_document(clash)
+    assert memory.export_document() == before
+
+
+def test_an_import_may_keep_duplicates_when_asked(stores: Stores) -> None:
+    memory = open_memory(stores)
+    document = {"facts": [{"content": "Use uv."}, {"content": "use uv."}]}
+    memory.import_document(document, allow_duplicates=True)
+    assert sorted(f.content for f in memory.list_facts()) == ["Use uv.", "use uv."]
 
 
 def test_import_checks_a_stated_revision_and_does_not_touch_the_callers_document(

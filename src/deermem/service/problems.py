@@ -265,7 +265,7 @@ def _duplicate(error: DuplicateFactError) -> Problem:
         409,
         "duplicate-fact",
         "Duplicate fact",
-        f"an equal fact is already stored as {error.existing_id!r}",
+        str(error),
         {"existingId": error.existing_id},
     )
 

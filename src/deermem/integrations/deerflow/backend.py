@@ -475,19 +475,21 @@ class DeerFlowBackend:
         the fact was evicted — is restored first and then takes the
         document's fields: DeerFlow's import overwrites, and a fact never
         lives in the library and the archive at once. An invalid document
-        changes nothing.
+        changes nothing. Two facts of the document that say the same are
+        imported both, as the original does (DeerFlow's import has no
+        duplicate check; deermem's own import refuses them).
         """
         with contract_errors(self._errors):
             memory = self._scope(user_id, agent_name)
             facts = memory_data.get("facts")
             for _ in range(len(facts) if isinstance(facts, list) else 0):
                 try:
-                    memory.import_document(memory_data)
+                    memory.import_document(memory_data, allow_duplicates=True)
                     break
                 except ArchivedFactError as archived:  # raised before anything is written
                     memory.restore(archived.fact_id)
             else:
-                memory.import_document(memory_data)
+                memory.import_document(memory_data, allow_duplicates=True)
             return self._document(memory)
 
     def clear_memory(
@@ -544,12 +546,23 @@ class DeerFlowBackend:
         agent_name: str | None = None,
         user_id: str | None = None,
     ) -> dict[str, Any]:
-        """Change the given fields of a fact; omitted ones are kept."""
+        """Change the given fields of a fact; omitted ones are kept.
+
+        New content that another fact already says is stored as the original
+        stores it: DeerFlow's update has no duplicate check (only its create
+        answers ``ValueError("Duplicate fact")``), so neither has this one.
+        """
         if category is not None:
             category = category.strip() or "context"
         with contract_errors(self._errors):
             memory = self._scope(user_id, agent_name)
-            memory.update_fact(fact_id, content=content, category=category, confidence=confidence)
+            memory.update_fact(
+                fact_id,
+                content=content,
+                category=category,
+                confidence=confidence,
+                allow_duplicates=True,
+            )
             return self._document(memory)
 
     def delete_fact(

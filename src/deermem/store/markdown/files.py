@@ -582,9 +582,52 @@ _CLOSE: Final = "\n---\n"
 _NOT_FRONT_MATTER: Final = frozenset({"content", "title", "scope", "user_id", "agent_name"})
 
 
-# libyaml's safe loader when PyYAML has it; the pure-Python safe dumper,
-# whose output is the original's byte for byte (and the writer's).
-_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping of the front matter holds one key twice (the loader keeps the last)."""
+
+    def __init__(self, key: object, line: int) -> None:
+        self.key = key
+        self.line = line
+        super().__init__(f"the key {key!r} appears twice (again on line {line})")
+
+
+_SAFE_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    """The safe loader's mapping, refusing a key given twice.
+
+    PyYAML keeps the last value of a repeated key without a word, so a hand
+    edit that adds a line instead of changing one would change the fact
+    silently. The check is on the hot path of every cold load, so it costs
+    an identity test and a length comparison per mapping: the loader deletes
+    merge keys (``<<``) from the node's own list in place and, when it merges
+    anything, gives the node a new list; so while the list is the same
+    object, a mapping shorter than it means a repeated key. Only then, or
+    after a merge, are the node's own keys looked at (each already
+    constructed, so from the loader's memo); a merged key that an own key
+    overrides is what merging is for, not a repetition.
+    """
+    pairs = node.value  # after the call: the node's own pairs, merge keys removed
+    count = len(pairs)
+    mapping: dict[Any, Any] = _SAFE_LOADER.construct_mapping(loader, node, deep)
+    if node.value is pairs and len(mapping) == count:
+        return mapping
+    seen: set[object] = set()
+    for key_node, _ in pairs:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise _DuplicateKey(key, key_node.start_mark.line + 1)
+        seen.add(key)
+    return mapping
+
+
+# libyaml's safe loader when PyYAML has it, refusing repeated keys; the
+# pure-Python safe dumper, whose output is the original's byte for byte (and
+# the writer's). Made with type() because the C loader may be absent.
+_LOADER: Final[Any] = type(
+    "_FrontMatterLoader", (_SAFE_LOADER,), {"construct_mapping": _construct_mapping}
+)
 
 _DUMPER: Final[Any] = yaml.SafeDumper
 
@@ -701,11 +744,11 @@ def forget_decoded_facts() -> None:
 
 def _decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) -> Fact:
     try:
-        text = data.decode("utf-8")
+        text = _fact_text(data)
     except UnicodeDecodeError as error:
         raise CorruptMemoryFile(path, f"not UTF-8 text ({error.reason})") from None
     if not text.startswith(_OPEN):
-        raise CorruptMemoryFile(path, "does not start with YAML front matter ('---')")
+        raise CorruptMemoryFile(path, _not_front_matter(text))
     end = text.find(_CLOSE, len(_OPEN) - 1)
     if end < 0:
         raise CorruptMemoryFile(path, "the front matter is not closed by a '---' line")
@@ -729,9 +772,54 @@ def _decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) 
         raise CorruptMemoryFile(path, f"invalid fact: {error}") from None
 
 
+_CRLF_OPEN: Final = "---\r\n"
+
+
+def _fact_text(data: bytes) -> str:
+    """A fact file's text, with a file saved with Windows line ends (CRLF) read as LF.
+
+    The original DeerMem reads fact files in Python's text mode, which turns
+    ``\r\n`` and a lone ``\r`` into ``\n``, so a file a Windows editor saved
+    is a fact to it; deermem reads such a file — one whose opening line ends
+    in CRLF — the same way. A file that opens with ``---\n`` (every file
+    deermem or the original writes) is read byte for byte as before, so a
+    ``\r`` in its content stays. Nothing is rewritten on reading: the file
+    keeps its CRLF until a commit changes the fact, which writes it as every
+    fact is written (LF).
+
+    Raises:
+        UnicodeDecodeError: the bytes are not UTF-8.
+    """
+    text = data.decode("utf-8")
+    if text.startswith(_CRLF_OPEN):
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _not_front_matter(text: str) -> str:
+    """Why a fact file's text does not open with the ``---`` line, naming the real cause."""
+    if text.startswith("\ufeff"):
+        # The original reads the mark as text and refuses the file too; a file that
+        # one of the two refuses would stop being the other's after the next commit.
+        return (
+            "starts with a UTF-8 byte-order mark (BOM), which neither deermem nor the "
+            "original DeerMem reads: save the file as UTF-8 without a BOM"
+        )
+    if text.startswith("---\r"):
+        return "the opening '---' line ends in a carriage return alone: save with LF line ends"
+    return "does not start with YAML front matter ('---')"
+
+
 def _front_matter(text: str, path: str | Path) -> dict[str, object]:
     try:
         meta = yaml.load(text, Loader=_LOADER)
+    except _DuplicateKey as error:
+        # Line numbers count from the opening '---' line, as an editor shows them.
+        raise CorruptMemoryFile(
+            path,
+            f"front-matter key {error.key!r} appears twice (again on line {error.line + 1}): "
+            "which value is meant cannot be told; remove one",
+        ) from None
     except yaml.YAMLError as error:
         problem = " ".join(str(error).split())
         raise CorruptMemoryFile(path, f"the front matter is not valid YAML: {problem}") from None
@@ -1335,7 +1423,7 @@ def read_file(path: Path) -> bytes:
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return _read_all(fd)
+        return _read_all(fd, path)
     finally:
         os.close(fd)
 
@@ -1350,15 +1438,33 @@ def read_file_status(path: Path) -> tuple[bytes, os.stat_result]:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         status = os.fstat(fd)
-        return _read_all(fd), status
+        return _read_all(fd, path), status
     finally:
         os.close(fd)
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, path: Path) -> bytes:
+    """Everything ``fd`` holds; an error names ``path``.
+
+    ``os.read`` raises without a file name (``[Errno 21] Is a directory``),
+    and ``os.open`` opens a directory without complaint, so a file replaced by
+    a directory (a sync tool, a hand edit) would reach the user as an error
+    that names nothing.
+
+    Raises:
+        CorruptMemoryFile: ``path`` is a directory.
+        OSError: the read failed (with ``path`` as its file name).
+    """
     chunks = []
-    while chunk := os.read(fd, _READ_CHUNK):
-        chunks.append(chunk)
+    try:
+        while chunk := os.read(fd, _READ_CHUNK):
+            chunks.append(chunk)
+    except IsADirectoryError:
+        raise CorruptMemoryFile(path, "is a directory where a file belongs") from None
+    except OSError as error:
+        if error.filename is not None:
+            raise
+        raise type(error)(error.errno, error.strerror, str(path)) from error
     return b"".join(chunks)
 
 
@@ -1517,7 +1623,7 @@ def _user_id_in(data: bytes) -> str | None:
     """The ``user_id`` a fact file's bytes name; cached by the bytes, as decode_fact is
     (a directory without an owner record is checked this way at every cold load)."""
     try:
-        text = data.decode("utf-8")
+        text = _fact_text(data)
         front = text.removeprefix("---\n").split("\n---\n", 1)[0]
         meta = yaml.load(front, Loader=_LOADER)  # a safe loader (C or Python)
     except (UnicodeDecodeError, yaml.YAMLError):
