@@ -245,7 +245,10 @@ class ArchivedFactError(DeerMemError, ValueError):
 
     Every path that adds facts (create, import, restore, extraction) passes
     the capacity gate, which refuses this; nothing is changed. Restore the
-    archived fact (or purge it) instead of adding it again.
+    archived fact (or purge it) instead of adding it again. A fact created
+    under an id of the caller's (``Memory.create_fact(fact_id=...)``) that
+    says what an archived fact says is refused the same way, naming the
+    archived fact: relearned, it would come back under that fact's id.
 
     Attributes:
         fact_id: the id that is in the archive.

@@ -537,7 +537,10 @@ class Memory:
         ``fact_id`` gives the new fact its id instead of a fresh one (a host
         whose keys are its own, such as a LangGraph store): the fact-id rule
         applies, and an id in use — active or archived — is refused, never
-        reused. A relearned fact keeps its archived id all the same.
+        reused. Such a fact is stored under that id or not at all: content an
+        archived fact already says (compared as it would be stored, secrets
+        redacted) is refused, naming the archived fact, because relearning it
+        would bring it back under its own id and leave the caller's id empty.
 
         Raises:
             InvalidTextError: text that is not valid Unicode (an undecodable
@@ -546,8 +549,11 @@ class Memory:
                 confidence outside [0, 1], a ``fact_id`` outside the fact-id rule ...
             DuplicateFactError: an equal fact is already stored.
             FactRevisionConflict: an active fact has the id ``fact_id``.
-            ArchivedFactError: an archived fact has the id ``fact_id``.
+            ArchivedFactError: an archived fact has the id ``fact_id``, or, with
+                a ``fact_id``, says what the new fact says (its ``fact_id`` is then
+                the archived fact's). Nothing is written.
         """
+        keyed = fact_id is not None
         if fact_id is not None:
             check_fact_id(fact_id)
         checked = NewFact.checked(
@@ -592,6 +598,13 @@ class Memory:
             if self.config.redact_secrets:
                 fact, redacted = redact_fact(fact)
             _check_not_duplicate(snapshot, fact.content)
+            if keyed:
+                # Checked under the lock, on the text as stored, before the gate commits: the
+                # gate would relearn the twin under its archived id, not the one asked for.
+                matches = transaction.archived_matches((fact.content,), now)
+                twin = matches.get(duplicate_key(fact.content))
+                if twin is not None:
+                    raise ArchivedFactError(twin.fact_id)
             outcome = self.gate.apply(
                 transaction, Proposal(new_facts=(fact,)), trigger="manual", now=now
             )

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
@@ -118,6 +118,30 @@ def test_without_a_system_prompt_the_block_is_the_system_message(memory: Memory)
     run(agent, "hi", {}, sync=True)
     assert model.calls[0][0].type == "system"
     assert model.calls[0][0].text.startswith("<memory>")
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["invoke", "ainvoke"])
+def test_the_block_extends_the_system_message_and_keeps_its_blocks_and_fields(
+    memory: Memory, sync: bool
+) -> None:
+    cached = {"type": "text", "text": "You are helpful.", "cache_control": {"type": "ephemeral"}}
+    system = SystemMessage(content=[cached], additional_kwargs={"tag": "keep"}, id="system-1")
+    model = agent_model("Hello.")
+    agent = create_agent(
+        model, system_prompt=system, middleware=[DeerMemMiddleware(memory, learn=False)]
+    )
+    run(agent, "hi", {}, sync=sync)
+    sent = model.calls[0][0]
+    assert isinstance(sent, SystemMessage)
+    assert isinstance(sent.content, list)
+    first, added = sent.content
+    assert first == cached  # the prompt before the block is cached as before
+    assert isinstance(added, dict)
+    assert added["type"] == "text"
+    assert added["text"].startswith("\n\n<memory>")
+    assert STORED in added["text"]
+    assert (sent.additional_kwargs, sent.id) == ({"tag": "keep"}, "system-1")
+    assert system.content == [cached]  # the agent's own message is left as it was
 
 
 def test_an_empty_memory_adds_no_system_message(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +42,7 @@ from tests.integrations.test_langchain_middleware import ScriptedAgentModel
 from tests.wire_support import Clock
 
 ALICE = ("memories", "alice")
+SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
 UUID = "3f1c8a9e-2b7d-4c1e-9a55-0d6f2b8e7c41"
 
 
@@ -346,6 +348,102 @@ def test_content_an_archived_fact_says_is_refused_under_another_key(store: DeerM
     assert store.get(ALICE, "k2") is None
 
 
+def test_content_an_archived_fact_says_once_redacted_is_refused_under_another_key(
+    store: DeerMemStore, opened: Opened
+) -> None:
+    # Stored, the secret is a marker: the archived fact says what the new value will say,
+    # so relearning would bring "k1" back and leave "k2" empty while put reported success.
+    secret = f"My deploy token is {SECRET}"
+    store.put(ALICE, "k1", {"content": secret})
+    store.delete(ALICE, "k1")
+    scoped = opened.memory().scoped(user="alice", agent=agent_of(("memories",)))
+    receipts = scoped.audit()
+    with pytest.raises(FactValidationError, match="archived fact 'k1' says the same"):
+        store.put(ALICE, "k2", {"content": secret})
+    assert store.get(ALICE, "k2") is None
+    assert store.get(ALICE, "k1") is None  # still archived: nothing was written
+    assert [e.fact_id for e in scoped.list_archived()] == ["k1"]
+    assert scoped.audit() == receipts
+
+
+def test_a_keyed_create_refuses_what_an_archived_fact_says(opened: Opened) -> None:
+    memory = opened.memory().scoped(user="alice", agent=None)
+    memory.create_fact(f"Token {SECRET}", fact_id="k1")
+    memory.delete_fact("k1")
+    with pytest.raises(ArchivedFactError, match="'k1' is in the archive") as refused:
+        memory.create_fact(f"token {SECRET}", fact_id="k2")
+    assert refused.value.fact_id == "k1"
+    assert memory.list_facts() == ()
+    assert [e.fact_id for e in memory.list_archived()] == ["k1"]
+    # without an id of its own, the fact is relearned as before
+    assert memory.create_fact(f"token {SECRET}").relearned == "k1"
+
+
+@pytest.mark.parametrize("step", ["create_fact", "update_fact", "delete_fact"])
+def test_a_put_whose_key_another_put_changes_after_its_read_still_lands(
+    store: DeerMemStore, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """LangGraph's put is an upsert: a concurrent put of the key wins or loses, never raises.
+
+    The other writer's put runs between this put's read and its write (deterministically,
+    where the threads of the test below only make it likely).
+    """
+    if step != "create_fact":
+        store.put(ALICE, "k1", {"content": "Uses pip", "category": "preference"})
+    original = getattr(Memory, step)
+    interleaved: list[str] = []
+
+    def other_writer_first(memory: Memory, *args: Any, **kwargs: Any) -> Any:
+        if not interleaved:
+            interleaved.append(step)
+            store.put(ALICE, "k1", {"content": "Uses conda", "category": "context"})
+        return original(memory, *args, **kwargs)
+
+    monkeypatch.setattr(Memory, step, other_writer_first)
+    value = None if step == "delete_fact" else {"content": "Uses uv", "confidence": 0.9}
+    store.batch([PutOp(ALICE, "k1", value)])
+    assert interleaved == [step]
+    item = store.get(ALICE, "k1")
+    if value is None:
+        assert item is None
+    else:  # the last put wins; the field it leaves out keeps the other put's value
+        assert item is not None
+        assert item.value == {"content": "Uses uv", "category": "context", "confidence": 0.9}
+
+
+@pytest.mark.parametrize("deletes", [False, True])
+def test_concurrent_puts_of_one_key_all_succeed_and_the_last_wins(
+    store: DeerMemStore, deletes: bool
+) -> None:
+    writers, rounds = 4, 8
+    start = threading.Barrier(writers)
+    errors: list[Exception] = []
+
+    def write(writer: int) -> None:
+        start.wait()
+        for number in range(rounds):
+            try:
+                store.put(ALICE, "profile", {"content": f"Profile {number} by writer {writer}"})
+                if deletes and number % 2 == 1:
+                    store.delete(ALICE, "profile")
+            except Exception as error:  # every writer's error is reported, not only the first
+                errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(writer,)) for writer in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    item = store.get(ALICE, "profile")
+    if deletes:  # every writer ended with a delete
+        assert item is None
+    else:  # the put that came last is the last one of its writer
+        assert item is not None
+        last = {f"Profile {rounds - 1} by writer {writer}" for writer in range(writers)}
+        assert item.value["content"] in last
+
+
 def test_open_takes_a_directory_or_a_database_url(opened: Opened) -> None:
     store = DeerMemStore.open(opened.url or opened.root)
     opened.stores.append(store)
@@ -358,6 +456,7 @@ def test_open_takes_a_directory_or_a_database_url(opened: Opened) -> None:
 CONFIG = {"configurable": {"langgraph_user_id": "alice%2Eexample%2Ecom"}}
 NAMESPACE = ("memories", "{langgraph_user_id}")
 NAMESPACE_ALICE = ("memories", "alice")
+SECRET = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
 
 
 def test_langmem_manages_and_searches_memories(store: DeerMemStore, opened: Opened) -> None:

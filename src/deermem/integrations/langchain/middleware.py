@@ -3,7 +3,8 @@
 Two halves, each a call to :class:`~deermem.Memory`:
 
 * **Recall** — ``wrap_model_call``/``awrap_model_call`` add :meth:`Memory.context`
-  (the ``<memory>`` block) to the system message of *this* model call only,
+  (the ``<memory>`` block) to the system message of *this* model call only, as
+  one more content block (the message's own blocks and fields are kept),
   through ``ModelRequest.override``. The block is never written to the graph's
   state, so a checkpointer never stores it and learning never reads it back:
   memory is not learned from its own echo.
@@ -105,12 +106,21 @@ class DeerMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     @staticmethod
     def _with_memory(request: ModelRequest[Any], block: str) -> ModelRequest[Any]:
-        """The request with the block after its system prompt (the request itself if empty)."""
+        """The request with the block as a text block after its system message's (itself if empty).
+
+        The system message is extended, not rebuilt from its text (LangChain's
+        way: its ``content_blocks`` and one more), so what it carries beside the
+        text stays: a block's own keys (Anthropic's ``cache_control``, which
+        keeps caching the prompt before the block), ``additional_kwargs``, its id.
+        """
         if not block:
             return request
-        base = request.system_prompt
-        text = f"{base}\n\n{block}" if base else block
-        return request.override(system_message=SystemMessage(content=text))
+        system = request.system_message
+        if system is None:
+            return request.override(system_message=SystemMessage(content=block))
+        blocks: list[Any] = list(system.content_blocks)
+        blocks.append({"type": "text", "text": f"\n\n{block}" if blocks else block})
+        return request.override(system_message=system.model_copy(update={"content": blocks}))
 
     # --- learning -------------------------------------------------------------------
 

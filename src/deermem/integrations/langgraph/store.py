@@ -20,9 +20,12 @@ The key is the fact id: letters, digits, ``_`` and ``-``, up to 250 (LangMem's
 UUID keys fit); any other key is refused. ``put`` of a new key adds a fact
 through the capacity gate; of an existing key, changes it; of a key whose
 fact was deleted, restores the archived fact (its history and receipts stay)
-and then changes it. A put whose fact the gate evicts at once raises
-:class:`EvictedOnPutError` with the receipts: ``put`` returns nothing, so
-silence would be forgetting. ``put(..., None)`` and ``delete`` archive the fact
+and then changes it; content an archived fact holds under another key
+(compared as stored, secrets redacted) is refused, naming that key. ``put``
+is an upsert, as in LangGraph's stores: concurrent puts (and deletes) of one
+key all succeed, the last writer wins. A put whose fact the gate evicts at
+once raises :class:`EvictedOnPutError` with the receipts: ``put`` returns
+nothing, so silence would be forgetting. ``put(..., None)`` and ``delete`` archive the fact
 with a receipt; deleting a missing key does nothing (LangMem deletes what the
 model names).
 
@@ -40,6 +43,7 @@ every fact is searchable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,7 +66,14 @@ from langgraph.store.base import (
 )
 
 from deermem.config import MemoryConfig
-from deermem.errors import DeerMemError, FactValidationError, Withheld
+from deermem.errors import (
+    ArchivedFactError,
+    DeerMemError,
+    FactNotFoundError,
+    FactRevisionConflict,
+    FactValidationError,
+    Withheld,
+)
 from deermem.memory import Memory
 from deermem.model import DEFAULT_AGENT, Fact, Scope, check_fact_id, parse_timestamp
 from deermem.store import EvictionReceipt
@@ -92,6 +103,9 @@ _OPERATORS: Final[Mapping[str, Callable[[Any, Any], bool]]] = {
 _PLAIN: Final = re.compile(r"[a-z0-9]")
 _ESCAPE: Final = re.compile(r"-([0-9a-f]{6})")
 _USER_ESCAPE: Final = re.compile(r"%(?!2E|25)")
+_PUT_ATTEMPTS: Final = 8
+"""How often a put starts over when other writers keep moving its fact (each start over means
+one of theirs went through; puts alone need at most two attempts: a create, then an update)."""
 
 
 class EvictedOnPutError(DeerMemError):
@@ -241,50 +255,85 @@ class DeerMemStore(BaseStore):
         return None if fact is None else _item(op.namespace, fact)
 
     def _put(self, op: PutOp) -> None:
+        """Set the key's fact to the value, or archive it: an upsert, the last writer wins.
+
+        LangGraph's ``put`` is an upsert, and its own stores let concurrent
+        puts of one key all succeed (parallel branches and tool calls do
+        this). Each step below is one deermem transaction that needs no
+        earlier read to be current (an update or a delete without an expected
+        revision), except where the key's fact moves between active, archived
+        and absent; a step that finds it moved starts over from a fresh read.
+        """
         memory = self._scoped(op.namespace)
-        current = memory.snapshot().get(op.key)
         if op.value is None:
-            if current is not None:
-                memory.delete_fact(op.key, expected_revision=current.revision)
+            # Nothing active under the key (or another writer archived it first): nothing to do.
+            with contextlib.suppress(FactNotFoundError):
+                memory.delete_fact(op.key)
             return
         content, category, confidence = _fields(op.value)
+        raced: DeerMemError | None = None
+        for _ in range(_PUT_ATTEMPTS):
+            try:
+                self._set(memory, op, content, category, confidence)
+                return
+            except (FactRevisionConflict, FactNotFoundError) as error:
+                raced = error  # the key's fact moved since it was read: read again
+            except ArchivedFactError as error:
+                if error.fact_id != op.key:
+                    raise FactValidationError(
+                        "value.content",
+                        op.key,
+                        f"archived fact {error.fact_id!r} says the same: put it under its "
+                        f"key {error.fact_id!r} to bring it back",
+                    ) from None
+                raced = error  # archived since it was read: restore it instead
+        # Each attempt failed because another writer moved the fact between its read and write.
+        assert raced is not None
+        raise raced
+
+    def _set(
+        self,
+        memory: Memory,
+        op: PutOp,
+        content: str,
+        category: str | None,
+        confidence: float | None,
+    ) -> None:
+        """One attempt of a put of a value (see :meth:`_put` for the races it may lose).
+
+        Raises:
+            FactRevisionConflict, FactNotFoundError, ArchivedFactError (naming
+            the key): the fact moved between the read and the write.
+            ArchivedFactError naming another fact: the content is its.
+        """
+        current = memory.snapshot().get(op.key)
         if current is not None:
-            new_content = content if content.strip() != current.content else None
-            new_category = category if category not in (None, _category(current)) else None
-            new_confidence = confidence if confidence != current.confidence else None
-            if (new_content, new_category, new_confidence) != (None, None, None):
+            if (
+                content.strip() != current.content
+                or category not in (None, _category(current))
+                or confidence not in (None, current.confidence)
+            ):
+                # Every field the value gives, in one change: a field left out because the read
+                # showed it equal could since have been changed by a concurrent put.
                 memory.update_fact(
-                    op.key,
-                    content=new_content,
-                    category=new_category,
-                    confidence=new_confidence,
-                    expected_revision=current.revision,
+                    op.key, content=content, category=category, confidence=confidence
                 )
             return
-        archive = memory.list_archived()
-        if any(entry.fact.id == op.key for entry in archive):
+        if _archived(memory, op.key):
             restored = memory.restore(op.key)
             if not restored.restored:
                 raise EvictedOnPutError(op.namespace, op.key, restored.receipts)
             memory.update_fact(op.key, content=content, category=category, confidence=confidence)
             return
-        said = content.strip().casefold()
-        twin = next((e.fact.id for e in archive if e.fact.content.casefold() == said), None)
-        if twin is not None:
-            # The gate would bring the archived fact back under its own id, not this key.
-            raise FactValidationError(
-                "value.content",
-                op.key,
-                f"archived fact {twin!r} says the same: put it under its key {twin!r} "
-                "to bring it back",
-            )
         result = memory.create_fact(
             content,
             category=category or "context",
             confidence=0.5 if confidence is None else confidence,
             fact_id=op.key,
         )
-        if result.fact_id is None:
+        if result.fact_id != op.key:
+            # A keyed create stores under its key or raises (an archived twin is refused
+            # before anything is written), so any other answer is None: archived at once.
             raise EvictedOnPutError(op.namespace, op.key, result.receipts)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
@@ -341,6 +390,14 @@ def _check(op: object) -> None:
             _fields(op.value)
     elif isinstance(op, SearchOp):
         _matcher(op.filter)
+
+
+def _archived(memory: Memory, fact_id: str) -> bool:
+    try:
+        memory.get_archived(fact_id)
+    except FactNotFoundError:
+        return False
+    return True
 
 
 def _is_fact_id(key: object) -> bool:
