@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deermem import memory as memory_module
 from deermem.cli import main
 from deermem.eval.replay import REPLAY_FILES as RESULT_FILES
 from deermem.eval.replay import RESULTS_SCHEMA, load_params
+from deermem.recall import search as search_module
 
 Cli = Callable[..., tuple[int, str, str]]
 BUNDLED = Path(__file__).parents[1] / "src/deermem/eval/replay-params.yaml"
@@ -51,6 +53,22 @@ def test_the_same_parameters_give_the_same_bytes(cli: Cli, small: Path, tmp_path
     code, out, _ = cli("--params", str(small), "--quick", "--json")
     assert code == 0
     assert out.encode() == (first / "replay.json").read_bytes()
+
+
+def test_the_results_do_not_depend_on_the_embedding_models(
+    cli: Cli, small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run as installed (CI has the models), then as where they cannot load: the same bytes.
+    as_installed, without = tmp_path / "as-installed", tmp_path / "without"
+    code, _, err = cli("--params", str(small), "--quick", "--output-dir", str(as_installed))
+    assert code == 0, err
+    for module in (memory_module, search_module):
+        monkeypatch.setattr(module, "embedder", lambda: None)
+        monkeypatch.setattr(module, "loaded_embedder", lambda: None)
+    code, _, err = cli("--params", str(small), "--quick", "--output-dir", str(without))
+    assert code == 0, err
+    for name in RESULT_FILES:
+        assert (as_installed / name).read_bytes() == (without / name).read_bytes(), name
 
 
 def test_the_results_document(cli: Cli, small: Path, tmp_path: Path) -> None:

@@ -708,6 +708,10 @@ def replay_cell(
     """Replay one workload under one policy at one cap, on a fresh store under ``workdir``."""
     config = MemoryConfig(
         max_facts=cap,
+        # By keyword: the workload's facts are invented words, which no embedding model
+        # gives a meaning (searched by meaning, its noise counted as missed recalls), and
+        # the results must not depend on whether the optional models are installed.
+        search_mode="keyword",
         fact_eviction_policy=policy,
         fact_eviction_shadow_enabled=policy == POLICY_CONFIDENCE,
         regret_max_events=100_000,
