@@ -336,8 +336,11 @@ def test_limit_on_the_audit_keeps_the_newest(
     _, out, _ = run(capsys, "--root", str(crowded), "audit", "--limit", "0", "--json")
     everything = json.loads(out)
     assert len(everything) == 4
+    # Newest first, as the table and GET …/audit list them.
+    moments = [receipt["occurredAt"] for receipt in everything]
+    assert moments == sorted(moments, reverse=True)
     _, out, _ = run(capsys, "--root", str(crowded), "audit", "--limit", "2", "--json")
-    assert json.loads(out) == everything[-2:]
+    assert json.loads(out) == everything[:2]
 
 
 # --- facts add - ----------------------------------------------------------------------------

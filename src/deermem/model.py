@@ -46,7 +46,9 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
     TypeAdapter,
+    model_serializer,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
@@ -1707,6 +1709,17 @@ class FactOut(BaseModel):
     def of(cls, fact: Fact) -> FactOut:
         """The fact in its stored form, every key kept."""
         return cls.model_validate(fact.to_dict())
+
+    # Unannotated on purpose: pydantic takes a serializer's return annotation for the
+    # serialization schema, and without one keeps this model's (the tools' output schema).
+    @model_serializer(mode="wrap")
+    def _as_stored(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """Keys the fact does not set stay out, as in its stored form and in :data:`FactJson`:
+        an MCP tool's fact has the keys the CLI's and the HTTP API's have, no ``null`` more."""
+        known = type(self).model_fields
+        return {
+            k: v for k, v in handler(self).items() if k in self.model_fields_set or k not in known
+        }
 
 
 FactJson = Annotated[Fact, WireForm(Fact.to_dict, FactOut)]

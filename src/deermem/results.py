@@ -75,6 +75,7 @@ from deermem.model import (
     to_json,
 )
 from deermem.recall.index import MatchType
+from deermem.recall.injection import Injection, InjectionManifest
 from deermem.recall.search import ReindexReport, SearchResult
 from deermem.store.records import (
     ArchivedJson,
@@ -86,6 +87,7 @@ from deermem.store.records import (
 
 __all__ = [
     "ONE_LINE",
+    "WHOLE_NUMBER",
     "ArchiveEntryJson",
     "Category",
     "Confidence",
@@ -100,6 +102,7 @@ __all__ = [
     "ImportResult",
     "MatchType",
     "NewFact",
+    "PromptContext",
     "ReceiptJson",
     "RedactedItem",
     "RedactionReport",
@@ -588,6 +591,33 @@ class Forgotten(BaseModel):
             "(the memory runs with eviction_mode: delete)"
         ),
     ]
+
+
+class PromptContext(BaseModel):
+    """A memory's text for a prompt, the same inside its ``<memory>`` block, and why.
+
+    One record for ``deermem context --json``, ``GET …/context`` and the MCP
+    tool ``memory_context``: a field means the same wherever it is read, so a
+    client that moves between them neither wraps the block twice nor loses it.
+    """
+
+    model_config = RESULT_CONFIG
+
+    text: str = Field(description="the memory's text (summaries, then facts); empty if nothing")
+    block: str = Field(
+        description="the text inside its <memory> block, to put in the prompt; empty if nothing"
+    )
+    manifest: InjectionManifest | None = Field(
+        description="why each fact is in the text or was left out (ids only); null unless asked"
+    )
+
+    @classmethod
+    def of(cls, injection: Injection, *, explain: bool = True) -> PromptContext:
+        return cls(
+            text=injection.text,
+            block=injection.block,
+            manifest=injection.manifest if explain else None,
+        )
 
 
 class ErasureResult(BaseModel):

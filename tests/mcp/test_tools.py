@@ -205,7 +205,7 @@ def test_output_schemas_describe_the_results(store: ServedStore) -> None:
     add = tools["memory_add"].output_schema
     assert add["properties"]["outcome"]["enum"] == ["stored", "duplicate", "evicted"]
     assert set(add["required"]) == {"outcome", "factId", "evicted", "receipts", "message"}
-    assert set(tools["memory_context"].output_schema["required"]) == {"text", "manifest"}
+    assert set(tools["memory_context"].output_schema["required"]) == {"text", "block", "manifest"}
     assert tools["memory_why"].output_schema["properties"]["status"]["enum"] == [
         "active",
         "archived",
@@ -302,6 +302,8 @@ def test_update_changes_the_stored_fact_and_guards_the_revision(store: ServedSto
         assert updated["revision"] == 2
         assert updated["content"] == "Lives in Hamburg"
         assert updated["confidence"] == 0.9
+        # The fact's stored form, as the CLI's --json and the HTTP API give it: no null added.
+        assert updated == memory.get_fact(fact_id).to_dict()
         assert "Hamburg" in fact_files(store)[fact_id]
         assert "Berlin" not in fact_files(store)[fact_id]
         # The same change again changes nothing (the tool is idempotent).
@@ -319,7 +321,8 @@ def test_update_changes_the_stored_fact_and_guards_the_revision(store: ServedSto
         missing = await failed(client, "memory_update", fact_id="fact_00000000", confidence=0.5)
         assert "no fact 'fact_00000000' in memory" in missing
 
-    session(open_memory(store), scenario)
+    memory = open_memory(store)
+    session(memory, scenario)
 
 
 @on_both_stores
@@ -422,8 +425,9 @@ def test_context_gives_the_block_and_why_each_fact_is_in_it(store: ServedStore) 
         )
         other = await call(client, "memory_add", content="Works on compilers", confidence=0.9)
         context = await call(client, "memory_context")
-        assert context["text"].startswith("<memory>")
-        assert context["text"].endswith("</memory>")
+        # The record of `deermem context --json` and GET …/context: text is the body,
+        # block the body in its <memory> block.
+        assert context["block"] == f"<memory>\n{context['text']}\n</memory>"
         assert "Answer in German" in context["text"]
         assert "Works on compilers" in context["text"]
         manifest = context["manifest"]

@@ -69,6 +69,28 @@ def test_erase_refuses_without_yes_off_a_terminal_and_erases_with_it(
     assert "nothing erased" in out
 
 
+def test_a_user_whose_files_cannot_be_read_is_erased_all_the_same(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A hand edit broke a fact file (a key given twice): her right to be erased does not
+    # wait for it to be mended.
+    memory = Memory.open(tmp_path, MemoryConfig(), user="ursula-3c9e", agent="coder")
+    memory.create_fact("ursula keeps bees on the roof")
+    memory.create_fact("ursula walks to work")
+    [fact_file, *_] = sorted((tmp_path / "users" / "ursula-3c9e").rglob("fact_*.md"))
+    text = fact_file.read_text("utf-8")
+    fact_file.write_text(text.replace("category:", "category: context\ncategory:", 1), "utf-8")
+    code, out, err = run(
+        capsys, "--root", str(tmp_path), "users", "erase", "ursula-3c9e", "--yes", "--json"
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["erased"] is True
+    assert result["counts"]["facts"] == 2  # the unreadable one counted as its file
+    assert not (tmp_path / "users" / "ursula-3c9e").exists()
+    assert "bees" not in files_text(tmp_path)
+
+
 def test_users_export_then_import_restores_an_erased_user(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -324,14 +324,15 @@ def audit(
     Example: `deermem --user alice audit --limit 5`
     """
     receipts = memory_of(ctx, existing=True).audit()
-    shown = receipts[-limit:] if limit else receipts
+    # Newest first, as the table and the HTTP API list them.
+    shown = list(reversed(receipts[-limit:] if limit else receipts))
     if as_json:
         print_json([receipt.to_dict() for receipt in shown])
         return
     if not shown:
         out_console.print("no receipts: nothing has been evicted or removed")
         return
-    out_console.print(receipt_table(reversed(shown)))
+    out_console.print(receipt_table(shown))
 
 
 def why(

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, err_console, escape, memory_of, out_console, print_json
 from deermem.recall import OMISSION_REASONS, InjectionManifest
-from deermem.results import to_json
+from deermem.results import PromptContext, to_json
 
 if TYPE_CHECKING:
     from deermem.results import SearchResult
@@ -50,8 +50,7 @@ def context(
     injection = memory_of(ctx, existing=True).injection(query=query)
     manifest = injection.manifest
     if as_json:
-        manifest_json = to_json(manifest, InjectionManifest)
-        print_json({"text": injection.text, "block": injection.block, "manifest": manifest_json})
+        print_json(to_json(PromptContext.of(injection)))
         return
     if explain:
         out_console.print(manifest_summary(manifest))

@@ -64,7 +64,6 @@ from deermem.model import (
     MAX_USER_ID_BYTES,
     USER_ID_PATTERN,
 )
-from deermem.recall import InjectionManifest
 from deermem.results import (
     ONE_LINE,
     ArchiveEntryJson,
@@ -76,6 +75,7 @@ from deermem.results import (
     Forgotten,
     ImportResult,
     NewFact,
+    PromptContext,
     ReceiptJson,
     RestoreResult,
     SearchResults,
@@ -193,16 +193,6 @@ class ArchivePage(BaseModel):
 
     entries: tuple[ArchiveEntryJson, ...]
     next_cursor: str | None
-
-
-class ContextOut(BaseModel):
-    model_config = _PAGE
-
-    """The prompt block, its text, and (with ``explain``) the injection manifest."""
-
-    text: str
-    block: str
-    manifest: InjectionManifest | None
 
 
 class Purged(BaseModel):
@@ -698,7 +688,7 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
     Scoped = Annotated[Memory, Depends(deps.scoped)]
     limits = context.limits
 
-    @api.get("/context", response_model=ContextOut, responses=_problems(401, 404, 422))
+    @api.get("/context", response_model=PromptContext, responses=_problems(401, 404, 422))
     def memory_context(
         memory: Scoped,
         max_tokens: Annotated[
@@ -727,12 +717,7 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
         counts as neither a recall nor a confirmation.
         """
         injection = memory.injection(max_tokens=max_tokens, query=query)
-        answer = ContextOut(
-            text=injection.text,
-            block=injection.block,
-            manifest=injection.manifest if explain else None,
-        )
-        return _answer(to_json(answer))
+        return _answer(to_json(PromptContext.of(injection, explain=explain)))
 
     @api.get("/search", response_model=SearchResults, responses=_problems(401, 404, 422))
     def search(

@@ -87,7 +87,6 @@ from deermem.errors import (
 )
 from deermem.memory import Memory
 from deermem.model import Scope
-from deermem.recall import InjectionManifest
 from deermem.results import (
     WHOLE_NUMBER,
     Category,
@@ -96,6 +95,7 @@ from deermem.results import (
     Explanation,
     FactOut,
     Forgotten,
+    PromptContext,
     ReceiptJson,
     RestoreResult,
     Revision,
@@ -169,13 +169,6 @@ class AddResult(BaseModel):
     evicted: list[str] = Field(description="ids the capacity gate evicted in this change")
     receipts: list[ReceiptJson]
     message: str = Field(description="what happened, in plain words (ids only)")
-
-
-class ContextResult(BaseModel):
-    """The memory block for a prompt, and why each fact is (or is not) in it."""
-
-    text: str = Field(description="the <memory> block to put in the prompt; empty if nothing")
-    manifest: InjectionManifest
 
 
 # --- the tools -------------------------------------------------------------------------------
@@ -310,9 +303,8 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
                 "are preferred when not every fact fits the budget.",
             ),
         ] = None,
-    ) -> ContextResult:
-        injection = memory_of(ctx).injection(max_tokens=max_tokens, query=query)
-        return ContextResult(text=injection.block, manifest=injection.manifest)
+    ) -> PromptContext:
+        return PromptContext.of(memory_of(ctx).injection(max_tokens=max_tokens, query=query))
 
     @tool(
         name="memory_add",

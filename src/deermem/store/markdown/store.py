@@ -161,6 +161,14 @@ _PATHS_MEMO_LIMIT = 1024
 _Claims = list[FileChange]
 
 
+def _counted(count: Callable[[], int], otherwise: Callable[[], int] = lambda: 0) -> int:
+    """``count()``, or ``otherwise()`` when what it reads cannot be read (an erase's count)."""
+    try:
+        return count()
+    except CorruptMemoryFile:
+        return otherwise()
+
+
 class MarkdownStore:
     """Facts as Markdown files under ``root``; see the module docstring.
 
@@ -472,29 +480,40 @@ class MarkdownStore:
 
     def _count_user(self, user_id: str) -> dict[str, int]:
         """What the user holds, counted as :meth:`UserDump.counts` counts (an erase
-        reports them), without reading the archive's entries (their index lists them)."""
+        reports them), without reading the archive's entries (their index lists them).
+
+        A file that cannot be read never stops the erase it is counted for (a
+        person's right to be erased does not wait for a hand edit to be
+        mended): an agent directory that is no agent's counts as an agent,
+        unreadable facts count as their files, and another unreadable record
+        as nothing — all of it goes all the same.
+        """
         user = self.user_paths(user_id)
         agents, problems = list_agents(user)
-        if problems:
-            raise CorruptMemoryFile(problems[0].path, problems[0].problem)
         counts = dict.fromkeys(ERASED_COUNTS, 0)
+        counts["agents"] = len(problems)
         for agent in agents:
-            scope = Scope.of(user_id, agent)
-            paths = user.agent(agent)
-            held = {
-                "facts": len(self.load(scope).facts),
-                "usage": len(self.usage(scope)),
-                "events": len(sidecars.read_events(paths.audit)),
-                "archived": len(sidecars.arrival_order(paths)),
-                "marks": len(sidecars.read_marks(paths)),
-                "regretEvents": len(sidecars.raw_regret_events(paths.regret_events)),
-                "shadowMarks": len(sidecars.raw_shadow_marks(paths.shadow_marks)),
-            }
+            held = self._count_agent(Scope.of(user_id, agent), user.agent(agent))
             if any(held.values()):
                 counts["agents"] += 1
                 for key, value in held.items():
                     counts[key] += value
         return counts
+
+    def _count_agent(self, scope: Scope, paths: ScopePaths) -> dict[str, int]:
+        """One agent's part of :meth:`_count_user`."""
+        return {
+            "facts": _counted(
+                lambda: len(self.load(scope).facts),
+                lambda: sum(1 for _ in paths.facts_dir.glob("*/*.md")),
+            ),
+            "usage": _counted(lambda: len(self.usage(scope))),
+            "events": _counted(lambda: len(sidecars.read_events(paths.audit))),
+            "archived": _counted(lambda: len(sidecars.arrival_order(paths))),
+            "marks": _counted(lambda: len(sidecars.read_marks(paths))),
+            "regretEvents": _counted(lambda: len(sidecars.raw_regret_events(paths.regret_events))),
+            "shadowMarks": _counted(lambda: len(sidecars.raw_shadow_marks(paths.shadow_marks))),
+        }
 
     def erase_user(self, user_id: str) -> dict[str, int]:
         """Erase everything held for a user, crash-safe (see "Erasing a user" below).
