@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -255,6 +257,67 @@ def test_credentials_in_the_base_url_are_not_shown(
     assert caught.value.endpoint == shown + "/chat/completions"
 
 
+def test_a_query_in_the_base_url_stays_the_query_of_the_endpoint(
+    server: ScriptedChatServer, sleeps: Sleeps, make_model: ModelFactory
+) -> None:
+    # Some endpoints (Azure-style proxies) take the key as ?api-key=: the path goes
+    # before the query, not after it.
+    server.enqueue("fine")
+    model = make_model(base_url=server.url + "?api-key=QUERYKEY123", api_key_env=None)
+    assert model.endpoint == server.url + "/chat/completions?api-key=QUERYKEY123"
+    assert model.complete(HELLO).text == "fine"
+    assert server.requests[0].path == "/v1/chat/completions?api-key=QUERYKEY123"
+
+
+def test_server_text_echoing_secrets_of_the_base_url_is_redacted(
+    server: ScriptedChatServer, sleeps: Sleeps, make_model: ModelFactory
+) -> None:
+    url = server.url.replace("http://", "http://alice:hunter2@") + "?api-key=QUERYKEY123"
+    # A server that echoes the request line and the credentials it was sent.
+    server.enqueue(
+        Reply.error(401, message="bad key QUERYKEY123 for alice:hunter2 (api-key=QUERYKEY123)")
+    )
+    with pytest.raises(LLMStatusError) as caught:
+        make_model(base_url=url, api_key_env=None).complete(HELLO)
+    text = str(caught.value) + repr(caught.value) + caught.value.detail
+    assert "QUERYKEY123" not in text
+    assert "hunter2" not in text
+    assert "bad key [redacted] for alice:[redacted]" in caught.value.detail
+    assert str(caught.value.endpoint).endswith("/v1/chat/completions?api-key=***")
+
+
+def test_httpx_log_line_does_not_show_secrets_of_the_base_url(
+    server: ScriptedChatServer,
+    sleeps: Sleeps,
+    make_model: ModelFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # httpx logs every request's URL at INFO; an application logging at INFO must not
+    # receive the password or the query key in it.
+    caplog.set_level(logging.INFO)
+    url = server.url.replace("http://", "http://alice:S3cretPassw0rd@") + "?api-key=QK-0987654"
+    server.enqueue("fine")
+    make_model(base_url=url, api_key_env=None).complete(HELLO)
+    lines = [record.getMessage() for record in caplog.records if record.name == "httpx"]
+    assert lines, "httpx logged no request line; the test would prove nothing"
+    assert all("S3cretPassw0rd" not in line and "QK-0987654" not in line for line in lines)
+    assert "alice:***@" in lines[0]
+    assert "api-key=***" in lines[0]
+
+
+def test_the_httpx_log_filter_leaves_other_records_alone(
+    server: ScriptedChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    # A model whose secrets are short enough to occur anywhere: only its URL is redacted.
+    url = server.url.replace("http://", "http://alice:1@") + "?key=2"
+    OpenAICompatibleModel("m", base_url=url, api_key_env=None).close()
+    with httpx.Client() as other:  # the host application's own client
+        other.get(server.url + "/models?page=2")
+    lines = [record.getMessage() for record in caplog.records if record.name == "httpx"]
+    assert any("/v1/models?page=2" in line and "HTTP/1.1 404" in line for line in lines)
+
+
 # --- lenient parsing ----------------------------------------------------------------
 
 
@@ -470,6 +533,68 @@ def test_timeout_then_success(
     model = make_model(timeout_seconds=0.2)
     assert model.complete(HELLO).text == "on time"
     assert sleeps == [1.0]
+
+
+def _trickling_server(head: bytes, pause: float) -> tuple[int, socket.socket]:
+    """A server that sends ``head`` one byte every ``pause`` seconds, then stops.
+
+    Every read the client makes gets a byte well within any per-read timeout, so
+    only a deadline over the whole exchange can end the call.
+    """
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            for byte in head:
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:  # the client gave up: the test is over
+                    return
+                time.sleep(pause)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener.getsockname()[1], listener
+
+
+def test_a_server_trickling_its_headers_times_out_by_the_deadline(sleeps: Sleeps) -> None:
+    # 300 header bytes at 0.1 s each would hold the call 30 s; the deadline is 1 s.
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Pad: " + b"a" * 300
+    port, listener = _trickling_server(head, pause=0.1)
+    model = OpenAICompatibleModel(
+        "m",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key_env=None,
+        timeout_seconds=1,
+        retry=RetryPolicy(max_retries=0),
+        sleep=sleeps,
+    )
+    started = time.monotonic()
+    with listener, model, pytest.raises(LLMTimeout) as caught:
+        model.complete(HELLO)
+    assert time.monotonic() - started < 10  # not a speed test: unbounded was ~30 s
+    assert "did not answer within 1 s" in str(caught.value)
+
+
+def test_an_invalid_url_at_request_time_is_a_deermem_error(sleeps: Sleeps) -> None:
+    # The constructor refuses such a URL; should httpx still find one wrong when the
+    # request is built, its InvalidURL (not an httpx.HTTPError) must not escape either.
+    model = OpenAICompatibleModel("m", base_url="http://127.0.0.1:1/v1", api_key_env=None)
+    model.endpoint = "http://127.0.0.1:abc/v1/chat/completions"
+    with model, pytest.raises(LLMTransportError) as caught:
+        model.complete(HELLO)
+    assert caught.value.cause == "InvalidURL"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:abc/v1", "http://alice:S3cretPw@[::1/v1"])
+def test_an_unparseable_base_url_is_refused_when_the_model_is_made(url: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        OpenAICompatibleModel("m", base_url=url, api_key_env=None)
+    assert "model.base_url = " in str(caught.value)
+    assert "S3cretPw" not in str(caught.value)
 
 
 def test_dropped_connection_is_retried(

@@ -166,6 +166,47 @@ def test_config_check_shows_model_keys_one_per_row(
     assert '"model": "deepseek-chat"' in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:abc/v1",  # a port that is not a number
+        "http://alice:S3cretPw@[::1/v1",  # an unclosed IPv6 bracket
+        "http://alice:S3cret/Pw@host/v1",  # a '/' in the password ends the authority
+        "http://alice:S3cretPw@:8000/v1",  # no host
+        "http://h:70000/v1",  # a port out of range
+    ],
+)
+def test_an_unparseable_base_url_is_a_config_error_without_the_password(url: str) -> None:
+    # urllib and httpx refuse these at the first request; the check must refuse them first.
+    with pytest.raises(ConfigError) as caught:
+        MemoryConfig(model={"model": "m", "base_url": url, "api_key_env": None})
+    assert "model.base_url = " in str(caught.value)
+    assert "S3cret" not in str(caught.value)
+
+
+def test_config_check_fails_on_an_unparseable_base_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deermem.cli import main
+
+    path = tmp_path / "deermem.yaml"
+    path.write_text(
+        'model:\n  model: m\n  base_url: "http://user:S3cretPw@127.0.0.1:abc/v1"\n'
+        "  api_key_env: null\n",
+        "utf-8",
+    )
+    assert main(["config", "check", str(path), "--ignore-env"]) != 0
+    captured = capsys.readouterr()
+    assert "model.base_url = 'http://user:***@127.0.0.1:abc/v1'" in captured.err + captured.out
+    assert "S3cretPw" not in captured.err + captured.out
+    assert "Traceback" not in captured.err + captured.out
+
+
+def test_a_query_in_base_url_is_kept_and_a_trailing_slash_of_the_path_dropped() -> None:
+    section = ModelConfig(model="m", base_url="http://h/v1/?api-key=K/")
+    assert section.base_url == "http://h/v1?api-key=K/"
+
+
 def test_build_chat_model_accepts_the_section_alone() -> None:
     section = ModelConfig(model="m", api_key_env=None)
     model = build_chat_model(section)

@@ -31,7 +31,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Final, Literal, NamedTuple, Union, get_args, get_origin
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import (
+    parse_qsl,
+    quote,
+    quote_plus,
+    unquote,
+    urlencode,
+    urlsplit,
+    urlunsplit,
+)
 
 import yaml
 from pydantic import (
@@ -162,6 +170,31 @@ def redact_url(url: str) -> str:
         return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
     except ValueError:
         return f"{scheme or 'postgresql'}://{_HIDDEN}"
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The secret parts of a URL: its password and the values of its key or token parameters.
+
+    :func:`redact_url` hides these where deermem writes the URL itself; this
+    lists them so text deermem does not write — a server's error message that
+    echoes the request line, httpx's log line — can be cleaned too. Each secret
+    is given as written and percent-decoded, since either form may be echoed.
+    The password is found the way :func:`redact_url` finds it.
+    """
+    found: set[str] = set()
+    _scheme, separator, rest = url.strip().partition("://")
+    if separator and "@" in rest:
+        _user, colon, password = rest.rpartition("@")[0].partition(":")
+        if colon:
+            found.update((password, unquote(password)))
+    try:
+        pairs = parse_qsl(urlsplit(url.strip()).query, keep_blank_values=True)
+    except ValueError:
+        pairs = []
+    for key, value in pairs:
+        if key.lower() in _SECRET_PARAMETERS:
+            found.update((value, quote(value, safe=""), quote_plus(value, safe="")))
+    return tuple(sorted(secret for secret in found if secret))
 
 
 _HIDDEN: Final = "(address hidden: it cannot be parsed)"
@@ -370,7 +403,7 @@ class ModelConfig(BaseModel):
     (extraction is off). Optional for ``local``, where it only labels the model."""
 
     base_url: str = DEFAULT_BASE_URL
-    """The endpoint's API root; ``/chat/completions`` is appended."""
+    """The endpoint's API root; ``/chat/completions`` is added to its path (a query stays)."""
 
     api_key_env: str | None = DEFAULT_API_KEY_ENV
     """Name of the environment variable holding the API key; ``null`` sends no key
@@ -392,7 +425,7 @@ class ModelConfig(BaseModel):
     only (DeepSeek), or not at all (the prompt must describe the format)."""
 
     timeout_seconds: Annotated[Float, Field(ge=1.0, le=600.0)] = 60.0
-    """Per-attempt limit for connecting, sending and waiting for the answer."""
+    """Per-attempt limit, in total, for connecting, sending and reading the whole answer."""
 
     max_retries: Annotated[Int, Field(ge=0, le=10)] = 2
     """Retries after a transport error, a timeout, 429 or 5xx; other errors fail at once."""
@@ -422,10 +455,27 @@ class ModelConfig(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        url = value.strip().rstrip("/")
-        if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+        # Taken apart here, once, so that an address httpx cannot use (a port that is
+        # not a number, an unclosed IPv6 bracket, no host) is a configuration error
+        # naming model.base_url, not a traceback at the first model call.
+        url = value.strip()
+        if not url.lower().startswith(("http://", "https://")) or len(url) <= len("https://"):
             raise ValueError("expected an http:// or https:// URL")
-        return url
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            # urllib's own message is not repeated: for a password holding a '/', the
+            # "port" it quotes is part of the password. The value is shown redacted.
+            raise ValueError(
+                "expected an http:// or https:// URL that can be parsed: a host, then "
+                "optionally ':' and a port number from 0 to 65535 (percent-encode a '/', "
+                "'?' or '#' in a password)"
+            ) from None
+        if not parts.hostname:
+            raise ValueError("expected an http:// or https:// URL with a host name")
+        # Only the path loses its trailing slash: one at the end of the query belongs to a value.
+        return urlunsplit(parts._replace(path=parts.path.rstrip("/")))
 
     @field_serializer("base_url", when_used="json")
     def _redacted_url(self, value: str) -> str:

@@ -10,7 +10,14 @@ request (the evaluation does) can hash the payload it is about to send.
 The API key is read from an environment variable whose *name* is configured.
 It travels only in the ``Authorization`` header: it is not stored in the
 payload, not shown by ``repr``, not logged, and removed from any server text
-quoted in an error.
+quoted in an error. Secrets written into ``base_url`` (a password, a
+``?api-key=``) are removed the same way, from errors and from httpx's own log
+line (:class:`_RedactingFilter`).
+
+``timeout_seconds`` bounds a whole attempt, not each read: every socket
+operation of the model's own HTTP client is given at most the time left before
+the attempt's deadline (:class:`_DeadlineBackend`), so a server that trickles its
+headers or body a byte at a time cannot hold a call open.
 """
 
 from __future__ import annotations
@@ -20,16 +27,27 @@ import json
 import logging
 import math
 import os
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Final, Literal, TypedDict
+from typing import Any, Final, Literal, TypedDict
+from urllib.parse import urlsplit, urlunsplit
 
+import httpcore
 import httpx
 
-from deermem.config import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, ModelConfig, redact_url
+from deermem.config import (
+    DEFAULT_API_KEY_ENV,
+    DEFAULT_BASE_URL,
+    ModelConfig,
+    redact_url,
+    url_secrets,
+)
 from deermem.errors import (
     ConfigError,
     LLMError,
@@ -243,8 +261,8 @@ def _text(content: object) -> str | None:
     return "".join(parts)
 
 
-def error_detail(body: bytes, secret: str | None) -> str:
-    """The server's own explanation of an error status, short and without the key.
+def error_detail(body: bytes, secret: str | Iterable[str] | None) -> str:
+    """The server's own explanation of an error status, short and without the secrets.
 
     OpenAI-style servers send ``{"error": {"message": ...}}``; others send
     ``{"error": "..."}``, ``{"detail": ...}`` or plain text.
@@ -264,11 +282,17 @@ def error_detail(body: bytes, secret: str | None) -> str:
     return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
 
 
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` replaced by ``[redacted]``."""
+def redact(text: str, secret: str | Iterable[str] | None) -> str:
+    """``text`` with every occurrence of ``secret`` (or of each secret) replaced by ``[redacted]``.
+
+    Longer secrets go first, so a secret that contains another is replaced whole.
+    """
     if not secret:
         return text
-    return text.replace(secret, REDACTED)
+    secrets = [secret] if isinstance(secret, str) else list(secret)
+    for each in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(each, REDACTED)
+    return text
 
 
 def _kind(value: object) -> str:
@@ -314,13 +338,14 @@ class Failures:
         model: the model name.
         endpoint: the URL called, already without credentials.
         timeout_seconds: the per-attempt limit, for timeout messages.
-        secret: the API key to redact from server text, if any.
+        secret: what to redact from server text: the API key, and the
+            secrets written into ``base_url`` (a server may echo its request line).
     """
 
     model: str
     endpoint: str
     timeout_seconds: float
-    secret: str | None
+    secret: str | tuple[str, ...] | None
 
     def _where(self, attempt: int) -> _Where:
         return _Where(model=self.model, endpoint=self.endpoint, attempts=attempt)
@@ -363,7 +388,7 @@ class Failures:
             **self._where(attempt),
         )
 
-    def transport(self, error: httpx.HTTPError, attempt: int) -> LLMTransportError:
+    def transport(self, error: Exception, attempt: int) -> LLMTransportError:
         text = redact(str(error), self.secret) or "no details"
         return LLMTransportError(
             f"could not reach model {self.model!r} at {self.endpoint}: "
@@ -411,6 +436,193 @@ MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
 _TRANSIENT: Final = (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError)
 
 
+# ---------------------------------------------------------------------------
+# One deadline for a whole attempt
+#
+# httpx's timeouts bound each socket operation: a read that waits longer than
+# ``read`` seconds fails, but a server that sends one byte every second never
+# makes one wait that long, and could hold a call open for ever — during the
+# headers as well as the body. The network backend below gives every operation
+# (connect, TLS handshake, each write, each read) at most the time left before
+# the deadline of the attempt under way, and fails any operation started after
+# it. An attempt therefore ends by its deadline plus one blocking operation's
+# overshoot of the socket timeout (milliseconds) — whatever the server does.
+# Name resolution (getaddrinfo) is the one step no socket timeout reaches.
+# ---------------------------------------------------------------------------
+
+# The deadline (time.monotonic()) of the attempt this thread is making, if any.
+# A context variable rather than state on the backend: the client, its pool and
+# its pooled connections are shared by every thread calling the model, and each
+# socket operation runs in the thread of the request it serves.
+_DEADLINE: ContextVar[float | None] = ContextVar("deermem_llm_deadline", default=None)
+
+
+@contextmanager
+def _deadline(at: float) -> Iterator[None]:
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _budget(timeout: float | None, expired: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout`` cut to the time left before the current deadline.
+
+    Raises:
+        expired: the deadline has passed (httpx maps it to its own timeout error).
+    """
+    deadline = _DEADLINE.get()
+    if deadline is None:  # a request made outside an attempt: httpx's timeouts only
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise expired("total time exceeded")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every operation ends by the current attempt's deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _budget(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _budget(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        budget = _budget(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, budget))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """Opens connections as ``backend`` does, each bounded by the current deadline."""
+
+    def __init__(self, backend: httpcore.NetworkBackend) -> None:
+        self._backend = backend
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        budget = _budget(timeout, httpcore.ConnectTimeout)
+        stream = self._backend.connect_tcp(host, port, budget, local_address, socket_options)
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        budget = _budget(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_unix_socket(path, budget, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _client_with_deadlines() -> httpx.Client:
+    """An ``httpx.Client`` whose connections all obey :data:`_DEADLINE`.
+
+    httpx has no setting for a network backend, so the backend of each
+    connection pool (the direct one, and those of any proxies httpx set up from
+    the environment) is wrapped after the client is made. ``_network_backend`` is
+    httpcore's name for it; the test that trickles headers fails if it changes.
+    """
+    client = httpx.Client()
+    transports = [client._transport, *client._mounts.values()]
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if isinstance(backend, httpcore.NetworkBackend) and not isinstance(
+            backend, _DeadlineBackend
+        ):
+            pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+    return client
+
+
+# ---------------------------------------------------------------------------
+# Secrets in base_url, kept out of httpx's log
+#
+# httpx logs every request at INFO as ``HTTP Request: POST <url> ...`` with the
+# URL as sent, so a password or a ``?api-key=`` in ``base_url`` would reach any
+# application that logs at INFO. Moving the secret out of the URL is not
+# possible for a query key (the server reads it there), and silencing httpx's
+# logger would take its log from the host application too. Instead a filter on
+# the ``httpx`` logger replaces each deermem endpoint URL that holds a secret by
+# its redacted form in the records it passes on. It replaces whole URLs, not the
+# secrets alone, so that a short password cannot mangle the host application's
+# own records; every other record passes unchanged, and none is dropped.
+# ---------------------------------------------------------------------------
+
+
+class _RedactingFilter(logging.Filter):
+    """Shows deermem's endpoint URLs redacted in the ``httpx`` logger's records."""
+
+    def __init__(self) -> None:
+        super().__init__("httpx")
+        self._lock = threading.Lock()
+        # URL as httpx writes it -> the same URL as deermem shows it.
+        self._shown: Mapping[str, str] = {}
+
+    def add(self, endpoint: str) -> None:
+        """Redact ``endpoint`` from now on, if it holds a secret.
+
+        Endpoints are only ever added: a record logged after its model was closed
+        is still redacted, and the map is as small as the URLs configured.
+        """
+        written = {endpoint, str(httpx.URL(endpoint))}  # httpx may normalise it
+        additions = {url: redact_url(url) for url in written if redact_url(url) != url}
+        if additions:
+            with self._lock:  # copy on write: filter() reads without the lock
+                self._shown = {**self._shown, **additions}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        shown = self._shown
+        if not shown:
+            return True
+        message = record.getMessage()
+        if any(url in message for url in shown):
+            for url in sorted(shown, key=len, reverse=True):
+                message = message.replace(url, shown[url])
+            record.msg, record.args = message, None
+        return True
+
+
+_HTTPX_LOG_FILTER: Final = _RedactingFilter()
+logging.getLogger("httpx").addFilter(_HTTPX_LOG_FILTER)
+
+
+def chat_completions_url(base_url: str) -> str:
+    """``{base_url}/chat/completions``, with the path added to the URL's path.
+
+    A query (``?api-key=…``) stays a query, after the new path; a fragment,
+    which is never sent, is dropped.
+    """
+    parts = urlsplit(base_url.strip())
+    path = parts.path.rstrip("/") + "/chat/completions"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
 class _Retryable(Exception):
     """Internal: an attempt failed in a way that may pass; carries the error to raise."""
 
@@ -424,7 +636,8 @@ class OpenAICompatibleModel:
 
     Args:
         model: the model name the endpoint knows, e.g. ``"deepseek-chat"``.
-        base_url: the API root; ``/chat/completions`` is appended.
+        base_url: the API root; ``/chat/completions`` is added to its path, and a
+            query (``?api-key=``) stays the query.
         api_key_env: the environment variable holding the key, or ``None`` to
             send no ``Authorization`` header (local servers rarely want one).
         temperature: sent when not ``None``.
@@ -433,7 +646,8 @@ class OpenAICompatibleModel:
         structured_output: how a ``json_schema`` is passed: as
             ``response_format`` ``json_schema`` (OpenAI, vLLM, llama.cpp,
             Ollama), as ``json_object`` (DeepSeek), or not at all.
-        timeout_seconds: per attempt, for connecting, sending and the whole answer.
+        timeout_seconds: per attempt, in total: connecting, sending, the headers
+            and the whole answer (see :class:`_DeadlineBackend`).
         retry: when and how long to retry.
         http: the ``httpx.Client`` to use (tests may pass one with a mock
             transport); by default the model makes and owns one.
@@ -442,7 +656,7 @@ class OpenAICompatibleModel:
 
     Raises:
         ConfigError: ``api_key_env`` names a variable that is unset or empty,
-            or a setting is out of range.
+            ``base_url`` cannot be parsed, or a setting is out of range.
     """
 
     def __init__(
@@ -466,8 +680,19 @@ class OpenAICompatibleModel:
         if not (math.isfinite(timeout_seconds) and timeout_seconds > 0):
             raise ConfigError([f"model.timeout_seconds = {timeout_seconds!r}: expected > 0"])
         self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.endpoint = self.base_url + "/chat/completions"
+        self.base_url = base_url.strip()
+        try:
+            self.endpoint = chat_completions_url(self.base_url)
+            httpx.URL(self.endpoint)  # what the first request would find wrong, found now
+        except (ValueError, httpx.InvalidURL):
+            # Neither message is repeated: either may quote part of a password.
+            raise ConfigError(
+                [
+                    f"model.base_url = {redact_url(self.base_url)!r}: expected an http:// or "
+                    "https:// URL that can be parsed (a host, then optionally ':' and a port "
+                    "number)"
+                ]
+            ) from None
         self.api_key_env = api_key_env
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -477,11 +702,15 @@ class OpenAICompatibleModel:
         self.retry = retry or RetryPolicy()
         self._api_key = _read_key(api_key_env, os.environ if environ is None else environ)
         self._owns_http = http is None
-        self._http = http if http is not None else httpx.Client()
+        # Only a client made here bounds the headers by the deadline; an injected one
+        # keeps its own transport, and the deadline is checked between body chunks.
+        self._http = http if http is not None else _client_with_deadlines()
         self._sleep = sleep
         # Shown in errors and logs: the endpoint without any user:password in it.
         self._shown_endpoint = redact_url(self.endpoint)
-        self._failures = Failures(model, self._shown_endpoint, timeout_seconds, self._api_key)
+        _HTTPX_LOG_FILTER.add(self.endpoint)
+        secrets = tuple(filter(None, (self._api_key, *url_secrets(self.base_url))))
+        self._failures = Failures(model, self._shown_endpoint, timeout_seconds, secrets or None)
 
     @classmethod
     def from_config(
@@ -616,18 +845,22 @@ class OpenAICompatibleModel:
             headers["Authorization"] = f"Bearer {self._api_key}"
         deadline = time.monotonic() + self.timeout_seconds
         try:
-            with self._http.stream(
-                "POST",
-                self.endpoint,
-                content=body,
-                headers=headers,
-                timeout=httpx.Timeout(self.timeout_seconds),
-            ) as response:
+            with (
+                _deadline(deadline),
+                self._http.stream(
+                    "POST",
+                    self.endpoint,
+                    content=body,
+                    headers=headers,
+                    timeout=httpx.Timeout(self.timeout_seconds),
+                ) as response,
+            ):
                 raw = self._read_body(response, deadline, attempt)
                 status, response_headers = response.status_code, response.headers
         except httpx.TimeoutException as error:
             raise _Retryable(self._failures.timeout(type(error).__name__, attempt)) from error
-        except httpx.HTTPError as error:
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as error:
+            # Every httpx failure becomes deermem's: callers never catch httpx's errors.
             failure = self._failures.transport(error, attempt)
             if isinstance(error, _TRANSIENT):
                 raise _Retryable(failure) from error

@@ -49,7 +49,8 @@ class RecordedRequest:
 
     Attributes:
         method: ``"POST"``, ``"GET"`` ...
-        path: the request path, e.g. ``"/v1/chat/completions"``.
+        path: the request path with its query, as it arrived, e.g.
+            ``"/v1/chat/completions"``; requests are routed by the part before ``?``.
         headers: header names lower-cased; values as sent.
         body: the raw body.
     """
@@ -374,9 +375,10 @@ class ScriptedChatServer:
             self._requests.append(request)
             received = len(self._requests)
             item: ScriptItem | None = None
-            endpoint = request.method == "POST" and request.path == (
-                self.base_path + "/chat/completions"
-            )
+            # Routed by the path alone, as real servers do: a query (``?api-key=``) is
+            # part of some endpoints' address, not of the route.
+            route = request.path.partition("?")[0]
+            endpoint = request.method == "POST" and route == (self.base_path + "/chat/completions")
             if endpoint and self._queue:
                 item = self._queue.popleft()
         if not endpoint:
