@@ -1397,8 +1397,9 @@ class Memory:
 
         With ``immediate`` — for a host about to drop these messages from its
         context (before summarising them away) — the queue is processed now,
-        without waiting for the pause: the messages are fed whole, kept apart
-        from the thread's ordinary entry, and always admitted.
+        without waiting for the pause; the conversation is kept apart from the
+        thread's ordinary entry and always admitted, and, like any other, only
+        what was not learned from before is sent (and the mark moves with it).
 
         Returns:
             Whether it was queued (``False``: after filtering nothing is left
