@@ -14,7 +14,7 @@ from types import TracebackType
 
 import pytest
 
-from deermem import Memory
+from deermem import FactValidationError, Memory
 from deermem.testing import RecordedRequest, ScriptedChatServer
 from tests.wire_support import (
     answer,
@@ -119,3 +119,18 @@ def test_a_reply_said_twice_never_feeds_learned_turns_again(
     assert "exactly right" not in prompt_of(server)
     assert report.confirmed == ()
     assert memory.get_fact(fact_id).confirmationCount == 1
+
+
+@pytest.mark.parametrize("messages", [None, 42, "I use uv.", {"role": "user", "content": "hi"}])
+def test_messages_that_are_not_a_conversation_are_refused_naming_the_argument(
+    tmp_path: Path, server: ScriptedChatServer, messages: object
+) -> None:
+    memory = open_memory(tmp_path, server)
+    with pytest.raises(FactValidationError) as learning:
+        memory.learn("t", messages)  # type: ignore[arg-type]
+    assert learning.value.field == "messages"
+    with pytest.raises(FactValidationError) as queueing:
+        memory.queue_conversation("t", messages)  # type: ignore[arg-type]
+    assert queueing.value.field == "messages"
+    assert "I use uv" not in str(learning.value)  # a text is described, never quoted
+    assert server.requests == []
