@@ -27,6 +27,7 @@ from tests.wire_support import (
     new_fact,
     open_memory,
     prompt_of,
+    reinforce,
     seed,
     stored_fact,
 )
@@ -145,7 +146,7 @@ def test_an_immediate_entry_is_processed_without_waiting_for_the_pause(
     assert [f.content for f in memory.list_facts()] == ["Uses uv."]
 
 
-def test_an_immediate_entry_is_fed_whole_and_leaves_the_mark(
+def test_an_immediate_entry_feeds_what_follows_the_mark_and_moves_it(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:
     memory = open_memory(tmp_path, server, debounce_seconds=300.0)
@@ -155,10 +156,28 @@ def test_an_immediate_entry_is_fed_whole_and_leaves_the_mark(
     grown = [*first, *conversation("I moved to Paris.", "Noted.")]
     assert memory.queue_conversation("t", grown, immediate=True)
     assert memory.flush_queue(timeout=10).ok
-    assert "I use uv." in prompt_of(server)  # fed whole, past the mark
-    assert memory.learn("t", grown).report.outcome == "unchanged"  # asked again: the mark stayed
-    assert "I use uv." not in prompt_of(server)
+    assert "I use uv." not in prompt_of(server)  # learned already: not fed again
     assert "Paris" in prompt_of(server)
+    assert memory.learn("t", grown).report.outcome == "nothing-new"  # the mark moved
+    assert len(server.requests) == 2
+
+
+def test_an_immediate_entry_of_a_learned_conversation_asks_nothing_and_confirms_nothing(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=300.0)
+    fact_id = memory.create_fact("Uses uv, never pip.", confidence=0.9).fact_id
+    assert fact_id is not None
+    confirming = answer(factsToReinforce=[reinforce(fact_id)])
+    server.enqueue(confirming, confirming)
+    chat = conversation("You remember I use uv?", "Yes.", "Yes, that's exactly right!", "Great.")
+    assert memory.learn("t", chat).report.confirmed == (fact_id,)
+    # The host is about to summarise the conversation away and flushes it: it was learned
+    # already, so the model is not asked and the user's "exactly right" is not counted twice.
+    assert memory.queue_conversation("t", chat, immediate=True)
+    assert memory.flush_queue(timeout=10).ok
+    assert len(server.requests) == 1
+    assert memory.get_fact(fact_id).confirmationCount == 1
 
 
 def hidden_turn(text: str, **kwargs: object) -> dict[str, object]:

@@ -15,7 +15,14 @@ from deermem import QueueFullError
 from deermem.errors import QueueClosedError
 from deermem.learning.learner import StoredMarks
 from deermem.learning.prompt import ConversationTurn
-from deermem.learning.queue import QueueItem, QueueKey, UpdateQueue, mark_of, messages_after
+from deermem.learning.queue import (
+    QueueItem,
+    QueueKey,
+    UpdateQueue,
+    conversation_mark,
+    mark_of,
+    messages_after,
+)
 from deermem.model import Scope
 from deermem.store import ChangeSet, MarkdownStore
 
@@ -394,7 +401,7 @@ def test_shutdown_stops_intake_and_flushes() -> None:
 # --- the watermark ----------------------------------------------------------------------------
 #
 # The marks are the store's (what a Memory's queue reads); the processing function
-# moves them as the Learner does: with a successful, non-emergency update.
+# moves them as the Learner does: with a successful update, emergency or not.
 
 
 class Marking(Recorder):
@@ -407,8 +414,8 @@ class Marking(Recorder):
     def __call__(self, item: QueueItem[Turn]) -> bool:
         ok = super().__call__(item)
         key = item.key
-        if ok and not key.emergency:
-            mark = {key.thread_id: mark_of(item.messages[-1])}
+        if ok:
+            mark = {key.thread_id: conversation_mark(item.conversation)}
             self.store.commit(Scope.of(key.user_id, key.agent), ChangeSet(now=NOW, watermarks=mark))
         return ok
 
@@ -467,14 +474,18 @@ def test_turns_after_the_mark_survive_removal_at_the_front(tmp_path: Path) -> No
     assert recorder.texts() == [["a", "b"], ["c", "d"]]
 
 
-def test_an_emergency_feed_is_whole(tmp_path: Path) -> None:
+def test_an_emergency_feed_is_what_follows_the_mark(tmp_path: Path) -> None:
     recorder, queue, timers = marking_queue(tmp_path)
     run(queue, timers, "t1", turns("a", "b"))
     queue.add_nowait("t1", turns("a", "b", "c"))
     timers.fire()
-    assert recorder.texts()[-1] == ["a", "b", "c"]
-    run(queue, timers, "t1", turns("a", "b", "c"))
-    assert recorder.texts()[-1] == ["c"]  # the emergency update did not move the mark
+    assert recorder.texts()[-1] == ["c"]  # "a" and "b" were extracted already
+    queue.add_nowait("t1", turns("a", "b", "c"))
+    timers.fire()
+    assert len(recorder.items) == 2  # nothing new: the emergency update moved the mark
+    assert queue.stats.nothing_new == 1
+    run(queue, timers, "t1", turns("a", "b", "c", "d"))
+    assert recorder.texts()[-1] == ["d"]
 
 
 def test_without_marks_every_conversation_is_fed_whole() -> None:
@@ -485,12 +496,37 @@ def test_without_marks_every_conversation_is_fed_whole() -> None:
     assert recorder.texts() == [["a", "b"], ["a", "b", "c"]]
 
 
-def test_a_repeated_text_marks_its_first_occurrence() -> None:
+def test_a_mark_of_the_old_form_is_read_at_its_first_occurrence() -> None:
+    # One message's digest: what marks were before they named a position, still in stores.
     assert [
         m.text for m in messages_after(turns("ok", "b", "ok"), mark_of(Turn("human", "ok")))
     ] == [
         "b",
         "ok",
+    ]
+
+
+def test_a_reply_said_twice_is_marked_at_its_own_position() -> None:
+    said = turns("I use uv", "Noted.", "yes, exactly", "Noted.")
+    grown = [*said, *turns("next", "sure")]
+    assert [m.text for m in messages_after(grown, conversation_mark(said))] == ["next", "sure"]
+    assert [m.text for m in messages_after(grown, conversation_mark(said[:2]))] == [
+        "yes, exactly",
+        "Noted.",
+        "next",
+        "sure",
+    ]
+    assert messages_after(said, conversation_mark(said)) == ()
+
+
+def test_a_conversation_cut_at_the_front_is_placed_by_its_marked_message() -> None:
+    # No prefix matches once the front is gone: the marked message's own digest places it
+    # (its first occurrence: a turn may be fed twice, never lost).
+    said = [Turn("human", text, id=f"m{n}") for n, text in enumerate("abcd")]
+    assert [m.text for m in messages_after(said[2:], conversation_mark(said[:3]))] == ["d"]
+    assert [m.text for m in messages_after(turns("x", "y"), conversation_mark(said))] == [
+        "x",
+        "y",
     ]
 
 

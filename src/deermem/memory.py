@@ -51,14 +51,13 @@ from deermem.library.gate import Ranking, WhatIf, rank_library, standing_of, wha
 from deermem.library.regret import Found, RegretReport, build_report, search_regret
 from deermem.model import (
     MAX_KEPT_SIZE,
-    MAX_LINE_CHARS,
     Fact,
     FlushReport,
     Scope,
     category_key,
     check_fact_id,
-    check_line,
     check_storable,
+    check_thread_id,
     check_user_id,
     duplicate_key,
     format_timestamp,
@@ -1378,9 +1377,10 @@ class Memory:
             LLMError: the model call failed (after the client's retries).
             MessageFormatError: a message has an unusable shape.
             FactValidationError: the thread id is not one line of at most 256
-                characters of valid Unicode (it is stored as the facts' source).
+                characters of valid Unicode (it is stored as the facts' source),
+                or ``messages`` is not a sequence of messages (field ``messages``).
         """
-        thread_id = _checked_thread_id(thread_id)
+        thread_id = check_thread_id(thread_id)  # before the model is asked
         return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)
 
     def queue_conversation(
@@ -1397,8 +1397,9 @@ class Memory:
 
         With ``immediate`` — for a host about to drop these messages from its
         context (before summarising them away) — the queue is processed now,
-        without waiting for the pause: the messages are fed whole, kept apart
-        from the thread's ordinary entry, and always admitted.
+        without waiting for the pause; the conversation is kept apart from the
+        thread's ordinary entry and always admitted, and, like any other, only
+        what was not learned from before is sent (and the mark moves with it).
 
         Returns:
             Whether it was queued (``False``: after filtering nothing is left
@@ -1411,9 +1412,9 @@ class Memory:
                 ones, are always taken).
             QueueClosedError: :meth:`close` was called.
             MessageFormatError: a message has an unusable shape.
-            FactValidationError: the thread id is unusable (see :meth:`learn`).
+            FactValidationError: the thread id or ``messages`` is unusable (see :meth:`learn`).
         """
-        thread_id = _checked_thread_id(thread_id)
+        thread_id = check_thread_id(thread_id)  # before the model is asked
         return self._updates.queue_conversation(
             self.scope, thread_id, messages, immediate=immediate
         )
@@ -1497,14 +1498,6 @@ def _check_import_not_duplicate(plan: ImportPlan, *, redact: bool) -> None:
         earlier = seen.setdefault(key, fact_id)
         if earlier != fact_id:
             raise DuplicateFactError(earlier, where=f"facts[{position}]")
-
-
-def _checked_thread_id(thread_id: object) -> str:
-    """A conversation's id — the source of the facts learned from it: one line of
-    at most 256 characters, checked before the model is asked."""
-    if not isinstance(thread_id, str):
-        raise FactValidationError("threadId", thread_id, "expected a string")
-    return check_line("threadId", thread_id, MAX_LINE_CHARS)
 
 
 # --- the memory document: what ``export`` writes and ``import`` reads -----------------------

@@ -110,6 +110,7 @@ __all__ = [
     "check_line",
     "check_lines",
     "check_storable",
+    "check_thread_id",
     "check_user_id",
     "duplicate_digest",
     "duplicate_key",
@@ -298,6 +299,25 @@ def check_line(field: str, value: str, limit: int) -> str:
         FactValidationError: more than ``limit`` characters.
     """
     return _check_text(field, value, limit, _NOT_IN_A_LINE, "one line of text")
+
+
+def check_thread_id(value: object) -> str:
+    """Apply the one rule for a conversation's id; return it unchanged.
+
+    The id is stored as the source of the facts learned from the
+    conversation, so it is checked as a line of a fact is: one line of at
+    most 256 characters of valid Unicode. ``Memory.learn``,
+    ``Memory.queue_conversation`` and the HTTP API's ``threadId`` all apply
+    this one function, so no interface accepts an id that a later update
+    would refuse.
+
+    Raises:
+        FactValidationError: the field ``threadId`` is not a string, or is too long.
+        InvalidTextError: it holds a lone surrogate, a control character or a line break.
+    """
+    if not isinstance(value, str):
+        raise FactValidationError("threadId", value, "expected a string")
+    return check_line("threadId", value, MAX_LINE_CHARS)
 
 
 def check_lines(field: str, value: str, limit: int) -> str:

@@ -291,3 +291,19 @@ def test_the_job_store_prunes_old_records_and_forgets_a_users_jobs(tmp_path: Pat
     time.sleep(0.01)  # the records' modification times are in the past
     assert JobStore(store.directory, retention_seconds=0).prune() == 2  # never another file
     assert [path.name for path in store.directory.iterdir()] == ["notes.json"]
+
+
+@pytest.mark.parametrize("thread_id", ["bad\u0007id", "two\nlines", "\u2028"])
+def test_a_thread_id_learn_would_refuse_is_refused_before_queueing(
+    learning: LiveServer, chat: ScriptedChatServer, thread_id: str
+) -> None:
+    # The route applies Memory.learn's rule itself (deermem.model.check_thread_id): before,
+    # only the schema's pattern said it, the id was accepted (202) and the job failed later.
+    response = learning.client().post(
+        f"{ALICE}/conversations", json={"threadId": thread_id, "messages": CHAT}
+    )
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["field"] == "threadId"
+    assert "jobId" not in body
+    assert chat.requests == []

@@ -186,6 +186,9 @@ class CountingTransaction:
     def shadow_marks(self) -> Mapping[str, ShadowMark]:
         return self.inner.shadow_marks()
 
+    def watermark(self, thread_id: str) -> str | None:
+        return self.inner.watermark(thread_id)
+
     def commit(self, changes: ChangeSet) -> CommitResult:
         return self.inner.commit(changes)
 

@@ -8,7 +8,8 @@ docs/update.md):
 
 1. the messages (OpenAI or LangChain/DeerFlow shape) are read, filtered
    (hidden turns, tool traffic, upload blocks, trivial acknowledgements) and
-   cut to what the store's watermark says is new; nothing left, no call;
+   cut to what the store's watermark says is new (read under the update
+   lock); nothing left, no call;
 2. the newest of them that fit ``max_conversation_chars`` are kept (the older
    ones are left out and counted), and the signals are detected *on what is
    sent* — once, so the hints and the confirmation gate see only what the
@@ -18,10 +19,12 @@ docs/update.md):
 4. the answer is found and read (:mod:`deermem.learning.answer`); an answer
    without an update, or one refused whole, changes nothing;
 5. inside one store transaction, :func:`apply_response` plans, runs the
-   capacity gate and commits, the conversation's new watermark with it. If
-   the store reports a revision conflict (a writer that bypassed the lock),
-   the memory is reloaded and the *same* answer applied again, up to three
-   attempts — the model is never asked twice.
+   capacity gate and commits, the conversation's new watermark with it —
+   only if the stored mark is still the one step 1 read (else the answer
+   is dropped and the update starts over). If the store reports a revision
+   conflict (a writer that bypassed the lock), the memory is reloaded and
+   the *same* answer applied again, up to three attempts — the model is
+   never asked twice for one answer.
 
 The model call happens outside the store's lock: a slow endpoint never
 blocks other writers. A dry run uses a :class:`PreviewTransaction` and
@@ -50,7 +53,11 @@ names no other fact at all, is *blocked*: never applied, only counted.
 reads its conversation's mark there and commits the new one with the facts
 it changes, so another process, a new ``Memory`` or ``deermem ingest`` run
 twice never extracts — and never confirms — an applied conversation again
-(see :mod:`deermem.learning.queue`).
+(see :mod:`deermem.learning.queue`). Updates running at the same time are
+ordered too: the mark is read under the update lock (this process) and read
+again inside the committing transaction (every process); an answer given
+about turns another update applied meanwhile is dropped, and the update
+starts over from the moved mark (:meth:`Learner._run`).
 """
 
 from __future__ import annotations
@@ -94,7 +101,7 @@ from deermem.learning.queue import (
     QueueItem,
     UpdateQueue,
     WatermarkKey,
-    mark_of,
+    conversation_mark,
     messages_after,
 )
 from deermem.learning.report import (
@@ -152,6 +159,38 @@ class StoredMarks:
     def unseen(self, key: WatermarkKey, messages: Sequence[M]) -> tuple[M, ...]:
         thread_id, user_id, agent = key
         return messages_after(messages, self._store.watermark(Scope.of(user_id, agent), thread_id))
+
+
+class _MarkMoved(Exception):
+    """Another update moved a conversation's mark while this one asked the model.
+
+    Raised inside the committing transaction, so nothing is written; the
+    update starts over from the mark as it is now.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """The marks of one update: the one its feed was cut at, and the one it commits.
+
+    Attributes:
+        thread_id: the conversation.
+        prior: the stored mark when the feed was cut (``None``: there was none).
+        new: the mark of the conversation's end, committed with the update.
+    """
+
+    thread_id: str
+    prior: str | None
+    new: str
+
+    def check(self, transaction: StoreTransaction) -> None:
+        """Raise :class:`_MarkMoved` unless the stored mark is still ``prior``.
+
+        Raises:
+            _MarkMoved: another update applied (part of) the conversation meanwhile.
+        """
+        if transaction.watermark(self.thread_id) != self.prior:
+            raise _MarkMoved(self.thread_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,36 +283,64 @@ class Learner:
         kept = self._learnable(messages)
         if kept is None:
             return UpdateResult(UpdateReport(thread_id, "no-conversation", dry_run=dry_run))
-        feed = self.watermark.unseen((thread_id, scope.user_id, scope.agent), kept)
-        if not feed:
-            return UpdateResult(UpdateReport(thread_id, "nothing-new", dry_run=dry_run))
-        return self._run(scope, thread_id, feed, dry_run=dry_run, marks=True)
+        return self._run(scope, thread_id, kept, dry_run=dry_run)
 
     def _run(
-        self,
-        scope: Scope,
-        thread_id: str,
-        feed: Sequence[Message],
-        *,
-        dry_run: bool,
-        marks: bool,
+        self, scope: Scope, thread_id: str, conversation: Sequence[Message], *, dry_run: bool
     ) -> UpdateResult:
-        """One update over ``feed``; with ``marks``, the conversation is marked up to its end.
+        """One update over the part of ``conversation`` after its mark; the mark moves to its end.
+
+        The mark is read under ``_running`` (so two updates of this process
+        never ask the model about the same turns), and read again inside the
+        transaction that commits (:class:`_MarkMoved`): an update of another
+        process that applied the conversation meanwhile makes this one start
+        over from the moved mark — usually to find nothing new — instead of
+        applying the same turns twice. Concurrent updates thus end as if run
+        one after the other; the price of the race is a wasted model call.
+        The user's store lock is never held during the model call.
 
         The mark goes into the update's own commit. An update that succeeds
         without a commit (nothing left to ask the model after filtering)
         commits the mark alone; one that fails moves nothing.
+
+        Raises:
+            RevisionConflict: the mark moved under every one of
+                ``MAX_COMMIT_ATTEMPTS`` attempts; nothing was written.
         """
         parts = self.parts()
-        mark = mark_of(feed[-1]) if marks and not dry_run else None
         with self._running:
-            now = self._clock()
-            result = self._extract(
-                parts, scope, thread_id, feed, now=now, dry_run=dry_run, mark=mark
-            )
-            report = result.report
-            if mark is not None and report.outcome == "no-conversation":
-                self._store.commit(scope, ChangeSet(now=now, watermarks={thread_id: mark}))
+            for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+                prior = self._store.watermark(scope, thread_id)
+                feed = messages_after(conversation, prior)
+                if not feed:
+                    return UpdateResult(UpdateReport(thread_id, "nothing-new", dry_run=dry_run))
+                mark = None if dry_run else _Mark(thread_id, prior, conversation_mark(conversation))
+                now = self._clock()
+                try:
+                    result = self._extract(
+                        parts, scope, thread_id, feed, now=now, dry_run=dry_run, mark=mark
+                    )
+                    if mark is not None and result.report.outcome == "no-conversation":
+                        self._commit_mark(scope, mark, now)
+                    break
+                except _MarkMoved:
+                    if attempt == MAX_COMMIT_ATTEMPTS:
+                        raise RevisionConflict(
+                            f"the mark of thread {thread_id!r} kept moving under "
+                            f"{MAX_COMMIT_ATTEMPTS} updates; nothing was written",
+                            expected=None,
+                            actual=None,
+                        ) from None
+                    _log.warning(
+                        "memory update for thread %r: another update applied the conversation "
+                        "meanwhile; starting over from its mark (attempt %d of %d)",
+                        thread_id,
+                        attempt,
+                        MAX_COMMIT_ATTEMPTS,
+                    )
+            else:  # pragma: no cover - every pass breaks, returns or raises
+                raise AssertionError("unreachable")
+        report = result.report
         # The agent, never the user: a user id (often an e-mail address) stays out of
         # logs, which outlive an erased user (docs/privacy.md).
         _log.info(
@@ -285,6 +352,12 @@ class Learner:
         )
         return result
 
+    def _commit_mark(self, scope: Scope, mark: _Mark, now: datetime) -> None:
+        """Commit the mark alone (an update with nothing to ask), if it has not moved."""
+        with self._store.transaction(scope) as transaction:
+            mark.check(transaction)
+            transaction.commit(ChangeSet(now=now, watermarks={mark.thread_id: mark.new}))
+
     def _extract(
         self,
         parts: _Parts,
@@ -294,7 +367,7 @@ class Learner:
         *,
         now: datetime,
         dry_run: bool,
-        mark: str | None,
+        mark: _Mark | None,
     ) -> UpdateResult:
         """Ask the model about ``feed`` (filtered messages, oldest first) and apply its answer.
 
@@ -373,11 +446,18 @@ class Learner:
         *,
         now: datetime,
         signals: frozenset[str],
-        mark: str | None,
+        mark: _Mark | None,
     ) -> UpdateResult:
-        """Apply the answer in one transaction; on a revision conflict, reload and retry."""
+        """Apply the answer in one transaction; on a revision conflict, reload and retry.
+
+        Raises:
+            _MarkMoved: another update moved the conversation's mark since it
+                was read; nothing was committed.
+        """
 
         def apply(transaction: StoreTransaction) -> AppliedUpdate:
+            if mark is not None:
+                mark.check(transaction)  # under the user's lock, before anything is written
             return apply_response(
                 transaction,
                 response,
@@ -387,7 +467,7 @@ class Learner:
                 now=now,
                 thread_id=base.thread_id,
                 new_id=self._new_id,
-                mark=None if base.dry_run else mark,
+                mark=None if base.dry_run or mark is None else mark.new,
             )
 
         store = self._store
@@ -463,11 +543,10 @@ class Learner:
         """The queue's processing function: one update over the item's new messages."""
         key = item.key
         scope = Scope.of(key.user_id, key.agent)
-        # An emergency extraction feeds a conversation whole and never moves its mark.
-        result = self._run(
-            scope, key.thread_id, item.messages, dry_run=False, marks=not key.emergency
-        )
-        return result.report.succeeded
+        # The whole conversation: the mark names a position in it, and is read again under
+        # the lock (the queue's cut was made without it). Emergency items alike.
+        conversation = item.conversation or item.messages
+        return self._run(scope, key.thread_id, conversation, dry_run=False).report.succeeded
 
     def flush(self, timeout: float | None) -> FlushReport:
         """Process what is queued now, within ``timeout`` (default: the shutdown budget)."""
@@ -801,6 +880,9 @@ class PreviewTransaction:
 
     def shadow_marks(self) -> Mapping[str, ShadowMark]:
         return self._store.shadow_marks(self._scope)
+
+    def watermark(self, thread_id: str) -> str | None:
+        return self._store.watermark(self._scope, thread_id)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         """Record ``changes``; report what a commit would have done."""

@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final, Literal
 
-from deermem.errors import MessageFormatError
+from deermem.errors import FactValidationError, MessageFormatError
 
 __all__ = [
     "CLAUSE_WINDOW",
@@ -144,9 +144,15 @@ def parse_messages(messages: Iterable[object]) -> list[Message]:
     """Read a conversation in either shape (the shapes may even be mixed).
 
     Raises:
+        FactValidationError: the field ``messages`` is not a sequence of
+            messages (``None``, one message on its own, a text) — named as the
+            thread id is, rather than a bare ``TypeError`` from iterating it.
         MessageFormatError: a message has no role/type, an unknown one, or
             content that is neither text, a list of blocks, nor null.
     """
+    # A text or a mapping is iterable too, but as characters or keys: never a conversation.
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise FactValidationError("messages", messages, "expected a list of messages, oldest first")
     return [parse_message(raw, index) for index, raw in enumerate(messages)]
 
 

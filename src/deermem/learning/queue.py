@@ -36,17 +36,26 @@ of the last message of the last *successful* extraction, written by the very
 commit that applied it (so a new process never extracts, or confirms, an
 applied conversation again), and only the messages after it are fed next time.
 
-* The mark is a digest of the message's id when it has one, else of its
-  role and text (:func:`mark_of`): no conversation text is kept.
-* If the mark is not found (the conversation was cut or rewritten), the
-  whole conversation is fed again: re-extracting is safe (duplicates are
-  dropped), skipping is not.
-* If the same text occurs twice, the *first* occurrence counts, for the same
-  reason: it may feed a turn twice, never zero times.
+* The mark names a position (:func:`conversation_mark`): a digest of the
+  conversation's prefix up to the last message extracted, each message
+  counted by a digest of its id when it has one, else of its role and text —
+  no conversation text is kept. A short reply said twice ("Noted.") is two
+  positions with two different prefixes, so the mark never moves back to the
+  first one.
+* If no prefix matches (the conversation was cut at the front or rewritten),
+  the *first* message with the marked message's own digest counts (that
+  digest alone is the older form of a mark, written before marks named a
+  position, and still read the same way), and if none has it the whole
+  conversation is fed again: re-extracting may feed a turn
+  twice (duplicates are dropped), skipping would lose it.
 * The mark moves only with a successful extraction's commit; a failed one
-  leaves it, so those messages are fed again next time.
+  leaves it, so those messages are fed again next time. That commit re-reads
+  the mark under the user's lock and applies nothing if another update moved
+  it meanwhile (see :class:`deermem.learning.Learner`): concurrent updates of
+  one conversation — two threads, two processes — never apply it twice.
 * Emergency extractions (a host flushing a conversation it is about to
-  summarise away) feed their messages whole and never move the mark.
+  summarise away) run at once, but like any other: only what follows the mark
+  is fed, and the mark moves with their commit.
 """
 
 from __future__ import annotations
@@ -72,6 +81,7 @@ __all__ = [
     "QueueStats",
     "UpdateQueue",
     "WatermarkKey",
+    "conversation_mark",
     "mark_of",
     "messages_after",
 ]
@@ -99,17 +109,62 @@ M = TypeVar("M", bound=Identifiable)
 
 
 def mark_of(message: Identifiable) -> str:
-    """The mark of a message: a digest of its id, else of its role and text."""
+    """The digest of one message: of its id, else of its role and text.
+
+    On its own it is the mark's *old form* (marks written before the mark
+    named a position; still read, see :func:`messages_after`).
+    """
     identity = f"id\x1f{message.id}" if message.id else f"text\x1f{message.role}\x1f{message.text}"
     return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def _chain(previous: str, message: Identifiable) -> str:
+    """The digest of a conversation's prefix: the previous prefix's, then this message's."""
+    link = f"{previous}\x1e{mark_of(message)}"
+    return hashlib.sha256(link.encode("ascii")).hexdigest()[:32]
+
+
+def conversation_mark(messages: Sequence[Identifiable]) -> str:
+    """The mark of a conversation's end: ``<prefix digest>.<last message's digest>``.
+
+    The prefix digest chains every message up to the last one, so it names
+    one position of one conversation unambiguously: a reply said twice
+    ("Noted.") has two different prefixes. The last message's own digest
+    is kept beside it for conversations whose front was cut or rewritten
+    (see :func:`messages_after`).
+
+    Raises:
+        ValueError: ``messages`` is empty (there is no end to mark).
+    """
+    if not messages:
+        raise ValueError("an empty conversation has no mark")
+    prefix = ""
+    for message in messages:
+        prefix = _chain(prefix, message)
+    return f"{prefix}.{mark_of(messages[-1])}"
+
+
 def messages_after(messages: Sequence[M], mark: str | None) -> tuple[M, ...]:
-    """The messages after the first one with this mark; all of them when none has it."""
-    if mark is not None:
+    """The messages after the marked one; all of them when none is found.
+
+    * A mark of the current form (:func:`conversation_mark`) is found where
+      the conversation's prefix digest equals it — one position at most.
+    * When no prefix matches (the conversation was cut or rewritten), and for
+      a mark of the old form (one message's digest), the *first* message with
+      that digest counts: it may feed a turn twice, never zero times.
+    """
+    if mark is None:
+        return tuple(messages)
+    prefix_mark, _, last = mark.rpartition(".")
+    if prefix_mark:
+        prefix = ""
         for position, message in enumerate(messages):
-            if mark_of(message) == mark:
+            prefix = _chain(prefix, message)
+            if prefix == prefix_mark:
                 return tuple(messages[position + 1 :])
+    for position, message in enumerate(messages):
+        if mark_of(message) == last:
+            return tuple(messages[position + 1 :])
     return tuple(messages)
 
 
@@ -126,12 +181,19 @@ class Marks(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class QueueItem(Generic[M]):
-    """A queued conversation. When processed, ``messages`` holds only what is new."""
+    """A queued conversation.
+
+    When processed, ``messages`` holds only what is new and ``conversation``
+    the whole conversation as queued: the mark names a position in the whole
+    (:func:`conversation_mark`), so the processing function needs both.
+    ``conversation`` is empty while the item waits (``messages`` is whole then).
+    """
 
     key: QueueKey
     messages: tuple[M, ...]
     signals: frozenset[str] = frozenset()
     trace_id: str | None = None
+    conversation: tuple[M, ...] = ()
 
 
 Processor = Callable[[QueueItem[M]], bool]
@@ -264,9 +326,10 @@ class UpdateQueue(Generic[M]):
     ) -> None:
         """Queue an emergency extraction and process the queue now.
 
-        For a host about to summarise these messages away: they are fed
-        whole (the watermark is neither applied nor moved), kept apart from
-        the thread's ordinary item, and always admitted.
+        For a host about to summarise these messages away: kept apart from
+        the thread's ordinary item and always admitted. Like any item, only
+        what follows the conversation's mark is fed (a conversation already
+        extracted is not extracted, nor confirmed, again).
 
         Raises:
             QueueClosedError: the queue was shut down.
@@ -426,7 +489,8 @@ class UpdateQueue(Generic[M]):
 
     def _process_one(self, item: QueueItem[M]) -> None:
         key = item.key
-        if key.emergency or self.watermark is None:
+        # Emergency items too: the mark says what was applied, whoever applied it.
+        if self.watermark is None:
             feed = item.messages
         else:
             feed = self.watermark.unseen(key.watermark_key, item.messages)
@@ -434,7 +498,7 @@ class UpdateQueue(Generic[M]):
             self._record(key, ok=True, nothing_new=True)
             return
         try:
-            ok = bool(self._process(replace(item, messages=feed)))
+            ok = bool(self._process(replace(item, messages=feed, conversation=item.messages)))
         except Exception as error:  # the processor is foreign code: isolate its failure
             # The error's type only: its message may quote what the user said. No user
             # id: the log outlives an erased user.

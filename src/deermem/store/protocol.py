@@ -310,6 +310,19 @@ class StoreTransaction(Protocol):
         """
         ...
 
+    def watermark(self, thread_id: str) -> str | None:
+        """A conversation's mark as stored now, under this transaction's lock.
+
+        An update reads it again here, just before it commits: if another
+        update (another thread or process) applied the conversation while the
+        model was being asked, the mark has moved and this one must not apply
+        it a second time.
+
+        Raises:
+            CorruptMemoryFile: the stored mark cannot be read (never read as absent).
+        """
+        ...
+
     def commit(self, changes: ChangeSet) -> CommitResult:
         """Apply a change set atomically (see :class:`ChangeSet`).
 

@@ -50,7 +50,7 @@ from urllib.parse import quote, unquote, unquote_to_bytes
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -63,6 +63,7 @@ from deermem.model import (
     MAX_FACT_ID_LENGTH,
     MAX_USER_ID_BYTES,
     USER_ID_PATTERN,
+    check_thread_id,
 )
 from deermem.results import (
     ONE_LINE,
@@ -170,6 +171,9 @@ class ConversationIn(BaseModel):
             # examples/conversation.json and `deermem ingest` spell it thread_id
             validation_alias=AliasChoices("threadId", "thread_id"),
         ),
+        # The schema's pattern only tells clients; this enforces the rule Memory.learn
+        # applies, at the door: an id the job would refuse is a 422 now, never a failed job.
+        AfterValidator(check_thread_id),
     ]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
 

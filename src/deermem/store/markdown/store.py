@@ -869,6 +869,9 @@ class MarkdownTransaction:
     def shadow_marks(self) -> Mapping[str, ShadowMark]:
         return sidecars.read_shadow_marks(self._paths.shadow_marks)
 
+    def watermark(self, thread_id: str) -> str | None:
+        return read_mark(self._paths, thread_id)  # the user's lock is held: no writer moves it
+
     def commit(self, changes: ChangeSet) -> CommitResult:
         changes, redacted = redacted_changes(changes, self._store.redact_secrets)
         archive, self._archive = self._archive, None

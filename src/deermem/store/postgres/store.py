@@ -977,6 +977,12 @@ class PostgresTransaction:
         with translated(self._store.address):
             return self._store._shadow_marks(self._locked(), self._scope)
 
+    def watermark(self, thread_id: str) -> str | None:
+        # On the locked connection: every commit that moves a mark holds the user's advisory
+        # lock, so no other writer can move it between this read and this commit.
+        with translated(self._store.address):
+            return self._store._marks(self._locked(), self._scope, [thread_id]).get(thread_id)
+
     def commit(self, changes: ChangeSet) -> CommitResult:
         changes, redacted = redacted_changes(changes, self._store.redact_secrets)
         with translated(self._store.address):
