@@ -85,6 +85,8 @@ from deermem.store.records import (
 )
 
 __all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_TOP_K",
     "ONE_LINE",
     "ArchiveEntryJson",
     "Category",
@@ -100,6 +102,7 @@ __all__ = [
     "ImportResult",
     "MatchType",
     "NewFact",
+    "Purged",
     "ReceiptJson",
     "RedactedItem",
     "RedactionReport",
@@ -575,6 +578,15 @@ class SearchResults(BaseModel):
     results: tuple[SearchResult, ...]
 
 
+MAX_QUERY_CHARS: Final = 1000
+"""The longest search query (and ``context`` question) the CLI, the HTTP API and the MCP
+tools take: a question, not a document to match facts against."""
+
+MAX_TOP_K: Final = 50
+"""The most results one search may ask for, on every interface: the HTTP API and the MCP
+tools default their ``max_top_k`` to it, and the CLI's ``--top-k`` keeps to it."""
+
+
 class Forgotten(BaseModel):
     """What removing a fact did, as the HTTP API and the MCP tool answer it."""
 
@@ -588,6 +600,15 @@ class Forgotten(BaseModel):
             "(the memory runs with eviction_mode: delete)"
         ),
     ]
+
+
+class Purged(BaseModel):
+    """What purging an archived fact did, as the HTTP API and ``archive purge --json`` answer it."""
+
+    model_config = RESULT_CONFIG
+
+    fact_id: str
+    purged: bool
 
 
 class ErasureResult(BaseModel):

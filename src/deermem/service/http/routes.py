@@ -66,6 +66,7 @@ from deermem.model import (
 )
 from deermem.recall import InjectionManifest
 from deermem.results import (
+    MAX_QUERY_CHARS,
     ONE_LINE,
     ArchiveEntryJson,
     CreateResult,
@@ -76,6 +77,7 @@ from deermem.results import (
     Forgotten,
     ImportResult,
     NewFact,
+    Purged,
     ReceiptJson,
     RestoreResult,
     SearchResults,
@@ -203,13 +205,6 @@ class ContextOut(BaseModel):
     text: str
     block: str
     manifest: InjectionManifest | None
-
-
-class Purged(BaseModel):
-    model_config = _PAGE
-
-    fact_id: str
-    purged: bool
 
 
 class Health(BaseModel):
@@ -710,7 +705,7 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
             str | None,
             Query(
                 min_length=1,
-                max_length=1000,
+                max_length=MAX_QUERY_CHARS,
                 description="The agent's question: facts relevant to it are preferred "
                 "when not every fact fits.",
             ),
@@ -737,7 +732,9 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
     @api.get("/search", response_model=SearchResults, responses=_problems(401, 404, 422))
     def search(
         memory: Scoped,
-        q: Annotated[str, Query(min_length=1, max_length=1000, description="What to look for.")],
+        q: Annotated[
+            str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")
+        ],
         top_k: Annotated[
             int, Query(ge=1, le=limits.max_top_k, description="At most this many (max_top_k).")
         ] = 5,
