@@ -394,6 +394,128 @@ def test_the_roots_options_work_after_the_command_too(
     assert token["users"] == ["alice"]
 
 
+def _said(err: str) -> str:
+    """An error as one line of words: typer's panel borders and wrapping removed."""
+    return " ".join(err.replace("│", " ").split())
+
+
+@pytest.mark.parametrize("option", ["--root", "--user", "--agent"])
+def test_a_root_option_given_before_and_after_the_command_with_two_values_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    """`deermem --user alice facts add ... --user bob` wrote to alice: the later copy,
+    moved in front, lost to the first, against click's last-wins rule and unsaid."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    capsys.readouterr()
+    first, later = {"--root": (root, str(tmp_path / "other"))}.get(option, ("alice", "bob"))
+    before = [] if option == "--root" else ["--root", root]
+    code, out, err = run(
+        capsys, *before, option, first, "facts", "add", "meant for the later", option, later
+    )
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1  # one line, no traceback
+    assert f"{option} given twice with different values: {first!r} before the command, " in err
+    assert f"{later!r} after it" in err
+    assert main(["--root", root, "scopes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # nothing written anywhere
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_root_option_given_twice_with_the_same_value_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    capsys.readouterr()
+    same = ["--user", "alice", "facts", "add", "Uses uv", "--user=alice", "--root", root + "/"]
+    assert main(["--root", root, *same, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["--root", root, "--user", "alice", "facts", "list", "--json"]) == 0
+    [fact] = json.loads(capsys.readouterr().out)
+    assert fact["content"] == "Uses uv"
+
+
+def test_an_admin_token_for_named_users_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`token add --admin --user bob` stored an admin token (every user) and dropped bob."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    capsys.readouterr()
+    code, out, err = run(capsys, "--root", root, "token", "add", "--admin", "--user", "bob")
+    assert code == 2
+    assert out == ""
+    assert "--admin and --user bob conflict" in _said(err)
+    assert main(["--root", root, "token", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["search", ""], "expected 1 to 1000 characters, got empty"),
+        (["search", "x" * 1001], "expected 1 to 1000 characters, got 1001"),
+        (["context", "--query", ""], "expected 1 to 1000 characters, got empty"),
+        (["search", "uv", "--top-k", "51"], "less than or equal to 50"),
+    ],
+)
+def test_search_values_the_http_api_refuses_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    """The CLI answered "no matches" (exit 0) for a query HTTP and MCP refuse with 422."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    capsys.readouterr()
+    assert main(["--root", root, "facts", "add", "Uses uv", "-q"]) == 0
+    capsys.readouterr()
+    code, out, err = run(capsys, "--root", root, *args)
+    assert code == 2
+    assert out == ""
+    assert says in _said(err)
+
+
+def test_the_cli_search_bounds_are_the_http_apis() -> None:
+    """One constant for each bound: the CLI's, the server's and the tools' cannot drift."""
+    from deermem.results import MAX_QUERY_CHARS, MAX_TOP_K
+    from deermem.service.settings import ServerLimits, ToolLimits
+
+    assert ServerLimits().max_top_k == ToolLimits().max_top_k == MAX_TOP_K
+    assert ToolLimits().max_query_chars == MAX_QUERY_CHARS
+    assert main(["search", "x" * MAX_QUERY_CHARS, "--top-k", str(MAX_TOP_K), "-h"]) == 0
+
+
+def test_rm_purge_and_revoke_print_the_records_of_the_http_api_with_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`facts rm`, `archive purge` and `token revoke` were the writes without `--json`."""
+    from deermem.results import Forgotten, Purged, to_json
+
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    capsys.readouterr()
+    assert main(["--root", root, "facts", "add", "Uses uv", "-q"]) == 0
+    fact_id = capsys.readouterr().out.strip()
+    code, out, _ = run(capsys, "--root", root, "facts", "rm", fact_id, "--json")
+    assert code == 0
+    assert json.loads(out) == to_json(Forgotten(fact_id=fact_id, archived=True))
+    assert json.loads(out) == {"factId": fact_id, "archived": True}
+    code, out, _ = run(capsys, "--root", root, "archive", "purge", fact_id, "--yes", "--json")
+    assert code == 0
+    assert json.loads(out) == to_json(Purged(fact_id=fact_id, purged=True))
+    assert json.loads(out) == {"factId": fact_id, "purged": True}
+    assert main(["--root", root, "token", "add", "--user", "alice", "--name", "laptop"]) == 0
+    capsys.readouterr()
+    assert main(["--root", root, "token", "list", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    code, out, _ = run(capsys, "--root", root, "token", "revoke", listed["id"], "--json")
+    assert code == 0
+    assert json.loads(out) == listed
+    assert main(["--root", root, "token", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
 def test_a_command_is_built_once_per_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -86,6 +86,8 @@ from deermem.store.records import (
 )
 
 __all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_TOP_K",
     "ONE_LINE",
     "WHOLE_NUMBER",
     "ArchiveEntryJson",
@@ -103,6 +105,7 @@ __all__ = [
     "MatchType",
     "NewFact",
     "PromptContext",
+    "Purged",
     "ReceiptJson",
     "RedactedItem",
     "RedactionReport",
@@ -578,6 +581,15 @@ class SearchResults(BaseModel):
     results: tuple[SearchResult, ...]
 
 
+MAX_QUERY_CHARS: Final = 1000
+"""The longest search query (and ``context`` question) the CLI, the HTTP API and the MCP
+tools take: a question, not a document to match facts against."""
+
+MAX_TOP_K: Final = 50
+"""The most results one search may ask for, on every interface: the HTTP API and the MCP
+tools default their ``max_top_k`` to it, and the CLI's ``--top-k`` keeps to it."""
+
+
 class Forgotten(BaseModel):
     """What removing a fact did, as the HTTP API and the MCP tool answer it."""
 
@@ -618,6 +630,15 @@ class PromptContext(BaseModel):
             block=injection.block,
             manifest=injection.manifest if explain else None,
         )
+
+
+class Purged(BaseModel):
+    """What purging an archived fact did, as the HTTP API and ``archive purge --json`` answer it."""
+
+    model_config = RESULT_CONFIG
+
+    fact_id: str
+    purged: bool
 
 
 class ErasureResult(BaseModel):

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequenc
 from pathlib import Path
 from typing import Any, Final, NamedTuple, NoReturn, cast
 
+import click
 import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo, TyperInfo
@@ -384,15 +385,29 @@ def global_options_first(group: Any, args: Sequence[str]) -> list[str]:
     --config``) stays the sub-command's, and nothing after ``--`` moves.
     ``group`` is the root command that then runs ``args``: the commands
     looked up here are built once, for both.
+
+    Raises:
+        click.UsageError: an option given both before and after the command
+            with two values (``deermem --user alice facts add ... --user
+            bob``). Moved in front, the later copy would lose to the earlier
+            one, against click's last-wins rule and against what the user
+            most likely meant; which of the two was meant cannot be told, so
+            neither is guessed. The same value twice is accepted.
     """
     front: list[str] = []
+    given: dict[str, str] = {}  # the value of each root option before the command (the last)
     rest = list(args)
     index = 0
     while index < len(rest):  # the root's own options, where they belong already
         token = rest[index]
+        name, equals, value = token.partition("=")
         if token in GLOBAL_OPTIONS:
+            if index + 1 < len(rest):
+                given[token] = rest[index + 1]
             index += 2
         elif token.startswith("-"):
+            if equals and name in GLOBAL_OPTIONS:
+                given[name] = value
             index += 1
         else:
             break
@@ -409,15 +424,33 @@ def global_options_first(group: Any, args: Sequence[str]) -> list[str]:
         if token == "--":
             moved.extend(rest[index:])
             break
-        name = token.split("=", 1)[0]
+        name, equals, value = token.partition("=")
         if name in GLOBAL_OPTIONS and name not in own:
-            taken = 1 if "=" in token else 2
+            taken = 1 if equals else 2
+            if not equals and index + 1 < len(rest):
+                value, equals = rest[index + 1], "="
+            if equals and name in given:  # a value to compare (a missing one is click's error)
+                _same_or_refuse(name, given[name], value)
             front.extend(rest[index : index + taken])
             index += taken
             continue
         moved.append(token)
         index += 1
     return front + moved
+
+
+def _same_or_refuse(option: str, before: str, after: str) -> None:
+    """Refuse ``option`` given before and after the command with different values.
+
+    Paths (``--root``, ``--config``) are compared as paths: ``store`` and
+    ``store/`` name one directory.
+    """
+    same = Path(before) == Path(after) if option in ("--root", "--config") else before == after
+    if not same:
+        raise click.UsageError(
+            f"{option} given twice with different values: {before!r} before the command, "
+            f"{after!r} after it; give it once"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -434,6 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the command a second time after `global_options_first` looked them up.
         group: Any = typer.main.get_command(app)
         group(args=global_options_first(group, args), prog_name="deermem")
+    except click.UsageError as error:  # found before click parsed anything: nothing ran
+        print_error(error.format_message())
+        return error.exit_code
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
     except DeerMemError as error:

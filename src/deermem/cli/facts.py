@@ -31,7 +31,7 @@ from deermem.cli.output import (
     receipt_table,
 )
 from deermem.model import redact
-from deermem.results import to_json
+from deermem.results import Forgotten, Purged, to_json
 
 __all__ = ["archive_app", "audit", "facts_app", "why"]
 
@@ -187,14 +187,22 @@ def remove(
     revision: int | None = typer.Option(
         None, "--revision", help="Fail unless the fact is still at this revision."
     ),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Remove a fact: to the archive (restorable), or for good with `eviction_mode = "delete"`.
 
-    Example: `deermem facts rm fact_1a2b3c4d`
+    `--json` prints `{factId, archived}`, what the HTTP API and the MCP tool
+    answer for a removal.
+
+    Example: `deermem facts rm fact_1a2b3c4d --json`
     """
     memory = memory_of(ctx)
     receipt = memory.delete_fact(fact_id, expected_revision=revision)
-    if memory.config.eviction_mode == "archive":
+    archived = memory.config.eviction_mode == "archive"
+    if as_json:
+        print_json(to_json(Forgotten(fact_id=fact_id, archived=archived)))
+        return
+    if archived:
         out_console.print(
             f"removed {fact_id} to the archive, receipt {receipt.receipt_id} "
             f"(undo: `{escape(command_hint(ctx, 'archive', 'restore', fact_id))}`)"
@@ -294,8 +302,11 @@ def purge(
     ctx: typer.Context,
     fact_id: str = typer.Argument(..., metavar="ID", help="An archived fact id."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Delete an archived fact for good. Its receipts (no content) stay.
+
+    `--json` prints `{factId, purged}`, what the HTTP API answers for a purge.
 
     Example: `deermem archive purge fact_1a2b3c4d --yes`
     """
@@ -304,6 +315,9 @@ def purge(
     if not yes and not typer.confirm(f"Delete the archived fact {fact_id} for good?"):
         raise typer.Abort()
     memory.purge(fact_id)
+    if as_json:
+        print_json(to_json(Purged(fact_id=fact_id, purged=True)))
+        return
     out_console.print(f"purged {fact_id}")
 
 

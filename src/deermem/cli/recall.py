@@ -11,7 +11,7 @@ from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, err_console, escape, memory_of, out_console, print_json
 from deermem.recall import OMISSION_REASONS, InjectionManifest
-from deermem.results import PromptContext, to_json
+from deermem.results import MAX_QUERY_CHARS, MAX_TOP_K, PromptContext, to_json
 
 if TYPE_CHECKING:
     from deermem.results import SearchResult
@@ -19,6 +19,18 @@ if TYPE_CHECKING:
 __all__ = ["context", "search"]
 
 _PREVIEW = 70
+
+
+def _query(value: str | None) -> str | None:
+    """A query as the HTTP API and the MCP tools take it: 1 to ``MAX_QUERY_CHARS`` characters.
+
+    The same bounds on every interface, from one constant: a query one of them
+    refuses is not quietly answered "no matches" by another.
+    """
+    if value is not None and not 1 <= len(value) <= MAX_QUERY_CHARS:
+        length = "empty" if not value else f"{len(value)} characters long"
+        raise typer.BadParameter(f"expected 1 to {MAX_QUERY_CHARS} characters, got {length}")
+    return value
 
 
 def context(
@@ -31,6 +43,7 @@ def context(
     query: str | None = typer.Option(
         None,
         "--query",
+        callback=_query,
         help="The user's question: facts relevant to it are preferred when not every fact fits.",
     ),
     as_json: bool = JSON_OPTION,
@@ -124,8 +137,14 @@ def manifest_table(manifest: InjectionManifest) -> Table:
 
 def search(
     ctx: typer.Context,
-    query: str = typer.Argument(..., help="What to look for, in plain words."),
-    top_k: int = typer.Option(5, "--top-k", "-k", min=1, help="At most this many results."),
+    query: str = typer.Argument(
+        ...,
+        callback=_query,
+        help=f"What to look for, in plain words (at most {MAX_QUERY_CHARS} characters).",
+    ),
+    top_k: int = typer.Option(
+        5, "--top-k", "-k", min=1, max=MAX_TOP_K, help="At most this many results."
+    ),
     category: str | None = typer.Option(
         None, "--category", "-c", help="Only this category (e.g. correction)."
     ),

@@ -26,7 +26,7 @@ from deermem.cli.output import (
 )
 from deermem.model import parse_moment
 from deermem.service.settings import DEFAULT_MCP_PORT, McpSettings, ServerLimits, ServerSettings
-from deermem.service.tokens import TokenFile
+from deermem.service.tokens import TokenFile, TokenRecord
 
 __all__ = ["mcp", "serve", "token_app"]
 
@@ -296,10 +296,20 @@ def add(
 ) -> None:
     """Make a token and print it — once: only its SHA-256 is stored.
 
+    `--user` (repeatable) limits the token to those users; `--admin` lets it
+    address every user, and is refused together with `--user`.
+
     Example: `deermem token add --user alice --name laptop --expires 30d`
     """
     if not user and not admin:
         raise typer.BadParameter("give at least one --user, or --admin")
+    if user and admin:
+        # An admin token addresses every user: the --user would be dropped unsaid, and
+        # whoever asked for a token limited to those users would hold one that is not.
+        raise typer.BadParameter(
+            f"--admin and --user {', '.join(user)} conflict: an admin token may address "
+            "every user; give one or the other"
+        )
     now = datetime.now(UTC)
     try:
         expires_at = (
@@ -340,7 +350,7 @@ def list_tokens(
     records = tokens.records()
     now = datetime.now(UTC)
     if as_json:
-        print_json([{**record.public(), "expired": record.expired(now)} for record in records])
+        print_json([_listed(record, now) for record in records])
         return
     if not records:
         out_console.print(f"no tokens in {escape(str(tokens.path))}")
@@ -365,10 +375,24 @@ def revoke(
     token_id: str = typer.Argument(..., metavar="ID", help="The token's id (`token list`)."),
     state_dir: Path | None = STATE_DIR_OPTION,
     tokens_file: Path | None = TOKENS_FILE_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Revoke a token; a running server refuses it from the next request on.
+
+    `--json` prints the revoked token's record as `token list --json` shows it.
 
     Example: `deermem token revoke 3f2a9c01b7de`
     """
     record = _tokens(ctx, state_dir, tokens_file).revoke(token_id)
+    if as_json:
+        print_json(_listed(record, datetime.now(UTC)))
+        return
     out_console.print(f"revoked {record.token_id}")
+
+
+def _listed(record: TokenRecord, now: datetime) -> dict[str, object]:
+    """A token's record as ``token list --json`` and ``token revoke --json`` print it.
+
+    Never the token or its digest; ``expired`` says whether it was refused already.
+    """
+    return {**record.public(), "expired": record.expired(now)}

@@ -52,6 +52,7 @@ from pydantic.alias_generators import to_camel
 
 from deermem.config import MemoryConfig, load_config, redact_url
 from deermem.errors import ConfigError
+from deermem.results import MAX_QUERY_CHARS, MAX_TOP_K
 from deermem.service.errors import InsecureBindError, ListenError
 from deermem.service.tokens import TokenFile
 from deermem.store import open_store, resolve_root
@@ -121,7 +122,7 @@ class ServerLimits:
     """
 
     max_body_bytes: int = 2 * _MIB
-    max_top_k: int = 50
+    max_top_k: int = MAX_TOP_K
     max_page_size: int = 200
     default_page_size: int = 50
     max_pending_jobs: int = 64
@@ -340,8 +341,8 @@ class ToolLimits:
     """
 
     max_content_chars: int = 2000
-    max_query_chars: int = 1000
-    max_top_k: int = 50
+    max_query_chars: int = MAX_QUERY_CHARS
+    max_top_k: int = MAX_TOP_K
     max_prompt_tokens: int = 8000
 
     def __post_init__(self) -> None:

@@ -66,6 +66,7 @@ from deermem.model import (
     check_thread_id,
 )
 from deermem.results import (
+    MAX_QUERY_CHARS,
     ONE_LINE,
     ArchiveEntryJson,
     CreateResult,
@@ -77,6 +78,7 @@ from deermem.results import (
     ImportResult,
     NewFact,
     PromptContext,
+    Purged,
     ReceiptJson,
     RestoreResult,
     SearchResults,
@@ -197,13 +199,6 @@ class ArchivePage(BaseModel):
 
     entries: tuple[ArchiveEntryJson, ...]
     next_cursor: str | None
-
-
-class Purged(BaseModel):
-    model_config = _PAGE
-
-    fact_id: str
-    purged: bool
 
 
 class Health(BaseModel):
@@ -704,7 +699,7 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
             str | None,
             Query(
                 min_length=1,
-                max_length=1000,
+                max_length=MAX_QUERY_CHARS,
                 description="The agent's question: facts relevant to it are preferred "
                 "when not every fact fits.",
             ),
@@ -726,7 +721,9 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
     @api.get("/search", response_model=SearchResults, responses=_problems(401, 404, 422))
     def search(
         memory: Scoped,
-        q: Annotated[str, Query(min_length=1, max_length=1000, description="What to look for.")],
+        q: Annotated[
+            str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")
+        ],
         top_k: Annotated[
             int, Query(ge=1, le=limits.max_top_k, description="At most this many (max_top_k).")
         ] = 5,

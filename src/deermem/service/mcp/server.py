@@ -298,7 +298,7 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             str | None,
             Field(
                 min_length=1,
-                max_length=1000,
+                max_length=limits.max_query_chars,
                 description="The user's question, when there is one: facts relevant to it "
                 "are preferred when not every fact fits the budget.",
             ),
