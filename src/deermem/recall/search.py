@@ -150,24 +150,19 @@ def search_facts(
             for _ in range(_QUERY_ATTEMPTS):
                 if not index.is_current(user, agent, version):
                     index.sync_scope(user, agent, facts(), version=version)
-                found = None
-                if meaning is not None:
-                    found = hybrid_search(
-                        index,
-                        meaning,
-                        user,
-                        agent,
-                        query,
-                        facts=facts,
-                        archived=_no_archive,
-                        top_k=top_k,
-                        category=category,
-                        with_archive=False,
-                    )
-                if found is None:
-                    found = index.search(
-                        user, agent, query, now=now, top_k=top_k, category=category
-                    )
+                found = _ranked(
+                    index,
+                    meaning,
+                    user,
+                    agent,
+                    query,
+                    facts=facts,
+                    archived=_no_archive,
+                    now=now,
+                    top_k=top_k,
+                    category=category,
+                    with_archive=False,
+                )
                 if _read_in_step(index, user, agent, facts, version=version):
                     hits = found
                     break
@@ -531,25 +526,14 @@ def search_with_archive(
 
     def ranked(with_archive: bool) -> list[SearchHit]:
         # The same ranking for both questions: by meaning too when it can.
-        if meaning is not None:
-            found = hybrid_search(
-                index,
-                meaning,
-                user,
-                agent,
-                query,
-                facts=facts,
-                archived=archive.load,
-                top_k=top_k,
-                category=category,
-                with_archive=with_archive,
-            )
-            if found is not None:
-                return found
-        return index.search(
+        return _ranked(
+            index,
+            meaning,
             user,
             agent,
             query,
+            facts=facts,
+            archived=archive.load,
             now=now,
             top_k=top_k,
             category=category,
@@ -655,6 +639,42 @@ def _bring_up(
         rows = listed()
         index.write(user, agent, library=library, archive=rows)
     return rows is not None
+
+
+def _ranked(
+    index: SearchIndex,
+    meaning: Meaning | None,
+    user: str | None,
+    agent: str,
+    query: str,
+    *,
+    facts: Callable[[], Sequence[FactLike]],
+    archived: Callable[[Sequence[str]], Iterable[FactLike]],
+    now: datetime,
+    top_k: int,
+    category: str | None,
+    with_archive: bool,
+) -> list[SearchHit]:
+    """The scope's best matches: by keyword and meaning when ``meaning`` can rank them
+    (:func:`hybrid_search`), else by keyword alone."""
+    if meaning is not None:
+        found = hybrid_search(
+            index,
+            meaning,
+            user,
+            agent,
+            query,
+            facts=facts,
+            archived=archived,
+            top_k=top_k,
+            category=category,
+            with_archive=with_archive,
+        )
+        if found is not None:
+            return found
+    return index.search(
+        user, agent, query, now=now, top_k=top_k, category=category, with_archive=with_archive
+    )
 
 
 # Bringing a scope's rows up and querying them are two index transactions; how often a
