@@ -69,7 +69,7 @@ def test_demo_keeps_its_store_for_exploring(
         "audit",
         "--json",
     )
-    assert [r["trigger"] for r in json.loads(out)] == ["import", "restore"]
+    assert [r["trigger"] for r in json.loads(out)] == ["restore", "import"]  # newest first
     code, _, err = run(capsys, "demo", "--root", str(root))
     assert code == 2
     assert "is not empty" in " ".join(err.replace("│", " ").split())
@@ -88,7 +88,7 @@ def test_demo_keeps_its_store_at_the_global_root(
         "stale-vs-confirmed-confidence", "audit", "--json",
     )  # fmt: skip
     assert code == 0
-    assert [r["trigger"] for r in json.loads(out)] == ["import", "restore"]
+    assert [r["trigger"] for r in json.loads(out)] == ["restore", "import"]  # newest first
     same = run(capsys, "--root", str(root), "demo", "--root", f"{tmp_path}/./demo")
     assert same[0] == 2  # the same directory both ways is fine; this one is not empty
     assert "is not empty" in " ".join(same[2].replace("│", " ").split())
