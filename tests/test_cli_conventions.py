@@ -458,6 +458,8 @@ def test_an_admin_token_for_named_users_is_refused(
         (["search", ""], "expected 1 to 1000 characters, got empty"),
         (["search", "x" * 1001], "expected 1 to 1000 characters, got 1001"),
         (["context", "--query", ""], "expected 1 to 1000 characters, got empty"),
+        (["search", "   "], "expected words to look for, not only spaces"),
+        (["context", "--query", "\t\u3000 "], "expected words to look for, not only spaces"),
         (["search", "uv", "--top-k", "51"], "less than or equal to 50"),
     ],
 )

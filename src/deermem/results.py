@@ -88,7 +88,9 @@ from deermem.store.records import (
 __all__ = [
     "MAX_QUERY_CHARS",
     "MAX_TOP_K",
+    "NOT_BLANK",
     "ONE_LINE",
+    "SOMETHING_TO_FIND",
     "WHOLE_NUMBER",
     "ArchiveEntryJson",
     "Category",
@@ -118,6 +120,7 @@ __all__ = [
     "Standing",
     "Topics",
     "UserImportResult",
+    "check_query",
     "to_json",
 ]
 
@@ -127,6 +130,8 @@ FactStatus = Literal["active", "archived", "gone"]
 _SPACE: Final = (
     "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 )
+NOT_BLANK: Final = f"[^{_SPACE}]"
+"""Not blank, stated for clients in JSON Schema: at least one character that is not a space."""
 # The text boundary (deermem.model), stated for clients: one line holds no control
 # character or line break; text no control character but tab, line feed and carriage return.
 ONE_LINE: Final = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
@@ -147,13 +152,29 @@ def _a_number(value: object) -> object:
 # 30.0, which the schema's "integer" allows.)
 WHOLE_NUMBER: Final = BeforeValidator(_a_number)
 
+
+def check_query(query: str) -> str:
+    """A query that names something: one of only spaces is refused as an empty one is.
+
+    Such a query can match nothing, so answering it "no matches" would hide a
+    client's bug (a question lost on its way) behind an ordinary answer.
+    """
+    if query.isspace():
+        raise ValueError("expected words to look for, not only spaces")
+    return query
+
+
+SOMETHING_TO_FIND: Final = AfterValidator(check_query)
+"""The one rule for a search query or a prompt's question on the HTTP API and the MCP tools
+(the CLI calls :func:`check_query`): not blank. Its schema's side is :data:`NOT_BLANK`."""
+
 Content = Annotated[
     str,
     Field(
         min_length=1,
         max_length=MAX_CONTENT_CHARS,
         description="The fact, as a short statement.",
-        json_schema_extra={"pattern": f"[^{_SPACE}]", "allOf": [{"pattern": _LINES}]},
+        json_schema_extra={"pattern": NOT_BLANK, "allOf": [{"pattern": _LINES}]},
     ),
 ]
 """A fact's text as a client sends it: the wire's bounds (the memory trims it and
@@ -185,7 +206,7 @@ Topic = Annotated[
     Field(
         min_length=1,
         max_length=MAX_CATEGORY_CHARS,
-        json_schema_extra={"pattern": f"[^{_SPACE}]", "allOf": [{"pattern": ONE_LINE}]},
+        json_schema_extra={"pattern": NOT_BLANK, "allOf": [{"pattern": ONE_LINE}]},
     ),
 ]
 Topics = Annotated[list[Topic], Field(max_length=MAX_TOPICS, description="Keywords for search.")]

@@ -490,6 +490,8 @@ def test_an_empty_memory_has_an_empty_block(store: ServedStore) -> None:
         ("memory_search", {"query": "q", "top_k": 0}, "top_k"),
         ("memory_context", {"max_tokens": 8001}, "max_tokens"),
         ("memory_context", {"query": "q" * 1001}, "query"),
+        ("memory_search", {"query": " \t "}, "query"),  # nothing to look for
+        ("memory_context", {"query": "\u3000"}, "query"),
         ("memory_update", {"fact_id": "f" * 129, "confidence": 0.5}, "fact_id"),
         ("memory_why", {}, "fact_id"),  # required
         # The schema says "integer": no text, no boolean (as for confidence and revisions).

@@ -205,6 +205,15 @@ def test_context_and_search(live: LiveServer) -> None:
     over = client.get(f"{ALICE}/search", params={"q": "tea", "top_k": 51})
     assert "50" in str(assert_problem(over, 422, "invalid-request")["detail"])
     assert_problem(client.get(f"{ALICE}/search"), 422, "invalid-request")  # q is required
+    for blank in ({"q": "   "}, {"q": "\t"}):  # nothing to look for, as an empty q
+        refused = assert_problem(
+            client.get(f"{ALICE}/search", params=blank), 422, "invalid-request"
+        )
+        assert "not only spaces" in str(refused["detail"])
+    blank_question = client.get(f"{ALICE}/context", params={"query": " \u3000 "})
+    assert "not only spaces" in str(
+        assert_problem(blank_question, 422, "invalid-request")["detail"]
+    )
 
 
 @on_both_stores

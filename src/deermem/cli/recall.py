@@ -11,7 +11,13 @@ from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, err_console, escape, memory_of, out_console, print_json
 from deermem.recall import OMISSION_REASONS, InjectionManifest
-from deermem.results import MAX_QUERY_CHARS, MAX_TOP_K, PromptContext, to_json
+from deermem.results import (
+    MAX_QUERY_CHARS,
+    MAX_TOP_K,
+    PromptContext,
+    check_query,
+    to_json,
+)
 
 if TYPE_CHECKING:
     from deermem.results import SearchResult
@@ -22,15 +28,21 @@ _PREVIEW = 70
 
 
 def _query(value: str | None) -> str | None:
-    """A query as the HTTP API and the MCP tools take it: 1 to ``MAX_QUERY_CHARS`` characters.
+    """A query as the HTTP API and the MCP tools take it: 1 to ``MAX_QUERY_CHARS`` characters,
+    not only spaces.
 
-    The same bounds on every interface, from one constant: a query one of them
+    The same rules on every interface, from one place: a query one of them
     refuses is not quietly answered "no matches" by another.
     """
-    if value is not None and not 1 <= len(value) <= MAX_QUERY_CHARS:
+    if value is None:
+        return None
+    if not 1 <= len(value) <= MAX_QUERY_CHARS:
         length = "empty" if not value else f"{len(value)} characters long"
         raise typer.BadParameter(f"expected 1 to {MAX_QUERY_CHARS} characters, got {length}")
-    return value
+    try:
+        return check_query(value)
+    except ValueError as refused:
+        raise typer.BadParameter(str(refused)) from None
 
 
 def context(

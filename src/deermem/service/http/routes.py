@@ -67,7 +67,9 @@ from deermem.model import (
 )
 from deermem.results import (
     MAX_QUERY_CHARS,
+    NOT_BLANK,
     ONE_LINE,
+    SOMETHING_TO_FIND,
     ArchiveEntryJson,
     CreateResult,
     ErasureResult,
@@ -702,7 +704,9 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
                 max_length=MAX_QUERY_CHARS,
                 description="The agent's question: facts relevant to it are preferred "
                 "when not every fact fits.",
+                json_schema_extra={"pattern": NOT_BLANK},
             ),
+            SOMETHING_TO_FIND,
         ] = None,
     ) -> JSONResponse:
         """The `<memory>` block for an agent's prompt, within the token budget.
@@ -722,7 +726,14 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
     def search(
         memory: Scoped,
         q: Annotated[
-            str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")
+            str,
+            Query(
+                min_length=1,
+                max_length=MAX_QUERY_CHARS,
+                description="What to look for.",
+                json_schema_extra={"pattern": NOT_BLANK},
+            ),
+            SOMETHING_TO_FIND,
         ],
         top_k: Annotated[
             int, Query(ge=1, le=limits.max_top_k, description="At most this many (max_top_k).")

@@ -88,6 +88,8 @@ from deermem.errors import (
 from deermem.memory import Memory
 from deermem.model import Scope
 from deermem.results import (
+    NOT_BLANK,
+    SOMETHING_TO_FIND,
     WHOLE_NUMBER,
     Category,
     Confidence,
@@ -254,7 +256,13 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
         ctx: Context[Any, Any],
         query: Annotated[
             str,
-            Field(min_length=1, max_length=limits.max_query_chars, description="What to look for."),
+            Field(
+                min_length=1,
+                max_length=limits.max_query_chars,
+                description="What to look for.",
+                json_schema_extra={"pattern": NOT_BLANK},
+            ),
+            SOMETHING_TO_FIND,
         ],
         top_k: Annotated[
             int,
@@ -301,7 +309,9 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
                 max_length=limits.max_query_chars,
                 description="The user's question, when there is one: facts relevant to it "
                 "are preferred when not every fact fits the budget.",
+                json_schema_extra={"pattern": NOT_BLANK},
             ),
+            SOMETHING_TO_FIND,
         ] = None,
     ) -> PromptContext:
         return PromptContext.of(memory_of(ctx).injection(max_tokens=max_tokens, query=query))
