@@ -236,6 +236,15 @@ def test_a_write_command_refuses_a_root_that_holds_no_store(
     assert code == 1
     assert "neither empty nor a deermem store" in err
     assert [p.name for p in (tmp_path / "project").iterdir()] == ["notes.txt"]
+    from deermem.config import NOT_STORE_DATA
+    from deermem.store.markdown.files import LOCK_FILENAME
+
+    assert LOCK_FILENAME in NOT_STORE_DATA  # one name, read in two layers
+    (tmp_path / "empty").mkdir()  # a search leaves the index and the lock; still no store
+    assert run(capsys, "--root", str(tmp_path / "empty"), "search", "tea")[0] == 0
+    code, _, err = run(capsys, "--root", str(tmp_path / "empty"), "facts", "add", "Likes tea")
+    assert code == 1
+    assert f"no store at {tmp_path / 'empty'}" in err
     assert run(capsys, "--root", str(root), "init")[0] == 0
     code, _, _ = run(capsys, "--root", str(root), "facts", "add", "Likes tea")
     assert code == 0

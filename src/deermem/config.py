@@ -893,10 +893,11 @@ NEW_STORE_SOURCE: Final = "the default for a new store"
 """How ``deermem config show`` names where :data:`NEW_STORE_SETTINGS` came from."""
 
 
-NOT_STORE_DATA: Final = frozenset({".server", ".retrieval"})
+NOT_STORE_DATA: Final = frozenset({".server", ".retrieval", ".memory.lock"})
 """What deermem keeps in a store's root that is not the store's data: the
-server's state (tokens, jobs: ``deermem token add`` before the first fact)
-and the search index (a search before the first write)."""
+server's state (tokens, jobs: ``deermem token add`` before the first fact),
+the search index and the store's lock (both left by a search before the
+first write: a mistyped ``--root`` that was searched is still no store)."""
 
 
 def is_new_root(root: str | os.PathLike[str]) -> bool:
