@@ -77,6 +77,23 @@ def test_init_writes_only_the_chosen_settings_under_a_header(
     assert [path.name for path in root.iterdir()] == ["deermem.yaml"]
 
 
+def test_init_after_a_search_records_a_new_stores_settings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A search left the index and the lock, and `init` then kept the old default policy.
+
+    `init` took the root for a store made before settings were recorded, so the
+    new store ran `confidence` (which stops learning when full) without saying so.
+    """
+    root = tmp_path / "store"
+    root.mkdir()
+    assert run(capsys, "--root", str(root), "search", "tea")[0] == 0
+    assert run(capsys, "--root", str(root), "init")[0] == 0
+    config = resolve_config(None, root=root).config
+    assert config.fact_eviction_policy == "hybrid-v1"
+    assert config.fact_eviction_shadow_enabled
+
+
 def test_init_takes_the_environment_too(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
