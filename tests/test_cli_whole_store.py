@@ -109,6 +109,12 @@ def test_export_to_a_file_and_import_from_it_reports_what_the_gate_did(
         (b"[1, 2]", "expected a JSON object"),
         (b"\xff\xfe", "not UTF-8"),
         (b'{"facts": [{"content": ""}]}', "content"),
+        # The file is named, and the field by where it stands in the document (not by an
+        # id deermem chose for it); a missing list is said to be missing, not None.
+        (b'{"facts": [{"content": 5}]}', "bad.json: field 'facts[0].content' has value 5"),
+        (b'{"facts": [{"id": "f1", "content": 5}]}', "bad.json: fact 'f1': field 'content'"),
+        (b"{}", "bad.json: field 'facts' has value <missing>"),
+        (b'{"format": "deermem.user-export"}', "bad.json: field 'version'"),
     ],
 )
 def test_import_refuses_a_bad_document_and_changes_nothing(

@@ -180,11 +180,19 @@ class FactValidationError(DeerMemError, ValueError):
 
     def naming(self, fact_id: str) -> Self:
         """The same error (of the same class), naming the fact it concerns."""
-        named = type(self).__new__(type(self))
-        named.__dict__.update(self.__dict__)
-        named.fact_id = fact_id
-        named.args = (named._describe(),)
-        return named
+        return self._changed(fact_id=fact_id)
+
+    def in_list(self, name: str, position: int) -> Self:
+        """The same error, its field named by the fact's place in a document's list
+        (``facts[3].content``): for a fact the document gave no id, whose id
+        deermem chose and the document's author never saw."""
+        return self._changed(field=f"{name}[{position}].{self.field}", fact_id=None)
+
+    def _changed(self, **fields: object) -> Self:
+        changed = type(self).__new__(type(self))
+        changed.__dict__.update(self.__dict__, **fields)
+        changed.args = (changed._describe(),)
+        return changed
 
 
 class InvalidTextError(FactValidationError):

@@ -45,6 +45,7 @@ from deermem.errors import (
     FactValidationError,
     SearchIndexError,
     UnsafeIdentifierError,
+    Withheld,
 )
 from deermem.library import CapacityGate, Proposal, Removal
 from deermem.library.gate import Ranking, WhatIf, rank_library, standing_of, what_if
@@ -1558,7 +1559,9 @@ def plan_import(
     if "facts" not in document:
         # An import replaces the library: a document without the key would
         # silently archive every fact, so an empty library must be explicit.
-        raise FactValidationError("facts", None, "expected a list of fact objects (may be [])")
+        raise FactValidationError(
+            "facts", Withheld("missing"), "expected a list of fact objects (may be [])"
+        )
     raw_facts = document["facts"]
     if not isinstance(raw_facts, list):
         raise FactValidationError("facts", raw_facts, "expected a list of fact objects")
@@ -1605,7 +1608,8 @@ def _imported_fact(
     if not isinstance(raw, Mapping):
         raise FactValidationError(f"facts[{position}]", raw, "expected a fact object")
     data = dict(raw)
-    if not data.get("id"):
+    given_id = bool(data.get("id"))
+    if not given_id:
         data["id"] = new_id()
     data["confidence"] = coerce_confidence(data.get("confidence"))
     data.setdefault("source", "import")
@@ -1613,7 +1617,10 @@ def _imported_fact(
     stored = snapshot.get(data["id"]) if isinstance(data["id"], str) else None
     if stored is not None and "revision" not in data:
         data["revision"] = stored.revision  # no precondition stated: update what is stored
-    return Fact.from_dict(data, now=now)
+    try:
+        return Fact.from_dict(data, now=now)
+    except FactValidationError as error:
+        raise error if given_id else error.in_list("facts", position) from None
 
 
 def _summaries(document: Mapping[str, object]) -> dict[SummaryKey, str | Section]:

@@ -42,7 +42,7 @@ from deermem.config import (
     settings_to_keep,
     store_settings_path,
 )
-from deermem.errors import ConfigError, FactRevisionConflict
+from deermem.errors import ConfigError, FactRevisionConflict, FactValidationError
 from deermem.model import parse_json
 from deermem.results import RedactionReport, ScopeSummary, to_json
 from deermem.service.http.jobs import JobStore
@@ -313,9 +313,13 @@ def import_(
     `deermem --user alice export | deermem --user bob import`
     """
     document = _parse(file)
+    shown = _shown(file)
     memory = memory_of(ctx)
     if document.get("format") == USER_EXPORT_FORMAT:  # a whole user (deermem users export)
-        restored = memory.import_user(document)
+        try:
+            restored = memory.import_user(document)
+        except FactValidationError as invalid:
+            fail(f"{shown}: {invalid}")
         if as_json:
             print_json(to_json(restored))
             return
@@ -325,11 +329,13 @@ def import_(
         return
     try:
         result = memory.import_document(document)
+    except FactValidationError as invalid:
+        fail(f"{shown}: {invalid}")
     except FactRevisionConflict as conflict:
         if conflict.expected is None or conflict.actual is None:
             raise
         fail(
-            f"{file}: fact {conflict.fact_id!r} is at revision {conflict.actual} in the store "
+            f"{shown}: fact {conflict.fact_id!r} is at revision {conflict.actual} in the store "
             f"and {conflict.expected} in the document (it changed since the document was "
             "written); nothing was imported: export again, or remove the fact's `revision` "
             "to replace it all the same"
@@ -351,8 +357,13 @@ def import_(
         )
 
 
+def _shown(file: str) -> str:
+    """How an error names the document: its path, or standard input."""
+    return "standard input" if file == _STDIO else file
+
+
 def _parse(file: str) -> dict[str, object]:
-    shown = "standard input" if file == _STDIO else file
+    shown = _shown(file)
     text = _read_document(file)
     try:
         document = parse_json(text)
