@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import typer
@@ -182,21 +182,21 @@ def test_help_shows_the_true_agent_default(capsys: pytest.CaptureFixture[str]) -
 # --- a read command on a store that does not exist -------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ("facts", "list"),
-        ("facts", "show", "fact_1"),
-        ("audit",),
-        ("why", "fact_1"),
-        ("archive", "list"),
-        ("context",),
-        ("search", "tea"),
-        ("export",),
-        ("scopes",),
-        ("reindex",),
-    ],
-)
+READ_COMMANDS: Final = [
+    ("facts", "list"),
+    ("facts", "show", "fact_1"),
+    ("audit",),
+    ("why", "fact_1"),
+    ("archive", "list"),
+    ("context",),
+    ("search", "tea"),
+    ("export",),
+    ("scopes",),
+    ("reindex",),
+]
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS)
 def test_a_read_command_on_a_missing_root_says_so(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...]
 ) -> None:
@@ -208,6 +208,20 @@ def test_a_read_command_on_a_missing_root_says_so(
     assert f"no store at {missing}" in err
     assert "does not exist" in err
     assert not missing.exists()  # and it was not created
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS)
+def test_a_read_command_on_a_directory_of_other_files_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """It answered "no matches" (exit 0) and wrote the search index beside the files."""
+    (tmp_path / "notes.txt").write_text("mine", "utf-8")
+    code, out, err = run(capsys, "--root", str(tmp_path), "--user", "alice", *args)
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "neither empty nor a deermem store" in err
+    assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
 
 
 def test_a_missing_default_root_names_where_it_came_from(

@@ -38,6 +38,7 @@ from deermem.config import STORE_SETTINGS_FILENAME, ResolvedConfig, is_new_root,
 from deermem.memory import Memory
 from deermem.model import Fact
 from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
+from deermem.store.markdown.files import may_hold_store
 
 __all__ = [
     "JSON_OPTION",
@@ -249,10 +250,18 @@ class CliContext:
         A command that only reads calls this: a mistyped ``--root`` is an error,
         not an empty memory (nor the defaults shown as a store's settings).
         """
-        if not self.uses_database() and not self.store_root().exists():
+        if self.uses_database():
+            return
+        root = self.store_root()
+        if not root.exists():
             fail(
-                f"no store at {self.store_root()} (from {self.root_origin()}): the directory "
+                f"no store at {root} (from {self.root_origin()}): the directory "
                 "does not exist; check the path, or create the store with `deermem init`"
+            )
+        if root.is_dir() and not may_hold_store(root, self.settings().config.manifest_filename):
+            fail(
+                f"no store at {root} (from {self.root_origin()}): the directory is neither "
+                "empty nor a deermem store; check the path"
             )
 
     def memory(self, *, existing: bool = False) -> Memory:

@@ -31,7 +31,6 @@ from deermem.cli.output import (
 )
 from deermem.cli.progress import progress_bar
 from deermem.config import (
-    STORE_SETTINGS_FILENAME,
     MemoryConfig,
     is_database_url,
     load_config,
@@ -49,7 +48,7 @@ from deermem.service.http.jobs import JobStore
 from deermem.service.settings import ServerSettings
 from deermem.service.tokens import TokenFile
 from deermem.store import resolve_root
-from deermem.store.markdown.files import atomic_write, holds_store, write_store_settings
+from deermem.store.markdown.files import atomic_write, may_hold_store, write_store_settings
 from deermem.store.migrate import (
     USER_EXPORT_FORMAT,
     MigrationReport,
@@ -127,11 +126,7 @@ def init(
     if root.exists() and not root.is_dir():
         fail(f"{root}: not a directory")
     manifest = resolved.config.manifest_filename
-    if (
-        root.is_dir()
-        and any(root.iterdir())
-        and not holds_store(root, manifest, settings_filename=STORE_SETTINGS_FILENAME)
-    ):
+    if root.is_dir() and not may_hold_store(root, manifest):
         fail(
             f"{root} is neither empty nor a deermem store; choose an empty or new directory, "
             "or the root of an existing store"

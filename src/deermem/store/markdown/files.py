@@ -53,7 +53,12 @@ import yaml
 from yaml.emitter import Emitter
 from yaml.representer import SafeRepresenter
 
-from deermem.config import NOT_STORE_DATA, store_settings_path
+from deermem.config import (
+    NOT_STORE_DATA,
+    STORE_SETTINGS_FILENAME,
+    is_new_root,
+    store_settings_path,
+)
 from deermem.errors import (
     CorruptMemoryFile,
     FactValidationError,
@@ -101,6 +106,7 @@ __all__ = [
     "list_agents",
     "list_users",
     "make_directories",
+    "may_hold_store",
     "owner_fields",
     "read_file",
     "read_file_status",
@@ -1403,6 +1409,18 @@ def holds_store(root: Path, manifest_filename: str, *, settings_filename: str) -
     # ... or was renamed into place between the names' check and the listing: the
     # listing no longer shows the temporary, and the settings file is there now.
     return (root / settings_filename).exists()
+
+
+def may_hold_store(root: Path, manifest_filename: str) -> bool:
+    """Whether a store may live at ``root``: it holds none yet (it is new, or
+    empty but for :data:`~deermem.config.NOT_STORE_DATA`), or it holds one.
+
+    A directory of other files is neither: no command writes a store into it,
+    nor reads it as an empty one.
+    """
+    return is_new_root(root) or holds_store(
+        root, manifest_filename, settings_filename=STORE_SETTINGS_FILENAME
+    )
 
 
 def encode_owner(owner: Owner) -> bytes:

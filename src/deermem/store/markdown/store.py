@@ -47,7 +47,6 @@ from typing import Final, NamedTuple
 
 from deermem.config import (
     NEW_STORE_SETTINGS,
-    STORE_SETTINGS_FILENAME,
     MemoryConfig,
     config_from_mapping,
     is_new_root,
@@ -82,9 +81,9 @@ from deermem.store.markdown.files import (
     encode_owner,
     fact_shard,
     fsync_path,
-    holds_store,
     list_agents,
     list_users,
+    may_hold_store,
     read_file,
     read_file_status,
     read_if_exists,
@@ -312,9 +311,7 @@ class MarkdownStore:
         """
         if self._root_checked:
             return
-        if not is_new_root(self.root) and not holds_store(
-            self.root, self.manifest_filename, settings_filename=STORE_SETTINGS_FILENAME
-        ):
+        if not may_hold_store(self.root, self.manifest_filename):
             raise NotAStoreError(
                 self.root,
                 "neither empty nor a deermem store; a store is created in a new or empty "
