@@ -484,6 +484,7 @@ def test_an_admin_token_for_named_users_is_refused(
         (["search", "   "], "expected words to look for, not only spaces"),
         (["context", "--query", "\t\u3000 "], "expected words to look for, not only spaces"),
         (["search", "uv", "--top-k", "51"], "less than or equal to 50"),
+        (["search", "uv", "--category", " "], "expected a category to filter by, not blank"),
     ],
 )
 def test_search_values_the_http_api_refuses_are_refused(

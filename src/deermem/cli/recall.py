@@ -45,6 +45,13 @@ def _query(value: str | None) -> str | None:
         raise typer.BadParameter(str(refused)) from None
 
 
+def _category(value: str | None) -> str | None:
+    """A category to filter by, refused when blank as HTTP and MCP refuse it (a usage error)."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("expected a category to filter by, not blank")
+    return value
+
+
 def context(
     ctx: typer.Context,
     explain: bool = typer.Option(
@@ -158,7 +165,11 @@ def search(
         5, "--top-k", "-k", min=1, max=MAX_TOP_K, help="At most this many results."
     ),
     category: str | None = typer.Option(
-        None, "--category", "-c", help="Only this category (e.g. correction)."
+        None,
+        "--category",
+        "-c",
+        callback=_category,
+        help="Only this category (e.g. correction).",
     ),
     no_record: bool = typer.Option(
         False,
