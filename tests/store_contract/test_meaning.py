@@ -111,7 +111,7 @@ def test_missed_recall_is_found_by_meaning(stores: Stores) -> None:
     assert event.fact_id == "fact_peanut"
 
 
-def test_a_store_without_vectors_is_searched_by_keyword_until_reindexed(
+def test_a_store_without_vectors_is_searched_by_keyword_until_embedded(
     stores: Stores, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory = open_memory(stores)
@@ -127,8 +127,10 @@ def test_a_store_without_vectors_is_searched_by_keyword_until_reindexed(
     assert "`deermem reindex`" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="deermem.memory"):
-        memory.search("Which hand do I write with?", record=False)
+        # The first search embedded EMBED_AT_SEARCH texts: the few left are embedded now.
+        [first, *_] = memory.search("Which hand do I write with?", record=False)
     assert "`deermem reindex`" not in caplog.text  # said once, not at every search
+    assert (first.fact_id, first.match_type) == ("fact_hand", "hybrid")
     report = memory.reindex()
     assert report.facts == len(LIBRARY) + len(many)
     again = open_memory(stores)  # another process: the index or the store has the vectors

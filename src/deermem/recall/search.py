@@ -184,7 +184,9 @@ that keeps keyword recall@1 at 100 %. Plain reciprocal rank fusion loses a
 third of the paraphrases, because every paraphrase still matches stop words.
 """
 EMBED_AT_SEARCH: Final = 64
-"""At most this many texts are embedded by one search; more wait for ``deermem reindex``."""
+"""At most this many texts are embedded by one search. When more lack a vector, the search
+embeds this many and ranks by keyword, so a scope's vectors come back over a few searches
+(after its index was deleted, say), or at once with ``deermem reindex``."""
 _ALL: Final = 1 << 31
 
 
@@ -300,8 +302,9 @@ def hybrid_search(
     The index must be in step with the library (and, ``with_archive``, the
     archive). Texts without a vector are embedded first — taken from the
     store or the embedder's memory when they are there — unless there are
-    more than :data:`EMBED_AT_SEARCH`: then ``None`` (the caller searches by
-    keyword) and a warning naming ``deermem reindex``. A fact found only by
+    more than :data:`EMBED_AT_SEARCH`: then that many are embedded and the
+    answer is ``None`` (the caller searches by keyword), with a warning
+    naming ``deermem reindex``. A fact found only by
     meaning is kept if its e5 cosine reaches the noise floor; a keyword
     match always is.
     """
@@ -369,7 +372,8 @@ def embed_missing(
 ) -> bool:
     """Give every text of the scope's rows a vector; ``False`` when more than ``limit`` lack one
     (said once per scope and index in a warning naming ``deermem reindex``, unless ``say`` is
-    false).
+    false): then ``limit`` of them are embedded, the first by content key, so that searches
+    that keep finding too many still bring every vector back in the end.
 
     Vectors the store keeps, or the embedder made lately (a fact embedded
     during its commit), are taken as they are; the rest are embedded here,
@@ -394,9 +398,13 @@ def embed_missing(
         if say and index.first_notice(user, agent):
             _memory_log.warning(
                 "%d facts of this scope have no vectors for the embedding model; searching by "
-                "keyword until `deermem reindex` embeds them",
+                "keyword while searches embed them, %d at a time (`deermem reindex` embeds "
+                "them at once)",
                 len(made),
+                limit,
             )
+        now = sorted(made)[:limit]
+        fresh.update((key, embedder.passage(made[key])) for key in now)
         index.put_vectors({**vectors, **fresh})
         _hand_over(meaning, fresh, texts)
         return False
