@@ -248,9 +248,30 @@ def test_add_stores_a_fact_and_a_repeat_is_a_duplicate(store: ServedStore) -> No
             "factId": added["factId"],
             "evicted": [],
             "receipts": [],
+            "redacted": [],
             "message": f"an equal fact is already stored as {added['factId']}; nothing changed",
         }
         assert fact_files(store) == files
+
+    session(open_memory(store), scenario)
+
+
+@on_both_stores
+def test_add_says_which_kinds_of_secret_it_redacted(store: ServedStore) -> None:
+    # prv-06: the model must hear that the text it stored is not the text it sent,
+    # as POST .../facts and memory_restore tell it (the kind, never the value)
+    token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+    async def scenario(client: Client) -> None:
+        added = await call(client, "memory_add", content=f"The deploy token is {token}")
+        assert added["outcome"] == "stored"
+        assert added["redacted"] == ["github-token"]
+        assert token not in json.dumps(added)
+        stored = fact_files(store)[added["factId"]]
+        assert "[redacted: github-token]" in stored
+        assert token not in stored
+        plain = await call(client, "memory_add", content="Prefers tea")
+        assert plain["redacted"] == []
 
     session(open_memory(store), scenario)
 

@@ -99,6 +99,7 @@ from deermem.results import (
     Forgotten,
     PromptContext,
     ReceiptJson,
+    Redacted,
     RestoreResult,
     Revision,
     SearchResults,
@@ -170,6 +171,9 @@ class AddResult(BaseModel):
     )
     evicted: list[str] = Field(description="ids the capacity gate evicted in this change")
     receipts: list[ReceiptJson]
+    # The field of every write's result (CreateResult, RestoreResult ...), described once:
+    # a model must hear that the text it stored is not the text it sent.
+    redacted: Redacted = ()
     message: str = Field(description="what happened, in plain words (ids only)")
 
 
@@ -358,6 +362,7 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             factId=result.fact.id,
             evicted=list(result.evicted),
             receipts=list(result.receipts),
+            redacted=result.redacted,
             message=result.message,
         )
 
