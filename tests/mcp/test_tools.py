@@ -145,6 +145,24 @@ def test_an_input_schema_is_what_pydantic_writes_for_the_arguments_it_validates(
         assert json.dumps(tool.parameters) == json.dumps(own), tool.name
 
 
+@on_both_stores
+def test_an_unknown_argument_is_named_by_its_length_not_its_text(store: ServedStore) -> None:
+    """prv-02: a secret pasted as an argument name never comes back to the model."""
+    token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+    async def scenario(client: Client) -> None:
+        message = await failed(client, "memory_add", content="ok", **{token: 1})
+        assert token not in message
+        assert message.endswith(
+            "invalid arguments: (a name of 40 characters): Extra inputs are not permitted"
+        )
+        wrong = await failed(client, "memory_add", content="ok", topics=["a", 3])
+        assert "topics.1: Input should be a valid string" in wrong  # declared names stay
+        assert fact_files(store) == {}
+
+    session(open_memory(store), scenario)
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments"),
     [

@@ -61,7 +61,7 @@ from pydantic import TypeAdapter, ValidationError
 from deermem.errors import DeerMemError
 from deermem.memory import Memory
 from deermem.model import RANDOM_FACT_ID_PATTERN, Fact, category_key, duplicate_key, redact
-from deermem.results import FactPatch, NewFact
+from deermem.results import FactPatch, NewFact, error_location, field_names
 from deermem.store import EvictionReceipt
 
 __all__ = ["ROOT", "DeerMemAsyncMemoryTool", "DeerMemMemoryTool", "MemoryFiles"]
@@ -548,7 +548,7 @@ def parse_command(raw: object) -> BetaMemoryTool20250818Command:
         command: BetaMemoryTool20250818Command = TypeAdapter(kind).validate_python(dict(raw))
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "input"
+        where = error_location(first["loc"], field_names(kind)) or "input"
         raise ToolError(f"{name}: {where}: {first['msg']}") from None
     view_range = command.view_range if command.command == "view" else None
     if view_range is not None and len(view_range) != 2:
