@@ -1958,18 +1958,25 @@ _KEY_QUOTE: Final = r"(?:\\?[\"'])?"
 _AFTER_SIGN: Final = r"(?:[ \t]*\r?\n[ \t]*(?=\\?[\"'])|[ \t]*)"
 _ASSIGN: Final = r"[ \t]*(?:=>|:=|=|:)" + _AFTER_SIGN
 # A quoted value (as in JSON, YAML, code, or JSON inside a JSON string: ``\"``),
-# else an unquoted one up to a space, a quote or ``&`` (the next query field).
+# else an unquoted one up to a space, a quote, ``&`` (the next query field), or a ``;``
+# or ``,`` that starts the next field of a connection string (``;user=x``, ``,Server=x``:
+# there a value holding either is quoted).
 _VALUE: Final = (
     r"(?:\\\"(?P<secret>(?:(?!\\\")[^\r\n]){1,256}+)\\\""
     r"|\"(?P<secret2>(?:[^\"\\\r\n]|\\.){1,256}+)\""
     r"|'(?P<secret3>(?:[^'\\\r\n]|\\.){1,256}+)'"
-    r"|(?P<secret4>[^\s\"'`<>&]+))"
+    r"|(?P<secret4>(?:(?![;,][ \t]*[A-Za-z][A-Za-z0-9_ .\-]{0,40}=)[^\s\"'`<>&])+))"
 )
 # Password keys: ``password``, ``passwd``, ``passphrase``, ``pwd``, alone or at
 # the end of a longer name (``db_password``, ``DB-PASSWORD``, ``user.password``,
 # ``dbPassword``, ``PGPASSWORD``); never ``passwords`` or ``password_hash``.
 # What comes before the key word does not matter: only its value is replaced.
-_PASSWORD_KEY: Final = r"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd)(?![A-Za-z0-9_])"
+# ``PWD`` assigned a path (``PWD=/home/alice``, ``~/src``) is a shell's working
+# directory, not a password (ODBC's ``PWD=Xk9…`` is one).
+_PASSWORD_KEY: Final = (
+    r"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd(?![\"'\\]*[ \t]*[=:][ \t]*[\"'\\]*[/~]))"
+    r"(?![A-Za-z0-9_])"
+)
 _PASSWORD: Final = (
     _PASSWORD_KEY
     + _KEY_QUOTE
@@ -2247,27 +2254,58 @@ def _is_card(digits: str) -> bool:
     return False
 
 
+# An IBAN's country code and check digits, then its separator: the digits after it are
+# the rest of an account number (``FR85 7598 3867 …``), never a card.
+_IBAN_START: Final = re.compile(r"(?<![0-9A-Za-z_])[A-Z]{2}[0-9]{2}[ \-]\Z")
+# A card word, shortly before a number of 17 to 19 digits written as one group: such a
+# number is as often a 64-bit id (a Discord or Twitter snowflake passes the Luhn check one
+# time in ten), and only a card's own context says it is one.
+_CARD_WORD: Final = re.compile(
+    r"(?i:\b(?:cards?|visa|mastercard|maestro|amex|jcb|diners|discover|unionpay|credit|debit"
+    r"|cc|pan|payment))\b[^\n]{0,24}\Z"
+)
+_LONGEST_ID: Final = 17  # an ungrouped number this long needs a _CARD_WORD before it
+
+
 def _card_spans(text: str) -> list[tuple[int, int]]:
-    """The spans of card numbers: within each run of digit groups, from its
-    leftmost group, the longest card-shaped sequence of whole groups."""
+    """The spans of card numbers in each run of digit groups.
+
+    A number printed in groups is a card only from the run's first group (or
+    the group after a card): a card window in the middle of a longer number
+    is a coincidence of its digits, one in ten of any 16 digits in a card's
+    range (a French IBAN in groups of four held one 11 % of the time).
+    Groups may follow it (a CVC, an expiry). A group of 13 or more digits is
+    a number of its own wherever it is; one of 17 or more is a card only
+    after a card word (:data:`_CARD_WORD`). The digits after an IBAN's
+    country code are none (:data:`_IBAN_START`).
+    """
     spans: list[tuple[int, int]] = []
     for run in re.finditer(_DIGIT_RUN, text):
         if run.end() - run.start() < 13:
             continue
+        before = text[max(0, run.start() - 40) : run.start()]
+        if _IBAN_START.search(before):
+            continue
         groups = [(g.start(), g.end()) for g in _GROUP.finditer(text, run.start(), run.end())]
         first = 0
+        # Invariant: ``start`` is where a card printed in groups may begin, the run's
+        # first group or the group after the last card found.
+        start = 0
         while first < len(groups):
-            found = _longest_card(text, groups, first)
+            found = _longest_card(text, groups, first, grouped=first == start)
             if found is None:
                 first += 1
             else:
                 spans.append((groups[first][0], groups[found][1]))
-                first = found + 1
+                first = start = found + 1
     return spans
 
 
-def _longest_card(text: str, groups: list[tuple[int, int]], first: int) -> int | None:
-    """The last group of the longest card number that starts at group ``first``.
+def _longest_card(
+    text: str, groups: list[tuple[int, int]], first: int, *, grouped: bool
+) -> int | None:
+    """The last group of the longest card number that starts at group ``first``;
+    with ``grouped`` false, only the group alone is tried.
 
     Only windows of at most 19 digits are tried, so a run of any length
     costs at most 19 windows per group.
@@ -2275,9 +2313,11 @@ def _longest_card(text: str, groups: list[tuple[int, int]], first: int) -> int |
     found = None
     digits = ""
     start, end = groups[first]
+    if end - start >= _LONGEST_ID and not _CARD_WORD.search(text, max(0, start - 40), start):
+        return None
     # A number printed in groups starts with a group of four digits; from any
     # other group only the group alone can be a card.
-    stop = len(groups) if end - start == 4 else first + 1
+    stop = len(groups) if grouped and end - start == 4 else first + 1
     for last in range(first, stop):
         start, end = groups[last]
         digits += text[start:end]
@@ -2489,7 +2529,9 @@ def _redact_leaf(value: object, kinds: set[str]) -> object:
         return _CONTAINER
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         digits = str(value)
-        if 13 <= len(digits) <= 19 and _is_card(digits):
+        # No card word stands beside a number: 17 digits and more are taken for an id,
+        # as they are in text without one (_card_spans).
+        if 13 <= len(digits) < _LONGEST_ID and _is_card(digits):
             kinds.add("payment-card")
             return marker("payment-card")
     return value

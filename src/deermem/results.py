@@ -38,8 +38,8 @@ and search hits do (they are the caller's own memory).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Final, Literal, TypeVar
+from collections.abc import Collection, Iterable, Mapping
+from typing import Annotated, Final, Literal, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
@@ -121,6 +121,8 @@ __all__ = [
     "Topics",
     "UserImportResult",
     "check_query",
+    "error_location",
+    "field_names",
     "to_json",
 ]
 
@@ -406,6 +408,49 @@ def _fact_error(invalid: ValidationError) -> FactValidationError:
     if len(location) > 1:  # an item of a list (topics)
         return FactValidationError(field, given, "expected a string")
     return FactValidationError(field, given, _ACCEPTS.get(field, str(detail["msg"])))
+
+
+def field_names(*annotations: object) -> frozenset[str]:
+    """Every field name and alias of the pydantic models an annotation holds, nested ones too.
+
+    What :func:`error_location` may show as written: names deermem declared,
+    not names a caller sent.
+    """
+    names: set[str] = set()
+    seen: set[type[BaseModel]] = set()
+    pending = list(annotations)
+    while pending:
+        annotation = pending.pop()
+        pending.extend(get_args(annotation))  # list[Model], Model | None, Annotated[...]
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            continue
+        if annotation in seen:
+            continue
+        seen.add(annotation)
+        for name, info in annotation.model_fields.items():
+            names.add(name)
+            names.update(
+                alias for alias in (info.alias, info.validation_alias) if isinstance(alias, str)
+            )
+            pending.append(info.annotation)
+    return frozenset(names)
+
+
+def error_location(location: Iterable[int | str], declared: Collection[str]) -> str:
+    """Where a validation error is, as ``body.topics.3``, without any name a caller wrote.
+
+    A part of pydantic's ``loc`` that is not a declared field name is text
+    the caller chose — an unknown field's name, a mapping's key — and may be
+    a secret pasted where a name belongs; errors reach logs, tool results and
+    models (docs/privacy.md). Such a part is described by its length, as
+    content is; declared names and list indexes stay as they are.
+    """
+    return ".".join(
+        str(part)
+        if isinstance(part, int) or part in declared
+        else f"(a name of {len(part):,} characters)"
+        for part in location
+    )
 
 
 # --- records of the layers below, in their own JSON form ----------------------------------

@@ -467,6 +467,33 @@ def test_a_category_the_memory_refuses_is_refused_before_any_line(
     assert memory.list_facts() == ()
 
 
+def test_a_file_name_holding_a_secret_is_refused_naming_the_kind(tmp_path: Path) -> None:
+    # prv-04: a category is redacted when stored, so a file named by a token would be stored
+    # as [redacted: gitlab-token].md: the create seemed to fail (and was retried, piling up
+    # facts), a second create was not refused, a rename reported a path that never existed.
+    token = "glpat-ab12cd34ef56gh78ij90"
+    memory = open_memory(tmp_path / "store")
+    tool = DeerMemMemoryTool(memory)
+    create = {"command": "create", "path": f"/memories/{token}.md", "file_text": "First\n"}
+    for _ in range(2):
+        with pytest.raises(ToolError, match=r"^No file was created: .*\(gitlab-token\)") as refused:
+            tool.call(create)
+        assert token not in str(refused.value)
+    assert memory.list_facts() == ()
+    tool.call({"command": "create", "path": "/memories/work.md", "file_text": "Work line\n"})
+    rename = {"command": "rename", "old_path": "/memories/work.md", "new_path": create["path"]}
+    with pytest.raises(ToolError, match=r"^Nothing was renamed: .*\(gitlab-token\)"):
+        tool.call(rename)
+    assert [(f.categoryExtension, f.content) for f in memory.list_facts()] == [
+        ("work", "Work line")
+    ]
+    # without redaction the name is stored as given, so the file is what the model named
+    plain = DeerMemMemoryTool(open_memory(tmp_path / "plain", redact_secrets=False))
+    assert plain.call(create).startswith(f"File created successfully at: /memories/{token}.md")
+    with pytest.raises(ToolError, match="already exists"):
+        plain.call(create)
+
+
 # --- brackets that are no fact id ------------------------------------------------------------
 
 

@@ -145,6 +145,24 @@ def test_an_input_schema_is_what_pydantic_writes_for_the_arguments_it_validates(
         assert json.dumps(tool.parameters) == json.dumps(own), tool.name
 
 
+@on_both_stores
+def test_an_unknown_argument_is_named_by_its_length_not_its_text(store: ServedStore) -> None:
+    """prv-02: a secret pasted as an argument name never comes back to the model."""
+    token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+    async def scenario(client: Client) -> None:
+        message = await failed(client, "memory_add", content="ok", **{token: 1})
+        assert token not in message
+        assert message.endswith(
+            "invalid arguments: (a name of 40 characters): Extra inputs are not permitted"
+        )
+        wrong = await failed(client, "memory_add", content="ok", topics=["a", 3])
+        assert "topics.1: Input should be a valid string" in wrong  # declared names stay
+        assert fact_files(store) == {}
+
+    session(open_memory(store), scenario)
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments"),
     [
@@ -248,9 +266,30 @@ def test_add_stores_a_fact_and_a_repeat_is_a_duplicate(store: ServedStore) -> No
             "factId": added["factId"],
             "evicted": [],
             "receipts": [],
+            "redacted": [],
             "message": f"an equal fact is already stored as {added['factId']}; nothing changed",
         }
         assert fact_files(store) == files
+
+    session(open_memory(store), scenario)
+
+
+@on_both_stores
+def test_add_says_which_kinds_of_secret_it_redacted(store: ServedStore) -> None:
+    # prv-06: the model must hear that the text it stored is not the text it sent,
+    # as POST .../facts and memory_restore tell it (the kind, never the value)
+    token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+    async def scenario(client: Client) -> None:
+        added = await call(client, "memory_add", content=f"The deploy token is {token}")
+        assert added["outcome"] == "stored"
+        assert added["redacted"] == ["github-token"]
+        assert token not in json.dumps(added)
+        stored = fact_files(store)[added["factId"]]
+        assert "[redacted: github-token]" in stored
+        assert token not in stored
+        plain = await call(client, "memory_add", content="Prefers tea")
+        assert plain["redacted"] == []
 
     session(open_memory(store), scenario)
 

@@ -258,6 +258,13 @@ NON_SECRET_FACTS: Final = (
     "Favourite keyboard switch is Gateron Brown.",
     "The user's podcast is 'Shipping on Fridays', episode 42 is about incident reviews.",
     "They prefer Markdown tables over bullet lists for comparisons.",
+    # Long numbers that are no cards, and a shell's working directory (prv-03): a French
+    # IBAN whose last 16 digits pass a card's check, a German one whose bank code is in a
+    # card's range, a Discord id that passes the Luhn check, an env dump.
+    "Invoices are paid to the IBAN FR46 1215 4728 0385 2808 4148 525 (the business account).",
+    "Their German salary account is DE65 6723 2686 5635 5150 58 at the local Sparkasse.",
+    "Our Discord server id is 661957627786445975; the bot joins it on start.",
+    "From their env dump: SHELL=/bin/zsh PWD=/home/alice/project LANG=en_GB.UTF-8",
 )
 
 FACT_200: Final = (

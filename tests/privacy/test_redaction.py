@@ -222,6 +222,18 @@ _CARD_SPACED = " ".join(_CARD[n : n + 4] for n in range(0, 16, 4))
             "(password=[redacted: password]), then pwd: [redacted: password]. Done",
             ("password",),
         ),
+        # A connection string: an unquoted value ends at the next field (prv-03).
+        (
+            "Password=Xk9pQ2zA,Server=db;password=Xk9pQ2zA;user=app;Database=billing",
+            "Password=[redacted: password],Server=db;password=[redacted: password];user=app;"
+            "Database=billing",
+            ("password",),
+        ),
+        (
+            "Driver={ODBC};Server=db;UID=sa;PWD=Xk9pQ2zA;Database=b",
+            "Driver={ODBC};Server=db;UID=sa;PWD=[redacted: password];Database=b",
+            ("password",),
+        ),
         (
             '{"user": "sam", "password": "correct horse 9"}',
             '{"user": "sam", "password": "[redacted: password]"}',
@@ -542,6 +554,44 @@ def test_long_numbers_that_fail_luhn_are_unchanged(digits: str) -> None:
 )
 def test_dates_phones_and_ids_are_not_cards(text: str) -> None:
     assert redact(text) == Redaction(text, ())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # 16 digits that pass a card's check, inside a French IBAN printed in groups
+        "My IBAN is FR46 1215 4728 0385 2808 4148 525 for invoices.",
+        "FR46 1215 4728 0385 2808 4148 525",
+        "account 1215 4728 0385 2808 4148 525",  # no country code: still not its start
+        "DE65 6723 2686 5635 5150 58",  # the whole run is in a card's range
+        "Our Discord server id is 661957627786445975.",  # 18 digits, Luhn, Maestro's range
+        '{"guild_id": 661957627786445975}',
+    ],
+)
+def test_a_card_window_inside_a_longer_number_or_a_long_id_is_no_card(text: str) -> None:
+    # prv-03: a card printed in groups starts the run, and 17 to 19 digits in one
+    # group need a card word before them
+    assert redact(text) == Redaction(text, ())
+
+
+def test_a_json_number_of_a_long_id_is_kept() -> None:
+    # a snowflake id as a JSON integer: no card word can say it is a card
+    assert redact_value({"guild_id": 661957627786445975}) == ({"guild_id": 661957627786445975}, ())
+
+
+def test_a_long_card_in_one_group_goes_after_a_card_word() -> None:
+    digits = luhn_complete("62" + "9" * 16)  # UnionPay, 19 digits
+    for said in ("card", "UnionPay", "Credit card no."):
+        assert redact(f"{said} {digits}").text == f"{said} [redacted: payment-card]"
+    grouped = " ".join(digits[n : n + 4] for n in range(0, 19, 4))
+    assert redact(grouped).text == "[redacted: payment-card]"
+
+
+def test_two_cards_in_one_run_both_go() -> None:
+    other = luhn_complete("545454545454545")  # a Mastercard-shaped number
+    spaced = " ".join(other[n : n + 4] for n in range(0, 16, 4))
+    result = redact(f"{_CARD_SPACED} {spaced}")
+    assert result.text == "[redacted: payment-card] [redacted: payment-card]"
 
 
 def test_a_card_followed_by_more_digits_still_goes() -> None:

@@ -246,7 +246,14 @@ def test_errors_are_problems_with_typed_fields_and_no_values(live: LiveServer) -
     bad_agent = client.get("/v1/users/alice/agents/Bad_Agent!/facts")
     assert "path.agent" in str(assert_problem(bad_agent, 422, "invalid-request")["detail"])
     typo = client.post(f"{ALICE}/facts", json={"content": "x", "confidnce": 0.4})
-    assert "confidnce" in str(assert_problem(typo, 422, "invalid-request")["errors"])
+    # a name the API does not declare is the caller's text: described, never quoted (prv-02)
+    assert assert_problem(typo, 422, "invalid-request")["errors"] == [
+        {
+            "location": "body.(a name of 9 characters)",
+            "message": "Extra inputs are not permitted",
+            "rule": "extra_forbidden",
+        }
+    ]
     assert_problem(client.get("/v1/nowhere"), 404, "not-found")
     empty = client.patch(f"{ALICE}/facts/fact_00000000", json={})
     assert "at least one of" in str(assert_problem(empty, 422, "invalid-request")["detail"])
@@ -254,6 +261,32 @@ def test_errors_are_problems_with_typed_fields_and_no_values(live: LiveServer) -
         f"{ALICE}/facts", content=b"{not json", headers={"content-type": "application/json"}
     )
     assert_problem(not_json, 422, "invalid-request")
+
+
+@on_both_stores
+def test_a_secret_sent_as_a_field_name_is_not_in_the_refusal(live: LiveServer) -> None:
+    """prv-02: a key pasted where a field name belongs comes back to no log and no model;
+    declared names and list indexes are still named as they are."""
+    token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    client = live.client()
+    refusals = [
+        client.post(f"{ALICE}/facts", json={"content": "ok", token: 1}),
+        client.post(f"{ALICE}/facts", json={"content": "ok", "topics": ["a", 3], token: 1}),
+        client.post(
+            "/v3/memories/add/",
+            json={"messages": [{"role": "user", "content": "ok"}], "filters": {token: 1}},
+        ),
+    ]
+    for refused in refusals:
+        assert_problem(refused, 422, "invalid-request")
+        assert token not in refused.text
+    assert refusals[0].json()["detail"] == (
+        "body.(a name of 40 characters): Extra inputs are not permitted"
+    )
+    locations = [e["location"] for e in refusals[1].json()["errors"]]
+    assert sorted(locations) == ["body.(a name of 40 characters)", "body.topics.1"]
+    assert refusals[2].json()["errors"][0]["location"] == ("body.filters.(a name of 40 characters)")
+    assert client.get(f"{ALICE}/facts").json()["facts"] == []
 
 
 @on_both_stores

@@ -24,7 +24,8 @@ receipt ids only), so the model learns of an eviction when it happens. What the
 tool cannot represent is refused with the SDK's :class:`ToolError` (the runner
 sends it to the model as an error result): a path outside ``/memories``
 (``/memories-evil/…`` included), ``..``, anything but a ``<category>.md`` file
-directly in ``/memories``, a line naming an id of deermem's shape that is not
+directly in ``/memories``, a new file name holding a secret (it would be stored
+redacted, under another name), a line naming an id of deermem's shape that is not
 in the file, an id written twice, a line the memory would refuse (checked for
 the whole text before anything is written, so a refusal changes nothing).
 There are no real files, so no link can lead anywhere.
@@ -60,7 +61,7 @@ from pydantic import TypeAdapter, ValidationError
 from deermem.errors import DeerMemError
 from deermem.memory import Memory
 from deermem.model import RANDOM_FACT_ID_PATTERN, Fact, category_key, duplicate_key, redact
-from deermem.results import FactPatch, NewFact
+from deermem.results import FactPatch, NewFact, error_location, field_names
 from deermem.store import EvictionReceipt
 
 __all__ = ["ROOT", "DeerMemAsyncMemoryTool", "DeerMemMemoryTool", "MemoryFiles"]
@@ -179,7 +180,7 @@ class MemoryFiles:
         if key in self._files():
             raise ToolError(f"File {command.path} already exists")
         label = _label(command.path)
-        _check_category(label)
+        self._check_name(label, refused="No file was created")
         if not command.file_text.strip():
             # A file is its category's active facts: without a line there is nothing to hold
             # it, so "created" would be untrue and the next command would find no file.
@@ -248,7 +249,7 @@ class MemoryFiles:
             raise ToolError(f"The path {command.old_path} does not exist")
         if target in files:
             raise ToolError(f"The destination {command.new_path} already exists")
-        _check_category(_label(command.new_path))
+        self._check_name(_label(command.new_path), refused="Nothing was renamed")
         changes = _Changes()
         for fact in files[source]:
             self.memory.update_fact(
@@ -362,6 +363,26 @@ class MemoryFiles:
                     "secrets redacted): a fact is stored once. Nothing was changed"
                 )
             held[key] = f"line {number}"
+
+    def _check_name(self, label: str, *, refused: str) -> None:
+        """Refuse a new file name the memory would refuse or store as other text.
+
+        A file name is its facts' category, and a category is redacted like any
+        text. A name holding a secret would be stored as ``[redacted: KIND]``:
+        the file the model named would never exist, so its ``create`` would
+        seem to fail (and be retried) and a ``rename`` would name a path that
+        is not there. Refusing it is plainer than answering with another
+        name; the refusal names the kind, never the name.
+        """
+        _check_category(label)
+        if self.memory.config.redact_secrets:
+            kinds = redact(label).kinds
+            if kinds:
+                raise ToolError(
+                    f"{refused}: the file name holds a secret ({', '.join(kinds)}), and a "
+                    "file name is stored as its facts' category, where no secret is kept. "
+                    "Name the file without it"
+                )
 
     def _receipts_of(self, changes: _Changes) -> None:
         """Add the receipts that name the archived facts (deletions return none)."""
@@ -527,7 +548,7 @@ def parse_command(raw: object) -> BetaMemoryTool20250818Command:
         command: BetaMemoryTool20250818Command = TypeAdapter(kind).validate_python(dict(raw))
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "input"
+        where = error_location(first["loc"], field_names(kind)) or "input"
         raise ToolError(f"{name}: {where}: {first['msg']}") from None
     view_range = command.view_range if command.command == "view" else None
     if view_range is not None and len(view_range) != 2:

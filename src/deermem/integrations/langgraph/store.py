@@ -76,6 +76,7 @@ from deermem.errors import (
 )
 from deermem.memory import Memory
 from deermem.model import DEFAULT_AGENT, Fact, Scope, check_fact_id, parse_timestamp
+from deermem.results import error_location
 from deermem.store import EvictionReceipt
 
 __all__ = [
@@ -479,15 +480,18 @@ def _matcher(conditions: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any
     checks: list[Callable[[Mapping[str, Any]], bool]] = []
     for name, wanted in conditions.items():
         if name not in _VALUE_KEYS:
+            # the key is the caller's text (a pasted secret, say): described, never quoted
             raise ValueError(
-                f"filter key {name!r}: a fact's value holds only content, category, confidence"
+                f"filter key {error_location([name], _VALUE_KEYS)}: a fact's value holds "
+                "only content, category, confidence"
             )
         if isinstance(wanted, Mapping):
             for operator, operand in wanted.items():
                 compare = _OPERATORS.get(operator)
                 if compare is None:
                     raise ValueError(
-                        f"filter {name!r}: unknown operator {operator!r} "
+                        f"filter {name!r}: unknown operator "
+                        f"{error_location([operator], _OPERATORS)} "
                         f"(expected one of {', '.join(_OPERATORS)})"
                     )
                 checks.append(_comparison(name, compare, operand))

@@ -33,6 +33,7 @@ from deermem import __version__
 from deermem.errors import DeerMemError
 from deermem.memory import Memory
 from deermem.model import MAX_NESTING
+from deermem.results import error_location, field_names
 from deermem.service.http import mem0
 from deermem.service.http.jobs import Job, JobRunner, JobStore
 from deermem.service.http.routes import ServerContext, UserSegmentMiddleware, routers
@@ -168,7 +169,7 @@ def _add_problem_handlers(app: FastAPI) -> None:
         causes = [detail.get("ctx", {}).get("error") for detail in refused]
         if causes and all(isinstance(cause, DeerMemError) for cause in causes):
             return problem_response(problem_for(causes[0]))
-        return problem_response(_validation_problem(refused))
+        return problem_response(_validation_problem(refused, _declared(request)))
 
     async def http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, HTTPException)
@@ -177,9 +178,9 @@ def _add_problem_handlers(app: FastAPI) -> None:
         if isinstance(error.__cause__, RecursionError):
             # A body nested past the JSON decoder's own depth guard: the same answer
             # as a value nested past what a fact may hold (deermem.model.MAX_NESTING).
-            return problem_response(_validation_problem([_TOO_DEEP]))
+            return problem_response(_validation_problem([_TOO_DEEP], _WHERE))
         if isinstance(error.__cause__, UnicodeDecodeError):  # JSON is UTF-8 (RFC 8259)
-            return problem_response(_validation_problem([_NOT_UTF8]))
+            return problem_response(_validation_problem([_NOT_UTF8], _WHERE))
         title = {405: "Method not allowed", 400: "Bad request"}.get(error.status_code, "Error")
         headers = dict(error.headers or {})
         return problem_response(
@@ -207,11 +208,42 @@ _TOO_DEEP: Final = {
 }
 
 
-def _validation_problem(errors: Any) -> Problem:
-    """A 422 naming each invalid field and the rule it broke (never the value sent)."""
+# Where FastAPI says a request's value was: the first part of every location.
+_WHERE: Final = frozenset({"body", "query", "path", "header", "cookie"})
+
+
+def _declared(request: Request) -> frozenset[str]:
+    """The names the matched route declares: its parameters and their models' fields.
+
+    A location may show these as written; any other name in it is the
+    caller's text (:func:`~deermem.results.error_location`).
+    """
+    names = set(_WHERE)
+    annotations: list[object] = []
+    dependants = [getattr(request.scope.get("route"), "dependant", None)]
+    while dependants:
+        dependant = dependants.pop()
+        if dependant is None:
+            continue
+        dependants.extend(dependant.dependencies)
+        for parameter in (
+            *dependant.path_params,
+            *dependant.query_params,
+            *dependant.header_params,
+            *dependant.cookie_params,
+            *dependant.body_params,
+        ):
+            names.update((parameter.name, parameter.alias))
+            annotations.append(parameter.field_info.annotation)
+    return frozenset(names | field_names(*annotations))
+
+
+def _validation_problem(errors: Any, declared: frozenset[str]) -> Problem:
+    """A 422 naming each invalid field and the rule it broke (never the value sent, nor
+    a name the caller wrote: an unknown field is described by its length)."""
     listed = [
         {
-            "location": ".".join(str(part) for part in error.get("loc", ())),
+            "location": error_location(error.get("loc", ()), declared),
             "message": _message(error),
             "rule": str(error.get("type", "")),
         }

@@ -99,10 +99,13 @@ from deermem.results import (
     Forgotten,
     PromptContext,
     ReceiptJson,
+    Redacted,
     RestoreResult,
     Revision,
     SearchResults,
     Topics,
+    error_location,
+    field_names,
 )
 from deermem.service.http.run import ServerHTTPProtocol, started
 from deermem.service.mcp.auth import (
@@ -170,6 +173,9 @@ class AddResult(BaseModel):
     )
     evicted: list[str] = Field(description="ids the capacity gate evicted in this change")
     receipts: list[ReceiptJson]
+    # The field of every write's result (CreateResult, RestoreResult ...), described once:
+    # a model must hear that the text it stored is not the text it sent.
+    redacted: Redacted = ()
     message: str = Field(description="what happened, in plain words (ids only)")
 
 
@@ -358,6 +364,7 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
             factId=result.fact.id,
             evicted=list(result.evicted),
             receipts=list(result.receipts),
+            redacted=result.redacted,
             message=result.message,
         )
 
@@ -435,11 +442,18 @@ def memory_tools(memory_of: MemoryOf, *, memory: Memory, limits: ToolLimits) -> 
     return tools
 
 
-def _argument_problems(error: ValidationError) -> str:
-    """Each refused argument and the rule it broke, on one line; never what was given."""
+# The names a model may try to choose whose memory a call reaches by. No tool takes them, and
+# a refusal names them, so that the model learns it cannot (docs/mcp.md).
+_SCOPE_ARGUMENTS: Final = frozenset({"user", "agent", "user_id", "agent_id"})
+
+
+def _argument_problems(error: ValidationError, arguments: type[BaseModel]) -> str:
+    """Each refused argument and the rule it broke, on one line; never what was given, nor
+    the name of another argument the tool does not take (it is described by its length)."""
+    declared = field_names(arguments) | _SCOPE_ARGUMENTS
     problems = []
     for item in error.errors(include_input=False, include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        where = error_location(item["loc"], declared) or "arguments"
         problems.append(f"{where}: {item['msg']}")
     return "invalid arguments: " + "; ".join(problems)
 
@@ -460,7 +474,8 @@ class _OneLineTool(Tool):
             cause = error.__cause__
             if isinstance(cause, ValidationError):
                 raise ToolError(
-                    f"Error executing tool {self.name}: {_argument_problems(cause)}"
+                    f"Error executing tool {self.name}: "
+                    f"{_argument_problems(cause, self.fn_metadata.arg_model)}"
                 ) from None
             raise
 
