@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar
 from deermem.errors import SearchIndexError
 from deermem.model import DEFAULT_CATEGORY, Fact, Record, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
-from deermem.store.records import content_key
+from deermem.store.records import content_key, usable_vector
 
 if TYPE_CHECKING:
     from deermem.model import Scope
@@ -1486,7 +1486,12 @@ class SearchIndex:
     def unembedded(
         self, user: str | None, agent: str, *, with_archive: bool
     ) -> dict[str, list[tuple[str, bool]]]:
-        """The scope's rows whose text has no vector: content key → [(fact id, archived)]."""
+        """The scope's rows whose text has no vector: content key → [(fact id, archived)].
+
+        A vector that is not usable (:func:`~deermem.store.records.usable_vector`:
+        torn, another length, not finite) counts as none: it is deleted here,
+        with a warning, so the text is embedded again before it is compared.
+        """
 
         def run(db: sqlite3.Connection) -> dict[str, list[tuple[str, bool]]]:
             scope_id = scope_id_of(db, user_key(user), agent)
@@ -1494,13 +1499,25 @@ class SearchIndex:
                 return {}
             low, high = row_range(scope_id) if with_archive else library_range(scope_id)
             missing: dict[str, list[tuple[str, bool]]] = {}
-            for key, fact_id, archived in db.execute(
-                "SELECT d.content_key, d.fact_id, d.archived FROM doc AS d"
+            damaged: set[str] = set()
+            for key, fact_id, archived, vector in db.execute(
+                "SELECT d.content_key, d.fact_id, d.archived, v.vector FROM doc AS d"
                 " LEFT JOIN vec AS v ON v.key = d.content_key"
-                " WHERE d.id BETWEEN ? AND ? AND v.key IS NULL ORDER BY d.id",
+                " WHERE d.id BETWEEN ? AND ? ORDER BY d.id",
                 (low, high),
             ):
+                if isinstance(vector, bytes) and usable_vector(vector):
+                    continue
+                if vector is not None:
+                    damaged.add(str(key))
                 missing.setdefault(str(key), []).append((str(fact_id), bool(archived)))
+            if damaged:
+                with transaction(db):
+                    db.executemany("DELETE FROM vec WHERE key = ?", [(k,) for k in damaged])
+                _memory_log.warning(
+                    "the search index held damaged vectors (%d); embedding their texts again",
+                    len(damaged),
+                )
             return missing
 
         return self._run(run)
