@@ -1057,7 +1057,10 @@ class Memory:
         Args:
             max_tokens: a budget for this prompt instead of
                 ``max_injection_tokens`` (an agent with a small context
-                window); the guaranteed budget is capped at it.
+                window). It bounds the whole text as the token counter
+                counts it: the guaranteed lines and their ``Facts:`` header
+                fit in it (the guaranteed budget shrinks to that when
+                smaller), and the summaries get what the facts leave.
             facts: ``False`` leaves the facts out — the summaries only, for
                 an agent that reaches facts through :meth:`search` instead
                 (they would appear twice otherwise).
