@@ -1137,8 +1137,14 @@ class Memory:
                 warning).
 
         Raises:
-            FactValidationError: a blank ``category`` (which would filter nothing).
+            FactValidationError: a ``top_k`` that is not an ``int`` (a bool, a
+                float, a text, ``None``), or a blank ``category`` (which would
+                filter nothing).
         """
+        # A float would never equal a count of hits and cut nothing; a bool is an int to Python.
+        given: object = top_k  # callers outside mypy pass anything
+        if not isinstance(given, int) or isinstance(given, bool):
+            raise FactValidationError("top_k", given, "expected a whole number (an int)")
         if category is not None and not category.strip():
             raise FactValidationError(
                 "category", category, "expected a category to filter by, not blank"
