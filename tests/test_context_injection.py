@@ -236,8 +236,20 @@ def test_invalid_content_is_skipped_and_listed() -> None:
     assert injection.text == "Facts:\n- [context | 0.50] valid\n- [context | 0.10] no id at all"
     assert injection.manifest.injected_ids == ("ok", "")
     invalid = [o.fact_id for o in injection.manifest.omitted if o.reason == "invalid-content"]
-    assert invalid == ["none", "int", "list", "blank"]
+    assert invalid == ["blank", "int", "list", "none"]  # by id, as the docstring promises
     assert "42" not in injection.text
+
+
+def test_invalid_content_omissions_do_not_depend_on_the_input_order() -> None:
+    facts: list[dict[str, object]] = [
+        {"id": "f1", "category": "context", "confidence": 0.5, "content": "\n"},
+        {"id": "f2", "category": "context", "confidence": 0.5, "content": "   "},
+        {"id": "f3", "category": "context", "confidence": 0.5, "content": "Real fact."},
+    ]
+    forward = build_injection(facts, settings=budget(2000), now=NOW)
+    backward = build_injection(facts[::-1], settings=budget(2000), now=NOW)
+    assert forward.manifest == backward.manifest
+    assert forward.manifest.omitted_ids == ("f1", "f2")
 
 
 @pytest.mark.parametrize(

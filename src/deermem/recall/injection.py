@@ -336,7 +336,7 @@ class InjectionManifest:
         sections: the section headers present in the text, in order.
         injected: the fact lines, in the order they appear.
         omitted: facts left out, guaranteed pool first, then in rank order;
-            facts with invalid content last.
+            facts with invalid content last, by id.
         summary_tokens: budget cost of the summary sections as injected.
         guaranteed_tokens: cost of the guaranteed lines.
         ranked_tokens: cost of the ranked lines.
@@ -578,7 +578,8 @@ def build_injection(
                 *_injected(guaranteed, POOL_GUARANTEED),
                 *_injected(chosen, POOL_RANKED),
             ),
-            omitted=(*_omissions(left_out), *invalid),
+            # By id: the manifest must not depend on the order the facts came in.
+            omitted=(*_omissions(left_out), *sorted(invalid, key=lambda o: o.fact_id)),
             summary_tokens=sum(map(cost, summary_lines)),
             guaranteed_tokens=guaranteed_used,
             ranked_tokens=sum(c.tokens for c in chosen),
