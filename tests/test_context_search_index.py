@@ -8,6 +8,7 @@ import math
 import re
 import sqlite3
 import threading
+from array import array
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from deermem.recall.index import (
     normalise,
 )
 from deermem.recall.search import search_facts, search_score, substring_search
+from deermem.store.records import VECTOR_BYTES, usable_vector
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 USER = "alice"
@@ -244,6 +246,22 @@ def test_an_index_of_the_old_terms_is_rebuilt(tmp_path: Path) -> None:
     with SearchIndex(location) as index:
         hits = search_facts(index, USER, AGENT, "नाम", version="v1", load=lambda: MARKED, now=NOW)
     assert [(hit.fact_id, hit.match_type) for hit in hits] == [("name", "fts5")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    placed=st.lists(st.tuples(st.integers(0, VECTOR_BYTES // 4 - 1), st.floats(width=32))),
+    cut=st.integers(0, 8),
+)
+def test_a_usable_vector_is_its_length_of_finite_floats(
+    placed: list[tuple[int, float]], cut: int
+) -> None:
+    floats = array("f", [0.03] * (VECTOR_BYTES // 4))
+    for position, value in placed:  # any float, NaN and infinities included, anywhere
+        floats[position] = value
+    vector = floats.tobytes()[: VECTOR_BYTES - cut]
+    expected = cut == 0 and all(math.isfinite(value) for value in floats)
+    assert usable_vector(vector) == expected
 
 
 # --- filters and limits -------------------------------------------------------------------
