@@ -236,8 +236,20 @@ def test_invalid_content_is_skipped_and_listed() -> None:
     assert injection.text == "Facts:\n- [context | 0.50] valid\n- [context | 0.10] no id at all"
     assert injection.manifest.injected_ids == ("ok", "")
     invalid = [o.fact_id for o in injection.manifest.omitted if o.reason == "invalid-content"]
-    assert invalid == ["none", "int", "list", "blank"]
+    assert invalid == ["blank", "int", "list", "none"]  # by id, as the docstring promises
     assert "42" not in injection.text
+
+
+def test_invalid_content_omissions_do_not_depend_on_the_input_order() -> None:
+    facts: list[dict[str, object]] = [
+        {"id": "f1", "category": "context", "confidence": 0.5, "content": "\n"},
+        {"id": "f2", "category": "context", "confidence": 0.5, "content": "   "},
+        {"id": "f3", "category": "context", "confidence": 0.5, "content": "Real fact."},
+    ]
+    forward = build_injection(facts, settings=budget(2000), now=NOW)
+    backward = build_injection(facts[::-1], settings=budget(2000), now=NOW)
+    assert forward.manifest == backward.manifest
+    assert forward.manifest.omitted_ids == ("f1", "f2")
 
 
 @pytest.mark.parametrize(
@@ -374,6 +386,43 @@ def test_overflow_without_facts_is_cut_safely() -> None:
     assert injection.manifest.budget_tokens <= 100
     assert "&am\n" not in injection.text
     assert not injection.text.split("\n")[-2].endswith("&")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    max_tokens=st.integers(0, 400),
+    guaranteed=st.integers(0, 600),
+    data=st.lists(
+        st.tuples(
+            st.sampled_from(["preference", "correction", "goal"]),
+            st.floats(0, 1),
+            st.text(min_size=1, max_size=120),
+        ),
+        max_size=30,
+    ),
+    work=st.text(max_size=600),
+    recent=st.text(max_size=300),
+    counting=st.sampled_from(["tiktoken", "char"]),
+)
+def test_a_strict_budget_bounds_the_whole_text(
+    max_tokens: int,
+    guaranteed: int,
+    data: list[tuple[str, float, str]],
+    work: str,
+    recent: str,
+    counting: str,
+) -> None:
+    """A caller's max_tokens (strict_budget) holds for any facts, summaries and budget: the
+    text as the counter counts it, guaranteed lines, header and summaries together."""
+    facts = [
+        fact(f"f{n:02d}", f"x{content}", category, round(confidence, 2))
+        for n, (category, confidence, content) in enumerate(data)
+    ]
+    settings_ = budget(max_tokens, guaranteed, token_counting=counting, strict_budget=True)
+    summaries = Summaries(work=work, recent=recent)
+    injection = build_injection(facts, settings=settings_, now=NOW, summaries=summaries)
+    assert injection.exact_tokens() <= injection.manifest.budget_tokens <= max_tokens
+    assert injection.manifest.guaranteed_tokens <= injection.manifest.guaranteed_token_budget
 
 
 def test_summaries_keep_the_overall_budget_minus_the_facts_header() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import re
 import sqlite3
 import threading
+from array import array
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,8 +21,15 @@ from hypothesis import strategies as st
 from deermem.errors import SearchIndexError
 from deermem.model import Fact, format_timestamp
 from deermem.recall import search as search_module
-from deermem.recall.index import SearchHit, SearchIndex, SyncReport, content_version
+from deermem.recall.index import (
+    SearchHit,
+    SearchIndex,
+    SyncReport,
+    content_version,
+    normalise,
+)
 from deermem.recall.search import search_facts, search_score, substring_search
+from deermem.store.records import VECTOR_BYTES, usable_vector
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 USER = "alice"
@@ -194,6 +203,65 @@ def test_cjk_does_not_match_non_contiguous_characters(index: SearchIndex) -> Non
 def test_mixed_query_finds_latin_and_cjk_facts(index: SearchIndex) -> None:
     found = set(ids(index.search(USER, AGENT, "python 学习", now=NOW, top_k=10)))
     assert {"uv", "mixed", "zh"} <= found
+
+
+MARKED = [
+    fact("hindi", "मुझे हिंदी पसंद है"),  # "I like Hindi"
+    fact("name", "मेरा नाम राम है"),  # "my name is Ram"
+    fact("trip", "Trip to İstanbul in May"),
+    fact("arabic", "صديقي مُحَمَّد طبيب"),
+    fact("thai", "ฉันชอบภาษาไทย มาก"),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("नाम", ["name"]),  # not the other fact's single consonants
+        ("हिंदी", ["hindi"]),
+        ("istanbul", ["trip"]),
+        ("İSTANBUL", ["trip"]),
+        ("مُحَمَّد", ["arabic"]),
+        ("มาก", ["thai"]),
+    ],
+)
+def test_words_with_combining_marks_are_whole_terms(query: str, expected: list[str]) -> None:
+    with SearchIndex() as index:
+        index.sync_scope(USER, AGENT, MARKED, version="v1")
+        assert ids(index.search(USER, AGENT, query, now=NOW, top_k=10)) == expected
+
+
+def test_an_index_of_the_old_terms_is_rebuilt(tmp_path: Path) -> None:
+    """Schema 5 cut words at combining marks; such a file is rebuilt, not searched."""
+    location = tmp_path / "search.sqlite"
+    with SearchIndex(location) as index:
+        index.sync_scope(USER, AGENT, MARKED, version="v1")
+    old_terms = re.compile(r"[^\W_]+")
+    with sqlite3.connect(location) as db:
+        for row_id, fact_id in db.execute("SELECT id, fact_id FROM doc").fetchall():
+            [content] = [f["content"] for f in MARKED if f["id"] == fact_id]
+            body = " ".join(old_terms.findall(normalise(content)))
+            db.execute("UPDATE doc_fts SET body = ? WHERE rowid = ?", (body, row_id))
+        db.execute("UPDATE index_meta SET value = '5' WHERE key = 'schema'")
+    with SearchIndex(location) as index:
+        hits = search_facts(index, USER, AGENT, "नाम", version="v1", load=lambda: MARKED, now=NOW)
+    assert [(hit.fact_id, hit.match_type) for hit in hits] == [("name", "fts5")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    placed=st.lists(st.tuples(st.integers(0, VECTOR_BYTES // 4 - 1), st.floats(width=32))),
+    cut=st.integers(0, 8),
+)
+def test_a_usable_vector_is_its_length_of_finite_floats(
+    placed: list[tuple[int, float]], cut: int
+) -> None:
+    floats = array("f", [0.03] * (VECTOR_BYTES // 4))
+    for position, value in placed:  # any float, NaN and infinities included, anywhere
+        floats[position] = value
+    vector = floats.tobytes()[: VECTOR_BYTES - cut]
+    expected = cut == 0 and all(math.isfinite(value) for value in floats)
+    assert usable_vector(vector) == expected
 
 
 # --- filters and limits -------------------------------------------------------------------

@@ -107,6 +107,12 @@ def test_query_size_is_capped() -> None:
         ("한국어 문장", ["한국", "국어", "어", "문장", "장"]),
         ("Snake_case and CamelCase", ["snake", "case", "and", "camelcase"]),
         ("ＰＹＴＨＯＮ ﬁle Straße", ["python", "file", "strasse"]),
+        # Combining marks (Mn, Mc) stay inside their word.
+        ("मुझे हिंदी पसंद है", ["मुझे", "हिंदी", "पसंद", "है"]),
+        ("ภาษาไทย ที่ดี", ["ภาษาไทย", "ที่ดี"]),
+        ("مُحَمَّد", ["مُحَمَّد"]),
+        ("İstanbul", ["i\u0307stanbul"]),  # case folding gives i + combining dot
+        ("\u0301stray mark_\u0301", ["stray", "mark"]),  # a mark never starts a term
     ],
 )
 def test_index_terms(text: str, terms: list[str]) -> None:

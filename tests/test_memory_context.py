@@ -109,7 +109,7 @@ def test_a_callers_budget_replaces_the_configured_one_for_one_prompt(tmp_path: P
     assert not roomy.omitted
     tight = memory.injection(max_tokens=60).manifest
     assert tight.max_tokens == 60
-    assert tight.guaranteed_token_budget == 60  # min(500, 60)
+    assert tight.guaranteed_token_budget == 57  # min(500, 60 - "Facts:\n", 3 tokens)
     assert tight.budget_tokens <= 60
     assert tight.omitted  # the small budget left facts out
     assert pools(tight)["fact_correct"] == "guaranteed"  # the guarantee still holds
@@ -121,10 +121,32 @@ def test_a_callers_budget_below_the_guaranteed_one_caps_it(tmp_path: Path) -> No
     memory = open_memory(tmp_path)
     memory.import_document(seed_document())
     manifest = memory.injection(max_tokens=30).manifest
-    assert manifest.guaranteed_token_budget == 30
+    assert manifest.guaranteed_token_budget == 27  # with its "Facts:" header it fits in 30
     assert manifest.budget_tokens <= 30
     with pytest.raises(ValueError, match="must not be negative"):
         memory.injection(max_tokens=-1)
+
+
+@pytest.mark.parametrize("max_tokens", [0, 5, 24, 27, 50, 100, 200])
+def test_a_callers_budget_bounds_the_whole_block(tmp_path: Path, max_tokens: int) -> None:
+    """Guaranteed lines filling the caller's budget leave no room for the header on top,
+    and the summaries get what the facts leave of it (not the configured overflow)."""
+    memory = open_memory(tmp_path)
+    corrections = [
+        {
+            "id": f"fact_corr{n:02d}",
+            "content": f"Correction {n}: use uv, never pip, for installing packages.",
+            "category": "correction",
+            "confidence": 0.7,
+        }
+        for n in range(12)
+    ]
+    summary = {"summary": "Works on a Python memory library. " * 40, "updatedAt": ""}
+    memory.import_document({"user": {"workContext": summary}, "facts": corrections})
+    injection = memory.injection(max_tokens=max_tokens)
+    assert injection.exact_tokens() <= injection.manifest.budget_tokens <= max_tokens
+    if max_tokens >= 27:  # a correction's line and the header fit: the guarantee holds
+        assert pools(injection.manifest)["fact_corr00"] == "guaranteed"
 
 
 def test_the_protected_categories_rule_is_the_one_table(tmp_path: Path) -> None:

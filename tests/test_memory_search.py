@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from deermem import Memory
-from deermem.errors import SearchIndexError
+from deermem.errors import FactValidationError, SearchIndexError
 from deermem.recall.index import SearchIndex
 from deermem.results import SearchResult
 
@@ -71,6 +71,21 @@ def ids(results: tuple[SearchResult, ...]) -> list[str]:
 
 
 # --- ranking and results -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("top_k", [2.5, "3", None, True, 3.0])
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_top_k_that_is_not_an_int_is_refused_naming_it(
+    tmp_path: Path, top_k: Any, mode: str
+) -> None:
+    memory = open_memory(tmp_path, search_mode=mode)
+    memory.import_document({"facts": LIBRARY})
+    before = files_state(tmp_path)
+    expected = r"field 'top_k' has .*; expected a whole number"
+    with pytest.raises(FactValidationError, match=expected) as raised:
+        memory.search("python", top_k=top_k)
+    assert raised.value.field == "top_k"
+    assert files_state(tmp_path) == before  # nothing searched, nothing recorded
 
 
 # --- recalls: recorded only when the policy reads them; never a change to a fact ---------------

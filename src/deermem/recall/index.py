@@ -30,8 +30,9 @@ computed inside SQLite over *every* match, not after a BM25 pre-cut, so the
 top k are exactly the k best; ties break by fact id.
 
 **Terms.** Fact text and user queries go through the same normalisation —
-NFKC, case folding, then maximal runs of letters and digits — so what is
-indexed and what is asked for always agree. Two things need care:
+NFKC, case folding, then terms: a letter or digit followed by letters, digits
+and combining marks — so what is indexed and what is asked for always agree.
+Two things need care:
 
 * **CJK text has no spaces.** A Chinese sentence would be one enormous token,
   and no sub-phrase would ever match. Runs of CJK characters (Han, kana,
@@ -76,7 +77,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar
 from deermem.errors import SearchIndexError
 from deermem.model import DEFAULT_CATEGORY, Fact, Record, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
-from deermem.store.records import content_key
+from deermem.store.records import content_key, usable_vector
 
 if TYPE_CHECKING:
     from deermem.model import Scope
@@ -118,7 +119,6 @@ _QUERIES_KEPT: Final = 64
 
 _CJK: Final = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7a3"
 _CJK_RUN: Final = re.compile(f"[{_CJK}]+")
-_TERM: Final = re.compile(r"[^\W_]+")
 _QUERY_PART: Final = re.compile(r'"([^"]*)"|([^\s"]+)')
 
 
@@ -172,8 +172,37 @@ def fts_groups(query: str) -> tuple[str, ...]:
 
 
 def _words(text: str) -> list[str]:
-    """Maximal letter/digit runs, with CJK runs split off from their neighbours."""
-    return _TERM.findall(_CJK_RUN.sub(lambda match: f" {match.group()} ", text))
+    """Terms (:func:`_term_pattern`), with CJK runs split off from their neighbours."""
+    return _term_pattern().findall(_CJK_RUN.sub(lambda match: f" {match.group()} ", text))
+
+
+@functools.cache
+def _term_pattern() -> re.Pattern[str]:
+    """A term: a letter or digit, then letters, digits and combining marks (Mn, Mc, Me).
+
+    Python's ``\\w`` leaves the marks out, and a word would fall apart at each
+    one: every Indic script's vowel signs and viramas, Thai's vowels, Arabic's
+    harakat, and a letter whose case folding gives a mark (``İ`` → ``i̇``). The
+    full-text tables count marks as token characters too (``categories``),
+    so text and query are cut the same way. The marks are those of Python's
+    Unicode database — the one NFKC and case folding use — read once per
+    process: every mark is assigned in planes 0, 1 and 14, so only they are
+    scanned (≈ 15 ms).
+    """
+    ranges: list[str] = []
+    start = previous = -2
+    for code in (*range(0x20000), *range(0xE0000, 0xE1000)):
+        if unicodedata.category(chr(code))[0] != "M":
+            continue
+        if code != previous + 1:
+            if start >= 0:
+                ranges.append(f"\\U{start:08x}-\\U{previous:08x}")
+            start = code
+        previous = code
+    ranges.append(f"\\U{start:08x}-\\U{previous:08x}")
+    # Letter and digit runs, joined by runs of marks: the two classes are
+    # disjoint, so the match never backtracks.
+    return re.compile(f"[^\\W_]+(?:[{''.join(ranges)}]+[^\\W_]*)*")
 
 
 def _is_cjk(word: str) -> bool:
@@ -350,7 +379,8 @@ def micros(moment: datetime) -> int:
 
 # --- the schema and its statements ----------------------------------------------------
 
-INDEX_SCHEMA_VERSION: Final = "5"
+INDEX_SCHEMA_VERSION: Final = "6"
+"""Any other is rebuilt from the facts; 6: terms run through combining marks."""
 
 # Row ids are allocated per scope in disjoint ranges (scope id × 2**32 + n),
 # so "this scope only" is a row-id range that FTS5 applies inside the
@@ -374,6 +404,10 @@ _HALF: Final = 1 << (SCOPE_SHIFT - 1)
 LIBRARY_FTS: Final = "doc_fts"
 COUNTERFACTUAL_FTS: Final = "cf_fts"
 ARCHIVE_FTS: Final = "arc_fts"
+# Combining marks are token characters (the default is letters, digits and
+# private use), as they are in :func:`_term_pattern`; Latin diacritics are
+# still removed, so ``café`` and ``cafe`` are one term.
+_TOKENIZER: Final = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
 # One statement each: created one by one inside a single write transaction.
 SCHEMA: Final[tuple[str, ...]] = (
     "CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -408,9 +442,9 @@ CREATE TABLE doc (
     # names: a fact archived, restored or relearned with the same words keeps
     # its vector, and a vector goes when no row holds its text any more.
     "CREATE TABLE vec (key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
-    "CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
-    "CREATE VIRTUAL TABLE cf_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
-    "CREATE VIRTUAL TABLE arc_fts USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2')",
+    f'CREATE VIRTUAL TABLE doc_fts USING fts5 (body, tokenize = "{_TOKENIZER}")',
+    f'CREATE VIRTUAL TABLE cf_fts USING fts5 (body, tokenize = "{_TOKENIZER}")',
+    f'CREATE VIRTUAL TABLE arc_fts USING fts5 (body, tokenize = "{_TOKENIZER}")',
     *(
         f"INSERT INTO {fts} ({fts}, rank) VALUES ('{option}', 2)"
         for fts in ("doc_fts", "cf_fts", "arc_fts")
@@ -1486,7 +1520,12 @@ class SearchIndex:
     def unembedded(
         self, user: str | None, agent: str, *, with_archive: bool
     ) -> dict[str, list[tuple[str, bool]]]:
-        """The scope's rows whose text has no vector: content key → [(fact id, archived)]."""
+        """The scope's rows whose text has no vector: content key → [(fact id, archived)].
+
+        A vector that is not usable (:func:`~deermem.store.records.usable_vector`:
+        torn, another length, not finite) counts as none: it is deleted here,
+        with a warning, so the text is embedded again before it is compared.
+        """
 
         def run(db: sqlite3.Connection) -> dict[str, list[tuple[str, bool]]]:
             scope_id = scope_id_of(db, user_key(user), agent)
@@ -1494,13 +1533,25 @@ class SearchIndex:
                 return {}
             low, high = row_range(scope_id) if with_archive else library_range(scope_id)
             missing: dict[str, list[tuple[str, bool]]] = {}
-            for key, fact_id, archived in db.execute(
-                "SELECT d.content_key, d.fact_id, d.archived FROM doc AS d"
+            damaged: set[str] = set()
+            for key, fact_id, archived, vector in db.execute(
+                "SELECT d.content_key, d.fact_id, d.archived, v.vector FROM doc AS d"
                 " LEFT JOIN vec AS v ON v.key = d.content_key"
-                " WHERE d.id BETWEEN ? AND ? AND v.key IS NULL ORDER BY d.id",
+                " WHERE d.id BETWEEN ? AND ? ORDER BY d.id",
                 (low, high),
             ):
+                if isinstance(vector, bytes) and usable_vector(vector):
+                    continue
+                if vector is not None:
+                    damaged.add(str(key))
                 missing.setdefault(str(key), []).append((str(fact_id), bool(archived)))
+            if damaged:
+                with transaction(db):
+                    db.executemany("DELETE FROM vec WHERE key = ?", [(k,) for k in damaged])
+                _memory_log.warning(
+                    "the search index held damaged vectors (%d); embedding their texts again",
+                    len(damaged),
+                )
             return missing
 
         return self._run(run)

@@ -36,7 +36,10 @@ sum may exceed the whole text's estimate by up to a token a line.
 
 If the summaries are so long that the text would exceed
 ``max_injection_tokens`` plus the guaranteed lines, the summaries are cut
-(ending in ``...``) and the facts are kept.
+(ending in ``...``) and the facts are kept. A caller's budget for one prompt
+(:attr:`InjectionSettings.strict_budget`) bounds the whole text: the
+guaranteed pool is held to fit in it with the ``Facts:`` header, and the
+summaries are cut to what the facts leave of it.
 
 The text is laid out as the original lays it out (:class:`Summaries`,
 :func:`fact_line`) and every piece of stored text is made inert before it is
@@ -333,7 +336,7 @@ class InjectionManifest:
         sections: the section headers present in the text, in order.
         injected: the fact lines, in the order they appear.
         omitted: facts left out, guaranteed pool first, then in rank order;
-            facts with invalid content last.
+            facts with invalid content last, by id.
         summary_tokens: budget cost of the summary sections as injected.
         guaranteed_tokens: cost of the guaranteed lines.
         ranked_tokens: cost of the ranked lines.
@@ -391,6 +394,11 @@ class InjectionSettings:
         token_counting: ``tiktoken`` or ``char``.
         enabled: ``injection_enabled``; when false the text is empty.
         ranking: the capacity policy whose ranking orders the facts.
+        strict_budget: ``max_tokens`` bounds the whole text, the guaranteed
+            lines and their header included — a caller's budget for one
+            prompt, which must hold. Without it (``max_injection_tokens``)
+            the guaranteed lines may take the text beyond ``max_tokens`` by
+            their own size.
     """
 
     max_tokens: int = 2000
@@ -399,6 +407,7 @@ class InjectionSettings:
     token_counting: str = "tiktoken"
     enabled: bool = True
     ranking: CapacityPolicy = field(default_factory=CapacityPolicy)
+    strict_budget: bool = False
 
     def __post_init__(self) -> None:
         categories: object = self.guaranteed_categories  # callers outside mypy pass anything
@@ -511,19 +520,23 @@ def build_injection(
         :attr:`Injection.block`) and its manifest.
     """
     count = counter if counter is not None else token_counter(settings.token_counting)
+    cost = count.line  # a line with its newline; the sum bounds the whole text's count
+    guaranteed_budget = settings.guaranteed_token_budget
+    if settings.strict_budget:
+        # The guaranteed lines and their header must fit in max_tokens themselves.
+        guaranteed_budget = min(guaranteed_budget, max(0, settings.max_tokens - cost(FACTS_HEADER)))
     manifest = InjectionManifest(
         enabled=settings.enabled,
         policy=settings.ranking.name,
         token_counting=settings.token_counting,
         token_counter=count.method,
         max_tokens=settings.max_tokens,
-        guaranteed_token_budget=settings.guaranteed_token_budget,
+        guaranteed_token_budget=guaranteed_budget,
         guaranteed_categories=settings.guaranteed_categories,
     )
     if not settings.enabled:
         return Injection("", count, manifest)
 
-    cost = count.line  # a line with its newline; the sum bounds the whole text's count
     candidates, invalid = _candidates(facts, settings.guaranteed_categories)
     ranked = _rank(candidates, settings.ranking, usage, now)
     for candidate in ranked:
@@ -531,22 +544,25 @@ def build_injection(
     summary_lines = _join_sections((summaries or Summaries()).sections())
     separator = cost("") if summary_lines else 0
     overhead = sum(map(cost, summary_lines)) + separator + cost(FACTS_HEADER)
-    guaranteed, chosen, left_out = _select(ranked, settings, overhead)
+    guaranteed, chosen, left_out = _select(ranked, settings.max_tokens, guaranteed_budget, overhead)
     order = relevant() if relevant is not None and left_out else ()
     if order:
         place = {fact_id: position for position, fact_id in enumerate(order)}
         # Stable: the relevant facts first by relevance, the others keep the policy's order.
         preferred = sorted(ranked, key=lambda c: place.get(c.fact_id, len(place)))
-        guaranteed, chosen, left_out = _select(preferred, settings, overhead)
+        guaranteed, chosen, left_out = _select(
+            preferred, settings.max_tokens, guaranteed_budget, overhead
+        )
 
     fact_lines = [c.line for c in (*guaranteed, *chosen)]
     if fact_lines:
         fact_lines.insert(0, FACTS_HEADER)
     # Overflow: the summaries give way, never the facts. The text may exceed
-    # max_tokens by the guaranteed lines, and by nothing else.
+    # max_tokens by the guaranteed lines, and by nothing else — and under a
+    # strict budget not at all (the guaranteed pool was held to fit in it).
     guaranteed_used = sum(c.tokens for c in guaranteed)
     facts_cost = sum(map(cost, fact_lines)) + (separator if fact_lines else 0)
-    allowed = settings.max_tokens + guaranteed_used
+    allowed = settings.max_tokens + (0 if settings.strict_budget else guaranteed_used)
     truncated = bool(summary_lines) and sum(map(cost, summary_lines)) + facts_cost > allowed
     if truncated:
         summary_lines = _truncate(summary_lines, allowed - facts_cost, cost)
@@ -562,7 +578,8 @@ def build_injection(
                 *_injected(guaranteed, POOL_GUARANTEED),
                 *_injected(chosen, POOL_RANKED),
             ),
-            omitted=(*_omissions(left_out), *invalid),
+            # By id: the manifest must not depend on the order the facts came in.
+            omitted=(*_omissions(left_out), *sorted(invalid, key=lambda o: o.fact_id)),
             summary_tokens=sum(map(cost, summary_lines)),
             guaranteed_tokens=guaranteed_used,
             ranked_tokens=sum(c.tokens for c in chosen),
@@ -573,7 +590,7 @@ def build_injection(
 
 
 def _select(
-    ranked: list[_Candidate], settings: InjectionSettings, overhead: int
+    ranked: list[_Candidate], max_tokens: int, guaranteed_budget: int, overhead: int
 ) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
     """Split ranked candidates into (guaranteed, ranked pool, left out).
 
@@ -581,10 +598,8 @@ def _select(
     header cost; the ranked pool gets ``max_tokens`` minus that minus the
     guaranteed lines.
     """
-    guaranteed, spilled = _take(
-        [c for c in ranked if c.protected], settings.guaranteed_token_budget
-    )
-    room = settings.max_tokens - overhead - sum(c.tokens for c in guaranteed)
+    guaranteed, spilled = _take([c for c in ranked if c.protected], guaranteed_budget)
+    room = max_tokens - overhead - sum(c.tokens for c in guaranteed)
     spilled_ranks = {c.rank for c in spilled}
     chosen, left_out = _take(
         [c for c in ranked if not c.protected or c.rank in spilled_ranks], room
@@ -739,17 +754,13 @@ def memory_injection(
     """Lay out one scope's summaries and (unless ``facts`` is off) facts for the prompt
     (see ``build_injection``; ``relevant`` is passed on to it).
 
-    ``max_tokens`` replaces ``max_injection_tokens`` for this one prompt; the
-    guaranteed budget shrinks with it when it is smaller, so a caller's
-    budget is never exceeded by the guaranteed lines.
+    ``max_tokens`` replaces ``max_injection_tokens`` for this one prompt and
+    bounds the whole text (a strict budget): the guaranteed budget shrinks to
+    fit in it with its header, and the summaries get what the facts leave.
     """
     settings = InjectionSettings.from_config(config)
     if max_tokens is not None:
-        settings = dataclasses.replace(
-            settings,
-            max_tokens=max_tokens,
-            guaranteed_token_budget=min(settings.guaranteed_token_budget, max_tokens),
-        )
+        settings = dataclasses.replace(settings, max_tokens=max_tokens, strict_budget=True)
     if not settings.enabled:
         return build_injection((), settings=settings, now=now)
     snapshot = store.load(scope)

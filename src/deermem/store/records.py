@@ -31,6 +31,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -67,6 +69,7 @@ __all__ = [
     "SUMMARY_GROUPS",
     "TRIGGERS",
     "USER_SECTIONS",
+    "VECTOR_BYTES",
     "ArchiveEntry",
     "ArchiveEntryJson",
     "ArchivedJson",
@@ -91,6 +94,7 @@ __all__ = [
     "query_digest",
     "receipt_id_for",
     "stored_fact",
+    "usable_vector",
 ]
 
 
@@ -655,6 +659,37 @@ def content_key(content: str) -> str:
     index's ``vec``), never the text itself.
     """
     return hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+VECTOR_BYTES: Final = (384 + 512) * 4
+"""A search vector as stores keep it: e5's 384 and USE's 512 float32 side by side,
+little-endian (``deermem.recall.embedding`` makes them)."""
+
+
+_NOT_HIGH_EXPONENT: Final = bytes(set(range(256)) - {0x7F, 0xFF})
+
+
+def usable_vector(vector: bytes) -> bool:
+    """Whether a kept search vector can be compared: :data:`VECTOR_BYTES` long, every float finite.
+
+    Vectors are derived data read back from a file or a database, where a row
+    can be torn, written by another version or edited by hand. Whoever reads
+    them treats one that is not usable as missing — its text is embedded
+    again — because comparing it would fail the whole search (a wrong
+    length) or rank at random (a NaN).
+    """
+    if len(vector) != VECTOR_BYTES:
+        return False
+    # Little-endian: each float's top byte holds its sign and 7 of its 8 exponent bits.
+    # Only a top byte of 0x7F or 0xFF can belong to an infinity or a NaN (exponent all
+    # ones); a unit vector's floats never have one, so reading them all is the rare case.
+    if not vector[3::4].translate(None, _NOT_HIGH_EXPONENT):
+        return True
+    floats = array("f", vector)
+    if sys.byteorder == "big":
+        floats.byteswap()
+    # 896 float32s cannot overflow a float64 sum: it is finite exactly when every one is.
+    return math.isfinite(sum(floats))
 
 
 @dataclass(frozen=True, slots=True)

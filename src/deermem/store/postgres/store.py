@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -107,6 +108,7 @@ from deermem.store.records import (
     SummaryDocument,
     UsageEntry,
     content_key,
+    usable_vector,
 )
 
 if TYPE_CHECKING:
@@ -136,6 +138,7 @@ _WRITTEN: Final = frozenset(
     }
 )
 _MEMORY: Final = ":memory:"
+_memory_log = logging.getLogger("deermem.memory")  # what a memory's search says
 _LOCK_NAMESPACE: Final = b"deermem user lock\x1f"
 
 ARCHIVED_MATCHES: Final = (
@@ -448,7 +451,12 @@ class PostgresStore:
         return _MEMORY
 
     def stored_vectors(self, scope: Scope, model: str, keys: Sequence[str]) -> Mapping[str, bytes]:
-        """The scope's search vectors of ``model`` for these content keys (``deermem_vectors``)."""
+        """The scope's search vectors of ``model`` for these content keys (``deermem_vectors``).
+
+        A row that is not usable (:func:`~deermem.store.records.usable_vector`)
+        is left out, with a warning: its text is embedded again, and the new
+        vector replaces the row (:meth:`store_vectors`).
+        """
         if not keys:
             return {}
         with self._connection() as connection:
@@ -457,7 +465,14 @@ class PostgresStore:
                 " AND agent = %s AND model = %s AND content_key = ANY(%s)",
                 (rows.user_key(scope), scope.agent, model, list(keys)),
             ).fetchall()
-        return {str(key): bytes(vector) for key, vector in found}
+        vectors = {str(key): bytes(vector) for key, vector in found}
+        usable = {key: vector for key, vector in vectors.items() if usable_vector(vector)}
+        if len(usable) < len(vectors):
+            _memory_log.warning(
+                "deermem_vectors held damaged vectors (%d); embedding their texts again",
+                len(vectors) - len(usable),
+            )
+        return usable
 
     def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
         """Keep search vectors (text → vector) of texts the scope holds now, by content key.
