@@ -919,14 +919,17 @@ class Memory:
     def purge(self, fact_id: str) -> None:
         """Delete an archived fact for good; its content-free receipts stay.
 
+        Its rows of the search index go too, and the index file is scrubbed
+        (:meth:`deermem.recall.index.SearchIndex.scrub`): no page or log of it
+        keeps the fact's words.
+
         Raises:
             FactNotFoundError: the archive holds no entry for the id.
         """
         self.store.purge(self.scope, fact_id)
-        # The search index may hold the archived text (missed-recall detection),
-        # and a purge changes no version token the index follows: the next
-        # search with detection drops the row.
-        self._search_index.mark_archive_stale(self.store, self.scope)
+        # The search index may hold the archived text (missed-recall detection); the
+        # row goes now and the file is scrubbed, so no byte of it keeps the words.
+        self._search_index.forget_for_good(self.store, self.scope, (fact_id,))
 
     def record_access(self, fact_ids: Iterable[str]) -> bool:
         """Count a recall (e.g. a search hit) of each fact, if the policy uses it.
@@ -1282,12 +1285,15 @@ class Memory:
         commit changed, so the next search — the agent's next turn — finds the
         index current (issue 23). Every commit this memory makes is followed so:
         a create, an update, a delete, a restore, an import, a clear and an
-        update learned from a conversation. Never fails the commit: a search
-        brings the index in step by itself.
+        update learned from a conversation. Facts it deleted for good
+        (``eviction_mode: delete``) are removed from the index file, which is
+        then scrubbed. Never fails the commit: a search brings the index in
+        step by itself.
         """
+        scope = self.scope if scope is None else scope
         index_commit(
             self.store,
-            self.scope if scope is None else scope,
+            scope,
             self._search_index,
             commit=commit,
             clock=self.now,
@@ -1295,6 +1301,9 @@ class Memory:
             with_archive=self._detects_missed_recalls,
             embed=embed,
         )
+        if commit.deleted and not self.gate.archiving:
+            # Deleted for good (eviction_mode: delete): the index file keeps no word of them.
+            self._search_index.forget_for_good(self.store, scope, commit.deleted)
 
     @contextlib.contextmanager
     def _embedding(self, text: str | None) -> Iterator[None]:
