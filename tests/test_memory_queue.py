@@ -174,6 +174,49 @@ def test_an_erasure_drops_the_conversations_a_running_batch_has_taken(
     assert [f.content for f in ben.list_facts()] == ["Ben lives in Oslo."]
 
 
+def test_an_erasure_through_another_memory_drops_the_conversations_this_one_queued(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """docs/privacy.md erases with a memory of its own (``Memory.open_unscoped(root)``):
+    the app's memory on the same store, in the same process, loses the user's queued
+    conversations too, and its queue does not bring the user back."""
+    app = open_memory(tmp_path, server, user="anna", debounce_seconds=30.0)
+    other_store = open_memory(tmp_path / "elsewhere", server, user="anna", debounce_seconds=30.0)
+    app.create_fact("Anna has a cat.")
+    server.enqueue(answer(newFacts=[new_fact("Anna lives in Lyon.")]))
+    app.queue_conversation("ta", CHAT)
+    other_store.queue_conversation("tb", CHAT)
+    # Spelled otherwise, the same root: the erase finds the app's queue by the store.
+    admin = open_memory(tmp_path / "elsewhere" / "..", server, user=None)
+    erased = admin.erase_user("anna")
+    assert erased.counts["queued"] == 1
+    assert app.close(timeout=15).ok
+    assert server.requests == []
+    assert not any("anna" in path.name for path in tmp_path.glob("users/*"))
+    assert app.list_facts() == ()
+    # Another store's queue is not the erased one's.
+    assert other_store.flush_queue(timeout=15).ok
+    assert [f.content for f in other_store.list_facts()] == ["Anna lives in Lyon."]
+
+
+def test_an_erasure_through_another_memory_waits_for_the_update_this_one_runs(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    """A conversation already past the queue (its model call under way) when another memory
+    of the process erases the user: the erase waits for its commit, then erases it too."""
+    app = open_memory(tmp_path, server, user="anna", debounce_seconds=1.0)
+    server.enqueue(Reply.text(answer(newFacts=[new_fact("Anna lives in Lyon.")]), delay=2.0))
+    app.queue_conversation("ta", CHAT)
+    wait_for(lambda: bool(server.requests))  # the update is under way
+    admin = open_memory(tmp_path, server, user=None)
+    erased = admin.erase_user("anna")
+    assert erased.counts["queued"] == 0  # nothing was waiting: the one taken had run
+    assert erased.counts["facts"] == 1  # what it learned went with the rest
+    assert app.close(timeout=15).ok
+    assert app.list_facts() == ()
+    assert not any("anna" in path.name for path in tmp_path.rglob("*"))
+
+
 def test_close_reports_what_it_could_not_flush_in_time(
     tmp_path: Path, server: ScriptedChatServer, caplog: pytest.LogCaptureFixture
 ) -> None:

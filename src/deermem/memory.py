@@ -31,6 +31,7 @@ import errno
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, NamedTuple, Self
@@ -196,7 +197,7 @@ class Memory:
                 keep_hidden=keep_hidden, committed=self._index_learned,
             )  # fmt: skip
 
-        self._learner = _LearnerSlot(new_learner)
+        self._learner = _LearnerSlot(new_learner, store.identity)
         self._search_index = SearchIndexHandle()
         self._unrecorded_said = False
 
@@ -836,7 +837,10 @@ class Memory:
         conversations, journals and temporary files, and the user's search index rows.
 
         Works on any memory of the store (an :meth:`open_unscoped` one too): it
-        addresses ``user_id``, not this memory's scope. Crash-safe (a kill
+        addresses ``user_id``, not this memory's scope, and drops the user's
+        conversations queued by every memory of this process on the store (by
+        :attr:`~deermem.store.Store.identity`), waiting for an update of the
+        user under way there to end first. Crash-safe (a kill
         leaves the user intact or erased at the next open, never half; see
         :meth:`deermem.store.Store.erase_user`). Afterwards no file under a
         Markdown root and no live row of the database holds the user's id or
@@ -855,7 +859,9 @@ class Memory:
         # stays in the file's free pages and log until a scrub), and before the store's
         # erase: a process killed after that leaves no text in the index.
         index.scrub()
-        queued = self._updates.forget_user(user_id)
+        # Every memory of this process on the store, not only this one: the app's own
+        # memory may hold the user's conversations while an admin memory erases.
+        queued = _forget_queued(self.store, user_id)
         counts = self.store.erase_user(user_id)
         # Always again: another process may have written the user's rows, or deleted them
         # (their text stays until a scrub), since the first. A write after this sweep
@@ -913,14 +919,17 @@ class Memory:
     def purge(self, fact_id: str) -> None:
         """Delete an archived fact for good; its content-free receipts stay.
 
+        Its rows of the search index go too, and the index file is scrubbed
+        (:meth:`deermem.recall.index.SearchIndex.scrub`): no page or log of it
+        keeps the fact's words.
+
         Raises:
             FactNotFoundError: the archive holds no entry for the id.
         """
         self.store.purge(self.scope, fact_id)
-        # The search index may hold the archived text (missed-recall detection),
-        # and a purge changes no version token the index follows: the next
-        # search with detection drops the row.
-        self._search_index.mark_archive_stale(self.store, self.scope)
+        # The search index may hold the archived text (missed-recall detection); the
+        # row goes now and the file is scrubbed, so no byte of it keeps the words.
+        self._search_index.forget_for_good(self.store, self.scope, (fact_id,))
 
     def record_access(self, fact_ids: Iterable[str]) -> bool:
         """Count a recall (e.g. a search hit) of each fact, if the policy uses it.
@@ -1285,12 +1294,15 @@ class Memory:
         commit changed, so the next search — the agent's next turn — finds the
         index current (issue 23). Every commit this memory makes is followed so:
         a create, an update, a delete, a restore, an import, a clear and an
-        update learned from a conversation. Never fails the commit: a search
-        brings the index in step by itself.
+        update learned from a conversation. Facts it deleted for good
+        (``eviction_mode: delete``) are removed from the index file, which is
+        then scrubbed. Never fails the commit: a search brings the index in
+        step by itself.
         """
+        scope = self.scope if scope is None else scope
         index_commit(
             self.store,
-            self.scope if scope is None else scope,
+            scope,
             self._search_index,
             commit=commit,
             clock=self.now,
@@ -1298,6 +1310,9 @@ class Memory:
             with_archive=self._detects_missed_recalls,
             embed=embed,
         )
+        if commit.deleted and not self.gate.archiving:
+            # Deleted for good (eviction_mode: delete): the index file keeps no word of them.
+            self._search_index.forget_for_good(self.store, scope, commit.deleted)
 
     @contextlib.contextmanager
     def _embedding(self, text: str | None) -> Iterator[None]:
@@ -1667,19 +1682,36 @@ def _redacted_item(scope: Scope, where: str, item_id: str, kinds: tuple[str, ...
     )
 
 
+# Every learner of this process, by the identity of the store it writes to (held weakly:
+# a learner lives as long as a memory or its queue's timer holds it). An erase reaches the
+# conversations queued by every memory on the store through it.
+_LEARNERS: Final[dict[str, weakref.WeakSet[Learner]]] = {}
+_LEARNERS_LOCK: Final = threading.Lock()
+
+
+def _forget_queued(store: Store, user_id: str) -> int:
+    """Drop a user's conversations queued by any memory of this process on ``store``, and
+    wait for an update of the user under way there to end; return how many were dropped."""
+    with _LEARNERS_LOCK:
+        learners = list(_LEARNERS.get(store.identity, ()))
+    return sum(learner.forget_user(user_id) for learner in learners)
+
+
 class _LearnerSlot:
     """A memory's :class:`~deermem.learning.Learner`, made on first use and shared by
     every view of the memory (:meth:`Memory.scoped` copies the slot, not the learner).
+    Once made it is registered under its store's identity, for :func:`_forget_queued`.
 
     Made late because the learning pipeline's imports (the model answer's pydantic
     models, the prompt, the signals) were ≈ a quarter of deermem's own start-up
     in ``deermem mcp``, which learns nothing until a conversation arrives.
     """
 
-    __slots__ = ("_learner", "_lock", "_make")
+    __slots__ = ("_learner", "_lock", "_make", "_store")
 
-    def __init__(self, make: Callable[[], Learner]) -> None:
+    def __init__(self, make: Callable[[], Learner], store: str) -> None:
         self._make = make
+        self._store = store
         self._learner: Learner | None = None
         self._lock = threading.Lock()
 
@@ -1687,6 +1719,8 @@ class _LearnerSlot:
         with self._lock:
             if self._learner is None:
                 self._learner = self._make()
+                with _LEARNERS_LOCK:
+                    _LEARNERS.setdefault(self._store, weakref.WeakSet()).add(self._learner)
             return self._learner
 
     def close(self, timeout: float | None) -> FlushReport:

@@ -12,6 +12,7 @@ import pytest
 
 from deermem import Memory, MemoryConfig
 from deermem.cli import main
+from deermem.service.http.jobs import Job, JobStore
 from deermem.service.tokens import TokenFile
 from tests.privacy.fakes import MAKERS
 from tests.privacy.stored import files_text
@@ -67,6 +68,53 @@ def test_erase_refuses_without_yes_off_a_terminal_and_erases_with_it(
     code, out, _ = run(capsys, "--root", str(tmp_path), "users", "erase", "ursula-3c9e", "--yes")
     assert code == 0
     assert "nothing erased" in out
+
+
+def test_erase_finds_the_server_state_where_serve_and_token_find_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/server.md keeps the tokens and job records outside the root (DEERMEM_STATE_DIR);
+    the erase revokes the user's token and drops their job records there, not in
+    ``<root>/.server``; a tokens file of its own (DEERMEM_TOKENS_FILE) is honoured too."""
+    root, state = tmp_path / "root", tmp_path / "state"
+    seed(root, "ursula-3c9e")
+    seed(root, "victor-7a1b")
+    monkeypatch.setenv("DEERMEM_STATE_DIR", str(state))
+    now = datetime.now(UTC)
+    tokens = TokenFile(state / "tokens.json")
+    tokens.add(users=["ursula-3c9e"], now=now)
+    jobs = JobStore(state / "jobs", retention_seconds=3600)
+    for number, user in enumerate(("ursula-3c9e", "victor-7a1b")):
+        jobs.save(Job(f"job_{number:032x}", "done", user, "coder", "t1", now.isoformat()))
+    code, out, err = run(
+        capsys, "--root", str(root), "users", "erase", "ursula-3c9e", "--yes", "--json"
+    )
+    assert code == 0, err
+    counts = json.loads(out)["counts"]
+    assert (counts["tokensRevoked"], counts["jobs"]) == (1, 1)
+    assert tokens.records() == ()
+    assert "ursula-3c9e" not in files_text(state)
+    assert "victor-7a1b" in files_text(state)
+    assert not (root / ".server").exists()
+    # A tokens file of its own, beside a state directory with no jobs.
+    separate = TokenFile(tmp_path / "tokens.json")
+    separate.add(users=["victor-7a1b"], now=now)
+    monkeypatch.setenv("DEERMEM_TOKENS_FILE", str(separate.path))
+    code, out, err = run(
+        capsys, "--root", str(root), "users", "erase", "victor-7a1b", "--yes", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["counts"]["tokensRevoked"] == 1
+    assert separate.records() == ()
+    # No server state at all: the erase says it had none to clean.
+    monkeypatch.delenv("DEERMEM_STATE_DIR")
+    monkeypatch.delenv("DEERMEM_TOKENS_FILE")
+    seed(root, "walter-2b8d")
+    code, out, err = run(capsys, "--root", str(root), "users", "erase", "walter-2b8d", "--yes")
+    assert code == 0, err
+    assert "erased user walter-2b8d" in out
+    assert "no server state" in err
+    assert "tokensRevoked" not in out
 
 
 def test_a_user_whose_files_cannot_be_read_is_erased_all_the_same(

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import typer
 from rich import box
@@ -39,6 +39,9 @@ from deermem.memory import Memory
 from deermem.model import Fact
 from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
 from deermem.store.markdown.files import may_hold_store
+
+if TYPE_CHECKING:
+    from deermem.service.settings import ServerSettings
 
 __all__ = [
     "JSON_OPTION",
@@ -72,6 +75,46 @@ LIMIT_OPTION = typer.Option(
     0, "--limit", "-n", min=0, metavar="N", help="Show at most N entries (the first N); 0: all."
 )
 _PREVIEW = 70
+
+
+def state_dir_option(help: str) -> Any:
+    """``--state-dir``: one flag and variable for every command that finds the server's state."""
+    return typer.Option(None, "--state-dir", file_okay=False, envvar="DEERMEM_STATE_DIR", help=help)
+
+
+def tokens_file_option(help: str) -> Any:
+    """``--tokens-file``: one flag and variable for every command that reads the tokens."""
+    return typer.Option(
+        None, "--tokens-file", dir_okay=False, envvar="DEERMEM_TOKENS_FILE", help=help
+    )
+
+
+STATE_DIR_OPTION = state_dir_option(
+    "The server's state directory [default: `<root>/.server`; required with a database store]."
+)
+TOKENS_FILE_OPTION = tokens_file_option("The tokens file [default: `<state-dir>/tokens.json`].")
+
+
+def server_settings(
+    ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None, **settings: Any
+) -> ServerSettings:
+    """The settings of a command that serves the store or finds the server's state: the
+    global store options, where the tokens and job records are, and ``settings``."""
+    from deermem.service.settings import ServerSettings  # loaded by the commands that use it
+
+    options = cli_context(ctx)
+    if settings or (state_dir is None and tokens_file is None):
+        # The store is served, or its root holds the tokens: a mistyped --root is
+        # an error, not a new, empty memory (nor a tokens file beside none).
+        options.require_store()
+    return ServerSettings(
+        root=None if options.root is None else str(options.root),
+        config_file=None if options.config_file is None else str(options.config_file),
+        state_dir=None if state_dir is None else str(state_dir),
+        tokens_file=None if tokens_file is None else str(tokens_file),
+        **settings,
+    )
+
 
 # --- output ---------------------------------------------------------------------------------
 

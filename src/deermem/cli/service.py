@@ -18,32 +18,22 @@ from rich.table import Table
 
 from deermem.cli.output import (
     JSON_OPTION,
+    STATE_DIR_OPTION,
+    TOKENS_FILE_OPTION,
     cli_context,
     err_console,
     escape,
     out_console,
     print_json,
+    server_settings,
+    state_dir_option,
+    tokens_file_option,
 )
 from deermem.model import parse_moment
-from deermem.service.settings import DEFAULT_MCP_PORT, McpSettings, ServerLimits, ServerSettings
+from deermem.service.settings import DEFAULT_MCP_PORT, McpSettings, ServerLimits
 from deermem.service.tokens import TokenFile, TokenRecord
 
 __all__ = ["mcp", "serve", "token_app"]
-
-
-def _state_dir_option(help: str) -> Any:
-    """``--state-dir``: one flag and variable for every command that finds the tokens file."""
-    return typer.Option(None, "--state-dir", file_okay=False, envvar="DEERMEM_STATE_DIR", help=help)
-
-
-def _tokens_file_option(help: str) -> Any:
-    """``--tokens-file``: one flag and variable for every command that reads the tokens."""
-    return typer.Option(
-        None, "--tokens-file", dir_okay=False, envvar="DEERMEM_TOKENS_FILE", help=help
-    )
-
-
-TOKENS_FILE_OPTION = _tokens_file_option("The tokens file [default: `<state-dir>/tokens.json`].")
 
 
 def _allowed_host_option(help: str) -> Any:
@@ -75,36 +65,17 @@ def _log_level(value: str) -> str:
 _LOG_LEVEL_OPTION = typer.Option(
     "info", "--log-level", callback=_log_level, help="debug, info, warning, error."
 )
-_SERVE_STATE_DIR_OPTION = _state_dir_option(
+_SERVE_STATE_DIR_OPTION = state_dir_option(
     "The server's tokens and job records, shared by its workers "
     "[default: `<root>/.server`; required with a database store]."
 )
-_MCP_STATE_DIR_OPTION = _state_dir_option(
+_MCP_STATE_DIR_OPTION = state_dir_option(
     "Where the tokens file is (http) [default: ROOT/.server; required with a "
     "database store unless --tokens-file is given]."
 )
-_MCP_TOKENS_FILE_OPTION = _tokens_file_option(
+_MCP_TOKENS_FILE_OPTION = tokens_file_option(
     "The tokens file (http) [default: STATE_DIR/tokens.json]."
 )
-
-
-def _settings(
-    ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None, **settings: Any
-) -> ServerSettings:
-    """The settings of a server command: the global store options, where the tokens are, and
-    the command's own ``settings``."""
-    options = cli_context(ctx)
-    if settings or (state_dir is None and tokens_file is None):
-        # The store is served, or its root holds the tokens: a mistyped --root is
-        # an error, not a new, empty memory (nor a tokens file beside none).
-        options.require_store()
-    return ServerSettings(
-        root=None if options.root is None else str(options.root),
-        config_file=None if options.config_file is None else str(options.config_file),
-        state_dir=None if state_dir is None else str(state_dir),
-        tokens_file=None if tokens_file is None else str(tokens_file),
-        **settings,
-    )
 
 
 def _needs_extra(command: str, extra: str, error: ImportError) -> NoReturn:
@@ -167,7 +138,7 @@ def serve(
         from deermem.service.http.run import serve as run_server
     except ImportError as error:  # fastapi or uvicorn missing
         _needs_extra("the server", "server", error)
-    settings = _settings(
+    settings = server_settings(
         ctx,
         state_dir,
         tokens_file,
@@ -240,7 +211,7 @@ def mcp(
     options = cli_context(ctx)
     settings = McpSettings(
         transport="http" if transport == "http" else "stdio",
-        server=_settings(
+        server=server_settings(
             ctx,
             state_dir,
             tokens_file,
@@ -264,13 +235,9 @@ token_app = typer.Typer(
     no_args_is_help=True,
 )
 
-STATE_DIR_OPTION = _state_dir_option(
-    "The server's state directory [default: `<root>/.server`; required with a database store]."
-)
-
 
 def _tokens(ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None) -> TokenFile:
-    settings = _settings(ctx, state_dir, tokens_file)
+    settings = server_settings(ctx, state_dir, tokens_file)
     return TokenFile(settings.tokens_path(settings.load_config()))
 
 

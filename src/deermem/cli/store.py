@@ -17,8 +17,11 @@ from rich.table import Table
 
 from deermem.cli.output import (
     JSON_OPTION,
+    STATE_DIR_OPTION,
+    TOKENS_FILE_OPTION,
     cli_context,
     command_hint,
+    err_console,
     escape,
     fail,
     memory_of,
@@ -28,6 +31,7 @@ from deermem.cli.output import (
     print_json,
     print_redaction,
     read_stdin_text,
+    server_settings,
 )
 from deermem.cli.progress import progress_bar
 from deermem.config import (
@@ -45,7 +49,6 @@ from deermem.errors import ConfigError, FactRevisionConflict, FactValidationErro
 from deermem.model import parse_json
 from deermem.results import RedactionReport, ScopeSummary, to_json
 from deermem.service.http.jobs import JobStore
-from deermem.service.settings import ServerSettings
 from deermem.service.tokens import TokenFile
 from deermem.store import resolve_root
 from deermem.store.markdown.files import atomic_write, may_hold_store, write_store_settings
@@ -397,6 +400,8 @@ def erase_user(
     ctx: typer.Context,
     user: str = typer.Argument(..., metavar="USER", help="The user id to erase."),
     yes: bool = typer.Option(False, "--yes", help="Erase without asking (required off a TTY)."),
+    state_dir: Path | None = STATE_DIR_OPTION,
+    tokens_file: Path | None = TOKENS_FILE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Erase a user for good: every agent, the summaries, the archive, receipts,
@@ -406,7 +411,9 @@ def erase_user(
     on a terminal; elsewhere `--yes` is required. An unknown user is erased
     of nothing (exit status 0, counts 0). Prints the counts only. The
     server's job records of the user go too, and its tokens bound only to
-    the user are revoked (others no longer name the user).
+    the user are revoked (others no longer name the user): found as `serve`
+    and `token` find them (`--state-dir`, `--tokens-file` or their variables,
+    else `<root>/.server`); when there are none, a note on stderr says so.
 
     Example: `deermem users erase alice --yes`
     """
@@ -417,13 +424,17 @@ def erase_user(
             fail("nothing erased")
     memory = memory_of(ctx, existing=True)
     result = memory.erase_user(user)
-    state = _state_directory(ctx, memory)
-    if state is not None and state.is_dir():  # the server's: tokens and job records
-        jobs = JobStore(state / "jobs", retention_seconds=0).forget_user(user)
-        tokens = TokenFile(state / "tokens.json").forget_user(user)
-        result = result.model_copy(
-            update={"counts": {**result.counts, "jobs": jobs, "tokensRevoked": tokens}}
-        )
+    state, tokens = server_settings(ctx, state_dir, tokens_file).state_locations(memory.config)
+    server: dict[str, int] = {}
+    if state is not None and state.is_dir():
+        server["jobs"] = JobStore(state / "jobs", retention_seconds=0).forget_user(user)
+    if tokens is not None and tokens.is_file():
+        server["tokensRevoked"] = TokenFile(tokens).forget_user(user)
+    if server:
+        result = result.model_copy(update={"counts": {**result.counts, **server}})
+    else:  # stderr: the --json document stays the result alone
+        where = "no --state-dir given for a database store" if state is None else str(state)
+        err_console.print(f"no server state ({escape(where)}): no job records or tokens to clean")
     if as_json:
         print_json(to_json(result))
         return
@@ -432,17 +443,6 @@ def erase_user(
         return
     counts = ", ".join(f"{value} {key}" for key, value in result.counts.items() if value)
     out_console.print(f"erased user {escape(user)}: {escape(counts)}")
-
-
-def _state_directory(ctx: typer.Context, memory: Memory) -> Path | None:
-    """The server's state directory of this store: ``.server`` in a Markdown store's
-    root (``None`` for a database, whose state directory only the server is told)."""
-    options = cli_context(ctx)
-    settings = ServerSettings(root=None if options.root is None else str(options.root))
-    try:
-        return settings.state_path(memory.config)
-    except ConfigError:
-        return None
 
 
 @users_app.command("export")

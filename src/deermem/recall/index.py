@@ -1344,6 +1344,39 @@ class SearchIndex:
 
         return self._run(remove)
 
+    def forget_facts(self, user: str | None, agent: str, fact_ids: Collection[str]) -> int:
+        """Remove the rows of these facts from a scope, library and archive; return how many.
+
+        For facts deleted for good (an archive entry purged, a fact deleted
+        under ``eviction_mode: delete``): their rows may be there whether or
+        not a search followed the deletion. The scope's versions are cleared,
+        so the next search compares its rows with the store again. The rows'
+        text stays in free pages and the log until :meth:`scrub`.
+        """
+
+        def remove(db: sqlite3.Connection) -> int:
+            with transaction(db):
+                scope_id = scope_id_of(db, user_key(user), agent)
+                if scope_id is None:
+                    return 0
+                ids = [
+                    row[0]
+                    for row in db.execute(
+                        "SELECT id FROM doc WHERE scope_id = ? AND fact_id IN "
+                        "(SELECT value FROM json_each(?))",
+                        (scope_id, json.dumps(sorted(fact_ids))),
+                    )
+                ]
+                delete_rows(db, ids)
+                prune_vectors(db)
+                db.execute(
+                    "UPDATE scope SET version = '', archive_version = '' WHERE id = ?",
+                    (scope_id,),
+                )
+                return len(ids)
+
+        return self._run(remove)
+
     def forget_user(self, user: str) -> int:
         """Forget every scope of a user; return the rows removed.
 
@@ -1729,12 +1762,25 @@ class SearchIndexHandle:
         with self._lock:
             return self._index
 
-    def mark_archive_stale(self, store: Store, scope: Scope) -> None:
-        """Make one scope's archive rows re-listed at the next search (after a purge)."""
+    def forget_for_good(self, store: Store, scope: Scope, fact_ids: Collection[str]) -> None:
+        """Leave nothing of facts deleted for good in the index file: their rows go
+        and the file is scrubbed (:meth:`SearchIndex.scrub`), whether or not a search
+        of this process had opened it. An index that was never made is not made now.
+        """
+        index = self.opened()
+        if index is None:
+            try:
+                location = store.search_index_location()
+            except OSError:
+                return  # a read-only store: this process cannot have written an index there
+            if str(location) == MEMORY or not Path(location).exists():
+                return
+            index = self.get(store)
         try:
-            self.get(store).mark_archive_stale(scope.user_id, scope.agent)
+            index.forget_facts(scope.user_id, scope.agent, fact_ids)
+            index.scrub()
         except SearchIndexError as error:
-            _memory_log.warning("search index unavailable (%s); not marked stale", error)
+            _memory_log.warning("search index not scrubbed after a deletion (%s)", error)
 
     def version_of(self, snapshot: ScopeSnapshot) -> str:
         """The index version token of a snapshot's facts (see ``content_version``)."""

@@ -309,6 +309,19 @@ class ServerSettings:
             return Path(self.tokens_file)
         return self.state_path(config) / TOKENS_FILE
 
+    def state_locations(self, config: MemoryConfig) -> tuple[Path | None, Path | None]:
+        """:meth:`state_path` and :meth:`tokens_path`, each ``None`` where a database
+        store names no place (no ``state_dir``): for a command that cleans what is there."""
+        try:
+            state: Path | None = self.state_path(config)
+        except ConfigError:
+            state = None
+        try:
+            tokens: Path | None = self.tokens_path(config)
+        except ConfigError:
+            tokens = None
+        return state, tokens
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 

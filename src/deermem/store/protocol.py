@@ -337,6 +337,18 @@ class StoreTransaction(Protocol):
 class Store(Protocol):
     """A place where scopes of facts live. Implementations must be thread-safe."""
 
+    @property
+    def identity(self) -> str:
+        """Which store this is: equal for every object of this process opened on the
+        same files or database, different for any other store.
+
+        Work a process holds for a store outside it (conversations queued by
+        another memory on the same root) is found by it, so that erasing a
+        user through one memory reaches them all. Never shown: it may be
+        derived from a database URL's password.
+        """
+        ...
+
     def load(self, scope: Scope) -> ScopeSnapshot:
         """A consistent snapshot of one scope.
 

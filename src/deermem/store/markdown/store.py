@@ -540,6 +540,11 @@ class MarkdownStore:
         """Whether the user's directory exists (an erase renames it away first)."""
         return self._user(Scope.of(user_id)).user_dir.is_dir()
 
+    @property
+    def identity(self) -> str:
+        """The root's real path: two objects opened on one directory, by any spelling, match."""
+        return f"markdown:{os.path.realpath(self.root)}"
+
     def search_index_location(self) -> Path:
         """``{root}/.retrieval/memory-fts5.sqlite3`` (the original's place), directory created.
 

@@ -224,6 +224,8 @@ class PostgresStore:
         check: bool = True,
     ) -> None:
         self.address = redact_url(url)
+        # A digest of the whole URL: the address hides the password, and may hide more.
+        self._identity = "postgresql:" + hashlib.sha256(url.encode()).hexdigest()
         check_address(url, self.address)  # the pool would log libpq's message, which quotes it
         self.lock_timeout = lock_timeout
         self.audit_max_entries = audit_max_entries
@@ -439,6 +441,12 @@ class PostgresStore:
                 "SELECT 1 FROM deermem_users WHERE user_id = %s", (key,)
             ).fetchone()
         return found is not None
+
+    @property
+    def identity(self) -> str:
+        """A digest of the connection URL (which may hold the password): objects opened
+        by the same URL match."""
+        return self._identity
 
     def search_index_location(self) -> str:
         """``":memory:"``: each process derives its own index from the database.
