@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from deermem.cli import main
+from deermem.store.records import margin_words
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -100,6 +101,39 @@ def test_an_add_evicted_at_once_exits_with_status_1(
     assert "evicted fact_" in out
     _, out, _ = cli("facts", "list", "--json")
     assert len(json.loads(out)) == 10
+
+
+def test_why_says_a_tie_is_a_tie_not_0_below(
+    cli: Cli, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Under confidence, facts added without one all score 0.5: the eleventh ties the lowest
+    # kept and the tie keeps the fact that came first, which "0.0000 below" would hide.
+    config = tmp_path_factory.mktemp("config") / "deermem.toml"
+    config.write_text('max_facts = 10\nfact_eviction_policy = "confidence"\n', "utf-8")
+    for number in range(11):
+        cli("--config", str(config), "facts", "add", f"Fact {number}")
+    _, out, _ = cli("--config", str(config), "audit", "--json")
+    [line] = json.loads(out)[-1]["evicted"]
+    assert line["margin"] == 0.0
+    code, out, _ = cli("--config", str(config), "why", line["factId"])
+    assert code == 0
+    assert "tied with the lowest kept (a tie keeps the fact that came first)" in out
+    assert "below" not in out
+
+
+@pytest.mark.parametrize(
+    ("margin", "words"),
+    [
+        (0.2, "0.2000 below the lowest kept"),
+        (1e-8, "less than 0.0001 below the lowest kept"),  # hybrid-v1 between equal facts
+        (0.0, "tied with the lowest kept (a tie keeps the fact that came first)"),
+        (-1e-8, "less than 0.0001 above the lowest kept (a reserved correction held its slot)"),
+        (-0.1379, "0.1379 above the lowest kept (a reserved correction held its slot)"),
+        (None, None),
+    ],
+)
+def test_a_margin_has_one_wording_true_to_its_sign(margin: float | None, words: str | None) -> None:
+    assert margin_words(margin) == words
 
 
 def test_rm_audit_why_and_the_archive(cli: Cli) -> None:

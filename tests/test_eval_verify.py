@@ -389,6 +389,26 @@ TAMPERS: list[tuple[str, Callable[[Path], object], set[tuple[str, str, str | Non
         edit_text(ROWS, lambda t: "{\n" + t.split("\n", 1)[1]),
         {(ROWS, "(line)", None)},
     ),
+    (
+        "a row with a number too long to read",
+        edit_text(ROWS, lambda t: t.replace('"attempts": 1', '"attempts": ' + "9" * 5000, 1)),
+        {(ROWS, "(line)", None)},
+    ),
+    (
+        "a rows line nested too deeply",
+        edit_text(ROWS, lambda t: "[" * 100_000 + "]" * 100_000 + "\n" + t),
+        {(ROWS, "(line)", None)},
+    ),
+    (
+        "a marker nested too deeply",
+        write_raw(RUN, b"[" * 100_000 + b"]" * 100_000),
+        {(RUN, "(document)", None)},
+    ),
+    (
+        "a summary with a number too long to read",
+        edit_text(SUMMARY, lambda t: t.replace("{", '{"n": ' + "9" * 5000 + ",", 1)),
+        {(SUMMARY, "(document)", None)},
+    ),
     ("empty rows file", write_raw(ROWS, b""), {(ROWS, "(document)", None)}),
     (
         "rows not UTF-8",

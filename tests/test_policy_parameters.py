@@ -108,7 +108,14 @@ def test_a_policy_object_with_keywords_is_refused() -> None:
             "must be non-negative",
         ),
         ({"access_half_life_days": 0}, r"half-lives must be positive, got \[90, 0\]"),
-        ({"confirmation_half_life_days": float("nan")}, "half-lives"),
+        ({"confirmation_half_life_days": float("nan")}, "confirmation_half_life_days .* nan"),
+        # Not numbers: named, as a ValueError, before any comparison could raise a bare
+        # TypeError or read a bool as 0 or 1.
+        ({"confidence_weight": "0.65"}, "confidence_weight must be a finite number, got '0.65'"),
+        ({"access_half_life_days": None}, "access_half_life_days must be .*, got None"),
+        ({"correction_reserved_fraction": "0.1"}, "correction_reserved_fraction .* '0.1'"),
+        ({"access_weight": True}, "access_weight must be a finite number, got True"),
+        ({"confirmation_half_life_days": 10**400}, "confirmation_half_life_days must be"),
         ({"correction_reserved_fraction": 1.5}, "correction_reserved_fraction .* 1.5"),
         ({"correction_reserved_max": -1}, "correction_reserved_max .* -1"),
         ({"correction_reserved_max": True}, "correction_reserved_max .* True"),
@@ -120,6 +127,18 @@ def test_bad_parameters_are_refused_when_the_policy_is_built(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         CapacityPolicy(**parameters)  # type: ignore[arg-type]
+
+
+def test_a_bad_keyword_of_the_pure_function_is_refused_by_name() -> None:
+    facts = [{"id": "a"}, {"id": "b"}]
+    with pytest.raises(ValueError, match=r"access_weight must be a finite number, got '0\.1'"):
+        select_facts_for_capacity(
+            facts,
+            max_facts=1,
+            policy=POLICY_HYBRID_V1,
+            access_weight="0.1",  # type: ignore[arg-type]
+            now=datetime(2026, 8, 13, tzinfo=UTC),
+        )
 
 
 def test_weights_within_the_tolerance_are_accepted() -> None:

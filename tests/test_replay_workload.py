@@ -73,6 +73,39 @@ def test_a_bad_parameters_file_names_the_key(
         assert refused.value.key.startswith(key)
 
 
+@pytest.mark.parametrize(
+    ("change", "key", "got"),
+    [
+        ({"seeds": True}, "seeds", "True"),  # YAML's `yes`: no count
+        ({"caps": ["25"]}, "caps.0", "'25'"),  # a quoted number is text
+        ({"users": 1.0}, "users", "1.0"),  # no whole number, though it equals one
+        ({"quick": {"seeds": True, "users": 1, "days": 60}}, "quick.seeds", "True"),
+        ({"search_top_k": "5"}, "search_top_k", "'5'"),
+        ({"signals": [1, 2]}, "signals", "a list"),  # a section is named by its kind
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_not_coerced(
+    tmp_path: Path, change: dict[str, object], key: str, got: str
+) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({**bundled(), **change}), "utf-8")
+    with pytest.raises(ProtocolError) as refused:
+        load_params(path)
+    assert (refused.value.file, refused.value.key) == (str(path), key)
+    assert str(refused.value).endswith(f"(got {got})")
+
+
+def test_a_missing_key_is_named_without_quoting_the_file(tmp_path: Path) -> None:
+    raw = bundled()
+    del raw["search_top_k"]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw), "utf-8")
+    with pytest.raises(ProtocolError) as refused:
+        load_params(path)
+    assert (refused.value.file, refused.value.key) == (str(path), "search_top_k")
+    assert str(refused.value) == f"{path}: search_top_k: Field required"
+
+
 def test_shares_must_sum_to_one(tmp_path: Path) -> None:
     raw = bundled()
     categories = raw["categories"]

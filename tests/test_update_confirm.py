@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from deermem.learning.answer import ReinforceEntry
-from deermem.learning.plan import confirm_facts, next_confirmation_count
-from deermem.model import format_timestamp
+from deermem.learning.plan import confirm_facts
+from deermem.model import format_timestamp, next_confirmation_count
 from deermem.testing import ScriptedChatServer
 from tests.update_support import NOW, fact
 from tests.wire_support import (

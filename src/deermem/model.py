@@ -122,6 +122,7 @@ __all__ = [
     "json_key",
     "marker",
     "new_fact_id",
+    "next_confirmation_count",
     "normalise_agent",
     "parse_json",
     "parse_moment",
@@ -1328,6 +1329,15 @@ def _confirmation_count(value: object) -> int | None:
             "confirmationCount", value, "expected a whole number of at least 1"
         )
     return value
+
+
+def next_confirmation_count(prior: object) -> int:
+    """The count after one more confirmation: ``prior + 1``, or 1 when ``prior``
+    is not a non-negative whole number (``3`` → 4, ``0`` → 1; ``True``, ``-1``,
+    ``"3"``, ``None`` → 1)."""
+    if isinstance(prior, bool) or not isinstance(prior, int) or prior < 0:
+        return 1
+    return prior + 1
 
 
 # ---------------------------------------------------------------------------

@@ -482,6 +482,9 @@ def test_a_prompt_without_the_structure_is_refused(
         ("config", b"pool: [unclosed\n", "not valid YAML"),
         ("config", b"- a list\n- not a mapping\n", "must be a mapping"),
         ("official_manifest", b'{"schema_version": 1,', "not valid JSON"),
+        # json.loads raises a plain ValueError and a RecursionError for these: one line too.
+        ("official_manifest", b'{"schema_version": ' + b"1" * 5000 + b"}", "more than 4300 digits"),
+        ("synthetic_manifest", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
         ("synthetic_manifest", b"\xff\xfe{}", "not UTF-8"),
     ],
 )

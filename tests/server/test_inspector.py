@@ -342,5 +342,15 @@ def test_at_a_full_library_the_page_names_what_the_gate_evicts_next(store: Serve
         assert [receipt.reserved_correction_slots for receipt in made.receipts] == [2]
         keeps = memory.what_if().active_keeps  # the what-if keeps what the gate kept
         assert set(keeps) == {fact.id for fact in memory.list_facts()}
+        # It scored above the reserved corrections: the Why page says so, as the CLI does,
+        # not "… below the lowest fact kept" with a negative number.
+        [line] = made.receipts[0].evicted
+        assert line.margin is not None
+        assert line.margin < 0
+        page_of = f"/ui/users/alice/agents/coder/facts/{going[1]}"
+        why = signed_in(live, issued["alice"]).get(page_of)
+        expected = f"{-line.margin:.4f} above the lowest kept (a reserved correction held its slot)"
+        assert expected in why.text
+        assert "below" not in why.text
     finally:
         live.stop()

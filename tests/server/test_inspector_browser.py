@@ -192,7 +192,7 @@ def test_every_flow_of_the_inspector_in_a_browser(
     page.get_by_role("link", name="Why").first.click()
     page.wait_for_url(re.compile(r".*/facts/fact_"))
     assert "Why it left" in page.content()
-    assert "below the lowest fact kept" in page.content()
+    assert "below the lowest kept" in page.content()
     shot(page, "why")
 
     # restore: the gate's result, and which fact left in its place

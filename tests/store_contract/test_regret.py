@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from deermem import ArchivedFactError, Memory, MemoryConfig
-from deermem.model import Scope
+from deermem import ArchivedFactError, Fact, Memory, MemoryConfig
+from deermem.model import Scope, format_timestamp
 from deermem.store import ChangeSet
 from deermem.store.records import RegretEvent, ShadowMark, query_digest
 from deermem.testing import ScriptedChatServer
@@ -129,7 +129,9 @@ def test_a_manual_create_relearns_an_evicted_fact_with_its_history(
     result = memory.create_fact(f"  {entry.fact.content.upper()} ")  # the duplicate rule
     assert (result.fact_id, result.relearned) == (evicted, evicted)
     back = memory.get_fact(evicted)
-    assert back == entry.fact  # its own id, confidence, creation time: no second copy
+    # Its own id, creation time and confidence (0.5 said again is below it): no second
+    # copy; saying it again is one more confirmation, now.
+    assert back == restated(entry.fact, clock, confidence=entry.fact.confidence)
     assert [f.content for f in memory.list_facts()].count(entry.fact.content) == 1
     if policy == "hybrid-v1":
         assert memory.store.usage(memory.scope)[evicted].access_count == 1  # recalls kept
@@ -140,6 +142,67 @@ def test_a_manual_create_relearns_an_evicted_fact_with_its_history(
     assert event.occurred_at == "2026-08-16T13:00:00Z"
     assert event.query_digest is None
     assert not memory.store.archived(memory.scope, evicted)
+
+
+def restated(fact: Fact, clock: Clock, *, confidence: float) -> Fact:
+    """The archived ``fact`` as a restatement at ``clock`` brings it back: confirmed now."""
+    stamp = format_timestamp(clock())
+    count = (fact.confirmationCount or 0) + 1
+    return fact.replace(
+        confidence=confidence, updatedAt=stamp, lastConfirmedAt=stamp, confirmationCount=count
+    )
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_fact_said_again_in_a_full_library_competes_as_the_new_statement_would(
+    opened: Opened, policy: str
+) -> None:
+    # The restatement carries a confidence above every fact's: as a new text it would be
+    # kept, and the archived fact it brings back must be kept too, not evicted at once.
+    clock = Clock()
+    memory = opened(clock, policy=policy)
+    evicted = evict_one(memory, clock)
+    entry = memory.get_archived(evicted)
+    clock.advance(hours=1)
+    result = memory.create_fact(entry.fact.content, confidence=0.95)
+    assert (result.fact_id, result.relearned) == (evicted, evicted)
+    assert evicted not in result.evicted
+    assert memory.get_fact(evicted) == restated(entry.fact, clock, confidence=0.95)
+    assert not memory.store.archived(memory.scope, evicted)
+    assert [k for k in kinds(memory) if k[0] == "relearned"] == [
+        ("relearned", "active", policy, evicted)
+    ]
+
+
+def test_under_hybrid_v1_a_fact_said_again_at_the_same_confidence_is_fresh(
+    opened: Opened,
+) -> None:
+    # Equal confidence: hybrid-v1 keeps a new text (fresher than the library's oldest), so the
+    # restatement of an old fact must count as fresh too, not as its old creation time.
+    clock = Clock()
+    memory = opened(clock, policy="hybrid-v1")
+    evicted = evict_one(memory, clock)
+    entry = memory.get_archived(evicted)
+    clock.advance(hours=1)
+    result = memory.create_fact(entry.fact.content, confidence=entry.fact.confidence)
+    assert (result.fact_id, result.relearned) == (evicted, evicted)
+    assert evicted not in result.evicted
+    assert memory.get_fact(evicted).lastConfirmedAt == format_timestamp(clock())
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_model_saying_an_evicted_fact_again_in_a_full_library_keeps_it(
+    opened: Opened, server: ScriptedChatServer, policy: str
+) -> None:
+    clock = Clock()
+    memory = opened(clock, policy=policy)
+    evicted = evict_one(memory, clock)
+    entry = memory.get_archived(evicted)
+    clock.advance(hours=1)
+    server.enqueue(answer(newFacts=[new_fact(entry.fact.content, 0.95)]))
+    report = memory.learn("thread-1", CHATTING).report
+    assert (report.relearned, report.added) == ((evicted,), (evicted,))
+    assert memory.get_fact(evicted) == restated(entry.fact, clock, confidence=0.95)
 
 
 def test_a_relearned_fact_may_be_evicted_again_and_the_event_stays(opened: Opened) -> None:
@@ -168,7 +231,7 @@ def test_extraction_relearns_an_evicted_fact(
     report = memory.learn("thread-1", CHATTING).report
     assert report.relearned == (evicted,)
     assert report.added == (evicted,)
-    assert memory.get_fact(evicted) == entry.fact
+    assert memory.get_fact(evicted) == restated(entry.fact, clock, confidence=0.9)
     [event] = [e for e in events(memory) if e.kind == "relearned"]
     assert (event.trigger, event.role, event.policy_version) == ("extraction", "active", policy)
 
@@ -207,6 +270,7 @@ def test_import_relearns_and_a_changed_text_under_an_archived_id_is_refused(
     fresh = [f for f in facts if isinstance(f, dict) and f["id"] != "fact_f08"]
     result = memory.import_document({**document, "facts": [*fresh, entry.fact.to_dict()]})
     assert evicted in result.kept
+    assert memory.get_fact(evicted) == entry.fact  # its own export: the same fact, not said again
     [event] = [e for e in events(memory) if e.kind == "relearned" and e.fact_id == evicted]
     assert event.trigger == "import"
 

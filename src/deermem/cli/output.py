@@ -39,6 +39,7 @@ from deermem.memory import Memory
 from deermem.model import Fact
 from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
 from deermem.store.markdown.files import may_hold_store
+from deermem.store.records import margin_words
 
 if TYPE_CHECKING:
     from deermem.service.settings import ServerSettings
@@ -465,11 +466,9 @@ def components_text(components: Mapping[str, float]) -> str:
 
 
 def margin_text(margin: float | None) -> str:
-    if margin is None:
-        return ""
-    if margin >= 0:
-        return f", {margin:.4f} below the lowest kept"
-    return f", {-margin:.4f} above the lowest kept (a reserved correction held its slot)"
+    """The margin in words (`margin_words`) after a comma; nothing without a margin."""
+    words = margin_words(margin)
+    return "" if words is None else f", {words}"
 
 
 def _line_summary(line: ReceiptEntry) -> str:

@@ -27,11 +27,12 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeAlias
 
 from deermem.eval.errors import ResultsExistError
 from deermem.store.markdown.files import fsync_path, write_temporary
@@ -54,8 +55,50 @@ _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.
 _GIT_TIMEOUT_SECONDS: Final = 10.0
 PACKAGE_DIRECTORY: Final = Path(__file__).resolve().parent.parent
 
+ObjectPairsHook: TypeAlias = Callable[[list[tuple[str, object]]], object]
+
 
 # --- canonical JSON -------------------------------------------------------------------------------
+
+
+class InvalidJsonError(ValueError):
+    """A text that is not a JSON document the evaluation can read, said in one line.
+
+    Attributes:
+        reason: what is wrong (never the text itself), e.g. ``Expecting value
+            at line 3 column 1``.
+        line: the 1-based line, when the parser knows it.
+    """
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+
+
+def parse_json(text: str, *, object_pairs_hook: ObjectPairsHook | None = None) -> object:
+    """Read one JSON document of the evaluation's files; every way it fails is an InvalidJsonError.
+
+    ``json.loads`` fails in more ways than :class:`json.JSONDecodeError`: an
+    integer of more digits than Python converts (``sys.get_int_max_str_digits``,
+    4,300) is a plain ``ValueError``, and deep nesting a ``RecursionError``.
+    Files from elsewhere (published results, manifests, markers) may hold
+    either, so each reader of them comes here and reports one line naming its
+    file, never a traceback. An exception the hook raises that is not a
+    ``ValueError`` passes through.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
+    except json.JSONDecodeError as error:
+        reason = f"{error.msg} at line {error.lineno} column {error.colno}"
+        raise InvalidJsonError(reason, error.lineno) from None
+    except RecursionError:
+        raise InvalidJsonError("nested too deeply to read") from None
+    except ValueError:
+        # The only other ValueError of json.loads on text: an integer too long to convert.
+        raise InvalidJsonError(
+            f"a number of more than {sys.get_int_max_str_digits()} digits"
+        ) from None
 
 
 def jsonl_line(value: object) -> str:

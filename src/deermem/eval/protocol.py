@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -65,7 +64,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from deermem.eval import PROVIDER_OPENAI_COMPATIBLE
 from deermem.eval.errors import EvaluationError, ProtocolError, preview
-from deermem.eval.files import IDENTIFIER, SHA256, utc_timestamp
+from deermem.eval.files import IDENTIFIER, SHA256, InvalidJsonError, parse_json, utc_timestamp
 from deermem.eval.grading import GRADER_VERSION, StatisticsParameters
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, CapacityPolicy
 
@@ -1078,13 +1077,9 @@ def parse_yaml(file: str, data: bytes) -> object:
 
 def _parse_json(path: Path, data: bytes) -> object:
     try:
-        return json.loads(_decode(str(path), data))
-    except json.JSONDecodeError as error:
-        raise ProtocolError(
-            str(path),
-            None,
-            f"is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}",
-        ) from None
+        return parse_json(_decode(str(path), data))
+    except InvalidJsonError as error:
+        raise ProtocolError(str(path), None, f"is not valid JSON: {error.reason}") from None
 
 
 def _sha256(data: bytes) -> str:

@@ -83,6 +83,7 @@ from deermem.eval.files import (
     ROW_ID,
     SHA256,
     FieldProblem,
+    InvalidJsonError,
     Rule,
     clean_usage,
     describe_value,
@@ -92,6 +93,7 @@ from deermem.eval.files import (
     is_count,
     is_usage,
     matching,
+    parse_json,
     record_problems,
     replace_file,
     utc_timestamp,
@@ -415,8 +417,8 @@ def read_response(directory: Path, task: AnswerTask) -> StoredResponse:
         unreadable = FieldProblem("(file)", "a readable file", error.strerror or str(error))
         return StoredResponse(path, None, (unreadable,), malformed=True)
     try:
-        data: object = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        data: object = parse_json(raw.decode("utf-8"))
+    except (UnicodeDecodeError, InvalidJsonError):
         invalid = FieldProblem("(file)", "a UTF-8 JSON document", "something else")
         return StoredResponse(path, None, (invalid,), malformed=True)
     if not isinstance(data, dict):
@@ -650,9 +652,9 @@ def _read(path: Path, *, required: bool) -> dict[str, object] | None:
     except (OSError, UnicodeDecodeError) as error:
         raise RunMarkerError(str(path), f"cannot be read: {error}") from None
     try:
-        data: object = json.loads(text)
-    except ValueError as error:
-        raise RunMarkerError(str(path), f"is not valid JSON: {error}") from None
+        data: object = parse_json(text)
+    except InvalidJsonError as error:
+        raise RunMarkerError(str(path), f"is not valid JSON: {error.reason}") from None
     problems = run_problems(data)
     if problems:
         raise RunMarkerError(

@@ -138,7 +138,9 @@ def _ordered(pair: tuple[float, float]) -> tuple[float, float]:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    # strict: a YAML `yes` is no count, "25" no cap, 1.0 no whole number (an int is a
+    # float, as in the protocol bundle); YAML lists reach the ranges as tuples (_as_tuples).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class CategorySpec(_Strict):
@@ -270,15 +272,39 @@ def load_params(path: Path | None = None) -> LoadedParams:
     if not isinstance(raw, dict):
         raise ProtocolError(source, None, "expected a mapping of parameters")
     try:
-        params = ReplayParams.model_validate(raw)
+        params = ReplayParams.model_validate(_as_tuples(raw))
     except ValidationError as error:
         first = error.errors()[0]
         key = ".".join(str(part) for part in first["loc"]) or None
         problem = str(first["msg"]).removeprefix("Value error, ")
-        if key is not None:  # the whole document is no value to quote
-            problem += f" (got {first.get('input')!r})"
+        if key is not None and first["type"] != "missing":
+            problem += f" (got {_shown(first.get('input'))})"
         raise ProtocolError(source, key, problem) from None
     return LoadedParams(params, source, hashlib.sha256(data).hexdigest())
+
+
+def _as_tuples(value: object) -> object:
+    """The YAML document with its lists as tuples: every list of the schema is a fixed range or
+    the caps, which strict validation accepts only as tuples; nothing else is converted."""
+    if isinstance(value, dict):
+        return {key: _as_tuples(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return tuple(_as_tuples(item) for item in value)
+    return value
+
+
+_SHOWN_CHARS: Final = 80
+
+
+def _shown(value: object) -> str:
+    """A wrong value as an error quotes it: a scalar as written, a mapping or list by its kind
+    (a section in the wrong place would otherwise quote the whole section)."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, tuple):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
 # --- the workload ---------------------------------------------------------------------------------

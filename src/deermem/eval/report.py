@@ -20,15 +20,14 @@ the Markdown is written alone and says how to get the charts.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from deermem.eval import CHARTS_EXTRA, POLICY_COLOURS, figure_png, policy_run
 from deermem.eval.errors import EvaluationError
-from deermem.eval.files import write_new_files
+from deermem.eval.files import parse_json, write_new_files
 from deermem.eval.grading import DEFAULT_PARAMETERS, PairedComparison, StatisticsParameters
 from deermem.eval.policy_run import (
     RetentionRow,
@@ -482,7 +481,8 @@ def _verified_qa(run_dir: Path) -> tuple[QaReport, Mapping[str, object] | None]:
 def _stated_parameters(path: Path) -> StatisticsParameters | None:
     """The bootstrap parameters a stats file states (verification then re-derives with them)."""
     try:
-        suites = json.loads(path.read_text(encoding="utf-8"))["suites"]
+        document: Any = parse_json(path.read_text(encoding="utf-8"))  # checked by the lookups
+        suites = document["suites"]
         bootstrap = next(iter(suites.values()))["bootstrap"]
         return StatisticsParameters(
             seed=bootstrap["seed"], iterations=bootstrap["iterations"], alpha=bootstrap["alpha"]
@@ -493,7 +493,7 @@ def _stated_parameters(path: Path) -> StatisticsParameters | None:
 
 def _read_json(path: Path) -> Mapping[str, object]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise EvaluationError(
             f"{path}: not found; is this a run-policy output directory?"

@@ -51,12 +51,19 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf, computed_field
 
 from deermem.eval.errors import ResultRowsError
-from deermem.eval.files import FieldProblem, describe_value, document_text, jsonl_line
+from deermem.eval.files import (
+    FieldProblem,
+    InvalidJsonError,
+    describe_value,
+    document_text,
+    jsonl_line,
+    parse_json,
+)
 from deermem.eval.grading import DEFAULT_PARAMETERS, StatisticsParameters
 from deermem.eval.protocol import load_config
 from deermem.eval.rows import (
@@ -176,13 +183,13 @@ def document_differences(expected_text: str, actual_text: str) -> list[FieldProb
     if expected_text == actual_text:
         return []
     try:
-        actual = json.loads(actual_text, object_pairs_hook=_reject_duplicate_keys)
+        actual = parse_json(actual_text, object_pairs_hook=_reject_duplicate_keys)
     except _DuplicateKeyError as error:
         return [FieldProblem(error.key, "the key once", "the key twice in one object")]
-    except json.JSONDecodeError as error:
-        found = f"invalid JSON ({error.msg} at line {error.lineno} column {error.colno})"
-        return [FieldProblem("(document)", "valid JSON", found, line=error.lineno)]
-    expected = json.loads(expected_text)
+    except InvalidJsonError as error:
+        found = f"invalid JSON ({error.reason})"
+        return [FieldProblem("(document)", "valid JSON", found, line=error.line)]
+    expected = json.loads(expected_text)  # deermem's own canonical text
     differences = _content_differences(expected, actual, "")
     if differences:
         return differences
@@ -211,7 +218,7 @@ def first_text_difference(expected_text: str, actual_text: str) -> FieldProblem:
     )
 
 
-class _DuplicateKeyError(ValueError):
+class _DuplicateKeyError(Exception):  # not a ValueError: parse_json lets it through
     def __init__(self, key: str) -> None:
         super().__init__(key)
         self.key = key
@@ -359,9 +366,9 @@ def _check_line(line: str, number: int, report: Report, failed_cases: set[object
     the line is not even JSON).
     """
     try:
-        data = json.loads(line)
-    except json.JSONDecodeError as error:
-        report(FieldProblem("(line)", "one JSON object", f"invalid JSON ({error.msg})"), number)
+        data: Any = parse_json(line)  # row_problems checks it before any use
+    except InvalidJsonError as error:
+        report(FieldProblem("(line)", "one JSON object", f"invalid JSON ({error.reason})"), number)
         failed_cases.add(None)  # some case lost a line, and we cannot tell which
         return None
     problems = row_problems(data)
@@ -569,10 +576,10 @@ def _check_run(text: str | None, found: _Collector) -> dict[str, object] | None:
     if text is None:
         return None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
+        data = parse_json(text)
+    except InvalidJsonError as error:
         found.add(
-            MARKER_FILE, FieldProblem("(document)", "valid JSON", f"invalid JSON ({error.msg})")
+            MARKER_FILE, FieldProblem("(document)", "valid JSON", f"invalid JSON ({error.reason})")
         )
         return None
     problems = run_problems(data)
@@ -615,8 +622,8 @@ def _protocol_id(run: Mapping[str, object] | None, texts: Mapping[str, str | Non
         if text is None:
             continue
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
+            data = parse_json(text)
+        except InvalidJsonError:
             continue
         if isinstance(data, dict) and isinstance(data.get("protocol_id"), str):
             return str(data["protocol_id"])

@@ -59,6 +59,7 @@ from deermem.model import (
     duplicate_key,
     format_timestamp,
     new_fact_id,
+    next_confirmation_count,
     parse_timestamp,
     random_fact_id,
 )
@@ -94,7 +95,6 @@ __all__ = [
     "effective_window_days",
     "fact_label_rejection",
     "gate_response",
-    "next_confirmation_count",
     "plan_update",
     "read_expected_valid_days",
     "resolve_contradiction_removals",
@@ -466,15 +466,6 @@ class ConfirmationOutcome:
     facts: tuple[Fact, ...]
     confirmed: tuple[str, ...]
     refused: int
-
-
-def next_confirmation_count(prior: object) -> int:
-    """The count after one more confirmation: ``prior + 1``, or 1 when ``prior``
-    is not a non-negative whole number (``3`` → 4, ``0`` → 1; ``True``, ``-1``,
-    ``"3"``, ``None`` → 1)."""
-    if isinstance(prior, bool) or not isinstance(prior, int) or prior < 0:
-        return 1
-    return prior + 1
 
 
 def confirmation_allowed(signals: Collection[str]) -> bool:

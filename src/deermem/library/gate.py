@@ -7,7 +7,8 @@ in the library or in the archive, never both, so this is also where a new
 fact meets the archive: a new fact that says what an archived fact says (the
 duplicate rule, :func:`~deermem.model.duplicate_key`) is *relearned* — the
 archived fact comes back in its place, with its history (confirmations,
-recalls), and a regret event records it; a new fact with an archived fact's
+recalls) and the restatement's evidence (the higher confidence, a
+confirmation now), and a regret event records it; a new fact with an archived fact's
 id but another text is refused (:class:`~deermem.ArchivedFactError`).
 
 Usage, inside a store transaction (the user's lock is held, so the decision
@@ -79,6 +80,8 @@ from deermem.model import (
     category_key,
     duplicate_key,
     format_timestamp,
+    next_confirmation_count,
+    parse_timestamp,
 )
 from deermem.policy import (
     POLICY_CONFIDENCE,
@@ -369,11 +372,11 @@ def _relearn(
 ) -> tuple[Proposal, dict[str, str]]:
     """The proposal with each new fact that an archived fact says already replaced by it.
 
-    The archived fact comes back as it was archived — its id, confidence,
-    confirmations and recall counts — in the new fact's place, and a
-    conditional removal that needed the new fact now needs it. A new fact
-    whose id is archived comes back the same way when the texts agree, and
-    is refused when they do not.
+    The archived fact comes back with its id, creation time, confirmations
+    and recall counts in the new fact's place, taking the new statement's
+    evidence (:func:`_restated`), and a conditional removal that needed the
+    new fact now needs it. A new fact whose id is archived comes back the
+    same way when the texts agree, and is refused when they do not.
 
     Raises:
         ArchivedFactError: a new fact has an archived fact's id and another text.
@@ -399,7 +402,7 @@ def _relearn(
             new_facts.append(fact)
             continue
         taken.add(match.fact_id)
-        returned.append(match)
+        returned.append(_restated(match, fact, now))
         relearned[fact.id] = match.fact_id
     for entry in returned:
         ledger.returned(entry, "relearned")
@@ -415,6 +418,44 @@ def _relearn(
     return proposal._replace(
         new_facts=tuple(new_facts), restored=restored, removals=removals
     ), relearned
+
+
+def _restated(entry: ArchiveEntry, statement: Fact, now: datetime) -> ArchiveEntry:
+    """The archive entry whose fact ``statement`` says again, with the statement's evidence.
+
+    Saying a fact again is evidence that it matters, so the fact that comes
+    back competes at least as the statement would as a new fact; otherwise a
+    full library would evict it again in the same decision, and the user
+    could never bring it back by saying it. It takes the higher of the two
+    confidences and the later confirmation, and a statement with another id
+    (the user or a model said it now) counts as a confirmation now, so
+    ``hybrid-v1`` ranks it as fresh. A statement with the fact's own id (an
+    import of the fact's export) is the same fact, not a new confirmation.
+    The id, creation time and recall counts stay the archived fact's.
+    """
+    fact = entry.fact
+    changes: dict[str, object] = {}
+    if statement.confidence > fact.confidence:
+        changes["confidence"] = statement.confidence
+    if statement.id != fact.id:
+        changes["lastConfirmedAt"] = format_timestamp(now)
+        changes["confirmationCount"] = next_confirmation_count(fact.confirmationCount)
+    elif _later(statement.lastConfirmedAt, fact.lastConfirmedAt):
+        changes["lastConfirmedAt"] = statement.lastConfirmedAt
+        changes["confirmationCount"] = statement.confirmationCount
+    if not changes:
+        return entry
+    changes["updatedAt"] = format_timestamp(now)
+    return replace(entry, fact=fact.replace(**changes))
+
+
+def _later(moment: str | None, than: str | None) -> bool:
+    """Whether ``moment`` can be read and is later than ``than`` (or ``than`` cannot be read)."""
+    mine = parse_timestamp(moment)
+    if mine is None:
+        return False
+    theirs = parse_timestamp(than)
+    return theirs is None or mine > theirs
 
 
 def _proposed_library(

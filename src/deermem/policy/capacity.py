@@ -14,8 +14,9 @@ library with a cap of 0), so the cap is an argument of each decision.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
@@ -35,6 +36,27 @@ if TYPE_CHECKING:  # the policy layer reads a configuration, it never builds one
     from deermem.config import MemoryConfig
 
 __all__ = ["CapacityPolicy", "check_max_facts"]
+
+
+_NUMBERS: Final = (
+    "confidence_weight",
+    "confirmation_weight",
+    "access_weight",
+    "confirmation_half_life_days",
+    "access_half_life_days",
+    "correction_reserved_fraction",
+)
+"""The parameters that are real numbers (``correction_reserved_max`` is a count)."""
+
+
+def _is_number(value: object) -> bool:
+    """An int or float that is finite as a float: not a bool, a numeric string, NaN or 10**400."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +83,9 @@ class CapacityPolicy:
             ``confidence``, or ``confidence`` beside ``hybrid-v1``.
 
     Raises:
-        ValueError: on construction, for an unknown name or a parameter out of
-            range; the message names the parameter and its value.
+        ValueError: on construction, for an unknown name, a parameter that is
+            not a finite number (a string, ``None``, a bool) or out of range;
+            the message names the parameter and its value.
     """
 
     name: str = DEFAULT_POLICY
@@ -82,6 +105,12 @@ class CapacityPolicy:
             raise ValueError(
                 f"unknown eviction policy {self.name!r}; expected one of {list(POLICIES)}"
             )
+        for parameter in _NUMBERS:
+            # Checked first: the range checks below compare, and a string, None or a
+            # bool compared with a number is a TypeError naming nothing (or a silent 0/1).
+            value = getattr(self, parameter)
+            if not _is_number(value):
+                raise ValueError(f"{parameter} must be a finite number, got {value!r}")
         weights = (self.confidence_weight, self.confirmation_weight, self.access_weight)
         if any(weight < 0 for weight in weights) or not weights_sum_to_one(*weights):
             raise ValueError(

@@ -91,6 +91,7 @@ __all__ = [
     "decode_summaries",
     "encode_entry",
     "encode_summaries",
+    "margin_words",
     "query_digest",
     "receipt_id_for",
     "stored_fact",
@@ -294,6 +295,31 @@ class UsageEntry(Record):
         return cls(access_heat=float(heat), access_count=count, last_accessed_at=accessed)
 
 
+_MARGIN_SHOWN: Final = 0.00005
+"""Margins smaller than this print as 0.0000 at four decimals, so they are said otherwise."""
+
+
+def margin_words(margin: float | None) -> str | None:
+    """Where an evicted fact's score stood against the lowest fact kept, in one phrase.
+
+    Every interface says it in these words, so none can state a sign the
+    decision did not have. A positive margin is a lower score; a negative
+    one a higher score that lost its slot to a reserved correction; 0 is a
+    tie, which the ranking breaks by input order (the fact that came first
+    stays); a margin too small to show at four decimals (``hybrid-v1``
+    between equal facts) says so instead of "0.0000". ``None`` when the
+    receipt holds no margin.
+    """
+    if margin is None:
+        return None
+    if margin == 0:
+        return "tied with the lowest kept (a tie keeps the fact that came first)"
+    size = f"{abs(margin):.4f}" if abs(margin) >= _MARGIN_SHOWN else "less than 0.0001"
+    if margin > 0:
+        return f"{size} below the lowest kept"
+    return f"{size} above the lowest kept (a reserved correction held its slot)"
+
+
 # A receipt line's decision numbers are written only for a ranking (one with a score).
 _WITH_SCORE: Final = json_key(present_with="score")
 
@@ -313,6 +339,11 @@ class ReceiptEntry(Record):
     components: Mapping[str, float] = field(default_factory=dict, metadata=_WITH_SCORE)
     rank: int | None = field(default=None, metadata=_WITH_SCORE)
     margin: float | None = field(default=None, metadata=_WITH_SCORE)
+
+    @property
+    def margin_words(self) -> str | None:
+        """The margin in words (:func:`margin_words`), as the CLI and the inspector both say it."""
+        return margin_words(self.margin)
 
     @classmethod
     def from_eviction(cls, evicted: EvictedFact) -> ReceiptEntry:
