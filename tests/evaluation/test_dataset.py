@@ -61,31 +61,6 @@ def test_a_file_with_another_hash_is_refused_before_it_is_parsed(
     assert parsed == []  # json was never asked to read it
 
 
-def test_a_wrong_file_is_hashed_in_chunks_and_never_held_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # LongMemEval's other variants are gigabytes: refusing one must not load it.
-    path = tmp_path / "longmemeval_s.json"
-    path.write_bytes(b"[]" * 100_000)
-    whole: list[Path] = []
-    monkeypatch.setattr(Path, "read_bytes", lambda self: whole.append(self))
-    with pytest.raises(DatasetHashMismatchError) as caught:
-        load_dataset(path, expected_sha256="0" * 64)
-    assert caught.value.actual == hashlib.sha256(b"[]" * 100_000).hexdigest()
-    assert whole == []
-
-
-@pytest.mark.parametrize("where", ["directory", "/dev/null"])
-def test_what_is_not_a_regular_file_is_refused_before_it_is_read(
-    tmp_path: Path, where: str
-) -> None:
-    # A device (/dev/zero never ends), a pipe or a directory has no fixed bytes to pin.
-    path = tmp_path if where == "directory" else Path(where)
-    with pytest.raises(DatasetIntegrityError, match="is not a regular file") as caught:
-        load_dataset(path, expected_sha256="0" * 64)
-    assert str(caught.value).startswith(f"{path}: ")
-
-
 def test_the_pinned_hash_admits_the_file(generated: Generated) -> None:
     dataset = load_dataset(generated.dataset, expected_sha256=generated.sha256)
     assert dataset.sha256 == generated.sha256 == file_sha256(generated.dataset)
@@ -148,7 +123,7 @@ def test_evidence_uses_marked_turns_with_a_user_fallback_in_the_exact_format() -
     )
 
 
-def test_only_has_answer_true_marks_a_turn() -> None:
+def test_only_has_answer_true_marks_a_turn_and_odd_turns_are_skipped() -> None:
     record = row(
         "q",
         haystack_session_ids=[7, "s2"],
@@ -156,7 +131,9 @@ def test_only_has_answer_true_marks_a_turn() -> None:
         haystack_sessions=[
             [
                 {"role": "assistant", "content": "truthy but not true", "has_answer": 1},
-                {"role": "", "content": "no role", "has_answer": True},
+                {"content": "no role", "has_answer": True},
+                {"role": "user", "content": 42, "has_answer": True},  # content not text
+                "not a turn",
             ],
             [
                 {"role": "assistant", "content": "marked as a string", "has_answer": "true"},
@@ -164,37 +141,11 @@ def test_only_has_answer_true_marks_a_turn() -> None:
             ],
         ],
     )
-    # str() of the raw id and date; a marked turn with an empty role renders as UNKNOWN
+    # str() of the raw id and date; a marked turn without a role renders as UNKNOWN
     assert render_evidence(record) == (
         "SESSION 7 AT None\nUNKNOWN: no role\n\n"
         "SESSION s2 AT 2026/01/02\nUSER: fallback, role compared lower-cased"
     )
-
-
-@pytest.mark.parametrize(
-    ("turn", "fragment"),
-    [
-        ("not a turn", "session 0 turn 1 must be an object with role and content, got a string"),
-        ({"content": "no role"}, "session 0 turn 1: role must be a string, got null"),
-        (
-            {"role": "user", "content": 42},
-            "session 0 turn 1: content must be a string, got a number",
-        ),
-    ],
-)
-def test_a_malformed_turn_is_named_by_question_session_and_turn(
-    turn: object, fragment: str
-) -> None:
-    # Skipped, it would change the evidence silently (and with it which rows qualify).
-    record = row(
-        "ku00",
-        haystack_session_ids=["s1"],
-        haystack_dates=["2026/01/01"],
-        haystack_sessions=[[{"role": "user", "content": "fine"}, turn]],
-    )
-    with pytest.raises(DatasetIntegrityError, match=fragment) as caught:
-        render_evidence(record, path="data.json")
-    assert str(caught.value).startswith("data.json: question 'ku00': ")
 
 
 @pytest.mark.parametrize(
@@ -216,26 +167,12 @@ def test_malformed_haystacks_are_refused(fields: dict[str, Any], fragment: str) 
         render_evidence(row("q", **fields), path="data.json")
 
 
-def test_a_row_without_an_answer_is_named(tmp_path: Path) -> None:
-    path = tmp_path / "data.json"
-    without = row("q")
-    del without["answer"]
-    digest = write(path, [without])
-    with pytest.raises(DatasetIntegrityError, match=r"question 'q': answer .* got no answer"):
-        load_dataset(path, expected_sha256=digest).evidence("q")
-
-
 @pytest.mark.parametrize(
     ("fields", "fragment"),
     [
-        ({"question": ""}, "question must be a non-empty string, got an empty string"),
-        ({"question_type": None}, "question_type must be a non-empty string, got null"),
+        ({"question": ""}, "non-empty strings"),
+        ({"question_type": None}, "non-empty strings"),
         ({"question_date": 20230520}, "question_date must be a string or null"),
-        # an answer is text or a number; as text, null and NaN would be graded as "null", "NaN"
-        ({"answer": None}, "answer must be a string or a finite number, got null"),
-        ({"answer": float("nan")}, "answer .* got a non-finite number"),
-        ({"answer": True}, "answer .* got a boolean"),
-        ({"answer": ["b", "a"]}, "answer .* got a list"),
     ],
 )
 def test_rows_without_their_identity_are_refused_when_used(
@@ -254,7 +191,7 @@ def test_rows_without_their_identity_are_refused_when_used(
         ("Lyon", "Lyon"),
         (3, "3"),
         (2.5, "2.5"),
-        (["b", "a"], '["b", "a"]'),  # answer_text alone; a row's answer must be text or a number
+        (["b", "a"], '["b", "a"]'),
         ({"b": 1, "a": "é"}, '{"a": "é", "b": 1}'),
     ],
 )
