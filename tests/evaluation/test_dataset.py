@@ -61,6 +61,31 @@ def test_a_file_with_another_hash_is_refused_before_it_is_parsed(
     assert parsed == []  # json was never asked to read it
 
 
+def test_a_wrong_file_is_hashed_in_chunks_and_never_held_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LongMemEval's other variants are gigabytes: refusing one must not load it.
+    path = tmp_path / "longmemeval_s.json"
+    path.write_bytes(b"[]" * 100_000)
+    whole: list[Path] = []
+    monkeypatch.setattr(Path, "read_bytes", lambda self: whole.append(self))
+    with pytest.raises(DatasetHashMismatchError) as caught:
+        load_dataset(path, expected_sha256="0" * 64)
+    assert caught.value.actual == hashlib.sha256(b"[]" * 100_000).hexdigest()
+    assert whole == []
+
+
+@pytest.mark.parametrize("where", ["directory", "/dev/null"])
+def test_what_is_not_a_regular_file_is_refused_before_it_is_read(
+    tmp_path: Path, where: str
+) -> None:
+    # A device (/dev/zero never ends), a pipe or a directory has no fixed bytes to pin.
+    path = tmp_path if where == "directory" else Path(where)
+    with pytest.raises(DatasetIntegrityError, match="is not a regular file") as caught:
+        load_dataset(path, expected_sha256="0" * 64)
+    assert str(caught.value).startswith(f"{path}: ")
+
+
 def test_the_pinned_hash_admits_the_file(generated: Generated) -> None:
     dataset = load_dataset(generated.dataset, expected_sha256=generated.sha256)
     assert dataset.sha256 == generated.sha256 == file_sha256(generated.dataset)

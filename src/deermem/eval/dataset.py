@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import stat
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -150,16 +151,25 @@ def file_sha256(path: Path) -> str:
 def load_dataset(path: Path, *, expected_sha256: str) -> Dataset:
     """Read the dataset, refusing any file but the pinned one.
 
-    The bytes are hashed before they are parsed: a mismatch is reported with
-    both hashes and nothing of the file is interpreted.
+    The file is hashed in chunks before a byte of it is held in memory, so
+    a wrong file of any size (LongMemEval's other variants are gigabytes) is
+    refused in constant memory, with both hashes, and nothing of it is
+    interpreted; only the pinned file is read whole and parsed. Anything but
+    a regular file (a device such as ``/dev/zero``, a pipe, a directory) is
+    refused before it is opened: it has no fixed bytes to pin.
 
     Raises:
         DatasetHashMismatchError: the SHA-256 differs from ``expected_sha256``.
-        DatasetIntegrityError: the file cannot be read, is not JSON, or its
-            rows break the expected shape.
+        DatasetIntegrityError: the file cannot be read, is not a regular
+            file, is not JSON, or its rows break the expected shape.
     """
     shown = str(path)
     try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise DatasetIntegrityError(shown, "is not a regular file (the dataset is a JSON file)")
+        actual = file_sha256(path)
+        if actual != expected_sha256:
+            raise DatasetHashMismatchError(shown, expected=expected_sha256, actual=actual)
         data = path.read_bytes()
     except OSError as error:
         raise DatasetIntegrityError(
@@ -167,9 +177,8 @@ def load_dataset(path: Path, *, expected_sha256: str) -> Dataset:
             f"cannot read the dataset: {error.strerror or error} "
             "(deermem never downloads it; see docs/evaluation.md)",
         ) from None
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != expected_sha256:
-        raise DatasetHashMismatchError(shown, expected=expected_sha256, actual=actual)
+    if hashlib.sha256(data).hexdigest() != actual:  # it changed since it was hashed
+        raise DatasetIntegrityError(shown, "changed while it was read; run again")
     try:
         document = json.loads(data)
     except (ValueError, RecursionError) as error:  # JSONDecodeError and bad encodings
