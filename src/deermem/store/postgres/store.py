@@ -81,6 +81,7 @@ from deermem.store.postgres.commit import (
 )
 from deermem.store.postgres.database import (
     Connection,
+    address_secrets,
     check_address,
     check_schema,
     connect,
@@ -221,6 +222,8 @@ class PostgresStore:
         check: bool = True,
     ) -> None:
         self.address = redact_url(url)
+        # What the driver's messages must not show (the address above shows none of it).
+        self.secrets = address_secrets(url)
         check_address(url, self.address)  # the pool would log libpq's message, which quotes it
         self.lock_timeout = lock_timeout
         self.audit_max_entries = audit_max_entries
@@ -275,7 +278,10 @@ class PostgresStore:
             ConfigError: the record is invalid.
         """
         address = redact_url(config.store)
-        with connect(config.store, address, timeout=10.0) as connection, translated(address):
+        with (
+            connect(config.store, address, timeout=10.0) as connection,
+            translated(address, address_secrets(config.store)),
+        ):
             check_schema(connection, address)
             recorded = read_settings(connection, address)
         configured = with_recorded_settings(config, recorded, recorded_in(address))
@@ -309,7 +315,7 @@ class PostgresStore:
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        with translated(self.address), self._pool.connection() as connection:
+        with translated(self.address, self.secrets), self._pool.connection() as connection:
             yield connection
 
     def _begin_locked(self, connection: Connection, scope: Scope) -> None:
@@ -941,7 +947,7 @@ class PostgresTransaction:
 
     def lock(self) -> None:
         """Take the user's lock now (as entering :meth:`PostgresStore.transaction` does)."""
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             self._locked()
 
     def _locked(self) -> Connection:
@@ -953,39 +959,39 @@ class PostgresTransaction:
 
     @property
     def snapshot(self) -> ScopeSnapshot:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             connection = self._locked()
             if self._snapshot is None:
                 self._snapshot = self._store._snapshot(connection, self._scope)
             return self._snapshot
 
     def usage(self) -> Mapping[str, UsageEntry]:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._usage(self._locked(), self._scope)
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._archived(self._locked(), self._scope, fact_id)
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime
     ) -> Mapping[str, ArchiveEntry]:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._archived_matches(self._locked(), self._scope, contents, now)
 
     def shadow_marks(self) -> Mapping[str, ShadowMark]:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._shadow_marks(self._locked(), self._scope)
 
     def watermark(self, thread_id: str) -> str | None:
         # On the locked connection: every commit that moves a mark holds the user's advisory
         # lock, so no other writer can move it between this read and this commit.
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._marks(self._locked(), self._scope, [thread_id]).get(thread_id)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         changes, redacted = redacted_changes(changes, self._store.redact_secrets)
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             connection = self._locked()
             try:
                 result, snapshot = self._store._commit_locked(
@@ -1006,7 +1012,7 @@ class PostgresTransaction:
         # reaches the database, which refuses some (a NUL) with an error of its own.
         if not is_fact_id(fact_id):
             raise FactNotFoundError(fact_id, where="archive")
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             connection = self._locked()
             key = rows.user_key(self._scope)
             gone = connection.execute(
