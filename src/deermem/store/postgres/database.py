@@ -41,7 +41,13 @@ from deermem.config import (
     redact_url,
     url_secrets,
 )
-from deermem.errors import ConfigError, DatabaseError, DatabaseSchemaError, DatabaseUnavailable
+from deermem.errors import (
+    ConfigError,
+    DatabaseError,
+    DatabaseReadOnly,
+    DatabaseSchemaError,
+    DatabaseUnavailable,
+)
 from deermem.model import Record, json_key
 
 __all__ = [
@@ -143,6 +149,11 @@ def address_secrets(url: str) -> tuple[str, ...]:
     return tuple(sorted(found, key=len, reverse=True))
 
 
+# SQLSTATEs of a statement this connection may not run: insufficient_privilege (a role
+# granted SELECT only) and read_only_sql_transaction (a read-only transaction, a hot standby).
+_READ_ONLY: Final = frozenset({"42501", "25006"})
+
+
 @contextmanager
 def translated(database: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
     """Raise the driver's and the pool's errors as :class:`~deermem.DatabaseError`.
@@ -158,10 +169,13 @@ def translated(database: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
             database,
             f"no database connection could be had in time ({_one_line(error, secrets)})",
         ) from None
-    except psycopg.OperationalError as error:
-        raise DatabaseUnavailable(database, _one_line(error, secrets)) from None
     except psycopg.Error as error:
-        raise DatabaseError(database, _one_line(error, secrets)) from None
+        reason = _one_line(error, secrets)
+        if error.sqlstate in _READ_ONLY:
+            raise DatabaseReadOnly(database, reason) from None
+        if isinstance(error, psycopg.OperationalError):
+            raise DatabaseUnavailable(database, reason) from None
+        raise DatabaseError(database, reason) from None
 
 
 def _one_line(error: BaseException, secrets: tuple[str, ...] = ()) -> str:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -50,7 +51,12 @@ from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
 from deermem.config import redact_url, with_recorded_settings
-from deermem.errors import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
+from deermem.errors import (
+    CorruptMemoryFile,
+    DatabaseReadOnly,
+    FactNotFoundError,
+    StoreLockTimeout,
+)
 from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
     DEFAULT_AGENT,
@@ -112,6 +118,8 @@ from deermem.store.records import (
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
+
+_log = logging.getLogger("deermem.store")
 
 __all__ = ["PostgresStore", "PostgresTransaction", "agents_of", "roll_back"]
 
@@ -234,6 +242,7 @@ class PostgresStore:
         self.redact_secrets = redact_secrets
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
+        self._vectors_unwritten_said = False
         if check:
             with connect(url, self.address, timeout=connect_timeout) as connection:
                 check_schema(connection, self.address)
@@ -472,10 +481,21 @@ class PostgresStore:
         text out of the scope and release its vector, or an erase take the user:
         under the lock, as a commit, only the vectors of texts a fact or an archive
         entry still holds are written. They are a cache: a lock not had in time
-        writes none, and the next search embeds again.
+        writes none, and the next search embeds again; a connection that may not
+        write (:class:`~deermem.DatabaseReadOnly`: a role granted ``SELECT`` only,
+        a read-only transaction, a hot standby) writes none either, said once per
+        store, and each search ranks by meaning with vectors made in memory.
         """
         if not vectors:
             return
+        try:
+            self._write_vectors(scope, model, vectors)
+        except DatabaseReadOnly as error:
+            if not self._vectors_unwritten_said:
+                self._vectors_unwritten_said = True
+                _log.warning("search vectors are not kept in the database: %s", error)
+
+    def _write_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
         key = rows.user_key(scope)
         with self._connection() as connection:
             try:
