@@ -65,6 +65,7 @@ from deermem.model import (
     duplicate_digest,
     duplicate_key,
     is_fact_id,
+    listing_order,
 )
 from deermem.store.plan import (
     ScopeCache,
@@ -730,14 +731,16 @@ class PostgresStore:
             return agents_of(connection, rows.user_key(Scope.of(user_id)))
 
     def scopes(self) -> tuple[Scope, ...]:
-        """Every user's agents; a user with summaries alone, with its ``__default__`` agent."""
+        """Every user's agents; a user with summaries alone, with its ``__default__`` agent.
+
+        In :func:`~deermem.model.listing_order`, sorted here: ``ORDER BY`` would
+        sort by the database's collation, which two databases need not share."""
         found: list[Scope] = []
         with self._connection() as connection:
-            users = connection.execute("SELECT user_id FROM deermem_users ORDER BY user_id")
-            for (key,) in users.fetchall():
-                user_id = rows.user_of(key)
+            keys = [key for (key,) in connection.execute("SELECT user_id FROM deermem_users")]
+            for key in sorted(keys, key=lambda key: listing_order(rows.user_of(key))):
                 agents = agents_of(connection, key) or (DEFAULT_AGENT,)
-                found.extend(Scope(user_id, agent) for agent in agents)
+                found.extend(Scope(rows.user_of(key), agent) for agent in agents)
         return tuple(found)
 
     def problems(self) -> tuple[str, ...]:
@@ -945,8 +948,8 @@ def agents_of(connection: Connection, user: str) -> tuple[str, ...]:
             "deermem_shadow_marks",
         )
     )
-    found = connection.execute(f"{parts} ORDER BY agent", {"user": user})
-    return tuple(agent for (agent,) in found)
+    found = connection.execute(parts, {"user": user})
+    return tuple(sorted(agent for (agent,) in found))  # by code point, whatever the collation
 
 
 class PostgresTransaction:
