@@ -245,6 +245,20 @@ def test_an_address_libpq_cannot_parse_is_refused_without_quoting_it(
     assert "Hunter2" not in str(refused.value)
 
 
+def test_an_upper_case_scheme_is_refused_naming_it_before_anything_connects(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """libpq refuses `POSTGRESQL://` with "missing"; the error named the address
+    lower-cased, so it looked valid. It names the scheme, as given."""
+    url = "POSTGRESQL://deermem:Hunter2Secret@127.0.0.1:1/d1"
+    assert main(["db", "status", "--database", url]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: POSTGRESQL://deermem:***@127.0.0.1:1/d1: the scheme POSTGRESQL:// must be "
+        "written in lower case, as libpq reads it: postgresql://\n"
+    )
+
+
 @pytest.mark.parametrize(
     "password",
     ["p@ssTAILSECRET", "p@ss/TAILSECRET", "p?ss@TAILSECRET", "p/ss@TAILSECRET"],

@@ -36,6 +36,7 @@ from deermem.config import (
     REDACTED,
     MemoryConfig,
     check_recorded,
+    database_scheme_problem,
     new_store_settings,
     recorded_settings,
     redact_url,
@@ -100,9 +101,13 @@ def check_address(url: str, database: str) -> None:
 
     Raises:
         DatabaseError: the address is neither a connection URI nor a
-            ``key=value`` string libpq reads, or a URL holds an ``@`` beyond
-            the one that ends its user and password.
+            ``key=value`` string libpq reads, its scheme is not in lower case
+            (:func:`~deermem.config.database_scheme_problem`), or a URL holds
+            an ``@`` beyond the one that ends its user and password.
     """
+    problem = database_scheme_problem(url)
+    if problem is not None:
+        raise DatabaseError(database, problem)
     if _stray_at_sign(url):
         raise DatabaseError(
             database,
