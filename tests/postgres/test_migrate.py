@@ -142,6 +142,22 @@ def test_markdown_to_postgres_to_markdown_is_byte_identical(
     assert tree(back) == before  # fact files, memory.json, sidecars (regret too), archive, marks
 
 
+def test_a_user_with_thread_marks_alone_comes_back_without_a_manifest(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A conversation learned from with nothing extracted leaves a mark and no
+    `memory.json`; neither copy (through PostgreSQL, or Markdown to Markdown) adds one."""
+    source = tmp_path / "source"
+    with Memory.open(source, MemoryConfig(), user="hal") as hal:
+        hal.store.commit(hal.scope, ChangeSet(now=NOW, watermarks={"t1": "m1"}))
+    before = tree(source)
+    assert not any(name.endswith("memory.json") for name in before), before
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
+    assert main(["migrate", "--from", postgres_url, "--to", str(tmp_path / "back")]) == 0
+    assert main(["migrate", "--from", str(source), "--to", str(tmp_path / "copy")]) == 0
+    assert tree(tmp_path / "back") == tree(tmp_path / "copy") == before
+
+
 def build_database(url: str) -> Memory:
     """A memory deermem wrote on PostgreSQL itself: facts created (``content`` second
     as they were made), imported with a title and unknown fields, evicted, restored."""
