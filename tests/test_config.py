@@ -284,6 +284,36 @@ def test_no_spelling_of_a_database_url_shows_its_password(
         assert shown.startswith("postgresql://app:***@db.example:5432/memory"), shown
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql:///nodb", "postgresql:///nodb"),
+        ("postgresql://", "postgresql://"),
+        ("HTTPS://bob:pw@models.example/v1", "HTTPS://bob:***@models.example/v1"),
+        (
+            "postgresql://app:pw@db/m?application_name=a%20b&Password=x&sslmode=require",
+            "postgresql://app:***@db/m?application_name=a%20b&Password=***&sslmode=require",
+        ),
+    ],
+)
+def test_a_redacted_url_is_the_url_as_given_but_its_secrets(url: str, shown: str) -> None:
+    """Only the secrets' spans change: an address rebuilt by a URL parser lost an empty
+    host's `//` and lower-cased the scheme, so an error named an address not given."""
+    assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize("scheme", ["POSTGRESQL", "Postgres"])
+def test_a_database_scheme_libpq_does_not_read_is_refused_by_the_check_naming_it(
+    scheme: str,
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        MemoryConfig(store=f"{scheme}://app:Hunter2Secret@db.example/memory")
+    said = str(refused.value)
+    assert f"the scheme {scheme}:// must be written in lower case" in said, said
+    assert f"{scheme}://app:***@db.example/memory" in said
+    assert "Hunter2Secret" not in said
+
+
 def test_the_models_url_is_shown_without_secrets_wherever_deermem_shows_it() -> None:
     url = "http://bob:Sup3rS3cretPw@127.0.0.1:18799/v1?api-key=QUERYSECRET123"
     config = MemoryConfig.model_validate({"model": {"model": "m", "base_url": url}})

@@ -36,7 +36,7 @@ from urllib.parse import (
     quote,
     quote_plus,
     unquote,
-    urlencode,
+    unquote_plus,
     urlsplit,
     urlunsplit,
 )
@@ -82,6 +82,7 @@ __all__ = [
     "check_recorded",
     "config_from_mapping",
     "copied_settings",
+    "database_scheme_problem",
     "is_database_url",
     "is_new_root",
     "load_config",
@@ -131,21 +132,40 @@ _SECRET_PARAMETERS: Final = frozenset(
 
 
 def is_database_url(value: str) -> bool:
-    """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``,
+    in any case: :func:`database_scheme_problem` says when the case is wrong)."""
     return value.strip().lower().startswith(DATABASE_URL_SCHEMES)
 
 
+def database_scheme_problem(value: str) -> str | None:
+    """Why a database URL's scheme is not one libpq reads, or ``None`` when it is.
+
+    libpq takes ``postgresql://`` and ``postgres://`` in lower case only; it
+    refuses ``POSTGRESQL://`` with a one-word reason (``missing``), so the
+    configuration check names the scheme instead.
+    """
+    text = value.strip()
+    if not is_database_url(text) or text.startswith(DATABASE_URL_SCHEMES):
+        return None
+    scheme = text.partition("://")[0]
+    return (
+        f"the scheme {scheme}:// must be written in lower case, as libpq reads it: "
+        f"{scheme.lower()}://"
+    )
+
+
 def redact_url(url: str) -> str:
-    """The URL with its password, and any key or token in its query, replaced by ``***``.
+    """The URL as given, with its password, and any key or token in its query, replaced by ``***``.
 
     For a database's URL and a model's: a person can still tell which one is
-    meant. The password is whatever lies between the user's ``:`` and the last
-    ``@`` — a password may hold ``/``, ``?`` or ``@``, which end the authority
-    for a URL parser (an ``@`` in a query hides more than it must, never
-    less). A libpq connection string
-    (``host=… password=…``) loses its ``password``'s value. Anything else that
-    holds an ``@``, or a URL that cannot be taken apart, is hidden whole:
-    showing it could show the password.
+    meant. Only the secrets' spans change, so the address shown is the one
+    given (its scheme's case, an empty host's ``//``). The password is
+    whatever lies between the user's ``:`` and the last ``@`` — a password
+    may hold ``/``, ``?`` or ``@``, which end the authority for a URL parser
+    (an ``@`` in a query hides more than it must, never less). A libpq
+    connection string (``host=… password=…``) loses its ``password``'s
+    value. Anything else that holds an ``@`` is hidden whole: showing it
+    could show the password.
     """
     text = url.strip()
     scheme, separator, rest = text.partition("://")
@@ -157,19 +177,19 @@ def redact_url(url: str) -> str:
         userinfo = rest.rpartition("@")[0]
         user, colon, _password = userinfo.partition(":")
         rest = (f"{user}:{REDACTED}" if colon else user) + rest[len(userinfo) :]
-    try:
-        parts = urlsplit(f"{scheme}://{rest}")
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            if any(key.lower() in _SECRET_PARAMETERS for key, _ in pairs):
-                redacted = [
-                    (k, REDACTED if k.lower() in _SECRET_PARAMETERS else v) for k, v in pairs
-                ]
-                query = urlencode(redacted, safe="*")
-        return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return f"{scheme or 'postgresql'}://{_HIDDEN}"
+    address, question, query = rest.partition("?")
+    query, hash_mark, fragment = query.partition("#")
+    if question:
+        query = "&".join(_redacted_parameter(pair) for pair in query.split("&"))
+    return f"{scheme}://{address}{question}{query}{hash_mark}{fragment}"
+
+
+def _redacted_parameter(pair: str) -> str:
+    """One ``key=value`` of a query as written, its value ``***`` if the key names a secret."""
+    key, equals, _value = pair.partition("=")
+    if equals and unquote_plus(key).strip().lower() in _SECRET_PARAMETERS:
+        return f"{key}={REDACTED}"
+    return pair
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
@@ -688,6 +708,9 @@ class MemoryConfig(BaseModel):
             raise ValueError(
                 "expected a postgresql:// (or postgres://) URL, or empty for the Markdown store"
             )
+        problem = database_scheme_problem(text)
+        if problem is not None:
+            raise ValueError(problem)
         return text
 
     @field_serializer("store", when_used="json")

@@ -23,6 +23,7 @@ because that is what they are and what generic callers already handle::
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
     │   ├── DatabaseError                        the database refused or could not be reached
     │   │   ├── DatabaseSchemaError              the database's schema is not this deermem's
+    │   │   ├── DatabaseReadOnly                 ... this connection may not write there
     │   │   └── DatabaseUnavailable              ... it is down, unreachable or overloaded: retry
     │   ├── MigrationError                       a memory could not be copied to another store
     │   └── RevisionConflict                     the data changed since it was read
@@ -73,6 +74,7 @@ __all__ = [
     "ConversationFileError",
     "CorruptMemoryFile",
     "DatabaseError",
+    "DatabaseReadOnly",
     "DatabaseSchemaError",
     "DatabaseUnavailable",
     "DeerMemError",
@@ -433,6 +435,18 @@ class DatabaseSchemaError(DatabaseError):
         self.found = found
         self.expected = expected
         super().__init__(database, reason)
+
+
+class DatabaseReadOnly(DatabaseError):
+    """The database refused a statement this connection may not run; nothing was changed.
+
+    SQLSTATE 42501 (insufficient privilege: a role granted ``SELECT`` only)
+    or 25006 (a read-only transaction: ``default_transaction_read_only``, a
+    hot standby, ``target_session_attrs=read-only``). Around a write that
+    only keeps derived data — a search's recall counts, its vectors — it is
+    what a read-only mount is to the Markdown store: the search answers all
+    the same (docs/postgres.md, "Read-only connections").
+    """
 
 
 class DatabaseUnavailable(DatabaseError):

@@ -40,6 +40,7 @@ from deermem.config import MemoryConfig, load_config
 from deermem.errors import (
     ArchivedFactError,
     CorruptMemoryFile,
+    DatabaseReadOnly,
     DuplicateFactError,
     FactNotFoundError,
     FactRevisionConflict,
@@ -1177,9 +1178,10 @@ class Memory:
         if record:
             try:
                 self._record_search(query, findings, now)
-            except OSError as error:
-                # A read-only store can be searched; its recall counts cannot grow.
-                if error.errno not in _NOT_WRITABLE:
+            except (OSError, DatabaseReadOnly) as error:
+                # A read-only store (a read-only mount; a database connection that may
+                # only read) can be searched; its recall counts cannot grow.
+                if isinstance(error, OSError) and error.errno not in _NOT_WRITABLE:
                     raise
                 if not self._unrecorded_said:
                     self._unrecorded_said = True

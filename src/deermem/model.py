@@ -120,6 +120,7 @@ __all__ = [
     "is_fact_id",
     "json_form",
     "json_key",
+    "listing_order",
     "marker",
     "new_fact_id",
     "next_confirmation_count",
@@ -1561,6 +1562,19 @@ class Scope:
     def __str__(self) -> str:
         user = "(no user)" if self.user_id is None else repr(self.user_id)
         return f"user {user}, agent {self.agent!r}"
+
+
+def listing_order(user_id: str | None) -> tuple[bool, str]:
+    """The key users are listed by on every store: the single-user layout (``None``)
+    first, then the user ids by code point (Python's ``str`` order).
+
+    Neither a directory's name (which the Markdown store derives from the
+    id) nor a database's collation (which differs between two databases
+    holding the same rows) may decide it: the same memory lists the same on
+    every store, and after ``deermem migrate``. Agents are listed by code
+    point too (``sorted``).
+    """
+    return (user_id is not None, user_id or "")
 
 
 # ---------------------------------------------------------------------------

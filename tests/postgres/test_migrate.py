@@ -18,6 +18,9 @@ from deermem.store.markdown.sidecars import encode_regret_events
 from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.postgres import PostgresStore
 from deermem.store.postgres.transfer import PostgresTransfer
+from deermem.testing.postgres import TemporaryPostgres
+from tests.store_contract.conftest import Stores
+from tests.store_contract.test_scopes import LISTED, fill_users
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 FIXTURES = Path(__file__).parents[1] / "store_fixtures"
@@ -137,6 +140,22 @@ def test_markdown_to_postgres_to_markdown_is_byte_identical(
     assert "copied 4 user(s)" in capsys.readouterr().out
     assert tree(source) == before  # the source is never changed
     assert tree(back) == before  # fact files, memory.json, sidecars (regret too), archive, marks
+
+
+def test_a_user_with_thread_marks_alone_comes_back_without_a_manifest(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A conversation learned from with nothing extracted leaves a mark and no
+    `memory.json`; neither copy (through PostgreSQL, or Markdown to Markdown) adds one."""
+    source = tmp_path / "source"
+    with Memory.open(source, MemoryConfig(), user="hal") as hal:
+        hal.store.commit(hal.scope, ChangeSet(now=NOW, watermarks={"t1": "m1"}))
+    before = tree(source)
+    assert not any(name.endswith("memory.json") for name in before), before
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 0
+    assert main(["migrate", "--from", postgres_url, "--to", str(tmp_path / "back")]) == 0
+    assert main(["migrate", "--from", str(source), "--to", str(tmp_path / "copy")]) == 0
+    assert tree(tmp_path / "back") == tree(tmp_path / "copy") == before
 
 
 def build_database(url: str) -> Memory:
@@ -418,3 +437,29 @@ def test_a_database_with_users_and_other_settings_stops_the_migration(
     assert recorded(postgres_url) == before
     with PostgresStore(postgres_url) as store:
         assert PostgresTransfer(store).users() == ("bob",)
+
+
+def test_scopes_list_alike_on_both_stores_whatever_the_databases_collation(
+    tmp_path: Path, postgres_server: TemporaryPostgres
+) -> None:
+    """An ICU collation puts `alice` before `Alice` and `émile` before `Zoe`; the listing
+    (and the order `migrate` copies users in) is the user id's code points on every store."""
+    name = "icu_scopes"
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 LOCALE 'C.UTF-8'"
+            " LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+        )
+    try:
+        url = postgres_server.url(name)
+        stores = Stores("markdown", tmp_path / "md", None)
+        fill_users(stores)
+        assert main(["db", "upgrade", "--database", url]) == 0
+        assert main(["migrate", "--from", str(tmp_path / "md"), "--to", url]) == 0
+        with PostgresStore(url) as store:
+            assert list(store.scopes()) == list(stores().scopes()) == LISTED
+            users = PostgresTransfer(store).users()
+        listed = (None, "Alice", "Zoe", "alice", "bob", "émile")
+        assert users == MarkdownTransfer(MarkdownStore(tmp_path / "md")).users() == listed
+    finally:
+        postgres_server.drop_database(name)

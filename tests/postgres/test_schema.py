@@ -245,6 +245,71 @@ def test_an_address_libpq_cannot_parse_is_refused_without_quoting_it(
     assert "Hunter2" not in str(refused.value)
 
 
+def test_an_upper_case_scheme_is_refused_naming_it_before_anything_connects(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """libpq refuses `POSTGRESQL://` with "missing"; the error named the address
+    lower-cased, so it looked valid. It names the scheme, as given."""
+    url = "POSTGRESQL://deermem:Hunter2Secret@127.0.0.1:1/d1"
+    assert main(["db", "status", "--database", url]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: POSTGRESQL://deermem:***@127.0.0.1:1/d1: the scheme POSTGRESQL:// must be "
+        "written in lower case, as libpq reads it: postgresql://\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "password",
+    ["p@ssTAILSECRET", "p@ss/TAILSECRET", "p?ss@TAILSECRET", "p/ss@TAILSECRET"],
+)
+def test_a_password_holding_an_unencoded_at_sign_is_refused_without_showing_it(
+    password: str,
+    postgres_server: TemporaryPostgres,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """libpq ends the password at its first `@`; the rest became the host, and the
+    resolver's message quoted it (`failed to resolve host 'ssTAILSECRET@127.0.0.1'`).
+    Such an address is refused before anything connects, naming the rule."""
+    url = f"postgresql://deermem:{password}@127.0.0.1:{postgres_server.port}/postgres"
+    assert main(["db", "status", "--database", url]) == 1
+    monkeypatch.setenv("DEERMEM_STORE", url)
+    assert main(["--user", "alice", "facts", "list"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err.count("write an `@` inside the password (or user, host or database name) as `%40`") == 2
+    ), err
+    assert "TAILSECRET" not in err
+    with pytest.raises(DatabaseError, match="%40") as refused:
+        PostgresStore(url, check=False)
+    assert "TAILSECRET" not in str(refused.value)
+
+
+def test_an_at_sign_in_the_query_or_percent_encoded_is_the_address_libpq_reads() -> None:
+    """Only an `@` libpq would read as part of the hosts or the path is refused."""
+    for url in (
+        "postgresql://deermem:p%40ss@127.0.0.1:1/db",
+        "postgresql://127.0.0.1:1/db?user=me@example.com",
+        "postgresql://deermem:pass@127.0.0.1:1/db?application_name=a@b",
+        "host=127.0.0.1 password=p@ss@word",
+    ):
+        database.check_address(url, "db")
+
+
+def test_the_drivers_message_never_holds_the_password() -> None:
+    """Whatever the driver says, the password as deermem or libpq reads it is `***`."""
+    url = "postgresql://deermem:Hunter2Secret@127.0.0.1:1/db"
+    with (
+        pytest.raises(DatabaseError) as refused,
+        database.translated("db", database.address_secrets(url)),
+    ):
+        raise psycopg.OperationalError("no login for Hunter2Secret (or Hunter2)")
+    assert str(refused.value) == "db: no login for *** (or Hunter2)"
+    secrets = database.address_secrets("host=h password='a b'")
+    assert secrets == ("a b",)
+
+
 def test_the_duplicate_check_reads_the_archive_by_its_index(postgres_url: str) -> None:
     """Schema version 6 indexes the digest of each archived fact's duplicate key: with
     the archive at its default bound (1,000 entries) the check reads the index, and it

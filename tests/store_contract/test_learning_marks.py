@@ -106,3 +106,19 @@ def test_a_worker_whose_conversation_was_partly_applied_meanwhile_sends_only_the
     assert first.get_fact(fact_id).confirmationCount == 1
     first.close()
     second.close()
+
+
+def test_a_conversation_one_worker_learned_is_not_sent_to_the_model_by_another(
+    stores: Stores, server: ScriptedChatServer
+) -> None:
+    """The mark is in the store, shared by every worker (docs/server.md, "Several
+    workers"): the same messages posted to another worker later cost no model call."""
+    first, second = worker(stores, server), worker(stores, server)
+    fact_id = first.create_fact("Uses uv, never pip.", confidence=0.9).fact_id
+    assert fact_id is not None
+    server.enqueue(confirming(fact_id))
+    assert first.learn("t1", CONFIRMED).report.outcome == "applied"
+    assert second.learn("t1", CONFIRMED).report.outcome == "nothing-new"
+    assert len(server.requests) == 1
+    first.close()
+    second.close()

@@ -46,3 +46,29 @@ def test_reindex_leaves_search_answering_as_before(stores: Stores) -> None:
     else:
         assert (report.scopes, report.facts) == (2, 2)
     assert [hit.fact_id for hit in alice.search("drinks", record=False)] == before
+
+
+USERS = ["bob", "Alice", "alice", "Zoe", "émile"]
+# By user id's code points (the single-user layout first), then by agent: not by directory
+# name (`émile`'s is derived from it) nor by any collation.
+LISTED = [
+    Scope(None, "__default__"),
+    *(
+        Scope(user, agent)
+        for user in ("Alice", "Zoe", "alice", "bob", "émile")
+        for agent in ("__default__", "coder")
+    ),
+]
+
+
+def fill_users(stores: Stores) -> None:
+    memory = stores.memory(user=None, clock=lambda: NOW)
+    memory.create_fact("The single-user layout")
+    for user in USERS:
+        for agent in ("coder", None):
+            memory.scoped(user=user, agent=agent).create_fact(f"{user} likes tea")
+
+
+def test_scopes_are_listed_by_user_id_then_agent_by_code_point(stores: Stores) -> None:
+    fill_users(stores)
+    assert list(stores().scopes()) == LISTED

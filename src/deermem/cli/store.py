@@ -161,7 +161,10 @@ def scopes(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List every user and agent in the store, with their fact and archive counts.
 
     The user `-` is the store's single-user layout (no `--user`). Use a row's
-    user and agent as `--user` and `--agent` for the other commands.
+    user and agent as `--user` and `--agent` for the other commands. Rows are
+    in the same order on every store: `-` first, then by user id and agent,
+    character by character by code point (`Alice`, `Zoe`, `alice`, `émile`),
+    whatever a database's collation.
 
     A directory holding memory that no user and agent can be read from — two
     user ids' facts in one directory, a directory whose owner cannot be told

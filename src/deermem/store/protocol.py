@@ -499,8 +499,10 @@ class Store(Protocol):
         """Every scope the store holds anything for (facts, archive, receipts, summaries).
 
         For listings (``deermem scopes``) and store-wide work such as
-        rebuilding the search index; order is stable. What it cannot list is
-        in :meth:`problems`, never left out silently.
+        rebuilding the search index. The order is the same on every store:
+        users by :func:`~deermem.model.listing_order` (the single-user layout
+        first, then by the user id's code points), each user's agents by code
+        point. What it cannot list is in :meth:`problems`, never left out silently.
         """
         ...
 
@@ -701,7 +703,7 @@ class Transfer(Protocol):
     """A store seen whole, user by user: what ``deermem migrate`` reads and writes."""
 
     def users(self) -> tuple[str | None, ...]:
-        """Every user the store holds anything for."""
+        """Every user the store holds anything for, in :func:`~deermem.model.listing_order`."""
         ...
 
     def dump_user(self, user_id: str | None) -> UserDump | None:

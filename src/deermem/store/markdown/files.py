@@ -74,6 +74,7 @@ from deermem.model import (
     agent_directory,
     is_bucket,
     is_derived_agent_directory,
+    listing_order,
     normalise_agent,
     parse_json,
     safe_user_id,
@@ -1726,8 +1727,9 @@ def _allowed(user_id: str, directory: Path) -> str:
 
 
 def list_users(root: Path, manifest_filename: str) -> tuple[list[str | None], list[Problem]]:
-    """Every user under ``root`` — the single-user layout's (``None``) first, then by
-    directory — and every user directory that holds memory but cannot be listed, with why."""
+    """Every user under ``root``, in :func:`~deermem.model.listing_order` (the single-user
+    layout's, ``None``, first; then by user id, not by directory name), and every user
+    directory that holds memory but cannot be listed, with why."""
     users: list[str | None] = []
     problems: list[Problem] = []
     if (root / manifest_filename).is_file() or (root / _AGENTS).is_dir():
@@ -1752,7 +1754,7 @@ def list_users(root: Path, manifest_filename: str) -> tuple[list[str | None], li
             )
             continue
         found[user_id] = directory
-    users.extend(found)
+    users.extend(sorted(found, key=listing_order))
     return users, problems
 
 

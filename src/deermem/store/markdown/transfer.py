@@ -43,7 +43,7 @@ from deermem.store.markdown.sidecars import (
 )
 from deermem.store.markdown.store import MarkdownStore, read_manifest
 from deermem.store.protocol import ScopeDump, UserDump
-from deermem.store.records import encode_entry, encode_summaries
+from deermem.store.records import SummaryDocument, encode_entry, encode_summaries
 
 __all__ = ["MarkdownTransfer"]
 
@@ -116,7 +116,12 @@ class MarkdownTransfer:
                     f"{user.user_dir}: the destination already holds this user; "
                     "migrate into an empty store"
                 )
-            files = [FileChange(user.manifest, encode_summaries(dump.summaries))]
+            files = []
+            # The empty document at revision 0 is what a user without `memory.json` reads
+            # as (a conversation learned from, nothing extracted: its marks alone), so it
+            # writes none; a user with nothing else keeps it, or it would not be copied.
+            if dump.summaries != SummaryDocument() or not dump.scopes:
+                files.append(FileChange(user.manifest, encode_summaries(dump.summaries)))
             for scope_dump in dump.scopes:
                 scope = Scope.of(dump.user_id, scope_dump.agent)
                 files.extend(_scope_files(user, scope, scope_dump))

@@ -33,18 +33,28 @@ from psycopg_pool import PoolTimeout
 
 import deermem.store.postgres.rows as rows
 from deermem.config import (
+    REDACTED,
     MemoryConfig,
     check_recorded,
+    database_scheme_problem,
     new_store_settings,
     recorded_settings,
     redact_url,
+    url_secrets,
 )
-from deermem.errors import ConfigError, DatabaseError, DatabaseSchemaError, DatabaseUnavailable
+from deermem.errors import (
+    ConfigError,
+    DatabaseError,
+    DatabaseReadOnly,
+    DatabaseSchemaError,
+    DatabaseUnavailable,
+)
 from deermem.model import Record, json_key
 
 __all__ = [
     "Connection",
     "Migration",
+    "address_secrets",
     "check_address",
     "check_schema",
     "connect",
@@ -71,21 +81,39 @@ def connect(url: str, database: str, *, timeout: float) -> Connection:
         DatabaseError: the server cannot be reached or refuses the login.
     """
     check_address(url, database)
-    with translated(database):
+    with translated(database, address_secrets(url)):
         return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
 
 
 def check_address(url: str, database: str) -> None:
-    """Refuse an address libpq cannot parse, before anything connects with it.
+    """Refuse an address libpq cannot parse, or would parse otherwise than deermem, before
+    anything connects with it.
 
     libpq's own message quotes the whole address, password included
     (``… in URI: "postgresql://user:secret@[::1"``); the error keeps what
     comes before the first quotation mark — what is wrong, never where.
 
+    A URL's password ends, for libpq, at its first ``@``, and for
+    :func:`~deermem.config.redact_url` at its last: a password that holds an
+    unencoded ``@`` would reach libpq cut in two, the rest read as the host,
+    and the driver's message (``failed to resolve host 'ssSECRET@…'``) would
+    show that rest. Such an address is refused, naming the rule only.
+
     Raises:
         DatabaseError: the address is neither a connection URI nor a
-            ``key=value`` string libpq reads.
+            ``key=value`` string libpq reads, its scheme is not in lower case
+            (:func:`~deermem.config.database_scheme_problem`), or a URL holds
+            an ``@`` beyond the one that ends its user and password.
     """
+    problem = database_scheme_problem(url)
+    if problem is not None:
+        raise DatabaseError(database, problem)
+    if _stray_at_sign(url):
+        raise DatabaseError(
+            database,
+            "the address holds an `@` besides the one that ends the user and password; "
+            "write an `@` inside the password (or user, host or database name) as `%40`",
+        )
     try:
         conninfo_to_dict(url)
     except psycopg.Error as error:
@@ -94,30 +122,81 @@ def check_address(url: str, database: str) -> None:
         raise DatabaseError(database, f"the address cannot be parsed{reason}") from None
 
 
+def _stray_at_sign(url: str) -> bool:
+    """Whether a URL holds an ``@`` that libpq would read as part of its hosts or path.
+
+    libpq ends the user and password at the first ``@`` found before any
+    ``/``; what follows, up to the query's ``?``, is hosts, ports and the
+    database name, where an ``@`` only appears when a password's ``@`` (or
+    ``/``) was left unencoded. An ``@`` in the query (``?user=me@example.com``)
+    is a parameter's value, which libpq reads whole.
+    """
+    _scheme, separator, rest = url.strip().partition("://")
+    if not separator:
+        return False
+    end = next((i for i, char in enumerate(rest) if char in "@/"), len(rest))
+    if end < len(rest) and rest[end] == "@":
+        rest = rest[end + 1 :]
+    return "@" in rest.partition("?")[0]
+
+
+def address_secrets(url: str) -> tuple[str, ...]:
+    """What of ``url`` no message may show, longest first: the password and keys as
+    deermem reads them (:func:`~deermem.config.url_secrets`) and the password as
+    libpq reads it, which also covers a ``key=value`` string's ``password=``."""
+    found = set(url_secrets(url))
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except psycopg.Error:
+        password = None
+    if isinstance(password, str) and password:
+        found.add(password)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+# SQLSTATEs of a statement this connection may not run: insufficient_privilege (a role
+# granted SELECT only) and read_only_sql_transaction (a read-only transaction, a hot standby).
+_READ_ONLY: Final = frozenset({"42501", "25006"})
+
+
 @contextmanager
-def translated(database: str) -> Iterator[None]:
-    """Raise the driver's and the pool's errors as :class:`~deermem.DatabaseError`."""
+def translated(database: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
+    """Raise the driver's and the pool's errors as :class:`~deermem.DatabaseError`.
+
+    ``secrets`` (:func:`address_secrets`) are replaced by ``***`` in the driver's
+    message: libpq does not quote a password, but nothing else would stand
+    between a message that did and the person reading it.
+    """
     try:
         yield
     except PoolTimeout as error:
         raise DatabaseUnavailable(
-            database, f"no database connection could be had in time ({_one_line(error)})"
+            database,
+            f"no database connection could be had in time ({_one_line(error, secrets)})",
         ) from None
-    except psycopg.OperationalError as error:
-        raise DatabaseUnavailable(database, _one_line(error)) from None
     except psycopg.Error as error:
-        raise DatabaseError(database, _one_line(error)) from None
+        reason = _one_line(error, secrets)
+        if error.sqlstate in _READ_ONLY:
+            raise DatabaseReadOnly(database, reason) from None
+        if isinstance(error, psycopg.OperationalError):
+            raise DatabaseUnavailable(database, reason) from None
+        raise DatabaseError(database, reason) from None
 
 
-def _one_line(error: BaseException) -> str:
-    """The driver's message on one line (libpq's span several).
+def _one_line(error: BaseException, secrets: tuple[str, ...] = ()) -> str:
+    """The driver's message on one line (libpq's span several), without ``secrets``.
 
     Of an error the server sent, only its primary message: the DETAIL and
     CONTEXT lines that follow it may quote the data of the statement (the
     text of a fact, a key's values), which is no error message's to show.
+    ``secrets`` go longest first, so a password is hidden whole rather than
+    around a shorter secret inside it.
     """
     primary = error.diag.message_primary if isinstance(error, psycopg.Error) else None
-    return " ".join((primary or str(error)).split()) or type(error).__name__
+    text = " ".join((primary or str(error)).split()) or type(error).__name__
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 # ---------------------------------------------------------------------------
@@ -409,7 +488,10 @@ def database_status(url: str, *, timeout: float = 10.0) -> SchemaStatus:
         DatabaseError: the database cannot be reached.
     """
     database = redact_url(url)
-    with connect(url, database, timeout=timeout) as connection, translated(database):
+    with (
+        connect(url, database, timeout=timeout) as connection,
+        translated(database, address_secrets(url)),
+    ):
         applied = applied_versions(connection)
     return SchemaStatus(database, applied[-1] if applied else None, latest_version())
 
@@ -426,7 +508,10 @@ def upgrade_database(
         DatabaseSchemaError: the database is at a version this deermem does not know.
     """
     database = redact_url(url)
-    with connect(url, database, timeout=timeout) as connection, translated(database):
+    with (
+        connect(url, database, timeout=timeout) as connection,
+        translated(database, address_secrets(url)),
+    ):
         applied, recorded = upgrade(connection, database, config)
         versions = applied_versions(connection)
     found = versions[-1] if versions else None
@@ -442,6 +527,9 @@ def database_settings(url: str, *, timeout: float = 10.0) -> dict[str, object]:
         ConfigError: the record is invalid.
     """
     database = redact_url(url)
-    with connect(url, database, timeout=timeout) as connection, translated(database):
+    with (
+        connect(url, database, timeout=timeout) as connection,
+        translated(database, address_secrets(url)),
+    ):
         check_schema(connection, database)
         return read_settings(connection, database)

@@ -51,7 +51,12 @@ from psycopg_pool import ConnectionPool
 
 import deermem.store.postgres.rows as rows
 from deermem.config import redact_url, with_recorded_settings
-from deermem.errors import CorruptMemoryFile, FactNotFoundError, StoreLockTimeout
+from deermem.errors import (
+    CorruptMemoryFile,
+    DatabaseReadOnly,
+    FactNotFoundError,
+    StoreLockTimeout,
+)
 from deermem.model import (
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
     DEFAULT_AGENT,
@@ -60,6 +65,7 @@ from deermem.model import (
     duplicate_digest,
     duplicate_key,
     is_fact_id,
+    listing_order,
 )
 from deermem.store.plan import (
     ScopeCache,
@@ -82,6 +88,7 @@ from deermem.store.postgres.commit import (
 )
 from deermem.store.postgres.database import (
     Connection,
+    address_secrets,
     check_address,
     check_schema,
     connect,
@@ -113,6 +120,8 @@ from deermem.store.records import (
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
+
+_log = logging.getLogger("deermem.store")
 
 __all__ = ["PostgresStore", "PostgresTransaction", "agents_of", "roll_back"]
 
@@ -226,6 +235,8 @@ class PostgresStore:
         self.address = redact_url(url)
         # A digest of the whole URL: the address hides the password, and may hide more.
         self._identity = "postgresql:" + hashlib.sha256(url.encode()).hexdigest()
+        # What the driver's messages must not show (the address above shows none of it).
+        self.secrets = address_secrets(url)
         check_address(url, self.address)  # the pool would log libpq's message, which quotes it
         self.lock_timeout = lock_timeout
         self.audit_max_entries = audit_max_entries
@@ -236,6 +247,7 @@ class PostgresStore:
         self.redact_secrets = redact_secrets
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
+        self._vectors_unwritten_said = False
         if check:
             with connect(url, self.address, timeout=connect_timeout) as connection:
                 check_schema(connection, self.address)
@@ -280,7 +292,10 @@ class PostgresStore:
             ConfigError: the record is invalid.
         """
         address = redact_url(config.store)
-        with connect(config.store, address, timeout=10.0) as connection, translated(address):
+        with (
+            connect(config.store, address, timeout=10.0) as connection,
+            translated(address, address_secrets(config.store)),
+        ):
             check_schema(connection, address)
             recorded = read_settings(connection, address)
         configured = with_recorded_settings(config, recorded, recorded_in(address))
@@ -314,7 +329,7 @@ class PostgresStore:
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        with translated(self.address), self._pool.connection() as connection:
+        with translated(self.address, self.secrets), self._pool.connection() as connection:
             yield connection
 
     def _begin_locked(self, connection: Connection, scope: Scope) -> None:
@@ -489,10 +504,21 @@ class PostgresStore:
         text out of the scope and release its vector, or an erase take the user:
         under the lock, as a commit, only the vectors of texts a fact or an archive
         entry still holds are written. They are a cache: a lock not had in time
-        writes none, and the next search embeds again.
+        writes none, and the next search embeds again; a connection that may not
+        write (:class:`~deermem.DatabaseReadOnly`: a role granted ``SELECT`` only,
+        a read-only transaction, a hot standby) writes none either, said once per
+        store, and each search ranks by meaning with vectors made in memory.
         """
         if not vectors:
             return
+        try:
+            self._write_vectors(scope, model, vectors)
+        except DatabaseReadOnly as error:
+            if not self._vectors_unwritten_said:
+                self._vectors_unwritten_said = True
+                _log.warning("search vectors are not kept in the database: %s", error)
+
+    def _write_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
         key = rows.user_key(scope)
         with self._connection() as connection:
             try:
@@ -727,14 +753,16 @@ class PostgresStore:
             return agents_of(connection, rows.user_key(Scope.of(user_id)))
 
     def scopes(self) -> tuple[Scope, ...]:
-        """Every user's agents; a user with summaries alone, with its ``__default__`` agent."""
+        """Every user's agents; a user with summaries alone, with its ``__default__`` agent.
+
+        In :func:`~deermem.model.listing_order`, sorted here: ``ORDER BY`` would
+        sort by the database's collation, which two databases need not share."""
         found: list[Scope] = []
         with self._connection() as connection:
-            users = connection.execute("SELECT user_id FROM deermem_users ORDER BY user_id")
-            for (key,) in users.fetchall():
-                user_id = rows.user_of(key)
+            keys = [key for (key,) in connection.execute("SELECT user_id FROM deermem_users")]
+            for key in sorted(keys, key=lambda key: listing_order(rows.user_of(key))):
                 agents = agents_of(connection, key) or (DEFAULT_AGENT,)
-                found.extend(Scope(user_id, agent) for agent in agents)
+                found.extend(Scope(rows.user_of(key), agent) for agent in agents)
         return tuple(found)
 
     def problems(self) -> tuple[str, ...]:
@@ -942,8 +970,8 @@ def agents_of(connection: Connection, user: str) -> tuple[str, ...]:
             "deermem_shadow_marks",
         )
     )
-    found = connection.execute(f"{parts} ORDER BY agent", {"user": user})
-    return tuple(agent for (agent,) in found)
+    found = connection.execute(parts, {"user": user})
+    return tuple(sorted(agent for (agent,) in found))  # by code point, whatever the collation
 
 
 class PostgresTransaction:
@@ -964,7 +992,7 @@ class PostgresTransaction:
 
     def lock(self) -> None:
         """Take the user's lock now (as entering :meth:`PostgresStore.transaction` does)."""
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             self._locked()
 
     def _locked(self) -> Connection:
@@ -976,39 +1004,39 @@ class PostgresTransaction:
 
     @property
     def snapshot(self) -> ScopeSnapshot:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             connection = self._locked()
             if self._snapshot is None:
                 self._snapshot = self._store._snapshot(connection, self._scope)
             return self._snapshot
 
     def usage(self) -> Mapping[str, UsageEntry]:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._usage(self._locked(), self._scope)
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._archived(self._locked(), self._scope, fact_id)
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime
     ) -> Mapping[str, ArchiveEntry]:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._archived_matches(self._locked(), self._scope, contents, now)
 
     def shadow_marks(self) -> Mapping[str, ShadowMark]:
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._shadow_marks(self._locked(), self._scope)
 
     def watermark(self, thread_id: str) -> str | None:
         # On the locked connection: every commit that moves a mark holds the user's advisory
         # lock, so no other writer can move it between this read and this commit.
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             return self._store._marks(self._locked(), self._scope, [thread_id]).get(thread_id)
 
     def commit(self, changes: ChangeSet) -> CommitResult:
         changes, redacted = redacted_changes(changes, self._store.redact_secrets)
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             connection = self._locked()
             try:
                 result, snapshot = self._store._commit_locked(
@@ -1029,7 +1057,7 @@ class PostgresTransaction:
         # reaches the database, which refuses some (a NUL) with an error of its own.
         if not is_fact_id(fact_id):
             raise FactNotFoundError(fact_id, where="archive")
-        with translated(self._store.address):
+        with translated(self._store.address, self._store.secrets):
             connection = self._locked()
             key = rows.user_key(self._scope)
             gone = connection.execute(

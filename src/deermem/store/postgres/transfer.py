@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from deermem.errors import ConfigError, CorruptMemoryFile
-from deermem.model import Scope
+from deermem.model import Scope, listing_order
 from deermem.store.postgres import rows
 from deermem.store.postgres.commit import insert_archive, stored_records
 from deermem.store.postgres.database import (
@@ -80,8 +80,8 @@ class PostgresTransfer:
 
     def users(self) -> tuple[str | None, ...]:
         with self.store._connection() as connection:
-            found = connection.execute("SELECT user_id FROM deermem_users ORDER BY user_id")
-            return tuple(rows.user_of(key) for (key,) in found)
+            found = connection.execute("SELECT user_id FROM deermem_users")
+            return tuple(sorted((rows.user_of(key) for (key,) in found), key=listing_order))
 
     def dump_user(self, user_id: str | None) -> UserDump | None:
         store = self.store
