@@ -12,6 +12,7 @@ from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, cli_context, escape, out_console, print_json
 from deermem.config import MemoryConfig, load_config, redact_url, resolve_config
+from deermem.learning import check_override_files
 from deermem.store import database_settings
 
 __all__ = ["config_app"]
@@ -35,11 +36,13 @@ def check(
 
     The effective configuration is the defaults, overridden by FILE, overridden
     by `DEERMEM_*` environment variables (unless `--ignore-env`). Every invalid
-    key is reported at once, with its value and what is allowed.
+    key is reported at once, with its value and what is allowed. The files of
+    `patterns_dir` and `prompts_dir` are loaded and checked too.
 
     Example: `deermem config check deermem.toml`
     """
     config = load_config(file, environ={} if ignore_env else None)
+    check_override_files(config)  # a bad pattern or template would fail every extraction
     defaults = MemoryConfig()
     if as_json:
         print_json(config.model_dump(mode="json"))

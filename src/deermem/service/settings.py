@@ -52,6 +52,7 @@ from pydantic.alias_generators import to_camel
 
 from deermem.config import MemoryConfig, load_config, redact_url
 from deermem.errors import ConfigError
+from deermem.learning import check_override_files
 from deermem.results import MAX_QUERY_CHARS, MAX_TOP_K
 from deermem.service.errors import InsecureBindError, ListenError
 from deermem.service.tokens import TokenFile
@@ -400,8 +401,11 @@ def check_startup(settings: ServerSettings) -> TokenFile:
         TokenFileError: the tokens file cannot be read.
         ConfigError: the configuration is invalid, or the store is a
             database and neither a state directory nor a tokens file is given.
+        PatternError / PromptTemplateError: ``patterns_dir`` or ``prompts_dir``
+            is missing or holds an invalid file.
     """
     config = settings.load_config()
+    check_override_files(config)  # else every conversation job would fail on them
     tokens = TokenFile(settings.tokens_path(config))
     if not tokens.configured() and not is_loopback(settings.host):
         raise InsecureBindError(settings.host)
