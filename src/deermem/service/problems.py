@@ -217,19 +217,22 @@ def origin_not_allowed() -> Problem:
 
 _UNAUTHORIZED: Final = {
     "missing": "send Authorization: Bearer <token>",
-    "malformed": "the Authorization header is not 'Bearer <token>' (or mem0's 'Token <token>')",
+    "malformed": "the Authorization header is not 'Bearer <token>'",
     "invalid": "the bearer token is not valid (unknown or revoked)",
     "expired": "the bearer token has expired; make a new one with `deermem token add`",
 }
 
 
-def unauthorized(reason: str) -> Problem:
+def unauthorized(reason: str, *, token_scheme: bool = False) -> Problem:
     """No usable bearer token; ``reason`` (``missing``, ``malformed``, ``invalid``,
-    ``expired``) says which. Never echoes the header or the token."""
+    ``expired``) says which; ``token_scheme``: mem0's ``Token <token>`` was accepted too
+    (the mem0-compatible routes). Never echoes the header or the token."""
     challenge = 'Bearer realm="deermem"'
     if reason != "missing":
         challenge += ', error="invalid_token"'
     detail = _UNAUTHORIZED[reason]
+    if reason == "malformed" and token_scheme:
+        detail += " (or mem0's 'Token <token>')"
     return Problem(
         401,
         "unauthorized",
