@@ -52,7 +52,6 @@ from pydantic.alias_generators import to_camel
 
 from deermem.config import MemoryConfig, load_config, redact_url
 from deermem.errors import ConfigError
-from deermem.learning import check_override_files
 from deermem.results import MAX_QUERY_CHARS, MAX_TOP_K
 from deermem.service.errors import InsecureBindError, ListenError
 from deermem.service.tokens import TokenFile
@@ -404,6 +403,10 @@ def check_startup(settings: ServerSettings) -> TokenFile:
         PatternError / PromptTemplateError: ``patterns_dir`` or ``prompts_dir``
             is missing or holds an invalid file.
     """
+    # Loaded here, not with the module: a stdio MCP server never loads the learning
+    # pipeline before it is used (tests/mcp/test_stdio.py).
+    from deermem.learning import check_override_files
+
     config = settings.load_config()
     check_override_files(config)  # else every conversation job would fail on them
     tokens = TokenFile(settings.tokens_path(config))
