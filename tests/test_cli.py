@@ -133,6 +133,29 @@ def test_config_check_prints_the_effective_configuration(
     assert "[correction]" in out
 
 
+def test_config_check_loads_the_pattern_and_prompt_overrides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A patterns_dir or prompts_dir every extraction would fail on is not "valid"."""
+    patterns = tmp_path / "patterns"
+    patterns.mkdir()
+    (patterns / "goal.yaml").write_text("- '(unclosed'\n", "utf-8")
+    path = tmp_path / "deermem.toml"
+    path.write_text(f"patterns_dir = {json.dumps(str(patterns))}\n", "utf-8")
+    code, out, err = run(capsys, "config", "check", str(path))
+    assert code == 1
+    assert "valid" not in out
+    assert err.startswith(f"error: {patterns / 'goal.yaml'}: pattern 0 `(unclosed`: invalid")
+    path.write_text(f"patterns_dir = {json.dumps(str(tmp_path / 'none'))}\n", "utf-8")
+    code, _, err = run(capsys, "config", "check", str(path))
+    assert code == 1
+    assert f"{tmp_path / 'none'}: patterns_dir is not a directory" in err
+    path.write_text(f"prompts_dir = {json.dumps(str(tmp_path / 'none'))}\n", "utf-8")
+    code, _, err = run(capsys, "config", "check", str(path))
+    assert code == 1
+    assert f"{tmp_path / 'none'}: prompts_dir is not a directory" in err
+
+
 def test_config_check_reports_every_problem(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

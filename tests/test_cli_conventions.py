@@ -311,6 +311,37 @@ def test_the_demo_store_explains_against_its_own_cap(
     assert json.loads(out)["standing"]["maxFacts"] == 10
 
 
+def test_the_demo_store_runs_what_a_new_store_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The demo's store records hybrid-v1 and shadow mode, as every store deermem creates:
+    its hybrid-v1 scopes are explained and gated under the policy that built them (it
+    recorded only the cap, so every later command ran `confidence`)."""
+    root = tmp_path / "demo"
+    code, out, _ = run(capsys, "demo", "--root", str(root))
+    assert code == 0
+    said = " ".join(out.split())
+    assert "It runs hybrid-v1 with shadow mode on" in said
+    assert "the *-confidence scopes too" in said
+    _, out, _ = run(capsys, "--root", str(root), "config", "show", "--json")
+    settings = json.loads(out)["settings"]
+    assert settings["fact_eviction_policy"]["value"] == "hybrid-v1"
+    assert settings["fact_eviction_shadow_enabled"]["value"] is True
+    assert settings["max_facts"]["value"] == 10
+    for agent in ("stale-vs-confirmed-hybrid-v1", "stale-vs-confirmed-confidence"):
+        scope = ("--root", str(root), "--user", "demo", "--agent", agent)
+        _, out, _ = run(capsys, *scope, "why", "fact_confirm", "--json")
+        assert json.loads(out)["standing"]["policyVersion"] == "hybrid-v1"
+        code, _, _ = run(
+            capsys, *scope, "facts", "add", "Likes short answers.", "--confidence", "0.8"
+        )
+        assert code == 0
+        _, out, _ = run(capsys, *scope, "audit", "--json")
+        newest = json.loads(out)[0]
+        assert newest["policyVersion"] == "hybrid-v1"
+        assert newest["shadow"]["policyVersion"] == "confidence"
+
+
 # --- lists: --limit -----------------------------------------------------------------------
 
 

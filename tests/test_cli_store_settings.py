@@ -125,6 +125,53 @@ def test_init_is_idempotent_and_refuses_other_settings_without_force(
     assert Memory.open(root).config.max_facts == 50
 
 
+def test_init_names_each_setting_it_refuses_with_both_values_and_the_source(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    cap10: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refusal said only "the store already keeps other settings": not which, nor the
+    value kept, the value given or where that came from."""
+    root = tmp_path / "store"
+    run(capsys, "--root", str(root), "init", "--config", str(cap10))
+    written = (root / "deermem.yaml").read_bytes()
+    other = tmp_path / "other.toml"
+    other.write_text("max_facts = 30\ndebounce_seconds = 5\n", "utf-8")
+    code, _, err = run(capsys, "--root", str(root), "init", "--config", str(other))
+    assert code == 1
+    assert err.count("\n") == 1
+    assert f"(max_facts: keeps 10, given 30 (from {other}));" in err
+    assert "debounce_seconds" not in err  # a setting added beside them is no difference
+    monkeypatch.setenv("DEERMEM_MAX_FACTS", "40")
+    code, _, err = run(capsys, "--root", str(root), "init")
+    assert code == 1
+    assert "max_facts: keeps 10, given 40 (from environment variable DEERMEM_MAX_FACTS)" in err
+    monkeypatch.delenv("DEERMEM_MAX_FACTS")
+    assert (root / "deermem.yaml").read_bytes() == written
+
+
+def test_init_adding_settings_says_added_not_replaced(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
+) -> None:
+    root = tmp_path / "store"
+    run(capsys, "--root", str(root), "init", "--config", str(cap10))
+    model = tmp_path / "model.toml"
+    model.write_text('[model]\nmodel = "a"\n', "utf-8")
+    code, out, _ = run(capsys, "--root", str(root), "init", "--config", str(model))
+    assert code == 0
+    assert out.startswith(f"added settings to {root / 'deermem.yaml'}")
+    assert "replaced" not in out
+    more = tmp_path / "more.toml"
+    more.write_text('[model]\nmodel = "a"\nbase_url = "http://u:secret@127.0.0.1:1/v1"\n', "utf-8")
+    code, _, err = run(capsys, "--root", str(root), "init", "--config", str(more), "--json")
+    assert code == 1  # a key added to a kept section is refused, and named
+    assert 'model.base_url: keeps none, given "http://u:***@127.0.0.1:1/v1"' in err
+    assert "secret" not in err
+    code, out, _ = run(capsys, "--root", str(root), "init", "--config", str(more), "--force")
+    assert (code, out.startswith("replaced settings in")) == (0, True)
+
+
 def test_init_with_no_setting_keeps_the_stores_settings(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
 ) -> None:

@@ -163,6 +163,50 @@ def test_unreadable_files_are_clear_errors(
         load_config(path, environ={})
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "line"),
+    [
+        ("x.yaml", "max_facts: 50\nmax_facts: 60\n", 2),
+        ("x.yml", "app: 1\ndeermem:\n  max_facts: 50\n  debounce_seconds: 2\n  max_facts: 60\n", 5),
+    ],
+)
+def test_a_yaml_key_given_twice_is_refused_naming_the_file_and_the_key(
+    tmp_path: Path, name: str, content: str, line: int
+) -> None:
+    """PyYAML keeps a repeated key's last value in silence; TOML refuses it, and so now does
+    YAML (a line added by hand instead of changed would change a setting unseen)."""
+    path = tmp_path / name
+    path.write_text(content, "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    said = str(caught.value)
+    assert str(path) in said
+    assert f"the key 'max_facts' is given twice (again on line {line})" in said
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        ("max_facts: [1", "line 2, column 1: did not find expected ',' or ']'"),
+        ("max_facts: 5\n  bad: indent: here\n", "line 2, column 6: mapping values are not"),
+        ('max_facts: "10', "line 1, column 15: found unexpected end of stream"),
+    ],
+)
+def test_a_yaml_syntax_error_is_one_line_naming_the_file_line_and_column(
+    tmp_path: Path, content: str, where: str
+) -> None:
+    """As a TOML error is: not PyYAML's several lines about "<unicode string>"."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(content, "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    said = str(caught.value)
+    assert "\n" not in said
+    assert "unicode string" not in said
+    assert said.startswith(f"{path}: ")
+    assert f"cannot parse the file: {where}" in said
+
+
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.toml", environ={})

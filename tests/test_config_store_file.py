@@ -174,3 +174,32 @@ def test_a_settings_path_that_is_no_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="expected a settings file"):
         read_store_settings(dangling)
     assert read_store_settings(tmp_path / "empty-dir-of-no-store") is None
+
+
+def test_a_key_given_twice_in_the_store_file_is_refused(tmp_path: Path) -> None:
+    """A line added by hand to deermem.yaml instead of changed (a cap of 300 read for 20,
+    in silence) is an error naming the file and the key, as in a fact's front matter."""
+    write_store_settings(tmp_path, render_store_settings(MemoryConfig(max_facts=20)))
+    path = tmp_path / "deermem.yaml"
+    with path.open("a", encoding="utf-8") as file:
+        file.write("max_facts: 300\n")
+    line = len(path.read_text("utf-8").splitlines())
+    with pytest.raises(ConfigError) as caught:
+        resolve_config(None, root=tmp_path, environ={})
+    said = str(caught.value)
+    assert str(path) in said
+    assert f"the key 'max_facts' is given twice (again on line {line})" in said
+
+
+def test_a_store_file_that_is_not_yaml_is_a_one_line_error(tmp_path: Path) -> None:
+    write_store_settings(tmp_path, render_store_settings(MemoryConfig(max_facts=20)))
+    path = tmp_path / "deermem.yaml"
+    with path.open("a", encoding="utf-8") as file:
+        file.write("debounce_seconds: [\n")
+    with pytest.raises(ConfigError) as caught:
+        read_store_settings(tmp_path)
+    said = str(caught.value)
+    assert said.startswith(f"{path}: ")
+    assert "\n" not in said
+    assert "unicode string" not in said
+    assert "did not find expected node content" in said

@@ -285,6 +285,24 @@ def test_invalid_files_name_the_file(tmp_path: Path, text: str, problem: str) ->
     assert problem in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("patterns: [\n", "not valid YAML: line 2, column 1: did not find expected node content"),
+        (
+            "mode: extend\npatterns: []\nmode: replace\n",
+            "not valid YAML: the key 'mode' appears twice (again on line 3)",
+        ),
+    ],
+)
+def test_a_yaml_problem_is_one_line_with_its_place(tmp_path: Path, text: str, problem: str) -> None:
+    path = write(tmp_path, "goal", text)
+    with pytest.raises(PatternError) as caught:
+        load_patterns(tmp_path)
+    assert str(caught.value).startswith(f"{path}: {problem}")
+    assert "\n" not in str(caught.value)
+
+
 def test_undecodable_file(tmp_path: Path) -> None:
     (tmp_path / "goal.yaml").write_bytes(b"- '\xff\xfe'\n")
     with pytest.raises(PatternError, match="cannot read"):

@@ -66,8 +66,11 @@ from deermem.model import (
     DEFAULT_CORRECTION_RESERVED_MAX,
     DEFAULT_POLICY,
     DEFAULT_PROTECTED_CATEGORIES,
+    YAML_LOADER,
+    RepeatedYamlKey,
     parse_json,
     weights_sum_to_one,
+    yaml_problem,
 )
 
 __all__ = [
@@ -800,9 +803,9 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
     holds deermem's settings at top level.
 
     Raises:
-        ConfigError: the file has another suffix, cannot be read or parsed, or
-            does not hold a mapping (or its ``deermem`` table is not one); the
-            error names the file.
+        ConfigError: the file has another suffix, cannot be read or parsed,
+            gives a key twice, or does not hold a mapping (or its ``deermem``
+            table is not one); the error names the file.
     """
     file = Path(path)
     suffix = file.suffix.lower()
@@ -818,8 +821,21 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError([f"cannot read the file: {error}"], source=str(file)) from error
     try:
-        document: object = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as error:
+        document: object = (
+            tomllib.loads(text) if suffix == ".toml" else yaml.load(text, Loader=YAML_LOADER)
+        )
+    except RepeatedYamlKey as error:  # TOML refuses it itself; YAML would keep the last
+        raise ConfigError(
+            [
+                f"the key {error.key!r} is given twice (again on line {error.line}): which "
+                "value is meant cannot be told; remove one"
+            ],
+            source=str(file),
+        ) from None
+    except yaml.YAMLError as error:
+        problem = yaml_problem(error)
+        raise ConfigError([f"cannot parse the file: {problem}"], source=str(file)) from None
+    except tomllib.TOMLDecodeError as error:
         raise ConfigError([f"cannot parse the file: {error}"], source=str(file)) from error
     except RecursionError:  # both parsers recurse once per nested list or table
         raise ConfigError(

@@ -65,7 +65,7 @@ callers never parse messages; the message is for people.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final, Self
 
 __all__ = [
@@ -143,13 +143,17 @@ class StoreSettingsExistError(DeerMemError, FileExistsError):
 
     Attributes:
         path: the store's settings file, as a string.
+        differences: each setting given another value than the one kept, as
+            ``"max_facts: keeps 20, given 30 (from deermem.toml)"``, when known.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, differences: Sequence[str] = ()) -> None:
         self.path = path
+        self.differences = tuple(differences)
+        which = f" ({'; '.join(self.differences)})" if self.differences else ""
         super().__init__(
-            f"{path}: the store already keeps other settings; nothing was changed (compare "
-            "with `deermem config show`; `deermem init --force` replaces them)"
+            f"{path}: the store already keeps other settings{which}; nothing was changed "
+            "(compare with `deermem config show`; `deermem init --force` replaces them)"
         )
 
     def __str__(self) -> str:

@@ -40,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeGuard, cast
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -89,6 +90,7 @@ __all__ = [
     "USER_ID_PATTERN",
     "WEIGHT_TOLERANCE",
     "WIRE_CONFIG",
+    "YAML_LOADER",
     "Fact",
     "FactJson",
     "FactOut",
@@ -99,6 +101,7 @@ __all__ = [
     "QueueKey",
     "Record",
     "Redaction",
+    "RepeatedYamlKey",
     "Scope",
     "WatermarkKey",
     "WireForm",
@@ -136,6 +139,7 @@ __all__ = [
     "to_json",
     "was_kept_user_id",
     "weights_sum_to_one",
+    "yaml_problem",
 ]
 
 
@@ -1662,6 +1666,79 @@ def parse_json(data: str | bytes) -> Any:
         return json.loads(data)
     except RecursionError:
         raise json.JSONDecodeError("lists and objects nested too deeply", "", 0) from None
+
+
+class RepeatedYamlKey(yaml.YAMLError):
+    """A YAML mapping holds one key twice (PyYAML alone would keep the last value).
+
+    Attributes:
+        key: the repeated key.
+        line: the line of its second appearance (1-based).
+    """
+
+    def __init__(self, key: object, line: int) -> None:
+        self.key = key
+        self.line = line
+        super().__init__(f"the key {key!r} appears twice (again on line {line})")
+
+
+_SAFE_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    """The safe loader's mapping, refusing a key given twice.
+
+    PyYAML keeps the last value of a repeated key without a word, so a hand
+    edit that adds a line instead of changing one would change a fact or a
+    setting silently. The check is on the hot path of every cold load of a
+    fact, so it costs an identity test and a length comparison per mapping:
+    the loader deletes merge keys (``<<``) from the node's own list in place
+    and, when it merges anything, gives the node a new list; so while the
+    list is the same object, a mapping shorter than it means a repeated key.
+    Only then, or after a merge, are the node's own keys looked at (each
+    already constructed, so from the loader's memo); a merged key that an own
+    key overrides is what merging is for, not a repetition.
+    """
+    pairs = node.value  # after the call: the node's own pairs, merge keys removed
+    count = len(pairs)
+    mapping: dict[Any, Any] = _SAFE_LOADER.construct_mapping(loader, node, deep)
+    if node.value is pairs and len(mapping) == count:
+        return mapping
+    seen: set[object] = set()
+    for key_node, _ in pairs:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise RepeatedYamlKey(key, key_node.start_mark.line + 1)
+        seen.add(key)
+    return mapping
+
+
+YAML_LOADER: Final[Any] = type(
+    "StrictSafeLoader", (_SAFE_LOADER,), {"construct_mapping": _construct_mapping}
+)
+"""The loader of every YAML file deermem reads (``yaml.load(text, Loader=YAML_LOADER)``):
+libyaml's safe loader when PyYAML has it, refusing a repeated key
+(:class:`RepeatedYamlKey`). Made with ``type()`` because the C loader may be absent."""
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: where (``line N, column M``) and what, as TOML's are.
+
+    PyYAML's own text spans several lines, quotes the input as ``"<unicode
+    string>"`` and points at it with a caret; an error message names the file
+    itself and must fit on one line.
+    """
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        text = f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+        if error.context is not None and error.context_mark is not None:
+            start = error.context_mark
+            where = f"line {start.line + 1}, column {start.column + 1}"
+            text += f" ({error.context} that starts on {where})"
+        elif error.context is not None:
+            text += f" ({error.context})"
+        return text
+    return " ".join(str(error).split())
 
 
 @functools.cache

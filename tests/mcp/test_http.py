@@ -186,6 +186,12 @@ def test_requests_without_a_valid_token_are_refused_before_mcp(
         assert problem["reason"] == reason
         assert problem["requestId"] == response.headers["x-request-id"]
     assert post(server, tokens["alice"], INITIALIZE).status_code == 200
+    # Bearer alone, as the MCP SDK's bearer check reads it: not mem0's Token scheme.
+    for scheme in ("Token", "token"):
+        refused = post(server, None, INITIALIZE, Authorization=f"{scheme} {tokens['alice']}")
+        assert (refused.status_code, refused.json()["reason"]) == (401, "malformed"), scheme
+    lower = post(server, None, INITIALIZE, Authorization=f"bearer {tokens['alice']}")
+    assert lower.status_code == 200
 
 
 @on_markdown

@@ -187,6 +187,30 @@ def test_a_request_hands_the_thread_pool_only_its_routes_work(
         assert (refused.status_code, refused.json()["reason"]) == (401, "malformed"), header
 
 
+def test_only_bearer_is_accepted_and_mem0s_token_only_on_its_routes(
+    guarded: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """docs/server.md: send exactly `Authorization: Bearer <token>` — the scheme in any case,
+    as RFC 9110 and the MCP SDK read it. mem0's `Token <token>` is for the mem0-compatible
+    routes (it was accepted on every route)."""
+    server, tokens = guarded
+    token = tokens["alice"]
+    client = server.client()
+    for scheme in ("Bearer", "bearer", "BEARER"):
+        answered = client.get(f"{ALICE}/facts", headers={"Authorization": f"{scheme} {token}"})
+        assert answered.status_code == 200, scheme
+    for scheme in ("Token", "token", "Basic"):
+        refused = client.get(f"{ALICE}/facts", headers={"Authorization": f"{scheme} {token}"})
+        assert (refused.status_code, refused.json()["reason"]) == (401, "malformed"), scheme
+        assert refused.json()["detail"] == "the Authorization header is not 'Bearer <token>'"
+    for scheme in ("Token", "token", "Bearer"):
+        mem0 = client.get("/v1/ping/", headers={"Authorization": f"{scheme} {token}"})
+        assert mem0.status_code == 200, scheme
+    refused = client.get("/v1/ping/", headers={"Authorization": f"Basic {token}"})
+    assert refused.status_code == 401
+    assert "or mem0's 'Token <token>'" in refused.json()["detail"]
+
+
 def test_every_route_of_a_scope_declares_the_bearer_scheme(tmp_path: Path) -> None:
     """The bearer check is the OpenAPI document's security scheme, on every route that needs
     a token (all but health)."""

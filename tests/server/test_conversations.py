@@ -95,6 +95,43 @@ def test_a_failing_model_makes_a_failed_job_with_a_problem(
     assert "upstream broke" not in str(job)
 
 
+def test_a_bad_pattern_file_fails_the_job_naming_the_file_in_the_log(
+    store: ServedStore,
+    chat: ScriptedChatServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pattern file broken after start-up: the job's problem says the server is
+    misconfigured, and its log line names the file and the pattern (it said only
+    `internal-error (PatternError)`)."""
+    patterns = tmp_path / "patterns"
+    patterns.mkdir()
+    (patterns / "goal.yaml").write_text("- '(unclosed'\n", "utf-8")
+    server, _ = start_server(
+        store, model=model_settings(chat, max_retries=0), patterns_dir=str(patterns)
+    )
+    try:
+        with caplog.at_level("WARNING", logger="deermem"):
+            job = (
+                server.client()
+                .post(
+                    f"{ALICE}/conversations",
+                    params={"wait": "true"},
+                    json={"threadId": "t", "messages": CHAT},
+                )
+                .json()
+            )
+    finally:
+        server.stop()
+    assert job["status"] == "failed"
+    assert job["error"]["type"] == "urn:deermem:problem:server-misconfigured"
+    assert "goal.yaml" not in str(job)  # the client is told where to look, not the file
+    [line] = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert f"{patterns / 'goal.yaml'}: pattern 0 `(unclosed`: invalid regular expression" in line
+    assert "uv" not in line  # no conversation text
+    assert chat.requests == []
+
+
 def test_a_malformed_message_is_refused_before_queueing(
     learning: LiveServer, chat: ScriptedChatServer
 ) -> None:

@@ -210,6 +210,35 @@ def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(
     assert store.archived("alice", "coder") != archived
 
 
+@on_both_stores
+def test_the_purged_notice_is_shown_only_for_a_fact_really_purged(
+    server: tuple[LiveServer, dict[str, str]], store: ServedStore
+) -> None:
+    """The archive page printed "<any text> was purged" from its `?purged=` parameter, so a
+    link could claim an active fact, or anything, was purged."""
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    scope = "/ui/users/alice/agents/coder"
+    (archived,) = store.archived("alice", "coder")
+    active = next(iter(store.facts("alice", "coder")))
+    notice = 'class="notice"'
+    for claimed in (active, archived, "fact_neverhere", "All of your memories", ""):
+        page = client.get(f"{scope}/archive", params={"purged": claimed})
+        assert page.status_code == 200
+        assert notice not in page.text, claimed
+        assert "was purged" not in page.text, claimed
+    token = csrf_of(client.get(f"{scope}/archive/{archived}/purge").text)
+    purged = client.post(f"{scope}/archive/{archived}/purge", data={"csrf": token})
+    assert purged.status_code == 303
+    assert purged.headers["location"] == f"{scope}/archive?purged={archived}"
+    page = client.get(purged.headers["location"])
+    assert notice in page.text
+    assert f"{archived} was purged" in page.text
+    # the same link, followed by a token of another user, is another scope's "not found"
+    bob = client.get(f"/ui/users/bob/agents/coder/archive?purged={archived}")
+    assert bob.status_code == 404
+
+
 def test_signing_out_ends_the_session_on_the_server(
     server: tuple[LiveServer, dict[str, str]],
 ) -> None:

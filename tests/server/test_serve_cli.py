@@ -76,6 +76,38 @@ def test_listening_beyond_loopback_without_tokens_refuses_to_start(tmp_path: Pat
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("command", [("serve",), ("mcp", "--transport", "http")])
+def test_a_bad_patterns_or_prompts_dir_refuses_to_start(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A pattern file or prompts_dir every conversation job would fail on stops start-up
+    with the one-line error `deermem ingest` gives (it started, then every job was a 500)."""
+    assert main(["--root", str(tmp_path / "store"), "init"]) == 0
+    patterns = tmp_path / "patterns"
+    patterns.mkdir()
+    (patterns / "goal.yaml").write_text("- '(unclosed'\n", "utf-8")
+    bad_patterns = tmp_path / "patterns.toml"
+    bad_patterns.write_text(f"patterns_dir = {json.dumps(str(patterns))}\n", "utf-8")
+    no_prompts = tmp_path / "prompts.toml"
+    no_prompts.write_text(f"prompts_dir = {json.dumps(str(tmp_path / 'none'))}\n", "utf-8")
+    expected = {
+        bad_patterns: f"error: {patterns / 'goal.yaml'}: pattern 0 `(unclosed`: invalid regular",
+        no_prompts: f"error: {tmp_path / 'none'}: prompts_dir is not a directory",
+    }
+    for config, said in expected.items():
+        result = subprocess.run(
+            deermem("--config", str(config), "--root", str(tmp_path / "store"), *command),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert result.returncode == 1
+        assert result.stderr.startswith(said), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in result.stderr
+
+
 # The commands that start a server: HTTP, MCP over stdio, MCP over HTTP.
 SERVERS: list[tuple[str, ...]] = [("serve",), ("mcp",), ("mcp", "--transport", "http")]
 

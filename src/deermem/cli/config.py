@@ -35,11 +35,16 @@ def check(
 
     The effective configuration is the defaults, overridden by FILE, overridden
     by `DEERMEM_*` environment variables (unless `--ignore-env`). Every invalid
-    key is reported at once, with its value and what is allowed.
+    key is reported at once, with its value and what is allowed. The files of
+    `patterns_dir` and `prompts_dir` are loaded and checked too.
 
     Example: `deermem config check deermem.toml`
     """
+    # Loaded here, not with the CLI: the learning pipeline loads only when used.
+    from deermem.learning import check_override_files
+
     config = load_config(file, environ={} if ignore_env else None)
+    check_override_files(config)  # a bad pattern or template would fail every extraction
     defaults = MemoryConfig()
     if as_json:
         print_json(config.model_dump(mode="json"))

@@ -47,7 +47,7 @@ from deermem.cli.output import (
     out_console,
     print_json,
 )
-from deermem.config import MemoryConfig, render_store_settings
+from deermem.config import MemoryConfig, new_store_settings, render_store_settings
 from deermem.memory import Memory
 from deermem.model import Fact, format_timestamp, parse_timestamp
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, elapsed_days
@@ -420,7 +420,9 @@ def demo(
     Under `confidence` (the default) the fact the user cares about is
     evicted, under `hybrid-v1` it stays; shadow mode records the
     disagreement. Each eviction leaves a receipt and an archive entry; the
-    demo asks `why`, switches to `hybrid-v1` and restores the fact.
+    demo asks `why`, switches to `hybrid-v1` and restores the fact. The
+    store `--root` keeps runs `hybrid-v1` with shadow mode on in every scope,
+    as every store deermem creates.
 
     With `--learn`: a library at its cap of 10 hears two conversations,
     answered by the scripted model deermem's tests use (an OpenAI-compatible
@@ -448,9 +450,12 @@ def demo(
             runs = run_demo(Path(temporary), clock)
     else:
         runs = run_demo(root, clock)
-        # The store remembers the cap its scenarios ran at, so `why` explains
-        # them against it.
-        write_store_settings(root, render_store_settings(MemoryConfig(max_facts=DEMO_CAPACITY)))
+        # The store records what a store deermem creates records (hybrid-v1,
+        # shadow on) and the cap its scenarios ran at: every later command runs
+        # what the demo ended with — the `confidence` scopes were switched to
+        # hybrid-v1 for the restore — and `why` explains against that cap.
+        kept = new_store_settings(MemoryConfig(max_facts=DEMO_CAPACITY))
+        write_store_settings(root, render_store_settings(kept))
     if as_json:
         print_json({"now": format_timestamp(clock), "scenarios": [_as_json(r) for r in runs]})
         return
@@ -461,6 +466,13 @@ def demo(
             f"The store is in {escape(str(root))}; explore it with "
             f"`deermem --root {escape(shlex.quote(str(root)))} --user {DEMO_USER} --agent "
             f"{runs[0].modes[MODES[0]].agent} audit` (or `facts list`, `archive list`, `why ID`)."
+        )
+        out_console.print(
+            f"It runs {POLICY_HYBRID_V1} with shadow mode on ({POLICY_CONFIDENCE} beside it), "
+            "as every store deermem creates, so later commands rank, explain and gate every "
+            f"scope under {POLICY_HYBRID_V1} — the *-{POLICY_CONFIDENCE} scopes too, as the "
+            f"demo left them after switching to {POLICY_HYBRID_V1} for the restore. Each "
+            "receipt keeps the policy that decided it."
         )
 
 

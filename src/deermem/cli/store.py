@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -36,6 +37,7 @@ from deermem.cli.output import (
 from deermem.cli.progress import progress_bar
 from deermem.config import (
     MemoryConfig,
+    ResolvedConfig,
     is_database_url,
     load_config,
     read_store_settings,
@@ -45,7 +47,12 @@ from deermem.config import (
     settings_to_keep,
     store_settings_path,
 )
-from deermem.errors import ConfigError, FactRevisionConflict, FactValidationError
+from deermem.errors import (
+    ConfigError,
+    FactRevisionConflict,
+    FactValidationError,
+    StoreSettingsExistError,
+)
 from deermem.model import parse_json
 from deermem.results import RedactionReport, ScopeSummary, to_json
 from deermem.service.http.jobs import JobStore
@@ -138,20 +145,64 @@ def init(
     current = read_store_settings(root)
     new: dict[str, object] = yaml.safe_load(text) or {}
     extends = current is not None and current.items() <= new.items()
-    outcome = write_store_settings(root, text, force=force or extends)
+    path = store_settings_path(root)
+    if current is not None and not force and not extends:
+        raise StoreSettingsExistError(str(path), _differences(current, new, resolved))
+    written = write_store_settings(root, text, force=force or extends)
+    outcome = "added" if written == "replaced" and extends else written
     kept = read_store_settings(root) or {}  # what was written reads back
     resolve_config(root=root, environ={})  # ... and is a valid configuration
-    path = store_settings_path(root)
     if as_json:
         print_json({"root": str(root), "file": str(path), "outcome": outcome, "settings": kept})
         return
     what = ", ".join(sorted(kept)) if kept else "none: the defaults apply"
     done = {
         "created": "created",
-        "replaced": "replaced the settings in",
+        "added": "added settings to",
+        "replaced": "replaced settings in",
         "unchanged": "already up to date:",
     }[outcome]
     out_console.print(f"{done} {escape(str(path))} (settings: {escape(what)})")
+
+
+def _differences(
+    kept: Mapping[str, object], given: Mapping[str, object], resolved: ResolvedConfig
+) -> list[str]:
+    """Why ``init`` refuses ``given``, for people: each setting the store ``kept`` that is
+    given another value, and each key added to a section it keeps —
+    ``max_facts: keeps 20, given 30 (from c.toml)``. A setting added beside the kept
+    ones is no reason, and is not named."""
+    kept_flat, given_flat = _flat(kept), _flat(given)
+    lines = []
+    for key in sorted(kept_flat.keys() | given_flat.keys()):
+        before, after = kept_flat.get(key, _NOTHING), given_flat.get(key, _NOTHING)
+        if before != after and key.split(".", 1)[0] in kept:
+            lines.append(
+                f"{key}: keeps {_setting_text(key, before)}, given {_setting_text(key, after)} "
+                f"(from {resolved.source(key)})"
+            )
+    return lines
+
+
+_NOTHING: Final = object()
+
+
+def _flat(settings: Mapping[str, object], prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in settings.items():
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _setting_text(key: str, value: object) -> str:
+    if value is _NOTHING:
+        return "none"
+    if isinstance(value, str) and key.endswith("url"):
+        return json.dumps(redact_url(value))  # a URL may carry a password
+    return json.dumps(value, ensure_ascii=False)
 
 
 # --- every user and agent --------------------------------------------------------------

@@ -20,7 +20,7 @@ docs/update.md); the :class:`Learner` wires them to a chat model and a store:
 * :mod:`~deermem.learning.report` — what one update did, as ids and counters.
 """
 
-from deermem.learning.learner import Learner
+from deermem.learning.learner import Learner, check_override_files
 from deermem.learning.messages import (
     KeepHidden,
     Message,
@@ -41,6 +41,7 @@ __all__ = [
     "Signal",
     "UpdateReport",
     "UpdateResult",
+    "check_override_files",
     "is_clarification_answer",
     "parse_message",
     "parse_messages",

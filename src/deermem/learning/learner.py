@@ -138,6 +138,7 @@ __all__ = [
     "PreviewTransaction",
     "StoredMarks",
     "apply_response",
+    "check_override_files",
     "gate_request",
 ]
 
@@ -191,6 +192,21 @@ class _Mark:
         """
         if transaction.watermark(self.thread_id) != self.prior:
             raise _MarkMoved(self.thread_id)
+
+
+def check_override_files(config: MemoryConfig) -> tuple[PatternSet, PromptLoader]:
+    """Load ``config``'s ``patterns_dir`` and ``prompts_dir`` as the first extraction will.
+
+    ``deermem config check`` and a server's start-up call it, so that a
+    missing directory or a bad pattern or template stops them with the error
+    that names the file, instead of failing every later extraction.
+
+    Raises:
+        PatternError: ``patterns_dir`` is not a directory, or a file in it is invalid.
+        PromptTemplateError: ``prompts_dir`` is not a directory, or a global override
+            in it is invalid.
+    """
+    return load_patterns(config.patterns_dir), PromptLoader(config.prompts_dir)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,9 +276,7 @@ class Learner:
             if self._parts is None:
                 config = self._config
                 model = self._model if self._model is not None else require_chat_model(config)
-                self._parts = _Parts(
-                    model, load_patterns(config.patterns_dir), PromptLoader(config.prompts_dir)
-                )
+                self._parts = _Parts(model, *check_override_files(config))
             return self._parts
 
     def _learnable(self, messages: Iterable[object]) -> tuple[Message, ...] | None:

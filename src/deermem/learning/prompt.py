@@ -83,7 +83,7 @@ from deermem.learning.plan import (
     stale_candidates,
 )
 from deermem.learning.signals import Signal
-from deermem.model import Fact
+from deermem.model import YAML_LOADER, Fact, yaml_problem
 from deermem.policy import coerce_confidence
 
 __all__ = [
@@ -297,9 +297,9 @@ def _parse_layer(
     spec: TemplateSpec, source: str, raw: str
 ) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     try:
-        document = yaml.safe_load(raw)
+        document = yaml.load(raw, Loader=YAML_LOADER)  # safe; a key given twice refused
     except yaml.YAMLError as error:
-        raise PromptTemplateError(source, f"is not valid YAML: {error}") from None
+        raise PromptTemplateError(source, f"is not valid YAML: {yaml_problem(error)}") from None
     if not isinstance(document, Mapping):
         raise PromptTemplateError(source, "expected a mapping of template keys at top level")
     texts: dict[str, str] = {}

@@ -59,6 +59,7 @@ import yaml
 
 from deermem.errors import PatternError
 from deermem.learning.messages import KeepHidden, Message, filter_messages, in_question
+from deermem.model import YAML_LOADER, yaml_problem
 
 __all__ = [
     "PATTERN_FILES",
@@ -111,7 +112,6 @@ _FLAGS: Final = {
 _QUESTIONS: Final = {"count": False, "ignore": True}
 _FILE_KEYS: Final = frozenset({"mode", "questions", "patterns", "counterexamples"})
 _ENTRY_KEYS: Final = frozenset({"pattern", "flags", "examples", "questions", "note"})
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def strip_trailing_punctuation(text: str) -> str:
@@ -228,9 +228,9 @@ def _read_file(read: Callable[[], bytes], source: str, name: str) -> _PatternFil
     except (OSError, UnicodeDecodeError) as error:
         raise PatternError(source, f"cannot read the file: {error}") from error
     try:
-        document: object = yaml.load(text, Loader=_Loader)  # a safe loader (C when available)
+        document: object = yaml.load(text, Loader=YAML_LOADER)  # safe; a key given twice refused
     except yaml.YAMLError as error:
-        raise PatternError(source, f"not valid YAML: {error}") from error
+        raise PatternError(source, f"not valid YAML: {yaml_problem(error)}") from None
     if isinstance(document, list):
         document = {"patterns": document}
     if not isinstance(document, dict):

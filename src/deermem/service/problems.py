@@ -43,6 +43,8 @@ from deermem.errors import (
     LLMTransportError,
     MessageFormatError,
     OwnerConflictError,
+    PatternError,
+    PromptTemplateError,
     QueueClosedError,
     QueueFullError,
     RevisionConflict,
@@ -147,13 +149,21 @@ def operator_note(error: DeerMemError, problem: Problem) -> str | None:
     """What the server's log says about an error the operator must look at, or ``None``.
 
     Failures a client cannot fix, and a directory another id owns, are logged
-    with the file and the problem; the client's answer names neither.
+    (a corrupt memory file and an invalid pattern or prompt override with the
+    file and the problem); the client's answer names neither.
     """
     if not isinstance(error, CorruptMemoryFile) and (
         problem.status < 500 or isinstance(error, ProblemError)
     ):
         return None
-    where = f" ({error.path}: {error.problem})" if isinstance(error, CorruptMemoryFile) else ""
+    # The operator's own files (pattern and prompt overrides) hold no fact content:
+    # their message, naming the file and the pattern, is what the operator must fix.
+    if isinstance(error, CorruptMemoryFile):
+        where = f" ({error.path}: {error.problem})"
+    elif isinstance(error, PatternError | PromptTemplateError):
+        where = f" ({error})"
+    else:
+        where = ""
     return f"{problem.slug}: {type(error).__name__}{where}"
 
 
@@ -207,19 +217,22 @@ def origin_not_allowed() -> Problem:
 
 _UNAUTHORIZED: Final = {
     "missing": "send Authorization: Bearer <token>",
-    "malformed": "the Authorization header is not 'Bearer <token>' (or mem0's 'Token <token>')",
+    "malformed": "the Authorization header is not 'Bearer <token>'",
     "invalid": "the bearer token is not valid (unknown or revoked)",
     "expired": "the bearer token has expired; make a new one with `deermem token add`",
 }
 
 
-def unauthorized(reason: str) -> Problem:
+def unauthorized(reason: str, *, token_scheme: bool = False) -> Problem:
     """No usable bearer token; ``reason`` (``missing``, ``malformed``, ``invalid``,
-    ``expired``) says which. Never echoes the header or the token."""
+    ``expired``) says which; ``token_scheme``: mem0's ``Token <token>`` was accepted too
+    (the mem0-compatible routes). Never echoes the header or the token."""
     challenge = 'Bearer realm="deermem"'
     if reason != "missing":
         challenge += ', error="invalid_token"'
     detail = _UNAUTHORIZED[reason]
+    if reason == "malformed" and token_scheme:
+        detail += " (or mem0's 'Token <token>')"
     return Problem(
         401,
         "unauthorized",
@@ -386,7 +399,7 @@ def _queue_closed(error: QueueClosedError) -> Problem:
     return Problem(503, "shutting-down", "Shutting down", "the server is stopping; retry later")
 
 
-def _config(error: ConfigError | TokenFileError) -> Problem:
+def _config(error: ConfigError | TokenFileError | PatternError | PromptTemplateError) -> Problem:
     return Problem(
         500,
         "server-misconfigured",
@@ -415,4 +428,6 @@ _BUILDERS: Final[tuple[tuple[type[DeerMemError], Callable[[Any], Problem]], ...]
     (QueueClosedError, _queue_closed),
     (ConfigError, _config),
     (TokenFileError, _config),
+    (PatternError, _config),
+    (PromptTemplateError, _config),
 )

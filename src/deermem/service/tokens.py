@@ -56,7 +56,13 @@ from deermem.service.problems import ProblemError, unauthorized
 from deermem.store.markdown.files import atomic_write, make_directories
 from deermem.store.markdown.locks import UserLock, user_lock
 
-__all__ = ["Principal", "TokenFile", "principal_for_header"]
+__all__ = [
+    "BEARER_SCHEMES",
+    "MEM0_SCHEMES",
+    "Principal",
+    "TokenFile",
+    "principal_for_header",
+]
 
 TOKEN_PREFIX: Final = "dmt"
 FILE_VERSION: Final = 1
@@ -64,8 +70,12 @@ _TOKEN: Final = re.compile(r"dmt_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 _TOKEN_ID: Final = re.compile(r"[0-9a-f]{12}")
 _DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 _LOCK_TIMEOUT: Final = 10.0
-# mem0's clients send "Token <token>" (the mem0-compatible routes): the same tokens, checked alike.
-_SCHEMES: Final = frozenset({"bearer", "token"})
+BEARER_SCHEMES: Final = frozenset({"bearer"})
+"""The ``Authorization`` scheme of the API, the inspector and MCP over HTTP: ``Bearer``, in
+any case (schemes are case-insensitive, RFC 9110; the MCP SDK's bearer check reads it so)."""
+MEM0_SCHEMES: Final = frozenset({"bearer", "token"})
+"""The mem0-compatible routes' schemes: mem0's clients send ``Token <token>`` — the same
+tokens, checked alike, and only there."""
 
 
 def _digest(token: str) -> str:
@@ -396,7 +406,12 @@ class TokenFile:
 
 
 def principal_for_header(
-    tokens: TokenFile, authorization: str | None, *, auth_required: bool, now: datetime
+    tokens: TokenFile,
+    authorization: str | None,
+    *,
+    auth_required: bool,
+    now: datetime,
+    schemes: frozenset[str] = BEARER_SCHEMES,
 ) -> Principal:
     """Who sends a request with this ``Authorization`` header value (``None``: no header).
 
@@ -406,10 +421,13 @@ def principal_for_header(
     Once tokens are in use they stay in use, so revoking the last one lets
     nobody in rather than everybody.
 
+    ``schemes`` are the lower-case schemes accepted: :data:`BEARER_SCHEMES`,
+    or on the mem0-compatible routes :data:`MEM0_SCHEMES`.
+
     Raises:
         ProblemError: 401 — a token is required and none was sent (``missing``),
-            the header is not ``Bearer <token>`` or mem0's ``Token <token>``
-            (``malformed``: also a bare
+            the header is not ``Bearer <token>`` (on the mem0 routes, or mem0's
+            ``Token <token>``) (``malformed``: also a bare
             token, or ``Bearer`` alone), the token is unknown or revoked
             (``invalid``), or its expiry time has come (``expired``).
         TokenFileError: the tokens file became unreadable.
@@ -420,8 +438,8 @@ def principal_for_header(
         raise ProblemError(unauthorized("missing"))
     scheme, _, credentials = authorization.strip().partition(" ")
     token = credentials.strip()
-    if scheme.lower() not in _SCHEMES or not token:
-        raise ProblemError(unauthorized("malformed"))
+    if scheme.lower() not in schemes or not token:
+        raise ProblemError(unauthorized("malformed", token_scheme="token" in schemes))
     record = tokens.find(token)
     if record is None:
         raise ProblemError(unauthorized("invalid"))

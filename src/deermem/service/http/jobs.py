@@ -49,7 +49,13 @@ from pydantic.alias_generators import to_camel
 from deermem.errors import CorruptMemoryFile, DeerMemError
 from deermem.model import format_timestamp
 from deermem.results import to_json
-from deermem.service.problems import Problem, ProblemError, internal_problem, problem_for
+from deermem.service.problems import (
+    Problem,
+    ProblemError,
+    internal_problem,
+    operator_note,
+    problem_for,
+)
 from deermem.store.markdown.files import atomic_write, make_directories
 
 __all__ = ["Job", "JobRunner", "JobStore"]
@@ -463,7 +469,8 @@ class JobRunner:
             report = self._learn(running, item.messages)
         except DeerMemError as error:
             problem = problem_for(error)
-            _log.warning("job %s failed: %s (%s)", job.job_id, problem.slug, type(error).__name__)
+            note = operator_note(error, problem) or f"{problem.slug}: {type(error).__name__}"
+            _log.warning("job %s failed: %s", job.job_id, note)
             self._finish(running, "failed", error=problem.body())
         except Exception as error:  # the job must end recorded, whatever broke
             _log.error(

@@ -63,7 +63,7 @@ from deermem.results import WHOLE_NUMBER, NewFact
 from deermem.service.http.jobs import Job
 from deermem.service.http.routes import Dependencies, ServerContext
 from deermem.service.problems import Problem, ProblemError, extraction_off, not_found
-from deermem.service.tokens import Principal
+from deermem.service.tokens import MEM0_SCHEMES, Principal
 from deermem.store import EvictionReceipt
 from deermem.store.records import ReceiptJson
 
@@ -142,7 +142,7 @@ class UpdateBody(BaseModel):
 
 def router(context: ServerContext) -> APIRouter:
     """The mem0-compatible routes of one server (module docstring)."""
-    deps = Dependencies(context)
+    deps = Dependencies(context, schemes=MEM0_SCHEMES)  # mem0's clients send "Token <token>"
     # mem0's API is described by mem0 (its OpenAPI document): deermem's own leaves it out.
     api = APIRouter(tags=["mem0"], include_in_schema=False)
     Who = Annotated[Principal, Depends(deps.principal)]

@@ -96,7 +96,7 @@ from deermem.service.problems import (
     not_found,
 )
 from deermem.service.settings import ServerLimits, ServerSettings, close_store
-from deermem.service.tokens import Principal, TokenFile, principal_for_header
+from deermem.service.tokens import BEARER_SCHEMES, Principal, TokenFile, principal_for_header
 
 __all__ = [
     "USER_PATH_PREFIXES",
@@ -331,15 +331,22 @@ class ServerContext:
     def limits(self) -> ServerLimits:
         return self.settings.limits
 
-    def principal_for(self, authorization: str | None) -> Principal:
-        """Who sends a request with this ``Authorization`` header value.
+    def principal_for(
+        self, authorization: str | None, *, schemes: frozenset[str] = BEARER_SCHEMES
+    ) -> Principal:
+        """Who sends a request with this ``Authorization`` header value (``schemes``: see
+        :func:`~deermem.service.tokens.principal_for_header`).
 
         Raises:
             ProblemError: 401 — a token is required and none, or no valid one, was sent.
             TokenFileError: the tokens file became unreadable.
         """
         return principal_for_header(
-            self.tokens, authorization, auth_required=self.auth_required, now=self.memory.now()
+            self.tokens,
+            authorization,
+            auth_required=self.auth_required,
+            now=self.memory.now(),
+            schemes=schemes,
         )
 
     def memory_for(self, principal: Principal, user: str, agent: str | None) -> Memory:
@@ -477,7 +484,7 @@ class _BearerCheck(HTTPBearer):
     answers with :meth:`ServerContext.principal_for`.
     """
 
-    def __init__(self, context: ServerContext) -> None:
+    def __init__(self, context: ServerContext, schemes: frozenset[str]) -> None:
         super().__init__(
             auto_error=False,
             scheme_name="HTTPBearer",
@@ -485,10 +492,12 @@ class _BearerCheck(HTTPBearer):
             "server without tokens).",
         )
         self.context = context
+        self.schemes = schemes
 
     # HTTPBearer's __call__ returns the credentials; this one, what they grant.
     async def __call__(self, request: Request) -> Principal:  # type: ignore[override]
-        return self.context.principal_for(request.headers.get("authorization"))
+        authorization = request.headers.get("authorization")
+        return self.context.principal_for(authorization, schemes=self.schemes)
 
 
 class Dependencies:
@@ -500,11 +509,13 @@ class Dependencies:
     again) and a digest, the scope a copy of the root memory, and a hop to a
     worker thread and back costs more CPU than either. Only the route's own
     work, which reads and writes the store, goes to the thread pool.
+    ``schemes``: the ``Authorization`` schemes the routes accept — ``Bearer``;
+    the mem0-compatible routes also mem0's ``Token``.
     """
 
-    def __init__(self, context: ServerContext) -> None:
+    def __init__(self, context: ServerContext, *, schemes: frozenset[str] = BEARER_SCHEMES) -> None:
         self.context = context
-        principal = _BearerCheck(context)
+        principal = _BearerCheck(context, schemes)
 
         async def scoped(
             user: UserPath,

@@ -56,7 +56,7 @@ from starlette.concurrency import run_in_threadpool
 from deermem.errors import DeerMemError, FactNotFoundError, UnsafeIdentifierError
 from deermem.library.regret import RegretReport
 from deermem.memory import Memory
-from deermem.model import format_timestamp, parse_timestamp
+from deermem.model import format_timestamp, is_fact_id, parse_timestamp
 from deermem.service.http.routes import ServerContext, UserPath
 from deermem.service.problems import ProblemError, problem_for
 from deermem.service.tokens import Principal
@@ -262,6 +262,18 @@ class Inspector:
             return self.context.principal_for(authorization)
         except ProblemError:
             return None
+
+
+def _purged(memory: Memory, fact_id: str) -> str:
+    """The id a purge redirected with (``?purged=``), if that fact is really gone from the
+    scope; else nothing. A link can carry any text, so the notice "… was purged" is shown
+    only for an id whose receipts remain and that is neither active nor archived."""
+    if not is_fact_id(fact_id):
+        return ""
+    try:
+        return fact_id if memory.why(fact_id).status == "gone" else ""
+    except FactNotFoundError:
+        return ""
 
 
 def _templates() -> Environment:
@@ -547,7 +559,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 total=total,
                 page=number,
                 pages=max(1, -(-total // ARCHIVE_PAGE_SIZE)),
-                notice=request.query_params.get("purged", "")[:128],
+                notice=_purged(memory, request.query_params.get("purged", "")),
             )
 
         return view(request, render)

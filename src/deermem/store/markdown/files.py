@@ -69,7 +69,9 @@ from deermem.errors import (
 from deermem.model import (
     MAX_NESTING,
     TIMESTAMP_FIELDS,
+    YAML_LOADER,
     Fact,
+    RepeatedYamlKey,
     Scope,
     agent_directory,
     is_bucket,
@@ -79,6 +81,7 @@ from deermem.model import (
     parse_json,
     safe_user_id,
     was_kept_user_id,
+    yaml_problem,
 )
 
 __all__ = [
@@ -589,53 +592,8 @@ _CLOSE: Final = "\n---\n"
 _NOT_FRONT_MATTER: Final = frozenset({"content", "title", "scope", "user_id", "agent_name"})
 
 
-class _DuplicateKey(yaml.YAMLError):
-    """A mapping of the front matter holds one key twice (the loader keeps the last)."""
-
-    def __init__(self, key: object, line: int) -> None:
-        self.key = key
-        self.line = line
-        super().__init__(f"the key {key!r} appears twice (again on line {line})")
-
-
-_SAFE_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    """The safe loader's mapping, refusing a key given twice.
-
-    PyYAML keeps the last value of a repeated key without a word, so a hand
-    edit that adds a line instead of changing one would change the fact
-    silently. The check is on the hot path of every cold load, so it costs
-    an identity test and a length comparison per mapping: the loader deletes
-    merge keys (``<<``) from the node's own list in place and, when it merges
-    anything, gives the node a new list; so while the list is the same
-    object, a mapping shorter than it means a repeated key. Only then, or
-    after a merge, are the node's own keys looked at (each already
-    constructed, so from the loader's memo); a merged key that an own key
-    overrides is what merging is for, not a repetition.
-    """
-    pairs = node.value  # after the call: the node's own pairs, merge keys removed
-    count = len(pairs)
-    mapping: dict[Any, Any] = _SAFE_LOADER.construct_mapping(loader, node, deep)
-    if node.value is pairs and len(mapping) == count:
-        return mapping
-    seen: set[object] = set()
-    for key_node, _ in pairs:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise _DuplicateKey(key, key_node.start_mark.line + 1)
-        seen.add(key)
-    return mapping
-
-
-# libyaml's safe loader when PyYAML has it, refusing repeated keys; the
-# pure-Python safe dumper, whose output is the original's byte for byte (and
-# the writer's). Made with type() because the C loader may be absent.
-_LOADER: Final[Any] = type(
-    "_FrontMatterLoader", (_SAFE_LOADER,), {"construct_mapping": _construct_mapping}
-)
-
+# The pure-Python safe dumper, whose output is the original's byte for byte (and the
+# writer's); front matter is read with YAML_LOADER, which refuses a repeated key.
 _DUMPER: Final[Any] = yaml.SafeDumper
 
 
@@ -819,8 +777,8 @@ def _not_front_matter(text: str) -> str:
 
 def _front_matter(text: str, path: str | Path) -> dict[str, object]:
     try:
-        meta = yaml.load(text, Loader=_LOADER)
-    except _DuplicateKey as error:
+        meta = yaml.load(text, Loader=YAML_LOADER)
+    except RepeatedYamlKey as error:
         # Line numbers count from the opening '---' line, as an editor shows them.
         raise CorruptMemoryFile(
             path,
@@ -828,7 +786,7 @@ def _front_matter(text: str, path: str | Path) -> dict[str, object]:
             "which value is meant cannot be told; remove one",
         ) from None
     except yaml.YAMLError as error:
-        problem = " ".join(str(error).split())
+        problem = yaml_problem(error)
         raise CorruptMemoryFile(path, f"the front matter is not valid YAML: {problem}") from None
     if not isinstance(meta, dict):
         raise CorruptMemoryFile(
@@ -1644,7 +1602,7 @@ def _user_id_in(data: bytes) -> str | None:
     try:
         text = _fact_text(data)
         front = text.removeprefix("---\n").split("\n---\n", 1)[0]
-        meta = yaml.load(front, Loader=_LOADER)  # a safe loader (C or Python)
+        meta = yaml.load(front, Loader=YAML_LOADER)  # a safe loader (C or Python)
     except (UnicodeDecodeError, yaml.YAMLError):
         return None
     user_id = meta.get("user_id") if isinstance(meta, dict) else None
