@@ -128,8 +128,10 @@ def _local_imports() -> list[str]:
 
 
 def test_few_imports_wait_for_first_use() -> None:
-    """Issue 21: at most 25 function-local imports (88 before), each with its reason."""
-    assert len(_local_imports()) <= 25, _local_imports()
+    """Issue 21: at most 26 function-local imports (88 before), each with its reason (25 then;
+    the 26th: the HTTP server checks the learning files before it starts, and the MCP server,
+    which imports the same module, never loads the learning pipeline)."""
+    assert len(_local_imports()) <= 26, _local_imports()
 
 
 def test_the_house_has_few_rooms() -> None:

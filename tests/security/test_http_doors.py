@@ -491,7 +491,7 @@ REASONS = [
     ("bearer", "malformed"),
     ("", "malformed"),  # the header is there, but empty
     ("Basic YWxpY2U6cHc=", "malformed"),
-    ("Token dmt_0123456789ab_" + "A" * 43, "invalid"),  # mem0's scheme, beside Bearer
+    ("Token dmt_0123456789ab_" + "A" * 43, "malformed"),  # mem0's scheme: its routes alone
     ("dmt_0123456789ab_" + "A" * 43, "malformed"),  # a bare token
     ("Bearer dmt_0123456789ab_" + "A" * 43, "invalid"),
     ("Bearer not-a-token", "invalid"),

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, cli_context, escape, out_console, print_json
 from deermem.config import MemoryConfig, load_config, redact_url, resolve_config
+from deermem.learning import check_override_files
 from deermem.store import database_settings
 
 __all__ = ["config_app"]
@@ -40,9 +41,6 @@ def check(
 
     Example: `deermem config check deermem.toml`
     """
-    # Loaded here, not with the CLI: the learning pipeline loads only when used.
-    from deermem.learning import check_override_files
-
     config = load_config(file, environ={} if ignore_env else None)
     check_override_files(config)  # a bad pattern or template would fail every extraction
     defaults = MemoryConfig()

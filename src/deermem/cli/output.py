@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import Any, Final, NoReturn, TypedDict
 
 import typer
 from rich import box
@@ -40,9 +40,6 @@ from deermem.model import Fact
 from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
 from deermem.store.markdown.files import may_hold_store
 from deermem.store.records import margin_words
-
-if TYPE_CHECKING:
-    from deermem.service.settings import ServerSettings
 
 __all__ = [
     "JSON_OPTION",
@@ -96,25 +93,33 @@ STATE_DIR_OPTION = state_dir_option(
 TOKENS_FILE_OPTION = tokens_file_option("The tokens file [default: `<state-dir>/tokens.json`].")
 
 
-def server_settings(
-    ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None, **settings: Any
-) -> ServerSettings:
-    """The settings of a command that serves the store or finds the server's state: the
-    global store options, where the tokens and job records are, and ``settings``."""
-    from deermem.service.settings import ServerSettings  # loaded by the commands that use it
+class ServerPlaces(TypedDict):
+    """The fields of :class:`~deermem.service.settings.ServerSettings` that say where the
+    store, its configuration and the server's state are."""
 
+    root: str | None
+    config_file: str | None
+    state_dir: str | None
+    tokens_file: str | None
+
+
+def server_places(
+    ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None, *, serving: bool
+) -> ServerPlaces:
+    """Where a command that serves the store, or finds the server's state, reads from:
+    the global store options and where the tokens and job records are — the fields of
+    :class:`~deermem.service.settings.ServerSettings` that every such command shares."""
     options = cli_context(ctx)
-    if settings or (state_dir is None and tokens_file is None):
+    if serving or (state_dir is None and tokens_file is None):
         # The store is served, or its root holds the tokens: a mistyped --root is
         # an error, not a new, empty memory (nor a tokens file beside none).
         options.require_store()
-    return ServerSettings(
-        root=None if options.root is None else str(options.root),
-        config_file=None if options.config_file is None else str(options.config_file),
-        state_dir=None if state_dir is None else str(state_dir),
-        tokens_file=None if tokens_file is None else str(tokens_file),
-        **settings,
-    )
+    return {
+        "root": None if options.root is None else str(options.root),
+        "config_file": None if options.config_file is None else str(options.config_file),
+        "state_dir": None if state_dir is None else str(state_dir),
+        "tokens_file": None if tokens_file is None else str(tokens_file),
+    }
 
 
 # --- output ---------------------------------------------------------------------------------

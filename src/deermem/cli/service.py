@@ -25,12 +25,12 @@ from deermem.cli.output import (
     escape,
     out_console,
     print_json,
-    server_settings,
+    server_places,
     state_dir_option,
     tokens_file_option,
 )
 from deermem.model import parse_moment
-from deermem.service.settings import DEFAULT_MCP_PORT, McpSettings, ServerLimits
+from deermem.service.settings import DEFAULT_MCP_PORT, McpSettings, ServerLimits, ServerSettings
 from deermem.service.tokens import TokenFile, TokenRecord
 
 __all__ = ["mcp", "serve", "token_app"]
@@ -138,10 +138,8 @@ def serve(
         from deermem.service.http.run import serve as run_server
     except ImportError as error:  # fastapi or uvicorn missing
         _needs_extra("the server", "server", error)
-    settings = server_settings(
-        ctx,
-        state_dir,
-        tokens_file,
+    settings = ServerSettings(
+        **server_places(ctx, state_dir, tokens_file, serving=True),
         host=host,
         port=port,
         workers=workers,
@@ -211,10 +209,8 @@ def mcp(
     options = cli_context(ctx)
     settings = McpSettings(
         transport="http" if transport == "http" else "stdio",
-        server=server_settings(
-            ctx,
-            state_dir,
-            tokens_file,
+        server=ServerSettings(
+            **server_places(ctx, state_dir, tokens_file, serving=True),
             host=host or "127.0.0.1",
             port=port or DEFAULT_MCP_PORT,
             limits=ServerLimits(max_body_bytes=max_body_bytes),
@@ -237,7 +233,7 @@ token_app = typer.Typer(
 
 
 def _tokens(ctx: typer.Context, state_dir: Path | None, tokens_file: Path | None) -> TokenFile:
-    settings = server_settings(ctx, state_dir, tokens_file)
+    settings = ServerSettings(**server_places(ctx, state_dir, tokens_file, serving=False))
     return TokenFile(settings.tokens_path(settings.load_config()))
 
 

@@ -32,7 +32,7 @@ from deermem.cli.output import (
     print_json,
     print_redaction,
     read_stdin_text,
-    server_settings,
+    server_places,
 )
 from deermem.cli.progress import progress_bar
 from deermem.config import (
@@ -56,6 +56,7 @@ from deermem.errors import (
 from deermem.model import parse_json
 from deermem.results import RedactionReport, ScopeSummary, to_json
 from deermem.service.http.jobs import JobStore
+from deermem.service.settings import ServerSettings
 from deermem.service.tokens import TokenFile
 from deermem.store import resolve_root
 from deermem.store.markdown.files import atomic_write, may_hold_store, write_store_settings
@@ -478,7 +479,8 @@ def erase_user(
             fail("nothing erased")
     memory = memory_of(ctx, existing=True)
     result = memory.erase_user(user)
-    state, tokens = server_settings(ctx, state_dir, tokens_file).state_locations(memory.config)
+    places = server_places(ctx, state_dir, tokens_file, serving=False)
+    state, tokens = ServerSettings(**places).state_locations(memory.config)
     server: dict[str, int] = {}
     if state is not None and state.is_dir():
         server["jobs"] = JobStore(state / "jobs", retention_seconds=0).forget_user(user)

@@ -413,15 +413,8 @@ def check_startup(settings: ServerSettings) -> TokenFile:
         TokenFileError: the tokens file cannot be read.
         ConfigError: the configuration is invalid, or the store is a
             database and neither a state directory nor a tokens file is given.
-        PatternError / PromptTemplateError: ``patterns_dir`` or ``prompts_dir``
-            is missing or holds an invalid file.
     """
-    # Loaded here, not with the module: a stdio MCP server never loads the learning
-    # pipeline before it is used (tests/mcp/test_stdio.py).
-    from deermem.learning import check_override_files
-
     config = settings.load_config()
-    check_override_files(config)  # else every conversation job would fail on them
     tokens = TokenFile(settings.tokens_path(config))
     if not tokens.configured() and not is_loopback(settings.host):
         raise InsecureBindError(settings.host)

@@ -128,11 +128,19 @@ def serve(settings: ServerSettings) -> None:
 
     Raises:
         InsecureBindError / TokenFileError / ConfigError: see :func:`check_startup`.
+        PatternError / PromptTemplateError: ``patterns_dir`` or ``prompts_dir``
+            is missing or holds an invalid file (every conversation job would fail
+            on it: the server learns, the MCP server does not).
         DatabaseError / DatabaseSchemaError: see :func:`check_store`.
         ListenError: the port is in use, or the address cannot be bound.
     """
+    # Loaded here, not with the module: the MCP server imports this module's protocol,
+    # and a stdio MCP server never loads the learning pipeline (tests/mcp/test_stdio.py).
+    from deermem.learning import check_override_files
+
     check_startup(settings)
     config = settings.load_config()
+    check_override_files(config)
     check_store(settings, config)
     check_listen(settings.host, settings.port)
     # The operator sees what is served (no secret), in the server log's format; uvicorn
