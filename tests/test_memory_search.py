@@ -88,6 +88,27 @@ def test_a_top_k_that_is_not_an_int_is_refused_naming_it(
     assert files_state(tmp_path) == before  # nothing searched, nothing recorded
 
 
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"query": None}, "query"),
+        ({"query": b"python"}, "query"),
+        ({"query": "python", "category": 3}, "category"),
+        ({"query": "python", "category": ["correction"]}, "category"),
+    ],
+)
+def test_a_query_or_category_that_is_not_text_is_refused_naming_it(
+    tmp_path: Path, arguments: dict[str, Any], field: str
+) -> None:
+    """A category that is not text raised a bare AttributeError (``.strip``)."""
+    memory = open_memory(tmp_path)
+    memory.import_document({"facts": LIBRARY})
+    before = files_state(tmp_path)
+    with pytest.raises(FactValidationError, match=f"field '{field}' has .*; expected a text"):
+        memory.search(**arguments)
+    assert files_state(tmp_path) == before
+
+
 # --- recalls: recorded only when the policy reads them; never a change to a fact ---------------
 
 

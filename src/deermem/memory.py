@@ -1149,13 +1149,20 @@ class Memory:
 
         Raises:
             FactValidationError: a ``top_k`` that is not an ``int`` (a bool, a
-                float, a text, ``None``), or a blank ``category`` (which would
-                filter nothing).
+                float, a text, ``None``), a ``query`` that is not a text, or a
+                ``category`` that is neither a text nor ``None``, or blank (which
+                would filter nothing).
         """
         # A float would never equal a count of hits and cut nothing; a bool is an int to Python.
         given: object = top_k  # callers outside mypy pass anything
         if not isinstance(given, int) or isinstance(given, bool):
             raise FactValidationError("top_k", given, "expected a whole number (an int)")
+        if not isinstance(query, str):  # as top_k: callers outside mypy pass anything
+            raise FactValidationError("query", Withheld(type(query).__name__), "expected a text")
+        if category is not None and not isinstance(category, str):
+            raise FactValidationError(
+                "category", Withheld(type(category).__name__), "expected a text or None"
+            )
         if category is not None and not category.strip():
             raise FactValidationError(
                 "category", category, "expected a category to filter by, not blank"
