@@ -216,6 +216,19 @@ class Embedder:
                 self._queries.popitem(last=False)
         return vector
 
+    def not_finite(self, vectors: Sequence[bytes]) -> list[int]:
+        """The places of the vectors holding a float that is not finite (NaN or infinite).
+
+        Kept vectors are read back from a file or a database, where one can be
+        damaged; a single NaN would make every z-score of :meth:`similarities`
+        NaN, so the caller embeds those texts again before comparing.
+        """
+        if not vectors:
+            return []
+        np = self._loaded().np
+        matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+        return [int(place) for place in np.flatnonzero(~np.isfinite(matrix).all(axis=1))]
+
     def similarities(self, query: QueryVector, vectors: Sequence[bytes]) -> tuple[Floats, Floats]:
         """The ensemble's similarity of ``query`` to each vector, and e5's cosine to each.
 

@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar
 from deermem.errors import SearchIndexError
 from deermem.model import DEFAULT_CATEGORY, Fact, Record, category_key, parse_timestamp
 from deermem.policy import coerce_confidence
-from deermem.store.records import content_key, usable_vector
+from deermem.store.records import VECTOR_BYTES, content_key
 
 if TYPE_CHECKING:
     from deermem.model import Scope
@@ -98,6 +98,7 @@ __all__ = [
     "SearchIndex",
     "SearchIndexHandle",
     "SyncReport",
+    "VectorRow",
     "content_version",
     "fts_query",
     "index_terms",
@@ -595,6 +596,15 @@ def library_rows(facts: Iterable[FactLike], version: str) -> LibraryRows:
         else:
             documents[document.fact_id] = document
     return LibraryRows(documents, skipped, version)
+
+
+class VectorRow(NamedTuple):
+    """A row of a scope with its text's kept vector (:meth:`SearchIndex.vectors`)."""
+
+    key: str  # the text's content key, which the vector is kept under
+    fact_id: str
+    archived: bool
+    vector: bytes
 
 
 class ArchiveRows(NamedTuple):
@@ -1555,9 +1565,12 @@ class SearchIndex:
     ) -> dict[str, list[tuple[str, bool]]]:
         """The scope's rows whose text has no vector: content key → [(fact id, archived)].
 
-        A vector that is not usable (:func:`~deermem.store.records.usable_vector`:
-        torn, another length, not finite) counts as none: it is deleted here,
-        with a warning, so the text is embedded again before it is compared.
+        A kept vector of another length than :data:`~deermem.store.records.VECTOR_BYTES`
+        (torn, or written by another version) counts as none: it is deleted
+        here, with a warning, so the text is embedded again before it is
+        compared. The lengths are read in SQL, never the vectors: the search
+        that follows reads those once, and checks that their floats are
+        finite (:meth:`forget_vectors`).
         """
 
         def run(db: sqlite3.Connection) -> dict[str, list[tuple[str, bool]]]:
@@ -1567,27 +1580,40 @@ class SearchIndex:
             low, high = row_range(scope_id) if with_archive else library_range(scope_id)
             missing: dict[str, list[tuple[str, bool]]] = {}
             damaged: set[str] = set()
-            for key, fact_id, archived, vector in db.execute(
-                "SELECT d.content_key, d.fact_id, d.archived, v.vector FROM doc AS d"
+            for key, fact_id, archived, length in db.execute(
+                "SELECT d.content_key, d.fact_id, d.archived, length(v.vector) FROM doc AS d"
                 " LEFT JOIN vec AS v ON v.key = d.content_key"
                 " WHERE d.id BETWEEN ? AND ? ORDER BY d.id",
                 (low, high),
             ):
-                if isinstance(vector, bytes) and usable_vector(vector):
+                if length == VECTOR_BYTES:
                     continue
-                if vector is not None:
+                if length is not None:
                     damaged.add(str(key))
                 missing.setdefault(str(key), []).append((str(fact_id), bool(archived)))
             if damaged:
-                with transaction(db):
-                    db.executemany("DELETE FROM vec WHERE key = ?", [(k,) for k in damaged])
-                _memory_log.warning(
-                    "the search index held damaged vectors (%d); embedding their texts again",
-                    len(damaged),
-                )
+                self._forget_damaged(db, damaged)
             return missing
 
         return self._run(run)
+
+    def forget_vectors(self, keys: Collection[str]) -> None:
+        """Delete these kept vectors (content keys) as damaged, with a warning.
+
+        A search that finds a vector whose floats are not all finite calls
+        this: such a vector would make every similarity of the scope NaN, so
+        its text is embedded again instead.
+        """
+        if keys:
+            self._run(lambda db: self._forget_damaged(db, keys))
+
+    @staticmethod
+    def _forget_damaged(db: sqlite3.Connection, keys: Collection[str]) -> None:
+        with transaction(db):
+            db.executemany("DELETE FROM vec WHERE key = ?", [(key,) for key in keys])
+        _memory_log.warning(
+            "the search index held damaged vectors (%d); embedding their texts again", len(keys)
+        )
 
     def put_vectors(self, vectors: Mapping[str, bytes]) -> None:
         """Keep these vectors (content key → vector) for the texts some row still holds."""
@@ -1605,25 +1631,29 @@ class SearchIndex:
 
     def vectors(
         self, user: str | None, agent: str, *, with_archive: bool, category: str | None = None
-    ) -> list[tuple[str, bool, bytes]]:
-        """Every row of the scope that has a vector: ``(fact id, archived, vector)``, by row.
+    ) -> list[VectorRow]:
+        """Every row of the scope that has a vector of the kept length, by row.
 
-        The category filter is that of :meth:`search`.
+        The category filter is that of :meth:`search`. The floats are not
+        checked here: the caller compares them with numpy, where a check
+        for finiteness costs next to nothing.
         """
         wanted = category_key(category) if category else ""
 
-        def run(db: sqlite3.Connection) -> list[tuple[str, bool, bytes]]:
+        def run(db: sqlite3.Connection) -> list[VectorRow]:
             scope_id = scope_id_of(db, user_key(user), agent)
             if scope_id is None:
                 return []
             low, high = row_range(scope_id) if with_archive else library_range(scope_id)
             filtered = " AND ? IN (d.category, d.label)" if wanted else ""
-            parameters: tuple[object, ...] = (low, high, wanted) if wanted else (low, high)
+            parameters: tuple[object, ...] = (
+                (VECTOR_BYTES, low, high, wanted) if wanted else (VECTOR_BYTES, low, high)
+            )
             return [
-                (str(fact_id), bool(archived), bytes(vector))
-                for fact_id, archived, vector in db.execute(
-                    "SELECT d.fact_id, d.archived, v.vector FROM doc AS d"
-                    " JOIN vec AS v ON v.key = d.content_key"
+                VectorRow(str(key), str(fact_id), bool(archived), bytes(vector))
+                for key, fact_id, archived, vector in db.execute(
+                    "SELECT d.content_key, d.fact_id, d.archived, v.vector FROM doc AS d"
+                    " JOIN vec AS v ON v.key = d.content_key AND length(v.vector) = ?"
                     f" WHERE d.id BETWEEN ? AND ?{filtered} ORDER BY d.id",
                     parameters,
                 )

@@ -304,9 +304,10 @@ def hybrid_search(
     store or the embedder's memory when they are there — unless there are
     more than :data:`EMBED_AT_SEARCH`: then that many are embedded and the
     answer is ``None`` (the caller searches by keyword), with a warning
-    naming ``deermem reindex``. A fact found only by
-    meaning is kept if its e5 cosine reaches the noise floor; a keyword
-    match always is.
+    naming ``deermem reindex``. A kept vector found damaged (another length,
+    or a float that is not finite) is dropped and its text embedded again
+    first. A fact found only by meaning is kept if its e5 cosine reaches the
+    noise floor; a keyword match always is.
     """
     embedder = meaning.embedder
     if index.use_model(embedder.tag):
@@ -314,23 +315,33 @@ def hybrid_search(
             "the search index held vectors of another embedding model; "
             "embedding again as searched (or run `deermem reindex`)"
         )
-    if not embed_missing(
-        index,
-        meaning,
-        user,
-        agent,
-        facts,
-        archived,
-        with_archive=with_archive,
-        limit=EMBED_AT_SEARCH,
-    ):
+
+    def embedded() -> bool:
+        return embed_missing(
+            index,
+            meaning,
+            user,
+            agent,
+            facts,
+            archived,
+            with_archive=with_archive,
+            limit=EMBED_AT_SEARCH,
+        )
+
+    if not embedded():
         return None
     rows = index.vectors(user, agent, with_archive=with_archive, category=category)
+    damaged = embedder.not_finite([row.vector for row in rows])
+    if damaged:
+        index.forget_vectors({rows[place].key for place in damaged})
+        if not embedded():
+            return None
+        rows = index.vectors(user, agent, with_archive=with_archive, category=category)
     similarity: dict[tuple[str, bool], tuple[float, float]] = {}
     if rows:
-        mixed, cosine = embedder.similarities(meaning.query(query), [v for _, _, v in rows])
-        for (fact_id, is_archived, _), m, c in zip(rows, mixed, cosine, strict=True):
-            similarity[(fact_id, is_archived)] = (float(m), float(c))
+        mixed, cosine = embedder.similarities(meaning.query(query), [row.vector for row in rows])
+        for row, m, c in zip(rows, mixed, cosine, strict=True):
+            similarity[(row.fact_id, row.archived)] = (float(m), float(c))
     keyword: dict[tuple[str, bool], float] = {}
     for hit in index.search(
         user, agent, query, now=_EPOCH, top_k=_ALL, category=category, with_archive=with_archive

@@ -697,25 +697,17 @@ VECTOR_BYTES: Final = (384 + 512) * 4
 little-endian (``deermem.recall.embedding`` makes them)."""
 
 
-_NOT_HIGH_EXPONENT: Final = bytes(set(range(256)) - {0x7F, 0xFF})
-
-
 def usable_vector(vector: bytes) -> bool:
     """Whether a kept search vector can be compared: :data:`VECTOR_BYTES` long, every float finite.
 
-    Vectors are derived data read back from a file or a database, where a row
-    can be torn, written by another version or edited by hand. Whoever reads
-    them treats one that is not usable as missing — its text is embedded
-    again — because comparing it would fail the whole search (a wrong
-    length) or rank at random (a NaN).
+    Vectors are derived data read back from a database, where a row can be
+    written by another version or edited by hand. Whoever reads them treats
+    one that is not usable as missing — its text is embedded again — because
+    comparing it would fail the whole search (a wrong length) or rank at
+    random (a NaN).
     """
     if len(vector) != VECTOR_BYTES:
         return False
-    # Little-endian: each float's top byte holds its sign and 7 of its 8 exponent bits.
-    # Only a top byte of 0x7F or 0xFF can belong to an infinity or a NaN (exponent all
-    # ones); a unit vector's floats never have one, so reading them all is the rare case.
-    if not vector[3::4].translate(None, _NOT_HIGH_EXPONENT):
-        return True
     floats = array("f", vector)
     if sys.byteorder == "big":
         floats.byteswap()
