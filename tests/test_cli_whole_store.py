@@ -192,6 +192,22 @@ def test_scopes_lists_users_and_agents_with_their_counts(
     assert "alice@example.com" in out
 
 
+def test_scopes_writes_out_what_a_user_id_hides(
+    capsys: pytest.CaptureFixture[str], alice: Path
+) -> None:
+    """Three users whose ids all read "admin" are three rows a person can tell apart."""
+    for user in ("admin", "ad\u200bmin", "admin\u2060"):
+        add(capsys, alice, user, "Holds the keys")
+    code, out, _ = run(capsys, "--root", str(alice), "scopes")
+    assert code == 0
+    assert "ad\\u200bmin" in out
+    assert "admin\\u2060" in out
+    assert "\u200b" not in out
+    assert "\u2060" not in out
+    code, out, _ = run(capsys, "--root", str(alice), "scopes", "--json")
+    assert {row["user"] for row in json.loads(out)} >= {"admin", "ad\u200bmin", "admin\u2060"}
+
+
 def test_scopes_of_an_empty_store(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run(capsys, "--root", str(tmp_path), "scopes", "--json")
     assert (code, json.loads(out)) == (0, [])

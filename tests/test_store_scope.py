@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import Memory, MemoryConfig, UnsafeIdentifierError
-from deermem.model import DEFAULT_AGENT, Scope, check_user_id, normalise_agent, safe_user_id
+from deermem.model import (
+    DEFAULT_AGENT,
+    Scope,
+    check_user_id,
+    normalise_agent,
+    safe_user_id,
+    shown_user_id,
+)
 from deermem.store.markdown.files import UserPaths
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
@@ -65,6 +73,37 @@ def test_no_user_id_leaves_the_users_directory(raw: str) -> None:
     assert user_dir.parent == root / "users"
     assert os.path.normpath(user_dir) == str(user_dir)
     assert user_dir.name == safe_user_id(raw)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.text(st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"]), min_size=1),
+        min_size=2,
+        max_size=2,
+        unique=True,
+    )
+)
+def test_two_user_ids_are_never_shown_alike(ids: list[str]) -> None:
+    """A listing shows every id so that a person can tell it from any other: nothing
+    invisible is left in it (but the plain space), and no two ids read the same."""
+    first, second = (shown_user_id(raw) for raw in ids)
+    assert first != second
+    for shown in (first, second):
+        assert all(
+            char == " " or unicodedata.category(char) not in {"Cf", "Zl", "Zp", "Zs"}
+            for char in shown
+        )
+
+
+def test_an_invisible_character_of_a_user_id_is_written_out() -> None:
+    assert shown_user_id("alice") == "alice"
+    assert shown_user_id("ad\u200bmin") == r"ad\u200bmin"
+    assert shown_user_id("admin\u2060") == r"admin\u2060"
+    assert shown_user_id("x\u00a0y") == r"x\u00a0y"
+    assert shown_user_id("Ana Lima") == "Ana Lima"
+    # typed as six characters, not invisible: the backslash is doubled
+    assert shown_user_id(r"ad\u200bmin") == r"ad\\u200bmin"
 
 
 @pytest.mark.parametrize("raw", ["", 5, None])

@@ -33,6 +33,7 @@ import hashlib
 import json
 import math
 import re
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -136,6 +137,7 @@ __all__ = [
     "redact_fact",
     "redact_value",
     "safe_user_id",
+    "shown_user_id",
     "to_json",
     "was_kept_user_id",
     "weights_sum_to_one",
@@ -1434,6 +1436,32 @@ def check_user_id(raw: object) -> str:
     if len(raw.encode("utf-8")) > MAX_USER_ID_BYTES:
         raise UnsafeIdentifierError("user id", raw, f"at most {MAX_USER_ID_BYTES} bytes in UTF-8")
     return raw
+
+
+def shown_user_id(user_id: str) -> str:
+    r"""A user id as a listing shows it to a person: what cannot be seen is written out.
+
+    The id rule refuses control and bidirectional characters, but keeps the
+    other invisible ones (format characters such as U+200B, line and
+    paragraph separators, spaces other than U+0020): ids in the wild hold
+    them, in names of scripts that need a joiner, so a store may too. Shown
+    as they are, ``admin`` and ``ad\u200bmin`` read alike in a table; written
+    as ``\uXXXX`` they never do. A backslash is shown doubled, so a
+    written-out character cannot be faked by typing one. JSON needs none of
+    this: it keeps ids exact.
+    """
+    return "".join(_shown_char(char) for char in user_id)
+
+
+def _shown_char(char: str) -> str:
+    if char == "\\":
+        return "\\\\"
+    if char != " " and unicodedata.category(char) in _INVISIBLE_CATEGORIES:
+        return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+    return char
+
+
+_INVISIBLE_CATEGORIES: Final = frozenset({"Cf", "Zl", "Zp", "Zs"})
 
 
 def safe_user_id(raw: object) -> str:

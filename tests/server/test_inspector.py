@@ -100,6 +100,23 @@ def test_the_links_to_a_user_id_holding_a_slash_open_her_pages(
     assert "org/alice&#39;s one fact" in admin.get(link).text
 
 
+def test_a_user_id_that_reads_as_another_is_written_out(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    r"""``ad\u200bmin`` and ``admin`` look alike; the pages write out the hidden character."""
+    live, issued = server
+    live.memory.scoped(user="ali\u200bce", agent="coder").create_fact("A look-alike's fact")
+    admin = signed_in(live, issued["admin"])
+    listing = admin.get("/ui/").text
+    assert "ali\\u200bce" in listing
+    assert "\u200b" not in listing
+    for path in ("/ui/users/ali%E2%80%8Bce", "/ui/users/ali%E2%80%8Bce/agents/coder"):
+        page = admin.get(path)
+        assert page.status_code == 200, path
+        assert "ali\\u200bce" in page.text
+        assert "\u200b" not in page.text
+
+
 @pytest.mark.parametrize("page", ["%C2%B2", "x", "-1", "9" * 12])
 def test_a_page_number_that_is_no_number_shows_the_first_page(
     server: tuple[LiveServer, dict[str, str]], page: str

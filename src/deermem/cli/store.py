@@ -53,7 +53,7 @@ from deermem.errors import (
     FactValidationError,
     StoreSettingsExistError,
 )
-from deermem.model import parse_json
+from deermem.model import parse_json, shown_user_id
 from deermem.results import RedactionReport, ScopeSummary, to_json
 from deermem.service.http.jobs import JobStore
 from deermem.service.settings import ServerSettings
@@ -245,7 +245,7 @@ def _show_scopes(memory: Memory, found: tuple[ScopeSummary, ...], *, as_json: bo
     for column in ("user", "agent", "facts", "archived"):
         table.add_column(column, justify="right" if column in ("facts", "archived") else "left")
     for summary in found:
-        user = "-" if summary.scope.user_id is None else summary.scope.user_id
+        user = "-" if summary.scope.user_id is None else shown_user_id(summary.scope.user_id)
         table.add_row(escape(user), summary.scope.agent, str(summary.facts), str(summary.archived))
     out_console.print(table)
 
@@ -377,7 +377,8 @@ def import_(
             print_json(to_json(restored))
             return
         counts = ", ".join(f"{value} {key}" for key, value in restored.counts.items())
-        out_console.print(f"restored user {escape(restored.user_id)}: {escape(counts)}")
+        shown = escape(shown_user_id(restored.user_id))
+        out_console.print(f"restored user {shown}: {escape(counts)}")
         print_redaction(restored.redacted)
         return
     try:
@@ -495,10 +496,10 @@ def erase_user(
         print_json(to_json(result))
         return
     if not result.erased:
-        out_console.print(f"user {escape(user)}: nothing held, nothing erased")
+        out_console.print(f"user {escape(shown_user_id(user))}: nothing held, nothing erased")
         return
     counts = ", ".join(f"{value} {key}" for key, value in result.counts.items() if value)
-    out_console.print(f"erased user {escape(user)}: {escape(counts)}")
+    out_console.print(f"erased user {escape(shown_user_id(user))}: {escape(counts)}")
 
 
 @users_app.command("export")

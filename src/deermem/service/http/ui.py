@@ -56,7 +56,7 @@ from starlette.concurrency import run_in_threadpool
 from deermem.errors import DeerMemError, FactNotFoundError, UnsafeIdentifierError
 from deermem.library.regret import RegretReport
 from deermem.memory import Memory
-from deermem.model import format_timestamp, is_fact_id, parse_timestamp
+from deermem.model import format_timestamp, is_fact_id, parse_timestamp, shown_user_id
 from deermem.service.http.routes import ServerContext, UserPath
 from deermem.service.problems import ProblemError, problem_for
 from deermem.service.tokens import Principal
@@ -287,6 +287,7 @@ def _templates() -> Environment:
     )
     environment.filters["score"] = lambda value: f"{value:.4f}"
     environment.filters["part"] = lambda value: quote(str(value), safe="")
+    environment.filters["shown"] = shown_user_id
     return environment
 
 
@@ -496,7 +497,12 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return page(
                 request,
                 "user.html",
-                {"title": f"User {user}", "user": user, "agents": agents, **_regret(report)},
+                {
+                    "title": f"User {shown_user_id(user)}",
+                    "user": user,
+                    "agents": agents,
+                    **_regret(report),
+                },
                 session=session,
             )
 
@@ -523,7 +529,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return scope_page(
                 request,
                 "library.html",
-                f"{user} / {memory.scope.agent}",
+                f"{shown_user_id(user)} / {memory.scope.agent}",
                 user,
                 memory,
                 session,
@@ -551,7 +557,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return scope_page(
                 request,
                 "archive.html",
-                f"Archive of {user} / {memory.scope.agent}",
+                f"Archive of {shown_user_id(user)} / {memory.scope.agent}",
                 user,
                 memory,
                 session,
@@ -642,7 +648,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return scope_page(
                 request,
                 "what_if.html",
-                f"What if — {user} / {memory.scope.agent}",
+                f"What if — {shown_user_id(user)} / {memory.scope.agent}",
                 user,
                 memory,
                 session,
