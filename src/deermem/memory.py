@@ -526,8 +526,9 @@ class Memory:
         The content is trimmed; an equal fact (compared case-insensitively)
         already stored is an error. An equal fact in the archive comes back
         instead of a new one (*relearned*, with its history, the higher of
-        the two confidences and a confirmation now; a regret event records
-        it): :attr:`CreateResult.fact_id` is then the archived id.
+        the two confidences, a confirmation now and ``category`` when it is a
+        protected one; a regret event records it):
+        :attr:`CreateResult.fact_id` is then the archived id.
         When the library is full the gate decides — possibly against the new
         fact itself, which then goes to the archive and
         :attr:`CreateResult.fact_id` is ``None``.
