@@ -496,14 +496,17 @@ def test_without_marks_every_conversation_is_fed_whole() -> None:
     assert recorder.texts() == [["a", "b"], ["a", "b", "c"]]
 
 
-def test_a_mark_of_the_old_form_is_read_at_its_first_occurrence() -> None:
+def test_a_mark_of_the_old_form_is_read_at_the_first_message_with_its_id() -> None:
     # One message's digest: what marks were before they named a position, still in stores.
-    assert [
-        m.text for m in messages_after(turns("ok", "b", "ok"), mark_of(Turn("human", "ok")))
-    ] == [
-        "b",
-        "ok",
-    ]
+    said = [Turn("human", text, id=f"m{n}") for n, text in enumerate(["ok", "b", "ok"])]
+    assert [m.text for m in messages_after(said, mark_of(said[0]))] == ["b", "ok"]
+    assert [m.text for m in messages_after(said[1:], mark_of(said[0]))] == ["b", "ok"]
+
+
+def test_a_mark_of_the_old_form_without_an_id_feeds_the_whole_conversation() -> None:
+    # Its digest is a role and a text, which a newer turn may repeat: no place is safe.
+    said = turns("ok", "b", "ok")
+    assert messages_after(said, mark_of(Turn("human", "ok"))) == tuple(said)
 
 
 def test_a_reply_said_twice_is_marked_at_its_own_position() -> None:
@@ -528,6 +531,16 @@ def test_a_conversation_cut_at_the_front_is_placed_by_its_marked_message() -> No
         "x",
         "y",
     ]
+
+
+def test_a_conversation_cut_at_the_front_without_ids_is_fed_whole() -> None:
+    # The marked "Done." was cut away; the "Done." still there answers a newer turn, which
+    # must not be skipped: without ids nothing tells the two apart, so all is fed again.
+    said = turns("Let's fix the build.", "Done.")
+    later = turns("I indent with tabs.", "Done.", "Now rename the module.", "Renamed.")
+    assert messages_after(later, conversation_mark(said)) == tuple(later)
+    rewritten = turns("Something else entirely.", "Done.")
+    assert messages_after(rewritten, conversation_mark(said)) == tuple(rewritten)
 
 
 # --- real threads -----------------------------------------------------------------------------

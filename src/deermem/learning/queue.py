@@ -43,11 +43,14 @@ applied conversation again), and only the messages after it are fed next time.
   positions with two different prefixes, so the mark never moves back to the
   first one.
 * If no prefix matches (the conversation was cut at the front or rewritten),
-  the *first* message with the marked message's own digest counts (that
-  digest alone is the older form of a mark, written before marks named a
-  position, and still read the same way), and if none has it the whole
-  conversation is fed again: re-extracting may feed a turn
-  twice (duplicates are dropped), skipping would lose it.
+  the first message *with an id* whose digest is the marked message's own
+  counts (that digest alone is the older form of a mark, written before
+  marks named a position, and still read the same way): an id names one
+  message, so the turns before it were fed. A message without an id never
+  places a mark this way — once the marked message is cut away, a newer
+  turn may say the same words ("Done.") — so then the whole conversation is
+  fed again: re-extracting may feed a turn twice (duplicates are dropped),
+  skipping would lose it.
 * The mark moves only with a successful extraction's commit; a failed one
   leaves it, so those messages are fed again next time. That commit re-reads
   the mark under the user's lock and applies nothing if another update moved
@@ -150,8 +153,12 @@ def messages_after(messages: Sequence[M], mark: str | None) -> tuple[M, ...]:
     * A mark of the current form (:func:`conversation_mark`) is found where
       the conversation's prefix digest equals it — one position at most.
     * When no prefix matches (the conversation was cut or rewritten), and for
-      a mark of the old form (one message's digest), the *first* message with
-      that digest counts: it may feed a turn twice, never zero times.
+      a mark of the old form (one message's digest), the first message with
+      an id and that digest counts: an id is one message's, so what precedes
+      it was fed. The digest of a message without an id is its role and
+      text, which a newer turn may repeat after the marked one was cut away
+      ("Done."), so such a message places nothing and everything is fed: a
+      turn may be fed twice, never zero times.
     """
     if mark is None:
         return tuple(messages)
@@ -163,7 +170,7 @@ def messages_after(messages: Sequence[M], mark: str | None) -> tuple[M, ...]:
             if prefix == prefix_mark:
                 return tuple(messages[position + 1 :])
     for position, message in enumerate(messages):
-        if mark_of(message) == last:
+        if message.id and mark_of(message) == last:
             return tuple(messages[position + 1 :])
     return tuple(messages)
 
