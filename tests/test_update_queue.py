@@ -384,6 +384,65 @@ def test_a_flush_waits_for_a_run_in_progress() -> None:
     assert [i.key.thread_id for i in recorder.items] == ["busy", "queued"]
 
 
+def test_a_shutdown_out_of_time_finishes_the_running_item_and_starts_no_other() -> None:
+    release = threading.Event()
+    recorder = Recorder()
+
+    def slow_first(item: QueueItem[Turn]) -> None:
+        if item.key.thread_id == "slow":
+            release.wait(10)
+
+    recorder.during = slow_first
+    queue, _, _ = make_queue(recorder)
+    queue.add("slow", turns("a"))
+    queue.add("next", turns("b"))
+    stopped = threading.Event()
+    report = queue.shutdown(timeout=0.2, then=stopped.set)
+    assert not report.completed
+    assert {k.thread_id for k in report.unflushed} == {"slow", "next"}
+    assert not stopped.is_set()  # the running item still needs what ``then`` releases
+    release.set()
+    assert stopped.wait(5)
+    assert [i.key.thread_id for i in recorder.items] == ["slow"]  # "next" never started
+    assert [k.thread_id for k in queue.pending_keys()] == ["next"]
+    assert not queue.flush(timeout=0.2).ok  # a stopped queue processes nothing more
+    assert len(recorder.items) == 1
+
+
+def test_a_shutdown_stops_a_run_the_debounce_began_after_its_item() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+    recorder = Recorder()
+
+    def slow(item: QueueItem[Turn]) -> None:
+        entered.set()
+        release.wait(10)
+
+    recorder.during = slow
+    queue, timers, _ = make_queue(recorder, item_delay_seconds=0)
+    queue.add("busy", turns("a"))
+    queue.add("taken", turns("b"))  # in the same run's batch
+    worker = threading.Thread(target=timers.fire)
+    worker.start()
+    assert entered.wait(5)
+    stopped = threading.Event()
+    report = queue.shutdown(timeout=0.2, then=stopped.set)
+    assert {k.thread_id for k in report.unflushed} == {"busy", "taken"}
+    release.set()
+    worker.join(5)
+    assert stopped.is_set()
+    assert [i.key.thread_id for i in recorder.items] == ["busy"]
+
+
+def test_a_shutdown_with_nothing_running_runs_then_before_it_returns() -> None:
+    recorder = Recorder()
+    queue, _, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    stopped: list[int] = []
+    assert queue.shutdown(timeout=5, then=lambda: stopped.append(len(recorder.items))).ok
+    assert stopped == [1]
+
+
 def test_shutdown_stops_intake_and_flushes() -> None:
     recorder = Recorder()
     queue, _, _ = make_queue(recorder)

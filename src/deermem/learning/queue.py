@@ -22,7 +22,9 @@ conversations are extracted one after another.
   the conversation), so one bad conversation cannot stop the worker.
 * :meth:`UpdateQueue.shutdown` stops intake and drains within a time
   budget, and reports every item it could not process — nothing admitted
-  disappears without a trace.
+  disappears without a trace. At the budget's end the queue stops: an item
+  being processed then is finished, nothing more is started, so the
+  owner's ``then`` (releasing the model) runs once no item can use it.
 
 Timers and the clock are injected, so tests drive the debounce by hand;
 the defaults are real threads.
@@ -297,6 +299,10 @@ class UpdateQueue(Generic[M]):
         self._rerun = False
         self._draining = False
         self._closed = False
+        # Set when a shutdown's budget ends: no item starts after it (the one being
+        # processed finishes), and ``_after_stop`` runs once none is being processed.
+        self._stopped = False
+        self._after_stop: Callable[[], None] | None = None
         self._flush: _Flush | None = None
         self._stats = QueueStats()
 
@@ -454,6 +460,8 @@ class UpdateQueue(Generic[M]):
 
     def _take_batch(self) -> list[QueueItem[M]]:
         with self._lock:
+            if self._stopped:
+                return []
             batch = list(self._pending.values())
             self._pending.clear()
             self._taken.extend(item.key for item in batch)
@@ -465,10 +473,18 @@ class UpdateQueue(Generic[M]):
                 if pause and position and self._item_delay:
                     self._sleep(self._item_delay)
                 with self._lock:
+                    if self._stopped:  # a shutdown's budget ended: nothing more starts
+                        self._requeue_locked(batch[position:])
+                        return
                     if item.key in self._dropped:  # its user was erased meanwhile
                         self._dropped.discard(item.key)
+                        self._taken.remove(item.key)
                         continue
                     self._current = item.key
+            except BaseException:
+                self._requeue(batch[position:])
+                raise
+            try:
                 self._process_one(item)
             except BaseException:
                 # Interpreter shutdown or a signal: what was not attempted goes
@@ -476,23 +492,34 @@ class UpdateQueue(Generic[M]):
                 self._requeue(batch[position + 1 :])
                 raise
             finally:
-                with self._lock:
-                    self._taken.remove(item.key)
-                    self._current = None
-                    self._idle.notify_all()
+                self._finished(item.key)
+
+    def _finished(self, key: QueueKey) -> None:
+        """End the item being processed; after a shutdown stopped the queue, run its ``then``."""
+        with self._lock:
+            self._taken.remove(key)
+            self._current = None
+            self._idle.notify_all()
+            after_stop, self._after_stop = self._after_stop, None
+        if after_stop is not None:  # set only once stopped: no item starts after this one
+            after_stop()
 
     def _requeue(self, items: list[QueueItem[M]]) -> None:
         with self._lock:
-            for item in items:
-                self._taken.remove(item.key)
-                if item.key in self._dropped:
-                    self._dropped.discard(item.key)
-                    continue
-                newer = self._pending.get(item.key)
-                if newer is None:
-                    self._pending[item.key] = item
-                else:
-                    self._pending[item.key] = replace(newer, signals=newer.signals | item.signals)
+            self._requeue_locked(items)
+
+    def _requeue_locked(self, items: list[QueueItem[M]]) -> None:
+        """Put taken items back in the queue (the caller holds ``_lock``)."""
+        for item in items:
+            self._taken.remove(item.key)
+            if item.key in self._dropped:
+                self._dropped.discard(item.key)
+                continue
+            newer = self._pending.get(item.key)
+            if newer is None:
+                self._pending[item.key] = item
+            else:
+                self._pending[item.key] = replace(newer, signals=newer.signals | item.signals)
 
     def _process_one(self, item: QueueItem[M]) -> None:
         key = item.key
@@ -545,6 +572,26 @@ class UpdateQueue(Generic[M]):
         listed in the report (a drain still running continues in the
         background).
         """
+        return self._flush_within(timeout, stop=False, then=None)
+
+    def shutdown(self, timeout: float, *, then: Callable[[], None] | None = None) -> FlushReport:
+        """Stop taking conversations, flush what is queued (see :meth:`flush`), then stop.
+
+        When the budget is spent the queue stops: the item being processed
+        (if any) is finished, no other one starts — not by the drain, not by
+        a run the debounce began — and every item not processed is listed in
+        the report's ``unflushed`` (still queued, or the one still running).
+        So nothing is processed after this returns but that one item.
+        ``then`` (the owner releasing what the processing uses) runs once no
+        item is being processed: before this returns, or when that item ends.
+        """
+        with self._lock:
+            self._closed = True
+        return self._flush_within(timeout, stop=True, then=then)
+
+    def _flush_within(
+        self, timeout: float, *, stop: bool, then: Callable[[], None] | None
+    ) -> FlushReport:
         deadline = self._clock() + max(timeout, 0.0)
         with self._lock:
             if self._timer is not None:
@@ -552,25 +599,37 @@ class UpdateQueue(Generic[M]):
                 self._timer = None
             self._draining = True
             self._flush = record = _Flush()
+        at_once = None
         try:
-            if not self._worker.acquire(timeout=max(deadline - self._clock(), 0.0)):
-                return self._report(record, completed=False)
-            drain = threading.Thread(target=self._drain, name="deermem-update-drain", daemon=True)
-            drain.start()  # the drain releases the worker lock when it is done
-            drain.join(max(deadline - self._clock(), 0.0))
-            return self._report(record, completed=not drain.is_alive())
+            drained = False
+            if self._worker.acquire(timeout=max(deadline - self._clock(), 0.0)):
+                drain = threading.Thread(
+                    target=self._drain, name="deermem-update-drain", daemon=True
+                )
+                drain.start()  # the drain releases the worker lock when it is done
+                drain.join(max(deadline - self._clock(), 0.0))
+                drained = not drain.is_alive()
+            if stop:
+                at_once = self._stop(then)
+            return self._report(record, completed=drained)
         finally:
             with self._lock:
                 self._draining = False
                 self._flush = None
                 if self._pending and not self._closed:
                     self._schedule(self._debounce)
+            if at_once is not None:
+                at_once()
 
-    def shutdown(self, timeout: float) -> FlushReport:
-        """Stop taking conversations and flush what is queued (see :meth:`flush`)."""
+    def _stop(self, then: Callable[[], None] | None) -> Callable[[], None] | None:
+        """Let no item start from now on; ``then`` if it can run now, else leave it to
+        the item being processed (:meth:`_finished`)."""
         with self._lock:
-            self._closed = True
-        return self.flush(timeout)
+            self._stopped = True
+            if self._current is None:
+                return then
+            self._after_stop = then
+            return None
 
     def _drain(self) -> None:
         try:
