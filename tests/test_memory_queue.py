@@ -232,6 +232,42 @@ def test_close_reports_what_it_could_not_flush_in_time(
     assert "'slow'" in caplog.text
 
 
+def test_nothing_is_started_after_close_returns_and_the_model_goes_with_the_last_update(
+    tmp_path: Path, server: ScriptedChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    slow = answer(newFacts=[new_fact("Slow fact.")])
+    server.enqueue(Reply.text(slow, delay=1.0), answer(newFacts=[new_fact("Next fact.")]))
+    memory.queue_conversation("slow", CHAT)
+    memory.queue_conversation("next", conversation("I also drink tea.", "Noted."))
+    learner = memory._updates
+    with caplog.at_level(logging.ERROR):
+        report = memory.close(timeout=0.3)
+        assert {key.thread_id for key in report.unflushed} == {"slow", "next"}
+        # The update under way is not cut by the model's release: it finishes, then the
+        # model is released, and nothing else is started (nor a model built for it).
+        wait_for(lambda: [f.content for f in memory.list_facts()] == ["Slow fact."], 5)
+        wait_for(lambda: learner._parts is None, 5)
+        time.sleep(0.3)
+    assert [f.content for f in memory.list_facts()] == ["Slow fact."]
+    assert learner._parts is None
+    assert len(server.requests) == 1
+    assert "memory update failed" not in caplog.text
+
+
+def test_queueing_after_close_is_refused_without_building_a_model(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server, debounce_seconds=30.0)
+    # Read (the model's parts built), but nothing to learn: no queue is made.
+    assert memory.queue_conversation("t", conversation("thanks!", "You're welcome.")) is False
+    assert memory.close().ok
+    assert memory._updates._parts is None
+    with pytest.raises(QueueClosedError):
+        memory.queue_conversation("t", CHAT)
+    assert memory._updates._parts is None
+
+
 def test_the_queue_and_learn_share_the_watermark(
     tmp_path: Path, server: ScriptedChatServer
 ) -> None:

@@ -121,6 +121,26 @@ def test_a_reply_said_twice_never_feeds_learned_turns_again(
     assert memory.get_fact(fact_id).confirmationCount == 1
 
 
+def test_turns_after_a_cut_front_are_sent_though_they_repeat_the_marked_reply(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    # The host summarised the learned turns away; a new "Done." is not the marked one.
+    memory = open_memory(tmp_path, server)
+    server.enqueue(answer(), answer(), answer())
+    memory.learn("t", conversation("Let's fix the build.", "Done."))
+    later = conversation(
+        "I always indent with tabs, never spaces.", "Done.", "Now rename the module.", "Renamed."
+    )
+    report = memory.learn("t", later).report
+    assert report.messages_sent == 4
+    assert "tabs" in prompt_of(server)
+    # Fed once more, the shortened conversation is now marked where it ends.
+    assert memory.learn("t", later).report.outcome == "nothing-new"
+    rewritten = conversation("Let's talk about tests.", "Renamed.")
+    assert memory.learn("t", rewritten).report.messages_sent == 2
+    assert len(server.requests) == 3
+
+
 @pytest.mark.parametrize("messages", [None, 42, "I use uv.", {"role": "user", "content": "hi"}])
 def test_messages_that_are_not_a_conversation_are_refused_naming_the_argument(
     tmp_path: Path, server: ScriptedChatServer, messages: object

@@ -384,6 +384,65 @@ def test_a_flush_waits_for_a_run_in_progress() -> None:
     assert [i.key.thread_id for i in recorder.items] == ["busy", "queued"]
 
 
+def test_a_shutdown_out_of_time_finishes_the_running_item_and_starts_no_other() -> None:
+    release = threading.Event()
+    recorder = Recorder()
+
+    def slow_first(item: QueueItem[Turn]) -> None:
+        if item.key.thread_id == "slow":
+            release.wait(10)
+
+    recorder.during = slow_first
+    queue, _, _ = make_queue(recorder)
+    queue.add("slow", turns("a"))
+    queue.add("next", turns("b"))
+    stopped = threading.Event()
+    report = queue.shutdown(timeout=0.2, then=stopped.set)
+    assert not report.completed
+    assert {k.thread_id for k in report.unflushed} == {"slow", "next"}
+    assert not stopped.is_set()  # the running item still needs what ``then`` releases
+    release.set()
+    assert stopped.wait(5)
+    assert [i.key.thread_id for i in recorder.items] == ["slow"]  # "next" never started
+    assert [k.thread_id for k in queue.pending_keys()] == ["next"]
+    assert not queue.flush(timeout=0.2).ok  # a stopped queue processes nothing more
+    assert len(recorder.items) == 1
+
+
+def test_a_shutdown_stops_a_run_the_debounce_began_after_its_item() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+    recorder = Recorder()
+
+    def slow(item: QueueItem[Turn]) -> None:
+        entered.set()
+        release.wait(10)
+
+    recorder.during = slow
+    queue, timers, _ = make_queue(recorder, item_delay_seconds=0)
+    queue.add("busy", turns("a"))
+    queue.add("taken", turns("b"))  # in the same run's batch
+    worker = threading.Thread(target=timers.fire)
+    worker.start()
+    assert entered.wait(5)
+    stopped = threading.Event()
+    report = queue.shutdown(timeout=0.2, then=stopped.set)
+    assert {k.thread_id for k in report.unflushed} == {"busy", "taken"}
+    release.set()
+    worker.join(5)
+    assert stopped.is_set()
+    assert [i.key.thread_id for i in recorder.items] == ["busy"]
+
+
+def test_a_shutdown_with_nothing_running_runs_then_before_it_returns() -> None:
+    recorder = Recorder()
+    queue, _, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    stopped: list[int] = []
+    assert queue.shutdown(timeout=5, then=lambda: stopped.append(len(recorder.items))).ok
+    assert stopped == [1]
+
+
 def test_shutdown_stops_intake_and_flushes() -> None:
     recorder = Recorder()
     queue, _, _ = make_queue(recorder)
@@ -496,14 +555,17 @@ def test_without_marks_every_conversation_is_fed_whole() -> None:
     assert recorder.texts() == [["a", "b"], ["a", "b", "c"]]
 
 
-def test_a_mark_of_the_old_form_is_read_at_its_first_occurrence() -> None:
+def test_a_mark_of_the_old_form_is_read_at_the_first_message_with_its_id() -> None:
     # One message's digest: what marks were before they named a position, still in stores.
-    assert [
-        m.text for m in messages_after(turns("ok", "b", "ok"), mark_of(Turn("human", "ok")))
-    ] == [
-        "b",
-        "ok",
-    ]
+    said = [Turn("human", text, id=f"m{n}") for n, text in enumerate(["ok", "b", "ok"])]
+    assert [m.text for m in messages_after(said, mark_of(said[0]))] == ["b", "ok"]
+    assert [m.text for m in messages_after(said[1:], mark_of(said[0]))] == ["b", "ok"]
+
+
+def test_a_mark_of_the_old_form_without_an_id_feeds_the_whole_conversation() -> None:
+    # Its digest is a role and a text, which a newer turn may repeat: no place is safe.
+    said = turns("ok", "b", "ok")
+    assert messages_after(said, mark_of(Turn("human", "ok"))) == tuple(said)
 
 
 def test_a_reply_said_twice_is_marked_at_its_own_position() -> None:
@@ -528,6 +590,16 @@ def test_a_conversation_cut_at_the_front_is_placed_by_its_marked_message() -> No
         "x",
         "y",
     ]
+
+
+def test_a_conversation_cut_at_the_front_without_ids_is_fed_whole() -> None:
+    # The marked "Done." was cut away; the "Done." still there answers a newer turn, which
+    # must not be skipped: without ids nothing tells the two apart, so all is fed again.
+    said = turns("Let's fix the build.", "Done.")
+    later = turns("I indent with tabs.", "Done.", "Now rename the module.", "Renamed.")
+    assert messages_after(later, conversation_mark(said)) == tuple(later)
+    rewritten = turns("Something else entirely.", "Done.")
+    assert messages_after(rewritten, conversation_mark(said)) == tuple(rewritten)
 
 
 # --- real threads -----------------------------------------------------------------------------

@@ -331,8 +331,12 @@ class Memory:
         Nothing admitted is dropped silently: the report lists every
         conversation that failed or could not be processed within
         ``timeout`` (default ``shutdown_flush_timeout_seconds``), and they
-        are logged (ids only). Then the model's connections are released (a
-        model passed to :meth:`open` is left to its owner) and the search
+        are logged (ids only). Once that time is spent no queued
+        conversation is started any more; an update already under way is
+        finished (it is listed as not processed in time, and may still
+        commit after this returns). Then the model's connections are
+        released — when that update ends, if one was under way (a model
+        passed to :meth:`open` is left to its owner) — and the search
         index connection is closed. :meth:`learn` and search still work
         afterwards (they reopen what they need); :meth:`queue_conversation`
         does not. Also called on leaving a ``with`` block.
@@ -526,8 +530,9 @@ class Memory:
         The content is trimmed; an equal fact (compared case-insensitively)
         already stored is an error. An equal fact in the archive comes back
         instead of a new one (*relearned*, with its history, the higher of
-        the two confidences and a confirmation now; a regret event records
-        it): :attr:`CreateResult.fact_id` is then the archived id.
+        the two confidences, a confirmation now and ``category`` when it is a
+        protected one; a regret event records it):
+        :attr:`CreateResult.fact_id` is then the archived id.
         When the library is full the gate decides — possibly against the new
         fact itself, which then goes to the archive and
         :attr:`CreateResult.fact_id` is ``None``.

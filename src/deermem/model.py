@@ -1640,7 +1640,9 @@ class FlushReport:
         completed: every item was attempted within the time budget.
         processed: items processed successfully (or with nothing new) by the flush.
         failed: items attempted whose processing failed or raised.
-        unflushed: items not attempted in time (still queued or still running).
+        unflushed: items not processed in time: still queued, or still
+            running (after a shutdown, the one item that finishes; nothing
+            else is started).
     """
 
     completed: bool

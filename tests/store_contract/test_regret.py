@@ -236,6 +236,55 @@ def test_extraction_relearns_an_evicted_fact(
     assert (event.trigger, event.role, event.policy_version) == ("extraction", "active", policy)
 
 
+@pytest.mark.parametrize("said_before", [False, True])
+def test_a_correction_restating_an_evicted_fact_takes_the_reserved_slot(
+    opened: Opened, server: ScriptedChatServer, said_before: bool
+) -> None:
+    # hybrid-v1 holds a slot for a correction. The user's correction must win it whether or
+    # not its words were once stored (as context) and evicted: relearned, the fact competes
+    # as the correction, not as the context fact it was.
+    clock = Clock()
+    memory = opened(clock, policy="hybrid-v1", seeded=False)
+    if said_before:
+        memory.create_fact("Use uv, not pip.", category="context", confidence=0.7)
+    confirmed = [
+        memory.create_fact(f"Preference number {n}.", category="preference", confidence=0.9)
+        for n in range(10)
+    ]
+    clock.advance(days=1)
+    server.enqueue(answer(factsToReinforce=[reinforce(str(r.fact_id)) for r in confirmed]))
+    memory.learn("thread-0", CONFIRMING)
+    assert [e.fact.content for e in memory.list_archived()] == ["Use uv, not pip."] * said_before
+    server.enqueue(answer(newFacts=[new_fact("Use uv, not pip.", 0.75, category="correction")]))
+    report = memory.learn("thread-1", CHATTING).report
+    assert len(report.relearned) == said_before
+    kept = [(f.category, f.confidence) for f in memory.list_facts() if "uv" in f.content]
+    assert kept == [("correction", 0.75)]
+
+
+@pytest.mark.parametrize(
+    ("archived", "said", "comes_back_as"),
+    [
+        ("context", "correction", "correction"),  # a protected statement wins
+        ("correction", "preference", "correction"),  # a protected category is never given up
+        ("context", "preference", "context"),  # otherwise the category stays
+    ],
+)
+def test_a_fact_said_again_keeps_or_takes_a_protected_category(
+    opened: Opened, archived: str, said: str, comes_back_as: str
+) -> None:
+    clock = Clock()
+    memory = opened(clock)
+    clock.advance(hours=1)
+    gone = memory.create_fact("Deploys go out on Fridays", category=archived, confidence=0.1)
+    assert gone.fact_id is None  # the library is full: evicted at once
+    memory.delete_fact("fact_f08")
+    clock.advance(hours=1)
+    result = memory.create_fact("deploys go out on fridays", category=said, confidence=0.1)
+    assert result.relearned is not None
+    assert memory.get_fact(result.relearned).category == comes_back_as
+
+
 def test_a_contradiction_whose_replacement_is_relearned_needs_the_relearned_fact(
     opened: Opened, server: ScriptedChatServer
 ) -> None:

@@ -69,7 +69,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
-from deermem.errors import RevisionConflict
+from deermem.errors import QueueClosedError, RevisionConflict
 from deermem.learning.answer import (
     NormalizedResponse,
     NoUpdate,
@@ -257,6 +257,7 @@ class Learner:
         self.watermark = StoredMarks(store)
         self._parts: _Parts | None = None
         self._queue: UpdateQueue[Message] | None = None
+        self._closed = False  # by close(): the queue takes nothing more, made or not
         self._setup = threading.Lock()
         self._running = threading.Lock()  # one update at a time
 
@@ -520,6 +521,10 @@ class Learner:
         signal is taken even when the queue is full. (The update itself
         detects them again, on the part it sends.)
         """
+        with self._setup:
+            closed = self._closed
+        if closed:  # before the model's parts are read: closing released them for good
+            raise QueueClosedError(thread_id)
         kept = self._learnable(messages)
         if kept is None:
             return False
@@ -572,20 +577,32 @@ class Learner:
 
     def close(self, timeout: float | None) -> FlushReport:
         """Stop taking conversations, flush the queue (logging what could not be
-        flushed), and release the model if this learner built it."""
+        flushed), and release the model if this learner built it.
+
+        The queue stops when the budget is spent (:meth:`UpdateQueue.shutdown`):
+        nothing it has not started is processed afterwards. An update still
+        running then keeps the model until it ends — releasing the model
+        under it would cut its call — and the model is released when it
+        does; otherwise before this returns.
+        """
         with self._setup:
             queue = self._queue
-        report = FlushReport(completed=True)
-        if queue is not None:
-            report = queue.shutdown(self._timeout(timeout))
-            _log_unflushed(report)
+            self._closed = True
+        if queue is None:
+            self._release_model()
+            return FlushReport(completed=True)
+        report = queue.shutdown(self._timeout(timeout), then=self._release_model)
+        _log_unflushed(report)
+        return report
+
+    def _release_model(self) -> None:
+        """Drop the parts and close the model's connections, if this learner built the model."""
         with self._setup:
             parts, self._parts = self._parts, None
         if parts is not None and self._model is None:
             close = getattr(parts.model, "close", None)  # the HTTP client's connections
             if callable(close):
                 close()
-        return report
 
     def _timeout(self, timeout: float | None) -> float:
         return self._config.shutdown_flush_timeout_seconds if timeout is None else timeout

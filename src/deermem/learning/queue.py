@@ -22,7 +22,9 @@ conversations are extracted one after another.
   the conversation), so one bad conversation cannot stop the worker.
 * :meth:`UpdateQueue.shutdown` stops intake and drains within a time
   budget, and reports every item it could not process — nothing admitted
-  disappears without a trace.
+  disappears without a trace. At the budget's end the queue stops: an item
+  being processed then is finished, nothing more is started, so the
+  owner's ``then`` (releasing the model) runs once no item can use it.
 
 Timers and the clock are injected, so tests drive the debounce by hand;
 the defaults are real threads.
@@ -43,11 +45,14 @@ applied conversation again), and only the messages after it are fed next time.
   positions with two different prefixes, so the mark never moves back to the
   first one.
 * If no prefix matches (the conversation was cut at the front or rewritten),
-  the *first* message with the marked message's own digest counts (that
-  digest alone is the older form of a mark, written before marks named a
-  position, and still read the same way), and if none has it the whole
-  conversation is fed again: re-extracting may feed a turn
-  twice (duplicates are dropped), skipping would lose it.
+  the first message *with an id* whose digest is the marked message's own
+  counts (that digest alone is the older form of a mark, written before
+  marks named a position, and still read the same way): an id names one
+  message, so the turns before it were fed. A message without an id never
+  places a mark this way — once the marked message is cut away, a newer
+  turn may say the same words ("Done.") — so then the whole conversation is
+  fed again: re-extracting may feed a turn twice (duplicates are dropped),
+  skipping would lose it.
 * The mark moves only with a successful extraction's commit; a failed one
   leaves it, so those messages are fed again next time. That commit re-reads
   the mark under the user's lock and applies nothing if another update moved
@@ -150,8 +155,12 @@ def messages_after(messages: Sequence[M], mark: str | None) -> tuple[M, ...]:
     * A mark of the current form (:func:`conversation_mark`) is found where
       the conversation's prefix digest equals it — one position at most.
     * When no prefix matches (the conversation was cut or rewritten), and for
-      a mark of the old form (one message's digest), the *first* message with
-      that digest counts: it may feed a turn twice, never zero times.
+      a mark of the old form (one message's digest), the first message with
+      an id and that digest counts: an id is one message's, so what precedes
+      it was fed. The digest of a message without an id is its role and
+      text, which a newer turn may repeat after the marked one was cut away
+      ("Done."), so such a message places nothing and everything is fed: a
+      turn may be fed twice, never zero times.
     """
     if mark is None:
         return tuple(messages)
@@ -163,7 +172,7 @@ def messages_after(messages: Sequence[M], mark: str | None) -> tuple[M, ...]:
             if prefix == prefix_mark:
                 return tuple(messages[position + 1 :])
     for position, message in enumerate(messages):
-        if mark_of(message) == last:
+        if message.id and mark_of(message) == last:
             return tuple(messages[position + 1 :])
     return tuple(messages)
 
@@ -290,6 +299,10 @@ class UpdateQueue(Generic[M]):
         self._rerun = False
         self._draining = False
         self._closed = False
+        # Set when a shutdown's budget ends: no item starts after it (the one being
+        # processed finishes), and ``_after_stop`` runs once none is being processed.
+        self._stopped = False
+        self._after_stop: Callable[[], None] | None = None
         self._flush: _Flush | None = None
         self._stats = QueueStats()
 
@@ -447,6 +460,8 @@ class UpdateQueue(Generic[M]):
 
     def _take_batch(self) -> list[QueueItem[M]]:
         with self._lock:
+            if self._stopped:
+                return []
             batch = list(self._pending.values())
             self._pending.clear()
             self._taken.extend(item.key for item in batch)
@@ -458,10 +473,18 @@ class UpdateQueue(Generic[M]):
                 if pause and position and self._item_delay:
                     self._sleep(self._item_delay)
                 with self._lock:
+                    if self._stopped:  # a shutdown's budget ended: nothing more starts
+                        self._requeue_locked(batch[position:])
+                        return
                     if item.key in self._dropped:  # its user was erased meanwhile
                         self._dropped.discard(item.key)
+                        self._taken.remove(item.key)
                         continue
                     self._current = item.key
+            except BaseException:
+                self._requeue(batch[position:])
+                raise
+            try:
                 self._process_one(item)
             except BaseException:
                 # Interpreter shutdown or a signal: what was not attempted goes
@@ -469,23 +492,34 @@ class UpdateQueue(Generic[M]):
                 self._requeue(batch[position + 1 :])
                 raise
             finally:
-                with self._lock:
-                    self._taken.remove(item.key)
-                    self._current = None
-                    self._idle.notify_all()
+                self._finished(item.key)
+
+    def _finished(self, key: QueueKey) -> None:
+        """End the item being processed; after a shutdown stopped the queue, run its ``then``."""
+        with self._lock:
+            self._taken.remove(key)
+            self._current = None
+            self._idle.notify_all()
+            after_stop, self._after_stop = self._after_stop, None
+        if after_stop is not None:  # set only once stopped: no item starts after this one
+            after_stop()
 
     def _requeue(self, items: list[QueueItem[M]]) -> None:
         with self._lock:
-            for item in items:
-                self._taken.remove(item.key)
-                if item.key in self._dropped:
-                    self._dropped.discard(item.key)
-                    continue
-                newer = self._pending.get(item.key)
-                if newer is None:
-                    self._pending[item.key] = item
-                else:
-                    self._pending[item.key] = replace(newer, signals=newer.signals | item.signals)
+            self._requeue_locked(items)
+
+    def _requeue_locked(self, items: list[QueueItem[M]]) -> None:
+        """Put taken items back in the queue (the caller holds ``_lock``)."""
+        for item in items:
+            self._taken.remove(item.key)
+            if item.key in self._dropped:
+                self._dropped.discard(item.key)
+                continue
+            newer = self._pending.get(item.key)
+            if newer is None:
+                self._pending[item.key] = item
+            else:
+                self._pending[item.key] = replace(newer, signals=newer.signals | item.signals)
 
     def _process_one(self, item: QueueItem[M]) -> None:
         key = item.key
@@ -538,6 +572,26 @@ class UpdateQueue(Generic[M]):
         listed in the report (a drain still running continues in the
         background).
         """
+        return self._flush_within(timeout, stop=False, then=None)
+
+    def shutdown(self, timeout: float, *, then: Callable[[], None] | None = None) -> FlushReport:
+        """Stop taking conversations, flush what is queued (see :meth:`flush`), then stop.
+
+        When the budget is spent the queue stops: the item being processed
+        (if any) is finished, no other one starts — not by the drain, not by
+        a run the debounce began — and every item not processed is listed in
+        the report's ``unflushed`` (still queued, or the one still running).
+        So nothing is processed after this returns but that one item.
+        ``then`` (the owner releasing what the processing uses) runs once no
+        item is being processed: before this returns, or when that item ends.
+        """
+        with self._lock:
+            self._closed = True
+        return self._flush_within(timeout, stop=True, then=then)
+
+    def _flush_within(
+        self, timeout: float, *, stop: bool, then: Callable[[], None] | None
+    ) -> FlushReport:
         deadline = self._clock() + max(timeout, 0.0)
         with self._lock:
             if self._timer is not None:
@@ -545,25 +599,37 @@ class UpdateQueue(Generic[M]):
                 self._timer = None
             self._draining = True
             self._flush = record = _Flush()
+        at_once = None
         try:
-            if not self._worker.acquire(timeout=max(deadline - self._clock(), 0.0)):
-                return self._report(record, completed=False)
-            drain = threading.Thread(target=self._drain, name="deermem-update-drain", daemon=True)
-            drain.start()  # the drain releases the worker lock when it is done
-            drain.join(max(deadline - self._clock(), 0.0))
-            return self._report(record, completed=not drain.is_alive())
+            drained = False
+            if self._worker.acquire(timeout=max(deadline - self._clock(), 0.0)):
+                drain = threading.Thread(
+                    target=self._drain, name="deermem-update-drain", daemon=True
+                )
+                drain.start()  # the drain releases the worker lock when it is done
+                drain.join(max(deadline - self._clock(), 0.0))
+                drained = not drain.is_alive()
+            if stop:
+                at_once = self._stop(then)
+            return self._report(record, completed=drained)
         finally:
             with self._lock:
                 self._draining = False
                 self._flush = None
                 if self._pending and not self._closed:
                     self._schedule(self._debounce)
+            if at_once is not None:
+                at_once()
 
-    def shutdown(self, timeout: float) -> FlushReport:
-        """Stop taking conversations and flush what is queued (see :meth:`flush`)."""
+    def _stop(self, then: Callable[[], None] | None) -> Callable[[], None] | None:
+        """Let no item start from now on; ``then`` if it can run now, else leave it to
+        the item being processed (:meth:`_finished`)."""
         with self._lock:
-            self._closed = True
-        return self.flush(timeout)
+            self._stopped = True
+            if self._current is None:
+                return then
+            self._after_stop = then
+            return None
 
     def _drain(self) -> None:
         try:

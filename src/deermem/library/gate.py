@@ -8,8 +8,9 @@ fact meets the archive: a new fact that says what an archived fact says (the
 duplicate rule, :func:`~deermem.model.duplicate_key`) is *relearned* — the
 archived fact comes back in its place, with its history (confirmations,
 recalls) and the restatement's evidence (the higher confidence, a
-confirmation now), and a regret event records it; a new fact with an archived fact's
-id but another text is refused (:class:`~deermem.ArchivedFactError`).
+confirmation now, a protected category it was said with), and a regret
+event records it; a new fact with an archived fact's id but another text
+is refused (:class:`~deermem.ArchivedFactError`).
 
 Usage, inside a store transaction (the user's lock is held, so the decision
 is made on the current library and needs no retry)::
@@ -272,7 +273,8 @@ class CapacityGate:
                 said again).
         """
         ledger = RegretLedger(transaction, trigger, format_timestamp(now))
-        proposal, relearned = _relearn(transaction, proposal, now, ledger)
+        protected = frozenset(category_key(name) for name in self.policy.reserved_categories)
+        proposal, relearned = _relearn(transaction, proposal, now, ledger, protected)
         library, incoming = _proposed_library(transaction, proposal, trigger)
         usage = None
         if self.policy.uses_usage:
@@ -368,7 +370,11 @@ class CapacityGate:
 
 
 def _relearn(
-    transaction: StoreTransaction, proposal: Proposal, now: datetime, ledger: RegretLedger
+    transaction: StoreTransaction,
+    proposal: Proposal,
+    now: datetime,
+    ledger: RegretLedger,
+    protected: Collection[str],
 ) -> tuple[Proposal, dict[str, str]]:
     """The proposal with each new fact that an archived fact says already replaced by it.
 
@@ -402,7 +408,7 @@ def _relearn(
             new_facts.append(fact)
             continue
         taken.add(match.fact_id)
-        returned.append(_restated(match, fact, now))
+        returned.append(_restated(match, fact, now, protected))
         relearned[fact.id] = match.fact_id
     for entry in returned:
         ledger.returned(entry, "relearned")
@@ -420,7 +426,9 @@ def _relearn(
     ), relearned
 
 
-def _restated(entry: ArchiveEntry, statement: Fact, now: datetime) -> ArchiveEntry:
+def _restated(
+    entry: ArchiveEntry, statement: Fact, now: datetime, protected: Collection[str]
+) -> ArchiveEntry:
     """The archive entry whose fact ``statement`` says again, with the statement's evidence.
 
     Saying a fact again is evidence that it matters, so the fact that comes
@@ -429,14 +437,23 @@ def _restated(entry: ArchiveEntry, statement: Fact, now: datetime) -> ArchiveEnt
     could never bring it back by saying it. It takes the higher of the two
     confidences and the later confirmation, and a statement with another id
     (the user or a model said it now) counts as a confirmation now, so
-    ``hybrid-v1`` ranks it as fresh. A statement with the fact's own id (an
-    import of the fact's export) is the same fact, not a new confirmation.
-    The id, creation time and recall counts stay the archived fact's.
+    ``hybrid-v1`` ranks it as fresh. A statement of a protected category
+    (``protected``: category keys, the correction reserve's) gives the fact
+    that category — a user correcting with words once stored as context gets
+    the reserved slot the correction would get — while a protected category
+    the fact already has is never given up; any other statement leaves the
+    category as it was. A statement with the fact's own id (an import of the
+    fact's export) is the same fact, not a new confirmation. The id, creation
+    time and recall counts stay the archived fact's.
     """
     fact = entry.fact
     changes: dict[str, object] = {}
     if statement.confidence > fact.confidence:
         changes["confidence"] = statement.confidence
+    stated = category_key(statement.category)
+    if stated in protected and stated != category_key(fact.category):
+        changes["category"] = statement.category
+        changes["categoryExtension"] = statement.categoryExtension
     if statement.id != fact.id:
         changes["lastConfirmedAt"] = format_timestamp(now)
         changes["confirmationCount"] = next_confirmation_count(fact.confirmationCount)
