@@ -28,7 +28,14 @@ from langgraph.store.base import (
 from langmem import create_manage_memory_tool, create_search_memory_tool
 from pydantic import ValidationError
 
-from deermem import ArchivedFactError, DeerMemError, FactValidationError, Memory, MemoryConfig
+from deermem import (
+    ArchivedFactError,
+    DeerMemError,
+    DuplicateFactError,
+    FactValidationError,
+    Memory,
+    MemoryConfig,
+)
 from deermem.integrations.langgraph import (
     DeerMemStore,
     EvictedOnPutError,
@@ -288,6 +295,78 @@ def test_a_batch_with_one_bad_op_writes_nothing(store: DeerMemStore) -> None:
     with pytest.raises(NotImplementedError):
         store.put(ALICE, "k1", {"content": "good"}, ttl=5.0)
     assert store.search(()) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"content": "x" * 5000}, "expected at most 4,000"),
+        ({"content": "second fact", "confidence": 1.5}, "confidence"),
+        ({"content": "second fact", "category": "c" * 100}, "category"),
+        ({"content": "second \x00 fact"}, "content"),
+    ],
+)
+def test_a_batch_whose_later_value_breaks_a_fact_rule_writes_nothing(
+    store: DeerMemStore, value: dict[str, Any], message: str
+) -> None:
+    store.put(ALICE, "k0", {"content": "Stays as it is"})
+    ops = [
+        PutOp(ALICE, "k1", {"content": "First fact"}),
+        PutOp(ALICE, "k0", None),
+        PutOp(ALICE, "k2", value),
+    ]
+    with pytest.raises(FactValidationError, match=message):
+        store.batch(ops)
+    assert [i.key for i in store.search(())] == ["k0"]
+
+
+def test_a_batch_whose_puts_say_one_thing_twice_writes_nothing(
+    store: DeerMemStore, opened: Opened
+) -> None:
+    store.put(ALICE, "k0", {"content": "Prefers uv"})
+    # two puts of the batch, compared as stored: trimmed, case-folded, secrets redacted
+    with pytest.raises(FactValidationError, match="the batch's put of 'k1' says the same") as twice:
+        store.batch(
+            [
+                PutOp(ALICE, "k1", {"content": f"Token {SECRET}"}),
+                PutOp(ALICE, "k2", {"content": f"  token {SECRET[:-1]}X "}),
+            ]
+        )
+    assert SECRET[:12] not in str(twice.value)
+    # a put and a fact that stays
+    with pytest.raises(DuplicateFactError, match="already stored as 'k0'"):
+        store.batch(
+            [
+                PutOp(ALICE, "k1", {"content": "Likes tea"}),
+                PutOp(ALICE, "k2", {"content": "PREFERS UV"}),
+            ]
+        )
+    # a put and what an earlier put of the batch changed a stored fact into
+    with pytest.raises(FactValidationError, match="the batch's put of 'k0' says the same"):
+        store.batch(
+            [
+                PutOp(ALICE, "k0", {"content": "Likes tea"}),
+                PutOp(ALICE, "k1", {"content": "likes tea"}),
+            ]
+        )
+    assert [i.value["content"] for i in store.search(())] == ["Prefers uv"]
+    # what the batch's own ops free or make its own is no duplicate: it runs as it would one by one
+    store.batch(
+        [
+            PutOp(ALICE, "k0", {"content": "Prefers pip"}),
+            PutOp(ALICE, "k1", {"content": "prefers uv"}),
+            PutOp(ALICE, "k1", {"content": "Prefers UV"}),
+            PutOp(("notes", "alice"), "k2", {"content": "Prefers uv"}),
+            PutOp(ALICE, "k0", None),
+            PutOp(ALICE, "k3", {"content": "Prefers pip!"}),
+        ]
+    )
+    found = {(i.namespace, i.key): i.value["content"] for i in store.search(())}
+    assert found == {
+        (ALICE, "k1"): "Prefers UV",
+        (ALICE, "k3"): "Prefers pip!",
+        (("notes", "alice"), "k2"): "Prefers uv",
+    }
 
 
 def test_a_batch_runs_its_ops_in_order(store: DeerMemStore) -> None:

@@ -35,7 +35,9 @@ user's ``("memories", …)``; ``()`` finds everything). With a ``query`` it
 ranks with deermem's search (``score`` in [0, 1)), without one it lists, most
 recently updated first. ``filter`` matches ``content``, ``category`` and
 ``confidence`` (equality, or ``$eq $ne $gt $gte $lt $lte``). Ops run in order,
-so a read after a write in one batch sees the write. TTLs are not supported
+so a read after a write in one batch sees the write; every op is checked first
+(the memory's fact rules, and the duplicate rule among the puts and the facts
+that stay), so a bad op means nothing is written. TTLs are not supported
 (refused); ``index`` is ignored, as by LangGraph's stores without an index:
 every fact is searchable.
 """
@@ -69,14 +71,23 @@ from deermem.config import MemoryConfig
 from deermem.errors import (
     ArchivedFactError,
     DeerMemError,
+    DuplicateFactError,
     FactNotFoundError,
     FactRevisionConflict,
     FactValidationError,
     Withheld,
 )
 from deermem.memory import Memory
-from deermem.model import DEFAULT_AGENT, Fact, Scope, check_fact_id, parse_timestamp
-from deermem.results import error_location
+from deermem.model import (
+    DEFAULT_AGENT,
+    Fact,
+    Scope,
+    check_fact_id,
+    duplicate_key,
+    parse_timestamp,
+    redact,
+)
+from deermem.results import FactPatch, error_location
 from deermem.store import EvictionReceipt
 
 __all__ = [
@@ -228,6 +239,7 @@ class DeerMemStore(BaseStore):
         ops = list(ops)
         for op in ops:  # the whole batch is checked before anything is written
             _check(op)
+        self._check_duplicates(ops)
         return [self._run(op) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -337,6 +349,54 @@ class DeerMemStore(BaseStore):
             # before anything is written), so any other answer is None: archived at once.
             raise EvictedOnPutError(op.namespace, op.key, result.receipts)
 
+    def _check_duplicates(self, ops: Sequence[Op]) -> None:
+        """Refuse a batch one of whose puts would say what another fact says, before any runs.
+
+        The memory applies the duplicate rule as each put is written, so a batch
+        refused at its second put would leave its first written. Each put is
+        compared here, as its text will be stored (trimmed, secrets redacted),
+        with the facts of its namespace as they will be when it runs: the
+        active facts, changed by the puts and deletes before it in the batch.
+        A lone put needs no such check: its own write refuses it, writing
+        nothing.
+
+        Raises:
+            DuplicateFactError: a put says what a stored fact that stays says.
+            FactValidationError: a put says what an earlier put of the batch
+                (under another key of its namespace) says.
+        """
+        puts = [op for op in ops if isinstance(op, PutOp)]
+        if len(puts) < 2:
+            return
+        redacting = self.memory.config.redact_secrets
+        # Invariant: per namespace, each active fact's key -> its duplicate key, as of the op
+        # being checked; put_keys are the keys the batch's puts so far have set.
+        held: dict[tuple[str, ...], dict[str, str]] = {}
+        put_keys: set[tuple[tuple[str, ...], str]] = set()
+        for op in puts:
+            if op.namespace not in held:
+                facts = self._scoped(op.namespace).snapshot().facts
+                held[op.namespace] = {fact.id: duplicate_key(fact.content) for fact in facts}
+            keys = held[op.namespace]
+            if op.value is None:
+                keys.pop(op.key, None)
+                continue
+            content = FactPatch.checked(content=op.value["content"]).content
+            assert content is not None  # given, so checked
+            said = duplicate_key(redact(content).text if redacting else content)
+            other = next((k for k, s in keys.items() if s == said and k != op.key), None)
+            if other is not None and (op.namespace, other) in put_keys:
+                raise FactValidationError(
+                    "value.content",
+                    content,
+                    f"the batch's put of {other!r} says the same (compared ignoring case, "
+                    "secrets redacted): a fact is stored once. Nothing was written",
+                )
+            if other is not None:
+                raise DuplicateFactError(other)
+            keys[op.key] = said
+            put_keys.add((op.namespace, op.key))
+
     def _search(self, op: SearchOp) -> list[SearchItem]:
         found: list[tuple[float | None, str, tuple[str, ...], Fact]] = []
         for namespace in self._namespaces(op.namespace_prefix):
@@ -388,7 +448,10 @@ def _check(op: object) -> None:
         if not _is_fact_id(op.key):
             check_fact_id(op.key)  # raises, naming the rule
         if op.value is not None:
-            _fields(op.value)
+            content, category, confidence = _fields(op.value)
+            # The memory's own rules (length, blank, range, control characters, a category's
+            # near miss), which its write would apply only when the ops before it have run.
+            FactPatch.checked(content=content, category=category, confidence=confidence)
     elif isinstance(op, SearchOp):
         _matcher(op.filter)
 
