@@ -237,6 +237,28 @@ def test_search_by_prefix_query_and_filter(store: DeerMemStore, opened: Opened) 
         store.search((), filter={"confidence": {token: 1}})
 
 
+def test_a_search_counts_a_recall_for_each_item_it_returns(opened: Opened) -> None:
+    store = opened.store(fact_eviction_policy="hybrid-v1")  # recalls rank facts at the cap
+    for number, kind in enumerate(["green", "black", "oolong", "mint"]):
+        store.put(ALICE, f"k{number}", {"content": f"Likes {kind} tea"})
+    store.put(("notes", "alice"), "n1", {"content": "Likes jasmine tea"})
+
+    def recalls() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for namespace in (ALICE, ("notes", "alice")):
+            usage = store.memory.store.usage(scope_of(namespace))
+            counts.update({key: entry.access_count for key, entry in usage.items()})
+        return counts
+
+    first = store.search((), query="tea", limit=1)
+    assert recalls() == {first[0].key: 1}
+    second = store.search((), query="tea", limit=2, offset=1)
+    assert recalls() == {item.key: 1 for item in [*first, *second]}
+    assert store.search(ALICE, query="tea", filter={"content": "nothing has this text"}) == []
+    store.search(ALICE)  # a listing recalls nothing
+    assert sum(recalls().values()) == 3
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

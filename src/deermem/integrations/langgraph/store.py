@@ -398,11 +398,20 @@ class DeerMemStore(BaseStore):
             put_keys.add((op.namespace, op.key))
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
+        """The page of a search; with a query, a recall is counted for each item returned.
+
+        Each scope is searched without counting (``record=False``): the filter,
+        the ranking across scopes and the page apply after, and a recall counts
+        what the agent is shown, not every fact that matched. So a search here
+        records no missed recalls either: which archived facts it would have
+        returned cannot be said for a page of several scopes.
+        """
         found: list[tuple[float | None, str, tuple[str, ...], Fact]] = []
         for namespace in self._namespaces(op.namespace_prefix):
             memory = self._scoped(namespace)
             if op.query:
-                hits = memory.search(op.query, top_k=len(memory.snapshot().facts))
+                everything = len(memory.snapshot().facts)
+                hits = memory.search(op.query, top_k=everything, record=False)
                 found.extend((h.relevance, h.fact.updatedAt, namespace, h.fact) for h in hits)
             else:
                 found.extend((None, f.updatedAt, namespace, f) for f in memory.list_facts())
@@ -414,6 +423,12 @@ class DeerMemStore(BaseStore):
         if op.query:
             kept.sort(key=lambda e: e[0] or 0.0, reverse=True)
         page = kept[op.offset : op.offset + op.limit]
+        if op.query:
+            shown: dict[tuple[str, ...], list[str]] = {}
+            for _, _, namespace, fact in page:
+                shown.setdefault(namespace, []).append(fact.id)
+            for namespace, fact_ids in shown.items():
+                self._scoped(namespace).record_access(fact_ids)
         return [_search_item(namespace, fact, score) for score, _, namespace, fact in page]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

@@ -224,12 +224,16 @@ def router(context: ServerContext) -> APIRouter:
     def search(who: Who, body: SearchBody) -> JSONResponse:
         """The facts that best match a query, best first, with ``score`` in [0, 1)."""
         memory = scoped(who, *_scope_of(body.filters.user_id, body.filters.agent_id, None))
-        hits = memory.search(body.query, top_k=body.top_k)
-        results = [
-            {**_memory_json(memory, hit.fact), "score": hit.relevance}
-            for hit in hits
-            if body.threshold is None or hit.relevance >= body.threshold
-        ]
+        if body.threshold is None:
+            hits = memory.search(body.query, top_k=body.top_k)
+        else:
+            # A recall counts what the client is answered: the hits under the threshold are
+            # dropped before any is counted (and no missed recall is recorded: which archived
+            # facts the cut would have kept, the search cannot say).
+            found = memory.search(body.query, top_k=body.top_k, record=False)
+            hits = tuple(hit for hit in found if hit.relevance >= body.threshold)
+            memory.record_access(hit.fact_id for hit in hits)
+        results = [{**_memory_json(memory, hit.fact), "score": hit.relevance} for hit in hits]
         return JSONResponse({"results": results})
 
     @api.post("/v3/memories/")
