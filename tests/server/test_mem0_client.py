@@ -227,6 +227,34 @@ def test_an_add_refused_for_one_message_stores_none(
     assert client.get_all(filters=ALICE)["results"] == before
 
 
+@pytest.mark.parametrize(
+    ("message", "problem", "names"),
+    [
+        ({"role": "USER", "content": "I deploy with uv"}, "invalid-message", "'role'"),
+        ({"role": "wizard", "content": "I deploy with uv"}, "invalid-message", "'role'"),
+        ({"role": "assistant", "content": 42}, "invalid-message", "'content'"),
+        ({"role": "user", "content": "  "}, "invalid-fact", "messages[1].content"),
+        ({"role": "user", "content": [{"type": "image_url"}]}, "invalid-fact", "not blank"),
+    ],
+    ids=["capitalised-role", "unknown-role", "content-of-no-shape", "blank", "no-text"],
+)
+def test_an_add_without_infer_refuses_a_message_it_would_drop(
+    client: MemoryClient, live: LiveServer, message: dict[str, Any], problem: str, names: str
+) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "A new thing I like"}, message],
+        "user_id": "alice",
+        "infer": False,
+    }
+    refused = httpx.post(f"{live.url}/v3/memories/add/", json=body)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["type"].endswith(problem)
+    assert names in refused.json()["detail"]
+    if problem == "invalid-message":
+        assert refused.json()["index"] == 1
+    assert client.get_all(filters=ALICE)["results"] == []
+
+
 def test_the_async_client_works_too(live: LiveServer) -> None:
     async def session() -> list[str]:
         client = AsyncMemoryClient(api_key="x", host=live.url)
