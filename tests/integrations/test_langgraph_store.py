@@ -449,9 +449,13 @@ def test_the_capacity_gate_speaks_up_on_put(opened: Opened) -> None:
 def test_content_an_archived_fact_says_is_refused_under_another_key(store: DeerMemStore) -> None:
     store.put(ALICE, "k1", {"content": "Prefers uv"})
     store.delete(ALICE, "k1")
-    with pytest.raises(FactValidationError, match="archived fact 'k1' says the same"):
-        store.put(ALICE, "k2", {"content": "prefers UV"})
-    assert store.get(ALICE, "k2") is None
+    key = "a-much-longer-second-key-of-40-chars-xyz"
+    with pytest.raises(FactValidationError, match="archived fact 'k1' says the same") as refused:
+        store.put(ALICE, key, {"content": "prefers UV"})
+    # the error describes the content (by its length), not the key
+    assert str(refused.value).startswith("field 'value.content' has a text of 10 characters;")
+    assert refused.value.value == "prefers UV"
+    assert store.get(ALICE, key) is None
 
 
 def test_content_an_archived_fact_says_once_redacted_is_refused_under_another_key(

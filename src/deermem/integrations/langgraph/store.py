@@ -295,7 +295,7 @@ class DeerMemStore(BaseStore):
                 if error.fact_id != op.key:
                     raise FactValidationError(
                         "value.content",
-                        op.key,
+                        content,  # described by its length, never quoted
                         f"archived fact {error.fact_id!r} says the same: put it under its "
                         f"key {error.fact_id!r} to bring it back",
                     ) from None
