@@ -942,11 +942,32 @@ class Memory:
         """Count a recall (e.g. a search hit) of each fact, if the policy uses it.
 
         Only ``hybrid-v1`` and shadow mode read recall heat, so only they pay
-        for recording it; returns whether anything was recorded.
+        for recording it; returns whether anything was recorded. For a host
+        that searches with ``record=False`` and shows only some of the hits
+        (a page, a filter): it counts those it shows. A store this process may
+        not write counts nothing, as :meth:`search` (said once, in a warning).
         """
         if not self.gate.policy.uses_usage:
             return False
-        self.store.record_access(self.scope, list(fact_ids), self.now())
+        ids = list(fact_ids)
+        return self._count_recalls(lambda: self.store.record_access(self.scope, ids, self.now()))
+
+    def _count_recalls(self, write: Callable[[], None]) -> bool:
+        """Run ``write``, which counts recalls; ``False`` when the store may not be written.
+
+        A read-only store (a read-only mount; a database connection that may
+        only read) can be searched; its recall counts cannot grow, which is
+        said once, in a warning.
+        """
+        try:
+            write()
+        except (OSError, DatabaseReadOnly) as error:
+            if isinstance(error, OSError) and error.errno not in _NOT_WRITABLE:
+                raise
+            if not self._unrecorded_said:
+                self._unrecorded_said = True
+                _log.warning("search hits are not counted as recalls: %s", error)
+            return False
         return True
 
     # --- explaining ---------------------------------------------------------------
@@ -1188,16 +1209,7 @@ class Memory:
         )
         results = findings.results
         if record:
-            try:
-                self._record_search(query, findings, now)
-            except (OSError, DatabaseReadOnly) as error:
-                # A read-only store (a read-only mount; a database connection that may
-                # only read) can be searched; its recall counts cannot grow.
-                if isinstance(error, OSError) and error.errno not in _NOT_WRITABLE:
-                    raise
-                if not self._unrecorded_said:
-                    self._unrecorded_said = True
-                    _log.warning("search hits are not counted as recalls: %s", error)
+            self._count_recalls(lambda: self._record_search(query, findings, now))
         return results
 
     def redact_stored(self, *, dry_run: bool = False) -> RedactionReport:

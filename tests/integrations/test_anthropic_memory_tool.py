@@ -459,6 +459,49 @@ def test_a_refused_insert_changes_nothing(tool: DeerMemMemoryTool, memory: Memor
     assert memory.snapshot() == before
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (  # removes line 2, and changes line 3 into line 1's text
+            "[fact_00000002] Uses vim\n[fact_00000003] Likes coffee",
+            "[fact_00000003] LIKES TEA",
+            r"^line 2 says what fact_00000001 says",
+        ),
+        (  # changes a line into the text of another file's fact
+            "[fact_00000003] Likes coffee",
+            "[fact_00000003] ship V1",
+            r"^line 3 says what fact_00000004 says",
+        ),
+        (  # changes two lines into one text
+            "[fact_00000002] Uses vim\n[fact_00000003] Likes coffee",
+            "[fact_00000002] Uses emacs\n[fact_00000003] uses EMACS",
+            r"^line 3 says what fact_00000002 says",
+        ),
+        (  # swaps two texts: each change meets the other line's text before it changes
+            "[fact_00000001] Likes tea\n[fact_00000002] Uses vim",
+            "[fact_00000001] Uses vim\n[fact_00000002] Likes tea",
+            r"^line 1 says what fact_00000002 says",
+        ),
+    ],
+    ids=["a-line-that-stays", "another-file", "two-changed-lines", "swapped"],
+)
+def test_a_refused_edit_changes_nothing(
+    tool: DeerMemMemoryTool, memory: Memory, old: str, new: str, message: str
+) -> None:
+    path = "/memories/preference.md"
+    text = "Likes tea\nUses vim\nLikes coffee\n"
+    tool.call({"command": "create", "path": path, "file_text": text})
+    tool.call({"command": "create", "path": "/memories/goal.md", "file_text": "Ship v1\n"})
+    before = memory.snapshot()
+    edit = {"command": "str_replace", "path": path, "old_str": old, "new_str": new}
+    with pytest.raises(ToolError, match=message):
+        tool.call(edit)
+    assert memory.snapshot() == before
+    # a change of a line's own case is no duplicate
+    edit = {"command": "str_replace", "path": path, "old_str": "Uses vim", "new_str": "USES VIM"}
+    assert tool.call(edit).endswith("memory: changed fact_00000002")
+
+
 def test_a_category_the_memory_refuses_is_refused_before_any_line(
     tool: DeerMemMemoryTool, memory: Memory
 ) -> None:

@@ -182,10 +182,27 @@ def test_the_thread_id_can_be_given_or_read_by_a_rule(
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["invoke", "ainvoke"])
-def test_a_run_without_a_thread_id_is_refused_not_dropped(memory: Memory, sync: bool) -> None:
-    agent = create_agent(agent_model("Noted."), middleware=[DeerMemMiddleware(memory)])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        None,  # LangGraph's thread_id
+        lambda c: c["configurable"].get("session"),  # a rule that finds none
+        lambda c: c["configurable"]["session"],  # docs/integrations.md's rule: a KeyError
+        lambda c: c["configurable"]["sessions"][0],  # an IndexError, or a KeyError first
+    ],
+    ids=["default", "none", "key-error", "lookup-error"],
+)
+def test_a_run_without_a_thread_id_is_refused_not_dropped(
+    memory: Memory, sync: bool, rule: Any
+) -> None:
+    middleware = DeerMemMiddleware(memory, thread_id=rule)
+    agent = create_agent(agent_model("Noted.", "Noted."), middleware=[middleware])
     with pytest.raises(MissingThreadIdError, match="thread_id"):
         run(agent, "I work on the billing service.", {}, sync=sync)
+    config: dict[str, Any] = {"configurable": {"sessions": []}}
+    if rule is not None:
+        with pytest.raises(MissingThreadIdError):
+            run(agent, "I work on the billing service.", config, sync=sync)
 
 
 def test_learning_without_a_model_says_so(tmp_path: Path) -> None:

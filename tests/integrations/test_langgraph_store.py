@@ -28,7 +28,14 @@ from langgraph.store.base import (
 from langmem import create_manage_memory_tool, create_search_memory_tool
 from pydantic import ValidationError
 
-from deermem import ArchivedFactError, DeerMemError, FactValidationError, Memory, MemoryConfig
+from deermem import (
+    ArchivedFactError,
+    DeerMemError,
+    DuplicateFactError,
+    FactValidationError,
+    Memory,
+    MemoryConfig,
+)
 from deermem.integrations.langgraph import (
     DeerMemStore,
     EvictedOnPutError,
@@ -230,6 +237,28 @@ def test_search_by_prefix_query_and_filter(store: DeerMemStore, opened: Opened) 
         store.search((), filter={"confidence": {token: 1}})
 
 
+def test_a_search_counts_a_recall_for_each_item_it_returns(opened: Opened) -> None:
+    store = opened.store(fact_eviction_policy="hybrid-v1")  # recalls rank facts at the cap
+    for number, kind in enumerate(["green", "black", "oolong", "mint"]):
+        store.put(ALICE, f"k{number}", {"content": f"Likes {kind} tea"})
+    store.put(("notes", "alice"), "n1", {"content": "Likes jasmine tea"})
+
+    def recalls() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for namespace in (ALICE, ("notes", "alice")):
+            usage = store.memory.store.usage(scope_of(namespace))
+            counts.update({key: entry.access_count for key, entry in usage.items()})
+        return counts
+
+    first = store.search((), query="tea", limit=1)
+    assert recalls() == {first[0].key: 1}
+    second = store.search((), query="tea", limit=2, offset=1)
+    assert recalls() == {item.key: 1 for item in [*first, *second]}
+    assert store.search(ALICE, query="tea", filter={"content": "nothing has this text"}) == []
+    store.search(ALICE)  # a listing recalls nothing
+    assert sum(recalls().values()) == 3
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -290,6 +319,78 @@ def test_a_batch_with_one_bad_op_writes_nothing(store: DeerMemStore) -> None:
     assert store.search(()) == []
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"content": "x" * 5000}, "expected at most 4,000"),
+        ({"content": "second fact", "confidence": 1.5}, "confidence"),
+        ({"content": "second fact", "category": "c" * 100}, "category"),
+        ({"content": "second \x00 fact"}, "content"),
+    ],
+)
+def test_a_batch_whose_later_value_breaks_a_fact_rule_writes_nothing(
+    store: DeerMemStore, value: dict[str, Any], message: str
+) -> None:
+    store.put(ALICE, "k0", {"content": "Stays as it is"})
+    ops = [
+        PutOp(ALICE, "k1", {"content": "First fact"}),
+        PutOp(ALICE, "k0", None),
+        PutOp(ALICE, "k2", value),
+    ]
+    with pytest.raises(FactValidationError, match=message):
+        store.batch(ops)
+    assert [i.key for i in store.search(())] == ["k0"]
+
+
+def test_a_batch_whose_puts_say_one_thing_twice_writes_nothing(
+    store: DeerMemStore, opened: Opened
+) -> None:
+    store.put(ALICE, "k0", {"content": "Prefers uv"})
+    # two puts of the batch, compared as stored: trimmed, case-folded, secrets redacted
+    with pytest.raises(FactValidationError, match="the batch's put of 'k1' says the same") as twice:
+        store.batch(
+            [
+                PutOp(ALICE, "k1", {"content": f"Token {SECRET}"}),
+                PutOp(ALICE, "k2", {"content": f"  token {SECRET[:-1]}X "}),
+            ]
+        )
+    assert SECRET[:12] not in str(twice.value)
+    # a put and a fact that stays
+    with pytest.raises(DuplicateFactError, match="already stored as 'k0'"):
+        store.batch(
+            [
+                PutOp(ALICE, "k1", {"content": "Likes tea"}),
+                PutOp(ALICE, "k2", {"content": "PREFERS UV"}),
+            ]
+        )
+    # a put and what an earlier put of the batch changed a stored fact into
+    with pytest.raises(FactValidationError, match="the batch's put of 'k0' says the same"):
+        store.batch(
+            [
+                PutOp(ALICE, "k0", {"content": "Likes tea"}),
+                PutOp(ALICE, "k1", {"content": "likes tea"}),
+            ]
+        )
+    assert [i.value["content"] for i in store.search(())] == ["Prefers uv"]
+    # what the batch's own ops free or make its own is no duplicate: it runs as it would one by one
+    store.batch(
+        [
+            PutOp(ALICE, "k0", {"content": "Prefers pip"}),
+            PutOp(ALICE, "k1", {"content": "prefers uv"}),
+            PutOp(ALICE, "k1", {"content": "Prefers UV"}),
+            PutOp(("notes", "alice"), "k2", {"content": "Prefers uv"}),
+            PutOp(ALICE, "k0", None),
+            PutOp(ALICE, "k3", {"content": "Prefers pip!"}),
+        ]
+    )
+    found = {(i.namespace, i.key): i.value["content"] for i in store.search(())}
+    assert found == {
+        (ALICE, "k1"): "Prefers UV",
+        (ALICE, "k3"): "Prefers pip!",
+        (("notes", "alice"), "k2"): "Prefers uv",
+    }
+
+
 def test_a_batch_runs_its_ops_in_order(store: DeerMemStore) -> None:
     results = store.batch(
         [
@@ -348,9 +449,13 @@ def test_the_capacity_gate_speaks_up_on_put(opened: Opened) -> None:
 def test_content_an_archived_fact_says_is_refused_under_another_key(store: DeerMemStore) -> None:
     store.put(ALICE, "k1", {"content": "Prefers uv"})
     store.delete(ALICE, "k1")
-    with pytest.raises(FactValidationError, match="archived fact 'k1' says the same"):
-        store.put(ALICE, "k2", {"content": "prefers UV"})
-    assert store.get(ALICE, "k2") is None
+    key = "a-much-longer-second-key-of-40-chars-xyz"
+    with pytest.raises(FactValidationError, match="archived fact 'k1' says the same") as refused:
+        store.put(ALICE, key, {"content": "prefers UV"})
+    # the error describes the content (by its length), not the key
+    assert str(refused.value).startswith("field 'value.content' has a text of 10 characters;")
+    assert refused.value.value == "prefers UV"
+    assert store.get(ALICE, key) is None
 
 
 def test_content_an_archived_fact_says_once_redacted_is_refused_under_another_key(

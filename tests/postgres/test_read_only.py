@@ -52,6 +52,8 @@ def test_search_on_a_read_only_connection_answers_and_says_once_what_it_does_not
         memory = Memory(store, config, SCOPE, clock=lambda: NOW)
         found = [memory.search("Am I a southpaw?") for _ in range(2)]
         found.append(memory.search("Am I a southpaw?", record=False))
+        # a host's count of the hits it shows (a LangGraph page) is not kept either, as quietly
+        assert memory.record_access(hit.fact_id for hit in found[0]) is False
         assert store.usage(SCOPE) == {}
         with pytest.raises(DatabaseReadOnly):
             memory.create_fact("I write code in emacs.")  # a commit is still refused

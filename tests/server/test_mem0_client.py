@@ -22,6 +22,7 @@ from mem0 import AsyncMemoryClient, MemoryClient
 from mem0.exceptions import MemoryError as Mem0Error
 from mem0.exceptions import MemoryNotFoundError, ValidationError
 
+from deermem.model import Scope
 from deermem.testing import ScriptedChatServer
 
 from ..integrations.conftest import loopback_only as loopback_only
@@ -226,6 +227,34 @@ def test_an_add_refused_for_one_message_stores_none(
     assert client.get_all(filters=ALICE)["results"] == before
 
 
+@pytest.mark.parametrize(
+    ("message", "problem", "names"),
+    [
+        ({"role": "USER", "content": "I deploy with uv"}, "invalid-message", "'role'"),
+        ({"role": "wizard", "content": "I deploy with uv"}, "invalid-message", "'role'"),
+        ({"role": "assistant", "content": 42}, "invalid-message", "'content'"),
+        ({"role": "user", "content": "  "}, "invalid-fact", "messages[1].content"),
+        ({"role": "user", "content": [{"type": "image_url"}]}, "invalid-fact", "not blank"),
+    ],
+    ids=["capitalised-role", "unknown-role", "content-of-no-shape", "blank", "no-text"],
+)
+def test_an_add_without_infer_refuses_a_message_it_would_drop(
+    client: MemoryClient, live: LiveServer, message: dict[str, Any], problem: str, names: str
+) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "A new thing I like"}, message],
+        "user_id": "alice",
+        "infer": False,
+    }
+    refused = httpx.post(f"{live.url}/v3/memories/add/", json=body)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["type"].endswith(problem)
+    assert names in refused.json()["detail"]
+    if problem == "invalid-message":
+        assert refused.json()["index"] == 1
+    assert client.get_all(filters=ALICE)["results"] == []
+
+
 def test_the_async_client_works_too(live: LiveServer) -> None:
     async def session() -> list[str]:
         client = AsyncMemoryClient(api_key="x", host=live.url)
@@ -393,6 +422,31 @@ def test_search_numbers_are_the_types_the_schema_says(
     refused = httpx.post(f"{live.url}/v3/memories/search/", json=body)
     assert refused.status_code == 422
     assert f"body.{field}" in str(refused.json()["errors"])
+
+
+@on_both_stores
+def test_a_search_counts_a_recall_only_for_what_it_answers(store: ServedStore) -> None:
+    live, _ = start_server(store, fact_eviction_policy="hybrid-v1")  # recalls rank facts
+    try:
+        client = MemoryClient(api_key="no-token-needed-on-loopback", host=live.url)
+        add(client, "Likes green tea", "Likes black tea")
+        client.client.close()
+        search = f"{live.url}/v3/memories/search/"
+
+        def recalls() -> dict[str, int]:
+            usage = live.memory.store.usage(Scope.of("alice", None))
+            return {fact_id: entry.access_count for fact_id, entry in usage.items()}
+
+        body = {"query": "tea", "filters": ALICE, "threshold": 0.99}
+        assert httpx.post(search, json=body).json() == {"results": []}
+        assert recalls() == {}
+        answered = httpx.post(search, json={**body, "threshold": 0.0}).json()["results"]
+        assert len(answered) == 2
+        assert recalls() == {result["id"]: 1 for result in answered}
+        httpx.post(search, json={"query": "tea", "filters": ALICE, "top_k": 1})
+        assert sorted(recalls().values()) == [1, 2]
+    finally:
+        live.stop()
 
 
 def test_search_takes_whole_numbers_as_json_writes_them(

@@ -334,34 +334,41 @@ class MemoryFiles:
         blocks the model's retry). The checks are the memory's own: the text
         rules of :class:`NewFact` and :class:`FactPatch`, and the duplicate rule
         (:func:`duplicate_key`) applied to the text as it will be stored, with
-        its secrets redacted, against the facts that stay and the other lines.
+        its secrets redacted, in the order :meth:`_apply` writes: each changed
+        line against the facts active when it is written (those that stay, the
+        lines changed before it as changed, the others as they are), then each
+        new line against all that and the new lines before it.
         """
         redacting = self.memory.config.redact_secrets
 
         def stored(text: str) -> str:
             return redact(text).text if redacting else text
 
-        # Invariant: every text the memory will hold after the edits, by duplicate key, to
-        # who holds it (a fact id, or "line N" of this text); removed facts are not in it.
+        # Invariant: every text the memory holds when the write being checked runs, by
+        # duplicate key, to who holds it (a fact id, or "line N" of this text); removed facts
+        # are not in it (they are archived first).
         held: dict[str, str] = {
             duplicate_key(fact.content): fact.id
             for fact in self.memory.list_facts()
-            if fact.id not in facts
+            if fact.id not in facts or fact.id in edits
         }
         for fact_id, (number, text) in edits.items():
             if text == _one_line(facts[fact_id].content):
-                held.setdefault(duplicate_key(facts[fact_id].content), fact_id)
                 continue
             _check_line(number, FactPatch.checked, content=text)
-            held.setdefault(duplicate_key(stored(text)), fact_id)
+            before, after = duplicate_key(facts[fact_id].content), duplicate_key(stored(text))
+            if after == before:
+                continue  # its own text, in another case or spacing: no duplicate
+            if after in held:
+                raise _said_before(number, held[after])
+            if held.get(before) == fact_id:
+                del held[before]
+            held[after] = fact_id
         for number, text in additions:
             _check_line(number, NewFact.checked, content=text, category=label)
             key = duplicate_key(stored(text))
             if key in held:
-                raise ToolError(
-                    f"line {number} says what {held[key]} says (compared ignoring case, "
-                    "secrets redacted): a fact is stored once. Nothing was changed"
-                )
+                raise _said_before(number, held[key])
             held[key] = f"line {number}"
 
     def _check_name(self, label: str, *, refused: str) -> None:
@@ -522,6 +529,14 @@ def _check_line(number: int, check: Callable[..., object], **fields: object) -> 
         check(**fields)
     except DeerMemError as error:
         raise ToolError(_one_line(f"line {number}: {error}. Nothing was changed")) from error
+
+
+def _said_before(number: int, holder: str) -> ToolError:
+    """The refusal of line ``number``, which says what ``holder`` (a fact id, "line N") says."""
+    return ToolError(
+        f"line {number} says what {holder} says (compared ignoring case, secrets redacted): "
+        "a fact is stored once. Nothing was changed"
+    )
 
 
 def _check_category(label: str) -> None:

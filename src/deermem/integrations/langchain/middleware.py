@@ -15,7 +15,8 @@ Two halves, each a call to :class:`~deermem.Memory`:
 
 The thread id is ``config["configurable"]["thread_id"]`` — the key LangGraph's
 checkpointers use — unless the middleware is given ``thread_id=``: a fixed
-string, or a callable that reads it from the run's config. A run with neither
+string, or a callable that reads it from the run's config (a ``KeyError`` or
+another ``LookupError`` it raises means none). A run with neither
 is refused with :class:`MissingThreadIdError`: queuing it under a made-up
 thread would mix separate conversations (their watermark is per thread), and
 dropping it would forget in silence.
@@ -41,7 +42,8 @@ DEFAULT_THREAD_KEY = "thread_id"
 """The ``configurable`` key the thread id is read from by default (LangGraph's own)."""
 
 ThreadIdRule = Callable[[Mapping[str, Any]], str | None]
-"""Reads a run's thread id from its config (``RunnableConfig``); ``None``: there is none."""
+"""Reads a run's thread id from its config (``RunnableConfig``); ``None``, or a
+``LookupError`` (``KeyError``, ``IndexError``) it raises: there is none."""
 
 _Result = ModelResponse[Any] | AIMessage
 
@@ -146,7 +148,12 @@ class DeerMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return rule
         config: Mapping[str, Any] = get_config()
         if rule is not None:
-            found = rule(config)
+            try:
+                found = rule(config)
+            except LookupError as error:
+                # A rule written as config["configurable"]["session"] finds no thread with a
+                # KeyError: the run has no thread id, which is refused by name, not as a key.
+                raise MissingThreadIdError from error
         else:
             found = (config.get("configurable") or {}).get(DEFAULT_THREAD_KEY)
         if found is None:

@@ -35,7 +35,9 @@ user's ``("memories", …)``; ``()`` finds everything). With a ``query`` it
 ranks with deermem's search (``score`` in [0, 1)), without one it lists, most
 recently updated first. ``filter`` matches ``content``, ``category`` and
 ``confidence`` (equality, or ``$eq $ne $gt $gte $lt $lte``). Ops run in order,
-so a read after a write in one batch sees the write. TTLs are not supported
+so a read after a write in one batch sees the write; every op is checked first
+(the memory's fact rules, and the duplicate rule among the puts and the facts
+that stay), so a bad op means nothing is written. TTLs are not supported
 (refused); ``index`` is ignored, as by LangGraph's stores without an index:
 every fact is searchable.
 """
@@ -69,14 +71,23 @@ from deermem.config import MemoryConfig
 from deermem.errors import (
     ArchivedFactError,
     DeerMemError,
+    DuplicateFactError,
     FactNotFoundError,
     FactRevisionConflict,
     FactValidationError,
     Withheld,
 )
 from deermem.memory import Memory
-from deermem.model import DEFAULT_AGENT, Fact, Scope, check_fact_id, parse_timestamp
-from deermem.results import error_location
+from deermem.model import (
+    DEFAULT_AGENT,
+    Fact,
+    Scope,
+    check_fact_id,
+    duplicate_key,
+    parse_timestamp,
+    redact,
+)
+from deermem.results import FactPatch, error_location
 from deermem.store import EvictionReceipt
 
 __all__ = [
@@ -228,6 +239,7 @@ class DeerMemStore(BaseStore):
         ops = list(ops)
         for op in ops:  # the whole batch is checked before anything is written
             _check(op)
+        self._check_duplicates(ops)
         return [self._run(op) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -283,7 +295,7 @@ class DeerMemStore(BaseStore):
                 if error.fact_id != op.key:
                     raise FactValidationError(
                         "value.content",
-                        op.key,
+                        content,  # described by its length, never quoted
                         f"archived fact {error.fact_id!r} says the same: put it under its "
                         f"key {error.fact_id!r} to bring it back",
                     ) from None
@@ -337,12 +349,69 @@ class DeerMemStore(BaseStore):
             # before anything is written), so any other answer is None: archived at once.
             raise EvictedOnPutError(op.namespace, op.key, result.receipts)
 
+    def _check_duplicates(self, ops: Sequence[Op]) -> None:
+        """Refuse a batch one of whose puts would say what another fact says, before any runs.
+
+        The memory applies the duplicate rule as each put is written, so a batch
+        refused at its second put would leave its first written. Each put is
+        compared here, as its text will be stored (trimmed, secrets redacted),
+        with the facts of its namespace as they will be when it runs: the
+        active facts, changed by the puts and deletes before it in the batch.
+        A lone put needs no such check: its own write refuses it, writing
+        nothing.
+
+        Raises:
+            DuplicateFactError: a put says what a stored fact that stays says.
+            FactValidationError: a put says what an earlier put of the batch
+                (under another key of its namespace) says.
+        """
+        puts = [op for op in ops if isinstance(op, PutOp)]
+        if len(puts) < 2:
+            return
+        redacting = self.memory.config.redact_secrets
+        # Invariant: per namespace, each active fact's key -> its duplicate key, as of the op
+        # being checked; put_keys are the keys the batch's puts so far have set.
+        held: dict[tuple[str, ...], dict[str, str]] = {}
+        put_keys: set[tuple[tuple[str, ...], str]] = set()
+        for op in puts:
+            if op.namespace not in held:
+                facts = self._scoped(op.namespace).snapshot().facts
+                held[op.namespace] = {fact.id: duplicate_key(fact.content) for fact in facts}
+            keys = held[op.namespace]
+            if op.value is None:
+                keys.pop(op.key, None)
+                continue
+            content = FactPatch.checked(content=op.value["content"]).content
+            assert content is not None  # given, so checked
+            said = duplicate_key(redact(content).text if redacting else content)
+            other = next((k for k, s in keys.items() if s == said and k != op.key), None)
+            if other is not None and (op.namespace, other) in put_keys:
+                raise FactValidationError(
+                    "value.content",
+                    content,
+                    f"the batch's put of {other!r} says the same (compared ignoring case, "
+                    "secrets redacted): a fact is stored once. Nothing was written",
+                )
+            if other is not None:
+                raise DuplicateFactError(other)
+            keys[op.key] = said
+            put_keys.add((op.namespace, op.key))
+
     def _search(self, op: SearchOp) -> list[SearchItem]:
+        """The page of a search; with a query, a recall is counted for each item returned.
+
+        Each scope is searched without counting (``record=False``): the filter,
+        the ranking across scopes and the page apply after, and a recall counts
+        what the agent is shown, not every fact that matched. So a search here
+        records no missed recalls either: which archived facts it would have
+        returned cannot be said for a page of several scopes.
+        """
         found: list[tuple[float | None, str, tuple[str, ...], Fact]] = []
         for namespace in self._namespaces(op.namespace_prefix):
             memory = self._scoped(namespace)
             if op.query:
-                hits = memory.search(op.query, top_k=len(memory.snapshot().facts))
+                everything = len(memory.snapshot().facts)
+                hits = memory.search(op.query, top_k=everything, record=False)
                 found.extend((h.relevance, h.fact.updatedAt, namespace, h.fact) for h in hits)
             else:
                 found.extend((None, f.updatedAt, namespace, f) for f in memory.list_facts())
@@ -354,6 +423,12 @@ class DeerMemStore(BaseStore):
         if op.query:
             kept.sort(key=lambda e: e[0] or 0.0, reverse=True)
         page = kept[op.offset : op.offset + op.limit]
+        if op.query:
+            shown: dict[tuple[str, ...], list[str]] = {}
+            for _, _, namespace, fact in page:
+                shown.setdefault(namespace, []).append(fact.id)
+            for namespace, fact_ids in shown.items():
+                self._scoped(namespace).record_access(fact_ids)
         return [_search_item(namespace, fact, score) for score, _, namespace, fact in page]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -388,7 +463,10 @@ def _check(op: object) -> None:
         if not _is_fact_id(op.key):
             check_fact_id(op.key)  # raises, naming the rule
         if op.value is not None:
-            _fields(op.value)
+            content, category, confidence = _fields(op.value)
+            # The memory's own rules (length, blank, range, control characters, a category's
+            # near miss), which its write would apply only when the ops before it have run.
+            FactPatch.checked(content=content, category=category, confidence=confidence)
     elif isinstance(op, SearchOp):
         _matcher(op.filter)
 

@@ -224,12 +224,16 @@ def router(context: ServerContext) -> APIRouter:
     def search(who: Who, body: SearchBody) -> JSONResponse:
         """The facts that best match a query, best first, with ``score`` in [0, 1)."""
         memory = scoped(who, *_scope_of(body.filters.user_id, body.filters.agent_id, None))
-        hits = memory.search(body.query, top_k=body.top_k)
-        results = [
-            {**_memory_json(memory, hit.fact), "score": hit.relevance}
-            for hit in hits
-            if body.threshold is None or hit.relevance >= body.threshold
-        ]
+        if body.threshold is None:
+            hits = memory.search(body.query, top_k=body.top_k)
+        else:
+            # A recall counts what the client is answered: the hits under the threshold are
+            # dropped before any is counted (and no missed recall is recorded: which archived
+            # facts the cut would have kept, the search cannot say).
+            found = memory.search(body.query, top_k=body.top_k, record=False)
+            hits = tuple(hit for hit in found if hit.relevance >= body.threshold)
+            memory.record_access(hit.fact_id for hit in hits)
+        results = [{**_memory_json(memory, hit.fact), "score": hit.relevance} for hit in hits]
         return JSONResponse({"results": results})
 
     @api.post("/v3/memories/")
@@ -407,25 +411,31 @@ def _store_messages(memory: Memory, body: AddBody) -> list[dict[str, object]]:
 def _texts_to_store(memory: Memory, body: AddBody) -> list[str]:
     """The user messages' texts, each a fact the library does not hold yet.
 
+    Every message is read first by deermem's message rules, as an add with
+    ``infer`` reads it: a role they do not know (``USER``, ``wizard``) is
+    refused, naming it, rather than passed over as no user's. A user message
+    whose text is blank is refused as a blank fact would be: it was sent to
+    be stored.
+
     The duplicate rule is applied to each text as :meth:`Memory.create_fact`
     will store it — trimmed and, with ``redact_secrets``, redacted — since the
     store applies it to that text too: two messages that differ only in a
     secret are one fact, and must be refused here, before the first is stored.
 
     Raises:
-        FactValidationError: a message's text breaks a fact rule, or says what an
-            earlier message says; its field names the message (``messages[2].content``).
+        MessageFormatError: a message breaks the message rules (its role, its content).
+        FactValidationError: a user message's text breaks a fact rule, or says what
+            an earlier message says; its field names the message (``messages[2].content``).
         DuplicateFactError: a message says what a stored fact says.
     """
+    messages = parse_messages([message.model_dump() for message in body.messages])
     held = {duplicate_key(fact.content): fact.id for fact in memory.list_facts()}
     texts: list[str] = []
     said: dict[str, int] = {}
-    for index, message in enumerate(body.messages):
-        if message.role not in ("user", "human"):
+    for index, message in enumerate(messages):
+        if message.role != "human":  # "user" or "human", as sent
             continue
-        text = parse_messages([message.model_dump()])[0].text
-        if not text.strip():
-            continue
+        text = message.text
         try:
             content = NewFact.checked(content=text).content
         except FactValidationError as error:
