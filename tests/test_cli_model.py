@@ -77,6 +77,20 @@ def test_a_failure_is_one_line_without_the_key(
     assert captured.err.count("\n") == 1
 
 
+def test_a_body_nested_too_deeply_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLI_TEST_KEY", KEY)
+    nested = "[" * 100_000 + "]" * 100_000
+    with ScriptedChatServer() as server:
+        server.enqueue(Reply.raw('{"x": ' + nested + ', "choices": []}'))
+        code = main(["model", "check", str(config_file(tmp_path, server))])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "the body is not valid JSON" in captured.err
+    assert captured.err.count("\n") == 1
+
+
 def test_no_model_configured_says_how_to_configure_one(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

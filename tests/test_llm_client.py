@@ -409,6 +409,31 @@ def test_malformed_json_body_fails_at_once(
     assert server.remaining == 1
 
 
+NESTED = "[" * 100_000 + "]" * 100_000
+"""JSON nested past the decoder's depth: ``json.loads`` raises ``RecursionError`` on it."""
+
+
+def test_a_body_nested_too_deeply_is_not_a_completion(
+    server: ScriptedChatServer, sleeps: Sleeps, make_model: ModelFactory
+) -> None:
+    body = '{"x": ' + NESTED + ', "choices": [{"message": {"content": "hi"}}]}'
+    server.enqueue(Reply.raw(body), "never reached")
+    with pytest.raises(LLMResponseInvalid, match="not valid JSON"):
+        make_model().complete(HELLO)
+    assert server.remaining == 1
+
+
+def test_an_error_body_nested_too_deeply_is_an_error_status_with_its_text(
+    server: ScriptedChatServer, sleeps: Sleeps, make_model: ModelFactory
+) -> None:
+    server.enqueue(Reply.raw('{"error": ' + NESTED + "}", status=400))
+    with pytest.raises(LLMStatusError) as caught:
+        make_model().complete(HELLO)
+    assert caught.value.status_code == 400
+    assert caught.value.detail.startswith('{"error": [[[')
+    assert len(caught.value.detail) == 300
+
+
 def test_oversized_answer_is_refused(
     server: ScriptedChatServer,
     sleeps: Sleeps,

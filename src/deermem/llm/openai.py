@@ -57,6 +57,7 @@ from deermem.errors import (
     LLMTransportError,
 )
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema, TokenUsage
+from deermem.model import parse_json
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -269,8 +270,8 @@ def error_detail(body: bytes, secret: str | Iterable[str] | None) -> str:
     """
     text = body.decode("utf-8", errors="replace").strip()
     try:
-        decoded: object = json.loads(text)
-    except ValueError:
+        decoded: object = parse_json(text)
+    except ValueError:  # not JSON, or nested past the decoder's depth: the text is the detail
         decoded = None
     if isinstance(decoded, Mapping):
         error = decoded.get("error", decoded.get("detail", decoded.get("message")))
@@ -888,8 +889,9 @@ class OpenAICompatibleModel:
 
     def _parse(self, raw: bytes, attempt: int) -> ChatResponse:
         try:
-            decoded: object = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as error:
+            # parse_json: a body nested past the decoder's depth is malformed, not a RecursionError.
+            decoded: object = parse_json(raw)
+        except ValueError as error:  # UnicodeDecodeError included
             raise self._failures.invalid("the body is not valid JSON", attempt) from error
         try:
             completion = parse_completion(decoded)
