@@ -209,6 +209,42 @@ def test_unset_key_variable_is_a_config_error_naming_it(environ: dict[str, str])
     assert "null" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        (
+            "sk-abcdef1234567890\u200b",
+            "an invisible format character (U+200B ZERO WIDTH SPACE) at character 20 of 20",
+        ),
+        (" sk-abc\u00a0def", "a non-ASCII space (U+00A0 NO-BREAK SPACE) at character 8 of 11"),
+        ("sk-abc\tdef", "a control character (U+0009) at character 7 of 10"),
+        (
+            "sk-abcdéf",
+            "a non-ASCII character (U+00E9 LATIN SMALL LETTER E WITH ACUTE) at character 8 of 9",
+        ),
+    ],
+)
+def test_a_key_that_is_not_printable_ascii_is_a_config_error_without_the_key(
+    value: str, where: str
+) -> None:
+    # A header carries ASCII only: httpx would raise a bare UnicodeEncodeError at every call.
+    with pytest.raises(ConfigError) as caught:
+        OpenAICompatibleModel("m", api_key_env="TEST_LLM_KEY", environ={"TEST_LLM_KEY": value})
+    message = str(caught.value)
+    assert "TEST_LLM_KEY" in message
+    assert where in message
+    assert "sk-abc" not in message
+    assert "\n" not in message
+
+
+def test_a_key_with_non_ascii_space_around_it_is_stripped(
+    server: ScriptedChatServer, sleeps: Sleeps, make_model: ModelFactory
+) -> None:
+    server.enqueue("ok")
+    make_model(environ={"TEST_LLM_KEY": f"\u00a0{KEY}\n"}).complete(HELLO)
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
 def test_key_is_read_from_the_process_environment_by_default(
     server: ScriptedChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

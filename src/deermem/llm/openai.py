@@ -45,6 +45,7 @@ from deermem.config import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_BASE_URL,
     ModelConfig,
+    read_api_key,
     redact_url,
     url_secrets,
 )
@@ -656,7 +657,8 @@ class OpenAICompatibleModel:
         sleep: how to wait between attempts (``time.sleep``); injectable for tests.
 
     Raises:
-        ConfigError: ``api_key_env`` names a variable that is unset or empty,
+        ConfigError: ``api_key_env`` names a variable that is unset or empty, or
+            whose key is not printable ASCII (an HTTP header cannot carry it),
             ``base_url`` cannot be parsed, or a setting is out of range.
     """
 
@@ -701,7 +703,7 @@ class OpenAICompatibleModel:
         self.structured_output: StructuredOutput = structured_output
         self.timeout_seconds = timeout_seconds
         self.retry = retry or RetryPolicy()
-        self._api_key = _read_key(api_key_env, os.environ if environ is None else environ)
+        self._api_key = read_api_key(api_key_env, os.environ if environ is None else environ)
         self._owns_http = http is None
         # Only a client made here bounds the headers by the deadline; an injected one
         # keeps its own transport, and the deadline is checked between body chunks.
@@ -921,19 +923,3 @@ def request_fingerprint(payload: Mapping[str, object]) -> str:
     """
     text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _read_key(variable: str | None, environ: Mapping[str, str]) -> str | None:
-    if variable is None:
-        return None
-    key = environ.get(variable, "").strip()
-    if not key:
-        raise ConfigError(
-            [
-                f"model.api_key_env names the environment variable {variable}, which is "
-                "unset or empty; set it, or set model.api_key_env to null for a server "
-                "that needs no key"
-            ],
-            source="environment",
-        )
-    return key
