@@ -71,6 +71,7 @@ from typing import Final, Literal
 import yaml
 
 from deermem.errors import PromptNotFoundError, PromptTemplateError
+from deermem.learning.answer import MANUAL_MARKER
 from deermem.learning.messages import strip_upload_blocks
 from deermem.learning.plan import (
     DEFAULT_MAX_CONVERSATION_CHARS,
@@ -509,8 +510,6 @@ def fit_conversation(
 
 
 # --- the prompt -----------------------------------------------------------------------
-
-MANUAL_MARKER: Final = "[MANUAL] "
 
 
 @dataclass(frozen=True, slots=True)
