@@ -214,7 +214,10 @@ def test_the_example_conversation_runs(
         ('[{"role": "user", "content": "hi"},\n  {"role": }]',
          r"bad\.json \(line 2, column 12\): invalid JSON: Expecting value"),
         ('{"messages": "hi"}', r"bad\.json: expected a list of messages"),
-        ('{"thread_id": 7, "messages": []}', r"bad\.json: 'thread_id' must be a non-empty string"),
+        ('{"thread_id": 7, "messages": []}', r"bad\.json: 'thread_id': expected a string"),
+        ('{"thread_id": " ", "messages": []}', r"bad\.json: 'thread_id': expected a thread id"),
+        ('{"thread_id": "' + "t" * 257 + '", "messages": []}',
+         r"bad\.json: 'thread_id': expected at most 256 characters"),
         ('[{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}]',
          r"bad\.json: message 1: field 'role' has value 'robot'"),
     ],
@@ -387,6 +390,10 @@ def test_a_cut_off_answer_that_still_holds_the_update_is_usable(
         (("ingest",), 2),  # no FILE: a usage error
         (("ingest", "chat.json", "--no-such-option"), 2),
         (("ingest", "missing.json"), 1),  # an error
+        # A thread id every interface refuses, never read as "not given"
+        (("ingest", "chat.json", "--thread", ""), 2),
+        (("ingest", "chat.json", "--thread", "  "), 2),
+        (("ingest", "chat.json", "--thread", "t" * 257), 2),
     ],
 )
 def test_usage_errors_are_2_and_other_errors_1(

@@ -77,6 +77,20 @@ def test_a_failure_is_one_line_without_the_key(
     assert captured.err.count("\n") == 1
 
 
+def test_a_body_nested_too_deeply_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLI_TEST_KEY", KEY)
+    nested = "[" * 100_000 + "]" * 100_000
+    with ScriptedChatServer() as server:
+        server.enqueue(Reply.raw('{"x": ' + nested + ', "choices": []}'))
+        code = main(["model", "check", str(config_file(tmp_path, server))])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "the body is not valid JSON" in captured.err
+    assert captured.err.count("\n") == 1
+
+
 def test_no_model_configured_says_how_to_configure_one(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -89,6 +103,26 @@ def test_an_unset_key_variable_is_named(tmp_path: Path, capsys: pytest.CaptureFi
         code = main(["model", "check", str(config_file(tmp_path, server))])
     assert code == 1
     assert "CLI_TEST_KEY" in capsys.readouterr().err
+
+
+def test_a_key_that_is_not_printable_ascii_is_one_line_without_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLI_TEST_KEY", KEY + "\u200b")  # a zero-width space, pasted with it
+    with ScriptedChatServer() as server:
+        path = str(config_file(tmp_path, server))
+        assert main(["model", "check", path]) == 1
+        model_check = capsys.readouterr()
+        assert main(["config", "check", path]) == 1
+        config_check = capsys.readouterr()
+        assert server.requests == []
+    for captured in (model_check, config_check):
+        assert "CLI_TEST_KEY" in captured.err
+        assert "U+200B ZERO WIDTH SPACE" in captured.err
+        assert KEY not in captured.err + captured.out
+        assert captured.err.count("\n") == 1
+    # The environment left out, the key is not read: the file alone is valid.
+    assert main(["config", "check", path, "--ignore-env"]) == 0
 
 
 def test_without_a_file_the_check_uses_the_configuration_every_command_uses(

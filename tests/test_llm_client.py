@@ -209,6 +209,42 @@ def test_unset_key_variable_is_a_config_error_naming_it(environ: dict[str, str])
     assert "null" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        (
+            "sk-abcdef1234567890\u200b",
+            "an invisible format character (U+200B ZERO WIDTH SPACE) at character 20 of 20",
+        ),
+        (" sk-abc\u00a0def", "a non-ASCII space (U+00A0 NO-BREAK SPACE) at character 8 of 11"),
+        ("sk-abc\tdef", "a control character (U+0009) at character 7 of 10"),
+        (
+            "sk-abcdéf",
+            "a non-ASCII character (U+00E9 LATIN SMALL LETTER E WITH ACUTE) at character 8 of 9",
+        ),
+    ],
+)
+def test_a_key_that_is_not_printable_ascii_is_a_config_error_without_the_key(
+    value: str, where: str
+) -> None:
+    # A header carries ASCII only: httpx would raise a bare UnicodeEncodeError at every call.
+    with pytest.raises(ConfigError) as caught:
+        OpenAICompatibleModel("m", api_key_env="TEST_LLM_KEY", environ={"TEST_LLM_KEY": value})
+    message = str(caught.value)
+    assert "TEST_LLM_KEY" in message
+    assert where in message
+    assert "sk-abc" not in message
+    assert "\n" not in message
+
+
+def test_a_key_with_non_ascii_space_around_it_is_stripped(
+    server: ScriptedChatServer, sleeps: Sleeps, make_model: ModelFactory
+) -> None:
+    server.enqueue("ok")
+    make_model(environ={"TEST_LLM_KEY": f"\u00a0{KEY}\n"}).complete(HELLO)
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
 def test_key_is_read_from_the_process_environment_by_default(
     server: ScriptedChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -407,6 +443,31 @@ def test_malformed_json_body_fails_at_once(
     with pytest.raises(LLMResponseInvalid, match="not valid JSON"):
         make_model().complete(HELLO)
     assert server.remaining == 1
+
+
+NESTED = "[" * 100_000 + "]" * 100_000
+"""JSON nested past the decoder's depth: ``json.loads`` raises ``RecursionError`` on it."""
+
+
+def test_a_body_nested_too_deeply_is_not_a_completion(
+    server: ScriptedChatServer, sleeps: Sleeps, make_model: ModelFactory
+) -> None:
+    body = '{"x": ' + NESTED + ', "choices": [{"message": {"content": "hi"}}]}'
+    server.enqueue(Reply.raw(body), "never reached")
+    with pytest.raises(LLMResponseInvalid, match="not valid JSON"):
+        make_model().complete(HELLO)
+    assert server.remaining == 1
+
+
+def test_an_error_body_nested_too_deeply_is_an_error_status_with_its_text(
+    server: ScriptedChatServer, sleeps: Sleeps, make_model: ModelFactory
+) -> None:
+    server.enqueue(Reply.raw('{"error": ' + NESTED + "}", status=400))
+    with pytest.raises(LLMStatusError) as caught:
+        make_model().complete(HELLO)
+    assert caught.value.status_code == 400
+    assert caught.value.detail.startswith('{"error": [[[')
+    assert len(caught.value.detail) == 300
 
 
 def test_oversized_answer_is_refused(

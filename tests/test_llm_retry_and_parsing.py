@@ -182,6 +182,11 @@ def test_error_detail_is_short_and_redacted() -> None:
     assert len(text) == 300
 
 
+def test_error_detail_of_a_body_nested_too_deeply_is_its_text() -> None:
+    body = b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert error_detail(body, None) == body[:297].decode() + "..."
+
+
 def test_chat_message_validates_role_and_content() -> None:
     assert ChatMessage.user("hi").to_dict() == {"role": "user", "content": "hi"}
     with pytest.raises(ValueError, match="role"):

@@ -339,7 +339,7 @@ def test_a_conversation_with_a_lone_surrogate_reaches_the_model_escaped(
     assert "I use uv \ud800 always." in server.requests[0].messages[1]["content"]
 
 
-@pytest.mark.parametrize("thread_id", ["thread-\udcff", "two\nlines", "t" * 257])
+@pytest.mark.parametrize("thread_id", ["thread-\udcff", "two\nlines", "t" * 257, "", "  \u3000"])
 def test_a_thread_id_that_cannot_be_a_source_is_refused_before_the_model_is_asked(
     tmp_path: Path, server: ScriptedChatServer, thread_id: str
 ) -> None:

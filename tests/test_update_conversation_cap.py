@@ -271,6 +271,28 @@ def test_signals_are_detected_only_on_what_is_sent(
     assert (report.messages_sent, report.messages_left_out) == expected
 
 
+@pytest.mark.parametrize(("where", "confirmed"), [("middle", False), ("tail", True)])
+def test_signals_are_detected_on_a_long_turn_as_it_is_shortened(
+    tmp_path: Path, server: ScriptedChatServer, where: str, confirmed: bool
+) -> None:
+    """A confirmation in the cut-out middle of a long turn is not sent, so it confirms nothing."""
+    memory = open_memory(tmp_path / "store", server)
+    seed(memory, stored_fact("fact_uv", "Uses uv", confidence=0.8))
+    filler = "The build log follows and it is long. " * 40  # over 1,000 characters
+    confirming = {
+        "middle": filler + "That's exactly right. " + filler,
+        "tail": filler + filler + "That's exactly right.",
+    }[where]
+    chat = conversation("Use uv, please.", "Done with uv.", confirming, "Here is my analysis.")
+    server.enqueue(answer(factsToReinforce=[reinforce("fact_uv")]))
+    report = memory.learn("t", chat).report
+    assert ("exactly right" in prompt_of(server)) is confirmed
+    assert ("reinforcement" in report.signals) is confirmed
+    assert (report.confirmed == ("fact_uv",)) is confirmed
+    assert (memory.get_fact("fact_uv").lastConfirmedAt is not None) is confirmed
+    assert (report.messages_sent, report.messages_left_out) == (4, 0)
+
+
 def test_the_queue_sends_a_bounded_request_too(tmp_path: Path, server: ScriptedChatServer) -> None:
     memory = open_memory(tmp_path / "store", server)
     server.enqueue(answer())

@@ -100,6 +100,25 @@ def test_whitespace_content_is_well_formed_here_and_refused_by_the_gate() -> Non
 
 
 @pytest.mark.parametrize(
+    ("content", "read"),
+    [
+        ("[MANUAL] Likes green tea.", "Likes green tea."),
+        ("  [MANUAL]Likes green tea.", "Likes green tea."),
+        ("[MANUAL] [MANUAL]  Likes green tea.", "Likes green tea."),
+        ("[MANUAL] ", ""),  # blank once the marker is gone: the gate refuses it
+        ("Likes [MANUAL] green tea.", "Likes [MANUAL] green tea."),  # only at the start
+        ("[manual] Likes green tea.", "[manual] Likes green tea."),  # the marker as written
+    ],
+)
+def test_the_prompts_manual_marker_echoed_at_the_start_of_a_fact_is_removed(
+    content: str, read: str
+) -> None:
+    """The prompt marks hand-written facts "[MANUAL] "; the marker is never fact text."""
+    (proposal,) = normalized(newFacts=[new_fact(content)]).new_facts
+    assert proposal.content == read
+
+
+@pytest.mark.parametrize(
     ("value", "days"),
     [
         (180, 180),

@@ -544,6 +544,21 @@ def test_duplicates_are_dropped_and_the_stored_fact_left_alone(
     assert memory_tree(tmp_path) == before  # a duplicate never confirms or touches the fact
 
 
+def test_a_hand_written_fact_echoed_with_the_prompts_marker_is_a_duplicate(
+    tmp_path: Path, server: ScriptedChatServer
+) -> None:
+    memory = open_memory(tmp_path, server)
+    seed(memory, stored_fact("fact_tea", "Likes green tea.", source={"type": "manual"}))
+    before = tree(tmp_path)
+    server.enqueue(answer(newFacts=[new_fact("[MANUAL] Likes green tea.")]))
+    report = memory.learn("t", CHAT).report
+    assert '"content": "[MANUAL] Likes green tea."' in prompt_of(server)
+    assert report.outcome == "unchanged"
+    assert report.metrics.duplicate_facts == 1
+    assert [fact.content for fact in memory.list_facts()] == ["Likes green tea."]
+    assert memory_tree(tmp_path) == before
+
+
 def test_delete_mode_deletes_without_archive(tmp_path: Path, server: ScriptedChatServer) -> None:
     memory = open_memory(tmp_path, server, eviction_mode="delete")
     seed(memory, stored_fact("fact_pip", "Uses pip"))

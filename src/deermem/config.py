@@ -25,6 +25,7 @@ import os
 import re
 import stat
 import tomllib
+import unicodedata
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -90,6 +91,7 @@ __all__ = [
     "is_new_root",
     "load_config",
     "new_store_settings",
+    "read_api_key",
     "read_store_settings",
     "recorded_settings",
     "redact_url",
@@ -517,6 +519,62 @@ class ModelConfig(BaseModel):
                 "underscores), not the key itself"
             )
         return value
+
+
+def read_api_key(variable: str | None, environ: Mapping[str, str]) -> str | None:
+    """The API key held by the environment variable ``variable``, stripped; ``None`` for none.
+
+    The key travels in an HTTP header, which carries ASCII only: a character
+    pasted with the key (a zero-width space, a non-breaking space inside it, a
+    control character) would fail every call with a bare encoding error, so it
+    is refused here, where the configuration is checked. The error names the
+    variable and where the character is and what kind it is, never the key.
+
+    Raises:
+        ConfigError: the variable is unset or empty, or the key holds a character
+            other than printable ASCII.
+    """
+    if variable is None:
+        return None
+    value = environ.get(variable, "")
+    key = value.strip()
+    if not key:
+        raise ConfigError(
+            [
+                f"model.api_key_env names the environment variable {variable}, which is "
+                "unset or empty; set it, or set model.api_key_env to null for a server "
+                "that needs no key"
+            ],
+            source="environment",
+        )
+    bad = next((char for char in key if not (char.isascii() and char.isprintable())), None)
+    if bad is not None:
+        # The position is in the variable's value as set, so it can be found there.
+        position = value.index(key) + key.index(bad) + 1
+        raise ConfigError(
+            [
+                f"model.api_key_env names the environment variable {variable}, whose value "
+                f"holds {_character_kind(bad)} at character {position} of {len(value)}; "
+                "an API key is printable ASCII: set the variable again, without that character"
+            ],
+            source="environment",
+        )
+    return key
+
+
+def _character_kind(char: str) -> str:
+    """What a character that is not printable ASCII is, by its code point and Unicode name."""
+    point = f"U+{ord(char):04X}"
+    name = unicodedata.name(char, "")
+    if unicodedata.category(char) == "Cc":
+        kind = "a control character"
+    elif unicodedata.category(char) == "Cf":
+        kind = "an invisible format character"
+    elif char.isspace():
+        kind = "a non-ASCII space"
+    else:
+        kind = "a non-ASCII character"
+    return f"{kind} ({point}{' ' + name if name else ''})"
 
 
 class MemoryConfig(BaseModel):

@@ -1428,9 +1428,11 @@ class Memory:
             LLMNotConfigured: no model is configured: extraction is off.
             LLMError: the model call failed (after the client's retries).
             MessageFormatError: a message has an unusable shape.
-            FactValidationError: the thread id is not one line of at most 256
-                characters of valid Unicode (it is stored as the facts' source),
-                or ``messages`` is not a sequence of messages (field ``messages``).
+            FactValidationError: the thread id is not one line of 1 to 256
+                characters of valid Unicode, not only spaces (it is stored as the
+                facts' source; ``deermem.model.check_thread_id``, the rule of every
+                interface), or ``messages`` is not a sequence of messages (field
+                ``messages``).
         """
         thread_id = check_thread_id(thread_id)  # before the model is asked
         return self._updates.learn(self.scope, thread_id, messages, dry_run=dry_run)

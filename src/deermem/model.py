@@ -314,18 +314,25 @@ def check_thread_id(value: object) -> str:
 
     The id is stored as the source of the facts learned from the
     conversation, so it is checked as a line of a fact is: one line of at
-    most 256 characters of valid Unicode. ``Memory.learn``,
-    ``Memory.queue_conversation`` and the HTTP API's ``threadId`` all apply
-    this one function, so no interface accepts an id that a later update
-    would refuse.
+    most 256 characters of valid Unicode; and it names the conversation, so
+    an empty or blank one is refused. ``Memory.learn``,
+    ``Memory.queue_conversation``, the HTTP API's ``threadId`` and
+    ``deermem ingest`` (the file's ``thread_id``, ``--thread``) all apply this
+    one function, so no interface accepts an id another refuses.
 
     Raises:
-        FactValidationError: the field ``threadId`` is not a string, or is too long.
+        FactValidationError: the field ``threadId`` is not a string, is too
+            long, or is empty or blank.
         InvalidTextError: it holds a lone surrogate, a control character or a line break.
     """
     if not isinstance(value, str):
         raise FactValidationError("threadId", value, "expected a string")
-    return check_line("threadId", value, MAX_LINE_CHARS)
+    check_line("threadId", value, MAX_LINE_CHARS)
+    if not value.strip():
+        raise FactValidationError(
+            "threadId", value, "expected a thread id that is not empty or only spaces"
+        )
+    return value
 
 
 def check_lines(field: str, value: str, limit: int) -> str:

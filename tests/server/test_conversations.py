@@ -330,7 +330,7 @@ def test_the_job_store_prunes_old_records_and_forgets_a_users_jobs(tmp_path: Pat
     assert [path.name for path in store.directory.iterdir()] == ["notes.json"]
 
 
-@pytest.mark.parametrize("thread_id", ["bad\u0007id", "two\nlines", "\u2028"])
+@pytest.mark.parametrize("thread_id", ["bad\u0007id", "two\nlines", "\u2028", "", "   ", "t" * 257])
 def test_a_thread_id_learn_would_refuse_is_refused_before_queueing(
     learning: LiveServer, chat: ScriptedChatServer, thread_id: str
 ) -> None:
@@ -344,3 +344,17 @@ def test_a_thread_id_learn_would_refuse_is_refused_before_queueing(
     assert body["field"] == "threadId"
     assert "jobId" not in body
     assert chat.requests == []
+
+
+def test_a_thread_id_learn_accepts_is_accepted_up_to_its_limit(
+    learning: LiveServer, chat: ScriptedChatServer
+) -> None:
+    # One rule (check_thread_id, 256 characters), not a stricter one of the route's own.
+    chat.enqueue(answer())
+    response = learning.client().post(
+        f"{ALICE}/conversations",
+        params={"wait": "true"},
+        json={"threadId": "t" * 256, "messages": CHAT},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["report"]["threadId"] == "t" * 256

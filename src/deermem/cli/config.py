@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from rich import box
 from rich.table import Table
 
 from deermem.cli.output import JSON_OPTION, cli_context, escape, out_console, print_json
-from deermem.config import MemoryConfig, load_config, redact_url, resolve_config
+from deermem.config import MemoryConfig, load_config, read_api_key, redact_url, resolve_config
 from deermem.learning import check_override_files
 from deermem.store import database_settings
 
@@ -37,12 +38,15 @@ def check(
     The effective configuration is the defaults, overridden by FILE, overridden
     by `DEERMEM_*` environment variables (unless `--ignore-env`). Every invalid
     key is reported at once, with its value and what is allowed. The files of
-    `patterns_dir` and `prompts_dir` are loaded and checked too.
+    `patterns_dir` and `prompts_dir` are loaded and checked too, and so is the
+    API key when its variable (`model.api_key_env`) is set, without showing it.
 
     Example: `deermem config check deermem.toml`
     """
     config = load_config(file, environ={} if ignore_env else None)
     check_override_files(config)  # a bad pattern or template would fail every extraction
+    if not ignore_env:
+        _check_api_key(config)
     defaults = MemoryConfig()
     if as_json:
         print_json(config.model_dump(mode="json"))
@@ -111,6 +115,19 @@ def show(
             f"no settings file in {escape(str(root))}: `deermem init` writes one, so every "
             "later command on this store uses the same settings"
         )
+
+
+def _check_api_key(config: MemoryConfig) -> None:
+    """Refuse a set API key that no request could carry, as the model's client would.
+
+    An unset variable is left alone: a file is often checked where its key is not
+    (`deermem model check` needs it, and says so).
+    """
+    section = config.model
+    variable = section.api_key_env
+    is_set = variable is not None and bool(os.environ.get(variable, "").strip())
+    if section.configured and section.provider == "openai" and is_set:
+        read_api_key(variable, os.environ)
 
 
 def _json_value(value: object) -> object:

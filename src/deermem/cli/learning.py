@@ -21,8 +21,8 @@ from deermem.cli.output import (
     print_json,
 )
 from deermem.config import load_config, resolve_config
-from deermem.errors import ConversationFileError, MessageFormatError
-from deermem.model import parse_json
+from deermem.errors import ConversationFileError, FactValidationError, MessageFormatError
+from deermem.model import check_thread_id, parse_json
 
 if TYPE_CHECKING:
     from deermem.learning.report import FactChange, UpdateReport, UpdateResult
@@ -80,19 +80,39 @@ def read_conversation(path: Path) -> tuple[str | None, list[object]]:
         return None, data
     if isinstance(data, Mapping) and isinstance(data.get("messages"), list):
         thread = data.get("thread_id")
-        if thread is not None and not (isinstance(thread, str) and thread.strip()):
-            raise ConversationFileError(shown, "'thread_id' must be a non-empty string")
+        if thread is not None:
+            try:
+                thread = check_thread_id(thread)  # the rule of every interface
+            except FactValidationError as refused:
+                raise ConversationFileError(shown, f"'thread_id': {refused.allowed}") from None
         return thread, data["messages"]
     raise ConversationFileError(
         shown, 'expected a list of messages, or {"thread_id": ..., "messages": [...]}'
     )
 
 
+def _thread(value: str | None) -> str | None:
+    """``--thread``, held to the one rule for a thread id: a usage error, as HTTP's 422.
+
+    An empty ``--thread ''`` is refused like any other bad id, never read as "not given".
+    """
+    if value is None:
+        return None
+    try:
+        return check_thread_id(value)
+    except FactValidationError as refused:
+        raise typer.BadParameter(refused.allowed) from None
+
+
 def ingest(
     ctx: typer.Context,
     file: Path = typer.Argument(..., metavar="FILE", help="A JSON conversation file."),
     thread: str | None = typer.Option(
-        None, "--thread", help="Thread id [default: the file's thread_id, else its name]."
+        None,
+        "--thread",
+        callback=_thread,
+        help="Thread id: one line of 1 to 256 characters, not only spaces "
+        "[default: the file's thread_id, else its name].",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),
     as_json: bool = JSON_OPTION,
@@ -122,7 +142,7 @@ def ingest(
     Example: `deermem --config deermem.yaml --user alice ingest examples/conversation.json`
     """
     file_thread, messages = read_conversation(file)
-    thread_id = thread or file_thread or file.stem
+    thread_id = thread if thread is not None else file_thread or file.stem
     memory = memory_of(ctx)
     try:
         with err_console.status("asking the model what to remember ..."):

@@ -25,7 +25,9 @@ The reading, field by field (the same rules the models state):
 * a new fact needs ``content`` that is a non-empty string and a
   ``confidence`` that is a finite number or numeric text in [0, 1] (never a
   boolean); anything else makes it *malformed*. A non-string or empty
-  ``category`` becomes ``context``;
+  ``category`` becomes ``context``; a ``content`` that starts with the
+  prompt's ``[MANUAL]`` marker (a model echoing a hand-written fact) loses
+  it, so the marker is never fact text and the duplicate rule sees the fact;
 * labels (``scope``, ``durability``, ``authority``) are trimmed and
   lower-cased; a label that is not a string counts as missing (whether a
   label admits a proposal is the label gate's business, :mod:`deermem.learning.plan`);
@@ -114,6 +116,7 @@ from deermem.store.records import HISTORY_SECTIONS, USER_SECTIONS, SummaryKey
 __all__ = [
     "AUTHORITY_LABELS",
     "DURABILITY_LABELS",
+    "MANUAL_MARKER",
     "MAX_CATEGORY_CHARS",
     "MAX_CONFIDENCE_TEXT_CHARS",
     "MAX_CONTENT_CHARS",
@@ -348,6 +351,25 @@ def _stripped(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+MANUAL_MARKER: Final = "[MANUAL] "
+"""What the prompt puts before the content of a fact written by hand (never fact text)."""
+# The marker a model echoes back at the start of a proposal: with the spaces around it,
+# however often it repeats (each repetition consumes the literal, so the match is linear).
+_ECHOED_MARKER: Final = re.compile(r"\s*(?:" + re.escape(MANUAL_MARKER.strip()) + r"\s*)+")
+
+
+def _without_manual_marker(content: str) -> str:
+    """A proposal's content without the prompt's ``[MANUAL]`` marker at its start.
+
+    The marker is deermem's annotation of the prompt, not something the user
+    said: kept, it would be stored as fact text, and the hand-written fact the
+    model proposed again would pass the duplicate rule as a new fact. So it is
+    removed as the answer is read, before the label gate and the duplicate rule.
+    """
+    echoed = _ECHOED_MARKER.match(content)
+    return content if echoed is None else content[echoed.end() :]
+
+
 def _text_or_empty(value: object) -> str:
     return value if isinstance(value, str) else ""
 
@@ -480,7 +502,8 @@ class NewFactProposal(_Entry):
     several fields over their limits is counted under the first.
 
     Attributes:
-        content: as given (not stripped: blank content is the gate's to refuse).
+        content: as given (not stripped: blank content is the gate's to refuse),
+            without the prompt's ``[MANUAL]`` marker at its start.
         category: trimmed; ``context`` when it was empty or not a string.
         expected_valid_days: a whole number of at least 1, or ``None``.
         index: position among the answer's well-formed new facts, which is what
@@ -491,6 +514,7 @@ class NewFactProposal(_Entry):
         str,
         Field(min_length=1, max_length=MAX_CONTENT_CHARS),
         AfterValidator(_text(check_lines)),
+        AfterValidator(_without_manual_marker),
     ]
     confidence: Annotated[float, Field(ge=0, le=1), BeforeValidator(_confidence)]
     category: Annotated[

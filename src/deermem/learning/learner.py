@@ -94,6 +94,7 @@ from deermem.learning.prompt import (
     PromptLoader,
     build_update_prompt,
     fit_conversation,
+    sent_text,
 )
 from deermem.learning.queue import (
     FlushReport,
@@ -391,8 +392,7 @@ class Learner:
             RevisionConflict: the store kept changing under three attempts.
             PromptTemplateError: the agent's prompt override is invalid.
         """
-        # The model never sees a secret: each turn is redacted before the prompt is built
-        # (the signals are detected on the messages as said; they are not sent).
+        # The model never sees a secret: each turn is redacted before the prompt is built.
         redacted: set[str] = set()
         spoken: list[tuple[Message, ConversationTurn]] = []
         for m in feed:
@@ -406,7 +406,9 @@ class Learner:
         window = fit_conversation(
             [turn for _, turn in spoken], self.settings.max_conversation_chars
         )
-        signals = detect_signals([m for m, _ in spoken[window.start :]], parts.patterns)
+        # The signals see what the model sees: the turns sent, each as shortened and redacted.
+        sent = [m.with_text(sent_text(turn)) for m, turn in spoken[window.start :]]
+        signals = detect_signals(sent, parts.patterns)
         snapshot = self._store.load(scope)
         prompt = build_update_prompt(
             MemoryState.from_summaries(snapshot.summaries, snapshot.facts),

@@ -71,6 +71,7 @@ from typing import Final, Literal
 import yaml
 
 from deermem.errors import PromptNotFoundError, PromptTemplateError
+from deermem.learning.answer import MANUAL_MARKER
 from deermem.learning.messages import strip_upload_blocks
 from deermem.learning.plan import (
     DEFAULT_MAX_CONVERSATION_CHARS,
@@ -102,6 +103,7 @@ __all__ = [
     "format_conversation",
     "render_current_memory",
     "render_turn",
+    "sent_text",
     "stale_candidate_lines",
     "truncate_turn",
 ]
@@ -420,10 +422,21 @@ def render_turn(turn: ConversationTurn) -> str:
 
     Never longer than :data:`MAX_TURN_CHARS`.
     """
-    text = _spoken(turn)
+    text = sent_text(turn)
     if not text:
         return ""
-    return f"{_LABELS[turn.role]}: {escape_text(truncate_turn(text))}"
+    return f"{_LABELS[turn.role]}: {escape_text(text)}"
+
+
+def sent_text(turn: ConversationTurn) -> str:
+    """The words of a turn the model reads, before escaping: what signals are detected on.
+
+    Upload blocks and outer whitespace go, and a long text keeps its head and
+    tail (:func:`truncate_turn`): a confirmation in a cut-out middle is not
+    seen by the model, so it must not count as a signal either.
+    """
+    text = _spoken(turn)
+    return truncate_turn(text) if text else ""
 
 
 def _spoken(turn: ConversationTurn) -> str:
@@ -497,8 +510,6 @@ def fit_conversation(
 
 
 # --- the prompt -----------------------------------------------------------------------
-
-MANUAL_MARKER: Final = "[MANUAL] "
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ from deermem.config import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_BASE_URL,
     ModelConfig,
+    read_api_key,
     redact_url,
     url_secrets,
 )
@@ -57,6 +58,7 @@ from deermem.errors import (
     LLMTransportError,
 )
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema, TokenUsage
+from deermem.model import parse_json
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -269,8 +271,8 @@ def error_detail(body: bytes, secret: str | Iterable[str] | None) -> str:
     """
     text = body.decode("utf-8", errors="replace").strip()
     try:
-        decoded: object = json.loads(text)
-    except ValueError:
+        decoded: object = parse_json(text)
+    except ValueError:  # not JSON, or nested past the decoder's depth: the text is the detail
         decoded = None
     if isinstance(decoded, Mapping):
         error = decoded.get("error", decoded.get("detail", decoded.get("message")))
@@ -655,7 +657,8 @@ class OpenAICompatibleModel:
         sleep: how to wait between attempts (``time.sleep``); injectable for tests.
 
     Raises:
-        ConfigError: ``api_key_env`` names a variable that is unset or empty,
+        ConfigError: ``api_key_env`` names a variable that is unset or empty, or
+            whose key is not printable ASCII (an HTTP header cannot carry it),
             ``base_url`` cannot be parsed, or a setting is out of range.
     """
 
@@ -700,7 +703,7 @@ class OpenAICompatibleModel:
         self.structured_output: StructuredOutput = structured_output
         self.timeout_seconds = timeout_seconds
         self.retry = retry or RetryPolicy()
-        self._api_key = _read_key(api_key_env, os.environ if environ is None else environ)
+        self._api_key = read_api_key(api_key_env, os.environ if environ is None else environ)
         self._owns_http = http is None
         # Only a client made here bounds the headers by the deadline; an injected one
         # keeps its own transport, and the deadline is checked between body chunks.
@@ -888,8 +891,9 @@ class OpenAICompatibleModel:
 
     def _parse(self, raw: bytes, attempt: int) -> ChatResponse:
         try:
-            decoded: object = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as error:
+            # parse_json: a body nested past the decoder's depth is malformed, not a RecursionError.
+            decoded: object = parse_json(raw)
+        except ValueError as error:  # UnicodeDecodeError included
             raise self._failures.invalid("the body is not valid JSON", attempt) from error
         try:
             completion = parse_completion(decoded)
@@ -919,19 +923,3 @@ def request_fingerprint(payload: Mapping[str, object]) -> str:
     """
     text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _read_key(variable: str | None, environ: Mapping[str, str]) -> str | None:
-    if variable is None:
-        return None
-    key = environ.get(variable, "").strip()
-    if not key:
-        raise ConfigError(
-            [
-                f"model.api_key_env names the environment variable {variable}, which is "
-                "unset or empty; set it, or set model.api_key_env to null for a server "
-                "that needs no key"
-            ],
-            source="environment",
-        )
-    return key

@@ -61,6 +61,7 @@ from deermem.memory import Memory
 from deermem.model import (
     MAX_AGENT_NAME_LENGTH,
     MAX_FACT_ID_LENGTH,
+    MAX_LINE_CHARS,
     MAX_USER_ID_BYTES,
     USER_ID_PATTERN,
     check_thread_id,
@@ -169,14 +170,18 @@ class ConversationIn(BaseModel):
     threadId: Annotated[
         str,
         Field(
-            min_length=1,
-            max_length=200,
-            json_schema_extra={"pattern": ONE_LINE},
+            # What the schema says only tells clients (from the rule's own limit); the
+            # rule itself is check_thread_id, below, and nothing else.
+            json_schema_extra={
+                "pattern": NOT_BLANK,
+                "allOf": [{"pattern": ONE_LINE}],
+                "maxLength": MAX_LINE_CHARS,
+            },
             # examples/conversation.json and `deermem ingest` spell it thread_id
             validation_alias=AliasChoices("threadId", "thread_id"),
         ),
-        # The schema's pattern only tells clients; this enforces the rule Memory.learn
-        # applies, at the door: an id the job would refuse is a 422 now, never a failed job.
+        # The rule Memory.learn applies, at the door: an id the job would refuse is a 422
+        # now, never a failed job.
         AfterValidator(check_thread_id),
     ]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
