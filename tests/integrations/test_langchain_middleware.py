@@ -203,6 +203,11 @@ def test_a_run_without_a_thread_id_is_refused_not_dropped(
     if rule is not None:
         with pytest.raises(MissingThreadIdError):
             run(agent, "I work on the billing service.", config, sync=sync)
+    else:  # a blank thread id names no thread: refused by name, not as an invalid field
+        for blank in ("", "   "):
+            agent = create_agent(agent_model("Noted."), middleware=[middleware])
+            with pytest.raises(MissingThreadIdError):
+                run(agent, "I use uv.", {"configurable": {"thread_id": blank}}, sync=sync)
 
 
 def test_learning_without_a_model_says_so(tmp_path: Path) -> None:

@@ -156,6 +156,6 @@ class DeerMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 raise MissingThreadIdError from error
         else:
             found = (config.get("configurable") or {}).get(DEFAULT_THREAD_KEY)
-        if found is None:
+        if found is None or not str(found).strip():  # a blank id names no thread either
             raise MissingThreadIdError
         return str(found)
