@@ -235,6 +235,30 @@ def test_document_export_and_import_return_what_the_gate_did(live: LiveServer) -
 
 
 @on_both_stores
+def test_importing_an_archived_facts_id_is_a_conflict_naming_the_fact(
+    live: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """svc-01: the id of an archived fact with another text is the caller's to fix (restore
+    or purge it), a 409 naming the fact — not a 500 the log calls a server failure."""
+    client = live.client()
+    fact_id = add(client, "Alice likes green tea").json()["factId"]
+    client.delete(f"{ALICE}/facts/{fact_id}")  # to the archive
+    kept = add(client, "Alice walks to work").json()["factId"]
+    document = {"facts": [{"id": fact_id, "content": "Alice likes black coffee"}]}
+    with caplog.at_level("INFO", logger="deermem"):
+        refused = client.put(f"{ALICE}/document", json=document)
+    problem = assert_problem(refused, 409, "archived-fact")
+    assert problem["factId"] == fact_id
+    assert "restore" in str(problem["detail"])
+    assert "purge" in str(problem["detail"])
+    assert "coffee" not in refused.text
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
+    facts = client.get(f"{ALICE}/facts").json()["facts"]
+    assert [fact["id"] for fact in facts] == [kept]  # nothing was imported
+    assert client.get(f"{ALICE}/facts/{fact_id}/why").json()["status"] == "archived"
+
+
+@on_both_stores
 def test_errors_are_problems_with_typed_fields_and_no_values(live: LiveServer) -> None:
     client = live.client()
     add(client, "the one and only")

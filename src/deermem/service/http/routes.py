@@ -119,7 +119,7 @@ _DESCRIPTIONS: Final[dict[int | str, str]] = {
     401: "No valid bearer token",
     403: "An admin token is required",
     404: "Not found — also for a user the token may not address",
-    409: "Conflict: a duplicate fact, or a revision that changed",
+    409: "Conflict: a duplicate fact, a fact in the archive, or a revision that changed",
     413: "Body larger than max_body_bytes",
     422: "Invalid input; the problem names the field or limit",
     429: "Too many conversations waiting for extraction",
