@@ -106,6 +106,9 @@ def test_a_fact_round_trip(live: LiveServer) -> None:
     }
     assert client.get(f"{ALICE}/facts/{fact_id}/why").json()["status"] == "gone"
     assert_problem(client.delete(f"{ALICE}/archive/{fact_id}"), 404, "fact-not-found")
+    gone = assert_problem(client.get(f"{ALICE}/archive/{fact_id}"), 404, "fact-not-found")
+    assert gone["where"] == "archive"
+    assert_problem(client.get(f"{ALICE}/archive/fact_unknown"), 404, "fact-not-found")
 
 
 @on_both_stores
@@ -135,6 +138,12 @@ def test_create_returns_what_the_capacity_gate_did(live: LiveServer) -> None:
     )
     assert body["evicted"] == [body["proposedFactId"]]  # never a silent drop
     assert weak.headers["location"].endswith(f"/archive/{body['proposedFactId']}")
+    # svc-04: the Location can be followed; it holds the entry the archive's page lists
+    followed = client.get(weak.headers["location"])
+    assert followed.status_code == 200, followed.text
+    page = client.get(f"{ALICE}/archive").json()["entries"]
+    assert followed.json() == next(e for e in page if e["fact"]["id"] == body["proposedFactId"])
+    assert followed.json()["fact"]["content"] == "a doubtful newcomer"
     assert len(client.get(f"{ALICE}/facts", params={"limit": 200}).json()["facts"]) == 10
     audit = client.get(f"{ALICE}/audit").json()["receipts"]
     assert len(audit) == 2
@@ -413,7 +422,7 @@ def test_the_openapi_document_is_served(live: LiveServer) -> None:
         f"{scope}/audit": {"get"},
         f"{scope}/archive": {"get"},
         f"{scope}/archive/{{fact_id}}/restore": {"post"},
-        f"{scope}/archive/{{fact_id}}": {"delete"},
+        f"{scope}/archive/{{fact_id}}": {"get", "delete"},
         f"{scope}/document": {"get", "put"},
         "/v1/users/{user}/summaries": {"get"},
         "/v1/users/{user}/export": {"get"},  # issue 26

@@ -880,6 +880,19 @@ def _records(context: ServerContext, deps: Dependencies) -> APIRouter:
         )
         return _answer(to_json(ArchivePage(entries=page.items, next_cursor=page.next_cursor)))
 
+    @api.get(
+        f"{scope_path}/archive/{{fact_id}}",
+        response_model=ArchiveEntryJson,
+        responses=_problems(401, 404, 422),
+    )
+    def archived(memory: Scoped, fact_id: FactId) -> JSONResponse:
+        """One archived fact with why it left, as the archive's pages list it.
+
+        A fact the capacity gate evicted on arrival is here: the `Location` of
+        its `201` points at it.
+        """
+        return _answer(to_json(memory.get_archived(fact_id), ArchiveEntryJson))
+
     @api.post(
         f"{scope_path}/archive/{{fact_id}}/restore",
         response_model=RestoreResult,
