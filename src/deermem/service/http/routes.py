@@ -172,8 +172,11 @@ class ConversationIn(BaseModel):
             min_length=1,
             max_length=200,
             json_schema_extra={"pattern": ONE_LINE},
-            # examples/conversation.json and `deermem ingest` spell it thread_id
+            # examples/conversation.json and `deermem ingest` spell it thread_id; the schema
+            # can show one name, so its description gives the other
             validation_alias=AliasChoices("threadId", "thread_id"),
+            description="The conversation's thread id; `thread_id` is taken too (give one "
+            "of the two).",
         ),
         # The schema's pattern only tells clients; this enforces the rule Memory.learn
         # applies, at the door: an id the job would refuse is a 422 now, never a failed job.
