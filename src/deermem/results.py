@@ -43,6 +43,7 @@ from typing import Annotated, Final, Literal, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -411,7 +412,8 @@ def _fact_error(invalid: ValidationError) -> FactValidationError:
 
 
 def field_names(*annotations: object) -> frozenset[str]:
-    """Every field name and alias of the pydantic models an annotation holds, nested ones too.
+    """Every field name and alias of the pydantic models an annotation holds, nested ones too
+    (each name an ``AliasChoices`` takes: ``thread_id`` beside ``threadId``).
 
     What :func:`error_location` may show as written: names deermem declared,
     not names a caller sent.
@@ -429,9 +431,11 @@ def field_names(*annotations: object) -> frozenset[str]:
         seen.add(annotation)
         for name, info in annotation.model_fields.items():
             names.add(name)
-            names.update(
-                alias for alias in (info.alias, info.validation_alias) if isinstance(alias, str)
-            )
+            for alias in (info.alias, info.validation_alias):
+                if isinstance(alias, str):
+                    names.add(alias)
+                elif isinstance(alias, AliasChoices):  # every name it takes
+                    names.update(choice for choice in alias.choices if isinstance(choice, str))
             pending.append(info.annotation)
     return frozenset(names)
 

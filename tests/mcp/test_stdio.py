@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import select
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -58,6 +61,84 @@ def test_every_tool_over_stdio_against_the_store(store: ServedStore, tmp_path: P
     assert "tool memory_add ok" in logged
     assert "tool memory_restore error" in logged
     assert "SECRET-c41d" not in logged
+
+
+def test_a_line_the_sdk_cannot_read_is_answered_and_logged_without_its_content(
+    tmp_path: Path,
+) -> None:
+    """svc-03: the SDK's stdio reader drops a line it cannot read as a message; the client
+    would wait until its own timeout and the log would say nothing. Each gets the JSON-RPC
+    error the streamable-HTTP transport answers with — under the request's id where the
+    line gives it — and one log line with the exception's type, never the line's text."""
+    store = ServedStore("markdown", tmp_path)
+    log = tmp_path / "stderr.log"
+    secret = "SECRET-9e1f tea"
+    call = '{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
+    with log.open("w") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, *deermem_args(store, "--user", "alice", "--agent", "coder", "mcp")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=store.environ({}),
+            bufsize=0,  # select() sees what a buffer would have read ahead
+        )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    stdin, stdout = server.stdin, server.stdout
+
+    def send(line: str) -> None:
+        stdin.write(line.encode("utf-8") + b"\n")
+        stdin.flush()
+
+    def answer() -> dict[str, Any]:
+        ready, _, _ = select.select([stdout], [], [], 60)
+        assert ready, "no answer within 60 s"
+        return dict(json.loads(stdout.readline()))
+
+    try:
+        initialize = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        initialize["clientInfo"] = {"name": "test", "version": "1"}
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}))
+        assert answer()["id"] == 1
+        send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        unreadable = [  # what jiter, the SDK's JSON parser, refuses: each is valid JSON
+            (2, "memory_add", '{"content":"' + secret + ' \\ud800"}'),  # a lone surrogate
+            (3, "memory_search", '{"query":"tea","top_k":1' + "0" * 5000 + "}"),
+            (
+                '"four"',
+                "memory_add",
+                '{"content":"' + secret + '","topics":' + "[" * 5000 + "]" * 5000 + "}",
+            ),
+        ]
+        for request_id, tool, arguments in unreadable:
+            send(call % (request_id, tool, arguments))
+        parsed = [answer() for _ in unreadable]
+        assert [(a["id"], a["error"]["code"]) for a in parsed] == [
+            (2, -32700),
+            (3, -32700),
+            (None, -32700),
+        ]
+        assert all(a["error"]["message"].startswith("Parse error: ") for a in parsed)
+        # A notification is not answered; JSON of the wrong shape is -32602 under its id.
+        send('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"x":"\\ud800"}}')
+        send('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":5}')
+        refused = answer()
+        assert (refused["id"], refused["error"]["code"]) == (5, -32602)
+        send(call % (6, "memory_add", '{"content":"Alice drinks tea"}'))  # still serving
+        added = answer()
+        assert added["id"] == 6
+        assert added["result"]["structuredContent"]["outcome"] == "stored"
+        assert secret not in json.dumps([*parsed, refused])
+    finally:
+        stdin.close()
+        server.wait(60)
+        stdout.close()
+    lines = [line for line in log.read_text("utf-8").splitlines() if "could not read" in line]
+    assert len(lines) == 5
+    assert all("ValidationError" in line for line in lines)
+    assert sum("answered with JSON-RPC error" in line for line in lines) == 4
+    assert "SECRET-9e1f" not in log.read_text("utf-8")
 
 
 def test_without_user_the_stdio_server_serves_the_single_user_layout(

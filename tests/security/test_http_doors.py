@@ -356,6 +356,36 @@ def test_a_deeply_nested_unknown_field_is_refused_on_both_stores(
     assert client.put(f"{ALICE}/document", json={"facts": [exported]}).status_code == 200
 
 
+@pytest.mark.parametrize("where", ["facts", "document"])
+def test_a_number_past_the_json_readers_digits_is_refused_naming_the_limit(
+    open_server: LiveServer, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """svc-02: valid JSON (RFC 8259 sets no limit on digits) that the server's JSON reader
+    refuses is answered as a too-deep body is: 422 invalid-request at `body`, saying which
+    limit — not FastAPI's 400 http-error, which no document lists."""
+    client = open_server.client()
+    number = "1" + "0" * 5_000
+    bodies = {
+        "facts": ("post", "/facts", '{"content": "x", "confidence": ' + number + "}"),
+        "document": (
+            "put",
+            "/document",
+            '{"facts": [{"id": "fact_big", "content": "big", "n": ' + number + "}]}",
+        ),
+    }
+    method, path, body = bodies[where]
+    with caplog.at_level(logging.INFO):
+        response = client.request(
+            method, ALICE + path, content=body, headers={"content-type": "application/json"}
+        )
+    problem = assert_problem(response, 422, "invalid-request")
+    assert [error["location"] for error in problem["errors"]] == ["body"]
+    assert "4,300 digits" in problem["detail"]
+    assert number[:100] not in response.text
+    no_stack_trace(caplog.records)
+    assert open_server.store.facts("alice", "coder") == {}
+
+
 @on_both_stores
 def test_a_summary_section_nested_too_deep_is_refused(open_server: LiveServer) -> None:
     client = open_server.client()

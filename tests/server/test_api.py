@@ -106,6 +106,9 @@ def test_a_fact_round_trip(live: LiveServer) -> None:
     }
     assert client.get(f"{ALICE}/facts/{fact_id}/why").json()["status"] == "gone"
     assert_problem(client.delete(f"{ALICE}/archive/{fact_id}"), 404, "fact-not-found")
+    gone = assert_problem(client.get(f"{ALICE}/archive/{fact_id}"), 404, "fact-not-found")
+    assert gone["where"] == "archive"
+    assert_problem(client.get(f"{ALICE}/archive/fact_unknown"), 404, "fact-not-found")
 
 
 @on_both_stores
@@ -135,6 +138,12 @@ def test_create_returns_what_the_capacity_gate_did(live: LiveServer) -> None:
     )
     assert body["evicted"] == [body["proposedFactId"]]  # never a silent drop
     assert weak.headers["location"].endswith(f"/archive/{body['proposedFactId']}")
+    # svc-04: the Location can be followed; it holds the entry the archive's page lists
+    followed = client.get(weak.headers["location"])
+    assert followed.status_code == 200, followed.text
+    page = client.get(f"{ALICE}/archive").json()["entries"]
+    assert followed.json() == next(e for e in page if e["fact"]["id"] == body["proposedFactId"])
+    assert followed.json()["fact"]["content"] == "a doubtful newcomer"
     assert len(client.get(f"{ALICE}/facts", params={"limit": 200}).json()["facts"]) == 10
     audit = client.get(f"{ALICE}/audit").json()["receipts"]
     assert len(audit) == 2
@@ -232,6 +241,30 @@ def test_document_export_and_import_return_what_the_gate_did(live: LiveServer) -
     assert_problem(client.put(f"{ALICE}/document", json={"user": {}}), 422, "invalid-fact")
     summaries = client.get("/v1/users/alice/summaries").json()
     assert set(summaries) >= {"user", "history", "revision"}
+
+
+@on_both_stores
+def test_importing_an_archived_facts_id_is_a_conflict_naming_the_fact(
+    live: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """svc-01: the id of an archived fact with another text is the caller's to fix (restore
+    or purge it), a 409 naming the fact — not a 500 the log calls a server failure."""
+    client = live.client()
+    fact_id = add(client, "Alice likes green tea").json()["factId"]
+    client.delete(f"{ALICE}/facts/{fact_id}")  # to the archive
+    kept = add(client, "Alice walks to work").json()["factId"]
+    document = {"facts": [{"id": fact_id, "content": "Alice likes black coffee"}]}
+    with caplog.at_level("INFO", logger="deermem"):
+        refused = client.put(f"{ALICE}/document", json=document)
+    problem = assert_problem(refused, 409, "archived-fact")
+    assert problem["factId"] == fact_id
+    assert "restore" in str(problem["detail"])
+    assert "purge" in str(problem["detail"])
+    assert "coffee" not in refused.text
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
+    facts = client.get(f"{ALICE}/facts").json()["facts"]
+    assert [fact["id"] for fact in facts] == [kept]  # nothing was imported
+    assert client.get(f"{ALICE}/facts/{fact_id}/why").json()["status"] == "archived"
 
 
 @on_both_stores
@@ -389,7 +422,7 @@ def test_the_openapi_document_is_served(live: LiveServer) -> None:
         f"{scope}/audit": {"get"},
         f"{scope}/archive": {"get"},
         f"{scope}/archive/{{fact_id}}/restore": {"post"},
-        f"{scope}/archive/{{fact_id}}": {"delete"},
+        f"{scope}/archive/{{fact_id}}": {"get", "delete"},
         f"{scope}/document": {"get", "put"},
         "/v1/users/{user}/summaries": {"get"},
         "/v1/users/{user}/export": {"get"},  # issue 26

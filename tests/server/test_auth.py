@@ -82,6 +82,7 @@ def test_alices_token_cannot_read_write_search_or_learn_of_bob(
         alice.get(f"{BOB}/context?query=secret%20plan%FF%27%20OR%201%3D1"),  # not UTF-8
         alice.get(f"{BOB}/audit"),
         alice.get(f"{BOB}/archive"),
+        alice.get(f"{BOB}/archive/{secret}"),
         alice.post(f"{BOB}/archive/{secret}/restore"),
         alice.delete(f"{BOB}/archive/{secret}"),
         alice.get(f"{BOB}/document"),

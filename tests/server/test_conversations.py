@@ -305,6 +305,21 @@ def test_the_example_conversation_file_is_taken_as_it_is(
     assert response.json()["report"]["counts"]["added"] == 1
 
 
+def test_both_spellings_of_the_thread_id_are_declared_names(
+    learning: LiveServer, chat: ScriptedChatServer
+) -> None:
+    """svc-06: `thread_id` is a name the API declares, so a refusal names it as it is (it was
+    described by its length, as a name the caller made up), and the reference says both."""
+    client = learning.client()
+    both = {"threadId": "t-1", "thread_id": "t-1", "messages": CHAT}
+    refused = client.post(f"{ALICE}/conversations", json=both)
+    assert refused.status_code == 422, refused.text
+    assert [error["location"] for error in refused.json()["errors"]] == ["body.thread_id"]
+    assert chat.requests == []
+    schema = client.get("/v1/openapi.json").json()["components"]["schemas"]["ConversationIn"]
+    assert "thread_id" in schema["properties"]["threadId"]["description"]
+
+
 def test_the_job_store_prunes_old_records_and_forgets_a_users_jobs(tmp_path: Path) -> None:
     # Both walk the same directory listing: only `<job id>.json` files are job records.
     def job(number: int, user: str) -> Job:

@@ -33,7 +33,7 @@ from ..served_store import KINDS, ServedStore
 from ..wire_support import model_settings
 from .conftest import LiveServer, start_server
 
-# Examples per operation and mode: 21 operations x 2 modes x 25 examples keep the
+# Examples per operation and mode: 22 operations x 2 modes x 25 examples keep the
 # Markdown run near a minute on two cores. The routes are the same code on both
 # stores; the PostgreSQL run is a short one, for what only a database refuses (a
 # user id with a NUL character, say) and for its errors' mapping to problems.
@@ -72,7 +72,7 @@ def test_every_operation_answers_as_documented(
     schema = schemathesis.openapi.from_url(f"{server.url}/v1/openapi.json")
     headers = {"Authorization": f"Bearer {token}"}
     operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]
-    assert len(operations) == 21  # every operation of the document is exercised
+    assert len(operations) == 22  # every operation of the document is exercised
 
     for operation in operations:
 

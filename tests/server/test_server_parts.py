@@ -3,6 +3,7 @@ the workers run."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import re
@@ -146,6 +147,51 @@ def test_a_directory_of_another_owner_is_a_conflict_the_client_sees_and_the_log_
     assert "/store/users/alice" in note
     duplicate = DuplicateFactError("fact_1")
     assert operator_note(duplicate, problem_for(duplicate)) is None
+
+
+SERVICE = Path(__file__).resolve().parents[2] / "src" / "deermem" / "service"
+SERVER_DOC = SERVICE.parents[2] / "docs" / "server.md"
+
+
+def defined_problem_types() -> dict[str, set[int]]:
+    """Every problem type the service builds (``Problem(status, "slug", …)``: problems are
+    the service's alone), with its statuses (none for a status decided at run time)."""
+    defined: dict[str, set[int]] = {}
+    for path in SERVICE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Problem"):
+                continue
+            status, slug = node.args[:2]
+            assert isinstance(slug, ast.Constant), f"{path}:{node.lineno}: a slug is a literal"
+            statuses = defined.setdefault(str(slug.value), set())
+            if isinstance(status, ast.Constant) and isinstance(status.value, int):
+                statuses.add(status.value)
+    return defined
+
+
+def documented_problem_types() -> dict[str, set[int]]:
+    """The Errors table of docs/server.md: each type named in a row, with the row's statuses."""
+    section = SERVER_DOC.read_text("utf-8").split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, set[int]] = {}
+    for row in section.splitlines():
+        cells = row.split(" | ")
+        if not row.startswith("| ") or len(cells) < 3 or not cells[0][2:3].isdigit():
+            continue
+        statuses = {int(status) for status in re.findall(r"\d{3}", cells[0])}
+        for name in re.findall(r"`([^`]+)`", cells[1]):
+            if re.fullmatch(r"[a-z]+(-[a-z]+)*", name):
+                documented.setdefault(name, set()).update(statuses)
+    return documented
+
+
+def test_the_errors_table_names_every_problem_type_the_server_sends() -> None:
+    """svc-05: a client branches on `type`; the table lists each one the code can send, with
+    its status, and none it cannot."""
+    defined = defined_problem_types()
+    documented = documented_problem_types()
+    assert sorted(documented) == sorted(defined)
+    for slug, statuses in defined.items():
+        assert statuses <= documented[slug], slug
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from deermem.errors import (
+    ArchivedFactError,
     ConfigError,
     CorruptMemoryFile,
     DatabaseUnavailable,
@@ -283,6 +284,19 @@ def _duplicate(error: DuplicateFactError) -> Problem:
     )
 
 
+def _archived(error: ArchivedFactError) -> Problem:
+    # Transport-neutral advice (the CLI's message names its own command): HTTP restores
+    # with POST …/archive/{id}/restore and purges with DELETE, MCP with its tools.
+    return Problem(
+        409,
+        "archived-fact",
+        "Fact is in the archive",
+        f"fact {error.fact_id!r} is in the archive; restore it or purge it instead of adding "
+        "it again. Nothing was changed",
+        {"factId": error.fact_id},
+    )
+
+
 def _not_found(error: FactNotFoundError) -> Problem:
     return Problem(
         404,
@@ -414,6 +428,7 @@ _BUILDERS: Final[tuple[tuple[type[DeerMemError], Callable[[Any], Problem]], ...]
     (MessageFormatError, _invalid_message),
     (UnsafeIdentifierError, _invalid_identifier),
     (DuplicateFactError, _duplicate),
+    (ArchivedFactError, _archived),
     (FactNotFoundError, _not_found),
     (RevisionConflict, _revision_conflict),
     (StoreLockTimeout, _lock_timeout),

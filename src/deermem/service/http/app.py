@@ -18,6 +18,7 @@ refuses it.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -181,6 +182,11 @@ def _add_problem_handlers(app: FastAPI) -> None:
             return problem_response(_validation_problem([_TOO_DEEP], _WHERE))
         if isinstance(error.__cause__, UnicodeDecodeError):  # JSON is UTF-8 (RFC 8259)
             return problem_response(_validation_problem([_NOT_UTF8], _WHERE))
+        if isinstance(error.__cause__, ValueError):
+            # FastAPI turns json.loads' syntax errors into validation errors itself; the
+            # one ValueError left is an integer past Python's digit limit (valid JSON,
+            # which sets no limit): the reader's own bound, answered as the others are.
+            return problem_response(_validation_problem([_too_many_digits()], _WHERE))
         title = {405: "Method not allowed", 400: "Bad request"}.get(error.status_code, "Error")
         headers = dict(error.headers or {})
         return problem_response(
@@ -206,6 +212,17 @@ _TOO_DEEP: Final = {
     "msg": f"lists and objects are nested too deeply (a value may nest {MAX_NESTING} deep)",
     "type": "json_too_deep",
 }
+
+
+def _too_many_digits() -> dict[str, object]:
+    """The refusal of a number longer than Python converts (``sys.get_int_max_str_digits``,
+    read when it happens: the process may have changed it)."""
+    return {
+        "loc": ("body",),
+        "msg": f"a number has more than {sys.get_int_max_str_digits():,} digits, "
+        "more than the server's JSON reader takes",
+        "type": "json_number_too_long",
+    }
 
 
 # Where FastAPI says a request's value was: the first part of every location.

@@ -120,7 +120,7 @@ _DESCRIPTIONS: Final[dict[int | str, str]] = {
     401: "No valid bearer token",
     403: "An admin token is required",
     404: "Not found — also for a user the token may not address",
-    409: "Conflict: a duplicate fact, or a revision that changed",
+    409: "Conflict: a duplicate fact, a fact in the archive, or a revision that changed",
     413: "Body larger than max_body_bytes",
     422: "Invalid input; the problem names the field or limit",
     429: "Too many conversations waiting for extraction",
@@ -177,8 +177,11 @@ class ConversationIn(BaseModel):
                 "allOf": [{"pattern": ONE_LINE}],
                 "maxLength": MAX_LINE_CHARS,
             },
-            # examples/conversation.json and `deermem ingest` spell it thread_id
+            # examples/conversation.json and `deermem ingest` spell it thread_id; the schema
+            # can show one name, so its description gives the other
             validation_alias=AliasChoices("threadId", "thread_id"),
+            description="The conversation's thread id; `thread_id` is taken too (give one "
+            "of the two).",
         ),
         # The rule Memory.learn applies, at the door: an id the job would refuse is a 422
         # now, never a failed job.
@@ -884,6 +887,19 @@ def _records(context: ServerContext, deps: Dependencies) -> APIRouter:
             descending=True,
         )
         return _answer(to_json(ArchivePage(entries=page.items, next_cursor=page.next_cursor)))
+
+    @api.get(
+        f"{scope_path}/archive/{{fact_id}}",
+        response_model=ArchiveEntryJson,
+        responses=_problems(401, 404, 422),
+    )
+    def archived(memory: Scoped, fact_id: FactId) -> JSONResponse:
+        """One archived fact with why it left, as the archive's pages list it.
+
+        A fact the capacity gate evicted on arrival is here: the `Location` of
+        its `201` points at it.
+        """
+        return _answer(to_json(memory.get_archived(fact_id), ArchiveEntryJson))
 
     @api.post(
         f"{scope_path}/archive/{{fact_id}}/restore",

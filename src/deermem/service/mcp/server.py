@@ -48,7 +48,9 @@ scope) and :class:`~deermem.service.mcp.auth.SessionLimitMiddleware` (429: the
 sessions of one token). :func:`serve` runs it (``deermem mcp``).
 
 Over stdio, standard output belongs to the protocol: every log line goes
-to standard error (the client's log), in the HTTP server's format. Over HTTP
+to standard error (the client's log), in the HTTP server's format; a line
+the SDK cannot read as a message is answered and logged
+(:func:`~deermem.service.mcp.stdio.run_stdio`). Over HTTP
 the start-up check is the HTTP API's own
 (:func:`~deermem.service.settings.check_startup`): listening beyond loopback while
 tokens are not in use (no tokens file) refuses to start, and a damaged tokens file
@@ -68,6 +70,7 @@ import traceback
 from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal, ParamSpec, TypeVar
 
+import anyio
 import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
@@ -115,6 +118,7 @@ from deermem.service.mcp.auth import (
     SessionLimitMiddleware,
     open_sessions,
 )
+from deermem.service.mcp.stdio import run_stdio
 from deermem.service.middleware import BodyLimitMiddleware, HostGuardMiddleware, RequestIdMiddleware
 from deermem.service.problems import operator_note, problem_for
 from deermem.service.settings import (
@@ -702,7 +706,8 @@ def serve(settings: McpSettings) -> None:
     warm_up = WarmUp(memory)
     try:
         if tokens is None:
-            create_mcp_server(memory, limits=settings.tools, warm_up=warm_up).run("stdio")
+            tools = create_mcp_server(memory, limits=settings.tools, warm_up=warm_up)
+            anyio.run(run_stdio, tools)  # the SDK's runner, answering what it cannot read
             return
         app = create_http_app(
             memory,
