@@ -242,6 +242,29 @@ def test_a_base_url_that_is_no_http_url_is_refused_up_front(
     assert API_KEY not in err
 
 
+@pytest.mark.parametrize(
+    "key", [f"{API_KEY}\nsk-old-0000", f"{API_KEY}\x0bx", f"{API_KEY}\u2026", "sk-a b"]
+)
+def test_a_key_no_header_can_carry_is_named_before_the_dataset_is_touched(
+    eval_cli: Runner,
+    generated: Generated,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+) -> None:
+    monkeypatch.setenv(BASE_URL_ENV, "http://127.0.0.1:9/v1")
+    monkeypatch.setenv(KEY_ENV, key)
+    absent = tmp_path / "no-such-dataset.json"  # reading it would fail differently
+    args = [*generated.protocol_args(), "--dataset", str(absent)]
+    code, out, err = eval_cli("run-qa", *args, "--output-dir", str(tmp_path / "run"))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {KEY_ENV} holds a character an HTTP header cannot carry")
+    assert len(err.splitlines()) == 1
+    assert API_KEY not in err
+    assert "sk-a" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_model_path_is_for_the_local_provider_only(eval_cli: Runner, tmp_path: Path) -> None:
     code, _, err = eval_cli(
         "run-qa", "--dataset", "x", "--output-dir", str(tmp_path), "--model-path", "m.gguf"

@@ -32,7 +32,15 @@ from deermem.eval import PROVIDER_LOCAL
 from deermem.eval.errors import ProviderEnvironmentError
 from deermem.eval.protocol import QASettings
 from deermem.eval.qa import Answer, Answerer, AnswerTask
-from deermem.llm import ChatMessage, ChatResponse, LocalModel, OpenAICompatibleModel, RetryPolicy
+from deermem.llm import (
+    INVALID_KEY_PROBLEM,
+    ChatMessage,
+    ChatResponse,
+    LocalModel,
+    OpenAICompatibleModel,
+    RetryPolicy,
+    is_valid_api_key,
+)
 
 __all__ = ["HttpAnswerer", "LocalAnswerer", "answerer_for", "resolve_endpoint"]
 
@@ -52,8 +60,8 @@ def resolve_endpoint(qa: QASettings, environ: Mapping[str, str]) -> Endpoint:
 
     Raises:
         ProviderEnvironmentError: a variable is unset or blank (values are
-            stripped; the base-URL variable is named first), or the base URL
-            is not an http(s) URL.
+            stripped; the base-URL variable is named first), the base URL
+            is not an http(s) URL, or the key is not visible ASCII alone.
     """
     base_url = environ.get(qa.base_url_env, "").strip()
     key = environ.get(qa.api_key_env, "").strip()
@@ -67,6 +75,11 @@ def resolve_endpoint(qa: QASettings, environ: Mapping[str, str]) -> Endpoint:
         raise ProviderEnvironmentError(
             [qa.base_url_env],
             problem=f"{qa.base_url_env} is not an http:// or https:// URL",
+        )
+    if not is_valid_api_key(key):
+        # Named here, before the dataset is read; the value is never repeated.
+        raise ProviderEnvironmentError(
+            [qa.api_key_env], problem=f"{qa.api_key_env} {INVALID_KEY_PROBLEM}"
         )
     return Endpoint(base_url=base_url, api_key_env=qa.api_key_env)
 

@@ -28,14 +28,17 @@ from deermem.config import MemoryConfig, ModelConfig
 from deermem.errors import LLMNotConfigured
 from deermem.llm.local import LocalModel, default_model_path, grammar_schema
 from deermem.llm.openai import (
+    INVALID_KEY_PROBLEM,
     OpenAICompatibleModel,
     RetryPolicy,
+    is_valid_api_key,
     parse_retry_after,
     request_fingerprint,
 )
 from deermem.llm.types import ChatMessage, ChatModel, ChatResponse, JsonSchema, TokenUsage
 
 __all__ = [
+    "INVALID_KEY_PROBLEM",
     "NO_MODEL_CONFIGURED",
     "ChatMessage",
     "ChatModel",
@@ -48,6 +51,7 @@ __all__ = [
     "build_chat_model",
     "default_model_path",
     "grammar_schema",
+    "is_valid_api_key",
     "parse_retry_after",
     "request_fingerprint",
     "require_chat_model",

@@ -59,11 +59,13 @@ from deermem.errors import (
 from deermem.llm.types import ChatMessage, ChatResponse, JsonSchema, TokenUsage
 
 __all__ = [
+    "INVALID_KEY_PROBLEM",
     "MAX_RESPONSE_BYTES",
     "InvalidCompletion",
     "OpenAICompatibleModel",
     "RetryPolicy",
     "error_detail",
+    "is_valid_api_key",
     "parse_completion",
     "parse_retry_after",
     "request_fingerprint",
@@ -290,7 +292,20 @@ def redact(text: str, secret: str | Iterable[str] | None) -> str:
     if not secret:
         return text
     secrets = [secret] if isinstance(secret, str) else list(secret)
-    for each in sorted(filter(None, secrets), key=len, reverse=True):
+    # A library may quote a secret escaped rather than as is: h11 refuses a header
+    # value by printing its bytes repr, where a backslash is two characters.
+    forms = {
+        form
+        for each in secrets
+        if each
+        for form in (
+            each,
+            repr(each)[1:-1],
+            repr(each.encode("utf-8", "backslashreplace"))[2:-1],
+            json.dumps(each)[1:-1],
+        )
+    }
+    for each in sorted(forms, key=len, reverse=True):
         text = text.replace(each, REDACTED)
     return text
 
@@ -655,8 +670,9 @@ class OpenAICompatibleModel:
         sleep: how to wait between attempts (``time.sleep``); injectable for tests.
 
     Raises:
-        ConfigError: ``api_key_env`` names a variable that is unset or empty,
-            ``base_url`` cannot be parsed, or a setting is out of range.
+        ConfigError: ``api_key_env`` names a variable that is unset or empty
+            or holds what is not visible ASCII alone, ``base_url`` cannot be
+            parsed, or a setting is out of range.
     """
 
     def __init__(
@@ -921,6 +937,23 @@ def request_fingerprint(payload: Mapping[str, object]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+INVALID_KEY_PROBLEM: Final = (
+    "holds a character an HTTP header cannot carry: an API key is visible ASCII only "
+    "(no line break, space, control or non-ASCII character inside); set it to the key alone"
+)
+"""What is wrong with a key :func:`is_valid_api_key` refuses, after the variable's name."""
+
+
+def is_valid_api_key(key: str) -> bool:
+    """Whether ``key`` can be sent in an ``Authorization`` header: visible ASCII, nothing else.
+
+    Checked where a key is read, so that a key holding a line break, a control
+    or a non-ASCII character (a two-line key file, a pasted ellipsis) is named
+    up front, instead of failing in the HTTP stack with a message that quotes it.
+    """
+    return all("!" <= character <= "~" for character in key)
+
+
 def _read_key(variable: str | None, environ: Mapping[str, str]) -> str | None:
     if variable is None:
         return None
@@ -934,4 +967,6 @@ def _read_key(variable: str | None, environ: Mapping[str, str]) -> str | None:
             ],
             source="environment",
         )
+    if not is_valid_api_key(key):
+        raise ConfigError([f"{variable} {INVALID_KEY_PROBLEM}"], source="environment")
     return key
