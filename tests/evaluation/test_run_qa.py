@@ -199,6 +199,42 @@ def test_a_run_made_outside_a_checkout_resumes_and_grades(
     assert code == 0, err
 
 
+def test_an_answer_holding_half_an_emoji_is_stored_escaped_graded_and_reported(
+    eval_cli: Runner,
+    bundle: Bundle,
+    prepared: Prepared,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sleeps: list[float],
+) -> None:
+    # Valid JSON, but no UTF-8: a server cut an emoji in half at its token limit.
+    cut = "I think \ud83d"
+    tasks = tasks_for(bundle, prepared.cases)
+    oracle = Oracle(prepared.cases, tasks)
+    row_id = distinct(tasks)[0].row_id
+    completion = {
+        "object": "chat.completion",
+        "model": "oracle-model",
+        "choices": [{"message": {"role": "assistant", "content": cut}, "finish_reason": "length"}],
+    }
+    oracle.script(row_id, Reply.raw(json.dumps(completion)))  # ASCII: "\\ud83d" escaped
+    output = tmp_path / "run"
+    with serving(oracle) as server:
+        _point_at(monkeypatch, server.url)
+        code, out, err = eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))
+    assert (code, out) == (0, "answer rows: 0 reused, 90 called, 0 failed\n"), err
+    assert sleeps == []
+    stored = response_path(output, row_id).read_bytes()
+    assert b'"I think \\ud83d"' in stored
+    assert load_json(response_path(output, row_id))["prediction"] == cut
+    code, _, err = eval_cli("grade-qa", *bundle.args(), "--output-dir", str(output))
+    assert code == 0, err
+    assert b'"I think \\ud83d"' in (output / "qa.rows.jsonl").read_bytes()
+    code, _, err = eval_cli("report", str(output))
+    assert code == 0, err
+    assert (output / "report.md").exists()
+
+
 # --- the provider's environment ---------------------------------------------------------------
 
 

@@ -2,7 +2,8 @@
 
 Evaluation outputs must be byte-identical across runs and must never replace
 earlier results. So every document is serialised one way (sorted keys,
-Python float ``repr``, no ASCII escaping), every file appears whole or not at
+Python float ``repr``, no ASCII escaping but of a lone surrogate, which UTF-8
+cannot hold), every file appears whole or not at
 all (written to a temporary file by the store's one writer, synced, then
 hard-linked into place — a link fails if the name exists, so even a race
 cannot overwrite), and a set of files is refused as a whole if any of them is
@@ -103,12 +104,23 @@ def parse_json(text: str, *, object_pairs_hook: ObjectPairsHook | None = None) -
 
 def jsonl_line(value: object) -> str:
     """One JSON Lines record: sorted keys, default separators, a newline."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True) + "\n"
+    return _encodable(json.dumps(value, ensure_ascii=False, sort_keys=True)) + "\n"
 
 
 def document_text(value: object) -> str:
     """A JSON document: indented by two, sorted keys, a trailing newline."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    return _encodable(json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)) + "\n"
+
+
+def _encodable(json_text: str) -> str:
+    """``json_text`` with every lone surrogate written as its JSON escape (``\\ud83d``).
+
+    A lone surrogate, half of an emoji a server cut off at its token limit, is
+    valid in a JSON string but has no UTF-8 form: escaped, the document can be
+    written, and it reads back as the same value. Every other character stays
+    as it is, so the canonical text of other documents does not change.
+    """
+    return json_text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def utc_timestamp(moment: datetime | None = None) -> str:
