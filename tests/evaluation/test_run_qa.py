@@ -235,6 +235,30 @@ def test_an_answer_holding_half_an_emoji_is_stored_escaped_graded_and_reported(
     assert (output / "report.md").exists()
 
 
+@pytest.mark.parametrize("replaced", ["response", "marker"])
+def test_a_stored_file_replaced_by_a_device_is_refused_unread(
+    eval_cli: Runner,
+    bundle: Bundle,
+    prepared: Prepared,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    replaced: str,
+) -> None:
+    output = tmp_path / "run"
+    with serving(Oracle(prepared.cases, tasks_for(bundle, prepared.cases))) as server:
+        _point_at(monkeypatch, server.url)
+        assert eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))[0] == 0
+    task = tasks_for(bundle, prepared.cases)[0]
+    path = response_path(output, task.row_id) if replaced == "response" else output / "qa_run.json"
+    path.unlink()
+    path.symlink_to("/dev/null")  # /dev/zero would never end; both are refused by their mode
+    code, out, err = eval_cli("grade-qa", *bundle.args(), "--output-dir", str(output))
+    assert (code, out) == (1, "")
+    assert str(path if replaced == "marker" else task.row_id) in err
+    assert "not a regular file" in err  # in the list of refused answers, or the marker's line
+    assert not (output / "qa.rows.jsonl").exists()
+
+
 # --- the provider's environment ---------------------------------------------------------------
 
 

@@ -118,6 +118,7 @@ from deermem.eval.rows import (
     write_qa_report,
 )
 from deermem.policy import POLICIES
+from deermem.store.markdown.files import read_regular_file
 
 __all__ = [
     "Answer",
@@ -410,7 +411,7 @@ def read_response(directory: Path, task: AnswerTask) -> StoredResponse:
     """
     path = response_path(directory, task.row_id)
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except FileNotFoundError:
         return StoredResponse(path, None, ())
     except OSError as error:
@@ -642,14 +643,16 @@ def check_marker(
 
 def _read(path: Path, *, required: bool) -> dict[str, object] | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path).decode("utf-8")
     except FileNotFoundError:
         if required:
             raise RunMarkerError(
                 str(path), "not found; grading needs the marker run-qa writes"
             ) from None
         return None
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
+        raise RunMarkerError(str(path), f"cannot be read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
         raise RunMarkerError(str(path), f"cannot be read: {error}") from None
     try:
         data: object = parse_json(text)

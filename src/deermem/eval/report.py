@@ -41,6 +41,7 @@ from deermem.eval.protocol import scenario_rank
 from deermem.eval.rows import MARKER_FILE, ROWS_FILE, STATS_FILE, SUITE_OF_SOURCE, SUITES, QaReport
 from deermem.eval.verify import verify_results
 from deermem.policy import POLICIES
+from deermem.store.markdown.files import read_regular_file
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -493,7 +494,7 @@ def _stated_parameters(path: Path) -> StatisticsParameters | None:
 
 def _read_json(path: Path) -> Mapping[str, object]:
     try:
-        document = parse_json(path.read_text(encoding="utf-8"))
+        document = parse_json(read_regular_file(path).decode("utf-8"))
     except FileNotFoundError:
         raise EvaluationError(
             f"{path}: not found; is this a run-policy output directory?"
