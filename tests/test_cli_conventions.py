@@ -733,3 +733,37 @@ def test_running_out_of_memory_is_one_line(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith("error: out of memory")
     assert done.stderr.count("\n") == 1
+
+
+# --- closed standard input or output (cli-05) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("closed", "args", "named"),
+    [
+        (0, ("facts", "add", "-"), "standard input"),
+        (0, ("import", "-"), "standard input"),
+        (1, ("export", "-"), "standard output"),  # exited 0 with the document gone
+        (1, ("facts", "list", "--json"), "standard output"),
+    ],
+)
+def test_a_closed_standard_stream_is_one_line_and_status_1(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    closed: int,
+    args: tuple[str, ...],
+    named: str,
+) -> None:
+    root = str(tmp_path / "store")
+    assert run(capsys, "--root", root, "init")[0] == 0
+    assert run(capsys, "--root", root, "--user", "bob", "facts", "add", "Prefers tea.")[0] == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "deermem", "--root", root, "--user", "bob", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(closed),  # what `<&-` and `>&-` do
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr == f"error: {named}: closed (the program was started without it)\n"
