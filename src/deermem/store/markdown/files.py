@@ -358,6 +358,22 @@ def write_temporary(path: Path, data: bytes, *, flush: bool = True, mode: int = 
     return temporary
 
 
+def is_temporary_of(entry: str, name: str) -> bool:
+    """Whether the directory entry ``entry`` is a temporary file made for ``name``.
+
+    What :func:`write_temporary` leaves behind if the process is killed before
+    the file took its name.
+    """
+    prefix = _temporary_name(name)[: -(_RANDOM_HEX + len(_TMP_SUFFIX))]  # ".<name>."
+    random = entry[len(prefix) : -len(_TMP_SUFFIX)]
+    return (
+        entry.startswith(prefix)
+        and entry.endswith(_TMP_SUFFIX)
+        and len(random) == _RANDOM_HEX
+        and all(character in "0123456789abcdef" for character in random)
+    )
+
+
 def _temporary_name(name: str) -> str:
     """``.<name>.<random>.tmp``, with ``name`` shortened to keep within 255 bytes."""
     room = _MAX_NAME_BYTES - len(f"..{'0' * _RANDOM_HEX}{_TMP_SUFFIX}")
