@@ -113,6 +113,31 @@ def test_demo_rejects_a_bad_clock(capsys: pytest.CaptureFixture[str]) -> None:
     assert "tomorrow" in err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--now", "0001-01-01T00:00:00Z"),
+        ("--now", "0001-06-30"),  # the seed fits; the archive's year of age limit does not
+        ("--now", "0002-01-01T01:00:00+05:00"),  # the last hour of year 1 in UTC
+        ("--learn", "--now", "0001-01-01"),
+    ],
+)
+def test_demo_rejects_a_clock_too_early_for_its_seed(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    code, out, err = run(capsys, "demo", *args)
+    assert (code, out) == (2, "")
+    said = " ".join(err.replace("│", " ").split())
+    assert "is before 0002-01-01T00:00:00Z" in said
+    assert "Traceback" not in err
+
+
+def test_demo_runs_at_the_earliest_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "demo", "--now", "0002-01-01", "--json")
+    assert code == 0, err
+    assert json.loads(out)["now"] == "0002-01-01T00:00:00Z"
+
+
 def test_config_check_prints_the_effective_configuration(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

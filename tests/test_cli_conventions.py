@@ -10,6 +10,8 @@ import hashlib
 import inspect
 import io
 import json
+import os
+import resource
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -676,3 +678,92 @@ def test_an_empty_listing_names_the_agents_that_hold_this_users_facts(
     assert "other agents: coder (choose one with --agent" in " ".join(captured.err.split())
     assert main(["--root", str(root), "--user", "alice", "--agent", "coder", "facts", "list"]) == 0
     assert capsys.readouterr().err == ""
+
+
+# --- input files that are not regular files (cli-04) ---------------------------------------------
+
+# Every command that reads a file the user names. A device never ends (/dev/zero ate all memory)
+# and a FIFO blocks until a writer comes, so each is refused by its mode before it is read.
+FILE_READERS: Final = [
+    ("import", "{file}"),
+    ("ingest", "{file}"),
+    ("token", "add", "--user", "bob", "--tokens-file", "{file}"),
+    ("eval", "validate-contracts", "--config", "{file}"),
+    ("eval", "validate-contracts", "--official-manifest", "{file}"),
+    ("eval", "validate-contracts", "--synthetic-manifest", "{file}"),
+    ("eval", "replay", "--quick", "--params", "{file}"),
+]
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+@pytest.mark.parametrize("args", FILE_READERS, ids=lambda args: " ".join(args[:3]))
+def test_a_device_or_a_pipe_given_as_a_file_is_refused_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...], kind: str
+) -> None:
+    root = str(tmp_path / "store")
+    assert run(capsys, "--root", root, "init")[0] == 0
+    # A link in tmp_path, never /dev/null itself: a command must not write where it reads.
+    given = tmp_path / kind
+    if kind == "device":
+        given.symlink_to("/dev/null")  # read whole it is empty: a parse error, not this one
+    else:
+        os.mkfifo(given)  # opened without blocking and refused, so no writer is needed
+    argv = [part.format(file=given) for part in args]
+    code, out, err = run(capsys, "--root", root, "--user", "bob", *argv)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {given}: ")
+    assert err.endswith("not a regular file (a device, a pipe or a socket)\n")
+    assert err.count("\n") == 1
+
+
+def test_running_out_of_memory_is_one_line(tmp_path: Path) -> None:
+    # A sparse regular file larger than the memory the process may use: reading it whole
+    # fails at once, and the program says so in one line rather than a traceback.
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as stream:
+        stream.truncate(3 << 30)
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    program = [sys.executable, "-m", "deermem", "eval", "validate-contracts", "--config", str(big)]
+    done = subprocess.run(
+        program, capture_output=True, text=True, timeout=120, preexec_fn=limit_memory, check=False
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("error: out of memory")
+    assert done.stderr.count("\n") == 1
+
+
+# --- closed standard input or output (cli-05) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("closed", "args", "named"),
+    [
+        (0, ("facts", "add", "-"), "standard input"),
+        (0, ("import", "-"), "standard input"),
+        (1, ("export", "-"), "standard output"),  # exited 0 with the document gone
+        (1, ("facts", "list", "--json"), "standard output"),
+    ],
+)
+def test_a_closed_standard_stream_is_one_line_and_status_1(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    closed: int,
+    args: tuple[str, ...],
+    named: str,
+) -> None:
+    root = str(tmp_path / "store")
+    assert run(capsys, "--root", root, "init")[0] == 0
+    assert run(capsys, "--root", root, "--user", "bob", "facts", "add", "Prefers tea.")[0] == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "deermem", "--root", root, "--user", "bob", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(closed),  # what `<&-` and `>&-` do
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr == f"error: {named}: closed (the program was started without it)\n"

@@ -245,6 +245,48 @@ def test_a_key_with_non_ascii_space_around_it_is_stripped(
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 
+UNSENDABLE_KEYS = [
+    "sk-SECRET-new\nsk-SECRET-old",  # export KEY="$(cat keyfile)" of two lines
+    "sk-SECRET\r\nX-Injected: 1",
+    "sk-SECRET\x00tail",  # possible in a mapping passed as environ, not in os.environ
+    "sk-SECRET\x0btail",
+    "sk-SECRET\u2026",  # a pasted ellipsis
+    "sk-SECRET\u200btail",  # a zero-width space
+]
+
+
+@pytest.mark.parametrize("key", UNSENDABLE_KEYS)
+def test_a_key_no_header_can_carry_is_refused_naming_the_variable_not_the_value(
+    key: str,
+) -> None:
+    with pytest.raises(ConfigError, match="TEST_LLM_KEY") as caught:
+        OpenAICompatibleModel("m", api_key_env="TEST_LLM_KEY", environ={"TEST_LLM_KEY": key})
+    assert "SECRET" not in str(caught.value)
+    assert "printable ASCII" in str(caught.value)
+
+
+@pytest.mark.parametrize("key", [k for k in UNSENDABLE_KEYS if k.isascii()])
+def test_the_http_stack_quoting_a_key_escaped_is_redacted(
+    key: str, server: ScriptedChatServer
+) -> None:
+    # h11 refuses such a header by quoting its bytes repr, where a line break is the
+    # two characters backslash and n; the plain key never occurs in that text.
+    with httpx.Client() as client, pytest.raises(httpx.HTTPError) as refused:
+        client.post(server.url, headers={"Authorization": f"Bearer {key}"})
+    assert "SECRET" in str(refused.value)  # what deermem must not pass on
+    failures = openai.Failures("m", server.url, 5.0, (key,))
+    error = failures.transport(refused.value, 1)
+    assert "SECRET" not in str(error)
+    assert "[redacted]" in str(error)
+
+
+@pytest.mark.parametrize("key", UNSENDABLE_KEYS)
+def test_every_escaped_form_of_a_secret_is_redacted(key: str) -> None:
+    quoted = [key, repr(key), repr(key.encode("utf-8")), json.dumps(key), ascii(key)]
+    text = openai.redact(" | ".join(quoted), key)
+    assert "SECRET" not in text
+
+
 def test_key_is_read_from_the_process_environment_by_default(
     server: ScriptedChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -83,6 +83,7 @@ __all__ = [
     "MemoryConfig",
     "ModelConfig",
     "ResolvedConfig",
+    "api_key_problem",
     "check_recorded",
     "config_from_mapping",
     "copied_settings",
@@ -547,19 +548,31 @@ def read_api_key(variable: str | None, environ: Mapping[str, str]) -> str | None
             ],
             source="environment",
         )
-    bad = next((char for char in key if not (char.isascii() and char.isprintable())), None)
-    if bad is not None:
-        # The position is in the variable's value as set, so it can be found there.
-        position = value.index(key) + key.index(bad) + 1
+    problem = api_key_problem(value)
+    if problem is not None:
         raise ConfigError(
-            [
-                f"model.api_key_env names the environment variable {variable}, whose value "
-                f"holds {_character_kind(bad)} at character {position} of {len(value)}; "
-                "an API key is printable ASCII: set the variable again, without that character"
-            ],
+            [f"model.api_key_env names the environment variable {variable}, whose value {problem}"],
             source="environment",
         )
     return key
+
+
+def api_key_problem(value: str) -> str | None:
+    """Why the value of a key variable cannot be sent as a key, without the key; ``None`` if it can.
+
+    The one rule for API keys (the model's and the evaluation's): stripped, the
+    key is printable ASCII. The answer names the first other character by its
+    kind and its place in the value as set, so it can be found there.
+    """
+    key = value.strip()
+    bad = next((char for char in key if not (char.isascii() and char.isprintable())), None)
+    if bad is None:
+        return None
+    position = value.index(key) + key.index(bad) + 1
+    return (
+        f"holds {_character_kind(bad)} at character {position} of {len(value)}; an API key is "
+        "printable ASCII: set the variable again, without that character"
+    )
 
 
 def _character_kind(char: str) -> str:

@@ -121,6 +121,40 @@ def test_run_policy_writes_the_results_and_prints_the_table(
     assert {path.name: path.read_bytes() for path in output.iterdir()} == before
 
 
+def test_a_killed_run_policy_is_named_by_report_and_replaced_by_the_re_run(
+    eval_cli: Runner, generated: Generated, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    output = tmp_path / "policy"
+    args = [*generated.protocol_args(), "--dataset", str(generated.dataset)]
+    assert eval_cli("run-policy", *args, "--output-dir", str(output))[0] == 0
+    complete = {path.name: path.read_bytes() for path in output.iterdir()}
+    # What SIGKILL (or a power cut) leaves while the set is published: the files linked
+    # so far, and the temporary file of the next one; run.json, linked last, is missing.
+    (output / "run.json").unlink()
+    stray = output / ".run.json.0123456789abcdef.tmp"
+    stray.write_text("{")
+    code, out, err = eval_cli("report", str(output))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"error: {output}: holds what an interrupted run-policy left (policy.raw.jsonl, "
+        "summary.json, without run.json, which it writes last); run run-policy again to "
+        "replace it\n"
+    )
+    code, _, err = eval_cli("run-policy", *args, "--output-dir", str(output))
+    assert code == 0, err
+    assert "replacing what an interrupted write left" in caplog.text
+    replaced = [output / "policy.raw.jsonl", output / "summary.json", stray]
+    assert ", ".join(map(str, replaced)) in caplog.text
+    again = {path.name: path.read_bytes() for path in output.iterdir()}
+    assert sorted(again) == sorted(complete)
+    assert again["policy.raw.jsonl"] == complete["policy.raw.jsonl"]
+    assert again["summary.json"] == complete["summary.json"]
+    # Complete again: refused, as any complete set is.
+    code, _, err = eval_cli("run-policy", *args, "--output-dir", str(output))
+    assert code == 1
+    assert "refusing to overwrite existing result files" in err
+
+
 def test_the_original_bundle_validates_and_gives_the_same_rows(
     eval_cli: Runner, generated: Generated, tmp_path: Path
 ) -> None:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem.eval.qa import report_paths
-from deermem.eval.rows import QaRow
+from deermem.eval.rows import QaRow, report_paths
 from deermem.eval.verify import verify_results
 from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
 from tests.evaluation.qa_support import (
@@ -205,6 +204,29 @@ def test_every_tampered_answer_refuses_the_whole_grading(
     assert detail in err
     for path in report_paths(directory):
         assert not path.exists()
+
+
+def test_a_killed_grading_is_named_by_report_and_replaced_by_the_re_run(
+    eval_cli: Runner,
+    answered: Answered,
+    generated: Generated,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    directory = _copy(answered, tmp_path)
+    assert _grade(eval_cli, generated, directory)[0] == 0
+    complete = [path.read_bytes() for path in report_paths(directory)]
+    (directory / "qa.stats.json").unlink()  # written last: killed before it was linked
+    code, out, err = eval_cli("report", str(directory))
+    assert (code, out) == (1, "")
+    assert "holds what an interrupted grade-qa left (qa.rows.jsonl, qa.summary.json, " in err
+    assert not (directory / "report.md").exists()
+    code, _, err = _grade(eval_cli, generated, directory)
+    assert code == 0, err
+    assert f"{directory / 'qa.rows.jsonl'}, {directory / 'qa.summary.json'}" in caplog.text
+    assert [path.read_bytes() for path in report_paths(directory)] == complete
+    code, _, err = eval_cli("report", str(directory))
+    assert code == 0, err
 
 
 def test_all_bad_rows_are_named_together_missing_ones_first(

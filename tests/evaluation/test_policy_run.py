@@ -329,13 +329,27 @@ def test_the_files_are_canonical_and_byte_identical_across_runs(
     ]  # no temporary files left behind
 
 
-@pytest.mark.parametrize("existing", ["policy.raw.jsonl", "summary.json", "run.json"])
-def test_any_existing_result_file_refuses_the_whole_write(
-    prepared: Prepared, tmp_path: Path, existing: str
-) -> None:
-    (tmp_path / existing).write_text("earlier results\n")
+def test_a_complete_set_refuses_the_whole_write(prepared: Prepared, tmp_path: Path) -> None:
+    # run.json is written last: with it, the set is complete.
+    (tmp_path / "run.json").write_text("earlier results\n")
     with pytest.raises(ResultsExistError, match="refusing to overwrite") as caught:
         write(prepared, tmp_path)
-    assert caught.value.paths == [str(tmp_path / existing)]
-    assert [path.name for path in tmp_path.iterdir()] == [existing]
-    assert (tmp_path / existing).read_text() == "earlier results\n"
+    assert caught.value.paths == [str(tmp_path / "run.json")]
+    assert [path.name for path in tmp_path.iterdir()] == ["run.json"]
+    assert (tmp_path / "run.json").read_text() == "earlier results\n"
+
+
+@pytest.mark.parametrize("existing", ["policy.raw.jsonl", "summary.json"])
+def test_files_of_a_set_without_its_run_json_are_replaced(
+    prepared: Prepared, tmp_path: Path, existing: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What a run-policy killed before it linked run.json left.
+    (tmp_path / existing).write_text("an interrupted write\n")
+    write(prepared, tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "policy.raw.jsonl",
+        "run.json",
+        "summary.json",
+    ]
+    assert (tmp_path / existing).read_text() != "an interrupted write\n"
+    assert f"replacing what an interrupted write left: {tmp_path / existing}" in caplog.text

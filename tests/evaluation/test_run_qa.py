@@ -199,6 +199,66 @@ def test_a_run_made_outside_a_checkout_resumes_and_grades(
     assert code == 0, err
 
 
+def test_an_answer_holding_half_an_emoji_is_stored_escaped_graded_and_reported(
+    eval_cli: Runner,
+    bundle: Bundle,
+    prepared: Prepared,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sleeps: list[float],
+) -> None:
+    # Valid JSON, but no UTF-8: a server cut an emoji in half at its token limit.
+    cut = "I think \ud83d"
+    tasks = tasks_for(bundle, prepared.cases)
+    oracle = Oracle(prepared.cases, tasks)
+    row_id = distinct(tasks)[0].row_id
+    completion = {
+        "object": "chat.completion",
+        "model": "oracle-model",
+        "choices": [{"message": {"role": "assistant", "content": cut}, "finish_reason": "length"}],
+    }
+    oracle.script(row_id, Reply.raw(json.dumps(completion)))  # ASCII: "\\ud83d" escaped
+    output = tmp_path / "run"
+    with serving(oracle) as server:
+        _point_at(monkeypatch, server.url)
+        code, out, err = eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))
+    assert (code, out) == (0, "answer rows: 0 reused, 90 called, 0 failed\n"), err
+    assert sleeps == []
+    stored = response_path(output, row_id).read_bytes()
+    assert b'"I think \\ud83d"' in stored
+    assert load_json(response_path(output, row_id))["prediction"] == cut
+    code, _, err = eval_cli("grade-qa", *bundle.args(), "--output-dir", str(output))
+    assert code == 0, err
+    assert b'"I think \\ud83d"' in (output / "qa.rows.jsonl").read_bytes()
+    code, _, err = eval_cli("report", str(output))
+    assert code == 0, err
+    assert (output / "report.md").exists()
+
+
+@pytest.mark.parametrize("replaced", ["response", "marker"])
+def test_a_stored_file_replaced_by_a_device_is_refused_unread(
+    eval_cli: Runner,
+    bundle: Bundle,
+    prepared: Prepared,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    replaced: str,
+) -> None:
+    output = tmp_path / "run"
+    with serving(Oracle(prepared.cases, tasks_for(bundle, prepared.cases))) as server:
+        _point_at(monkeypatch, server.url)
+        assert eval_cli("run-qa", *bundle.args(), "--output-dir", str(output))[0] == 0
+    task = tasks_for(bundle, prepared.cases)[0]
+    path = response_path(output, task.row_id) if replaced == "response" else output / "qa_run.json"
+    path.unlink()
+    path.symlink_to("/dev/null")  # /dev/zero would never end; both are refused by their mode
+    code, out, err = eval_cli("grade-qa", *bundle.args(), "--output-dir", str(output))
+    assert (code, out) == (1, "")
+    assert str(path if replaced == "marker" else task.row_id) in err
+    assert "not a regular file" in err  # in the list of refused answers, or the marker's line
+    assert not (output / "qa.rows.jsonl").exists()
+
+
 # --- the provider's environment ---------------------------------------------------------------
 
 
@@ -240,6 +300,27 @@ def test_a_base_url_that_is_no_http_url_is_refused_up_front(
     assert code == 1
     assert f"error: {BASE_URL_ENV} is not an http:// or https:// URL" in err
     assert API_KEY not in err
+
+
+@pytest.mark.parametrize("key", [f"{API_KEY}\nsk-old-0000", f"{API_KEY}\x0bx", f"{API_KEY}\u2026"])
+def test_a_key_no_header_can_carry_is_named_before_the_dataset_is_touched(
+    eval_cli: Runner,
+    generated: Generated,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+) -> None:
+    monkeypatch.setenv(BASE_URL_ENV, "http://127.0.0.1:9/v1")
+    monkeypatch.setenv(KEY_ENV, key)
+    absent = tmp_path / "no-such-dataset.json"  # reading it would fail differently
+    args = [*generated.protocol_args(), "--dataset", str(absent)]
+    code, out, err = eval_cli("run-qa", *args, "--output-dir", str(tmp_path / "run"))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {KEY_ENV} holds ")
+    assert "an API key is printable ASCII" in err
+    assert len(err.splitlines()) == 1
+    assert API_KEY not in err
+    assert not (tmp_path / "run").exists()
 
 
 def test_model_path_is_for_the_local_provider_only(eval_cli: Runner, tmp_path: Path) -> None:

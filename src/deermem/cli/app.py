@@ -43,7 +43,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo, TyperInfo
 
 from deermem import __version__
-from deermem.cli.output import CliContext, print_error
+from deermem.cli.output import CliContext, print_error, stand_in_for_closed_streams
 from deermem.errors import DeerMemError
 
 __all__ = ["Command", "app", "main", "run"]
@@ -459,9 +459,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     deermem's own errors (bad configuration, invalid facts, corrupt data, an
     evaluation that refuses ...) and errors of the file system (permissions, a
     full disk) are printed as one line on stderr with exit status 1 instead of
-    a traceback; usage errors keep the status 2 that typer gives them.
+    a traceback, and so is running out of memory; usage errors keep the status 2
+    that typer gives them.
     """
     args = list(argv) if argv is not None else sys.argv[1:]
+    stand_in_for_closed_streams()
     try:
         # What `app(...)` runs, built once: through `app` typer would build the root and
         # the command a second time after `global_options_first` looked them up.
@@ -484,6 +486,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The file system refused (permissions, a full disk ...): name the file.
         named = error.filename is not None and error.strerror is not None
         print_error(f"{error.filename}: {error.strerror}" if named else str(error))
+        return 1
+    except MemoryError:
+        # An input too large to hold (a file of many gigabytes): one line, like the rest.
+        print_error("out of memory: the command needed more memory than this process may use")
         return 1
     return 0
 

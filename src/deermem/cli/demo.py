@@ -64,6 +64,10 @@ __all__ = ["demo", "seed_scenarios"]
 # The evaluation's fixed clock; any fixed value would do.
 DEMO_CLOCK: Final = datetime(2026, 8, 13, tzinfo=UTC)
 DEMO_CAPACITY: Final = 10
+EARLIEST_NOW: Final = datetime(2, 1, 1, tzinfo=UTC)
+"""The earliest ``--now``: the seed dates facts up to 180 days back and the store
+prunes its archive by age (365 days by default), and both must stay within the
+dates a ``datetime`` holds, which start at year 1."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +406,8 @@ def demo(
     now: str = typer.Option(
         format_timestamp(DEMO_CLOCK),
         "--now",
-        help="The clock the memory uses (ISO 8601). Fixed by default, so every run is the same.",
+        help="The clock the memory uses (ISO 8601, year 2 or later). Fixed by default, so every "
+        "run is the same.",
     ),
     learn: bool = typer.Option(
         False,
@@ -436,6 +441,12 @@ def demo(
     clock = parse_timestamp(now)
     if clock is None:
         raise typer.BadParameter(f"not an ISO 8601 timestamp: {now!r}", param_hint="--now")
+    if clock < EARLIEST_NOW:
+        raise typer.BadParameter(
+            f"{now!r} is before {format_timestamp(EARLIEST_NOW)}: the demo dates its facts "
+            "up to a year before --now",
+            param_hint="--now",
+        )
     root = _demo_root(cli_context(ctx).root, root)
     if root is not None and root.is_dir() and any(root.iterdir()):
         # The demo writes a user and receipts of its own: never into a store in use.

@@ -228,7 +228,8 @@ def run_policy(
 
     Under confidence and hybrid-v1 (270 decisions, no network); writes
     policy.raw.jsonl, summary.json and run.json, and prints how many support
-    facts each policy kept. Existing result files are never overwritten.
+    facts each policy kept. Existing result files are never overwritten; what a
+    killed run-policy left (the files without run.json, written last) is replaced.
     """
     # The evaluation stack loads with its command only (`deermem eval --help` 0.72×).
     from deermem.eval.policy_run import policy_summary, retention_table, run_and_write
@@ -343,8 +344,10 @@ def grade_qa(
     missing or mismatched answer refuses the whole grading. Then grade each
     answer blind against the dataset's reference with
     deterministic-overlap-v1 and write qa.rows.jsonl, qa.summary.json and
-    qa.stats.json (McNemar and paired bootstrap per suite). No network; the
-    same run gives the same bytes.
+    qa.stats.json (McNemar and paired bootstrap per suite), qa.stats.json last:
+    graded results are never overwritten, but what a killed grading left
+    (the files without qa.stats.json) is replaced. No network; the same run
+    gives the same bytes.
     """
     # The evaluation stack loads with its command only (`deermem eval --help` 0.72×).
     from deermem.eval import qa

@@ -23,6 +23,7 @@ from deermem.cli.output import (
 from deermem.config import load_config, resolve_config
 from deermem.errors import ConversationFileError, FactValidationError, MessageFormatError
 from deermem.model import check_thread_id, parse_json
+from deermem.store.markdown.files import read_regular_file
 
 if TYPE_CHECKING:
     from deermem.learning.report import FactChange, UpdateReport, UpdateResult
@@ -63,7 +64,7 @@ def read_conversation(path: Path) -> tuple[str | None, list[object]]:
     """
     shown = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except FileNotFoundError:
         raise ConversationFileError(shown, "no such file") from None
     except IsADirectoryError:

@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import re
@@ -63,6 +65,7 @@ __all__ = [
     "print_redaction",
     "read_stdin_text",
     "receipt_table",
+    "stand_in_for_closed_streams",
 ]
 
 out_console = Console(highlight=False, soft_wrap=True)
@@ -207,6 +210,53 @@ def output_path(memory: Memory, file: str | Path) -> Path:
         if target.is_relative_to(root) and not loose:
             fail(f"{file}: that is inside the store at {store.root}; write it outside the store")
     return path
+
+
+class ClosedStream(io.TextIOBase):
+    """Standard input or output the program was started without (``<&-``, ``>&-``).
+
+    Python sets ``sys.stdin``/``sys.stdout`` to ``None`` then: reading stdin
+    ended in an ``AttributeError`` traceback, and printing to a ``None`` stdout
+    (typer, rich) drops the text, so ``export -`` exited 0 having written
+    nothing. Every read and write of this stand-in fails with an ``OSError``
+    naming the stream, which ``main`` prints as one line with status 1, as
+    ``cat`` does. Commands that never use the stream are unaffected.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.stream_name = name
+
+    def _closed(self) -> OSError:
+        return OSError(errno.EBADF, "closed (the program was started without it)", self.stream_name)
+
+    @property
+    def buffer(self) -> ClosedStream:
+        """Itself: a binary read (``sys.stdin.buffer.read()``) fails the same way."""
+        return self
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> str:
+        raise self._closed()
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        raise self._closed()
+
+    def write(self, text: str) -> int:
+        raise self._closed()
+
+
+def stand_in_for_closed_streams() -> None:
+    """Put a :class:`ClosedStream` where standard input or output is missing."""
+    if sys.stdin is None:
+        sys.stdin = ClosedStream("standard input")
+    if sys.stdout is None:
+        sys.stdout = ClosedStream("standard output")
 
 
 def read_stdin_text(what: str) -> str:

@@ -59,7 +59,12 @@ from deermem.service.http.jobs import JobStore
 from deermem.service.settings import ServerSettings
 from deermem.service.tokens import TokenFile
 from deermem.store import resolve_root
-from deermem.store.markdown.files import atomic_write, may_hold_store, write_store_settings
+from deermem.store.markdown.files import (
+    atomic_write,
+    may_hold_store,
+    read_regular_file,
+    write_store_settings,
+)
 from deermem.store.migrate import (
     USER_EXPORT_FORMAT,
     MigrationReport,
@@ -433,7 +438,7 @@ def _read_document(file: str) -> str:
         return read_stdin_text("the document")
     path = Path(file)
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path)
     except FileNotFoundError:
         fail(f"{file}: no such file")
     except IsADirectoryError:

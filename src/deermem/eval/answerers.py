@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from deermem.config import api_key_problem
 from deermem.eval import PROVIDER_LOCAL
 from deermem.eval.errors import ProviderEnvironmentError
 from deermem.eval.protocol import QASettings
@@ -52,8 +53,8 @@ def resolve_endpoint(qa: QASettings, environ: Mapping[str, str]) -> Endpoint:
 
     Raises:
         ProviderEnvironmentError: a variable is unset or blank (values are
-            stripped; the base-URL variable is named first), or the base URL
-            is not an http(s) URL.
+            stripped; the base-URL variable is named first), the base URL
+            is not an http(s) URL, or the key is not printable ASCII.
     """
     base_url = environ.get(qa.base_url_env, "").strip()
     key = environ.get(qa.api_key_env, "").strip()
@@ -68,6 +69,9 @@ def resolve_endpoint(qa: QASettings, environ: Mapping[str, str]) -> Endpoint:
             [qa.base_url_env],
             problem=f"{qa.base_url_env} is not an http:// or https:// URL",
         )
+    problem = api_key_problem(environ.get(qa.api_key_env, ""))
+    if problem is not None:  # named here, before the dataset is read; never the value
+        raise ProviderEnvironmentError([qa.api_key_env], problem=f"{qa.api_key_env} {problem}")
     return Endpoint(base_url=base_url, api_key_env=qa.api_key_env)
 
 

@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import stat
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, BinaryIO, Final, NamedTuple
 
 from deermem.eval.errors import DatasetHashMismatchError, DatasetIntegrityError, ProtocolError
 from deermem.eval.protocol import (
@@ -54,6 +53,7 @@ from deermem.eval.protocol import (
 )
 from deermem.eval.rows import SOURCE_LONGMEMEVAL, SOURCE_SYNTHETIC
 from deermem.model import format_timestamp
+from deermem.store.markdown.files import NotRegularFileError, open_regular_file
 
 __all__ = [
     "build_cases",
@@ -140,11 +140,20 @@ class Dataset:
 
 
 def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's raw bytes, read in 1 MiB chunks."""
+    """The SHA-256 of a file's raw bytes, read in 1 MiB chunks.
+
+    Raises:
+        OSError: ``path`` cannot be read or is not a regular file
+            (:func:`~deermem.store.markdown.files.open_regular_file`).
+    """
+    with open_regular_file(path) as stream:
+        return _stream_sha256(stream)
+
+
+def _stream_sha256(stream: BinaryIO) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
+    while chunk := stream.read(_CHUNK):
+        digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -165,12 +174,16 @@ def load_dataset(path: Path, *, expected_sha256: str) -> Dataset:
     """
     shown = str(path)
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise DatasetIntegrityError(shown, "is not a regular file (the dataset is a JSON file)")
-        actual = file_sha256(path)
-        if actual != expected_sha256:
-            raise DatasetHashMismatchError(shown, expected=expected_sha256, actual=actual)
-        data = path.read_bytes()
+        with open_regular_file(path) as stream:
+            actual = _stream_sha256(stream)
+            if actual != expected_sha256:
+                raise DatasetHashMismatchError(shown, expected=expected_sha256, actual=actual)
+            stream.seek(0)
+            data = stream.read()
+    except (NotRegularFileError, IsADirectoryError):
+        raise DatasetIntegrityError(
+            shown, "is not a regular file (the dataset is a JSON file)"
+        ) from None
     except OSError as error:
         raise DatasetIntegrityError(
             shown,

@@ -2,7 +2,8 @@
 
 Evaluation outputs must be byte-identical across runs and must never replace
 earlier results. So every document is serialised one way (sorted keys,
-Python float ``repr``, no ASCII escaping), every file appears whole or not at
+Python float ``repr``, no ASCII escaping but of a lone surrogate, which UTF-8
+cannot hold), every file appears whole or not at
 all (written to a temporary file by the store's one writer, synced, then
 hard-linked into place — a link fails if the name exists, so even a race
 cannot overwrite), and a set of files is refused as a whole if any of them is
@@ -23,19 +24,21 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
+import logging
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, TypeAlias
 
 from deermem.eval.errors import ResultsExistError
-from deermem.store.markdown.files import fsync_path, write_temporary
+from deermem.store.markdown.files import fsync_path, is_temporary_of, write_temporary
 
 __all__ = []
 
@@ -54,6 +57,8 @@ _RESULT_FILE_MODE: Final = 0o600
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV})
 _GIT_TIMEOUT_SECONDS: Final = 10.0
 PACKAGE_DIRECTORY: Final = Path(__file__).resolve().parent.parent
+
+logger = logging.getLogger("deermem.eval")
 
 ObjectPairsHook: TypeAlias = Callable[[list[tuple[str, object]]], object]
 
@@ -103,12 +108,23 @@ def parse_json(text: str, *, object_pairs_hook: ObjectPairsHook | None = None) -
 
 def jsonl_line(value: object) -> str:
     """One JSON Lines record: sorted keys, default separators, a newline."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True) + "\n"
+    return _encodable(json.dumps(value, ensure_ascii=False, sort_keys=True)) + "\n"
 
 
 def document_text(value: object) -> str:
     """A JSON document: indented by two, sorted keys, a trailing newline."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    return _encodable(json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)) + "\n"
+
+
+def _encodable(json_text: str) -> str:
+    """``json_text`` with every lone surrogate written as its JSON escape (``\\ud83d``).
+
+    A lone surrogate, half of an emoji a server cut off at its token limit, is
+    valid in a JSON string but has no UTF-8 form: escaped, the document can be
+    written, and it reads back as the same value. Every other character stays
+    as it is, so the canonical text of other documents does not change.
+    """
+    return json_text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def utc_timestamp(moment: datetime | None = None) -> str:
@@ -131,38 +147,108 @@ def ensure_absent(paths: Sequence[Path]) -> None:
         raise ResultsExistError(existing)
 
 
-def write_new_files(files: Sequence[tuple[Path, bytes]]) -> tuple[Path, ...]:
-    """Write each file atomically, in order, refusing to replace anything.
+def ensure_new_set(paths: Sequence[Path]) -> None:
+    """Refuse a set of result files that is already complete: its last file exists.
 
-    The whole set is checked first; then each file is written to a temporary
-    name beside its target, synced, and hard-linked to its final name (an
-    atomic, no-clobber step; a plain rename after the existence check where
-    the file system has no hard links). If publishing fails half-way, the
-    files this call already published are removed again, so the directories
-    are left as they were. Parent directories are created.
+    The last file of a set is written last (:func:`write_new_files`): without
+    it, files of the set are what an interrupted write left, which the next
+    write replaces, so they do not block it.
+
+    Raises:
+        ResultsExistError: the last file exists; every file of the set that
+            exists is named.
+    """
+    if paths[-1].exists() or paths[-1].is_symlink():
+        ensure_absent(paths)
+
+
+def interrupted_set(paths: Sequence[Path]) -> list[Path]:
+    """The files of a set an interrupted write left: those present while its last is missing."""
+    if paths[-1].exists() or paths[-1].is_symlink():
+        return []
+    return [path for path in paths[:-1] if path.exists() or path.is_symlink()]
+
+
+def write_new_files(files: Sequence[tuple[Path, bytes]]) -> tuple[Path, ...]:
+    """Publish a set of result files, in order; never replace a complete set.
+
+    Each file is written to a temporary name beside its target, synced, and
+    hard-linked to its final name (an atomic, no-clobber step; a plain rename
+    after the existence check where the file system has no hard links). The
+    last file marks the set complete: it is published only once the others
+    are on disk (their directories are synced first), so whatever kills the
+    process (SIGKILL, the OOM killer, a power cut) leaves either a complete
+    set or one without its last file. Such leftovers, and the temporary files
+    of the set's names, are removed (and named in a warning on the
+    ``deermem.eval`` logger) before the set is written again. Writers hold a
+    lock on the set's directories while they publish, so a write still under
+    way is never taken for an interrupted one. If publishing fails half-way
+    in a process that survives, the files it published are removed again.
+    Parent directories are created.
 
     Returns:
         The paths written, in order.
 
     Raises:
-        ResultsExistError: a target exists (before or during the write).
+        ResultsExistError: the set's last file exists (before or during the write).
         OSError: the files cannot be written.
     """
-    ensure_absent([path for path, _ in files])
-    published: list[Path] = []
-    try:
-        for path, data in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _publish(path, data)
-            published.append(path)
-    except BaseException:
-        for path in published:
-            with contextlib.suppress(OSError):
-                path.unlink()
-        raise
-    for directory in dict.fromkeys(path.parent for path in published):
-        fsync_path(directory)
+    paths = [path for path, _ in files]
+    ensure_new_set(paths)
+    directories = sorted(dict.fromkeys(path.parent for path in paths))
+    with contextlib.ExitStack() as held:
+        for directory in directories:  # sorted: two writers take the locks in one order
+            directory.mkdir(parents=True, exist_ok=True)
+            held.enter_context(_publishing(directory))
+        ensure_new_set(paths)  # again: another writer may have finished meanwhile
+        _remove_leftovers(paths)
+        published: list[Path] = []
+        try:
+            for path, data in files:
+                if path == paths[-1]:
+                    for directory in directories:  # the others are durable before the mark
+                        fsync_path(directory)
+                _publish(path, data)
+                published.append(path)
+        except BaseException:
+            for path in published:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
+        for directory in directories:
+            fsync_path(directory)
     return tuple(published)
+
+
+@contextlib.contextmanager
+def _publishing(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``directory`` (released by the kernel if the process dies)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _remove_leftovers(paths: Sequence[Path]) -> None:
+    """Remove what an interrupted write of this set left: its files, its temporary files."""
+    temporaries = [
+        entry
+        for directory in sorted(dict.fromkeys(path.parent for path in paths))
+        for entry in sorted(directory.iterdir())
+        if any(
+            path.parent == directory and is_temporary_of(entry.name, path.name) for path in paths
+        )
+    ]
+    leftovers = [*interrupted_set(paths), *temporaries]
+    if not leftovers:
+        return
+    logger.warning("replacing what an interrupted write left: %s", ", ".join(map(str, leftovers)))
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    for directory in dict.fromkeys(path.parent for path in leftovers):
+        fsync_path(directory)
 
 
 def replace_file(path: Path, data: bytes) -> None:

@@ -33,7 +33,7 @@ from deermem.eval.dataset import EvaluationCase, build_cases, load_dataset
 from deermem.eval.errors import EvaluationError
 from deermem.eval.files import (
     document_text,
-    ensure_absent,
+    ensure_new_set,
     git_state,
     jsonl_line,
     write_new_files,
@@ -225,16 +225,16 @@ def policy_output_paths(directory: Path) -> tuple[Path, Path, Path]:
 def run_and_write(protocol: Protocol, dataset: Path, directory: Path) -> tuple[PolicyOutcome, ...]:
     """``run-policy``: every case decided at every cap and written to ``directory``.
 
-    Existing result files are refused before the dataset is read, not after
-    the work; then the dataset (hash first), the cases, the decisions, the
-    three files.
+    A complete set of result files is refused before the dataset is read, not
+    after the work; then the dataset (hash first), the cases, the decisions,
+    the three files.
 
     Raises:
-        ResultsExistError: a result file is already there.
+        ResultsExistError: the result files are already there.
         DatasetIntegrityError: the dataset is not the pinned file or breaks the rules.
         ProtocolError: the manifest disagrees with the dataset.
     """
-    ensure_absent(policy_output_paths(directory))
+    ensure_new_set(policy_output_paths(directory))
     data = load_dataset(dataset, expected_sha256=protocol.config.dataset.sha256)
     outcomes = run_policy(protocol, build_cases(protocol, data))
     write_policy_run(directory, protocol, data.sha256, outcomes)
@@ -249,16 +249,18 @@ def write_policy_run(
     *,
     created_at: datetime | None = None,
 ) -> tuple[Path, Path, Path]:
-    """Write the three result files atomically; refuse if any already exists.
+    """Write the three result files as one set, ``run.json`` last; never over a complete set.
 
-    The git state recorded is that of the checkout deermem runs from
-    (``null`` when it is not run from a git checkout).
+    What an interrupted write left (the set without ``run.json``) is replaced
+    (:func:`~deermem.eval.files.write_new_files`). The git state recorded is
+    that of the checkout deermem runs from (``null`` when it is not run from
+    a git checkout).
 
     Raises:
-        ResultsExistError: any of the three files exists.
+        ResultsExistError: the set is complete (``run.json`` exists).
     """
     paths = policy_output_paths(directory)
-    ensure_absent(paths)
+    ensure_new_set(paths)
     rows = "".join(jsonl_line(policy_row(outcome)) for outcome in outcomes)
     summary = document_text(policy_summary(protocol.protocol_id, outcomes))
     record = document_text(

@@ -67,6 +67,7 @@ from deermem.eval.errors import EvaluationError, ProtocolError, preview
 from deermem.eval.files import IDENTIFIER, SHA256, InvalidJsonError, parse_json, utc_timestamp
 from deermem.eval.grading import GRADER_VERSION, StatisticsParameters
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, CapacityPolicy
+from deermem.store.markdown.files import read_regular_file
 
 try:
     from yaml import CSafeLoader as _Loader
@@ -1051,7 +1052,7 @@ def _prompt_path(config_path: Path, relative: str) -> Path:
 
 def _read(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return read_regular_file(path)
     except OSError as error:
         raise ProtocolError(
             str(path), None, f"cannot read the file: {error.strerror or error}"

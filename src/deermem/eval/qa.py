@@ -88,7 +88,7 @@ from deermem.eval.files import (
     clean_usage,
     describe_value,
     document_text,
-    ensure_absent,
+    ensure_new_set,
     git_state,
     is_count,
     is_usage,
@@ -105,19 +105,18 @@ from deermem.eval.protocol import (
 )
 from deermem.eval.rows import (
     MARKER_FILE,
-    ROWS_FILE,
     RUN_SCHEMA_VERSION,
-    STATS_FILE,
-    SUMMARY_FILE,
     AnswerToGrade,
     QaReport,
     QaRow,
     build_qa_report,
     grade_answer_row,
+    report_paths,
     run_problems,
     write_qa_report,
 )
 from deermem.policy import POLICIES
+from deermem.store.markdown.files import read_regular_file
 
 __all__ = [
     "Answer",
@@ -410,7 +409,7 @@ def read_response(directory: Path, task: AnswerTask) -> StoredResponse:
     """
     path = response_path(directory, task.row_id)
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except FileNotFoundError:
         return StoredResponse(path, None, ())
     except OSError as error:
@@ -642,14 +641,16 @@ def check_marker(
 
 def _read(path: Path, *, required: bool) -> dict[str, object] | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path).decode("utf-8")
     except FileNotFoundError:
         if required:
             raise RunMarkerError(
                 str(path), "not found; grading needs the marker run-qa writes"
             ) from None
         return None
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
+        raise RunMarkerError(str(path), f"cannot be read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
         raise RunMarkerError(str(path), f"cannot be read: {error}") from None
     try:
         data: object = parse_json(text)
@@ -829,22 +830,20 @@ MAX_LISTED_PROBLEMS: Final = 30
 _REFUSE: Final = "refusing to grade"
 
 
-def report_paths(directory: Path) -> tuple[Path, Path, Path]:
-    """The three files ``grade-qa`` writes, in writing order."""
-    return (directory / ROWS_FILE, directory / SUMMARY_FILE, directory / STATS_FILE)
-
-
 def grade_qa(protocol: Protocol, dataset: Path, directory: Path) -> QaReport:
     """Check a QA run directory against the protocol, grade it, and write the report.
 
+    Graded results are written as one set, ``qa.stats.json`` last; what an
+    interrupted grading left (the set without it) is replaced.
+
     Raises:
-        ResultsExistError: a result file is already there.
+        ResultsExistError: the graded results are already there.
         RunMarkerError: the marker is missing or names other protocol files or settings.
         DatasetIntegrityError: the dataset is not the pinned file or breaks the rules.
         AnswerRowIntegrityError: a stored answer is missing, malformed, or not
             the answer to its recomputed task.
     """
-    ensure_absent(report_paths(directory))
+    ensure_new_set(report_paths(directory))
     model = check_marker(directory, protocol, model=None, refusal=_REFUSE, required=True)
     data = load_dataset(dataset, expected_sha256=protocol.config.dataset.sha256)
     settings = RequestSettings.from_protocol(protocol, model=model)

@@ -103,7 +103,7 @@ from deermem.learning.plan import REINFORCEMENT_SIGNAL, UpdateSettings
 from deermem.library.regret import PolicyRegret
 from deermem.memory import Memory
 from deermem.policy import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
-from deermem.store.markdown.files import atomic_write
+from deermem.store.markdown.files import atomic_write, read_regular_file
 from deermem.store.records import REGRET_KINDS
 
 # TYPE_CHECKING
@@ -265,7 +265,7 @@ def load_params(path: Path | None = None) -> LoadedParams:
     else:
         source = str(path)
         try:
-            data = path.read_bytes()
+            data = read_regular_file(path)
         except OSError as error:
             raise ProtocolError(source, None, f"cannot be read: {error.strerror}") from None
     raw = parse_yaml(source, data)  # the evaluation's one YAML reader: a key given twice is refused

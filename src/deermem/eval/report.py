@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from deermem.eval import CHARTS_EXTRA, POLICY_COLOURS, figure_png, policy_run
 from deermem.eval.errors import EvaluationError
-from deermem.eval.files import parse_json, write_new_files
+from deermem.eval.files import interrupted_set, parse_json, write_new_files
 from deermem.eval.grading import DEFAULT_PARAMETERS, PairedComparison, StatisticsParameters
 from deermem.eval.policy_run import (
     RetentionRow,
@@ -38,9 +38,18 @@ from deermem.eval.policy_run import (
     retention_table,
 )
 from deermem.eval.protocol import scenario_rank
-from deermem.eval.rows import MARKER_FILE, ROWS_FILE, STATS_FILE, SUITE_OF_SOURCE, SUITES, QaReport
+from deermem.eval.rows import (
+    MARKER_FILE,
+    ROWS_FILE,
+    STATS_FILE,
+    SUITE_OF_SOURCE,
+    SUITES,
+    QaReport,
+    report_paths,
+)
 from deermem.eval.verify import verify_results
 from deermem.policy import POLICIES
+from deermem.store.markdown.files import read_regular_file
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -421,16 +430,28 @@ def write_report(
 
     Raises:
         EvaluationError: the directory holds neither a policy run nor graded
-            QA results, or what it holds cannot be read or does not verify.
-        ResultsExistError: a report is already there (nothing is overwritten).
+            QA results, holds what an interrupted run-policy or grade-qa left,
+            or what it holds cannot be read or does not verify.
+        ResultsExistError: a report is already there (nothing is overwritten;
+            what an interrupted report left, charts without ``report.md``,
+            is replaced).
         ModuleNotFoundError: ``charts`` is true but matplotlib is not installed
             (:func:`~deermem.eval.missing_chart_module` tells
             beforehand).
     """
-    has_policy = (run_dir / policy_run.SUMMARY_FILE).exists() or (
-        run_dir / policy_run.RUN_FILE
-    ).exists()
-    has_qa = (run_dir / ROWS_FILE).exists()
+    for paths, command in (
+        (policy_run.policy_output_paths(run_dir), "run-policy"),
+        (report_paths(run_dir), "grade-qa"),
+    ):
+        left = interrupted_set(paths)
+        if left:
+            raise EvaluationError(
+                f"{run_dir}: holds what an interrupted {command} left "
+                f"({', '.join(path.name for path in left)}, without {paths[-1].name}, which it "
+                f"writes last); run {command} again to replace it"
+            )
+    has_policy = (run_dir / policy_run.RUN_FILE).exists()
+    has_qa = (run_dir / STATS_FILE).exists()
     if not (has_policy or has_qa):
         raise EvaluationError(
             f"{run_dir}: holds neither a policy run ({policy_run.SUMMARY_FILE}, "
@@ -460,7 +481,9 @@ def write_report(
         if charts:
             drawn.append((target / QA_CHART_FILE, render_qa_chart(report)))
     markdown = "\n".join(sections)
-    return write_new_files([(target / REPORT_FILE, markdown.encode()), *drawn])
+    # report.md last: it marks the set complete (see write_new_files).
+    *charts_written, written = write_new_files([*drawn, (target / REPORT_FILE, markdown.encode())])
+    return (written, *charts_written)
 
 
 def _verified_qa(run_dir: Path) -> tuple[QaReport, Mapping[str, object] | None]:
@@ -493,7 +516,7 @@ def _stated_parameters(path: Path) -> StatisticsParameters | None:
 
 def _read_json(path: Path) -> Mapping[str, object]:
     try:
-        document = parse_json(path.read_text(encoding="utf-8"))
+        document = parse_json(read_regular_file(path).decode("utf-8"))
     except FileNotFoundError:
         raise EvaluationError(
             f"{path}: not found; is this a run-policy output directory?"

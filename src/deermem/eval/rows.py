@@ -348,6 +348,12 @@ STATS_FILE: Final = "qa.stats.json"
 MARKER_FILE: Final = "qa_run.json"
 """The run marker ``run-qa`` writes; see :class:`RunMarker`."""
 
+
+def report_paths(directory: Path) -> tuple[Path, Path, Path]:
+    """The three files ``grade-qa`` writes, in writing order (the last marks them complete)."""
+    return (directory / ROWS_FILE, directory / SUMMARY_FILE, directory / STATS_FILE)
+
+
 REPORT_SCHEMA_VERSION: Final = 1
 
 
@@ -553,10 +559,11 @@ def build_qa_report(
 
 
 def write_qa_report(directory: Path, report: QaReport) -> tuple[Path, ...]:
-    """Write ``qa.rows.jsonl``, ``qa.summary.json`` and ``qa.stats.json`` atomically.
+    """Write ``qa.rows.jsonl``, ``qa.summary.json`` and ``qa.stats.json`` as one set, in that order.
 
     Raises:
-        ResultsExistError: any of the three files exists; nothing is written.
+        ResultsExistError: the set is complete (``qa.stats.json`` exists);
+            nothing is written.
     """
     return write_new_files(
         [(directory / name, text.encode("utf-8")) for name, text in report.files().items()]

@@ -81,6 +81,7 @@ from deermem.eval.rows import (
     run_problems,
 )
 from deermem.policy import POLICIES
+from deermem.store.markdown.files import read_regular_file
 
 __all__ = [
     "RESULT_FILES",
@@ -537,7 +538,7 @@ def verify_results(
 def _read(path: Path, name: str, found: _Collector, *, required: bool) -> str | None:
     """A file's text, or ``None`` (with a finding if it is required or unreadable)."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return read_regular_file(path).decode("utf-8")
     except FileNotFoundError:
         if required:
             found.add(name, FieldProblem("(file)", "the file", "no such file"))
@@ -559,7 +560,7 @@ def _check_digest(path: Path, name: str, expected: str, found: _Collector) -> No
         )
         return
     try:
-        actual = hashlib.sha256(path.read_bytes()).hexdigest()
+        actual = hashlib.sha256(read_regular_file(path)).hexdigest()
     except OSError:
         # The three required files are reported missing by the reader already.
         if name == MARKER_FILE:

@@ -292,7 +292,20 @@ def redact(text: str, secret: str | Iterable[str] | None) -> str:
     if not secret:
         return text
     secrets = [secret] if isinstance(secret, str) else list(secret)
-    for each in sorted(filter(None, secrets), key=len, reverse=True):
+    # A library may quote a secret escaped rather than as is: h11 refuses a header
+    # value by printing its bytes repr, where a backslash is two characters.
+    forms = {
+        form
+        for each in secrets
+        if each
+        for form in (
+            each,
+            repr(each)[1:-1],
+            repr(each.encode("utf-8", "backslashreplace"))[2:-1],
+            json.dumps(each)[1:-1],
+        )
+    }
+    for each in sorted(forms, key=len, reverse=True):
         text = text.replace(each, REDACTED)
     return text
 

@@ -53,7 +53,7 @@ from pydantic_core import to_jsonable_python
 from deermem.model import format_timestamp, parse_timestamp
 from deermem.service.errors import TokenFileError, UnknownTokenError
 from deermem.service.problems import ProblemError, unauthorized
-from deermem.store.markdown.files import atomic_write, make_directories
+from deermem.store.markdown.files import atomic_write, make_directories, read_regular_file
 from deermem.store.markdown.locks import UserLock, user_lock
 
 __all__ = [
@@ -277,10 +277,13 @@ class TokenFile:
 
     def _read(self) -> tuple[TokenRecord, ...]:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_regular_file(self.path).decode("utf-8")
         except FileNotFoundError:
             return ()
-        except (OSError, UnicodeDecodeError) as error:
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise TokenFileError(self.path, f"cannot read the file: {reason}") from None
+        except UnicodeDecodeError as error:
             raise TokenFileError(self.path, f"cannot read the file: {error}") from None
         try:
             document = json.loads(text)

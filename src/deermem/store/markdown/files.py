@@ -35,11 +35,13 @@ read and written by the last section of this module.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
 import os
 import re
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -47,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
-from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar
+from typing import Any, BinaryIO, Final, Generic, Literal, NamedTuple, TypeVar
 
 import yaml
 from yaml.emitter import Emitter
@@ -354,6 +356,22 @@ def write_temporary(path: Path, data: bytes, *, flush: bool = True, mode: int = 
         temporary.unlink(missing_ok=True)
         raise
     return temporary
+
+
+def is_temporary_of(entry: str, name: str) -> bool:
+    """Whether the directory entry ``entry`` is a temporary file made for ``name``.
+
+    What :func:`write_temporary` leaves behind if the process is killed before
+    the file took its name.
+    """
+    prefix = _temporary_name(name)[: -(_RANDOM_HEX + len(_TMP_SUFFIX))]  # ".<name>."
+    random = entry[len(prefix) : -len(_TMP_SUFFIX)]
+    return (
+        entry.startswith(prefix)
+        and entry.endswith(_TMP_SUFFIX)
+        and len(random) == _RANDOM_HEX
+        and all(character in "0123456789abcdef" for character in random)
+    )
 
 
 def _temporary_name(name: str) -> str:
@@ -1446,6 +1464,52 @@ def _read_all(fd: int, path: Path) -> bytes:
 
 
 _READ_CHUNK: Final = 1 << 16
+
+
+class NotRegularFileError(OSError):
+    """A file given to be read is a device, a pipe or a socket (``/dev/zero``, a FIFO).
+
+    An ``OSError``, so that every reader's ``except OSError`` names the file
+    with it; ``strerror`` says what is wrong.
+    """
+
+    def __init__(self, path: Path) -> None:
+        what = "not a regular file (a device, a pipe or a socket)"
+        super().__init__(errno.EINVAL, what, str(path))
+
+
+def open_regular_file(path: Path) -> BinaryIO:
+    """``path`` open for reading in binary, refused first if it is not a regular file.
+
+    The one guard of every file a user names to be read whole (the evaluation's
+    dataset, protocol files, answers and markers, a document to import, a
+    conversation, a tokens file): a device such as ``/dev/zero`` never ends and a
+    FIFO blocks until a writer comes. It is opened without blocking and checked
+    by ``fstat`` of the open descriptor, so what is read is what was checked,
+    even if the name is replaced in between (a symlink is followed).
+
+    Raises:
+        IsADirectoryError: ``path`` is a directory.
+        NotRegularFileError: ``path`` is a device, a pipe or a socket.
+        OSError: it cannot be opened (``FileNotFoundError`` ...).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``, refused by :func:`open_regular_file` before a byte is read."""
+    with open_regular_file(path) as stream:
+        return stream.read()
 
 
 def read_if_exists(path: Path) -> bytes | None:
