@@ -65,6 +65,7 @@ from deermem.errors import (
     OwnerConflictError,
     StoreSettingsExistError,
     UnsafeIdentifierError,
+    preview,
 )
 from deermem.model import (
     MAX_NESTING,
@@ -73,6 +74,7 @@ from deermem.model import (
     Fact,
     RepeatedYamlKey,
     Scope,
+    YamlAliasError,
     agent_directory,
     is_bucket,
     is_derived_agent_directory,
@@ -597,6 +599,16 @@ _NOT_FRONT_MATTER: Final = frozenset({"content", "title", "scope", "user_id", "a
 _DUMPER: Final[Any] = yaml.SafeDumper
 
 
+class _UnaliasedDumper(yaml.SafeDumper):
+    """The safe dumper, writing a value a fact holds twice (one list under two keys)
+    out twice: an anchor and an alias, which it would write, are refused when read
+    (:class:`~deermem.model.YamlAliasError`). A fact's value holds no cycle (it is
+    nested at most :data:`~deermem.model.MAX_NESTING` deep), so this ends."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def encode_fact(fact: Fact, scope: Scope) -> bytes:
     """The Markdown file of a fact, with the scope of the directory it goes to."""
     front = {key: value for key, value in fact.to_dict().items() if key not in _NOT_FRONT_MATTER}
@@ -615,9 +627,9 @@ def _dump_front_matter(front: Mapping[str, object]) -> str:
     YAML reader reads it back as a space; such front matter is written with
     non-ASCII characters escaped instead — lossless, still YAML.
     """
-    text = dump_front_matter(dict(front))
+    text = dump_front_matter(dict(front), dumper=_UnaliasedDumper)
     if "\x85" in text:
-        text = yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=False, sort_keys=False)
+        text = yaml.dump(dict(front), Dumper=_UnaliasedDumper, allow_unicode=False, sort_keys=False)
     return text
 
 
@@ -724,7 +736,7 @@ def _decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) 
     fact_id = meta.get("id")
     if fact_id != expected_id:
         raise CorruptMemoryFile(
-            path, f"the id {fact_id!r} in the front matter does not match the file name"
+            path, f"the id {preview(fact_id)} in the front matter does not match the file name"
         )
     meta = {k: v if k in TIMESTAMP_FIELDS else _as_json(v, 0) for k, v in meta.items()}
     meta["scope"] = {"userId": scope.user_id, "agentName": scope.agent}
@@ -782,8 +794,14 @@ def _front_matter(text: str, path: str | Path) -> dict[str, object]:
         # Line numbers count from the opening '---' line, as an editor shows them.
         raise CorruptMemoryFile(
             path,
-            f"front-matter key {error.key!r} appears twice (again on line {error.line + 1}): "
-            "which value is meant cannot be told; remove one",
+            f"front-matter key {preview(error.key)} appears twice (again on line "
+            f"{error.line + 1}): which value is meant cannot be told; remove one",
+        ) from None
+    except YamlAliasError as error:
+        raise CorruptMemoryFile(
+            path,
+            f"the front-matter value anchored on line {error.line + 1} is repeated by an "
+            "alias (*name), which is not read: write each value out",
         ) from None
     except yaml.YAMLError as error:
         problem = yaml_problem(error)
@@ -794,7 +812,7 @@ def _front_matter(text: str, path: str | Path) -> dict[str, object]:
         )
     if set(map(type, meta)) - {str}:
         key = next(k for k in meta if not isinstance(k, str))
-        raise CorruptMemoryFile(path, f"front-matter key {key!r} is not a string")
+        raise CorruptMemoryFile(path, f"front-matter key {preview(key)} is not a string")
     for key in ("content", "title"):
         if key in meta:
             raise CorruptMemoryFile(
@@ -845,10 +863,13 @@ def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> Non
         user = stored_scope.get("userId", user)
     if isinstance(agent, str) and agent.lower() != scope.agent:
         raise CorruptMemoryFile(
-            path, f"scope mismatch: the fact belongs to agent {agent!r}, not {scope.agent!r}"
+            path,
+            f"scope mismatch: the fact belongs to agent {preview(agent)}, not {scope.agent!r}",
         )
     if not isinstance(agent, str):
-        raise CorruptMemoryFile(path, f"scope mismatch: agent_name {agent!r} is not a string")
+        raise CorruptMemoryFile(
+            path, f"scope mismatch: agent_name {preview(agent)} is not a string"
+        )
     if user != scope.user_id:
         raise CorruptMemoryFile(
             path, "scope mismatch: the fact belongs to another user than this directory's"
@@ -945,9 +966,10 @@ class UnsupportedByWriter(Exception):
     """A value the front-matter writer does not cover; PyYAML writes it."""
 
 
-def dump_front_matter(data: object) -> str:
+def dump_front_matter(data: object, *, dumper: Any = _DUMPER) -> str:
     """``yaml.safe_dump(data, allow_unicode=True, sort_keys=False)``, written directly
-    for the values a front matter holds (see the section's comment).
+    for the values a front matter holds (see the section's comment); what the
+    writer does not cover is written by ``dumper``.
 
     Raises what PyYAML raises for a value it cannot represent.
     """
@@ -956,7 +978,7 @@ def dump_front_matter(data: object) -> str:
             return FrontMatterWriter().document(data)
         except UnsupportedByWriter:
             pass
-    text: str = yaml.dump(data, Dumper=_DUMPER, allow_unicode=True, sort_keys=False)
+    text: str = yaml.dump(data, Dumper=dumper, allow_unicode=True, sort_keys=False)
     return text
 
 
