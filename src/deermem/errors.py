@@ -17,7 +17,7 @@ because that is what they are and what generic callers already handle::
     ├── StorageError                             the store could not do what was asked
     │   ├── CorruptMemoryFile                    a stored file is not what it must be
     │   │   └── OwnerConflictError               ... a directory that is another user's
-    │   ├── NotAStoreError                       a write into a directory that holds no store
+    │   ├── NotAStoreError                       a write into, or a copy from, no store
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
@@ -333,12 +333,14 @@ class OwnerConflictError(CorruptMemoryFile):
 
 
 class NotAStoreError(StorageError):
-    """A write was aimed at a directory that holds no deermem store.
+    """A write was aimed at a directory that holds no deermem store, or a copy
+    at one as its source.
 
     A store is created in a new or empty directory only, never among the
     files of a project (``deermem init`` refuses the same directory); the
     CLI also refuses to create one by a write on a root that does not exist,
-    so a mistyped ``--root`` is not a new, empty memory.
+    so a mistyped ``--root`` is not a new, empty memory; and ``deermem
+    migrate`` copies from a store only (a typo would copy nothing, "verified").
 
     Attributes:
         root: the directory, as a string.
