@@ -922,8 +922,9 @@ class Memory:
         """Delete an archived fact for good; its content-free receipts stay.
 
         Its rows of the search index go too, and the index file is scrubbed
-        (:meth:`deermem.recall.index.SearchIndex.scrub`): no page or log of it
-        keeps the fact's words.
+        (:meth:`deermem.recall.index.SearchIndex.scrub`) — or, when that fails
+        (a full disk), deleted, to be rebuilt at the next search: no page or
+        log of it keeps the fact's words.
 
         Raises:
             FactNotFoundError: the archive holds no entry for the id.
