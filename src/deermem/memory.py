@@ -130,7 +130,10 @@ __all__ = ["Clock", "Memory"]
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
-_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+# A store that cannot be written now: read-only (a mount, another user's files) or full.
+_CANNOT_WRITE = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+)
 _log = logging.getLogger("deermem.memory")
 
 
@@ -1188,8 +1191,8 @@ class Memory:
                 self._record_search(query, findings, now)
             except (OSError, DatabaseReadOnly) as error:
                 # A read-only store (a read-only mount; a database connection that may
-                # only read) can be searched; its recall counts cannot grow.
-                if isinstance(error, OSError) and error.errno not in _NOT_WRITABLE:
+                # only read), or a full one, can be searched; its recall counts cannot grow.
+                if isinstance(error, OSError) and error.errno not in _CANNOT_WRITE:
                     raise
                 if not self._unrecorded_said:
                     self._unrecorded_said = True

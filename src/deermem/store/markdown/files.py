@@ -352,10 +352,21 @@ def write_temporary(path: Path, data: bytes, *, flush: bool = True, mode: int = 
                 os.fsync(fd)
         finally:
             os.close(fd)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise _naming(error, path) from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
     return temporary
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """``error`` naming ``path``, if it names no file: a write or an fsync on a
+    descriptor fails without a name ("[Errno 28] No space left on device")."""
+    if error.filename is not None:
+        return error
+    return OSError(error.errno, error.strerror, str(path))  # of the errno's own subclass
 
 
 def _temporary_name(name: str) -> str:
@@ -373,6 +384,8 @@ def fsync_path(path: Path) -> None:
         started = time.perf_counter()
         os.fsync(fd)
         _last_flush_seconds = time.perf_counter() - started
+    except OSError as error:
+        raise _naming(error, path) from None
     finally:
         os.close(fd)
 
