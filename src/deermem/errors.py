@@ -341,6 +341,8 @@ class NotAStoreError(StorageError):
     CLI also refuses to create one by a write on a root that does not exist,
     so a mistyped ``--root`` is not a new, empty memory; and ``deermem
     migrate`` copies from a store only (a typo would copy nothing, "verified").
+    A directory that is a symbolic link to nothing (an unmounted disk) is
+    refused too, naming its target: no ``mkdir`` can make it.
 
     Attributes:
         root: the directory, as a string.

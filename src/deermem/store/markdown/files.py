@@ -62,6 +62,7 @@ from deermem.config import (
 from deermem.errors import (
     CorruptMemoryFile,
     FactValidationError,
+    NotAStoreError,
     OwnerConflictError,
     StoreSettingsExistError,
     UnsafeIdentifierError,
@@ -97,6 +98,7 @@ __all__ = [
     "UnsupportedByWriter",
     "UserPaths",
     "atomic_write",
+    "broken_link",
     "check_agent_owner",
     "check_owner_fields",
     "check_user_owner",
@@ -394,6 +396,10 @@ def make_directories(directory: Path) -> list[Path]:
     """Create ``directory`` and missing parents; return the parents whose entries changed.
 
     The returned directories need an fsync for the new entries to be durable.
+
+    Raises:
+        NotAStoreError: a directory to create is a symbolic link to nothing
+            (an unmounted disk, a moved directory), which no ``mkdir`` mends.
     """
     missing: list[Path] = []
     current = directory
@@ -406,9 +412,26 @@ def make_directories(directory: Path) -> list[Path]:
         try:
             item.mkdir()
         except FileExistsError:
-            if not item.is_dir():
-                raise
+            if item.is_dir():
+                continue
+            link = broken_link(item)
+            if link is not None:
+                raise NotAStoreError(item, f"{link}; check the path") from None
+            raise
     return [item.parent for item in missing]
+
+
+def broken_link(path: Path) -> str | None:
+    """What ``path`` is, if it is a symbolic link to no directory ("a symbolic link
+    to /mnt/disk/memory, which does not exist"); ``None`` otherwise."""
+    try:
+        target = path.parent / path.readlink()  # an absolute target stays as it is
+    except OSError:  # not a link
+        return None
+    if path.is_dir():
+        return None
+    what = "is not a directory" if path.exists() else "does not exist"
+    return f"a symbolic link to {target}, which {what}"
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = FILE_MODE) -> None:
