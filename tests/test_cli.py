@@ -275,6 +275,33 @@ def test_migrate_refuses_a_destination_that_would_write_into_its_source(
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
+def test_migrate_copies_from_a_store_only_and_into_a_store_or_a_new_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The store's parent (a one-level typo) was read as a store of no user: "copied 0
+    # user(s) ..., each verified", exit 0, and alice was not copied.
+    store = tmp_path / "parent" / "store"
+    assert run(capsys, "--root", str(store), "init")[0] == 0
+    assert run(capsys, "--root", str(store), "--user", "alice", "facts", "add", "x")[0] == 0
+    (tmp_path / "empty").mkdir()
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    (documents / "notes.txt").write_text("my notes", "utf-8")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for source, destination, said in (
+        (tmp_path / "parent", tmp_path / "copy", "the directory is neither empty nor a deermem"),
+        (tmp_path / "empty", tmp_path / "copy", "no store there: the directory is empty"),
+        (tmp_path / "nowhere", tmp_path / "copy", "no store there: the directory does not exist"),
+        (store, documents, "neither empty nor a deermem store; a store is created in a new"),
+    ):
+        code, out, err = run(capsys, "migrate", "--from", str(source), "--to", str(destination))
+        assert (code, out) == (1, ""), source
+        assert err.startswith("error: "), err
+        assert err.count("\n") == 1, err
+        assert said in err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
 _DEEP_JSON = "[" * 100_000 + "]" * 100_000
 
 

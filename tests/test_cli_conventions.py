@@ -226,6 +226,23 @@ def test_a_read_command_on_a_directory_of_other_files_says_so(
     assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.parametrize("args", [*READ_COMMANDS, ("facts", "add", "Likes tea"), ("init",)])
+def test_a_root_that_is_a_link_to_nothing_is_named_with_its_target(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # An unmounted disk or a moved directory: the reads advised `deermem init`, and init
+    # then failed with a bare "File exists".
+    root = tmp_path / "root"
+    root.symlink_to(tmp_path / "not-mounted-yet")
+    code, out, err = run(capsys, "--root", str(root), "--user", "alice", *args)
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1
+    said = f"{root}: a symbolic link to {tmp_path / 'not-mounted-yet'}, which does not exist"
+    assert said in err.replace(f"no store at {root} (from --root)", str(root))
+    assert "init" not in err
+    assert sorted(tmp_path.iterdir()) == [root]
+
+
 def test_a_missing_default_root_names_where_it_came_from(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

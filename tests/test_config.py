@@ -207,6 +207,42 @@ def test_a_yaml_syntax_error_is_one_line_naming_the_file_line_and_column(
     assert f"cannot parse the file: {where}" in said
 
 
+# Nine lines whose aliases stand for a billion values (each repeats the one before ten times).
+ALIAS_BOMB = "l0: &a0 [x]\n" + "".join(
+    f"l{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]\n" for n in range(1, 10)
+)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        ALIAS_BOMB + "protected_categories: *a8\n",
+        "base: &b 20\nmax_facts: *b\n",
+        "deermem:\n  base: &b {max_facts: 20}\n  <<: *b\n",
+    ],
+)
+def test_a_yaml_alias_is_refused_at_once_naming_the_file(tmp_path: Path, content: str) -> None:
+    """Every command on a store whose settings held the nine lines above hung (17 s of CPU
+    before a 20 s timeout): the refused value was written into the error with its repr."""
+    path = tmp_path / "deermem.yaml"
+    path.write_text(content, "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    said = str(caught.value)
+    assert said.startswith(f"{path}: ")
+    assert "is repeated by an alias (*name), which is not read" in said
+
+
+def test_a_refused_value_is_shown_briefly_however_large(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("max_facts: [" + "1234567890, " * 100_000 + "]\n", "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    said = str(caught.value)
+    assert "max_facts = [1234567890, 1234567890," in said
+    assert len(said) < 400
+
+
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.toml", environ={})

@@ -191,6 +191,23 @@ def test_a_key_given_twice_in_the_store_file_is_refused(tmp_path: Path) -> None:
     assert f"the key 'max_facts' is given twice (again on line {line})" in said
 
 
+def test_an_alias_in_the_store_file_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """Nine lines of aliases (a billion values) under `protected_categories` made every
+    command on the store hang: the refused value was written into the error whole."""
+    write_store_settings(tmp_path, render_store_settings(MemoryConfig(max_facts=20)))
+    path = tmp_path / "deermem.yaml"
+    bomb = "l0: &a0 [x]\n" + "".join(
+        f"l{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]\n" for n in range(1, 10)
+    )
+    with path.open("a", encoding="utf-8") as file:
+        file.write(bomb + "protected_categories: *a8\n")
+    with pytest.raises(ConfigError) as caught:
+        resolve_config(None, root=tmp_path, environ={})
+    said = str(caught.value)
+    assert said.startswith(f"{path}: ")
+    assert "is repeated by an alias (*name), which is not read" in said
+
+
 def test_a_store_file_that_is_not_yaml_is_a_one_line_error(tmp_path: Path) -> None:
     write_store_settings(tmp_path, render_store_settings(MemoryConfig(max_facts=20)))
     path = tmp_path / "deermem.yaml"

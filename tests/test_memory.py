@@ -167,6 +167,22 @@ def test_a_write_never_makes_a_store_among_other_files(tmp_path: Path) -> None:
     assert sorted(path.name for path in tmp_path.iterdir()) == ["pyproject.toml"]
 
 
+def test_a_write_to_a_root_that_is_a_link_to_nothing_names_the_link_and_its_target(
+    tmp_path: Path,
+) -> None:
+    """It raised a builtin FileExistsError: the link exists, its directory does not."""
+    root = tmp_path / "root"
+    root.symlink_to("not-mounted-yet")
+    memory = Memory.open(root, user="alice")
+    with pytest.raises(NotAStoreError) as caught:
+        memory.create_fact("A fact")
+    assert str(caught.value) == (
+        f"{root}: a symbolic link to {tmp_path / 'not-mounted-yet'}, which does not exist; "
+        "check the path"
+    )
+    assert sorted(tmp_path.iterdir()) == [root]
+
+
 def test_a_store_being_created_by_another_process_is_a_store_while_it_renames_its_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

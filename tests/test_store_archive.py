@@ -146,6 +146,47 @@ def test_purge_deletes_the_content_and_keeps_the_receipt(tmp_path: Path) -> None
         memory.purge("fact_confirm")
 
 
+_PURGES_WITH_A_SMALL_FILE_LIMIT = """
+import resource, signal, sys
+from deermem import Memory, MemoryConfig
+
+memory = Memory.open(sys.argv[1], MemoryConfig(search_mode="keyword"), user="ann")
+# A file may grow to 64 KB no more, as on a full disk: the store's files of the purge fit,
+# the index's scrub (which rewrites the whole file) does not.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (65536, resource.RLIM_INFINITY))
+memory.purge(sys.argv[2])
+"""
+
+
+def test_a_purge_whose_index_scrub_fails_deletes_the_index_instead(tmp_path: Path) -> None:
+    # On a nearly full disk the purge returned normally, logged "not scrubbed", and the
+    # words stayed in the index's log for good: no later write scrubs the file.
+    import subprocess
+    import sys
+
+    memory = Memory.open(tmp_path, MemoryConfig(search_mode="keyword"), user="ann")
+    for number in range(30):  # an index far over 64 KB
+        words = " ".join(f"word{number}x{k}" for k in range(150))
+        memory.create_fact(f"Note {number}: {words}")
+    gone = memory.create_fact("my vault word is plumbusgrix").fact_id
+    assert gone is not None
+    memory.delete_fact(gone)
+    memory.search("plumbusgrix")  # the archive's rows hold it (missed-recall detection)
+    index = [path.read_bytes() for path in (tmp_path / ".retrieval").iterdir()]
+    assert any(b"plumbusgrix" in data for data in index)
+    assert sum(map(len, index)) > 65536
+    child = [sys.executable, "-c", _PURGES_WITH_A_SMALL_FILE_LIMIT, str(tmp_path), gone]
+    done = subprocess.run(child, check=False, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert b"plumbusgrix" not in path.read_bytes(), path
+    assert "its files are deleted instead" in done.stderr  # the log says what happened
+    fresh = Memory.open(tmp_path, MemoryConfig(search_mode="keyword"), user="ann")
+    assert [hit.fact.content for hit in fresh.search("word7x3")] == [memory.list_facts()[7].content]
+
+
 def test_the_archive_is_bounded_by_count(tmp_path: Path) -> None:
     clock = Clock()
     memory = open_memory(tmp_path, clock, archive_max_entries=2)

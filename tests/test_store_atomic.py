@@ -165,3 +165,31 @@ def test_a_write_that_fails_leaves_no_temporary_file(
     with pytest.raises(OSError, match="No space left"):
         write_temporary(tmp_path / "file.json", b"{}")
     assert list(tmp_path.iterdir()) == []
+
+
+_ADDS_A_FACT_LARGER_THAN_A_FILE_MAY_BE = """
+import resource, signal, sys
+from deermem.cli.app import main
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))
+sys.exit(main(["--root", sys.argv[1], "--user", "alice", "facts", "add", "x " * 1500]))
+"""
+
+
+def test_a_write_that_fails_names_the_file(tmp_path: Path) -> None:
+    # A write or an fsync fails on a descriptor, which names no file: a full disk said
+    # "error: [Errno 28] No space left on device", and not where.
+    import subprocess
+    import sys
+
+    root = tmp_path / "store"
+    Memory.open(root, MemoryConfig(), user="alice").create_fact("A first fact.")
+    child = [sys.executable, "-c", _ADDS_A_FACT_LARGER_THAN_A_FILE_MAY_BE, str(root)]
+    done = subprocess.run(child, capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    fact_dir = root / "users" / "alice" / "agents" / "__default__" / "facts"
+    said = done.stderr.splitlines()[-1]  # after the warning that the commit was rolled back
+    assert said.startswith(f"error: {fact_dir}/"), done.stderr
+    assert said.endswith(".md: File too large"), done.stderr
+    assert not [path for path in root.rglob("*") if is_temporary(path.name)]

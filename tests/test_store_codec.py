@@ -185,10 +185,16 @@ GOOD = encode_fact(a_fact(), SCOPE)
             "front-matter key 'a' appears twice",
         ),
         (
-            GOOD.replace(
-                b"revision: 1\n", b"revision: 1\nbase: &b {a: 1}\nx: {<<: *b, y: 1, y: 2}\n"
-            ),
+            GOOD.replace(b"revision: 1\n", b"revision: 1\nx: {<<: {a: 1}, y: 1, y: 2}\n"),
             "front-matter key 'y' appears twice",
+        ),
+        (
+            GOOD.replace(b"revision: 1\n", b"revision: 1\nbase: &b {a: 1}\nx: {<<: *b}\n"),
+            "the front-matter value anchored on line 16 is repeated by an alias (*name)",
+        ),
+        (
+            GOOD.replace(b"revision: 1\n", b"revision: 1\nx: &x 1\ny: *x\n"),
+            "is repeated by an alias (*name), which is not read: write each value out",
         ),
     ],
 )
@@ -232,15 +238,41 @@ def test_a_file_deermem_wrote_reads_byte_for_byte_carriage_returns_included(fact
 
 
 def test_repeated_keys_are_refused_and_merge_keys_still_read() -> None:
-    merged = GOOD.replace(
-        b"revision: 1\n", b"revision: 1\nbase: &b {a: 1, y: 0}\nx: {<<: *b, y: 2}\n"
-    )
+    merged = GOOD.replace(b"revision: 1\n", b"revision: 1\nx: {<<: {a: 1, y: 0}, y: 2}\n")
     fact = decode_fact(merged, PATH, SCOPE, "fact_1a2b3c4d")
     assert fact.to_dict()["x"] == {"a": 1, "y": 2}
     assert (
         files._user_id_in(GOOD.replace(b"user_id: alice\n", b"user_id: alice\nuser_id: bob\n"))
         is None
     )
+
+
+def test_a_front_matter_of_aliases_is_refused_at_once(tmp_path: Path) -> None:
+    """Nine lines of aliases in an unknown key (a billion values) wedged every read of the
+    scope: each value was copied whole before the fact's size check could stop it."""
+    bomb = b"l0: &a0 [x]\n" + b"".join(
+        f"l{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]\n".encode() for n in range(1, 10)
+    )
+    memory = Memory.open(tmp_path, MemoryConfig(), user="alice", agent="coder")
+    fact_id = memory.create_fact("Use uv, not pip.").fact_id
+    assert fact_id is not None
+    path = UserPaths(tmp_path, "alice", "memory.json").agent("coder").fact(fact_id)
+    path.write_bytes(path.read_bytes().replace(b"revision: 1\n", b"revision: 1\n" + bomb))
+    with pytest.raises(CorruptMemoryFile) as caught:
+        memory.reload()
+    assert caught.value.path == str(path)
+    assert "is repeated by an alias (*name)" in str(caught.value)
+
+
+def test_a_value_a_fact_holds_twice_is_written_out_twice_and_reads_back() -> None:
+    """PyYAML writes a list met twice as an anchor and an alias, which deermem refuses to
+    read: a fact given one list under two keys is written as two lists."""
+    shared = ["a", "b"]
+    fact = a_fact(first=shared, second=shared)
+    written = encode_fact(fact, SCOPE)
+    assert b"&" not in written
+    assert b"*" not in written
+    assert decode_fact(written, PATH, SCOPE, fact.id).extra == {"first": shared, "second": shared}
 
 
 def test_a_hand_written_file_without_scope_keys_belongs_to_its_directory() -> None:

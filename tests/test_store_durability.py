@@ -318,3 +318,99 @@ def test_a_copy_of_a_user_killed_part_way_runs_again(tmp_path: Path, how: str) -
     assert main(command) == 0  # runs again, and copies the user whole
     copied = Memory.open(destination, MemoryConfig(search_mode="keyword"), user="alice")
     assert sorted(f.content for f in copied.list_facts()) == [f"Fact number {n}" for n in range(3)]
+
+
+_DIES_WITH_A_TEMPORARY_WRITTEN = """
+import os, signal, sys
+from pathlib import Path
+from deermem.store.markdown import files
+
+write = files.write_temporary
+
+def dying(path, data, **options):
+    temporary = write(path, data, **options)
+    if sys.argv[1] in (path.name, path.parent.name):  # written, not renamed: die (SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return temporary
+
+files.write_temporary = dying
+from deermem.cli import main
+main(sys.argv[2:])
+"""
+
+
+def kill_with_a_temporary_of(name: str, *command: str) -> None:
+    """Run a command that dies right after writing the temporary file of ``name``
+    (a file's name, or its directory's)."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-c", _DIES_WITH_A_TEMPORARY_WRITTEN, name, *command]
+    assert subprocess.run(args, check=False, capture_output=True).returncode == -9
+
+
+def files_holding(root: Path, text: str) -> list[str]:
+    return sorted(
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*")
+        if path.is_file() and text.encode() in path.read_bytes()
+    )
+
+
+def test_a_purge_killed_while_its_journal_is_written_leaves_no_copy_of_the_text(
+    tmp_path: Path,
+) -> None:
+    # The journal's temporary file holds the prior content of every file of the commit. A
+    # kill before its rename left no journal, so no recovery ran, and the retried purge
+    # kept the words in `..memory.journal.json.<random>.tmp` for good.
+    memory = Memory.open(tmp_path, MemoryConfig(search_mode="keyword"), user="alice")
+    gone = memory.create_fact("My diagnosis is xyzzyplugh syndrome.").fact_id
+    assert gone is not None
+    memory.create_fact("I like tea.")
+    memory.delete_fact(gone)
+    purge = ["--root", str(tmp_path), "--user", "alice", "archive", "purge", gone, "--yes"]
+    kill_with_a_temporary_of(JOURNAL_FILENAME, *purge)
+    [left] = [p for p in (tmp_path / "users" / "alice").iterdir() if atomic.is_temporary(p.name)]
+    assert b"xyzzyplugh" in left.read_bytes()
+    assert main(purge) == 0
+    assert files_holding(tmp_path, "xyzzyplugh") == []
+    assert memory.list_archived() == ()
+
+
+def test_a_write_removes_only_the_temporary_files_its_lock_guards(tmp_path: Path) -> None:
+    # In the single-user layout the user directory is the root, where another process
+    # writes the store's settings without the user's lock: its temporary file stays.
+    memory = Memory.open(tmp_path, MemoryConfig(search_mode="keyword"))
+    memory.create_fact("A fact.")
+    settings = tmp_path / ".deermem.yaml.0123456789abcdef.tmp"
+    settings.write_text("fact_eviction_policy: hybrid-v1\n", "utf-8")
+    killed = [
+        tmp_path / f".{name}.0123456789abcdef.tmp" for name in (JOURNAL_FILENAME, "memory.json")
+    ]
+    for path in killed:
+        path.write_text("what a killed writer left", "utf-8")
+    memory.list_facts()  # a read removes nothing
+    assert all(path.exists() for path in killed)
+    memory.create_fact("Another fact.")
+    assert not any(path.exists() for path in killed)
+    assert settings.exists()
+
+
+@pytest.mark.parametrize("then", ["erase again", "open the store"])
+def test_an_erase_killed_while_its_intent_is_written_leaves_no_trace_of_the_user(
+    tmp_path: Path, then: str
+) -> None:
+    # The intent's temporary file names the user's directory; `.erasing/` was cleaned of
+    # intents (`*.json`) only, so the user's id stayed on disk, erased again or not.
+    user = "zelda-unique-id"
+    Memory.open(tmp_path, user=user).create_fact("Hello.")
+    erase = ["--root", str(tmp_path), "users", "erase", user, "--yes"]
+    kill_with_a_temporary_of(".erasing", *erase)  # an intent: .erasing/<token>.json
+    assert files_holding(tmp_path / ".erasing", user)
+    if then == "erase again":
+        assert main(erase) == 0
+        assert files_holding(tmp_path, user) == []
+    else:
+        Memory.open_unscoped(tmp_path)
+        assert files_holding(tmp_path / ".erasing", user) == []
+        assert Memory.open(tmp_path, user=user).list_facts()[0].content == "Hello."

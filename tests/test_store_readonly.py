@@ -204,3 +204,66 @@ def test_a_leftover_journal_on_a_read_only_store_is_a_clear_error(
     for path in [root, *root.rglob("*")]:  # write access again: the next opening recovers
         path.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)
     assert open_memory(root).list_facts() == facts
+
+
+# --- a full disk: written to nowhere, read as a read-only store is -----------------------------
+
+_SEARCHES_ON_A_FULL_DISK = """
+import contextlib, io, json, logging, os, sys
+from pathlib import Path
+from deermem import Memory, MemoryConfig
+from deermem.cli.app import main
+
+disk = Path(sys.argv[1])
+root = disk / "store"
+config = MemoryConfig(fact_eviction_policy="hybrid-v1", search_mode="keyword")
+memory = Memory.open(root, config, user="alice")
+for number in range(3):
+    memory.create_fact(f"kiwi{number} fruit fact {number}")
+memory.search("kiwi1")
+fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+try:
+    while True:
+        os.write(fd, bytes(65536))
+except OSError:  # no space left
+    pass
+
+class Warnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+said = Warnings()
+logging.getLogger("deermem").addHandler(said)
+fresh = Memory.open(root, config, user="alice")
+hits = [[hit.fact.content for hit in fresh.search("kiwi1")] for _ in range(3)]
+err = io.StringIO()
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    code = main(["--root", str(root), "--user", "alice", "search", "kiwi1"])
+print(json.dumps({"hits": hits, "warnings": said.messages, "cli": [code, err.getvalue()]}))
+"""
+
+
+def test_a_full_disk_is_searched_without_counting_recalls(tmp_path: Path) -> None:
+    # Every search of a hybrid-v1 store failed with a bare "[Errno 28] No space left on
+    # device": counting the recalls could not be written, though the search had succeeded.
+    if os.geteuid() != 0:
+        pytest.skip("a tmpfs of its own (a small, full disk) needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = 'mount -t tmpfs -o size=2m tmpfs "$1" && shift && exec "$@"'
+    command = ["unshare", "-m", "--", "sh", "-c", mount, "sh", str(disk)]
+    if not shutil.which("unshare") or not _works([*command, "true"]):
+        pytest.skip("this machine does not allow a private tmpfs")
+    child = [*command, sys.executable, "-c", _SEARCHES_ON_A_FULL_DISK, str(disk)]
+    done = subprocess.run(child, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["hits"] == [["kiwi1 fruit fact 1"]] * 3
+    assert report["cli"][0] == 0, report["cli"][1]
+    counted = [w for w in report["warnings"] if "not counted as recalls" in w]
+    assert len(counted) == 2  # once per memory that searches (the API's, the CLI's) ...
+    assert all("No space left on device" in w for w in counted)
+    assert all("fact-usage.json" in w for w in counted)  # ... naming the file

@@ -55,7 +55,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from deermem.errors import ConfigError
+from deermem.errors import ConfigError, preview
 from deermem.model import (
     CORE_CATEGORIES,
     DEFAULT_ACCESS_HALF_LIFE_DAYS,
@@ -69,6 +69,7 @@ from deermem.model import (
     DEFAULT_PROTECTED_CATEGORIES,
     YAML_LOADER,
     RepeatedYamlKey,
+    YamlAliasError,
     parse_json,
     weights_sum_to_one,
     yaml_problem,
@@ -307,14 +308,14 @@ def _describe(
     if item.get("type") == "extra_forbidden":
         close = difflib.get_close_matches(key, list(model.model_fields), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"unknown setting {path!r}{where}{hint}"
+        return f"unknown setting {preview(path)}{where}{hint}"
     if path in _UNECHOED:
         return f"{path}{where}: {message}"
     value = values.get(key, item.get("input"))
     if path in _REDACTED and isinstance(value, str):
         value = _REDACTED[path](value)
     allowed = message if item.get("type") == "value_error" else _allowed(model, key) or message
-    return f"{path} = {value!r}{where}: {allowed}"
+    return f"{path} = {preview(value)}{where}: {allowed}"
 
 
 def _allowed(model: type[BaseModel], key: str) -> str:
@@ -830,7 +831,7 @@ class MemoryConfig(BaseModel):
                 # label kept in categoryExtension), so a rule on that label would
                 # silently never match: refuse it instead.
                 raise ValueError(
-                    f"{raw!r} is not a core category; expected names from "
+                    f"{preview(raw)} is not a core category; expected names from "
                     f"{', '.join(CORE_CATEGORIES)} (facts with other labels are stored "
                     "as 'other')"
                 )
@@ -898,11 +899,13 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, object]:
     except RepeatedYamlKey as error:  # TOML refuses it itself; YAML would keep the last
         raise ConfigError(
             [
-                f"the key {error.key!r} is given twice (again on line {error.line}): which "
-                "value is meant cannot be told; remove one"
+                f"the key {preview(error.key)} is given twice (again on line {error.line}): "
+                "which value is meant cannot be told; remove one"
             ],
             source=str(file),
         ) from None
+    except YamlAliasError as error:  # TOML has no aliases
+        raise ConfigError([f"cannot read the file: {error}"], source=str(file)) from None
     except yaml.YAMLError as error:
         problem = yaml_problem(error)
         raise ConfigError([f"cannot parse the file: {problem}"], source=str(file)) from None

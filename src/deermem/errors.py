@@ -17,7 +17,7 @@ because that is what they are and what generic callers already handle::
     ├── StorageError                             the store could not do what was asked
     │   ├── CorruptMemoryFile                    a stored file is not what it must be
     │   │   └── OwnerConflictError               ... a directory that is another user's
-    │   ├── NotAStoreError                       a write into a directory that holds no store
+    │   ├── NotAStoreError                       a write into, or a copy from, no store
     │   ├── UnsafeIdentifierError   (ValueError) a user id or agent name cannot address a path
     │   ├── StoreLockTimeout        (TimeoutError) another process held the lock too long
     │   ├── StoreNeedsRecovery                   an interrupted commit cannot be rolled back here
@@ -65,6 +65,7 @@ callers never parse messages; the message is for people.
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from typing import Final, Self
 
@@ -109,6 +110,7 @@ __all__ = [
     "UnsafeIdentifierError",
     "UpdateQueueError",
     "Withheld",
+    "preview",
 ]
 
 
@@ -331,12 +333,16 @@ class OwnerConflictError(CorruptMemoryFile):
 
 
 class NotAStoreError(StorageError):
-    """A write was aimed at a directory that holds no deermem store.
+    """A write was aimed at a directory that holds no deermem store, or a copy
+    at one as its source.
 
     A store is created in a new or empty directory only, never among the
     files of a project (``deermem init`` refuses the same directory); the
     CLI also refuses to create one by a write on a root that does not exist,
-    so a mistyped ``--root`` is not a new, empty memory.
+    so a mistyped ``--root`` is not a new, empty memory; and ``deermem
+    migrate`` copies from a store only (a typo would copy nothing, "verified").
+    A directory that is a symbolic link to nothing (an unmounted disk) is
+    refused too, naming its target: no ``mkdir`` can make it.
 
     Attributes:
         root: the directory, as a string.
@@ -360,7 +366,7 @@ class UnsafeIdentifierError(StorageError, ValueError):
         self.kind = kind
         self.value = value
         self.reason = reason
-        super().__init__(f"{kind} {_preview(value)} is not allowed: {reason}")
+        super().__init__(f"{kind} {preview(value)} is not allowed: {reason}")
 
 
 class StoreLockTimeout(StorageError, TimeoutError):
@@ -602,7 +608,7 @@ class QueueFullError(UpdateQueueError):
         self.max_depth = max_depth
         super().__init__(
             f"update queue is full ({max_depth} conversations waiting); thread "
-            f"{_preview(thread_id)} was not queued (raise queue_max_depth, or 0 for no limit)",
+            f"{preview(thread_id)} was not queued (raise queue_max_depth, or 0 for no limit)",
             thread_id=thread_id,
         )
 
@@ -612,7 +618,7 @@ class QueueClosedError(UpdateQueueError):
 
     def __init__(self, thread_id: str) -> None:
         super().__init__(
-            f"update queue is shut down; thread {_preview(thread_id)} was not queued",
+            f"update queue is shut down; thread {preview(thread_id)} was not queued",
             thread_id=thread_id,
         )
 
@@ -785,9 +791,21 @@ class LLMResponseInvalid(LLMError):
         super().__init__(message, model=model, endpoint=endpoint, attempts=attempts)
 
 
-def _preview(value: object, limit: int = 80) -> str:
-    """Render a rejected value briefly, so a huge string cannot flood a message."""
-    text = repr(value)
+# A container's repr is made of its first items, a few levels down, never of the whole.
+_BRIEF: Final = reprlib.Repr()
+_BRIEF.maxlevel = 3
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = _BRIEF.maxfrozenset = 8
+_BRIEF.maxstring = _BRIEF.maxlong = _BRIEF.maxother = 80
+
+
+def preview(value: object, limit: int = 80) -> str:
+    """A rejected value for a message: its ``repr``, at most ``limit`` characters.
+
+    Made without rendering the whole value, so that neither a huge value nor
+    one that repeats a list a billion times over (a read file's) floods a
+    message or takes minutes to print.
+    """
+    text = repr(value[: limit + 1]) if isinstance(value, str) else _BRIEF.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -834,10 +852,10 @@ def _shown(field: str, value: object, quoted: frozenset[str] = _QUOTED_FACT_FIEL
     """A rejected value as a message names it, without the text of what a person wrote:
     text only when ``field`` is one of ``quoted``."""
     if value is None or isinstance(value, bool | int | float | Withheld):
-        return f"value {_preview(value)}"
+        return f"value {preview(value)}"
     if isinstance(value, str):
         if re.sub(_IN_A_LIST, "", field) in quoted:
-            return f"value {_preview(value)}"
+            return f"value {preview(value)}"
         return f"a text of {len(value):,} characters"
     if isinstance(value, list | tuple):
         return f"a list of {len(value):,} items"

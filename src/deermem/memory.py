@@ -130,7 +130,10 @@ __all__ = ["Clock", "Memory"]
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
 
-_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+# A store that cannot be written now: read-only (a mount, another user's files) or full.
+_CANNOT_WRITE = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+)
 _log = logging.getLogger("deermem.memory")
 
 
@@ -927,8 +930,9 @@ class Memory:
         """Delete an archived fact for good; its content-free receipts stay.
 
         Its rows of the search index go too, and the index file is scrubbed
-        (:meth:`deermem.recall.index.SearchIndex.scrub`): no page or log of it
-        keeps the fact's words.
+        (:meth:`deermem.recall.index.SearchIndex.scrub`) — or, when that fails
+        (a full disk), deleted, to be rebuilt at the next search: no page or
+        log of it keeps the fact's words.
 
         Raises:
             FactNotFoundError: the archive holds no entry for the id.
@@ -956,13 +960,13 @@ class Memory:
         """Run ``write``, which counts recalls; ``False`` when the store may not be written.
 
         A read-only store (a read-only mount; a database connection that may
-        only read) can be searched; its recall counts cannot grow, which is
-        said once, in a warning.
+        only read), or a full one, can be searched; its recall counts cannot
+        grow, which is said once, in a warning.
         """
         try:
             write()
         except (OSError, DatabaseReadOnly) as error:
-            if isinstance(error, OSError) and error.errno not in _NOT_WRITABLE:
+            if isinstance(error, OSError) and error.errno not in _CANNOT_WRITE:
                 raise
             if not self._unrecorded_said:
                 self._unrecorded_said = True

@@ -56,7 +56,13 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema, to_jsonable_python
 
-from deermem.errors import FactValidationError, InvalidTextError, UnsafeIdentifierError, Withheld
+from deermem.errors import (
+    FactValidationError,
+    InvalidTextError,
+    UnsafeIdentifierError,
+    Withheld,
+    preview,
+)
 
 __all__ = [
     "CORE_CATEGORIES",
@@ -106,6 +112,7 @@ __all__ = [
     "Scope",
     "WatermarkKey",
     "WireForm",
+    "YamlAliasError",
     "agent_directory",
     "canonical_category",
     "category_key",
@@ -1716,7 +1723,7 @@ class RepeatedYamlKey(yaml.YAMLError):
     def __init__(self, key: object, line: int) -> None:
         self.key = key
         self.line = line
-        super().__init__(f"the key {key!r} appears twice (again on line {line})")
+        super().__init__(f"the key {preview(key)} appears twice (again on line {line})")
 
 
 _SAFE_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -1750,12 +1757,72 @@ def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) 
     return mapping
 
 
+class YamlAliasError(yaml.YAMLError):
+    """A YAML document repeats a value by an alias (``*name``, a merge ``<<: *name`` too).
+
+    Aliases are refused in every YAML file deermem reads. None of its files
+    needs one — neither deermem nor the original DeerMem writes them — and
+    nine lines of aliases, each repeating the one before ten times, stand for
+    a billion values: anything that walks the value (a copy, a size check, an
+    error's ``repr``) would spend minutes and gigabytes on a file of 800 bytes.
+
+    Attributes:
+        line: the line where the repeated value starts, at its anchor (1-based).
+    """
+
+    def __init__(self, line: int) -> None:
+        self.line = line
+        super().__init__(
+            f"the value anchored on line {line} is repeated by an alias (*name), "
+            "which is not read: write each value out"
+        )
+
+
+def _init_loader(loader: Any, stream: object) -> None:
+    _SAFE_LOADER.__init__(loader, stream)
+    # Without a '*' there is no alias, and the walk below is skipped.
+    loader.may_alias = not isinstance(stream, str) or "*" in stream
+
+
+def _get_single_data(loader: Any) -> object:
+    """The safe loader's document, refusing an alias before anything is constructed.
+
+    The composed document shares a node wherever an alias repeats it, so a
+    walk that meets a node twice has found one. Each node is visited at most
+    once, so the walk costs what the text's nodes number, however much the
+    aliases would have multiplied them.
+    """
+    node = loader.get_single_node()
+    if node is None:
+        return None
+    if loader.may_alias:
+        seen: set[int] = set()
+        stack = [node]
+        while stack:
+            item = stack.pop()
+            if id(item) in seen:
+                raise YamlAliasError(item.start_mark.line + 1)
+            seen.add(id(item))
+            if isinstance(item, yaml.MappingNode):
+                stack.extend(part for pair in item.value for part in pair)
+            elif isinstance(item, yaml.SequenceNode):
+                stack.extend(item.value)
+    return loader.construct_document(node)
+
+
 YAML_LOADER: Final[Any] = type(
-    "StrictSafeLoader", (_SAFE_LOADER,), {"construct_mapping": _construct_mapping}
+    "StrictSafeLoader",
+    (_SAFE_LOADER,),
+    {
+        "__init__": _init_loader,
+        "construct_mapping": _construct_mapping,
+        "get_single_data": _get_single_data,
+    },
 )
 """The loader of every YAML file deermem reads (``yaml.load(text, Loader=YAML_LOADER)``):
 libyaml's safe loader when PyYAML has it, refusing a repeated key
-(:class:`RepeatedYamlKey`). Made with ``type()`` because the C loader may be absent."""
+(:class:`RepeatedYamlKey`) and an alias (:class:`YamlAliasError`). Made with
+``type()`` because the C loader may be absent."""
 
 
 def yaml_problem(error: yaml.YAMLError) -> str:

@@ -338,7 +338,7 @@ def test_bad_locations_are_one_line_errors(
     tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["migrate", "--from", str(tmp_path / "nowhere"), "--to", postgres_url]) == 1
-    assert "no store directory there" in capsys.readouterr().err
+    assert "no store there: the directory does not exist" in capsys.readouterr().err
     assert main(["migrate", "--from", postgres_url, "--to", postgres_url]) == 2
     assert "the same store" in capsys.readouterr().err
 

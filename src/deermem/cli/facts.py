@@ -306,8 +306,9 @@ def purge(
 ) -> None:
     """Delete an archived fact for good. Its receipts (no content) stay.
 
-    Its words leave the search index too: the index file is scrubbed, so no
-    byte under the store keeps them.
+    Its words leave the search index too: the index file is scrubbed (or,
+    on a full disk, deleted and rebuilt at the next search), so no byte
+    under the store keeps them.
 
     `--json` prints `{factId, purged}`, what the HTTP API answers for a purge.
 

@@ -40,7 +40,7 @@ from deermem.config import STORE_SETTINGS_FILENAME, ResolvedConfig, is_new_root,
 from deermem.memory import Memory
 from deermem.model import Fact
 from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
-from deermem.store.markdown.files import may_hold_store
+from deermem.store.markdown.files import broken_link, may_hold_store
 from deermem.store.records import margin_words
 
 __all__ = [
@@ -338,6 +338,7 @@ class CliContext:
         """
         if not self.uses_database() and is_new_root(self.store_root()):
             root = self.store_root()
+            self._refuse_broken_link(root)
             fail(
                 f"no store at {root} (from {self.root_origin()}); check the path, or create "
                 f"the store first: deermem --root {shlex.quote(str(root))} init"
@@ -353,6 +354,7 @@ class CliContext:
             return
         root = self.store_root()
         if not root.exists():
+            self._refuse_broken_link(root)
             fail(
                 f"no store at {root} (from {self.root_origin()}): the directory "
                 "does not exist; check the path, or create the store with `deermem init`"
@@ -362,6 +364,13 @@ class CliContext:
                 f"no store at {root} (from {self.root_origin()}): the directory is neither "
                 "empty nor a deermem store; check the path"
             )
+
+    def _refuse_broken_link(self, root: Path) -> None:
+        """Stop if the root is a symbolic link to nothing (an unmounted disk, a moved
+        directory): `deermem init` cannot make a store there, so it is not the advice."""
+        link = broken_link(root)
+        if link is not None:
+            fail(f"no store at {root} (from {self.root_origin()}): {link}; check the path")
 
     def memory(self, *, existing: bool = False) -> Memory:
         if existing:

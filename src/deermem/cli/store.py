@@ -597,7 +597,9 @@ def migrate_command(
     docs/privacy.md); SRC keeps them. A user DST already holds identically
     is skipped, so an interrupted
     migration can be run again; one it holds with other data stops the
-    migration before anything is copied. SRC is never changed. A database
+    migration before anything is copied. SRC is never changed, and must
+    hold a store (a directory that is empty or holds other files is
+    refused); a DST directory must be new, empty or a store. A database
     must be migrated first (`deermem db upgrade`).
 
     Example: `deermem migrate --from ~/.deermem --to postgresql://deermem@db/deermem`

@@ -1424,6 +1424,21 @@ class SearchIndex:
 
         self._run(scrub)
 
+    def delete(self) -> None:
+        """Close the index and delete its files: no page of them keeps a word.
+
+        What a failed :meth:`scrub` falls back on (a full disk: deleting needs
+        no room). The index is derived data: the next one opened on the path
+        is made anew, and each scope's rows are written again from the store
+        at its next search.
+
+        Raises:
+            OSError: a file cannot be deleted.
+        """
+        with self._lock:
+            self._connection.close()
+            self._delete_files()
+
     # --- reading ---------------------------------------------------------------
 
     def search(
@@ -1796,6 +1811,12 @@ class SearchIndexHandle:
         """Leave nothing of facts deleted for good in the index file: their rows go
         and the file is scrubbed (:meth:`SearchIndex.scrub`), whether or not a search
         of this process had opened it. An index that was never made is not made now.
+
+        When that fails (a full disk), the index's files are deleted instead
+        (:meth:`SearchIndex.delete`), as after an interrupted erase: the
+        deletion has committed, and a scrub owed would be forgotten — no later
+        write scrubs the file. Only when the files cannot be deleted either
+        may the words stay, and the log says so as an error.
         """
         index = self.opened()
         if index is None:
@@ -1810,7 +1831,22 @@ class SearchIndexHandle:
             index.forget_facts(scope.user_id, scope.agent, fact_ids)
             index.scrub()
         except SearchIndexError as error:
-            _memory_log.warning("search index not scrubbed after a deletion (%s)", error)
+            self.close()  # the next search opens the index afresh
+            try:
+                index.delete()
+            except OSError as failure:
+                _memory_log.error(
+                    "search index neither scrubbed (%s) nor deleted (%s) after a deletion: "
+                    "it may keep words of facts deleted for good; delete its files",
+                    error,
+                    failure,
+                )
+            else:
+                _memory_log.warning(
+                    "search index not scrubbed after a deletion (%s); its files are deleted "
+                    "instead, and rebuilt at the next search",
+                    error,
+                )
 
     def version_of(self, snapshot: ScopeSnapshot) -> str:
         """The index version token of a snapshot's facts (see ``content_version``)."""

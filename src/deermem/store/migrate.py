@@ -40,15 +40,22 @@ from deermem.config import (
     MemoryConfig,
     copied_settings,
     is_database_url,
+    is_new_root,
     read_store_settings,
     recorded_settings,
     redact_url,
     render_store_settings,
     store_settings_path,
 )
-from deermem.errors import ConfigError, CorruptMemoryFile, FactValidationError, MigrationError
+from deermem.errors import (
+    ConfigError,
+    CorruptMemoryFile,
+    FactValidationError,
+    MigrationError,
+    NotAStoreError,
+)
 from deermem.model import FLATTEN, Fact, Record, Scope, check_user_id, normalise_agent
-from deermem.store.markdown.files import write_store_settings
+from deermem.store.markdown.files import may_hold_store, write_store_settings
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.plan import redact_dump
@@ -127,9 +134,15 @@ def opened_location(
 ) -> Iterator[tuple[Transfer, str]]:
     """A store at ``location`` seen whole, and how to show the location.
 
+    A source directory must hold a store; a destination directory must hold
+    one or be new or empty, as every command's root (a one-level typo — the
+    store's parent — would copy nothing, or write a store among other files).
+
     Raises:
-        ConfigError: a source directory that does not exist, or a database
-            URL without the ``postgres`` extra installed.
+        NotAStoreError: a source directory that does not exist, is empty or
+            holds other files than a store's; a destination directory of
+            other files.
+        ConfigError: a database URL without the ``postgres`` extra installed.
         DatabaseError, DatabaseSchemaError: the database cannot be used.
     """
     if is_database_url(location):
@@ -146,9 +159,27 @@ def opened_location(
             transfer.store.close()
         return
     root = Path(location).expanduser()
-    if must_exist and not root.is_dir():
-        raise ConfigError([f"{location}: no store directory there"])
+    if must_exist:
+        problem = _not_a_source(root, config.manifest_filename)
+        if problem is not None:
+            raise NotAStoreError(location, f"no store there: {problem}; check the path")
+    elif not may_hold_store(root, config.manifest_filename):
+        raise NotAStoreError(
+            location,
+            "neither empty nor a deermem store; a store is created in a new or empty directory",
+        )
     yield MarkdownTransfer(MarkdownStore.from_config(config, root)), os.fspath(root)
+
+
+def _not_a_source(root: Path, manifest_filename: str) -> str | None:
+    """Why ``root`` holds no store to copy from, or ``None`` if it holds one."""
+    if not root.is_dir():
+        return "the directory does not exist" if not root.exists() else "not a directory"
+    if is_new_root(root):
+        return "the directory is empty"
+    if not may_hold_store(root, manifest_filename):
+        return "the directory is neither empty nor a deermem store"
+    return None
 
 
 def carry_settings(source: Transfer, destination: Transfer) -> tuple[str, ...]:

@@ -64,9 +64,11 @@ from deermem.config import (
 from deermem.errors import (
     CorruptMemoryFile,
     FactValidationError,
+    NotAStoreError,
     OwnerConflictError,
     StoreSettingsExistError,
     UnsafeIdentifierError,
+    preview,
 )
 from deermem.model import (
     MAX_NESTING,
@@ -75,6 +77,7 @@ from deermem.model import (
     Fact,
     RepeatedYamlKey,
     Scope,
+    YamlAliasError,
     agent_directory,
     is_bucket,
     is_derived_agent_directory,
@@ -97,6 +100,7 @@ __all__ = [
     "UnsupportedByWriter",
     "UserPaths",
     "atomic_write",
+    "broken_link",
     "check_agent_owner",
     "check_owner_fields",
     "check_user_owner",
@@ -352,6 +356,9 @@ def write_temporary(path: Path, data: bytes, *, flush: bool = True, mode: int = 
                 os.fsync(fd)
         finally:
             os.close(fd)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise _naming(error, path) from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
@@ -374,6 +381,14 @@ def is_temporary_of(entry: str, name: str) -> bool:
     )
 
 
+def _naming(error: OSError, path: Path) -> OSError:
+    """``error`` naming ``path``, if it names no file: a write or an fsync on a
+    descriptor fails without a name ("[Errno 28] No space left on device")."""
+    if error.filename is not None:
+        return error
+    return OSError(error.errno, error.strerror, str(path))  # of the errno's own subclass
+
+
 def _temporary_name(name: str) -> str:
     """``.<name>.<random>.tmp``, with ``name`` shortened to keep within 255 bytes."""
     room = _MAX_NAME_BYTES - len(f"..{'0' * _RANDOM_HEX}{_TMP_SUFFIX}")
@@ -389,6 +404,8 @@ def fsync_path(path: Path) -> None:
         started = time.perf_counter()
         os.fsync(fd)
         _last_flush_seconds = time.perf_counter() - started
+    except OSError as error:
+        raise _naming(error, path) from None
     finally:
         os.close(fd)
 
@@ -397,6 +414,10 @@ def make_directories(directory: Path) -> list[Path]:
     """Create ``directory`` and missing parents; return the parents whose entries changed.
 
     The returned directories need an fsync for the new entries to be durable.
+
+    Raises:
+        NotAStoreError: a directory to create is a symbolic link to nothing
+            (an unmounted disk, a moved directory), which no ``mkdir`` mends.
     """
     missing: list[Path] = []
     current = directory
@@ -409,9 +430,26 @@ def make_directories(directory: Path) -> list[Path]:
         try:
             item.mkdir()
         except FileExistsError:
-            if not item.is_dir():
-                raise
+            if item.is_dir():
+                continue
+            link = broken_link(item)
+            if link is not None:
+                raise NotAStoreError(item, f"{link}; check the path") from None
+            raise
     return [item.parent for item in missing]
+
+
+def broken_link(path: Path) -> str | None:
+    """What ``path`` is, if it is a symbolic link to no directory ("a symbolic link
+    to /mnt/disk/memory, which does not exist"); ``None`` otherwise."""
+    try:
+        target = path.parent / path.readlink()  # an absolute target stays as it is
+    except OSError:  # not a link
+        return None
+    if path.is_dir():
+        return None
+    what = "is not a directory" if path.exists() else "does not exist"
+    return f"a symbolic link to {target}, which {what}"
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = FILE_MODE) -> None:
@@ -615,6 +653,16 @@ _NOT_FRONT_MATTER: Final = frozenset({"content", "title", "scope", "user_id", "a
 _DUMPER: Final[Any] = yaml.SafeDumper
 
 
+class _UnaliasedDumper(yaml.SafeDumper):
+    """The safe dumper, writing a value a fact holds twice (one list under two keys)
+    out twice: an anchor and an alias, which it would write, are refused when read
+    (:class:`~deermem.model.YamlAliasError`). A fact's value holds no cycle (it is
+    nested at most :data:`~deermem.model.MAX_NESTING` deep), so this ends."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def encode_fact(fact: Fact, scope: Scope) -> bytes:
     """The Markdown file of a fact, with the scope of the directory it goes to."""
     front = {key: value for key, value in fact.to_dict().items() if key not in _NOT_FRONT_MATTER}
@@ -633,9 +681,9 @@ def _dump_front_matter(front: Mapping[str, object]) -> str:
     YAML reader reads it back as a space; such front matter is written with
     non-ASCII characters escaped instead — lossless, still YAML.
     """
-    text = dump_front_matter(dict(front))
+    text = dump_front_matter(dict(front), dumper=_UnaliasedDumper)
     if "\x85" in text:
-        text = yaml.dump(dict(front), Dumper=_DUMPER, allow_unicode=False, sort_keys=False)
+        text = yaml.dump(dict(front), Dumper=_UnaliasedDumper, allow_unicode=False, sort_keys=False)
     return text
 
 
@@ -742,7 +790,7 @@ def _decode_fact(data: bytes, path: str | Path, scope: Scope, expected_id: str) 
     fact_id = meta.get("id")
     if fact_id != expected_id:
         raise CorruptMemoryFile(
-            path, f"the id {fact_id!r} in the front matter does not match the file name"
+            path, f"the id {preview(fact_id)} in the front matter does not match the file name"
         )
     meta = {k: v if k in TIMESTAMP_FIELDS else _as_json(v, 0) for k, v in meta.items()}
     meta["scope"] = {"userId": scope.user_id, "agentName": scope.agent}
@@ -800,8 +848,14 @@ def _front_matter(text: str, path: str | Path) -> dict[str, object]:
         # Line numbers count from the opening '---' line, as an editor shows them.
         raise CorruptMemoryFile(
             path,
-            f"front-matter key {error.key!r} appears twice (again on line {error.line + 1}): "
-            "which value is meant cannot be told; remove one",
+            f"front-matter key {preview(error.key)} appears twice (again on line "
+            f"{error.line + 1}): which value is meant cannot be told; remove one",
+        ) from None
+    except YamlAliasError as error:
+        raise CorruptMemoryFile(
+            path,
+            f"the front-matter value anchored on line {error.line + 1} is repeated by an "
+            "alias (*name), which is not read: write each value out",
         ) from None
     except yaml.YAMLError as error:
         problem = yaml_problem(error)
@@ -812,7 +866,7 @@ def _front_matter(text: str, path: str | Path) -> dict[str, object]:
         )
     if set(map(type, meta)) - {str}:
         key = next(k for k in meta if not isinstance(k, str))
-        raise CorruptMemoryFile(path, f"front-matter key {key!r} is not a string")
+        raise CorruptMemoryFile(path, f"front-matter key {preview(key)} is not a string")
     for key in ("content", "title"):
         if key in meta:
             raise CorruptMemoryFile(
@@ -863,10 +917,13 @@ def _check_scope(meta: dict[str, object], path: str | Path, scope: Scope) -> Non
         user = stored_scope.get("userId", user)
     if isinstance(agent, str) and agent.lower() != scope.agent:
         raise CorruptMemoryFile(
-            path, f"scope mismatch: the fact belongs to agent {agent!r}, not {scope.agent!r}"
+            path,
+            f"scope mismatch: the fact belongs to agent {preview(agent)}, not {scope.agent!r}",
         )
     if not isinstance(agent, str):
-        raise CorruptMemoryFile(path, f"scope mismatch: agent_name {agent!r} is not a string")
+        raise CorruptMemoryFile(
+            path, f"scope mismatch: agent_name {preview(agent)} is not a string"
+        )
     if user != scope.user_id:
         raise CorruptMemoryFile(
             path, "scope mismatch: the fact belongs to another user than this directory's"
@@ -963,9 +1020,10 @@ class UnsupportedByWriter(Exception):
     """A value the front-matter writer does not cover; PyYAML writes it."""
 
 
-def dump_front_matter(data: object) -> str:
+def dump_front_matter(data: object, *, dumper: Any = _DUMPER) -> str:
     """``yaml.safe_dump(data, allow_unicode=True, sort_keys=False)``, written directly
-    for the values a front matter holds (see the section's comment).
+    for the values a front matter holds (see the section's comment); what the
+    writer does not cover is written by ``dumper``.
 
     Raises what PyYAML raises for a value it cannot represent.
     """
@@ -974,7 +1032,7 @@ def dump_front_matter(data: object) -> str:
             return FrontMatterWriter().document(data)
         except UnsupportedByWriter:
             pass
-    text: str = yaml.dump(data, Dumper=_DUMPER, allow_unicode=True, sort_keys=False)
+    text: str = yaml.dump(data, Dumper=dumper, allow_unicode=True, sort_keys=False)
     return text
 
 

@@ -25,6 +25,9 @@ store runs before every locked operation and every read that sees a journal,
 puts back every file that differs from its prior content — and rewrites no
 other — so the store is always in the state before a commit or after it.
 Recovery is idempotent: a crash during recovery is recovered by the next one.
+A crash during step 1 leaves no journal, only its temporary file — which holds
+the prior contents, so it must not outlive the next change (a purge's words):
+:func:`remove_temporaries` removes it before every locked write.
 When a file cannot be put back (a read-only store, another user's file),
 :class:`~deermem.errors.StoreNeedsRecovery` names it and nothing is read.
 
@@ -80,8 +83,10 @@ __all__ = [
     "begin_erasure",
     "commit_files",
     "erasing_lock",
+    "erasures_pending",
     "finish_erasures",
     "recover",
+    "remove_temporaries",
 ]
 
 _log = logging.getLogger("deermem.store")
@@ -208,7 +213,7 @@ def recover(user: UserPaths) -> bool:
     else:
         raise CorruptMemoryFile(user.journal, f"unknown journal state {state!r}")
     restored = _restore(user, undo)
-    _finish(user, journal.get("operationId"), {path.parent for path in undo})
+    _finish(user, journal.get("operationId"), {user.user_dir, *(path.parent for path in undo)})
     if state != _STATE_COMMITTED:
         _log.warning(
             "rolled back an interrupted commit in %s (%d of %d files restored)",
@@ -268,21 +273,50 @@ def _restore(user: UserPaths, undo: Mapping[Path, bytes | None]) -> int:
     return count
 
 
+def remove_temporaries(user: UserPaths) -> None:
+    """Remove the temporary files a killed writer left in the user directory itself.
+
+    A process killed while it writes the journal (step 1) leaves no journal,
+    so no recovery runs — but its temporary file holds the prior content of
+    every file of the commit: fact text a purge then deletes, which would
+    outlive it. The store runs this before every locked write (the caller
+    holds the user's lock exclusively, so no writer is half-way through one
+    of these files); a reader, which may have no write access, leaves them.
+
+    Raises:
+        StoreNeedsRecovery: a temporary file cannot be removed.
+    """
+    _remove_temporaries(user, user.user_dir)
+
+
+def _remove_temporaries(user: UserPaths, directory: Path) -> None:
+    """Remove the temporary files in ``directory`` that writers holding the user's lock write.
+
+    Below the user directory every file is the lock's. In the user directory
+    itself only the journal, the summaries and the owner record are: in the
+    single-user layout it is the store's root, where the settings file is
+    written without the user's lock.
+    """
+    try:
+        items = list(directory.iterdir())
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise StoreNeedsRecovery(user.journal, directory, error) from None
+    at_top = directory == user.user_dir
+    guarded = tuple(f".{path.name}." for path in (user.journal, user.manifest, user.owner))
+    for item in items:
+        if is_temporary(item.name) and (not at_top or item.name.startswith(guarded)):
+            try:
+                item.unlink(missing_ok=True)
+            except OSError as error:
+                raise StoreNeedsRecovery(user.journal, item, error) from None
+
+
 def _finish(user: UserPaths, operation: object, directories: set[Path]) -> None:
     """Remove the commit's temporary files, the journal, then the original's backups."""
     for directory in directories:
-        try:
-            items = list(directory.iterdir())
-        except FileNotFoundError:
-            continue
-        except OSError as error:
-            raise StoreNeedsRecovery(user.journal, directory, error) from None
-        for item in items:
-            if is_temporary(item.name):
-                try:
-                    item.unlink(missing_ok=True)
-                except OSError as error:
-                    raise StoreNeedsRecovery(user.journal, item, error) from None
+        _remove_temporaries(user, directory)
     try:
         user.journal.unlink()
         fsync_path(user.user_dir)
@@ -410,10 +444,12 @@ def _fact_id(value: object, user: UserPaths) -> str:
 # 3. delete that directory, then the search index's files if the erase was
 #    interrupted (below), then the intent.
 #
-# A process killed anywhere leaves an intent behind; the next store opened
-# on the root finishes it (:func:`finish_erasures`): if the user's directory
-# is still there the rename never happened and the intent goes (intact);
-# otherwise what is left of the renamed directory goes (erased). A recovered
+# A process killed anywhere leaves an intent behind (killed while writing it,
+# the intent's temporary file, which names the user as well); the next store
+# opened on the root, or the next erase, finishes it (:func:`finish_erasures`):
+# a temporary file goes; if the user's directory is still there the rename
+# never happened and the intent goes (intact); otherwise what is left of the
+# renamed directory goes (erased). A recovered
 # erase also deletes the search index's files: rows of the user may have
 # stayed in it, and the index is derived data, rebuilt at the next search.
 # (An erase that completes leaves the index to the caller, which deletes the
@@ -467,8 +503,22 @@ def finish_erasures(root: Path, *, recovering: bool = True) -> int:
     return _finish_erasures(root, recovering=False)
 
 
+def erasures_pending(root: Path) -> bool:
+    """Whether an erase was interrupted: an intent, or an intent's temporary file, is left."""
+    try:
+        names = [item.name for item in (root / ERASING_DIRNAME).iterdir()]
+    except OSError:  # none yet, or unreadable: finish_erasures says so if it matters
+        return False
+    return any(name.endswith(".json") or is_temporary(name) for name in names)
+
+
 def _finish_erasures(root: Path, *, recovering: bool) -> int:
+    """:func:`finish_erasures` under the erasing lock, which every writer of
+    ``.erasing/`` holds: an intent's temporary file there is a killed erase's."""
     directory = root / ERASING_DIRNAME
+    for leftover in directory.iterdir():
+        if is_temporary(leftover.name):  # it names the user: it goes with the rest
+            leftover.unlink(missing_ok=True)
     intents = sorted(directory.glob("*.json"))
     erased = False
     for intent in intents:

@@ -19,6 +19,8 @@ unchanged. What this class adds on top of the modules it composes:
   ``flock``); loads served from the cache take no lock;
 * **recovery** — before any locked operation, and before any load that sees
   a journal, an interrupted commit is rolled back (:mod:`~deermem.store.markdown.journal`);
+  before a locked write, the temporary files a writer killed before its journal
+  was in place left in the user directory go too;
 * **caching** — loaded scopes are kept while the user's ``memory.json``
   signature is unchanged (:class:`ManifestToken`); a commit by this
   process refreshes its own entry instead of dropping it, so writing never
@@ -94,14 +96,15 @@ from deermem.store.markdown.files import (
     write_store_settings,
 )
 from deermem.store.markdown.journal import (
-    ERASING_DIRNAME,
     FileChange,
     JournalInfo,
     begin_erasure,
     commit_files,
     erasing_lock,
+    erasures_pending,
     finish_erasures,
     recover,
+    remove_temporaries,
 )
 from deermem.store.markdown.locks import user_lock
 from deermem.store.markdown.sidecars import (
@@ -217,7 +220,7 @@ class MarkdownStore:
         # The ids named by the contents of user directories without an owner
         # record, read once: until the first commit claims the directory.
         self._stored: dict[tuple[Path, int, int, int], frozenset[str]] = {}
-        if any((self.root / ERASING_DIRNAME).glob("*.json")):  # an erase was interrupted
+        if erasures_pending(self.root):
             finish_erasures(self.root)
 
     @classmethod
@@ -337,6 +340,8 @@ class MarkdownStore:
         with lock.reading() if reading else lock:
             if recover(user):
                 self._cache.drop_user(scope.user_id)
+            if not reading:
+                remove_temporaries(user)
             yield self._check(scope, user)
 
     def _writable(self, scope: Scope) -> UserPaths:
