@@ -234,6 +234,7 @@ def test_an_address_libpq_cannot_parse_is_refused_without_quoting_it(
     """libpq's parse error quotes the whole address, password included: the error says
     the address cannot be parsed and what is wrong with it, never the address."""
     assert main(["db", "status", "--database", url]) == 1
+    assert main(["--root", str(tmp_path), "init"]) == 0  # a store to migrate from
     assert main(["migrate", "--from", str(tmp_path), "--to", url]) == 1
     monkeypatch.setenv("DEERMEM_STORE", url)
     assert main(["--user", "alice", "facts", "list"]) == 1
