@@ -16,6 +16,7 @@ from deermem.errors import QueueClosedError
 from deermem.learning.learner import StoredMarks
 from deermem.learning.prompt import ConversationTurn
 from deermem.learning.queue import (
+    FlushReport,
     QueueItem,
     QueueKey,
     UpdateQueue,
@@ -407,6 +408,64 @@ def test_a_shutdown_out_of_time_finishes_the_running_item_and_starts_no_other() 
     assert [k.thread_id for k in queue.pending_keys()] == ["next"]
     assert not queue.flush(timeout=0.2).ok  # a stopped queue processes nothing more
     assert len(recorder.items) == 1
+
+
+def test_a_shutdown_out_of_time_lets_the_running_item_commit_nothing() -> None:
+    """The item under way at the deadline (its model call, say) asks for the commit permit
+    after the report listed it as not processed: it is refused, commits nothing, and goes
+    back to the queue, as the report said."""
+    release = threading.Event()
+    recorder = Recorder()
+    applied: list[str] = []
+    queue: UpdateQueue[Turn]
+
+    def answer_then_commit(item: QueueItem[Turn]) -> None:
+        release.wait(10)  # the model's answer comes after the deadline
+        with queue.commit_permit():
+            applied.append(item.key.thread_id)
+
+    recorder.during = answer_then_commit
+    queue, _, _ = make_queue(recorder)
+    queue.add("slow", turns("a"))
+    stopped = threading.Event()
+    report = queue.shutdown(timeout=0.2, then=stopped.set)
+    assert [k.thread_id for k in report.unflushed] == ["slow"]
+    release.set()
+    assert stopped.wait(5)
+    assert applied == []
+    assert [k.thread_id for k in queue.pending_keys()] == ["slow"]
+    assert queue.stats.failed == 0 and queue.stats.processed == 0
+
+
+def test_a_shutdown_waits_for_a_commit_under_way_and_counts_it_processed() -> None:
+    """A commit that began before the deadline ends before the report is made: the report
+    never lists as not processed an update that is applied."""
+    committing = threading.Event()
+    release = threading.Event()
+    recorder = Recorder()
+    applied: list[str] = []
+    queue: UpdateQueue[Turn]
+
+    def slow_commit(item: QueueItem[Turn]) -> None:
+        with queue.commit_permit():
+            committing.set()
+            release.wait(10)
+            applied.append(item.key.thread_id)
+
+    recorder.during = slow_commit
+    queue, _, _ = make_queue(recorder)
+    queue.add("t1", turns("a"))
+    reports: list[FlushReport] = []
+    closer = threading.Thread(target=lambda: reports.append(queue.shutdown(timeout=0.2)))
+    closer.start()
+    assert committing.wait(5)
+    time.sleep(0.4)  # past the budget: the shutdown waits for the commit
+    assert closer.is_alive()
+    release.set()
+    closer.join(5)
+    (report,) = reports
+    assert applied == ["t1"]
+    assert report.completed and report.processed == 1 and report.unflushed == ()
 
 
 def test_a_shutdown_stops_a_run_the_debounce_began_after_its_item() -> None:

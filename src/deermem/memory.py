@@ -335,12 +335,14 @@ class Memory:
         conversation that failed or could not be processed within
         ``timeout`` (default ``shutdown_flush_timeout_seconds``), and they
         are logged (ids only). Once that time is spent no queued
-        conversation is started any more; an update already under way is
-        finished (it is listed as not processed in time, and may still
-        commit after this returns). Then the model's connections are
-        released — when that update ends, if one was under way (a model
-        passed to :meth:`open` is left to its owner) — and the search
-        index connection is closed. :meth:`learn` and search still work
+        conversation is started any more, and an update already under way
+        commits nothing (it is listed as not processed in time, and stays
+        unlearned: its mark does not move) — unless its commit had begun,
+        which is waited for and counted as processed. So nothing is applied
+        after this returns. Then the model's connections are released — when
+        that update's model call ends, if one was under way (a model passed
+        to :meth:`open` is left to its owner) — and the search index
+        connection is closed. :meth:`learn` and search still work
         afterwards (they reopen what they need); :meth:`queue_conversation`
         does not. Also called on leaving a ``with`` block.
         """

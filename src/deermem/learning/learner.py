@@ -65,6 +65,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
@@ -146,6 +147,10 @@ __all__ = [
 MAX_COMMIT_ATTEMPTS: Final = 3
 TRIGGER: Final = "extraction"
 _log = logging.getLogger("deermem.memory")
+
+# What an update's commits are made under: nothing for `learn`, the queue's commit permit
+# for a queued update (a closed queue lets no commit begin).
+Permit = Callable[[], AbstractContextManager[None]]
 
 
 class StoredMarks:
@@ -302,7 +307,13 @@ class Learner:
         return self._run(scope, thread_id, kept, dry_run=dry_run)
 
     def _run(
-        self, scope: Scope, thread_id: str, conversation: Sequence[Message], *, dry_run: bool
+        self,
+        scope: Scope,
+        thread_id: str,
+        conversation: Sequence[Message],
+        *,
+        dry_run: bool,
+        permit: Permit = nullcontext,
     ) -> UpdateResult:
         """One update over the part of ``conversation`` after its mark; the mark moves to its end.
 
@@ -317,9 +328,12 @@ class Learner:
 
         The mark goes into the update's own commit. An update that succeeds
         without a commit (nothing left to ask the model after filtering)
-        commits the mark alone; one that fails moves nothing.
+        commits the mark alone; one that fails moves nothing. Every commit is
+        made under ``permit`` (the queue's :meth:`~UpdateQueue.commit_permit`
+        for a queued update: a closed queue lets none begin).
 
         Raises:
+            QueueStopped: ``permit`` refused the commit; nothing was written.
             RevisionConflict: the mark moved under every one of
                 ``MAX_COMMIT_ATTEMPTS`` attempts; nothing was written.
         """
@@ -334,10 +348,18 @@ class Learner:
                 now = self._clock()
                 try:
                     result = self._extract(
-                        parts, scope, thread_id, feed, now=now, dry_run=dry_run, mark=mark
+                        parts,
+                        scope,
+                        thread_id,
+                        feed,
+                        now=now,
+                        dry_run=dry_run,
+                        mark=mark,
+                        permit=permit,
                     )
                     if mark is not None and result.report.outcome == "no-conversation":
-                        self._commit_mark(scope, mark, now)
+                        with permit():
+                            self._commit_mark(scope, mark, now)
                     break
                 except _MarkMoved:
                     if attempt == MAX_COMMIT_ATTEMPTS:
@@ -384,8 +406,10 @@ class Learner:
         now: datetime,
         dry_run: bool,
         mark: _Mark | None,
+        permit: Permit,
     ) -> UpdateResult:
-        """Ask the model about ``feed`` (filtered messages, oldest first) and apply its answer.
+        """Ask the model about ``feed`` (filtered messages, oldest first) and apply its
+        answer, committing under ``permit``.
 
         Raises:
             LLMError: the model call failed (after the client's retries).
@@ -453,7 +477,8 @@ class Learner:
             _log_rejected(thread_id, response)
             rejected: UpdateOutcome = "rejected"
             return UpdateResult(replace(base, outcome=rejected, detail=response.reason))
-        return self._commit(scope, response, base, now=now, signals=signals, mark=mark)
+        with permit():
+            return self._commit(scope, response, base, now=now, signals=signals, mark=mark)
 
     def _commit(
         self,
@@ -567,7 +592,9 @@ class Learner:
         # The whole conversation: the mark names a position in it, and is read again under
         # the lock (the queue's cut was made without it). Emergency items alike.
         conversation = item.conversation or item.messages
-        return self._run(scope, key.thread_id, conversation, dry_run=False).report.succeeded
+        return self._run(
+            scope, key.thread_id, conversation, dry_run=False, permit=self.queue().commit_permit
+        ).report.succeeded
 
     def flush(self, timeout: float | None) -> FlushReport:
         """Process what is queued now, within ``timeout`` (default: the shutdown budget)."""

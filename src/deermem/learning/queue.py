@@ -22,9 +22,13 @@ conversations are extracted one after another.
   the conversation), so one bad conversation cannot stop the worker.
 * :meth:`UpdateQueue.shutdown` stops intake and drains within a time
   budget, and reports every item it could not process — nothing admitted
-  disappears without a trace. At the budget's end the queue stops: an item
-  being processed then is finished, nothing more is started, so the
-  owner's ``then`` (releasing the model) runs once no item can use it.
+  disappears without a trace. At the budget's end the queue stops: nothing
+  more is started, and the item being processed then commits nothing —
+  its processor asks :meth:`UpdateQueue.commit_permit` before it commits,
+  and a stopped queue refuses — unless its commit had begun, which the
+  report then waits for. So what the report lists as not processed was not
+  applied, and nothing is applied after it. The owner's ``then`` (releasing
+  the model) runs once no item can use it.
 
 Timers and the clock are injected, so tests drive the debounce by hand;
 the defaults are real threads.
@@ -69,7 +73,8 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
 
@@ -84,6 +89,7 @@ __all__ = [
     "QueueItem",
     "QueueKey",
     "QueueStats",
+    "QueueStopped",
     "UpdateQueue",
     "WatermarkKey",
     "conversation_mark",
@@ -92,6 +98,15 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+
+class QueueStopped(Exception):
+    """A shutdown stopped the queue before the item being processed began to commit.
+
+    Raised by :meth:`UpdateQueue.commit_permit` into the processor, which lets it
+    pass (nothing is written); the item goes back to the queue's pending items, as
+    the shutdown's report listed it.
+    """
 
 # --- marks ------------------------------------------------------------------------------
 
@@ -303,6 +318,10 @@ class UpdateQueue(Generic[M]):
         # processed finishes), and ``_after_stop`` runs once none is being processed.
         self._stopped = False
         self._after_stop: Callable[[], None] | None = None
+        # The item being processed holds the commit permit; ``_applied`` once its commit
+        # is through, until the item ends. A shutdown's report waits for both to clear.
+        self._committing = False
+        self._applied = False
         self._flush: _Flush | None = None
         self._stats = QueueStats()
 
@@ -484,21 +503,27 @@ class UpdateQueue(Generic[M]):
             except BaseException:
                 self._requeue(batch[position:])
                 raise
+            stopped = False
             try:
-                self._process_one(item)
+                stopped = self._process_one(item)
             except BaseException:
                 # Interpreter shutdown or a signal: what was not attempted goes
                 # back to the queue, so a later flush still sees it.
                 self._requeue(batch[position + 1 :])
                 raise
             finally:
-                self._finished(item.key)
+                self._finished(item, stopped=stopped)
 
-    def _finished(self, key: QueueKey) -> None:
-        """End the item being processed; after a shutdown stopped the queue, run its ``then``."""
+    def _finished(self, item: QueueItem[M], *, stopped: bool) -> None:
+        """End the item being processed (back to the pending items if a shutdown stopped
+        it before its commit); after a shutdown stopped the queue, run its ``then``."""
         with self._lock:
-            self._taken.remove(key)
+            if stopped:
+                self._requeue_locked([item])
+            else:
+                self._taken.remove(item.key)
             self._current = None
+            self._applied = False
             self._idle.notify_all()
             after_stop, self._after_stop = self._after_stop, None
         if after_stop is not None:  # set only once stopped: no item starts after this one
@@ -521,7 +546,8 @@ class UpdateQueue(Generic[M]):
             else:
                 self._pending[item.key] = replace(newer, signals=newer.signals | item.signals)
 
-    def _process_one(self, item: QueueItem[M]) -> None:
+    def _process_one(self, item: QueueItem[M]) -> bool:
+        """Process one item; return whether a shutdown stopped it before its commit."""
         key = item.key
         # Emergency items too: the mark says what was applied, whoever applied it.
         if self.watermark is None:
@@ -530,9 +556,11 @@ class UpdateQueue(Generic[M]):
             feed = self.watermark.unseen(key.watermark_key, item.messages)
         if not feed:
             self._record(key, ok=True, nothing_new=True)
-            return
+            return False
         try:
             ok = bool(self._process(replace(item, messages=feed, conversation=item.messages)))
+        except QueueStopped:
+            return True
         except Exception as error:  # the processor is foreign code: isolate its failure
             # The error's type only: its message may quote what the user said. No user
             # id: the log outlives an erased user.
@@ -544,6 +572,34 @@ class UpdateQueue(Generic[M]):
             )
             ok = False
         self._record(key, ok=ok)
+        return False
+
+    @contextmanager
+    def commit_permit(self) -> Iterator[None]:
+        """Hold while the item being processed commits (the processor's part).
+
+        Once a shutdown has stopped the queue, no commit begins: this raises
+        :class:`QueueStopped`, which the processor lets through. A commit
+        that began before is waited for by the shutdown, which then reports
+        its item as processed. So a report never lists as not processed an
+        update that is applied, and nothing is applied after it.
+
+        Raises:
+            QueueStopped: a shutdown's budget ended before this commit began.
+        """
+        with self._lock:
+            if self._stopped:
+                raise QueueStopped
+            self._committing = True
+        applied = False
+        try:
+            yield
+            applied = True
+        finally:
+            with self._lock:
+                self._committing = False
+                self._applied = applied
+                self._idle.notify_all()
 
     def _record(self, key: QueueKey, *, ok: bool, nothing_new: bool = False) -> None:
         with self._lock:
@@ -577,11 +633,13 @@ class UpdateQueue(Generic[M]):
     def shutdown(self, timeout: float, *, then: Callable[[], None] | None = None) -> FlushReport:
         """Stop taking conversations, flush what is queued (see :meth:`flush`), then stop.
 
-        When the budget is spent the queue stops: the item being processed
-        (if any) is finished, no other one starts — not by the drain, not by
-        a run the debounce began — and every item not processed is listed in
-        the report's ``unflushed`` (still queued, or the one still running).
-        So nothing is processed after this returns but that one item.
+        When the budget is spent the queue stops: no other item starts — not
+        by the drain, not by a run the debounce began — and the item being
+        processed (if any) commits nothing unless its commit had begun
+        (:meth:`commit_permit`; that commit is waited for, and its item
+        counted as processed). Every item not processed is listed in the
+        report's ``unflushed`` (still queued, or the one still running, which
+        goes back to the queue). So nothing is applied after this returns.
         ``then`` (the owner releasing what the processing uses) runs once no
         item is being processed: before this returns, or when that item ends.
         """
@@ -611,7 +669,8 @@ class UpdateQueue(Generic[M]):
                 drained = not drain.is_alive()
             if stop:
                 at_once = self._stop(then)
-            return self._report(record, completed=drained)
+            # Once stopped, nothing is processed any more: complete iff nothing is left.
+            return self._report(record, completed=drained or stop)
         finally:
             with self._lock:
                 self._draining = False
@@ -622,10 +681,15 @@ class UpdateQueue(Generic[M]):
                 at_once()
 
     def _stop(self, then: Callable[[], None] | None) -> Callable[[], None] | None:
-        """Let no item start from now on; ``then`` if it can run now, else leave it to
-        the item being processed (:meth:`_finished`)."""
+        """Let no item start or begin to commit from now on, wait for a commit under way
+        (and its item's end); ``then`` if it can run now, else leave it to the item
+        being processed (:meth:`_finished`)."""
         with self._lock:
             self._stopped = True
+            # A commit under way holds no lock of the queue's and ends on its own; its
+            # item then ends without asking the model again (the answer is applied).
+            while self._committing or self._applied:
+                self._idle.wait()
             if self._current is None:
                 return then
             self._after_stop = then
