@@ -15,9 +15,10 @@ files — one JSON file per job in the server's state directory
 any job. The work itself stays with the process that accepted it. A worker
 that stops cleanly marks what it had not finished ``abandoned``; a record
 whose worker died (its process is gone from this host) reads as
-``abandoned`` too, so a client never polls a dead job forever. An abandoned
-conversation was not learned from: send it again (only what was not learned
-from before reaches the model).
+``abandoned`` too, so a client never polls a dead job forever. Send an
+abandoned conversation again: a job stopped while it ran may or may not have
+committed (a commit is whole or nothing), and only what was not learned from
+before reaches the model, so nothing is learned twice.
 
 Finished records are pruned after ``job_retention_seconds``.
 """
@@ -554,5 +555,6 @@ def _abandoned(reason: str) -> dict[str, object]:
         503,
         "abandoned",
         "Job abandoned",
-        f"{reason}; the conversation was not learned from: send it again",
+        f"{reason}; send the conversation again (what was learned from it already is not "
+        "learned twice)",
     ).body()
