@@ -275,6 +275,20 @@ def test_the_archive_is_bounded_by_age(tmp_path: Path) -> None:
     assert [e.fact_id for e in memory.list_archived()] == [newer]
 
 
+def test_the_age_bound_holds_for_a_clock_in_the_first_year(tmp_path: Path) -> None:
+    """A clock within ``archive_max_age_days`` of year 1: the bound's limit would fall before
+    it, so nothing is old enough to go (it overflowed before)."""
+    clock = Clock()
+    clock.now = datetime(1, 3, 1, tzinfo=UTC)
+    memory = open_memory(tmp_path, clock, archive_max_age_days=365)
+    first = memory.create_fact("First").fact_id
+    second = memory.create_fact("Second").fact_id
+    assert first is not None and second is not None
+    memory.delete_fact(first)
+    memory.delete_fact(second)  # an archiving commit: the bounds are applied
+    assert {e.fact_id for e in memory.list_archived()} == {first, second}
+
+
 def test_a_corrupt_archive_entry_is_an_error(tmp_path: Path) -> None:
     memory = open_memory(tmp_path)
     fact_id = memory.create_fact("To archive").fact_id

@@ -599,7 +599,8 @@ def beyond_bounds(
     ranked = sorted(range(len(order)), key=lambda n: times[n] or _EARLIEST)
     excess = max(0, len(order) - max_entries)
     doomed = {order[n][0] for n in ranked[:excess]}
-    if max_age_days > 0:
+    # A limit before year 1 (a clock within ``max_age_days`` of it): nothing is that old.
+    if max_age_days > 0 and now - _EARLIEST > timedelta(days=max_age_days):
         limit = now - timedelta(days=max_age_days)
         doomed.update(order[n][0] for n in ranked[excess:] if (times[n] or limit) < limit)
     return doomed
