@@ -283,7 +283,8 @@ def test_the_age_bound_holds_for_a_clock_in_the_first_year(tmp_path: Path) -> No
     memory = open_memory(tmp_path, clock, archive_max_age_days=365)
     first = memory.create_fact("First").fact_id
     second = memory.create_fact("Second").fact_id
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     memory.delete_fact(first)
     memory.delete_fact(second)  # an archiving commit: the bounds are applied
     assert {e.fact_id for e in memory.list_archived()} == {first, second}

@@ -434,7 +434,8 @@ def test_a_shutdown_out_of_time_lets_the_running_item_commit_nothing() -> None:
     assert stopped.wait(5)
     assert applied == []
     assert [k.thread_id for k in queue.pending_keys()] == ["slow"]
-    assert queue.stats.failed == 0 and queue.stats.processed == 0
+    assert queue.stats.failed == 0
+    assert queue.stats.processed == 0
 
 
 def test_a_shutdown_waits_for_a_commit_under_way_and_counts_it_processed() -> None:
@@ -465,7 +466,9 @@ def test_a_shutdown_waits_for_a_commit_under_way_and_counts_it_processed() -> No
     closer.join(5)
     (report,) = reports
     assert applied == ["t1"]
-    assert report.completed and report.processed == 1 and report.unflushed == ()
+    assert report.completed
+    assert report.processed == 1
+    assert report.unflushed == ()
 
 
 def test_a_shutdown_stops_a_run_the_debounce_began_after_its_item() -> None:

@@ -108,6 +108,7 @@ class QueueStopped(Exception):
     the shutdown's report listed it.
     """
 
+
 # --- marks ------------------------------------------------------------------------------
 
 
