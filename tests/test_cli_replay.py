@@ -102,15 +102,36 @@ def test_the_results_document(cli: Cli, small: Path, tmp_path: Path) -> None:
     assert "The user's" not in out  # no fact content in the results
 
 
-def test_results_are_never_overwritten(cli: Cli, small: Path, tmp_path: Path) -> None:
+def test_a_complete_set_is_never_overwritten(cli: Cli, small: Path, tmp_path: Path) -> None:
     output = tmp_path / "out"
     output.mkdir()
-    (output / "replay.md").write_text("earlier results", "utf-8")
+    (output / "replay.json").write_text("earlier results", "utf-8")  # the set's last file
+    (output / "replay.md").write_text("earlier table", "utf-8")
     code, _, err = cli("--params", str(small), "--quick", "--output-dir", str(output))
     assert code == 1
     assert "refusing to overwrite" in err
-    assert (output / "replay.md").read_text("utf-8") == "earlier results"
-    assert not (output / "replay.json").exists()
+    assert "replay.json" in err
+    assert "replay.md" in err
+    assert (output / "replay.json").read_text("utf-8") == "earlier results"
+    assert (output / "replay.md").read_text("utf-8") == "earlier table"
+
+
+def test_what_a_killed_write_left_is_replaced(
+    cli: Cli, small: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A write killed before ``replay.json`` left the table (and perhaps a temporary file):
+    the next run names it and writes the whole set, as every other set of results."""
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "replay.md").write_text("a killed write's table", "utf-8")
+    (output / ".replay.json.0123456789abcdef.tmp").write_text("{", "utf-8")
+    code, out, err = cli("--params", str(small), "--quick", "--output-dir", str(output))
+    assert code == 0, err
+    assert "replacing what an interrupted write left" in caplog.text
+    assert (output / "replay.md").read_text("utf-8") != "a killed write's table"
+    assert json.loads((output / "replay.json").read_text("utf-8"))["schema"] == RESULTS_SCHEMA
+    assert not (output / ".replay.json.0123456789abcdef.tmp").exists()
+    assert "| cap | policy | retained at need |" in out
 
 
 def test_a_bad_parameters_file_is_refused_before_anything_runs(cli: Cli, tmp_path: Path) -> None:

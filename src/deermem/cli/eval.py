@@ -34,7 +34,6 @@ from deermem.eval import (
     PROVIDER_OPENAI_COMPATIBLE,
     missing_chart_module,
 )
-from deermem.eval.errors import ResultsExistError
 from deermem.eval.published import DEFAULT_PUBLISHED, PUBLISHED
 from deermem.policy import POLICIES
 
@@ -547,6 +546,7 @@ def replay(
 
     Example: `deermem eval replay --quick`, `deermem eval replay --output-dir replay`
     """
+    from deermem.eval.files import ensure_new_set
     from deermem.eval.replay import (  # the evaluation stack (eval --help 0.72×)
         REPLAY_FILES,
         encode_results,
@@ -560,10 +560,8 @@ def replay(
     loaded = load_params(params)
     if quick:
         loaded = type(loaded)(loaded.params.quickened(), loaded.source, loaded.sha256)
-    if output_dir is not None:
-        present = [output_dir / name for name in REPLAY_FILES if (output_dir / name).exists()]
-        if present:
-            raise ResultsExistError([str(path) for path in present])
+    if output_dir is not None:  # refused before the replay runs, not after
+        ensure_new_set([output_dir / name for name in REPLAY_FILES])
     started = time.perf_counter()
     total = loaded.params.seeds * len(loaded.params.caps) * 2
 

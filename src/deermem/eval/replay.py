@@ -96,6 +96,7 @@ from deermem.config import MemoryConfig
 from deermem.errors import FactNotFoundError
 from deermem.eval import POLICY_COLOURS, figure_png, missing_chart_module
 from deermem.eval.errors import ProtocolError
+from deermem.eval.files import write_new_files
 from deermem.eval.protocol import parse_yaml
 from deermem.learning.answer import MAX_NEW_FACTS, NormalizedResponse, normalize_response
 from deermem.learning.learner import apply_response
@@ -103,7 +104,7 @@ from deermem.learning.plan import REINFORCEMENT_SIGNAL, UpdateSettings
 from deermem.library.regret import PolicyRegret
 from deermem.memory import Memory
 from deermem.policy import POLICIES, POLICY_CONFIDENCE, POLICY_HYBRID_V1
-from deermem.store.markdown.files import atomic_write, read_regular_file
+from deermem.store.markdown.files import read_regular_file
 from deermem.store.records import REGRET_KINDS
 
 # TYPE_CHECKING
@@ -911,8 +912,8 @@ def cells_of(runs: Sequence[CellRun], policy: str, cap: int) -> list[CellRun]:
 # --- the results ----------------------------------------------------------------------------------
 
 RESULTS_SCHEMA: Final = "deermem.replay/1"
-REPLAY_FILES: Final = ("replay.json", "replay.md", "replay.png")
-"""What :func:`write_results` writes."""
+REPLAY_FILES: Final = ("replay.md", "replay.png", "replay.json")
+"""What :func:`write_results` writes, in order: ``replay.json``, last, marks the set complete."""
 _TRAFFIC_STEPS: Final = (2, 5, 10, 20, 50, 100)
 
 
@@ -959,20 +960,25 @@ def summarize(runs: Sequence[CellRun], loaded: LoadedParams) -> dict[str, Any]:
 
 
 def write_results(directory: Path, results: dict[str, Any]) -> str | None:
-    """Write ``replay.json``, ``replay.md`` and, with matplotlib, ``replay.png``.
+    """Publish ``replay.md``, with matplotlib ``replay.png``, and ``replay.json``.
 
-    Each file atomically; the caller has refused a directory that holds them
-    already, before the replay ran.
+    As every set of results (:func:`deermem.eval.files.write_new_files`): the
+    last file, ``replay.json``, marks the set complete, so a killed write
+    leaves a set without it, which the next write names and replaces; a
+    complete set is never overwritten.
 
     Returns:
         The module the chart needs but cannot import, or ``None`` when it was drawn.
+
+    Raises:
+        ResultsExistError: ``directory`` holds a complete set.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    atomic_write(directory / "replay.json", encode_results(results))
-    atomic_write(directory / "replay.md", render_markdown(results).encode())
     missing = missing_chart_module()
+    files = [(directory / "replay.md", render_markdown(results).encode())]
     if missing is None:
-        atomic_write(directory / "replay.png", render_chart(results))
+        files.append((directory / "replay.png", render_chart(results)))
+    files.append((directory / "replay.json", encode_results(results)))
+    write_new_files(files)
     return missing
 
 
