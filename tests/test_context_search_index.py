@@ -26,6 +26,7 @@ from deermem.recall.index import (
     SearchIndex,
     SyncReport,
     content_version,
+    fts_groups,
     normalise,
 )
 from deermem.recall.search import search_facts, search_score, substring_search
@@ -90,19 +91,61 @@ def test_more_matching_terms_rank_higher(index: SearchIndex) -> None:
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
 
 
-def test_a_search_is_one_statement_whatever_its_words(index: SearchIndex) -> None:
-    """No plan before the search: a query of several words runs the one ranking statement,
-    with no count of each word's matches first (a scope never holds more than max_facts)."""
-    statements: list[str] = []
-    index._connection.set_trace_callback(statements.append)  # the index's one connection
-    try:
-        hits = index.search(USER, AGENT, "install python packages with uv", now=NOW, top_k=3)
-    finally:
-        index._connection.set_trace_callback(None)
-    assert ids(hits)[0] == "uv"
-    ranking = [s for s in statements if "bm25(" in s]
-    assert len(ranking) == 1
-    assert not [s for s in statements if "count(" in s]
+_WORDS = ("tea", "green", "uv", "pip", "rust", "café", "cafe", "python", "机器学习", "学习")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(_WORDS), min_size=1, max_size=8).map(" ".join),
+        min_size=1,
+        max_size=12,
+    ),
+    query=st.one_of(
+        st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4).map(" ".join),
+        st.sampled_from(['"green tea"', "py*", '"uv pip" rust', "caf*", "学"]),
+    ),
+)
+def test_bm25_is_fts5s_own_in_an_index_of_one_scope(texts: list[str], query: str) -> None:
+    """The index computes BM25 itself, over the statistics of the rows it ranks; with one
+    scope in the table those are FTS5's, so the values are FTS5's ``bm25()``."""
+    facts = [fact(f"f{n}", text) for n, text in enumerate(texts)]
+    with SearchIndex() as index:
+        index.sync_scope(USER, AGENT, facts, version="1")
+        hits = index.search(USER, AGENT, query, now=NOW, top_k=50)
+        by_row = dict(
+            index._connection.execute(
+                "SELECT d.fact_id, bm25(doc_fts) FROM doc_fts JOIN doc AS d ON d.id = doc_fts.rowid"
+                " WHERE doc_fts MATCH ?",
+                (" OR ".join(fts_groups(query)),),
+            ).fetchall()
+        )
+    assert {hit.fact_id for hit in hits} == set(by_row)
+    for hit in hits:
+        assert hit.bm25 == pytest.approx(by_row[hit.fact_id], rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("with_archive", [False, True])
+def test_a_scopes_scores_do_not_move_with_another_users_facts(with_archive: bool) -> None:
+    """BM25's statistics are the scope's own: another user's facts holding the query's words
+    change nothing of this user's results — else the scores would tell what words others'
+    memories hold."""
+    mine = [fact("mine", "I read about diabetes once"), fact("tea", "I like green tea")]
+    theirs = [fact(f"t{n}", "I have type 1 diabetes and take insulin") for n in range(5)]
+
+    def results(index: SearchIndex) -> list[tuple[str, float, float | None]]:
+        hits = index.search(USER, AGENT, "diabetes tea", now=NOW, with_archive=with_archive)
+        return [(hit.fact_id, hit.score, hit.bm25) for hit in hits]
+
+    with SearchIndex() as index:
+        index.sync_scope(USER, AGENT, mine, version="1")
+        alone = results(index)
+        mass = index.idf_mass(USER, AGENT, "diabetes tea", with_archive=with_archive)
+        index.sync_scope("victim", AGENT, theirs, version="1")
+        index.sync_scope(USER, "other-agent", theirs, version="1")
+        assert results(index) == alone
+        assert index.idf_mass(USER, AGENT, "diabetes tea", with_archive=with_archive) == mass
+    assert {fact_id for fact_id, _, _ in alone} == {"mine", "tea"}
 
 
 def test_score_is_bm25_times_decay_plus_confidence_term() -> None:

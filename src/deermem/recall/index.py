@@ -25,9 +25,22 @@ itself.
 The score is the original's: ``|bm25| × decay + 0.2 × confidence``, where
 the decay is 1 for facts younger than 30 days and ``e^(−0.01 (age − 30))``
 after, with the age in days from ``createdAt`` to the injected ``now``
-(:func:`deermem.recall.search.search_score` states it in Python). It is
-computed inside SQLite over *every* match, not after a BM25 pre-cut, so the
-top k are exactly the k best; ties break by fact id.
+(:func:`deermem.recall.search.search_score` states it for one fact). It is
+computed over *every* match, not after a BM25 pre-cut, so the top k are
+exactly the k best; ties break by fact id.
+
+**BM25 over the scope's own statistics.** One full-text table holds every
+scope, and FTS5's ``bm25()`` counts its statistics — the rows, their average
+length, the rows holding each word — over the whole table. A user's scores
+would then move with other users' facts: by adding facts of their own and
+reading the scores, a client could tell how many facts in the whole store
+hold a word ("does anyone's memory mention …"). So BM25 is computed here,
+with FTS5's formula and constants, from the statistics of the rows a search
+ranks (the scope's library, or its library and archive): FTS5 finds the
+matches and marks each instance of each alternative (``highlight``), the
+index counts the rest. In an index that holds one scope it equals FTS5's
+own ``bm25()`` — except for an alternative whose instances overlap in a row
+(a phrase such as ``"哈哈 哈哈"`` in ``哈哈哈``), which counts once.
 
 **Terms.** Fact text and user queries go through the same normalisation —
 NFKC, case folding, then terms: a letter or digit followed by letters, digits
@@ -84,6 +97,8 @@ if TYPE_CHECKING:
     from deermem.store import ScopeSnapshot, Store
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "CONFIDENCE_WEIGHT",
     "DECAY_GRACE_DAYS",
     "DECAY_RATE",
@@ -100,7 +115,9 @@ __all__ = [
     "SyncReport",
     "VectorRow",
     "content_version",
+    "decay",
     "fts_query",
+    "idf",
     "index_terms",
     "library_rows",
     "micros",
@@ -380,7 +397,7 @@ def micros(moment: datetime) -> int:
 
 # --- the schema and its statements ----------------------------------------------------
 
-INDEX_SCHEMA_VERSION: Final = "6"
+INDEX_SCHEMA_VERSION: Final = "7"
 """Any other is rebuilt from the facts; 6: terms run through combining marks."""
 
 # Row ids are allocated per scope in disjoint ranges (scope id × 2**32 + n),
@@ -419,6 +436,10 @@ CREATE TABLE scope (
     agent TEXT NOT NULL,
     version TEXT NOT NULL,
     archive_version TEXT NOT NULL DEFAULT '',
+    library_rows INTEGER NOT NULL DEFAULT 0,
+    library_terms INTEGER NOT NULL DEFAULT 0,
+    archive_rows INTEGER NOT NULL DEFAULT 0,
+    archive_terms INTEGER NOT NULL DEFAULT 0,
     UNIQUE (user_key, agent)
 )
 """,
@@ -434,10 +455,32 @@ CREATE TABLE doc (
     digest TEXT NOT NULL,
     archived INTEGER NOT NULL DEFAULT 0,
     content_key TEXT NOT NULL DEFAULT '',
+    terms INTEGER NOT NULL DEFAULT 0,
     UNIQUE (scope_id, archived, fact_id)
 )
 """,
     "CREATE INDEX doc_archived ON doc (id) WHERE archived = 1",
+    # A scope's rows and terms, library and archive apart: BM25's statistics (_ranked).
+    """
+CREATE TRIGGER doc_added AFTER INSERT ON doc BEGIN
+    UPDATE scope SET
+        library_rows = library_rows + (NEW.archived = 0),
+        library_terms = library_terms + (NEW.archived = 0) * NEW.terms,
+        archive_rows = archive_rows + (NEW.archived != 0),
+        archive_terms = archive_terms + (NEW.archived != 0) * NEW.terms
+    WHERE id = NEW.scope_id;
+END
+""",
+    """
+CREATE TRIGGER doc_removed AFTER DELETE ON doc BEGIN
+    UPDATE scope SET
+        library_rows = library_rows - (OLD.archived = 0),
+        library_terms = library_terms - (OLD.archived = 0) * OLD.terms,
+        archive_rows = archive_rows - (OLD.archived != 0),
+        archive_terms = archive_terms - (OLD.archived != 0) * OLD.terms
+    WHERE id = OLD.scope_id;
+END
+""",
     "CREATE INDEX doc_content ON doc (content_key)",
     # Vectors by content (content_key), for the model index_meta's 'embedding'
     # names: a fact archived, restored or relearned with the same words keeps
@@ -461,14 +504,46 @@ CREATE TABLE doc (
 # a table stays within a few segments, whatever its history.
 MERGE_PAGES: Final = 100
 
-# BM25 is computed once per match (the CTE is materialised) and combined with
-# decay and confidence; the age arithmetic is (now_us − created_us) / 10**6 /
-# 86400, exactly as timedelta.total_seconds() / 86400. CROSS JOIN fixes the
-# join order: matches first, then one primary-key lookup each.
-SEARCH_SQL: Final = """
-WITH m AS MATERIALIZED (
-    SELECT rowid AS row_id, bm25({fts}) AS raw
-    FROM {fts} WHERE {fts} MATCH :query AND rowid BETWEEN :low AND :high
+# FTS5's BM25 constants (fts5_aux.c), and the floor it puts under an IDF that is not positive.
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
+IDF_FLOOR: Final = 1e-6
+
+
+@functools.cache
+def _ranking_statement(fts: str, alternatives: int, filtered: bool) -> str:
+    """The ranking of a scope's matches, BM25 from the scope's own statistics.
+
+    ``found`` holds each match of each alternative (``:g0``, ``:g1`` …) with
+    its instances of that alternative marked by a \\x01 apiece (fact text is
+    indexed as terms and spaces: it holds no control character); ``idf`` is
+    each alternative's IDF over the scope's ``:rows`` rows; ``bm25`` sums a
+    match's parts as FTS5 does, its length against the scope's ``:average``.
+    The score adds decay and confidence, the age in days as
+    ``timedelta.total_seconds() / 86400`` divides. Each part is computed once
+    (the CTEs are materialised), over every match, before the cut.
+    """
+    found = "\n    UNION ALL\n".join(
+        f"    SELECT {n} AS g, rowid AS r, highlight({fts}, 0, char(1), '') AS marked"
+        f" FROM {fts} WHERE {fts} MATCH :g{n} AND rowid BETWEEN :low AND :high"
+        for n in range(alternatives)
+    )
+    category = "WHERE :category IN (d.category, d.label)" if filtered else ""
+    return f"""
+WITH found AS MATERIALIZED (
+{found}
+), counted AS MATERIALIZED (
+    SELECT g, r, length(marked) - length(replace(marked, char(1), '')) AS f FROM found
+), idf AS MATERIALIZED (
+    SELECT g, CASE WHEN x > 0 THEN x ELSE :floor END AS w FROM (
+        SELECT g, ln((:rows - count(*) + 0.5) / (count(*) + 0.5)) AS x FROM counted GROUP BY g
+    )
+), bm25 AS MATERIALIZED (
+    SELECT c.r AS r, -1.0 * total(
+        i.w * ((c.f * (:k1 + 1.0)) / (c.f + :k1 * (1 - :b + :b * d.terms / :average)))
+    ) AS raw
+    FROM counted AS c CROSS JOIN idf AS i ON i.g = c.g CROSS JOIN doc AS d ON d.id = c.r
+    GROUP BY c.r
 )
 SELECT d.fact_id, m.raw,
        abs(m.raw) * (
@@ -477,20 +552,12 @@ SELECT d.fact_id, m.raw,
                 ELSE exp(-:rate * ((:now - d.created_us) / 1000000.0 / 86400.0 - :grace))
            END
        ) + :weight * d.confidence AS score,
-       m.row_id
-FROM m CROSS JOIN doc AS d ON d.id = m.row_id
+       m.r
+FROM bm25 AS m CROSS JOIN doc AS d ON d.id = m.r
 {category}
 ORDER BY score DESC, d.fact_id ASC
 LIMIT :limit
 """
-# The statement per table, with or without the category filter.
-_STATEMENTS: Final = {
-    (fts, filtered): SEARCH_SQL.format(
-        fts=fts, category="WHERE :category IN (d.category, d.label)" if filtered else ""
-    )
-    for fts in (LIBRARY_FTS, COUNTERFACTUAL_FTS)
-    for filtered in (False, True)
-}
 
 
 class Document(NamedTuple):
@@ -849,9 +916,11 @@ def _rewrite(
     for d in sorted(changed, key=lambda item: item.fact_id):
         if row_id > high:
             raise sqlite3.DataError(f"scope {scope_id} ran out of row ids")
+        body = d.body()
         db.execute(
             "INSERT INTO doc (id, scope_id, fact_id, category, label, confidence,"
-            " created_us, digest, archived, content_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_us, digest, archived, content_key, terms)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row_id,
                 scope_id,
@@ -863,9 +932,9 @@ def _rewrite(
                 d.digest,
                 int(archived),
                 d.content_key,
+                body.count(" ") + 1 if body else 0,  # the row's length, as BM25 counts it
             ),
         )
-        body = d.body()
         own = ARCHIVE_FTS if archived else LIBRARY_FTS
         db.execute(f"INSERT INTO {own} (rowid, body) VALUES (?, ?)", (row_id, body))
         db.execute("INSERT INTO cf_fts (rowid, body) VALUES (?, ?)", (row_id, body))
@@ -945,6 +1014,35 @@ def scope_id_of(db: sqlite3.Connection, user_key: str, agent: str) -> int | None
     return None if row is None else int(row[0])
 
 
+class ScopeRow(NamedTuple):
+    """A scope's row: its id, the versions of its rows, and its size (BM25's statistics)."""
+
+    id: int
+    version: str
+    archive_version: str
+    library_rows: int
+    library_terms: int
+    archive_rows: int
+    archive_terms: int
+
+    def size(self, *, with_archive: bool) -> tuple[int, int]:
+        """The rows a search ranks — the library, or library and archive — and their terms."""
+        if with_archive:
+            return (
+                self.library_rows + self.archive_rows,
+                self.library_terms + self.archive_terms,
+            )
+        return self.library_rows, self.library_terms
+
+
+def scope_row(db: sqlite3.Connection, user_key: str, agent: str) -> ScopeRow | None:
+    row = db.execute(
+        f"SELECT {', '.join(ScopeRow._fields)} FROM scope WHERE user_key = ? AND agent = ?",
+        (user_key, agent),
+    ).fetchone()
+    return None if row is None else ScopeRow(*row)
+
+
 def _none_between(db: sqlite3.Connection, low: int, high: int) -> bool:
     """Whether no row's id lies in ``[low, high]`` (a primary-key range: one seek)."""
     return (
@@ -955,7 +1053,7 @@ def _none_between(db: sqlite3.Connection, low: int, high: int) -> bool:
 
 def _ranked(
     db: sqlite3.Connection,
-    scope_id: int,
+    scope: ScopeRow,
     groups: Sequence[str],
     wanted: str,
     now: datetime,
@@ -963,27 +1061,53 @@ def _ranked(
     *,
     with_archive: bool,
 ) -> list[SearchHit]:
-    """The ranking statement over the scope's library, or its library and archive."""
+    """The scope's ``top_k`` best matches in its library, or its library and archive."""
     if top_k <= 0:
         return []
+    rows, terms = scope.size(with_archive=with_archive)
+    if not rows:
+        return []
+    scope_id = scope.id
     low, high = row_range(scope_id) if with_archive else library_range(scope_id)
     archived_from = archive_range(scope_id)[0]
     fts = COUNTERFACTUAL_FTS if with_archive else LIBRARY_FTS
-    parameters = {
-        "query": " OR ".join(groups),
-        "category": wanted,
-        "now": micros(now),
-        "grace": DECAY_GRACE_DAYS,
-        "rate": DECAY_RATE,
-        "weight": CONFIDENCE_WEIGHT,
-        "limit": top_k,
-        "low": low,
-        "high": high,
-    }
+    parameters: dict[str, object] = {f"g{n}": group for n, group in enumerate(groups)}
+    parameters.update(
+        low=low,
+        high=high,
+        rows=rows,
+        average=terms / rows,
+        k1=BM25_K1,
+        b=BM25_B,
+        floor=IDF_FLOOR,
+        category=wanted,
+        now=micros(now),
+        grace=DECAY_GRACE_DAYS,
+        rate=DECAY_RATE,
+        weight=CONFIDENCE_WEIGHT,
+        limit=top_k,
+    )
+    statement = _ranking_statement(fts, len(groups), bool(wanted))
     return [
         SearchHit(str(fact_id), float(score), "fts5", float(raw), row_id >= archived_from)
-        for fact_id, raw, score, row_id in db.execute(_STATEMENTS[(fts, bool(wanted))], parameters)
+        for fact_id, raw, score, row_id in db.execute(statement, parameters)
     ]
+
+
+def decay(now_us: int, created_us: int | None) -> float:
+    """The age factor of a match's score, as the ranking statement computes it: 1 below 30
+    days of age (or without a creation time), ``e^(−0.01 (age − 30))`` from there."""
+    if created_us is None:
+        return 1.0
+    days = (now_us - created_us) / _MICROS / 86400  # as the statement divides, to the same float
+    return 1.0 if days < DECAY_GRACE_DAYS else math.exp(-DECAY_RATE * (days - DECAY_GRACE_DAYS))
+
+
+def idf(rows: int, found: int) -> float:
+    """FTS5's IDF of an alternative ``found`` in that many of ``rows`` rows (its floor 1e-6),
+    as the ranking statement computes it."""
+    value = math.log((rows - found + 0.5) / (found + 0.5))
+    return value if value > 0 else IDF_FLOOR
 
 
 def _archive_matches(db: sqlite3.Connection, scope_id: int, groups: Sequence[str]) -> bool:
@@ -1036,12 +1160,13 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def ensure_exp(db: sqlite3.Connection) -> None:
-    """Provide SQL ``exp()`` where SQLite was built without its math functions."""
-    try:
-        db.execute("SELECT exp(0)").fetchone()
-    except sqlite3.OperationalError:
-        db.create_function("exp", 1, math.exp, deterministic=True)
+def ensure_math(db: sqlite3.Connection) -> None:
+    """Provide SQL ``exp()`` and ``ln()`` where SQLite was built without its math functions."""
+    for name, function in (("exp", math.exp), ("ln", math.log)):
+        try:
+            db.execute(f"SELECT {name}(1)").fetchone()
+        except sqlite3.OperationalError:
+            db.create_function(name, 1, function, deterministic=True)
 
 
 def row_range(scope_id: int) -> tuple[int, int]:
@@ -1467,10 +1592,10 @@ class SearchIndex:
         wanted = category_key(category) if category else ""
 
         def run(db: sqlite3.Connection) -> list[SearchHit]:
-            scope_id = scope_id_of(db, user_key(user), agent)
-            if scope_id is None:
+            scope = scope_row(db, user_key(user), agent)
+            if scope is None:
                 return []
-            return _ranked(db, scope_id, groups, wanted, now, top_k, with_archive=with_archive)
+            return _ranked(db, scope, groups, wanted, now, top_k, with_archive=with_archive)
 
         return self._run(run)
 
@@ -1505,47 +1630,41 @@ class SearchIndex:
 
         def run(db: sqlite3.Connection) -> tuple[list[SearchHit], bool, tuple[str, str] | None]:
             with reading(db):
-                scope = db.execute(
-                    "SELECT id, version, archive_version FROM scope"
-                    " WHERE user_key = ? AND agent = ?",
-                    (user_key(user), agent),
-                ).fetchone()
+                scope = scope_row(db, user_key(user), agent)
                 if scope is None:
                     return [], False, None
-                scope_id, versions = int(scope[0]), (str(scope[1]), str(scope[2]))
-                hits = _ranked(db, scope_id, groups, wanted, now, top_k, with_archive=False)
-                return hits, _archive_matches(db, scope_id, groups), versions
+                hits = _ranked(db, scope, groups, wanted, now, top_k, with_archive=False)
+                versions = (scope.version, scope.archive_version)
+                return hits, _archive_matches(db, scope.id, groups), versions
 
         return self._run(run)
 
     def idf_mass(self, user: str | None, agent: str, query: str, *, with_archive: bool) -> float:
-        """Σ over the query's alternatives of FTS5's IDF, ``ln((N − n + 0.5) / (n + 0.5))``.
+        """Σ over the query's alternatives of their IDF, ``ln((N − n + 0.5) / (n + 0.5))``.
 
         The ``|bm25|`` a fact of average length would get if it held every
         alternative once, so ``|bm25| / idf_mass`` says how much of the query
         a fact matched, weighted by rarity (a match on "my" and "do" is a small
         part, one on "penicillin" a large one). N and n are counted over the
-        rows a search ranks (the library, or library and archive); each IDF
-        is at least 1e-6, as in FTS5.
+        rows a search ranks (the library, or library and archive), as the
+        BM25 of :meth:`search` counts them (:func:`idf`).
         """
         groups = fts_groups(query)
 
         def run(db: sqlite3.Connection) -> float:
-            scope_id = scope_id_of(db, user_key(user), agent)
-            if scope_id is None or not groups:
+            scope = scope_row(db, user_key(user), agent)
+            if scope is None or not groups:
                 return 0.0
-            low, high = row_range(scope_id) if with_archive else library_range(scope_id)
+            low, high = row_range(scope.id) if with_archive else library_range(scope.id)
             fts = COUNTERFACTUAL_FTS if with_archive else LIBRARY_FTS
-            (total,) = db.execute(
-                f"SELECT count(*) FROM {fts} WHERE rowid BETWEEN ? AND ?", (low, high)
-            ).fetchone()
+            total, _ = scope.size(with_archive=with_archive)
             mass = 0.0
             for group in groups:
                 (found,) = db.execute(
                     f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ?",
                     (group, low, high),
                 ).fetchone()
-                mass += max(math.log((total - found + 0.5) / (found + 0.5)), 1e-6)
+                mass += idf(total, found)
             return mass
 
         return self._run(run)
@@ -1736,7 +1855,7 @@ class SearchIndex:
             if self._path != MEMORY:
                 connection.execute("PRAGMA journal_mode = WAL")
                 connection.execute("PRAGMA synchronous = NORMAL")
-            ensure_exp(connection)
+            ensure_math(connection)
         except sqlite3.DatabaseError:
             connection.close()
             raise

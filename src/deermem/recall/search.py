@@ -50,8 +50,6 @@ from deermem.recall.embedding import (
 )
 from deermem.recall.index import (
     CONFIDENCE_WEIGHT,
-    DECAY_GRACE_DAYS,
-    DECAY_RATE,
     MEMORY,
     ArchiveRows,
     FactFields,
@@ -61,6 +59,7 @@ from deermem.recall.index import (
     SearchIndex,
     SearchIndexHandle,
     content_version,
+    decay,
     library_rows,
     micros,
 )
@@ -103,20 +102,15 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)  # fusion reads raw BM25 only, 
 
 
 def search_score(bm25: float, created_at: object, confidence: object, now: datetime) -> float:
-    """The search score of one match, in Python (the SQL computes the same float).
+    """The search score of one fact's match, as the index ranks it.
 
-    ``|bm25| × decay + 0.2 × confidence``; the decay is 1 below 30 days of
-    age (and for an unreadable ``createdAt``), ``e^(−0.01 (age − 30))`` from
-    there. The confidence is read as the capacity policy reads it.
+    ``|bm25| × decay + 0.2 × confidence`` (:func:`~deermem.recall.index.decay`;
+    an unreadable ``createdAt`` does not decay). The confidence is read as the
+    capacity policy reads it.
     """
-    decay = 1.0
     created = parse_timestamp(created_at)
-    if created is not None:
-        age = micros(now) - micros(created)
-        days = age / 1_000_000 / 86400  # as the statement divides, to the same float
-        if days >= DECAY_GRACE_DAYS:
-            decay = math.exp(-DECAY_RATE * (days - DECAY_GRACE_DAYS))
-    return abs(bm25) * decay + CONFIDENCE_WEIGHT * coerce_confidence(confidence)
+    factor = decay(micros(now), None if created is None else micros(created))
+    return abs(bm25) * factor + CONFIDENCE_WEIGHT * coerce_confidence(confidence)
 
 
 def search_facts(
