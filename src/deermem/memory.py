@@ -934,15 +934,23 @@ class Memory:
         Its rows of the search index go too, and the index file is scrubbed
         (:meth:`deermem.recall.index.SearchIndex.scrub`) — or, when that fails
         (a full disk), deleted, to be rebuilt at the next search: no page or
-        log of it keeps the fact's words.
+        log of it keeps the fact's words. As for an erase, before the store's
+        purge commits and again after it: a process killed after the commit
+        leaves no word in the index (and the file marked as owing a scrub,
+        which the next process to open it pays).
 
         Raises:
             FactNotFoundError: the archive holds no entry for the id.
         """
-        self.store.purge(self.scope, fact_id)
-        # The search index may hold the archived text (missed-recall detection); the
-        # row goes now and the file is scrubbed, so no byte of it keeps the words.
-        self._search_index.forget_for_good(self.store, self.scope, (fact_id,))
+        # The search index may hold the archived text (missed-recall detection). Its
+        # rows go and the file is scrubbed before the commit, which nothing after it
+        # could be trusted to do, and again after it, for rows a search wrote between.
+        self._search_index.forget_for_good(self.store, self.scope, (fact_id,), before=True)
+        try:
+            self.store.purge(self.scope, fact_id)
+        finally:
+            # Also when the purge failed: the second call pays the scrub the first marked.
+            self._search_index.forget_for_good(self.store, self.scope, (fact_id,))
 
     def record_access(self, fact_ids: Iterable[str]) -> bool:
         """Count a recall (e.g. a search hit) of each fact, if the policy uses it.
