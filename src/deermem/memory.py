@@ -880,6 +880,8 @@ class Memory:
         # sees the erase and sweeps itself (SearchIndex's holds_user).
         rows += index.forget_user(user_id)
         index.scrub()
+        # The store's own search rows (PostgreSQL's vectors) and this process's index's.
+        rows += counts.pop("searchRows", 0)
         return ErasureResult(
             user_id=user_id, counts={**counts, "searchRows": rows, "queued": queued}
         )

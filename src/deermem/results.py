@@ -717,7 +717,8 @@ class ErasureResult(BaseModel):
     Attributes:
         user_id: the user erased.
         counts: what went, by :data:`deermem.store.protocol.ERASED_COUNTS`, plus
-            ``searchRows`` (rows of the search index) and ``queued``
+            ``searchRows`` (rows of the search index; on PostgreSQL also the
+            user's rows of ``deermem_vectors``) and ``queued``
             (conversations waiting to be learned from); all 0 for a user the
             store did not hold.
     """
