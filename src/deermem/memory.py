@@ -606,7 +606,7 @@ class Memory:
                 data["topics"] = checked.topics
             fact = Fact.from_dict(data)
             # Redacted before the duplicate rule, so a secret pasted twice is one fact;
-            # the limits were checked on the text as written (a marker may be longer).
+            # the limits were checked on the text as written and as redacted (NewFact).
             redacted: tuple[str, ...] = ()
             if self.config.redact_secrets:
                 fact, redacted = redact_fact(fact)

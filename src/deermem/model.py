@@ -121,6 +121,7 @@ __all__ = [
     "check_given_category",
     "check_line",
     "check_lines",
+    "check_redacted_length",
     "check_storable",
     "check_thread_id",
     "check_user_id",
@@ -176,9 +177,12 @@ __all__ = [
 #   thread id) hold no control character and no line break; multi-line fields
 #   (content, summaries, ``sourceError``) hold no control character but tab
 #   and line breaks; and each has the length limit of a fact extracted by a
-#   model. Data that already exists — files written by the original DeerMem,
-#   documents ``deermem export`` wrote — is not held to these: reading it, or
-#   importing it again, must not fail on a limit it was never written under.
+#   model. A person's content, category, topics and ``sourceError`` keep to
+#   their limit also with their secrets replaced (:func:`check_redacted_length`),
+#   so what a reader gets back can be written back. Data that already exists —
+#   files written by the original DeerMem, documents ``deermem export``
+#   wrote — is not held to these: reading it, or importing it again, must not
+#   fail on a limit it was never written under.
 #
 # Both raise :class:`~deermem.errors.InvalidTextError` (a
 # :class:`~deermem.FactValidationError`) naming the field, the character and
@@ -401,6 +405,30 @@ def _control(field: str, value: str, position: int, kind: str) -> InvalidTextErr
             "without control characters"
         ),
     )
+
+
+def check_redacted_length(field: str, value: str, limit: int) -> str:
+    """Check that text written now keeps to ``limit`` with its secrets replaced too; return it.
+
+    A ``[redacted: KIND]`` marker may be longer than the secret it replaces, and
+    a text stored over its limit could not be written back as a reader gets it
+    (a LangGraph ``put`` of what ``get`` returned, an edit that keeps the
+    category): the text must fit both as written and as :func:`redact` would
+    store it — whatever ``redact_secrets`` says, so the rule is the same
+    everywhere. The error gives lengths, never the text.
+
+    Raises:
+        FactValidationError: the text, its secrets replaced, is over ``limit``.
+    """
+    stored = redact(value).text
+    if len(stored) > limit:
+        raise FactValidationError(
+            field,
+            value,
+            f"expected at most {limit:,} characters also with its secrets replaced by "
+            f"[redacted: KIND] markers, as it is stored; found {len(stored):,}",
+        )
+    return value
 
 
 def _check_length(field: str, value: str, limit: int) -> str:
