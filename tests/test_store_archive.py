@@ -187,6 +187,75 @@ def test_a_purge_whose_index_scrub_fails_deletes_the_index_instead(tmp_path: Pat
     assert [hit.fact.content for hit in fresh.search("word7x3")] == [memory.list_facts()[7].content]
 
 
+_PURGE_KILLED_AFTER_ITS_COMMIT = """
+import os, signal, sys
+from deermem import Memory, MemoryConfig
+
+config = MemoryConfig(search_mode="keyword")
+memory = Memory.open(sys.argv[1], config, user="ann")
+commit = type(memory.store).purge
+
+def purge_then_die(store, scope, fact_id):
+    if sys.argv[3] == "search-between":  # another process's search, before the commit
+        Memory.open(sys.argv[1], config, user="ann").search("plumbusgrix")
+    commit(store, scope, fact_id)
+    os.kill(os.getpid(), signal.SIGKILL)  # the store's purge has committed: nothing after it runs
+
+type(memory.store).purge = purge_then_die
+memory.purge(sys.argv[2])
+"""
+
+
+def archived_in_the_index(root: Path) -> str:
+    memory = Memory.open(root, MemoryConfig(search_mode="keyword"), user="ann")
+    gone = memory.create_fact("my vault word is plumbusgrix").fact_id
+    assert gone is not None
+    memory.delete_fact(gone)
+    memory.search("plumbusgrix")  # the archive's rows hold it (missed-recall detection)
+    memory.close()
+    assert any(b"plumbusgrix" in path.read_bytes() for path in (root / ".retrieval").iterdir())
+    return gone
+
+
+@pytest.mark.parametrize("between", ["nothing", "search-between"])
+def test_a_purge_killed_after_its_commit_leaves_no_word_in_the_index(
+    tmp_path: Path, between: str
+) -> None:
+    # The purge committed, then the process died before the index scrub: the word stayed in
+    # the index file for good (no later search or write scrubbed it, `deermem reindex` did
+    # not either) and the purge could not be run again.
+    import signal
+    import subprocess
+    import sys
+
+    gone = archived_in_the_index(tmp_path)
+    child = [sys.executable, "-c", _PURGE_KILLED_AFTER_ITS_COMMIT, str(tmp_path), gone, between]
+    done = subprocess.run(child, check=False, capture_output=True, text=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    memory = Memory.open(tmp_path, MemoryConfig(search_mode="keyword"), user="ann")
+    assert memory.list_archived() == ()  # purged
+    memory.search("plumbusgrix")  # a later process opens the index and searches
+    memory.create_fact("a later fact")
+    memory.search("later")
+    memory.close()
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert b"plumbusgrix" not in path.read_bytes(), path
+    assert not list((tmp_path / ".retrieval").glob("*.scrub-owed"))  # the scrub is paid
+
+
+def test_reindex_leaves_no_word_of_rows_deleted_before(tmp_path: Path) -> None:
+    # `deermem reindex` cleared the rows and wrote them again: the words of a fact purged
+    # by a process killed before its scrub (as it could be until then) stayed in free pages.
+    gone = archived_in_the_index(tmp_path)
+    memory = Memory.open(tmp_path, MemoryConfig(search_mode="keyword"), user="ann")
+    memory.store.purge(memory.scope, gone)  # the store's purge alone: the index untouched
+    assert any(b"plumbusgrix" in path.read_bytes() for path in (tmp_path / ".retrieval").iterdir())
+    memory.reindex()
+    for path in (tmp_path / ".retrieval").iterdir():
+        assert b"plumbusgrix" not in path.read_bytes(), path
+
+
 def test_the_archive_is_bounded_by_count(tmp_path: Path) -> None:
     clock = Clock()
     memory = open_memory(tmp_path, clock, archive_max_entries=2)

@@ -336,6 +336,20 @@ def test_a_corrupt_document_is_an_error_and_stays_byte_identical(store: Markdown
     assert not list(store.root.rglob("fact_b.md"))
 
 
+def test_a_document_s_bad_revision_is_described_not_quoted(store: MarkdownStore) -> None:
+    # The error (which a server logs) quoted the text found where a number belongs.
+    create(store, ALICE, fact("fact_a"))
+    manifest = store.root / "users/alice/memory.json"
+    document = json.loads(manifest.read_text("utf-8"))
+    document["revision"] = "my password is hunter2hunter2"
+    manifest.write_text(json.dumps(document), "utf-8")
+    with pytest.raises(CorruptMemoryFile) as caught:
+        MarkdownStore(store.root).load(ALICE)
+    assert caught.value.problem == (
+        "field 'revision' has a text of 29 characters; expected a whole number of at least 0"
+    )
+
+
 def test_a_corrupt_fact_fails_the_whole_scope_and_is_not_overwritten(
     store: MarkdownStore,
 ) -> None:

@@ -110,6 +110,7 @@ __all__ = [
     "UnsafeIdentifierError",
     "UpdateQueueError",
     "Withheld",
+    "described",
     "preview",
 ]
 
@@ -851,11 +852,17 @@ _IN_A_LIST: Final = r"^facts\[\d+\]\."
 def _shown(field: str, value: object, quoted: frozenset[str] = _QUOTED_FACT_FIELDS) -> str:
     """A rejected value as a message names it, without the text of what a person wrote:
     text only when ``field`` is one of ``quoted``."""
+    if isinstance(value, str) and re.sub(_IN_A_LIST, "", field) in quoted:
+        return f"value {preview(value)}"
+    return described(value)
+
+
+def described(value: object) -> str:
+    """A rejected value as a message names it, never quoting text: ``a text of 41
+    characters``, ``a list of 2 items``; a number, a boolean or ``None`` as it is."""
     if value is None or isinstance(value, bool | int | float | Withheld):
         return f"value {preview(value)}"
     if isinstance(value, str):
-        if re.sub(_IN_A_LIST, "", field) in quoted:
-            return f"value {preview(value)}"
         return f"a text of {len(value):,} characters"
     if isinstance(value, list | tuple):
         return f"a list of {len(value):,} items"

@@ -606,7 +606,7 @@ class Memory:
                 data["topics"] = checked.topics
             fact = Fact.from_dict(data)
             # Redacted before the duplicate rule, so a secret pasted twice is one fact;
-            # the limits were checked on the text as written (a marker may be longer).
+            # the limits were checked on the text as written and as redacted (NewFact).
             redacted: tuple[str, ...] = ()
             if self.config.redact_secrets:
                 fact, redacted = redact_fact(fact)
@@ -880,6 +880,8 @@ class Memory:
         # sees the erase and sweeps itself (SearchIndex's holds_user).
         rows += index.forget_user(user_id)
         index.scrub()
+        # The store's own search rows (PostgreSQL's vectors) and this process's index's.
+        rows += counts.pop("searchRows", 0)
         return ErasureResult(
             user_id=user_id, counts={**counts, "searchRows": rows, "queued": queued}
         )
@@ -934,15 +936,23 @@ class Memory:
         Its rows of the search index go too, and the index file is scrubbed
         (:meth:`deermem.recall.index.SearchIndex.scrub`) — or, when that fails
         (a full disk), deleted, to be rebuilt at the next search: no page or
-        log of it keeps the fact's words.
+        log of it keeps the fact's words. As for an erase, before the store's
+        purge commits and again after it: a process killed after the commit
+        leaves no word in the index (and the file marked as owing a scrub,
+        which the next process to open it pays).
 
         Raises:
             FactNotFoundError: the archive holds no entry for the id.
         """
-        self.store.purge(self.scope, fact_id)
-        # The search index may hold the archived text (missed-recall detection); the
-        # row goes now and the file is scrubbed, so no byte of it keeps the words.
-        self._search_index.forget_for_good(self.store, self.scope, (fact_id,))
+        # The search index may hold the archived text (missed-recall detection). Its
+        # rows go and the file is scrubbed before the commit, which nothing after it
+        # could be trusted to do, and again after it, for rows a search wrote between.
+        self._search_index.forget_for_good(self.store, self.scope, (fact_id,), before=True)
+        try:
+            self.store.purge(self.scope, fact_id)
+        finally:
+            # Also when the purge failed: the second call pays the scrub the first marked.
+            self._search_index.forget_for_good(self.store, self.scope, (fact_id,))
 
     def record_access(self, fact_ids: Iterable[str]) -> bool:
         """Count a recall (e.g. a search hit) of each fact, if the policy uses it.

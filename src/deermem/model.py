@@ -30,6 +30,7 @@ import dataclasses
 import difflib
 import functools
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -120,6 +121,7 @@ __all__ = [
     "check_given_category",
     "check_line",
     "check_lines",
+    "check_redacted_length",
     "check_storable",
     "check_thread_id",
     "check_user_id",
@@ -175,9 +177,12 @@ __all__ = [
 #   thread id) hold no control character and no line break; multi-line fields
 #   (content, summaries, ``sourceError``) hold no control character but tab
 #   and line breaks; and each has the length limit of a fact extracted by a
-#   model. Data that already exists — files written by the original DeerMem,
-#   documents ``deermem export`` wrote — is not held to these: reading it, or
-#   importing it again, must not fail on a limit it was never written under.
+#   model. A person's content, category, topics and ``sourceError`` keep to
+#   their limit also with their secrets replaced (:func:`check_redacted_length`),
+#   so what a reader gets back can be written back. Data that already exists —
+#   files written by the original DeerMem, documents ``deermem export``
+#   wrote — is not held to these: reading it, or importing it again, must not
+#   fail on a limit it was never written under.
 #
 # Both raise :class:`~deermem.errors.InvalidTextError` (a
 # :class:`~deermem.FactValidationError`) naming the field, the character and
@@ -400,6 +405,30 @@ def _control(field: str, value: str, position: int, kind: str) -> InvalidTextErr
             "without control characters"
         ),
     )
+
+
+def check_redacted_length(field: str, value: str, limit: int) -> str:
+    """Check that text written now keeps to ``limit`` with its secrets replaced too; return it.
+
+    A ``[redacted: KIND]`` marker may be longer than the secret it replaces, and
+    a text stored over its limit could not be written back as a reader gets it
+    (a LangGraph ``put`` of what ``get`` returned, an edit that keeps the
+    category): the text must fit both as written and as :func:`redact` would
+    store it — whatever ``redact_secrets`` says, so the rule is the same
+    everywhere. The error gives lengths, never the text.
+
+    Raises:
+        FactValidationError: the text, its secrets replaced, is over ``limit``.
+    """
+    stored = redact(value).text
+    if len(stored) > limit:
+        raise FactValidationError(
+            field,
+            value,
+            f"expected at most {limit:,} characters also with its secrets replaced by "
+            f"[redacted: KIND] markers, as it is stored; found {len(stored):,}",
+        )
+    return value
 
 
 def _check_length(field: str, value: str, limit: int) -> str:
@@ -2157,11 +2186,21 @@ def _is_value(value: str) -> bool:
 
 
 _KEY_QUOTE: Final = r"(?:\\?[\"'])?"
+# A space within a line, as the rules read one: a tab or any Unicode space
+# (category Zs) — the no-break spaces a web page, a PDF, a word processor or a
+# French keyboard puts where an ASCII space was (U+00A0, U+202F), the
+# ideographic space of a CJK input method (U+3000) — never a line break.
+_SPACES: Final = " \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000"  # within [...]
+_SP: Final = f"[\t{_SPACES}]"
+# What joins two digit groups of a card: spaces (any of _SP's but a tab, which
+# separates a table's columns; several, as a PDF's or a table's copy gives), or one
+# dash (or the non-breaking hyphen a word processor puts there).
+_CARD_SEPARATOR: Final = f"(?:[{_SPACES}]+|[\\-\u2010\u2011])"
 # After an assignment's sign: spaces on its line, or a line break and the
 # indent of a quoted value on the next line (pretty-printed JSON, YAML). An
 # unquoted word on the next line is the next line's, not a value.
-_AFTER_SIGN: Final = r"(?:[ \t]*\r?\n[ \t]*(?=\\?[\"'])|[ \t]*)"
-_ASSIGN: Final = r"[ \t]*(?:=>|:=|=|:)" + _AFTER_SIGN
+_AFTER_SIGN: Final = rf"(?:{_SP}*\r?\n{_SP}*(?=\\?[\"'])|{_SP}*)"
+_ASSIGN: Final = rf"{_SP}*(?:=>|:=|=|:)" + _AFTER_SIGN
 # A quoted value (as in JSON, YAML, code, or JSON inside a JSON string: ``\"``),
 # else an unquoted one up to a space, a quote, ``&`` (the next query field), or a ``;``
 # or ``,`` that starts the next field of a connection string (``;user=x``, ``,Server=x``:
@@ -2170,7 +2209,7 @@ _VALUE: Final = (
     r"(?:\\\"(?P<secret>(?:(?!\\\")[^\r\n]){1,256}+)\\\""
     r"|\"(?P<secret2>(?:[^\"\\\r\n]|\\.){1,256}+)\""
     r"|'(?P<secret3>(?:[^'\\\r\n]|\\.){1,256}+)'"
-    r"|(?P<secret4>(?:(?![;,][ \t]*[A-Za-z][A-Za-z0-9_ .\-]{0,40}=)[^\s\"'`<>&])+))"
+    rf"|(?P<secret4>(?:(?![;,]{_SP}*[A-Za-z][A-Za-z0-9_ .\-]{{0,40}}=)[^\s\"'`<>&])+))"
 )
 # Password keys: ``password``, ``passwd``, ``passphrase``, ``pwd``, alone or at
 # the end of a longer name (``db_password``, ``DB-PASSWORD``, ``user.password``,
@@ -2179,17 +2218,17 @@ _VALUE: Final = (
 # ``PWD`` assigned a path (``PWD=/home/alice``, ``~/src``) is a shell's working
 # directory, not a password (ODBC's ``PWD=Xk9…`` is one).
 _PASSWORD_KEY: Final = (
-    r"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd(?![\"'\\]*[ \t]*[=:][ \t]*[\"'\\]*[/~]))"
+    rf"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd(?![\"'\\]*{_SP}*[=:]{_SP}*[\"'\\]*[/~]))"
     r"(?![A-Za-z0-9_])"
 )
 _PASSWORD: Final = (
     _PASSWORD_KEY
     + _KEY_QUOTE
-    + r"[ \t]*(?:=>|:=|=|(?P<colon>:))"
+    + rf"{_SP}*(?:=>|:=|=|(?P<colon>:))"
     + _AFTER_SIGN
     # Prose, not an assignment: after a colon, an unquoted word of letters
     # that a sentence continues (``Password: changed yesterday by the admin``).
-    + r"(?(colon)(?![A-Za-z][a-z]*[ \t]+[a-z]))"
+    + rf"(?(colon)(?![A-Za-z][a-z]*{_SP}+[a-z]))"
     + _VALUE
 )
 # ``scheme://user:password@host`` (a database URL, a proxy): the password only.
@@ -2244,12 +2283,12 @@ _AWS_SECRET: Final = (
 # at its end ends the sentence, not the token.
 _TOKEN68: Final = r"[A-Za-z0-9\-._~+/]{{{min},}}[A-Za-z0-9\-_~+/]=*"
 # The scheme's name is case-insensitive (RFC 9110): ``Bearer``, ``bearer``, ``BEARER``.
-_BEARER: Final = _EDGE + r"(?i:bearer)[ \t]+(?P<secret>" + _TOKEN68.format(min=11) + ")"
+_BEARER: Final = _EDGE + rf"(?i:bearer){_SP}+(?P<secret>" + _TOKEN68.format(min=11) + ")"
 _AUTHORIZATION: Final = (
     r"(?<![A-Za-z0-9_\-])(?:proxy-)?authorization"
     + _KEY_QUOTE
     + _ASSIGN
-    + r"(?:\\?[\"'])?(?:(?:bearer|basic|token|bot|apikey|api-key|oauth)[ \t]+)?"
+    + rf"(?:\\?[\"'])?(?:(?:bearer|basic|token|bot|apikey|api-key|oauth){_SP}+)?"
     + r"(?P<secret>"
     + _TOKEN68.format(min=7)
     + ")"
@@ -2328,7 +2367,7 @@ def _rules() -> tuple[_Rule, ...]:
         _Rule("npm-token", re.compile(_EDGE + r"npm_[A-Za-z0-9]{36,}"), _random_after("npm_")),
         _Rule(
             "npm-token",
-            re.compile(r"_authToken[ \t]*=[ \t]*(?:[\"'])?(?P<secret>[^\s\"']+)"),
+            re.compile(rf"_authToken{_SP}*={_SP}*(?:[\"'])?(?P<secret>[^\s\"']+)"),
             _password_check,
         ),
         _Rule(
@@ -2350,7 +2389,7 @@ def _rules() -> tuple[_Rule, ...]:
 # keeps (its words, categories, topics, thread ids) is such text. Each
 # alternative is a part every match of its rule contains: a literal prefix or
 # key word (matched with the rule's own case folding), or, for a card, 13
-# digits with at most one space or dash between two. It has no anchor nor
+# digits with at most one separator (_CARD_SEPARATOR) between two. It has no anchor nor
 # lookaround, so it also finds what it finds in any part of a text. Keep it in
 # step with the rules: tests/privacy/test_redaction.py checks, for text each
 # rule's pattern matches, that it is found.
@@ -2368,7 +2407,7 @@ _MAY_HOLD_SECRET: Final = (
     r"|eyJ"  # jwt
     r"|(?i:bearer|authorization)"  # bearer-token
     r"|(?i:pass|pwd)|://"  # password
-    r"|[0-9](?:[ \-]?[0-9]){12}"  # payment-card
+    rf"|[0-9](?:{_CARD_SEPARATOR}?[0-9]){{12}}"  # payment-card
 )
 
 
@@ -2392,10 +2431,12 @@ def _priority() -> dict[str, int]:
 
 # --- payment cards ------------------------------------------------------------
 
-# A run of digit groups joined by single spaces or dashes, not glued to a
+# A run of digit groups joined by such separators, not glued to a
 # word, nor part of a decimal number, a version or a time.
 _DIGIT_RUN: Final = (
-    r"(?<![0-9A-Za-z_])(?<![0-9][.:/+\-])[0-9]+(?:[ \-][0-9]+)*(?![0-9A-Za-z_]|\.[0-9])"
+    r"(?<![0-9A-Za-z_])(?<![0-9][.:/+\-])[0-9]+"
+    + f"(?:{_CARD_SEPARATOR}[0-9]+)*"
+    + r"(?![0-9A-Za-z_]|\.[0-9])"
 )
 _GROUP: Final = re.compile(r"[0-9]+")
 
@@ -2461,7 +2502,7 @@ def _is_card(digits: str) -> bool:
 
 # An IBAN's country code and check digits, then its separator: the digits after it are
 # the rest of an account number (``FR85 7598 3867 …``), never a card.
-_IBAN_START: Final = re.compile(r"(?<![0-9A-Za-z_])[A-Z]{2}[0-9]{2}[ \-]\Z")
+_IBAN_START: Final = re.compile(r"(?<![0-9A-Za-z_])[A-Z]{2}[0-9]{2}" + _CARD_SEPARATOR + r"\Z")
 # A card word, shortly before a number of 17 to 19 digits written as one group: such a
 # number is as often a 64-bit id (a Discord or Twitter snowflake passes the Luhn check one
 # time in ten), and only a card's own context says it is one.
@@ -2535,7 +2576,9 @@ def _longest_card(
             # to six (the last may be shorter), one separator throughout.
             window = groups[first : last + 1]
             sizes = [end - start for start, end in window]
-            separators = {text[end] for _, end in window[:-1]}
+            separators = {
+                text[end:next_start] for (_, end), (next_start, _) in itertools.pairwise(window)
+            }
             if sizes[0] != 4 or any(not 4 <= size <= 6 for size in sizes[1:-1]):
                 continue
             if sizes[-1] > 6 or len(separators) != 1:

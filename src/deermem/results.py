@@ -72,6 +72,7 @@ from deermem.model import (
     check_given_category,
     check_line,
     check_lines,
+    check_redacted_length,
     check_storable,
     to_json,
 )
@@ -238,7 +239,8 @@ def _content(given: str) -> str:
     text = given.strip()
     if not text:
         raise FactValidationError("content", given, "expected text that is not blank")
-    return check_lines("content", text, MAX_CONTENT_CHARS)
+    check_lines("content", text, MAX_CONTENT_CHARS)
+    return check_redacted_length("content", text, MAX_CONTENT_CHARS)
 
 
 def _storable(data: object) -> object:
@@ -254,6 +256,7 @@ def _category(text: str) -> str:
     """One line, trimmed; blank means the default category; never a misspelled core one
     (:func:`~deermem.model.check_given_category`: a person or a tool gave it)."""
     line = check_line("category", text.strip(), MAX_CATEGORY_CHARS)
+    check_redacted_length("category", line, MAX_CATEGORY_CHARS)
     check_given_category(line)
     return line or DEFAULT_CATEGORY
 
@@ -261,6 +264,7 @@ def _category(text: str) -> str:
 def _topics(tags: list[str]) -> list[str]:
     for n, tag in enumerate(tags):
         check_line(f"topics[{n}]", tag, MAX_CATEGORY_CHARS)
+        check_redacted_length(f"topics[{n}]", tag, MAX_CATEGORY_CHARS)
         if not tag.strip():
             raise FactValidationError(f"topics[{n}]", tag, "expected text that is not blank")
     return tags
@@ -269,7 +273,8 @@ def _topics(tags: list[str]) -> list[str]:
 def _source_error(text: str | None) -> str | None:
     if text is None:
         return None
-    return check_lines("sourceError", text.strip(), MAX_SOURCE_ERROR_CHARS) or None
+    line = check_lines("sourceError", text.strip(), MAX_SOURCE_ERROR_CHARS)
+    return check_redacted_length("sourceError", line, MAX_SOURCE_ERROR_CHARS) or None
 
 
 # The wire's bounds plus the text rules: what the memory stores.
@@ -717,7 +722,8 @@ class ErasureResult(BaseModel):
     Attributes:
         user_id: the user erased.
         counts: what went, by :data:`deermem.store.protocol.ERASED_COUNTS`, plus
-            ``searchRows`` (rows of the search index) and ``queued``
+            ``searchRows`` (rows of the search index; on PostgreSQL also the
+            user's rows of ``deermem_vectors``) and ``queued``
             (conversations waiting to be learned from); all 0 for a user the
             store did not hold.
     """

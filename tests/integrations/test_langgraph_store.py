@@ -117,6 +117,28 @@ def test_put_get_update_delete(store: DeerMemStore, opened: Opened) -> None:
     store.batch([PutOp(ALICE, "never", None)])
 
 
+def test_what_get_returns_can_be_put_back_whatever_redaction_did(store: DeerMemStore) -> None:
+    # A 3,991-character note ending in a short password was accepted and read back as
+    # 4,003 characters: a put of get's value (a LangMem read-modify-write) was refused.
+    # Now a text its markers would carry past the limit is refused at the first put, before
+    # any op of the batch, and what fits is put back as it reads.
+    near = ("Billing notes: " + "x" * 3960 + " db pwd=Xk9mQ2vL")[:4000]
+    with pytest.raises(FactValidationError, match="found 4,003"):
+        store.batch(
+            [PutOp(ALICE, "k0", {"content": "first"}), PutOp(ALICE, "k1", {"content": near})]
+        )
+    assert store.get(ALICE, "k0") is None  # nothing of the batch ran
+    written = near[:3970] + " db pwd=Xk9mQ2vL"
+    store.put(ALICE, "k1", {"content": written})
+    item = store.get(ALICE, "k1")
+    assert item is not None
+    assert len(item.value["content"]) == len(written) + 12  # its marker is longer than the secret
+    store.put(ALICE, "k1", {**item.value, "confidence": 0.9})
+    again = store.get(ALICE, "k1")
+    assert again is not None
+    assert again.value == {**item.value, "confidence": 0.9}
+
+
 def test_a_put_after_a_delete_restores_the_fact_then_sets_the_value(
     store: DeerMemStore, opened: Opened
 ) -> None:

@@ -325,6 +325,46 @@ def test_the_bearer_scheme_is_found_in_any_case(scheme: str, rng: random.Random)
     assert not leaks(result.text, fake.secret)
 
 
+# Spaces read as one space: those a web page, a PDF, a word processor, a French keyboard
+# (U+00A0, U+202F, U+2007, U+2009) or a CJK input method (U+3000) puts where an ASCII space
+# was, one or several.
+SPACINGS = st.lists(
+    st.sampled_from([" ", "\u00a0", "\u202f", "\u2007", "\u2009", "\u3000"]),
+    min_size=1,
+    max_size=3,
+).map("".join)
+
+
+@given(
+    key=st.sampled_from(["password", "db_password", "PGPASSWORD", "pwd"]),
+    sign=st.sampled_from(["=", ":", ": "]),
+    before=st.one_of(st.just(""), SPACINGS),
+    after=SPACINGS,
+    quote=st.sampled_from(["", '"']),
+    number=st.integers(0, 10**9),
+)
+@example(key="password", sign=":", before="", after="\u00a0", quote="", number=9)
+@example(key="password", sign=":", before="\u00a0", after=" ", quote="", number=9)
+@example(key="password", sign=":", before="", after="\u3000", quote="", number=9)
+@example(key="password", sign=":", before="", after="\u00a0", quote='"', number=9)
+def test_an_assignment_spaced_by_any_space_goes(
+    key: str, sign: str, before: str, after: str, quote: str, number: int
+) -> None:
+    # A no-break space where a rule expected one ASCII space kept the password as it was.
+    secret = f"Xk{number}mQ2vLp7Rt"
+    text = f"DB login {quote}{key}{quote}{before}{sign}{after}{quote}{secret}{quote}"
+    result = redact(text)
+    assert result.kinds == ("password",)
+    assert not leaks(result.text, secret)
+
+
+@given(spacing=SPACINGS, number=st.integers(0, 10**9))
+def test_a_bearer_token_after_any_space_goes(spacing: str, number: int) -> None:
+    token = f"Zq8Wx7{number}Tk3Lm9Pv2RbN5c"
+    result = redact(f"API call uses Bearer{spacing}{token} today")
+    assert result.text == f"API call uses Bearer{spacing}[redacted: bearer-token] today"
+
+
 @given(
     key=st.sampled_from(["password", "db_password", "PGPASSWORD", "passphrase"]),
     break_=st.sampled_from(["\n", "\r\n"]),
@@ -526,6 +566,25 @@ def test_a_card_number_needs_the_luhn_check(rng: random.Random, separator: str) 
 
     assert redact(f"card {shown_valid} ok").text == "card [redacted: payment-card] ok"
     assert redact(f"card {shown_wrong} ok").kinds == ()
+
+
+@given(
+    rng=st.randoms(use_true_random=False),
+    separator=st.one_of(SPACINGS, st.sampled_from(["-", "\u2011"])),
+)
+@example(rng=random.Random(0), separator="\u00a0")
+@example(rng=random.Random(0), separator="  ")
+def test_a_card_grouped_by_any_spaces_or_a_dash_goes(rng: random.Random, separator: str) -> None:
+    # A card grouped by no-break spaces (a web page, a French keyboard) or by two spaces
+    # (a PDF's or a table's copy) was kept as it was.
+    digits = card_number(rng)
+    assume(len(digits) == 16)
+    shown = separator.join(digits[n : n + 4] for n in range(0, 16, 4))
+    result = redact(f"my card {shown} exp 12/29")
+    assert result.text == "my card [redacted: payment-card] exp 12/29"
+    mixed = " ".join([digits[:4], separator.join([digits[4:8], digits[8:12]]), digits[12:]])
+    if separator != " ":  # groups joined by different separators are not a card printed in groups
+        assert redact(f"ids {mixed} ok").kinds == ()
 
 
 @given(st.from_regex(r"[0-9]{13,19}", fullmatch=True))

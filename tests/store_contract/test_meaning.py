@@ -159,6 +159,16 @@ def test_vectors_are_kept_where_the_store_keeps_derived_data(
         assert count == len(LIBRARY)
 
 
+def test_an_erase_counts_the_search_rows_it_deletes_on_both_stores(
+    stores: Stores, memory: Memory
+) -> None:
+    # On PostgreSQL the erase deleted the user's deermem_vectors rows (its search index
+    # there) but said searchRows: 0; the Markdown store counts its index rows.
+    memory.search("Am I a southpaw?", record=False)
+    eraser = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)  # a fresh process's
+    assert eraser.erase_user("alice").counts["searchRows"] == len(LIBRARY)
+
+
 # The Markdown store only: PostgreSQL keeps vectors per model, so another model's are never read.
 @pytest.mark.parametrize("stores", ["markdown"], indirect=True)
 def test_an_index_written_with_another_model_is_embedded_again(

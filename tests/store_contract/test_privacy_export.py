@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Final
 
 import pytest
 
@@ -72,6 +73,39 @@ def test_an_import_refuses_a_user_the_store_holds_and_a_document_that_is_not_an_
     with pytest.raises(FactValidationError, match=r"agents\.coder\.archive\[0\]"):
         memory.import_user(broken)
     assert memory.scoped(user=ERIN, agent="coder").list_facts() == ()
+
+
+_GITHUB: Final = "ghp" + "_Hh3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5b"  # a fake token, split
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("revision", _GITHUB, "has a text of 41 characters; expected a whole number of at least 0"),
+        ("version", [f"password={_GITHUB}"], "has a list of 1 items; expected a text"),
+        ("lastUpdated", {"note": _GITHUB}, "has a mapping of 1 keys; expected a text"),
+    ],
+    ids=["revision", "version", "lastUpdated"],
+)
+def test_an_import_names_a_bad_summary_field_and_never_quotes_its_value(
+    stores: Stores, field: str, value: object, said: str
+) -> None:
+    # The refusal quoted the value ("found 'ghp_…'": a secret came back in it) and said
+    # "field 'summaries' has value None".
+    populate(stores, ERIN, agents=("coder",))
+    memory = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+    document = json.loads(json.dumps(memory.export_user(ERIN)))
+    memory.erase_user(ERIN)
+    document["summaries"][field] = value
+    with pytest.raises(FactValidationError) as caught:
+        memory.import_user(document)
+    assert str(caught.value) == f"field 'summaries.{field}' {said}"
+    assert caught.value.field == f"summaries.{field}"
+    assert "Hh3dE5" not in str(caught.value)
+    document["summaries"] = [_GITHUB]
+    with pytest.raises(FactValidationError) as caught:
+        memory.import_user(document)
+    assert str(caught.value) == "field 'summaries' has a list of 1 items; expected an object"
 
 
 def test_an_unknown_user_exports_as_an_empty_document(stores: Stores) -> None:

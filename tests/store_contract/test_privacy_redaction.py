@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem import Memory, MemoryConfig
+from deermem import FactValidationError, Memory, MemoryConfig
 from deermem.model import Fact, Scope, format_timestamp, marker
 from deermem.store import ChangeSet, FactWrite, Section
 from deermem.store.migrate import MigrationReport, migrate, opened_location
@@ -84,6 +84,35 @@ def test_create_and_update_store_markers_and_say_which_kinds(stores: Stores) -> 
         assert marker(fake.kind) in updated.content
         memory.update_fact(plain, content="I deploy on Fridays")
     assert_nowhere(stores, items + more)
+
+
+def test_a_text_that_its_markers_would_carry_past_its_limit_is_refused(stores: Stores) -> None:
+    # A 3,991-character note ending in a short password was stored as 4,003 characters (a
+    # category of 63 as 75): what a reader got back could not be written back (an update
+    # with the category as stored, a LangGraph put of what get returned) — refused as over
+    # the limit. Now the limit holds for the text as stored, so the write is refused.
+    memory = open_memory(stores)
+    note = ("Billing notes: " + "x" * 3960 + " db pwd=Xk9mQ2vL")[:4000]
+    with pytest.raises(FactValidationError) as caught:
+        memory.create_fact(note)
+    assert caught.value.field == "content"
+    assert str(caught.value) == (
+        "field 'content' has a text of 3,991 characters; expected at most 4,000 characters "
+        "also with its secrets replaced by [redacted: KIND] markers, as it is stored; "
+        "found 4,003"
+    )
+    category = "db pwd=Xk9mQ2vL " + "x" * 47
+    with pytest.raises(FactValidationError, match="found 75"):
+        memory.create_fact("Deploys on Fridays", category=category)
+    assert memory.list_facts() == ()
+    # What fits as stored is written, and written back as it reads.
+    fits = memory.create_fact("Deploys on Fridays", category="db pwd=Xk9mQ2vL " + "x" * 30)
+    assert fits.fact_id is not None
+    stored = memory.get_fact(fits.fact_id)
+    label = stored.categoryExtension or stored.category
+    assert "[redacted: password]" in label
+    again = memory.update_fact(stored.id, content=stored.content, category=label, confidence=0.9)
+    assert (again.content, again.categoryExtension) == (stored.content, label)
 
 
 def test_every_text_field_of_an_import_is_redacted(stores: Stores) -> None:

@@ -70,6 +70,7 @@ Two things need care:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -127,6 +128,8 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _memory_log = logging.getLogger("deermem.memory")  # what a memory's search says
 _VERSIONS_KEPT: Final = 1024
+# Beside the index file: a deletion for good committed, or about to, and not scrubbed yet.
+_SCRUB_OWED: Final = ".scrub-owed"
 
 # --- terms: what is indexed, and what a query asks -------------------------------------
 
@@ -1244,6 +1247,14 @@ class SearchIndex:
     user's words in this file. When the store no longer holds the user, the
     rows go again and the file is scrubbed (:meth:`scrub`): of the two, the
     write or the erase's last sweep, the later one leaves nothing.
+
+    A deletion for good (a purge) marks a scrub owed (:meth:`owe_scrub`) while
+    its commit is under way, and holds a shared ``flock`` on the mark until it
+    has scrubbed (:meth:`scrub_paid`). An index opened on a file marked by no
+    live process forgets every row and is scrubbed: the process that owed the
+    scrub died, perhaps after its commit, and rows another process wrote
+    meanwhile may hold the words; each scope is indexed again from the store
+    at its next search.
     """
 
     def __init__(
@@ -1257,6 +1268,13 @@ class SearchIndex:
         self._lock = threading.RLock()
         self._connection = self._open()
         self._told: set[tuple[str | None, str]] = set()
+        # The mark of the scrubs this process owes, while it owes any (see owe_scrub).
+        self._owing: tuple[int, int] | None = None  # (descriptor, how many)
+        try:
+            self._pay_abandoned_scrub()
+        except BaseException:
+            self._connection.close()
+            raise
 
     def first_notice(self, user: str | None, agent: str) -> bool:
         """``True`` the first time it is asked for a scope: a notice about the scope's
@@ -1275,6 +1293,10 @@ class SearchIndex:
     def close(self) -> None:
         with self._lock:
             self._connection.close()
+            if self._owing is not None:
+                # Still owed: the mark stays, for the next index opened on the file to pay.
+                self._let_go_of_mark(self._owing[0], remove=False)
+                self._owing = None
 
     def __enter__(self) -> SearchIndex:
         return self
@@ -1549,6 +1571,85 @@ class SearchIndex:
 
         self._run(scrub)
 
+    def owe_scrub(self) -> None:
+        """Mark the file as owing a scrub, until :meth:`scrub_paid` (or the files' deletion).
+
+        For a deletion for good about to commit: if the process dies after
+        the commit and before its scrub, the next index opened on the file
+        sees the mark, held by no live process (its ``flock`` died with it),
+        and forgets every row before scrubbing (see the class docstring). The
+        mark is an empty file beside the index; it holds no text. An index in
+        memory dies with its process and is not marked.
+
+        Raises:
+            OSError: the mark cannot be made.
+        """
+        owed = self._scrub_owed_path()
+        if owed is None:
+            return
+        with self._lock:
+            if self._owing is not None:
+                self._owing = (self._owing[0], self._owing[1] + 1)
+                return
+            while True:
+                descriptor = os.open(owed, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fcntl.flock(descriptor, fcntl.LOCK_SH)  # shared: every owing process holds it
+                try:
+                    if os.fstat(descriptor).st_ino == owed.stat().st_ino:
+                        break
+                except FileNotFoundError:
+                    pass
+                os.close(descriptor)  # removed by whoever paid it meanwhile: mark anew
+            self._owing = (descriptor, 1)
+
+    def scrub_paid(self) -> None:
+        """The scrub :meth:`owe_scrub` marked is done: the mark goes, unless another
+        process owes one too (it removes the mark once it has scrubbed)."""
+        with self._lock:
+            if self._owing is None:
+                return
+            descriptor, count = self._owing
+            if count > 1:
+                self._owing = (descriptor, count - 1)
+                return
+            self._owing = None
+            self._let_go_of_mark(descriptor, remove=True)
+
+    def _let_go_of_mark(self, descriptor: int, *, remove: bool) -> None:
+        owed = self._scrub_owed_path()
+        try:
+            if remove and owed is not None:
+                try:
+                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    pass  # another process owes a scrub: it removes the mark
+                else:
+                    owed.unlink(missing_ok=True)
+        finally:
+            os.close(descriptor)
+
+    def _pay_abandoned_scrub(self) -> None:
+        """Forget every row and scrub if a process died owing a scrub (see the class docstring)."""
+        owed = self._scrub_owed_path()
+        if owed is None or not owed.exists():
+            return
+        try:
+            descriptor = os.open(owed, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # paid meanwhile
+        except OSError as error:
+            raise SearchIndexError(self._describe(), str(error)) from error
+        try:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # a live process owes it and pays it
+            self.clear()
+            self.scrub()
+            owed.unlink(missing_ok=True)
+        finally:
+            os.close(descriptor)
+
     def delete(self) -> None:
         """Close the index and delete its files: no page of them keeps a word.
 
@@ -1563,6 +1664,9 @@ class SearchIndex:
         with self._lock:
             self._connection.close()
             self._delete_files()
+            if self._owing is not None:
+                self._let_go_of_mark(self._owing[0], remove=False)  # deleted with the files
+                self._owing = None
 
     # --- reading ---------------------------------------------------------------
 
@@ -1865,8 +1969,15 @@ class SearchIndex:
         if self._path == MEMORY:
             return
         base = Path(self._path)
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        # The mark of a scrub owed last: deleting the index pays it.
+        for suffix in ("", "-wal", "-shm", "-journal", _SCRUB_OWED):
             base.with_name(base.name + suffix).unlink(missing_ok=True)
+
+    def _scrub_owed_path(self) -> Path | None:
+        if self._path == MEMORY:
+            return None
+        base = Path(self._path)
+        return base.with_name(base.name + _SCRUB_OWED)
 
     def _describe(self) -> str:
         return str(self._path)
@@ -1926,16 +2037,25 @@ class SearchIndexHandle:
         with self._lock:
             return self._index
 
-    def forget_for_good(self, store: Store, scope: Scope, fact_ids: Collection[str]) -> None:
+    def forget_for_good(
+        self, store: Store, scope: Scope, fact_ids: Collection[str], *, before: bool = False
+    ) -> None:
         """Leave nothing of facts deleted for good in the index file: their rows go
         and the file is scrubbed (:meth:`SearchIndex.scrub`), whether or not a search
         of this process had opened it. An index that was never made is not made now.
 
+        With ``before`` — called before the deletion commits, to be called
+        again after it — the file is then marked as owing a scrub
+        (:meth:`SearchIndex.owe_scrub`): a process killed between the commit
+        and the second call leaves no word in the file, and the next index
+        opened on it takes the rows a search of another process wrote
+        meanwhile.
+
         When that fails (a full disk), the index's files are deleted instead
         (:meth:`SearchIndex.delete`), as after an interrupted erase: the
-        deletion has committed, and a scrub owed would be forgotten — no later
-        write scrubs the file. Only when the files cannot be deleted either
-        may the words stay, and the log says so as an error.
+        deletion has committed (or is about to), and a scrub owed would be
+        forgotten — no later write scrubs the file. Only when the files cannot
+        be deleted either may the words stay, and the log says so as an error.
         """
         index = self.opened()
         if index is None:
@@ -1949,7 +2069,11 @@ class SearchIndexHandle:
         try:
             index.forget_facts(scope.user_id, scope.agent, fact_ids)
             index.scrub()
-        except SearchIndexError as error:
+            if before:
+                index.owe_scrub()
+            else:
+                index.scrub_paid()
+        except (SearchIndexError, OSError) as error:
             self.close()  # the next search opens the index afresh
             try:
                 index.delete()

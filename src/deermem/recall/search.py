@@ -1096,6 +1096,9 @@ def rebuild_search_index(
     facts = 0
     with SearchIndex(location, holds_user=None if in_memory else store.holds_user) as index:
         index.clear()
+        # Nothing of the rows cleared stays in the file: not the words of a fact
+        # deleted for good whose scrub a killed process never ran.
+        index.scrub()
         if models is not None:
             index.use_model(models.tag)
         for done, scope in enumerate(scopes, start=1):

@@ -60,7 +60,13 @@ from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
 from deermem.store.plan import redact_dump
 from deermem.store.protocol import ScopeDump, Store, Transfer, UserDump
-from deermem.store.records import ThreadMark, UsageEntry, decode_entry, decode_summaries
+from deermem.store.records import (
+    ThreadMark,
+    UsageEntry,
+    decode_entry,
+    decode_summaries,
+    summaries_header_problem,
+)
 
 if TYPE_CHECKING:
     from deermem.store.postgres import PostgresStore
@@ -365,12 +371,19 @@ def read_user_export(document: object) -> UserDump:
         )
     raw_user = document.get("userId")
     user_id = check_user_id(raw_user)
+    raw_summaries = document.get("summaries")
+    if not isinstance(raw_summaries, Mapping):
+        raise FactValidationError("summaries", raw_summaries, "expected an object")
+    # Named and described as a fact's fields are: the document is a caller's, not a file
+    # of the store, and what it holds where a number belongs may be anything.
+    problem = summaries_header_problem(raw_summaries)
+    if problem is not None:
+        name, value, expected = problem
+        raise FactValidationError(f"summaries.{name}", value, expected)
     try:
-        summaries = decode_summaries(
-            json.dumps(document.get("summaries")).encode("utf-8"), "summaries"
-        )
+        summaries = decode_summaries(json.dumps(raw_summaries).encode("utf-8"), "summaries")
     except CorruptMemoryFile as error:
-        raise FactValidationError("summaries", None, error.problem) from None
+        raise FactValidationError("summaries", raw_summaries, error.problem) from None
     agents = document.get("agents")
     if not isinstance(agents, Mapping):
         raise FactValidationError("agents", agents, "expected an object of agents")

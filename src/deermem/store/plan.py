@@ -97,8 +97,8 @@ _R = TypeVar("_R", bound=Record)
 # a fact written by hand, an import, an extraction, a restore from the
 # archive, a summary, a host backend — ends in a commit, so this one place
 # covers them all (see deermem.model's "Secrets"). The authored length limits
-# are checked before (by whoever wrote the text), so a marker longer than the
-# secret it replaces never turns a valid write into a refused one.
+# are checked before, by whoever wrote the text, on the text as written and
+# (a person's, :func:`deermem.model.check_redacted_length`) as redacted here.
 # ---------------------------------------------------------------------------
 
 

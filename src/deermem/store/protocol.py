@@ -527,7 +527,8 @@ class Store(Protocol):
 
         Returns:
             What was removed, by :data:`ERASED_COUNTS` (all 0 for a user the
-            store does not hold).
+            store does not hold), and ``searchRows`` for a store that keeps
+            search rows of its own (PostgreSQL's vectors).
         """
         ...
 

@@ -42,7 +42,7 @@ from typing import Annotated, Any, Final, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deermem.errors import CorruptMemoryFile, FactValidationError
+from deermem.errors import CorruptMemoryFile, FactValidationError, described
 from deermem.model import (
     FLATTEN,
     OMIT_NONE,
@@ -95,6 +95,7 @@ __all__ = [
     "query_digest",
     "receipt_id_for",
     "stored_fact",
+    "summaries_header_problem",
     "usable_vector",
 ]
 
@@ -214,15 +215,17 @@ def decode_summaries(data: bytes, path: str | Path) -> SummaryDocument:
             "a version-1 document that still holds facts; migrate it with the original "
             "DeerMem's migration tool first (deermem reads the version-2 layout)",
         )
+    problem = summaries_header_problem(document)
+    if problem is not None:
+        name, value, expected = problem
+        raise CorruptMemoryFile(path, f"field {name!r} has {described(value)}; {expected}")
     version = document.get("version", "1.0")
     revision = document.get("revision", 0)
     updated = document.get("lastUpdated", "")
-    if not isinstance(version, str):
-        raise CorruptMemoryFile(path, f"'version' must be a string, found {version!r}")
-    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
-        raise CorruptMemoryFile(path, f"'revision' must be a whole number >= 0, found {revision!r}")
-    if not isinstance(updated, str):
-        raise CorruptMemoryFile(path, f"'lastUpdated' must be a string, found {updated!r}")
+    # Checked just above (summaries_header_problem).
+    assert isinstance(version, str)
+    assert isinstance(revision, int)
+    assert isinstance(updated, str)
     return SummaryDocument(
         version=version,
         revision=revision,
@@ -230,6 +233,24 @@ def decode_summaries(data: bytes, path: str | Path) -> SummaryDocument:
         user=_sections(document, "user", path),
         history=_sections(document, "history", path),
     )
+
+
+def summaries_header_problem(document: Mapping[str, object]) -> tuple[str, object, str] | None:
+    """The first of a summary document's ``version``, ``revision`` and ``lastUpdated``
+    that is not what it must be, as (field, value, what is expected); ``None`` when
+    all are (or are missing: they have defaults). The value is for an error to
+    describe (:func:`~deermem.errors.described`), never to quote: a document
+    given by a caller may hold anything there."""
+    version = document.get("version", "1.0")
+    revision = document.get("revision", 0)
+    updated = document.get("lastUpdated", "")
+    if not isinstance(version, str):
+        return "version", version, "expected a text"
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        return "revision", revision, "expected a whole number of at least 0"
+    if not isinstance(updated, str):
+        return "lastUpdated", updated, "expected a text"
+    return None
 
 
 def _sections(

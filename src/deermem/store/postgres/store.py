@@ -411,7 +411,9 @@ class PostgresStore:
         table a later schema adds — the search vectors — goes too); the user's
         row last. After the commit no live row names the user; the version
         token of every scope changes, so each replica's cache and search index
-        let go of it at their next read. Returns the counts of :data:`ERASED_COUNTS`.
+        let go of it at their next read. Returns the counts of :data:`ERASED_COUNTS`,
+        and ``searchRows``: the user's rows of ``deermem_vectors``, the search rows the
+        store keeps itself.
         """
         scope = Scope.of(user_id)
         key = rows.user_key(scope)
@@ -1097,6 +1099,8 @@ _ERASED_TABLES: Final = {
     "deermem_threads": "marks",
     "deermem_regret_events": "regretEvents",
     "deermem_shadow_marks": "shadowMarks",
+    # The store's own search rows: counted as a memory counts its index's (docs/privacy.md).
+    "deermem_vectors": "searchRows",
 }
 
 
