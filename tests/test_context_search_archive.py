@@ -395,7 +395,7 @@ def rankings(index: SearchIndex) -> list[str]:
     ranked: list[str] = []
 
     def seen(statement: str) -> None:
-        ranked.extend(table for table in ("doc_fts", "cf_fts") if f"highlight({table}," in statement)
+        ranked.extend(t for t in ("doc_fts", "cf_fts") if f"highlight({t}," in statement)
 
     index._connection.set_trace_callback(seen)
     return ranked
@@ -495,7 +495,8 @@ def test_the_archive_has_a_full_text_table_of_its_own() -> None:
         statements: list[str] = []
         index._connection.set_trace_callback(statements.append)
         assert archive_matches(index, "u", "a", "oolong")
-        matched = [s for s in statements if "MATCH" in s and "highlight" not in s]  # not the ranking
+        # Not the ranking's (which marks the instances it counts):
+        matched = [s for s in statements if "MATCH" in s and "highlight" not in s]
         assert len(matched) == 1
         assert "arc_fts" in matched[0]
         assert "cf_fts" not in matched[0]
