@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from urllib.parse import quote
@@ -197,6 +198,60 @@ def test_a_writer_on_another_replica_holds_the_users_lock(postgres_url: str) -> 
             release.set()
             thread.join()
         assert memory_on(second).create_fact("Now it can").fact_id is not None
+
+
+def waiting_for_a_lock(url: str) -> None:
+    """Return once a session of ``url``'s database waits for a lock (10 s at most)."""
+    deadline = time.monotonic() + 10
+    with psycopg.connect(url, autocommit=True) as probe:
+        while time.monotonic() < deadline:
+            row = probe.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+                " WHERE d.datname = current_database() AND NOT l.granted"
+            ).fetchone()
+            if row is not None and row[0] > 0:
+                return
+            time.sleep(0.02)
+    raise AssertionError("no session waited for a lock")
+
+
+@pytest.mark.parametrize("level", ["repeatable read", "serializable"])
+def test_a_writer_that_waited_for_the_lock_commits_whatever_the_default_isolation(
+    postgres_url: str, level: str
+) -> None:
+    """The database's default isolation (also a role's, the server's, the URL's
+    ``options``) is not what deermem's transactions run under: they run under
+    READ COMMITTED, so a writer that queued behind another reads what it committed."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        name = postgres_url.rsplit("/", 1)[1]
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_isolation = '{level}'")
+    with PostgresStore(postgres_url) as first, PostgresStore(postgres_url) as second:
+        memory_on(first).create_fact("Before")
+        waited: list[object] = []
+
+        def writer() -> None:
+            try:
+                waited.append(memory_on(second).create_fact("Waited for its turn"))
+            except DatabaseError as error:
+                waited.append(error)
+
+        with first.transaction(ALICE) as transaction:
+            assert len(transaction.snapshot.facts) == 1
+            thread = threading.Thread(target=writer)
+            thread.start()
+            waiting_for_a_lock(postgres_url)  # the writer took its snapshot, if any, by now
+            first_in_line = Fact.from_dict(
+                {"id": "fact_first", "content": "First in line", "createdAt": NOW}
+            )
+            proposal = Proposal(new_facts=(first_in_line,))
+            memory_on(first).gate.apply(transaction, proposal, trigger="manual", now=NOW)
+        thread.join()
+        assert not isinstance(waited[0], DatabaseError), waited[0]
+        contents = {fact.content for fact in memory_on(first).list_facts()}
+        assert contents == {"Before", "First in line", "Waited for its turn"}
+        with second._connection() as connection:  # a read is a transaction of its own
+            isolation = connection.execute("SHOW transaction_isolation").fetchone()
+        assert isolation == ("read committed",)
 
 
 def test_a_corrupt_row_is_an_error_naming_it_and_is_not_overwritten(

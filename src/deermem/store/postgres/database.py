@@ -3,7 +3,10 @@
 Every connection runs in autocommit mode: a read is one statement (one
 snapshot of the database), and a write opens its transaction explicitly
 (``BEGIN`` … ``COMMIT``), so nothing is ever left open on a connection that
-goes back to the pool.
+goes back to the pool. Every transaction runs under ``READ COMMITTED``, set
+on each connection (:func:`settle`) whatever the server's, the database's,
+the role's or the URL's default: the user's lock, not the snapshot, orders
+a user's writers (see :mod:`deermem.store.postgres.store`).
 
 :func:`translated` turns what psycopg raises — a lost connection, a server
 restart, a statement timeout, a refused login — into
@@ -52,6 +55,7 @@ from deermem.errors import (
 from deermem.model import Record, json_key
 
 __all__ = [
+    "READ_COMMITTED",
     "Connection",
     "Migration",
     "address_secrets",
@@ -65,6 +69,7 @@ __all__ = [
     "migrations",
     "read_settings",
     "recorded_in",
+    "settle",
     "translated",
     "upgrade",
     "upgrade_database",
@@ -75,14 +80,44 @@ Connection: TypeAlias = psycopg.Connection[TupleRow]
 
 
 def connect(url: str, database: str, *, timeout: float) -> Connection:
-    """One connection of its own (for ``db upgrade`` and the check at open).
+    """One connection of its own (for ``db upgrade`` and the check at open), settled
+    (:func:`settle`).
 
     Raises:
         DatabaseError: the server cannot be reached or refuses the login.
     """
     check_address(url, database)
     with translated(database, address_secrets(url)):
-        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+        connection = psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+        try:
+            settle(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+
+READ_COMMITTED: Final = "BEGIN ISOLATION LEVEL READ COMMITTED"
+"""How deermem opens a transaction it writes in.
+
+Under ``REPEATABLE READ`` or ``SERIALIZABLE`` a transaction's snapshot is
+taken by its first statement — the user's lock, before it is granted — so a
+writer that queued behind another would read the library as it was before
+that writer's commit, and its own commit would fail ("could not serialize
+access"); ``SERIALIZABLE`` would also fail writers of different users
+whose reads share index pages. The user's lock already orders a user's writers."""
+
+
+def settle(connection: Connection) -> None:
+    """Make every transaction of a new connection run under ``READ COMMITTED``.
+
+    The session's default covers the single statements a read is; the
+    connection's own level makes the ``BEGIN`` psycopg sends for
+    ``connection.transaction()`` say it too. A transaction that needs more
+    says so itself (a dump reads one user in ``REPEATABLE READ``).
+    """
+    connection.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+    connection.execute("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED")
 
 
 def check_address(url: str, database: str) -> None:

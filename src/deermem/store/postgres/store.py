@@ -87,6 +87,7 @@ from deermem.store.postgres.commit import (
     stored_records,
 )
 from deermem.store.postgres.database import (
+    READ_COMMITTED,
     Connection,
     address_secrets,
     check_address,
@@ -95,6 +96,7 @@ from deermem.store.postgres.database import (
     database_settings,
     read_settings,
     recorded_in,
+    settle,
     translated,
 )
 from deermem.store.protocol import (
@@ -256,6 +258,7 @@ class PostgresStore:
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
+            configure=settle,
             check=ConnectionPool.check_connection,
             timeout=connect_timeout,
             name="deermem",
@@ -335,11 +338,15 @@ class PostgresStore:
     def _begin_locked(self, connection: Connection, scope: Scope) -> None:
         """Open a transaction and take the user's lock in it (released at its end).
 
+        The transaction is ``READ COMMITTED`` whatever the server's default
+        (:data:`~deermem.store.postgres.database.READ_COMMITTED`): each
+        statement after the lock sees what the writer before it committed.
+
         Raises:
             StoreLockTimeout: another writer held the lock for ``lock_timeout``.
         """
         key = rows.user_key(scope)
-        connection.execute("BEGIN")
+        connection.execute(READ_COMMITTED)
         try:
             milliseconds = max(1, round(self.lock_timeout * 1000))
             connection.execute(f"SET LOCAL lock_timeout = {milliseconds}")
