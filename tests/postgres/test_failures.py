@@ -200,6 +200,55 @@ def test_a_writer_on_another_replica_holds_the_users_lock(postgres_url: str) -> 
         assert memory_on(second).create_fact("Now it can").fact_id is not None
 
 
+def test_writers_waiting_for_one_user_leave_the_pool_to_other_users(postgres_url: str) -> None:
+    """A process's writers of one user wait for their turn before they take a pooled
+    connection: however many wait for a user another replica holds, one connection
+    waits on the lock, and other users' reads and writes get the rest at once."""
+    config = MemoryConfig(max_facts=10)
+    with (
+        PostgresStore(postgres_url) as replica,
+        PostgresStore(postgres_url, lock_timeout=3, pool_size=2) as store,
+    ):
+        bob = Memory(store, config, Scope.of("bob", "coder"), clock=lambda: NOW)
+        bob.create_fact("Bob likes tea")
+        held, release = threading.Event(), threading.Event()
+        outcomes: list[Exception | None] = []
+
+        def stuck_replica() -> None:
+            with replica.transaction(ALICE):
+                held.set()
+                release.wait(30)
+
+        def alice_writer(number: int) -> None:
+            try:
+                memory_on(store).create_fact(f"Alice waits {number}")
+                outcomes.append(None)
+            except Exception as error:  # every outcome is checked below
+                outcomes.append(error)
+
+        holder = threading.Thread(target=stuck_replica)
+        holder.start()
+        writers = [threading.Thread(target=alice_writer, args=(n,)) for n in range(4)]
+        try:
+            assert held.wait(10)
+            for writer in writers:
+                writer.start()
+            waiting_for_a_lock(postgres_url)
+            time.sleep(0.3)  # the other writers queue behind the first
+            started = time.monotonic()
+            assert [fact.content for fact in bob.list_facts()] == ["Bob likes tea"]
+            assert bob.create_fact("Bob is not held up").fact_id is not None
+            elapsed = time.monotonic() - started
+        finally:
+            for writer in writers:
+                writer.join()
+            release.set()
+            holder.join()
+    assert elapsed < 1.5, f"bob waited {elapsed:.1f} s for alice's writers"
+    assert len(outcomes) == 4
+    assert all(isinstance(outcome, StoreLockTimeout) for outcome in outcomes), outcomes
+
+
 def waiting_for_a_lock(url: str) -> None:
     """Return once a session of ``url``'s database waits for a lock (10 s at most)."""
     deadline = time.monotonic() + 10

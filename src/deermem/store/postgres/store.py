@@ -15,6 +15,9 @@ commits, the next read of any other sees. What this class guarantees, and how:
   the capacity gate decides over the current library however many writers
   on however many machines compete, and the cap holds. The lock goes with
   the transaction: a writer that dies releases it with its connection.
+  Within a process a user's writers first wait for their turn, before they
+  take a pooled connection, so the writers waiting for one user hold one
+  connection, never the pool other users need.
 * **optimistic revisions** — a change set's preconditions (fact revisions,
   the document revision) are checked under that lock, with the same errors
   as the Markdown store's (the planning code is shared:
@@ -39,7 +42,10 @@ import dataclasses
 import hashlib
 import json
 import logging
+import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -200,7 +206,8 @@ class PostgresStore:
             libpq setting goes in the query (``sslmode``, ``options=-c
             statement_timeout=5s`` …); the password may instead come from
             ``PGPASSWORD`` or ``~/.pgpass``.
-        lock_timeout: seconds a writer waits for another writer of the same user.
+        lock_timeout: seconds a writer waits for other writers of the same user (this
+            process's and other replicas', in all).
         audit_max_entries: receipts kept per agent; 0 writes none.
         archive_max_entries: archive entries kept per agent.
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
@@ -249,6 +256,7 @@ class PostgresStore:
         self.redact_secrets = redact_secrets
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
+        self._turns = _UserTurns()
         self._vectors_unwritten_said = False
         if check:
             with connect(url, self.address, timeout=connect_timeout) as connection:
@@ -335,8 +343,34 @@ class PostgresStore:
         with translated(self.address, self.secrets), self._pool.connection() as connection:
             yield connection
 
-    def _begin_locked(self, connection: Connection, scope: Scope) -> None:
-        """Open a transaction and take the user's lock in it (released at its end).
+    @contextmanager
+    def _turn(self, scope: Scope) -> Iterator[float]:
+        """Wait for this process's turn to write for the scope's user; yield the seconds
+        left of ``lock_timeout`` for the user's lock (:meth:`_begin_locked`).
+
+        A process's writers of one user queue here, before they take a pooled
+        connection: while another replica (or a long operation) holds the user's
+        lock, one connection waits on it, and the pool stays free for other
+        users' reads and writes. The whole wait, here and for the lock, is
+        bounded by ``lock_timeout``.
+
+        Raises:
+            StoreLockTimeout: the turn did not come within ``lock_timeout``.
+        """
+        started = time.monotonic()
+        with self._turns.held(rows.user_key(scope), self.lock_timeout) as had:
+            if not had:
+                raise self._lock_timed_out(scope)
+            yield max(0.001, self.lock_timeout - (time.monotonic() - started))
+
+    def _lock_timed_out(self, scope: Scope) -> StoreLockTimeout:
+        return StoreLockTimeout(f"{self.address} (user {scope.user_id!r})", self.lock_timeout)
+
+    def _begin_locked(
+        self, connection: Connection, scope: Scope, timeout: float | None = None
+    ) -> None:
+        """Open a transaction and take the user's lock in it (released at its end),
+        waiting ``timeout`` seconds for it (default: ``lock_timeout``).
 
         The transaction is ``READ COMMITTED`` whatever the server's default
         (:data:`~deermem.store.postgres.database.READ_COMMITTED`): each
@@ -348,13 +382,13 @@ class PostgresStore:
         key = rows.user_key(scope)
         connection.execute(READ_COMMITTED)
         try:
-            milliseconds = max(1, round(self.lock_timeout * 1000))
+            wait = self.lock_timeout if timeout is None else timeout
+            milliseconds = max(1, round(wait * 1000))
             connection.execute(f"SET LOCAL lock_timeout = {milliseconds}")
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(key),))
         except psycopg.errors.LockNotAvailable:
             roll_back(connection)
-            where = f"{self.address} (user {scope.user_id!r})"
-            raise StoreLockTimeout(where, self.lock_timeout) from None
+            raise self._lock_timed_out(scope) from None
         except BaseException:
             roll_back(connection)
             raise
@@ -424,8 +458,8 @@ class PostgresStore:
         key = rows.user_key(scope)
         counts = dict.fromkeys(ERASED_COUNTS, 0)
         agents: set[str] = set()
-        with self._connection() as connection:
-            self._begin_locked(connection, scope)
+        with self._turn(scope) as wait, self._connection() as connection:
+            self._begin_locked(connection, scope, wait)
             try:
                 tables = [
                     name
@@ -520,6 +554,8 @@ class PostgresStore:
             return
         try:
             self._write_vectors(scope, model, vectors)
+        except StoreLockTimeout:
+            return  # the next search embeds again
         except DatabaseReadOnly as error:
             if not self._vectors_unwritten_said:
                 self._vectors_unwritten_said = True
@@ -527,11 +563,8 @@ class PostgresStore:
 
     def _write_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
         key = rows.user_key(scope)
-        with self._connection() as connection:
-            try:
-                self._begin_locked(connection, scope)
-            except StoreLockTimeout:
-                return
+        with self._turn(scope) as wait, self._connection() as connection:
+            self._begin_locked(connection, scope, wait)
             try:
                 held = self._held_texts(connection, scope, list(vectors))
                 connection.cursor().executemany(
@@ -783,8 +816,8 @@ class PostgresStore:
 
     @contextmanager
     def transaction(self, scope: Scope) -> Iterator[PostgresTransaction]:
-        with self._connection() as connection:
-            transaction = PostgresTransaction(self, connection, scope)
+        with self._turn(scope) as wait, self._connection() as connection:
+            transaction = PostgresTransaction(self, connection, scope, wait)
             try:
                 transaction.lock()
                 yield transaction
@@ -807,8 +840,8 @@ class PostgresStore:
         if not wanted and not regret:
             return
         key = rows.user_key(scope)
-        with self._connection() as connection:
-            self._begin_locked(connection, scope)
+        with self._turn(scope) as wait, self._connection() as connection:
+            self._begin_locked(connection, scope, wait)
             try:
                 if connection.execute(_USER_VERSION, (key,)).fetchone() is None:
                     # Erased since the search read it (the lock orders the two): nothing
@@ -990,10 +1023,19 @@ class PostgresTransaction:
     and takes the lock again, so it sees what other writers committed meanwhile.
     """
 
-    def __init__(self, store: PostgresStore, connection: Connection, scope: Scope) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        connection: Connection,
+        scope: Scope,
+        first_wait: float | None = None,
+    ) -> None:
         self._store = store
         self._connection = connection
         self._scope = scope
+        # What is left of lock_timeout after the turn (PostgresStore._turn), for the
+        # first lock; a lock taken again after a commit waits the whole lock_timeout.
+        self._first_wait = first_wait
         self._open = False
         self._snapshot: ScopeSnapshot | None = None
 
@@ -1004,7 +1046,8 @@ class PostgresTransaction:
 
     def _locked(self) -> Connection:
         if not self._open:
-            self._store._begin_locked(self._connection, self._scope)
+            wait, self._first_wait = self._first_wait, None
+            self._store._begin_locked(self._connection, self._scope, wait)
             self._open = True
             self._snapshot = None  # read again under the lock
         return self._connection
@@ -1093,6 +1136,84 @@ class PostgresTransaction:
         if self._open:
             self._open = False
             roll_back(self._connection)
+
+
+class _UserTurns:
+    """A process's writers of each user, one at a time, in the order they asked
+    (:meth:`PostgresStore._turn`).
+
+    Python's locks are not fair — a thread that lets go and asks again at once
+    would have the turn back before a waiter wakes — so each user's threads
+    wait in a line, as PostgreSQL's lock queue orders the processes. A user's
+    line exists while a writer holds or waits for the turn, so a process
+    serving many users keeps lines for those it is writing for only. A turn is
+    re-entrant: a thread that holds it and writes again for the user waits on
+    the user's lock in the database, as it did before turns.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._lines: dict[str, _Line] = {}
+
+    @contextmanager
+    def held(self, key: str, timeout: float) -> Iterator[bool]:
+        """Hold the user's turn while the block runs; ``False``: not had within ``timeout``."""
+        had = self._take(key, time.monotonic() + timeout)
+        try:
+            yield had
+        finally:
+            if had:
+                self._give_back(key)
+
+    def _take(self, key: str, deadline: float) -> bool:
+        me = threading.get_ident()
+        with self._guard:
+            line = self._lines.get(key)
+            if line is None:
+                line = self._lines[key] = _Line(threading.Condition(self._guard))
+            if line.owner == me:
+                line.depth += 1
+                return True
+            place = object()
+            line.waiting.append(place)
+            try:
+                while line.owner is not None or line.waiting[0] is not place:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    line.turn_over.wait(remaining)
+                line.owner, line.depth = me, 1
+                return True
+            finally:
+                line.waiting.remove(place)
+                if line.owner != me:  # gave up: timed out, or interrupted
+                    if line.owner is None and not line.waiting:
+                        del self._lines[key]
+                    else:
+                        line.turn_over.notify_all()  # the next in line may be first now
+
+    def _give_back(self, key: str) -> None:
+        with self._guard:
+            line = self._lines[key]
+            line.depth -= 1
+            if line.depth:
+                return
+            line.owner = None
+            if line.waiting:
+                line.turn_over.notify_all()
+            else:
+                del self._lines[key]
+
+
+@dataclasses.dataclass(slots=True)
+class _Line:
+    """One user's turn in a process: who holds it (a thread id), how often it
+    re-entered, and the places of the threads waiting, first first."""
+
+    turn_over: threading.Condition
+    owner: int | None = None
+    depth: int = 0
+    waiting: deque[object] = dataclasses.field(default_factory=deque)
 
 
 # The tables :meth:`PostgresStore.erase_user` counts, by the count they make.
