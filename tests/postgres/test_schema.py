@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -378,3 +379,28 @@ def test_the_duplicate_check_is_the_rule_whatever_the_databases_locale(
                 assert memory.create_fact(again).relearned == fact_id
     finally:
         postgres_server.drop_database(name)
+
+
+def test_an_erase_finds_the_tables_the_store_uses_whatever_the_current_schema(
+    postgres_url: str,
+) -> None:
+    """The tables were migrated into ``public``; the role's search path starts with a
+    schema of its own (as PostgreSQL's default ``"$user", public`` does for a role that
+    owns one), so ``current_schema()`` is not where they are. Every statement finds
+    them by the search path, the erase too."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE SCHEMA app")
+    options = quote("-c search_path=app,public", safe="")
+    with PostgresStore(f"{postgres_url}?options={options}") as store:
+        memory = Memory(store, MemoryConfig(), Scope.of("carol", "coder"))
+        memory.create_fact("Carol keeps bees")
+        assert [hit.fact.content for hit in memory.search("bees")] == ["Carol keeps bees"]
+        erased = memory.erase_user("carol")
+        assert erased.counts["facts"] == 1
+        assert not store.holds_user("carol")
+    with psycopg.connect(postgres_url) as connection:
+        left = connection.execute(
+            "SELECT (SELECT count(*) FROM deermem_facts) + (SELECT count(*) FROM deermem_vectors)"
+            " + (SELECT count(*) FROM deermem_users)"
+        ).fetchone()
+    assert left == (0,)

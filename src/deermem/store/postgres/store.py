@@ -167,6 +167,15 @@ duplicate key (the index of schema version 6), and those an earlier deermem wrot
 without one."""
 
 
+# The tables erase_user empties: deermem's tables with a user_id column that the unqualified
+# names of every other statement reach (pg_table_is_visible: first on the search path), not
+# those of current_schema(), which may be a schema of the role's own that holds none of them.
+_USER_TABLES: Final = (
+    "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+    " WHERE a.attname = 'user_id' AND NOT a.attisdropped AND c.relkind IN ('r', 'p')"
+    " AND c.relname LIKE 'deermem\\_%' AND c.relname <> 'deermem_users'"
+    " AND pg_table_is_visible(c.oid) ORDER BY c.relname"
+)
 _USER_ROW: Final = "SELECT revision, commit_id, summaries FROM deermem_users WHERE user_id = %s"
 _USER_VERSION: Final = "SELECT revision, commit_id FROM deermem_users WHERE user_id = %s"
 _RECEIPTS_QUERY: Final = (
@@ -449,7 +458,8 @@ class PostgresStore:
         """Erase every row of a user, in one transaction under the user's lock.
 
         Every table with a ``user_id`` column goes (found in the catalogue, so a
-        table a later schema adds — the search vectors — goes too); the user's
+        table a later schema adds — the search vectors — goes too; found as every
+        statement finds them, by the search path, :data:`_USER_TABLES`); the user's
         row last. After the commit no live row names the user; the version
         token of every scope changes, so each replica's cache and search index
         let go of it at their next read. Returns the counts of :data:`ERASED_COUNTS`.
@@ -461,15 +471,7 @@ class PostgresStore:
         with self._turn(scope) as wait, self._connection() as connection:
             self._begin_locked(connection, scope, wait)
             try:
-                tables = [
-                    name
-                    for (name,) in connection.execute(
-                        "SELECT table_name FROM information_schema.columns "
-                        "WHERE table_schema = current_schema() AND column_name = 'user_id' "
-                        "AND table_name LIKE 'deermem\\_%%' AND table_name <> 'deermem_users' "
-                        "ORDER BY table_name"
-                    )
-                ]
+                tables = [name for (name,) in connection.execute(_USER_TABLES)]
                 for table in tables:
                     gone = connection.execute(
                         sql.SQL("DELETE FROM {} WHERE user_id = %s RETURNING agent").format(
