@@ -60,6 +60,7 @@ __all__ = [
     "Migration",
     "address_secrets",
     "check_address",
+    "check_encoding",
     "check_schema",
     "connect",
     "database_settings",
@@ -79,6 +80,12 @@ __all__ = [
 Connection: TypeAlias = psycopg.Connection[TupleRow]
 
 
+CLIENT_ENCODING: Final = "UTF8"
+"""The client encoding of every connection, whatever the address's ``client_encoding``
+says: deermem's text is any Unicode, and the driver would refuse to encode (or would
+not decode) what another encoding cannot hold."""
+
+
 def connect(url: str, database: str, *, timeout: float) -> Connection:
     """One connection of its own (for ``db upgrade`` and the check at open), settled
     (:func:`settle`).
@@ -88,7 +95,12 @@ def connect(url: str, database: str, *, timeout: float) -> Connection:
     """
     check_address(url, database)
     with translated(database, address_secrets(url)):
-        connection = psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+        connection = psycopg.connect(
+            url,
+            autocommit=True,
+            connect_timeout=max(1, round(timeout)),
+            client_encoding=CLIENT_ENCODING,
+        )
         try:
             settle(connection)
         except BaseException:
@@ -300,12 +312,34 @@ def applied_versions(connection: Connection) -> list[int] | None:
     return [int(row[0]) for row in rows]
 
 
+def check_encoding(connection: Connection, database: str) -> None:
+    """Refuse a database whose encoding is not UTF8.
+
+    Under ``SQL_ASCII`` (what ``initdb`` gives under the C locale) the server
+    checks nothing and the driver hands text back as bytes; ``LATIN1`` and the
+    other single-byte encodings cannot hold most user ids and facts. Either
+    would fail later, at a write or a read, not where the cause is.
+
+    Raises:
+        DatabaseError: the database's encoding is another, named.
+    """
+    encoding = connection.info.parameter_status("server_encoding")
+    if encoding != "UTF8":
+        raise DatabaseError(
+            database,
+            f"the database's encoding is {encoding}; deermem needs a UTF8 database "
+            "(CREATE DATABASE … ENCODING 'UTF8')",
+        )
+
+
 def check_schema(connection: Connection, database: str) -> int:
     """Refuse a database this deermem cannot use; return its version.
 
     Raises:
+        DatabaseError: its encoding is not UTF8 (:func:`check_encoding`).
         DatabaseSchemaError: never migrated, behind, or at an unknown version.
     """
+    check_encoding(connection, database)
     expected = latest_version()
     applied = applied_versions(connection)
     if not applied:
@@ -352,9 +386,12 @@ def upgrade(
         The versions applied, and the names of the settings recorded (sorted).
 
     Raises:
+        DatabaseError: the database's encoding is not UTF8 (:func:`check_encoding`);
+            nothing was applied.
         DatabaseSchemaError: the database is at a version this deermem does not know.
         psycopg.Error: a migration failed; nothing was applied.
     """
+    check_encoding(connection, database)
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (_UPGRADE_LOCK,))
         connection.execute(
@@ -538,8 +575,8 @@ def upgrade_database(
     ``config``'s chosen settings go into a new store's record).
 
     Raises:
-        DatabaseError: the database cannot be reached, or a migration failed
-            (nothing was applied).
+        DatabaseError: the database cannot be reached, its encoding is not UTF8, or a
+            migration failed (nothing was applied).
         DatabaseSchemaError: the database is at a version this deermem does not know.
     """
     database = redact_url(url)

@@ -93,6 +93,7 @@ from deermem.store.postgres.commit import (
     stored_records,
 )
 from deermem.store.postgres.database import (
+    CLIENT_ENCODING,
     READ_COMMITTED,
     Connection,
     address_secrets,
@@ -274,7 +275,11 @@ class PostgresStore:
             url,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, round(connect_timeout)),
+                "client_encoding": CLIENT_ENCODING,
+            },
             configure=settle,
             check=ConnectionPool.check_connection,
             timeout=connect_timeout,
