@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from urllib.parse import quote
@@ -197,6 +198,109 @@ def test_a_writer_on_another_replica_holds_the_users_lock(postgres_url: str) -> 
             release.set()
             thread.join()
         assert memory_on(second).create_fact("Now it can").fact_id is not None
+
+
+def test_writers_waiting_for_one_user_leave_the_pool_to_other_users(postgres_url: str) -> None:
+    """A process's writers of one user wait for their turn before they take a pooled
+    connection: however many wait for a user another replica holds, one connection
+    waits on the lock, and other users' reads and writes get the rest at once."""
+    config = MemoryConfig(max_facts=10)
+    with (
+        PostgresStore(postgres_url) as replica,
+        PostgresStore(postgres_url, lock_timeout=3, pool_size=2) as store,
+    ):
+        bob = Memory(store, config, Scope.of("bob", "coder"), clock=lambda: NOW)
+        bob.create_fact("Bob likes tea")
+        held, release = threading.Event(), threading.Event()
+        outcomes: list[Exception | None] = []
+
+        def stuck_replica() -> None:
+            with replica.transaction(ALICE):
+                held.set()
+                release.wait(30)
+
+        def alice_writer(number: int) -> None:
+            try:
+                memory_on(store).create_fact(f"Alice waits {number}")
+                outcomes.append(None)
+            except Exception as error:  # every outcome is checked below
+                outcomes.append(error)
+
+        holder = threading.Thread(target=stuck_replica)
+        holder.start()
+        writers = [threading.Thread(target=alice_writer, args=(n,)) for n in range(4)]
+        try:
+            assert held.wait(10)
+            for writer in writers:
+                writer.start()
+            waiting_for_a_lock(postgres_url)
+            time.sleep(0.3)  # the other writers queue behind the first
+            started = time.monotonic()
+            assert [fact.content for fact in bob.list_facts()] == ["Bob likes tea"]
+            assert bob.create_fact("Bob is not held up").fact_id is not None
+            elapsed = time.monotonic() - started
+        finally:
+            for writer in writers:
+                writer.join()
+            release.set()
+            holder.join()
+    assert elapsed < 1.5, f"bob waited {elapsed:.1f} s for alice's writers"
+    assert len(outcomes) == 4
+    assert all(isinstance(outcome, StoreLockTimeout) for outcome in outcomes), outcomes
+
+
+def waiting_for_a_lock(url: str) -> None:
+    """Return once a session of ``url``'s database waits for a lock (10 s at most)."""
+    deadline = time.monotonic() + 10
+    with psycopg.connect(url, autocommit=True) as probe:
+        while time.monotonic() < deadline:
+            row = probe.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+                " WHERE d.datname = current_database() AND NOT l.granted"
+            ).fetchone()
+            if row is not None and row[0] > 0:
+                return
+            time.sleep(0.02)
+    raise AssertionError("no session waited for a lock")
+
+
+@pytest.mark.parametrize("level", ["repeatable read", "serializable"])
+def test_a_writer_that_waited_for_the_lock_commits_whatever_the_default_isolation(
+    postgres_url: str, level: str
+) -> None:
+    """The database's default isolation (also a role's, the server's, the URL's
+    ``options``) is not what deermem's transactions run under: they run under
+    READ COMMITTED, so a writer that queued behind another reads what it committed."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        name = postgres_url.rsplit("/", 1)[1]
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_isolation = '{level}'")
+    with PostgresStore(postgres_url) as first, PostgresStore(postgres_url) as second:
+        memory_on(first).create_fact("Before")
+        waited: list[object] = []
+
+        def writer() -> None:
+            try:
+                waited.append(memory_on(second).create_fact("Waited for its turn"))
+            except DatabaseError as error:
+                waited.append(error)
+
+        with first.transaction(ALICE) as transaction:
+            assert len(transaction.snapshot.facts) == 1
+            thread = threading.Thread(target=writer)
+            thread.start()
+            waiting_for_a_lock(postgres_url)  # the writer took its snapshot, if any, by now
+            first_in_line = Fact.from_dict(
+                {"id": "fact_first", "content": "First in line", "createdAt": NOW}
+            )
+            proposal = Proposal(new_facts=(first_in_line,))
+            memory_on(first).gate.apply(transaction, proposal, trigger="manual", now=NOW)
+        thread.join()
+        assert not isinstance(waited[0], DatabaseError), waited[0]
+        contents = {fact.content for fact in memory_on(first).list_facts()}
+        assert contents == {"Before", "First in line", "Waited for its turn"}
+        with second._connection() as connection:  # a read is a transaction of its own
+            isolation = connection.execute("SHOW transaction_isolation").fetchone()
+        assert isolation == ("read committed",)
 
 
 def test_a_corrupt_row_is_an_error_naming_it_and_is_not_overwritten(

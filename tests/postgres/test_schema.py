@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -378,3 +379,82 @@ def test_the_duplicate_check_is_the_rule_whatever_the_databases_locale(
                 assert memory.create_fact(again).relearned == fact_id
     finally:
         postgres_server.drop_database(name)
+
+
+def test_an_erase_finds_the_tables_the_store_uses_whatever_the_current_schema(
+    postgres_url: str,
+) -> None:
+    """The tables were migrated into ``public``; the role's search path starts with a
+    schema of its own (as PostgreSQL's default ``"$user", public`` does for a role that
+    owns one), so ``current_schema()`` is not where they are. Every statement finds
+    them by the search path, the erase too."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE SCHEMA app")
+    options = quote("-c search_path=app,public", safe="")
+    with PostgresStore(f"{postgres_url}?options={options}") as store:
+        memory = Memory(store, MemoryConfig(), Scope.of("carol", "coder"))
+        memory.create_fact("Carol keeps bees")
+        assert [hit.fact.content for hit in memory.search("bees")] == ["Carol keeps bees"]
+        erased = memory.erase_user("carol")
+        assert erased.counts["facts"] == 1
+        assert not store.holds_user("carol")
+    with psycopg.connect(postgres_url) as connection:
+        left = connection.execute(
+            "SELECT (SELECT count(*) FROM deermem_facts) + (SELECT count(*) FROM deermem_vectors)"
+            " + (SELECT count(*) FROM deermem_users)"
+        ).fetchone()
+    assert left == (0,)
+
+
+@pytest.mark.parametrize("encoding", ["SQL_ASCII", "LATIN1"])
+def test_a_database_that_is_not_utf8_is_refused_in_one_line_naming_its_encoding(
+    postgres_server: TemporaryPostgres,
+    encoding: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SQL_ASCII (what ``initdb`` gives under the C locale) hands text back as bytes;
+    LATIN1 cannot hold most user ids and facts. ``db upgrade`` refuses either, and so
+    does opening one migrated by other means."""
+    name = f"encoding_{encoding.lower()}"
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE 'C' ENCODING '{encoding}'")
+    try:
+        url = postgres_server.url(name)
+        refusal = f"the database's encoding is {encoding}"
+        with pytest.raises(DatabaseError, match=refusal):
+            upgrade_database(url)
+        assert database_status(url).found is None  # nothing applied
+        assert main(["db", "upgrade", "--database", url]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {url}: {refusal}")
+        assert err.count("\n") == 1
+        with psycopg.connect(url, autocommit=True) as connection:  # migrated by hand
+            connection.execute(
+                "CREATE TABLE deermem_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            for migration in database.migrations():
+                connection.execute(migration.sql.encode("utf-8"))
+                connection.execute(
+                    "INSERT INTO deermem_migrations (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+        with pytest.raises(DatabaseError, match=refusal):
+            PostgresStore(url)
+        monkeypatch.setenv("DEERMEM_STORE", url)
+        assert main(["--user", "東京", "facts", "add", "Likes sushi"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {url}: {refusal}")
+        assert err.count("\n") == 1
+    finally:
+        postgres_server.drop_database(name)
+
+
+def test_a_client_encoding_in_the_address_does_not_change_what_is_stored(
+    postgres_url: str,
+) -> None:
+    with PostgresStore(f"{postgres_url}?client_encoding=LATIN1") as store:
+        memory = Memory(store, MemoryConfig(), Scope.of("東京", "coder"))
+        memory.create_fact("Likes 寿司")
+        assert [fact.content for fact in store.reload(memory.scope).facts] == ["Likes 寿司"]

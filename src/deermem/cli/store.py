@@ -728,7 +728,8 @@ def upgrade(
 
     Run it once before the first start, and after upgrading deermem; every
     replica refuses a database that is behind. Safe to run from several
-    places at once, and again: what is applied is not applied twice.
+    places at once, and again: what is applied is not applied twice. A
+    database whose encoding is not UTF8 is refused, naming it.
 
     On a database that holds no user yet, it creates the store: the
     database records a new store's settings (`hybrid-v1` with `confidence`

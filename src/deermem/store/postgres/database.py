@@ -3,7 +3,10 @@
 Every connection runs in autocommit mode: a read is one statement (one
 snapshot of the database), and a write opens its transaction explicitly
 (``BEGIN`` … ``COMMIT``), so nothing is ever left open on a connection that
-goes back to the pool.
+goes back to the pool. Every transaction runs under ``READ COMMITTED``, set
+on each connection (:func:`settle`) whatever the server's, the database's,
+the role's or the URL's default: the user's lock, not the snapshot, orders
+a user's writers (see :mod:`deermem.store.postgres.store`).
 
 :func:`translated` turns what psycopg raises — a lost connection, a server
 restart, a statement timeout, a refused login — into
@@ -52,10 +55,12 @@ from deermem.errors import (
 from deermem.model import Record, json_key
 
 __all__ = [
+    "READ_COMMITTED",
     "Connection",
     "Migration",
     "address_secrets",
     "check_address",
+    "check_encoding",
     "check_schema",
     "connect",
     "database_settings",
@@ -65,6 +70,7 @@ __all__ = [
     "migrations",
     "read_settings",
     "recorded_in",
+    "settle",
     "translated",
     "upgrade",
     "upgrade_database",
@@ -74,15 +80,56 @@ __all__ = [
 Connection: TypeAlias = psycopg.Connection[TupleRow]
 
 
+CLIENT_ENCODING: Final = "UTF8"
+"""The client encoding of every connection, whatever the address's ``client_encoding``
+says: deermem's text is any Unicode, and the driver would refuse to encode (or would
+not decode) what another encoding cannot hold."""
+
+
 def connect(url: str, database: str, *, timeout: float) -> Connection:
-    """One connection of its own (for ``db upgrade`` and the check at open).
+    """One connection of its own (for ``db upgrade`` and the check at open), settled
+    (:func:`settle`).
 
     Raises:
         DatabaseError: the server cannot be reached or refuses the login.
     """
     check_address(url, database)
     with translated(database, address_secrets(url)):
-        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+        connection = psycopg.connect(
+            url,
+            autocommit=True,
+            connect_timeout=max(1, round(timeout)),
+            client_encoding=CLIENT_ENCODING,
+        )
+        try:
+            settle(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+
+READ_COMMITTED: Final = "BEGIN ISOLATION LEVEL READ COMMITTED"
+"""How deermem opens a transaction it writes in.
+
+Under ``REPEATABLE READ`` or ``SERIALIZABLE`` a transaction's snapshot is
+taken by its first statement — the user's lock, before it is granted — so a
+writer that queued behind another would read the library as it was before
+that writer's commit, and its own commit would fail ("could not serialize
+access"); ``SERIALIZABLE`` would also fail writers of different users
+whose reads share index pages. The user's lock already orders a user's writers."""
+
+
+def settle(connection: Connection) -> None:
+    """Make every transaction of a new connection run under ``READ COMMITTED``.
+
+    The session's default covers the single statements a read is; the
+    connection's own level makes the ``BEGIN`` psycopg sends for
+    ``connection.transaction()`` say it too. A transaction that needs more
+    says so itself (a dump reads one user in ``REPEATABLE READ``).
+    """
+    connection.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+    connection.execute("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED")
 
 
 def check_address(url: str, database: str) -> None:
@@ -265,12 +312,34 @@ def applied_versions(connection: Connection) -> list[int] | None:
     return [int(row[0]) for row in rows]
 
 
+def check_encoding(connection: Connection, database: str) -> None:
+    """Refuse a database whose encoding is not UTF8.
+
+    Under ``SQL_ASCII`` (what ``initdb`` gives under the C locale) the server
+    checks nothing and the driver hands text back as bytes; ``LATIN1`` and the
+    other single-byte encodings cannot hold most user ids and facts. Either
+    would fail later, at a write or a read, not where the cause is.
+
+    Raises:
+        DatabaseError: the database's encoding is another, named.
+    """
+    encoding = connection.info.parameter_status("server_encoding")
+    if encoding != "UTF8":
+        raise DatabaseError(
+            database,
+            f"the database's encoding is {encoding}; deermem needs a UTF8 database "
+            "(CREATE DATABASE … ENCODING 'UTF8')",
+        )
+
+
 def check_schema(connection: Connection, database: str) -> int:
     """Refuse a database this deermem cannot use; return its version.
 
     Raises:
+        DatabaseError: its encoding is not UTF8 (:func:`check_encoding`).
         DatabaseSchemaError: never migrated, behind, or at an unknown version.
     """
+    check_encoding(connection, database)
     expected = latest_version()
     applied = applied_versions(connection)
     if not applied:
@@ -317,9 +386,12 @@ def upgrade(
         The versions applied, and the names of the settings recorded (sorted).
 
     Raises:
+        DatabaseError: the database's encoding is not UTF8 (:func:`check_encoding`);
+            nothing was applied.
         DatabaseSchemaError: the database is at a version this deermem does not know.
         psycopg.Error: a migration failed; nothing was applied.
     """
+    check_encoding(connection, database)
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (_UPGRADE_LOCK,))
         connection.execute(
@@ -503,8 +575,8 @@ def upgrade_database(
     ``config``'s chosen settings go into a new store's record).
 
     Raises:
-        DatabaseError: the database cannot be reached, or a migration failed
-            (nothing was applied).
+        DatabaseError: the database cannot be reached, its encoding is not UTF8, or a
+            migration failed (nothing was applied).
         DatabaseSchemaError: the database is at a version this deermem does not know.
     """
     database = redact_url(url)

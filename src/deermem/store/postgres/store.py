@@ -15,6 +15,9 @@ commits, the next read of any other sees. What this class guarantees, and how:
   the capacity gate decides over the current library however many writers
   on however many machines compete, and the cap holds. The lock goes with
   the transaction: a writer that dies releases it with its connection.
+  Within a process a user's writers first wait for their turn, before they
+  take a pooled connection, so the writers waiting for one user hold one
+  connection, never the pool other users need.
 * **optimistic revisions** — a change set's preconditions (fact revisions,
   the document revision) are checked under that lock, with the same errors
   as the Markdown store's (the planning code is shared:
@@ -39,7 +42,10 @@ import dataclasses
 import hashlib
 import json
 import logging
+import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -87,6 +93,8 @@ from deermem.store.postgres.commit import (
     stored_records,
 )
 from deermem.store.postgres.database import (
+    CLIENT_ENCODING,
+    READ_COMMITTED,
     Connection,
     address_secrets,
     check_address,
@@ -95,6 +103,7 @@ from deermem.store.postgres.database import (
     database_settings,
     read_settings,
     recorded_in,
+    settle,
     translated,
 )
 from deermem.store.protocol import (
@@ -159,6 +168,15 @@ duplicate key (the index of schema version 6), and those an earlier deermem wrot
 without one."""
 
 
+# The tables erase_user empties: deermem's tables with a user_id column that the unqualified
+# names of every other statement reach (pg_table_is_visible: first on the search path), not
+# those of current_schema(), which may be a schema of the role's own that holds none of them.
+_USER_TABLES: Final = (
+    "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+    " WHERE a.attname = 'user_id' AND NOT a.attisdropped AND c.relkind IN ('r', 'p')"
+    " AND c.relname LIKE 'deermem\\_%' AND c.relname <> 'deermem_users'"
+    " AND pg_table_is_visible(c.oid) ORDER BY c.relname"
+)
 _USER_ROW: Final = "SELECT revision, commit_id, summaries FROM deermem_users WHERE user_id = %s"
 _USER_VERSION: Final = "SELECT revision, commit_id FROM deermem_users WHERE user_id = %s"
 _RECEIPTS_QUERY: Final = (
@@ -198,7 +216,8 @@ class PostgresStore:
             libpq setting goes in the query (``sslmode``, ``options=-c
             statement_timeout=5s`` …); the password may instead come from
             ``PGPASSWORD`` or ``~/.pgpass``.
-        lock_timeout: seconds a writer waits for another writer of the same user.
+        lock_timeout: seconds a writer waits for other writers of the same user (this
+            process's and other replicas', in all).
         audit_max_entries: receipts kept per agent; 0 writes none.
         archive_max_entries: archive entries kept per agent.
         archive_max_age_days: archive entries older than this are dropped; 0 keeps all.
@@ -247,6 +266,7 @@ class PostgresStore:
         self.redact_secrets = redact_secrets
         self._connect_timeout = connect_timeout
         self._cache = ScopeCache()
+        self._turns = _UserTurns()
         self._vectors_unwritten_said = False
         if check:
             with connect(url, self.address, timeout=connect_timeout) as connection:
@@ -255,7 +275,12 @@ class PostgresStore:
             url,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, round(connect_timeout)),
+                "client_encoding": CLIENT_ENCODING,
+            },
+            configure=settle,
             check=ConnectionPool.check_connection,
             timeout=connect_timeout,
             name="deermem",
@@ -332,22 +357,52 @@ class PostgresStore:
         with translated(self.address, self.secrets), self._pool.connection() as connection:
             yield connection
 
-    def _begin_locked(self, connection: Connection, scope: Scope) -> None:
-        """Open a transaction and take the user's lock in it (released at its end).
+    @contextmanager
+    def _turn(self, scope: Scope) -> Iterator[float]:
+        """Wait for this process's turn to write for the scope's user; yield the seconds
+        left of ``lock_timeout`` for the user's lock (:meth:`_begin_locked`).
+
+        A process's writers of one user queue here, before they take a pooled
+        connection: while another replica (or a long operation) holds the user's
+        lock, one connection waits on it, and the pool stays free for other
+        users' reads and writes. The whole wait, here and for the lock, is
+        bounded by ``lock_timeout``.
+
+        Raises:
+            StoreLockTimeout: the turn did not come within ``lock_timeout``.
+        """
+        started = time.monotonic()
+        with self._turns.held(rows.user_key(scope), self.lock_timeout) as had:
+            if not had:
+                raise self._lock_timed_out(scope)
+            yield max(0.001, self.lock_timeout - (time.monotonic() - started))
+
+    def _lock_timed_out(self, scope: Scope) -> StoreLockTimeout:
+        return StoreLockTimeout(f"{self.address} (user {scope.user_id!r})", self.lock_timeout)
+
+    def _begin_locked(
+        self, connection: Connection, scope: Scope, timeout: float | None = None
+    ) -> None:
+        """Open a transaction and take the user's lock in it (released at its end),
+        waiting ``timeout`` seconds for it (default: ``lock_timeout``).
+
+        The transaction is ``READ COMMITTED`` whatever the server's default
+        (:data:`~deermem.store.postgres.database.READ_COMMITTED`): each
+        statement after the lock sees what the writer before it committed.
 
         Raises:
             StoreLockTimeout: another writer held the lock for ``lock_timeout``.
         """
         key = rows.user_key(scope)
-        connection.execute("BEGIN")
+        connection.execute(READ_COMMITTED)
         try:
-            milliseconds = max(1, round(self.lock_timeout * 1000))
+            wait = self.lock_timeout if timeout is None else timeout
+            milliseconds = max(1, round(wait * 1000))
             connection.execute(f"SET LOCAL lock_timeout = {milliseconds}")
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(key),))
         except psycopg.errors.LockNotAvailable:
             roll_back(connection)
-            where = f"{self.address} (user {scope.user_id!r})"
-            raise StoreLockTimeout(where, self.lock_timeout) from None
+            raise self._lock_timed_out(scope) from None
         except BaseException:
             roll_back(connection)
             raise
@@ -408,7 +463,8 @@ class PostgresStore:
         """Erase every row of a user, in one transaction under the user's lock.
 
         Every table with a ``user_id`` column goes (found in the catalogue, so a
-        table a later schema adds — the search vectors — goes too); the user's
+        table a later schema adds — the search vectors — goes too; found as every
+        statement finds them, by the search path, :data:`_USER_TABLES`); the user's
         row last. After the commit no live row names the user; the version
         token of every scope changes, so each replica's cache and search index
         let go of it at their next read. Returns the counts of :data:`ERASED_COUNTS`,
@@ -419,18 +475,10 @@ class PostgresStore:
         key = rows.user_key(scope)
         counts = dict.fromkeys(ERASED_COUNTS, 0)
         agents: set[str] = set()
-        with self._connection() as connection:
-            self._begin_locked(connection, scope)
+        with self._turn(scope) as wait, self._connection() as connection:
+            self._begin_locked(connection, scope, wait)
             try:
-                tables = [
-                    name
-                    for (name,) in connection.execute(
-                        "SELECT table_name FROM information_schema.columns "
-                        "WHERE table_schema = current_schema() AND column_name = 'user_id' "
-                        "AND table_name LIKE 'deermem\\_%%' AND table_name <> 'deermem_users' "
-                        "ORDER BY table_name"
-                    )
-                ]
+                tables = [name for (name,) in connection.execute(_USER_TABLES)]
                 for table in tables:
                     gone = connection.execute(
                         sql.SQL("DELETE FROM {} WHERE user_id = %s RETURNING agent").format(
@@ -515,6 +563,8 @@ class PostgresStore:
             return
         try:
             self._write_vectors(scope, model, vectors)
+        except StoreLockTimeout:
+            return  # the next search embeds again
         except DatabaseReadOnly as error:
             if not self._vectors_unwritten_said:
                 self._vectors_unwritten_said = True
@@ -522,11 +572,8 @@ class PostgresStore:
 
     def _write_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
         key = rows.user_key(scope)
-        with self._connection() as connection:
-            try:
-                self._begin_locked(connection, scope)
-            except StoreLockTimeout:
-                return
+        with self._turn(scope) as wait, self._connection() as connection:
+            self._begin_locked(connection, scope, wait)
             try:
                 held = self._held_texts(connection, scope, list(vectors))
                 connection.cursor().executemany(
@@ -778,8 +825,8 @@ class PostgresStore:
 
     @contextmanager
     def transaction(self, scope: Scope) -> Iterator[PostgresTransaction]:
-        with self._connection() as connection:
-            transaction = PostgresTransaction(self, connection, scope)
+        with self._turn(scope) as wait, self._connection() as connection:
+            transaction = PostgresTransaction(self, connection, scope, wait)
             try:
                 transaction.lock()
                 yield transaction
@@ -802,8 +849,8 @@ class PostgresStore:
         if not wanted and not regret:
             return
         key = rows.user_key(scope)
-        with self._connection() as connection:
-            self._begin_locked(connection, scope)
+        with self._turn(scope) as wait, self._connection() as connection:
+            self._begin_locked(connection, scope, wait)
             try:
                 if connection.execute(_USER_VERSION, (key,)).fetchone() is None:
                     # Erased since the search read it (the lock orders the two): nothing
@@ -985,10 +1032,19 @@ class PostgresTransaction:
     and takes the lock again, so it sees what other writers committed meanwhile.
     """
 
-    def __init__(self, store: PostgresStore, connection: Connection, scope: Scope) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        connection: Connection,
+        scope: Scope,
+        first_wait: float | None = None,
+    ) -> None:
         self._store = store
         self._connection = connection
         self._scope = scope
+        # What is left of lock_timeout after the turn (PostgresStore._turn), for the
+        # first lock; a lock taken again after a commit waits the whole lock_timeout.
+        self._first_wait = first_wait
         self._open = False
         self._snapshot: ScopeSnapshot | None = None
 
@@ -999,7 +1055,8 @@ class PostgresTransaction:
 
     def _locked(self) -> Connection:
         if not self._open:
-            self._store._begin_locked(self._connection, self._scope)
+            wait, self._first_wait = self._first_wait, None
+            self._store._begin_locked(self._connection, self._scope, wait)
             self._open = True
             self._snapshot = None  # read again under the lock
         return self._connection
@@ -1088,6 +1145,84 @@ class PostgresTransaction:
         if self._open:
             self._open = False
             roll_back(self._connection)
+
+
+class _UserTurns:
+    """A process's writers of each user, one at a time, in the order they asked
+    (:meth:`PostgresStore._turn`).
+
+    Python's locks are not fair — a thread that lets go and asks again at once
+    would have the turn back before a waiter wakes — so each user's threads
+    wait in a line, as PostgreSQL's lock queue orders the processes. A user's
+    line exists while a writer holds or waits for the turn, so a process
+    serving many users keeps lines for those it is writing for only. A turn is
+    re-entrant: a thread that holds it and writes again for the user waits on
+    the user's lock in the database, as it did before turns.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._lines: dict[str, _Line] = {}
+
+    @contextmanager
+    def held(self, key: str, timeout: float) -> Iterator[bool]:
+        """Hold the user's turn while the block runs; ``False``: not had within ``timeout``."""
+        had = self._take(key, time.monotonic() + timeout)
+        try:
+            yield had
+        finally:
+            if had:
+                self._give_back(key)
+
+    def _take(self, key: str, deadline: float) -> bool:
+        me = threading.get_ident()
+        with self._guard:
+            line = self._lines.get(key)
+            if line is None:
+                line = self._lines[key] = _Line(threading.Condition(self._guard))
+            if line.owner == me:
+                line.depth += 1
+                return True
+            place = object()
+            line.waiting.append(place)
+            try:
+                while line.owner is not None or line.waiting[0] is not place:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    line.turn_over.wait(remaining)
+                line.owner, line.depth = me, 1
+                return True
+            finally:
+                line.waiting.remove(place)
+                if line.owner != me:  # gave up: timed out, or interrupted
+                    if line.owner is None and not line.waiting:
+                        del self._lines[key]
+                    else:
+                        line.turn_over.notify_all()  # the next in line may be first now
+
+    def _give_back(self, key: str) -> None:
+        with self._guard:
+            line = self._lines[key]
+            line.depth -= 1
+            if line.depth:
+                return
+            line.owner = None
+            if line.waiting:
+                line.turn_over.notify_all()
+            else:
+                del self._lines[key]
+
+
+@dataclasses.dataclass(slots=True)
+class _Line:
+    """One user's turn in a process: who holds it (a thread id), how often it
+    re-entered, and the places of the threads waiting, first first."""
+
+    turn_over: threading.Condition
+    owner: int | None = None
+    depth: int = 0
+    waiting: deque[object] = dataclasses.field(default_factory=deque)
 
 
 # The tables :meth:`PostgresStore.erase_user` counts, by the count they make.

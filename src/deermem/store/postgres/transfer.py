@@ -148,8 +148,8 @@ class PostgresTransfer:
         store = self.store
         scope = Scope.of(dump.user_id)
         key = rows.user_key(scope)
-        with store._connection() as connection:
-            store._begin_locked(connection, scope)
+        with store._turn(scope) as wait, store._connection() as connection:
+            store._begin_locked(connection, scope, wait)
             try:
                 if _holds(connection, key):
                     raise FileExistsError(
