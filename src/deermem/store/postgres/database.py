@@ -108,7 +108,15 @@ def check_address(url: str, database: str) -> None:
     problem = database_scheme_problem(url)
     if problem is not None:
         raise DatabaseError(database, problem)
-    if _stray_at_sign(url):
+    stray = _stray_at_sign(url)
+    if stray == "/":
+        raise DatabaseError(
+            database,
+            "the address holds an `@` after a `/`, and libpq ends the user and password at "
+            "the first `@` or `/`; write a `/` inside the password (or user) as `%2F`, and "
+            "write an `@` inside the password (or user, host or database name) as `%40`",
+        )
+    if stray == "@":
         raise DatabaseError(
             database,
             "the address holds an `@` besides the one that ends the user and password; "
@@ -122,8 +130,12 @@ def check_address(url: str, database: str) -> None:
         raise DatabaseError(database, f"the address cannot be parsed{reason}") from None
 
 
-def _stray_at_sign(url: str) -> bool:
-    """Whether a URL holds an ``@`` that libpq would read as part of its hosts or path.
+def _stray_at_sign(url: str) -> str | None:
+    """Whether a URL holds an ``@`` that libpq would read as part of its hosts or path:
+    ``None`` if not, else the character that ended libpq's scan for the user and
+    password first — ``"@"`` (an ``@`` inside the password, or beyond) or ``"/"``
+    (a ``/`` inside the password, so the ``@`` that was meant to end it is read
+    as part of the hosts).
 
     libpq ends the user and password at the first ``@`` found before any
     ``/``; what follows, up to the query's ``?``, is hosts, ports and the
@@ -133,11 +145,14 @@ def _stray_at_sign(url: str) -> bool:
     """
     _scheme, separator, rest = url.strip().partition("://")
     if not separator:
-        return False
+        return None
     end = next((i for i, char in enumerate(rest) if char in "@/"), len(rest))
-    if end < len(rest) and rest[end] == "@":
+    first = rest[end] if end < len(rest) else None
+    if first == "@":
         rest = rest[end + 1 :]
-    return "@" in rest.partition("?")[0]
+    if "@" not in rest.partition("?")[0]:
+        return None
+    return "/" if first == "/" else "@"
 
 
 def address_secrets(url: str) -> tuple[str, ...]:
