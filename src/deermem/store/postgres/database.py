@@ -57,6 +57,7 @@ __all__ = [
     "address_secrets",
     "check_address",
     "check_schema",
+    "configure_session",
     "connect",
     "database_settings",
     "database_status",
@@ -82,7 +83,26 @@ def connect(url: str, database: str, *, timeout: float) -> Connection:
     """
     check_address(url, database)
     with translated(database, address_secrets(url)):
-        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+        connection = psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+        try:
+            configure_session(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+
+def configure_session(connection: Connection) -> None:
+    """Set what deermem's reading relies on, whatever the server, role or URL chose.
+
+    ``double precision`` comes back as text whose digits follow the session's
+    ``extra_float_digits``: below 1 (PostgreSQL 11's default, still set by some
+    servers, roles and poolers) a recall heat reads back rounded to 15 digits,
+    so it would differ from the value written and from the Markdown store's,
+    and a copy by ``deermem migrate`` would not compare equal. At 3 every
+    float reads back exactly (the shortest text that round-trips).
+    """
+    connection.execute("SET extra_float_digits = 3")
 
 
 def check_address(url: str, database: str) -> None:
