@@ -265,7 +265,8 @@ def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     another model, on either store). Searches may run meanwhile. Shows progress on a
     terminal. A directory holding memory that no user and agent can be read from
     (as `deermem scopes` names them) is not indexed: it is named on stderr, and
-    the exit status is 1.
+    the exit status is 1. A database store that cannot keep the vectors made (a
+    read-only connection) is an error, exit status 1.
 
     Example: `deermem --root ./memory reindex`
     """
