@@ -41,6 +41,7 @@ from deermem.config import (
     recorded_settings,
     redact_url,
     url_secrets,
+    with_recorded_settings,
 )
 from deermem.errors import (
     ConfigError,
@@ -348,11 +349,20 @@ def upgrade(
     new directory. A database that already holds users records none, so it
     keeps running as it did (``confidence`` unless a configuration names a policy).
 
+    Until the store holds a user, a later upgrade given settings records them
+    too, laid over the record (which keeps the rest), as ``deermem init`` does
+    in an existing directory: a database's settings are given by ``db
+    upgrade`` (``deermem init`` is for directories). Once it holds users its
+    record is left as it is — the data was written under it — and the
+    settings given apply where they are given.
+
     Returns:
-        The versions applied, and the names of the settings recorded (sorted).
+        The versions applied, and the names of the settings recorded (sorted):
+        empty when the upgrade recorded none.
 
     Raises:
         DatabaseSchemaError: the database is at a version this deermem does not know.
+        ConfigError: the record is invalid, or the settings given do not fit with it.
         psycopg.Error: a migration failed; nothing was applied.
     """
     with connection.transaction():
@@ -382,12 +392,22 @@ def upgrade(
             if migration.version == ARCHIVE_DIGEST_VERSION:
                 fill_archive_digests(connection)
             done.append(migration.version)
-        recorded: tuple[str, ...] = ()
-        if SETTINGS_VERSION in done and not holds_users(connection):
-            record = recorded_settings(new_store_settings(config or MemoryConfig()))
+        given = config or MemoryConfig()
+        if SETTINGS_VERSION in [*applied, *done] and not holds_users(connection):
+            if SETTINGS_VERSION in done:
+                record = recorded_settings(new_store_settings(given))
+            elif recorded_settings(given):
+                kept = read_settings(connection, database)
+                record = recorded_settings(
+                    with_recorded_settings(given, kept, recorded_in(database))
+                )
+                if record == kept:
+                    return done, tuple(sorted(record))
+            else:
+                return done, ()
             write_settings(connection, record)
-            recorded = tuple(sorted(record))
-        return done, recorded
+            return done, tuple(sorted(record))
+        return done, ()
 
 
 ARCHIVE_DIGEST_VERSION: Final = 6
@@ -492,7 +512,8 @@ class SchemaStatus(Record):
         found: its version (``None``: never migrated).
         expected: the version this deermem reads and writes.
         applied: the versions an upgrade just applied (empty for a status check).
-        settings: the settings an upgrade that created the store recorded (names only).
+        settings: the settings an upgrade recorded (names only): one that created
+            the store, or one given settings while the store holds no user.
     """
 
     database: str
@@ -507,6 +528,12 @@ class SchemaStatus(Record):
     def current(self) -> bool:
         """Whether the database is at the version this deermem needs."""
         return self.found == self.expected
+
+    @property
+    def created_store(self) -> bool:
+        """Whether this upgrade created the store (added ``deermem_settings`` to a
+        database without users, and recorded a new store's settings)."""
+        return SETTINGS_VERSION in self.applied and bool(self.settings)
 
     @property
     def kept_as_before(self) -> bool:
