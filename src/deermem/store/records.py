@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from deermem.errors import CorruptMemoryFile, FactValidationError
 from deermem.model import (
     FLATTEN,
+    MAX_WHOLE_NUMBER,
     OMIT_NONE,
     Fact,
     FactOut,
@@ -219,8 +220,15 @@ def decode_summaries(data: bytes, path: str | Path) -> SummaryDocument:
     updated = document.get("lastUpdated", "")
     if not isinstance(version, str):
         raise CorruptMemoryFile(path, f"'version' must be a string, found {version!r}")
-    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
-        raise CorruptMemoryFile(path, f"'revision' must be a whole number >= 0, found {revision!r}")
+    if (
+        isinstance(revision, bool)
+        or not isinstance(revision, int)
+        or not 0 <= revision <= MAX_WHOLE_NUMBER
+    ):
+        raise CorruptMemoryFile(
+            path,
+            f"'revision' must be a whole number from 0 to {MAX_WHOLE_NUMBER}, found {revision!r}",
+        )
     if not isinstance(updated, str):
         raise CorruptMemoryFile(path, f"'lastUpdated' must be a string, found {updated!r}")
     return SummaryDocument(
@@ -288,7 +296,9 @@ class UsageEntry(Record):
             return None
         if not math.isfinite(float(heat)) or heat < 0:
             return None
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        if isinstance(count, bool) or not isinstance(count, int):
+            return None
+        if not 0 <= count <= MAX_WHOLE_NUMBER:
             return None
         if not isinstance(accessed, str):
             return None
