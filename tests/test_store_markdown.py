@@ -346,7 +346,8 @@ def test_a_document_s_bad_revision_is_described_not_quoted(store: MarkdownStore)
     with pytest.raises(CorruptMemoryFile) as caught:
         MarkdownStore(store.root).load(ALICE)
     assert caught.value.problem == (
-        "field 'revision' has a text of 29 characters; expected a whole number of at least 0"
+        "field 'revision' has a text of 29 characters; "
+        "expected a whole number from 0 to 9223372036854775807"
     )
 
 

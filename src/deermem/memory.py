@@ -1403,6 +1403,8 @@ class Memory:
         Raises:
             OSError: the index cannot be written where the store keeps it.
             SearchIndexError: the index file cannot be opened.
+            DatabaseReadOnly, StoreLockTimeout: a database store cannot keep the
+                vectors made (a read-only connection, a user's lock not had in time).
         """
         self._search_index.close()  # this memory's next search reopens it
         models = embedder() if self.config.search_mode == "hybrid" else None

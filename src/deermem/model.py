@@ -91,6 +91,7 @@ __all__ = [
     "MAX_SUMMARY_CHARS",
     "MAX_TOPICS",
     "MAX_USER_ID_BYTES",
+    "MAX_WHOLE_NUMBER",
     "NO_ENTRIES",
     "RANDOM_FACT_ID_PATTERN",
     "RESULT_CONFIG",
@@ -472,6 +473,8 @@ def parse_timestamp(value: object) -> datetime | None:
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):
+        if "\x00" in value:  # CPython's fromisoformat reads up to a NUL, ignoring the rest
+            return None
         try:
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
@@ -862,6 +865,9 @@ FACT_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]+")
 MAX_FACT_ID_LENGTH: Final = 250
 MAX_TITLE_LENGTH: Final = 160
 FACT_SCHEMA_VERSION: Final = 2
+MAX_WHOLE_NUMBER: Final = 2**63 - 1
+"""The largest revision or count a record may hold: what PostgreSQL's ``bigint`` columns
+hold, so a value one store could keep the other is never given (both refuse it alike)."""
 
 # Source types that carry no thread; any other string is a conversation thread id.
 _PLAIN_SOURCE_TYPES: Final = frozenset({"manual", "consolidation", "import", "unknown"})
@@ -1366,8 +1372,10 @@ def _timestamp(data: Mapping[str, object], name: str) -> str | None:
 
 
 def _revision(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise FactValidationError("revision", value, "expected a whole number of at least 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WHOLE_NUMBER:
+        raise FactValidationError(
+            "revision", value, f"expected a whole number from 1 to {MAX_WHOLE_NUMBER}"
+        )
     return value
 
 

@@ -9,6 +9,7 @@ before the commit (or after it), and the next operation works.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from deermem import (
     StoreLockTimeout,
     UnsafeIdentifierError,
 )
+from deermem.cli.app import main
 from deermem.library import Proposal
 from deermem.model import Fact, Scope
 from deermem.store import ChangeSet
@@ -369,3 +371,20 @@ def test_a_part_of_a_change_set_the_store_does_not_write_is_refused(store: Postg
         store.commit(ALICE, Extended(now=NOW, later_events=("an event",)))
     assert store.reload(ALICE) == before
     store.commit(ALICE, Extended(now=NOW))  # empty: nothing to lose
+
+
+def test_the_drivers_own_warnings_stay_off_the_commands_stderr(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pool logs a connection attempt it retries (`error connecting in 'deermem': …
+    too many clients already`) and psycopg an aborted pipeline it cleans up; with no
+    handler configured Python printed them raw on the command's stderr, also on a
+    command that succeeded. The command reports the outcome itself."""
+    driver = logging.getLogger("psycopg")
+    monkeypatch.setattr(driver, "level", logging.WARNING)  # psycopg's own default, restored
+    monkeypatch.setenv("DEERMEM_STORE", postgres_url)
+    assert main(["--user", "bob", "facts", "list"]) == 0
+    assert capsys.readouterr().err == ""
+    for name in ("psycopg", "psycopg.pool"):
+        assert not logging.getLogger(name).isEnabledFor(logging.WARNING), name
+        assert logging.getLogger(name).isEnabledFor(logging.ERROR), name

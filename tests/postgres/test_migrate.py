@@ -334,6 +334,29 @@ def test_an_interrupted_migration_runs_again(
     assert (report["copied"], report["skipped"]) == (3, 1)
 
 
+def test_a_user_whose_records_the_database_cannot_keep_stops_the_migration_naming_them(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Markdown store holding what PostgreSQL cannot (U+0000 in a recall's time, written
+    by hand or imported by an earlier deermem): `migrate` stopped with the database's
+    "text fields cannot contain NUL", naming no user and no field."""
+    source = tmp_path / "source"
+    bob = Memory.open(source, MemoryConfig(search_mode="keyword"), user="bob", agent="writer")
+    bob.create_fact("Bob writes novels", category="context")
+    bob.search("novels")
+    usage = source / "users" / "bob" / "agents" / "writer" / ".metadata" / "fact-usage.json"
+    entries = json.loads(usage.read_text("utf-8"))
+    for entry in entries.values():
+        entry["lastAccessedAt"] += "\0"
+    usage.write_text(json.dumps(entries), "utf-8")
+    assert main(["migrate", "--from", str(source), "--to", postgres_url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: user 'bob': not copied: field 'agents.writer.usage.fact_"), err
+    assert ".lastAccessedAt' " in err
+    with PostgresStore(postgres_url) as store:
+        assert PostgresTransfer(store).users() == ()
+
+
 def test_bad_locations_are_one_line_errors(
     tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from deermem import DatabaseReadOnly, Memory, MemoryConfig
+from deermem.cli.app import main
 from deermem.model import Scope
 from deermem.store.postgres import PostgresStore
 from tests.store_contract.test_meaning import LIBRARY
@@ -68,3 +69,28 @@ def test_search_on_a_read_only_connection_answers_and_says_once_what_it_does_not
     assert vectors == (1 if mode == "hybrid" else 0), said
     if mode == "hybrid":
         assert expected[0].match_type == "hybrid"  # ranked by meaning, vectors made in memory
+
+
+def test_reindex_on_a_read_only_connection_is_refused_not_said_to_have_kept_vectors(
+    reader_url: str,
+    postgres_url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`deermem reindex` exists to make the store keep vectors; on a connection that may
+    not write it exited 0 saying "the store keeps their vectors", having kept none (a
+    search's cache may be left unwritten, a reindex's may not). It is now refused in one
+    line, and the refused write leaves no line of the driver's own on stderr."""
+    monkeypatch.setenv("DEERMEM_STORE", reader_url)
+    assert main(["reindex"]) == 1
+    out, err = capsys.readouterr()
+    assert "keeps their vectors" not in out
+    assert err.startswith("error: "), err
+    assert err.count("\n") == 1, err
+    with psycopg.connect(postgres_url) as admin:
+        assert admin.execute("SELECT count(*) FROM deermem_vectors").fetchone() == (0,)
+    monkeypatch.setenv("DEERMEM_STORE", postgres_url)
+    assert main(["reindex"]) == 0  # the owner's reindex keeps them
+    with psycopg.connect(postgres_url) as admin:
+        kept = admin.execute("SELECT count(*) FROM deermem_vectors").fetchone()
+    assert kept == (len(LIBRARY),)

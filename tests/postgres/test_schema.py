@@ -288,6 +288,22 @@ def test_a_password_holding_an_unencoded_at_sign_is_refused_without_showing_it(
     assert "TAILSECRET" not in str(refused.value)
 
 
+def test_a_password_holding_an_unencoded_slash_is_refused_naming_the_slash(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq ends the user and password at the first `/` as well as at an `@`: the
+    refusal named only the `@` (which this password does not hold), and writing
+    `%40` changed nothing. It now says to write the `/` as `%2F`."""
+    url = "postgresql://app:Ri/ghtTAILSECRET@127.0.0.1:1/db"
+    monkeypatch.setenv("DEERMEM_STORE", url)
+    assert main(["--user", "alice", "facts", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "write a `/` inside the password (or user) as `%2F`" in err, err
+    assert "TAILSECRET" not in err
+    encoded = "postgresql://app:Ri%2FghtTAILSECRET@127.0.0.1:1/db"
+    database.check_address(encoded, "db")
+
+
 def test_an_at_sign_in_the_query_or_percent_encoded_is_the_address_libpq_reads() -> None:
     """Only an `@` libpq would read as part of the hosts or the path is refused."""
     for url in (

@@ -168,3 +168,40 @@ def test_config_show_names_the_databases_record_as_the_source(
     assert settings["fact_eviction_policy"] == {"value": "hybrid-v1", "source": record}
     assert settings["fact_eviction_shadow_enabled"] == {"value": True, "source": record}
     assert settings["max_facts"]["source"] == "environment variable DEERMEM_MAX_FACTS"
+
+
+def test_db_upgrade_given_settings_records_them_until_the_store_holds_a_user(
+    empty_postgres_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database created by `db upgrade` could not be given its settings afterwards: a
+    second `db upgrade` with settings ignored them silently (`"settings": []`), and
+    `deermem init` refuses a database. While the store holds no user, `db upgrade` records
+    them over its record, as `init` does in an existing directory; once it holds users,
+    the record stays and the upgrade says so."""
+    url = empty_postgres_url
+    monkeypatch.setenv("DEERMEM_DATABASE_URL", url)
+    assert main(["db", "upgrade"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("DEERMEM_MAX_FACTS", "10")
+    assert main(["db", "upgrade", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"] == [
+        "fact_eviction_policy",
+        "fact_eviction_shadow_enabled",
+        "max_facts",
+    ]
+    assert recorded(url) == {
+        "fact_eviction_policy": "hybrid-v1",
+        "fact_eviction_shadow_enabled": True,
+        "max_facts": 10,
+    }
+    monkeypatch.delenv("DEERMEM_MAX_FACTS")
+    assert main(["db", "upgrade", "--json"]) == 0  # nothing given: the record stays
+    assert json.loads(capsys.readouterr().out)["settings"] == []
+    assert recorded(url)["max_facts"] == 10
+    with opened(MemoryConfig(store=url)) as memory:
+        assert memory.config.max_facts == 10
+        memory.create_fact("Uses uv")
+    monkeypatch.setenv("DEERMEM_MAX_FACTS", "20")
+    assert main(["db", "upgrade"]) == 0
+    assert "settings not recorded: the database holds users" in capsys.readouterr().out
+    assert recorded(url)["max_facts"] == 10

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
@@ -81,7 +82,11 @@ _GITHUB: Final = "ghp" + "_Hh3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5b"  # a fake toke
 @pytest.mark.parametrize(
     ("field", "value", "said"),
     [
-        ("revision", _GITHUB, "has a text of 41 characters; expected a whole number of at least 0"),
+        (
+            "revision",
+            _GITHUB,
+            "has a text of 41 characters; expected a whole number from 0 to 9223372036854775807",
+        ),
         ("version", [f"password={_GITHUB}"], "has a list of 1 items; expected a text"),
         ("lastUpdated", {"note": _GITHUB}, "has a mapping of 1 keys; expected a text"),
     ],
@@ -113,3 +118,73 @@ def test_an_unknown_user_exports_as_an_empty_document(stores: Stores) -> None:
     document = memory.export_user("nobody-here")
     assert document["agents"] == {}
     assert document["userId"] == "nobody-here"
+
+
+STAMP = "2026-08-13T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        (
+            r"agents\.coder\.usage'",
+            lambda part: part["usage"].update(
+                {"fact_\u0000x": {"accessHeat": 1.0, "accessCount": 1, "lastAccessedAt": STAMP}}
+            ),
+        ),
+        (
+            r"agents\.coder\.usage\.fact_\w+\.lastAccessedAt",
+            lambda part: next(iter(part["usage"].values())).update({"lastAccessedAt": "2026\0"}),
+        ),
+        (
+            r"agents\.coder\.usage\.fact_\w+\.lastAccessedAt",
+            lambda part: next(iter(part["usage"].values())).update(
+                {"lastAccessedAt": STAMP + "\0"}
+            ),
+        ),
+        (
+            r"agents\.coder\.shadowMarks",
+            lambda part: part.update(
+                {"shadowMarks": {"x\u0000y": {"policyVersion": "confidence"}}}
+            ),
+        ),
+        (
+            r"agents\.coder\.archive\[0\]\.archivedAt",
+            lambda part: part["archive"][0].update({"archivedAt": STAMP + "\0"}),
+        ),
+        (
+            r"agents\.coder\.usage\.fact_\w+",  # a count no bigint holds: not a usage entry
+            lambda part: next(iter(part["usage"].values())).update({"accessCount": 2**70}),
+        ),
+        (
+            r"fact 'fact_\w+': field 'revision'",
+            lambda part: part["facts"][0].update({"revision": 2**63}),
+        ),
+    ],
+)
+def test_records_one_store_could_keep_and_the_other_not_are_refused_by_both_naming_the_field(
+    stores: Stores, field: str, change: Callable[[dict[str, Any]], None]
+) -> None:
+    """U+0000 in a usage or shadow-mark key, a recall's or an archive entry's time, and a
+    revision or count of 2**63 or more: the Markdown store imported them and PostgreSQL
+    refused with "text fields cannot contain NUL" or "bigint out of range", naming no
+    field. Both now refuse them alike, naming the field, and change nothing."""
+    populate(stores, ERIN, agents=("coder",))
+    memory = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+    document = json.loads(json.dumps(memory.export_user(ERIN)))
+    memory.erase_user(ERIN)
+    change(document["agents"]["coder"])
+    with pytest.raises(FactValidationError, match=field):
+        memory.import_user(document)
+    assert memory.scoped(user=ERIN, agent="coder").list_facts() == ()
+
+
+def test_a_summaries_revision_no_bigint_holds_is_refused_by_both(stores: Stores) -> None:
+    populate(stores, ERIN, agents=("coder",))
+    memory = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+    document = json.loads(json.dumps(memory.export_user(ERIN)))
+    memory.erase_user(ERIN)
+    document["summaries"]["revision"] = 2**70
+    expected = r"summaries\.revision.*expected a whole number from 0 to"
+    with pytest.raises(FactValidationError, match=expected):
+        memory.import_user(document)

@@ -43,7 +43,12 @@ from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo, TyperInfo
 
 from deermem import __version__
-from deermem.cli.output import CliContext, print_error, stand_in_for_closed_streams
+from deermem.cli.output import (
+    CliContext,
+    print_error,
+    quiet_driver_logs,
+    stand_in_for_closed_streams,
+)
 from deermem.errors import DeerMemError
 
 __all__ = ["Command", "app", "main", "run"]
@@ -464,6 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(argv) if argv is not None else sys.argv[1:]
     stand_in_for_closed_streams()
+    quiet_driver_logs()
     try:
         # What `app(...)` runs, built once: through `app` typer would build the root and
         # the command a second time after `global_options_first` looked them up.

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import logging
 import os
 import re
 import shlex
@@ -249,6 +250,20 @@ class ClosedStream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         raise self._closed()
+
+
+def quiet_driver_logs() -> None:
+    """Keep the database driver's and its pool's own warnings off a command's stderr.
+
+    They are steps toward an outcome the command reports itself: the pool
+    logs a connection attempt it retries (``error connecting in 'deermem':
+    … too many clients``), a broken connection it replaces, and psycopg an
+    aborted pipeline it cleans up, and with no handler configured Python
+    printed each raw, also on a command that succeeded. A command's contract
+    is one clear line for an error (a :class:`~deermem.DatabaseError`, which
+    names the database) and nothing for a success. Their errors still show.
+    """
+    logging.getLogger("psycopg").setLevel(logging.ERROR)  # psycopg.pool is its child
 
 
 def stand_in_for_closed_streams() -> None:

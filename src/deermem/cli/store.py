@@ -41,6 +41,7 @@ from deermem.config import (
     is_database_url,
     load_config,
     read_store_settings,
+    recorded_settings,
     redact_url,
     render_store_settings,
     resolve_config,
@@ -126,9 +127,9 @@ def init(
     resolved = resolve_config(config or state.config_file)
     if resolved.config.store and state.root is None:
         fail(
-            "the configuration names a database (store); a database records its settings when "
-            "`deermem db upgrade` creates it — `deermem init` is for a Markdown store directory "
-            "(--root)"
+            "the configuration names a database (store); a database records its settings "
+            "through `deermem db upgrade` (when it creates the store, and again while the store "
+            "holds no user) — `deermem init` is for a Markdown store directory (--root)"
         )
     if resolved.config.store and state.root is not None:
         # Every later command refuses the two together: a store made here would be unusable.
@@ -265,7 +266,8 @@ def reindex(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     another model, on either store). Searches may run meanwhile. Shows progress on a
     terminal. A directory holding memory that no user and agent can be read from
     (as `deermem scopes` names them) is not indexed: it is named on stderr, and
-    the exit status is 1.
+    the exit status is 1. A database store that cannot keep the vectors made (a
+    read-only connection) is an error, exit status 1.
 
     Example: `deermem --root ./memory reindex`
     """
@@ -736,9 +738,13 @@ def upgrade(
     in its shadow, and what `--config` and `DEERMEM_*` chose), as `deermem
     init` does in a directory. A database that already holds users records
     none, so it keeps its policy (`confidence` unless a configuration names
-    one; docs/policies.md).
+    one; docs/policies.md). Until the store holds a user, running it again
+    with settings records them over the store's (it keeps the rest), as
+    `deermem init` does in an existing directory; once it holds users, the
+    settings given are not recorded, and it says so.
 
-    Example: `deermem db upgrade --database postgresql://deermem@db/deermem`
+    Example: `deermem db upgrade --database postgresql://deermem@db/deermem`,
+    `DEERMEM_MAX_FACTS=10 deermem db upgrade`
     """
     status = _schema(ctx, database, upgrade=True)
     if as_json:
@@ -747,13 +753,21 @@ def upgrade(
     applied = ", ".join(str(version) for version in status.applied)
     done = f"applied {applied}" if applied else "nothing to apply"
     out_console.print(f"{escape(status.database)}: schema version {status.found} ({done})")
-    if status.settings:
-        out_console.print(f"a new store: recorded its settings ({', '.join(status.settings)})")
+    names = ", ".join(status.settings)
+    if status.created_store:
+        out_console.print(f"a new store: recorded its settings ({names})")
+    elif status.settings:
+        out_console.print(f"a store that holds no user yet: recorded its settings ({names})")
     elif status.kept_as_before:
         out_console.print(
             "the database holds users and records no settings: it keeps running as before "
             "(fact_eviction_policy confidence unless a configuration names one; "
             "docs/policies.md)"
+        )
+    elif recorded_settings(config_of(ctx)):
+        out_console.print(
+            "settings not recorded: the database holds users, and its recorded settings "
+            "stay as they are; the settings given apply where they are given"
         )
 
 

@@ -191,8 +191,11 @@ class VectorSource(Protocol):
         """The vectors of model ``model`` the store holds for these content keys."""
         ...
 
-    def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
-        """Keep these vectors (text → vector) for the scope, where it still holds the texts."""
+    def store_vectors(
+        self, scope: Scope, model: str, vectors: Mapping[str, bytes], *, strict: bool = False
+    ) -> None:
+        """Keep these vectors (text → vector) for the scope, where it still holds the texts
+        (with ``strict``, raise rather than leave them to the next search)."""
         ...
 
 
@@ -204,14 +207,19 @@ class Meaning:
         scope: the scope searched (the store keeps vectors per scope).
         source: the store's vectors, so a process whose index is in memory
             (PostgreSQL) does not embed every fact again.
+        strict: the store must keep the vectors made (a reindex): one it cannot
+            write is an error, not left to the next search.
     """
 
-    __slots__ = ("_queries", "embedder", "scope", "source")
+    __slots__ = ("_queries", "embedder", "scope", "source", "strict")
 
-    def __init__(self, embedder: Embedder, scope: Scope, source: VectorSource) -> None:
+    def __init__(
+        self, embedder: Embedder, scope: Scope, source: VectorSource, *, strict: bool = False
+    ) -> None:
         self.embedder = embedder
         self.scope = scope
         self.source = source
+        self.strict = strict
         self._queries: dict[str, QueryVector] = {}
 
     def query(self, text: str) -> QueryVector:
@@ -423,7 +431,9 @@ def _hand_over(meaning: Meaning, fresh: Mapping[str, bytes], texts: Mapping[str,
     """Give the store the vectors it does not hold yet, by text (it checks them under its lock)."""
     if fresh:
         by_text = {texts[key]: vector for key, vector in fresh.items()}
-        meaning.source.store_vectors(meaning.scope, meaning.embedder.tag, by_text)
+        meaning.source.store_vectors(
+            meaning.scope, meaning.embedder.tag, by_text, strict=meaning.strict
+        )
 
 
 def _texts(
@@ -1082,11 +1092,14 @@ def rebuild_search_index(
         models: embed every fact's text (the library's, and with
             ``with_archive`` the archive's) with these models; the vectors the
             store keeps are reused. For a store whose index lives in memory
-            only the vectors are made (the store keeps them).
+            only the vectors are made, and the store must keep them.
 
     Raises:
         OSError: the index cannot be written where the store keeps it.
         SearchIndexError: the index file cannot be opened.
+        DatabaseReadOnly, StoreLockTimeout: a store whose index lives in
+            memory cannot keep the vectors made (the scopes done before
+            keep theirs).
     """
     location = store.search_index_location()
     in_memory = str(location) == MEMORY
@@ -1117,7 +1130,7 @@ def rebuild_search_index(
             if models is not None:
                 embed_missing(
                     index,
-                    Meaning(models, scope, store),
+                    Meaning(models, scope, store, strict=in_memory),
                     scope.user_id,
                     scope.agent,
                     known,

@@ -466,6 +466,13 @@ def log_config(level: str) -> dict[str, Any]:
             "uvicorn.error": {"level": level},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
             "deermem": quiet,
+            # The driver's and its pool's warnings (a connection retried or replaced)
+            # in the server's format, not raw; their chatter below WARNING never.
+            "psycopg": {
+                "handlers": ["stderr"],
+                "level": "WARNING" if level in {"TRACE", "DEBUG", "INFO"} else level,
+                "propagate": False,
+            },
         },
     }
 

@@ -50,11 +50,21 @@ from deermem.config import (
 from deermem.errors import (
     ConfigError,
     CorruptMemoryFile,
+    DatabaseError,
     FactValidationError,
     MigrationError,
     NotAStoreError,
 )
-from deermem.model import FLATTEN, Fact, Record, Scope, check_user_id, normalise_agent
+from deermem.model import (
+    FLATTEN,
+    Fact,
+    Record,
+    Scope,
+    check_user_id,
+    is_fact_id,
+    normalise_agent,
+    parse_timestamp,
+)
 from deermem.store.markdown.files import may_hold_store, write_store_settings
 from deermem.store.markdown.store import MarkdownStore
 from deermem.store.markdown.transfer import MarkdownTransfer
@@ -238,8 +248,10 @@ def migrate(
 
     Raises:
         MigrationError: the destination holds a user with other data (nothing
-            was copied), or a copy reads back differently (the users before
-            it are copied and verified).
+            was copied), a user's records hold what the destination cannot keep
+            (:func:`check_storable`, or the database refused the copy), or a copy
+            reads back differently; each names the user, and the users before it
+            are copied and verified.
     """
     users = source.users()
     held = set(destination.users())
@@ -267,7 +279,13 @@ def migrate(
             continue
         dump = _dumped(source, user, redact_secrets, report)  # one user in memory at a time
         if dump is not None:
-            destination.load_user(dump)
+            try:
+                for scope in dump.scopes:
+                    check_storable(scope)
+                destination.load_user(dump)
+            except (FactValidationError, DatabaseError) as error:
+                # Which user the copy stopped at (the users before it are copied).
+                raise MigrationError(user, f"not copied: {error}") from None
             copy = destination.dump_user(user)
             if copy is None or copy.document() != dump.document():
                 raise MigrationError(user, _difference(dump, copy))
@@ -440,7 +458,7 @@ def _scope_of(user_id: str, agent: object, part: object) -> ScopeDump:
         if not all(isinstance(value, str) for value in values):
             raise FactValidationError(f"{where}.marks[{n}]", raw, "expected a thread mark")
         marks.append(ThreadMark(*(str(value) for value in values)))
-    return ScopeDump(
+    dump = ScopeDump(
         agent=agent,
         facts=facts,
         usage=usage,
@@ -450,6 +468,45 @@ def _scope_of(user_id: str, agent: object, part: object) -> ScopeDump:
         regret=tuple(listed("regret")),
         shadow=dict(mapped("shadowMarks")),
     )
+    check_storable(dump)
+    return dump
+
+
+def check_storable(dump: ScopeDump) -> None:
+    """Refuse keys and times of a scope's records that one store could keep and the
+    other could not, naming the field (``agents.<agent>.usage…``).
+
+    The Markdown store keeps any text in a sidecar; PostgreSQL keeps usage and
+    shadow-mark keys, a recall's time and an archive entry's time in ``text``
+    columns, which cannot hold U+0000. A key is a fact id and a time is a
+    timestamp, which rules that out: both stores take the same records —
+    an import (``users import``) and a copy (``deermem migrate``) alike.
+
+    Raises:
+        FactValidationError: the field and what it takes.
+    """
+    where = f"agents.{dump.agent}"
+    for fact_id, entry in dump.usage.items():
+        if not is_fact_id(fact_id):
+            raise FactValidationError(f"{where}.usage", fact_id, "expected fact ids as its keys")
+        if parse_timestamp(entry.last_accessed_at) is None:
+            raise FactValidationError(
+                f"{where}.usage.{fact_id}.lastAccessedAt",
+                entry.last_accessed_at,
+                "expected an ISO 8601 timestamp string",
+            )
+    for fact_id in dump.shadow:
+        if not is_fact_id(fact_id):
+            raise FactValidationError(
+                f"{where}.shadowMarks", fact_id, "expected fact ids as its keys"
+            )
+    for n, archived in enumerate(dump.archive):
+        if parse_timestamp(archived.archived_at) is None:
+            raise FactValidationError(
+                f"{where}.archive[{n}].archivedAt",
+                archived.archived_at,
+                "expected an ISO 8601 timestamp string",
+            )
 
 
 def _object(where: str, raw: object) -> Mapping[str, object]:

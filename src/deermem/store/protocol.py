@@ -564,14 +564,19 @@ class Store(Protocol):
         """
         ...
 
-    def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
+    def store_vectors(
+        self, scope: Scope, model: str, vectors: Mapping[str, bytes], *, strict: bool = False
+    ) -> None:
         """Keep search vectors (text → vector) of model ``model`` for the scope, by the
         texts' content keys (:func:`~deermem.store.records.content_key`).
 
         Never part of a commit (it is not the facts' data), and only for texts
         the scope still holds: a search embeds outside the user's lock, and a
         commit meanwhile may have taken a text out. A store with no place for
-        them ignores them.
+        them ignores them. Vectors are a cache, so a store that cannot write
+        them now (read-only, its lock not had in time) may leave them to the
+        next search; with ``strict`` (a reindex, whose point is that the store
+        keeps them) it raises that error instead.
         """
         ...
 

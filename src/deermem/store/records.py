@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from deermem.errors import CorruptMemoryFile, FactValidationError, described
 from deermem.model import (
     FLATTEN,
+    MAX_WHOLE_NUMBER,
     OMIT_NONE,
     Fact,
     FactOut,
@@ -246,8 +247,12 @@ def summaries_header_problem(document: Mapping[str, object]) -> tuple[str, objec
     updated = document.get("lastUpdated", "")
     if not isinstance(version, str):
         return "version", version, "expected a text"
-    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
-        return "revision", revision, "expected a whole number of at least 0"
+    if (
+        isinstance(revision, bool)
+        or not isinstance(revision, int)
+        or not 0 <= revision <= MAX_WHOLE_NUMBER
+    ):
+        return "revision", revision, f"expected a whole number from 0 to {MAX_WHOLE_NUMBER}"
     if not isinstance(updated, str):
         return "lastUpdated", updated, "expected a text"
     return None
@@ -309,7 +314,9 @@ class UsageEntry(Record):
             return None
         if not math.isfinite(float(heat)) or heat < 0:
             return None
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        if isinstance(count, bool) or not isinstance(count, int):
+            return None
+        if not 0 <= count <= MAX_WHOLE_NUMBER:
             return None
         if not isinstance(accessed, str):
             return None

@@ -569,7 +569,9 @@ class MarkdownStore:
         """``{}``: the vectors live in the search index file (derived data, beside it)."""
         return {}
 
-    def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
+    def store_vectors(
+        self, scope: Scope, model: str, vectors: Mapping[str, bytes], *, strict: bool = False
+    ) -> None:
         """Nothing to do: the search index file keeps the vectors."""
 
     def usage(self, scope: Scope) -> Mapping[str, UsageEntry]:

@@ -44,6 +44,7 @@ from deermem.config import (
     recorded_settings,
     redact_url,
     url_secrets,
+    with_recorded_settings,
 )
 from deermem.errors import (
     ConfigError,
@@ -121,15 +122,23 @@ whose reads share index pages. The user's lock already orders a user's writers."
 
 
 def settle(connection: Connection) -> None:
-    """Make every transaction of a new connection run under ``READ COMMITTED``.
+    """Set on a new connection what deermem relies on, whatever the server, role or URL chose.
 
-    The session's default covers the single statements a read is; the
-    connection's own level makes the ``BEGIN`` psycopg sends for
-    ``connection.transaction()`` say it too. A transaction that needs more
-    says so itself (a dump reads one user in ``REPEATABLE READ``).
+    * Every transaction runs under ``READ COMMITTED``. The session's default
+      covers the single statements a read is; the connection's own level
+      makes the ``BEGIN`` psycopg sends for ``connection.transaction()`` say
+      it too. A transaction that needs more says so itself (a dump reads one
+      user in ``REPEATABLE READ``).
+    * ``extra_float_digits = 3``: ``double precision`` comes back as text
+      whose digits follow it; below 1 (PostgreSQL 11's default, still set by
+      some servers, roles and poolers) a recall heat would read back rounded
+      to 15 digits, unlike the value written and the Markdown store's, and a
+      copy by ``deermem migrate`` would not compare equal. At 3 every float
+      reads back exactly.
     """
     connection.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
     connection.execute("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    connection.execute("SET extra_float_digits = 3")
 
 
 def check_address(url: str, database: str) -> None:
@@ -155,7 +164,15 @@ def check_address(url: str, database: str) -> None:
     problem = database_scheme_problem(url)
     if problem is not None:
         raise DatabaseError(database, problem)
-    if _stray_at_sign(url):
+    stray = _stray_at_sign(url)
+    if stray == "/":
+        raise DatabaseError(
+            database,
+            "the address holds an `@` after a `/`, and libpq ends the user and password at "
+            "the first `@` or `/`; write a `/` inside the password (or user) as `%2F`, and "
+            "write an `@` inside the password (or user, host or database name) as `%40`",
+        )
+    if stray == "@":
         raise DatabaseError(
             database,
             "the address holds an `@` besides the one that ends the user and password; "
@@ -169,8 +186,12 @@ def check_address(url: str, database: str) -> None:
         raise DatabaseError(database, f"the address cannot be parsed{reason}") from None
 
 
-def _stray_at_sign(url: str) -> bool:
-    """Whether a URL holds an ``@`` that libpq would read as part of its hosts or path.
+def _stray_at_sign(url: str) -> str | None:
+    """Whether a URL holds an ``@`` that libpq would read as part of its hosts or path:
+    ``None`` if not, else the character that ended libpq's scan for the user and
+    password first — ``"@"`` (an ``@`` inside the password, or beyond) or ``"/"``
+    (a ``/`` inside the password, so the ``@`` that was meant to end it is read
+    as part of the hosts).
 
     libpq ends the user and password at the first ``@`` found before any
     ``/``; what follows, up to the query's ``?``, is hosts, ports and the
@@ -180,11 +201,14 @@ def _stray_at_sign(url: str) -> bool:
     """
     _scheme, separator, rest = url.strip().partition("://")
     if not separator:
-        return False
+        return None
     end = next((i for i, char in enumerate(rest) if char in "@/"), len(rest))
-    if end < len(rest) and rest[end] == "@":
+    first = rest[end] if end < len(rest) else None
+    if first == "@":
         rest = rest[end + 1 :]
-    return "@" in rest.partition("?")[0]
+    if "@" not in rest.partition("?")[0]:
+        return None
+    return "/" if first == "/" else "@"
 
 
 def address_secrets(url: str) -> tuple[str, ...]:
@@ -382,13 +406,22 @@ def upgrade(
     new directory. A database that already holds users records none, so it
     keeps running as it did (``confidence`` unless a configuration names a policy).
 
+    Until the store holds a user, a later upgrade given settings records them
+    too, laid over the record (which keeps the rest), as ``deermem init`` does
+    in an existing directory: a database's settings are given by ``db
+    upgrade`` (``deermem init`` is for directories). Once it holds users its
+    record is left as it is — the data was written under it — and the
+    settings given apply where they are given.
+
     Returns:
-        The versions applied, and the names of the settings recorded (sorted).
+        The versions applied, and the names of the settings recorded (sorted):
+        empty when the upgrade recorded none.
 
     Raises:
         DatabaseError: the database's encoding is not UTF8 (:func:`check_encoding`);
             nothing was applied.
         DatabaseSchemaError: the database is at a version this deermem does not know.
+        ConfigError: the record is invalid, or the settings given do not fit with it.
         psycopg.Error: a migration failed; nothing was applied.
     """
     check_encoding(connection, database)
@@ -419,12 +452,22 @@ def upgrade(
             if migration.version == ARCHIVE_DIGEST_VERSION:
                 fill_archive_digests(connection)
             done.append(migration.version)
-        recorded: tuple[str, ...] = ()
-        if SETTINGS_VERSION in done and not holds_users(connection):
-            record = recorded_settings(new_store_settings(config or MemoryConfig()))
+        given = config or MemoryConfig()
+        if SETTINGS_VERSION in [*applied, *done] and not holds_users(connection):
+            if SETTINGS_VERSION in done:
+                record = recorded_settings(new_store_settings(given))
+            elif recorded_settings(given):
+                kept = read_settings(connection, database)
+                record = recorded_settings(
+                    with_recorded_settings(given, kept, recorded_in(database))
+                )
+                if record == kept:
+                    return done, tuple(sorted(record))
+            else:
+                return done, ()
             write_settings(connection, record)
-            recorded = tuple(sorted(record))
-        return done, recorded
+            return done, tuple(sorted(record))
+        return done, ()
 
 
 ARCHIVE_DIGEST_VERSION: Final = 6
@@ -529,7 +572,8 @@ class SchemaStatus(Record):
         found: its version (``None``: never migrated).
         expected: the version this deermem reads and writes.
         applied: the versions an upgrade just applied (empty for a status check).
-        settings: the settings an upgrade that created the store recorded (names only).
+        settings: the settings an upgrade recorded (names only): one that created
+            the store, or one given settings while the store holds no user.
     """
 
     database: str
@@ -544,6 +588,12 @@ class SchemaStatus(Record):
     def current(self) -> bool:
         """Whether the database is at the version this deermem needs."""
         return self.found == self.expected
+
+    @property
+    def created_store(self) -> bool:
+        """Whether this upgrade created the store (added ``deermem_settings`` to a
+        database without users, and recorded a new store's settings)."""
+        return SETTINGS_VERSION in self.applied and bool(self.settings)
 
     @property
     def kept_as_before(self) -> bool:

@@ -547,7 +547,9 @@ class PostgresStore:
             )
         return usable
 
-    def store_vectors(self, scope: Scope, model: str, vectors: Mapping[str, bytes]) -> None:
+    def store_vectors(
+        self, scope: Scope, model: str, vectors: Mapping[str, bytes], *, strict: bool = False
+    ) -> None:
         """Keep search vectors (text → vector) of texts the scope holds now, by content key.
 
         A search embeds outside the user's lock, and meanwhile a commit may take a
@@ -558,14 +560,24 @@ class PostgresStore:
         write (:class:`~deermem.DatabaseReadOnly`: a role granted ``SELECT`` only,
         a read-only transaction, a hot standby) writes none either, said once per
         store, and each search ranks by meaning with vectors made in memory.
+        With ``strict`` (``deermem reindex``, whose point is that the store keeps
+        them) either is raised instead.
+
+        Raises:
+            DatabaseReadOnly, StoreLockTimeout: with ``strict``, the vectors
+                could not be written.
         """
         if not vectors:
             return
         try:
             self._write_vectors(scope, model, vectors)
         except StoreLockTimeout:
+            if strict:
+                raise
             return  # the next search embeds again
         except DatabaseReadOnly as error:
+            if strict:
+                raise
             if not self._vectors_unwritten_said:
                 self._vectors_unwritten_said = True
                 _log.warning("search vectors are not kept in the database: %s", error)
@@ -575,18 +587,24 @@ class PostgresStore:
         with self._turn(scope) as wait, self._connection() as connection:
             self._begin_locked(connection, scope, wait)
             try:
-                held = self._held_texts(connection, scope, list(vectors))
-                connection.cursor().executemany(
+                held_texts = self._held_texts(connection, scope, list(vectors))
+                held = sorted((t, vector) for t, vector in vectors.items() if t in held_texts)
+                # One statement, not executemany: a refused executemany runs in
+                # psycopg's pipeline, which logs its own "pipeline aborted" line.
+                connection.execute(
                     "INSERT INTO deermem_vectors (user_id, agent, model, content_key, vector)"
-                    " SELECT %s, %s, %s, %s, %s"
+                    " SELECT %s, %s, %s, k, v FROM unnest(%s::text[], %s::bytea[]) AS t(k, v)"
                     " WHERE EXISTS (SELECT 1 FROM deermem_users WHERE user_id = %s)"
                     " ON CONFLICT (user_id, agent, model, content_key)"
                     " DO UPDATE SET vector = EXCLUDED.vector",
-                    [
-                        (key, scope.agent, model, content_key(text), vector, key)
-                        for text, vector in sorted(vectors.items())
-                        if text in held
-                    ],
+                    (
+                        key,
+                        scope.agent,
+                        model,
+                        [content_key(text) for text, _ in held],
+                        [vector for _, vector in held],
+                        key,
+                    ),
                 )
                 connection.execute("COMMIT")
             except BaseException:
