@@ -400,3 +400,15 @@ def test_at_a_full_library_the_page_names_what_the_gate_evicts_next(store: Serve
         assert "below" not in why.text
     finally:
         live.stop()
+
+
+def test_the_why_page_keeps_its_sentences_apart(
+    server: tuple[LiveServer, dict[str, str]], store: ServedStore
+) -> None:
+    """The receipt's sentence ended "cap 10." and the rank's began right after it: a block
+    tag closed the line, and the template's trim_blocks took the newline that was the space."""
+    live, issued = server
+    (archived,) = store.archived("alice", "coder")
+    page = signed_in(live, issued["alice"]).get(f"/ui/users/alice/agents/coder/facts/{archived}")
+    text = re.sub(r"<[^>]+>", "", page.text)
+    assert re.search(r"cap 10\. It ranked \d+ with score", text), text
