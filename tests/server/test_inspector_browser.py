@@ -256,3 +256,25 @@ def test_every_flow_of_the_inspector_in_a_browser(
     page.wait_for_url(f"{url}/ui/sign-in")
     page.goto(f"{url}/ui/")
     assert page.url.endswith("/ui/sign-in")
+
+
+def test_the_regret_chart_draws_every_label_inside_itself(
+    browser: Browser, served: tuple[LiveServer, dict[str, str]]
+) -> None:
+    """The legend's "confidence (shadow)" ran past the chart's right edge and was cut."""
+    page = browser.page
+    live, issued = served
+    sign_in_by_keyboard(page, live.url, issued["alice"])
+    for path in ("/ui/users/alice/agents/coder", "/ui/users/alice"):
+        page.goto(f"{live.url}{path}")
+        outside = page.evaluate(
+            """() => {
+                const svg = document.querySelector('svg[role=img]');
+                const width = svg.viewBox.baseVal.width;
+                return [...svg.querySelectorAll('text')]
+                    .filter(t => t.getBBox().x + t.getBBox().width > width)
+                    .map(t => t.textContent);
+            }"""
+        )
+        assert outside == [], path
+    assert browser.problems == []

@@ -694,7 +694,9 @@ def _regret(report: RegretReport) -> dict[str, object]:
 _WIDTH: Final = 640
 _PANEL: Final = 150
 _LEFT: Final = 48
-_RIGHT: Final = 150
+# The legend's column: its longest label, "confidence (shadow)" at 11 px, is about 115 px
+# wide, and starts 40 px into the margin.
+_RIGHT: Final = 170
 _TOP: Final = 24
 _GAP: Final = 44
 # Distinguishable in colour and in dash, so a reader who cannot tell the colours apart
