@@ -412,3 +412,22 @@ def test_the_why_page_keeps_its_sentences_apart(
     page = signed_in(live, issued["alice"]).get(f"/ui/users/alice/agents/coder/facts/{archived}")
     text = re.sub(r"<[^>]+>", "", page.text)
     assert re.search(r"cap 10\. It ranked \d+ with score", text), text
+
+
+def test_a_restore_the_gate_undoes_lists_nothing_as_left_in_its_place(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """The restored fact, evicted again at once, was listed under "What left in its place"."""
+    live, issued = server
+    memory = live.memory.scoped(user="carol", agent="coder")
+    for n in range(11):  # the lowest goes to the archive, and still ranks lowest there
+        memory.create_fact(f"carol fact number {n}", confidence=0.95 - n / 20)
+    (archived,) = [entry.fact_id for entry in memory.list_archived()]
+    client = signed_in(live, issued["admin"])
+    scope = "/ui/users/carol/agents/coder"
+    token = csrf_of(client.get(f"{scope}/archive").text)
+    answer = client.post(f"{scope}/archive/{archived}/restore", data={"csrf": token})
+    assert answer.status_code == 200
+    assert f"The gate evicted {archived} again" in answer.text
+    assert "What left in its place" not in answer.text
+    assert [entry.fact_id for entry in memory.list_archived()] == [archived]

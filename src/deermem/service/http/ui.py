@@ -596,7 +596,9 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             memory = inspector.scoped(principal, user, agent)
             result = memory.restore(fact_id)
             left = []
-            for gone in result.evicted:
+            # The restored fact itself is among the evicted when the gate sent it back:
+            # it did not leave in its own place.
+            for gone in (fact for fact in result.evicted if fact != result.fact_id):
                 try:
                     left.append(memory.get_archived(gone))
                 except FactNotFoundError:
