@@ -10,6 +10,7 @@ and sign-out ending the session on the server.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -431,3 +432,31 @@ def test_a_restore_the_gate_undoes_lists_nothing_as_left_in_its_place(
     assert f"The gate evicted {archived} again" in answer.text
     assert "What left in its place" not in answer.text
     assert [entry.fact_id for entry in memory.list_archived()] == [archived]
+
+
+def test_a_page_over_a_damaged_file_is_logged_with_the_file_and_its_request_id(
+    server: tuple[LiveServer, dict[str, str]],
+    store: ServedStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The page says the server's log names the file; the inspector's line named none."""
+    live, issued = server
+    damaged = next((store.root / "users" / "alice").rglob("fact_*.md"))
+    edited = damaged.with_name("edited.tmp")  # an editor's save: written aside, renamed
+    edited.write_text("---\nid: x\ncontent: [unclosed\n")
+    edited.replace(damaged)
+    # The server's cache holds the scope until the user's manifest changes: a hand edit
+    # is seen by the next process, or here once the manifest's time moves on.
+    manifest = store.root / "users" / "alice" / "memory.json"
+    later = manifest.stat().st_mtime_ns + 1_000_000_000
+    os.utime(manifest, ns=(later, later))
+    client = signed_in(live, issued["alice"])
+    with caplog.at_level("ERROR", logger="deermem.service.ui"):
+        page = client.get("/ui/users/alice/agents/coder")
+    assert page.status_code == 500
+    assert "the server&#39;s log names the file" in page.text
+    request_id = page.headers["x-request-id"]
+    assert f"Request id {request_id}" in page.text
+    [line] = [record.getMessage() for record in caplog.records]
+    assert str(damaged) in line
+    assert "front matter" in line

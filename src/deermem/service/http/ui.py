@@ -58,7 +58,8 @@ from deermem.library.regret import RegretReport
 from deermem.memory import Memory
 from deermem.model import format_timestamp, is_fact_id, parse_timestamp, shown_user_id
 from deermem.service.http.routes import ServerContext, UserPath
-from deermem.service.problems import ProblemError, problem_for
+from deermem.service.middleware import current_request_id
+from deermem.service.problems import ProblemError, operator_note, problem_for
 from deermem.service.tokens import Principal
 from deermem.store.markdown.files import atomic_write, make_directories
 from deermem.store.records import REGRET_KINDS
@@ -205,11 +206,14 @@ class SessionStore:
 class _Refused(Exception):
     """A page cannot be shown: a status, a title and a sentence for the reader."""
 
-    def __init__(self, status: int, title: str, detail: str) -> None:
+    def __init__(self, status: int, title: str, detail: str, *, logged_as: str = "") -> None:
         super().__init__(title)
         self.status = status
         self.title = title
         self.detail = detail
+        # The request id of the log line about it; empty when nothing was logged (pages
+        # the reader must not tell apart, as "not found", stay byte for byte the same).
+        self.logged_as = logged_as
 
 
 _NOT_FOUND: Final = (404, "Not found", "There is nothing here, or nothing this token may see.")
@@ -328,7 +332,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return page(
             request,
             "error.html",
-            {"title": error.title, "detail": error.detail},
+            {"title": error.title, "detail": error.detail, "logged_as": error.logged_as},
             status=error.status,
             session=session,
         )
@@ -357,9 +361,15 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return _Refused(*_NOT_FOUND)
         if isinstance(error, ProblemError | DeerMemError):
             problem = problem_for(error)
-            if problem.status >= 500:
-                _log.error("inspector: %s: %s", problem.slug, type(error).__name__)
-            return _Refused(problem.status, problem.title, problem.detail)
+            # The API's own line (app.py): a problem's detail may say "the log names the
+            # file", and this line is the one that does, under the page's request id.
+            note = operator_note(error, problem)
+            if note is None:
+                return _Refused(problem.status, problem.title, problem.detail)
+            _log.error("inspector: %s", note)
+            return _Refused(
+                problem.status, problem.title, problem.detail, logged_as=current_request_id()
+            )
         raise error
 
     def view(request: Request, render: Callable[[Session, Principal], Response]) -> Response:
