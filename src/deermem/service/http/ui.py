@@ -9,11 +9,13 @@ anything another interface would need.
 
 **Sessions.** Signing in with a token makes a session: a random id in an
 ``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` when the request came
-over TLS), and a record in the server's state directory (so every worker
-process sees it) that holds the token's *id*, never the token. Every request
-looks the token up again, so a revoked or expired token ends its sessions at
-once; signing out deletes the record. The record's file name is the SHA-256
-of the session id, so reading the directory gives nobody a session.
+over TLS: through a same-machine proxy's ``X-Forwarded-Proto``, which
+:mod:`deermem.service.http.run` has uvicorn believe), and a record in the
+server's state directory (so every worker process sees it) that holds the
+token's *id*, never the token. Every request looks the token up again, so a
+revoked or expired token ends its sessions at once; signing out deletes the
+record. The record's file name is the SHA-256 of the session id, so reading
+the directory gives nobody a session.
 
 **CSRF.** Every form that changes something carries a token: the session's
 own random token (synchronizer), or — on the sign-in form, before there is a
