@@ -498,14 +498,19 @@ class Memory:
         Store-wide: the same whatever scope this memory is bound to. What the
         store cannot list is in :meth:`store_problems`.
         """
-        now = self.now()
-        return tuple(
-            ScopeSummary(
-                scope=scope,
-                facts=len(self.store.load(scope).facts),
-                archived=len(self.store.archive_listing(scope, now)),
-            )
-            for scope in self.store.scopes()
+        return tuple(self.scope_summary(scope) for scope in self.store.scopes())
+
+    def scope_summary(self, scope: Scope) -> ScopeSummary:
+        """One scope's fact and archive counts (a row of :meth:`scopes`): for a reader
+        that may see only some scopes, and reads only those.
+
+        Raises:
+            CorruptMemoryFile: a file of that scope cannot be read.
+        """
+        return ScopeSummary(
+            scope=scope,
+            facts=len(self.store.load(scope).facts),
+            archived=len(self.store.archive_listing(scope, self.now())),
         )
 
     def store_problems(self) -> tuple[str, ...]:

@@ -441,15 +441,7 @@ def test_a_page_over_a_damaged_file_is_logged_with_the_file_and_its_request_id(
 ) -> None:
     """The page says the server's log names the file; the inspector's line named none."""
     live, issued = server
-    damaged = next((store.root / "users" / "alice").rglob("fact_*.md"))
-    edited = damaged.with_name("edited.tmp")  # an editor's save: written aside, renamed
-    edited.write_text("---\nid: x\ncontent: [unclosed\n")
-    edited.replace(damaged)
-    # The server's cache holds the scope until the user's manifest changes: a hand edit
-    # is seen by the next process, or here once the manifest's time moves on.
-    manifest = store.root / "users" / "alice" / "memory.json"
-    later = manifest.stat().st_mtime_ns + 1_000_000_000
-    os.utime(manifest, ns=(later, later))
+    damaged = _damage_a_fact_of(store, "alice")
     client = signed_in(live, issued["alice"])
     with caplog.at_level("ERROR", logger="deermem.service.ui"):
         page = client.get("/ui/users/alice/agents/coder")
@@ -460,3 +452,46 @@ def test_a_page_over_a_damaged_file_is_logged_with_the_file_and_its_request_id(
     [line] = [record.getMessage() for record in caplog.records]
     assert str(damaged) in line
     assert "front matter" in line
+
+
+def _damage_a_fact_of(store: ServedStore, user: str) -> Path:
+    """Break one of a user's fact files by hand, as an editor saves it (aside, renamed)."""
+    damaged = next((store.root / "users" / user).rglob("fact_*.md"))
+    edited = damaged.with_name("edited.tmp")
+    edited.write_text("---\nid: x\ncontent: [unclosed\n")
+    edited.replace(damaged)
+    # The server's cache holds the scope until the user's manifest changes: a hand edit
+    # is seen by the next process, or here once the manifest's time moves on.
+    manifest = store.root / "users" / user / "memory.json"
+    later = manifest.stat().st_mtime_ns + 1_000_000_000
+    os.utime(manifest, ns=(later, later))
+    return damaged
+
+
+def test_one_users_damaged_file_leaves_the_others_scopes_page_whole(
+    server: tuple[LiveServer, dict[str, str]],
+    store: ServedStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The scopes page counted every scope of the store, then kept the token's: bob's
+    damaged file made it a 500 for alice, and told her some memory was damaged."""
+    live, issued = server
+    _damage_a_fact_of(store, "bob")
+    alice = signed_in(live, issued["alice"])
+    with caplog.at_level("ERROR", logger="deermem.service.ui"):
+        page = alice.get("/ui/")
+    assert page.status_code == 200
+    assert "/ui/users/alice/agents/coder" in page.text
+    assert "bob" not in page.text
+    assert "corrupt" not in page.text.lower()
+    assert not caplog.records  # bob's scope was not even read
+    # the admin sees every scope: bob's as a row that cannot be read, the rest as ever
+    with caplog.at_level("ERROR", logger="deermem.service.ui"):
+        admin = signed_in(live, issued["admin"]).get("/ui/")
+    assert admin.status_code == 200
+    rows = re.findall(r"<tr>(.*?)</tr>", admin.text, flags=re.S)
+    bob = next(row for row in rows if "/ui/users/bob/agents/coder" in row)
+    assert "Stored memory is corrupt" in bob
+    alices = next(row for row in rows if "/ui/users/alice/agents/coder" in row)
+    assert re.search(r'<td class="num">10</td><td class="num">1</td>', alices), alices
+    assert len(caplog.records) == 1  # the operator's line, with the file

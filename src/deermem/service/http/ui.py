@@ -58,7 +58,8 @@ from starlette.concurrency import run_in_threadpool
 from deermem.errors import DeerMemError, FactNotFoundError, UnsafeIdentifierError
 from deermem.library.regret import RegretReport
 from deermem.memory import Memory
-from deermem.model import format_timestamp, is_fact_id, parse_timestamp, shown_user_id
+from deermem.model import Scope, format_timestamp, is_fact_id, parse_timestamp, shown_user_id
+from deermem.results import ScopeSummary
 from deermem.service.http.routes import ServerContext, UserPath
 from deermem.service.middleware import current_request_id
 from deermem.service.problems import ProblemError, operator_note, problem_for
@@ -216,6 +217,15 @@ class _Refused(Exception):
         # The request id of the log line about it; empty when nothing was logged (pages
         # the reader must not tell apart, as "not found", stay byte for byte the same).
         self.logged_as = logged_as
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeRow:
+    """A row of the scopes page: a scope and its counts, or why they cannot be read."""
+
+    scope: Scope
+    summary: ScopeSummary | None
+    problem: str
 
 
 _NOT_FOUND: Final = (404, "Not found", "There is nothing here, or nothing this token may see.")
@@ -485,13 +495,22 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     @ui.get("/")
     def scopes(request: Request) -> Response:
         def render(session: Session, principal: Principal) -> Response:
-            rows = [
-                summary
-                for summary in inspector.memory.scopes()
-                if summary.scope.user_id is not None
-                and principal.may_address(summary.scope.user_id)
-            ]
-            rows.sort(key=lambda s: (s.scope.user_id or "", s.scope.agent))
+            # Only the scopes this token may see are read, and each on its own: one
+            # user's damaged file is that row's problem, never another user's page.
+            seen = sorted(
+                (
+                    scope
+                    for scope in inspector.memory.store.scopes()
+                    if scope.user_id is not None and principal.may_address(scope.user_id)
+                ),
+                key=lambda scope: (scope.user_id or "", scope.agent),
+            )
+            rows = []
+            for scope in seen:
+                try:
+                    rows.append(ScopeRow(scope, inspector.memory.scope_summary(scope), ""))
+                except DeerMemError as error:
+                    rows.append(ScopeRow(scope, None, failure(error).title))
             return page(
                 request, "scopes.html", {"title": "Scopes", "scopes": rows}, session=session
             )
