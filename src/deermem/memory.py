@@ -51,7 +51,13 @@ from deermem.errors import (
 )
 from deermem.library import CapacityGate, Proposal, Removal
 from deermem.library.gate import Ranking, WhatIf, rank_library, standing_of, what_if
-from deermem.library.regret import Found, RegretReport, build_report, search_regret
+from deermem.library.regret import (
+    Found,
+    RegretReport,
+    build_report,
+    build_user_report,
+    search_regret,
+)
 from deermem.model import (
     MAX_KEPT_SIZE,
     Fact,
@@ -1065,21 +1071,22 @@ class Memory:
         """
         policy = self.gate.policy
         if whole_user:
+            # Each agent's records kept apart: fact ids are unique within a scope only.
             user = self.scope.user_id
-            scopes = [Scope.of(user, agent) for agent in self.store.agents(user)]
-            receipts = sorted(
-                (r for s in scopes for r in self.store.audit(s)), key=lambda r: r.occurred_at
+            by_agent = {}
+            for agent in self.store.agents(user):
+                scope = Scope.of(user, agent)
+                by_agent[agent] = (self.store.audit(scope), self.store.regret_events(scope))
+            return build_user_report(
+                by_agent,
+                active=policy.name,
+                shadow=policy.shadow_policy,
+                until=self.now(),
+                since=since,
             )
-            events = sorted(
-                (e for s in scopes for e in self.store.regret_events(s)),
-                key=lambda e: e.occurred_at,
-            )
-        else:
-            receipts = list(self.audit())
-            events = list(self.store.regret_events(self.scope))
         return build_report(
-            receipts,
-            events,
+            list(self.audit()),
+            list(self.store.regret_events(self.scope)),
             active=policy.name,
             shadow=policy.shadow_policy,
             until=self.now(),
