@@ -495,3 +495,40 @@ def test_one_users_damaged_file_leaves_the_others_scopes_page_whole(
     alices = next(row for row in rows if "/ui/users/alice/agents/coder" in row)
     assert re.search(r'<td class="num">10</td><td class="num">1</td>', alices), alices
     assert len(caplog.records) == 1  # the operator's line, with the file
+
+
+def test_the_regret_panels_by_day_show_the_policy_the_scope_runs_now(store: ServedStore) -> None:
+    """A scope that evicted under `confidence` and runs `hybrid-v1` now: the page's "by day,
+    active policy" table and the chart's events panel showed `confidence`, first by name."""
+    before = store.unscoped(store.config(max_facts=10, fact_eviction_policy="confidence"))
+    old = before.scoped(user="alice", agent="coder")
+    for n in range(11):  # one eviction under confidence
+        old.create_fact(f"old fact {n}", confidence=0.9 - n / 20)
+    live, issued = start_server(
+        store, tokens=TOKENS, max_facts=10, fact_eviction_policy="hybrid-v1"
+    )
+    try:
+        memory = live.memory.scoped(user="alice", agent="coder")
+        for n in range(5):  # five evictions under hybrid-v1, and three restores
+            memory.create_fact(f"new fact {n}", confidence=0.95)
+        for entry in memory.list_archived()[:3]:
+            memory.restore(entry.fact_id)
+        hybrid = memory.regret().policy("hybrid-v1", "active")
+        assert hybrid is not None
+        assert hybrid.timeline
+        client = signed_in(live, issued["alice"])
+        for path in ("/ui/users/alice/agents/coder", "/ui/users/alice"):
+            page = client.get(path).text
+            table = page[
+                page.index("<caption>By day") : page.index("</table>", page.index("By day"))
+            ]
+            assert "active policy hybrid-v1" in table, path
+            last = re.findall(r'<tr><th scope="row">(.*?)</tr>', table)[-1]
+            cells = re.findall(r'<td class="num">(\d+)</td>', last)
+            point = hybrid.timeline[-1]
+            assert cells[:2] == [str(point.evictions), str(point.regretted)], path
+            title = re.search(r"<title[^>]*>(.*?)</title>", page[page.index("<svg") :])
+            assert title is not None
+            assert "under the active policy hybrid-v1" in title[1], path
+    finally:
+        live.stop()

@@ -532,7 +532,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                     "title": f"User {shown_user_id(user)}",
                     "user": user,
                     "agents": agents,
-                    **_regret(report),
+                    **_regret(report, memory.gate.policy.name),
                 },
                 session=session,
             )
@@ -572,7 +572,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 below=below,
                 query=query,
                 found=[(result, ranks.get(result.fact_id)) for result in found],
-                **_regret(memory.regret()),
+                **_regret(memory.regret(), memory.gate.policy.name),
             )
 
         return view(request, render)
@@ -706,13 +706,15 @@ def _known(memory: Memory) -> set[tuple[str | None, str]]:
     return {(scope.user_id, scope.agent) for scope in memory.store.scopes()}
 
 
-def _regret(report: RegretReport) -> dict[str, object]:
-    """The chart and the numbers beside it, for a template."""
-    active = next((p for p in report.policies if p.role == "active"), None)
+def _regret(report: RegretReport, policy: str) -> dict[str, object]:
+    """The chart and the numbers beside it, for a template; ``policy`` is the one in
+    force (a report also lists, as active, the policies that decided earlier receipts)."""
+    active = report.policy(policy, "active")
     return {
         "report": report,
-        "chart": Markup(regret_svg(report)),  # built from escaped parts (chart.py)
+        "chart": Markup(regret_svg(report, policy)),  # built from escaped parts
         "kinds": REGRET_KINDS,
+        "active_policy": policy,
         "active_timeline": active.timeline if active else (),
     }
 
@@ -720,7 +722,7 @@ def _regret(report: RegretReport) -> dict[str, object]:
 # --- the regret chart -------------------------------------------------------------------
 #
 # Two panels over the days of a report: each policy's regret rate (regretted /
-# evicted), and the running total of regret events by kind under the active policy.
+# evicted), and the running total of regret events by kind under the policy in force.
 # Pure: the same report draws the same bytes. Presentation attributes only (no
 # ``style``), so the page's Content-Security-Policy needs no inline styles.
 
@@ -744,12 +746,13 @@ _STYLES: Final = (
 )
 
 
-def regret_svg(report: RegretReport) -> str:
-    """The chart as one ``<svg>`` element, titled for screen readers."""
-    days = sorted({point.date for policy in report.policies for point in policy.timeline})
+def regret_svg(report: RegretReport, policy: str) -> str:
+    """The chart as one ``<svg>`` element, titled for screen readers; its events panel is
+    ``policy``'s, the policy in force."""
+    days = sorted({point.date for row in report.policies for point in row.timeline})
     first = date.fromisoformat(days[0]).toordinal() if days else 0
     span = max(1, date.fromisoformat(days[-1]).toordinal() - first) if days else 1
-    active = next((p for p in report.policies if p.role == "active"), None)
+    active = report.policy(policy, "active")
     most = max(
         (max(point.kinds.values(), default=0) for point in active.timeline) if active else (),
         default=0,
@@ -759,21 +762,21 @@ def regret_svg(report: RegretReport) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_WIDTH} {height}" '
         f'width="{_WIDTH}" height="{height}" role="img" aria-labelledby="regret-chart-title">',
         '<title id="regret-chart-title">Regret rate per policy, and regret events by kind '
-        "(running totals) under the active policy, by day (UTC)</title>",
+        f"(running totals) under the active policy {escape(policy)}, by day (UTC)</title>",
     ]
     top = _TOP
     bottom = _TOP + _PANEL + _GAP
     parts += _axes(top, "regret rate", 1.0)
-    parts += _axes(bottom, "events (running total)", float(max(most, 1)))
-    for index, policy in enumerate(report.policies):
+    parts += _axes(bottom, f"events under {policy} (running total)", float(max(most, 1)))
+    for index, row in enumerate(report.policies):
         colour, dash = _STYLES[index % len(_STYLES)]
         points = [
             (_x(point.date, first, span), point.regretted / point.evictions)
-            for point in policy.timeline
+            for point in row.timeline
             if point.evictions
         ]
         parts += _line(points, top, 1.0, colour, dash)
-        parts.append(_legend(index, top, colour, dash, f"{policy.policy} ({policy.role})"))
+        parts.append(_legend(index, top, colour, dash, f"{row.policy} ({row.role})"))
     if active is not None:
         for index, kind in enumerate(REGRET_KINDS):
             colour, dash = _STYLES[index % len(_STYLES)]
