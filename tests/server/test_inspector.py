@@ -532,3 +532,30 @@ def test_the_regret_panels_by_day_show_the_policy_the_scope_runs_now(store: Serv
             assert "under the active policy hybrid-v1" in title[1], path
     finally:
         live.stop()
+
+
+@on_both_stores
+def test_a_restore_or_purge_sent_twice_says_where_the_fact_is(
+    server: tuple[LiveServer, dict[str, str]], store: ServedStore
+) -> None:
+    """A reloaded or double-clicked Restore answered "Not found … nothing this token may see"
+    while the fact sat in the library; a second Purge the same."""
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    scope = "/ui/users/alice/agents/coder"
+    (archived,) = store.archived("alice", "coder")
+    token = csrf_of(client.get(f"{scope}/archive").text)
+    assert client.post(f"{scope}/archive/{archived}/restore", data={"csrf": token}).is_success
+    again = client.post(f"{scope}/archive/{archived}/restore", data={"csrf": token})
+    assert again.status_code == 404
+    assert f"{archived} is not in the archive: it is in the library" in again.text
+    assert "nothing this token may see" not in again.text
+    (evicted,) = store.archived("alice", "coder")  # the fact that left in its place
+    for _ in range(2):
+        purged = client.post(f"{scope}/archive/{evicted}/purge", data={"csrf": token})
+    assert purged.status_code == 404
+    assert f"{evicted} is not in the archive: it was purged" in purged.text
+    # an id the scope never held is "not found", as before
+    never = client.post(f"{scope}/archive/fact_00000000/restore", data={"csrf": token})
+    assert never.status_code == 404
+    assert "nothing this token may see" in never.text

@@ -292,6 +292,23 @@ def _purged(memory: Memory, fact_id: str) -> str:
         return ""
 
 
+def _not_in_archive(memory: Memory, fact_id: str) -> _Refused:
+    """The page for a restore or purge of a fact the archive does not hold: where the fact
+    is, when the scope (which this token may see) holds or held it — a form sent twice, or
+    reloaded, finds it restored or purged — else "not found"."""
+    try:
+        status = memory.why(fact_id).status if is_fact_id(fact_id) else None
+    except FactNotFoundError:
+        status = None
+    if status == "active":
+        where = "it is in the library (restored already, if this form was sent before)"
+    elif status == "gone":
+        where = "it was purged or expired from it; only its receipts remain"
+    else:
+        return _Refused(*_NOT_FOUND)
+    return _Refused(404, "Not in the archive", f"{fact_id} is not in the archive: {where}.")
+
+
 def _templates() -> Environment:
     folder = Path(str(resources.files("deermem.service.http") / "templates"))
     environment = Environment(
@@ -625,7 +642,10 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     async def restore(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
         def act(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
-            result = memory.restore(fact_id)
+            try:
+                result = memory.restore(fact_id)
+            except FactNotFoundError:
+                raise _not_in_archive(memory, fact_id) from None
             left = []
             # The restored fact itself is among the evicted when the gate sent it back:
             # it did not leave in its own place.
@@ -662,7 +682,10 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     async def purge(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
         def act(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
-            memory.purge(fact_id)
+            try:
+                memory.purge(fact_id)
+            except FactNotFoundError:
+                raise _not_in_archive(memory, fact_id) from None
             where = f"{UI_PREFIX}/users/{quote(user, safe='')}/agents/{memory.scope.agent}"
             return RedirectResponse(
                 f"{where}/archive?purged={quote(fact_id, safe='')}",
