@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deermem.service.http.ui import SessionStore
+from deermem.service.http.ui import SESSIONS_PER_TOKEN, SessionStore
 
 from ..served_store import ServedStore, on_both_stores
 from .conftest import LiveServer, start_server
@@ -279,28 +279,90 @@ def test_a_revoked_token_ends_its_sessions(server: tuple[LiveServer, dict[str, s
     assert client.get("/ui/").status_code == 303
 
 
+def _session_files(directory: Path) -> list[Path]:
+    return sorted((directory / "ui-sessions").rglob("*.json"))
+
+
 def test_sessions_expire_are_pruned_and_hold_no_token(tmp_path: Path) -> None:
     clock = Clock()
     sessions = SessionStore(tmp_path, clock)
     first = sessions.create("0123456789ab")
     assert sessions.get(first.session_id) == first
-    files = list((tmp_path / "ui-sessions").iterdir())
+    files = _session_files(tmp_path)
     assert [path.name for path in files] == [
         hashlib.sha256(first.session_id.encode()).hexdigest() + ".json"
     ]
     assert first.session_id not in files[0].read_text()
+    assert "0123456789ab" not in str(files[0].relative_to(tmp_path))
     assert oct(files[0].stat().st_mode & 0o777) == "0o600"
     clock.now += timedelta(hours=13)
     assert sessions.get(first.session_id) is None  # expired, and its record gone
     stale = sessions.create(None)
+    other = sessions.create("another-token")
     clock.now += timedelta(hours=13)
-    sessions.create(None)  # a sign-in prunes the records of expired sessions
-    assert not sessions._path(stale.session_id).exists()
-    assert len(list((tmp_path / "ui-sessions").iterdir())) == 1
+    # a sign-in prunes the records of its token's expired sessions, and (once an hour at
+    # most) every token's
+    sessions.create(None)
+    for gone in (stale, other):
+        path = sessions._path(gone.session_id)
+        assert path is not None
+        assert not path.exists()
+    assert len(_session_files(tmp_path)) == 1
     # the pre-session token is an HMAC under one key the workers share
     again = SessionStore(tmp_path, clock)
     assert again.pre_session_token("nonce") == sessions.pre_session_token("nonce")
     assert sessions.pre_session_token("nonce") != sessions.pre_session_token("other")
+
+
+def test_a_token_holds_a_bounded_number_of_sessions_and_signing_in_reads_only_its_own(
+    tmp_path: Path,
+) -> None:
+    """One token could open sessions without bound, and each sign-in (anyone's) read every
+    session file of the server: the cost grew with the pile."""
+    clock = Clock()
+    sessions = SessionStore(tmp_path, clock)
+    crowd = [sessions.create(f"token-{n}") for n in range(50)]
+    made = []
+    for _ in range(SESSIONS_PER_TOKEN + 5):
+        clock.now += timedelta(seconds=1)
+        made.append(sessions.create("alice-token"))
+    # the oldest went, the newest remain; other tokens' sessions are untouched
+    assert [sessions.get(s.session_id) is not None for s in made] == [False] * 5 + [
+        True
+    ] * SESSIONS_PER_TOKEN
+    assert all(sessions.get(s.session_id) is not None for s in crowd)
+    assert len(_session_files(tmp_path)) == 50 + SESSIONS_PER_TOKEN
+    # a sign-in reads its own token's records, never the crowd's
+    read: list[Path] = []
+    real = Path.read_bytes
+
+    def reading(path: Path) -> bytes:
+        read.append(path)
+        return real(path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "read_bytes", reading)
+        sessions.create("bob-token")
+        clock.now += timedelta(seconds=1)
+        sessions.create("alice-token")
+    crowd_files = {sessions._path(s.session_id) for s in crowd}
+    assert not crowd_files & set(read)
+    assert len(read) <= SESSIONS_PER_TOKEN + 1
+
+
+def test_signing_in_again_ends_the_browsers_previous_session(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    before = client.cookies.get("deermem_ui")
+    form = client.get("/ui/sign-in")
+    answer = client.post("/ui/sign-in", data={"token": issued["alice"], "csrf": csrf_of(form.text)})
+    assert answer.status_code == 303
+    assert client.cookies.get("deermem_ui") != before
+    replay = live.client()
+    replay.cookies.set("deermem_ui", before or "", domain="127.0.0.1", path="/ui/")
+    assert replay.get("/ui/").status_code == 303  # the earlier session opens nothing
 
 
 # Markup in everything a user or a model wrote that the inspector shows: the

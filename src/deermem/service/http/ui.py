@@ -67,16 +67,32 @@ from deermem.service.tokens import Principal
 from deermem.store.markdown.files import atomic_write, make_directories
 from deermem.store.records import REGRET_KINDS
 
-__all__ = ["UI_PREFIX", "Inspector", "SessionStore", "inspector_router", "regret_svg"]
+__all__ = [
+    "SESSIONS_PER_TOKEN",
+    "UI_PREFIX",
+    "Inspector",
+    "SessionStore",
+    "inspector_router",
+    "regret_svg",
+]
 
 UI_PREFIX: Final = "/ui"
 SESSION_COOKIE: Final = "deermem_ui"
 PRE_SESSION_COOKIE: Final = "deermem_ui_pre"
 SESSION_LIFETIME: Final = timedelta(hours=12)
+# Live sessions one token may hold; a sign-in beyond it ends the token's oldest session
+# (as `deermem mcp` bounds its sessions per token).
+SESSIONS_PER_TOKEN: Final = 32
+# How often at most a sign-in sweeps every token's expired sessions (a token that never
+# signs in again leaves at most SESSIONS_PER_TOKEN records until then).
+_SWEEP_EVERY: Final = timedelta(hours=1)
+_SWEPT_FILE: Final = "swept"
 PAGE_SIZE: Final = 100
 ARCHIVE_PAGE_SIZE: Final = 50
 _MAX_FORM_BYTES: Final = 16 * 1024
 _SECRET_FILE: Final = "ui-secret"
+_KEY_LENGTH: Final = 16
+_HEX: Final = "0123456789abcdef"
 _SESSIONS_DIRECTORY: Final = "ui-sessions"
 _CSP: Final = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -114,6 +130,11 @@ class Session:
 class SessionStore:
     """Sessions as files in the server's state directory, shared by every worker.
 
+    Each token's sessions are in a directory of their own, named by a digest of the
+    token's id, and a session id starts with that name: a sign-in reads only its own
+    token's records (at most :data:`SESSIONS_PER_TOKEN`), whatever other tokens hold,
+    and a request finds its session's file from the cookie alone.
+
     Args:
         directory: the server's state directory (``ui-sessions/`` and the
             ``ui-secret`` file go in it, mode 0600).
@@ -125,41 +146,89 @@ class SessionStore:
         self.clock = clock
         self._secret: bytes | None = None
 
-    def _path(self, session_id: str) -> Path:
+    @property
+    def _sessions(self) -> Path:
+        return self.directory / _SESSIONS_DIRECTORY
+
+    @staticmethod
+    def _token_key(token_id: str | None) -> str:
+        """The name of a token's directory (``None``: the open loopback server's)."""
+        named = "open" if token_id is None else f"token:{token_id}"
+        return hashlib.sha256(named.encode("utf-8", "replace")).hexdigest()[:_KEY_LENGTH]
+
+    def _path(self, session_id: str) -> Path | None:
+        """The record of a session id; ``None`` for an id this store never makes."""
+        key, dot, _ = session_id.partition(".")
+        if not dot or len(key) != _KEY_LENGTH or key.strip(_HEX):
+            return None
         digest = hashlib.sha256(session_id.encode("ascii", "replace")).hexdigest()
-        return self.directory / _SESSIONS_DIRECTORY / f"{digest}.json"
+        return self._sessions / key / f"{digest}.json"
 
     def create(self, token_id: str | None) -> Session:
-        """A new session for the token with this id (``None``: the open loopback server)."""
+        """A new session for the token with this id (``None``: the open loopback server).
+
+        The token's expired sessions go, and its oldest beyond :data:`SESSIONS_PER_TOKEN`.
+        """
+        key = self._token_key(token_id)
         session = Session(
-            session_id=secrets.token_urlsafe(32),
+            session_id=f"{key}.{secrets.token_urlsafe(32)}",
             token_id=token_id,
             csrf=secrets.token_urlsafe(32),
             expires_at=format_timestamp(self.clock() + SESSION_LIFETIME),
         )
         path = self._path(session.session_id)
+        assert path is not None  # made just above in the form _path reads
         make_directories(path.parent)
-        self._prune(path.parent)
+        live = self._prune(path.parent)
+        # Oldest first (they all live equally long); room for the new one.
+        for _, old in sorted(live)[: max(0, len(live) - SESSIONS_PER_TOKEN + 1)]:
+            old.unlink(missing_ok=True)
         record = {"tokenId": token_id, "csrf": session.csrf, "expiresAt": session.expires_at}
         atomic_write(path, json.dumps(record).encode(), mode=0o600)
+        self._sweep()
         return session
 
-    def _prune(self, directory: Path) -> None:
-        """Delete the records of expired sessions (a browser that never signed out)."""
+    def _prune(self, directory: Path) -> list[tuple[datetime, Path]]:
+        """Delete the records of expired sessions in one token's directory (a browser that
+        never signed out); the others, with when each expires."""
         now = self.clock()
+        live = []
         for path in directory.glob("*.json"):
             try:
                 expires = parse_timestamp(str(json.loads(path.read_bytes()).get("expiresAt")))
             except (OSError, ValueError, AttributeError):
                 continue  # being written, or not ours to judge
-            if expires is not None and expires <= now:
+            if expires is None:
+                continue
+            if expires <= now:
                 path.unlink(missing_ok=True)
+            else:
+                live.append((expires, path))
+        return live
+
+    def _sweep(self) -> None:
+        """Once per :data:`_SWEEP_EVERY` at most: every token's expired sessions go (the
+        tokens that never sign in again)."""
+        marker = self._sessions / _SWEPT_FILE
+        now = self.clock()
+        try:
+            last = parse_timestamp(marker.read_text(encoding="ascii").strip())
+        except (OSError, ValueError):
+            last = None
+        if last is not None and now - last < _SWEEP_EVERY:
+            return
+        atomic_write(marker, format_timestamp(now).encode(), mode=0o600)
+        for directory in self._sessions.iterdir():
+            if directory.is_dir():
+                self._prune(directory)
 
     def get(self, session_id: str | None) -> Session | None:
         """The live session with this id; ``None`` for an unknown, ended or expired one."""
         if not session_id or len(session_id) > 128:
             return None
         path = self._path(session_id)
+        if path is None:
+            return None
         try:
             data = json.loads(path.read_bytes())
         except (OSError, ValueError):
@@ -177,7 +246,9 @@ class SessionStore:
 
     def end(self, session_id: str) -> None:
         """Sign out: the session's record goes, so its cookie opens nothing any more."""
-        self._path(session_id).unlink(missing_ok=True)
+        path = self._path(session_id)
+        if path is not None:
+            path.unlink(missing_ok=True)
 
     def secret(self) -> bytes:
         """The server's HMAC key for pre-session CSRF tokens, made on first use."""
@@ -484,6 +555,9 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return RedirectResponse(
                 f"{UI_PREFIX}/sign-in?failed=1", status_code=303, headers=_HEADERS
             )
+        previous = request.cookies.get(SESSION_COOKIE)
+        if previous:  # this browser's earlier session: its cookie is replaced, so it ends
+            await run_in_threadpool(inspector.sessions.end, previous)
         response = RedirectResponse(f"{UI_PREFIX}/", status_code=303, headers=_HEADERS)
         response.set_cookie(SESSION_COOKIE, session.session_id, **cookie_args(request))  # type: ignore[arg-type]
         response.delete_cookie(PRE_SESSION_COOKIE, path=f"{UI_PREFIX}/")
