@@ -621,3 +621,21 @@ def test_a_restore_or_purge_sent_twice_says_where_the_fact_is(
     never = client.post(f"{scope}/archive/fact_00000000/restore", data={"csrf": token})
     assert never.status_code == 404
     assert "nothing this token may see" in never.text
+
+
+def test_the_escape_of_the_dot_users_opens_them_and_nothing_else(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    live.memory.scoped(user="..", agent="coder").create_fact("the dot-dot user's fact")
+    admin = signed_in(live, issued["admin"])
+    link = "/ui/users/%00../agents/coder"
+    assert link in admin.get("/ui/").text
+    assert "the dot-dot user&#39;s fact" in admin.get(link).text
+    # the escape is for `.` and `..` only; another user's token still finds nothing there
+    nobody = admin.get("/ui/users/%00alice/agents/coder")
+    assert nobody.status_code == 404
+    alice = signed_in(live, issued["alice"])
+    theirs = alice.get(link)
+    assert theirs.status_code == 404
+    assert theirs.text == alice.get("/ui/users/carol/agents/coder").text

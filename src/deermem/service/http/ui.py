@@ -45,11 +45,11 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
 from urllib.parse import parse_qs, quote
 from xml.sax.saxutils import escape, quoteattr
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
@@ -380,6 +380,30 @@ def _not_in_archive(memory: Memory, fact_id: str) -> _Refused:
     return _Refused(404, "Not in the archive", f"{fact_id} is not in the archive: {where}.")
 
 
+# A browser removes the path segments `.` and `..`, percent-encoded or not (URL standard),
+# so no link could reach the users with those ids: the inspector's paths write them after a
+# NUL, a character no user id holds (model.check_user_id), and read them back.
+_DOT_ESCAPE: Final = "\x00"
+_DOT_IDS: Final = (".", "..")
+
+
+def user_segment(user: str) -> str:
+    """A user id as one segment of an inspector path (what :data:`InspectorUser` reads)."""
+    return quote(_DOT_ESCAPE + user if user in _DOT_IDS else user, safe="")
+
+
+async def _inspector_user(user: UserPath) -> str:
+    # Async: a plain function would be a hop to the thread pool (routes.UserPath's note).
+    if user.startswith(_DOT_ESCAPE) and user[1:] in _DOT_IDS:
+        return user[1:]
+    return user
+
+
+InspectorUser = Annotated[str, Depends(_inspector_user)]
+"""The user id of an inspector path: :data:`~deermem.service.http.routes.UserPath`, with
+:func:`user_segment`'s escape of ``.`` and ``..`` undone."""
+
+
 def _templates() -> Environment:
     folder = Path(str(resources.files("deermem.service.http") / "templates"))
     environment = Environment(
@@ -391,6 +415,7 @@ def _templates() -> Environment:
     )
     environment.filters["score"] = lambda value: f"{value:.4f}"
     environment.filters["part"] = lambda value: quote(str(value), safe="")
+    environment.filters["user_part"] = user_segment
     environment.filters["shown"] = shown_user_id
     return environment
 
@@ -609,7 +634,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.get("/users/{user}")
-    def user_page(request: Request, user: UserPath) -> Response:
+    def user_page(request: Request, user: InspectorUser) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, None)
             agents = memory.store.agents(user)
@@ -633,7 +658,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     scope_path = "/users/{user}/agents/{agent}"
 
     @ui.get(scope_path)
-    def library(request: Request, user: UserPath, agent: str) -> Response:
+    def library(request: Request, user: InspectorUser, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             query = request.query_params.get("q", "").strip()[:500]
@@ -669,7 +694,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.get(f"{scope_path}/archive")
-    def archive(request: Request, user: UserPath, agent: str) -> Response:
+    def archive(request: Request, user: InspectorUser, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             number = _page_number(request)
@@ -693,7 +718,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.get(f"{scope_path}/facts/{{fact_id}}")
-    def why(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
+    def why(request: Request, user: InspectorUser, agent: str, fact_id: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             explanation = memory.why(fact_id)
@@ -713,7 +738,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.post(f"{scope_path}/archive/{{fact_id}}/restore")
-    async def restore(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
+    async def restore(request: Request, user: InspectorUser, agent: str, fact_id: str) -> Response:
         def act(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             try:
@@ -742,7 +767,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return await action(request, act)
 
     @ui.get(f"{scope_path}/archive/{{fact_id}}/purge")
-    def purge_form(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
+    def purge_form(request: Request, user: InspectorUser, agent: str, fact_id: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             entry = memory.get_archived(fact_id)
@@ -753,14 +778,14 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.post(f"{scope_path}/archive/{{fact_id}}/purge")
-    async def purge(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
+    async def purge(request: Request, user: InspectorUser, agent: str, fact_id: str) -> Response:
         def act(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             try:
                 memory.purge(fact_id)
             except FactNotFoundError:
                 raise _not_in_archive(memory, fact_id) from None
-            where = f"{UI_PREFIX}/users/{quote(user, safe='')}/agents/{memory.scope.agent}"
+            where = f"{UI_PREFIX}/users/{user_segment(user)}/agents/{memory.scope.agent}"
             return RedirectResponse(
                 f"{where}/archive?purged={quote(fact_id, safe='')}",
                 status_code=303,
@@ -770,7 +795,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return await action(request, act)
 
     @ui.get(f"{scope_path}/what-if")
-    def what_if(request: Request, user: UserPath, agent: str) -> Response:
+    def what_if(request: Request, user: InspectorUser, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             result = memory.what_if()
