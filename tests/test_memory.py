@@ -18,7 +18,7 @@ from deermem import (
     MemoryConfig,
     UnsafeIdentifierError,
 )
-from deermem.cli.demo import seed_scenarios
+from deermem.cli.demo import run_demo, seed_scenarios
 from deermem.config import STORE_SETTINGS_FILENAME
 from deermem.errors import NotAStoreError
 from deermem.store import MarkdownStore
@@ -249,3 +249,27 @@ def test_a_naive_clock_is_taken_to_be_utc_at_the_cap_too(tmp_path: Path) -> None
     assert len(memory.list_facts()) == 10
     assert len(memory.list_archived()) == 2
     assert memory.now() == naive.replace(tzinfo=UTC)
+
+
+def test_a_users_regret_is_the_sum_of_its_agents_when_their_fact_ids_repeat(
+    tmp_path: Path,
+) -> None:
+    """The demo's scopes hold facts with the same ids (imported): the per-user report keyed
+    evictions by id alone, so the user's numbers were half the agents' and its rate doubled."""
+    run_demo(tmp_path, NOW)
+    served = Memory.open_unscoped(tmp_path, MemoryConfig(max_facts=10), clock=lambda: NOW)
+    agents = served.store.agents("demo")
+    assert len(agents) == 6
+    summed: dict[tuple[str, str], list[int]] = {}
+    for agent in agents:
+        for row in served.scoped(user="demo", agent=agent).regret().policies:
+            totals = summed.setdefault((row.policy, row.role), [0, 0, 0])
+            totals[0] += row.evictions
+            totals[1] += row.regretted
+            totals[2] += row.events_total
+    whole = served.scoped(user="demo", agent=agents[0]).regret(whole_user=True)
+    assert {
+        (row.policy, row.role): [row.evictions, row.regretted, row.events_total]
+        for row in whole.policies
+    } == summed
+    assert any(evictions > 1 for evictions, _, _ in summed.values())

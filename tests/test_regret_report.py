@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem.library.regret import MOST_REGRETTED, REPORT_SCHEMA, build_report, parse_since
+from deermem.library.regret import (
+    MOST_REGRETTED,
+    REPORT_SCHEMA,
+    build_report,
+    build_user_report,
+    parse_since,
+)
 from deermem.policy import ShadowComparison
 from deermem.store import EvictionReceipt, ReceiptEntry
 from deermem.store.records import REGRET_KINDS, RegretEvent, RegretKind, RegretRole
@@ -105,6 +111,38 @@ def test_each_policy_counts_its_evictions_events_and_rate() -> None:
     assert [f.fact_id for f in confidence.most_regretted] == ["fact_a", "fact_b"]
     assert confidence.most_regretted[0].kinds == {"missed_recall": 1, "relearned": 1}
     assert hybrid.most_regretted[1].category == "goal"
+
+
+def test_a_users_report_keeps_the_same_fact_id_of_two_agents_apart() -> None:
+    """Per user, the evictions were keyed by fact id alone: two agents holding `fact_a`
+    (imported, or keyed by the host) counted it once, and the rate came out doubled."""
+    one = build_report(RECEIPTS, EVENTS, active="confidence", shadow="hybrid-v1", until=NOW)
+    both = build_user_report(
+        {"coder": (RECEIPTS, EVENTS), "writer": (RECEIPTS, EVENTS)},
+        active="confidence",
+        shadow="hybrid-v1",
+        until=NOW,
+    )
+    for alone, together in zip(one.policies, both.policies, strict=True):
+        assert (together.policy, together.role) == (alone.policy, alone.role)
+        assert together.evictions == 2 * alone.evictions
+        assert together.regretted == 2 * alone.regretted
+        assert together.regret_rate == alone.regret_rate
+        assert together.events_total == 2 * alone.events_total
+        last, last_alone = together.timeline[-1], alone.timeline[-1]
+        assert (last.evictions, last.regretted) == (
+            2 * last_alone.evictions,
+            2 * last_alone.regretted,
+        )
+        assert [f.fact_id for f in together.most_regretted] == [
+            f.fact_id for f in alone.most_regretted for _ in range(2)
+        ]
+    assert both.uncounted["relearned"] == 2
+    # one agent alone is that agent's report
+    only = build_user_report(
+        {"coder": (RECEIPTS, EVENTS)}, active="confidence", shadow="hybrid-v1", until=NOW
+    )
+    assert only == one
 
 
 def test_the_window_keeps_what_happened_since() -> None:

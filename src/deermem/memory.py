@@ -51,7 +51,13 @@ from deermem.errors import (
 )
 from deermem.library import CapacityGate, Proposal, Removal
 from deermem.library.gate import Ranking, WhatIf, rank_library, standing_of, what_if
-from deermem.library.regret import Found, RegretReport, build_report, search_regret
+from deermem.library.regret import (
+    Found,
+    RegretReport,
+    build_report,
+    build_user_report,
+    search_regret,
+)
 from deermem.model import (
     MAX_KEPT_SIZE,
     Fact,
@@ -498,14 +504,19 @@ class Memory:
         Store-wide: the same whatever scope this memory is bound to. What the
         store cannot list is in :meth:`store_problems`.
         """
-        now = self.now()
-        return tuple(
-            ScopeSummary(
-                scope=scope,
-                facts=len(self.store.load(scope).facts),
-                archived=len(self.store.archive_listing(scope, now)),
-            )
-            for scope in self.store.scopes()
+        return tuple(self.scope_summary(scope) for scope in self.store.scopes())
+
+    def scope_summary(self, scope: Scope) -> ScopeSummary:
+        """One scope's fact and archive counts (a row of :meth:`scopes`): for a reader
+        that may see only some scopes, and reads only those.
+
+        Raises:
+            CorruptMemoryFile: a file of that scope cannot be read.
+        """
+        return ScopeSummary(
+            scope=scope,
+            facts=len(self.store.load(scope).facts),
+            archived=len(self.store.archive_listing(scope, self.now())),
         )
 
     def store_problems(self) -> tuple[str, ...]:
@@ -1070,21 +1081,22 @@ class Memory:
         """
         policy = self.gate.policy
         if whole_user:
+            # Each agent's records kept apart: fact ids are unique within a scope only.
             user = self.scope.user_id
-            scopes = [Scope.of(user, agent) for agent in self.store.agents(user)]
-            receipts = sorted(
-                (r for s in scopes for r in self.store.audit(s)), key=lambda r: r.occurred_at
+            by_agent = {}
+            for agent in self.store.agents(user):
+                scope = Scope.of(user, agent)
+                by_agent[agent] = (self.store.audit(scope), self.store.regret_events(scope))
+            return build_user_report(
+                by_agent,
+                active=policy.name,
+                shadow=policy.shadow_policy,
+                until=self.now(),
+                since=since,
             )
-            events = sorted(
-                (e for s in scopes for e in self.store.regret_events(s)),
-                key=lambda e: e.occurred_at,
-            )
-        else:
-            receipts = list(self.audit())
-            events = list(self.store.regret_events(self.scope))
         return build_report(
-            receipts,
-            events,
+            list(self.audit()),
+            list(self.store.regret_events(self.scope)),
             active=policy.name,
             shadow=policy.shadow_policy,
             until=self.now(),

@@ -25,6 +25,7 @@ from fastapi import FastAPI
 
 from deermem import Memory
 from deermem.service.http.app import create_app
+from deermem.service.http.run import TRUSTED_PROXIES
 from deermem.service.settings import ServerLimits, ServerSettings
 from deermem.service.tokens import TokenFile
 from deermem.testing import ScriptedChatServer
@@ -94,7 +95,15 @@ def start_server(
 def run_in_thread(app: FastAPI, port: int) -> tuple[uvicorn.Server, threading.Thread]:
     """Serve ``app`` on 127.0.0.1:``port`` from a thread; stop it with ``should_exit``."""
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_config=None,
+            access_log=False,
+            proxy_headers=True,  # as `deermem serve` runs it (deermem.service.http.run)
+            forwarded_allow_ips=TRUSTED_PROXIES,
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

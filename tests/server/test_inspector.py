@@ -10,6 +10,7 @@ and sign-out ending the session on the server.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deermem.service.http.ui import SessionStore
+from deermem.service.http.ui import SESSIONS_PER_TOKEN, SessionStore
 
 from ..served_store import ServedStore, on_both_stores
 from .conftest import LiveServer, start_server
@@ -278,28 +279,90 @@ def test_a_revoked_token_ends_its_sessions(server: tuple[LiveServer, dict[str, s
     assert client.get("/ui/").status_code == 303
 
 
+def _session_files(directory: Path) -> list[Path]:
+    return sorted((directory / "ui-sessions").rglob("*.json"))
+
+
 def test_sessions_expire_are_pruned_and_hold_no_token(tmp_path: Path) -> None:
     clock = Clock()
     sessions = SessionStore(tmp_path, clock)
     first = sessions.create("0123456789ab")
     assert sessions.get(first.session_id) == first
-    files = list((tmp_path / "ui-sessions").iterdir())
+    files = _session_files(tmp_path)
     assert [path.name for path in files] == [
         hashlib.sha256(first.session_id.encode()).hexdigest() + ".json"
     ]
     assert first.session_id not in files[0].read_text()
+    assert "0123456789ab" not in str(files[0].relative_to(tmp_path))
     assert oct(files[0].stat().st_mode & 0o777) == "0o600"
     clock.now += timedelta(hours=13)
     assert sessions.get(first.session_id) is None  # expired, and its record gone
     stale = sessions.create(None)
+    other = sessions.create("another-token")
     clock.now += timedelta(hours=13)
-    sessions.create(None)  # a sign-in prunes the records of expired sessions
-    assert not sessions._path(stale.session_id).exists()
-    assert len(list((tmp_path / "ui-sessions").iterdir())) == 1
+    # a sign-in prunes the records of its token's expired sessions, and (once an hour at
+    # most) every token's
+    sessions.create(None)
+    for gone in (stale, other):
+        path = sessions._path(gone.session_id)
+        assert path is not None
+        assert not path.exists()
+    assert len(_session_files(tmp_path)) == 1
     # the pre-session token is an HMAC under one key the workers share
     again = SessionStore(tmp_path, clock)
     assert again.pre_session_token("nonce") == sessions.pre_session_token("nonce")
     assert sessions.pre_session_token("nonce") != sessions.pre_session_token("other")
+
+
+def test_a_token_holds_a_bounded_number_of_sessions_and_signing_in_reads_only_its_own(
+    tmp_path: Path,
+) -> None:
+    """One token could open sessions without bound, and each sign-in (anyone's) read every
+    session file of the server: the cost grew with the pile."""
+    clock = Clock()
+    sessions = SessionStore(tmp_path, clock)
+    crowd = [sessions.create(f"token-{n}") for n in range(50)]
+    made = []
+    for _ in range(SESSIONS_PER_TOKEN + 5):
+        clock.now += timedelta(seconds=1)
+        made.append(sessions.create("alice-token"))
+    # the oldest went, the newest remain; other tokens' sessions are untouched
+    assert [sessions.get(s.session_id) is not None for s in made] == [False] * 5 + [
+        True
+    ] * SESSIONS_PER_TOKEN
+    assert all(sessions.get(s.session_id) is not None for s in crowd)
+    assert len(_session_files(tmp_path)) == 50 + SESSIONS_PER_TOKEN
+    # a sign-in reads its own token's records, never the crowd's
+    read: list[Path] = []
+    real = Path.read_bytes
+
+    def reading(path: Path) -> bytes:
+        read.append(path)
+        return real(path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "read_bytes", reading)
+        sessions.create("bob-token")
+        clock.now += timedelta(seconds=1)
+        sessions.create("alice-token")
+    crowd_files = {sessions._path(s.session_id) for s in crowd}
+    assert not crowd_files & set(read)
+    assert len(read) <= SESSIONS_PER_TOKEN + 1
+
+
+def test_signing_in_again_ends_the_browsers_previous_session(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    before = client.cookies.get("deermem_ui")
+    form = client.get("/ui/sign-in")
+    answer = client.post("/ui/sign-in", data={"token": issued["alice"], "csrf": csrf_of(form.text)})
+    assert answer.status_code == 303
+    assert client.cookies.get("deermem_ui") != before
+    replay = live.client()
+    replay.cookies.set("deermem_ui", before or "", domain="127.0.0.1", path="/ui/")
+    assert replay.get("/ui/").status_code == 303  # the earlier session opens nothing
 
 
 # Markup in everything a user or a model wrote that the inspector shows: the
@@ -400,3 +463,179 @@ def test_at_a_full_library_the_page_names_what_the_gate_evicts_next(store: Serve
         assert "below" not in why.text
     finally:
         live.stop()
+
+
+def test_the_why_page_keeps_its_sentences_apart(
+    server: tuple[LiveServer, dict[str, str]], store: ServedStore
+) -> None:
+    """The receipt's sentence ended "cap 10." and the rank's began right after it: a block
+    tag closed the line, and the template's trim_blocks took the newline that was the space."""
+    live, issued = server
+    (archived,) = store.archived("alice", "coder")
+    page = signed_in(live, issued["alice"]).get(f"/ui/users/alice/agents/coder/facts/{archived}")
+    text = re.sub(r"<[^>]+>", "", page.text)
+    assert re.search(r"cap 10\. It ranked \d+ with score", text), text
+
+
+def test_a_restore_the_gate_undoes_lists_nothing_as_left_in_its_place(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """The restored fact, evicted again at once, was listed under "What left in its place"."""
+    live, issued = server
+    memory = live.memory.scoped(user="carol", agent="coder")
+    for n in range(11):  # the lowest goes to the archive, and still ranks lowest there
+        memory.create_fact(f"carol fact number {n}", confidence=0.95 - n / 20)
+    (archived,) = [entry.fact_id for entry in memory.list_archived()]
+    client = signed_in(live, issued["admin"])
+    scope = "/ui/users/carol/agents/coder"
+    token = csrf_of(client.get(f"{scope}/archive").text)
+    answer = client.post(f"{scope}/archive/{archived}/restore", data={"csrf": token})
+    assert answer.status_code == 200
+    assert f"The gate evicted {archived} again" in answer.text
+    assert "What left in its place" not in answer.text
+    assert [entry.fact_id for entry in memory.list_archived()] == [archived]
+
+
+def test_a_page_over_a_damaged_file_is_logged_with_the_file_and_its_request_id(
+    server: tuple[LiveServer, dict[str, str]],
+    store: ServedStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The page says the server's log names the file; the inspector's line named none."""
+    live, issued = server
+    damaged = _damage_a_fact_of(store, "alice")
+    client = signed_in(live, issued["alice"])
+    with caplog.at_level("ERROR", logger="deermem.service.ui"):
+        page = client.get("/ui/users/alice/agents/coder")
+    assert page.status_code == 500
+    assert "the server&#39;s log names the file" in page.text
+    request_id = page.headers["x-request-id"]
+    assert f"Request id {request_id}" in page.text
+    [line] = [record.getMessage() for record in caplog.records]
+    assert str(damaged) in line
+    assert "front matter" in line
+
+
+def _damage_a_fact_of(store: ServedStore, user: str) -> Path:
+    """Break one of a user's fact files by hand, as an editor saves it (aside, renamed)."""
+    damaged = next((store.root / "users" / user).rglob("fact_*.md"))
+    edited = damaged.with_name("edited.tmp")
+    edited.write_text("---\nid: x\ncontent: [unclosed\n")
+    edited.replace(damaged)
+    # The server's cache holds the scope until the user's manifest changes: a hand edit
+    # is seen by the next process, or here once the manifest's time moves on.
+    manifest = store.root / "users" / user / "memory.json"
+    later = manifest.stat().st_mtime_ns + 1_000_000_000
+    os.utime(manifest, ns=(later, later))
+    return damaged
+
+
+def test_one_users_damaged_file_leaves_the_others_scopes_page_whole(
+    server: tuple[LiveServer, dict[str, str]],
+    store: ServedStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The scopes page counted every scope of the store, then kept the token's: bob's
+    damaged file made it a 500 for alice, and told her some memory was damaged."""
+    live, issued = server
+    _damage_a_fact_of(store, "bob")
+    alice = signed_in(live, issued["alice"])
+    with caplog.at_level("ERROR", logger="deermem.service.ui"):
+        page = alice.get("/ui/")
+    assert page.status_code == 200
+    assert "/ui/users/alice/agents/coder" in page.text
+    assert "bob" not in page.text
+    assert "corrupt" not in page.text.lower()
+    assert not caplog.records  # bob's scope was not even read
+    # the admin sees every scope: bob's as a row that cannot be read, the rest as ever
+    with caplog.at_level("ERROR", logger="deermem.service.ui"):
+        admin = signed_in(live, issued["admin"]).get("/ui/")
+    assert admin.status_code == 200
+    rows = re.findall(r"<tr>(.*?)</tr>", admin.text, flags=re.S)
+    bob = next(row for row in rows if "/ui/users/bob/agents/coder" in row)
+    assert "Stored memory is corrupt" in bob
+    alices = next(row for row in rows if "/ui/users/alice/agents/coder" in row)
+    assert re.search(r'<td class="num">10</td><td class="num">1</td>', alices), alices
+    assert len(caplog.records) == 1  # the operator's line, with the file
+
+
+def test_the_regret_panels_by_day_show_the_policy_the_scope_runs_now(store: ServedStore) -> None:
+    """A scope that evicted under `confidence` and runs `hybrid-v1` now: the page's "by day,
+    active policy" table and the chart's events panel showed `confidence`, first by name."""
+    before = store.unscoped(store.config(max_facts=10, fact_eviction_policy="confidence"))
+    old = before.scoped(user="alice", agent="coder")
+    for n in range(11):  # one eviction under confidence
+        old.create_fact(f"old fact {n}", confidence=0.9 - n / 20)
+    live, issued = start_server(
+        store, tokens=TOKENS, max_facts=10, fact_eviction_policy="hybrid-v1"
+    )
+    try:
+        memory = live.memory.scoped(user="alice", agent="coder")
+        for n in range(5):  # five evictions under hybrid-v1, and three restores
+            memory.create_fact(f"new fact {n}", confidence=0.95)
+        for entry in memory.list_archived()[:3]:
+            memory.restore(entry.fact_id)
+        hybrid = memory.regret().policy("hybrid-v1", "active")
+        assert hybrid is not None
+        assert hybrid.timeline
+        client = signed_in(live, issued["alice"])
+        for path in ("/ui/users/alice/agents/coder", "/ui/users/alice"):
+            page = client.get(path).text
+            table = page[
+                page.index("<caption>By day") : page.index("</table>", page.index("By day"))
+            ]
+            assert "active policy hybrid-v1" in table, path
+            last = re.findall(r'<tr><th scope="row">(.*?)</tr>', table)[-1]
+            cells = re.findall(r'<td class="num">(\d+)</td>', last)
+            point = hybrid.timeline[-1]
+            assert cells[:2] == [str(point.evictions), str(point.regretted)], path
+            title = re.search(r"<title[^>]*>(.*?)</title>", page[page.index("<svg") :])
+            assert title is not None
+            assert "under the active policy hybrid-v1" in title[1], path
+    finally:
+        live.stop()
+
+
+@on_both_stores
+def test_a_restore_or_purge_sent_twice_says_where_the_fact_is(
+    server: tuple[LiveServer, dict[str, str]], store: ServedStore
+) -> None:
+    """A reloaded or double-clicked Restore answered "Not found … nothing this token may see"
+    while the fact sat in the library; a second Purge the same."""
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    scope = "/ui/users/alice/agents/coder"
+    (archived,) = store.archived("alice", "coder")
+    token = csrf_of(client.get(f"{scope}/archive").text)
+    assert client.post(f"{scope}/archive/{archived}/restore", data={"csrf": token}).is_success
+    again = client.post(f"{scope}/archive/{archived}/restore", data={"csrf": token})
+    assert again.status_code == 404
+    assert f"{archived} is not in the archive: it is in the library" in again.text
+    assert "nothing this token may see" not in again.text
+    (evicted,) = store.archived("alice", "coder")  # the fact that left in its place
+    for _ in range(2):
+        purged = client.post(f"{scope}/archive/{evicted}/purge", data={"csrf": token})
+    assert purged.status_code == 404
+    assert f"{evicted} is not in the archive: it was purged" in purged.text
+    # an id the scope never held is "not found", as before
+    never = client.post(f"{scope}/archive/fact_00000000/restore", data={"csrf": token})
+    assert never.status_code == 404
+    assert "nothing this token may see" in never.text
+
+
+def test_the_escape_of_the_dot_users_opens_them_and_nothing_else(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    live, issued = server
+    live.memory.scoped(user="..", agent="coder").create_fact("the dot-dot user's fact")
+    admin = signed_in(live, issued["admin"])
+    link = "/ui/users/%00../agents/coder"
+    assert link in admin.get("/ui/").text
+    assert "the dot-dot user&#39;s fact" in admin.get(link).text
+    # the escape is for `.` and `..` only; another user's token still finds nothing there
+    nobody = admin.get("/ui/users/%00alice/agents/coder")
+    assert nobody.status_code == 404
+    alice = signed_in(live, issued["alice"])
+    theirs = alice.get(link)
+    assert theirs.status_code == 404
+    assert theirs.text == alice.get("/ui/users/carol/agents/coder").text

@@ -256,3 +256,49 @@ def test_every_flow_of_the_inspector_in_a_browser(
     page.wait_for_url(f"{url}/ui/sign-in")
     page.goto(f"{url}/ui/")
     assert page.url.endswith("/ui/sign-in")
+
+
+def test_the_regret_chart_draws_every_label_inside_itself(
+    browser: Browser, served: tuple[LiveServer, dict[str, str]]
+) -> None:
+    """The legend's "confidence (shadow)" ran past the chart's right edge and was cut."""
+    page = browser.page
+    live, issued = served
+    sign_in_by_keyboard(page, live.url, issued["alice"])
+    for path in ("/ui/users/alice/agents/coder", "/ui/users/alice"):
+        page.goto(f"{live.url}{path}")
+        outside = page.evaluate(
+            """() => {
+                const svg = document.querySelector('svg[role=img]');
+                const width = svg.viewBox.baseVal.width;
+                return [...svg.querySelectorAll('text')]
+                    .filter(t => t.getBBox().x + t.getBBox().width > width)
+                    .map(t => t.textContent);
+            }"""
+        )
+        assert outside == [], path
+    assert browser.problems == []
+
+
+def test_the_users_dot_and_dot_dot_open_their_pages_in_a_browser(
+    browser: Browser, served: tuple[LiveServer, dict[str, str]]
+) -> None:
+    """`.` and `..` are user ids (docs/storage.md), yet a browser removes such path segments,
+    `%2E%2E` too (URL standard): their links on the scopes page led elsewhere."""
+    page = browser.page
+    live, issued = served
+    for user in (".", ".."):
+        live.memory.scoped(user=user, agent="coder").create_fact(f"the fact of user {user}")
+    sign_in_by_keyboard(page, live.url, issued["admin"])
+    scopes = page.get_by_role("table", name="The scopes this token may see")
+    for user in (".", ".."):
+        page.goto(f"{live.url}/ui/")
+        row = scopes.get_by_role("row").filter(has=page.get_by_role("link", name=user, exact=True))
+        row.get_by_role("link", name="coder").click()
+        page.wait_for_load_state()
+        assert page.get_by_role("heading", name=f"{user} / coder").count() == 1, page.url
+        assert f"the fact of user {user}" in page.content()
+        page.get_by_role("link", name=user, exact=True).click()  # the user's page
+        page.wait_for_load_state()
+        assert page.get_by_role("heading", name=f"User {user}").count() == 1, page.url
+    assert browser.problems == []

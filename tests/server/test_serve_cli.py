@@ -392,3 +392,40 @@ def _assert_log_is_clean(text: str, token: str, contents: list[str]) -> None:
     assert "llamas" not in text
     assert "learned fact" not in text
     assert "Traceback" not in text
+
+
+def _cookie_flags(response: httpx.Response, name: str) -> set[str]:
+    cookie = next(
+        value
+        for key, value in response.headers.multi_items()
+        if key == "set-cookie" and value.startswith(f"{name}=")
+    )
+    return {part.strip().lower() for part in cookie.split(";")[1:]}
+
+
+def test_behind_a_tls_proxy_on_the_machine_the_inspector_cookies_are_secure(
+    store: ServedStore,
+) -> None:
+    """`deermem serve` ran uvicorn with proxy_headers off: a request a same-machine TLS proxy
+    forwarded (`X-Forwarded-Proto: https`) read as plain HTTP, so the session cookie was
+    never `Secure` and redirects named `http`."""
+    token = _new_token(store)
+    args = deermem(*store.global_args(), "serve", *store.server_args())
+    with serving(args, store.base / "server.log", store.environ(os.environ)) as url:
+        proxied = httpx.Client(base_url=url, headers={"X-Forwarded-Proto": "https"})
+        form = proxied.get("/ui/sign-in")
+        assert "secure" in _cookie_flags(form, "deermem_ui_pre")
+        csrf = form.text.split('name="csrf" value="')[1].split('"')[0]
+        # httpx keeps a Secure cookie off plain HTTP (the proxy's leg): it goes as forwarded
+        nonce = form.headers["set-cookie"].split(";")[0]
+        answer = proxied.post(
+            "/ui/sign-in", data={"token": token, "csrf": csrf}, headers={"Cookie": nonce}
+        )
+        assert answer.status_code == 303
+        assert "secure" in _cookie_flags(answer, "deermem_ui")
+        slash = proxied.get("/ui", follow_redirects=False)
+        assert slash.headers["location"].startswith("https://")
+        # without the proxy's word the request is what it is: plain HTTP
+        plain = httpx.get(f"{url}/ui/sign-in")
+        assert "secure" not in _cookie_flags(plain, "deermem_ui_pre")
+        proxied.close()

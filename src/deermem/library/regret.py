@@ -39,6 +39,7 @@ __all__ = [
     "RegrettedFact",
     "TimelinePoint",
     "build_report",
+    "build_user_report",
     "parse_since",
     "search_regret",
     "shadow_regret",
@@ -290,6 +291,12 @@ class RegretReport(Record):
         return next((p for p in self.policies if (p.policy, p.role) == (name, role)), None)
 
 
+# A fact as the report counts it: the agent whose scope holds it, and its id. Ids are unique
+# within one scope only (imported or host-keyed facts repeat across agents), so a report over
+# several agents keeps their facts apart; a one-scope report has one agent, "".
+_FactKey = tuple[str, str]
+
+
 def build_report(
     receipts: Sequence[EvictionReceipt],
     events: Sequence[RegretEvent],
@@ -299,7 +306,7 @@ def build_report(
     until: datetime,
     since: datetime | None = None,
 ) -> RegretReport:
-    """The report over the records within ``[since, until]``.
+    """The report over one scope's records within ``[since, until]``.
 
     Args:
         receipts: the audit, oldest first.
@@ -309,32 +316,78 @@ def build_report(
         until: the end of the window (the injected clock).
         since: the start of the window; ``None``: everything kept.
     """
+    return _report(
+        [("", receipt) for receipt in receipts],
+        [("", event) for event in events],
+        active=active,
+        shadow=shadow,
+        until=until,
+        since=since,
+    )
+
+
+def build_user_report(
+    agents: Mapping[str, tuple[Sequence[EvictionReceipt], Sequence[RegretEvent]]],
+    *,
+    active: str,
+    shadow: str | None,
+    until: datetime,
+    since: datetime | None = None,
+) -> RegretReport:
+    """The report over several agents' records together (a user's): each agent's receipts
+    and events, oldest first; the same fact id in two agents is two facts.
+
+    The other arguments are :func:`build_report`'s.
+    """
+    receipts = sorted(
+        ((agent, receipt) for agent, (audit, _) in agents.items() for receipt in audit),
+        key=lambda pair: pair[1].occurred_at,
+    )
+    events = sorted(
+        ((agent, event) for agent, (_, logged) in agents.items() for event in logged),
+        key=lambda pair: pair[1].occurred_at,
+    )
+    return _report(receipts, events, active=active, shadow=shadow, until=until, since=since)
+
+
+def _report(
+    receipts: Sequence[tuple[str, EvictionReceipt]],
+    events: Sequence[tuple[str, RegretEvent]],
+    *,
+    active: str,
+    shadow: str | None,
+    until: datetime,
+    since: datetime | None,
+) -> RegretReport:
+    """The report over (agent, record) pairs, oldest first."""
     window = _Window(since, until)
-    evicted: dict[tuple[str, RegretRole], dict[str, str]] = {(active, "active"): {}}
+    evicted: dict[tuple[str, RegretRole], dict[_FactKey, str]] = {(active, "active"): {}}
     if shadow is not None:
         evicted[(shadow, "shadow")] = {}
-    for receipt in receipts:
+    for agent, receipt in receipts:
         moment = window.moment(receipt.occurred_at)
         if moment is None:
             continue
         if receipt.reason == REASON_CAPACITY:
             first = evicted.setdefault((receipt.policy_version, "active"), {})
             for line in receipt.evicted:
-                first.setdefault(line.fact_id, moment)
+                first.setdefault((agent, line.fact_id), moment)
         if receipt.shadow is not None:
             first = evicted.setdefault((receipt.shadow.policy, "shadow"), {})
             for fact_id in receipt.shadow.would_evict:
-                first.setdefault(fact_id, moment)
-    counted: dict[tuple[str, RegretRole], list[tuple[str, RegretEvent]]] = {}
+                first.setdefault((agent, fact_id), moment)
+    counted: dict[tuple[str, RegretRole], list[tuple[str, _FactKey, RegretEvent]]] = {}
     uncounted: Counter[str] = Counter()
-    for event in events:
+    for agent, event in events:
         moment = window.moment(event.occurred_at)
         if moment is None:
             continue
         if event.role == "active" and event.reason != REASON_CAPACITY:
             uncounted[event.kind] += 1
             continue
-        counted.setdefault((event.policy_version, event.role), []).append((moment, event))
+        counted.setdefault((event.policy_version, event.role), []).append(
+            (moment, (agent, event.fact_id), event)
+        )
         evicted.setdefault((event.policy_version, event.role), {})
     rows = [
         _policy_row(policy, role, evicted[(policy, role)], counted.get((policy, role), []))
@@ -343,8 +396,8 @@ def build_report(
     return RegretReport(
         since=None if since is None else format_timestamp(since),
         until=format_timestamp(until),
-        audit_from=receipts[0].occurred_at if receipts else None,
-        events_from=events[0].occurred_at if events else None,
+        audit_from=receipts[0][1].occurred_at if receipts else None,
+        events_from=events[0][1].occurred_at if events else None,
         policies=tuple(rows),
         uncounted={kind: uncounted[kind] for kind in REGRET_KINDS},
     )
@@ -370,27 +423,27 @@ class _Window:
 def _policy_row(
     policy: str,
     role: RegretRole,
-    evicted: Mapping[str, str],
-    events: Sequence[tuple[str, RegretEvent]],
+    evicted: Mapping[_FactKey, str],
+    events: Sequence[tuple[str, _FactKey, RegretEvent]],
 ) -> PolicyRegret:
-    kinds = Counter(event.kind for _, event in events)
-    regretted = {event.fact_id for _, event in events if event.fact_id in evicted}
+    kinds = Counter(event.kind for _, _, event in events)
+    regretted = {key for _, key, _ in events if key in evicted}
     return PolicyRegret(
         policy=policy,
         role=role,
         evictions=len(evicted),
         regretted=len(regretted),
         events={kind: kinds[kind] for kind in REGRET_KINDS},
-        most_regretted=_most_regretted(event for _, event in events),
+        most_regretted=_most_regretted((key, event) for _, key, event in events),
         timeline=_timeline(evicted, events),
     )
 
 
-def _most_regretted(events: Iterable[RegretEvent]) -> tuple[RegrettedFact, ...]:
-    by_fact: dict[str, list[RegretEvent]] = {}
-    for event in events:
-        by_fact.setdefault(event.fact_id, []).append(event)
-    ranked = sorted(by_fact.items(), key=lambda item: (-len(item[1]), item[0]))
+def _most_regretted(events: Iterable[tuple[_FactKey, RegretEvent]]) -> tuple[RegrettedFact, ...]:
+    by_fact: dict[_FactKey, list[RegretEvent]] = {}
+    for key, event in events:
+        by_fact.setdefault(key, []).append(event)
+    ranked = sorted(by_fact.items(), key=lambda item: (-len(item[1]), item[0][1], item[0][0]))
     return tuple(
         RegrettedFact(
             fact_id=fact_id,
@@ -402,28 +455,28 @@ def _most_regretted(events: Iterable[RegretEvent]) -> tuple[RegrettedFact, ...]:
                 if count
             },
         )
-        for fact_id, found in ranked[:MOST_REGRETTED]
+        for (_, fact_id), found in ranked[:MOST_REGRETTED]
     )
 
 
 def _timeline(
-    evicted: Mapping[str, str], events: Sequence[tuple[str, RegretEvent]]
+    evicted: Mapping[_FactKey, str], events: Sequence[tuple[str, _FactKey, RegretEvent]]
 ) -> tuple[TimelinePoint, ...]:
     """Running totals at the end of each day that has a record."""
-    days: dict[str, tuple[list[str], list[RegretEvent]]] = {}
-    for fact_id, moment in evicted.items():
-        days.setdefault(moment[:10], ([], []))[0].append(fact_id)
-    for moment, event in events:
-        days.setdefault(moment[:10], ([], []))[1].append(event)
-    seen: set[str] = set()
-    regretted: set[str] = set()
+    days: dict[str, tuple[list[_FactKey], list[tuple[_FactKey, RegretEvent]]]] = {}
+    for key, moment in evicted.items():
+        days.setdefault(moment[:10], ([], []))[0].append(key)
+    for moment, key, event in events:
+        days.setdefault(moment[:10], ([], []))[1].append((key, event))
+    seen: set[_FactKey] = set()
+    regretted: set[_FactKey] = set()
     kinds: Counter[str] = Counter()
     points = []
     for day in sorted(days):
         new_evictions, new_events = days[day]
         seen.update(new_evictions)
-        kinds.update(e.kind for e in new_events)
-        regretted.update(e.fact_id for e in new_events if e.fact_id in evicted)
+        kinds.update(e.kind for _, e in new_events)
+        regretted.update(key for key, _ in new_events if key in evicted)
         points.append(
             TimelinePoint(
                 day,

@@ -34,6 +34,13 @@ clock stops when the application is called, so a slow body or a long
 answer (``?wait=true``) is not cut off; bounding those, and the number of
 connections one client may open, is a reverse proxy's part (docs/server.md).
 
+**A TLS proxy on the same machine is believed.** ``deermem serve`` has no TLS of its
+own; docs/server.md puts a reverse proxy that ends TLS in front of any server beyond one
+machine. uvicorn takes ``X-Forwarded-Proto`` (and ``X-Forwarded-For``) from a peer in
+:data:`TRUSTED_PROXIES` — loopback only — so a request that came over TLS reads as
+``https``: the inspector's cookies are ``Secure`` and redirects keep the scheme. The same
+headers from any other peer are ignored.
+
 The deadline comes from the settings ``deermem serve`` leaves for its
 workers (:data:`~deermem.service.settings.SETTINGS_VARIABLE`); a process
 without them (``deermem mcp``) uses the default.
@@ -65,9 +72,11 @@ from deermem.service.settings import (
     startup_line,
 )
 
-__all__ = ["ServerHTTPProtocol", "serve", "started"]
+__all__ = ["TRUSTED_PROXIES", "ServerHTTPProtocol", "serve", "started"]
 
 _FACTORY: Final = "deermem.service.http.app:app_from_environment"
+# The peers whose forwarding headers are believed: a reverse proxy on this machine.
+TRUSTED_PROXIES: Final = "127.0.0.1,::1"
 
 
 # AutoHTTPProtocol is the class uvicorn's default `--http auto` picks (httptools when
@@ -161,7 +170,8 @@ def serve(settings: ServerSettings) -> None:
             log_level=settings.log_level,
             access_log=False,
             server_header=False,
-            proxy_headers=False,
+            proxy_headers=True,
+            forwarded_allow_ips=TRUSTED_PROXIES,
         ),
         settings.host,
         settings.port,

@@ -9,11 +9,13 @@ anything another interface would need.
 
 **Sessions.** Signing in with a token makes a session: a random id in an
 ``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` when the request came
-over TLS), and a record in the server's state directory (so every worker
-process sees it) that holds the token's *id*, never the token. Every request
-looks the token up again, so a revoked or expired token ends its sessions at
-once; signing out deletes the record. The record's file name is the SHA-256
-of the session id, so reading the directory gives nobody a session.
+over TLS: through a same-machine proxy's ``X-Forwarded-Proto``, which
+:mod:`deermem.service.http.run` has uvicorn believe), and a record in the
+server's state directory (so every worker process sees it) that holds the
+token's *id*, never the token. Every request looks the token up again, so a
+revoked or expired token ends its sessions at once; signing out deletes the
+record. The record's file name is the SHA-256 of the session id, so reading
+the directory gives nobody a session.
 
 **CSRF.** Every form that changes something carries a token: the session's
 own random token (synchronizer), or — on the sign-in form, before there is a
@@ -43,11 +45,11 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
 from urllib.parse import parse_qs, quote
 from xml.sax.saxutils import escape, quoteattr
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
@@ -56,23 +58,41 @@ from starlette.concurrency import run_in_threadpool
 from deermem.errors import DeerMemError, FactNotFoundError, UnsafeIdentifierError
 from deermem.library.regret import RegretReport
 from deermem.memory import Memory
-from deermem.model import format_timestamp, is_fact_id, parse_timestamp, shown_user_id
+from deermem.model import Scope, format_timestamp, is_fact_id, parse_timestamp, shown_user_id
+from deermem.results import ScopeSummary
 from deermem.service.http.routes import ServerContext, UserPath
-from deermem.service.problems import ProblemError, problem_for
+from deermem.service.middleware import current_request_id
+from deermem.service.problems import ProblemError, operator_note, problem_for
 from deermem.service.tokens import Principal
 from deermem.store.markdown.files import atomic_write, make_directories
 from deermem.store.records import REGRET_KINDS
 
-__all__ = ["UI_PREFIX", "Inspector", "SessionStore", "inspector_router", "regret_svg"]
+__all__ = [
+    "SESSIONS_PER_TOKEN",
+    "UI_PREFIX",
+    "Inspector",
+    "SessionStore",
+    "inspector_router",
+    "regret_svg",
+]
 
 UI_PREFIX: Final = "/ui"
 SESSION_COOKIE: Final = "deermem_ui"
 PRE_SESSION_COOKIE: Final = "deermem_ui_pre"
 SESSION_LIFETIME: Final = timedelta(hours=12)
+# Live sessions one token may hold; a sign-in beyond it ends the token's oldest session
+# (as `deermem mcp` bounds its sessions per token).
+SESSIONS_PER_TOKEN: Final = 32
+# How often at most a sign-in sweeps every token's expired sessions (a token that never
+# signs in again leaves at most SESSIONS_PER_TOKEN records until then).
+_SWEEP_EVERY: Final = timedelta(hours=1)
+_SWEPT_FILE: Final = "swept"
 PAGE_SIZE: Final = 100
 ARCHIVE_PAGE_SIZE: Final = 50
 _MAX_FORM_BYTES: Final = 16 * 1024
 _SECRET_FILE: Final = "ui-secret"
+_KEY_LENGTH: Final = 16
+_HEX: Final = "0123456789abcdef"
 _SESSIONS_DIRECTORY: Final = "ui-sessions"
 _CSP: Final = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -110,6 +130,11 @@ class Session:
 class SessionStore:
     """Sessions as files in the server's state directory, shared by every worker.
 
+    Each token's sessions are in a directory of their own, named by a digest of the
+    token's id, and a session id starts with that name: a sign-in reads only its own
+    token's records (at most :data:`SESSIONS_PER_TOKEN`), whatever other tokens hold,
+    and a request finds its session's file from the cookie alone.
+
     Args:
         directory: the server's state directory (``ui-sessions/`` and the
             ``ui-secret`` file go in it, mode 0600).
@@ -121,41 +146,89 @@ class SessionStore:
         self.clock = clock
         self._secret: bytes | None = None
 
-    def _path(self, session_id: str) -> Path:
+    @property
+    def _sessions(self) -> Path:
+        return self.directory / _SESSIONS_DIRECTORY
+
+    @staticmethod
+    def _token_key(token_id: str | None) -> str:
+        """The name of a token's directory (``None``: the open loopback server's)."""
+        named = "open" if token_id is None else f"token:{token_id}"
+        return hashlib.sha256(named.encode("utf-8", "replace")).hexdigest()[:_KEY_LENGTH]
+
+    def _path(self, session_id: str) -> Path | None:
+        """The record of a session id; ``None`` for an id this store never makes."""
+        key, dot, _ = session_id.partition(".")
+        if not dot or len(key) != _KEY_LENGTH or key.strip(_HEX):
+            return None
         digest = hashlib.sha256(session_id.encode("ascii", "replace")).hexdigest()
-        return self.directory / _SESSIONS_DIRECTORY / f"{digest}.json"
+        return self._sessions / key / f"{digest}.json"
 
     def create(self, token_id: str | None) -> Session:
-        """A new session for the token with this id (``None``: the open loopback server)."""
+        """A new session for the token with this id (``None``: the open loopback server).
+
+        The token's expired sessions go, and its oldest beyond :data:`SESSIONS_PER_TOKEN`.
+        """
+        key = self._token_key(token_id)
         session = Session(
-            session_id=secrets.token_urlsafe(32),
+            session_id=f"{key}.{secrets.token_urlsafe(32)}",
             token_id=token_id,
             csrf=secrets.token_urlsafe(32),
             expires_at=format_timestamp(self.clock() + SESSION_LIFETIME),
         )
         path = self._path(session.session_id)
+        assert path is not None  # made just above in the form _path reads
         make_directories(path.parent)
-        self._prune(path.parent)
+        live = self._prune(path.parent)
+        # Oldest first (they all live equally long); room for the new one.
+        for _, old in sorted(live)[: max(0, len(live) - SESSIONS_PER_TOKEN + 1)]:
+            old.unlink(missing_ok=True)
         record = {"tokenId": token_id, "csrf": session.csrf, "expiresAt": session.expires_at}
         atomic_write(path, json.dumps(record).encode(), mode=0o600)
+        self._sweep()
         return session
 
-    def _prune(self, directory: Path) -> None:
-        """Delete the records of expired sessions (a browser that never signed out)."""
+    def _prune(self, directory: Path) -> list[tuple[datetime, Path]]:
+        """Delete the records of expired sessions in one token's directory (a browser that
+        never signed out); the others, with when each expires."""
         now = self.clock()
+        live = []
         for path in directory.glob("*.json"):
             try:
                 expires = parse_timestamp(str(json.loads(path.read_bytes()).get("expiresAt")))
             except (OSError, ValueError, AttributeError):
                 continue  # being written, or not ours to judge
-            if expires is not None and expires <= now:
+            if expires is None:
+                continue
+            if expires <= now:
                 path.unlink(missing_ok=True)
+            else:
+                live.append((expires, path))
+        return live
+
+    def _sweep(self) -> None:
+        """Once per :data:`_SWEEP_EVERY` at most: every token's expired sessions go (the
+        tokens that never sign in again)."""
+        marker = self._sessions / _SWEPT_FILE
+        now = self.clock()
+        try:
+            last = parse_timestamp(marker.read_text(encoding="ascii").strip())
+        except (OSError, ValueError):
+            last = None
+        if last is not None and now - last < _SWEEP_EVERY:
+            return
+        atomic_write(marker, format_timestamp(now).encode(), mode=0o600)
+        for directory in self._sessions.iterdir():
+            if directory.is_dir():
+                self._prune(directory)
 
     def get(self, session_id: str | None) -> Session | None:
         """The live session with this id; ``None`` for an unknown, ended or expired one."""
         if not session_id or len(session_id) > 128:
             return None
         path = self._path(session_id)
+        if path is None:
+            return None
         try:
             data = json.loads(path.read_bytes())
         except (OSError, ValueError):
@@ -173,7 +246,9 @@ class SessionStore:
 
     def end(self, session_id: str) -> None:
         """Sign out: the session's record goes, so its cookie opens nothing any more."""
-        self._path(session_id).unlink(missing_ok=True)
+        path = self._path(session_id)
+        if path is not None:
+            path.unlink(missing_ok=True)
 
     def secret(self) -> bytes:
         """The server's HMAC key for pre-session CSRF tokens, made on first use."""
@@ -205,11 +280,23 @@ class SessionStore:
 class _Refused(Exception):
     """A page cannot be shown: a status, a title and a sentence for the reader."""
 
-    def __init__(self, status: int, title: str, detail: str) -> None:
+    def __init__(self, status: int, title: str, detail: str, *, logged_as: str = "") -> None:
         super().__init__(title)
         self.status = status
         self.title = title
         self.detail = detail
+        # The request id of the log line about it; empty when nothing was logged (pages
+        # the reader must not tell apart, as "not found", stay byte for byte the same).
+        self.logged_as = logged_as
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeRow:
+    """A row of the scopes page: a scope and its counts, or why they cannot be read."""
+
+    scope: Scope
+    summary: ScopeSummary | None
+    problem: str
 
 
 _NOT_FOUND: Final = (404, "Not found", "There is nothing here, or nothing this token may see.")
@@ -276,6 +363,47 @@ def _purged(memory: Memory, fact_id: str) -> str:
         return ""
 
 
+def _not_in_archive(memory: Memory, fact_id: str) -> _Refused:
+    """The page for a restore or purge of a fact the archive does not hold: where the fact
+    is, when the scope (which this token may see) holds or held it — a form sent twice, or
+    reloaded, finds it restored or purged — else "not found"."""
+    try:
+        status = memory.why(fact_id).status if is_fact_id(fact_id) else None
+    except FactNotFoundError:
+        status = None
+    if status == "active":
+        where = "it is in the library (restored already, if this form was sent before)"
+    elif status == "gone":
+        where = "it was purged or expired from it; only its receipts remain"
+    else:
+        return _Refused(*_NOT_FOUND)
+    return _Refused(404, "Not in the archive", f"{fact_id} is not in the archive: {where}.")
+
+
+# A browser removes the path segments `.` and `..`, percent-encoded or not (URL standard),
+# so no link could reach the users with those ids: the inspector's paths write them after a
+# NUL, a character no user id holds (model.check_user_id), and read them back.
+_DOT_ESCAPE: Final = "\x00"
+_DOT_IDS: Final = (".", "..")
+
+
+def user_segment(user: str) -> str:
+    """A user id as one segment of an inspector path (what :data:`InspectorUser` reads)."""
+    return quote(_DOT_ESCAPE + user if user in _DOT_IDS else user, safe="")
+
+
+async def _inspector_user(user: UserPath) -> str:
+    # Async: a plain function would be a hop to the thread pool (routes.UserPath's note).
+    if user.startswith(_DOT_ESCAPE) and user[1:] in _DOT_IDS:
+        return user[1:]
+    return user
+
+
+InspectorUser = Annotated[str, Depends(_inspector_user)]
+"""The user id of an inspector path: :data:`~deermem.service.http.routes.UserPath`, with
+:func:`user_segment`'s escape of ``.`` and ``..`` undone."""
+
+
 def _templates() -> Environment:
     folder = Path(str(resources.files("deermem.service.http") / "templates"))
     environment = Environment(
@@ -287,6 +415,7 @@ def _templates() -> Environment:
     )
     environment.filters["score"] = lambda value: f"{value:.4f}"
     environment.filters["part"] = lambda value: quote(str(value), safe="")
+    environment.filters["user_part"] = user_segment
     environment.filters["shown"] = shown_user_id
     return environment
 
@@ -328,7 +457,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return page(
             request,
             "error.html",
-            {"title": error.title, "detail": error.detail},
+            {"title": error.title, "detail": error.detail, "logged_as": error.logged_as},
             status=error.status,
             session=session,
         )
@@ -357,9 +486,15 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return _Refused(*_NOT_FOUND)
         if isinstance(error, ProblemError | DeerMemError):
             problem = problem_for(error)
-            if problem.status >= 500:
-                _log.error("inspector: %s: %s", problem.slug, type(error).__name__)
-            return _Refused(problem.status, problem.title, problem.detail)
+            # The API's own line (app.py): a problem's detail may say "the log names the
+            # file", and this line is the one that does, under the page's request id.
+            note = operator_note(error, problem)
+            if note is None:
+                return _Refused(problem.status, problem.title, problem.detail)
+            _log.error("inspector: %s", note)
+            return _Refused(
+                problem.status, problem.title, problem.detail, logged_as=current_request_id()
+            )
         raise error
 
     def view(request: Request, render: Callable[[Session, Principal], Response]) -> Response:
@@ -445,6 +580,9 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return RedirectResponse(
                 f"{UI_PREFIX}/sign-in?failed=1", status_code=303, headers=_HEADERS
             )
+        previous = request.cookies.get(SESSION_COOKIE)
+        if previous:  # this browser's earlier session: its cookie is replaced, so it ends
+            await run_in_threadpool(inspector.sessions.end, previous)
         response = RedirectResponse(f"{UI_PREFIX}/", status_code=303, headers=_HEADERS)
         response.set_cookie(SESSION_COOKIE, session.session_id, **cookie_args(request))  # type: ignore[arg-type]
         response.delete_cookie(PRE_SESSION_COOKIE, path=f"{UI_PREFIX}/")
@@ -473,13 +611,22 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     @ui.get("/")
     def scopes(request: Request) -> Response:
         def render(session: Session, principal: Principal) -> Response:
-            rows = [
-                summary
-                for summary in inspector.memory.scopes()
-                if summary.scope.user_id is not None
-                and principal.may_address(summary.scope.user_id)
-            ]
-            rows.sort(key=lambda s: (s.scope.user_id or "", s.scope.agent))
+            # Only the scopes this token may see are read, and each on its own: one
+            # user's damaged file is that row's problem, never another user's page.
+            seen = sorted(
+                (
+                    scope
+                    for scope in inspector.memory.store.scopes()
+                    if scope.user_id is not None and principal.may_address(scope.user_id)
+                ),
+                key=lambda scope: (scope.user_id or "", scope.agent),
+            )
+            rows = []
+            for scope in seen:
+                try:
+                    rows.append(ScopeRow(scope, inspector.memory.scope_summary(scope), ""))
+                except DeerMemError as error:
+                    rows.append(ScopeRow(scope, None, failure(error).title))
             return page(
                 request, "scopes.html", {"title": "Scopes", "scopes": rows}, session=session
             )
@@ -487,7 +634,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.get("/users/{user}")
-    def user_page(request: Request, user: UserPath) -> Response:
+    def user_page(request: Request, user: InspectorUser) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, None)
             agents = memory.store.agents(user)
@@ -501,7 +648,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                     "title": f"User {shown_user_id(user)}",
                     "user": user,
                     "agents": agents,
-                    **_regret(report),
+                    **_regret(report, memory.gate.policy.name),
                 },
                 session=session,
             )
@@ -511,7 +658,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     scope_path = "/users/{user}/agents/{agent}"
 
     @ui.get(scope_path)
-    def library(request: Request, user: UserPath, agent: str) -> Response:
+    def library(request: Request, user: InspectorUser, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             query = request.query_params.get("q", "").strip()[:500]
@@ -541,13 +688,13 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 below=below,
                 query=query,
                 found=[(result, ranks.get(result.fact_id)) for result in found],
-                **_regret(memory.regret()),
+                **_regret(memory.regret(), memory.gate.policy.name),
             )
 
         return view(request, render)
 
     @ui.get(f"{scope_path}/archive")
-    def archive(request: Request, user: UserPath, agent: str) -> Response:
+    def archive(request: Request, user: InspectorUser, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             number = _page_number(request)
@@ -571,7 +718,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.get(f"{scope_path}/facts/{{fact_id}}")
-    def why(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
+    def why(request: Request, user: InspectorUser, agent: str, fact_id: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             explanation = memory.why(fact_id)
@@ -591,12 +738,17 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.post(f"{scope_path}/archive/{{fact_id}}/restore")
-    async def restore(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
+    async def restore(request: Request, user: InspectorUser, agent: str, fact_id: str) -> Response:
         def act(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
-            result = memory.restore(fact_id)
+            try:
+                result = memory.restore(fact_id)
+            except FactNotFoundError:
+                raise _not_in_archive(memory, fact_id) from None
             left = []
-            for gone in result.evicted:
+            # The restored fact itself is among the evicted when the gate sent it back:
+            # it did not leave in its own place.
+            for gone in (fact for fact in result.evicted if fact != result.fact_id):
                 try:
                     left.append(memory.get_archived(gone))
                 except FactNotFoundError:
@@ -615,7 +767,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return await action(request, act)
 
     @ui.get(f"{scope_path}/archive/{{fact_id}}/purge")
-    def purge_form(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
+    def purge_form(request: Request, user: InspectorUser, agent: str, fact_id: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             entry = memory.get_archived(fact_id)
@@ -626,11 +778,14 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return view(request, render)
 
     @ui.post(f"{scope_path}/archive/{{fact_id}}/purge")
-    async def purge(request: Request, user: UserPath, agent: str, fact_id: str) -> Response:
+    async def purge(request: Request, user: InspectorUser, agent: str, fact_id: str) -> Response:
         def act(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
-            memory.purge(fact_id)
-            where = f"{UI_PREFIX}/users/{quote(user, safe='')}/agents/{memory.scope.agent}"
+            try:
+                memory.purge(fact_id)
+            except FactNotFoundError:
+                raise _not_in_archive(memory, fact_id) from None
+            where = f"{UI_PREFIX}/users/{user_segment(user)}/agents/{memory.scope.agent}"
             return RedirectResponse(
                 f"{where}/archive?purged={quote(fact_id, safe='')}",
                 status_code=303,
@@ -640,7 +795,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         return await action(request, act)
 
     @ui.get(f"{scope_path}/what-if")
-    def what_if(request: Request, user: UserPath, agent: str) -> Response:
+    def what_if(request: Request, user: InspectorUser, agent: str) -> Response:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             result = memory.what_if()
@@ -673,13 +828,15 @@ def _known(memory: Memory) -> set[tuple[str | None, str]]:
     return {(scope.user_id, scope.agent) for scope in memory.store.scopes()}
 
 
-def _regret(report: RegretReport) -> dict[str, object]:
-    """The chart and the numbers beside it, for a template."""
-    active = next((p for p in report.policies if p.role == "active"), None)
+def _regret(report: RegretReport, policy: str) -> dict[str, object]:
+    """The chart and the numbers beside it, for a template; ``policy`` is the one in
+    force (a report also lists, as active, the policies that decided earlier receipts)."""
+    active = report.policy(policy, "active")
     return {
         "report": report,
-        "chart": Markup(regret_svg(report)),  # built from escaped parts (chart.py)
+        "chart": Markup(regret_svg(report, policy)),  # built from escaped parts
         "kinds": REGRET_KINDS,
+        "active_policy": policy,
         "active_timeline": active.timeline if active else (),
     }
 
@@ -687,14 +844,16 @@ def _regret(report: RegretReport) -> dict[str, object]:
 # --- the regret chart -------------------------------------------------------------------
 #
 # Two panels over the days of a report: each policy's regret rate (regretted /
-# evicted), and the running total of regret events by kind under the active policy.
+# evicted), and the running total of regret events by kind under the policy in force.
 # Pure: the same report draws the same bytes. Presentation attributes only (no
 # ``style``), so the page's Content-Security-Policy needs no inline styles.
 
 _WIDTH: Final = 640
 _PANEL: Final = 150
 _LEFT: Final = 48
-_RIGHT: Final = 150
+# The legend's column: its longest label, "confidence (shadow)" at 11 px, is about 115 px
+# wide, and starts 40 px into the margin.
+_RIGHT: Final = 170
 _TOP: Final = 24
 _GAP: Final = 44
 # Distinguishable in colour and in dash, so a reader who cannot tell the colours apart
@@ -709,12 +868,13 @@ _STYLES: Final = (
 )
 
 
-def regret_svg(report: RegretReport) -> str:
-    """The chart as one ``<svg>`` element, titled for screen readers."""
-    days = sorted({point.date for policy in report.policies for point in policy.timeline})
+def regret_svg(report: RegretReport, policy: str) -> str:
+    """The chart as one ``<svg>`` element, titled for screen readers; its events panel is
+    ``policy``'s, the policy in force."""
+    days = sorted({point.date for row in report.policies for point in row.timeline})
     first = date.fromisoformat(days[0]).toordinal() if days else 0
     span = max(1, date.fromisoformat(days[-1]).toordinal() - first) if days else 1
-    active = next((p for p in report.policies if p.role == "active"), None)
+    active = report.policy(policy, "active")
     most = max(
         (max(point.kinds.values(), default=0) for point in active.timeline) if active else (),
         default=0,
@@ -724,21 +884,21 @@ def regret_svg(report: RegretReport) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_WIDTH} {height}" '
         f'width="{_WIDTH}" height="{height}" role="img" aria-labelledby="regret-chart-title">',
         '<title id="regret-chart-title">Regret rate per policy, and regret events by kind '
-        "(running totals) under the active policy, by day (UTC)</title>",
+        f"(running totals) under the active policy {escape(policy)}, by day (UTC)</title>",
     ]
     top = _TOP
     bottom = _TOP + _PANEL + _GAP
     parts += _axes(top, "regret rate", 1.0)
-    parts += _axes(bottom, "events (running total)", float(max(most, 1)))
-    for index, policy in enumerate(report.policies):
+    parts += _axes(bottom, f"events under {policy} (running total)", float(max(most, 1)))
+    for index, row in enumerate(report.policies):
         colour, dash = _STYLES[index % len(_STYLES)]
         points = [
             (_x(point.date, first, span), point.regretted / point.evictions)
-            for point in policy.timeline
+            for point in row.timeline
             if point.evictions
         ]
         parts += _line(points, top, 1.0, colour, dash)
-        parts.append(_legend(index, top, colour, dash, f"{policy.policy} ({policy.role})"))
+        parts.append(_legend(index, top, colour, dash, f"{row.policy} ({row.role})"))
     if active is not None:
         for index, kind in enumerate(REGRET_KINDS):
             colour, dash = _STYLES[index % len(_STYLES)]
