@@ -546,10 +546,9 @@ def replay(
 
     Example: `deermem eval replay --quick`, `deermem eval replay --output-dir replay`
     """
-    from deermem.eval.files import ensure_new_set
     from deermem.eval.replay import (  # the evaluation stack (eval --help 0.72×)
-        REPLAY_FILES,
         encode_results,
+        ensure_new_results,
         load_params,
         render_markdown,
         replay_all,
@@ -561,7 +560,7 @@ def replay(
     if quick:
         loaded = type(loaded)(loaded.params.quickened(), loaded.source, loaded.sha256)
     if output_dir is not None:  # refused before the replay runs, not after
-        ensure_new_set([output_dir / name for name in REPLAY_FILES])
+        ensure_new_results(output_dir)
     started = time.perf_counter()
     total = loaded.params.seeds * len(loaded.params.caps) * 2
 

@@ -96,7 +96,7 @@ from deermem.config import MemoryConfig
 from deermem.errors import FactNotFoundError
 from deermem.eval import POLICY_COLOURS, figure_png, missing_chart_module
 from deermem.eval.errors import ProtocolError
-from deermem.eval.files import write_new_files
+from deermem.eval.files import ensure_new_set, write_new_files
 from deermem.eval.protocol import parse_yaml
 from deermem.learning.answer import MAX_NEW_FACTS, NormalizedResponse, normalize_response
 from deermem.learning.learner import apply_response
@@ -115,6 +115,7 @@ __all__ = [
     "REPLAY_FILES",
     "CellRun",
     "encode_results",
+    "ensure_new_results",
     "load_params",
     "render_markdown",
     "replay_all",
@@ -957,6 +958,15 @@ def summarize(runs: Sequence[CellRun], loaded: LoadedParams) -> dict[str, Any]:
         "traffic": traffic,
         "perSeed": [_per_seed(run) for run in sorted(runs, key=_order)],
     }
+
+
+def ensure_new_results(directory: Path) -> None:
+    """Refuse ``directory`` if it holds a complete set of results (before the replay runs).
+
+    Raises:
+        ResultsExistError: ``replay.json``, the set's last file, is there.
+    """
+    ensure_new_set([directory / name for name in REPLAY_FILES])
 
 
 def write_results(directory: Path, results: dict[str, Any]) -> str | None:
