@@ -1116,6 +1116,7 @@ class Memory:
 
         Raises:
             ValueError: ``max_tokens`` is negative.
+            FactValidationError: a ``query`` that is neither a text nor ``None``.
         """
 
         def relevant() -> tuple[str, ...]:
@@ -1123,6 +1124,8 @@ class Memory:
             found = self.search(query or "", top_k=self.config.max_facts, record=False)
             return tuple(result.fact_id for result in found)
 
+        if query is not None and not isinstance(query, str):  # callers outside mypy pass anything
+            raise FactValidationError("query", Withheld(type(query).__name__), "expected a text")
         asked = query is not None and bool(query.strip()) and facts
         return memory_injection(
             self.store,

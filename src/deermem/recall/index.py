@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     from deermem.store import ScopeSnapshot, Store
 
 __all__ = [
+    "ALL_MATCHES",
     "BM25_B",
     "BM25_K1",
     "CONFIDENCE_WEIGHT",
@@ -508,6 +509,9 @@ MERGE_PAGES: Final = 100
 BM25_K1: Final = 1.2
 BM25_B: Final = 0.75
 IDF_FLOOR: Final = 1e-6
+ALL_MATCHES: Final = 1 << 31
+"""A ``top_k`` that cuts nothing (no scope holds that many facts) and that SQLite can bind:
+a larger ``top_k`` is taken as this, not an OverflowError."""
 
 
 @functools.cache
@@ -1085,7 +1089,7 @@ def _ranked(
         grace=DECAY_GRACE_DAYS,
         rate=DECAY_RATE,
         weight=CONFIDENCE_WEIGHT,
-        limit=top_k,
+        limit=min(top_k, ALL_MATCHES),
     )
     statement = _ranking_statement(fts, len(groups), bool(wanted))
     return [

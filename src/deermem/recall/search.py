@@ -49,6 +49,7 @@ from deermem.recall.embedding import (
     loaded_embedder,
 )
 from deermem.recall.index import (
+    ALL_MATCHES,
     CONFIDENCE_WEIGHT,
     MEMORY,
     ArchiveRows,
@@ -181,7 +182,6 @@ EMBED_AT_SEARCH: Final = 64
 """At most this many texts are embedded by one search. When more lack a vector, the search
 embeds this many and ranks by keyword, so a scope's vectors come back over a few searches
 (after its index was deleted, say), or at once with ``deermem reindex``."""
-_ALL: Final = 1 << 31
 
 
 class VectorSource(Protocol):
@@ -338,7 +338,13 @@ def hybrid_search(
             similarity[(row.fact_id, row.archived)] = (float(m), float(c))
     keyword: dict[tuple[str, bool], float] = {}
     for hit in index.search(
-        user, agent, query, now=_EPOCH, top_k=_ALL, category=category, with_archive=with_archive
+        user,
+        agent,
+        query,
+        now=_EPOCH,
+        top_k=ALL_MATCHES,
+        category=category,
+        with_archive=with_archive,
     ):
         keyword[(hit.fact_id, hit.archived)] = abs(hit.bm25 or 0.0)
     mass = index.idf_mass(user, agent, query, with_archive=with_archive) if keyword else 0.0
