@@ -395,7 +395,9 @@ def rankings(index: SearchIndex) -> list[str]:
     ranked: list[str] = []
 
     def seen(statement: str) -> None:
-        ranked.extend(table for table in ("doc_fts", "cf_fts") if f"highlight({table}," in statement)
+        ranked.extend(
+            table for table in ("doc_fts", "cf_fts") if f"highlight({table}," in statement
+        )
 
     index._connection.set_trace_callback(seen)
     return ranked
@@ -495,7 +497,9 @@ def test_the_archive_has_a_full_text_table_of_its_own() -> None:
         statements: list[str] = []
         index._connection.set_trace_callback(statements.append)
         assert archive_matches(index, "u", "a", "oolong")
-        matched = [s for s in statements if "MATCH" in s and "highlight" not in s]  # not the ranking
+        matched = [
+            s for s in statements if "MATCH" in s and "highlight" not in s
+        ]  # not the ranking
         assert len(matched) == 1
         assert "arc_fts" in matched[0]
         assert "cf_fts" not in matched[0]
