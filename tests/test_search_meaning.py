@@ -177,6 +177,35 @@ def test_a_query_no_stored_text_could_hold_is_searched_not_a_traceback(
     assert models.query("\ud800").e5.tobytes() == models.query("\ufffd").e5.tobytes()
 
 
+@pytest.mark.parametrize("question", ["?", "...", "*", "\U0001f642"])
+def test_a_question_with_nothing_searchable_finds_nothing_and_records_nothing(
+    tmp_path: Path, question: str
+) -> None:
+    """e5 puts a lone symbol near every fact (cosines 0.79–0.82, above the noise floor):
+    hybrid search returned arbitrary facts, counted them as recalls and recorded the
+    archived fact as a missed recall, where keyword search answers nothing."""
+    from deermem import Memory, MemoryConfig
+
+    config = MemoryConfig(fact_eviction_policy="hybrid-v1", search_mode="hybrid")
+    memory = Memory.open(tmp_path, config, user="alice", agent="coder")
+    texts = [
+        "I am left-handed.",
+        "I drink a double espresso every morning.",
+        "My sister lives in Lisbon.",
+        "I use uv instead of pip for Python packages.",
+        "My cat is called Whiskers.",
+        "I work as a nurse in Porto.",
+    ]
+    ids = [memory.create_fact(text, confidence=0.7).fact_id for text in texts]
+    memory.delete_fact(ids[-1])  # to the archive: a missed recall, were it found
+    assert memory.search("left-handed")[0].match_type == "hybrid"  # the models rank here
+    before = dict(memory.store.usage(memory.scope))
+    assert memory.search(question) == ()
+    assert dict(memory.store.usage(memory.scope)) == before
+    assert memory.regret().uncounted.get("missed_recall", 0) == 0
+    memory.close()
+
+
 # --- warming the models ------------------------------------------------------------------
 
 _WARM_THEN_CREATE = """

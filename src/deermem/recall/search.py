@@ -61,6 +61,7 @@ from deermem.recall.index import (
     SearchIndexHandle,
     content_version,
     decay,
+    fts_groups,
     library_rows,
     micros,
 )
@@ -675,8 +676,14 @@ def _ranked(
     with_archive: bool,
 ) -> list[SearchHit]:
     """The scope's best matches: by keyword and meaning when ``meaning`` can rank them
-    (:func:`hybrid_search`), else by keyword alone."""
-    if meaning is not None:
+    (:func:`hybrid_search`), else by keyword alone.
+
+    A query with nothing searchable in it ("?", "...", an emoji) is not ranked by
+    meaning either: e5 puts such a text near every fact (cosines above the noise
+    floor), so it would return arbitrary facts, count them as recalls and record
+    missed recalls. It finds what keyword search finds — nothing, then substrings.
+    """
+    if meaning is not None and fts_groups(query):
         found = hybrid_search(
             index,
             meaning,
