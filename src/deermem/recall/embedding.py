@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "E5_DIM",
+    "EMBEDDED_QUERY_CHARS",
     "NOISE_FLOOR",
     "USE_DIM",
     "VECTOR_BYTES",
@@ -89,6 +90,11 @@ NOISE_FLOOR: Final = 0.80
 e5's cosines live in 0.65–0.93 (unrelated text ≈ 0.70–0.78); on the recall
 set the floor drops ≈ 90 % of a library per query and costs no recall.
 """
+EMBEDDED_QUERY_CHARS: Final = 1000
+"""A query's characters the models embed: its first 1,000, the longest query the interfaces
+take (``MAX_QUERY_CHARS``). e5 embeds a text in 510-token windows, so the cost of a whole
+pasted essay would grow with it (≈ 0.5 s of CPU per 1,000 characters); the keyword half
+bounds such a query too (``MAX_QUERY_GROUPS``)."""
 _LOWEST: Final = 19
 """The niceness of a worker that embeds behind a commit: the lowest priority."""
 _MEMO: Final = 256
@@ -194,12 +200,15 @@ class Embedder:
     def query(self, text: str) -> QueryVector:
         """A query's vectors, remembered for the next few queries (read-only arrays).
 
-        A query may hold what no stored text can — a lone surrogate, from a
-        command-line argument that is not UTF-8 or a JSON escape — and the
-        models read UTF-8 only: such code points are embedded as U+FFFD.
+        Only the query's first :data:`EMBEDDED_QUERY_CHARS` characters are
+        embedded (the Python API, the integrations and mem0's route take
+        longer ones). A query may hold what no stored text can — a lone
+        surrogate, from a command-line argument that is not UTF-8 or a JSON
+        escape — and the models read UTF-8 only: such code points are
+        embedded as U+FFFD.
         """
         models = self._loaded()
-        readable = _readable(text)
+        readable = _readable(text[:EMBEDDED_QUERY_CHARS])
         with self._lock:
             known = self._queries.get(readable)
             if known is not None:
