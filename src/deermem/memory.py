@@ -71,7 +71,7 @@ from deermem.model import (
 )
 from deermem.policy import coerce_confidence
 from deermem.recall import Injection, warm_tokenizer
-from deermem.recall.embedding import embedder, loaded_embedder
+from deermem.recall.embedding import ModelsUnavailable, embedder, loaded_embedder
 from deermem.recall.index import SearchIndexHandle
 from deermem.recall.injection import memory_injection
 from deermem.recall.search import (
@@ -392,6 +392,8 @@ class Memory:
             if loaded is not None:
                 try:
                     loaded.warm()
+                except ModelsUnavailable:  # cannot run here: keyword search from now on, said
+                    pass
                 except Exception as error:  # the first search meets it again, and says so
                     _log.warning(
                         "the embedding models could not be loaded (%s: %s)",

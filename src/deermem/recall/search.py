@@ -44,6 +44,7 @@ from deermem.policy import coerce_confidence
 from deermem.recall.embedding import (
     NOISE_FLOOR,
     Embedder,
+    ModelsUnavailable,
     QueryVector,
     embedder,
     loaded_embedder,
@@ -684,18 +685,21 @@ def _ranked(
     missed recalls. It finds what keyword search finds — nothing, then substrings.
     """
     if meaning is not None and fts_groups(query):
-        found = hybrid_search(
-            index,
-            meaning,
-            user,
-            agent,
-            query,
-            facts=facts,
-            archived=archived,
-            top_k=top_k,
-            category=category,
-            with_archive=with_archive,
-        )
+        try:
+            found = hybrid_search(
+                index,
+                meaning,
+                user,
+                agent,
+                query,
+                facts=facts,
+                archived=archived,
+                top_k=top_k,
+                category=category,
+                with_archive=with_archive,
+            )
+        except ModelsUnavailable:  # said once; the process searches by keyword from now on
+            found = None
         if found is not None:
             return found
     return index.search(
