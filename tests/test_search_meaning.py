@@ -259,6 +259,38 @@ def test_a_question_with_nothing_searchable_finds_nothing_and_records_nothing(
     memory.close()
 
 
+def test_scores_are_the_same_bytes_whatever_order_the_index_received_the_facts(
+    tmp_path: Path,
+) -> None:
+    """The similarities were standardised over the rows in row-id order, which follows the
+    index's history: after a rebuild the same search gave scores differing in the last bits."""
+    from deermem import Memory, MemoryConfig
+
+    memory = Memory.open(tmp_path, MemoryConfig(search_mode="hybrid"), user="alice", agent="a")
+    for text in [
+        "I deploy with uv, never pip",
+        "My sister lives in Lisbon",
+        "I drink green tea",
+        "My cat is called Whiskers",
+        "I work in Berlin",
+        "I am left-handed.",
+        "My favourite colour is teal",
+        "I run every Sunday",
+    ]:
+        memory.create_fact(text, confidence=0.7)
+        memory.search("warm up", record=False)  # the index follows each commit, a row at a time
+
+    def answer() -> str:
+        found = memory.search("What do I drink?", top_k=8, record=False)
+        assert found[0].match_type == "hybrid"
+        return json.dumps([(hit.fact_id, hit.score, hit.bm25) for hit in found])
+
+    before = answer()
+    memory.reindex()  # the rows again, by fact id
+    assert answer() == before
+    memory.close()
+
+
 # --- warming the models ------------------------------------------------------------------
 
 _WARM_THEN_CREATE = """

@@ -1770,11 +1770,14 @@ class SearchIndex:
     def vectors(
         self, user: str | None, agent: str, *, with_archive: bool, category: str | None = None
     ) -> list[VectorRow]:
-        """Every row of the scope that has a vector of the kept length, by row.
+        """Every row of the scope that has a vector of the kept length, library first, by fact id.
 
-        The category filter is that of :meth:`search`. The floats are not
-        checked here: the caller compares them with numpy, where a check
-        for finiteness costs next to nothing.
+        In that order, not the rows' ids: those follow the index's history (the
+        order its facts came in, a rebuild), and the similarities' means and
+        spreads are summed in this order, so another order would change the
+        scores in their last bits. The category filter is that of
+        :meth:`search`. The floats are not checked here: the caller compares
+        them with numpy, where a check for finiteness costs next to nothing.
         """
         wanted = category_key(category) if category else ""
 
@@ -1792,7 +1795,7 @@ class SearchIndex:
                 for key, fact_id, archived, vector in db.execute(
                     "SELECT d.content_key, d.fact_id, d.archived, v.vector FROM doc AS d"
                     " JOIN vec AS v ON v.key = d.content_key AND length(v.vector) = ?"
-                    f" WHERE d.id BETWEEN ? AND ?{filtered} ORDER BY d.id",
+                    f" WHERE d.id BETWEEN ? AND ?{filtered} ORDER BY d.archived, d.fact_id",
                     parameters,
                 )
             ]
