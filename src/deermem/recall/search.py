@@ -823,12 +823,20 @@ class SearchResult(BaseModel):
 
     @property
     def relevance(self) -> float:
-        """The score on a scale of [0, 1): ``score / (1 + score)``.
+        """The score as a fraction in [0, 1], in the order of ``score``.
 
         For hosts whose contract wants a fraction (a LangGraph ``SearchItem``,
-        a mem0 result): the same order as ``score``, comparable across scopes
-        (unlike a score divided by the best of its own results).
+        a mem0 result and its ``threshold``). A ``hybrid`` score is one
+        already — the fused score, ≈ 1 for an exact match — and is given as
+        it is; an unbounded ``fts5`` score (and a ``substring`` match's
+        confidence) is mapped by ``score / (1 + score)``, so the same fact
+        has another relevance in another search mode. Across scopes it
+        orders results only roughly: BM25 counts each scope's own statistics,
+        and hybrid's meaning part is scaled within the scope searched (each
+        scope's nearest fact gets its full 0.6).
         """
+        if self.match_type == "hybrid":
+            return self.score
         return self.score / (1.0 + self.score) if self.score > 0 else 0.0
 
 
