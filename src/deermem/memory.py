@@ -77,7 +77,7 @@ from deermem.model import (
 )
 from deermem.policy import coerce_confidence
 from deermem.recall import Injection, warm_tokenizer
-from deermem.recall.embedding import embedder, loaded_embedder
+from deermem.recall.embedding import ModelsUnavailable, embedder, loaded_embedder
 from deermem.recall.index import SearchIndexHandle
 from deermem.recall.injection import memory_injection
 from deermem.recall.search import (
@@ -398,6 +398,8 @@ class Memory:
             if loaded is not None:
                 try:
                     loaded.warm()
+                except ModelsUnavailable:  # cannot run here: keyword search from now on, said
+                    pass
                 except Exception as error:  # the first search meets it again, and says so
                     _log.warning(
                         "the embedding models could not be loaded (%s: %s)",
@@ -1138,6 +1140,7 @@ class Memory:
 
         Raises:
             ValueError: ``max_tokens`` is negative.
+            FactValidationError: a ``query`` that is neither a text nor ``None``.
         """
 
         def relevant() -> tuple[str, ...]:
@@ -1145,6 +1148,8 @@ class Memory:
             found = self.search(query or "", top_k=self.config.max_facts, record=False)
             return tuple(result.fact_id for result in found)
 
+        if query is not None and not isinstance(query, str):  # callers outside mypy pass anything
+            raise FactValidationError("query", Withheld(type(query).__name__), "expected a text")
         asked = query is not None and bool(query.strip()) and facts
         return memory_injection(
             self.store,

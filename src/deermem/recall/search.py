@@ -44,11 +44,13 @@ from deermem.policy import coerce_confidence
 from deermem.recall.embedding import (
     NOISE_FLOOR,
     Embedder,
+    ModelsUnavailable,
     QueryVector,
     embedder,
     loaded_embedder,
 )
 from deermem.recall.index import (
+    ALL_MATCHES,
     CONFIDENCE_WEIGHT,
     MEMORY,
     ArchiveRows,
@@ -60,6 +62,7 @@ from deermem.recall.index import (
     SearchIndexHandle,
     content_version,
     decay,
+    fts_groups,
     library_rows,
     micros,
 )
@@ -181,7 +184,6 @@ EMBED_AT_SEARCH: Final = 64
 """At most this many texts are embedded by one search. When more lack a vector, the search
 embeds this many and ranks by keyword, so a scope's vectors come back over a few searches
 (after its index was deleted, say), or at once with ``deermem reindex``."""
-_ALL: Final = 1 << 31
 
 
 class VectorSource(Protocol):
@@ -346,7 +348,13 @@ def hybrid_search(
             similarity[(row.fact_id, row.archived)] = (float(m), float(c))
     keyword: dict[tuple[str, bool], float] = {}
     for hit in index.search(
-        user, agent, query, now=_EPOCH, top_k=_ALL, category=category, with_archive=with_archive
+        user,
+        agent,
+        query,
+        now=_EPOCH,
+        top_k=ALL_MATCHES,
+        category=category,
+        with_archive=with_archive,
     ):
         keyword[(hit.fact_id, hit.archived)] = abs(hit.bm25 or 0.0)
     mass = index.idf_mass(user, agent, query, with_archive=with_archive) if keyword else 0.0
@@ -679,20 +687,29 @@ def _ranked(
     with_archive: bool,
 ) -> list[SearchHit]:
     """The scope's best matches: by keyword and meaning when ``meaning`` can rank them
-    (:func:`hybrid_search`), else by keyword alone."""
-    if meaning is not None:
-        found = hybrid_search(
-            index,
-            meaning,
-            user,
-            agent,
-            query,
-            facts=facts,
-            archived=archived,
-            top_k=top_k,
-            category=category,
-            with_archive=with_archive,
-        )
+    (:func:`hybrid_search`), else by keyword alone.
+
+    A query with nothing searchable in it ("?", "...", an emoji) is not ranked by
+    meaning either: e5 puts such a text near every fact (cosines above the noise
+    floor), so it would return arbitrary facts, count them as recalls and record
+    missed recalls. It finds what keyword search finds — nothing, then substrings.
+    """
+    if meaning is not None and fts_groups(query):
+        try:
+            found = hybrid_search(
+                index,
+                meaning,
+                user,
+                agent,
+                query,
+                facts=facts,
+                archived=archived,
+                top_k=top_k,
+                category=category,
+                with_archive=with_archive,
+            )
+        except ModelsUnavailable:  # said once; the process searches by keyword from now on
+            found = None
         if found is not None:
             return found
     return index.search(
@@ -816,12 +833,20 @@ class SearchResult(BaseModel):
 
     @property
     def relevance(self) -> float:
-        """The score on a scale of [0, 1): ``score / (1 + score)``.
+        """The score as a fraction in [0, 1], in the order of ``score``.
 
         For hosts whose contract wants a fraction (a LangGraph ``SearchItem``,
-        a mem0 result): the same order as ``score``, comparable across scopes
-        (unlike a score divided by the best of its own results).
+        a mem0 result and its ``threshold``). A ``hybrid`` score is one
+        already — the fused score, ≈ 1 for an exact match — and is given as
+        it is; an unbounded ``fts5`` score (and a ``substring`` match's
+        confidence) is mapped by ``score / (1 + score)``, so the same fact
+        has another relevance in another search mode. Across scopes it
+        orders results only roughly: BM25 counts each scope's own statistics,
+        and hybrid's meaning part is scaled within the scope searched (each
+        scope's nearest fact gets its full 0.6).
         """
+        if self.match_type == "hybrid":
+            return self.score
         return self.score / (1.0 + self.score) if self.score > 0 else 0.0
 
 

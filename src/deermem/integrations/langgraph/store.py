@@ -32,12 +32,13 @@ model names).
 **Reads.** ``get`` returns the active fact. ``search`` covers every namespace
 that starts with the prefix, label by label (``("memories",)`` finds every
 user's ``("memories", …)``; ``()`` finds everything). With a ``query`` it
-ranks with deermem's search (``score`` in [0, 1)), without one it lists, most
-recently updated first. ``filter`` matches ``content``, ``category`` and
-``confidence`` (equality, or ``$eq $ne $gt $gte $lt $lte``). Ops run in order,
-so a read after a write in one batch sees the write; every op is checked first
-(the memory's fact rules, and the duplicate rule among the puts and the facts
-that stay), so a bad op means nothing is written. TTLs are not supported
+ranks with deermem's search (``score``: the result's ``relevance``, in
+[0, 1]), without one it lists, most recently updated first. ``filter``
+matches ``content``, ``category`` and ``confidence`` (equality, or ``$eq $ne
+$gt $gte $lt $lte``). Ops run in order, so a read after a write in one batch
+sees the write; every op is checked first (the memory's fact rules, and the
+duplicate rule among the puts and the facts that stay), so a bad op means
+nothing is written. TTLs are not supported
 (refused); ``index`` is ignored, as by LangGraph's stores without an index:
 every fact is searchable.
 """

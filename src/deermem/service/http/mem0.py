@@ -14,7 +14,7 @@ What maps to what:
   ``__default__``); ``app_id`` and ``run_id`` have no deermem counterpart and
   are refused, as is ``metadata`` (a fact holds none), rather than dropped.
 * A memory is a fact: ``id`` is the fact id, ``memory`` its content,
-  ``categories`` its category, ``score`` deermem's search score in [0, 1).
+  ``categories`` its category, ``score`` the result's ``relevance``, in [0, 1].
 * The routes that take an id alone (``get``, ``update``, ``delete``,
   ``history``) look in every scope the token may address. mem0's ids are
   unique in its store; a fact id is unique within one user and agent only, so
@@ -222,7 +222,7 @@ def router(context: ServerContext) -> APIRouter:
 
     @api.post("/v3/memories/search/")
     def search(who: Who, body: SearchBody) -> JSONResponse:
-        """The facts that best match a query, best first, with ``score`` in [0, 1)."""
+        """The facts that best match a query, best first; ``score`` is their relevance, [0, 1]."""
         memory = scoped(who, *_scope_of(body.filters.user_id, body.filters.agent_id, None))
         if body.threshold is None:
             hits = memory.search(body.query, top_k=body.top_k)
