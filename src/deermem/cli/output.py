@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,7 +41,13 @@ from deermem.config import STORE_SETTINGS_FILENAME, ResolvedConfig, is_new_root,
 from deermem.memory import Memory
 from deermem.model import Fact
 from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
-from deermem.store.markdown.files import broken_link, may_hold_store
+from deermem.store.markdown.files import (
+    AGENTS_DIRNAME,
+    USERS_DIRNAME,
+    NotRegularFileError,
+    broken_link,
+    may_hold_store,
+)
 from deermem.store.records import margin_words
 
 __all__ = [
@@ -183,24 +190,36 @@ def fail(message: str) -> NoReturn:
 def output_path(memory: Memory, file: str | Path) -> Path:
     """Where a command may write a file it was given (an export, a chart), or exit 1.
 
+    The file is replaced by a rename (``atomic_write``), so what is there must be
+    a regular file (or a link to one) or nothing: a rename over a device or a FIFO
+    would put a regular file in its place (``export /dev/null`` run as root would
+    replace the system's ``/dev/null``) and its reader would get nothing.
+
     Inside a Markdown store's root, only a new file directly in the root, named
     as none of the store's own: anything else could replace one of the store's
     files — another user's ``memory.json``, the store's settings — or put one
-    where the store reads its users.
+    where the store reads its users or agents (``users``, ``agents``, which a
+    new store makes at its first write).
 
     Raises:
-        typer.Exit: the directory does not exist, the path is a directory, or it is the
-            store's.
+        typer.Exit: the directory does not exist, the path is a directory, a device,
+            a pipe or a socket, or it is the store's.
     """
     path = Path(file)
     if not path.parent.is_dir():
         fail(f"{file}: its directory does not exist")
-    if path.is_dir():  # else the error would name the temporary file written beside it
+    try:
+        mode: int | None = path.stat().st_mode
+    except FileNotFoundError:  # nothing there (or a dangling link): a new file
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):  # else the error would name the temporary file
         fail(f"{file}: is a directory; give a file name")
+    if mode is not None and not stat.S_ISREG(mode):
+        fail(f"{file}: {NotRegularFileError(path).strerror}")
     store = memory.store
     if isinstance(store, MarkdownStore):
         target, root = path.resolve(), store.root.resolve()
-        own = (STORE_SETTINGS_FILENAME, store.manifest_filename)
+        own = (STORE_SETTINGS_FILENAME, store.manifest_filename, USERS_DIRNAME, AGENTS_DIRNAME)
         loose = (
             target.parent == root
             and not target.exists()
