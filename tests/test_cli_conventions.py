@@ -510,6 +510,23 @@ def test_a_root_option_given_twice_with_the_same_value_is_accepted(
     assert fact["content"] == "Uses uv"
 
 
+def test_an_agent_given_before_and_after_the_command_in_two_cases_is_one_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """storage.md: `Coder` and `coder` are one agent, so they agree (were "different values")."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    capsys.readouterr()
+    alice = ["--root", root, "--user", "alice"]
+    assert main([*alice, "--agent", "Coder", "facts", "add", "Uses uv", "--agent", "coder"]) == 0
+    capsys.readouterr()
+    assert main([*alice, "--agent", "CODER", "facts", "list", "--json", "--agent=Coder"]) == 0
+    [fact] = json.loads(capsys.readouterr().out)
+    assert fact["content"] == "Uses uv"
+    assert main([*alice, "scopes", "--json"]) == 0
+    assert [row["agent"] for row in json.loads(capsys.readouterr().out)] == ["coder"]
+
+
 def test_an_admin_token_for_named_users_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

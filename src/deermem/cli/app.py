@@ -44,7 +44,8 @@ from typer.models import CommandInfo, TyperInfo
 
 from deermem import __version__
 from deermem.cli.output import CliContext, print_error, stand_in_for_closed_streams
-from deermem.errors import DeerMemError
+from deermem.errors import DeerMemError, UnsafeIdentifierError
+from deermem.model import normalise_agent
 
 __all__ = ["Command", "app", "main", "run"]
 
@@ -443,9 +444,18 @@ def _same_or_refuse(option: str, before: str, after: str) -> None:
     """Refuse ``option`` given before and after the command with different values.
 
     Paths (``--root``, ``--config``) are compared as paths: ``store`` and
-    ``store/`` name one directory.
+    ``store/`` name one directory; agents as the agent rule names them:
+    ``Coder`` and ``coder`` are one agent.
     """
-    same = Path(before) == Path(after) if option in ("--root", "--config") else before == after
+    if option in ("--root", "--config"):
+        same = Path(before) == Path(after)
+    elif option == "--agent":
+        try:
+            same = normalise_agent(before) == normalise_agent(after)
+        except UnsafeIdentifierError:  # the command refuses the bad name, once it is agreed
+            same = before == after
+    else:
+        same = before == after
     if not same:
         raise click.UsageError(
             f"{option} given twice with different values: {before!r} before the command, "
