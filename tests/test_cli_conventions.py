@@ -772,6 +772,30 @@ def test_running_out_of_memory_is_one_line(tmp_path: Path) -> None:
 # --- closed standard input or output (cli-05) ----------------------------------------------------
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args", [("export", "-"), ("facts", "list", "--json"), ("facts", "list"), ("scopes",)]
+)
+def test_a_standard_output_that_refuses_the_write_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """README: exit 1 is one line naming the file; it said `[Errno 28] No space left on device`."""
+    root = str(tmp_path / "store")
+    assert run(capsys, "--root", root, "init")[0] == 0
+    assert run(capsys, "--root", root, "--user", "bob", "facts", "add", "Prefers tea.")[0] == 0
+    with Path("/dev/full").open("wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "deermem", "--root", root, "--user", "bob", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr == "error: standard output: No space left on device\n"
+
+
 @pytest.mark.parametrize(
     ("closed", "args", "named"),
     [

@@ -43,7 +43,12 @@ from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo, TyperInfo
 
 from deermem import __version__
-from deermem.cli.output import CliContext, print_error, stand_in_for_closed_streams
+from deermem.cli.output import (
+    CliContext,
+    print_error,
+    stand_in_for_closed_streams,
+    stdout_named,
+)
 from deermem.errors import DeerMemError, UnsafeIdentifierError
 from deermem.model import normalise_agent
 
@@ -478,7 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # What `app(...)` runs, built once: through `app` typer would build the root and
         # the command a second time after `global_options_first` looked them up.
         group: Any = typer.main.get_command(app)
-        group(args=global_options_first(group, args), prog_name="deermem")
+        with stdout_named():  # a write it refuses names it (no file name of its own)
+            group(args=global_options_first(group, args), prog_name="deermem")
     except click.UsageError as error:  # found before click parsed anything: nothing ran
         print_error(error.format_message())
         return error.exit_code

@@ -26,10 +26,11 @@ import re
 import shlex
 import stat
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, NoReturn, TypedDict
+from typing import Any, Final, NoReturn, TextIO, TypedDict, cast
 
 import typer
 from rich import box
@@ -73,6 +74,7 @@ __all__ = [
     "read_stdin_text",
     "receipt_table",
     "stand_in_for_closed_streams",
+    "stdout_named",
 ]
 
 out_console = Console(highlight=False, soft_wrap=True)
@@ -268,6 +270,59 @@ class ClosedStream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         raise self._closed()
+
+
+class NamedStream:
+    """A stream whose failed writes name it: ``standard output: No space left on device``.
+
+    A write to standard output that the system refuses (``>/dev/full``, a full
+    disk, an I/O error) raises an ``OSError`` without a file name, which
+    ``main`` could only print as ``error: [Errno 28] No space left on device``,
+    naming nothing. Through this stand-in the error carries the stream's name,
+    as :class:`ClosedStream`'s does, and keeps its type (a ``BrokenPipeError``
+    is still one). Everything else is the wrapped stream's own.
+    """
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self.stream = stream
+        self.stream_name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.stream, attribute)
+
+    def _named(self, error: OSError) -> OSError:
+        if error.errno is None or error.filename is not None:
+            return error
+        return type(error)(error.errno, error.strerror, self.stream_name)
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as error:
+            raise self._named(error) from error
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        try:
+            self.stream.writelines(lines)
+        except OSError as error:
+            raise self._named(error) from error
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as error:
+            raise self._named(error) from error
+
+
+@contextmanager
+def stdout_named() -> Iterator[None]:
+    """Within it, ``sys.stdout`` is a :class:`NamedStream` of itself (as it was, after)."""
+    stdout = sys.stdout
+    sys.stdout = cast(TextIO, NamedStream(stdout, "standard output"))
+    try:
+        yield
+    finally:
+        sys.stdout = stdout
 
 
 def stand_in_for_closed_streams() -> None:
