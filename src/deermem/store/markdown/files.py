@@ -578,18 +578,20 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def write_store_settings(
-    root: str | os.PathLike[str], text: str, *, force: bool = False, private: bool = True
+    root: str | os.PathLike[str], text: str, *, force: bool = False, mode: int = FILE_MODE
 ) -> Literal["created", "unchanged", "replaced"]:
     """Write a store's settings file (:func:`deermem.config.render_store_settings`'s
     text), never silently replacing other settings.
 
     The file is replaced atomically and durably (:func:`atomic_write`), so a
     reader sees the old settings or the new ones; nothing else in the root is
-    touched. The root directory is created if needed. The file is its
-    owner's alone (mode 0600), as it always was — unless ``private`` is
-    false: the policy a new store records at its first write holds nothing
-    private, and is created as the umask says, like the store's other files,
-    so a store shared with a group stays readable to it.
+    touched. The root directory is created if needed. The file is created as
+    the umask says (``mode`` less the umask), like the store's other files:
+    every reader of the store reads it first, so a store shared with another
+    account (DeerFlow's, a reader's) stays readable to it. What deermem
+    writes there is no secret (docs/configuration.md): the API key is no
+    setting and a database URL is never written. A copy passes its source's
+    mode, so it is no more readable than the file it copies.
 
     Raises:
         StoreSettingsExistError: the root already holds different settings
@@ -606,7 +608,7 @@ def write_store_settings(
         return "unchanged"
     if current is not None and not force:
         raise StoreSettingsExistError(str(path))
-    atomic_write(path, text.encode("utf-8"), mode=0o600 if private else FILE_MODE)
+    atomic_write(path, text.encode("utf-8"), mode=mode)
     return "created" if current is None else "replaced"
 
 
