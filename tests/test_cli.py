@@ -251,6 +251,27 @@ def test_a_file_a_command_writes_never_lands_inside_the_store(
     assert run(capsys, *alice, "export", str(store / "alice-backup.json"))[0] == 0
 
 
+@pytest.mark.parametrize("layout", [("--user", "alice"), ()], ids=["users", "single-user"])
+def test_a_file_a_command_writes_never_takes_a_name_the_store_makes_in_its_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: tuple[str, ...]
+) -> None:
+    """A fresh store has no ``users`` or ``agents`` yet: a file there would break every write."""
+    store = tmp_path / "store"
+    assert run(capsys, "--root", str(store), "init")[0] == 0
+    for name in ("users", "agents"):
+        for command in (
+            ["export", str(store / name)],
+            ["users", "export", "alice", str(store / name)],
+            ["regret", "--chart", str(store / name)],
+        ):
+            code, _, err = run(capsys, "--root", str(store), *layout, *command)
+            assert code == 1, command
+            assert err.startswith(f"error: {store / name}: that is inside the store"), err
+    assert not (store / "users").exists()
+    assert not (store / "agents").exists()
+    assert run(capsys, "--root", str(store), *layout, "facts", "add", "x")[0] == 0
+
+
 def test_migrate_refuses_a_destination_that_would_write_into_its_source(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

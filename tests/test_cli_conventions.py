@@ -510,6 +510,23 @@ def test_a_root_option_given_twice_with_the_same_value_is_accepted(
     assert fact["content"] == "Uses uv"
 
 
+def test_an_agent_given_before_and_after_the_command_in_two_cases_is_one_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """storage.md: `Coder` and `coder` are one agent, so they agree (were "different values")."""
+    root = str(tmp_path / "memory")
+    assert main(["--root", root, "init"]) == 0
+    capsys.readouterr()
+    alice = ["--root", root, "--user", "alice"]
+    assert main([*alice, "--agent", "Coder", "facts", "add", "Uses uv", "--agent", "coder"]) == 0
+    capsys.readouterr()
+    assert main([*alice, "--agent", "CODER", "facts", "list", "--json", "--agent=Coder"]) == 0
+    [fact] = json.loads(capsys.readouterr().out)
+    assert fact["content"] == "Uses uv"
+    assert main([*alice, "scopes", "--json"]) == 0
+    assert [row["agent"] for row in json.loads(capsys.readouterr().out)] == ["coder"]
+
+
 def test_an_admin_token_for_named_users_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -753,6 +770,30 @@ def test_running_out_of_memory_is_one_line(tmp_path: Path) -> None:
 
 
 # --- closed standard input or output (cli-05) ----------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args", [("export", "-"), ("facts", "list", "--json"), ("facts", "list"), ("scopes",)]
+)
+def test_a_standard_output_that_refuses_the_write_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """README: exit 1 is one line naming the file; it said `[Errno 28] No space left on device`."""
+    root = str(tmp_path / "store")
+    assert run(capsys, "--root", root, "init")[0] == 0
+    assert run(capsys, "--root", root, "--user", "bob", "facts", "add", "Prefers tea.")[0] == 0
+    with Path("/dev/full").open("wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "deermem", "--root", root, "--user", "bob", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr == "error: standard output: No space left on device\n"
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
@@ -165,6 +167,37 @@ def test_writing_to_a_directory_names_the_directory(
     assert code == 1
     assert err == f"error: {outdir}: is a directory; give a file name\n"
     assert list(outdir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("--user", "alice", "export"),
+        ("users", "export", "alice"),
+        ("--user", "alice", "regret", "--chart"),
+    ],
+)
+def test_writing_to_a_pipe_or_a_device_is_refused_and_leaves_it(
+    capsys: pytest.CaptureFixture[str],
+    alice: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    command: tuple[str, ...],
+) -> None:
+    """A rename over a FIFO or a device node would put a regular file in its place."""
+    outdir = tmp_path_factory.mktemp("outdir")
+    pipe = outdir / "pipe"
+    os.mkfifo(pipe)
+    device = outdir / "null"  # a link to a device: what it names is checked
+    device.symlink_to(os.devnull)
+    for target in (pipe, device):
+        code, out, err = run(capsys, "--root", str(alice), *command, str(target))
+        assert code == 1
+        assert out == ""
+        assert err == f"error: {target}: not a regular file (a device, a pipe or a socket)\n"
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)
+    assert device.is_symlink()
+    assert stat.S_ISCHR(Path(os.devnull).stat().st_mode)
+    assert sorted(path.name for path in outdir.iterdir()) == ["null", "pipe"]
 
 
 # --- scopes ---------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ errors stay in their packages, still under :class:`~deermem.DeerMemError`.
 from __future__ import annotations
 
 import importlib
+import re
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -50,6 +52,14 @@ def test_the_public_api_is_exported() -> None:
     assert public <= set(deermem.__all__)
     assert len(deermem.__all__) <= 35
     assert deermem.__version__
+
+
+def test_the_architecture_map_counts_the_public_api() -> None:
+    """docs/architecture.md states how many names ``deermem.__all__`` holds; the two agree."""
+    architecture = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
+    counted = re.search(r"the public API \((\d+) names", architecture.read_text("utf-8"))
+    assert counted is not None
+    assert int(counted.group(1)) == len(deermem.__all__)
 
 
 def test_the_exported_errors_are_the_librarys_own() -> None:

@@ -405,16 +405,24 @@ def test_with_scope_is_replace_without_building_the_fact_again(
 
 
 def test_a_fact_keeps_the_order_of_its_keys_and_appends_what_it_gains() -> None:
-    """As the original's dictionaries do: so both write a changed fact's file alike."""
+    """As the original's dictionaries do: so both write a changed fact's file alike.
+    What a file holds outside its front matter (scope, content, title) comes last, as a
+    file gives it back: one order for a fact, whichever path made it."""
     fact = Fact.from_dict({"note": "first", **minimal(), "confidence": 0.7})
     keys = list(fact.to_dict())
-    assert keys[:5] == ["note", "id", "content", "createdAt", "confidence"]
-    assert keys[5:] == [
+    assert keys[:4] == ["note", "id", "createdAt", "confidence"]
+    assert keys[4:] == [
         "schemaVersion", "category", "status", "topics", "consolidatedFrom", "source",
-        "updatedAt", "revision",
+        "updatedAt", "revision", "content",
     ]  # fmt: skip
     confirmed = fact.replace(lastConfirmedAt="2026-08-20T00:00:00Z", confirmationCount=1)
-    assert list(confirmed.to_dict())[-2:] == ["lastConfirmedAt", "confirmationCount"]
+    assert list(confirmed.to_dict())[-3:] == ["lastConfirmedAt", "confirmationCount", "content"]
+    titled = confirmed.replace(title="A title").with_scope(FactScope("alice", "coder"))
+    assert list(titled.to_dict())[-5:] == [
+        "lastConfirmedAt", "confirmationCount", "scope", "content", "title",
+    ]  # fmt: skip
+    read_back = Fact.from_dict({"title": "A title", **titled.to_dict()})
+    assert list(read_back.to_dict()) == list(titled.to_dict())
     assert list(Fact.from_dict(confirmed.to_dict()).to_dict()) == list(confirmed.to_dict())
     assert confirmed.replace(confirmationCount=2).to_dict()["confirmationCount"] == 2
     assert Fact.from_dict(dict(reversed(list(minimal().items())))) == Fact.from_dict(minimal())

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem import Memory, MemoryConfig
+from deermem.cli import main
 from deermem.store.markdown.files import (
     atomic_write,
     is_temporary,
@@ -61,6 +62,47 @@ def test_every_file_of_a_store_is_created_as_the_umask_says(
     }
     assert any("archive" in name for name in modes(tmp_path))
     assert any("memory.json" in name for name in modes(tmp_path))
+
+
+@pytest.mark.usefixtures("umask")
+def test_a_store_the_command_line_makes_follows_the_umask_its_settings_file_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`deermem init`, `demo --root` and `migrate` wrote deermem.yaml 0600 whatever the umask:
+    another account that may read the store (DeerFlow's) could not open it at all."""
+    os.umask(0o002)
+    made = tmp_path / "init"
+    assert main(["--root", str(made), "init", "--config", str(write_cap(tmp_path))]) == 0
+    assert main(["--root", str(made), "--user", "alice", "facts", "add", "Shared fact."]) == 0
+    assert main(["--root", str(tmp_path / "demo"), "demo"]) == 0
+    assert main(["migrate", "--from", str(made), "--to", str(tmp_path / "copy")]) == 0
+    capsys.readouterr()
+    for root in ("init", "demo", "copy"):
+        written = modes(tmp_path / root)
+        assert written["deermem.yaml"] == 0o664, root
+        assert {value for name, value in written.items() if ".memory.lock" not in name} == {
+            0o664
+        }, root
+
+
+@pytest.mark.usefixtures("umask")
+def test_a_copied_settings_file_is_no_more_readable_than_its_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its owner may have kept a hand-written file to himself: `migrate` keeps it so."""
+    os.umask(0o022)
+    source = tmp_path / "source"
+    assert main(["--root", str(source), "init", "--config", str(write_cap(tmp_path))]) == 0
+    (source / "deermem.yaml").chmod(0o600)
+    assert main(["migrate", "--from", str(source), "--to", str(tmp_path / "copy")]) == 0
+    capsys.readouterr()
+    assert stat.S_IMODE((tmp_path / "copy" / "deermem.yaml").stat().st_mode) == 0o600
+
+
+def write_cap(directory: Path) -> Path:
+    path = directory / "cap.yaml"
+    path.write_text("max_facts: 10\n", "utf-8")
+    return path
 
 
 def test_a_temporary_file_is_never_an_existing_file_or_link(

@@ -89,6 +89,7 @@ __all__ = [
     "config_from_mapping",
     "copied_settings",
     "database_scheme_problem",
+    "env_list",
     "is_database_url",
     "is_new_root",
     "load_config",
@@ -1460,12 +1461,22 @@ def _parse_env_value(raw: str, info: FieldInfo) -> object:
         return None
     annotation = str(info.annotation)
     if "tuple" in annotation or "list" in annotation:
-        text = raw.strip()
-        if text.startswith("["):
-            try:
-                parsed: object = parse_json(text)
-            except json.JSONDecodeError:
-                return raw
-            return parsed
-        return [part.strip() for part in text.split(",") if part.strip()]
+        return env_list(raw)
     return raw.strip()
+
+
+def env_list(raw: str) -> object:
+    """A list-valued environment variable: JSON (``["a","b"]``) or comma-separated
+    (``a,b``; each part stripped, empty parts dropped).
+
+    JSON that does not parse, or parses to something else than a list, is
+    returned as it is, for the caller's check to refuse naming the variable.
+    """
+    text = raw.strip()
+    if text.startswith("["):
+        try:
+            parsed: object = parse_json(text)
+        except json.JSONDecodeError:
+            return raw
+        return parsed
+    return [part.strip() for part in text.split(",") if part.strip()]

@@ -36,7 +36,7 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
@@ -852,7 +852,11 @@ class Record:
 # back unchanged, so data from a newer or older writer survives a round trip.
 # So is the order of the keys (:attr:`Fact.key_order`): a fact keeps the order
 # it was given or read in, and keys it gains are appended, exactly as the
-# original DeerMem's dictionaries do — so both write a fact's file alike.
+# original DeerMem's dictionaries do — so both write a fact's front matter alike.
+# The keys a fact file holds outside its front matter (:data:`BODY_KEYS`) always
+# come last, in the order the file gives them back: so a fact has one JSON form
+# whichever path made the object — created or changed in this process, read from
+# a file or a row by another — and the same fact is the same bytes everywhere.
 #
 # Every string a fact holds must be valid Unicode (the text boundary above):
 # a fact that exists can be written as UTF-8 and read back.
@@ -912,9 +916,21 @@ _APPEND_ORDER: Final = (
     "expected_valid_days",
 )
 _KNOWN_KEYS: Final = frozenset(_APPEND_ORDER)
+BODY_KEYS: Final = ("scope", "content", "title")
+"""The keys a fact file holds outside its front matter (the scope in its directory and
+``user_id``/``agent_name``, the content and heading in its body): last in every fact's
+key order, in this order, as a file read back gives them."""
 TIMESTAMP_FIELDS: Final = frozenset({"createdAt", "updatedAt", "lastConfirmedAt", "consolidatedAt"})
 """The fields that hold a time; a ``datetime`` given for one is written as ISO text."""
-_DEFAULT_ORDER: Final = tuple(dict.fromkeys((*_CREATION_ORDER, *_APPEND_ORDER)))
+
+
+def _canonical_order(keys: Iterable[str]) -> tuple[str, ...]:
+    """``keys`` then every key a fact models, once each, the :data:`BODY_KEYS` last."""
+    order = dict.fromkeys((*keys, *_APPEND_ORDER))
+    return (*(key for key in order if key not in BODY_KEYS), *BODY_KEYS)
+
+
+_DEFAULT_ORDER: Final = _canonical_order(_CREATION_ORDER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1014,8 +1030,9 @@ class Fact:
     ``categoryExtension`` beside a core category (the original keeps one when
     a fact's category changes) and a blank ``lastConfirmedAt`` or
     ``consolidatedAt`` (read as absent). ``key_order`` is the order of the
-    fact's keys, for writing; it is not part of a fact's value (two facts
-    that differ only in it are equal).
+    fact's keys, for writing — the :data:`BODY_KEYS` last, whatever order the
+    fact was given in; it is not part of a fact's value (two facts that
+    differ only in it are equal).
     """
 
     id: str
@@ -1141,13 +1158,12 @@ class Fact:
             expected_valid_days=data.get("expected_valid_days"),
             # Read-only: facts are shared (e.g. from a store's cache), never copied.
             extra=MappingProxyType(extra),
-            key_order=tuple(
-                dict.fromkeys([*(key for key in data if key not in _SCOPE_KEYS), *_APPEND_ORDER])
-            ),
+            key_order=_canonical_order(key for key in data if key not in _SCOPE_KEYS),
         )
 
     def to_dict(self) -> dict[str, object]:
-        """The canonical mapping, in the fact's key order, unset optional fields omitted.
+        """The canonical mapping, in the fact's key order (``scope``, ``content`` and
+        ``title`` last, as a file gives them back), unset optional fields omitted.
 
         ``topics`` and ``consolidatedFrom`` are always there (as lists), as the
         original writes them. ``from_dict(fact.to_dict()) == fact`` holds for
@@ -1209,7 +1225,8 @@ class Fact:
     def replace(self, **changes: object) -> Fact:
         """Return a copy with fields changed, re-validated through :meth:`from_dict`.
 
-        A field that was unset and is set now goes after the fact's other keys.
+        A field that was unset and is set now goes after the fact's other keys
+        (before the :data:`BODY_KEYS`, which stay last).
         """
         data = self.to_dict()
         for key, value in changes.items():
@@ -1228,10 +1245,8 @@ class Fact:
         """
         if self.scope == scope:
             return self
-        # The order replace() gives: the fact's keys as written, then the scope's
-        # (appended when it was unset), then the keys it lacks.
-        order = dict.fromkeys([*self.to_dict(), "scope", *_APPEND_ORDER])
-        return dataclasses.replace(self, scope=scope, key_order=tuple(order))
+        # The scope's place in the key order is fixed (BODY_KEYS): it does not move.
+        return dataclasses.replace(self, scope=scope)
 
 
 def derived_heading(content: str) -> str:

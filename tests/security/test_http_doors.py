@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import select
 import socket
 from collections.abc import Callable, Iterator, Mapping
@@ -237,6 +238,62 @@ def test_an_allowed_host_that_is_not_a_host_name_stops_the_server(
         error = capsys.readouterr().err
         assert f"--allowed-host {wrong!r}" in error
         assert "Traceback" not in error
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        "memory.example.com,api.example.com:8443",  # configuration.md's list forms
+        '["memory.example.com", "api.example.com:8443"]',
+        "memory.example.com api.example.com:8443",  # the form click read before
+    ],
+)
+def test_the_allowed_hosts_variable_takes_a_list_as_every_list_variable(
+    tmp_path: Path, names: str
+) -> None:
+    """`DEERMEM_ALLOWED_HOSTS=a,b` was one bad name, refused as `--allowed-host 'a,b'`."""
+    assert main(["--root", str(tmp_path), "init"]) == 0
+    environ = {**os.environ, "DEERMEM_ALLOWED_HOSTS": names}
+    command = deermem("--root", str(tmp_path), "serve")
+    with serving(command, tmp_path / "serve.log", env=environ) as url:
+        port = urlsplit(url).port
+        for host, status in (
+            ("memory.example.com", 200),
+            ("api.example.com:8443", 200),
+            (f"api.example.com:{port}", 421),
+            ("attacker.example", 421),
+        ):
+            response = httpx.get(f"{url}/v1/health", headers={"Host": host}, timeout=30)
+            assert response.status_code == status, host
+
+
+@pytest.mark.parametrize(
+    ("names", "said"),
+    [
+        (
+            "memory.example.com,http://x.example",
+            "DEERMEM_ALLOWED_HOSTS 'http://x.example': expected",
+        ),
+        ('["memory.example.com", 5]', "DEERMEM_ALLOWED_HOSTS: expected host names separated by"),
+        ('["memory.example.com"', "DEERMEM_ALLOWED_HOSTS: expected host names separated by"),
+    ],
+)
+@pytest.mark.parametrize("command", [("serve",), ("mcp", "--transport", "http")])
+def test_a_bad_allowed_hosts_variable_is_named(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    names: str,
+    said: str,
+    command: tuple[str, ...],
+) -> None:
+    assert main(["--root", str(tmp_path), "init"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("DEERMEM_ALLOWED_HOSTS", names)
+    assert main(["--root", str(tmp_path), *command, "--port", "1"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: invalid configuration: {said}"), error
+    assert "--allowed-host" not in error
 
 
 @pytest.fixture

@@ -357,7 +357,13 @@ def test_a_thread_id_learn_would_refuse_is_refused_before_queueing(
     )
     assert response.status_code == 422, response.text
     body = response.json()
-    assert body["field"] == "threadId"
+    # The request's field, as a threadId of the wrong JSON type is: not a fact's.
+    assert body["type"] == "urn:deermem:problem:invalid-request"
+    [refused] = body["errors"]
+    assert refused["location"] == "body.threadId"
+    assert refused["rule"] == "thread_id"
+    assert "expected" in refused["message"]
+    assert thread_id.strip() == "" or thread_id not in response.text
     assert "jobId" not in body
     assert chat.requests == []
 

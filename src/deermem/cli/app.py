@@ -48,8 +48,10 @@ from deermem.cli.output import (
     print_error,
     quiet_driver_logs,
     stand_in_for_closed_streams,
+    stdout_named,
 )
-from deermem.errors import DeerMemError
+from deermem.errors import DeerMemError, UnsafeIdentifierError
+from deermem.model import normalise_agent
 
 __all__ = ["Command", "app", "main", "run"]
 
@@ -448,9 +450,18 @@ def _same_or_refuse(option: str, before: str, after: str) -> None:
     """Refuse ``option`` given before and after the command with different values.
 
     Paths (``--root``, ``--config``) are compared as paths: ``store`` and
-    ``store/`` name one directory.
+    ``store/`` name one directory; agents as the agent rule names them:
+    ``Coder`` and ``coder`` are one agent.
     """
-    same = Path(before) == Path(after) if option in ("--root", "--config") else before == after
+    if option in ("--root", "--config"):
+        same = Path(before) == Path(after)
+    elif option == "--agent":
+        try:
+            same = normalise_agent(before) == normalise_agent(after)
+        except UnsafeIdentifierError:  # the command refuses the bad name, once it is agreed
+            same = before == after
+    else:
+        same = before == after
     if not same:
         raise click.UsageError(
             f"{option} given twice with different values: {before!r} before the command, "
@@ -474,7 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # What `app(...)` runs, built once: through `app` typer would build the root and
         # the command a second time after `global_options_first` looked them up.
         group: Any = typer.main.get_command(app)
-        group(args=global_options_first(group, args), prog_name="deermem")
+        with stdout_named():  # a write it refuses names it (no file name of its own)
+            group(args=global_options_first(group, args), prog_name="deermem")
     except click.UsageError as error:  # found before click parsed anything: nothing ran
         print_error(error.format_message())
         return error.exit_code

@@ -25,11 +25,13 @@ import logging
 import os
 import re
 import shlex
+import stat
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, NoReturn, TypedDict
+from typing import Any, Final, NoReturn, TextIO, TypedDict, cast
 
 import typer
 from rich import box
@@ -41,7 +43,13 @@ from deermem.config import STORE_SETTINGS_FILENAME, ResolvedConfig, is_new_root,
 from deermem.memory import Memory
 from deermem.model import Fact
 from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
-from deermem.store.markdown.files import broken_link, may_hold_store
+from deermem.store.markdown.files import (
+    AGENTS_DIRNAME,
+    USERS_DIRNAME,
+    NotRegularFileError,
+    broken_link,
+    may_hold_store,
+)
 from deermem.store.records import margin_words
 
 __all__ = [
@@ -67,6 +75,7 @@ __all__ = [
     "read_stdin_text",
     "receipt_table",
     "stand_in_for_closed_streams",
+    "stdout_named",
 ]
 
 out_console = Console(highlight=False, soft_wrap=True)
@@ -184,24 +193,36 @@ def fail(message: str) -> NoReturn:
 def output_path(memory: Memory, file: str | Path) -> Path:
     """Where a command may write a file it was given (an export, a chart), or exit 1.
 
+    The file is replaced by a rename (``atomic_write``), so what is there must be
+    a regular file (or a link to one) or nothing: a rename over a device or a FIFO
+    would put a regular file in its place (``export /dev/null`` run as root would
+    replace the system's ``/dev/null``) and its reader would get nothing.
+
     Inside a Markdown store's root, only a new file directly in the root, named
     as none of the store's own: anything else could replace one of the store's
     files — another user's ``memory.json``, the store's settings — or put one
-    where the store reads its users.
+    where the store reads its users or agents (``users``, ``agents``, which a
+    new store makes at its first write).
 
     Raises:
-        typer.Exit: the directory does not exist, the path is a directory, or it is the
-            store's.
+        typer.Exit: the directory does not exist, the path is a directory, a device,
+            a pipe or a socket, or it is the store's.
     """
     path = Path(file)
     if not path.parent.is_dir():
         fail(f"{file}: its directory does not exist")
-    if path.is_dir():  # else the error would name the temporary file written beside it
+    try:
+        mode: int | None = path.stat().st_mode
+    except FileNotFoundError:  # nothing there (or a dangling link): a new file
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):  # else the error would name the temporary file
         fail(f"{file}: is a directory; give a file name")
+    if mode is not None and not stat.S_ISREG(mode):
+        fail(f"{file}: {NotRegularFileError(path).strerror}")
     store = memory.store
     if isinstance(store, MarkdownStore):
         target, root = path.resolve(), store.root.resolve()
-        own = (STORE_SETTINGS_FILENAME, store.manifest_filename)
+        own = (STORE_SETTINGS_FILENAME, store.manifest_filename, USERS_DIRNAME, AGENTS_DIRNAME)
         loose = (
             target.parent == root
             and not target.exists()
@@ -264,6 +285,59 @@ def quiet_driver_logs() -> None:
     names the database) and nothing for a success. Their errors still show.
     """
     logging.getLogger("psycopg").setLevel(logging.ERROR)  # psycopg.pool is its child
+
+
+class NamedStream:
+    """A stream whose failed writes name it: ``standard output: No space left on device``.
+
+    A write to standard output that the system refuses (``>/dev/full``, a full
+    disk, an I/O error) raises an ``OSError`` without a file name, which
+    ``main`` could only print as ``error: [Errno 28] No space left on device``,
+    naming nothing. Through this stand-in the error carries the stream's name,
+    as :class:`ClosedStream`'s does, and keeps its type (a ``BrokenPipeError``
+    is still one). Everything else is the wrapped stream's own.
+    """
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self.stream = stream
+        self.stream_name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.stream, attribute)
+
+    def _named(self, error: OSError) -> OSError:
+        if error.errno is None or error.filename is not None:
+            return error
+        return type(error)(error.errno, error.strerror, self.stream_name)
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as error:
+            raise self._named(error) from error
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        try:
+            self.stream.writelines(lines)
+        except OSError as error:
+            raise self._named(error) from error
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as error:
+            raise self._named(error) from error
+
+
+@contextmanager
+def stdout_named() -> Iterator[None]:
+    """Within it, ``sys.stdout`` is a :class:`NamedStream` of itself (as it was, after)."""
+    stdout = sys.stdout
+    sys.stdout = cast(TextIO, NamedStream(stdout, "standard output"))
+    try:
+        yield
+    finally:
+        sys.stdout = stdout
 
 
 def stand_in_for_closed_streams() -> None:

@@ -8,6 +8,7 @@ missing extra is one line naming it.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -30,17 +31,31 @@ from deermem.cli.output import (
     tokens_file_option,
 )
 from deermem.model import parse_moment
-from deermem.service.settings import DEFAULT_MCP_PORT, McpSettings, ServerLimits, ServerSettings
+from deermem.service.settings import (
+    DEFAULT_MCP_PORT,
+    McpSettings,
+    ServerLimits,
+    ServerSettings,
+    allowed_hosts_from_environment,
+)
 from deermem.service.tokens import TokenFile, TokenRecord
 
 __all__ = ["mcp", "serve", "token_app"]
 
 
 def _allowed_host_option(help: str) -> Any:
-    """``--allowed-host``: one flag and variable for both servers."""
-    return typer.Option(
-        [], "--allowed-host", envvar="DEERMEM_ALLOWED_HOSTS", metavar="NAME[:PORT]", help=help
-    )
+    """``--allowed-host``: one flag for both servers (and one variable: :func:`_allowed_hosts`)."""
+    return typer.Option([], "--allowed-host", metavar="NAME[:PORT]", help=help)
+
+
+def _allowed_hosts(given: list[str]) -> tuple[str, ...]:
+    """The names given with ``--allowed-host``, else those of ``DEERMEM_ALLOWED_HOSTS``.
+
+    The variable is read here, not by click, which split it on spaces only and
+    named ``--allowed-host`` for a bad entry of it: it is a list as every list
+    variable is written (JSON or comma-separated), and its errors name it.
+    """
+    return tuple(given) or allowed_hosts_from_environment(os.environ)
 
 
 _SERVE_ALLOWED_HOST_OPTION = _allowed_host_option(
@@ -151,7 +166,7 @@ def serve(
             header_timeout_seconds=header_timeout,
         ),
         log_level=log_level.lower(),
-        allowed_hosts=tuple(allowed_host),
+        allowed_hosts=_allowed_hosts(allowed_host),
     )
     run_server(settings)
 
@@ -215,7 +230,8 @@ def mcp(
             port=port or DEFAULT_MCP_PORT,
             limits=ServerLimits(max_body_bytes=max_body_bytes),
             log_level=log_level.lower(),
-            allowed_hosts=tuple(allowed_host),
+            # Under stdio there are no host names: the variable (set for http) is not read.
+            allowed_hosts=_allowed_hosts(allowed_host) if transport == "http" else (),
         ),
         user=options.user,
         agent=options.agent,

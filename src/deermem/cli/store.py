@@ -322,6 +322,8 @@ def export(
     (`lastConfirmedAt`, `confirmationCount`, unknown keys ...), so
     `deermem import` gives the same memory back. FILE is replaced
     atomically: it holds the old document or the new one, never half.
+    A FILE that is a device, a pipe or a directory, or lies inside the
+    store's directory (but a new file in its root), is refused.
 
     Examples: `deermem --user alice export alice.json`,
     `deermem --user alice export | jq '.facts | length'`
@@ -521,7 +523,9 @@ def export_user(
 
     Every agent's facts, the summaries, the archive with its receipts, usage,
     regret events and marks. `deermem import FILE` restores it (into a store
-    that does not hold the user). FILE is replaced atomically.
+    that does not hold the user). FILE is replaced atomically; one that is
+    a device, a pipe or a directory, or lies inside the store's directory
+    (but a new file in its root), is refused.
 
     Example: `deermem users export alice alice-export.json`
     """

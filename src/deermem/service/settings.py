@@ -42,7 +42,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -50,7 +50,7 @@ from typing import Any, Final, Literal
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
-from deermem.config import MemoryConfig, load_config, redact_url
+from deermem.config import MemoryConfig, env_list, load_config, redact_url
 from deermem.errors import ConfigError
 from deermem.results import MAX_QUERY_CHARS, MAX_TOP_K
 from deermem.service.errors import InsecureBindError, ListenError
@@ -58,6 +58,7 @@ from deermem.service.tokens import TokenFile
 from deermem.store import open_store, resolve_root
 
 __all__ = [
+    "ALLOWED_HOSTS_VARIABLE",
     "DEFAULT_MCP_PORT",
     "SETTINGS_VARIABLE",
     "HostRule",
@@ -66,6 +67,8 @@ __all__ = [
     "ServerSettings",
     "ToolLimits",
     "Transport",
+    "allowed_host_problems",
+    "allowed_hosts_from_environment",
     "check_listen",
     "check_startup",
     "check_store",
@@ -77,6 +80,7 @@ __all__ = [
 ]
 
 SETTINGS_VARIABLE: Final = "DEERMEM_SERVER_SETTINGS"
+ALLOWED_HOSTS_VARIABLE: Final = "DEERMEM_ALLOWED_HOSTS"
 STATE_DIRECTORY: Final = ".server"
 TOKENS_FILE: Final = "tokens.json"
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s"
@@ -153,6 +157,43 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+def allowed_host_problems(names: Iterable[str], given_as: str) -> list[str]:
+    """One line per name that is no host name or address with an optional port,
+    naming where it was given (``--allowed-host``, the variable)."""
+    return [
+        f"{given_as} {name!r}: expected a host name or IP address, optionally with a port "
+        "(memory.example.com, memory.example.com:8443, [fd00::5])"
+        for name in names
+        if split_host(name) is None
+    ]
+
+
+def allowed_hosts_from_environment(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The names in ``DEERMEM_ALLOWED_HOSTS``: a list as every list variable is written
+    (docs/configuration.md: JSON, or comma-separated); outside JSON, spaces separate
+    names too (the form the variable took before).
+
+    Raises:
+        ConfigError: the value is no list of strings, or an entry is no host name;
+            the error names the variable.
+    """
+    raw = environ.get(ALLOWED_HOSTS_VARIABLE, "")
+    listed = env_list(raw)
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        raise ConfigError(
+            [
+                f"{ALLOWED_HOSTS_VARIABLE}: expected host names separated by commas "
+                '(a.example.com,b.example.com) or a JSON list (["a.example.com"])'
+            ]
+        )
+    if not raw.lstrip().startswith("["):
+        listed = [name for part in listed for name in part.split()]
+    problems = allowed_host_problems(listed, ALLOWED_HOSTS_VARIABLE)
+    if problems:
+        raise ConfigError(problems)
+    return tuple(listed)
 
 
 def split_host(value: str) -> tuple[str, int | None] | None:
@@ -259,15 +300,9 @@ class ServerSettings:
     def __post_init__(self) -> None:
         # A list from JSON (the workers' copy) is the same setting.
         object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
-        wrong = [name for name in self.allowed_hosts if split_host(name) is None]
-        if wrong:
-            raise ConfigError(
-                [
-                    f"--allowed-host {name!r}: expected a host name or IP address, optionally "
-                    "with a port (memory.example.com, memory.example.com:8443, [fd00::5])"
-                    for name in wrong
-                ]
-            )
+        problems = allowed_host_problems(self.allowed_hosts, "--allowed-host")
+        if problems:
+            raise ConfigError(problems)
 
     def host_rule(self) -> HostRule:
         """Which ``Host`` and ``Origin`` this server answers (see :class:`HostRule`)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -218,8 +219,12 @@ def carry_settings(source: Transfer, destination: Transfer) -> tuple[str, ...]:
         kept = read_store_settings(root)
         if not kept:
             return ()
-        text = store_settings_path(root).read_text("utf-8")  # as it is: relative paths stay so
-        write_store_settings(destination.store.root, text)
+        path = store_settings_path(root)
+        text = path.read_text("utf-8")  # as it is: relative paths stay so
+        # A hand-written file may hold what its owner keeps from others: the copy's mode
+        # is no wider than the source's.
+        mode = stat.S_IMODE(path.stat().st_mode)
+        write_store_settings(destination.store.root, text, mode=mode)
         return tuple(sorted(kept))
     if isinstance(source, MarkdownTransfer):
         recorded = read_store_settings(source.store.root)

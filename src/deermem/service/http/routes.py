@@ -52,10 +52,12 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deermem import __version__
+from deermem.errors import FactValidationError
 from deermem.learning.messages import parse_messages
 from deermem.memory import Memory
 from deermem.model import (
@@ -158,6 +160,20 @@ ChatMessage = Annotated[
 ]
 
 
+def _thread_id_at_the_door(value: str) -> str:
+    """:func:`~deermem.model.check_thread_id`, its refusal an error of the request's field.
+
+    The id names the conversation; it is no field of a fact. Refused, it is
+    an ``invalid-request`` at ``body.threadId`` (rule ``thread_id``, the rule's
+    own words), as a ``threadId`` of the wrong JSON type is — not the
+    ``invalid-fact`` that the rule's error stands for where a fact is written.
+    """
+    try:
+        return check_thread_id(value)
+    except FactValidationError as error:
+        raise PydanticCustomError("thread_id", "{allowed}", {"allowed": error.allowed}) from None
+
+
 class ConversationIn(BaseModel):
     """A conversation to learn from: the whole thread so far, oldest message first.
 
@@ -185,7 +201,7 @@ class ConversationIn(BaseModel):
         ),
         # The rule Memory.learn applies, at the door: an id the job would refuse is a 422
         # now, never a failed job.
-        AfterValidator(check_thread_id),
+        AfterValidator(_thread_id_at_the_door),
     ]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
 

@@ -90,8 +90,10 @@ from deermem.model import (
 )
 
 __all__ = [
+    "AGENTS_DIRNAME",
     "FILE_MODE",
     "JOURNAL_FILENAME",
+    "USERS_DIRNAME",
     "FrontMatterWriter",
     "KnownFiles",
     "Owner",
@@ -130,6 +132,12 @@ __all__ = [
     "write_store_settings",
     "write_temporary",
 ]
+
+USERS_DIRNAME: Final = "users"
+"""The root's directory of named users (``users/<user>/``)."""
+
+AGENTS_DIRNAME: Final = "agents"
+"""A user directory's directory of agents; the single-user layout's is in the root itself."""
 
 LOCK_FILENAME: Final = ".memory.lock"
 
@@ -208,7 +216,7 @@ class UserPaths:
         if user_id is None:
             self.user_dir = root
         else:
-            self.user_dir = root / "users" / (directory or safe_user_id(user_id))
+            self.user_dir = root / USERS_DIRNAME / (directory or safe_user_id(user_id))
         self.manifest = self.user_dir / manifest_filename
         self.lock = self.user_dir / LOCK_FILENAME
         self.journal = self.user_dir / JOURNAL_FILENAME
@@ -258,7 +266,7 @@ class ScopePaths:
     def __init__(self, user: UserPaths, agent: str) -> None:
         self.user = user
         self.agent = agent
-        self.agent_dir = user.user_dir / "agents" / agent_directory(agent)
+        self.agent_dir = user.user_dir / AGENTS_DIRNAME / agent_directory(agent)
         # Written only where the directory's name is not the agent's (a long name).
         self.owner = self.agent_dir / OWNER_FILENAME
         self.facts_dir = self.agent_dir / "facts"
@@ -570,18 +578,20 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def write_store_settings(
-    root: str | os.PathLike[str], text: str, *, force: bool = False, private: bool = True
+    root: str | os.PathLike[str], text: str, *, force: bool = False, mode: int = FILE_MODE
 ) -> Literal["created", "unchanged", "replaced"]:
     """Write a store's settings file (:func:`deermem.config.render_store_settings`'s
     text), never silently replacing other settings.
 
     The file is replaced atomically and durably (:func:`atomic_write`), so a
     reader sees the old settings or the new ones; nothing else in the root is
-    touched. The root directory is created if needed. The file is its
-    owner's alone (mode 0600), as it always was — unless ``private`` is
-    false: the policy a new store records at its first write holds nothing
-    private, and is created as the umask says, like the store's other files,
-    so a store shared with a group stays readable to it.
+    touched. The root directory is created if needed. The file is created as
+    the umask says (``mode`` less the umask), like the store's other files:
+    every reader of the store reads it first, so a store shared with another
+    account (DeerFlow's, a reader's) stays readable to it. What deermem
+    writes there is no secret (docs/configuration.md): the API key is no
+    setting and a database URL is never written. A copy passes its source's
+    mode, so it is no more readable than the file it copies.
 
     Raises:
         StoreSettingsExistError: the root already holds different settings
@@ -598,7 +608,7 @@ def write_store_settings(
         return "unchanged"
     if current is not None and not force:
         raise StoreSettingsExistError(str(path))
-    atomic_write(path, text.encode("utf-8"), mode=0o600 if private else FILE_MODE)
+    atomic_write(path, text.encode("utf-8"), mode=mode)
     return "created" if current is None else "replaced"
 
 
@@ -1396,11 +1406,6 @@ def _double_quoted(text: str, column: int, indent: int, *, split: bool) -> str:
 # ---------------------------------------------------------------------------
 
 
-_USERS: Final = "users"
-
-_AGENTS: Final = "agents"
-
-
 class Owner(NamedTuple):
     """What an owner record says: the user id (``None``: the single-user layout) and,
     in an agent directory, the agent."""
@@ -1424,8 +1429,8 @@ def holds_store(root: Path, manifest_filename: str, *, settings_filename: str) -
     (or deermem keeps beside a store: :data:`deermem.config.NOT_STORE_DATA`)."""
     names = (
         *NOT_STORE_DATA,
-        _USERS,
-        _AGENTS,
+        USERS_DIRNAME,
+        AGENTS_DIRNAME,
         manifest_filename,
         settings_filename,
         RETRIEVAL_DIRNAME,
@@ -1701,7 +1706,7 @@ def check_agent_owner(paths: ScopePaths, scope: Scope) -> bool:
 def stored_user_ids(user_dir: Path) -> frozenset[str]:
     """Every user id the facts and archived facts of a user directory name (all agents)."""
     found = set()
-    for agent_dir in _subdirectories(user_dir / _AGENTS):
+    for agent_dir in _subdirectories(user_dir / AGENTS_DIRNAME):
         for path in sorted(agent_dir.glob("facts/*/*.md")):
             found.add(_fact_user_id(path))
         for path in sorted(agent_dir.glob(".metadata/archive/*.json")):
@@ -1812,11 +1817,11 @@ def list_users(root: Path, manifest_filename: str) -> tuple[list[str | None], li
     directory that holds memory but cannot be listed, with why."""
     users: list[str | None] = []
     problems: list[Problem] = []
-    if (root / manifest_filename).is_file() or (root / _AGENTS).is_dir():
+    if (root / manifest_filename).is_file() or (root / AGENTS_DIRNAME).is_dir():
         users.append(None)
     found: dict[str, Path] = {}
-    for directory in _subdirectories(root / _USERS):
-        if not ((directory / manifest_filename).exists() or (directory / _AGENTS).exists()):
+    for directory in _subdirectories(root / USERS_DIRNAME):
+        if not ((directory / manifest_filename).exists() or (directory / AGENTS_DIRNAME).exists()):
             continue  # no memory in it (a lock file at most): no user to list
         try:
             user_id = user_of_directory(directory)
@@ -1848,7 +1853,7 @@ def list_agents(user: UserPaths) -> tuple[list[str], list[Problem]]:
     """
     agents: list[str] = []
     problems: list[Problem] = []
-    for directory in _subdirectories(user.user_dir / _AGENTS):
+    for directory in _subdirectories(user.user_dir / AGENTS_DIRNAME):
         name = directory.name
         if is_bucket(name) and agent_directory(name) == name:
             agents.append(name)

@@ -322,7 +322,7 @@ class MarkdownStore:
             )
         if self._creation_settings is not None:
             with contextlib.suppress(StoreSettingsExistError):  # another writer recorded first
-                write_store_settings(self.root, self._creation_settings, private=False)
+                write_store_settings(self.root, self._creation_settings)
         self._root_checked = True
 
     @contextmanager

@@ -39,7 +39,6 @@ __all__ = [
     "encode_mark",
     "encode_summary_document",
     "fact_content",
-    "in_file_order",
     "row_label",
     "thread_key",
     "user_key",
@@ -105,33 +104,18 @@ def decode_mark(document: str, label: str, thread_id: str) -> str:
     return mark
 
 
-# A fact file's body holds these keys, in this order, after its front matter;
-# the Markdown store reads them back there, wherever the fact held them.
-_BODY_KEYS: Final = ("scope", "content", "title")
-
-
-def in_file_order(fact: dict[str, object]) -> dict[str, object]:
-    """A fact's keys in the order a Markdown fact file gives them back: those of its
-    front matter as they come, then ``scope``, ``content`` and ``title``.
-
-    Rows hold every fact in this order, and a row is read in it whatever order
-    it holds (an earlier deermem wrote ``content`` second, as a fact is created):
-    a fact reads alike from either store, and a copy from one store to the
-    other and back is the rows it started from, byte for byte.
-    """
-    ordered = {key: value for key, value in fact.items() if key not in _BODY_KEYS}
-    ordered.update((key, fact[key]) for key in _BODY_KEYS if key in fact)
-    return ordered
-
-
 def encode_fact(fact: Fact) -> str:
-    """A fact row: the fact's JSON, its keys in a fact file's order (:func:`in_file_order`)."""
-    return encode_json(in_file_order(fact.to_dict()))
+    """A fact row: the fact's JSON, its keys in the one order of a fact (a fact file's:
+    the front matter's, then ``scope``, ``content`` and ``title``;
+    :data:`~deermem.model.BODY_KEYS`)."""
+    return encode_json(fact.to_dict())
 
 
 def decode_fact(document: str, label: str, scope: Scope, fact_id: str) -> Fact:
     """A fact row, checked as a fact file is: valid, of this id and this scope; its keys
-    in a fact file's order (:func:`in_file_order`).
+    in the one order of a fact, whatever order the row holds (an earlier deermem wrote
+    ``content`` second, as a fact is created): a copy to the Markdown store and back is
+    the rows it started from, byte for byte.
 
     Raises:
         CorruptMemoryFile: anything else.
@@ -139,9 +123,7 @@ def decode_fact(document: str, label: str, scope: Scope, fact_id: str) -> Fact:
     raw = _parse(document, label)
     if not isinstance(raw, dict):
         raise CorruptMemoryFile(label, "a fact must be a JSON object")
-    return stored_fact(
-        in_file_order(raw), label, scope, fact_id, "fact", "is stored under another id"
-    )
+    return stored_fact(raw, label, scope, fact_id, "fact", "is stored under another id")
 
 
 def fact_content(document: str) -> str | None:
