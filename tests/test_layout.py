@@ -39,9 +39,12 @@ def test_the_core_is_one_module_per_idea() -> None:
 
 
 def test_the_core_packages_have_few_rooms() -> None:
-    """Issue 21: ~74 modules in the core and store packages before, about 35 after."""
+    """Issue 21: ~74 modules in the core and store packages before, about 35 after.
+
+    26 since store/turns.py: the fair turn both stores wrote once each.
+    """
     counted = [*_modules("store"), *_modules("llm"), *_modules("testing")]
-    assert len(counted) <= 25, [str(path.relative_to(SOURCE)) for path in counted]
+    assert len(counted) <= 26, [str(path.relative_to(SOURCE)) for path in counted]
 
 
 def test_one_module_creates_temporary_files() -> None:

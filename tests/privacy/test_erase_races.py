@@ -109,7 +109,7 @@ def test_a_count_that_waited_for_the_lock_through_an_erase_leaves_no_directory(
     with lock:
         counter = threading.Thread(target=count_recalls)
         counter.start()
-        while not lock._line:  # the count saw her directory and waits for the lock
+        while not lock._turn.waiting:  # the count saw her directory and waits for the lock
             time.sleep(0.001)
         assert memory.erase_user(ERIN).erased  # under the same lock: this thread holds it
     counter.join(timeout=30)

@@ -88,7 +88,7 @@ def test_a_thread_that_asks_again_at_once_goes_behind_the_waiting_one(
     with lock:
         thread = threading.Thread(target=waiter)
         thread.start()
-        wait_for(lambda: len(lock._line) == 1)  # the waiter is in line
+        wait_for(lambda: lock._turn.waiting == 1)  # the waiter is in line
     with lock:  # released, and asked again at once
         order.append("owner again")
     thread.join()

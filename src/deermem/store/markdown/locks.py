@@ -58,7 +58,6 @@ import secrets
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +66,7 @@ from typing import Final
 
 from deermem.errors import StoreLockTimeout
 from deermem.store.markdown.files import make_directories
+from deermem.store.turns import FairTurn
 
 __all__ = ["UserLock", "user_lock"]
 
@@ -121,12 +121,9 @@ class UserLock:
         self.path = path
         self.queue = path.with_name(path.name + _QUEUE_SUFFIX)
         self.timeout = timeout
-        # The threads of this process, in turn: the owner, its depth of re-entry,
-        # and the threads waiting, first first. Guarded by the condition.
-        self._condition = threading.Condition(threading.Lock())
-        self._owner: int | None = None
-        self._depth = 0
-        self._line: deque[object] = deque()
+        # The threads of this process take the lock in turn; the holder alone
+        # touches the fields below.
+        self._turn = FairTurn()
         self._fd: int | None = None
         # Whether this holding made the lock file's directory (see _take_back_directory).
         self._made_directory = False
@@ -162,13 +159,10 @@ class UserLock:
             StoreLockTimeout: the lock was not free in turn within ``timeout``.
         """
         deadline = time.monotonic() + self.timeout
-        me = threading.get_ident()
-        with self._condition:
-            if self._owner == me:
-                self._depth += 1
-                return
-            self._wait_for_turn(deadline)
-            self._owner = me
+        if not self._turn.take(deadline):
+            raise StoreLockTimeout(self.path, self.timeout)
+        if self._turn.depth > 1:
+            return  # re-entered: the file lock is held already
         try:
             while True:
                 fd = self._open(reading)
@@ -181,32 +175,27 @@ class UserLock:
                 os.close(self._fd)
                 self._fd = None
         except BaseException:
-            with self._condition:
-                self._owner = None
-                self._condition.notify_all()
+            self._turn.give_back()
             raise
-        self._depth = 1
 
     def release(self) -> None:
-        with self._condition:
-            if self._owner != threading.get_ident():
-                raise RuntimeError("cannot release a user lock this thread does not hold")
-            self._depth -= 1
-            if self._depth:
-                return
-            fd, self._fd = self._fd, None
-            made, self._made_directory = self._made_directory, False
-            try:
-                if fd is not None:
-                    try:
-                        if made:
-                            self._take_back_directory()
-                        fcntl.flock(fd, fcntl.LOCK_UN)
-                    finally:
-                        os.close(fd)
-            finally:
-                self._owner = None
-                self._condition.notify_all()
+        if not self._turn.held_here:
+            raise RuntimeError("cannot release a user lock this thread does not hold")
+        if self._turn.depth > 1:
+            self._turn.give_back()
+            return
+        fd, self._fd = self._fd, None
+        made, self._made_directory = self._made_directory, False
+        try:
+            if fd is not None:
+                try:
+                    if made:
+                        self._take_back_directory()
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                finally:
+                    os.close(fd)
+        finally:
+            self._turn.give_back()  # the file lock is let go first
 
     def _take_back_directory(self) -> None:
         """Remove the directory this holding made, if nothing but the lock is in it.
@@ -233,27 +222,6 @@ class UserLock:
             directory.rmdir()
         except OSError:
             pass  # in use by another process: it stays, as it would have
-
-    def _wait_for_turn(self, deadline: float) -> None:
-        """Wait until no thread holds the lock and none asked before this one.
-
-        A thread that releases the lock and asks again at once goes to the end
-        of the line (as a process does at the file lock). Called with the
-        condition held.
-        """
-        turn = object()
-        self._line.append(turn)
-        try:
-            while self._owner is not None or self._line[0] is not turn:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise StoreLockTimeout(self.path, self.timeout)
-                self._condition.wait(remaining)
-        except BaseException:
-            self._line.remove(turn)
-            self._condition.notify_all()  # the next in line may be first now
-            raise
-        self._line.popleft()
 
     def _open(self, reading: bool) -> int | None:
         """The lock file, opened afresh; ``None`` for a reader that may not create it.

@@ -45,7 +45,6 @@ import logging
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -126,6 +125,7 @@ from deermem.store.records import (
     content_key,
     usable_vector,
 )
+from deermem.store.turns import FairTurn
 
 if TYPE_CHECKING:
     from deermem.config import MemoryConfig
@@ -1169,78 +1169,40 @@ class _UserTurns:
     """A process's writers of each user, one at a time, in the order they asked
     (:meth:`PostgresStore._turn`).
 
-    Python's locks are not fair — a thread that lets go and asks again at once
-    would have the turn back before a waiter wakes — so each user's threads
-    wait in a line, as PostgreSQL's lock queue orders the processes. A user's
-    line exists while a writer holds or waits for the turn, so a process
-    serving many users keeps lines for those it is writing for only. A turn is
+    Each user's threads are served first come, first served (a
+    :class:`FairTurn`), as PostgreSQL's lock queue orders the processes. A
+    user's turn exists while a writer holds or waits for it, so a process
+    serving many users keeps turns for those it is writing for only. A turn is
     re-entrant: a thread that holds it and writes again for the user waits on
     the user's lock in the database, as it did before turns.
     """
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._lines: dict[str, _Line] = {}
+        # Each user's turn, with how many threads hold or wait for it (guarded).
+        self._turns: dict[str, tuple[FairTurn, int]] = {}
 
     @contextmanager
     def held(self, key: str, timeout: float) -> Iterator[bool]:
         """Hold the user's turn while the block runs; ``False``: not had within ``timeout``."""
-        had = self._take(key, time.monotonic() + timeout)
+        deadline = time.monotonic() + timeout
+        with self._guard:
+            turn, users = self._turns.get(key) or (FairTurn(), 0)
+            self._turns[key] = (turn, users + 1)
         try:
-            yield had
-        finally:
-            if had:
-                self._give_back(key)
-
-    def _take(self, key: str, deadline: float) -> bool:
-        me = threading.get_ident()
-        with self._guard:
-            line = self._lines.get(key)
-            if line is None:
-                line = self._lines[key] = _Line(threading.Condition(self._guard))
-            if line.owner == me:
-                line.depth += 1
-                return True
-            place = object()
-            line.waiting.append(place)
+            had = turn.take(deadline)
             try:
-                while line.owner is not None or line.waiting[0] is not place:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return False
-                    line.turn_over.wait(remaining)
-                line.owner, line.depth = me, 1
-                return True
+                yield had
             finally:
-                line.waiting.remove(place)
-                if line.owner != me:  # gave up: timed out, or interrupted
-                    if line.owner is None and not line.waiting:
-                        del self._lines[key]
-                    else:
-                        line.turn_over.notify_all()  # the next in line may be first now
-
-    def _give_back(self, key: str) -> None:
-        with self._guard:
-            line = self._lines[key]
-            line.depth -= 1
-            if line.depth:
-                return
-            line.owner = None
-            if line.waiting:
-                line.turn_over.notify_all()
-            else:
-                del self._lines[key]
-
-
-@dataclasses.dataclass(slots=True)
-class _Line:
-    """One user's turn in a process: who holds it (a thread id), how often it
-    re-entered, and the places of the threads waiting, first first."""
-
-    turn_over: threading.Condition
-    owner: int | None = None
-    depth: int = 0
-    waiting: deque[object] = dataclasses.field(default_factory=deque)
+                if had:
+                    turn.give_back()
+        finally:
+            with self._guard:
+                users = self._turns[key][1] - 1
+                if users:
+                    self._turns[key] = (turn, users)
+                else:
+                    del self._turns[key]
 
 
 # The tables :meth:`PostgresStore.erase_user` counts, by the count they make.
