@@ -2223,7 +2223,11 @@ _CARD_SEPARATOR: Final = f"(?:[{_SPACES}]+|[\\-\u2010\u2011])"
 # indent of a quoted value on the next line (pretty-printed JSON, YAML). An
 # unquoted word on the next line is the next line's, not a value.
 _AFTER_SIGN: Final = rf"(?:{_SP}*\r?\n{_SP}*(?=\\?[\"'])|{_SP}*)"
-_ASSIGN: Final = rf"{_SP}*(?:=>|:=|=|:)" + _AFTER_SIGN
+# An assignment's sign: ``=``, ``:``, ``=>``, ``:=``, or the full-width ``＝`` and ``：``
+# (U+FF1D, U+FF1A) a CJK input method types for ``=`` and ``:``.
+_EQUALS: Final = "[=\uff1d]"
+_COLON: Final = "[:\uff1a]"
+_ASSIGN: Final = rf"{_SP}*(?:=>|:=|{_EQUALS}|{_COLON})" + _AFTER_SIGN
 # A quoted value (as in JSON, YAML, code, or JSON inside a JSON string: ``\"``),
 # else an unquoted one up to a space, a quote, ``&`` (the next query field), or a ``;``
 # or ``,`` that starts the next field of a connection string (``;user=x``, ``,Server=x``:
@@ -2241,13 +2245,13 @@ _VALUE: Final = (
 # ``PWD`` assigned a path (``PWD=/home/alice``, ``~/src``) is a shell's working
 # directory, not a password (ODBC's ``PWD=Xk9…`` is one).
 _PASSWORD_KEY: Final = (
-    rf"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd(?![\"'\\]*{_SP}*[=:]{_SP}*[\"'\\]*[/~]))"
+    rf"(?i:passw(?:or)?d|passphrase|(?<![a-z])pwd(?![\"'\\]*{_SP}*(?:{_EQUALS}|{_COLON}){_SP}*[\"'\\]*[/~]))"
     r"(?![A-Za-z0-9_])"
 )
 _PASSWORD: Final = (
     _PASSWORD_KEY
     + _KEY_QUOTE
-    + rf"{_SP}*(?:=>|:=|=|(?P<colon>:))"
+    + rf"{_SP}*(?:=>|:=|{_EQUALS}|(?P<colon>{_COLON}))"
     + _AFTER_SIGN
     # Prose, not an assignment: after a colon, an unquoted word of letters
     # that a sentence continues (``Password: changed yesterday by the admin``).

@@ -358,6 +358,32 @@ def test_an_assignment_spaced_by_any_space_goes(
     assert not leaks(result.text, secret)
 
 
+# A CJK input method types ``：`` (U+FF1A) and ``＝`` (U+FF1D) where ``:`` and ``=`` were.
+@given(
+    key=st.sampled_from(["password", "db_password", "PGPASSWORD", "pwd", "Authorization"]),
+    sign=st.sampled_from(["\uff1a", "\uff1d"]),
+    before=st.one_of(st.just(""), SPACINGS),
+    after=st.one_of(st.just(""), SPACINGS),
+    quote=st.sampled_from(["", '"']),
+    number=st.integers(0, 10**9),
+)
+@example(key="password", sign="\uff1a", before="", after="", quote="", number=9)
+@example(key="Authorization", sign="\uff1a", before="", after=" ", quote="", number=9)
+def test_an_assignment_with_a_full_width_sign_goes(
+    key: str, sign: str, before: str, after: str, quote: str, number: int
+) -> None:
+    secret = f"Xk{number}mQ2vLp7Rt"
+    text = f"DB login {quote}{key}{quote}{before}{sign}{after}{quote}{secret}{quote}"
+    result = redact(text)
+    assert result.kinds == ("bearer-token" if key == "Authorization" else "password",)
+    assert not leaks(result.text, secret)
+
+
+def test_prose_after_a_full_width_colon_stays() -> None:
+    for text in ("Password\uff1achanged yesterday by the admin", "PWD\uff1a/home/alice"):
+        assert redact(text).text == text
+
+
 @given(spacing=SPACINGS, number=st.integers(0, 10**9))
 def test_a_bearer_token_after_any_space_goes(spacing: str, number: int) -> None:
     token = f"Zq8Wx7{number}Tk3Lm9Pv2RbN5c"
