@@ -37,7 +37,12 @@ from deermem.model import MAX_NESTING
 from deermem.results import error_location, field_names
 from deermem.service.http import mem0
 from deermem.service.http.jobs import Job, JobRunner, JobStore
-from deermem.service.http.routes import ServerContext, UserSegmentMiddleware, routers
+from deermem.service.http.routes import (
+    NotJsonNumber,
+    ServerContext,
+    UserSegmentMiddleware,
+    routers,
+)
 from deermem.service.http.ui import Inspector, SessionStore, inspector_router
 from deermem.service.middleware import (
     BodyLimitMiddleware,
@@ -182,6 +187,8 @@ def _add_problem_handlers(app: FastAPI) -> None:
             return problem_response(_validation_problem([_TOO_DEEP], _WHERE))
         if isinstance(error.__cause__, UnicodeDecodeError):  # JSON is UTF-8 (RFC 8259)
             return problem_response(_validation_problem([_NOT_UTF8], _WHERE))
+        if isinstance(error.__cause__, NotJsonNumber):  # NaN, Infinity: no JSON numbers
+            return problem_response(_validation_problem([_NOT_A_NUMBER], _WHERE))
         if isinstance(error.__cause__, ValueError):
             # FastAPI turns json.loads' syntax errors into validation errors itself; the
             # one ValueError left is an integer past Python's digit limit (valid JSON,
@@ -206,6 +213,11 @@ _NOT_UTF8: Final = {
     "loc": ("body",),
     "msg": "the body is not UTF-8 text; JSON must be sent as UTF-8",
     "type": "json_not_utf8",
+}
+_NOT_A_NUMBER: Final = {
+    "loc": ("body",),
+    "msg": "NaN, Infinity and -Infinity are not JSON (RFC 8259); send a number or null",
+    "type": "json_not_a_number",
 }
 _TOO_DEEP: Final = {
     "loc": ("body",),
