@@ -29,6 +29,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from deermem import __version__
 from deermem.errors import DeerMemError
@@ -196,6 +197,8 @@ def _add_problem_handlers(app: FastAPI) -> None:
             return problem_response(_validation_problem([_too_many_digits()], _WHERE))
         title = {405: "Method not allowed", 400: "Bad request"}.get(error.status_code, "Error")
         headers = dict(error.headers or {})
+        if error.status_code == 405:
+            headers["Allow"] = ", ".join(_methods_of(request))
         return problem_response(
             Problem(error.status_code, "http-error", title, str(error.detail), headers=headers)
         )
@@ -207,6 +210,26 @@ def _add_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
+
+
+def _methods_of(request: Request) -> list[str]:
+    """Every method the request's path takes (RFC 9110's ``Allow``).
+
+    FastAPI makes a route of each method of a path, and the router's 405
+    names the methods of the first route whose path matched: one of them.
+    So each method is tried against every route, as the router would.
+    """
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+
+
+_METHODS: Final = ("DELETE", "GET", "PATCH", "POST", "PUT")
 
 
 _NOT_UTF8: Final = {
