@@ -626,6 +626,22 @@ def guarded(store: ServedStore) -> Iterator[tuple[LiveServer, dict[str, str]]]:
         yield running
 
 
+def test_a_tokens_file_broken_after_start_is_named_in_the_log(
+    guarded: tuple[LiveServer, dict[str, str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """svc7-05: the answer says "its log has the details"; the log line named only the
+    exception's class, not the file nor what is wrong in it (as the MCP server's does)."""
+    server, tokens = guarded
+    server.tokens.path.write_text('{"version": 1, "tokens": [{"id": 7}]}', "utf-8")
+    with caplog.at_level(logging.INFO):
+        response = server.client(tokens["alice"]).get(f"{ALICE}/facts")
+    assert_problem(response, 500, "server-misconfigured")
+    [line] = [r.getMessage() for r in caplog.records if "server-misconfigured" in r.getMessage()]
+    assert str(server.tokens.path) in line
+    assert "tokens[0]" in line
+    assert tokens["alice"] not in caplog.text
+
+
 def raw_get(url: str, path: str, header: str | None) -> httpx.Response:
     """GET with an ``Authorization`` line sent byte for byte (httpx refuses to send
     ``Bearer `` with its trailing space), read back as an httpx response."""
