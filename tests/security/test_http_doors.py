@@ -443,6 +443,79 @@ def test_a_number_past_the_json_readers_digits_is_refused_naming_the_limit(
     assert open_server.store.facts("alice", "coder") == {}
 
 
+NOT_JSON_BODIES = {
+    "a summary": ("put", "/document", '{"facts": [], "user": {"workContext": {"summary": NaN}}}'),
+    "a section's key": (
+        "put",
+        "/document",
+        '{"facts": [], "user": {"workContext": {"summary": "s", "n": Infinity}}}',
+    ),
+    "a fact's key": (
+        "put",
+        "/document",
+        '{"facts": [{"id": "fact_odd", "content": "odd", "n": [1, -Infinity]}]}',
+    ),
+    "a confidence": ("post", "/facts", '{"content": "x", "confidence": NaN}'),
+    "a mem0 message": (
+        "post",
+        "/v3/memories/add/",
+        '{"messages": [{"role": "user", "content": "hi", "n": NaN}], "user_id": "alice", '
+        '"agent_id": "coder", "infer": false}',
+    ),
+}
+
+
+@pytest.mark.parametrize("where", NOT_JSON_BODIES)
+def test_nan_and_infinity_in_a_body_are_refused_as_not_json(
+    open_server: LiveServer, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """svc7-02: Python's JSON reader takes NaN and Infinity, JSON has neither (RFC 8259).
+    Stored, a summary's NaN made every later read of the user's summaries, document and
+    export a 500; refused at the door, they are a 422 at `body` and nothing changes."""
+    client = open_server.client()
+    method, path, body = NOT_JSON_BODIES[where]
+    url = path if path.startswith("/v3/") else ALICE + path
+    with caplog.at_level(logging.INFO):
+        response = client.request(
+            method, url, content=body, headers={"content-type": "application/json"}
+        )
+    problem = assert_problem(response, 422, "invalid-request")
+    assert [error["location"] for error in problem["errors"]] == ["body"]
+    assert "not JSON" in problem["detail"]
+    no_stack_trace(caplog.records)
+    assert open_server.store.facts("alice", "coder") == {}
+    summaries = client.get("/v1/users/alice/summaries")
+    assert summaries.status_code == 200
+    assert summaries.json()["user"]["workContext"] == {"summary": "", "updatedAt": ""}
+
+
+def test_a_nan_another_writer_stored_is_answered_as_null(open_server: LiveServer) -> None:
+    """svc7-02: a NaN that came in another way (`deermem import` reads Python's JSON, a file
+    edited by hand) is answered as `null`, as the lists already write it — not a 500 on
+    every read of that fact, the document, the summaries or the export."""
+    memory = open_server.memory.scoped(user="alice", agent="coder")
+    nan = float("nan")
+    memory.import_document(
+        {
+            "facts": [{"id": "fact_nan", "content": "Alice keeps odd numbers", "n": [1, nan]}],
+            "user": {"workContext": {"summary": nan}},
+        }
+    )
+    client = open_server.client()
+    for path in [
+        f"{ALICE}/facts/fact_nan",
+        f"{ALICE}/document",
+        "/v1/users/alice/summaries",
+        "/v1/users/alice/export",
+        f"{ALICE}/facts",
+    ]:
+        response = client.get(path)
+        assert response.status_code == 200, (path, response.text)
+        assert "NaN" not in response.text
+        json.loads(response.text, parse_constant=lambda word: pytest.fail(word))
+    assert client.get(f"{ALICE}/facts/fact_nan").json()["n"] == [1, None]
+
+
 @on_both_stores
 def test_a_summary_section_nested_too_deep_is_refused(open_server: LiveServer) -> None:
     client = open_server.client()
@@ -551,6 +624,22 @@ def test_an_id_no_fact_can_have_is_not_found_on_both_stores(each_store: list[Ser
 def guarded(store: ServedStore) -> Iterator[tuple[LiveServer, dict[str, str]]]:
     with live_server(store, tokens={"alice": {"users": ["alice"]}}) as running:
         yield running
+
+
+def test_a_tokens_file_broken_after_start_is_named_in_the_log(
+    guarded: tuple[LiveServer, dict[str, str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """svc7-05: the answer says "its log has the details"; the log line named only the
+    exception's class, not the file nor what is wrong in it (as the MCP server's does)."""
+    server, tokens = guarded
+    server.tokens.path.write_text('{"version": 1, "tokens": [{"id": 7}]}', "utf-8")
+    with caplog.at_level(logging.INFO):
+        response = server.client(tokens["alice"]).get(f"{ALICE}/facts")
+    assert_problem(response, 500, "server-misconfigured")
+    [line] = [r.getMessage() for r in caplog.records if "server-misconfigured" in r.getMessage()]
+    assert str(server.tokens.path) in line
+    assert "tokens[0]" in line
+    assert tokens["alice"] not in caplog.text
 
 
 def raw_get(url: str, path: str, header: str | None) -> httpx.Response:

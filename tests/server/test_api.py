@@ -56,6 +56,26 @@ def test_health_and_config(live: LiveServer) -> None:
     assert PASSWORD not in response.text
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", f"{ALICE}/facts/fact_1", "DELETE, GET, PATCH"),
+        ("DELETE", f"{ALICE}/facts", "GET, POST"),
+        ("POST", f"{ALICE}/archive/fact_1", "DELETE, GET"),
+        ("POST", "/v1/users/org%2Falice", "DELETE"),
+        ("DELETE", "/v1/health", "GET"),
+    ],
+)
+def test_a_method_the_path_does_not_take_is_a_405_naming_every_method_it_does(
+    live: LiveServer, method: str, path: str, allowed: str
+) -> None:
+    """svc7-03: `Allow` lists the methods of the path (RFC 9110), not the one method of the
+    first route FastAPI made for it."""
+    response = live.client().request(method, path)
+    assert_problem(response, 405, "http-error")
+    assert response.headers["allow"] == allowed
+
+
 @on_both_stores
 def test_a_fact_round_trip(live: LiveServer) -> None:
     client = live.client()

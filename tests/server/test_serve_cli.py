@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -429,3 +430,31 @@ def test_behind_a_tls_proxy_on_the_machine_the_inspector_cookies_are_secure(
         plain = httpx.get(f"{url}/ui/sign-in")
         assert "secure" not in _cookie_flags(plain, "deermem_ui_pre")
         proxied.close()
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_the_start_it_block_of_the_docs_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """svc7-01: docs/server.md's first block, line by line, in an empty directory: a store,
+    a token, a server that answers it. (It passed a `--config deermem.yaml` that no step
+    made, so the server never started.)"""
+    text = (DOCS / "server.md").read_text("utf-8")
+    block = text.split("## Start it", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0]
+    lines = [shlex.split(line.split("#", 1)[0]) for line in block.splitlines()]
+    assert [line[0] for line in lines] == ["deermem"] * 3
+    init, add, serve = (deermem(*line[1:]) for line in lines)
+    assert serve[-4:] == ["--port", "8765", "--workers", "2"]
+    monkeypatch.chdir(tmp_path)
+    subprocess.run(init, check=True, capture_output=True, timeout=60)
+    added = subprocess.run(add, check=True, capture_output=True, text=True, timeout=60)
+    token = added.stdout.strip()
+    # As written, but on a free port (serving() gives one) and one worker.
+    with serving([*serve[:-4], "--workers", "1"], tmp_path / "server.log") as url:
+        response = httpx.get(
+            f"{url}/v1/users/alice/agents/laptop/facts",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert response.status_code == 200, response.text

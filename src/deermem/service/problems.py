@@ -150,18 +150,20 @@ def operator_note(error: DeerMemError, problem: Problem) -> str | None:
     """What the server's log says about an error the operator must look at, or ``None``.
 
     Failures a client cannot fix, and a directory another id owns, are logged
-    (a corrupt memory file and an invalid pattern or prompt override with the
-    file and the problem); the client's answer names neither.
+    (a corrupt memory file, an invalid pattern or prompt override and a
+    tokens file that became unreadable with the file and the problem); the
+    client's answer names neither.
     """
     if not isinstance(error, CorruptMemoryFile) and (
         problem.status < 500 or isinstance(error, ProblemError)
     ):
         return None
-    # The operator's own files (pattern and prompt overrides) hold no fact content:
-    # their message, naming the file and the pattern, is what the operator must fix.
+    # The operator's own files (pattern and prompt overrides, the tokens file) hold no
+    # fact content, and a TokenFileError's problem never quotes a token or a digest: the
+    # message, naming the file and what is wrong in it, is what the operator must fix.
     if isinstance(error, CorruptMemoryFile):
         where = f" ({error.path}: {error.problem})"
-    elif isinstance(error, PatternError | PromptTemplateError):
+    elif isinstance(error, PatternError | PromptTemplateError | TokenFileError):
         where = f" ({error})"
     else:
         where = ""

@@ -29,6 +29,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from deermem import __version__
 from deermem.errors import DeerMemError
@@ -37,7 +38,12 @@ from deermem.model import MAX_NESTING
 from deermem.results import error_location, field_names
 from deermem.service.http import mem0
 from deermem.service.http.jobs import Job, JobRunner, JobStore
-from deermem.service.http.routes import ServerContext, UserSegmentMiddleware, routers
+from deermem.service.http.routes import (
+    NotJsonNumber,
+    ServerContext,
+    UserSegmentMiddleware,
+    routers,
+)
 from deermem.service.http.ui import Inspector, SessionStore, inspector_router
 from deermem.service.middleware import (
     BodyLimitMiddleware,
@@ -182,6 +188,8 @@ def _add_problem_handlers(app: FastAPI) -> None:
             return problem_response(_validation_problem([_TOO_DEEP], _WHERE))
         if isinstance(error.__cause__, UnicodeDecodeError):  # JSON is UTF-8 (RFC 8259)
             return problem_response(_validation_problem([_NOT_UTF8], _WHERE))
+        if isinstance(error.__cause__, NotJsonNumber):  # NaN, Infinity: no JSON numbers
+            return problem_response(_validation_problem([_NOT_A_NUMBER], _WHERE))
         if isinstance(error.__cause__, ValueError):
             # FastAPI turns json.loads' syntax errors into validation errors itself; the
             # one ValueError left is an integer past Python's digit limit (valid JSON,
@@ -189,6 +197,8 @@ def _add_problem_handlers(app: FastAPI) -> None:
             return problem_response(_validation_problem([_too_many_digits()], _WHERE))
         title = {405: "Method not allowed", 400: "Bad request"}.get(error.status_code, "Error")
         headers = dict(error.headers or {})
+        if error.status_code == 405:
+            headers["Allow"] = ", ".join(_methods_of(request))
         return problem_response(
             Problem(error.status_code, "http-error", title, str(error.detail), headers=headers)
         )
@@ -202,10 +212,35 @@ def _add_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
+def _methods_of(request: Request) -> list[str]:
+    """Every method the request's path takes (RFC 9110's ``Allow``).
+
+    FastAPI makes a route of each method of a path, and the router's 405
+    names the methods of the first route whose path matched: one of them.
+    So each method is tried against every route, as the router would.
+    """
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+
+
+_METHODS: Final = ("DELETE", "GET", "PATCH", "POST", "PUT")
+
+
 _NOT_UTF8: Final = {
     "loc": ("body",),
     "msg": "the body is not UTF-8 text; JSON must be sent as UTF-8",
     "type": "json_not_utf8",
+}
+_NOT_A_NUMBER: Final = {
+    "loc": ("body",),
+    "msg": "NaN, Infinity and -Infinity are not JSON (RFC 8259); send a number or null",
+    "type": "json_not_a_number",
 }
 _TOO_DEEP: Final = {
     "loc": ("body",),

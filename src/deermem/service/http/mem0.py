@@ -61,7 +61,7 @@ from deermem.memory import Memory
 from deermem.model import MAX_USER_ID_BYTES, Fact, Scope, duplicate_key, redact, to_json
 from deermem.results import WHOLE_NUMBER, NewFact
 from deermem.service.http.jobs import Job
-from deermem.service.http.routes import Dependencies, ServerContext
+from deermem.service.http.routes import Dependencies, JsonRoute, ServerContext
 from deermem.service.problems import Problem, ProblemError, extraction_off, not_found
 from deermem.service.tokens import MEM0_SCHEMES, Principal
 from deermem.store import EvictionReceipt
@@ -144,7 +144,7 @@ def router(context: ServerContext) -> APIRouter:
     """The mem0-compatible routes of one server (module docstring)."""
     deps = Dependencies(context, schemes=MEM0_SCHEMES)  # mem0's clients send "Token <token>"
     # mem0's API is described by mem0 (its OpenAPI document): deermem's own leaves it out.
-    api = APIRouter(tags=["mem0"], include_in_schema=False)
+    api = APIRouter(tags=["mem0"], include_in_schema=False, route_class=JsonRoute)
     Who = Annotated[Principal, Depends(deps.principal)]
 
     def scoped(who: Principal, user: str | None, agent: str | None) -> Memory:

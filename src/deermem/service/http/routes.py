@@ -47,12 +47,14 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 from urllib.parse import quote, unquote, unquote_to_bytes
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
+from pydantic_core import to_json as json_bytes
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -104,6 +106,8 @@ from deermem.service.tokens import BEARER_SCHEMES, Principal, TokenFile, princip
 __all__ = [
     "USER_PATH_PREFIXES",
     "InvalidCursor",
+    "JsonRoute",
+    "NotJsonNumber",
     "ServerContext",
     "UserPath",
     "UserSegmentMiddleware",
@@ -552,14 +556,68 @@ class Dependencies:
         self.scoped = scoped
 
 
-# --- answers --------------------------------------------------------------------------------
+# --- bodies and answers: JSON as RFC 8259 has it -----------------------------------------------
+
+
+class NotJsonNumber(ValueError):
+    """A request body holds ``NaN``, ``Infinity`` or ``-Infinity``.
+
+    Python's JSON reader takes these words; JSON has no such numbers (RFC
+    8259), no answer can carry them, and PostgreSQL's ``jsonb`` refuses them.
+    Let in, one stored in a fact's unknown keys or a summary section made
+    every later read of it fail. The application answers this error as a
+    422 at ``body`` (:mod:`deermem.service.http.app`).
+    """
+
+
+def _refuse_constant(word: str) -> object:
+    raise NotJsonNumber(word)
+
+
+class _JsonBodyRequest(Request):
+    """A request whose JSON body is read as JSON is written: no ``NaN`` or infinities."""
+
+    async def json(self) -> Any:
+        # FastAPI reads a route's body through this, once per request.
+        return json.loads(await self.body(), parse_constant=_refuse_constant)
+
+
+class JsonRoute(APIRoute):
+    """A route that reads its JSON body strictly (:class:`NotJsonNumber`): the route class
+    of every router whose routes take JSON bodies."""
+
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(_JsonBodyRequest(request.scope, request.receive))
+
+        return strict
+
+
+class _Answer(JSONResponse):
+    """A JSON answer; a value no JSON number can hold becomes ``null``.
+
+    A fact's unknown keys and a summary section keep what their writer gave
+    them, and a file written by hand, by ``deermem import`` or by the
+    original may hold a ``NaN`` there. :func:`~deermem.results.to_json`
+    writes it as ``null`` (the lists, the search); an answer of plain data
+    (one fact, the document, the summaries, the export) does the same rather
+    than fail the request.
+    """
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except ValueError:  # json.dumps refuses non-finite floats (allow_nan=False)
+            return json_bytes(content, inf_nan_mode="null")
 
 
 def _answer(
     data: object, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     """An answer holding ``data``, which :func:`~deermem.results.to_json` has written."""
-    return JSONResponse(data, status_code=status, headers=dict(headers or {}))
+    return _Answer(data, status_code=status, headers=dict(headers or {}))
 
 
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -587,7 +645,7 @@ def routers(context: ServerContext) -> list[APIRouter]:
 
 
 def _server(context: ServerContext, deps: Dependencies) -> APIRouter:
-    api = APIRouter(prefix="/v1", tags=["server"])
+    api = APIRouter(prefix="/v1", tags=["server"], route_class=JsonRoute)
     Who = Annotated[Principal, Depends(deps.principal)]
 
     @api.get("/health", response_model=Health, responses=_problems())
@@ -622,7 +680,9 @@ def _server(context: ServerContext, deps: Dependencies) -> APIRouter:
 
 
 def _facts(context: ServerContext, deps: Dependencies) -> APIRouter:
-    api = APIRouter(prefix="/v1/users/{user}/agents/{agent}/facts", tags=["facts"])
+    api = APIRouter(
+        prefix="/v1/users/{user}/agents/{agent}/facts", tags=["facts"], route_class=JsonRoute
+    )
     Scoped = Annotated[Memory, Depends(deps.scoped)]
     limits = context.limits
     Limit = Annotated[
@@ -720,7 +780,9 @@ def _base(memory: Memory) -> str:
 
 
 def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
-    api = APIRouter(prefix="/v1/users/{user}/agents/{agent}", tags=["recall"])
+    api = APIRouter(
+        prefix="/v1/users/{user}/agents/{agent}", tags=["recall"], route_class=JsonRoute
+    )
     Scoped = Annotated[Memory, Depends(deps.scoped)]
     limits = context.limits
 
@@ -789,7 +851,7 @@ def _recall(context: ServerContext, deps: Dependencies) -> APIRouter:
 
 
 def _learning(context: ServerContext, deps: Dependencies) -> APIRouter:
-    api = APIRouter(tags=["learning"])
+    api = APIRouter(tags=["learning"], route_class=JsonRoute)
     Scoped = Annotated[Memory, Depends(deps.scoped)]
     Who = Annotated[Principal, Depends(deps.principal)]
     limits = context.limits
@@ -864,7 +926,7 @@ def _job_answer(job: Job, *, accepted: bool) -> JSONResponse:
 
 
 def _records(context: ServerContext, deps: Dependencies) -> APIRouter:
-    api = APIRouter(tags=["records"])
+    api = APIRouter(tags=["records"], route_class=JsonRoute)
     Scoped = Annotated[Memory, Depends(deps.scoped)]
     Who = Annotated[Principal, Depends(deps.principal)]
     limits = context.limits
