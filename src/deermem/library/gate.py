@@ -173,9 +173,13 @@ class Proposal(NamedTuple):
         repeated: ids of stored facts that a proposal said again (duplicates
             dropped before the gate).
         corrected: ids among the removals that the user corrected.
+        order: ids in the order the policy sees the library, which breaks
+            its ties (an import's document order); facts it does not name
+            follow, in their own order. Empty: the stored facts in the
+            store's order, then the new, relearned and restored ones.
 
-    The last three are evidence for regret in shadow mode (see
-    :mod:`deermem.store.records`); they change no fact.
+    ``confirmed``, ``repeated`` and ``corrected`` are evidence for regret in
+    shadow mode (see :mod:`deermem.store.records`); they change no fact.
     """
 
     new_facts: tuple[Fact, ...] = ()
@@ -187,6 +191,7 @@ class Proposal(NamedTuple):
     confirmed: tuple[str, ...] = ()
     repeated: tuple[str, ...] = ()
     corrected: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
 
 
 class GateOutcome(NamedTuple):
@@ -421,8 +426,9 @@ def _relearn(
         for r in proposal.removals
     )
     restored = (*returned, *proposal.restored)
+    order = tuple(relearned.get(fact_id, fact_id) for fact_id in proposal.order)
     return proposal._replace(
-        new_facts=tuple(new_facts), restored=restored, removals=removals
+        new_facts=tuple(new_facts), restored=restored, removals=removals, order=order
     ), relearned
 
 
@@ -504,6 +510,10 @@ def _proposed_library(
         updated.get(fact.id, fact) for fact in transaction.snapshot.facts if fact.id not in dropped
     ]
     library.extend(incoming)
+    if proposal.order:
+        # sort() is stable: facts the order does not name keep their places after it.
+        position = {fact_id: index for index, fact_id in enumerate(proposal.order)}
+        library.sort(key=lambda fact: position.get(fact.id, len(position)))
     return library, incoming
 
 
