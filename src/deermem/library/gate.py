@@ -398,17 +398,23 @@ def _relearn(
         return proposal, {}
     matches = transaction.archived_matches([fact.content for fact in proposal.new_facts], now)
     taken = {entry.fact_id for entry in proposal.restored} | set(transaction.snapshot.by_id)
+    by_id = {fact.id: transaction.archived(fact.id) for fact in proposal.new_facts}
+    # An archived fact that a new fact names by its id comes back as that fact, never
+    # as another new fact that only says the same (a document may say it twice).
+    claimed = {fact_id for fact_id, entry in by_id.items() if entry is not None}
     new_facts: list[Fact] = []
     returned: list[ArchiveEntry] = []
     relearned: dict[str, str] = {}
     for fact in proposal.new_facts:
         key = duplicate_key(fact.content)
         match = matches.get(key)
-        same_id = transaction.archived(fact.id)
+        same_id = by_id[fact.id]
         if same_id is not None:
             if duplicate_key(same_id.fact.content) != key:
                 raise ArchivedFactError(fact.id)
             match = same_id
+        elif match is not None and match.fact_id in claimed:
+            match = None
         if match is None or match.fact_id in taken:
             new_facts.append(fact)
             continue
