@@ -138,6 +138,16 @@ def test_an_unreadable_since_is_a_usage_error(cli: Cli) -> None:
     assert out == ""
 
 
+def test_a_since_after_now_is_a_usage_error_not_an_empty_report(cli: Cli) -> None:
+    # A typo for 2026 printed "regret from 2099-01-01 to <now>" and all zeros: no regret.
+    code, out, err = cli("regret", "--since", "2099-01-01")
+    assert code == 2
+    assert "2099-01-01" in err
+    assert "after now" in err
+    assert out == ""
+    assert cli("regret", "--since", "0d")[0] == 0  # now itself is the edge of the window
+
+
 def test_a_chart_is_drawn_beside_the_report(cli: Cli, tmp_path: Path) -> None:
     regretful(cli)
     chart = tmp_path / "regret.png"

@@ -121,6 +121,38 @@ def test_why_says_a_tie_is_a_tie_not_0_below(
     assert "below" not in out
 
 
+def test_why_says_a_reserved_correction_took_the_slot_of_a_fact_it_tied(
+    cli: Cli, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Under hybrid-v1 a context fact and a correction of the same confidence and age tie;
+    # the context fact came first (rank 10 of 11, within the cap of 10) and the reserve
+    # took its slot. The receipt said "a tie keeps the fact that came first": the
+    # opposite of what happened.
+    folder = tmp_path_factory.mktemp("config")
+    config = folder / "deermem.toml"
+    config.write_text('max_facts = 10\nfact_eviction_policy = "hybrid-v1"\n', "utf-8")
+    stamp = "2026-08-01T00:00:00Z"
+    facts = [
+        {"id": f"fact_bg{n:02d}", "content": f"Background {n}", "confidence": 0.9} for n in range(9)
+    ]
+    facts.append({"id": "fact_plain", "content": "Plain context", "confidence": 0.5})
+    facts.append(
+        {"id": "fact_fix", "content": "Use uv", "category": "correction", "confidence": 0.5}
+    )
+    document = folder / "memory.json"
+    document.write_text(json.dumps({"facts": [{**f, "createdAt": stamp} for f in facts]}))
+    assert cli("--config", str(config), "import", str(document))[0] == 0
+    _, out, _ = cli("--config", str(config), "audit", "--json")
+    [line] = json.loads(out)[-1]["evicted"]
+    assert (line["factId"], line["rank"], line["margin"]) == ("fact_plain", 10, 0.0)
+    code, out, _ = cli("--config", str(config), "why", "fact_plain")
+    assert code == 0
+    assert "tied with the lowest kept (a reserved correction held its slot)" in " ".join(
+        out.split()
+    )
+    assert "came first" not in out
+
+
 @pytest.mark.parametrize(
     ("margin", "words"),
     [
@@ -134,6 +166,15 @@ def test_why_says_a_tie_is_a_tie_not_0_below(
 )
 def test_a_margin_has_one_wording_true_to_its_sign(margin: float | None, words: str | None) -> None:
     assert margin_words(margin) == words
+
+
+def test_a_tie_is_said_with_what_its_receipt_tells() -> None:
+    held = "tied with the lowest kept (a reserved correction held its slot)"
+    assert margin_words(0.0, rank=10, max_facts=10, reserved=1) == held
+    # Beyond the cap, with slots reserved, the lowest kept may be a later correction.
+    assert margin_words(0.0, rank=11, max_facts=10, reserved=1) == "tied with the lowest kept"
+    by_order = "tied with the lowest kept (a tie keeps the fact that came first)"
+    assert margin_words(0.0, rank=11, max_facts=10, reserved=0) == by_order
 
 
 def test_rm_audit_why_and_the_archive(cli: Cli) -> None:

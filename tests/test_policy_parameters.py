@@ -141,6 +141,23 @@ def test_a_bad_keyword_of_the_pure_function_is_refused_by_name() -> None:
         )
 
 
+def test_one_category_name_as_a_string_is_refused_not_read_as_letters() -> None:
+    # A str is a Collection[str]: read as letters, 'correction' reserved no slot for the
+    # correction below, and the gate evicted it in silence.
+    facts = [
+        {"id": "a", "category": "context", "confidence": 0.9},
+        {"id": "b", "category": "correction", "confidence": 0.2},
+    ]
+    with pytest.raises(ValueError, match=r"reserved_categories .* single string: got 'correction'"):
+        select_facts_for_capacity(
+            facts, max_facts=1, policy=POLICY_HYBRID_V1, reserved_categories="correction", now=NOW
+        )
+    kept = select_facts_for_capacity(
+        facts, max_facts=1, policy=POLICY_HYBRID_V1, reserved_categories=["correction"], now=NOW
+    )
+    assert kept.kept_ids == ("b",)
+
+
 def test_weights_within_the_tolerance_are_accepted() -> None:
     policy = CapacityPolicy(
         confidence_weight=0.5, confirmation_weight=0.3, access_weight=0.2 + 5e-10

@@ -5,6 +5,8 @@ hint tests, TestPrepareUpdatePromptStaleness)."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]  # (the MCP SDK brings it; no stubs)
@@ -189,6 +191,31 @@ def test_the_memory_block_is_json_with_sections_and_facts() -> None:
     assert document["facts"][0]["confidence"] == 0.9
     assert document["facts"][1]["content"] == "[MANUAL] Is vegetarian"
     assert inner == json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def test_the_memory_block_costs_what_docs_update_md_says_per_fact() -> None:
+    # docs/update.md, "What one update sends", sizes the request from this number; it
+    # said 410 characters per fact where the block renders about 250.
+    page = (Path(__file__).parents[1] / "docs" / "update.md").read_text("utf-8")
+    found = re.search(r"about ([\d,]+) characters per fact of ~90 characters", page)
+    assert found is not None
+    documented = int(found.group(1).replace(",", ""))
+    text = "The user prefers concise answers with short code examples in Python, item "
+
+    def block(count: int) -> int:
+        facts = [
+            fact(f"fact_{n:08x}", f"{text}{n:03d}".ljust(90, "."), confidence=0.9)
+            for n in range(count)
+        ]
+        rendered = prompt_for(state(*facts))
+        return rendered.index("</current_memory>") - rendered.index("<current_memory>")
+
+    per_fact = (block(100) - block(0)) / 100
+    assert abs(per_fact - documented) <= documented * 0.1, per_fact
+    at_cap = re.search(r"so about ([\d,]+) characters at the default cap", page)
+    assert at_cap is not None
+    documented_cap = int(at_cap.group(1).replace(",", ""))
+    assert abs(block(100) - documented_cap) <= documented_cap * 0.1
 
 
 # --- hints -----------------------------------------------------------------------------

@@ -1631,8 +1631,9 @@ def plan_import(
     length limits of facts written by hand (a fact read from the original's
     files may exceed them, and must survive an export and an import).
     Facts without an id get one; a confidence that cannot be read becomes 0.5;
-    the document's facts replace the library (stored facts it does not hold
-    are removed with reason ``replaced``) and its sections replace the
+    the document's facts replace the library in the document's order, which
+    breaks the capacity policy's ties (stored facts it does not hold are
+    removed with reason ``replaced``) and its sections replace the
     summaries (missing ones become empty). A fact that states a ``revision``
     must match the stored one.
 
@@ -1657,14 +1658,14 @@ def plan_import(
     updates: list[Fact] = []
     new_positions: list[int] = []
     update_positions: list[int] = []
-    seen: set[str] = set()
+    seen: dict[str, None] = {}  # the document's ids, in its order
     for position, raw in enumerate(raw_facts):
         fact = _imported_fact(raw, position, snapshot, now, new_id)
         if fact.id in seen:
             raise FactValidationError(
                 f"facts[{position}].id", fact.id, "each fact id may appear only once"
             )
-        seen.add(fact.id)
+        seen[fact.id] = None
         stored = fact.id in snapshot
         (updates if stored else new_facts).append(fact)
         (update_positions if stored else new_positions).append(position)
@@ -1678,6 +1679,9 @@ def plan_import(
         updates=tuple(updates),
         removals=removals,
         summaries=_summaries(document),
+        # The document is the library: its order breaks the policy's ties, as the
+        # original's import ranks the facts it was given.
+        order=tuple(seen),
     )
     return ImportPlan(
         proposal=proposal,

@@ -144,6 +144,31 @@ def test_the_archive_is_bounded_by_age(stores: Stores) -> None:
     assert [e.fact_id for e in memory.list_archived()] == [newer]
 
 
+def test_an_archived_fact_named_by_its_id_comes_back_as_itself_beside_a_copy(
+    stores: Stores,
+) -> None:
+    # A document that may repeat itself (allow_duplicates, DeerFlow's import) says an
+    # archived fact twice: first without an id, then with its own. The first took the
+    # archived fact, and the second, its own id, was refused as "in the archive".
+    memory = open_memory(stores)
+    for number in range(11):
+        memory.create_fact(f"Fact {number}", confidence=0.5 + number / 100)
+    [archived] = memory.list_archived()
+    document = memory.export_document()
+    facts = document["facts"]
+    assert isinstance(facts, list)
+    text = archived.fact.content
+    document["facts"] = [
+        *facts[:8],
+        {"content": text, "confidence": 0.9},
+        {"id": archived.fact_id, "content": text, "confidence": 0.5},
+    ]
+    result = memory.import_document(document, allow_duplicates=True)
+    assert archived.fact_id in result.kept
+    assert memory.store.archived(memory.scope, archived.fact_id) is None
+    assert [f.content for f in memory.list_facts()].count(text) == 2
+
+
 def test_importing_an_export_whose_fact_was_evicted_relearns_it(stores: Stores) -> None:
     memory = open_memory(stores)
     memory.import_document(stale_vs_confirmed())  # at the cap: fact_confirm is archived

@@ -138,6 +138,27 @@ def test_hybrid_import_uses_the_same_gate(stores: Stores) -> None:
     assert result.receipts[0].trigger == "import"
 
 
+def test_an_import_breaks_ties_in_the_documents_order(stores: Stores) -> None:
+    # Every fact at 0.5 ties under confidence; the document is the library, so its last
+    # fact goes, as the original's import ranks the facts it is given. The gate saw the
+    # stored facts in the store's order first, and evicted the new one listed first.
+    memory = open_memory(stores, max_facts=10)
+    fill(memory, 10, confidence=0.5)
+    stored = memory.export_document()["facts"]
+    assert isinstance(stored, list)
+    listed = [{"content": "Listed first, new", "confidence": 0.5}, *reversed(stored)]
+    result = memory.import_document({"facts": listed})
+    assert result.evicted == (stored[0]["id"],)
+    assert "Listed first, new" in {fact.content for fact in memory.list_facts()}
+    # An archived fact said again in the document keeps the place it is said at.
+    again = memory.export_document()["facts"]
+    assert isinstance(again, list)
+    back = {"content": stored[0]["content"], "confidence": 0.5}
+    result = memory.import_document({"facts": [back, *again]})
+    assert stored[0]["id"] in {fact.id for fact in memory.list_facts()}
+    assert result.evicted == (again[-1]["id"],)
+
+
 def test_hybrid_reserves_a_slot_for_the_correction(stores: Stores) -> None:
     memory = open_memory(stores, max_facts=10, fact_eviction_policy="hybrid-v1")
     result = memory.import_document(scenario_document("correction-vs-preferences"))

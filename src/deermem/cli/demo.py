@@ -561,7 +561,7 @@ def _render(run: ScenarioRun, now: datetime) -> None:
                 parts = components_text(line.components)
                 out_console.print(
                     f"  {mode}: evicted {line.fact_id} — rank {line.rank} of {receipt.occupancy}, "
-                    f"score {line.score:.4f} ({parts}){margin_text(line.margin)}"
+                    f"score {line.score:.4f} ({parts}){margin_text(line, receipt)}"
                     f" [dim]({receipt.receipt_id})[/]"
                 )
                 if receipt.shadow is not None:

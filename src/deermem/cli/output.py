@@ -50,7 +50,6 @@ from deermem.store.markdown.files import (
     broken_link,
     may_hold_store,
 )
-from deermem.store.records import margin_words
 
 __all__ = [
     "JSON_OPTION",
@@ -609,7 +608,7 @@ def eviction_sentence(receipt: EvictionReceipt | None, line: ReceiptEntry | None
         rank = f"rank {line.rank}{of}, " if line.rank is not None else ""
         parts.append(
             f"{rank}score {line.score:.4f} ({components_text(line.components)})"
-            f"{margin_text(line.margin)}"
+            f"{margin_text(line, receipt)}"
         )
     return escape("; ".join(parts))
 
@@ -618,9 +617,10 @@ def components_text(components: Mapping[str, float]) -> str:
     return ", ".join(f"{name} {value:.4f}" for name, value in components.items())
 
 
-def margin_text(margin: float | None) -> str:
-    """The margin in words (`margin_words`) after a comma; nothing without a margin."""
-    words = margin_words(margin)
+def margin_text(line: ReceiptEntry, receipt: EvictionReceipt | None) -> str:
+    """The line's margin in words after a comma (as its receipt tells it, when there is
+    one: `EvictionReceipt.margin_words`); nothing without a margin."""
+    words = line.margin_words if receipt is None else receipt.margin_words(line)
     return "" if words is None else f", {words}"
 
 

@@ -173,9 +173,13 @@ class Proposal(NamedTuple):
         repeated: ids of stored facts that a proposal said again (duplicates
             dropped before the gate).
         corrected: ids among the removals that the user corrected.
+        order: ids in the order the policy sees the library, which breaks
+            its ties (an import's document order); facts it does not name
+            follow, in their own order. Empty: the stored facts in the
+            store's order, then the new, relearned and restored ones.
 
-    The last three are evidence for regret in shadow mode (see
-    :mod:`deermem.store.records`); they change no fact.
+    ``confirmed``, ``repeated`` and ``corrected`` are evidence for regret in
+    shadow mode (see :mod:`deermem.store.records`); they change no fact.
     """
 
     new_facts: tuple[Fact, ...] = ()
@@ -187,6 +191,7 @@ class Proposal(NamedTuple):
     confirmed: tuple[str, ...] = ()
     repeated: tuple[str, ...] = ()
     corrected: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
 
 
 class GateOutcome(NamedTuple):
@@ -393,17 +398,23 @@ def _relearn(
         return proposal, {}
     matches = transaction.archived_matches([fact.content for fact in proposal.new_facts], now)
     taken = {entry.fact_id for entry in proposal.restored} | set(transaction.snapshot.by_id)
+    by_id = {fact.id: transaction.archived(fact.id) for fact in proposal.new_facts}
+    # An archived fact that a new fact names by its id comes back as that fact, never
+    # as another new fact that only says the same (a document may say it twice).
+    claimed = {fact_id for fact_id, entry in by_id.items() if entry is not None}
     new_facts: list[Fact] = []
     returned: list[ArchiveEntry] = []
     relearned: dict[str, str] = {}
     for fact in proposal.new_facts:
         key = duplicate_key(fact.content)
         match = matches.get(key)
-        same_id = transaction.archived(fact.id)
+        same_id = by_id[fact.id]
         if same_id is not None:
             if duplicate_key(same_id.fact.content) != key:
                 raise ArchivedFactError(fact.id)
             match = same_id
+        elif match is not None and match.fact_id in claimed:
+            match = None
         if match is None or match.fact_id in taken:
             new_facts.append(fact)
             continue
@@ -421,8 +432,9 @@ def _relearn(
         for r in proposal.removals
     )
     restored = (*returned, *proposal.restored)
+    order = tuple(relearned.get(fact_id, fact_id) for fact_id in proposal.order)
     return proposal._replace(
-        new_facts=tuple(new_facts), restored=restored, removals=removals
+        new_facts=tuple(new_facts), restored=restored, removals=removals, order=order
     ), relearned
 
 
@@ -504,6 +516,10 @@ def _proposed_library(
         updated.get(fact.id, fact) for fact in transaction.snapshot.facts if fact.id not in dropped
     ]
     library.extend(incoming)
+    if proposal.order:
+        # sort() is stable: facts the order does not name keep their places after it.
+        position = {fact_id: index for index, fact_id in enumerate(proposal.order)}
+        library.sort(key=lambda fact: position.get(fact.id, len(position)))
     return library, incoming
 
 

@@ -493,9 +493,18 @@ def parse_since(text: str, now: datetime) -> datetime:
     """The moment ``text`` names.
 
     An ISO 8601 date or time (UTC unless it says otherwise), or ``N`` hours
-    (``12h``), days (``30d``) or weeks (``4w``) before ``now``.
+    (``12h``), days (``30d``) or weeks (``4w``) before ``now``. A moment after
+    ``now`` is refused: the window ends at ``now``, so it would be empty and
+    the report all zeros, which reads as "no regret" rather than as a typo.
 
     Raises:
-        ValueError: naming the value and the accepted forms.
+        ValueError: naming the value and the accepted forms, or saying that
+            it is after ``now``.
     """
-    return parse_moment(text, now, option="--since")
+    moment = parse_moment(text, now, option="--since")
+    if moment > now:
+        raise ValueError(
+            f"--since {text!r} is after now ({format_timestamp(now)}): the report covers "
+            "records up to now"
+        )
+    return moment

@@ -71,9 +71,17 @@ def select_facts_for_capacity(
 
     Raises:
         ValueError: an unknown policy, a negative cap, weights that do not
-            sum to 1, a non-positive half-life, or ``hybrid-v1`` without ``now``.
+            sum to 1, a non-positive half-life, ``reserved_categories`` given as
+            one string, or ``hybrid-v1`` without ``now``.
         TypeError: a :class:`CapacityPolicy` together with parameter keywords.
     """
+    if isinstance(reserved_categories, str):
+        # A string is a Collection[str] of its letters: 'correction' would reserve slots
+        # for the categories 'c', 'o', 'r' ... and no correction would hold one.
+        raise ValueError(
+            "reserved_categories must be a collection of category names, not a single "
+            f"string: got {reserved_categories!r}"
+        )
     chosen = _policy_of(
         policy,
         confidence_weight=confidence_weight,

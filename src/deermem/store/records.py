@@ -327,7 +327,13 @@ _MARGIN_SHOWN: Final = 0.00005
 """Margins smaller than this print as 0.0000 at four decimals, so they are said otherwise."""
 
 
-def margin_words(margin: float | None) -> str | None:
+def margin_words(
+    margin: float | None,
+    *,
+    rank: int | None = None,
+    max_facts: int | None = None,
+    reserved: int | None = None,
+) -> str | None:
     """Where an evicted fact's score stood against the lowest fact kept, in one phrase.
 
     Every interface says it in these words, so none can state a sign the
@@ -337,15 +343,27 @@ def margin_words(margin: float | None) -> str | None:
     stays); a margin too small to show at four decimals (``hybrid-v1``
     between equal facts) says so instead of "0.0000". ``None`` when the
     receipt holds no margin.
+
+    A tie is said with what its receipt tells, when given: the line's
+    ``rank``, the receipt's ``max_facts`` and its ``reserved`` slots. A fact
+    ranked within the cap lost its slot to a reserved correction, tie or
+    not; and in a decision that reserved slots the lowest kept fact may be a
+    correction that came later, so there a tie is not said to have gone by
+    order.
     """
     if margin is None:
         return None
+    held = "a reserved correction held its slot"
     if margin == 0:
+        if rank is not None and max_facts is not None and rank <= max_facts:
+            return f"tied with the lowest kept ({held})"
+        if reserved:
+            return "tied with the lowest kept"
         return "tied with the lowest kept (a tie keeps the fact that came first)"
     size = f"{abs(margin):.4f}" if abs(margin) >= _MARGIN_SHOWN else "less than 0.0001"
     if margin > 0:
         return f"{size} below the lowest kept"
-    return f"{size} above the lowest kept (a reserved correction held its slot)"
+    return f"{size} above the lowest kept ({held})"
 
 
 # A receipt line's decision numbers are written only for a ranking (one with a score).
@@ -370,7 +388,8 @@ class ReceiptEntry(Record):
 
     @property
     def margin_words(self) -> str | None:
-        """The margin in words (:func:`margin_words`), as the CLI and the inspector both say it."""
+        """The margin in words (:func:`margin_words`) when the receipt is not at hand
+        (:meth:`EvictionReceipt.margin_words` says a tie as its receipt tells)."""
         return margin_words(self.margin)
 
     @classmethod
@@ -459,6 +478,16 @@ class EvictionReceipt(Record):
 
     def entry_for(self, fact_id: str) -> ReceiptEntry | None:
         return next((entry for entry in self.evicted if entry.fact_id == fact_id), None)
+
+    def margin_words(self, line: ReceiptEntry) -> str | None:
+        """One of its lines' margin in words (:func:`margin_words`), told with the cap and
+        the reserve this receipt records, as the CLI and the inspector both say it."""
+        return margin_words(
+            line.margin,
+            rank=line.rank,
+            max_facts=self.max_facts,
+            reserved=self.reserved_correction_slots,
+        )
 
     @classmethod
     def from_dict(cls, data: object) -> EvictionReceipt | None:
