@@ -154,6 +154,14 @@ def test_usage_keeps_whole_numbers_only() -> None:
     assert TokenUsage.from_mapping("lots") == TokenUsage()
 
 
+@given(st.dictionaries(st.text(max_size=8), st.integers()))
+def test_usage_keeps_counts_only(usage: dict[str, int]) -> None:
+    """A negative or past-2**53 figure reached the update report as tokens spent."""
+    counts = TokenUsage.from_mapping(usage).counts
+    assert all(0 <= value <= 2**53 - 1 for value in counts.values())
+    assert set(counts) == {key for key, value in usage.items() if 0 <= value <= 2**53 - 1}
+
+
 def test_model_and_finish_reason_only_when_strings() -> None:
     parsed = parse_completion({"model": 5, "choices": [{"message": {"content": "x"}}]})
     assert parsed.model is None

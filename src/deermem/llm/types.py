@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Final, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "ChatMessage",
@@ -62,6 +62,10 @@ class ChatMessage:
         return {"role": self.role, "content": self.content}
 
 
+_MAX_COUNT: Final = 2**53 - 1
+"""The largest token count read from a server (JSON's exactly held integers)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
     """What a call cost, as far as the server said.
@@ -80,13 +84,18 @@ class TokenUsage:
 
     @classmethod
     def from_mapping(cls, usage: object) -> TokenUsage:
-        """Read a ``usage`` object leniently: anything that is not a whole number is ignored."""
+        """Read a ``usage`` object leniently: anything that is not a count is ignored.
+
+        A count is a whole number from 0 to 2**53 - 1 (what every JSON reader
+        holds exactly): a server's negative or absurd figure would otherwise
+        reach the update report and the logs as if it had been spent.
+        """
         if not isinstance(usage, Mapping):
             return cls()
         counts = {
             str(key): value
             for key, value in sorted(usage.items(), key=lambda item: str(item[0]))
-            if isinstance(value, int) and not isinstance(value, bool)
+            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT
         }
         return cls(
             prompt_tokens=counts.get("prompt_tokens"),
