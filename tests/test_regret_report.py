@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -143,6 +144,25 @@ def test_a_users_report_keeps_the_same_fact_id_of_two_agents_apart() -> None:
         {"coder": (RECEIPTS, EVENTS)}, active="confidence", shadow="hybrid-v1", until=NOW
     )
     assert only == one
+
+
+def test_a_users_report_orders_records_by_moment_not_by_their_text() -> None:
+    """The original writes ``+00:00`` (and a hand-made record any offset), deermem ``Z``:
+    sorted as text, 07:00Z written as 12:00+05:00 came after 08:00Z, and ``auditFrom``
+    named the later receipt."""
+    written_elsewhere = dataclasses.replace(
+        receipt(0, ["fact_x"]), receipt_id="rcpt_x", occurred_at="2026-08-31T12:00:00+05:00"
+    )
+    ours = dataclasses.replace(
+        receipt(0, ["fact_y"]), receipt_id="rcpt_y", occurred_at="2026-08-31T08:00:00.5Z"
+    )
+    report = build_user_report(
+        {"coder": ([ours], []), "writer": ([written_elsewhere], [])},
+        active="confidence",
+        shadow=None,
+        until=NOW,
+    )
+    assert report.audit_from == "2026-08-31T12:00:00+05:00"
 
 
 def test_the_window_keeps_what_happened_since() -> None:

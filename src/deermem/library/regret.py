@@ -341,13 +341,21 @@ def build_user_report(
     """
     receipts = sorted(
         ((agent, receipt) for agent, (audit, _) in agents.items() for receipt in audit),
-        key=lambda pair: pair[1].occurred_at,
+        key=lambda pair: _in_time_order(pair[1].occurred_at),
     )
     events = sorted(
         ((agent, event) for agent, (_, logged) in agents.items() for event in logged),
-        key=lambda pair: pair[1].occurred_at,
+        key=lambda pair: _in_time_order(pair[1].occurred_at),
     )
     return _report(receipts, events, active=active, shadow=shadow, until=until, since=since)
+
+
+def _in_time_order(stamp: str) -> tuple[bool, datetime, str]:
+    """A record's place in time: the moment it names, so that ``+00:00``, ``Z`` and
+    other offsets, with or without fractions, compare as moments (as text they do
+    not); a time that does not read as one goes last (the window skips it anyway)."""
+    moment = parse_timestamp(stamp)
+    return (False, moment, "") if moment is not None else (True, datetime.min, stamp)
 
 
 def _report(
