@@ -117,6 +117,13 @@ def test_export_to_a_file_and_import_from_it_reports_what_the_gate_did(
         (b'{"facts": [{"id": "f1", "content": 5}]}', "bad.json: fact 'f1': field 'content'"),
         (b"{}", "bad.json: field 'facts' has value <missing>"),
         (b'{"format": "deermem.user-export"}', "bad.json: field 'version'"),
+        # Python's reader takes NaN and the infinities; stored, one made the user's
+        # document unreadable over HTTP (and is no JSON any other reader takes).
+        (
+            b'{"facts": [{"content": "x", "extra": NaN}]}',
+            "bad.json: not JSON: NaN is not a JSON number",
+        ),
+        (b'{"facts": [], "user": {"a": -Infinity}}', "-Infinity is not a JSON number"),
     ],
 )
 def test_import_refuses_a_bad_document_and_changes_nothing(

@@ -1749,7 +1749,27 @@ RESULT_CONFIG: Final = ConfigDict(**WIRE_CONFIG, defer_build=True)
 """The config of a result model: :data:`WIRE_CONFIG`, built on first use."""
 
 
-def parse_json(data: str | bytes) -> Any:
+class NotJsonNumber(ValueError):
+    """A document holds ``NaN``, ``Infinity`` or ``-Infinity``.
+
+    Python's JSON reader takes these words; JSON has no such numbers (RFC
+    8259), no answer can carry them, and PostgreSQL's ``jsonb`` refuses them.
+    Let into a fact's unknown keys or a summary section, one made every later
+    read of it fail. What a person sends (a request body, an imported
+    document) is read with them refused (:func:`refuse_json_constant`).
+    """
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+        super().__init__(f"{word} is not a JSON number (RFC 8259); write a number or null")
+
+
+def refuse_json_constant(word: str) -> object:
+    """``json.loads``' ``parse_constant``: refuse ``NaN`` and the infinities."""
+    raise NotJsonNumber(word)
+
+
+def parse_json(data: str | bytes, *, strict_numbers: bool = False) -> Any:
     """``json.loads``, with a document nested past the decoder's depth refused as malformed.
 
     CPython's decoder recurses once per list or object and raises
@@ -1757,9 +1777,12 @@ def parse_json(data: str | bytes) -> Any:
     or a request can nest that deep on purpose. Every reader of JSON from
     outside calls this, so such a document is the malformed input it is —
     a ``json.JSONDecodeError``, reported as any other — never a traceback.
+    With ``strict_numbers``, ``NaN`` and the infinities raise
+    :class:`NotJsonNumber`; a store's own files are read as the original
+    DeerMem wrote them, which may hold them.
     """
     try:
-        return json.loads(data)
+        return json.loads(data, parse_constant=refuse_json_constant if strict_numbers else None)
     except RecursionError:
         raise json.JSONDecodeError("lists and objects nested too deeply", "", 0) from None
 

@@ -54,7 +54,7 @@ from deermem.errors import (
     FactValidationError,
     StoreSettingsExistError,
 )
-from deermem.model import parse_json, shown_user_id
+from deermem.model import NotJsonNumber, parse_json, shown_user_id
 from deermem.results import RedactionReport, ScopeSummary, to_json
 from deermem.service.http.jobs import JobStore
 from deermem.service.settings import ServerSettings
@@ -429,9 +429,11 @@ def _parse(file: str) -> dict[str, object]:
     shown = _shown(file)
     text = _read_document(file)
     try:
-        document = parse_json(text)
+        document = parse_json(text, strict_numbers=True)
     except json.JSONDecodeError as error:
         fail(f"{shown} (line {error.lineno}, column {error.colno}): not JSON: {error.msg}")
+    except NotJsonNumber as error:
+        fail(f"{shown}: not JSON: {error}")
     if not isinstance(document, dict):
         fail(f"{shown}: expected a JSON object with a 'facts' list, as `deermem export` writes")
     return document

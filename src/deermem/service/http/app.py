@@ -34,16 +34,11 @@ from starlette.routing import Match
 from deermem import __version__
 from deermem.errors import DeerMemError
 from deermem.memory import Memory
-from deermem.model import MAX_NESTING
+from deermem.model import MAX_NESTING, NotJsonNumber
 from deermem.results import error_location, field_names
 from deermem.service.http import mem0
 from deermem.service.http.jobs import Job, JobRunner, JobStore
-from deermem.service.http.routes import (
-    NotJsonNumber,
-    ServerContext,
-    UserSegmentMiddleware,
-    routers,
-)
+from deermem.service.http.routes import ServerContext, UserSegmentMiddleware, routers
 from deermem.service.http.ui import Inspector, SessionStore, inspector_router
 from deermem.service.middleware import (
     BodyLimitMiddleware,

@@ -69,6 +69,7 @@ from deermem.model import (
     MAX_USER_ID_BYTES,
     USER_ID_PATTERN,
     check_thread_id,
+    refuse_json_constant,
 )
 from deermem.results import (
     MAX_QUERY_CHARS,
@@ -107,7 +108,6 @@ __all__ = [
     "USER_PATH_PREFIXES",
     "InvalidCursor",
     "JsonRoute",
-    "NotJsonNumber",
     "ServerContext",
     "UserPath",
     "UserSegmentMiddleware",
@@ -559,27 +559,12 @@ class Dependencies:
 # --- bodies and answers: JSON as RFC 8259 has it -----------------------------------------------
 
 
-class NotJsonNumber(ValueError):
-    """A request body holds ``NaN``, ``Infinity`` or ``-Infinity``.
-
-    Python's JSON reader takes these words; JSON has no such numbers (RFC
-    8259), no answer can carry them, and PostgreSQL's ``jsonb`` refuses them.
-    Let in, one stored in a fact's unknown keys or a summary section made
-    every later read of it fail. The application answers this error as a
-    422 at ``body`` (:mod:`deermem.service.http.app`).
-    """
-
-
-def _refuse_constant(word: str) -> object:
-    raise NotJsonNumber(word)
-
-
 class _JsonBodyRequest(Request):
     """A request whose JSON body is read as JSON is written: no ``NaN`` or infinities."""
 
     async def json(self) -> Any:
         # FastAPI reads a route's body through this, once per request.
-        return json.loads(await self.body(), parse_constant=_refuse_constant)
+        return json.loads(await self.body(), parse_constant=refuse_json_constant)
 
 
 class JsonRoute(APIRoute):
