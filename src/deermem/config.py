@@ -97,6 +97,7 @@ __all__ = [
     "read_api_key",
     "read_store_settings",
     "recorded_settings",
+    "records_settings",
     "redact_url",
     "render_store_settings",
     "resolve_config",
@@ -1108,6 +1109,19 @@ def check_recorded(values: Mapping[str, object], source: str) -> None:
         raise ConfigError(
             [f"{key} cannot be set in a store's own settings" for key in refused], source=source
         )
+    section = values.get("model")
+    url = section.get("base_url") if isinstance(section, Mapping) else None
+    if isinstance(url, str) and REDACTED in url_secrets(url):
+        # What an earlier `deermem init` wrote for a URL holding a secret: its mask,
+        # which every model call would send as the password or key.
+        raise ConfigError(
+            [
+                f"model.base_url = {preview(url)}: holds {REDACTED} where a password or a key "
+                "was, which no request can use; delete the line and give the URL to each "
+                "command (--config or DEERMEM_MODEL__BASE_URL)"
+            ],
+            source=source,
+        )
 
 
 def explicit_settings(config: MemoryConfig) -> dict[str, object]:
@@ -1126,20 +1140,25 @@ def explicit_settings(config: MemoryConfig) -> dict[str, object]:
     return values
 
 
-def render_store_settings(config: MemoryConfig) -> str:
+def render_store_settings(config: MemoryConfig, sources: Mapping[str, str] | None = None) -> str:
     """The text of a store's settings file for ``config``: its chosen settings only.
 
     Settings left at their default stay out (a later deermem's defaults
     apply to them), as do the :data:`NOT_IN_STORE_FILE` ones; paths are
     written absolute. Keys follow the schema's order, so the same
     configuration always gives the same bytes.
+
+    Raises:
+        ConfigError: a chosen setting holds a secret (:func:`recorded_settings`).
     """
-    chosen = recorded_settings(config)
+    chosen = recorded_settings(config, sources)
     body = _dump_readably(chosen) if chosen else "{}\n"
     return _HEADER + "\n" + body
 
 
-def recorded_settings(config: MemoryConfig) -> dict[str, Any]:
+def recorded_settings(
+    config: MemoryConfig, sources: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """What a store records for ``config``: its chosen settings, as JSON values.
 
     The one form of a store's record — the body of a Markdown store's file
@@ -1147,13 +1166,50 @@ def recorded_settings(config: MemoryConfig) -> dict[str, Any]:
     ``deermem_settings``. Settings left at their default stay out (a later
     deermem's defaults apply to them), as do the :data:`NOT_IN_STORE_FILE`
     ones; paths are absolute; keys follow the schema's order.
+
+    A record is never a secret, and never a secret's mask: a chosen
+    ``model.base_url`` that holds a password or a key (:func:`url_secrets`) is
+    refused, since its JSON form (``***`` in their place) would record a URL
+    that fails at every model call, and the URL itself would store the secret.
+
+    Args:
+        config: the configuration whose chosen settings are recorded.
+        sources: where each setting came from (:attr:`ResolvedConfig.sources`),
+            named in the refusal.
+
+    Raises:
+        ConfigError: a chosen setting holds a secret; naming it, its value
+            with the secret replaced, and where it came from.
     """
+    _refuse_recorded_secrets(config, sources or {})
     chosen = config.model_dump(mode="json", include=_include(config))
     for location in _PATH_SETTINGS:
         value = _get(chosen, location)
         if isinstance(value, str):
             _set(chosen, location, str(Path(value).expanduser().resolve()))
     return chosen
+
+
+def records_settings(config: MemoryConfig) -> bool:
+    """Whether ``config`` chose a setting a store would record (:func:`recorded_settings`)."""
+    return bool(_include(config))
+
+
+def _refuse_recorded_secrets(config: MemoryConfig, sources: Mapping[str, str]) -> None:
+    if "model" not in config.model_fields_set:
+        return
+    if "base_url" not in config.model.model_fields_set or not url_secrets(config.model.base_url):
+        return
+    origin = sources.get("model.base_url") or sources.get("model")
+    where = f" (from {origin})" if origin else ""
+    raise ConfigError(
+        [
+            f"model.base_url = {preview(redact_url(config.model.base_url))}{where}: holds a "
+            "password or a key, and a store's settings never keep a secret; nothing was "
+            "written — give this URL to each command instead (--config or "
+            "DEERMEM_MODEL__BASE_URL), or pass the key through model.api_key_env"
+        ]
+    )
 
 
 def copied_settings(recorded: Mapping[str, object] | None) -> MemoryConfig:

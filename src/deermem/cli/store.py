@@ -41,7 +41,7 @@ from deermem.config import (
     is_database_url,
     load_config,
     read_store_settings,
-    recorded_settings,
+    records_settings,
     redact_url,
     render_store_settings,
     resolve_config,
@@ -148,7 +148,7 @@ def init(
             f"{root} is neither empty nor a deermem store; choose an empty or new directory, "
             "or the root of an existing store"
         )
-    text = render_store_settings(settings_to_keep(resolved.config, root))
+    text = render_store_settings(settings_to_keep(resolved.config, root), resolved.sources)
     current = read_store_settings(root)
     new: dict[str, object] = yaml.safe_load(text) or {}
     extends = current is not None and current.items() <= new.items()
@@ -768,7 +768,7 @@ def upgrade(
             "(fact_eviction_policy confidence unless a configuration names one; "
             "docs/policies.md)"
         )
-    elif recorded_settings(config_of(ctx)):
+    elif records_settings(config_of(ctx)):
         out_console.print(
             "settings not recorded: the database holds users, and its recorded settings "
             "stay as they are; the settings given apply where they are given"
