@@ -271,6 +271,23 @@ def test_environment_errors_name_the_variable() -> None:
         load_config(environ={"DEERMEM_MAX_FACTS": "lots"})
 
 
+def test_an_error_names_a_file_only_when_a_bad_value_came_from_it(tmp_path: Path) -> None:
+    """A bad variable under a good file was reported as ``good.yaml: invalid configuration``:
+    the person fixing it looked in the wrong place."""
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("max_facts: 20\n", "utf-8")
+    bad.write_text("max_facts: 5\n", "utf-8")
+    environ = {"DEERMEM_MODEL__TEMPERATURE": "9"}
+    with pytest.raises(ConfigError) as caught:
+        load_config(good, environ=environ)
+    assert caught.value.source is None
+    assert str(caught.value).startswith("invalid configuration: model.temperature = '9' (from ")
+    with pytest.raises(ConfigError) as caught:
+        load_config(bad, environ=environ)
+    assert caught.value.source == str(bad)
+    assert len(caught.value.problems) == 2
+
+
 def test_comma_separated_list_in_environment() -> None:
     config = load_config(environ={"DEERMEM_PROTECTED_CATEGORIES": "correction, goal"})
     assert config.protected_categories == ("correction", "goal")

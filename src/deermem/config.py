@@ -281,14 +281,29 @@ def config_error(
     """
     origins, source = _ORIGINS.get()
     problems: list[str] = []
+    # The file named before the problems is one a bad value came from: a value from
+    # the environment is not to be looked for in a store's or a --config file.
+    names_source = False
     for item in error.errors():
         nested = (item.get("ctx") or {}).get("error")
         if isinstance(nested, ConfigError):
             # A section validated itself (its own __init__) and already wrote its lines.
             problems.extend(nested.problems)
+            names_source = names_source or nested.source is not None
         else:
             problems.append(_describe(model, item, values, origins, section))
-    return ConfigError(problems, source=source)
+            names_source = names_source or _origin(item, origins, section) in (source, None)
+    return ConfigError(problems, source=source if names_source else None)
+
+
+def _origin(item: Mapping[str, Any], origins: Mapping[str, str], section: str | None) -> str | None:
+    """Where the value of a pydantic error item came from, or ``None`` when unknown
+    (a rule over several settings, a value no source is recorded for)."""
+    location = tuple(str(part) for part in item.get("loc") or ())
+    if not location:
+        return None
+    path = ".".join((section, *location) if section else location)
+    return origins.get(path) or origins.get(path.split(".", 1)[0])
 
 
 def _describe(
@@ -305,7 +320,7 @@ def _describe(
         # A model-level rule (the weights): its message already names the keys.
         return message
     path = ".".join((section, *location) if section else location)
-    origin = origins.get(path) or origins.get(path.split(".", 1)[0])
+    origin = _origin(item, origins, section)
     where = f" (from {origin})" if origin else ""
     if item.get("type") == "extra_forbidden":
         close = difflib.get_close_matches(key, list(model.model_fields), n=1)
