@@ -288,6 +288,16 @@ def test_an_error_names_a_file_only_when_a_bad_value_came_from_it(tmp_path: Path
     assert len(caught.value.problems) == 2
 
 
+def test_a_misspelt_section_variable_is_an_unknown_setting_not_ignored() -> None:
+    """``DEERMEM_MODEL__BASEURL`` was ignored: the model was called at the default address."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(environ={"DEERMEM_MODEL__BASEURL": "http://127.0.0.1:1/v1"})
+    assert caught.value.problems == [
+        "unknown setting 'model.baseurl' (from environment variable DEERMEM_MODEL__BASEURL); "
+        "did you mean 'base_url'?"
+    ]
+
+
 def test_comma_separated_list_in_environment() -> None:
     config = load_config(environ={"DEERMEM_PROTECTED_CATEGORIES": "correction, goal"})
     assert config.protected_categories == ("correction", "goal")

@@ -1506,6 +1506,13 @@ def _environment_values(
             if sub_variable in environ:
                 value = _parse_env_value(environ[sub_variable], sub_info)
                 found.append(((key, sub_key), sub_variable, value))
+        # The section's namespace is its keys alone: a misspelt key (DEERMEM_MODEL__BASEURL)
+        # is passed on as written, for the section to refuse as an unknown setting.
+        known = {f"{variable}__{sub_key.upper()}" for sub_key in section.model_fields}
+        for name in sorted(environ):
+            if name.startswith(f"{variable}__") and name not in known:
+                sub_key = name.removeprefix(f"{variable}__").lower()
+                found.append(((key, sub_key), name, environ[name]))
     return found
 
 
