@@ -298,6 +298,29 @@ def test_a_misspelt_section_variable_is_an_unknown_setting_not_ignored() -> None
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        ('storage_path: "a\\x00b"\n', "storage_path"),
+        ('prompts_dir: "a\\x00b"\n', "prompts_dir"),
+        ('patterns_dir: "a\\x00b"\n', "patterns_dir"),
+        ('model:\n  provider: local\n  model_path: "a\\x00b"\n', "model.model_path"),
+    ],
+)
+def test_a_path_holding_a_nul_character_is_refused_naming_the_setting(
+    tmp_path: Path, text: str, setting: str
+) -> None:
+    """No file system takes one: `deermem init` and every command on such a storage_path
+    ended in a traceback (ValueError: embedded null byte)."""
+    path = tmp_path / "nul.yaml"
+    path.write_text(text, "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    assert caught.value.problems == [
+        f"{setting} = 'a\\x00b' (from {path}): expected a path without a NUL character (\\x00)"
+    ]
+
+
 def test_comma_separated_list_in_environment() -> None:
     config = load_config(environ={"DEERMEM_PROTECTED_CATEGORIES": "correction, goal"})
     assert config.protected_categories == ("correction", "goal")

@@ -526,6 +526,11 @@ class ModelConfig(BaseModel):
         # JSON is what gets shown (config check --json, the server's /config): no secret.
         return redact_url(value)
 
+    @field_validator("model_path")
+    @classmethod
+    def _model_path(cls, value: str | None) -> str | None:
+        return None if value is None else _path_text(value)
+
     @field_validator("api_key_env")
     @classmethod
     def _variable_name(cls, value: str | None) -> str | None:
@@ -538,6 +543,14 @@ class ModelConfig(BaseModel):
                 "underscores), not the key itself"
             )
         return value
+
+
+def _path_text(value: str) -> str:
+    """``value``, a path; refused when it holds a NUL character, which no file system
+    takes (``"\\x00"`` in YAML, ``"\\u0000"`` in TOML): every use of it would fail."""
+    if "\x00" in value:
+        raise ValueError("expected a path without a NUL character (\\x00)")
+    return value
 
 
 def read_api_key(variable: str | None, environ: Mapping[str, str]) -> str | None:
@@ -810,10 +823,15 @@ class MemoryConfig(BaseModel):
         # JSON is what gets shown (config check --json, the server's /config): no password.
         return redact_url(value) if value else value
 
+    @field_validator("prompts_dir", "patterns_dir")
+    @classmethod
+    def _directory(cls, value: Path | None) -> Path | None:
+        return None if value is None else Path(_path_text(str(value)))
+
     @field_validator("storage_path")
     @classmethod
     def _storage_directory(cls, value: str) -> str:
-        text = value.strip()
+        text = _path_text(value.strip())
         if text and Path(text).expanduser().is_file():
             raise ValueError("expected a directory, but this path is an existing file")
         return text
