@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -22,6 +21,7 @@ from deermem.cli.output import (
     TOKENS_FILE_OPTION,
     cli_context,
     command_hint,
+    confirm_or_fail,
     err_console,
     escape,
     fail,
@@ -482,11 +482,11 @@ def erase_user(
 
     Example: `deermem users erase alice --yes`
     """
-    if not yes:
-        if not sys.stdin.isatty():
-            fail(f"erasing user {user!r} cannot be undone: confirm with --yes")
-        if not typer.confirm(f"Erase user {user!r} and everything they hold, for good?"):
-            fail("nothing erased")
+    confirm_or_fail(
+        f"Erase user {user!r} and everything they hold, for good?",
+        yes=yes,
+        what=f"erasing user {user!r}",
+    )
     memory = memory_of(ctx, existing=True)
     result = memory.erase_user(user)
     places = server_places(ctx, state_dir, tokens_file, serving=False)
