@@ -321,6 +321,28 @@ def test_a_path_holding_a_nul_character_is_refused_naming_the_setting(
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "environ"),
+    [
+        ('model: "https://u:pw-9876@models.example/v1"\n', {}),
+        ('model:\n  base_url: ["https://u:pw-9876@models.example/v1"]\n', {}),
+        ('store: ["postgresql://u:pw-9876@db.example/deermem"]\n', {}),
+        ("max_facts: 20\n", {"DEERMEM_MODEL": '{"base_url": "https://u:pw-9876@h/v1",}'}),
+    ],
+)
+def test_a_refused_value_holding_a_url_never_shows_its_password(
+    tmp_path: Path, text: str, environ: dict[str, str]
+) -> None:
+    """Only a text value of ``store`` or ``model.base_url`` was redacted: the same URL in a
+    list, or given as the whole ``model`` section, was echoed with its password."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text, "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ=environ)
+    assert "pw-9876" not in str(caught.value)
+    assert ":***@" in str(caught.value)
+
+
 def test_comma_separated_list_in_environment() -> None:
     config = load_config(environ={"DEERMEM_PROTECTED_CATEGORIES": "correction, goal"})
     assert config.protected_categories == ("correction", "goal")

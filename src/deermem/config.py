@@ -249,8 +249,10 @@ _ORIGINS: ContextVar[tuple[Mapping[str, str], str | None]] = ContextVar(
 # Settings whose rejected value is never repeated in a message: a key pasted
 # where the name of its environment variable belongs must not end up in a log.
 _UNECHOED: Final = frozenset({"model.api_key_env"})
-# Settings whose rejected value is echoed only with its secrets taken out.
-_REDACTED: Final = {"store": redact_url, "model.base_url": redact_url}
+# Settings whose rejected value is echoed only with its secrets taken out: every text
+# in it, also in a list given where one URL belongs, and in a section given as text
+# (``model: "https://user:password@host/v1"``, ``DEERMEM_MODEL`` that is not JSON).
+_REDACTED: Final = frozenset({"store", "model", "model.base_url"})
 
 
 @contextmanager
@@ -329,10 +331,21 @@ def _describe(
     if path in _UNECHOED:
         return f"{path}{where}: {message}"
     value = values.get(key, item.get("input"))
-    if path in _REDACTED and isinstance(value, str):
-        value = _REDACTED[path](value)
+    if path in _REDACTED:
+        value = _without_secrets(value)
     allowed = message if item.get("type") == "value_error" else _allowed(model, key) or message
     return f"{path} = {preview(value)}{where}: {allowed}"
+
+
+def _without_secrets(value: object) -> object:
+    """``value`` with every text in it shown as :func:`redact_url` shows a URL."""
+    if isinstance(value, str):
+        return redact_url(value)
+    if isinstance(value, list | tuple):
+        return [_without_secrets(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _without_secrets(item) for key, item in value.items()}
+    return value
 
 
 def _allowed(model: type[BaseModel], key: str) -> str:
