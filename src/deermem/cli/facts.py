@@ -117,8 +117,9 @@ def list_facts(
     of = f" (the first {len(shown)} of {len(facts)})" if len(shown) < len(facts) else ""
     title = f"{len(facts)} fact{'' if len(facts) == 1 else 's'}, {escape(str(memory.scope))}{of}"
     out_console.print(fact_table(shown, title=title))
-    if not facts:
+    if not facts and (category is None or not memory.list_facts()):
         # Facts added over HTTP under agent "coder" are not the CLI's "__default__" ones.
+        # Said only when this agent holds none: a category it lacks is no reason.
         others = [a for a in memory.store.agents(memory.scope.user_id) if a != memory.scope.agent]
         if others:
             named = ", ".join(escape(agent) for agent in others)
