@@ -118,7 +118,8 @@ def init(
     its capacity policy, `hybrid-v1` with `confidence` in its shadow, unless
     the settings name one (docs/policies.md); an existing store that
     recorded none keeps `confidence`. `storage_path` is not written (the file is found at the root);
-    no secret is (the model's key stays an environment variable).
+    no secret is (the model's key stays an environment variable; a
+    `model.base_url` holding a password or a key is refused).
 
     Examples: `deermem --root ./memory init --config deermem.yaml`,
     `DEERMEM_MAX_FACTS=10 deermem --root ./memory init`
