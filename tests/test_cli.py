@@ -202,6 +202,9 @@ def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--version")
     assert code == 0
     assert out.startswith("deermem ")
+    # A store deermem creates runs hybrid-v1: confidence is the original's default only.
+    code, out, _ = run(capsys, "demo", "--help")
+    assert "(the original's default)" in " ".join(out.split())
 
 
 def test_what_a_fact_says_is_shown_never_sent_to_the_terminal(

@@ -712,6 +712,12 @@ def test_an_empty_listing_names_the_agents_that_hold_this_users_facts(
     assert "other agents: coder (choose one with --agent" in " ".join(captured.err.split())
     assert main(["--root", str(root), "--user", "alice", "--agent", "coder", "facts", "list"]) == 0
     assert capsys.readouterr().err == ""
+    # A category this agent lacks: "none under this agent" would be false.
+    Memory.open(root, user="alice").create_fact("Lives in Lisbon", category="context")
+    assert main(["--root", str(root), "--user", "alice", "facts", "list", "-c", "goal"]) == 0
+    captured = capsys.readouterr()
+    assert "0 facts" in captured.out
+    assert captured.err == ""
 
 
 # --- input files that are not regular files (cli-04) ---------------------------------------------

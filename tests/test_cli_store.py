@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import sys
@@ -208,14 +209,54 @@ def test_rm_audit_why_and_the_archive(cli: Cli) -> None:
     assert "in the archive" in err
 
 
+class Terminal(io.StringIO):
+    """A standard input a person types the answers into."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_purge_asks_before_deleting(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     fact_id = add(cli, "Temporary")
     cli("facts", "rm", fact_id)
-    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("n\n"))
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     code, _, _ = cli("archive", "purge", fact_id)
     assert code == 1
     code, out, _ = cli("archive", "list", "--json")
     assert len(json.loads(out)) == 1
+
+
+def test_purge_asks_on_stderr_and_off_a_terminal_needs_yes(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The question went to standard output, before the JSON (`purge ID --json > f` wrote it
+    into f, where nobody saw it), and off a terminal it read its answer from the pipe, as
+    `users erase` refuses to."""
+    fact_id = add(cli, "Temporary")
+    cli("facts", "rm", fact_id)
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    code, out, err = cli("archive", "purge", fact_id, "--json")
+    assert (code, out) == (1, "")
+    assert "confirm with --yes" in err
+    assert len(json.loads(cli("archive", "list", "--json")[1])) == 1
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    code, out, err = cli("archive", "purge", fact_id, "--json")
+    assert code == 0
+    assert json.loads(out) == {"factId": fact_id, "purged": True}
+    assert err.startswith(f"Delete the archived fact {fact_id} for good?")
+    assert json.loads(cli("archive", "list", "--json")[1]) == []
+
+
+def test_users_erase_asks_on_stderr(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    add(cli, "Temporary")
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+    code, out, err = cli("users", "erase", "alice", "--json")
+    assert (code, out) == (1, "")
+    assert "Erase user 'alice'" in err
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    code, out, err = cli("users", "erase", "alice", "--json")
+    assert code == 0
+    assert json.loads(out)["counts"]["facts"] == 1
 
 
 def test_users_and_agents_are_separate(cli: Cli, tmp_path: Path) -> None:

@@ -163,11 +163,10 @@ def test_init_adding_settings_says_added_not_replaced(
     assert out.startswith(f"added settings to {root / 'deermem.yaml'}")
     assert "replaced" not in out
     more = tmp_path / "more.toml"
-    more.write_text('[model]\nmodel = "a"\nbase_url = "http://u:secret@127.0.0.1:1/v1"\n', "utf-8")
+    more.write_text('[model]\nmodel = "a"\nbase_url = "http://127.0.0.1:1/v1"\n', "utf-8")
     code, _, err = run(capsys, "--root", str(root), "init", "--config", str(more), "--json")
     assert code == 1  # a key added to a kept section is refused, and named
-    assert 'model.base_url: keeps none, given "http://u:***@127.0.0.1:1/v1"' in err
-    assert "secret" not in err
+    assert 'model.base_url: keeps none, given "http://127.0.0.1:1/v1"' in err
     code, out, _ = run(capsys, "--root", str(root), "init", "--config", str(more), "--force")
     assert (code, out.startswith("replaced settings in")) == (0, True)
 
@@ -284,6 +283,46 @@ def test_no_secret_reaches_the_store_file(
     memory = Memory.open(root)
     assert memory.config.model.model == "deepseek-chat"
     assert memory.config.model.api_key_env == "DEEPSEEK_API_KEY"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:s3cret-pass@models.example/v1", "https://user:***@models.example/v1"),
+        ("https://models.example/v1?api-key=s3cret-pass", "https://models.example/v1?api-key=***"),
+    ],
+)
+def test_init_refuses_a_model_url_holding_a_secret_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    cap10: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,
+    shown: str,
+) -> None:
+    """Recorded, the URL would be its mask (``***``), failing every model call unseen, or the
+    secret itself: init refuses it, naming the setting and where it came from."""
+    root = tmp_path / "store"
+    monkeypatch.setenv("DEERMEM_MODEL__MODEL", "m")
+    monkeypatch.setenv("DEERMEM_MODEL__BASE_URL", url)
+    code, out, err = run(capsys, "--root", str(root), "init")
+    assert (code, out) == (1, "")
+    assert f"model.base_url = '{shown}' (from environment variable DEERMEM_MODEL__BASE_URL)" in err
+    assert "s3cret" not in err
+    assert not root.exists()
+    config = tmp_path / "model.yaml"
+    config.write_text(f"model:\n  model: m\n  base_url: {url}\n", "utf-8")
+    monkeypatch.delenv("DEERMEM_MODEL__BASE_URL")
+    assert run(capsys, "--root", str(root), "init", "--config", str(cap10))[0] == 0
+    before = tree_digest(root)
+    for force in ((), ("--force",)):
+        code, _, err = run(capsys, "--root", str(root), "init", "--config", str(config), *force)
+        assert code == 1
+        assert f"model.base_url = '{shown}' (from {config})" in err
+        assert tree_digest(root) == before
+    # Given to each command instead, the URL works as given.
+    memory = Memory.open(root, MemoryConfig(model={"model": "m", "base_url": url}))
+    assert memory.config.model.base_url == url
 
 
 def test_storage_path_is_not_written_and_cannot_be_read_from_a_store_file(
@@ -432,4 +471,20 @@ def test_a_database_keeps_no_settings_file(
     root.mkdir()
     (root / "deermem.yaml").write_text("store: postgresql://x@127.0.0.1:1/db\n", "utf-8")
     with pytest.raises(ConfigError, match="store cannot be set"):
+        Memory.open(root)
+
+
+def test_a_store_file_holding_a_masked_model_url_is_an_error_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An earlier ``init`` wrote ``***`` for the password: every model call would send it."""
+    root = tmp_path / "store"
+    root.mkdir()
+    path = root / "deermem.yaml"
+    path.write_text("model:\n  model: m\n  base_url: https://user:***@models.example/v1\n", "utf-8")
+    code, out, err = run(capsys, "--root", str(root), "config", "show")
+    assert (code, out) == (1, "")
+    assert f"{path}: invalid configuration: model.base_url = " in err
+    assert "delete the line" in err
+    with pytest.raises(ConfigError, match=r"model\.base_url"):
         Memory.open(root)

@@ -271,6 +271,78 @@ def test_environment_errors_name_the_variable() -> None:
         load_config(environ={"DEERMEM_MAX_FACTS": "lots"})
 
 
+def test_an_error_names_a_file_only_when_a_bad_value_came_from_it(tmp_path: Path) -> None:
+    """A bad variable under a good file was reported as ``good.yaml: invalid configuration``:
+    the person fixing it looked in the wrong place."""
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("max_facts: 20\n", "utf-8")
+    bad.write_text("max_facts: 5\n", "utf-8")
+    environ = {"DEERMEM_MODEL__TEMPERATURE": "9"}
+    with pytest.raises(ConfigError) as caught:
+        load_config(good, environ=environ)
+    assert caught.value.source is None
+    assert str(caught.value).startswith("invalid configuration: model.temperature = '9' (from ")
+    with pytest.raises(ConfigError) as caught:
+        load_config(bad, environ=environ)
+    assert caught.value.source == str(bad)
+    assert len(caught.value.problems) == 2
+
+
+def test_a_misspelt_section_variable_is_an_unknown_setting_not_ignored() -> None:
+    """``DEERMEM_MODEL__BASEURL`` was ignored: the model was called at the default address."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(environ={"DEERMEM_MODEL__BASEURL": "http://127.0.0.1:1/v1"})
+    assert caught.value.problems == [
+        "unknown setting 'model.baseurl' (from environment variable DEERMEM_MODEL__BASEURL); "
+        "did you mean 'base_url'?"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        ('storage_path: "a\\x00b"\n', "storage_path"),
+        ('prompts_dir: "a\\x00b"\n', "prompts_dir"),
+        ('patterns_dir: "a\\x00b"\n', "patterns_dir"),
+        ('model:\n  provider: local\n  model_path: "a\\x00b"\n', "model.model_path"),
+    ],
+)
+def test_a_path_holding_a_nul_character_is_refused_naming_the_setting(
+    tmp_path: Path, text: str, setting: str
+) -> None:
+    """No file system takes one: `deermem init` and every command on such a storage_path
+    ended in a traceback (ValueError: embedded null byte)."""
+    path = tmp_path / "nul.yaml"
+    path.write_text(text, "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    assert caught.value.problems == [
+        f"{setting} = 'a\\x00b' (from {path}): expected a path without a NUL character (\\x00)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "environ"),
+    [
+        ('model: "https://u:pw-9876@models.example/v1"\n', {}),
+        ('model:\n  base_url: ["https://u:pw-9876@models.example/v1"]\n', {}),
+        ('store: ["postgresql://u:pw-9876@db.example/deermem"]\n', {}),
+        ("max_facts: 20\n", {"DEERMEM_MODEL": '{"base_url": "https://u:pw-9876@h/v1",}'}),
+    ],
+)
+def test_a_refused_value_holding_a_url_never_shows_its_password(
+    tmp_path: Path, text: str, environ: dict[str, str]
+) -> None:
+    """Only a text value of ``store`` or ``model.base_url`` was redacted: the same URL in a
+    list, or given as the whole ``model`` section, was echoed with its password."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text, "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ=environ)
+    assert "pw-9876" not in str(caught.value)
+    assert ":***@" in str(caught.value)
+
+
 def test_comma_separated_list_in_environment() -> None:
     config = load_config(environ={"DEERMEM_PROTECTED_CATEGORIES": "correction, goal"})
     assert config.protected_categories == ("correction", "goal")

@@ -97,6 +97,7 @@ __all__ = [
     "read_api_key",
     "read_store_settings",
     "recorded_settings",
+    "records_settings",
     "redact_url",
     "render_store_settings",
     "resolve_config",
@@ -248,8 +249,10 @@ _ORIGINS: ContextVar[tuple[Mapping[str, str], str | None]] = ContextVar(
 # Settings whose rejected value is never repeated in a message: a key pasted
 # where the name of its environment variable belongs must not end up in a log.
 _UNECHOED: Final = frozenset({"model.api_key_env"})
-# Settings whose rejected value is echoed only with its secrets taken out.
-_REDACTED: Final = {"store": redact_url, "model.base_url": redact_url}
+# Settings whose rejected value is echoed only with its secrets taken out: every text
+# in it, also in a list given where one URL belongs, and in a section given as text
+# (``model: "https://user:password@host/v1"``, ``DEERMEM_MODEL`` that is not JSON).
+_REDACTED: Final = frozenset({"store", "model", "model.base_url"})
 
 
 @contextmanager
@@ -280,14 +283,29 @@ def config_error(
     """
     origins, source = _ORIGINS.get()
     problems: list[str] = []
+    # The file named before the problems is one a bad value came from: a value from
+    # the environment is not to be looked for in a store's or a --config file.
+    names_source = False
     for item in error.errors():
         nested = (item.get("ctx") or {}).get("error")
         if isinstance(nested, ConfigError):
             # A section validated itself (its own __init__) and already wrote its lines.
             problems.extend(nested.problems)
+            names_source = names_source or nested.source is not None
         else:
             problems.append(_describe(model, item, values, origins, section))
-    return ConfigError(problems, source=source)
+            names_source = names_source or _origin(item, origins, section) in (source, None)
+    return ConfigError(problems, source=source if names_source else None)
+
+
+def _origin(item: Mapping[str, Any], origins: Mapping[str, str], section: str | None) -> str | None:
+    """Where the value of a pydantic error item came from, or ``None`` when unknown
+    (a rule over several settings, a value no source is recorded for)."""
+    location = tuple(str(part) for part in item.get("loc") or ())
+    if not location:
+        return None
+    path = ".".join((section, *location) if section else location)
+    return origins.get(path) or origins.get(path.split(".", 1)[0])
 
 
 def _describe(
@@ -304,7 +322,7 @@ def _describe(
         # A model-level rule (the weights): its message already names the keys.
         return message
     path = ".".join((section, *location) if section else location)
-    origin = origins.get(path) or origins.get(path.split(".", 1)[0])
+    origin = _origin(item, origins, section)
     where = f" (from {origin})" if origin else ""
     if item.get("type") == "extra_forbidden":
         close = difflib.get_close_matches(key, list(model.model_fields), n=1)
@@ -313,10 +331,21 @@ def _describe(
     if path in _UNECHOED:
         return f"{path}{where}: {message}"
     value = values.get(key, item.get("input"))
-    if path in _REDACTED and isinstance(value, str):
-        value = _REDACTED[path](value)
+    if path in _REDACTED:
+        value = _without_secrets(value)
     allowed = message if item.get("type") == "value_error" else _allowed(model, key) or message
     return f"{path} = {preview(value)}{where}: {allowed}"
+
+
+def _without_secrets(value: object) -> object:
+    """``value`` with every text in it shown as :func:`redact_url` shows a URL."""
+    if isinstance(value, str):
+        return redact_url(value)
+    if isinstance(value, list | tuple):
+        return [_without_secrets(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _without_secrets(item) for key, item in value.items()}
+    return value
 
 
 def _allowed(model: type[BaseModel], key: str) -> str:
@@ -510,6 +539,11 @@ class ModelConfig(BaseModel):
         # JSON is what gets shown (config check --json, the server's /config): no secret.
         return redact_url(value)
 
+    @field_validator("model_path")
+    @classmethod
+    def _model_path(cls, value: str | None) -> str | None:
+        return None if value is None else _path_text(value)
+
     @field_validator("api_key_env")
     @classmethod
     def _variable_name(cls, value: str | None) -> str | None:
@@ -522,6 +556,14 @@ class ModelConfig(BaseModel):
                 "underscores), not the key itself"
             )
         return value
+
+
+def _path_text(value: str) -> str:
+    """``value``, a path; refused when it holds a NUL character, which no file system
+    takes (``"\\x00"`` in YAML, ``"\\u0000"`` in TOML): every use of it would fail."""
+    if "\x00" in value:
+        raise ValueError("expected a path without a NUL character (\\x00)")
+    return value
 
 
 def read_api_key(variable: str | None, environ: Mapping[str, str]) -> str | None:
@@ -794,10 +836,15 @@ class MemoryConfig(BaseModel):
         # JSON is what gets shown (config check --json, the server's /config): no password.
         return redact_url(value) if value else value
 
+    @field_validator("prompts_dir", "patterns_dir")
+    @classmethod
+    def _directory(cls, value: Path | None) -> Path | None:
+        return None if value is None else Path(_path_text(str(value)))
+
     @field_validator("storage_path")
     @classmethod
     def _storage_directory(cls, value: str) -> str:
-        text = value.strip()
+        text = _path_text(value.strip())
         if text and Path(text).expanduser().is_file():
             raise ValueError("expected a directory, but this path is an existing file")
         return text
@@ -1108,6 +1155,19 @@ def check_recorded(values: Mapping[str, object], source: str) -> None:
         raise ConfigError(
             [f"{key} cannot be set in a store's own settings" for key in refused], source=source
         )
+    section = values.get("model")
+    url = section.get("base_url") if isinstance(section, Mapping) else None
+    if isinstance(url, str) and REDACTED in url_secrets(url):
+        # What an earlier `deermem init` wrote for a URL holding a secret: its mask,
+        # which every model call would send as the password or key.
+        raise ConfigError(
+            [
+                f"model.base_url = {preview(url)}: holds {REDACTED} where a password or a key "
+                "was, which no request can use; delete the line and give the URL to each "
+                "command (--config or DEERMEM_MODEL__BASE_URL)"
+            ],
+            source=source,
+        )
 
 
 def explicit_settings(config: MemoryConfig) -> dict[str, object]:
@@ -1126,20 +1186,25 @@ def explicit_settings(config: MemoryConfig) -> dict[str, object]:
     return values
 
 
-def render_store_settings(config: MemoryConfig) -> str:
+def render_store_settings(config: MemoryConfig, sources: Mapping[str, str] | None = None) -> str:
     """The text of a store's settings file for ``config``: its chosen settings only.
 
     Settings left at their default stay out (a later deermem's defaults
     apply to them), as do the :data:`NOT_IN_STORE_FILE` ones; paths are
     written absolute. Keys follow the schema's order, so the same
     configuration always gives the same bytes.
+
+    Raises:
+        ConfigError: a chosen setting holds a secret (:func:`recorded_settings`).
     """
-    chosen = recorded_settings(config)
+    chosen = recorded_settings(config, sources)
     body = _dump_readably(chosen) if chosen else "{}\n"
     return _HEADER + "\n" + body
 
 
-def recorded_settings(config: MemoryConfig) -> dict[str, Any]:
+def recorded_settings(
+    config: MemoryConfig, sources: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """What a store records for ``config``: its chosen settings, as JSON values.
 
     The one form of a store's record — the body of a Markdown store's file
@@ -1147,13 +1212,50 @@ def recorded_settings(config: MemoryConfig) -> dict[str, Any]:
     ``deermem_settings``. Settings left at their default stay out (a later
     deermem's defaults apply to them), as do the :data:`NOT_IN_STORE_FILE`
     ones; paths are absolute; keys follow the schema's order.
+
+    A record is never a secret, and never a secret's mask: a chosen
+    ``model.base_url`` that holds a password or a key (:func:`url_secrets`) is
+    refused, since its JSON form (``***`` in their place) would record a URL
+    that fails at every model call, and the URL itself would store the secret.
+
+    Args:
+        config: the configuration whose chosen settings are recorded.
+        sources: where each setting came from (:attr:`ResolvedConfig.sources`),
+            named in the refusal.
+
+    Raises:
+        ConfigError: a chosen setting holds a secret; naming it, its value
+            with the secret replaced, and where it came from.
     """
+    _refuse_recorded_secrets(config, sources or {})
     chosen = config.model_dump(mode="json", include=_include(config))
     for location in _PATH_SETTINGS:
         value = _get(chosen, location)
         if isinstance(value, str):
             _set(chosen, location, str(Path(value).expanduser().resolve()))
     return chosen
+
+
+def records_settings(config: MemoryConfig) -> bool:
+    """Whether ``config`` chose a setting a store would record (:func:`recorded_settings`)."""
+    return bool(_include(config))
+
+
+def _refuse_recorded_secrets(config: MemoryConfig, sources: Mapping[str, str]) -> None:
+    if "model" not in config.model_fields_set:
+        return
+    if "base_url" not in config.model.model_fields_set or not url_secrets(config.model.base_url):
+        return
+    origin = sources.get("model.base_url") or sources.get("model")
+    where = f" (from {origin})" if origin else ""
+    raise ConfigError(
+        [
+            f"model.base_url = {preview(redact_url(config.model.base_url))}{where}: holds a "
+            "password or a key, and a store's settings never keep a secret; nothing was "
+            "written — give this URL to each command instead (--config or "
+            "DEERMEM_MODEL__BASE_URL), or pass the key through model.api_key_env"
+        ]
+    )
 
 
 def copied_settings(recorded: Mapping[str, object] | None) -> MemoryConfig:
@@ -1435,6 +1537,13 @@ def _environment_values(
             if sub_variable in environ:
                 value = _parse_env_value(environ[sub_variable], sub_info)
                 found.append(((key, sub_key), sub_variable, value))
+        # The section's namespace is its keys alone: a misspelt key (DEERMEM_MODEL__BASEURL)
+        # is passed on as written, for the section to refuse as an unknown setting.
+        known = {f"{variable}__{sub_key.upper()}" for sub_key in section.model_fields}
+        for name in sorted(environ):
+            if name.startswith(f"{variable}__") and name not in known:
+                sub_key = name.removeprefix(f"{variable}__").lower()
+                found.append(((key, sub_key), name, environ[name]))
     return found
 
 

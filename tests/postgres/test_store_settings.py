@@ -205,3 +205,29 @@ def test_db_upgrade_given_settings_records_them_until_the_store_holds_a_user(
     assert main(["db", "upgrade"]) == 0
     assert "settings not recorded: the database holds users" in capsys.readouterr().out
     assert recorded(url)["max_facts"] == 10
+
+
+def test_db_upgrade_refuses_a_model_url_holding_a_secret_and_applies_nothing(
+    empty_postgres_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded, the URL would be its mask (``***``) or the secret: the upgrade that would
+    record it is refused, in its one transaction; once the store holds users nothing is
+    recorded, so the URL given to each command is no reason to refuse."""
+    url = empty_postgres_url
+    monkeypatch.setenv("DEERMEM_DATABASE_URL", url)
+    monkeypatch.setenv("DEERMEM_MODEL__MODEL", "m")
+    monkeypatch.setenv("DEERMEM_MODEL__BASE_URL", "https://u:s3cret-pass@models.example/v1")
+    assert main(["db", "upgrade"]) == 1
+    err = capsys.readouterr().err
+    assert "model.base_url = 'https://u:***@models.example/v1'" in err
+    assert "s3cret" not in err
+    with psycopg.connect(url) as connection:
+        tables = connection.execute("SELECT to_regclass('deermem_settings')").fetchone()
+    assert tables == (None,)  # nothing applied
+    monkeypatch.delenv("DEERMEM_MODEL__BASE_URL")
+    assert main(["db", "upgrade"]) == 0
+    with opened(MemoryConfig(store=url)) as memory:
+        memory.create_fact("Uses uv")
+    monkeypatch.setenv("DEERMEM_MODEL__BASE_URL", "https://u:s3cret-pass@models.example/v1")
+    assert main(["db", "upgrade"]) == 0
+    assert "s3cret" not in json.dumps(recorded(url))

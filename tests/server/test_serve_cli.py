@@ -216,6 +216,20 @@ def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main([*root, "token", "add"]) == 2  # neither --user nor --admin
 
 
+@pytest.mark.parametrize("user", ["", "a\x01b"])
+def test_token_add_refuses_a_user_id_no_request_can_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], user: str
+) -> None:
+    """`token add --user ""` ended in a traceback (ValueError); an id with a control
+    character made a token that could never be used. Both are refused, nothing added."""
+    root = ["--root", str(tmp_path)]
+    assert main([*root, "init"]) == 0
+    capsys.readouterr()
+    assert main([*root, "token", "add", "--user", "alice", "--user", user]) == 1
+    assert capsys.readouterr().err.startswith(f"error: user id {user!r} is not allowed")
+    assert not (tmp_path / ".server" / "tokens.json").exists()
+
+
 def test_on_a_database_the_server_needs_a_state_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

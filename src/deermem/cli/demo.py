@@ -422,7 +422,7 @@ def demo(
     Each situation is a library one fact over a cap of 10, imported into a
     real store: a 0.9 fact nobody mentioned for 180 days against a 0.7 fact
     confirmed last week, and one 0.7 correction among ten 0.9 preferences.
-    Under `confidence` (the default) the fact the user cares about is
+    Under `confidence` (the original's default) the fact the user cares about is
     evicted, under `hybrid-v1` it stays; shadow mode records the
     disagreement. Each eviction leaves a receipt and an archive entry; the
     demo asks `why`, switches to `hybrid-v1` and restores the fact. The

@@ -18,6 +18,7 @@ from deermem.cli.output import (
     LIMIT_OPTION,
     command_hint,
     components_text,
+    confirm_or_fail,
     err_console,
     escape,
     eviction_sentence,
@@ -116,8 +117,9 @@ def list_facts(
     of = f" (the first {len(shown)} of {len(facts)})" if len(shown) < len(facts) else ""
     title = f"{len(facts)} fact{'' if len(facts) == 1 else 's'}, {escape(str(memory.scope))}{of}"
     out_console.print(fact_table(shown, title=title))
-    if not facts:
+    if not facts and (category is None or not memory.list_facts()):
         # Facts added over HTTP under agent "coder" are not the CLI's "__default__" ones.
+        # Said only when this agent holds none: a category it lacks is no reason.
         others = [a for a in memory.store.agents(memory.scope.user_id) if a != memory.scope.agent]
         if others:
             named = ", ".join(escape(agent) for agent in others)
@@ -310,14 +312,18 @@ def purge(
     on a full disk, deleted and rebuilt at the next search), so no byte
     under the store keeps them.
 
-    `--json` prints `{factId, purged}`, what the HTTP API answers for a purge.
+    Asks on a terminal (on stderr); elsewhere `--yes` is required. `--json`
+    prints `{factId, purged}`, what the HTTP API answers for a purge.
 
     Example: `deermem archive purge fact_1a2b3c4d --yes`
     """
     memory = memory_of(ctx)
     memory.get_archived(fact_id)  # an unknown id fails before asking
-    if not yes and not typer.confirm(f"Delete the archived fact {fact_id} for good?"):
-        raise typer.Abort()
+    confirm_or_fail(
+        f"Delete the archived fact {fact_id} for good?",
+        yes=yes,
+        what=f"purging archived fact {fact_id}",
+    )
     memory.purge(fact_id)
     if as_json:
         print_json(to_json(Purged(fact_id=fact_id, purged=True)))

@@ -58,6 +58,7 @@ __all__ = [
     "cli_context",
     "command_hint",
     "components_text",
+    "confirm_or_fail",
     "err_console",
     "escape",
     "eviction_sentence",
@@ -187,6 +188,30 @@ def fail(message: str) -> NoReturn:
     """Stop the command with an error line and exit status 1 (not a usage error)."""
     print_error(message)
     raise typer.Exit(1)
+
+
+def confirm_or_fail(question: str, *, yes: bool, what: str) -> None:
+    """Go on only if ``yes`` (``--yes``) or a person at the terminal answers yes; else exit 1.
+
+    The question is asked on stderr, so that standard output holds the result
+    alone (``--json`` stays JSON, also redirected). Where standard input is not
+    a terminal nobody can be asked: ``--yes`` is required, as a script cannot
+    tell a question from the output it reads.
+
+    Args:
+        question: what is asked, ``Delete ... for good?``.
+        yes: the command's ``--yes``.
+        what: the irreversible act, named in the refusal (``erasing user 'alice'``).
+    """
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"{what} cannot be undone: confirm with --yes")
+    # Not typer.confirm: with err=True it still writes the prompt's last space to stdout.
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        fail("nothing was changed")
 
 
 def output_path(memory: Memory, file: str | Path) -> Path:

@@ -30,7 +30,7 @@ from deermem.cli.output import (
     state_dir_option,
     tokens_file_option,
 )
-from deermem.model import parse_moment
+from deermem.model import check_user_id, parse_moment
 from deermem.service.settings import (
     DEFAULT_MCP_PORT,
     McpSettings,
@@ -289,6 +289,8 @@ def add(
             f"--admin and --user {', '.join(user)} conflict: an admin token may address "
             "every user; give one or the other"
         )
+    for one in user:  # a token for an id no request can name would never work
+        check_user_id(one)
     now = datetime.now(UTC)
     try:
         expires_at = (

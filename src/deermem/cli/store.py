@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -22,6 +21,7 @@ from deermem.cli.output import (
     TOKENS_FILE_OPTION,
     cli_context,
     command_hint,
+    confirm_or_fail,
     err_console,
     escape,
     fail,
@@ -41,7 +41,7 @@ from deermem.config import (
     is_database_url,
     load_config,
     read_store_settings,
-    recorded_settings,
+    records_settings,
     redact_url,
     render_store_settings,
     resolve_config,
@@ -118,7 +118,8 @@ def init(
     its capacity policy, `hybrid-v1` with `confidence` in its shadow, unless
     the settings name one (docs/policies.md); an existing store that
     recorded none keeps `confidence`. `storage_path` is not written (the file is found at the root);
-    no secret is (the model's key stays an environment variable).
+    no secret is (the model's key stays an environment variable; a
+    `model.base_url` holding a password or a key is refused).
 
     Examples: `deermem --root ./memory init --config deermem.yaml`,
     `DEERMEM_MAX_FACTS=10 deermem --root ./memory init`
@@ -148,7 +149,7 @@ def init(
             f"{root} is neither empty nor a deermem store; choose an empty or new directory, "
             "or the root of an existing store"
         )
-    text = render_store_settings(settings_to_keep(resolved.config, root))
+    text = render_store_settings(settings_to_keep(resolved.config, root), resolved.sources)
     current = read_store_settings(root)
     new: dict[str, object] = yaml.safe_load(text) or {}
     extends = current is not None and current.items() <= new.items()
@@ -484,11 +485,11 @@ def erase_user(
 
     Example: `deermem users erase alice --yes`
     """
-    if not yes:
-        if not sys.stdin.isatty():
-            fail(f"erasing user {user!r} cannot be undone: confirm with --yes")
-        if not typer.confirm(f"Erase user {user!r} and everything they hold, for good?"):
-            fail("nothing erased")
+    confirm_or_fail(
+        f"Erase user {user!r} and everything they hold, for good?",
+        yes=yes,
+        what=f"erasing user {user!r}",
+    )
     memory = memory_of(ctx, existing=True)
     result = memory.erase_user(user)
     places = server_places(ctx, state_dir, tokens_file, serving=False)
@@ -770,7 +771,7 @@ def upgrade(
             "(fact_eviction_policy confidence unless a configuration names one; "
             "docs/policies.md)"
         )
-    elif recorded_settings(config_of(ctx)):
+    elif records_settings(config_of(ctx)):
         out_console.print(
             "settings not recorded: the database holds users, and its recorded settings "
             "stay as they are; the settings given apply where they are given"

@@ -42,6 +42,7 @@ from deermem.config import (
     database_scheme_problem,
     new_store_settings,
     recorded_settings,
+    records_settings,
     redact_url,
     url_secrets,
     with_recorded_settings,
@@ -456,7 +457,7 @@ def upgrade(
         if SETTINGS_VERSION in [*applied, *done] and not holds_users(connection):
             if SETTINGS_VERSION in done:
                 record = recorded_settings(new_store_settings(given))
-            elif recorded_settings(given):
+            elif records_settings(given):
                 kept = read_settings(connection, database)
                 record = recorded_settings(
                     with_recorded_settings(given, kept, recorded_in(database))
