@@ -227,6 +227,28 @@ def test_delete_archives_a_file_and_refuses_the_directory(
         tool.call({"command": "delete", "path": "/memories/goal.md"})
 
 
+@pytest.mark.parametrize("command", ["create", "insert"])
+def test_a_line_an_archived_fact_says_comes_back_in_the_file_it_was_written_to(
+    tool: DeerMemMemoryTool, memory: Memory, command: str
+) -> None:
+    tool.call({"command": "create", "path": "/memories/work.md", "file_text": "Uses vim\n"})
+    tool.call({"command": "delete", "path": "/memories/work.md"})
+    if command == "insert":
+        tool.call({"command": "create", "path": "/memories/tools.md", "file_text": "Uses git\n"})
+        write = {"insert_line": 1, "insert_text": "Uses vim"}
+    else:
+        write = {"file_text": "Uses vim\n"}
+    result = tool.call({"command": command, "path": "/memories/tools.md", **write})
+    # relearned: the archived fact is back, with its id and history, in the file written to
+    assert result.endswith("memory: relearned from the archive fact_00000001")
+    assert "No file was created" not in result
+    assert "Uses vim" in contents(memory, "tools")
+    listing = tool.call({"command": "view", "path": "/memories"})
+    assert "/memories/work.md" not in listing
+    view = tool.call({"command": "view", "path": "/memories/tools.md"})
+    assert "[fact_00000001] Uses vim" in view
+
+
 def test_rename_changes_the_category_or_is_refused(tool: DeerMemMemoryTool, memory: Memory) -> None:
     tool.call({"command": "create", "path": "/memories/todo.md", "file_text": "Ship v1\n"})
     tool.call({"command": "create", "path": "/memories/goal.md", "file_text": "Hire\n"})

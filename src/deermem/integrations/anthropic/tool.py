@@ -307,10 +307,11 @@ class MemoryFiles:
                 result = self.memory.create_fact(text, category=label)
                 changes.evicted.extend(i for i in result.evicted if i != result.fact.id)
                 changes.take(result.receipts)
-                if result.relearned is not None:
-                    changes.relearned.append(result.relearned)
-                elif result.fact_id is None:
+                if result.fact_id is None:
                     changes.not_kept.append(result.fact.id)
+                elif result.relearned is not None:
+                    self._move_here(key, label, result.fact)
+                    changes.relearned.append(result.relearned)
                 else:
                     changes.added.append(result.fact_id)
         except DeerMemError as error:
@@ -319,6 +320,17 @@ class MemoryFiles:
         if changes.archived:
             self._receipts_of(changes)
         return changes
+
+    def _move_here(self, key: str, label: str, fact: Fact) -> None:
+        """Put a relearned fact in the file whose line brought it back.
+
+        A line that says what an archived fact says brings that fact back
+        (relearned, with its history) in the category it was archived in: the
+        line the model wrote to this file would show up in another one, a file
+        it may have deleted. The line is this file's, so its fact is too.
+        """
+        if category_key(_fact_label(fact)) != key:
+            self.memory.update_fact(fact.id, category=label, expected_revision=fact.revision)
 
     def _check_writes(
         self,
