@@ -209,6 +209,26 @@ def test_a_namespace_maps_to_a_scope_and_back() -> None:
         scope_of(())
 
 
+@pytest.mark.parametrize(
+    "labels", [("a" * 1021,), ("日本語" * 50,), ("a" * 600, "b" * 600)], ids=["ascii", "cjk", "two"]
+)
+def test_labels_too_long_for_a_bucket_are_refused_as_the_namespace(
+    store: DeerMemStore, labels: tuple[str, ...]
+) -> None:
+    """The bucket's name is deermem's encoding of the labels: the refusal is about the labels
+    the caller wrote, never an "agent name" it did not, and quotes none of them."""
+    for call in (
+        lambda: store.put((*labels, "alice"), "k1", {"content": "Prefers uv"}),
+        lambda: store.get((*labels, "alice"), "k1"),
+    ):
+        with pytest.raises(InvalidNamespaceError, match="labels before the user") as refused:
+            call()
+        assert "agent name" not in str(refused.value)
+        assert labels[0][:10] not in str(refused.value)
+    assert scope_of(("a" * 1020, "alice")).agent == "ns--" + "a" * 1020  # the longest that fits
+    assert store.list_namespaces() == []
+
+
 def test_a_user_id_with_a_period_is_written_with_an_escape(
     store: DeerMemStore, opened: Opened
 ) -> None:

@@ -81,6 +81,7 @@ from deermem.errors import (
 from deermem.memory import Memory
 from deermem.model import (
     DEFAULT_AGENT,
+    MAX_AGENT_NAME_LENGTH,
     Fact,
     Scope,
     check_fact_id,
@@ -181,10 +182,11 @@ def scope_of(namespace: tuple[str, ...]) -> Scope:
     """The scope of a namespace: the last label is the user (``%2E`` a period), the rest the agent.
 
     Raises:
-        InvalidNamespaceError: an empty namespace, or a user label with a ``%``
-            that is not ``%2E`` or ``%25``.
-        UnsafeIdentifierError: the user id or bucket breaks deermem's rules
-            (a bucket name of more than 1,024 characters, say).
+        InvalidNamespaceError: an empty namespace, a user label with a ``%``
+            that is not ``%2E`` or ``%25``, or labels before the user too long
+            for a bucket's name (:data:`MAX_AGENT_NAME_LENGTH`, as encoded).
+        UnsafeIdentifierError: the user id breaks deermem's rules (a control
+            character, more than 1,024 bytes ...).
     """
     if not namespace:
         raise InvalidNamespaceError("a namespace needs at least one label: the user")
@@ -193,7 +195,16 @@ def scope_of(namespace: tuple[str, ...]) -> Scope:
         raise InvalidNamespaceError(
             f"user label {user!r}: write '.' as '%2E' and '%' as '%25'; no other '%' is read"
         )
-    return Scope.of(user.replace("%2E", ".").replace("%25", "%"), agent_of(labels))
+    agent = agent_of(labels)
+    if len(agent) > MAX_AGENT_NAME_LENGTH:
+        # The bucket's name is deermem's encoding of the labels, which the caller never wrote:
+        # the refusal is about the labels, described by their length (they are caller text).
+        raise InvalidNamespaceError(
+            f"the labels before the user take {len(agent)} characters as a bucket name; at "
+            f"most {MAX_AGENT_NAME_LENGTH}: 'ns--', then a-z and 0-9 take one character each, "
+            "any other character 7, and 2 go between labels"
+        )
+    return Scope.of(user.replace("%2E", ".").replace("%25", "%"), agent)
 
 
 def namespace_of(scope: Scope) -> tuple[str, ...] | None:
