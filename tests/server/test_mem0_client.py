@@ -408,6 +408,24 @@ def test_history_never_gives_the_add_a_text_it_did_not_have(client: MemoryClient
     ]
 
 
+@on_both_stores
+def test_history_says_a_memory_came_back_in_time_order(client: MemoryClient) -> None:
+    """A deleted memory an add brings back (relearned, same id) is active: its history must not
+    end in DELETE, and every event is in time order, each receipt's return after it."""
+    [fact_id] = [r["id"] for r in add(client, "Lives in Berlin")["results"]]
+    client.delete(fact_id)
+    assert [r["id"] for r in add(client, "Lives in Berlin")["results"]] == [fact_id]
+    assert client.get(fact_id)["memory"] == "Lives in Berlin"
+    client.delete(fact_id)
+    assert [r["id"] for r in add(client, "lives in berlin")["results"]] == [fact_id]
+    history = client.history(fact_id)
+    assert [e["event"] for e in history] == ["ADD", "DELETE", "RESTORE", "DELETE", "RESTORE"]
+    assert [e["created_at"] for e in history] == sorted(e["created_at"] for e in history)
+    assert [e["id"] for e in history] == [f"{fact_id}-{n}" for n in range(1, 6)]
+    deletions = [e["receipt"]["receiptId"] for e in history if e["event"] == "DELETE"]
+    assert [e["receipt_id"] for e in history if e["event"] == "RESTORE"] == deletions
+
+
 # --- search's numbers -----------------------------------------------------------------------
 
 
