@@ -154,6 +154,26 @@ def test_a_put_after_a_delete_restores_the_fact_then_sets_the_value(
     assert [r.reason for r in explanation.receipts] == ["deleted"]
 
 
+def test_a_put_after_a_delete_lands_when_another_key_now_says_the_archived_text(
+    store: DeerMemStore, opened: Opened
+) -> None:
+    """put is an upsert: the deleted key's old text, which another key says now, cannot come
+    back, but the put replaces it anyway; a new text that is itself a duplicate stays refused."""
+    store.put(ALICE, "k1", {"content": "Lives in Berlin"})
+    store.delete(ALICE, "k1")
+    store.put(ALICE, "k2", {"content": "Works remotely"})
+    store.put(ALICE, "k2", {"content": "Lives in Berlin"})
+    with pytest.raises(DuplicateFactError, match="'k2'"):
+        store.put(ALICE, "k1", {"content": "lives in berlin"})
+    scoped = opened.memory().scoped(user="alice", agent=agent_of(("memories",)))
+    assert scoped.get_archived("k1").fact.content == "Lives in Berlin"  # refused: unchanged
+    store.put(ALICE, "k1", {"content": "Lives in Oslo"})
+    values = {item.key: item.value["content"] for item in store.search(ALICE)}
+    assert values == {"k1": "Lives in Oslo", "k2": "Lives in Berlin"}
+    assert scoped.list_archived() == ()
+    assert [r.reason for r in scoped.why("k1").receipts] == ["deleted"]  # the receipt stays
+
+
 def test_namespaces_are_separate_scopes_listed_as_written(store: DeerMemStore) -> None:
     written = [
         ("memories", "alice"),

@@ -20,8 +20,9 @@ The key is the fact id: letters, digits, ``_`` and ``-``, up to 250 (LangMem's
 UUID keys fit); any other key is refused. ``put`` of a new key adds a fact
 through the capacity gate; of an existing key, changes it; of a key whose
 fact was deleted, restores the archived fact (its history and receipts stay)
-and then changes it; content an archived fact holds under another key
-(compared as stored, secrets redacted) is refused, naming that key. ``put``
+and then changes it (when another key now says the archived text, the archived
+copy is purged and the key starts over); content an archived fact holds under
+another key (compared as stored, secrets redacted) is refused, naming that key. ``put``
 is an upsert, as in LangGraph's stores: concurrent puts (and deletes) of one
 key all succeed, the last writer wins. A put whose fact the gate evicts at
 once raises :class:`EvictedOnPutError` with the receipts: ``put`` returns
@@ -345,11 +346,22 @@ class DeerMemStore(BaseStore):
                 )
             return
         if _archived(memory, op.key):
-            restored = memory.restore(op.key)
-            if not restored.restored:
-                raise EvictedOnPutError(op.namespace, op.key, restored.receipts)
-            memory.update_fact(op.key, content=content, category=category, confidence=confidence)
-            return
+            try:
+                restored = memory.restore(op.key)
+            except DuplicateFactError:
+                # Its archived text is another active fact's now, so it cannot come back as it
+                # was; the put replaces that text anyway. Unless the new text is a duplicate too
+                # (refused, nothing changed), the archived copy goes (its receipts stay) and the
+                # key starts over below.
+                self._refuse_duplicate(memory, op.key, content)
+                memory.purge(op.key)
+            else:
+                if not restored.restored:
+                    raise EvictedOnPutError(op.namespace, op.key, restored.receipts)
+                memory.update_fact(
+                    op.key, content=content, category=category, confidence=confidence
+                )
+                return
         result = memory.create_fact(
             content,
             category=category or "context",
@@ -360,6 +372,28 @@ class DeerMemStore(BaseStore):
             # A keyed create stores under its key or raises (an archived twin is refused
             # before anything is written), so any other answer is None: archived at once.
             raise EvictedOnPutError(op.namespace, op.key, result.receipts)
+
+    def _refuse_duplicate(self, memory: Memory, key: str, content: str) -> None:
+        """Raise :class:`DuplicateFactError` when an active fact other than ``key`` says
+        ``content``, compared as it would be stored (trimmed, secrets redacted)."""
+        said = self._said(content)
+        other = next(
+            (
+                f.id
+                for f in memory.snapshot().facts
+                if f.id != key and duplicate_key(f.content) == said
+            ),
+            None,
+        )
+        if other is not None:
+            raise DuplicateFactError(other)
+
+    def _said(self, content: str) -> str:
+        """The duplicate key of a put's text as the memory would store it."""
+        checked = FactPatch.checked(content=content).content
+        assert checked is not None  # given, so checked
+        stored = redact(checked).text if self.memory.config.redact_secrets else checked
+        return duplicate_key(stored)
 
     def _check_duplicates(self, ops: Sequence[Op]) -> None:
         """Refuse a batch one of whose puts would say what another fact says, before any runs.
@@ -380,7 +414,6 @@ class DeerMemStore(BaseStore):
         puts = [op for op in ops if isinstance(op, PutOp)]
         if len(puts) < 2:
             return
-        redacting = self.memory.config.redact_secrets
         # Invariant: per namespace, each active fact's key -> its duplicate key, as of the op
         # being checked; put_keys are the keys the batch's puts so far have set.
         held: dict[tuple[str, ...], dict[str, str]] = {}
@@ -393,9 +426,8 @@ class DeerMemStore(BaseStore):
             if op.value is None:
                 keys.pop(op.key, None)
                 continue
-            content = FactPatch.checked(content=op.value["content"]).content
-            assert content is not None  # given, so checked
-            said = duplicate_key(redact(content).text if redacting else content)
+            content = op.value["content"]
+            said = self._said(content)
             other = next((k for k, s in keys.items() if s == said and k != op.key), None)
             if other is not None and (op.namespace, other) in put_keys:
                 raise FactValidationError(
