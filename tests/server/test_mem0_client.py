@@ -227,6 +227,18 @@ def test_an_add_refused_for_one_message_stores_none(
     assert client.get_all(filters=ALICE)["results"] == before
 
 
+@pytest.mark.parametrize("text", ["   ", "bad \x00 one", "x" * 4001], ids=["blank", "nul", "long"])
+def test_an_update_refused_names_the_field_the_client_sent(
+    client: MemoryClient, live: LiveServer, text: str
+) -> None:
+    [fact_id] = [r["id"] for r in add(client, "Prefers uv over pip")["results"]]
+    refused = httpx.put(f"{live.url}/v1/memories/{fact_id}/", json={"text": text})
+    assert refused.status_code == 422
+    assert refused.json()["field"] == "text"  # mem0's name for it, not deermem's "content"
+    assert "'content'" not in refused.json()["detail"]
+    assert client.get(fact_id)["memory"] == "Prefers uv over pip"
+
+
 @pytest.mark.parametrize(
     ("message", "problem", "names"),
     [

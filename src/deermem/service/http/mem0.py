@@ -287,7 +287,13 @@ def router(context: ServerContext) -> APIRouter:
         memory, fact = found(who, memory_id)
         if fact is None:
             raise ProblemError(not_found())
-        updated = memory.update_fact(memory_id, content=body.text, expected_revision=fact.revision)
+        try:
+            updated = memory.update_fact(
+                memory_id, content=body.text, expected_revision=fact.revision
+            )
+        except FactValidationError as error:
+            # The client sent mem0's "text": a refusal names it, not deermem's "content".
+            raise error.as_field("text") if error.field == "content" else error from None
         return JSONResponse(_memory_json(memory, updated))
 
     @api.delete("/v1/memories/{memory_id}/")
