@@ -328,8 +328,9 @@ def test_a_search_counts_a_recall_for_each_item_it_returns(opened: Opened) -> No
         ({"content": {"text": "x"}}, "value.content"),
         ({"category": "goal"}, "value.content"),
         ({"content": "x", "confidence": "high"}, "value.confidence"),
-        ({"content": "x", "confidence": 2}, "confidence"),
-        ({"content": "   "}, "not blank"),
+        ({"content": "x", "confidence": 2}, "'value.confidence'"),  # as the caller wrote it
+        ({"content": "   "}, "'value.content' .*not blank"),
+        ({"content": "x", "category": "preferences"}, "'value.category' .*'preference'"),
     ],
 )
 def test_a_value_that_is_not_one_fact_is_refused(
@@ -347,7 +348,7 @@ def test_a_refused_value_is_named_without_its_text(store: DeerMemStore) -> None:
         with pytest.raises(FactValidationError) as caught:
             store.put(ALICE, "k1", value)
         assert "ghp_" not in str(caught.value)
-        assert "field 'content' has a text of" in str(caught.value)
+        assert "field 'value.content' has a text of" in str(caught.value)
     assert store.search(()) == []
 
 
@@ -356,7 +357,7 @@ def test_a_refused_category_is_named_without_its_text(store: DeerMemStore) -> No
     with pytest.raises(FactValidationError) as caught:
         store.put(ALICE, "k1", {"content": "alice likes jazz", "category": category})
     assert "Ab3dEf7hIjKl" not in str(caught.value)
-    assert f"field 'category' has a text of {len(category)} characters" in str(caught.value)
+    assert f"field 'value.category' has a text of {len(category)} characters" in str(caught.value)
     assert store.search(()) == []
 
 

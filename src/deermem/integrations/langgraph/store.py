@@ -510,7 +510,10 @@ def _check(op: object) -> None:
             content, category, confidence = _fields(op.value)
             # The memory's own rules (length, blank, range, control characters, a category's
             # near miss), which its write would apply only when the ops before it have run.
-            FactPatch.checked(content=content, category=category, confidence=confidence)
+            try:
+                FactPatch.checked(content=content, category=category, confidence=confidence)
+            except FactValidationError as error:
+                raise error.as_field(f"value.{error.field}") from None  # as the caller wrote it
     elif isinstance(op, SearchOp):
         _matcher(op.filter)
 
