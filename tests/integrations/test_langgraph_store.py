@@ -509,6 +509,17 @@ def test_the_capacity_gate_speaks_up_on_put(opened: Opened) -> None:
     assert store.get(ALICE, "weakest") is None
 
 
+def test_under_eviction_mode_delete_a_put_dropped_at_once_says_deleted(opened: Opened) -> None:
+    store = opened.store(max_facts=10, eviction_mode="delete")
+    for number in range(10):
+        store.put(ALICE, f"strong{number}", {"content": f"strong fact {number}", "confidence": 1})
+    with pytest.raises(EvictedOnPutError, match="deleted 'weakest' at once") as raised:
+        store.put(ALICE, "weakest", {"content": "a wild guess", "confidence": 0.0})
+    assert "archive" not in str(raised.value)  # nothing to restore: never said to be archived
+    scoped = opened.memory().scoped(user="alice", agent=agent_of(("memories",)))
+    assert scoped.list_archived() == ()
+
+
 def test_content_an_archived_fact_says_is_refused_under_another_key(store: DeerMemStore) -> None:
     store.put(ALICE, "k1", {"content": "Prefers uv"})
     store.delete(ALICE, "k1")

@@ -128,19 +128,27 @@ class EvictedOnPutError(DeerMemError):
 
     Attributes:
         namespace: the namespace of the put.
-        key: the fact id (archived; ``restore`` brings it back through the gate).
+        key: the fact id (archived, unless the memory's ``eviction_mode`` is ``delete``:
+            ``restore`` brings it back through the gate).
         receipts: the receipts of the put's commit (content-free).
     """
 
     def __init__(
-        self, namespace: tuple[str, ...], key: str, receipts: tuple[EvictionReceipt, ...]
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        receipts: tuple[EvictionReceipt, ...],
+        *,
+        archived: bool = True,
     ) -> None:
         self.namespace = namespace
         self.key = key
         self.receipts = receipts
         ids = ", ".join(r.receipt_id for r in receipts if r.receipt_id) or "none"
+        # Under eviction_mode: delete nothing can be restored: the message never says archived.
+        went = "archived" if archived else "deleted"
         super().__init__(
-            f"the memory of {namespace!r} is full and the capacity gate archived {key!r} at "
+            f"the memory of {namespace!r} is full and the capacity gate {went} {key!r} at "
             f"once, ranking it below every stored fact (receipts: {ids})"
         )
 
@@ -357,7 +365,7 @@ class DeerMemStore(BaseStore):
                 memory.purge(op.key)
             else:
                 if not restored.restored:
-                    raise EvictedOnPutError(op.namespace, op.key, restored.receipts)
+                    raise self._evicted(op, restored.receipts)
                 memory.update_fact(
                     op.key, content=content, category=category, confidence=confidence
                 )
@@ -371,7 +379,11 @@ class DeerMemStore(BaseStore):
         if result.fact_id != op.key:
             # A keyed create stores under its key or raises (an archived twin is refused
             # before anything is written), so any other answer is None: archived at once.
-            raise EvictedOnPutError(op.namespace, op.key, result.receipts)
+            raise self._evicted(op, result.receipts)
+
+    def _evicted(self, op: PutOp, receipts: tuple[EvictionReceipt, ...]) -> EvictedOnPutError:
+        archiving = self.memory.config.eviction_mode == "archive"
+        return EvictedOnPutError(op.namespace, op.key, receipts, archived=archiving)
 
     def _refuse_duplicate(self, memory: Memory, key: str, content: str) -> None:
         """Raise :class:`DuplicateFactError` when an active fact other than ``key`` says
