@@ -197,6 +197,11 @@ class FactValidationError(DeerMemError, ValueError):
         deermem chose and the document's author never saw."""
         return self._changed(field=f"{name}[{position}].{self.field}", fact_id=None)
 
+    def as_field(self, field: str) -> Self:
+        """The same error, its field named as the caller's interface names it (mem0's
+        ``text`` is a fact's ``content``)."""
+        return self._changed(field=field)
+
     def _changed(self, **fields: object) -> Self:
         changed = type(self).__new__(type(self))
         changed.__dict__.update(self.__dict__, **fields)

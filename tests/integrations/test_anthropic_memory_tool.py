@@ -227,6 +227,55 @@ def test_delete_archives_a_file_and_refuses_the_directory(
         tool.call({"command": "delete", "path": "/memories/goal.md"})
 
 
+def test_under_eviction_mode_delete_the_model_is_told_deleted_never_archived(
+    tmp_path: Path,
+) -> None:
+    """Nothing leaves to the archive under eviction_mode: delete: a result that said "archived"
+    would tell the model of facts it could bring back."""
+    memory = open_memory(tmp_path / "store", eviction_mode="delete", max_facts=10)
+    tool = DeerMemMemoryTool(memory)
+    memory.create_fact("A weak guess", category="goal", confidence=0.1)
+    path = "/memories/goal.md"
+    lines = "".join(f"Sure fact number {n}\n" for n in range(9))  # the library is full
+    tool.call({"command": "insert", "path": path, "insert_line": 1, "insert_text": lines})
+    results = [
+        # the weak guess makes room, then a fact as sure as the others is dropped at once
+        tool.call({"command": "insert", "path": path, "insert_line": 0, "insert_text": "Fact 10"}),
+        tool.call({"command": "insert", "path": path, "insert_line": 0, "insert_text": "Fact 11"}),
+        tool.call({"command": "str_replace", "path": path, "old_str": "number 8\n", "new_str": ""}),
+        tool.call({"command": "delete", "path": path}),
+        tool.clear_all_memory(),
+    ]
+    assert memory.list_archived() == ()
+    assert all("archive" not in result for result in results), results
+    assert "the library was full: evicted and deleted fact_" in results[0]
+    assert "not kept (the capacity gate deleted the new fact at once)" in results[1]
+    assert "; deleted fact_" in results[2]
+    assert "memory: deleted fact_" in results[3]
+
+
+@pytest.mark.parametrize("command", ["create", "insert"])
+def test_a_line_an_archived_fact_says_comes_back_in_the_file_it_was_written_to(
+    tool: DeerMemMemoryTool, memory: Memory, command: str
+) -> None:
+    tool.call({"command": "create", "path": "/memories/work.md", "file_text": "Uses vim\n"})
+    tool.call({"command": "delete", "path": "/memories/work.md"})
+    if command == "insert":
+        tool.call({"command": "create", "path": "/memories/tools.md", "file_text": "Uses git\n"})
+        write = {"insert_line": 1, "insert_text": "Uses vim"}
+    else:
+        write = {"file_text": "Uses vim\n"}
+    result = tool.call({"command": command, "path": "/memories/tools.md", **write})
+    # relearned: the archived fact is back, with its id and history, in the file written to
+    assert result.endswith("memory: relearned from the archive fact_00000001")
+    assert "No file was created" not in result
+    assert "Uses vim" in contents(memory, "tools")
+    listing = tool.call({"command": "view", "path": "/memories"})
+    assert "/memories/work.md" not in listing
+    view = tool.call({"command": "view", "path": "/memories/tools.md"})
+    assert "[fact_00000001] Uses vim" in view
+
+
 def test_rename_changes_the_category_or_is_refused(tool: DeerMemMemoryTool, memory: Memory) -> None:
     tool.call({"command": "create", "path": "/memories/todo.md", "file_text": "Ship v1\n"})
     tool.call({"command": "create", "path": "/memories/goal.md", "file_text": "Hire\n"})

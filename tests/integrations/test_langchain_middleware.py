@@ -220,3 +220,24 @@ def test_learning_without_a_model_says_so(tmp_path: Path) -> None:
 def test_an_unscoped_memory_is_refused_at_construction(tmp_path: Path) -> None:
     with pytest.raises(UnsafeIdentifierError, match="scoped"):
         DeerMemMiddleware(Memory.open_unscoped(tmp_path, MemoryConfig()))
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"thread_id": ""}, "threadId"),
+        ({"thread_id": "   "}, "threadId"),
+        ({"thread_id": "line\nbreak"}, "threadId"),
+        ({"thread_id": "t" * 257}, "threadId"),
+        ({"max_tokens": -1}, "max_tokens"),
+        ({"max_tokens": 2.5}, "max_tokens"),
+        ({"max_tokens": True}, "max_tokens"),
+    ],
+)
+def test_settings_every_run_would_refuse_are_refused_at_construction(
+    memory: Memory, settings: dict[str, Any], named: str
+) -> None:
+    """Not after each run's model call has answered (a fixed thread id is queued when the run
+    ends; the budget is read at each model call)."""
+    with pytest.raises(ValueError, match=named):
+        DeerMemMiddleware(memory, **settings)

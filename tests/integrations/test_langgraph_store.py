@@ -154,6 +154,26 @@ def test_a_put_after_a_delete_restores_the_fact_then_sets_the_value(
     assert [r.reason for r in explanation.receipts] == ["deleted"]
 
 
+def test_a_put_after_a_delete_lands_when_another_key_now_says_the_archived_text(
+    store: DeerMemStore, opened: Opened
+) -> None:
+    """put is an upsert: the deleted key's old text, which another key says now, cannot come
+    back, but the put replaces it anyway; a new text that is itself a duplicate stays refused."""
+    store.put(ALICE, "k1", {"content": "Lives in Berlin"})
+    store.delete(ALICE, "k1")
+    store.put(ALICE, "k2", {"content": "Works remotely"})
+    store.put(ALICE, "k2", {"content": "Lives in Berlin"})
+    with pytest.raises(DuplicateFactError, match="'k2'"):
+        store.put(ALICE, "k1", {"content": "lives in berlin"})
+    scoped = opened.memory().scoped(user="alice", agent=agent_of(("memories",)))
+    assert scoped.get_archived("k1").fact.content == "Lives in Berlin"  # refused: unchanged
+    store.put(ALICE, "k1", {"content": "Lives in Oslo"})
+    values = {item.key: item.value["content"] for item in store.search(ALICE)}
+    assert values == {"k1": "Lives in Oslo", "k2": "Lives in Berlin"}
+    assert scoped.list_archived() == ()
+    assert [r.reason for r in scoped.why("k1").receipts] == ["deleted"]  # the receipt stays
+
+
 def test_namespaces_are_separate_scopes_listed_as_written(store: DeerMemStore) -> None:
     written = [
         ("memories", "alice"),
@@ -207,6 +227,26 @@ def test_a_namespace_maps_to_a_scope_and_back() -> None:
         scope_of(("memories", "100%"))
     with pytest.raises(InvalidNamespaceError, match="at least one label"):
         scope_of(())
+
+
+@pytest.mark.parametrize(
+    "labels", [("a" * 1021,), ("日本語" * 50,), ("a" * 600, "b" * 600)], ids=["ascii", "cjk", "two"]
+)
+def test_labels_too_long_for_a_bucket_are_refused_as_the_namespace(
+    store: DeerMemStore, labels: tuple[str, ...]
+) -> None:
+    """The bucket's name is deermem's encoding of the labels: the refusal is about the labels
+    the caller wrote, never an "agent name" it did not, and quotes none of them."""
+    for call in (
+        lambda: store.put((*labels, "alice"), "k1", {"content": "Prefers uv"}),
+        lambda: store.get((*labels, "alice"), "k1"),
+    ):
+        with pytest.raises(InvalidNamespaceError, match="labels before the user") as refused:
+            call()
+        assert "agent name" not in str(refused.value)
+        assert labels[0][:10] not in str(refused.value)
+    assert scope_of(("a" * 1020, "alice")).agent == "ns--" + "a" * 1020  # the longest that fits
+    assert store.list_namespaces() == []
 
 
 def test_a_user_id_with_a_period_is_written_with_an_escape(
@@ -288,8 +328,9 @@ def test_a_search_counts_a_recall_for_each_item_it_returns(opened: Opened) -> No
         ({"content": {"text": "x"}}, "value.content"),
         ({"category": "goal"}, "value.content"),
         ({"content": "x", "confidence": "high"}, "value.confidence"),
-        ({"content": "x", "confidence": 2}, "confidence"),
-        ({"content": "   "}, "not blank"),
+        ({"content": "x", "confidence": 2}, "'value.confidence'"),  # as the caller wrote it
+        ({"content": "   "}, "'value.content' .*not blank"),
+        ({"content": "x", "category": "preferences"}, "'value.category' .*'preference'"),
     ],
 )
 def test_a_value_that_is_not_one_fact_is_refused(
@@ -307,7 +348,7 @@ def test_a_refused_value_is_named_without_its_text(store: DeerMemStore) -> None:
         with pytest.raises(FactValidationError) as caught:
             store.put(ALICE, "k1", value)
         assert "ghp_" not in str(caught.value)
-        assert "field 'content' has a text of" in str(caught.value)
+        assert "field 'value.content' has a text of" in str(caught.value)
     assert store.search(()) == []
 
 
@@ -316,7 +357,7 @@ def test_a_refused_category_is_named_without_its_text(store: DeerMemStore) -> No
     with pytest.raises(FactValidationError) as caught:
         store.put(ALICE, "k1", {"content": "alice likes jazz", "category": category})
     assert "Ab3dEf7hIjKl" not in str(caught.value)
-    assert f"field 'category' has a text of {len(category)} characters" in str(caught.value)
+    assert f"field 'value.category' has a text of {len(category)} characters" in str(caught.value)
     assert store.search(()) == []
 
 
@@ -466,6 +507,17 @@ def test_the_capacity_gate_speaks_up_on_put(opened: Opened) -> None:
     assert [r.fact_ids for r in raised.value.receipts] == [("weakest",)]
     assert "wild guess" not in str(raised.value)
     assert store.get(ALICE, "weakest") is None
+
+
+def test_under_eviction_mode_delete_a_put_dropped_at_once_says_deleted(opened: Opened) -> None:
+    store = opened.store(max_facts=10, eviction_mode="delete")
+    for number in range(10):
+        store.put(ALICE, f"strong{number}", {"content": f"strong fact {number}", "confidence": 1})
+    with pytest.raises(EvictedOnPutError, match="deleted 'weakest' at once") as raised:
+        store.put(ALICE, "weakest", {"content": "a wild guess", "confidence": 0.0})
+    assert "archive" not in str(raised.value)  # nothing to restore: never said to be archived
+    scoped = opened.memory().scoped(user="alice", agent=agent_of(("memories",)))
+    assert scoped.list_archived() == ()
 
 
 def test_content_an_archived_fact_says_is_refused_under_another_key(store: DeerMemStore) -> None:

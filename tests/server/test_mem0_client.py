@@ -227,6 +227,18 @@ def test_an_add_refused_for_one_message_stores_none(
     assert client.get_all(filters=ALICE)["results"] == before
 
 
+@pytest.mark.parametrize("text", ["   ", "bad \x00 one", "x" * 4001], ids=["blank", "nul", "long"])
+def test_an_update_refused_names_the_field_the_client_sent(
+    client: MemoryClient, live: LiveServer, text: str
+) -> None:
+    [fact_id] = [r["id"] for r in add(client, "Prefers uv over pip")["results"]]
+    refused = httpx.put(f"{live.url}/v1/memories/{fact_id}/", json={"text": text})
+    assert refused.status_code == 422
+    assert refused.json()["field"] == "text"  # mem0's name for it, not deermem's "content"
+    assert "'content'" not in refused.json()["detail"]
+    assert client.get(fact_id)["memory"] == "Prefers uv over pip"
+
+
 @pytest.mark.parametrize(
     ("message", "problem", "names"),
     [
@@ -406,6 +418,24 @@ def test_history_never_gives_the_add_a_text_it_did_not_have(client: MemoryClient
     assert [(e["event"], e["new_memory"]) for e in client.history(kept)] == [
         ("ADD", "Works remotely")
     ]
+
+
+@on_both_stores
+def test_history_says_a_memory_came_back_in_time_order(client: MemoryClient) -> None:
+    """A deleted memory an add brings back (relearned, same id) is active: its history must not
+    end in DELETE, and every event is in time order, each receipt's return after it."""
+    [fact_id] = [r["id"] for r in add(client, "Lives in Berlin")["results"]]
+    client.delete(fact_id)
+    assert [r["id"] for r in add(client, "Lives in Berlin")["results"]] == [fact_id]
+    assert client.get(fact_id)["memory"] == "Lives in Berlin"
+    client.delete(fact_id)
+    assert [r["id"] for r in add(client, "lives in berlin")["results"]] == [fact_id]
+    history = client.history(fact_id)
+    assert [e["event"] for e in history] == ["ADD", "DELETE", "RESTORE", "DELETE", "RESTORE"]
+    assert [e["created_at"] for e in history] == sorted(e["created_at"] for e in history)
+    assert [e["id"] for e in history] == [f"{fact_id}-{n}" for n in range(1, 6)]
+    deletions = [e["receipt"]["receiptId"] for e in history if e["event"] == "DELETE"]
+    assert [e["receipt_id"] for e in history if e["event"] == "RESTORE"] == deletions
 
 
 # --- search's numbers -----------------------------------------------------------------------

@@ -101,6 +101,8 @@ class _Changes:
     not_kept: list[str] = field(default_factory=list)
     relearned: list[str] = field(default_factory=list)
     receipts: list[str] = field(default_factory=list)
+    archiving: bool = True
+    """Whether what leaves goes to the archive (``eviction_mode: archive``) or nowhere."""
 
     def take(self, receipts: Iterable[EvictionReceipt]) -> None:
         for receipt in receipts:
@@ -108,15 +110,22 @@ class _Changes:
                 self.receipts.append(receipt.receipt_id)
 
     def line(self) -> str:
+        # Under eviction_mode: delete nothing is restorable: the model is told so, never that
+        # a fact it can bring back is in the archive.
+        archived, evicted, not_kept = (
+            ("archived", "evicted to the archive", "archived")
+            if self.archiving
+            else ("deleted", "evicted and deleted", "deleted")
+        )
         parts = [
             f"{label} {', '.join(ids)}"
             for label, ids in (
                 ("added", self.added),
                 ("relearned from the archive", self.relearned),
                 ("changed", self.changed),
-                ("archived", self.archived),
-                ("the library was full: evicted to the archive", self.evicted),
-                ("not kept (the capacity gate archived the new fact at once)", self.not_kept),
+                (archived, self.archived),
+                (f"the library was full: {evicted}", self.evicted),
+                (f"not kept (the capacity gate {not_kept} the new fact at once)", self.not_kept),
                 ("receipts", self.receipts),
             )
             if ids
@@ -233,7 +242,7 @@ class MemoryFiles:
         if _is_root(command.path):
             raise ToolError(f"Cannot delete the {ROOT} directory itself")
         facts, _ = self._file(command.path)
-        changes = _Changes()
+        changes = self._changes()
         for fact in facts.values():
             self.memory.delete_fact(fact.id, expected_revision=fact.revision)
             changes.archived.append(fact.id)
@@ -250,7 +259,7 @@ class MemoryFiles:
         if target in files:
             raise ToolError(f"The destination {command.new_path} already exists")
         self._check_name(_label(command.new_path), refused="Nothing was renamed")
-        changes = _Changes()
+        changes = self._changes()
         for fact in files[source]:
             self.memory.update_fact(
                 fact.id, category=_label(command.new_path), expected_revision=fact.revision
@@ -260,7 +269,7 @@ class MemoryFiles:
 
     def clear_all_memory(self) -> str:
         """Archive every fact of the scope, with receipts (for the application, not the model)."""
-        changes = _Changes()
+        changes = self._changes()
         changes.archived.extend(self.memory.clear())
         self._receipts_of(changes)
         return f"All memory cleared\n{changes.line()}"
@@ -291,7 +300,7 @@ class MemoryFiles:
         """
         edits, additions = _read_lines(new_text, facts)
         self._check_writes(label, facts, edits, additions)
-        changes = _Changes()
+        changes = self._changes()
         try:
             for fact_id, fact in facts.items():
                 if fact_id not in edits:
@@ -307,10 +316,11 @@ class MemoryFiles:
                 result = self.memory.create_fact(text, category=label)
                 changes.evicted.extend(i for i in result.evicted if i != result.fact.id)
                 changes.take(result.receipts)
-                if result.relearned is not None:
-                    changes.relearned.append(result.relearned)
-                elif result.fact_id is None:
+                if result.fact_id is None:
                     changes.not_kept.append(result.fact.id)
+                elif result.relearned is not None:
+                    self._move_here(key, label, result.fact)
+                    changes.relearned.append(result.relearned)
                 else:
                     changes.added.append(result.fact_id)
         except DeerMemError as error:
@@ -319,6 +329,17 @@ class MemoryFiles:
         if changes.archived:
             self._receipts_of(changes)
         return changes
+
+    def _move_here(self, key: str, label: str, fact: Fact) -> None:
+        """Put a relearned fact in the file whose line brought it back.
+
+        A line that says what an archived fact says brings that fact back
+        (relearned, with its history) in the category it was archived in: the
+        line the model wrote to this file would show up in another one, a file
+        it may have deleted. The line is this file's, so its fact is too.
+        """
+        if category_key(_fact_label(fact)) != key:
+            self.memory.update_fact(fact.id, category=label, expected_revision=fact.revision)
 
     def _check_writes(
         self,
@@ -390,6 +411,9 @@ class MemoryFiles:
                     "file name is stored as its facts' category, where no secret is kept. "
                     "Name the file without it"
                 )
+
+    def _changes(self) -> _Changes:
+        return _Changes(archiving=self.memory.config.eviction_mode == "archive")
 
     def _receipts_of(self, changes: _Changes) -> None:
         """Add the receipts that name the archived facts (deletions return none)."""

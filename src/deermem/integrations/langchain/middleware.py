@@ -35,6 +35,7 @@ from langgraph.runtime import Runtime
 
 from deermem.errors import DeerMemError
 from deermem.memory import Memory
+from deermem.model import check_thread_id
 
 __all__ = ["DEFAULT_THREAD_KEY", "DeerMemMiddleware", "MissingThreadIdError", "ThreadIdRule"]
 
@@ -83,6 +84,16 @@ class DeerMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> None:
         super().__init__()
         memory.scope  # noqa: B018 (an unscoped memory is refused here, not at the first call)
+        # What every run would refuse is refused here, once, not after each run's model call.
+        budget: object = max_tokens  # callers outside mypy pass anything
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget < 0
+        ):
+            raise ValueError(
+                f"max_tokens: expected a whole number of tokens, 0 or more, got {max_tokens!r}"
+            )
+        if isinstance(thread_id, str):
+            check_thread_id(thread_id)
         self.memory = memory
         self.max_tokens = max_tokens
         self.learn = learn

@@ -20,8 +20,9 @@ The key is the fact id: letters, digits, ``_`` and ``-``, up to 250 (LangMem's
 UUID keys fit); any other key is refused. ``put`` of a new key adds a fact
 through the capacity gate; of an existing key, changes it; of a key whose
 fact was deleted, restores the archived fact (its history and receipts stay)
-and then changes it; content an archived fact holds under another key
-(compared as stored, secrets redacted) is refused, naming that key. ``put``
+and then changes it (when another key now says the archived text, the archived
+copy is purged and the key starts over); content an archived fact holds under
+another key (compared as stored, secrets redacted) is refused, naming that key. ``put``
 is an upsert, as in LangGraph's stores: concurrent puts (and deletes) of one
 key all succeed, the last writer wins. A put whose fact the gate evicts at
 once raises :class:`EvictedOnPutError` with the receipts: ``put`` returns
@@ -81,6 +82,7 @@ from deermem.errors import (
 from deermem.memory import Memory
 from deermem.model import (
     DEFAULT_AGENT,
+    MAX_AGENT_NAME_LENGTH,
     Fact,
     Scope,
     check_fact_id,
@@ -126,19 +128,27 @@ class EvictedOnPutError(DeerMemError):
 
     Attributes:
         namespace: the namespace of the put.
-        key: the fact id (archived; ``restore`` brings it back through the gate).
+        key: the fact id (archived, unless the memory's ``eviction_mode`` is ``delete``:
+            ``restore`` brings it back through the gate).
         receipts: the receipts of the put's commit (content-free).
     """
 
     def __init__(
-        self, namespace: tuple[str, ...], key: str, receipts: tuple[EvictionReceipt, ...]
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        receipts: tuple[EvictionReceipt, ...],
+        *,
+        archived: bool = True,
     ) -> None:
         self.namespace = namespace
         self.key = key
         self.receipts = receipts
         ids = ", ".join(r.receipt_id for r in receipts if r.receipt_id) or "none"
+        # Under eviction_mode: delete nothing can be restored: the message never says archived.
+        went = "archived" if archived else "deleted"
         super().__init__(
-            f"the memory of {namespace!r} is full and the capacity gate archived {key!r} at "
+            f"the memory of {namespace!r} is full and the capacity gate {went} {key!r} at "
             f"once, ranking it below every stored fact (receipts: {ids})"
         )
 
@@ -181,10 +191,11 @@ def scope_of(namespace: tuple[str, ...]) -> Scope:
     """The scope of a namespace: the last label is the user (``%2E`` a period), the rest the agent.
 
     Raises:
-        InvalidNamespaceError: an empty namespace, or a user label with a ``%``
-            that is not ``%2E`` or ``%25``.
-        UnsafeIdentifierError: the user id or bucket breaks deermem's rules
-            (a bucket name of more than 1,024 characters, say).
+        InvalidNamespaceError: an empty namespace, a user label with a ``%``
+            that is not ``%2E`` or ``%25``, or labels before the user too long
+            for a bucket's name (:data:`MAX_AGENT_NAME_LENGTH`, as encoded).
+        UnsafeIdentifierError: the user id breaks deermem's rules (a control
+            character, more than 1,024 bytes ...).
     """
     if not namespace:
         raise InvalidNamespaceError("a namespace needs at least one label: the user")
@@ -193,7 +204,16 @@ def scope_of(namespace: tuple[str, ...]) -> Scope:
         raise InvalidNamespaceError(
             f"user label {user!r}: write '.' as '%2E' and '%' as '%25'; no other '%' is read"
         )
-    return Scope.of(user.replace("%2E", ".").replace("%25", "%"), agent_of(labels))
+    agent = agent_of(labels)
+    if len(agent) > MAX_AGENT_NAME_LENGTH:
+        # The bucket's name is deermem's encoding of the labels, which the caller never wrote:
+        # the refusal is about the labels, described by their length (they are caller text).
+        raise InvalidNamespaceError(
+            f"the labels before the user take {len(agent)} characters as a bucket name; at "
+            f"most {MAX_AGENT_NAME_LENGTH}: 'ns--', then a-z and 0-9 take one character each, "
+            "any other character 7, and 2 go between labels"
+        )
+    return Scope.of(user.replace("%2E", ".").replace("%25", "%"), agent)
 
 
 def namespace_of(scope: Scope) -> tuple[str, ...] | None:
@@ -334,11 +354,22 @@ class DeerMemStore(BaseStore):
                 )
             return
         if _archived(memory, op.key):
-            restored = memory.restore(op.key)
-            if not restored.restored:
-                raise EvictedOnPutError(op.namespace, op.key, restored.receipts)
-            memory.update_fact(op.key, content=content, category=category, confidence=confidence)
-            return
+            try:
+                restored = memory.restore(op.key)
+            except DuplicateFactError:
+                # Its archived text is another active fact's now, so it cannot come back as it
+                # was; the put replaces that text anyway. Unless the new text is a duplicate too
+                # (refused, nothing changed), the archived copy goes (its receipts stay) and the
+                # key starts over below.
+                self._refuse_duplicate(memory, op.key, content)
+                memory.purge(op.key)
+            else:
+                if not restored.restored:
+                    raise self._evicted(op, restored.receipts)
+                memory.update_fact(
+                    op.key, content=content, category=category, confidence=confidence
+                )
+                return
         result = memory.create_fact(
             content,
             category=category or "context",
@@ -348,7 +379,33 @@ class DeerMemStore(BaseStore):
         if result.fact_id != op.key:
             # A keyed create stores under its key or raises (an archived twin is refused
             # before anything is written), so any other answer is None: archived at once.
-            raise EvictedOnPutError(op.namespace, op.key, result.receipts)
+            raise self._evicted(op, result.receipts)
+
+    def _evicted(self, op: PutOp, receipts: tuple[EvictionReceipt, ...]) -> EvictedOnPutError:
+        archiving = self.memory.config.eviction_mode == "archive"
+        return EvictedOnPutError(op.namespace, op.key, receipts, archived=archiving)
+
+    def _refuse_duplicate(self, memory: Memory, key: str, content: str) -> None:
+        """Raise :class:`DuplicateFactError` when an active fact other than ``key`` says
+        ``content``, compared as it would be stored (trimmed, secrets redacted)."""
+        said = self._said(content)
+        other = next(
+            (
+                f.id
+                for f in memory.snapshot().facts
+                if f.id != key and duplicate_key(f.content) == said
+            ),
+            None,
+        )
+        if other is not None:
+            raise DuplicateFactError(other)
+
+    def _said(self, content: str) -> str:
+        """The duplicate key of a put's text as the memory would store it."""
+        checked = FactPatch.checked(content=content).content
+        assert checked is not None  # given, so checked
+        stored = redact(checked).text if self.memory.config.redact_secrets else checked
+        return duplicate_key(stored)
 
     def _check_duplicates(self, ops: Sequence[Op]) -> None:
         """Refuse a batch one of whose puts would say what another fact says, before any runs.
@@ -369,7 +426,6 @@ class DeerMemStore(BaseStore):
         puts = [op for op in ops if isinstance(op, PutOp)]
         if len(puts) < 2:
             return
-        redacting = self.memory.config.redact_secrets
         # Invariant: per namespace, each active fact's key -> its duplicate key, as of the op
         # being checked; put_keys are the keys the batch's puts so far have set.
         held: dict[tuple[str, ...], dict[str, str]] = {}
@@ -382,9 +438,8 @@ class DeerMemStore(BaseStore):
             if op.value is None:
                 keys.pop(op.key, None)
                 continue
-            content = FactPatch.checked(content=op.value["content"]).content
-            assert content is not None  # given, so checked
-            said = duplicate_key(redact(content).text if redacting else content)
+            content = op.value["content"]
+            said = self._said(content)
             other = next((k for k, s in keys.items() if s == said and k != op.key), None)
             if other is not None and (op.namespace, other) in put_keys:
                 raise FactValidationError(
@@ -467,7 +522,10 @@ def _check(op: object) -> None:
             content, category, confidence = _fields(op.value)
             # The memory's own rules (length, blank, range, control characters, a category's
             # near miss), which its write would apply only when the ops before it have run.
-            FactPatch.checked(content=content, category=category, confidence=confidence)
+            try:
+                FactPatch.checked(content=content, category=category, confidence=confidence)
+            except FactValidationError as error:
+                raise error.as_field(f"value.{error.field}") from None  # as the caller wrote it
     elif isinstance(op, SearchOp):
         _matcher(op.filter)
 

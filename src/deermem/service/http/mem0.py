@@ -31,11 +31,13 @@ What maps to what:
   add refused (a text a fact cannot hold, one a stored fact or another message
   already says, compared as stored: redacted with ``redact_secrets``) stores
   none, and the problem names the message.
-* ``history`` lists ``ADD``, ``UPDATE`` (the latest; deermem keeps no older
-  text), and a ``DELETE`` or ``EVICT`` for each receipt that names the fact,
-  with the receipt. ``ADD`` carries the text only while the fact is unchanged
-  (``null`` once changed: the added text is not kept), ``UPDATE`` the current
-  one. ``EVICT`` is not in mem0's vocabulary: it is deermem's.
+* ``history`` lists, in time order, ``ADD``, ``UPDATE`` (the latest; deermem
+  keeps no older text), a ``DELETE`` or ``EVICT`` for each receipt that names
+  the fact, with the receipt, and a ``RESTORE`` for each return the regret log
+  records (relearned or restored), naming the receipt it undid. ``ADD`` carries
+  the text only while the fact is unchanged (``null`` once changed: the added
+  text is not kept), ``UPDATE`` the current one. ``EVICT`` and ``RESTORE`` are
+  not in mem0's vocabulary: they are deermem's.
 * ``delete_all`` takes ``user_id`` (and ``agent_id``) as query parameters.
   mem0's client sends ``delete_all(filters=…)`` as the Python repr of the
   dict, which is not a format: it is refused (400) with what to send instead.
@@ -48,6 +50,7 @@ redirects). The routes are not in deermem's OpenAPI document: mem0's describes t
 
 import logging
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -58,7 +61,15 @@ from starlette.concurrency import run_in_threadpool
 from deermem.errors import DuplicateFactError, FactNotFoundError, FactValidationError
 from deermem.learning.messages import parse_messages
 from deermem.memory import Memory
-from deermem.model import MAX_USER_ID_BYTES, Fact, Scope, duplicate_key, redact, to_json
+from deermem.model import (
+    MAX_USER_ID_BYTES,
+    Fact,
+    Scope,
+    duplicate_key,
+    parse_timestamp,
+    redact,
+    to_json,
+)
 from deermem.results import WHOLE_NUMBER, NewFact
 from deermem.service.http.jobs import Job
 from deermem.service.http.routes import Dependencies, JsonRoute, ServerContext
@@ -276,7 +287,13 @@ def router(context: ServerContext) -> APIRouter:
         memory, fact = found(who, memory_id)
         if fact is None:
             raise ProblemError(not_found())
-        updated = memory.update_fact(memory_id, content=body.text, expected_revision=fact.revision)
+        try:
+            updated = memory.update_fact(
+                memory_id, content=body.text, expected_revision=fact.revision
+            )
+        except FactValidationError as error:
+            # The client sent mem0's "text": a refusal names it, not deermem's "content".
+            raise error.as_field("text") if error.field == "content" else error from None
         return JSONResponse(_memory_json(memory, updated))
 
     @api.delete("/v1/memories/{memory_id}/")
@@ -504,18 +521,37 @@ def _history(
             }
         )
 
+    added_text: str | None = None
     if fact is not None:
         # deermem keeps a fact's current text only. Revision 1 is the fact as added, so
         # its text is the added text; after any change the added text is unknown: ADD
         # then says none (never a later text), and the UPDATE carries the current one.
         changed = fact.revision > 1
-        event("ADD", fact.createdAt, None if changed else fact.content)
+        added_text = None if changed else fact.content
+        event("ADD", fact.createdAt, added_text)
         if changed:
             event("UPDATE", fact.updatedAt or fact.createdAt, fact.content)
     for receipt in receipts:
         kind: Literal["DELETE", "EVICT"] = "DELETE" if receipt.reason == "deleted" else "EVICT"
         event(kind, receipt.occurred_at, None, receipt=_receipt_json(receipt))
+    # A fact that left can come back (an add that says what it said relearns it, a restore
+    # brings it back): the regret log records each return, naming the receipt it undid.
+    # Without them a memory that is back would read as deleted.
+    for returned in memory.store.regret_events(memory.scope):
+        if (returned.fact_id, returned.role) == (fact_id, "active") and returned.kind in (
+            "relearned",
+            "restored",
+        ):
+            event("RESTORE", returned.occurred_at, added_text, receipt_id=returned.receipt_id)
+    # mem0's history is in time order; a tie keeps the order above (ADD before all).
+    events.sort(key=lambda e: parse_timestamp(e["created_at"]) or _NO_TIME)
+    for number, entry in enumerate(events, 1):
+        entry["id"] = f"{fact_id}-{number}"
     return events
+
+
+_NO_TIME: Final = datetime.min.replace(tzinfo=UTC)
+"""Where an event whose stored time cannot be read sorts: first."""
 
 
 def _event_json(job: Job) -> dict[str, object]:
