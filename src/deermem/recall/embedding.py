@@ -58,6 +58,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
+from deermem.model import MAX_CONTENT_CHARS
 from deermem.store.records import VECTOR_BYTES
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "E5_DIM",
+    "EMBEDDED_PASSAGE_CHARS",
     "EMBEDDED_QUERY_CHARS",
     "NOISE_FLOOR",
     "USE_DIM",
@@ -98,6 +100,12 @@ EMBEDDED_QUERY_CHARS: Final = 1000
 take (``MAX_QUERY_CHARS``). e5 embeds a text in 510-token windows, so the cost of a whole
 pasted essay would grow with it (≈ 0.5 s of CPU per 1,000 characters); the keyword half
 bounds such a query too (``MAX_QUERY_GROUPS``)."""
+EMBEDDED_PASSAGE_CHARS: Final = MAX_CONTENT_CHARS
+"""A fact's characters the models embed: its first 4,000, the longest content a write takes,
+so every fact written through deermem is embedded whole. A fact edited by hand or imported
+(neither is held to that limit) can be far longer, and e5's cost grows with the text
+(≈ 2 s of CPU per 1,000 characters, and its memory with it): a 5 MB fact took a search
+minutes and 21 GB before the kernel killed it."""
 _LOWEST: Final = 19
 """The niceness of a worker that embeds behind a commit: the lowest priority."""
 _MEMO: Final = 256
@@ -151,7 +159,8 @@ class Embedder:
         runs on meanwhile — a create commits while its text is embedded.
         The call does the Universal Sentence Encoder's part in the caller's
         thread, waits for e5's, remembers the vector and returns it; call it
-        once. The bytes are those :meth:`passage` gives. ``behind``: the
+        once. The bytes are those :meth:`passage` gives; only the text's first
+        :data:`EMBEDDED_PASSAGE_CHARS` characters are embedded. ``behind``: the
         worker yields the CPU to the caller's thread (a create's commit).
         """
         with self._lock:
@@ -161,10 +170,11 @@ class Embedder:
         if known is not None:
             return lambda: known
         models = self._loaded()
-        first = _in_worker(lambda: models.e5.passage([text]), behind=behind)
+        embedded = text[:EMBEDDED_PASSAGE_CHARS]
+        first = _in_worker(lambda: models.e5.passage([embedded]), behind=behind)
 
         def finish() -> bytes:
-            second = self._use(models, text)
+            second = self._use(models, embedded)
             vector: bytes = _row(models, first.result()).tobytes() + second.tobytes()
             with self._lock:
                 self._memo[text] = vector

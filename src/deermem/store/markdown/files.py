@@ -113,6 +113,7 @@ __all__ = [
     "fact_shard",
     "forget_decoded_facts",
     "fsync_path",
+    "holds_a_file",
     "holds_store",
     "is_temporary",
     "list_agents",
@@ -1821,8 +1822,11 @@ def list_users(root: Path, manifest_filename: str) -> tuple[list[str | None], li
         users.append(None)
     found: dict[str, Path] = {}
     for directory in _subdirectories(root / USERS_DIRNAME):
-        if not ((directory / manifest_filename).exists() or (directory / AGENTS_DIRNAME).exists()):
-            continue  # no memory in it (a lock file at most): no user to list
+        manifest, agents = directory / manifest_filename, directory / AGENTS_DIRNAME
+        if not (manifest.exists() or holds_a_file(agents)):
+            # No memory in it: a lock file at most, and the empty directories of a first
+            # commit killed part-way (its recovery removes the files, not the directories).
+            continue
         try:
             user_id = user_of_directory(directory)
         except CorruptMemoryFile as error:
@@ -1848,8 +1852,8 @@ def list_agents(user: UserPaths) -> tuple[list[str], list[Problem]]:
     holds data but cannot be read as one (a name that is no bucket's, a derived
     name without its record), with why.
 
-    Directories that hold no memory (no ``facts/``, no ``.metadata/``) are
-    another program's and are left alone.
+    Directories that hold no memory (no file in ``facts/`` or ``.metadata/``) are
+    another program's, or what a first commit killed part-way left, and are left alone.
     """
     agents: list[str] = []
     problems: list[Problem] = []
@@ -1858,8 +1862,8 @@ def list_agents(user: UserPaths) -> tuple[list[str], list[Problem]]:
         if is_bucket(name) and agent_directory(name) == name:
             agents.append(name)
             continue
-        if not ((directory / "facts").exists() or (directory / ".metadata").exists()):
-            continue
+        if not holds_a_file(directory / "facts") and not holds_a_file(directory / ".metadata"):
+            continue  # no memory (at most the empty directories of a killed first commit)
         if not is_derived_agent_directory(name):
             problems.append(Problem(directory, "the name is not an agent's directory name"))
             continue
@@ -1886,6 +1890,11 @@ def _agent_of(record: Owner | None, user_id: str | None, name: str) -> str | Non
     except UnsafeIdentifierError:
         return None
     return agent if agent == record.agent and agent_directory(agent) == name else None
+
+
+def holds_a_file(directory: Path) -> bool:
+    """Whether anything below ``directory`` is a file: directories alone hold no memory."""
+    return any(path.is_file() for path in directory.rglob("*"))
 
 
 def _subdirectories(directory: Path) -> list[Path]:

@@ -19,7 +19,6 @@ written: a migration never leaves a memory behind silently.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from deermem.errors import CorruptMemoryFile
 from deermem.model import DEFAULT_AGENT, Scope
@@ -30,6 +29,7 @@ from deermem.store.markdown.files import (
     UserPaths,
     encode_fact,
     encode_owner,
+    holds_a_file,
     list_agents,
     list_users,
 )
@@ -110,7 +110,7 @@ class MarkdownTransfer:
             agents, problems = list_agents(user)
             # A copy killed part-way is rolled back to no file, but leaves the directories
             # it made: a user of empty directories is not held, and the copy runs again.
-            holds = any(_holds_a_file(user.agent(agent).agent_dir) for agent in agents)
+            holds = any(holds_a_file(user.agent(agent).agent_dir) for agent in agents)
             if user.manifest.exists() or holds or problems:
                 raise FileExistsError(
                     f"{user.user_dir}: the destination already holds this user; "
@@ -154,10 +154,6 @@ def _scope_files(user: UserPaths, scope: Scope, dump: ScopeDump) -> list[FileCha
     if dump.shadow:
         files.append(FileChange(paths.shadow_marks, sidecars.encode_shadow_marks(dump.shadow)))
     return files
-
-
-def _holds_a_file(directory: Path) -> bool:
-    return any(path.is_file() for path in directory.rglob("*"))
 
 
 def _refuse(problems: Sequence[Problem]) -> None:
