@@ -64,7 +64,14 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from deermem.eval import PROVIDER_OPENAI_COMPATIBLE
 from deermem.eval.errors import EvaluationError, ProtocolError, preview
-from deermem.eval.files import IDENTIFIER, SHA256, InvalidJsonError, parse_json, utc_timestamp
+from deermem.eval.files import (
+    IDENTIFIER,
+    IDENTIFIER_RULE,
+    SHA256,
+    InvalidJsonError,
+    parse_json,
+    utc_timestamp,
+)
 from deermem.eval.grading import GRADER_VERSION, StatisticsParameters
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, CapacityPolicy
 from deermem.store.markdown.files import read_regular_file
@@ -266,7 +273,7 @@ def _plain(value: str) -> str | None:
     # Case ids become parts of fact ids and, later, of file names: keep them plain.
     if IDENTIFIER.fullmatch(value):
         return None
-    return f"is not a plain identifier ([A-Za-z0-9_.-], at most 128 characters): {preview(value)}"
+    return f"is not a plain identifier ({IDENTIFIER_RULE}): {preview(value)}"
 
 
 def _timestamp(value: object) -> datetime:
