@@ -302,6 +302,33 @@ def test_a_base_url_that_is_no_http_url_is_refused_up_front(
     assert API_KEY not in err
 
 
+@pytest.mark.parametrize(
+    "base_url",
+    ["http://127.0.0.1:notaport/v1", "http://[::1/v1", "http://user:pa/ss@127.0.0.1/v1"],
+)
+def test_a_base_url_no_client_can_use_is_named_by_its_variable_before_the_dataset(
+    eval_cli: Runner,
+    generated: Generated,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    base_url: str,
+) -> None:
+    monkeypatch.setenv(BASE_URL_ENV, base_url)
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    absent = tmp_path / "no-such-dataset.json"  # reading it would fail differently
+    args = [*generated.protocol_args(), "--dataset", str(absent)]
+    code, out, err = eval_cli("run-qa", *args, "--output-dir", str(tmp_path / "run"))
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        f"error: {BASE_URL_ENV} is not an http:// or https:// URL that can be parsed "
+        "(a host, then optionally ':' and a port number)"
+    )
+    assert len(err.splitlines()) == 1
+    assert "model.base_url" not in err
+    assert "ss@" not in err  # a password's part is never quoted
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("key", [f"{API_KEY}\nsk-old-0000", f"{API_KEY}\x0bx", f"{API_KEY}\u2026"])
 def test_a_key_no_header_can_carry_is_named_before_the_dataset_is_touched(
     eval_cli: Runner,
