@@ -25,6 +25,7 @@ from deermem.eval.qa import (
 )
 from deermem.testing import Reply
 from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
+from tests.evaluation.longmemeval_data import protocol_flags
 from tests.evaluation.qa_support import (
     API_KEY,
     BASE_URL_ENV,
@@ -607,3 +608,37 @@ def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("model", '"my model"', "a model name"),
+        ("api_key_env", '"MY-KEY"', "an environment variable name"),
+    ],
+)
+def test_config_values_the_run_marker_cannot_hold_are_refused_before_the_run(
+    eval_cli: Runner,
+    generated: Generated,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+    value: str,
+    expected: str,
+) -> None:
+    """validate-contracts takes them; the marker's schema would refuse them when read back,
+    so run-qa would pay for every answer, then neither resume nor grade."""
+    bundle = bundle_copy(tmp_path / "bundle", generated.dataset, generated.sha256, **{key: value})
+    monkeypatch.setenv(BASE_URL_ENV, "http://127.0.0.1:9/v1")
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    monkeypatch.setenv("MY-KEY", API_KEY)
+    absent = tmp_path / "no-such-dataset.json"  # reading it would fail differently
+    args = [*protocol_flags(bundle.files), "--dataset", str(absent)]
+    code, out, err = eval_cli("run-qa", *args, "--output-dir", str(tmp_path / "run"))
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        f"error: {bundle.files.config}: qa.{key}: cannot be recorded in qa_run.json: "
+        f"expected {expected}, got "
+    )
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
