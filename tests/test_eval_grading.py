@@ -247,3 +247,47 @@ def test_examples_in_the_documentation(
 ) -> None:
     # docs/evaluation-statistics.md §1 quotes these; keep the page true.
     assert grade_answer(prediction, reference) == expected
+
+
+# --- numbers of any length ------------------------------------------------------------------------
+
+_LONG = "7" * 5000  # more digits than int() converts (sys.get_int_max_str_digits: 4,300)
+
+
+@pytest.mark.parametrize(
+    ("prediction", "reference", "expected"),
+    [
+        (_LONG + " days", "7 days", (False, "numeric-conflict")),
+        ("7 days", _LONG + " days", (False, "numeric-conflict")),
+        ("about " + _LONG, "ranging from 3 to 6 days", (False, "numeric-conflict")),
+        ("4 days", f"ranging from 3 to {_LONG} days", (True, "numeric-range")),
+        ("0" * 4400 + "5 days", "ranging from 3 to 6 days", (True, "numeric-range")),
+        (_LONG + "0 apples", "ranging from 3 to " + _LONG + " apples", (False, "numeric-conflict")),
+        ("007 apples", "7 pears", (False, "overlap-reject")),
+    ],
+)
+def test_numbers_of_any_length_are_compared_exactly(
+    prediction: str, reference: str, expected: tuple[bool, str]
+) -> None:
+    """A degenerate answer may repeat a digit up to its token limit: graded, never a crash."""
+    assert grade_answer(prediction, reference) == expected
+    assert expected[1] in possible_rules(prediction)
+
+
+@given(
+    numbers=st.lists(st.integers(min_value=0, max_value=10**30), min_size=1, max_size=3),
+    low=st.integers(min_value=0, max_value=10**30),
+    high=st.integers(min_value=0, max_value=10**30),
+    zeros=st.integers(min_value=0, max_value=3),
+)
+def test_integer_tokens_compare_as_the_integers_they_spell(
+    numbers: list[int], low: int, high: int, zeros: int
+) -> None:
+    prediction = " ".join("0" * zeros + str(number) for number in numbers)
+    reference = f"ranging from {low} to {high} units"
+    lo, hi = sorted((low, high))
+    rule = grade_answer(prediction, reference).rule
+    if rule in ("exact", "substring"):  # the prediction's tokens sit inside the reference's
+        return
+    in_range = all(lo <= number <= hi for number in numbers)
+    assert rule == ("numeric-range" if in_range else "numeric-conflict")

@@ -85,6 +85,14 @@ def test_a_missing_directory_is_a_finding(tmp_path: Path) -> None:
     ]
 
 
+def test_a_file_given_as_the_directory_is_named_as_such(tmp_path: Path) -> None:
+    file = tmp_path / "qa.rows.jsonl"
+    file.write_text("{}\n", encoding="utf-8")
+    assert [str(f) for f in verify_results(file).findings] == [
+        "(directory): path: expected a results directory, got not a directory"
+    ]
+
+
 def test_without_the_optional_marker_the_results_still_verify(tmp_path: Path) -> None:
     folder = copy_published(tmp_path)
     (folder / RUN).unlink()
@@ -546,3 +554,18 @@ def test_published_hashes_pin_the_fields_no_figure_depends_on(tmp_path: Path) ->
     assert [(f.file, f.field) for f in missing.findings] == [(RUN, "(file)")]
     outside = verify_results(folder, expected_sha256={"../qa.rows.jsonl": "0" * 64})
     assert [(f.file, f.field) for f in outside.findings] == [("../qa.rows.jsonl", "(sha256)")]
+
+
+def test_a_prediction_with_a_number_too_long_for_int_is_checked_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A degenerate answer (a digit repeated to the token limit) holds more digits than
+    int() converts; verification still checks its grade like any other."""
+    folder = copy_published(tmp_path)
+    long_number = "7" * 5000
+    edit_row("07741c45__confidence", prediction=long_number, grade_rule="numeric-conflict")(folder)
+    report = verify_results(folder)
+    assert report.ok, [str(f) for f in report.findings]
+    edit_row("07741c45__confidence", grade_rule="insufficient")(folder)
+    (finding,) = verify_results(folder).findings
+    assert "grade_rule: expected a rule the grader can give this prediction" in str(finding)

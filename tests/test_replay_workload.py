@@ -11,10 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deermem.eval.errors import ProtocolError
+from deermem.eval.protocol import parse_yaml
 from deermem.eval.replay import (
     BURST_CATEGORY,
     START,
     ReplayParams,
+    _as_tuples,
     generate,
     load_params,
     paired_interval,
@@ -135,6 +137,32 @@ def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ProtocolError, match="is given twice") as refused:
         load_params(path)
     assert (refused.value.file, refused.value.key) == (str(path), "seeds")
+
+
+def test_a_list_that_contains_itself_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(bundled()) + "loop: &loop [1, *loop]\n", "utf-8")
+    with pytest.raises(ProtocolError, match="contains itself") as refused:
+        load_params(path)
+    assert (refused.value.file, refused.value.key) == (str(path), None)
+
+
+def test_aliases_are_converted_once_however_deeply_they_nest(tmp_path: Path) -> None:
+    """Nine aliases of nine aliases ... expand to 9**n lists: converted once per anchor and
+    shared, a file costs what its text does (a copy per reference: 9**12 lists for 12 lines)."""
+    levels = ["a0: &a0 [1, 2]"]
+    levels += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 6)]
+    document = parse_yaml("params.yaml", "\n".join(levels).encode())
+    converted = _as_tuples(document)
+    assert isinstance(converted, dict)
+    top = converted["a5"]
+    assert isinstance(top, tuple)
+    assert all(item is top[0] for item in top)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(bundled()) + "\n".join(levels) + "\n", "utf-8")
+    with pytest.raises(ProtocolError, match="Extra inputs are not permitted") as refused:
+        load_params(path)
+    assert refused.value.key == "a0"
 
 
 # --- the workload -----------------------------------------------------------------

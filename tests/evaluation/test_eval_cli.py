@@ -17,7 +17,14 @@ from deermem.cli.eval import print_retention
 from deermem.eval import files as provenance
 from deermem.eval.policy_run import format_plain, policy_summary, retention_table
 from tests.evaluation.conftest import Generated, Prepared, Runner
-from tests.evaluation.longmemeval_data import PINNED_SHA256, copy_protocol
+from tests.evaluation.longmemeval_data import (
+    BANK_IDS,
+    PINNED_SHA256,
+    build_rows,
+    copy_protocol,
+    protocol_flags,
+    write_dataset,
+)
 from tests.evaluation.original_protocol import write_original_bundle
 
 PLAIN_TABLE = """\
@@ -539,3 +546,51 @@ def test_python_m_deermem_runs_the_program(tmp_path: Path) -> None:
         check=False,
     )
     assert (done.returncode, done.stdout) == (0, "validated 40 official and 5 synthetic cases\n")
+
+
+# --- identifiers that cannot make fact ids ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source_id", ["001be528/x", "001be528 x", "001be528\nx", "001" + "b" * 130]
+)
+def test_a_bank_record_whose_id_cannot_make_fact_ids_is_refused_before_any_run(
+    eval_cli: Runner, tmp_path: Path, source_id: str
+) -> None:
+    """Its id would go into fact ids that no stored answer or graded row may hold: run-qa
+    would pay for answers that grade-qa then refuses, blaming the answers."""
+    rows = build_rows()
+    (bank_row,) = (row for row in rows if row["question_id"] == BANK_IDS[0])
+    rows.append({**bank_row, "question_id": source_id})  # sorts first: in the bank
+    dataset = tmp_path / "longmemeval_oracle.json"
+    files = copy_protocol(tmp_path / "bundle", write_dataset(dataset, rows))
+    for command in ("validate", "run-policy"):
+        code, out, err = eval_cli(
+            command, *protocol_flags(files), "--dataset", str(dataset),
+            *(["--output-dir", str(tmp_path / "out")] if command == "run-policy" else []),
+        )  # fmt: skip
+        assert (code, out) == (1, "")
+        assert err.startswith(f"error: {dataset}: question_id {json.dumps(source_id)[:77]}")
+        assert "of a distractor-bank record is not a plain identifier" in err
+        assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_case_id_too_long_for_its_fact_ids_names_the_manifest(
+    eval_cli: Runner, generated: Generated, tmp_path: Path
+) -> None:
+    files = copy_protocol(tmp_path / "bundle", generated.sha256)
+    manifest = json.loads(files.synthetic_manifest.read_text())
+    long_id = "correction_" + "x" * 110  # a plain identifier; d_<id>_0_<source> is not
+    manifest["cases"][1]["case_id"] = long_id
+    files.synthetic_manifest.write_text(json.dumps(manifest, indent=2) + "\n")
+    assert eval_cli("validate-contracts", *protocol_flags(files))[0] == 0
+    code, out, err = eval_cli(
+        "validate", *protocol_flags(files), "--dataset", str(generated.dataset)
+    )
+    assert (code, out) == (1, "")
+    assert err == (
+        f"error: {files.synthetic_manifest}: cases: case id {long_id!r} is too long: its pool "
+        "would have a fact id of 134 characters ([A-Za-z0-9_.-], at most 128 characters); "
+        "shorten the case id\n"
+    )

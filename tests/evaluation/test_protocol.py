@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+import deermem.errors
+from deermem.eval import protocol as protocol_module
 from deermem.eval.errors import ProtocolError
 from deermem.eval.protocol import (
     OFFICIAL_SCENARIOS,
@@ -498,6 +500,30 @@ def test_unreadable_protocol_files_are_named(
         load_protocol(files)
     assert caught.value.file == str(path)
     assert fragment in str(caught.value)
+
+
+def test_a_file_of_the_wrong_kind_is_named_by_its_kind_not_quoted(tmp_path: Path) -> None:
+    """A dataset given as the config: the error says what it is, not what it says."""
+    files = bundle_copy(tmp_path)
+    files.config.write_text('- question: "Where did I park my bike on Tuesday?"\n')
+    with pytest.raises(ProtocolError) as caught:
+        load_protocol(files)
+    assert str(caught.value) == f"{files.config}: must be a mapping, got a list"
+
+
+def test_a_value_of_nested_aliases_is_quoted_briefly(tmp_path: Path) -> None:
+    """Aliases of aliases repeat a list 8**n times over: the error quotes its first items
+    (deermem's one preview), never renders the whole."""
+    files = bundle_copy(tmp_path)
+    nested = "&a0 [1, 2]"
+    for level in range(1, 7):
+        nested = f"&a{level} [{nested}, {', '.join([f'*a{level - 1}'] * 8)}]"
+    text = files.config.read_text()
+    assert text.count("  capacities: [5, 7, 9]\n") == 1
+    files.config.write_text(text.replace("[5, 7, 9]", f"[{nested}]"))
+    with pytest.raises(ProtocolError, match=r"pool\.capacities\[0\]: must be a whole number"):
+        load_protocol(files)
+    assert vars(protocol_module)["preview"] is deermem.errors.preview  # one implementation
 
 
 def test_a_missing_protocol_file_is_named(tmp_path: Path) -> None:

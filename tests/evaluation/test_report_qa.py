@@ -5,7 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from deermem.eval.grading import StatisticsParameters
+from deermem.eval.protocol import bundled_protocol_files
 from deermem.eval.report import write_report
+from deermem.eval.rows import write_qa_report
+from deermem.eval.verify import verify_results
 from tests.evaluation.conftest import Answered, Generated, Runner
 from tests.evaluation.qa_support import edit_text
 from tests.published import published_results
@@ -95,3 +99,28 @@ def test_without_charts_the_qa_report_is_the_same_text_without_the_image(
     assert (without / "report.md").read_text() == (with_charts / "report.md").read_text().replace(
         "![Accuracy by scenario and policy](qa-accuracy.png)", note
     )
+
+
+def test_the_bootstrap_parameters_are_the_protocols_not_the_stats_files(
+    eval_cli: Runner, tmp_path: Path
+) -> None:
+    """As verify: a stats file re-derived under another seed (or a billion resamples)
+    is a finding, not followed; --config names another protocol's parameters."""
+    other = StatisticsParameters(seed=4790, iterations=10_000, alpha=0.05)
+    derived = verify_results(published_results(), parameters=other).derived
+    assert derived is not None
+    folder = tmp_path / "results"
+    write_qa_report(folder, derived)  # consistent with its rows under seed 4790
+    shutil.copy(published_results() / "qa_run.json", folder)
+    code, out, err = eval_cli("report", str(folder))
+    assert (code, out) == (1, "")
+    assert "suites.official.bootstrap.seed: expected 4789, got 4790" in err
+    assert not (folder / "report.md").exists()
+
+    config = tmp_path / "config.yaml"
+    text = bundled_protocol_files().config.read_text()
+    assert text.count("bootstrap_seed: 4789\n") == 1
+    config.write_text(text.replace("bootstrap_seed: 4789\n", "bootstrap_seed: 4790\n"))
+    code, _, err = eval_cli("report", str(folder), "--config", str(config))
+    assert (code, err) == (0, "")
+    assert (folder / "report.md").exists()

@@ -25,6 +25,7 @@ from deermem.eval.qa import (
 )
 from deermem.testing import Reply
 from tests.evaluation.conftest import Answered, Generated, Prepared, Runner
+from tests.evaluation.longmemeval_data import protocol_flags
 from tests.evaluation.qa_support import (
     API_KEY,
     BASE_URL_ENV,
@@ -300,6 +301,33 @@ def test_a_base_url_that_is_no_http_url_is_refused_up_front(
     assert code == 1
     assert f"error: {BASE_URL_ENV} is not an http:// or https:// URL" in err
     assert API_KEY not in err
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["http://127.0.0.1:notaport/v1", "http://[::1/v1", "http://user:pa/ss@127.0.0.1/v1"],
+)
+def test_a_base_url_no_client_can_use_is_named_by_its_variable_before_the_dataset(
+    eval_cli: Runner,
+    generated: Generated,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    base_url: str,
+) -> None:
+    monkeypatch.setenv(BASE_URL_ENV, base_url)
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    absent = tmp_path / "no-such-dataset.json"  # reading it would fail differently
+    args = [*generated.protocol_args(), "--dataset", str(absent)]
+    code, out, err = eval_cli("run-qa", *args, "--output-dir", str(tmp_path / "run"))
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        f"error: {BASE_URL_ENV} is not an http:// or https:// URL that can be parsed "
+        "(a host, then optionally ':' and a port number)"
+    )
+    assert len(err.splitlines()) == 1
+    assert "model.base_url" not in err
+    assert "ss@" not in err  # a password's part is never quoted
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("key", [f"{API_KEY}\nsk-old-0000", f"{API_KEY}\x0bx", f"{API_KEY}\u2026"])
@@ -580,3 +608,37 @@ def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("model", '"my model"', "a model name"),
+        ("api_key_env", '"MY-KEY"', "an environment variable name"),
+    ],
+)
+def test_config_values_the_run_marker_cannot_hold_are_refused_before_the_run(
+    eval_cli: Runner,
+    generated: Generated,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+    value: str,
+    expected: str,
+) -> None:
+    """validate-contracts takes them; the marker's schema would refuse them when read back,
+    so run-qa would pay for every answer, then neither resume nor grade."""
+    bundle = bundle_copy(tmp_path / "bundle", generated.dataset, generated.sha256, **{key: value})
+    monkeypatch.setenv(BASE_URL_ENV, "http://127.0.0.1:9/v1")
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    monkeypatch.setenv("MY-KEY", API_KEY)
+    absent = tmp_path / "no-such-dataset.json"  # reading it would fail differently
+    args = [*protocol_flags(bundle.files), "--dataset", str(absent)]
+    code, out, err = eval_cli("run-qa", *args, "--output-dir", str(tmp_path / "run"))
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        f"error: {bundle.files.config}: qa.{key}: cannot be recorded in qa_run.json: "
+        f"expected {expected}, got "
+    )
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()

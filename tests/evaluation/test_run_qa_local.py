@@ -21,7 +21,7 @@ from deermem.eval.answerers import LocalAnswerer
 from deermem.eval.dataset import build_cases, load_dataset
 from deermem.eval.qa import Answer, write_response
 from deermem.eval.verify import verify_results
-from tests.evaluation.conftest import Runner
+from tests.evaluation.conftest import Generated, Runner
 from tests.evaluation.longmemeval_data import build_rows, write_dataset
 from tests.evaluation.qa_support import bundle_copy, load_json, tasks_for
 
@@ -82,3 +82,25 @@ def test_the_local_model_answers_a_run_that_grades_and_verifies(
     code, _, err = eval_cli("run-qa", *args, "--provider", "local", "--model-path", str(missing))
     assert code == 1
     assert f"model file {missing} does not exist" in err
+
+
+def test_a_model_file_whose_name_is_no_model_name_is_refused_before_the_run(
+    eval_cli: Runner, tmp_path: Path, generated: Generated
+) -> None:
+    """The model is named by its file; a name the marker cannot hold would give a run
+    that pays for every answer, then neither resumes nor grades."""
+    model = tmp_path / "my model.gguf"
+    model.write_bytes(b"GGUF")  # never loaded: refused first
+    absent = tmp_path / "no-such-dataset.json"  # reading it would fail differently
+    args = [*generated.protocol_args(), "--dataset", str(absent)]
+    output = tmp_path / "run"
+    code, out, err = eval_cli(
+        "run-qa", *args, "--output-dir", str(output), "--provider", "local",
+        "--model-path", str(model),
+    )  # fmt: skip
+    assert (code, out) == (1, "")
+    assert err == (
+        'error: the local model is named by its file name, "my model", which is not a model '
+        "name ([A-Za-z0-9_.:/@+-], starting with a letter or digit): rename the model file\n"
+    )
+    assert not output.exists()

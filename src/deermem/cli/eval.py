@@ -474,6 +474,15 @@ def report(
         metavar="DIR",
         help="Where to write report.md and the charts [default: DIR].",
     ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        metavar="YAML",
+        help=(
+            "Verify QA results with the bootstrap seed, iterations and alpha of this protocol "
+            "config [default: 4789, 10000, 0.05, as every bundled protocol]."
+        ),
+    ),
 ) -> None:
     """Read a run directory and write report.md with what it holds.
 
@@ -489,7 +498,8 @@ def report(
 
     missing = missing_chart_module()
     written = [
-        str(path) for path in write_report(run_dir, output_dir=output_dir, charts=not missing)
+        str(path)
+        for path in write_report(run_dir, output_dir=output_dir, charts=not missing, config=config)
     ]
     listed = written[0] if len(written) == 1 else f"{', '.join(written[:-1])} and {written[-1]}"
     typer.echo(f"wrote {listed}")

@@ -28,12 +28,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final, NamedTuple
 
+import httpx
+
 from deermem.config import api_key_problem
 from deermem.eval import PROVIDER_LOCAL
 from deermem.eval.errors import ProviderEnvironmentError
 from deermem.eval.protocol import QASettings
 from deermem.eval.qa import Answer, Answerer, AnswerTask
 from deermem.llm import ChatMessage, ChatResponse, LocalModel, OpenAICompatibleModel, RetryPolicy
+from deermem.llm.openai import chat_completions_url
 
 __all__ = ["HttpAnswerer", "LocalAnswerer", "answerer_for", "resolve_endpoint"]
 
@@ -69,6 +72,16 @@ def resolve_endpoint(qa: QASettings, environ: Mapping[str, str]) -> Endpoint:
             [qa.base_url_env],
             problem=f"{qa.base_url_env} is not an http:// or https:// URL",
         )
+    try:
+        httpx.URL(chat_completions_url(base_url))  # what the client would refuse, found now
+    except (ValueError, httpx.InvalidURL):
+        # Named by its variable (the client would name its own setting, model.base_url);
+        # neither parser's message is repeated: either may quote part of a password.
+        raise ProviderEnvironmentError(
+            [qa.base_url_env],
+            problem=f"{qa.base_url_env} is not an http:// or https:// URL that can be parsed "
+            "(a host, then optionally ':' and a port number)",
+        ) from None
     problem = api_key_problem(environ.get(qa.api_key_env, ""))
     if problem is not None:  # named here, before the dataset is read; never the value
         raise ProviderEnvironmentError([qa.api_key_env], problem=f"{qa.api_key_env} {problem}")

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, NamedTuple
 
 from deermem.eval.errors import DatasetHashMismatchError, DatasetIntegrityError, ProtocolError
+from deermem.eval.files import IDENTIFIER, IDENTIFIER_RULE, describe_value
 from deermem.eval.protocol import (
     SCENARIO_ACCESS_HELP,
     SCENARIO_CONFIDENCE_CONTROL,
@@ -414,10 +415,17 @@ def build_distractor_bank(dataset: Dataset, pool: PoolSettings) -> tuple[BankEnt
             f"only {len(qualifying)} records qualify for the distractor bank; "
             f"the protocol needs {pool.distractor_bank_size}",
         )
-    return tuple(
-        BankEntry(position, record)
-        for position, record in enumerate(qualifying[: pool.distractor_bank_size])
-    )
+    bank = qualifying[: pool.distractor_bank_size]
+    for record in bank:
+        # Source ids become parts of fact ids, which stored answers and graded rows
+        # must hold as plain identifiers: refuse here, before a run writes or calls.
+        if not IDENTIFIER.fullmatch(record.question_id):
+            raise DatasetIntegrityError(
+                dataset.path,
+                f"question_id {describe_value(record.question_id)} of a distractor-bank record "
+                f"is not a plain identifier ({IDENTIFIER_RULE}); it becomes part of fact ids",
+            )
+    return tuple(BankEntry(position, record) for position, record in enumerate(bank))
 
 
 # --- the cases ------------------------------------------------------------------------------------
@@ -617,6 +625,9 @@ class _PoolBuilder:
                     distractor_metadata(scenario, index, outranking),
                 )
             )
+        for fact_id, _, _ in members:
+            if not IDENTIFIER.fullmatch(fact_id):  # both parts are plain: only too long
+                raise self._too_long(case_id, source, scenario, fact_id)
         members.sort(key=lambda member: member[0])
         now = self._stamp(0)
         usage = {
@@ -641,6 +652,21 @@ class _PoolBuilder:
             facts=tuple(self._fact(*member) for member in members),
             usage=usage,
             support_fact_ids=(support_id,),
+        )
+
+    def _too_long(self, case_id: str, source: str, scenario: str, fact_id: str) -> ProtocolError:
+        """The error for a case id too long to make fact ids of (it is the manifest's)."""
+        files = self._protocol.files
+        file, key = (
+            (files.synthetic_manifest, "cases")
+            if source == SOURCE_SYNTHETIC
+            else (files.official_manifest, f"scenarios.{scenario}")
+        )
+        return ProtocolError(
+            str(file),
+            key,
+            f"case id {case_id!r} is too long: its pool would have a fact id of {len(fact_id)} "
+            f"characters ({IDENTIFIER_RULE}); shorten the case id",
         )
 
     def _fact(

@@ -31,7 +31,7 @@ exports the library's errors only).
 
 from __future__ import annotations
 
-from deermem.errors import DeerMemError
+from deermem.errors import DeerMemError, preview
 
 __all__ = [
     "AnswerRowIntegrityError",
@@ -217,9 +217,3 @@ class ResultsExistError(EvaluationError, FileExistsError):
             + ", ".join(self.paths)
             + " (choose a new output directory or move them away)"
         )
-
-
-def preview(value: object, limit: int = 80) -> str:
-    """A rejected value for a message: its ``repr``, cut short so a huge value cannot flood it."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -44,6 +44,8 @@ __all__ = []
 
 IDENTIFIER: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """A case, scenario, question type or fact id: plain, short, no room for a sentence."""
+IDENTIFIER_RULE: Final = "[A-Za-z0-9_.-], at most 128 characters"
+"""What :data:`IDENTIFIER` admits, as an error message says it."""
 ROW_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,255}")
 """A row id (``<case_id>__<policy>``), which also names its stored answer's file."""
 MODEL_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,199}")

@@ -61,7 +61,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeAlias
 
 from deermem.eval.errors import GradingError, StatisticsError
 
@@ -221,17 +221,33 @@ def _contains(haystack: list[str], needle: list[str]) -> bool:
     )
 
 
-def _integers(tokens: list[str]) -> list[int]:
+_Integer: TypeAlias = tuple[int, str]
+"""An integer token as an exact, ordered key: (digit count, digits) without leading zeros."""
+
+
+def _integer(digits: str) -> _Integer:
+    """``digits`` as a key that compares as ``int(digits)`` does, at any length.
+
+    ``int()`` refuses more than 4,300 digits (``sys.get_int_max_str_digits``),
+    and a model's answer can hold such a run (a degenerate answer repeating a
+    digit up to its token limit); without leading zeros, the shorter run is
+    the smaller number and runs of one length compare as text.
+    """
+    significant = digits.lstrip("0") or "0"
+    return len(significant), significant
+
+
+def _integers(tokens: list[str]) -> list[_Integer]:
     """The tokens made only of digits, as integers (``200mm`` is not one)."""
-    return [int(token) for token in tokens if token.isdigit()]
+    return [_integer(token) for token in tokens if token.isdigit()]
 
 
-def _range_bounds(reference_tokens: list[str]) -> tuple[int, int] | None:
+def _range_bounds(reference_tokens: list[str]) -> tuple[_Integer, _Integer] | None:
     """The (low, high) of a "ranging from A ... to B" reference, or ``None``."""
     match = _RANGE.search(" ".join(reference_tokens))
     if match is None:
         return None
-    first, second = int(match.group(1)), int(match.group(2))
+    first, second = _integer(match.group(1)), _integer(match.group(2))
     return (first, second) if first <= second else (second, first)
 
 

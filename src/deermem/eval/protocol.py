@@ -62,9 +62,17 @@ from pydantic import (
 )
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from deermem.errors import preview
 from deermem.eval import PROVIDER_OPENAI_COMPATIBLE
-from deermem.eval.errors import EvaluationError, ProtocolError, preview
-from deermem.eval.files import IDENTIFIER, SHA256, InvalidJsonError, parse_json, utc_timestamp
+from deermem.eval.errors import EvaluationError, ProtocolError
+from deermem.eval.files import (
+    IDENTIFIER,
+    IDENTIFIER_RULE,
+    SHA256,
+    InvalidJsonError,
+    parse_json,
+    utc_timestamp,
+)
 from deermem.eval.grading import GRADER_VERSION, StatisticsParameters
 from deermem.policy import POLICY_CONFIDENCE, POLICY_HYBRID_V1, CapacityPolicy
 from deermem.store.markdown.files import read_regular_file
@@ -266,7 +274,7 @@ def _plain(value: str) -> str | None:
     # Case ids become parts of fact ids and, later, of file names: keep them plain.
     if IDENTIFIER.fullmatch(value):
         return None
-    return f"is not a plain identifier ([A-Za-z0-9_.-], at most 128 characters): {preview(value)}"
+    return f"is not a plain identifier ({IDENTIFIER_RULE}): {preview(value)}"
 
 
 def _timestamp(value: object) -> datetime:
@@ -345,7 +353,10 @@ def _protocol_error(error: ValidationError, schema: type[BaseModel], file: str) 
             key = f"{key}{'' if cause.key.startswith('[') or not key else '.'}{cause.key}"
         return ProtocolError(file, key or None, str(cause))
     wanted = _TYPE_PROBLEMS.get(detail["type"], detail["msg"])
-    return ProtocolError(file, _dotted(location), f"{wanted}, got {preview(detail['input'])}")
+    # A whole file of the wrong kind (a dataset given as the config) is named by its kind:
+    # its text is not quoted.
+    got = f"a {type(detail['input']).__name__}" if not location else preview(detail["input"])
+    return ProtocolError(file, _dotted(location), f"{wanted}, got {got}")
 
 
 # What a wrong type is called, by pydantic's error type.

@@ -75,6 +75,7 @@ from deermem.eval.dataset import EvaluationCase, build_cases, load_dataset
 from deermem.eval.errors import (
     AnswerRowIntegrityError,
     EvaluationError,
+    ProtocolError,
     RunMarkerError,
 )
 from deermem.eval.files import (
@@ -571,6 +572,36 @@ def marker_record(
     }
 
 
+def check_recordable(
+    record: Mapping[str, object], protocol: Protocol, settings: RequestSettings
+) -> None:
+    """Refuse a run whose marker the marker's own schema would refuse when read back.
+
+    Otherwise the run would pay for every answer, then neither resume nor be
+    graded. The marker's keys are the config's (``qa.model``, ``dataset.filename``
+    ...), but for the model of ``--provider local``, named by its file.
+
+    Raises:
+        ProtocolError: a config value the marker cannot hold (file, key, what it expects).
+        EvaluationError: the local model's file name is not a model name.
+    """
+    problems = run_problems(dict(record))
+    if not problems:
+        return
+    first = problems[0]
+    if first.field == "qa.model" and settings.model != protocol.config.qa.model:
+        raise EvaluationError(
+            f"the local model is named by its file name, {describe_value(settings.model)}, "
+            f"which is not a model name ([A-Za-z0-9_.:/@+-], starting with a letter or "
+            "digit): rename the model file"
+        )
+    raise ProtocolError(
+        str(protocol.files.config),
+        first.field,
+        f"cannot be recorded in {MARKER_FILE}: expected {first.expected}, got {first.actual}",
+    )
+
+
 def write_marker(directory: Path, record: Mapping[str, object]) -> Path:
     """Write the marker of a new run (atomically; never over an existing one)."""
     path = directory / MARKER_FILE
@@ -746,10 +777,13 @@ def run_qa(
     existing = check_marker(
         directory, protocol, model=settings.model, refusal=NEW_DIRECTORY, required=False
     )
+    record = None
+    if existing is None:  # a new run directory: its marker must be one a later run can read
+        record = marker_record(protocol, settings, git=git_state(), created_at=created_at)
+        check_recordable(record, protocol, settings)
     data = load_dataset(dataset, expected_sha256=protocol.config.dataset.sha256)
     tasks = build_answer_tasks(protocol, build_cases(protocol, data), settings)
-    if existing is None:  # a new run directory
-        record = marker_record(protocol, settings, git=git_state(), created_at=created_at)
+    if record is not None:
         write_marker(directory, record)
     reusable, pending = split_reusable(directory, tasks)
     if on_start is not None:

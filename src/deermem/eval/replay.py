@@ -274,7 +274,13 @@ def load_params(path: Path | None = None) -> LoadedParams:
     if not isinstance(raw, dict):
         raise ProtocolError(source, None, "expected a mapping of parameters")
     try:
-        params = ReplayParams.model_validate(_as_tuples(raw))
+        document = _as_tuples(raw)
+    except _SelfContaining:
+        raise ProtocolError(
+            source, None, "a list or mapping contains itself (a YAML alias inside its own anchor)"
+        ) from None
+    try:
+        params = ReplayParams.model_validate(document)
     except ValidationError as error:
         first = error.errors()[0]
         key = ".".join(str(part) for part in first["loc"]) or None
@@ -285,14 +291,39 @@ def load_params(path: Path | None = None) -> LoadedParams:
     return LoadedParams(params, source, hashlib.sha256(data).hexdigest())
 
 
-def _as_tuples(value: object) -> object:
+class _SelfContaining(ValueError):
+    """A list or mapping of the document contains itself (a YAML alias inside its anchor)."""
+
+
+_CONVERTING: Final = object()  # marks a node whose conversion is under way
+
+
+def _as_tuples(value: object, converted: dict[int, object] | None = None) -> object:
     """The YAML document with its lists as tuples: every list of the schema is a fixed range or
-    the caps, which strict validation accepts only as tuples; nothing else is converted."""
+    the caps, which strict validation accepts only as tuples; nothing else is converted.
+
+    A node the document refers to again (a YAML alias) is converted once and shared, so
+    nested aliases cost what their text does, not the exponential size of their expansion.
+
+    Raises:
+        _SelfContaining: a node contains itself.
+    """
+    if not isinstance(value, dict | list):
+        return value
+    converted = {} if converted is None else converted
+    done = converted.get(id(value))  # the document holds every node: ids are stable
+    if done is _CONVERTING:
+        raise _SelfContaining
+    if done is not None:
+        return done
+    converted[id(value)] = _CONVERTING
+    result: object
     if isinstance(value, dict):
-        return {key: _as_tuples(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return tuple(_as_tuples(item) for item in value)
-    return value
+        result = {key: _as_tuples(item, converted) for key, item in value.items()}
+    else:
+        result = tuple(_as_tuples(item, converted) for item in value)
+    converted[id(value)] = result
+    return result
 
 
 _SHOWN_CHARS: Final = 80

@@ -23,7 +23,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from deermem.eval import CHARTS_EXTRA, POLICY_COLOURS, figure_png, policy_run
 from deermem.eval.errors import EvaluationError
@@ -47,7 +47,7 @@ from deermem.eval.rows import (
     QaReport,
     report_paths,
 )
-from deermem.eval.verify import verify_results
+from deermem.eval.verify import protocol_parameters, verify_results
 from deermem.policy import POLICIES
 from deermem.store.markdown.files import read_regular_file
 
@@ -414,7 +414,11 @@ REPORT_FILE: Final = "report.md"
 
 
 def write_report(
-    run_dir: Path, *, output_dir: Path | None = None, charts: bool = True
+    run_dir: Path,
+    *,
+    output_dir: Path | None = None,
+    charts: bool = True,
+    config: Path | None = None,
 ) -> tuple[Path, ...]:
     """Write ``report.md`` and, with ``charts``, the charts for what ``run_dir`` holds.
 
@@ -423,6 +427,8 @@ def write_report(
         output_dir: where to write (default: ``run_dir``).
         charts: draw the PNG charts (they need matplotlib); without them the
             Markdown says how to get them.
+        config: a protocol config whose bootstrap parameters QA results are
+            verified with (default: the reproduction protocol's, as for ``verify``).
 
     Returns:
         The files written: ``report.md`` first, then ``retention.png`` (policy
@@ -431,7 +437,8 @@ def write_report(
     Raises:
         EvaluationError: the directory holds neither a policy run nor graded
             QA results, holds what an interrupted run-policy or grade-qa left,
-            or what it holds cannot be read or does not verify.
+            or what it holds cannot be read or does not verify; a ProtocolError
+            when ``config`` is not a valid protocol config.
         ResultsExistError: a report is already there (nothing is overwritten;
             what an interrupted report left, charts without ``report.md``,
             is replaced).
@@ -471,7 +478,8 @@ def write_report(
         if charts:
             drawn.append((target / RETENTION_CHART_FILE, render_retention_chart(table)))
     if has_qa:
-        report, marker = _verified_qa(run_dir)
+        parameters = DEFAULT_PARAMETERS if config is None else protocol_parameters(config)
+        report, marker = _verified_qa(run_dir, parameters)
         heading = "" if has_policy else "# Capacity eviction: answers graded\n\n"
         verified = "summary and statistics re-derived from the rows match the files byte for byte"
         chart = QA_CHART_FILE if charts else None
@@ -486,9 +494,15 @@ def write_report(
     return (written, *charts_written)
 
 
-def _verified_qa(run_dir: Path) -> tuple[QaReport, Mapping[str, object] | None]:
-    """The QA report re-derived from the rows, if the directory's files verify."""
-    parameters = _stated_parameters(run_dir / STATS_FILE) or DEFAULT_PARAMETERS
+def _verified_qa(
+    run_dir: Path, parameters: StatisticsParameters
+) -> tuple[QaReport, Mapping[str, object] | None]:
+    """The QA report re-derived from the rows, if the directory's files verify.
+
+    The bootstrap parameters are the protocol's, never those the stats file states:
+    a file is checked against them, as ``verify`` checks it (a stated count of
+    a billion resamples would otherwise be followed).
+    """
     verification = verify_results(run_dir, parameters=parameters)
     if not verification.ok or verification.derived is None:
         count = len(verification.findings)
@@ -499,19 +513,6 @@ def _verified_qa(run_dir: Path) -> tuple[QaReport, Mapping[str, object] | None]:
     marker_path = run_dir / MARKER_FILE
     marker = _read_json(marker_path) if marker_path.exists() else None
     return verification.derived, marker
-
-
-def _stated_parameters(path: Path) -> StatisticsParameters | None:
-    """The bootstrap parameters a stats file states (verification then re-derives with them)."""
-    try:
-        document: Any = parse_json(path.read_text(encoding="utf-8"))  # checked by the lookups
-        suites = document["suites"]
-        bootstrap = next(iter(suites.values()))["bootstrap"]
-        return StatisticsParameters(
-            seed=bootstrap["seed"], iterations=bootstrap["iterations"], alpha=bootstrap["alpha"]
-        )
-    except (OSError, ValueError, KeyError, TypeError, StopIteration, AttributeError):
-        return None  # verification reports what is wrong with the file
 
 
 def _read_json(path: Path) -> Mapping[str, object]:

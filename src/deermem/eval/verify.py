@@ -506,7 +506,8 @@ def verify_results(
     root = Path(directory)
     found = _Collector()
     if not root.is_dir():
-        found.add("(directory)", FieldProblem("path", "a results directory", "no such directory"))
+        what = "no such directory" if not root.exists() else "not a directory"
+        found.add("(directory)", FieldProblem("path", "a results directory", what))
         files = dict.fromkeys(RESULT_FILES, "missing")
         return VerificationReport(
             directory=str(directory), findings=found.result(), rows=0, files=files, derived=None
