@@ -210,6 +210,13 @@ def test_only_bearer_is_accepted_and_mem0s_token_only_on_its_routes(
     refused = client.get("/v1/ping/", headers={"Authorization": f"Basic {token}"})
     assert refused.status_code == 401
     assert "or mem0's 'Token <token>'" in refused.json()["detail"]
+    # No header at all: the mem0 routes name mem0's scheme too (they said Bearer alone).
+    missing = client.get("/v1/ping/")
+    assert (missing.status_code, missing.json()["reason"]) == (401, "missing")
+    assert missing.json()["detail"] == (
+        "send Authorization: Bearer <token> (or mem0's 'Token <token>')"
+    )
+    assert client.get(f"{ALICE}/facts").json()["detail"] == "send Authorization: Bearer <token>"
 
 
 def test_every_route_of_a_scope_declares_the_bearer_scheme(tmp_path: Path) -> None:

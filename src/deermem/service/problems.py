@@ -234,7 +234,7 @@ def unauthorized(reason: str, *, token_scheme: bool = False) -> Problem:
     if reason != "missing":
         challenge += ', error="invalid_token"'
     detail = _UNAUTHORIZED[reason]
-    if reason == "malformed" and token_scheme:
+    if reason in ("missing", "malformed") and token_scheme:
         detail += " (or mem0's 'Token <token>')"
     return Problem(
         401,

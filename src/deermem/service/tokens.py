@@ -438,7 +438,7 @@ def principal_for_header(
     if not auth_required and not tokens.configured():
         return Principal.unauthenticated()
     if authorization is None:
-        raise ProblemError(unauthorized("missing"))
+        raise ProblemError(unauthorized("missing", token_scheme="token" in schemes))
     scheme, _, credentials = authorization.strip().partition(" ")
     token = credentials.strip()
     if scheme.lower() not in schemes or not token:
