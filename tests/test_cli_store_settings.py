@@ -171,6 +171,28 @@ def test_init_adding_settings_says_added_not_replaced(
     assert (code, out.startswith("replaced settings in")) == (0, True)
 
 
+def test_init_on_a_hand_written_file_of_the_same_settings_leaves_it_as_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It rewrote the file with deermem's header, replaced a symbolic link by a regular file,
+    and said "added settings to" though it added none."""
+    root = tmp_path / "store"
+    run(capsys, "--root", str(root), "init")
+    settings = (root / "deermem.yaml").read_text("utf-8")
+    kept = tmp_path / "dotfiles" / "deermem.yaml"
+    kept.parent.mkdir()
+    lines = [line for line in settings.splitlines() if not line.startswith("#")]
+    kept.write_text("".join(line + "\n" for line in lines))
+    (root / "deermem.yaml").unlink()
+    (root / "deermem.yaml").symlink_to(kept)
+    before = kept.read_bytes()
+    code, out, err = run(capsys, "--root", str(root), "init", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["outcome"] == "unchanged"
+    assert (root / "deermem.yaml").is_symlink()
+    assert kept.read_bytes() == before
+
+
 def test_init_with_no_setting_keeps_the_stores_settings(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, cap10: Path
 ) -> None:

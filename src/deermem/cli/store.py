@@ -156,8 +156,12 @@ def init(
     path = store_settings_path(root)
     if current is not None and not force and not extends:
         raise StoreSettingsExistError(str(path), _differences(current, new, resolved))
-    written = write_store_settings(root, text, force=force or extends)
-    outcome = "added" if written == "replaced" and extends else written
+    if current is not None and current == new:
+        # The same settings, written by hand or by another version: the file stays as it is.
+        outcome = "unchanged"
+    else:
+        written = write_store_settings(root, text, force=force or extends)
+        outcome = "added" if written == "replaced" and extends else written
     kept = read_store_settings(root) or {}  # what was written reads back
     resolve_config(root=root, environ={})  # ... and is a valid configuration
     if as_json:
