@@ -82,7 +82,7 @@ def test_open_unscoped_opens_a_store_under_strict_scope_without_a_single_user_me
     tmp_path: Path,
 ) -> None:
     config = MemoryConfig(strict_user_scope=True)
-    with pytest.raises(UnsafeIdentifierError, match="strict_user_scope"):
+    with pytest.raises(UnsafeIdentifierError, match=r"^no user id given: strict_user_scope is on"):
         Memory.open(tmp_path, config)
     served = Memory.open_unscoped(tmp_path, config, clock=lambda: NOW)
     served.scoped(user="alice", agent="coder").create_fact("Prefers uv over pip")

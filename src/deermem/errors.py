@@ -372,7 +372,8 @@ class UnsafeIdentifierError(StorageError, ValueError):
         self.kind = kind
         self.value = value
         self.reason = reason
-        super().__init__(f"{kind} {preview(value)} is not allowed: {reason}")
+        said = f"no {kind} given" if value is None else f"{kind} {preview(value)} is not allowed"
+        super().__init__(f"{said}: {reason}")
 
 
 class StoreLockTimeout(StorageError, TimeoutError):

@@ -151,7 +151,7 @@ def wall_clock() -> datetime:
 def _checked_scope(scope: Scope, config: MemoryConfig) -> Scope:
     if scope.user_id is None and config.strict_user_scope:
         raise UnsafeIdentifierError(
-            "user id", None, "a user id is required (strict_user_scope is on)"
+            "user id", None, "strict_user_scope is on, and every memory names its user"
         )
     return scope
 
