@@ -413,7 +413,8 @@ def test_a_strict_budget_bounds_the_whole_text(
     counting: str,
 ) -> None:
     """A caller's max_tokens (strict_budget) holds for any facts, summaries and budget: the
-    text as the counter counts it, guaranteed lines, header and summaries together."""
+    block as the counter counts it — its <memory> lines, guaranteed lines, header and
+    summaries together."""
     facts = [
         fact(f"f{n:02d}", f"x{content}", category, round(confidence, 2))
         for n, (category, confidence, content) in enumerate(data)
@@ -422,6 +423,7 @@ def test_a_strict_budget_bounds_the_whole_text(
     summaries = Summaries(work=work, recent=recent)
     injection = build_injection(facts, settings=settings_, now=NOW, summaries=summaries)
     assert injection.exact_tokens() <= injection.manifest.budget_tokens <= max_tokens
+    assert injection.counter(injection.block) <= max_tokens
     assert injection.manifest.guaranteed_tokens <= injection.manifest.guaranteed_token_budget
 
 

@@ -1124,7 +1124,8 @@ class Memory:
         Args:
             max_tokens: a budget for this prompt instead of
                 ``max_injection_tokens`` (an agent with a small context
-                window). It bounds the whole text as the token counter
+                window). It bounds the whole block (``Injection.block``,
+                the text in its ``<memory>`` lines) as the token counter
                 counts it: the guaranteed lines and their ``Facts:`` header
                 fit in it (the guaranteed budget shrinks to that when
                 smaller), and the summaries get what the facts leave.

@@ -37,7 +37,8 @@ sum may exceed the whole text's estimate by up to a token a line.
 If the summaries are so long that the text would exceed
 ``max_injection_tokens`` plus the guaranteed lines, the summaries are cut
 (ending in ``...``) and the facts are kept. A caller's budget for one prompt
-(:attr:`InjectionSettings.strict_budget`) bounds the whole text: the
+(:attr:`InjectionSettings.strict_budget`) bounds the whole block, the text
+in its ``<memory>`` lines, since that is what goes into the prompt: the
 guaranteed pool is held to fit in it with the ``Facts:`` header, and the
 summaries are cut to what the facts leave of it.
 
@@ -394,9 +395,10 @@ class InjectionSettings:
         token_counting: ``tiktoken`` or ``char``.
         enabled: ``injection_enabled``; when false the text is empty.
         ranking: the capacity policy whose ranking orders the facts.
-        strict_budget: ``max_tokens`` bounds the whole text, the guaranteed
-            lines and their header included — a caller's budget for one
-            prompt, which must hold. Without it (``max_injection_tokens``)
+        strict_budget: ``max_tokens`` bounds the whole block
+            (:attr:`Injection.block`: the text in its ``<memory>`` lines),
+            the guaranteed lines and their header included — a caller's
+            budget for one prompt, which must hold. Without it (``max_injection_tokens``)
             the guaranteed lines may take the text beyond ``max_tokens`` by
             their own size.
     """
@@ -521,10 +523,13 @@ def build_injection(
     """
     count = counter if counter is not None else token_counter(settings.token_counting)
     cost = count.line  # a line with its newline; the sum bounds the whole text's count
+    max_tokens = settings.max_tokens
     guaranteed_budget = settings.guaranteed_token_budget
     if settings.strict_budget:
-        # The guaranteed lines and their header must fit in max_tokens themselves.
-        guaranteed_budget = min(guaranteed_budget, max(0, settings.max_tokens - cost(FACTS_HEADER)))
+        # A caller's budget is for what goes into the prompt: the block, its <memory>
+        # lines included. The guaranteed lines and their header must fit in it themselves.
+        max_tokens = max(0, max_tokens - cost(MEMORY_OPEN) - cost(MEMORY_CLOSE))
+        guaranteed_budget = min(guaranteed_budget, max(0, max_tokens - cost(FACTS_HEADER)))
     manifest = InjectionManifest(
         enabled=settings.enabled,
         policy=settings.ranking.name,
@@ -544,15 +549,13 @@ def build_injection(
     summary_lines = _join_sections((summaries or Summaries()).sections())
     separator = cost("") if summary_lines else 0
     overhead = sum(map(cost, summary_lines)) + separator + cost(FACTS_HEADER)
-    guaranteed, chosen, left_out = _select(ranked, settings.max_tokens, guaranteed_budget, overhead)
+    guaranteed, chosen, left_out = _select(ranked, max_tokens, guaranteed_budget, overhead)
     order = relevant() if relevant is not None and left_out else ()
     if order:
         place = {fact_id: position for position, fact_id in enumerate(order)}
         # Stable: the relevant facts first by relevance, the others keep the policy's order.
         preferred = sorted(ranked, key=lambda c: place.get(c.fact_id, len(place)))
-        guaranteed, chosen, left_out = _select(
-            preferred, settings.max_tokens, guaranteed_budget, overhead
-        )
+        guaranteed, chosen, left_out = _select(preferred, max_tokens, guaranteed_budget, overhead)
 
     fact_lines = [c.line for c in (*guaranteed, *chosen)]
     if fact_lines:
@@ -562,7 +565,7 @@ def build_injection(
     # strict budget not at all (the guaranteed pool was held to fit in it).
     guaranteed_used = sum(c.tokens for c in guaranteed)
     facts_cost = sum(map(cost, fact_lines)) + (separator if fact_lines else 0)
-    allowed = settings.max_tokens + (0 if settings.strict_budget else guaranteed_used)
+    allowed = max_tokens + (0 if settings.strict_budget else guaranteed_used)
     truncated = bool(summary_lines) and sum(map(cost, summary_lines)) + facts_cost > allowed
     if truncated:
         summary_lines = _truncate(summary_lines, allowed - facts_cost, cost)
@@ -755,7 +758,7 @@ def memory_injection(
     (see ``build_injection``; ``relevant`` is passed on to it).
 
     ``max_tokens`` replaces ``max_injection_tokens`` for this one prompt and
-    bounds the whole text (a strict budget): the guaranteed budget shrinks to
+    bounds the whole block (a strict budget): the guaranteed budget shrinks to
     fit in it with its header, and the summaries get what the facts leave.
     """
     settings = InjectionSettings.from_config(config)
