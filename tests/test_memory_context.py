@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import Memory, UnsafeIdentifierError
+from deermem import FactValidationError, Memory, UnsafeIdentifierError
 from deermem.recall.injection import InjectionManifest
 from deermem.recall.tokens import count_tokens
 from deermem.results import to_json
@@ -128,6 +128,17 @@ def test_a_callers_budget_below_the_guaranteed_one_caps_it(tmp_path: Path) -> No
     assert manifest.budget_tokens <= 30
     with pytest.raises(ValueError, match="must not be negative"):
         memory.injection(max_tokens=-1)
+
+
+@pytest.mark.parametrize("max_tokens", [True, 2.5, "10", [10]])
+def test_a_callers_budget_must_be_a_whole_number(tmp_path: Path, max_tokens: object) -> None:
+    """As search's top_k: a bool, a float or a text is refused naming the field, not taken
+    as a budget (True was one token) or left to a TypeError in the arithmetic."""
+    memory = open_memory(tmp_path)
+    memory.import_document(seed_document())
+    for call in (memory.injection, memory.context):
+        with pytest.raises(FactValidationError, match="'max_tokens'"):
+            call(max_tokens=max_tokens)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("max_tokens", [0, 5, 24, 27, 33, 50, 100, 200])
