@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -727,7 +728,7 @@ def _truncate(lines: list[str], allowance: int, cost: Callable[[str], int]) -> l
     text = "\n".join(lines)
 
     def cut(length: int) -> list[str]:
-        head = _PARTIAL_ENTITY.sub("", text[:length]).rstrip()
+        head = _PARTIAL_ENTITY.sub("", text[: _character_start(text, length)]).rstrip()
         return f"{head}\n{ELLIPSIS}".split("\n") if head else []
 
     def fits(length: int) -> bool:
@@ -742,6 +743,48 @@ def _truncate(lines: list[str], allowance: int, cost: Callable[[str], int]) -> l
         else:
             high = middle - 1
     return cut(low) if low and fits(low) else []
+
+
+_ZWJ: Final = "\u200d"
+_VIRAMA: Final = 9  # the canonical combining class of viramas
+
+
+def _character_start(text: str, position: int) -> int:
+    """``position``, or the nearest before it that starts a user-perceived character.
+
+    A cut by code points would take an accent off its letter (``e`` + U+0301
+    would read ``e``), a virama off its consonant, a skin tone, a variation
+    selector or the rest of a ZWJ sequence off its emoji, half a flag. This
+    backs off past what attaches to the code point before it: marks (variation
+    selectors among them), emoji modifiers and tags, both sides of a ZWJ, a
+    letter after a virama (an Indic conjunct), the second regional indicator
+    of a pair — so the text that stays is whole characters.
+    """
+    while 0 < position < len(text) and _attaches(text, position):
+        position -= 1
+    return position
+
+
+def _attaches(text: str, position: int) -> bool:
+    """Whether ``text[position]`` belongs to the character that ``text[position - 1]`` is in."""
+    char, before = text[position], text[position - 1]
+    code = ord(char)
+    if unicodedata.category(char)[0] == "M" or _ZWJ in (char, before):
+        return True
+    if 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F:  # skin tones, tags
+        return True
+    if unicodedata.combining(before) == _VIRAMA and char.isalpha():
+        return True
+    if _regional(char) and _regional(before):
+        run = 0  # regional indicators pair up from the start of their run
+        while position - run > 0 and _regional(text[position - run - 1]):
+            run += 1
+        return run % 2 == 1
+    return False
+
+
+def _regional(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
 
 
 def memory_injection(
