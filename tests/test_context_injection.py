@@ -388,6 +388,42 @@ def test_overflow_without_facts_is_cut_safely() -> None:
     assert not injection.text.split("\n")[-2].endswith("&")
 
 
+# Characters of more than one code point: an accent, a virama and its conjunct, a ZWJ
+# family, a skin tone, a flag, a variation selector, a keycap.
+CLUSTERS = [
+    "e\u0301",
+    "\u0938\u094d\u0924\u0947",
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467",
+    "\U0001f44d\U0001f3fd",
+    "\U0001f1e9\U0001f1ea",
+    "\u263a\ufe0f",
+    "1\ufe0f\u20e3",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    characters=st.lists(st.sampled_from([*CLUSTERS, "a", " ", "机"]), min_size=1, max_size=300),
+    max_tokens=st.integers(10, 200),
+    counting=st.sampled_from(["tiktoken", "char"]),
+)
+def test_summaries_are_cut_between_characters(
+    characters: list[str], max_tokens: int, counting: str
+) -> None:
+    """A cut never takes an accent off its letter, a virama off its conjunct, a skin tone or
+    the rest of a ZWJ sequence off its emoji, or half a flag: what stays is whole characters."""
+    characters = ["a", *characters]  # inert() strips a leading blank
+    work = "".join(characters)
+    settings_ = budget(max_tokens, token_counting=counting, strict_budget=True)
+    injection = build_injection([], settings=settings_, now=NOW, summaries=Summaries(work=work))
+    lines = injection.text.split("\n")
+    if not injection.manifest.summaries_truncated or not lines[1].startswith("- Work: "):
+        return  # not cut, or cut before the summary's text
+    head = lines[1].removeprefix("- Work: ")
+    assert work.startswith(head)
+    assert len(head) in {len("".join(characters[:n])) for n in range(len(characters) + 1)}
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     max_tokens=st.integers(0, 400),
@@ -413,7 +449,8 @@ def test_a_strict_budget_bounds_the_whole_text(
     counting: str,
 ) -> None:
     """A caller's max_tokens (strict_budget) holds for any facts, summaries and budget: the
-    text as the counter counts it, guaranteed lines, header and summaries together."""
+    block as the counter counts it — its <memory> lines, guaranteed lines, header and
+    summaries together."""
     facts = [
         fact(f"f{n:02d}", f"x{content}", category, round(confidence, 2))
         for n, (category, confidence, content) in enumerate(data)
@@ -422,6 +459,7 @@ def test_a_strict_budget_bounds_the_whole_text(
     summaries = Summaries(work=work, recent=recent)
     injection = build_injection(facts, settings=settings_, now=NOW, summaries=summaries)
     assert injection.exact_tokens() <= injection.manifest.budget_tokens <= max_tokens
+    assert injection.counter(injection.block) <= max_tokens
     assert injection.manifest.guaranteed_tokens <= injection.manifest.guaranteed_token_budget
 
 

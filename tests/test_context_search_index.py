@@ -691,6 +691,19 @@ def test_substring_is_case_insensitive() -> None:
         assert ids(substring_search(facts, query)) == ["a"]
 
 
+def test_substring_normalises_as_the_index_does() -> None:
+    """The fallback folds query and text as the words are folded (NFKC, case): a fragment
+    typed with a combining accent, or in full-width letters, finds what it spells."""
+    facts = [fact("cafe", "Prefers caf\u00e9-style notes"), fact("wide", "Ｗｒｉｔｅｓ ＨＴＭＬ")]
+    assert ids(substring_search(facts, "fe\u0301")) == ["cafe"]  # é as e + U+0301
+    assert ids(substring_search(facts, "fé")) == ["cafe"]
+    assert ids(substring_search(facts, "ＦÉ")) == ["cafe"]
+    assert ids(substring_search(facts, "TML")) == ["wide"]
+    with SearchIndex() as index:
+        hits = search_facts(index, USER, AGENT, "ｔｍ", version="1", load=Loader(facts), now=NOW)
+        assert hits == [SearchHit("wide", 0.5, "substring")]
+
+
 def test_substring_ordering_limits_and_filters() -> None:
     facts = [
         fact("low", "match here", "goal", 0.2),

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deermem import Memory, UnsafeIdentifierError
+from deermem import FactValidationError, Memory, UnsafeIdentifierError
 from deermem.recall.injection import InjectionManifest
+from deermem.recall.tokens import count_tokens
 from deermem.results import to_json
 
 from .context_support import NOW, TIGHT, files_state, open_memory, seed_document, usage_file
@@ -109,7 +110,8 @@ def test_a_callers_budget_replaces_the_configured_one_for_one_prompt(tmp_path: P
     assert not roomy.omitted
     tight = memory.injection(max_tokens=60).manifest
     assert tight.max_tokens == 60
-    assert tight.guaranteed_token_budget == 57  # min(500, 60 - "Facts:\n", 3 tokens)
+    # min(500, 60 - "<memory>\n" and "</memory>\n", 3 tokens each, - "Facts:\n", 3 tokens)
+    assert tight.guaranteed_token_budget == 51
     assert tight.budget_tokens <= 60
     assert tight.omitted  # the small budget left facts out
     assert pools(tight)["fact_correct"] == "guaranteed"  # the guarantee still holds
@@ -121,13 +123,25 @@ def test_a_callers_budget_below_the_guaranteed_one_caps_it(tmp_path: Path) -> No
     memory = open_memory(tmp_path)
     memory.import_document(seed_document())
     manifest = memory.injection(max_tokens=30).manifest
-    assert manifest.guaranteed_token_budget == 27  # with its "Facts:" header it fits in 30
+    # with its "Facts:" header and the block's two lines it fits in 30
+    assert manifest.guaranteed_token_budget == 21
     assert manifest.budget_tokens <= 30
     with pytest.raises(ValueError, match="must not be negative"):
         memory.injection(max_tokens=-1)
 
 
-@pytest.mark.parametrize("max_tokens", [0, 5, 24, 27, 50, 100, 200])
+@pytest.mark.parametrize("max_tokens", [True, 2.5, "10", [10]])
+def test_a_callers_budget_must_be_a_whole_number(tmp_path: Path, max_tokens: object) -> None:
+    """As search's top_k: a bool, a float or a text is refused naming the field, not taken
+    as a budget (True was one token) or left to a TypeError in the arithmetic."""
+    memory = open_memory(tmp_path)
+    memory.import_document(seed_document())
+    for call in (memory.injection, memory.context):
+        with pytest.raises(FactValidationError, match="'max_tokens'"):
+            call(max_tokens=max_tokens)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("max_tokens", [0, 5, 24, 27, 33, 50, 100, 200])
 def test_a_callers_budget_bounds_the_whole_block(tmp_path: Path, max_tokens: int) -> None:
     """Guaranteed lines filling the caller's budget leave no room for the header on top,
     and the summaries get what the facts leave of it (not the configured overflow)."""
@@ -145,7 +159,9 @@ def test_a_callers_budget_bounds_the_whole_block(tmp_path: Path, max_tokens: int
     memory.import_document({"user": {"workContext": summary}, "facts": corrections})
     injection = memory.injection(max_tokens=max_tokens)
     assert injection.exact_tokens() <= injection.manifest.budget_tokens <= max_tokens
-    if max_tokens >= 27:  # a correction's line and the header fit: the guarantee holds
+    # What goes into the prompt is the block: its <memory> lines count too.
+    assert count_tokens(memory.context(max_tokens=max_tokens), "tiktoken") <= max_tokens
+    if max_tokens >= 33:  # the block's lines, the header and a correction's line fit
         assert pools(injection.manifest)["fact_corr00"] == "guaranteed"
 
 

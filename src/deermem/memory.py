@@ -1124,7 +1124,8 @@ class Memory:
         Args:
             max_tokens: a budget for this prompt instead of
                 ``max_injection_tokens`` (an agent with a small context
-                window). It bounds the whole text as the token counter
+                window). It bounds the whole block (``Injection.block``,
+                the text in its ``<memory>`` lines) as the token counter
                 counts it: the guaranteed lines and their ``Facts:`` header
                 fit in it (the guaranteed budget shrinks to that when
                 smaller), and the summaries get what the facts leave.
@@ -1140,7 +1141,8 @@ class Memory:
 
         Raises:
             ValueError: ``max_tokens`` is negative.
-            FactValidationError: a ``query`` that is neither a text nor ``None``.
+            FactValidationError: a ``max_tokens`` that is not an ``int`` (a bool,
+                a float, a text), a ``query`` that is neither a text nor ``None``.
         """
 
         def relevant() -> tuple[str, ...]:
@@ -1148,6 +1150,11 @@ class Memory:
             found = self.search(query or "", top_k=self.config.max_facts, record=False)
             return tuple(result.fact_id for result in found)
 
+        # As search's top_k: a float or a text would reach the budget's arithmetic, a bool
+        # is an int to Python (True a budget of one token).
+        budget: object = max_tokens  # callers outside mypy pass anything
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)):
+            raise FactValidationError("max_tokens", budget, "expected a whole number of tokens")
         if query is not None and not isinstance(query, str):  # callers outside mypy pass anything
             raise FactValidationError("query", Withheld(type(query).__name__), "expected a text")
         asked = query is not None and bool(query.strip()) and facts

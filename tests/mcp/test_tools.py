@@ -475,7 +475,8 @@ def test_context_gives_the_block_and_why_each_fact_is_in_it(store: ServedStore) 
         assert manifest["omitted"] == []
         assert "Answer in German" not in str(manifest)  # ids and numbers only
         # A budget too small for the ranked fact: it is omitted, and the manifest says why.
-        tight = await call(client, "memory_context", max_tokens=20)
+        # The budget is the block's: its <memory> lines take 6 of these 26 tokens.
+        tight = await call(client, "memory_context", max_tokens=26)
         assert [item["factId"] for item in tight["manifest"]["injected"]] == [correction["factId"]]
         (left_out,) = tight["manifest"]["omitted"]
         assert left_out["factId"] == other["factId"]

@@ -219,7 +219,7 @@ def test_context_and_search(live: LiveServer) -> None:
     assert manifest["omitted"]
     assert manifest["injected"][0]["pool"] == "guaranteed"  # the correction holds its place
     add(client, "Drinks coffee black in the morning", confidence=0.5)
-    budget = {"max_tokens": 40, "explain": True}
+    budget = {"max_tokens": 46, "explain": True}  # the block: its <memory> lines count too
     assert "coffee" not in client.get(f"{ALICE}/context", params=budget).json()["text"]
     asked = client.get(f"{ALICE}/context", params={**budget, "query": "coffee"}).json()
     assert "coffee" in asked["text"]  # the question's fact, preferred within the same budget

@@ -37,7 +37,8 @@ sum may exceed the whole text's estimate by up to a token a line.
 If the summaries are so long that the text would exceed
 ``max_injection_tokens`` plus the guaranteed lines, the summaries are cut
 (ending in ``...``) and the facts are kept. A caller's budget for one prompt
-(:attr:`InjectionSettings.strict_budget`) bounds the whole text: the
+(:attr:`InjectionSettings.strict_budget`) bounds the whole block, the text
+in its ``<memory>`` lines, since that is what goes into the prompt: the
 guaranteed pool is held to fit in it with the ``Facts:`` header, and the
 summaries are cut to what the facts leave of it.
 
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -394,9 +396,10 @@ class InjectionSettings:
         token_counting: ``tiktoken`` or ``char``.
         enabled: ``injection_enabled``; when false the text is empty.
         ranking: the capacity policy whose ranking orders the facts.
-        strict_budget: ``max_tokens`` bounds the whole text, the guaranteed
-            lines and their header included — a caller's budget for one
-            prompt, which must hold. Without it (``max_injection_tokens``)
+        strict_budget: ``max_tokens`` bounds the whole block
+            (:attr:`Injection.block`: the text in its ``<memory>`` lines),
+            the guaranteed lines and their header included — a caller's
+            budget for one prompt, which must hold. Without it (``max_injection_tokens``)
             the guaranteed lines may take the text beyond ``max_tokens`` by
             their own size.
     """
@@ -521,10 +524,13 @@ def build_injection(
     """
     count = counter if counter is not None else token_counter(settings.token_counting)
     cost = count.line  # a line with its newline; the sum bounds the whole text's count
+    max_tokens = settings.max_tokens
     guaranteed_budget = settings.guaranteed_token_budget
     if settings.strict_budget:
-        # The guaranteed lines and their header must fit in max_tokens themselves.
-        guaranteed_budget = min(guaranteed_budget, max(0, settings.max_tokens - cost(FACTS_HEADER)))
+        # A caller's budget is for what goes into the prompt: the block, its <memory>
+        # lines included. The guaranteed lines and their header must fit in it themselves.
+        max_tokens = max(0, max_tokens - cost(MEMORY_OPEN) - cost(MEMORY_CLOSE))
+        guaranteed_budget = min(guaranteed_budget, max(0, max_tokens - cost(FACTS_HEADER)))
     manifest = InjectionManifest(
         enabled=settings.enabled,
         policy=settings.ranking.name,
@@ -544,15 +550,13 @@ def build_injection(
     summary_lines = _join_sections((summaries or Summaries()).sections())
     separator = cost("") if summary_lines else 0
     overhead = sum(map(cost, summary_lines)) + separator + cost(FACTS_HEADER)
-    guaranteed, chosen, left_out = _select(ranked, settings.max_tokens, guaranteed_budget, overhead)
+    guaranteed, chosen, left_out = _select(ranked, max_tokens, guaranteed_budget, overhead)
     order = relevant() if relevant is not None and left_out else ()
     if order:
         place = {fact_id: position for position, fact_id in enumerate(order)}
         # Stable: the relevant facts first by relevance, the others keep the policy's order.
         preferred = sorted(ranked, key=lambda c: place.get(c.fact_id, len(place)))
-        guaranteed, chosen, left_out = _select(
-            preferred, settings.max_tokens, guaranteed_budget, overhead
-        )
+        guaranteed, chosen, left_out = _select(preferred, max_tokens, guaranteed_budget, overhead)
 
     fact_lines = [c.line for c in (*guaranteed, *chosen)]
     if fact_lines:
@@ -562,7 +566,7 @@ def build_injection(
     # strict budget not at all (the guaranteed pool was held to fit in it).
     guaranteed_used = sum(c.tokens for c in guaranteed)
     facts_cost = sum(map(cost, fact_lines)) + (separator if fact_lines else 0)
-    allowed = settings.max_tokens + (0 if settings.strict_budget else guaranteed_used)
+    allowed = max_tokens + (0 if settings.strict_budget else guaranteed_used)
     truncated = bool(summary_lines) and sum(map(cost, summary_lines)) + facts_cost > allowed
     if truncated:
         summary_lines = _truncate(summary_lines, allowed - facts_cost, cost)
@@ -724,7 +728,7 @@ def _truncate(lines: list[str], allowance: int, cost: Callable[[str], int]) -> l
     text = "\n".join(lines)
 
     def cut(length: int) -> list[str]:
-        head = _PARTIAL_ENTITY.sub("", text[:length]).rstrip()
+        head = _PARTIAL_ENTITY.sub("", text[: _character_start(text, length)]).rstrip()
         return f"{head}\n{ELLIPSIS}".split("\n") if head else []
 
     def fits(length: int) -> bool:
@@ -741,6 +745,48 @@ def _truncate(lines: list[str], allowance: int, cost: Callable[[str], int]) -> l
     return cut(low) if low and fits(low) else []
 
 
+_ZWJ: Final = "\u200d"
+_VIRAMA: Final = 9  # the canonical combining class of viramas
+
+
+def _character_start(text: str, position: int) -> int:
+    """``position``, or the nearest before it that starts a user-perceived character.
+
+    A cut by code points would take an accent off its letter (``e`` + U+0301
+    would read ``e``), a virama off its consonant, a skin tone, a variation
+    selector or the rest of a ZWJ sequence off its emoji, half a flag. This
+    backs off past what attaches to the code point before it: marks (variation
+    selectors among them), emoji modifiers and tags, both sides of a ZWJ, a
+    letter after a virama (an Indic conjunct), the second regional indicator
+    of a pair — so the text that stays is whole characters.
+    """
+    while 0 < position < len(text) and _attaches(text, position):
+        position -= 1
+    return position
+
+
+def _attaches(text: str, position: int) -> bool:
+    """Whether ``text[position]`` belongs to the character that ``text[position - 1]`` is in."""
+    char, before = text[position], text[position - 1]
+    code = ord(char)
+    if unicodedata.category(char)[0] == "M" or _ZWJ in (char, before):
+        return True
+    if 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F:  # skin tones, tags
+        return True
+    if unicodedata.combining(before) == _VIRAMA and char.isalpha():
+        return True
+    if _regional(char) and _regional(before):
+        run = 0  # regional indicators pair up from the start of their run
+        while position - run > 0 and _regional(text[position - run - 1]):
+            run += 1
+        return run % 2 == 1
+    return False
+
+
+def _regional(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
+
+
 def memory_injection(
     store: Store,
     scope: Scope,
@@ -755,7 +801,7 @@ def memory_injection(
     (see ``build_injection``; ``relevant`` is passed on to it).
 
     ``max_tokens`` replaces ``max_injection_tokens`` for this one prompt and
-    bounds the whole text (a strict budget): the guaranteed budget shrinks to
+    bounds the whole block (a strict budget): the guaranteed budget shrinks to
     fit in it with its header, and the summaries get what the facts leave.
     """
     settings = InjectionSettings.from_config(config)

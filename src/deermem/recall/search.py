@@ -65,6 +65,7 @@ from deermem.recall.index import (
     fts_groups,
     library_rows,
     micros,
+    normalise,
 )
 from deermem.store.protocol import ArchiveChange, CommitResult, ShadowMarksRead
 from deermem.store.records import content_key
@@ -768,19 +769,22 @@ def substring_search(
 ) -> list[SearchHit]:
     """Case-insensitive substring search, best confidence first.
 
-    Facts whose content is not text are skipped; the category filter is
-    applied before the ``top_k`` cut; a missing confidence counts as 0.5;
-    ties break by fact id.
+    Query and text are normalised as the index normalises them (NFKC, case
+    folding: :func:`~deermem.recall.index.normalise`), so the fallback finds
+    what the words would: ``fé`` typed with a combining accent finds ``café``
+    written with a composed one, ``ｔｍ`` finds ``HTML``. Facts whose content
+    is not text are skipped; the category filter is applied before the
+    ``top_k`` cut; a missing confidence counts as 0.5; ties break by fact id.
     """
-    needle = query.strip().casefold()
-    if not needle or top_k <= 0:
+    needle = normalise(query.strip())
+    if not needle.strip() or top_k <= 0:
         return []
     wanted = category_key(category) if category else ""
     found: list[tuple[float, str]] = []
     for fact in facts:
         content = fact.content if isinstance(fact, Fact) else fact.get("content")
         # The text first: most facts do not match, and reading the rest costs more.
-        if not isinstance(content, str) or needle not in content.casefold():
+        if not isinstance(content, str) or needle not in normalise(content):
             continue
         document = FactFields.of(fact)
         if document is None or (wanted and wanted not in document.category_keys()):
