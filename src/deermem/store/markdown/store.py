@@ -865,6 +865,14 @@ class MarkdownTransaction:
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return read_entry(self._paths, self._scope, fact_id)
 
+    def archive(self, now: datetime) -> tuple[ArchiveEntry, ...]:
+        entries = read_archive(self._paths, self._scope)
+        limit = self._store.archive_max_age_days
+        return tuple(e for e in entries if not e.expired(now, limit))
+
+    def records(self) -> ScopeRecords:
+        return sidecars.read_records(self._paths)
+
     def archived_matches(
         self, contents: Sequence[str], now: datetime
     ) -> Mapping[str, ArchiveEntry]:
