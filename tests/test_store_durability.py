@@ -357,6 +357,28 @@ def files_holding(root: Path, text: str) -> list[str]:
     )
 
 
+@pytest.mark.parametrize(
+    ("user", "agent"),
+    [("carol@example.com", "writer"), ("alice", "long-" + "a" * 300)],
+    ids=["a new user", "a new long agent name"],
+)
+def test_a_listing_before_any_load_rolls_back_a_first_commit_killed_part_way(
+    tmp_path: Path, user: str, agent: str
+) -> None:
+    # The owner records of a new user or agent are written inside its first commit: a
+    # listing that trusted them before the commit was rolled back listed a scope that,
+    # once loaded, was empty (the commit never happened).
+    root = tmp_path / "store"
+    alice = Memory.open(root, MemoryConfig(search_mode="keyword"), user="alice")
+    alice.create_fact("Alice's fact.")
+    add = ["--root", str(root), "--user", user, "--agent", agent, "facts", "add", "Hi."]
+    kill_with_a_temporary_of("memory.json", *add)  # the journal is there, the commit is not
+    reader = Memory.open(root, MemoryConfig(search_mode="keyword"), user="alice")
+    listed = [(s.scope.user_id, s.scope.agent, s.facts) for s in reader.scopes()]
+    assert listed == [("alice", "__default__", 1)]
+    assert reader.store_problems() == ()
+
+
 def test_a_purge_killed_while_its_journal_is_written_leaves_no_copy_of_the_text(
     tmp_path: Path,
 ) -> None:

@@ -1300,7 +1300,7 @@ class Memory:
                     writes.append(FactWrite(redacted, create=False))
                     items.append(_redacted_item(scope, "fact", fact.id, kinds))
             puts: list[ArchiveEntry] = []
-            for entry in self.store.archive(scope, now):
+            for entry in transaction.archive(now):
                 redacted_entry, kinds = redact_record(entry)  # the fact and its receipt line
                 if kinds:
                     puts.append(redacted_entry)
@@ -1311,7 +1311,7 @@ class Memory:
                 if kinds:
                     usage[fact_id] = redacted_usage
                     items.append(_redacted_item(scope, "usage", fact_id, kinds))
-            stored = self.store.records(scope)
+            stored = transaction.records()
             records, in_records = redact_records(stored)
             if in_records:
                 parts = zip(_RECORD_PARTS, stored, records, strict=True)

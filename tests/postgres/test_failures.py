@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ from deermem.store import ChangeSet
 from deermem.store.postgres import PostgresStore
 from deermem.store.postgres.database import translated
 from deermem.testing.postgres import TemporaryPostgres
+from tests.privacy.fakes import MAKERS
 
 NOW = datetime(2026, 8, 13, tzinfo=UTC)
 ALICE = Scope.of("alice", "coder")
@@ -249,6 +251,31 @@ def test_writers_waiting_for_one_user_leave_the_pool_to_other_users(postgres_url
     assert elapsed < 1.5, f"bob waited {elapsed:.1f} s for alice's writers"
     assert len(outcomes) == 4
     assert all(isinstance(outcome, StoreLockTimeout) for outcome in outcomes), outcomes
+
+
+def test_a_redaction_reads_what_it_redacts_on_its_own_connection(postgres_url: str) -> None:
+    """``deermem redact`` reads a scope's archive and records inside its transaction: on
+    that transaction's connection, not on a second one the pool would have to give while
+    the first is held (a pool of one waited for itself, then failed as if the database
+    were out of reach)."""
+    fake = MAKERS["openai-key"](random.Random(7))
+    config = MemoryConfig(max_facts=10, redact_secrets=False)
+    with PostgresStore(postgres_url, pool_size=1, connect_timeout=1, redact_secrets=False) as store:
+        memory = Memory(store, config, ALICE, clock=lambda: NOW)
+        kept = memory.create_fact(f"the deploy uses {fake.snippet} today").fact_id
+        gone = memory.create_fact(f"the old deploy used {fake.snippet}").fact_id
+        assert kept is not None
+        assert gone is not None
+        memory.delete_fact(gone)
+
+        report = memory.redact_stored()
+
+        assert {(item.where, item.id) for item in report.items} == {
+            ("fact", kept),
+            ("archive", gone),
+        }
+        assert fake.secret not in memory.get_fact(kept).content
+        assert fake.secret not in memory.get_archived(gone).fact.content
 
 
 def waiting_for_a_lock(url: str) -> None:

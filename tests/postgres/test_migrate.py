@@ -9,6 +9,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deermem import Memory, MemoryConfig
 from deermem.cli.app import main
@@ -16,6 +18,7 @@ from deermem.model import Scope, format_timestamp
 from deermem.store import ChangeSet, MarkdownStore
 from deermem.store.markdown.sidecars import encode_regret_events
 from deermem.store.markdown.transfer import MarkdownTransfer
+from deermem.store.migrate import same_data
 from deermem.store.postgres import PostgresStore
 from deermem.store.postgres.transfer import PostgresTransfer
 from deermem.testing.postgres import TemporaryPostgres
@@ -355,6 +358,45 @@ def test_a_user_whose_records_the_database_cannot_keep_stops_the_migration_namin
     assert ".lastAccessedAt' " in err
     with PostgresStore(postgres_url) as store:
         assert PostgresTransfer(store).users() == ()
+
+
+def test_a_fact_holding_nan_in_a_field_of_its_own_is_copied_verified_and_run_again(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-edited fact file may hold Python's NaN in a key deermem does not know
+    (docs/server.md: "hand-edited files take Python's NaN"). The copy is right, but NaN is
+    equal to nothing: the check called it different, stopped, and left the copied user in
+    the destination, so running the migration again refused to start."""
+    source = tmp_path / "source"
+    bob = Memory.open(source, MemoryConfig(search_mode="keyword"), user="bob")
+    fact_id = bob.create_fact("Bob writes novels", category="context").fact_id
+    [path] = source.glob(f"users/bob/agents/__default__/facts/*/{fact_id}.md")
+    path.write_text(path.read_text("utf-8").replace("revision: 1\n", "revision: 1\nweight: .nan\n"))
+    copy = tmp_path / "copy"
+    for destination in (postgres_url, postgres_url, str(copy)):
+        assert main(["migrate", "--from", str(source), "--to", destination, "--json"]) == 0
+    assert main(["migrate", "--from", postgres_url, "--to", str(copy), "--json"]) == 0
+    out, decoder, reports = capsys.readouterr().out, json.JSONDecoder(), []
+    while out.strip():
+        report, end = decoder.raw_decode(out.strip())
+        reports.append(report)
+        out = out.strip()[end:]
+    assert [(r["copied"], r["skipped"]) for r in reports] == [(1, 0), (0, 1), (1, 0), (0, 1)]
+
+
+_PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=12,
+)
+
+
+@given(_PLAIN, _PLAIN)
+def test_same_data_is_equality_with_nan_equal_to_nan(value: object, other: object) -> None:
+    copy = json.loads(json.dumps(value))  # as read back: no object shared with the value
+    assert same_data(value, copy)
+    if "NaN" not in json.dumps([value, other]):
+        assert same_data(value, other) is (value == other)
 
 
 def test_bad_locations_are_one_line_errors(

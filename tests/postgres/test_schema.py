@@ -247,6 +247,19 @@ def test_an_address_libpq_cannot_parse_is_refused_without_quoting_it(
     assert "Hunter2" not in str(refused.value)
 
 
+def test_a_database_option_that_is_a_path_says_it_is_no_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory given where a database is wanted was "the address cannot be parsed
+    (missing)": libpq's one word, the rest of its message quoting the address."""
+    assert main(["db", "status", "--database", str(tmp_path / "store")]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {tmp_path / 'store'}: the address cannot be parsed (it is neither a "
+        "postgresql:// URL nor libpq's key=value settings)\n"
+    )
+
+
 def test_an_upper_case_scheme_is_refused_naming_it_before_anything_connects(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

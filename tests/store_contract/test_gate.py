@@ -13,7 +13,7 @@ from deermem.library import CapacityGate, Proposal, Removal
 from deermem.model import Scope
 from deermem.policy import CapacityPolicy
 from deermem.store import ArchiveEntry, ChangeSet, CommitResult, ScopeSnapshot, Store, UsageEntry
-from deermem.store.protocol import StoreTransaction
+from deermem.store.protocol import ScopeRecords, StoreTransaction
 from deermem.store.records import ShadowMark
 from tests.store_contract.conftest import Stores
 
@@ -177,6 +177,12 @@ class CountingTransaction:
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return self.inner.archived(fact_id)
+
+    def archive(self, now: datetime) -> tuple[ArchiveEntry, ...]:
+        return self.inner.archive(now)
+
+    def records(self) -> ScopeRecords:
+        return self.inner.records()
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime

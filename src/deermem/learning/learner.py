@@ -118,7 +118,14 @@ from deermem.learning.report import (
 from deermem.learning.signals import PatternSet, detect_signals, learnable, load_patterns
 from deermem.library.gate import CapacityGate, GateOutcome, Proposal, Removal
 from deermem.model import Fact, Scope, redact
-from deermem.store.protocol import ChangeSet, CommitResult, ScopeSnapshot, Store, StoreTransaction
+from deermem.store.protocol import (
+    ChangeSet,
+    CommitResult,
+    ScopeRecords,
+    ScopeSnapshot,
+    Store,
+    StoreTransaction,
+)
 from deermem.store.records import (
     REASON_CAPACITY,
     ArchiveEntry,
@@ -932,6 +939,12 @@ class PreviewTransaction:
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return self._store.archived(self._scope, fact_id)
+
+    def archive(self, now: datetime) -> tuple[ArchiveEntry, ...]:
+        return self._store.archive(self._scope, now)
+
+    def records(self) -> ScopeRecords:
+        return self._store.records(self._scope)
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime

@@ -29,6 +29,7 @@ copied.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Callable, Iterator, Mapping
@@ -268,7 +269,7 @@ def migrate(
         if there is None:  # directories without a file (a copy killed part-way): not held
             continue
         mine = _dumped(source, user, redact_secrets, report)
-        if mine is None or there.document() != mine.document():
+        if mine is None or not same_data(there.document(), mine.document()):
             raise MigrationError(
                 user,
                 "the destination already holds this user, with other data; nothing was "
@@ -292,7 +293,7 @@ def migrate(
                 # Which user the copy stopped at (the users before it are copied).
                 raise MigrationError(user, f"not copied: {error}") from None
             copy = destination.dump_user(user)
-            if copy is None or copy.document() != dump.document():
+            if copy is None or not same_data(copy.document(), dump.document()):
                 raise MigrationError(user, _difference(dump, copy))
             report.copied += 1
             for key, value in dump.counts().items():
@@ -315,13 +316,36 @@ def _dumped(
     return dump
 
 
+def same_data(first: object, second: object) -> bool:
+    """Whether two values of plain data (a dump's :meth:`~UserDump.document`) are equal,
+    a NaN equal to a NaN.
+
+    ``==`` holds no NaN equal to another: a fact whose own keys hold one (a
+    hand-edited file may: YAML's ``.nan``) would read back "different" from a
+    right copy, and a second run would take the copy for other data.
+    """
+    if isinstance(first, float) and isinstance(second, float):
+        return first == second or (math.isnan(first) and math.isnan(second))
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(
+            same_data(value, second[key]) for key, value in first.items()
+        )
+    if isinstance(first, list | tuple) and isinstance(second, list | tuple):
+        return (
+            type(first) is type(second)
+            and len(first) == len(second)
+            and all(same_data(a, b) for a, b in zip(first, second, strict=True))
+        )
+    return first == second
+
+
 def _difference(expected: UserDump, found: UserDump | None) -> str:
     """Which parts of a copy differ from the source (names of parts, never content)."""
     if found is None:
         return "the copy cannot be read back from the destination"
     parts = []
     want, got = expected.document(), found.document()
-    if want["summaries"] != got["summaries"]:
+    if not same_data(want["summaries"], got["summaries"]):
         parts.append("summaries")
     want_agents, got_agents = want["agents"], got["agents"]
     assert isinstance(want_agents, dict)
@@ -331,7 +355,7 @@ def _difference(expected: UserDump, found: UserDump | None) -> str:
         parts.extend(
             f"{agent}.{name}"
             for name in ("facts", "usage", "events", "archive", "marks", "regret", "shadowMarks")
-            if mine.get(name) != theirs.get(name)
+            if not same_data(mine.get(name), theirs.get(name))
         )
     return "the copy differs from the source in " + (", ".join(parts) or "its shape")
 

@@ -289,6 +289,20 @@ class StoreTransaction(Protocol):
         """The archive entry of a fact, if it has one."""
         ...
 
+    def archive(self, now: datetime) -> tuple[ArchiveEntry, ...]:
+        """As :meth:`Store.archive`, read under this transaction's lock.
+
+        On the transaction's own connection where the store has one: a
+        transaction that read through the store instead would need a second
+        pooled connection while it holds the first, and a pool of one (or as
+        many such transactions as connections) would wait for itself.
+        """
+        ...
+
+    def records(self) -> ScopeRecords:
+        """As :meth:`Store.records`, read under this transaction's lock (see :meth:`archive`)."""
+        ...
+
     def archived_matches(
         self, contents: Sequence[str], now: datetime
     ) -> Mapping[str, ArchiveEntry]:

@@ -58,6 +58,7 @@ from deermem.errors import (
     CorruptMemoryFile,
     FactNotFoundError,
     NotAStoreError,
+    StorageError,
     StoreSettingsExistError,
 )
 from deermem.model import (
@@ -71,6 +72,8 @@ from deermem.model import (
 )
 from deermem.store.markdown import sidecars
 from deermem.store.markdown.files import (
+    JOURNAL_FILENAME,
+    USERS_DIRNAME,
     KnownFiles,
     Owner,
     Problem,
@@ -472,6 +475,7 @@ class MarkdownStore:
         return tuple(str(problem) for problem in self._listing()[1])
 
     def _listing(self) -> tuple[tuple[Scope, ...], list[Problem]]:
+        self._settle_interrupted()
         users, problems = list_users(self.root, self.manifest_filename)
         scopes: list[Scope] = []
         for user_id in users:
@@ -479,6 +483,28 @@ class MarkdownStore:
             problems.extend(found)
             scopes.extend(Scope(user_id, agent) for agent in agents or (DEFAULT_AGENT,))
         return tuple(scopes), problems
+
+    def _settle_interrupted(self) -> None:
+        """Roll back the interrupted commits of every user directory, as a read of the user
+        would, before a listing reads the directories.
+
+        A first commit writes the owner records of its new user or agent: until it is
+        rolled back, they name a scope that holds nothing once it is. A directory whose
+        commit cannot be rolled back here (a read-only store, a damaged journal, a lock
+        not had in time) is listed as it is; reading it says what is wrong.
+        """
+        with contextlib.suppress(OSError):  # no users/ yet: nothing to settle
+            for journal in (self.root / USERS_DIRNAME).glob(f"*/{JOURNAL_FILENAME}"):
+                name = journal.parent.name
+                # Named by the directory: recovery reads nothing but paths inside it, and
+                # the owner record is what cannot be trusted yet. No snapshot is cached of
+                # a rolled-back commit (its manifest token was never read).
+                user = UserPaths(self.root, name, self.manifest_filename, directory=name)
+                with (
+                    contextlib.suppress(CorruptMemoryFile, StorageError, OSError),
+                    user_lock(user.lock, self.lock_timeout).reading(),
+                ):
+                    recover(user)
 
     def _count_user(self, user_id: str) -> dict[str, int]:
         """What the user holds, counted as :meth:`UserDump.counts` counts (an erase
@@ -864,6 +890,14 @@ class MarkdownTransaction:
 
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         return read_entry(self._paths, self._scope, fact_id)
+
+    def archive(self, now: datetime) -> tuple[ArchiveEntry, ...]:
+        entries = read_archive(self._paths, self._scope)
+        limit = self._store.archive_max_age_days
+        return tuple(e for e in entries if not e.expired(now, limit))
+
+    def records(self) -> ScopeRecords:
+        return sidecars.read_records(self._paths)
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime

@@ -40,6 +40,7 @@ from deermem.config import (
     MemoryConfig,
     check_recorded,
     database_scheme_problem,
+    is_database_url,
     new_store_settings,
     recorded_settings,
     records_settings,
@@ -178,6 +179,13 @@ def check_address(url: str, database: str) -> None:
             database,
             "the address holds an `@` besides the one that ends the user and password; "
             "write an `@` inside the password (or user, host or database name) as `%40`",
+        )
+    if not is_database_url(url) and "=" not in url:
+        # libpq's reason for a directory's path is one word ("missing", the rest quotes it).
+        raise DatabaseError(
+            database,
+            "the address cannot be parsed (it is neither a postgresql:// URL nor libpq's "
+            "key=value settings)",
         )
     try:
         conninfo_to_dict(url)

@@ -722,10 +722,15 @@ class PostgresStore:
 
     def archive(self, scope: Scope, now: datetime) -> tuple[ArchiveEntry, ...]:
         with self._connection() as connection:
-            found = connection.execute(
-                "SELECT fact_id, document FROM deermem_archive WHERE user_id = %s AND agent = %s",
-                (rows.user_key(scope), scope.agent),
-            ).fetchall()
+            return self._archive(connection, scope, now)
+
+    def _archive(
+        self, connection: Connection, scope: Scope, now: datetime
+    ) -> tuple[ArchiveEntry, ...]:
+        found = connection.execute(
+            "SELECT fact_id, document FROM deermem_archive WHERE user_id = %s AND agent = %s",
+            (rows.user_key(scope), scope.agent),
+        ).fetchall()
         entries = [
             rows.decode_archive_entry(document, self._label("archive", scope, i), scope, i)
             for i, document in found
@@ -1094,6 +1099,14 @@ class PostgresTransaction:
     def archived(self, fact_id: str) -> ArchiveEntry | None:
         with translated(self._store.address, self._store.secrets):
             return self._store._archived(self._locked(), self._scope, fact_id)
+
+    def archive(self, now: datetime) -> tuple[ArchiveEntry, ...]:
+        with translated(self._store.address, self._store.secrets):
+            return self._store._archive(self._locked(), self._scope, now)
+
+    def records(self) -> ScopeRecords:
+        with translated(self._store.address, self._store.secrets):
+            return stored_records(self._locked(), self._store.address, self._scope)
 
     def archived_matches(
         self, contents: Sequence[str], now: datetime
