@@ -207,6 +207,30 @@ def test_writing_to_a_pipe_or_a_device_is_refused_and_leaves_it(
     assert sorted(path.name for path in outdir.iterdir()) == ["null", "pipe"]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("--user", "alice", "export"),
+        ("users", "export", "alice"),
+    ],
+)
+def test_an_export_over_a_private_file_stays_private(
+    capsys: pytest.CaptureFixture[str],
+    alice: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    command: tuple[str, ...],
+) -> None:
+    """The file is replaced by a rename: the new one keeps the old one's permissions, as a
+    shell's ``>`` would, never the default mode that lets every local user read the memory."""
+    target = tmp_path_factory.mktemp("outdir") / "alice.json"
+    target.write_bytes(b"")
+    target.chmod(0o600)
+    code, _, err = run(capsys, "--root", str(alice), *command, str(target))
+    assert code == 0, err
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert "Drinks green tea" in target.read_text(encoding="utf-8")
+
+
 # --- scopes ---------------------------------------------------------------------------------
 
 

@@ -179,6 +179,24 @@ def test_records_one_store_could_keep_and_the_other_not_are_refused_by_both_nami
     assert memory.scoped(user=ERIN, agent="coder").list_facts() == ()
 
 
+def test_a_usage_key_that_is_no_fact_id_is_never_quoted_even_with_a_bad_entry(
+    stores: Stores,
+) -> None:
+    """The key was quoted in the field's name (``usage.my password is hunter2``) when its
+    entry was malformed too; it is described by its length, as with a good entry."""
+    populate(stores, ERIN, agents=("coder",))
+    memory = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)
+    document = json.loads(json.dumps(memory.export_user(ERIN)))
+    memory.erase_user(ERIN)
+    document["agents"]["coder"]["usage"] = {"my password is hunter2": {"accessHeat": 1.0}}
+    with pytest.raises(FactValidationError) as refused:
+        memory.import_user(document)
+    assert "hunter2" not in str(refused.value)
+    assert str(refused.value) == (
+        "field 'agents.coder.usage' has a text of 22 characters; expected fact ids as its keys"
+    )
+
+
 def test_a_summaries_revision_no_bigint_holds_is_refused_by_both(stores: Stores) -> None:
     populate(stores, ERIN, agents=("coder",))
     memory = Memory(stores(), MemoryConfig(), None, clock=lambda: NOW)

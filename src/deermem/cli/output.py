@@ -45,8 +45,10 @@ from deermem.model import Fact
 from deermem.store import EvictionReceipt, MarkdownStore, ReceiptEntry, resolve_root
 from deermem.store.markdown.files import (
     AGENTS_DIRNAME,
+    FILE_MODE,
     USERS_DIRNAME,
     NotRegularFileError,
+    atomic_write,
     broken_link,
     may_hold_store,
 )
@@ -76,6 +78,7 @@ __all__ = [
     "receipt_table",
     "stand_in_for_closed_streams",
     "stdout_named",
+    "write_output",
 ]
 
 out_console = Console(highlight=False, soft_wrap=True)
@@ -256,6 +259,23 @@ def output_path(memory: Memory, file: str | Path) -> Path:
         if target.is_relative_to(root) and not loose:
             fail(f"{file}: that is inside the store at {store.root}; write it outside the store")
     return path
+
+
+def write_output(memory: Memory, file: str | Path, data: bytes) -> None:
+    """Replace FILE with ``data`` atomically (checked by :func:`output_path`), or exit 1.
+
+    The new file takes the permissions of the file it replaces: an export holds
+    a person's whole memory, and a file its owner made private (``chmod 600``)
+    must not come back readable by everyone, as a rename of a file made with
+    the default mode would leave it (a shell's ``>`` keeps the mode too). The
+    umask still applies, so the new file is never more open than the old one.
+    """
+    path = output_path(memory, file)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:  # a new file: the default mode, as open(path, "w") makes it
+        mode = FILE_MODE
+    atomic_write(path, data, mode=mode)
 
 
 class ClosedStream(io.TextIOBase):

@@ -22,12 +22,11 @@ from deermem.cli.output import (
     escape,
     memory_of,
     out_console,
-    output_path,
     print_json,
+    write_output,
 )
 from deermem.eval import CHARTS_EXTRA, POLICY_COLOURS, figure_png, missing_chart_module
 from deermem.library.regret import PolicyRegret, RegretReport, parse_since
-from deermem.store.markdown.files import atomic_write
 from deermem.store.records import REGRET_KINDS
 
 if TYPE_CHECKING:
@@ -78,7 +77,7 @@ def regret(
             raise typer.Exit(1)
     report = memory.regret(since=start)
     if chart is not None:
-        atomic_write(output_path(memory, chart), render_regret_chart(report))
+        write_output(memory, chart, render_regret_chart(report))
     if as_json:
         print_json(report.to_dict())
     else:

@@ -27,12 +27,12 @@ from deermem.cli.output import (
     fail,
     memory_of,
     out_console,
-    output_path,
     print_error,
     print_json,
     print_redaction,
     read_stdin_text,
     server_places,
+    write_output,
 )
 from deermem.cli.progress import progress_bar
 from deermem.config import (
@@ -61,7 +61,6 @@ from deermem.service.settings import ServerSettings
 from deermem.service.tokens import TokenFile
 from deermem.store import resolve_root
 from deermem.store.markdown.files import (
-    atomic_write,
     may_hold_store,
     read_regular_file,
     write_store_settings,
@@ -349,7 +348,7 @@ def _write_document(memory: Memory, document: dict[str, object], file: str) -> N
     if file == _STDIO:
         typer.echo(text, nl=False)
         return
-    atomic_write(output_path(memory, file), data)
+    write_output(memory, file, data)
 
 
 def import_(

@@ -465,6 +465,7 @@ def _scope_of(user_id: str, agent: object, part: object) -> ScopeDump:
     )
     usage: dict[str, UsageEntry] = {}
     for fact_id, raw in mapped("usage").items():
+        _check_record_key(f"{where}.usage", fact_id)  # before the entry: its error names the key
         entry = UsageEntry.from_dict(raw)
         if entry is None:
             raise FactValidationError(f"{where}.usage.{fact_id}", raw, "expected a usage entry")
@@ -516,8 +517,7 @@ def check_storable(dump: ScopeDump) -> None:
     """
     where = f"agents.{dump.agent}"
     for fact_id, entry in dump.usage.items():
-        if not is_fact_id(fact_id):
-            raise FactValidationError(f"{where}.usage", fact_id, "expected fact ids as its keys")
+        _check_record_key(f"{where}.usage", fact_id)
         if parse_timestamp(entry.last_accessed_at) is None:
             raise FactValidationError(
                 f"{where}.usage.{fact_id}.lastAccessedAt",
@@ -525,10 +525,7 @@ def check_storable(dump: ScopeDump) -> None:
                 "expected an ISO 8601 timestamp string",
             )
     for fact_id in dump.shadow:
-        if not is_fact_id(fact_id):
-            raise FactValidationError(
-                f"{where}.shadowMarks", fact_id, "expected fact ids as its keys"
-            )
+        _check_record_key(f"{where}.shadowMarks", fact_id)
     for n, archived in enumerate(dump.archive):
         if parse_timestamp(archived.archived_at) is None:
             raise FactValidationError(
@@ -536,6 +533,13 @@ def check_storable(dump: ScopeDump) -> None:
                 archived.archived_at,
                 "expected an ISO 8601 timestamp string",
             )
+
+
+def _check_record_key(field: str, key: str) -> None:
+    """Refuse a usage or shadow-mark key that is no fact id, describing it by its length:
+    a key that is not an id may be any text, a pasted secret say (docs/privacy.md)."""
+    if not is_fact_id(key):
+        raise FactValidationError(field, key, "expected fact ids as its keys")
 
 
 def _object(where: str, raw: object) -> Mapping[str, object]:
