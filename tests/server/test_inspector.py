@@ -10,11 +10,13 @@ and sign-out ending the session on the server.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -639,3 +641,78 @@ def test_the_escape_of_the_dot_users_opens_them_and_nothing_else(
     theirs = alice.get(link)
     assert theirs.status_code == 404
     assert theirs.text == alice.get("/ui/users/carol/agents/coder").text
+
+
+def test_a_restore_the_gate_undoes_says_where_the_fact_stood_as_its_receipt_does(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """A reserved correction kept its slot with a lower score than the restored fact, and
+    the page said the fact "ranks below every fact kept"; it now says the receipt's words."""
+    live, issued = server
+    memory = live.memory.scoped(user="carol", agent="coder")
+    memory.create_fact("carol prefers tabs", category="preference", confidence=0.5)
+    for n in range(9):
+        memory.create_fact(f"carol preference number {n}", category="preference", confidence=0.9)
+    # cap 10, one slot reserved: the correction stays, the 0.5 preference goes
+    memory.create_fact("carol: never pip, always uv", category="correction", confidence=0.3)
+    (archived,) = [entry.fact_id for entry in memory.list_archived()]
+    client = signed_in(live, issued["admin"])
+    scope = "/ui/users/carol/agents/coder"
+    token = csrf_of(client.get(f"{scope}/archive").text)
+    answer = client.post(f"{scope}/archive/{archived}/restore", data={"csrf": token})
+    assert answer.status_code == 200
+    text = re.sub(r"<[^>]+>", "", answer.text)
+    assert "below every fact kept" not in text
+    said = re.search(
+        rf"The gate evicted {archived} again: it ranked 10 with score [^,]+, ([^.]+\.\d+[^.]*)\.",
+        text,
+    )
+    assert said is not None, text
+    assert said[1].endswith(
+        "above the lowest kept (a reserved correction held its slot), so it is back in the archive"
+    )
+    why = re.sub(r"<[^>]+>", "", client.get(f"{scope}/facts/{archived}").text)
+    assert "above the lowest kept (a reserved correction held its slot)" in why
+
+
+def _edit_the_receipts_of(
+    store: ServedStore, user: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    """Change each receipt line of a user's coder scope by hand, as an editor would."""
+    audit = store.root / "users" / user / "agents" / "coder" / ".metadata" / "eviction-audit.json"
+    receipts = json.loads(audit.read_text())
+    for receipt in receipts:
+        for line in receipt["evicted"]:
+            edit(line)
+    audit.write_text(json.dumps(receipts))
+    manifest = store.root / "users" / user / "memory.json"
+    later = manifest.stat().st_mtime_ns + 1_000_000_000
+    os.utime(manifest, ns=(later, later))
+
+
+def test_a_receipt_line_without_a_score_is_explained_not_a_500(
+    server: tuple[LiveServer, dict[str, str]], store: ServedStore
+) -> None:
+    """A hand-edited receipt whose line kept its rank but lost its score (not a number)
+    made the Why page a 500: the template formatted the missing score."""
+    live, issued = server
+    (archived,) = store.archived("alice", "coder")
+    _edit_the_receipts_of(store, "alice", lambda line: line.update(score="high"))
+    page = signed_in(live, issued["alice"]).get(f"/ui/users/alice/agents/coder/facts/{archived}")
+    assert page.status_code == 200, page.text
+    text = re.sub(r"<[^>]+>", "", page.text)
+    assert re.search(r"It ranked 11, \d\.\d{4} below the lowest kept\.", text), text
+
+
+def test_a_deleted_fact_is_said_to_have_left_by_no_ranking(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """The Why page of a deleted fact read "It was not a ranking (a deleted)."."""
+    live, issued = server
+    memory = live.memory.scoped(user="alice", agent="notes")
+    made = memory.create_fact("alice keeps her notes short").fact_id
+    assert made is not None
+    memory.delete_fact(made)
+    page = signed_in(live, issued["alice"]).get(f"/ui/users/alice/agents/notes/facts/{made}")
+    assert page.status_code == 200
+    assert "No ranking decided it (reason: deleted)." in page.text

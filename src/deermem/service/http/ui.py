@@ -745,6 +745,9 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 result = memory.restore(fact_id)
             except FactNotFoundError:
                 raise _not_in_archive(memory, fact_id) from None
+            # When the gate sent it back, its receipt says where it stood (a reserved
+            # correction may have kept its slot although the fact outranked it).
+            receipt = next((r for r in result.receipts if r.entry_for(fact_id)), None)
             left = []
             # The restored fact itself is among the evicted when the gate sent it back:
             # it did not leave in its own place.
@@ -762,6 +765,8 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 session,
                 result=result,
                 left=left,
+                receipt=receipt,
+                line=receipt.entry_for(fact_id) if receipt else None,
             )
 
         return await action(request, act)
