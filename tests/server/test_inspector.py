@@ -716,3 +716,64 @@ def test_a_deleted_fact_is_said_to_have_left_by_no_ranking(
     page = signed_in(live, issued["alice"]).get(f"/ui/users/alice/agents/notes/facts/{made}")
     assert page.status_code == 200
     assert "No ranking decided it (reason: deleted)." in page.text
+
+
+@on_both_stores
+def test_a_scope_that_does_not_exist_reads_as_another_users_on_every_page(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """Another user's scope said "nothing is at this path" (the API's sentence) where a
+    scope that does not exist said "There is nothing here…", and the archive and what-if
+    of a scope that does not exist were pages (an empty archive, a what-if of 0 facts)."""
+    live, issued = server
+    alice = signed_in(live, issued["alice"])
+    for page in ("", "/archive", "/what-if"):
+        theirs = alice.get(f"/ui/users/bob/agents/coder{page}")
+        nothing = alice.get(f"/ui/users/alice/agents/nosuch{page}")
+        assert theirs.status_code == nothing.status_code == 404, page
+        assert theirs.text == nothing.text, page
+        assert "nothing this token may see" in nothing.text
+    # a scope that exists, even with nothing in its archive, is a page as before
+    assert alice.get("/ui/users/alice/agents/coder/what-if").status_code == 200
+
+
+def test_a_tokens_file_broken_after_start_is_the_inspectors_page_not_json(
+    server: tuple[LiveServer, dict[str, str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A signed-in page, a form and the sign-in answered the API's JSON problem (a browser
+    showed raw JSON); they are now the inspector's page, its request id that of the line."""
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    token = csrf_of(client.get("/ui/").text)
+    fresh = live.client()
+    sign_in_token = csrf_of(fresh.get("/ui/sign-in").text)
+    live.tokens.path.write_text("{broken", "utf-8")
+    with caplog.at_level("ERROR", logger="deermem.service.ui"):
+        answers = [
+            client.get("/ui/"),
+            client.post("/ui/sign-out", data={"csrf": token}),
+            fresh.post("/ui/sign-in", data={"token": issued["alice"], "csrf": sign_in_token}),
+        ]
+    for answer in answers:
+        assert answer.status_code == 500
+        assert answer.headers["content-type"].startswith("text/html"), answer.text
+        assert "<h1>Server misconfigured</h1>" in answer.text
+        assert f"Request id {answer.headers['x-request-id']}" in answer.text
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 3
+    assert all(str(live.tokens.path) in line for line in lines)
+
+
+@pytest.mark.parametrize("past", ["2", "99"])
+def test_a_page_number_past_the_last_shows_the_last(
+    server: tuple[LiveServer, dict[str, str]], past: str
+) -> None:
+    """?page=2 of a one-page library or archive showed an empty table ("page 4 of 3"
+    when there were more)."""
+    live, issued = server
+    admin = signed_in(live, issued["admin"])
+    scope = "/ui/users/alice/agents/coder"
+    for path in (scope, f"{scope}/archive"):
+        answer = admin.get(f"{path}?page={past}")
+        assert answer.status_code == 200, path
+        assert answer.text == admin.get(path).text, path
