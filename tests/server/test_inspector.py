@@ -777,3 +777,29 @@ def test_a_page_number_past_the_last_shows_the_last(
         answer = admin.get(f"{path}?page={past}")
         assert answer.status_code == 200, path
         assert answer.text == admin.get(path).text, path
+
+
+def test_the_regret_table_by_day_says_when_it_shows_only_the_last_30_days(
+    store: ServedStore,
+) -> None:
+    """The table showed the last 30 days of a longer timeline under the caption "By day",
+    beside a chart of every day whose caption said "the numbers are in the tables"."""
+    days = iter(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=n) for n in range(1000))
+    config = store.config(max_facts=10, fact_eviction_policy="hybrid-v1")
+    old = store.memory(config, user="alice", agent="coder", clock=lambda: next(days))
+    for n in range(50):  # from the eleventh on, one eviction a day
+        old.create_fact(f"alice fact number {n}", confidence=0.5)
+    timeline = old.regret().policy("hybrid-v1", "active")
+    assert timeline is not None
+    assert len(timeline.timeline) == 40
+    live, issued = start_server(store, tokens=TOKENS, max_facts=10)
+    try:
+        page = signed_in(live, issued["alice"]).get("/ui/users/alice/agents/coder").text
+        caption = re.search(r"<caption>By day[^<]*</caption>", page)
+        assert caption is not None
+        assert "the last 30 of its 40 days" in caption[0]
+        table = page[caption.end() : page.index("</table>", caption.end())]
+        assert len(re.findall(r'<tr><th scope="row">', table)) == 30
+        assert "the numbers are in the tables" not in page
+    finally:
+        live.stop()
