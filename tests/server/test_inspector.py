@@ -673,6 +673,8 @@ def test_a_restore_the_gate_undoes_says_where_the_fact_stood_as_its_receipt_does
     )
     why = re.sub(r"<[^>]+>", "", client.get(f"{scope}/facts/{archived}").text)
     assert "above the lowest kept (a reserved correction held its slot)" in why
+    library = re.sub(r"<[^>]+>", "", client.get(scope).text)
+    assert "10 facts, 1 slot reserved for corrections." in library  # not "1 slots"
 
 
 def _edit_the_receipts_of(
