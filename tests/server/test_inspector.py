@@ -10,11 +10,13 @@ and sign-out ending the session on the server.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -639,3 +641,167 @@ def test_the_escape_of_the_dot_users_opens_them_and_nothing_else(
     theirs = alice.get(link)
     assert theirs.status_code == 404
     assert theirs.text == alice.get("/ui/users/carol/agents/coder").text
+
+
+def test_a_restore_the_gate_undoes_says_where_the_fact_stood_as_its_receipt_does(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """A reserved correction kept its slot with a lower score than the restored fact, and
+    the page said the fact "ranks below every fact kept"; it now says the receipt's words."""
+    live, issued = server
+    memory = live.memory.scoped(user="carol", agent="coder")
+    memory.create_fact("carol prefers tabs", category="preference", confidence=0.5)
+    for n in range(9):
+        memory.create_fact(f"carol preference number {n}", category="preference", confidence=0.9)
+    # cap 10, one slot reserved: the correction stays, the 0.5 preference goes
+    memory.create_fact("carol: never pip, always uv", category="correction", confidence=0.3)
+    (archived,) = [entry.fact_id for entry in memory.list_archived()]
+    client = signed_in(live, issued["admin"])
+    scope = "/ui/users/carol/agents/coder"
+    token = csrf_of(client.get(f"{scope}/archive").text)
+    answer = client.post(f"{scope}/archive/{archived}/restore", data={"csrf": token})
+    assert answer.status_code == 200
+    text = re.sub(r"<[^>]+>", "", answer.text)
+    assert "below every fact kept" not in text
+    said = re.search(
+        rf"The gate evicted {archived} again: it ranked 10 with score [^,]+, ([^.]+\.\d+[^.]*)\.",
+        text,
+    )
+    assert said is not None, text
+    assert said[1].endswith(
+        "above the lowest kept (a reserved correction held its slot), so it is back in the archive"
+    )
+    why = re.sub(r"<[^>]+>", "", client.get(f"{scope}/facts/{archived}").text)
+    assert "above the lowest kept (a reserved correction held its slot)" in why
+    library = re.sub(r"<[^>]+>", "", client.get(scope).text)
+    assert "10 facts, 1 slot reserved for corrections." in library  # not "1 slots"
+
+
+def _edit_the_receipts_of(
+    store: ServedStore, user: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    """Change each receipt line of a user's coder scope by hand, as an editor would."""
+    audit = store.root / "users" / user / "agents" / "coder" / ".metadata" / "eviction-audit.json"
+    receipts = json.loads(audit.read_text())
+    for receipt in receipts:
+        for line in receipt["evicted"]:
+            edit(line)
+    audit.write_text(json.dumps(receipts))
+    manifest = store.root / "users" / user / "memory.json"
+    later = manifest.stat().st_mtime_ns + 1_000_000_000
+    os.utime(manifest, ns=(later, later))
+
+
+def test_a_receipt_line_without_a_score_is_explained_not_a_500(
+    server: tuple[LiveServer, dict[str, str]], store: ServedStore
+) -> None:
+    """A hand-edited receipt whose line kept its rank but lost its score (not a number)
+    made the Why page a 500: the template formatted the missing score."""
+    live, issued = server
+    (archived,) = store.archived("alice", "coder")
+    _edit_the_receipts_of(store, "alice", lambda line: line.update(score="high"))
+    page = signed_in(live, issued["alice"]).get(f"/ui/users/alice/agents/coder/facts/{archived}")
+    assert page.status_code == 200, page.text
+    text = re.sub(r"<[^>]+>", "", page.text)
+    assert re.search(r"It ranked 11, \d\.\d{4} below the lowest kept\.", text), text
+
+
+def test_a_deleted_fact_is_said_to_have_left_by_no_ranking(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """The Why page of a deleted fact read "It was not a ranking (a deleted)."."""
+    live, issued = server
+    memory = live.memory.scoped(user="alice", agent="notes")
+    made = memory.create_fact("alice keeps her notes short").fact_id
+    assert made is not None
+    memory.delete_fact(made)
+    page = signed_in(live, issued["alice"]).get(f"/ui/users/alice/agents/notes/facts/{made}")
+    assert page.status_code == 200
+    assert "No ranking decided it (reason: deleted)." in page.text
+
+
+@on_both_stores
+def test_a_scope_that_does_not_exist_reads_as_another_users_on_every_page(
+    server: tuple[LiveServer, dict[str, str]],
+) -> None:
+    """Another user's scope said "nothing is at this path" (the API's sentence) where a
+    scope that does not exist said "There is nothing here…", and the archive and what-if
+    of a scope that does not exist were pages (an empty archive, a what-if of 0 facts)."""
+    live, issued = server
+    alice = signed_in(live, issued["alice"])
+    for page in ("", "/archive", "/what-if"):
+        theirs = alice.get(f"/ui/users/bob/agents/coder{page}")
+        nothing = alice.get(f"/ui/users/alice/agents/nosuch{page}")
+        assert theirs.status_code == nothing.status_code == 404, page
+        assert theirs.text == nothing.text, page
+        assert "nothing this token may see" in nothing.text
+    # a scope that exists, even with nothing in its archive, is a page as before
+    assert alice.get("/ui/users/alice/agents/coder/what-if").status_code == 200
+
+
+def test_a_tokens_file_broken_after_start_is_the_inspectors_page_not_json(
+    server: tuple[LiveServer, dict[str, str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A signed-in page, a form and the sign-in answered the API's JSON problem (a browser
+    showed raw JSON); they are now the inspector's page, its request id that of the line."""
+    live, issued = server
+    client = signed_in(live, issued["alice"])
+    token = csrf_of(client.get("/ui/").text)
+    fresh = live.client()
+    sign_in_token = csrf_of(fresh.get("/ui/sign-in").text)
+    live.tokens.path.write_text("{broken", "utf-8")
+    with caplog.at_level("ERROR", logger="deermem.service.ui"):
+        answers = [
+            client.get("/ui/"),
+            client.post("/ui/sign-out", data={"csrf": token}),
+            fresh.post("/ui/sign-in", data={"token": issued["alice"], "csrf": sign_in_token}),
+        ]
+    for answer in answers:
+        assert answer.status_code == 500
+        assert answer.headers["content-type"].startswith("text/html"), answer.text
+        assert "<h1>Server misconfigured</h1>" in answer.text
+        assert f"Request id {answer.headers['x-request-id']}" in answer.text
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 3
+    assert all(str(live.tokens.path) in line for line in lines)
+
+
+@pytest.mark.parametrize("past", ["2", "99"])
+def test_a_page_number_past_the_last_shows_the_last(
+    server: tuple[LiveServer, dict[str, str]], past: str
+) -> None:
+    """?page=2 of a one-page library or archive showed an empty table ("page 4 of 3"
+    when there were more)."""
+    live, issued = server
+    admin = signed_in(live, issued["admin"])
+    scope = "/ui/users/alice/agents/coder"
+    for path in (scope, f"{scope}/archive"):
+        answer = admin.get(f"{path}?page={past}")
+        assert answer.status_code == 200, path
+        assert answer.text == admin.get(path).text, path
+
+
+def test_the_regret_table_by_day_says_when_it_shows_only_the_last_30_days(
+    store: ServedStore,
+) -> None:
+    """The table showed the last 30 days of a longer timeline under the caption "By day",
+    beside a chart of every day whose caption said "the numbers are in the tables"."""
+    days = iter(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=n) for n in range(1000))
+    config = store.config(max_facts=10, fact_eviction_policy="hybrid-v1")
+    old = store.memory(config, user="alice", agent="coder", clock=lambda: next(days))
+    for n in range(50):  # from the eleventh on, one eviction a day
+        old.create_fact(f"alice fact number {n}", confidence=0.5)
+    timeline = old.regret().policy("hybrid-v1", "active")
+    assert timeline is not None
+    assert len(timeline.timeline) == 40
+    live, issued = start_server(store, tokens=TOKENS, max_facts=10)
+    try:
+        page = signed_in(live, issued["alice"]).get("/ui/users/alice/agents/coder").text
+        caption = re.search(r"<caption>By day[^<]*</caption>", page)
+        assert caption is not None
+        assert "the last 30 of its 40 days" in caption[0]
+        table = page[caption.end() : page.index("</table>", caption.end())]
+        assert len(re.findall(r'<tr><th scope="row">', table)) == 30
+        assert "the numbers are in the tables" not in page
+    finally:
+        live.stop()

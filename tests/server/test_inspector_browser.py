@@ -302,3 +302,36 @@ def test_the_users_dot_and_dot_dot_open_their_pages_in_a_browser(
         page.wait_for_load_state()
         assert page.get_by_role("heading", name=f"User {user}").count() == 1, page.url
     assert browser.problems == []
+
+
+def test_a_bidirectional_override_in_a_query_stays_in_the_query(
+    browser: Browser, served: tuple[LiveServer, dict[str, str]]
+) -> None:
+    """A search for text holding U+202E (RIGHT-TO-LEFT OVERRIDE), which a link can carry,
+    drew the rest of the results' caption backwards: the page's own words reversed."""
+    page = browser.page
+    live, issued = served
+    sign_in_by_keyboard(page, live.url, issued["alice"])
+    page.goto(f"{live.url}/ui/users/alice/agents/coder?q=%E2%80%AEtool")
+    caption = page.get_by_role("table", name=re.compile("Search results")).locator("caption")
+    # Where the browser draws "n" and "o" of "not counted": left to right, as written.
+    order = caption.evaluate(
+        """caption => {
+            const walker = document.createTreeWalker(caption, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                const at = node.data.indexOf('not counted');
+                if (at < 0) continue;
+                const left = i => {
+                    const range = document.createRange();
+                    range.setStart(node, i);
+                    range.setEnd(node, i + 1);
+                    return range.getBoundingClientRect().left;
+                };
+                return [left(at), left(at + 1)];
+            }
+            return null;
+        }"""
+    )
+    assert order is not None
+    assert order[0] < order[1], order
+    assert browser.problems == []

@@ -484,6 +484,8 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             return error
         if isinstance(error, FactNotFoundError | UnsafeIdentifierError):
             return _Refused(*_NOT_FOUND)
+        if isinstance(error, ProblemError) and error.problem.status == 404:
+            return _Refused(*_NOT_FOUND)  # another user's scope: the page of one that is not
         if isinstance(error, ProblemError | DeerMemError):
             problem = problem_for(error)
             # The API's own line (app.py): a problem's detail may say "the log names the
@@ -498,13 +500,16 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         raise error
 
     def view(request: Request, render: Callable[[Session, Principal], Response]) -> Response:
-        who = signed_in(request)
-        if who is None:
-            return sign_in_redirect()
+        who = None
         try:
+            # Inside: a tokens file broken since start-up fails the session's check, and
+            # that is this page's error, not the API's JSON.
+            who = signed_in(request)
+            if who is None:
+                return sign_in_redirect()
             return render(*who)
         except (DeerMemError, _Refused) as error:
-            return refusal(request, failure(error), who[0])
+            return refusal(request, failure(error), who[0] if who else None)
 
     async def form(request: Request) -> dict[str, str]:
         body = await request.body()
@@ -518,13 +523,13 @@ def inspector_router(inspector: Inspector) -> APIRouter:
 
     async def action(request: Request, act: Callable[[Session, Principal], Response]) -> Response:
         """A POST: signed in, the session's CSRF token in the form, then the act."""
-        who = signed_in(request)
-        if who is None:
-            return sign_in_redirect()
-        session = who[0]
+        who = None
         try:
+            who = signed_in(request)  # inside, as in view()
+            if who is None:
+                return sign_in_redirect()
             sent = (await form(request)).get("csrf", "")
-            if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
+            if not hmac.compare_digest(sent.encode(), who[0].csrf.encode()):
                 raise _Refused(
                     403,
                     "Form refused",
@@ -532,7 +537,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 )
             return await run_in_threadpool(act, *who)
         except (DeerMemError, _Refused) as error:
-            return refusal(request, failure(error), session)
+            return refusal(request, failure(error), who[0] if who else None)
 
     def cookie_args(request: Request) -> dict[str, object]:
         return {
@@ -575,7 +580,10 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 _Refused(403, "Form refused", "Open the sign-in page again and sign in from it."),
                 None,
             )
-        session = await run_in_threadpool(inspector.sign_in, fields.get("token", ""))
+        try:
+            session = await run_in_threadpool(inspector.sign_in, fields.get("token", ""))
+        except DeerMemError as error:  # the tokens file broke since start-up
+            return refusal(request, failure(error), None)
         if session is None:
             return RedirectResponse(
                 f"{UI_PREFIX}/sign-in?failed=1", status_code=303, headers=_HEADERS
@@ -662,13 +670,12 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             query = request.query_params.get("q", "").strip()[:500]
-            number = _page_number(request)
             ranking = memory.ranking()
-            empty = not ranking.facts and not memory.archive_page(0, 0)[1]
-            if empty and (user, memory.scope.agent) not in _known(memory):
-                raise _Refused(*_NOT_FOUND)
+            _held(memory, empty=not ranking.facts and not memory.archive_page(0, 0)[1])
             found = memory.search(query, top_k=20, record=False) if query else ()
             ranks = {item.fact.id: item for item in ranking.facts}
+            pages = max(1, -(-len(ranking.facts) // PAGE_SIZE))
+            number = _page_number(request, pages)
             start = (number - 1) * PAGE_SIZE
             shown = ranking.facts[start : start + PAGE_SIZE]
             going = next((item for item in ranking.facts if item.next_out), None)
@@ -683,7 +690,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 ranking=ranking,
                 shown=shown,
                 page=number,
-                pages=max(1, -(-len(ranking.facts) // PAGE_SIZE)),
+                pages=pages,
                 going=going,
                 below=below,
                 query=query,
@@ -701,6 +708,14 @@ def inspector_router(inspector: Inspector) -> APIRouter:
             entries, total = memory.archive_page(
                 (number - 1) * ARCHIVE_PAGE_SIZE, ARCHIVE_PAGE_SIZE
             )
+            _held(memory, empty=not total and not memory.ranking().facts)
+            pages = max(1, -(-total // ARCHIVE_PAGE_SIZE))
+            if number > pages:  # past the last: the last (the total is known only now)
+                number = pages
+                entries, total = memory.archive_page(
+                    (number - 1) * ARCHIVE_PAGE_SIZE, ARCHIVE_PAGE_SIZE
+                )
+                pages = max(1, -(-total // ARCHIVE_PAGE_SIZE))
             return scope_page(
                 request,
                 "archive.html",
@@ -711,7 +726,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 entries=entries,
                 total=total,
                 page=number,
-                pages=max(1, -(-total // ARCHIVE_PAGE_SIZE)),
+                pages=pages,
                 notice=_purged(memory, request.query_params.get("purged", "")),
             )
 
@@ -745,6 +760,9 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 result = memory.restore(fact_id)
             except FactNotFoundError:
                 raise _not_in_archive(memory, fact_id) from None
+            # When the gate sent it back, its receipt says where it stood (a reserved
+            # correction may have kept its slot although the fact outranked it).
+            receipt = next((r for r in result.receipts if r.entry_for(fact_id)), None)
             left = []
             # The restored fact itself is among the evicted when the gate sent it back:
             # it did not leave in its own place.
@@ -762,6 +780,8 @@ def inspector_router(inspector: Inspector) -> APIRouter:
                 session,
                 result=result,
                 left=left,
+                receipt=receipt,
+                line=receipt.entry_for(fact_id) if receipt else None,
             )
 
         return await action(request, act)
@@ -799,6 +819,7 @@ def inspector_router(inspector: Inspector) -> APIRouter:
         def render(session: Session, principal: Principal) -> Response:
             memory = inspector.scoped(principal, user, agent)
             result = memory.what_if()
+            _held(memory, empty=not result.candidates)
             by_id = {fact.id: fact for fact in result.candidates}
             return scope_page(
                 request,
@@ -816,16 +837,20 @@ def inspector_router(inspector: Inspector) -> APIRouter:
     return ui
 
 
-def _page_number(request: Request) -> int:
+def _page_number(request: Request, pages: int | None = None) -> int:
+    """The page asked for: the first for what is no page number, the last (when known)
+    for a number past it."""
     text = request.query_params.get("page", "1")
     # ASCII digits only: str.isdigit also takes '²', which int() refuses.
     number = int(text) if text.isascii() and text.isdigit() and len(text) < 7 else 1
-    return max(1, number)
+    return max(1, number if pages is None else min(number, pages))
 
 
-def _known(memory: Memory) -> set[tuple[str | None, str]]:
-    """The scopes the store holds (an empty, unknown scope is "not found")."""
-    return {(scope.user_id, scope.agent) for scope in memory.store.scopes()}
+def _held(memory: Memory, *, empty: bool) -> None:
+    """Refuse, as "not found", the page of an empty scope the store does not hold: a scope
+    that does not exist reads as another user's, on every page of a scope."""
+    if empty and memory.scope not in memory.store.scopes():
+        raise _Refused(*_NOT_FOUND)
 
 
 def _regret(report: RegretReport, policy: str) -> dict[str, object]:
