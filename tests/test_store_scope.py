@@ -194,6 +194,6 @@ def test_layout_of_users_agents_and_the_single_user_root(tmp_path: Path) -> None
 
 def test_strict_user_scope_requires_a_user(tmp_path: Path) -> None:
     config = MemoryConfig(strict_user_scope=True)
-    with pytest.raises(UnsafeIdentifierError, match="user id is required"):
+    with pytest.raises(UnsafeIdentifierError, match="no user id given: strict_user_scope"):
         Memory.open(tmp_path, config)
     assert Memory.open(tmp_path, config, user="alice").scope.user_id == "alice"
